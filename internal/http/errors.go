@@ -1,0 +1,104 @@
+package http
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// Problem is an RFC 9457 problem document, the body of every error.
+type Problem struct {
+	// Type is a URI naming the kind of problem.
+	Type string `json:"type" example:"https://github.com/tetherhq/tether/blob/main/docs/errors.md#not_found"`
+	// Title is a short, stable summary of the kind of problem.
+	Title string `json:"title" example:"Not Found"`
+	// Status repeats the HTTP status code.
+	Status int `json:"status" example:"404"`
+	// Detail explains this occurrence.
+	Detail string `json:"detail" example:"sandbox sbx_... not found"`
+	// Code is the stable, machine-readable error code.
+	Code string `json:"code" example:"NOT_FOUND" enums:"INVALID_REQUEST,UNAUTHENTICATED,NOT_FOUND,SANDBOX_STATE_CONFLICT,IDEMPOTENCY_KEY_REUSED,UNKNOWN_PROVIDER,PROVIDER_UNAVAILABLE,NOT_SUPPORTED,PAYLOAD_TOO_LARGE,QUOTA_EXCEEDED,INTERNAL"`
+	// State is the sandbox's current state, for SANDBOX_STATE_CONFLICT.
+	State string `json:"state,omitempty" example:"terminated"`
+	// RequestID identifies the request in Tether's logs.
+	RequestID string `json:"request_id,omitempty"`
+} // @name Problem
+
+// statusOf maps each error code to its HTTP status: the one table every
+// error response comes from.
+var statusOf = map[sandbox.Code]int{
+	sandbox.CodeInvalidRequest:       http.StatusBadRequest,
+	sandbox.CodeUnauthenticated:      http.StatusUnauthorized,
+	sandbox.CodeNotFound:             http.StatusNotFound,
+	sandbox.CodeStateConflict:        http.StatusConflict,
+	sandbox.CodeIdempotencyKeyReused: http.StatusConflict,
+	sandbox.CodeUnknownProvider:      http.StatusBadRequest,
+	sandbox.CodeProviderUnavailable:  http.StatusServiceUnavailable,
+	sandbox.CodeNotSupported:         http.StatusNotImplemented,
+	sandbox.CodePayloadTooLarge:      http.StatusRequestEntityTooLarge,
+	sandbox.CodeQuotaExceeded:        http.StatusTooManyRequests,
+	sandbox.CodeInternal:             http.StatusInternalServerError,
+}
+
+// handlerFunc is a handler that reports failure by returning an error;
+// errorHandler renders it.
+type handlerFunc func(c *gin.Context) error
+
+// errorHandler adapts handlers that return errors: the one place errors
+// become responses. A 4xx shows the error's safe message; anything else is
+// logged with its cause and shown as a generic message.
+func errorHandler(log *slog.Logger) func(handlerFunc) gin.HandlerFunc {
+	return func(h handlerFunc) gin.HandlerFunc {
+		return func(c *gin.Context) {
+			if err := h(c); err != nil {
+				writeError(c, log, err)
+			}
+		}
+	}
+}
+
+func writeError(c *gin.Context, log *slog.Logger, err error) {
+	var maxBytes *http.MaxBytesError
+	if errors.As(err, &maxBytes) {
+		err = sandbox.Errorf(sandbox.CodePayloadTooLarge, "request body exceeds %d bytes", maxBytes.Limit)
+	}
+	var e *sandbox.Error
+	if !errors.As(err, &e) {
+		e = &sandbox.Error{Code: sandbox.CodeInternal}
+	}
+	status, ok := statusOf[e.Code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	detail := e.Message
+	if status >= 500 && e.Code != sandbox.CodeProviderUnavailable && e.Code != sandbox.CodeNotSupported {
+		log.ErrorContext(c.Request.Context(), "request failed", "err", err,
+			"request_id", requestID(c), "method", c.Request.Method, "path", c.FullPath())
+		detail = "an internal error occurred; quote the request id when reporting it"
+	}
+	if e == sandbox.ErrNotFound {
+		detail = "the resource does not exist"
+	}
+	writeProblem(c, status, e.Code, detail, e.State)
+}
+
+func writeProblem(c *gin.Context, status int, code sandbox.Code, detail string, state sandbox.State) {
+	p := Problem{
+		Type:      "https://github.com/tetherhq/tether/blob/main/docs/errors.md#" + strings.ToLower(string(code)),
+		Title:     http.StatusText(status),
+		Status:    status,
+		Detail:    detail,
+		Code:      string(code),
+		State:     string(state),
+		RequestID: requestID(c),
+	}
+	c.Header("Content-Type", "application/problem+json")
+	c.Status(status)
+	c.Abort()
+	_ = encodeJSON(c.Writer, p)
+}

@@ -1,0 +1,64 @@
+package http
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	swaggerFiles "github.com/swaggo/files"
+	ginSwagger "github.com/swaggo/gin-swagger"
+
+	"github.com/tetherhq/tether/docs"
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+//	@title						Tether API
+//	@version					1.0
+//	@description				Tether creates, tracks and destroys sandboxes for AI agents. Requests return at once; sandboxes move through requested → creating → ready (or cancelled, terminated, failed) asynchronously. Errors are application/problem+json (RFC 9457) with a stable code.
+//	@BasePath					/
+//	@securityDefinitions.apikey	BearerAuth
+//	@in							header
+//	@name						Authorization
+//	@description				"Bearer " followed by an API key (tether keys create --tenant NAME).
+
+// addRoutes is the whole API surface.
+func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
+	h := errorHandler(log)
+	providers := make(map[string]sandbox.Provider, len(deps.Providers))
+	for _, p := range deps.Providers {
+		providers[p.Name()] = p
+	}
+
+	r.Use(withRecovery(log), withRequestID(), withLogging(log), withMetrics(deps.Metrics))
+	r.NoRoute(h(func(c *gin.Context) error {
+		return sandbox.Errorf(sandbox.CodeNotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path)
+	}))
+	r.NoMethod(func(c *gin.Context) {
+		writeProblem(c, http.StatusMethodNotAllowed, sandbox.CodeInvalidRequest,
+			"method "+c.Request.Method+" is not allowed here", "")
+	})
+
+	r.GET("/healthz", h(handleHealthz()))
+	r.GET("/readyz", h(handleReadyz(deps.Ready)))
+	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(deps.Gatherer, promhttp.HandlerOpts{})))
+	docs.SwaggerInfo.Host = ""
+	r.GET("/swagger/*any", ginSwagger.WrapHandler(swaggerFiles.Handler))
+
+	v1 := r.Group("/v1", withAuth(log, deps.Store), withBodyLimit(cfg.MaxBodyBytes))
+	v1.POST("/sandboxes", h(handleSandboxCreate(cfg, deps.Store, providers)))
+	v1.GET("/sandboxes", h(handleSandboxList(deps.Store)))
+	v1.GET("/sandboxes/:id", h(handleSandboxGet(cfg, deps.Store, deps.Changes)))
+	v1.DELETE("/sandboxes/:id", h(handleSandboxDelete(deps.Store)))
+	v1.GET("/sandboxes/:id/events", h(handleSandboxEvents(deps.Store)))
+	v1.GET("/events", h(handleEvents(deps.Store)))
+	v1.GET("/providers", h(handleProviders(deps.Providers)))
+
+	// Reserved for the owners, TTL and data-plane work.
+	v1.POST("/sandboxes/:id/renew", h(handleNotImplemented("renewing a sandbox")))
+	v1.POST("/sandboxes/:id/exec", h(handleNotImplemented("exec")))
+	v1.PUT("/sandboxes/:id/files", h(handleNotImplemented("file upload")))
+	v1.GET("/sandboxes/:id/files", h(handleNotImplemented("file download")))
+	v1.PUT("/owners/:owner/lease", h(handleNotImplemented("owner leases")))
+	v1.DELETE("/owners/:owner", h(handleNotImplemented("ending an owner")))
+}

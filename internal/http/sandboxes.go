@@ -1,0 +1,642 @@
+package http
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// Sandbox is a sandbox as the API shows it.
+type Sandbox struct {
+	ID       string            `json:"id" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"`
+	State    string            `json:"state" enums:"requested,creating,ready,cancelled,terminated,failed" example:"ready"`
+	Provider string            `json:"provider" example:"sim"`
+	Owner    *string           `json:"owner" example:"agent-42"`
+	Labels   map[string]string `json:"labels"`
+	// Reason says why a terminal sandbox ended.
+	Reason *string `json:"reason" enums:"requested,owner_released,owner_expired,expired,create_failed,lost" example:"requested"`
+	// Error is why creation failed, or the last retryable error while creating.
+	Error *string `json:"error"`
+	// Released is true once the provider confirmed the sandbox's resources gone.
+	Released bool `json:"released"`
+	// ReleaseError is the last failed destroy's error while released is false.
+	ReleaseError *string `json:"release_error,omitempty"`
+	// ProviderID is the provider's own name for the sandbox, once ready.
+	ProviderID *string `json:"provider_id"`
+	// WorkDir is the working directory inside the sandbox, once ready.
+	WorkDir *string `json:"work_dir"`
+	// Attempts counts the provider create calls made so far.
+	Attempts  int        `json:"attempts"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	ReadyAt   *time.Time `json:"ready_at"`
+	EndedAt   *time.Time `json:"ended_at"`
+	// ReleasedAt is when the provider confirmed the resources gone.
+	ReleasedAt *time.Time `json:"released_at"`
+	// ExpiresAt is the deadline after which the sandbox is ended (reason expired).
+	ExpiresAt time.Time `json:"expires_at"`
+	// CreateDeadline is when creation gives up and the sandbox fails.
+	CreateDeadline time.Time `json:"create_deadline"`
+} // @name Sandbox
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func toSandbox(sb sandbox.Sandbox) Sandbox {
+	labels := sb.Labels
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	out := Sandbox{
+		ID:             sb.ID,
+		State:          string(sb.State),
+		Provider:       sb.Provider,
+		Owner:          optional(sb.Owner),
+		Labels:         labels,
+		Reason:         optional(string(sb.Reason)),
+		Error:          optional(sb.Error),
+		Released:       sb.Released,
+		ProviderID:     optional(sb.ProviderID),
+		WorkDir:        optional(sb.WorkDir),
+		Attempts:       sb.Attempts,
+		CreatedAt:      sb.CreatedAt.UTC(),
+		UpdatedAt:      sb.UpdatedAt.UTC(),
+		ReadyAt:        utc(sb.ReadyAt),
+		EndedAt:        utc(sb.EndedAt),
+		ReleasedAt:     utc(sb.ReleasedAt),
+		ExpiresAt:      sb.ExpiresAt.UTC(),
+		CreateDeadline: sb.CreateDeadline.UTC(),
+	}
+	if !sb.Released {
+		out.ReleaseError = optional(sb.ReleaseError)
+	}
+	return out
+}
+
+// CreateSandboxRequest is the body of POST /v1/sandboxes.
+type CreateSandboxRequest struct {
+	// Provider to create the sandbox with; default: the server's default provider.
+	Provider string `json:"provider,omitempty" example:"sim"`
+	// Owner is the client that owns the sandbox; the sandbox ends when the owner's lease lapses.
+	Owner string `json:"owner,omitempty" example:"agent-42"`
+	// Labels are free-form key/value pairs to filter by.
+	Labels map[string]string `json:"labels,omitempty"`
+	// TTLSeconds is the sandbox's lifetime; default: the server's default TTL.
+	TTLSeconds *int64 `json:"ttl_seconds,omitempty" example:"3600"`
+	// Env is set for the setup script and commands run in the sandbox.
+	Env map[string]string `json:"env,omitempty"`
+	// Setup is a shell script run inside the sandbox before it counts as ready; failure means failed.
+	Setup string `json:"setup,omitempty"`
+	// Params are provider-specific options.
+	Params json.RawMessage `json:"params,omitempty" swaggertype:"object"`
+} // @name CreateSandboxRequest
+
+// SandboxList is a page of sandboxes.
+type SandboxList struct {
+	Items []Sandbox `json:"items"`
+	// NextCursor fetches the next page; null at the end.
+	NextCursor *string `json:"next_cursor"`
+} // @name SandboxList
+
+type sandboxCreator interface {
+	CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sandbox.Sandbox, bool, error)
+}
+
+type sandboxGetter interface {
+	GetSandbox(ctx context.Context, tenant, id string) (sandbox.Sandbox, error)
+}
+
+type sandboxLister interface {
+	ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sandbox.Sandbox, *sandbox.Cursor, error)
+}
+
+type sandboxEnder interface {
+	EndSandbox(ctx context.Context, tenant, id string, reason sandbox.Reason, actor sandbox.Actor, message string) (sandbox.Sandbox, bool, error)
+}
+
+type changeSubscriber interface {
+	SubscribeSandbox(id string) (<-chan sandbox.Change, func())
+}
+
+// Limits on client-supplied values.
+const (
+	maxLabels         = 64
+	maxLabelValue     = 256
+	maxEnv            = 128
+	maxEnvValue       = 32 << 10
+	maxSetup          = 64 << 10
+	maxIdempotencyKey = 255
+	maxOwner          = 128
+)
+
+var (
+	labelKeyPattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]{0,126}[A-Za-z0-9])?$`)
+	ownerPattern    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
+	envKeyPattern   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+)
+
+func validateOwner(owner string) error {
+	if !ownerPattern.MatchString(owner) {
+		return sandbox.Errorf(sandbox.CodeInvalidRequest,
+			"owner must be 1-%d characters: letters, digits and . _ : @ -, starting with a letter or digit", maxOwner)
+	}
+	return nil
+}
+
+func validateLabels(labels map[string]string) error {
+	if len(labels) > maxLabels {
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "at most %d labels are allowed", maxLabels)
+	}
+	for k, v := range labels {
+		if k == "" {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "label keys must not be empty")
+		}
+		if !labelKeyPattern.MatchString(k) {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest,
+				"label key %q must be 1-128 characters of letters, digits and . _ / -, starting and ending with a letter or digit", k)
+		}
+		if len(v) > maxLabelValue || strings.ContainsRune(v, 0) {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "label %q: value must be at most %d bytes with no NUL", k, maxLabelValue)
+		}
+	}
+	return nil
+}
+
+// handleSandboxCreate requests a sandbox.
+//
+//	@Summary		Request a sandbox
+//	@Description	Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+//	@Tags			sandboxes
+//	@Accept			json
+//	@Produce		json
+//	@Param			Idempotency-Key	header		string					false	"makes retries of this request safe"
+//	@Param			request			body		CreateSandboxRequest	true	"the sandbox to create"
+//	@Success		202				{object}	Sandbox					"accepted; Location names the sandbox"
+//	@Success		200				{object}	Sandbox					"an earlier request with this Idempotency-Key made this sandbox"
+//	@Failure		400				{object}	Problem					"INVALID_REQUEST or UNKNOWN_PROVIDER"
+//	@Failure		401				{object}	Problem
+//	@Failure		409				{object}	Problem	"IDEMPOTENCY_KEY_REUSED"
+//	@Failure		413				{object}	Problem
+//	@Header			202				{string}	Location	"/v1/sandboxes/{id}"
+//	@Security		BearerAuth
+//	@Router			/v1/sandboxes [post]
+func handleSandboxCreate(cfg Config, st sandboxCreator, providers map[string]sandbox.Provider) handlerFunc {
+	return func(c *gin.Context) error {
+		var req CreateSandboxRequest
+		if err := decodeJSON(c, &req); err != nil {
+			return err
+		}
+		p, err := validateCreate(cfg, &req, providers)
+		if err != nil {
+			return err
+		}
+		p.Tenant = tenantOf(c)
+		if key := c.GetHeader("Idempotency-Key"); key != "" {
+			if len(key) > maxIdempotencyKey || !saneRequestID(strings.ReplaceAll(key, " ", "-")) {
+				return sandbox.Errorf(sandbox.CodeInvalidRequest,
+					"Idempotency-Key must be 1-%d printable ASCII characters", maxIdempotencyKey)
+			}
+			// The hash covers the request as decoded and re-encoded, so two
+			// bodies that differ only in formatting are the same request.
+			canonical, _ := json.Marshal(req)
+			sum := sha256.Sum256(canonical)
+			p.IdempotencyKey, p.RequestHash = key, sum[:]
+		}
+		sb, created, err := st.CreateSandbox(c.Request.Context(), p)
+		if err != nil {
+			return err
+		}
+		c.Header("Location", "/v1/sandboxes/"+sb.ID)
+		status := http.StatusAccepted
+		if !created {
+			status = http.StatusOK
+		}
+		return writeJSON(c, status, toSandbox(sb))
+	}
+}
+
+func validateCreate(cfg Config, req *CreateSandboxRequest, providers map[string]sandbox.Provider) (sandbox.CreateParams, error) {
+	var p sandbox.CreateParams
+	if req.Provider == "" {
+		req.Provider = cfg.DefaultProvider
+	}
+	prov, ok := providers[req.Provider]
+	if !ok {
+		names := make([]string, 0, len(providers))
+		for n := range providers {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return p, sandbox.Errorf(sandbox.CodeUnknownProvider,
+			"provider %q is not enabled on this server (enabled: %s)", req.Provider, strings.Join(names, ", "))
+	}
+	if req.Owner != "" {
+		if err := validateOwner(req.Owner); err != nil {
+			return p, err
+		}
+	}
+	if err := validateLabels(req.Labels); err != nil {
+		return p, err
+	}
+	if len(req.Env) > maxEnv {
+		return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "at most %d env variables are allowed", maxEnv)
+	}
+	for k, v := range req.Env {
+		if !envKeyPattern.MatchString(k) {
+			return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "env name %q must match [A-Za-z_][A-Za-z0-9_]*", k)
+		}
+		if len(v) > maxEnvValue || strings.ContainsRune(v, 0) {
+			return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "env %q: value must be at most %d bytes with no NUL", k, maxEnvValue)
+		}
+	}
+	if len(req.Setup) > maxSetup || strings.ContainsRune(req.Setup, 0) {
+		return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "setup must be at most %d bytes with no NUL", maxSetup)
+	}
+	ttl, err := resolveTTL(cfg, req.TTLSeconds, req.Owner != "")
+	if err != nil {
+		return p, err
+	}
+	params := bytes.TrimSpace(req.Params)
+	if len(params) > 0 && string(params) != "null" {
+		if params[0] != '{' {
+			return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "params must be a JSON object")
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, params); err != nil {
+			return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "params must be a JSON object")
+		}
+		req.Params = compact.Bytes()
+	} else {
+		req.Params = nil
+	}
+	if err := prov.ValidateParams(req.Params); err != nil {
+		return p, err
+	}
+	return sandbox.CreateParams{
+		Provider:      req.Provider,
+		Owner:         req.Owner,
+		Labels:        req.Labels,
+		Env:           req.Env,
+		Setup:         req.Setup,
+		Params:        req.Params,
+		TTL:           ttl,
+		CreateTimeout: cfg.CreateTimeout,
+	}, nil
+}
+
+// resolveTTL applies the TTL rules: an explicit ttl_seconds must be positive
+// and within the max lifetime; without one, a sandbox with an owner lives as
+// long as its owner (up to the max lifetime) and one without an owner gets
+// the default TTL.
+func resolveTTL(cfg Config, seconds *int64, hasOwner bool) (time.Duration, error) {
+	if seconds == nil {
+		if hasOwner {
+			return cfg.MaxLifetime, nil
+		}
+		return min(cfg.DefaultTTL, cfg.MaxLifetime), nil
+	}
+	maxSeconds := int64(cfg.MaxLifetime / time.Second)
+	if *seconds <= 0 || *seconds > maxSeconds {
+		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "ttl_seconds must be between 1 and %d (the max lifetime)", maxSeconds)
+	}
+	return time.Duration(*seconds) * time.Second, nil
+}
+
+// sandboxID returns the path's sandbox id, answering malformed ids as not
+// found without a query.
+func sandboxID(c *gin.Context) (string, error) {
+	id := c.Param("id")
+	if !sandbox.ValidID(id) {
+		return "", sandbox.Errorf(sandbox.CodeNotFound, "sandbox %q not found", id)
+	}
+	return id, nil
+}
+
+func notFoundAs(err error, id string) error {
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return sandbox.Errorf(sandbox.CodeNotFound, "sandbox %s not found", id)
+	}
+	return err
+}
+
+// handleSandboxGet returns one sandbox, optionally waiting for it to settle.
+//
+//	@Summary		Get a sandbox
+//	@Description	With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer requested or creating, or the wait ends, and returns it as it is then.
+//	@Tags			sandboxes
+//	@Produce		json
+//	@Param			id		path		string	true	"sandbox id"
+//	@Param			wait	query		string	false	"how long to wait for the sandbox to settle, e.g. 30s"
+//	@Success		200		{object}	Sandbox
+//	@Failure		400		{object}	Problem
+//	@Failure		401		{object}	Problem
+//	@Failure		404		{object}	Problem
+//	@Security		BearerAuth
+//	@Router			/v1/sandboxes/{id} [get]
+func handleSandboxGet(cfg Config, st sandboxGetter, changes changeSubscriber) handlerFunc {
+	return func(c *gin.Context) error {
+		id, err := sandboxID(c)
+		if err != nil {
+			return err
+		}
+		if err := onlyQuery(c, "wait"); err != nil {
+			return err
+		}
+		var wait time.Duration
+		if w := c.Query("wait"); w != "" {
+			wait, err = parseWait(w, cfg.MaxWait)
+			if err != nil {
+				return err
+			}
+		}
+		ctx, tenant := c.Request.Context(), tenantOf(c)
+		var (
+			updates <-chan sandbox.Change
+			stop    = func() {}
+		)
+		if wait > 0 {
+			// Subscribe before reading so that no change slips between.
+			updates, stop = changes.SubscribeSandbox(id)
+		}
+		defer stop()
+		sb, err := st.GetSandbox(ctx, tenant, id)
+		if err != nil {
+			return notFoundAs(err, id)
+		}
+		if wait > 0 && !sb.State.Settled() {
+			deadline := time.NewTimer(wait)
+			defer deadline.Stop()
+			// A poll backs up the notifications, which are best effort.
+			poll := time.NewTicker(time.Second)
+			defer poll.Stop()
+		waiting:
+			for !sb.State.Settled() {
+				select {
+				case <-ctx.Done():
+					return nil // the client left
+				case <-deadline.C:
+					break waiting
+				case <-updates:
+				case <-poll.C:
+				}
+				if sb, err = st.GetSandbox(ctx, tenant, id); err != nil {
+					return notFoundAs(err, id)
+				}
+			}
+		}
+		return writeJSON(c, http.StatusOK, toSandbox(sb))
+	}
+}
+
+func parseWait(s string, maxWait time.Duration) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		if n, nerr := strconv.Atoi(s); nerr == nil {
+			d, err = time.Duration(n)*time.Second, nil
+		}
+	}
+	if err != nil || d < 0 {
+		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "wait must be a non-negative duration such as 30s")
+	}
+	if d > maxWait {
+		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "wait must be at most %s", maxWait)
+	}
+	return d, nil
+}
+
+// onlyQuery refuses query parameters other than the allowed ones, so that a
+// misspelt filter is an error rather than silently ignored.
+func onlyQuery(c *gin.Context, allowed ...string) error {
+	for k := range c.Request.URL.Query() {
+		if !slices.Contains(allowed, k) {
+			if len(allowed) == 0 {
+				return sandbox.Errorf(sandbox.CodeInvalidRequest, "unknown query parameter %q", k)
+			}
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "unknown query parameter %q (allowed: %s)", k, strings.Join(allowed, ", "))
+		}
+	}
+	return nil
+}
+
+const (
+	defaultPageSize = 50
+	maxPageSize     = 500
+)
+
+func parseLimit(c *gin.Context) (int, error) {
+	s, ok := c.GetQuery("limit")
+	if !ok {
+		return defaultPageSize, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > maxPageSize {
+		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "limit must be an integer between 1 and %d", maxPageSize)
+	}
+	return n, nil
+}
+
+// encodeCursor makes the opaque next_cursor of a sandbox listing.
+func encodeCursor(cur *sandbox.Cursor) *string {
+	if cur == nil {
+		return nil
+	}
+	s := base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d|%s", cur.CreatedAt.UnixMicro(), cur.ID))
+	return &s
+}
+
+func decodeCursor(s string) (*sandbox.Cursor, error) {
+	bad := sandbox.Errorf(sandbox.CodeInvalidRequest, "cursor is not valid: pass next_cursor from a previous page unchanged")
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, bad
+	}
+	ts, id, ok := strings.Cut(string(raw), "|")
+	if !ok || !sandbox.ValidID(id) {
+		return nil, bad
+	}
+	micros, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return nil, bad
+	}
+	return &sandbox.Cursor{CreatedAt: time.UnixMicro(micros).UTC(), ID: id}, nil
+}
+
+func parseTime(name, s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "%s must be an RFC 3339 time such as 2026-01-02T15:04:05Z", name)
+	}
+	return t, nil
+}
+
+// parseListFilter reads the list filters from the query.
+func parseListFilter(q url.Values) (sandbox.ListFilter, error) {
+	var f sandbox.ListFilter
+	for _, s := range q["state"] {
+		for part := range strings.SplitSeq(s, ",") {
+			st := sandbox.State(part)
+			if !st.Valid() {
+				return f, sandbox.Errorf(sandbox.CodeInvalidRequest,
+					"state %q is not a sandbox state (requested, creating, ready, cancelled, terminated, failed)", part)
+			}
+			f.States = append(f.States, st)
+		}
+	}
+	if v, ok := q["owner"]; ok {
+		if err := validateOwner(v[0]); err != nil {
+			return f, err
+		}
+		f.Owner = v[0]
+	}
+	if v, ok := q["provider"]; ok {
+		if v[0] == "" {
+			return f, sandbox.Errorf(sandbox.CodeInvalidRequest, "provider must not be empty")
+		}
+		f.Provider = v[0]
+	}
+	for _, l := range q["label"] {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok {
+			return f, sandbox.Errorf(sandbox.CodeInvalidRequest, "label filter %q must look like key=value", l)
+		}
+		if f.Labels == nil {
+			f.Labels = map[string]string{}
+		}
+		if prev, dup := f.Labels[k]; dup && prev != v {
+			return f, sandbox.Errorf(sandbox.CodeInvalidRequest, "label filter names key %q twice with different values", k)
+		}
+		f.Labels[k] = v
+	}
+	if err := validateLabels(f.Labels); err != nil {
+		return f, err
+	}
+	for name, dst := range map[string]*time.Time{"created_after": &f.CreatedAfter, "created_before": &f.CreatedBefore} {
+		if v, ok := q[name]; ok {
+			t, err := parseTime(name, v[0])
+			if err != nil {
+				return f, err
+			}
+			*dst = t
+		}
+	}
+	if v, ok := q["released"]; ok {
+		b, err := strconv.ParseBool(v[0])
+		if err != nil {
+			return f, sandbox.Errorf(sandbox.CodeInvalidRequest, "released must be true or false")
+		}
+		f.Released = &b
+	}
+	return f, nil
+}
+
+// handleSandboxList lists the tenant's sandboxes.
+//
+//	@Summary		List sandboxes
+//	@Description	Newest first, with keyset pagination: pass next_cursor back as cursor for the next page. Filters combine with AND.
+//	@Tags			sandboxes
+//	@Produce		json
+//	@Param			state			query		[]string	false	"only these states (repeatable, or comma-separated)"	collectionFormat(multi)
+//	@Param			owner			query		string		false	"only this owner's sandboxes"
+//	@Param			provider		query		string		false	"only this provider's sandboxes"
+//	@Param			label			query		[]string	false	"key=value; repeatable, all must match"	collectionFormat(multi)
+//	@Param			created_after	query		string		false	"RFC 3339 time"
+//	@Param			created_before	query		string		false	"RFC 3339 time"
+//	@Param			released		query		bool		false	"only sandboxes whose resources are (true) or are not yet (false) confirmed released"
+//	@Param			limit			query		int			false	"page size, 1-500 (default 50)"
+//	@Param			cursor			query		string		false	"next_cursor of the previous page"
+//	@Success		200				{object}	SandboxList
+//	@Failure		400				{object}	Problem
+//	@Failure		401				{object}	Problem
+//	@Security		BearerAuth
+//	@Router			/v1/sandboxes [get]
+func handleSandboxList(st sandboxLister) handlerFunc {
+	return func(c *gin.Context) error {
+		if err := onlyQuery(c, "state", "owner", "provider", "label", "created_after", "created_before", "released", "limit", "cursor"); err != nil {
+			return err
+		}
+		q := c.Request.URL.Query()
+		f, err := parseListFilter(q)
+		if err != nil {
+			return err
+		}
+		if f.Limit, err = parseLimit(c); err != nil {
+			return err
+		}
+		if cur, ok := q["cursor"]; ok {
+			if f.After, err = decodeCursor(cur[0]); err != nil {
+				return err
+			}
+		}
+		f.Tenant = tenantOf(c)
+		items, next, err := st.ListSandboxes(c.Request.Context(), f)
+		if err != nil {
+			return err
+		}
+		out := SandboxList{Items: make([]Sandbox, len(items)), NextCursor: encodeCursor(next)}
+		for i, sb := range items {
+			out.Items[i] = toSandbox(sb)
+		}
+		return writeJSON(c, http.StatusOK, out)
+	}
+}
+
+// handleSandboxDelete cancels or terminates a sandbox.
+//
+//	@Summary		Cancel or terminate a sandbox
+//	@Description	A requested or creating sandbox is cancelled, a ready one terminated (reason requested); Tether then releases whatever the provider holds, and released turns true. Idempotent: 202 when this call ended the sandbox, 200 when it had already ended.
+//	@Tags			sandboxes
+//	@Produce		json
+//	@Param			id	path		string	true	"sandbox id"
+//	@Success		202	{object}	Sandbox	"ended by this request"
+//	@Success		200	{object}	Sandbox	"already ended"
+//	@Failure		401	{object}	Problem
+//	@Failure		404	{object}	Problem
+//	@Security		BearerAuth
+//	@Router			/v1/sandboxes/{id} [delete]
+func handleSandboxDelete(st sandboxEnder) handlerFunc {
+	return func(c *gin.Context) error {
+		id, err := sandboxID(c)
+		if err != nil {
+			return err
+		}
+		if err := onlyQuery(c); err != nil {
+			return err
+		}
+		sb, changed, err := st.EndSandbox(c.Request.Context(), tenantOf(c), id, sandbox.ReasonRequested, sandbox.ActorClient, "deleted by client")
+		if err != nil {
+			return notFoundAs(err, id)
+		}
+		status := http.StatusOK
+		if changed {
+			status = http.StatusAccepted
+		}
+		return writeJSON(c, status, toSandbox(sb))
+	}
+}

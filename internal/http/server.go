@@ -1,0 +1,263 @@
+// Package http is Tether's REST API: routing, authentication, request
+// decoding and validation, and the rendering of sandboxes, events and errors
+// as JSON. It talks to the registry and the providers through small
+// interfaces declared next to the handlers that use them.
+package http
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// Config holds the API's limits and defaults.
+type Config struct {
+	// DefaultProvider serves creates that name no provider.
+	DefaultProvider string
+	// DefaultTTL is the lifetime of a sandbox created without ttl_seconds
+	// and without an owner.
+	DefaultTTL time.Duration
+	// MaxLifetime caps every sandbox's lifetime, from its creation.
+	MaxLifetime time.Duration
+	// CreateTimeout bounds a sandbox's creation; past it the sandbox fails.
+	CreateTimeout time.Duration
+	// MaxBodyBytes caps JSON request bodies.
+	MaxBodyBytes int64
+	// MaxWait caps GET /v1/sandboxes/{id}?wait=.
+	MaxWait time.Duration
+}
+
+// Deps are the collaborators the API needs.
+type Deps struct {
+	Store     Store
+	Changes   changeSubscriber
+	Providers []sandbox.Provider
+	// Ready reports whether the service can serve: Postgres reachable and
+	// the schema current. It never depends on a provider.
+	Ready func(ctx context.Context) error
+	// Metrics receives the HTTP metrics; Gatherer serves /metrics.
+	Metrics  prometheus.Registerer
+	Gatherer prometheus.Gatherer
+}
+
+// Store is what the API needs from the registry, as the union of the small
+// interfaces its handlers take.
+type Store interface {
+	authenticator
+	sandboxCreator
+	sandboxGetter
+	sandboxLister
+	sandboxEnder
+	eventLister
+}
+
+// NewServer returns the API as an http.Handler.
+func NewServer(log *slog.Logger, cfg Config, deps Deps) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.ContextWithFallback = true
+	addRoutes(r, log, cfg, deps)
+	return r
+}
+
+// requestIDKey is the gin context key of the request id.
+const requestIDKey = "tether.request_id"
+
+func requestID(c *gin.Context) string { return c.GetString(requestIDKey) }
+
+// withRequestID takes a sane X-Request-ID from the client or makes one, and
+// echoes it in the response.
+func withRequestID() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		id := c.GetHeader("X-Request-ID")
+		if !saneRequestID(id) {
+			var b [8]byte
+			_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+			id = hex.EncodeToString(b[:])
+		}
+		c.Set(requestIDKey, id)
+		c.Header("X-Request-ID", id)
+		c.Next()
+	}
+}
+
+func saneRequestID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, r := range id {
+		if r < '!' || r > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// withLogging logs one structured line per request.
+func withLogging(log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		start := time.Now()
+		c.Next()
+		status := c.Writer.Status()
+		level := slog.LevelInfo
+		switch {
+		case status >= 500:
+			level = slog.LevelError
+		case c.Request.URL.Path == "/healthz" || c.Request.URL.Path == "/readyz" || c.Request.URL.Path == "/metrics":
+			level = slog.LevelDebug
+		}
+		log.Log(c.Request.Context(), level, "http request",
+			"method", c.Request.Method, "route", c.FullPath(), "status", status,
+			"duration_ms", float64(time.Since(start).Microseconds())/1000,
+			"request_id", requestID(c), "tenant", c.GetString(tenantKey))
+	}
+}
+
+// withMetrics observes request latency by method, route and status.
+func withMetrics(reg prometheus.Registerer) gin.HandlerFunc {
+	hist := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "tether_http_request_duration_seconds",
+		Help:    "HTTP request latency by method, route and status.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30, 60},
+	}, []string{"method", "route", "status"})
+	if reg != nil {
+		reg.MustRegister(hist)
+	}
+	return func(c *gin.Context) {
+		start := time.Now()
+		c.Next()
+		route := c.FullPath()
+		if route == "" {
+			route = "unmatched"
+		}
+		hist.WithLabelValues(c.Request.Method, route, strconv.Itoa(c.Writer.Status())).Observe(time.Since(start).Seconds())
+	}
+}
+
+// withRecovery turns a panic into a logged INTERNAL problem.
+func withRecovery(log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				log.Error("panic serving request", "panic", v, "request_id", requestID(c), "stack", string(debug.Stack()))
+				if !c.Writer.Written() {
+					writeProblem(c, http.StatusInternalServerError, sandbox.CodeInternal,
+						"an internal error occurred; quote the request id when reporting it", "")
+				}
+			}
+		}()
+		c.Next()
+	}
+}
+
+// withBodyLimit caps the request body; reading past it fails with
+// *http.MaxBytesError, which renders as PAYLOAD_TOO_LARGE.
+func withBodyLimit(limit int64) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if c.Request.ContentLength > limit {
+			writeProblem(c, http.StatusRequestEntityTooLarge, sandbox.CodePayloadTooLarge,
+				fmt.Sprintf("request body exceeds %d bytes", limit), "")
+			return
+		}
+		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, limit)
+		c.Next()
+	}
+}
+
+// decodeJSON decodes exactly one JSON object from the body into v, refusing
+// unknown fields, and translates failures into INVALID_REQUEST messages a
+// client can act on.
+func decodeJSON(c *gin.Context, v any) error {
+	body, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		var maxBytes *http.MaxBytesError
+		if errors.As(err, &maxBytes) {
+			return err
+		}
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "reading request body failed")
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body: %s", describeJSONError(err))
+	}
+	if dec.More() {
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body must hold a single JSON object")
+	}
+	return nil
+}
+
+func describeJSONError(err error) string {
+	var (
+		syntaxErr *json.SyntaxError
+		typeErr   *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &syntaxErr):
+		return fmt.Sprintf("malformed JSON at byte %d", syntaxErr.Offset)
+	case errors.As(err, &typeErr):
+		if typeErr.Field == "" {
+			return "must be a JSON object"
+		}
+		return fmt.Sprintf("field %q must be of JSON type %s", typeErr.Field, jsonTypeName(typeErr.Type.Kind().String()))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "malformed JSON: unexpected end"
+	}
+	msg := err.Error()
+	if len(msg) > 20 && msg[:20] == "json: unknown field " {
+		return "unknown field " + msg[20:]
+	}
+	return "malformed JSON"
+}
+
+func jsonTypeName(kind string) string {
+	switch kind {
+	case "int", "int32", "int64", "uint", "uint32", "uint64", "float64":
+		return "number"
+	case "map", "struct":
+		return "object"
+	case "slice":
+		return "array"
+	case "bool":
+		return "boolean"
+	}
+	return kind
+}
+
+// encodeJSON writes v as JSON without escaping HTML characters.
+func encodeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// writeJSON writes v with the given status. A client that went away is not
+// an error worth reporting, so it returns nil.
+func writeJSON(c *gin.Context, status int, v any) error {
+	c.Header("Content-Type", "application/json; charset=utf-8")
+	c.Status(status)
+	_ = encodeJSON(c.Writer, v)
+	return nil
+}

@@ -1,0 +1,510 @@
+// Package lifecycle is the machinery that drives sandboxes through their
+// states: the executor, which creates requested sandboxes and releases
+// terminal ones, and (with the janitor) the reconciliation that keeps the
+// registry and the providers in agreement.
+//
+// Workers coordinate only through Postgres: a sandbox is worked on by the
+// process that claimed it (FOR UPDATE SKIP LOCKED), under a lease it renews
+// while the provider call runs, and every result is written fenced on the
+// claim's epoch, so a worker that lost its lease changes nothing.
+package lifecycle
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/store"
+)
+
+// ExecutorConfig tunes the executor. Zero fields take the defaults noted.
+type ExecutorConfig struct {
+	// WorkerID names this executor in leases and events; it must be unique
+	// among running replicas. Default: a random id.
+	WorkerID string
+	// PollInterval is how often the executor looks for work when no
+	// notification woke it (retries that came due, missed notifications).
+	// Default 1s.
+	PollInterval time.Duration
+	// Lease is how long a claim lasts without renewal; it is renewed every
+	// Lease/3 while the provider call runs. A crashed executor's work is
+	// picked up by another one after at most Lease. Default 15s.
+	Lease time.Duration
+	// Concurrency bounds the create calls running at once per provider.
+	// Default 16.
+	Concurrency int
+	// ReleaseConcurrency bounds the destroy calls running at once per
+	// provider. Default 8.
+	ReleaseConcurrency int
+	// MaxAttempts bounds the create attempts per sandbox for errors the
+	// provider marks retryable. Default 5.
+	MaxAttempts int
+	// RetryBackoff is the wait before the second attempt; it doubles with
+	// each further attempt up to MaxBackoff. Default 500ms.
+	RetryBackoff time.Duration
+	// MaxBackoff caps the retry backoff, for creates and releases. Default 30s.
+	MaxBackoff time.Duration
+	// DestroyTimeout bounds one destroy call. Default 2m.
+	DestroyTimeout time.Duration
+}
+
+func (c ExecutorConfig) withDefaults() ExecutorConfig {
+	if c.WorkerID == "" {
+		c.WorkerID = "executor-" + randomSuffix()
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = time.Second
+	}
+	if c.Lease <= 0 {
+		c.Lease = 15 * time.Second
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 16
+	}
+	if c.ReleaseConcurrency <= 0 {
+		c.ReleaseConcurrency = 8
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 5
+	}
+	if c.RetryBackoff <= 0 {
+		c.RetryBackoff = 500 * time.Millisecond
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 30 * time.Second
+	}
+	if c.DestroyTimeout <= 0 {
+		c.DestroyTimeout = 2 * time.Minute
+	}
+	return c
+}
+
+// workStore is what the executor needs from the registry.
+type workStore interface {
+	Now() time.Time
+	Sandbox(ctx context.Context, id string) (sandbox.Sandbox, error)
+	ClaimCreates(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error)
+	ClaimReleases(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error)
+	RenewLease(ctx context.Context, id string, epoch int64, worker string, lease time.Duration) (sandbox.State, error)
+	MarkReady(ctx context.Context, id string, epoch int64, res sandbox.Resource) (sandbox.Sandbox, error)
+	MarkFailed(ctx context.Context, id string, epoch int64, actor sandbox.Actor, message string) (sandbox.Sandbox, error)
+	Unclaim(ctx context.Context, id string, epoch int64, at time.Time, lastErr string) error
+	MarkReleased(ctx context.Context, id string, epoch int64) error
+	ReleaseFailed(ctx context.Context, id string, epoch int64, retryAt time.Time, cause string) error
+}
+
+// notifier wakes the executor when there may be work, and tells an in-flight
+// create that its sandbox changed.
+type notifier interface {
+	Subscribe() (<-chan sandbox.Change, func())
+	SubscribeSandbox(id string) (<-chan sandbox.Change, func())
+}
+
+// Executor creates requested sandboxes and releases terminal ones. Start it
+// once; Stop it once.
+type Executor struct {
+	cfg       ExecutorConfig
+	store     workStore
+	notes     notifier
+	providers map[string]sandbox.Provider
+	log       *slog.Logger
+	metrics   *Metrics
+
+	createSlots  map[string]chan struct{}
+	releaseSlots map[string]chan struct{}
+
+	wake     chan struct{} // a worker finished: look for more work
+	stopOnce sync.Once
+	stop     chan struct{} // closed by Stop: claim nothing more
+	loopDone chan struct{}
+	cancel   context.CancelFunc // cancels in-flight work: hand it back
+	inFlight sync.WaitGroup
+}
+
+// NewExecutor returns an executor for the given providers.
+func NewExecutor(cfg ExecutorConfig, st workStore, notes notifier, providers []sandbox.Provider, log *slog.Logger, metrics *Metrics) *Executor {
+	cfg = cfg.withDefaults()
+	e := &Executor{
+		cfg:          cfg,
+		store:        st,
+		notes:        notes,
+		providers:    make(map[string]sandbox.Provider, len(providers)),
+		log:          log.With("component", "executor", "worker", cfg.WorkerID),
+		metrics:      metrics,
+		createSlots:  make(map[string]chan struct{}),
+		releaseSlots: make(map[string]chan struct{}),
+		wake:         make(chan struct{}, 1),
+		stop:         make(chan struct{}),
+		loopDone:     make(chan struct{}),
+	}
+	for _, p := range providers {
+		e.providers[p.Name()] = p
+		e.createSlots[p.Name()] = make(chan struct{}, cfg.Concurrency)
+		e.releaseSlots[p.Name()] = make(chan struct{}, cfg.ReleaseConcurrency)
+	}
+	return e
+}
+
+// WorkerID returns the id the executor claims work under.
+func (e *Executor) WorkerID() string { return e.cfg.WorkerID }
+
+// Start begins claiming work in the background. ctx bounds the executor's
+// whole life; Stop ends it gracefully.
+func (e *Executor) Start(ctx context.Context) {
+	ctx, e.cancel = context.WithCancel(ctx)
+	notes, unsubscribe := e.notes.Subscribe()
+	go func() {
+		defer close(e.loopDone)
+		defer unsubscribe()
+		e.loop(ctx, notes)
+	}()
+}
+
+// Stop stops claiming work and waits for in-flight provider calls to finish
+// until ctx is done; then it cancels the rest, which hand their sandboxes
+// back (lease released) for another executor to pick up, and waits for that.
+func (e *Executor) Stop(ctx context.Context) {
+	e.stopOnce.Do(func() { close(e.stop) })
+	<-e.loopDone
+	done := make(chan struct{})
+	go func() {
+		e.inFlight.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		e.log.Warn("executor: shutdown deadline passed; handing back in-flight work")
+	}
+	e.cancel()
+	<-done
+}
+
+func (e *Executor) loop(ctx context.Context, notes <-chan sandbox.Change) {
+	ticker := time.NewTicker(e.cfg.PollInterval)
+	defer ticker.Stop()
+	for {
+		e.dispatch(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.stop:
+			return
+		case n := <-notes:
+			if !wantsWork(n) {
+				continue
+			}
+		case <-e.wake:
+		case <-ticker.C:
+		}
+	}
+}
+
+// wantsWork reports whether a notification may mean a claimable sandbox.
+func wantsWork(n sandbox.Change) bool {
+	switch {
+	case n.ID == "":
+		return true // reconnected: anything may have happened
+	case n.State == sandbox.StateRequested, n.State == sandbox.StateCreating:
+		return true
+	case n.State.Terminal() && !n.Released:
+		return true
+	}
+	return false
+}
+
+// dispatch claims as much work as there are free slots, per provider.
+func (e *Executor) dispatch(ctx context.Context) {
+	for name, p := range e.providers {
+		if ctx.Err() != nil {
+			return
+		}
+		e.claim(ctx, p, "create", e.createSlots[name], e.store.ClaimCreates, e.create)
+		e.claim(ctx, p, "release", e.releaseSlots[name], e.store.ClaimReleases, e.release)
+	}
+}
+
+type claimFunc func(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error)
+
+func (e *Executor) claim(ctx context.Context, p sandbox.Provider, kind string, slots chan struct{}, claimFn claimFunc,
+	work func(context.Context, sandbox.Provider, store.Claim)) {
+	free := cap(slots) - len(slots)
+	if free == 0 {
+		return
+	}
+	claims, err := claimFn(ctx, p.Name(), e.cfg.WorkerID, free, e.cfg.Lease)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Error("executor: claim failed", "provider", p.Name(), "kind", kind, "err", err)
+		}
+		return
+	}
+	for _, c := range claims {
+		slots <- struct{}{} // never blocks: we claimed at most free
+		e.metrics.Claims.WithLabelValues(p.Name(), kind).Inc()
+		if kind == "create" && c.From == sandbox.StateRequested {
+			e.metrics.ClaimLatency.WithLabelValues(p.Name()).Observe(e.store.Now().Sub(c.Sandbox.CreatedAt).Seconds())
+		}
+		e.inFlight.Add(1)
+		go func() {
+			defer e.inFlight.Done()
+			defer func() {
+				<-slots
+				select {
+				case e.wake <- struct{}{}:
+				default:
+				}
+			}()
+			gauge := e.metrics.InFlight.WithLabelValues(p.Name(), kind)
+			gauge.Inc()
+			defer gauge.Dec()
+			work(ctx, p, c)
+		}()
+	}
+}
+
+// Reasons an in-flight create's context is cancelled.
+var (
+	errSandboxEnded = errors.New("sandbox ended while being created")
+	errLeaseLost    = errors.New("lease lost to another executor")
+)
+
+// create runs one claimed create to its end: ready, failed, retry later, or
+// cancelled and released.
+func (e *Executor) create(ctx context.Context, p sandbox.Provider, c store.Claim) {
+	sb := c.Sandbox
+	log := e.log.With("sandbox", sb.ID, "provider", p.Name(), "epoch", sb.Epoch, "attempt", sb.Attempts)
+
+	if !e.store.Now().Before(sb.CreateDeadline) {
+		e.fail(ctx, p, sb, log, "creation deadline passed before an attempt could complete")
+		return
+	}
+	if sb.Attempts > e.cfg.MaxAttempts {
+		e.fail(ctx, p, sb, log, fmt.Sprintf("gave up after %d attempts", e.cfg.MaxAttempts))
+		return
+	}
+
+	callCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	deadlineCtx, cancelDeadline := context.WithDeadline(callCtx, sb.CreateDeadline)
+	defer cancelDeadline()
+	keeperDone := make(chan struct{})
+	go func() {
+		defer close(keeperDone)
+		e.keepLease(deadlineCtx, sb, cancel, true)
+	}()
+
+	start := time.Now()
+	res, err := p.Create(deadlineCtx, sandbox.CreateSpec{
+		SandboxID: sb.ID, Tenant: sb.Tenant, Labels: sb.Labels, Env: sb.Env, Setup: sb.Setup, Params: sb.Params,
+	})
+	cause := context.Cause(callCtx)
+	deadlinePassed := errors.Is(deadlineCtx.Err(), context.DeadlineExceeded)
+	cancelDeadline()
+	cancel(nil)
+	<-keeperDone
+	e.observe(p.Name(), "create", start, err)
+
+	// Writes after the call must happen even when the executor is being
+	// stopped: they hand the sandbox back or record its result.
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer wcancel()
+
+	if err == nil {
+		if _, err := e.store.MarkReady(wctx, sb.ID, sb.Epoch, res); err != nil {
+			if errors.Is(err, sandbox.ErrFenced) {
+				log.Info("executor: created after the sandbox ended or was reclaimed; releasing if still ours")
+				e.releaseIfOurs(ctx, p, sb, log)
+				return
+			}
+			log.Error("executor: recording ready failed; the lease will lapse and the create is retried", "err", err)
+			return
+		}
+		log.Info("executor: sandbox ready", "took", time.Since(start))
+		return
+	}
+
+	switch {
+	case errors.Is(cause, errSandboxEnded):
+		log.Info("executor: create cancelled: sandbox ended", "err", err)
+		e.releaseIfOurs(ctx, p, sb, log)
+	case errors.Is(cause, errLeaseLost):
+		log.Warn("executor: create abandoned: lease lost", "err", err)
+	case ctx.Err() != nil:
+		// Shutting down: hand the sandbox back now rather than after the lease.
+		if err := e.store.Unclaim(wctx, sb.ID, sb.Epoch, e.store.Now(), ""); err != nil && !errors.Is(err, sandbox.ErrFenced) {
+			log.Error("executor: handing back failed; the lease will lapse", "err", err)
+		}
+		log.Info("executor: create handed back at shutdown")
+	case deadlinePassed:
+		e.fail(ctx, p, sb, log, "creation deadline passed: "+err.Error())
+	case sandbox.IsRetryable(err) && sb.Attempts < e.cfg.MaxAttempts:
+		retryAt := e.store.Now().Add(backoff(e.cfg.RetryBackoff, e.cfg.MaxBackoff, sb.Attempts))
+		if retryAt.After(sb.CreateDeadline) {
+			e.fail(ctx, p, sb, log, "creation deadline would pass before a retry: "+err.Error())
+			return
+		}
+		log.Warn("executor: create failed; retrying", "err", err, "retry_at", retryAt)
+		if err := e.store.Unclaim(wctx, sb.ID, sb.Epoch, retryAt, err.Error()); err != nil && !errors.Is(err, sandbox.ErrFenced) {
+			log.Error("executor: scheduling retry failed; the lease will lapse", "err", err)
+		}
+	default:
+		e.fail(ctx, p, sb, log, err.Error())
+	}
+}
+
+// fail records a creation that will not succeed, then releases whatever the
+// attempts may have left at the provider.
+func (e *Executor) fail(ctx context.Context, p sandbox.Provider, sb sandbox.Sandbox, log *slog.Logger, msg string) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := e.store.MarkFailed(wctx, sb.ID, sb.Epoch, sandbox.ActorExecutor, msg); err != nil {
+		if errors.Is(err, sandbox.ErrFenced) {
+			e.releaseIfOurs(ctx, p, sb, log)
+			return
+		}
+		log.Error("executor: recording failure failed; the lease will lapse", "err", err)
+		return
+	}
+	log.Warn("executor: sandbox failed", "error", msg)
+	e.destroy(ctx, p, sb, log)
+}
+
+// releaseIfOurs releases the sandbox if it ended while our claim was the
+// latest one. If another executor reclaimed it, the resource is theirs.
+func (e *Executor) releaseIfOurs(ctx context.Context, p sandbox.Provider, sb sandbox.Sandbox, log *slog.Logger) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	cur, err := e.store.Sandbox(wctx, sb.ID)
+	if err != nil {
+		log.Error("executor: re-reading sandbox failed; the release workers will handle it", "err", err)
+		return
+	}
+	if cur.Epoch != sb.Epoch || !cur.State.Terminal() || cur.Released {
+		return
+	}
+	e.destroy(ctx, p, sb, log)
+}
+
+// release is the work of a release claim.
+func (e *Executor) release(ctx context.Context, p sandbox.Provider, c store.Claim) {
+	sb := c.Sandbox
+	log := e.log.With("sandbox", sb.ID, "provider", p.Name(), "epoch", sb.Epoch)
+	keepCtx, stopKeeping := context.WithCancel(ctx)
+	keeperDone := make(chan struct{})
+	go func() {
+		defer close(keeperDone)
+		e.keepLease(keepCtx, sb, nil, false)
+	}()
+	defer func() {
+		stopKeeping()
+		<-keeperDone
+	}()
+	e.destroy(ctx, p, sb, log)
+}
+
+// destroy asks the provider to destroy the sandbox's resources and records
+// the outcome, fenced on sb's epoch.
+func (e *Executor) destroy(ctx context.Context, p sandbox.Provider, sb sandbox.Sandbox, log *slog.Logger) {
+	dctx, cancel := context.WithTimeout(ctx, e.cfg.DestroyTimeout)
+	start := time.Now()
+	err := p.Destroy(dctx, sb.ID)
+	cancel()
+	e.observe(p.Name(), "destroy", start, err)
+
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer wcancel()
+	if err != nil {
+		retryAt := e.store.Now()
+		if ctx.Err() == nil {
+			retryAt = retryAt.Add(backoff(e.cfg.RetryBackoff, e.cfg.MaxBackoff, sb.ReleaseAttempts))
+			log.Warn("executor: destroy failed; will retry", "err", err, "retry_at", retryAt)
+		}
+		if err := e.store.ReleaseFailed(wctx, sb.ID, sb.Epoch, retryAt, err.Error()); err != nil && !errors.Is(err, sandbox.ErrFenced) {
+			log.Error("executor: recording destroy failure failed; the lease will lapse", "err", err)
+		}
+		return
+	}
+	if err := e.store.MarkReleased(wctx, sb.ID, sb.Epoch); err != nil {
+		if errors.Is(err, sandbox.ErrFenced) {
+			log.Info("executor: release already recorded elsewhere")
+			return
+		}
+		log.Error("executor: recording release failed; it will be released again", "err", err)
+		return
+	}
+	log.Info("executor: sandbox released")
+}
+
+// keepLease renews the claim's lease every Lease/3 until ctx is done. For a
+// create (onEnd set), it cancels the call when the sandbox ends or the lease
+// is lost.
+func (e *Executor) keepLease(ctx context.Context, sb sandbox.Sandbox, onEnd context.CancelCauseFunc, watchEnd bool) {
+	var notes <-chan sandbox.Change
+	if watchEnd {
+		ch, unsubscribe := e.notes.SubscribeSandbox(sb.ID)
+		defer unsubscribe()
+		notes = ch
+	}
+	ticker := time.NewTicker(e.cfg.Lease / 3)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case n := <-notes:
+			if n.ID != "" && !n.State.Terminal() {
+				continue
+			}
+		case <-ticker.C:
+		}
+		state, err := e.store.RenewLease(ctx, sb.ID, sb.Epoch, e.cfg.WorkerID, e.cfg.Lease)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, sandbox.ErrFenced):
+			if onEnd != nil {
+				onEnd(errLeaseLost)
+			}
+			return
+		case err != nil:
+			e.log.Warn("executor: lease renewal failed; retrying", "sandbox", sb.ID, "err", err)
+		case watchEnd && state.Terminal():
+			onEnd(errSandboxEnded)
+			return
+		}
+	}
+}
+
+func (e *Executor) observe(provider, op string, start time.Time, err error) {
+	outcome := "ok"
+	switch {
+	case errors.Is(err, context.Canceled):
+		outcome = "cancelled"
+	case err != nil:
+		outcome = "error"
+		e.metrics.ProviderErrors.WithLabelValues(provider, op).Inc()
+	}
+	e.metrics.ProviderCalls.WithLabelValues(provider, op, outcome).Observe(time.Since(start).Seconds())
+}
+
+// backoff returns base doubled for each attempt after the first, capped.
+func backoff(base, maxWait time.Duration, attempt int) time.Duration {
+	d := base
+	for i := 1; i < attempt && d < maxWait; i++ {
+		d *= 2
+	}
+	return min(d, maxWait)
+}
+
+func randomSuffix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}

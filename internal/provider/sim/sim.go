@@ -1,0 +1,290 @@
+// Package sim is a simulated cloud provider for tests, benchmarks and chaos
+// runs.
+//
+// Its inventory lives outside the Tether process, in a state directory, so it
+// survives a Tether crash the way a real cloud does: one file per live
+// resource, named exactly the sandbox id, and creates.log with one line per
+// create call that made a resource (the sandbox id first). Several Tether
+// processes may share one state directory.
+//
+// Per-sandbox behaviour comes from the create request's params:
+//
+//	create_delay_ms   how long a create takes
+//	destroy_delay_ms  how long a destroy takes
+//	fail              "create": every create fails (not retryable);
+//	                  "create_once": the first create attempt in this process
+//	                  fails retryably; "destroy_once": the first destroy
+//	                  attempt in this process fails
+//	ignore_cancel     the create completes even if its caller gives up, like
+//	                  a cloud API call that was already sent ("late" creation)
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// Name is the provider's name.
+const Name = "sim"
+
+// createsLog is the file that records every create that made a resource.
+const createsLog = "creates.log"
+
+// maxDelay bounds the simulated latencies.
+const maxDelay = 10 * time.Minute
+
+// Provider is the simulated provider. It is safe for concurrent use.
+type Provider struct {
+	dir string
+
+	mu sync.Mutex
+	// failedOnce remembers, per sandbox and operation, that the one-time
+	// failure was already injected in this process.
+	failedOnce map[string]bool
+}
+
+// New returns a provider keeping its inventory in dir, creating dir if
+// needed.
+func New(dir string) (*Provider, error) {
+	if dir == "" {
+		return nil, errors.New("sim: state directory not set")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("sim: state directory: %w", err)
+	}
+	return &Provider{dir: dir, failedOnce: make(map[string]bool)}, nil
+}
+
+// Params are the sim's create params.
+type Params struct {
+	CreateDelayMS  int    `json:"create_delay_ms,omitempty"`
+	DestroyDelayMS int    `json:"destroy_delay_ms,omitempty"`
+	Fail           string `json:"fail,omitempty"`
+	IgnoreCancel   bool   `json:"ignore_cancel,omitempty"`
+}
+
+func parseParams(raw json.RawMessage) (Params, error) {
+	var p Params
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return p, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "params for provider sim: %s", jsonProblem(err))
+	}
+	switch p.Fail {
+	case "", "create", "create_once", "destroy_once":
+	default:
+		return p, sandbox.Errorf(sandbox.CodeInvalidRequest,
+			"params.fail must be one of create, create_once, destroy_once (got %q)", p.Fail)
+	}
+	for name, ms := range map[string]int{"create_delay_ms": p.CreateDelayMS, "destroy_delay_ms": p.DestroyDelayMS} {
+		if ms < 0 || time.Duration(ms)*time.Millisecond > maxDelay {
+			return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.%s must be between 0 and %d", name, maxDelay.Milliseconds())
+		}
+	}
+	return p, nil
+}
+
+// jsonProblem describes a decoding error without Go type names.
+func jsonProblem(err error) string {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		return fmt.Sprintf("field %q has the wrong type", typeErr.Field)
+	}
+	msg := err.Error()
+	if rest, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		return "unknown field " + rest
+	}
+	return "not a valid JSON object"
+}
+
+// Name implements sandbox.Provider.
+func (p *Provider) Name() string { return Name }
+
+// Info implements sandbox.Provider.
+func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
+	return sandbox.ProviderInfo{
+		Name:      Name,
+		Available: true,
+		Notes:     []string{"simulated: resources are files in " + p.dir},
+	}
+}
+
+// ValidateParams implements sandbox.Provider.
+func (p *Provider) ValidateParams(raw json.RawMessage) error {
+	_, err := parseParams(raw)
+	return err
+}
+
+// record is the content of a resource file.
+type record struct {
+	SandboxID string          `json:"sandbox_id"`
+	CreatedAt time.Time       `json:"created_at"`
+	PID       int             `json:"pid"`
+	Params    json.RawMessage `json:"params,omitempty"`
+}
+
+// Create implements sandbox.Provider.
+func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox.Resource, error) {
+	if !validName(spec.SandboxID) {
+		return sandbox.Resource{}, fmt.Errorf("sim: create: invalid sandbox id %q", spec.SandboxID)
+	}
+	params, err := parseParams(spec.Params)
+	if err != nil {
+		return sandbox.Resource{}, fmt.Errorf("sim: create: %w", err)
+	}
+	if res, err := p.resource(spec.SandboxID); err == nil {
+		return res, nil // idempotent: it exists already
+	}
+	switch params.Fail {
+	case "create":
+		return sandbox.Resource{}, errors.New("sim: create: injected failure")
+	case "create_once":
+		if p.firstFailure("create/" + spec.SandboxID) {
+			return sandbox.Resource{}, sandbox.Retryable(errors.New("sim: create: injected transient failure"))
+		}
+	}
+	delay := time.Duration(params.CreateDelayMS) * time.Millisecond
+	if params.IgnoreCancel {
+		time.Sleep(delay) // the simulated request was sent: it completes regardless
+	} else if err := sleep(ctx, delay); err != nil {
+		return sandbox.Resource{}, fmt.Errorf("sim: create: %w", err)
+	}
+
+	path := filepath.Join(p.dir, spec.SandboxID)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return p.resource(spec.SandboxID) // a concurrent call made it
+	}
+	if err != nil {
+		return sandbox.Resource{}, fmt.Errorf("sim: create: %w", err)
+	}
+	now := time.Now().UTC()
+	rec, _ := json.Marshal(record{SandboxID: spec.SandboxID, CreatedAt: now, PID: os.Getpid(), Params: spec.Params})
+	_, werr := f.Write(append(rec, '\n'))
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return sandbox.Resource{}, fmt.Errorf("sim: create: %w", werr)
+	}
+	if err := p.logCreate(spec.SandboxID, now); err != nil {
+		return sandbox.Resource{}, fmt.Errorf("sim: create: %w", err)
+	}
+	return sandbox.Resource{SandboxID: spec.SandboxID, ProviderID: "sim-" + spec.SandboxID, CreatedAt: now}, nil
+}
+
+func (p *Provider) logCreate(id string, at time.Time) error {
+	f, err := os.OpenFile(filepath.Join(p.dir, createsLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	// One short write per line: O_APPEND keeps concurrent writers' lines whole.
+	_, err = fmt.Fprintf(f, "%s %s %d\n", id, at.Format(time.RFC3339Nano), os.Getpid())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Destroy implements sandbox.Provider.
+func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
+	if !validName(sandboxID) {
+		return fmt.Errorf("sim: destroy: invalid sandbox id %q", sandboxID)
+	}
+	path := filepath.Join(p.dir, sandboxID)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sim: destroy: %w", err)
+	}
+	var rec record
+	_ = json.Unmarshal(b, &rec) // a damaged record still gets destroyed
+	params, _ := parseParams(rec.Params)
+	if params.Fail == "destroy_once" && p.firstFailure("destroy/"+sandboxID) {
+		return errors.New("sim: destroy: injected failure")
+	}
+	if err := sleep(ctx, time.Duration(params.DestroyDelayMS)*time.Millisecond); err != nil {
+		return fmt.Errorf("sim: destroy: %w", err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("sim: destroy: %w", err)
+	}
+	return nil
+}
+
+// List implements sandbox.Provider.
+func (p *Provider) List(context.Context) ([]sandbox.Resource, error) {
+	entries, err := os.ReadDir(p.dir)
+	if err != nil {
+		return nil, fmt.Errorf("sim: list: %w", err)
+	}
+	out := make([]sandbox.Resource, 0, len(entries))
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !validName(e.Name()) {
+			continue
+		}
+		res := sandbox.Resource{SandboxID: e.Name(), ProviderID: "sim-" + e.Name()}
+		if info, err := e.Info(); err == nil {
+			res.CreatedAt = info.ModTime().UTC()
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+func (p *Provider) resource(id string) (sandbox.Resource, error) {
+	info, err := os.Stat(filepath.Join(p.dir, id))
+	if err != nil {
+		return sandbox.Resource{}, err
+	}
+	return sandbox.Resource{SandboxID: id, ProviderID: "sim-" + id, CreatedAt: info.ModTime().UTC()}, nil
+}
+
+// firstFailure reports whether the one-time failure named key is yet to be
+// injected, and marks it injected.
+func (p *Provider) firstFailure(key string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failedOnce[key] {
+		return false
+	}
+	p.failedOnce[key] = true
+	return true
+}
+
+// validName reports whether name can be a resource file: not the log, not
+// hidden, no path separators.
+func validName(name string) bool {
+	return name != "" && name != createsLog && !strings.HasPrefix(name, ".") &&
+		!strings.ContainsAny(name, `/\`) && !strings.HasSuffix(name, ".tmp")
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

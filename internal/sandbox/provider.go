@@ -1,0 +1,112 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"time"
+)
+
+// Provider creates and destroys the resources behind sandboxes. Tether calls
+// a provider only from the executor, the janitor and the data-plane
+// endpoints, always with a context that carries cancellation and a deadline.
+//
+// Every resource a provider holds for Tether is named or labelled with the
+// sandbox id, so that List can find resources whose creation Tether no
+// longer remembers (a crash between the provider call and the commit).
+type Provider interface {
+	// Name is the provider's name as clients select it ("sim", "local").
+	Name() string
+
+	// Info describes the provider for GET /v1/providers.
+	Info(ctx context.Context) ProviderInfo
+
+	// ValidateParams checks the provider-specific params of a create request
+	// before anything is written. It returns an *Error with
+	// CodeInvalidRequest for params the provider does not accept.
+	ValidateParams(params json.RawMessage) error
+
+	// Create makes the resource for spec.SandboxID. It is idempotent on the
+	// sandbox id: calling it again for a sandbox that already has a resource
+	// returns that resource and creates nothing. Errors marked with Retryable
+	// are worth another attempt; any other error fails the sandbox.
+	Create(ctx context.Context, spec CreateSpec) (Resource, error)
+
+	// Destroy removes every resource held for the sandbox. It is idempotent:
+	// a sandbox with nothing left is success.
+	Destroy(ctx context.Context, sandboxID string) error
+
+	// List returns every resource the provider holds for Tether.
+	List(ctx context.Context) ([]Resource, error)
+}
+
+// CreateSpec is what a provider needs to create a sandbox.
+type CreateSpec struct {
+	SandboxID string
+	Tenant    string
+	Labels    map[string]string
+	Env       map[string]string
+	// Setup is a shell script run inside the sandbox before it counts as
+	// ready; a failure fails the sandbox.
+	Setup  string
+	Params json.RawMessage
+}
+
+// Resource is what a provider holds for one sandbox.
+type Resource struct {
+	SandboxID string
+	// ProviderID is the provider's own name for the resource.
+	ProviderID string
+	// WorkDir is the working directory inside the sandbox, if it has one.
+	WorkDir   string
+	CreatedAt time.Time
+}
+
+// ProviderInfo is a provider's self-description.
+type ProviderInfo struct {
+	Name string
+	// Available is false when the provider cannot create sandboxes on this
+	// host; Reason then says why.
+	Available bool
+	Reason    string
+	// Exec and Files report the optional data-plane capabilities.
+	Exec    bool
+	Files   bool
+	WorkDir string
+	// Notes describe host-specific limits (cgroups, network) in prose.
+	Notes []string
+}
+
+// ExecRequest is a shell command to run inside a ready sandbox.
+type ExecRequest struct {
+	Command string
+	Timeout time.Duration
+	Env     map[string]string
+	WorkDir string
+	// MaxOutput caps the combined output kept; the rest is dropped and
+	// Truncated is set.
+	MaxOutput int
+}
+
+// ExecResult is the outcome of an ExecRequest.
+type ExecResult struct {
+	Output    string
+	ExitCode  int
+	Truncated bool
+	TimedOut  bool
+}
+
+// Execer is the optional capability of running commands in a sandbox.
+type Execer interface {
+	Exec(ctx context.Context, sandboxID string, req ExecRequest) (ExecResult, error)
+}
+
+// Files is the optional capability of reading and writing files in a
+// sandbox. Paths are absolute paths inside the sandbox.
+type Files interface {
+	// WriteFile streams r into path, refusing more than limit bytes.
+	WriteFile(ctx context.Context, sandboxID, path string, r io.Reader, limit int64) error
+	// ReadFile streams the file at path into w. A missing file is
+	// ErrNotFound.
+	ReadFile(ctx context.Context, sandboxID, path string, w io.Writer) error
+}

@@ -1,0 +1,83 @@
+package sandbox
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
+
+// idPrefix starts every sandbox id.
+const idPrefix = "sbx_"
+
+// NewID returns a fresh random sandbox id: "sbx_" and 26 base32 characters
+// (128 random bits).
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return idPrefix + idEncoding.EncodeToString(b[:])
+}
+
+// ValidID reports whether id has the shape of a sandbox id. Malformed ids are
+// answered as not found without a query.
+func ValidID(id string) bool {
+	rest, ok := strings.CutPrefix(id, idPrefix)
+	if !ok || len(rest) != 26 {
+		return false
+	}
+	_, err := idEncoding.DecodeString(rest)
+	return err == nil
+}
+
+// CreateParams is a validated request for a new
+type CreateParams struct {
+	Tenant   string
+	Provider string
+	Owner    string
+	Labels   map[string]string
+	Env      map[string]string
+	Setup    string
+	Params   json.RawMessage
+	// TTL is how long the sandbox may live; the caller has already applied
+	// the server's default and maximum.
+	TTL time.Duration
+	// CreateTimeout bounds creation: past it the sandbox fails.
+	CreateTimeout time.Duration
+	// IdempotencyKey, if set, makes the create return the sandbox an earlier
+	// create with the same key made, provided RequestHash matches.
+	IdempotencyKey string
+	RequestHash    []byte
+}
+
+// Cursor is a position in a newest-first sandbox listing: the last row seen.
+type Cursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// ListFilter selects sandboxes. Zero fields do not filter.
+type ListFilter struct {
+	Tenant        string
+	States        []State
+	Owner         string
+	Provider      string
+	Labels        map[string]string
+	CreatedAfter  time.Time
+	CreatedBefore time.Time
+	// Released, when set, selects by whether resources are confirmed gone.
+	Released *bool
+	After    *Cursor
+	Limit    int
+}
+
+// Change announces that a sandbox changed state or was released. A zero ID
+// means changes may have been missed (the announcer reconnected): every
+// listener should look again.
+type Change struct {
+	ID       string
+	State    State
+	Released bool
+}

@@ -1,0 +1,187 @@
+// Package sandbox is Tether's domain: the sandbox, its lifecycle states and
+// the table of legal transitions between them, the events that record each
+// transition, the provider contract, and the errors every layer speaks.
+//
+// It imports nothing else from Tether, so every adapter (HTTP, store,
+// providers) and the lifecycle machinery can depend on it without depending
+// on each other.
+package sandbox
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// State is where a sandbox is in its lifecycle.
+type State string
+
+// The lifecycle states. Requested, Creating and Ready are live; the rest are
+// terminal.
+const (
+	StateRequested  State = "requested"
+	StateCreating   State = "creating"
+	StateReady      State = "ready"
+	StateCancelled  State = "cancelled"
+	StateTerminated State = "terminated"
+	StateFailed     State = "failed"
+)
+
+// States lists every state in lifecycle order.
+var States = []State{StateRequested, StateCreating, StateReady, StateCancelled, StateTerminated, StateFailed}
+
+// Valid reports whether s is one of the known states.
+func (s State) Valid() bool {
+	switch s {
+	case StateRequested, StateCreating, StateReady, StateCancelled, StateTerminated, StateFailed:
+		return true
+	}
+	return false
+}
+
+// Terminal reports whether s is a final state: a terminal sandbox never
+// changes state again.
+func (s State) Terminal() bool {
+	return s == StateCancelled || s == StateTerminated || s == StateFailed
+}
+
+// Settled reports whether s is no longer on its way to ready: a client
+// waiting for a sandbox stops waiting once its state is settled.
+func (s State) Settled() bool {
+	return s != StateRequested && s != StateCreating
+}
+
+// transitions is the lifecycle's transition table, keyed by source state.
+var transitions = map[State][]State{
+	StateRequested: {StateCreating, StateCancelled},
+	StateCreating:  {StateReady, StateCancelled, StateFailed},
+	StateReady:     {StateTerminated},
+}
+
+// CanTransition reports whether the lifecycle allows moving from one state to
+// another. Terminal states have no way out.
+func CanTransition(from, to State) bool {
+	for _, s := range transitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Sources returns the states from which to can be reached, in lifecycle
+// order. The store uses it to refuse illegal transitions in the same
+// statement that performs a legal one.
+func Sources(to State) []State {
+	var out []State
+	for _, from := range States {
+		if CanTransition(from, to) {
+			out = append(out, from)
+		}
+	}
+	return out
+}
+
+// EndState returns the terminal state that ending a sandbox in state s leads
+// to: a sandbox that never became ready is cancelled, a ready one is
+// terminated. ok is false when s is already terminal.
+func EndState(s State) (end State, ok bool) {
+	switch s {
+	case StateRequested, StateCreating:
+		return StateCancelled, true
+	case StateReady:
+		return StateTerminated, true
+	}
+	return "", false
+}
+
+// Reason says why a sandbox reached a terminal state. Reasons are stable API
+// values.
+type Reason string
+
+// The reasons a sandbox ends.
+const (
+	// ReasonRequested: a client asked (DELETE).
+	ReasonRequested Reason = "requested"
+	// ReasonOwnerReleased: the owner said it is done.
+	ReasonOwnerReleased Reason = "owner_released"
+	// ReasonOwnerExpired: the owner's lease lapsed.
+	ReasonOwnerExpired Reason = "owner_expired"
+	// ReasonExpired: the sandbox's own deadline (TTL) passed.
+	ReasonExpired Reason = "expired"
+	// ReasonCreateFailed: the provider could not create it, or not in time.
+	ReasonCreateFailed Reason = "create_failed"
+	// ReasonLost: the provider no longer holds it.
+	ReasonLost Reason = "lost"
+)
+
+// Actor names who caused a transition, for the event history.
+type Actor string
+
+// The actors of transitions.
+const (
+	ActorClient   Actor = "client"
+	ActorExecutor Actor = "executor"
+	ActorJanitor  Actor = "janitor"
+)
+
+// Sandbox is one sandbox as Tether records it.
+type Sandbox struct {
+	ID       string
+	Tenant   string
+	State    State
+	Provider string
+	Owner    string
+	Labels   map[string]string
+	Env      map[string]string
+	Setup    string
+	Params   json.RawMessage
+
+	// Reason and Error explain a terminal state.
+	Reason Reason
+	Error  string
+
+	// Released is true once the provider confirmed that nothing it holds for
+	// this sandbox is left.
+	Released bool
+	// ReleaseError is the last failed destroy's error while Released is
+	// false; ReleaseAttempts counts the destroy claims so far.
+	ReleaseError    string
+	ReleaseAttempts int
+
+	// ProviderID and WorkDir describe the provider's resource once ready.
+	ProviderID string
+	WorkDir    string
+
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	ReadyAt    *time.Time
+	EndedAt    *time.Time
+	ReleasedAt *time.Time
+	// ExpiresAt is the sandbox's deadline: past it, it is ended with reason
+	// expired. It is never beyond CreatedAt plus the server's max lifetime.
+	ExpiresAt time.Time
+	// CreateDeadline is when creation gives up and the sandbox fails.
+	CreateDeadline time.Time
+
+	// Epoch is bumped by every claim; writes by a worker are fenced on it.
+	Epoch int64
+	// Attempts counts provider create calls started for this sandbox.
+	Attempts int
+}
+
+// Live reports whether the sandbox is not yet terminal.
+func (s *Sandbox) Live() bool { return !s.State.Terminal() }
+
+// Event is one row of a sandbox's append-only history: one per transition.
+type Event struct {
+	ID        int64
+	SandboxID string
+	Tenant    string
+	At        time.Time
+	// From is empty for the event that records the sandbox's creation.
+	From    State
+	To      State
+	Reason  Reason
+	Actor   Actor
+	Message string
+}

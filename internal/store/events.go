@@ -1,0 +1,51 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+const eventColumns = `id, sandbox_id, tenant, at, coalesce(from_state, ''), to_state, coalesce(reason, ''), actor, message`
+
+// SandboxEvents returns the sandbox's history oldest first: at most limit
+// events with ids above after. The caller checks the sandbox belongs to the
+// tenant first.
+func (s *Store) SandboxEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]sandbox.Event, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM sandbox_events
+		WHERE sandbox_id = $1 AND id > $2 ORDER BY id LIMIT $3`, sandboxID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: sandbox events: %w", err)
+	}
+	return collectEvents(rows, "sandbox events")
+}
+
+// TenantEvents returns the tenant's events across all its sandboxes, oldest
+// first: at most limit events with ids above after.
+func (s *Store) TenantEvents(ctx context.Context, tenant string, after int64, limit int) ([]sandbox.Event, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM sandbox_events
+		WHERE tenant = $1 AND id > $2 ORDER BY id LIMIT $3`, tenant, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: tenant events: %w", err)
+	}
+	return collectEvents(rows, "tenant events")
+}
+
+func collectEvents(rows pgx.Rows, op string) ([]sandbox.Event, error) {
+	defer rows.Close()
+	var out []sandbox.Event
+	for rows.Next() {
+		var e sandbox.Event
+		if err := rows.Scan(&e.ID, &e.SandboxID, &e.Tenant, &e.At, &e.From, &e.To, &e.Reason, &e.Actor, &e.Message); err != nil {
+			return nil, fmt.Errorf("store: %s: %w", op, err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: %s: %w", op, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,274 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// sandboxColumns is the select list every sandbox read uses, in scanSandbox's
+// order. Queries that read through an UPDATE ... RETURNING qualify it with
+// the table alias s.
+const sandboxColumns = `s.id, s.tenant, s.state, s.provider, s.owner, s.labels, s.env, s.setup, s.params,
+	s.reason, s.error, s.released, s.provider_id, s.work_dir, s.created_at, s.updated_at,
+	s.ready_at, s.ended_at, s.released_at, s.expires_at, s.create_deadline, s.epoch, s.attempts,
+	s.release_error, s.release_attempts`
+
+func scanSandbox(row pgx.Row, extra ...any) (sandbox.Sandbox, error) {
+	var (
+		sb                                   sandbox.Sandbox
+		owner, reason, errText, provID, wdir *string
+		releaseErr                           *string
+		labels, env                          []byte
+		params                               []byte
+	)
+	dest := append(extra, &sb.ID, &sb.Tenant, &sb.State, &sb.Provider, &owner, &labels, &env, &sb.Setup, &params,
+		&reason, &errText, &sb.Released, &provID, &wdir, &sb.CreatedAt, &sb.UpdatedAt,
+		&sb.ReadyAt, &sb.EndedAt, &sb.ReleasedAt, &sb.ExpiresAt, &sb.CreateDeadline, &sb.Epoch, &sb.Attempts,
+		&releaseErr, &sb.ReleaseAttempts)
+	if err := row.Scan(dest...); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	sb.Owner = deref(owner)
+	sb.Reason = sandbox.Reason(deref(reason))
+	sb.Error = deref(errText)
+	sb.ProviderID = deref(provID)
+	sb.WorkDir = deref(wdir)
+	sb.ReleaseError = deref(releaseErr)
+	if err := json.Unmarshal(labels, &sb.Labels); err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("decode labels: %w", err)
+	}
+	if err := json.Unmarshal(env, &sb.Env); err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("decode env: %w", err)
+	}
+	sb.Params = params
+	return sb, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// CreateSandbox records a new sandbox in state requested with its first
+// event. With an idempotency key it returns the sandbox an earlier request
+// with the same key and hash made, and created is false; a different hash is
+// an IDEMPOTENCY_KEY_REUSED error.
+func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb sandbox.Sandbox, created bool, err error) {
+	labels, err := json.Marshal(nonNil(p.Labels))
+	if err != nil {
+		return sb, false, fmt.Errorf("store: create sandbox: %w", err)
+	}
+	env, err := json.Marshal(nonNil(p.Env))
+	if err != nil {
+		return sb, false, fmt.Errorf("store: create sandbox: %w", err)
+	}
+	params := p.Params
+	if len(params) == 0 {
+		params = json.RawMessage(`{}`)
+	}
+	now := s.Now()
+	id := sandbox.NewID()
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		if p.IdempotencyKey != "" {
+			var existing string
+			var hash []byte
+			err := tx.QueryRow(ctx, `
+				INSERT INTO idempotency_keys (tenant, key, request_hash, sandbox_id, created_at)
+				VALUES ($1, $2, $3, $4, $5)
+				ON CONFLICT (tenant, key) DO UPDATE SET tenant = EXCLUDED.tenant
+				RETURNING sandbox_id, request_hash`,
+				p.Tenant, p.IdempotencyKey, p.RequestHash, id, now).Scan(&existing, &hash)
+			if err != nil {
+				return err
+			}
+			if existing != id {
+				if string(hash) != string(p.RequestHash) {
+					return sandbox.Errorf(sandbox.CodeIdempotencyKeyReused,
+						"Idempotency-Key %q was already used with a different request", p.IdempotencyKey)
+				}
+				sb, err = scanSandbox(tx.QueryRow(ctx, `SELECT `+sandboxColumns+` FROM sandboxes s WHERE s.id = $1`, existing))
+				return err
+			}
+		}
+		sb, err = scanSandbox(tx.QueryRow(ctx, `
+			WITH ins AS (
+				INSERT INTO sandboxes AS s (id, tenant, state, provider, owner, labels, env, setup, params,
+					created_at, updated_at, expires_at, create_deadline)
+				VALUES ($1, $2, 'requested', $3, $4, $5, $6, $7, $8, $9, $9, $10, $11)
+				RETURNING *
+			), ev AS (
+				INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
+				SELECT id, tenant, $9, NULL, 'requested', 'requested', 'client', 'sandbox requested' FROM ins
+			)
+			SELECT `+sandboxColumns+` FROM ins s`,
+			id, p.Tenant, p.Provider, nullable(p.Owner), labels, env, p.Setup, params,
+			now, now.Add(p.TTL), now.Add(p.CreateTimeout)))
+		if err != nil {
+			return err
+		}
+		created = true
+		return nil
+	})
+	if err != nil {
+		return sandbox.Sandbox{}, false, fmt.Errorf("store: create sandbox: %w", interpret(err))
+	}
+	return sb, created, nil
+}
+
+func nonNil(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+// GetSandbox returns the tenant's sandbox with the given id, or ErrNotFound.
+func (s *Store) GetSandbox(ctx context.Context, tenant, id string) (sandbox.Sandbox, error) {
+	sb, err := scanSandbox(s.pool.QueryRow(ctx,
+		`SELECT `+sandboxColumns+` FROM sandboxes s WHERE s.id = $1 AND s.tenant = $2`, id, tenant))
+	if err != nil {
+		return sb, fmt.Errorf("store: get sandbox: %w", interpret(err))
+	}
+	return sb, nil
+}
+
+// Sandbox returns the sandbox with the given id, whatever its tenant. It is
+// for workers, never for client requests.
+func (s *Store) Sandbox(ctx context.Context, id string) (sandbox.Sandbox, error) {
+	sb, err := scanSandbox(s.pool.QueryRow(ctx, `SELECT `+sandboxColumns+` FROM sandboxes s WHERE s.id = $1`, id))
+	if err != nil {
+		return sb, fmt.Errorf("store: get sandbox: %w", interpret(err))
+	}
+	return sb, nil
+}
+
+// ListSandboxes returns the filtered sandboxes newest first, at most
+// f.Limit of them, and the cursor of the next page (nil at the end).
+func (s *Store) ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sandbox.Sandbox, *sandbox.Cursor, error) {
+	var (
+		where = []string{"s.tenant = $1"}
+		args  = []any{f.Tenant}
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if len(f.States) > 0 {
+		states := make([]string, len(f.States))
+		for i, st := range f.States {
+			states[i] = string(st)
+		}
+		where = append(where, "s.state = ANY("+arg(states)+")")
+	}
+	if f.Owner != "" {
+		where = append(where, "s.owner = "+arg(f.Owner))
+	}
+	if f.Provider != "" {
+		where = append(where, "s.provider = "+arg(f.Provider))
+	}
+	if len(f.Labels) > 0 {
+		b, err := json.Marshal(f.Labels)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: list sandboxes: %w", err)
+		}
+		where = append(where, "s.labels @> "+arg(b)+"::jsonb")
+	}
+	if !f.CreatedAfter.IsZero() {
+		where = append(where, "s.created_at > "+arg(f.CreatedAfter))
+	}
+	if !f.CreatedBefore.IsZero() {
+		where = append(where, "s.created_at < "+arg(f.CreatedBefore))
+	}
+	if f.Released != nil {
+		where = append(where, "s.released = "+arg(*f.Released))
+	}
+	if f.After != nil {
+		where = append(where, "(s.created_at, s.id) < ("+arg(f.After.CreatedAt)+", "+arg(f.After.ID)+")")
+	}
+	limit := f.Limit
+	q := `SELECT ` + sandboxColumns + ` FROM sandboxes s WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY s.created_at DESC, s.id DESC LIMIT ` + arg(limit+1)
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: list sandboxes: %w", err)
+	}
+	defer rows.Close()
+	out := make([]sandbox.Sandbox, 0, limit)
+	for rows.Next() {
+		sb, err := scanSandbox(rows)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: list sandboxes: %w", err)
+		}
+		out = append(out, sb)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("store: list sandboxes: %w", err)
+	}
+	var next *sandbox.Cursor
+	if len(out) > limit {
+		out = out[:limit]
+		last := out[limit-1]
+		next = &sandbox.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	return out, next, nil
+}
+
+// EndSandbox moves a live sandbox to its terminal state: cancelled if it was
+// never ready, terminated if it was. A sandbox that was only requested has
+// nothing at the provider and is released at once; otherwise the release
+// workers (or the executor whose call is in flight) destroy what it holds.
+// changed is false, and the sandbox is returned as it is, when it was
+// already terminal.
+func (s *Store) EndSandbox(ctx context.Context, tenant, id string, reason sandbox.Reason, actor sandbox.Actor, message string) (sb sandbox.Sandbox, changed bool, err error) {
+	now := s.Now()
+	sb, err = scanSandbox(s.pool.QueryRow(ctx, `
+		WITH cur AS (
+			SELECT id, state, lease_owner FROM sandboxes WHERE id = $1 AND tenant = $2 FOR UPDATE
+		), upd AS (
+			UPDATE sandboxes s SET
+				state = CASE cur.state WHEN 'ready' THEN 'terminated' ELSE 'cancelled' END,
+				reason = $3, ended_at = $4, updated_at = $4,
+				released = cur.state = 'requested',
+				released_at = CASE WHEN cur.state = 'requested' THEN $4::timestamptz END,
+				-- An executor with a call in flight keeps its lease: it releases
+				-- whatever its call made as soon as the call returns.
+				lease_owner = CASE WHEN cur.state = 'creating' THEN cur.lease_owner END,
+				lease_expires_at = CASE WHEN cur.state = 'creating' AND cur.lease_owner IS NOT NULL THEN s.lease_expires_at END
+			FROM cur
+			WHERE s.id = cur.id AND cur.state IN ('requested', 'creating', 'ready')
+			RETURNING s.*, cur.state AS from_state
+		), ev AS (
+			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
+			SELECT id, tenant, $4, from_state, state, $3, $5, $6 FROM upd
+		)
+		SELECT `+sandboxColumns+` FROM upd s`,
+		id, tenant, string(reason), now, string(actor), message))
+	if err == nil {
+		return sb, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return sb, false, fmt.Errorf("store: end sandbox: %w", interpret(err))
+	}
+	sb, err = s.GetSandbox(ctx, tenant, id)
+	if err != nil {
+		return sb, false, err
+	}
+	return sb, false, nil
+}

@@ -1,0 +1,160 @@
+// Package store is Tether's durable registry: sandboxes, their event history,
+// tenants and API keys, idempotency keys, in Postgres through pgx.
+//
+// All SQL lives in this package. Every state change is one statement that
+// updates the sandbox row and appends its event row, so the two always commit
+// together; the database itself refuses an illegal transition (a trigger
+// mirrors sandbox.CanTransition). Driver errors are translated here: no rows
+// becomes sandbox.ErrNotFound, a lost fence becomes sandbox.ErrFenced.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/migrations"
+)
+
+// Store is the Postgres-backed registry. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+	// now is the clock every timestamp the store writes comes from; tests
+	// inject their own to move time without sleeping.
+	now func() time.Time
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock makes the store take every timestamp from now instead of the
+// wall clock.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) { s.now = now }
+}
+
+// New returns a Store over an open pool. The caller keeps ownership of the
+// pool and closes it after the store's last use.
+func New(pool *pgxpool.Pool, opts ...Option) *Store {
+	s := &Store{pool: pool, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Connect opens a pool to databaseURL and checks that it answers.
+func Connect(ctx context.Context, databaseURL string, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		// The parse error may quote the URL, password included.
+		return nil, errors.New("store: connect: DATABASE_URL is not a valid Postgres connection string")
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: connect: %w", err)
+	}
+	return pool, nil
+}
+
+// Pool returns the underlying pool.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Now returns the store's current time.
+func (s *Store) Now() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+
+// Ping checks that Postgres answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	return nil
+}
+
+// migrator returns a goose provider over the embedded migrations, with a
+// session lock so that replicas starting together migrate once.
+func (s *Store) migrator() (*goose.Provider, *sql.DB, error) {
+	db := stdlib.OpenDBFromPool(s.pool)
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		_ = db.Close()
+		return nil, nil, fmt.Errorf("store: migration lock: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS, goose.WithSessionLocker(locker))
+	if err != nil {
+		_ = db.Close()
+		return nil, nil, fmt.Errorf("store: migrations: %w", err)
+	}
+	return p, db, nil
+}
+
+// Migrate applies every pending migration and returns the versions applied.
+func (s *Store) Migrate(ctx context.Context) ([]int64, error) {
+	p, db, err := s.migrator()
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	results, err := p.Up(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: migrate: %w", err)
+	}
+	applied := make([]int64, 0, len(results))
+	for _, r := range results {
+		applied = append(applied, r.Source.Version)
+	}
+	return applied, nil
+}
+
+// SchemaCurrent reports whether every embedded migration has been applied.
+func (s *Store) SchemaCurrent(ctx context.Context) (bool, error) {
+	p, db, err := s.migrator()
+	if err != nil {
+		return false, err
+	}
+	defer db.Close()
+	current, target, err := p.GetVersions(ctx)
+	if err != nil {
+		return false, fmt.Errorf("store: schema version: %w", err)
+	}
+	return current >= target, nil
+}
+
+// inTx runs fn in a transaction that commits if fn returns nil and rolls
+// back otherwise. fn must do all its work through tx.
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// interpret translates driver errors that carry meaning for callers.
+func interpret(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sandbox.ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.ConstraintName == "sandbox_transition" {
+		return fmt.Errorf("%w: %s", sandbox.ErrFenced, pgErr.Message)
+	}
+	return err
+}

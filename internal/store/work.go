@@ -1,0 +1,228 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// Claim is a sandbox a worker holds: the worker may act on it while its
+// lease lasts, and every write it makes is fenced on Epoch.
+type Claim struct {
+	Sandbox sandbox.Sandbox
+	// From is the state the sandbox was in when claimed.
+	From sandbox.State
+}
+
+// ClaimCreates claims up to limit sandboxes of the provider that need a
+// create call: requested ones, and creating ones whose lease lapsed (their
+// executor died, or they are due for a retry). Each claimed sandbox moves to
+// creating, its epoch is bumped and it is leased to worker until now+lease.
+// Rows another worker is claiming are skipped, never waited for.
+func (s *Store) ClaimCreates(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]Claim, error) {
+	now := s.Now()
+	rows, err := s.pool.Query(ctx, `
+		WITH picked AS (
+			SELECT id, state FROM sandboxes
+			WHERE provider = $1
+			  AND (state = 'requested' OR (state = 'creating' AND lease_expires_at < $2))
+			ORDER BY created_at
+			LIMIT $3
+			FOR UPDATE SKIP LOCKED
+		), upd AS (
+			UPDATE sandboxes s SET
+				state = 'creating', epoch = s.epoch + 1, attempts = s.attempts + 1,
+				lease_owner = $4, lease_expires_at = $5, updated_at = $2
+			FROM picked
+			WHERE s.id = picked.id
+			RETURNING s.*, picked.state AS from_state
+		), ev AS (
+			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
+			SELECT id, tenant, $2, from_state, 'creating', NULL, 'executor', 'claimed by ' || $4
+			FROM upd WHERE from_state = 'requested'
+		)
+		SELECT s.from_state, `+sandboxColumns+` FROM upd s`,
+		provider, now, limit, worker, now.Add(lease))
+	if err != nil {
+		return nil, fmt.Errorf("store: claim creates: %w", err)
+	}
+	return collectClaims(rows, "claim creates")
+}
+
+// ClaimReleases claims up to limit terminal sandboxes of the provider whose
+// resources are not yet confirmed released and that no live lease holds.
+func (s *Store) ClaimReleases(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]Claim, error) {
+	now := s.Now()
+	rows, err := s.pool.Query(ctx, `
+		WITH picked AS (
+			SELECT id, state FROM sandboxes
+			WHERE provider = $1 AND NOT released AND state IN ('cancelled', 'terminated', 'failed')
+			  AND (lease_expires_at IS NULL OR lease_expires_at < $2)
+			ORDER BY ended_at
+			LIMIT $3
+			FOR UPDATE SKIP LOCKED
+		), upd AS (
+			UPDATE sandboxes s SET
+				epoch = s.epoch + 1, release_attempts = s.release_attempts + 1,
+				lease_owner = $4, lease_expires_at = $5, updated_at = $2
+			FROM picked
+			WHERE s.id = picked.id
+			RETURNING s.*, picked.state AS from_state
+		)
+		SELECT s.from_state, `+sandboxColumns+` FROM upd s`,
+		provider, now, limit, worker, now.Add(lease))
+	if err != nil {
+		return nil, fmt.Errorf("store: claim releases: %w", err)
+	}
+	return collectClaims(rows, "claim releases")
+}
+
+func collectClaims(rows pgx.Rows, op string) ([]Claim, error) {
+	defer rows.Close()
+	var out []Claim
+	for rows.Next() {
+		var c Claim
+		sb, err := scanSandbox(rows, &c.From)
+		if err != nil {
+			return nil, fmt.Errorf("store: %s: %w", op, err)
+		}
+		c.Sandbox = sb
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: %s: %w", op, err)
+	}
+	return out, nil
+}
+
+// RenewLease extends the worker's lease on the sandbox to now+lease. It
+// returns ErrFenced when the worker no longer holds the sandbox at this epoch
+// — or, for a create, when the sandbox is no longer creating — so the worker
+// must stop.
+func (s *Store) RenewLease(ctx context.Context, id string, epoch int64, worker string, lease time.Duration) (sandbox.State, error) {
+	now := s.Now()
+	var state sandbox.State
+	err := s.pool.QueryRow(ctx, `
+		UPDATE sandboxes SET lease_expires_at = $4
+		WHERE id = $1 AND epoch = $2 AND lease_owner = $3 AND (state = 'creating' OR NOT released)
+		RETURNING state`, id, epoch, worker, now.Add(lease)).Scan(&state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("store: renew lease: %w", sandbox.ErrFenced)
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: renew lease: %w", err)
+	}
+	return state, nil
+}
+
+// MarkReady records a successful create: creating → ready, fenced on the
+// epoch and on the sandbox still being creating. ErrFenced means the
+// sandbox was cancelled or reclaimed meanwhile, and the resource the call
+// made must be released.
+func (s *Store) MarkReady(ctx context.Context, id string, epoch int64, res sandbox.Resource) (sandbox.Sandbox, error) {
+	now := s.Now()
+	sb, err := scanSandbox(s.pool.QueryRow(ctx, `
+		WITH upd AS (
+			UPDATE sandboxes s SET
+				state = 'ready', ready_at = $3, updated_at = $3, error = NULL,
+				provider_id = $4, work_dir = $5, lease_owner = NULL, lease_expires_at = NULL
+			WHERE s.id = $1 AND s.epoch = $2 AND s.state = 'creating'
+			RETURNING s.*
+		), ev AS (
+			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
+			SELECT id, tenant, $3, 'creating', 'ready', NULL, 'executor', 'provider created ' || coalesce($4, '') FROM upd
+		)
+		SELECT `+sandboxColumns+` FROM upd s`,
+		id, epoch, now, nullable(res.ProviderID), nullable(res.WorkDir)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sb, fmt.Errorf("store: mark ready: %w", sandbox.ErrFenced)
+	}
+	if err != nil {
+		return sb, fmt.Errorf("store: mark ready: %w", interpret(err))
+	}
+	return sb, nil
+}
+
+// MarkFailed records a creation that will not succeed: creating → failed
+// with reason create_failed, fenced on the epoch. The worker keeps its lease
+// so that it can release what the attempts may have left.
+func (s *Store) MarkFailed(ctx context.Context, id string, epoch int64, actor sandbox.Actor, message string) (sandbox.Sandbox, error) {
+	now := s.Now()
+	sb, err := scanSandbox(s.pool.QueryRow(ctx, `
+		WITH upd AS (
+			UPDATE sandboxes s SET
+				state = 'failed', reason = 'create_failed', error = $4, ended_at = $3, updated_at = $3
+			WHERE s.id = $1 AND s.epoch = $2 AND s.state = 'creating'
+			RETURNING s.*
+		), ev AS (
+			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
+			SELECT id, tenant, $3, 'creating', 'failed', 'create_failed', $5, $4 FROM upd
+		)
+		SELECT `+sandboxColumns+` FROM upd s`,
+		id, epoch, now, message, string(actor)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sb, fmt.Errorf("store: mark failed: %w", sandbox.ErrFenced)
+	}
+	if err != nil {
+		return sb, fmt.Errorf("store: mark failed: %w", interpret(err))
+	}
+	return sb, nil
+}
+
+// Unclaim hands a creating sandbox back: its lease ends and it may be
+// claimed again from at (now, for a shutdown; later, for a retry with
+// backoff). lastErr, if set, is shown in the sandbox's error field until it
+// settles.
+func (s *Store) Unclaim(ctx context.Context, id string, epoch int64, at time.Time, lastErr string) error {
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE sandboxes SET lease_owner = NULL, lease_expires_at = $3, updated_at = $4,
+			error = coalesce($5, error)
+		WHERE id = $1 AND epoch = $2 AND state = 'creating'`,
+		id, epoch, at.UTC(), s.Now(), nullable(lastErr))
+	if err != nil {
+		return fmt.Errorf("store: unclaim: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("store: unclaim: %w", sandbox.ErrFenced)
+	}
+	return nil
+}
+
+// MarkReleased records that the provider confirmed the terminal sandbox's
+// resources gone, fenced on the epoch of the worker that destroyed them.
+func (s *Store) MarkReleased(ctx context.Context, id string, epoch int64) error {
+	now := s.Now()
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE sandboxes SET released = true, released_at = $3, updated_at = $3,
+			lease_owner = NULL, lease_expires_at = NULL, release_error = NULL
+		WHERE id = $1 AND epoch = $2 AND state IN ('cancelled', 'terminated', 'failed') AND NOT released`,
+		id, epoch, now)
+	if err != nil {
+		return fmt.Errorf("store: mark released: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("store: mark released: %w", sandbox.ErrFenced)
+	}
+	return nil
+}
+
+// ReleaseFailed records a failed destroy: the sandbox may be claimed for
+// release again from retryAt.
+func (s *Store) ReleaseFailed(ctx context.Context, id string, epoch int64, retryAt time.Time, cause string) error {
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE sandboxes SET lease_owner = NULL, lease_expires_at = $3, updated_at = $4, release_error = $5
+		WHERE id = $1 AND epoch = $2 AND NOT released`,
+		id, epoch, retryAt.UTC(), s.Now(), cause)
+	if err != nil {
+		return fmt.Errorf("store: release failed: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("store: release failed: %w", sandbox.ErrFenced)
+	}
+	return nil
+}
