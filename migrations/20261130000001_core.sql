@@ -75,6 +75,8 @@ CREATE INDEX sandboxes_tenant_provider_created ON sandboxes (tenant, provider, c
 CREATE INDEX sandboxes_labels ON sandboxes USING gin (labels jsonb_path_ops);
 -- The executor's claim: the small set of sandboxes still being created.
 CREATE INDEX sandboxes_pending ON sandboxes (provider, created_at) WHERE state IN ('requested', 'creating');
+-- Live sandboxes, for metrics and the janitor's reconciliation.
+CREATE INDEX sandboxes_live ON sandboxes (provider, state) WHERE state IN ('requested', 'creating', 'ready');
 -- The release queue: terminal sandboxes whose resources are not yet confirmed gone.
 CREATE INDEX sandboxes_unreleased ON sandboxes (provider, ended_at)
     WHERE NOT released AND state IN ('cancelled', 'terminated', 'failed');

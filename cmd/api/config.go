@@ -1,0 +1,156 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is everything Tether reads from its environment, validated once at
+// start and passed down explicitly.
+type Config struct {
+	// DatabaseURL is the Postgres connection string (DATABASE_URL). Required.
+	DatabaseURL string
+	// ListenAddr is where the API listens (LISTEN_ADDR, default
+	// 127.0.0.1:8080; port 0 picks a free port).
+	ListenAddr string
+	// BootstrapAPIKey, if set, is registered for tenant "default" at start,
+	// idempotently (BOOTSTRAP_API_KEY).
+	BootstrapAPIKey string
+	// Providers are the enabled providers, the default first (PROVIDERS,
+	// comma-separated, default "sim").
+	Providers []string
+	// SimStateDir is where the sim provider keeps its inventory
+	// (SIM_STATE_DIR, default .tether/sim).
+	SimStateDir string
+	// LocalStateDir is where the local provider keeps its sandboxes
+	// (LOCAL_STATE_DIR, default .tether/local).
+	LocalStateDir string
+
+	// JanitorInterval is how often the janitor reconciles (JANITOR_INTERVAL,
+	// default 5s).
+	JanitorInterval time.Duration
+	// DefaultOwnerTTL is the lease an owner gets when a create names it
+	// without a live lease (DEFAULT_OWNER_TTL, default 60s).
+	DefaultOwnerTTL time.Duration
+	// DefaultTTL is the lifetime of a sandbox created without ttl_seconds and
+	// without an owner (DEFAULT_TTL, default 1h).
+	DefaultTTL time.Duration
+	// MaxLifetime caps every sandbox's lifetime (MAX_LIFETIME, default 24h).
+	MaxLifetime time.Duration
+	// CreateTimeout bounds a sandbox's creation (CREATE_TIMEOUT, default 5m).
+	CreateTimeout time.Duration
+
+	// ExecutorConcurrency bounds concurrent create calls per provider in this
+	// process (EXECUTOR_CONCURRENCY, default 16).
+	ExecutorConcurrency int
+	// ExecutorLease is how long a claim lasts unrenewed; a crashed replica's
+	// work is taken over after at most this long (EXECUTOR_LEASE, default 15s).
+	ExecutorLease time.Duration
+	// ExecutorPollInterval is the fallback poll when no notification arrives
+	// (EXECUTOR_POLL_INTERVAL, default 1s).
+	ExecutorPollInterval time.Duration
+	// CreateMaxAttempts bounds create attempts on retryable provider errors
+	// (CREATE_MAX_ATTEMPTS, default 5).
+	CreateMaxAttempts int
+	// WorkerID names this replica in leases and events (WORKER_ID, default
+	// host name, pid and a random suffix).
+	WorkerID string
+
+	// ShutdownTimeout bounds graceful shutdown; in-flight creates still
+	// running then are handed back to other replicas (SHUTDOWN_TIMEOUT,
+	// default 30s).
+	ShutdownTimeout time.Duration
+	// DBMaxConns caps the connection pool (DB_MAX_CONNS, default 20).
+	DBMaxConns int
+	// MaxBodyBytes caps JSON request bodies (MAX_BODY_BYTES, default 1 MiB).
+	MaxBodyBytes int64
+	// MaxWait caps ?wait= on GET /v1/sandboxes/{id} (MAX_WAIT, default 60s).
+	MaxWait time.Duration
+	// LogLevel is debug, info, warn or error (LOG_LEVEL, default info).
+	LogLevel slog.Level
+}
+
+// loadConfig reads and validates the configuration. Every problem is
+// reported, not just the first.
+func loadConfig(getenv func(string) string) (Config, error) {
+	var errs []error
+	str := func(name, def string) string {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			return v
+		}
+		return def
+	}
+	dur := func(name string, def time.Duration) time.Duration {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive Go duration such as 5s", name, v))
+			return def
+		}
+		return d
+	}
+	num := func(name string, def int64) int64 {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive integer", name, v))
+			return def
+		}
+		return n
+	}
+
+	host, _ := os.Hostname()
+	cfg := Config{
+		DatabaseURL:          getenv("DATABASE_URL"),
+		ListenAddr:           str("LISTEN_ADDR", "127.0.0.1:8080"),
+		BootstrapAPIKey:      getenv("BOOTSTRAP_API_KEY"),
+		SimStateDir:          str("SIM_STATE_DIR", ".tether/sim"),
+		LocalStateDir:        str("LOCAL_STATE_DIR", ".tether/local"),
+		JanitorInterval:      dur("JANITOR_INTERVAL", 5*time.Second),
+		DefaultOwnerTTL:      dur("DEFAULT_OWNER_TTL", 60*time.Second),
+		DefaultTTL:           dur("DEFAULT_TTL", time.Hour),
+		MaxLifetime:          dur("MAX_LIFETIME", 24*time.Hour),
+		CreateTimeout:        dur("CREATE_TIMEOUT", 5*time.Minute),
+		ExecutorConcurrency:  int(num("EXECUTOR_CONCURRENCY", 16)),
+		ExecutorLease:        dur("EXECUTOR_LEASE", 15*time.Second),
+		ExecutorPollInterval: dur("EXECUTOR_POLL_INTERVAL", time.Second),
+		CreateMaxAttempts:    int(num("CREATE_MAX_ATTEMPTS", 5)),
+		WorkerID:             str("WORKER_ID", fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))),
+		ShutdownTimeout:      dur("SHUTDOWN_TIMEOUT", 30*time.Second),
+		DBMaxConns:           int(num("DB_MAX_CONNS", 20)),
+		MaxBodyBytes:         num("MAX_BODY_BYTES", 1<<20),
+		MaxWait:              dur("MAX_WAIT", 60*time.Second),
+	}
+	for p := range strings.SplitSeq(str("PROVIDERS", "sim"), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			cfg.Providers = append(cfg.Providers, p)
+		}
+	}
+	if len(cfg.Providers) == 0 {
+		errs = append(errs, errors.New("PROVIDERS: name at least one provider"))
+	}
+	if err := cfg.LogLevel.UnmarshalText([]byte(str("LOG_LEVEL", "info"))); err != nil {
+		errs = append(errs, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", getenv("LOG_LEVEL")))
+	}
+	if cfg.DatabaseURL == "" {
+		errs = append(errs, errors.New("DATABASE_URL is not set: point it at a Postgres database (the README's `make run` starts one)"))
+	}
+	if cfg.DefaultTTL > cfg.MaxLifetime {
+		errs = append(errs, fmt.Errorf("DEFAULT_TTL (%s) must not exceed MAX_LIFETIME (%s)", cfg.DefaultTTL, cfg.MaxLifetime))
+	}
+	if cfg.MaxLifetime < time.Second {
+		errs = append(errs, errors.New("MAX_LIFETIME must be at least 1s"))
+	}
+	return cfg, errors.Join(errs...)
+}

@@ -1,0 +1,301 @@
+// Command api is Tether: a control plane for AI-agent sandboxes.
+//
+//	api [serve] [--no-migrate]   run the service (the default)
+//	api migrate                  apply the schema migrations and exit
+//	api keys create --tenant T   make an API key for tenant T and print it
+//
+// Configuration comes from the environment; see the README.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	tetherhttp "github.com/tetherhq/tether/internal/http"
+	"github.com/tetherhq/tether/internal/lifecycle"
+	"github.com/tetherhq/tether/internal/provider/sim"
+	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/store"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "tether:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage:
+  api [serve] [--no-migrate]     run the service (default)
+  api migrate                    apply schema migrations and exit
+  api keys create --tenant NAME  create an API key; the key is the last line printed
+`
+
+// run is the whole program: it parses args, reads the configuration through
+// getenv, and runs the chosen command until it finishes or ctx is cancelled
+// (or SIGINT/SIGTERM arrives).
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	cmd := "serve"
+	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		noMigrate := fs.Bool("no-migrate", false, "do not apply migrations at start (readiness fails until the schema is current)")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		cfg, err := loadConfig(getenv)
+		if err != nil {
+			return fmt.Errorf("configuration: %w", err)
+		}
+		return serve(ctx, cfg, !*noMigrate, stderr)
+	case "migrate":
+		cfg, err := loadConfig(getenv)
+		if err != nil {
+			return fmt.Errorf("configuration: %w", err)
+		}
+		return migrate(ctx, cfg, stdout)
+	case "keys":
+		if len(args) == 0 || args[0] != "create" {
+			return errors.New("keys: want `keys create --tenant NAME`\n" + usage)
+		}
+		fs := flag.NewFlagSet("keys create", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		tenant := fs.String("tenant", "", "tenant the key belongs to (created if new)")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *tenant == "" {
+			return errors.New("keys create: --tenant is required")
+		}
+		cfg, err := loadConfig(getenv)
+		if err != nil {
+			return fmt.Errorf("configuration: %w", err)
+		}
+		return createKey(ctx, cfg, *tenant, stdout)
+	case "help", "-h", "--help":
+		_, err := io.WriteString(stdout, usage)
+		return err
+	default:
+		return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+	}
+}
+
+func newLogger(cfg Config, w io.Writer) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: cfg.LogLevel}))
+}
+
+func openStore(ctx context.Context, cfg Config) (*store.Store, error) {
+	pool, err := store.Connect(ctx, cfg.DatabaseURL, int32(cfg.DBMaxConns))
+	if err != nil {
+		return nil, err
+	}
+	return store.New(pool), nil
+}
+
+func migrate(ctx context.Context, cfg Config, stdout io.Writer) error {
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Pool().Close()
+	applied, err := st.Migrate(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "applied %d migration(s); schema is current\n", len(applied))
+	return err
+}
+
+func createKey(ctx context.Context, cfg Config, tenant string, stdout io.Writer) error {
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Pool().Close()
+	if _, err := st.Migrate(ctx); err != nil {
+		return err
+	}
+	key, err := st.CreateAPIKey(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "API key for tenant %q (shown once; store it now):\n%s\n", tenant, key)
+	return err
+}
+
+func buildProviders(cfg Config) ([]sandbox.Provider, error) {
+	var out []sandbox.Provider
+	seen := map[string]bool{}
+	for _, name := range cfg.Providers {
+		if seen[name] {
+			return nil, fmt.Errorf("PROVIDERS names %q twice", name)
+		}
+		seen[name] = true
+		switch name {
+		case sim.Name:
+			p, err := sim.New(cfg.SimStateDir)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, p)
+		default:
+			return nil, fmt.Errorf("PROVIDERS: unknown provider %q (known: sim)", name)
+		}
+	}
+	return out, nil
+}
+
+// serve runs the service until ctx is done, then shuts down in order: stop
+// taking requests, stop the executor (in-flight work finishes or is handed
+// back), stop the notifier, close the pool.
+func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) error {
+	log := newLogger(cfg, logw)
+	providers, err := buildProviders(cfg)
+	if err != nil {
+		return err
+	}
+
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	pool := st.Pool()
+	defer pool.Close()
+	if migrateFirst {
+		applied, err := st.Migrate(ctx)
+		if err != nil {
+			return err
+		}
+		log.Info("schema migrated", "applied", len(applied))
+	}
+	if cfg.BootstrapAPIKey != "" {
+		if err := st.RegisterAPIKey(ctx, "default", cfg.BootstrapAPIKey); err != nil {
+			return fmt.Errorf("bootstrap api key: %w", err)
+		}
+		log.Info("bootstrap API key registered", "tenant", "default")
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		lifecycle.NewRegistryCollector(st))
+	metrics := lifecycle.NewMetrics(reg)
+
+	// Background workers live until workCtx is cancelled during shutdown.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	var workers sync.WaitGroup
+	notifier := store.NewNotifier(pool, log)
+	workers.Go(func() { notifier.Run(workCtx) })
+
+	executor := lifecycle.NewExecutor(lifecycle.ExecutorConfig{
+		WorkerID:     cfg.WorkerID,
+		PollInterval: cfg.ExecutorPollInterval,
+		Lease:        cfg.ExecutorLease,
+		Concurrency:  cfg.ExecutorConcurrency,
+		MaxAttempts:  cfg.CreateMaxAttempts,
+	}, st, notifier, providers, log, metrics)
+	executor.Start(workCtx)
+
+	handler := tetherhttp.NewServer(log, tetherhttp.Config{
+		DefaultProvider: providers[0].Name(),
+		DefaultTTL:      cfg.DefaultTTL,
+		MaxLifetime:     cfg.MaxLifetime,
+		CreateTimeout:   cfg.CreateTimeout,
+		MaxBodyBytes:    cfg.MaxBodyBytes,
+		MaxWait:         cfg.MaxWait,
+	}, tetherhttp.Deps{
+		Store:     st,
+		Changes:   notifier,
+		Providers: providers,
+		Ready:     readiness(st),
+		Metrics:   reg,
+		Gatherer:  reg,
+	})
+	ln, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		cancelWork()
+		executor.Stop(context.Background())
+		workers.Wait()
+		return fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	workers.Go(func() { serveErr <- srv.Serve(ln) })
+	log.Info("tether listening", "addr", ln.Addr().String(), "worker", executor.WorkerID(), "providers", cfg.Providers)
+
+	select {
+	case <-ctx.Done():
+		err = nil
+	case err = <-serveErr:
+		err = fmt.Errorf("http server: %w", err)
+	}
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if serr := srv.Shutdown(shutdownCtx); serr != nil {
+		log.Warn("http shutdown incomplete", "err", serr)
+	}
+	executor.Stop(shutdownCtx)
+	cancelWork()
+	workers.Wait()
+	log.Info("stopped")
+	return err
+}
+
+// readiness reports Postgres reachable and the schema current. Once the
+// schema has been seen current it stays so (migrations only move forward),
+// so later checks are a ping.
+func readiness(st *store.Store) func(context.Context) error {
+	var (
+		mu      sync.Mutex
+		current bool
+	)
+	return func(ctx context.Context) error {
+		if err := st.Ping(ctx); err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if current {
+			return nil
+		}
+		ok, err := st.SchemaCurrent(ctx)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errors.New("schema is not current: run `api migrate`")
+		}
+		current = true
+		return nil
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,75 @@
+package lifecycle
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/store"
+)
+
+// statsReader is what the registry collector needs.
+type statsReader interface {
+	Stats(ctx context.Context) (store.Stats, error)
+	Now() time.Time
+}
+
+// RegistryCollector exports the registry's gauges (sandboxes by state, the
+// executor's queue depth, the release backlog) by querying Postgres when
+// scraped, so every replica reports the same truth.
+type RegistryCollector struct {
+	store statsReader
+
+	sandboxes     *prometheus.Desc
+	queueDepth    *prometheus.Desc
+	unreleased    *prometheus.Desc
+	oldestPending *prometheus.Desc
+	up            *prometheus.Desc
+}
+
+// NewRegistryCollector returns a collector over st.
+func NewRegistryCollector(st statsReader) *RegistryCollector {
+	return &RegistryCollector{
+		store:         st,
+		sandboxes:     prometheus.NewDesc("tether_sandboxes", "Live sandboxes by provider and state.", []string{"provider", "state"}, nil),
+		queueDepth:    prometheus.NewDesc("tether_executor_queue_depth", "Sandboxes requested and not yet claimed, by provider.", []string{"provider"}, nil),
+		unreleased:    prometheus.NewDesc("tether_release_pending", "Terminal sandboxes whose provider resources are not yet confirmed released.", nil, nil),
+		oldestPending: prometheus.NewDesc("tether_release_oldest_pending_seconds", "Age of the oldest terminal sandbox not yet released (0 if none).", nil, nil),
+		up:            prometheus.NewDesc("tether_registry_up", "1 if the last registry query for metrics succeeded.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *RegistryCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.sandboxes
+	ch <- c.queueDepth
+	ch <- c.unreleased
+	ch <- c.oldestPending
+	ch <- c.up
+}
+
+// Collect implements prometheus.Collector.
+func (c *RegistryCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	st, err := c.store.Stats(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
+	for k, n := range st.Live {
+		ch <- prometheus.MustNewConstMetric(c.sandboxes, prometheus.GaugeValue, float64(n), k[0], k[1])
+		if sandbox.State(k[1]) == sandbox.StateRequested {
+			ch <- prometheus.MustNewConstMetric(c.queueDepth, prometheus.GaugeValue, float64(n), k[0])
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.unreleased, prometheus.GaugeValue, float64(st.Unreleased))
+	var age float64
+	if st.OldestUnreleased != nil {
+		age = c.store.Now().Sub(*st.OldestUnreleased).Seconds()
+	}
+	ch <- prometheus.MustNewConstMetric(c.oldestPending, prometheus.GaugeValue, age)
+}
