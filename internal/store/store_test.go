@@ -1,0 +1,608 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/store"
+	"github.com/tetherhq/tether/internal/store/storetest"
+)
+
+type bundle struct {
+	st    *store.Store
+	clock *storetest.Clock
+	ctx   context.Context
+}
+
+func setup(t *testing.T) bundle {
+	t.Helper()
+	clock := storetest.NewClock()
+	st := storetest.New(t, store.WithClock(clock.Now))
+	ctx := t.Context()
+	if err := st.RegisterAPIKey(ctx, "acme", "key-acme"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RegisterAPIKey(ctx, "other", "key-other"); err != nil {
+		t.Fatal(err)
+	}
+	return bundle{st: st, clock: clock, ctx: ctx}
+}
+
+func (b bundle) create(t *testing.T, mutate ...func(*sandbox.CreateParams)) sandbox.Sandbox {
+	t.Helper()
+	p := sandbox.CreateParams{
+		Tenant: "acme", Provider: "sim", Labels: map[string]string{"team": "a"},
+		TTL: time.Hour, CreateTimeout: 5 * time.Minute,
+	}
+	for _, m := range mutate {
+		m(&p)
+	}
+	sb, created, err := b.st.CreateSandbox(b.ctx, p)
+	if err != nil {
+		t.Fatalf("CreateSandbox: %v", err)
+	}
+	if !created {
+		t.Fatalf("CreateSandbox: created = false, want true")
+	}
+	return sb
+}
+
+// claimOne claims the one requested sandbox of provider sim for worker.
+func (b bundle) claimOne(t *testing.T, worker string) store.Claim {
+	t.Helper()
+	claims, err := b.st.ClaimCreates(b.ctx, "sim", worker, 1, 10*time.Second)
+	if err != nil {
+		t.Fatalf("ClaimCreates: %v", err)
+	}
+	if len(claims) != 1 {
+		t.Fatalf("ClaimCreates: got %d claims, want 1", len(claims))
+	}
+	return claims[0]
+}
+
+func (b bundle) events(t *testing.T, id string) []sandbox.Event {
+	t.Helper()
+	evs, err := b.st.SandboxEvents(b.ctx, id, 0, 500)
+	if err != nil {
+		t.Fatalf("SandboxEvents: %v", err)
+	}
+	return evs
+}
+
+// path renders a history as "requested>creating>ready".
+func path(evs []sandbox.Event) string {
+	s := ""
+	for i, e := range evs {
+		if i > 0 {
+			s += ">"
+		}
+		s += string(e.To)
+	}
+	return s
+}
+
+func TestCreateAndGet(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sb := b.create(t, func(p *sandbox.CreateParams) { p.Owner = "agent-1" })
+	if sb.State != sandbox.StateRequested || sb.Released || sb.Owner != "agent-1" {
+		t.Fatalf("created sandbox = %+v, want requested, unreleased, owner agent-1", sb)
+	}
+	if !sandbox.ValidID(sb.ID) {
+		t.Fatalf("id %q is not a valid sandbox id", sb.ID)
+	}
+	if got, want := sb.ExpiresAt, b.clock.Now().Add(time.Hour); !got.Equal(want) {
+		t.Errorf("ExpiresAt = %v, want %v", got, want)
+	}
+	got, err := b.st.GetSandbox(b.ctx, "acme", sb.ID)
+	if err != nil {
+		t.Fatalf("GetSandbox: %v", err)
+	}
+	if got.ID != sb.ID || got.Labels["team"] != "a" {
+		t.Errorf("GetSandbox = %+v, want the created sandbox", got)
+	}
+	if _, err := b.st.GetSandbox(b.ctx, "other", sb.ID); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("GetSandbox from another tenant: err = %v, want ErrNotFound", err)
+	}
+	evs := b.events(t, sb.ID)
+	if len(evs) != 1 || evs[0].From != "" || evs[0].To != sandbox.StateRequested || evs[0].Actor != sandbox.ActorClient {
+		t.Errorf("events after create = %+v, want one request event", evs)
+	}
+}
+
+// TestTransitionTableMatchesDatabase checks every (from, to) pair against
+// both the Go transition table and the database trigger: they must agree,
+// and the database must refuse every illegal transition whatever code path
+// attempts it.
+func TestTransitionTableMatchesDatabase(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, from := range sandbox.States {
+		for _, to := range sandbox.States {
+			if from == to {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s>%s", from, to), func(t *testing.T) {
+				sb := b.create(t)
+				// Put the row in state from directly (triggers off for setup).
+				tx, err := b.st.Pool().Begin(b.ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = tx.Rollback(b.ctx) }()
+				if _, err := tx.Exec(b.ctx, `SET LOCAL session_replication_role = replica`); err != nil {
+					t.Fatal(err)
+				}
+				ended := "NULL"
+				if from.Terminal() {
+					ended = "now()"
+				}
+				if _, err := tx.Exec(b.ctx, `UPDATE sandboxes SET state = $2, ended_at = `+ended+` WHERE id = $1`, sb.ID, string(from)); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := tx.Exec(b.ctx, `SET LOCAL session_replication_role = origin`); err != nil {
+					t.Fatal(err)
+				}
+				endedTo := "ended_at"
+				if to.Terminal() {
+					endedTo = "coalesce(ended_at, now())"
+				} else {
+					endedTo = "NULL"
+				}
+				_, err = tx.Exec(b.ctx, `UPDATE sandboxes SET state = $2, ended_at = `+endedTo+` WHERE id = $1`, sb.ID, string(to))
+				allowed := sandbox.CanTransition(from, to)
+				if allowed && err != nil {
+					t.Errorf("database refused legal transition %s -> %s: %v", from, to, err)
+				}
+				if !allowed && err == nil {
+					t.Errorf("database allowed illegal transition %s -> %s", from, to)
+				}
+			})
+		}
+	}
+}
+
+func TestEventsAreAppendOnly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sb := b.create(t)
+	if _, err := b.st.Pool().Exec(b.ctx, `UPDATE sandbox_events SET message = 'rewritten' WHERE sandbox_id = $1`, sb.ID); err == nil {
+		t.Error("UPDATE of sandbox_events succeeded, want it refused")
+	}
+	if _, err := b.st.Pool().Exec(b.ctx, `DELETE FROM sandbox_events WHERE sandbox_id = $1`, sb.ID); err == nil {
+		t.Error("DELETE from sandbox_events succeeded, want it refused")
+	}
+}
+
+func TestEndSandboxInEachState(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	t.Run("requested", func(t *testing.T) {
+		sb := b.create(t)
+		got, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, "bye")
+		if err != nil || !changed {
+			t.Fatalf("EndSandbox = %v, %v; want changed", changed, err)
+		}
+		// Nothing was ever created at the provider: released at once.
+		if got.State != sandbox.StateCancelled || !got.Released || got.Reason != sandbox.ReasonRequested || got.EndedAt == nil {
+			t.Errorf("ended requested sandbox = %+v, want cancelled, released, reason requested", got)
+		}
+		if p := path(b.events(t, sb.ID)); p != "requested>cancelled" {
+			t.Errorf("history = %s", p)
+		}
+	})
+	t.Run("creating", func(t *testing.T) {
+		sb := b.create(t)
+		c := b.claimOne(t, "w1")
+		got, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, "bye")
+		if err != nil || !changed {
+			t.Fatalf("EndSandbox = %v, %v; want changed", changed, err)
+		}
+		if got.State != sandbox.StateCancelled || got.Released {
+			t.Errorf("ended creating sandbox = %+v, want cancelled and not yet released", got)
+		}
+		// The executor's result is refused...
+		if _, err := b.st.MarkReady(b.ctx, sb.ID, c.Sandbox.Epoch, sandbox.Resource{ProviderID: "x"}); !errors.Is(err, sandbox.ErrFenced) {
+			t.Errorf("MarkReady after cancel: err = %v, want ErrFenced", err)
+		}
+		// ...and the release queue leaves it to the executor while its lease lasts.
+		if claims, err := b.st.ClaimReleases(b.ctx, "sim", "w2", 10, time.Second); err != nil || len(claims) != 0 {
+			t.Errorf("ClaimReleases during the creator's lease = %d claims, %v; want none", len(claims), err)
+		}
+		if err := b.st.MarkReleased(b.ctx, sb.ID, c.Sandbox.Epoch); err != nil {
+			t.Errorf("MarkReleased by the creator: %v", err)
+		}
+		if p := path(b.events(t, sb.ID)); p != "requested>creating>cancelled" {
+			t.Errorf("history = %s", p)
+		}
+	})
+	t.Run("ready", func(t *testing.T) {
+		sb := b.create(t)
+		c := b.claimOne(t, "w1")
+		if _, err := b.st.MarkReady(b.ctx, sb.ID, c.Sandbox.Epoch, sandbox.Resource{ProviderID: "p-1", WorkDir: "/workspace"}); err != nil {
+			t.Fatal(err)
+		}
+		got, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonExpired, sandbox.ActorJanitor, "ttl")
+		if err != nil || !changed {
+			t.Fatalf("EndSandbox = %v, %v; want changed", changed, err)
+		}
+		if got.State != sandbox.StateTerminated || got.Released || got.Reason != sandbox.ReasonExpired || got.ProviderID != "p-1" {
+			t.Errorf("ended ready sandbox = %+v, want terminated, unreleased, reason expired", got)
+		}
+		claims, err := b.st.ClaimReleases(b.ctx, "sim", "w2", 10, time.Second)
+		if err != nil || len(claims) != 1 || claims[0].Sandbox.ID != sb.ID {
+			t.Fatalf("ClaimReleases = %+v, %v; want the terminated sandbox", claims, err)
+		}
+		if err := b.st.MarkReleased(b.ctx, sb.ID, claims[0].Sandbox.Epoch); err != nil {
+			t.Fatal(err)
+		}
+		if p := path(b.events(t, sb.ID)); p != "requested>creating>ready>terminated" {
+			t.Errorf("history = %s", p)
+		}
+	})
+	t.Run("terminal", func(t *testing.T) {
+		sb := b.create(t)
+		if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, ""); err != nil {
+			t.Fatal(err)
+		}
+		got, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonOwnerReleased, sandbox.ActorClient, "")
+		if err != nil || changed {
+			t.Fatalf("second EndSandbox = %v, %v; want unchanged, no error", changed, err)
+		}
+		if got.State != sandbox.StateCancelled || got.Reason != sandbox.ReasonRequested {
+			t.Errorf("terminal sandbox changed: %+v", got)
+		}
+		if n := len(b.events(t, sb.ID)); n != 2 {
+			t.Errorf("history has %d events, want 2 (no event for a no-op)", n)
+		}
+	})
+	t.Run("other tenant", func(t *testing.T) {
+		sb := b.create(t)
+		if _, _, err := b.st.EndSandbox(b.ctx, "other", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, ""); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Errorf("EndSandbox from another tenant: err = %v, want ErrNotFound", err)
+		}
+		if got, _ := b.st.GetSandbox(b.ctx, "acme", sb.ID); got.State != sandbox.StateRequested {
+			t.Errorf("another tenant's delete changed the sandbox: %s", got.State)
+		}
+	})
+}
+
+// TestStolenLeaseIsFenced: an executor whose lease lapsed and was taken by
+// another cannot overwrite the new owner's result.
+func TestStolenLeaseIsFenced(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sb := b.create(t)
+	first := b.claimOne(t, "slow")
+	if claims, _ := b.st.ClaimCreates(b.ctx, "sim", "fast", 10, 10*time.Second); len(claims) != 0 {
+		t.Fatalf("claimed a sandbox whose lease is live")
+	}
+	b.clock.Advance(11 * time.Second) // the slow executor's lease lapses
+	second := b.claimOne(t, "fast")
+	if second.Sandbox.Epoch <= first.Sandbox.Epoch || second.From != sandbox.StateCreating {
+		t.Fatalf("reclaim: epoch %d from %s, want epoch > %d from creating", second.Sandbox.Epoch, second.From, first.Sandbox.Epoch)
+	}
+	if _, err := b.st.RenewLease(b.ctx, sb.ID, first.Sandbox.Epoch, "slow", time.Minute); !errors.Is(err, sandbox.ErrFenced) {
+		t.Errorf("RenewLease with the stolen lease: err = %v, want ErrFenced", err)
+	}
+	if _, err := b.st.MarkReady(b.ctx, sb.ID, second.Sandbox.Epoch, sandbox.Resource{ProviderID: "fast-result"}); err != nil {
+		t.Fatalf("MarkReady by the new owner: %v", err)
+	}
+	if _, err := b.st.MarkReady(b.ctx, sb.ID, first.Sandbox.Epoch, sandbox.Resource{ProviderID: "slow-result"}); !errors.Is(err, sandbox.ErrFenced) {
+		t.Errorf("MarkReady by the old owner: err = %v, want ErrFenced", err)
+	}
+	if _, err := b.st.MarkFailed(b.ctx, sb.ID, first.Sandbox.Epoch, sandbox.ActorExecutor, "late failure"); !errors.Is(err, sandbox.ErrFenced) {
+		t.Errorf("MarkFailed by the old owner: err = %v, want ErrFenced", err)
+	}
+	if err := b.st.Unclaim(b.ctx, sb.ID, first.Sandbox.Epoch, b.clock.Now(), "x"); !errors.Is(err, sandbox.ErrFenced) {
+		t.Errorf("Unclaim by the old owner: err = %v, want ErrFenced", err)
+	}
+	got, _ := b.st.GetSandbox(b.ctx, "acme", sb.ID)
+	if got.State != sandbox.StateReady || got.ProviderID != "fast-result" {
+		t.Errorf("sandbox = %s %q, want ready with the new owner's result", got.State, got.ProviderID)
+	}
+	if p := path(b.events(t, sb.ID)); p != "requested>creating>ready" {
+		t.Errorf("history = %s", p)
+	}
+}
+
+// TestConcurrentClaimsAreDisjoint: many workers claiming at once never get
+// the same sandbox.
+func TestConcurrentClaimsAreDisjoint(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 60
+	for range n {
+		b.create(t)
+	}
+	var (
+		mu    sync.Mutex
+		seen  = map[string]string{}
+		dupes []string
+		wg    sync.WaitGroup
+	)
+	for w := range 6 {
+		worker := fmt.Sprintf("w%d", w)
+		wg.Go(func() {
+			for {
+				claims, err := b.st.ClaimCreates(b.ctx, "sim", worker, 3, time.Minute)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(claims) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, c := range claims {
+					if prev, ok := seen[c.Sandbox.ID]; ok {
+						dupes = append(dupes, c.Sandbox.ID+" by "+prev+" and "+worker)
+					}
+					seen[c.Sandbox.ID] = worker
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(dupes) > 0 {
+		t.Errorf("claimed twice: %v", dupes)
+	}
+	if len(seen) != n {
+		t.Errorf("claimed %d sandboxes, want %d", len(seen), n)
+	}
+}
+
+func TestRetryAndHandBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sb := b.create(t)
+	c := b.claimOne(t, "w1")
+	if err := b.st.Unclaim(b.ctx, sb.ID, c.Sandbox.Epoch, b.clock.Now().Add(5*time.Second), "transient"); err != nil {
+		t.Fatal(err)
+	}
+	if claims, _ := b.st.ClaimCreates(b.ctx, "sim", "w2", 10, time.Minute); len(claims) != 0 {
+		t.Fatal("claimed a sandbox before its retry time")
+	}
+	got, _ := b.st.GetSandbox(b.ctx, "acme", sb.ID)
+	if got.State != sandbox.StateCreating || got.Error != "transient" {
+		t.Errorf("waiting sandbox = %s %q, want creating with the last error", got.State, got.Error)
+	}
+	b.clock.Advance(6 * time.Second)
+	again := b.claimOne(t, "w2")
+	if again.Sandbox.Attempts != 2 {
+		t.Errorf("attempts = %d, want 2", again.Sandbox.Attempts)
+	}
+	// Only the first claim is a transition.
+	if p := path(b.events(t, sb.ID)); p != "requested>creating" {
+		t.Errorf("history = %s", p)
+	}
+}
+
+func TestReleaseRetry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sb := b.create(t)
+	c := b.claimOne(t, "w1")
+	if _, err := b.st.MarkFailed(b.ctx, sb.ID, c.Sandbox.Epoch, sandbox.ActorExecutor, "boom"); err != nil {
+		t.Fatal(err)
+	}
+	// The failing executor still holds the lease: nobody else releases it.
+	if claims, _ := b.st.ClaimReleases(b.ctx, "sim", "w2", 10, time.Minute); len(claims) != 0 {
+		t.Fatal("release claimed during the creator's lease")
+	}
+	if err := b.st.ReleaseFailed(b.ctx, sb.ID, c.Sandbox.Epoch, b.clock.Now().Add(time.Second), "destroy timed out"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := b.st.GetSandbox(b.ctx, "acme", sb.ID)
+	if got.Released || got.ReleaseError != "destroy timed out" || got.Reason != sandbox.ReasonCreateFailed || got.Error != "boom" {
+		t.Errorf("sandbox after failed release = %+v", got)
+	}
+	b.clock.Advance(2 * time.Second)
+	claims, err := b.st.ClaimReleases(b.ctx, "sim", "w2", 10, time.Minute)
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("ClaimReleases = %d, %v; want 1", len(claims), err)
+	}
+	if err := b.st.MarkReleased(b.ctx, sb.ID, c.Sandbox.Epoch); !errors.Is(err, sandbox.ErrFenced) {
+		t.Errorf("MarkReleased with the old epoch: err = %v, want ErrFenced", err)
+	}
+	if err := b.st.MarkReleased(b.ctx, sb.ID, claims[0].Sandbox.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = b.st.GetSandbox(b.ctx, "acme", sb.ID)
+	if !got.Released || got.ReleasedAt == nil || got.ReleaseError != "" {
+		t.Errorf("sandbox after release = %+v, want released", got)
+	}
+	if claims, _ := b.st.ClaimReleases(b.ctx, "sim", "w3", 10, time.Minute); len(claims) != 0 {
+		t.Error("a released sandbox was claimed for release again")
+	}
+}
+
+func TestIdempotentCreate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	keyed := func(key, hash string) func(*sandbox.CreateParams) {
+		return func(p *sandbox.CreateParams) { p.IdempotencyKey, p.RequestHash = key, []byte(hash) }
+	}
+	first := b.create(t, keyed("k1", "h1"))
+	again, created, err := b.st.CreateSandbox(b.ctx, sandbox.CreateParams{Tenant: "acme", Provider: "sim", TTL: time.Hour,
+		CreateTimeout: time.Minute, IdempotencyKey: "k1", RequestHash: []byte("h1")})
+	if err != nil || created || again.ID != first.ID {
+		t.Fatalf("repeat = %s created=%v err=%v; want %s, not created", again.ID, created, err, first.ID)
+	}
+	_, _, err = b.st.CreateSandbox(b.ctx, sandbox.CreateParams{Tenant: "acme", Provider: "sim", TTL: time.Hour,
+		CreateTimeout: time.Minute, IdempotencyKey: "k1", RequestHash: []byte("h2")})
+	if code := sandbox.ErrorCode(err); code != sandbox.CodeIdempotencyKeyReused {
+		t.Errorf("reuse with another request: code %s (%v), want IDEMPOTENCY_KEY_REUSED", code, err)
+	}
+	other := b.create(t, keyed("k1", "h2"), func(p *sandbox.CreateParams) { p.Tenant = "other" })
+	if other.ID == first.ID {
+		t.Error("the same key in another tenant returned the first tenant's sandbox")
+	}
+	var n int
+	if err := b.st.Pool().QueryRow(b.ctx, `SELECT count(*) FROM sandboxes`).Scan(&n); err != nil || n != 2 {
+		t.Errorf("sandboxes = %d (%v), want 2", n, err)
+	}
+}
+
+func TestListPaginationUnderInserts(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	ctx := t.Context()
+	if err := st.RegisterAPIKey(ctx, "acme", "k"); err != nil {
+		t.Fatal(err)
+	}
+	mk := func() string {
+		sb, _, err := st.CreateSandbox(ctx, sandbox.CreateParams{Tenant: "acme", Provider: "sim", TTL: time.Hour, CreateTimeout: time.Minute})
+		if err != nil {
+			t.Error(err)
+		}
+		return sb.ID
+	}
+	before := map[string]bool{}
+	for range 120 {
+		before[mk()] = true
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				mk()
+			}
+		}
+	})
+	seen := map[string]int{}
+	var cursor *sandbox.Cursor
+	var prev *sandbox.Sandbox
+	for pages := 0; ; pages++ {
+		items, next, err := st.ListSandboxes(ctx, sandbox.ListFilter{Tenant: "acme", Limit: 7, After: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range items {
+			seen[items[i].ID]++
+			if prev != nil && (items[i].CreatedAt.After(prev.CreatedAt) ||
+				(items[i].CreatedAt.Equal(prev.CreatedAt) && items[i].ID > prev.ID)) {
+				t.Errorf("not newest first: %s after %s", items[i].ID, prev.ID)
+			}
+			prev = &items[i]
+		}
+		if next == nil {
+			break
+		}
+		cursor = next
+	}
+	close(stop)
+	wg.Wait()
+	for id := range before {
+		if seen[id] != 1 {
+			t.Errorf("pre-existing sandbox %s seen %d times, want 1", id, seen[id])
+		}
+	}
+	for id, n := range seen {
+		if n > 1 {
+			t.Errorf("sandbox %s seen %d times", id, n)
+		}
+	}
+}
+
+func TestListFilters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.create(t, func(p *sandbox.CreateParams) { p.Owner = "o1"; p.Labels = map[string]string{"env": "prod", "team": "x"} })
+	b.clock.Advance(time.Second)
+	c := b.create(t, func(p *sandbox.CreateParams) { p.Labels = map[string]string{"env": "prod"} })
+	b.clock.Advance(time.Second)
+	d := b.create(t, func(p *sandbox.CreateParams) { p.Provider = "local" })
+	if _, _, err := b.st.EndSandbox(b.ctx, "acme", c.ID, sandbox.ReasonRequested, sandbox.ActorClient, ""); err != nil {
+		t.Fatal(err)
+	}
+	released := true
+	cases := []struct {
+		name string
+		f    sandbox.ListFilter
+		want []string
+	}{
+		{"all newest first", sandbox.ListFilter{}, []string{d.ID, c.ID, a.ID}},
+		{"state", sandbox.ListFilter{States: []sandbox.State{sandbox.StateCancelled}}, []string{c.ID}},
+		{"states", sandbox.ListFilter{States: []sandbox.State{sandbox.StateCancelled, sandbox.StateRequested}}, []string{d.ID, c.ID, a.ID}},
+		{"owner", sandbox.ListFilter{Owner: "o1"}, []string{a.ID}},
+		{"provider", sandbox.ListFilter{Provider: "local"}, []string{d.ID}},
+		{"label", sandbox.ListFilter{Labels: map[string]string{"env": "prod"}}, []string{c.ID, a.ID}},
+		{"labels AND", sandbox.ListFilter{Labels: map[string]string{"env": "prod", "team": "x"}}, []string{a.ID}},
+		{"created after", sandbox.ListFilter{CreatedAfter: a.CreatedAt}, []string{d.ID, c.ID}},
+		{"created before", sandbox.ListFilter{CreatedBefore: c.CreatedAt}, []string{a.ID}},
+		{"released", sandbox.ListFilter{Released: &released}, []string{c.ID}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.f.Tenant, tc.f.Limit = "acme", 50
+			items, next, err := b.st.ListSandboxes(b.ctx, tc.f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, it := range items {
+				got = append(got, it.ID)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) || next != nil {
+				t.Errorf("got %v (next %v), want %v", got, next, tc.want)
+			}
+		})
+	}
+	items, _, _ := b.st.ListSandboxes(b.ctx, sandbox.ListFilter{Tenant: "other", Limit: 50})
+	if len(items) != 0 {
+		t.Errorf("another tenant lists %d sandboxes, want 0", len(items))
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if tenant, err := b.st.Authenticate(b.ctx, "key-acme"); err != nil || tenant != "acme" {
+		t.Errorf("Authenticate = %q, %v; want acme", tenant, err)
+	}
+	if _, err := b.st.Authenticate(b.ctx, "nope"); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("unknown key: err = %v, want ErrNotFound", err)
+	}
+	if err := b.st.RegisterAPIKey(b.ctx, "acme", "key-acme"); err != nil {
+		t.Errorf("re-registering the same key: %v", err)
+	}
+	if err := b.st.RegisterAPIKey(b.ctx, "other", "key-acme"); err == nil {
+		t.Error("registering acme's key for another tenant succeeded")
+	}
+	key, err := b.st.CreateAPIKey(b.ctx, "new-tenant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tenant, err := b.st.Authenticate(b.ctx, key); err != nil || tenant != "new-tenant" {
+		t.Errorf("Authenticate(new key) = %q, %v", tenant, err)
+	}
+	var stored int
+	if err := b.st.Pool().QueryRow(b.ctx, `SELECT count(*) FROM api_keys WHERE key_hash = convert_to($1, 'UTF8')`, key).Scan(&stored); err != nil || stored != 0 {
+		t.Errorf("the raw key is stored (%d rows, %v)", stored, err)
+	}
+}
+
+func TestSchemaCurrent(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	ok, err := st.SchemaCurrent(t.Context())
+	if err != nil || !ok {
+		t.Errorf("SchemaCurrent = %v, %v; want true", ok, err)
+	}
+	applied, err := st.Migrate(t.Context())
+	if err != nil || len(applied) != 0 {
+		t.Errorf("Migrate on a current schema applied %v, %v; want nothing", applied, err)
+	}
+}
