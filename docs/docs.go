@@ -110,6 +110,116 @@ const docTemplate = `{
                 }
             }
         },
+        "/v1/owners/{owner}": {
+            "delete": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "The owner is done: its lease ends and all its live sandboxes are cancelled or terminated with reason owner_released. Idempotent; an owner with no sandboxes is not an error.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "owners"
+                ],
+                "summary": "End an owner",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "owner name",
+                        "name": "owner",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "202": {
+                        "description": "Accepted",
+                        "schema": {
+                            "$ref": "#/definitions/OwnerRelease"
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/owners/{owner}/lease": {
+            "put": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "The owner is alive until now+ttl_seconds. When the lease lapses, the janitor ends the owner's sandboxes (reason owner_expired). An owner comes into being when a create names it; an owner this tenant never named is 404. A heartbeat after the lease lapsed starts a new lease; the sandboxes that outlived the old one are ended.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "owners"
+                ],
+                "summary": "Heartbeat an owner's lease",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "owner name",
+                        "name": "owner",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "description": "the lease length",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/TTLRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/OwnerLease"
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
         "/v1/providers": {
             "get": {
                 "security": [
@@ -492,6 +602,76 @@ const docTemplate = `{
                     }
                 }
             }
+        },
+        "/v1/sandboxes/{id}/renew": {
+            "post": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Sets the deadline to now+ttl_seconds, capped at the sandbox's creation plus the max lifetime (capped says so). Renewing a sandbox that has ended is 409 SANDBOX_STATE_CONFLICT.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "sandboxes"
+                ],
+                "summary": "Renew a sandbox's TTL",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "description": "the new lifetime",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/TTLRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/RenewedSandbox"
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "SANDBOX_STATE_CONFLICT",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
         }
     },
     "definitions": {
@@ -622,6 +802,38 @@ const docTemplate = `{
                 }
             }
         },
+        "OwnerLease": {
+            "type": "object",
+            "properties": {
+                "expires_at": {
+                    "type": "string"
+                },
+                "owner": {
+                    "type": "string",
+                    "example": "agent-42"
+                }
+            }
+        },
+        "OwnerRelease": {
+            "type": "object",
+            "properties": {
+                "owner": {
+                    "type": "string",
+                    "example": "agent-42"
+                },
+                "sandbox_ids": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "sandboxes_ended": {
+                    "description": "SandboxesEnded counts the live sandboxes this request ended.",
+                    "type": "integer",
+                    "example": 2
+                }
+            }
+        },
         "Problem": {
             "type": "object",
             "properties": {
@@ -715,6 +927,106 @@ const docTemplate = `{
                     "items": {
                         "$ref": "#/definitions/Provider"
                     }
+                }
+            }
+        },
+        "RenewedSandbox": {
+            "type": "object",
+            "properties": {
+                "attempts": {
+                    "description": "Attempts counts the provider create calls made so far.",
+                    "type": "integer"
+                },
+                "capped": {
+                    "description": "Capped is true when now+ttl_seconds ran past the max lifetime and the\ndeadline was set to the max lifetime instead.",
+                    "type": "boolean"
+                },
+                "create_deadline": {
+                    "description": "CreateDeadline is when creation gives up and the sandbox fails.",
+                    "type": "string"
+                },
+                "created_at": {
+                    "type": "string"
+                },
+                "ended_at": {
+                    "type": "string"
+                },
+                "error": {
+                    "description": "Error is why creation failed, or the last retryable error while creating.",
+                    "type": "string"
+                },
+                "expires_at": {
+                    "description": "ExpiresAt is the deadline after which the sandbox is ended (reason expired).",
+                    "type": "string"
+                },
+                "id": {
+                    "type": "string",
+                    "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"
+                },
+                "labels": {
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "string"
+                    }
+                },
+                "owner": {
+                    "type": "string",
+                    "example": "agent-42"
+                },
+                "provider": {
+                    "type": "string",
+                    "example": "sim"
+                },
+                "provider_id": {
+                    "description": "ProviderID is the provider's own name for the sandbox, once ready.",
+                    "type": "string"
+                },
+                "ready_at": {
+                    "type": "string"
+                },
+                "reason": {
+                    "description": "Reason says why a terminal sandbox ended.",
+                    "type": "string",
+                    "enum": [
+                        "requested",
+                        "owner_released",
+                        "owner_expired",
+                        "expired",
+                        "create_failed",
+                        "lost"
+                    ],
+                    "example": "requested"
+                },
+                "release_error": {
+                    "description": "ReleaseError is the last failed destroy's error while released is false.",
+                    "type": "string"
+                },
+                "released": {
+                    "description": "Released is true once the provider confirmed the sandbox's resources gone.",
+                    "type": "boolean"
+                },
+                "released_at": {
+                    "description": "ReleasedAt is when the provider confirmed the resources gone.",
+                    "type": "string"
+                },
+                "state": {
+                    "type": "string",
+                    "enum": [
+                        "requested",
+                        "creating",
+                        "ready",
+                        "cancelled",
+                        "terminated",
+                        "failed"
+                    ],
+                    "example": "ready"
+                },
+                "updated_at": {
+                    "type": "string"
+                },
+                "work_dir": {
+                    "description": "WorkDir is the working directory inside the sandbox, once ready.",
+                    "type": "string"
                 }
             }
         },
@@ -826,6 +1138,16 @@ const docTemplate = `{
                 "next_cursor": {
                     "description": "NextCursor fetches the next page; null at the end.",
                     "type": "string"
+                }
+            }
+        },
+        "TTLRequest": {
+            "type": "object",
+            "properties": {
+                "ttl_seconds": {
+                    "description": "TTLSeconds is the new lifetime from now, 1 to the server's max lifetime.",
+                    "type": "integer",
+                    "example": 60
                 }
             }
         }

@@ -34,6 +34,11 @@ type Config struct {
 	// JanitorInterval is how often the janitor reconciles (JANITOR_INTERVAL,
 	// default 5s).
 	JanitorInterval time.Duration
+	// OrphanGrace is how old a provider resource no live sandbox accounts
+	// for must be before the janitor destroys it, and how long a sandbox must
+	// have been ready before a missing resource makes it lost (ORPHAN_GRACE,
+	// default 30s).
+	OrphanGrace time.Duration
 	// DefaultOwnerTTL is the lease an owner gets when a create names it
 	// without a live lease (DEFAULT_OWNER_TTL, default 60s).
 	DefaultOwnerTTL time.Duration
@@ -118,6 +123,7 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		SimStateDir:          str("SIM_STATE_DIR", ".tether/sim"),
 		LocalStateDir:        str("LOCAL_STATE_DIR", ".tether/local"),
 		JanitorInterval:      dur("JANITOR_INTERVAL", 5*time.Second),
+		OrphanGrace:          dur("ORPHAN_GRACE", 30*time.Second),
 		DefaultOwnerTTL:      dur("DEFAULT_OWNER_TTL", 60*time.Second),
 		DefaultTTL:           dur("DEFAULT_TTL", time.Hour),
 		MaxLifetime:          dur("MAX_LIFETIME", 24*time.Hour),

@@ -170,7 +170,8 @@ func buildProviders(cfg Config) ([]sandbox.Provider, error) {
 
 // serve runs the service until ctx is done, then shuts down in order: stop
 // taking requests, stop the executor (in-flight work finishes or is handed
-// back), stop the notifier, close the pool.
+// back), stop the janitor (resigning leadership), stop the notifier, close
+// the pool.
 func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) error {
 	log := newLogger(cfg, logw)
 	providers, err := buildProviders(cfg)
@@ -219,9 +220,17 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 	}, st, notifier, providers, log, metrics)
 	executor.Start(workCtx)
 
+	janitor := lifecycle.NewJanitor(lifecycle.JanitorConfig{
+		Holder:      cfg.WorkerID,
+		Interval:    cfg.JanitorInterval,
+		OrphanGrace: cfg.OrphanGrace,
+	}, st, providers, log, reg)
+	janitor.Start(workCtx)
+
 	handler := tetherhttp.NewServer(log, tetherhttp.Config{
 		DefaultProvider: providers[0].Name(),
 		DefaultTTL:      cfg.DefaultTTL,
+		DefaultOwnerTTL: cfg.DefaultOwnerTTL,
 		MaxLifetime:     cfg.MaxLifetime,
 		CreateTimeout:   cfg.CreateTimeout,
 		MaxBodyBytes:    cfg.MaxBodyBytes,
@@ -238,6 +247,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 	if err != nil {
 		cancelWork()
 		executor.Stop(context.Background())
+		janitor.Stop()
 		workers.Wait()
 		return fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
 	}
@@ -259,6 +269,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		log.Warn("http shutdown incomplete", "err", serr)
 	}
 	executor.Stop(shutdownCtx)
+	janitor.Stop()
 	cancelWork()
 	workers.Wait()
 	log.Info("stopped")

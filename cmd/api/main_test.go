@@ -308,4 +308,3 @@ func TestReadyzFollowsPostgres(t *testing.T) {
 	px.restore()
 	waitStatus("/readyz", http.StatusOK)
 }
-

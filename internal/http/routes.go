@@ -54,11 +54,12 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.GET("/events", h(handleEvents(deps.Store)))
 	v1.GET("/providers", h(handleProviders(deps.Providers)))
 
-	// Reserved for the owners, TTL and data-plane work.
-	v1.POST("/sandboxes/:id/renew", h(handleNotImplemented("renewing a sandbox")))
+	v1.POST("/sandboxes/:id/renew", h(handleSandboxRenew(cfg, deps.Store)))
+	v1.PUT("/owners/:owner/lease", h(handleOwnerLease(cfg, deps.Store)))
+	v1.DELETE("/owners/:owner", h(handleOwnerRelease(deps.Store)))
+
+	// Reserved for the data plane.
 	v1.POST("/sandboxes/:id/exec", h(handleNotImplemented("exec")))
 	v1.PUT("/sandboxes/:id/files", h(handleNotImplemented("file upload")))
 	v1.GET("/sandboxes/:id/files", h(handleNotImplemented("file download")))
-	v1.PUT("/owners/:owner/lease", h(handleNotImplemented("owner leases")))
-	v1.DELETE("/owners/:owner", h(handleNotImplemented("ending an owner")))
 }

@@ -307,6 +307,7 @@ func validateCreate(cfg Config, req *CreateSandboxRequest, providers map[string]
 		Setup:         req.Setup,
 		Params:        req.Params,
 		TTL:           ttl,
+		OwnerTTL:      cfg.DefaultOwnerTTL,
 		CreateTimeout: cfg.CreateTimeout,
 	}, nil
 }

@@ -32,6 +32,9 @@ type Config struct {
 	// DefaultTTL is the lifetime of a sandbox created without ttl_seconds
 	// and without an owner.
 	DefaultTTL time.Duration
+	// DefaultOwnerTTL is the lease an owner named by a create gets when it
+	// has no live lease.
+	DefaultOwnerTTL time.Duration
 	// MaxLifetime caps every sandbox's lifetime, from its creation.
 	MaxLifetime time.Duration
 	// CreateTimeout bounds a sandbox's creation; past it the sandbox fails.
@@ -64,6 +67,8 @@ type Store interface {
 	sandboxLister
 	sandboxEnder
 	eventLister
+	ownerStore
+	sandboxRenewer
 }
 
 // NewServer returns the API as an http.Handler.

@@ -44,6 +44,8 @@ type CreateParams struct {
 	// TTL is how long the sandbox may live; the caller has already applied
 	// the server's default and maximum.
 	TTL time.Duration
+	// OwnerTTL is the lease an owner gets if it has no live one.
+	OwnerTTL time.Duration
 	// CreateTimeout bounds creation: past it the sandbox fails.
 	CreateTimeout time.Duration
 	// IdempotencyKey, if set, makes the create return the sandbox an earlier

@@ -3,10 +3,10 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -104,6 +104,11 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 						"Idempotency-Key %q was already used with a different request", p.IdempotencyKey)
 				}
 				sb, err = scanSandbox(tx.QueryRow(ctx, `SELECT `+sandboxColumns+` FROM sandboxes s WHERE s.id = $1`, existing))
+				return err
+			}
+		}
+		if p.Owner != "" {
+			if err := s.ensureOwnerLease(ctx, tx, now, p.Tenant, p.Owner, p.OwnerTTL); err != nil {
 				return err
 			}
 		}
@@ -230,45 +235,25 @@ func (s *Store) ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sand
 	return out, next, nil
 }
 
-// EndSandbox moves a live sandbox to its terminal state: cancelled if it was
-// never ready, terminated if it was. A sandbox that was only requested has
-// nothing at the provider and is released at once; otherwise the release
-// workers (or the executor whose call is in flight) destroy what it holds.
-// changed is false, and the sandbox is returned as it is, when it was
-// already terminal.
-func (s *Store) EndSandbox(ctx context.Context, tenant, id string, reason sandbox.Reason, actor sandbox.Actor, message string) (sb sandbox.Sandbox, changed bool, err error) {
-	now := s.Now()
-	sb, err = scanSandbox(s.pool.QueryRow(ctx, `
-		WITH cur AS (
-			SELECT id, state, lease_owner FROM sandboxes WHERE id = $1 AND tenant = $2 FOR UPDATE
-		), upd AS (
-			UPDATE sandboxes s SET
-				state = CASE cur.state WHEN 'ready' THEN 'terminated' ELSE 'cancelled' END,
-				reason = $3, ended_at = $4, updated_at = $4,
-				released = cur.state = 'requested',
-				released_at = CASE WHEN cur.state = 'requested' THEN $4::timestamptz END,
-				-- An executor with a call in flight keeps its lease: it releases
-				-- whatever its call made as soon as the call returns.
-				lease_owner = CASE WHEN cur.state = 'creating' THEN cur.lease_owner END,
-				lease_expires_at = CASE WHEN cur.state = 'creating' AND cur.lease_owner IS NOT NULL THEN s.lease_expires_at END
-			FROM cur
-			WHERE s.id = cur.id AND cur.state IN ('requested', 'creating', 'ready')
-			RETURNING s.*, cur.state AS from_state
-		), ev AS (
-			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
-			SELECT id, tenant, $4, from_state, state, $3, $5, $6 FROM upd
-		)
-		SELECT `+sandboxColumns+` FROM upd s`,
-		id, tenant, string(reason), now, string(actor), message))
-	if err == nil {
-		return sb, true, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return sb, false, fmt.Errorf("store: end sandbox: %w", interpret(err))
-	}
-	sb, err = s.GetSandbox(ctx, tenant, id)
+// ensureOwnerLease makes sure the owner has a live lease, in tx: an owner
+// named for the first time, or whose lease lapsed, gets one of ttl. The
+// sandboxes that outlived a lapsed lease are ended first.
+func (s *Store) ensureOwnerLease(ctx context.Context, tx pgx.Tx, now time.Time, tenant, owner string, ttl time.Duration) error {
+	var expires time.Time
+	err := tx.QueryRow(ctx, `
+		INSERT INTO owners (tenant, name, expires_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)
+		ON CONFLICT (tenant, name) DO UPDATE SET updated_at = owners.updated_at
+		RETURNING expires_at`, tenant, owner, now.Add(ttl), now).Scan(&expires)
 	if err != nil {
-		return sb, false, err
+		return err
 	}
-	return sb, false, nil
+	if !expires.Before(now) {
+		return nil
+	}
+	if err := lapseOwner(ctx, tx, now, tenant, owner); err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `UPDATE owners SET expires_at = $3, updated_at = $4 WHERE tenant = $1 AND name = $2`,
+		tenant, owner, now.Add(ttl), now)
+	return err
 }

@@ -519,7 +519,10 @@ func TestListPaginationUnderInserts(t *testing.T) {
 func TestListFilters(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	a := b.create(t, func(p *sandbox.CreateParams) { p.Owner = "o1"; p.Labels = map[string]string{"env": "prod", "team": "x"} })
+	a := b.create(t, func(p *sandbox.CreateParams) {
+		p.Owner = "o1"
+		p.Labels = map[string]string{"env": "prod", "team": "x"}
+	})
 	b.clock.Advance(time.Second)
 	c := b.create(t, func(p *sandbox.CreateParams) { p.Labels = map[string]string{"env": "prod"} })
 	b.clock.Advance(time.Second)

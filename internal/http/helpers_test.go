@@ -1,0 +1,582 @@
+package http_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	tetherhttp "github.com/tetherhq/tether/internal/http"
+	"github.com/tetherhq/tether/internal/lifecycle"
+	"github.com/tetherhq/tether/internal/provider/sim"
+	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/store"
+	"github.com/tetherhq/tether/internal/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// Tenants and keys every bundle registers.
+const (
+	tenantA = "tenant-a"
+	tenantB = "tenant-b"
+	keyA    = "key-a"
+	keyB    = "key-b"
+)
+
+// Limits of the server under test.
+const (
+	testMaxLifetime = 24 * time.Hour
+	testMaxWait     = 60 * time.Second
+	defaultMaxBody  = 1 << 20
+)
+
+// globalsMu serialises NewServer against everything that reads the swag
+// registry: NewServer writes the package-level docs.SwaggerInfo.Host
+// (internal/http/routes.go), which races between parallel servers. See
+// TestNewServerConcurrently, which demonstrates the race itself.
+var globalsMu sync.RWMutex
+
+// renamedProvider is the real sim provider under another name, so that a
+// server can have two providers (for the provider filter and the
+// default-provider rules).
+type renamedProvider struct {
+	*sim.Provider
+	name string
+}
+
+func (p renamedProvider) Name() string { return p.name }
+
+// logSink collects the server's log lines.
+type logSink struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *logSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *logSink) lines() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(s.buf.Bytes()))
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	return out
+}
+
+type options struct {
+	executor bool
+	maxBody  int64
+	ready    func(context.Context) error
+}
+
+type option func(*options)
+
+// withExecutor starts a real executor, so that sandboxes get created and
+// released.
+func withExecutor() option { return func(o *options) { o.executor = true } }
+
+// withMaxBody sets the server's MaxBodyBytes.
+func withMaxBody(n int64) option { return func(o *options) { o.maxBody = n } }
+
+// withReady replaces the readiness check.
+func withReady(f func(context.Context) error) option { return func(o *options) { o.ready = f } }
+
+// bundle is one running API on its own fresh database.
+type bundle struct {
+	URL     string
+	Store   *store.Store
+	SimDir  string
+	Handler http.Handler
+	client  *http.Client
+	logs    *logSink
+}
+
+// setup starts the API on a fresh database with tenants A and B registered,
+// providers sim (the default) and sim-b, and optionally an executor.
+// Everything is stopped when the test ends.
+func setup(t *testing.T, opts ...option) *bundle {
+	t.Helper()
+	o := options{maxBody: defaultMaxBody}
+	for _, f := range opts {
+		f(&o)
+	}
+	st := storetest.New(t)
+	ctx := context.Background()
+	for tenant, key := range map[string]string{tenantA: keyA, tenantB: keyB} {
+		if err := st.RegisterAPIKey(ctx, tenant, key); err != nil {
+			t.Fatalf("register key for %s: %v", tenant, err)
+		}
+	}
+
+	logs := &logSink{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Registered first, so it runs after the server and workers stopped.
+	t.Cleanup(func() {
+		var bad []string
+		for _, l := range logs.lines() {
+			if strings.Contains(l, `"msg":"request failed"`) || strings.Contains(l, `"msg":"panic serving request"`) {
+				bad = append(bad, l)
+			}
+		}
+		if len(bad) > 0 {
+			t.Errorf("the server logged %d failed request(s) (5xx or panic):\n%s", len(bad), strings.Join(bad, "\n"))
+		}
+		if t.Failed() {
+			lines := logs.lines()
+			if len(lines) > 60 {
+				lines = lines[len(lines)-60:]
+			}
+			t.Logf("server log (last %d lines):\n%s", len(lines), strings.Join(lines, "\n"))
+		}
+	})
+
+	simDir := t.TempDir()
+	simProvider, err := sim.New(simDir)
+	if err != nil {
+		t.Fatalf("sim: %v", err)
+	}
+	simB, err := sim.New(t.TempDir())
+	if err != nil {
+		t.Fatalf("sim-b: %v", err)
+	}
+	providers := []sandbox.Provider{simProvider, renamedProvider{simB, "sim-b"}}
+
+	notifier := store.NewNotifier(st.Pool(), log)
+	nctx, cancelNotifier := context.WithCancel(ctx)
+	notifierDone := make(chan struct{})
+	go func() {
+		defer close(notifierDone)
+		notifier.Run(nctx)
+	}()
+	t.Cleanup(func() {
+		cancelNotifier()
+		<-notifierDone
+	})
+
+	if o.executor {
+		ex := lifecycle.NewExecutor(lifecycle.ExecutorConfig{PollInterval: 50 * time.Millisecond},
+			st, notifier, providers, log, lifecycle.NewMetrics(nil))
+		ex.Start(ctx)
+		t.Cleanup(func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			ex.Stop(sctx)
+		})
+	}
+
+	ready := o.ready
+	if ready == nil {
+		ready = func(ctx context.Context) error { return st.Ping(ctx) }
+	}
+	reg := prometheus.NewRegistry()
+	globalsMu.Lock()
+	h := tetherhttp.NewServer(log, tetherhttp.Config{
+		DefaultProvider: sim.Name,
+		DefaultTTL:      time.Hour,
+		MaxLifetime:     testMaxLifetime,
+		CreateTimeout:   time.Minute,
+		MaxBodyBytes:    o.maxBody,
+		MaxWait:         testMaxWait,
+	}, tetherhttp.Deps{
+		Store:     st,
+		Changes:   notifier,
+		Providers: providers,
+		Ready:     ready,
+		Metrics:   reg,
+		Gatherer:  reg,
+	})
+	globalsMu.Unlock()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &bundle{URL: srv.URL, Store: st, SimDir: simDir, Handler: h, client: srv.Client(), logs: logs}
+}
+
+// response is a fully read HTTP response.
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+func (r *response) String() string {
+	return fmt.Sprintf("%d %s", r.Status, r.Body)
+}
+
+// decode decodes the body as JSON into v, failing the test if it cannot.
+func (r *response) decode(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("decode response %s: %v", r, err)
+	}
+}
+
+type request struct {
+	auth    string // the Authorization header; "" means "Bearer key-a"
+	noAuth  bool
+	headers map[string]string
+	chunked bool // send the body without a Content-Length
+}
+
+type reqOpt func(*request)
+
+// as sends the request with tenant key k.
+func as(k string) reqOpt { return func(r *request) { r.auth = "Bearer " + k } }
+
+// authHeader sends exactly this Authorization header.
+func authHeader(v string) reqOpt { return func(r *request) { r.auth = v } }
+
+// noAuth sends no Authorization header.
+func noAuth() reqOpt { return func(r *request) { r.noAuth = true } }
+
+func header(k, v string) reqOpt {
+	return func(r *request) {
+		if r.headers == nil {
+			r.headers = map[string]string{}
+		}
+		r.headers[k] = v
+	}
+}
+
+func chunked() reqOpt { return func(r *request) { r.chunked = true } }
+
+// leakMarkers are strings that betray Go, driver or SQL internals; no API
+// response may contain them.
+var leakMarkers = []string{
+	"pgx", "pgconn", "SQLSTATE", "json:", "runtime", "goroutine", "panic", "store:",
+	"int64", "[]uint8", "map[string]", "reflect", "sql:", "syntax error at",
+}
+
+// do sends a request and reads the response. body is nil, a string or
+// []byte (sent as is), or anything else (sent as JSON). Every response is
+// checked for the properties that hold everywhere: never a 500, no
+// internals in the body, and well-formed problem documents.
+func (b *bundle) do(t *testing.T, method, path string, body any, opts ...reqOpt) *response {
+	t.Helper()
+	var rq request
+	for _, o := range opts {
+		o(&rq)
+	}
+	var raw []byte
+	switch v := body.(type) {
+	case nil:
+	case string:
+		raw = []byte(v)
+	case []byte:
+		raw = v
+	default:
+		var err error
+		if raw, err = json.Marshal(v); err != nil {
+			t.Fatalf("encode request body: %v", err)
+		}
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(raw)
+		if rq.chunked {
+			rd = struct{ io.Reader }{rd} // hides the length
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, b.URL+path, rd)
+	if err != nil {
+		t.Fatalf("new request: %v", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	switch {
+	case rq.noAuth:
+	case rq.auth == "":
+		req.Header.Set("Authorization", "Bearer "+keyA)
+	default:
+		req.Header.Set("Authorization", rq.auth)
+	}
+	for k, v := range rq.headers {
+		req.Header.Set(k, v)
+	}
+	res, err := b.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	got, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	r := &response{Status: res.StatusCode, Header: res.Header, Body: got}
+	checkResponse(t, method, path, r)
+	return r
+}
+
+func checkResponse(t *testing.T, method, path string, r *response) {
+	t.Helper()
+	if r.Status >= 500 && r.Status != http.StatusNotImplemented && r.Status != http.StatusServiceUnavailable {
+		t.Errorf("%s %s: got status %d, want no 5xx: %s", method, path, r.Status, r.Body)
+	}
+	if !strings.HasPrefix(path, "/metrics") && !strings.HasPrefix(path, "/swagger") {
+		for _, m := range leakMarkers {
+			if bytes.Contains(r.Body, []byte(m)) {
+				t.Errorf("%s %s: response leaks internals (%q): %s", method, path, m, r.Body)
+			}
+		}
+	}
+	if mediaType(r) == "application/problem+json" {
+		var p problem
+		if err := json.Unmarshal(r.Body, &p); err != nil {
+			t.Errorf("%s %s: problem document is not JSON: %v: %s", method, path, err, r.Body)
+			return
+		}
+		if p.Status != r.Status {
+			t.Errorf("%s %s: problem status = %d, HTTP status = %d", method, path, p.Status, r.Status)
+		}
+		if p.Code == "" || p.Title == "" || p.Type == "" || strings.TrimSpace(p.Detail) == "" {
+			t.Errorf("%s %s: problem lacks code, title, type or detail: %s", method, path, r.Body)
+		}
+		if id := r.Header.Get("X-Request-ID"); id != "" && p.RequestID != id {
+			t.Errorf("%s %s: problem request_id = %q, X-Request-ID = %q", method, path, p.RequestID, id)
+		}
+	}
+}
+
+func mediaType(r *response) string {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil {
+		return ""
+	}
+	return mt
+}
+
+// problem is an RFC 9457 problem document as the contract defines it.
+type problem struct {
+	Type      string `json:"type"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Detail    string `json:"detail"`
+	Code      string `json:"code"`
+	State     string `json:"state"`
+	RequestID string `json:"request_id"`
+}
+
+// wantProblem asserts r is a problem+json response with the given status
+// and code, and returns the problem.
+func wantProblem(t *testing.T, r *response, status int, code string) problem {
+	t.Helper()
+	if r.Status != status {
+		t.Errorf("status = %d, want %d (body %s)", r.Status, status, r.Body)
+	}
+	if mt := mediaType(r); mt != "application/problem+json" {
+		t.Errorf("Content-Type = %q, want application/problem+json", r.Header.Get("Content-Type"))
+	}
+	var p problem
+	if err := json.Unmarshal(r.Body, &p); err != nil {
+		t.Fatalf("problem is not JSON: %v: %s", err, r.Body)
+	}
+	if p.Code != code {
+		t.Errorf("code = %q, want %q (detail %q)", p.Code, code, p.Detail)
+	}
+	if strings.TrimSpace(p.Detail) == "" {
+		t.Errorf("detail is empty: %s", r.Body)
+	}
+	return p
+}
+
+// wantStatus asserts r has the given status and a JSON body.
+func wantStatus(t *testing.T, r *response, status int) {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("status = %d, want %d (body %s)", r.Status, status, r.Body)
+	}
+	if mt := mediaType(r); mt != "application/json" {
+		t.Fatalf("Content-Type = %q, want application/json", r.Header.Get("Content-Type"))
+	}
+}
+
+// sandboxJSON is a sandbox as the contract shows it.
+type sandboxJSON struct {
+	ID         string            `json:"id"`
+	State      string            `json:"state"`
+	Provider   string            `json:"provider"`
+	Owner      *string           `json:"owner"`
+	Labels     map[string]string `json:"labels"`
+	Reason     *string           `json:"reason"`
+	Error      *string           `json:"error"`
+	Released   bool              `json:"released"`
+	ProviderID *string           `json:"provider_id"`
+	CreatedAt  time.Time         `json:"created_at"`
+	UpdatedAt  time.Time         `json:"updated_at"`
+	ReadyAt    *time.Time        `json:"ready_at"`
+	EndedAt    *time.Time        `json:"ended_at"`
+	ReleasedAt *time.Time        `json:"released_at"`
+	ExpiresAt  time.Time         `json:"expires_at"`
+}
+
+type sandboxList struct {
+	Items      []sandboxJSON `json:"items"`
+	NextCursor *string       `json:"next_cursor"`
+}
+
+type eventJSON struct {
+	ID        int64     `json:"id"`
+	SandboxID string    `json:"sandbox_id"`
+	At        time.Time `json:"at"`
+	From      *string   `json:"from"`
+	To        string    `json:"to"`
+	Reason    *string   `json:"reason"`
+	Actor     string    `json:"actor"`
+	Message   string    `json:"message"`
+}
+
+type eventList struct {
+	Items      []eventJSON `json:"items"`
+	NextCursor *string     `json:"next_cursor"`
+}
+
+// create requests a sandbox for the tenant of key and returns it, failing
+// the test unless the answer is 202.
+func (b *bundle) create(t *testing.T, key string, body any) sandboxJSON {
+	t.Helper()
+	r := b.do(t, http.MethodPost, "/v1/sandboxes", body, as(key))
+	wantStatus(t, r, http.StatusAccepted)
+	var sb sandboxJSON
+	r.decode(t, &sb)
+	return sb
+}
+
+// get returns the tenant's sandbox, failing the test unless it is 200.
+func (b *bundle) get(t *testing.T, key, id string) sandboxJSON {
+	t.Helper()
+	r := b.do(t, http.MethodGet, "/v1/sandboxes/"+id, nil, as(key))
+	wantStatus(t, r, http.StatusOK)
+	var sb sandboxJSON
+	r.decode(t, &sb)
+	return sb
+}
+
+// list GETs a sandbox listing, failing the test unless it is 200.
+func (b *bundle) list(t *testing.T, key, query string) sandboxList {
+	t.Helper()
+	path := "/v1/sandboxes"
+	if query != "" {
+		path += "?" + query
+	}
+	r := b.do(t, http.MethodGet, path, nil, as(key))
+	wantStatus(t, r, http.StatusOK)
+	var l sandboxList
+	r.decode(t, &l)
+	return l
+}
+
+func (b *bundle) events(t *testing.T, key, path string) eventList {
+	t.Helper()
+	r := b.do(t, http.MethodGet, path, nil, as(key))
+	wantStatus(t, r, http.StatusOK)
+	var l eventList
+	r.decode(t, &l)
+	return l
+}
+
+// rowCounts are the sizes of the tables a request can write.
+type rowCounts struct {
+	Sandboxes, Events, IdempotencyKeys int
+}
+
+func (b *bundle) counts(t *testing.T) rowCounts {
+	t.Helper()
+	var c rowCounts
+	err := b.Store.Pool().QueryRow(context.Background(), `SELECT
+		(SELECT count(*) FROM sandboxes), (SELECT count(*) FROM sandbox_events), (SELECT count(*) FROM idempotency_keys)`).
+		Scan(&c.Sandboxes, &c.Events, &c.IdempotencyKeys)
+	if err != nil {
+		t.Fatalf("count rows: %v", err)
+	}
+	return c
+}
+
+// eventually polls cond every 25ms until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		<-tick.C
+	}
+}
+
+// simHas reports whether the sim holds a resource for the sandbox.
+func (b *bundle) simHas(t *testing.T, id string) bool {
+	t.Helper()
+	_, err := os.Stat(filepath.Join(b.SimDir, id))
+	if err == nil {
+		return true
+	}
+	if !os.IsNotExist(err) {
+		t.Fatalf("stat sim resource: %v", err)
+	}
+	return false
+}
+
+// simCreates counts the creates.log lines for the sandbox.
+func (b *bundle) simCreates(t *testing.T, id string) int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(b.SimDir, "creates.log"))
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatalf("read creates.log: %v", err)
+	}
+	n := 0
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == id {
+			n++
+		}
+	}
+	return n
+}
+
+func ids(items []sandboxJSON) []string {
+	out := make([]string, len(items))
+	for i, sb := range items {
+		out[i] = sb.ID
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}

@@ -1,0 +1,172 @@
+package http
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// TTLRequest is the body of a lease heartbeat or a renewal.
+type TTLRequest struct {
+	// TTLSeconds is the new lifetime from now, 1 to the server's max lifetime.
+	TTLSeconds *int64 `json:"ttl_seconds" example:"60"`
+} // @name TTLRequest
+
+// OwnerLease is an owner's lease.
+type OwnerLease struct {
+	Owner     string    `json:"owner" example:"agent-42"`
+	ExpiresAt time.Time `json:"expires_at"`
+} // @name OwnerLease
+
+// OwnerRelease reports what ending an owner did.
+type OwnerRelease struct {
+	Owner string `json:"owner" example:"agent-42"`
+	// SandboxesEnded counts the live sandboxes this request ended.
+	SandboxesEnded int      `json:"sandboxes_ended" example:"2"`
+	SandboxIDs     []string `json:"sandbox_ids"`
+} // @name OwnerRelease
+
+// RenewedSandbox is a sandbox after a renewal.
+type RenewedSandbox struct {
+	Sandbox
+	// Capped is true when now+ttl_seconds ran past the max lifetime and the
+	// deadline was set to the max lifetime instead.
+	Capped bool `json:"capped"`
+} // @name RenewedSandbox
+
+type ownerStore interface {
+	RenewOwnerLease(ctx context.Context, tenant, owner string, ttl time.Duration) (time.Time, error)
+	ReleaseOwner(ctx context.Context, tenant, owner string) ([]sandbox.Sandbox, error)
+}
+
+type sandboxRenewer interface {
+	RenewSandbox(ctx context.Context, tenant, id string, ttl, maxLifetime time.Duration) (sandbox.Sandbox, bool, error)
+}
+
+// decodeTTL reads a TTLRequest and checks its bounds.
+func decodeTTL(c *gin.Context, maxLifetime time.Duration) (time.Duration, error) {
+	var req TTLRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return 0, err
+	}
+	if req.TTLSeconds == nil {
+		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "ttl_seconds is required")
+	}
+	maxSeconds := int64(maxLifetime / time.Second)
+	if *req.TTLSeconds <= 0 || *req.TTLSeconds > maxSeconds {
+		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "ttl_seconds must be between 1 and %d (the max lifetime)", maxSeconds)
+	}
+	return time.Duration(*req.TTLSeconds) * time.Second, nil
+}
+
+func ownerParam(c *gin.Context) (string, error) {
+	owner := c.Param("owner")
+	if err := validateOwner(owner); err != nil {
+		return "", err
+	}
+	return owner, nil
+}
+
+// handleOwnerLease renews an owner's lease.
+//
+//	@Summary		Heartbeat an owner's lease
+//	@Description	The owner is alive until now+ttl_seconds. When the lease lapses, the janitor ends the owner's sandboxes (reason owner_expired). An owner comes into being when a create names it; an owner this tenant never named is 404. A heartbeat after the lease lapsed starts a new lease; the sandboxes that outlived the old one are ended.
+//	@Tags			owners
+//	@Accept			json
+//	@Produce		json
+//	@Param			owner	path		string		true	"owner name"
+//	@Param			request	body		TTLRequest	true	"the lease length"
+//	@Success		200		{object}	OwnerLease
+//	@Failure		400		{object}	Problem
+//	@Failure		401		{object}	Problem
+//	@Failure		404		{object}	Problem
+//	@Security		BearerAuth
+//	@Router			/v1/owners/{owner}/lease [put]
+func handleOwnerLease(cfg Config, st ownerStore) handlerFunc {
+	return func(c *gin.Context) error {
+		owner, err := ownerParam(c)
+		if err != nil {
+			return err
+		}
+		ttl, err := decodeTTL(c, cfg.MaxLifetime)
+		if err != nil {
+			return err
+		}
+		expires, err := st.RenewOwnerLease(c.Request.Context(), tenantOf(c), owner, ttl)
+		if err != nil {
+			if sandbox.ErrorCode(err) == sandbox.CodeNotFound {
+				return sandbox.Errorf(sandbox.CodeNotFound, "owner %q not found: an owner comes into being when a sandbox create names it", owner)
+			}
+			return err
+		}
+		return writeJSON(c, http.StatusOK, OwnerLease{Owner: owner, ExpiresAt: expires.UTC()})
+	}
+}
+
+// handleOwnerRelease ends an owner.
+//
+//	@Summary		End an owner
+//	@Description	The owner is done: its lease ends and all its live sandboxes are cancelled or terminated with reason owner_released. Idempotent; an owner with no sandboxes is not an error.
+//	@Tags			owners
+//	@Produce		json
+//	@Param			owner	path		string	true	"owner name"
+//	@Success		202		{object}	OwnerRelease
+//	@Failure		400		{object}	Problem
+//	@Failure		401		{object}	Problem
+//	@Security		BearerAuth
+//	@Router			/v1/owners/{owner} [delete]
+func handleOwnerRelease(st ownerStore) handlerFunc {
+	return func(c *gin.Context) error {
+		owner, err := ownerParam(c)
+		if err != nil {
+			return err
+		}
+		ended, err := st.ReleaseOwner(c.Request.Context(), tenantOf(c), owner)
+		if err != nil {
+			return err
+		}
+		out := OwnerRelease{Owner: owner, SandboxesEnded: len(ended), SandboxIDs: make([]string, len(ended))}
+		for i, sb := range ended {
+			out.SandboxIDs[i] = sb.ID
+		}
+		return writeJSON(c, http.StatusAccepted, out)
+	}
+}
+
+// handleSandboxRenew moves a sandbox's deadline.
+//
+//	@Summary		Renew a sandbox's TTL
+//	@Description	Sets the deadline to now+ttl_seconds, capped at the sandbox's creation plus the max lifetime (capped says so). Renewing a sandbox that has ended is 409 SANDBOX_STATE_CONFLICT.
+//	@Tags			sandboxes
+//	@Accept			json
+//	@Produce		json
+//	@Param			id		path		string		true	"sandbox id"
+//	@Param			request	body		TTLRequest	true	"the new lifetime"
+//	@Success		200		{object}	RenewedSandbox
+//	@Failure		400		{object}	Problem
+//	@Failure		401		{object}	Problem
+//	@Failure		404		{object}	Problem
+//	@Failure		409		{object}	Problem	"SANDBOX_STATE_CONFLICT"
+//	@Security		BearerAuth
+//	@Router			/v1/sandboxes/{id}/renew [post]
+func handleSandboxRenew(cfg Config, st sandboxRenewer) handlerFunc {
+	return func(c *gin.Context) error {
+		id, err := sandboxID(c)
+		if err != nil {
+			return err
+		}
+		ttl, err := decodeTTL(c, cfg.MaxLifetime)
+		if err != nil {
+			return err
+		}
+		sb, capped, err := st.RenewSandbox(c.Request.Context(), tenantOf(c), id, ttl, cfg.MaxLifetime)
+		if err != nil {
+			return notFoundAs(err, id)
+		}
+		return writeJSON(c, http.StatusOK, RenewedSandbox{Sandbox: toSandbox(sb), Capped: capped})
+	}
+}

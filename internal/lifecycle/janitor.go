@@ -1,0 +1,352 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/store"
+)
+
+// JanitorConfig tunes the janitor. Zero fields take the defaults noted.
+type JanitorConfig struct {
+	// Holder names this replica in the leadership lease; unique per replica.
+	// Default: a random id.
+	Holder string
+	// Interval is how often the leader sweeps (JANITOR_INTERVAL). A sandbox
+	// outlives its owner's lease or its TTL by at most about this long.
+	// Default 5s.
+	Interval time.Duration
+	// LeaderTTL is how long leadership lasts unrenewed: a crashed leader is
+	// replaced after at most this long. Default 3×Interval.
+	LeaderTTL time.Duration
+	// OrphanGrace is how old a provider resource that no live sandbox
+	// accounts for must be before it is destroyed, and how long a sandbox
+	// must have been ready before a missing resource makes it lost. It
+	// absorbs clock skew between replicas and creates being recorded.
+	// Default 30s.
+	OrphanGrace time.Duration
+	// BatchSize bounds the sandboxes one statement ends. Default 1000.
+	BatchSize int
+	// DestroyConcurrency bounds concurrent orphan destroys. Default 8.
+	DestroyConcurrency int
+}
+
+func (c JanitorConfig) withDefaults() JanitorConfig {
+	if c.Holder == "" {
+		c.Holder = "janitor-" + randomSuffix()
+	}
+	if c.Interval <= 0 {
+		c.Interval = 5 * time.Second
+	}
+	if c.LeaderTTL <= 0 {
+		c.LeaderTTL = 3 * c.Interval
+	}
+	if c.OrphanGrace <= 0 {
+		c.OrphanGrace = 30 * time.Second
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 1000
+	}
+	if c.DestroyConcurrency <= 0 {
+		c.DestroyConcurrency = 8
+	}
+	return c
+}
+
+// janitorStore is what the janitor needs from the registry.
+type janitorStore interface {
+	Now() time.Time
+	TryLead(ctx context.Context, role, holder string, ttl time.Duration) (bool, error)
+	Resign(ctx context.Context, role, holder string) error
+	EndLapsedOwners(ctx context.Context, limit int) ([]sandbox.Sandbox, error)
+	EndExpired(ctx context.Context, limit int) ([]sandbox.Sandbox, error)
+	FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, error)
+	RescueLapsedLeases(ctx context.Context) (int64, error)
+	Records(ctx context.Context, ids []string) (map[string]store.Record, error)
+	ReadyBefore(ctx context.Context, provider string, t time.Time, fn func(id string)) error
+	MarkLost(ctx context.Context, id, message string) (sandbox.Sandbox, bool, error)
+	RecordReconcile(ctx context.Context, provider, sandboxID, tenant, action, message string) error
+}
+
+// janitorRole is the leadership role the janitor holds.
+const janitorRole = "janitor"
+
+// Janitor keeps the registry honest: it ends sandboxes whose owner lease or
+// TTL lapsed, settles creations that overran their deadline, rescues work
+// whose worker died, and reconciles the registry with every provider's
+// inventory in both directions.
+//
+// One replica at a time runs it. Leadership is a lease row in Postgres
+// (table leaders) rather than an advisory lock: it needs no dedicated
+// session (so it works through connection poolers), it moves with the
+// store's injectable clock in tests, and ops can see who leads. Safety does
+// not rest on it: every janitor action is a single fenced, idempotent
+// statement, so two leaders for a moment only duplicate work.
+type Janitor struct {
+	cfg       JanitorConfig
+	store     janitorStore
+	providers []sandbox.Provider
+	log       *slog.Logger
+
+	actions  *prometheus.CounterVec
+	duration prometheus.Histogram
+	leading  prometheus.Gauge
+
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// NewJanitor returns a janitor over the providers. reg, if not nil,
+// receives its metrics.
+func NewJanitor(cfg JanitorConfig, st janitorStore, providers []sandbox.Provider, log *slog.Logger, reg prometheus.Registerer) *Janitor {
+	cfg = cfg.withDefaults()
+	j := &Janitor{
+		cfg:       cfg,
+		store:     st,
+		providers: providers,
+		log:       log.With("component", "janitor", "holder", cfg.Holder),
+		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tether_janitor_actions_total",
+			Help: "Sandboxes and resources the janitor acted on, by action.",
+		}, []string{"action"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tether_janitor_run_duration_seconds",
+			Help:    "Duration of janitor sweeps.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}),
+		leading: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tether_janitor_leader",
+			Help: "1 while this replica leads the janitor.",
+		}),
+		done: make(chan struct{}),
+	}
+	if reg != nil {
+		reg.MustRegister(j.actions, j.duration, j.leading)
+	}
+	return j
+}
+
+// Start runs the janitor in the background until Stop.
+func (j *Janitor) Start(ctx context.Context) {
+	ctx, j.cancel = context.WithCancel(ctx)
+	go func() {
+		defer close(j.done)
+		j.loop(ctx)
+	}()
+}
+
+// Stop ends the janitor, waits for a sweep in progress, and resigns
+// leadership so another replica takes over at once.
+func (j *Janitor) Stop() {
+	j.stopOnce.Do(func() {
+		j.cancel()
+		<-j.done
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := j.store.Resign(ctx, janitorRole, j.cfg.Holder); err != nil {
+			j.log.Warn("janitor: resign failed; leadership lapses on its own", "err", err)
+		}
+		j.leading.Set(0)
+	})
+}
+
+func (j *Janitor) loop(ctx context.Context) {
+	ticker := time.NewTicker(j.cfg.Interval)
+	defer ticker.Stop()
+	for {
+		j.tick(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+func (j *Janitor) tick(ctx context.Context) {
+	lead, err := j.store.TryLead(ctx, janitorRole, j.cfg.Holder, j.cfg.LeaderTTL)
+	if err != nil {
+		if ctx.Err() == nil {
+			j.log.Warn("janitor: leadership check failed", "err", err)
+		}
+		return
+	}
+	if !lead {
+		j.leading.Set(0)
+		return
+	}
+	j.leading.Set(1)
+	if _, err := j.RunOnce(ctx); err != nil && ctx.Err() == nil {
+		j.log.Error("janitor: sweep incomplete", "err", err)
+	}
+}
+
+// Report counts what one sweep did.
+type Report struct {
+	OwnerExpired     int
+	Expired          int
+	Overdue          int
+	LeasesRescued    int64
+	OrphansDestroyed int
+	OrphansFailed    int
+	Lost             int
+}
+
+// RunOnce runs every janitor duty once, whether or not this replica leads;
+// the loop calls it only while leading, tests call it directly. A failing
+// duty does not stop the others; their errors are joined.
+func (j *Janitor) RunOnce(ctx context.Context) (Report, error) {
+	start := time.Now()
+	defer func() { j.duration.Observe(time.Since(start).Seconds()) }()
+	var (
+		rep  Report
+		errs []error
+	)
+	sweep := func(action string, fn func(context.Context, int) ([]sandbox.Sandbox, error), count *int) {
+		for {
+			ended, err := fn(ctx, j.cfg.BatchSize)
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			*count += len(ended)
+			j.actions.WithLabelValues(action).Add(float64(len(ended)))
+			for _, sb := range ended {
+				j.log.Info("janitor: sandbox ended", "sandbox", sb.ID, "tenant", sb.Tenant, "action", action, "state", sb.State)
+			}
+			if len(ended) < j.cfg.BatchSize || ctx.Err() != nil {
+				return
+			}
+		}
+	}
+	sweep("owner_expired", j.store.EndLapsedOwners, &rep.OwnerExpired)
+	sweep("expired", j.store.EndExpired, &rep.Expired)
+	sweep("overdue", j.store.FailOverdue, &rep.Overdue)
+
+	rescued, err := j.store.RescueLapsedLeases(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	rep.LeasesRescued = rescued
+	j.actions.WithLabelValues("lease_rescued").Add(float64(rescued))
+	if rescued > 0 {
+		j.log.Info("janitor: rescued lapsed leases", "count", rescued)
+	}
+
+	for _, p := range j.providers {
+		if err := j.reconcile(ctx, p, &rep); err != nil {
+			errs = append(errs, fmt.Errorf("reconcile %s: %w", p.Name(), err))
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+// reconcile compares the provider's inventory with the registry, both ways:
+// resources that no live sandbox accounts for are destroyed (after a grace
+// period, in case a create is being recorded), and ready sandboxes whose
+// resource the provider no longer has end with reason lost.
+func (j *Janitor) reconcile(ctx context.Context, p sandbox.Provider, rep *Report) error {
+	listedAt := j.store.Now()
+	lctx, cancel := context.WithTimeout(ctx, time.Minute)
+	resources, err := p.List(lctx)
+	cancel()
+	if err != nil {
+		// Without an inventory nothing can be judged lost or orphaned.
+		return fmt.Errorf("list inventory: %w", err)
+	}
+	held := make(map[string]sandbox.Resource, len(resources))
+	ids := make([]string, 0, len(resources))
+	for _, r := range resources {
+		held[r.SandboxID] = r
+		ids = append(ids, r.SandboxID)
+	}
+	records, err := j.store.Records(ctx, ids)
+	if err != nil {
+		return err
+	}
+
+	type orphan struct {
+		id, tenant, why string
+	}
+	var orphans []orphan
+	for id, res := range held {
+		rec, known := records[id]
+		switch {
+		case !known:
+			if listedAt.Sub(res.CreatedAt) >= j.cfg.OrphanGrace {
+				orphans = append(orphans, orphan{id, "", "resource with no sandbox in the registry"})
+			}
+		case rec.State.Terminal() && rec.Released:
+			ended := res.CreatedAt
+			if rec.EndedAt != nil && rec.EndedAt.After(ended) {
+				ended = *rec.EndedAt
+			}
+			if listedAt.Sub(ended) >= j.cfg.OrphanGrace {
+				orphans = append(orphans, orphan{id, rec.Tenant, fmt.Sprintf("resource of a %s sandbox already released", rec.State)})
+			}
+		}
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(j.cfg.DestroyConcurrency)
+	var mu sync.Mutex
+	for _, o := range orphans {
+		g.Go(func() error {
+			dctx, cancel := context.WithTimeout(gctx, 2*time.Minute)
+			err := p.Destroy(dctx, o.id)
+			cancel()
+			action, msg := "orphan_destroyed", o.why
+			if err != nil {
+				action, msg = "orphan_destroy_failed", o.why+": "+err.Error()
+				j.log.Warn("janitor: orphan destroy failed; retrying next sweep", "provider", p.Name(), "sandbox", o.id, "err", err)
+			} else {
+				j.log.Info("janitor: orphan destroyed", "provider", p.Name(), "sandbox", o.id, "why", o.why)
+			}
+			mu.Lock()
+			if err != nil {
+				rep.OrphansFailed++
+			} else {
+				rep.OrphansDestroyed++
+			}
+			mu.Unlock()
+			j.actions.WithLabelValues(action).Inc()
+			return j.store.RecordReconcile(gctx, p.Name(), o.id, o.tenant, action, msg)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+
+	// Judge only sandboxes ready since well before the listing: replicas'
+	// clocks differ, and a resource made just after the listing must not
+	// look lost.
+	var lost []string
+	if err := j.store.ReadyBefore(ctx, p.Name(), listedAt.Add(-j.cfg.OrphanGrace), func(id string) {
+		if _, ok := held[id]; !ok {
+			lost = append(lost, id)
+		}
+	}); err != nil {
+		return err
+	}
+	for _, id := range lost {
+		sb, ended, err := j.store.MarkLost(ctx, id, "the provider no longer has this sandbox")
+		if err != nil {
+			return err
+		}
+		if ended {
+			rep.Lost++
+			j.actions.WithLabelValues("lost").Inc()
+			j.log.Warn("janitor: sandbox lost by its provider", "provider", p.Name(), "sandbox", id, "tenant", sb.Tenant)
+		}
+	}
+	return nil
+}
