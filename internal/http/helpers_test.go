@@ -8,16 +8,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"mime"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
@@ -198,6 +201,7 @@ func setup(t *testing.T, opts ...option) *bundle {
 	h := tetherhttp.NewServer(log, tetherhttp.Config{
 		DefaultProvider: sim.Name,
 		DefaultTTL:      time.Hour,
+		DefaultOwnerTTL: time.Minute,
 		MaxLifetime:     testMaxLifetime,
 		CreateTimeout:   time.Minute,
 		MaxBodyBytes:    o.maxBody,
@@ -387,13 +391,11 @@ type problem struct {
 // and code, and returns the problem.
 func wantProblem(t *testing.T, r *response, status int, code string) problem {
 	t.Helper()
-	if r.Status != status {
-		t.Errorf("status = %d, want %d (body %s)", r.Status, status, r.Body)
-	}
-	if mt := mediaType(r); mt != "application/problem+json" {
-		t.Errorf("Content-Type = %q, want application/problem+json", r.Header.Get("Content-Type"))
-	}
 	var p problem
+	if mt := mediaType(r); r.Status != status || mt != "application/problem+json" {
+		t.Errorf("got %d %s, want %d application/problem+json with code %s: %s", r.Status, r.Header.Get("Content-Type"), status, code, r.Body)
+		return p
+	}
 	if err := json.Unmarshal(r.Body, &p); err != nil {
 		t.Fatalf("problem is not JSON: %v: %s", err, r.Body)
 	}
@@ -501,19 +503,52 @@ func (b *bundle) events(t *testing.T, key, path string) eventList {
 	return l
 }
 
-// rowCounts are the sizes of the tables a request can write.
-type rowCounts struct {
-	Sandboxes, Events, IdempotencyKeys int
+// rowCounts are the row counts of every table of the schema (but goose's
+// own), so that "nothing was written" holds for tables added later too.
+type rowCounts map[string]int64
+
+func (c rowCounts) String() string {
+	keys := slices.Sorted(maps.Keys(c))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, c[k])
+	}
+	return "{" + strings.Join(parts, " ") + "}"
 }
+
+func (c rowCounts) equal(o rowCounts) bool { return maps.Equal(c, o) }
 
 func (b *bundle) counts(t *testing.T) rowCounts {
 	t.Helper()
-	var c rowCounts
-	err := b.Store.Pool().QueryRow(context.Background(), `SELECT
-		(SELECT count(*) FROM sandboxes), (SELECT count(*) FROM sandbox_events), (SELECT count(*) FROM idempotency_keys)`).
-		Scan(&c.Sandboxes, &c.Events, &c.IdempotencyKeys)
+	ctx := context.Background()
+	rows, err := b.Store.Pool().Query(ctx, `SELECT table_name FROM information_schema.tables
+		WHERE table_schema = 'public' AND table_type = 'BASE TABLE' AND table_name <> 'goose_db_version'
+		ORDER BY table_name`)
 	if err != nil {
+		t.Fatalf("list tables: %v", err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("list tables: %v", err)
+	}
+	if !slices.Contains(tables, "sandboxes") || !slices.Contains(tables, "sandbox_events") {
+		t.Fatalf("schema has tables %v, want sandboxes and sandbox_events among them", tables)
+	}
+	selects := make([]string, len(tables))
+	for i, name := range tables {
+		selects[i] = "(SELECT count(*) FROM " + pgx.Identifier{name}.Sanitize() + ")"
+	}
+	vals := make([]int64, len(tables))
+	dest := make([]any, len(tables))
+	for i := range vals {
+		dest[i] = &vals[i]
+	}
+	if err := b.Store.Pool().QueryRow(ctx, "SELECT "+strings.Join(selects, ", ")).Scan(dest...); err != nil {
 		t.Fatalf("count rows: %v", err)
+	}
+	c := rowCounts{}
+	for i, name := range tables {
+		c[name] = vals[i]
 	}
 	return c
 }

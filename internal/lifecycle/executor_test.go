@@ -32,6 +32,7 @@ func TestMain(m *testing.M) {
 
 type env struct {
 	t        *testing.T
+	clock    *storetest.Clock
 	ctx      context.Context
 	st       *store.Store
 	notifier *store.Notifier
@@ -42,7 +43,17 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	st := storetest.New(t)
+	return setupWith(t, nil)
+}
+
+// setupWith is setup with the store on a manual clock, if clock is set.
+func setupWith(t *testing.T, clock *storetest.Clock) *env {
+	t.Helper()
+	var opts []store.Option
+	if clock != nil {
+		opts = append(opts, store.WithClock(clock.Now))
+	}
+	st := storetest.New(t, opts...)
 	ctx, cancel := context.WithCancel(t.Context())
 	dir := t.TempDir()
 	p, err := sim.New(dir)
@@ -63,7 +74,7 @@ func setup(t *testing.T) *env {
 	if err := st.RegisterAPIKey(ctx, "acme", "k"); err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, ctx: ctx, st: st, notifier: notifier, simDir: dir, sim: p, log: log}
+	return &env{t: t, clock: clock, ctx: ctx, st: st, notifier: notifier, simDir: dir, sim: p, log: log}
 }
 
 // executor starts an executor with test-friendly timings, stopped when the

@@ -609,3 +609,103 @@ func TestSchemaCurrent(t *testing.T) {
 		t.Errorf("Migrate on a current schema applied %v, %v; want nothing", applied, err)
 	}
 }
+
+func TestOwnerLeases(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	owned := func(p *sandbox.CreateParams) { p.Owner, p.OwnerTTL = "agent", 10*time.Second }
+
+	if _, err := b.st.RenewOwnerLease(b.ctx, "acme", "agent", time.Minute); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("heartbeat of an owner never named: err = %v, want ErrNotFound", err)
+	}
+	first := b.create(t, owned)
+	if _, err := b.st.RenewOwnerLease(b.ctx, "other", "agent", time.Minute); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("heartbeat of another tenant's owner: err = %v, want ErrNotFound", err)
+	}
+	expires, err := b.st.RenewOwnerLease(b.ctx, "acme", "agent", time.Minute)
+	if err != nil || !expires.Equal(b.clock.Now().Add(time.Minute)) {
+		t.Fatalf("heartbeat = %v, %v", expires, err)
+	}
+	// A create while the lease is live keeps the longer lease.
+	b.clock.Advance(30 * time.Second)
+	second := b.create(t, owned)
+	b.clock.Advance(20 * time.Second) // 50s in: the 1-minute lease still holds
+	if got, _ := b.st.GetSandbox(b.ctx, "acme", first.ID); got.State != sandbox.StateRequested {
+		t.Fatalf("sandbox ended under a live lease: %s", got.State)
+	}
+	// After a lapse, a create ends what outlived the old lease and starts a new one.
+	b.clock.Advance(20 * time.Second)
+	third := b.create(t, owned)
+	for _, id := range []string{first.ID, second.ID} {
+		got, _ := b.st.GetSandbox(b.ctx, "acme", id)
+		if got.State != sandbox.StateCancelled || got.Reason != sandbox.ReasonOwnerExpired {
+			t.Errorf("sandbox of the lapsed lease = %s/%s, want cancelled/owner_expired", got.State, got.Reason)
+		}
+	}
+	if got, _ := b.st.GetSandbox(b.ctx, "acme", third.ID); got.State != sandbox.StateRequested {
+		t.Errorf("the new lease's sandbox = %s", got.State)
+	}
+	// A heartbeat after a lapse does the same.
+	b.clock.Advance(11 * time.Second)
+	if _, err := b.st.RenewOwnerLease(b.ctx, "acme", "agent", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := b.st.GetSandbox(b.ctx, "acme", third.ID); got.Reason != sandbox.ReasonOwnerExpired {
+		t.Errorf("heartbeat after a lapse revived %s (%s)", third.ID, got.State)
+	}
+}
+
+func TestReleaseOwner(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	owned := func(p *sandbox.CreateParams) { p.Owner, p.OwnerTTL = "agent", time.Minute }
+	x, y := b.create(t, owned), b.create(t, owned)
+	other := b.create(t)
+	ended, err := b.st.ReleaseOwner(b.ctx, "acme", "agent")
+	if err != nil || len(ended) != 2 {
+		t.Fatalf("ReleaseOwner = %d, %v; want 2", len(ended), err)
+	}
+	for _, id := range []string{x.ID, y.ID} {
+		if got, _ := b.st.GetSandbox(b.ctx, "acme", id); got.Reason != sandbox.ReasonOwnerReleased || got.Live() {
+			t.Errorf("%s = %s/%s, want ended owner_released", id, got.State, got.Reason)
+		}
+	}
+	if got, _ := b.st.GetSandbox(b.ctx, "acme", other.ID); !got.Live() {
+		t.Error("another owner's sandbox ended")
+	}
+	if ended, err := b.st.ReleaseOwner(b.ctx, "acme", "agent"); err != nil || len(ended) != 0 {
+		t.Errorf("second ReleaseOwner = %d, %v; want 0, nil", len(ended), err)
+	}
+	if ended, err := b.st.ReleaseOwner(b.ctx, "acme", "nobody"); err != nil || len(ended) != 0 {
+		t.Errorf("ReleaseOwner of an unknown owner = %d, %v; want 0, nil", len(ended), err)
+	}
+	if ended, err := b.st.ReleaseOwner(b.ctx, "other", "agent"); err != nil || len(ended) != 0 {
+		t.Errorf("another tenant ended %d of acme's sandboxes (%v)", len(ended), err)
+	}
+}
+
+func TestRenewSandbox(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sb := b.create(t)
+	b.clock.Advance(time.Hour)
+	got, capped, err := b.st.RenewSandbox(b.ctx, "acme", sb.ID, 2*time.Hour, 24*time.Hour)
+	if err != nil || capped || !got.ExpiresAt.Equal(b.clock.Now().Add(2*time.Hour)) {
+		t.Errorf("renew = %v capped=%v err=%v", got.ExpiresAt, capped, err)
+	}
+	got, capped, err = b.st.RenewSandbox(b.ctx, "acme", sb.ID, 24*time.Hour, 24*time.Hour)
+	if err != nil || !capped || !got.ExpiresAt.Equal(sb.CreatedAt.Add(24*time.Hour)) {
+		t.Errorf("renew past the max lifetime = %v capped=%v err=%v; want capped at creation+24h", got.ExpiresAt, capped, err)
+	}
+	if _, _, err := b.st.RenewSandbox(b.ctx, "other", sb.ID, time.Hour, 24*time.Hour); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("renew from another tenant: err = %v, want ErrNotFound", err)
+	}
+	if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, ""); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = b.st.RenewSandbox(b.ctx, "acme", sb.ID, time.Hour, 24*time.Hour)
+	var e *sandbox.Error
+	if !errors.As(err, &e) || e.Code != sandbox.CodeStateConflict || e.State != sandbox.StateCancelled {
+		t.Errorf("renew of an ended sandbox: err = %v, want SANDBOX_STATE_CONFLICT with state cancelled", err)
+	}
+}
