@@ -20,7 +20,7 @@ type JanitorConfig struct {
 	// Holder names this replica in the leadership lease; unique per replica.
 	// Default: a random id.
 	Holder string
-	// Interval is how often the leader sweeps (JANITOR_INTERVAL). A sandbox
+	// Interval is how often each replica sweeps (JANITOR_INTERVAL). A sandbox
 	// outlives its owner's lease or its TTL by at most about this long.
 	// Default 5s.
 	Interval time.Duration
@@ -84,7 +84,8 @@ const janitorRole = "janitor"
 // whose worker died, and reconciles the registry with every provider's
 // inventory in both directions.
 //
-// One replica at a time runs it. Leadership is a lease row in Postgres
+// Every replica sweeps (see tick); one replica at a time, the leader,
+// reconciles with the providers. Leadership is a lease row in Postgres
 // (table leaders) rather than an advisory lock: it needs no dedicated
 // session (so it works through connection poolers), it moves with the
 // store's injectable clock in tests, and ops can see who leads. Safety does
@@ -97,7 +98,7 @@ type Janitor struct {
 	log       *slog.Logger
 
 	actions  *prometheus.CounterVec
-	duration prometheus.Histogram
+	duration *prometheus.HistogramVec
 	leading  prometheus.Gauge
 
 	stopOnce sync.Once
@@ -118,11 +119,11 @@ func NewJanitor(cfg JanitorConfig, st janitorStore, providers []sandbox.Provider
 			Name: "tether_janitor_actions_total",
 			Help: "Sandboxes and resources the janitor acted on, by action.",
 		}, []string{"action"}),
-		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tether_janitor_run_duration_seconds",
-			Help:    "Duration of janitor sweeps.",
+			Help:    "Duration of janitor runs by phase (sweep, reconcile).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
-		}),
+		}, []string{"phase"}),
 		leading: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tether_janitor_leader",
 			Help: "1 while this replica leads the janitor.",
@@ -173,6 +174,14 @@ func (j *Janitor) loop(ctx context.Context) {
 }
 
 func (j *Janitor) tick(ctx context.Context) {
+	// The sweeps are single fenced statements that skip rows another replica
+	// holds, so every replica runs them: an owner's sandboxes end within one
+	// interval of its lease lapsing as long as any replica is alive, with no
+	// wait for a crashed leader's lease to lapse.
+	rep, err := j.Sweep(ctx)
+	if err != nil && ctx.Err() == nil {
+		j.log.Error("janitor: sweep incomplete", "err", err)
+	}
 	lead, err := j.store.TryLead(ctx, janitorRole, j.cfg.Holder, j.cfg.LeaderTTL)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -185,8 +194,8 @@ func (j *Janitor) tick(ctx context.Context) {
 		return
 	}
 	j.leading.Set(1)
-	if _, err := j.RunOnce(ctx); err != nil && ctx.Err() == nil {
-		j.log.Error("janitor: sweep incomplete", "err", err)
+	if err := j.Reconcile(ctx, &rep); err != nil && ctx.Err() == nil {
+		j.log.Error("janitor: reconcile incomplete", "err", err)
 	}
 }
 
@@ -201,12 +210,20 @@ type Report struct {
 	Lost             int
 }
 
-// RunOnce runs every janitor duty once, whether or not this replica leads;
-// the loop calls it only while leading, tests call it directly. A failing
-// duty does not stop the others; their errors are joined.
+// RunOnce runs every janitor duty once, whether or not this replica leads:
+// Sweep, then Reconcile. Tests call it directly.
 func (j *Janitor) RunOnce(ctx context.Context) (Report, error) {
+	rep, err := j.Sweep(ctx)
+	rerr := j.Reconcile(ctx, &rep)
+	return rep, errors.Join(err, rerr)
+}
+
+// Sweep ends sandboxes whose owner lease or deadline lapsed, settles
+// creations past their deadline and rescues lapsed worker leases. A failing
+// duty does not stop the others; their errors are joined.
+func (j *Janitor) Sweep(ctx context.Context) (Report, error) {
 	start := time.Now()
-	defer func() { j.duration.Observe(time.Since(start).Seconds()) }()
+	defer func() { j.duration.WithLabelValues("sweep").Observe(time.Since(start).Seconds()) }()
 	var (
 		rep  Report
 		errs []error
@@ -241,13 +258,22 @@ func (j *Janitor) RunOnce(ctx context.Context) (Report, error) {
 	if rescued > 0 {
 		j.log.Info("janitor: rescued lapsed leases", "count", rescued)
 	}
+	return rep, errors.Join(errs...)
+}
 
+// Reconcile compares every provider's inventory with the registry (see
+// reconcile). It is the leader's duty: listing a provider is the expensive
+// part of the janitor's work.
+func (j *Janitor) Reconcile(ctx context.Context, rep *Report) error {
+	start := time.Now()
+	defer func() { j.duration.WithLabelValues("reconcile").Observe(time.Since(start).Seconds()) }()
+	var errs []error
 	for _, p := range j.providers {
-		if err := j.reconcile(ctx, p, &rep); err != nil {
+		if err := j.reconcile(ctx, p, rep); err != nil {
 			errs = append(errs, fmt.Errorf("reconcile %s: %w", p.Name(), err))
 		}
 	}
-	return rep, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // reconcile compares the provider's inventory with the registry, both ways:
