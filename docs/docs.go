@@ -851,7 +851,8 @@ const docTemplate = `{
                         "NOT_SUPPORTED",
                         "PAYLOAD_TOO_LARGE",
                         "QUOTA_EXCEEDED",
-                        "INTERNAL"
+                        "INTERNAL",
+                        "UNAVAILABLE"
                     ],
                     "example": "NOT_FOUND"
                 },

@@ -22,7 +22,7 @@ type Problem struct {
 	// Detail explains this occurrence.
 	Detail string `json:"detail" example:"sandbox sbx_... not found"`
 	// Code is the stable, machine-readable error code.
-	Code string `json:"code" example:"NOT_FOUND" enums:"INVALID_REQUEST,UNAUTHENTICATED,NOT_FOUND,SANDBOX_STATE_CONFLICT,IDEMPOTENCY_KEY_REUSED,UNKNOWN_PROVIDER,PROVIDER_UNAVAILABLE,NOT_SUPPORTED,PAYLOAD_TOO_LARGE,QUOTA_EXCEEDED,INTERNAL"`
+	Code string `json:"code" example:"NOT_FOUND" enums:"INVALID_REQUEST,UNAUTHENTICATED,NOT_FOUND,SANDBOX_STATE_CONFLICT,IDEMPOTENCY_KEY_REUSED,UNKNOWN_PROVIDER,PROVIDER_UNAVAILABLE,NOT_SUPPORTED,PAYLOAD_TOO_LARGE,QUOTA_EXCEEDED,INTERNAL,UNAVAILABLE"`
 	// State is the sandbox's current state, for SANDBOX_STATE_CONFLICT.
 	State string `json:"state,omitempty" example:"terminated"`
 	// RequestID identifies the request in Tether's logs.
@@ -43,6 +43,7 @@ var statusOf = map[sandbox.Code]int{
 	sandbox.CodePayloadTooLarge:      http.StatusRequestEntityTooLarge,
 	sandbox.CodeQuotaExceeded:        http.StatusTooManyRequests,
 	sandbox.CodeInternal:             http.StatusInternalServerError,
+	sandbox.CodeUnavailable:          http.StatusServiceUnavailable,
 }
 
 // handlerFunc is a handler that reports failure by returning an error;
@@ -76,7 +77,12 @@ func writeError(c *gin.Context, log *slog.Logger, err error) {
 		status = http.StatusInternalServerError
 	}
 	detail := e.Message
-	if status >= 500 && e.Code != sandbox.CodeProviderUnavailable && e.Code != sandbox.CodeNotSupported {
+	switch {
+	case e.Code == sandbox.CodeUnavailable:
+		log.WarnContext(c.Request.Context(), "request failed: registry unavailable", "err", err,
+			"request_id", requestID(c), "method", c.Request.Method, "path", c.FullPath())
+		c.Header("Retry-After", "1")
+	case status >= 500 && e.Code != sandbox.CodeProviderUnavailable && e.Code != sandbox.CodeNotSupported:
 		log.ErrorContext(c.Request.Context(), "request failed", "err", err,
 			"request_id", requestID(c), "method", c.Request.Method, "path", c.FullPath())
 		detail = "an internal error occurred; quote the request id when reporting it"

@@ -9,7 +9,7 @@ import (
 	swaggerFiles "github.com/swaggo/files"
 	ginSwagger "github.com/swaggo/gin-swagger"
 
-	"github.com/tetherhq/tether/docs"
+	_ "github.com/tetherhq/tether/docs" // registers the OpenAPI document served under /swagger
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -42,7 +42,6 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	r.GET("/healthz", h(handleHealthz()))
 	r.GET("/readyz", h(handleReadyz(deps.Ready)))
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(deps.Gatherer, promhttp.HandlerOpts{})))
-	docs.SwaggerInfo.Host = ""
 	r.GET("/swagger/*any", ginSwagger.WrapHandler(swaggerFiles.Handler))
 
 	v1 := r.Group("/v1", withAuth(log, deps.Store), withBodyLimit(cfg.MaxBodyBytes))

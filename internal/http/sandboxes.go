@@ -219,7 +219,7 @@ func handleSandboxCreate(cfg Config, st sandboxCreator, providers map[string]san
 		}
 		p.Tenant = tenantOf(c)
 		if key := c.GetHeader("Idempotency-Key"); key != "" {
-			if len(key) > maxIdempotencyKey || !saneRequestID(strings.ReplaceAll(key, " ", "-")) {
+			if !validIdempotencyKey(key) {
 				return sandbox.Errorf(sandbox.CodeInvalidRequest,
 					"Idempotency-Key must be 1-%d printable ASCII characters", maxIdempotencyKey)
 			}
@@ -240,6 +240,20 @@ func handleSandboxCreate(cfg Config, st sandboxCreator, providers map[string]san
 		}
 		return writeJSON(c, status, toSandbox(sb))
 	}
+}
+
+// validIdempotencyKey reports whether key is 1-255 printable ASCII
+// characters (spaces allowed).
+func validIdempotencyKey(key string) bool {
+	if key == "" || len(key) > maxIdempotencyKey {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < ' ' || key[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 func validateCreate(cfg Config, req *CreateSandboxRequest, providers map[string]sandbox.Provider) (sandbox.CreateParams, error) {
@@ -288,11 +302,19 @@ func validateCreate(cfg Config, req *CreateSandboxRequest, providers map[string]
 		if params[0] != '{' {
 			return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "params must be a JSON object")
 		}
-		var compact bytes.Buffer
-		if err := json.Compact(&compact, params); err != nil {
+		// Re-encode to a canonical form (sorted keys, no spacing) so that the
+		// idempotency hash ignores formatting.
+		dec := json.NewDecoder(bytes.NewReader(params))
+		dec.UseNumber()
+		var obj map[string]any
+		if err := dec.Decode(&obj); err != nil {
 			return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "params must be a JSON object")
 		}
-		req.Params = compact.Bytes()
+		canonical, err := json.Marshal(obj)
+		if err != nil {
+			return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "params must be a JSON object")
+		}
+		req.Params = canonical
 	} else {
 		req.Params = nil
 	}
@@ -419,7 +441,10 @@ func handleSandboxGet(cfg Config, st sandboxGetter, changes changeSubscriber) ha
 func parseWait(s string, maxWait time.Duration) (time.Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		if n, nerr := strconv.Atoi(s); nerr == nil {
+		if n, nerr := strconv.ParseInt(s, 10, 64); nerr == nil {
+			if n > int64(maxWait/time.Second) {
+				return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "wait must be at most %s", maxWait)
+			}
 			d, err = time.Duration(n)*time.Second, nil
 		}
 	}

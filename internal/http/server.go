@@ -71,8 +71,27 @@ type Store interface {
 	sandboxRenewer
 }
 
+// withDefaults fills zero limits with the documented defaults.
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.MaxLifetime, 24*time.Hour)
+	def(&c.DefaultTTL, time.Hour)
+	def(&c.DefaultOwnerTTL, time.Minute)
+	def(&c.CreateTimeout, 5*time.Minute)
+	def(&c.MaxWait, time.Minute)
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 1 << 20
+	}
+	return c
+}
+
 // NewServer returns the API as an http.Handler.
 func NewServer(log *slog.Logger, cfg Config, deps Deps) http.Handler {
+	cfg = cfg.withDefaults()
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
@@ -200,7 +219,7 @@ func decodeJSON(c *gin.Context, v any) error {
 		}
 		return sandbox.Errorf(sandbox.CodeInvalidRequest, "reading request body failed")
 	}
-	if len(bytes.TrimSpace(body)) == 0 {
+	if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || trimmed[0] != '{' {
 		return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body must be a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -208,8 +227,8 @@ func decodeJSON(c *gin.Context, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body: %s", describeJSONError(err))
 	}
-	if dec.More() {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body must hold a single JSON object")
+	if _, err := dec.Token(); err != io.EOF {
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body must hold a single JSON object and nothing after it")
 	}
 	return nil
 }

@@ -22,6 +22,9 @@ const (
 	CodePayloadTooLarge      Code = "PAYLOAD_TOO_LARGE"
 	CodeQuotaExceeded        Code = "QUOTA_EXCEEDED"
 	CodeInternal             Code = "INTERNAL"
+	// CodeUnavailable: a dependency (Postgres) cannot be reached right now;
+	// the request may be retried.
+	CodeUnavailable Code = "UNAVAILABLE"
 )
 
 // Error is an error whose message is safe to show to a client. Anything that
@@ -68,6 +71,8 @@ func ErrorCode(err error) Code {
 var (
 	// ErrNotFound: the row does not exist (or belongs to another tenant).
 	ErrNotFound = &Error{Code: CodeNotFound, Message: "not found"}
+	// ErrUnavailable: the registry cannot be reached right now.
+	ErrUnavailable = &Error{Code: CodeUnavailable, Message: "the registry is temporarily unavailable; retry shortly"}
 	// ErrFenced: a worker's write lost the race — the sandbox changed state
 	// or another worker claimed it since this one did.
 	ErrFenced = errors.New("fenced: sandbox changed since it was claimed")

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -74,7 +73,7 @@ func (s *Store) EndSandbox(ctx context.Context, tenant, id string, reason sandbo
 		`SELECT id, state, lease_owner FROM sandboxes WHERE id = $5 AND tenant = $6 FOR UPDATE`,
 		s.Now(), reason, actor, message, id, tenant)
 	if err != nil {
-		return sb, false, fmt.Errorf("store: end sandbox: %w", err)
+		return sb, false, wrap("end sandbox", err)
 	}
 	if len(ended) == 1 {
 		return ended[0], true, nil
@@ -120,7 +119,7 @@ func (s *Store) RenewOwnerLease(ctx context.Context, tenant, owner string, ttl t
 		return err
 	})
 	if err != nil {
-		return time.Time{}, fmt.Errorf("store: renew owner lease: %w", interpret(err))
+		return time.Time{}, wrap("renew owner lease", err)
 	}
 	return expires, nil
 }
@@ -144,7 +143,7 @@ func (s *Store) ReleaseOwner(ctx context.Context, tenant, owner string) ([]sandb
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: release owner: %w", err)
+		return nil, wrap("release owner", err)
 	}
 	return ended, nil
 }
@@ -167,7 +166,7 @@ func (s *Store) RenewSandbox(ctx context.Context, tenant, id string, ttl, maxLif
 		return cur, false, sandbox.StateConflict(id, cur.State, "renew a sandbox that has ended")
 	}
 	if err != nil {
-		return sb, false, fmt.Errorf("store: renew sandbox: %w", interpret(err))
+		return sb, false, wrap("renew sandbox", err)
 	}
 	return sb, sb.ExpiresAt.Before(now.Add(ttl)), nil
 }

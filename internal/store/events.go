@@ -18,7 +18,7 @@ func (s *Store) SandboxEvents(ctx context.Context, sandboxID string, after int64
 	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM sandbox_events
 		WHERE sandbox_id = $1 AND id > $2 ORDER BY id LIMIT $3`, sandboxID, after, limit)
 	if err != nil {
-		return nil, fmt.Errorf("store: sandbox events: %w", err)
+		return nil, wrap("sandbox events", err)
 	}
 	return collectEvents(rows, "sandbox events")
 }
@@ -29,7 +29,7 @@ func (s *Store) TenantEvents(ctx context.Context, tenant string, after int64, li
 	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM sandbox_events
 		WHERE tenant = $1 AND id > $2 ORDER BY id LIMIT $3`, tenant, after, limit)
 	if err != nil {
-		return nil, fmt.Errorf("store: tenant events: %w", err)
+		return nil, wrap("tenant events", err)
 	}
 	return collectEvents(rows, "tenant events")
 }

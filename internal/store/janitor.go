@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,7 +25,7 @@ func (s *Store) TryLead(ctx context.Context, role, holder string, ttl time.Durat
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("store: try lead: %w", err)
+		return false, wrap("try lead", err)
 	}
 	return got == holder, nil
 }
@@ -35,7 +34,7 @@ func (s *Store) TryLead(ctx context.Context, role, holder string, ttl time.Durat
 // over at once instead of after the lease.
 func (s *Store) Resign(ctx context.Context, role, holder string) error {
 	if _, err := s.pool.Exec(ctx, `DELETE FROM leaders WHERE role = $1 AND holder = $2`, role, holder); err != nil {
-		return fmt.Errorf("store: resign: %w", err)
+		return wrap("resign", err)
 	}
 	return nil
 }
@@ -51,7 +50,7 @@ func (s *Store) EndLapsedOwners(ctx context.Context, limit int) ([]sandbox.Sandb
 		FOR UPDATE OF s SKIP LOCKED`,
 		s.Now(), sandbox.ReasonOwnerExpired, sandbox.ActorJanitor, "owner lease lapsed", limit)
 	if err != nil {
-		return nil, fmt.Errorf("store: end lapsed owners: %w", err)
+		return nil, wrap("end lapsed owners", err)
 	}
 	return ended, nil
 }
@@ -67,7 +66,7 @@ func (s *Store) EndExpired(ctx context.Context, limit int) ([]sandbox.Sandbox, e
 		FOR UPDATE SKIP LOCKED`,
 		s.Now(), sandbox.ReasonExpired, sandbox.ActorJanitor, "ttl expired", limit)
 	if err != nil {
-		return nil, fmt.Errorf("store: end expired: %w", err)
+		return nil, wrap("end expired", err)
 	}
 	return ended, nil
 }
@@ -98,11 +97,11 @@ func (s *Store) FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, 
 		)
 		SELECT `+sandboxColumns+` FROM upd s`, now, limit)
 	if err != nil {
-		return nil, fmt.Errorf("store: fail overdue: %w", err)
+		return nil, wrap("fail overdue", err)
 	}
 	failed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.Sandbox, error) { return scanSandbox(r) })
 	if err != nil {
-		return nil, fmt.Errorf("store: fail overdue: %w", interpret(err))
+		return nil, wrap("fail overdue", err)
 	}
 	cancelled, err := endMany(ctx, s.pool, `
 		SELECT id, state, lease_owner FROM sandboxes
@@ -111,7 +110,7 @@ func (s *Store) FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, 
 		FOR UPDATE SKIP LOCKED`,
 		now, sandbox.ReasonCreateFailed, sandbox.ActorJanitor, "no executor claimed it before the creation deadline", limit)
 	if err != nil {
-		return nil, fmt.Errorf("store: cancel overdue: %w", err)
+		return nil, wrap("cancel overdue", err)
 	}
 	return append(failed, cancelled...), nil
 }
@@ -125,7 +124,7 @@ func (s *Store) RescueLapsedLeases(ctx context.Context) (int64, error) {
 		UPDATE sandboxes SET lease_owner = NULL
 		WHERE lease_owner IS NOT NULL AND lease_expires_at < $1`, s.Now())
 	if err != nil {
-		return 0, fmt.Errorf("store: rescue lapsed leases: %w", err)
+		return 0, wrap("rescue lapsed leases", err)
 	}
 	return tag.RowsAffected(), nil
 }
@@ -149,19 +148,19 @@ func (s *Store) Records(ctx context.Context, ids []string) (map[string]Record, e
 		part := ids[start:min(start+chunk, len(ids))]
 		rows, err := s.pool.Query(ctx, `SELECT id, tenant, state, released, ended_at FROM sandboxes WHERE id = ANY($1)`, part)
 		if err != nil {
-			return nil, fmt.Errorf("store: records: %w", err)
+			return nil, wrap("records", err)
 		}
 		for rows.Next() {
 			var r Record
 			if err := rows.Scan(&r.ID, &r.Tenant, &r.State, &r.Released, &r.EndedAt); err != nil {
 				rows.Close()
-				return nil, fmt.Errorf("store: records: %w", err)
+				return nil, wrap("records", err)
 			}
 			out[r.ID] = r
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("store: records: %w", err)
+			return nil, wrap("records", err)
 		}
 	}
 	return out, nil
@@ -173,18 +172,18 @@ func (s *Store) ReadyBefore(ctx context.Context, provider string, t time.Time, f
 	rows, err := s.pool.Query(ctx, `
 		SELECT id FROM sandboxes WHERE provider = $1 AND state = 'ready' AND ready_at < $2`, provider, t)
 	if err != nil {
-		return fmt.Errorf("store: ready before: %w", err)
+		return wrap("ready before", err)
 	}
 	defer rows.Close()
 	var id string
 	for rows.Next() {
 		if err := rows.Scan(&id); err != nil {
-			return fmt.Errorf("store: ready before: %w", err)
+			return wrap("ready before", err)
 		}
 		fn(id)
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("store: ready before: %w", err)
+		return wrap("ready before", err)
 	}
 	return nil
 }
@@ -210,7 +209,7 @@ func (s *Store) MarkLost(ctx context.Context, id, message string) (sandbox.Sandb
 		return err
 	})
 	if err != nil {
-		return sandbox.Sandbox{}, false, fmt.Errorf("store: mark lost: %w", err)
+		return sandbox.Sandbox{}, false, wrap("mark lost", err)
 	}
 	if len(ended) == 0 {
 		return sandbox.Sandbox{}, false, nil
@@ -236,7 +235,7 @@ func (s *Store) RecordReconcile(ctx context.Context, provider, sandboxID, tenant
 		INSERT INTO reconcile_events (at, provider, sandbox_id, tenant, action, message)
 		VALUES ($1, $2, $3, $4, $5, $6)`, s.Now(), provider, sandboxID, nullable(tenant), action, message)
 	if err != nil {
-		return fmt.Errorf("store: record reconcile: %w", err)
+		return wrap("record reconcile", err)
 	}
 	return nil
 }
@@ -248,7 +247,7 @@ func (s *Store) ReconcileEvents(ctx context.Context, tenant string, after int64,
 		SELECT id, at, provider, sandbox_id, coalesce(tenant, ''), action, message FROM reconcile_events
 		WHERE ($1 = '' OR tenant = $1) AND id > $2 ORDER BY id LIMIT $3`, tenant, after, limit)
 	if err != nil {
-		return nil, fmt.Errorf("store: reconcile events: %w", err)
+		return nil, wrap("reconcile events", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ReconcileEvent, error) {
 		var e ReconcileEvent
@@ -256,7 +255,7 @@ func (s *Store) ReconcileEvents(ctx context.Context, tenant string, after int64,
 		return e, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: reconcile events: %w", err)
+		return nil, wrap("reconcile events", err)
 	}
 	return out, nil
 }

@@ -59,7 +59,7 @@ func (s *Store) RegisterAPIKey(ctx context.Context, tenant, key string) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("store: register api key: %w", err)
+		return wrap("register api key", err)
 	}
 	return nil
 }
@@ -72,7 +72,7 @@ func (s *Store) Authenticate(ctx context.Context, key string) (string, error) {
 		return "", fmt.Errorf("store: authenticate: %w", sandbox.ErrNotFound)
 	}
 	if err != nil {
-		return "", fmt.Errorf("store: authenticate: %w", err)
+		return "", wrap("authenticate", err)
 	}
 	return tenant, nil
 }

@@ -73,11 +73,11 @@ func nullable(s string) *string {
 func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb sandbox.Sandbox, created bool, err error) {
 	labels, err := json.Marshal(nonNil(p.Labels))
 	if err != nil {
-		return sb, false, fmt.Errorf("store: create sandbox: %w", err)
+		return sb, false, wrap("create sandbox", err)
 	}
 	env, err := json.Marshal(nonNil(p.Env))
 	if err != nil {
-		return sb, false, fmt.Errorf("store: create sandbox: %w", err)
+		return sb, false, wrap("create sandbox", err)
 	}
 	params := p.Params
 	if len(params) == 0 {
@@ -132,7 +132,7 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 		return nil
 	})
 	if err != nil {
-		return sandbox.Sandbox{}, false, fmt.Errorf("store: create sandbox: %w", interpret(err))
+		return sandbox.Sandbox{}, false, wrap("create sandbox", err)
 	}
 	return sb, created, nil
 }
@@ -149,7 +149,7 @@ func (s *Store) GetSandbox(ctx context.Context, tenant, id string) (sandbox.Sand
 	sb, err := scanSandbox(s.pool.QueryRow(ctx,
 		`SELECT `+sandboxColumns+` FROM sandboxes s WHERE s.id = $1 AND s.tenant = $2`, id, tenant))
 	if err != nil {
-		return sb, fmt.Errorf("store: get sandbox: %w", interpret(err))
+		return sb, wrap("get sandbox", err)
 	}
 	return sb, nil
 }
@@ -159,7 +159,7 @@ func (s *Store) GetSandbox(ctx context.Context, tenant, id string) (sandbox.Sand
 func (s *Store) Sandbox(ctx context.Context, id string) (sandbox.Sandbox, error) {
 	sb, err := scanSandbox(s.pool.QueryRow(ctx, `SELECT `+sandboxColumns+` FROM sandboxes s WHERE s.id = $1`, id))
 	if err != nil {
-		return sb, fmt.Errorf("store: get sandbox: %w", interpret(err))
+		return sb, wrap("get sandbox", err)
 	}
 	return sb, nil
 }
@@ -191,7 +191,7 @@ func (s *Store) ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sand
 	if len(f.Labels) > 0 {
 		b, err := json.Marshal(f.Labels)
 		if err != nil {
-			return nil, nil, fmt.Errorf("store: list sandboxes: %w", err)
+			return nil, nil, wrap("list sandboxes", err)
 		}
 		where = append(where, "s.labels @> "+arg(b)+"::jsonb")
 	}
@@ -212,19 +212,19 @@ func (s *Store) ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sand
 		` ORDER BY s.created_at DESC, s.id DESC LIMIT ` + arg(limit+1)
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("store: list sandboxes: %w", err)
+		return nil, nil, wrap("list sandboxes", err)
 	}
 	defer rows.Close()
 	out := make([]sandbox.Sandbox, 0, limit)
 	for rows.Next() {
 		sb, err := scanSandbox(rows)
 		if err != nil {
-			return nil, nil, fmt.Errorf("store: list sandboxes: %w", err)
+			return nil, nil, wrap("list sandboxes", err)
 		}
 		out = append(out, sb)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("store: list sandboxes: %w", err)
+		return nil, nil, wrap("list sandboxes", err)
 	}
 	var next *sandbox.Cursor
 	if len(out) > limit {

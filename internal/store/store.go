@@ -13,6 +13,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -65,7 +69,7 @@ func Connect(ctx context.Context, databaseURL string, maxConns int32) (*pgxpool.
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("store: connect: %w", err)
+		return nil, wrap("connect", err)
 	}
 	return pool, nil
 }
@@ -79,7 +83,7 @@ func (s *Store) Now() time.Time { return s.now().UTC().Truncate(time.Microsecond
 // Ping checks that Postgres answers.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("store: ping: %w", err)
+		return wrap("ping", err)
 	}
 	return nil
 }
@@ -91,12 +95,12 @@ func (s *Store) migrator() (*goose.Provider, *sql.DB, error) {
 	locker, err := lock.NewPostgresSessionLocker()
 	if err != nil {
 		_ = db.Close()
-		return nil, nil, fmt.Errorf("store: migration lock: %w", err)
+		return nil, nil, wrap("migration lock", err)
 	}
 	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS, goose.WithSessionLocker(locker))
 	if err != nil {
 		_ = db.Close()
-		return nil, nil, fmt.Errorf("store: migrations: %w", err)
+		return nil, nil, wrap("migrations", err)
 	}
 	return p, db, nil
 }
@@ -110,7 +114,7 @@ func (s *Store) Migrate(ctx context.Context) ([]int64, error) {
 	defer db.Close()
 	results, err := p.Up(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("store: migrate: %w", err)
+		return nil, wrap("migrate", err)
 	}
 	applied := make([]int64, 0, len(results))
 	for _, r := range results {
@@ -128,7 +132,7 @@ func (s *Store) SchemaCurrent(ctx context.Context) (bool, error) {
 	defer db.Close()
 	current, target, err := p.GetVersions(ctx)
 	if err != nil {
-		return false, fmt.Errorf("store: schema version: %w", err)
+		return false, wrap("schema version", err)
 	}
 	return current >= target, nil
 }
@@ -147,14 +151,40 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return tx.Commit(ctx)
 }
 
-// interpret translates driver errors that carry meaning for callers.
+// wrap names the failed operation and translates the driver error.
+func wrap(op string, err error) error {
+	return fmt.Errorf("store: %s: %w", op, interpret(err))
+}
+
+// interpret translates driver errors that carry meaning for callers: no
+// rows is not found, a refused transition is a lost fence, and a database
+// that cannot be reached (or is shutting down) is unavailable — worth a
+// retry, not a bug.
 func interpret(err error) error {
+	if err == nil {
+		return nil
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sandbox.ErrNotFound
 	}
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.ConstraintName == "sandbox_transition" {
-		return fmt.Errorf("%w: %s", sandbox.ErrFenced, pgErr.Message)
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.ConstraintName == "sandbox_transition":
+			return fmt.Errorf("%w: %s", sandbox.ErrFenced, pgErr.Message)
+		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
+			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03", // shutting down, not yet up
+			pgErr.Code == "53300": // too many connections
+			return fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
+		}
+		return err
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	if errors.As(err, &connectErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		strings.Contains(err.Error(), "conn closed") {
+		return fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
 	}
 	return err
 }

@@ -49,7 +49,7 @@ func (s *Store) ClaimCreates(ctx context.Context, provider, worker string, limit
 		SELECT s.from_state, `+sandboxColumns+` FROM upd s`,
 		provider, now, limit, worker, now.Add(lease))
 	if err != nil {
-		return nil, fmt.Errorf("store: claim creates: %w", err)
+		return nil, wrap("claim creates", err)
 	}
 	return collectClaims(rows, "claim creates")
 }
@@ -77,7 +77,7 @@ func (s *Store) ClaimReleases(ctx context.Context, provider, worker string, limi
 		SELECT s.from_state, `+sandboxColumns+` FROM upd s`,
 		provider, now, limit, worker, now.Add(lease))
 	if err != nil {
-		return nil, fmt.Errorf("store: claim releases: %w", err)
+		return nil, wrap("claim releases", err)
 	}
 	return collectClaims(rows, "claim releases")
 }
@@ -115,7 +115,7 @@ func (s *Store) RenewLease(ctx context.Context, id string, epoch int64, worker s
 		return "", fmt.Errorf("store: renew lease: %w", sandbox.ErrFenced)
 	}
 	if err != nil {
-		return "", fmt.Errorf("store: renew lease: %w", err)
+		return "", wrap("renew lease", err)
 	}
 	return state, nil
 }
@@ -143,7 +143,7 @@ func (s *Store) MarkReady(ctx context.Context, id string, epoch int64, res sandb
 		return sb, fmt.Errorf("store: mark ready: %w", sandbox.ErrFenced)
 	}
 	if err != nil {
-		return sb, fmt.Errorf("store: mark ready: %w", interpret(err))
+		return sb, wrap("mark ready", err)
 	}
 	return sb, nil
 }
@@ -169,7 +169,7 @@ func (s *Store) MarkFailed(ctx context.Context, id string, epoch int64, actor sa
 		return sb, fmt.Errorf("store: mark failed: %w", sandbox.ErrFenced)
 	}
 	if err != nil {
-		return sb, fmt.Errorf("store: mark failed: %w", interpret(err))
+		return sb, wrap("mark failed", err)
 	}
 	return sb, nil
 }
@@ -185,7 +185,7 @@ func (s *Store) Unclaim(ctx context.Context, id string, epoch int64, at time.Tim
 		WHERE id = $1 AND epoch = $2 AND state = 'creating'`,
 		id, epoch, at.UTC(), s.Now(), nullable(lastErr))
 	if err != nil {
-		return fmt.Errorf("store: unclaim: %w", err)
+		return wrap("unclaim", err)
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("store: unclaim: %w", sandbox.ErrFenced)
@@ -203,7 +203,7 @@ func (s *Store) MarkReleased(ctx context.Context, id string, epoch int64) error 
 		WHERE id = $1 AND epoch = $2 AND state IN ('cancelled', 'terminated', 'failed') AND NOT released`,
 		id, epoch, now)
 	if err != nil {
-		return fmt.Errorf("store: mark released: %w", err)
+		return wrap("mark released", err)
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("store: mark released: %w", sandbox.ErrFenced)
@@ -219,7 +219,7 @@ func (s *Store) ReleaseFailed(ctx context.Context, id string, epoch int64, retry
 		WHERE id = $1 AND epoch = $2 AND NOT released`,
 		id, epoch, retryAt.UTC(), s.Now(), cause)
 	if err != nil {
-		return fmt.Errorf("store: release failed: %w", err)
+		return wrap("release failed", err)
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("store: release failed: %w", sandbox.ErrFenced)
@@ -245,26 +245,26 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		SELECT provider, state, count(*) FROM sandboxes
 		WHERE state IN ('requested', 'creating', 'ready') GROUP BY provider, state`)
 	if err != nil {
-		return st, fmt.Errorf("store: stats: %w", err)
+		return st, wrap("stats", err)
 	}
 	for rows.Next() {
 		var provider, state string
 		var n int64
 		if err := rows.Scan(&provider, &state, &n); err != nil {
 			rows.Close()
-			return st, fmt.Errorf("store: stats: %w", err)
+			return st, wrap("stats", err)
 		}
 		st.Live[[2]string{provider, state}] = n
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return st, fmt.Errorf("store: stats: %w", err)
+		return st, wrap("stats", err)
 	}
 	err = s.pool.QueryRow(ctx, `
 		SELECT count(*), min(ended_at) FROM sandboxes
 		WHERE NOT released AND state IN ('cancelled', 'terminated', 'failed')`).Scan(&st.Unreleased, &st.OldestUnreleased)
 	if err != nil {
-		return st, fmt.Errorf("store: stats: %w", err)
+		return st, wrap("stats", err)
 	}
 	return st, nil
 }

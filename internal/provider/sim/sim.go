@@ -91,7 +91,7 @@ func parseParams(raw json.RawMessage) (Params, error) {
 			"params.fail must be one of create, create_once, destroy_once (got %q)", p.Fail)
 	}
 	for name, ms := range map[string]int{"create_delay_ms": p.CreateDelayMS, "destroy_delay_ms": p.DestroyDelayMS} {
-		if ms < 0 || time.Duration(ms)*time.Millisecond > maxDelay {
+		if ms < 0 || int64(ms) > maxDelay.Milliseconds() {
 			return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.%s must be between 0 and %d", name, maxDelay.Milliseconds())
 		}
 	}

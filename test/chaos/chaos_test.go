@@ -1,0 +1,779 @@
+// Package chaos is Tether's chaos harness: several real Tether processes
+// over one Postgres and one sim provider, a storm of client traffic, kill -9
+// of replicas at random moments and a Postgres restart, then a check of
+// DESIGN.md's invariants against the registry and the provider's inventory.
+//
+//	go test ./test/chaos -run TestChaos -chaos.duration=3m -v   # the long run (make chaos)
+//
+// The default (20s of storm) runs with the rest of the tests. It needs
+// scripts/postgres.sh, which starts a cluster of its own ("chaos") so that
+// restarting it disturbs nothing else.
+package chaos
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+var (
+	stormFor  = flag.Duration("chaos.duration", 20*time.Second, "how long the storm lasts")
+	nReplicas = flag.Int("chaos.replicas", 3, "Tether replicas")
+	nClients  = flag.Int("chaos.clients", 6, "concurrent client loops")
+	seedFlag  = flag.Int("chaos.seed", 0, "random seed (0: from the clock)")
+)
+
+const (
+	apiKey          = "chaos-key"
+	janitorInterval = time.Second
+	ownerTTL        = 3 * time.Second
+	// overshootSlack is scheduling tolerance on a loaded two-core machine on
+	// top of the one janitor interval the invariant allows.
+	overshootSlack = 2 * time.Second
+)
+
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos run skipped in -short mode")
+	}
+	seed := uint64(*seedFlag)
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with -chaos.seed=%d)", seed, seed)
+	h := newHarness(t, seed)
+	h.startReplicas()
+	h.storm()
+	h.quiesce()
+	h.check()
+}
+
+type harness struct {
+	t      *testing.T
+	rng    *rand.Rand
+	rngMu  sync.Mutex
+	root   string
+	bin    string
+	dbURL  string
+	simDir string
+	logDir string
+
+	replicas []*replica
+
+	kills      atomic.Int64
+	requests   atomic.Int64
+	created    sync.Map // sandbox id -> struct{}
+	liveOwners sync.Map // owner name -> struct{}
+	pgDown     time.Time
+	pgUp       time.Time
+}
+
+func newHarness(t *testing.T, seed uint64) *harness {
+	h := &harness{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), simDir: t.TempDir(), logDir: t.TempDir()}
+	h.root = repoRoot(t)
+	h.bin = filepath.Join(t.TempDir(), "tether")
+	build := exec.Command("go", "build", "-o", h.bin, "./cmd/api")
+	build.Dir = h.root
+	build.Env = append(os.Environ(), "GOTOOLCHAIN=local")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	serverURL := h.postgres("start")
+	h.dbURL = createDatabase(t, serverURL, fmt.Sprintf("chaos_%d", seed%1_000_000_000))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("replica logs kept in %s", h.logDir)
+			for _, r := range h.replicas {
+				t.Logf("tail of replica %d log:\n%s", r.idx, tail(r.logPath, 30))
+			}
+		}
+	})
+	return h
+}
+
+func (h *harness) intn(n int) int {
+	h.rngMu.Lock()
+	defer h.rngMu.Unlock()
+	return h.rng.IntN(n)
+}
+
+func (h *harness) between(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(h.intn(int(hi-lo)+1))
+}
+
+// postgres runs scripts/postgres.sh for the harness's own cluster.
+func (h *harness) postgres(action string) string {
+	h.t.Helper()
+	cmd := exec.Command("bash", "scripts/postgres.sh", action, "chaos")
+	cmd.Dir = h.root
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DATABASE_URL=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		h.t.Fatalf("scripts/postgres.sh %s chaos: %v\n%s", action, err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1]
+}
+
+func createDatabase(t *testing.T, serverURL, name string) string {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		t.Fatalf("connect to the chaos cluster: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `CREATE DATABASE `+name); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(serverURL)
+	u.Path = "/" + name
+	return u.String()
+}
+
+// replica is one Tether process. It is restarted on the same port after a
+// kill.
+type replica struct {
+	h       *harness
+	idx     int
+	port    int
+	logPath string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	gen  int
+}
+
+func (h *harness) startReplicas() {
+	for i := range *nReplicas {
+		r := &replica{h: h, idx: i, port: freePort(h.t), logPath: filepath.Join(h.logDir, fmt.Sprintf("replica-%d.log", i))}
+		h.replicas = append(h.replicas, r)
+		r.start()
+		h.t.Cleanup(r.stop)
+	}
+	for _, r := range h.replicas {
+		r.waitHealthy(60 * time.Second)
+	}
+}
+
+func (r *replica) start() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gen++
+	logf, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		r.h.t.Fatal(err)
+	}
+	cmd := exec.Command(r.h.bin, "serve")
+	cmd.Env = append(os.Environ(),
+		"DATABASE_URL="+r.h.dbURL,
+		"LISTEN_ADDR=127.0.0.1:"+strconv.Itoa(r.port),
+		"BOOTSTRAP_API_KEY="+apiKey,
+		"PROVIDERS=sim",
+		"SIM_STATE_DIR="+r.h.simDir,
+		"JANITOR_INTERVAL="+janitorInterval.String(),
+		"DEFAULT_OWNER_TTL="+ownerTTL.String(),
+		"DEFAULT_TTL=20s",
+		"CREATE_TIMEOUT=15s",
+		"EXECUTOR_LEASE=2s",
+		"EXECUTOR_POLL_INTERVAL=250ms",
+		"ORPHAN_GRACE=2s",
+		"SHUTDOWN_TIMEOUT=2s",
+		"DB_MAX_CONNS=8",
+		fmt.Sprintf("WORKER_ID=replica-%d-gen-%d", r.idx, r.gen),
+	)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		r.h.t.Fatalf("start replica %d: %v", r.idx, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // reaps the process
+		_ = logf.Close()
+		close(done)
+	}()
+	r.cmd, r.done = cmd, done
+}
+
+func (r *replica) alive() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill sends SIGKILL to the replica's process group and waits for it.
+func (r *replica) kill() {
+	r.mu.Lock()
+	cmd, done := r.cmd, r.done
+	r.mu.Unlock()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+}
+
+// stop ends the replica gracefully (SIGTERM), then by force.
+func (r *replica) stop() {
+	r.mu.Lock()
+	cmd, done := r.cmd, r.done
+	r.mu.Unlock()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}
+
+func (r *replica) waitHealthy(limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", r.port))
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.h.t.Fatalf("replica %d not ready after %s; log:\n%s", r.idx, limit, tail(r.logPath, 40))
+}
+
+var client = &http.Client{Timeout: 10 * time.Second}
+
+// call sends a request to a random live replica, trying others when one
+// is down. It returns the status (0 if no replica answered) and the body.
+func (h *harness) call(method, path string, body any) (int, map[string]any) {
+	h.requests.Add(1)
+	var payload []byte
+	if body != nil {
+		payload, _ = json.Marshal(body)
+	}
+	for try := 0; try < 2*len(h.replicas); try++ {
+		r := h.replicas[h.intn(len(h.replicas))]
+		req, _ := http.NewRequest(method, fmt.Sprintf("http://127.0.0.1:%d%s", r.port, path), bytes.NewReader(payload))
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+		resp, err := client.Do(req)
+		if err != nil {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		_ = resp.Body.Close()
+		if resp.StatusCode >= 500 && resp.StatusCode != http.StatusServiceUnavailable {
+			h.t.Errorf("%s %s: %d %v", method, path, resp.StatusCode, out)
+		}
+		return resp.StatusCode, out
+	}
+	return 0, nil
+}
+
+func (h *harness) randomCreated() string {
+	var ids []string
+	h.created.Range(func(k, _ any) bool {
+		ids = append(ids, k.(string))
+		return len(ids) < 200
+	})
+	if len(ids) == 0 {
+		return ""
+	}
+	return ids[h.intn(len(ids))]
+}
+
+func (h *harness) randomOwner() string {
+	var owners []string
+	h.liveOwners.Range(func(k, _ any) bool {
+		owners = append(owners, k.(string))
+		return true
+	})
+	if len(owners) == 0 {
+		return ""
+	}
+	return owners[h.intn(len(owners))]
+}
+
+func (h *harness) createBody() map[string]any {
+	params := map[string]any{"create_delay_ms": h.intn(800)}
+	switch n := h.intn(20); {
+	case n < 2:
+		params["ignore_cancel"] = true
+	case n < 4:
+		params["fail"] = "create_once"
+	case n < 5:
+		params["fail"] = "create"
+	case n < 7:
+		params["fail"] = "destroy_once"
+	}
+	body := map[string]any{"params": params, "labels": map[string]string{"chaos": "yes"}}
+	if h.intn(2) == 0 {
+		if o := h.randomOwner(); o != "" {
+			body["owner"] = o
+		}
+	}
+	if h.intn(3) == 0 {
+		body["ttl_seconds"] = 3 + h.intn(12)
+	}
+	return body
+}
+
+// clientLoop is one agent-like client hammering the API.
+func (h *harness) clientLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		switch n := h.intn(100); {
+		case n < 40:
+			code, sb := h.call(http.MethodPost, "/v1/sandboxes", h.createBody())
+			if code == http.StatusAccepted {
+				id := sb["id"].(string)
+				h.created.Store(id, struct{}{})
+				if h.intn(4) == 0 { // cancel while requested or creating
+					time.Sleep(h.between(0, 300*time.Millisecond))
+					h.call(http.MethodDelete, "/v1/sandboxes/"+id, nil)
+				}
+			}
+		case n < 60:
+			if id := h.randomCreated(); id != "" {
+				h.call(http.MethodDelete, "/v1/sandboxes/"+id, nil)
+			}
+		case n < 70:
+			if id := h.randomCreated(); id != "" {
+				h.call(http.MethodPost, "/v1/sandboxes/"+id+"/renew", map[string]any{"ttl_seconds": 5 + h.intn(15)})
+			}
+		case n < 85:
+			if id := h.randomCreated(); id != "" {
+				h.call(http.MethodGet, "/v1/sandboxes/"+id+"?wait=2s", nil)
+			}
+		default:
+			h.call(http.MethodGet, "/v1/sandboxes?limit=20&state=ready", nil)
+		}
+		time.Sleep(h.between(5*time.Millisecond, 40*time.Millisecond))
+	}
+}
+
+// ownerLoop plays owners one after another: each heartbeats for a while,
+// then either stops silently (a crashed client) or ends itself.
+func (h *harness) ownerLoop(ctx context.Context, n int) {
+	for i := 0; ctx.Err() == nil; i++ {
+		name := fmt.Sprintf("owner-%d-%d", n, i)
+		// The owner comes into being with its first sandbox.
+		code, sb := h.call(http.MethodPost, "/v1/sandboxes", map[string]any{"owner": name, "params": map[string]any{"create_delay_ms": h.intn(300)}})
+		if code != http.StatusAccepted {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		h.created.Store(sb["id"].(string), struct{}{})
+		h.liveOwners.Store(name, struct{}{})
+		lifetime := time.Now().Add(h.between(2*time.Second, 8*time.Second))
+		for time.Now().Before(lifetime) && ctx.Err() == nil {
+			h.call(http.MethodPut, "/v1/owners/"+name+"/lease", map[string]any{"ttl_seconds": int(ownerTTL / time.Second)})
+			time.Sleep(700 * time.Millisecond)
+		}
+		h.liveOwners.Delete(name)
+		if h.intn(10) < 3 {
+			h.call(http.MethodDelete, "/v1/owners/"+name, nil)
+		}
+	}
+}
+
+// killLoop kill -9s a random replica every few seconds and restarts it.
+func (h *harness) killLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(h.between(1500*time.Millisecond, 4*time.Second)):
+		}
+		r := h.replicas[h.intn(len(h.replicas))]
+		if !r.alive() {
+			continue
+		}
+		r.kill()
+		h.kills.Add(1)
+		time.Sleep(h.between(200*time.Millisecond, 1500*time.Millisecond))
+		r.start()
+	}
+}
+
+func (h *harness) storm() {
+	ctx, cancel := context.WithTimeout(h.t.Context(), *stormFor)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range *nClients {
+		wg.Go(func() { h.clientLoop(ctx) })
+	}
+	for i := range 3 {
+		wg.Go(func() { h.ownerLoop(ctx, i) })
+	}
+	wg.Go(func() { h.killLoop(ctx) })
+	wg.Go(func() {
+		// Restart Postgres once, 40% into the storm.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(*stormFor * 4 / 10):
+		}
+		h.pgDown = time.Now()
+		h.postgres("stop")
+		time.Sleep(time.Second)
+		h.postgres("start")
+		h.pgUp = time.Now()
+	})
+	wg.Wait()
+	// Bring every replica back for the quiet phase.
+	for _, r := range h.replicas {
+		if !r.alive() {
+			r.start()
+		}
+	}
+	for _, r := range h.replicas {
+		r.waitHealthy(60 * time.Second)
+	}
+}
+
+// state is what the registry and the provider hold.
+type state struct {
+	unsettled  []string
+	unreleased []string
+	ready      map[string]bool
+	held       map[string]bool
+}
+
+func (h *harness) snapshot(ctx context.Context, conn *pgx.Conn) (state, error) {
+	s := state{ready: map[string]bool{}, held: map[string]bool{}}
+	rows, err := conn.Query(ctx, `SELECT id, state, released FROM sandboxes`)
+	if err != nil {
+		return s, err
+	}
+	for rows.Next() {
+		var id string
+		var st sandbox.State
+		var released bool
+		if err := rows.Scan(&id, &st, &released); err != nil {
+			return s, err
+		}
+		switch {
+		case !st.Settled():
+			s.unsettled = append(s.unsettled, id)
+		case st == sandbox.StateReady:
+			s.ready[id] = true
+		case !released:
+			s.unreleased = append(s.unreleased, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return s, err
+	}
+	entries, err := os.ReadDir(h.simDir)
+	if err != nil {
+		return s, err
+	}
+	for _, e := range entries {
+		if e.Name() != "creates.log" && !strings.HasPrefix(e.Name(), ".") {
+			s.held[e.Name()] = true
+		}
+	}
+	return s, nil
+}
+
+func (s state) quiet() bool {
+	if len(s.unsettled) > 0 || len(s.unreleased) > 0 || len(s.held) != len(s.ready) {
+		return false
+	}
+	for id := range s.ready {
+		if !s.held[id] {
+			return false
+		}
+	}
+	return true
+}
+
+// quiesce waits for every sandbox to settle and be released, and the
+// provider's inventory to match the live sandboxes. Owners stopped
+// heartbeating with the storm, so their leases lapse too.
+func (h *harness) quiesce() {
+	ctx := h.t.Context()
+	conn, err := pgx.Connect(ctx, h.dbURL)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		s, err := h.snapshot(ctx, conn)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if s.quiet() {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Logf("not quiet after 90s: %d unsettled, %d unreleased, %d held vs %d ready",
+				len(s.unsettled), len(s.unreleased), len(s.held), len(s.ready))
+			return // check reports the details
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func (h *harness) check() {
+	ctx := h.t.Context()
+	conn, err := pgx.Connect(ctx, h.dbURL)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	s, err := h.snapshot(ctx, conn)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var total int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM sandboxes`).Scan(&total); err != nil {
+		h.t.Fatal(err)
+	}
+
+	// Leaks: resources no live sandbox accounts for; and live sandboxes the
+	// provider lacks.
+	var leaks, missing []string
+	for id := range s.held {
+		if !s.ready[id] {
+			leaks = append(leaks, id)
+		}
+	}
+	for id := range s.ready {
+		if !s.held[id] {
+			missing = append(missing, id)
+		}
+	}
+
+	// Duplicates: more than one create call made a resource for a sandbox.
+	creates := map[string]int{}
+	if f, err := os.Open(filepath.Join(h.simDir, "creates.log")); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if fields := strings.Fields(sc.Text()); len(fields) > 0 {
+				creates[fields[0]]++
+			}
+		}
+		_ = f.Close()
+	}
+	var duplicates []string
+	for id, n := range creates {
+		if n > 1 {
+			duplicates = append(duplicates, fmt.Sprintf("%s×%d", id, n))
+		}
+	}
+
+	// Owner overshoot: no owned sandbox may end later than one janitor
+	// interval after its owner's final lease expiry. (Leases only move
+	// forward, so the final expiry bounds every earlier lapse.) While
+	// Postgres was down nothing could be ended: a lapse in that window is
+	// measured from Postgres's return.
+	var maxOvershoot time.Duration
+	var overshoots []string
+	rows, err := conn.Query(ctx, `
+		SELECT s.id, s.ended_at, o.expires_at FROM sandboxes s
+		JOIN owners o ON o.tenant = s.tenant AND o.name = s.owner
+		WHERE s.ended_at IS NOT NULL AND s.ended_at > o.expires_at`)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		var ended, lapsed time.Time
+		if err := rows.Scan(&id, &ended, &lapsed); err != nil {
+			h.t.Fatal(err)
+		}
+		from := lapsed
+		if !h.pgDown.IsZero() && lapsed.After(h.pgDown.Add(-janitorInterval)) && lapsed.Before(h.pgUp) {
+			from = h.pgUp
+		}
+		over := ended.Sub(from)
+		maxOvershoot = max(maxOvershoot, over)
+		if over > janitorInterval+overshootSlack {
+			overshoots = append(overshoots, fmt.Sprintf("%s +%s", id, over.Round(time.Millisecond)))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		h.t.Fatal(err)
+	}
+	var liveOwned int
+	if err := conn.QueryRow(ctx, `
+		SELECT count(*) FROM sandboxes s JOIN owners o ON o.tenant = s.tenant AND o.name = s.owner
+		WHERE s.state IN ('requested', 'creating', 'ready') AND o.expires_at < now() - $1::interval`,
+		janitorInterval+overshootSlack).Scan(&liveOwned); err != nil {
+		h.t.Fatal(err)
+	}
+
+	// Every history is a legal path through the state machine that ends in
+	// the sandbox's current state.
+	illegal := h.checkHistories(ctx, conn)
+
+	summary := fmt.Sprintf("chaos: sandboxes=%d requests=%d kills=%d pg_restarts=%d leaks=%d missing=%d duplicates=%d unsettled=%d unreleased=%d max_owner_overshoot=%s illegal_histories=%d",
+		total, h.requests.Load(), h.kills.Load(), boolInt(!h.pgUp.IsZero()), len(leaks), len(missing), len(duplicates),
+		len(s.unsettled), len(s.unreleased), maxOvershoot.Round(time.Millisecond), len(illegal))
+	fmt.Println(summary)
+	h.t.Log(summary)
+
+	fail := func(what string, items []string) {
+		if len(items) > 0 {
+			slices.Sort(items)
+			h.t.Errorf("%s (%d): %v", what, len(items), items[:min(len(items), 10)])
+		}
+	}
+	fail("unsettled sandboxes", s.unsettled)
+	fail("terminal sandboxes never released", s.unreleased)
+	fail("leaked provider resources", leaks)
+	fail("ready sandboxes missing at the provider", missing)
+	fail("sandboxes created more than once", duplicates)
+	fail("owned sandboxes that outlived their owner's lease by more than one interval", overshoots)
+	fail("illegal histories", illegal)
+	if liveOwned > 0 {
+		h.t.Errorf("%d sandboxes are still live under a lapsed owner lease", liveOwned)
+	}
+	if total < 20 {
+		h.t.Errorf("the storm made only %d sandboxes; the run proves little", total)
+	}
+	for _, r := range h.replicas {
+		if b, err := os.ReadFile(r.logPath); err == nil && bytes.Contains(b, []byte("panic")) {
+			h.t.Errorf("replica %d panicked; log in %s", r.idx, r.logPath)
+		}
+	}
+}
+
+func (h *harness) checkHistories(ctx context.Context, conn *pgx.Conn) []string {
+	rows, err := conn.Query(ctx, `
+		SELECT e.sandbox_id, coalesce(e.from_state, ''), e.to_state, s.state
+		FROM sandbox_events e JOIN sandboxes s ON s.id = e.sandbox_id
+		ORDER BY e.sandbox_id, e.id`)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer rows.Close()
+	var (
+		illegal []string
+		curID   string
+		prev    sandbox.State
+		final   sandbox.State
+		bad     bool
+	)
+	finish := func() {
+		if curID != "" && !bad && prev != final {
+			illegal = append(illegal, curID+": history ends in "+string(prev)+" but the sandbox is "+string(final))
+		}
+	}
+	for rows.Next() {
+		var id string
+		var from, to, st sandbox.State
+		if err := rows.Scan(&id, &from, &to, &st); err != nil {
+			h.t.Fatal(err)
+		}
+		if id != curID {
+			finish()
+			curID, prev, final, bad = id, "", st, false
+			if from != "" || to != sandbox.StateRequested {
+				illegal = append(illegal, id+": history does not start with the request")
+				bad = true
+			}
+			prev = to
+			continue
+		}
+		if bad {
+			continue
+		}
+		if from != prev || !sandbox.CanTransition(from, to) {
+			illegal = append(illegal, fmt.Sprintf("%s: %s after %s", id, from+">"+to, prev))
+			bad = true
+		}
+		prev = to
+	}
+	finish()
+	if err := rows.Err(); err != nil {
+		h.t.Fatal(err)
+	}
+	return illegal
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the test")
+		}
+		dir = parent
+	}
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
