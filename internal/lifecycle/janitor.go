@@ -279,7 +279,8 @@ func (j *Janitor) Reconcile(ctx context.Context, rep *Report) error {
 // reconcile compares the provider's inventory with the registry, both ways:
 // resources that no live sandbox accounts for are destroyed (after a grace
 // period, in case a create is being recorded), and ready sandboxes whose
-// resource the provider no longer has end with reason lost.
+// resource the provider no longer has, or holds only defunct remains of,
+// end with reason lost (the release that follows clears the remains).
 func (j *Janitor) reconcile(ctx context.Context, p sandbox.Provider, rep *Report) error {
 	listedAt := j.store.Now()
 	lctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -357,7 +358,7 @@ func (j *Janitor) reconcile(ctx context.Context, p sandbox.Provider, rep *Report
 	// look lost.
 	var lost []string
 	if err := j.store.ReadyBefore(ctx, p.Name(), listedAt.Add(-j.cfg.OrphanGrace), func(id string) {
-		if _, ok := held[id]; !ok {
+		if res, ok := held[id]; !ok || res.Defunct {
 			lost = append(lost, id)
 		}
 	}); err != nil {

@@ -60,6 +60,9 @@ type Resource struct {
 	// WorkDir is the working directory inside the sandbox, if it has one.
 	WorkDir   string
 	CreatedAt time.Time
+	// Defunct is set when the provider still holds remains of the sandbox
+	// but it no longer runs: a ready sandbox in that state is lost.
+	Defunct bool
 }
 
 // ProviderInfo is a provider's self-description.

@@ -1,0 +1,272 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// defaultPath is PATH inside sandboxes unless the sandbox's env sets one.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// running returns the metadata of a sandbox whose init runs.
+func (p *Provider) running(id string) (meta, error) {
+	if p.problem != "" {
+		return meta{}, sandbox.Errorf(sandbox.CodeProviderUnavailable, "the local provider is unavailable: %s", p.problem)
+	}
+	m, err := p.readMeta(id)
+	if err != nil || !m.alive() {
+		return meta{}, sandbox.Errorf(sandbox.CodeProviderUnavailable,
+			"sandbox %s no longer runs on this host; the janitor will mark it lost", id)
+	}
+	return m, nil
+}
+
+// command returns a command that runs argv inside the sandbox: in its
+// namespaces and root, with every capability dropped and no_new_privs, and
+// only the sandbox's environment (plus extra).
+func (p *Provider) command(m meta, extra map[string]string, argv ...string) *exec.Cmd {
+	env := map[string]string{"PATH": defaultPath, "HOME": WorkDir, "TERM": "dumb", "LANG": "C.UTF-8"}
+	for k, v := range m.Env {
+		env[k] = v
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	args := []string{"--target", fmt.Sprint(m.InitPID), "--pid", "--mount", "--ipc", "--uts", "--net", "--root", "-w",
+		"--", p.setpriv, "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", "env", "-i"}
+	for k, v := range env {
+		args = append(args, k+"="+v)
+	}
+	cmd := exec.Command(p.nsenter, append(args, argv...)...)
+	// A process group of its own, so a timeout can kill the command and
+	// everything it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
+}
+
+// run starts cmd and waits for it, killing its process group when ctx ends.
+// It reports whether ctx ended it.
+func run(ctx context.Context, cmd *exec.Cmd) (killed bool, err error) {
+	if err := cmd.Start(); err != nil {
+		return false, err
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err := <-waited:
+		return false, err
+	case <-ctx.Done():
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		return true, <-waited
+	}
+}
+
+// Exec implements sandbox.Execer.
+func (p *Provider) Exec(ctx context.Context, sandboxID string, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	m, err := p.running(sandboxID)
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	return p.exec(ctx, m, req)
+}
+
+func (p *Provider) exec(ctx context.Context, m meta, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	var res sandbox.ExecResult
+	// Output goes to a file, not a pipe: background processes the command
+	// starts may keep it open, and must neither block the response nor die
+	// of SIGPIPE when it is sent.
+	out, err := os.CreateTemp(p.sandboxDir(m.SandboxID), "exec-*.out")
+	if err != nil {
+		return res, fmt.Errorf("local: exec: %w", err)
+	}
+	defer os.Remove(out.Name())
+	defer out.Close()
+
+	script := req.Command
+	argv := []string{"sh", "-c", script}
+	if req.WorkDir != "" {
+		argv = []string{"sh", "-c", `cd -- "$0" || exit 1; exec sh -c "$1"`, req.WorkDir, script}
+	}
+	cmd := p.command(m, req.Env, argv...)
+	cmd.Stdin = nil
+	cmd.Stdout, cmd.Stderr = out, out
+
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	killed, err := run(tctx, cmd)
+	var exitErr *exec.ExitError
+	switch {
+	case killed && ctx.Err() != nil:
+		return res, fmt.Errorf("local: exec: %w", ctx.Err())
+	case killed:
+		res.TimedOut, res.ExitCode = true, 124
+	case errors.As(err, &exitErr):
+		res.ExitCode = exitErr.ExitCode()
+		if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.ExitCode = 128 + int(ws.Signal())
+		}
+	case err != nil:
+		return res, fmt.Errorf("local: exec: %w", err)
+	}
+
+	limit := req.MaxOutput
+	if limit <= 0 {
+		limit = 1 << 20
+	}
+	buf := make([]byte, limit+1)
+	n, err := out.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return res, fmt.Errorf("local: exec: reading output: %w", err)
+	}
+	if n > limit {
+		n, res.Truncated = limit, true
+	}
+	res.Output = strings.ToValidUTF8(string(buf[:n]), "\uFFFD")
+	return res, nil
+}
+
+// writableRoots are where a sandbox may write.
+var writableRoots = []string{WorkDir, "/tmp"}
+
+// checkPath validates a path inside the sandbox: absolute and clean.
+func checkPath(p string) (string, error) {
+	if p == "" || !strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
+		return "", sandbox.Errorf(sandbox.CodeInvalidRequest, "path must be an absolute path inside the sandbox")
+	}
+	return path.Clean(p), nil
+}
+
+func writable(p string) bool {
+	for _, root := range writableRoots {
+		if strings.HasPrefix(p, root+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// limitedReader fails once more than limit bytes were read.
+type limitedReader struct {
+	r        io.Reader
+	left     int64
+	exceeded bool
+}
+
+var errTooLarge = errors.New("file exceeds the size limit")
+
+func (l *limitedReader) Read(b []byte) (int, error) {
+	if l.left < 0 {
+		l.exceeded = true
+		return 0, errTooLarge
+	}
+	if int64(len(b)) > l.left+1 {
+		b = b[:l.left+1]
+	}
+	n, err := l.r.Read(b)
+	l.left -= int64(n)
+	if l.left < 0 {
+		l.exceeded = true
+		return n, errTooLarge
+	}
+	return n, err
+}
+
+// WriteFile implements sandbox.Files. The write happens inside the sandbox,
+// as the sandbox's own processes would make it, so its read-only mounts and
+// symlinks mean what they mean there.
+func (p *Provider) WriteFile(ctx context.Context, sandboxID, filePath string, r io.Reader, limit int64) error {
+	clean, err := checkPath(filePath)
+	if err != nil {
+		return err
+	}
+	if !writable(clean) {
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "path %s is outside the sandbox's writable areas (%s)", clean, strings.Join(writableRoots, ", "))
+	}
+	m, err := p.running(sandboxID)
+	if err != nil {
+		return err
+	}
+	body := &limitedReader{r: r, left: limit}
+	var stderr bytes.Buffer
+	cmd := p.command(m, nil, "sh", "-c", `mkdir -p -- "$(dirname -- "$1")" && cat > "$1"`, "sh", clean)
+	cmd.Stdin, cmd.Stderr = body, &stderr
+	_, err = run(ctx, cmd)
+	if body.exceeded {
+		rm := p.command(m, nil, "rm", "-f", "--", clean)
+		_, _ = run(context.WithoutCancel(ctx), rm)
+		return sandbox.Errorf(sandbox.CodePayloadTooLarge, "file exceeds the %d-byte limit", limit)
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("local: write file: %w", ctx.Err())
+	}
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "cannot write %s: %s", clean, shellError(stderr.String()))
+	}
+	if err != nil {
+		return fmt.Errorf("local: write file: %w", err)
+	}
+	return nil
+}
+
+// ReadFile implements sandbox.Files.
+func (p *Provider) ReadFile(ctx context.Context, sandboxID, filePath string, w io.Writer) error {
+	clean, err := checkPath(filePath)
+	if err != nil {
+		return err
+	}
+	m, err := p.running(sandboxID)
+	if err != nil {
+		return err
+	}
+	var stderr bytes.Buffer
+	cmd := p.command(m, nil, "sh", "-c", `[ -e "$1" ] || exit 3; [ -f "$1" ] || exit 4; exec cat -- "$1"`, "sh", clean)
+	cmd.Stdout, cmd.Stderr = w, &stderr
+	_, err = run(ctx, cmd)
+	if ctx.Err() != nil {
+		return fmt.Errorf("local: read file: %w", ctx.Err())
+	}
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		switch exitErr.ExitCode() {
+		case 3:
+			return sandbox.Errorf(sandbox.CodeNotFound, "no file at %s in the sandbox", clean)
+		case 4:
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "%s is not a regular file", clean)
+		}
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "cannot read %s: %s", clean, shellError(stderr.String()))
+	}
+	if err != nil {
+		return fmt.Errorf("local: read file: %w", err)
+	}
+	return nil
+}
+
+// shellError extracts the reason from a shell error line such as
+// "sh: 1: cannot create /x: Read-only file system".
+func shellError(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndex(s, ": "); i >= 0 {
+		return s[i+2:]
+	}
+	if s == "" {
+		return "failed"
+	}
+	return s
+}
+

@@ -1,0 +1,511 @@
+// Package local is the provider of real sandboxes on the host Tether runs
+// on, isolated with Linux namespaces through bubblewrap (bwrap).
+//
+// Each sandbox is a bwrap process tree with its own pid, mount, ipc and uts
+// namespaces (and, unless params.network is "host", its own network
+// namespace with only loopback). Its root filesystem is the host's,
+// read-only; /workspace is a private writable folder kept under the
+// provider's state directory; /tmp is a private tmpfs. The sandbox's pid 1
+// (bwrap's init) lives until Destroy kills it, and with it every process in
+// the sandbox, including background processes that exec started.
+//
+// State lives in the state directory, one folder per sandbox named by its
+// id: meta.json (what is needed to find the sandbox again) and workspace/.
+// Sandboxes are not tied to the Tether process: they survive its crash and
+// are found again by List, so the janitor can reconcile them.
+//
+// Commands run inside a sandbox through nsenter and setpriv (util-linux),
+// with every capability dropped and no_new_privs set.
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// Name is the provider's name.
+const Name = "local"
+
+// WorkDir is the sandbox's writable working directory.
+const WorkDir = "/workspace"
+
+// Provider runs sandboxes on this host. It is safe for concurrent use.
+type Provider struct {
+	dir      string
+	bwrap    string
+	nsenter  string
+	setpriv  string
+	problem  string // why the provider is unavailable, if it is
+	maxSetup int    // bytes of setup output kept in the error
+
+	// waiters reap the bwrap processes this Provider started; each lives as
+	// long as its sandbox.
+	mu      sync.Mutex
+	waiters map[string]chan struct{}
+
+	// locks serialises Create and Destroy per sandbox within this process.
+	locks sync.Map
+}
+
+// New returns a provider keeping its sandboxes under dir. A host without
+// bubblewrap (or where it cannot create namespaces) still gets a provider:
+// it reports itself unavailable, with the reason, and refuses to create.
+func New(dir string) (*Provider, error) {
+	if dir == "" {
+		return nil, errors.New("local: state directory not set")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("local: state directory: %w", err)
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return nil, fmt.Errorf("local: state directory: %w", err)
+	}
+	p := &Provider{dir: abs, maxSetup: 8 << 10, waiters: map[string]chan struct{}{}}
+	var missing []string
+	for name, dst := range map[string]*string{"bwrap": &p.bwrap, "nsenter": &p.nsenter, "setpriv": &p.setpriv} {
+		path, err := exec.LookPath(name)
+		if err != nil {
+			missing = append(missing, name)
+			continue
+		}
+		*dst = path
+	}
+	switch {
+	case len(missing) > 0:
+		p.problem = fmt.Sprintf("missing on this host: %s (install the Debian packages bubblewrap and util-linux)", strings.Join(missing, ", "))
+	default:
+		p.problem = p.probe()
+	}
+	return p, nil
+}
+
+// probe checks that bwrap can make the namespaces a sandbox needs.
+func (p *Provider) probe() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, p.bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--", "true").CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("bubblewrap cannot create namespaces here: %s", strings.TrimSpace(string(out)))
+	}
+	return ""
+}
+
+// Name implements sandbox.Provider.
+func (p *Provider) Name() string { return Name }
+
+// Info implements sandbox.Provider.
+func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
+	return sandbox.ProviderInfo{
+		Name:      Name,
+		Available: p.problem == "",
+		Reason:    p.problem,
+		Exec:      true,
+		Files:     true,
+		WorkDir:   WorkDir,
+		Notes: []string{
+			"isolation: bubblewrap; own pid, mount, ipc and uts namespaces; root filesystem is the host's, read-only; private /workspace and /tmp",
+			"network: isolated (loopback only) by default; params.network=\"host\" shares the host's",
+			"resource limits: per-sandbox cgroup limits are not applied by this version",
+		},
+	}
+}
+
+// Params are the local provider's create params.
+type Params struct {
+	// Network is "none" (default: a private network namespace with only
+	// loopback) or "host".
+	Network string `json:"network,omitempty"`
+}
+
+func parseParams(raw json.RawMessage) (Params, error) {
+	var prm Params
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || string(trimmed) == "null" {
+		return prm, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&prm); err != nil {
+		msg := "not a valid JSON object"
+		if rest, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			msg = "unknown field " + rest + " (known: network)"
+		}
+		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params for provider local: %s", msg)
+	}
+	switch prm.Network {
+	case "", "none", "host":
+	default:
+		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.network must be \"none\" or \"host\" (got %q)", prm.Network)
+	}
+	return prm, nil
+}
+
+// ValidateParams implements sandbox.Provider.
+func (p *Provider) ValidateParams(raw json.RawMessage) error {
+	_, err := parseParams(raw)
+	return err
+}
+
+// meta is what the provider records of a sandbox, in meta.json.
+type meta struct {
+	SandboxID string `json:"sandbox_id"`
+	// InitPID is the sandbox's pid 1 as the host sees it, and InitStart its
+	// start time in clock ticks since boot, which tells it from a later
+	// process that reuses the pid.
+	InitPID   int               `json:"init_pid"`
+	InitStart uint64            `json:"init_start"`
+	Env       map[string]string `json:"env,omitempty"`
+	CreatedAt time.Time         `json:"created_at"`
+	// Ready is set once setup succeeded: a sandbox found without it was
+	// interrupted mid-creation and is made again.
+	Ready bool `json:"ready"`
+}
+
+func (p *Provider) sandboxDir(id string) string { return filepath.Join(p.dir, id) }
+
+func (p *Provider) lock(id string) func() {
+	v, _ := p.locks.LoadOrStore(id, &sync.Mutex{})
+	mu := v.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+func (p *Provider) readMeta(id string) (meta, error) {
+	var m meta
+	b, err := os.ReadFile(filepath.Join(p.sandboxDir(id), "meta.json"))
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("meta.json: %w", err)
+	}
+	return m, nil
+}
+
+func (p *Provider) writeMeta(m meta) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(p.sandboxDir(m.SandboxID), "meta.json")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// alive reports whether the sandbox's init still runs.
+func (m meta) alive() bool {
+	if m.InitPID <= 0 {
+		return false
+	}
+	start, err := processStart(m.InitPID)
+	return err == nil && start == m.InitStart
+}
+
+// processStart returns the start time of pid, in clock ticks since boot.
+func processStart(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces; fields resume after ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("malformed stat")
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 20 {
+		return 0, errors.New("malformed stat")
+	}
+	if fields[0] == "Z" || fields[0] == "X" {
+		return 0, errors.New("process is a zombie")
+	}
+	return strconv.ParseUint(fields[19], 10, 64) // field 22 overall
+}
+
+// Create implements sandbox.Provider.
+func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox.Resource, error) {
+	if p.problem != "" {
+		return sandbox.Resource{}, fmt.Errorf("local: provider unavailable: %s", p.problem)
+	}
+	if !sandbox.ValidID(spec.SandboxID) {
+		return sandbox.Resource{}, fmt.Errorf("local: create: invalid sandbox id %q", spec.SandboxID)
+	}
+	prm, err := parseParams(spec.Params)
+	if err != nil {
+		return sandbox.Resource{}, err
+	}
+	unlock := p.lock(spec.SandboxID)
+	defer unlock()
+
+	if m, err := p.readMeta(spec.SandboxID); err == nil && m.Ready && m.alive() {
+		return p.resource(m), nil // idempotent: it exists already
+	}
+	// Leftovers of an interrupted create: start over.
+	if err := p.destroyLocked(ctx, spec.SandboxID); err != nil {
+		return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: clearing an interrupted attempt: %w", err))
+	}
+
+	dir := p.sandboxDir(spec.SandboxID)
+	if err := os.MkdirAll(filepath.Join(dir, "workspace"), 0o755); err != nil {
+		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
+	}
+	m := meta{SandboxID: spec.SandboxID, Env: spec.Env, CreatedAt: time.Now().UTC()}
+	if err := p.writeMeta(m); err != nil {
+		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
+	}
+	pid, err := p.start(spec.SandboxID, prm)
+	if err != nil {
+		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
+		return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: %w", err))
+	}
+	m.InitPID = pid
+	if m.InitStart, err = processStart(pid); err != nil {
+		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
+		return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: sandbox exited at once: %w", err))
+	}
+	if err := p.writeMeta(m); err != nil {
+		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
+		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
+	}
+
+	if spec.Setup != "" {
+		timeout := 10 * time.Minute
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = time.Until(dl)
+		}
+		res, err := p.exec(ctx, m, sandbox.ExecRequest{Command: spec.Setup, Timeout: timeout, MaxOutput: p.maxSetup})
+		if err != nil || res.ExitCode != 0 || res.TimedOut {
+			// The sandbox is destroyed here; the executor's release confirms it.
+			_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
+			if err != nil {
+				return sandbox.Resource{}, fmt.Errorf("local: setup: %w", err)
+			}
+			if res.TimedOut {
+				return sandbox.Resource{}, fmt.Errorf("setup timed out; output:\n%s", res.Output)
+			}
+			return sandbox.Resource{}, fmt.Errorf("setup exited with status %d; output:\n%s", res.ExitCode, res.Output)
+		}
+	}
+	m.Ready = true
+	if err := p.writeMeta(m); err != nil {
+		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
+		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
+	}
+	return p.resource(m), nil
+}
+
+func (p *Provider) resource(m meta) sandbox.Resource {
+	return sandbox.Resource{
+		SandboxID:  m.SandboxID,
+		ProviderID: "local-" + strconv.Itoa(m.InitPID),
+		WorkDir:    WorkDir,
+		CreatedAt:  m.CreatedAt,
+		Defunct:    !m.alive(),
+	}
+}
+
+// bwrapArgs builds the sandbox: a tmpfs root holding read-only binds of the
+// host's top-level folders (the state directory itself masked), fresh /proc,
+// /dev, /tmp and /run, and the sandbox's own workspace.
+func (p *Provider) bwrapArgs(id string, prm Params) ([]string, error) {
+	entries, err := os.ReadDir("/")
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"--tmpfs", "/"}
+	for _, e := range entries {
+		name := "/" + e.Name()
+		switch e.Name() {
+		case "proc", "dev", "tmp", "run", "workspace":
+			continue
+		}
+		switch {
+		case e.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(name)
+			if err != nil {
+				continue
+			}
+			args = append(args, "--symlink", target, name)
+		case e.IsDir():
+			args = append(args, "--ro-bind", name, name)
+		}
+	}
+	args = append(args,
+		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
+		"--bind", filepath.Join(p.sandboxDir(id), "workspace"), WorkDir,
+		// Other sandboxes' workspaces are not this one's business.
+		"--tmpfs", p.dir,
+		"--remount-ro", "/",
+		"--chdir", WorkDir,
+		"--unshare-pid", "--unshare-ipc", "--unshare-uts",
+		"--hostname", strings.TrimPrefix(id, "sbx_")[:12],
+		"--cap-drop", "ALL",
+		"--info-fd", "3",
+	)
+	if prm.Network != "host" {
+		args = append(args, "--unshare-net")
+	}
+	// The init says when it runs: bwrap reports the child's pid before it has
+	// finished building the sandbox, and entering it earlier would find a
+	// half-made mount namespace.
+	return append(args, "--", "sh", "-c", "echo ready; exec sleep infinity"), nil
+}
+
+// start launches the sandbox and returns the host pid of its init. The
+// bwrap process is Tether's child (reaped by a waiter) but in a session of
+// its own, so signals for Tether's process group do not reach it and it
+// outlives Tether.
+func (p *Provider) start(id string, prm Params) (int, error) {
+	args, err := p.bwrapArgs(id, prm)
+	if err != nil {
+		return 0, err
+	}
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	defer infoR.Close()
+	logf, err := os.OpenFile(filepath.Join(p.sandboxDir(id), "bwrap.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		infoW.Close()
+		return 0, err
+	}
+	defer logf.Close()
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		infoW.Close()
+		return 0, err
+	}
+	defer readyR.Close()
+	cmd := exec.Command(p.bwrap, args...)
+	cmd.Stdout, cmd.Stderr = readyW, logf
+	cmd.ExtraFiles = []*os.File{infoW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		infoW.Close()
+		readyW.Close()
+		return 0, err
+	}
+	infoW.Close()
+	readyW.Close()
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // reap bwrap when its sandbox ends
+		close(done)
+	}()
+	p.mu.Lock()
+	p.waiters[id] = done
+	p.mu.Unlock()
+
+	var info struct {
+		ChildPID int `json:"child-pid"`
+	}
+	failed := func() (int, error) {
+		_ = cmd.Process.Kill()
+		<-done
+		log, _ := os.ReadFile(filepath.Join(p.sandboxDir(id), "bwrap.log"))
+		return 0, fmt.Errorf("bwrap did not start the sandbox: %s", strings.TrimSpace(string(log)))
+	}
+	if err := json.NewDecoder(infoR).Decode(&info); err != nil || info.ChildPID <= 0 {
+		return failed()
+	}
+	line := make([]byte, len("ready\n"))
+	if _, err := io.ReadFull(readyR, line); err != nil || string(line) != "ready\n" {
+		return failed()
+	}
+	return info.ChildPID, nil
+}
+
+// Destroy implements sandbox.Provider.
+func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
+	if !sandbox.ValidID(sandboxID) {
+		return fmt.Errorf("local: destroy: invalid sandbox id %q", sandboxID)
+	}
+	unlock := p.lock(sandboxID)
+	defer unlock()
+	return p.destroyLocked(ctx, sandboxID)
+}
+
+// destroyLocked kills the sandbox's init, which takes every process of its
+// pid namespace with it, waits for it to go, and removes the sandbox's
+// folder. Nothing to destroy is success.
+func (p *Provider) destroyLocked(ctx context.Context, id string) error {
+	dir := p.sandboxDir(id)
+	m, err := p.readMeta(id)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// Unreadable metadata: still remove what is there.
+		m = meta{}
+	}
+	if m.alive() {
+		if err := syscall.Kill(m.InitPID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("local: destroy: kill: %w", err)
+		}
+		for m.alive() {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("local: destroy: waiting for the sandbox to exit: %w", ctx.Err())
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	p.mu.Lock()
+	done := p.waiters[id]
+	delete(p.waiters, id)
+	p.mu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return fmt.Errorf("local: destroy: waiting for bwrap to exit: %w", ctx.Err())
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("local: destroy: %w", err)
+	}
+	return nil
+}
+
+// List implements sandbox.Provider.
+func (p *Provider) List(context.Context) ([]sandbox.Resource, error) {
+	entries, err := os.ReadDir(p.dir)
+	if err != nil {
+		return nil, fmt.Errorf("local: list: %w", err)
+	}
+	out := make([]sandbox.Resource, 0, len(entries))
+	for _, e := range entries {
+		if !e.IsDir() || !sandbox.ValidID(e.Name()) {
+			continue
+		}
+		m, err := p.readMeta(e.Name())
+		if err != nil {
+			// A folder without metadata is the start of a create, or its
+			// remains: it is held, not running.
+			m = meta{SandboxID: e.Name()}
+			if info, err := e.Info(); err == nil {
+				m.CreatedAt = info.ModTime().UTC()
+			}
+		}
+		out = append(out, p.resource(m))
+	}
+	return out, nil
+}

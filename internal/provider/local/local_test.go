@@ -1,0 +1,345 @@
+package local_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tetherhq/tether/internal/provider/local"
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// newProvider returns a provider over a fresh state directory. These tests
+// run real bubblewrap sandboxes: without bwrap they fail, as they should
+// (make test and .ci/run install it).
+func newProvider(t *testing.T) (*local.Provider, string) {
+	t.Helper()
+	dir := t.TempDir()
+	p, err := local.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := p.Info(t.Context()); !info.Available {
+		t.Fatalf("local provider unavailable: %s", info.Reason)
+	}
+	return p, dir
+}
+
+func create(t *testing.T, p *local.Provider, spec sandbox.CreateSpec) sandbox.Resource {
+	t.Helper()
+	if spec.SandboxID == "" {
+		spec.SandboxID = sandbox.NewID()
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	res, err := p.Create(ctx, spec)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Destroy(context.Background(), spec.SandboxID); err != nil {
+			t.Errorf("Destroy: %v", err)
+		}
+	})
+	return res
+}
+
+func run(t *testing.T, p *local.Provider, id, command string) sandbox.ExecResult {
+	t.Helper()
+	res, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: command, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("Exec(%q): %v", command, err)
+	}
+	return res
+}
+
+// hostPIDs returns the host pids of processes whose command line contains
+// marker.
+func hostPIDs(t *testing.T, marker string) []int {
+	t.Helper()
+	out, err := exec.Command("pgrep", "-f", marker).Output()
+	if err != nil {
+		return nil // pgrep exits 1 when nothing matches
+	}
+	var pids []int
+	for f := range strings.FieldsSeq(string(out)) {
+		n, _ := strconv.Atoi(f)
+		pids = append(pids, n)
+	}
+	return pids
+}
+
+func TestExecInIsolation(t *testing.T) {
+	t.Parallel()
+	p, _ := newProvider(t)
+	res := create(t, p, sandbox.CreateSpec{Env: map[string]string{"GREETING": "hi"}})
+	id := res.SandboxID
+	if res.WorkDir != local.WorkDir {
+		t.Errorf("WorkDir = %q", res.WorkDir)
+	}
+	cases := []struct {
+		command, want string
+		exit          int
+	}{
+		{`printf 'OPEN_SANDBOX_ALIVE\n'`, "OPEN_SANDBOX_ALIVE\n", 0},
+		{`exit 3`, "", 3},
+		{`echo "$GREETING"`, "hi\n", 0},
+		{`pwd`, "/workspace\n", 0},
+		// Its own pid namespace: the shell is not a host pid and sees only
+		// the sandbox's processes.
+		{`ps -e --no-headers | wc -l | tr -d ' '`, "", 0},
+		// Its own network namespace: only loopback.
+		{`tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '`, "lo\n", 0},
+		// The host's root, read-only.
+		{`touch /etc/tether-test 2>/dev/null && echo writable || echo read-only`, "read-only\n", 0},
+		{`grep -c . /etc/os-release >/dev/null && echo host-root`, "host-root\n", 0},
+		// No capabilities.
+		{`grep CapEff /proc/self/status | tr -d '\t'`, "CapEff:0000000000000000\n", 0},
+		{`echo out; echo err >&2`, "out\nerr\n", 0},
+	}
+	for _, tc := range cases {
+		got := run(t, p, id, tc.command)
+		if got.ExitCode != tc.exit || (tc.want != "" && got.Output != tc.want) || got.Truncated || got.TimedOut {
+			t.Errorf("%s: got %+v, want output %q exit %d", tc.command, got, tc.want, tc.exit)
+		}
+	}
+	if got := run(t, p, id, `ps -e --no-headers | wc -l`); strings.TrimSpace(got.Output) == "" {
+		t.Error("ps printed nothing")
+	} else if n, _ := strconv.Atoi(strings.TrimSpace(got.Output)); n > 6 {
+		t.Errorf("the sandbox sees %d processes; its pid namespace is not private", n)
+	}
+	if got := run(t, p, id, `hostname`); strings.TrimSpace(got.Output) == "" || got.Output == mustHostname(t)+"\n" {
+		t.Errorf("hostname = %q, want the sandbox's own", got.Output)
+	}
+}
+
+func mustHostname(t *testing.T) string {
+	h, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestFilesRoundTrip(t *testing.T) {
+	t.Parallel()
+	p, _ := newProvider(t)
+	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	ctx := t.Context()
+	content := []byte("hello from the host\n\x00binary too")
+	if err := p.WriteFile(ctx, id, "/workspace/dir/a.txt", bytes.NewReader(content), 1<<20); err != nil {
+		t.Fatalf("WriteFile: %v", err)
+	}
+	var got bytes.Buffer
+	if err := p.ReadFile(ctx, id, "/workspace/dir/a.txt", &got); err != nil || !bytes.Equal(got.Bytes(), content) {
+		t.Fatalf("ReadFile = %q, %v", got.Bytes(), err)
+	}
+	if r := run(t, p, id, `cat dir/a.txt | head -c 19`); r.Output != "hello from the host" {
+		t.Errorf("the sandbox sees %q", r.Output)
+	}
+	if err := p.WriteFile(ctx, id, "/tmp/t", strings.NewReader("tmp"), 10); err != nil {
+		t.Errorf("write to /tmp: %v", err)
+	}
+
+	for _, tc := range []struct {
+		path string
+		code sandbox.Code
+	}{
+		{"/etc/passwd", sandbox.CodeInvalidRequest},
+		{"relative/path", sandbox.CodeInvalidRequest},
+		{"/workspace/../etc/x", sandbox.CodeInvalidRequest},
+		{"/workspace", sandbox.CodeInvalidRequest},
+	} {
+		err := p.WriteFile(ctx, id, tc.path, strings.NewReader("x"), 10)
+		if sandbox.ErrorCode(err) != tc.code {
+			t.Errorf("WriteFile(%s): %v, want %s", tc.path, err, tc.code)
+		}
+	}
+	err := p.WriteFile(ctx, id, "/workspace/big", strings.NewReader(strings.Repeat("x", 101)), 100)
+	if sandbox.ErrorCode(err) != sandbox.CodePayloadTooLarge {
+		t.Errorf("oversized write: %v, want PAYLOAD_TOO_LARGE", err)
+	}
+	if r := run(t, p, id, `test -e /workspace/big && echo kept || echo removed`); r.Output != "removed\n" {
+		t.Errorf("a refused oversized file was %s", r.Output)
+	}
+	if err := p.ReadFile(ctx, id, "/workspace/missing", &got); sandbox.ErrorCode(err) != sandbox.CodeNotFound {
+		t.Errorf("read of a missing file: %v, want NOT_FOUND", err)
+	}
+	if err := p.ReadFile(ctx, id, "/workspace/dir", &got); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+		t.Errorf("read of a directory: %v, want INVALID_REQUEST", err)
+	}
+	// A symlink pointing out of the sandbox resolves inside it.
+	run(t, p, id, `ln -s /etc/hostname /workspace/link`)
+	if err := p.WriteFile(ctx, id, "/workspace/link", strings.NewReader("pwned"), 10); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+		t.Errorf("write through a symlink to a read-only file: %v, want INVALID_REQUEST", err)
+	}
+}
+
+func TestBackgroundProcessLivesUntilDestroy(t *testing.T) {
+	t.Parallel()
+	p, _ := newProvider(t)
+	id := sandbox.NewID()
+	create(t, p, sandbox.CreateSpec{SandboxID: id})
+	marker := "sleep 3" + strconv.Itoa(int(time.Now().UnixNano()%1000000))
+	if r := run(t, p, id, marker+" & echo started"); r.Output != "started\n" || r.ExitCode != 0 {
+		t.Fatalf("start background: %+v", r)
+	}
+	pids := hostPIDs(t, marker)
+	if len(pids) != 1 {
+		t.Fatalf("background process on the host: %v, want one", pids)
+	}
+	if r := run(t, p, id, `pgrep -f '`+marker+`' >/dev/null && echo running`); r.Output != "running\n" {
+		t.Errorf("background process not visible in the sandbox: %q", r.Output)
+	}
+	if err := p.Destroy(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pids[0], 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("background process %d survived destroy (kill 0: %v)", pids[0], err)
+	}
+	if err := p.Destroy(t.Context(), id); err != nil {
+		t.Errorf("second Destroy: %v", err)
+	}
+	if _, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: "true"}); sandbox.ErrorCode(err) != sandbox.CodeProviderUnavailable {
+		t.Errorf("exec in a destroyed sandbox: %v", err)
+	}
+}
+
+func TestExecTimeoutKillsTheCommand(t *testing.T) {
+	t.Parallel()
+	p, _ := newProvider(t)
+	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	marker := "sleep 4" + strconv.Itoa(int(time.Now().UnixNano()%1000000))
+	start := time.Now()
+	res, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: "echo before; " + marker, Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.TimedOut || res.ExitCode != 124 || res.Output != "before\n" {
+		t.Errorf("timed-out exec = %+v", res)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("timeout took %s", took)
+	}
+	if pids := hostPIDs(t, marker); len(pids) != 0 {
+		t.Errorf("the timed-out command still runs: %v", pids)
+	}
+}
+
+func TestOutputTruncation(t *testing.T) {
+	t.Parallel()
+	p, _ := newProvider(t)
+	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	res, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: "head -c 5000 /dev/zero | tr '\\0' a", MaxOutput: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Truncated || len(res.Output) != 1000 || res.ExitCode != 0 {
+		t.Errorf("truncated = %v, %d bytes, exit %d", res.Truncated, len(res.Output), res.ExitCode)
+	}
+}
+
+func TestSetup(t *testing.T) {
+	t.Parallel()
+	p, dir := newProvider(t)
+	id := create(t, p, sandbox.CreateSpec{Setup: "echo ready > /workspace/setup.txt"}).SandboxID
+	if r := run(t, p, id, "cat setup.txt"); r.Output != "ready\n" {
+		t.Errorf("setup effect: %q", r.Output)
+	}
+
+	failing := sandbox.NewID()
+	_, err := p.Create(t.Context(), sandbox.CreateSpec{SandboxID: failing, Setup: "echo broken-setup; exit 7"})
+	if err == nil || !strings.Contains(err.Error(), "broken-setup") || !strings.Contains(err.Error(), "status 7") {
+		t.Fatalf("failing setup: err = %v, want the status and output", err)
+	}
+	if sandbox.IsRetryable(err) {
+		t.Error("a failing setup is marked retryable")
+	}
+	if _, err := os.Stat(filepath.Join(dir, failing)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a failed setup left its sandbox behind (%v)", err)
+	}
+}
+
+// TestSurvivesRestart: sandboxes are not tied to the process that made
+// them; a new provider over the same state directory (Tether restarted)
+// finds, uses and destroys them.
+func TestSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	p, dir := newProvider(t)
+	id := sandbox.NewID()
+	first, err := p.Create(t.Context(), sandbox.CreateSpec{SandboxID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := local.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := again.List(t.Context())
+	if err != nil || len(inv) != 1 || inv[0].SandboxID != id || inv[0].Defunct {
+		t.Fatalf("List after restart = %+v, %v", inv, err)
+	}
+	if r := run(t, again, id, "echo still-here"); r.Output != "still-here\n" {
+		t.Errorf("exec after restart: %q", r.Output)
+	}
+	// Creating again is idempotent: same sandbox, nothing new.
+	res, err := again.Create(t.Context(), sandbox.CreateSpec{SandboxID: id})
+	if err != nil || res.ProviderID != first.ProviderID {
+		t.Errorf("re-create = %+v, %v; want %s", res, err, first.ProviderID)
+	}
+	if err := again.Destroy(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if inv, _ := again.List(t.Context()); len(inv) != 0 {
+		t.Errorf("List after destroy = %+v", inv)
+	}
+	if err := p.Destroy(t.Context(), id); err != nil { // reaps the first provider's child
+		t.Fatal(err)
+	}
+}
+
+func TestDefunctSandboxIsListed(t *testing.T) {
+	t.Parallel()
+	p, _ := newProvider(t)
+	res := create(t, p, sandbox.CreateSpec{})
+	pid, _ := strconv.Atoi(strings.TrimPrefix(res.ProviderID, "local-"))
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		inv, err := p.List(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(inv) == 1 && inv[0].Defunct {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a killed sandbox is not reported defunct: %+v", inv)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestParams(t *testing.T) {
+	t.Parallel()
+	p, _ := newProvider(t)
+	for _, raw := range []string{`{"network":"moon"}`, `{"memory":1}`, `[1]`} {
+		if err := p.ValidateParams([]byte(raw)); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+			t.Errorf("ValidateParams(%s) = %v, want INVALID_REQUEST", raw, err)
+		}
+	}
+	id := create(t, p, sandbox.CreateSpec{Params: []byte(`{"network":"host"}`)}).SandboxID
+	if r := run(t, p, id, `tail -n +3 /proc/net/dev | wc -l`); strings.TrimSpace(r.Output) == "1" {
+		t.Errorf("network=host sandbox sees only one interface")
+	}
+}
