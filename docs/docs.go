@@ -427,6 +427,12 @@ const docTemplate = `{
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
+                    },
+                    "503": {
+                        "description": "PROVIDER_UNAVAILABLE: the provider cannot create sandboxes on this host",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
                     }
                 }
             }
@@ -596,6 +602,240 @@ const docTemplate = `{
                     },
                     "404": {
                         "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/sandboxes/{id}/exec": {
+            "post": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "data plane"
+                ],
+                "summary": "Run a command in a sandbox",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "description": "the command",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/ExecRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/ExecResult"
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "SANDBOX_STATE_CONFLICT",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "PROVIDER_UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/sandboxes/{id}/files": {
+            "get": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Streams the file at path. A missing file is 404; a directory is 400.",
+                "produces": [
+                    "application/octet-stream"
+                ],
+                "tags": [
+                    "data plane"
+                ],
+                "summary": "Download a file from a sandbox",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "absolute path inside the sandbox",
+                        "name": "path",
+                        "in": "query",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "type": "file"
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "SANDBOX_STATE_CONFLICT",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            },
+            "put": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Streams the raw request body into the file at path (parent folders are created). Only the sandbox's writable areas (/workspace, /tmp for the local provider) accept writes; other paths are 400. Bodies over the server's file limit are 413.",
+                "consumes": [
+                    "application/octet-stream"
+                ],
+                "tags": [
+                    "data plane"
+                ],
+                "summary": "Upload a file into a sandbox",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "absolute path inside the sandbox",
+                        "name": "path",
+                        "in": "query",
+                        "required": true
+                    },
+                    {
+                        "description": "the file's bytes",
+                        "name": "content",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "type": "string"
+                        }
+                    }
+                ],
+                "responses": {
+                    "204": {
+                        "description": "No Content"
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "SANDBOX_STATE_CONFLICT",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "413": {
+                        "description": "PAYLOAD_TOO_LARGE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -782,6 +1022,55 @@ const docTemplate = `{
                 "next_cursor": {
                     "description": "NextCursor fetches the next page; null when this page was not full.",
                     "type": "string"
+                }
+            }
+        },
+        "ExecRequest": {
+            "type": "object",
+            "properties": {
+                "command": {
+                    "description": "Command is run with sh -c inside the sandbox.",
+                    "type": "string",
+                    "example": "printf 'OPEN_SANDBOX_ALIVE\\n'"
+                },
+                "env": {
+                    "description": "Env adds environment variables for this command.",
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "string"
+                    }
+                },
+                "timeout_seconds": {
+                    "description": "TimeoutSeconds bounds the command (default 60, at most the server's max); past it the command and everything it started are killed.",
+                    "type": "integer",
+                    "example": 30
+                },
+                "workdir": {
+                    "description": "WorkDir is where the command starts (default: the sandbox's working directory).",
+                    "type": "string",
+                    "example": "/workspace"
+                }
+            }
+        },
+        "ExecResult": {
+            "type": "object",
+            "properties": {
+                "exit_code": {
+                    "type": "integer",
+                    "example": 0
+                },
+                "output": {
+                    "description": "Output is the command's combined stdout and stderr.",
+                    "type": "string",
+                    "example": "OPEN_SANDBOX_ALIVE\n"
+                },
+                "timed_out": {
+                    "description": "TimedOut is true when the command was killed at its timeout (exit_code is then 124).",
+                    "type": "boolean"
+                },
+                "truncated": {
+                    "description": "Truncated is true when the output exceeded the server's cap and was cut.",
+                    "type": "boolean"
                 }
             }
         },

@@ -22,7 +22,7 @@ type Config struct {
 	// idempotently (BOOTSTRAP_API_KEY).
 	BootstrapAPIKey string
 	// Providers are the enabled providers, the default first (PROVIDERS,
-	// comma-separated, default "sim").
+	// comma-separated, default "sim,local").
 	Providers []string
 	// SimStateDir is where the sim provider keeps its inventory
 	// (SIM_STATE_DIR, default .tether/sim).
@@ -76,6 +76,13 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxWait caps ?wait= on GET /v1/sandboxes/{id} (MAX_WAIT, default 60s).
 	MaxWait time.Duration
+	// MaxFileBytes caps file uploads (MAX_FILE_BYTES, default 100 MiB).
+	MaxFileBytes int64
+	// MaxExecTimeout caps an exec's timeout (MAX_EXEC_TIMEOUT, default 1h).
+	MaxExecTimeout time.Duration
+	// MaxExecOutput caps the output an exec returns (MAX_EXEC_OUTPUT, bytes,
+	// default 1 MiB); longer output is cut and marked truncated.
+	MaxExecOutput int
 	// LogLevel is debug, info, warn or error (LOG_LEVEL, default info).
 	LogLevel slog.Level
 }
@@ -137,8 +144,11 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		DBMaxConns:           int(num("DB_MAX_CONNS", 20)),
 		MaxBodyBytes:         num("MAX_BODY_BYTES", 1<<20),
 		MaxWait:              dur("MAX_WAIT", 60*time.Second),
+		MaxFileBytes:         num("MAX_FILE_BYTES", 100<<20),
+		MaxExecTimeout:       dur("MAX_EXEC_TIMEOUT", time.Hour),
+		MaxExecOutput:        int(num("MAX_EXEC_OUTPUT", 1<<20)),
 	}
-	for p := range strings.SplitSeq(str("PROVIDERS", "sim"), ",") {
+	for p := range strings.SplitSeq(str("PROVIDERS", "sim,local"), ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			cfg.Providers = append(cfg.Providers, p)
 		}

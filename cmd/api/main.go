@@ -29,6 +29,7 @@ import (
 
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/lifecycle"
+	"github.com/tetherhq/tether/internal/provider/local"
 	"github.com/tetherhq/tether/internal/provider/sim"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
@@ -161,8 +162,14 @@ func buildProviders(cfg Config) ([]sandbox.Provider, error) {
 				return nil, err
 			}
 			out = append(out, p)
+		case local.Name:
+			p, err := local.New(cfg.LocalStateDir)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, p)
 		default:
-			return nil, fmt.Errorf("PROVIDERS: unknown provider %q (known: sim)", name)
+			return nil, fmt.Errorf("PROVIDERS: unknown provider %q (known: sim, local)", name)
 		}
 	}
 	return out, nil
@@ -235,6 +242,9 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		CreateTimeout:   cfg.CreateTimeout,
 		MaxBodyBytes:    cfg.MaxBodyBytes,
 		MaxWait:         cfg.MaxWait,
+		MaxFileBytes:    cfg.MaxFileBytes,
+		MaxExecTimeout:  cfg.MaxExecTimeout,
+		MaxExecOutput:   cfg.MaxExecOutput,
 	}, tetherhttp.Deps{
 		Store:     st,
 		Changes:   notifier,
@@ -254,6 +264,11 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)
 	workers.Go(func() { serveErr <- srv.Serve(ln) })
+	for _, p := range providers {
+		if info := p.Info(ctx); !info.Available {
+			log.Warn("provider unavailable; creates for it are refused", "provider", p.Name(), "reason", info.Reason)
+		}
+	}
 	log.Info("tether listening", "addr", ln.Addr().String(), "worker", executor.WorkerID(), "providers", cfg.Providers)
 
 	select {

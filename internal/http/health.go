@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // Health is the body of /healthz and /readyz.
@@ -47,12 +45,5 @@ func handleReadyz(ready func(context.Context) error) handlerFunc {
 			return writeJSON(c, http.StatusServiceUnavailable, Health{Status: "unavailable", Detail: "postgres is unreachable or its schema is not current"})
 		}
 		return writeJSON(c, http.StatusOK, Health{Status: "ok"})
-	}
-}
-
-// handleNotImplemented answers the routes reserved for later versions.
-func handleNotImplemented(what string) handlerFunc {
-	return func(*gin.Context) error {
-		return sandbox.Errorf(sandbox.CodeNotSupported, "%s is not available in this version of Tether", what)
 	}
 }

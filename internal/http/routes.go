@@ -44,21 +44,19 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(deps.Gatherer, promhttp.HandlerOpts{})))
 	r.GET("/swagger/*any", ginSwagger.WrapHandler(swaggerFiles.Handler))
 
-	v1 := r.Group("/v1", withAuth(log, deps.Store), withBodyLimit(cfg.MaxBodyBytes))
-	v1.POST("/sandboxes", h(handleSandboxCreate(cfg, deps.Store, providers)))
+	v1 := r.Group("/v1", withAuth(log, deps.Store))
+	body := withBodyLimit(cfg.MaxBodyBytes)
+	v1.POST("/sandboxes", body, h(handleSandboxCreate(cfg, deps.Store, providers)))
 	v1.GET("/sandboxes", h(handleSandboxList(deps.Store)))
 	v1.GET("/sandboxes/:id", h(handleSandboxGet(cfg, deps.Store, deps.Changes)))
 	v1.DELETE("/sandboxes/:id", h(handleSandboxDelete(deps.Store)))
+	v1.POST("/sandboxes/:id/renew", body, h(handleSandboxRenew(cfg, deps.Store)))
 	v1.GET("/sandboxes/:id/events", h(handleSandboxEvents(deps.Store)))
+	v1.POST("/sandboxes/:id/exec", body, h(handleSandboxExec(cfg, deps.Store, providers)))
+	v1.PUT("/sandboxes/:id/files", withBodyLimit(cfg.MaxFileBytes), h(handleFilePut(cfg, deps.Store, providers)))
+	v1.GET("/sandboxes/:id/files", h(handleFileGet(deps.Store, providers)))
 	v1.GET("/events", h(handleEvents(deps.Store)))
-	v1.GET("/providers", h(handleProviders(deps.Providers)))
-
-	v1.POST("/sandboxes/:id/renew", h(handleSandboxRenew(cfg, deps.Store)))
-	v1.PUT("/owners/:owner/lease", h(handleOwnerLease(cfg, deps.Store)))
+	v1.PUT("/owners/:owner/lease", body, h(handleOwnerLease(cfg, deps.Store)))
 	v1.DELETE("/owners/:owner", h(handleOwnerRelease(deps.Store)))
-
-	// Reserved for the data plane.
-	v1.POST("/sandboxes/:id/exec", h(handleNotImplemented("exec")))
-	v1.PUT("/sandboxes/:id/files", h(handleNotImplemented("file upload")))
-	v1.GET("/sandboxes/:id/files", h(handleNotImplemented("file download")))
+	v1.GET("/providers", h(handleProviders(deps.Providers)))
 }

@@ -204,6 +204,7 @@ func validateLabels(labels map[string]string) error {
 //	@Failure		401				{object}	Problem
 //	@Failure		409				{object}	Problem	"IDEMPOTENCY_KEY_REUSED"
 //	@Failure		413				{object}	Problem
+//	@Failure		503				{object}	Problem	"PROVIDER_UNAVAILABLE: the provider cannot create sandboxes on this host"
 //	@Header			202				{string}	Location	"/v1/sandboxes/{id}"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes [post]
@@ -320,6 +321,9 @@ func validateCreate(cfg Config, req *CreateSandboxRequest, providers map[string]
 	}
 	if err := prov.ValidateParams(req.Params); err != nil {
 		return p, err
+	}
+	if info := prov.Info(context.Background()); !info.Available {
+		return p, sandbox.Errorf(sandbox.CodeProviderUnavailable, "provider %q is unavailable on this server: %s", req.Provider, info.Reason)
 	}
 	return sandbox.CreateParams{
 		Provider:      req.Provider,

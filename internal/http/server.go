@@ -43,6 +43,12 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxWait caps GET /v1/sandboxes/{id}?wait=.
 	MaxWait time.Duration
+	// MaxFileBytes caps file uploads.
+	MaxFileBytes int64
+	// MaxExecTimeout caps an exec's timeout_seconds.
+	MaxExecTimeout time.Duration
+	// MaxExecOutput caps the output an exec returns, in bytes.
+	MaxExecOutput int
 }
 
 // Deps are the collaborators the API needs.
@@ -83,8 +89,15 @@ func (c Config) withDefaults() Config {
 	def(&c.DefaultOwnerTTL, time.Minute)
 	def(&c.CreateTimeout, 5*time.Minute)
 	def(&c.MaxWait, time.Minute)
+	def(&c.MaxExecTimeout, time.Hour)
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 1 << 20
+	}
+	if c.MaxFileBytes <= 0 {
+		c.MaxFileBytes = 100 << 20
+	}
+	if c.MaxExecOutput <= 0 {
+		c.MaxExecOutput = 1 << 20
 	}
 	return c
 }

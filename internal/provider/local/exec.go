@@ -269,4 +269,3 @@ func shellError(s string) string {
 	}
 	return s
 }
-

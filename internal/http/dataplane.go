@@ -1,0 +1,224 @@
+package http
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// ExecRequest is the body of POST /v1/sandboxes/{id}/exec.
+type ExecRequest struct {
+	// Command is run with sh -c inside the sandbox.
+	Command string `json:"command" example:"printf 'OPEN_SANDBOX_ALIVE\\n'"`
+	// TimeoutSeconds bounds the command (default 60, at most the server's max); past it the command and everything it started are killed.
+	TimeoutSeconds *int64 `json:"timeout_seconds,omitempty" example:"30"`
+	// Env adds environment variables for this command.
+	Env map[string]string `json:"env,omitempty"`
+	// WorkDir is where the command starts (default: the sandbox's working directory).
+	WorkDir string `json:"workdir,omitempty" example:"/workspace"`
+} // @name ExecRequest
+
+// ExecResult is a command's outcome.
+type ExecResult struct {
+	// Output is the command's combined stdout and stderr.
+	Output   string `json:"output" example:"OPEN_SANDBOX_ALIVE\n"`
+	ExitCode int    `json:"exit_code" example:"0"`
+	// Truncated is true when the output exceeded the server's cap and was cut.
+	Truncated bool `json:"truncated"`
+	// TimedOut is true when the command was killed at its timeout (exit_code is then 124).
+	TimedOut bool `json:"timed_out"`
+} // @name ExecResult
+
+// dataPlane finds the sandbox a data-plane request is for and checks it is
+// ready and its provider has the capability.
+func dataPlane[C any](c *gin.Context, st sandboxGetter, providers map[string]sandbox.Provider, op string) (sandbox.Sandbox, C, error) {
+	var zero C
+	id, err := sandboxID(c)
+	if err != nil {
+		return sandbox.Sandbox{}, zero, err
+	}
+	sb, err := st.GetSandbox(c.Request.Context(), tenantOf(c), id)
+	if err != nil {
+		return sb, zero, notFoundAs(err, id)
+	}
+	if sb.State != sandbox.StateReady {
+		return sb, zero, sandbox.StateConflict(id, sb.State, op+" (the sandbox must be ready)")
+	}
+	p, ok := providers[sb.Provider]
+	if !ok {
+		return sb, zero, sandbox.Errorf(sandbox.CodeProviderUnavailable, "provider %q is not enabled on this server", sb.Provider)
+	}
+	capability, ok := p.(C)
+	if !ok {
+		return sb, zero, sandbox.Errorf(sandbox.CodeNotSupported, "provider %q does not support %s", sb.Provider, op)
+	}
+	return sb, capability, nil
+}
+
+// handleSandboxExec runs a command in a sandbox.
+//
+//	@Summary		Run a command in a sandbox
+//	@Description	Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
+//	@Tags			data plane
+//	@Accept			json
+//	@Produce		json
+//	@Param			id		path		string		true	"sandbox id"
+//	@Param			request	body		ExecRequest	true	"the command"
+//	@Success		200		{object}	ExecResult
+//	@Failure		400		{object}	Problem
+//	@Failure		401		{object}	Problem
+//	@Failure		404		{object}	Problem
+//	@Failure		409		{object}	Problem	"SANDBOX_STATE_CONFLICT"
+//	@Failure		501		{object}	Problem	"NOT_SUPPORTED"
+//	@Failure		503		{object}	Problem	"PROVIDER_UNAVAILABLE"
+//	@Security		BearerAuth
+//	@Router			/v1/sandboxes/{id}/exec [post]
+func handleSandboxExec(cfg Config, st sandboxGetter, providers map[string]sandbox.Provider) handlerFunc {
+	return func(c *gin.Context) error {
+		var req ExecRequest
+		if err := decodeJSON(c, &req); err != nil {
+			return err
+		}
+		if req.Command == "" {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "command is required")
+		}
+		timeout := time.Minute
+		if req.TimeoutSeconds != nil {
+			maxSeconds := int64(cfg.MaxExecTimeout / time.Second)
+			if *req.TimeoutSeconds < 1 || *req.TimeoutSeconds > maxSeconds {
+				return sandbox.Errorf(sandbox.CodeInvalidRequest, "timeout_seconds must be between 1 and %d", maxSeconds)
+			}
+			timeout = time.Duration(*req.TimeoutSeconds) * time.Second
+		}
+		for k, v := range req.Env {
+			if !envKeyPattern.MatchString(k) || len(v) > maxEnvValue {
+				return sandbox.Errorf(sandbox.CodeInvalidRequest, "env %q: names must match [A-Za-z_][A-Za-z0-9_]* and values be at most %d bytes", k, maxEnvValue)
+			}
+		}
+		if req.WorkDir != "" && req.WorkDir[0] != '/' {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "workdir must be an absolute path")
+		}
+		sb, execer, err := dataPlane[sandbox.Execer](c, st, providers, "exec")
+		if err != nil {
+			return err
+		}
+		res, err := execer.Exec(c.Request.Context(), sb.ID, sandbox.ExecRequest{
+			Command: req.Command, Timeout: timeout, Env: req.Env, WorkDir: req.WorkDir, MaxOutput: cfg.MaxExecOutput,
+		})
+		if err != nil {
+			return err
+		}
+		return writeJSON(c, http.StatusOK, ExecResult{Output: res.Output, ExitCode: res.ExitCode, Truncated: res.Truncated, TimedOut: res.TimedOut})
+	}
+}
+
+func filePath(c *gin.Context) (string, error) {
+	if err := onlyQuery(c, "path"); err != nil {
+		return "", err
+	}
+	p := c.Query("path")
+	if p == "" || p[0] != '/' {
+		return "", sandbox.Errorf(sandbox.CodeInvalidRequest, "path must be an absolute path inside the sandbox, e.g. ?path=/workspace/main.py")
+	}
+	return p, nil
+}
+
+// handleFilePut uploads a file into a sandbox.
+//
+//	@Summary		Upload a file into a sandbox
+//	@Description	Streams the raw request body into the file at path (parent folders are created). Only the sandbox's writable areas (/workspace, /tmp for the local provider) accept writes; other paths are 400. Bodies over the server's file limit are 413.
+//	@Tags			data plane
+//	@Accept			octet-stream
+//	@Param			id		path	string	true	"sandbox id"
+//	@Param			path	query	string	true	"absolute path inside the sandbox"
+//	@Param			content	body	string	true	"the file's bytes"
+//	@Success		204
+//	@Failure		400	{object}	Problem
+//	@Failure		401	{object}	Problem
+//	@Failure		404	{object}	Problem
+//	@Failure		409	{object}	Problem	"SANDBOX_STATE_CONFLICT"
+//	@Failure		413	{object}	Problem	"PAYLOAD_TOO_LARGE"
+//	@Failure		501	{object}	Problem	"NOT_SUPPORTED"
+//	@Security		BearerAuth
+//	@Router			/v1/sandboxes/{id}/files [put]
+func handleFilePut(cfg Config, st sandboxGetter, providers map[string]sandbox.Provider) handlerFunc {
+	return func(c *gin.Context) error {
+		path, err := filePath(c)
+		if err != nil {
+			return err
+		}
+		sb, files, err := dataPlane[sandbox.Files](c, st, providers, "write files")
+		if err != nil {
+			return err
+		}
+		if err := files.WriteFile(c.Request.Context(), sb.ID, path, c.Request.Body, cfg.MaxFileBytes); err != nil {
+			return err
+		}
+		c.Status(http.StatusNoContent)
+		return nil
+	}
+}
+
+// lazyWriter sends the success headers with the first byte, so that a
+// failure before any content can still be answered as a problem.
+type lazyWriter struct {
+	c       *gin.Context
+	started bool
+}
+
+func (w *lazyWriter) start() {
+	if !w.started {
+		w.started = true
+		w.c.Header("Content-Type", "application/octet-stream")
+		w.c.Status(http.StatusOK)
+		w.c.Writer.WriteHeaderNow()
+	}
+}
+
+func (w *lazyWriter) Write(b []byte) (int, error) {
+	w.start()
+	return w.c.Writer.Write(b)
+}
+
+// handleFileGet downloads a file from a sandbox.
+//
+//	@Summary		Download a file from a sandbox
+//	@Description	Streams the file at path. A missing file is 404; a directory is 400.
+//	@Tags			data plane
+//	@Produce		octet-stream
+//	@Param			id		path		string	true	"sandbox id"
+//	@Param			path	query		string	true	"absolute path inside the sandbox"
+//	@Success		200		{file}		binary
+//	@Failure		400		{object}	Problem
+//	@Failure		401		{object}	Problem
+//	@Failure		404		{object}	Problem
+//	@Failure		409		{object}	Problem	"SANDBOX_STATE_CONFLICT"
+//	@Failure		501		{object}	Problem	"NOT_SUPPORTED"
+//	@Security		BearerAuth
+//	@Router			/v1/sandboxes/{id}/files [get]
+func handleFileGet(st sandboxGetter, providers map[string]sandbox.Provider) handlerFunc {
+	return func(c *gin.Context) error {
+		path, err := filePath(c)
+		if err != nil {
+			return err
+		}
+		sb, files, err := dataPlane[sandbox.Files](c, st, providers, "read files")
+		if err != nil {
+			return err
+		}
+		w := &lazyWriter{c: c}
+		err = files.ReadFile(c.Request.Context(), sb.ID, path, w)
+		if err != nil && w.started {
+			// Too late for a problem document: cut the response short.
+			panic(http.ErrAbortHandler)
+		}
+		if err != nil {
+			return err
+		}
+		w.start() // an empty file
+		return nil
+	}
+}
