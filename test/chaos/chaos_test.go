@@ -14,28 +14,23 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/test/harness"
 )
 
 var (
@@ -63,14 +58,14 @@ func TestChaos(t *testing.T) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	t.Logf("seed %d (rerun with -chaos.seed=%d)", seed, seed)
-	h := newHarness(t, seed)
+	h := newChaos(t, seed)
 	h.startReplicas()
 	h.storm()
 	h.quiesce()
 	h.check()
 }
 
-type harness struct {
+type chaos struct {
 	t      *testing.T
 	rng    *rand.Rand
 	rngMu  sync.Mutex
@@ -80,7 +75,7 @@ type harness struct {
 	simDir string
 	logDir string
 
-	replicas []*replica
+	replicas []*harness.Replica
 
 	kills      atomic.Int64
 	requests   atomic.Int64
@@ -90,226 +85,81 @@ type harness struct {
 	pgUp       time.Time
 }
 
-func newHarness(t *testing.T, seed uint64) *harness {
-	h := &harness{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), simDir: t.TempDir(), logDir: t.TempDir()}
-	h.root = repoRoot(t)
-	h.bin = filepath.Join(t.TempDir(), "tether")
-	build := exec.Command("go", "build", "-o", h.bin, "./cmd/api")
-	build.Dir = h.root
-	build.Env = append(os.Environ(), "GOTOOLCHAIN=local")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	serverURL := h.postgres("start")
-	h.dbURL = createDatabase(t, serverURL, fmt.Sprintf("chaos_%d", seed%1_000_000_000))
+func newChaos(t *testing.T, seed uint64) *chaos {
+	h := &chaos{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), simDir: t.TempDir(), logDir: t.TempDir()}
+	h.root = harness.RepoRoot(t)
+	h.bin = harness.Build(t)
+	serverURL := harness.Postgres(t, "start", "chaos")
+	h.dbURL = harness.CreateDatabase(t, serverURL, fmt.Sprintf("chaos_%d", seed%1_000_000_000))
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("replica logs kept in %s", h.logDir)
 			for _, r := range h.replicas {
-				t.Logf("tail of replica %d log:\n%s", r.idx, tail(r.logPath, 30))
+				t.Logf("tail of %s:\n%s", r.LogPath, harness.Tail(r.LogPath, 30))
 			}
 		}
 	})
 	return h
 }
 
-func (h *harness) intn(n int) int {
+func (h *chaos) intn(n int) int {
 	h.rngMu.Lock()
 	defer h.rngMu.Unlock()
 	return h.rng.IntN(n)
 }
 
-func (h *harness) between(lo, hi time.Duration) time.Duration {
+func (h *chaos) between(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(h.intn(int(hi-lo)+1))
 }
 
-// postgres runs scripts/postgres.sh for the harness's own cluster.
-func (h *harness) postgres(action string) string {
-	h.t.Helper()
-	cmd := exec.Command("bash", "scripts/postgres.sh", action, "chaos")
-	cmd.Dir = h.root
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "DATABASE_URL=") {
-			env = append(env, kv)
-		}
-	}
-	cmd.Env = env
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		h.t.Fatalf("scripts/postgres.sh %s chaos: %v\n%s", action, err, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	return lines[len(lines)-1]
-}
-
-func createDatabase(t *testing.T, serverURL, name string) string {
-	t.Helper()
-	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, serverURL)
-	if err != nil {
-		t.Fatalf("connect to the chaos cluster: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `CREATE DATABASE `+name); err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse(serverURL)
-	u.Path = "/" + name
-	return u.String()
-}
-
-// replica is one Tether process. It is restarted on the same port after a
-// kill.
-type replica struct {
-	h       *harness
-	idx     int
-	port    int
-	logPath string
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-	gen  int
-}
-
-func (h *harness) startReplicas() {
+func (h *chaos) startReplicas() {
 	for i := range *nReplicas {
-		r := &replica{h: h, idx: i, port: freePort(h.t), logPath: filepath.Join(h.logDir, fmt.Sprintf("replica-%d.log", i))}
+		r := harness.NewReplica(h.t, h.bin, filepath.Join(h.logDir, fmt.Sprintf("replica-%d.log", i)),
+			"DATABASE_URL="+h.dbURL,
+			"BOOTSTRAP_API_KEY="+apiKey,
+			"PROVIDERS=sim",
+			"SIM_STATE_DIR="+h.simDir,
+			"JANITOR_INTERVAL="+janitorInterval.String(),
+			"DEFAULT_OWNER_TTL="+ownerTTL.String(),
+			"DEFAULT_TTL=20s",
+			"CREATE_TIMEOUT=15s",
+			"EXECUTOR_LEASE=2s",
+			"EXECUTOR_POLL_INTERVAL=250ms",
+			"ORPHAN_GRACE=2s",
+			"SHUTDOWN_TIMEOUT=2s",
+			"DB_MAX_CONNS=8",
+		)
 		h.replicas = append(h.replicas, r)
-		r.start()
-		h.t.Cleanup(r.stop)
+		r.Start()
 	}
 	for _, r := range h.replicas {
-		r.waitHealthy(60 * time.Second)
+		r.WaitReady(60 * time.Second)
 	}
-}
-
-func (r *replica) start() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.gen++
-	logf, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		r.h.t.Fatal(err)
-	}
-	cmd := exec.Command(r.h.bin, "serve")
-	cmd.Env = append(os.Environ(),
-		"DATABASE_URL="+r.h.dbURL,
-		"LISTEN_ADDR=127.0.0.1:"+strconv.Itoa(r.port),
-		"BOOTSTRAP_API_KEY="+apiKey,
-		"PROVIDERS=sim",
-		"SIM_STATE_DIR="+r.h.simDir,
-		"JANITOR_INTERVAL="+janitorInterval.String(),
-		"DEFAULT_OWNER_TTL="+ownerTTL.String(),
-		"DEFAULT_TTL=20s",
-		"CREATE_TIMEOUT=15s",
-		"EXECUTOR_LEASE=2s",
-		"EXECUTOR_POLL_INTERVAL=250ms",
-		"ORPHAN_GRACE=2s",
-		"SHUTDOWN_TIMEOUT=2s",
-		"DB_MAX_CONNS=8",
-		fmt.Sprintf("WORKER_ID=replica-%d-gen-%d", r.idx, r.gen),
-	)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		r.h.t.Fatalf("start replica %d: %v", r.idx, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // reaps the process
-		_ = logf.Close()
-		close(done)
-	}()
-	r.cmd, r.done = cmd, done
-}
-
-func (r *replica) alive() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	select {
-	case <-r.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// kill sends SIGKILL to the replica's process group and waits for it.
-func (r *replica) kill() {
-	r.mu.Lock()
-	cmd, done := r.cmd, r.done
-	r.mu.Unlock()
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-done
-}
-
-// stop ends the replica gracefully (SIGTERM), then by force.
-func (r *replica) stop() {
-	r.mu.Lock()
-	cmd, done := r.cmd, r.done
-	r.mu.Unlock()
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	}
-}
-
-func (r *replica) waitHealthy(limit time.Duration) {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", r.port))
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	r.h.t.Fatalf("replica %d not ready after %s; log:\n%s", r.idx, limit, tail(r.logPath, 40))
 }
 
 var client = &http.Client{Timeout: 10 * time.Second}
 
 // call sends a request to a random live replica, trying others when one
 // is down. It returns the status (0 if no replica answered) and the body.
-func (h *harness) call(method, path string, body any) (int, map[string]any) {
+func (h *chaos) call(method, path string, body any) (int, map[string]any) {
 	h.requests.Add(1)
-	var payload []byte
-	if body != nil {
-		payload, _ = json.Marshal(body)
-	}
+	c := harness.Client{Key: apiKey, HTTP: client}
 	for try := 0; try < 2*len(h.replicas); try++ {
 		r := h.replicas[h.intn(len(h.replicas))]
-		req, _ := http.NewRequest(method, fmt.Sprintf("http://127.0.0.1:%d%s", r.port, path), bytes.NewReader(payload))
-		req.Header.Set("Authorization", "Bearer "+apiKey)
-		resp, err := client.Do(req)
+		code, out, err := c.Do(method, r.URL()+path, body)
 		if err != nil {
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
-		var out map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		_ = resp.Body.Close()
-		if resp.StatusCode >= 500 && resp.StatusCode != http.StatusServiceUnavailable {
-			h.t.Errorf("%s %s: %d %v", method, path, resp.StatusCode, out)
+		if code >= 500 && code != http.StatusServiceUnavailable {
+			h.t.Errorf("%s %s: %d %v", method, path, code, out)
 		}
-		return resp.StatusCode, out
+		return code, out
 	}
 	return 0, nil
 }
 
-func (h *harness) randomCreated() string {
+func (h *chaos) randomCreated() string {
 	var ids []string
 	h.created.Range(func(k, _ any) bool {
 		ids = append(ids, k.(string))
@@ -321,7 +171,7 @@ func (h *harness) randomCreated() string {
 	return ids[h.intn(len(ids))]
 }
 
-func (h *harness) randomOwner() string {
+func (h *chaos) randomOwner() string {
 	var owners []string
 	h.liveOwners.Range(func(k, _ any) bool {
 		owners = append(owners, k.(string))
@@ -333,7 +183,7 @@ func (h *harness) randomOwner() string {
 	return owners[h.intn(len(owners))]
 }
 
-func (h *harness) createBody() map[string]any {
+func (h *chaos) createBody() map[string]any {
 	params := map[string]any{"create_delay_ms": h.intn(800)}
 	switch n := h.intn(20); {
 	case n < 2:
@@ -358,7 +208,7 @@ func (h *harness) createBody() map[string]any {
 }
 
 // clientLoop is one agent-like client hammering the API.
-func (h *harness) clientLoop(ctx context.Context) {
+func (h *chaos) clientLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		switch n := h.intn(100); {
 		case n < 40:
@@ -392,7 +242,7 @@ func (h *harness) clientLoop(ctx context.Context) {
 
 // ownerLoop plays owners one after another: each heartbeats for a while,
 // then either stops silently (a crashed client) or ends itself.
-func (h *harness) ownerLoop(ctx context.Context, n int) {
+func (h *chaos) ownerLoop(ctx context.Context, n int) {
 	for i := 0; ctx.Err() == nil; i++ {
 		name := fmt.Sprintf("owner-%d-%d", n, i)
 		// The owner comes into being with its first sandbox.
@@ -416,7 +266,7 @@ func (h *harness) ownerLoop(ctx context.Context, n int) {
 }
 
 // killLoop kill -9s a random replica every few seconds and restarts it.
-func (h *harness) killLoop(ctx context.Context) {
+func (h *chaos) killLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -424,17 +274,17 @@ func (h *harness) killLoop(ctx context.Context) {
 		case <-time.After(h.between(1500*time.Millisecond, 4*time.Second)):
 		}
 		r := h.replicas[h.intn(len(h.replicas))]
-		if !r.alive() {
+		if !r.Alive() {
 			continue
 		}
-		r.kill()
+		r.Kill()
 		h.kills.Add(1)
 		time.Sleep(h.between(200*time.Millisecond, 1500*time.Millisecond))
-		r.start()
+		r.Start()
 	}
 }
 
-func (h *harness) storm() {
+func (h *chaos) storm() {
 	ctx, cancel := context.WithTimeout(h.t.Context(), *stormFor)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -453,20 +303,20 @@ func (h *harness) storm() {
 		case <-time.After(*stormFor * 4 / 10):
 		}
 		h.pgDown = time.Now()
-		h.postgres("stop")
+		harness.Postgres(h.t, "stop", "chaos")
 		time.Sleep(time.Second)
-		h.postgres("start")
+		harness.Postgres(h.t, "start", "chaos")
 		h.pgUp = time.Now()
 	})
 	wg.Wait()
 	// Bring every replica back for the quiet phase.
 	for _, r := range h.replicas {
-		if !r.alive() {
-			r.start()
+		if !r.Alive() {
+			r.Start()
 		}
 	}
 	for _, r := range h.replicas {
-		r.waitHealthy(60 * time.Second)
+		r.WaitReady(60 * time.Second)
 	}
 }
 
@@ -478,7 +328,7 @@ type state struct {
 	held       map[string]bool
 }
 
-func (h *harness) snapshot(ctx context.Context, conn *pgx.Conn) (state, error) {
+func (h *chaos) snapshot(ctx context.Context, conn *pgx.Conn) (state, error) {
 	s := state{ready: map[string]bool{}, held: map[string]bool{}}
 	rows, err := conn.Query(ctx, `SELECT id, state, released FROM sandboxes`)
 	if err != nil {
@@ -530,7 +380,7 @@ func (s state) quiet() bool {
 // quiesce waits for every sandbox to settle and be released, and the
 // provider's inventory to match the live sandboxes. Owners stopped
 // heartbeating with the storm, so their leases lapse too.
-func (h *harness) quiesce() {
+func (h *chaos) quiesce() {
 	ctx := h.t.Context()
 	conn, err := pgx.Connect(ctx, h.dbURL)
 	if err != nil {
@@ -555,7 +405,7 @@ func (h *harness) quiesce() {
 	}
 }
 
-func (h *harness) check() {
+func (h *chaos) check() {
 	ctx := h.t.Context()
 	conn, err := pgx.Connect(ctx, h.dbURL)
 	if err != nil {
@@ -674,13 +524,13 @@ func (h *harness) check() {
 		h.t.Errorf("the storm made only %d sandboxes; the run proves little", total)
 	}
 	for _, r := range h.replicas {
-		if b, err := os.ReadFile(r.logPath); err == nil && bytes.Contains(b, []byte("panic")) {
-			h.t.Errorf("replica %d panicked; log in %s", r.idx, r.logPath)
+		if b, err := os.ReadFile(r.LogPath); err == nil && bytes.Contains(b, []byte("panic")) {
+			h.t.Errorf("a replica panicked; log in %s", r.LogPath)
 		}
 	}
 }
 
-func (h *harness) checkHistories(ctx context.Context, conn *pgx.Conn) []string {
+func (h *chaos) checkHistories(ctx context.Context, conn *pgx.Conn) []string {
 	rows, err := conn.Query(ctx, `
 		SELECT e.sandbox_id, coalesce(e.from_state, ''), e.to_state, s.state
 		FROM sandbox_events e JOIN sandboxes s ON s.id = e.sandbox_id
@@ -740,40 +590,6 @@ func boolInt(b bool) int {
 	return 0
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test")
-		}
-		dir = parent
-	}
-}
 
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
 

@@ -1,0 +1,276 @@
+// Package harness runs real Tether processes for the end-to-end and chaos
+// tests: it builds the binary, starts Postgres clusters of its own through
+// scripts/postgres.sh, and starts, kills (-9) and restarts replicas.
+package harness
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// RepoRoot returns the folder holding go.mod.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the test")
+		}
+		dir = parent
+	}
+}
+
+// Build compiles cmd/api into a temporary folder and returns the binary.
+func Build(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "tether")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/api")
+	cmd.Dir = RepoRoot(t)
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// Postgres runs `scripts/postgres.sh ACTION NAME` for a cluster of the
+// test's own (never DATABASE_URL's) and returns its last line of output,
+// the server URL for start.
+func Postgres(t testing.TB, action, name string) string {
+	t.Helper()
+	cmd := exec.Command("bash", "scripts/postgres.sh", action, name)
+	cmd.Dir = RepoRoot(t)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DATABASE_URL=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("scripts/postgres.sh %s %s: %v\n%s", action, name, err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1]
+}
+
+// CreateDatabase (re)creates database name on the server and returns its
+// URL.
+func CreateDatabase(t testing.TB, serverURL, name string) string {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", serverURL, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `CREATE DATABASE `+name); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// FreePort returns a TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Replica is one `tether serve` process on a fixed port. It can be killed
+// and started again on the same port.
+type Replica struct {
+	t       testing.TB
+	bin     string
+	env     []string
+	Port    int
+	LogPath string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	gen  int
+}
+
+// NewReplica prepares a replica with the given environment (LISTEN_ADDR is
+// set by the replica), stopped when the test ends.
+func NewReplica(t testing.TB, bin, logPath string, env ...string) *Replica {
+	r := &Replica{t: t, bin: bin, env: env, Port: FreePort(t), LogPath: logPath}
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// URL returns the replica's base URL.
+func (r *Replica) URL() string { return "http://127.0.0.1:" + strconv.Itoa(r.Port) }
+
+// Start launches the process (again).
+func (r *Replica) Start() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gen++
+	logf, err := os.OpenFile(r.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	cmd := exec.Command(r.bin, "serve")
+	cmd.Env = append(append(os.Environ(), r.env...),
+		"LISTEN_ADDR=127.0.0.1:"+strconv.Itoa(r.Port),
+		fmt.Sprintf("WORKER_ID=replica-%d-gen-%d", r.Port, r.gen))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		r.t.Fatalf("start replica: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // reaps the process
+		_ = logf.Close()
+		close(done)
+	}()
+	r.cmd, r.done = cmd, done
+}
+
+// Alive reports whether the process runs.
+func (r *Replica) Alive() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done == nil {
+		return false
+	}
+	select {
+	case <-r.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill sends SIGKILL to the replica (only; the sandboxes it started are in
+// sessions of their own) and waits for it to die.
+func (r *Replica) Kill() {
+	r.mu.Lock()
+	cmd, done := r.cmd, r.done
+	r.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+}
+
+// Stop ends the replica gracefully (SIGTERM), then by force.
+func (r *Replica) Stop() {
+	r.mu.Lock()
+	cmd, done := r.cmd, r.done
+	r.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}
+
+// WaitReady waits for /readyz to answer 200.
+func (r *Replica) WaitReady(limit time.Duration) {
+	r.t.Helper()
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(r.URL() + "/readyz")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.t.Fatalf("replica on port %d not ready after %s; log:\n%s", r.Port, limit, Tail(r.LogPath, 40))
+}
+
+// Tail returns the last n lines of a file.
+func Tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// Client calls a Tether API with an API key.
+type Client struct {
+	Key  string
+	HTTP *http.Client
+}
+
+// Do sends a JSON request (body may be nil) and decodes a JSON response
+// into a map, returning the status; the status is 0 if the server could not
+// be reached.
+func (c Client) Do(method, url string, body any) (int, map[string]any, error) {
+	var payload io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		payload = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, payload)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Key)
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out, nil
+}
