@@ -80,7 +80,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return migrate(ctx, cfg, stdout)
 	case "keys":
 		if len(args) == 0 || args[0] != "create" {
-			return errors.New("keys: want `keys create --tenant NAME`\n" + usage)
+			_, _ = io.WriteString(stderr, usage)
+			return errors.New("keys: want `keys create --tenant NAME`")
 		}
 		fs := flag.NewFlagSet("keys create", flag.ContinueOnError)
 		fs.SetOutput(stderr)
@@ -253,7 +254,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		Metrics:   reg,
 		Gatherer:  reg,
 	})
-	ln, err := net.Listen("tcp", cfg.ListenAddr)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.ListenAddr)
 	if err != nil {
 		cancelWork()
 		executor.Stop(context.Background())

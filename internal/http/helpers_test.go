@@ -271,7 +271,7 @@ func chunked() reqOpt { return func(r *request) { r.chunked = true } }
 // leakMarkers are strings that betray Go, driver or SQL internals; no API
 // response may contain them.
 var leakMarkers = []string{
-	"pgx", "pgconn", "SQLSTATE", "json:", "runtime", "goroutine", "panic", "store:",
+	"pgx.", "pgx/", "pgconn", "SQLSTATE", "json:", "runtime", "goroutine", "panic", "store:",
 	"int64", "[]uint8", "map[string]", "reflect", "sql:", "syntax error at",
 }
 
@@ -328,7 +328,7 @@ func (b *bundle) do(t *testing.T, method, path string, body any, opts ...reqOpt)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	got, err := io.ReadAll(res.Body)
 	if err != nil {
 		t.Fatalf("%s %s: read body: %v", method, path, err)
@@ -606,8 +606,6 @@ func ids(items []sandboxJSON) []string {
 	}
 	return out
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func deref[T any](p *T) any {
 	if p == nil {

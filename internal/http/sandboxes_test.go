@@ -229,7 +229,7 @@ func TestWaitReturnsWhenTheSandboxSettles(t *testing.T) {
 			done <- result{err: err}
 			return
 		}
-		defer res.Body.Close()
+		defer func() { _ = res.Body.Close() }()
 		var out result
 		out.status, out.elapsed = res.StatusCode, time.Since(start)
 		out.err = json.NewDecoder(res.Body).Decode(&out.sb)
@@ -589,7 +589,7 @@ func TestListPagination(t *testing.T) {
 		for i := range l.Items {
 			sb := l.Items[i]
 			seen[sb.ID]++
-			if prev != nil && !(sb.CreatedAt.Before(prev.CreatedAt) || sb.CreatedAt.Equal(prev.CreatedAt) && sb.ID < prev.ID) {
+			if prev != nil && !sb.CreatedAt.Before(prev.CreatedAt) && (!sb.CreatedAt.Equal(prev.CreatedAt) || sb.ID >= prev.ID) {
 				t.Errorf("page %d: %s (%s) follows %s (%s), want newest first", pages, sb.ID, sb.CreatedAt, prev.ID, prev.CreatedAt)
 			}
 			prev = &sb

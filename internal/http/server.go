@@ -192,7 +192,7 @@ func withRecovery(log *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		defer func() {
 			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
+				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 					panic(v)
 				}
 				log.Error("panic serving request", "panic", v, "request_id", requestID(c), "stack", string(debug.Stack()))

@@ -191,17 +191,22 @@ func (e *Executor) loop(ctx context.Context, notes <-chan sandbox.Change) {
 	defer ticker.Stop()
 	for {
 		e.dispatch(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-e.stop:
-			return
-		case n := <-notes:
-			if !wantsWork(n) {
-				continue
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.stop:
+				return
+			case n := <-notes:
+				if wantsWork(n) {
+					break wait
+				}
+			case <-e.wake:
+				break wait
+			case <-ticker.C:
+				break wait
 			}
-		case <-e.wake:
-		case <-ticker.C:
 		}
 	}
 }

@@ -29,7 +29,7 @@ func scanSandbox(row pgx.Row, extra ...any) (sandbox.Sandbox, error) {
 		labels, env                          []byte
 		params                               []byte
 	)
-	dest := append(extra, &sb.ID, &sb.Tenant, &sb.State, &sb.Provider, &owner, &labels, &env, &sb.Setup, &params,
+	dest := append(append(make([]any, 0, len(extra)+25), extra...), &sb.ID, &sb.Tenant, &sb.State, &sb.Provider, &owner, &labels, &env, &sb.Setup, &params,
 		&reason, &errText, &sb.Released, &provID, &wdir, &sb.CreatedAt, &sb.UpdatedAt,
 		&sb.ReadyAt, &sb.EndedAt, &sb.ReleasedAt, &sb.ExpiresAt, &sb.CreateDeadline, &sb.Epoch, &sb.Attempts,
 		&releaseErr, &sb.ReleaseAttempts)

@@ -111,7 +111,7 @@ func (s *Store) Migrate(ctx context.Context) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	results, err := p.Up(ctx)
 	if err != nil {
 		return nil, wrap("migrate", err)
@@ -129,7 +129,7 @@ func (s *Store) SchemaCurrent(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	current, target, err := p.GetVersions(ctx)
 	if err != nil {
 		return false, wrap("schema version", err)

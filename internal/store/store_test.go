@@ -148,11 +148,9 @@ func TestTransitionTableMatchesDatabase(t *testing.T) {
 				if _, err := tx.Exec(b.ctx, `SET LOCAL session_replication_role = origin`); err != nil {
 					t.Fatal(err)
 				}
-				endedTo := "ended_at"
+				endedTo := "NULL"
 				if to.Terminal() {
 					endedTo = "coalesce(ended_at, now())"
-				} else {
-					endedTo = "NULL"
 				}
 				_, err = tx.Exec(b.ctx, `UPDATE sandboxes SET state = $2, ended_at = `+endedTo+` WHERE id = $1`, sb.ID, string(to))
 				allowed := sandbox.CanTransition(from, to)

@@ -386,7 +386,7 @@ func (h *chaos) quiesce() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		s, err := h.snapshot(ctx, conn)
@@ -411,7 +411,7 @@ func (h *chaos) check() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	s, err := h.snapshot(ctx, conn)
 	if err != nil {
 		h.t.Fatal(err)
@@ -589,7 +589,3 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
-
-
-
-

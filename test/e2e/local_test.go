@@ -138,7 +138,7 @@ func TestAcceptanceStory(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("upload = %v %v", resp, err)
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	req, _ = http.NewRequest(http.MethodGet, e.replica.URL()+"/v1/sandboxes/"+id+"/files?path=/workspace/hello.py", nil)
 	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err = http.DefaultClient.Do(req)
@@ -146,7 +146,7 @@ func TestAcceptanceStory(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || string(got) != content {
 		t.Fatalf("download = %d %q", resp.StatusCode, got)
 	}
@@ -276,4 +276,3 @@ func TestOwnerCrash(t *testing.T) {
 	e.waitFor(id, "released", released)
 	waitGone(t, bg)
 }
-

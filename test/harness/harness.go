@@ -87,7 +87,7 @@ func CreateDatabase(t testing.TB, serverURL, name string) string {
 	if err != nil {
 		t.Fatalf("connect to %s: %v", serverURL, err)
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	if _, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func FreePort(t testing.TB) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
@@ -269,7 +269,7 @@ func (c Client) Do(method, url string, body any) (int, map[string]any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var out map[string]any
 	_ = json.NewDecoder(resp.Body).Decode(&out)
 	return resp.StatusCode, out, nil

@@ -48,6 +48,7 @@ func (p *Provider) command(m meta, extra map[string]string, argv ...string) *exe
 	for k, v := range env {
 		args = append(args, k+"="+v)
 	}
+	//nolint:noctx // run kills the whole process group when its context ends; CommandContext would kill only nsenter
 	cmd := exec.Command(p.nsenter, append(args, argv...)...)
 	// A process group of its own, so a timeout can kill the command and
 	// everything it started.
@@ -90,8 +91,8 @@ func (p *Provider) exec(ctx context.Context, m meta, req sandbox.ExecRequest) (s
 	if err != nil {
 		return res, fmt.Errorf("local: exec: %w", err)
 	}
-	defer os.Remove(out.Name())
-	defer out.Close()
+	defer func() { _ = os.Remove(out.Name()) }()
+	defer func() { _ = out.Close() }()
 
 	script := req.Command
 	argv := []string{"sh", "-c", script}

@@ -384,30 +384,31 @@ func (p *Provider) start(id string, prm Params) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer infoR.Close()
+	defer func() { _ = infoR.Close() }()
 	logf, err := os.OpenFile(filepath.Join(p.sandboxDir(id), "bwrap.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
-		infoW.Close()
+		_ = infoW.Close()
 		return 0, err
 	}
-	defer logf.Close()
+	defer func() { _ = logf.Close() }()
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
-		infoW.Close()
+		_ = infoW.Close()
 		return 0, err
 	}
-	defer readyR.Close()
+	defer func() { _ = readyR.Close() }()
+	//nolint:noctx // the sandbox outlives the request that creates it, and Tether itself
 	cmd := exec.Command(p.bwrap, args...)
 	cmd.Stdout, cmd.Stderr = readyW, logf
 	cmd.ExtraFiles = []*os.File{infoW}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		infoW.Close()
-		readyW.Close()
+		_ = infoW.Close()
+		_ = readyW.Close()
 		return 0, err
 	}
-	infoW.Close()
-	readyW.Close()
+	_ = infoW.Close()
+	_ = readyW.Close()
 	done := make(chan struct{})
 	go func() {
 		_ = cmd.Wait() // reap bwrap when its sandbox ends

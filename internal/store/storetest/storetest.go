@@ -58,7 +58,7 @@ func migrationsHash() (string, error) {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(h, "%s\n%d\n", path, len(b))
+		_, _ = fmt.Fprintf(h, "%s\n%d\n", path, len(b))
 		h.Write(b)
 		return nil
 	})
@@ -122,7 +122,7 @@ func NewURL(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("storetest: cannot reach Postgres at %s (run `make test`, or set TETHER_TEST_DATABASE_URL): %v", redact(serverURL), err)
 	}
-	defer admin.Close(context.Background())
+	defer func() { _ = admin.Close(context.Background()) }()
 	tpl, err := ensureTemplate(ctx, admin, serverURL)
 	if err != nil {
 		t.Fatalf("storetest: template database: %v", err)
@@ -141,7 +141,7 @@ func NewURL(t testing.TB) string {
 			t.Logf("storetest: drop %s: %v", name, err)
 			return
 		}
-		defer conn.Close(ctx)
+		defer func() { _ = conn.Close(ctx) }()
 		if _, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
 			t.Logf("storetest: drop %s: %v", name, err)
 		}

@@ -1,0 +1,82 @@
+# Tether developer and CI tasks. `make` alone lists them.
+#
+# Postgres: `make run` and `make test` start a throwaway local cluster
+# (scripts/postgres.sh: .data/dev on 127.0.0.1:55432, .data/test on
+# 127.0.0.1:55433) unless DATABASE_URL is already set, in which case that
+# database is used as is. `make pg-stop` stops both clusters.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+.DELETE_ON_ERROR:
+MAKEFLAGS += --no-print-directory
+
+# Use the Go toolchain that is installed; never download another.
+export GOTOOLCHAIN := local
+
+GO ?= go
+BIN ?= bin/tether
+# Settings for `make run`; override on the command line or in the environment,
+# e.g. `make run LISTEN_ADDR=127.0.0.1:9090`.
+BOOTSTRAP_API_KEY ?= dev-key-change-me
+LISTEN_ADDR ?= 127.0.0.1:8080
+# How long `make chaos` storms (the chaos test starts its own cluster, "chaos").
+CHAOS_DURATION ?= 3m
+# golangci-lint from PATH, else where `go install` puts it.
+GOLANGCI_LINT ?= $(shell command -v golangci-lint 2>/dev/null || echo "$$($(GO) env GOPATH)/bin/golangci-lint")
+
+.PHONY: help run test chaos docs lint build pg-stop
+
+help: ## Show this list of targets
+	@echo "Tether: make TARGET"
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
+		awk 'BEGIN { FS = ":.*## " } { printf "  %-9s %s\n", $$1, $$2 }'
+
+# `go build` then exec rather than `go run`: the server is then make's own
+# child, so a SIGTERM to make (which make passes on to its children) or to the
+# process group stops it; `go run` would die on SIGTERM and leave the server
+# running, holding the port.
+run: ## Run the API locally against the dev Postgres (starts it unless DATABASE_URL is set)
+	@scripts/deps.sh
+	@url=$$(scripts/postgres.sh start dev | tail -n 1); \
+	host=$(LISTEN_ADDR); host=$${host/#0.0.0.0:/127.0.0.1:}; host=$${host/#:/127.0.0.1:}; \
+	echo; \
+	echo "Tether on http://$$host (API key: $(BOOTSTRAP_API_KEY)); Ctrl-C stops it."; \
+	echo "  curl -H 'Authorization: Bearer $(BOOTSTRAP_API_KEY)' http://$$host/v1/sandboxes"; \
+	echo "  curl -H 'Authorization: Bearer $(BOOTSTRAP_API_KEY)' -X POST -d '{}' http://$$host/v1/sandboxes"; \
+	echo "  API docs: http://$$host/swagger/index.html"; \
+	echo; \
+	export DATABASE_URL="$$url" BOOTSTRAP_API_KEY='$(BOOTSTRAP_API_KEY)' LISTEN_ADDR='$(LISTEN_ADDR)'; \
+	$(GO) build -o $(BIN) ./cmd/api; \
+	exec $(BIN) serve
+
+test: ## Run all tests (with -race) against the test Postgres (starts it unless DATABASE_URL is set)
+	@scripts/deps.sh
+	@url=$$(scripts/postgres.sh start test | tail -n 1); \
+	echo "DATABASE_URL=$$url"; \
+	export DATABASE_URL="$$url"; \
+	exec $(GO) test -race -count=1 ./...
+
+chaos: ## The long chaos run: replicas killed at random, a Postgres restart, invariants checked (CHAOS_DURATION=3m)
+	$(GO) test -count=1 ./test/chaos -run TestChaos -chaos.duration=$(CHAOS_DURATION) -v
+
+docs: ## Regenerate the OpenAPI docs in docs/ from the swag annotations
+	$(GO) tool swag init -g routes.go -d internal/http -o docs --outputTypes go,json,yaml --parseInternal
+	@# swag formats its output already; this keeps `make lint` green if it ever does not.
+	gofmt -w docs/docs.go
+
+lint: ## gofmt, go vet and golangci-lint (if installed)
+	@unformatted=$$(find . \( -path ./.git -o -path ./.data -o -path ./.tether -o -path ./bin \) -prune -o -name '*.go' -print | xargs -r gofmt -l); \
+	if [ -n "$$unformatted" ]; then echo "gofmt: these files need formatting (gofmt -w):"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	@if [ -x "$(GOLANGCI_LINT)" ]; then \
+		echo "$(GOLANGCI_LINT) run"; "$(GOLANGCI_LINT)" run; \
+	else \
+		echo "note: golangci-lint not installed; skipped (go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@latest)"; \
+	fi
+
+build: ## Build the binary to bin/tether
+	$(GO) build -o $(BIN) ./cmd/api
+
+pg-stop: ## Stop the local Postgres clusters: dev, test, and chaos (the chaos test's); data stays in .data/
+	@for c in dev test chaos; do scripts/postgres.sh stop $$c; done

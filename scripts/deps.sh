@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# scripts/deps.sh — make sure the host has what Tether's local provider and
+# tests need beyond Go and PostgreSQL (scripts/postgres.sh handles that):
+#
+#   bwrap            (Debian package bubblewrap)  the local provider's sandboxes
+#   nsenter, setpriv (util-linux)                 running commands inside them
+#   python3                                       the Python client's tests
+#
+# Missing packages are installed with apt-get when running as root on a
+# Debian-like system. Otherwise the script says what is missing and exits 0:
+# Tether still runs (the local provider reports itself unavailable) and the
+# tests that need the missing piece fail with a clear message.
+set -euo pipefail
+
+prog=scripts/deps.sh
+log() { printf '%s: %s\n' "$prog" "$*" >&2; }
+
+missing=()
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+{ command -v nsenter >/dev/null 2>&1 && command -v setpriv >/dev/null 2>&1; } || missing+=(util-linux)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
+
+if ((${#missing[@]} == 0)); then
+	exit 0
+fi
+if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+	log "installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >&2
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null >&2
+else
+	log "missing: ${missing[*]} (install them with your package manager; the local provider needs bubblewrap and util-linux)"
+fi
