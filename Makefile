@@ -57,6 +57,9 @@ test: ## Run all tests (with -race) against the test Postgres (starts it unless 
 	export DATABASE_URL="$$url"; \
 	exec $(GO) test -race -count=1 ./...
 
+bench: ## Benchmarks against pgbench on the same Postgres (own cluster "bench"); results in bench-results/
+	$(GO) run ./cmd/bench -out bench-results
+
 chaos: ## The long chaos run: replicas killed at random, a Postgres restart, invariants checked (CHAOS_DURATION=3m)
 	$(GO) test -count=1 ./test/chaos -run TestChaos -chaos.duration=$(CHAOS_DURATION) -v
 
@@ -78,5 +81,5 @@ lint: ## gofmt, go vet and golangci-lint (if installed)
 build: ## Build the binary to bin/tether
 	$(GO) build -o $(BIN) ./cmd/api
 
-pg-stop: ## Stop the local Postgres clusters: dev, test, and chaos (the chaos test's); data stays in .data/
-	@for c in dev test chaos; do scripts/postgres.sh stop $$c; done
+pg-stop: ## Stop the local Postgres clusters: dev, test, chaos and bench; data stays in .data/
+	@for c in dev test chaos bench; do scripts/postgres.sh stop $$c; done

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// api is a small client of the Tether under test.
+type api struct {
+	base string
+	key  string
+	hc   *http.Client
+}
+
+func newAPI(base, key string, conns int) *api {
+	tr := &http.Transport{MaxIdleConns: conns * 2, MaxIdleConnsPerHost: conns * 2, IdleConnTimeout: time.Minute}
+	return &api{base: base, key: key, hc: &http.Client{Transport: tr, Timeout: time.Minute}}
+}
+
+type sandboxView struct {
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	Released bool   `json:"released"`
+}
+
+// do sends a request and decodes a JSON response into out (if not nil).
+func (a *api) do(ctx context.Context, method, path string, body []byte, out any) (int, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, r)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.key)
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			return resp.StatusCode, err
+		}
+	} else {
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}
+	return resp.StatusCode, nil
+}
+
+var createBody = []byte(`{"provider":"sim"}`)
+
+func (a *api) create(ctx context.Context) (sandboxView, error) {
+	var sb sandboxView
+	code, err := a.do(ctx, http.MethodPost, "/v1/sandboxes", createBody, &sb)
+	if err == nil && code != http.StatusAccepted {
+		err = fmt.Errorf("create: status %d", code)
+	}
+	return sb, err
+}
+
+func (a *api) waitReady(ctx context.Context, id string) error {
+	var sb sandboxView
+	code, err := a.do(ctx, http.MethodGet, "/v1/sandboxes/"+id+"?wait=30s", nil, &sb)
+	if err == nil && (code != http.StatusOK || sb.State != "ready") {
+		err = fmt.Errorf("wait: status %d state %s", code, sb.State)
+	}
+	return err
+}
+
+// closedLoop runs workers that each call fn back to back for d, and returns
+// the completed calls per second. Failed calls are counted apart.
+func closedLoop(ctx context.Context, workers int, d time.Duration, fn func(ctx context.Context) error) (rate float64, failures int64) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var ok, failed atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				if err := fn(ctx); err != nil {
+					if ctx.Err() == nil {
+						failed.Add(1)
+					}
+					continue
+				}
+				ok.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return float64(ok.Load()) / time.Since(start).Seconds(), failed.Load()
+}
+
+// latencies is a sample of durations.
+type latencies []time.Duration
+
+func (l latencies) percentile(p float64) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	i := int(p / 100 * float64(len(s)-1))
+	return s[i]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// requestToReady measures, one request at a time, the time from sending the
+// create to seeing the sandbox ready.
+func (a *api) requestToReady(ctx context.Context, n int) (latencies, error) {
+	out := make(latencies, 0, n)
+	for range n {
+		start := time.Now()
+		sb, err := a.create(ctx)
+		if err != nil {
+			return out, err
+		}
+		if err := a.waitReady(ctx, sb.ID); err != nil {
+			return out, err
+		}
+		out = append(out, time.Since(start))
+	}
+	return out, nil
+}
+
+// openLoop sends creates at a fixed rate for d, whatever the responses do,
+// and measures each request's time to ready.
+func (a *api) openLoop(ctx context.Context, rate float64, d time.Duration) (latencies, int64) {
+	interval := time.Duration(float64(time.Second) / rate)
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	var (
+		mu     sync.Mutex
+		out    latencies
+		failed atomic.Int64
+		wg     sync.WaitGroup
+	)
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		<-ticker.C
+		wg.Go(func() {
+			start := time.Now()
+			sb, err := a.create(ctx)
+			if err == nil {
+				err = a.waitReady(ctx, sb.ID)
+			}
+			if err != nil {
+				failed.Add(1)
+				return
+			}
+			mu.Lock()
+			out = append(out, time.Since(start))
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out, failed.Load()
+}
+
+// lifecycle runs one full lifecycle: create, ready, delete, released.
+func (a *api) lifecycle(ctx context.Context) error {
+	sb, err := a.create(ctx)
+	if err != nil {
+		return err
+	}
+	if err := a.waitReady(ctx, sb.ID); err != nil {
+		return err
+	}
+	var ended sandboxView
+	if _, err := a.do(ctx, http.MethodDelete, "/v1/sandboxes/"+sb.ID, nil, &ended); err != nil {
+		return err
+	}
+	for !ended.Released {
+		time.Sleep(time.Millisecond)
+		if _, err := a.do(ctx, http.MethodGet, "/v1/sandboxes/"+sb.ID, nil, &ended); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sequential times n calls of fn one after another.
+func sequential(ctx context.Context, n int, fn func(ctx context.Context, i int) error) (latencies, error) {
+	out := make(latencies, 0, n)
+	for i := range n {
+		start := time.Now()
+		if err := fn(ctx, i); err != nil {
+			return out, err
+		}
+		out = append(out, time.Since(start))
+	}
+	return out, nil
+}

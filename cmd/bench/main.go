@@ -1,0 +1,513 @@
+// Command bench measures Tether against the physical limit of its Postgres:
+// it runs pgbench baselines and Tether workloads on the same server in the
+// same run, and reports each DESIGN.md performance target as a ratio.
+//
+//	go run ./cmd/bench [-quick] [-out bench-results] [-database-url URL]
+//
+// Without -database-url it starts a Postgres cluster of its own ("bench",
+// durable: fsync on) through scripts/postgres.sh. It writes results.md,
+// results.json and latency.svg to -out, and prints the table.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tetherhq/tether/internal/lifecycle"
+	"github.com/tetherhq/tether/internal/provider/sim"
+	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/store"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	out         string
+	quick       bool
+	databaseURL string
+	phase       time.Duration
+	workers     int
+	samples     int
+	seedSmall   int
+	seedBig     int
+	seedFiller  int
+	live        int
+	scale       int
+}
+
+func parseOptions(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.out, "out", "bench-results", "folder for results.md, results.json and latency.svg")
+	fs.BoolVar(&o.quick, "quick", false, "a smoke run in seconds: tiny phases and seeds, numbers not meaningful")
+	fs.StringVar(&o.databaseURL, "database-url", os.Getenv("BENCH_DATABASE_URL"), "Postgres server to use (default: start cluster \"bench\")")
+	fs.DurationVar(&o.phase, "phase", 10*time.Second, "length of each throughput phase")
+	fs.IntVar(&o.workers, "workers", 16, "concurrent clients in the throughput phases")
+	fs.IntVar(&o.samples, "samples", 400, "sequential samples per latency measurement")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.seedSmall, o.seedBig, o.seedFiller, o.live, o.scale = 1000, 1_000_000, 250_000, 100_000, 10
+	if o.quick {
+		o.phase, o.workers, o.samples = time.Second, 4, 20
+		o.seedSmall, o.seedBig, o.seedFiller, o.live, o.scale = 100, 2000, 500, 1000, 1
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseOptions(args, stderr)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	logf := func(format string, a ...any) {
+		_, _ = fmt.Fprintf(stderr, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	serverURL := o.databaseURL
+	if serverURL == "" {
+		logf("starting Postgres cluster \"bench\"")
+		if serverURL, err = startCluster(ctx, root); err != nil {
+			return err
+		}
+	}
+
+	res := &results{When: time.Now().UTC(), Machine: machine(), Quick: o.quick, Extra: map[string]string{}}
+	admin, err := pgxpool.New(ctx, serverURL)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer admin.Close()
+	dbs := map[string]string{}
+	for _, name := range []string{"bench_pgbench", "bench_main", "bench_janitor"} {
+		if dbs[name], err = recreateDB(ctx, admin, serverURL, name); err != nil {
+			return err
+		}
+	}
+
+	// 1. The baselines.
+	pb, err := newPgbench(dbs["bench_pgbench"])
+	if err != nil {
+		return err
+	}
+	pbPool, err := pgxpool.New(ctx, dbs["bench_pgbench"])
+	if err != nil {
+		return err
+	}
+	defer pbPool.Close()
+	pb.execSQL = func(ctx context.Context, sql string) error { _, err := pbPool.Exec(ctx, sql); return err }
+	if res.Baselines, err = measureBaselines(ctx, pb, o.phase, o.scale, o.workers, logf); err != nil {
+		return err
+	}
+
+	// 2. Tether, with the instant sim provider and auth on.
+	mainPool, err := pgxpool.New(ctx, dbs["bench_main"])
+	if err != nil {
+		return err
+	}
+	defer mainPool.Close()
+	st := store.New(mainPool)
+	if _, err := st.Migrate(ctx); err != nil {
+		return err
+	}
+	keys := map[string]string{"small": "bench-small-key", "big": "bench-big-key"}
+	for tenant, key := range keys {
+		if err := st.RegisterAPIKey(ctx, tenant, key); err != nil {
+			return err
+		}
+	}
+	logf("building and starting Tether")
+	srv, err := startTether(ctx, root, dbs["bench_main"], o)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	a := newAPI(srv.base, "bench-key", o.workers*2)
+
+	logf("request → ready, unloaded: %d sequential samples", o.samples)
+	unloaded, err := a.requestToReady(ctx, o.samples)
+	if err != nil {
+		return fmt.Errorf("request to ready: %w", err)
+	}
+	res.Unloaded = toMS(unloaded)
+
+	logf("create throughput: %d clients, %s", o.workers, o.phase)
+	createRate, fails := closedLoop(ctx, o.workers, o.phase, func(ctx context.Context) error { _, err := a.create(ctx); return err })
+	res.Extra["create_failures"] = strconv.FormatInt(fails, 10)
+
+	var ready sandboxView
+	if ready, err = a.create(ctx); err == nil {
+		err = a.waitReady(ctx, ready.ID)
+	}
+	if err != nil {
+		return err
+	}
+	logf("GET /v1/sandboxes/{id} throughput: %d clients, %s", o.workers, o.phase)
+	getRate, fails := closedLoop(ctx, o.workers, o.phase, func(ctx context.Context) error {
+		code, err := a.do(ctx, http.MethodGet, "/v1/sandboxes/"+ready.ID, nil, nil)
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("status %d", code)
+		}
+		return err
+	})
+	res.Extra["get_failures"] = strconv.FormatInt(fails, 10)
+
+	logf("full lifecycles: %d clients, %s", o.workers, o.phase)
+	lifeRate, fails := closedLoop(ctx, o.workers, o.phase, a.lifecycle)
+	res.Extra["lifecycle_failures"] = strconv.FormatInt(fails, 10)
+
+	rate := max(lifeRate/2, 1)
+	logf("request → ready at %.0f creates/s (50%% of max lifecycle throughput), open loop, %s", rate, o.phase)
+	loaded, fails := a.openLoop(ctx, rate, o.phase)
+	res.Loaded = toMS(loaded)
+	res.Extra["loaded_failures"] = strconv.FormatInt(fails, 10)
+	res.Extra["loaded_rate_per_s"] = fmt.Sprintf("%.0f", rate)
+
+	b := res.Baselines
+	single := b.SingleLatencyMS
+	res.Targets = append(res.Targets,
+		atLeast("create throughput (POST → 202, durable)", createRate, "req/s", b.InsertTPS, "insert tps", 0.40),
+		atLeast("full lifecycles (create, ready, delete, released)", lifeRate, "/s", b.TPCBTPS, "TPC-B tps", 0.25),
+		atMost("request → ready p50, unloaded", ms(unloaded.percentile(50)), "ms", single, "ms/tx (1 client)", 4),
+		atMost("request → ready p99, unloaded", ms(unloaded.percentile(99)), "ms", single, "ms/tx (1 client)", 20),
+	)
+	loadedP50 := atMost("request → ready p50, at 50% of max throughput", ms(loaded.percentile(50)), "ms", single, "ms/tx (1 client)", 4)
+	loadedP99 := atMost("request → ready p99, at 50% of max throughput", ms(loaded.percentile(99)), "ms", single, "ms/tx (1 client)", 20)
+	loadedP50.Info, loadedP99.Info = true, true
+	res.Targets = append(res.Targets, loadedP50, loadedP99,
+		atLeast("GET /v1/sandboxes/{id}", getRate, "req/s", b.SelectOnlyTPS, "select-only tps", 0.30))
+
+	// 3. Listing and history, at 1k and at 1M sandboxes.
+	logf("seeding %d sandboxes (tenant small), %d (tenant big) and %d more to reach %d events, with COPY",
+		o.seedSmall, o.seedBig, o.seedFiller, 4*(o.seedSmall+o.seedBig+o.seedFiller))
+	seedStart := time.Now()
+	small, err := seedSandboxes(ctx, mainPool, "small", o.seedSmall, "seeded")
+	if err != nil {
+		return err
+	}
+	big, err := seedSandboxes(ctx, mainPool, "big", o.seedBig, "seeded")
+	if err != nil {
+		return err
+	}
+	if _, err := seedSandboxes(ctx, mainPool, "big", o.seedFiller, "filler"); err != nil {
+		return err
+	}
+	res.Extra["seed_seconds"] = fmt.Sprintf("%.0f", time.Since(seedStart).Seconds())
+	logf("seeded in %s", time.Since(seedStart).Round(time.Second))
+	listTargets, err := measureListing(ctx, srv.base, keys, small, big, o.samples, logf)
+	if err != nil {
+		return err
+	}
+	res.Targets = append(res.Targets, listTargets...)
+
+	// 4. The janitor's reconciliation of 100k live sandboxes.
+	logf("janitor: reconciling %d live sandboxes", o.live)
+	jt, note, err := measureJanitor(ctx, dbs["bench_janitor"], o.live)
+	if err != nil {
+		return err
+	}
+	res.Targets = append(res.Targets, jt...)
+	res.Notes = append(res.Notes, note,
+		"Tether ran as one process with LOG_LEVEL=warn, the sim provider instant, auth on; Postgres and Tether share the machine's cores.")
+
+	if err := res.write(o.out); err != nil {
+		return err
+	}
+	_, _ = fmt.Fprint(stdout, res.markdown())
+	_, _ = fmt.Fprintf(stdout, "\nresults in %s (results.md, results.json, latency.svg); took %s\n", o.out, time.Since(start).Round(time.Second))
+	return nil
+}
+
+// measureListing compares list and history latencies of the 1k and the 1M
+// tenant: each query's p99 at 1M must be within 2x of its p99 at 1k.
+func measureListing(ctx context.Context, base string, keys map[string]string, small, big []string, n int, logf func(string, ...any)) ([]target, error) {
+	type query struct {
+		name string
+		path func(ids []string, i int) string
+	}
+	queries := []query{
+		{"list, first page", func([]string, int) string { return "/v1/sandboxes?limit=50" }},
+		{"list, state filter", func([]string, int) string { return "/v1/sandboxes?limit=50&state=terminated" }},
+		{"list, label filter", func([]string, int) string { return "/v1/sandboxes?limit=50&label=team=bench" }},
+		{"list, deep page (created_before the middle)", func(ids []string, _ int) string {
+			return "/v1/sandboxes?limit=50&created_before=" + url.QueryEscape(middle(len(ids)))
+		}},
+		{"history of one sandbox", func(ids []string, i int) string { return "/v1/sandboxes/" + ids[(i*7919)%len(ids)] + "/events" }},
+		{"tenant event feed page", func([]string, int) string { return "/v1/events?limit=50" }},
+	}
+	var out []target
+	for _, q := range queries {
+		p99 := map[string]float64{}
+		for _, tenant := range []string{"small", "big"} {
+			ids := small
+			if tenant == "big" {
+				ids = big
+			}
+			a := newAPI(base, keys[tenant], 1)
+			lat, err := sequential(ctx, n, func(ctx context.Context, i int) error {
+				code, err := a.do(ctx, http.MethodGet, q.path(ids, i), nil, nil)
+				if err == nil && code != http.StatusOK {
+					err = fmt.Errorf("%s: status %d", q.path(ids, i), code)
+				}
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
+			p99[tenant] = ms(lat.percentile(99))
+		}
+		logf("%s: p99 %.2f ms at %d, %.2f ms at %d", q.name, p99["small"], len(small), p99["big"], len(big))
+		out = append(out, atMost(fmt.Sprintf("%s p99 at %s vs %s", q.name, count(len(big)), count(len(small))),
+			p99["big"], "ms", p99["small"], "ms", 2))
+	}
+	return out, nil
+}
+
+// middle is the creation time of the middle one of n seeded sandboxes
+// (seedSandboxes spaces them a second apart, ending about now).
+func middle(n int) string {
+	return time.Now().Add(-time.Duration(n/2) * time.Second).UTC().Format(time.RFC3339)
+}
+
+func count(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprintf("%dM", n/1_000_000)
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return strconv.Itoa(n)
+}
+
+// measureJanitor times one reconciliation of live sandboxes against the sim
+// inventory, in process, and samples the heap meanwhile.
+func measureJanitor(ctx context.Context, dbURL string, n int) ([]target, string, error) {
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return nil, "", err
+	}
+	defer pool.Close()
+	// The janitor judges on a clock an hour ahead, so every orphan is past
+	// its grace period.
+	st := store.New(pool, store.WithClock(func() time.Time { return time.Now().Add(time.Hour) }))
+	if _, err := st.Migrate(ctx); err != nil {
+		return nil, "", err
+	}
+	if err := st.RegisterAPIKey(ctx, "live", "bench-live-key"); err != nil {
+		return nil, "", err
+	}
+	simDir, err := os.MkdirTemp("", "tether-bench-sim-")
+	if err != nil {
+		return nil, "", err
+	}
+	defer func() { _ = os.RemoveAll(simDir) }()
+	if err := seedLive(ctx, pool, "live", n, simDir); err != nil {
+		return nil, "", err
+	}
+	orphans := max(n/100, 1)
+	for range orphans {
+		if err := os.WriteFile(filepath.Join(simDir, sandbox.NewID()), nil, 0o644); err != nil {
+			return nil, "", err
+		}
+	}
+	p, err := sim.New(simDir)
+	if err != nil {
+		return nil, "", err
+	}
+	j := lifecycle.NewJanitor(lifecycle.JanitorConfig{OrphanGrace: time.Minute, DestroyConcurrency: 16}, st,
+		[]sandbox.Provider{p}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var peak uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		ticker := time.NewTicker(2 * time.Millisecond)
+		defer ticker.Stop()
+		var m runtime.MemStats
+		for {
+			select {
+			case <-stop:
+				return
+			case <-ticker.C:
+				runtime.ReadMemStats(&m)
+				peak = max(peak, m.HeapInuse)
+			}
+		}
+	})
+	start := time.Now()
+	rep, err := j.RunOnce(ctx)
+	took := time.Since(start)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		return nil, "", err
+	}
+	if rep.OrphansDestroyed != orphans || rep.Lost != 0 {
+		return nil, "", fmt.Errorf("janitor: destroyed %d orphans (want %d), marked %d lost (want 0)", rep.OrphansDestroyed, orphans, rep.Lost)
+	}
+	peakMB := float64(peak-min(peak, before.HeapInuse)) / (1 << 20)
+	limitSeconds := 30.0
+	ts := []target{
+		{Name: fmt.Sprintf("janitor reconcile of %s live sandboxes (+%d orphans destroyed)", count(n), orphans),
+			Measured: took.Seconds(), Unit: "s", Baseline: limitSeconds, Against: "s budget",
+			Ratio: took.Seconds() / limitSeconds, Want: "<= 1", Pass: took.Seconds() <= limitSeconds},
+		{Name: "janitor reconcile: peak extra heap", Measured: peakMB, Unit: "MiB", Baseline: 256, Against: "MiB budget",
+			Ratio: peakMB / 256, Want: "<= 1", Pass: peakMB <= 256},
+	}
+	note := fmt.Sprintf("Janitor: one RunOnce over %d ready sim sandboxes and %d orphan files took %s; its memory is O(inventory) (a map of ids), streamed from Postgres in chunks of 5000.", n, orphans, took.Round(time.Millisecond))
+	return ts, note, nil
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run bench from inside the Tether repository")
+		}
+		dir = parent
+	}
+}
+
+func startCluster(ctx context.Context, root string) (string, error) {
+	cmd := exec.CommandContext(ctx, "bash", "scripts/postgres.sh", "start", "bench")
+	cmd.Dir = root
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DATABASE_URL=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("scripts/postgres.sh start bench: %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1], nil
+}
+
+func recreateDB(ctx context.Context, admin *pgxpool.Pool, serverURL, name string) (string, error) {
+	if _, err := admin.Exec(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
+		return "", fmt.Errorf("drop %s: %w", name, err)
+	}
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name); err != nil {
+		return "", fmt.Errorf("create %s: %w", name, err)
+	}
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return "", err
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+// tether is the Tether process under test.
+type tether struct {
+	base string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startTether(ctx context.Context, root, dbURL string, o options) (*tether, error) {
+	dir, err := os.MkdirTemp("", "tether-bench-")
+	if err != nil {
+		return nil, err
+	}
+	bin := filepath.Join(dir, "tether")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/api")
+	build.Dir = root
+	build.Env = append(os.Environ(), "GOTOOLCHAIN=local")
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build: %w\n%s", err, out)
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	logf, err := os.Create(filepath.Join(dir, "tether.log"))
+	if err != nil {
+		return nil, err
+	}
+	//nolint:noctx // stopped explicitly by stop, gracefully
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(os.Environ(),
+		"DATABASE_URL="+dbURL, "LISTEN_ADDR="+addr, "BOOTSTRAP_API_KEY=bench-key",
+		"PROVIDERS=sim", "SIM_STATE_DIR="+filepath.Join(dir, "sim"), "LOG_LEVEL=warn",
+		"EXECUTOR_CONCURRENCY="+strconv.Itoa(max(16, o.workers*2)), "DB_MAX_CONNS=40")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	t := &tether{base: "http://" + addr, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		_ = logf.Close()
+		close(t.done)
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, t.base+"/readyz", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return t, nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.stop()
+	return nil, fmt.Errorf("tether did not become ready; see %s", logf.Name())
+}
+
+func (t *tether) stop() {
+	_ = t.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-t.done:
+	case <-time.After(30 * time.Second):
+		_ = t.cmd.Process.Kill()
+		<-t.done
+	}
+}
