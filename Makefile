@@ -25,7 +25,7 @@ CHAOS_DURATION ?= 3m
 # golangci-lint from PATH, else where `go install` puts it.
 GOLANGCI_LINT ?= $(shell command -v golangci-lint 2>/dev/null || echo "$$($(GO) env GOPATH)/bin/golangci-lint")
 
-.PHONY: help run test chaos docs lint build pg-stop
+.PHONY: help run test chaos bench docs lint build pg-stop
 
 help: ## Show this list of targets
 	@echo "Tether: make TARGET"
