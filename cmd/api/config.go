@@ -83,6 +83,10 @@ type Config struct {
 	// MaxExecOutput caps the output an exec returns (MAX_EXEC_OUTPUT, bytes,
 	// default 1 MiB); longer output is cut and marked truncated.
 	MaxExecOutput int
+	// AuthCacheTTL is how long a successful API key lookup is cached in
+	// memory (AUTH_CACHE_TTL, default 10s): a deleted key keeps working at
+	// most this long.
+	AuthCacheTTL time.Duration
 	// LogLevel is debug, info, warn or error (LOG_LEVEL, default info).
 	LogLevel slog.Level
 }
@@ -147,6 +151,7 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		MaxFileBytes:         num("MAX_FILE_BYTES", 100<<20),
 		MaxExecTimeout:       dur("MAX_EXEC_TIMEOUT", time.Hour),
 		MaxExecOutput:        int(num("MAX_EXEC_OUTPUT", 1<<20)),
+		AuthCacheTTL:         dur("AUTH_CACHE_TTL", 10*time.Second),
 	}
 	for p := range strings.SplitSeq(str("PROVIDERS", "sim,local"), ",") {
 		if p = strings.TrimSpace(p); p != "" {

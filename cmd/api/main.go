@@ -246,6 +246,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		MaxFileBytes:    cfg.MaxFileBytes,
 		MaxExecTimeout:  cfg.MaxExecTimeout,
 		MaxExecOutput:   cfg.MaxExecOutput,
+		AuthCacheTTL:    cfg.AuthCacheTTL,
 	}, tetherhttp.Deps{
 		Store:     st,
 		Changes:   notifier,

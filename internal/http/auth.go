@@ -2,10 +2,13 @@ package http
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -47,4 +50,50 @@ func withAuth(log *slog.Logger, auth authenticator) gin.HandlerFunc {
 		c.Set(tenantKey, tenant)
 		c.Next()
 	}
+}
+
+// keyCache remembers which tenant an API key belongs to for a while, so that
+// most requests authenticate without a query. A key removed from the
+// database keeps working for at most ttl. Only successful lookups are
+// cached, under the key's hash; the cache is cleared when it grows past
+// maxEntries.
+type keyCache struct {
+	auth       authenticator
+	ttl        time.Duration
+	maxEntries int
+
+	mu      sync.Mutex
+	entries map[[sha256.Size]byte]cachedKey
+}
+
+type cachedKey struct {
+	tenant  string
+	expires time.Time
+}
+
+func newKeyCache(auth authenticator, ttl time.Duration) *keyCache {
+	return &keyCache{auth: auth, ttl: ttl, maxEntries: 10000, entries: map[[sha256.Size]byte]cachedKey{}}
+}
+
+// Authenticate implements authenticator.
+func (k *keyCache) Authenticate(ctx context.Context, key string) (string, error) {
+	sum := sha256.Sum256([]byte(key))
+	now := time.Now()
+	k.mu.Lock()
+	e, ok := k.entries[sum]
+	k.mu.Unlock()
+	if ok && now.Before(e.expires) {
+		return e.tenant, nil
+	}
+	tenant, err := k.auth.Authenticate(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	k.mu.Lock()
+	if len(k.entries) >= k.maxEntries {
+		clear(k.entries)
+	}
+	k.entries[sum] = cachedKey{tenant: tenant, expires: now.Add(k.ttl)}
+	k.mu.Unlock()
+	return tenant, nil
 }

@@ -44,7 +44,11 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(deps.Gatherer, promhttp.HandlerOpts{})))
 	r.GET("/swagger/*any", ginSwagger.WrapHandler(swaggerFiles.Handler))
 
-	v1 := r.Group("/v1", withAuth(log, deps.Store))
+	var auth authenticator = deps.Store
+	if cfg.AuthCacheTTL > 0 {
+		auth = newKeyCache(deps.Store, cfg.AuthCacheTTL)
+	}
+	v1 := r.Group("/v1", withAuth(log, auth))
 	body := withBodyLimit(cfg.MaxBodyBytes)
 	v1.POST("/sandboxes", body, h(handleSandboxCreate(cfg, deps.Store, providers)))
 	v1.GET("/sandboxes", h(handleSandboxList(deps.Store)))

@@ -49,6 +49,9 @@ type Config struct {
 	MaxExecTimeout time.Duration
 	// MaxExecOutput caps the output an exec returns, in bytes.
 	MaxExecOutput int
+	// AuthCacheTTL is how long a successful API key lookup is remembered;
+	// 0 looks every key up on every request.
+	AuthCacheTTL time.Duration
 }
 
 // Deps are the collaborators the API needs.
