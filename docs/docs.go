@@ -444,7 +444,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer requested or creating, or the wait ends, and returns it as it is then.",
+                "description": "With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer requested or creating, or the wait ends, and returns it as it is then. With until=released, waits instead until its resources are confirmed released.",
                 "produces": [
                     "application/json"
                 ],
@@ -464,6 +464,16 @@ const docTemplate = `{
                         "type": "string",
                         "description": "how long to wait for the sandbox to settle, e.g. 30s",
                         "name": "wait",
+                        "in": "query"
+                    },
+                    {
+                        "enum": [
+                            "settled",
+                            "released"
+                        ],
+                        "type": "string",
+                        "description": "what to wait for: settled (default) or released",
+                        "name": "until",
                         "in": "query"
                     }
                 ],

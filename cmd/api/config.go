@@ -87,6 +87,9 @@ type Config struct {
 	// memory (AUTH_CACHE_TTL, default 10s): a deleted key keeps working at
 	// most this long.
 	AuthCacheTTL time.Duration
+	// PprofAddr, if set, serves Go's pprof profiles there (PPROF_ADDR, e.g.
+	// 127.0.0.1:6060); never expose it publicly.
+	PprofAddr string
 	// LogLevel is debug, info, warn or error (LOG_LEVEL, default info).
 	LogLevel slog.Level
 }
@@ -152,6 +155,7 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		MaxExecTimeout:       dur("MAX_EXEC_TIMEOUT", time.Hour),
 		MaxExecOutput:        int(num("MAX_EXEC_OUTPUT", 1<<20)),
 		AuthCacheTTL:         dur("AUTH_CACHE_TTL", 10*time.Second),
+		PprofAddr:            getenv("PPROF_ADDR"),
 	}
 	for p := range strings.SplitSeq(str("PROVIDERS", "sim,local"), ",") {
 		if p = strings.TrimSpace(p); p != "" {

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"sync"
@@ -117,6 +118,24 @@ func openStore(ctx context.Context, cfg Config) (*store.Store, error) {
 	return store.New(pool), nil
 }
 
+// openServeStore is openStore for serve: the workers' writes get a pool of
+// their own that commits asynchronously (see store.WithWorkPool), and every
+// committed change is announced through the notifier.
+func openServeStore(ctx context.Context, cfg Config, log *slog.Logger) (*store.Store, *store.Notifier, func(), error) {
+	pool, err := store.Connect(ctx, cfg.DatabaseURL, int32(cfg.DBMaxConns))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	work, err := store.ConnectWorkers(ctx, cfg.DatabaseURL, int32(max(4, cfg.DBMaxConns/2)))
+	if err != nil {
+		pool.Close()
+		return nil, nil, nil, err
+	}
+	notifier := store.NewNotifier(pool, log)
+	st := store.New(pool, store.WithWorkPool(work), store.WithAnnouncer(notifier))
+	return st, notifier, func() { work.Close(); pool.Close() }, nil
+}
+
 func migrate(ctx context.Context, cfg Config, stdout io.Writer) error {
 	st, err := openStore(ctx, cfg)
 	if err != nil {
@@ -187,12 +206,11 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		return err
 	}
 
-	st, err := openStore(ctx, cfg)
+	st, notifier, closePools, err := openServeStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	pool := st.Pool()
-	defer pool.Close()
+	defer closePools()
 	if migrateFirst {
 		applied, err := st.Migrate(ctx)
 		if err != nil {
@@ -216,7 +234,6 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	var workers sync.WaitGroup
-	notifier := store.NewNotifier(pool, log)
 	workers.Go(func() { notifier.Run(workCtx) })
 
 	executor := lifecycle.NewExecutor(lifecycle.ExecutorConfig{
@@ -263,6 +280,25 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		workers.Wait()
 		return fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
 	}
+	var debugSrv *http.Server
+	if cfg.PprofAddr != "" {
+		pln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.PprofAddr)
+		if err != nil {
+			_ = ln.Close()
+			cancelWork()
+			executor.Stop(context.Background())
+			janitor.Stop()
+			workers.Wait()
+			return fmt.Errorf("listen on PPROF_ADDR %s: %w", cfg.PprofAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		debugSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		workers.Go(func() { _ = debugSrv.Serve(pln) })
+		log.Info("pprof listening", "addr", pln.Addr().String())
+	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)
 	workers.Go(func() { serveErr <- srv.Serve(ln) })
@@ -287,6 +323,9 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 	}
 	executor.Stop(shutdownCtx)
 	janitor.Stop()
+	if debugSrv != nil {
+		_ = debugSrv.Close()
+	}
 	cancelWork()
 	workers.Wait()
 	log.Info("stopped")

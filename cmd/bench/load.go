@@ -182,11 +182,14 @@ func (a *api) lifecycle(ctx context.Context) error {
 	if _, err := a.do(ctx, http.MethodDelete, "/v1/sandboxes/"+sb.ID, nil, &ended); err != nil {
 		return err
 	}
-	for !ended.Released {
-		time.Sleep(time.Millisecond)
-		if _, err := a.do(ctx, http.MethodGet, "/v1/sandboxes/"+sb.ID, nil, &ended); err != nil {
-			return err
-		}
+	if ended.Released {
+		return nil
+	}
+	if _, err := a.do(ctx, http.MethodGet, "/v1/sandboxes/"+sb.ID+"?wait=30s&until=released", nil, &ended); err != nil {
+		return err
+	}
+	if !ended.Released {
+		return fmt.Errorf("sandbox %s not released", sb.ID)
 	}
 	return nil
 }

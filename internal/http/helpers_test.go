@@ -128,7 +128,9 @@ func setup(t *testing.T, opts ...option) *bundle {
 	for _, f := range opts {
 		f(&o)
 	}
-	st := storetest.New(t)
+	logs := &logSink{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	st, notifier := storetest.NewNotified(t, log)
 	ctx := context.Background()
 	for tenant, key := range map[string]string{tenantA: keyA, tenantB: keyB} {
 		if err := st.RegisterAPIKey(ctx, tenant, key); err != nil {
@@ -136,8 +138,6 @@ func setup(t *testing.T, opts ...option) *bundle {
 		}
 	}
 
-	logs := &logSink{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	// Registered first, so it runs after the server and workers stopped.
 	t.Cleanup(func() {
 		var bad []string
@@ -168,18 +168,6 @@ func setup(t *testing.T, opts ...option) *bundle {
 		t.Fatalf("sim-b: %v", err)
 	}
 	providers := []sandbox.Provider{simProvider, renamedProvider{simB, "sim-b"}}
-
-	notifier := store.NewNotifier(st.Pool(), log)
-	nctx, cancelNotifier := context.WithCancel(ctx)
-	notifierDone := make(chan struct{})
-	go func() {
-		defer close(notifierDone)
-		notifier.Run(nctx)
-	}()
-	t.Cleanup(func() {
-		cancelNotifier()
-		<-notifierDone
-	})
 
 	if o.executor {
 		ex := lifecycle.NewExecutor(lifecycle.ExecutorConfig{PollInterval: 50 * time.Millisecond},

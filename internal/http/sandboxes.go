@@ -376,11 +376,12 @@ func notFoundAs(err error, id string) error {
 // handleSandboxGet returns one sandbox, optionally waiting for it to settle.
 //
 //	@Summary		Get a sandbox
-//	@Description	With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer requested or creating, or the wait ends, and returns it as it is then.
+//	@Description	With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer requested or creating, or the wait ends, and returns it as it is then. With until=released, waits instead until its resources are confirmed released.
 //	@Tags			sandboxes
 //	@Produce		json
 //	@Param			id		path		string	true	"sandbox id"
 //	@Param			wait	query		string	false	"how long to wait for the sandbox to settle, e.g. 30s"
+//	@Param			until	query		string	false	"what to wait for: settled (default) or released"	Enums(settled, released)
 //	@Success		200		{object}	Sandbox
 //	@Failure		400		{object}	Problem
 //	@Failure		401		{object}	Problem
@@ -393,7 +394,7 @@ func handleSandboxGet(cfg Config, st sandboxGetter, changes changeSubscriber) ha
 		if err != nil {
 			return err
 		}
-		if err := onlyQuery(c, "wait"); err != nil {
+		if err := onlyQuery(c, "wait", "until"); err != nil {
 			return err
 		}
 		var wait time.Duration
@@ -402,6 +403,16 @@ func handleSandboxGet(cfg Config, st sandboxGetter, changes changeSubscriber) ha
 			if err != nil {
 				return err
 			}
+		}
+		// done says when waiting is over: by default once the sandbox has
+		// settled; with until=released, once its resources are confirmed gone.
+		done := func(sb sandbox.Sandbox) bool { return sb.State.Settled() }
+		switch c.Query("until") {
+		case "", "settled":
+		case "released":
+			done = func(sb sandbox.Sandbox) bool { return sb.Released }
+		default:
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "until must be settled or released")
 		}
 		ctx, tenant := c.Request.Context(), tenantOf(c)
 		var (
@@ -417,14 +428,14 @@ func handleSandboxGet(cfg Config, st sandboxGetter, changes changeSubscriber) ha
 		if err != nil {
 			return notFoundAs(err, id)
 		}
-		if wait > 0 && !sb.State.Settled() {
+		if wait > 0 && !done(sb) {
 			deadline := time.NewTimer(wait)
 			defer deadline.Stop()
 			// A poll backs up the notifications, which are best effort.
 			poll := time.NewTicker(time.Second)
 			defer poll.Stop()
 		waiting:
-			for !sb.State.Settled() {
+			for !done(sb) {
 				select {
 				case <-ctx.Done():
 					return nil // the client left

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -53,24 +52,18 @@ func setupWith(t *testing.T, clock *storetest.Clock) *env {
 	if clock != nil {
 		opts = append(opts, store.WithClock(clock.Now))
 	}
-	st := storetest.New(t, opts...)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	st, notifier := storetest.NewNotified(t, log, opts...)
 	ctx, cancel := context.WithCancel(t.Context())
 	dir := t.TempDir()
 	p, err := sim.New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	notifier := store.NewNotifier(st.Pool(), log)
-	var wg sync.WaitGroup
-	wg.Go(func() { notifier.Run(ctx) })
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
+	t.Cleanup(cancel)
 	if err := st.RegisterAPIKey(ctx, "acme", "k"); err != nil {
 		t.Fatal(err)
 	}

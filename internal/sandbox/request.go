@@ -13,11 +13,19 @@ var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadd
 // idPrefix starts every sandbox id.
 const idPrefix = "sbx_"
 
-// NewID returns a fresh random sandbox id: "sbx_" and 26 base32 characters
-// (128 random bits).
+// NewID returns a fresh sandbox id: "sbx_" and 26 base32 characters
+// encoding the creation time in milliseconds (48 bits) then 80 random bits.
+// Ids made later sort later, so new rows land at the end of the id indexes
+// instead of all over them (less I/O, less WAL); the random part keeps them
+// unguessable.
 func NewID() string {
 	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	_, _ = rand.Read(b[6:]) // crypto/rand.Read never fails
+	ms := uint64(time.Now().UnixMilli())
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(ms)
+		ms >>= 8
+	}
 	return idPrefix + idEncoding.EncodeToString(b[:])
 }
 

@@ -76,6 +76,7 @@ func (s *Store) EndSandbox(ctx context.Context, tenant, id string, reason sandbo
 		return sb, false, wrap("end sandbox", err)
 	}
 	if len(ended) == 1 {
+		s.announce(ended...)
 		return ended[0], true, nil
 	}
 	sb, err = s.GetSandbox(ctx, tenant, id)
@@ -88,14 +89,13 @@ func (s *Store) EndSandbox(ctx context.Context, tenant, id string, reason sandbo
 // lapseOwner ends, in tx, the live sandboxes of an owner whose lease has
 // lapsed (owner_expired), so that a new lease never revives sandboxes that
 // outlived the old one.
-func lapseOwner(ctx context.Context, tx pgx.Tx, now time.Time, tenant, owner string) error {
-	_, err := endMany(ctx, tx, `
+func lapseOwner(ctx context.Context, tx pgx.Tx, now time.Time, tenant, owner string) ([]sandbox.Sandbox, error) {
+	return endMany(ctx, tx, `
 		SELECT s.id, s.state, s.lease_owner FROM sandboxes s
 		JOIN owners o ON o.tenant = s.tenant AND o.name = s.owner
 		WHERE s.tenant = $5 AND s.owner = $6 AND s.state IN `+liveStates+` AND o.expires_at < $2
 		FOR UPDATE OF s`,
 		now, sandbox.ReasonOwnerExpired, sandbox.ActorJanitor, "owner lease lapsed", tenant, owner)
-	return err
 }
 
 // RenewOwnerLease extends the tenant's owner's lease to now+ttl. If the
@@ -105,13 +105,14 @@ func lapseOwner(ctx context.Context, tx pgx.Tx, now time.Time, tenant, owner str
 func (s *Store) RenewOwnerLease(ctx context.Context, tenant, owner string, ttl time.Duration) (time.Time, error) {
 	now := s.Now()
 	expires := now.Add(ttl)
+	var lapsed []sandbox.Sandbox
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var exists bool
 		err := tx.QueryRow(ctx, `SELECT true FROM owners WHERE tenant = $1 AND name = $2 FOR UPDATE`, tenant, owner).Scan(&exists)
 		if err != nil {
 			return err
 		}
-		if err := lapseOwner(ctx, tx, now, tenant, owner); err != nil {
+		if lapsed, err = lapseOwner(ctx, tx, now, tenant, owner); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `UPDATE owners SET expires_at = $3, updated_at = $4 WHERE tenant = $1 AND name = $2`,
@@ -121,6 +122,7 @@ func (s *Store) RenewOwnerLease(ctx context.Context, tenant, owner string, ttl t
 	if err != nil {
 		return time.Time{}, wrap("renew owner lease", err)
 	}
+	s.announce(lapsed...)
 	return expires, nil
 }
 
@@ -145,6 +147,7 @@ func (s *Store) ReleaseOwner(ctx context.Context, tenant, owner string) ([]sandb
 	if err != nil {
 		return nil, wrap("release owner", err)
 	}
+	s.announce(ended...)
 	return ended, nil
 }
 

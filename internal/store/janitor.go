@@ -16,7 +16,7 @@ import (
 func (s *Store) TryLead(ctx context.Context, role, holder string, ttl time.Duration) (bool, error) {
 	now := s.Now()
 	var got string
-	err := s.pool.QueryRow(ctx, `
+	err := s.work.QueryRow(ctx, `
 		INSERT INTO leaders (role, holder, expires_at) VALUES ($1, $2, $3)
 		ON CONFLICT (role) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
 		WHERE leaders.holder = EXCLUDED.holder OR leaders.expires_at < $4
@@ -33,7 +33,7 @@ func (s *Store) TryLead(ctx context.Context, role, holder string, ttl time.Durat
 // Resign gives up holder's leadership of role, so another replica can take
 // over at once instead of after the lease.
 func (s *Store) Resign(ctx context.Context, role, holder string) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM leaders WHERE role = $1 AND holder = $2`, role, holder); err != nil {
+	if _, err := s.work.Exec(ctx, `DELETE FROM leaders WHERE role = $1 AND holder = $2`, role, holder); err != nil {
 		return wrap("resign", err)
 	}
 	return nil
@@ -42,7 +42,7 @@ func (s *Store) Resign(ctx context.Context, role, holder string) error {
 // EndLapsedOwners ends up to limit live sandboxes whose owner's lease has
 // lapsed, with reason owner_expired.
 func (s *Store) EndLapsedOwners(ctx context.Context, limit int) ([]sandbox.Sandbox, error) {
-	ended, err := endMany(ctx, s.pool, `
+	ended, err := endMany(ctx, s.work, `
 		SELECT s.id, s.state, s.lease_owner FROM sandboxes s
 		JOIN owners o ON o.tenant = s.tenant AND o.name = s.owner
 		WHERE s.owner IS NOT NULL AND s.state IN `+liveStates+` AND o.expires_at < $2
@@ -52,13 +52,14 @@ func (s *Store) EndLapsedOwners(ctx context.Context, limit int) ([]sandbox.Sandb
 	if err != nil {
 		return nil, wrap("end lapsed owners", err)
 	}
+	s.announce(ended...)
 	return ended, nil
 }
 
 // EndExpired ends up to limit live sandboxes whose deadline passed, with
 // reason expired.
 func (s *Store) EndExpired(ctx context.Context, limit int) ([]sandbox.Sandbox, error) {
-	ended, err := endMany(ctx, s.pool, `
+	ended, err := endMany(ctx, s.work, `
 		SELECT id, state, lease_owner FROM sandboxes
 		WHERE state IN `+liveStates+` AND expires_at < $2
 		ORDER BY expires_at
@@ -68,6 +69,7 @@ func (s *Store) EndExpired(ctx context.Context, limit int) ([]sandbox.Sandbox, e
 	if err != nil {
 		return nil, wrap("end expired", err)
 	}
+	s.announce(ended...)
 	return ended, nil
 }
 
@@ -77,7 +79,7 @@ func (s *Store) EndExpired(ctx context.Context, limit int) ([]sandbox.Sandbox, e
 // ever claimed are cancelled with reason create_failed.
 func (s *Store) FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, error) {
 	now := s.Now()
-	rows, err := s.pool.Query(ctx, `
+	rows, err := s.work.Query(ctx, `
 		WITH cur AS (
 			SELECT id, state FROM sandboxes
 			WHERE state = 'creating' AND create_deadline < $1
@@ -103,7 +105,7 @@ func (s *Store) FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, 
 	if err != nil {
 		return nil, wrap("fail overdue", err)
 	}
-	cancelled, err := endMany(ctx, s.pool, `
+	cancelled, err := endMany(ctx, s.work, `
 		SELECT id, state, lease_owner FROM sandboxes
 		WHERE state = 'requested' AND create_deadline < $2
 		LIMIT $5
@@ -112,6 +114,8 @@ func (s *Store) FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, 
 	if err != nil {
 		return nil, wrap("cancel overdue", err)
 	}
+	s.announce(failed...)
+	s.announce(cancelled...)
 	return append(failed, cancelled...), nil
 }
 
@@ -120,11 +124,14 @@ func (s *Store) FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, 
 // announces the sandbox, so executors claim it again at once; their claim
 // bumps the epoch, fencing out the old worker for good.
 func (s *Store) RescueLapsedLeases(ctx context.Context) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `
+	tag, err := s.work.Exec(ctx, `
 		UPDATE sandboxes SET lease_owner = NULL
 		WHERE lease_owner IS NOT NULL AND lease_expires_at < $1`, s.Now())
 	if err != nil {
 		return 0, wrap("rescue lapsed leases", err)
+	}
+	if tag.RowsAffected() > 0 && s.announcer != nil {
+		s.announcer.Announce(sandbox.Change{}) // look again: work was freed
 	}
 	return tag.RowsAffected(), nil
 }
@@ -214,6 +221,7 @@ func (s *Store) MarkLost(ctx context.Context, id, message string) (sandbox.Sandb
 	if len(ended) == 0 {
 		return sandbox.Sandbox{}, false, nil
 	}
+	s.announce(ended...)
 	return ended[0], true, nil
 }
 
@@ -231,7 +239,7 @@ type ReconcileEvent struct {
 // RecordReconcile appends a reconciliation event. tenant is empty for a
 // resource whose sandbox Tether has no record of.
 func (s *Store) RecordReconcile(ctx context.Context, provider, sandboxID, tenant, action, message string) error {
-	_, err := s.pool.Exec(ctx, `
+	_, err := s.work.Exec(ctx, `
 		INSERT INTO reconcile_events (at, provider, sandbox_id, tenant, action, message)
 		VALUES ($1, $2, $3, $4, $5, $6)`, s.Now(), provider, sandboxID, nullable(tenant), action, message)
 	if err != nil {

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
 	"strings"
 	"sync"
@@ -13,44 +15,90 @@ import (
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
-// notifyChannel is the channel the sandboxes triggers announce changes on.
+// notifyChannel is the Postgres channel sandbox changes are announced on.
 const notifyChannel = "tether_sandbox"
 
-// Notifier fans Postgres LISTEN/NOTIFY announcements of sandbox changes out
-// to in-process subscribers: executors waiting for work, and clients waiting
-// for a sandbox to settle. Changes only wake subscribers up; they
-// re-read the registry for the truth, so a dropped notification costs
-// latency (the subscribers also poll), never correctness.
+// Notifier tells in-process subscribers — executors waiting for work,
+// clients waiting for a sandbox to settle — that sandboxes changed, whether
+// the change happened in this process or in another replica.
+//
+// The store announces each change after its transaction commits. Local
+// subscribers hear of it at once; other replicas through Postgres
+// LISTEN/NOTIFY, sent in batches from a connection of the notifier's own.
+// Changes are not announced from inside the transactions that make them: a
+// transaction that NOTIFYs holds a database-wide lock through its commit,
+// which would put every durable commit in single file behind the WAL flush.
+//
+// Announcements only wake subscribers up; they re-read the registry for the
+// truth and also poll, so a lost announcement (a crash between commit and
+// NOTIFY, a full queue) costs latency, never correctness.
 type Notifier struct {
-	cfg *pgx.ConnConfig
-	log *slog.Logger
+	cfg    *pgx.ConnConfig
+	log    *slog.Logger
+	origin string // tells this process's own NOTIFYs from others'
+
+	outbox chan sandbox.Change
 
 	mu   sync.Mutex
 	all  map[chan sandbox.Change]struct{}
 	byID map[string]map[chan sandbox.Change]struct{}
 }
 
-// NewNotifier returns a notifier that listens on its own connection, made
-// with the pool's connection settings.
+// outboxSize bounds the announcements waiting to be sent to other replicas;
+// past it they are dropped (the replicas' polling covers them).
+const outboxSize = 8192
+
+// NewNotifier returns a notifier that talks to Postgres on connections of
+// its own, made with the pool's settings.
 func NewNotifier(pool *pgxpool.Pool, log *slog.Logger) *Notifier {
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	return &Notifier{
-		cfg:  pool.Config().ConnConfig.Copy(),
-		log:  log,
-		all:  make(map[chan sandbox.Change]struct{}),
-		byID: make(map[string]map[chan sandbox.Change]struct{}),
+		cfg:    pool.Config().ConnConfig.Copy(),
+		log:    log,
+		origin: hex.EncodeToString(b[:]),
+		outbox: make(chan sandbox.Change, outboxSize),
+		all:    make(map[chan sandbox.Change]struct{}),
+		byID:   make(map[string]map[chan sandbox.Change]struct{}),
 	}
 }
 
-// Run listens until ctx is done, reconnecting with backoff when the
-// connection fails.
+// Announce tells local subscribers about changes now and queues them for
+// the other replicas. It never blocks.
+func (n *Notifier) Announce(changes ...sandbox.Change) {
+	for _, c := range changes {
+		n.publish(c)
+		select {
+		case n.outbox <- c:
+		default: // full: the other replicas will poll
+		}
+	}
+}
+
+// Run listens for other replicas' announcements and sends this process's,
+// until ctx is done, reconnecting with backoff when a connection fails.
 func (n *Notifier) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { n.reconnecting(ctx, "listen", n.listen) })
+	wg.Go(func() { n.reconnecting(ctx, "send", n.send) })
+	wg.Wait()
+}
+
+func (n *Notifier) reconnecting(ctx context.Context, what string, fn func(context.Context, *pgx.Conn) error) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := n.listen(ctx)
+		conn, err := pgx.ConnectConfig(ctx, n.cfg)
+		if err == nil {
+			err = fn(ctx, conn)
+			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			_ = conn.Close(closeCtx)
+			cancel()
+			backoff = 100 * time.Millisecond
+		}
 		if ctx.Err() != nil {
 			return
 		}
-		n.log.Warn("notifier: connection lost; reconnecting", "err", err, "backoff", backoff)
+		n.log.Warn("notifier: connection lost; reconnecting", "conn", what, "err", err, "backoff", backoff)
 		select {
 		case <-ctx.Done():
 			return
@@ -60,41 +108,77 @@ func (n *Notifier) Run(ctx context.Context) {
 	}
 }
 
-func (n *Notifier) listen(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, n.cfg)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		_ = conn.Close(closeCtx)
-	}()
+func (n *Notifier) listen(ctx context.Context, conn *pgx.Conn) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
 		return err
 	}
-	// Changes made while the connection was down were not announced.
+	// Changes made while the connection was down were not heard.
 	n.publish(sandbox.Change{})
 	for {
 		msg, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		n.publish(parseChange(msg.Payload))
+		origin, change, ok := parseChange(msg.Payload)
+		if ok && origin != n.origin {
+			n.publish(change)
+		}
 	}
 }
 
-func parseChange(payload string) sandbox.Change {
+// send forwards queued announcements, all that are waiting in one
+// statement, so a busy replica sends few large batches.
+func (n *Notifier) send(ctx context.Context, conn *pgx.Conn) error {
+	batch := make([]string, 0, 256)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case c := <-n.outbox:
+			batch = append(batch[:0], formatChange(n.origin, c))
+		}
+	drain:
+		for len(batch) < cap(batch) {
+			select {
+			case c := <-n.outbox:
+				batch = append(batch, formatChange(n.origin, c))
+			default:
+				break drain
+			}
+		}
+		if _, err := conn.Exec(ctx, `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`, notifyChannel, batch); err != nil {
+			return err
+		}
+	}
+}
+
+func formatChange(origin string, c sandbox.Change) string {
+	released := "false"
+	if c.Released {
+		released = "true"
+	}
+	id := c.ID
+	if id == "" {
+		id = "-"
+	}
+	return origin + " " + id + " " + string(c.State) + " " + released
+}
+
+func parseChange(payload string) (origin string, c sandbox.Change, ok bool) {
 	f := strings.Fields(payload)
-	if len(f) != 3 {
-		return sandbox.Change{}
+	if len(f) != 4 {
+		return "", sandbox.Change{}, false
 	}
-	return sandbox.Change{ID: f[0], State: sandbox.State(f[1]), Released: f[2] == "true"}
+	id := f[1]
+	if id == "-" {
+		id = ""
+	}
+	return f[0], sandbox.Change{ID: id, State: sandbox.State(f[2]), Released: f[3] == "true"}, true
 }
 
-// Subscribe returns a channel that receives every notification, and a
-// function that ends the subscription. The channel holds the latest
-// notification only: a slow reader sees fewer, never stale-only, signals.
+// Subscribe returns a channel that receives every change, and a function
+// that ends the subscription. The channel holds the latest change only: a
+// slow reader sees fewer, never only stale, signals.
 func (n *Notifier) Subscribe() (<-chan sandbox.Change, func()) {
 	ch := make(chan sandbox.Change, 1)
 	n.mu.Lock()
@@ -107,8 +191,8 @@ func (n *Notifier) Subscribe() (<-chan sandbox.Change, func()) {
 	}
 }
 
-// SubscribeSandbox is Subscribe for the notifications of one sandbox (and
-// the reconnection signal).
+// SubscribeSandbox is Subscribe for the changes of one sandbox (and the
+// look-again signal, a change with no id).
 func (n *Notifier) SubscribeSandbox(id string) (<-chan sandbox.Change, func()) {
 	ch := make(chan sandbox.Change, 1)
 	n.mu.Lock()
@@ -148,7 +232,7 @@ func (n *Notifier) publish(note sandbox.Change) {
 	}
 }
 
-// offer puts note in ch, replacing an unread older notification.
+// offer puts note in ch, replacing an unread older change.
 func offer(ch chan sandbox.Change, note sandbox.Change) {
 	select {
 	case ch <- note:

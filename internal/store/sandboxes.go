@@ -66,6 +66,19 @@ func nullable(s string) *string {
 	return &s
 }
 
+// insertSandboxSQL inserts a requested sandbox and its first event.
+const insertSandboxSQL = `
+	WITH ins AS (
+		INSERT INTO sandboxes AS s (id, tenant, state, provider, owner, labels, env, setup, params,
+			created_at, updated_at, expires_at, create_deadline)
+		VALUES ($1, $2, 'requested', $3, $4, $5, $6, $7, $8, $9, $9, $10, $11)
+		RETURNING *
+	), ev AS (
+		INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
+		SELECT id, tenant, $9, NULL, 'requested', 'requested', 'client', 'sandbox requested' FROM ins
+	)
+	SELECT ` + sandboxColumns + ` FROM ins s`
+
 // CreateSandbox records a new sandbox in state requested with its first
 // event. With an idempotency key it returns the sandbox an earlier request
 // with the same key and hash made, and created is false; a different hash is
@@ -85,6 +98,17 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 	}
 	now := s.Now()
 	id := sandbox.NewID()
+	if p.IdempotencyKey == "" && p.Owner == "" {
+		// The common case is one statement: one round trip, one commit.
+		sb, err = scanSandbox(s.pool.QueryRow(ctx, insertSandboxSQL, id, p.Tenant, p.Provider, nil, labels, env, p.Setup, params,
+			now, now.Add(p.TTL), now.Add(p.CreateTimeout)))
+		if err != nil {
+			return sandbox.Sandbox{}, false, wrap("create sandbox", err)
+		}
+		s.announce(sb)
+		return sb, true, nil
+	}
+	var lapsed []sandbox.Sandbox
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		if p.IdempotencyKey != "" {
 			var existing string
@@ -108,21 +132,12 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 			}
 		}
 		if p.Owner != "" {
-			if err := s.ensureOwnerLease(ctx, tx, now, p.Tenant, p.Owner, p.OwnerTTL); err != nil {
+			var err error
+			if lapsed, err = s.ensureOwnerLease(ctx, tx, now, p.Tenant, p.Owner, p.OwnerTTL); err != nil {
 				return err
 			}
 		}
-		sb, err = scanSandbox(tx.QueryRow(ctx, `
-			WITH ins AS (
-				INSERT INTO sandboxes AS s (id, tenant, state, provider, owner, labels, env, setup, params,
-					created_at, updated_at, expires_at, create_deadline)
-				VALUES ($1, $2, 'requested', $3, $4, $5, $6, $7, $8, $9, $9, $10, $11)
-				RETURNING *
-			), ev AS (
-				INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
-				SELECT id, tenant, $9, NULL, 'requested', 'requested', 'client', 'sandbox requested' FROM ins
-			)
-			SELECT `+sandboxColumns+` FROM ins s`,
+		sb, err = scanSandbox(tx.QueryRow(ctx, insertSandboxSQL,
 			id, p.Tenant, p.Provider, nullable(p.Owner), labels, env, p.Setup, params,
 			now, now.Add(p.TTL), now.Add(p.CreateTimeout)))
 		if err != nil {
@@ -133,6 +148,10 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 	})
 	if err != nil {
 		return sandbox.Sandbox{}, false, wrap("create sandbox", err)
+	}
+	s.announce(lapsed...)
+	if created {
+		s.announce(sb)
 	}
 	return sb, created, nil
 }
@@ -237,23 +256,24 @@ func (s *Store) ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sand
 
 // ensureOwnerLease makes sure the owner has a live lease, in tx: an owner
 // named for the first time, or whose lease lapsed, gets one of ttl. The
-// sandboxes that outlived a lapsed lease are ended first.
-func (s *Store) ensureOwnerLease(ctx context.Context, tx pgx.Tx, now time.Time, tenant, owner string, ttl time.Duration) error {
+// sandboxes that outlived a lapsed lease are ended first, and returned.
+func (s *Store) ensureOwnerLease(ctx context.Context, tx pgx.Tx, now time.Time, tenant, owner string, ttl time.Duration) ([]sandbox.Sandbox, error) {
 	var expires time.Time
 	err := tx.QueryRow(ctx, `
 		INSERT INTO owners (tenant, name, expires_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)
 		ON CONFLICT (tenant, name) DO UPDATE SET updated_at = owners.updated_at
 		RETURNING expires_at`, tenant, owner, now.Add(ttl), now).Scan(&expires)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !expires.Before(now) {
-		return nil
+		return nil, nil
 	}
-	if err := lapseOwner(ctx, tx, now, tenant, owner); err != nil {
-		return err
+	ended, err := lapseOwner(ctx, tx, now, tenant, owner)
+	if err != nil {
+		return nil, err
 	}
 	_, err = tx.Exec(ctx, `UPDATE owners SET expires_at = $3, updated_at = $4 WHERE tenant = $1 AND name = $2`,
 		tenant, owner, now.Add(ttl), now)
-	return err
+	return ended, err
 }

@@ -33,6 +33,11 @@ import (
 // Store is the Postgres-backed registry. It is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
+	// work runs the workers' own writes (claims, results, releases, janitor
+	// sweeps). It may commit asynchronously: see WithWorkPool.
+	work *pgxpool.Pool
+	// announce tells subscribers about changes after they commit.
+	announcer Announcer
 	// now is the clock every timestamp the store writes comes from; tests
 	// inject their own to move time without sleeping.
 	now func() time.Time
@@ -47,10 +52,44 @@ func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
 }
 
+// Announcer is told about every change the store commits (a Notifier).
+type Announcer interface {
+	Announce(changes ...sandbox.Change)
+}
+
+// WithAnnouncer makes the store announce its committed changes to a.
+func WithAnnouncer(a Announcer) Option {
+	return func(s *Store) { s.announcer = a }
+}
+
+// announce tells the announcer about the sandboxes' new states.
+func (s *Store) announce(sbs ...sandbox.Sandbox) {
+	if s.announcer == nil || len(sbs) == 0 {
+		return
+	}
+	changes := make([]sandbox.Change, len(sbs))
+	for i, sb := range sbs {
+		changes[i] = sandbox.Change{ID: sb.ID, State: sb.State, Released: sb.Released}
+	}
+	s.announcer.Announce(changes...)
+}
+
+// WithWorkPool runs the workers' writes on their own pool, typically one
+// opened by ConnectWorkers, whose commits do not wait for the WAL flush.
+// That is safe because every worker write is idempotent and fenced: if a
+// Postgres crash loses the last moments of them, the leases lapse and the
+// work is redone (provider calls are idempotent on the sandbox id). What a
+// client was promised (a create accepted, a delete accepted) always commits
+// durably on the main pool, and a durable commit also makes every earlier
+// asynchronous one durable.
+func WithWorkPool(pool *pgxpool.Pool) Option {
+	return func(s *Store) { s.work = pool }
+}
+
 // New returns a Store over an open pool. The caller keeps ownership of the
-// pool and closes it after the store's last use.
+// pools and closes them after the store's last use.
 func New(pool *pgxpool.Pool, opts ...Option) *Store {
-	s := &Store{pool: pool, now: time.Now}
+	s := &Store{pool: pool, work: pool, now: time.Now}
 	for _, o := range opts {
 		o(s)
 	}
@@ -70,6 +109,24 @@ func Connect(ctx context.Context, databaseURL string, maxConns int32) (*pgxpool.
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, wrap("connect", err)
+	}
+	return pool, nil
+}
+
+// ConnectWorkers opens a pool like Connect whose sessions commit without
+// waiting for the WAL flush (synchronous_commit=off), for WithWorkPool.
+func ConnectWorkers(ctx context.Context, databaseURL string, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, errors.New("store: connect: DATABASE_URL is not a valid Postgres connection string")
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: connect workers: %w", err)
 	}
 	return pool, nil
 }

@@ -26,7 +26,7 @@ type Claim struct {
 // Rows another worker is claiming are skipped, never waited for.
 func (s *Store) ClaimCreates(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]Claim, error) {
 	now := s.Now()
-	rows, err := s.pool.Query(ctx, `
+	rows, err := s.work.Query(ctx, `
 		WITH picked AS (
 			SELECT id, state FROM sandboxes
 			WHERE provider = $1
@@ -58,7 +58,7 @@ func (s *Store) ClaimCreates(ctx context.Context, provider, worker string, limit
 // resources are not yet confirmed released and that no live lease holds.
 func (s *Store) ClaimReleases(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]Claim, error) {
 	now := s.Now()
-	rows, err := s.pool.Query(ctx, `
+	rows, err := s.work.Query(ctx, `
 		WITH picked AS (
 			SELECT id, state FROM sandboxes
 			WHERE provider = $1 AND NOT released AND state IN ('cancelled', 'terminated', 'failed')
@@ -107,7 +107,7 @@ func collectClaims(rows pgx.Rows, op string) ([]Claim, error) {
 func (s *Store) RenewLease(ctx context.Context, id string, epoch int64, worker string, lease time.Duration) (sandbox.State, error) {
 	now := s.Now()
 	var state sandbox.State
-	err := s.pool.QueryRow(ctx, `
+	err := s.work.QueryRow(ctx, `
 		UPDATE sandboxes SET lease_expires_at = $4
 		WHERE id = $1 AND epoch = $2 AND lease_owner = $3 AND (state = 'creating' OR NOT released)
 		RETURNING state`, id, epoch, worker, now.Add(lease)).Scan(&state)
@@ -126,7 +126,7 @@ func (s *Store) RenewLease(ctx context.Context, id string, epoch int64, worker s
 // made must be released.
 func (s *Store) MarkReady(ctx context.Context, id string, epoch int64, res sandbox.Resource) (sandbox.Sandbox, error) {
 	now := s.Now()
-	sb, err := scanSandbox(s.pool.QueryRow(ctx, `
+	sb, err := scanSandbox(s.work.QueryRow(ctx, `
 		WITH upd AS (
 			UPDATE sandboxes s SET
 				state = 'ready', ready_at = $3, updated_at = $3, error = NULL,
@@ -145,6 +145,7 @@ func (s *Store) MarkReady(ctx context.Context, id string, epoch int64, res sandb
 	if err != nil {
 		return sb, wrap("mark ready", err)
 	}
+	s.announce(sb)
 	return sb, nil
 }
 
@@ -153,7 +154,7 @@ func (s *Store) MarkReady(ctx context.Context, id string, epoch int64, res sandb
 // so that it can release what the attempts may have left.
 func (s *Store) MarkFailed(ctx context.Context, id string, epoch int64, actor sandbox.Actor, message string) (sandbox.Sandbox, error) {
 	now := s.Now()
-	sb, err := scanSandbox(s.pool.QueryRow(ctx, `
+	sb, err := scanSandbox(s.work.QueryRow(ctx, `
 		WITH upd AS (
 			UPDATE sandboxes s SET
 				state = 'failed', reason = 'create_failed', error = $4, ended_at = $3, updated_at = $3
@@ -171,6 +172,7 @@ func (s *Store) MarkFailed(ctx context.Context, id string, epoch int64, actor sa
 	if err != nil {
 		return sb, wrap("mark failed", err)
 	}
+	s.announce(sb)
 	return sb, nil
 }
 
@@ -179,7 +181,7 @@ func (s *Store) MarkFailed(ctx context.Context, id string, epoch int64, actor sa
 // backoff). lastErr, if set, is shown in the sandbox's error field until it
 // settles.
 func (s *Store) Unclaim(ctx context.Context, id string, epoch int64, at time.Time, lastErr string) error {
-	tag, err := s.pool.Exec(ctx, `
+	tag, err := s.work.Exec(ctx, `
 		UPDATE sandboxes SET lease_owner = NULL, lease_expires_at = $3, updated_at = $4,
 			error = coalesce($5, error)
 		WHERE id = $1 AND epoch = $2 AND state = 'creating'`,
@@ -190,6 +192,8 @@ func (s *Store) Unclaim(ctx context.Context, id string, epoch int64, at time.Tim
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("store: unclaim: %w", sandbox.ErrFenced)
 	}
+	// Claimable again: executors may look.
+	s.announce(sandbox.Sandbox{ID: id, State: sandbox.StateCreating})
 	return nil
 }
 
@@ -197,24 +201,27 @@ func (s *Store) Unclaim(ctx context.Context, id string, epoch int64, at time.Tim
 // resources gone, fenced on the epoch of the worker that destroyed them.
 func (s *Store) MarkReleased(ctx context.Context, id string, epoch int64) error {
 	now := s.Now()
-	tag, err := s.pool.Exec(ctx, `
+	var state sandbox.State
+	err := s.work.QueryRow(ctx, `
 		UPDATE sandboxes SET released = true, released_at = $3, updated_at = $3,
 			lease_owner = NULL, lease_expires_at = NULL, release_error = NULL
-		WHERE id = $1 AND epoch = $2 AND state IN ('cancelled', 'terminated', 'failed') AND NOT released`,
-		id, epoch, now)
+		WHERE id = $1 AND epoch = $2 AND state IN ('cancelled', 'terminated', 'failed') AND NOT released
+		RETURNING state`,
+		id, epoch, now).Scan(&state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("store: mark released: %w", sandbox.ErrFenced)
+	}
 	if err != nil {
 		return wrap("mark released", err)
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("store: mark released: %w", sandbox.ErrFenced)
-	}
+	s.announce(sandbox.Sandbox{ID: id, State: state, Released: true})
 	return nil
 }
 
 // ReleaseFailed records a failed destroy: the sandbox may be claimed for
 // release again from retryAt.
 func (s *Store) ReleaseFailed(ctx context.Context, id string, epoch int64, retryAt time.Time, cause string) error {
-	tag, err := s.pool.Exec(ctx, `
+	tag, err := s.work.Exec(ctx, `
 		UPDATE sandboxes SET lease_owner = NULL, lease_expires_at = $3, updated_at = $4, release_error = $5
 		WHERE id = $1 AND epoch = $2 AND NOT released`,
 		id, epoch, retryAt.UTC(), s.Now(), cause)

@@ -48,6 +48,11 @@ const maxDelay = 10 * time.Minute
 type Provider struct {
 	dir string
 
+	// fsMu serialises this process's changes to the state folder; log is
+	// creates.log, opened once.
+	fsMu sync.Mutex
+	log  *os.File
+
 	mu sync.Mutex
 	// failedOnce remembers, per sandbox and operation, that the one-time
 	// failure was already injected in this process.
@@ -164,6 +169,10 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 		return sandbox.Resource{}, fmt.Errorf("sim: create: %w", err)
 	}
 
+	// One file operation at a time in this process: concurrent creates in
+	// one folder otherwise spin on the kernel's directory lock.
+	p.fsMu.Lock()
+	defer p.fsMu.Unlock()
 	path := filepath.Join(p.dir, spec.SandboxID)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if errors.Is(err, fs.ErrExist) {
@@ -187,16 +196,18 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 	return sandbox.Resource{SandboxID: spec.SandboxID, ProviderID: "sim-" + spec.SandboxID, CreatedAt: now}, nil
 }
 
+// logCreate appends a line to creates.log; the caller holds fsMu.
 func (p *Provider) logCreate(id string, at time.Time) error {
-	f, err := os.OpenFile(filepath.Join(p.dir, createsLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
+	if p.log == nil {
+		f, err := os.OpenFile(filepath.Join(p.dir, createsLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		p.log = f
 	}
-	// One short write per line: O_APPEND keeps concurrent writers' lines whole.
-	_, err = fmt.Fprintf(f, "%s %s %d\n", id, at.Format(time.RFC3339Nano), os.Getpid())
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	// One write per line: O_APPEND keeps the lines of concurrent writers
+	// (other Tether processes) whole.
+	_, err := fmt.Fprintf(p.log, "%s %s %d\n", id, at.Format(time.RFC3339Nano), os.Getpid())
 	return err
 }
 
@@ -222,7 +233,10 @@ func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
 	if err := sleep(ctx, time.Duration(params.DestroyDelayMS)*time.Millisecond); err != nil {
 		return fmt.Errorf("sim: destroy: %w", err)
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	p.fsMu.Lock()
+	err = os.Remove(path)
+	p.fsMu.Unlock()
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("sim: destroy: %w", err)
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"sync"
@@ -169,6 +170,22 @@ func NewPool(t testing.TB) *pgxpool.Pool {
 func New(t testing.TB, opts ...store.Option) *store.Store {
 	t.Helper()
 	return store.New(NewPool(t), opts...)
+}
+
+// NewNotified returns a Store on a fresh migrated database that announces
+// its changes through a running Notifier, stopped when the test ends.
+func NewNotified(t testing.TB, log *slog.Logger, opts ...store.Option) (*store.Store, *store.Notifier) {
+	t.Helper()
+	pool := NewPool(t)
+	n := store.NewNotifier(pool, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { n.Run(ctx) })
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	return store.New(pool, append(opts, store.WithAnnouncer(n))...), n
 }
 
 // Clock is a manual clock for store.WithClock, safe for concurrent use.

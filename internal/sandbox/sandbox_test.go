@@ -1,0 +1,60 @@
+package sandbox_test
+
+import (
+	"testing"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+func TestTransitionTable(t *testing.T) {
+	t.Parallel()
+	allowed := map[[2]sandbox.State]bool{
+		{sandbox.StateRequested, sandbox.StateCreating}:  true,
+		{sandbox.StateRequested, sandbox.StateCancelled}: true,
+		{sandbox.StateCreating, sandbox.StateReady}:      true,
+		{sandbox.StateCreating, sandbox.StateCancelled}:  true,
+		{sandbox.StateCreating, sandbox.StateFailed}:     true,
+		{sandbox.StateReady, sandbox.StateTerminated}:    true,
+	}
+	for _, from := range sandbox.States {
+		for _, to := range sandbox.States {
+			if got, want := sandbox.CanTransition(from, to), allowed[[2]sandbox.State{from, to}]; got != want {
+				t.Errorf("CanTransition(%s, %s) = %v, want %v", from, to, got, want)
+			}
+		}
+		if from.Terminal() {
+			if _, ok := sandbox.EndState(from); ok {
+				t.Errorf("EndState(%s) ok for a terminal state", from)
+			}
+			continue
+		}
+		end, ok := sandbox.EndState(from)
+		if !ok || !sandbox.CanTransition(from, end) {
+			t.Errorf("EndState(%s) = %s, %v: not a legal way to end", from, end, ok)
+		}
+	}
+}
+
+func TestIDs(t *testing.T) {
+	t.Parallel()
+	prev := sandbox.NewID()
+	seen := map[string]bool{prev: true}
+	for range 1000 {
+		id := sandbox.NewID()
+		if !sandbox.ValidID(id) {
+			t.Fatalf("NewID() = %q is not ValidID", id)
+		}
+		if seen[id] {
+			t.Fatalf("NewID() repeated %q", id)
+		}
+		if id[:13] < prev[:13] { // the first 45 bits are the time
+			t.Fatalf("ids go back in time: %s after %s", id, prev)
+		}
+		seen[id], prev = true, id
+	}
+	for _, bad := range []string{"", "sbx_", "sbx_short", "xyz_0123456789abcdefghjkmnpq", "sbx_0123456789abcdefghjkmnpI", "sbx_0123456789abcdefghjkmnpqr"} {
+		if sandbox.ValidID(bad) {
+			t.Errorf("ValidID(%q) = true", bad)
+		}
+	}
+}
