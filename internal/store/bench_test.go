@@ -1,0 +1,80 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/store"
+	"github.com/tetherhq/tether/internal/store/storetest"
+)
+
+// Micro-benchmarks of the hot paths, for benchstat comparisons across
+// changes (go test -run '^$' -bench . -count 10 ./internal/store).
+
+func benchStore(b *testing.B) (*store.Store, context.Context) {
+	b.Helper()
+	st := storetest.New(b)
+	ctx := context.Background()
+	if err := st.RegisterAPIKey(ctx, "acme", "key-acme"); err != nil {
+		b.Fatal(err)
+	}
+	return st, ctx
+}
+
+func createParams() sandbox.CreateParams {
+	return sandbox.CreateParams{Tenant: "acme", Provider: "sim", Labels: map[string]string{"team": "a"},
+		TTL: time.Hour, CreateTimeout: time.Minute}
+}
+
+func BenchmarkCreateSandbox(b *testing.B) {
+	st, ctx := benchStore(b)
+	for b.Loop() {
+		if _, _, err := st.CreateSandbox(ctx, createParams()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkClaimAndMarkReady is the executor's two writes per create: the
+// claim (requested → creating) and the fenced result (creating → ready).
+func BenchmarkClaimAndMarkReady(b *testing.B) {
+	st, ctx := benchStore(b)
+	for b.Loop() {
+		b.StopTimer()
+		if _, _, err := st.CreateSandbox(ctx, createParams()); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		claims, err := st.ClaimCreates(ctx, "sim", "w", 1, time.Minute)
+		if err != nil || len(claims) != 1 {
+			b.Fatalf("claim: %v", err)
+		}
+		if _, err := st.MarkReady(ctx, claims[0].Sandbox.ID, claims[0].Sandbox.Epoch, sandbox.Resource{ProviderID: "p"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkGetSandbox(b *testing.B) {
+	st, ctx := benchStore(b)
+	sb, _, err := st.CreateSandbox(ctx, createParams())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := st.GetSandbox(ctx, "acme", sb.ID); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkAuthenticate(b *testing.B) {
+	st, ctx := benchStore(b)
+	for b.Loop() {
+		if _, err := st.Authenticate(ctx, "key-acme"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
