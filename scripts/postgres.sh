@@ -38,6 +38,9 @@
 #                    takes the next free port from 1000 above it (and `url`
 #                    reports the port the cluster actually uses)
 #   TETHER_PG_BIN    folder holding initdb and pg_ctl, instead of searching
+#   TETHER_PG_STOP_MODE  pg_ctl's shutdown mode for `stop`: fast (default),
+#                    or immediate, which is a crash: the server stops without
+#                    a checkpoint and replays its WAL at the next start
 set -euo pipefail
 
 # --- small helpers ----------------------------------------------------------
@@ -372,8 +375,10 @@ cmd_stop() {
 	fi
 	[[ -n ${bindir:-} ]] || bindir=$(find_bindir "$(cat "$datadir/PG_VERSION" 2>/dev/null)") ||
 		bindir=$(find_bindir) || die "pg_ctl not found; kill $pid to stop the server"
-	log "stopping cluster '$name' (pid $pid)"
-	as_pg "$bindir/pg_ctl" -D "$datadir" -m fast -w -t 60 stop >&2
+	local mode=${TETHER_PG_STOP_MODE:-fast}
+	case $mode in fast | immediate) ;; *) die "TETHER_PG_STOP_MODE must be fast or immediate" ;; esac
+	log "stopping cluster '$name' (pid $pid, mode $mode)"
+	as_pg "$bindir/pg_ctl" -D "$datadir" -m "$mode" -w -t 60 stop >&2
 }
 
 # init_cluster: create a fresh cluster in $datadir.

@@ -16,7 +16,7 @@ const eventColumns = `id, sandbox_id, tenant, at, coalesce(from_state, ''), to_s
 // tenant first.
 func (s *Store) SandboxEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]sandbox.Event, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM sandbox_events
-		WHERE sandbox_id = $1 AND id > $2 ORDER BY id LIMIT $3`, sandboxID, after, limit)
+		WHERE sandbox_id = $1 AND (sandbox_id, id) > ($1, $2) ORDER BY sandbox_id, id LIMIT $3`, sandboxID, after, limit)
 	if err != nil {
 		return nil, wrap("sandbox events", err)
 	}
@@ -24,10 +24,13 @@ func (s *Store) SandboxEvents(ctx context.Context, sandboxID string, after int64
 }
 
 // TenantEvents returns the tenant's events across all its sandboxes, oldest
-// first: at most limit events with ids above after.
+// first: at most limit events with ids above after. (The row comparison
+// on (tenant, id) keeps the planner on the (tenant, id) index: walking the
+// primary key and filtering by tenant looks cheap on average and is slow
+// exactly when other tenants' events come first.)
 func (s *Store) TenantEvents(ctx context.Context, tenant string, after int64, limit int) ([]sandbox.Event, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM sandbox_events
-		WHERE tenant = $1 AND id > $2 ORDER BY id LIMIT $3`, tenant, after, limit)
+		WHERE tenant = $1 AND (tenant, id) > ($1, $2) ORDER BY tenant, id LIMIT $3`, tenant, after, limit)
 	if err != nil {
 		return nil, wrap("tenant events", err)
 	}

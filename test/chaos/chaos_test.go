@@ -296,14 +296,16 @@ func (h *chaos) storm() {
 	}
 	wg.Go(func() { h.killLoop(ctx) })
 	wg.Go(func() {
-		// Restart Postgres once, 40% into the storm.
+		// Crash and restart Postgres once, 40% into the storm.
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(*stormFor * 4 / 10):
 		}
 		h.pgDown = time.Now()
-		harness.Postgres(h.t, "stop", "chaos")
+		// A crash, not a clean shutdown: the server replays its WAL, and
+		// the workers' asynchronous commits of the last moments are lost.
+		harness.Postgres(h.t, "stop", "chaos", "TETHER_PG_STOP_MODE=immediate")
 		time.Sleep(time.Second)
 		harness.Postgres(h.t, "start", "chaos")
 		h.pgUp = time.Now()

@@ -58,8 +58,9 @@ func Build(t testing.TB) string {
 
 // Postgres runs `scripts/postgres.sh ACTION NAME` for a cluster of the
 // test's own (never DATABASE_URL's) and returns its last line of output,
-// the server URL for start.
-func Postgres(t testing.TB, action, name string) string {
+// the server URL for start. Extra environment (such as
+// TETHER_PG_STOP_MODE=immediate) is passed on.
+func Postgres(t testing.TB, action, name string, env ...string) string {
 	t.Helper()
 	cmd := exec.Command("bash", "scripts/postgres.sh", action, name)
 	cmd.Dir = RepoRoot(t)
@@ -68,6 +69,7 @@ func Postgres(t testing.TB, action, name string) string {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
