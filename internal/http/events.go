@@ -73,6 +73,19 @@ func parseAfter(c *gin.Context) (int64, error) {
 	return n, nil
 }
 
+// parseEventPage reads an event page's position and size from the query,
+// refusing any other parameter.
+func parseEventPage(c *gin.Context) (after int64, limit int, err error) {
+	if err := onlyQuery(c, "after", "limit", "cursor"); err != nil {
+		return 0, 0, err
+	}
+	if limit, err = parseLimit(c); err != nil {
+		return 0, 0, err
+	}
+	after, err = parseAfter(c)
+	return after, limit, err
+}
+
 // handleSandboxEvents returns a sandbox's history.
 //
 //	@Summary		A sandbox's event history
@@ -94,14 +107,7 @@ func handleSandboxEvents(st eventLister) handlerFunc {
 		if err != nil {
 			return err
 		}
-		if err := onlyQuery(c, "limit", "cursor", "after"); err != nil {
-			return err
-		}
-		limit, err := parseLimit(c)
-		if err != nil {
-			return err
-		}
-		after, err := parseAfter(c)
+		after, limit, err := parseEventPage(c)
 		if err != nil {
 			return err
 		}
@@ -131,14 +137,7 @@ func handleSandboxEvents(st eventLister) handlerFunc {
 //	@Router			/v1/events [get]
 func handleEvents(st eventLister) handlerFunc {
 	return func(c *gin.Context) error {
-		if err := onlyQuery(c, "after", "limit", "cursor"); err != nil {
-			return err
-		}
-		limit, err := parseLimit(c)
-		if err != nil {
-			return err
-		}
-		after, err := parseAfter(c)
+		after, limit, err := parseEventPage(c)
 		if err != nil {
 			return err
 		}
