@@ -1,0 +1,112 @@
+package http_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestOwnerLeaseAndRelease(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	before := b.counts(t)
+	// An owner nobody named: 404, nothing written.
+	wantProblem(t, b.do(t, http.MethodPut, "/v1/owners/agent-1/lease", map[string]any{"ttl_seconds": 60}), http.StatusNotFound, "NOT_FOUND")
+	if after := b.counts(t); !after.equal(before) {
+		t.Errorf("a 404 heartbeat wrote rows: %s -> %s", before, after)
+	}
+
+	x := b.create(t, keyA, map[string]any{"owner": "agent-1"})
+	y := b.create(t, keyA, map[string]any{"owner": "agent-1"})
+	other := b.create(t, keyA, map[string]any{"owner": "agent-2"})
+
+	// Another tenant's owner of the same name does not exist for tenant B.
+	wantProblem(t, b.do(t, http.MethodPut, "/v1/owners/agent-1/lease", map[string]any{"ttl_seconds": 60}, as(keyB)), http.StatusNotFound, "NOT_FOUND")
+
+	for _, body := range []any{
+		map[string]any{"ttl_seconds": 0},
+		map[string]any{"ttl_seconds": -1},
+		map[string]any{"ttl_seconds": 86401},
+		map[string]any{},
+		map[string]any{"ttl_seconds": "60"},
+	} {
+		p := wantProblem(t, b.do(t, http.MethodPut, "/v1/owners/agent-1/lease", body), http.StatusBadRequest, "INVALID_REQUEST")
+		if !strings.Contains(p.Detail, "ttl_seconds") {
+			t.Errorf("heartbeat %v: detail %q does not name ttl_seconds", body, p.Detail)
+		}
+	}
+	wantProblem(t, b.do(t, http.MethodPut, "/v1/owners/bad%20name/lease", map[string]any{"ttl_seconds": 60}), http.StatusBadRequest, "INVALID_REQUEST")
+
+	start := time.Now()
+	r := b.do(t, http.MethodPut, "/v1/owners/agent-1/lease", map[string]any{"ttl_seconds": 120})
+	wantStatus(t, r, http.StatusOK)
+	var lease struct {
+		Owner     string    `json:"owner"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	r.decode(t, &lease)
+	if lease.Owner != "agent-1" || lease.ExpiresAt.Before(start.Add(119*time.Second)) || lease.ExpiresAt.After(time.Now().Add(121*time.Second)) {
+		t.Errorf("lease = %+v, want agent-1 until about now+120s", lease)
+	}
+
+	r = b.do(t, http.MethodDelete, "/v1/owners/agent-1", nil)
+	wantStatus(t, r, http.StatusAccepted)
+	var released struct {
+		Ended int      `json:"sandboxes_ended"`
+		IDs   []string `json:"sandbox_ids"`
+	}
+	r.decode(t, &released)
+	if released.Ended != 2 || len(released.IDs) != 2 {
+		t.Errorf("owner release = %+v, want 2 sandboxes", released)
+	}
+	for _, id := range []string{x.ID, y.ID} {
+		if sb := b.get(t, keyA, id); sb.State != "cancelled" || deref(sb.Reason) != "owner_released" {
+			t.Errorf("%s = %s/%v, want cancelled/owner_released", id, sb.State, deref(sb.Reason))
+		}
+	}
+	if sb := b.get(t, keyA, other.ID); sb.State != "requested" {
+		t.Errorf("another owner's sandbox = %s", sb.State)
+	}
+	// Ending again, or ending an owner with no sandboxes, succeeds.
+	wantStatus(t, b.do(t, http.MethodDelete, "/v1/owners/agent-1", nil), http.StatusAccepted)
+	wantStatus(t, b.do(t, http.MethodDelete, "/v1/owners/nobody", nil), http.StatusAccepted)
+	// Tenant B cannot end tenant A's owner.
+	wantStatus(t, b.do(t, http.MethodDelete, "/v1/owners/agent-2", nil, as(keyB)), http.StatusAccepted)
+	if sb := b.get(t, keyA, other.ID); sb.State != "requested" {
+		t.Errorf("tenant B ended tenant A's owner: %s", sb.State)
+	}
+}
+
+func TestRenew(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sb := b.create(t, keyA, map[string]any{"ttl_seconds": 60})
+	r := b.do(t, http.MethodPost, "/v1/sandboxes/"+sb.ID+"/renew", map[string]any{"ttl_seconds": 3600})
+	wantStatus(t, r, http.StatusOK)
+	var renewed struct {
+		ExpiresAt time.Time `json:"expires_at"`
+		Capped    bool      `json:"capped"`
+		State     string    `json:"state"`
+	}
+	r.decode(t, &renewed)
+	if renewed.Capped || renewed.State != "requested" || renewed.ExpiresAt.Before(time.Now().Add(59*time.Minute)) {
+		t.Errorf("renew = %+v", renewed)
+	}
+	// Past the max lifetime: capped at creation + 24h, and said so.
+	r = b.do(t, http.MethodPost, "/v1/sandboxes/"+sb.ID+"/renew", map[string]any{"ttl_seconds": 86400})
+	wantStatus(t, r, http.StatusOK)
+	r.decode(t, &renewed)
+	if !renewed.Capped || !renewed.ExpiresAt.Equal(sb.CreatedAt.Add(24*time.Hour)) {
+		t.Errorf("renew past the max = %+v, want capped at %s", renewed, sb.CreatedAt.Add(24*time.Hour))
+	}
+	for _, body := range []any{map[string]any{"ttl_seconds": 0}, map[string]any{"ttl_seconds": -5}, map[string]any{"ttl_seconds": 86401}} {
+		wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes/"+sb.ID+"/renew", body), http.StatusBadRequest, "INVALID_REQUEST")
+	}
+	wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes/"+sb.ID+"/renew", map[string]any{"ttl_seconds": 60}, as(keyB)), http.StatusNotFound, "NOT_FOUND")
+	wantStatus(t, b.do(t, http.MethodDelete, "/v1/sandboxes/"+sb.ID, nil), http.StatusAccepted)
+	p := wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes/"+sb.ID+"/renew", map[string]any{"ttl_seconds": 60}), http.StatusConflict, "SANDBOX_STATE_CONFLICT")
+	if p.State != "cancelled" {
+		t.Errorf("conflict state = %q, want cancelled", p.State)
+	}
+}
