@@ -358,7 +358,7 @@ func (p *Provider) bwrapArgs(id string, prm Params) ([]string, error) {
 		"--remount-ro", "/",
 		"--chdir", WorkDir,
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts",
-		"--hostname", strings.TrimPrefix(id, "sbx_")[:12],
+		"--hostname", "sbx-"+id[len(id)-12:], // the random end of the id
 		"--cap-drop", "ALL",
 		"--info-fd", "3",
 	)
