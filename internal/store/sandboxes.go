@@ -212,7 +212,8 @@ func (s *Store) ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sand
 		if err != nil {
 			return nil, nil, wrap("list sandboxes", err)
 		}
-		where = append(where, "s.labels @> "+arg(b)+"::jsonb")
+		// The first condition matches the partial GIN index's predicate.
+		where = append(where, "s.labels <> '{}'::jsonb", "s.labels @> "+arg(b)+"::jsonb")
 	}
 	if !f.CreatedAfter.IsZero() {
 		where = append(where, "s.created_at > "+arg(f.CreatedAfter))
