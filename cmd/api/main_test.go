@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -307,4 +308,34 @@ func TestReadyzFollowsPostgres(t *testing.T) {
 	waitStatus("/healthz", http.StatusOK)
 	px.restore()
 	waitStatus("/readyz", http.StatusOK)
+}
+
+// TestUnavailableProvider: without bubblewrap the local provider reports
+// itself unavailable, creates for it are refused with 503, and Tether is
+// still ready (readiness never depends on a provider).
+func TestUnavailableProvider(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()) // no bwrap here
+	s := start(t, map[string]string{
+		"DATABASE_URL": storetest.NewURL(t), "BOOTSTRAP_API_KEY": "k",
+		"PROVIDERS": "local,sim", "LOCAL_STATE_DIR": t.TempDir(),
+	})
+	if code := s.get(t, "/readyz", ""); code != http.StatusOK {
+		t.Errorf("/readyz = %d, want 200", code)
+	}
+	code, body := s.do(t, http.MethodGet, "/v1/providers", "k", "")
+	items, _ := body["items"].([]any)
+	if code != http.StatusOK || len(items) != 2 {
+		t.Fatalf("/v1/providers = %d %v", code, body)
+	}
+	local, _ := items[0].(map[string]any)
+	if local["name"] != "local" || local["available"] != false || !strings.Contains(fmt.Sprint(local["reason"]), "bwrap") {
+		t.Errorf("local provider = %v, want unavailable with a reason naming bwrap", local)
+	}
+	code, body = s.do(t, http.MethodPost, "/v1/sandboxes", "k", `{}`)
+	if code != http.StatusServiceUnavailable || body["code"] != "PROVIDER_UNAVAILABLE" {
+		t.Errorf("create on the unavailable default = %d %v, want 503 PROVIDER_UNAVAILABLE", code, body)
+	}
+	if code, _ := s.do(t, http.MethodPost, "/v1/sandboxes", "k", `{"provider":"sim"}`); code != http.StatusAccepted {
+		t.Errorf("create on sim = %d, want 202", code)
+	}
 }

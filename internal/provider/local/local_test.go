@@ -343,3 +343,26 @@ func TestParams(t *testing.T) {
 		t.Errorf("network=host sandbox sees only one interface")
 	}
 }
+
+// TestUnavailableWithoutBubblewrap: a host without bwrap still gets a
+// provider, which says why it cannot work and refuses to create.
+func TestUnavailableWithoutBubblewrap(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()) // no bwrap, nsenter or setpriv on it
+	p, err := local.New(t.TempDir())
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	info := p.Info(t.Context())
+	if info.Available || !strings.Contains(info.Reason, "bwrap") || !strings.Contains(info.Reason, "bubblewrap") {
+		t.Errorf("Info = available %v, reason %q; want unavailable, naming bwrap and the package", info.Available, info.Reason)
+	}
+	if _, err := p.Create(t.Context(), sandbox.CreateSpec{SandboxID: sandbox.NewID()}); err == nil || !strings.Contains(err.Error(), "unavailable") {
+		t.Errorf("Create on an unavailable provider: %v", err)
+	}
+	if _, err := p.Exec(t.Context(), sandbox.NewID(), sandbox.ExecRequest{Command: "true"}); sandbox.ErrorCode(err) != sandbox.CodeProviderUnavailable {
+		t.Errorf("Exec on an unavailable provider: %v, want PROVIDER_UNAVAILABLE", err)
+	}
+	if inv, err := p.List(t.Context()); err != nil || len(inv) != 0 {
+		t.Errorf("List = %v, %v; want empty", inv, err)
+	}
+}
