@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"os"
@@ -58,8 +59,9 @@ type Provider struct {
 	mu      sync.Mutex
 	waiters map[string]chan struct{}
 
-	// locks serialises Create and Destroy per sandbox within this process.
-	locks sync.Map
+	// locks serialise Create and Destroy per sandbox within this process,
+	// striped by the id's hash so that their number stays fixed.
+	locks [64]sync.Mutex
 }
 
 // New returns a provider keeping its sandboxes under dir. A host without
@@ -181,10 +183,56 @@ type meta struct {
 func (p *Provider) sandboxDir(id string) string { return filepath.Join(p.dir, id) }
 
 func (p *Provider) lock(id string) func() {
-	v, _ := p.locks.LoadOrStore(id, &sync.Mutex{})
-	mu := v.(*sync.Mutex)
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	mu := &p.locks[h.Sum32()%uint32(len(p.locks))]
 	mu.Lock()
 	return mu.Unlock
+}
+
+// sandboxProcesses finds the bwrap processes (the monitor and the
+// sandbox's init) of every sandbox under the state folder, by their command
+// line, which binds the sandbox's workspace folder and so names its id. It
+// finds a sandbox even when its metadata was never written: Tether may die
+// between starting bwrap and recording the pid.
+func (p *Provider) sandboxProcesses() (map[string][]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	prefix, suffix := p.dir+"/", "/workspace"
+	out := map[string][]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+		if filepath.Base(args[0]) != "bwrap" {
+			continue
+		}
+		for i := 0; i+1 < len(args); i++ {
+			if args[i] != "--bind" || !strings.HasPrefix(args[i+1], prefix) || !strings.HasSuffix(args[i+1], suffix) {
+				continue
+			}
+			id := strings.TrimSuffix(strings.TrimPrefix(args[i+1], prefix), suffix)
+			if sandbox.ValidID(id) {
+				out[id] = append(out[id], pid)
+			}
+			break
+		}
+	}
+	return out, nil
+}
+
+// running reports whether pid runs (and is not a zombie).
+func running(pid int) bool {
+	_, err := processStart(pid)
+	return err == nil
 }
 
 func (p *Provider) readMeta(id string) (meta, error) {
@@ -422,6 +470,9 @@ func (p *Provider) start(id string, prm Params) (int, error) {
 		ChildPID int `json:"child-pid"`
 	}
 	failed := func() (int, error) {
+		if info.ChildPID > 0 {
+			_ = syscall.Kill(info.ChildPID, syscall.SIGKILL) // the sandbox's init, and all in it
+		}
 		_ = cmd.Process.Kill()
 		<-done
 		log, _ := os.ReadFile(filepath.Join(p.sandboxDir(id), "bwrap.log"))
@@ -452,16 +503,21 @@ func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
 // folder. Nothing to destroy is success.
 func (p *Provider) destroyLocked(ctx context.Context, id string) error {
 	dir := p.sandboxDir(id)
-	m, err := p.readMeta(id)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		// Unreadable metadata: still remove what is there.
-		m = meta{}
+	procs, err := p.sandboxProcesses()
+	if err != nil {
+		return fmt.Errorf("local: destroy: finding the sandbox's processes: %w", err)
 	}
-	if m.alive() {
-		if err := syscall.Kill(m.InitPID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+	pids := procs[id]
+	if m, err := p.readMeta(id); err == nil && m.alive() {
+		pids = append(pids, m.InitPID)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 			return fmt.Errorf("local: destroy: kill: %w", err)
 		}
-		for m.alive() {
+	}
+	for _, pid := range pids {
+		for running(pid) {
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("local: destroy: waiting for the sandbox to exit: %w", ctx.Err())
@@ -492,11 +548,16 @@ func (p *Provider) List(context.Context) ([]sandbox.Resource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: list: %w", err)
 	}
+	procs, err := p.sandboxProcesses()
+	if err != nil {
+		return nil, fmt.Errorf("local: list: %w", err)
+	}
 	out := make([]sandbox.Resource, 0, len(entries))
 	for _, e := range entries {
 		if !e.IsDir() || !sandbox.ValidID(e.Name()) {
 			continue
 		}
+		delete(procs, e.Name())
 		m, err := p.readMeta(e.Name())
 		if err != nil {
 			// A folder without metadata is the start of a create, or its
@@ -507,6 +568,12 @@ func (p *Provider) List(context.Context) ([]sandbox.Resource, error) {
 			}
 		}
 		out = append(out, p.resource(m))
+	}
+	// Sandboxes that run without a folder: started by a Tether that died
+	// before recording them, their folder since removed. Never a live
+	// sandbox's, so the janitor destroys them.
+	for id := range procs {
+		out = append(out, sandbox.Resource{SandboxID: id, ProviderID: "local-orphan"})
 	}
 	return out, nil
 }

@@ -1,0 +1,68 @@
+package local
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// TestCrashBeforeThePidIsRecorded: Tether dies after bwrap started the
+// sandbox but before meta.json records its pid. The sandbox must still be
+// found (List) and destroyed (Destroy) by the next Tether, even after its
+// folder is gone.
+func TestCrashBeforeThePidIsRecorded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.problem != "" {
+		t.Fatalf("local provider unavailable: %s", first.problem)
+	}
+	id := sandbox.NewID()
+	if err := os.MkdirAll(filepath.Join(dir, id, "workspace"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.writeMeta(meta{SandboxID: id, CreatedAt: time.Now()}); err != nil { // no pid yet
+		t.Fatal(err)
+	}
+	pid, err := first.start(id, Params{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // reap the first provider's child whatever happens
+		_ = first.Destroy(context.Background(), id)
+	})
+
+	// The next Tether: a fresh provider over the same folder.
+	next, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := next.List(t.Context())
+	if err != nil || len(inv) != 1 || inv[0].SandboxID != id {
+		t.Fatalf("List = %+v, %v; want the half-recorded sandbox", inv, err)
+	}
+	// Even with its folder gone, the running sandbox is still listed.
+	if err := os.RemoveAll(filepath.Join(dir, id)); err != nil {
+		t.Fatal(err)
+	}
+	inv, err = next.List(t.Context())
+	if err != nil || len(inv) != 1 || inv[0].SandboxID != id || inv[0].Defunct {
+		t.Fatalf("List without the folder = %+v, %v; want the running sandbox", inv, err)
+	}
+	if err := next.Destroy(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if running(pid) {
+		t.Errorf("the sandbox's init %d survived Destroy", pid)
+	}
+	if inv, _ := next.List(t.Context()); len(inv) != 0 {
+		t.Errorf("List after Destroy = %+v", inv)
+	}
+}
