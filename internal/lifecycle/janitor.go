@@ -141,11 +141,16 @@ func (j *Janitor) Start(ctx context.Context) {
 	ctx, j.cancel = context.WithCancel(ctx)
 	go func() {
 		defer close(j.done)
-		j.loop(ctx)
+		// Two loops: a reconciliation that waits on a slow provider must not
+		// hold back the sweeps that end lapsed owners' sandboxes.
+		var wg sync.WaitGroup
+		wg.Go(func() { j.every(ctx, j.sweepTick) })
+		wg.Go(func() { j.every(ctx, j.reconcileTick) })
+		wg.Wait()
 	}()
 }
 
-// Stop ends the janitor, waits for a sweep in progress, and resigns
+// Stop ends the janitor, waits for the work in progress, and resigns
 // leadership so another replica takes over at once.
 func (j *Janitor) Stop() {
 	j.stopOnce.Do(func() {
@@ -160,11 +165,12 @@ func (j *Janitor) Stop() {
 	})
 }
 
-func (j *Janitor) loop(ctx context.Context) {
+// every runs fn now and then every interval until ctx is done.
+func (j *Janitor) every(ctx context.Context, fn func(context.Context)) {
 	ticker := time.NewTicker(j.cfg.Interval)
 	defer ticker.Stop()
 	for {
-		j.tick(ctx)
+		fn(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -173,15 +179,18 @@ func (j *Janitor) loop(ctx context.Context) {
 	}
 }
 
-func (j *Janitor) tick(ctx context.Context) {
-	// The sweeps are single fenced statements that skip rows another replica
-	// holds, so every replica runs them: an owner's sandboxes end within one
-	// interval of its lease lapsing as long as any replica is alive, with no
-	// wait for a crashed leader's lease to lapse.
-	rep, err := j.Sweep(ctx)
-	if err != nil && ctx.Err() == nil {
+// sweepTick runs the sweeps. They are single fenced statements that skip
+// rows another replica holds, so every replica runs them: an owner's
+// sandboxes end within one interval of its lease lapsing as long as any
+// replica is alive, with no wait for a crashed leader's lease to lapse.
+func (j *Janitor) sweepTick(ctx context.Context) {
+	if _, err := j.Sweep(ctx); err != nil && ctx.Err() == nil {
 		j.log.Error("janitor: sweep incomplete", "err", err)
 	}
+}
+
+// reconcileTick reconciles with the providers while this replica leads.
+func (j *Janitor) reconcileTick(ctx context.Context) {
 	lead, err := j.store.TryLead(ctx, janitorRole, j.cfg.Holder, j.cfg.LeaderTTL)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -194,6 +203,7 @@ func (j *Janitor) tick(ctx context.Context) {
 		return
 	}
 	j.leading.Set(1)
+	var rep Report
 	if err := j.Reconcile(ctx, &rep); err != nil && ctx.Err() == nil {
 		j.log.Error("janitor: reconcile incomplete", "err", err)
 	}

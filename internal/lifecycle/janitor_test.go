@@ -1,12 +1,14 @@
 package lifecycle_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/tetherhq/tether/internal/lifecycle"
+	"github.com/tetherhq/tether/internal/provider/sim"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store/storetest"
 )
@@ -300,5 +302,42 @@ func TestJanitorLeadership(t *testing.T) {
 	}
 	if !lead("a") {
 		t.Fatal("leadership not free after resigning")
+	}
+}
+
+// slowInventory is a provider whose inventory takes long to list, like a
+// cloud API under load.
+type slowInventory struct {
+	*sim.Provider
+	delay time.Duration
+}
+
+func (s slowInventory) List(ctx context.Context) ([]sandbox.Resource, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(s.delay):
+	}
+	return s.Provider.List(ctx)
+}
+
+// TestSlowReconcileDoesNotDelaySweeps: the leader's reconciliation may wait
+// on a slow provider, but lapsed owners' sandboxes still end within about
+// one interval.
+func TestSlowReconcileDoesNotDelaySweeps(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	j := lifecycle.NewJanitor(lifecycle.JanitorConfig{Interval: 100 * time.Millisecond},
+		e.st, []sandbox.Provider{slowInventory{e.sim, 5 * time.Second}}, e.log, nil)
+	j.Start(e.ctx)
+	t.Cleanup(j.Stop)
+	sb := e.create("", owned("brief", 300*time.Millisecond))
+	lapse := sb.CreatedAt.Add(300 * time.Millisecond)
+	ended := e.waitFor(sb.ID, "ended", func(s sandbox.Sandbox) bool { return s.State.Terminal() })
+	if ended.Reason != sandbox.ReasonOwnerExpired {
+		t.Errorf("reason = %s, want owner_expired", ended.Reason)
+	}
+	if over := ended.EndedAt.Sub(lapse); over > 2*time.Second {
+		t.Errorf("the sandbox outlived its owner by %s while a reconciliation was listing for 5s", over)
 	}
 }
