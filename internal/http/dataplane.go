@@ -2,6 +2,7 @@ package http
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -85,6 +86,9 @@ func handleSandboxExec(cfg Config, st sandboxGetter, providers map[string]sandbo
 		if req.Command == "" {
 			return sandbox.Errorf(sandbox.CodeInvalidRequest, "command is required")
 		}
+		if strings.ContainsRune(req.Command, 0) || strings.ContainsRune(req.WorkDir, 0) {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "command and workdir must not contain NUL bytes")
+		}
 		timeout := time.Minute
 		if req.TimeoutSeconds != nil {
 			maxSeconds := int64(cfg.MaxExecTimeout / time.Second)
@@ -94,8 +98,8 @@ func handleSandboxExec(cfg Config, st sandboxGetter, providers map[string]sandbo
 			timeout = time.Duration(*req.TimeoutSeconds) * time.Second
 		}
 		for k, v := range req.Env {
-			if !envKeyPattern.MatchString(k) || len(v) > maxEnvValue {
-				return sandbox.Errorf(sandbox.CodeInvalidRequest, "env %q: names must match [A-Za-z_][A-Za-z0-9_]* and values be at most %d bytes", k, maxEnvValue)
+			if !envKeyPattern.MatchString(k) || len(v) > maxEnvValue || strings.ContainsRune(v, 0) {
+				return sandbox.Errorf(sandbox.CodeInvalidRequest, "env %q: names must match [A-Za-z_][A-Za-z0-9_]* and values be at most %d bytes with no NUL", k, maxEnvValue)
 			}
 		}
 		if req.WorkDir != "" && req.WorkDir[0] != '/' {

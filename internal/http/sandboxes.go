@@ -503,6 +503,15 @@ func parseLimit(c *gin.Context) (int, error) {
 	return n, nil
 }
 
+// The range of cursor times: 0001-01-01 to 9999-12-31, in Unix microseconds.
+const (
+	minCursorMicros = -62135596800 * 1e6
+	maxCursorMicros = 253402300799 * 1e6
+)
+
+// providerNamePattern is the shape of a provider name.
+var providerNamePattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+
 // encodeCursor makes the opaque next_cursor of a sandbox listing.
 func encodeCursor(cur *sandbox.Cursor) *string {
 	if cur == nil {
@@ -523,7 +532,9 @@ func decodeCursor(s string) (*sandbox.Cursor, error) {
 		return nil, bad
 	}
 	micros, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
+	// Within years 1-9999: anything else is no cursor Tether made, and
+	// Postgres or the driver would choke on it.
+	if err != nil || micros < minCursorMicros || micros > maxCursorMicros {
 		return nil, bad
 	}
 	return &sandbox.Cursor{CreatedAt: time.UnixMicro(micros).UTC(), ID: id}, nil
@@ -557,8 +568,8 @@ func parseListFilter(q url.Values) (sandbox.ListFilter, error) {
 		f.Owner = v[0]
 	}
 	if v, ok := q["provider"]; ok {
-		if v[0] == "" {
-			return f, sandbox.Errorf(sandbox.CodeInvalidRequest, "provider must not be empty")
+		if !providerNamePattern.MatchString(v[0]) {
+			return f, sandbox.Errorf(sandbox.CodeInvalidRequest, "provider must be a provider name such as sim or local")
 		}
 		f.Provider = v[0]
 	}

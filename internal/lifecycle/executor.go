@@ -94,7 +94,7 @@ type workStore interface {
 	RenewLease(ctx context.Context, id string, epoch int64, worker string, lease time.Duration) (sandbox.State, error)
 	MarkReady(ctx context.Context, id string, epoch int64, res sandbox.Resource) (sandbox.Sandbox, error)
 	MarkFailed(ctx context.Context, id string, epoch int64, actor sandbox.Actor, message string) (sandbox.Sandbox, error)
-	Unclaim(ctx context.Context, id string, epoch int64, at time.Time, lastErr string) error
+	Unclaim(ctx context.Context, id string, epoch int64, at time.Time, lastErr string, refund bool) error
 	MarkReleased(ctx context.Context, id string, epoch int64) error
 	ReleaseFailed(ctx context.Context, id string, epoch int64, retryAt time.Time, cause string) error
 }
@@ -119,12 +119,13 @@ type Executor struct {
 	createSlots  map[string]chan struct{}
 	releaseSlots map[string]chan struct{}
 
-	wake     chan struct{} // a worker finished: look for more work
-	stopOnce sync.Once
-	stop     chan struct{} // closed by Stop: claim nothing more
-	loopDone chan struct{}
-	cancel   context.CancelFunc // cancels in-flight work: hand it back
-	inFlight sync.WaitGroup
+	wake       chan struct{} // a worker finished: look for more work
+	stopOnce   sync.Once
+	stop       chan struct{} // closed by Stop: claim nothing more
+	loopDone   chan struct{}
+	cancel     context.CancelFunc // cancels in-flight work: hand it back
+	cancelLoop context.CancelFunc // cancels claiming
+	inFlight   sync.WaitGroup
 }
 
 // NewExecutor returns an executor for the given providers.
@@ -158,11 +159,15 @@ func (e *Executor) WorkerID() string { return e.cfg.WorkerID }
 // whole life; Stop ends it gracefully.
 func (e *Executor) Start(ctx context.Context) {
 	ctx, e.cancel = context.WithCancel(ctx)
+	// The loop's own context ends as soon as Stop is called, so that a
+	// claim query stuck on an unresponsive Postgres cannot hold Stop up.
+	loopCtx, cancelLoop := context.WithCancel(ctx)
+	e.cancelLoop = cancelLoop
 	notes, unsubscribe := e.notes.Subscribe()
 	go func() {
 		defer close(e.loopDone)
 		defer unsubscribe()
-		e.loop(ctx, notes)
+		e.loop(loopCtx, ctx, notes)
 	}()
 }
 
@@ -170,7 +175,10 @@ func (e *Executor) Start(ctx context.Context) {
 // until ctx is done; then it cancels the rest, which hand their sandboxes
 // back (lease released) for another executor to pick up, and waits for that.
 func (e *Executor) Stop(ctx context.Context) {
-	e.stopOnce.Do(func() { close(e.stop) })
+	e.stopOnce.Do(func() {
+		close(e.stop)
+		e.cancelLoop()
+	})
 	<-e.loopDone
 	done := make(chan struct{})
 	go func() {
@@ -186,11 +194,12 @@ func (e *Executor) Stop(ctx context.Context) {
 	<-done
 }
 
-func (e *Executor) loop(ctx context.Context, notes <-chan sandbox.Change) {
+// loop claims work until ctx is done; the work it starts runs under workCtx.
+func (e *Executor) loop(ctx, workCtx context.Context, notes <-chan sandbox.Change) {
 	ticker := time.NewTicker(e.cfg.PollInterval)
 	defer ticker.Stop()
 	for {
-		e.dispatch(ctx)
+		e.dispatch(ctx, workCtx)
 	wait:
 		for {
 			select {
@@ -225,19 +234,19 @@ func wantsWork(n sandbox.Change) bool {
 }
 
 // dispatch claims as much work as there are free slots, per provider.
-func (e *Executor) dispatch(ctx context.Context) {
+func (e *Executor) dispatch(ctx, workCtx context.Context) {
 	for name, p := range e.providers {
 		if ctx.Err() != nil {
 			return
 		}
-		e.claim(ctx, p, "create", e.createSlots[name], e.store.ClaimCreates, e.create)
-		e.claim(ctx, p, "release", e.releaseSlots[name], e.store.ClaimReleases, e.release)
+		e.claim(ctx, workCtx, p, "create", e.createSlots[name], e.store.ClaimCreates, e.create)
+		e.claim(ctx, workCtx, p, "release", e.releaseSlots[name], e.store.ClaimReleases, e.release)
 	}
 }
 
 type claimFunc func(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error)
 
-func (e *Executor) claim(ctx context.Context, p sandbox.Provider, kind string, slots chan struct{}, claimFn claimFunc,
+func (e *Executor) claim(ctx, workCtx context.Context, p sandbox.Provider, kind string, slots chan struct{}, claimFn claimFunc,
 	work func(context.Context, sandbox.Provider, store.Claim)) {
 	free := cap(slots) - len(slots)
 	if free == 0 {
@@ -269,7 +278,7 @@ func (e *Executor) claim(ctx context.Context, p sandbox.Provider, kind string, s
 			gauge := e.metrics.InFlight.WithLabelValues(p.Name(), kind)
 			gauge.Inc()
 			defer gauge.Dec()
-			work(ctx, p, c)
+			work(workCtx, p, c)
 		}()
 	}
 }
@@ -343,7 +352,7 @@ func (e *Executor) create(ctx context.Context, p sandbox.Provider, c store.Claim
 		log.Warn("executor: create abandoned: lease lost", "err", err)
 	case ctx.Err() != nil:
 		// Shutting down: hand the sandbox back now rather than after the lease.
-		if err := e.store.Unclaim(wctx, sb.ID, sb.Epoch, e.store.Now(), ""); err != nil && !errors.Is(err, sandbox.ErrFenced) {
+		if err := e.store.Unclaim(wctx, sb.ID, sb.Epoch, e.store.Now(), "", true); err != nil && !errors.Is(err, sandbox.ErrFenced) {
 			log.Error("executor: handing back failed; the lease will lapse", "err", err)
 		}
 		log.Info("executor: create handed back at shutdown")
@@ -356,7 +365,7 @@ func (e *Executor) create(ctx context.Context, p sandbox.Provider, c store.Claim
 			return
 		}
 		log.Warn("executor: create failed; retrying", "err", err, "retry_at", retryAt)
-		if err := e.store.Unclaim(wctx, sb.ID, sb.Epoch, retryAt, err.Error()); err != nil && !errors.Is(err, sandbox.ErrFenced) {
+		if err := e.store.Unclaim(wctx, sb.ID, sb.Epoch, retryAt, err.Error(), false); err != nil && !errors.Is(err, sandbox.ErrFenced) {
 			log.Error("executor: scheduling retry failed; the lease will lapse", "err", err)
 		}
 	default:

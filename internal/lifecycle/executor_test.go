@@ -345,6 +345,10 @@ func TestShutdownHandsBack(t *testing.T) {
 	if err != nil || len(claims) != 1 || claims[0].Sandbox.ID != sb.ID {
 		t.Fatalf("claim after hand-back = %+v, %v; want the sandbox", claims, err)
 	}
+	// A hand-back is no failed attempt: restarts must not use up the retries.
+	if got := claims[0].Sandbox.Attempts; got != 1 {
+		t.Errorf("attempts after a hand-back and a new claim = %d, want 1", got)
+	}
 	if _, err := e.st.MarkReady(e.ctx, sb.ID, claims[0].Sandbox.Epoch, sandbox.Resource{ProviderID: "p"}); err != nil {
 		t.Fatal(err)
 	}

@@ -298,7 +298,7 @@ func TestStolenLeaseIsFenced(t *testing.T) {
 	if _, err := b.st.MarkFailed(b.ctx, sb.ID, first.Sandbox.Epoch, sandbox.ActorExecutor, "late failure"); !errors.Is(err, sandbox.ErrFenced) {
 		t.Errorf("MarkFailed by the old owner: err = %v, want ErrFenced", err)
 	}
-	if err := b.st.Unclaim(b.ctx, sb.ID, first.Sandbox.Epoch, b.clock.Now(), "x"); !errors.Is(err, sandbox.ErrFenced) {
+	if err := b.st.Unclaim(b.ctx, sb.ID, first.Sandbox.Epoch, b.clock.Now(), "x", false); !errors.Is(err, sandbox.ErrFenced) {
 		t.Errorf("Unclaim by the old owner: err = %v, want ErrFenced", err)
 	}
 	got, _ := b.st.GetSandbox(b.ctx, "acme", sb.ID)
@@ -362,7 +362,7 @@ func TestRetryAndHandBack(t *testing.T) {
 	b := setup(t)
 	sb := b.create(t)
 	c := b.claimOne(t, "w1")
-	if err := b.st.Unclaim(b.ctx, sb.ID, c.Sandbox.Epoch, b.clock.Now().Add(5*time.Second), "transient"); err != nil {
+	if err := b.st.Unclaim(b.ctx, sb.ID, c.Sandbox.Epoch, b.clock.Now().Add(5*time.Second), "transient", false); err != nil {
 		t.Fatal(err)
 	}
 	if claims, _ := b.st.ClaimCreates(b.ctx, "sim", "w2", 10, time.Minute); len(claims) != 0 {

@@ -179,13 +179,15 @@ func (s *Store) MarkFailed(ctx context.Context, id string, epoch int64, actor sa
 // Unclaim hands a creating sandbox back: its lease ends and it may be
 // claimed again from at (now, for a shutdown; later, for a retry with
 // backoff). lastErr, if set, is shown in the sandbox's error field until it
-// settles.
-func (s *Store) Unclaim(ctx context.Context, id string, epoch int64, at time.Time, lastErr string) error {
+// settles. refund takes back the attempt the claim counted, for a hand-back
+// that made no attempt worth counting (a shutdown).
+func (s *Store) Unclaim(ctx context.Context, id string, epoch int64, at time.Time, lastErr string, refund bool) error {
 	tag, err := s.work.Exec(ctx, `
 		UPDATE sandboxes SET lease_owner = NULL, lease_expires_at = $3, updated_at = $4,
-			error = coalesce($5, error)
+			error = coalesce($5, error),
+			attempts = CASE WHEN $6 THEN greatest(attempts - 1, 0) ELSE attempts END
 		WHERE id = $1 AND epoch = $2 AND state = 'creating'`,
-		id, epoch, at.UTC(), s.Now(), nullable(lastErr))
+		id, epoch, at.UTC(), s.Now(), nullable(lastErr), refund)
 	if err != nil {
 		return wrap("unclaim", err)
 	}
