@@ -31,7 +31,7 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	stateDir := t.TempDir()
+	stateDir := harness.ReachableTempDir(t)
 	r := harness.NewReplica(t, harness.Build(t), filepath.Join(t.TempDir(), "tether.log"),
 		"DATABASE_URL="+storetest.NewURL(t),
 		"BOOTSTRAP_API_KEY="+key,

@@ -276,3 +276,17 @@ func (c Client) Do(method, url string, body any) (int, map[string]any, error) {
 	_ = json.NewDecoder(resp.Body).Decode(&out)
 	return resp.StatusCode, out, nil
 }
+
+// ReachableTempDir returns a temporary folder that users other than the
+// test's can reach (o+x on it and the test's own folders above it), such as
+// the local provider's sandbox user; removed when the test ends.
+func ReachableTempDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	for p := dir; p != os.TempDir() && p != "/" && p != "."; p = filepath.Dir(p) {
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}

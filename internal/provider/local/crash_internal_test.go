@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/test/harness"
 )
 
 // TestCrashBeforeThePidIsRecorded: Tether dies after bwrap started the
@@ -16,7 +17,7 @@ import (
 // folder is gone.
 func TestCrashBeforeThePidIsRecorded(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
+	dir := harness.ReachableTempDir(t)
 	first, err := New(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -43,8 +44,11 @@ func (p *Provider) command(m meta, extra map[string]string, argv ...string) *exe
 	for k, v := range extra {
 		env[k] = v
 	}
-	args := []string{"--target", fmt.Sprint(m.InitPID), "--pid", "--mount", "--ipc", "--uts", "--net", "--root", "-w",
-		"--", p.setpriv, "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", "env", "-i"}
+	// Into the sandbox's user namespace as its user: no capabilities there,
+	// and none on the host.
+	uid := strconv.Itoa(SandboxUID)
+	args := []string{"--target", strconv.Itoa(m.InitPID), "--user", "--pid", "--mount", "--ipc", "--uts", "--net", "--root", "-w",
+		"--setuid", uid, "--setgid", uid, "--", p.setpriv, "--no-new-privs", "--", "env", "-i"}
 	for k, v := range env {
 		args = append(args, k+"="+v)
 	}

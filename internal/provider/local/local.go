@@ -75,7 +75,12 @@ func New(dir string) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: state directory: %w", err)
 	}
-	if err := os.MkdirAll(abs, 0o700); err != nil {
+	// Traversable, not readable, by the sandbox user: bwrap, which runs as
+	// that user, must reach each workspace, and no one else may list them.
+	if err := os.MkdirAll(abs, 0o711); err != nil {
+		return nil, fmt.Errorf("local: state directory: %w", err)
+	}
+	if err := os.Chmod(abs, 0o711); err != nil {
 		return nil, fmt.Errorf("local: state directory: %w", err)
 	}
 	p := &Provider{dir: abs, maxSetup: 8 << 10, waiters: map[string]chan struct{}{}}
@@ -97,16 +102,34 @@ func New(dir string) (*Provider, error) {
 	return p, nil
 }
 
-// probe checks that bwrap can make the namespaces a sandbox needs.
+// probe checks that bwrap, as the sandbox user, can make the namespaces a
+// sandbox needs and reach the state folder.
 func (p *Provider) probe() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, p.bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
-		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--", "true").CombinedOutput()
+	cmd := exec.CommandContext(ctx, p.bwrap, "--unshare-user", "--uid", strconv.Itoa(SandboxUID), "--gid", strconv.Itoa(SandboxUID),
+		"--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+		"--unshare-user", "--uid", strconv.Itoa(SandboxUID), "--gid", strconv.Itoa(SandboxUID),
+		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--", "test", "-x", p.dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: sandboxCredential()}
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Sprintf("bubblewrap cannot create namespaces here: %s", strings.TrimSpace(string(out)))
+		msg := strings.TrimSpace(string(out))
+		if msg == "" {
+			msg = fmt.Sprintf("the state folder %s is not reachable by uid %d: every folder above it needs o+x", p.dir, SandboxUID)
+		}
+		return fmt.Sprintf("bubblewrap cannot create a sandbox here: %s", msg)
 	}
 	return ""
+}
+
+// SandboxUID is the host user (and group) sandbox processes run as: nobody,
+// in a user namespace of their own, so that they hold no privilege on the
+// host and cannot read what only root may.
+const SandboxUID = 65534
+
+func sandboxCredential() *syscall.Credential {
+	return &syscall.Credential{Uid: SandboxUID, Gid: SandboxUID, Groups: []uint32{}}
 }
 
 // Name implements sandbox.Provider.
@@ -122,7 +145,7 @@ func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 		Files:     true,
 		WorkDir:   WorkDir,
 		Notes: []string{
-			"isolation: bubblewrap; own pid, mount, ipc and uts namespaces; root filesystem is the host's, read-only; private /workspace and /tmp",
+			"isolation: bubblewrap; own user, pid, mount, ipc and uts namespaces; processes run as uid 65534 (nobody) without capabilities; root filesystem is the host's, read-only; private /workspace and /tmp",
 			"network: isolated (loopback only) by default; params.network=\"host\" shares the host's",
 			"resource limits: per-sandbox cgroup limits are not applied by this version",
 		},
@@ -314,7 +337,14 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 	}
 
 	dir := p.sandboxDir(spec.SandboxID)
-	if err := os.MkdirAll(filepath.Join(dir, "workspace"), 0o755); err != nil {
+	ws := filepath.Join(dir, "workspace")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
+	}
+	if err := os.Chown(ws, SandboxUID, SandboxUID); err != nil {
 		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
 	}
 	m := meta{SandboxID: spec.SandboxID, Env: spec.Env, CreatedAt: time.Now().UTC()}
@@ -449,7 +479,7 @@ func (p *Provider) start(id string, prm Params) (int, error) {
 	cmd := exec.Command(p.bwrap, args...)
 	cmd.Stdout, cmd.Stderr = readyW, logf
 	cmd.ExtraFiles = []*os.File{infoW}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: sandboxCredential()}
 	if err := cmd.Start(); err != nil {
 		_ = infoW.Close()
 		_ = readyW.Close()

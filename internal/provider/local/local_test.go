@@ -15,6 +15,7 @@ import (
 
 	"github.com/tetherhq/tether/internal/provider/local"
 	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/test/harness"
 )
 
 // newProvider returns a provider over a fresh state directory. These tests
@@ -22,7 +23,7 @@ import (
 // (make test and .ci/run install it).
 func newProvider(t *testing.T) (*local.Provider, string) {
 	t.Helper()
-	dir := t.TempDir()
+	dir := harness.ReachableTempDir(t)
 	p, err := local.New(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -101,8 +102,11 @@ func TestExecInIsolation(t *testing.T) {
 		// The host's root, read-only.
 		{`touch /etc/tether-test 2>/dev/null && echo writable || echo read-only`, "read-only\n", 0},
 		{`grep -c . /etc/os-release >/dev/null && echo host-root`, "host-root\n", 0},
-		// No capabilities.
+		// No capabilities, and not root on the host: root-only files stay closed.
 		{`grep CapEff /proc/self/status | tr -d '\t'`, "CapEff:0000000000000000\n", 0},
+		{`id -u`, "65534\n", 0},
+		{`cat /etc/shadow >/dev/null 2>&1 && echo readable || echo denied`, "denied\n", 0},
+		{`ls /root >/dev/null 2>&1 && echo readable || echo denied`, "denied\n", 0},
 		{`echo out; echo err >&2`, "out\nerr\n", 0},
 	}
 	for _, tc := range cases {
