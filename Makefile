@@ -68,7 +68,7 @@ docs: ## Regenerate the OpenAPI docs in docs/ from the swag annotations
 	@# swag formats its output already; this keeps `make lint` green if it ever does not.
 	gofmt -w docs/docs.go
 
-lint: ## gofmt, go vet and golangci-lint (if installed)
+lint: ## gofmt, go vet, golangci-lint and docker-compose config (each if installed)
 	@unformatted=$$(find . \( -path ./.git -o -path ./.data -o -path ./.tether -o -path ./bin \) -prune -o -name '*.go' -print | xargs -r gofmt -l); \
 	if [ -n "$$unformatted" ]; then echo "gofmt: these files need formatting (gofmt -w):"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
@@ -76,6 +76,11 @@ lint: ## gofmt, go vet and golangci-lint (if installed)
 		echo "$(GOLANGCI_LINT) run"; "$(GOLANGCI_LINT)" run; \
 	else \
 		echo "note: golangci-lint not installed; skipped (go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@latest)"; \
+	fi
+	@if command -v docker-compose >/dev/null 2>&1; then \
+		echo "docker-compose config -q"; docker-compose config -q; \
+	else \
+		echo "note: docker-compose not installed; compose.yaml not checked"; \
 	fi
 
 build: ## Build the binary to bin/tether
