@@ -110,3 +110,24 @@ func TestRenew(t *testing.T) {
 		t.Errorf("conflict state = %q, want cancelled", p.State)
 	}
 }
+
+func TestWaitUntilReleased(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withExecutor())
+	sb := b.create(t, keyA, map[string]any{"params": map[string]any{"destroy_delay_ms": 300}})
+	r := b.do(t, http.MethodGet, "/v1/sandboxes/"+sb.ID+"?wait=10s", nil)
+	wantStatus(t, r, http.StatusOK)
+	wantStatus(t, b.do(t, http.MethodDelete, "/v1/sandboxes/"+sb.ID, nil), http.StatusAccepted)
+	// Settled at once; released only after the 300ms destroy.
+	r = b.do(t, http.MethodGet, "/v1/sandboxes/"+sb.ID+"?wait=10s&until=released", nil)
+	wantStatus(t, r, http.StatusOK)
+	var got struct {
+		State    string `json:"state"`
+		Released bool   `json:"released"`
+	}
+	r.decode(t, &got)
+	if got.State != "terminated" || !got.Released {
+		t.Errorf("wait until released = %+v, want terminated and released", got)
+	}
+	wantProblem(t, b.do(t, http.MethodGet, "/v1/sandboxes/"+sb.ID+"?wait=1s&until=forever", nil), http.StatusBadRequest, "INVALID_REQUEST")
+}
