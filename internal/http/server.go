@@ -162,6 +162,9 @@ func withLogging(log *slog.Logger) gin.HandlerFunc {
 		case c.Request.URL.Path == "/healthz" || c.Request.URL.Path == "/readyz" || c.Request.URL.Path == "/metrics":
 			level = slog.LevelDebug
 		}
+		if !log.Enabled(c.Request.Context(), level) {
+			return // spare building the record's attributes
+		}
 		log.Log(c.Request.Context(), level, "http request",
 			"method", c.Request.Method, "route", c.FullPath(), "status", status,
 			"duration_ms", float64(time.Since(start).Microseconds())/1000,

@@ -21,6 +21,13 @@ const sandboxColumns = `s.id, s.tenant, s.state, s.provider, s.owner, s.labels, 
 	s.ready_at, s.ended_at, s.released_at, s.expires_at, s.create_deadline, s.epoch, s.attempts,
 	s.release_error, s.release_attempts`
 
+// clientColumns is sandboxColumns for reads that answer clients: the
+// creation inputs only providers need (env, which may hold secrets and be
+// large; setup; params) are left in the database.
+var clientColumns = strings.NewReplacer(
+	"s.env,", "'{}'::jsonb,", "s.setup,", "'',", "s.params,", "'{}'::jsonb,",
+).Replace(sandboxColumns)
+
 func scanSandbox(row pgx.Row, extra ...any) (sandbox.Sandbox, error) {
 	var (
 		sb                                   sandbox.Sandbox
@@ -164,9 +171,11 @@ func nonNil(m map[string]string) map[string]string {
 }
 
 // GetSandbox returns the tenant's sandbox with the given id, or ErrNotFound.
+// Like ListSandboxes, it leaves out Env, Setup and Params (see
+// clientColumns); Sandbox reads them.
 func (s *Store) GetSandbox(ctx context.Context, tenant, id string) (sandbox.Sandbox, error) {
 	sb, err := scanSandbox(s.pool.QueryRow(ctx,
-		`SELECT `+sandboxColumns+` FROM sandboxes s WHERE s.id = $1 AND s.tenant = $2`, id, tenant))
+		`SELECT `+clientColumns+` FROM sandboxes s WHERE s.id = $1 AND s.tenant = $2`, id, tenant))
 	if err != nil {
 		return sb, wrap("get sandbox", err)
 	}
@@ -228,7 +237,7 @@ func (s *Store) ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sand
 		where = append(where, "(s.created_at, s.id) < ("+arg(f.After.CreatedAt)+", "+arg(f.After.ID)+")")
 	}
 	limit := f.Limit
-	q := `SELECT ` + sandboxColumns + ` FROM sandboxes s WHERE ` + strings.Join(where, " AND ") +
+	q := `SELECT ` + clientColumns + ` FROM sandboxes s WHERE ` + strings.Join(where, " AND ") +
 		` ORDER BY s.created_at DESC, s.id DESC LIMIT ` + arg(limit+1)
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {

@@ -707,3 +707,31 @@ func TestRenewSandbox(t *testing.T) {
 		t.Errorf("renew of an ended sandbox: err = %v, want SANDBOX_STATE_CONFLICT with state cancelled", err)
 	}
 }
+
+// TestClientReadsLeaveOutProviderInputs: env (which may hold secrets) and
+// the other creation inputs reach workers, not client reads.
+func TestClientReadsLeaveOutProviderInputs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sb := b.create(t, func(p *sandbox.CreateParams) {
+		p.Env = map[string]string{"TOKEN": "secret"}
+		p.Setup = "make deps"
+	})
+	got, err := b.st.GetSandbox(b.ctx, "acme", sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, _, err := b.st.ListSandboxes(b.ctx, sandbox.ListFilter{Tenant: "acme", Limit: 10})
+	if err != nil || len(listed) != 1 {
+		t.Fatalf("list: %v", err)
+	}
+	for _, c := range []sandbox.Sandbox{got, listed[0]} {
+		if len(c.Env) != 0 || c.Setup != "" || got.Labels["team"] != "a" {
+			t.Errorf("client read = env %v setup %q labels %v; want no env or setup, labels kept", c.Env, c.Setup, c.Labels)
+		}
+	}
+	full, err := b.st.Sandbox(b.ctx, sb.ID)
+	if err != nil || full.Env["TOKEN"] != "secret" || full.Setup != "make deps" {
+		t.Errorf("worker read = env %v setup %q, %v; want them", full.Env, full.Setup, err)
+	}
+}
