@@ -39,6 +39,9 @@ type Config struct {
 	// have been ready before a missing resource makes it lost (ORPHAN_GRACE,
 	// default 30s).
 	OrphanGrace time.Duration
+	// IdempotencyKeyTTL is how long an Idempotency-Key is remembered
+	// (IDEMPOTENCY_KEY_TTL, default 24h).
+	IdempotencyKeyTTL time.Duration
 	// DefaultOwnerTTL is the lease an owner gets when a create names it
 	// without a live lease (DEFAULT_OWNER_TTL, default 60s).
 	DefaultOwnerTTL time.Duration
@@ -138,6 +141,7 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		LocalStateDir:        str("LOCAL_STATE_DIR", ".tether/local"),
 		JanitorInterval:      dur("JANITOR_INTERVAL", 5*time.Second),
 		OrphanGrace:          dur("ORPHAN_GRACE", 30*time.Second),
+		IdempotencyKeyTTL:    dur("IDEMPOTENCY_KEY_TTL", 24*time.Hour),
 		DefaultOwnerTTL:      dur("DEFAULT_OWNER_TTL", 60*time.Second),
 		DefaultTTL:           dur("DEFAULT_TTL", time.Hour),
 		MaxLifetime:          dur("MAX_LIFETIME", 24*time.Hour),

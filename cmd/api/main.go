@@ -246,9 +246,10 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 	executor.Start(workCtx)
 
 	janitor := lifecycle.NewJanitor(lifecycle.JanitorConfig{
-		Holder:      cfg.WorkerID,
-		Interval:    cfg.JanitorInterval,
-		OrphanGrace: cfg.OrphanGrace,
+		Holder:            cfg.WorkerID,
+		Interval:          cfg.JanitorInterval,
+		OrphanGrace:       cfg.OrphanGrace,
+		IdempotencyKeyTTL: cfg.IdempotencyKeyTTL,
 	}, st, providers, log, reg)
 	janitor.Start(workCtx)
 

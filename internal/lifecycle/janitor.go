@@ -37,6 +37,9 @@ type JanitorConfig struct {
 	BatchSize int
 	// DestroyConcurrency bounds concurrent orphan destroys. Default 8.
 	DestroyConcurrency int
+	// IdempotencyKeyTTL is how long an Idempotency-Key is remembered; the
+	// leader forgets older ones. Default 24h.
+	IdempotencyKeyTTL time.Duration
 }
 
 func (c JanitorConfig) withDefaults() JanitorConfig {
@@ -58,6 +61,9 @@ func (c JanitorConfig) withDefaults() JanitorConfig {
 	if c.DestroyConcurrency <= 0 {
 		c.DestroyConcurrency = 8
 	}
+	if c.IdempotencyKeyTTL <= 0 {
+		c.IdempotencyKeyTTL = 24 * time.Hour
+	}
 	return c
 }
 
@@ -74,6 +80,7 @@ type janitorStore interface {
 	ReadyBefore(ctx context.Context, provider string, t time.Time, fn func(id string)) error
 	MarkLost(ctx context.Context, id, message string) (sandbox.Sandbox, bool, error)
 	RecordReconcile(ctx context.Context, provider, sandboxID, tenant, action, message string) error
+	ForgetIdempotencyKeys(ctx context.Context, cutoff time.Time, limit int) (int64, error)
 }
 
 // janitorRole is the leadership role the janitor holds.
@@ -218,6 +225,7 @@ type Report struct {
 	OrphansDestroyed int
 	OrphansFailed    int
 	Lost             int
+	KeysForgotten    int64
 }
 
 // RunOnce runs every janitor duty once, whether or not this replica leads:
@@ -272,8 +280,8 @@ func (j *Janitor) Sweep(ctx context.Context) (Report, error) {
 }
 
 // Reconcile compares every provider's inventory with the registry (see
-// reconcile). It is the leader's duty: listing a provider is the expensive
-// part of the janitor's work.
+// reconcile), and forgets expired idempotency keys. It is the leader's
+// duty: listing a provider is the expensive part of the janitor's work.
 func (j *Janitor) Reconcile(ctx context.Context, rep *Report) error {
 	start := time.Now()
 	defer func() { j.duration.WithLabelValues("reconcile").Observe(time.Since(start).Seconds()) }()
@@ -281,6 +289,19 @@ func (j *Janitor) Reconcile(ctx context.Context, rep *Report) error {
 	for _, p := range j.providers {
 		if err := j.reconcile(ctx, p, rep); err != nil {
 			errs = append(errs, fmt.Errorf("reconcile %s: %w", p.Name(), err))
+		}
+	}
+	cutoff := j.store.Now().Add(-j.cfg.IdempotencyKeyTTL)
+	for {
+		n, err := j.store.ForgetIdempotencyKeys(ctx, cutoff, j.cfg.BatchSize)
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		rep.KeysForgotten += n
+		j.actions.WithLabelValues("idempotency_key_forgotten").Add(float64(n))
+		if n < int64(j.cfg.BatchSize) || ctx.Err() != nil {
+			break
 		}
 	}
 	return errors.Join(errs...)

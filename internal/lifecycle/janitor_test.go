@@ -341,3 +341,30 @@ func TestSlowReconcileDoesNotDelaySweeps(t *testing.T) {
 		t.Errorf("the sandbox outlived its owner by %s while a reconciliation was listing for 5s", over)
 	}
 }
+
+func TestJanitorForgetsOldIdempotencyKeys(t *testing.T) {
+	t.Parallel()
+	e := setupJanitor(t)
+	keyed := func(key string) sandbox.Sandbox {
+		sb, _, err := e.st.CreateSandbox(e.ctx, sandbox.CreateParams{Tenant: "acme", Provider: "sim", TTL: 48 * time.Hour,
+			CreateTimeout: time.Minute, IdempotencyKey: key, RequestHash: []byte("h")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sb
+	}
+	old := keyed("old")
+	e.clock.Advance(23 * time.Hour)
+	recent := keyed("recent")
+	e.clock.Advance(2 * time.Hour) // "old" is 25h old, "recent" 2h
+	if rep := e.sweep(); rep.KeysForgotten != 1 {
+		t.Errorf("KeysForgotten = %d, want 1", rep.KeysForgotten)
+	}
+	if again := keyed("old"); again.ID == old.ID {
+		t.Error("a forgotten key still returned its old sandbox")
+	}
+	if again, _, err := e.st.CreateSandbox(e.ctx, sandbox.CreateParams{Tenant: "acme", Provider: "sim", TTL: time.Hour,
+		CreateTimeout: time.Minute, IdempotencyKey: "recent", RequestHash: []byte("h")}); err != nil || again.ID != recent.ID {
+		t.Errorf("a recent key = %s, %v; want its sandbox %s", again.ID, err, recent.ID)
+	}
+}
