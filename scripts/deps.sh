@@ -5,6 +5,7 @@
 #   bwrap            (Debian package bubblewrap)  the local provider's sandboxes
 #   nsenter, setpriv (util-linux)                 running commands inside them
 #   python3                                       the Python client's tests
+#   pgrep            (procps)                     tests that look for sandbox processes
 #
 # Missing packages are installed with apt-get when running as root on a
 # Debian-like system. Otherwise the script says what is missing and exits 0:
@@ -19,6 +20,7 @@ missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 { command -v nsenter >/dev/null 2>&1 && command -v setpriv >/dev/null 2>&1; } || missing+=(util-linux)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
+command -v pgrep >/dev/null 2>&1 || missing+=(procps)
 
 if ((${#missing[@]} == 0)); then
 	exit 0
