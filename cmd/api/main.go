@@ -225,6 +225,20 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		log.Info("bootstrap API key registered", "tenant", "default")
 	}
 
+	// Listen before any worker starts, so that a taken port fails the start
+	// with nothing to wind down.
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
+	}
+	var pln net.Listener
+	if cfg.PprofAddr != "" {
+		if pln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.PprofAddr); err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("listen on PPROF_ADDR %s: %w", cfg.PprofAddr, err)
+		}
+	}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		lifecycle.NewRegistryCollector(st))
@@ -273,25 +287,8 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		Metrics:   reg,
 		Gatherer:  reg,
 	})
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.ListenAddr)
-	if err != nil {
-		cancelWork()
-		executor.Stop(context.Background())
-		janitor.Stop()
-		workers.Wait()
-		return fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
-	}
 	var debugSrv *http.Server
-	if cfg.PprofAddr != "" {
-		pln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.PprofAddr)
-		if err != nil {
-			_ = ln.Close()
-			cancelWork()
-			executor.Stop(context.Background())
-			janitor.Stop()
-			workers.Wait()
-			return fmt.Errorf("listen on PPROF_ADDR %s: %w", cfg.PprofAddr, err)
-		}
+	if pln != nil {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

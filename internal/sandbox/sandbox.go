@@ -68,19 +68,6 @@ func CanTransition(from, to State) bool {
 	return false
 }
 
-// Sources returns the states from which to can be reached, in lifecycle
-// order. The store uses it to refuse illegal transitions in the same
-// statement that performs a legal one.
-func Sources(to State) []State {
-	var out []State
-	for _, from := range States {
-		if CanTransition(from, to) {
-			out = append(out, from)
-		}
-	}
-	return out
-}
-
 // EndState returns the terminal state that ending a sandbox in state s leads
 // to: a sandbox that never became ready is cancelled, a ready one is
 // terminated. ok is false when s is already terminal.

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -38,17 +37,13 @@ func (s *Store) TenantEvents(ctx context.Context, tenant string, after int64, li
 }
 
 func collectEvents(rows pgx.Rows, op string) ([]sandbox.Event, error) {
-	defer rows.Close()
-	var out []sandbox.Event
-	for rows.Next() {
+	events, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.Event, error) {
 		var e sandbox.Event
-		if err := rows.Scan(&e.ID, &e.SandboxID, &e.Tenant, &e.At, &e.From, &e.To, &e.Reason, &e.Actor, &e.Message); err != nil {
-			return nil, fmt.Errorf("store: %s: %w", op, err)
-		}
-		out = append(out, e)
+		err := r.Scan(&e.ID, &e.SandboxID, &e.Tenant, &e.At, &e.From, &e.To, &e.Reason, &e.Actor, &e.Message)
+		return e, err
+	})
+	if err != nil {
+		return nil, wrap(op, err)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: %s: %w", op, err)
-	}
-	return out, nil
+	return events, nil
 }

@@ -96,8 +96,18 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	return s
 }
 
-// Connect opens a pool to databaseURL and checks that it answers.
+// Connect opens a pool to databaseURL.
 func Connect(ctx context.Context, databaseURL string, maxConns int32) (*pgxpool.Pool, error) {
+	return connect(ctx, databaseURL, maxConns, nil)
+}
+
+// ConnectWorkers opens a pool like Connect whose sessions commit without
+// waiting for the WAL flush (synchronous_commit=off), for WithWorkPool.
+func ConnectWorkers(ctx context.Context, databaseURL string, maxConns int32) (*pgxpool.Pool, error) {
+	return connect(ctx, databaseURL, maxConns, map[string]string{"synchronous_commit": "off"})
+}
+
+func connect(ctx context.Context, databaseURL string, maxConns int32, params map[string]string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		// The parse error may quote the URL, password included.
@@ -106,27 +116,12 @@ func Connect(ctx context.Context, databaseURL string, maxConns int32) (*pgxpool.
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	for k, v := range params {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, wrap("connect", err)
-	}
-	return pool, nil
-}
-
-// ConnectWorkers opens a pool like Connect whose sessions commit without
-// waiting for the WAL flush (synchronous_commit=off), for WithWorkPool.
-func ConnectWorkers(ctx context.Context, databaseURL string, maxConns int32) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(databaseURL)
-	if err != nil {
-		return nil, errors.New("store: connect: DATABASE_URL is not a valid Postgres connection string")
-	}
-	if maxConns > 0 {
-		cfg.MaxConns = maxConns
-	}
-	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("store: connect workers: %w", err)
 	}
 	return pool, nil
 }

@@ -83,21 +83,16 @@ func (s *Store) ClaimReleases(ctx context.Context, provider, worker string, limi
 }
 
 func collectClaims(rows pgx.Rows, op string) ([]Claim, error) {
-	defer rows.Close()
-	var out []Claim
-	for rows.Next() {
+	claims, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claim, error) {
 		var c Claim
-		sb, err := scanSandbox(rows, &c.From)
-		if err != nil {
-			return nil, fmt.Errorf("store: %s: %w", op, err)
-		}
+		sb, err := scanSandbox(r, &c.From)
 		c.Sandbox = sb
-		out = append(out, c)
+		return c, err
+	})
+	if err != nil {
+		return nil, wrap(op, err)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: %s: %w", op, err)
-	}
-	return out, nil
+	return claims, nil
 }
 
 // RenewLease extends the worker's lease on the sandbox to now+lease. It

@@ -60,7 +60,7 @@ func TestCrashBeforeThePidIsRecorded(t *testing.T) {
 	if err := next.Destroy(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
-	if running(pid) {
+	if processRunning(pid) {
 		t.Errorf("the sandbox's init %d survived Destroy", pid)
 	}
 	if inv, _ := next.List(t.Context()); len(inv) != 0 {

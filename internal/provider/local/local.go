@@ -252,8 +252,8 @@ func (p *Provider) sandboxProcesses() (map[string][]int, error) {
 	return out, nil
 }
 
-// running reports whether pid runs (and is not a zombie).
-func running(pid int) bool {
+// processRunning reports whether pid runs (and is not a zombie).
+func processRunning(pid int) bool {
 	_, err := processStart(pid)
 	return err == nil
 }
@@ -547,7 +547,7 @@ func (p *Provider) destroyLocked(ctx context.Context, id string) error {
 		}
 	}
 	for _, pid := range pids {
-		for running(pid) {
+		for processRunning(pid) {
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("local: destroy: waiting for the sandbox to exit: %w", ctx.Err())
