@@ -51,6 +51,7 @@ func main() {
 type options struct {
 	out         string
 	quick       bool
+	throughput  bool
 	databaseURL string
 	phase       time.Duration
 	workers     int
@@ -68,6 +69,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.out, "out", "bench-results", "folder for results.md, results.json and latency.svg")
 	fs.BoolVar(&o.quick, "quick", false, "a smoke run in seconds: tiny phases and seeds, numbers not meaningful")
+	fs.BoolVar(&o.throughput, "throughput-only", false, "only the baselines and the throughput and latency phases (no 1M seed, no janitor)")
 	fs.StringVar(&o.databaseURL, "database-url", os.Getenv("BENCH_DATABASE_URL"), "Postgres server to use (default: start cluster \"bench\")")
 	fs.DurationVar(&o.phase, "phase", 10*time.Second, "length of each throughput phase")
 	fs.IntVar(&o.workers, "workers", 16, "concurrent clients in the throughput phases")
@@ -128,7 +130,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer pbPool.Close()
 	pb.execSQL = func(ctx context.Context, sql string) error { _, err := pbPool.Exec(ctx, sql); return err }
-	if res.Baselines, err = measureBaselines(ctx, pb, o.phase, o.scale, o.workers, logf); err != nil {
+	cpu := func(name string, pid int, fn func()) {
+		before := sampleCPU(pid)
+		fn()
+		res.CPU = append(res.CPU, name+": "+cpuSplit(before, sampleCPU(pid)))
+	}
+	if res.Baselines, err = measureBaselines(ctx, pb, o.phase, o.scale, o.workers, logf, func(name string, fn func()) { cpu(name, 0, fn) }); err != nil {
 		return err
 	}
 
@@ -164,7 +171,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	res.Unloaded = toMS(unloaded)
 
 	logf("create throughput: %d clients, %s", o.workers, o.phase)
-	createRate, fails := closedLoop(ctx, o.workers, o.phase, func(ctx context.Context) error { _, err := a.create(ctx); return err })
+	pid := srv.cmd.Process.Pid
+	var createRate float64
+	var fails int64
+	cpu("Tether creates", pid, func() {
+		createRate, fails = closedLoop(ctx, o.workers, o.phase, func(ctx context.Context) error { _, err := a.create(ctx); return err })
+	})
 	res.Extra["create_failures"] = strconv.FormatInt(fails, 10)
 
 	var ready sandboxView
@@ -175,17 +187,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	logf("GET /v1/sandboxes/{id} throughput: %d clients, %s", o.workers, o.phase)
-	getRate, fails := closedLoop(ctx, o.workers, o.phase, func(ctx context.Context) error {
-		code, err := a.do(ctx, http.MethodGet, "/v1/sandboxes/"+ready.ID, nil, nil)
-		if err == nil && code != http.StatusOK {
-			err = fmt.Errorf("status %d", code)
-		}
-		return err
+	var getRate float64
+	cpu("Tether GETs", pid, func() {
+		getRate, fails = closedLoop(ctx, o.workers, o.phase, func(ctx context.Context) error {
+			code, err := a.do(ctx, http.MethodGet, "/v1/sandboxes/"+ready.ID, nil, nil)
+			if err == nil && code != http.StatusOK {
+				err = fmt.Errorf("status %d", code)
+			}
+			return err
+		})
 	})
 	res.Extra["get_failures"] = strconv.FormatInt(fails, 10)
 
 	logf("full lifecycles: %d clients, %s", o.workers, o.phase)
-	lifeRate, fails := closedLoop(ctx, o.workers, o.phase, a.lifecycle)
+	var lifeRate float64
+	cpu("Tether lifecycles", pid, func() { lifeRate, fails = closedLoop(ctx, o.workers, o.phase, a.lifecycle) })
 	res.Extra["lifecycle_failures"] = strconv.FormatInt(fails, 10)
 
 	rate := max(lifeRate/2, 1)
@@ -208,6 +224,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	loadedP50.Info, loadedP99.Info = true, true
 	res.Targets = append(res.Targets, loadedP50, loadedP99,
 		atLeast("GET /v1/sandboxes/{id}", getRate, "req/s", b.SelectOnlyTPS, "select-only tps", 0.30))
+
+	if o.throughput {
+		return finish(res, o, start, stdout)
+	}
 
 	// 3. Listing and history, at 1k and at 1M sandboxes.
 	logf("seeding %d sandboxes (tenant small), %d (tenant big) and %d more to reach %d events, with COPY",
@@ -242,6 +262,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	res.Notes = append(res.Notes, note,
 		"Tether ran as one process with LOG_LEVEL=warn, the sim provider instant, auth on; Postgres and Tether share the machine's cores.")
 
+	return finish(res, o, start, stdout)
+}
+
+// finish writes the results and prints them.
+func finish(res *results, o options, start time.Time, stdout io.Writer) error {
 	if err := res.write(o.out); err != nil {
 		return err
 	}

@@ -84,7 +84,7 @@ func parseFloat(re *regexp.Regexp, out string) (float64, error) {
 
 // measureBaselines initialises pgbench's tables and runs the four baseline
 // workloads, each for d.
-func measureBaselines(ctx context.Context, p *pgbench, d time.Duration, scale, clients int, logf func(string, ...any)) (baselines, error) {
+func measureBaselines(ctx context.Context, p *pgbench, d time.Duration, scale, clients int, logf func(string, ...any), cpu func(string, func())) (baselines, error) {
 	var b baselines
 	if _, err := p.run(ctx, "-i", "-q", "-s", strconv.Itoa(scale)); err != nil {
 		return b, err
@@ -93,7 +93,9 @@ func measureBaselines(ctx context.Context, p *pgbench, d time.Duration, scale, c
 	c, j := strconv.Itoa(clients), "2"
 
 	logf("pgbench: TPC-B, %s clients, %ss", c, secs)
-	out, err := p.run(ctx, "-M", "prepared", "-c", c, "-j", j, "-T", secs)
+	var out string
+	var err error
+	cpu("pgbench TPC-B", func() { out, err = p.run(ctx, "-M", "prepared", "-c", c, "-j", j, "-T", secs) })
 	if err != nil {
 		return b, err
 	}
@@ -111,7 +113,7 @@ func measureBaselines(ctx context.Context, p *pgbench, d time.Duration, scale, c
 	}
 
 	logf("pgbench: select-only, %s clients, %ss", c, secs)
-	out, err = p.run(ctx, "-M", "prepared", "-S", "-c", c, "-j", j, "-T", secs)
+	cpu("pgbench select-only", func() { out, err = p.run(ctx, "-M", "prepared", "-S", "-c", c, "-j", j, "-T", secs) })
 	if err != nil {
 		return b, err
 	}
@@ -132,7 +134,9 @@ func measureBaselines(ctx context.Context, p *pgbench, d time.Duration, scale, c
 	if _, err := p.runSQL(ctx, "DROP TABLE IF EXISTS bench_insert; CREATE TABLE bench_insert (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, payload text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())"); err != nil {
 		return b, err
 	}
-	out, err = p.run(ctx, "-M", "prepared", "-n", "-f", script.Name(), "-c", c, "-j", j, "-T", secs)
+	cpu("pgbench insert", func() {
+		out, err = p.run(ctx, "-M", "prepared", "-n", "-f", script.Name(), "-c", c, "-j", j, "-T", secs)
+	})
 	if err != nil {
 		return b, err
 	}

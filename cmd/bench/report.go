@@ -6,7 +6,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -49,6 +51,8 @@ type results struct {
 	Unloaded  []float64         `json:"request_to_ready_unloaded_ms"`
 	Loaded    []float64         `json:"request_to_ready_loaded_ms"`
 	Extra     map[string]string `json:"extra"`
+	// CPU is where each throughput phase's CPU time went, in cores.
+	CPU []string `json:"cpu"`
 }
 
 func toMS(l latencies) []float64 {
@@ -100,6 +104,12 @@ func (r *results) markdown() string {
 			verdict = "**FAIL**"
 		}
 		fmt.Fprintf(&b, "| %s | %s %s | %s %s | %.2f | %s | %s |\n", t.Name, num(t.Measured), t.Unit, num(t.Baseline), t.Against, t.Ratio, t.Want, verdict)
+	}
+	if len(r.CPU) > 0 {
+		b.WriteString("\nCPU used during each throughput phase (the machine has " + strconv.Itoa(runtime.NumCPU()) + " cores):\n\n")
+		for _, c := range r.CPU {
+			b.WriteString("- " + c + "\n")
+		}
 	}
 	if len(r.Notes) > 0 {
 		b.WriteString("\n")

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -86,6 +87,92 @@ const insertSandboxSQL = `
 	)
 	SELECT ` + sandboxColumns + ` FROM ins s`
 
+// newSandboxRow is a sandbox to insert in state requested, without an owner.
+type newSandboxRow struct {
+	id, tenant, provider  string
+	labels, env, params   []byte
+	setup                 string
+	at, expires, deadline time.Time
+}
+
+// insertSandboxesSQL is insertSandboxSQL for many ownerless sandboxes at
+// once, given as arrays of their columns.
+const insertSandboxesSQL = `
+	WITH ins AS (
+		INSERT INTO sandboxes AS s (id, tenant, state, provider, labels, env, setup, params,
+			created_at, updated_at, expires_at, create_deadline)
+		SELECT id, tenant, 'requested', provider, labels, env, setup, params, at, at, expires, deadline
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[], $6::text[], $7::jsonb[],
+			$8::timestamptz[], $9::timestamptz[], $10::timestamptz[])
+			AS n(id, tenant, provider, labels, env, setup, params, at, expires, deadline)
+		ORDER BY id
+		RETURNING *
+	), ev AS (
+		INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
+		SELECT id, tenant, created_at, NULL, 'requested', 'requested', 'client', 'sandbox requested' FROM ins ORDER BY id
+	)
+	SELECT ` + sandboxColumns + ` FROM ins s`
+
+// createBatch inserts ownerless sandboxes, each with its first event, in one
+// statement and one durable commit. If the statement fails for a reason
+// other than the database being unavailable, one row may be at fault: each
+// is then inserted on its own, so that it alone fails.
+func (s *Store) createBatch(ctx context.Context, rows []newSandboxRow) []result[sandbox.Sandbox] {
+	out := make([]result[sandbox.Sandbox], len(rows))
+	if len(rows) == 1 {
+		r := rows[0]
+		sb, err := scanSandbox(s.pool.QueryRow(ctx, insertSandboxSQL, r.id, r.tenant, r.provider, nil, r.labels, r.env, r.setup, r.params,
+			r.at, r.expires, r.deadline))
+		if err == nil {
+			s.announce(sb)
+		}
+		out[0] = result[sandbox.Sandbox]{sb, err}
+		return out
+	}
+	cols := struct {
+		id, tenant, provider, setup []string
+		labels, env, params         [][]byte
+		at, expires, deadline       []time.Time
+	}{}
+	for _, r := range rows {
+		cols.id, cols.tenant, cols.provider, cols.setup = append(cols.id, r.id), append(cols.tenant, r.tenant), append(cols.provider, r.provider), append(cols.setup, r.setup)
+		cols.labels, cols.env, cols.params = append(cols.labels, r.labels), append(cols.env, r.env), append(cols.params, r.params)
+		cols.at, cols.expires, cols.deadline = append(cols.at, r.at), append(cols.expires, r.expires), append(cols.deadline, r.deadline)
+	}
+	pgRows, err := s.pool.Query(ctx, insertSandboxesSQL, cols.id, cols.tenant, cols.provider, cols.labels, cols.env,
+		cols.setup, cols.params, cols.at, cols.expires, cols.deadline)
+	var created []sandbox.Sandbox
+	if err == nil {
+		created, err = pgx.CollectRows(pgRows, func(r pgx.CollectableRow) (sandbox.Sandbox, error) { return scanSandbox(r) })
+	}
+	if err != nil {
+		if errors.Is(interpret(err), sandbox.ErrUnavailable) {
+			for i := range out {
+				out[i].err = err
+			}
+			return out
+		}
+		for i := range rows {
+			out[i] = s.createBatch(ctx, rows[i:i+1])[0]
+		}
+		return out
+	}
+	byID := make(map[string]sandbox.Sandbox, len(created))
+	for _, sb := range created {
+		byID[sb.ID] = sb
+	}
+	for i, r := range rows {
+		sb, ok := byID[r.id]
+		if !ok {
+			out[i].err = fmt.Errorf("sandbox %s missing from the batch insert", r.id)
+			continue
+		}
+		out[i].out = sb
+	}
+	s.announce(created...)
+	return out
+}
+
 // CreateSandbox records a new sandbox in state requested with its first
 // event. With an idempotency key it returns the sandbox an earlier request
 // with the same key and hash made, and created is false; a different hash is
@@ -106,13 +193,15 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 	now := s.Now()
 	id := sandbox.NewID()
 	if p.IdempotencyKey == "" && p.Owner == "" {
-		// The common case is one statement: one round trip, one commit.
-		sb, err = scanSandbox(s.pool.QueryRow(ctx, insertSandboxSQL, id, p.Tenant, p.Provider, nil, labels, env, p.Setup, params,
-			now, now.Add(p.TTL), now.Add(p.CreateTimeout)))
+		// The common case needs no transaction of its own: concurrent
+		// creates share one statement and one commit (see createBatch).
+		sb, err = s.creates.do(ctx, newSandboxRow{
+			id: id, tenant: p.Tenant, provider: p.Provider, labels: labels, env: env, setup: p.Setup, params: params,
+			at: now, expires: now.Add(p.TTL), deadline: now.Add(p.CreateTimeout),
+		})
 		if err != nil {
 			return sandbox.Sandbox{}, false, wrap("create sandbox", err)
 		}
-		s.announce(sb)
 		return sb, true, nil
 	}
 	var lapsed []sandbox.Sandbox

@@ -38,6 +38,8 @@ type Store struct {
 	work *pgxpool.Pool
 	// announce tells subscribers about changes after they commit.
 	announcer Announcer
+	// creates groups concurrent ownerless creates into one statement.
+	creates *batcher[newSandboxRow, sandbox.Sandbox]
 	// now is the clock every timestamp the store writes comes from; tests
 	// inject their own to move time without sleeping.
 	now func() time.Time
@@ -86,12 +88,21 @@ func WithWorkPool(pool *pgxpool.Pool) Option {
 	return func(s *Store) { s.work = pool }
 }
 
+// createFlights is how many create statements may be in flight at once;
+// creates beyond them queue and leave together in the next one. A few
+// flights keep the pool and the WAL busy; more would only split the
+// batches.
+const createFlights = 4
+
 // New returns a Store over an open pool. The caller keeps ownership of the
 // pools and closes them after the store's last use.
 func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	s := &Store{pool: pool, work: pool, now: time.Now}
 	for _, o := range opts {
 		o(s)
+	}
+	s.creates = &batcher[newSandboxRow, sandbox.Sandbox]{
+		maxFlights: createFlights, maxBatch: 256, flushTimeout: 30 * time.Second, flush: s.createBatch,
 	}
 	return s
 }

@@ -735,3 +735,60 @@ func TestClientReadsLeaveOutProviderInputs(t *testing.T) {
 		t.Errorf("worker read = env %v setup %q, %v; want them", full.Env, full.Setup, err)
 	}
 }
+
+// TestConcurrentCreatesShareBatches creates many sandboxes at once, so that
+// they go in shared statements, among them some that the database refuses
+// (an unknown tenant): those fail alone, and every other caller gets its own
+// sandbox, with its own labels and its own first event.
+func TestConcurrentCreatesShareBatches(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 120
+	type outcome struct {
+		sb  sandbox.Sandbox
+		err error
+	}
+	outcomes := make([]outcome, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			p := sandbox.CreateParams{
+				Tenant: "acme", Provider: "sim", Labels: map[string]string{"n": fmt.Sprint(i)},
+				TTL: time.Hour, CreateTimeout: time.Minute,
+			}
+			if i%40 == 3 {
+				p.Tenant = "no-such-tenant"
+			}
+			sb, _, err := b.st.CreateSandbox(b.ctx, p)
+			outcomes[i] = outcome{sb, err}
+		})
+	}
+	wg.Wait()
+	ids := map[string]bool{}
+	for i, o := range outcomes {
+		if i%40 == 3 {
+			if o.err == nil {
+				t.Errorf("create %d for an unknown tenant succeeded", i)
+			}
+			continue
+		}
+		if o.err != nil {
+			t.Errorf("create %d: %v", i, o.err)
+			continue
+		}
+		if o.sb.Labels["n"] != fmt.Sprint(i) || o.sb.Tenant != "acme" || ids[o.sb.ID] {
+			t.Errorf("create %d got %+v, not its own sandbox", i, o.sb)
+		}
+		ids[o.sb.ID] = true
+		if evs := b.events(t, o.sb.ID); len(evs) != 1 || evs[0].To != sandbox.StateRequested {
+			t.Errorf("create %d: events %+v, want one request event", i, evs)
+		}
+	}
+	all, _, err := b.st.ListSandboxes(b.ctx, sandbox.ListFilter{Tenant: "acme", Limit: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != len(ids) {
+		t.Errorf("%d sandboxes listed, want the %d created", len(all), len(ids))
+	}
+}

@@ -1,0 +1,135 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// batcher groups concurrent calls of the same write into one statement and
+// one commit, the way a database groups commits: a call that finds fewer
+// than maxFlights writes in flight runs its own at once, alone, so an idle
+// system pays no waiting; a call that finds them all busy queues, and when a
+// flight lands the whole queue leaves together as the next one. Under load
+// that turns a round trip and a WAL flush per call into one per batch,
+// without a timer and without a goroutine of its own: the flight runs on
+// the goroutine of the first call in it.
+type batcher[In, Out any] struct {
+	maxFlights int
+	maxBatch   int
+	// flushTimeout bounds one flight. A flight serves many callers, so it
+	// runs under none of their contexts.
+	flushTimeout time.Duration
+	// flush runs one batch and returns one result per input, in order.
+	flush func(ctx context.Context, in []In) []result[Out]
+
+	mu      sync.Mutex
+	flights int
+	queue   []*call[In, Out]
+}
+
+type result[Out any] struct {
+	out Out
+	err error
+}
+
+type call[In, Out any] struct {
+	in  In
+	res result[Out]
+	// lead receives the batch this call must fly; done is closed when the
+	// call's result is in.
+	lead chan []*call[In, Out]
+	done chan struct{}
+}
+
+// do runs in as part of some batch and returns its result. A call whose
+// context ends while it is still queued is taken out and never written; once
+// its batch has left, it waits for the result.
+func (b *batcher[In, Out]) do(ctx context.Context, in In) (Out, error) {
+	c := &call[In, Out]{in: in, lead: make(chan []*call[In, Out], 1), done: make(chan struct{})}
+	b.mu.Lock()
+	if b.flights < b.maxFlights {
+		b.flights++
+		b.mu.Unlock()
+		b.fly(ctx, []*call[In, Out]{c})
+		return c.res.out, c.res.err
+	}
+	b.queue = append(b.queue, c)
+	b.mu.Unlock()
+
+	select {
+	case batch := <-c.lead:
+		b.fly(ctx, batch)
+	case <-c.done:
+	case <-ctx.Done():
+		b.mu.Lock()
+		i := slices.Index(b.queue, c)
+		if i >= 0 {
+			b.queue = slices.Delete(b.queue, i, i+1)
+		}
+		b.mu.Unlock()
+		if i >= 0 {
+			var zero Out
+			return zero, ctx.Err()
+		}
+		// The call left with a batch: it may be leading it.
+		select {
+		case batch := <-c.lead:
+			b.fly(ctx, batch)
+		case <-c.done:
+		}
+	}
+	<-c.done
+	return c.res.out, c.res.err
+}
+
+// fly writes a batch, hands each call its result, and then passes the flight
+// to the queue: its first call leads the next batch, or the flight ends.
+func (b *batcher[In, Out]) fly(ctx context.Context, batch []*call[In, Out]) {
+	delivered := false
+	defer func() {
+		if !delivered { // flush panicked: the callers must not wait forever
+			for _, c := range batch {
+				c.res.err = errFlightLost
+				close(c.done)
+			}
+		}
+		b.land()
+	}()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.flushTimeout)
+	defer cancel()
+	in := make([]In, len(batch))
+	for i, c := range batch {
+		in[i] = c.in
+	}
+	results := b.flush(ctx, in)
+	if len(results) != len(batch) {
+		panic(fmt.Sprintf("store: batch of %d writes got %d results", len(batch), len(results)))
+	}
+	for i, c := range batch {
+		c.res = results[i]
+		close(c.done)
+	}
+	delivered = true
+}
+
+var errFlightLost = errors.New("batched write did not complete")
+
+// land ends a flight: the queue, if any, leaves as the next one, led by its
+// first call.
+func (b *batcher[In, Out]) land() {
+	b.mu.Lock()
+	if len(b.queue) == 0 {
+		b.flights--
+		b.mu.Unlock()
+		return
+	}
+	n := min(len(b.queue), b.maxBatch)
+	next := slices.Clone(b.queue[:n])
+	b.queue = slices.Delete(b.queue, 0, n)
+	b.mu.Unlock()
+	next[0].lead <- next
+}
