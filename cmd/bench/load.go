@@ -1,13 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,14 +14,11 @@ import (
 
 // api is a small client of the Tether under test.
 type api struct {
-	base string
-	key  string
-	hc   *http.Client
+	wire *wire
 }
 
 func newAPI(base, key string, conns int) *api {
-	tr := &http.Transport{MaxIdleConns: conns * 2, MaxIdleConnsPerHost: conns * 2, IdleConnTimeout: time.Minute}
-	return &api{base: base, key: key, hc: &http.Client{Transport: tr, Timeout: time.Minute}}
+	return &api{wire: newWire(strings.TrimPrefix(base, "http://"), key, conns)}
 }
 
 type sandboxView struct {
@@ -33,28 +29,15 @@ type sandboxView struct {
 
 // do sends a request and decodes a JSON response into out (if not nil).
 func (a *api) do(ctx context.Context, method, path string, body []byte, out any) (int, error) {
-	var r io.Reader
-	if body != nil {
-		r = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, a.base+path, r)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+a.key)
-	resp, err := a.hc.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if out != nil && resp.StatusCode < 300 {
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-			return resp.StatusCode, err
+	var code int
+	err := a.wire.do(ctx, method, path, body, func(status int, payload []byte) error {
+		code = status
+		if out != nil && status < 300 {
+			return json.Unmarshal(payload, out)
 		}
-	} else {
-		_, _ = io.Copy(io.Discard, resp.Body)
-	}
-	return resp.StatusCode, nil
+		return nil
+	})
+	return code, err
 }
 
 var createBody = []byte(`{"provider":"sim"}`)

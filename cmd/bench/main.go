@@ -162,6 +162,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer srv.stop()
 	a := newAPI(srv.base, "bench-key", o.workers*2)
+	defer a.wire.close()
 
 	logf("request → ready, unloaded: %d sequential samples", o.samples)
 	unloaded, err := a.requestToReady(ctx, o.samples)
@@ -308,6 +309,7 @@ func measureListing(ctx context.Context, base string, keys map[string]string, sm
 				}
 				return err
 			})
+			a.wire.close()
 			if err != nil {
 				return nil, err
 			}

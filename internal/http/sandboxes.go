@@ -407,10 +407,16 @@ func handleSandboxGet(cfg Config, st sandboxGetter, changes changeSubscriber) ha
 		// done says when waiting is over: by default once the sandbox has
 		// settled; with until=released, once its resources are confirmed gone.
 		done := func(sb sandbox.Sandbox) bool { return sb.State.Settled() }
+		// mayBeDone says whether a change is worth a re-read: a change to
+		// another state that is still not done is not (changes are
+		// monotone, and a subscription always holds the latest). A change
+		// without an id is a "re-read everything" from the notifier.
+		mayBeDone := func(ch sandbox.Change) bool { return ch.ID == "" || ch.State.Settled() }
 		switch c.Query("until") {
 		case "", "settled":
 		case "released":
 			done = func(sb sandbox.Sandbox) bool { return sb.Released }
+			mayBeDone = func(ch sandbox.Change) bool { return ch.ID == "" || ch.Released }
 		default:
 			return sandbox.Errorf(sandbox.CodeInvalidRequest, "until must be settled or released")
 		}
@@ -441,7 +447,10 @@ func handleSandboxGet(cfg Config, st sandboxGetter, changes changeSubscriber) ha
 					return nil // the client left
 				case <-deadline.C:
 					break waiting
-				case <-updates:
+				case ch := <-updates:
+					if !mayBeDone(ch) {
+						continue
+					}
 				case <-poll.C:
 				}
 				if sb, err = st.GetSandbox(ctx, tenant, id); err != nil {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // batcher groups concurrent calls of the same write into one statement and
@@ -132,4 +134,46 @@ func (b *batcher[In, Out]) land() {
 	b.queue = slices.Delete(b.queue, 0, n)
 	b.mu.Unlock()
 	next[0].lead <- next
+}
+
+// batchWrite is the flush of a batcher over rows keyed by a sandbox id. A
+// single row goes through one, its own statement; more go through many,
+// which returns what it wrote by key, and a key it did not write gets
+// missing's error. When many fails for any reason but an unavailable
+// database — one row may be at fault, or the statement lost a deadlock —
+// each row is written alone, so that only a faulty one fails.
+type batchWrite[In, Out any] struct {
+	key     func(In) string
+	one     func(ctx context.Context, in In) (Out, error)
+	many    func(ctx context.Context, in []In) (map[string]Out, error)
+	missing func(In) error
+}
+
+func (w batchWrite[In, Out]) flush(ctx context.Context, in []In) []result[Out] {
+	out := make([]result[Out], len(in))
+	if len(in) == 1 {
+		out[0].out, out[0].err = w.one(ctx, in[0])
+		return out
+	}
+	got, err := w.many(ctx, in)
+	if err != nil {
+		unavailable := errors.Is(interpret(err), sandbox.ErrUnavailable)
+		for i, v := range in {
+			if unavailable {
+				out[i].err = err
+			} else {
+				out[i].out, out[i].err = w.one(ctx, v)
+			}
+		}
+		return out
+	}
+	for i, v := range in {
+		o, ok := got[w.key(v)]
+		if !ok {
+			out[i].err = w.missing(v)
+			continue
+		}
+		out[i].out = o
+	}
+	return out
 }

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -113,64 +112,47 @@ const insertSandboxesSQL = `
 	)
 	SELECT ` + sandboxColumns + ` FROM ins s`
 
-// createBatch inserts ownerless sandboxes, each with its first event, in one
-// statement and one durable commit. If the statement fails for a reason
-// other than the database being unavailable, one row may be at fault: each
-// is then inserted on its own, so that it alone fails.
-func (s *Store) createBatch(ctx context.Context, rows []newSandboxRow) []result[sandbox.Sandbox] {
-	out := make([]result[sandbox.Sandbox], len(rows))
-	if len(rows) == 1 {
-		r := rows[0]
-		sb, err := scanSandbox(s.pool.QueryRow(ctx, insertSandboxSQL, r.id, r.tenant, r.provider, nil, r.labels, r.env, r.setup, r.params,
-			r.at, r.expires, r.deadline))
-		if err == nil {
-			s.announce(sb)
-		}
-		out[0] = result[sandbox.Sandbox]{sb, err}
-		return out
-	}
-	cols := struct {
-		id, tenant, provider, setup []string
-		labels, env, params         [][]byte
-		at, expires, deadline       []time.Time
-	}{}
-	for _, r := range rows {
-		cols.id, cols.tenant, cols.provider, cols.setup = append(cols.id, r.id), append(cols.tenant, r.tenant), append(cols.provider, r.provider), append(cols.setup, r.setup)
-		cols.labels, cols.env, cols.params = append(cols.labels, r.labels), append(cols.env, r.env), append(cols.params, r.params)
-		cols.at, cols.expires, cols.deadline = append(cols.at, r.at), append(cols.expires, r.expires), append(cols.deadline, r.deadline)
-	}
-	pgRows, err := s.pool.Query(ctx, insertSandboxesSQL, cols.id, cols.tenant, cols.provider, cols.labels, cols.env,
-		cols.setup, cols.params, cols.at, cols.expires, cols.deadline)
-	var created []sandbox.Sandbox
+// createOne inserts one ownerless sandbox with its first event.
+func (s *Store) createOne(ctx context.Context, r newSandboxRow) (sandbox.Sandbox, error) {
+	sb, err := scanSandbox(s.pool.QueryRow(ctx, insertSandboxSQL, r.id, r.tenant, r.provider, nil, r.labels, r.env, r.setup, r.params,
+		r.at, r.expires, r.deadline))
 	if err == nil {
-		created, err = pgx.CollectRows(pgRows, func(r pgx.CollectableRow) (sandbox.Sandbox, error) { return scanSandbox(r) })
+		s.announce(sb)
 	}
-	if err != nil {
-		if errors.Is(interpret(err), sandbox.ErrUnavailable) {
-			for i := range out {
-				out[i].err = err
-			}
-			return out
-		}
-		for i := range rows {
-			out[i] = s.createBatch(ctx, rows[i:i+1])[0]
-		}
-		return out
-	}
-	byID := make(map[string]sandbox.Sandbox, len(created))
-	for _, sb := range created {
-		byID[sb.ID] = sb
-	}
+	return sb, err
+}
+
+// createMany inserts ownerless sandboxes, each with its first event, in one
+// statement and one durable commit.
+func (s *Store) createMany(ctx context.Context, rows []newSandboxRow) (map[string]sandbox.Sandbox, error) {
+	var (
+		id, tenant, provider, setup = make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows))
+		labels, env, params         = make([][]byte, len(rows)), make([][]byte, len(rows)), make([][]byte, len(rows))
+		at, expires, deadline       = make([]time.Time, len(rows)), make([]time.Time, len(rows)), make([]time.Time, len(rows))
+	)
 	for i, r := range rows {
-		sb, ok := byID[r.id]
-		if !ok {
-			out[i].err = fmt.Errorf("sandbox %s missing from the batch insert", r.id)
-			continue
-		}
-		out[i].out = sb
+		id[i], tenant[i], provider[i], setup[i] = r.id, r.tenant, r.provider, r.setup
+		labels[i], env[i], params[i] = r.labels, r.env, r.params
+		at[i], expires[i], deadline[i] = r.at, r.expires, r.deadline
+	}
+	pgRows, err := s.pool.Query(ctx, insertSandboxesSQL, id, tenant, provider, labels, env, setup, params, at, expires, deadline)
+	if err != nil {
+		return nil, err
+	}
+	created, err := pgx.CollectRows(pgRows, func(r pgx.CollectableRow) (sandbox.Sandbox, error) { return scanSandbox(r) })
+	if err != nil {
+		return nil, err
 	}
 	s.announce(created...)
-	return out
+	return byID(created), nil
+}
+
+func byID(sbs []sandbox.Sandbox) map[string]sandbox.Sandbox {
+	m := make(map[string]sandbox.Sandbox, len(sbs))
+	for _, sb := range sbs {
+		m[sb.ID] = sb
+	}
+	return m
 }
 
 // CreateSandbox records a new sandbox in state requested with its first

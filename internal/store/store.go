@@ -38,8 +38,12 @@ type Store struct {
 	work *pgxpool.Pool
 	// announce tells subscribers about changes after they commit.
 	announcer Announcer
-	// creates groups concurrent ownerless creates into one statement.
-	creates *batcher[newSandboxRow, sandbox.Sandbox]
+	// creates, readies and releases group concurrent writes of a kind
+	// into one statement each: ownerless creates, executors' ready
+	// results, and confirmed releases.
+	creates  *batcher[newSandboxRow, sandbox.Sandbox]
+	readies  *batcher[readyRow, sandbox.Sandbox]
+	releases *batcher[releasedRow, sandbox.State]
 	// now is the clock every timestamp the store writes comes from; tests
 	// inject their own to move time without sleeping.
 	now func() time.Time
@@ -94,6 +98,13 @@ func WithWorkPool(pool *pgxpool.Pool) Option {
 // batches.
 const createFlights = 4
 
+// workFlights is createFlights for the workers' writes, which commit
+// asynchronously and so land sooner.
+const workFlights = 2
+
+// maxBatch bounds the rows of one batched statement.
+const maxBatch = 256
+
 // New returns a Store over an open pool. The caller keeps ownership of the
 // pools and closes them after the store's last use.
 func New(pool *pgxpool.Pool, opts ...Option) *Store {
@@ -102,7 +113,25 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 		o(s)
 	}
 	s.creates = &batcher[newSandboxRow, sandbox.Sandbox]{
-		maxFlights: createFlights, maxBatch: 256, flushTimeout: 30 * time.Second, flush: s.createBatch,
+		maxFlights: createFlights, maxBatch: maxBatch, flushTimeout: 30 * time.Second,
+		flush: batchWrite[newSandboxRow, sandbox.Sandbox]{
+			key: func(r newSandboxRow) string { return r.id }, one: s.createOne, many: s.createMany,
+			missing: func(r newSandboxRow) error { return fmt.Errorf("sandbox %s missing from the batch insert", r.id) },
+		}.flush,
+	}
+	s.readies = &batcher[readyRow, sandbox.Sandbox]{
+		maxFlights: workFlights, maxBatch: maxBatch, flushTimeout: 30 * time.Second,
+		flush: batchWrite[readyRow, sandbox.Sandbox]{
+			key: func(r readyRow) string { return r.id }, one: s.markReadyOne, many: s.markReadyMany,
+			missing: func(readyRow) error { return sandbox.ErrFenced },
+		}.flush,
+	}
+	s.releases = &batcher[releasedRow, sandbox.State]{
+		maxFlights: workFlights, maxBatch: maxBatch, flushTimeout: 30 * time.Second,
+		flush: batchWrite[releasedRow, sandbox.State]{
+			key: func(r releasedRow) string { return r.id }, one: s.markReleasedOne, many: s.markReleasedMany,
+			missing: func(releasedRow) error { return sandbox.ErrFenced },
+		}.flush,
 	}
 	return s
 }

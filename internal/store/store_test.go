@@ -792,3 +792,93 @@ func TestConcurrentCreatesShareBatches(t *testing.T) {
 		t.Errorf("%d sandboxes listed, want the %d created", len(all), len(ids))
 	}
 }
+
+// TestConcurrentResultsShareBatches records many executors' results at
+// once, so that they share statements, among them results that are fenced
+// (the sandbox was cancelled, or the epoch is stale): each of those fails
+// alone with ErrFenced, and every other sandbox gets its own result.
+func TestConcurrentResultsShareBatches(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 90
+	for range n {
+		b.create(t)
+	}
+	claims, err := b.st.ClaimCreates(b.ctx, "sim", "w", n, time.Minute)
+	if err != nil || len(claims) != n {
+		t.Fatalf("ClaimCreates: %d claims, %v", len(claims), err)
+	}
+	cancelled := map[string]bool{}
+	for i, c := range claims {
+		if i%3 == 0 {
+			if _, _, err := b.st.EndSandbox(b.ctx, "acme", c.Sandbox.ID, sandbox.ReasonRequested, sandbox.ActorClient, "x"); err != nil {
+				t.Fatal(err)
+			}
+			cancelled[c.Sandbox.ID] = true
+		}
+	}
+	stale := func(i int) bool { return i%3 == 1 && i%2 == 0 }
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, c := range claims {
+		wg.Go(func() {
+			epoch := c.Sandbox.Epoch
+			if stale(i) {
+				epoch--
+			}
+			_, errs[i] = b.st.MarkReady(b.ctx, c.Sandbox.ID, epoch, sandbox.Resource{ProviderID: "p-" + c.Sandbox.ID})
+		})
+	}
+	wg.Wait()
+	for i, c := range claims {
+		id := c.Sandbox.ID
+		fenced := cancelled[id] || stale(i)
+		if fenced != errors.Is(errs[i], sandbox.ErrFenced) || (!fenced && errs[i] != nil) {
+			t.Errorf("MarkReady %d (fenced %v): err = %v", i, fenced, errs[i])
+		}
+		got, _ := b.st.GetSandbox(b.ctx, "acme", id)
+		switch {
+		case cancelled[id]:
+			if got.State != sandbox.StateCancelled || got.ProviderID != "" {
+				t.Errorf("cancelled sandbox %d became %s %q", i, got.State, got.ProviderID)
+			}
+		case stale(i):
+			if got.State != sandbox.StateCreating {
+				t.Errorf("sandbox %d with a stale result is %s, want still creating", i, got.State)
+			}
+		default:
+			if got.State != sandbox.StateReady || got.ProviderID != "p-"+id {
+				t.Errorf("sandbox %d = %s %q, want ready with its own result", i, got.State, got.ProviderID)
+			}
+			if p := path(b.events(t, id)); p != "requested>creating>ready" {
+				t.Errorf("sandbox %d history = %s", i, p)
+			}
+		}
+	}
+
+	// The cancelled ones are released, some by a worker with a stale epoch,
+	// once the creating worker's lease has lapsed.
+	b.clock.Advance(2 * time.Minute)
+	rel, err := b.st.ClaimReleases(b.ctx, "sim", "r", n, time.Minute)
+	if err != nil || len(rel) != len(cancelled) {
+		t.Fatalf("ClaimReleases: %d claims, %v; want %d", len(rel), err, len(cancelled))
+	}
+	relErrs := make([]error, len(rel))
+	for i, c := range rel {
+		wg.Go(func() {
+			epoch := c.Sandbox.Epoch
+			if i%4 == 0 {
+				epoch++
+			}
+			relErrs[i] = b.st.MarkReleased(b.ctx, c.Sandbox.ID, epoch)
+		})
+	}
+	wg.Wait()
+	for i, c := range rel {
+		got, _ := b.st.GetSandbox(b.ctx, "acme", c.Sandbox.ID)
+		if want := i%4 != 0; got.Released != want || (relErrs[i] == nil) != want ||
+			(!want && !errors.Is(relErrs[i], sandbox.ErrFenced)) {
+			t.Errorf("release %d (fenced %v): released %v, err %v", i, !want, got.Released, relErrs[i])
+		}
+	}
+}

@@ -118,9 +118,23 @@ func (s *Store) RenewLease(ctx context.Context, id string, epoch int64, worker s
 // MarkReady records a successful create: creating → ready, fenced on the
 // epoch and on the sandbox still being creating. ErrFenced means the
 // sandbox was cancelled or reclaimed meanwhile, and the resource the call
-// made must be released.
+// made must be released. Concurrent calls share a statement.
 func (s *Store) MarkReady(ctx context.Context, id string, epoch int64, res sandbox.Resource) (sandbox.Sandbox, error) {
-	now := s.Now()
+	sb, err := s.readies.do(ctx, readyRow{id: id, epoch: epoch, res: res})
+	if err != nil {
+		return sb, wrap("mark ready", err)
+	}
+	return sb, nil
+}
+
+// readyRow is one MarkReady.
+type readyRow struct {
+	id    string
+	epoch int64
+	res   sandbox.Resource
+}
+
+func (s *Store) markReadyOne(ctx context.Context, r readyRow) (sandbox.Sandbox, error) {
 	sb, err := scanSandbox(s.work.QueryRow(ctx, `
 		WITH upd AS (
 			UPDATE sandboxes s SET
@@ -133,15 +147,56 @@ func (s *Store) MarkReady(ctx context.Context, id string, epoch int64, res sandb
 			SELECT id, tenant, $3, 'creating', 'ready', NULL, 'executor', 'provider created ' || coalesce($4, '') FROM upd
 		)
 		SELECT `+sandboxColumns+` FROM upd s`,
-		id, epoch, now, nullable(res.ProviderID), nullable(res.WorkDir)))
+		r.id, r.epoch, s.Now(), nullable(r.res.ProviderID), nullable(r.res.WorkDir)))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return sb, fmt.Errorf("store: mark ready: %w", sandbox.ErrFenced)
+		return sb, sandbox.ErrFenced
 	}
+	if err == nil {
+		s.announce(sb)
+	}
+	return sb, err
+}
+
+// markReadyMany is markReadyOne for many sandboxes in one statement. It
+// locks the rows in id order, so that two statements that lock several
+// rows at once wait for each other instead of deadlocking.
+func (s *Store) markReadyMany(ctx context.Context, rows []readyRow) (map[string]sandbox.Sandbox, error) {
+	ids, epochs := make([]string, len(rows)), make([]int64, len(rows))
+	provIDs, workDirs := make([]*string, len(rows)), make([]*string, len(rows))
+	for i, r := range rows {
+		ids[i], epochs[i], provIDs[i], workDirs[i] = r.id, r.epoch, nullable(r.res.ProviderID), nullable(r.res.WorkDir)
+	}
+	pgRows, err := s.work.Query(ctx, `
+		WITH n AS (
+			SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[]) AS n(id, epoch, provider_id, work_dir)
+		), locked AS (
+			SELECT s.id FROM sandboxes s JOIN n ON n.id = s.id AND n.epoch = s.epoch
+			WHERE s.state = 'creating'
+			ORDER BY s.id
+			FOR UPDATE OF s
+		), upd AS (
+			UPDATE sandboxes s SET
+				state = 'ready', ready_at = $5, updated_at = $5, error = NULL,
+				provider_id = n.provider_id, work_dir = n.work_dir, lease_owner = NULL, lease_expires_at = NULL
+			FROM locked JOIN n ON n.id = locked.id
+			WHERE s.id = locked.id AND s.epoch = n.epoch AND s.state = 'creating'
+			RETURNING s.*
+		), ev AS (
+			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
+			SELECT id, tenant, $5, 'creating', 'ready', NULL, 'executor', 'provider created ' || coalesce(provider_id, '')
+			FROM upd ORDER BY id
+		)
+		SELECT `+sandboxColumns+` FROM upd s`,
+		ids, epochs, provIDs, workDirs, s.Now())
 	if err != nil {
-		return sb, wrap("mark ready", err)
+		return nil, err
 	}
-	s.announce(sb)
-	return sb, nil
+	ready, err := pgx.CollectRows(pgRows, func(r pgx.CollectableRow) (sandbox.Sandbox, error) { return scanSandbox(r) })
+	if err != nil {
+		return nil, err
+	}
+	s.announce(ready...)
+	return byID(ready), nil
 }
 
 // MarkFailed records a creation that will not succeed: creating → failed
@@ -196,7 +251,21 @@ func (s *Store) Unclaim(ctx context.Context, id string, epoch int64, at time.Tim
 
 // MarkReleased records that the provider confirmed the terminal sandbox's
 // resources gone, fenced on the epoch of the worker that destroyed them.
+// Concurrent calls share a statement.
 func (s *Store) MarkReleased(ctx context.Context, id string, epoch int64) error {
+	if _, err := s.releases.do(ctx, releasedRow{id: id, epoch: epoch}); err != nil {
+		return wrap("mark released", err)
+	}
+	return nil
+}
+
+// releasedRow is one MarkReleased.
+type releasedRow struct {
+	id    string
+	epoch int64
+}
+
+func (s *Store) markReleasedOne(ctx context.Context, r releasedRow) (sandbox.State, error) {
 	now := s.Now()
 	var state sandbox.State
 	err := s.work.QueryRow(ctx, `
@@ -204,15 +273,54 @@ func (s *Store) MarkReleased(ctx context.Context, id string, epoch int64) error 
 			lease_owner = NULL, lease_expires_at = NULL, release_error = NULL
 		WHERE id = $1 AND epoch = $2 AND state IN ('cancelled', 'terminated', 'failed') AND NOT released
 		RETURNING state`,
-		id, epoch, now).Scan(&state)
+		r.id, r.epoch, now).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("store: mark released: %w", sandbox.ErrFenced)
+		return "", sandbox.ErrFenced
 	}
 	if err != nil {
-		return wrap("mark released", err)
+		return "", err
 	}
-	s.announce(sandbox.Sandbox{ID: id, State: state, Released: true})
-	return nil
+	s.announce(sandbox.Sandbox{ID: r.id, State: state, Released: true})
+	return state, nil
+}
+
+// markReleasedMany is markReleasedOne for many sandboxes in one statement,
+// locking them in id order like markReadyMany.
+func (s *Store) markReleasedMany(ctx context.Context, rows []releasedRow) (map[string]sandbox.State, error) {
+	ids, epochs := make([]string, len(rows)), make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i], epochs[i] = r.id, r.epoch
+	}
+	pgRows, err := s.work.Query(ctx, `
+		WITH locked AS (
+			SELECT s.id FROM sandboxes s
+			JOIN unnest($1::text[], $2::bigint[]) AS n(id, epoch) ON n.id = s.id AND n.epoch = s.epoch
+			WHERE s.state IN ('cancelled', 'terminated', 'failed') AND NOT s.released
+			ORDER BY s.id
+			FOR UPDATE OF s
+		)
+		UPDATE sandboxes s SET released = true, released_at = $3, updated_at = $3,
+			lease_owner = NULL, lease_expires_at = NULL, release_error = NULL
+		FROM locked
+		WHERE s.id = locked.id AND s.state IN ('cancelled', 'terminated', 'failed') AND NOT s.released
+		RETURNING s.id, s.state`,
+		ids, epochs, s.Now())
+	if err != nil {
+		return nil, err
+	}
+	released := map[string]sandbox.State{}
+	changes := make([]sandbox.Sandbox, 0, len(rows))
+	var id string
+	var state sandbox.State
+	if _, err := pgx.ForEachRow(pgRows, []any{&id, &state}, func() error {
+		released[id] = state
+		changes = append(changes, sandbox.Sandbox{ID: id, State: state, Released: true})
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	s.announce(changes...)
+	return released, nil
 }
 
 // ReleaseFailed records a failed destroy: the sandbox may be claimed for
