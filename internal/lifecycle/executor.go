@@ -90,6 +90,7 @@ type workStore interface {
 	Now() time.Time
 	Sandbox(ctx context.Context, id string) (sandbox.Sandbox, error)
 	ClaimCreates(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error)
+	ClaimNewCreates(ctx context.Context, provider, worker string, limit int, lease time.Duration, since time.Time) ([]store.Claim, error)
 	ClaimReleases(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error)
 	RenewLease(ctx context.Context, id string, epoch int64, worker string, lease time.Duration) (sandbox.State, error)
 	MarkReady(ctx context.Context, id string, epoch int64, res sandbox.Resource) (sandbox.Sandbox, error)
@@ -118,6 +119,10 @@ type Executor struct {
 
 	createSlots  map[string]chan struct{}
 	releaseSlots map[string]chan struct{}
+	// drainedAt is, per provider, when a full claim last left no claimable
+	// sandbox behind (minus claimSkew): every sandbox requested since has
+	// a later created_at. Only the loop goroutine uses it.
+	drainedAt map[string]time.Time
 
 	wake       chan struct{} // a worker finished: look for more work
 	stopOnce   sync.Once
@@ -140,6 +145,7 @@ func NewExecutor(cfg ExecutorConfig, st workStore, notes notifier, providers []s
 		metrics:      metrics,
 		createSlots:  make(map[string]chan struct{}),
 		releaseSlots: make(map[string]chan struct{}),
+		drainedAt:    make(map[string]time.Time),
 		wake:         make(chan struct{}, 1),
 		stop:         make(chan struct{}),
 		loopDone:     make(chan struct{}),
@@ -198,8 +204,9 @@ func (e *Executor) Stop(ctx context.Context) {
 func (e *Executor) loop(ctx, workCtx context.Context, notes <-chan sandbox.Change) {
 	ticker := time.NewTicker(e.cfg.PollInterval)
 	defer ticker.Stop()
+	full := true
 	for {
-		e.dispatch(ctx, workCtx)
+		e.dispatch(ctx, workCtx, full)
 	wait:
 		for {
 			select {
@@ -209,11 +216,14 @@ func (e *Executor) loop(ctx, workCtx context.Context, notes <-chan sandbox.Chang
 				return
 			case n := <-notes:
 				if wantsWork(n) {
+					full = n.ID == ""
 					break wait
 				}
 			case <-e.wake:
+				full = false
 				break wait
 			case <-ticker.C:
+				full = true
 				break wait
 			}
 		}
@@ -233,15 +243,50 @@ func wantsWork(n sandbox.Change) bool {
 	return false
 }
 
-// dispatch claims as much work as there are free slots, per provider.
-func (e *Executor) dispatch(ctx, workCtx context.Context) {
+// dispatch claims as much work as there are free slots, per provider. A
+// full dispatch looks at every claimable create; the others, woken by new
+// requests or by freed slots, only at those requested since the last full
+// one drained the queue (see claimCreates).
+func (e *Executor) dispatch(ctx, workCtx context.Context, full bool) {
 	for name, p := range e.providers {
 		if ctx.Err() != nil {
 			return
 		}
-		e.claim(ctx, workCtx, p, "create", e.createSlots[name], e.store.ClaimCreates, e.create)
+		claimCreates := func(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error) {
+			return e.claimCreates(ctx, provider, worker, limit, lease, full)
+		}
+		e.claim(ctx, workCtx, p, "create", e.createSlots[name], claimCreates, e.create)
 		e.claim(ctx, workCtx, p, "release", e.releaseSlots[name], e.store.ClaimReleases, e.release)
 	}
+}
+
+// claimSkew is how far the clocks of replicas (which stamp created_at) may
+// disagree before a quick claim misses a sandbox until the next full one.
+const claimSkew = 5 * time.Second
+
+// claimCreates claims creates for the provider. The claim walks the index of
+// pending sandboxes oldest first, and under churn that index's oldest end is
+// full of entries for sandboxes that have long moved on, until a vacuum: a
+// full claim reads through all of them. So only the poll (which also finds
+// retries that came due and lapsed leases, as before) claims in full; a
+// wake-up by a new request claims among the sandboxes requested after the
+// last full claim that left none behind, starting past the dead entries.
+// Anything a quick claim cannot see waits at most PollInterval.
+func (e *Executor) claimCreates(ctx context.Context, provider, worker string, limit int, lease time.Duration, full bool) ([]store.Claim, error) {
+	since, drained := e.drainedAt[provider]
+	if full || !drained {
+		start := e.store.Now()
+		claims, err := e.store.ClaimCreates(ctx, provider, worker, limit, lease)
+		switch {
+		case err != nil:
+		case len(claims) < limit:
+			e.drainedAt[provider] = start.Add(-claimSkew)
+		default: // a backlog: quick claims would serve newer ones first
+			delete(e.drainedAt, provider)
+		}
+		return claims, err
+	}
+	return e.store.ClaimNewCreates(ctx, provider, worker, limit, lease, since)
 }
 
 type claimFunc func(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error)

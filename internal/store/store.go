@@ -96,7 +96,7 @@ func WithWorkPool(pool *pgxpool.Pool) Option {
 // creates beyond them queue and leave together in the next one. A few
 // flights keep the pool and the WAL busy; more would only split the
 // batches.
-const createFlights = 4
+const createFlights = 1
 
 // workFlights is createFlights for the workers' writes, which commit
 // asynchronously and so land sooner.

@@ -882,3 +882,38 @@ func TestConcurrentResultsShareBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimNewCreates checks that a quick claim sees only the sandboxes
+// requested since the given time, oldest first, and that a full claim still
+// finds the older ones.
+func TestClaimNewCreates(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	old := map[string]bool{b.create(t).ID: true, b.create(t).ID: true}
+	b.clock.Advance(time.Minute)
+	since := b.clock.Now()
+	first, second := b.create(t), b.create(t)
+	claims, err := b.st.ClaimNewCreates(b.ctx, "sim", "w", 10, time.Minute, since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claims) != 2 || claims[0].Sandbox.ID != first.ID || claims[1].Sandbox.ID != second.ID {
+		t.Fatalf("quick claim got %d claims, want the two new sandboxes in order", len(claims))
+	}
+	if claims[0].Sandbox.State != sandbox.StateCreating || claims[0].From != sandbox.StateRequested {
+		t.Errorf("quick claim: %s from %s, want creating from requested", claims[0].Sandbox.State, claims[0].From)
+	}
+	if again, _ := b.st.ClaimNewCreates(b.ctx, "sim", "w", 10, time.Minute, since); len(again) != 0 {
+		t.Errorf("a second quick claim got %d claims, want none", len(again))
+	}
+	claims, err = b.st.ClaimCreates(b.ctx, "sim", "w", 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claims) != 2 || !old[claims[0].Sandbox.ID] || !old[claims[1].Sandbox.ID] {
+		t.Errorf("full claim got %d claims, want the two old sandboxes", len(claims))
+	}
+	if p := path(b.events(t, first.ID)); p != "requested>creating" {
+		t.Errorf("history after a quick claim = %s", p)
+	}
+}

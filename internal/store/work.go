@@ -25,12 +25,23 @@ type Claim struct {
 // creating, its epoch is bumped and it is leased to worker until now+lease.
 // Rows another worker is claiming are skipped, never waited for.
 func (s *Store) ClaimCreates(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]Claim, error) {
+	return s.claimCreates(ctx, "(state = 'requested' OR (state = 'creating' AND lease_expires_at < $2))",
+		provider, worker, limit, lease, nil)
+}
+
+// ClaimNewCreates is ClaimCreates for requested sandboxes created at or
+// after since only: it starts its walk of the pending index there.
+func (s *Store) ClaimNewCreates(ctx context.Context, provider, worker string, limit int, lease time.Duration, since time.Time) ([]Claim, error) {
+	return s.claimCreates(ctx, "state = 'requested' AND created_at >= $6", provider, worker, limit, lease, []any{since})
+}
+
+func (s *Store) claimCreates(ctx context.Context, which, provider, worker string, limit int, lease time.Duration, extra []any) ([]Claim, error) {
 	now := s.Now()
+	args := append([]any{provider, now, limit, worker, now.Add(lease)}, extra...)
 	rows, err := s.work.Query(ctx, `
 		WITH picked AS (
 			SELECT id, state FROM sandboxes
-			WHERE provider = $1
-			  AND (state = 'requested' OR (state = 'creating' AND lease_expires_at < $2))
+			WHERE provider = $1 AND state IN ('requested', 'creating') AND `+which+`
 			ORDER BY created_at
 			LIMIT $3
 			FOR UPDATE SKIP LOCKED
@@ -47,7 +58,7 @@ func (s *Store) ClaimCreates(ctx context.Context, provider, worker string, limit
 			FROM upd WHERE from_state = 'requested'
 		)
 		SELECT s.from_state, `+sandboxColumns+` FROM upd s`,
-		provider, now, limit, worker, now.Add(lease))
+		args...)
 	if err != nil {
 		return nil, wrap("claim creates", err)
 	}
