@@ -13,7 +13,8 @@ import (
 // cpuSample is the CPU time used so far by the load generator (this
 // process), Tether, Postgres (all its processes) and the whole machine, read
 // from /proc. It shows where the time of a phase went: on two shared cores
-// a throughput is only as good as its share of them.
+// a throughput is only as good as its share of them. The client is this
+// process, or pgbench for the baselines (it is our child).
 type cpuSample struct {
 	at                        time.Time
 	loadgen, tether, postgres time.Duration
@@ -111,7 +112,7 @@ func cpuSplit(a, b cpuSample) string {
 	wall := b.at.Sub(a.at).Seconds()
 	cores := func(d time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()/wall) }
 	other := (b.busy - a.busy) - (b.loadgen - a.loadgen) - (b.tether - a.tether) - (b.postgres - a.postgres)
-	return fmt.Sprintf("load generator %s, Tether %s, Postgres %s, other %s, idle %s cores",
+	return fmt.Sprintf("client %s, Tether %s, Postgres %s, other %s, idle %s cores",
 		cores(b.loadgen-a.loadgen), cores(b.tether-a.tether), cores(b.postgres-a.postgres),
 		cores(max(other, 0)), cores(b.idle-a.idle))
 }

@@ -136,12 +136,15 @@ func (b *batcher[In, Out]) land() {
 	next[0].lead <- next
 }
 
-// batchWrite is the flush of a batcher over rows keyed by a sandbox id. A
-// single row goes through one, its own statement; more go through many,
-// which returns what it wrote by key, and a key it did not write gets
-// missing's error. When many fails for any reason but an unavailable
-// database — one row may be at fault, or the statement lost a deadlock —
-// each row is written alone, so that only a faulty one fails.
+// batchWrite is the flush of a batcher over rows with a key (a sandbox's
+// id, and for client requests its tenant too). A single row goes through
+// one, its own statement; more go through many, which returns what it wrote
+// by key, and a key it did not write gets missing's error. A row whose key
+// repeats one earlier in the batch goes through one after it, so that it
+// sees the first one's effect as it would have without batching. When many
+// fails for any reason but an unavailable database — one row may be at
+// fault, or the statement lost a deadlock — each row is written alone, so
+// that only a faulty one fails.
 type batchWrite[In, Out any] struct {
 	key     func(In) string
 	one     func(ctx context.Context, in In) (Out, error)
@@ -155,7 +158,18 @@ func (w batchWrite[In, Out]) flush(ctx context.Context, in []In) []result[Out] {
 		out[0].out, out[0].err = w.one(ctx, in[0])
 		return out
 	}
-	got, err := w.many(ctx, in)
+	seen := make(map[string]bool, len(in))
+	var unique []In
+	var repeats []int
+	for i, v := range in {
+		if k := w.key(v); seen[k] {
+			repeats = append(repeats, i)
+		} else {
+			seen[k] = true
+			unique = append(unique, v)
+		}
+	}
+	got, err := w.many(ctx, unique)
 	if err != nil {
 		unavailable := errors.Is(interpret(err), sandbox.ErrUnavailable)
 		for i, v := range in {
@@ -167,13 +181,23 @@ func (w batchWrite[In, Out]) flush(ctx context.Context, in []In) []result[Out] {
 		}
 		return out
 	}
+	isRepeat := make(map[int]bool, len(repeats))
+	for _, i := range repeats {
+		isRepeat[i] = true
+	}
 	for i, v := range in {
+		if isRepeat[i] {
+			continue
+		}
 		o, ok := got[w.key(v)]
 		if !ok {
 			out[i].err = w.missing(v)
 			continue
 		}
 		out[i].out = o
+	}
+	for _, i := range repeats {
+		out[i].out, out[i].err = w.one(ctx, in[i])
 	}
 	return out
 }

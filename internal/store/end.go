@@ -67,17 +67,14 @@ func endMany(ctx context.Context, q querier, pick string, now time.Time, reason 
 
 // EndSandbox moves a live sandbox of the tenant to its terminal state (see
 // endSQL). changed is false, and the sandbox is returned as it is, when it
-// was already terminal.
+// was already terminal. Concurrent calls share a statement and a commit.
 func (s *Store) EndSandbox(ctx context.Context, tenant, id string, reason sandbox.Reason, actor sandbox.Actor, message string) (sb sandbox.Sandbox, changed bool, err error) {
-	ended, err := endMany(ctx, s.pool,
-		`SELECT id, state, lease_owner FROM sandboxes WHERE id = $5 AND tenant = $6 FOR UPDATE`,
-		s.Now(), reason, actor, message, id, tenant)
-	if err != nil {
+	sb, err = s.ends.do(ctx, endRow{id: id, tenant: tenant, reason: reason, actor: actor, message: message})
+	switch {
+	case err == nil:
+		return sb, true, nil
+	case !errors.Is(err, errNotLive):
 		return sb, false, wrap("end sandbox", err)
-	}
-	if len(ended) == 1 {
-		s.announce(ended...)
-		return ended[0], true, nil
 	}
 	sb, err = s.GetSandbox(ctx, tenant, id)
 	if err != nil {
@@ -85,6 +82,85 @@ func (s *Store) EndSandbox(ctx context.Context, tenant, id string, reason sandbo
 	}
 	return sb, false, nil
 }
+
+// endRow is one EndSandbox.
+type endRow struct {
+	id, tenant string
+	reason     sandbox.Reason
+	actor      sandbox.Actor
+	message    string
+}
+
+// errNotLive is an endRow's result when the sandbox was not live (or not
+// the tenant's): nothing changed.
+var errNotLive = errors.New("sandbox not live")
+
+func (s *Store) endOne(ctx context.Context, r endRow) (sandbox.Sandbox, error) {
+	ended, err := endMany(ctx, s.pool,
+		`SELECT id, state, lease_owner FROM sandboxes WHERE id = $5 AND tenant = $6 FOR UPDATE`,
+		s.Now(), r.reason, r.actor, r.message, r.id, r.tenant)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if len(ended) == 0 {
+		return sandbox.Sandbox{}, errNotLive
+	}
+	s.announce(ended...)
+	return ended[0], nil
+}
+
+// endBatch is endOne for many sandboxes in one statement: the rows are
+// locked in id order, and each carries its own reason, actor and message.
+// It returns what it ended by endKey.
+func (s *Store) endBatch(ctx context.Context, rows []endRow) (map[string]sandbox.Sandbox, error) {
+	n := len(rows)
+	ids, tenants, reasons, actors, messages := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	for i, r := range rows {
+		ids[i], tenants[i], reasons[i], actors[i], messages[i] = r.id, r.tenant, string(r.reason), string(r.actor), r.message
+	}
+	pgRows, err := s.pool.Query(ctx, `
+		WITH n AS (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS n(id, tenant, reason, actor, message)
+		), cur AS (
+			SELECT s.id, s.state, s.lease_owner, n.reason, n.actor, n.message
+			FROM sandboxes s JOIN n ON n.id = s.id AND n.tenant = s.tenant
+			ORDER BY s.id
+			FOR UPDATE OF s
+		), upd AS (
+			UPDATE sandboxes s SET
+				state = CASE cur.state WHEN 'ready' THEN 'terminated' ELSE 'cancelled' END,
+				reason = cur.reason, ended_at = $6, updated_at = $6,
+				released = cur.state = 'requested',
+				released_at = CASE WHEN cur.state = 'requested' THEN $6::timestamptz END,
+				lease_owner = CASE WHEN cur.state = 'creating' THEN cur.lease_owner END,
+				lease_expires_at = CASE WHEN cur.state = 'creating' AND cur.lease_owner IS NOT NULL THEN s.lease_expires_at END
+			FROM cur
+			WHERE s.id = cur.id AND cur.state IN `+liveStates+`
+			RETURNING s.*, cur.state AS from_state, cur.actor AS by, cur.message AS note
+		), ev AS (
+			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
+			SELECT id, tenant, $6, from_state, state, reason, by, note FROM upd ORDER BY id
+		)
+		SELECT `+sandboxColumns+` FROM upd s`,
+		ids, tenants, reasons, actors, messages, s.Now())
+	if err != nil {
+		return nil, err
+	}
+	ended, err := pgx.CollectRows(pgRows, func(r pgx.CollectableRow) (sandbox.Sandbox, error) { return scanSandbox(r) })
+	if err != nil {
+		return nil, err
+	}
+	s.announce(ended...)
+	byKey := make(map[string]sandbox.Sandbox, len(ended))
+	for _, sb := range ended {
+		byKey[endKey(sb.Tenant, sb.ID)] = sb
+	}
+	return byKey, nil
+}
+
+// endKey identifies an endRow in a batch: a sandbox id is only ever
+// answered to the tenant that asked.
+func endKey(tenant, id string) string { return tenant + "\x00" + id }
 
 // lapseOwner ends, in tx, the live sandboxes of an owner whose lease has
 // lapsed (owner_expired), so that a new lease never revives sandboxes that

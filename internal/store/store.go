@@ -38,10 +38,11 @@ type Store struct {
 	work *pgxpool.Pool
 	// announce tells subscribers about changes after they commit.
 	announcer Announcer
-	// creates, readies and releases group concurrent writes of a kind
-	// into one statement each: ownerless creates, executors' ready
-	// results, and confirmed releases.
+	// creates, ends, readies and releases group concurrent writes of a
+	// kind into one statement each: ownerless creates, single sandboxes
+	// ended (DELETE), executors' ready results, and confirmed releases.
 	creates  *batcher[newSandboxRow, sandbox.Sandbox]
+	ends     *batcher[endRow, sandbox.Sandbox]
 	readies  *batcher[readyRow, sandbox.Sandbox]
 	releases *batcher[releasedRow, sandbox.State]
 	// now is the clock every timestamp the store writes comes from; tests
@@ -117,6 +118,13 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 		flush: batchWrite[newSandboxRow, sandbox.Sandbox]{
 			key: func(r newSandboxRow) string { return r.id }, one: s.createOne, many: s.createMany,
 			missing: func(r newSandboxRow) error { return fmt.Errorf("sandbox %s missing from the batch insert", r.id) },
+		}.flush,
+	}
+	s.ends = &batcher[endRow, sandbox.Sandbox]{
+		maxFlights: createFlights, maxBatch: maxBatch, flushTimeout: 30 * time.Second,
+		flush: batchWrite[endRow, sandbox.Sandbox]{
+			key: func(r endRow) string { return endKey(r.tenant, r.id) }, one: s.endOne, many: s.endBatch,
+			missing: func(endRow) error { return errNotLive },
 		}.flush,
 	}
 	s.readies = &batcher[readyRow, sandbox.Sandbox]{

@@ -917,3 +917,78 @@ func TestClaimNewCreates(t *testing.T) {
 		t.Errorf("history after a quick claim = %s", p)
 	}
 }
+
+// TestConcurrentEndsShareBatches ends many sandboxes at once, so that the
+// ends share statements: each sandbox is ended by its own tenant three times
+// over and by another tenant once. Exactly one of its tenant's calls
+// changes it, the other tenant never sees it, and its history gains one
+// end event.
+func TestConcurrentEndsShareBatches(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 40
+	var sbs []sandbox.Sandbox
+	for range n {
+		sbs = append(sbs, b.create(t))
+	}
+	// The older half are made ready; the others stay requested.
+	claims, err := b.st.ClaimCreates(b.ctx, "sim", "w", n/2, time.Minute)
+	if err != nil || len(claims) != n/2 {
+		t.Fatalf("ClaimCreates: %d, %v", len(claims), err)
+	}
+	isReady := map[string]bool{}
+	for _, c := range claims {
+		if _, err := b.st.MarkReady(b.ctx, c.Sandbox.ID, c.Sandbox.Epoch, sandbox.Resource{ProviderID: "p"}); err != nil {
+			t.Fatal(err)
+		}
+		isReady[c.Sandbox.ID] = true
+	}
+	type outcome struct {
+		tenant  string
+		got     sandbox.Sandbox
+		changed bool
+		err     error
+	}
+	outcomes := make([][]outcome, n)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, sb := range sbs {
+		for _, tenant := range []string{"acme", "other", "acme", "acme"} {
+			wg.Go(func() {
+				got, changed, err := b.st.EndSandbox(b.ctx, tenant, sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, "deleted by "+tenant)
+				mu.Lock()
+				outcomes[i] = append(outcomes[i], outcome{tenant, got, changed, err})
+				mu.Unlock()
+			})
+		}
+	}
+	wg.Wait()
+	for i, sb := range sbs {
+		want := sandbox.StateCancelled
+		if isReady[sb.ID] {
+			want = sandbox.StateTerminated
+		}
+		changed := 0
+		for _, o := range outcomes[i] {
+			switch {
+			case o.tenant == "other":
+				if !errors.Is(o.err, sandbox.ErrNotFound) || o.got.ID != "" {
+					t.Errorf("sandbox %d: the other tenant got %+v, %v; want not found", i, o.got, o.err)
+				}
+			case o.err != nil:
+				t.Errorf("sandbox %d: end: %v", i, o.err)
+			case o.got.ID != sb.ID || o.got.State != want:
+				t.Errorf("sandbox %d: end returned %s %s, want %s %s", i, o.got.ID, o.got.State, sb.ID, want)
+			case o.changed:
+				changed++
+			}
+		}
+		if changed != 1 {
+			t.Errorf("sandbox %d: %d calls changed it, want 1", i, changed)
+		}
+		evs := b.events(t, sb.ID)
+		if last := evs[len(evs)-1]; last.To != want || last.Message != "deleted by acme" || len(evs) != map[bool]int{true: 4, false: 2}[isReady[sb.ID]] {
+			t.Errorf("sandbox %d: history %s, last %+v", i, path(evs), last)
+		}
+	}
+}
