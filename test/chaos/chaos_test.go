@@ -328,20 +328,26 @@ type state struct {
 	unreleased []string
 	ready      map[string]bool
 	held       map[string]bool
+	// owned counts live sandboxes with an owner. Every owner stopped
+	// heartbeating with the storm, so each of them is still to be ended.
+	owned int
 }
 
 func (h *chaos) snapshot(ctx context.Context, conn *pgx.Conn) (state, error) {
 	s := state{ready: map[string]bool{}, held: map[string]bool{}}
-	rows, err := conn.Query(ctx, `SELECT id, state, released FROM sandboxes`)
+	rows, err := conn.Query(ctx, `SELECT id, state, released, owner IS NOT NULL FROM sandboxes`)
 	if err != nil {
 		return s, err
 	}
 	for rows.Next() {
 		var id string
 		var st sandbox.State
-		var released bool
-		if err := rows.Scan(&id, &st, &released); err != nil {
+		var released, owned bool
+		if err := rows.Scan(&id, &st, &released, &owned); err != nil {
 			return s, err
+		}
+		if owned && !st.Terminal() {
+			s.owned++
 		}
 		switch {
 		case !st.Settled():
@@ -368,7 +374,7 @@ func (h *chaos) snapshot(ctx context.Context, conn *pgx.Conn) (state, error) {
 }
 
 func (s state) quiet() bool {
-	if len(s.unsettled) > 0 || len(s.unreleased) > 0 || len(s.held) != len(s.ready) {
+	if len(s.unsettled) > 0 || len(s.unreleased) > 0 || len(s.held) != len(s.ready) || s.owned > 0 {
 		return false
 	}
 	for id := range s.ready {
@@ -379,9 +385,11 @@ func (s state) quiet() bool {
 	return true
 }
 
-// quiesce waits for every sandbox to settle and be released, and the
-// provider's inventory to match the live sandboxes. Owners stopped
-// heartbeating with the storm, so their leases lapse too.
+// quiesce waits for every sandbox to settle and be released, the provider's
+// inventory to match the live sandboxes, and every owned sandbox to end:
+// owners stopped heartbeating with the storm, so their leases lapse too, and
+// until the janitor has ended their sandboxes the registry is not quiet yet
+// (a moment between two ends could look quiet).
 func (h *chaos) quiesce() {
 	ctx := h.t.Context()
 	conn, err := pgx.Connect(ctx, h.dbURL)
@@ -399,8 +407,8 @@ func (h *chaos) quiesce() {
 			return
 		}
 		if time.Now().After(deadline) {
-			h.t.Logf("not quiet after 90s: %d unsettled, %d unreleased, %d held vs %d ready",
-				len(s.unsettled), len(s.unreleased), len(s.held), len(s.ready))
+			h.t.Logf("not quiet after 90s: %d unsettled, %d unreleased, %d held vs %d ready, %d owned and live",
+				len(s.unsettled), len(s.unreleased), len(s.held), len(s.ready), s.owned)
 			return // check reports the details
 		}
 		time.Sleep(250 * time.Millisecond)
