@@ -124,13 +124,15 @@ type Executor struct {
 	// a later created_at. Only the loop goroutine uses it.
 	drainedAt map[string]time.Time
 
-	wake       chan struct{} // a worker finished: look for more work
-	stopOnce   sync.Once
-	stop       chan struct{} // closed by Stop: claim nothing more
-	loopDone   chan struct{}
-	cancel     context.CancelFunc // cancels in-flight work: hand it back
-	cancelLoop context.CancelFunc // cancels claiming
-	inFlight   sync.WaitGroup
+	// wakeCreates and wakeReleases say that a worker of the kind finished:
+	// look for more of that work.
+	wakeCreates, wakeReleases chan struct{}
+	stopOnce                  sync.Once
+	stop                      chan struct{} // closed by Stop: claim nothing more
+	loopDone                  chan struct{}
+	cancel                    context.CancelFunc // cancels in-flight work: hand it back
+	cancelLoop                context.CancelFunc // cancels claiming
+	inFlight                  sync.WaitGroup
 }
 
 // NewExecutor returns an executor for the given providers.
@@ -146,7 +148,8 @@ func NewExecutor(cfg ExecutorConfig, st workStore, notes notifier, providers []s
 		createSlots:  make(map[string]chan struct{}),
 		releaseSlots: make(map[string]chan struct{}),
 		drainedAt:    make(map[string]time.Time),
-		wake:         make(chan struct{}, 1),
+		wakeCreates:  make(chan struct{}, 1),
+		wakeReleases: make(chan struct{}, 1),
 		stop:         make(chan struct{}),
 		loopDone:     make(chan struct{}),
 	}
@@ -204,9 +207,10 @@ func (e *Executor) Stop(ctx context.Context) {
 func (e *Executor) loop(ctx, workCtx context.Context, notes <-chan sandbox.Change) {
 	ticker := time.NewTicker(e.cfg.PollInterval)
 	defer ticker.Stop()
-	full := true
+	want := everything
 	for {
-		e.dispatch(ctx, workCtx, full)
+		e.dispatch(ctx, workCtx, want)
+		want = wanted{}
 	wait:
 		for {
 			select {
@@ -215,48 +219,69 @@ func (e *Executor) loop(ctx, workCtx context.Context, notes <-chan sandbox.Chang
 			case <-e.stop:
 				return
 			case n := <-notes:
-				if wantsWork(n) {
-					full = n.ID == ""
+				if want = want.or(wantsWork(n)); want.creates || want.releases {
 					break wait
 				}
-			case <-e.wake:
-				full = false
+			case <-e.wakeCreates:
+				want.creates = true
+				break wait
+			case <-e.wakeReleases:
+				want.releases = true
 				break wait
 			case <-ticker.C:
-				full = true
+				want = everything
 				break wait
 			}
 		}
 	}
 }
 
-// wantsWork reports whether a notification may mean a claimable sandbox.
-func wantsWork(n sandbox.Change) bool {
-	switch {
-	case n.ID == "":
-		return true // reconnected: anything may have happened
-	case n.State == sandbox.StateRequested, n.State == sandbox.StateCreating:
-		return true
-	case n.State.Terminal() && !n.Released:
-		return true
-	}
-	return false
+// wanted is the work a dispatch looks for: creates, releases, and whether
+// the creates may be any claimable one (full) or only new requests.
+type wanted struct{ creates, releases, full bool }
+
+var everything = wanted{creates: true, releases: true, full: true}
+
+func (w wanted) or(o wanted) wanted {
+	return wanted{creates: w.creates || o.creates, releases: w.releases || o.releases, full: w.full || o.full}
 }
 
-// dispatch claims as much work as there are free slots, per provider. A
-// full dispatch looks at every claimable create; the others, woken by new
-// requests or by freed slots, only at those requested since the last full
-// one drained the queue (see claimCreates).
-func (e *Executor) dispatch(ctx, workCtx context.Context, full bool) {
+// wantsWork says what work a notification may mean. A new request is a
+// create to claim; a sandbox ended but not released is a release. A
+// creating sandbox that becomes claimable again (a retry that came due, a
+// lapsed lease, one handed back at shutdown) announces nothing at that
+// moment, so the poll finds those. A change with no id means anything may
+// have happened (the notifier reconnected).
+func wantsWork(n sandbox.Change) wanted {
+	switch {
+	case n.ID == "":
+		return everything
+	case n.State == sandbox.StateRequested:
+		return wanted{creates: true}
+	case n.State.Terminal() && !n.Released:
+		return wanted{releases: true}
+	}
+	return wanted{}
+}
+
+// dispatch claims as much of the wanted work as there are free slots, per
+// provider. A full dispatch looks at every claimable create; the others,
+// woken by new requests or by freed slots, only at those requested since
+// the last full one drained the queue (see claimCreates).
+func (e *Executor) dispatch(ctx, workCtx context.Context, want wanted) {
 	for name, p := range e.providers {
 		if ctx.Err() != nil {
 			return
 		}
-		claimCreates := func(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error) {
-			return e.claimCreates(ctx, provider, worker, limit, lease, full)
+		if want.creates {
+			claimCreates := func(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error) {
+				return e.claimCreates(ctx, provider, worker, limit, lease, want.full)
+			}
+			e.claim(ctx, workCtx, p, "create", e.createSlots[name], e.wakeCreates, claimCreates, e.create)
 		}
-		e.claim(ctx, workCtx, p, "create", e.createSlots[name], claimCreates, e.create)
-		e.claim(ctx, workCtx, p, "release", e.releaseSlots[name], e.store.ClaimReleases, e.release)
+		if want.releases {
+			e.claim(ctx, workCtx, p, "release", e.releaseSlots[name], e.wakeReleases, e.store.ClaimReleases, e.release)
+		}
 	}
 }
 
@@ -291,7 +316,7 @@ func (e *Executor) claimCreates(ctx context.Context, provider, worker string, li
 
 type claimFunc func(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error)
 
-func (e *Executor) claim(ctx, workCtx context.Context, p sandbox.Provider, kind string, slots chan struct{}, claimFn claimFunc,
+func (e *Executor) claim(ctx, workCtx context.Context, p sandbox.Provider, kind string, slots, wake chan struct{}, claimFn claimFunc,
 	work func(context.Context, sandbox.Provider, store.Claim)) {
 	free := cap(slots) - len(slots)
 	if free == 0 {
@@ -316,7 +341,7 @@ func (e *Executor) claim(ctx, workCtx context.Context, p sandbox.Provider, kind 
 			defer func() {
 				<-slots
 				select {
-				case e.wake <- struct{}{}:
+				case wake <- struct{}{}:
 				default:
 				}
 			}()
