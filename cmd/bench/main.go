@@ -119,7 +119,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	// 1. The baselines.
+	// 1. The baselines' tables. Each baseline runs just before the Tether
+	// phase it is compared with (see pgbench.tpcb).
 	pb, err := newPgbench(dbs["bench_pgbench"])
 	if err != nil {
 		return err
@@ -135,7 +136,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fn()
 		res.CPU = append(res.CPU, name+": "+cpuSplit(before, sampleCPU(pid)))
 	}
-	if res.Baselines, err = measureBaselines(ctx, pb, o.phase, o.scale, o.workers, logf, func(name string, fn func()) { cpu(name, 0, fn) }); err != nil {
+	logf("pgbench: initialising scale %d", o.scale)
+	cleanup, err := pb.prepare(ctx, o.phase, o.scale, o.workers)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	var (
+		settle    func() error // set once Tether runs
+		tetherPID int
+	)
+	baseline := func(name string, dst *float64, fn func(context.Context) (float64, error)) error {
+		if settle != nil {
+			if err := settle(); err != nil {
+				return err
+			}
+		}
+		logf("pgbench: %s", name)
+		var err error
+		cpu("pgbench "+name, tetherPID, func() { *dst, err = fn(ctx) })
 		return err
 	}
 
@@ -161,9 +180,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer srv.stop()
+	settle = func() error { return waitSettled(ctx, mainPool, logf) }
+	tetherPID = srv.cmd.Process.Pid
 	a := newAPI(srv.base, "bench-key", o.workers*2)
 	defer a.wire.close()
 
+	b := &res.Baselines
+	if err := baseline("simple-update, 1 client", &b.SingleLatencyMS, pb.singleLatency); err != nil {
+		return err
+	}
+	res.CPU = res.CPU[:len(res.CPU)-1] // one client: its CPU split says nothing
 	logf("request → ready, unloaded: %d sequential samples", o.samples)
 	unloaded, err := a.requestToReady(ctx, o.samples)
 	if err != nil {
@@ -171,8 +197,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	res.Unloaded = toMS(unloaded)
 
+	if err := baseline(fmt.Sprintf("single-row insert, %d clients", o.workers), &b.InsertTPS, pb.insert); err != nil {
+		return err
+	}
 	logf("create throughput: %d clients, %s", o.workers, o.phase)
-	pid := srv.cmd.Process.Pid
+	pid := tetherPID
 	var createRate float64
 	var fails int64
 	cpu("Tether creates", pid, func() {
@@ -185,6 +214,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		err = a.waitReady(ctx, ready.ID)
 	}
 	if err != nil {
+		return err
+	}
+	if err := baseline(fmt.Sprintf("select-only, %d clients", o.workers), &b.SelectOnlyTPS, pb.selectOnly); err != nil {
 		return err
 	}
 	logf("GET /v1/sandboxes/{id} throughput: %d clients, %s", o.workers, o.phase)
@@ -200,11 +232,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	})
 	res.Extra["get_failures"] = strconv.FormatInt(fails, 10)
 
+	if err := baseline(fmt.Sprintf("TPC-B, %d clients", o.workers), &b.TPCBTPS, pb.tpcb); err != nil {
+		return err
+	}
 	logf("full lifecycles: %d clients, %s", o.workers, o.phase)
 	var lifeRate float64
 	cpu("Tether lifecycles", pid, func() { lifeRate, fails = closedLoop(ctx, o.workers, o.phase, a.lifecycle) })
 	res.Extra["lifecycle_failures"] = strconv.FormatInt(fails, 10)
 
+	if err := settle(); err != nil {
+		return err
+	}
 	rate := max(lifeRate/2, 1)
 	logf("request → ready at %.0f creates/s (50%% of max lifecycle throughput), open loop, %s", rate, o.phase)
 	loaded, fails := a.openLoop(ctx, rate, o.phase)
@@ -212,7 +250,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	res.Extra["loaded_failures"] = strconv.FormatInt(fails, 10)
 	res.Extra["loaded_rate_per_s"] = fmt.Sprintf("%.0f", rate)
 
-	b := res.Baselines
 	single := b.SingleLatencyMS
 	res.Targets = append(res.Targets,
 		atLeast("create throughput (POST → 202, durable)", createRate, "req/s", b.InsertTPS, "insert tps", 0.40),
@@ -264,6 +301,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"Tether ran as one process with LOG_LEVEL=warn, the sim provider instant, auth on; Postgres and Tether share the machine's cores.")
 
 	return finish(res, o, start, stdout)
+}
+
+// waitSettled waits until Tether has no work left from the last phase (no
+// sandbox waiting to be created or released), so that none of it runs into
+// the next measurement.
+func waitSettled(ctx context.Context, pool *pgxpool.Pool, logf func(string, ...any)) error {
+	start := time.Now()
+	for {
+		var pending int64
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM sandboxes
+			WHERE state IN ('requested', 'creating') OR (state IN ('cancelled', 'terminated', 'failed') AND NOT released)`).Scan(&pending)
+		if err != nil {
+			return fmt.Errorf("settle: %w", err)
+		}
+		if pending == 0 {
+			if d := time.Since(start); d > time.Second {
+				logf("Tether settled the last phase's work in %s", d.Round(100*time.Millisecond))
+			}
+			return nil
+		}
+		if time.Since(start) > 2*time.Minute {
+			return fmt.Errorf("settle: %d sandboxes still pending after 2 minutes", pending)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // finish writes the results and prints them.

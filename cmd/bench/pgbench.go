@@ -29,6 +29,8 @@ type pgbench struct {
 	env  []string
 	// execSQL runs a statement on the same database (pgbench itself cannot).
 	execSQL func(ctx context.Context, sql string) error
+	// Set by prepare.
+	insertScript, secs, clients string
 }
 
 func newPgbench(dbURL string) (*pgbench, error) {
@@ -82,66 +84,60 @@ func parseFloat(re *regexp.Regexp, out string) (float64, error) {
 	return strconv.ParseFloat(m[1], 64)
 }
 
-// measureBaselines initialises pgbench's tables and runs the four baseline
-// workloads, each for d.
-func measureBaselines(ctx context.Context, p *pgbench, d time.Duration, scale, clients int, logf func(string, ...any), cpu func(string, func())) (baselines, error) {
-	var b baselines
+// prepare initialises pgbench's tables and the insert baseline's table and
+// script, and sets how long and with how many clients the baselines run.
+func (p *pgbench) prepare(ctx context.Context, d time.Duration, scale, clients int) (cleanup func(), err error) {
 	if _, err := p.run(ctx, "-i", "-q", "-s", strconv.Itoa(scale)); err != nil {
-		return b, err
+		return nil, err
 	}
-	secs := strconv.Itoa(max(1, int(d/time.Second)))
-	c, j := strconv.Itoa(clients), "2"
-
-	logf("pgbench: TPC-B, %s clients, %ss", c, secs)
-	var out string
-	var err error
-	cpu("pgbench TPC-B", func() { out, err = p.run(ctx, "-M", "prepared", "-c", c, "-j", j, "-T", secs) })
-	if err != nil {
-		return b, err
+	if _, err := p.runSQL(ctx, "DROP TABLE IF EXISTS bench_insert; CREATE TABLE bench_insert (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, payload text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())"); err != nil {
+		return nil, err
 	}
-	if b.TPCBTPS, err = parseFloat(tpsRe, out); err != nil {
-		return b, err
-	}
-
-	logf("pgbench: simple-update, 1 client, %ss", secs)
-	out, err = p.run(ctx, "-M", "prepared", "-b", "simple-update", "-c", "1", "-T", secs)
-	if err != nil {
-		return b, err
-	}
-	if b.SingleLatencyMS, err = parseFloat(latencyRe, out); err != nil {
-		return b, err
-	}
-
-	logf("pgbench: select-only, %s clients, %ss", c, secs)
-	cpu("pgbench select-only", func() { out, err = p.run(ctx, "-M", "prepared", "-S", "-c", c, "-j", j, "-T", secs) })
-	if err != nil {
-		return b, err
-	}
-	if b.SelectOnlyTPS, err = parseFloat(tpsRe, out); err != nil {
-		return b, err
-	}
-
-	logf("pgbench: single-row insert, %s clients, %ss", c, secs)
 	script, err := os.CreateTemp("", "pgbench-insert-*.sql")
 	if err != nil {
-		return b, err
+		return nil, err
 	}
-	defer func() { _ = os.Remove(script.Name()) }()
-	if _, err := script.WriteString("INSERT INTO bench_insert (payload) VALUES (md5(random()::text));\n"); err != nil {
-		return b, err
+	_, err = script.WriteString("INSERT INTO bench_insert (payload) VALUES (md5(random()::text));\n")
+	if cerr := script.Close(); err == nil {
+		err = cerr
 	}
-	_ = script.Close()
-	if _, err := p.runSQL(ctx, "DROP TABLE IF EXISTS bench_insert; CREATE TABLE bench_insert (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, payload text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())"); err != nil {
-		return b, err
-	}
-	cpu("pgbench insert", func() {
-		out, err = p.run(ctx, "-M", "prepared", "-n", "-f", script.Name(), "-c", c, "-j", j, "-T", secs)
-	})
 	if err != nil {
-		return b, err
+		_ = os.Remove(script.Name())
+		return nil, err
 	}
-	b.InsertTPS, err = parseFloat(tpsRe, out)
-	return b, err
+	p.insertScript = script.Name()
+	p.secs = strconv.Itoa(max(1, int(d/time.Second)))
+	p.clients = strconv.Itoa(clients)
+	return func() { _ = os.Remove(script.Name()) }, nil
+}
+
+// The four baselines. Each runs for the phase's length, with as many
+// clients as the Tether phase it is compared with (one for the latency),
+// just before that phase: the machine's speed drifts within a run, and
+// adjacent measurements drift least.
+
+func (p *pgbench) tpcb(ctx context.Context) (float64, error) {
+	return p.measure(ctx, tpsRe, "-M", "prepared", "-c", p.clients, "-j", "2", "-T", p.secs)
+}
+
+func (p *pgbench) singleLatency(ctx context.Context) (float64, error) {
+	return p.measure(ctx, latencyRe, "-M", "prepared", "-b", "simple-update", "-c", "1", "-T", p.secs)
+}
+
+func (p *pgbench) selectOnly(ctx context.Context) (float64, error) {
+	return p.measure(ctx, tpsRe, "-M", "prepared", "-S", "-c", p.clients, "-j", "2", "-T", p.secs)
+}
+
+func (p *pgbench) insert(ctx context.Context) (float64, error) {
+	return p.measure(ctx, tpsRe, "-M", "prepared", "-n", "-f", p.insertScript, "-c", p.clients, "-j", "2", "-T", p.secs)
+}
+
+func (p *pgbench) measure(ctx context.Context, re *regexp.Regexp, args ...string) (float64, error) {
+	out, err := p.run(ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return parseFloat(re, out)
 }
 
 // runSQL runs a statement through execSQL.
