@@ -59,12 +59,16 @@ type Config struct {
 	// ExecutorLease is how long a claim lasts unrenewed; a crashed replica's
 	// work is taken over after at most this long (EXECUTOR_LEASE, default 15s).
 	ExecutorLease time.Duration
-	// ExecutorPollInterval is the fallback poll when no notification arrives
-	// (EXECUTOR_POLL_INTERVAL, default 1s).
+	// ExecutorPollInterval is the full look for work (retries that came due,
+	// lapsed leases, work handed back), and the fallback when no notification
+	// arrives (EXECUTOR_POLL_INTERVAL, default 1s).
 	ExecutorPollInterval time.Duration
 	// CreateMaxAttempts bounds create attempts on retryable provider errors
 	// (CREATE_MAX_ATTEMPTS, default 5).
 	CreateMaxAttempts int
+	// ExecutorMaxBackoff caps the wait between attempts of a failing create
+	// or destroy (EXECUTOR_MAX_BACKOFF, default 30s).
+	ExecutorMaxBackoff time.Duration
 	// WorkerID names this replica in leases and events (WORKER_ID, default
 	// host name, pid and a random suffix).
 	WorkerID string
@@ -150,6 +154,7 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		ExecutorLease:        dur("EXECUTOR_LEASE", 15*time.Second),
 		ExecutorPollInterval: dur("EXECUTOR_POLL_INTERVAL", time.Second),
 		CreateMaxAttempts:    int(num("CREATE_MAX_ATTEMPTS", 5)),
+		ExecutorMaxBackoff:   dur("EXECUTOR_MAX_BACKOFF", 30*time.Second),
 		WorkerID:             str("WORKER_ID", fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))),
 		ShutdownTimeout:      dur("SHUTDOWN_TIMEOUT", 30*time.Second),
 		DBMaxConns:           int(num("DB_MAX_CONNS", 20)),

@@ -256,6 +256,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		Lease:        cfg.ExecutorLease,
 		Concurrency:  cfg.ExecutorConcurrency,
 		MaxAttempts:  cfg.CreateMaxAttempts,
+		MaxBackoff:   cfg.ExecutorMaxBackoff,
 	}, st, notifier, providers, log, metrics)
 	executor.Start(workCtx)
 

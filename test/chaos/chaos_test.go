@@ -125,6 +125,10 @@ func (h *chaos) startReplicas() {
 			"CREATE_TIMEOUT=15s",
 			"EXECUTOR_LEASE=2s",
 			"EXECUTOR_POLL_INTERVAL=250ms",
+			// A destroy_once sandbox fails its first destroy in every
+			// process that tries it; after a long storm its backoff
+			// would otherwise reach 30s per replica, past the quiesce.
+			"EXECUTOR_MAX_BACKOFF=3s",
 			"ORPHAN_GRACE=2s",
 			"SHUTDOWN_TIMEOUT=2s",
 			"DB_MAX_CONNS=8",
