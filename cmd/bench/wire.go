@@ -93,7 +93,8 @@ var errMalformed = errors.New("malformed HTTP response")
 // roundTrip writes the request and reads the response. keep says whether
 // the connection may carry another request.
 func (c *wireConn) roundTrip(method, path string, header, body []byte, read func(int, []byte) error) (keep bool, err error) {
-	b := append(c.buf[:0], method...)
+	b := c.buf[:0]
+	b = append(b, method...)
 	b = append(b, ' ')
 	b = append(b, path...)
 	b = append(b, " HTTP/1.1\r\n"...)
