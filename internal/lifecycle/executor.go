@@ -121,8 +121,11 @@ type Executor struct {
 	releaseSlots map[string]chan struct{}
 	// drainedAt is, per provider, when a full claim last left no claimable
 	// sandbox behind (minus claimSkew): every sandbox requested since has
-	// a later created_at. Only the loop goroutine uses it.
+	// a later created_at. fullDue says that a poll asked for a full claim
+	// that has not run yet (the slots were all busy). Only the loop
+	// goroutine uses them.
 	drainedAt map[string]time.Time
+	fullDue   map[string]bool
 
 	// wakeCreates and wakeReleases say that a worker of the kind finished:
 	// look for more of that work.
@@ -148,6 +151,7 @@ func NewExecutor(cfg ExecutorConfig, st workStore, notes notifier, providers []s
 		createSlots:  make(map[string]chan struct{}),
 		releaseSlots: make(map[string]chan struct{}),
 		drainedAt:    make(map[string]time.Time),
+		fullDue:      make(map[string]bool),
 		wakeCreates:  make(chan struct{}, 1),
 		wakeReleases: make(chan struct{}, 1),
 		stop:         make(chan struct{}),
@@ -219,7 +223,18 @@ func (e *Executor) loop(ctx, workCtx context.Context, notes <-chan sandbox.Chang
 			case <-e.stop:
 				return
 			case n := <-notes:
-				if want = want.or(wantsWork(n)); want.creates || want.releases {
+				want = want.or(wantsWork(n))
+				// Take every note already waiting: a burst of requests
+				// is one dispatch.
+				for more := true; more; {
+					select {
+					case n := <-notes:
+						want = want.or(wantsWork(n))
+					default:
+						more = false
+					}
+				}
+				if want.creates || want.releases {
 					break wait
 				}
 			case <-e.wakeCreates:
@@ -274,6 +289,9 @@ func (e *Executor) dispatch(ctx, workCtx context.Context, want wanted) {
 			return
 		}
 		if want.creates {
+			if want.full {
+				e.fullDue[name] = true
+			}
 			claimCreates := func(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error) {
 				return e.claimCreates(ctx, provider, worker, limit, lease, want.full)
 			}
@@ -296,22 +314,31 @@ const claimSkew = 5 * time.Second
 // retries that came due and lapsed leases, as before) claims in full; a
 // wake-up by a new request claims among the sandboxes requested after the
 // last full claim that left none behind, starting past the dead entries.
-// Anything a quick claim cannot see waits at most PollInterval.
+// A poll's full claim that finds every slot busy is not dropped: the next
+// claim, whatever woke it, is full. And a quick claim that fills every slot
+// means a backlog, which full claims serve oldest first. So anything a quick
+// claim cannot see waits for at most a poll interval and a free slot.
 func (e *Executor) claimCreates(ctx context.Context, provider, worker string, limit int, lease time.Duration, full bool) ([]store.Claim, error) {
 	since, drained := e.drainedAt[provider]
-	if full || !drained {
-		start := e.store.Now()
-		claims, err := e.store.ClaimCreates(ctx, provider, worker, limit, lease)
-		switch {
-		case err != nil:
-		case len(claims) < limit:
-			e.drainedAt[provider] = start.Add(-claimSkew)
-		default: // a backlog: quick claims would serve newer ones first
+	if !full && !e.fullDue[provider] && drained {
+		claims, err := e.store.ClaimNewCreates(ctx, provider, worker, limit, lease, since)
+		if err == nil && len(claims) == limit {
 			delete(e.drainedAt, provider)
 		}
 		return claims, err
 	}
-	return e.store.ClaimNewCreates(ctx, provider, worker, limit, lease, since)
+	start := e.store.Now()
+	claims, err := e.store.ClaimCreates(ctx, provider, worker, limit, lease)
+	if err != nil {
+		return claims, err
+	}
+	delete(e.fullDue, provider)
+	if len(claims) < limit {
+		e.drainedAt[provider] = start.Add(-claimSkew)
+	} else {
+		delete(e.drainedAt, provider) // a backlog: quick claims would serve newer ones first
+	}
+	return claims, nil
 }
 
 type claimFunc func(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error)

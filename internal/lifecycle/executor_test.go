@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -414,5 +415,55 @@ func TestManySandboxesSettle(t *testing.T) {
 		if n != 1 {
 			t.Errorf("%s created %d times", id, n)
 		}
+	}
+}
+
+// TestRetryIsClaimedUnderSustainedLoad keeps every create slot busy with a
+// stream of new requests, which quick claims serve as slots free up, and
+// checks that a create waiting for its retry (which only a full claim can
+// see) is still claimed within a few poll intervals, not once the stream
+// stops.
+func TestRetryIsClaimedUnderSustainedLoad(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.executor(lifecycle.ExecutorConfig{Concurrency: 2})
+	retried := e.create(`{"fail": "create_once"}`)
+
+	ctx, stop := context.WithCancel(e.ctx)
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	t.Cleanup(stop)
+	// New requests come faster than the two slots finish them, so that a
+	// freed slot always finds one.
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			for range 5 {
+				p := sandbox.CreateParams{Tenant: "acme", Provider: "sim", TTL: time.Hour, CreateTimeout: time.Minute,
+					Params: json.RawMessage(`{"create_delay_ms": 20}`)}
+				if _, _, err := e.st.CreateSandbox(ctx, p); err != nil && ctx.Err() == nil {
+					t.Errorf("CreateSandbox: %v", err)
+					return
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		sb, err := e.st.Sandbox(e.ctx, retried.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sb.State == sandbox.StateReady {
+			if sb.Attempts != 2 {
+				t.Errorf("ready after %d attempts, want 2", sb.Attempts)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the retried create is still %s after 3s of sustained load (attempts %d)", sb.State, sb.Attempts)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tetherhq/tether/internal/sandbox"
 )
@@ -22,8 +25,8 @@ import (
 type batcher[In, Out any] struct {
 	maxFlights int
 	maxBatch   int
-	// flushTimeout bounds one flight. A flight serves many callers, so it
-	// runs under none of their contexts.
+	// flushTimeout bounds one flight. A flight of many callers runs under
+	// none of their contexts.
 	flushTimeout time.Duration
 	// flush runs one batch and returns one result per input, in order.
 	flush func(ctx context.Context, in []In) []result[Out]
@@ -31,6 +34,9 @@ type batcher[In, Out any] struct {
 	mu      sync.Mutex
 	flights int
 	queue   []*call[In, Out]
+
+	// shared counts the calls that flew with company, for tests.
+	shared atomic.Int64
 }
 
 type result[Out any] struct {
@@ -101,7 +107,13 @@ func (b *batcher[In, Out]) fly(ctx context.Context, batch []*call[In, Out]) {
 		}
 		b.land()
 	}()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.flushTimeout)
+	// A flight of one serves its caller alone and keeps the caller's
+	// context; a flight of many runs under none of theirs.
+	if len(batch) > 1 {
+		ctx = context.WithoutCancel(ctx)
+		b.shared.Add(int64(len(batch)))
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.flushTimeout)
 	defer cancel()
 	in := make([]In, len(batch))
 	for i, c := range batch {
@@ -141,10 +153,9 @@ func (b *batcher[In, Out]) land() {
 // one, its own statement; more go through many, which returns what it wrote
 // by key, and a key it did not write gets missing's error. A row whose key
 // repeats one earlier in the batch goes through one after it, so that it
-// sees the first one's effect as it would have without batching. When many
-// fails for any reason but an unavailable database — one row may be at
-// fault, or the statement lost a deadlock — each row is written alone, so
-// that only a faulty one fails.
+// sees the first one's effect as it would have without batching. When
+// Postgres refuses many's statement — one row may be at fault, or it lost a
+// deadlock — each row is written alone, so that only a faulty one fails.
 type batchWrite[In, Out any] struct {
 	key     func(In) string
 	one     func(ctx context.Context, in In) (Out, error)
@@ -171,12 +182,17 @@ func (w batchWrite[In, Out]) flush(ctx context.Context, in []In) []result[Out] {
 	}
 	got, err := w.many(ctx, unique)
 	if err != nil {
-		unavailable := errors.Is(interpret(err), sandbox.ErrUnavailable)
+		// Only an error Postgres reported rolled the statement back; any
+		// other (the connection, or reading rows after the commit) leaves
+		// it unknown whether the rows were written: writing them again
+		// could do twice what was done once.
+		var pgErr *pgconn.PgError
+		retry := errors.As(err, &pgErr) && !errors.Is(interpret(err), sandbox.ErrUnavailable)
 		for i, v := range in {
-			if unavailable {
-				out[i].err = err
-			} else {
+			if retry {
 				out[i].out, out[i].err = w.one(ctx, v)
+			} else {
+				out[i].err = err
 			}
 		}
 		return out

@@ -166,47 +166,68 @@ func TestBatcherCancelledWhileQueued(t *testing.T) {
 }
 
 // TestBatcherPanicReleasesCallers checks that a flush that panics fails the
-// calls of its batch instead of leaving them waiting, and frees its flight.
+// other calls of its batch instead of leaving them waiting, hands the panic
+// to the call leading it, and frees its flight.
 func TestBatcherPanicReleasesCallers(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
-	calls := atomic.Int64{}
 	b := &batcher[int, int]{maxFlights: 1, maxBatch: 10, flushTimeout: time.Minute}
 	b.flush = func(ctx context.Context, in []int) []result[int] {
-		if calls.Add(1) == 1 {
-			<-release
+		if in[0] == 1 {
+			<-release // the first flight holds the others in the queue
+		}
+		if len(in) > 1 {
 			panic("boom")
 		}
 		return make([]result[int], len(in))
 	}
-	leader := make(chan any, 1)
-	go func() {
-		defer func() { leader <- recover() }()
-		_, _ = b.do(t.Context(), 1)
-	}()
-	for calls.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	follower := make(chan error, 1)
-	go func() { _, err := b.do(t.Context(), 2); follower <- err }()
-	for {
-		b.mu.Lock()
-		n := len(b.queue)
-		b.mu.Unlock()
-		if n == 1 {
-			break
+	first := make(chan error, 1)
+	go func() { _, err := b.do(t.Context(), 1); first <- err }()
+	waitQueued := func(n int) {
+		for {
+			b.mu.Lock()
+			q, f := len(b.queue), b.flights
+			b.mu.Unlock()
+			if q == n && f == 1 {
+				return
+			}
+			time.Sleep(time.Millisecond)
 		}
-		time.Sleep(time.Millisecond)
+	}
+	waitQueued(0)
+	type outcome struct {
+		err      error
+		panicked bool
+	}
+	outcomes := make(chan outcome, 2)
+	for _, v := range []int{2, 3} {
+		go func() {
+			o := outcome{}
+			defer func() {
+				o.panicked = recover() != nil
+				outcomes <- o
+			}()
+			_, o.err = b.do(t.Context(), v)
+		}()
+		waitQueued(v - 1)
 	}
 	close(release)
-	if r := <-leader; r == nil {
-		t.Error("the panic did not reach the leading caller")
+	if err := <-first; err != nil {
+		t.Errorf("first call: %v", err)
 	}
-	// The queued call leads the next flight, which succeeds.
-	if err := <-follower; err != nil {
-		t.Errorf("queued call after the panic: %v", err)
+	var panicked, lost int
+	for range 2 {
+		o := <-outcomes
+		if o.panicked {
+			panicked++
+		} else if errors.Is(o.err, errFlightLost) {
+			lost++
+		}
 	}
-	if _, err := b.do(t.Context(), 3); err != nil {
+	if panicked != 1 || lost != 1 {
+		t.Errorf("the batch of two: %d panicked, %d got errFlightLost; want one each", panicked, lost)
+	}
+	if _, err := b.do(t.Context(), 4); err != nil {
 		t.Errorf("call after the panic: %v", err)
 	}
 }

@@ -177,10 +177,11 @@ func parseChange(payload string) (origin string, c sandbox.Change, ok bool) {
 }
 
 // Subscribe returns a channel that receives every change, and a function
-// that ends the subscription. The channel holds the latest change only: a
-// slow reader sees fewer, never only stale, signals.
+// that ends the subscription. A reader too slow for the channel's buffer
+// loses no signal: what it has not read is replaced by a change with no id,
+// "look at everything again".
 func (n *Notifier) Subscribe() (<-chan sandbox.Change, func()) {
-	ch := make(chan sandbox.Change, 1)
+	ch := make(chan sandbox.Change, allBuffer)
 	n.mu.Lock()
 	n.all[ch] = struct{}{}
 	n.mu.Unlock()
@@ -217,7 +218,7 @@ func (n *Notifier) publish(note sandbox.Change) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for ch := range n.all {
-		offer(ch, note)
+		offerAll(ch, note)
 	}
 	if note.ID == "" {
 		for _, subs := range n.byID {
@@ -232,19 +233,62 @@ func (n *Notifier) publish(note sandbox.Change) {
 	}
 }
 
-// offer puts note in ch, replacing an unread older change.
-func offer(ch chan sandbox.Change, note sandbox.Change) {
+// allBuffer is the buffer of a Subscribe channel.
+const allBuffer = 256
+
+// offerAll sends note, or, when ch is full, replaces its contents with the
+// look-again signal.
+func offerAll(ch chan sandbox.Change, note sandbox.Change) {
 	select {
 	case ch <- note:
 		return
 	default:
 	}
+	for drained := false; !drained; {
+		select {
+		case <-ch:
+		default:
+			drained = true
+		}
+	}
 	select {
-	case <-ch:
+	case ch <- sandbox.Change{}:
+	default:
+	}
+}
+
+// offer makes note the one change ch holds, unless ch holds a change of
+// the same sandbox that is further along (changes are announced after
+// commit, by several goroutines and replicas, and may arrive out of order)
+// or the look-again signal.
+func offer(ch chan sandbox.Change, note sandbox.Change) {
+	select {
+	case held := <-ch:
+		if held.ID == "" || (held.ID == note.ID && progress(held) > progress(note)) {
+			note = held // look-again dominates any change
+		}
 	default:
 	}
 	select {
 	case ch <- note:
 	default:
 	}
+}
+
+// progress orders the changes of one sandbox: states along the lifecycle,
+// then released.
+func progress(c sandbox.Change) int {
+	p := 0
+	switch {
+	case c.State.Terminal():
+		p = 3
+	case c.State == sandbox.StateReady:
+		p = 2
+	case c.State == sandbox.StateCreating:
+		p = 1
+	}
+	if c.Released {
+		p = 4
+	}
+	return p
 }

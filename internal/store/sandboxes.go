@@ -87,11 +87,13 @@ const insertSandboxSQL = `
 	SELECT ` + sandboxColumns + ` FROM ins s`
 
 // newSandboxRow is a sandbox to insert in state requested, without an owner.
+// Its timestamps are taken when its statement runs, not when it queued for
+// it: executors' quick claims look for new requests by created_at.
 type newSandboxRow struct {
-	id, tenant, provider  string
-	labels, env, params   []byte
-	setup                 string
-	at, expires, deadline time.Time
+	id, tenant, provider string
+	labels, env, params  []byte
+	setup                string
+	ttl, createTimeout   time.Duration
 }
 
 // insertSandboxesSQL is insertSandboxSQL for many ownerless sandboxes at
@@ -114,8 +116,9 @@ const insertSandboxesSQL = `
 
 // createOne inserts one ownerless sandbox with its first event.
 func (s *Store) createOne(ctx context.Context, r newSandboxRow) (sandbox.Sandbox, error) {
+	now := s.Now()
 	sb, err := scanSandbox(s.pool.QueryRow(ctx, insertSandboxSQL, r.id, r.tenant, r.provider, nil, r.labels, r.env, r.setup, r.params,
-		r.at, r.expires, r.deadline))
+		now, now.Add(r.ttl), now.Add(r.createTimeout)))
 	if err == nil {
 		s.announce(sb)
 	}
@@ -130,10 +133,11 @@ func (s *Store) createMany(ctx context.Context, rows []newSandboxRow) (map[strin
 		labels, env, params         = make([][]byte, len(rows)), make([][]byte, len(rows)), make([][]byte, len(rows))
 		at, expires, deadline       = make([]time.Time, len(rows)), make([]time.Time, len(rows)), make([]time.Time, len(rows))
 	)
+	now := s.Now()
 	for i, r := range rows {
 		id[i], tenant[i], provider[i], setup[i] = r.id, r.tenant, r.provider, r.setup
 		labels[i], env[i], params[i] = r.labels, r.env, r.params
-		at[i], expires[i], deadline[i] = r.at, r.expires, r.deadline
+		at[i], expires[i], deadline[i] = now, now.Add(r.ttl), now.Add(r.createTimeout)
 	}
 	pgRows, err := s.pool.Query(ctx, insertSandboxesSQL, id, tenant, provider, labels, env, setup, params, at, expires, deadline)
 	if err != nil {
@@ -179,7 +183,7 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 		// creates share one statement and one commit (see createBatch).
 		sb, err = s.creates.do(ctx, newSandboxRow{
 			id: id, tenant: p.Tenant, provider: p.Provider, labels: labels, env: env, setup: p.Setup, params: params,
-			at: now, expires: now.Add(p.TTL), deadline: now.Add(p.CreateTimeout),
+			ttl: p.TTL, createTimeout: p.CreateTimeout,
 		})
 		if err != nil {
 			return sandbox.Sandbox{}, false, wrap("create sandbox", err)

@@ -764,6 +764,9 @@ func TestConcurrentCreatesShareBatches(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	if n := b.st.SharedCalls()["creates"]; n == 0 {
+		t.Fatal("no create flew with company: the batched statement went untested")
+	}
 	ids := map[string]bool{}
 	for i, o := range outcomes {
 		if i%40 == 3 {
@@ -830,6 +833,9 @@ func TestConcurrentResultsShareBatches(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	if n := b.st.SharedCalls()["readies"]; n == 0 {
+		t.Fatal("no ready result flew with company: the batched statement went untested")
+	}
 	for i, c := range claims {
 		id := c.Sandbox.ID
 		fenced := cancelled[id] || stale(i)
@@ -874,6 +880,9 @@ func TestConcurrentResultsShareBatches(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	if n := b.st.SharedCalls()["releases"]; n == 0 {
+		t.Fatal("no release flew with company: the batched statement went untested")
+	}
 	for i, c := range rel {
 		got, _ := b.st.GetSandbox(b.ctx, "acme", c.Sandbox.ID)
 		if want := i%4 != 0; got.Released != want || (relErrs[i] == nil) != want ||
@@ -963,6 +972,9 @@ func TestConcurrentEndsShareBatches(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	if n := b.st.SharedCalls()["ends"]; n == 0 {
+		t.Fatal("no end flew with company: the batched statement went untested")
+	}
 	for i, sb := range sbs {
 		want := sandbox.StateCancelled
 		if isReady[sb.ID] {

@@ -1,0 +1,13 @@
+package store
+
+// SharedCalls returns how many calls of each batched kind flew in a flight
+// with others, so that tests of the batched statements can tell that they
+// ran.
+func (s *Store) SharedCalls() map[string]int64 {
+	return map[string]int64{
+		"creates":  s.creates.shared.Load(),
+		"ends":     s.ends.shared.Load(),
+		"readies":  s.readies.shared.Load(),
+		"releases": s.releases.shared.Load(),
+	}
+}
