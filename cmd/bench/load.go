@@ -176,16 +176,3 @@ func (a *api) lifecycle(ctx context.Context) error {
 	}
 	return nil
 }
-
-// sequential times n calls of fn one after another.
-func sequential(ctx context.Context, n int, fn func(ctx context.Context, i int) error) (latencies, error) {
-	out := make(latencies, 0, n)
-	for i := range n {
-		start := time.Now()
-		if err := fn(ctx, i); err != nil {
-			return out, err
-		}
-		out = append(out, time.Since(start))
-	}
-	return out, nil
-}
