@@ -121,11 +121,9 @@ type Executor struct {
 	releaseSlots map[string]chan struct{}
 	// drainedAt is, per provider, when a full claim last left no claimable
 	// sandbox behind (minus claimSkew): every sandbox requested since has
-	// a later created_at. fullDue says that a poll asked for a full claim
-	// that has not run yet (the slots were all busy). Only the loop
-	// goroutine uses them.
+	// a later created_at. Without an entry the next create claim is full.
+	// Only the loop goroutine uses it.
 	drainedAt map[string]time.Time
-	fullDue   map[string]bool
 
 	// wakeCreates and wakeReleases say that a worker of the kind finished:
 	// look for more of that work.
@@ -151,7 +149,6 @@ func NewExecutor(cfg ExecutorConfig, st workStore, notes notifier, providers []s
 		createSlots:  make(map[string]chan struct{}),
 		releaseSlots: make(map[string]chan struct{}),
 		drainedAt:    make(map[string]time.Time),
-		fullDue:      make(map[string]bool),
 		wakeCreates:  make(chan struct{}, 1),
 		wakeReleases: make(chan struct{}, 1),
 		stop:         make(chan struct{}),
@@ -290,12 +287,11 @@ func (e *Executor) dispatch(ctx, workCtx context.Context, want wanted) {
 		}
 		if want.creates {
 			if want.full {
-				e.fullDue[name] = true
+				// Kept until a full claim runs, even if the slots are
+				// busy now: the next claim, whatever wakes it, is full.
+				delete(e.drainedAt, name)
 			}
-			claimCreates := func(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error) {
-				return e.claimCreates(ctx, provider, worker, limit, lease, want.full)
-			}
-			e.claim(ctx, workCtx, p, "create", e.createSlots[name], e.wakeCreates, claimCreates, e.create)
+			e.claim(ctx, workCtx, p, "create", e.createSlots[name], e.wakeCreates, e.claimCreates, e.create)
 		}
 		if want.releases {
 			e.claim(ctx, workCtx, p, "release", e.releaseSlots[name], e.wakeReleases, e.store.ClaimReleases, e.release)
@@ -318,9 +314,8 @@ const claimSkew = 5 * time.Second
 // claim, whatever woke it, is full. And a quick claim that fills every slot
 // means a backlog, which full claims serve oldest first. So anything a quick
 // claim cannot see waits for at most a poll interval and a free slot.
-func (e *Executor) claimCreates(ctx context.Context, provider, worker string, limit int, lease time.Duration, full bool) ([]store.Claim, error) {
-	since, drained := e.drainedAt[provider]
-	if !full && !e.fullDue[provider] && drained {
+func (e *Executor) claimCreates(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error) {
+	if since, drained := e.drainedAt[provider]; drained {
 		claims, err := e.store.ClaimNewCreates(ctx, provider, worker, limit, lease, since)
 		if err == nil && len(claims) == limit {
 			delete(e.drainedAt, provider)
@@ -332,7 +327,6 @@ func (e *Executor) claimCreates(ctx context.Context, provider, worker string, li
 	if err != nil {
 		return claims, err
 	}
-	delete(e.fullDue, provider)
 	if len(claims) < limit {
 		e.drainedAt[provider] = start.Add(-claimSkew)
 	} else {

@@ -68,30 +68,34 @@ func (b *batcher[In, Out]) do(ctx context.Context, in In) (Out, error) {
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
 
-	select {
-	case batch := <-c.lead:
-		b.fly(ctx, batch)
-	case <-c.done:
-	case <-ctx.Done():
-		b.mu.Lock()
-		i := slices.Index(b.queue, c)
-		if i >= 0 {
-			b.queue = slices.Delete(b.queue, i, i+1)
-		}
-		b.mu.Unlock()
-		if i >= 0 {
-			var zero Out
-			return zero, ctx.Err()
-		}
-		// The call left with a batch: it may be leading it.
+	cancelled := ctx.Done()
+	for {
 		select {
 		case batch := <-c.lead:
 			b.fly(ctx, batch)
+			return c.res.out, c.res.err
 		case <-c.done:
+			return c.res.out, c.res.err
+		case <-cancelled:
+			if b.unqueue(c) {
+				var zero Out
+				return zero, ctx.Err()
+			}
+			cancelled = nil // it left with a batch, perhaps leading it: wait
 		}
 	}
-	<-c.done
-	return c.res.out, c.res.err
+}
+
+// unqueue takes c out of the queue, and reports whether it was still there.
+func (b *batcher[In, Out]) unqueue(c *call[In, Out]) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i := slices.Index(b.queue, c)
+	if i < 0 {
+		return false
+	}
+	b.queue = slices.Delete(b.queue, i, i+1)
+	return true
 }
 
 // fly writes a batch, hands each call its result, and then passes the flight
@@ -148,6 +152,15 @@ func (b *batcher[In, Out]) land() {
 	next[0].lead <- next
 }
 
+// newBatcher returns a batcher of at most flights statements in flight at
+// once that writes through w.
+func newBatcher[In, Out any](flights int, w batchWrite[In, Out]) *batcher[In, Out] {
+	return &batcher[In, Out]{maxFlights: flights, maxBatch: maxBatch, flushTimeout: 30 * time.Second, flush: w.flush}
+}
+
+// maxBatch bounds the rows of one batched statement.
+const maxBatch = 256
+
 // batchWrite is the flush of a batcher over rows with a key (a sandbox's
 // id, and for client requests its tenant too). A single row goes through
 // one, its own statement; more go through many, which returns what it wrote
@@ -170,11 +183,11 @@ func (w batchWrite[In, Out]) flush(ctx context.Context, in []In) []result[Out] {
 		return out
 	}
 	seen := make(map[string]bool, len(in))
+	repeat := make([]bool, len(in))
 	var unique []In
-	var repeats []int
 	for i, v := range in {
 		if k := w.key(v); seen[k] {
-			repeats = append(repeats, i)
+			repeat[i] = true
 		} else {
 			seen[k] = true
 			unique = append(unique, v)
@@ -197,23 +210,17 @@ func (w batchWrite[In, Out]) flush(ctx context.Context, in []In) []result[Out] {
 		}
 		return out
 	}
-	isRepeat := make(map[int]bool, len(repeats))
-	for _, i := range repeats {
-		isRepeat[i] = true
+	for i, v := range in {
+		if o, ok := got[w.key(v)]; !repeat[i] && ok {
+			out[i].out = o
+		} else if !repeat[i] {
+			out[i].err = w.missing(v)
+		}
 	}
 	for i, v := range in {
-		if isRepeat[i] {
-			continue
+		if repeat[i] {
+			out[i].out, out[i].err = w.one(ctx, v)
 		}
-		o, ok := got[w.key(v)]
-		if !ok {
-			out[i].err = w.missing(v)
-			continue
-		}
-		out[i].out = o
-	}
-	for _, i := range repeats {
-		out[i].out, out[i].err = w.one(ctx, in[i])
 	}
 	return out
 }

@@ -17,28 +17,37 @@ const liveStates = `('requested', 'creating', 'ready')`
 // state and lease_owner of live sandboxes, locking them), appending one event
 // each, and returns the ended sandboxes. Parameters $1-$4 are reason, now,
 // actor and message; the pick query's own parameters start at $5.
+func endSQL(pick string) string {
+	return endSQLWith(pick, endValues{now: "$2::timestamptz", reason: "$1::text", actor: "$3::text", message: "$4::text"})
+}
+
+// endValues are the SQL expressions of an end's time, reason, actor and
+// message: parameters, or columns of the pick query's rows (cur).
+type endValues struct{ now, reason, actor, message string }
+
+// endSQLWith is endSQL with the end's values given as SQL expressions.
 //
 // A sandbox that was never claimed (requested) ends cancelled and released:
 // nothing exists at the provider. One being created ends cancelled; the
 // executor whose call is in flight keeps its lease and releases whatever
 // the call made as soon as it returns. A ready one ends terminated and
 // waits for a release worker.
-func endSQL(pick string) string {
+func endSQLWith(pick string, v endValues) string {
 	return `
 		WITH cur AS (` + pick + `), upd AS (
 			UPDATE sandboxes s SET
 				state = CASE cur.state WHEN 'ready' THEN 'terminated' ELSE 'cancelled' END,
-				reason = $1, ended_at = $2, updated_at = $2,
+				reason = ` + v.reason + `, ended_at = ` + v.now + `, updated_at = ` + v.now + `,
 				released = cur.state = 'requested',
-				released_at = CASE WHEN cur.state = 'requested' THEN $2::timestamptz END,
+				released_at = CASE WHEN cur.state = 'requested' THEN ` + v.now + ` END,
 				lease_owner = CASE WHEN cur.state = 'creating' THEN cur.lease_owner END,
 				lease_expires_at = CASE WHEN cur.state = 'creating' AND cur.lease_owner IS NOT NULL THEN s.lease_expires_at END
 			FROM cur
 			WHERE s.id = cur.id AND cur.state IN ` + liveStates + `
-			RETURNING s.*, cur.state AS from_state
+			RETURNING s.*, cur.state AS from_state, ` + v.actor + ` AS end_actor, ` + v.message + ` AS end_message
 		), ev AS (
 			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
-			SELECT id, tenant, $2, from_state, state, $1, $3, $4 FROM upd
+			SELECT id, tenant, ended_at, from_state, state, reason, end_actor, end_message FROM upd ORDER BY id
 		)
 		SELECT ` + sandboxColumns + ` FROM upd s`
 }
@@ -53,16 +62,8 @@ func endMany(ctx context.Context, q querier, pick string, now time.Time, reason 
 	if err != nil {
 		return nil, interpret(err)
 	}
-	defer rows.Close()
-	var out []sandbox.Sandbox
-	for rows.Next() {
-		sb, err := scanSandbox(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, sb)
-	}
-	return out, interpret(rows.Err())
+	out, err := collectSandboxes(rows)
+	return out, interpret(err)
 }
 
 // EndSandbox moves a live sandbox of the tenant to its terminal state (see
@@ -118,35 +119,19 @@ func (s *Store) endBatch(ctx context.Context, rows []endRow) (map[string]sandbox
 	for i, r := range rows {
 		ids[i], tenants[i], reasons[i], actors[i], messages[i] = r.id, r.tenant, string(r.reason), string(r.actor), r.message
 	}
-	pgRows, err := s.pool.Query(ctx, `
-		WITH n AS (
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS n(id, tenant, reason, actor, message)
-		), cur AS (
-			SELECT s.id, s.state, s.lease_owner, n.reason, n.actor, n.message
-			FROM sandboxes s JOIN n ON n.id = s.id AND n.tenant = s.tenant
-			ORDER BY s.id
-			FOR UPDATE OF s
-		), upd AS (
-			UPDATE sandboxes s SET
-				state = CASE cur.state WHEN 'ready' THEN 'terminated' ELSE 'cancelled' END,
-				reason = cur.reason, ended_at = $6, updated_at = $6,
-				released = cur.state = 'requested',
-				released_at = CASE WHEN cur.state = 'requested' THEN $6::timestamptz END,
-				lease_owner = CASE WHEN cur.state = 'creating' THEN cur.lease_owner END,
-				lease_expires_at = CASE WHEN cur.state = 'creating' AND cur.lease_owner IS NOT NULL THEN s.lease_expires_at END
-			FROM cur
-			WHERE s.id = cur.id AND cur.state IN `+liveStates+`
-			RETURNING s.*, cur.state AS from_state, cur.actor AS by, cur.message AS note
-		), ev AS (
-			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
-			SELECT id, tenant, $6, from_state, state, reason, by, note FROM upd ORDER BY id
-		)
-		SELECT `+sandboxColumns+` FROM upd s`,
+	pgRows, err := s.pool.Query(ctx, endSQLWith(`
+		SELECT s.id, s.state, s.lease_owner, n.reason, n.actor, n.message
+		FROM sandboxes s
+		JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS n(id, tenant, reason, actor, message)
+			ON n.id = s.id AND n.tenant = s.tenant
+		ORDER BY s.id
+		FOR UPDATE OF s`,
+		endValues{now: "$6::timestamptz", reason: "cur.reason", actor: "cur.actor", message: "cur.message"}),
 		ids, tenants, reasons, actors, messages, s.Now())
 	if err != nil {
 		return nil, err
 	}
-	ended, err := pgx.CollectRows(pgRows, func(r pgx.CollectableRow) (sandbox.Sandbox, error) { return scanSandbox(r) })
+	ended, err := collectSandboxes(pgRows)
 	if err != nil {
 		return nil, err
 	}

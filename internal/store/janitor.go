@@ -101,7 +101,7 @@ func (s *Store) FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, 
 	if err != nil {
 		return nil, wrap("fail overdue", err)
 	}
-	failed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.Sandbox, error) { return scanSandbox(r) })
+	failed, err := collectSandboxes(rows)
 	if err != nil {
 		return nil, wrap("fail overdue", err)
 	}

@@ -59,6 +59,11 @@ func scanSandbox(row pgx.Row, extra ...any) (sandbox.Sandbox, error) {
 	return sb, nil
 }
 
+// collectSandboxes reads every row of a query of sandboxColumns.
+func collectSandboxes(rows pgx.Rows) ([]sandbox.Sandbox, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.Sandbox, error) { return scanSandbox(r) })
+}
+
 func deref(s *string) string {
 	if s == nil {
 		return ""
@@ -143,7 +148,7 @@ func (s *Store) createMany(ctx context.Context, rows []newSandboxRow) (map[strin
 	if err != nil {
 		return nil, err
 	}
-	created, err := pgx.CollectRows(pgRows, func(r pgx.CollectableRow) (sandbox.Sandbox, error) { return scanSandbox(r) })
+	created, err := collectSandboxes(pgRows)
 	if err != nil {
 		return nil, err
 	}

@@ -93,18 +93,15 @@ func WithWorkPool(pool *pgxpool.Pool) Option {
 	return func(s *Store) { s.work = pool }
 }
 
-// createFlights is how many create statements may be in flight at once;
-// creates beyond them queue and leave together in the next one. A few
-// flights keep the pool and the WAL busy; more would only split the
-// batches.
+// createFlights is how many statements of client writes (creates, ends)
+// may be in flight at once; writes beyond them queue and leave together in
+// the next one. Each waits for a durable commit, so one flight at a time
+// makes the largest batches, the way a database groups commits.
 const createFlights = 1
 
 // workFlights is createFlights for the workers' writes, which commit
 // asynchronously and so land sooner.
 const workFlights = 2
-
-// maxBatch bounds the rows of one batched statement.
-const maxBatch = 256
 
 // New returns a Store over an open pool. The caller keeps ownership of the
 // pools and closes them after the store's last use.
@@ -113,34 +110,22 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
-	s.creates = &batcher[newSandboxRow, sandbox.Sandbox]{
-		maxFlights: createFlights, maxBatch: maxBatch, flushTimeout: 30 * time.Second,
-		flush: batchWrite[newSandboxRow, sandbox.Sandbox]{
-			key: func(r newSandboxRow) string { return r.id }, one: s.createOne, many: s.createMany,
-			missing: func(r newSandboxRow) error { return fmt.Errorf("sandbox %s missing from the batch insert", r.id) },
-		}.flush,
-	}
-	s.ends = &batcher[endRow, sandbox.Sandbox]{
-		maxFlights: createFlights, maxBatch: maxBatch, flushTimeout: 30 * time.Second,
-		flush: batchWrite[endRow, sandbox.Sandbox]{
-			key: func(r endRow) string { return endKey(r.tenant, r.id) }, one: s.endOne, many: s.endBatch,
-			missing: func(endRow) error { return errNotLive },
-		}.flush,
-	}
-	s.readies = &batcher[readyRow, sandbox.Sandbox]{
-		maxFlights: workFlights, maxBatch: maxBatch, flushTimeout: 30 * time.Second,
-		flush: batchWrite[readyRow, sandbox.Sandbox]{
-			key: func(r readyRow) string { return r.id }, one: s.markReadyOne, many: s.markReadyMany,
-			missing: func(readyRow) error { return sandbox.ErrFenced },
-		}.flush,
-	}
-	s.releases = &batcher[releasedRow, sandbox.State]{
-		maxFlights: workFlights, maxBatch: maxBatch, flushTimeout: 30 * time.Second,
-		flush: batchWrite[releasedRow, sandbox.State]{
-			key: func(r releasedRow) string { return r.id }, one: s.markReleasedOne, many: s.markReleasedMany,
-			missing: func(releasedRow) error { return sandbox.ErrFenced },
-		}.flush,
-	}
+	s.creates = newBatcher(createFlights, batchWrite[newSandboxRow, sandbox.Sandbox]{
+		key: func(r newSandboxRow) string { return r.id }, one: s.createOne, many: s.createMany,
+		missing: func(r newSandboxRow) error { return fmt.Errorf("sandbox %s missing from the batch insert", r.id) },
+	})
+	s.ends = newBatcher(createFlights, batchWrite[endRow, sandbox.Sandbox]{
+		key: func(r endRow) string { return endKey(r.tenant, r.id) }, one: s.endOne, many: s.endBatch,
+		missing: func(endRow) error { return errNotLive },
+	})
+	s.readies = newBatcher(workFlights, batchWrite[readyRow, sandbox.Sandbox]{
+		key: func(r readyRow) string { return r.id }, one: s.markReadyOne, many: s.markReadyMany,
+		missing: func(readyRow) error { return sandbox.ErrFenced },
+	})
+	s.releases = newBatcher(workFlights, batchWrite[releasedRow, sandbox.State]{
+		key: func(r releasedRow) string { return r.id }, one: s.markReleasedOne, many: s.markReleasedMany,
+		missing: func(releasedRow) error { return sandbox.ErrFenced },
+	})
 	return s
 }
 

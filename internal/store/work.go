@@ -202,7 +202,7 @@ func (s *Store) markReadyMany(ctx context.Context, rows []readyRow) (map[string]
 	if err != nil {
 		return nil, err
 	}
-	ready, err := pgx.CollectRows(pgRows, func(r pgx.CollectableRow) (sandbox.Sandbox, error) { return scanSandbox(r) })
+	ready, err := collectSandboxes(pgRows)
 	if err != nil {
 		return nil, err
 	}
