@@ -17,9 +17,6 @@ import (
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
-// defaultPath is PATH inside sandboxes unless the sandbox's env sets one.
-const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
 // running returns the metadata of a sandbox whose init runs.
 func (p *Provider) running(id string) (meta, error) {
 	if p.problem != "" {
@@ -54,6 +51,9 @@ func (p *Provider) command(m meta, extra map[string]string, argv ...string) *exe
 	}
 	//nolint:noctx // run kills the whole process group when its context ends; CommandContext would kill only nsenter
 	cmd := exec.Command(p.nsenter, append(args, argv...)...)
+	// nsenter's child is in the sandbox before it runs setpriv and env -i:
+	// it must not carry Tether's environment in there.
+	cmd.Env = sandboxEnv()
 	// A process group of its own, so a timeout can kill the command and
 	// everything it started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -111,6 +111,7 @@ func (p *Provider) probe() string {
 		"--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
 		"--unshare-user", "--uid", strconv.Itoa(SandboxUID), "--gid", strconv.Itoa(SandboxUID),
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--", "test", "-x", p.dir)
+	cmd.Env = sandboxEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: sandboxCredential()}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -130,6 +131,18 @@ const SandboxUID = 65534
 
 func sandboxCredential() *syscall.Credential {
 	return &syscall.Credential{Uid: SandboxUID, Gid: SandboxUID, Groups: []uint32{}}
+}
+
+// defaultPath is PATH inside sandboxes unless the sandbox's env sets one.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// sandboxEnv is the whole environment of every process Tether starts for a
+// sandbox (bwrap and so the sandbox's init, nsenter, setpriv, the probe).
+// Tether's own environment holds its secrets (DATABASE_URL,
+// BOOTSTRAP_API_KEY) and must never be inherited: a process in the sandbox
+// can read the environment of every other one through /proc.
+func sandboxEnv() []string {
+	return []string{"PATH=" + defaultPath, "HOME=" + WorkDir, "LANG=C.UTF-8", "TERM=dumb"}
 }
 
 // Name implements sandbox.Provider.
@@ -446,7 +459,7 @@ func (p *Provider) bwrapArgs(id string, prm Params) ([]string, error) {
 	// The init says when it runs: bwrap reports the child's pid before it has
 	// finished building the sandbox, and entering it earlier would find a
 	// half-made mount namespace.
-	return append(args, "--", "sh", "-c", "echo ready; exec sleep infinity"), nil
+	return append(args, "--", "sh", "-c", "echo ready; exec sleep infinity </dev/null >/dev/null 2>&1"), nil
 }
 
 // start launches the sandbox and returns the host pid of its init. The
@@ -479,6 +492,7 @@ func (p *Provider) start(id string, prm Params) (int, error) {
 	cmd := exec.Command(p.bwrap, args...)
 	cmd.Stdout, cmd.Stderr = readyW, logf
 	cmd.ExtraFiles = []*os.File{infoW}
+	cmd.Env = sandboxEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: sandboxCredential()}
 	if err := cmd.Start(); err != nil {
 		_ = infoW.Close()
