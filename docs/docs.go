@@ -1142,6 +1142,7 @@ const docTemplate = `{
                     "enum": [
                         "INVALID_REQUEST",
                         "UNAUTHENTICATED",
+                        "FORBIDDEN",
                         "NOT_FOUND",
                         "SANDBOX_STATE_CONFLICT",
                         "IDEMPOTENCY_KEY_REUSED",

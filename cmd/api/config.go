@@ -30,6 +30,12 @@ type Config struct {
 	// LocalStateDir is where the local provider keeps its sandboxes
 	// (LOCAL_STATE_DIR, default .tether/local).
 	LocalStateDir string
+	// LocalAllowHostNetwork lets creates ask the local provider for
+	// params.network "host" (LOCAL_ALLOW_HOST_NETWORK, default false). Such a
+	// sandbox shares the host's network: it reaches every service on the
+	// host's loopback, Postgres and Tether included, and can bind the host's
+	// ports. Enable it only when every tenant is trusted.
+	LocalAllowHostNetwork bool
 
 	// JanitorInterval is how often the janitor reconciles (JANITOR_INTERVAL,
 	// default 5s).
@@ -136,35 +142,48 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		return n
 	}
 
+	boolean := func(name string) bool {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			return false
+		}
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: want true or false", name, v))
+		}
+		return b
+	}
+
 	host, _ := os.Hostname()
 	cfg := Config{
-		DatabaseURL:          getenv("DATABASE_URL"),
-		ListenAddr:           str("LISTEN_ADDR", "127.0.0.1:8080"),
-		BootstrapAPIKey:      getenv("BOOTSTRAP_API_KEY"),
-		SimStateDir:          str("SIM_STATE_DIR", ".tether/sim"),
-		LocalStateDir:        str("LOCAL_STATE_DIR", ".tether/local"),
-		JanitorInterval:      dur("JANITOR_INTERVAL", 5*time.Second),
-		OrphanGrace:          dur("ORPHAN_GRACE", 30*time.Second),
-		IdempotencyKeyTTL:    dur("IDEMPOTENCY_KEY_TTL", 24*time.Hour),
-		DefaultOwnerTTL:      dur("DEFAULT_OWNER_TTL", 60*time.Second),
-		DefaultTTL:           dur("DEFAULT_TTL", time.Hour),
-		MaxLifetime:          dur("MAX_LIFETIME", 24*time.Hour),
-		CreateTimeout:        dur("CREATE_TIMEOUT", 5*time.Minute),
-		ExecutorConcurrency:  int(num("EXECUTOR_CONCURRENCY", 16)),
-		ExecutorLease:        dur("EXECUTOR_LEASE", 15*time.Second),
-		ExecutorPollInterval: dur("EXECUTOR_POLL_INTERVAL", time.Second),
-		CreateMaxAttempts:    int(num("CREATE_MAX_ATTEMPTS", 5)),
-		ExecutorMaxBackoff:   dur("EXECUTOR_MAX_BACKOFF", 30*time.Second),
-		WorkerID:             str("WORKER_ID", fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))),
-		ShutdownTimeout:      dur("SHUTDOWN_TIMEOUT", 30*time.Second),
-		DBMaxConns:           int(num("DB_MAX_CONNS", 20)),
-		MaxBodyBytes:         num("MAX_BODY_BYTES", 1<<20),
-		MaxWait:              dur("MAX_WAIT", 60*time.Second),
-		MaxFileBytes:         num("MAX_FILE_BYTES", 100<<20),
-		MaxExecTimeout:       dur("MAX_EXEC_TIMEOUT", time.Hour),
-		MaxExecOutput:        int(num("MAX_EXEC_OUTPUT", 1<<20)),
-		AuthCacheTTL:         dur("AUTH_CACHE_TTL", 10*time.Second),
-		PprofAddr:            getenv("PPROF_ADDR"),
+		DatabaseURL:           getenv("DATABASE_URL"),
+		ListenAddr:            str("LISTEN_ADDR", "127.0.0.1:8080"),
+		BootstrapAPIKey:       getenv("BOOTSTRAP_API_KEY"),
+		SimStateDir:           str("SIM_STATE_DIR", ".tether/sim"),
+		LocalStateDir:         str("LOCAL_STATE_DIR", ".tether/local"),
+		LocalAllowHostNetwork: boolean("LOCAL_ALLOW_HOST_NETWORK"),
+		JanitorInterval:       dur("JANITOR_INTERVAL", 5*time.Second),
+		OrphanGrace:           dur("ORPHAN_GRACE", 30*time.Second),
+		IdempotencyKeyTTL:     dur("IDEMPOTENCY_KEY_TTL", 24*time.Hour),
+		DefaultOwnerTTL:       dur("DEFAULT_OWNER_TTL", 60*time.Second),
+		DefaultTTL:            dur("DEFAULT_TTL", time.Hour),
+		MaxLifetime:           dur("MAX_LIFETIME", 24*time.Hour),
+		CreateTimeout:         dur("CREATE_TIMEOUT", 5*time.Minute),
+		ExecutorConcurrency:   int(num("EXECUTOR_CONCURRENCY", 16)),
+		ExecutorLease:         dur("EXECUTOR_LEASE", 15*time.Second),
+		ExecutorPollInterval:  dur("EXECUTOR_POLL_INTERVAL", time.Second),
+		CreateMaxAttempts:     int(num("CREATE_MAX_ATTEMPTS", 5)),
+		ExecutorMaxBackoff:    dur("EXECUTOR_MAX_BACKOFF", 30*time.Second),
+		WorkerID:              str("WORKER_ID", fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))),
+		ShutdownTimeout:       dur("SHUTDOWN_TIMEOUT", 30*time.Second),
+		DBMaxConns:            int(num("DB_MAX_CONNS", 20)),
+		MaxBodyBytes:          num("MAX_BODY_BYTES", 1<<20),
+		MaxWait:               dur("MAX_WAIT", 60*time.Second),
+		MaxFileBytes:          num("MAX_FILE_BYTES", 100<<20),
+		MaxExecTimeout:        dur("MAX_EXEC_TIMEOUT", time.Hour),
+		MaxExecOutput:         int(num("MAX_EXEC_OUTPUT", 1<<20)),
+		AuthCacheTTL:          dur("AUTH_CACHE_TTL", 10*time.Second),
+		PprofAddr:             getenv("PPROF_ADDR"),
 	}
 	for p := range strings.SplitSeq(str("PROVIDERS", "sim,local"), ",") {
 		if p = strings.TrimSpace(p); p != "" {

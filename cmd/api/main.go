@@ -183,7 +183,7 @@ func buildProviders(cfg Config) ([]sandbox.Provider, error) {
 			}
 			out = append(out, p)
 		case local.Name:
-			p, err := local.New(cfg.LocalStateDir)
+			p, err := local.New(cfg.LocalStateDir, local.AllowHostNetwork(cfg.LocalAllowHostNetwork))
 			if err != nil {
 				return nil, err
 			}

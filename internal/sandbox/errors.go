@@ -11,8 +11,11 @@ type Code string
 
 // The error codes of the API contract.
 const (
-	CodeInvalidRequest       Code = "INVALID_REQUEST"
-	CodeUnauthenticated      Code = "UNAUTHENTICATED"
+	CodeInvalidRequest  Code = "INVALID_REQUEST"
+	CodeUnauthenticated Code = "UNAUTHENTICATED"
+	// CodeForbidden: the request is well-formed but asks for something the
+	// operator has not allowed (such as the host's network).
+	CodeForbidden            Code = "FORBIDDEN"
 	CodeNotFound             Code = "NOT_FOUND"
 	CodeStateConflict        Code = "SANDBOX_STATE_CONFLICT"
 	CodeIdempotencyKeyReused Code = "IDEMPOTENCY_KEY_REUSED"

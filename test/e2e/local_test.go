@@ -29,20 +29,23 @@ type env struct {
 	stateDir string
 }
 
-func setup(t *testing.T) *env {
+// setup starts a replica on a fresh database, with extra environment
+// after the defaults (a later value of a name wins).
+func setup(t *testing.T, extra ...string) *env {
 	t.Helper()
 	stateDir := harness.ReachableTempDir(t)
-	r := harness.NewReplica(t, harness.Build(t), filepath.Join(t.TempDir(), "tether.log"),
-		"DATABASE_URL="+storetest.NewURL(t),
-		"BOOTSTRAP_API_KEY="+key,
+	vars := append([]string{
+		"DATABASE_URL=" + storetest.NewURL(t),
+		"BOOTSTRAP_API_KEY=" + key,
 		"PROVIDERS=local,sim",
-		"LOCAL_STATE_DIR="+stateDir,
-		"SIM_STATE_DIR="+t.TempDir(),
+		"LOCAL_STATE_DIR=" + stateDir,
+		"SIM_STATE_DIR=" + t.TempDir(),
 		"JANITOR_INTERVAL=1s",
 		"ORPHAN_GRACE=1s",
 		"DEFAULT_OWNER_TTL=3s",
 		"EXECUTOR_LEASE=3s",
-	)
+	}, extra...)
+	r := harness.NewReplica(t, harness.Build(t), filepath.Join(t.TempDir(), "tether.log"), vars...)
 	r.Start()
 	r.WaitReady(60 * time.Second)
 	t.Cleanup(func() {

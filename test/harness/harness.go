@@ -138,6 +138,18 @@ func NewReplica(t testing.TB, bin, logPath string, env ...string) *Replica {
 	return r
 }
 
+// Env returns the value the replica's environment gives name (the last
+// one, as for the process), or "".
+func (r *Replica) Env(name string) string {
+	v := ""
+	for _, kv := range r.env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
+			v = val
+		}
+	}
+	return v
+}
+
 // URL returns the replica's base URL.
 func (r *Replica) URL() string { return "http://127.0.0.1:" + strconv.Itoa(r.Port) }
 

@@ -62,12 +62,27 @@ type Provider struct {
 	// locks serialise Create and Destroy per sandbox within this process,
 	// striped by the id's hash so that their number stays fixed.
 	locks [64]sync.Mutex
+
+	// hostNetwork allows params.network "host" (see AllowHostNetwork).
+	hostNetwork bool
+}
+
+// Option configures a Provider.
+type Option func(*Provider)
+
+// AllowHostNetwork lets creates ask for params.network "host": the sandbox
+// then shares the host's network namespace, and with it every service
+// listening on the host's loopback (Postgres and Tether among them), so
+// only an operator who trusts every tenant should turn it on. Off by
+// default: a create that asks for it is refused with FORBIDDEN.
+func AllowHostNetwork(allow bool) Option {
+	return func(p *Provider) { p.hostNetwork = allow }
 }
 
 // New returns a provider keeping its sandboxes under dir. A host without
 // bubblewrap (or where it cannot create namespaces) still gets a provider:
 // it reports itself unavailable, with the reason, and refuses to create.
-func New(dir string) (*Provider, error) {
+func New(dir string, opts ...Option) (*Provider, error) {
 	if dir == "" {
 		return nil, errors.New("local: state directory not set")
 	}
@@ -84,6 +99,9 @@ func New(dir string) (*Provider, error) {
 		return nil, fmt.Errorf("local: state directory: %w", err)
 	}
 	p := &Provider{dir: abs, maxSetup: 8 << 10, waiters: map[string]chan struct{}{}}
+	for _, opt := range opts {
+		opt(p)
+	}
 	var missing []string
 	for name, dst := range map[string]*string{"bwrap": &p.bwrap, "nsenter": &p.nsenter, "setpriv": &p.setpriv} {
 		path, err := exec.LookPath(name)
@@ -159,7 +177,7 @@ func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 		WorkDir:   WorkDir,
 		Notes: []string{
 			"isolation: bubblewrap; own user, pid, mount, ipc and uts namespaces; processes run as uid 65534 (nobody) without capabilities; root filesystem is the host's, read-only; private /workspace and /tmp",
-			"network: isolated (loopback only) by default; params.network=\"host\" shares the host's",
+			p.networkNote(),
 			"resource limits: per-sandbox cgroup limits are not applied by this version",
 		},
 	}
@@ -172,7 +190,16 @@ type Params struct {
 	Network string `json:"network,omitempty"`
 }
 
-func parseParams(raw json.RawMessage) (Params, error) {
+func (p *Provider) networkNote() string {
+	if p.hostNetwork {
+		return "network: isolated (loopback only) by default; params.network=\"host\" shares the host's (enabled by the operator)"
+	}
+	return "network: isolated (loopback only); params.network=\"host\" is disabled by the operator"
+}
+
+// parseParams decodes and checks create params, including what the
+// operator allows.
+func (p *Provider) parseParams(raw json.RawMessage) (Params, error) {
 	var prm Params
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || string(trimmed) == "null" {
@@ -188,7 +215,12 @@ func parseParams(raw json.RawMessage) (Params, error) {
 		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params for provider local: %s", msg)
 	}
 	switch prm.Network {
-	case "", "none", "host":
+	case "", "none":
+	case "host":
+		if !p.hostNetwork {
+			return prm, sandbox.Errorf(sandbox.CodeForbidden,
+				"params.network \"host\" is disabled on this server: it would share the host's network, and every service on its loopback, with the sandbox; only the operator can enable it")
+		}
 	default:
 		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.network must be \"none\" or \"host\" (got %q)", prm.Network)
 	}
@@ -197,7 +229,7 @@ func parseParams(raw json.RawMessage) (Params, error) {
 
 // ValidateParams implements sandbox.Provider.
 func (p *Provider) ValidateParams(raw json.RawMessage) error {
-	_, err := parseParams(raw)
+	_, err := p.parseParams(raw)
 	return err
 }
 
@@ -334,7 +366,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 	if !sandbox.ValidID(spec.SandboxID) {
 		return sandbox.Resource{}, fmt.Errorf("local: create: invalid sandbox id %q", spec.SandboxID)
 	}
-	prm, err := parseParams(spec.Params)
+	prm, err := p.parseParams(spec.Params)
 	if err != nil {
 		return sandbox.Resource{}, err
 	}

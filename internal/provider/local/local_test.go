@@ -342,9 +342,59 @@ func TestParams(t *testing.T) {
 			t.Errorf("ValidateParams(%s) = %v, want INVALID_REQUEST", raw, err)
 		}
 	}
-	id := create(t, p, sandbox.CreateSpec{Params: []byte(`{"network":"host"}`)}).SandboxID
-	if r := run(t, p, id, `tail -n +3 /proc/net/dev | wc -l`); strings.TrimSpace(r.Output) == "1" {
+}
+
+// TestHostNetworkIsTheOperatorsCall: params.network "host" is refused with
+// FORBIDDEN, at validation and at create, unless the operator allowed it.
+func TestHostNetworkIsTheOperatorsCall(t *testing.T) {
+	t.Parallel()
+	host := []byte(`{"network":"host"}`)
+	p, dir := newProvider(t)
+	if err := p.ValidateParams(host); sandbox.ErrorCode(err) != sandbox.CodeForbidden {
+		t.Errorf("ValidateParams(%s) = %v, want FORBIDDEN", host, err)
+	}
+	id := sandbox.NewID()
+	if _, err := p.Create(t.Context(), sandbox.CreateSpec{SandboxID: id, Params: host}); sandbox.ErrorCode(err) != sandbox.CodeForbidden {
+		t.Errorf("Create(%s) = %v, want FORBIDDEN", host, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, id)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused create left %s behind: %v", id, err)
+	}
+
+	allowed, err := local.New(harness.ReachableTempDir(t), local.AllowHostNetwork(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := allowed.ValidateParams(host); err != nil {
+		t.Fatalf("ValidateParams(%s) with host networking allowed: %v", host, err)
+	}
+	id = create(t, allowed, sandbox.CreateSpec{Params: host}).SandboxID
+	if r := run(t, allowed, id, `tail -n +3 /proc/net/dev | wc -l`); strings.TrimSpace(r.Output) == "1" {
 		t.Errorf("network=host sandbox sees only one interface")
+	}
+}
+
+// TestNoTetherEnvironmentInside: the processes Tether starts for a sandbox
+// (bwrap and its init, nsenter, setpriv) carry none of Tether's own
+// environment, so nothing inside can read it from /proc.
+func TestNoTetherEnvironmentInside(t *testing.T) {
+	sentinel := "tether-sentinel-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	t.Setenv("TETHER_SENTINEL", sentinel) // inherited by anything that takes os.Environ
+	p, _ := newProvider(t)
+	id := create(t, p, sandbox.CreateSpec{Env: map[string]string{"GREETING": "hi"}}).SandboxID
+	// Every process the sandbox can see, the exec's own chain included.
+	scan := `for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' '\n' <"$f"; done 2>/dev/null`
+	for range 5 {
+		if out := run(t, p, id, scan).Output; strings.Contains(out, sentinel) {
+			t.Fatalf("Tether's environment is visible inside the sandbox:\n%s", out)
+		}
+	}
+	if out := run(t, p, id, `tr '\0' '\n' </proc/1/environ`).Output; strings.Contains(out, sentinel) || strings.Contains(out, "GREETING") {
+		t.Errorf("the sandbox's init has environment %q; want only the minimal one", out)
+	}
+	var buf bytes.Buffer
+	if err := p.ReadFile(t.Context(), id, "/proc/1/environ", &buf); err == nil && strings.Contains(buf.String(), sentinel) {
+		t.Errorf("ReadFile(/proc/1/environ) shows Tether's environment")
 	}
 }
 
