@@ -53,6 +53,9 @@ run: ## Run the API locally against the dev Postgres (starts it unless DATABASE_
 test: ## Run all tests (with -race) against the test Postgres (starts it unless DATABASE_URL is set)
 	@scripts/deps.sh
 	@url=$$(scripts/postgres.sh start test | tail -n 1); \
+	if [ -z "$${DATABASE_URL:-}" ]; then \
+		export TETHER_TEST_ADMIN_URL=$$(scripts/postgres.sh admin-url test | tail -n 1); \
+	fi; \
 	echo "DATABASE_URL=$$url"; \
 	export DATABASE_URL="$$url"; \
 	exec $(GO) test -race -count=1 ./...

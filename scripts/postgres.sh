@@ -2,11 +2,12 @@
 # scripts/postgres.sh — a throwaway PostgreSQL for Tether's development and tests.
 #
 # Usage:
-#   scripts/postgres.sh start  NAME   start (or reuse) cluster NAME; print its URL
-#   scripts/postgres.sh stop   NAME   stop cluster NAME (its data is kept)
-#   scripts/postgres.sh url    NAME   print the URL of cluster NAME
-#   scripts/postgres.sh env    NAME   print `export DATABASE_URL=...` for eval
-#   scripts/postgres.sh status NAME   say whether cluster NAME is running
+#   scripts/postgres.sh start     NAME  start (or reuse) cluster NAME; print Tether's URL
+#   scripts/postgres.sh stop      NAME  stop cluster NAME (its data is kept)
+#   scripts/postgres.sh url       NAME  print Tether's URL of cluster NAME
+#   scripts/postgres.sh admin-url NAME  print the superuser's URL (tests make databases with it)
+#   scripts/postgres.sh env       NAME  print `export DATABASE_URL=...` for eval
+#   scripts/postgres.sh status    NAME  say whether cluster NAME is running
 #
 # NAME is a short word such as `dev` or `test`. Each NAME is its own cluster:
 #   - data in the project-local folder .data/NAME (git-ignored); when this
@@ -16,17 +17,22 @@
 #     test 55433, any other name a port in 55500-55999 derived from it), or on
 #     TETHER_PG_PORT when set (a port held by another program is an error,
 #     except in CI: see below); its unix socket lives inside the data folder;
-#   - trust authentication, superuser `postgres`, a database `tether`;
+#   - trust authentication on 127.0.0.1 only; superuser `postgres`; a role
+#     `tether` that is not a superuser (no CREATEDB, no CREATEROLE) and owns
+#     the database `tether`: Tether connects as that role, so a leaked URL
+#     gives its own schema and nothing else of the server;
 #   - for `test`, fsync and synchronous commits off: fast, and fine to lose.
 #
-# The URL (postgres://postgres@127.0.0.1:PORT/tether?sslmode=disable) is always
+# The URL (postgres://tether@127.0.0.1:PORT/tether?sslmode=disable) is always
 # the LAST line of stdout, and the only thing printed there; progress and
 # errors go to stderr. So `DATABASE_URL=$(scripts/postgres.sh start test)`
-# works, and so does `eval "$(scripts/postgres.sh env dev)"`.
+# works, and so does `eval "$(scripts/postgres.sh env dev)"`. `admin-url`
+# prints the superuser's URL (database `postgres`), which the tests use to
+# make a database per test, owned by `tether`.
 #
 # If DATABASE_URL is already set, `start`, `url` and `env` do nothing but
-# print it: the caller brought its own database. `stop` and `status` ignore
-# DATABASE_URL and always act on the local cluster NAME.
+# print it: the caller brought its own database. `stop`, `status` and
+# `admin-url` ignore DATABASE_URL and always act on the local cluster NAME.
 #
 # Never uses, and never needs, the system's own PostgreSQL cluster (port 5432).
 #
@@ -52,7 +58,7 @@ die() {
 	exit 1
 }
 usage() {
-	sed -n '3,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '3,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -61,7 +67,7 @@ cmd=$1
 name=$2
 [[ $name =~ ^[a-z0-9][a-z0-9_-]{0,30}$ ]] ||
 	die "cluster name '$name' must be a short lower-case word such as dev or test"
-case $cmd in start | stop | url | env | status) ;; *) usage ;; esac
+case $cmd in start | stop | url | admin-url | env | status) ;; *) usage ;; esac
 
 # The project root is the folder above this script, whatever the caller's cwd.
 project_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -90,7 +96,11 @@ port=${TETHER_PG_PORT:-$(port_for "$name")}
 # shellcheck disable=SC2015 # die if either test fails
 [[ $port =~ ^[0-9]+$ ]] && ((port >= 1024 && port <= 65535)) ||
 	die "TETHER_PG_PORT='$port' is not a port number in 1024-65535"
-url_for() { echo "postgres://postgres@127.0.0.1:$1/tether?sslmode=disable"; }
+# app_role is the role Tether connects as: it owns the database `tether`
+# and nothing more.
+app_role=tether
+url_for() { echo "postgres://$app_role@127.0.0.1:$1/tether?sslmode=disable"; }
+admin_url_for() { echo "postgres://postgres@127.0.0.1:$1/postgres?sslmode=disable"; }
 url=$(url_for "$port")
 
 # print_url prints the URL as the last (and only) line of stdout.
@@ -333,6 +343,38 @@ psql_admin() {
 	"$(pgtool psql)" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d postgres -Atc "$1"
 }
 
+# ensure_app_database: the role `tether` (not a superuser) and the database
+# `tether` it owns; created once, kept across restarts. A database made by an
+# older version of this script, owned by the superuser, is handed over with
+# everything in it.
+ensure_app_database() {
+	if [[ $(psql_admin "SELECT 1 FROM pg_roles WHERE rolname = '$app_role'") != 1 ]]; then
+		log "creating role $app_role (not a superuser)"
+		psql_admin "CREATE ROLE $app_role LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE" >&2
+	fi
+	if [[ $(psql_admin "SELECT 1 FROM pg_database WHERE datname = 'tether'") != 1 ]]; then
+		log "creating database tether, owned by $app_role"
+		psql_admin "CREATE DATABASE tether OWNER $app_role" >&2
+	elif [[ $(psql_admin "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'tether'") != "$app_role" ]]; then
+		log "handing database tether and its objects to $app_role"
+		psql_admin "ALTER DATABASE tether OWNER TO $app_role" >&2
+		# Tables (their indexes and sequences follow) and functions of the
+		# public schema; REASSIGN OWNED cannot take a superuser's objects.
+		"$(pgtool psql)" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d tether -c "
+			DO \$\$ DECLARE r record; BEGIN
+			FOR r IN SELECT c.oid::regclass AS o FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+				WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'v', 'm') LOOP
+				EXECUTE format('ALTER TABLE %s OWNER TO $app_role', r.o);
+			END LOOP;
+			FOR r IN SELECT p.oid::regprocedure AS o FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+				WHERE n.nspname = 'public' LOOP
+				EXECUTE format('ALTER FUNCTION %s OWNER TO $app_role', r.o);
+			END LOOP;
+			END \$\$" >&2 ||
+			log "could not hand every object of database tether to $app_role; if Tether cannot migrate, drop the database (throwaway data) and start again"
+	fi
+}
+
 # --- commands -----------------------------------------------------------------------
 
 # `start` on a machine without PostgreSQL installs it first: installing
@@ -346,10 +388,12 @@ datadir=$(choose_datadir)
 
 # url and env: the port of the running cluster (see "CI" in cmd_start), else
 # the one derived from NAME.
-if [[ $cmd == url || $cmd == env ]]; then
+if [[ $cmd == url || $cmd == env || $cmd == admin-url ]]; then
 	if [[ -z ${TETHER_PG_PORT:-} ]] && running_pid "$datadir" >/dev/null; then
-		url=$(url_for "$(running_port "$datadir")")
+		port=$(running_port "$datadir")
+		url=$(url_for "$port")
 	fi
+	[[ $cmd == admin-url ]] && url=$(admin_url_for "$port")
 	print_url "$url"
 	exit 0
 fi
@@ -517,11 +561,8 @@ cmd_start() {
 
 	wait_accepting || die "cluster '$name' does not accept connections on 127.0.0.1:$port (see $datadir/server.log)"
 
-	# The database `tether`; created once, kept across restarts.
-	if [[ $(psql_admin "SELECT 1 FROM pg_database WHERE datname = 'tether'") != 1 ]]; then
-		log "creating database tether"
-		psql_admin "CREATE DATABASE tether" >&2
-	fi
+	ensure_app_database
+
 	log "ready: $url"
 	print_url "$url"
 }

@@ -218,11 +218,18 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		}
 		log.Info("schema migrated", "applied", len(applied))
 	}
+	switch super, err := st.Superuser(ctx); {
+	case err != nil:
+		log.Warn("could not tell whether the database role is a superuser", "err", err)
+	case super:
+		log.Warn("connected to Postgres as a superuser: run Tether as a role that owns its database and nothing more (see docs/operations.md)")
+	}
 	if cfg.BootstrapAPIKey != "" {
 		if err := st.RegisterAPIKey(ctx, "default", cfg.BootstrapAPIKey); err != nil {
 			return fmt.Errorf("bootstrap api key: %w", err)
 		}
-		log.Info("bootstrap API key registered", "tenant", "default")
+		log.Info("bootstrap API key registered", "tenant", "default",
+			"note", "BOOTSTRAP_API_KEY is only for a first start: make real keys with `keys create`, then unset it")
 	}
 
 	// Listen before any worker starts, so that a taken port fails the start

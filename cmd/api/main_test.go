@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/store/storetest"
 )
 
@@ -156,6 +157,37 @@ func TestServeLifecycle(t *testing.T) {
 	s.stop(t)
 	if strings.Contains(s.logs.String(), "boot-key") {
 		t.Error("the API key appears in the logs")
+	}
+}
+
+// TestSuperuserWarning: Tether says so when it finds itself connected as a
+// Postgres superuser, and is quiet as the least-privileged role `make test`
+// runs it with.
+func TestSuperuserWarning(t *testing.T) {
+	t.Parallel()
+	const warning = "connected to Postgres as a superuser"
+	dbURL := storetest.NewURL(t)
+	pool, err := store.Connect(t.Context(), dbURL, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	super, err := store.New(pool).Superuser(t.Context())
+	pool.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if super {
+		t.Fatalf("the tests run Tether as a superuser (%s): run them with `make test`, whose role `tether` is not one", dbURL)
+	}
+	s := start(t, map[string]string{"DATABASE_URL": dbURL})
+	s.stop(t)
+	if strings.Contains(s.logs.String(), warning) {
+		t.Errorf("warned of a superuser when connected as a plain role:\n%s", s.logs)
+	}
+	s = start(t, map[string]string{"DATABASE_URL": storetest.AsAdmin(t, dbURL)})
+	s.stop(t)
+	if !strings.Contains(s.logs.String(), warning) {
+		t.Errorf("no warning when connected as a superuser:\n%s", s.logs)
 	}
 }
 

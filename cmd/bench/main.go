@@ -2,14 +2,17 @@
 // it runs pgbench baselines and Tether workloads on the same server in the
 // same run, and reports each DESIGN.md performance target as a ratio.
 //
-//	go run ./cmd/bench [-quick] [-out bench-results] [-database-url URL]
+//	go run ./cmd/bench [-quick] [-out bench-results] [-database-url URL [-admin-url URL]]
 //
 // Without -database-url it starts a Postgres cluster of its own ("bench",
-// durable: fsync on) through scripts/postgres.sh. It writes results.md,
+// durable: fsync on) through scripts/postgres.sh. Tether runs as the role of
+// -database-url; databases are made and seeded through -admin-url (default:
+// -database-url), which must be a superuser. It writes results.md,
 // results.json and latency.svg to -out, and prints the table.
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -30,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tetherhq/tether/internal/lifecycle"
@@ -53,6 +57,7 @@ type options struct {
 	quick       bool
 	throughput  bool
 	databaseURL string
+	adminURL    string
 	phase       time.Duration
 	workers     int
 	samples     int
@@ -70,7 +75,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.out, "out", "bench-results", "folder for results.md, results.json and latency.svg")
 	fs.BoolVar(&o.quick, "quick", false, "a smoke run in seconds: tiny phases and seeds, numbers not meaningful")
 	fs.BoolVar(&o.throughput, "throughput-only", false, "only the baselines and the throughput and latency phases (no 1M seed, no janitor)")
-	fs.StringVar(&o.databaseURL, "database-url", os.Getenv("BENCH_DATABASE_URL"), "Postgres server to use (default: start cluster \"bench\")")
+	fs.StringVar(&o.databaseURL, "database-url", os.Getenv("BENCH_DATABASE_URL"), "Postgres server to use, as the role Tether runs as (default: start cluster \"bench\")")
+	fs.StringVar(&o.adminURL, "admin-url", os.Getenv("BENCH_ADMIN_URL"), "a superuser on the same server, to make and seed databases (default: -database-url)")
 	fs.DurationVar(&o.phase, "phase", 10*time.Second, "length of each throughput phase")
 	fs.IntVar(&o.workers, "workers", 16, "concurrent clients in the throughput phases")
 	fs.IntVar(&o.samples, "samples", 400, "sequential samples per latency measurement")
@@ -98,23 +104,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	serverURL := o.databaseURL
+	// Databases are made through adminURL and used through serverURL, as
+	// the role Tether runs as; a server given by URL is used as both.
+	serverURL, adminURL := o.databaseURL, cmp.Or(o.adminURL, o.databaseURL)
 	if serverURL == "" {
 		logf("starting Postgres cluster \"bench\"")
-		if serverURL, err = startCluster(ctx, root); err != nil {
+		if serverURL, err = postgresScript(ctx, root, "start"); err != nil {
+			return err
+		}
+		if adminURL, err = postgresScript(ctx, root, "admin-url"); err != nil {
 			return err
 		}
 	}
 
 	res := &results{When: time.Now().UTC(), Machine: machine(), Quick: o.quick, Extra: map[string]string{}}
-	admin, err := pgxpool.New(ctx, serverURL)
+	admin, err := pgxpool.New(ctx, adminURL)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer admin.Close()
-	dbs := map[string]string{}
+	// dbs are the databases for the role Tether runs as; seeds, the same
+	// databases for the admin, which may switch triggers off for bulk loads.
+	dbs, seeds := map[string]string{}, map[string]string{}
 	for _, name := range []string{"bench_pgbench", "bench_main", "bench_janitor"} {
 		if dbs[name], err = recreateDB(ctx, admin, serverURL, name); err != nil {
+			return err
+		}
+		if seeds[name], err = withPath(adminURL, name); err != nil {
 			return err
 		}
 	}
@@ -164,6 +180,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer mainPool.Close()
+	seedPool, err := pgxpool.New(ctx, seeds["bench_main"])
+	if err != nil {
+		return err
+	}
+	defer seedPool.Close()
 	st := store.New(mainPool)
 	if _, err := st.Migrate(ctx); err != nil {
 		return err
@@ -271,15 +292,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logf("seeding %d sandboxes (tenant small), %d (tenant big) and %d more to reach %d events, with COPY",
 		o.seedSmall, o.seedBig, o.seedFiller, 4*(o.seedSmall+o.seedBig+o.seedFiller))
 	seedStart := time.Now()
-	small, err := seedSandboxes(ctx, mainPool, "small", o.seedSmall, "seeded")
+	small, err := seedSandboxes(ctx, seedPool, "small", o.seedSmall, "seeded")
 	if err != nil {
 		return err
 	}
-	big, err := seedSandboxes(ctx, mainPool, "big", o.seedBig, "seeded")
+	big, err := seedSandboxes(ctx, seedPool, "big", o.seedBig, "seeded")
 	if err != nil {
 		return err
 	}
-	if _, err := seedSandboxes(ctx, mainPool, "big", o.seedFiller, "filler"); err != nil {
+	if _, err := seedSandboxes(ctx, seedPool, "big", o.seedFiller, "filler"); err != nil {
 		return err
 	}
 	res.Extra["seed_seconds"] = fmt.Sprintf("%.0f", time.Since(seedStart).Seconds())
@@ -292,7 +313,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	// 4. The janitor's reconciliation of 100k live sandboxes.
 	logf("janitor: reconciling %d live sandboxes", o.live)
-	jt, note, err := measureJanitor(ctx, dbs["bench_janitor"], o.live)
+	jt, note, err := measureJanitor(ctx, dbs["bench_janitor"], seeds["bench_janitor"], o.live)
 	if err != nil {
 		return err
 	}
@@ -408,12 +429,17 @@ func count(n int) string {
 
 // measureJanitor times one reconciliation of live sandboxes against the sim
 // inventory, in process, and samples the heap meanwhile.
-func measureJanitor(ctx context.Context, dbURL string, n int) ([]target, string, error) {
+func measureJanitor(ctx context.Context, dbURL, seedURL string, n int) ([]target, string, error) {
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		return nil, "", err
 	}
 	defer pool.Close()
+	seedPool, err := pgxpool.New(ctx, seedURL)
+	if err != nil {
+		return nil, "", err
+	}
+	defer seedPool.Close()
 	// The janitor judges on a clock an hour ahead, so every orphan is past
 	// its grace period.
 	st := store.New(pool, store.WithClock(func() time.Time { return time.Now().Add(time.Hour) }))
@@ -428,7 +454,7 @@ func measureJanitor(ctx context.Context, dbURL string, n int) ([]target, string,
 		return nil, "", err
 	}
 	defer func() { _ = os.RemoveAll(simDir) }()
-	if err := seedLive(ctx, pool, "live", n, simDir); err != nil {
+	if err := seedLive(ctx, seedPool, "live", n, simDir); err != nil {
 		return nil, "", err
 	}
 	orphans := max(n/100, 1)
@@ -505,8 +531,10 @@ func repoRoot() (string, error) {
 	}
 }
 
-func startCluster(ctx context.Context, root string) (string, error) {
-	cmd := exec.CommandContext(ctx, "bash", "scripts/postgres.sh", "start", "bench")
+// postgresScript runs `scripts/postgres.sh action bench` and returns the
+// URL it prints.
+func postgresScript(ctx context.Context, root, action string) (string, error) {
+	cmd := exec.CommandContext(ctx, "bash", "scripts/postgres.sh", action, "bench")
 	cmd.Dir = root
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "DATABASE_URL=") {
@@ -516,7 +544,7 @@ func startCluster(ctx context.Context, root string) (string, error) {
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("scripts/postgres.sh start bench: %w", err)
+		return "", fmt.Errorf("scripts/postgres.sh %s bench: %w", action, err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	return lines[len(lines)-1], nil
@@ -526,9 +554,18 @@ func recreateDB(ctx context.Context, admin *pgxpool.Pool, serverURL, name string
 	if _, err := admin.Exec(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
 		return "", fmt.Errorf("drop %s: %w", name, err)
 	}
-	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name); err != nil {
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return "", err
+	}
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name+` OWNER `+pgx.Identifier{u.User.Username()}.Sanitize()); err != nil {
 		return "", fmt.Errorf("create %s: %w", name, err)
 	}
+	return withPath(serverURL, name)
+}
+
+// withPath returns serverURL pointing at database name.
+func withPath(serverURL, name string) (string, error) {
 	u, err := url.Parse(serverURL)
 	if err != nil {
 		return "", err

@@ -18,7 +18,7 @@ func TestSmoke(t *testing.T) {
 	}
 	out := t.TempDir()
 	var stdout strings.Builder
-	if err := run(t.Context(), []string{"-quick", "-out", out, "-database-url", storetest.ServerURL()}, &stdout, io.Discard); err != nil {
+	if err := run(t.Context(), []string{"-quick", "-out", out, "-database-url", storetest.ServerURL(), "-admin-url", storetest.AdminURL()}, &stdout, io.Discard); err != nil {
 		t.Fatalf("bench -quick: %v", err)
 	}
 	for _, name := range []string{"results.md", "results.json", "latency.svg"} {

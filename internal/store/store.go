@@ -222,6 +222,18 @@ func (s *Store) SchemaCurrent(ctx context.Context) (bool, error) {
 	return current >= target, nil
 }
 
+// Superuser reports whether the role Tether connects as is a Postgres
+// superuser: it should not be, since Tether needs only its own schema, and a
+// leaked URL of a superuser is the whole database server.
+func (s *Store) Superuser(ctx context.Context) (bool, error) {
+	var super bool
+	err := s.pool.QueryRow(ctx, `SELECT rolsuper FROM pg_roles WHERE rolname = current_user`).Scan(&super)
+	if err != nil {
+		return false, wrap("check role", err)
+	}
+	return super, nil
+}
+
 // inTx runs fn in a transaction that commits if fn returns nil and rolls
 // back otherwise. fn must do all its work through tx.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {

@@ -89,8 +89,8 @@ func newChaos(t *testing.T, seed uint64) *chaos {
 	h := &chaos{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), simDir: t.TempDir(), logDir: t.TempDir()}
 	h.root = harness.RepoRoot(t)
 	h.bin = harness.Build(t)
-	serverURL := harness.Postgres(t, "start", "chaos")
-	h.dbURL = harness.CreateDatabase(t, serverURL, fmt.Sprintf("chaos_%d", seed%1_000_000_000))
+	harness.Postgres(t, "start", "chaos")
+	h.dbURL = harness.CreateDatabase(t, "chaos", fmt.Sprintf("chaos_%d", seed%1_000_000_000))
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("replica logs kept in %s", h.logDir)

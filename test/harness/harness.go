@@ -80,24 +80,27 @@ func Postgres(t testing.TB, action, name string, env ...string) string {
 	return lines[len(lines)-1]
 }
 
-// CreateDatabase (re)creates database name on the server and returns its
-// URL.
-func CreateDatabase(t testing.TB, serverURL, name string) string {
+// CreateDatabase (re)creates database name on the cluster that
+// `scripts/postgres.sh start cluster` started, owned by the role Tether
+// connects as (not a superuser), and returns its URL for that role.
+func CreateDatabase(t testing.TB, cluster, name string) string {
 	t.Helper()
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, serverURL)
+	adminURL := Postgres(t, "admin-url", cluster)
+	appURL := Postgres(t, "url", cluster)
+	u, err := url.Parse(appURL)
 	if err != nil {
-		t.Fatalf("connect to %s: %v", serverURL, err)
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", adminURL, err)
 	}
 	defer func() { _ = conn.Close(ctx) }()
 	if _, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `CREATE DATABASE `+name); err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(serverURL)
-	if err != nil {
+	if _, err := conn.Exec(ctx, `CREATE DATABASE `+name+` OWNER `+pgx.Identifier{u.User.Username()}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
 	u.Path = "/" + name

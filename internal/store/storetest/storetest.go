@@ -2,10 +2,13 @@
 // database, cloned from a template so that tests stay parallel and fast.
 //
 // The server comes from TETHER_TEST_DATABASE_URL, else DATABASE_URL, else
-// postgres://postgres@127.0.0.1:5432/postgres. `make test` starts a
-// throwaway server and sets DATABASE_URL. The template is migrated once per
-// set of migrations (its name carries their hash) under an advisory lock,
-// so parallel test binaries share it safely.
+// postgres://postgres@127.0.0.1:5432/postgres; its user is the role Tether
+// runs as in the tests. Databases are made through TETHER_TEST_ADMIN_URL
+// (a role that may create databases; default: the server URL itself) and
+// owned by that role. `make test` starts a throwaway server and sets both:
+// Tether's role `tether` is not a superuser, as in production. The template
+// is migrated once per set of migrations and owner (its name carries their
+// hash) under an advisory lock, so parallel test binaries share it safely.
 package storetest
 
 import (
@@ -39,6 +42,27 @@ func ServerURL() string {
 	return "postgres://postgres@127.0.0.1:5432/postgres"
 }
 
+// AdminURL returns the URL of a role that may create databases on the
+// server ServerURL names.
+func AdminURL() string {
+	if v := os.Getenv("TETHER_TEST_ADMIN_URL"); v != "" {
+		return v
+	}
+	return ServerURL()
+}
+
+// owner returns the user of serverURL: the role that owns test databases.
+func owner(serverURL string) (string, error) {
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return "", err
+	}
+	if u.User == nil || u.User.Username() == "" {
+		return "", fmt.Errorf("the database URL names no user")
+	}
+	return u.User.Username(), nil
+}
+
 // withDatabase returns serverURL pointing at database name.
 func withDatabase(serverURL, name string) (string, error) {
 	u, err := url.Parse(serverURL)
@@ -49,8 +73,9 @@ func withDatabase(serverURL, name string) (string, error) {
 	return u.String(), nil
 }
 
-func migrationsHash() (string, error) {
+func migrationsHash(owner string) (string, error) {
 	h := sha256.New()
+	_, _ = fmt.Fprintf(h, "owner %s\n", owner)
 	err := fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -67,8 +92,8 @@ func migrationsHash() (string, error) {
 }
 
 // ensureTemplate creates and migrates the template database once.
-func ensureTemplate(ctx context.Context, admin *pgx.Conn, serverURL string) (string, error) {
-	hash, err := migrationsHash()
+func ensureTemplate(ctx context.Context, admin *pgx.Conn, serverURL, owner string) (string, error) {
+	hash, err := migrationsHash(owner)
 	if err != nil {
 		return "", err
 	}
@@ -89,7 +114,7 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn, serverURL string) (str
 	if _, err := admin.Exec(ctx, `DROP DATABASE IF EXISTS `+building); err != nil {
 		return "", err
 	}
-	if _, err := admin.Exec(ctx, `CREATE DATABASE `+building); err != nil {
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+building+` OWNER `+pgx.Identifier{owner}.Sanitize()); err != nil {
 		return "", err
 	}
 	dbURL, err := withDatabase(serverURL, building)
@@ -118,26 +143,30 @@ func NewURL(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	serverURL := ServerURL()
-	admin, err := pgx.Connect(ctx, serverURL)
+	serverURL, adminURL := ServerURL(), AdminURL()
+	role, err := owner(serverURL)
 	if err != nil {
-		t.Fatalf("storetest: cannot reach Postgres at %s (run `make test`, or set TETHER_TEST_DATABASE_URL): %v", redact(serverURL), err)
+		t.Fatalf("storetest: %s: %v", redact(serverURL), err)
+	}
+	admin, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		t.Fatalf("storetest: cannot reach Postgres at %s (run `make test`, or set TETHER_TEST_DATABASE_URL): %v", redact(adminURL), err)
 	}
 	defer func() { _ = admin.Close(context.Background()) }()
-	tpl, err := ensureTemplate(ctx, admin, serverURL)
+	tpl, err := ensureTemplate(ctx, admin, serverURL, role)
 	if err != nil {
 		t.Fatalf("storetest: template database: %v", err)
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "tether_test_" + hex.EncodeToString(b[:])
-	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name+` TEMPLATE `+tpl); err != nil {
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name+` TEMPLATE `+tpl+` OWNER `+pgx.Identifier{role}.Sanitize()); err != nil {
 		t.Fatalf("storetest: create database: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, serverURL)
+		conn, err := pgx.Connect(ctx, adminURL)
 		if err != nil {
 			t.Logf("storetest: drop %s: %v", name, err)
 			return
@@ -152,6 +181,21 @@ func NewURL(t testing.TB) string {
 		t.Fatalf("storetest: %v", err)
 	}
 	return dbURL
+}
+
+// AsAdmin returns dbURL (a database NewURL made) for the admin role, the
+// one AdminURL names.
+func AsAdmin(t testing.TB, dbURL string) string {
+	t.Helper()
+	db, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	u, err := withDatabase(AdminURL(), db.Path[1:])
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	return u
 }
 
 // NewPool returns a pool on a fresh migrated database, closed when the test
