@@ -120,26 +120,69 @@ func New(dir string, opts ...Option) (*Provider, error) {
 	return p, nil
 }
 
-// probe checks that bwrap, as the sandbox user, can make the namespaces a
-// sandbox needs and reach the state folder.
+// probeDir is the folder under the state directory where probe builds its
+// sandbox; not a sandbox id, so List and the janitor never see it.
+const probeDir = ".probe"
+
+// probe starts a sandbox the way Create does (the same bwrap arguments, as
+// the same user, with a workspace under the state folder) and runs true in
+// it. It returns why that fails, or "".
 func (p *Provider) probe() string {
+	if blocked := untraversable(p.dir); blocked != "" {
+		return fmt.Sprintf("the state folder %s is not reachable by the sandbox user (uid %d): %s needs o+x (chmod o+x %s), or set LOCAL_STATE_DIR to a folder below reachable ones",
+			p.dir, SandboxUID, blocked, blocked)
+	}
+	dir := filepath.Join(p.dir, probeDir)
+	defer func() { _ = os.RemoveAll(dir) }()
+	ws := filepath.Join(dir, "workspace")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		return fmt.Sprintf("cannot make a workspace under %s: %v", p.dir, err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return fmt.Sprintf("cannot make a workspace under %s: %v", p.dir, err)
+	}
+	if err := os.Chown(ws, SandboxUID, SandboxUID); err != nil {
+		return fmt.Sprintf("cannot hand a workspace to uid %d (Tether must run as root for the local provider): %v", SandboxUID, err)
+	}
+	args, err := p.bwrapArgs(ws, "sbx-probe", Params{})
+	if err != nil {
+		return fmt.Sprintf("cannot list the host's root folders: %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, p.bwrap, "--unshare-user", "--uid", strconv.Itoa(SandboxUID), "--gid", strconv.Itoa(SandboxUID),
-		"--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
-		"--unshare-user", "--uid", strconv.Itoa(SandboxUID), "--gid", strconv.Itoa(SandboxUID),
-		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--", "test", "-x", p.dir)
+	cmd := exec.CommandContext(ctx, p.bwrap, append(args, "--", "true")...)
 	cmd.Env = sandboxEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: sandboxCredential()}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
+	if out, err := cmd.CombinedOutput(); err != nil {
 		msg := strings.TrimSpace(string(out))
 		if msg == "" {
-			msg = fmt.Sprintf("the state folder %s is not reachable by uid %d: every folder above it needs o+x", p.dir, SandboxUID)
+			msg = err.Error()
 		}
 		return fmt.Sprintf("bubblewrap cannot create a sandbox here: %s", msg)
 	}
 	return ""
+}
+
+// untraversable returns the first folder on the way to dir (dir included)
+// that the sandbox user cannot enter, or "".
+func untraversable(dir string) string {
+	for d := dir; ; d = filepath.Dir(d) {
+		info, err := os.Stat(d)
+		if err != nil {
+			return d
+		}
+		st, ok := info.Sys().(*syscall.Stat_t)
+		switch {
+		case !ok:
+		case st.Uid == SandboxUID && info.Mode().Perm()&0o100 != 0:
+		case st.Gid == SandboxUID && info.Mode().Perm()&0o010 != 0:
+		case info.Mode().Perm()&0o001 == 0:
+			return d
+		}
+		if d == filepath.Dir(d) {
+			return ""
+		}
+	}
 }
 
 // SandboxUID is the host user (and group) sandbox processes run as: nobody,
@@ -447,10 +490,11 @@ func (p *Provider) resource(m meta) sandbox.Resource {
 	}
 }
 
-// bwrapArgs builds the sandbox: a tmpfs root holding read-only binds of the
-// host's top-level folders (the state directory itself masked), fresh /proc,
-// /dev, /tmp and /run, and the sandbox's own workspace.
-func (p *Provider) bwrapArgs(id string, prm Params) ([]string, error) {
+// bwrapArgs builds the sandbox's options (everything before bwrap's "--"):
+// a tmpfs root holding read-only binds of the host's top-level folders (the
+// state directory itself masked), fresh /proc, /dev, /tmp and /run, and
+// workspace at /workspace. Create and the probe share them.
+func (p *Provider) bwrapArgs(workspace, hostname string, prm Params) ([]string, error) {
 	entries, err := os.ReadDir("/")
 	if err != nil {
 		return nil, err
@@ -475,23 +519,19 @@ func (p *Provider) bwrapArgs(id string, prm Params) ([]string, error) {
 	}
 	args = append(args,
 		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
-		"--bind", filepath.Join(p.sandboxDir(id), "workspace"), WorkDir,
+		"--bind", workspace, WorkDir,
 		// Other sandboxes' workspaces are not this one's business.
 		"--tmpfs", p.dir,
 		"--remount-ro", "/",
 		"--chdir", WorkDir,
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts",
-		"--hostname", "sbx-"+id[len(id)-12:], // the random end of the id
+		"--hostname", hostname,
 		"--cap-drop", "ALL",
-		"--info-fd", "3",
 	)
 	if prm.Network != "host" {
 		args = append(args, "--unshare-net")
 	}
-	// The init says when it runs: bwrap reports the child's pid before it has
-	// finished building the sandbox, and entering it earlier would find a
-	// half-made mount namespace.
-	return append(args, "--", "sh", "-c", "echo ready; exec sleep infinity </dev/null >/dev/null 2>&1"), nil
+	return args, nil
 }
 
 // start launches the sandbox and returns the host pid of its init. The
@@ -499,10 +539,14 @@ func (p *Provider) bwrapArgs(id string, prm Params) ([]string, error) {
 // its own, so signals for Tether's process group do not reach it and it
 // outlives Tether.
 func (p *Provider) start(id string, prm Params) (int, error) {
-	args, err := p.bwrapArgs(id, prm)
+	args, err := p.bwrapArgs(filepath.Join(p.sandboxDir(id), "workspace"), "sbx-"+id[len(id)-12:], prm) // the id's random end
 	if err != nil {
 		return 0, err
 	}
+	// The init says when it runs: bwrap reports the child's pid (on fd 3)
+	// before it has finished building the sandbox, and entering it earlier
+	// would find a half-made mount namespace.
+	args = append(args, "--info-fd", "3", "--", "sh", "-c", "echo ready; exec sleep infinity </dev/null >/dev/null 2>&1")
 	infoR, infoW, err := os.Pipe()
 	if err != nil {
 		return 0, err

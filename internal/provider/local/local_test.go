@@ -420,3 +420,24 @@ func TestUnavailableWithoutBubblewrap(t *testing.T) {
 		t.Errorf("List = %v, %v; want empty", inv, err)
 	}
 }
+
+// TestUnreachableStateFolder: a state folder the sandbox user cannot reach
+// makes the provider unavailable, and the reason names the folder to fix.
+func TestUnreachableStateFolder(t *testing.T) {
+	t.Parallel()
+	closed := t.TempDir() // mode 0700: the sandbox user cannot enter it
+	if err := os.Chmod(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p, err := local.New(filepath.Join(closed, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := p.Info(t.Context())
+	if info.Available || !strings.Contains(info.Reason, closed+" needs o+x") {
+		t.Errorf("Info = available %v, reason %q; want unavailable, naming %s", info.Available, info.Reason, closed)
+	}
+	if strings.Contains(info.Reason, "--uid") {
+		t.Errorf("the reason is bwrap's warning, not the cause: %q", info.Reason)
+	}
+}
