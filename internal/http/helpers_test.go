@@ -51,10 +51,9 @@ const (
 	defaultMaxBody  = 1 << 20
 )
 
-// globalsMu serialises NewServer against everything that reads the swag
-// registry: NewServer writes the package-level docs.SwaggerInfo.Host
-// (internal/http/routes.go), which races between parallel servers. See
-// TestNewServerConcurrently, which demonstrates the race itself.
+// globalsMu lets TestNewServerConcurrently run alone: should NewServer ever
+// write package-level state again (it once wrote docs.SwaggerInfo.Host),
+// the race detector then blames that test, not every test running.
 var globalsMu sync.RWMutex
 
 // renamedProvider is the real sim provider under another name, so that a

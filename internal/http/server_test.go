@@ -77,7 +77,7 @@ func TestMetrics(t *testing.T) {
 func TestSwaggerDocumentsTheAPI(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	globalsMu.RLock() // doc.json reads docs.SwaggerInfo, which NewServer writes
+	globalsMu.RLock() // see globalsMu
 	r := b.do(t, http.MethodGet, "/swagger/doc.json", nil, noAuth())
 	index := b.do(t, http.MethodGet, "/swagger/index.html", nil, noAuth())
 	globalsMu.RUnlock()

@@ -216,7 +216,8 @@ func (j *Janitor) reconcileTick(ctx context.Context) {
 	}
 }
 
-// Report counts what one sweep did.
+// Report counts what one run of the janitor did: a Sweep, a Reconcile, or
+// both (RunOnce).
 type Report struct {
 	OwnerExpired     int
 	Expired          int

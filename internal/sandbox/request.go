@@ -40,7 +40,8 @@ func ValidID(id string) bool {
 	return err == nil
 }
 
-// CreateParams is a validated request for a new
+// CreateParams is a validated request for a new sandbox, as the store
+// records it.
 type CreateParams struct {
 	Tenant   string
 	Provider string

@@ -185,7 +185,7 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 	id := sandbox.NewID()
 	if p.IdempotencyKey == "" && p.Owner == "" {
 		// The common case needs no transaction of its own: concurrent
-		// creates share one statement and one commit (see createBatch).
+		// creates share one statement and one commit (see s.creates in New).
 		sb, err = s.creates.do(ctx, newSandboxRow{
 			id: id, tenant: p.Tenant, provider: p.Provider, labels: labels, env: env, setup: p.Setup, params: params,
 			ttl: p.TTL, createTimeout: p.CreateTimeout,

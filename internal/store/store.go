@@ -36,7 +36,7 @@ type Store struct {
 	// work runs the workers' own writes (claims, results, releases, janitor
 	// sweeps). It may commit asynchronously: see WithWorkPool.
 	work *pgxpool.Pool
-	// announce tells subscribers about changes after they commit.
+	// announcer tells subscribers about changes after they commit.
 	announcer Announcer
 	// creates, ends, readies and releases group concurrent writes of a
 	// kind into one statement each: ownerless creates, single sandboxes
