@@ -406,8 +406,10 @@ func (e *Executor) create(ctx context.Context, p sandbox.Provider, c store.Claim
 	}()
 
 	start := time.Now()
-	res, err := p.Create(deadlineCtx, sandbox.CreateSpec{
-		SandboxID: sb.ID, Tenant: sb.Tenant, Labels: sb.Labels, Env: sb.Env, Setup: sb.Setup, Params: sb.Params,
+	res, err := callProvider(log, p.Name(), "create", e.panicked(p.Name(), "create"), func() (sandbox.Resource, error) {
+		return p.Create(deadlineCtx, sandbox.CreateSpec{
+			SandboxID: sb.ID, Tenant: sb.Tenant, Labels: sb.Labels, Env: sb.Env, Setup: sb.Setup, Params: sb.Params,
+		})
 	})
 	cause := context.Cause(callCtx)
 	deadlinePassed := errors.Is(deadlineCtx.Err(), context.DeadlineExceeded)
@@ -519,7 +521,9 @@ func (e *Executor) release(ctx context.Context, p sandbox.Provider, c store.Clai
 func (e *Executor) destroy(ctx context.Context, p sandbox.Provider, sb sandbox.Sandbox, log *slog.Logger) {
 	dctx, cancel := context.WithTimeout(ctx, e.cfg.DestroyTimeout)
 	start := time.Now()
-	err := p.Destroy(dctx, sb.ID)
+	_, err := callProvider(log, p.Name(), "destroy", e.panicked(p.Name(), "destroy"), func() (struct{}, error) {
+		return struct{}{}, p.Destroy(dctx, sb.ID)
+	})
 	cancel()
 	e.observe(p.Name(), "destroy", start, err)
 
@@ -585,6 +589,11 @@ func (e *Executor) keepLease(ctx context.Context, sb sandbox.Sandbox, onEnd cont
 			return
 		}
 	}
+}
+
+// panicked returns the count of a recovered panic in a provider call.
+func (e *Executor) panicked(provider, op string) func() {
+	return func() { e.metrics.ProviderPanics.WithLabelValues(provider, op).Inc() }
 }
 
 func (e *Executor) observe(provider, op string, start time.Time, err error) {

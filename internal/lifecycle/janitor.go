@@ -143,6 +143,9 @@ func NewJanitor(cfg JanitorConfig, st janitorStore, providers []sandbox.Provider
 	return j
 }
 
+// panicked counts a recovered panic in a provider call.
+func (j *Janitor) panicked() { j.actions.WithLabelValues("provider_panic").Inc() }
+
 // Start runs the janitor in the background until Stop.
 func (j *Janitor) Start(ctx context.Context) {
 	ctx, j.cancel = context.WithCancel(ctx)
@@ -316,7 +319,9 @@ func (j *Janitor) Reconcile(ctx context.Context, rep *Report) error {
 func (j *Janitor) reconcile(ctx context.Context, p sandbox.Provider, rep *Report) error {
 	listedAt := j.store.Now()
 	lctx, cancel := context.WithTimeout(ctx, time.Minute)
-	resources, err := p.List(lctx)
+	resources, err := callProvider(j.log, p.Name(), "list", j.panicked, func() ([]sandbox.Resource, error) {
+		return p.List(lctx)
+	})
 	cancel()
 	if err != nil {
 		// Without an inventory nothing can be judged lost or orphaned.
@@ -361,7 +366,9 @@ func (j *Janitor) reconcile(ctx context.Context, p sandbox.Provider, rep *Report
 	for _, o := range orphans {
 		g.Go(func() error {
 			dctx, cancel := context.WithTimeout(gctx, 2*time.Minute)
-			err := p.Destroy(dctx, o.id)
+			_, err := callProvider(j.log, p.Name(), "destroy", j.panicked, func() (struct{}, error) {
+				return struct{}{}, p.Destroy(dctx, o.id)
+			})
 			cancel()
 			action, msg := "orphan_destroyed", o.why
 			if err != nil {

@@ -19,6 +19,9 @@ type Metrics struct {
 	Claims *prometheus.CounterVec
 	// InFlight is the number of provider operations running in this process.
 	InFlight *prometheus.GaugeVec
+	// ProviderPanics counts provider calls that panicked (and were
+	// recovered), by provider and operation.
+	ProviderPanics *prometheus.CounterVec
 }
 
 // NewMetrics makes the lifecycle metrics and registers them with reg.
@@ -46,9 +49,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "tether_executor_in_flight",
 			Help: "Provider operations running in this process, by provider and kind.",
 		}, []string{"provider", "kind"}),
+		ProviderPanics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tether_provider_panics_total",
+			Help: "Provider calls that panicked and were recovered, by provider and operation.",
+		}, []string{"provider", "op"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.ProviderCalls, m.ProviderErrors, m.ClaimLatency, m.Claims, m.InFlight)
+		reg.MustRegister(m.ProviderCalls, m.ProviderErrors, m.ClaimLatency, m.Claims, m.InFlight, m.ProviderPanics)
 	}
 	return m
 }
