@@ -117,8 +117,9 @@ type Executor struct {
 	log       *slog.Logger
 	metrics   *Metrics
 
-	createSlots  map[string]chan struct{}
-	releaseSlots map[string]chan struct{}
+	// creates and releases say how to claim and run each kind of work, per
+	// provider.
+	creates, releases map[string]claimSpec
 	// drainedAt is, per provider, when a full claim last left no claimable
 	// sandbox behind (minus claimSkew): every sandbox requested since has
 	// a later created_at. Without an entry the next create claim is full.
@@ -146,8 +147,8 @@ func NewExecutor(cfg ExecutorConfig, st workStore, notes notifier, providers []s
 		providers:    make(map[string]sandbox.Provider, len(providers)),
 		log:          log.With("component", "executor", "worker", cfg.WorkerID),
 		metrics:      metrics,
-		createSlots:  make(map[string]chan struct{}),
-		releaseSlots: make(map[string]chan struct{}),
+		creates:      make(map[string]claimSpec),
+		releases:     make(map[string]claimSpec),
 		drainedAt:    make(map[string]time.Time),
 		wakeCreates:  make(chan struct{}, 1),
 		wakeReleases: make(chan struct{}, 1),
@@ -156,8 +157,10 @@ func NewExecutor(cfg ExecutorConfig, st workStore, notes notifier, providers []s
 	}
 	for _, p := range providers {
 		e.providers[p.Name()] = p
-		e.createSlots[p.Name()] = make(chan struct{}, cfg.Concurrency)
-		e.releaseSlots[p.Name()] = make(chan struct{}, cfg.ReleaseConcurrency)
+		e.creates[p.Name()] = claimSpec{kind: "create", slots: make(chan struct{}, cfg.Concurrency),
+			wake: e.wakeCreates, claim: e.claimCreates, work: e.create}
+		e.releases[p.Name()] = claimSpec{kind: "release", slots: make(chan struct{}, cfg.ReleaseConcurrency),
+			wake: e.wakeReleases, claim: e.store.ClaimReleases, work: e.release}
 	}
 	return e
 }
@@ -291,10 +294,10 @@ func (e *Executor) dispatch(ctx, workCtx context.Context, want wanted) {
 				// busy now: the next claim, whatever wakes it, is full.
 				delete(e.drainedAt, name)
 			}
-			e.claim(ctx, workCtx, p, "create", e.createSlots[name], e.wakeCreates, e.claimCreates, e.create)
+			e.claim(ctx, workCtx, p, e.creates[name])
 		}
 		if want.releases {
-			e.claim(ctx, workCtx, p, "release", e.releaseSlots[name], e.wakeReleases, e.store.ClaimReleases, e.release)
+			e.claim(ctx, workCtx, p, e.releases[name])
 		}
 	}
 }
@@ -335,15 +338,28 @@ func (e *Executor) claimCreates(ctx context.Context, provider, worker string, li
 	return claims, nil
 }
 
-type claimFunc func(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error)
+// claimSpec is one kind of work (create or release) for one provider.
+type claimSpec struct {
+	kind string
+	// slots holds a token per call in flight; its capacity bounds them.
+	slots chan struct{}
+	// wake is signalled when a call ends, so the loop claims more.
+	wake chan struct{}
+	// claim claims up to limit sandboxes under a lease.
+	claim func(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error)
+	// work runs one claimed sandbox to its end.
+	work func(context.Context, sandbox.Provider, store.Claim)
+}
 
-func (e *Executor) claim(ctx, workCtx context.Context, p sandbox.Provider, kind string, slots, wake chan struct{}, claimFn claimFunc,
-	work func(context.Context, sandbox.Provider, store.Claim)) {
+// claim claims as much of spec's work as it has free slots for and starts
+// each claimed sandbox's work under workCtx.
+func (e *Executor) claim(ctx, workCtx context.Context, p sandbox.Provider, spec claimSpec) {
+	kind, slots, wake := spec.kind, spec.slots, spec.wake
 	free := cap(slots) - len(slots)
 	if free == 0 {
 		return
 	}
-	claims, err := claimFn(ctx, p.Name(), e.cfg.WorkerID, free, e.cfg.Lease)
+	claims, err := spec.claim(ctx, p.Name(), e.cfg.WorkerID, free, e.cfg.Lease)
 	if err != nil {
 		if ctx.Err() == nil {
 			e.log.Error("executor: claim failed", "provider", p.Name(), "kind", kind, "err", err)
@@ -369,7 +385,7 @@ func (e *Executor) claim(ctx, workCtx context.Context, p sandbox.Provider, kind 
 			gauge := e.metrics.InFlight.WithLabelValues(p.Name(), kind)
 			gauge.Inc()
 			defer gauge.Dec()
-			work(workCtx, p, c)
+			spec.work(workCtx, p, c)
 		}()
 	}
 }
@@ -381,18 +397,52 @@ var (
 )
 
 // create runs one claimed create to its end: ready, failed, retry later, or
-// cancelled and released.
+// cancelled and released. runCreate makes the provider call and decides
+// what came of it; recordCreate writes that down.
 func (e *Executor) create(ctx context.Context, p sandbox.Provider, c store.Claim) {
 	sb := c.Sandbox
 	log := e.log.With("sandbox", sb.ID, "provider", p.Name(), "epoch", sb.Epoch, "attempt", sb.Attempts)
+	e.recordCreate(ctx, p, sb, log, e.runCreate(ctx, p, sb, log))
+}
 
+// createOutcome is what became of one create attempt.
+type createOutcome int
+
+const (
+	// createReady: the provider made the sandbox; record it ready.
+	createReady createOutcome = iota
+	// createCancelled: the sandbox ended meanwhile; release what the call
+	// may have made, if the claim is still ours.
+	createCancelled
+	// createLeaseLost: another executor owns the sandbox now; touch nothing.
+	createLeaseLost
+	// createHandBack: this executor is stopping; hand the sandbox back.
+	createHandBack
+	// createRetry: a transient failure; try again at retryAt.
+	createRetry
+	// createFailed: it will not succeed; record it failed and release.
+	createFailed
+)
+
+// createResult is a create attempt's outcome, with what recording it needs.
+type createResult struct {
+	outcome createOutcome
+	res     sandbox.Resource // createReady
+	err     error            // the provider's error, if any
+	retryAt time.Time        // createRetry
+	message string           // createFailed: the sandbox's error
+	took    time.Duration
+}
+
+// runCreate makes the provider call for a claimed sandbox (unless it is too
+// late or has had its attempts), renewing the claim's lease meanwhile and
+// cancelling the call if the sandbox ends or the lease is lost.
+func (e *Executor) runCreate(ctx context.Context, p sandbox.Provider, sb sandbox.Sandbox, log *slog.Logger) createResult {
 	if !e.store.Now().Before(sb.CreateDeadline) {
-		e.fail(ctx, p, sb, log, "creation deadline passed before an attempt could complete")
-		return
+		return createResult{outcome: createFailed, message: "creation deadline passed before an attempt could complete"}
 	}
 	if sb.Attempts > e.cfg.MaxAttempts {
-		e.fail(ctx, p, sb, log, fmt.Sprintf("gave up after %d attempts", e.cfg.MaxAttempts))
-		return
+		return createResult{outcome: createFailed, message: fmt.Sprintf("gave up after %d attempts", e.cfg.MaxAttempts)}
 	}
 
 	callCtx, cancel := context.WithCancelCause(ctx)
@@ -418,13 +468,60 @@ func (e *Executor) create(ctx context.Context, p sandbox.Provider, c store.Claim
 	<-keeperDone
 	e.observe(p.Name(), "create", start, err)
 
-	// Writes after the call must happen even when the executor is being
-	// stopped: they hand the sandbox back or record its result.
-	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer wcancel()
+	r := classifyCreate(createCall{
+		err: err, cause: cause, stopping: ctx.Err() != nil, deadlinePassed: deadlinePassed,
+		attempts: sb.Attempts, maxAttempts: e.cfg.MaxAttempts,
+		retryAt:  e.store.Now().Add(backoff(e.cfg.RetryBackoff, e.cfg.MaxBackoff, sb.Attempts)),
+		deadline: sb.CreateDeadline,
+	})
+	r.res, r.took = res, time.Since(start)
+	return r
+}
 
-	if err == nil {
-		if _, err := e.store.MarkReady(wctx, sb.ID, sb.Epoch, res); err != nil {
+// createCall is what classifyCreate judges a finished create call by.
+type createCall struct {
+	err            error // the provider's
+	cause          error // why the call's context was cancelled, if it was
+	stopping       bool  // the executor is stopping
+	deadlinePassed bool  // the creation deadline ended the call
+	attempts       int
+	maxAttempts    int
+	retryAt        time.Time // when a retry would run
+	deadline       time.Time // the creation deadline
+}
+
+// classifyCreate decides what became of a create call. It does no I/O.
+func classifyCreate(c createCall) createResult {
+	switch {
+	case c.err == nil:
+		return createResult{outcome: createReady}
+	case errors.Is(c.cause, errSandboxEnded):
+		return createResult{outcome: createCancelled, err: c.err}
+	case errors.Is(c.cause, errLeaseLost):
+		return createResult{outcome: createLeaseLost, err: c.err}
+	case c.stopping:
+		return createResult{outcome: createHandBack, err: c.err}
+	case c.deadlinePassed:
+		return createResult{outcome: createFailed, err: c.err, message: "creation deadline passed: " + c.err.Error()}
+	case sandbox.IsRetryable(c.err) && c.attempts < c.maxAttempts:
+		if c.retryAt.After(c.deadline) {
+			return createResult{outcome: createFailed, err: c.err, message: "creation deadline would pass before a retry: " + c.err.Error()}
+		}
+		return createResult{outcome: createRetry, err: c.err, retryAt: c.retryAt}
+	default:
+		return createResult{outcome: createFailed, err: c.err, message: c.err.Error()}
+	}
+}
+
+// recordCreate writes a create attempt's outcome, fenced on sb's epoch. Its
+// writes happen even while the executor stops: they hand the sandbox back
+// or record its result.
+func (e *Executor) recordCreate(ctx context.Context, p sandbox.Provider, sb sandbox.Sandbox, log *slog.Logger, r createResult) {
+	wctx, cancel := detached(ctx)
+	defer cancel()
+	switch r.outcome {
+	case createReady:
+		if _, err := e.store.MarkReady(wctx, sb.ID, sb.Epoch, r.res); err != nil {
 			if errors.Is(err, sandbox.ErrFenced) {
 				log.Info("executor: created after the sandbox ended or was reclaimed; releasing if still ours")
 				e.releaseIfOurs(ctx, p, sb, log)
@@ -433,43 +530,56 @@ func (e *Executor) create(ctx context.Context, p sandbox.Provider, c store.Claim
 			log.Error("executor: recording ready failed; the lease will lapse and the create is retried", "err", err)
 			return
 		}
-		log.Info("executor: sandbox ready", "took", time.Since(start))
-		return
-	}
-
-	switch {
-	case errors.Is(cause, errSandboxEnded):
-		log.Info("executor: create cancelled: sandbox ended", "err", err)
+		log.Info("executor: sandbox ready", "took", r.took)
+	case createCancelled:
+		log.Info("executor: create cancelled: sandbox ended", "err", r.err)
 		e.releaseIfOurs(ctx, p, sb, log)
-	case errors.Is(cause, errLeaseLost):
-		log.Warn("executor: create abandoned: lease lost", "err", err)
-	case ctx.Err() != nil:
-		// Shutting down: hand the sandbox back now rather than after the lease.
-		if err := e.store.Unclaim(wctx, sb.ID, sb.Epoch, e.store.Now(), "", true); err != nil && !errors.Is(err, sandbox.ErrFenced) {
-			log.Error("executor: handing back failed; the lease will lapse", "err", err)
-		}
+	case createLeaseLost:
+		log.Warn("executor: create abandoned: lease lost", "err", r.err)
+	case createHandBack:
+		// Hand the sandbox back now rather than after the lease.
+		e.handBack(wctx, sb, log)
 		log.Info("executor: create handed back at shutdown")
-	case deadlinePassed:
-		e.fail(ctx, p, sb, log, "creation deadline passed: "+err.Error())
-	case sandbox.IsRetryable(err) && sb.Attempts < e.cfg.MaxAttempts:
-		retryAt := e.store.Now().Add(backoff(e.cfg.RetryBackoff, e.cfg.MaxBackoff, sb.Attempts))
-		if retryAt.After(sb.CreateDeadline) {
-			e.fail(ctx, p, sb, log, "creation deadline would pass before a retry: "+err.Error())
-			return
-		}
-		log.Warn("executor: create failed; retrying", "err", err, "retry_at", retryAt)
-		if err := e.store.Unclaim(wctx, sb.ID, sb.Epoch, retryAt, err.Error(), false); err != nil && !errors.Is(err, sandbox.ErrFenced) {
-			log.Error("executor: scheduling retry failed; the lease will lapse", "err", err)
-		}
-	default:
-		e.fail(ctx, p, sb, log, err.Error())
+	case createRetry:
+		log.Warn("executor: create failed; retrying", "err", r.err, "retry_at", r.retryAt)
+		e.retryLater(wctx, sb, r.retryAt, r.err, log)
+	case createFailed:
+		e.fail(ctx, p, sb, log, r.message)
 	}
+}
+
+// handBack ends the claim at once and refunds its attempt, so that any
+// executor may claim the sandbox again now.
+func (e *Executor) handBack(ctx context.Context, sb sandbox.Sandbox, log *slog.Logger) {
+	const refund = true
+	if err := e.store.Unclaim(ctx, sb.ID, sb.Epoch, e.store.Now(), "", refund); err != nil && !errors.Is(err, sandbox.ErrFenced) {
+		log.Error("executor: handing back failed; the lease will lapse", "err", err)
+	}
+}
+
+// retryLater ends the claim and makes the sandbox claimable again at
+// retryAt, recording why the attempt failed; the attempt counts.
+func (e *Executor) retryLater(ctx context.Context, sb sandbox.Sandbox, retryAt time.Time, cause error, log *slog.Logger) {
+	const refund = false
+	if err := e.store.Unclaim(ctx, sb.ID, sb.Epoch, retryAt, cause.Error(), refund); err != nil && !errors.Is(err, sandbox.ErrFenced) {
+		log.Error("executor: scheduling retry failed; the lease will lapse", "err", err)
+	}
+}
+
+// resultWriteTimeout bounds a write of a provider call's result.
+const resultWriteTimeout = 10 * time.Second
+
+// detached returns a context for writing a provider call's result: not
+// cancelled with ctx (the executor may be stopping; the result must still
+// be recorded), but bounded.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), resultWriteTimeout)
 }
 
 // fail records a creation that will not succeed, then releases whatever the
 // attempts may have left at the provider.
 func (e *Executor) fail(ctx context.Context, p sandbox.Provider, sb sandbox.Sandbox, log *slog.Logger, msg string) {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	wctx, cancel := detached(ctx)
 	defer cancel()
 	if _, err := e.store.MarkFailed(wctx, sb.ID, sb.Epoch, sandbox.ActorExecutor, msg); err != nil {
 		if errors.Is(err, sandbox.ErrFenced) {
@@ -486,7 +596,7 @@ func (e *Executor) fail(ctx context.Context, p sandbox.Provider, sb sandbox.Sand
 // releaseIfOurs releases the sandbox if it ended while our claim was the
 // latest one. If another executor reclaimed it, the resource is theirs.
 func (e *Executor) releaseIfOurs(ctx context.Context, p sandbox.Provider, sb sandbox.Sandbox, log *slog.Logger) {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	wctx, cancel := detached(ctx)
 	defer cancel()
 	cur, err := e.store.Sandbox(wctx, sb.ID)
 	if err != nil {
@@ -527,7 +637,7 @@ func (e *Executor) destroy(ctx context.Context, p sandbox.Provider, sb sandbox.S
 	cancel()
 	e.observe(p.Name(), "destroy", start, err)
 
-	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	wctx, wcancel := detached(ctx)
 	defer wcancel()
 	if err != nil {
 		retryAt := e.store.Now()
