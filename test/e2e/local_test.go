@@ -53,7 +53,39 @@ func setup(t *testing.T, extra ...string) *env {
 			t.Logf("tether log:\n%s", harness.Tail(r.LogPath, 60))
 		}
 	})
-	return &env{t: t, replica: r, client: harness.Client{Key: key}, stateDir: stateDir}
+	e := &env{t: t, replica: r, client: harness.Client{Key: key}, stateDir: stateDir}
+	// Registered after the replica's own cleanup, so it runs first: a test
+	// leaves no sandbox running on the host.
+	t.Cleanup(e.endAll)
+	return e
+}
+
+// endAll ends every live sandbox through the API and waits for its release,
+// while the replica runs; then it kills whatever still runs from the test's
+// state folder (a replica the test killed cannot release).
+func (e *env) endAll() {
+	if e.replica.Alive() {
+		code, list, err := e.client.Do(http.MethodGet, e.replica.URL()+"/v1/sandboxes?limit=500&released=false", nil)
+		if err == nil && code == http.StatusOK {
+			items, _ := list["items"].([]any)
+			for _, it := range items {
+				id, _ := it.(map[string]any)["id"].(string)
+				_, _, _ = e.client.Do(http.MethodDelete, e.replica.URL()+"/v1/sandboxes/"+id, nil)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for _, it := range items {
+				id, _ := it.(map[string]any)["id"].(string)
+				for time.Now().Before(deadline) {
+					_, sb, err := e.client.Do(http.MethodGet, e.replica.URL()+"/v1/sandboxes/"+id, nil)
+					if err != nil || released(sb) {
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		}
+	}
+	harness.KillSandboxes(e.t, e.stateDir)
 }
 
 func (e *env) do(method, path string, body any) (int, map[string]any) {

@@ -292,6 +292,31 @@ func (c Client) Do(method, url string, body any) (int, map[string]any, error) {
 	return resp.StatusCode, out, nil
 }
 
+// KillSandboxes kills every local sandbox (bwrap process) whose workspace
+// lies under stateDir: what a test leaves must not outlive it.
+func KillSandboxes(t testing.TB, stateDir string) {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Errorf("KillSandboxes: %v", err)
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if filepath.Base(args[0]) == "bwrap" && strings.Contains(string(b), "\x00"+stateDir+"/") {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
 // ReachableTempDir returns a temporary folder that users other than the
 // test's can reach (o+x on it and the test's own folders above it), such as
 // the local provider's sandbox user; removed when the test ends.
