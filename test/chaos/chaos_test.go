@@ -90,6 +90,7 @@ func newChaos(t *testing.T, seed uint64) *chaos {
 	h.root = harness.RepoRoot(t)
 	h.bin = harness.Build(t)
 	harness.Postgres(t, "start", "chaos")
+	t.Cleanup(func() { harness.Postgres(t, "stop", "chaos") }) // nothing of a test outlives it
 	h.dbURL = harness.CreateDatabase(t, "chaos", fmt.Sprintf("chaos_%d", seed%1_000_000_000))
 	t.Cleanup(func() {
 		if t.Failed() {
