@@ -315,7 +315,8 @@ func (j *Janitor) Reconcile(ctx context.Context, rep *Report) error {
 // resources that no live sandbox accounts for are destroyed (after a grace
 // period, in case a create is being recorded), and ready sandboxes whose
 // resource the provider no longer has, or holds only defunct remains of,
-// end with reason lost (the release that follows clears the remains).
+// end with reason lost (the release that follows clears the remains). The
+// decisions are planOrphans and lostIn; this applies them.
 func (j *Janitor) reconcile(ctx context.Context, p sandbox.Provider, rep *Report) error {
 	listedAt := j.store.Now()
 	lctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -337,16 +338,41 @@ func (j *Janitor) reconcile(ctx context.Context, p sandbox.Provider, rep *Report
 	if err != nil {
 		return err
 	}
-
-	type orphan struct {
-		id, tenant, why string
+	if err := j.destroyOrphans(ctx, p, planOrphans(held, records, listedAt, j.cfg.OrphanGrace), rep); err != nil {
+		return err
 	}
+
+	// Judge only sandboxes ready since well before the listing: replicas'
+	// clocks differ, and a resource made just after the listing must not
+	// look lost. The ready sandboxes stream past; only the lost are kept.
+	var lost []string
+	if err := j.store.ReadyBefore(ctx, p.Name(), listedAt.Add(-j.cfg.OrphanGrace), func(id string) {
+		if lostIn(held, id) {
+			lost = append(lost, id)
+		}
+	}); err != nil {
+		return err
+	}
+	return j.markLost(ctx, p, lost, rep)
+}
+
+// orphan is a provider resource the registry does not want, and why.
+type orphan struct {
+	id, tenant, why string
+}
+
+// planOrphans decides which of a provider's resources, listed at listedAt,
+// to destroy: those of no sandbox the registry knows, and those of
+// sandboxes already released, once the grace period has passed since the
+// resource was made or its sandbox ended (a create may be being recorded,
+// a release may be confirming). It does no I/O.
+func planOrphans(held map[string]sandbox.Resource, records map[string]store.Record, listedAt time.Time, grace time.Duration) []orphan {
 	var orphans []orphan
 	for id, res := range held {
 		rec, known := records[id]
 		switch {
 		case !known:
-			if listedAt.Sub(res.CreatedAt) >= j.cfg.OrphanGrace {
+			if listedAt.Sub(res.CreatedAt) >= grace {
 				orphans = append(orphans, orphan{id, "", "resource with no sandbox in the registry"})
 			}
 		case rec.State.Terminal() && rec.Released:
@@ -354,12 +380,24 @@ func (j *Janitor) reconcile(ctx context.Context, p sandbox.Provider, rep *Report
 			if rec.EndedAt != nil && rec.EndedAt.After(ended) {
 				ended = *rec.EndedAt
 			}
-			if listedAt.Sub(ended) >= j.cfg.OrphanGrace {
+			if listedAt.Sub(ended) >= grace {
 				orphans = append(orphans, orphan{id, rec.Tenant, fmt.Sprintf("resource of a %s sandbox already released", rec.State)})
 			}
 		}
 	}
+	return orphans
+}
 
+// lostIn reports whether a sandbox that has been ready since before the
+// listing is lost: the inventory lacks it, or holds only defunct remains.
+func lostIn(held map[string]sandbox.Resource, id string) bool {
+	res, ok := held[id]
+	return !ok || res.Defunct
+}
+
+// destroyOrphans destroys the orphans, a few at a time, and records each
+// outcome in the reconciliation history.
+func (j *Janitor) destroyOrphans(ctx context.Context, p sandbox.Provider, orphans []orphan, rep *Report) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(j.cfg.DestroyConcurrency)
 	var mu sync.Mutex
@@ -388,21 +426,11 @@ func (j *Janitor) reconcile(ctx context.Context, p sandbox.Provider, rep *Report
 			return j.store.RecordReconcile(gctx, p.Name(), o.id, o.tenant, action, msg)
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
+	return g.Wait()
+}
 
-	// Judge only sandboxes ready since well before the listing: replicas'
-	// clocks differ, and a resource made just after the listing must not
-	// look lost.
-	var lost []string
-	if err := j.store.ReadyBefore(ctx, p.Name(), listedAt.Add(-j.cfg.OrphanGrace), func(id string) {
-		if res, ok := held[id]; !ok || res.Defunct {
-			lost = append(lost, id)
-		}
-	}); err != nil {
-		return err
-	}
+// markLost ends the lost sandboxes with reason lost.
+func (j *Janitor) markLost(ctx context.Context, p sandbox.Provider, lost []string, rep *Report) error {
 	for _, id := range lost {
 		sb, ended, err := j.store.MarkLost(ctx, id, "the provider no longer has this sandbox")
 		if err != nil {
