@@ -10,9 +10,6 @@ import (
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
-// liveStates is the SQL list of non-terminal states.
-const liveStates = `('requested', 'creating', 'ready')`
-
 // endSQL ends the sandboxes that the pick query selects (it must select id,
 // state and lease_owner of live sandboxes, locking them), appending one event
 // each, and returns the ended sandboxes. Parameters $1-$4 are reason, now,

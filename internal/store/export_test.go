@@ -11,3 +11,9 @@ func (s *Store) SharedCalls() map[string]int64 {
 		"releases": s.releases.shared.Load(),
 	}
 }
+
+// The SQL state lists, for TestStateLists.
+const (
+	LiveStatesSQL     = liveStates
+	TerminalStatesSQL = terminalStates
+)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -1004,5 +1005,25 @@ func TestConcurrentEndsShareBatches(t *testing.T) {
 		if last := evs[len(evs)-1]; last.To != want || last.Message != "deleted by acme" || len(evs) != map[bool]int{true: 4, false: 2}[isReady[sb.ID]] {
 			t.Errorf("sandbox %d: history %s, last %+v", i, path(evs), last)
 		}
+	}
+}
+
+// TestStateLists: the SQL lists of live and terminal states are the
+// domain's.
+func TestStateLists(t *testing.T) {
+	t.Parallel()
+	var live, terminal []string
+	for _, s := range sandbox.States {
+		if s.Terminal() {
+			terminal = append(terminal, "'"+string(s)+"'")
+		} else {
+			live = append(live, "'"+string(s)+"'")
+		}
+	}
+	if want := "(" + strings.Join(live, ", ") + ")"; store.LiveStatesSQL != want {
+		t.Errorf("liveStates = %s, want %s", store.LiveStatesSQL, want)
+	}
+	if want := "(" + strings.Join(terminal, ", ") + ")"; store.TerminalStatesSQL != want {
+		t.Errorf("terminalStates = %s, want %s", store.TerminalStatesSQL, want)
 	}
 }

@@ -72,7 +72,7 @@ func (s *Store) ClaimReleases(ctx context.Context, provider, worker string, limi
 	rows, err := s.work.Query(ctx, `
 		WITH picked AS (
 			SELECT id, state FROM sandboxes
-			WHERE provider = $1 AND NOT released AND state IN ('cancelled', 'terminated', 'failed')
+			WHERE provider = $1 AND NOT released AND state IN `+terminalStates+`
 			  AND (lease_expires_at IS NULL OR lease_expires_at < $2)
 			ORDER BY ended_at
 			LIMIT $3
@@ -282,7 +282,7 @@ func (s *Store) markReleasedOne(ctx context.Context, r releasedRow) (sandbox.Sta
 	err := s.work.QueryRow(ctx, `
 		UPDATE sandboxes SET released = true, released_at = $3, updated_at = $3,
 			lease_owner = NULL, lease_expires_at = NULL, release_error = NULL
-		WHERE id = $1 AND epoch = $2 AND state IN ('cancelled', 'terminated', 'failed') AND NOT released
+		WHERE id = $1 AND epoch = $2 AND state IN `+terminalStates+` AND NOT released
 		RETURNING state`,
 		r.id, r.epoch, now).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -306,14 +306,14 @@ func (s *Store) markReleasedMany(ctx context.Context, rows []releasedRow) (map[s
 		WITH locked AS (
 			SELECT s.id FROM sandboxes s
 			JOIN unnest($1::text[], $2::bigint[]) AS n(id, epoch) ON n.id = s.id AND n.epoch = s.epoch
-			WHERE s.state IN ('cancelled', 'terminated', 'failed') AND NOT s.released
+			WHERE s.state IN `+terminalStates+` AND NOT s.released
 			ORDER BY s.id
 			FOR UPDATE OF s
 		)
 		UPDATE sandboxes s SET released = true, released_at = $3, updated_at = $3,
 			lease_owner = NULL, lease_expires_at = NULL, release_error = NULL
 		FROM locked
-		WHERE s.id = locked.id AND s.state IN ('cancelled', 'terminated', 'failed') AND NOT s.released
+		WHERE s.id = locked.id AND s.state IN `+terminalStates+` AND NOT s.released
 		RETURNING s.id, s.state`,
 		ids, epochs, s.Now())
 	if err != nil {
@@ -385,7 +385,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	}
 	err = s.pool.QueryRow(ctx, `
 		SELECT count(*), min(ended_at) FROM sandboxes
-		WHERE NOT released AND state IN ('cancelled', 'terminated', 'failed')`).Scan(&st.Unreleased, &st.OldestUnreleased)
+		WHERE NOT released AND state IN `+terminalStates+``).Scan(&st.Unreleased, &st.OldestUnreleased)
 	if err != nil {
 		return st, wrap("stats", err)
 	}
