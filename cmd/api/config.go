@@ -8,6 +8,22 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	tetherhttp "github.com/tetherhq/tether/internal/http"
+	"github.com/tetherhq/tether/internal/lifecycle"
+)
+
+// Defaults of the settings that only the command has; the others are the
+// defaults of the packages they configure (tetherhttp.Default*,
+// lifecycle.Default*). docs/configuration.md is checked against them.
+const (
+	defaultListenAddr      = "127.0.0.1:8080"
+	defaultProviders       = "sim,local"
+	defaultSimStateDir     = ".tether/sim"
+	defaultLocalStateDir   = ".tether/local"
+	defaultShutdownTimeout = 30 * time.Second
+	defaultDBMaxConns      = 20
+	defaultLogLevel        = "info"
 )
 
 // Config is everything Tether reads from its environment, validated once at
@@ -157,35 +173,35 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	host, _ := os.Hostname()
 	cfg := Config{
 		DatabaseURL:           getenv("DATABASE_URL"),
-		ListenAddr:            str("LISTEN_ADDR", "127.0.0.1:8080"),
+		ListenAddr:            str("LISTEN_ADDR", defaultListenAddr),
 		BootstrapAPIKey:       getenv("BOOTSTRAP_API_KEY"),
-		SimStateDir:           str("SIM_STATE_DIR", ".tether/sim"),
-		LocalStateDir:         str("LOCAL_STATE_DIR", ".tether/local"),
+		SimStateDir:           str("SIM_STATE_DIR", defaultSimStateDir),
+		LocalStateDir:         str("LOCAL_STATE_DIR", defaultLocalStateDir),
 		LocalAllowHostNetwork: boolean("LOCAL_ALLOW_HOST_NETWORK"),
-		JanitorInterval:       dur("JANITOR_INTERVAL", 5*time.Second),
-		OrphanGrace:           dur("ORPHAN_GRACE", 30*time.Second),
-		IdempotencyKeyTTL:     dur("IDEMPOTENCY_KEY_TTL", 24*time.Hour),
-		DefaultOwnerTTL:       dur("DEFAULT_OWNER_TTL", 60*time.Second),
-		DefaultTTL:            dur("DEFAULT_TTL", time.Hour),
-		MaxLifetime:           dur("MAX_LIFETIME", 24*time.Hour),
-		CreateTimeout:         dur("CREATE_TIMEOUT", 5*time.Minute),
-		ExecutorConcurrency:   int(num("EXECUTOR_CONCURRENCY", 16)),
-		ExecutorLease:         dur("EXECUTOR_LEASE", 15*time.Second),
-		ExecutorPollInterval:  dur("EXECUTOR_POLL_INTERVAL", time.Second),
-		CreateMaxAttempts:     int(num("CREATE_MAX_ATTEMPTS", 5)),
-		ExecutorMaxBackoff:    dur("EXECUTOR_MAX_BACKOFF", 30*time.Second),
+		JanitorInterval:       dur("JANITOR_INTERVAL", lifecycle.DefaultJanitorInterval),
+		OrphanGrace:           dur("ORPHAN_GRACE", lifecycle.DefaultOrphanGrace),
+		IdempotencyKeyTTL:     dur("IDEMPOTENCY_KEY_TTL", lifecycle.DefaultIdempotencyKeyTTL),
+		DefaultOwnerTTL:       dur("DEFAULT_OWNER_TTL", tetherhttp.DefaultOwnerTTL),
+		DefaultTTL:            dur("DEFAULT_TTL", tetherhttp.DefaultTTL),
+		MaxLifetime:           dur("MAX_LIFETIME", tetherhttp.DefaultMaxLifetime),
+		CreateTimeout:         dur("CREATE_TIMEOUT", tetherhttp.DefaultCreateTimeout),
+		ExecutorConcurrency:   int(num("EXECUTOR_CONCURRENCY", lifecycle.DefaultConcurrency)),
+		ExecutorLease:         dur("EXECUTOR_LEASE", lifecycle.DefaultLease),
+		ExecutorPollInterval:  dur("EXECUTOR_POLL_INTERVAL", lifecycle.DefaultPollInterval),
+		CreateMaxAttempts:     int(num("CREATE_MAX_ATTEMPTS", lifecycle.DefaultMaxAttempts)),
+		ExecutorMaxBackoff:    dur("EXECUTOR_MAX_BACKOFF", lifecycle.DefaultMaxBackoff),
 		WorkerID:              str("WORKER_ID", fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))),
-		ShutdownTimeout:       dur("SHUTDOWN_TIMEOUT", 30*time.Second),
-		DBMaxConns:            int(num("DB_MAX_CONNS", 20)),
-		MaxBodyBytes:          num("MAX_BODY_BYTES", 1<<20),
-		MaxWait:               dur("MAX_WAIT", 60*time.Second),
-		MaxFileBytes:          num("MAX_FILE_BYTES", 100<<20),
-		MaxExecTimeout:        dur("MAX_EXEC_TIMEOUT", time.Hour),
-		MaxExecOutput:         int(num("MAX_EXEC_OUTPUT", 1<<20)),
-		AuthCacheTTL:          dur("AUTH_CACHE_TTL", 10*time.Second),
+		ShutdownTimeout:       dur("SHUTDOWN_TIMEOUT", defaultShutdownTimeout),
+		DBMaxConns:            int(num("DB_MAX_CONNS", defaultDBMaxConns)),
+		MaxBodyBytes:          num("MAX_BODY_BYTES", tetherhttp.DefaultMaxBodyBytes),
+		MaxWait:               dur("MAX_WAIT", tetherhttp.DefaultMaxWait),
+		MaxFileBytes:          num("MAX_FILE_BYTES", tetherhttp.DefaultMaxFileBytes),
+		MaxExecTimeout:        dur("MAX_EXEC_TIMEOUT", tetherhttp.DefaultMaxExecTimeout),
+		MaxExecOutput:         int(num("MAX_EXEC_OUTPUT", tetherhttp.DefaultMaxExecOutput)),
+		AuthCacheTTL:          dur("AUTH_CACHE_TTL", tetherhttp.DefaultAuthCacheTTL),
 		PprofAddr:             getenv("PPROF_ADDR"),
 	}
-	for p := range strings.SplitSeq(str("PROVIDERS", "sim,local"), ",") {
+	for p := range strings.SplitSeq(str("PROVIDERS", defaultProviders), ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			cfg.Providers = append(cfg.Providers, p)
 		}
@@ -193,7 +209,7 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	if len(cfg.Providers) == 0 {
 		errs = append(errs, errors.New("PROVIDERS: name at least one provider"))
 	}
-	if err := cfg.LogLevel.UnmarshalText([]byte(str("LOG_LEVEL", "info"))); err != nil {
+	if err := cfg.LogLevel.UnmarshalText([]byte(str("LOG_LEVEL", defaultLogLevel))); err != nil {
 		errs = append(errs, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", getenv("LOG_LEVEL")))
 	}
 	if cfg.DatabaseURL == "" {

@@ -6,6 +6,7 @@ package http
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -80,28 +81,32 @@ type Store interface {
 	sandboxRenewer
 }
 
-// withDefaults fills zero limits with the documented defaults.
+// API defaults, for zero Config fields.
+const (
+	DefaultMaxLifetime    = 24 * time.Hour
+	DefaultTTL            = time.Hour
+	DefaultOwnerTTL       = time.Minute
+	DefaultCreateTimeout  = 5 * time.Minute
+	DefaultMaxWait        = time.Minute
+	DefaultMaxExecTimeout = time.Hour
+	DefaultMaxBodyBytes   = 1 << 20
+	DefaultMaxFileBytes   = 100 << 20
+	DefaultMaxExecOutput  = 1 << 20
+	DefaultAuthCacheTTL   = 10 * time.Second
+)
+
+// withDefaults fills zero limits with the defaults. AuthCacheTTL stays as
+// given: zero turns the cache off.
 func (c Config) withDefaults() Config {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	def(&c.MaxLifetime, 24*time.Hour)
-	def(&c.DefaultTTL, time.Hour)
-	def(&c.DefaultOwnerTTL, time.Minute)
-	def(&c.CreateTimeout, 5*time.Minute)
-	def(&c.MaxWait, time.Minute)
-	def(&c.MaxExecTimeout, time.Hour)
-	if c.MaxBodyBytes <= 0 {
-		c.MaxBodyBytes = 1 << 20
-	}
-	if c.MaxFileBytes <= 0 {
-		c.MaxFileBytes = 100 << 20
-	}
-	if c.MaxExecOutput <= 0 {
-		c.MaxExecOutput = 1 << 20
-	}
+	c.MaxLifetime = cmp.Or(c.MaxLifetime, DefaultMaxLifetime)
+	c.DefaultTTL = cmp.Or(c.DefaultTTL, DefaultTTL)
+	c.DefaultOwnerTTL = cmp.Or(c.DefaultOwnerTTL, DefaultOwnerTTL)
+	c.CreateTimeout = cmp.Or(c.CreateTimeout, DefaultCreateTimeout)
+	c.MaxWait = cmp.Or(c.MaxWait, DefaultMaxWait)
+	c.MaxExecTimeout = cmp.Or(c.MaxExecTimeout, DefaultMaxExecTimeout)
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.MaxFileBytes = cmp.Or(c.MaxFileBytes, DefaultMaxFileBytes)
+	c.MaxExecOutput = cmp.Or(c.MaxExecOutput, DefaultMaxExecOutput)
 	return c
 }
 

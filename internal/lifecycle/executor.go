@@ -10,6 +10,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -54,34 +55,30 @@ type ExecutorConfig struct {
 	DestroyTimeout time.Duration
 }
 
+// Executor defaults, for zero ExecutorConfig fields.
+const (
+	DefaultPollInterval       = time.Second
+	DefaultLease              = 15 * time.Second
+	DefaultConcurrency        = 16
+	DefaultReleaseConcurrency = 8
+	DefaultMaxAttempts        = 5
+	DefaultRetryBackoff       = 500 * time.Millisecond
+	DefaultMaxBackoff         = 30 * time.Second
+	DefaultDestroyTimeout     = 2 * time.Minute
+)
+
 func (c ExecutorConfig) withDefaults() ExecutorConfig {
 	if c.WorkerID == "" {
 		c.WorkerID = "executor-" + randomSuffix()
 	}
-	if c.PollInterval <= 0 {
-		c.PollInterval = time.Second
-	}
-	if c.Lease <= 0 {
-		c.Lease = 15 * time.Second
-	}
-	if c.Concurrency <= 0 {
-		c.Concurrency = 16
-	}
-	if c.ReleaseConcurrency <= 0 {
-		c.ReleaseConcurrency = 8
-	}
-	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = 5
-	}
-	if c.RetryBackoff <= 0 {
-		c.RetryBackoff = 500 * time.Millisecond
-	}
-	if c.MaxBackoff <= 0 {
-		c.MaxBackoff = 30 * time.Second
-	}
-	if c.DestroyTimeout <= 0 {
-		c.DestroyTimeout = 2 * time.Minute
-	}
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.Lease = cmp.Or(c.Lease, DefaultLease)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.ReleaseConcurrency = cmp.Or(c.ReleaseConcurrency, DefaultReleaseConcurrency)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
+	c.RetryBackoff = cmp.Or(c.RetryBackoff, DefaultRetryBackoff)
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, DefaultMaxBackoff)
+	c.DestroyTimeout = cmp.Or(c.DestroyTimeout, DefaultDestroyTimeout)
 	return c
 }
 

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,28 +43,26 @@ type JanitorConfig struct {
 	IdempotencyKeyTTL time.Duration
 }
 
+// Janitor defaults, for zero JanitorConfig fields. LeaderTTL defaults to
+// three intervals.
+const (
+	DefaultJanitorInterval    = 5 * time.Second
+	DefaultOrphanGrace        = 30 * time.Second
+	DefaultBatchSize          = 1000
+	DefaultDestroyConcurrency = 8
+	DefaultIdempotencyKeyTTL  = 24 * time.Hour
+)
+
 func (c JanitorConfig) withDefaults() JanitorConfig {
 	if c.Holder == "" {
 		c.Holder = "janitor-" + randomSuffix()
 	}
-	if c.Interval <= 0 {
-		c.Interval = 5 * time.Second
-	}
-	if c.LeaderTTL <= 0 {
-		c.LeaderTTL = 3 * c.Interval
-	}
-	if c.OrphanGrace <= 0 {
-		c.OrphanGrace = 30 * time.Second
-	}
-	if c.BatchSize <= 0 {
-		c.BatchSize = 1000
-	}
-	if c.DestroyConcurrency <= 0 {
-		c.DestroyConcurrency = 8
-	}
-	if c.IdempotencyKeyTTL <= 0 {
-		c.IdempotencyKeyTTL = 24 * time.Hour
-	}
+	c.Interval = cmp.Or(c.Interval, DefaultJanitorInterval)
+	c.LeaderTTL = cmp.Or(c.LeaderTTL, 3*c.Interval)
+	c.OrphanGrace = cmp.Or(c.OrphanGrace, DefaultOrphanGrace)
+	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
+	c.DestroyConcurrency = cmp.Or(c.DestroyConcurrency, DefaultDestroyConcurrency)
+	c.IdempotencyKeyTTL = cmp.Or(c.IdempotencyKeyTTL, DefaultIdempotencyKeyTTL)
 	return c
 }
 
