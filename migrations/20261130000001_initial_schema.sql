@@ -1,4 +1,8 @@
 -- +goose Up
+-- Tether's schema. Changes to sandboxes are announced by Tether itself after
+-- each commit (LISTEN/NOTIFY, channel tether_sandbox), not by triggers: a
+-- transaction that NOTIFYs holds a database-wide lock through its commit,
+-- which would queue every durable commit behind the one before it.
 CREATE TABLE tenants (
     name       text PRIMARY KEY CHECK (name <> ''),
     created_at timestamptz NOT NULL DEFAULT now()
@@ -71,8 +75,11 @@ CREATE TRIGGER sandboxes_check_transition BEFORE UPDATE OF state ON sandboxes
 CREATE INDEX sandboxes_tenant_created ON sandboxes (tenant, created_at DESC, id DESC);
 CREATE INDEX sandboxes_tenant_state_created ON sandboxes (tenant, state, created_at DESC, id DESC);
 CREATE INDEX sandboxes_tenant_owner_created ON sandboxes (tenant, owner, created_at DESC, id DESC) WHERE owner IS NOT NULL;
-CREATE INDEX sandboxes_tenant_provider_created ON sandboxes (tenant, provider, created_at DESC, id DESC);
-CREATE INDEX sandboxes_labels ON sandboxes USING gin (labels jsonb_path_ops);
+-- A provider filter walks the tenant's listing index: every state change
+-- rewrites the row into every index, so only the indexes a query needs.
+-- Most sandboxes carry no labels: keep them out of the (costly to update)
+-- GIN index. Label filters add the predicate so the planner can use it.
+CREATE INDEX sandboxes_labels ON sandboxes USING gin (labels jsonb_path_ops) WHERE labels <> '{}'::jsonb;
 -- The executor's claim: the small set of sandboxes still being created.
 CREATE INDEX sandboxes_pending ON sandboxes (provider, created_at) WHERE state IN ('requested', 'creating');
 -- Live sandboxes, for metrics and the janitor's reconciliation.
@@ -117,31 +124,59 @@ CREATE TABLE idempotency_keys (
     created_at   timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (tenant, key)
 );
+-- The janitor forgets idempotency keys after IDEMPOTENCY_KEY_TTL.
+CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);
 
--- Every change that gives a worker something to do, or a waiting client
--- something to see, is announced on channel tether_sandbox as
--- "<id> <state> <released>".
--- +goose StatementBegin
-CREATE FUNCTION sandboxes_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('tether_sandbox', NEW.id || ' ' || NEW.state || ' ' || NEW.released::text);
-    RETURN NULL;
-END;
-$$;
--- +goose StatementEnd
-CREATE TRIGGER sandboxes_notify_insert AFTER INSERT ON sandboxes
-    FOR EACH ROW EXECUTE FUNCTION sandboxes_notify();
-CREATE TRIGGER sandboxes_notify_update AFTER UPDATE OF state, released, lease_expires_at ON sandboxes
-    FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state OR OLD.released IS DISTINCT FROM NEW.released
-                       OR (NEW.lease_owner IS NULL AND OLD.lease_owner IS NOT NULL))
-    EXECUTE FUNCTION sandboxes_notify();
+-- Owners are per tenant. An owner is alive while its lease lasts; when the
+-- lease lapses, the janitor ends the owner's live sandboxes.
+CREATE TABLE owners (
+    tenant     text NOT NULL REFERENCES tenants (name),
+    name       text NOT NULL,
+    expires_at timestamptz NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant, name)
+);
+CREATE INDEX owners_expires ON owners (expires_at);
+
+-- The janitor's sweeps over live sandboxes.
+CREATE INDEX sandboxes_live_expiry ON sandboxes (expires_at) WHERE state IN ('requested', 'creating', 'ready');
+CREATE INDEX sandboxes_live_owner ON sandboxes (tenant, owner) WHERE owner IS NOT NULL AND state IN ('requested', 'creating', 'ready');
+-- (Overdue creations are found among the few pending rows, through
+-- sandboxes_pending.)
+CREATE INDEX sandboxes_leased ON sandboxes (lease_expires_at) WHERE lease_owner IS NOT NULL;
+
+-- Leadership leases: one row per role (the janitor), held by one replica
+-- until expires_at unless renewed.
+CREATE TABLE leaders (
+    role       text PRIMARY KEY,
+    holder     text NOT NULL,
+    expires_at timestamptz NOT NULL
+);
+
+-- What the janitor's reconciliation found at a provider and did about it:
+-- resources no live sandbox accounts for (destroyed), and ready sandboxes the
+-- provider lost. Append-only, like sandbox_events.
+CREATE TABLE reconcile_events (
+    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at         timestamptz NOT NULL DEFAULT now(),
+    provider   text NOT NULL,
+    sandbox_id text NOT NULL,
+    -- tenant is NULL for a resource whose sandbox Tether has no record of.
+    tenant     text,
+    action     text NOT NULL CHECK (action IN ('orphan_destroyed', 'orphan_destroy_failed', 'lost')),
+    message    text NOT NULL DEFAULT ''
+);
+CREATE INDEX reconcile_events_tenant ON reconcile_events (tenant, id);
 
 -- +goose Down
+DROP TABLE reconcile_events;
+DROP TABLE leaders;
+DROP TABLE owners;
 DROP TABLE idempotency_keys;
 DROP TABLE sandbox_events;
 DROP FUNCTION sandbox_events_append_only();
 DROP TABLE sandboxes;
 DROP FUNCTION sandboxes_check_transition();
-DROP FUNCTION sandboxes_notify();
 DROP TABLE api_keys;
 DROP TABLE tenants;
