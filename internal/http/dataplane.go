@@ -125,7 +125,7 @@ func filePath(c *gin.Context) (string, error) {
 	}
 	p := c.Query("path")
 	if p == "" || p[0] != '/' {
-		return "", sandbox.Errorf(sandbox.CodeInvalidRequest, "path must be an absolute path inside the sandbox, e.g. ?path=/workspace/main.py")
+		return "", sandbox.Errorf(sandbox.CodeInvalidPath, "path must be an absolute path inside the sandbox, e.g. ?path=/workspace/main.py")
 	}
 	return p, nil
 }
@@ -133,16 +133,17 @@ func filePath(c *gin.Context) (string, error) {
 // handleFilePut uploads a file into a sandbox.
 //
 //	@Summary		Upload a file into a sandbox
-//	@Description	Streams the raw request body into the file at path (parent folders are created). Only the sandbox's writable areas (/workspace, /tmp for the local provider) accept writes; other paths are 400. Bodies over the server's file limit are 413.
+//	@Description	Streams the raw request body into the file at path (parent folders are created). The file is replaced only once the whole body arrived: a failed or rejected upload leaves the previous file as it was. Only the sandbox's writable areas (/workspace, /tmp for the local provider) accept writes; other paths are 400 INVALID_PATH. A directory at path is 400 IS_DIRECTORY; a folder the sandbox user may not write is 403 PERMISSION_DENIED. Bodies over the server's file limit are 413.
 //	@Tags			data plane
 //	@Accept			octet-stream
 //	@Param			id		path	string	true	"sandbox id"
 //	@Param			path	query	string	true	"absolute path inside the sandbox"
 //	@Param			content	body	string	true	"the file's bytes"
 //	@Success		204
-//	@Failure		400	{object}	Problem
+//	@Failure		400	{object}	Problem	"INVALID_PATH, IS_DIRECTORY, INVALID_REQUEST"
 //	@Failure		401	{object}	Problem
-//	@Failure		404	{object}	Problem
+//	@Failure		403	{object}	Problem	"PERMISSION_DENIED"
+//	@Failure		404	{object}	Problem	"NOT_FOUND (the sandbox)"
 //	@Failure		409	{object}	Problem	"SANDBOX_STATE_CONFLICT"
 //	@Failure		413	{object}	Problem	"PAYLOAD_TOO_LARGE"
 //	@Failure		501	{object}	Problem	"NOT_SUPPORTED"
@@ -190,15 +191,16 @@ func (w *lazyWriter) Write(b []byte) (int, error) {
 // handleFileGet downloads a file from a sandbox.
 //
 //	@Summary		Download a file from a sandbox
-//	@Description	Streams the file at path. A missing file is 404; a directory is 400.
+//	@Description	Streams the file at path. A missing file is 404 FILE_NOT_FOUND (a missing sandbox is 404 NOT_FOUND); a directory is 400 IS_DIRECTORY; anything but a regular file is 400 INVALID_PATH; a file the sandbox user may not read is 403 PERMISSION_DENIED.
 //	@Tags			data plane
 //	@Produce		octet-stream
 //	@Param			id		path		string	true	"sandbox id"
 //	@Param			path	query		string	true	"absolute path inside the sandbox"
 //	@Success		200		{file}		binary
-//	@Failure		400		{object}	Problem
+//	@Failure		400		{object}	Problem	"INVALID_PATH, IS_DIRECTORY"
 //	@Failure		401		{object}	Problem
-//	@Failure		404		{object}	Problem
+//	@Failure		403		{object}	Problem	"PERMISSION_DENIED"
+//	@Failure		404		{object}	Problem	"FILE_NOT_FOUND or NOT_FOUND"
 //	@Failure		409		{object}	Problem	"SANDBOX_STATE_CONFLICT"
 //	@Failure		501		{object}	Problem	"NOT_SUPPORTED"
 //	@Security		BearerAuth

@@ -22,7 +22,7 @@ type Problem struct {
 	// Detail explains this occurrence.
 	Detail string `json:"detail" example:"sandbox sbx_... not found"`
 	// Code is the stable, machine-readable error code.
-	Code string `json:"code" example:"NOT_FOUND" enums:"INVALID_REQUEST,UNAUTHENTICATED,FORBIDDEN,NOT_FOUND,SANDBOX_STATE_CONFLICT,IDEMPOTENCY_KEY_REUSED,UNKNOWN_PROVIDER,PROVIDER_UNAVAILABLE,NOT_SUPPORTED,PAYLOAD_TOO_LARGE,QUOTA_EXCEEDED,INTERNAL,UNAVAILABLE"`
+	Code string `json:"code" example:"NOT_FOUND" enums:"INVALID_REQUEST,UNAUTHENTICATED,FORBIDDEN,NOT_FOUND,SANDBOX_STATE_CONFLICT,IDEMPOTENCY_KEY_REUSED,UNKNOWN_PROVIDER,PROVIDER_UNAVAILABLE,NOT_SUPPORTED,PAYLOAD_TOO_LARGE,QUOTA_EXCEEDED,FILE_NOT_FOUND,IS_DIRECTORY,PERMISSION_DENIED,INVALID_PATH,INTERNAL,UNAVAILABLE"`
 	// State is the sandbox's current state, for SANDBOX_STATE_CONFLICT.
 	State string `json:"state,omitempty" example:"terminated"`
 	// RequestID identifies the request in Tether's logs.
@@ -43,6 +43,10 @@ var statusOf = map[sandbox.Code]int{
 	sandbox.CodeNotSupported:         http.StatusNotImplemented,
 	sandbox.CodePayloadTooLarge:      http.StatusRequestEntityTooLarge,
 	sandbox.CodeQuotaExceeded:        http.StatusTooManyRequests,
+	sandbox.CodeFileNotFound:         http.StatusNotFound,
+	sandbox.CodeIsDirectory:          http.StatusBadRequest,
+	sandbox.CodePermissionDenied:     http.StatusForbidden,
+	sandbox.CodeInvalidPath:          http.StatusBadRequest,
 	sandbox.CodeInternal:             http.StatusInternalServerError,
 	sandbox.CodeUnavailable:          http.StatusServiceUnavailable,
 }

@@ -24,7 +24,13 @@ const (
 	CodeNotSupported         Code = "NOT_SUPPORTED"
 	CodePayloadTooLarge      Code = "PAYLOAD_TOO_LARGE"
 	CodeQuotaExceeded        Code = "QUOTA_EXCEEDED"
-	CodeInternal             Code = "INTERNAL"
+	// File errors, distinct from the sandbox's own NOT_FOUND, one per kind
+	// of failure an agent framework reports per file.
+	CodeFileNotFound     Code = "FILE_NOT_FOUND"
+	CodeIsDirectory      Code = "IS_DIRECTORY"
+	CodePermissionDenied Code = "PERMISSION_DENIED"
+	CodeInvalidPath      Code = "INVALID_PATH"
+	CodeInternal         Code = "INTERNAL"
 	// CodeUnavailable: a dependency (Postgres) cannot be reached right now;
 	// the request may be retried.
 	CodeUnavailable Code = "UNAVAILABLE"

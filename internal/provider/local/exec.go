@@ -3,6 +3,8 @@ package local
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -148,10 +150,10 @@ func (p *Provider) exec(ctx context.Context, m meta, req sandbox.ExecRequest) (s
 // writableRoots are where a sandbox may write.
 var writableRoots = []string{WorkDir, "/tmp"}
 
-// checkPath validates a path inside the sandbox: absolute and clean.
+// checkPath validates a path inside the sandbox: absolute, clean, no NUL.
 func checkPath(p string) (string, error) {
 	if p == "" || !strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
-		return "", sandbox.Errorf(sandbox.CodeInvalidRequest, "path must be an absolute path inside the sandbox")
+		return "", sandbox.Errorf(sandbox.CodeInvalidPath, "path must be an absolute path inside the sandbox")
 	}
 	return path.Clean(p), nil
 }
@@ -191,43 +193,108 @@ func (l *limitedReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// Exit codes of the file scripts, each a kind of file error.
+const (
+	exitNotFound     = 3
+	exitIsDirectory  = 4
+	exitDenied       = 5
+	exitInvalidPath  = 6
+	exitWriteFailed  = 7
+	fileScriptPrefix = `set -u; p=$1; `
+)
+
+// fileError turns a file script's exit code into the file error it means.
+func fileError(code int, clean, stderr string) error {
+	switch code {
+	case exitNotFound:
+		return sandbox.Errorf(sandbox.CodeFileNotFound, "no file at %s in the sandbox", clean)
+	case exitIsDirectory:
+		return sandbox.Errorf(sandbox.CodeIsDirectory, "%s is a directory", clean)
+	case exitDenied:
+		return sandbox.Errorf(sandbox.CodePermissionDenied, "the sandbox user may not access %s", clean)
+	case exitInvalidPath:
+		return sandbox.Errorf(sandbox.CodeInvalidPath, "%s is not a regular file, or a folder on its way is not a folder", clean)
+	}
+	return sandbox.Errorf(sandbox.CodeInvalidRequest, "cannot access %s: %s", clean, shellError(stderr))
+}
+
+// stageScript makes the file's folder and writes stdin to a temporary file
+// beside it, checking first what the path holds.
+const stageScript = fileScriptPrefix + `tmp=$2; d=$(dirname -- "$p")
+[ -d "$p" ] && exit 4
+if [ ! -d "$d" ]; then
+	err=$(mkdir -p -- "$d" 2>&1) || case $err in
+		*"ermission denied"*) exit 5 ;;
+		*) exit 6 ;;
+	esac
+fi
+[ -w "$d" ] || exit 5
+[ ! -e "$p" ] || [ -f "$p" ] || exit 6
+[ ! -e "$p" ] || [ -w "$p" ] || exit 5
+cat > "$tmp" || { rm -f -- "$tmp"; exit 7; }`
+
 // WriteFile implements sandbox.Files. The write happens inside the sandbox,
 // as the sandbox's own processes would make it, so its read-only mounts and
-// symlinks mean what they mean there.
+// symlinks mean what they mean there. The body goes to a temporary file
+// beside the target, which replaces the target only once the whole body
+// arrived within the limit: a failed or rejected upload leaves the old file
+// as it was and no partial one.
 func (p *Provider) WriteFile(ctx context.Context, sandboxID, filePath string, r io.Reader, limit int64) error {
 	clean, err := checkPath(filePath)
 	if err != nil {
 		return err
 	}
 	if !writable(clean) {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "path %s is outside the sandbox's writable areas (%s)", clean, strings.Join(writableRoots, ", "))
+		return sandbox.Errorf(sandbox.CodeInvalidPath, "path %s is outside the sandbox's writable areas (%s)", clean, strings.Join(writableRoots, ", "))
 	}
 	m, err := p.running(sandboxID)
 	if err != nil {
 		return err
 	}
+	tmp := path.Join(path.Dir(clean), ".tether-upload-"+randomSuffix()+"-"+path.Base(clean))
 	body := &limitedReader{r: r, left: limit}
 	var stderr bytes.Buffer
-	cmd := p.command(m, nil, "sh", "-c", `mkdir -p -- "$(dirname -- "$1")" && cat > "$1"`, "sh", clean)
+	cmd := p.command(m, nil, "sh", "-c", stageScript, "sh", clean, tmp)
 	cmd.Stdin, cmd.Stderr = body, &stderr
 	_, err = run(ctx, cmd)
-	if body.exceeded {
-		rm := p.command(m, nil, "rm", "-f", "--", clean)
+	discard := func() {
+		rm := p.command(m, nil, "rm", "-f", "--", tmp)
 		_, _ = run(context.WithoutCancel(ctx), rm)
-		return sandbox.Errorf(sandbox.CodePayloadTooLarge, "file exceeds the %d-byte limit", limit)
-	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("local: write file: %w", ctx.Err())
 	}
 	var exitErr *exec.ExitError
-	if errors.As(err, &exitErr) {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "cannot write %s: %s", clean, shellError(stderr.String()))
+	switch {
+	case body.exceeded:
+		discard()
+		return sandbox.Errorf(sandbox.CodePayloadTooLarge, "file exceeds the %d-byte limit", limit)
+	case ctx.Err() != nil:
+		discard()
+		return fmt.Errorf("local: write file: %w", ctx.Err())
+	case errors.As(err, &exitErr):
+		discard()
+		return fileError(exitErr.ExitCode(), clean, stderr.String())
+	case err != nil:
+		discard()
+		return fmt.Errorf("local: write file: %w", err)
 	}
-	if err != nil {
+	stderr.Reset()
+	mv := p.command(m, nil, "mv", "-f", "--", tmp, clean)
+	mv.Stderr = &stderr
+	if _, err := run(context.WithoutCancel(ctx), mv); err != nil {
+		discard()
+		if errors.As(err, &exitErr) {
+			return fileError(exitWriteFailed, clean, stderr.String())
+		}
 		return fmt.Errorf("local: write file: %w", err)
 	}
 	return nil
 }
+
+// readScript checks what the path holds, then streams it.
+const readScript = fileScriptPrefix + `[ -e "$p" ] || exit 3
+[ -d "$p" ] && exit 4
+[ -f "$p" ] || exit 6
+[ -r "$p" ] || exit 5
+exec cat -- "$p"`
 
 // ReadFile implements sandbox.Files.
 func (p *Provider) ReadFile(ctx context.Context, sandboxID, filePath string, w io.Writer) error {
@@ -240,7 +307,7 @@ func (p *Provider) ReadFile(ctx context.Context, sandboxID, filePath string, w i
 		return err
 	}
 	var stderr bytes.Buffer
-	cmd := p.command(m, nil, "sh", "-c", `[ -e "$1" ] || exit 3; [ -f "$1" ] || exit 4; exec cat -- "$1"`, "sh", clean)
+	cmd := p.command(m, nil, "sh", "-c", readScript, "sh", clean)
 	cmd.Stdout, cmd.Stderr = w, &stderr
 	_, err = run(ctx, cmd)
 	if ctx.Err() != nil {
@@ -248,18 +315,19 @@ func (p *Provider) ReadFile(ctx context.Context, sandboxID, filePath string, w i
 	}
 	var exitErr *exec.ExitError
 	if errors.As(err, &exitErr) {
-		switch exitErr.ExitCode() {
-		case 3:
-			return sandbox.Errorf(sandbox.CodeNotFound, "no file at %s in the sandbox", clean)
-		case 4:
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "%s is not a regular file", clean)
-		}
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "cannot read %s: %s", clean, shellError(stderr.String()))
+		return fileError(exitErr.ExitCode(), clean, stderr.String())
 	}
 	if err != nil {
 		return fmt.Errorf("local: read file: %w", err)
 	}
 	return nil
+}
+
+// randomSuffix returns a short random hex string.
+func randomSuffix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // shellError extracts the reason from a shell error line such as

@@ -157,33 +157,63 @@ func TestFilesRoundTrip(t *testing.T) {
 		path string
 		code sandbox.Code
 	}{
-		{"/etc/passwd", sandbox.CodeInvalidRequest},
-		{"relative/path", sandbox.CodeInvalidRequest},
-		{"/workspace/../etc/x", sandbox.CodeInvalidRequest},
-		{"/workspace", sandbox.CodeInvalidRequest},
+		{"/etc/passwd", sandbox.CodeInvalidPath},
+		{"relative/path", sandbox.CodeInvalidPath},
+		{"/workspace/../etc/x", sandbox.CodeInvalidPath},
+		{"/workspace", sandbox.CodeInvalidPath},
+		{"/workspace/dir", sandbox.CodeIsDirectory},
+		{"/workspace/dir/a.txt/below", sandbox.CodeInvalidPath}, // a file on the way
 	} {
 		err := p.WriteFile(ctx, id, tc.path, strings.NewReader("x"), 10)
 		if sandbox.ErrorCode(err) != tc.code {
 			t.Errorf("WriteFile(%s): %v, want %s", tc.path, err, tc.code)
 		}
 	}
-	err := p.WriteFile(ctx, id, "/workspace/big", strings.NewReader(strings.Repeat("x", 101)), 100)
+	run(t, p, id, `mkdir /workspace/closed && chmod 555 /workspace/closed`)
+	for _, path := range []string{"/workspace/closed/x", "/workspace/closed/sub/x"} {
+		if err := p.WriteFile(ctx, id, path, strings.NewReader("x"), 10); sandbox.ErrorCode(err) != sandbox.CodePermissionDenied {
+			t.Errorf("WriteFile(%s) in a read-only folder: %v, want PERMISSION_DENIED", path, err)
+		}
+	}
+
+	// A rejected upload leaves the old file byte-identical, and no partial
+	// or temporary file anywhere.
+	err := p.WriteFile(ctx, id, "/workspace/dir/a.txt", strings.NewReader(strings.Repeat("x", 101)), 100)
 	if sandbox.ErrorCode(err) != sandbox.CodePayloadTooLarge {
 		t.Errorf("oversized write: %v, want PAYLOAD_TOO_LARGE", err)
 	}
-	if r := run(t, p, id, `test -e /workspace/big && echo kept || echo removed`); r.Output != "removed\n" {
+	got.Reset()
+	if err := p.ReadFile(ctx, id, "/workspace/dir/a.txt", &got); err != nil || !bytes.Equal(got.Bytes(), content) {
+		t.Errorf("after a rejected upload the file holds %q, %v; want the old content", got.Bytes(), err)
+	}
+	err = p.WriteFile(ctx, id, "/workspace/big", strings.NewReader(strings.Repeat("x", 101)), 100)
+	if sandbox.ErrorCode(err) != sandbox.CodePayloadTooLarge {
+		t.Errorf("oversized write: %v, want PAYLOAD_TOO_LARGE", err)
+	}
+	if r := run(t, p, id, `test -e /workspace/big && echo kept || echo removed; find /workspace /tmp -name '.tether-upload-*'`); r.Output != "removed\n" {
 		t.Errorf("a refused oversized file was %s", r.Output)
 	}
-	if err := p.ReadFile(ctx, id, "/workspace/missing", &got); sandbox.ErrorCode(err) != sandbox.CodeNotFound {
-		t.Errorf("read of a missing file: %v, want NOT_FOUND", err)
+
+	for _, tc := range []struct {
+		path string
+		code sandbox.Code
+	}{
+		{"/workspace/missing", sandbox.CodeFileNotFound},
+		{"/workspace/dir", sandbox.CodeIsDirectory},
+		{"/etc/shadow", sandbox.CodePermissionDenied},
+		{"/workspace/fifo", sandbox.CodeInvalidPath},
+		{"relative", sandbox.CodeInvalidPath},
+	} {
+		run(t, p, id, `[ -e /workspace/fifo ] || mkfifo /workspace/fifo`)
+		if err := p.ReadFile(ctx, id, tc.path, &got); sandbox.ErrorCode(err) != tc.code {
+			t.Errorf("ReadFile(%s): %v, want %s", tc.path, err, tc.code)
+		}
 	}
-	if err := p.ReadFile(ctx, id, "/workspace/dir", &got); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
-		t.Errorf("read of a directory: %v, want INVALID_REQUEST", err)
-	}
-	// A symlink pointing out of the sandbox resolves inside it.
+	// A symlink pointing out of the sandbox resolves inside it, to the
+	// host's read-only root.
 	run(t, p, id, `ln -s /etc/hostname /workspace/link`)
-	if err := p.WriteFile(ctx, id, "/workspace/link", strings.NewReader("pwned"), 10); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
-		t.Errorf("write through a symlink to a read-only file: %v, want INVALID_REQUEST", err)
+	if err := p.WriteFile(ctx, id, "/workspace/link", strings.NewReader("pwned"), 10); sandbox.ErrorCode(err) != sandbox.CodePermissionDenied {
+		t.Errorf("write through a symlink to a read-only file: %v, want PERMISSION_DENIED", err)
 	}
 }
 
