@@ -708,7 +708,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Streams the file at path. A missing file is 404; a directory is 400.",
+                "description": "Streams the file at path. A missing file is 404 FILE_NOT_FOUND (a missing sandbox is 404 NOT_FOUND); a directory is 400 IS_DIRECTORY; anything but a regular file is 400 INVALID_PATH; a file the sandbox user may not read is 403 PERMISSION_DENIED.",
                 "produces": [
                     "application/octet-stream"
                 ],
@@ -740,7 +740,7 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "Bad Request",
+                        "description": "INVALID_PATH, IS_DIRECTORY",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -751,8 +751,14 @@ const docTemplate = `{
                             "$ref": "#/definitions/Problem"
                         }
                     },
+                    "403": {
+                        "description": "PERMISSION_DENIED",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
                     "404": {
-                        "description": "Not Found",
+                        "description": "FILE_NOT_FOUND or NOT_FOUND",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -777,7 +783,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Streams the raw request body into the file at path (parent folders are created). Only the sandbox's writable areas (/workspace, /tmp for the local provider) accept writes; other paths are 400. Bodies over the server's file limit are 413.",
+                "description": "Streams the raw request body into the file at path (parent folders are created). The file is replaced only once the whole body arrived: a failed or rejected upload leaves the previous file as it was. Only the sandbox's writable areas (/workspace, /tmp for the local provider) accept writes; other paths are 400 INVALID_PATH. A directory at path is 400 IS_DIRECTORY; a folder the sandbox user may not write is 403 PERMISSION_DENIED. Bodies over the server's file limit are 413.",
                 "consumes": [
                     "application/octet-stream"
                 ],
@@ -815,7 +821,7 @@ const docTemplate = `{
                         "description": "No Content"
                     },
                     "400": {
-                        "description": "Bad Request",
+                        "description": "INVALID_PATH, IS_DIRECTORY, INVALID_REQUEST",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -826,8 +832,14 @@ const docTemplate = `{
                             "$ref": "#/definitions/Problem"
                         }
                     },
+                    "403": {
+                        "description": "PERMISSION_DENIED",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
                     "404": {
-                        "description": "Not Found",
+                        "description": "NOT_FOUND (the sandbox)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -1051,7 +1063,7 @@ const docTemplate = `{
                     }
                 },
                 "timeout_seconds": {
-                    "description": "TimeoutSeconds bounds the command (default 60, at most the server's max); past it the command and everything it started are killed.",
+                    "description": "TimeoutSeconds bounds the command: absent means the default (60 s), 0 means the server's maximum (MAX_EXEC_TIMEOUT), anything else at most that maximum. Past it the command and everything it started are killed.",
                     "type": "integer",
                     "example": 30
                 },
@@ -1077,6 +1089,11 @@ const docTemplate = `{
                 "timed_out": {
                     "description": "TimedOut is true when the command was killed at its timeout (exit_code is then 124).",
                     "type": "boolean"
+                },
+                "timeout_seconds": {
+                    "description": "TimeoutSeconds is the limit that applied: the one asked for, the default, or the server's maximum.",
+                    "type": "integer",
+                    "example": 30
                 },
                 "truncated": {
                     "description": "Truncated is true when the output exceeded the server's cap and was cut.",
@@ -1151,6 +1168,10 @@ const docTemplate = `{
                         "NOT_SUPPORTED",
                         "PAYLOAD_TOO_LARGE",
                         "QUOTA_EXCEEDED",
+                        "FILE_NOT_FOUND",
+                        "IS_DIRECTORY",
+                        "PERMISSION_DENIED",
+                        "INVALID_PATH",
                         "INTERNAL",
                         "UNAVAILABLE"
                     ],

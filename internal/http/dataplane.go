@@ -14,7 +14,7 @@ import (
 type ExecRequest struct {
 	// Command is run with sh -c inside the sandbox.
 	Command string `json:"command" example:"printf 'OPEN_SANDBOX_ALIVE\\n'"`
-	// TimeoutSeconds bounds the command (default 60, at most the server's max); past it the command and everything it started are killed.
+	// TimeoutSeconds bounds the command: absent means the default (60 s), 0 means the server's maximum (MAX_EXEC_TIMEOUT), anything else at most that maximum. Past it the command and everything it started are killed.
 	TimeoutSeconds *int64 `json:"timeout_seconds,omitempty" example:"30"`
 	// Env adds environment variables for this command.
 	Env map[string]string `json:"env,omitempty"`
@@ -31,6 +31,8 @@ type ExecResult struct {
 	Truncated bool `json:"truncated"`
 	// TimedOut is true when the command was killed at its timeout (exit_code is then 124).
 	TimedOut bool `json:"timed_out"`
+	// TimeoutSeconds is the limit that applied: the one asked for, the default, or the server's maximum.
+	TimeoutSeconds int64 `json:"timeout_seconds" example:"30"`
 } // @name ExecResult
 
 // dataPlane finds the sandbox a data-plane request is for and checks it is
@@ -89,13 +91,9 @@ func handleSandboxExec(cfg Config, st sandboxGetter, providers map[string]sandbo
 		if strings.ContainsRune(req.Command, 0) || strings.ContainsRune(req.WorkDir, 0) {
 			return sandbox.Errorf(sandbox.CodeInvalidRequest, "command and workdir must not contain NUL bytes")
 		}
-		timeout := time.Minute
-		if req.TimeoutSeconds != nil {
-			maxSeconds := int64(cfg.MaxExecTimeout / time.Second)
-			if *req.TimeoutSeconds < 1 || *req.TimeoutSeconds > maxSeconds {
-				return sandbox.Errorf(sandbox.CodeInvalidRequest, "timeout_seconds must be between 1 and %d", maxSeconds)
-			}
-			timeout = time.Duration(*req.TimeoutSeconds) * time.Second
+		timeout, err := execTimeout(req.TimeoutSeconds, cfg.MaxExecTimeout)
+		if err != nil {
+			return err
 		}
 		for k, v := range req.Env {
 			if !envKeyPattern.MatchString(k) || len(v) > maxEnvValue || strings.ContainsRune(v, 0) {
@@ -115,8 +113,25 @@ func handleSandboxExec(cfg Config, st sandboxGetter, providers map[string]sandbo
 		if err != nil {
 			return err
 		}
-		return writeJSON(c, http.StatusOK, ExecResult{Output: res.Output, ExitCode: res.ExitCode, Truncated: res.Truncated, TimedOut: res.TimedOut})
+		return writeJSON(c, http.StatusOK, ExecResult{Output: res.Output, ExitCode: res.ExitCode, Truncated: res.Truncated, TimedOut: res.TimedOut,
+			TimeoutSeconds: int64(timeout / time.Second)})
 	}
+}
+
+// execTimeout is the limit an exec runs under: the default when none is
+// asked for, the server's maximum for 0 (as agent frameworks mean "no
+// timeout"), else the one asked for, which must not exceed the maximum.
+func execTimeout(asked *int64, maxTimeout time.Duration) (time.Duration, error) {
+	maxSeconds := int64(maxTimeout / time.Second)
+	switch {
+	case asked == nil:
+		return min(DefaultExecTimeout, maxTimeout), nil
+	case *asked == 0:
+		return maxTimeout, nil
+	case *asked < 0 || *asked > maxSeconds:
+		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "timeout_seconds must be between 0 (the server's maximum) and %d", maxSeconds)
+	}
+	return time.Duration(*asked) * time.Second, nil
 }
 
 func filePath(c *gin.Context) (string, error) {

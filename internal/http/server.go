@@ -89,10 +89,12 @@ const (
 	DefaultCreateTimeout  = 5 * time.Minute
 	DefaultMaxWait        = time.Minute
 	DefaultMaxExecTimeout = time.Hour
-	DefaultMaxBodyBytes   = 1 << 20
-	DefaultMaxFileBytes   = 100 << 20
-	DefaultMaxExecOutput  = 1 << 20
-	DefaultAuthCacheTTL   = 10 * time.Second
+	// DefaultExecTimeout bounds an exec that asks for no timeout.
+	DefaultExecTimeout   = time.Minute
+	DefaultMaxBodyBytes  = 1 << 20
+	DefaultMaxFileBytes  = 100 << 20
+	DefaultMaxExecOutput = 1 << 20
+	DefaultAuthCacheTTL  = 10 * time.Second
 )
 
 // withDefaults fills zero limits with the defaults. AuthCacheTTL stays as
