@@ -626,12 +626,13 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.",
+                "description": "Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.\n\nWith ` + "`" + `Accept: text/event-stream` + "`" + ` the output streams as Server-Sent Events while the command runs: ` + "`" + `stdout` + "`" + ` and ` + "`" + `stderr` + "`" + ` events whose data is ` + "`" + `{\"data\":\"...\"}` + "`" + ` (a chunk of text), then one ` + "`" + `exit` + "`" + ` event whose data is the ExecResult without output. A failure after the stream began is an ` + "`" + `error` + "`" + ` event whose data is a Problem. A client that disconnects ends the command.",
                 "consumes": [
                     "application/json"
                 ],
                 "produces": [
-                    "application/json"
+                    "application/json",
+                    "text/event-stream"
                 ],
                 "tags": [
                     "data plane"

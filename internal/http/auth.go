@@ -33,14 +33,14 @@ func withAuth(log *slog.Logger, auth authenticator) gin.HandlerFunc {
 		key = strings.TrimSpace(key)
 		if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
 			c.Header("WWW-Authenticate", `Bearer realm="tether"`)
-			writeProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated,
-				"send an API key as Authorization: Bearer <key>", "")
+			writeProblem(c, newProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated,
+				"send an API key as Authorization: Bearer <key>", ""))
 			return
 		}
 		tenant, err := auth.Authenticate(c.Request.Context(), key)
 		if errors.Is(err, sandbox.ErrNotFound) {
 			c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
-			writeProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated, "the API key is not valid", "")
+			writeProblem(c, newProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated, "the API key is not valid", ""))
 			return
 		}
 		if err != nil {

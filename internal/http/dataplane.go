@@ -1,6 +1,9 @@
 package http
 
 import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -65,9 +68,11 @@ func dataPlane[C any](c *gin.Context, st sandboxGetter, providers map[string]san
 //
 //	@Summary		Run a command in a sandbox
 //	@Description	Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
+//	@Description
+//	@Description	With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is `{"data":"..."}` (a chunk of text), then one `exit` event whose data is the ExecResult without output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
 //	@Tags			data plane
 //	@Accept			json
-//	@Produce		json
+//	@Produce		json,text/event-stream
 //	@Param			id		path		string		true	"sandbox id"
 //	@Param			request	body		ExecRequest	true	"the command"
 //	@Success		200		{object}	ExecResult
@@ -79,7 +84,7 @@ func dataPlane[C any](c *gin.Context, st sandboxGetter, providers map[string]san
 //	@Failure		503		{object}	Problem	"PROVIDER_UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/exec [post]
-func handleSandboxExec(cfg Config, st sandboxGetter, providers map[string]sandbox.Provider) handlerFunc {
+func handleSandboxExec(log *slog.Logger, cfg Config, st sandboxGetter, providers map[string]sandbox.Provider) handlerFunc {
 	return func(c *gin.Context) error {
 		var req ExecRequest
 		if err := decodeJSON(c, &req); err != nil {
@@ -103,19 +108,84 @@ func handleSandboxExec(cfg Config, st sandboxGetter, providers map[string]sandbo
 		if req.WorkDir != "" && req.WorkDir[0] != '/' {
 			return sandbox.Errorf(sandbox.CodeInvalidRequest, "workdir must be an absolute path")
 		}
+		execReq := sandbox.ExecRequest{
+			Command: req.Command, Timeout: timeout, Env: req.Env, WorkDir: req.WorkDir, MaxOutput: cfg.MaxExecOutput,
+		}
+		if wantsEventStream(c) {
+			sb, execer, err := dataPlane[sandbox.StreamExecer](c, st, providers, "streaming exec")
+			if err != nil {
+				return err
+			}
+			return streamExec(c, log, execer, sb.ID, execReq)
+		}
 		sb, execer, err := dataPlane[sandbox.Execer](c, st, providers, "exec")
 		if err != nil {
 			return err
 		}
-		res, err := execer.Exec(c.Request.Context(), sb.ID, sandbox.ExecRequest{
-			Command: req.Command, Timeout: timeout, Env: req.Env, WorkDir: req.WorkDir, MaxOutput: cfg.MaxExecOutput,
-		})
+		res, err := execer.Exec(c.Request.Context(), sb.ID, execReq)
 		if err != nil {
 			return err
 		}
 		return writeJSON(c, http.StatusOK, ExecResult{Output: res.Output, ExitCode: res.ExitCode, Truncated: res.Truncated, TimedOut: res.TimedOut,
 			TimeoutSeconds: int64(timeout / time.Second)})
 	}
+}
+
+// wantsEventStream reports whether the client asked for Server-Sent Events.
+func wantsEventStream(c *gin.Context) bool {
+	for part := range strings.SplitSeq(c.GetHeader("Accept"), ",") {
+		media, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(media), "text/event-stream") {
+			return true
+		}
+	}
+	return false
+}
+
+// OutputChunk is the data of a streaming exec's stdout and stderr events.
+type OutputChunk struct {
+	// Data is a chunk of the command's output, as text.
+	Data string `json:"data"`
+} // @name OutputChunk
+
+// streamExec runs the command, passing its output on as Server-Sent Events.
+// The headers go out with the first event, so that a failure before any
+// output is still a problem response.
+func streamExec(c *gin.Context, log *slog.Logger, execer sandbox.StreamExecer, id string, req sandbox.ExecRequest) error {
+	started := false
+	event := func(name string, v any) error {
+		if !started {
+			started = true
+			c.Header("Content-Type", "text/event-stream")
+			c.Header("Cache-Control", "no-store")
+			c.Header("X-Accel-Buffering", "no")
+			c.Status(http.StatusOK)
+		}
+		data, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(c.Writer, "event: %s\ndata: %s\n\n", name, data); err != nil {
+			return err
+		}
+		c.Writer.Flush()
+		return nil
+	}
+	res, err := execer.ExecStream(c.Request.Context(), id, req, func(stream string, chunk []byte) error {
+		return event(stream, OutputChunk{Data: strings.ToValidUTF8(string(chunk), "\uFFFD")})
+	})
+	switch {
+	case err != nil && !started:
+		return err
+	case err != nil && c.Request.Context().Err() != nil:
+		// The client left, which ended the command: nobody to tell.
+		log.DebugContext(c.Request.Context(), "streaming exec ended by the client", "sandbox", id, "err", err)
+		return nil //nolint:nilerr // handled: there is no one to answer
+	case err != nil:
+		return event("error", problemFor(c, log, err))
+	}
+	return event("exit", ExecResult{ExitCode: res.ExitCode, Truncated: res.Truncated, TimedOut: res.TimedOut,
+		TimeoutSeconds: int64(req.Timeout / time.Second)})
 }
 
 // execTimeout is the limit an exec runs under: the default when none is

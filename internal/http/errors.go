@@ -69,6 +69,16 @@ func errorHandler(log *slog.Logger) func(handlerFunc) gin.HandlerFunc {
 }
 
 func writeError(c *gin.Context, log *slog.Logger, err error) {
+	p := problemFor(c, log, err)
+	if p.Code == string(sandbox.CodeUnavailable) {
+		c.Header("Retry-After", "1")
+	}
+	writeProblem(c, p)
+}
+
+// problemFor is the problem document that err becomes, logging the cause
+// of a 5xx (whose detail is then generic).
+func problemFor(c *gin.Context, log *slog.Logger, err error) Problem {
 	var maxBytes *http.MaxBytesError
 	if errors.As(err, &maxBytes) {
 		err = sandbox.Errorf(sandbox.CodePayloadTooLarge, "request body exceeds %d bytes", maxBytes.Limit)
@@ -86,7 +96,6 @@ func writeError(c *gin.Context, log *slog.Logger, err error) {
 	case e.Code == sandbox.CodeUnavailable:
 		log.WarnContext(c.Request.Context(), "request failed: registry unavailable", "err", err,
 			"request_id", requestID(c), "method", c.Request.Method, "path", c.FullPath())
-		c.Header("Retry-After", "1")
 	case status >= 500 && e.Code != sandbox.CodeProviderUnavailable && e.Code != sandbox.CodeNotSupported:
 		log.ErrorContext(c.Request.Context(), "request failed", "err", err,
 			"request_id", requestID(c), "method", c.Request.Method, "path", c.FullPath())
@@ -95,11 +104,11 @@ func writeError(c *gin.Context, log *slog.Logger, err error) {
 	if e == sandbox.ErrNotFound {
 		detail = "the resource does not exist"
 	}
-	writeProblem(c, status, e.Code, detail, e.State)
+	return newProblem(c, status, e.Code, detail, e.State)
 }
 
-func writeProblem(c *gin.Context, status int, code sandbox.Code, detail string, state sandbox.State) {
-	p := Problem{
+func newProblem(c *gin.Context, status int, code sandbox.Code, detail string, state sandbox.State) Problem {
+	return Problem{
 		Type:      "https://github.com/tetherhq/tether/blob/main/docs/errors.md#" + strings.ToLower(string(code)),
 		Title:     http.StatusText(status),
 		Status:    status,
@@ -108,8 +117,11 @@ func writeProblem(c *gin.Context, status int, code sandbox.Code, detail string, 
 		State:     string(state),
 		RequestID: requestID(c),
 	}
+}
+
+func writeProblem(c *gin.Context, p Problem) {
 	c.Header("Content-Type", "application/problem+json")
-	c.Status(status)
+	c.Status(p.Status)
 	c.Abort()
 	_ = encodeJSON(c.Writer, p)
 }

@@ -35,8 +35,8 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 		return sandbox.Errorf(sandbox.CodeNotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path)
 	}))
 	r.NoMethod(func(c *gin.Context) {
-		writeProblem(c, http.StatusMethodNotAllowed, sandbox.CodeInvalidRequest,
-			"method "+c.Request.Method+" is not allowed here", "")
+		writeProblem(c, newProblem(c, http.StatusMethodNotAllowed, sandbox.CodeInvalidRequest,
+			"method "+c.Request.Method+" is not allowed here", ""))
 	})
 
 	r.GET("/healthz", h(handleHealthz()))
@@ -56,7 +56,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.DELETE("/sandboxes/:id", h(handleSandboxDelete(deps.Store)))
 	v1.POST("/sandboxes/:id/renew", body, h(handleSandboxRenew(cfg, deps.Store)))
 	v1.GET("/sandboxes/:id/events", h(handleSandboxEvents(deps.Store)))
-	v1.POST("/sandboxes/:id/exec", body, h(handleSandboxExec(cfg, deps.Store, providers)))
+	v1.POST("/sandboxes/:id/exec", body, h(handleSandboxExec(log, cfg, deps.Store, providers)))
 	v1.PUT("/sandboxes/:id/files", withBodyLimit(cfg.MaxFileBytes), h(handleFilePut(cfg, deps.Store, providers)))
 	v1.GET("/sandboxes/:id/files", h(handleFileGet(deps.Store, providers)))
 	v1.GET("/events", h(handleEvents(deps.Store)))

@@ -210,8 +210,8 @@ func withRecovery(log *slog.Logger) gin.HandlerFunc {
 				}
 				log.Error("panic serving request", "panic", v, "request_id", requestID(c), "stack", string(debug.Stack()))
 				if !c.Writer.Written() {
-					writeProblem(c, http.StatusInternalServerError, sandbox.CodeInternal,
-						"an internal error occurred; quote the request id when reporting it", "")
+					writeProblem(c, newProblem(c, http.StatusInternalServerError, sandbox.CodeInternal,
+						"an internal error occurred; quote the request id when reporting it", ""))
 				}
 			}
 		}()
@@ -224,8 +224,8 @@ func withRecovery(log *slog.Logger) gin.HandlerFunc {
 func withBodyLimit(limit int64) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if c.Request.ContentLength > limit {
-			writeProblem(c, http.StatusRequestEntityTooLarge, sandbox.CodePayloadTooLarge,
-				fmt.Sprintf("request body exceeds %d bytes", limit), "")
+			writeProblem(c, newProblem(c, http.StatusRequestEntityTooLarge, sandbox.CodePayloadTooLarge,
+				fmt.Sprintf("request body exceeds %d bytes", limit), ""))
 			return
 		}
 		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, limit)

@@ -104,12 +104,28 @@ type Execer interface {
 	Exec(ctx context.Context, sandboxID string, req ExecRequest) (ExecResult, error)
 }
 
+// Output streams of a command.
+const (
+	Stdout = "stdout"
+	Stderr = "stderr"
+)
+
+// StreamExecer is the optional capability of running a command while its
+// output is passed on as it is produced.
+type StreamExecer interface {
+	// ExecStream runs the command like Exec, calling emit with each chunk
+	// of output (stream is Stdout or Stderr) as it appears, up to
+	// req.MaxOutput bytes in all (Truncated is then set). The result's
+	// Output is empty. If emit fails, or ctx ends, the command is killed.
+	ExecStream(ctx context.Context, sandboxID string, req ExecRequest, emit func(stream string, chunk []byte) error) (ExecResult, error)
+}
+
 // Files is the optional capability of reading and writing files in a
 // sandbox. Paths are absolute paths inside the sandbox.
 type Files interface {
 	// WriteFile streams r into path, refusing more than limit bytes.
 	WriteFile(ctx context.Context, sandboxID, path string, r io.Reader, limit int64) error
 	// ReadFile streams the file at path into w. A missing file is
-	// ErrNotFound.
+	// CodeFileNotFound.
 	ReadFile(ctx context.Context, sandboxID, path string, w io.Writer) error
 }

@@ -1,10 +1,16 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestExecTimeoutSemantics: timeout_seconds 0 is the server's maximum (an
@@ -77,4 +83,99 @@ func rawBody(body, method string) any {
 		return nil
 	}
 	return body
+}
+
+// sseEvent is one Server-Sent Event and when it arrived.
+type sseEvent struct {
+	name, data string
+	at         time.Time
+}
+
+// streamExec posts an exec asking for an event stream and returns the
+// response, whose events readEvents reads.
+func (e *env) streamExec(ctx context.Context, id string, body map[string]any) *http.Response {
+	e.t.Helper()
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.replica.URL()+"/v1/sandboxes/"+id+"/exec", bytes.NewReader(b))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		e.t.Fatalf("streaming exec = %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	return resp
+}
+
+// readEvents sends each event of the stream to out as it arrives.
+func readEvents(r io.Reader, out chan<- sseEvent) {
+	defer close(out)
+	sc := bufio.NewScanner(r)
+	var ev sseEvent
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			ev.name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			ev.data = strings.TrimPrefix(line, "data: ")
+		case line == "" && ev.name != "":
+			ev.at = time.Now()
+			out <- ev
+			ev = sseEvent{}
+		}
+	}
+}
+
+// TestStreamingExec: with Accept: text/event-stream, output arrives while
+// the command runs, stdout and stderr apart, then one exit event; a client
+// that disconnects ends the command.
+func TestStreamingExec(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	id := e.createReady(map[string]any{"provider": "local"})
+
+	resp := e.streamExec(t.Context(), id, map[string]any{"command": `echo one; sleep 1; echo two >&2; exit 3`})
+	events := make(chan sseEvent)
+	go readEvents(resp.Body, events)
+	var got []sseEvent
+	for ev := range events {
+		got = append(got, ev)
+	}
+	_ = resp.Body.Close()
+	if len(got) != 3 || got[0].name != "stdout" || got[0].data != `{"data":"one\n"}` ||
+		got[1].name != "stderr" || got[1].data != `{"data":"two\n"}` || got[2].name != "exit" {
+		t.Fatalf("events = %+v", got)
+	}
+	var exit map[string]any
+	if err := json.Unmarshal([]byte(got[2].data), &exit); err != nil || exit["exit_code"] != 3.0 || exit["timed_out"] != false {
+		t.Errorf("exit event = %s (%v)", got[2].data, err)
+	}
+	if gap := got[2].at.Sub(got[0].at); gap < 500*time.Millisecond {
+		t.Errorf("stdout arrived only %s before the exit: not streamed", gap)
+	}
+
+	mark := marker(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	resp = e.streamExec(ctx, id, map[string]any{"command": `echo started; ` + mark + `; echo never`})
+	events = make(chan sseEvent)
+	go readEvents(resp.Body, events)
+	if ev := <-events; ev.name != "stdout" {
+		t.Fatalf("first event = %+v, want stdout", ev)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !running(mark); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%q never ran", mark)
+		}
+	}
+	cancel()
+	_ = resp.Body.Close()
+	for range events { //nolint:revive // drain until the reader sees the closed body
+	}
+	waitGone(t, mark)
 }

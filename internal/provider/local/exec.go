@@ -100,26 +100,63 @@ func (p *Provider) exec(ctx context.Context, m meta, req sandbox.ExecRequest) (s
 	defer func() { _ = os.Remove(out.Name()) }()
 	defer func() { _ = out.Close() }()
 
-	script := req.Command
-	argv := []string{"sh", "-c", script}
+	cmd := p.execCommand(m, req, out, out)
+	tctx, cancel := context.WithTimeout(ctx, execTimeout(req))
+	defer cancel()
+	killed, err := run(tctx, cmd)
+	if killed && ctx.Err() != nil {
+		return res, fmt.Errorf("local: exec: %w", ctx.Err())
+	}
+	if res, err = execOutcome(killed, err); err != nil {
+		return res, err
+	}
+
+	limit := outputLimit(req)
+	buf := make([]byte, limit+1)
+	n, err := out.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return res, fmt.Errorf("local: exec: reading output: %w", err)
+	}
+	if n > limit {
+		n, res.Truncated = limit, true
+	}
+	res.Output = strings.ToValidUTF8(string(buf[:n]), "\uFFFD")
+	return res, nil
+}
+
+// execCommand is the command that runs req in the sandbox, its output
+// going to the given files.
+func (p *Provider) execCommand(m meta, req sandbox.ExecRequest, stdout, stderr *os.File) *exec.Cmd {
+	argv := []string{"sh", "-c", req.Command}
 	if req.WorkDir != "" {
-		argv = []string{"sh", "-c", `cd -- "$0" || exit 1; exec sh -c "$1"`, req.WorkDir, script}
+		argv = []string{"sh", "-c", `cd -- "$0" || exit 1; exec sh -c "$1"`, req.WorkDir, req.Command}
 	}
 	cmd := p.command(m, req.Env, argv...)
 	cmd.Stdin = nil
-	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	return cmd
+}
 
-	timeout := req.Timeout
-	if timeout <= 0 {
-		timeout = time.Minute
+func execTimeout(req sandbox.ExecRequest) time.Duration {
+	if req.Timeout <= 0 {
+		return time.Minute
 	}
-	tctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	killed, err := run(tctx, cmd)
+	return req.Timeout
+}
+
+func outputLimit(req sandbox.ExecRequest) int {
+	if req.MaxOutput <= 0 {
+		return 1 << 20
+	}
+	return req.MaxOutput
+}
+
+// execOutcome is the exit code and timeout of a command that run ended
+// (killed: at its timeout), or why it could not run.
+func execOutcome(killed bool, err error) (sandbox.ExecResult, error) {
+	var res sandbox.ExecResult
 	var exitErr *exec.ExitError
 	switch {
-	case killed && ctx.Err() != nil:
-		return res, fmt.Errorf("local: exec: %w", ctx.Err())
 	case killed:
 		res.TimedOut, res.ExitCode = true, 124
 	case errors.As(err, &exitErr):
@@ -130,20 +167,115 @@ func (p *Provider) exec(ctx context.Context, m meta, req sandbox.ExecRequest) (s
 	case err != nil:
 		return res, fmt.Errorf("local: exec: %w", err)
 	}
+	return res, nil
+}
 
-	limit := req.MaxOutput
-	if limit <= 0 {
-		limit = 1 << 20
+// streamPoll is how often a streaming exec looks for new output.
+const streamPoll = 20 * time.Millisecond
+
+// ExecStream implements sandbox.StreamExecer. stdout and stderr go to two
+// files (for the reason exec gives), which are read as they grow.
+func (p *Provider) ExecStream(ctx context.Context, sandboxID string, req sandbox.ExecRequest, emit func(stream string, chunk []byte) error) (sandbox.ExecResult, error) {
+	var res sandbox.ExecResult
+	m, err := p.running(sandboxID)
+	if err != nil {
+		return res, err
 	}
-	buf := make([]byte, limit+1)
-	n, err := out.ReadAt(buf, 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return res, fmt.Errorf("local: exec: reading output: %w", err)
+	var outs [2]*os.File
+	for i, name := range []string{sandbox.Stdout, sandbox.Stderr} {
+		f, err := os.CreateTemp(p.sandboxDir(m.SandboxID), "exec-*."+name)
+		if err != nil {
+			return res, fmt.Errorf("local: exec: %w", err)
+		}
+		defer func() { _ = os.Remove(f.Name()) }()
+		defer func() { _ = f.Close() }()
+		outs[i] = f
 	}
-	if n > limit {
-		n, res.Truncated = limit, true
+	tail := &outputTail{files: outs, left: outputLimit(req), emit: emit}
+
+	cmd := p.execCommand(m, req, outs[0], outs[1])
+	if err := cmd.Start(); err != nil {
+		return res, fmt.Errorf("local: exec: %w", err)
 	}
-	res.Output = strings.ToValidUTF8(string(buf[:n]), "\uFFFD")
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	kill := func() error {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		return <-waited
+	}
+	timeout := time.NewTimer(execTimeout(req))
+	defer timeout.Stop()
+	poll := time.NewTicker(streamPoll)
+	defer poll.Stop()
+	for {
+		select {
+		case err := <-waited:
+			if res, err = execOutcome(false, err); err != nil {
+				return res, err
+			}
+			return tail.finish(res)
+		case <-timeout.C:
+			_ = kill()
+			res, _ = execOutcome(true, nil)
+			return tail.finish(res)
+		case <-ctx.Done():
+			_ = kill()
+			return res, fmt.Errorf("local: exec: %w", ctx.Err())
+		case <-poll.C:
+			if err := tail.pump(); err != nil {
+				_ = kill()
+				return res, fmt.Errorf("local: exec: passing output on: %w", err)
+			}
+		}
+	}
+}
+
+// outputTail passes on what the output files gained since it last looked,
+// up to left bytes in all.
+type outputTail struct {
+	files     [2]*os.File
+	offsets   [2]int64
+	left      int
+	truncated bool
+	emit      func(stream string, chunk []byte) error
+	buf       [32 << 10]byte
+}
+
+func (t *outputTail) pump() error {
+	for i, f := range t.files {
+		stream := []string{sandbox.Stdout, sandbox.Stderr}[i]
+		for !t.truncated {
+			n, err := f.ReadAt(t.buf[:], t.offsets[i])
+			if n > 0 {
+				t.offsets[i] += int64(n)
+				chunk := t.buf[:n]
+				if len(chunk) > t.left {
+					chunk, t.truncated = chunk[:t.left], true
+				}
+				t.left -= len(chunk)
+				if len(chunk) > 0 {
+					if err := t.emit(stream, chunk); err != nil {
+						return err
+					}
+				}
+			}
+			if errors.Is(err, io.EOF) || n == 0 {
+				break
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// finish passes on the last of the output and completes the result.
+func (t *outputTail) finish(res sandbox.ExecResult) (sandbox.ExecResult, error) {
+	if err := t.pump(); err != nil {
+		return res, fmt.Errorf("local: exec: passing output on: %w", err)
+	}
+	res.Truncated = t.truncated
 	return res, nil
 }
 
