@@ -555,6 +555,172 @@ const docTemplate = `{
                 }
             }
         },
+        "/v1/sandboxes/{id}/archive": {
+            "get": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Streams the folder at path as a tar archive (members relative to the folder). A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.",
+                "produces": [
+                    "application/x-tar"
+                ],
+                "tags": [
+                    "data plane"
+                ],
+                "summary": "Download a folder from a sandbox, as a tar archive",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "example": "/workspace",
+                        "description": "absolute path of a folder inside the sandbox",
+                        "name": "path",
+                        "in": "query",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "type": "file"
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_PATH",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "403": {
+                        "description": "PERMISSION_DENIED",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "FILE_NOT_FOUND or NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "SANDBOX_STATE_CONFLICT",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            },
+            "put": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Extracts the tar archive in the request body into the folder at path (made if missing; what is there already stays unless the archive replaces it). The archive is extracted aside first and copied into place only once it arrived whole: a refused or broken archive leaves the folder as it was. Path rules, limits (MAX_FILE_BYTES for the archive) and errors are those of the file routes; a body that is not a tar archive is 400 INVALID_REQUEST.",
+                "consumes": [
+                    "application/x-tar"
+                ],
+                "tags": [
+                    "data plane"
+                ],
+                "summary": "Upload a folder into a sandbox, as a tar archive",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "example": "/workspace",
+                        "description": "absolute path of a folder inside the sandbox",
+                        "name": "path",
+                        "in": "query",
+                        "required": true
+                    },
+                    {
+                        "description": "a tar archive",
+                        "name": "archive",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "type": "string"
+                        }
+                    }
+                ],
+                "responses": {
+                    "204": {
+                        "description": "No Content"
+                    },
+                    "400": {
+                        "description": "INVALID_PATH, INVALID_REQUEST",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "403": {
+                        "description": "PERMISSION_DENIED",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND (the sandbox)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "SANDBOX_STATE_CONFLICT",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "413": {
+                        "description": "PAYLOAD_TOO_LARGE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
         "/v1/sandboxes/{id}/events": {
             "get": {
                 "security": [

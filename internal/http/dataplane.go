@@ -1,6 +1,7 @@
 package http
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -255,14 +256,15 @@ func handleFilePut(cfg Config, st sandboxGetter, providers map[string]sandbox.Pr
 // lazyWriter sends the success headers with the first byte, so that a
 // failure before any content can still be answered as a problem.
 type lazyWriter struct {
-	c       *gin.Context
-	started bool
+	c           *gin.Context
+	contentType string // default application/octet-stream
+	started     bool
 }
 
 func (w *lazyWriter) start() {
 	if !w.started {
 		w.started = true
-		w.c.Header("Content-Type", "application/octet-stream")
+		w.c.Header("Content-Type", cmp.Or(w.contentType, "application/octet-stream"))
 		w.c.Status(http.StatusOK)
 		w.c.Writer.WriteHeaderNow()
 	}

@@ -104,6 +104,18 @@ type Execer interface {
 	Exec(ctx context.Context, sandboxID string, req ExecRequest) (ExecResult, error)
 }
 
+// Archives is the optional capability of moving whole folders in and out
+// of a sandbox as tar archives, with the same path rules and errors as
+// Files.
+type Archives interface {
+	// ReadArchive streams the folder at path as a tar archive into w.
+	ReadArchive(ctx context.Context, sandboxID, path string, w io.Writer) error
+	// WriteArchive extracts the tar archive read from r into the folder at
+	// path (made if missing), refusing more than limit bytes of archive.
+	// Nothing of a refused or broken archive is left in the folder.
+	WriteArchive(ctx context.Context, sandboxID, path string, r io.Reader, limit int64) error
+}
+
 // Output streams of a command.
 const (
 	Stdout = "stdout"

@@ -455,6 +455,110 @@ func (p *Provider) ReadFile(ctx context.Context, sandboxID, filePath string, w i
 	return nil
 }
 
+// readArchiveScript checks that the path is a folder the sandbox user may
+// read, then streams it as a tar archive.
+const readArchiveScript = fileScriptPrefix + `[ -e "$p" ] || exit 3
+[ -d "$p" ] || exit 6
+[ -r "$p" ] && [ -x "$p" ] || exit 5
+exec tar -C "$p" -cf - .`
+
+// ReadArchive implements sandbox.Archives.
+func (p *Provider) ReadArchive(ctx context.Context, sandboxID, dir string, w io.Writer) error {
+	clean, err := checkPath(dir)
+	if err != nil {
+		return err
+	}
+	m, err := p.running(sandboxID)
+	if err != nil {
+		return err
+	}
+	var stderr bytes.Buffer
+	cmd := p.command(m, nil, "sh", "-c", readArchiveScript, "sh", clean)
+	cmd.Stdout, cmd.Stderr = w, &stderr
+	_, err = run(ctx, cmd)
+	if ctx.Err() != nil {
+		return fmt.Errorf("local: read archive: %w", ctx.Err())
+	}
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		return fileError(exitErr.ExitCode(), clean, stderr.String())
+	}
+	if err != nil {
+		return fmt.Errorf("local: read archive: %w", err)
+	}
+	return nil
+}
+
+// stageArchiveScript makes the folder and extracts stdin into a staging
+// folder inside it.
+const stageArchiveScript = fileScriptPrefix + `stage=$2
+[ ! -e "$p" ] || [ -d "$p" ] || exit 6
+if [ ! -d "$p" ]; then
+	err=$(mkdir -p -- "$p" 2>&1) || case $err in
+		*"ermission denied"*) exit 5 ;;
+		*) exit 6 ;;
+	esac
+fi
+[ -w "$p" ] && [ -x "$p" ] || exit 5
+mkdir -- "$stage" || exit 5
+tar -C "$stage" -xf - --no-same-owner || { rm -rf -- "$stage"; exit 7; }`
+
+// WriteArchive implements sandbox.Archives. The archive is extracted into a
+// staging folder inside the target first, and copied over it only once it
+// arrived whole within the limit.
+func (p *Provider) WriteArchive(ctx context.Context, sandboxID, dir string, r io.Reader, limit int64) error {
+	clean, err := checkPath(dir)
+	if err != nil {
+		return err
+	}
+	if !writable(clean) && clean != WorkDir && clean != "/tmp" {
+		return sandbox.Errorf(sandbox.CodeInvalidPath, "path %s is outside the sandbox's writable areas (%s)", clean, strings.Join(writableRoots, ", "))
+	}
+	m, err := p.running(sandboxID)
+	if err != nil {
+		return err
+	}
+	stage := path.Join(clean, ".tether-archive-"+randomSuffix())
+	body := &limitedReader{r: r, left: limit}
+	var stderr bytes.Buffer
+	cmd := p.command(m, nil, "sh", "-c", stageArchiveScript, "sh", clean, stage)
+	cmd.Stdin, cmd.Stderr = body, &stderr
+	_, err = run(ctx, cmd)
+	discard := func() {
+		rm := p.command(m, nil, "rm", "-rf", "--", stage)
+		_, _ = run(context.WithoutCancel(ctx), rm)
+	}
+	var exitErr *exec.ExitError
+	switch {
+	case body.exceeded:
+		discard()
+		return sandbox.Errorf(sandbox.CodePayloadTooLarge, "archive exceeds the %d-byte limit", limit)
+	case ctx.Err() != nil:
+		discard()
+		return fmt.Errorf("local: write archive: %w", ctx.Err())
+	case errors.As(err, &exitErr) && exitErr.ExitCode() == exitWriteFailed:
+		discard()
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "the body is not a tar archive that extracts here: %s", shellError(stderr.String()))
+	case errors.As(err, &exitErr):
+		discard()
+		return fileError(exitErr.ExitCode(), clean, stderr.String())
+	case err != nil:
+		discard()
+		return fmt.Errorf("local: write archive: %w", err)
+	}
+	stderr.Reset()
+	cp := p.command(m, nil, "sh", "-c", `cp -a -- "$1"/. "$2"/ && rm -rf -- "$1"`, "sh", stage, clean)
+	cp.Stderr = &stderr
+	if _, err := run(context.WithoutCancel(ctx), cp); err != nil {
+		discard()
+		if errors.As(err, &exitErr) {
+			return fileError(exitWriteFailed, clean, stderr.String())
+		}
+		return fmt.Errorf("local: write archive: %w", err)
+	}
+	return nil
+}
+
 // randomSuffix returns a short random hex string.
 func randomSuffix() string {
 	var b [6]byte

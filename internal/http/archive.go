@@ -1,0 +1,87 @@
+package http
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// handleArchivePut extracts a tar archive into a folder of a sandbox.
+//
+//	@Summary		Upload a folder into a sandbox, as a tar archive
+//	@Description	Extracts the tar archive in the request body into the folder at path (made if missing; what is there already stays unless the archive replaces it). The archive is extracted aside first and copied into place only once it arrived whole: a refused or broken archive leaves the folder as it was. Path rules, limits (MAX_FILE_BYTES for the archive) and errors are those of the file routes; a body that is not a tar archive is 400 INVALID_REQUEST.
+//	@Tags			data plane
+//	@Accept			application/x-tar
+//	@Param			id		path	string	true	"sandbox id"
+//	@Param			path	query	string	true	"absolute path of a folder inside the sandbox"	example(/workspace)
+//	@Param			archive	body	string	true	"a tar archive"
+//	@Success		204
+//	@Failure		400	{object}	Problem	"INVALID_PATH, INVALID_REQUEST"
+//	@Failure		401	{object}	Problem
+//	@Failure		403	{object}	Problem	"PERMISSION_DENIED"
+//	@Failure		404	{object}	Problem	"NOT_FOUND (the sandbox)"
+//	@Failure		409	{object}	Problem	"SANDBOX_STATE_CONFLICT"
+//	@Failure		413	{object}	Problem	"PAYLOAD_TOO_LARGE"
+//	@Failure		501	{object}	Problem	"NOT_SUPPORTED"
+//	@Security		BearerAuth
+//	@Router			/v1/sandboxes/{id}/archive [put]
+func handleArchivePut(cfg Config, st sandboxGetter, providers map[string]sandbox.Provider) handlerFunc {
+	return func(c *gin.Context) error {
+		path, err := filePath(c)
+		if err != nil {
+			return err
+		}
+		sb, archives, err := dataPlane[sandbox.Archives](c, st, providers, "archives")
+		if err != nil {
+			return err
+		}
+		if err := archives.WriteArchive(c.Request.Context(), sb.ID, path, c.Request.Body, cfg.MaxFileBytes); err != nil {
+			return err
+		}
+		c.Status(http.StatusNoContent)
+		return nil
+	}
+}
+
+// handleArchiveGet downloads a folder of a sandbox as a tar archive.
+//
+//	@Summary		Download a folder from a sandbox, as a tar archive
+//	@Description	Streams the folder at path as a tar archive (members relative to the folder). A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
+//	@Tags			data plane
+//	@Produce		application/x-tar
+//	@Param			id		path		string	true	"sandbox id"
+//	@Param			path	query		string	true	"absolute path of a folder inside the sandbox"	example(/workspace)
+//	@Success		200		{file}		binary
+//	@Failure		400		{object}	Problem	"INVALID_PATH"
+//	@Failure		401		{object}	Problem
+//	@Failure		403		{object}	Problem	"PERMISSION_DENIED"
+//	@Failure		404		{object}	Problem	"FILE_NOT_FOUND or NOT_FOUND"
+//	@Failure		409		{object}	Problem	"SANDBOX_STATE_CONFLICT"
+//	@Failure		501		{object}	Problem	"NOT_SUPPORTED"
+//	@Security		BearerAuth
+//	@Router			/v1/sandboxes/{id}/archive [get]
+func handleArchiveGet(st sandboxGetter, providers map[string]sandbox.Provider) handlerFunc {
+	return func(c *gin.Context) error {
+		path, err := filePath(c)
+		if err != nil {
+			return err
+		}
+		sb, archives, err := dataPlane[sandbox.Archives](c, st, providers, "archives")
+		if err != nil {
+			return err
+		}
+		w := &lazyWriter{c: c, contentType: "application/x-tar"}
+		err = archives.ReadArchive(c.Request.Context(), sb.ID, path, w)
+		if err != nil && w.started {
+			// Too late for a problem document: cut the response short.
+			panic(http.ErrAbortHandler)
+		}
+		if err != nil {
+			return err
+		}
+		w.start() // tar always writes something; this is for a provider that wrote nothing
+		return nil
+	}
+}
