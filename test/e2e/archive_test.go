@@ -125,8 +125,9 @@ func TestArchiveRoundTrip(t *testing.T) {
 	}{
 		{"/workspace/missing", http.StatusNotFound, "FILE_NOT_FOUND"},
 		{"/workspace/proj/main.py", http.StatusBadRequest, "INVALID_PATH"},
-		{"/root", http.StatusForbidden, "PERMISSION_DENIED"},
+		{"/workspace/closed", http.StatusForbidden, "PERMISSION_DENIED"},
 	} {
+		e.exec(id, `mkdir -p /workspace/closed && chmod 000 /workspace/closed`)
 		if code, body := e.archive(http.MethodGet, id, tc.path, nil); code != tc.code || problemCode(body) != tc.want {
 			t.Errorf("GET archive %s = %d %s, want %d %s", tc.path, code, body, tc.code, tc.want)
 		}

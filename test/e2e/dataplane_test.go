@@ -45,7 +45,7 @@ func TestFileErrors(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	id := e.createReady(map[string]any{"provider": "local"})
-	if code, res := e.exec(id, `mkdir -p /workspace/dir /workspace/closed && chmod 555 /workspace/closed`); code != http.StatusOK || res["exit_code"] != 0.0 {
+	if code, res := e.exec(id, `mkdir -p /workspace/dir /workspace/closed && chmod 555 /workspace/closed && echo s >/workspace/secret && chmod 000 /workspace/secret`); code != http.StatusOK || res["exit_code"] != 0.0 {
 		t.Fatalf("prepare = %d %v", code, res)
 	}
 	files := func(method, sandboxID, path, body string) (int, map[string]any) {
@@ -66,7 +66,7 @@ func TestFileErrors(t *testing.T) {
 		{http.MethodGet, id, "/workspace/dir", http.StatusBadRequest, "IS_DIRECTORY"},
 		{http.MethodPut, id, "/workspace/dir", http.StatusBadRequest, "IS_DIRECTORY"},
 		{http.MethodPut, id, "/workspace/closed/x", http.StatusForbidden, "PERMISSION_DENIED"},
-		{http.MethodGet, id, "/etc/shadow", http.StatusForbidden, "PERMISSION_DENIED"},
+		{http.MethodGet, id, "/workspace/secret", http.StatusForbidden, "PERMISSION_DENIED"},
 		{http.MethodPut, id, "/etc/x", http.StatusBadRequest, "INVALID_PATH"},
 		{http.MethodGet, id, "relative", http.StatusBadRequest, "INVALID_PATH"},
 	} {

@@ -132,6 +132,9 @@ func (p *Provider) probe() string {
 		return fmt.Sprintf("the state folder %s is not reachable by the sandbox user (uid %d): %s needs o+x (chmod o+x %s), or set LOCAL_STATE_DIR to a folder below reachable ones",
 			p.dir, SandboxUID, blocked, blocked)
 	}
+	if err := p.writeSandboxEtc(); err != nil {
+		return fmt.Sprintf("cannot write the sandboxes' /etc/passwd under %s: %v", p.dir, err)
+	}
 	dir := filepath.Join(p.dir, probeDir)
 	defer func() { _ = os.RemoveAll(dir) }()
 	ws := filepath.Join(dir, "workspace")
@@ -219,7 +222,7 @@ func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 		Files:     true,
 		WorkDir:   WorkDir,
 		Notes: []string{
-			"isolation: bubblewrap; own user, pid, mount, ipc and uts namespaces; processes run as uid 65534 (nobody) without capabilities; root filesystem is the host's, read-only; private /workspace and /tmp",
+			"isolation: bubblewrap; own user, pid, mount, ipc and uts namespaces; processes run as uid 65534 without capabilities; the root holds the host's system folders (/usr, /bin, /lib*, /sbin) and a curated /etc, read-only, and nothing else of the host's; private /workspace and /tmp",
 			p.networkNote(),
 			"resource limits: per-sandbox cgroup limits are not applied by this version",
 		},
@@ -490,38 +493,94 @@ func (p *Provider) resource(m meta) sandbox.Resource {
 	}
 }
 
-// bwrapArgs builds the sandbox's options (everything before bwrap's "--"):
-// a tmpfs root holding read-only binds of the host's top-level folders (the
-// state directory itself masked), fresh /proc, /dev, /tmp and /run, and
-// workspace at /workspace. Create and the probe share them.
-func (p *Provider) bwrapArgs(workspace, hostname string, prm Params) ([]string, error) {
-	entries, err := os.ReadDir("/")
-	if err != nil {
-		return nil, err
+// systemDirs are the host's top-level folders a sandbox sees, read-only:
+// what programs need to run, and nothing of the host's data.
+var systemDirs = []string{"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"}
+
+// etcEntries are the entries of the host's /etc a sandbox sees, read-only:
+// what the C library, shells, TLS and language runtimes read. Not the
+// host's identity (hostname, machine-id), its users (passwd and group are
+// the sandbox's own), its services' configuration or their secrets.
+var etcEntries = []string{
+	"nsswitch.conf", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives",
+	"ssl/certs", "ca-certificates", "ca-certificates.conf", "localtime", "timezone", "hosts", "host.conf",
+	"os-release", "debian_version", "lsb-release", "mime.types", "magic", "magic.mime",
+	"protocols", "services", "inputrc", "bash.bashrc", "profile", "shells", "locale.alias",
+	"login.defs", "gai.conf", "networks", "perl", "python3", "java-17-openjdk", "java-21-openjdk",
+}
+
+// sandboxEtcDir holds the sandboxes' own /etc/passwd and /etc/group, under
+// the state folder (not a sandbox id, so never listed).
+const sandboxEtcDir = ".etc"
+
+// writeSandboxEtc writes the passwd and group files every sandbox sees:
+// root and the sandbox user, nobody else of the host's.
+func (p *Provider) writeSandboxEtc() error {
+	dir := filepath.Join(p.dir, sandboxEtcDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
 	}
-	args := []string{"--tmpfs", "/"}
-	for _, e := range entries {
-		name := "/" + e.Name()
-		switch e.Name() {
-		case "proc", "dev", "tmp", "run", "workspace":
-			continue
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
+	uid := strconv.Itoa(SandboxUID)
+	files := map[string]string{
+		"passwd": "root:x:0:0:root:/root:/bin/sh\nsandbox:x:" + uid + ":" + uid + ":sandbox:" + WorkDir + ":/bin/sh\n",
+		"group":  "root:x:0:\nsandbox:x:" + uid + ":\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// bwrapArgs builds the sandbox's options (everything before bwrap's "--"):
+// an empty root holding read-only binds of the host's system folders and a
+// curated /etc, fresh /proc, /dev, /tmp and /run, and workspace at
+// /workspace. Create and the probe share them.
+func (p *Provider) bwrapArgs(workspace, hostname string, prm Params) ([]string, error) {
+	args := []string{"--tmpfs", "/"}
+	for _, name := range systemDirs {
+		host := "/" + name
+		info, err := os.Lstat(host)
 		switch {
-		case e.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(name)
+		case err != nil:
+			continue
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(host)
 			if err != nil {
 				continue
 			}
-			args = append(args, "--symlink", target, name)
-		case e.IsDir():
-			args = append(args, "--ro-bind", name, name)
+			args = append(args, "--symlink", target, host)
+		case info.IsDir():
+			args = append(args, "--ro-bind", host, host)
 		}
 	}
+	args = append(args, "--dir", "/etc")
+	for _, name := range etcEntries {
+		host := "/etc/" + name
+		info, err := os.Lstat(host)
+		switch {
+		case err != nil:
+			continue
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(host)
+			if err != nil {
+				continue
+			}
+			args = append(args, "--symlink", target, host)
+		default:
+			args = append(args, "--ro-bind", host, host)
+		}
+	}
+	etc := filepath.Join(p.dir, sandboxEtcDir)
 	args = append(args,
+		"--ro-bind", filepath.Join(etc, "passwd"), "/etc/passwd",
+		"--ro-bind", filepath.Join(etc, "group"), "/etc/group",
 		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
 		"--bind", workspace, WorkDir,
-		// Other sandboxes' workspaces are not this one's business.
-		"--tmpfs", p.dir,
 		"--remount-ro", "/",
 		"--chdir", WorkDir,
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts",

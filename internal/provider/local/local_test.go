@@ -200,18 +200,18 @@ func TestFilesRoundTrip(t *testing.T) {
 	}{
 		{"/workspace/missing", sandbox.CodeFileNotFound},
 		{"/workspace/dir", sandbox.CodeIsDirectory},
-		{"/etc/shadow", sandbox.CodePermissionDenied},
+		{"/workspace/secret", sandbox.CodePermissionDenied},
 		{"/workspace/fifo", sandbox.CodeInvalidPath},
 		{"relative", sandbox.CodeInvalidPath},
 	} {
-		run(t, p, id, `[ -e /workspace/fifo ] || mkfifo /workspace/fifo`)
+		run(t, p, id, `[ -e /workspace/fifo ] || mkfifo /workspace/fifo; [ -e /workspace/secret ] || { echo s >/workspace/secret; chmod 000 /workspace/secret; }`)
 		if err := p.ReadFile(ctx, id, tc.path, &got); sandbox.ErrorCode(err) != tc.code {
 			t.Errorf("ReadFile(%s): %v, want %s", tc.path, err, tc.code)
 		}
 	}
 	// A symlink pointing out of the sandbox resolves inside it, to the
-	// host's read-only root.
-	run(t, p, id, `ln -s /etc/hostname /workspace/link`)
+	// read-only system folders.
+	run(t, p, id, `ln -s /etc/passwd /workspace/link`)
 	if err := p.WriteFile(ctx, id, "/workspace/link", strings.NewReader("pwned"), 10); sandbox.ErrorCode(err) != sandbox.CodePermissionDenied {
 		t.Errorf("write through a symlink to a read-only file: %v, want PERMISSION_DENIED", err)
 	}
@@ -469,5 +469,37 @@ func TestUnreachableStateFolder(t *testing.T) {
 	}
 	if strings.Contains(info.Reason, "--uid") {
 		t.Errorf("the reason is bwrap's warning, not the cause: %q", info.Reason)
+	}
+}
+
+// TestMinimalRoot: a sandbox sees the host's system folders and a curated
+// /etc, and nothing else of the host: not its data, not Tether's files,
+// not its identity, not other sandboxes.
+func TestMinimalRoot(t *testing.T) {
+	t.Parallel()
+	p, dir := newProvider(t)
+	other := create(t, p, sandbox.CreateSpec{}).SandboxID
+	run(t, p, other, `echo mine > /workspace/private`)
+	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	repo := harness.RepoRoot(t)
+	if _, err := os.Stat(filepath.Join(repo, "go.mod")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ command, want string }{
+		// The tools work.
+		{`echo ok; ls /usr/bin/env >/dev/null && echo usr; python3 -c 'print(6*7)'`, "ok\nusr\n42\n"},
+		// The host's data and Tether's files are not there at all.
+		{`cat ` + repo + `/go.mod 2>/dev/null || echo absent`, "absent\n"},
+		{`ls ` + dir + ` 2>/dev/null || echo absent`, "absent\n"},
+		{`cat ` + filepath.Join(dir, other, "workspace", "private") + ` 2>/dev/null || echo absent`, "absent\n"},
+		{`for d in /home /var /opt /srv /root /mnt /media /boot /work; do [ -e $d ] && echo $d; done; echo done`, "done\n"},
+		// No host identity, no host users, no service configuration.
+		{`for f in hostname machine-id shadow postgresql mysql environment npmrc pip.conf gitconfig; do [ -e /etc/$f ] && echo $f; done; echo done`, "done\n"},
+		{`cat /etc/passwd`, "root:x:0:0:root:/root:/bin/sh\nsandbox:x:65534:65534:sandbox:/workspace:/bin/sh\n"},
+		{`whoami`, "sandbox\n"},
+	} {
+		if got := run(t, p, id, tc.command); got.Output != tc.want || got.ExitCode != 0 {
+			t.Errorf("%s: got %q (exit %d), want %q", tc.command, got.Output, got.ExitCode, tc.want)
+		}
 	}
 }
