@@ -875,7 +875,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Streams the file at path. A missing file is 404 FILE_NOT_FOUND (a missing sandbox is 404 NOT_FOUND); a directory is 400 IS_DIRECTORY; anything but a regular file is 400 INVALID_PATH; a file the sandbox user may not read is 403 PERMISSION_DENIED.",
+                "description": "Streams the file at path. A file over the server's file limit (MAX_FILE_BYTES) is 413 PAYLOAD_TOO_LARGE. A missing file is 404 FILE_NOT_FOUND (a missing sandbox is 404 NOT_FOUND); a directory is 400 IS_DIRECTORY; anything but a regular file is 400 INVALID_PATH; a file the sandbox user may not read is 403 PERMISSION_DENIED.",
                 "produces": [
                     "application/octet-stream"
                 ],
@@ -932,6 +932,12 @@ const docTemplate = `{
                     },
                     "409": {
                         "description": "SANDBOX_STATE_CONFLICT",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "413": {
+                        "description": "PAYLOAD_TOO_LARGE",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }

@@ -278,7 +278,7 @@ func (w *lazyWriter) Write(b []byte) (int, error) {
 // handleFileGet downloads a file from a sandbox.
 //
 //	@Summary		Download a file from a sandbox
-//	@Description	Streams the file at path. A missing file is 404 FILE_NOT_FOUND (a missing sandbox is 404 NOT_FOUND); a directory is 400 IS_DIRECTORY; anything but a regular file is 400 INVALID_PATH; a file the sandbox user may not read is 403 PERMISSION_DENIED.
+//	@Description	Streams the file at path. A file over the server's file limit (MAX_FILE_BYTES) is 413 PAYLOAD_TOO_LARGE. A missing file is 404 FILE_NOT_FOUND (a missing sandbox is 404 NOT_FOUND); a directory is 400 IS_DIRECTORY; anything but a regular file is 400 INVALID_PATH; a file the sandbox user may not read is 403 PERMISSION_DENIED.
 //	@Tags			data plane
 //	@Produce		octet-stream
 //	@Param			id		path		string	true	"sandbox id"
@@ -289,10 +289,11 @@ func (w *lazyWriter) Write(b []byte) (int, error) {
 //	@Failure		403		{object}	Problem	"PERMISSION_DENIED"
 //	@Failure		404		{object}	Problem	"FILE_NOT_FOUND or NOT_FOUND"
 //	@Failure		409		{object}	Problem	"SANDBOX_STATE_CONFLICT"
+//	@Failure		413		{object}	Problem	"PAYLOAD_TOO_LARGE"
 //	@Failure		501		{object}	Problem	"NOT_SUPPORTED"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/files [get]
-func handleFileGet(st sandboxGetter, providers map[string]sandbox.Provider) handlerFunc {
+func handleFileGet(cfg Config, st sandboxGetter, providers map[string]sandbox.Provider) handlerFunc {
 	return func(c *gin.Context) error {
 		path, err := filePath(c)
 		if err != nil {
@@ -303,7 +304,7 @@ func handleFileGet(st sandboxGetter, providers map[string]sandbox.Provider) hand
 			return err
 		}
 		w := &lazyWriter{c: c}
-		err = files.ReadFile(c.Request.Context(), sb.ID, path, w)
+		err = files.ReadFile(c.Request.Context(), sb.ID, path, w, cfg.MaxFileBytes)
 		if err != nil && w.started {
 			// Too late for a problem document: cut the response short.
 			panic(http.ErrAbortHandler)

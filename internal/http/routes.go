@@ -58,7 +58,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.GET("/sandboxes/:id/events", h(handleSandboxEvents(deps.Store)))
 	v1.POST("/sandboxes/:id/exec", body, h(handleSandboxExec(log, cfg, deps.Store, providers)))
 	v1.PUT("/sandboxes/:id/files", withBodyLimit(cfg.MaxFileBytes), h(handleFilePut(cfg, deps.Store, providers)))
-	v1.GET("/sandboxes/:id/files", h(handleFileGet(deps.Store, providers)))
+	v1.GET("/sandboxes/:id/files", h(handleFileGet(cfg, deps.Store, providers)))
 	v1.PUT("/sandboxes/:id/archive", withBodyLimit(cfg.MaxFileBytes), h(handleArchivePut(cfg, deps.Store, providers)))
 	v1.GET("/sandboxes/:id/archive", h(handleArchiveGet(deps.Store, providers)))
 	v1.GET("/events", h(handleEvents(deps.Store)))

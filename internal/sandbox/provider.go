@@ -139,5 +139,7 @@ type Files interface {
 	WriteFile(ctx context.Context, sandboxID, path string, r io.Reader, limit int64) error
 	// ReadFile streams the file at path into w. A missing file is
 	// CodeFileNotFound.
-	ReadFile(ctx context.Context, sandboxID, path string, w io.Writer) error
+	// A file over limit bytes is CodePayloadTooLarge, and no more than limit
+	// bytes are ever sent.
+	ReadFile(ctx context.Context, sandboxID, path string, w io.Writer, limit int64) error
 }

@@ -421,15 +421,24 @@ func (p *Provider) WriteFile(ctx context.Context, sandboxID, filePath string, r 
 	return nil
 }
 
-// readScript checks what the path holds, then streams it.
-const readScript = fileScriptPrefix + `[ -e "$p" ] || exit 3
+// readScript checks what the path holds and its size, then streams at most
+// the limit ($2) of it. dd opens the file without blocking, so a FIFO put in
+// its place after the checks ends the read at once rather than hanging it;
+// head cuts a file that grows meanwhile.
+const readScript = fileScriptPrefix + `limit=$2
+[ -e "$p" ] || exit 3
 [ -d "$p" ] && exit 4
 [ -f "$p" ] || exit 6
 [ -r "$p" ] || exit 5
-exec cat -- "$p"`
+size=$(stat -Lc %s -- "$p") || exit 6
+[ "$size" -le "$limit" ] || exit 8
+dd if="$p" iflag=nonblock bs=65536 status=none | head -c "$limit"`
+
+// exitTooLarge is the read script's exit code for a file over the limit.
+const exitTooLarge = 8
 
 // ReadFile implements sandbox.Files.
-func (p *Provider) ReadFile(ctx context.Context, sandboxID, filePath string, w io.Writer) error {
+func (p *Provider) ReadFile(ctx context.Context, sandboxID, filePath string, w io.Writer, limit int64) error {
 	clean, err := checkPath(filePath)
 	if err != nil {
 		return err
@@ -439,13 +448,16 @@ func (p *Provider) ReadFile(ctx context.Context, sandboxID, filePath string, w i
 		return err
 	}
 	var stderr bytes.Buffer
-	cmd := p.command(m, nil, "sh", "-c", readScript, "sh", clean)
+	cmd := p.command(m, nil, "sh", "-c", readScript, "sh", clean, strconv.FormatInt(limit, 10))
 	cmd.Stdout, cmd.Stderr = w, &stderr
 	_, err = run(ctx, cmd)
 	if ctx.Err() != nil {
 		return fmt.Errorf("local: read file: %w", ctx.Err())
 	}
 	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) && exitErr.ExitCode() == exitTooLarge {
+		return sandbox.Errorf(sandbox.CodePayloadTooLarge, "%s is larger than the %d-byte file limit", clean, limit)
+	}
 	if errors.As(err, &exitErr) {
 		return fileError(exitErr.ExitCode(), clean, stderr.String())
 	}

@@ -143,7 +143,7 @@ func TestFilesRoundTrip(t *testing.T) {
 		t.Fatalf("WriteFile: %v", err)
 	}
 	var got bytes.Buffer
-	if err := p.ReadFile(ctx, id, "/workspace/dir/a.txt", &got); err != nil || !bytes.Equal(got.Bytes(), content) {
+	if err := p.ReadFile(ctx, id, "/workspace/dir/a.txt", &got, 1<<20); err != nil || !bytes.Equal(got.Bytes(), content) {
 		t.Fatalf("ReadFile = %q, %v", got.Bytes(), err)
 	}
 	if r := run(t, p, id, `cat dir/a.txt | head -c 19`); r.Output != "hello from the host" {
@@ -183,7 +183,7 @@ func TestFilesRoundTrip(t *testing.T) {
 		t.Errorf("oversized write: %v, want PAYLOAD_TOO_LARGE", err)
 	}
 	got.Reset()
-	if err := p.ReadFile(ctx, id, "/workspace/dir/a.txt", &got); err != nil || !bytes.Equal(got.Bytes(), content) {
+	if err := p.ReadFile(ctx, id, "/workspace/dir/a.txt", &got, 1<<20); err != nil || !bytes.Equal(got.Bytes(), content) {
 		t.Errorf("after a rejected upload the file holds %q, %v; want the old content", got.Bytes(), err)
 	}
 	err = p.WriteFile(ctx, id, "/workspace/big", strings.NewReader(strings.Repeat("x", 101)), 100)
@@ -205,9 +205,22 @@ func TestFilesRoundTrip(t *testing.T) {
 		{"relative", sandbox.CodeInvalidPath},
 	} {
 		run(t, p, id, `[ -e /workspace/fifo ] || mkfifo /workspace/fifo; [ -e /workspace/secret ] || { echo s >/workspace/secret; chmod 000 /workspace/secret; }`)
-		if err := p.ReadFile(ctx, id, tc.path, &got); sandbox.ErrorCode(err) != tc.code {
+		if err := p.ReadFile(ctx, id, tc.path, &got, 1<<20); sandbox.ErrorCode(err) != tc.code {
 			t.Errorf("ReadFile(%s): %v, want %s", tc.path, err, tc.code)
 		}
+	}
+	// Downloads are capped: a 1 TiB sparse file is refused at once.
+	run(t, p, id, `truncate -s 1T /workspace/sparse && head -c 100 /dev/zero > /workspace/hundred`)
+	start := time.Now()
+	if err := p.ReadFile(ctx, id, "/workspace/sparse", &got, 1<<20); sandbox.ErrorCode(err) != sandbox.CodePayloadTooLarge || time.Since(start) > 10*time.Second {
+		t.Errorf("ReadFile of a 1 TiB file: %v after %s, want PAYLOAD_TOO_LARGE at once", err, time.Since(start))
+	}
+	got.Reset()
+	if err := p.ReadFile(ctx, id, "/workspace/hundred", &got, 100); err != nil || got.Len() != 100 {
+		t.Errorf("ReadFile of a file at the limit = %d bytes, %v", got.Len(), err)
+	}
+	if err := p.ReadFile(ctx, id, "/workspace/hundred", &got, 99); sandbox.ErrorCode(err) != sandbox.CodePayloadTooLarge {
+		t.Errorf("ReadFile of a file one byte over the limit: %v, want PAYLOAD_TOO_LARGE", err)
 	}
 	// A symlink pointing out of the sandbox resolves inside it, to the
 	// read-only system folders.
@@ -423,7 +436,7 @@ func TestNoTetherEnvironmentInside(t *testing.T) {
 		t.Errorf("the sandbox's init has environment %q; want only the minimal one", out)
 	}
 	var buf bytes.Buffer
-	if err := p.ReadFile(t.Context(), id, "/proc/1/environ", &buf); err == nil && strings.Contains(buf.String(), sentinel) {
+	if err := p.ReadFile(t.Context(), id, "/proc/1/environ", &buf, 1<<20); err == nil && strings.Contains(buf.String(), sentinel) {
 		t.Errorf("ReadFile(/proc/1/environ) shows Tether's environment")
 	}
 }
