@@ -2,7 +2,9 @@ package http
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -85,7 +87,7 @@ func dataPlane[C any](c *gin.Context, st sandboxGetter, providers map[string]san
 //	@Failure		503		{object}	Problem	"PROVIDER_UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/exec [post]
-func handleSandboxExec(log *slog.Logger, cfg Config, st sandboxGetter, providers map[string]sandbox.Provider) handlerFunc {
+func handleSandboxExec(log *slog.Logger, cfg Config, st sandboxGetter, providers map[string]sandbox.Provider, draining context.Context) handlerFunc {
 	return func(c *gin.Context) error {
 		var req ExecRequest
 		if err := decodeJSON(c, &req); err != nil {
@@ -117,7 +119,7 @@ func handleSandboxExec(log *slog.Logger, cfg Config, st sandboxGetter, providers
 			if err != nil {
 				return err
 			}
-			return streamExec(c, log, execer, sb.ID, execReq)
+			return streamExec(c, log, draining, execer, sb.ID, execReq)
 		}
 		sb, execer, err := dataPlane[sandbox.Execer](c, st, providers, "exec")
 		if err != nil {
@@ -143,6 +145,9 @@ func wantsEventStream(c *gin.Context) bool {
 	return false
 }
 
+// errDraining is why a stream ends when the server shuts down.
+var errDraining = errors.New("the server is shutting down")
+
 // OutputChunk is the data of a streaming exec's stdout and stderr events.
 type OutputChunk struct {
 	// Data is a chunk of the command's output, as text.
@@ -152,7 +157,11 @@ type OutputChunk struct {
 // streamExec runs the command, passing its output on as Server-Sent Events.
 // The headers go out with the first event, so that a failure before any
 // output is still a problem response.
-func streamExec(c *gin.Context, log *slog.Logger, execer sandbox.StreamExecer, id string, req sandbox.ExecRequest) error {
+func streamExec(c *gin.Context, log *slog.Logger, draining context.Context, execer sandbox.StreamExecer, id string, req sandbox.ExecRequest) error {
+	// A shutdown ends the stream (and the command) with a retryable error.
+	ctx, cancel := context.WithCancelCause(c.Request.Context())
+	defer cancel(nil)
+	defer context.AfterFunc(draining, func() { cancel(errDraining) })()
 	started := false
 	event := func(name string, v any) error {
 		if !started {
@@ -172,12 +181,18 @@ func streamExec(c *gin.Context, log *slog.Logger, execer sandbox.StreamExecer, i
 		c.Writer.Flush()
 		return nil
 	}
-	res, err := execer.ExecStream(c.Request.Context(), id, req, func(stream string, chunk []byte) error {
+	res, err := execer.ExecStream(ctx, id, req, func(stream string, chunk []byte) error {
 		return event(stream, OutputChunk{Data: strings.ToValidUTF8(string(chunk), "\uFFFD")})
 	})
 	switch {
 	case err != nil && !started:
 		return err
+	case err != nil && errors.Is(context.Cause(ctx), errDraining):
+		err = sandbox.Errorf(sandbox.CodeUnavailable, "the server is shutting down; the command was ended; retry on another replica")
+		if !started {
+			return err
+		}
+		return event("error", problemFor(c, log, err))
 	case err != nil && c.Request.Context().Err() != nil:
 		// The client left, which ended the command: nobody to tell.
 		log.DebugContext(c.Request.Context(), "streaming exec ended by the client", "sandbox", id, "err", err)

@@ -94,6 +94,7 @@ type options struct {
 	executor bool
 	maxBody  int64
 	ready    func(context.Context) error
+	draining context.Context
 }
 
 type option func(*options)
@@ -104,6 +105,9 @@ func withExecutor() option { return func(o *options) { o.executor = true } }
 
 // withMaxBody sets the server's MaxBodyBytes.
 func withMaxBody(n int64) option { return func(o *options) { o.maxBody = n } }
+
+// withDraining gives the server a draining context (Deps.Draining).
+func withDraining(ctx context.Context) option { return func(o *options) { o.draining = ctx } }
 
 // withReady replaces the readiness check.
 func withReady(f func(context.Context) error) option { return func(o *options) { o.ready = f } }
@@ -200,6 +204,7 @@ func setup(t *testing.T, opts ...option) *bundle {
 		Ready:     ready,
 		Metrics:   reg,
 		Gatherer:  reg,
+		Draining:  o.draining,
 	})
 	globalsMu.Unlock()
 	srv := httptest.NewServer(h)

@@ -1,6 +1,8 @@
 package http
 
 import (
+	"cmp"
+	"context"
 	"log/slog"
 	"net/http"
 
@@ -25,6 +27,7 @@ import (
 // addRoutes is the whole API surface.
 func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	h := errorHandler(log)
+	draining := cmp.Or[context.Context](deps.Draining, context.Background())
 	providers := make(map[string]sandbox.Provider, len(deps.Providers))
 	for _, p := range deps.Providers {
 		providers[p.Name()] = p
@@ -52,11 +55,11 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	body := withBodyLimit(cfg.MaxBodyBytes)
 	v1.POST("/sandboxes", body, h(handleSandboxCreate(cfg, deps.Store, providers)))
 	v1.GET("/sandboxes", h(handleSandboxList(deps.Store)))
-	v1.GET("/sandboxes/:id", h(handleSandboxGet(cfg, deps.Store, deps.Changes)))
+	v1.GET("/sandboxes/:id", h(handleSandboxGet(cfg, deps.Store, deps.Changes, draining)))
 	v1.DELETE("/sandboxes/:id", h(handleSandboxDelete(deps.Store)))
 	v1.POST("/sandboxes/:id/renew", body, h(handleSandboxRenew(cfg, deps.Store)))
 	v1.GET("/sandboxes/:id/events", h(handleSandboxEvents(deps.Store)))
-	v1.POST("/sandboxes/:id/exec", body, h(handleSandboxExec(log, cfg, deps.Store, providers)))
+	v1.POST("/sandboxes/:id/exec", body, h(handleSandboxExec(log, cfg, deps.Store, providers, draining)))
 	v1.PUT("/sandboxes/:id/files", withBodyLimit(cfg.MaxFileBytes), h(handleFilePut(cfg, deps.Store, providers)))
 	v1.GET("/sandboxes/:id/files", h(handleFileGet(cfg, deps.Store, providers)))
 	v1.PUT("/sandboxes/:id/archive", withBodyLimit(cfg.MaxFileBytes), h(handleArchivePut(cfg, deps.Store, providers)))

@@ -388,7 +388,7 @@ func notFoundAs(err error, id string) error {
 //	@Failure		404		{object}	Problem
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id} [get]
-func handleSandboxGet(cfg Config, st sandboxGetter, changes changeSubscriber) handlerFunc {
+func handleSandboxGet(cfg Config, st sandboxGetter, changes changeSubscriber, draining context.Context) handlerFunc {
 	return func(c *gin.Context) error {
 		id, err := sandboxID(c)
 		if err != nil {
@@ -447,6 +447,8 @@ func handleSandboxGet(cfg Config, st sandboxGetter, changes changeSubscriber) ha
 					return nil // the client left
 				case <-deadline.C:
 					break waiting
+				case <-draining.Done():
+					break waiting // shutting down: answer with the sandbox as it is
 				case ch := <-updates:
 					if !mayBeDone(ch) {
 						continue

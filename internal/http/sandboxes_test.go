@@ -621,3 +621,35 @@ func TestListPagination(t *testing.T) {
 	inserted.Range(func(any, any) bool { n++; return true })
 	t.Logf("walked %d pages; %d sandboxes were created concurrently", pages, n)
 }
+
+// TestLongPollEndsWhenDraining: a long-poll answers at once, with the
+// sandbox as it is, when the server begins to shut down.
+func TestLongPollEndsWhenDraining(t *testing.T) {
+	t.Parallel()
+	draining, drain := context.WithCancel(context.Background())
+	defer drain()
+	b := setup(t, withDraining(draining)) // no executor: the sandbox stays requested
+	sb := b.create(t, keyA, `{}`)
+	type result struct {
+		r    *response
+		took time.Duration
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		r := b.do(t, http.MethodGet, "/v1/sandboxes/"+sb.ID+"?wait=60s", nil, as(keyA))
+		done <- result{r, time.Since(start)}
+	}()
+	drain() // before or while the long-poll waits: either way it must answer at once
+	select {
+	case res := <-done:
+		wantStatus(t, res.r, http.StatusOK)
+		var got sandboxJSON
+		res.r.decode(t, &got)
+		if got.State != "requested" || res.took > 5*time.Second {
+			t.Errorf("long-poll answered %s after %s; want requested, at once", got.State, res.took)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long-poll did not end when the server began draining")
+	}
+}

@@ -66,6 +66,11 @@ type Deps struct {
 	// Metrics receives the HTTP metrics; Gatherer serves /metrics.
 	Metrics  prometheus.Registerer
 	Gatherer prometheus.Gatherer
+	// Draining is done once the server begins to shut down: long-polls
+	// then answer at once with the sandbox as it is, and exec streams end
+	// with a retryable error, so that shutdown never waits on a client.
+	// Nil means never.
+	Draining context.Context
 }
 
 // Store is what the API needs from the registry, as the union of the small
