@@ -1254,6 +1254,10 @@ const docTemplate = `{
                     "type": "integer",
                     "example": 0
                 },
+                "oom_killed": {
+                    "description": "OOMKilled is true when the sandbox's memory limit killed a process while the command ran (its exit_code is then usually 137).",
+                    "type": "boolean"
+                },
                 "output": {
                     "description": "Output is the command's combined stdout and stderr.",
                     "type": "string",

@@ -11,6 +11,7 @@ import (
 
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/lifecycle"
+	"github.com/tetherhq/tether/internal/provider/local"
 )
 
 // Defaults of the settings that only the command has; the others are the
@@ -52,6 +53,17 @@ type Config struct {
 	// host's loopback, Postgres and Tether included, and can bind the host's
 	// ports. Enable it only when every tenant is trusted.
 	LocalAllowHostNetwork bool
+	// LocalLimits are a local sandbox's resource limits unless its create
+	// asks for others (LOCAL_PIDS, default 256; LOCAL_MEMORY_MB, default
+	// 512, which covers its /tmp too).
+	LocalLimits local.Limits
+	// LocalMaxLimits are the most a create may ask for (LOCAL_MAX_PIDS,
+	// default 4096; LOCAL_MAX_MEMORY_MB, default 8192).
+	LocalMaxLimits local.Limits
+	// LocalAllowUnlimited lets the local provider run sandboxes on a host
+	// where it cannot enforce resource limits (LOCAL_ALLOW_UNLIMITED,
+	// default false: such a host reports the provider unavailable).
+	LocalAllowUnlimited bool
 
 	// JanitorInterval is how often the janitor reconciles (JANITOR_INTERVAL,
 	// default 5s).
@@ -178,28 +190,37 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		SimStateDir:           str("SIM_STATE_DIR", defaultSimStateDir),
 		LocalStateDir:         str("LOCAL_STATE_DIR", defaultLocalStateDir),
 		LocalAllowHostNetwork: boolean("LOCAL_ALLOW_HOST_NETWORK"),
-		JanitorInterval:       dur("JANITOR_INTERVAL", lifecycle.DefaultJanitorInterval),
-		OrphanGrace:           dur("ORPHAN_GRACE", lifecycle.DefaultOrphanGrace),
-		IdempotencyKeyTTL:     dur("IDEMPOTENCY_KEY_TTL", lifecycle.DefaultIdempotencyKeyTTL),
-		DefaultOwnerTTL:       dur("DEFAULT_OWNER_TTL", tetherhttp.DefaultOwnerTTL),
-		DefaultTTL:            dur("DEFAULT_TTL", tetherhttp.DefaultTTL),
-		MaxLifetime:           dur("MAX_LIFETIME", tetherhttp.DefaultMaxLifetime),
-		CreateTimeout:         dur("CREATE_TIMEOUT", tetherhttp.DefaultCreateTimeout),
-		ExecutorConcurrency:   int(num("EXECUTOR_CONCURRENCY", lifecycle.DefaultConcurrency)),
-		ExecutorLease:         dur("EXECUTOR_LEASE", lifecycle.DefaultLease),
-		ExecutorPollInterval:  dur("EXECUTOR_POLL_INTERVAL", lifecycle.DefaultPollInterval),
-		CreateMaxAttempts:     int(num("CREATE_MAX_ATTEMPTS", lifecycle.DefaultMaxAttempts)),
-		ExecutorMaxBackoff:    dur("EXECUTOR_MAX_BACKOFF", lifecycle.DefaultMaxBackoff),
-		WorkerID:              str("WORKER_ID", fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))),
-		ShutdownTimeout:       dur("SHUTDOWN_TIMEOUT", defaultShutdownTimeout),
-		DBMaxConns:            int(num("DB_MAX_CONNS", defaultDBMaxConns)),
-		MaxBodyBytes:          num("MAX_BODY_BYTES", tetherhttp.DefaultMaxBodyBytes),
-		MaxWait:               dur("MAX_WAIT", tetherhttp.DefaultMaxWait),
-		MaxFileBytes:          num("MAX_FILE_BYTES", tetherhttp.DefaultMaxFileBytes),
-		MaxExecTimeout:        dur("MAX_EXEC_TIMEOUT", tetherhttp.DefaultMaxExecTimeout),
-		MaxExecOutput:         int(num("MAX_EXEC_OUTPUT", tetherhttp.DefaultMaxExecOutput)),
-		AuthCacheTTL:          dur("AUTH_CACHE_TTL", tetherhttp.DefaultAuthCacheTTL),
-		PprofAddr:             getenv("PPROF_ADDR"),
+		LocalLimits: local.Limits{
+			Pids:     int(num("LOCAL_PIDS", local.DefaultPids)),
+			MemoryMB: int(num("LOCAL_MEMORY_MB", local.DefaultMemoryMB)),
+		},
+		LocalMaxLimits: local.Limits{
+			Pids:     int(num("LOCAL_MAX_PIDS", local.DefaultMaxPids)),
+			MemoryMB: int(num("LOCAL_MAX_MEMORY_MB", local.DefaultMaxMemoryMB)),
+		},
+		LocalAllowUnlimited:  boolean("LOCAL_ALLOW_UNLIMITED"),
+		JanitorInterval:      dur("JANITOR_INTERVAL", lifecycle.DefaultJanitorInterval),
+		OrphanGrace:          dur("ORPHAN_GRACE", lifecycle.DefaultOrphanGrace),
+		IdempotencyKeyTTL:    dur("IDEMPOTENCY_KEY_TTL", lifecycle.DefaultIdempotencyKeyTTL),
+		DefaultOwnerTTL:      dur("DEFAULT_OWNER_TTL", tetherhttp.DefaultOwnerTTL),
+		DefaultTTL:           dur("DEFAULT_TTL", tetherhttp.DefaultTTL),
+		MaxLifetime:          dur("MAX_LIFETIME", tetherhttp.DefaultMaxLifetime),
+		CreateTimeout:        dur("CREATE_TIMEOUT", tetherhttp.DefaultCreateTimeout),
+		ExecutorConcurrency:  int(num("EXECUTOR_CONCURRENCY", lifecycle.DefaultConcurrency)),
+		ExecutorLease:        dur("EXECUTOR_LEASE", lifecycle.DefaultLease),
+		ExecutorPollInterval: dur("EXECUTOR_POLL_INTERVAL", lifecycle.DefaultPollInterval),
+		CreateMaxAttempts:    int(num("CREATE_MAX_ATTEMPTS", lifecycle.DefaultMaxAttempts)),
+		ExecutorMaxBackoff:   dur("EXECUTOR_MAX_BACKOFF", lifecycle.DefaultMaxBackoff),
+		WorkerID:             str("WORKER_ID", fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))),
+		ShutdownTimeout:      dur("SHUTDOWN_TIMEOUT", defaultShutdownTimeout),
+		DBMaxConns:           int(num("DB_MAX_CONNS", defaultDBMaxConns)),
+		MaxBodyBytes:         num("MAX_BODY_BYTES", tetherhttp.DefaultMaxBodyBytes),
+		MaxWait:              dur("MAX_WAIT", tetherhttp.DefaultMaxWait),
+		MaxFileBytes:         num("MAX_FILE_BYTES", tetherhttp.DefaultMaxFileBytes),
+		MaxExecTimeout:       dur("MAX_EXEC_TIMEOUT", tetherhttp.DefaultMaxExecTimeout),
+		MaxExecOutput:        int(num("MAX_EXEC_OUTPUT", tetherhttp.DefaultMaxExecOutput)),
+		AuthCacheTTL:         dur("AUTH_CACHE_TTL", tetherhttp.DefaultAuthCacheTTL),
+		PprofAddr:            getenv("PPROF_ADDR"),
 	}
 	for p := range strings.SplitSeq(str("PROVIDERS", defaultProviders), ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -217,6 +238,9 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	}
 	if cfg.DefaultTTL > cfg.MaxLifetime {
 		errs = append(errs, fmt.Errorf("DEFAULT_TTL (%s) must not exceed MAX_LIFETIME (%s)", cfg.DefaultTTL, cfg.MaxLifetime))
+	}
+	if cfg.LocalLimits.Pids > cfg.LocalMaxLimits.Pids || cfg.LocalLimits.MemoryMB > cfg.LocalMaxLimits.MemoryMB {
+		errs = append(errs, errors.New("LOCAL_PIDS and LOCAL_MEMORY_MB must not exceed LOCAL_MAX_PIDS and LOCAL_MAX_MEMORY_MB"))
 	}
 	if cfg.MaxLifetime < time.Second {
 		errs = append(errs, errors.New("MAX_LIFETIME must be at least 1s"))

@@ -39,6 +39,8 @@ type ExecResult struct {
 	TimedOut bool `json:"timed_out"`
 	// TimeoutSeconds is the limit that applied: the one asked for, the default, or the server's maximum.
 	TimeoutSeconds int64 `json:"timeout_seconds" example:"30"`
+	// OOMKilled is true when the sandbox's memory limit killed a process while the command ran (its exit_code is then usually 137).
+	OOMKilled bool `json:"oom_killed"`
 } // @name ExecResult
 
 // dataPlane finds the sandbox a data-plane request is for and checks it is
@@ -130,7 +132,7 @@ func handleSandboxExec(log *slog.Logger, cfg Config, st sandboxGetter, providers
 			return err
 		}
 		return writeJSON(c, http.StatusOK, ExecResult{Output: res.Output, ExitCode: res.ExitCode, Truncated: res.Truncated, TimedOut: res.TimedOut,
-			TimeoutSeconds: int64(timeout / time.Second)})
+			TimeoutSeconds: int64(timeout / time.Second), OOMKilled: res.OOMKilled})
 	}
 }
 
@@ -201,7 +203,7 @@ func streamExec(c *gin.Context, log *slog.Logger, draining context.Context, exec
 		return event("error", problemFor(c, log, err))
 	}
 	return event("exit", ExecResult{ExitCode: res.ExitCode, Truncated: res.Truncated, TimedOut: res.TimedOut,
-		TimeoutSeconds: int64(req.Timeout / time.Second)})
+		TimeoutSeconds: int64(req.Timeout / time.Second), OOMKilled: res.OOMKilled})
 }
 
 // execTimeout is the limit an exec runs under: the default when none is

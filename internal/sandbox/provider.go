@@ -97,6 +97,9 @@ type ExecResult struct {
 	ExitCode  int
 	Truncated bool
 	TimedOut  bool
+	// OOMKilled is set when the sandbox's memory limit killed a process
+	// while the command ran.
+	OOMKilled bool
 }
 
 // Execer is the optional capability of running commands in a sandbox.

@@ -32,7 +32,7 @@ func TestCrashBeforeThePidIsRecorded(t *testing.T) {
 	if err := first.writeMeta(meta{SandboxID: id, CreatedAt: time.Now()}); err != nil { // no pid yet
 		t.Fatal(err)
 	}
-	pid, err := first.start(id, Params{})
+	pid, err := first.start(id, Params{}, Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,8 +51,19 @@ func (p *Provider) command(m meta, extra map[string]string, argv ...string) *exe
 	for k, v := range env {
 		args = append(args, k+"="+v)
 	}
+	args = append(args, argv...)
+	name := p.nsenter
+	if p.cg != nil && m.Limits.Pids > 0 {
+		// A host shell moves itself into the sandbox's groups, then becomes
+		// nsenter: everything the command starts is counted against the
+		// sandbox's limits from its first instruction.
+		join := []string{"-c", `while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"`, "sh"}
+		join = append(join, p.cg.procs(m.SandboxID)...)
+		args = append(append(join, "--", p.nsenter), args...)
+		name = p.sh
+	}
 	//nolint:noctx // run kills the whole process group when its context ends; CommandContext would kill only nsenter
-	cmd := exec.Command(p.nsenter, append(args, argv...)...)
+	cmd := exec.Command(name, args...)
 	// nsenter's child is in the sandbox before it runs setpriv and env -i:
 	// it must not carry Tether's environment in there.
 	cmd.Env = sandboxEnv()
@@ -74,8 +85,21 @@ func run(ctx context.Context, cmd *exec.Cmd) (killed bool, err error) {
 	case err := <-waited:
 		return false, err
 	case <-ctx.Done():
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		killGroup(cmd.Process.Pid)
 		return true, <-waited
+	}
+}
+
+// killGroup kills the process group pgid and waits, a bounded while, until
+// none of its processes is left (killed processes in the sandbox die, and
+// are reaped by its init, a moment after the signal).
+func killGroup(pgid int) {
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	for range 400 {
+		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -103,6 +127,7 @@ func (p *Provider) exec(ctx context.Context, m meta, req sandbox.ExecRequest) (s
 	cmd := p.execCommand(m, req, out, out)
 	tctx, cancel := context.WithTimeout(ctx, execTimeout(req))
 	defer cancel()
+	ooms := p.oomKills(m)
 	killed, err := run(tctx, cmd)
 	if killed && ctx.Err() != nil {
 		return res, fmt.Errorf("local: exec: %w", ctx.Err())
@@ -110,6 +135,7 @@ func (p *Provider) exec(ctx context.Context, m meta, req sandbox.ExecRequest) (s
 	if res, err = execOutcome(killed, err); err != nil {
 		return res, err
 	}
+	res.OOMKilled = p.oomKills(m) > ooms
 
 	limit := outputLimit(req)
 	buf := make([]byte, limit+1)
@@ -122,6 +148,15 @@ func (p *Provider) exec(ctx context.Context, m meta, req sandbox.ExecRequest) (s
 	}
 	res.Output = strings.ToValidUTF8(string(buf[:n]), "\uFFFD")
 	return res, nil
+}
+
+// oomKills counts the processes the sandbox's memory limit killed so far
+// (-1 if unknown).
+func (p *Provider) oomKills(m meta) int {
+	if p.cg == nil || m.Limits.MemoryMB == 0 {
+		return -1
+	}
+	return p.cg.oomKills(m.SandboxID)
 }
 
 // execCommand is the command that runs req in the sandbox, its output
@@ -192,6 +227,11 @@ func (p *Provider) ExecStream(ctx context.Context, sandboxID string, req sandbox
 		outs[i] = f
 	}
 	tail := &outputTail{files: outs, left: outputLimit(req), emit: emit}
+	ooms := p.oomKills(m)
+	finish := func(res sandbox.ExecResult) (sandbox.ExecResult, error) {
+		res.OOMKilled = p.oomKills(m) > ooms
+		return tail.finish(res)
+	}
 
 	cmd := p.execCommand(m, req, outs[0], outs[1])
 	if err := cmd.Start(); err != nil {
@@ -200,7 +240,7 @@ func (p *Provider) ExecStream(ctx context.Context, sandboxID string, req sandbox
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 	kill := func() error {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		killGroup(cmd.Process.Pid)
 		return <-waited
 	}
 	timeout := time.NewTimer(execTimeout(req))
@@ -213,11 +253,11 @@ func (p *Provider) ExecStream(ctx context.Context, sandboxID string, req sandbox
 			if res, err = execOutcome(false, err); err != nil {
 				return res, err
 			}
-			return tail.finish(res)
+			return finish(res)
 		case <-timeout.C:
 			_ = kill()
 			res, _ = execOutcome(true, nil)
-			return tail.finish(res)
+			return finish(res)
 		case <-ctx.Done():
 			_ = kill()
 			return res, fmt.Errorf("local: exec: %w", ctx.Err())

@@ -65,6 +65,40 @@ type Provider struct {
 
 	// hostNetwork allows params.network "host" (see AllowHostNetwork).
 	hostNetwork bool
+	// cg places sandboxes in control groups; nil when the host has none
+	// Tether can manage and the operator allowed running without.
+	cg *cgroups
+	// limits are the defaults and the maxima of a sandbox's limits.
+	limits, maxLimits Limits
+	// unlimited allows sandboxes without kernel limits (AllowUnlimited).
+	unlimited bool
+	// sh is the host's shell, which moves exec commands into a sandbox's
+	// control groups before they enter it.
+	sh string
+}
+
+// Default limits of a sandbox, and their maxima, unless WithLimits says
+// otherwise.
+const (
+	DefaultPids        = 256
+	DefaultMaxPids     = 4096
+	DefaultMemoryMB    = 512
+	DefaultMaxMemoryMB = 8192
+	minPids, minMemMB  = 16, 32
+)
+
+// WithLimits sets the limits a sandbox gets when its create does not ask
+// for others (params.pids, params.memory_mb), and the most it may ask for.
+func WithLimits(def, maxLimits Limits) Option {
+	return func(p *Provider) { p.limits, p.maxLimits = def, maxLimits }
+}
+
+// AllowUnlimited lets the provider run sandboxes on a host where it cannot
+// enforce resource limits (no control groups it can manage). Off by
+// default: such a host reports the provider unavailable, since one
+// sandbox's fork storm or memory hog would then take the whole host.
+func AllowUnlimited(allow bool) Option {
+	return func(p *Provider) { p.unlimited = allow }
 }
 
 // Option configures a Provider.
@@ -98,12 +132,14 @@ func New(dir string, opts ...Option) (*Provider, error) {
 	if err := os.Chmod(abs, 0o711); err != nil {
 		return nil, fmt.Errorf("local: state directory: %w", err)
 	}
-	p := &Provider{dir: abs, maxSetup: 8 << 10, waiters: map[string]chan struct{}{}}
+	p := &Provider{dir: abs, maxSetup: 8 << 10, waiters: map[string]chan struct{}{},
+		limits:    Limits{Pids: DefaultPids, MemoryMB: DefaultMemoryMB},
+		maxLimits: Limits{Pids: DefaultMaxPids, MemoryMB: DefaultMaxMemoryMB}}
 	for _, opt := range opts {
 		opt(p)
 	}
 	var missing []string
-	for name, dst := range map[string]*string{"bwrap": &p.bwrap, "nsenter": &p.nsenter, "setpriv": &p.setpriv} {
+	for name, dst := range map[string]*string{"bwrap": &p.bwrap, "nsenter": &p.nsenter, "setpriv": &p.setpriv, "sh": &p.sh} {
 		path, err := exec.LookPath(name)
 		if err != nil {
 			missing = append(missing, name)
@@ -111,13 +147,32 @@ func New(dir string, opts ...Option) (*Provider, error) {
 		}
 		*dst = path
 	}
+	cg, cgErr := detectCgroups()
 	switch {
 	case len(missing) > 0:
 		p.problem = fmt.Sprintf("missing on this host: %s (install the Debian packages bubblewrap and util-linux)", strings.Join(missing, ", "))
+	case cgErr != nil && !p.unlimited:
+		p.problem = fmt.Sprintf("cannot enforce resource limits on this host (%v): a sandbox could exhaust it; run Tether as root on a host with cgroups, or let sandboxes run without limits (LOCAL_ALLOW_UNLIMITED=true)", cgErr)
 	default:
+		if cgErr == nil {
+			p.cg = cg
+		}
 		p.problem = p.probe()
 	}
 	return p, nil
+}
+
+// limitsNote says which resource limits are in force, for Info.
+func (p *Provider) limitsNote() string {
+	if p.cg == nil {
+		return "resource limits: none enforced on this host (the operator allowed sandboxes without them)"
+	}
+	kind := "cgroup v1"
+	if p.cg.v2 {
+		kind = "cgroup v2"
+	}
+	return fmt.Sprintf("resource limits (%s, per sandbox): pids %d (params.pids, at most %d), memory incl. /tmp %d MiB (params.memory_mb, at most %d), a fair CPU share; /workspace is not size-limited",
+		kind, p.limits.Pids, p.maxLimits.Pids, p.limits.MemoryMB, p.maxLimits.MemoryMB)
 }
 
 // probeDir is the folder under the state directory where probe builds its
@@ -147,7 +202,7 @@ func (p *Provider) probe() string {
 	if err := os.Chown(ws, SandboxUID, SandboxUID); err != nil {
 		return fmt.Sprintf("cannot hand a workspace to uid %d (Tether must run as root for the local provider): %v", SandboxUID, err)
 	}
-	args, err := p.bwrapArgs(ws, "sbx-probe", Params{})
+	args, err := p.bwrapArgs(ws, "sbx-probe", Params{}, Limits{})
 	if err != nil {
 		return fmt.Sprintf("cannot list the host's root folders: %v", err)
 	}
@@ -224,7 +279,7 @@ func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 		Notes: []string{
 			"isolation: bubblewrap; own user, pid, mount, ipc and uts namespaces; processes run as uid 65534 without capabilities; the root holds the host's system folders (/usr, /bin, /lib*, /sbin) and a curated /etc, read-only, and nothing else of the host's; private /workspace and /tmp",
 			p.networkNote(),
-			"resource limits: per-sandbox cgroup limits are not applied by this version",
+			p.limitsNote(),
 		},
 	}
 }
@@ -234,6 +289,10 @@ type Params struct {
 	// Network is "none" (default: a private network namespace with only
 	// loopback) or "host".
 	Network string `json:"network,omitempty"`
+	// Pids and MemoryMB ask for other resource limits than the defaults,
+	// within the server's maxima.
+	Pids     int `json:"pids,omitempty"`
+	MemoryMB int `json:"memory_mb,omitempty"`
 }
 
 func (p *Provider) networkNote() string {
@@ -256,7 +315,7 @@ func (p *Provider) parseParams(raw json.RawMessage) (Params, error) {
 	if err := dec.Decode(&prm); err != nil {
 		msg := "not a valid JSON object"
 		if rest, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			msg = "unknown field " + rest + " (known: network)"
+			msg = "unknown field " + rest + " (known: network, pids, memory_mb)"
 		}
 		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params for provider local: %s", msg)
 	}
@@ -270,7 +329,25 @@ func (p *Provider) parseParams(raw json.RawMessage) (Params, error) {
 	default:
 		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.network must be \"none\" or \"host\" (got %q)", prm.Network)
 	}
+	if prm.Pids != 0 && (prm.Pids < minPids || prm.Pids > p.maxLimits.Pids) {
+		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.pids must be between %d and %d", minPids, p.maxLimits.Pids)
+	}
+	if prm.MemoryMB != 0 && (prm.MemoryMB < minMemMB || prm.MemoryMB > p.maxLimits.MemoryMB) {
+		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.memory_mb must be between %d and %d", minMemMB, p.maxLimits.MemoryMB)
+	}
 	return prm, nil
+}
+
+// limitsFor are the limits of a sandbox created with prm.
+func (p *Provider) limitsFor(prm Params) Limits {
+	lim := p.limits
+	if prm.Pids != 0 {
+		lim.Pids = prm.Pids
+	}
+	if prm.MemoryMB != 0 {
+		lim.MemoryMB = prm.MemoryMB
+	}
+	return lim
 }
 
 // ValidateParams implements sandbox.Provider.
@@ -288,7 +365,10 @@ type meta struct {
 	InitPID   int               `json:"init_pid"`
 	InitStart uint64            `json:"init_start"`
 	Env       map[string]string `json:"env,omitempty"`
-	CreatedAt time.Time         `json:"created_at"`
+	// Limits are the sandbox's resource limits; zero when none are
+	// enforced.
+	Limits    Limits    `json:"limits"`
+	CreatedAt time.Time `json:"created_at"`
 	// Ready is set once setup succeeded: a sandbox found without it was
 	// interrupted mid-creation and is made again.
 	Ready bool `json:"ready"`
@@ -439,10 +519,17 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
 	}
 	m := meta{SandboxID: spec.SandboxID, Env: spec.Env, CreatedAt: time.Now().UTC()}
+	if p.cg != nil {
+		m.Limits = p.limitsFor(prm)
+		if err := p.cg.create(spec.SandboxID, m.Limits); err != nil {
+			_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
+			return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: %w", err))
+		}
+	}
 	if err := p.writeMeta(m); err != nil {
 		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
 	}
-	pid, err := p.start(spec.SandboxID, prm)
+	pid, err := p.start(spec.SandboxID, prm, m.Limits)
 	if err != nil {
 		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
 		return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: %w", err))
@@ -540,7 +627,7 @@ func (p *Provider) writeSandboxEtc() error {
 // an empty root holding read-only binds of the host's system folders and a
 // curated /etc, fresh /proc, /dev, /tmp and /run, and workspace at
 // /workspace. Create and the probe share them.
-func (p *Provider) bwrapArgs(workspace, hostname string, prm Params) ([]string, error) {
+func (p *Provider) bwrapArgs(workspace, hostname string, prm Params, lim Limits) ([]string, error) {
 	args := []string{"--tmpfs", "/"}
 	for _, name := range systemDirs {
 		host := "/" + name
@@ -579,7 +666,13 @@ func (p *Provider) bwrapArgs(workspace, hostname string, prm Params) ([]string, 
 	args = append(args,
 		"--ro-bind", filepath.Join(etc, "passwd"), "/etc/passwd",
 		"--ro-bind", filepath.Join(etc, "group"), "/etc/group",
-		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
+		"--proc", "/proc", "--dev", "/dev",
+	)
+	if lim.MemoryMB > 0 {
+		// /tmp counts against the sandbox's memory; it cannot be larger.
+		args = append(args, "--size", strconv.FormatInt(int64(lim.MemoryMB)<<20, 10))
+	}
+	args = append(args, "--tmpfs", "/tmp", "--tmpfs", "/run",
 		"--bind", workspace, WorkDir,
 		"--remount-ro", "/",
 		"--chdir", WorkDir,
@@ -597,8 +690,8 @@ func (p *Provider) bwrapArgs(workspace, hostname string, prm Params) ([]string, 
 // bwrap process is Tether's child (reaped by a waiter) but in a session of
 // its own, so signals for Tether's process group do not reach it and it
 // outlives Tether.
-func (p *Provider) start(id string, prm Params) (int, error) {
-	args, err := p.bwrapArgs(filepath.Join(p.sandboxDir(id), "workspace"), "sbx-"+id[len(id)-12:], prm) // the id's random end
+func (p *Provider) start(id string, prm Params, lim Limits) (int, error) {
+	args, err := p.bwrapArgs(filepath.Join(p.sandboxDir(id), "workspace"), "sbx-"+id[len(id)-12:], prm, lim) // the id's random end
 	if err != nil {
 		return 0, err
 	}
@@ -664,6 +757,16 @@ func (p *Provider) start(id string, prm Params) (int, error) {
 	if _, err := io.ReadFull(readyR, line); err != nil || string(line) != "ready\n" {
 		return failed()
 	}
+	if p.cg != nil && lim.Pids > 0 {
+		// Everything in the sandbox so far (its init and the process it
+		// runs), and so all it will ever start, into its groups.
+		for _, pid := range append([]int{info.ChildPID}, descendants(info.ChildPID)...) {
+			if err := p.cg.join(id, pid); err != nil {
+				_, _ = failed()
+				return 0, err
+			}
+		}
+	}
 	return info.ChildPID, nil
 }
 
@@ -715,10 +818,36 @@ func (p *Provider) destroyLocked(ctx context.Context, id string) error {
 			return fmt.Errorf("local: destroy: waiting for bwrap to exit: %w", ctx.Err())
 		}
 	}
+	if p.cg != nil {
+		if err := p.cg.remove(id); err != nil {
+			return fmt.Errorf("local: destroy: %w", err)
+		}
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("local: destroy: %w", err)
 	}
 	return nil
+}
+
+// descendants returns the pids of pid's children, their children, and so on.
+func descendants(pid int) []int {
+	var out []int
+	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for f := range strings.FieldsSeq(string(b)) {
+			child, err := strconv.Atoi(f)
+			if err != nil {
+				continue
+			}
+			out = append(out, child)
+			out = append(out, descendants(child)...)
+		}
+	}
+	return out
 }
 
 // List implements sandbox.Provider.

@@ -516,3 +516,59 @@ func TestMinimalRoot(t *testing.T) {
 		}
 	}
 }
+
+// TestResourceLimits: a fork storm, a memory hog and a /tmp filler each hit
+// their sandbox's limit, inside that sandbox only: a second sandbox's exec
+// stays quick meanwhile.
+func TestResourceLimits(t *testing.T) {
+	t.Parallel()
+	p, _ := newProvider(t)
+	if info := p.Info(t.Context()); !strings.Contains(strings.Join(info.Notes, " "), "resource limits (cgroup") {
+		t.Fatalf("no resource limits in force here: %v", info.Notes)
+	}
+	hog := create(t, p, sandbox.CreateSpec{Params: []byte(`{"pids":64,"memory_mb":128}`)}).SandboxID
+	bystander := create(t, p, sandbox.CreateSpec{}).SandboxID
+	quick := func() time.Duration {
+		start := time.Now()
+		if r := run(t, p, bystander, `echo ok`); r.Output != "ok\n" {
+			t.Errorf("bystander exec = %+v", r)
+		}
+		return time.Since(start)
+	}
+	baseline := quick()
+
+	// Fork storm: forks past 64 processes are refused; the exec's timeout
+	// then kills the storm, and the sandbox works again.
+	res, err := p.Exec(t.Context(), hog, sandbox.ExecRequest{
+		Command: `bash -c 'for i in $(seq 200); do sleep 30 & done; wait' 2>&1 | grep -m1 -o 'Resource temporarily unavailable'`,
+		Timeout: 3 * time.Second,
+	})
+	if err != nil || !strings.Contains(res.Output, "Resource temporarily unavailable") {
+		t.Errorf("fork storm = %+v, %v; want forks refused", res, err)
+	}
+	if d := quick(); d > baseline+2*time.Second {
+		t.Errorf("the bystander's exec took %s after a fork storm (baseline %s)", d, baseline)
+	}
+	if r := run(t, p, hog, `echo alive`); r.Output != "alive\n" {
+		t.Errorf("after the storm the sandbox answers %+v", r)
+	}
+
+	// Memory hog: killed by the kernel, inside its sandbox.
+	r := run(t, p, hog, `python3 -c 'b = bytearray(512 << 20); print(len(b))'`)
+	if r.ExitCode != 137 || !r.OOMKilled || strings.Contains(r.Output, "536870912") {
+		t.Errorf("memory hog = %+v, want killed (137) by the memory limit", r)
+	}
+	// /tmp filler: /tmp is no larger than the memory limit.
+	r = run(t, p, hog, `head -c 300M /dev/zero > /tmp/fill; echo exit=$?; du -m /tmp/fill | cut -f1`)
+	if !strings.Contains(r.Output, "exit=1") && r.ExitCode != 137 {
+		t.Errorf("/tmp filler = %+v, want refused or killed", r)
+	}
+	if d := quick(); d > baseline+2*time.Second {
+		t.Errorf("the bystander's exec took %s after the hogs (baseline %s)", d, baseline)
+	}
+	for _, raw := range []string{`{"pids":1}`, `{"pids":100000}`, `{"memory_mb":1}`, `{"memory_mb":1000000}`} {
+		if err := p.ValidateParams([]byte(raw)); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+			t.Errorf("ValidateParams(%s) = %v, want INVALID_REQUEST", raw, err)
+		}
+	}
+}

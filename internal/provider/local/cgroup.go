@@ -1,0 +1,223 @@
+package local
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Limits are the kernel-enforced resource limits of one sandbox.
+type Limits struct {
+	// Pids caps the processes and threads alive in the sandbox at once.
+	Pids int `json:"pids"`
+	// MemoryMB caps the sandbox's memory, its /tmp (a tmpfs, charged to
+	// the same account) included, in MiB.
+	MemoryMB int `json:"memory_mb"`
+}
+
+// cgroupCPUShares is every sandbox's CPU share (cgroup v1; v2 weight 50):
+// half a default process group's, so that Tether and the host keep ahead
+// of any one sandbox, and sandboxes share the rest evenly.
+const (
+	cgroupCPUSharesV1 = "512"
+	cgroupCPUWeightV2 = "50"
+)
+
+// cgroups places sandboxes in control groups of their own: one per
+// controller under cgroup v1, one under v2. Tether runs as root on the host
+// to manage them.
+type cgroups struct {
+	// v2 is set on a cgroup v2 (unified) host.
+	v2 bool
+	// bases are the folders under which each sandbox gets its group: one
+	// per controller (pids, memory, cpu) under v1, one under v2.
+	bases []string
+}
+
+// errNoCgroups says that the host offers no control groups Tether can
+// manage.
+var errNoCgroups = errors.New("no writable cgroup v1 (pids, memory, cpu) or v2 hierarchy")
+
+// detectCgroups finds where this host lets Tether make sandbox groups:
+// under its own group of each v1 controller, or at the root of a v2
+// hierarchy with the pids, memory and cpu controllers.
+func detectCgroups() (*cgroups, error) {
+	const root = "/sys/fs/cgroup"
+	if b, err := os.ReadFile(filepath.Join(root, "cgroup.controllers")); err == nil {
+		have := strings.Fields(string(b))
+		for _, want := range []string{"pids", "memory", "cpu"} {
+			if !contains(have, want) {
+				return nil, fmt.Errorf("cgroup v2 lacks the %s controller", want)
+			}
+		}
+		base := filepath.Join(root, "tether")
+		if err := os.MkdirAll(base, 0o755); err != nil {
+			return nil, fmt.Errorf("cgroup v2: %w", err)
+		}
+		for _, dir := range []string{root, base} {
+			if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+pids +memory +cpu"), 0o644); err != nil {
+				return nil, fmt.Errorf("cgroup v2: enabling controllers in %s: %w", dir, err)
+			}
+		}
+		return &cgroups{v2: true, bases: []string{base}}, nil
+	}
+	own, err := ownCgroups()
+	if err != nil {
+		return nil, err
+	}
+	cg := &cgroups{}
+	for _, ctrl := range []string{"pids", "memory", "cpu"} {
+		mount := filepath.Join(root, ctrl)
+		if _, err := os.Stat(filepath.Join(mount, "cgroup.procs")); err != nil {
+			return nil, errNoCgroups
+		}
+		base := filepath.Join(mount, own[ctrl], "tether")
+		if err := os.MkdirAll(base, 0o755); err != nil {
+			return nil, fmt.Errorf("cgroup v1 %s: %w", ctrl, err)
+		}
+		cg.bases = append(cg.bases, base)
+	}
+	return cg, nil
+}
+
+// ownCgroups returns, per v1 controller, the group this process is in.
+func ownCgroups() (map[string]string, error) {
+	f, err := os.Open("/proc/self/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// hierarchy-id:controller[,controller]:path
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for ctrl := range strings.SplitSeq(parts[1], ",") {
+			out[ctrl] = parts[2]
+		}
+	}
+	return out, sc.Err()
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// dirs returns the sandbox's group folders.
+func (cg *cgroups) dirs(id string) []string {
+	out := make([]string, len(cg.bases))
+	for i, base := range cg.bases {
+		out[i] = filepath.Join(base, id)
+	}
+	return out
+}
+
+// procs returns the files a process is moved into the sandbox's groups by.
+func (cg *cgroups) procs(id string) []string {
+	out := cg.dirs(id)
+	for i := range out {
+		out[i] = filepath.Join(out[i], "cgroup.procs")
+	}
+	return out
+}
+
+// create makes the sandbox's groups with its limits.
+func (cg *cgroups) create(id string, lim Limits) error {
+	memory := strconv.FormatInt(int64(lim.MemoryMB)<<20, 10)
+	pids := strconv.Itoa(lim.Pids)
+	for _, dir := range cg.dirs(id) {
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("cgroup: %w", err)
+		}
+		settings := map[string]string{}
+		switch {
+		case cg.v2:
+			settings = map[string]string{"pids.max": pids, "memory.max": memory, "memory.swap.max": "0", "cpu.weight": cgroupCPUWeightV2}
+		case strings.Contains(dir, "/pids/"):
+			settings["pids.max"] = pids
+		case strings.Contains(dir, "/memory/"):
+			settings["memory.limit_in_bytes"] = memory
+		case strings.Contains(dir, "/cpu/"):
+			settings["cpu.shares"] = cgroupCPUSharesV1
+		}
+		for file, value := range settings {
+			if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0o644); err != nil {
+				// memory.swap.max is absent where swap accounting is off.
+				if file == "memory.swap.max" && errors.Is(err, fs.ErrNotExist) {
+					continue
+				}
+				return fmt.Errorf("cgroup: %s: %w", file, err)
+			}
+		}
+	}
+	return nil
+}
+
+// join moves pid (and the children it makes from then on) into the
+// sandbox's groups.
+func (cg *cgroups) join(id string, pid int) error {
+	for _, procs := range cg.procs(id) {
+		if err := os.WriteFile(procs, []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			return fmt.Errorf("cgroup: joining %s: %w", procs, err)
+		}
+	}
+	return nil
+}
+
+// remove deletes the sandbox's groups once their processes are gone (the
+// kernel frees a group's last process a moment after it died).
+func (cg *cgroups) remove(id string) error {
+	for _, dir := range cg.dirs(id) {
+		var err error
+		for range 100 {
+			if err = os.Remove(dir); err == nil || errors.Is(err, fs.ErrNotExist) {
+				err = nil
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err != nil {
+			return fmt.Errorf("cgroup: %w", err)
+		}
+	}
+	return nil
+}
+
+// oomKills returns how many times the sandbox's memory limit killed a
+// process, or -1 where the host does not say.
+func (cg *cgroups) oomKills(id string) int {
+	for _, dir := range cg.dirs(id) {
+		file := "memory.events"
+		if !cg.v2 {
+			if !strings.Contains(dir, "/memory/") {
+				continue
+			}
+			file = "memory.oom_control"
+		}
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			return -1
+		}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+				n, _ := strconv.Atoi(strings.TrimSpace(v))
+				return n
+			}
+		}
+	}
+	return -1
+}
