@@ -34,6 +34,7 @@ import (
 	"github.com/tetherhq/tether/internal/provider/sim"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
+	"github.com/tetherhq/tether/internal/store/notify"
 )
 
 func main() {
@@ -121,7 +122,7 @@ func openStore(ctx context.Context, cfg Config) (*store.Store, error) {
 // openServeStore is openStore for serve: the workers' writes get a pool of
 // their own that commits asynchronously (see store.WithWorkPool), and every
 // committed change is announced through the notifier.
-func openServeStore(ctx context.Context, cfg Config, log *slog.Logger) (*store.Store, *store.Notifier, func(), error) {
+func openServeStore(ctx context.Context, cfg Config, log *slog.Logger) (*store.Store, *notify.Notifier, func(), error) {
 	pool, err := store.Connect(ctx, cfg.DatabaseURL, int32(cfg.DBMaxConns))
 	if err != nil {
 		return nil, nil, nil, err
@@ -131,7 +132,7 @@ func openServeStore(ctx context.Context, cfg Config, log *slog.Logger) (*store.S
 		pool.Close()
 		return nil, nil, nil, err
 	}
-	notifier := store.NewNotifier(pool, log)
+	notifier := notify.New(pool, log)
 	st := store.New(pool, store.WithWorkPool(work), store.WithAnnouncer(notifier))
 	return st, notifier, func() { work.Close(); pool.Close() }, nil
 }

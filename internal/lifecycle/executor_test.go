@@ -18,6 +18,7 @@ import (
 	"github.com/tetherhq/tether/internal/provider/sim"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
+	"github.com/tetherhq/tether/internal/store/notify"
 	"github.com/tetherhq/tether/internal/store/storetest"
 )
 
@@ -35,7 +36,7 @@ type env struct {
 	clock    *storetest.Clock
 	ctx      context.Context
 	st       *store.Store
-	notifier *store.Notifier
+	notifier *notify.Notifier
 	simDir   string
 	sim      *sim.Provider
 	log      *slog.Logger

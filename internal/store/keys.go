@@ -41,7 +41,7 @@ func (s *Store) RegisterAPIKey(ctx context.Context, tenant, key string) error {
 	if tenant == "" || key == "" {
 		return errors.New("store: register api key: tenant and key must not be empty")
 	}
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO tenants (name) VALUES ($1) ON CONFLICT DO NOTHING`, tenant); err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -196,7 +197,7 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 		return sb, true, nil
 	}
 	var lapsed []sandbox.Sandbox
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		if p.IdempotencyKey != "" {
 			var existing string
 			var hash []byte
@@ -344,26 +345,25 @@ func (s *Store) ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sand
 	return out, next, nil
 }
 
-// ensureOwnerLease makes sure the owner has a live lease, in tx: an owner
-// named for the first time, or whose lease lapsed, gets one of ttl. The
-// sandboxes that outlived a lapsed lease are ended first, and returned.
-func (s *Store) ensureOwnerLease(ctx context.Context, tx pgx.Tx, now time.Time, tenant, owner string, ttl time.Duration) ([]sandbox.Sandbox, error) {
-	var expires time.Time
-	err := tx.QueryRow(ctx, `
-		INSERT INTO owners (tenant, name, expires_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)
-		ON CONFLICT (tenant, name) DO UPDATE SET updated_at = owners.updated_at
-		RETURNING expires_at`, tenant, owner, now.Add(ttl), now).Scan(&expires)
+// RenewSandbox sets the live sandbox's deadline to now+ttl, capped at its
+// creation plus maxLifetime; capped reports whether the cap applied. A
+// terminal sandbox is a SANDBOX_STATE_CONFLICT.
+func (s *Store) RenewSandbox(ctx context.Context, tenant, id string, ttl, maxLifetime time.Duration) (sb sandbox.Sandbox, capped bool, err error) {
+	now := s.Now()
+	sb, err = scanSandbox(s.pool.QueryRow(ctx, `
+		UPDATE sandboxes s SET expires_at = least($3::timestamptz, s.created_at + $4::interval), updated_at = $5
+		WHERE s.id = $1 AND s.tenant = $2 AND s.state IN `+liveStates+`
+		RETURNING `+sandboxColumns,
+		id, tenant, now.Add(ttl), maxLifetime, now))
+	if errors.Is(err, pgx.ErrNoRows) {
+		cur, gerr := s.GetSandbox(ctx, tenant, id)
+		if gerr != nil {
+			return cur, false, gerr
+		}
+		return cur, false, sandbox.StateConflict(id, cur.State, "renew a sandbox that has ended")
+	}
 	if err != nil {
-		return nil, err
+		return sb, false, wrap("renew sandbox", err)
 	}
-	if !expires.Before(now) {
-		return nil, nil
-	}
-	ended, err := lapseOwner(ctx, tx, now, tenant, owner)
-	if err != nil {
-		return nil, err
-	}
-	_, err = tx.Exec(ctx, `UPDATE owners SET expires_at = $3, updated_at = $4 WHERE tenant = $1 AND name = $2`,
-		tenant, owner, now.Add(ttl), now)
-	return ended, err
+	return sb, sb.ExpiresAt.Before(now.Add(ttl)), nil
 }

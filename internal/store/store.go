@@ -1,11 +1,16 @@
 // Package store is Tether's durable registry: sandboxes, their event history,
 // tenants and API keys, idempotency keys, in Postgres through pgx.
 //
-// All SQL lives in this package. Every state change is one statement that
-// updates the sandbox row and appends its event row, so the two always commit
-// together; the database itself refuses an illegal transition (a trigger
-// mirrors sandbox.CanTransition). Driver errors are translated here: no rows
+// All SQL lives in this package, and LISTEN/NOTIFY in its package notify.
+// Every state change is one statement that updates the sandbox row and
+// appends its event row, so the two always commit together; the database
+// itself refuses an illegal transition (a trigger mirrors
+// sandbox.CanTransition). Driver errors are translated here: no rows
 // becomes sandbox.ErrNotFound, a lost fence becomes sandbox.ErrFenced.
+//
+// Writes go through one of two pools: a durable one for everything a
+// client was promised, and one whose commits may be asynchronous for the
+// workers' own fenced, idempotent writes (see WithWorkPool).
 package store
 
 import (
@@ -32,10 +37,12 @@ import (
 
 // Store is the Postgres-backed registry. It is safe for concurrent use.
 type Store struct {
-	pool *pgxpool.Pool
+	// pool runs the reads, every transaction, and every write a client was
+	// promised; its commits are durable.
+	pool durablePool
 	// work runs the workers' own writes (claims, results, releases, janitor
 	// sweeps). It may commit asynchronously: see WithWorkPool.
-	work *pgxpool.Pool
+	work asyncPool
 	// announcer tells subscribers about changes after they commit.
 	announcer Announcer
 	// creates, ends, readies and releases group concurrent writes of a
@@ -59,7 +66,8 @@ func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
 }
 
-// Announcer is told about every change the store commits (a Notifier).
+// Announcer is told about every change the store commits (a
+// notify.Notifier).
 type Announcer interface {
 	Announce(changes ...sandbox.Change)
 }
@@ -90,7 +98,7 @@ func (s *Store) announce(sbs ...sandbox.Sandbox) {
 // durably on the main pool, and a durable commit also makes every earlier
 // asynchronous one durable.
 func WithWorkPool(pool *pgxpool.Pool) Option {
-	return func(s *Store) { s.work = pool }
+	return func(s *Store) { s.work = asyncPool{pool} }
 }
 
 // createFlights is how many statements of client writes (creates, ends)
@@ -104,9 +112,11 @@ const createFlights = 1
 const workFlights = 2
 
 // New returns a Store over an open pool. The caller keeps ownership of the
-// pools and closes them after the store's last use.
+// pools and closes them after the store's last use. Without WithWorkPool,
+// the workers' writes share pool and commit durably too.
 func New(pool *pgxpool.Pool, opts ...Option) *Store {
-	s := &Store{pool: pool, work: pool, now: time.Now}
+	durable := durablePool{pool}
+	s := &Store{pool: durable, work: durable.async(), now: time.Now}
 	for _, o := range opts {
 		o(s)
 	}
@@ -129,38 +139,8 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	return s
 }
 
-// Connect opens a pool to databaseURL.
-func Connect(ctx context.Context, databaseURL string, maxConns int32) (*pgxpool.Pool, error) {
-	return connect(ctx, databaseURL, maxConns, nil)
-}
-
-// ConnectWorkers opens a pool like Connect whose sessions commit without
-// waiting for the WAL flush (synchronous_commit=off), for WithWorkPool.
-func ConnectWorkers(ctx context.Context, databaseURL string, maxConns int32) (*pgxpool.Pool, error) {
-	return connect(ctx, databaseURL, maxConns, map[string]string{"synchronous_commit": "off"})
-}
-
-func connect(ctx context.Context, databaseURL string, maxConns int32, params map[string]string) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(databaseURL)
-	if err != nil {
-		// The parse error may quote the URL, password included.
-		return nil, errors.New("store: connect: DATABASE_URL is not a valid Postgres connection string")
-	}
-	if maxConns > 0 {
-		cfg.MaxConns = maxConns
-	}
-	for k, v := range params {
-		cfg.ConnConfig.RuntimeParams[k] = v
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, wrap("connect", err)
-	}
-	return pool, nil
-}
-
 // Pool returns the underlying pool.
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+func (s *Store) Pool() *pgxpool.Pool { return s.pool.Pool }
 
 // Now returns the store's current time.
 func (s *Store) Now() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
@@ -176,7 +156,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // migrator returns a goose provider over the embedded migrations, with a
 // session lock so that replicas starting together migrate once.
 func (s *Store) migrator() (*goose.Provider, *sql.DB, error) {
-	db := stdlib.OpenDBFromPool(s.pool)
+	db := stdlib.OpenDBFromPool(s.pool.Pool)
 	locker, err := lock.NewPostgresSessionLocker()
 	if err != nil {
 		_ = db.Close()
@@ -232,20 +212,6 @@ func (s *Store) Superuser(ctx context.Context) (bool, error) {
 		return false, wrap("check role", err)
 	}
 	return super, nil
-}
-
-// inTx runs fn in a transaction that commits if fn returns nil and rolls
-// back otherwise. fn must do all its work through tx.
-func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
 }
 
 // wrap names the failed operation and translates the driver error.

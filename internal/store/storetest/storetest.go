@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tetherhq/tether/internal/store"
+	"github.com/tetherhq/tether/internal/store/notify"
 	"github.com/tetherhq/tether/migrations"
 )
 
@@ -217,11 +218,11 @@ func New(t testing.TB, opts ...store.Option) *store.Store {
 }
 
 // NewNotified returns a Store on a fresh migrated database that announces
-// its changes through a running Notifier, stopped when the test ends.
-func NewNotified(t testing.TB, log *slog.Logger, opts ...store.Option) (*store.Store, *store.Notifier) {
+// its changes through a running notify.Notifier, stopped when the test ends.
+func NewNotified(t testing.TB, log *slog.Logger, opts ...store.Option) (*store.Store, *notify.Notifier) {
 	t.Helper()
 	pool := NewPool(t)
-	n := store.NewNotifier(pool, log)
+	n := notify.New(pool, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { n.Run(ctx) })

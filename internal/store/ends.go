@@ -144,90 +144,65 @@ func (s *Store) endBatch(ctx context.Context, rows []endRow) (map[string]sandbox
 // answered to the tenant that asked.
 func endKey(tenant, id string) string { return tenant + "\x00" + id }
 
-// lapseOwner ends, in tx, the live sandboxes of an owner whose lease has
-// lapsed (owner_expired), so that a new lease never revives sandboxes that
-// outlived the old one.
-func lapseOwner(ctx context.Context, tx pgx.Tx, now time.Time, tenant, owner string) ([]sandbox.Sandbox, error) {
-	return endMany(ctx, tx, `
-		SELECT s.id, s.state, s.lease_owner FROM sandboxes s
-		JOIN owners o ON o.tenant = s.tenant AND o.name = s.owner
-		WHERE s.tenant = $5 AND s.owner = $6 AND s.state IN `+liveStates+` AND o.expires_at < $2
-		FOR UPDATE OF s`,
-		now, sandbox.ReasonOwnerExpired, sandbox.ActorJanitor, "owner lease lapsed", tenant, owner)
-}
-
-// RenewOwnerLease extends the tenant's owner's lease to now+ttl. If the
-// lease had lapsed, the owner's sandboxes that outlived it are ended first
-// (owner_expired): a heartbeat after a lapse starts a new lease, it does not
-// revive the old one. An owner the tenant never named is ErrNotFound.
-func (s *Store) RenewOwnerLease(ctx context.Context, tenant, owner string, ttl time.Duration) (time.Time, error) {
-	now := s.Now()
-	expires := now.Add(ttl)
-	var lapsed []sandbox.Sandbox
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var exists bool
-		err := tx.QueryRow(ctx, `SELECT true FROM owners WHERE tenant = $1 AND name = $2 FOR UPDATE`, tenant, owner).Scan(&exists)
-		if err != nil {
-			return err
-		}
-		if lapsed, err = lapseOwner(ctx, tx, now, tenant, owner); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `UPDATE owners SET expires_at = $3, updated_at = $4 WHERE tenant = $1 AND name = $2`,
-			tenant, owner, expires, now)
-		return err
-	})
+// EndExpired ends up to limit live sandboxes whose deadline passed, with
+// reason expired.
+func (s *Store) EndExpired(ctx context.Context, limit int) ([]sandbox.Sandbox, error) {
+	ended, err := endMany(ctx, s.work, `
+		SELECT id, state, lease_owner FROM sandboxes
+		WHERE state IN `+liveStates+` AND expires_at < $2
+		ORDER BY expires_at
+		LIMIT $5
+		FOR UPDATE SKIP LOCKED`,
+		s.Now(), sandbox.ReasonExpired, sandbox.ActorJanitor, "ttl expired", limit)
 	if err != nil {
-		return time.Time{}, wrap("renew owner lease", err)
-	}
-	s.announce(lapsed...)
-	return expires, nil
-}
-
-// ReleaseOwner ends the owner's lease now and all its live sandboxes with
-// reason owner_released, and returns them. An owner with no sandboxes, or
-// one the tenant never named, ends nothing and is not an error.
-func (s *Store) ReleaseOwner(ctx context.Context, tenant, owner string) ([]sandbox.Sandbox, error) {
-	now := s.Now()
-	var ended []sandbox.Sandbox
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE owners SET expires_at = least(expires_at, $3), updated_at = $3
-			WHERE tenant = $1 AND name = $2`, tenant, owner, now); err != nil {
-			return err
-		}
-		var err error
-		ended, err = endMany(ctx, tx, `
-			SELECT id, state, lease_owner FROM sandboxes
-			WHERE tenant = $5 AND owner = $6 AND state IN `+liveStates+` FOR UPDATE`,
-			now, sandbox.ReasonOwnerReleased, sandbox.ActorClient, "owner released", tenant, owner)
-		return err
-	})
-	if err != nil {
-		return nil, wrap("release owner", err)
+		return nil, wrap("end expired", err)
 	}
 	s.announce(ended...)
 	return ended, nil
 }
 
-// RenewSandbox sets the live sandbox's deadline to now+ttl, capped at its
-// creation plus maxLifetime; capped reports whether the cap applied. A
-// terminal sandbox is a SANDBOX_STATE_CONFLICT.
-func (s *Store) RenewSandbox(ctx context.Context, tenant, id string, ttl, maxLifetime time.Duration) (sb sandbox.Sandbox, capped bool, err error) {
+// FailOverdue settles up to limit sandboxes whose creation deadline passed:
+// creating ones fail (create_failed), keeping a live executor lease so that
+// executor releases what its call makes; requested ones that no executor
+// ever claimed are cancelled with reason create_failed.
+func (s *Store) FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, error) {
 	now := s.Now()
-	sb, err = scanSandbox(s.pool.QueryRow(ctx, `
-		UPDATE sandboxes s SET expires_at = least($3::timestamptz, s.created_at + $4::interval), updated_at = $5
-		WHERE s.id = $1 AND s.tenant = $2 AND s.state IN `+liveStates+`
-		RETURNING `+sandboxColumns,
-		id, tenant, now.Add(ttl), maxLifetime, now))
-	if errors.Is(err, pgx.ErrNoRows) {
-		cur, gerr := s.GetSandbox(ctx, tenant, id)
-		if gerr != nil {
-			return cur, false, gerr
-		}
-		return cur, false, sandbox.StateConflict(id, cur.State, "renew a sandbox that has ended")
-	}
+	rows, err := s.work.Query(ctx, `
+		WITH cur AS (
+			SELECT id, state FROM sandboxes
+			WHERE state = 'creating' AND create_deadline < $1
+			LIMIT $2
+			FOR UPDATE SKIP LOCKED
+		), upd AS (
+			UPDATE sandboxes s SET
+				state = 'failed', reason = 'create_failed', ended_at = $1, updated_at = $1,
+				error = 'creation deadline passed' || coalesce(': ' || s.error, ''),
+				lease_owner = CASE WHEN s.lease_expires_at >= $1 THEN s.lease_owner END,
+				lease_expires_at = CASE WHEN s.lease_expires_at >= $1 AND s.lease_owner IS NOT NULL THEN s.lease_expires_at END
+			FROM cur WHERE s.id = cur.id
+			RETURNING s.*
+		), ev AS (
+			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
+			SELECT id, tenant, $1, 'creating', 'failed', 'create_failed', 'janitor', 'creation deadline passed' FROM upd
+		)
+		SELECT `+sandboxColumns+` FROM upd s`, now, limit)
 	if err != nil {
-		return sb, false, wrap("renew sandbox", err)
+		return nil, wrap("fail overdue", err)
 	}
-	return sb, sb.ExpiresAt.Before(now.Add(ttl)), nil
+	failed, err := collectSandboxes(rows)
+	if err != nil {
+		return nil, wrap("fail overdue", err)
+	}
+	cancelled, err := endMany(ctx, s.work, `
+		SELECT id, state, lease_owner FROM sandboxes
+		WHERE state = 'requested' AND create_deadline < $2
+		LIMIT $5
+		FOR UPDATE SKIP LOCKED`,
+		now, sandbox.ReasonCreateFailed, sandbox.ActorJanitor, "no executor claimed it before the creation deadline", limit)
+	if err != nil {
+		return nil, wrap("cancel overdue", err)
+	}
+	s.announce(failed...)
+	s.announce(cancelled...)
+	return append(failed, cancelled...), nil
 }

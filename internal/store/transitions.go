@@ -350,44 +350,19 @@ func (s *Store) ReleaseFailed(ctx context.Context, id string, epoch int64, retry
 	return nil
 }
 
-// Stats is a snapshot of the registry for metrics.
-type Stats struct {
-	// Live counts the live sandboxes by provider and state.
-	Live map[[2]string]int64
-	// Unreleased counts terminal sandboxes not yet confirmed released.
-	Unreleased int64
-	// OldestUnreleased is when the longest-waiting of those ended.
-	OldestUnreleased *time.Time
-}
-
-// Stats reads the registry's counters. It touches only the live and
-// unreleased sandboxes, through their partial indexes, never the history.
-func (s *Store) Stats(ctx context.Context) (Stats, error) {
-	st := Stats{Live: map[[2]string]int64{}}
-	rows, err := s.pool.Query(ctx, `
-		SELECT provider, state, count(*) FROM sandboxes
-		WHERE state IN ('requested', 'creating', 'ready') GROUP BY provider, state`)
+// RescueLapsedLeases clears the leases that expired without being renewed
+// (their worker died or hung) and returns how many. Clearing a lease
+// announces the sandbox, so executors claim it again at once; their claim
+// bumps the epoch, fencing out the old worker for good.
+func (s *Store) RescueLapsedLeases(ctx context.Context) (int64, error) {
+	tag, err := s.work.Exec(ctx, `
+		UPDATE sandboxes SET lease_owner = NULL
+		WHERE lease_owner IS NOT NULL AND lease_expires_at < $1`, s.Now())
 	if err != nil {
-		return st, wrap("stats", err)
+		return 0, wrap("rescue lapsed leases", err)
 	}
-	for rows.Next() {
-		var provider, state string
-		var n int64
-		if err := rows.Scan(&provider, &state, &n); err != nil {
-			rows.Close()
-			return st, wrap("stats", err)
-		}
-		st.Live[[2]string{provider, state}] = n
+	if tag.RowsAffected() > 0 && s.announcer != nil {
+		s.announcer.Announce(sandbox.Change{}) // look again: work was freed
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return st, wrap("stats", err)
-	}
-	err = s.pool.QueryRow(ctx, `
-		SELECT count(*), min(ended_at) FROM sandboxes
-		WHERE NOT released AND state IN `+terminalStates+``).Scan(&st.Unreleased, &st.OldestUnreleased)
-	if err != nil {
-		return st, wrap("stats", err)
-	}
-	return st, nil
+	return tag.RowsAffected(), nil
 }

@@ -1,4 +1,8 @@
-package store
+// Package notify tells in-process subscribers that sandboxes changed,
+// whether in this process or in another replica, through Postgres
+// LISTEN/NOTIFY. Its Notifier is the store's Announcer (see
+// store.WithAnnouncer).
+package notify
 
 import (
 	"context"
@@ -48,9 +52,9 @@ type Notifier struct {
 // past it they are dropped (the replicas' polling covers them).
 const outboxSize = 8192
 
-// NewNotifier returns a notifier that talks to Postgres on connections of
-// its own, made with the pool's settings.
-func NewNotifier(pool *pgxpool.Pool, log *slog.Logger) *Notifier {
+// New returns a notifier that talks to Postgres on connections of its own,
+// made with the pool's settings.
+func New(pool *pgxpool.Pool, log *slog.Logger) *Notifier {
 	var b [6]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	return &Notifier{

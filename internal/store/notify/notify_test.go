@@ -1,4 +1,4 @@
-package store_test
+package notify_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
+	"github.com/tetherhq/tether/internal/store/notify"
 	"github.com/tetherhq/tether/internal/store/storetest"
 )
 
@@ -27,13 +28,13 @@ func TestAnnouncementsReachOtherReplicas(t *testing.T) {
 		cancel()
 		wg.Wait()
 	})
-	replica := func() (*store.Store, *store.Notifier) {
+	replica := func() (*store.Store, *notify.Notifier) {
 		pool, err := pgxpool.New(ctx, url)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
-		n := store.NewNotifier(pool, log)
+		n := notify.New(pool, log)
 		wg.Go(func() { n.Run(ctx) })
 		return store.New(pool, store.WithAnnouncer(n)), n
 	}

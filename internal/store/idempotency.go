@@ -1,0 +1,19 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// ForgetIdempotencyKeys deletes up to limit idempotency keys used before
+// cutoff and returns how many: after that, the same key makes a new
+// sandbox.
+func (s *Store) ForgetIdempotencyKeys(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
+	tag, err := s.work.Exec(ctx, `
+		DELETE FROM idempotency_keys WHERE (tenant, key) IN (
+			SELECT tenant, key FROM idempotency_keys WHERE created_at < $1 LIMIT $2)`, cutoff, limit)
+	if err != nil {
+		return 0, wrap("forget idempotency keys", err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -1,0 +1,116 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// ensureOwnerLease makes sure the owner has a live lease, in tx: an owner
+// named for the first time, or whose lease lapsed, gets one of ttl. The
+// sandboxes that outlived a lapsed lease are ended first, and returned.
+func (s *Store) ensureOwnerLease(ctx context.Context, tx pgx.Tx, now time.Time, tenant, owner string, ttl time.Duration) ([]sandbox.Sandbox, error) {
+	var expires time.Time
+	err := tx.QueryRow(ctx, `
+		INSERT INTO owners (tenant, name, expires_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)
+		ON CONFLICT (tenant, name) DO UPDATE SET updated_at = owners.updated_at
+		RETURNING expires_at`, tenant, owner, now.Add(ttl), now).Scan(&expires)
+	if err != nil {
+		return nil, err
+	}
+	if !expires.Before(now) {
+		return nil, nil
+	}
+	ended, err := lapseOwner(ctx, tx, now, tenant, owner)
+	if err != nil {
+		return nil, err
+	}
+	_, err = tx.Exec(ctx, `UPDATE owners SET expires_at = $3, updated_at = $4 WHERE tenant = $1 AND name = $2`,
+		tenant, owner, now.Add(ttl), now)
+	return ended, err
+}
+
+// lapseOwner ends, in tx, the live sandboxes of an owner whose lease has
+// lapsed (owner_expired), so that a new lease never revives sandboxes that
+// outlived the old one.
+func lapseOwner(ctx context.Context, tx pgx.Tx, now time.Time, tenant, owner string) ([]sandbox.Sandbox, error) {
+	return endMany(ctx, tx, `
+		SELECT s.id, s.state, s.lease_owner FROM sandboxes s
+		JOIN owners o ON o.tenant = s.tenant AND o.name = s.owner
+		WHERE s.tenant = $5 AND s.owner = $6 AND s.state IN `+liveStates+` AND o.expires_at < $2
+		FOR UPDATE OF s`,
+		now, sandbox.ReasonOwnerExpired, sandbox.ActorJanitor, "owner lease lapsed", tenant, owner)
+}
+
+// RenewOwnerLease extends the tenant's owner's lease to now+ttl. If the
+// lease had lapsed, the owner's sandboxes that outlived it are ended first
+// (owner_expired): a heartbeat after a lapse starts a new lease, it does not
+// revive the old one. An owner the tenant never named is ErrNotFound.
+func (s *Store) RenewOwnerLease(ctx context.Context, tenant, owner string, ttl time.Duration) (time.Time, error) {
+	now := s.Now()
+	expires := now.Add(ttl)
+	var lapsed []sandbox.Sandbox
+	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
+		var exists bool
+		err := tx.QueryRow(ctx, `SELECT true FROM owners WHERE tenant = $1 AND name = $2 FOR UPDATE`, tenant, owner).Scan(&exists)
+		if err != nil {
+			return err
+		}
+		if lapsed, err = lapseOwner(ctx, tx, now, tenant, owner); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE owners SET expires_at = $3, updated_at = $4 WHERE tenant = $1 AND name = $2`,
+			tenant, owner, expires, now)
+		return err
+	})
+	if err != nil {
+		return time.Time{}, wrap("renew owner lease", err)
+	}
+	s.announce(lapsed...)
+	return expires, nil
+}
+
+// ReleaseOwner ends the owner's lease now and all its live sandboxes with
+// reason owner_released, and returns them. An owner with no sandboxes, or
+// one the tenant never named, ends nothing and is not an error.
+func (s *Store) ReleaseOwner(ctx context.Context, tenant, owner string) ([]sandbox.Sandbox, error) {
+	now := s.Now()
+	var ended []sandbox.Sandbox
+	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE owners SET expires_at = least(expires_at, $3), updated_at = $3
+			WHERE tenant = $1 AND name = $2`, tenant, owner, now); err != nil {
+			return err
+		}
+		var err error
+		ended, err = endMany(ctx, tx, `
+			SELECT id, state, lease_owner FROM sandboxes
+			WHERE tenant = $5 AND owner = $6 AND state IN `+liveStates+` FOR UPDATE`,
+			now, sandbox.ReasonOwnerReleased, sandbox.ActorClient, "owner released", tenant, owner)
+		return err
+	})
+	if err != nil {
+		return nil, wrap("release owner", err)
+	}
+	s.announce(ended...)
+	return ended, nil
+}
+
+// EndLapsedOwners ends up to limit live sandboxes whose owner's lease has
+// lapsed, with reason owner_expired.
+func (s *Store) EndLapsedOwners(ctx context.Context, limit int) ([]sandbox.Sandbox, error) {
+	ended, err := endMany(ctx, s.work, `
+		SELECT s.id, s.state, s.lease_owner FROM sandboxes s
+		JOIN owners o ON o.tenant = s.tenant AND o.name = s.owner
+		WHERE s.owner IS NOT NULL AND s.state IN `+liveStates+` AND o.expires_at < $2
+		LIMIT $5
+		FOR UPDATE OF s SKIP LOCKED`,
+		s.Now(), sandbox.ReasonOwnerExpired, sandbox.ActorJanitor, "owner lease lapsed", limit)
+	if err != nil {
+		return nil, wrap("end lapsed owners", err)
+	}
+	s.announce(ended...)
+	return ended, nil
+}

@@ -1,0 +1,142 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// Record is what the registry knows of a sandbox, for reconciliation.
+type Record struct {
+	ID       string
+	Tenant   string
+	State    sandbox.State
+	Released bool
+	// EndedAt is when a terminal sandbox ended.
+	EndedAt *time.Time
+}
+
+// Records returns the registry's records of the given sandbox ids; ids it
+// has no record of are absent from the map.
+func (s *Store) Records(ctx context.Context, ids []string) (map[string]Record, error) {
+	out := make(map[string]Record, len(ids))
+	const chunk = 5000
+	for start := 0; start < len(ids); start += chunk {
+		part := ids[start:min(start+chunk, len(ids))]
+		rows, err := s.pool.Query(ctx, `SELECT id, tenant, state, released, ended_at FROM sandboxes WHERE id = ANY($1)`, part)
+		if err != nil {
+			return nil, wrap("records", err)
+		}
+		for rows.Next() {
+			var r Record
+			if err := rows.Scan(&r.ID, &r.Tenant, &r.State, &r.Released, &r.EndedAt); err != nil {
+				rows.Close()
+				return nil, wrap("records", err)
+			}
+			out[r.ID] = r
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, wrap("records", err)
+		}
+	}
+	return out, nil
+}
+
+// ReadyBefore calls fn with the id of every sandbox of the provider that has
+// been ready since before t, streaming rather than loading them all.
+func (s *Store) ReadyBefore(ctx context.Context, provider string, t time.Time, fn func(id string)) error {
+	rows, err := s.pool.Query(ctx, `
+		SELECT id FROM sandboxes WHERE provider = $1 AND state = 'ready' AND ready_at < $2`, provider, t)
+	if err != nil {
+		return wrap("ready before", err)
+	}
+	defer rows.Close()
+	var id string
+	for rows.Next() {
+		if err := rows.Scan(&id); err != nil {
+			return wrap("ready before", err)
+		}
+		fn(id)
+	}
+	if err := rows.Err(); err != nil {
+		return wrap("ready before", err)
+	}
+	return nil
+}
+
+// MarkLost ends a ready sandbox whose resource the provider no longer has:
+// terminated with reason lost, and recorded as a reconciliation event. The
+// release workers still confirm with the provider (destroy of nothing is
+// success) before it counts as released.
+func (s *Store) MarkLost(ctx context.Context, id, message string) (sandbox.Sandbox, bool, error) {
+	now := s.Now()
+	var ended []sandbox.Sandbox
+	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		ended, err = endMany(ctx, tx, `
+			SELECT id, state, lease_owner FROM sandboxes WHERE id = $5 AND state = 'ready' FOR UPDATE`,
+			now, sandbox.ReasonLost, sandbox.ActorJanitor, message, id)
+		if err != nil || len(ended) == 0 {
+			return err
+		}
+		_, err = tx.Exec(ctx, `
+			INSERT INTO reconcile_events (at, provider, sandbox_id, tenant, action, message)
+			VALUES ($1, $2, $3, $4, 'lost', $5)`, now, ended[0].Provider, id, ended[0].Tenant, message)
+		return err
+	})
+	if err != nil {
+		return sandbox.Sandbox{}, false, wrap("mark lost", err)
+	}
+	if len(ended) == 0 {
+		return sandbox.Sandbox{}, false, nil
+	}
+	s.announce(ended...)
+	return ended[0], true, nil
+}
+
+// ReconcileEvent is one thing the janitor's reconciliation found and did.
+type ReconcileEvent struct {
+	ID        int64
+	At        time.Time
+	Provider  string
+	SandboxID string
+	Tenant    string
+	Action    string
+	Message   string
+}
+
+// RecordReconcile appends a reconciliation event. tenant is empty for a
+// resource whose sandbox Tether has no record of.
+func (s *Store) RecordReconcile(ctx context.Context, provider, sandboxID, tenant, action, message string) error {
+	_, err := s.work.Exec(ctx, `
+		INSERT INTO reconcile_events (at, provider, sandbox_id, tenant, action, message)
+		VALUES ($1, $2, $3, $4, $5, $6)`, s.Now(), provider, sandboxID, nullable(tenant), action, message)
+	if err != nil {
+		return wrap("record reconcile", err)
+	}
+	return nil
+}
+
+// ReconcileEvents returns reconciliation events with ids above after, oldest
+// first; tenant "" returns every tenant's and the unattributed ones.
+func (s *Store) ReconcileEvents(ctx context.Context, tenant string, after int64, limit int) ([]ReconcileEvent, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, at, provider, sandbox_id, coalesce(tenant, ''), action, message FROM reconcile_events
+		WHERE ($1 = '' OR tenant = $1) AND id > $2 ORDER BY id LIMIT $3`, tenant, after, limit)
+	if err != nil {
+		return nil, wrap("reconcile events", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ReconcileEvent, error) {
+		var e ReconcileEvent
+		err := r.Scan(&e.ID, &e.At, &e.Provider, &e.SandboxID, &e.Tenant, &e.Action, &e.Message)
+		return e, err
+	})
+	if err != nil {
+		return nil, wrap("reconcile events", err)
+	}
+	return out, nil
+}
