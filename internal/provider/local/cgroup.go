@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -178,10 +179,63 @@ func (cg *cgroups) join(id string, pid int) error {
 	return nil
 }
 
+// execGroup is the group of one exec's processes, inside its sandbox's: a
+// timeout kills every process in it, however the command detached them
+// (setsid, double forks), and nothing else of the sandbox's.
+type execGroup struct {
+	// dir is the exec's own group (in the pids hierarchy under v1).
+	dir string
+	// procs are the files that move a process into it and, under v1, into
+	// the sandbox's memory and cpu groups.
+	procs []string
+}
+
+// newExecGroup makes a group for one exec in the sandbox's.
+func (cg *cgroups) newExecGroup(id string) (execGroup, error) {
+	dirs := cg.dirs(id)
+	g := execGroup{dir: filepath.Join(dirs[0], "exec-"+randomSuffix())}
+	if err := os.Mkdir(g.dir, 0o755); err != nil {
+		return g, fmt.Errorf("cgroup: %w", err)
+	}
+	g.procs = []string{filepath.Join(g.dir, "cgroup.procs")}
+	for _, dir := range dirs[1:] {
+		g.procs = append(g.procs, filepath.Join(dir, "cgroup.procs"))
+	}
+	return g, nil
+}
+
+// kill kills every process in the exec's group until none is left (a
+// bounded while).
+func (g execGroup) kill() {
+	for range 200 {
+		b, err := os.ReadFile(filepath.Join(g.dir, "cgroup.procs"))
+		if err != nil || len(strings.TrimSpace(string(b))) == 0 {
+			return
+		}
+		for f := range strings.FieldsSeq(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// release removes the exec's group if nothing runs in it any more;
+// background processes keep it (and the sandbox's removal takes it).
+func (g execGroup) release() { _ = os.Remove(g.dir) }
+
 // remove deletes the sandbox's groups once their processes are gone (the
 // kernel frees a group's last process a moment after it died).
 func (cg *cgroups) remove(id string) error {
 	for _, dir := range cg.dirs(id) {
+		// Exec groups first: a group with children cannot go.
+		subs, _ := os.ReadDir(dir)
+		for _, sub := range subs {
+			if sub.IsDir() {
+				_ = os.Remove(filepath.Join(dir, sub.Name()))
+			}
+		}
 		var err error
 		for range 100 {
 			if err = os.Remove(dir); err == nil || errors.Is(err, fs.ErrNotExist) {

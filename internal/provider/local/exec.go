@@ -36,6 +36,16 @@ func (p *Provider) running(id string) (meta, error) {
 // namespaces and root, with every capability dropped and no_new_privs, and
 // only the sandbox's environment (plus extra).
 func (p *Provider) command(m meta, extra map[string]string, argv ...string) *exec.Cmd {
+	var procs []string
+	if p.cg != nil && m.Limits.Pids > 0 {
+		procs = p.cg.procs(m.SandboxID)
+	}
+	return p.commandIn(procs, m, extra, argv...)
+}
+
+// commandIn is command, the process first moved into the control groups
+// whose cgroup.procs files are procs.
+func (p *Provider) commandIn(procs []string, m meta, extra map[string]string, argv ...string) *exec.Cmd {
 	env := map[string]string{"PATH": defaultPath, "HOME": WorkDir, "TERM": "dumb", "LANG": "C.UTF-8"}
 	for k, v := range m.Env {
 		env[k] = v
@@ -53,12 +63,12 @@ func (p *Provider) command(m meta, extra map[string]string, argv ...string) *exe
 	}
 	args = append(args, argv...)
 	name := p.nsenter
-	if p.cg != nil && m.Limits.Pids > 0 {
+	if len(procs) > 0 {
 		// A host shell moves itself into the sandbox's groups, then becomes
 		// nsenter: everything the command starts is counted against the
 		// sandbox's limits from its first instruction.
 		join := []string{"-c", `while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"`, "sh"}
-		join = append(join, p.cg.procs(m.SandboxID)...)
+		join = append(join, procs...)
 		args = append(append(join, "--", p.nsenter), args...)
 		name = p.sh
 	}
@@ -124,11 +134,18 @@ func (p *Provider) exec(ctx context.Context, m meta, req sandbox.ExecRequest) (s
 	defer func() { _ = os.Remove(out.Name()) }()
 	defer func() { _ = out.Close() }()
 
-	cmd := p.execCommand(m, req, out, out)
+	cmd, group, err := p.execCommand(m, req, out, out)
+	if err != nil {
+		return res, err
+	}
+	defer group.release()
 	tctx, cancel := context.WithTimeout(ctx, execTimeout(req))
 	defer cancel()
 	ooms := p.oomKills(m)
 	killed, err := run(tctx, cmd)
+	if killed {
+		group.kill() // what the command detached from its process group
+	}
 	if killed && ctx.Err() != nil {
 		return res, fmt.Errorf("local: exec: %w", ctx.Err())
 	}
@@ -160,16 +177,24 @@ func (p *Provider) oomKills(m meta) int {
 }
 
 // execCommand is the command that runs req in the sandbox, its output
-// going to the given files.
-func (p *Provider) execCommand(m meta, req sandbox.ExecRequest, stdout, stderr *os.File) *exec.Cmd {
+// going to the given files, and the group of its processes (whose kill
+// and release do nothing where the sandbox has no control groups).
+func (p *Provider) execCommand(m meta, req sandbox.ExecRequest, stdout, stderr *os.File) (*exec.Cmd, execGroup, error) {
 	argv := []string{"sh", "-c", req.Command}
 	if req.WorkDir != "" {
 		argv = []string{"sh", "-c", `cd -- "$0" || exit 1; exec sh -c "$1"`, req.WorkDir, req.Command}
 	}
-	cmd := p.command(m, req.Env, argv...)
+	var group execGroup
+	if p.cg != nil && m.Limits.Pids > 0 {
+		var err error
+		if group, err = p.cg.newExecGroup(m.SandboxID); err != nil {
+			return nil, group, fmt.Errorf("local: exec: %w", err)
+		}
+	}
+	cmd := p.commandIn(group.procs, m, req.Env, argv...)
 	cmd.Stdin = nil
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	return cmd
+	return cmd, group, nil
 }
 
 func execTimeout(req sandbox.ExecRequest) time.Duration {
@@ -233,7 +258,11 @@ func (p *Provider) ExecStream(ctx context.Context, sandboxID string, req sandbox
 		return tail.finish(res)
 	}
 
-	cmd := p.execCommand(m, req, outs[0], outs[1])
+	cmd, group, err := p.execCommand(m, req, outs[0], outs[1])
+	if err != nil {
+		return res, err
+	}
+	defer group.release()
 	if err := cmd.Start(); err != nil {
 		return res, fmt.Errorf("local: exec: %w", err)
 	}
@@ -241,6 +270,7 @@ func (p *Provider) ExecStream(ctx context.Context, sandboxID string, req sandbox
 	go func() { waited <- cmd.Wait() }()
 	kill := func() error {
 		killGroup(cmd.Process.Pid)
+		group.kill()
 		return <-waited
 	}
 	timeout := time.NewTimer(execTimeout(req))

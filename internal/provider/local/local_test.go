@@ -572,3 +572,25 @@ func TestResourceLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestExecTimeoutKillsDetachedProcesses: what a command detaches from its
+// process group (setsid) dies at its timeout too; background processes of
+// commands that ended on their own live on.
+func TestExecTimeoutKillsDetachedProcesses(t *testing.T) {
+	t.Parallel()
+	p, _ := newProvider(t)
+	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	suffix := strconv.Itoa(int(time.Now().UnixNano() % 1000000))
+	detached, kept := "sleep 5"+suffix, "sleep 6"+suffix
+	run(t, p, id, kept+" >/dev/null 2>&1 &")
+	res, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: "setsid " + detached + " >/dev/null 2>&1 & sleep 30", Timeout: 500 * time.Millisecond})
+	if err != nil || !res.TimedOut {
+		t.Fatalf("exec = %+v, %v; want a timeout", res, err)
+	}
+	if pids := hostPIDs(t, detached); len(pids) != 0 {
+		t.Errorf("the setsid child survived the timeout: %v", pids)
+	}
+	if pids := hostPIDs(t, kept); len(pids) != 1 {
+		t.Errorf("a background process of an earlier exec was killed: %v", pids)
+	}
+}
