@@ -48,13 +48,16 @@ func (s *Store) claimCreates(ctx context.Context, which, provider, worker string
 		), upd AS (
 			UPDATE sandboxes s SET
 				state = 'creating', epoch = s.epoch + 1, attempts = s.attempts + 1,
-				lease_owner = $4, lease_expires_at = $5, updated_at = $2
+				lease_owner = $4, lease_expires_at = $5, updated_at = GREATEST($2, s.created_at)
 			FROM picked
 			WHERE s.id = picked.id
 			RETURNING s.*, picked.state AS from_state
 		), ev AS (
 			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
-			SELECT id, tenant, $2, from_state, 'creating', NULL, 'executor', 'claimed by ' || $4
+			-- Never before the sandbox's creation: the claim's now was
+			-- taken before its connection, and a create may have committed
+			-- in between with a later clock.
+			SELECT id, tenant, GREATEST($2, created_at), from_state, 'creating', NULL, 'executor', 'claimed by ' || $4
 			FROM upd WHERE from_state = 'requested'
 		)
 		SELECT s.from_state, `+sandboxColumns+` FROM upd s`,
