@@ -1038,6 +1038,76 @@ const docTemplate = `{
                 }
             }
         },
+        "/v1/sandboxes/{id}/owner": {
+            "put": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Makes owner the sandbox's owner, so that a new process can adopt a sandbox its predecessor created: the sandbox then lives as long as the new owner's lease, which starts with the default owner TTL if the owner has none live. A sandbox has one owner at a time; the change is recorded as an event (reason owner_transferred). Naming the current owner changes nothing. A sandbox that has ended is 409 SANDBOX_STATE_CONFLICT with its state.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "owners"
+                ],
+                "summary": "Transfer a sandbox to another owner",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "description": "the new owner",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/OwnerRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Sandbox"
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "SANDBOX_STATE_CONFLICT",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
         "/v1/sandboxes/{id}/renew": {
             "post": {
                 "security": [
@@ -1324,6 +1394,16 @@ const docTemplate = `{
                     "description": "SandboxesEnded counts the live sandboxes this request ended.",
                     "type": "integer",
                     "example": 2
+                }
+            }
+        },
+        "OwnerRequest": {
+            "type": "object",
+            "properties": {
+                "owner": {
+                    "description": "Owner becomes the sandbox's owner.",
+                    "type": "string",
+                    "example": "agent-43"
                 }
             }
         },

@@ -131,3 +131,67 @@ func TestWaitUntilReleased(t *testing.T) {
 	}
 	wantProblem(t, b.do(t, http.MethodGet, "/v1/sandboxes/"+sb.ID+"?wait=1s&until=forever", nil), http.StatusBadRequest, "INVALID_REQUEST")
 }
+
+// TestOwnerTransfer: a new process adopts a sandbox; it then lives with the
+// new owner's lease, not the old one's, and the change is in its history.
+func TestOwnerTransfer(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sb := b.create(t, keyA, map[string]any{"owner": "process-1"})
+	path := "/v1/sandboxes/" + sb.ID + "/owner"
+
+	before := b.counts(t)
+	for _, tc := range []struct {
+		key    string
+		path   string
+		body   any
+		status int
+		code   string
+	}{
+		{keyA, path, map[string]any{"owner": "bad name"}, http.StatusBadRequest, "INVALID_REQUEST"},
+		{keyA, path, map[string]any{}, http.StatusBadRequest, "INVALID_REQUEST"},
+		{keyA, path, map[string]any{"owner": "p", "extra": 1}, http.StatusBadRequest, "INVALID_REQUEST"},
+		{keyB, path, map[string]any{"owner": "process-2"}, http.StatusNotFound, "NOT_FOUND"},
+		{keyA, "/v1/sandboxes/sbx_00000000000000000000000000/owner", map[string]any{"owner": "process-2"}, http.StatusNotFound, "NOT_FOUND"},
+	} {
+		wantProblem(t, b.do(t, http.MethodPut, tc.path, tc.body, as(tc.key)), tc.status, tc.code)
+	}
+	if after := b.counts(t); !after.equal(before) {
+		t.Errorf("refused transfers wrote rows: %s -> %s", before, after)
+	}
+
+	r := b.do(t, http.MethodPut, path, map[string]any{"owner": "process-2"}, as(keyA))
+	wantStatus(t, r, http.StatusOK)
+	var got sandboxJSON
+	r.decode(t, &got)
+	if got.Owner == nil || *got.Owner != "process-2" || got.State != sb.State {
+		t.Fatalf("after the transfer: %+v", got)
+	}
+	// The same owner again changes nothing and records nothing.
+	wantStatus(t, b.do(t, http.MethodPut, path, map[string]any{"owner": "process-2"}, as(keyA)), http.StatusOK)
+	evs := b.events(t, keyA, "/v1/sandboxes/"+sb.ID+"/events")
+	var transfers int
+	for _, e := range evs.Items {
+		if e.Reason != nil && *e.Reason == "owner_transferred" {
+			transfers++
+		}
+	}
+	if transfers != 1 {
+		t.Errorf("history records %d transfers, want 1: %+v", transfers, evs.Items)
+	}
+	// The new owner has a lease; the old owner's release no longer ends it.
+	wantStatus(t, b.do(t, http.MethodPut, "/v1/owners/process-2/lease", map[string]any{"ttl_seconds": 60}, as(keyA)), http.StatusOK)
+	wantStatus(t, b.do(t, http.MethodDelete, "/v1/owners/process-1", nil, as(keyA)), http.StatusAccepted)
+	if cur := b.get(t, keyA, sb.ID); cur.State != "requested" {
+		t.Errorf("the old owner's release ended the adopted sandbox: %s", cur.State)
+	}
+	wantStatus(t, b.do(t, http.MethodDelete, "/v1/owners/process-2", nil, as(keyA)), http.StatusAccepted)
+	if cur := b.get(t, keyA, sb.ID); cur.State != "cancelled" || cur.Reason == nil || *cur.Reason != "owner_released" {
+		t.Errorf("the new owner's release left the sandbox %s", cur.State)
+	}
+	// An ended sandbox cannot change owner.
+	p := wantProblem(t, b.do(t, http.MethodPut, path, map[string]any{"owner": "process-3"}, as(keyA)), http.StatusConflict, "SANDBOX_STATE_CONFLICT")
+	if p.State != "cancelled" {
+		t.Errorf("conflict state = %q, want cancelled", p.State)
+	}
+}

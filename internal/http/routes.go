@@ -58,6 +58,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.GET("/sandboxes/:id", h(handleSandboxGet(cfg, deps.Store, deps.Changes, draining)))
 	v1.DELETE("/sandboxes/:id", h(handleSandboxDelete(deps.Store)))
 	v1.POST("/sandboxes/:id/renew", body, h(handleSandboxRenew(cfg, deps.Store)))
+	v1.PUT("/sandboxes/:id/owner", body, h(handleSandboxOwner(cfg, deps.Store)))
 	v1.GET("/sandboxes/:id/events", h(handleSandboxEvents(deps.Store)))
 	v1.POST("/sandboxes/:id/exec", body, h(handleSandboxExec(log, cfg, deps.Store, providers, draining)))
 	v1.PUT("/sandboxes/:id/files", withBodyLimit(cfg.MaxFileBytes), h(handleFilePut(cfg, deps.Store, providers)))

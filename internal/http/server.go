@@ -83,6 +83,7 @@ type Store interface {
 	sandboxEnder
 	eventLister
 	ownerStore
+	ownerTransferrer
 	sandboxRenewer
 }
 

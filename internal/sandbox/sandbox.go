@@ -99,6 +99,9 @@ const (
 	ReasonCreateFailed Reason = "create_failed"
 	// ReasonLost: the provider no longer holds it.
 	ReasonLost Reason = "lost"
+	// ReasonOwnerTransferred is the reason of the event that records a
+	// change of owner; it is never a sandbox's own reason.
+	ReasonOwnerTransferred Reason = "owner_transferred"
 )
 
 // Actor names who caused a transition, for the event history.

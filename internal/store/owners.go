@@ -114,3 +114,58 @@ func (s *Store) EndLapsedOwners(ctx context.Context, limit int) ([]sandbox.Sandb
 	s.announce(ended...)
 	return ended, nil
 }
+
+// TransferOwner makes owner the owner of the tenant's live sandbox, so that
+// a new process can adopt it: the sandbox then lives as long as owner's
+// lease, which starts (of ttl) if owner has none live. The change is
+// recorded as an event. Naming the current owner changes nothing. A sandbox
+// that has ended is a SANDBOX_STATE_CONFLICT; one of another tenant is
+// ErrNotFound.
+func (s *Store) TransferOwner(ctx context.Context, tenant, id, owner string, ttl time.Duration) (sandbox.Sandbox, error) {
+	now := s.Now()
+	var (
+		sb    sandbox.Sandbox
+		ended []sandbox.Sandbox
+	)
+	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
+		var (
+			state sandbox.State
+			prev  *string
+		)
+		err := tx.QueryRow(ctx, `SELECT state, owner FROM sandboxes WHERE id = $1 AND tenant = $2 FOR UPDATE`,
+			id, tenant).Scan(&state, &prev)
+		if err != nil {
+			return err
+		}
+		if state.Terminal() {
+			return sandbox.StateConflict(id, state, "change the owner of a sandbox that has ended")
+		}
+		if prev != nil && *prev == owner {
+			sb, err = scanSandbox(tx.QueryRow(ctx, `SELECT `+sandboxColumns+` FROM sandboxes s WHERE s.id = $1`, id))
+			return err
+		}
+		if ended, err = s.ensureOwnerLease(ctx, tx, now, tenant, owner, ttl); err != nil {
+			return err
+		}
+		sb, err = scanSandbox(tx.QueryRow(ctx, `
+			UPDATE sandboxes s SET owner = $3, updated_at = $4 WHERE s.id = $1 AND s.tenant = $2
+			RETURNING `+sandboxColumns, id, tenant, owner, now))
+		if err != nil {
+			return err
+		}
+		from := "no owner"
+		if prev != nil {
+			from = "owner " + *prev
+		}
+		_, err = tx.Exec(ctx, `
+			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
+			VALUES ($1, $2, $3, $4, $4, $5, $6, $7)`,
+			id, tenant, now, state, sandbox.ReasonOwnerTransferred, sandbox.ActorClient, from+" -> owner "+owner)
+		return err
+	})
+	if err != nil {
+		return sb, wrap("transfer owner", err)
+	}
+	s.announce(ended...)
+	return sb, nil
+}

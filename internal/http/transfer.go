@@ -1,0 +1,58 @@
+package http
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// OwnerRequest is the body of an owner transfer.
+type OwnerRequest struct {
+	// Owner becomes the sandbox's owner.
+	Owner string `json:"owner" example:"agent-43"`
+} // @name OwnerRequest
+
+type ownerTransferrer interface {
+	TransferOwner(ctx context.Context, tenant, id, owner string, ttl time.Duration) (sandbox.Sandbox, error)
+}
+
+// handleSandboxOwner hands a sandbox to another owner.
+//
+//	@Summary		Transfer a sandbox to another owner
+//	@Description	Makes owner the sandbox's owner, so that a new process can adopt a sandbox its predecessor created: the sandbox then lives as long as the new owner's lease, which starts with the default owner TTL if the owner has none live. A sandbox has one owner at a time; the change is recorded as an event (reason owner_transferred). Naming the current owner changes nothing. A sandbox that has ended is 409 SANDBOX_STATE_CONFLICT with its state.
+//	@Tags			owners
+//	@Accept			json
+//	@Produce		json
+//	@Param			id		path		string			true	"sandbox id"
+//	@Param			request	body		OwnerRequest	true	"the new owner"
+//	@Success		200		{object}	Sandbox
+//	@Failure		400		{object}	Problem
+//	@Failure		401		{object}	Problem
+//	@Failure		404		{object}	Problem
+//	@Failure		409		{object}	Problem	"SANDBOX_STATE_CONFLICT"
+//	@Security		BearerAuth
+//	@Router			/v1/sandboxes/{id}/owner [put]
+func handleSandboxOwner(cfg Config, st ownerTransferrer) handlerFunc {
+	return func(c *gin.Context) error {
+		id, err := sandboxID(c)
+		if err != nil {
+			return err
+		}
+		var req OwnerRequest
+		if err := decodeJSON(c, &req); err != nil {
+			return err
+		}
+		if err := validateOwner(req.Owner); err != nil {
+			return err
+		}
+		sb, err := st.TransferOwner(c.Request.Context(), tenantOf(c), id, req.Owner, cfg.DefaultOwnerTTL)
+		if err != nil {
+			return notFoundAs(err, id)
+		}
+		return writeJSON(c, http.StatusOK, toSandbox(sb))
+	}
+}
