@@ -24,6 +24,7 @@ const (
 	defaultLocalStateDir   = ".tether/local"
 	defaultShutdownTimeout = 30 * time.Second
 	defaultDBMaxConns      = 20
+	defaultMaxConns        = 2048
 	defaultLogLevel        = "info"
 )
 
@@ -113,6 +114,10 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// DBMaxConns caps the connection pool (DB_MAX_CONNS, default 20).
 	DBMaxConns int
+	// MaxConns caps the API's concurrent connections (MAX_CONNS, default
+	// 2048): past it new connections wait to be accepted, so that a flood
+	// cannot take every descriptor from the janitor and the pool.
+	MaxConns int
 	// MaxBodyBytes caps JSON request bodies (MAX_BODY_BYTES, default 1 MiB).
 	MaxBodyBytes int64
 	// MaxWait caps ?wait= on GET /v1/sandboxes/{id} (MAX_WAIT, default 60s).
@@ -214,6 +219,7 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		WorkerID:             str("WORKER_ID", fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))),
 		ShutdownTimeout:      dur("SHUTDOWN_TIMEOUT", defaultShutdownTimeout),
 		DBMaxConns:           int(num("DB_MAX_CONNS", defaultDBMaxConns)),
+		MaxConns:             int(num("MAX_CONNS", defaultMaxConns)),
 		MaxBodyBytes:         num("MAX_BODY_BYTES", tetherhttp.DefaultMaxBodyBytes),
 		MaxWait:              dur("MAX_WAIT", tetherhttp.DefaultMaxWait),
 		MaxFileBytes:         num("MAX_FILE_BYTES", tetherhttp.DefaultMaxFileBytes),

@@ -203,6 +203,11 @@ func buildProviders(cfg Config) ([]sandbox.Provider, error) {
 // the pool.
 func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) error {
 	log := newLogger(cfg, logw)
+	if n, err := raiseOpenFileLimit(); err != nil {
+		log.Warn("could not raise the open file limit", "err", err)
+	} else {
+		log.Debug("open file limit", "limit", n)
+	}
 	providers, err := buildProviders(cfg)
 	if err != nil {
 		return err
@@ -277,6 +282,10 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 	}, st, providers, log, reg)
 	janitor.Start(workCtx)
 
+	// Draining is done once shutdown begins: long-polls and exec streams
+	// then answer at once instead of holding the shutdown up.
+	draining, startDraining := context.WithCancel(context.WithoutCancel(ctx))
+	defer startDraining()
 	handler := tetherhttp.NewServer(log, tetherhttp.Config{
 		DefaultProvider: providers[0].Name(),
 		DefaultTTL:      cfg.DefaultTTL,
@@ -296,6 +305,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		Ready:     readiness(st),
 		Metrics:   reg,
 		Gatherer:  reg,
+		Draining:  draining,
 	})
 	var debugSrv *http.Server
 	if pln != nil {
@@ -307,9 +317,21 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		workers.Go(func() { _ = debugSrv.Serve(pln) })
 		log.Info("pprof listening", "addr", pln.Addr().String())
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	guard := newConnGuard(cfg.MaxConns)
+	srv := &http.Server{
+		Handler:   handler,
+		ConnState: guard.track,
+		// A client gets this long to send its headers, and its whole
+		// request (bodies up to MAX_FILE_BYTES); an idle keep-alive
+		// connection is closed after IdleTimeout. None holds a connection
+		// for ever.
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		IdleTimeout:       idleTimeout,
+	}
+	srv.RegisterOnShutdown(startDraining)
 	serveErr := make(chan error, 1)
-	workers.Go(func() { serveErr <- srv.Serve(ln) })
+	workers.Go(func() { serveErr <- srv.Serve(guard.listener(ln)) })
 	for _, p := range providers {
 		if info := p.Info(ctx); !info.Available {
 			log.Warn("provider unavailable; creates for it are refused", "provider", p.Name(), "reason", info.Reason)
@@ -338,6 +360,31 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 	workers.Wait()
 	log.Info("stopped")
 	return err
+}
+
+// Connection timeouts of the API server.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 15 * time.Minute
+	idleTimeout       = 2 * time.Minute
+)
+
+// raiseOpenFileLimit raises this process's soft limit of open files to its
+// hard limit: each connection, sandbox command and pool connection holds
+// descriptors, and a low soft limit would lock clients out long before the
+// host runs short. It returns the limit in force.
+func raiseOpenFileLimit() (uint64, error) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, fmt.Errorf("getrlimit: %w", err)
+	}
+	if lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			return 0, fmt.Errorf("setrlimit: %w", err)
+		}
+	}
+	return lim.Cur, nil
 }
 
 // readiness reports Postgres reachable and the schema current. Once the

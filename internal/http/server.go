@@ -185,18 +185,25 @@ func withLogging(log *slog.Logger) gin.HandlerFunc {
 	}
 }
 
-// withMetrics observes request latency by method, route and status.
+// withMetrics observes request latency by method, route and status, and
+// counts the requests in flight (long-polls and streams included).
 func withMetrics(reg prometheus.Registerer) gin.HandlerFunc {
 	hist := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "tether_http_request_duration_seconds",
 		Help:    "HTTP request latency by method, route and status.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30, 60},
 	}, []string{"method", "route", "status"})
+	inFlight := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tether_http_requests_in_flight",
+		Help: "HTTP requests being served, long-polls and streams included.",
+	})
 	if reg != nil {
-		reg.MustRegister(hist)
+		reg.MustRegister(hist, inFlight)
 	}
 	return func(c *gin.Context) {
 		start := time.Now()
+		inFlight.Inc()
+		defer inFlight.Dec()
 		c.Next()
 		route := c.FullPath()
 		if route == "" {
