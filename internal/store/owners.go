@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -50,6 +51,10 @@ func lapseOwner(ctx context.Context, tx pgx.Tx, now time.Time, tenant, owner str
 // (owner_expired): a heartbeat after a lapse starts a new lease, it does not
 // revive the old one. An owner the tenant never named is ErrNotFound.
 func (s *Store) RenewOwnerLease(ctx context.Context, tenant, owner string, ttl time.Duration) (time.Time, error) {
+	if err := s.creditPendingOutage(ctx); err != nil {
+		s.unreachable(err)
+		return time.Time{}, fmt.Errorf("renew owner lease: %w", err)
+	}
 	now := s.Now()
 	expires := now.Add(ttl)
 	var lapsed []sandbox.Sandbox
@@ -67,8 +72,11 @@ func (s *Store) RenewOwnerLease(ctx context.Context, tenant, owner string, ttl t
 		return err
 	})
 	if err != nil {
-		return time.Time{}, wrap("renew owner lease", err)
+		err = wrap("renew owner lease", err)
+		s.unreachable(err)
+		return time.Time{}, err
 	}
+	s.reached()
 	s.announce(lapsed...)
 	return expires, nil
 }
@@ -101,6 +109,10 @@ func (s *Store) ReleaseOwner(ctx context.Context, tenant, owner string) ([]sandb
 // EndLapsedOwners ends up to limit live sandboxes whose owner's lease has
 // lapsed, with reason owner_expired.
 func (s *Store) EndLapsedOwners(ctx context.Context, limit int) ([]sandbox.Sandbox, error) {
+	if err := s.creditPendingOutage(ctx); err != nil {
+		s.unreachable(err)
+		return nil, fmt.Errorf("end lapsed owners: %w", err)
+	}
 	ended, err := endMany(ctx, s.work, `
 		SELECT s.id, s.state, s.lease_owner FROM sandboxes s
 		JOIN owners o ON o.tenant = s.tenant AND o.name = s.owner
@@ -109,8 +121,11 @@ func (s *Store) EndLapsedOwners(ctx context.Context, limit int) ([]sandbox.Sandb
 		FOR UPDATE OF s SKIP LOCKED`,
 		s.Now(), sandbox.ReasonOwnerExpired, sandbox.ActorJanitor, "owner lease lapsed", limit)
 	if err != nil {
-		return nil, wrap("end lapsed owners", err)
+		err = wrap("end lapsed owners", err)
+		s.unreachable(err)
+		return nil, err
 	}
+	s.reached()
 	s.announce(ended...)
 	return ended, nil
 }
@@ -122,6 +137,9 @@ func (s *Store) EndLapsedOwners(ctx context.Context, limit int) ([]sandbox.Sandb
 // that has ended is a SANDBOX_STATE_CONFLICT; one of another tenant is
 // ErrNotFound.
 func (s *Store) TransferOwner(ctx context.Context, tenant, id, owner string, ttl time.Duration) (sandbox.Sandbox, error) {
+	if err := s.creditPendingOutage(ctx); err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("transfer owner: %w", err)
+	}
 	now := s.Now()
 	var (
 		sb    sandbox.Sandbox

@@ -196,6 +196,12 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 		}
 		return sb, true, nil
 	}
+	if p.Owner != "" {
+		// The owner's lease is judged below: credit an outage first.
+		if err := s.creditPendingOutage(ctx); err != nil {
+			return sandbox.Sandbox{}, false, fmt.Errorf("create sandbox: %w", err)
+		}
+	}
 	var lapsed []sandbox.Sandbox
 	err = s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		if p.IdempotencyKey != "" {

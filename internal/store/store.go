@@ -55,6 +55,8 @@ type Store struct {
 	// now is the clock every timestamp the store writes comes from; tests
 	// inject their own to move time without sleeping.
 	now func() time.Time
+	// outage tracks this process's view of Postgres's reachability.
+	outage outage
 }
 
 // Option configures a Store.
@@ -120,6 +122,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
+	s.outage.lastReached = s.Now()
 	s.creates = newBatcher(createFlights, batchWrite[newSandboxRow, sandbox.Sandbox]{
 		key: func(r newSandboxRow) string { return r.id }, one: s.createOne, many: s.createMany,
 		missing: func(r newSandboxRow) error { return fmt.Errorf("sandbox %s missing from the batch insert", r.id) },
