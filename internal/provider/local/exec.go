@@ -454,39 +454,63 @@ func (p *Provider) WriteFile(ctx context.Context, sandboxID, filePath string, r 
 		return err
 	}
 	tmp := path.Join(path.Dir(clean), ".tether-upload-"+randomSuffix()+"-"+path.Base(clean))
+	return p.stageThenCommit(ctx, m, r, limit, staging{
+		op: "write file", what: "file", clean: clean,
+		stage:   []string{"sh", "-c", stageScript, "sh", clean, tmp},
+		commit:  []string{"mv", "-f", "--", tmp, clean},
+		discard: []string{"rm", "-f", "--", tmp},
+	})
+}
+
+// staging is an upload in two steps: stage writes the body aside (its exit
+// codes are the file scripts'), commit puts it in place, discard removes
+// what stage left.
+type staging struct {
+	op, what, clean        string
+	stage, commit, discard []string
+	// badBody, if set, is what exitWriteFailed from stage means.
+	badBody string
+}
+
+// stageThenCommit runs st.stage with r (at most limit bytes) as its input
+// and, only if all of it arrived and stage succeeded, st.commit; whatever
+// fails, st.discard cleans up, so that the target is as it was.
+func (p *Provider) stageThenCommit(ctx context.Context, m meta, r io.Reader, limit int64, st staging) error {
 	body := &limitedReader{r: r, left: limit}
 	var stderr bytes.Buffer
-	cmd := p.command(m, nil, "sh", "-c", stageScript, "sh", clean, tmp)
+	cmd := p.command(m, nil, st.stage...)
 	cmd.Stdin, cmd.Stderr = body, &stderr
-	_, err = run(ctx, cmd)
+	_, err := run(ctx, cmd)
 	discard := func() {
-		rm := p.command(m, nil, "rm", "-f", "--", tmp)
-		_, _ = run(context.WithoutCancel(ctx), rm)
+		_, _ = run(context.WithoutCancel(ctx), p.command(m, nil, st.discard...))
 	}
 	var exitErr *exec.ExitError
 	switch {
 	case body.exceeded:
 		discard()
-		return sandbox.Errorf(sandbox.CodePayloadTooLarge, "file exceeds the %d-byte limit", limit)
+		return sandbox.Errorf(sandbox.CodePayloadTooLarge, "%s exceeds the %d-byte limit", st.what, limit)
 	case ctx.Err() != nil:
 		discard()
-		return fmt.Errorf("local: write file: %w", ctx.Err())
+		return fmt.Errorf("local: %s: %w", st.op, ctx.Err())
+	case errors.As(err, &exitErr) && exitErr.ExitCode() == exitWriteFailed && st.badBody != "":
+		discard()
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "%s: %s", st.badBody, shellError(stderr.String()))
 	case errors.As(err, &exitErr):
 		discard()
-		return fileError(exitErr.ExitCode(), clean, stderr.String())
+		return fileError(exitErr.ExitCode(), st.clean, stderr.String())
 	case err != nil:
 		discard()
-		return fmt.Errorf("local: write file: %w", err)
+		return fmt.Errorf("local: %s: %w", st.op, err)
 	}
 	stderr.Reset()
-	mv := p.command(m, nil, "mv", "-f", "--", tmp, clean)
-	mv.Stderr = &stderr
-	if _, err := run(context.WithoutCancel(ctx), mv); err != nil {
+	commit := p.command(m, nil, st.commit...)
+	commit.Stderr = &stderr
+	if _, err := run(context.WithoutCancel(ctx), commit); err != nil {
 		discard()
 		if errors.As(err, &exitErr) {
-			return fileError(exitWriteFailed, clean, stderr.String())
+			return fileError(exitWriteFailed, st.clean, stderr.String())
 		}
-		return fmt.Errorf("local: write file: %w", err)
+		return fmt.Errorf("local: %s: %w", st.op, err)
 	}
 	return nil
 }
@@ -601,44 +625,13 @@ func (p *Provider) WriteArchive(ctx context.Context, sandboxID, dir string, r io
 		return err
 	}
 	stage := path.Join(clean, ".tether-archive-"+randomSuffix())
-	body := &limitedReader{r: r, left: limit}
-	var stderr bytes.Buffer
-	cmd := p.command(m, nil, "sh", "-c", stageArchiveScript, "sh", clean, stage)
-	cmd.Stdin, cmd.Stderr = body, &stderr
-	_, err = run(ctx, cmd)
-	discard := func() {
-		rm := p.command(m, nil, "rm", "-rf", "--", stage)
-		_, _ = run(context.WithoutCancel(ctx), rm)
-	}
-	var exitErr *exec.ExitError
-	switch {
-	case body.exceeded:
-		discard()
-		return sandbox.Errorf(sandbox.CodePayloadTooLarge, "archive exceeds the %d-byte limit", limit)
-	case ctx.Err() != nil:
-		discard()
-		return fmt.Errorf("local: write archive: %w", ctx.Err())
-	case errors.As(err, &exitErr) && exitErr.ExitCode() == exitWriteFailed:
-		discard()
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "the body is not a tar archive that extracts here: %s", shellError(stderr.String()))
-	case errors.As(err, &exitErr):
-		discard()
-		return fileError(exitErr.ExitCode(), clean, stderr.String())
-	case err != nil:
-		discard()
-		return fmt.Errorf("local: write archive: %w", err)
-	}
-	stderr.Reset()
-	cp := p.command(m, nil, "sh", "-c", `cp -a -- "$1"/. "$2"/ && rm -rf -- "$1"`, "sh", stage, clean)
-	cp.Stderr = &stderr
-	if _, err := run(context.WithoutCancel(ctx), cp); err != nil {
-		discard()
-		if errors.As(err, &exitErr) {
-			return fileError(exitWriteFailed, clean, stderr.String())
-		}
-		return fmt.Errorf("local: write archive: %w", err)
-	}
-	return nil
+	return p.stageThenCommit(ctx, m, r, limit, staging{
+		op: "write archive", what: "archive", clean: clean,
+		stage:   []string{"sh", "-c", stageArchiveScript, "sh", clean, stage},
+		commit:  []string{"sh", "-c", `cp -a -- "$1"/. "$2"/ && rm -rf -- "$1"`, "sh", stage, clean},
+		discard: []string{"rm", "-rf", "--", stage},
+		badBody: "the body is not a tar archive that extracts here",
+	})
 }
 
 // randomSuffix returns a short random hex string.
