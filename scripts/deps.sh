@@ -5,6 +5,8 @@
 #   bwrap            (Debian package bubblewrap)  the local provider's sandboxes
 #   nsenter, setpriv (util-linux)                 running commands inside them
 #   python3                                       the Python client's tests
+#   python3-httpx, python3-pytest,                the Python client (clients/python)
+#   python3-pytest-asyncio                        and its tests, for /usr/bin/python3
 #   pgrep            (procps)                     tests that look for sandbox processes
 #
 # Missing packages are installed with apt-get when running as root on a
@@ -20,6 +22,12 @@ missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 { command -v nsenter >/dev/null 2>&1 && command -v setpriv >/dev/null 2>&1; } || missing+=(util-linux)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
+# Debian's python3 (a pyenv or venv python3 earlier in PATH does not count:
+# the Python client's tests run with /usr/bin/python3).
+python=/usr/bin/python3
+[[ -x $python ]] || python=python3
+"$python" -c 'import httpx, pytest, pytest_asyncio' >/dev/null 2>&1 ||
+	missing+=(python3-httpx python3-pytest python3-pytest-asyncio)
 command -v pgrep >/dev/null 2>&1 || missing+=(procps)
 
 if ((${#missing[@]} == 0)); then

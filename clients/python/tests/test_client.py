@@ -1,0 +1,156 @@
+"""Tether and AsyncTether against a live server: the v1 API."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+from conftest import KEY, LABELS, URL, live
+from tether_sandbox import AsyncTether, ExecExit, ExecOutput, Tether, TetherError
+
+pytestmark = live
+
+
+def test_sandboxes_owners_and_events(client: Tether):
+    """The control plane on the sim provider: create, get, wait, list with
+    filters and cursors, renew, events, owner lease and end."""
+    owner = f"py-api-{uuid.uuid4().hex[:8]}"
+    labels = {**LABELS, "case": "api"}
+    first_event = client.events(limit=500)
+    while first_event.next_cursor:
+        first_event = client.events(cursor=first_event.next_cursor, limit=500)
+    after = first_event.items[-1].id if first_event.items else 0
+
+    made = [client.create_sandbox(provider="sim", owner=owner, labels=labels) for _ in range(3)]
+    assert all(sb.state == "requested" and sb.owner == owner for sb in made)
+    ready = [client.wait_sandbox(sb.id, timeout=30) for sb in made]
+    assert [sb.state for sb in ready] == ["ready"] * 3
+    assert client.get_sandbox(made[0].id, wait=5).state == "ready"
+
+    page = client.list_sandboxes(owner=owner, labels=labels, limit=2)
+    assert len(page.items) == 2 and page.next_cursor
+    rest = client.list_sandboxes(owner=owner, labels=labels, limit=2, cursor=page.next_cursor)
+    assert {sb.id for sb in page.items + rest.items} == {sb.id for sb in made}
+    assert {sb.id for sb in client.iter_sandboxes(owner=owner, limit=1)} == {sb.id for sb in made}
+    assert client.list_sandboxes(owner=owner, state="cancelled").items == []
+    assert len(client.list_sandboxes(owner=owner, state=["ready", "creating"], provider="sim").items) == 3
+
+    renewed = client.renew_sandbox(made[0].id, 120)
+    assert renewed.id == made[0].id and renewed.capped in (True, False)
+
+    lease = client.renew_owner_lease(owner, 60)
+    assert lease.owner == owner and lease.expires_at is not None
+
+    history = client.sandbox_events(made[0].id)
+    assert [e.to_state for e in history.items][:1] == ["requested"] and history.items[-1].to_state == "ready"
+    assert all(e.sandbox_id == made[0].id for e in client.iter_events(made[0].id))
+
+    deleted = client.delete_sandbox(made[0].id)
+    assert (deleted.state, deleted.reason) == ("terminated", "requested")
+    assert client.delete_sandbox(made[0].id).state == "terminated"  # idempotent
+
+    ended = client.end_owner(owner)
+    assert ended.owner == owner and sorted(ended.sandbox_ids) == sorted(sb.id for sb in made[1:])
+    for sb in made[1:]:
+        got = client.wait_sandbox(sb.id, until="released", timeout=30)
+        assert (got.state, got.reason, got.released) == ("terminated", "owner_released", True)
+
+    feed = [e for e in client.iter_events(after=after) if e.sandbox_id in {sb.id for sb in made}]
+    assert {e.to_state for e in feed} >= {"requested", "ready", "terminated"}
+
+    names = {p.name: p for p in client.providers()}
+    assert names["local"].capabilities.exec and names["local"].capabilities.files
+
+
+def test_tether_error_carries_code_status_and_state(client: Tether):
+    with pytest.raises(TetherError) as ctx:
+        client.get_sandbox("sbx_00000000000000000000000000")
+    assert (ctx.value.code, ctx.value.status, ctx.value.state) == ("NOT_FOUND", 404, None)
+
+    sb = client.create_sandbox(provider="sim", labels=LABELS)
+    client.delete_sandbox(sb.id)
+    with pytest.raises(TetherError) as ctx:
+        client.exec(sb.id, "printf 'OPEN_SANDBOX_ALIVE\\n'")
+    err = ctx.value
+    assert (err.code, err.status, err.state) in {
+        ("SANDBOX_STATE_CONFLICT", 409, "cancelled"), ("SANDBOX_STATE_CONFLICT", 409, "terminated")}
+    assert err.detail and err.request_id and err.problem["code"] == err.code
+    assert "SANDBOX_STATE_CONFLICT" in str(err)
+
+    with pytest.raises(TetherError) as ctx:
+        client.create_sandbox(provider="no-such-provider")
+    assert (ctx.value.code, ctx.value.status) == ("UNKNOWN_PROVIDER", 400)
+
+    with pytest.raises(TetherError) as ctx, Tether(URL, "wrong-key") as bad:
+        bad.providers()
+    assert (ctx.value.code, ctx.value.status) == ("UNAUTHENTICATED", 401)
+
+    with pytest.raises(TetherError) as ctx, Tether("http://127.0.0.1:9", KEY, connect_timeout=2) as nowhere:
+        nowhere.providers()
+    assert (ctx.value.code, ctx.value.status) == ("CONNECTION_FAILED", 0)
+
+
+def test_streaming_exec_sync_and_async(client: Tether):
+    sb = client.wait_sandbox(client.create_sandbox(provider="local", labels=LABELS).id, timeout=60)
+    try:
+        assert sb.state == "ready"
+        events, stamps = [], []
+        for ev in client.exec_stream(sb.id, "echo one; sleep 0.5; echo two >&2; exit 3"):
+            events.append(ev)
+            stamps.append(time.monotonic())
+        chunks = [e for e in events if isinstance(e, ExecOutput)]
+        assert [(c.stream, c.data) for c in chunks] == [("stdout", "one\n"), ("stderr", "two\n")]
+        assert stamps[1] - stamps[0] >= 0.3, "the first chunk came only with the second: not streamed"
+        assert isinstance(events[-1], ExecExit)
+        assert (events[-1].result.exit_code, events[-1].result.output) == (3, "one\ntwo\n")
+
+        async def run() -> list:
+            async with AsyncTether(URL, KEY) as a:
+                out = [ev async for ev in a.exec_stream(sb.id, "for i in 1 2 3; do echo $i; sleep 0.1; done", timeout=10)]
+                # Cancelling a stream ends it at once.
+                task = asyncio.ensure_future(a.exec_stream(sb.id, "sleep 30").__anext__())
+                await asyncio.sleep(0.3)
+                t0 = time.monotonic()
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                assert time.monotonic() - t0 < 0.5
+                return out
+
+        out = asyncio.run(run())
+        assert "".join(e.data for e in out if isinstance(e, ExecOutput)) == "1\n2\n3\n"
+        assert isinstance(out[-1], ExecExit) and out[-1].result.exit_code == 0
+        assert out[-1].result.timeout_seconds == 10
+
+        with pytest.raises(TetherError) as ctx:
+            list(client.exec_stream(sb.id, ""))
+        assert (ctx.value.code, ctx.value.status) == ("INVALID_REQUEST", 400)
+    finally:
+        client.delete_sandbox(sb.id)
+
+
+def test_folders_as_tar_archives(client: Tether):
+    import io
+    import tarfile
+
+    sb = client.wait_sandbox(client.create_sandbox(provider="local", labels=LABELS).id, timeout=60)
+    try:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for name, data in (("a.txt", b"alpha"), ("sub/b.txt", b"beta")):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        client.write_archive(sb.id, "/workspace/proj", buf.getvalue())
+        assert client.read_file(sb.id, "/workspace/proj/sub/b.txt") == b"beta"
+        with tarfile.open(fileobj=io.BytesIO(client.read_archive(sb.id, "/workspace/proj"))) as tar:
+            got = {m.name.lstrip("./"): tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+        assert got == {"a.txt": b"alpha", "sub/b.txt": b"beta"}
+        with pytest.raises(TetherError) as ctx:
+            client.read_archive(sb.id, "/workspace/none")
+        assert ctx.value.code == "FILE_NOT_FOUND"
+    finally:
+        client.delete_sandbox(sb.id)

@@ -1,0 +1,223 @@
+"""Tests that need no server: decoding, errors, configuration, packaging."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+import tether_sandbox
+from tether_sandbox import (
+    ExecExit,
+    ExecOutput,
+    ExecuteResponse,
+    FileDownloadResponse,
+    FileUploadResponse,
+    Sandbox,
+    TetherError,
+    TetherProvider,
+    TetherSandboxNotFoundError,
+    default_owner_name,
+)
+from tether_sandbox._core import ExecStreamDecoder, create_sandbox, exec_command
+from tether_sandbox._models import parse_time
+
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+
+
+def feed(decoder: ExecStreamDecoder, text: str) -> list:
+    out = []
+    for line in text.split("\n"):
+        out.extend(decoder.feed(line))
+    return out
+
+
+def test_sse_decoder_yields_chunks_then_exit():
+    d = ExecStreamDecoder()
+    events = feed(
+        d,
+        'event: stdout\ndata: {"data":"a\\n"}\n\n: a comment\n\n'
+        'event: stderr\ndata: {"data":"b"}\n\n'
+        'event: exit\ndata: {"exit_code":3,"truncated":false,"timed_out":false,"timeout_seconds":60}\n\n',
+    )
+    assert events[:2] == [ExecOutput("stdout", "a\n"), ExecOutput("stderr", "b")]
+    assert isinstance(events[2], ExecExit)
+    assert (events[2].result.output, events[2].result.exit_code, events[2].result.timeout_seconds) == ("a\nb", 3, 60)
+    assert d.done
+    d.finish()
+
+
+def test_sse_decoder_raises_the_error_event_and_an_incomplete_stream():
+    d = ExecStreamDecoder()
+    with pytest.raises(TetherError) as ctx:
+        feed(d, 'event: error\ndata: {"status":503,"code":"PROVIDER_UNAVAILABLE","detail":"gone"}\n\n')
+    assert (ctx.value.code, ctx.value.status, ctx.value.detail) == ("PROVIDER_UNAVAILABLE", 503, "gone")
+    d = ExecStreamDecoder()
+    feed(d, 'event: stdout\ndata: {"data":"x"}\n\n')
+    with pytest.raises(TetherError) as ctx:
+        d.finish()
+    assert ctx.value.code == "INCOMPLETE_STREAM"
+
+
+def test_tether_error_from_a_problem_and_from_anything_else():
+    e = TetherError.from_problem(
+        409,
+        b'{"status":409,"code":"SANDBOX_STATE_CONFLICT","detail":"sandbox x is terminated","state":"terminated","request_id":"r1"}',
+    )
+    assert (e.code, e.status, e.state, e.detail, e.request_id) == (
+        "SANDBOX_STATE_CONFLICT", 409, "terminated", "sandbox x is terminated", "r1")
+    assert str(e) == "409 SANDBOX_STATE_CONFLICT: sandbox x is terminated"
+    e = TetherError.from_problem(502, b"<html>bad gateway</html>", "rid")
+    assert (e.code, e.status, e.state, e.request_id) == ("HTTP_502", 502, None, "rid")
+    assert "bad gateway" in e.detail
+
+
+def test_times_as_go_writes_them():
+    assert parse_time("2026-01-02T15:04:05.123456789Z") == datetime(2026, 1, 2, 15, 4, 5, 123456, tzinfo=timezone.utc)
+    assert parse_time("2026-01-02T15:04:05Z") == datetime(2026, 1, 2, 15, 4, 5, tzinfo=timezone.utc)
+    assert parse_time(None) is None
+    sb = Sandbox.from_json({"id": "sbx_1", "state": "creating", "owner": None, "labels": None})
+    assert (sb.pending, sb.settled, sb.terminal, sb.labels) == (True, False, False, {})
+
+
+def test_exec_timeout_semantics_in_the_request():
+    def body(**kw):
+        return next(exec_command("sbx_1", "true", **kw)).json
+
+    assert "timeout_seconds" not in body()  # None: the server's default
+    assert body(timeout=0)["timeout_seconds"] == 0  # 0: the server's maximum
+    assert body(timeout=5)["timeout_seconds"] == 5
+    with pytest.raises(ValueError):
+        body(timeout=-1)
+
+
+def test_create_request_leaves_out_what_is_not_given():
+    call = next(create_sandbox(provider="local", owner="o", idempotency_key="k"))
+    assert (call.method, call.path, call.json, call.headers) == (
+        "POST", "/v1/sandboxes", {"provider": "local", "owner": "o"}, {"Idempotency-Key": "k"})
+
+
+def test_zero_argument_construction_names_the_missing_variable(monkeypatch):
+    monkeypatch.delenv("TETHER_URL", raising=False)
+    monkeypatch.setenv("TETHER_API_KEY", "k")
+    with pytest.raises(ValueError, match="TETHER_URL"):
+        TetherProvider()
+    monkeypatch.setenv("TETHER_URL", "http://127.0.0.1:9")
+    monkeypatch.delenv("TETHER_API_KEY", raising=False)
+    with pytest.raises(ValueError, match="TETHER_API_KEY"):
+        TetherProvider()
+    monkeypatch.setenv("TETHER_API_KEY", "k")
+    monkeypatch.setenv("TETHER_OWNER_TTL", "7")
+    p = TetherProvider()  # no network: construction only reads the environment
+    try:
+        assert (p.base_url, p.owner_ttl, p.provider) == ("http://127.0.0.1:9", 7, None)
+        meta = p.metadata
+        assert (meta.name, meta.working_dir, meta.supports_sandbox_id, meta.supports_snapshot_name) == (
+            "tether", "/workspace", True, False)
+        with pytest.raises(TypeError, match="snapshot"):
+            p.get_or_create(snapshot="x")
+    finally:
+        p.close()
+
+
+def test_owner_names_are_valid_and_unique():
+    names = {default_owner_name() for _ in range(50)}
+    assert len(names) == 50
+    for name in names:
+        assert re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}", name), name
+        assert f"-{__import__('os').getpid()}-" in name
+
+
+def test_deepagents_shapes():
+    """Without deepagents installed (as on the test machine) the stand-ins
+    have deepagents' names and fields."""
+    assert ExecuteResponse("o", 0, False) == ExecuteResponse(output="o", exit_code=0, truncated=False)
+    assert FileUploadResponse("/p").error is None
+    assert FileDownloadResponse("/p", None, "file_not_found").error == "file_not_found"
+    assert issubclass(TetherSandboxNotFoundError, TetherError)
+    from tether_sandbox._compat import SandboxNotFoundError, SandboxProvider
+
+    assert issubclass(TetherSandboxNotFoundError, SandboxNotFoundError)
+    assert issubclass(TetherProvider, SandboxProvider)
+    if not tether_sandbox.HAVE_DEEPAGENTS:
+        from tether_sandbox import TetherSandbox
+        from tether_sandbox._compat import BaseSandbox
+
+        assert issubclass(TetherSandbox, BaseSandbox)
+
+
+def test_entry_point_names_the_provider_class():
+    text = PYPROJECT.read_text()
+    section = re.search(r'\[project\.entry-points\."deepagents_code\.sandbox_providers"\]\s*\n([^\[]*)', text)
+    assert section, "no deepagents_code.sandbox_providers entry point"
+    target = re.search(r'^tether\s*=\s*"([^"]+)"', section.group(1), re.M)
+    assert target, "no entry point named tether"
+    module, _, attr = target.group(1).partition(":")
+    assert getattr(importlib.import_module(module), attr) is TetherProvider
+    assert re.search(r'^dependencies\s*=\s*\["httpx[^"]*"\]', text, re.M), "httpx must be the only dependency"
+
+
+def _mock(statuses: list[tuple[int, dict, dict]]):
+    """A handler answering with statuses in turn; records the requests."""
+    import httpx
+
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        status, headers, body = statuses[min(len(seen), len(statuses)) - 1]
+        return httpx.Response(status, headers=headers, json=body)
+
+    return handler, seen
+
+
+PROVIDERS = {"items": [{"name": "local", "default": True, "available": True, "capabilities": {"exec": True, "files": True}}]}
+RATE = (429, {"Retry-After": "0"}, {"status": 429, "code": "QUOTA_EXCEEDED", "detail": "over its rate"})
+
+
+def test_rate_limits_and_an_unreachable_database_are_retried():
+    import asyncio
+
+    import httpx
+
+    from tether_sandbox import AsyncTether, Tether
+
+    down = (503, {"Retry-After": "0"}, {"status": 503, "code": "UNAVAILABLE", "detail": "postgres"})
+    handler, seen = _mock([RATE, down, (200, {}, PROVIDERS)])
+    with Tether("http://t", "k", http_client=httpx.Client(base_url="http://t", transport=httpx.MockTransport(handler))) as t:
+        assert [p.name for p in t.providers()] == ["local"]
+    assert len(seen) == 3 and seen[0].headers["authorization"] == "Bearer k"
+
+    handler, seen = _mock([RATE, (200, {}, PROVIDERS)])
+
+    async def run():
+        transport = httpx.MockTransport(handler)
+        async with AsyncTether("http://t", "k", http_client=httpx.AsyncClient(base_url="http://t", transport=transport)) as a:
+            return await a.providers()
+
+    assert [p.name for p in asyncio.run(run())] == ["local"] and len(seen) == 2
+
+
+def test_other_errors_and_long_waits_are_not_retried():
+    import httpx
+
+    from tether_sandbox import Tether
+
+    for answer in [
+        (503, {}, {"status": 503, "code": "PROVIDER_UNAVAILABLE", "detail": "no bwrap"}),
+        (429, {"Retry-After": "60"}, {"status": 429, "code": "QUOTA_EXCEEDED", "detail": "too many sandboxes"}),
+        (404, {}, {"status": 404, "code": "NOT_FOUND", "detail": "no"}),
+    ]:
+        handler, seen = _mock([answer, (200, {}, PROVIDERS)])
+        with Tether("http://t", "k", http_client=httpx.Client(base_url="http://t", transport=httpx.MockTransport(handler))) as t:
+            with pytest.raises(TetherError) as ctx:
+                t.providers()
+        assert (ctx.value.code, len(seen)) == (answer[2]["code"], 1)
+    handler, seen = _mock([RATE])
+    with Tether("http://t", "k", retries=2, http_client=httpx.Client(base_url="http://t", transport=httpx.MockTransport(handler))) as t:
+        with pytest.raises(TetherError) as ctx:
+            t.providers()
+    assert (ctx.value.code, ctx.value.retry_after, len(seen)) == ("QUOTA_EXCEEDED", 0.0, 3)

@@ -1,0 +1,62 @@
+"""tether-sandbox: the Python client of Tether, and its dcode provider.
+
+* :class:`Tether` / :class:`AsyncTether` — the whole v1 API, sync and async.
+* :class:`TetherProvider` / :class:`TetherSandbox` — a deepagents-code
+  ``SandboxProvider`` and a deepagents ``BaseSandbox`` (entry point
+  ``deepagents_code.sandbox_providers: tether``).
+* :class:`TetherError` — every failure: ``code``, ``status``, ``state``, ``detail``.
+"""
+
+from ._client import AsyncTether, Tether
+from ._compat import (
+    HAVE_DEEPAGENTS,
+    HAVE_DEEPAGENTS_CODE,
+    ExecuteResponse,
+    FileDownloadResponse,
+    FileUploadResponse,
+)
+from ._errors import TetherError
+from ._models import (
+    Capabilities,
+    Event,
+    EventPage,
+    ExecEvent,
+    ExecExit,
+    ExecOutput,
+    ExecResult,
+    OwnerLease,
+    OwnerRelease,
+    ProviderInfo,
+    RenewedSandbox,
+    Sandbox,
+    SandboxPage,
+)
+from .provider import TetherProvider, TetherSandbox, TetherSandboxNotFoundError, default_owner_name
+
+__all__ = [
+    "AsyncTether",
+    "Tether",
+    "TetherError",
+    "TetherProvider",
+    "TetherSandbox",
+    "TetherSandboxNotFoundError",
+    "default_owner_name",
+    "ExecuteResponse",
+    "FileUploadResponse",
+    "FileDownloadResponse",
+    "HAVE_DEEPAGENTS",
+    "HAVE_DEEPAGENTS_CODE",
+    "Capabilities",
+    "Event",
+    "EventPage",
+    "ExecEvent",
+    "ExecExit",
+    "ExecOutput",
+    "ExecResult",
+    "OwnerLease",
+    "OwnerRelease",
+    "ProviderInfo",
+    "RenewedSandbox",
+    "Sandbox",
+    "SandboxPage",
+]

@@ -1,0 +1,418 @@
+"""The transport-free core of the client: what each route sends and how its
+answer reads.
+
+Every API operation is written once, here, as a generator ("op") that yields
+the HTTP calls it needs (:class:`Call`) and receives each answer (an
+``httpx.Response`` whose body has been read and whose status is 2xx). The
+sync client (``httpx.Client``) and the async client (``httpx.AsyncClient``)
+only drive these generators; neither knows any route. Operations that take
+several requests (waiting for a sandbox across long-polls) compose with
+``yield from``.
+
+Streaming exec is the one route whose answer is read incrementally; its
+request is built here too, and its Server-Sent Events are decoded by
+:class:`ExecStreamDecoder`, which both clients feed line by line.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generator, Iterable, Mapping, Optional, TypeVar, Union
+from urllib.parse import quote
+
+from ._errors import TetherError
+from ._models import (
+    EventPage,
+    ExecEvent,
+    ExecExit,
+    ExecOutput,
+    ExecResult,
+    OwnerLease,
+    OwnerRelease,
+    ProviderInfo,
+    RenewedSandbox,
+    Sandbox,
+    SandboxPage,
+)
+
+T = TypeVar("T")
+
+EXEC_MAX = "exec-max"
+"""Call.extra_timeout for an exec that asked for the server's maximum."""
+
+LONG_POLL_CHUNK = 25.0
+"""Seconds one long-poll asks the server to wait (below its 60 s MAX_WAIT)."""
+
+
+@dataclass
+class Call:
+    """One HTTP request an operation needs."""
+
+    method: str
+    path: str
+    params: list[tuple[str, str]] = field(default_factory=list)
+    json: Any = None
+    content: Optional[bytes] = None
+    headers: dict[str, str] = field(default_factory=dict)
+    extra_timeout: Union[float, str] = 0.0
+    """Seconds the server may legitimately take on top of a normal answer
+    (a long-poll's wait, a command's timeout), added to the client's read
+    timeout; EXEC_MAX for the server's maximum exec timeout."""
+
+
+Op = Generator[Call, Any, T]
+
+
+def _seg(value: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"expected a non-empty string, got {value!r}")
+    return quote(value, safe="")
+
+
+def _sandbox_path(sandbox_id: str, suffix: str = "") -> str:
+    return f"/v1/sandboxes/{_seg(sandbox_id)}{suffix}"
+
+
+def _seconds(value: float) -> str:
+    """A duration for ?wait=, as the Go duration syntax."""
+    return f"{max(0.0, float(value)):.3f}s"
+
+
+def _time(value: Union[datetime, str]) -> str:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError("times must be timezone-aware")
+        return value.isoformat()
+    return value
+
+
+def check(resp: Any) -> None:
+    """Raise the TetherError a non-2xx response stands for (body already read)."""
+    if resp.status_code >= 300:
+        raise TetherError.from_problem(
+            resp.status_code, resp.content, resp.headers.get("x-request-id"), resp.headers.get("retry-after")
+        )
+
+
+RETRY_CODES = frozenset({"QUOTA_EXCEEDED", "UNAVAILABLE"})
+"""Refusals that did nothing and say when to come back: over a rate (429)
+and Postgres unreachable (503). PROVIDER_UNAVAILABLE is not among them."""
+
+MAX_RETRY_WAIT = 5.0
+"""A Retry-After longer than this is not waited for: the error is raised."""
+
+
+def retry_delay(err: TetherError, attempt: int, retries: int) -> Optional[float]:
+    """Seconds to wait before retrying a refused request, or None to raise."""
+    if attempt >= retries or err.code not in RETRY_CODES:
+        return None
+    delay = err.retry_after if err.retry_after is not None else 0.25 * 2**attempt
+    return delay if delay <= MAX_RETRY_WAIT else None
+
+
+# -- sandboxes -----------------------------------------------------------
+
+
+def create_sandbox(
+    *,
+    provider: Optional[str] = None,
+    owner: Optional[str] = None,
+    labels: Optional[Mapping[str, str]] = None,
+    ttl_seconds: Optional[int] = None,
+    env: Optional[Mapping[str, str]] = None,
+    setup: Optional[str] = None,
+    params: Optional[Mapping[str, Any]] = None,
+    idempotency_key: Optional[str] = None,
+) -> Op[Sandbox]:
+    body: dict[str, Any] = {}
+    for name, value in (
+        ("provider", provider),
+        ("owner", owner),
+        ("labels", dict(labels) if labels else None),
+        ("ttl_seconds", ttl_seconds),
+        ("env", dict(env) if env else None),
+        ("setup", setup),
+        ("params", dict(params) if params else None),
+    ):
+        if value is not None:
+            body[name] = value
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+    resp = yield Call("POST", "/v1/sandboxes", json=body, headers=headers)
+    return Sandbox.from_json(resp.json())
+
+
+def get_sandbox(sandbox_id: str, *, wait: Optional[float] = None, until: Optional[str] = None) -> Op[Sandbox]:
+    params: list[tuple[str, str]] = []
+    if wait:
+        params.append(("wait", _seconds(wait)))
+    if until:
+        params.append(("until", until))
+    resp = yield Call("GET", _sandbox_path(sandbox_id), params=params, extra_timeout=float(wait or 0))
+    return Sandbox.from_json(resp.json())
+
+
+def wait_sandbox(sandbox_id: str, *, timeout: float, until: str = "settled") -> Op[Sandbox]:
+    """Long-poll until the sandbox settled (or is released), or timeout passed.
+
+    Returns the sandbox as it is then; check ``settled``/``released``.
+    """
+    deadline = time.monotonic() + max(0.0, timeout)
+    while True:
+        remaining = deadline - time.monotonic()
+        sb = yield from get_sandbox(
+            sandbox_id,
+            wait=min(LONG_POLL_CHUNK, remaining) if remaining > 0 else None,
+            until=None if until == "settled" else until,
+        )
+        done = sb.released if until == "released" else sb.settled
+        if done or remaining <= 0:
+            return sb
+
+
+def list_sandboxes(
+    *,
+    state: Union[str, Iterable[str], None] = None,
+    owner: Optional[str] = None,
+    provider: Optional[str] = None,
+    labels: Optional[Mapping[str, str]] = None,
+    created_after: Union[datetime, str, None] = None,
+    created_before: Union[datetime, str, None] = None,
+    released: Optional[bool] = None,
+    limit: Optional[int] = None,
+    cursor: Optional[str] = None,
+) -> Op[SandboxPage]:
+    params: list[tuple[str, str]] = []
+    if state:
+        for s in [state] if isinstance(state, str) else state:
+            params.append(("state", s))
+    if owner:
+        params.append(("owner", owner))
+    if provider:
+        params.append(("provider", provider))
+    for k, v in (labels or {}).items():
+        params.append(("label", f"{k}={v}"))
+    if created_after is not None:
+        params.append(("created_after", _time(created_after)))
+    if created_before is not None:
+        params.append(("created_before", _time(created_before)))
+    if released is not None:
+        params.append(("released", "true" if released else "false"))
+    if limit is not None:
+        params.append(("limit", str(int(limit))))
+    if cursor:
+        params.append(("cursor", cursor))
+    resp = yield Call("GET", "/v1/sandboxes", params=params)
+    return SandboxPage.from_json(resp.json())
+
+
+def delete_sandbox(sandbox_id: str) -> Op[Sandbox]:
+    """Cancel or terminate; idempotent (202 ended now, 200 had ended)."""
+    resp = yield Call("DELETE", _sandbox_path(sandbox_id))
+    return Sandbox.from_json(resp.json())
+
+
+def renew_sandbox(sandbox_id: str, ttl_seconds: int) -> Op[RenewedSandbox]:
+    resp = yield Call("POST", _sandbox_path(sandbox_id, "/renew"), json={"ttl_seconds": int(ttl_seconds)})
+    return RenewedSandbox.from_json(resp.json())
+
+
+def transfer_sandbox(sandbox_id: str, owner: str) -> Op[Sandbox]:
+    """Give the sandbox to owner (starting its lease if it has none)."""
+    resp = yield Call("PUT", _sandbox_path(sandbox_id, "/owner"), json={"owner": owner})
+    return Sandbox.from_json(resp.json())
+
+
+def _page_params(after: Optional[int], limit: Optional[int], cursor: Optional[str]) -> list[tuple[str, str]]:
+    params: list[tuple[str, str]] = []
+    if cursor:
+        params.append(("cursor", cursor))
+    elif after is not None:
+        params.append(("after", str(int(after))))
+    if limit is not None:
+        params.append(("limit", str(int(limit))))
+    return params
+
+
+def sandbox_events(
+    sandbox_id: str, *, after: Optional[int] = None, limit: Optional[int] = None, cursor: Optional[str] = None
+) -> Op[EventPage]:
+    resp = yield Call("GET", _sandbox_path(sandbox_id, "/events"), params=_page_params(after, limit, cursor))
+    return EventPage.from_json(resp.json())
+
+
+def events(*, after: Optional[int] = None, limit: Optional[int] = None, cursor: Optional[str] = None) -> Op[EventPage]:
+    """The tenant's event feed, oldest first."""
+    resp = yield Call("GET", "/v1/events", params=_page_params(after, limit, cursor))
+    return EventPage.from_json(resp.json())
+
+
+# -- owners --------------------------------------------------------------
+
+
+def renew_owner_lease(owner: str, ttl_seconds: int) -> Op[OwnerLease]:
+    resp = yield Call("PUT", f"/v1/owners/{_seg(owner)}/lease", json={"ttl_seconds": int(ttl_seconds)})
+    return OwnerLease.from_json(resp.json())
+
+
+def end_owner(owner: str) -> Op[OwnerRelease]:
+    resp = yield Call("DELETE", f"/v1/owners/{_seg(owner)}")
+    return OwnerRelease.from_json(resp.json())
+
+
+# -- data plane ----------------------------------------------------------
+
+
+def _exec_body(
+    command: str, timeout: Optional[int], env: Optional[Mapping[str, str]], workdir: Optional[str]
+) -> tuple[dict[str, Any], Union[float, str]]:
+    body: dict[str, Any] = {"command": command}
+    if timeout is None:
+        extra: Union[float, str] = 60.0  # the server's default
+    else:
+        timeout = int(timeout)
+        if timeout < 0:
+            raise ValueError("timeout must be None (the server's default), 0 (its maximum) or positive")
+        body["timeout_seconds"] = timeout
+        extra = EXEC_MAX if timeout == 0 else float(timeout)
+    if env:
+        body["env"] = dict(env)
+    if workdir:
+        body["workdir"] = workdir
+    return body, extra
+
+
+def exec_command(
+    sandbox_id: str,
+    command: str,
+    *,
+    timeout: Optional[int] = None,
+    env: Optional[Mapping[str, str]] = None,
+    workdir: Optional[str] = None,
+) -> Op[ExecResult]:
+    """Run sh -c command. timeout: None = the server default (60 s), 0 = its maximum."""
+    body, extra = _exec_body(command, timeout, env, workdir)
+    resp = yield Call("POST", _sandbox_path(sandbox_id, "/exec"), json=body, extra_timeout=extra)
+    return ExecResult.from_json(resp.json())
+
+
+def exec_stream_call(
+    sandbox_id: str,
+    command: str,
+    *,
+    timeout: Optional[int] = None,
+    env: Optional[Mapping[str, str]] = None,
+    workdir: Optional[str] = None,
+) -> Call:
+    """The request of a streaming exec; read its answer with ExecStreamDecoder."""
+    body, extra = _exec_body(command, timeout, env, workdir)
+    return Call(
+        "POST",
+        _sandbox_path(sandbox_id, "/exec"),
+        json=body,
+        headers={"Accept": "text/event-stream"},
+        extra_timeout=extra,
+    )
+
+
+class ExecStreamDecoder:
+    """Turns the lines of a streaming exec's Server-Sent Events into ExecEvents.
+
+    ``feed(line)`` returns the events a line completes; an ``error`` event
+    raises its TetherError. ``finish()`` raises if the stream ended without
+    an ``exit``.
+    """
+
+    def __init__(self) -> None:
+        self._event = ""
+        self._data: list[str] = []
+        self._output: list[str] = []
+        self.done = False
+
+    def feed(self, line: str) -> list[ExecEvent]:
+        line = line.rstrip("\r\n")
+        if line == "":
+            return self._dispatch()
+        if line.startswith(":"):
+            return []
+        name, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if name == "event":
+            self._event = value
+        elif name == "data":
+            self._data.append(value)
+        return []
+
+    def _dispatch(self) -> list[ExecEvent]:
+        event, data = self._event or "message", "\n".join(self._data)
+        self._event, self._data = "", []
+        if not data:
+            return []
+        try:
+            payload = json.loads(data)
+        except ValueError:
+            raise TetherError("INVALID_STREAM", 0, f"unreadable {event} event: {data[:200]!r}") from None
+        if event in ("stdout", "stderr"):
+            chunk = str(payload.get("data", ""))
+            self._output.append(chunk)
+            return [ExecOutput(event, chunk)]
+        if event == "exit":
+            self.done = True
+            return [ExecExit(ExecResult.from_json(payload, output="".join(self._output)))]
+        if event == "error":
+            self.done = True
+            raise TetherError.from_problem_dict(payload)
+        return []
+
+    def finish(self) -> None:
+        if not self.done:
+            tail = self._dispatch() if self._data else []
+            if not self.done and not tail:
+                raise TetherError("INCOMPLETE_STREAM", 0, "the exec stream ended without an exit event")
+
+
+def read_file(sandbox_id: str, path: str) -> Op[bytes]:
+    resp = yield Call("GET", _sandbox_path(sandbox_id, "/files"), params=[("path", path)])
+    return resp.content
+
+
+def write_file(sandbox_id: str, path: str, content: bytes) -> Op[None]:
+    """Write content to path (atomically: a failed upload leaves no partial file)."""
+    if isinstance(content, str):
+        content = content.encode()
+    yield Call(
+        "PUT",
+        _sandbox_path(sandbox_id, "/files"),
+        params=[("path", path)],
+        content=bytes(content),
+        headers={"Content-Type": "application/octet-stream"},
+        extra_timeout=float(len(content)) / (1 << 20),  # a second per MiB
+    )
+    return None
+
+
+def read_archive(sandbox_id: str, path: str) -> Op[bytes]:
+    """The folder at path as a tar archive (members relative to it)."""
+    resp = yield Call("GET", _sandbox_path(sandbox_id, "/archive"), params=[("path", path)])
+    return resp.content
+
+
+def write_archive(sandbox_id: str, path: str, tar: bytes) -> Op[None]:
+    """Extract a tar archive into the folder at path (whole or not at all)."""
+    yield Call(
+        "PUT",
+        _sandbox_path(sandbox_id, "/archive"),
+        params=[("path", path)],
+        content=bytes(tar),
+        headers={"Content-Type": "application/x-tar"},
+        extra_timeout=float(len(tar)) / (1 << 20),
+    )
+    return None
+
+
+def list_providers() -> Op[list[ProviderInfo]]:
+    resp = yield Call("GET", "/v1/providers")
+    return [ProviderInfo.from_json(p) for p in resp.json().get("items") or []]

@@ -1,0 +1,286 @@
+"""Typed results of the Tether API (docs/swagger.yaml), as dataclasses.
+
+Every result keeps the JSON it came from in ``raw`` so that fields a newer
+server adds are not lost.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Optional, Union
+
+__all__ = [
+    "Sandbox",
+    "RenewedSandbox",
+    "SandboxPage",
+    "Event",
+    "EventPage",
+    "ExecResult",
+    "ExecOutput",
+    "ExecExit",
+    "ExecEvent",
+    "OwnerLease",
+    "OwnerRelease",
+    "Capabilities",
+    "ProviderInfo",
+    "PENDING_STATES",
+    "TERMINAL_STATES",
+]
+
+PENDING_STATES = frozenset({"requested", "creating"})
+"""States from which a sandbox may still become ready."""
+
+TERMINAL_STATES = frozenset({"cancelled", "terminated", "failed"})
+"""States a sandbox never leaves."""
+
+_FRACTION = re.compile(r"(\.\d+)")
+
+
+def parse_time(value: Any) -> Optional[datetime]:
+    """An RFC 3339 time as Go writes it (Z, up to nanoseconds) as a datetime."""
+    if not value or not isinstance(value, str):
+        return None
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    # datetime.fromisoformat (3.10) takes at most 6 fractional digits.
+    text = _FRACTION.sub(lambda m: (m.group(1) + "000000")[:7], text, count=1)
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def _str(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) else None
+
+
+@dataclass
+class Sandbox:
+    """A sandbox as the API shows it."""
+
+    id: str
+    state: str
+    provider: str = ""
+    owner: Optional[str] = None
+    labels: dict[str, str] = field(default_factory=dict)
+    reason: Optional[str] = None
+    error: Optional[str] = None
+    released: bool = False
+    release_error: Optional[str] = None
+    provider_id: Optional[str] = None
+    work_dir: Optional[str] = None
+    attempts: int = 0
+    created_at: Optional[datetime] = None
+    updated_at: Optional[datetime] = None
+    ready_at: Optional[datetime] = None
+    ended_at: Optional[datetime] = None
+    released_at: Optional[datetime] = None
+    expires_at: Optional[datetime] = None
+    create_deadline: Optional[datetime] = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready"
+
+    @property
+    def pending(self) -> bool:
+        """Still requested or creating."""
+        return self.state in PENDING_STATES
+
+    @property
+    def settled(self) -> bool:
+        """No longer requested or creating."""
+        return self.state not in PENDING_STATES
+
+    @property
+    def terminal(self) -> bool:
+        """Ended: cancelled, terminated or failed."""
+        return self.state in TERMINAL_STATES
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Sandbox":
+        return cls(
+            id=d["id"],
+            state=d["state"],
+            provider=d.get("provider") or "",
+            owner=_str(d.get("owner")),
+            labels=dict(d.get("labels") or {}),
+            reason=_str(d.get("reason")),
+            error=_str(d.get("error")),
+            released=bool(d.get("released")),
+            release_error=_str(d.get("release_error")),
+            provider_id=_str(d.get("provider_id")),
+            work_dir=_str(d.get("work_dir")),
+            attempts=int(d.get("attempts") or 0),
+            created_at=parse_time(d.get("created_at")),
+            updated_at=parse_time(d.get("updated_at")),
+            ready_at=parse_time(d.get("ready_at")),
+            ended_at=parse_time(d.get("ended_at")),
+            released_at=parse_time(d.get("released_at")),
+            expires_at=parse_time(d.get("expires_at")),
+            create_deadline=parse_time(d.get("create_deadline")),
+            raw=d,
+        )
+
+
+@dataclass
+class RenewedSandbox(Sandbox):
+    """A sandbox after a renewal; capped when the max lifetime cut the TTL."""
+
+    capped: bool = False
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "RenewedSandbox":
+        sb = Sandbox.from_json(d)
+        return cls(**{**sb.__dict__, "capped": bool(d.get("capped"))})
+
+
+@dataclass
+class SandboxPage:
+    """A page of sandboxes, newest first; pass next_cursor back for the next."""
+
+    items: list[Sandbox]
+    next_cursor: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "SandboxPage":
+        return cls([Sandbox.from_json(i) for i in d.get("items") or []], _str(d.get("next_cursor")))
+
+
+@dataclass
+class Event:
+    """One transition of a sandbox."""
+
+    id: int
+    sandbox_id: str
+    at: Optional[datetime]
+    from_state: Optional[str]
+    to_state: str
+    reason: Optional[str] = None
+    actor: str = ""
+    message: str = ""
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Event":
+        return cls(
+            id=int(d["id"]),
+            sandbox_id=d.get("sandbox_id") or "",
+            at=parse_time(d.get("at")),
+            from_state=_str(d.get("from")),
+            to_state=d.get("to") or "",
+            reason=_str(d.get("reason")),
+            actor=d.get("actor") or "",
+            message=d.get("message") or "",
+            raw=d,
+        )
+
+
+@dataclass
+class EventPage:
+    """A page of events, oldest first."""
+
+    items: list[Event]
+    next_cursor: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "EventPage":
+        return cls([Event.from_json(i) for i in d.get("items") or []], _str(d.get("next_cursor")))
+
+
+@dataclass
+class ExecResult:
+    """A command's outcome. exit_code is 124 when timed_out."""
+
+    output: str
+    exit_code: int
+    truncated: bool = False
+    timed_out: bool = False
+    timeout_seconds: int = 0
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any], output: Optional[str] = None) -> "ExecResult":
+        return cls(
+            output=d.get("output", "") if output is None else output,
+            exit_code=int(d.get("exit_code", -1)),
+            truncated=bool(d.get("truncated")),
+            timed_out=bool(d.get("timed_out")),
+            timeout_seconds=int(d.get("timeout_seconds") or 0),
+        )
+
+
+@dataclass
+class ExecOutput:
+    """A chunk of a streaming command's output; stream is stdout or stderr."""
+
+    stream: str
+    data: str
+
+
+@dataclass
+class ExecExit:
+    """The end of a streaming command. result.output is everything streamed."""
+
+    result: ExecResult
+
+
+ExecEvent = Union[ExecOutput, ExecExit]
+
+
+@dataclass
+class OwnerLease:
+    owner: str
+    expires_at: Optional[datetime]
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "OwnerLease":
+        return cls(d.get("owner") or "", parse_time(d.get("expires_at")))
+
+
+@dataclass
+class OwnerRelease:
+    """What ending an owner did: the live sandboxes it ended."""
+
+    owner: str
+    sandboxes_ended: int = 0
+    sandbox_ids: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "OwnerRelease":
+        return cls(d.get("owner") or "", int(d.get("sandboxes_ended") or 0), list(d.get("sandbox_ids") or []))
+
+
+@dataclass
+class Capabilities:
+    exec: bool = False
+    files: bool = False
+
+
+@dataclass
+class ProviderInfo:
+    """An enabled provider and what it can do on this server."""
+
+    name: str
+    default: bool = False
+    available: bool = False
+    reason: Optional[str] = None
+    capabilities: Capabilities = field(default_factory=Capabilities)
+    work_dir: Optional[str] = None
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "ProviderInfo":
+        caps = d.get("capabilities") or {}
+        return cls(
+            name=d.get("name") or "",
+            default=bool(d.get("default")),
+            available=bool(d.get("available")),
+            reason=_str(d.get("reason")),
+            capabilities=Capabilities(bool(caps.get("exec")), bool(caps.get("files"))),
+            work_dir=_str(d.get("work_dir")),
+            notes=list(d.get("notes") or []),
+        )
