@@ -129,6 +129,15 @@ type Config struct {
 	// MaxExecOutput caps the output an exec returns (MAX_EXEC_OUTPUT, bytes,
 	// default 1 MiB); longer output is cut and marked truncated.
 	MaxExecOutput int
+	// TenantMaxLive caps each tenant's live sandboxes (TENANT_MAX_LIVE,
+	// default 1000), TenantCreatesPerMinute its creates
+	// (TENANT_CREATES_PER_MINUTE, default 6000, per replica); a tenant's
+	// own quotas in the tenants table override both.
+	TenantMaxLive          int
+	TenantCreatesPerMinute int
+	// KeyRequestsPerSecond caps each API key's requests, per replica
+	// (KEY_REQUESTS_PER_SECOND, default 200; bursts of twice that).
+	KeyRequestsPerSecond int
 	// AuthCacheTTL is how long a successful API key lookup is cached in
 	// memory (AUTH_CACHE_TTL, default 10s): a deleted key keeps working at
 	// most this long.
@@ -203,30 +212,33 @@ func loadConfig(getenv func(string) string) (Config, error) {
 			Pids:     int(num("LOCAL_MAX_PIDS", local.DefaultMaxPids)),
 			MemoryMB: int(num("LOCAL_MAX_MEMORY_MB", local.DefaultMaxMemoryMB)),
 		},
-		LocalAllowUnlimited:  boolean("LOCAL_ALLOW_UNLIMITED"),
-		JanitorInterval:      dur("JANITOR_INTERVAL", lifecycle.DefaultJanitorInterval),
-		OrphanGrace:          dur("ORPHAN_GRACE", lifecycle.DefaultOrphanGrace),
-		IdempotencyKeyTTL:    dur("IDEMPOTENCY_KEY_TTL", lifecycle.DefaultIdempotencyKeyTTL),
-		DefaultOwnerTTL:      dur("DEFAULT_OWNER_TTL", tetherhttp.DefaultOwnerTTL),
-		DefaultTTL:           dur("DEFAULT_TTL", tetherhttp.DefaultTTL),
-		MaxLifetime:          dur("MAX_LIFETIME", tetherhttp.DefaultMaxLifetime),
-		CreateTimeout:        dur("CREATE_TIMEOUT", tetherhttp.DefaultCreateTimeout),
-		ExecutorConcurrency:  int(num("EXECUTOR_CONCURRENCY", lifecycle.DefaultConcurrency)),
-		ExecutorLease:        dur("EXECUTOR_LEASE", lifecycle.DefaultLease),
-		ExecutorPollInterval: dur("EXECUTOR_POLL_INTERVAL", lifecycle.DefaultPollInterval),
-		CreateMaxAttempts:    int(num("CREATE_MAX_ATTEMPTS", lifecycle.DefaultMaxAttempts)),
-		ExecutorMaxBackoff:   dur("EXECUTOR_MAX_BACKOFF", lifecycle.DefaultMaxBackoff),
-		WorkerID:             str("WORKER_ID", fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))),
-		ShutdownTimeout:      dur("SHUTDOWN_TIMEOUT", defaultShutdownTimeout),
-		DBMaxConns:           int(num("DB_MAX_CONNS", defaultDBMaxConns)),
-		MaxConns:             int(num("MAX_CONNS", defaultMaxConns)),
-		MaxBodyBytes:         num("MAX_BODY_BYTES", tetherhttp.DefaultMaxBodyBytes),
-		MaxWait:              dur("MAX_WAIT", tetherhttp.DefaultMaxWait),
-		MaxFileBytes:         num("MAX_FILE_BYTES", tetherhttp.DefaultMaxFileBytes),
-		MaxExecTimeout:       dur("MAX_EXEC_TIMEOUT", tetherhttp.DefaultMaxExecTimeout),
-		MaxExecOutput:        int(num("MAX_EXEC_OUTPUT", tetherhttp.DefaultMaxExecOutput)),
-		AuthCacheTTL:         dur("AUTH_CACHE_TTL", tetherhttp.DefaultAuthCacheTTL),
-		PprofAddr:            getenv("PPROF_ADDR"),
+		LocalAllowUnlimited:    boolean("LOCAL_ALLOW_UNLIMITED"),
+		JanitorInterval:        dur("JANITOR_INTERVAL", lifecycle.DefaultJanitorInterval),
+		OrphanGrace:            dur("ORPHAN_GRACE", lifecycle.DefaultOrphanGrace),
+		IdempotencyKeyTTL:      dur("IDEMPOTENCY_KEY_TTL", lifecycle.DefaultIdempotencyKeyTTL),
+		DefaultOwnerTTL:        dur("DEFAULT_OWNER_TTL", tetherhttp.DefaultOwnerTTL),
+		DefaultTTL:             dur("DEFAULT_TTL", tetherhttp.DefaultTTL),
+		MaxLifetime:            dur("MAX_LIFETIME", tetherhttp.DefaultMaxLifetime),
+		CreateTimeout:          dur("CREATE_TIMEOUT", tetherhttp.DefaultCreateTimeout),
+		ExecutorConcurrency:    int(num("EXECUTOR_CONCURRENCY", lifecycle.DefaultConcurrency)),
+		ExecutorLease:          dur("EXECUTOR_LEASE", lifecycle.DefaultLease),
+		ExecutorPollInterval:   dur("EXECUTOR_POLL_INTERVAL", lifecycle.DefaultPollInterval),
+		CreateMaxAttempts:      int(num("CREATE_MAX_ATTEMPTS", lifecycle.DefaultMaxAttempts)),
+		ExecutorMaxBackoff:     dur("EXECUTOR_MAX_BACKOFF", lifecycle.DefaultMaxBackoff),
+		WorkerID:               str("WORKER_ID", fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))),
+		ShutdownTimeout:        dur("SHUTDOWN_TIMEOUT", defaultShutdownTimeout),
+		DBMaxConns:             int(num("DB_MAX_CONNS", defaultDBMaxConns)),
+		MaxConns:               int(num("MAX_CONNS", defaultMaxConns)),
+		MaxBodyBytes:           num("MAX_BODY_BYTES", tetherhttp.DefaultMaxBodyBytes),
+		MaxWait:                dur("MAX_WAIT", tetherhttp.DefaultMaxWait),
+		MaxFileBytes:           num("MAX_FILE_BYTES", tetherhttp.DefaultMaxFileBytes),
+		MaxExecTimeout:         dur("MAX_EXEC_TIMEOUT", tetherhttp.DefaultMaxExecTimeout),
+		MaxExecOutput:          int(num("MAX_EXEC_OUTPUT", tetherhttp.DefaultMaxExecOutput)),
+		TenantMaxLive:          int(num("TENANT_MAX_LIVE", tetherhttp.DefaultTenantMaxLive)),
+		TenantCreatesPerMinute: int(num("TENANT_CREATES_PER_MINUTE", tetherhttp.DefaultTenantCreatesPerMinute)),
+		KeyRequestsPerSecond:   int(num("KEY_REQUESTS_PER_SECOND", tetherhttp.DefaultKeyRequestsPerSecond)),
+		AuthCacheTTL:           dur("AUTH_CACHE_TTL", tetherhttp.DefaultAuthCacheTTL),
+		PprofAddr:              getenv("PPROF_ADDR"),
 	}
 	for p := range strings.SplitSeq(str("PROVIDERS", defaultProviders), ",") {
 		if p = strings.TrimSpace(p); p != "" {

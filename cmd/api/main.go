@@ -298,6 +298,10 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		MaxExecTimeout:  cfg.MaxExecTimeout,
 		MaxExecOutput:   cfg.MaxExecOutput,
 		AuthCacheTTL:    cfg.AuthCacheTTL,
+
+		TenantMaxLive:          cfg.TenantMaxLive,
+		TenantCreatesPerMinute: cfg.TenantCreatesPerMinute,
+		KeyRequestsPerSecond:   cfg.KeyRequestsPerSecond,
 	}, tetherhttp.Deps{
 		Store:     st,
 		Changes:   notifier,

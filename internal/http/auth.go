@@ -27,7 +27,7 @@ type authenticator interface {
 
 // withAuth requires "Authorization: Bearer <api key>" and records the key's
 // tenant for the handlers.
-func withAuth(log *slog.Logger, auth authenticator) gin.HandlerFunc {
+func withAuth(log *slog.Logger, auth authenticator, q *quotas) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		scheme, key, ok := strings.Cut(c.GetHeader("Authorization"), " ")
 		key = strings.TrimSpace(key)
@@ -48,6 +48,10 @@ func withAuth(log *slog.Logger, auth authenticator) gin.HandlerFunc {
 			return
 		}
 		c.Set(tenantKey, tenant)
+		if err := q.checkKey(c, sha256.Sum256([]byte(key))); err != nil {
+			writeError(c, log, err)
+			return
+		}
 		c.Next()
 	}
 }

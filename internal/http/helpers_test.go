@@ -95,6 +95,7 @@ type options struct {
 	maxBody  int64
 	ready    func(context.Context) error
 	draining context.Context
+	quotas   [3]int // TenantMaxLive, TenantCreatesPerMinute, KeyRequestsPerSecond
 }
 
 type option func(*options)
@@ -105,6 +106,11 @@ func withExecutor() option { return func(o *options) { o.executor = true } }
 
 // withMaxBody sets the server's MaxBodyBytes.
 func withMaxBody(n int64) option { return func(o *options) { o.maxBody = n } }
+
+// withQuotas sets the server's quotas (zero: the defaults).
+func withQuotas(maxLive, createsPerMinute, keyRPS int) option {
+	return func(o *options) { o.quotas = [3]int{maxLive, createsPerMinute, keyRPS} }
+}
 
 // withDraining gives the server a draining context (Deps.Draining).
 func withDraining(ctx context.Context) option { return func(o *options) { o.draining = ctx } }
@@ -197,6 +203,10 @@ func setup(t *testing.T, opts ...option) *bundle {
 		CreateTimeout:   time.Minute,
 		MaxBodyBytes:    o.maxBody,
 		MaxWait:         testMaxWait,
+
+		TenantMaxLive:          o.quotas[0],
+		TenantCreatesPerMinute: o.quotas[1],
+		KeyRequestsPerSecond:   o.quotas[2],
 	}, tetherhttp.Deps{
 		Store:     st,
 		Changes:   notifier,

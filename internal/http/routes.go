@@ -51,9 +51,11 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	if cfg.AuthCacheTTL > 0 {
 		auth = newKeyCache(deps.Store, cfg.AuthCacheTTL)
 	}
-	v1 := r.Group("/v1", withAuth(log, auth))
+	q := newQuotas(deps.Store, cfg)
+	problem := func(c *gin.Context, err error) { writeError(c, log, err) }
+	v1 := r.Group("/v1", withAuth(log, auth, q))
 	body := withBodyLimit(cfg.MaxBodyBytes)
-	v1.POST("/sandboxes", body, h(handleSandboxCreate(cfg, deps.Store, providers)))
+	v1.POST("/sandboxes", body, withCreateQuota(problem, q), h(handleSandboxCreate(cfg, deps.Store, providers)))
 	v1.GET("/sandboxes", h(handleSandboxList(deps.Store)))
 	v1.GET("/sandboxes/:id", h(handleSandboxGet(cfg, deps.Store, deps.Changes, draining)))
 	v1.DELETE("/sandboxes/:id", h(handleSandboxDelete(deps.Store)))

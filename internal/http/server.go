@@ -50,6 +50,14 @@ type Config struct {
 	MaxExecTimeout time.Duration
 	// MaxExecOutput caps the output an exec returns, in bytes.
 	MaxExecOutput int
+	// TenantMaxLive caps each tenant's live sandboxes and
+	// TenantCreatesPerMinute its creates, unless the tenant's own quotas
+	// say otherwise; KeyRequestsPerSecond caps each API key's requests
+	// (burst: two seconds' worth). Past them a request is 429
+	// QUOTA_EXCEEDED with Retry-After.
+	TenantMaxLive          int
+	TenantCreatesPerMinute int
+	KeyRequestsPerSecond   int
 	// AuthCacheTTL is how long a successful API key lookup is remembered;
 	// 0 looks every key up on every request.
 	AuthCacheTTL time.Duration
@@ -85,6 +93,7 @@ type Store interface {
 	ownerStore
 	ownerTransferrer
 	sandboxRenewer
+	usageReader
 }
 
 // API defaults, for zero Config fields.
@@ -115,6 +124,9 @@ func (c Config) withDefaults() Config {
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
 	c.MaxFileBytes = cmp.Or(c.MaxFileBytes, DefaultMaxFileBytes)
 	c.MaxExecOutput = cmp.Or(c.MaxExecOutput, DefaultMaxExecOutput)
+	c.TenantMaxLive = cmp.Or(c.TenantMaxLive, DefaultTenantMaxLive)
+	c.TenantCreatesPerMinute = cmp.Or(c.TenantCreatesPerMinute, DefaultTenantCreatesPerMinute)
+	c.KeyRequestsPerSecond = cmp.Or(c.KeyRequestsPerSecond, DefaultKeyRequestsPerSecond)
 	return c
 }
 

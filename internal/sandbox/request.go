@@ -92,3 +92,12 @@ type Change struct {
 	State    State
 	Released bool
 }
+
+// TenantUsage is what quotas are judged by: a tenant's live sandboxes and
+// its own quotas, where it has any (nil: the server's default).
+type TenantUsage struct {
+	Live int
+	// MaxLive and CreatesPerMinute override the server's quotas for this
+	// tenant when set.
+	MaxLive, CreatesPerMinute *int
+}

@@ -76,3 +76,20 @@ func (s *Store) Authenticate(ctx context.Context, key string) (string, error) {
 	}
 	return tenant, nil
 }
+
+// TenantUsage returns the tenant's live sandboxes and its quota overrides.
+// An unknown tenant has none of either.
+func (s *Store) TenantUsage(ctx context.Context, tenant string) (sandbox.TenantUsage, error) {
+	var u sandbox.TenantUsage
+	err := s.pool.QueryRow(ctx, `
+		SELECT t.max_live_sandboxes, t.creates_per_minute,
+			(SELECT count(*) FROM sandboxes s WHERE s.tenant = t.name AND s.state IN `+liveStates+`)
+		FROM tenants t WHERE t.name = $1`, tenant).Scan(&u.MaxLive, &u.CreatesPerMinute, &u.Live)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return u, nil
+	}
+	if err != nil {
+		return u, wrap("tenant usage", err)
+	}
+	return u, nil
+}
