@@ -68,10 +68,17 @@ bench: ## Benchmarks against pgbench on the same Postgres (own cluster "bench");
 chaos: ## The long chaos run: replicas killed at random, a Postgres restart, invariants checked (CHAOS_DURATION=3m)
 	$(GO) test -count=1 ./test/chaos -run TestChaos -chaos.duration=$(CHAOS_DURATION) -v
 
-docs: ## Regenerate the OpenAPI docs in docs/ from the swag annotations
-	$(GO) tool swag init -g routes.go -d internal/http -o docs --outputTypes go,json,yaml --parseInternal
+# The API's contract, in order: swag makes the Swagger 2.0 document from the
+# annotations in internal/http (fields without omitempty are required); the
+# OpenAPI 3.0 document is converted from it (internal/openapi); the Go client
+# is generated from that. docs/docs_test.go and clients/go/tether check that
+# all of them are current.
+docs: ## Regenerate the API docs (Swagger 2.0, OpenAPI 3.0) in docs/ and the Go client in clients/go/tether
+	$(GO) tool swag init -g routes.go -d internal/http -o docs --outputTypes go,json,yaml --parseInternal --requiredByDefault
 	@# swag formats its output already; this keeps `make lint` green if it ever does not.
 	gofmt -w docs/docs.go
+	$(GO) run ./internal/openapi/cmd/gen -in docs/swagger.json -out docs
+	$(GO) generate ./clients/go/tether
 
 $(GOLANGCI_LINT):
 	@echo "building golangci-lint $(GOLANGCI_LINT_VERSION) into bin/ (once)"

@@ -17,6 +17,7 @@ const docTemplate = `{
     "paths": {
         "/healthz": {
             "get": {
+                "description": "200 while the process serves HTTP; it checks nothing else.",
                 "produces": [
                     "application/json"
                 ],
@@ -24,11 +25,147 @@ const docTemplate = `{
                     "health"
                 ],
                 "summary": "Liveness",
+                "operationId": "healthz",
                 "responses": {
                     "200": {
                         "description": "OK",
                         "schema": {
                             "$ref": "#/definitions/Health"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/metrics": {
+            "get": {
+                "description": "The server's metrics in the Prometheus text exposition format. No authentication.",
+                "produces": [
+                    "text/plain"
+                ],
+                "tags": [
+                    "health"
+                ],
+                "summary": "Prometheus metrics",
+                "operationId": "getMetrics",
+                "responses": {
+                    "200": {
+                        "description": "metrics in the Prometheus text format",
+                        "schema": {
+                            "type": "string"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/openapi.json": {
+            "get": {
+                "description": "This API's contract, as clients are generated from (docs/openapi.json in the repository). No authentication. The Swagger 2.0 document swag makes, from which this one is converted, is at /swagger/doc.json.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "docs"
+                ],
+                "summary": "The OpenAPI 3.0 document, as JSON",
+                "operationId": "getOpenAPIJSON",
+                "responses": {
+                    "200": {
+                        "description": "an OpenAPI 3.0.3 document",
+                        "schema": {
+                            "type": "object"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/openapi.yaml": {
+            "get": {
+                "description": "The document of GET /openapi.json, as YAML (docs/openapi.yaml in the repository). No authentication.",
+                "produces": [
+                    "application/yaml"
+                ],
+                "tags": [
+                    "docs"
+                ],
+                "summary": "The OpenAPI 3.0 document, as YAML",
+                "operationId": "getOpenAPIYAML",
+                "responses": {
+                    "200": {
+                        "description": "an OpenAPI 3.0.3 document",
+                        "schema": {
+                            "type": "object"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs"
+                            }
                         }
                     }
                 }
@@ -36,6 +173,7 @@ const docTemplate = `{
         },
         "/readyz": {
             "get": {
+                "description": "200 when Postgres is reachable and the schema current; 503 otherwise. Providers never affect readiness.",
                 "produces": [
                     "application/json"
                 ],
@@ -43,17 +181,42 @@ const docTemplate = `{
                     "health"
                 ],
                 "summary": "Readiness",
+                "operationId": "readyz",
                 "responses": {
                     "200": {
                         "description": "OK",
                         "schema": {
                             "$ref": "#/definitions/Health"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs"
+                            }
                         }
                     },
                     "503": {
-                        "description": "Service Unavailable",
+                        "description": "not ready: status unavailable, detail says why",
                         "schema": {
                             "$ref": "#/definitions/Health"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs"
+                            }
                         }
                     }
                 }
@@ -66,7 +229,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Every transition of every sandbox of the tenant, oldest first, for ops tooling: poll with after set to the last id seen.",
+                "description": "Every transition of every sandbox of the tenant, oldest first, for ops tooling. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last event seen); poll with the last id seen to follow the feed.",
                 "produces": [
                     "application/json"
                 ],
@@ -74,17 +237,31 @@ const docTemplate = `{
                     "events"
                 ],
                 "summary": "The tenant's event feed",
+                "operationId": "listEvents",
                 "parameters": [
                     {
+                        "maximum": 500,
+                        "minimum": 1,
                         "type": "integer",
-                        "description": "return events after this event id",
-                        "name": "after",
+                        "example": 50,
+                        "description": "page size, 1-500 (default 50)",
+                        "name": "limit",
                         "in": "query"
                     },
                     {
+                        "type": "string",
+                        "example": "42",
+                        "description": "next_cursor of the previous page",
+                        "name": "cursor",
+                        "in": "query"
+                    },
+                    {
+                        "minimum": 0,
                         "type": "integer",
-                        "description": "page size, 1-500 (default 50)",
-                        "name": "limit",
+                        "format": "int64",
+                        "example": 42,
+                        "description": "return events after this event id (the same position as cursor; pass one)",
+                        "name": "after",
                         "in": "query"
                     }
                 ],
@@ -93,18 +270,84 @@ const docTemplate = `{
                         "description": "OK",
                         "schema": {
                             "$ref": "#/definitions/EventList"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "400": {
-                        "description": "Bad Request",
+                        "description": "INVALID_REQUEST",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "401": {
-                        "description": "Unauthorized",
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     }
                 }
@@ -125,9 +368,11 @@ const docTemplate = `{
                     "owners"
                 ],
                 "summary": "End an owner",
+                "operationId": "releaseOwner",
                 "parameters": [
                     {
                         "type": "string",
+                        "example": "agent-42",
                         "description": "owner name",
                         "name": "owner",
                         "in": "path",
@@ -139,18 +384,84 @@ const docTemplate = `{
                         "description": "Accepted",
                         "schema": {
                             "$ref": "#/definitions/OwnerRelease"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "400": {
-                        "description": "Bad Request",
+                        "description": "INVALID_REQUEST: not an owner name",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "401": {
-                        "description": "Unauthorized",
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     }
                 }
@@ -174,9 +485,11 @@ const docTemplate = `{
                     "owners"
                 ],
                 "summary": "Heartbeat an owner's lease",
+                "operationId": "putOwnerLease",
                 "parameters": [
                     {
                         "type": "string",
+                        "example": "agent-42",
                         "description": "owner name",
                         "name": "owner",
                         "in": "path",
@@ -197,24 +510,108 @@ const docTemplate = `{
                         "description": "OK",
                         "schema": {
                             "$ref": "#/definitions/OwnerLease"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "400": {
-                        "description": "Bad Request",
+                        "description": "INVALID_REQUEST",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "401": {
-                        "description": "Unauthorized",
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "404": {
-                        "description": "Not Found",
+                        "description": "NOT_FOUND: an owner no create named",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "413": {
+                        "description": "PAYLOAD_TOO_LARGE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     }
                 }
@@ -235,17 +632,78 @@ const docTemplate = `{
                     "providers"
                 ],
                 "summary": "List providers",
+                "operationId": "listProviders",
                 "responses": {
                     "200": {
                         "description": "OK",
                         "schema": {
                             "$ref": "#/definitions/ProviderList"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "401": {
-                        "description": "Unauthorized",
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     }
                 }
@@ -266,6 +724,7 @@ const docTemplate = `{
                     "sandboxes"
                 ],
                 "summary": "List sandboxes",
+                "operationId": "listSandboxes",
                 "parameters": [
                     {
                         "type": "array",
@@ -273,18 +732,21 @@ const docTemplate = `{
                             "type": "string"
                         },
                         "collectionFormat": "multi",
+                        "example": "ready",
                         "description": "only these states (repeatable, or comma-separated)",
                         "name": "state",
                         "in": "query"
                     },
                     {
                         "type": "string",
+                        "example": "agent-42",
                         "description": "only this owner's sandboxes",
                         "name": "owner",
                         "in": "query"
                     },
                     {
                         "type": "string",
+                        "example": "sim",
                         "description": "only this provider's sandboxes",
                         "name": "provider",
                         "in": "query"
@@ -295,37 +757,47 @@ const docTemplate = `{
                             "type": "string"
                         },
                         "collectionFormat": "multi",
+                        "example": "team=ml",
                         "description": "key=value; repeatable, all must match",
                         "name": "label",
                         "in": "query"
                     },
                     {
                         "type": "string",
-                        "description": "RFC 3339 time",
+                        "format": "date-time",
+                        "example": "2026-01-02T15:04:05Z",
+                        "description": "only sandboxes created after this RFC 3339 time",
                         "name": "created_after",
                         "in": "query"
                     },
                     {
                         "type": "string",
-                        "description": "RFC 3339 time",
+                        "format": "date-time",
+                        "example": "2026-01-03T15:04:05Z",
+                        "description": "only sandboxes created before this RFC 3339 time",
                         "name": "created_before",
                         "in": "query"
                     },
                     {
                         "type": "boolean",
+                        "example": false,
                         "description": "only sandboxes whose resources are (true) or are not yet (false) confirmed released",
                         "name": "released",
                         "in": "query"
                     },
                     {
+                        "maximum": 500,
+                        "minimum": 1,
                         "type": "integer",
+                        "example": 50,
                         "description": "page size, 1-500 (default 50)",
                         "name": "limit",
                         "in": "query"
                     },
                     {
                         "type": "string",
-                        "description": "next_cursor of the previous page",
+                        "example": "MTc2NzM2NjI0NTEyMzQ1NnxzYnhfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o",
+                        "description": "next_cursor of the previous page, unchanged",
                         "name": "cursor",
                         "in": "query"
                     }
@@ -335,18 +807,84 @@ const docTemplate = `{
                         "description": "OK",
                         "schema": {
                             "$ref": "#/definitions/SandboxList"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "400": {
-                        "description": "Bad Request",
+                        "description": "INVALID_REQUEST",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "401": {
-                        "description": "Unauthorized",
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     }
                 }
@@ -368,10 +906,14 @@ const docTemplate = `{
                     "sandboxes"
                 ],
                 "summary": "Request a sandbox",
+                "operationId": "createSandbox",
                 "parameters": [
                     {
+                        "maxLength": 255,
+                        "minLength": 1,
                         "type": "string",
-                        "description": "makes retries of this request safe",
+                        "example": "create-7f3a9c",
+                        "description": "makes retries of this request safe: 1-255 printable ASCII characters",
                         "name": "Idempotency-Key",
                         "in": "header"
                     },
@@ -390,6 +932,16 @@ const docTemplate = `{
                         "description": "an earlier request with this Idempotency-Key made this sandbox",
                         "schema": {
                             "$ref": "#/definitions/Sandbox"
+                        },
+                        "headers": {
+                            "Location": {
+                                "type": "string",
+                                "description": "the sandbox's URL path, /v1/sandboxes/{id}"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "202": {
@@ -400,7 +952,11 @@ const docTemplate = `{
                         "headers": {
                             "Location": {
                                 "type": "string",
-                                "description": "/v1/sandboxes/{id}"
+                                "description": "the sandbox's URL path, /v1/sandboxes/{id}"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
                             }
                         }
                     },
@@ -408,30 +964,108 @@ const docTemplate = `{
                         "description": "INVALID_REQUEST or UNKNOWN_PROVIDER",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "401": {
-                        "description": "Unauthorized",
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "403": {
+                        "description": "FORBIDDEN: params the operator has not enabled",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "409": {
                         "description": "IDEMPOTENCY_KEY_REUSED",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "413": {
-                        "description": "Request Entity Too Large",
+                        "description": "PAYLOAD_TOO_LARGE",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the tenant's live-sandbox cap or create rate, or the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "503": {
-                        "description": "PROVIDER_UNAVAILABLE: the provider cannot create sandboxes on this host",
+                        "description": "PROVIDER_UNAVAILABLE: the provider cannot create sandboxes on this host; or UNAVAILABLE",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     }
                 }
@@ -452,9 +1086,11 @@ const docTemplate = `{
                     "sandboxes"
                 ],
                 "summary": "Get a sandbox",
+                "operationId": "getSandbox",
                 "parameters": [
                     {
                         "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
                         "description": "sandbox id",
                         "name": "id",
                         "in": "path",
@@ -462,7 +1098,8 @@ const docTemplate = `{
                     },
                     {
                         "type": "string",
-                        "description": "how long to wait for the sandbox to settle, e.g. 30s",
+                        "example": "30s",
+                        "description": "how long to wait for the sandbox to settle: a Go duration or whole seconds",
                         "name": "wait",
                         "in": "query"
                     },
@@ -472,6 +1109,7 @@ const docTemplate = `{
                             "released"
                         ],
                         "type": "string",
+                        "example": "settled",
                         "description": "what to wait for: settled (default) or released",
                         "name": "until",
                         "in": "query"
@@ -482,24 +1120,96 @@ const docTemplate = `{
                         "description": "OK",
                         "schema": {
                             "$ref": "#/definitions/Sandbox"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "400": {
-                        "description": "Bad Request",
+                        "description": "INVALID_REQUEST",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "401": {
-                        "description": "Unauthorized",
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "404": {
-                        "description": "Not Found",
+                        "description": "NOT_FOUND",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     }
                 }
@@ -518,9 +1228,11 @@ const docTemplate = `{
                     "sandboxes"
                 ],
                 "summary": "Cancel or terminate a sandbox",
+                "operationId": "deleteSandbox",
                 "parameters": [
                     {
                         "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
                         "description": "sandbox id",
                         "name": "id",
                         "in": "path",
@@ -532,24 +1244,108 @@ const docTemplate = `{
                         "description": "already ended",
                         "schema": {
                             "$ref": "#/definitions/Sandbox"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "202": {
                         "description": "ended by this request",
                         "schema": {
                             "$ref": "#/definitions/Sandbox"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a query parameter",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "401": {
-                        "description": "Unauthorized",
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "404": {
-                        "description": "Not Found",
+                        "description": "NOT_FOUND",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     }
                 }
@@ -570,9 +1366,11 @@ const docTemplate = `{
                     "data plane"
                 ],
                 "summary": "Download a folder from a sandbox, as a tar archive",
+                "operationId": "getArchive",
                 "parameters": [
                     {
                         "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
                         "description": "sandbox id",
                         "name": "id",
                         "in": "path",
@@ -589,45 +1387,147 @@ const docTemplate = `{
                 ],
                 "responses": {
                     "200": {
-                        "description": "OK",
+                        "description": "a tar archive of the folder",
                         "schema": {
                             "type": "file"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "400": {
                         "description": "INVALID_PATH",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "401": {
-                        "description": "Unauthorized",
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "403": {
                         "description": "PERMISSION_DENIED",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "404": {
                         "description": "FILE_NOT_FOUND or NOT_FOUND",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "409": {
                         "description": "SANDBOX_STATE_CONFLICT",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "413": {
+                        "description": "PAYLOAD_TOO_LARGE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "501": {
                         "description": "NOT_SUPPORTED",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "PROVIDER_UNAVAILABLE or UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     }
                 }
@@ -642,13 +1542,18 @@ const docTemplate = `{
                 "consumes": [
                     "application/x-tar"
                 ],
+                "produces": [
+                    "application/json"
+                ],
                 "tags": [
                     "data plane"
                 ],
                 "summary": "Upload a folder into a sandbox, as a tar archive",
+                "operationId": "putArchive",
                 "parameters": [
                     {
                         "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
                         "description": "sandbox id",
                         "name": "id",
                         "in": "path",
@@ -674,48 +1579,144 @@ const docTemplate = `{
                 ],
                 "responses": {
                     "204": {
-                        "description": "No Content"
+                        "description": "extracted",
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
                     },
                     "400": {
                         "description": "INVALID_PATH, INVALID_REQUEST",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "401": {
-                        "description": "Unauthorized",
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "403": {
                         "description": "PERMISSION_DENIED",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "404": {
                         "description": "NOT_FOUND (the sandbox)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "409": {
                         "description": "SANDBOX_STATE_CONFLICT",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "413": {
                         "description": "PAYLOAD_TOO_LARGE",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "501": {
                         "description": "NOT_SUPPORTED",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "PROVIDER_UNAVAILABLE or UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     }
                 }
@@ -728,7 +1729,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Every transition of the sandbox, oldest first.",
+                "description": "Every transition of the sandbox, oldest first. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last event seen).",
                 "produces": [
                     "application/json"
                 ],
@@ -736,24 +1737,39 @@ const docTemplate = `{
                     "events"
                 ],
                 "summary": "A sandbox's event history",
+                "operationId": "listSandboxEvents",
                 "parameters": [
                     {
                         "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
                         "description": "sandbox id",
                         "name": "id",
                         "in": "path",
                         "required": true
                     },
                     {
+                        "maximum": 500,
+                        "minimum": 1,
                         "type": "integer",
+                        "example": 50,
                         "description": "page size, 1-500 (default 50)",
                         "name": "limit",
                         "in": "query"
                     },
                     {
                         "type": "string",
+                        "example": "42",
                         "description": "next_cursor of the previous page",
                         "name": "cursor",
+                        "in": "query"
+                    },
+                    {
+                        "minimum": 0,
+                        "type": "integer",
+                        "format": "int64",
+                        "example": 42,
+                        "description": "return events after this event id (the same position as cursor; pass one)",
+                        "name": "after",
                         "in": "query"
                     }
                 ],
@@ -762,24 +1778,96 @@ const docTemplate = `{
                         "description": "OK",
                         "schema": {
                             "$ref": "#/definitions/EventList"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "400": {
-                        "description": "Bad Request",
+                        "description": "INVALID_REQUEST",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "401": {
-                        "description": "Unauthorized",
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "404": {
-                        "description": "Not Found",
+                        "description": "NOT_FOUND",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     }
                 }
@@ -792,7 +1880,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.\n\nWith ` + "`" + `Accept: text/event-stream` + "`" + ` the output streams as Server-Sent Events while the command runs: ` + "`" + `stdout` + "`" + ` and ` + "`" + `stderr` + "`" + ` events whose data is ` + "`" + `{\"data\":\"...\"}` + "`" + ` (a chunk of text), then one ` + "`" + `exit` + "`" + ` event whose data is the ExecResult without output. A failure after the stream began is an ` + "`" + `error` + "`" + ` event whose data is a Problem. A client that disconnects ends the command.",
+                "description": "Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.\n\nWith ` + "`" + `Accept: text/event-stream` + "`" + ` the output streams as Server-Sent Events while the command runs: ` + "`" + `stdout` + "`" + ` and ` + "`" + `stderr` + "`" + ` events whose data is ` + "`" + `{\"data\":\"...\"}` + "`" + ` (an OutputChunk), then one ` + "`" + `exit` + "`" + ` event whose data is an ExecResult with an empty output. A failure after the stream began is an ` + "`" + `error` + "`" + ` event whose data is a Problem. A client that disconnects ends the command.",
                 "consumes": [
                     "application/json"
                 ],
@@ -804,9 +1892,11 @@ const docTemplate = `{
                     "data plane"
                 ],
                 "summary": "Run a command in a sandbox",
+                "operationId": "execInSandbox",
                 "parameters": [
                     {
                         "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
                         "description": "sandbox id",
                         "name": "id",
                         "in": "path",
@@ -824,45 +1914,147 @@ const docTemplate = `{
                 ],
                 "responses": {
                     "200": {
-                        "description": "OK",
+                        "description": "the command's outcome, or (text/event-stream) its output as it comes",
                         "schema": {
                             "$ref": "#/definitions/ExecResult"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "400": {
-                        "description": "Bad Request",
+                        "description": "INVALID_REQUEST or INVALID_PATH",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "401": {
-                        "description": "Unauthorized",
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "403": {
+                        "description": "PERMISSION_DENIED",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "404": {
-                        "description": "Not Found",
+                        "description": "NOT_FOUND",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "409": {
                         "description": "SANDBOX_STATE_CONFLICT",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "413": {
+                        "description": "PAYLOAD_TOO_LARGE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "501": {
                         "description": "NOT_SUPPORTED",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "503": {
-                        "description": "PROVIDER_UNAVAILABLE",
+                        "description": "PROVIDER_UNAVAILABLE or UNAVAILABLE",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     }
                 }
@@ -883,9 +2075,11 @@ const docTemplate = `{
                     "data plane"
                 ],
                 "summary": "Download a file from a sandbox",
+                "operationId": "getFile",
                 "parameters": [
                     {
                         "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
                         "description": "sandbox id",
                         "name": "id",
                         "in": "path",
@@ -893,6 +2087,7 @@ const docTemplate = `{
                     },
                     {
                         "type": "string",
+                        "example": "/workspace/main.py",
                         "description": "absolute path inside the sandbox",
                         "name": "path",
                         "in": "query",
@@ -901,51 +2096,147 @@ const docTemplate = `{
                 ],
                 "responses": {
                     "200": {
-                        "description": "OK",
+                        "description": "the file's bytes",
                         "schema": {
                             "type": "file"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "400": {
                         "description": "INVALID_PATH, IS_DIRECTORY",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "401": {
-                        "description": "Unauthorized",
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "403": {
                         "description": "PERMISSION_DENIED",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "404": {
                         "description": "FILE_NOT_FOUND or NOT_FOUND",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "409": {
                         "description": "SANDBOX_STATE_CONFLICT",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "413": {
                         "description": "PAYLOAD_TOO_LARGE",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "501": {
                         "description": "NOT_SUPPORTED",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "PROVIDER_UNAVAILABLE or UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     }
                 }
@@ -960,13 +2251,18 @@ const docTemplate = `{
                 "consumes": [
                     "application/octet-stream"
                 ],
+                "produces": [
+                    "application/json"
+                ],
                 "tags": [
                     "data plane"
                 ],
                 "summary": "Upload a file into a sandbox",
+                "operationId": "putFile",
                 "parameters": [
                     {
                         "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
                         "description": "sandbox id",
                         "name": "id",
                         "in": "path",
@@ -974,6 +2270,7 @@ const docTemplate = `{
                     },
                     {
                         "type": "string",
+                        "example": "/workspace/main.py",
                         "description": "absolute path inside the sandbox",
                         "name": "path",
                         "in": "query",
@@ -991,48 +2288,144 @@ const docTemplate = `{
                 ],
                 "responses": {
                     "204": {
-                        "description": "No Content"
+                        "description": "written",
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
                     },
                     "400": {
                         "description": "INVALID_PATH, IS_DIRECTORY, INVALID_REQUEST",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "401": {
-                        "description": "Unauthorized",
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "403": {
                         "description": "PERMISSION_DENIED",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "404": {
                         "description": "NOT_FOUND (the sandbox)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "409": {
                         "description": "SANDBOX_STATE_CONFLICT",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "413": {
                         "description": "PAYLOAD_TOO_LARGE",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "501": {
                         "description": "NOT_SUPPORTED",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "PROVIDER_UNAVAILABLE or UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     }
                 }
@@ -1056,9 +2449,11 @@ const docTemplate = `{
                     "owners"
                 ],
                 "summary": "Transfer a sandbox to another owner",
+                "operationId": "transferSandboxOwner",
                 "parameters": [
                     {
                         "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
                         "description": "sandbox id",
                         "name": "id",
                         "in": "path",
@@ -1079,30 +2474,120 @@ const docTemplate = `{
                         "description": "OK",
                         "schema": {
                             "$ref": "#/definitions/Sandbox"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "400": {
-                        "description": "Bad Request",
+                        "description": "INVALID_REQUEST",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "401": {
-                        "description": "Unauthorized",
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "404": {
-                        "description": "Not Found",
+                        "description": "NOT_FOUND",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "409": {
                         "description": "SANDBOX_STATE_CONFLICT",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "413": {
+                        "description": "PAYLOAD_TOO_LARGE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     }
                 }
@@ -1126,9 +2611,11 @@ const docTemplate = `{
                     "sandboxes"
                 ],
                 "summary": "Renew a sandbox's TTL",
+                "operationId": "renewSandbox",
                 "parameters": [
                     {
                         "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
                         "description": "sandbox id",
                         "name": "id",
                         "in": "path",
@@ -1146,33 +2633,135 @@ const docTemplate = `{
                 ],
                 "responses": {
                     "200": {
-                        "description": "OK",
+                        "description": "the sandbox; capped is true when the deadline was cut to the max lifetime",
                         "schema": {
-                            "$ref": "#/definitions/RenewedSandbox"
+                            "allOf": [
+                                {
+                                    "$ref": "#/definitions/Sandbox"
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "capped": {
+                                            "type": "boolean"
+                                        }
+                                    }
+                                }
+                            ]
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "400": {
-                        "description": "Bad Request",
+                        "description": "INVALID_REQUEST",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "401": {
-                        "description": "Unauthorized",
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "404": {
-                        "description": "Not Found",
+                        "description": "NOT_FOUND",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     },
                     "409": {
                         "description": "SANDBOX_STATE_CONFLICT",
                         "schema": {
                             "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "413": {
+                        "description": "PAYLOAD_TOO_LARGE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
                         }
                     }
                 }
@@ -1182,12 +2771,20 @@ const docTemplate = `{
     "definitions": {
         "Capabilities": {
             "type": "object",
+            "required": [
+                "exec",
+                "files"
+            ],
             "properties": {
                 "exec": {
-                    "type": "boolean"
+                    "description": "Exec is true when the provider runs commands (POST /v1/sandboxes/{id}/exec).",
+                    "type": "boolean",
+                    "example": true
                 },
                 "files": {
-                    "type": "boolean"
+                    "description": "Files is true when the provider moves files and archives in and out.",
+                    "type": "boolean",
+                    "example": true
                 }
             }
         },
@@ -1199,6 +2796,9 @@ const docTemplate = `{
                     "type": "object",
                     "additionalProperties": {
                         "type": "string"
+                    },
+                    "example": {
+                        "PYTHONUNBUFFERED": "1"
                     }
                 },
                 "labels": {
@@ -1206,6 +2806,9 @@ const docTemplate = `{
                     "type": "object",
                     "additionalProperties": {
                         "type": "string"
+                    },
+                    "example": {
+                        "team": "ml"
                     }
                 },
                 "owner": {
@@ -1214,7 +2817,7 @@ const docTemplate = `{
                     "example": "agent-42"
                 },
                 "params": {
-                    "description": "Params are provider-specific options.",
+                    "description": "Params are provider-specific options, a JSON object of any shape (see GET /v1/providers and docs/providers.md).",
                     "type": "object"
                 },
                 "provider": {
@@ -1224,45 +2827,87 @@ const docTemplate = `{
                 },
                 "setup": {
                     "description": "Setup is a shell script run inside the sandbox before it counts as ready; failure means failed.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "pip install -q requests"
                 },
                 "ttl_seconds": {
                     "description": "TTLSeconds is the sandbox's lifetime; default: the server's default TTL.",
                     "type": "integer",
+                    "format": "int64",
                     "example": 3600
                 }
             }
         },
         "Event": {
             "type": "object",
+            "required": [
+                "actor",
+                "at",
+                "from",
+                "id",
+                "message",
+                "reason",
+                "sandbox_id",
+                "to"
+            ],
             "properties": {
                 "actor": {
+                    "description": "Actor is who caused the transition.",
                     "type": "string",
                     "enum": [
                         "client",
                         "executor",
                         "janitor"
                     ],
+                    "x-enum-varnames": [
+                        "EventActorClient",
+                        "EventActorExecutor",
+                        "EventActorJanitor"
+                    ],
                     "example": "executor"
                 },
                 "at": {
-                    "type": "string"
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T15:04:06.5Z"
                 },
                 "from": {
-                    "description": "From is null for the event that records the request.",
+                    "description": "From is the state before the transition; null for the event that records the request.",
                     "type": "string",
+                    "enum": [
+                        "requested",
+                        "creating",
+                        "ready",
+                        "cancelled",
+                        "terminated",
+                        "failed"
+                    ],
+                    "x-enum-schema": "SandboxState",
+                    "x-enum-varnames": [
+                        "SandboxStateRequested",
+                        "SandboxStateCreating",
+                        "SandboxStateReady",
+                        "SandboxStateCancelled",
+                        "SandboxStateTerminated",
+                        "SandboxStateFailed"
+                    ],
+                    "x-nullable": true,
                     "example": "creating"
                 },
                 "id": {
                     "description": "ID orders events; pass the last one seen as after (or cursor).",
                     "type": "integer",
+                    "format": "int64",
                     "example": 42
                 },
                 "message": {
-                    "type": "string"
+                    "type": "string",
+                    "example": "created by provider sim"
                 },
                 "reason": {
+                    "description": "Reason is the reason recorded with the transition (a sandbox's end reason, or owner_transferred); null when there is none.",
                     "type": "string",
+                    "x-nullable": true,
                     "example": "requested"
                 },
                 "sandbox_id": {
@@ -1270,13 +2915,35 @@ const docTemplate = `{
                     "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"
                 },
                 "to": {
+                    "description": "To is the state after the transition.",
                     "type": "string",
+                    "enum": [
+                        "requested",
+                        "creating",
+                        "ready",
+                        "cancelled",
+                        "terminated",
+                        "failed"
+                    ],
+                    "x-enum-schema": "SandboxState",
+                    "x-enum-varnames": [
+                        "SandboxStateRequested",
+                        "SandboxStateCreating",
+                        "SandboxStateReady",
+                        "SandboxStateCancelled",
+                        "SandboxStateTerminated",
+                        "SandboxStateFailed"
+                    ],
                     "example": "ready"
                 }
             }
         },
         "EventList": {
             "type": "object",
+            "required": [
+                "items",
+                "next_cursor"
+            ],
             "properties": {
                 "items": {
                     "type": "array",
@@ -1285,13 +2952,18 @@ const docTemplate = `{
                     }
                 },
                 "next_cursor": {
-                    "description": "NextCursor fetches the next page; null when this page was not full.",
-                    "type": "string"
+                    "description": "NextCursor fetches the next page (pass it as cursor); null when this page was not full.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "42"
                 }
             }
         },
         "ExecRequest": {
             "type": "object",
+            "required": [
+                "command"
+            ],
             "properties": {
                 "command": {
                     "description": "Command is run with sh -c inside the sandbox.",
@@ -1303,11 +2975,15 @@ const docTemplate = `{
                     "type": "object",
                     "additionalProperties": {
                         "type": "string"
+                    },
+                    "example": {
+                        "PYTHONUNBUFFERED": "1"
                     }
                 },
                 "timeout_seconds": {
                     "description": "TimeoutSeconds bounds the command: absent means the default (60 s), 0 means the server's maximum (MAX_EXEC_TIMEOUT), anything else at most that maximum. Past it the command and everything it started are killed.",
                     "type": "integer",
+                    "format": "int64",
                     "example": 30
                 },
                 "workdir": {
@@ -1319,41 +2995,58 @@ const docTemplate = `{
         },
         "ExecResult": {
             "type": "object",
+            "required": [
+                "exit_code",
+                "oom_killed",
+                "output",
+                "timed_out",
+                "timeout_seconds",
+                "truncated"
+            ],
             "properties": {
                 "exit_code": {
+                    "description": "ExitCode is the command's exit status.",
                     "type": "integer",
                     "example": 0
                 },
                 "oom_killed": {
                     "description": "OOMKilled is true when the sandbox's memory limit killed a process while the command ran (its exit_code is then usually 137).",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "output": {
-                    "description": "Output is the command's combined stdout and stderr.",
+                    "description": "Output is the command's combined stdout and stderr; empty in a streaming exec's exit event (the output came as stdout and stderr events).",
                     "type": "string",
                     "example": "OPEN_SANDBOX_ALIVE\n"
                 },
                 "timed_out": {
                     "description": "TimedOut is true when the command was killed at its timeout (exit_code is then 124).",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "timeout_seconds": {
                     "description": "TimeoutSeconds is the limit that applied: the one asked for, the default, or the server's maximum.",
                     "type": "integer",
+                    "format": "int64",
                     "example": 30
                 },
                 "truncated": {
                     "description": "Truncated is true when the output exceeded the server's cap and was cut.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 }
             }
         },
         "Health": {
             "type": "object",
+            "required": [
+                "status"
+            ],
             "properties": {
                 "detail": {
                     "description": "Detail says what is wrong when status is unavailable.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "postgres is unreachable or its schema is not current"
                 },
                 "status": {
                     "type": "string",
@@ -1361,15 +3054,26 @@ const docTemplate = `{
                         "ok",
                         "unavailable"
                     ],
+                    "x-enum-varnames": [
+                        "HealthStatusOk",
+                        "HealthStatusUnavailable"
+                    ],
                     "example": "ok"
                 }
             }
         },
         "OwnerLease": {
             "type": "object",
+            "required": [
+                "expires_at",
+                "owner"
+            ],
             "properties": {
                 "expires_at": {
-                    "type": "string"
+                    "description": "ExpiresAt is when the lease lapses unless renewed.",
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T15:05:05Z"
                 },
                 "owner": {
                     "type": "string",
@@ -1379,16 +3083,25 @@ const docTemplate = `{
         },
         "OwnerRelease": {
             "type": "object",
+            "required": [
+                "owner",
+                "sandbox_ids",
+                "sandboxes_ended"
+            ],
             "properties": {
                 "owner": {
                     "type": "string",
                     "example": "agent-42"
                 },
                 "sandbox_ids": {
+                    "description": "SandboxIDs are the ids of the sandboxes this request ended.",
                     "type": "array",
                     "items": {
                         "type": "string"
-                    }
+                    },
+                    "example": [
+                        "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"
+                    ]
                 },
                 "sandboxes_ended": {
                     "description": "SandboxesEnded counts the live sandboxes this request ended.",
@@ -1399,6 +3112,9 @@ const docTemplate = `{
         },
         "OwnerRequest": {
             "type": "object",
+            "required": [
+                "owner"
+            ],
             "properties": {
                 "owner": {
                     "description": "Owner becomes the sandbox's owner.",
@@ -1409,6 +3125,13 @@ const docTemplate = `{
         },
         "Problem": {
             "type": "object",
+            "required": [
+                "code",
+                "detail",
+                "status",
+                "title",
+                "type"
+            ],
             "properties": {
                 "code": {
                     "description": "Code is the stable, machine-readable error code.",
@@ -1432,6 +3155,25 @@ const docTemplate = `{
                         "INTERNAL",
                         "UNAVAILABLE"
                     ],
+                    "x-enum-varnames": [
+                        "ProblemCodeInvalidRequest",
+                        "ProblemCodeUnauthenticated",
+                        "ProblemCodeForbidden",
+                        "ProblemCodeNotFound",
+                        "ProblemCodeSandboxStateConflict",
+                        "ProblemCodeIdempotencyKeyReused",
+                        "ProblemCodeUnknownProvider",
+                        "ProblemCodeProviderUnavailable",
+                        "ProblemCodeNotSupported",
+                        "ProblemCodePayloadTooLarge",
+                        "ProblemCodeQuotaExceeded",
+                        "ProblemCodeFileNotFound",
+                        "ProblemCodeIsDirectory",
+                        "ProblemCodePermissionDenied",
+                        "ProblemCodeInvalidPath",
+                        "ProblemCodeInternal",
+                        "ProblemCodeUnavailable"
+                    ],
                     "example": "NOT_FOUND"
                 },
                 "detail": {
@@ -1440,12 +3182,30 @@ const docTemplate = `{
                     "example": "sandbox sbx_... not found"
                 },
                 "request_id": {
-                    "description": "RequestID identifies the request in Tether's logs.",
-                    "type": "string"
+                    "description": "RequestID identifies the request in Tether's logs (the X-Request-ID response header).",
+                    "type": "string",
+                    "example": "5f1c2d9e4b7a8c03"
                 },
                 "state": {
-                    "description": "State is the sandbox's current state, for SANDBOX_STATE_CONFLICT.",
+                    "description": "State is the sandbox's current state, for SANDBOX_STATE_CONFLICT; absent otherwise.",
                     "type": "string",
+                    "enum": [
+                        "requested",
+                        "creating",
+                        "ready",
+                        "cancelled",
+                        "terminated",
+                        "failed"
+                    ],
+                    "x-enum-schema": "SandboxState",
+                    "x-enum-varnames": [
+                        "SandboxStateRequested",
+                        "SandboxStateCreating",
+                        "SandboxStateReady",
+                        "SandboxStateCancelled",
+                        "SandboxStateTerminated",
+                        "SandboxStateFailed"
+                    ],
                     "example": "terminated"
                 },
                 "status": {
@@ -1467,10 +3227,20 @@ const docTemplate = `{
         },
         "Provider": {
             "type": "object",
+            "required": [
+                "available",
+                "capabilities",
+                "default",
+                "name",
+                "notes",
+                "reason",
+                "work_dir"
+            ],
             "properties": {
                 "available": {
                     "description": "Available is false when the provider cannot create sandboxes on this host; reason says why.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": true
                 },
                 "capabilities": {
                     "$ref": "#/definitions/Capabilities"
@@ -1484,22 +3254,34 @@ const docTemplate = `{
                     "example": "sim"
                 },
                 "notes": {
+                    "description": "Notes are facts about the provider worth knowing, such as its limits.",
                     "type": "array",
                     "items": {
                         "type": "string"
-                    }
+                    },
+                    "example": [
+                        "no network by default"
+                    ]
                 },
                 "reason": {
-                    "type": "string"
+                    "description": "Reason says why the provider is unavailable; null when it is available.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "bubblewrap (bwrap) is not installed"
                 },
                 "work_dir": {
-                    "description": "WorkDir is the working directory inside this provider's sandboxes.",
-                    "type": "string"
+                    "description": "WorkDir is the working directory inside this provider's sandboxes; null when the provider has none.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "/workspace"
                 }
             }
         },
         "ProviderList": {
             "type": "object",
+            "required": [
+                "items"
+            ],
             "properties": {
                 "items": {
                     "type": "array",
@@ -1509,130 +3291,63 @@ const docTemplate = `{
                 }
             }
         },
-        "RenewedSandbox": {
-            "type": "object",
-            "properties": {
-                "attempts": {
-                    "description": "Attempts counts the provider create calls made so far.",
-                    "type": "integer"
-                },
-                "capped": {
-                    "description": "Capped is true when now+ttl_seconds ran past the max lifetime and the\ndeadline was set to the max lifetime instead.",
-                    "type": "boolean"
-                },
-                "create_deadline": {
-                    "description": "CreateDeadline is when creation gives up and the sandbox fails.",
-                    "type": "string"
-                },
-                "created_at": {
-                    "type": "string"
-                },
-                "ended_at": {
-                    "type": "string"
-                },
-                "error": {
-                    "description": "Error is why creation failed, or the last retryable error while creating.",
-                    "type": "string"
-                },
-                "expires_at": {
-                    "description": "ExpiresAt is the deadline after which the sandbox is ended (reason expired).",
-                    "type": "string"
-                },
-                "id": {
-                    "type": "string",
-                    "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"
-                },
-                "labels": {
-                    "type": "object",
-                    "additionalProperties": {
-                        "type": "string"
-                    }
-                },
-                "owner": {
-                    "type": "string",
-                    "example": "agent-42"
-                },
-                "provider": {
-                    "type": "string",
-                    "example": "sim"
-                },
-                "provider_id": {
-                    "description": "ProviderID is the provider's own name for the sandbox, once ready.",
-                    "type": "string"
-                },
-                "ready_at": {
-                    "type": "string"
-                },
-                "reason": {
-                    "description": "Reason says why a terminal sandbox ended.",
-                    "type": "string",
-                    "enum": [
-                        "requested",
-                        "owner_released",
-                        "owner_expired",
-                        "expired",
-                        "create_failed",
-                        "lost"
-                    ],
-                    "example": "requested"
-                },
-                "release_error": {
-                    "description": "ReleaseError is the last failed destroy's error while released is false.",
-                    "type": "string"
-                },
-                "released": {
-                    "description": "Released is true once the provider confirmed the sandbox's resources gone.",
-                    "type": "boolean"
-                },
-                "released_at": {
-                    "description": "ReleasedAt is when the provider confirmed the resources gone.",
-                    "type": "string"
-                },
-                "state": {
-                    "type": "string",
-                    "enum": [
-                        "requested",
-                        "creating",
-                        "ready",
-                        "cancelled",
-                        "terminated",
-                        "failed"
-                    ],
-                    "example": "ready"
-                },
-                "updated_at": {
-                    "type": "string"
-                },
-                "work_dir": {
-                    "description": "WorkDir is the working directory inside the sandbox, once ready.",
-                    "type": "string"
-                }
-            }
-        },
         "Sandbox": {
             "type": "object",
+            "required": [
+                "attempts",
+                "create_deadline",
+                "created_at",
+                "ended_at",
+                "error",
+                "expires_at",
+                "id",
+                "labels",
+                "owner",
+                "provider",
+                "provider_id",
+                "ready_at",
+                "reason",
+                "released",
+                "released_at",
+                "state",
+                "updated_at",
+                "work_dir"
+            ],
             "properties": {
                 "attempts": {
                     "description": "Attempts counts the provider create calls made so far.",
-                    "type": "integer"
+                    "type": "integer",
+                    "example": 1
                 },
                 "create_deadline": {
                     "description": "CreateDeadline is when creation gives up and the sandbox fails.",
-                    "type": "string"
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T15:09:05Z"
                 },
                 "created_at": {
-                    "type": "string"
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T15:04:05.123456Z"
                 },
                 "ended_at": {
-                    "type": "string"
+                    "description": "EndedAt is when the sandbox reached a terminal state; null while it is live.",
+                    "type": "string",
+                    "format": "date-time",
+                    "x-nullable": true,
+                    "example": "2026-01-02T16:04:05Z"
                 },
                 "error": {
-                    "description": "Error is why creation failed, or the last retryable error while creating.",
-                    "type": "string"
+                    "description": "Error is why creation failed, or the last retryable error while creating; null when there is none.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "provider sim: out of capacity"
                 },
                 "expires_at": {
                     "description": "ExpiresAt is the deadline after which the sandbox is ended (reason expired).",
-                    "type": "string"
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T16:04:05Z"
                 },
                 "id": {
                     "type": "string",
@@ -1642,10 +3357,15 @@ const docTemplate = `{
                     "type": "object",
                     "additionalProperties": {
                         "type": "string"
+                    },
+                    "example": {
+                        "team": "ml"
                     }
                 },
                 "owner": {
+                    "description": "Owner is the client that owns the sandbox; null for a sandbox without one.",
                     "type": "string",
+                    "x-nullable": true,
                     "example": "agent-42"
                 },
                 "provider": {
@@ -1653,14 +3373,20 @@ const docTemplate = `{
                     "example": "sim"
                 },
                 "provider_id": {
-                    "description": "ProviderID is the provider's own name for the sandbox, once ready.",
-                    "type": "string"
+                    "description": "ProviderID is the provider's own name for the sandbox, once ready; null before.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "sim-5q3k8w1m"
                 },
                 "ready_at": {
-                    "type": "string"
+                    "description": "ReadyAt is when the sandbox became ready; null until then.",
+                    "type": "string",
+                    "format": "date-time",
+                    "x-nullable": true,
+                    "example": "2026-01-02T15:04:06.5Z"
                 },
                 "reason": {
-                    "description": "Reason says why a terminal sandbox ended.",
+                    "description": "Reason says why a terminal sandbox ended; null while it is live.",
                     "type": "string",
                     "enum": [
                         "requested",
@@ -1670,21 +3396,36 @@ const docTemplate = `{
                         "create_failed",
                         "lost"
                     ],
+                    "x-enum-schema": "SandboxReason",
+                    "x-enum-varnames": [
+                        "SandboxReasonRequested",
+                        "SandboxReasonOwnerReleased",
+                        "SandboxReasonOwnerExpired",
+                        "SandboxReasonExpired",
+                        "SandboxReasonCreateFailed",
+                        "SandboxReasonLost"
+                    ],
+                    "x-nullable": true,
                     "example": "requested"
                 },
                 "release_error": {
-                    "description": "ReleaseError is the last failed destroy's error while released is false.",
+                    "description": "ReleaseError is the last failed destroy's error while released is false; absent when there is none.",
                     "type": "string"
                 },
                 "released": {
                     "description": "Released is true once the provider confirmed the sandbox's resources gone.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "released_at": {
-                    "description": "ReleasedAt is when the provider confirmed the resources gone.",
-                    "type": "string"
+                    "description": "ReleasedAt is when the provider confirmed the resources gone; null until then.",
+                    "type": "string",
+                    "format": "date-time",
+                    "x-nullable": true,
+                    "example": "2026-01-02T16:04:06Z"
                 },
                 "state": {
+                    "description": "State is where the sandbox is in its lifecycle: requested, creating and ready are live, the rest terminal.",
                     "type": "string",
                     "enum": [
                         "requested",
@@ -1694,19 +3435,36 @@ const docTemplate = `{
                         "terminated",
                         "failed"
                     ],
+                    "x-enum-schema": "SandboxState",
+                    "x-enum-varnames": [
+                        "SandboxStateRequested",
+                        "SandboxStateCreating",
+                        "SandboxStateReady",
+                        "SandboxStateCancelled",
+                        "SandboxStateTerminated",
+                        "SandboxStateFailed"
+                    ],
                     "example": "ready"
                 },
                 "updated_at": {
-                    "type": "string"
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T15:04:06.5Z"
                 },
                 "work_dir": {
-                    "description": "WorkDir is the working directory inside the sandbox, once ready.",
-                    "type": "string"
+                    "description": "WorkDir is the working directory inside the sandbox, once ready; null before.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "/workspace"
                 }
             }
         },
         "SandboxList": {
             "type": "object",
+            "required": [
+                "items",
+                "next_cursor"
+            ],
             "properties": {
                 "items": {
                     "type": "array",
@@ -1715,17 +3473,23 @@ const docTemplate = `{
                     }
                 },
                 "next_cursor": {
-                    "description": "NextCursor fetches the next page; null at the end.",
-                    "type": "string"
+                    "description": "NextCursor fetches the next page (pass it as cursor); null at the end.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "MTc2NzM2NjI0NTEyMzQ1NnxzYnhfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o"
                 }
             }
         },
         "TTLRequest": {
             "type": "object",
+            "required": [
+                "ttl_seconds"
+            ],
             "properties": {
                 "ttl_seconds": {
                     "description": "TTLSeconds is the new lifetime from now, 1 to the server's max lifetime.",
                     "type": "integer",
+                    "format": "int64",
                     "example": 60
                 }
             }
@@ -1733,12 +3497,42 @@ const docTemplate = `{
     },
     "securityDefinitions": {
         "BearerAuth": {
-            "description": "\"Bearer \" followed by an API key (tether keys create --tenant NAME).",
+            "description": "An API key (tether keys create --tenant NAME), sent as \"Authorization: Bearer KEY\".",
             "type": "apiKey",
             "name": "Authorization",
             "in": "header"
         }
-    }
+    },
+    "tags": [
+        {
+            "description": "Request, list, watch, renew and end sandboxes.",
+            "name": "sandboxes"
+        },
+        {
+            "description": "The history of each sandbox, and the tenant's feed of every transition.",
+            "name": "events"
+        },
+        {
+            "description": "Owners are clients that hold a lease; when it lapses, their sandboxes end.",
+            "name": "owners"
+        },
+        {
+            "description": "Run commands in ready sandboxes and move files and folders in and out.",
+            "name": "data plane"
+        },
+        {
+            "description": "The providers enabled on this server and what they can do.",
+            "name": "providers"
+        },
+        {
+            "description": "Liveness, readiness and metrics, for load balancers and monitoring; no authentication.",
+            "name": "health"
+        },
+        {
+            "description": "This API's OpenAPI document; no authentication.",
+            "name": "docs"
+        }
+    ]
 }`
 
 // SwaggerInfo holds exported Swagger Info so clients can modify it

@@ -12,19 +12,28 @@ import (
 //
 //	@Summary		Upload a folder into a sandbox, as a tar archive
 //	@Description	Extracts the tar archive in the request body into the folder at path (made if missing; what is there already stays unless the archive replaces it). The archive is extracted aside first and copied into place only once it arrived whole: a refused or broken archive leaves the folder as it was. Path rules, limits (MAX_FILE_BYTES for the archive) and errors are those of the file routes; a body that is not a tar archive is 400 INVALID_REQUEST.
+//	@ID				putArchive
 //	@Tags			data plane
 //	@Accept			application/x-tar
-//	@Param			id		path	string	true	"sandbox id"
+//	@Produce		json
+//	@Param			id		path	string	true	"sandbox id"									example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
 //	@Param			path	query	string	true	"absolute path of a folder inside the sandbox"	example(/workspace)
 //	@Param			archive	body	string	true	"a tar archive"
-//	@Success		204
-//	@Failure		400	{object}	Problem	"INVALID_PATH, INVALID_REQUEST"
-//	@Failure		401	{object}	Problem
-//	@Failure		403	{object}	Problem	"PERMISSION_DENIED"
-//	@Failure		404	{object}	Problem	"NOT_FOUND (the sandbox)"
-//	@Failure		409	{object}	Problem	"SANDBOX_STATE_CONFLICT"
-//	@Failure		413	{object}	Problem	"PAYLOAD_TOO_LARGE"
-//	@Failure		501	{object}	Problem	"NOT_SUPPORTED"
+//	@Success		204		"extracted"
+//	@Failure		400		{object}	Problem				"INVALID_PATH, INVALID_REQUEST"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		403		{object}	Problem				"PERMISSION_DENIED"
+//	@Failure		404		{object}	Problem				"NOT_FOUND (the sandbox)"
+//	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT"
+//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		501		{object}	Problem				"NOT_SUPPORTED"
+//	@Failure		503		{object}	Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/archive [put]
 func handleArchivePut(cfg Config, st sandboxGetter, providers map[string]sandbox.Provider) handlerFunc {
@@ -49,17 +58,26 @@ func handleArchivePut(cfg Config, st sandboxGetter, providers map[string]sandbox
 //
 //	@Summary		Download a folder from a sandbox, as a tar archive
 //	@Description	Streams the folder at path as a tar archive (members relative to the folder). A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
+//	@ID				getArchive
 //	@Tags			data plane
 //	@Produce		application/x-tar
-//	@Param			id		path		string	true	"sandbox id"
-//	@Param			path	query		string	true	"absolute path of a folder inside the sandbox"	example(/workspace)
-//	@Success		200		{file}		binary
-//	@Failure		400		{object}	Problem	"INVALID_PATH"
-//	@Failure		401		{object}	Problem
-//	@Failure		403		{object}	Problem	"PERMISSION_DENIED"
-//	@Failure		404		{object}	Problem	"FILE_NOT_FOUND or NOT_FOUND"
-//	@Failure		409		{object}	Problem	"SANDBOX_STATE_CONFLICT"
-//	@Failure		501		{object}	Problem	"NOT_SUPPORTED"
+//	@Param			id		path		string				true	"sandbox id"									example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
+//	@Param			path	query		string				true	"absolute path of a folder inside the sandbox"	example(/workspace)
+//	@Success		200		{file}		binary				"a tar archive of the folder"
+//	@Failure		400		{object}	Problem				"INVALID_PATH"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		403		{object}	Problem				"PERMISSION_DENIED"
+//	@Failure		404		{object}	Problem				"FILE_NOT_FOUND or NOT_FOUND"
+//	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT"
+//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		501		{object}	Problem				"NOT_SUPPORTED"
+//	@Failure		503		{object}	Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/archive [get]
 func handleArchiveGet(st sandboxGetter, providers map[string]sandbox.Provider) handlerFunc {

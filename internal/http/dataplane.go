@@ -21,26 +21,27 @@ type ExecRequest struct {
 	// Command is run with sh -c inside the sandbox.
 	Command string `json:"command" example:"printf 'OPEN_SANDBOX_ALIVE\\n'"`
 	// TimeoutSeconds bounds the command: absent means the default (60 s), 0 means the server's maximum (MAX_EXEC_TIMEOUT), anything else at most that maximum. Past it the command and everything it started are killed.
-	TimeoutSeconds *int64 `json:"timeout_seconds,omitempty" example:"30"`
+	TimeoutSeconds *int64 `json:"timeout_seconds,omitempty" format:"int64" example:"30"`
 	// Env adds environment variables for this command.
-	Env map[string]string `json:"env,omitempty"`
+	Env map[string]string `json:"env,omitempty" example:"PYTHONUNBUFFERED:1"`
 	// WorkDir is where the command starts (default: the sandbox's working directory).
 	WorkDir string `json:"workdir,omitempty" example:"/workspace"`
 } // @name ExecRequest
 
 // ExecResult is a command's outcome.
 type ExecResult struct {
-	// Output is the command's combined stdout and stderr.
-	Output   string `json:"output" example:"OPEN_SANDBOX_ALIVE\n"`
-	ExitCode int    `json:"exit_code" example:"0"`
+	// Output is the command's combined stdout and stderr; empty in a streaming exec's exit event (the output came as stdout and stderr events).
+	Output string `json:"output" example:"OPEN_SANDBOX_ALIVE\n"`
+	// ExitCode is the command's exit status.
+	ExitCode int `json:"exit_code" example:"0"`
 	// Truncated is true when the output exceeded the server's cap and was cut.
-	Truncated bool `json:"truncated"`
+	Truncated bool `json:"truncated" example:"false"`
 	// TimedOut is true when the command was killed at its timeout (exit_code is then 124).
-	TimedOut bool `json:"timed_out"`
+	TimedOut bool `json:"timed_out" example:"false"`
 	// TimeoutSeconds is the limit that applied: the one asked for, the default, or the server's maximum.
-	TimeoutSeconds int64 `json:"timeout_seconds" example:"30"`
+	TimeoutSeconds int64 `json:"timeout_seconds" format:"int64" example:"30"`
 	// OOMKilled is true when the sandbox's memory limit killed a process while the command ran (its exit_code is then usually 137).
-	OOMKilled bool `json:"oom_killed"`
+	OOMKilled bool `json:"oom_killed" example:"false"`
 } // @name ExecResult
 
 // dataPlane finds the sandbox a data-plane request is for and checks it is
@@ -74,19 +75,28 @@ func dataPlane[C any](c *gin.Context, st sandboxGetter, providers map[string]san
 //	@Summary		Run a command in a sandbox
 //	@Description	Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
 //	@Description
-//	@Description	With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is `{"data":"..."}` (a chunk of text), then one `exit` event whose data is the ExecResult without output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+//	@Description	With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is `{"data":"..."}` (an OutputChunk), then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+//	@ID				execInSandbox
 //	@Tags			data plane
 //	@Accept			json
 //	@Produce		json,text/event-stream
-//	@Param			id		path		string		true	"sandbox id"
-//	@Param			request	body		ExecRequest	true	"the command"
-//	@Success		200		{object}	ExecResult
-//	@Failure		400		{object}	Problem
-//	@Failure		401		{object}	Problem
-//	@Failure		404		{object}	Problem
-//	@Failure		409		{object}	Problem	"SANDBOX_STATE_CONFLICT"
-//	@Failure		501		{object}	Problem	"NOT_SUPPORTED"
-//	@Failure		503		{object}	Problem	"PROVIDER_UNAVAILABLE"
+//	@Param			id		path		string				true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
+//	@Param			request	body		ExecRequest			true	"the command"
+//	@Success		200		{object}	ExecResult			"the command's outcome, or (text/event-stream) its output as it comes"
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST or INVALID_PATH"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		403		{object}	Problem				"PERMISSION_DENIED"
+//	@Failure		404		{object}	Problem				"NOT_FOUND"
+//	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT"
+//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		501		{object}	Problem				"NOT_SUPPORTED"
+//	@Failure		503		{object}	Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/exec [post]
 func handleSandboxExec(log *slog.Logger, cfg Config, st sandboxGetter, providers map[string]sandbox.Provider, draining context.Context) handlerFunc {
@@ -153,7 +163,7 @@ var errDraining = errors.New("the server is shutting down")
 // OutputChunk is the data of a streaming exec's stdout and stderr events.
 type OutputChunk struct {
 	// Data is a chunk of the command's output, as text.
-	Data string `json:"data"`
+	Data string `json:"data" example:"hello\n"`
 } // @name OutputChunk
 
 // streamExec runs the command, passing its output on as Server-Sent Events.
@@ -237,19 +247,28 @@ func filePath(c *gin.Context) (string, error) {
 //
 //	@Summary		Upload a file into a sandbox
 //	@Description	Streams the raw request body into the file at path (parent folders are created). The file is replaced only once the whole body arrived: a failed or rejected upload leaves the previous file as it was. Only the sandbox's writable areas (/workspace, /tmp for the local provider) accept writes; other paths are 400 INVALID_PATH. A directory at path is 400 IS_DIRECTORY; a folder the sandbox user may not write is 403 PERMISSION_DENIED. Bodies over the server's file limit are 413.
+//	@ID				putFile
 //	@Tags			data plane
 //	@Accept			octet-stream
-//	@Param			id		path	string	true	"sandbox id"
-//	@Param			path	query	string	true	"absolute path inside the sandbox"
+//	@Produce		json
+//	@Param			id		path	string	true	"sandbox id"						example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
+//	@Param			path	query	string	true	"absolute path inside the sandbox"	example(/workspace/main.py)
 //	@Param			content	body	string	true	"the file's bytes"
-//	@Success		204
-//	@Failure		400	{object}	Problem	"INVALID_PATH, IS_DIRECTORY, INVALID_REQUEST"
-//	@Failure		401	{object}	Problem
-//	@Failure		403	{object}	Problem	"PERMISSION_DENIED"
-//	@Failure		404	{object}	Problem	"NOT_FOUND (the sandbox)"
-//	@Failure		409	{object}	Problem	"SANDBOX_STATE_CONFLICT"
-//	@Failure		413	{object}	Problem	"PAYLOAD_TOO_LARGE"
-//	@Failure		501	{object}	Problem	"NOT_SUPPORTED"
+//	@Success		204		"written"
+//	@Failure		400		{object}	Problem				"INVALID_PATH, IS_DIRECTORY, INVALID_REQUEST"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		403		{object}	Problem				"PERMISSION_DENIED"
+//	@Failure		404		{object}	Problem				"NOT_FOUND (the sandbox)"
+//	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT"
+//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		501		{object}	Problem				"NOT_SUPPORTED"
+//	@Failure		503		{object}	Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/files [put]
 func handleFilePut(cfg Config, st sandboxGetter, providers map[string]sandbox.Provider) handlerFunc {
@@ -296,18 +315,26 @@ func (w *lazyWriter) Write(b []byte) (int, error) {
 //
 //	@Summary		Download a file from a sandbox
 //	@Description	Streams the file at path. A file over the server's file limit (MAX_FILE_BYTES) is 413 PAYLOAD_TOO_LARGE. A missing file is 404 FILE_NOT_FOUND (a missing sandbox is 404 NOT_FOUND); a directory is 400 IS_DIRECTORY; anything but a regular file is 400 INVALID_PATH; a file the sandbox user may not read is 403 PERMISSION_DENIED.
+//	@ID				getFile
 //	@Tags			data plane
 //	@Produce		octet-stream
-//	@Param			id		path		string	true	"sandbox id"
-//	@Param			path	query		string	true	"absolute path inside the sandbox"
-//	@Success		200		{file}		binary
-//	@Failure		400		{object}	Problem	"INVALID_PATH, IS_DIRECTORY"
-//	@Failure		401		{object}	Problem
-//	@Failure		403		{object}	Problem	"PERMISSION_DENIED"
-//	@Failure		404		{object}	Problem	"FILE_NOT_FOUND or NOT_FOUND"
-//	@Failure		409		{object}	Problem	"SANDBOX_STATE_CONFLICT"
-//	@Failure		413		{object}	Problem	"PAYLOAD_TOO_LARGE"
-//	@Failure		501		{object}	Problem	"NOT_SUPPORTED"
+//	@Param			id		path		string				true	"sandbox id"						example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
+//	@Param			path	query		string				true	"absolute path inside the sandbox"	example(/workspace/main.py)
+//	@Success		200		{file}		binary				"the file's bytes"
+//	@Failure		400		{object}	Problem				"INVALID_PATH, IS_DIRECTORY"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		403		{object}	Problem				"PERMISSION_DENIED"
+//	@Failure		404		{object}	Problem				"FILE_NOT_FOUND or NOT_FOUND"
+//	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT"
+//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		501		{object}	Problem				"NOT_SUPPORTED"
+//	@Failure		503		{object}	Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/files [get]
 func handleFileGet(cfg Config, st sandboxGetter, providers map[string]sandbox.Provider) handlerFunc {

@@ -14,22 +14,25 @@ import (
 // Event is one entry of a sandbox's history: one transition.
 type Event struct {
 	// ID orders events; pass the last one seen as after (or cursor).
-	ID        int64     `json:"id" example:"42"`
+	ID        int64     `json:"id" format:"int64" example:"42"`
 	SandboxID string    `json:"sandbox_id" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"`
-	At        time.Time `json:"at"`
-	// From is null for the event that records the request.
-	From    *string `json:"from" example:"creating"`
-	To      string  `json:"to" example:"ready"`
-	Reason  *string `json:"reason" example:"requested"`
-	Actor   string  `json:"actor" enums:"client,executor,janitor" example:"executor"`
-	Message string  `json:"message"`
+	At        time.Time `json:"at" format:"date-time" example:"2026-01-02T15:04:06.5Z"`
+	// From is the state before the transition; null for the event that records the request.
+	From *string `json:"from" extensions:"x-nullable,x-enum-schema=SandboxState" enums:"requested,creating,ready,cancelled,terminated,failed" x-enum-varnames:"SandboxStateRequested,SandboxStateCreating,SandboxStateReady,SandboxStateCancelled,SandboxStateTerminated,SandboxStateFailed" example:"creating"`
+	// To is the state after the transition.
+	To string `json:"to" extensions:"x-enum-schema=SandboxState" enums:"requested,creating,ready,cancelled,terminated,failed" x-enum-varnames:"SandboxStateRequested,SandboxStateCreating,SandboxStateReady,SandboxStateCancelled,SandboxStateTerminated,SandboxStateFailed" example:"ready"`
+	// Reason is the reason recorded with the transition (a sandbox's end reason, or owner_transferred); null when there is none.
+	Reason *string `json:"reason" extensions:"x-nullable" example:"requested"`
+	// Actor is who caused the transition.
+	Actor   string `json:"actor" enums:"client,executor,janitor" x-enum-varnames:"EventActorClient,EventActorExecutor,EventActorJanitor" example:"executor"`
+	Message string `json:"message" example:"created by provider sim"`
 } // @name Event
 
 // EventList is a page of events, oldest first.
 type EventList struct {
 	Items []Event `json:"items"`
-	// NextCursor fetches the next page; null when this page was not full.
-	NextCursor *string `json:"next_cursor"`
+	// NextCursor fetches the next page (pass it as cursor); null when this page was not full.
+	NextCursor *string `json:"next_cursor" extensions:"x-nullable" example:"42"`
 } // @name EventList
 
 type eventLister interface {
@@ -89,16 +92,25 @@ func parseEventPage(c *gin.Context) (after int64, limit int, err error) {
 // handleSandboxEvents returns a sandbox's history.
 //
 //	@Summary		A sandbox's event history
-//	@Description	Every transition of the sandbox, oldest first.
+//	@Description	Every transition of the sandbox, oldest first. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last event seen).
+//	@ID				listSandboxEvents
 //	@Tags			events
 //	@Produce		json
-//	@Param			id		path		string	true	"sandbox id"
-//	@Param			limit	query		int		false	"page size, 1-500 (default 50)"
-//	@Param			cursor	query		string	false	"next_cursor of the previous page"
+//	@Param			id		path		string	true	"sandbox id"																example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
+//	@Param			limit	query		int		false	"page size, 1-500 (default 50)"												minimum(1)	maximum(500)	example(50)
+//	@Param			cursor	query		string	false	"next_cursor of the previous page"											example(42)
+//	@Param			after	query		integer	false	"return events after this event id (the same position as cursor; pass one)"	format(int64)	minimum(0)	example(42)
 //	@Success		200		{object}	EventList
-//	@Failure		400		{object}	Problem
-//	@Failure		401		{object}	Problem
-//	@Failure		404		{object}	Problem
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	Problem				"NOT_FOUND"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/events [get]
 func handleSandboxEvents(st eventLister) handlerFunc {
@@ -125,14 +137,23 @@ func handleSandboxEvents(st eventLister) handlerFunc {
 // handleEvents returns the tenant's event feed.
 //
 //	@Summary		The tenant's event feed
-//	@Description	Every transition of every sandbox of the tenant, oldest first, for ops tooling: poll with after set to the last id seen.
+//	@Description	Every transition of every sandbox of the tenant, oldest first, for ops tooling. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last event seen); poll with the last id seen to follow the feed.
+//	@ID				listEvents
 //	@Tags			events
 //	@Produce		json
-//	@Param			after	query		int	false	"return events after this event id"
-//	@Param			limit	query		int	false	"page size, 1-500 (default 50)"
+//	@Param			limit	query		int		false	"page size, 1-500 (default 50)"												minimum(1)	maximum(500)	example(50)
+//	@Param			cursor	query		string	false	"next_cursor of the previous page"											example(42)
+//	@Param			after	query		integer	false	"return events after this event id (the same position as cursor; pass one)"	format(int64)	minimum(0)	example(42)
 //	@Success		200		{object}	EventList
-//	@Failure		400		{object}	Problem
-//	@Failure		401		{object}	Problem
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/events [get]
 func handleEvents(st eventLister) handlerFunc {

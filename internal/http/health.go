@@ -10,18 +10,22 @@ import (
 
 // Health is the body of /healthz and /readyz.
 type Health struct {
-	Status string `json:"status" enums:"ok,unavailable" example:"ok"`
+	Status string `json:"status" enums:"ok,unavailable" x-enum-varnames:"HealthStatusOk,HealthStatusUnavailable" example:"ok"`
 	// Detail says what is wrong when status is unavailable.
-	Detail string `json:"detail,omitempty"`
+	Detail string `json:"detail,omitempty" example:"postgres is unreachable or its schema is not current"`
 } // @name Health
 
 // handleHealthz reports that the process is alive.
 //
-//	@Summary	Liveness
-//	@Tags		health
-//	@Produce	json
-//	@Success	200	{object}	Health
-//	@Router		/healthz [get]
+//	@Summary		Liveness
+//	@Description	200 while the process serves HTTP; it checks nothing else.
+//	@ID				healthz
+//	@Tags			health
+//	@Produce		json
+//	@Success		200	{object}	Health
+//	@Failure		500	{object}	Problem			"INTERNAL"
+//	@Header			all	{string}	X-Request-ID	"identifies the request in Tether's logs"
+//	@Router			/healthz [get]
 func handleHealthz() handlerFunc {
 	return func(c *gin.Context) error {
 		return writeJSON(c, http.StatusOK, Health{Status: "ok"})
@@ -31,12 +35,16 @@ func handleHealthz() handlerFunc {
 // handleReadyz reports whether the service can serve: Postgres reachable
 // and the schema current. Providers never affect readiness.
 //
-//	@Summary	Readiness
-//	@Tags		health
-//	@Produce	json
-//	@Success	200	{object}	Health
-//	@Failure	503	{object}	Health
-//	@Router		/readyz [get]
+//	@Summary		Readiness
+//	@Description	200 when Postgres is reachable and the schema current; 503 otherwise. Providers never affect readiness.
+//	@ID				readyz
+//	@Tags			health
+//	@Produce		json
+//	@Success		200	{object}	Health
+//	@Failure		500	{object}	Problem			"INTERNAL"
+//	@Failure		503	{object}	Health			"not ready: status unavailable, detail says why"
+//	@Header			all	{string}	X-Request-ID	"identifies the request in Tether's logs"
+//	@Router			/readyz [get]
 func handleReadyz(ready func(context.Context) error) handlerFunc {
 	return func(c *gin.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)

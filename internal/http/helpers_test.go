@@ -280,7 +280,9 @@ var leakMarkers = []string{
 // do sends a request and reads the response. body is nil, a string or
 // []byte (sent as is), or anything else (sent as JSON). Every response is
 // checked for the properties that hold everywhere: never a 500, no
-// internals in the body, and well-formed problem documents.
+// internals in the body, and well-formed problem documents; and the request
+// and the response are checked against the OpenAPI document
+// (checkContract, in contract_test.go).
 func (b *bundle) do(t *testing.T, method, path string, body any, opts ...reqOpt) *response {
 	t.Helper()
 	var rq request
@@ -337,6 +339,7 @@ func (b *bundle) do(t *testing.T, method, path string, body any, opts ...reqOpt)
 	}
 	r := &response{Status: res.StatusCode, Header: res.Header, Body: got}
 	checkResponse(t, method, path, r)
+	checkContract(t, req, raw, r)
 	return r
 }
 
@@ -345,7 +348,7 @@ func checkResponse(t *testing.T, method, path string, r *response) {
 	if r.Status >= 500 && r.Status != http.StatusNotImplemented && r.Status != http.StatusServiceUnavailable {
 		t.Errorf("%s %s: got status %d, want no 5xx: %s", method, path, r.Status, r.Body)
 	}
-	if !strings.HasPrefix(path, "/metrics") && !strings.HasPrefix(path, "/swagger") {
+	if !strings.HasPrefix(path, "/metrics") && !strings.HasPrefix(path, "/swagger") && !strings.HasPrefix(path, "/openapi.") {
 		for _, m := range leakMarkers {
 			if bytes.Contains(r.Body, []byte(m)) {
 				t.Errorf("%s %s: response leaks internals (%q): %s", method, path, m, r.Body)

@@ -13,30 +13,34 @@ import (
 // TTLRequest is the body of a lease heartbeat or a renewal.
 type TTLRequest struct {
 	// TTLSeconds is the new lifetime from now, 1 to the server's max lifetime.
-	TTLSeconds *int64 `json:"ttl_seconds" example:"60"`
+	TTLSeconds *int64 `json:"ttl_seconds" format:"int64" example:"60"`
 } // @name TTLRequest
 
 // OwnerLease is an owner's lease.
 type OwnerLease struct {
-	Owner     string    `json:"owner" example:"agent-42"`
-	ExpiresAt time.Time `json:"expires_at"`
+	Owner string `json:"owner" example:"agent-42"`
+	// ExpiresAt is when the lease lapses unless renewed.
+	ExpiresAt time.Time `json:"expires_at" format:"date-time" example:"2026-01-02T15:05:05Z"`
 } // @name OwnerLease
 
 // OwnerRelease reports what ending an owner did.
 type OwnerRelease struct {
 	Owner string `json:"owner" example:"agent-42"`
 	// SandboxesEnded counts the live sandboxes this request ended.
-	SandboxesEnded int      `json:"sandboxes_ended" example:"2"`
-	SandboxIDs     []string `json:"sandbox_ids"`
+	SandboxesEnded int `json:"sandboxes_ended" example:"2"`
+	// SandboxIDs are the ids of the sandboxes this request ended.
+	SandboxIDs []string `json:"sandbox_ids" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"`
 } // @name OwnerRelease
 
-// RenewedSandbox is a sandbox after a renewal.
+// RenewedSandbox is a sandbox after a renewal. The OpenAPI document shows it
+// as Sandbox plus capped (renewSandbox's 200 response, Sandbox{capped=bool}),
+// not as a second copy of Sandbox's fields.
 type RenewedSandbox struct {
 	Sandbox
 	// Capped is true when now+ttl_seconds ran past the max lifetime and the
 	// deadline was set to the max lifetime instead.
 	Capped bool `json:"capped"`
-} // @name RenewedSandbox
+}
 
 type ownerStore interface {
 	RenewOwnerLease(ctx context.Context, tenant, owner string, ttl time.Duration) (time.Time, error)
@@ -75,15 +79,24 @@ func ownerParam(c *gin.Context) (string, error) {
 //
 //	@Summary		Heartbeat an owner's lease
 //	@Description	The owner is alive until now+ttl_seconds. When the lease lapses, the janitor ends the owner's sandboxes (reason owner_expired). An owner comes into being when a create names it; an owner this tenant never named is 404. A heartbeat after the lease lapsed starts a new lease; the sandboxes that outlived the old one are ended.
+//	@ID				putOwnerLease
 //	@Tags			owners
 //	@Accept			json
 //	@Produce		json
-//	@Param			owner	path		string		true	"owner name"
+//	@Param			owner	path		string		true	"owner name"	example(agent-42)
 //	@Param			request	body		TTLRequest	true	"the lease length"
 //	@Success		200		{object}	OwnerLease
-//	@Failure		400		{object}	Problem
-//	@Failure		401		{object}	Problem
-//	@Failure		404		{object}	Problem
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	Problem				"NOT_FOUND: an owner no create named"
+//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/owners/{owner}/lease [put]
 func handleOwnerLease(cfg Config, st ownerStore) handlerFunc {
@@ -111,12 +124,20 @@ func handleOwnerLease(cfg Config, st ownerStore) handlerFunc {
 //
 //	@Summary		End an owner
 //	@Description	The owner is done: its lease ends and all its live sandboxes are cancelled or terminated with reason owner_released. Idempotent; an owner with no sandboxes is not an error.
+//	@ID				releaseOwner
 //	@Tags			owners
 //	@Produce		json
-//	@Param			owner	path		string	true	"owner name"
+//	@Param			owner	path		string	true	"owner name"	example(agent-42)
 //	@Success		202		{object}	OwnerRelease
-//	@Failure		400		{object}	Problem
-//	@Failure		401		{object}	Problem
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST: not an owner name"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/owners/{owner} [delete]
 func handleOwnerRelease(st ownerStore) handlerFunc {
@@ -141,16 +162,25 @@ func handleOwnerRelease(st ownerStore) handlerFunc {
 //
 //	@Summary		Renew a sandbox's TTL
 //	@Description	Sets the deadline to now+ttl_seconds, capped at the sandbox's creation plus the max lifetime (capped says so). Renewing a sandbox that has ended is 409 SANDBOX_STATE_CONFLICT.
+//	@ID				renewSandbox
 //	@Tags			sandboxes
 //	@Accept			json
 //	@Produce		json
-//	@Param			id		path		string		true	"sandbox id"
-//	@Param			request	body		TTLRequest	true	"the new lifetime"
-//	@Success		200		{object}	RenewedSandbox
-//	@Failure		400		{object}	Problem
-//	@Failure		401		{object}	Problem
-//	@Failure		404		{object}	Problem
-//	@Failure		409		{object}	Problem	"SANDBOX_STATE_CONFLICT"
+//	@Param			id		path		string					true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
+//	@Param			request	body		TTLRequest				true	"the new lifetime"
+//	@Success		200		{object}	Sandbox{capped=bool}	"the sandbox; capped is true when the deadline was cut to the max lifetime"
+//	@Failure		400		{object}	Problem					"INVALID_REQUEST"
+//	@Failure		401		{object}	Problem					"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	Problem					"NOT_FOUND"
+//	@Failure		409		{object}	Problem					"SANDBOX_STATE_CONFLICT"
+//	@Failure		413		{object}	Problem					"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	Problem					"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem					"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	Problem					"UNAVAILABLE"
+//	@Header			401		{string}	WWW-Authenticate		"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After				"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After				"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID			"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/renew [post]
 func handleSandboxRenew(cfg Config, st sandboxRenewer) handlerFunc {

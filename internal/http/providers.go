@@ -14,18 +14,22 @@ type Provider struct {
 	// Default is true for the provider used when a create names none.
 	Default bool `json:"default"`
 	// Available is false when the provider cannot create sandboxes on this host; reason says why.
-	Available    bool         `json:"available"`
-	Reason       *string      `json:"reason"`
+	Available bool `json:"available" example:"true"`
+	// Reason says why the provider is unavailable; null when it is available.
+	Reason       *string      `json:"reason" extensions:"x-nullable" example:"bubblewrap (bwrap) is not installed"`
 	Capabilities Capabilities `json:"capabilities"`
-	// WorkDir is the working directory inside this provider's sandboxes.
-	WorkDir *string  `json:"work_dir"`
-	Notes   []string `json:"notes"`
+	// WorkDir is the working directory inside this provider's sandboxes; null when the provider has none.
+	WorkDir *string `json:"work_dir" extensions:"x-nullable" example:"/workspace"`
+	// Notes are facts about the provider worth knowing, such as its limits.
+	Notes []string `json:"notes" example:"no network by default"`
 } // @name Provider
 
 // Capabilities are a provider's optional data-plane features.
 type Capabilities struct {
-	Exec  bool `json:"exec"`
-	Files bool `json:"files"`
+	// Exec is true when the provider runs commands (POST /v1/sandboxes/{id}/exec).
+	Exec bool `json:"exec" example:"true"`
+	// Files is true when the provider moves files and archives in and out.
+	Files bool `json:"files" example:"true"`
 } // @name Capabilities
 
 // ProviderList lists the enabled providers.
@@ -37,10 +41,18 @@ type ProviderList struct {
 //
 //	@Summary		List providers
 //	@Description	The providers enabled on this server, the default first, with their capabilities and whether each can create sandboxes on this host.
+//	@ID				listProviders
 //	@Tags			providers
 //	@Produce		json
 //	@Success		200	{object}	ProviderList
-//	@Failure		401	{object}	Problem
+//	@Failure		401	{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		429	{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500	{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503	{object}	Problem				"UNAVAILABLE"
+//	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/providers [get]
 func handleProviders(providers []sandbox.Provider) handlerFunc {

@@ -7,11 +7,10 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	swaggerFiles "github.com/swaggo/files"
 	ginSwagger "github.com/swaggo/gin-swagger"
 
-	_ "github.com/tetherhq/tether/docs" // registers the OpenAPI document served under /swagger
+	_ "github.com/tetherhq/tether/docs" // registers the Swagger 2.0 document served at /swagger/doc.json
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -19,10 +18,25 @@ import (
 //	@version					1.0
 //	@description				Tether creates, tracks and destroys sandboxes for AI agents. Requests return at once; sandboxes move through requested → creating → ready (or cancelled, terminated, failed) asynchronously. Errors are application/problem+json (RFC 9457) with a stable code.
 //	@BasePath					/
+//	@tag.name					sandboxes
+//	@tag.description			Request, list, watch, renew and end sandboxes.
+//	@tag.name					events
+//	@tag.description			The history of each sandbox, and the tenant's feed of every transition.
+//	@tag.name					owners
+//	@tag.description			Owners are clients that hold a lease; when it lapses, their sandboxes end.
+//	@tag.name					data plane
+//	@tag.description			Run commands in ready sandboxes and move files and folders in and out.
+//	@tag.name					providers
+//	@tag.description			The providers enabled on this server and what they can do.
+//	@tag.name					health
+//	@tag.description			Liveness, readiness and metrics, for load balancers and monitoring; no authentication.
+//	@tag.name					docs
+//	@tag.description			This API's OpenAPI document; no authentication.
+//
 //	@securityDefinitions.apikey	BearerAuth
 //	@in							header
 //	@name						Authorization
-//	@description				"Bearer " followed by an API key (tether keys create --tenant NAME).
+//	@description				An API key (tether keys create --tenant NAME), sent as "Authorization: Bearer KEY".
 
 // addRoutes is the whole API surface.
 func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
@@ -44,8 +58,11 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 
 	r.GET("/healthz", h(handleHealthz()))
 	r.GET("/readyz", h(handleReadyz(deps.Ready)))
-	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(deps.Gatherer, promhttp.HandlerOpts{})))
-	r.GET("/swagger/*any", ginSwagger.WrapHandler(swaggerFiles.Handler))
+	r.GET("/metrics", handleMetrics(deps.Gatherer))
+	r.GET("/openapi.json", handleOpenAPIJSON())
+	r.GET("/openapi.yaml", handleOpenAPIYAML())
+	// Swagger UI shows the OpenAPI 3 document.
+	r.GET("/swagger/*any", ginSwagger.WrapHandler(swaggerFiles.Handler, ginSwagger.URL("/openapi.json")))
 
 	var auth authenticator = deps.Store
 	if cfg.AuthCacheTTL > 0 {

@@ -22,36 +22,47 @@ import (
 )
 
 // Sandbox is a sandbox as the API shows it.
+//
+// Schema rules, which the OpenAPI document and its tests hold to: a field
+// without omitempty is always present (required); a pointer field without
+// omitempty is null when unset and carries extensions:"x-nullable"; times
+// are RFC 3339 (format date-time); an enum names its constants
+// (x-enum-varnames) and, when more than one field shares it, its schema
+// (extensions:"x-enum-schema=NAME"). internal/openapi applies these.
 type Sandbox struct {
-	ID       string            `json:"id" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"`
-	State    string            `json:"state" enums:"requested,creating,ready,cancelled,terminated,failed" example:"ready"`
-	Provider string            `json:"provider" example:"sim"`
-	Owner    *string           `json:"owner" example:"agent-42"`
-	Labels   map[string]string `json:"labels"`
-	// Reason says why a terminal sandbox ended.
-	Reason *string `json:"reason" enums:"requested,owner_released,owner_expired,expired,create_failed,lost" example:"requested"`
-	// Error is why creation failed, or the last retryable error while creating.
-	Error *string `json:"error"`
+	ID string `json:"id" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"`
+	// State is where the sandbox is in its lifecycle: requested, creating and ready are live, the rest terminal.
+	State    string `json:"state" extensions:"x-enum-schema=SandboxState" enums:"requested,creating,ready,cancelled,terminated,failed" x-enum-varnames:"SandboxStateRequested,SandboxStateCreating,SandboxStateReady,SandboxStateCancelled,SandboxStateTerminated,SandboxStateFailed" example:"ready"`
+	Provider string `json:"provider" example:"sim"`
+	// Owner is the client that owns the sandbox; null for a sandbox without one.
+	Owner  *string           `json:"owner" extensions:"x-nullable" example:"agent-42"`
+	Labels map[string]string `json:"labels" example:"team:ml"`
+	// Reason says why a terminal sandbox ended; null while it is live.
+	Reason *string `json:"reason" extensions:"x-nullable,x-enum-schema=SandboxReason" enums:"requested,owner_released,owner_expired,expired,create_failed,lost" x-enum-varnames:"SandboxReasonRequested,SandboxReasonOwnerReleased,SandboxReasonOwnerExpired,SandboxReasonExpired,SandboxReasonCreateFailed,SandboxReasonLost" example:"requested"`
+	// Error is why creation failed, or the last retryable error while creating; null when there is none.
+	Error *string `json:"error" extensions:"x-nullable" example:"provider sim: out of capacity"`
 	// Released is true once the provider confirmed the sandbox's resources gone.
-	Released bool `json:"released"`
-	// ReleaseError is the last failed destroy's error while released is false.
+	Released bool `json:"released" example:"false"`
+	// ReleaseError is the last failed destroy's error while released is false; absent when there is none.
 	ReleaseError *string `json:"release_error,omitempty"`
-	// ProviderID is the provider's own name for the sandbox, once ready.
-	ProviderID *string `json:"provider_id"`
-	// WorkDir is the working directory inside the sandbox, once ready.
-	WorkDir *string `json:"work_dir"`
+	// ProviderID is the provider's own name for the sandbox, once ready; null before.
+	ProviderID *string `json:"provider_id" extensions:"x-nullable" example:"sim-5q3k8w1m"`
+	// WorkDir is the working directory inside the sandbox, once ready; null before.
+	WorkDir *string `json:"work_dir" extensions:"x-nullable" example:"/workspace"`
 	// Attempts counts the provider create calls made so far.
-	Attempts  int        `json:"attempts"`
-	CreatedAt time.Time  `json:"created_at"`
-	UpdatedAt time.Time  `json:"updated_at"`
-	ReadyAt   *time.Time `json:"ready_at"`
-	EndedAt   *time.Time `json:"ended_at"`
-	// ReleasedAt is when the provider confirmed the resources gone.
-	ReleasedAt *time.Time `json:"released_at"`
+	Attempts  int       `json:"attempts" example:"1"`
+	CreatedAt time.Time `json:"created_at" format:"date-time" example:"2026-01-02T15:04:05.123456Z"`
+	UpdatedAt time.Time `json:"updated_at" format:"date-time" example:"2026-01-02T15:04:06.5Z"`
+	// ReadyAt is when the sandbox became ready; null until then.
+	ReadyAt *time.Time `json:"ready_at" extensions:"x-nullable" format:"date-time" example:"2026-01-02T15:04:06.5Z"`
+	// EndedAt is when the sandbox reached a terminal state; null while it is live.
+	EndedAt *time.Time `json:"ended_at" extensions:"x-nullable" format:"date-time" example:"2026-01-02T16:04:05Z"`
+	// ReleasedAt is when the provider confirmed the resources gone; null until then.
+	ReleasedAt *time.Time `json:"released_at" extensions:"x-nullable" format:"date-time" example:"2026-01-02T16:04:06Z"`
 	// ExpiresAt is the deadline after which the sandbox is ended (reason expired).
-	ExpiresAt time.Time `json:"expires_at"`
+	ExpiresAt time.Time `json:"expires_at" format:"date-time" example:"2026-01-02T16:04:05Z"`
 	// CreateDeadline is when creation gives up and the sandbox fails.
-	CreateDeadline time.Time `json:"create_deadline"`
+	CreateDeadline time.Time `json:"create_deadline" format:"date-time" example:"2026-01-02T15:09:05Z"`
 } // @name Sandbox
 
 func optional(s string) *string {
@@ -107,22 +118,22 @@ type CreateSandboxRequest struct {
 	// Owner is the client that owns the sandbox; the sandbox ends when the owner's lease lapses.
 	Owner string `json:"owner,omitempty" example:"agent-42"`
 	// Labels are free-form key/value pairs to filter by.
-	Labels map[string]string `json:"labels,omitempty"`
+	Labels map[string]string `json:"labels,omitempty" example:"team:ml"`
 	// TTLSeconds is the sandbox's lifetime; default: the server's default TTL.
-	TTLSeconds *int64 `json:"ttl_seconds,omitempty" example:"3600"`
+	TTLSeconds *int64 `json:"ttl_seconds,omitempty" format:"int64" example:"3600"`
 	// Env is set for the setup script and commands run in the sandbox.
-	Env map[string]string `json:"env,omitempty"`
+	Env map[string]string `json:"env,omitempty" example:"PYTHONUNBUFFERED:1"`
 	// Setup is a shell script run inside the sandbox before it counts as ready; failure means failed.
-	Setup string `json:"setup,omitempty"`
-	// Params are provider-specific options.
+	Setup string `json:"setup,omitempty" example:"pip install -q requests"`
+	// Params are provider-specific options, a JSON object of any shape (see GET /v1/providers and docs/providers.md).
 	Params json.RawMessage `json:"params,omitempty" swaggertype:"object"`
 } // @name CreateSandboxRequest
 
 // SandboxList is a page of sandboxes.
 type SandboxList struct {
 	Items []Sandbox `json:"items"`
-	// NextCursor fetches the next page; null at the end.
-	NextCursor *string `json:"next_cursor"`
+	// NextCursor fetches the next page (pass it as cursor); null at the end.
+	NextCursor *string `json:"next_cursor" extensions:"x-nullable" example:"MTc2NzM2NjI0NTEyMzQ1NnxzYnhfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o"`
 } // @name SandboxList
 
 type sandboxCreator interface {
@@ -193,19 +204,27 @@ func validateLabels(labels map[string]string) error {
 //
 //	@Summary		Request a sandbox
 //	@Description	Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+//	@ID				createSandbox
 //	@Tags			sandboxes
 //	@Accept			json
 //	@Produce		json
-//	@Param			Idempotency-Key	header		string					false	"makes retries of this request safe"
+//	@Param			Idempotency-Key	header		string					false	"makes retries of this request safe: 1-255 printable ASCII characters"	minlength(1)	maxlength(255)	example(create-7f3a9c)
 //	@Param			request			body		CreateSandboxRequest	true	"the sandbox to create"
 //	@Success		202				{object}	Sandbox					"accepted; Location names the sandbox"
 //	@Success		200				{object}	Sandbox					"an earlier request with this Idempotency-Key made this sandbox"
 //	@Failure		400				{object}	Problem					"INVALID_REQUEST or UNKNOWN_PROVIDER"
-//	@Failure		401				{object}	Problem
-//	@Failure		409				{object}	Problem	"IDEMPOTENCY_KEY_REUSED"
-//	@Failure		413				{object}	Problem
-//	@Failure		503				{object}	Problem	"PROVIDER_UNAVAILABLE: the provider cannot create sandboxes on this host"
-//	@Header			202				{string}	Location	"/v1/sandboxes/{id}"
+//	@Failure		401				{object}	Problem					"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		403				{object}	Problem					"FORBIDDEN: params the operator has not enabled"
+//	@Failure		409				{object}	Problem					"IDEMPOTENCY_KEY_REUSED"
+//	@Failure		413				{object}	Problem					"PAYLOAD_TOO_LARGE"
+//	@Failure		429				{object}	Problem					"QUOTA_EXCEEDED: over the tenant's live-sandbox cap or create rate, or the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500				{object}	Problem					"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503				{object}	Problem					"PROVIDER_UNAVAILABLE: the provider cannot create sandboxes on this host; or UNAVAILABLE"
+//	@Header			200,202			{string}	Location				"the sandbox's URL path, /v1/sandboxes/{id}"
+//	@Header			401				{string}	WWW-Authenticate		"the Bearer challenge"
+//	@Header			429				{integer}	Retry-After				"seconds to wait before retrying"
+//	@Header			503				{integer}	Retry-After				"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all				{string}	X-Request-ID			"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes [post]
 func handleSandboxCreate(cfg Config, st sandboxCreator, providers map[string]sandbox.Provider) handlerFunc {
@@ -377,15 +396,23 @@ func notFoundAs(err error, id string) error {
 //
 //	@Summary		Get a sandbox
 //	@Description	With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer requested or creating, or the wait ends, and returns it as it is then. With until=released, waits instead until its resources are confirmed released.
+//	@ID				getSandbox
 //	@Tags			sandboxes
 //	@Produce		json
-//	@Param			id		path		string	true	"sandbox id"
-//	@Param			wait	query		string	false	"how long to wait for the sandbox to settle, e.g. 30s"
-//	@Param			until	query		string	false	"what to wait for: settled (default) or released"	Enums(settled, released)
+//	@Param			id		path		string	true	"sandbox id"																	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
+//	@Param			wait	query		string	false	"how long to wait for the sandbox to settle: a Go duration or whole seconds"	example(30s)
+//	@Param			until	query		string	false	"what to wait for: settled (default) or released"								Enums(settled, released)	example(settled)
 //	@Success		200		{object}	Sandbox
-//	@Failure		400		{object}	Problem
-//	@Failure		401		{object}	Problem
-//	@Failure		404		{object}	Problem
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	Problem				"NOT_FOUND"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id} [get]
 func handleSandboxGet(cfg Config, st sandboxGetter, changes changeSubscriber, draining context.Context) handlerFunc {
@@ -623,20 +650,28 @@ func parseListFilter(q url.Values) (sandbox.ListFilter, error) {
 //
 //	@Summary		List sandboxes
 //	@Description	Newest first, with keyset pagination: pass next_cursor back as cursor for the next page. Filters combine with AND.
+//	@ID				listSandboxes
 //	@Tags			sandboxes
 //	@Produce		json
-//	@Param			state			query		[]string	false	"only these states (repeatable, or comma-separated)"	collectionFormat(multi)
-//	@Param			owner			query		string		false	"only this owner's sandboxes"
-//	@Param			provider		query		string		false	"only this provider's sandboxes"
-//	@Param			label			query		[]string	false	"key=value; repeatable, all must match"	collectionFormat(multi)
-//	@Param			created_after	query		string		false	"RFC 3339 time"
-//	@Param			created_before	query		string		false	"RFC 3339 time"
-//	@Param			released		query		bool		false	"only sandboxes whose resources are (true) or are not yet (false) confirmed released"
-//	@Param			limit			query		int			false	"page size, 1-500 (default 50)"
-//	@Param			cursor			query		string		false	"next_cursor of the previous page"
+//	@Param			state			query		[]string	false	"only these states (repeatable, or comma-separated)"									collectionFormat(multi)	example(ready)
+//	@Param			owner			query		string		false	"only this owner's sandboxes"															example(agent-42)
+//	@Param			provider		query		string		false	"only this provider's sandboxes"														example(sim)
+//	@Param			label			query		[]string	false	"key=value; repeatable, all must match"													collectionFormat(multi)	example(team=ml)
+//	@Param			created_after	query		string		false	"only sandboxes created after this RFC 3339 time"										format(date-time)		example(2026-01-02T15:04:05Z)
+//	@Param			created_before	query		string		false	"only sandboxes created before this RFC 3339 time"										format(date-time)		example(2026-01-03T15:04:05Z)
+//	@Param			released		query		bool		false	"only sandboxes whose resources are (true) or are not yet (false) confirmed released"	example(false)
+//	@Param			limit			query		int			false	"page size, 1-500 (default 50)"															minimum(1)	maximum(500)	example(50)
+//	@Param			cursor			query		string		false	"next_cursor of the previous page, unchanged"											example(MTc2NzM2NjI0NTEyMzQ1NnxzYnhfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o)
 //	@Success		200				{object}	SandboxList
-//	@Failure		400				{object}	Problem
-//	@Failure		401				{object}	Problem
+//	@Failure		400				{object}	Problem				"INVALID_REQUEST"
+//	@Failure		401				{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		429				{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500				{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503				{object}	Problem				"UNAVAILABLE"
+//	@Header			401				{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429				{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503				{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all				{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes [get]
 func handleSandboxList(st sandboxLister) handlerFunc {
@@ -674,13 +709,22 @@ func handleSandboxList(st sandboxLister) handlerFunc {
 //
 //	@Summary		Cancel or terminate a sandbox
 //	@Description	A requested or creating sandbox is cancelled, a ready one terminated (reason requested); Tether then releases whatever the provider holds, and released turns true. Idempotent: 202 when this call ended the sandbox, 200 when it had already ended.
+//	@ID				deleteSandbox
 //	@Tags			sandboxes
 //	@Produce		json
-//	@Param			id	path		string	true	"sandbox id"
-//	@Success		202	{object}	Sandbox	"ended by this request"
-//	@Success		200	{object}	Sandbox	"already ended"
-//	@Failure		401	{object}	Problem
-//	@Failure		404	{object}	Problem
+//	@Param			id	path		string				true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
+//	@Success		202	{object}	Sandbox				"ended by this request"
+//	@Success		200	{object}	Sandbox				"already ended"
+//	@Failure		400	{object}	Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401	{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404	{object}	Problem				"NOT_FOUND"
+//	@Failure		429	{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500	{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503	{object}	Problem				"UNAVAILABLE"
+//	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id} [delete]
 func handleSandboxDelete(st sandboxEnder) handlerFunc {

@@ -24,16 +24,25 @@ type ownerTransferrer interface {
 //
 //	@Summary		Transfer a sandbox to another owner
 //	@Description	Makes owner the sandbox's owner, so that a new process can adopt a sandbox its predecessor created: the sandbox then lives as long as the new owner's lease, which starts with the default owner TTL if the owner has none live. A sandbox has one owner at a time; the change is recorded as an event (reason owner_transferred). Naming the current owner changes nothing. A sandbox that has ended is 409 SANDBOX_STATE_CONFLICT with its state.
+//	@ID				transferSandboxOwner
 //	@Tags			owners
 //	@Accept			json
 //	@Produce		json
-//	@Param			id		path		string			true	"sandbox id"
+//	@Param			id		path		string			true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
 //	@Param			request	body		OwnerRequest	true	"the new owner"
 //	@Success		200		{object}	Sandbox
-//	@Failure		400		{object}	Problem
-//	@Failure		401		{object}	Problem
-//	@Failure		404		{object}	Problem
-//	@Failure		409		{object}	Problem	"SANDBOX_STATE_CONFLICT"
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	Problem				"NOT_FOUND"
+//	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT"
+//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/owner [put]
 func handleSandboxOwner(cfg Config, st ownerTransferrer) handlerFunc {

@@ -1,0 +1,63 @@
+package http
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tetherhq/tether/docs"
+)
+
+// serveDocument answers with a fixed document.
+func serveDocument(contentType string, body []byte) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		c.Data(http.StatusOK, contentType, body)
+	}
+}
+
+// handleOpenAPIJSON serves the OpenAPI 3 document as JSON.
+//
+//	@Summary		The OpenAPI 3.0 document, as JSON
+//	@Description	This API's contract, as clients are generated from (docs/openapi.json in the repository). No authentication. The Swagger 2.0 document swag makes, from which this one is converted, is at /swagger/doc.json.
+//	@ID				getOpenAPIJSON
+//	@Tags			docs
+//	@Produce		json
+//	@Success		200	{object}	object			"an OpenAPI 3.0.3 document"
+//	@Failure		500	{object}	Problem			"INTERNAL"
+//	@Header			all	{string}	X-Request-ID	"identifies the request in Tether's logs"
+//	@Router			/openapi.json [get]
+func handleOpenAPIJSON() gin.HandlerFunc {
+	return serveDocument("application/json", docs.OpenAPIJSON)
+}
+
+// handleOpenAPIYAML serves the OpenAPI 3 document as YAML.
+//
+//	@Summary		The OpenAPI 3.0 document, as YAML
+//	@Description	The document of GET /openapi.json, as YAML (docs/openapi.yaml in the repository). No authentication.
+//	@ID				getOpenAPIYAML
+//	@Tags			docs
+//	@Produce		application/yaml
+//	@Success		200	{object}	object			"an OpenAPI 3.0.3 document"
+//	@Failure		500	{object}	Problem			"INTERNAL"
+//	@Header			all	{string}	X-Request-ID	"identifies the request in Tether's logs"
+//	@Router			/openapi.yaml [get]
+func handleOpenAPIYAML() gin.HandlerFunc {
+	return serveDocument("application/yaml", docs.OpenAPIYAML)
+}
+
+// handleMetrics serves the Prometheus metrics.
+//
+//	@Summary		Prometheus metrics
+//	@Description	The server's metrics in the Prometheus text exposition format. No authentication.
+//	@ID				getMetrics
+//	@Tags			health
+//	@Produce		plain
+//	@Success		200	{string}	string			"metrics in the Prometheus text format"
+//	@Failure		500	{object}	Problem			"INTERNAL"
+//	@Header			all	{string}	X-Request-ID	"identifies the request in Tether's logs"
+//	@Router			/metrics [get]
+func handleMetrics(g prometheus.Gatherer) gin.HandlerFunc {
+	return gin.WrapH(promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+}
