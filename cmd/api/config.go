@@ -138,6 +138,9 @@ type Config struct {
 	// KeyRequestsPerSecond caps each API key's requests, per replica
 	// (KEY_REQUESTS_PER_SECOND, default 200; bursts of twice that).
 	KeyRequestsPerSecond int
+	// MaxStreamsPerTenant bounds each tenant's open event streams, per
+	// replica (MAX_STREAMS_PER_TENANT, default 20).
+	MaxStreamsPerTenant int
 	// AuthCacheTTL is how long a successful API key lookup is cached in
 	// memory (AUTH_CACHE_TTL, default 10s): a deleted key keeps working at
 	// most this long.
@@ -237,6 +240,7 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		TenantMaxLive:          int(num("TENANT_MAX_LIVE", tetherhttp.DefaultTenantMaxLive)),
 		TenantCreatesPerMinute: int(num("TENANT_CREATES_PER_MINUTE", tetherhttp.DefaultTenantCreatesPerMinute)),
 		KeyRequestsPerSecond:   int(num("KEY_REQUESTS_PER_SECOND", tetherhttp.DefaultKeyRequestsPerSecond)),
+		MaxStreamsPerTenant:    int(num("MAX_STREAMS_PER_TENANT", tetherhttp.DefaultMaxStreamsPerTenant)),
 		AuthCacheTTL:           dur("AUTH_CACHE_TTL", tetherhttp.DefaultAuthCacheTTL),
 		PprofAddr:              getenv("PPROF_ADDR"),
 	}

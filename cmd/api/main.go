@@ -302,6 +302,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		TenantMaxLive:          cfg.TenantMaxLive,
 		TenantCreatesPerMinute: cfg.TenantCreatesPerMinute,
 		KeyRequestsPerSecond:   cfg.KeyRequestsPerSecond,
+		MaxStreamsPerTenant:    cfg.MaxStreamsPerTenant,
 	}, tetherhttp.Deps{
 		Store:     st,
 		Changes:   notifier,

@@ -85,6 +85,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.PUT("/sandboxes/:id/archive", withBodyLimit(cfg.MaxFileBytes), h(handleArchivePut(cfg, deps.Store, providers)))
 	v1.GET("/sandboxes/:id/archive", h(handleArchiveGet(deps.Store, providers)))
 	v1.GET("/events", h(handleEvents(deps.Store)))
+	v1.GET("/events/stream", h(handleEventStream(deps.Store, deps.Changes, &streamSlots{max: cfg.MaxStreamsPerTenant, n: map[string]int{}}, draining)))
 	v1.PUT("/owners/:owner/lease", body, h(handleOwnerLease(cfg, deps.Store)))
 	v1.DELETE("/owners/:owner", h(handleOwnerRelease(deps.Store)))
 	v1.GET("/providers", h(handleProviders(deps.Providers)))

@@ -58,6 +58,8 @@ type Config struct {
 	TenantMaxLive          int
 	TenantCreatesPerMinute int
 	KeyRequestsPerSecond   int
+	// MaxStreamsPerTenant bounds each tenant's open event streams.
+	MaxStreamsPerTenant int
 	// AuthCacheTTL is how long a successful API key lookup is remembered;
 	// 0 looks every key up on every request.
 	AuthCacheTTL time.Duration
@@ -94,6 +96,7 @@ type Store interface {
 	ownerTransferrer
 	sandboxRenewer
 	usageReader
+	eventStreamer
 }
 
 // API defaults, for zero Config fields.
@@ -127,6 +130,7 @@ func (c Config) withDefaults() Config {
 	c.TenantMaxLive = cmp.Or(c.TenantMaxLive, DefaultTenantMaxLive)
 	c.TenantCreatesPerMinute = cmp.Or(c.TenantCreatesPerMinute, DefaultTenantCreatesPerMinute)
 	c.KeyRequestsPerSecond = cmp.Or(c.KeyRequestsPerSecond, DefaultKeyRequestsPerSecond)
+	c.MaxStreamsPerTenant = cmp.Or(c.MaxStreamsPerTenant, DefaultMaxStreamsPerTenant)
 	return c
 }
 

@@ -175,3 +175,22 @@ type Event struct {
 	Actor   Actor
 	Message string
 }
+
+// StreamPosition is a place in a tenant's event stream: after the event id
+// ID of transaction Tx. The stream orders events by (Tx, ID), which, unlike
+// ids alone, only ever grows at its end as transactions commit.
+type StreamPosition struct {
+	Tx uint64
+	ID int64
+}
+
+// After reports whether p comes after q.
+func (p StreamPosition) After(q StreamPosition) bool {
+	return p.Tx > q.Tx || (p.Tx == q.Tx && p.ID > q.ID)
+}
+
+// StreamedEvent is an event with its place in the stream.
+type StreamedEvent struct {
+	Event
+	Position StreamPosition
+}

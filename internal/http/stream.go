@@ -1,0 +1,185 @@
+package http
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// Event stream settings.
+const (
+	// DefaultMaxStreamsPerTenant bounds a tenant's open event streams.
+	DefaultMaxStreamsPerTenant = 20
+	streamBatch                = 500
+	streamPoll                 = 250 * time.Millisecond
+	streamHeartbeat            = 15 * time.Second
+)
+
+type eventStreamer interface {
+	StreamStart(ctx context.Context) (sandbox.StreamPosition, error)
+	StreamEvents(ctx context.Context, tenant string, after sandbox.StreamPosition, limit int) ([]sandbox.StreamedEvent, error)
+}
+
+// allChanges wakes a stream when anything changed; the notifier has it.
+type allChanges interface {
+	Subscribe() (<-chan sandbox.Change, func())
+}
+
+// streamSlots counts the open streams of each tenant.
+type streamSlots struct {
+	max int
+	mu  sync.Mutex
+	n   map[string]int
+}
+
+func (s *streamSlots) take(tenant string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n[tenant] >= s.max {
+		return false
+	}
+	s.n[tenant]++
+	return true
+}
+
+func (s *streamSlots) give(tenant string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n[tenant]--
+}
+
+// formatPosition and parsePosition write and read a stream position as an
+// SSE event id: "<transaction>-<event id>".
+func formatPosition(p sandbox.StreamPosition) string {
+	return strconv.FormatUint(p.Tx, 10) + "-" + strconv.FormatInt(p.ID, 10)
+}
+
+func parsePosition(s string) (sandbox.StreamPosition, error) {
+	tx, id, ok := strings.Cut(s, "-")
+	p := sandbox.StreamPosition{}
+	var err1, err2 error
+	p.Tx, err1 = strconv.ParseUint(tx, 10, 64)
+	p.ID, err2 = strconv.ParseInt(id, 10, 64)
+	if !ok || err1 != nil || err2 != nil || p.ID < 0 {
+		return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "a stream position is the id of an event the stream sent (Last-Event-ID or cursor), such as 1234-56")
+	}
+	return p, nil
+}
+
+// handleEventStream streams the tenant's events as they happen.
+//
+//	@Summary		Follow the tenant's events live
+//	@Description	Server-Sent Events: each of the tenant's events as an `event` whose `id` is its stream position and whose data is the Event. Resume after a disconnect with the Last-Event-ID header (or the cursor parameter) set to the last id received: the stream never skips an event and never repeats one, even when transactions commit out of id order. Its order is by transaction, then event id (each sandbox's events in their order). Without a position the stream starts now. A comment line every 15 s keeps idle connections open. A tenant may hold a bounded number of streams at once (429 past it).
+//	@ID				streamEvents
+//	@Tags			events
+//	@Produce		text/event-stream
+//	@Param			cursor			query		string	false	"stream position to resume after (the id of the last event received)"	example(1234-56)
+//	@Param			Last-Event-ID	header		string	false	"stream position to resume after, as browsers send it"				example(1234-56)
+//	@Success		200				{string}	string	"the stream"
+//	@Failure		400				{object}	Problem	"INVALID_REQUEST"
+//	@Failure		401				{object}	Problem	"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		429				{object}	Problem	"QUOTA_EXCEEDED: too many open streams, or over the API key's request rate"
+//	@Failure		500				{object}	Problem	"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503				{object}	Problem	"UNAVAILABLE"
+//	@Header			401				{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429				{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503				{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all				{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+//	@Security		BearerAuth
+//	@Router			/v1/events/stream [get]
+func handleEventStream(st eventStreamer, changes changeSubscriber, slots *streamSlots, draining context.Context) handlerFunc {
+	return func(c *gin.Context) error {
+		if err := onlyQuery(c, "cursor"); err != nil {
+			return err
+		}
+		ctx, tenant := c.Request.Context(), tenantOf(c)
+		var pos sandbox.StreamPosition
+		raw := c.GetHeader("Last-Event-ID")
+		if cur, ok := c.GetQuery("cursor"); ok {
+			raw = cur
+		}
+		if raw != "" {
+			var err error
+			if pos, err = parsePosition(raw); err != nil {
+				return err
+			}
+		} else {
+			var err error
+			if pos, err = st.StreamStart(ctx); err != nil {
+				return err
+			}
+		}
+		if !slots.take(tenant) {
+			return exceeded(c, 5*time.Second, "tenant %s has %d event streams open, its limit", tenant, slots.max)
+		}
+		defer slots.give(tenant)
+
+		var wake <-chan sandbox.Change
+		if all, ok := changes.(allChanges); ok {
+			ch, unsubscribe := all.Subscribe()
+			defer unsubscribe()
+			wake = ch
+		}
+		c.Header("Content-Type", "text/event-stream")
+		c.Header("Cache-Control", "no-store")
+		c.Header("X-Accel-Buffering", "no")
+		c.Status(http.StatusOK)
+		c.Writer.WriteHeaderNow()
+		c.Writer.Flush()
+
+		poll := time.NewTicker(streamPoll)
+		defer poll.Stop()
+		heartbeat := time.NewTicker(streamHeartbeat)
+		defer heartbeat.Stop()
+		for {
+			events, err := st.StreamEvents(ctx, tenant, pos, streamBatch)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil //nolint:nilerr // the client left
+				}
+				// Headers are out: say so in the stream, then end it; the
+				// client resumes from its last position.
+				b, _ := json.Marshal(newProblem(c, http.StatusServiceUnavailable, sandbox.CodeUnavailable,
+					"the event stream stopped; resume with Last-Event-ID", ""))
+				_, _ = fmt.Fprintf(c.Writer, "event: error\ndata: %s\n\n", b)
+				return nil
+			}
+			for _, e := range events {
+				data, err := json.Marshal(toEventList([]sandbox.Event{e.Event}, 0).Items[0])
+				if err != nil {
+					return err
+				}
+				if _, err := fmt.Fprintf(c.Writer, "id: %s\nevent: event\ndata: %s\n\n", formatPosition(e.Position), data); err != nil {
+					return nil //nolint:nilerr // the client left
+				}
+				pos = e.Position
+			}
+			c.Writer.Flush()
+			if len(events) == streamBatch {
+				continue // more is waiting
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-draining.Done():
+				return nil // shutting down: the client resumes elsewhere
+			case <-wake:
+			case <-poll.C:
+			case <-heartbeat.C:
+				if _, err := fmt.Fprint(c.Writer, ": keep-alive\n\n"); err != nil {
+					return nil //nolint:nilerr // the client left
+				}
+				c.Writer.Flush()
+			}
+		}
+	}
+}
