@@ -1,10 +1,13 @@
-// Command api is Tether: a control plane for AI-agent sandboxes.
+// Command api is Tether (built as bin/tether): a control plane for
+// AI-agent sandboxes.
 //
-//	api [serve] [--no-migrate]   run the service (the default)
-//	api migrate                  apply the schema migrations and exit
-//	api keys create --tenant T   make an API key for tenant T and print it
+//	tether [serve] [--no-migrate]   run the service (the default)
+//	tether migrate                  apply the schema migrations and exit
+//	tether keys create --tenant T   make an API key for tenant T and print it
+//	tether sandboxes|events|owners  ops commands over the REST API (cli.go)
 //
-// Configuration comes from the environment; see the README.
+// The service's configuration comes from the environment; see
+// docs/configuration.md.
 package main
 
 import (
@@ -45,9 +48,9 @@ func main() {
 }
 
 const usage = `usage:
-  api [serve] [--no-migrate]     run the service (default)
-  api migrate                    apply schema migrations and exit
-  api keys create --tenant NAME  create an API key; the key is the last line printed
+  tether [serve] [--no-migrate]     run the service (default)
+  tether migrate                    apply schema migrations and exit
+  tether keys create --tenant NAME  create an API key; the key is the last line printed
 `
 
 // run is the whole program: it parses args, reads the configuration through
@@ -99,8 +102,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return fmt.Errorf("configuration: %w", err)
 		}
 		return createKey(ctx, cfg, *tenant, stdout)
+	case "sandboxes":
+		return runSandboxes(ctx, args, getenv, stdout, stderr)
+	case "events":
+		return runEvents(ctx, args, getenv, stdout, stderr)
+	case "owners":
+		return runOwners(ctx, args, getenv, stdout, stderr)
 	case "help", "-h", "--help":
-		_, err := io.WriteString(stdout, usage)
+		_, err := io.WriteString(stdout, usage+"\n"+cliUsage)
 		return err
 	default:
 		return fmt.Errorf("unknown command %q\n%s", cmd, usage)
