@@ -5,6 +5,7 @@
 #   bwrap            (Debian package bubblewrap)  the local provider's sandboxes
 #   nsenter, setpriv (util-linux)                 running commands inside them
 #   python3                                       the Python client's tests
+#   promtool         (prometheus)                 checks the alert rules in deploy/prometheus
 #   python3-httpx, python3-pytest,                the Python client (clients/python)
 #   python3-pytest-asyncio                        and its tests, for /usr/bin/python3
 #   pgrep            (procps)                     tests that look for sandbox processes
@@ -29,6 +30,7 @@ python=/usr/bin/python3
 "$python" -c 'import httpx, pytest, pytest_asyncio' >/dev/null 2>&1 ||
 	missing+=(python3-httpx python3-pytest python3-pytest-asyncio)
 command -v pgrep >/dev/null 2>&1 || missing+=(procps)
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus) # promtool checks deploy/prometheus
 
 if ((${#missing[@]} == 0)); then
 	exit 0

@@ -264,7 +264,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		lifecycle.NewRegistryCollector(st))
+		lifecycle.NewRegistryCollector(st), lifecycle.NewProviderCollector(providers))
 	metrics := lifecycle.NewMetrics(reg)
 
 	// Background workers live until workCtx is cancelled during shutdown.

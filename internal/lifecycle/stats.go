@@ -73,3 +73,32 @@ func (c *RegistryCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.oldestPending, prometheus.GaugeValue, age)
 }
+
+// ProviderCollector reports whether each provider can serve, as
+// tether_provider_available.
+type ProviderCollector struct {
+	providers []sandbox.Provider
+	available *prometheus.Desc
+}
+
+// NewProviderCollector returns a collector over the providers.
+func NewProviderCollector(providers []sandbox.Provider) *ProviderCollector {
+	return &ProviderCollector{providers: providers,
+		available: prometheus.NewDesc("tether_provider_available", "1 if the provider can create sandboxes on this replica, by provider.", []string{"provider"}, nil)}
+}
+
+// Describe implements prometheus.Collector.
+func (c *ProviderCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.available }
+
+// Collect implements prometheus.Collector.
+func (c *ProviderCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	for _, p := range c.providers {
+		v := 0.0
+		if p.Info(ctx).Available {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.available, prometheus.GaugeValue, v, p.Name())
+	}
+}
