@@ -73,12 +73,14 @@ chaos: ## The long chaos run: replicas killed at random, a Postgres restart, inv
 # OpenAPI 3.0 document is converted from it (internal/openapi); the Go client
 # is generated from that. docs/docs_test.go and clients/go/tether check that
 # all of them are current.
-docs: ## Regenerate the API docs (Swagger 2.0, OpenAPI 3.0) in docs/ and the Go client in clients/go/tether
+docs: ## Regenerate the API docs (Swagger 2.0, OpenAPI 3.0) in docs/ and the Go and TypeScript clients' types
 	$(GO) tool swag init -g routes.go -d internal/http -o docs --outputTypes go,json,yaml --parseInternal --requiredByDefault
 	@# swag formats its output already; this keeps `make lint` green if it ever does not.
 	gofmt -w docs/docs.go
 	$(GO) run ./internal/openapi/cmd/gen -in docs/swagger.json -out docs
 	$(GO) generate ./clients/go/tether
+	npm --prefix clients/typescript ci --no-audit --no-fund
+	npm --prefix clients/typescript run generate
 
 $(GOLANGCI_LINT):
 	@echo "building golangci-lint $(GOLANGCI_LINT_VERSION) into bin/ (once)"
