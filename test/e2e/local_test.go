@@ -190,8 +190,12 @@ func TestAcceptanceStory(t *testing.T) {
 	if code, res := e.exec(id, bg+" >/dev/null 2>&1 & echo started"); code != http.StatusOK || res["output"] != "started\n" {
 		t.Fatalf("background exec = %d %v", code, res)
 	}
-	if !running(bg) {
-		t.Fatal("the background process is not running on the host")
+	// The shell answered once it forked the process; the process runs (its
+	// command line names the marker) a moment later.
+	for deadline := time.Now().Add(10 * time.Second); !running(bg); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the background process is not running on the host")
+		}
 	}
 
 	code, sb := e.do(http.MethodDelete, "/v1/sandboxes/"+id, nil)
