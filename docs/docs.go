@@ -473,6 +473,368 @@ const docTemplate = `{
                 }
             }
         },
+        "/v1/keys": {
+            "get": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Every API key of the tenant of the key that asks, revoked ones included, oldest first, without their secrets. Not paged: a tenant has few keys.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "keys"
+                ],
+                "summary": "List API keys",
+                "operationId": "listApiKeys",
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/APIKeyList"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a query parameter",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            },
+            "post": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "keys"
+                ],
+                "summary": "Create an API key",
+                "operationId": "createApiKey",
+                "parameters": [
+                    {
+                        "description": "the new key's name",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/CreateAPIKeyRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "201": {
+                        "description": "Created",
+                        "schema": {
+                            "$ref": "#/definitions/CreatedAPIKey"
+                        },
+                        "headers": {
+                            "Location": {
+                                "type": "string",
+                                "description": "the key's URL (for DELETE)"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "413": {
+                        "description": "PAYLOAD_TOO_LARGE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/keys/{id}": {
+            "delete": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long), and stays listed with its revoked_at. Revoking the key the request is made with is allowed. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "keys"
+                ],
+                "summary": "Revoke an API key",
+                "operationId": "revokeApiKey",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "key_k5m2q7x3w9r4t8vz",
+                        "description": "key id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "revoked",
+                        "schema": {
+                            "$ref": "#/definitions/APIKey"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a query parameter",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
         "/v1/owners/{owner}": {
             "delete": {
                 "security": [
@@ -1386,6 +1748,157 @@ const docTemplate = `{
                     },
                     "400": {
                         "description": "INVALID_REQUEST: a query parameter",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/sandboxes/{id}/activity": {
+            "get": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Every exec and file or archive transfer made in the sandbox, oldest first: who (the API key), when, what (the command, truncated to 4096 bytes, or the path), and how it ended (exit code, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "events"
+                ],
+                "summary": "A sandbox's activity",
+                "operationId": "listSandboxActivity",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "maximum": 500,
+                        "minimum": 1,
+                        "type": "integer",
+                        "example": 50,
+                        "description": "page size, 1-500 (default 50)",
+                        "name": "limit",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "example": "7",
+                        "description": "next_cursor of the previous page",
+                        "name": "cursor",
+                        "in": "query"
+                    },
+                    {
+                        "minimum": 0,
+                        "type": "integer",
+                        "format": "int64",
+                        "example": 7,
+                        "description": "return records after this record id (the same position as cursor; pass one)",
+                        "name": "after",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/ActivityList"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },
@@ -2889,6 +3402,190 @@ const docTemplate = `{
         }
     },
     "definitions": {
+        "APIKey": {
+            "type": "object",
+            "required": [
+                "created_at",
+                "id",
+                "last_used_at",
+                "name",
+                "revoked_at"
+            ],
+            "properties": {
+                "created_at": {
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T15:04:05Z"
+                },
+                "id": {
+                    "description": "ID identifies the key in the API and in the audit trail (events' actor_key_id, activity's key_id); it is not a secret.",
+                    "type": "string",
+                    "example": "key_k5m2q7x3w9r4t8vz"
+                },
+                "last_used_at": {
+                    "description": "LastUsedAt is when a request last authenticated with the key, to about a minute (or AUTH_CACHE_TTL, if longer); null if never.",
+                    "type": "string",
+                    "format": "date-time",
+                    "x-nullable": true,
+                    "example": "2026-01-02T15:14:05Z"
+                },
+                "name": {
+                    "description": "Name says what the key is for.",
+                    "type": "string",
+                    "example": "ci-runner"
+                },
+                "revoked_at": {
+                    "description": "RevokedAt is when the key was revoked; null while it works.",
+                    "type": "string",
+                    "format": "date-time",
+                    "x-nullable": true,
+                    "example": "2026-01-03T09:00:00Z"
+                }
+            }
+        },
+        "APIKeyList": {
+            "type": "object",
+            "required": [
+                "items"
+            ],
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/APIKey"
+                    }
+                }
+            }
+        },
+        "Activity": {
+            "type": "object",
+            "required": [
+                "at",
+                "bytes",
+                "command",
+                "duration_ms",
+                "error",
+                "exit_code",
+                "id",
+                "key_id",
+                "key_name",
+                "kind",
+                "path",
+                "sandbox_id",
+                "timed_out"
+            ],
+            "properties": {
+                "at": {
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T15:04:06.5Z"
+                },
+                "bytes": {
+                    "description": "Bytes is how many bytes moved: the file or archive, or an exec's output; null when unknown.",
+                    "type": "integer",
+                    "format": "int64",
+                    "x-nullable": true,
+                    "example": 1024
+                },
+                "command": {
+                    "description": "Command is the command of an exec (its first 4096 bytes); null for the others.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "pytest -q"
+                },
+                "duration_ms": {
+                    "description": "DurationMS is how long the operation took, in milliseconds.",
+                    "type": "integer",
+                    "format": "int64",
+                    "example": 412
+                },
+                "error": {
+                    "description": "Error is the error code the operation failed with (as in a Problem); null when it succeeded.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "FILE_NOT_FOUND"
+                },
+                "exit_code": {
+                    "description": "ExitCode is the exec's exit status; null for transfers and for an exec that failed to run.",
+                    "type": "integer",
+                    "x-nullable": true,
+                    "example": 0
+                },
+                "id": {
+                    "description": "ID orders activity; pass the last one seen as after (or cursor).",
+                    "type": "integer",
+                    "format": "int64",
+                    "example": 7
+                },
+                "key_id": {
+                    "description": "KeyID is the id of the API key the request was made with.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "key_k5m2q7x3w9r4t8vz"
+                },
+                "key_name": {
+                    "description": "KeyName is that API key's name; null with key_id.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "ci-runner"
+                },
+                "kind": {
+                    "description": "Kind is what was done: a command run, or a file or folder (archive) read or written.",
+                    "type": "string",
+                    "enum": [
+                        "exec",
+                        "file_read",
+                        "file_write",
+                        "archive_read",
+                        "archive_write"
+                    ],
+                    "x-enum-varnames": [
+                        "ActivityKindExec",
+                        "ActivityKindFileRead",
+                        "ActivityKindFileWrite",
+                        "ActivityKindArchiveRead",
+                        "ActivityKindArchiveWrite"
+                    ],
+                    "example": "exec"
+                },
+                "path": {
+                    "description": "Path is the file's or folder's path; null for an exec.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "/workspace/main.py"
+                },
+                "sandbox_id": {
+                    "type": "string",
+                    "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"
+                },
+                "timed_out": {
+                    "description": "TimedOut is true when the exec was killed at its timeout.",
+                    "type": "boolean",
+                    "example": false
+                }
+            }
+        },
+        "ActivityList": {
+            "type": "object",
+            "required": [
+                "items",
+                "next_cursor"
+            ],
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/Activity"
+                    }
+                },
+                "next_cursor": {
+                    "description": "NextCursor fetches the next page (pass it as cursor); null when this page was not full.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "7"
+                }
+            }
+        },
         "Capabilities": {
             "type": "object",
             "required": [
@@ -2905,6 +3602,19 @@ const docTemplate = `{
                     "description": "Files is true when the provider moves files and archives in and out.",
                     "type": "boolean",
                     "example": true
+                }
+            }
+        },
+        "CreateAPIKeyRequest": {
+            "type": "object",
+            "required": [
+                "name"
+            ],
+            "properties": {
+                "name": {
+                    "description": "Name says what the key is for: 1-100 characters, no control characters.",
+                    "type": "string",
+                    "example": "ci-runner"
                 }
             }
         },
@@ -2958,10 +3668,29 @@ const docTemplate = `{
                 }
             }
         },
+        "CreatedAPIKey": {
+            "type": "object",
+            "required": [
+                "key",
+                "secret"
+            ],
+            "properties": {
+                "key": {
+                    "$ref": "#/definitions/APIKey"
+                },
+                "secret": {
+                    "description": "Secret is the API key itself, to send as \"Authorization: Bearer SECRET\". Tether keeps only its hash: store it now.",
+                    "type": "string",
+                    "example": "tk_3q8x2Kp0Vw7mZr5Tn1Yb9Lc4Hd6Gf0Js2Ea8Uo3Wi5"
+                }
+            }
+        },
         "Event": {
             "type": "object",
             "required": [
                 "actor",
+                "actor_key_id",
+                "actor_key_name",
                 "at",
                 "from",
                 "id",
@@ -2985,6 +3714,18 @@ const docTemplate = `{
                         "EventActorJanitor"
                     ],
                     "example": "executor"
+                },
+                "actor_key_id": {
+                    "description": "ActorKeyID is the id of the API key a client's transition was made with; null for the executor's and the janitor's.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "key_k5m2q7x3w9r4t8vz"
+                },
+                "actor_key_name": {
+                    "description": "ActorKeyName is that API key's name; null with actor_key_id.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "ci-runner"
                 },
                 "at": {
                     "type": "string",
@@ -3639,6 +4380,10 @@ const docTemplate = `{
         {
             "description": "Run commands in ready sandboxes and move files and folders in and out.",
             "name": "data plane"
+        },
+        {
+            "description": "The tenant's API keys: create, list, revoke.",
+            "name": "keys"
         },
         {
             "description": "The providers enabled on this server and what they can do.",

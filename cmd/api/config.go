@@ -142,7 +142,7 @@ type Config struct {
 	// replica (MAX_STREAMS_PER_TENANT, default 20).
 	MaxStreamsPerTenant int
 	// AuthCacheTTL is how long a successful API key lookup is cached in
-	// memory (AUTH_CACHE_TTL, default 10s): a deleted key keeps working at
+	// memory (AUTH_CACHE_TTL, default 10s): a revoked key keeps working at
 	// most this long.
 	AuthCacheTTL time.Duration
 	// PprofAddr, if set, serves Go's pprof profiles there (PPROF_ADDR, e.g.

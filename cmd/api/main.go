@@ -3,7 +3,7 @@
 //
 //	tether [serve] [--no-migrate]   run the service (the default)
 //	tether migrate                  apply the schema migrations and exit
-//	tether keys create --tenant T   make an API key for tenant T and print it
+//	tether keys create --tenant T [--name N]   make an API key for tenant T and print it
 //	tether sandboxes|events|owners  ops commands over the REST API (cli.go)
 //
 // The service's configuration comes from the environment; see
@@ -50,7 +50,8 @@ func main() {
 const usage = `usage:
   tether [serve] [--no-migrate]     run the service (default)
   tether migrate                    apply schema migrations and exit
-  tether keys create --tenant NAME  create an API key; the key is the last line printed
+  tether keys create --tenant NAME [--name KEYNAME]
+                                    create an API key; the key is the last line printed
 `
 
 // run is the whole program: it parses args, reads the configuration through
@@ -91,17 +92,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fs := flag.NewFlagSet("keys create", flag.ContinueOnError)
 		fs.SetOutput(stderr)
 		tenant := fs.String("tenant", "", "tenant the key belongs to (created if new)")
+		name := fs.String("name", "cli", "what the key is for, shown in GET /v1/keys and in the audit trail")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
 		if *tenant == "" {
 			return errors.New("keys create: --tenant is required")
 		}
+		if *name == "" || len(*name) > 100 {
+			return errors.New("keys create: --name must be 1-100 bytes")
+		}
 		cfg, err := loadConfig(getenv)
 		if err != nil {
 			return fmt.Errorf("configuration: %w", err)
 		}
-		return createKey(ctx, cfg, *tenant, stdout)
+		return createKey(ctx, cfg, *tenant, *name, stdout)
 	case "sandboxes":
 		return runSandboxes(ctx, args, getenv, stdout, stderr)
 	case "events":
@@ -160,7 +165,7 @@ func migrate(ctx context.Context, cfg Config, stdout io.Writer) error {
 	return err
 }
 
-func createKey(ctx context.Context, cfg Config, tenant string, stdout io.Writer) error {
+func createKey(ctx context.Context, cfg Config, tenant, name string, stdout io.Writer) error {
 	st, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
@@ -169,11 +174,11 @@ func createKey(ctx context.Context, cfg Config, tenant string, stdout io.Writer)
 	if _, err := st.Migrate(ctx); err != nil {
 		return err
 	}
-	key, err := st.CreateAPIKey(ctx, tenant)
+	rec, key, err := st.CreateAPIKey(ctx, tenant, name)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "API key for tenant %q (shown once; store it now):\n%s\n", tenant, key)
+	_, err = fmt.Fprintf(stdout, "API key %s (%q) for tenant %q (shown once; store it now):\n%s\n", rec.ID, name, tenant, key)
 	return err
 }
 
@@ -241,7 +246,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		log.Warn("connected to Postgres as a superuser: run Tether as a role that owns its database and nothing more (see docs/operations.md)")
 	}
 	if cfg.BootstrapAPIKey != "" {
-		if err := st.RegisterAPIKey(ctx, "default", cfg.BootstrapAPIKey); err != nil {
+		if _, err := st.RegisterAPIKey(ctx, "default", "bootstrap", cfg.BootstrapAPIKey); err != nil {
 			return fmt.Errorf("bootstrap api key: %w", err)
 		}
 		log.Info("bootstrap API key registered", "tenant", "default",

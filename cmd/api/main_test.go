@@ -201,8 +201,11 @@ func TestKeysCreate(t *testing.T) {
 		return ""
 	}
 	var out bytes.Buffer
-	if err := run(t.Context(), []string{"keys", "create", "--tenant", "team-x"}, getenv, &out, io.Discard); err != nil {
+	if err := run(t.Context(), []string{"keys", "create", "--tenant", "team-x", "--name", "deploy-bot"}, getenv, &out, io.Discard); err != nil {
 		t.Fatalf("keys create: %v", err)
+	}
+	if !strings.Contains(out.String(), `"deploy-bot"`) {
+		t.Errorf("output %q does not name the key", out.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	key := lines[len(lines)-1]

@@ -191,7 +191,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	keys := map[string]string{"small": "bench-small-key", "big": "bench-big-key"}
 	for tenant, key := range keys {
-		if err := st.RegisterAPIKey(ctx, tenant, key); err != nil {
+		if _, err := st.RegisterAPIKey(ctx, tenant, "bench", key); err != nil {
 			return err
 		}
 	}
@@ -446,7 +446,7 @@ func measureJanitor(ctx context.Context, dbURL, seedURL string, n int) ([]target
 	if _, err := st.Migrate(ctx); err != nil {
 		return nil, "", err
 	}
-	if err := st.RegisterAPIKey(ctx, "live", "bench-live-key"); err != nil {
+	if _, err := st.RegisterAPIKey(ctx, "live", "bench", "bench-live-key"); err != nil {
 		return nil, "", err
 	}
 	simDir, err := os.MkdirTemp("", "tether-bench-sim-")

@@ -1,7 +1,9 @@
 package http
 
 import (
+	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -36,7 +38,7 @@ import (
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/archive [put]
-func handleArchivePut(cfg Config, st sandboxGetter, providers map[string]sandbox.Provider) handlerFunc {
+func handleArchivePut(log *slog.Logger, cfg Config, st dataPlaneStore, providers map[string]sandbox.Provider) handlerFunc {
 	return func(c *gin.Context) error {
 		path, err := filePath(c)
 		if err != nil {
@@ -46,7 +48,10 @@ func handleArchivePut(cfg Config, st sandboxGetter, providers map[string]sandbox
 		if err != nil {
 			return err
 		}
-		if err := archives.WriteArchive(c.Request.Context(), sb.ID, path, c.Request.Body, cfg.MaxFileBytes); err != nil {
+		started, body := time.Now(), &countingReader{r: c.Request.Body}
+		err = archives.WriteArchive(c.Request.Context(), sb.ID, path, body, cfg.MaxFileBytes)
+		recordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityArchiveWrite, Target: path, Bytes: &body.n}, started, err)
+		if err != nil {
 			return err
 		}
 		c.Status(http.StatusNoContent)
@@ -80,7 +85,7 @@ func handleArchivePut(cfg Config, st sandboxGetter, providers map[string]sandbox
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/archive [get]
-func handleArchiveGet(st sandboxGetter, providers map[string]sandbox.Provider) handlerFunc {
+func handleArchiveGet(log *slog.Logger, st dataPlaneStore, providers map[string]sandbox.Provider) handlerFunc {
 	return func(c *gin.Context) error {
 		path, err := filePath(c)
 		if err != nil {
@@ -90,8 +95,9 @@ func handleArchiveGet(st sandboxGetter, providers map[string]sandbox.Provider) h
 		if err != nil {
 			return err
 		}
-		w := &lazyWriter{c: c, contentType: "application/x-tar"}
+		w, started := &lazyWriter{c: c, contentType: "application/x-tar"}, time.Now()
 		err = archives.ReadArchive(c.Request.Context(), sb.ID, path, w)
+		recordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityArchiveRead, Target: path, Bytes: &w.n}, started, err)
 		if err != nil && w.started {
 			// Too late for a problem document: cut the response short.
 			panic(http.ErrAbortHandler)

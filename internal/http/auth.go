@@ -15,18 +15,29 @@ import (
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
-// tenantKey is the gin context key of the authenticated tenant.
-const tenantKey = "tether.tenant"
+// tenantKey and callerKey are the gin context keys of the authenticated
+// tenant and API key.
+const (
+	tenantKey = "tether.tenant"
+	callerKey = "tether.caller"
+)
 
 func tenantOf(c *gin.Context) string { return c.GetString(tenantKey) }
 
+// callerOf is the API key the request was made with, for the audit trail.
+func callerOf(c *gin.Context) sandbox.Caller {
+	by, _ := c.Value(callerKey).(sandbox.Caller)
+	return by
+}
+
 type authenticator interface {
-	// Authenticate returns the tenant of an API key, or sandbox.ErrNotFound.
-	Authenticate(ctx context.Context, key string) (string, error)
+	// Authenticate returns the record of an API key, or
+	// sandbox.ErrNotFound for an unknown or revoked key.
+	Authenticate(ctx context.Context, key string) (sandbox.APIKey, error)
 }
 
 // withAuth requires "Authorization: Bearer <api key>" and records the key's
-// tenant for the handlers.
+// tenant and identity (callerOf) for the handlers.
 func withAuth(log *slog.Logger, auth authenticator, q *quotas) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		scheme, key, ok := strings.Cut(c.GetHeader("Authorization"), " ")
@@ -37,7 +48,7 @@ func withAuth(log *slog.Logger, auth authenticator, q *quotas) gin.HandlerFunc {
 				"send an API key as Authorization: Bearer <key>", ""))
 			return
 		}
-		tenant, err := auth.Authenticate(c.Request.Context(), key)
+		k, err := auth.Authenticate(c.Request.Context(), key)
 		if errors.Is(err, sandbox.ErrNotFound) {
 			c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
 			writeProblem(c, newProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated, "the API key is not valid", ""))
@@ -47,7 +58,8 @@ func withAuth(log *slog.Logger, auth authenticator, q *quotas) gin.HandlerFunc {
 			writeError(c, log, err)
 			return
 		}
-		c.Set(tenantKey, tenant)
+		c.Set(tenantKey, k.Tenant)
+		c.Set(callerKey, k.Caller())
 		if err := q.checkKey(c, sha256.Sum256([]byte(key))); err != nil {
 			writeError(c, log, err)
 			return
@@ -57,8 +69,8 @@ func withAuth(log *slog.Logger, auth authenticator, q *quotas) gin.HandlerFunc {
 }
 
 // keyCache remembers which tenant an API key belongs to for a while, so that
-// most requests authenticate without a query. A key removed from the
-// database keeps working for at most ttl. Only successful lookups are
+// most requests authenticate without a query. A key revoked or removed from
+// the database keeps working for at most ttl. Only successful lookups are
 // cached, under the key's hash; the cache is cleared when it grows past
 // maxEntries.
 type keyCache struct {
@@ -71,7 +83,7 @@ type keyCache struct {
 }
 
 type cachedKey struct {
-	tenant  string
+	key     sandbox.APIKey
 	expires time.Time
 }
 
@@ -80,24 +92,24 @@ func newKeyCache(auth authenticator, ttl time.Duration) *keyCache {
 }
 
 // Authenticate implements authenticator.
-func (k *keyCache) Authenticate(ctx context.Context, key string) (string, error) {
+func (k *keyCache) Authenticate(ctx context.Context, key string) (sandbox.APIKey, error) {
 	sum := sha256.Sum256([]byte(key))
 	now := time.Now()
 	k.mu.Lock()
 	e, ok := k.entries[sum]
 	k.mu.Unlock()
 	if ok && now.Before(e.expires) {
-		return e.tenant, nil
+		return e.key, nil
 	}
-	tenant, err := k.auth.Authenticate(ctx, key)
+	rec, err := k.auth.Authenticate(ctx, key)
 	if err != nil {
-		return "", err
+		return sandbox.APIKey{}, err
 	}
 	k.mu.Lock()
 	if len(k.entries) >= k.maxEntries {
 		clear(k.entries)
 	}
-	k.entries[sum] = cachedKey{tenant: tenant, expires: now.Add(k.ttl)}
+	k.entries[sum] = cachedKey{key: rec, expires: now.Add(k.ttl)}
 	k.mu.Unlock()
-	return tenant, nil
+	return rec, nil
 }

@@ -26,7 +26,9 @@ func BenchmarkEncodeSandbox(b *testing.B) {
 
 type fixedAuth struct{}
 
-func (fixedAuth) Authenticate(context.Context, string) (string, error) { return "acme", nil }
+func (fixedAuth) Authenticate(context.Context, string) (sandbox.APIKey, error) {
+	return sandbox.APIKey{ID: "key_x", Tenant: "acme", Name: "bench"}, nil
+}
 
 // BenchmarkKeyCacheHit is authentication of a request whose key was seen
 // recently: no query.

@@ -232,6 +232,12 @@ func TestContractIsServed(t *testing.T) {
 // apiTypes maps each schema of the contract to the Go type the server
 // encodes it from (nil for schemas that are only enums).
 var apiTypes = map[string]any{
+	"APIKey":               tetherhttp.APIKey{},
+	"APIKeyList":           tetherhttp.APIKeyList{},
+	"Activity":             tetherhttp.Activity{},
+	"ActivityList":         tetherhttp.ActivityList{},
+	"CreateAPIKeyRequest":  tetherhttp.CreateAPIKeyRequest{},
+	"CreatedAPIKey":        tetherhttp.CreatedAPIKey{},
 	"Capabilities":         tetherhttp.Capabilities{},
 	"CreateSandboxRequest": tetherhttp.CreateSandboxRequest{},
 	"Event":                tetherhttp.Event{},

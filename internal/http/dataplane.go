@@ -99,7 +99,7 @@ func dataPlane[C any](c *gin.Context, st sandboxGetter, providers map[string]san
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/exec [post]
-func handleSandboxExec(log *slog.Logger, cfg Config, st sandboxGetter, providers map[string]sandbox.Provider, draining context.Context) handlerFunc {
+func handleSandboxExec(log *slog.Logger, cfg Config, st dataPlaneStore, providers map[string]sandbox.Provider, draining context.Context) handlerFunc {
 	return func(c *gin.Context) error {
 		var req ExecRequest
 		if err := decodeJSON(c, &req); err != nil {
@@ -131,19 +131,32 @@ func handleSandboxExec(log *slog.Logger, cfg Config, st sandboxGetter, providers
 			if err != nil {
 				return err
 			}
-			return streamExec(c, log, draining, execer, sb.ID, execReq)
+			return streamExec(c, log, draining, execer, sb.ID, execReq, func(res sandbox.ExecResult, output int64, started time.Time, err error) {
+				recordActivity(c, log, st, sb, execActivity(req.Command, res, output, err), started, err)
+			})
 		}
 		sb, execer, err := dataPlane[sandbox.Execer](c, st, providers, "exec")
 		if err != nil {
 			return err
 		}
+		started := time.Now()
 		res, err := execer.Exec(c.Request.Context(), sb.ID, execReq)
+		recordActivity(c, log, st, sb, execActivity(req.Command, res, int64(len(res.Output)), err), started, err)
 		if err != nil {
 			return err
 		}
 		return writeJSON(c, http.StatusOK, ExecResult{Output: res.Output, ExitCode: res.ExitCode, Truncated: res.Truncated, TimedOut: res.TimedOut,
 			TimeoutSeconds: int64(timeout / time.Second), OOMKilled: res.OOMKilled})
 	}
+}
+
+// execActivity is the activity record of an exec of command.
+func execActivity(command string, res sandbox.ExecResult, output int64, err error) sandbox.Activity {
+	a := sandbox.Activity{Kind: sandbox.ActivityExec, Target: command, Bytes: &output, TimedOut: res.TimedOut}
+	if err == nil {
+		a.ExitCode = &res.ExitCode
+	}
+	return a
 }
 
 // wantsEventStream reports whether the client asked for Server-Sent Events.
@@ -168,8 +181,11 @@ type OutputChunk struct {
 
 // streamExec runs the command, passing its output on as Server-Sent Events.
 // The headers go out with the first event, so that a failure before any
-// output is still a problem response.
-func streamExec(c *gin.Context, log *slog.Logger, draining context.Context, execer sandbox.StreamExecer, id string, req sandbox.ExecRequest) error {
+// output is still a problem response. done is told how the command ended
+// (and how many bytes of output it made) before the client is.
+func streamExec(c *gin.Context, log *slog.Logger, draining context.Context, execer sandbox.StreamExecer, id string, req sandbox.ExecRequest,
+	done func(res sandbox.ExecResult, output int64, started time.Time, err error),
+) error {
 	// A shutdown ends the stream (and the command) with a retryable error.
 	ctx, cancel := context.WithCancelCause(c.Request.Context())
 	defer cancel(nil)
@@ -193,9 +209,12 @@ func streamExec(c *gin.Context, log *slog.Logger, draining context.Context, exec
 		c.Writer.Flush()
 		return nil
 	}
+	began, output := time.Now(), int64(0)
 	res, err := execer.ExecStream(ctx, id, req, func(stream string, chunk []byte) error {
+		output += int64(len(chunk))
 		return event(stream, OutputChunk{Data: strings.ToValidUTF8(string(chunk), "\uFFFD")})
 	})
+	done(res, output, began, err)
 	switch {
 	case err != nil && !started:
 		return err
@@ -271,7 +290,7 @@ func filePath(c *gin.Context) (string, error) {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/files [put]
-func handleFilePut(cfg Config, st sandboxGetter, providers map[string]sandbox.Provider) handlerFunc {
+func handleFilePut(log *slog.Logger, cfg Config, st dataPlaneStore, providers map[string]sandbox.Provider) handlerFunc {
 	return func(c *gin.Context) error {
 		path, err := filePath(c)
 		if err != nil {
@@ -281,7 +300,10 @@ func handleFilePut(cfg Config, st sandboxGetter, providers map[string]sandbox.Pr
 		if err != nil {
 			return err
 		}
-		if err := files.WriteFile(c.Request.Context(), sb.ID, path, c.Request.Body, cfg.MaxFileBytes); err != nil {
+		started, body := time.Now(), &countingReader{r: c.Request.Body}
+		err = files.WriteFile(c.Request.Context(), sb.ID, path, body, cfg.MaxFileBytes)
+		recordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityFileWrite, Target: path, Bytes: &body.n}, started, err)
+		if err != nil {
 			return err
 		}
 		c.Status(http.StatusNoContent)
@@ -295,6 +317,7 @@ type lazyWriter struct {
 	c           *gin.Context
 	contentType string // default application/octet-stream
 	started     bool
+	n           int64 // bytes written
 }
 
 func (w *lazyWriter) start() {
@@ -308,7 +331,9 @@ func (w *lazyWriter) start() {
 
 func (w *lazyWriter) Write(b []byte) (int, error) {
 	w.start()
-	return w.c.Writer.Write(b)
+	n, err := w.c.Writer.Write(b)
+	w.n += int64(n)
+	return n, err
 }
 
 // handleFileGet downloads a file from a sandbox.
@@ -337,7 +362,7 @@ func (w *lazyWriter) Write(b []byte) (int, error) {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/files [get]
-func handleFileGet(cfg Config, st sandboxGetter, providers map[string]sandbox.Provider) handlerFunc {
+func handleFileGet(log *slog.Logger, cfg Config, st dataPlaneStore, providers map[string]sandbox.Provider) handlerFunc {
 	return func(c *gin.Context) error {
 		path, err := filePath(c)
 		if err != nil {
@@ -347,8 +372,9 @@ func handleFileGet(cfg Config, st sandboxGetter, providers map[string]sandbox.Pr
 		if err != nil {
 			return err
 		}
-		w := &lazyWriter{c: c}
+		w, started := &lazyWriter{c: c}, time.Now()
 		err = files.ReadFile(c.Request.Context(), sb.ID, path, w, cfg.MaxFileBytes)
+		recordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityFileRead, Target: path, Bytes: &w.n}, started, err)
 		if err != nil && w.started {
 			// Too late for a problem document: cut the response short.
 			panic(http.ErrAbortHandler)

@@ -24,8 +24,12 @@ type Event struct {
 	// Reason is the reason recorded with the transition (a sandbox's end reason, or owner_transferred); null when there is none.
 	Reason *string `json:"reason" extensions:"x-nullable" example:"requested"`
 	// Actor is who caused the transition.
-	Actor   string `json:"actor" enums:"client,executor,janitor" x-enum-varnames:"EventActorClient,EventActorExecutor,EventActorJanitor" example:"executor"`
-	Message string `json:"message" example:"created by provider sim"`
+	Actor string `json:"actor" enums:"client,executor,janitor" x-enum-varnames:"EventActorClient,EventActorExecutor,EventActorJanitor" example:"executor"`
+	// ActorKeyID is the id of the API key a client's transition was made with; null for the executor's and the janitor's.
+	ActorKeyID *string `json:"actor_key_id" extensions:"x-nullable" example:"key_k5m2q7x3w9r4t8vz"`
+	// ActorKeyName is that API key's name; null with actor_key_id.
+	ActorKeyName *string `json:"actor_key_name" extensions:"x-nullable" example:"ci-runner"`
+	Message      string  `json:"message" example:"created by provider sim"`
 } // @name Event
 
 // EventList is a page of events, oldest first.
@@ -47,6 +51,7 @@ func toEventList(events []sandbox.Event, limit int) EventList {
 		out.Items[i] = Event{
 			ID: e.ID, SandboxID: e.SandboxID, At: e.At.UTC(), From: optional(string(e.From)), To: string(e.To),
 			Reason: optional(string(e.Reason)), Actor: string(e.Actor), Message: e.Message,
+			ActorKeyID: optional(e.Caller.KeyID), ActorKeyName: callerName(e.Caller),
 		}
 	}
 	if len(events) == limit && limit > 0 {

@@ -142,7 +142,7 @@ func setup(t *testing.T, opts ...option) *bundle {
 	st, notifier := storetest.NewNotified(t, log)
 	ctx := context.Background()
 	for tenant, key := range map[string]string{tenantA: keyA, tenantB: keyB} {
-		if err := st.RegisterAPIKey(ctx, tenant, key); err != nil {
+		if _, err := st.RegisterAPIKey(ctx, tenant, "key-"+tenant, key); err != nil {
 			t.Fatalf("register key for %s: %v", tenant, err)
 		}
 	}

@@ -44,7 +44,7 @@ type RenewedSandbox struct {
 
 type ownerStore interface {
 	RenewOwnerLease(ctx context.Context, tenant, owner string, ttl time.Duration) (time.Time, error)
-	ReleaseOwner(ctx context.Context, tenant, owner string) ([]sandbox.Sandbox, error)
+	ReleaseOwner(ctx context.Context, tenant, owner string, by sandbox.Caller) ([]sandbox.Sandbox, error)
 }
 
 type sandboxRenewer interface {
@@ -146,7 +146,7 @@ func handleOwnerRelease(st ownerStore) handlerFunc {
 		if err != nil {
 			return err
 		}
-		ended, err := st.ReleaseOwner(c.Request.Context(), tenantOf(c), owner)
+		ended, err := st.ReleaseOwner(c.Request.Context(), tenantOf(c), owner, callerOf(c))
 		if err != nil {
 			return err
 		}

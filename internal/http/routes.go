@@ -26,6 +26,8 @@ import (
 //	@tag.description			Owners are clients that hold a lease; when it lapses, their sandboxes end.
 //	@tag.name					data plane
 //	@tag.description			Run commands in ready sandboxes and move files and folders in and out.
+//	@tag.name					keys
+//	@tag.description			The tenant's API keys: create, list, revoke.
 //	@tag.name					providers
 //	@tag.description			The providers enabled on this server and what they can do.
 //	@tag.name					health
@@ -79,14 +81,18 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.POST("/sandboxes/:id/renew", body, h(handleSandboxRenew(cfg, deps.Store)))
 	v1.PUT("/sandboxes/:id/owner", body, h(handleSandboxOwner(cfg, deps.Store)))
 	v1.GET("/sandboxes/:id/events", h(handleSandboxEvents(deps.Store)))
+	v1.GET("/sandboxes/:id/activity", h(handleSandboxActivity(deps.Store)))
 	v1.POST("/sandboxes/:id/exec", body, h(handleSandboxExec(log, cfg, deps.Store, providers, draining)))
-	v1.PUT("/sandboxes/:id/files", withBodyLimit(cfg.MaxFileBytes), h(handleFilePut(cfg, deps.Store, providers)))
-	v1.GET("/sandboxes/:id/files", h(handleFileGet(cfg, deps.Store, providers)))
-	v1.PUT("/sandboxes/:id/archive", withBodyLimit(cfg.MaxFileBytes), h(handleArchivePut(cfg, deps.Store, providers)))
-	v1.GET("/sandboxes/:id/archive", h(handleArchiveGet(deps.Store, providers)))
+	v1.PUT("/sandboxes/:id/files", withBodyLimit(cfg.MaxFileBytes), h(handleFilePut(log, cfg, deps.Store, providers)))
+	v1.GET("/sandboxes/:id/files", h(handleFileGet(log, cfg, deps.Store, providers)))
+	v1.PUT("/sandboxes/:id/archive", withBodyLimit(cfg.MaxFileBytes), h(handleArchivePut(log, cfg, deps.Store, providers)))
+	v1.GET("/sandboxes/:id/archive", h(handleArchiveGet(log, deps.Store, providers)))
 	v1.GET("/events", h(handleEvents(deps.Store)))
 	v1.GET("/events/stream", h(handleEventStream(deps.Store, deps.Changes, &streamSlots{max: cfg.MaxStreamsPerTenant, n: map[string]int{}}, draining)))
 	v1.PUT("/owners/:owner/lease", body, h(handleOwnerLease(cfg, deps.Store)))
 	v1.DELETE("/owners/:owner", h(handleOwnerRelease(deps.Store)))
 	v1.GET("/providers", h(handleProviders(deps.Providers)))
+	v1.POST("/keys", body, h(handleKeyCreate(deps.Store)))
+	v1.GET("/keys", h(handleKeyList(deps.Store)))
+	v1.DELETE("/keys/:id", h(handleKeyRevoke(deps.Store)))
 }

@@ -149,7 +149,7 @@ type sandboxLister interface {
 }
 
 type sandboxEnder interface {
-	EndSandbox(ctx context.Context, tenant, id string, reason sandbox.Reason, actor sandbox.Actor, message string) (sandbox.Sandbox, bool, error)
+	EndSandbox(ctx context.Context, tenant, id string, reason sandbox.Reason, actor sandbox.Actor, by sandbox.Caller, message string) (sandbox.Sandbox, bool, error)
 }
 
 type changeSubscriber interface {
@@ -237,7 +237,7 @@ func handleSandboxCreate(cfg Config, st sandboxCreator, providers map[string]san
 		if err != nil {
 			return err
 		}
-		p.Tenant = tenantOf(c)
+		p.Tenant, p.Caller = tenantOf(c), callerOf(c)
 		if key := c.GetHeader("Idempotency-Key"); key != "" {
 			if !validIdempotencyKey(key) {
 				return sandbox.Errorf(sandbox.CodeInvalidRequest,
@@ -736,7 +736,7 @@ func handleSandboxDelete(st sandboxEnder) handlerFunc {
 		if err := onlyQuery(c); err != nil {
 			return err
 		}
-		sb, changed, err := st.EndSandbox(c.Request.Context(), tenantOf(c), id, sandbox.ReasonRequested, sandbox.ActorClient, "deleted by client")
+		sb, changed, err := st.EndSandbox(c.Request.Context(), tenantOf(c), id, sandbox.ReasonRequested, sandbox.ActorClient, callerOf(c), "deleted by client")
 		if err != nil {
 			return notFoundAs(err, id)
 		}

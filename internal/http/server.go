@@ -97,6 +97,9 @@ type Store interface {
 	sandboxRenewer
 	usageReader
 	eventStreamer
+	keyStore
+	activityLister
+	activityRecorder
 }
 
 // API defaults, for zero Config fields.

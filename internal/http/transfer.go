@@ -17,7 +17,7 @@ type OwnerRequest struct {
 } // @name OwnerRequest
 
 type ownerTransferrer interface {
-	TransferOwner(ctx context.Context, tenant, id, owner string, ttl time.Duration) (sandbox.Sandbox, error)
+	TransferOwner(ctx context.Context, tenant, id, owner string, ttl time.Duration, by sandbox.Caller) (sandbox.Sandbox, error)
 }
 
 // handleSandboxOwner hands a sandbox to another owner.
@@ -58,7 +58,7 @@ func handleSandboxOwner(cfg Config, st ownerTransferrer) handlerFunc {
 		if err := validateOwner(req.Owner); err != nil {
 			return err
 		}
-		sb, err := st.TransferOwner(c.Request.Context(), tenantOf(c), id, req.Owner, cfg.DefaultOwnerTTL)
+		sb, err := st.TransferOwner(c.Request.Context(), tenantOf(c), id, req.Owner, cfg.DefaultOwnerTTL, callerOf(c))
 		if err != nil {
 			return notFoundAs(err, id)
 		}

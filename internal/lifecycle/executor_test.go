@@ -66,7 +66,7 @@ func setupWith(t *testing.T, clock *storetest.Clock) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(cancel)
-	if err := st.RegisterAPIKey(ctx, "acme", "k"); err != nil {
+	if _, err := st.RegisterAPIKey(ctx, "acme", "test", "k"); err != nil {
 		t.Fatal(err)
 	}
 	return &env{t: t, clock: clock, ctx: ctx, st: st, notifier: notifier, simDir: dir, sim: p, log: log}
@@ -183,7 +183,7 @@ func TestCreateToReadyAndRelease(t *testing.T) {
 	if !e.holds(sb.ID) {
 		t.Fatal("the provider holds no resource for a ready sandbox")
 	}
-	if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, ""); err != nil {
+	if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	e.waitFor(sb.ID, "released", isReleased)
@@ -204,7 +204,7 @@ func TestLateCreationIsReleased(t *testing.T) {
 	e.executor(lifecycle.ExecutorConfig{})
 	sb := e.create(`{"create_delay_ms": 400, "ignore_cancel": true}`)
 	e.waitFor(sb.ID, "creating", isState(sandbox.StateCreating))
-	got, changed, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, "")
+	got, changed, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "")
 	if err != nil || !changed || got.State != sandbox.StateCancelled {
 		t.Fatalf("cancel = %s, %v, %v", got.State, changed, err)
 	}
@@ -231,7 +231,7 @@ func TestCancelInterruptsCreate(t *testing.T) {
 	e.executor(lifecycle.ExecutorConfig{})
 	sb := e.create(`{"create_delay_ms": 60000}`)
 	e.waitFor(sb.ID, "creating", isState(sandbox.StateCreating))
-	if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, ""); err != nil {
+	if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -278,7 +278,7 @@ func TestDestroyFailureIsRetried(t *testing.T) {
 	e.executor(lifecycle.ExecutorConfig{})
 	sb := e.create(`{"fail": "destroy_once"}`)
 	e.waitFor(sb.ID, "ready", isState(sandbox.StateReady))
-	if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, ""); err != nil {
+	if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	got := e.waitFor(sb.ID, "released", isReleased)
@@ -401,7 +401,7 @@ func TestManySandboxesSettle(t *testing.T) {
 	}
 	for i, id := range ids {
 		if i%5 == 0 {
-			if _, _, err := e.st.EndSandbox(e.ctx, "acme", id, sandbox.ReasonRequested, sandbox.ActorClient, ""); err != nil {
+			if _, _, err := e.st.EndSandbox(e.ctx, "acme", id, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -52,7 +52,7 @@ func TestProviderPanicIsARetryableFailure(t *testing.T) {
 	if ready.Attempts != 2 {
 		t.Errorf("attempts = %d, want 2 (a panic, then success)", ready.Attempts)
 	}
-	if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, ""); err != nil {
+	if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	e.waitFor(sb.ID, "released", isReleased)

@@ -197,7 +197,7 @@ func TestJanitorDestroysOrphans(t *testing.T) {
 	// A resource whose sandbox was cancelled and released before a late
 	// create landed.
 	late := e.create("")
-	if _, _, err := e.st.EndSandbox(e.ctx, "acme", late.ID, sandbox.ReasonRequested, sandbox.ActorClient, ""); err != nil {
+	if _, _, err := e.st.EndSandbox(e.ctx, "acme", late.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.sim.Create(e.ctx, sandbox.CreateSpec{SandboxID: late.ID}); err != nil {

@@ -43,7 +43,9 @@ func ValidID(id string) bool {
 // CreateParams is a validated request for a new sandbox, as the store
 // records it.
 type CreateParams struct {
-	Tenant   string
+	Tenant string
+	// Caller is the API key the request was made with, for the event.
+	Caller   Caller
 	Provider string
 	Owner    string
 	Labels   map[string]string

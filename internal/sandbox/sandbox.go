@@ -174,6 +174,9 @@ type Event struct {
 	Reason  Reason
 	Actor   Actor
 	Message string
+	// Caller is the API key behind a client's transition; zero for the
+	// executor's and the janitor's.
+	Caller Caller
 }
 
 // StreamPosition is a place in a tenant's event stream: after the event id

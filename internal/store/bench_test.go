@@ -18,7 +18,7 @@ func benchStore(b *testing.B) (*store.Store, context.Context) {
 	b.Helper()
 	st := storetest.New(b)
 	ctx := context.Background()
-	if err := st.RegisterAPIKey(ctx, "acme", "key-acme"); err != nil {
+	if _, err := st.RegisterAPIKey(ctx, "acme", "test", "key-acme"); err != nil {
 		b.Fatal(err)
 	}
 	return st, ctx
@@ -91,6 +91,24 @@ func BenchmarkAuthenticate(b *testing.B) {
 	st, ctx := benchStore(b)
 	for b.Loop() {
 		if _, err := st.Authenticate(ctx, "key-acme"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRecordActivity is what auditing adds to every exec and file
+// transfer: one INSERT, after the operation.
+func BenchmarkRecordActivity(b *testing.B) {
+	st, ctx := benchStore(b)
+	sb, _, err := st.CreateSandbox(ctx, createParams())
+	if err != nil {
+		b.Fatal(err)
+	}
+	code, n := 0, int64(5)
+	a := sandbox.Activity{SandboxID: sb.ID, Tenant: "acme", Caller: sandbox.Caller{KeyID: "key_a", KeyName: "ci"},
+		Kind: sandbox.ActivityExec, Target: "pytest -q tests/", ExitCode: &code, Bytes: &n, Duration: 40 * time.Millisecond}
+	for b.Loop() {
+		if err := st.RecordActivity(ctx, a); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,14 +14,17 @@ import (
 // endSQL ends the sandboxes that the pick query selects (it must select id,
 // state and lease_owner of live sandboxes, locking them), appending one event
 // each, and returns the ended sandboxes. Parameters $1-$4 are reason, now,
-// actor and message; the pick query's own parameters start at $5.
-func endSQL(pick string) string {
-	return endSQLWith(pick, endValues{now: "$2::timestamptz", reason: "$1::text", actor: "$3::text", message: "$4::text"})
+// actor and message; the pick query's own parameters start at $5, and its
+// nargs are followed by the caller's key id and name.
+func endSQL(pick string, nargs int) string {
+	return endSQLWith(pick, endValues{now: "$2::timestamptz", reason: "$1::text", actor: "$3::text", message: "$4::text",
+		keyID: fmt.Sprintf("$%d::text", 5+nargs), keyName: fmt.Sprintf("$%d::text", 6+nargs)})
 }
 
-// endValues are the SQL expressions of an end's time, reason, actor and
-// message: parameters, or columns of the pick query's rows (cur).
-type endValues struct{ now, reason, actor, message string }
+// endValues are the SQL expressions of an end's time, reason, actor,
+// message and caller's key: parameters, or columns of the pick query's rows
+// (cur).
+type endValues struct{ now, reason, actor, message, keyID, keyName string }
 
 // endSQLWith is endSQL with the end's values given as SQL expressions.
 //
@@ -41,10 +45,11 @@ func endSQLWith(pick string, v endValues) string {
 				lease_expires_at = CASE WHEN cur.state = 'creating' AND cur.lease_owner IS NOT NULL THEN s.lease_expires_at END
 			FROM cur
 			WHERE s.id = cur.id AND cur.state IN ` + liveStates + `
-			RETURNING s.*, cur.state AS from_state, ` + v.actor + ` AS end_actor, ` + v.message + ` AS end_message
+			RETURNING s.*, cur.state AS from_state, ` + v.actor + ` AS end_actor, ` + v.message + ` AS end_message,
+				` + v.keyID + ` AS end_key_id, ` + v.keyName + ` AS end_key_name
 		), ev AS (
-			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
-			SELECT id, tenant, ended_at, from_state, state, reason, end_actor, end_message FROM upd ORDER BY id
+			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message, actor_key_id, actor_key_name)
+			SELECT id, tenant, ended_at, from_state, state, reason, end_actor, end_message, end_key_id, end_key_name FROM upd ORDER BY id
 		)
 		SELECT ` + sandboxColumns + ` FROM upd s`
 }
@@ -54,8 +59,16 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
+// endMany ends what pick selects on behalf of the executor or the janitor
+// (no caller).
 func endMany(ctx context.Context, q querier, pick string, now time.Time, reason sandbox.Reason, actor sandbox.Actor, message string, args ...any) ([]sandbox.Sandbox, error) {
-	rows, err := q.Query(ctx, endSQL(pick), append([]any{string(reason), now, string(actor), message}, args...)...)
+	return endManyBy(ctx, q, pick, now, reason, actor, sandbox.Caller{}, message, args...)
+}
+
+// endManyBy is endMany on behalf of a client's API key.
+func endManyBy(ctx context.Context, q querier, pick string, now time.Time, reason sandbox.Reason, actor sandbox.Actor, by sandbox.Caller, message string, args ...any) ([]sandbox.Sandbox, error) {
+	params := append(append([]any{string(reason), now, string(actor), message}, args...), nullable(by.KeyID), nullable(by.KeyName))
+	rows, err := q.Query(ctx, endSQL(pick, len(args)), params...)
 	if err != nil {
 		return nil, interpret(err)
 	}
@@ -66,8 +79,9 @@ func endMany(ctx context.Context, q querier, pick string, now time.Time, reason 
 // EndSandbox moves a live sandbox of the tenant to its terminal state (see
 // endSQL). changed is false, and the sandbox is returned as it is, when it
 // was already terminal. Concurrent calls share a statement and a commit.
-func (s *Store) EndSandbox(ctx context.Context, tenant, id string, reason sandbox.Reason, actor sandbox.Actor, message string) (sb sandbox.Sandbox, changed bool, err error) {
-	sb, err = s.ends.do(ctx, endRow{id: id, tenant: tenant, reason: reason, actor: actor, message: message})
+// by is the API key of the client that asked, if any.
+func (s *Store) EndSandbox(ctx context.Context, tenant, id string, reason sandbox.Reason, actor sandbox.Actor, by sandbox.Caller, message string) (sb sandbox.Sandbox, changed bool, err error) {
+	sb, err = s.ends.do(ctx, endRow{id: id, tenant: tenant, reason: reason, actor: actor, by: by, message: message})
 	switch {
 	case err == nil:
 		return sb, true, nil
@@ -86,6 +100,7 @@ type endRow struct {
 	id, tenant string
 	reason     sandbox.Reason
 	actor      sandbox.Actor
+	by         sandbox.Caller
 	message    string
 }
 
@@ -94,9 +109,9 @@ type endRow struct {
 var errNotLive = errors.New("sandbox not live")
 
 func (s *Store) endOne(ctx context.Context, r endRow) (sandbox.Sandbox, error) {
-	ended, err := endMany(ctx, s.pool,
+	ended, err := endManyBy(ctx, s.pool,
 		`SELECT id, state, lease_owner FROM sandboxes WHERE id = $5 AND tenant = $6 FOR UPDATE`,
-		s.Now(), r.reason, r.actor, r.message, r.id, r.tenant)
+		s.Now(), r.reason, r.actor, r.by, r.message, r.id, r.tenant)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -113,18 +128,22 @@ func (s *Store) endOne(ctx context.Context, r endRow) (sandbox.Sandbox, error) {
 func (s *Store) endBatch(ctx context.Context, rows []endRow) (map[string]sandbox.Sandbox, error) {
 	n := len(rows)
 	ids, tenants, reasons, actors, messages := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	keyIDs, keyNames := make([]*string, n), make([]*string, n)
 	for i, r := range rows {
 		ids[i], tenants[i], reasons[i], actors[i], messages[i] = r.id, r.tenant, string(r.reason), string(r.actor), r.message
+		keyIDs[i], keyNames[i] = nullable(r.by.KeyID), nullable(r.by.KeyName)
 	}
 	pgRows, err := s.pool.Query(ctx, endSQLWith(`
-		SELECT s.id, s.state, s.lease_owner, n.reason, n.actor, n.message
+		SELECT s.id, s.state, s.lease_owner, n.reason, n.actor, n.message, n.key_id, n.key_name
 		FROM sandboxes s
-		JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS n(id, tenant, reason, actor, message)
+		JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $7::text[], $8::text[])
+			AS n(id, tenant, reason, actor, message, key_id, key_name)
 			ON n.id = s.id AND n.tenant = s.tenant
 		ORDER BY s.id
 		FOR UPDATE OF s`,
-		endValues{now: "$6::timestamptz", reason: "cur.reason", actor: "cur.actor", message: "cur.message"}),
-		ids, tenants, reasons, actors, messages, s.Now())
+		endValues{now: "$6::timestamptz", reason: "cur.reason", actor: "cur.actor", message: "cur.message",
+			keyID: "cur.key_id", keyName: "cur.key_name"}),
+		ids, tenants, reasons, actors, messages, s.Now(), keyIDs, keyNames)
 	if err != nil {
 		return nil, err
 	}

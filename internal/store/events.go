@@ -10,11 +10,15 @@ import (
 
 const eventColumns = `id, sandbox_id, tenant, at, coalesce(from_state, ''), to_state, coalesce(reason, ''), actor, message`
 
+// eventKeyColumns follow eventColumns in reads that show who caused each
+// event (scanned into Event.Caller).
+const eventKeyColumns = `, coalesce(actor_key_id, ''), coalesce(actor_key_name, '')`
+
 // SandboxEvents returns the sandbox's history oldest first: at most limit
 // events with ids above after. The caller checks the sandbox belongs to the
 // tenant first.
 func (s *Store) SandboxEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]sandbox.Event, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM sandbox_events
+	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+eventKeyColumns+` FROM sandbox_events
 		WHERE sandbox_id = $1 AND (sandbox_id, id) > ($1, $2) ORDER BY sandbox_id, id LIMIT $3`, sandboxID, after, limit)
 	if err != nil {
 		return nil, wrap("sandbox events", err)
@@ -28,7 +32,7 @@ func (s *Store) SandboxEvents(ctx context.Context, sandboxID string, after int64
 // primary key and filtering by tenant looks cheap on average and is slow
 // exactly when other tenants' events come first.)
 func (s *Store) TenantEvents(ctx context.Context, tenant string, after int64, limit int) ([]sandbox.Event, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM sandbox_events
+	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+eventKeyColumns+` FROM sandbox_events
 		WHERE tenant = $1 AND (tenant, id) > ($1, $2) ORDER BY tenant, id LIMIT $3`, tenant, after, limit)
 	if err != nil {
 		return nil, wrap("tenant events", err)
@@ -39,7 +43,7 @@ func (s *Store) TenantEvents(ctx context.Context, tenant string, after int64, li
 func collectEvents(rows pgx.Rows, op string) ([]sandbox.Event, error) {
 	events, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.Event, error) {
 		var e sandbox.Event
-		err := r.Scan(&e.ID, &e.SandboxID, &e.Tenant, &e.At, &e.From, &e.To, &e.Reason, &e.Actor, &e.Message)
+		err := r.Scan(&e.ID, &e.SandboxID, &e.Tenant, &e.At, &e.From, &e.To, &e.Reason, &e.Actor, &e.Message, &e.Caller.KeyID, &e.Caller.KeyName)
 		return e, err
 	})
 	if err != nil {

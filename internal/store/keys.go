@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base32"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -22,59 +25,124 @@ func hashKey(key string) []byte {
 	return h[:]
 }
 
-// CreateAPIKey makes a new random API key for the tenant, creating the tenant
-// if needed, and returns the key. Only its hash is stored.
-func (s *Store) CreateAPIKey(ctx context.Context, tenant string) (string, error) {
+// keyIDPrefix starts every API key's id (not the key: the id is public).
+const keyIDPrefix = "key_"
+
+// keyTouchEvery is how stale a key's last_used_at may get before
+// Authenticate writes it again: at most one write per key per interval.
+const keyTouchEvery = time.Minute
+
+func newKeyID() string {
+	var b [10]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return keyIDPrefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
+
+const apiKeyColumns = `id, tenant, name, created_at, last_used_at, revoked_at`
+
+func scanAPIKey(row pgx.Row) (sandbox.APIKey, error) {
+	var k sandbox.APIKey
+	err := row.Scan(&k.ID, &k.Tenant, &k.Name, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt)
+	return k, err
+}
+
+// CreateAPIKey makes a new random API key named name for the tenant,
+// creating the tenant if needed, and returns the key's record and the key
+// itself (shown once: only its hash is stored).
+func (s *Store) CreateAPIKey(ctx context.Context, tenant, name string) (sandbox.APIKey, string, error) {
 	var b [32]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	key := keyPrefix + base64.RawURLEncoding.EncodeToString(b[:])
-	if err := s.RegisterAPIKey(ctx, tenant, key); err != nil {
-		return "", err
+	k, err := s.RegisterAPIKey(ctx, tenant, name, key)
+	if err != nil {
+		return sandbox.APIKey{}, "", err
 	}
-	return key, nil
+	return k, key, nil
 }
 
-// RegisterAPIKey records key for the tenant, creating the tenant if needed.
-// Registering the same key for the same tenant again changes nothing; a key
-// that belongs to another tenant is refused.
-func (s *Store) RegisterAPIKey(ctx context.Context, tenant, key string) error {
+// RegisterAPIKey records key, named name, for the tenant, creating the
+// tenant if needed, and returns its record. Registering the same key for
+// the same tenant again changes nothing (not its name, and a revoked key
+// stays revoked); a key that belongs to another tenant is refused.
+func (s *Store) RegisterAPIKey(ctx context.Context, tenant, name, key string) (sandbox.APIKey, error) {
 	if tenant == "" || key == "" {
-		return errors.New("store: register api key: tenant and key must not be empty")
+		return sandbox.APIKey{}, errors.New("store: register api key: tenant and key must not be empty")
 	}
+	var k sandbox.APIKey
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO tenants (name) VALUES ($1) ON CONFLICT DO NOTHING`, tenant); err != nil {
 			return err
 		}
-		var owner string
-		err := tx.QueryRow(ctx, `
-			INSERT INTO api_keys (key_hash, tenant) VALUES ($1, $2)
+		var err error
+		k, err = scanAPIKey(tx.QueryRow(ctx, `
+			INSERT INTO api_keys (key_hash, tenant, id, name, created_at) VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (key_hash) DO UPDATE SET key_hash = EXCLUDED.key_hash
-			RETURNING tenant`, hashKey(key), tenant).Scan(&owner)
+			RETURNING `+apiKeyColumns, hashKey(key), tenant, newKeyID(), name, s.Now()))
 		if err != nil {
 			return err
 		}
-		if owner != tenant {
+		if k.Tenant != tenant {
 			return errors.New("the key is registered for another tenant")
 		}
 		return nil
 	})
 	if err != nil {
-		return wrap("register api key", err)
+		return sandbox.APIKey{}, wrap("register api key", err)
 	}
-	return nil
+	return k, nil
 }
 
-// Authenticate returns the tenant the API key belongs to, or ErrNotFound.
-func (s *Store) Authenticate(ctx context.Context, key string) (string, error) {
-	var tenant string
-	err := s.pool.QueryRow(ctx, `SELECT tenant FROM api_keys WHERE key_hash = $1`, hashKey(key)).Scan(&tenant)
+// Authenticate returns the API key's record, or ErrNotFound for a key
+// Tether does not know or one that was revoked. It records the key's use
+// when its last_used_at is a minute old or more: most calls write nothing.
+func (s *Store) Authenticate(ctx context.Context, key string) (sandbox.APIKey, error) {
+	k, err := scanAPIKey(s.pool.QueryRow(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`, hashKey(key)))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("store: authenticate: %w", sandbox.ErrNotFound)
+		return sandbox.APIKey{}, fmt.Errorf("store: authenticate: %w", sandbox.ErrNotFound)
 	}
 	if err != nil {
-		return "", wrap("authenticate", err)
+		return sandbox.APIKey{}, wrap("authenticate", err)
 	}
-	return tenant, nil
+	if now := s.Now(); k.LastUsedAt == nil || now.Sub(*k.LastUsedAt) >= keyTouchEvery {
+		// Conditional, so that concurrent requests write it once.
+		if _, err := s.pool.Exec(ctx, `UPDATE api_keys SET last_used_at = $2
+			WHERE key_hash = $1 AND (last_used_at IS NULL OR last_used_at <= $3)`,
+			hashKey(key), now, now.Add(-keyTouchEvery)); err != nil {
+			return sandbox.APIKey{}, wrap("authenticate: record use", err)
+		}
+	}
+	return k, nil
+}
+
+// APIKeys returns the tenant's API keys, revoked ones included, oldest
+// first.
+func (s *Store) APIKeys(ctx context.Context, tenant string) ([]sandbox.APIKey, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE tenant = $1 ORDER BY created_at, id`, tenant)
+	if err != nil {
+		return nil, wrap("api keys", err)
+	}
+	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.APIKey, error) { return scanAPIKey(r) })
+	if err != nil {
+		return nil, wrap("api keys", err)
+	}
+	return keys, nil
+}
+
+// RevokeAPIKey revokes the tenant's API key with the given id and returns
+// its record; revoking a revoked key changes nothing. A key of another
+// tenant is ErrNotFound.
+func (s *Store) RevokeAPIKey(ctx context.Context, tenant, id string) (sandbox.APIKey, error) {
+	k, err := scanAPIKey(s.pool.QueryRow(ctx, `
+		UPDATE api_keys SET revoked_at = coalesce(revoked_at, $3)
+		WHERE tenant = $1 AND id = $2
+		RETURNING `+apiKeyColumns, tenant, id, s.Now()))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sandbox.APIKey{}, fmt.Errorf("store: revoke api key: %w", sandbox.ErrNotFound)
+	}
+	if err != nil {
+		return sandbox.APIKey{}, wrap("revoke api key", err)
+	}
+	return k, nil
 }
 
 // TenantUsage returns the tenant's live sandboxes and its quota overrides.

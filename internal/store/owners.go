@@ -84,7 +84,9 @@ func (s *Store) RenewOwnerLease(ctx context.Context, tenant, owner string, ttl t
 // ReleaseOwner ends the owner's lease now and all its live sandboxes with
 // reason owner_released, and returns them. An owner with no sandboxes, or
 // one the tenant never named, ends nothing and is not an error.
-func (s *Store) ReleaseOwner(ctx context.Context, tenant, owner string) ([]sandbox.Sandbox, error) {
+//
+// by is the API key of the client that asked.
+func (s *Store) ReleaseOwner(ctx context.Context, tenant, owner string, by sandbox.Caller) ([]sandbox.Sandbox, error) {
 	now := s.Now()
 	var ended []sandbox.Sandbox
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
@@ -93,10 +95,10 @@ func (s *Store) ReleaseOwner(ctx context.Context, tenant, owner string) ([]sandb
 			return err
 		}
 		var err error
-		ended, err = endMany(ctx, tx, `
+		ended, err = endManyBy(ctx, tx, `
 			SELECT id, state, lease_owner FROM sandboxes
 			WHERE tenant = $5 AND owner = $6 AND state IN `+liveStates+` FOR UPDATE`,
-			now, sandbox.ReasonOwnerReleased, sandbox.ActorClient, "owner released", tenant, owner)
+			now, sandbox.ReasonOwnerReleased, sandbox.ActorClient, by, "owner released", tenant, owner)
 		return err
 	})
 	if err != nil {
@@ -135,8 +137,8 @@ func (s *Store) EndLapsedOwners(ctx context.Context, limit int) ([]sandbox.Sandb
 // lease, which starts (of ttl) if owner has none live. The change is
 // recorded as an event. Naming the current owner changes nothing. A sandbox
 // that has ended is a SANDBOX_STATE_CONFLICT; one of another tenant is
-// ErrNotFound.
-func (s *Store) TransferOwner(ctx context.Context, tenant, id, owner string, ttl time.Duration) (sandbox.Sandbox, error) {
+// ErrNotFound. by is the API key of the client that asked.
+func (s *Store) TransferOwner(ctx context.Context, tenant, id, owner string, ttl time.Duration, by sandbox.Caller) (sandbox.Sandbox, error) {
 	if err := s.creditPendingOutage(ctx); err != nil {
 		return sandbox.Sandbox{}, fmt.Errorf("transfer owner: %w", err)
 	}
@@ -176,9 +178,10 @@ func (s *Store) TransferOwner(ctx context.Context, tenant, id, owner string, ttl
 			from = "owner " + *prev
 		}
 		_, err = tx.Exec(ctx, `
-			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
-			VALUES ($1, $2, $3, $4, $4, $5, $6, $7)`,
-			id, tenant, now, state, sandbox.ReasonOwnerTransferred, sandbox.ActorClient, from+" -> owner "+owner)
+			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message, actor_key_id, actor_key_name)
+			VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9)`,
+			id, tenant, now, state, sandbox.ReasonOwnerTransferred, sandbox.ActorClient, from+" -> owner "+owner,
+			nullable(by.KeyID), nullable(by.KeyName))
 		return err
 	})
 	if err != nil {

@@ -87,8 +87,8 @@ const insertSandboxSQL = `
 		VALUES ($1, $2, 'requested', $3, $4, $5, $6, $7, $8, $9, $9, $10, $11)
 		RETURNING *
 	), ev AS (
-		INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
-		SELECT id, tenant, $9, NULL, 'requested', 'requested', 'client', 'sandbox requested' FROM ins
+		INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message, actor_key_id, actor_key_name)
+		SELECT id, tenant, $9, NULL, 'requested', 'requested', 'client', 'sandbox requested', $12::text, $13::text FROM ins
 	)
 	SELECT ` + sandboxColumns + ` FROM ins s`
 
@@ -100,6 +100,7 @@ type newSandboxRow struct {
 	labels, env, params  []byte
 	setup                string
 	ttl, createTimeout   time.Duration
+	by                   sandbox.Caller
 }
 
 // insertSandboxesSQL is insertSandboxSQL for many ownerless sandboxes at
@@ -115,8 +116,10 @@ const insertSandboxesSQL = `
 		ORDER BY id
 		RETURNING *
 	), ev AS (
-		INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
-		SELECT id, tenant, created_at, NULL, 'requested', 'requested', 'client', 'sandbox requested' FROM ins ORDER BY id
+		INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message, actor_key_id, actor_key_name)
+		SELECT ins.id, ins.tenant, ins.created_at, NULL, 'requested', 'requested', 'client', 'sandbox requested', k.key_id, k.key_name
+		FROM ins JOIN unnest($1::text[], $11::text[], $12::text[]) AS k(id, key_id, key_name) ON k.id = ins.id
+		ORDER BY ins.id
 	)
 	SELECT ` + sandboxColumns + ` FROM ins s`
 
@@ -124,7 +127,7 @@ const insertSandboxesSQL = `
 func (s *Store) createOne(ctx context.Context, r newSandboxRow) (sandbox.Sandbox, error) {
 	now := s.Now()
 	sb, err := scanSandbox(s.pool.QueryRow(ctx, insertSandboxSQL, r.id, r.tenant, r.provider, nil, r.labels, r.env, r.setup, r.params,
-		now, now.Add(r.ttl), now.Add(r.createTimeout)))
+		now, now.Add(r.ttl), now.Add(r.createTimeout), nullable(r.by.KeyID), nullable(r.by.KeyName)))
 	if err == nil {
 		s.announce(sb)
 	}
@@ -138,14 +141,16 @@ func (s *Store) createMany(ctx context.Context, rows []newSandboxRow) (map[strin
 		id, tenant, provider, setup = make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows))
 		labels, env, params         = make([][]byte, len(rows)), make([][]byte, len(rows)), make([][]byte, len(rows))
 		at, expires, deadline       = make([]time.Time, len(rows)), make([]time.Time, len(rows)), make([]time.Time, len(rows))
+		keyIDs, keyNames            = make([]*string, len(rows)), make([]*string, len(rows))
 	)
 	now := s.Now()
 	for i, r := range rows {
 		id[i], tenant[i], provider[i], setup[i] = r.id, r.tenant, r.provider, r.setup
 		labels[i], env[i], params[i] = r.labels, r.env, r.params
 		at[i], expires[i], deadline[i] = now, now.Add(r.ttl), now.Add(r.createTimeout)
+		keyIDs[i], keyNames[i] = nullable(r.by.KeyID), nullable(r.by.KeyName)
 	}
-	pgRows, err := s.pool.Query(ctx, insertSandboxesSQL, id, tenant, provider, labels, env, setup, params, at, expires, deadline)
+	pgRows, err := s.pool.Query(ctx, insertSandboxesSQL, id, tenant, provider, labels, env, setup, params, at, expires, deadline, keyIDs, keyNames)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +194,7 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 		// creates share one statement and one commit (see s.creates in New).
 		sb, err = s.creates.do(ctx, newSandboxRow{
 			id: id, tenant: p.Tenant, provider: p.Provider, labels: labels, env: env, setup: p.Setup, params: params,
-			ttl: p.TTL, createTimeout: p.CreateTimeout,
+			ttl: p.TTL, createTimeout: p.CreateTimeout, by: p.Caller,
 		})
 		if err != nil {
 			return sandbox.Sandbox{}, false, wrap("create sandbox", err)
@@ -233,7 +238,7 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 		}
 		sb, err = scanSandbox(tx.QueryRow(ctx, insertSandboxSQL,
 			id, p.Tenant, p.Provider, nullable(p.Owner), labels, env, p.Setup, params,
-			now, now.Add(p.TTL), now.Add(p.CreateTimeout)))
+			now, now.Add(p.TTL), now.Add(p.CreateTimeout), nullable(p.Caller.KeyID), nullable(p.Caller.KeyName)))
 		if err != nil {
 			return err
 		}

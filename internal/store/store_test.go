@@ -25,10 +25,10 @@ func setup(t *testing.T) bundle {
 	clock := storetest.NewClock()
 	st := storetest.New(t, store.WithClock(clock.Now))
 	ctx := t.Context()
-	if err := st.RegisterAPIKey(ctx, "acme", "key-acme"); err != nil {
+	if _, err := st.RegisterAPIKey(ctx, "acme", "test", "key-acme"); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.RegisterAPIKey(ctx, "other", "key-other"); err != nil {
+	if _, err := st.RegisterAPIKey(ctx, "other", "test", "key-other"); err != nil {
 		t.Fatal(err)
 	}
 	return bundle{st: st, clock: clock, ctx: ctx}
@@ -186,7 +186,7 @@ func TestEndSandboxInEachState(t *testing.T) {
 
 	t.Run("requested", func(t *testing.T) {
 		sb := b.create(t)
-		got, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, "bye")
+		got, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "bye")
 		if err != nil || !changed {
 			t.Fatalf("EndSandbox = %v, %v; want changed", changed, err)
 		}
@@ -201,7 +201,7 @@ func TestEndSandboxInEachState(t *testing.T) {
 	t.Run("creating", func(t *testing.T) {
 		sb := b.create(t)
 		c := b.claimOne(t, "w1")
-		got, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, "bye")
+		got, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "bye")
 		if err != nil || !changed {
 			t.Fatalf("EndSandbox = %v, %v; want changed", changed, err)
 		}
@@ -229,7 +229,7 @@ func TestEndSandboxInEachState(t *testing.T) {
 		if _, err := b.st.MarkReady(b.ctx, sb.ID, c.Sandbox.Epoch, sandbox.Resource{ProviderID: "p-1", WorkDir: "/workspace"}); err != nil {
 			t.Fatal(err)
 		}
-		got, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonExpired, sandbox.ActorJanitor, "ttl")
+		got, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonExpired, sandbox.ActorJanitor, sandbox.Caller{}, "ttl")
 		if err != nil || !changed {
 			t.Fatalf("EndSandbox = %v, %v; want changed", changed, err)
 		}
@@ -249,10 +249,10 @@ func TestEndSandboxInEachState(t *testing.T) {
 	})
 	t.Run("terminal", func(t *testing.T) {
 		sb := b.create(t)
-		if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, ""); err != nil {
+		if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
 			t.Fatal(err)
 		}
-		got, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonOwnerReleased, sandbox.ActorClient, "")
+		got, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonOwnerReleased, sandbox.ActorClient, sandbox.Caller{}, "")
 		if err != nil || changed {
 			t.Fatalf("second EndSandbox = %v, %v; want unchanged, no error", changed, err)
 		}
@@ -265,7 +265,7 @@ func TestEndSandboxInEachState(t *testing.T) {
 	})
 	t.Run("other tenant", func(t *testing.T) {
 		sb := b.create(t)
-		if _, _, err := b.st.EndSandbox(b.ctx, "other", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, ""); !errors.Is(err, sandbox.ErrNotFound) {
+		if _, _, err := b.st.EndSandbox(b.ctx, "other", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); !errors.Is(err, sandbox.ErrNotFound) {
 			t.Errorf("EndSandbox from another tenant: err = %v, want ErrNotFound", err)
 		}
 		if got, _ := b.st.GetSandbox(b.ctx, "acme", sb.ID); got.State != sandbox.StateRequested {
@@ -456,7 +456,7 @@ func TestListPaginationUnderInserts(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	ctx := t.Context()
-	if err := st.RegisterAPIKey(ctx, "acme", "k"); err != nil {
+	if _, err := st.RegisterAPIKey(ctx, "acme", "test", "k"); err != nil {
 		t.Fatal(err)
 	}
 	mk := func() string {
@@ -528,7 +528,7 @@ func TestListFilters(t *testing.T) {
 	c := b.create(t, func(p *sandbox.CreateParams) { p.Labels = map[string]string{"env": "prod"} })
 	b.clock.Advance(time.Second)
 	d := b.create(t, func(p *sandbox.CreateParams) { p.Provider = "local" })
-	if _, _, err := b.st.EndSandbox(b.ctx, "acme", c.ID, sandbox.ReasonRequested, sandbox.ActorClient, ""); err != nil {
+	if _, _, err := b.st.EndSandbox(b.ctx, "acme", c.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	released := true
@@ -573,28 +573,179 @@ func TestListFilters(t *testing.T) {
 func TestAuthenticate(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	if tenant, err := b.st.Authenticate(b.ctx, "key-acme"); err != nil || tenant != "acme" {
-		t.Errorf("Authenticate = %q, %v; want acme", tenant, err)
+	if k, err := b.st.Authenticate(b.ctx, "key-acme"); err != nil || k.Tenant != "acme" || k.Name != "test" || k.ID == "" {
+		t.Errorf("Authenticate = %+v, %v; want acme's key named test", k, err)
 	}
 	if _, err := b.st.Authenticate(b.ctx, "nope"); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("unknown key: err = %v, want ErrNotFound", err)
 	}
-	if err := b.st.RegisterAPIKey(b.ctx, "acme", "key-acme"); err != nil {
+	if _, err := b.st.RegisterAPIKey(b.ctx, "acme", "test", "key-acme"); err != nil {
 		t.Errorf("re-registering the same key: %v", err)
 	}
-	if err := b.st.RegisterAPIKey(b.ctx, "other", "key-acme"); err == nil {
+	if _, err := b.st.RegisterAPIKey(b.ctx, "other", "test", "key-acme"); err == nil {
 		t.Error("registering acme's key for another tenant succeeded")
 	}
-	key, err := b.st.CreateAPIKey(b.ctx, "new-tenant")
+	rec, key, err := b.st.CreateAPIKey(b.ctx, "new-tenant", "ci")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tenant, err := b.st.Authenticate(b.ctx, key); err != nil || tenant != "new-tenant" {
-		t.Errorf("Authenticate(new key) = %q, %v", tenant, err)
+	if k, err := b.st.Authenticate(b.ctx, key); err != nil || k.Tenant != "new-tenant" || k != rec {
+		t.Errorf("Authenticate(new key) = %+v, %v; want %+v", k, err, rec)
 	}
 	var stored int
 	if err := b.st.Pool().QueryRow(b.ctx, `SELECT count(*) FROM api_keys WHERE key_hash = convert_to($1, 'UTF8')`, key).Scan(&stored); err != nil || stored != 0 {
 		t.Errorf("the raw key is stored (%d rows, %v)", stored, err)
+	}
+}
+
+func TestAPIKeys(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rec, key, err := b.st.CreateAPIKey(b.ctx, "acme", "deploy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(rec.ID, "key_") || rec.Name != "deploy" || rec.LastUsedAt != nil || rec.RevokedAt != nil {
+		t.Errorf("created key = %+v", rec)
+	}
+	keys, err := b.st.APIKeys(b.ctx, "acme")
+	if err != nil || len(keys) != 2 || (keys[0] != rec && keys[1] != rec) {
+		t.Fatalf("APIKeys(acme) = %+v, %v; want test and deploy", keys, err)
+	}
+
+	// last_used_at: written by the first use, then at most once a minute.
+	lastUsed := func() *time.Time {
+		t.Helper()
+		var at *time.Time
+		if err := b.st.Pool().QueryRow(b.ctx, `SELECT last_used_at FROM api_keys WHERE id = $1`, rec.ID).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	first := b.clock.Now()
+	if _, err := b.st.Authenticate(b.ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if at := lastUsed(); at == nil || !at.Equal(first) {
+		t.Errorf("last_used_at after first use = %v, want %v", at, first)
+	}
+	b.clock.Advance(30 * time.Second)
+	if _, err := b.st.Authenticate(b.ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if at := lastUsed(); at == nil || !at.Equal(first) {
+		t.Errorf("last_used_at 30s later = %v, want unchanged %v", at, first)
+	}
+	b.clock.Advance(31 * time.Second)
+	if _, err := b.st.Authenticate(b.ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if at := lastUsed(); at == nil || !at.Equal(b.clock.Now()) {
+		t.Errorf("last_used_at 61s later = %v, want %v", at, b.clock.Now())
+	}
+
+	// Another tenant can neither revoke it nor see it.
+	if _, err := b.st.RevokeAPIKey(b.ctx, "other", rec.ID); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("other tenant revoking: err = %v, want ErrNotFound", err)
+	}
+	if keys, err := b.st.APIKeys(b.ctx, "other"); err != nil || len(keys) != 1 || keys[0].ID == rec.ID {
+		t.Errorf("APIKeys(other) = %+v, %v", keys, err)
+	}
+	revoked, err := b.st.RevokeAPIKey(b.ctx, "acme", rec.ID)
+	if err != nil || revoked.RevokedAt == nil {
+		t.Fatalf("revoke = %+v, %v", revoked, err)
+	}
+	b.clock.Advance(time.Second)
+	if again, err := b.st.RevokeAPIKey(b.ctx, "acme", rec.ID); err != nil || !again.RevokedAt.Equal(*revoked.RevokedAt) {
+		t.Errorf("revoking again = %+v, %v; want the first revocation kept", again, err)
+	}
+	if _, err := b.st.Authenticate(b.ctx, key); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("revoked key: err = %v, want ErrNotFound", err)
+	}
+	// Registering a revoked key again (a restart with BOOTSTRAP_API_KEY)
+	// does not bring it back.
+	if _, err := b.st.RegisterAPIKey(b.ctx, "acme", "deploy", key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.st.Authenticate(b.ctx, key); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("re-registered revoked key: err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestEventsRecordTheCaller(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	by := sandbox.Caller{KeyID: "key_a", KeyName: "alice"}
+	batched := b.create(t, func(p *sandbox.CreateParams) { p.Caller = by })
+	owned := b.create(t, func(p *sandbox.CreateParams) { p.Caller = by; p.Owner = "agent"; p.OwnerTTL = time.Hour })
+	if _, err := b.st.TransferOwner(b.ctx, "acme", batched.ID, "agent", time.Hour, by); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.st.EndSandbox(b.ctx, "acme", batched.ID, sandbox.ReasonRequested, sandbox.ActorClient, by, "bye"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.st.ReleaseOwner(b.ctx, "acme", "agent", by); err != nil {
+		t.Fatal(err)
+	}
+	expired := b.create(t)
+	b.clock.Advance(2 * time.Hour)
+	if _, err := b.st.EndExpired(b.ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	events, err := b.st.TenantEvents(b.ctx, "acme", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{batched.ID: 3, owned.ID: 2} // request, transfer, end; request, release
+	for _, e := range events {
+		switch {
+		case e.SandboxID == expired.ID:
+			if e.Caller != (sandbox.Caller{}) {
+				t.Errorf("event %+v of a sandbox made without a key names one", e)
+			}
+		case e.Actor == sandbox.ActorClient:
+			if e.Caller != by {
+				t.Errorf("client event %+v: caller = %+v, want %+v", e, e.Caller, by)
+			}
+			want[e.SandboxID]--
+		}
+	}
+	if want[batched.ID] != 0 || want[owned.ID] != 0 {
+		t.Errorf("client events not seen (left: %v) in %+v", want, events)
+	}
+}
+
+func TestActivity(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sb := b.create(t)
+	code, n := 0, int64(12)
+	long := strings.Repeat("é", sandbox.MaxActivityTarget) // 2 bytes each
+	by := sandbox.Caller{KeyID: "key_a", KeyName: "alice"}
+	for _, a := range []sandbox.Activity{
+		{SandboxID: sb.ID, Tenant: "acme", Caller: by, Kind: sandbox.ActivityExec, Target: long, ExitCode: &code, Bytes: &n, Duration: 1500 * time.Millisecond},
+		{SandboxID: sb.ID, Tenant: "acme", Kind: sandbox.ActivityFileRead, Target: "/workspace/a", Error: "FILE_NOT_FOUND"},
+	} {
+		if err := b.st.RecordActivity(b.ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.st.RecordActivity(b.ctx, sandbox.Activity{SandboxID: sb.ID, Tenant: "acme", Kind: "bogus"}); err == nil {
+		t.Error("an unknown kind was recorded")
+	}
+	got, err := b.st.SandboxActivity(b.ctx, sb.ID, 0, 10)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("SandboxActivity = %+v, %v", got, err)
+	}
+	if a := got[0]; a.Caller != by || len(a.Target) != sandbox.MaxActivityTarget || *a.ExitCode != 0 || *a.Bytes != 12 ||
+		a.Duration != 1500*time.Millisecond || !a.At.Equal(b.clock.Now()) {
+		t.Errorf("exec record = %+v", a)
+	}
+	if a := got[1]; a.Caller != (sandbox.Caller{}) || a.ExitCode != nil || a.Bytes != nil || a.Error != "FILE_NOT_FOUND" {
+		t.Errorf("file record = %+v", a)
+	}
+	if page, err := b.st.SandboxActivity(b.ctx, sb.ID, got[0].ID, 10); err != nil || len(page) != 1 || page[0].ID != got[1].ID {
+		t.Errorf("page after the first = %+v, %v", page, err)
 	}
 }
 
@@ -662,7 +813,7 @@ func TestReleaseOwner(t *testing.T) {
 	owned := func(p *sandbox.CreateParams) { p.Owner, p.OwnerTTL = "agent", time.Minute }
 	x, y := b.create(t, owned), b.create(t, owned)
 	other := b.create(t)
-	ended, err := b.st.ReleaseOwner(b.ctx, "acme", "agent")
+	ended, err := b.st.ReleaseOwner(b.ctx, "acme", "agent", sandbox.Caller{})
 	if err != nil || len(ended) != 2 {
 		t.Fatalf("ReleaseOwner = %d, %v; want 2", len(ended), err)
 	}
@@ -674,13 +825,13 @@ func TestReleaseOwner(t *testing.T) {
 	if got, _ := b.st.GetSandbox(b.ctx, "acme", other.ID); !got.Live() {
 		t.Error("another owner's sandbox ended")
 	}
-	if ended, err := b.st.ReleaseOwner(b.ctx, "acme", "agent"); err != nil || len(ended) != 0 {
+	if ended, err := b.st.ReleaseOwner(b.ctx, "acme", "agent", sandbox.Caller{}); err != nil || len(ended) != 0 {
 		t.Errorf("second ReleaseOwner = %d, %v; want 0, nil", len(ended), err)
 	}
-	if ended, err := b.st.ReleaseOwner(b.ctx, "acme", "nobody"); err != nil || len(ended) != 0 {
+	if ended, err := b.st.ReleaseOwner(b.ctx, "acme", "nobody", sandbox.Caller{}); err != nil || len(ended) != 0 {
 		t.Errorf("ReleaseOwner of an unknown owner = %d, %v; want 0, nil", len(ended), err)
 	}
-	if ended, err := b.st.ReleaseOwner(b.ctx, "other", "agent"); err != nil || len(ended) != 0 {
+	if ended, err := b.st.ReleaseOwner(b.ctx, "other", "agent", sandbox.Caller{}); err != nil || len(ended) != 0 {
 		t.Errorf("another tenant ended %d of acme's sandboxes (%v)", len(ended), err)
 	}
 }
@@ -701,7 +852,7 @@ func TestRenewSandbox(t *testing.T) {
 	if _, _, err := b.st.RenewSandbox(b.ctx, "other", sb.ID, time.Hour, 24*time.Hour); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("renew from another tenant: err = %v, want ErrNotFound", err)
 	}
-	if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, ""); err != nil {
+	if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = b.st.RenewSandbox(b.ctx, "acme", sb.ID, time.Hour, 24*time.Hour)
@@ -817,7 +968,7 @@ func TestConcurrentResultsShareBatches(t *testing.T) {
 	cancelled := map[string]bool{}
 	for i, c := range claims {
 		if i%3 == 0 {
-			if _, _, err := b.st.EndSandbox(b.ctx, "acme", c.Sandbox.ID, sandbox.ReasonRequested, sandbox.ActorClient, "x"); err != nil {
+			if _, _, err := b.st.EndSandbox(b.ctx, "acme", c.Sandbox.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "x"); err != nil {
 				t.Fatal(err)
 			}
 			cancelled[c.Sandbox.ID] = true
@@ -967,7 +1118,7 @@ func TestConcurrentEndsShareBatches(t *testing.T) {
 	for i, sb := range sbs {
 		for _, tenant := range []string{"acme", "other", "acme", "acme"} {
 			wg.Go(func() {
-				got, changed, err := b.st.EndSandbox(b.ctx, tenant, sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, "deleted by "+tenant)
+				got, changed, err := b.st.EndSandbox(b.ctx, tenant, sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "deleted by "+tenant)
 				mu.Lock()
 				outcomes[i] = append(outcomes[i], outcome{tenant, got, changed, err})
 				mu.Unlock()

@@ -31,7 +31,7 @@ func (s *Store) StreamStart(ctx context.Context) (sandbox.StreamPosition, error)
 // appear later before what it returns, so a reader that resumes from the
 // last position it saw never misses one and never sees one twice.
 func (s *Store) StreamEvents(ctx context.Context, tenant string, after sandbox.StreamPosition, limit int) ([]sandbox.StreamedEvent, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+`, txid::text FROM sandbox_events
+	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+eventKeyColumns+`, txid::text FROM sandbox_events
 		WHERE tenant = $1 AND (tenant, txid, id) > ($1, $2::text::xid8, $3)
 		  AND txid < pg_snapshot_xmin(pg_current_snapshot())
 		ORDER BY tenant, txid, id LIMIT $4`,
@@ -42,7 +42,8 @@ func (s *Store) StreamEvents(ctx context.Context, tenant string, after sandbox.S
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.StreamedEvent, error) {
 		var e sandbox.StreamedEvent
 		var tx string
-		if err := r.Scan(&e.ID, &e.SandboxID, &e.Tenant, &e.At, &e.From, &e.To, &e.Reason, &e.Actor, &e.Message, &tx); err != nil {
+		if err := r.Scan(&e.ID, &e.SandboxID, &e.Tenant, &e.At, &e.From, &e.To, &e.Reason, &e.Actor, &e.Message,
+			&e.Caller.KeyID, &e.Caller.KeyName, &tx); err != nil {
 			return e, err
 		}
 		n, err := strconv.ParseUint(tx, 10, 64)

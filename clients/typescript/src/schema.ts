@@ -144,6 +144,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List API keys
+         * @description Every API key of the tenant of the key that asks, revoked ones included, oldest first, without their secrets. Not paged: a tenant has few keys.
+         */
+        get: operations["listApiKeys"];
+        put?: never;
+        /**
+         * Create an API key
+         * @description Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.
+         */
+        post: operations["createApiKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/keys/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an API key
+         * @description The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long), and stays listed with its revoked_at. Revoking the key the request is made with is allowed. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
+         */
+        delete: operations["revokeApiKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/owners/{owner}": {
         parameters: {
             query?: never;
@@ -247,6 +291,26 @@ export interface paths {
          * @description A requested or creating sandbox is cancelled, a ready one terminated (reason requested); Tether then releases whatever the provider holds, and released turns true. Idempotent: 202 when this call ended the sandbox, 200 when it had already ended.
          */
         delete: operations["deleteSandbox"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/activity": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A sandbox's activity
+         * @description Every exec and file or archive transfer made in the sandbox, oldest first: who (the API key), when, what (the command, truncated to 4096 bytes, or the path), and how it ended (exit code, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
+         */
+        get: operations["listSandboxActivity"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -386,6 +450,114 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        APIKey: {
+            /**
+             * Format: date-time
+             * @example 2026-01-02T15:04:05Z
+             */
+            created_at: string;
+            /**
+             * @description ID identifies the key in the API and in the audit trail (events' actor_key_id, activity's key_id); it is not a secret.
+             * @example key_k5m2q7x3w9r4t8vz
+             */
+            id: string;
+            /**
+             * Format: date-time
+             * @description LastUsedAt is when a request last authenticated with the key, to about a minute (or AUTH_CACHE_TTL, if longer); null if never.
+             * @example 2026-01-02T15:14:05Z
+             */
+            last_used_at: string | null;
+            /**
+             * @description Name says what the key is for.
+             * @example ci-runner
+             */
+            name: string;
+            /**
+             * Format: date-time
+             * @description RevokedAt is when the key was revoked; null while it works.
+             * @example 2026-01-03T09:00:00Z
+             */
+            revoked_at: string | null;
+        };
+        APIKeyList: {
+            items: components["schemas"]["APIKey"][];
+        };
+        Activity: {
+            /**
+             * Format: date-time
+             * @example 2026-01-02T15:04:06.5Z
+             */
+            at: string;
+            /**
+             * Format: int64
+             * @description Bytes is how many bytes moved: the file or archive, or an exec's output; null when unknown.
+             * @example 1024
+             */
+            bytes: number | null;
+            /**
+             * @description Command is the command of an exec (its first 4096 bytes); null for the others.
+             * @example pytest -q
+             */
+            command: string | null;
+            /**
+             * Format: int64
+             * @description DurationMS is how long the operation took, in milliseconds.
+             * @example 412
+             */
+            duration_ms: number;
+            /**
+             * @description Error is the error code the operation failed with (as in a Problem); null when it succeeded.
+             * @example FILE_NOT_FOUND
+             */
+            error: string | null;
+            /**
+             * @description ExitCode is the exec's exit status; null for transfers and for an exec that failed to run.
+             * @example 0
+             */
+            exit_code: number | null;
+            /**
+             * Format: int64
+             * @description ID orders activity; pass the last one seen as after (or cursor).
+             * @example 7
+             */
+            id: number;
+            /**
+             * @description KeyID is the id of the API key the request was made with.
+             * @example key_k5m2q7x3w9r4t8vz
+             */
+            key_id: string | null;
+            /**
+             * @description KeyName is that API key's name; null with key_id.
+             * @example ci-runner
+             */
+            key_name: string | null;
+            /**
+             * @description Kind is what was done: a command run, or a file or folder (archive) read or written.
+             * @example exec
+             * @enum {string}
+             */
+            kind: "exec" | "file_read" | "file_write" | "archive_read" | "archive_write";
+            /**
+             * @description Path is the file's or folder's path; null for an exec.
+             * @example /workspace/main.py
+             */
+            path: string | null;
+            /** @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z */
+            sandbox_id: string;
+            /**
+             * @description TimedOut is true when the exec was killed at its timeout.
+             * @example false
+             */
+            timed_out: boolean;
+        };
+        ActivityList: {
+            items: components["schemas"]["Activity"][];
+            /**
+             * @description NextCursor fetches the next page (pass it as cursor); null when this page was not full.
+             * @example 7
+             */
+            next_cursor: string | null;
+        };
         Capabilities: {
             /**
              * @description Exec is true when the provider runs commands (POST /v1/sandboxes/{id}/exec).
@@ -397,6 +569,13 @@ export interface components {
              * @example true
              */
             files: boolean;
+        };
+        CreateAPIKeyRequest: {
+            /**
+             * @description Name says what the key is for: 1-100 characters, no control characters.
+             * @example ci-runner
+             */
+            name: string;
         };
         CreateSandboxRequest: {
             /**
@@ -443,6 +622,14 @@ export interface components {
              */
             ttl_seconds?: number;
         };
+        CreatedAPIKey: {
+            key: components["schemas"]["APIKey"];
+            /**
+             * @description Secret is the API key itself, to send as "Authorization: Bearer SECRET". Tether keeps only its hash: store it now.
+             * @example tk_3q8x2Kp0Vw7mZr5Tn1Yb9Lc4Hd6Gf0Js2Ea8Uo3Wi5
+             */
+            secret: string;
+        };
         Event: {
             /**
              * @description Actor is who caused the transition.
@@ -450,6 +637,16 @@ export interface components {
              * @enum {string}
              */
             actor: "client" | "executor" | "janitor";
+            /**
+             * @description ActorKeyID is the id of the API key a client's transition was made with; null for the executor's and the janitor's.
+             * @example key_k5m2q7x3w9r4t8vz
+             */
+            actor_key_id: string | null;
+            /**
+             * @description ActorKeyName is that API key's name; null with actor_key_id.
+             * @example ci-runner
+             */
+            actor_key_name: string | null;
             /**
              * Format: date-time
              * @example 2026-01-02T15:04:06.5Z
@@ -1125,6 +1322,290 @@ export interface operations {
                 };
             };
             /** @description QUOTA_EXCEEDED: too many open streams, or over the API key's request rate */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listApiKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["APIKeyList"];
+                };
+            };
+            /** @description INVALID_REQUEST: a query parameter */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    createApiKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description the new key's name */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateAPIKeyRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    /** @description the key's URL (for DELETE) */
+                    Location: string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedAPIKey"];
+                };
+            };
+            /** @description INVALID_REQUEST */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    revokeApiKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description key id
+                 * @example key_k5m2q7x3w9r4t8vz
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description revoked */
+            200: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["APIKey"];
+                };
+            };
+            /** @description INVALID_REQUEST: a query parameter */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
             429: {
                 headers: {
                     /** @description seconds to wait before retrying */
@@ -1864,6 +2345,122 @@ export interface operations {
                 };
             };
             /** @description INVALID_REQUEST: a query parameter */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listSandboxActivity: {
+        parameters: {
+            query?: {
+                /**
+                 * @description page size, 1-500 (default 50)
+                 * @example 50
+                 */
+                limit?: number;
+                /**
+                 * @description next_cursor of the previous page
+                 * @example 7
+                 */
+                cursor?: string;
+                /**
+                 * @description return records after this record id (the same position as cursor; pass one)
+                 * @example 7
+                 */
+                after?: number;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description sandbox id
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ActivityList"];
+                };
+            };
+            /** @description INVALID_REQUEST */
             400: {
                 headers: {
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */

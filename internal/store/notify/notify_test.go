@@ -40,7 +40,7 @@ func TestAnnouncementsReachOtherReplicas(t *testing.T) {
 	}
 	a, _ := replica()
 	_, bNotes := replica()
-	if err := a.RegisterAPIKey(ctx, "acme", "k"); err != nil {
+	if _, err := a.RegisterAPIKey(ctx, "acme", "test", "k"); err != nil {
 		t.Fatal(err)
 	}
 	all, unsubscribe := bNotes.Subscribe()

@@ -1,0 +1,166 @@
+package http
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// Activity is one exec or file transfer a client made in a sandbox.
+type Activity struct {
+	// ID orders activity; pass the last one seen as after (or cursor).
+	ID        int64     `json:"id" format:"int64" example:"7"`
+	SandboxID string    `json:"sandbox_id" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"`
+	At        time.Time `json:"at" format:"date-time" example:"2026-01-02T15:04:06.5Z"`
+	// KeyID is the id of the API key the request was made with.
+	KeyID *string `json:"key_id" extensions:"x-nullable" example:"key_k5m2q7x3w9r4t8vz"`
+	// KeyName is that API key's name; null with key_id.
+	KeyName *string `json:"key_name" extensions:"x-nullable" example:"ci-runner"`
+	// Kind is what was done: a command run, or a file or folder (archive) read or written.
+	Kind string `json:"kind" enums:"exec,file_read,file_write,archive_read,archive_write" x-enum-varnames:"ActivityKindExec,ActivityKindFileRead,ActivityKindFileWrite,ActivityKindArchiveRead,ActivityKindArchiveWrite" example:"exec"`
+	// Command is the command of an exec (its first 4096 bytes); null for the others.
+	Command *string `json:"command" extensions:"x-nullable" example:"pytest -q"`
+	// Path is the file's or folder's path; null for an exec.
+	Path *string `json:"path" extensions:"x-nullable" example:"/workspace/main.py"`
+	// ExitCode is the exec's exit status; null for transfers and for an exec that failed to run.
+	ExitCode *int `json:"exit_code" extensions:"x-nullable" example:"0"`
+	// Bytes is how many bytes moved: the file or archive, or an exec's output; null when unknown.
+	Bytes *int64 `json:"bytes" extensions:"x-nullable" format:"int64" example:"1024"`
+	// DurationMS is how long the operation took, in milliseconds.
+	DurationMS int64 `json:"duration_ms" format:"int64" example:"412"`
+	// TimedOut is true when the exec was killed at its timeout.
+	TimedOut bool `json:"timed_out" example:"false"`
+	// Error is the error code the operation failed with (as in a Problem); null when it succeeded.
+	Error *string `json:"error" extensions:"x-nullable" example:"FILE_NOT_FOUND"`
+} // @name Activity
+
+// ActivityList is a page of a sandbox's activity, oldest first.
+type ActivityList struct {
+	Items []Activity `json:"items"`
+	// NextCursor fetches the next page (pass it as cursor); null when this page was not full.
+	NextCursor *string `json:"next_cursor" extensions:"x-nullable" example:"7"`
+} // @name ActivityList
+
+type activityRecorder interface {
+	RecordActivity(ctx context.Context, a sandbox.Activity) error
+}
+
+type activityLister interface {
+	sandboxGetter
+	SandboxActivity(ctx context.Context, sandboxID string, after int64, limit int) ([]sandbox.Activity, error)
+}
+
+// dataPlaneStore is what the data-plane handlers need: the sandbox, and a
+// place to record what they did.
+type dataPlaneStore interface {
+	sandboxGetter
+	activityRecorder
+}
+
+// activityTimeout bounds the write of an activity record, which outlives
+// the request whose operation it records.
+const activityTimeout = 5 * time.Second
+
+// recordActivity writes the record of an operation on sb that began at
+// started and ended with err. It runs after the operation and never fails
+// the request: a record that cannot be written is logged.
+func recordActivity(c *gin.Context, log *slog.Logger, st activityRecorder, sb sandbox.Sandbox, a sandbox.Activity, started time.Time, err error) {
+	a.SandboxID, a.Tenant, a.Caller, a.Duration = sb.ID, sb.Tenant, callerOf(c), time.Since(started)
+	if err != nil {
+		// The code the client is (or would have been) answered with.
+		a.Error = problemFor(c, slog.New(slog.DiscardHandler), err).Code
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), activityTimeout)
+	defer cancel()
+	if rerr := st.RecordActivity(ctx, a); rerr != nil {
+		log.WarnContext(ctx, "activity not recorded", "err", rerr, "sandbox", sb.ID, "kind", a.Kind,
+			"request_id", requestID(c))
+	}
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	r.n += int64(n)
+	return n, err
+}
+
+func toActivity(a sandbox.Activity) Activity {
+	out := Activity{
+		ID: a.ID, SandboxID: a.SandboxID, At: a.At.UTC(), KeyID: optional(a.Caller.KeyID), KeyName: callerName(a.Caller),
+		Kind: string(a.Kind), ExitCode: a.ExitCode, Bytes: a.Bytes, DurationMS: a.Duration.Milliseconds(),
+		TimedOut: a.TimedOut, Error: optional(a.Error),
+	}
+	target := a.Target
+	if a.Kind == sandbox.ActivityExec {
+		out.Command = &target
+	} else {
+		out.Path = &target
+	}
+	return out
+}
+
+// handleSandboxActivity returns what clients did in a sandbox.
+//
+//	@Summary		A sandbox's activity
+//	@Description	Every exec and file or archive transfer made in the sandbox, oldest first: who (the API key), when, what (the command, truncated to 4096 bytes, or the path), and how it ended (exit code, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
+//	@ID				listSandboxActivity
+//	@Tags			events
+//	@Produce		json
+//	@Param			id		path		string	true	"sandbox id"																	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
+//	@Param			limit	query		int		false	"page size, 1-500 (default 50)"													minimum(1)	maximum(500)	example(50)
+//	@Param			cursor	query		string	false	"next_cursor of the previous page"												example(7)
+//	@Param			after	query		integer	false	"return records after this record id (the same position as cursor; pass one)"	format(int64)	minimum(0)	example(7)
+//	@Success		200		{object}	ActivityList
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	Problem				"NOT_FOUND"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+//	@Security		BearerAuth
+//	@Router			/v1/sandboxes/{id}/activity [get]
+func handleSandboxActivity(st activityLister) handlerFunc {
+	return func(c *gin.Context) error {
+		id, err := sandboxID(c)
+		if err != nil {
+			return err
+		}
+		after, limit, err := parseEventPage(c)
+		if err != nil {
+			return err
+		}
+		if _, err := st.GetSandbox(c.Request.Context(), tenantOf(c), id); err != nil {
+			return notFoundAs(err, id)
+		}
+		items, err := st.SandboxActivity(c.Request.Context(), id, after, limit)
+		if err != nil {
+			return err
+		}
+		out := ActivityList{Items: make([]Activity, len(items))}
+		for i, a := range items {
+			out.Items[i] = toActivity(a)
+		}
+		if len(items) == limit {
+			s := strconv.FormatInt(items[len(items)-1].ID, 10)
+			out.NextCursor = &s
+		}
+		return writeJSON(c, http.StatusOK, out)
+	}
+}

@@ -1,0 +1,204 @@
+package http
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// APIKey is an API key of the tenant, without the key itself (shown once,
+// when created).
+type APIKey struct {
+	// ID identifies the key in the API and in the audit trail (events' actor_key_id, activity's key_id); it is not a secret.
+	ID string `json:"id" example:"key_k5m2q7x3w9r4t8vz"`
+	// Name says what the key is for.
+	Name      string    `json:"name" example:"ci-runner"`
+	CreatedAt time.Time `json:"created_at" format:"date-time" example:"2026-01-02T15:04:05Z"`
+	// LastUsedAt is when a request last authenticated with the key, to about a minute (or AUTH_CACHE_TTL, if longer); null if never.
+	LastUsedAt *time.Time `json:"last_used_at" extensions:"x-nullable" format:"date-time" example:"2026-01-02T15:14:05Z"`
+	// RevokedAt is when the key was revoked; null while it works.
+	RevokedAt *time.Time `json:"revoked_at" extensions:"x-nullable" format:"date-time" example:"2026-01-03T09:00:00Z"`
+} // @name APIKey
+
+// APIKeyList is every API key of the tenant, revoked ones included, oldest first.
+type APIKeyList struct {
+	Items []APIKey `json:"items"`
+} // @name APIKeyList
+
+// CreateAPIKeyRequest is the body of POST /v1/keys.
+type CreateAPIKeyRequest struct {
+	// Name says what the key is for: 1-100 characters, no control characters.
+	Name string `json:"name" example:"ci-runner"`
+} // @name CreateAPIKeyRequest
+
+// CreatedAPIKey is a new API key: the only time its secret is shown.
+type CreatedAPIKey struct {
+	Key APIKey `json:"key"`
+	// Secret is the API key itself, to send as "Authorization: Bearer SECRET". Tether keeps only its hash: store it now.
+	Secret string `json:"secret" example:"tk_3q8x2Kp0Vw7mZr5Tn1Yb9Lc4Hd6Gf0Js2Ea8Uo3Wi5"`
+} // @name CreatedAPIKey
+
+type keyStore interface {
+	CreateAPIKey(ctx context.Context, tenant, name string) (sandbox.APIKey, string, error)
+	APIKeys(ctx context.Context, tenant string) ([]sandbox.APIKey, error)
+	RevokeAPIKey(ctx context.Context, tenant, id string) (sandbox.APIKey, error)
+}
+
+// maxKeyName is the longest API key name, in bytes.
+const maxKeyName = 100
+
+func toAPIKey(k sandbox.APIKey) APIKey {
+	return APIKey{ID: k.ID, Name: k.Name, CreatedAt: k.CreatedAt.UTC(), LastUsedAt: utc(k.LastUsedAt), RevokedAt: utc(k.RevokedAt)}
+}
+
+// callerName is the key name an audit record shows: null exactly when it
+// names no key.
+func callerName(by sandbox.Caller) *string {
+	if by.KeyID == "" {
+		return nil
+	}
+	return &by.KeyName
+}
+
+// validKeyID tells ids Tether could have made from anything else, which is
+// not found without a query.
+func validKeyID(id string) bool {
+	rest, ok := strings.CutPrefix(id, "key_")
+	if !ok || rest == "" || len(rest) > 40 {
+		return false
+	}
+	for _, r := range rest {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// handleKeyCreate makes an API key for the caller's tenant.
+//
+//	@Summary		Create an API key
+//	@Description	Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.
+//	@ID				createApiKey
+//	@Tags			keys
+//	@Accept			json
+//	@Produce		json
+//	@Param			request	body		CreateAPIKeyRequest	true	"the new key's name"
+//	@Success		201		{object}	CreatedAPIKey
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Header			201		{string}	Location			"the key's URL (for DELETE)"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+//	@Security		BearerAuth
+//	@Router			/v1/keys [post]
+func handleKeyCreate(st keyStore) handlerFunc {
+	return func(c *gin.Context) error {
+		if err := onlyQuery(c); err != nil {
+			return err
+		}
+		var req CreateAPIKeyRequest
+		if err := decodeJSON(c, &req); err != nil {
+			return err
+		}
+		if req.Name == "" || len(req.Name) > maxKeyName || strings.IndexFunc(req.Name, unicode.IsControl) >= 0 {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "name is required: 1-%d bytes, no control characters", maxKeyName)
+		}
+		k, secret, err := st.CreateAPIKey(c.Request.Context(), tenantOf(c), req.Name)
+		if err != nil {
+			return err
+		}
+		c.Header("Location", "/v1/keys/"+k.ID)
+		c.Header("Cache-Control", "no-store")
+		return writeJSON(c, http.StatusCreated, CreatedAPIKey{Key: toAPIKey(k), Secret: secret})
+	}
+}
+
+// handleKeyList lists the tenant's API keys.
+//
+//	@Summary		List API keys
+//	@Description	Every API key of the tenant of the key that asks, revoked ones included, oldest first, without their secrets. Not paged: a tenant has few keys.
+//	@ID				listApiKeys
+//	@Tags			keys
+//	@Produce		json
+//	@Success		200	{object}	APIKeyList
+//	@Failure		400	{object}	Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401	{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		429	{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500	{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503	{object}	Problem				"UNAVAILABLE"
+//	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+//	@Security		BearerAuth
+//	@Router			/v1/keys [get]
+func handleKeyList(st keyStore) handlerFunc {
+	return func(c *gin.Context) error {
+		if err := onlyQuery(c); err != nil {
+			return err
+		}
+		keys, err := st.APIKeys(c.Request.Context(), tenantOf(c))
+		if err != nil {
+			return err
+		}
+		out := APIKeyList{Items: make([]APIKey, len(keys))}
+		for i, k := range keys {
+			out.Items[i] = toAPIKey(k)
+		}
+		return writeJSON(c, http.StatusOK, out)
+	}
+}
+
+// handleKeyRevoke revokes an API key.
+//
+//	@Summary		Revoke an API key
+//	@Description	The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long), and stays listed with its revoked_at. Revoking the key the request is made with is allowed. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
+//	@ID				revokeApiKey
+//	@Tags			keys
+//	@Produce		json
+//	@Param			id	path		string	true	"key id"	example(key_k5m2q7x3w9r4t8vz)
+//	@Success		200	{object}	APIKey	"revoked"
+//	@Failure		400	{object}	Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401	{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404	{object}	Problem				"NOT_FOUND"
+//	@Failure		429	{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500	{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503	{object}	Problem				"UNAVAILABLE"
+//	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+//	@Security		BearerAuth
+//	@Router			/v1/keys/{id} [delete]
+func handleKeyRevoke(st keyStore) handlerFunc {
+	return func(c *gin.Context) error {
+		id := c.Param("id")
+		if !validKeyID(id) {
+			return sandbox.Errorf(sandbox.CodeNotFound, "API key %q not found", id)
+		}
+		if err := onlyQuery(c); err != nil {
+			return err
+		}
+		k, err := st.RevokeAPIKey(c.Request.Context(), tenantOf(c), id)
+		if sandbox.ErrorCode(err) == sandbox.CodeNotFound {
+			return sandbox.Errorf(sandbox.CodeNotFound, "API key %s not found", id)
+		}
+		if err != nil {
+			return err
+		}
+		return writeJSON(c, http.StatusOK, toAPIKey(k))
+	}
+}

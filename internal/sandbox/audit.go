@@ -1,0 +1,65 @@
+package sandbox
+
+import "time"
+
+// Caller is the API key a client request was made with, recorded with what
+// the request did (events, activity). The zero Caller is no key: the
+// executor's and the janitor's work, or a write made outside a request.
+type Caller struct {
+	KeyID   string
+	KeyName string
+}
+
+// APIKey is an API key as Tether records it; the key itself is never kept,
+// only its hash.
+type APIKey struct {
+	ID     string
+	Tenant string
+	Name   string
+
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
+}
+
+// Caller is the key as the Caller of the requests made with it.
+func (k APIKey) Caller() Caller { return Caller{KeyID: k.ID, KeyName: k.Name} }
+
+// ActivityKind is what an activity record did inside a sandbox.
+type ActivityKind string
+
+// The kinds of activity.
+const (
+	ActivityExec         ActivityKind = "exec"
+	ActivityFileRead     ActivityKind = "file_read"
+	ActivityFileWrite    ActivityKind = "file_write"
+	ActivityArchiveRead  ActivityKind = "archive_read"
+	ActivityArchiveWrite ActivityKind = "archive_write"
+)
+
+// MaxActivityTarget bounds the command or path an activity record keeps,
+// in bytes; longer ones are truncated.
+const MaxActivityTarget = 4096
+
+// Activity is one exec or file transfer a client made in a sandbox.
+type Activity struct {
+	ID        int64
+	SandboxID string
+	Tenant    string
+	At        time.Time
+	Caller    Caller
+	Kind      ActivityKind
+	// Target is the command of an exec (truncated to MaxActivityTarget),
+	// or the path of a file or archive transfer.
+	Target string
+	// ExitCode is the exec's exit code; nil for transfers and for an exec
+	// that did not finish.
+	ExitCode *int
+	// Bytes is how many bytes the transfer moved (for an exec, its output);
+	// nil when unknown.
+	Bytes    *int64
+	Duration time.Duration
+	TimedOut bool
+	// Error is why the operation failed, empty when it succeeded.
+	Error string
+}

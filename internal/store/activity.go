@@ -1,0 +1,70 @@
+package store
+
+import (
+	"context"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// RecordActivity appends a record of an exec or a file transfer a client
+// made in a sandbox. A target longer than sandbox.MaxActivityTarget is
+// truncated (on a character boundary). The record's At, if zero, is now.
+func (s *Store) RecordActivity(ctx context.Context, a sandbox.Activity) error {
+	if a.At.IsZero() {
+		a.At = s.Now()
+	}
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO sandbox_activity (sandbox_id, tenant, at, key_id, key_name, kind, target,
+			exit_code, bytes, duration_ms, timed_out, error)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		a.SandboxID, a.Tenant, a.At, nullable(a.Caller.KeyID), nullable(a.Caller.KeyName), string(a.Kind),
+		truncateUTF8(a.Target, sandbox.MaxActivityTarget), a.ExitCode, a.Bytes, a.Duration.Milliseconds(), a.TimedOut,
+		nullable(a.Error))
+	if err != nil {
+		return wrap("record activity", err)
+	}
+	return nil
+}
+
+// SandboxActivity returns the sandbox's activity oldest first: at most
+// limit records with ids above after. The caller checks the sandbox belongs
+// to the tenant first.
+func (s *Store) SandboxActivity(ctx context.Context, sandboxID string, after int64, limit int) ([]sandbox.Activity, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, sandbox_id, tenant, at, coalesce(key_id, ''), coalesce(key_name, ''), kind, target,
+			exit_code, bytes, duration_ms, timed_out, coalesce(error, '')
+		FROM sandbox_activity
+		WHERE sandbox_id = $1 AND (sandbox_id, id) > ($1, $2) ORDER BY sandbox_id, id LIMIT $3`, sandboxID, after, limit)
+	if err != nil {
+		return nil, wrap("sandbox activity", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.Activity, error) {
+		var (
+			a  sandbox.Activity
+			ms int64
+		)
+		err := r.Scan(&a.ID, &a.SandboxID, &a.Tenant, &a.At, &a.Caller.KeyID, &a.Caller.KeyName, &a.Kind, &a.Target,
+			&a.ExitCode, &a.Bytes, &ms, &a.TimedOut, &a.Error)
+		a.Duration = time.Duration(ms) * time.Millisecond
+		return a, err
+	})
+	if err != nil {
+		return nil, wrap("sandbox activity", err)
+	}
+	return out, nil
+}
+
+// truncateUTF8 cuts s to at most n bytes without splitting a character.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
