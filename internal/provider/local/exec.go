@@ -541,22 +541,36 @@ func (p *Provider) ReadFile(ctx context.Context, sandboxID, filePath string, w i
 	if err != nil {
 		return err
 	}
+	return p.readOut(ctx, m, "read file", clean, w, func(code int) error {
+		if code == exitTooLarge {
+			return sandbox.Errorf(sandbox.CodePayloadTooLarge, "%s is larger than the %d-byte file limit", clean, limit)
+		}
+		return nil
+	}, "sh", "-c", readScript, "sh", clean, strconv.FormatInt(limit, 10))
+}
+
+// readOut runs argv in the sandbox with its output going to w, and turns a
+// failure into the file error it means (special, if set, may claim an exit
+// code first).
+func (p *Provider) readOut(ctx context.Context, m meta, op, clean string, w io.Writer, special func(code int) error, argv ...string) error {
 	var stderr bytes.Buffer
-	cmd := p.command(m, nil, "sh", "-c", readScript, "sh", clean, strconv.FormatInt(limit, 10))
+	cmd := p.command(m, nil, argv...)
 	cmd.Stdout, cmd.Stderr = w, &stderr
-	_, err = run(ctx, cmd)
+	_, err := run(ctx, cmd)
 	if ctx.Err() != nil {
-		return fmt.Errorf("local: read file: %w", ctx.Err())
+		return fmt.Errorf("local: %s: %w", op, ctx.Err())
 	}
 	var exitErr *exec.ExitError
-	if errors.As(err, &exitErr) && exitErr.ExitCode() == exitTooLarge {
-		return sandbox.Errorf(sandbox.CodePayloadTooLarge, "%s is larger than the %d-byte file limit", clean, limit)
-	}
 	if errors.As(err, &exitErr) {
+		if special != nil {
+			if err := special(exitErr.ExitCode()); err != nil {
+				return err
+			}
+		}
 		return fileError(exitErr.ExitCode(), clean, stderr.String())
 	}
 	if err != nil {
-		return fmt.Errorf("local: read file: %w", err)
+		return fmt.Errorf("local: %s: %w", op, err)
 	}
 	return nil
 }
@@ -578,21 +592,7 @@ func (p *Provider) ReadArchive(ctx context.Context, sandboxID, dir string, w io.
 	if err != nil {
 		return err
 	}
-	var stderr bytes.Buffer
-	cmd := p.command(m, nil, "sh", "-c", readArchiveScript, "sh", clean)
-	cmd.Stdout, cmd.Stderr = w, &stderr
-	_, err = run(ctx, cmd)
-	if ctx.Err() != nil {
-		return fmt.Errorf("local: read archive: %w", ctx.Err())
-	}
-	var exitErr *exec.ExitError
-	if errors.As(err, &exitErr) {
-		return fileError(exitErr.ExitCode(), clean, stderr.String())
-	}
-	if err != nil {
-		return fmt.Errorf("local: read archive: %w", err)
-	}
-	return nil
+	return p.readOut(ctx, m, "read archive", clean, w, nil, "sh", "-c", readArchiveScript, "sh", clean)
 }
 
 // stageArchiveScript makes the folder and extracts stdin into a staging
