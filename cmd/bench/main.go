@@ -1,6 +1,6 @@
 // Command bench measures Tether against the physical limit of its Postgres:
 // it runs pgbench baselines and Tether workloads on the same server in the
-// same run, and reports each DESIGN.md performance target as a ratio.
+// same run, and reports each performance target (BENCHMARKS.md) as a ratio.
 //
 //	go run ./cmd/bench [-quick] [-out bench-results] [-database-url URL [-admin-url URL]]
 //

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// target is one performance target of DESIGN.md: a measurement, the
+// target is one performance target (see BENCHMARKS.md): a measurement, the
 // baseline it is compared with, and the verdict.
 type target struct {
 	Name     string  `json:"name"`

@@ -96,7 +96,7 @@ func TestSwaggerDocumentsTheAPI(t *testing.T) {
 		return ok
 	}
 
-	// The contract's implemented paths, as DESIGN.md spells them.
+	// The contract's implemented paths, as the API documents them.
 	for _, c := range [][2]string{
 		{"POST", "/v1/sandboxes"}, {"GET", "/v1/sandboxes"}, {"GET", "/v1/sandboxes/{id}"},
 		{"DELETE", "/v1/sandboxes/{id}"}, {"GET", "/v1/sandboxes/{id}/events"}, {"GET", "/v1/events"},

@@ -1,7 +1,8 @@
 // Package chaos is Tether's chaos harness: several real Tether processes
 // over one Postgres and one sim provider, a storm of client traffic, kill -9
 // of replicas at random moments and a Postgres restart, then a check of
-// DESIGN.md's invariants against the registry and the provider's inventory.
+// Tether's invariants (README, "What Tether guarantees") against the
+// registry and the provider's inventory.
 //
 //	go test ./test/chaos -run TestChaos -chaos.duration=3m -v   # the long run (make chaos)
 //
