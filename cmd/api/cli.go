@@ -309,7 +309,7 @@ func runEvents(ctx context.Context, args []string, getenv func(string) string, s
 	var limit int
 	c, _, err := newCLI("events", args, getenv, stdout, stderr, func(fs *flag.FlagSet) {
 		fs.BoolVar(&follow, "follow", false, "follow new events live until interrupted")
-		fs.IntVar(&limit, "limit", 50, "how many of the latest events to show (without --follow)")
+		fs.IntVar(&limit, "limit", 50, "how many events to show, oldest first (without --follow)")
 	})
 	if err != nil {
 		return err
