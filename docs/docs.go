@@ -9,7 +9,10 @@ const docTemplate = `{
     "info": {
         "description": "{{escape .Description}}",
         "title": "{{.Title}}",
-        "contact": {},
+        "contact": {
+            "name": "Tether maintainers",
+            "url": "https://github.com/tetherhq/tether"
+        },
         "version": "{{.Version}}"
     },
     "host": "{{.Host}}",
@@ -1120,6 +1123,137 @@ const docTemplate = `{
                         "description": "OK",
                         "schema": {
                             "$ref": "#/definitions/ProviderList"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/reconcile-events": {
+            "get": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "The janitor's reconciliation findings for the tenant's sandboxes, oldest first: resources destroyed as orphans (a sandbox already released whose resource was still there, or a create that finished after its sandbox was cancelled), failed attempts at that, and ready sandboxes their provider lost. Resources of no sandbox Tether knows belong to no tenant and are not shown here (they are in the reconcile_events table). Paged like the event feed.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "events"
+                ],
+                "summary": "What reconciliation found",
+                "operationId": "listReconcileEvents",
+                "parameters": [
+                    {
+                        "maximum": 500,
+                        "minimum": 1,
+                        "type": "integer",
+                        "example": 50,
+                        "description": "page size, 1-500 (default 50)",
+                        "name": "limit",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "example": "7",
+                        "description": "next_cursor of the previous page",
+                        "name": "cursor",
+                        "in": "query"
+                    },
+                    {
+                        "minimum": 0,
+                        "type": "integer",
+                        "format": "int64",
+                        "example": 7,
+                        "description": "return findings after this id (the same position as cursor; pass one)",
+                        "name": "after",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/ReconcileEventList"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
                         },
                         "headers": {
                             "X-Request-ID": {
@@ -4149,6 +4283,78 @@ const docTemplate = `{
                     "items": {
                         "$ref": "#/definitions/Provider"
                     }
+                }
+            }
+        },
+        "ReconcileEvent": {
+            "type": "object",
+            "required": [
+                "action",
+                "at",
+                "id",
+                "message",
+                "provider",
+                "sandbox_id"
+            ],
+            "properties": {
+                "action": {
+                    "description": "Action is what was done: an orphaned resource destroyed (or a failed attempt, retried next round), or a ready sandbox the provider no longer has ended as lost.",
+                    "type": "string",
+                    "enum": [
+                        "orphan_destroyed",
+                        "orphan_destroy_failed",
+                        "lost"
+                    ],
+                    "x-enum-varnames": [
+                        "ReconcileActionOrphanDestroyed",
+                        "ReconcileActionOrphanDestroyFailed",
+                        "ReconcileActionLost"
+                    ],
+                    "example": "lost"
+                },
+                "at": {
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T15:04:06.5Z"
+                },
+                "id": {
+                    "description": "ID orders the findings; pass the last one seen as after (or cursor).",
+                    "type": "integer",
+                    "format": "int64",
+                    "example": 7
+                },
+                "message": {
+                    "type": "string",
+                    "example": "the provider no longer has this sandbox"
+                },
+                "provider": {
+                    "type": "string",
+                    "example": "local"
+                },
+                "sandbox_id": {
+                    "type": "string",
+                    "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"
+                }
+            }
+        },
+        "ReconcileEventList": {
+            "type": "object",
+            "required": [
+                "items",
+                "next_cursor"
+            ],
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/ReconcileEvent"
+                    }
+                },
+                "next_cursor": {
+                    "description": "NextCursor fetches the next page (pass it as cursor); null when this page was not full.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "7"
                 }
             }
         },

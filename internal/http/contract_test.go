@@ -249,6 +249,8 @@ var apiTypes = map[string]any{
 	"OwnerRelease":         tetherhttp.OwnerRelease{},
 	"OwnerRequest":         tetherhttp.OwnerRequest{},
 	"Problem":              tetherhttp.Problem{},
+	"ReconcileEvent":       tetherhttp.ReconcileEvent{},
+	"ReconcileEventList":   tetherhttp.ReconcileEventList{},
 	"Provider":             tetherhttp.Provider{},
 	"ProviderList":         tetherhttp.ProviderList{},
 	"Sandbox":              tetherhttp.Sandbox{},

@@ -182,3 +182,41 @@ func TestEventFeed(t *testing.T) {
 		t.Errorf("B's feed after 0 = %+v, want its one event", bLater.Items)
 	}
 }
+
+// TestReconcileEvents: the tenant reads what reconciliation found among its
+// own sandboxes, paged; another tenant's and unattributed findings are not
+// shown.
+func TestReconcileEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	a1, a2, other := b.create(t, keyA, `{}`), b.create(t, keyA, `{}`), b.create(t, keyB, `{}`)
+	for _, f := range []struct{ id, tenant, action string }{
+		{a1.ID, tenantA, "orphan_destroyed"}, {other.ID, tenantB, "lost"},
+		{"sbx_00000000000000000000000000", "", "orphan_destroyed"}, {a2.ID, tenantA, "lost"},
+	} {
+		if err := b.Store.RecordReconcile(ctx, "sim", f.id, f.tenant, f.action, "found"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var page struct {
+		Items []struct {
+			SandboxID string `json:"sandbox_id"`
+			Action    string `json:"action"`
+		} `json:"items"`
+		NextCursor *string `json:"next_cursor"`
+	}
+	r := b.do(t, http.MethodGet, "/v1/reconcile-events?limit=1", nil, as(keyA))
+	wantStatus(t, r, http.StatusOK)
+	r.decode(t, &page)
+	if len(page.Items) != 1 || page.Items[0].SandboxID != a1.ID || page.NextCursor == nil {
+		t.Fatalf("first page = %+v", page)
+	}
+	r = b.do(t, http.MethodGet, "/v1/reconcile-events?cursor="+*page.NextCursor, nil, as(keyA))
+	wantStatus(t, r, http.StatusOK)
+	r.decode(t, &page)
+	if len(page.Items) != 1 || page.Items[0].SandboxID != a2.ID || page.Items[0].Action != "lost" {
+		t.Errorf("second page = %+v, want only tenant A's other finding", page)
+	}
+	wantProblem(t, b.do(t, http.MethodGet, "/v1/reconcile-events?after=x", nil, as(keyA)), http.StatusBadRequest, "INVALID_REQUEST")
+}

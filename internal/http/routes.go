@@ -17,6 +17,8 @@ import (
 //	@title						Tether API
 //	@version					1.0
 //	@description				Tether creates, tracks and destroys sandboxes for AI agents. Requests return at once; sandboxes move through requested → creating → ready (or cancelled, terminated, failed) asynchronously. Errors are application/problem+json (RFC 9457) with a stable code.
+//	@contact.name				Tether maintainers
+//	@contact.url				https://github.com/tetherhq/tether
 //	@BasePath					/
 //	@tag.name					sandboxes
 //	@tag.description			Request, list, watch, renew and end sandboxes.
@@ -88,6 +90,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.PUT("/sandboxes/:id/archive", withBodyLimit(cfg.MaxFileBytes), h(handleArchivePut(log, cfg, deps.Store, providers)))
 	v1.GET("/sandboxes/:id/archive", h(handleArchiveGet(log, deps.Store, providers)))
 	v1.GET("/events", h(handleEvents(deps.Store)))
+	v1.GET("/reconcile-events", h(handleReconcileEvents(deps.Store)))
 	v1.GET("/events/stream", h(handleEventStream(deps.Store, deps.Changes, &streamSlots{max: cfg.MaxStreamsPerTenant, n: map[string]int{}}, draining)))
 	v1.PUT("/owners/:owner/lease", body, h(handleOwnerLease(cfg, deps.Store)))
 	v1.DELETE("/owners/:owner", h(handleOwnerRelease(deps.Store)))

@@ -100,6 +100,7 @@ type Store interface {
 	keyStore
 	activityLister
 	activityRecorder
+	reconcileLister
 }
 
 // API defaults, for zero Config fields.

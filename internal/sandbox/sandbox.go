@@ -197,3 +197,17 @@ type StreamedEvent struct {
 	Event
 	Position StreamPosition
 }
+
+// ReconcileEvent is one thing the janitor's reconciliation found at a
+// provider and did about it: an orphan destroyed (or a failed attempt), or
+// a sandbox the provider lost.
+type ReconcileEvent struct {
+	ID        int64
+	At        time.Time
+	Provider  string
+	SandboxID string
+	// Tenant is empty for a resource of a sandbox Tether has no record of.
+	Tenant  string
+	Action  string
+	Message string
+}

@@ -99,15 +99,7 @@ func (s *Store) MarkLost(ctx context.Context, id, message string) (sandbox.Sandb
 }
 
 // ReconcileEvent is one thing the janitor's reconciliation found and did.
-type ReconcileEvent struct {
-	ID        int64
-	At        time.Time
-	Provider  string
-	SandboxID string
-	Tenant    string
-	Action    string
-	Message   string
-}
+type ReconcileEvent = sandbox.ReconcileEvent
 
 // RecordReconcile appends a reconciliation event. tenant is empty for a
 // resource whose sandbox Tether has no record of.
@@ -124,9 +116,14 @@ func (s *Store) RecordReconcile(ctx context.Context, provider, sandboxID, tenant
 // ReconcileEvents returns reconciliation events with ids above after, oldest
 // first; tenant "" returns every tenant's and the unattributed ones.
 func (s *Store) ReconcileEvents(ctx context.Context, tenant string, after int64, limit int) ([]ReconcileEvent, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT id, at, provider, sandbox_id, coalesce(tenant, ''), action, message FROM reconcile_events
-		WHERE ($1 = '' OR tenant = $1) AND id > $2 ORDER BY id LIMIT $3`, tenant, after, limit)
+	// The tenant's reads walk its (tenant, id) index, as its events do.
+	query := `SELECT id, at, provider, sandbox_id, coalesce(tenant, ''), action, message FROM reconcile_events
+		WHERE tenant = $1 AND (tenant, id) > ($1, $2) ORDER BY tenant, id LIMIT $3`
+	if tenant == "" {
+		query = `SELECT id, at, provider, sandbox_id, coalesce(tenant, ''), action, message FROM reconcile_events
+		WHERE $1 = '' AND id > $2 ORDER BY id LIMIT $3`
+	}
+	rows, err := s.pool.Query(ctx, query, tenant, after, limit)
 	if err != nil {
 		return nil, wrap("reconcile events", err)
 	}

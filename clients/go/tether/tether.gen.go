@@ -148,6 +148,27 @@ func (e ProblemCode) Valid() bool {
 	}
 }
 
+// Defines values for ReconcileEventAction.
+const (
+	ReconcileActionLost                ReconcileEventAction = "lost"
+	ReconcileActionOrphanDestroyFailed ReconcileEventAction = "orphan_destroy_failed"
+	ReconcileActionOrphanDestroyed     ReconcileEventAction = "orphan_destroyed"
+)
+
+// Valid indicates whether the value is a known member of the ReconcileEventAction enum.
+func (e ReconcileEventAction) Valid() bool {
+	switch e {
+	case ReconcileActionLost:
+		return true
+	case ReconcileActionOrphanDestroyFailed:
+		return true
+	case ReconcileActionOrphanDestroyed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SandboxReason.
 const (
 	SandboxReasonCreateFailed  SandboxReason = "create_failed"
@@ -648,6 +669,46 @@ type ProviderList struct {
 	Items []Provider `json:"items"`
 }
 
+// ReconcileEvent defines model for ReconcileEvent.
+type ReconcileEvent struct {
+	// Action Action is what was done: an orphaned resource destroyed (or a failed attempt, retried next round), or a ready sandbox the provider no longer has ended as lost.
+	//
+	// Example: lost
+	Action ReconcileEventAction `json:"action"`
+
+	// At Example: 2026-01-02T15:04:06.5Z
+	At time.Time `json:"at"`
+
+	// Id ID orders the findings; pass the last one seen as after (or cursor).
+	//
+	// Example: 7
+	Id int64 `json:"id"`
+
+	// Message Example: the provider no longer has this sandbox
+	Message string `json:"message"`
+
+	// Provider Example: local
+	Provider string `json:"provider"`
+
+	// SandboxId Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+	SandboxId string `json:"sandbox_id"`
+}
+
+// ReconcileEventAction Action is what was done: an orphaned resource destroyed (or a failed attempt, retried next round), or a ready sandbox the provider no longer has ended as lost.
+//
+// Example: lost
+type ReconcileEventAction string
+
+// ReconcileEventList defines model for ReconcileEventList.
+type ReconcileEventList struct {
+	Items []ReconcileEvent `json:"items"`
+
+	// NextCursor NextCursor fetches the next page (pass it as cursor); null when this page was not full.
+	//
+	// Example: 7
+	NextCursor *string `json:"next_cursor"`
+}
+
 // Sandbox defines model for Sandbox.
 type Sandbox struct {
 	// Attempts Attempts counts the provider create calls made so far.
@@ -777,6 +838,18 @@ type StreamEventsParams struct {
 
 	// LastEventID stream position to resume after, as browsers send it
 	LastEventID *string `json:"Last-Event-ID,omitempty"`
+}
+
+// ListReconcileEventsParams defines parameters for ListReconcileEvents.
+type ListReconcileEventsParams struct {
+	// Limit page size, 1-500 (default 50)
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor next_cursor of the previous page
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// After return findings after this id (the same position as cursor; pass one)
+	After *int64 `form:"after,omitempty" json:"after,omitempty"`
 }
 
 // ListSandboxesParams defines parameters for ListSandboxes.
@@ -1079,6 +1152,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/providers (the `ListProviders` operationId).
 	ListProviders(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListReconcileEvents What reconciliation found
+	//
+	// The janitor's reconciliation findings for the tenant's sandboxes, oldest first: resources destroyed as orphans (a sandbox already released whose resource was still there, or a create that finished after its sandbox was cancelled), failed attempts at that, and ready sandboxes their provider lost. Resources of no sandbox Tether knows belong to no tenant and are not shown here (they are in the reconcile_events table). Paged like the event feed.
+	//
+	// Corresponds with GET /v1/reconcile-events (the `ListReconcileEvents` operationId).
+	ListReconcileEvents(ctx context.Context, params *ListReconcileEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListSandboxes List sandboxes
 	//
@@ -1477,6 +1557,23 @@ func (c *Client) PutOwnerLease(ctx context.Context, owner string, body PutOwnerL
 // Corresponds with GET /v1/providers (the `ListProviders` operationId).
 func (c *Client) ListProviders(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListProvidersRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListReconcileEvents What reconciliation found
+//
+// The janitor's reconciliation findings for the tenant's sandboxes, oldest first: resources destroyed as orphans (a sandbox already released whose resource was still there, or a create that finished after its sandbox was cancelled), failed attempts at that, and ready sandboxes their provider lost. Resources of no sandbox Tether knows belong to no tenant and are not shown here (they are in the reconcile_events table). Paged like the event feed.
+//
+// Corresponds with GET /v1/reconcile-events (the `ListReconcileEvents` operationId).
+func (c *Client) ListReconcileEvents(ctx context.Context, params *ListReconcileEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListReconcileEventsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2281,6 +2378,84 @@ func NewListProvidersRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListReconcileEventsRequest constructs an http.Request for the ListReconcileEvents method
+func NewListReconcileEventsRequest(server string, params *ListReconcileEventsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/reconcile-events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -3324,6 +3499,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/providers (the `ListProviders` operationId).
 	ListProvidersWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListProvidersResponse, error)
+
+	// ListReconcileEventsWithResponse What reconciliation found
+	//
+	// The janitor's reconciliation findings for the tenant's sandboxes, oldest first: resources destroyed as orphans (a sandbox already released whose resource was still there, or a create that finished after its sandbox was cancelled), failed attempts at that, and ready sandboxes their provider lost. Resources of no sandbox Tether knows belong to no tenant and are not shown here (they are in the reconcile_events table). Paged like the event feed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/reconcile-events (the `ListReconcileEvents` operationId).
+	ListReconcileEventsWithResponse(ctx context.Context, params *ListReconcileEventsParams, reqEditors ...RequestEditorFn) (*ListReconcileEventsResponse, error)
 
 	// ListSandboxesWithResponse List sandboxes
 	//
@@ -4798,6 +4982,127 @@ func (r ListProvidersResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListProvidersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListReconcileEventsResponse200Headers the declared response headers of an HTTP 200 response for ListReconcileEvents
+type ListReconcileEventsResponse200Headers struct {
+	XRequestID string
+}
+
+// ListReconcileEventsResponse400Headers the declared response headers of an HTTP 400 response for ListReconcileEvents
+type ListReconcileEventsResponse400Headers struct {
+	XRequestID string
+}
+
+// ListReconcileEventsResponse401Headers the declared response headers of an HTTP 401 response for ListReconcileEvents
+type ListReconcileEventsResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// ListReconcileEventsResponse429Headers the declared response headers of an HTTP 429 response for ListReconcileEvents
+type ListReconcileEventsResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// ListReconcileEventsResponse500Headers the declared response headers of an HTTP 500 response for ListReconcileEvents
+type ListReconcileEventsResponse500Headers struct {
+	XRequestID string
+}
+
+// ListReconcileEventsResponse503Headers the declared response headers of an HTTP 503 response for ListReconcileEvents
+type ListReconcileEventsResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type ListReconcileEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ReconcileEventList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListReconcileEventsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListReconcileEventsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListReconcileEventsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListReconcileEventsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListReconcileEventsResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListReconcileEventsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListReconcileEventsResponse) GetJSON200() *ReconcileEventList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListReconcileEventsResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListReconcileEventsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListReconcileEventsResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListReconcileEventsResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListReconcileEventsResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListReconcileEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListReconcileEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListReconcileEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListReconcileEventsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7304,6 +7609,21 @@ func (c *ClientWithResponses) ListProvidersWithResponse(ctx context.Context, req
 	return ParseListProvidersResponse(rsp)
 }
 
+// ListReconcileEventsWithResponse What reconciliation found
+//
+// The janitor's reconciliation findings for the tenant's sandboxes, oldest first: resources destroyed as orphans (a sandbox already released whose resource was still there, or a create that finished after its sandbox was cancelled), failed attempts at that, and ready sandboxes their provider lost. Resources of no sandbox Tether knows belong to no tenant and are not shown here (they are in the reconcile_events table). Paged like the event feed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/reconcile-events (the `ListReconcileEvents` operationId).
+func (c *ClientWithResponses) ListReconcileEventsWithResponse(ctx context.Context, params *ListReconcileEventsParams, reqEditors ...RequestEditorFn) (*ListReconcileEventsResponse, error) {
+	rsp, err := c.ListReconcileEvents(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListReconcileEventsResponse(rsp)
+}
+
 // ListSandboxesWithResponse List sandboxes
 //
 // Newest first, with keyset pagination: pass next_cursor back as cursor for the next page. Filters combine with AND.
@@ -9044,6 +9364,151 @@ func ParseListProvidersResponse(rsp *http.Response) (*ListProvidersResponse, err
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers ListProvidersResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListReconcileEventsResponse parses an HTTP response from a ListReconcileEventsWithResponse call
+func ParseListReconcileEventsResponse(rsp *http.Response) (*ListReconcileEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListReconcileEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReconcileEventList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListReconcileEventsResponse200Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListReconcileEventsResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListReconcileEventsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListReconcileEventsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListReconcileEventsResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListReconcileEventsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -248,6 +248,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/reconcile-events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What reconciliation found
+         * @description The janitor's reconciliation findings for the tenant's sandboxes, oldest first: resources destroyed as orphans (a sandbox already released whose resource was still there, or a create that finished after its sandbox was cancelled), failed attempts at that, and ready sandboxes their provider lost. Resources of no sandbox Tether knows belong to no tenant and are not shown here (they are in the reconcile_events table). Paged like the event feed.
+         */
+        get: operations["listReconcileEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes": {
         parameters: {
             query?: never;
@@ -860,6 +880,39 @@ export interface components {
         };
         ProviderList: {
             items: components["schemas"]["Provider"][];
+        };
+        ReconcileEvent: {
+            /**
+             * @description Action is what was done: an orphaned resource destroyed (or a failed attempt, retried next round), or a ready sandbox the provider no longer has ended as lost.
+             * @example lost
+             * @enum {string}
+             */
+            action: "orphan_destroyed" | "orphan_destroy_failed" | "lost";
+            /**
+             * Format: date-time
+             * @example 2026-01-02T15:04:06.5Z
+             */
+            at: string;
+            /**
+             * Format: int64
+             * @description ID orders the findings; pass the last one seen as after (or cursor).
+             * @example 7
+             */
+            id: number;
+            /** @example the provider no longer has this sandbox */
+            message: string;
+            /** @example local */
+            provider: string;
+            /** @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z */
+            sandbox_id: string;
+        };
+        ReconcileEventList: {
+            items: components["schemas"]["ReconcileEvent"][];
+            /**
+             * @description NextCursor fetches the next page (pass it as cursor); null when this page was not full.
+             * @example 7
+             */
+            next_cursor: string | null;
         };
         Sandbox: {
             /**
@@ -1867,6 +1920,105 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ProviderList"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listReconcileEvents: {
+        parameters: {
+            query?: {
+                /**
+                 * @description page size, 1-500 (default 50)
+                 * @example 50
+                 */
+                limit?: number;
+                /**
+                 * @description next_cursor of the previous page
+                 * @example 7
+                 */
+                cursor?: string;
+                /**
+                 * @description return findings after this id (the same position as cursor; pass one)
+                 * @example 7
+                 */
+                after?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReconcileEventList"];
+                };
+            };
+            /** @description INVALID_REQUEST */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
