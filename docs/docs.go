@@ -838,6 +838,128 @@ const docTemplate = `{
                 }
             }
         },
+        "/v1/owners": {
+            "get": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "The tenant's owners by name, each with its lease (alive or lapsed) and how many of its sandboxes have not ended. Page with cursor (next_cursor of the previous page).",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "owners"
+                ],
+                "summary": "List owners",
+                "operationId": "listOwners",
+                "parameters": [
+                    {
+                        "maximum": 500,
+                        "minimum": 1,
+                        "type": "integer",
+                        "example": 50,
+                        "description": "page size, 1-500 (default 50)",
+                        "name": "limit",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "example": "agent-42",
+                        "description": "next_cursor of the previous page",
+                        "name": "cursor",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/OwnerList"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
         "/v1/owners/{owner}": {
             "delete": {
                 "security": [
@@ -4057,6 +4179,43 @@ const docTemplate = `{
                 }
             }
         },
+        "Owner": {
+            "type": "object",
+            "required": [
+                "alive",
+                "created_at",
+                "expires_at",
+                "live_sandboxes",
+                "owner"
+            ],
+            "properties": {
+                "alive": {
+                    "description": "Alive is true while the lease has not lapsed.",
+                    "type": "boolean",
+                    "example": true
+                },
+                "created_at": {
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T15:04:05Z"
+                },
+                "expires_at": {
+                    "description": "ExpiresAt is when its lease lapses (or lapsed) unless renewed.",
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T15:05:05Z"
+                },
+                "live_sandboxes": {
+                    "description": "LiveSandboxes counts its sandboxes that have not ended.",
+                    "type": "integer",
+                    "example": 2
+                },
+                "owner": {
+                    "type": "string",
+                    "example": "agent-42"
+                }
+            }
+        },
         "OwnerLease": {
             "type": "object",
             "required": [
@@ -4072,6 +4231,27 @@ const docTemplate = `{
                 },
                 "owner": {
                     "type": "string",
+                    "example": "agent-42"
+                }
+            }
+        },
+        "OwnerList": {
+            "type": "object",
+            "required": [
+                "items",
+                "next_cursor"
+            ],
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/Owner"
+                    }
+                },
+                "next_cursor": {
+                    "description": "NextCursor fetches the next page (pass it as cursor); null when this page was not full.",
+                    "type": "string",
+                    "x-nullable": true,
                     "example": "agent-42"
                 }
             }

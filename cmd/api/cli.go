@@ -26,6 +26,7 @@ const cliUsage = `ops commands (server from --url or TETHER_URL, key from --key 
   tether sandboxes rm ID [--wait]          end it; --wait: until its resources are released
   tether sandboxes exec ID -- COMMAND...
   tether events [--follow]                 the tenant's events; --follow: live, until interrupted
+  tether owners ls                         owners, their leases and live sandboxes
   tether owners end OWNER                  end an owner and all its sandboxes
 every command takes -o json for scripts.
 `
@@ -380,11 +381,14 @@ func (c *cli) follow(ctx context.Context) error {
 	return sc.Err()
 }
 
-// runOwners is `tether owners end OWNER`.
+// runOwners is `tether owners ls` and `tether owners end OWNER`.
 func runOwners(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "ls" {
+		return listOwners(ctx, args[1:], getenv, stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "end" {
 		_, _ = io.WriteString(stderr, cliUsage)
-		return errors.New("owners: want end OWNER")
+		return errors.New("owners: want ls, or end OWNER")
 	}
 	c, rest, err := newCLI("owners end", args[1:], getenv, stdout, stderr, nil)
 	if err != nil {
@@ -405,4 +409,41 @@ func runOwners(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	_, err = fmt.Fprintf(c.stdout, "owner %s ended; %d sandboxes ended\n", rest[0], resp.JSON202.SandboxesEnded)
 	return err
+}
+
+// listOwners is `tether owners ls`: every page.
+func listOwners(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	c, _, err := newCLI("owners ls", args, getenv, stdout, stderr, nil)
+	if err != nil {
+		return err
+	}
+	var owners []tether.Owner
+	params := &tether.ListOwnersParams{}
+	for {
+		resp, err := c.api.ListOwnersWithResponse(ctx, params)
+		if err != nil {
+			return fmt.Errorf("list owners: %w", err)
+		}
+		if err := problem(resp.StatusCode(), resp.Body); err != nil {
+			return err
+		}
+		owners = append(owners, resp.JSON200.Items...)
+		if resp.JSON200.NextCursor == nil {
+			break
+		}
+		params.Cursor = resp.JSON200.NextCursor
+	}
+	if c.json {
+		return c.printJSON(owners)
+	}
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	_, _ = fmt.Fprintln(w, "OWNER\tALIVE\tLEASE\tLIVE SANDBOXES")
+	for _, o := range owners {
+		lease := "lapsed " + ago(o.ExpiresAt)
+		if o.Alive {
+			lease = "for " + time.Until(o.ExpiresAt).Round(time.Second).String()
+		}
+		_, _ = fmt.Fprintf(w, "%s\t%v\t%s\t%d\n", o.Owner, o.Alive, lease, o.LiveSandboxes)
+	}
+	return w.Flush()
 }

@@ -50,6 +50,10 @@ func TestOpsCommands(t *testing.T) {
 	if _, _, err = tether("sandboxes", "exec", id, "--", "echo", "hi"); err == nil || !strings.Contains(err.Error(), "NOT_SUPPORTED") {
 		t.Errorf("exec on sim = %v, want the server's NOT_SUPPORTED", err)
 	}
+	out, _, err = tether("owners", "ls")
+	if err != nil || !strings.Contains(out, "agent-7") || !strings.Contains(out, "LIVE SANDBOXES") {
+		t.Errorf("owners ls = %q %v", out, err)
+	}
 	out, _, err = tether("owners", "end", "agent-7")
 	if err != nil || !strings.Contains(out, "1 sandboxes ended") {
 		t.Errorf("owners end = %q %v", out, err)

@@ -248,6 +248,8 @@ var apiTypes = map[string]any{
 	"OwnerLease":           tetherhttp.OwnerLease{},
 	"OwnerRelease":         tetherhttp.OwnerRelease{},
 	"OwnerRequest":         tetherhttp.OwnerRequest{},
+	"Owner":                tetherhttp.Owner{},
+	"OwnerList":            tetherhttp.OwnerList{},
 	"Problem":              tetherhttp.Problem{},
 	"ReconcileEvent":       tetherhttp.ReconcileEvent{},
 	"ReconcileEventList":   tetherhttp.ReconcileEventList{},

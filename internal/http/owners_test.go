@@ -195,3 +195,38 @@ func TestOwnerTransfer(t *testing.T) {
 		t.Errorf("conflict state = %q, want cancelled", p.State)
 	}
 }
+
+// TestOwnerList: the tenant's owners by name, with their leases and live
+// sandboxes, paged; another tenant's are not there.
+func TestOwnerList(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.create(t, keyA, map[string]any{"owner": "agent-b"})
+	b.create(t, keyA, map[string]any{"owner": "agent-b"})
+	b.create(t, keyA, map[string]any{"owner": "agent-a"})
+	b.create(t, keyB, map[string]any{"owner": "agent-c"})
+	wantStatus(t, b.do(t, http.MethodDelete, "/v1/owners/agent-a", nil, as(keyA)), http.StatusAccepted)
+
+	type ownerJSON struct {
+		Owner         string `json:"owner"`
+		Alive         bool   `json:"alive"`
+		LiveSandboxes int    `json:"live_sandboxes"`
+	}
+	var page struct {
+		Items      []ownerJSON `json:"items"`
+		NextCursor *string     `json:"next_cursor"`
+	}
+	r := b.do(t, http.MethodGet, "/v1/owners?limit=1", nil, as(keyA))
+	wantStatus(t, r, http.StatusOK)
+	r.decode(t, &page)
+	if len(page.Items) != 1 || page.Items[0] != (ownerJSON{"agent-a", false, 0}) || page.NextCursor == nil {
+		t.Fatalf("first page = %+v", page)
+	}
+	r = b.do(t, http.MethodGet, "/v1/owners?cursor="+*page.NextCursor, nil, as(keyA))
+	wantStatus(t, r, http.StatusOK)
+	r.decode(t, &page)
+	if len(page.Items) != 1 || page.Items[0] != (ownerJSON{"agent-b", true, 2}) || page.NextCursor != nil {
+		t.Errorf("second page = %+v, want agent-b alive with 2 sandboxes, and no more", page)
+	}
+	wantProblem(t, b.do(t, http.MethodGet, "/v1/owners?cursor=bad%20name", nil, as(keyA)), http.StatusBadRequest, "INVALID_REQUEST")
+}

@@ -93,6 +93,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.GET("/reconcile-events", h(handleReconcileEvents(deps.Store)))
 	v1.GET("/events/stream", h(handleEventStream(deps.Store, deps.Changes, &streamSlots{max: cfg.MaxStreamsPerTenant, n: map[string]int{}}, draining)))
 	v1.PUT("/owners/:owner/lease", body, h(handleOwnerLease(cfg, deps.Store)))
+	v1.GET("/owners", h(handleOwnerList(deps.Store)))
 	v1.DELETE("/owners/:owner", h(handleOwnerRelease(deps.Store)))
 	v1.GET("/providers", h(handleProviders(deps.Providers)))
 	v1.POST("/keys", body, h(handleKeyCreate(deps.Store)))

@@ -101,6 +101,7 @@ type Store interface {
 	activityLister
 	activityRecorder
 	reconcileLister
+	ownerLister
 }
 
 // API defaults, for zero Config fields.

@@ -211,3 +211,12 @@ type ReconcileEvent struct {
 	Action  string
 	Message string
 }
+
+// Owner is an owner of a tenant, with its lease and its live sandboxes.
+type Owner struct {
+	Name      string
+	ExpiresAt time.Time
+	CreatedAt time.Time
+	// Live counts its sandboxes that have not ended.
+	Live int
+}

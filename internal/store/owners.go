@@ -190,3 +190,24 @@ func (s *Store) TransferOwner(ctx context.Context, tenant, id, owner string, ttl
 	s.announce(ended...)
 	return sb, nil
 }
+
+// ListOwners returns up to limit of the tenant's owners after the name
+// after, in name order, each with its lease and its live sandboxes.
+func (s *Store) ListOwners(ctx context.Context, tenant, after string, limit int) ([]sandbox.Owner, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT o.name, o.expires_at, o.created_at,
+			(SELECT count(*) FROM sandboxes s WHERE s.tenant = o.tenant AND s.owner = o.name AND s.state IN `+liveStates+`)
+		FROM owners o WHERE o.tenant = $1 AND o.name > $2 ORDER BY o.name LIMIT $3`, tenant, after, limit)
+	if err != nil {
+		return nil, wrap("list owners", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.Owner, error) {
+		var o sandbox.Owner
+		err := r.Scan(&o.Name, &o.ExpiresAt, &o.CreatedAt, &o.Live)
+		return o, err
+	})
+	if err != nil {
+		return nil, wrap("list owners", err)
+	}
+	return out, nil
+}

@@ -188,6 +188,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/owners": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List owners
+         * @description The tenant's owners by name, each with its lease (alive or lapsed) and how many of its sandboxes have not ended. Page with cursor (next_cursor of the previous page).
+         */
+        get: operations["listOwners"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/owners/{owner}": {
         parameters: {
             query?: never;
@@ -778,6 +798,31 @@ export interface components {
              */
             status: "ok" | "unavailable";
         };
+        Owner: {
+            /**
+             * @description Alive is true while the lease has not lapsed.
+             * @example true
+             */
+            alive: boolean;
+            /**
+             * Format: date-time
+             * @example 2026-01-02T15:04:05Z
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description ExpiresAt is when its lease lapses (or lapsed) unless renewed.
+             * @example 2026-01-02T15:05:05Z
+             */
+            expires_at: string;
+            /**
+             * @description LiveSandboxes counts its sandboxes that have not ended.
+             * @example 2
+             */
+            live_sandboxes: number;
+            /** @example agent-42 */
+            owner: string;
+        };
         OwnerLease: {
             /**
              * Format: date-time
@@ -787,6 +832,14 @@ export interface components {
             expires_at: string;
             /** @example agent-42 */
             owner: string;
+        };
+        OwnerList: {
+            items: components["schemas"]["Owner"][];
+            /**
+             * @description NextCursor fetches the next page (pass it as cursor); null when this page was not full.
+             * @example agent-42
+             */
+            next_cursor: string | null;
         };
         OwnerRelease: {
             /** @example agent-42 */
@@ -1650,6 +1703,100 @@ export interface operations {
             /** @description NOT_FOUND */
             404: {
                 headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listOwners: {
+        parameters: {
+            query?: {
+                /**
+                 * @description page size, 1-500 (default 50)
+                 * @example 50
+                 */
+                limit?: number;
+                /**
+                 * @description next_cursor of the previous page
+                 * @example agent-42
+                 */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerList"];
+                };
+            };
+            /** @description INVALID_REQUEST */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
                     "X-Request-ID": string;
                     [name: string]: unknown;

@@ -1,0 +1,88 @@
+package http
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// Owner is an owner with its lease and its live sandboxes.
+type Owner struct {
+	Owner string `json:"owner" example:"agent-42"`
+	// ExpiresAt is when its lease lapses (or lapsed) unless renewed.
+	ExpiresAt time.Time `json:"expires_at" format:"date-time" example:"2026-01-02T15:05:05Z"`
+	// Alive is true while the lease has not lapsed.
+	Alive     bool      `json:"alive" example:"true"`
+	CreatedAt time.Time `json:"created_at" format:"date-time" example:"2026-01-02T15:04:05Z"`
+	// LiveSandboxes counts its sandboxes that have not ended.
+	LiveSandboxes int `json:"live_sandboxes" example:"2"`
+} // @name Owner
+
+// OwnerList is a page of owners, by name.
+type OwnerList struct {
+	Items []Owner `json:"items"`
+	// NextCursor fetches the next page (pass it as cursor); null when this page was not full.
+	NextCursor *string `json:"next_cursor" extensions:"x-nullable" example:"agent-42"`
+} // @name OwnerList
+
+type ownerLister interface {
+	ListOwners(ctx context.Context, tenant, after string, limit int) ([]sandbox.Owner, error)
+}
+
+// handleOwnerList lists the tenant's owners.
+//
+//	@Summary		List owners
+//	@Description	The tenant's owners by name, each with its lease (alive or lapsed) and how many of its sandboxes have not ended. Page with cursor (next_cursor of the previous page).
+//	@ID				listOwners
+//	@Tags			owners
+//	@Produce		json
+//	@Param			limit	query		int		false	"page size, 1-500 (default 50)"	minimum(1)	maximum(500)	example(50)
+//	@Param			cursor	query		string	false	"next_cursor of the previous page"	example(agent-42)
+//	@Success		200		{object}	OwnerList
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+//	@Security		BearerAuth
+//	@Router			/v1/owners [get]
+func handleOwnerList(st ownerLister) handlerFunc {
+	return func(c *gin.Context) error {
+		if err := onlyQuery(c, "limit", "cursor"); err != nil {
+			return err
+		}
+		limit, err := parseLimit(c)
+		if err != nil {
+			return err
+		}
+		after := c.Query("cursor")
+		if after != "" {
+			if err := validateOwner(after); err != nil {
+				return sandbox.Errorf(sandbox.CodeInvalidRequest, "cursor must be the next_cursor of a previous page")
+			}
+		}
+		owners, err := st.ListOwners(c.Request.Context(), tenantOf(c), after, limit)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		out := OwnerList{Items: make([]Owner, len(owners))}
+		for i, o := range owners {
+			out.Items[i] = Owner{Owner: o.Name, ExpiresAt: o.ExpiresAt.UTC(), Alive: o.ExpiresAt.After(now),
+				CreatedAt: o.CreatedAt.UTC(), LiveSandboxes: o.Live}
+		}
+		if len(owners) == limit {
+			next := owners[len(owners)-1].Name
+			out.NextCursor = &next
+		}
+		return writeJSON(c, http.StatusOK, out)
+	}
+}
