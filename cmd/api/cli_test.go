@@ -93,6 +93,36 @@ func TestOpsCommands(t *testing.T) {
 		t.Errorf("events --follow ended with %v when interrupted", err)
 	}
 
+	// Keys over the API: create (the secret alone on stdout), use, list, revoke.
+	secret, _, err := tether("keys", "create", "--name", "ci-bot")
+	secret = strings.TrimSpace(secret)
+	if err != nil || !strings.HasPrefix(secret, "tk_") {
+		t.Fatalf("keys create = %q %v", secret, err)
+	}
+	if code, _ := s.do(t, http.MethodGet, "/v1/sandboxes", secret, ""); code != http.StatusOK {
+		t.Errorf("the new key gets %d", code)
+	}
+	out, _, err = tether("keys", "ls", "-o", "json")
+	var keys []struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &keys) != nil {
+		t.Fatalf("keys ls = %q %v", out, err)
+	}
+	var botID string
+	for _, k := range keys {
+		if k.Name == "ci-bot" {
+			botID = k.ID
+		}
+	}
+	if botID == "" || strings.Contains(out, secret) {
+		t.Fatalf("keys ls = %q: want ci-bot, without its secret", out)
+	}
+	if out, _, err = tether("keys", "revoke", botID); err != nil || !strings.Contains(out, "revoked") {
+		t.Errorf("keys revoke = %q %v", out, err)
+	}
+
 	env["TETHER_API_KEY"] = "wrong"
 	if _, _, err = tether("sandboxes", "ls"); err == nil || !strings.Contains(err.Error(), "401 UNAUTHENTICATED") {
 		t.Errorf("a bad key = %v", err)

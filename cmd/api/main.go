@@ -85,9 +85,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return migrate(ctx, cfg, stdout)
 	case "keys":
-		if len(args) == 0 || args[0] != "create" {
-			_, _ = io.WriteString(stderr, usage)
-			return errors.New("keys: want `keys create --tenant NAME`")
+		// With --tenant, keys create works on the database (the first key of
+		// a tenant); everything else works over the API with a key.
+		if len(args) == 0 || args[0] != "create" || !hasFlag(args[1:], "tenant") {
+			return runKeys(ctx, args, getenv, stdout, stderr)
 		}
 		fs := flag.NewFlagSet("keys create", flag.ContinueOnError)
 		fs.SetOutput(stderr)
