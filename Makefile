@@ -27,7 +27,7 @@ CHAOS_DURATION ?= 3m
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-.PHONY: help run test chaos bench docs lint build pg-stop
+.PHONY: help run test chaos bench docs lint openapi-lint build pg-stop
 
 help: ## Show this list of targets
 	@echo "Tether: make TARGET"
@@ -81,6 +81,9 @@ docs: ## Regenerate the API docs (Swagger 2.0, OpenAPI 3.0) in docs/ and the Go 
 	$(GO) generate ./clients/go/tether
 	npm --prefix clients/typescript ci --no-audit --no-fund
 	npm --prefix clients/typescript run generate
+
+openapi-lint: ## Lint docs/openapi.yaml with the pinned Spectral (also a test in make test)
+	cd tools/openapi-lint && npm ci --no-audit --no-fund && npx --no-install spectral lint --ruleset ../../docs/.spectral.yaml --fail-severity=warn ../../docs/openapi.yaml
 
 $(GOLANGCI_LINT):
 	@echo "building golangci-lint $(GOLANGCI_LINT_VERSION) into bin/ (once)"
