@@ -87,6 +87,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "keys":
 		// With --tenant, keys create works on the database (the first key of
 		// a tenant); everything else works over the API with a key.
+		if len(args) > 0 && args[0] == "create" && !hasFlag(args[1:], "tenant") && !hasFlag(args[1:], "name") {
+			return errors.New("keys create: --tenant is required to make a tenant's key in the database; or pass --name, with TETHER_URL and TETHER_API_KEY, to make one over the API")
+		}
 		if len(args) == 0 || args[0] != "create" || !hasFlag(args[1:], "tenant") {
 			return runKeys(ctx, args, getenv, stdout, stderr)
 		}
