@@ -546,17 +546,34 @@ cmd_start() {
 			chmod 700 "$datadir"
 		fi
 
-		write_settings
-		local logfile=$datadir/server.log
-		log "starting cluster '$name' on 127.0.0.1:$port (log $logfile)"
-		# -w waits until the server accepts connections; -l sends the server's
-		# output to a file so that pg_ctl returns and the server is fully
-		# detached from us (its own session, no zombie, no held pipes).
-		if ! as_pg "$bindir/pg_ctl" -D "$datadir" -l "$logfile" -w -t 60 start </dev/null >&2; then
+		local logfile=$datadir/server.log attempt
+		for attempt in 1 2 3 4 5; do
+			write_settings
+			log "starting cluster '$name' on 127.0.0.1:$port (log $logfile)"
+			# -w waits until the server accepts connections; -l sends the
+			# server's output to a file so that pg_ctl returns and the server
+			# is fully detached from us (its own session, no zombie, no held
+			# pipes).
+			if as_pg "$bindir/pg_ctl" -D "$datadir" -l "$logfile" -w -t 60 start </dev/null >&2; then
+				break
+			fi
+			# Our ports lie in the kernel's range for outgoing connections:
+			# a client socket that happens to hold the port (nothing
+			# listening, so port_busy saw it free) makes the bind fail. With
+			# no port asked for, take the next free one and try again.
+			if ((attempt < 5)) && [[ -z ${TETHER_PG_PORT:-} ]] &&
+				tail -n 20 "$logfile" 2>/dev/null | grep -q "could not bind"; then
+				local taken=$port
+				port=$((port + 1))
+				while port_busy "$port"; do port=$((port + 1)); done
+				url=$(url_for "$port")
+				log "port $taken was taken while the server started; trying port $port"
+				continue
+			fi
 			log "pg_ctl start failed; last lines of $logfile:"
 			tail -n 20 "$logfile" >&2 2>/dev/null || true
 			die "could not start cluster '$name'"
-		fi
+		done
 	fi
 
 	wait_accepting || die "cluster '$name' does not accept connections on 127.0.0.1:$port (see $datadir/server.log)"
