@@ -4,9 +4,10 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/tetherhq/tether/test/harness"
 )
 
 // lintDir holds the pinned Spectral (package.json and its committed
@@ -40,27 +41,11 @@ func TestOpenAPILint(t *testing.T) {
 		}
 		t.Logf("%s %v:\n%s", name, args, out)
 	}
-	if lintDepsStale(lintDir) {
+	if harness.NodeModulesStale(lintDir) {
 		run("npm", "ci", "--no-audit", "--no-fund")
 	}
 	run("npx", "--no-install", "spectral", "lint",
 		"--ruleset", "../../docs/.spectral.yaml",
 		"--fail-severity=warn",
 		"../../docs/openapi.yaml")
-}
-
-// lintDepsStale reports whether dir needs npm ci: node_modules is missing,
-// or npm's record of it is older than the lockfile or package.json.
-func lintDepsStale(dir string) bool {
-	installed, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json"))
-	if err != nil {
-		return true
-	}
-	for _, f := range []string{"package-lock.json", "package.json"} {
-		st, err := os.Stat(filepath.Join(dir, f))
-		if err != nil || st.ModTime().After(installed.ModTime()) {
-			return true
-		}
-	}
-	return false
 }

@@ -45,7 +45,7 @@ func TestTypeScriptClient(t *testing.T) {
 		}
 		return string(out)
 	}
-	if typeScriptDepsStale(dir) {
+	if harness.NodeModulesStale(dir) {
 		run(nil, "npm", "ci", "--no-audit", "--no-fund")
 	}
 	run(nil, "npx", "--no-install", "tsc", "--strict", "--noEmit", "-p", ".")
@@ -67,21 +67,4 @@ func TestTypeScriptClient(t *testing.T) {
 			t.Fatalf("the TypeScript client's tests did not all run and pass (%s %d): %v", bad, counts[bad], counts)
 		}
 	}
-}
-
-// typeScriptDepsStale reports whether clients/typescript needs npm ci:
-// node_modules is missing, or npm's record of it is older than the lockfile
-// or package.json.
-func typeScriptDepsStale(dir string) bool {
-	installed, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json"))
-	if err != nil {
-		return true
-	}
-	for _, f := range []string{"package-lock.json", "package.json"} {
-		st, err := os.Stat(filepath.Join(dir, f))
-		if err != nil || st.ModTime().After(installed.ModTime()) {
-			return true
-		}
-	}
-	return false
 }

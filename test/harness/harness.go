@@ -330,3 +330,20 @@ func ReachableTempDir(t testing.TB) string {
 	}
 	return dir
 }
+
+// NodeModulesStale reports whether the npm package in dir needs `npm ci`:
+// node_modules is missing, or npm's record of it is older than the lockfile
+// or package.json.
+func NodeModulesStale(dir string) bool {
+	installed, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json"))
+	if err != nil {
+		return true
+	}
+	for _, f := range []string{"package-lock.json", "package.json"} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil || st.ModTime().After(installed.ModTime()) {
+			return true
+		}
+	}
+	return false
+}
