@@ -138,18 +138,7 @@ func toActivity(a sandbox.Activity) Activity {
 //	@Router			/v1/sandboxes/{id}/activity [get]
 func handleSandboxActivity(st activityLister) handlerFunc {
 	return func(c *gin.Context) error {
-		id, err := sandboxID(c)
-		if err != nil {
-			return err
-		}
-		after, limit, err := parseEventPage(c)
-		if err != nil {
-			return err
-		}
-		if _, err := st.GetSandbox(c.Request.Context(), tenantOf(c), id); err != nil {
-			return notFoundAs(err, id)
-		}
-		items, err := st.SandboxActivity(c.Request.Context(), id, after, limit)
+		items, limit, err := sandboxPage(c, st, st.SandboxActivity)
 		if err != nil {
 			return err
 		}

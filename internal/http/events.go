@@ -120,23 +120,31 @@ func parseEventPage(c *gin.Context) (after int64, limit int, err error) {
 //	@Router			/v1/sandboxes/{id}/events [get]
 func handleSandboxEvents(st eventLister) handlerFunc {
 	return func(c *gin.Context) error {
-		id, err := sandboxID(c)
-		if err != nil {
-			return err
-		}
-		after, limit, err := parseEventPage(c)
-		if err != nil {
-			return err
-		}
-		if _, err := st.GetSandbox(c.Request.Context(), tenantOf(c), id); err != nil {
-			return notFoundAs(err, id)
-		}
-		events, err := st.SandboxEvents(c.Request.Context(), id, after, limit)
+		events, limit, err := sandboxPage(c, st, st.SandboxEvents)
 		if err != nil {
 			return err
 		}
 		return writeJSON(c, http.StatusOK, toEventList(events, limit))
 	}
+}
+
+// sandboxPage reads a page of a sandbox's records (its events, its
+// activity) with read, once it checked the sandbox is the tenant's, and
+// returns them with the page size asked for.
+func sandboxPage[T any](c *gin.Context, st sandboxGetter, read func(ctx context.Context, id string, after int64, limit int) ([]T, error)) ([]T, int, error) {
+	id, err := sandboxID(c)
+	if err != nil {
+		return nil, 0, err
+	}
+	after, limit, err := parseEventPage(c)
+	if err != nil {
+		return nil, 0, err
+	}
+	if _, err := st.GetSandbox(c.Request.Context(), tenantOf(c), id); err != nil {
+		return nil, 0, notFoundAs(err, id)
+	}
+	items, err := read(c.Request.Context(), id, after, limit)
+	return items, limit, err
 }
 
 // handleEvents returns the tenant's event feed.
