@@ -60,7 +60,7 @@ func withAuth(log *slog.Logger, auth authenticator, q *quotas) gin.HandlerFunc {
 		}
 		c.Set(tenantKey, k.Tenant)
 		c.Set(callerKey, k.Caller())
-		if err := q.checkKey(c, sha256.Sum256([]byte(key))); err != nil {
+		if err := q.checkKey(c, k.ID); err != nil {
 			writeError(c, log, err)
 			return
 		}

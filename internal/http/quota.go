@@ -2,7 +2,6 @@ package http
 
 import (
 	"context"
-	"crypto/sha256"
 	"math"
 	"strconv"
 	"sync"
@@ -40,7 +39,7 @@ type quotas struct {
 
 	mu      sync.Mutex
 	tenants map[string]*tenantQuota
-	keys    map[[sha256.Size]byte]*bucket
+	keys    map[string]*bucket // by API key id
 }
 
 type tenantQuota struct {
@@ -52,7 +51,7 @@ type tenantQuota struct {
 
 func newQuotas(usage usageReader, cfg Config) *quotas {
 	return &quotas{usage: usage, maxLive: cfg.TenantMaxLive, createsPerMinute: cfg.TenantCreatesPerMinute,
-		rps: cfg.KeyRequestsPerSecond, now: time.Now, tenants: map[string]*tenantQuota{}, keys: map[[sha256.Size]byte]*bucket{}}
+		rps: cfg.KeyRequestsPerSecond, now: time.Now, tenants: map[string]*tenantQuota{}, keys: map[string]*bucket{}}
 }
 
 // bucket is a token bucket: rate tokens a second, up to burst.
@@ -83,20 +82,20 @@ func exceeded(c *gin.Context, wait time.Duration, format string, args ...any) er
 	return sandbox.Errorf(sandbox.CodeQuotaExceeded, format, args...)
 }
 
-// checkKey takes one of the key's request tokens (burst: two seconds'
-// worth).
-func (q *quotas) checkKey(c *gin.Context, key [sha256.Size]byte) error {
+// checkKey takes one of the request tokens of the authenticated key
+// keyID (burst: two seconds' worth).
+func (q *quotas) checkKey(c *gin.Context, keyID string) error {
 	if q.rps <= 0 {
 		return nil
 	}
 	q.mu.Lock()
-	b := q.keys[key]
+	b := q.keys[keyID]
 	if b == nil {
-		if len(q.keys) > 100_000 { // bound the memory a flood of keys can take
+		if len(q.keys) > 100_000 { // bound the memory however many keys there are
 			clear(q.keys)
 		}
 		b = &bucket{}
-		q.keys[key] = b
+		q.keys[keyID] = b
 	}
 	ok, wait := b.take(q.now(), float64(q.rps), float64(2*q.rps))
 	q.mu.Unlock()
