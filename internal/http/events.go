@@ -45,14 +45,18 @@ type eventLister interface {
 	TenantEvents(ctx context.Context, tenant string, after int64, limit int) ([]sandbox.Event, error)
 }
 
+func toEvent(e sandbox.Event) Event {
+	return Event{
+		ID: e.ID, SandboxID: e.SandboxID, At: e.At.UTC(), From: optional(string(e.From)), To: string(e.To),
+		Reason: optional(string(e.Reason)), Actor: string(e.Actor), Message: e.Message,
+		ActorKeyID: optional(e.Caller.KeyID), ActorKeyName: callerName(e.Caller),
+	}
+}
+
 func toEventList(events []sandbox.Event, limit int) EventList {
 	out := EventList{Items: make([]Event, len(events))}
 	for i, e := range events {
-		out.Items[i] = Event{
-			ID: e.ID, SandboxID: e.SandboxID, At: e.At.UTC(), From: optional(string(e.From)), To: string(e.To),
-			Reason: optional(string(e.Reason)), Actor: string(e.Actor), Message: e.Message,
-			ActorKeyID: optional(e.Caller.KeyID), ActorKeyName: callerName(e.Caller),
-		}
+		out.Items[i] = toEvent(e)
 	}
 	if len(events) == limit && limit > 0 {
 		s := strconv.FormatInt(events[len(events)-1].ID, 10)

@@ -154,7 +154,7 @@ func handleEventStream(st eventStreamer, changes changeSubscriber, slots *stream
 				return nil
 			}
 			for _, e := range events {
-				data, err := json.Marshal(toEventList([]sandbox.Event{e.Event}, 0).Items[0])
+				data, err := json.Marshal(toEvent(e.Event))
 				if err != nil {
 					return err
 				}
