@@ -506,6 +506,16 @@ cmd_start() {
   Create one (useradd --system $pg_user) or run this script as a normal user."
 		fi
 
+		# A cluster that ran before starts again on the port it ran on
+		# (tether.conf), which may not be the derived one (see below):
+		# clients that knew it, such as replicas across a restart, reconnect.
+		local last
+		last=$(sed -n 's/^port = \([0-9][0-9]*\)$/\1/p' "$datadir/tether.conf" 2>/dev/null || true)
+		if [[ -z ${TETHER_PG_PORT:-} && -n $last ]]; then
+			port=$last
+			url=$(url_for "$port")
+		fi
+
 		# Something else on our port. In CI (CI=true), when no port was
 		# asked for, nobody types the URL by hand, and the port may be held
 		# by a cluster that a developer's checkout on the same machine left
