@@ -53,6 +53,11 @@ type ExecutorConfig struct {
 	MaxBackoff time.Duration
 	// DestroyTimeout bounds one destroy call. Default 2m.
 	DestroyTimeout time.Duration
+	// Node is the node this executor runs on (NODE_ID). Sandboxes of
+	// host-bound providers are placed on the node whose executor claims
+	// their create; only that node's executors release them. Empty: every
+	// sandbox is any executor's, as on a single host.
+	Node string
 }
 
 // Executor defaults, for zero ExecutorConfig fields.
@@ -86,9 +91,10 @@ func (c ExecutorConfig) withDefaults() ExecutorConfig {
 type workStore interface {
 	Now() time.Time
 	Sandbox(ctx context.Context, id string) (sandbox.Sandbox, error)
-	ClaimCreates(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error)
-	ClaimNewCreates(ctx context.Context, provider, worker string, limit int, lease time.Duration, since time.Time) ([]store.Claim, error)
-	ClaimReleases(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error)
+	ClaimCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration) ([]store.Claim, error)
+	ClaimNewCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, since time.Time) ([]store.Claim, error)
+	ClaimReleases(ctx context.Context, provider, node, worker string, limit int, lease time.Duration) ([]store.Claim, error)
+	NodeLoad(ctx context.Context, provider, node string) (store.Load, error)
 	RenewLease(ctx context.Context, id string, epoch int64, worker string, lease time.Duration) (sandbox.State, error)
 	MarkReady(ctx context.Context, id string, epoch int64, res sandbox.Resource) (sandbox.Sandbox, error)
 	MarkFailed(ctx context.Context, id string, epoch int64, actor sandbox.Actor, message string) (sandbox.Sandbox, error)
@@ -153,11 +159,22 @@ func NewExecutor(cfg ExecutorConfig, st workStore, notes notifier, providers []s
 		loopDone:     make(chan struct{}),
 	}
 	for _, p := range providers {
+		// A host-bound provider's work is this node's share of it.
+		node := ""
+		if sandbox.IsHostBound(p) {
+			node = cfg.Node
+		}
 		e.providers[p.Name()] = p
 		e.creates[p.Name()] = claimSpec{kind: "create", slots: make(chan struct{}, cfg.Concurrency),
-			wake: e.wakeCreates, claim: e.claimCreates, work: e.create}
+			wake: e.wakeCreates, work: e.create,
+			claim: func(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error) {
+				return e.claimCreates(ctx, provider, node, worker, limit, lease)
+			}}
 		e.releases[p.Name()] = claimSpec{kind: "release", slots: make(chan struct{}, cfg.ReleaseConcurrency),
-			wake: e.wakeReleases, claim: e.store.ClaimReleases, work: e.release}
+			wake: e.wakeReleases, work: e.release,
+			claim: func(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error) {
+				return e.store.ClaimReleases(ctx, provider, node, worker, limit, lease)
+			}}
 	}
 	return e
 }
@@ -314,16 +331,24 @@ const claimSkew = 5 * time.Second
 // claim, whatever woke it, is full. And a quick claim that fills every slot
 // means a backlog, which full claims serve oldest first. So anything a quick
 // claim cannot see waits for at most a poll interval and a free slot.
-func (e *Executor) claimCreates(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error) {
+//
+// For a host-bound provider on several nodes, node is this node and the
+// claim is bounded by placeLimit first.
+func (e *Executor) claimCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration) ([]store.Claim, error) {
+	if node != "" {
+		if limit = e.placeLimit(ctx, provider, node, limit); limit == 0 {
+			return nil, nil
+		}
+	}
 	if since, drained := e.drainedAt[provider]; drained {
-		claims, err := e.store.ClaimNewCreates(ctx, provider, worker, limit, lease, since)
+		claims, err := e.store.ClaimNewCreates(ctx, provider, node, worker, limit, lease, since)
 		if err == nil && len(claims) == limit {
 			delete(e.drainedAt, provider)
 		}
 		return claims, err
 	}
 	start := e.store.Now()
-	claims, err := e.store.ClaimCreates(ctx, provider, worker, limit, lease)
+	claims, err := e.store.ClaimCreates(ctx, provider, node, worker, limit, lease)
 	if err != nil {
 		return claims, err
 	}
@@ -333,6 +358,35 @@ func (e *Executor) claimCreates(ctx context.Context, provider, worker string, li
 		delete(e.drainedAt, provider) // a backlog: quick claims would serve newer ones first
 	}
 	return claims, nil
+}
+
+// Placement of a host-bound provider's creates over several live nodes.
+const (
+	// placeSpread is how many more live sandboxes of the provider than the
+	// least loaded live node a node may hold and still claim creates.
+	placeSpread = 4
+	// placeWait is how long a request may wait for the least loaded nodes
+	// before any node claims it (they may be busy, or unable to create).
+	placeWait = 3 * time.Second
+)
+
+// placeLimit bounds a create claim of this node so that creates go to the
+// least loaded live nodes: while other live nodes have the provider, a node
+// claims only as many as keep it within placeSpread of the least loaded
+// one, unless a request has waited placeWait. Without a load reading it
+// does not hold creates back.
+func (e *Executor) placeLimit(ctx context.Context, provider, node string, limit int) int {
+	l, err := e.store.NodeLoad(ctx, provider, node)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("executor: node load unknown; claiming without placement", "provider", provider, "err", err)
+		}
+		return limit
+	}
+	if l.Nodes <= 1 || (!l.OldestRequest.IsZero() && e.store.Now().Sub(l.OldestRequest) >= placeWait) {
+		return limit
+	}
+	return max(0, min(limit, l.Least+placeSpread-l.Own))
 }
 
 // claimSpec is one kind of work (create or release) for one provider.

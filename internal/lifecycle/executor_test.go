@@ -76,13 +76,19 @@ func setupWith(t *testing.T, clock *storetest.Clock) *env {
 // test ends.
 func (e *env) executor(cfg lifecycle.ExecutorConfig) *lifecycle.Executor {
 	e.t.Helper()
+	return e.executorOf(cfg, e.sim)
+}
+
+// executorOf is executor over the given providers.
+func (e *env) executorOf(cfg lifecycle.ExecutorConfig, providers ...sandbox.Provider) *lifecycle.Executor {
+	e.t.Helper()
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 50 * time.Millisecond
 	}
 	if cfg.RetryBackoff == 0 {
 		cfg.RetryBackoff = 20 * time.Millisecond
 	}
-	ex := lifecycle.NewExecutor(cfg, e.st, e.notifier, []sandbox.Provider{e.sim}, e.log, lifecycle.NewMetrics(nil))
+	ex := lifecycle.NewExecutor(cfg, e.st, e.notifier, providers, e.log, lifecycle.NewMetrics(nil))
 	ex.Start(e.ctx)
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -343,7 +349,7 @@ func TestShutdownHandsBack(t *testing.T) {
 	first.Stop(stopCtx)
 	cancel()
 	// Handed back: claimable now, not after the one-minute lease.
-	claims, err := e.st.ClaimCreates(e.ctx, "sim", "second", 1, time.Minute)
+	claims, err := e.st.ClaimCreates(e.ctx, "sim", "", "second", 1, time.Minute)
 	if err != nil || len(claims) != 1 || claims[0].Sandbox.ID != sb.ID {
 		t.Fatalf("claim after hand-back = %+v, %v; want the sandbox", claims, err)
 	}
@@ -367,7 +373,7 @@ func TestCrashedExecutorWorkIsRescued(t *testing.T) {
 	e := setup(t)
 	sb := e.create(`{}`)
 	// A "crashed" executor: claimed, called the provider, died before recording.
-	claims, err := e.st.ClaimCreates(e.ctx, "sim", "dead", 1, 200*time.Millisecond)
+	claims, err := e.st.ClaimCreates(e.ctx, "sim", "", "dead", 1, 200*time.Millisecond)
 	if err != nil || len(claims) != 1 {
 		t.Fatalf("claim: %v", err)
 	}

@@ -41,6 +41,13 @@ type JanitorConfig struct {
 	// IdempotencyKeyTTL is how long an Idempotency-Key is remembered; the
 	// leader forgets older ones. Default 24h.
 	IdempotencyKeyTTL time.Duration
+	// Node is the node this janitor runs on (NODE_ID). With it, the
+	// inventories of host-bound providers are reconciled by the node that
+	// holds them (one replica per node at a time), against the sandboxes
+	// placed on that node only; and the leader ends the ready sandboxes of
+	// dead nodes. Empty: the leader reconciles every provider, as on a
+	// single host.
+	Node string
 }
 
 // Janitor defaults, for zero JanitorConfig fields. LeaderTTL defaults to
@@ -76,7 +83,8 @@ type janitorStore interface {
 	FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, error)
 	RescueLapsedLeases(ctx context.Context) (int64, error)
 	Records(ctx context.Context, ids []string) (map[string]store.Record, error)
-	ReadyBefore(ctx context.Context, provider string, t time.Time, fn func(id string)) error
+	ReadyBefore(ctx context.Context, provider, node string, t time.Time, fn func(id string)) error
+	StrandedSandboxes(ctx context.Context, limit int) ([]store.Stranded, error)
 	MarkLost(ctx context.Context, id, message string) (sandbox.Sandbox, bool, error)
 	RecordReconcile(ctx context.Context, provider, sandboxID, tenant, action, message string) error
 	ForgetIdempotencyKeys(ctx context.Context, cutoff time.Time, limit int) (int64, error)
@@ -167,8 +175,14 @@ func (j *Janitor) Stop() {
 		<-j.done
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := j.store.Resign(ctx, janitorRole, j.cfg.Holder); err != nil {
-			j.log.Warn("janitor: resign failed; leadership lapses on its own", "err", err)
+		roles := []string{janitorRole}
+		if j.cfg.Node != "" {
+			roles = append(roles, nodeRole(j.cfg.Node))
+		}
+		for _, role := range roles {
+			if err := j.store.Resign(ctx, role, j.cfg.Holder); err != nil {
+				j.log.Warn("janitor: resign failed; leadership lapses on its own", "role", role, "err", err)
+			}
 		}
 		j.leading.Set(0)
 	})
@@ -198,24 +212,43 @@ func (j *Janitor) sweepTick(ctx context.Context) {
 	}
 }
 
-// reconcileTick reconciles with the providers while this replica leads.
+// reconcileTick reconciles with the providers while this replica leads,
+// and with this node's host-bound providers while it leads its node.
 func (j *Janitor) reconcileTick(ctx context.Context) {
-	lead, err := j.store.TryLead(ctx, janitorRole, j.cfg.Holder, j.cfg.LeaderTTL)
+	var rep Report
+	if j.lead(ctx, janitorRole) {
+		j.leading.Set(1)
+		if err := j.Reconcile(ctx, &rep); err != nil && ctx.Err() == nil {
+			j.log.Error("janitor: reconcile incomplete", "err", err)
+		}
+	} else {
+		j.leading.Set(0)
+	}
+	if j.cfg.Node != "" && j.lead(ctx, nodeRole(j.cfg.Node)) {
+		if err := j.ReconcileNode(ctx, &rep); err != nil && ctx.Err() == nil {
+			j.log.Error("janitor: node reconcile incomplete", "node", j.cfg.Node, "err", err)
+		}
+	}
+}
+
+// nodeRole is the leadership role of reconciling a node's inventories.
+func nodeRole(node string) string { return janitorRole + "/node/" + node }
+
+// lead takes or keeps role for this replica and reports whether it holds it.
+func (j *Janitor) lead(ctx context.Context, role string) bool {
+	lead, err := j.store.TryLead(ctx, role, j.cfg.Holder, j.cfg.LeaderTTL)
 	if err != nil {
 		if ctx.Err() == nil {
-			j.log.Warn("janitor: leadership check failed", "err", err)
+			j.log.Warn("janitor: leadership check failed", "role", role, "err", err)
 		}
-		return
+		return false
 	}
-	if !lead {
-		j.leading.Set(0)
-		return
-	}
-	j.leading.Set(1)
-	var rep Report
-	if err := j.Reconcile(ctx, &rep); err != nil && ctx.Err() == nil {
-		j.log.Error("janitor: reconcile incomplete", "err", err)
-	}
+	return lead
+}
+
+// nodeBound reports whether p's inventory is reconciled per node.
+func (j *Janitor) nodeBound(p sandbox.Provider) bool {
+	return j.cfg.Node != "" && sandbox.IsHostBound(p)
 }
 
 // Report counts what one run of the janitor did: a Sweep, a Reconcile, or
@@ -228,15 +261,18 @@ type Report struct {
 	OrphansDestroyed int
 	OrphansFailed    int
 	Lost             int
-	KeysForgotten    int64
+	// Stranded counts ready sandboxes ended lost because their node died.
+	Stranded      int
+	KeysForgotten int64
 }
 
 // RunOnce runs every janitor duty once, whether or not this replica leads:
-// Sweep, then Reconcile. Tests call it directly.
+// Sweep, Reconcile, then ReconcileNode. Tests call it directly.
 func (j *Janitor) RunOnce(ctx context.Context) (Report, error) {
 	rep, err := j.Sweep(ctx)
 	rerr := j.Reconcile(ctx, &rep)
-	return rep, errors.Join(err, rerr)
+	nerr := j.ReconcileNode(ctx, &rep)
+	return rep, errors.Join(err, rerr, nerr)
 }
 
 // Sweep ends sandboxes whose owner lease or deadline lapsed, settles
@@ -282,17 +318,25 @@ func (j *Janitor) Sweep(ctx context.Context) (Report, error) {
 	return rep, errors.Join(errs...)
 }
 
-// Reconcile compares every provider's inventory with the registry (see
-// reconcile), and forgets expired idempotency keys. It is the leader's
-// duty: listing a provider is the expensive part of the janitor's work.
+// Reconcile compares the inventory of every provider that is not
+// reconciled per node with the registry (see reconcile), ends the ready
+// sandboxes of dead nodes, and forgets expired idempotency keys. It is the
+// leader's duty: listing a provider is the expensive part of the janitor's
+// work.
 func (j *Janitor) Reconcile(ctx context.Context, rep *Report) error {
 	start := time.Now()
 	defer func() { j.duration.WithLabelValues("reconcile").Observe(time.Since(start).Seconds()) }()
 	var errs []error
 	for _, p := range j.providers {
-		if err := j.reconcile(ctx, p, rep); err != nil {
+		if j.nodeBound(p) {
+			continue
+		}
+		if err := j.reconcile(ctx, p, "", rep); err != nil {
 			errs = append(errs, fmt.Errorf("reconcile %s: %w", p.Name(), err))
 		}
+	}
+	if err := j.endStranded(ctx, rep); err != nil {
+		errs = append(errs, err)
 	}
 	cutoff := j.store.Now().Add(-j.cfg.IdempotencyKeyTTL)
 	for {
@@ -310,13 +354,61 @@ func (j *Janitor) Reconcile(ctx context.Context, rep *Report) error {
 	return errors.Join(errs...)
 }
 
+// ReconcileNode compares this node's inventory of each host-bound provider
+// with the sandboxes placed on this node (see reconcile). It is the duty of
+// one replica per node at a time. Without a node it does nothing: Reconcile
+// covers every provider then.
+func (j *Janitor) ReconcileNode(ctx context.Context, rep *Report) error {
+	start := time.Now()
+	defer func() { j.duration.WithLabelValues("reconcile_node").Observe(time.Since(start).Seconds()) }()
+	var errs []error
+	for _, p := range j.providers {
+		if !j.nodeBound(p) {
+			continue
+		}
+		if err := j.reconcile(ctx, p, j.cfg.Node, rep); err != nil {
+			errs = append(errs, fmt.Errorf("reconcile %s on node %s: %w", p.Name(), j.cfg.Node, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// endStranded ends the ready sandboxes of dead nodes with reason lost, the
+// message naming the node. When the node comes back, its executors release
+// them, destroying what it still holds.
+func (j *Janitor) endStranded(ctx context.Context, rep *Report) error {
+	for {
+		stranded, err := j.store.StrandedSandboxes(ctx, j.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		for _, st := range stranded {
+			msg := fmt.Sprintf("its node %s stopped heartbeating (last heartbeat %s)", st.Node, st.HeartbeatAt.UTC().Format(time.RFC3339))
+			sb, ended, err := j.store.MarkLost(ctx, st.ID, msg)
+			if err != nil {
+				return err
+			}
+			if ended {
+				rep.Stranded++
+				j.actions.WithLabelValues("node_lost").Inc()
+				j.log.Warn("janitor: sandbox lost with its node", "node", st.Node, "sandbox", st.ID, "tenant", sb.Tenant)
+			}
+		}
+		if len(stranded) < j.cfg.BatchSize || ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
 // reconcile compares the provider's inventory with the registry, both ways:
 // resources that no live sandbox accounts for are destroyed (after a grace
 // period, in case a create is being recorded), and ready sandboxes whose
 // resource the provider no longer has, or holds only defunct remains of,
 // end with reason lost (the release that follows clears the remains). The
-// decisions are planOrphans and lostIn; this applies them.
-func (j *Janitor) reconcile(ctx context.Context, p sandbox.Provider, rep *Report) error {
+// decisions are planOrphans and lostIn; this applies them. A non-empty node
+// is the node whose inventory this is: only sandboxes placed there are
+// judged lost, and resources of sandboxes placed elsewhere are orphans.
+func (j *Janitor) reconcile(ctx context.Context, p sandbox.Provider, node string, rep *Report) error {
 	listedAt := j.store.Now()
 	lctx, cancel := context.WithTimeout(ctx, time.Minute)
 	resources, err := callProvider(j.log, p.Name(), "list", j.panicked, func() ([]sandbox.Resource, error) {
@@ -337,7 +429,7 @@ func (j *Janitor) reconcile(ctx context.Context, p sandbox.Provider, rep *Report
 	if err != nil {
 		return err
 	}
-	if err := j.destroyOrphans(ctx, p, planOrphans(held, records, listedAt, j.cfg.OrphanGrace), rep); err != nil {
+	if err := j.destroyOrphans(ctx, p, planOrphans(held, records, node, listedAt, j.cfg.OrphanGrace), rep); err != nil {
 		return err
 	}
 
@@ -345,7 +437,7 @@ func (j *Janitor) reconcile(ctx context.Context, p sandbox.Provider, rep *Report
 	// clocks differ, and a resource made just after the listing must not
 	// look lost. The ready sandboxes stream past; only the lost are kept.
 	var lost []string
-	if err := j.store.ReadyBefore(ctx, p.Name(), listedAt.Add(-j.cfg.OrphanGrace), func(id string) {
+	if err := j.store.ReadyBefore(ctx, p.Name(), node, listedAt.Add(-j.cfg.OrphanGrace), func(id string) {
 		if lostIn(held, id) {
 			lost = append(lost, id)
 		}
@@ -364,8 +456,10 @@ type orphan struct {
 // to destroy: those of no sandbox the registry knows, and those of
 // sandboxes already released, once the grace period has passed since the
 // resource was made or its sandbox ended (a create may be being recorded,
-// a release may be confirming). It does no I/O.
-func planOrphans(held map[string]sandbox.Resource, records map[string]store.Record, listedAt time.Time, grace time.Duration) []orphan {
+// a release may be confirming). On a node's inventory (node not empty),
+// resources of sandboxes placed on another node are orphans too: a create
+// re-placed after this node was dead. It does no I/O.
+func planOrphans(held map[string]sandbox.Resource, records map[string]store.Record, node string, listedAt time.Time, grace time.Duration) []orphan {
 	var orphans []orphan
 	for id, res := range held {
 		rec, known := records[id]
@@ -373,6 +467,10 @@ func planOrphans(held map[string]sandbox.Resource, records map[string]store.Reco
 		case !known:
 			if listedAt.Sub(res.CreatedAt) >= grace {
 				orphans = append(orphans, orphan{id, "", "resource with no sandbox in the registry"})
+			}
+		case node != "" && rec.Node != "" && rec.Node != node:
+			if listedAt.Sub(res.CreatedAt) >= grace {
+				orphans = append(orphans, orphan{id, rec.Tenant, "resource of a sandbox placed on node " + rec.Node})
 			}
 		case rec.State.Terminal() && rec.Released:
 			ended := res.CreatedAt

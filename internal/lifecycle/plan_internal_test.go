@@ -36,6 +36,12 @@ func TestPlanOrphans(t *testing.T) {
 		{"cancelled, released just now", old, &store.Record{State: sandbox.StateCancelled, Released: true, EndedAt: at(young)}, ""},
 		// A late creation: the resource is newer than the sandbox's end.
 		{"failed, released, resource young", young, &store.Record{State: sandbox.StateFailed, Released: true, EndedAt: at(old)}, ""},
+		// This inventory is node n1's (see planOrphans' call below).
+		{"ready on this node", old, &store.Record{State: sandbox.StateReady, Node: "n1"}, ""},
+		// A create re-placed on n2 after n1 was dead: n1's copy goes.
+		{"ready on another node", old, &store.Record{State: sandbox.StateReady, Node: "n2"}, "placed on node n2"},
+		{"ready on another node, resource young", young, &store.Record{State: sandbox.StateReady, Node: "n2"}, ""},
+		{"ended on this node, release pending", old, &store.Record{State: sandbox.StateTerminated, Node: "n1", EndedAt: at(old)}, ""},
 	}
 	held := map[string]sandbox.Resource{}
 	records := map[string]store.Record{}
@@ -48,7 +54,7 @@ func TestPlanOrphans(t *testing.T) {
 		}
 	}
 	got := map[string]orphan{}
-	for _, o := range planOrphans(held, records, listed, grace) {
+	for _, o := range planOrphans(held, records, "n1", listed, grace) {
 		got[o.id] = o
 	}
 	for _, tc := range cases {

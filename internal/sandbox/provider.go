@@ -40,6 +40,21 @@ type Provider interface {
 	List(ctx context.Context) ([]Resource, error)
 }
 
+// HostBound is implemented by providers whose resources live on the host
+// Tether runs on (local): their sandboxes belong to the node that created
+// them, and only that node creates, releases, reconciles and reaches them.
+// A provider that does not implement it (sim, remote providers) is reached
+// the same way from every node.
+type HostBound interface {
+	HostBound() bool
+}
+
+// IsHostBound reports whether p is a host-bound provider.
+func IsHostBound(p Provider) bool {
+	hb, ok := p.(HostBound)
+	return ok && hb.HostBound()
+}
+
 // CreateSpec is what a provider needs to create a sandbox.
 type CreateSpec struct {
 	SandboxID string

@@ -141,6 +141,9 @@ type Sandbox struct {
 	// ProviderID and WorkDir describe the provider's resource once ready.
 	ProviderID string
 	WorkDir    string
+	// Node is the node (host) a host-bound provider's sandbox was placed
+	// on, from its create's claim; empty for other providers and before.
+	Node string
 
 	CreatedAt  time.Time
 	UpdatedAt  time.Time

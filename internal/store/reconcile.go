@@ -17,6 +17,8 @@ type Record struct {
 	Released bool
 	// EndedAt is when a terminal sandbox ended.
 	EndedAt *time.Time
+	// Node is the node a host-bound sandbox was placed on, or "".
+	Node string
 }
 
 // Records returns the registry's records of the given sandbox ids; ids it
@@ -26,13 +28,13 @@ func (s *Store) Records(ctx context.Context, ids []string) (map[string]Record, e
 	const chunk = 5000
 	for start := 0; start < len(ids); start += chunk {
 		part := ids[start:min(start+chunk, len(ids))]
-		rows, err := s.pool.Query(ctx, `SELECT id, tenant, state, released, ended_at FROM sandboxes WHERE id = ANY($1)`, part)
+		rows, err := s.pool.Query(ctx, `SELECT id, tenant, state, released, ended_at, COALESCE(node, '') FROM sandboxes WHERE id = ANY($1)`, part)
 		if err != nil {
 			return nil, wrap("records", err)
 		}
 		for rows.Next() {
 			var r Record
-			if err := rows.Scan(&r.ID, &r.Tenant, &r.State, &r.Released, &r.EndedAt); err != nil {
+			if err := rows.Scan(&r.ID, &r.Tenant, &r.State, &r.Released, &r.EndedAt, &r.Node); err != nil {
 				rows.Close()
 				return nil, wrap("records", err)
 			}
@@ -47,10 +49,12 @@ func (s *Store) Records(ctx context.Context, ids []string) (map[string]Record, e
 }
 
 // ReadyBefore calls fn with the id of every sandbox of the provider that has
-// been ready since before t, streaming rather than loading them all.
-func (s *Store) ReadyBefore(ctx context.Context, provider string, t time.Time, fn func(id string)) error {
+// been ready since before t, streaming rather than loading them all. A
+// non-empty node limits it to the sandboxes placed on that node.
+func (s *Store) ReadyBefore(ctx context.Context, provider, node string, t time.Time, fn func(id string)) error {
 	rows, err := s.pool.Query(ctx, `
-		SELECT id FROM sandboxes WHERE provider = $1 AND state = 'ready' AND ready_at < $2`, provider, t)
+		SELECT id FROM sandboxes WHERE provider = $1 AND state = 'ready' AND ready_at < $2
+		  AND ($3::text = '' OR node = $3)`, provider, t, node)
 	if err != nil {
 		return wrap("ready before", err)
 	}

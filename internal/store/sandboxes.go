@@ -20,7 +20,7 @@ import (
 const sandboxColumns = `s.id, s.tenant, s.state, s.provider, s.owner, s.labels, s.env, s.setup, s.params,
 	s.reason, s.error, s.released, s.provider_id, s.work_dir, s.created_at, s.updated_at,
 	s.ready_at, s.ended_at, s.released_at, s.expires_at, s.create_deadline, s.epoch, s.attempts,
-	s.release_error, s.release_attempts`
+	s.release_error, s.release_attempts, s.node`
 
 // clientColumns is sandboxColumns for reads that answer clients: the
 // creation inputs only providers need (env, which may hold secrets and be
@@ -33,14 +33,14 @@ func scanSandbox(row pgx.Row, extra ...any) (sandbox.Sandbox, error) {
 	var (
 		sb                                   sandbox.Sandbox
 		owner, reason, errText, provID, wdir *string
-		releaseErr                           *string
+		releaseErr, node                     *string
 		labels, env                          []byte
 		params                               []byte
 	)
-	dest := append(append(make([]any, 0, len(extra)+25), extra...), &sb.ID, &sb.Tenant, &sb.State, &sb.Provider, &owner, &labels, &env, &sb.Setup, &params,
+	dest := append(append(make([]any, 0, len(extra)+26), extra...), &sb.ID, &sb.Tenant, &sb.State, &sb.Provider, &owner, &labels, &env, &sb.Setup, &params,
 		&reason, &errText, &sb.Released, &provID, &wdir, &sb.CreatedAt, &sb.UpdatedAt,
 		&sb.ReadyAt, &sb.EndedAt, &sb.ReleasedAt, &sb.ExpiresAt, &sb.CreateDeadline, &sb.Epoch, &sb.Attempts,
-		&releaseErr, &sb.ReleaseAttempts)
+		&releaseErr, &sb.ReleaseAttempts, &node)
 	if err := row.Scan(dest...); err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -50,6 +50,7 @@ func scanSandbox(row pgx.Row, extra ...any) (sandbox.Sandbox, error) {
 	sb.ProviderID = deref(provID)
 	sb.WorkDir = deref(wdir)
 	sb.ReleaseError = deref(releaseErr)
+	sb.Node = deref(node)
 	if err := json.Unmarshal(labels, &sb.Labels); err != nil {
 		return sandbox.Sandbox{}, fmt.Errorf("decode labels: %w", err)
 	}

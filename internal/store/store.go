@@ -57,6 +57,9 @@ type Store struct {
 	now func() time.Time
 	// outage tracks this process's view of Postgres's reachability.
 	outage outage
+	// nodeGrace is how old a node's last heartbeat may be while it counts
+	// as alive (see WithNodeGrace).
+	nodeGrace time.Duration
 }
 
 // Option configures a Store.
@@ -66,6 +69,12 @@ type Option func(*Store)
 // wall clock.
 func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
+}
+
+// WithNodeGrace sets how long a node may go without a heartbeat before it
+// counts as dead (NODE_GRACE; default DefaultNodeGrace).
+func WithNodeGrace(d time.Duration) Option {
+	return func(s *Store) { s.nodeGrace = d }
 }
 
 // Announcer is told about every change the store commits (a
@@ -118,7 +127,7 @@ const workFlights = 2
 // the workers' writes share pool and commit durably too.
 func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	durable := durablePool{pool}
-	s := &Store{pool: durable, work: durable.async(), now: time.Now}
+	s := &Store{pool: durable, work: durable.async(), now: time.Now, nodeGrace: DefaultNodeGrace}
 	for _, o := range opts {
 		o(s)
 	}

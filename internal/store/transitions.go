@@ -24,31 +24,38 @@ type Claim struct {
 // executor died, or they are due for a retry). Each claimed sandbox moves to
 // creating, its epoch is bumped and it is leased to worker until now+lease.
 // Rows another worker is claiming are skipped, never waited for.
-func (s *Store) ClaimCreates(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]Claim, error) {
+//
+// node is the claiming node for a host-bound provider, "" for any other: a
+// claim places the sandbox on that node, and a lapsed create is reclaimed
+// only by its own node, or by any node once its node is dead (what the dead
+// node made is an orphan there when it comes back).
+func (s *Store) ClaimCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration) ([]Claim, error) {
 	return s.claimCreates(ctx, "(state = 'requested' OR (state = 'creating' AND lease_expires_at < $2))",
-		provider, worker, limit, lease, nil)
+		provider, node, worker, limit, lease, nil)
 }
 
 // ClaimNewCreates is ClaimCreates for requested sandboxes created at or
 // after since only: it starts its walk of the pending index there.
-func (s *Store) ClaimNewCreates(ctx context.Context, provider, worker string, limit int, lease time.Duration, since time.Time) ([]Claim, error) {
-	return s.claimCreates(ctx, "state = 'requested' AND created_at >= $6", provider, worker, limit, lease, []any{since})
+func (s *Store) ClaimNewCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, since time.Time) ([]Claim, error) {
+	return s.claimCreates(ctx, "state = 'requested' AND created_at >= $8", provider, node, worker, limit, lease, []any{since})
 }
 
-func (s *Store) claimCreates(ctx context.Context, which, provider, worker string, limit int, lease time.Duration, extra []any) ([]Claim, error) {
+func (s *Store) claimCreates(ctx context.Context, which, provider, node, worker string, limit int, lease time.Duration, extra []any) ([]Claim, error) {
 	now := s.Now()
-	args := append([]any{provider, now, limit, worker, now.Add(lease)}, extra...)
+	args := append([]any{provider, now, limit, worker, now.Add(lease), node, s.nodeGrace}, extra...)
 	rows, err := s.work.Query(ctx, `
 		WITH picked AS (
 			SELECT id, state FROM sandboxes
 			WHERE provider = $1 AND state IN ('requested', 'creating') AND `+which+`
+			  AND ($6::text = '' OR state = 'requested' OR node = $6 OR `+nodeDead("sandboxes.node", "$7")+`)
 			ORDER BY created_at
 			LIMIT $3
 			FOR UPDATE SKIP LOCKED
 		), upd AS (
 			UPDATE sandboxes s SET
 				state = 'creating', epoch = s.epoch + 1, attempts = s.attempts + 1,
-				lease_owner = $4, lease_expires_at = $5, updated_at = GREATEST($2, s.created_at)
+				lease_owner = $4, lease_expires_at = $5, updated_at = GREATEST($2, s.created_at),
+				node = NULLIF($6::text, '')
 			FROM picked
 			WHERE s.id = picked.id
 			RETURNING s.*, picked.state AS from_state
@@ -57,7 +64,8 @@ func (s *Store) claimCreates(ctx context.Context, which, provider, worker string
 			-- Never before the sandbox's creation: the claim's now was
 			-- taken before its connection, and a create may have committed
 			-- in between with a later clock.
-			SELECT id, tenant, GREATEST($2, created_at), from_state, 'creating', NULL, 'executor', 'claimed by ' || $4
+			SELECT id, tenant, GREATEST($2, created_at), from_state, 'creating', NULL, 'executor',
+				'claimed by ' || $4 || COALESCE(' on node ' || NULLIF($6::text, ''), '')
 			FROM upd WHERE from_state = 'requested'
 		)
 		SELECT s.from_state, `+sandboxColumns+` FROM upd s`,
@@ -70,13 +78,16 @@ func (s *Store) claimCreates(ctx context.Context, which, provider, worker string
 
 // ClaimReleases claims up to limit terminal sandboxes of the provider whose
 // resources are not yet confirmed released and that no live lease holds.
-func (s *Store) ClaimReleases(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]Claim, error) {
+// For a host-bound provider (node not "") only the node's own sandboxes
+// are claimed, and those never placed anywhere.
+func (s *Store) ClaimReleases(ctx context.Context, provider, node, worker string, limit int, lease time.Duration) ([]Claim, error) {
 	now := s.Now()
 	rows, err := s.work.Query(ctx, `
 		WITH picked AS (
 			SELECT id, state FROM sandboxes
 			WHERE provider = $1 AND NOT released AND state IN `+terminalStates+`
 			  AND (lease_expires_at IS NULL OR lease_expires_at < $2)
+			  AND ($6::text = '' OR node = $6 OR node IS NULL)
 			ORDER BY ended_at
 			LIMIT $3
 			FOR UPDATE SKIP LOCKED
@@ -89,7 +100,7 @@ func (s *Store) ClaimReleases(ctx context.Context, provider, worker string, limi
 			RETURNING s.*, picked.state AS from_state
 		)
 		SELECT s.from_state, `+sandboxColumns+` FROM upd s`,
-		provider, now, limit, worker, now.Add(lease))
+		provider, now, limit, worker, now.Add(lease), node)
 	if err != nil {
 		return nil, wrap("claim releases", err)
 	}

@@ -1,0 +1,95 @@
+package lifecycle
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/tetherhq/tether/internal/store"
+)
+
+// heartbeatStore is what the heartbeat needs from the registry.
+type heartbeatStore interface {
+	Heartbeat(ctx context.Context, n store.Node, starting bool) error
+	AdoptUnplaced(ctx context.Context, node string, providers []string) (int64, error)
+}
+
+// Heartbeat keeps this node's row in the registry fresh, so that the other
+// nodes count it alive. Start it once; Stop it once.
+type Heartbeat struct {
+	store     heartbeatStore
+	node      store.Node
+	hostBound []string
+	every     time.Duration
+	log       *slog.Logger
+
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// NewHeartbeat returns a heartbeat for node that beats six times per grace
+// period, so that a few failed beats in a row do not make it dead.
+// hostBound names the node's host-bound providers.
+func NewHeartbeat(st heartbeatStore, node store.Node, hostBound []string, grace time.Duration, log *slog.Logger) *Heartbeat {
+	return &Heartbeat{
+		store: st, node: node, hostBound: hostBound,
+		every: max(grace/6, 50*time.Millisecond),
+		log:   log.With("component", "heartbeat", "node", node.ID),
+		done:  make(chan struct{}),
+	}
+}
+
+// Start registers the node, adopts the sandboxes a single-host Tether made
+// before nodes existed, and then beats in the background until Stop. It
+// returns the first beat's error: a node that cannot register must not
+// start work.
+func (h *Heartbeat) Start(ctx context.Context) error {
+	if err := h.store.Heartbeat(ctx, h.node, true); err != nil {
+		close(h.done)
+		return err
+	}
+	if len(h.hostBound) > 0 {
+		if n, err := h.store.AdoptUnplaced(ctx, h.node.ID, h.hostBound); err != nil {
+			h.log.Warn("heartbeat: could not adopt sandboxes without a node", "err", err)
+		} else if n > 0 {
+			h.log.Info("heartbeat: adopted sandboxes made before nodes", "count", n)
+		}
+	}
+	ctx, h.cancel = context.WithCancel(ctx)
+	go func() {
+		defer close(h.done)
+		ticker := time.NewTicker(h.every)
+		defer ticker.Stop()
+		failing := false
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+			err := h.store.Heartbeat(ctx, h.node, false)
+			switch {
+			case err != nil && ctx.Err() == nil && !failing:
+				h.log.Warn("heartbeat: failed; the node counts as dead if this lasts past NODE_GRACE", "err", err)
+				failing = true
+			case err == nil && failing:
+				h.log.Info("heartbeat: recovered")
+				failing = false
+			}
+		}
+	}()
+	return nil
+}
+
+// Stop ends the heartbeat. The node's row stays: a replica restarting
+// within the grace period keeps its node's sandboxes.
+func (h *Heartbeat) Stop() {
+	h.stopOnce.Do(func() {
+		if h.cancel != nil {
+			h.cancel()
+		}
+		<-h.done
+	})
+}

@@ -1,0 +1,197 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// DefaultNodeGrace is how long a node may go without a heartbeat before it
+// counts as dead, unless WithNodeGrace says otherwise. It is long enough for
+// a replica's restart, so a restarted node keeps its sandboxes.
+const DefaultNodeGrace = time.Minute
+
+// nodeDead is the SQL condition that the node named by the column col (of
+// an outer query) is dead: no heartbeat within grace, the interval
+// parameter named by grace. A NULL or unknown node is dead too. Liveness is
+// judged by the database's clock, the one heartbeats are stamped with, so
+// hosts' clocks need not agree.
+func nodeDead(col, grace string) string {
+	return `NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = ` + col +
+		` AND n.heartbeat_at > clock_timestamp() - ` + grace + `::interval)`
+}
+
+// Node is a node's heartbeat row.
+type Node = sandbox.Node
+
+// Heartbeat records that node n is alive now, at the database's clock,
+// with its URL and providers. With starting, its start time is reset too.
+func (s *Store) Heartbeat(ctx context.Context, n Node, starting bool) error {
+	_, err := s.work.Exec(ctx, `
+		INSERT INTO nodes AS n (id, url, providers, started_at, heartbeat_at)
+		VALUES ($1, $2, $3, clock_timestamp(), clock_timestamp())
+		ON CONFLICT (id) DO UPDATE SET url = EXCLUDED.url, providers = EXCLUDED.providers,
+			heartbeat_at = EXCLUDED.heartbeat_at,
+			started_at = CASE WHEN $4 THEN EXCLUDED.started_at ELSE n.started_at END`,
+		n.ID, n.URL, n.Providers, starting)
+	if err != nil {
+		return wrap("heartbeat", err)
+	}
+	return nil
+}
+
+// nodeColumns is the select list of a node read, in scanNode's order, for
+// a query over nodes n; $1 is the grace period.
+const nodeColumns = `n.id, n.url, n.providers, n.started_at, n.heartbeat_at,
+	n.heartbeat_at > clock_timestamp() - $1::interval`
+
+func scanNode(row pgx.Row, extra ...any) (Node, error) {
+	var n Node
+	err := row.Scan(append([]any{&n.ID, &n.URL, &n.Providers, &n.StartedAt, &n.HeartbeatAt, &n.Alive}, extra...)...)
+	return n, err
+}
+
+// Nodes returns every node that has registered, with the count of the
+// tenant's live sandboxes on each, by id.
+func (s *Store) Nodes(ctx context.Context, tenant string) ([]Node, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+nodeColumns+`,
+			(SELECT count(*) FROM sandboxes sb WHERE sb.node = n.id AND sb.tenant = $2 AND sb.state IN `+liveStates+`)
+		FROM nodes n ORDER BY n.id`, s.nodeGrace, tenant)
+	if err != nil {
+		return nil, wrap("list nodes", err)
+	}
+	nodes, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Node, error) {
+		var live int
+		n, err := scanNode(r, &live)
+		n.LiveSandboxes = live
+		return n, err
+	})
+	if err != nil {
+		return nil, wrap("list nodes", err)
+	}
+	return nodes, nil
+}
+
+// Node returns the node with the given id, or ErrNotFound.
+func (s *Store) Node(ctx context.Context, id string) (Node, error) {
+	n, err := scanNode(s.pool.QueryRow(ctx, `SELECT `+nodeColumns+` FROM nodes n WHERE n.id = $2`, s.nodeGrace, id))
+	if err != nil {
+		return n, wrap("get node", err)
+	}
+	return n, nil
+}
+
+// Load is how a node's share of a host-bound provider's live sandboxes
+// compares with the other live nodes', for placing creates.
+type Load struct {
+	// Own counts the live sandboxes placed on the node; Least is the
+	// smallest such count among live nodes with the provider, Nodes how
+	// many such nodes there are (the node itself included).
+	Own, Least, Nodes int
+	// OldestRequest is when the provider's oldest unclaimed request was
+	// made, zero when there is none.
+	OldestRequest time.Time
+}
+
+// NodeLoad returns node's load for provider.
+func (s *Store) NodeLoad(ctx context.Context, provider, node string) (Load, error) {
+	var (
+		l      Load
+		oldest *time.Time
+	)
+	err := s.work.QueryRow(ctx, `
+		WITH load AS (
+			SELECT n.id, (SELECT count(*) FROM sandboxes sb
+				WHERE sb.node = n.id AND sb.provider = $2 AND sb.state IN `+liveStates+`) AS live
+			FROM nodes n
+			WHERE $2 = ANY(n.providers) AND (n.id = $3 OR n.heartbeat_at > clock_timestamp() - $1::interval)
+		)
+		SELECT COALESCE((SELECT live FROM load WHERE id = $3), 0),
+			COALESCE((SELECT min(live) FROM load), 0), (SELECT count(*) FROM load),
+			(SELECT min(created_at) FROM sandboxes WHERE provider = $2 AND state = 'requested')`,
+		s.nodeGrace, provider, node).Scan(&l.Own, &l.Least, &l.Nodes, &oldest)
+	if err != nil {
+		return l, wrap("node load", err)
+	}
+	if oldest != nil {
+		l.OldestRequest = *oldest
+	}
+	return l, nil
+}
+
+// Stranded is a ready sandbox on a dead node.
+type Stranded struct {
+	ID, Node string
+	// HeartbeatAt is the node's last heartbeat.
+	HeartbeatAt time.Time
+}
+
+// StrandedSandboxes returns up to limit ready sandboxes placed on nodes
+// that are dead.
+func (s *Store) StrandedSandboxes(ctx context.Context, limit int) ([]Stranded, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT sb.id, sb.node, COALESCE(n.heartbeat_at, '-infinity')
+		FROM sandboxes sb LEFT JOIN nodes n ON n.id = sb.node
+		WHERE sb.node IS NOT NULL AND sb.state = 'ready' AND `+nodeDead("sb.node", "$1")+`
+		ORDER BY sb.id LIMIT $2`, s.nodeGrace, limit)
+	if err != nil {
+		return nil, wrap("stranded sandboxes", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Stranded, error) {
+		var st Stranded
+		err := r.Scan(&st.ID, &st.Node, &st.HeartbeatAt)
+		return st, err
+	})
+	if err != nil {
+		return nil, wrap("stranded sandboxes", err)
+	}
+	return out, nil
+}
+
+// AdoptUnplaced places on node the sandboxes of its host-bound providers
+// that have no node but were claimed (live past requested, or not yet
+// released): those a replica made before nodes existed. It adopts them only
+// while no other node is alive, the single-host deployment that made them;
+// it returns how many it adopted.
+func (s *Store) AdoptUnplaced(ctx context.Context, node string, providers []string) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE sandboxes SET node = $2
+		WHERE node IS NULL AND provider = ANY($3) AND state <> 'requested' AND NOT (state IN `+terminalStates+` AND released)
+		  AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id <> $2 AND n.heartbeat_at > clock_timestamp() - $1::interval)`,
+		s.nodeGrace, node, providers)
+	if err != nil {
+		return 0, wrap("adopt unplaced sandboxes", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// ClusterSecret returns the secret replicas sign forwarded requests with,
+// making it first if no replica has.
+func (s *Store) ClusterSecret(ctx context.Context) ([]byte, error) {
+	fresh := make([]byte, 32)
+	if _, err := rand.Read(fresh); err != nil {
+		return nil, fmt.Errorf("store: cluster secret: %w", err)
+	}
+	var secret []byte
+	err := s.pool.QueryRow(ctx, `
+		WITH ins AS (
+			INSERT INTO cluster_secret (secret) VALUES ($1) ON CONFLICT (id) DO NOTHING RETURNING secret
+		)
+		SELECT secret FROM ins UNION ALL SELECT secret FROM cluster_secret LIMIT 1`, fresh).Scan(&secret)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Another replica made it while this statement's snapshot was
+		// taken: it has committed now.
+		err = s.pool.QueryRow(ctx, `SELECT secret FROM cluster_secret`).Scan(&secret)
+	}
+	if err != nil {
+		return nil, wrap("cluster secret", err)
+	}
+	return secret, nil
+}
