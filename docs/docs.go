@@ -838,6 +838,98 @@ const docTemplate = `{
                 }
             }
         },
+        "/v1/nodes": {
+            "get": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "The nodes (hosts) Tether replicas run on, alive or not, by id. A sandbox of a host-bound provider (local) lives on one node (its ` + "`" + `node` + "`" + ` field); a node whose heartbeat lapses past NODE_GRACE is dead, and its ready sandboxes end with reason lost. Counts are of the caller's tenant's sandboxes. Nodes' addresses are not shown.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "providers"
+                ],
+                "summary": "List nodes",
+                "operationId": "listNodes",
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/NodeList"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
         "/v1/owners": {
             "get": {
                 "security": [
@@ -4179,6 +4271,71 @@ const docTemplate = `{
                 }
             }
         },
+        "Node": {
+            "type": "object",
+            "required": [
+                "alive",
+                "heartbeat_at",
+                "id",
+                "live_sandboxes",
+                "providers",
+                "started_at"
+            ],
+            "properties": {
+                "alive": {
+                    "description": "Alive is true while the node's heartbeat is within NODE_GRACE.",
+                    "type": "boolean",
+                    "example": true
+                },
+                "heartbeat_at": {
+                    "description": "HeartbeatAt is the node's last heartbeat, at the database's clock.",
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-12-01T09:30:00Z"
+                },
+                "id": {
+                    "description": "ID is the node's id (NODE_ID).",
+                    "type": "string",
+                    "example": "host-a-3f9c2e1d"
+                },
+                "live_sandboxes": {
+                    "description": "LiveSandboxes counts the caller's tenant's live sandboxes placed on the node.",
+                    "type": "integer",
+                    "example": 12
+                },
+                "providers": {
+                    "description": "Providers are the providers enabled on the node.",
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    },
+                    "example": [
+                        "local",
+                        "sim"
+                    ]
+                },
+                "started_at": {
+                    "description": "StartedAt is when a replica of the node last started.",
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-12-01T09:00:00Z"
+                }
+            }
+        },
+        "NodeList": {
+            "type": "object",
+            "required": [
+                "items"
+            ],
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/Node"
+                    }
+                }
+            }
+        },
         "Owner": {
             "type": "object",
             "required": [
@@ -4549,6 +4706,7 @@ const docTemplate = `{
                 "expires_at",
                 "id",
                 "labels",
+                "node",
                 "owner",
                 "provider",
                 "provider_id",
@@ -4608,6 +4766,12 @@ const docTemplate = `{
                     "example": {
                         "team": "ml"
                     }
+                },
+                "node": {
+                    "description": "Node is the node (host) a sandbox of a host-bound provider (local) was placed on when its creation began; null for other providers and before. Any replica serves its exec and file calls, forwarding them to this node.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "host-a-3f9c2e1d"
                 },
                 "owner": {
                     "description": "Owner is the client that owns the sandbox; null for a sandbox without one.",

@@ -37,9 +37,25 @@ type authenticator interface {
 }
 
 // withAuth requires "Authorization: Bearer <api key>" and records the key's
-// tenant and identity (callerOf) for the handlers.
-func withAuth(log *slog.Logger, auth authenticator, q *quotas) gin.HandlerFunc {
+// tenant and identity (callerOf) for the handlers. A request another node
+// forwarded (see router) carries the caller it authenticated instead, under
+// the cluster's signature; the key's rate limit was applied there.
+func withAuth(log *slog.Logger, auth authenticator, q *quotas, rt *router) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		if c.GetHeader(hdrForwardedSig) != "" {
+			tenant, by, ok := rt.verify(c.Request)
+			if !ok {
+				c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
+				writeProblem(c, newProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated,
+					"the forwarded request's signature is not valid", ""))
+				return
+			}
+			c.Set(tenantKey, tenant)
+			c.Set(callerKey, by)
+			c.Set(forwardedKey, true)
+			c.Next()
+			return
+		}
 		scheme, key, ok := strings.Cut(c.GetHeader("Authorization"), " ")
 		key = strings.TrimSpace(key)
 		if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {

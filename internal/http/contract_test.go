@@ -244,6 +244,8 @@ var apiTypes = map[string]any{
 	"EventList":            tetherhttp.EventList{},
 	"ExecRequest":          tetherhttp.ExecRequest{},
 	"ExecResult":           tetherhttp.ExecResult{},
+	"Node":                 tetherhttp.Node{},
+	"NodeList":             tetherhttp.NodeList{},
 	"Health":               tetherhttp.Health{},
 	"OwnerLease":           tetherhttp.OwnerLease{},
 	"OwnerRelease":         tetherhttp.OwnerRelease{},

@@ -52,9 +52,11 @@ func dataPlane[C any](c *gin.Context, st sandboxGetter, providers map[string]san
 	if err != nil {
 		return sandbox.Sandbox{}, zero, err
 	}
-	sb, err := st.GetSandbox(c.Request.Context(), tenantOf(c), id)
-	if err != nil {
-		return sb, zero, notFoundAs(err, id)
+	sb, looked := c.Value(sandboxKey).(sandbox.Sandbox) // by withNodeRouting
+	if !looked {
+		if sb, err = st.GetSandbox(c.Request.Context(), tenantOf(c), id); err != nil {
+			return sb, zero, notFoundAs(err, id)
+		}
 	}
 	if sb.State != sandbox.StateReady {
 		return sb, zero, sandbox.StateConflict(id, sb.State, op+" (the sandbox must be ready)")

@@ -74,7 +74,9 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	}
 	q := newQuotas(deps.Store, cfg)
 	problem := func(c *gin.Context, err error) { writeError(c, log, err) }
-	v1 := r.Group("/v1", withAuth(log, auth, q))
+	rt := newRouter(log, deps.Nodes)
+	routed := withNodeRouting(log, deps.Store, rt)
+	v1 := r.Group("/v1", withAuth(log, auth, q, rt))
 	body := withBodyLimit(cfg.MaxBodyBytes)
 	v1.POST("/sandboxes", body, withCreateQuota(problem, q), h(handleSandboxCreate(cfg, deps.Store, providers)))
 	v1.GET("/sandboxes", h(handleSandboxList(deps.Store)))
@@ -84,11 +86,11 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.PUT("/sandboxes/:id/owner", body, h(handleSandboxOwner(cfg, deps.Store)))
 	v1.GET("/sandboxes/:id/events", h(handleSandboxEvents(deps.Store)))
 	v1.GET("/sandboxes/:id/activity", h(handleSandboxActivity(deps.Store)))
-	v1.POST("/sandboxes/:id/exec", body, h(handleSandboxExec(log, cfg, deps.Store, providers, draining)))
-	v1.PUT("/sandboxes/:id/files", withBodyLimit(cfg.MaxFileBytes), h(handleFilePut(log, cfg, deps.Store, providers)))
-	v1.GET("/sandboxes/:id/files", h(handleFileGet(log, cfg, deps.Store, providers)))
-	v1.PUT("/sandboxes/:id/archive", withBodyLimit(cfg.MaxFileBytes), h(handleArchivePut(log, cfg, deps.Store, providers)))
-	v1.GET("/sandboxes/:id/archive", h(handleArchiveGet(log, deps.Store, providers)))
+	v1.POST("/sandboxes/:id/exec", body, routed, h(handleSandboxExec(log, cfg, deps.Store, providers, draining)))
+	v1.PUT("/sandboxes/:id/files", withBodyLimit(cfg.MaxFileBytes), routed, h(handleFilePut(log, cfg, deps.Store, providers)))
+	v1.GET("/sandboxes/:id/files", routed, h(handleFileGet(log, cfg, deps.Store, providers)))
+	v1.PUT("/sandboxes/:id/archive", withBodyLimit(cfg.MaxFileBytes), routed, h(handleArchivePut(log, cfg, deps.Store, providers)))
+	v1.GET("/sandboxes/:id/archive", routed, h(handleArchiveGet(log, deps.Store, providers)))
 	v1.GET("/events", h(handleEvents(deps.Store)))
 	v1.GET("/reconcile-events", h(handleReconcileEvents(deps.Store)))
 	v1.GET("/events/stream", h(handleEventStream(deps.Store, deps.Changes, &streamSlots{max: cfg.MaxStreamsPerTenant, n: map[string]int{}}, draining)))
@@ -100,3 +102,4 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.GET("/keys", h(handleKeyList(deps.Store)))
 	v1.DELETE("/keys/:id", h(handleKeyRevoke(deps.Store)))
 }
+	v1.GET("/nodes", h(handleNodeList(deps.Store)))

@@ -49,6 +49,8 @@ type Sandbox struct {
 	ProviderID *string `json:"provider_id" extensions:"x-nullable" example:"sim-5q3k8w1m"`
 	// WorkDir is the working directory inside the sandbox, once ready; null before.
 	WorkDir *string `json:"work_dir" extensions:"x-nullable" example:"/workspace"`
+	// Node is the node (host) a sandbox of a host-bound provider (local) was placed on when its creation began; null for other providers and before. Any replica serves its exec and file calls, forwarding them to this node.
+	Node *string `json:"node" extensions:"x-nullable" example:"host-a-3f9c2e1d"`
 	// Attempts counts the provider create calls made so far.
 	Attempts  int       `json:"attempts" example:"1"`
 	CreatedAt time.Time `json:"created_at" format:"date-time" example:"2026-01-02T15:04:05.123456Z"`
@@ -96,6 +98,7 @@ func toSandbox(sb sandbox.Sandbox) Sandbox {
 		Released:       sb.Released,
 		ProviderID:     optional(sb.ProviderID),
 		WorkDir:        optional(sb.WorkDir),
+		Node:           optional(sb.Node),
 		Attempts:       sb.Attempts,
 		CreatedAt:      sb.CreatedAt.UTC(),
 		UpdatedAt:      sb.UpdatedAt.UTC(),

@@ -81,6 +81,9 @@ type Deps struct {
 	// with a retryable error, so that shutdown never waits on a client.
 	// Nil means never.
 	Draining context.Context
+	// Nodes lets data-plane calls for sandboxes on other nodes be
+	// forwarded there; the zero value serves every sandbox here.
+	Nodes Nodes
 }
 
 // Store is what the API needs from the registry, as the union of the small
@@ -102,6 +105,7 @@ type Store interface {
 	activityRecorder
 	reconcileLister
 	ownerLister
+	nodeLister
 }
 
 // API defaults, for zero Config fields.

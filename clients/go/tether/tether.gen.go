@@ -556,6 +556,44 @@ type Health struct {
 // HealthStatus Example: ok
 type HealthStatus string
 
+// Node defines model for Node.
+type Node struct {
+	// Alive Alive is true while the node's heartbeat is within NODE_GRACE.
+	//
+	// Example: true
+	Alive bool `json:"alive"`
+
+	// HeartbeatAt HeartbeatAt is the node's last heartbeat, at the database's clock.
+	//
+	// Example: 2026-12-01T09:30:00Z
+	HeartbeatAt time.Time `json:"heartbeat_at"`
+
+	// Id ID is the node's id (NODE_ID).
+	//
+	// Example: host-a-3f9c2e1d
+	Id string `json:"id"`
+
+	// LiveSandboxes LiveSandboxes counts the caller's tenant's live sandboxes placed on the node.
+	//
+	// Example: 12
+	LiveSandboxes int `json:"live_sandboxes"`
+
+	// Providers Providers are the providers enabled on the node.
+	//
+	// Example: ["local","sim"]
+	Providers []string `json:"providers"`
+
+	// StartedAt StartedAt is when a replica of the node last started.
+	//
+	// Example: 2026-12-01T09:00:00Z
+	StartedAt time.Time `json:"started_at"`
+}
+
+// NodeList defines model for NodeList.
+type NodeList struct {
+	Items []Node `json:"items"`
+}
+
 // Owner defines model for Owner.
 type Owner struct {
 	// Alive Alive is true while the lease has not lapsed.
@@ -778,6 +816,11 @@ type Sandbox struct {
 
 	// Labels Example: {"team":"ml"}
 	Labels map[string]string `json:"labels"`
+
+	// Node Node is the node (host) a sandbox of a host-bound provider (local) was placed on when its creation began; null for other providers and before. Any replica serves its exec and file calls, forwarding them to this node.
+	//
+	// Example: host-a-3f9c2e1d
+	Node *string `json:"node"`
 
 	// Owner Owner is the client that owns the sandbox; null for a sandbox without one.
 	//
@@ -1164,6 +1207,13 @@ type ClientInterface interface {
 	// Corresponds with DELETE /v1/keys/{id} (the `RevokeApiKey` operationId).
 	RevokeApiKey(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListNodes List nodes
+	//
+	// The nodes (hosts) Tether replicas run on, alive or not, by id. A sandbox of a host-bound provider (local) lives on one node (its `node` field); a node whose heartbeat lapses past NODE_GRACE is dead, and its ready sandboxes end with reason lost. Counts are of the caller's tenant's sandboxes. Nodes' addresses are not shown.
+	//
+	// Corresponds with GET /v1/nodes (the `ListNodes` operationId).
+	ListNodes(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListOwners List owners
 	//
 	// The tenant's owners by name, each with its lease (alive or lapsed) and how many of its sandboxes have not ended. Page with cursor (next_cursor of the previous page).
@@ -1535,6 +1585,23 @@ func (c *Client) CreateApiKey(ctx context.Context, body CreateApiKeyJSONRequestB
 // Corresponds with DELETE /v1/keys/{id} (the `RevokeApiKey` operationId).
 func (c *Client) RevokeApiKey(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRevokeApiKeyRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListNodes List nodes
+//
+// The nodes (hosts) Tether replicas run on, alive or not, by id. A sandbox of a host-bound provider (local) lives on one node (its `node` field); a node whose heartbeat lapses past NODE_GRACE is dead, and its ready sandboxes end with reason lost. Counts are of the caller's tenant's sandboxes. Nodes' addresses are not shown.
+//
+// Corresponds with GET /v1/nodes (the `ListNodes` operationId).
+func (c *Client) ListNodes(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListNodesRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -2340,6 +2407,33 @@ func NewRevokeApiKeyRequest(server string, id string) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListNodesRequest constructs an http.Request for the ListNodes method
+func NewListNodesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/nodes")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -3597,6 +3691,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /v1/keys/{id} (the `RevokeApiKey` operationId).
 	RevokeApiKeyWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*RevokeApiKeyResponse, error)
 
+	// ListNodesWithResponse List nodes
+	//
+	// The nodes (hosts) Tether replicas run on, alive or not, by id. A sandbox of a host-bound provider (local) lives on one node (its `node` field); a node whose heartbeat lapses past NODE_GRACE is dead, and its ready sandboxes end with reason lost. Counts are of the caller's tenant's sandboxes. Nodes' addresses are not shown.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/nodes (the `ListNodes` operationId).
+	ListNodesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListNodesResponse, error)
+
 	// ListOwnersWithResponse List owners
 	//
 	// The tenant's owners by name, each with its lease (alive or lapsed) and how many of its sandboxes have not ended. Page with cursor (next_cursor of the previous page).
@@ -4747,6 +4850,113 @@ func (r RevokeApiKeyResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RevokeApiKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListNodesResponse200Headers the declared response headers of an HTTP 200 response for ListNodes
+type ListNodesResponse200Headers struct {
+	XRequestID string
+}
+
+// ListNodesResponse401Headers the declared response headers of an HTTP 401 response for ListNodes
+type ListNodesResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// ListNodesResponse429Headers the declared response headers of an HTTP 429 response for ListNodes
+type ListNodesResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// ListNodesResponse500Headers the declared response headers of an HTTP 500 response for ListNodes
+type ListNodesResponse500Headers struct {
+	XRequestID string
+}
+
+// ListNodesResponse503Headers the declared response headers of an HTTP 503 response for ListNodes
+type ListNodesResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type ListNodesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *NodeList
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListNodesResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListNodesResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListNodesResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListNodesResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListNodesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListNodesResponse) GetJSON200() *NodeList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListNodesResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListNodesResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListNodesResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListNodesResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListNodesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListNodesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListNodesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListNodesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7404,6 +7614,11 @@ type RenewSandboxResponse struct {
 		// Labels Example: {"team":"ml"}
 		Labels map[string]string `json:"labels"`
 
+		// Node Node is the node (host) a sandbox of a host-bound provider (local) was placed on when its creation began; null for other providers and before. Any replica serves its exec and file calls, forwarding them to this node.
+		//
+		// Example: host-a-3f9c2e1d
+		Node *string `json:"node"`
+
 		// Owner Owner is the client that owns the sandbox; null for a sandbox without one.
 		//
 		// Example: agent-42
@@ -7525,6 +7740,11 @@ func (r RenewSandboxResponse) GetJSON200() *struct {
 
 	// Labels Example: {"team":"ml"}
 	Labels map[string]string `json:"labels"`
+
+	// Node Node is the node (host) a sandbox of a host-bound provider (local) was placed on when its creation began; null for other providers and before. Any replica serves its exec and file calls, forwarding them to this node.
+	//
+	// Example: host-a-3f9c2e1d
+	Node *string `json:"node"`
 
 	// Owner Owner is the client that owns the sandbox; null for a sandbox without one.
 	//
@@ -7810,6 +8030,21 @@ func (c *ClientWithResponses) RevokeApiKeyWithResponse(ctx context.Context, id s
 		return nil, err
 	}
 	return ParseRevokeApiKeyResponse(rsp)
+}
+
+// ListNodesWithResponse List nodes
+//
+// The nodes (hosts) Tether replicas run on, alive or not, by id. A sandbox of a host-bound provider (local) lives on one node (its `node` field); a node whose heartbeat lapses past NODE_GRACE is dead, and its ready sandboxes end with reason lost. Counts are of the caller's tenant's sandboxes. Nodes' addresses are not shown.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/nodes (the `ListNodes` operationId).
+func (c *ClientWithResponses) ListNodesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListNodesResponse, error) {
+	rsp, err := c.ListNodes(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListNodesResponse(rsp)
 }
 
 // ListOwnersWithResponse List owners
@@ -9190,6 +9425,134 @@ func ParseRevokeApiKeyResponse(rsp *http.Response) (*RevokeApiKeyResponse, error
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers RevokeApiKeyResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListNodesResponse parses an HTTP response from a ListNodesWithResponse call
+func ParseListNodesResponse(rsp *http.Response) (*ListNodesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListNodesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest NodeList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListNodesResponse200Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListNodesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListNodesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListNodesResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListNodesResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -12366,6 +12729,11 @@ func ParseRenewSandboxResponse(rsp *http.Response) (*RenewSandboxResponse, error
 
 			// Labels Example: {"team":"ml"}
 			Labels map[string]string `json:"labels"`
+
+			// Node Node is the node (host) a sandbox of a host-bound provider (local) was placed on when its creation began; null for other providers and before. Any replica serves its exec and file calls, forwarding them to this node.
+			//
+			// Example: host-a-3f9c2e1d
+			Node *string `json:"node"`
 
 			// Owner Owner is the client that owns the sandbox; null for a sandbox without one.
 			//

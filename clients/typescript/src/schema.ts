@@ -188,6 +188,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/nodes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List nodes
+         * @description The nodes (hosts) Tether replicas run on, alive or not, by id. A sandbox of a host-bound provider (local) lives on one node (its `node` field); a node whose heartbeat lapses past NODE_GRACE is dead, and its ready sandboxes end with reason lost. Counts are of the caller's tenant's sandboxes. Nodes' addresses are not shown.
+         */
+        get: operations["listNodes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/owners": {
         parameters: {
             query?: never;
@@ -798,6 +818,46 @@ export interface components {
              */
             status: "ok" | "unavailable";
         };
+        Node: {
+            /**
+             * @description Alive is true while the node's heartbeat is within NODE_GRACE.
+             * @example true
+             */
+            alive: boolean;
+            /**
+             * Format: date-time
+             * @description HeartbeatAt is the node's last heartbeat, at the database's clock.
+             * @example 2026-12-01T09:30:00Z
+             */
+            heartbeat_at: string;
+            /**
+             * @description ID is the node's id (NODE_ID).
+             * @example host-a-3f9c2e1d
+             */
+            id: string;
+            /**
+             * @description LiveSandboxes counts the caller's tenant's live sandboxes placed on the node.
+             * @example 12
+             */
+            live_sandboxes: number;
+            /**
+             * @description Providers are the providers enabled on the node.
+             * @example [
+             *       "local",
+             *       "sim"
+             *     ]
+             */
+            providers: string[];
+            /**
+             * Format: date-time
+             * @description StartedAt is when a replica of the node last started.
+             * @example 2026-12-01T09:00:00Z
+             */
+            started_at: string;
+        };
+        NodeList: {
+            items: components["schemas"]["Node"][];
+        };
         Owner: {
             /**
              * @description Alive is true while the lease has not lapsed.
@@ -1011,6 +1071,11 @@ export interface components {
             labels: {
                 [key: string]: string;
             };
+            /**
+             * @description Node is the node (host) a sandbox of a host-bound provider (local) was placed on when its creation began; null for other providers and before. Any replica serves its exec and file calls, forwarding them to this node.
+             * @example host-a-3f9c2e1d
+             */
+            node: string | null;
             /**
              * @description Owner is the client that owns the sandbox; null for a sandbox without one.
              * @example agent-42
@@ -1703,6 +1768,78 @@ export interface operations {
             /** @description NOT_FOUND */
             404: {
                 headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listNodes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeList"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
                     "X-Request-ID": string;
                     [name: string]: unknown;

@@ -1,0 +1,219 @@
+package http_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	tetherhttp "github.com/tetherhq/tether/internal/http"
+	"github.com/tetherhq/tether/internal/lifecycle"
+	"github.com/tetherhq/tether/internal/provider/sim"
+	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/store"
+	"github.com/tetherhq/tether/internal/store/storetest"
+)
+
+// nodeSim is the sim provider with a data plane that says which node
+// served it: exec answers "node N: COMMAND", and files live in the node's
+// memory. Each simulated node has its own.
+type nodeSim struct {
+	*sim.Provider
+	node string
+
+	mu    sync.Mutex
+	files map[string][]byte
+}
+
+func (p *nodeSim) Exec(_ context.Context, _ string, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	return sandbox.ExecResult{Output: fmt.Sprintf("node %s: %s", p.node, req.Command)}, nil
+}
+
+func (p *nodeSim) WriteFile(_ context.Context, id, path string, r io.Reader, limit int64) error {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return err
+	}
+	if int64(len(b)) > limit {
+		return sandbox.Errorf(sandbox.CodePayloadTooLarge, "over %d bytes", limit)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.files[id+path] = b
+	return nil
+}
+
+func (p *nodeSim) ReadFile(_ context.Context, id, path string, w io.Writer, _ int64) error {
+	p.mu.Lock()
+	b, ok := p.files[id+path]
+	p.mu.Unlock()
+	if !ok {
+		return sandbox.Errorf(sandbox.CodeFileNotFound, "no file %s", path)
+	}
+	_, err := w.Write(b)
+	return err
+}
+
+// twoNodes is two API servers of nodes "a" and "b" on one registry, each
+// with its own provider, and a sandbox placed on b.
+type twoNodes struct {
+	a, b   *bundle
+	provB  *nodeSim
+	onB    string
+	secret []byte
+}
+
+func setupTwoNodes(t *testing.T, maxFile int64) twoNodes {
+	t.Helper()
+	logs := &logSink{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	st, notifier := storetest.NewNotified(t, log)
+	ctx := t.Context()
+	for tenant, key := range map[string]string{tenantA: keyA, tenantB: keyB} {
+		if _, err := st.RegisterAPIKey(ctx, tenant, "key-"+tenant, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret, err := st.ClusterSecret(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out twoNodes
+	out.secret = secret
+	for _, node := range []string{"a", "b"} {
+		simP, err := sim.New(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &nodeSim{Provider: simP, node: node, files: map[string][]byte{}}
+		reg := prometheus.NewRegistry()
+		globalsMu.Lock()
+		h := tetherhttp.NewServer(log, tetherhttp.Config{
+			DefaultProvider: sim.Name, MaxLifetime: testMaxLifetime, MaxWait: testMaxWait, MaxFileBytes: maxFile,
+		}, tetherhttp.Deps{
+			Store: st, Changes: notifier, Providers: []sandbox.Provider{p},
+			Ready:   func(ctx context.Context) error { return st.Ping(ctx) },
+			Metrics: reg, Gatherer: reg,
+			Nodes: tetherhttp.Nodes{Self: node, Secret: secret, Finder: st},
+		})
+		globalsMu.Unlock()
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		if err := st.Heartbeat(ctx, store.Node{ID: node, URL: srv.URL, Providers: []string{sim.Name}}, true); err != nil {
+			t.Fatal(err)
+		}
+		bd := &bundle{URL: srv.URL, Store: st, Handler: h, client: srv.Client(), logs: logs}
+		if node == "a" {
+			out.a = bd
+		} else {
+			out.b, out.provB = bd, p
+		}
+	}
+	ex := lifecycle.NewExecutor(lifecycle.ExecutorConfig{PollInterval: 50 * time.Millisecond},
+		st, notifier, []sandbox.Provider{out.provB}, log, lifecycle.NewMetrics(nil))
+	ex.Start(ctx)
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ex.Stop(sctx)
+	})
+	sb := out.a.create(t, keyA, map[string]any{})
+	out.onB = sb.ID
+	deadline := time.Now().Add(10 * time.Second)
+	for out.a.get(t, keyA, sb.ID).State != "ready" {
+		if time.Now().After(deadline) {
+			t.Fatal("sandbox never ready")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The executor is not host-bound here; place the sandbox by hand.
+	if _, err := st.Pool().Exec(ctx, `UPDATE sandboxes SET node = 'b' WHERE id = $1`, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+var octets = header("Content-Type", "application/octet-stream")
+
+// TestForwardToTheSandboxesNode: data-plane calls sent to any node reach
+// the node the sandbox lives on, as the caller, within the caller's
+// limits; forged or stale forwarding is refused; a dead node is a
+// retryable 503.
+func TestForwardToTheSandboxesNode(t *testing.T) {
+	t.Parallel()
+	n := setupTwoNodes(t, 1024)
+	id := n.onB
+	for _, via := range []*bundle{n.a, n.b} {
+		r := via.do(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", map[string]any{"command": "hostname"}, as(keyA))
+		wantStatus(t, r, http.StatusOK)
+		if !bytes.Contains(r.Body, []byte("node b: hostname")) {
+			t.Fatalf("exec via %s answered %s; want node b's answer", via.URL, r.Body)
+		}
+	}
+	// A file written through a reaches b; read back through a.
+	if r := n.a.do(t, http.MethodPut, "/v1/sandboxes/"+id+"/files?path=/workspace/x", "hello b", as(keyA), octets); r.Status != http.StatusNoContent {
+		t.Fatalf("write through a = %s; want 204", r)
+	}
+	if got := string(n.provB.files[id+"/workspace/x"]); got != "hello b" {
+		t.Fatalf("node b holds %q; want the file written through a", got)
+	}
+	if r := n.a.do(t, http.MethodGet, "/v1/sandboxes/"+id+"/files?path=/workspace/x", nil, as(keyA)); r.Status != http.StatusOK || string(r.Body) != "hello b" {
+		t.Fatalf("read through a = %s; want hello b", r)
+	}
+	// The caller's limit holds across the hop, and so does its tenant.
+	wantProblem(t, n.a.do(t, http.MethodPut, "/v1/sandboxes/"+id+"/files?path=/workspace/big", strings.Repeat("x", 2048), as(keyA), octets),
+		http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE")
+	wantProblem(t, n.a.do(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", map[string]any{"command": "id"}, as(keyB)),
+		http.StatusNotFound, "NOT_FOUND")
+
+	// The audit trail names the caller's key, whichever node served it.
+	r := n.a.do(t, http.MethodGet, "/v1/sandboxes/"+id+"/activity", nil, as(keyA))
+	wantStatus(t, r, http.StatusOK)
+	if c := bytes.Count(r.Body, []byte(`"key_name":"key-`+tenantA+`"`)); c < 4 {
+		t.Fatalf("activity names key-%s %d times; want every call (4): %s", tenantA, c, r.Body)
+	}
+
+	// Nothing outside can pose as a node: a forged or stale signature, or
+	// none with a tenant header, is refused.
+	forged := func(sig, at string) *response {
+		return n.b.do(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", map[string]any{"command": "id"}, noAuth(),
+			header("Tether-Forwarded-By", "a"), header("Tether-Forwarded-At", at),
+			header("Tether-Forwarded-Tenant", tenantA), header("Tether-Forwarded-Signature", sig))
+	}
+	now := fmt.Sprint(time.Now().UnixMilli())
+	wantProblem(t, forged(strings.Repeat("ab", 32), now), http.StatusUnauthorized, "UNAUTHENTICATED")
+	wantProblem(t, forged("zz", now), http.StatusUnauthorized, "UNAUTHENTICATED")
+	wantProblem(t, n.b.do(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", map[string]any{"command": "id"}, noAuth(),
+		header("Tether-Forwarded-Tenant", tenantA)), http.StatusUnauthorized, "UNAUTHENTICATED")
+
+	// Node b dies: calls through a are a retryable 503 that names it.
+	if _, err := n.a.Store.Pool().Exec(t.Context(), `UPDATE nodes SET heartbeat_at = heartbeat_at - interval '1 hour' WHERE id = 'b'`); err != nil {
+		t.Fatal(err)
+	}
+	r = n.a.do(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", map[string]any{"command": "id"}, as(keyA))
+	wantProblem(t, r, http.StatusServiceUnavailable, "PROVIDER_UNAVAILABLE")
+	if r.Header.Get("Retry-After") == "" || !bytes.Contains(r.Body, []byte("node b")) {
+		t.Fatalf("dead node answer = %s %v; want Retry-After and the node named", r, r.Header)
+	}
+
+	// GET /v1/nodes shows both, b dead, with the tenant's counts.
+	r = n.a.do(t, http.MethodGet, "/v1/nodes", nil, as(keyA))
+	wantStatus(t, r, http.StatusOK)
+	var nodes tetherhttp.NodeList
+	r.decode(t, &nodes)
+	if len(nodes.Items) != 2 || !nodes.Items[0].Alive || nodes.Items[1].Alive || nodes.Items[1].LiveSandboxes != 1 {
+		t.Fatalf("nodes = %+v; want a alive, b dead with 1 sandbox", nodes.Items)
+	}
+	if bytes.Contains(r.Body, []byte("127.0.0.1")) {
+		t.Fatalf("GET /v1/nodes shows node addresses: %s", r.Body)
+	}
+}
