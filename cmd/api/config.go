@@ -1,10 +1,16 @@
 package main
 
 import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +18,7 @@ import (
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/local"
+	"github.com/tetherhq/tether/internal/store"
 )
 
 // Defaults of the settings that only the command has; the others are the
@@ -107,6 +114,20 @@ type Config struct {
 	// WorkerID names this replica in leases and events (WORKER_ID, default
 	// host name, pid and a random suffix).
 	WorkerID string
+	// NodeID names the node (host) this replica runs on (NODE_ID, default
+	// the host name and a hash of LOCAL_STATE_DIR's absolute path: stable
+	// across restarts, shared by replicas on one host with one state
+	// folder). Sandboxes of host-bound providers (local) belong to a node.
+	NodeID string
+	// NodeURL is where other replicas reach this one's API, to forward
+	// data-plane calls for this node's sandboxes (NODE_URL, default
+	// http:// and the address the API listens on, 127.0.0.1 for an
+	// unspecified host: right on a single host only).
+	NodeURL string
+	// NodeGrace is how long a node may go without a heartbeat before its
+	// ready sandboxes end lost (NODE_GRACE, default 1m); it beats every
+	// sixth of that.
+	NodeGrace time.Duration
 
 	// ShutdownTimeout bounds graceful shutdown; in-flight creates still
 	// running then are handed back to other replicas (SHUTDOWN_TIMEOUT,
@@ -150,6 +171,34 @@ type Config struct {
 	PprofAddr string
 	// LogLevel is debug, info, warn or error (LOG_LEVEL, default info).
 	LogLevel slog.Level
+}
+
+// defaultNodeID is the node id of a host with the given name whose local
+// sandboxes live in stateDir: the same across restarts, different for two
+// state folders on one host (two simulated hosts, say).
+func defaultNodeID(host, stateDir string) string {
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		abs = stateDir
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return cmp.Or(host, "node") + "-" + hex.EncodeToString(sum[:4])
+}
+
+// nodeURL is the URL other replicas reach this one at: NODE_URL, or the
+// listening address (an unspecified host becomes loopback).
+func nodeURL(configured string, addr net.Addr) string {
+	if configured != "" {
+		return configured
+	}
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // loadConfig reads and validates the configuration. Every problem is
@@ -229,6 +278,8 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		CreateMaxAttempts:      int(num("CREATE_MAX_ATTEMPTS", lifecycle.DefaultMaxAttempts)),
 		ExecutorMaxBackoff:     dur("EXECUTOR_MAX_BACKOFF", lifecycle.DefaultMaxBackoff),
 		WorkerID:               str("WORKER_ID", fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))),
+		NodeURL:                strings.TrimRight(str("NODE_URL", ""), "/"),
+		NodeGrace:              dur("NODE_GRACE", store.DefaultNodeGrace),
 		ShutdownTimeout:        dur("SHUTDOWN_TIMEOUT", defaultShutdownTimeout),
 		DBMaxConns:             int(num("DB_MAX_CONNS", defaultDBMaxConns)),
 		MaxConns:               int(num("MAX_CONNS", defaultMaxConns)),
@@ -243,6 +294,12 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		MaxStreamsPerTenant:    int(num("MAX_STREAMS_PER_TENANT", tetherhttp.DefaultMaxStreamsPerTenant)),
 		AuthCacheTTL:           dur("AUTH_CACHE_TTL", tetherhttp.DefaultAuthCacheTTL),
 		PprofAddr:              getenv("PPROF_ADDR"),
+	}
+	cfg.NodeID = str("NODE_ID", defaultNodeID(host, cfg.LocalStateDir))
+	if cfg.NodeURL != "" {
+		if u, err := url.Parse(cfg.NodeURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("NODE_URL=%q: want a base URL such as http://10.0.0.7:8080", cfg.NodeURL))
+		}
 	}
 	for p := range strings.SplitSeq(str("PROVIDERS", defaultProviders), ",") {
 		if p = strings.TrimSpace(p); p != "" {

@@ -151,7 +151,7 @@ func openServeStore(ctx context.Context, cfg Config, log *slog.Logger) (*store.S
 		return nil, nil, nil, err
 	}
 	notifier := notify.New(pool, log)
-	st := store.New(pool, store.WithWorkPool(work), store.WithAnnouncer(notifier))
+	st := store.New(pool, store.WithWorkPool(work), store.WithAnnouncer(notifier), store.WithNodeGrace(cfg.NodeGrace))
 	return st, notifier, func() { work.Close(); pool.Close() }, nil
 }
 
@@ -271,6 +271,19 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		}
 	}
 
+	secret, err := st.ClusterSecret(ctx)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	var hostBound []string
+	for _, p := range providers {
+		if sandbox.IsHostBound(p) {
+			hostBound = append(hostBound, p.Name())
+		}
+	}
+	node := store.Node{ID: cfg.NodeID, URL: nodeURL(cfg.NodeURL, ln.Addr()), Providers: cfg.Providers}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		lifecycle.NewRegistryCollector(st), lifecycle.NewProviderCollector(providers))
@@ -281,6 +294,14 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 	defer cancelWork()
 	var workers sync.WaitGroup
 	workers.Go(func() { notifier.Run(workCtx) })
+	// The node registers before any work is claimed for it.
+	heartbeat := lifecycle.NewHeartbeat(st, node, hostBound, cfg.NodeGrace, log)
+	if err := heartbeat.Start(workCtx); err != nil {
+		_ = ln.Close()
+		cancelWork()
+		workers.Wait()
+		return fmt.Errorf("register node %s: %w", node.ID, err)
+	}
 
 	executor := lifecycle.NewExecutor(lifecycle.ExecutorConfig{
 		WorkerID:     cfg.WorkerID,
@@ -289,6 +310,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		Concurrency:  cfg.ExecutorConcurrency,
 		MaxAttempts:  cfg.CreateMaxAttempts,
 		MaxBackoff:   cfg.ExecutorMaxBackoff,
+		Node:         cfg.NodeID,
 	}, st, notifier, providers, log, metrics)
 	executor.Start(workCtx)
 
@@ -297,6 +319,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		Interval:          cfg.JanitorInterval,
 		OrphanGrace:       cfg.OrphanGrace,
 		IdempotencyKeyTTL: cfg.IdempotencyKeyTTL,
+		Node:              cfg.NodeID,
 	}, st, providers, log, reg)
 	janitor.Start(workCtx)
 
@@ -329,6 +352,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		Metrics:   reg,
 		Gatherer:  reg,
 		Draining:  draining,
+		Nodes:     tetherhttp.Nodes{Self: cfg.NodeID, Secret: secret, Finder: st},
 	})
 	var debugSrv *http.Server
 	if pln != nil {
@@ -360,7 +384,8 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 			log.Warn("provider unavailable; creates for it are refused", "provider", p.Name(), "reason", info.Reason)
 		}
 	}
-	log.Info("tether listening", "addr", ln.Addr().String(), "worker", executor.WorkerID(), "providers", cfg.Providers)
+	log.Info("tether listening", "addr", ln.Addr().String(), "worker", executor.WorkerID(), "providers", cfg.Providers,
+		"node", node.ID, "node_url", node.URL)
 
 	select {
 	case <-ctx.Done():
@@ -376,6 +401,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 	}
 	executor.Stop(shutdownCtx)
 	janitor.Stop()
+	heartbeat.Stop()
 	if debugSrv != nil {
 		_ = debugSrv.Close()
 	}
