@@ -26,6 +26,9 @@ type RegistryCollector struct {
 	queueDepth    *prometheus.Desc
 	unreleased    *prometheus.Desc
 	oldestPending *prometheus.Desc
+	nodeUp        *prometheus.Desc
+	nodeSandboxes *prometheus.Desc
+	nodeAge       *prometheus.Desc
 	up            *prometheus.Desc
 }
 
@@ -37,6 +40,9 @@ func NewRegistryCollector(st statsReader) *RegistryCollector {
 		queueDepth:    prometheus.NewDesc("tether_executor_queue_depth", "Sandboxes requested and not yet claimed, by provider.", []string{"provider"}, nil),
 		unreleased:    prometheus.NewDesc("tether_release_pending", "Terminal sandboxes whose provider resources are not yet confirmed released.", nil, nil),
 		oldestPending: prometheus.NewDesc("tether_release_oldest_pending_seconds", "Age of the oldest terminal sandbox not yet released (0 if none).", nil, nil),
+		nodeUp:        prometheus.NewDesc("tether_node_up", "1 while the node's heartbeat is within NODE_GRACE, 0 once it is dead, by node.", []string{"node"}, nil),
+		nodeSandboxes: prometheus.NewDesc("tether_node_sandboxes", "Live sandboxes placed on the node (host-bound providers only), by node.", []string{"node"}, nil),
+		nodeAge:       prometheus.NewDesc("tether_node_heartbeat_age_seconds", "Time since the node's last heartbeat, by node.", []string{"node"}, nil),
 		up:            prometheus.NewDesc("tether_registry_up", "1 if the last registry query for metrics succeeded.", nil, nil),
 	}
 }
@@ -47,6 +53,9 @@ func (c *RegistryCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.queueDepth
 	ch <- c.unreleased
 	ch <- c.oldestPending
+	ch <- c.nodeUp
+	ch <- c.nodeSandboxes
+	ch <- c.nodeAge
 	ch <- c.up
 }
 
@@ -72,6 +81,15 @@ func (c *RegistryCollector) Collect(ch chan<- prometheus.Metric) {
 		age = c.store.Now().Sub(*st.OldestUnreleased).Seconds()
 	}
 	ch <- prometheus.MustNewConstMetric(c.oldestPending, prometheus.GaugeValue, age)
+	for _, n := range st.Nodes {
+		up := 0.0
+		if n.Alive {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.nodeUp, prometheus.GaugeValue, up, n.ID)
+		ch <- prometheus.MustNewConstMetric(c.nodeSandboxes, prometheus.GaugeValue, float64(n.LiveSandboxes), n.ID)
+		ch <- prometheus.MustNewConstMetric(c.nodeAge, prometheus.GaugeValue, max(0, c.store.Now().Sub(n.HeartbeatAt).Seconds()), n.ID)
+	}
 }
 
 // ProviderCollector reports whether each provider can serve, as

@@ -57,6 +57,16 @@ func scanNode(row pgx.Row, extra ...any) (Node, error) {
 	return n, err
 }
 
+// collectNodes reads rows of nodeColumns and a count of live sandboxes.
+func collectNodes(rows pgx.Rows) ([]Node, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Node, error) {
+		var live int
+		n, err := scanNode(r, &live)
+		n.LiveSandboxes = live
+		return n, err
+	})
+}
+
 // Nodes returns every node that has registered, with the count of the
 // tenant's live sandboxes on each, by id.
 func (s *Store) Nodes(ctx context.Context, tenant string) ([]Node, error) {
@@ -67,12 +77,7 @@ func (s *Store) Nodes(ctx context.Context, tenant string) ([]Node, error) {
 	if err != nil {
 		return nil, wrap("list nodes", err)
 	}
-	nodes, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Node, error) {
-		var live int
-		n, err := scanNode(r, &live)
-		n.LiveSandboxes = live
-		return n, err
-	})
+	nodes, err := collectNodes(rows)
 	if err != nil {
 		return nil, wrap("list nodes", err)
 	}

@@ -13,6 +13,9 @@ type Stats struct {
 	Unreleased int64
 	// OldestUnreleased is when the longest-waiting of those ended.
 	OldestUnreleased *time.Time
+	// Nodes are every registered node, with its count of live sandboxes
+	// of every tenant.
+	Nodes []Node
 }
 
 // Stats reads the registry's counters. It touches only the live and
@@ -42,6 +45,16 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		SELECT count(*), min(ended_at) FROM sandboxes
 		WHERE NOT released AND state IN `+terminalStates+``).Scan(&st.Unreleased, &st.OldestUnreleased)
 	if err != nil {
+		return st, wrap("stats", err)
+	}
+	rows, err = s.pool.Query(ctx, `
+		SELECT `+nodeColumns+`,
+			(SELECT count(*) FROM sandboxes sb WHERE sb.node = n.id AND sb.state IN `+liveStates+`)
+		FROM nodes n ORDER BY n.id`, s.nodeGrace)
+	if err != nil {
+		return st, wrap("stats", err)
+	}
+	if st.Nodes, err = collectNodes(rows); err != nil {
 		return st, wrap("stats", err)
 	}
 	return st, nil
