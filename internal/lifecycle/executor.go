@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -91,9 +92,9 @@ func (c ExecutorConfig) withDefaults() ExecutorConfig {
 type workStore interface {
 	Now() time.Time
 	Sandbox(ctx context.Context, id string) (sandbox.Sandbox, error)
-	ClaimCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration) ([]store.Claim, error)
-	ClaimNewCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, since time.Time) ([]store.Claim, error)
-	ClaimReleases(ctx context.Context, provider, node, worker string, limit int, lease time.Duration) ([]store.Claim, error)
+	ClaimCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error)
+	ClaimNewCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, since time.Time, share store.Share) ([]store.Claim, error)
+	ClaimReleases(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error)
 	NodeLoad(ctx context.Context, provider, node string) (store.Load, error)
 	RenewLease(ctx context.Context, id string, epoch int64, worker string, lease time.Duration) (sandbox.State, error)
 	MarkReady(ctx context.Context, id string, epoch int64, res sandbox.Resource) (sandbox.Sandbox, error)
@@ -166,14 +167,14 @@ func NewExecutor(cfg ExecutorConfig, st workStore, notes notifier, providers []s
 		}
 		e.providers[p.Name()] = p
 		e.creates[p.Name()] = claimSpec{kind: "create", slots: make(chan struct{}, cfg.Concurrency),
-			wake: e.wakeCreates, work: e.create,
-			claim: func(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error) {
-				return e.claimCreates(ctx, provider, node, worker, limit, lease)
+			held: newTenantSlots(cfg.Concurrency), wake: e.wakeCreates, work: e.create,
+			claim: func(ctx context.Context, provider, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error) {
+				return e.claimCreates(ctx, provider, node, worker, limit, lease, share)
 			}}
 		e.releases[p.Name()] = claimSpec{kind: "release", slots: make(chan struct{}, cfg.ReleaseConcurrency),
-			wake: e.wakeReleases, work: e.release,
-			claim: func(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error) {
-				return e.store.ClaimReleases(ctx, provider, node, worker, limit, lease)
+			held: newTenantSlots(cfg.ReleaseConcurrency), wake: e.wakeReleases, work: e.release,
+			claim: func(ctx context.Context, provider, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error) {
+				return e.store.ClaimReleases(ctx, provider, node, worker, limit, lease, share)
 			}}
 	}
 	return e
@@ -334,21 +335,21 @@ const claimSkew = 5 * time.Second
 //
 // For a host-bound provider on several nodes, node is this node and the
 // claim is bounded by placeLimit first.
-func (e *Executor) claimCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration) ([]store.Claim, error) {
+func (e *Executor) claimCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error) {
 	if node != "" {
 		if limit = e.placeLimit(ctx, provider, node, limit); limit == 0 {
 			return nil, nil
 		}
 	}
 	if since, drained := e.drainedAt[provider]; drained {
-		claims, err := e.store.ClaimNewCreates(ctx, provider, node, worker, limit, lease, since)
+		claims, err := e.store.ClaimNewCreates(ctx, provider, node, worker, limit, lease, since, share)
 		if err == nil && len(claims) == limit {
 			delete(e.drainedAt, provider)
 		}
 		return claims, err
 	}
 	start := e.store.Now()
-	claims, err := e.store.ClaimCreates(ctx, provider, node, worker, limit, lease)
+	claims, err := e.store.ClaimCreates(ctx, provider, node, worker, limit, lease, share)
 	if err != nil {
 		return claims, err
 	}
@@ -396,8 +397,10 @@ type claimSpec struct {
 	slots chan struct{}
 	// wake is signalled when a call ends, so the loop claims more.
 	wake chan struct{}
-	// claim claims up to limit sandboxes under a lease.
-	claim func(ctx context.Context, provider, worker string, limit int, lease time.Duration) ([]store.Claim, error)
+	// held counts the slots each tenant holds, for sharing them fairly.
+	held *tenantSlots
+	// claim claims up to limit sandboxes under a lease, within share.
+	claim func(ctx context.Context, provider, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error)
 	// work runs one claimed sandbox to its end.
 	work func(context.Context, sandbox.Provider, store.Claim)
 }
@@ -410,7 +413,7 @@ func (e *Executor) claim(ctx, workCtx context.Context, p sandbox.Provider, spec 
 	if free == 0 {
 		return
 	}
-	claims, err := spec.claim(ctx, p.Name(), e.cfg.WorkerID, free, e.cfg.Lease)
+	claims, err := spec.claim(ctx, p.Name(), e.cfg.WorkerID, free, e.cfg.Lease, spec.held.share())
 	if err != nil {
 		if ctx.Err() == nil {
 			e.log.Error("executor: claim failed", "provider", p.Name(), "kind", kind, "err", err)
@@ -419,6 +422,8 @@ func (e *Executor) claim(ctx, workCtx context.Context, p sandbox.Provider, spec 
 	}
 	for _, c := range claims {
 		slots <- struct{}{} // never blocks: we claimed at most free
+		tenant := c.Sandbox.Tenant
+		spec.held.take(tenant)
 		e.metrics.Claims.WithLabelValues(p.Name(), kind).Inc()
 		if kind == "create" && c.From == sandbox.StateRequested {
 			e.metrics.ClaimLatency.WithLabelValues(p.Name()).Observe(e.store.Now().Sub(c.Sandbox.CreatedAt).Seconds())
@@ -427,6 +432,7 @@ func (e *Executor) claim(ctx, workCtx context.Context, p sandbox.Provider, spec 
 		go func() {
 			defer e.inFlight.Done()
 			defer func() {
+				spec.held.give(tenant)
 				<-slots
 				select {
 				case wake <- struct{}{}:
@@ -439,6 +445,41 @@ func (e *Executor) claim(ctx, workCtx context.Context, p sandbox.Provider, spec 
 			spec.work(workCtx, p, c)
 		}()
 	}
+}
+
+// tenantSlots counts the slots of one kind of work each tenant holds. A
+// tenant may hold all but a quarter of them (all of one or two): the rest
+// stay free for other tenants, so that one tenant's slow creates delay
+// another's by no more than the wait for a free slot among those.
+type tenantSlots struct {
+	capacity int
+	mu       sync.Mutex
+	held     map[string]int
+}
+
+func newTenantSlots(slots int) *tenantSlots {
+	return &tenantSlots{capacity: max(1, slots-slots/4), held: map[string]int{}}
+}
+
+// share is the claim's view of the slots held.
+func (t *tenantSlots) share() store.Share {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return store.Share{Cap: t.capacity, Held: maps.Clone(t.held)}
+}
+
+func (t *tenantSlots) take(tenant string) {
+	t.mu.Lock()
+	t.held[tenant]++
+	t.mu.Unlock()
+}
+
+func (t *tenantSlots) give(tenant string) {
+	t.mu.Lock()
+	if t.held[tenant]--; t.held[tenant] <= 0 {
+		delete(t.held, tenant)
+	}
+	t.mu.Unlock()
 }
 
 // Reasons an in-flight create's context is cancelled.

@@ -349,7 +349,7 @@ func TestShutdownHandsBack(t *testing.T) {
 	first.Stop(stopCtx)
 	cancel()
 	// Handed back: claimable now, not after the one-minute lease.
-	claims, err := e.st.ClaimCreates(e.ctx, "sim", "", "second", 1, time.Minute)
+	claims, err := e.st.ClaimCreates(e.ctx, "sim", "", "second", 1, time.Minute, store.Share{})
 	if err != nil || len(claims) != 1 || claims[0].Sandbox.ID != sb.ID {
 		t.Fatalf("claim after hand-back = %+v, %v; want the sandbox", claims, err)
 	}
@@ -373,7 +373,7 @@ func TestCrashedExecutorWorkIsRescued(t *testing.T) {
 	e := setup(t)
 	sb := e.create(`{}`)
 	// A "crashed" executor: claimed, called the provider, died before recording.
-	claims, err := e.st.ClaimCreates(e.ctx, "sim", "", "dead", 1, 200*time.Millisecond)
+	claims, err := e.st.ClaimCreates(e.ctx, "sim", "", "dead", 1, 200*time.Millisecond, store.Share{})
 	if err != nil || len(claims) != 1 {
 		t.Fatalf("claim: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/sim"
 	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/store/storetest"
 )
 
@@ -43,7 +44,7 @@ func (e janitorEnv) sweep() lifecycle.Report {
 func (e janitorEnv) ready(mutate ...func(*sandbox.CreateParams)) sandbox.Sandbox {
 	e.t.Helper()
 	sb := e.create("", mutate...)
-	claims, err := e.st.ClaimCreates(e.ctx, "sim", "", "w", 1, time.Hour)
+	claims, err := e.st.ClaimCreates(e.ctx, "sim", "", "w", 1, time.Hour, store.Share{})
 	if err != nil || len(claims) != 1 || claims[0].Sandbox.ID != sb.ID {
 		e.t.Fatalf("claim: %v %v", claims, err)
 	}
@@ -137,7 +138,7 @@ func TestJanitorSettlesOverdueCreations(t *testing.T) {
 	t.Parallel()
 	e := setupJanitor(t)
 	stuck := e.create("")
-	if _, err := e.st.ClaimCreates(e.ctx, "sim", "", "hung", 1, time.Hour); err != nil {
+	if _, err := e.st.ClaimCreates(e.ctx, "sim", "", "hung", 1, time.Hour, store.Share{}); err != nil {
 		t.Fatal(err)
 	}
 	unclaimed := e.create("", func(p *sandbox.CreateParams) { p.Provider = "nowhere" })
@@ -156,7 +157,7 @@ func TestJanitorSettlesOverdueCreations(t *testing.T) {
 	// The hung executor's lease still holds the failed sandbox; once it
 	// lapses, a release worker may take it.
 	e.clock.Advance(time.Hour)
-	claims, err := e.st.ClaimReleases(e.ctx, "sim", "", "w2", 10, time.Minute)
+	claims, err := e.st.ClaimReleases(e.ctx, "sim", "", "w2", 10, time.Minute, store.Share{})
 	if err != nil || len(claims) != 1 || claims[0].Sandbox.ID != stuck.ID {
 		t.Errorf("release claim = %v, %v; want the failed sandbox", claims, err)
 	}
@@ -166,7 +167,7 @@ func TestJanitorRescuesLapsedLeases(t *testing.T) {
 	t.Parallel()
 	e := setupJanitor(t)
 	sb := e.create("")
-	first, err := e.st.ClaimCreates(e.ctx, "sim", "", "dead", 1, 10*time.Second)
+	first, err := e.st.ClaimCreates(e.ctx, "sim", "", "dead", 1, 10*time.Second, store.Share{})
 	if err != nil || len(first) != 1 {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func TestJanitorRescuesLapsedLeases(t *testing.T) {
 	if rep := e.sweep(); rep.LeasesRescued != 1 {
 		t.Errorf("LeasesRescued = %d, want 1", rep.LeasesRescued)
 	}
-	again, err := e.st.ClaimCreates(e.ctx, "sim", "", "alive", 1, 10*time.Second)
+	again, err := e.st.ClaimCreates(e.ctx, "sim", "", "alive", 1, 10*time.Second, store.Share{})
 	if err != nil || len(again) != 1 || again[0].Sandbox.ID != sb.ID || again[0].Sandbox.Epoch <= first[0].Sandbox.Epoch {
 		t.Fatalf("re-claim = %+v, %v", again, err)
 	}

@@ -42,7 +42,7 @@ func TestJanitorsOfTwoNodes(t *testing.T) {
 	readyOn := func(node string) sandbox.Sandbox {
 		t.Helper()
 		sb := e.create("")
-		claims, err := e.st.ClaimCreates(e.ctx, "sim", node, "w-"+node, 1, time.Hour)
+		claims, err := e.st.ClaimCreates(e.ctx, "sim", node, "w-"+node, 1, time.Hour, store.Share{})
 		if err != nil || len(claims) != 1 || claims[0].Sandbox.ID != sb.ID {
 			t.Fatalf("claim on %s: %v %v", node, claims, err)
 		}

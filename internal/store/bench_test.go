@@ -64,7 +64,7 @@ func BenchmarkClaimAndMarkReady(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		claims, err := st.ClaimCreates(ctx, "sim", "", "w", 1, time.Minute)
+		claims, err := st.ClaimCreates(ctx, "sim", "", "w", 1, time.Minute, store.Share{})
 		if err != nil || len(claims) != 1 {
 			b.Fatalf("claim: %v", err)
 		}

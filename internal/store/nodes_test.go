@@ -39,7 +39,7 @@ func TestClaimsPlaceOnTheClaimingNode(t *testing.T) {
 	b.beat(t, "n1", "n2")
 
 	sb := b.create(t, local)
-	claims, err := b.st.ClaimCreates(b.ctx, "local", "n1", "w1", 10, 10*time.Second)
+	claims, err := b.st.ClaimCreates(b.ctx, "local", "n1", "w1", 10, 10*time.Second, store.Share{})
 	if err != nil || len(claims) != 1 {
 		t.Fatalf("ClaimCreates on n1 = %d, %v; want 1", len(claims), err)
 	}
@@ -53,11 +53,11 @@ func TestClaimsPlaceOnTheClaimingNode(t *testing.T) {
 
 	// Its lease lapses: n2 may not take it while n1 is alive, n1 may.
 	b.clock.Advance(11 * time.Second)
-	if claims, _ := b.st.ClaimCreates(b.ctx, "local", "n2", "w2", 10, 10*time.Second); len(claims) != 0 {
+	if claims, _ := b.st.ClaimCreates(b.ctx, "local", "n2", "w2", 10, 10*time.Second, store.Share{}); len(claims) != 0 {
 		t.Fatalf("n2 reclaimed a lapsed create of live node n1")
 	}
 	b.kill(t, "n1")
-	claims, err = b.st.ClaimCreates(b.ctx, "local", "n2", "w2", 10, 10*time.Second)
+	claims, err = b.st.ClaimCreates(b.ctx, "local", "n2", "w2", 10, 10*time.Second, store.Share{})
 	if err != nil || len(claims) != 1 || claims[0].Sandbox.Node != "n2" {
 		t.Fatalf("n2's claim of dead n1's lapsed create = %+v, %v; want it, placed on n2", claims, err)
 	}
@@ -67,16 +67,16 @@ func TestClaimsPlaceOnTheClaimingNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.clock.Advance(11 * time.Second)
-	if claims, _ := b.st.ClaimReleases(b.ctx, "local", "n1", "w1", 10, time.Second); len(claims) != 0 {
+	if claims, _ := b.st.ClaimReleases(b.ctx, "local", "n1", "w1", 10, time.Second, store.Share{}); len(claims) != 0 {
 		t.Fatal("n1 claimed the release of a sandbox placed on n2")
 	}
-	if claims, err := b.st.ClaimReleases(b.ctx, "local", "n2", "w2", 10, time.Second); err != nil || len(claims) != 1 {
+	if claims, err := b.st.ClaimReleases(b.ctx, "local", "n2", "w2", 10, time.Second, store.Share{}); err != nil || len(claims) != 1 {
 		t.Fatalf("n2's release claim = %d, %v; want its sandbox", len(claims), err)
 	}
 
 	// Without a node (a provider that is not host-bound) nothing changes.
 	b.create(t)
-	if claims, err := b.st.ClaimCreates(b.ctx, "sim", "", "w3", 10, time.Minute); err != nil || len(claims) != 1 || claims[0].Sandbox.Node != "" {
+	if claims, err := b.st.ClaimCreates(b.ctx, "sim", "", "w3", 10, time.Minute, store.Share{}); err != nil || len(claims) != 1 || claims[0].Sandbox.Node != "" {
 		t.Fatalf("sim claim = %+v, %v; want one, with no node", claims, err)
 	}
 }
@@ -90,7 +90,7 @@ func TestStrandedAndNodes(t *testing.T) {
 	ready := func(node string) sandbox.Sandbox {
 		t.Helper()
 		b.create(t, local)
-		claims, err := b.st.ClaimCreates(b.ctx, "local", node, "w-"+node, 1, time.Minute)
+		claims, err := b.st.ClaimCreates(b.ctx, "local", node, "w-"+node, 1, time.Minute, store.Share{})
 		if err != nil || len(claims) != 1 {
 			t.Fatalf("claim on %s: %d, %v", node, len(claims), err)
 		}
@@ -152,7 +152,7 @@ func TestAdoptUnplaced(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.create(t, local)
-	if claims, err := b.st.ClaimCreates(b.ctx, "local", "", "old", 1, time.Minute); err != nil || len(claims) != 1 {
+	if claims, err := b.st.ClaimCreates(b.ctx, "local", "", "old", 1, time.Minute, store.Share{}); err != nil || len(claims) != 1 {
 		t.Fatal("claim without a node", err)
 	}
 	b.beat(t, "n1", "n2")

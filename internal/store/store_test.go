@@ -56,7 +56,7 @@ func (b bundle) create(t *testing.T, mutate ...func(*sandbox.CreateParams)) sand
 // claimOne claims the one requested sandbox of provider sim for worker.
 func (b bundle) claimOne(t *testing.T, worker string) store.Claim {
 	t.Helper()
-	claims, err := b.st.ClaimCreates(b.ctx, "sim", "", worker, 1, 10*time.Second)
+	claims, err := b.st.ClaimCreates(b.ctx, "sim", "", worker, 1, 10*time.Second, store.Share{})
 	if err != nil {
 		t.Fatalf("ClaimCreates: %v", err)
 	}
@@ -213,7 +213,7 @@ func TestEndSandboxInEachState(t *testing.T) {
 			t.Errorf("MarkReady after cancel: err = %v, want ErrFenced", err)
 		}
 		// ...and the release queue leaves it to the executor while its lease lasts.
-		if claims, err := b.st.ClaimReleases(b.ctx, "sim", "", "w2", 10, time.Second); err != nil || len(claims) != 0 {
+		if claims, err := b.st.ClaimReleases(b.ctx, "sim", "", "w2", 10, time.Second, store.Share{}); err != nil || len(claims) != 0 {
 			t.Errorf("ClaimReleases during the creator's lease = %d claims, %v; want none", len(claims), err)
 		}
 		if err := b.st.MarkReleased(b.ctx, sb.ID, c.Sandbox.Epoch); err != nil {
@@ -236,7 +236,7 @@ func TestEndSandboxInEachState(t *testing.T) {
 		if got.State != sandbox.StateTerminated || got.Released || got.Reason != sandbox.ReasonExpired || got.ProviderID != "p-1" {
 			t.Errorf("ended ready sandbox = %+v, want terminated, unreleased, reason expired", got)
 		}
-		claims, err := b.st.ClaimReleases(b.ctx, "sim", "", "w2", 10, time.Second)
+		claims, err := b.st.ClaimReleases(b.ctx, "sim", "", "w2", 10, time.Second, store.Share{})
 		if err != nil || len(claims) != 1 || claims[0].Sandbox.ID != sb.ID {
 			t.Fatalf("ClaimReleases = %+v, %v; want the terminated sandbox", claims, err)
 		}
@@ -281,7 +281,7 @@ func TestStolenLeaseIsFenced(t *testing.T) {
 	b := setup(t)
 	sb := b.create(t)
 	first := b.claimOne(t, "slow")
-	if claims, _ := b.st.ClaimCreates(b.ctx, "sim", "", "fast", 10, 10*time.Second); len(claims) != 0 {
+	if claims, _ := b.st.ClaimCreates(b.ctx, "sim", "", "fast", 10, 10*time.Second, store.Share{}); len(claims) != 0 {
 		t.Fatalf("claimed a sandbox whose lease is live")
 	}
 	b.clock.Advance(11 * time.Second) // the slow executor's lease lapses
@@ -332,7 +332,7 @@ func TestConcurrentClaimsAreDisjoint(t *testing.T) {
 		worker := fmt.Sprintf("w%d", w)
 		wg.Go(func() {
 			for {
-				claims, err := b.st.ClaimCreates(b.ctx, "sim", "", worker, 3, time.Minute)
+				claims, err := b.st.ClaimCreates(b.ctx, "sim", "", worker, 3, time.Minute, store.Share{})
 				if err != nil {
 					t.Error(err)
 					return
@@ -368,7 +368,7 @@ func TestRetryAndHandBack(t *testing.T) {
 	if err := b.st.Unclaim(b.ctx, sb.ID, c.Sandbox.Epoch, b.clock.Now().Add(5*time.Second), "transient", false); err != nil {
 		t.Fatal(err)
 	}
-	if claims, _ := b.st.ClaimCreates(b.ctx, "sim", "", "w2", 10, time.Minute); len(claims) != 0 {
+	if claims, _ := b.st.ClaimCreates(b.ctx, "sim", "", "w2", 10, time.Minute, store.Share{}); len(claims) != 0 {
 		t.Fatal("claimed a sandbox before its retry time")
 	}
 	got, _ := b.st.GetSandbox(b.ctx, "acme", sb.ID)
@@ -395,7 +395,7 @@ func TestReleaseRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The failing executor still holds the lease: nobody else releases it.
-	if claims, _ := b.st.ClaimReleases(b.ctx, "sim", "", "w2", 10, time.Minute); len(claims) != 0 {
+	if claims, _ := b.st.ClaimReleases(b.ctx, "sim", "", "w2", 10, time.Minute, store.Share{}); len(claims) != 0 {
 		t.Fatal("release claimed during the creator's lease")
 	}
 	if err := b.st.ReleaseFailed(b.ctx, sb.ID, c.Sandbox.Epoch, b.clock.Now().Add(time.Second), "destroy timed out"); err != nil {
@@ -406,7 +406,7 @@ func TestReleaseRetry(t *testing.T) {
 		t.Errorf("sandbox after failed release = %+v", got)
 	}
 	b.clock.Advance(2 * time.Second)
-	claims, err := b.st.ClaimReleases(b.ctx, "sim", "", "w2", 10, time.Minute)
+	claims, err := b.st.ClaimReleases(b.ctx, "sim", "", "w2", 10, time.Minute, store.Share{})
 	if err != nil || len(claims) != 1 {
 		t.Fatalf("ClaimReleases = %d, %v; want 1", len(claims), err)
 	}
@@ -420,7 +420,7 @@ func TestReleaseRetry(t *testing.T) {
 	if !got.Released || got.ReleasedAt == nil || got.ReleaseError != "" {
 		t.Errorf("sandbox after release = %+v, want released", got)
 	}
-	if claims, _ := b.st.ClaimReleases(b.ctx, "sim", "", "w3", 10, time.Minute); len(claims) != 0 {
+	if claims, _ := b.st.ClaimReleases(b.ctx, "sim", "", "w3", 10, time.Minute, store.Share{}); len(claims) != 0 {
 		t.Error("a released sandbox was claimed for release again")
 	}
 }
@@ -961,7 +961,7 @@ func TestConcurrentResultsShareBatches(t *testing.T) {
 	for range n {
 		b.create(t)
 	}
-	claims, err := b.st.ClaimCreates(b.ctx, "sim", "", "w", n, time.Minute)
+	claims, err := b.st.ClaimCreates(b.ctx, "sim", "", "w", n, time.Minute, store.Share{})
 	if err != nil || len(claims) != n {
 		t.Fatalf("ClaimCreates: %d claims, %v", len(claims), err)
 	}
@@ -1019,7 +1019,7 @@ func TestConcurrentResultsShareBatches(t *testing.T) {
 	// The cancelled ones are released, some by a worker with a stale epoch,
 	// once the creating worker's lease has lapsed.
 	b.clock.Advance(2 * time.Minute)
-	rel, err := b.st.ClaimReleases(b.ctx, "sim", "", "r", n, time.Minute)
+	rel, err := b.st.ClaimReleases(b.ctx, "sim", "", "r", n, time.Minute, store.Share{})
 	if err != nil || len(rel) != len(cancelled) {
 		t.Fatalf("ClaimReleases: %d claims, %v; want %d", len(rel), err, len(cancelled))
 	}
@@ -1056,7 +1056,7 @@ func TestClaimNewCreates(t *testing.T) {
 	b.clock.Advance(time.Minute)
 	since := b.clock.Now()
 	first, second := b.create(t), b.create(t)
-	claims, err := b.st.ClaimNewCreates(b.ctx, "sim", "", "w", 10, time.Minute, since)
+	claims, err := b.st.ClaimNewCreates(b.ctx, "sim", "", "w", 10, time.Minute, since, store.Share{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1066,10 +1066,10 @@ func TestClaimNewCreates(t *testing.T) {
 	if claims[0].Sandbox.State != sandbox.StateCreating || claims[0].From != sandbox.StateRequested {
 		t.Errorf("quick claim: %s from %s, want creating from requested", claims[0].Sandbox.State, claims[0].From)
 	}
-	if again, _ := b.st.ClaimNewCreates(b.ctx, "sim", "", "w", 10, time.Minute, since); len(again) != 0 {
+	if again, _ := b.st.ClaimNewCreates(b.ctx, "sim", "", "w", 10, time.Minute, since, store.Share{}); len(again) != 0 {
 		t.Errorf("a second quick claim got %d claims, want none", len(again))
 	}
-	claims, err = b.st.ClaimCreates(b.ctx, "sim", "", "w", 10, time.Minute)
+	claims, err = b.st.ClaimCreates(b.ctx, "sim", "", "w", 10, time.Minute, store.Share{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1095,7 +1095,7 @@ func TestConcurrentEndsShareBatches(t *testing.T) {
 		sbs = append(sbs, b.create(t))
 	}
 	// The older half are made ready; the others stay requested.
-	claims, err := b.st.ClaimCreates(b.ctx, "sim", "", "w", n/2, time.Minute)
+	claims, err := b.st.ClaimCreates(b.ctx, "sim", "", "w", n/2, time.Minute, store.Share{})
 	if err != nil || len(claims) != n/2 {
 		t.Fatalf("ClaimCreates: %d, %v", len(claims), err)
 	}

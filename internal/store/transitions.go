@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,39 +20,87 @@ type Claim struct {
 	From sandbox.State
 }
 
+// Share is how a worker shares its slots between tenants: no tenant may
+// hold more than Cap of them, counting the Held ones it holds already, so
+// that one tenant's slow work leaves slots for the others. A zero Cap
+// shares nothing out: any tenant may take every slot.
+type Share struct {
+	Cap  int
+	Held map[string]int
+}
+
+// shareArgs are a Share's query arguments: tenants, their held counts, cap.
+func (sh Share) args(limit int) []any {
+	tenants, held := make([]string, 0, len(sh.Held)), make([]int32, 0, len(sh.Held))
+	for t, n := range sh.Held {
+		tenants, held = append(tenants, t), append(held, int32(n))
+	}
+	capacity := sh.Cap
+	if capacity <= 0 {
+		capacity = limit
+	}
+	return []any{tenants, held, capacity}
+}
+
+// fairPick is the CTEs "cand", "fair" and "picked" of a claim: up to $3 rows
+// matching where, oldest by order first, but at most the share's cap per
+// tenant minus what it holds (the share's arguments from parameter $first
+// on: tenants, counts, cap). Fairness looks at the oldest 4×limit+64
+// claimable rows: a tenant whose requests queue behind more than that of
+// another tenant's waits for the queue to shorten, not for a free slot.
+// The candidates are read without locks, so picked checks where again.
+func fairPick(where, order string, first int) string {
+	tenants, held, capacity := "$"+strconv.Itoa(first), "$"+strconv.Itoa(first+1), "$"+strconv.Itoa(first+2)
+	return `cand AS (
+			SELECT id, tenant, ` + order + ` AS at FROM sandboxes
+			WHERE ` + where + `
+			ORDER BY ` + order + `
+			LIMIT $3 * 4 + 64
+		), fair AS (
+			SELECT c.id FROM (
+				SELECT id, tenant, row_number() OVER (PARTITION BY tenant ORDER BY at) AS n FROM cand
+			) c
+			LEFT JOIN unnest(` + tenants + `::text[], ` + held + `::int[]) AS h(tenant, held) ON h.tenant = c.tenant
+			WHERE c.n <= ` + capacity + ` - COALESCE(h.held, 0)
+		), picked AS (
+			SELECT id, state FROM sandboxes
+			WHERE id IN (SELECT id FROM fair) AND ` + where + `
+			ORDER BY ` + order + `
+			LIMIT $3
+			FOR UPDATE SKIP LOCKED
+		)`
+}
+
 // ClaimCreates claims up to limit sandboxes of the provider that need a
 // create call: requested ones, and creating ones whose lease lapsed (their
-// executor died, or they are due for a retry). Each claimed sandbox moves to
-// creating, its epoch is bumped and it is leased to worker until now+lease.
-// Rows another worker is claiming are skipped, never waited for.
+// executor died, or they are due for a retry), oldest first within share.
+// Each claimed sandbox moves to creating, its epoch is bumped and it is
+// leased to worker until now+lease. Rows another worker is claiming are
+// skipped, never waited for.
 //
 // node is the claiming node for a host-bound provider, "" for any other: a
 // claim places the sandbox on that node, and a lapsed create is reclaimed
 // only by its own node, or by any node once its node is dead (what the dead
 // node made is an orphan there when it comes back).
-func (s *Store) ClaimCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration) ([]Claim, error) {
+func (s *Store) ClaimCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, share Share) ([]Claim, error) {
 	return s.claimCreates(ctx, "(state = 'requested' OR (state = 'creating' AND lease_expires_at < $2))",
-		provider, node, worker, limit, lease, nil)
+		provider, node, worker, limit, lease, share, nil)
 }
 
 // ClaimNewCreates is ClaimCreates for requested sandboxes created at or
 // after since only: it starts its walk of the pending index there.
-func (s *Store) ClaimNewCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, since time.Time) ([]Claim, error) {
-	return s.claimCreates(ctx, "state = 'requested' AND created_at >= $8", provider, node, worker, limit, lease, []any{since})
+func (s *Store) ClaimNewCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, since time.Time, share Share) ([]Claim, error) {
+	return s.claimCreates(ctx, "state = 'requested' AND created_at >= $11", provider, node, worker, limit, lease, share, []any{since})
 }
 
-func (s *Store) claimCreates(ctx context.Context, which, provider, node, worker string, limit int, lease time.Duration, extra []any) ([]Claim, error) {
+func (s *Store) claimCreates(ctx context.Context, which, provider, node, worker string, limit int, lease time.Duration, share Share, extra []any) ([]Claim, error) {
 	now := s.Now()
-	args := append([]any{provider, now, limit, worker, now.Add(lease), node, s.nodeGrace}, extra...)
+	args := append([]any{provider, now, limit, worker, now.Add(lease), node, s.nodeGrace}, share.args(limit)...)
+	args = append(args, extra...)
+	where := `provider = $1 AND state IN ('requested', 'creating') AND ` + which + `
+			  AND ($6::text = '' OR state = 'requested' OR node = $6 OR ` + nodeDead("sandboxes.node", "$7") + `)`
 	rows, err := s.work.Query(ctx, `
-		WITH picked AS (
-			SELECT id, state FROM sandboxes
-			WHERE provider = $1 AND state IN ('requested', 'creating') AND `+which+`
-			  AND ($6::text = '' OR state = 'requested' OR node = $6 OR `+nodeDead("sandboxes.node", "$7")+`)
-			ORDER BY created_at
-			LIMIT $3
-			FOR UPDATE SKIP LOCKED
-		), upd AS (
+		WITH `+fairPick(where, "created_at", 8)+`, upd AS (
 			UPDATE sandboxes s SET
 				state = 'creating', epoch = s.epoch + 1, attempts = s.attempts + 1,
 				lease_owner = $4, lease_expires_at = $5, updated_at = GREATEST($2, s.created_at),
@@ -77,21 +126,18 @@ func (s *Store) claimCreates(ctx context.Context, which, provider, node, worker 
 }
 
 // ClaimReleases claims up to limit terminal sandboxes of the provider whose
-// resources are not yet confirmed released and that no live lease holds.
-// For a host-bound provider (node not "") only the node's own sandboxes
-// are claimed, and those never placed anywhere.
-func (s *Store) ClaimReleases(ctx context.Context, provider, node, worker string, limit int, lease time.Duration) ([]Claim, error) {
+// resources are not yet confirmed released and that no live lease holds,
+// longest ended first within share. For a host-bound provider (node not
+// "") only the node's own sandboxes are claimed, and those never placed
+// anywhere.
+func (s *Store) ClaimReleases(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, share Share) ([]Claim, error) {
 	now := s.Now()
-	rows, err := s.work.Query(ctx, `
-		WITH picked AS (
-			SELECT id, state FROM sandboxes
-			WHERE provider = $1 AND NOT released AND state IN `+terminalStates+`
+	args := append([]any{provider, now, limit, worker, now.Add(lease), node}, share.args(limit)...)
+	where := `provider = $1 AND NOT released AND state IN ` + terminalStates + `
 			  AND (lease_expires_at IS NULL OR lease_expires_at < $2)
-			  AND ($6::text = '' OR node = $6 OR node IS NULL)
-			ORDER BY ended_at
-			LIMIT $3
-			FOR UPDATE SKIP LOCKED
-		), upd AS (
+			  AND ($6::text = '' OR node = $6 OR node IS NULL)`
+	rows, err := s.work.Query(ctx, `
+		WITH `+fairPick(where, "ended_at", 7)+`, upd AS (
 			UPDATE sandboxes s SET
 				epoch = s.epoch + 1, release_attempts = s.release_attempts + 1,
 				lease_owner = $4, lease_expires_at = $5, updated_at = $2
@@ -100,7 +146,7 @@ func (s *Store) ClaimReleases(ctx context.Context, provider, node, worker string
 			RETURNING s.*, picked.state AS from_state
 		)
 		SELECT s.from_state, `+sandboxColumns+` FROM upd s`,
-		provider, now, limit, worker, now.Add(lease), node)
+		args...)
 	if err != nil {
 		return nil, wrap("claim releases", err)
 	}
