@@ -394,8 +394,11 @@ func (j *Janitor) endStranded(ctx context.Context, rep *Report) error {
 				j.log.Warn("janitor: sandbox lost with its node", "node", st.Node, "sandbox", st.ID, "tenant", sb.Tenant)
 			}
 		}
-		if len(stranded) < j.cfg.BatchSize || ctx.Err() != nil {
+		if len(stranded) < j.cfg.BatchSize {
 			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 	}
 }
