@@ -267,6 +267,9 @@ func sandboxEnv() []string {
 // Name implements sandbox.Provider.
 func (p *Provider) Name() string { return Name }
 
+// HostBound is true: a local sandbox lives on the host that made it.
+func (p *Provider) HostBound() bool { return true }
+
 // Info implements sandbox.Provider.
 func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 	return sandbox.ProviderInfo{
@@ -287,9 +290,6 @@ func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 // Params are the local provider's create params.
 type Params struct {
 	// Network is "none" (default: a private network namespace with only
-// HostBound is true: a local sandbox lives on the host that made it.
-func (p *Provider) HostBound() bool { return true }
-
 	// loopback) or "host".
 	Network string `json:"network,omitempty"`
 	// Pids and MemoryMB ask for other resource limits than the defaults,
