@@ -72,6 +72,10 @@ type Config struct {
 	// where it cannot enforce resource limits (LOCAL_ALLOW_UNLIMITED,
 	// default false: such a host reports the provider unavailable).
 	LocalAllowUnlimited bool
+	// LocalUIDBase and LocalUIDCount are the host uids (and gids) local
+	// sandboxes run as, one each (LOCAL_UID_BASE, default 100000;
+	// LOCAL_UID_COUNT, default 65536). The range must hold no host user.
+	LocalUIDBase, LocalUIDCount int
 
 	// JanitorInterval is how often the janitor reconciles (JANITOR_INTERVAL,
 	// default 5s).
@@ -265,6 +269,8 @@ func loadConfig(getenv func(string) string) (Config, error) {
 			MemoryMB: int(num("LOCAL_MAX_MEMORY_MB", local.DefaultMaxMemoryMB)),
 		},
 		LocalAllowUnlimited:    boolean("LOCAL_ALLOW_UNLIMITED"),
+		LocalUIDBase:           int(num("LOCAL_UID_BASE", local.DefaultUIDBase)),
+		LocalUIDCount:          int(num("LOCAL_UID_COUNT", local.DefaultUIDCount)),
 		JanitorInterval:        dur("JANITOR_INTERVAL", lifecycle.DefaultJanitorInterval),
 		OrphanGrace:            dur("ORPHAN_GRACE", lifecycle.DefaultOrphanGrace),
 		IdempotencyKeyTTL:      dur("IDEMPOTENCY_KEY_TTL", lifecycle.DefaultIdempotencyKeyTTL),
@@ -320,6 +326,9 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	}
 	if cfg.LocalLimits.Pids > cfg.LocalMaxLimits.Pids || cfg.LocalLimits.MemoryMB > cfg.LocalMaxLimits.MemoryMB {
 		errs = append(errs, errors.New("LOCAL_PIDS and LOCAL_MEMORY_MB must not exceed LOCAL_MAX_PIDS and LOCAL_MAX_MEMORY_MB"))
+	}
+	if int64(cfg.LocalUIDBase)+int64(cfg.LocalUIDCount) > 1<<31-1 {
+		errs = append(errs, errors.New("LOCAL_UID_BASE + LOCAL_UID_COUNT must not exceed 2147483647"))
 	}
 	if cfg.MaxLifetime < time.Second {
 		errs = append(errs, errors.New("MAX_LIFETIME must be at least 1s"))

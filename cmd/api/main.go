@@ -203,7 +203,8 @@ func buildProviders(cfg Config) ([]sandbox.Provider, error) {
 			out = append(out, p)
 		case local.Name:
 			p, err := local.New(cfg.LocalStateDir, local.AllowHostNetwork(cfg.LocalAllowHostNetwork),
-				local.WithLimits(cfg.LocalLimits, cfg.LocalMaxLimits), local.AllowUnlimited(cfg.LocalAllowUnlimited))
+				local.WithLimits(cfg.LocalLimits, cfg.LocalMaxLimits), local.AllowUnlimited(cfg.LocalAllowUnlimited),
+				local.WithUIDRange(cfg.LocalUIDBase, cfg.LocalUIDCount))
 			if err != nil {
 				return nil, err
 			}

@@ -101,8 +101,11 @@ type ExecRequest struct {
 	Timeout time.Duration
 	Env     map[string]string
 	WorkDir string
-	// MaxOutput caps the combined output kept; the rest is dropped and
-	// Truncated is set.
+	// MaxOutput caps the combined output kept, in bytes. Longer output is
+	// cut and Truncated set: a provider keeps its head and its tail, with a
+	// marker between them that says how many bytes were left out (the
+	// local provider's is "\n[tether: N bytes of output omitted]\n"), all
+	// within MaxOutput.
 	MaxOutput int
 }
 
@@ -144,9 +147,13 @@ const (
 // output is passed on as it is produced.
 type StreamExecer interface {
 	// ExecStream runs the command like Exec, calling emit with each chunk
-	// of output (stream is Stdout or Stderr) as it appears, up to
-	// req.MaxOutput bytes in all (Truncated is then set). The result's
-	// Output is empty. If emit fails, or ctx ends, the command is killed.
+	// of output (stream is Stdout or Stderr), never concurrently and never
+	// after it returns. Chunks are passed on as they appear, up to a part
+	// of req.MaxOutput (the local provider: half); the rest may be held
+	// and passed on when the command ends, cut like Exec's output (head,
+	// marker, tail, at most req.MaxOutput bytes in all; Truncated is then
+	// set). The result's Output is empty. If emit fails, or ctx ends, the
+	// command is killed.
 	ExecStream(ctx context.Context, sandboxID string, req ExecRequest, emit func(stream string, chunk []byte) error) (ExecResult, error)
 }
 

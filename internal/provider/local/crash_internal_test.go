@@ -32,7 +32,10 @@ func TestCrashBeforeThePidIsRecorded(t *testing.T) {
 	if err := first.writeMeta(meta{SandboxID: id, CreatedAt: time.Now()}); err != nil { // no pid yet
 		t.Fatal(err)
 	}
-	pid, err := first.start(id, Params{}, Limits{})
+	if err := writeSandboxEtc(filepath.Join(dir, id), legacyUID); err != nil {
+		t.Fatal(err)
+	}
+	pid, err := first.start(id, legacyUID, Params{}, Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,11 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tetherhq/tether/internal/sandbox"
 )
@@ -55,7 +58,7 @@ func (p *Provider) commandIn(procs []string, m meta, extra map[string]string, ar
 	}
 	// Into the sandbox's user namespace as its user: no capabilities there,
 	// and none on the host.
-	uid := strconv.Itoa(SandboxUID)
+	uid := strconv.Itoa(m.uid())
 	args := []string{"--target", strconv.Itoa(m.InitPID), "--user", "--pid", "--mount", "--ipc", "--uts", "--net", "--root", "-w",
 		"--setuid", uid, "--setgid", uid, "--", p.setpriv, "--no-new-privs", "--", "env", "-i"}
 	for k, v := range env {
@@ -83,10 +86,10 @@ func (p *Provider) commandIn(procs []string, m meta, extra map[string]string, ar
 	return cmd
 }
 
-// run starts cmd and waits for it, killing its process group when ctx ends.
-// It reports whether ctx ended it.
-func run(ctx context.Context, cmd *exec.Cmd) (killed bool, err error) {
-	if err := cmd.Start(); err != nil {
+// run starts cmd (see startCommand) and waits for it, killing its process
+// group when ctx ends. It reports whether ctx ended it.
+func (p *Provider) run(ctx context.Context, cmd *exec.Cmd) (killed bool, err error) {
+	if err := p.startCommand(cmd); err != nil {
 		return false, err
 	}
 	waited := make(chan error, 1)
@@ -123,47 +126,24 @@ func (p *Provider) Exec(ctx context.Context, sandboxID string, req sandbox.ExecR
 }
 
 func (p *Provider) exec(ctx context.Context, m meta, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	var res sandbox.ExecResult
-	// Output goes to a file, not a pipe: background processes the command
-	// starts may keep it open, and must neither block the response nor die
-	// of SIGPIPE when it is sent.
-	out, err := os.CreateTemp(p.sandboxDir(m.SandboxID), "exec-*.out")
-	if err != nil {
-		return res, fmt.Errorf("local: exec: %w", err)
-	}
-	defer func() { _ = os.Remove(out.Name()) }()
-	defer func() { _ = out.Close() }()
-
-	cmd, group, err := p.execCommand(m, req, out, out)
-	if err != nil {
-		return res, err
-	}
-	defer group.release()
-	tctx, cancel := context.WithTimeout(ctx, execTimeout(req))
-	defer cancel()
-	ooms := p.oomKills(m)
-	killed, err := run(tctx, cmd)
-	if killed {
-		group.kill() // what the command detached from its process group
-	}
-	if killed && ctx.Err() != nil {
-		return res, fmt.Errorf("local: exec: %w", ctx.Err())
-	}
-	if res, err = execOutcome(killed, err); err != nil {
-		return res, err
-	}
-	res.OOMKilled = p.oomKills(m) > ooms
-
 	limit := outputLimit(req)
-	buf := make([]byte, limit+1)
-	n, err := out.ReadAt(buf, 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return res, fmt.Errorf("local: exec: reading output: %w", err)
+	var out []byte
+	c := newOutputCap(limit, func(_ string, chunk []byte) error {
+		// Grown by hand: never past the limit, which head, marker and tail
+		// together do not exceed.
+		if need := len(out) + len(chunk); need > cap(out) {
+			grown := make([]byte, len(out), min(max(need, 2*cap(out)), max(limit, need)))
+			copy(grown, out)
+			out = grown
+		}
+		out = append(out, chunk...)
+		return nil
+	})
+	res, err := p.runCaptured(ctx, m, req, c, false)
+	if err != nil {
+		return res, err
 	}
-	if n > limit {
-		n, res.Truncated = limit, true
-	}
-	res.Output = strings.ToValidUTF8(string(buf[:n]), "\uFFFD")
+	res.Output = strings.ToValidUTF8(string(out), "\uFFFD")
 	return res, nil
 }
 
@@ -230,123 +210,234 @@ func execOutcome(killed bool, err error) (sandbox.ExecResult, error) {
 	return res, nil
 }
 
-// streamPoll is how often a streaming exec looks for new output.
-const streamPoll = 20 * time.Millisecond
-
-// ExecStream implements sandbox.StreamExecer. stdout and stderr go to two
-// files (for the reason exec gives), which are read as they grow.
+// ExecStream implements sandbox.StreamExecer: stdout and stderr come
+// through pipes of their own, each chunk passed on as it is read, up to half
+// the limit; what follows is held (the latest bytes, up to the other half)
+// and passed on when the command ends, after the marker if the output was
+// cut (see outputCap).
 func (p *Provider) ExecStream(ctx context.Context, sandboxID string, req sandbox.ExecRequest, emit func(stream string, chunk []byte) error) (sandbox.ExecResult, error) {
-	var res sandbox.ExecResult
 	m, err := p.running(sandboxID)
 	if err != nil {
-		return res, err
+		return sandbox.ExecResult{}, err
 	}
-	var outs [2]*os.File
-	for i, name := range []string{sandbox.Stdout, sandbox.Stderr} {
-		f, err := os.CreateTemp(p.sandboxDir(m.SandboxID), "exec-*."+name)
+	return p.runCaptured(ctx, m, req, newOutputCap(outputLimit(req), emit), true)
+}
+
+// runCaptured runs req in the sandbox and writes its output to out as it
+// comes, through pipes that Tether reads: stdout and stderr apart when
+// split, else one pipe for both, which keeps their order. The pipes are
+// read for as long as the command runs, so it never waits on a full pipe,
+// and out holds no more than its limit whatever the command writes: no
+// output is ever stored on the host's disk.
+//
+// Background processes the command started may hold the pipes after it
+// ends: what they wrote until then is read, and detachOutput takes the
+// pipes from there.
+func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequest, out *outputCap, split bool) (sandbox.ExecResult, error) {
+	var res sandbox.ExecResult
+	streams := []string{sandbox.Stdout}
+	if split {
+		streams = append(streams, sandbox.Stderr)
+	}
+	readers := make([]*os.File, 0, len(streams))
+	writers := make([]*os.File, 0, len(streams))
+	closeAll := func(files []*os.File) {
+		for _, f := range files {
+			_ = f.Close()
+		}
+	}
+	defer func() { closeAll(readers) }()
+	for range streams {
+		r, w, err := os.Pipe()
 		if err != nil {
+			closeAll(writers)
 			return res, fmt.Errorf("local: exec: %w", err)
 		}
-		defer func() { _ = os.Remove(f.Name()) }()
-		defer func() { _ = f.Close() }()
-		outs[i] = f
+		readers, writers = append(readers, r), append(writers, w)
 	}
-	tail := &outputTail{files: outs, left: outputLimit(req), emit: emit}
-	ooms := p.oomKills(m)
-	finish := func(res sandbox.ExecResult) (sandbox.ExecResult, error) {
-		res.OOMKilled = p.oomKills(m) > ooms
-		return tail.finish(res)
-	}
-
-	cmd, group, err := p.execCommand(m, req, outs[0], outs[1])
+	cmd, group, err := p.execCommand(m, req, writers[0], writers[len(writers)-1])
 	if err != nil {
+		closeAll(writers)
 		return res, err
 	}
 	defer group.release()
-	if err := cmd.Start(); err != nil {
+	ooms := p.oomKills(m)
+	err = p.startCommand(cmd)
+	closeAll(writers) // the command holds its own ends; EOF once it and its children let go
+	if err != nil {
 		return res, fmt.Errorf("local: exec: %w", err)
+	}
+
+	sink := &outputSink{out: out, failed: make(chan struct{})}
+	ended := make([]bool, len(readers))
+	var readersDone sync.WaitGroup
+	for i, r := range readers {
+		readersDone.Go(func() { ended[i] = sink.readFrom(streams[i], r) })
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
-	kill := func() error {
-		killGroup(cmd.Process.Pid)
-		group.kill()
-		return <-waited
-	}
 	timeout := time.NewTimer(execTimeout(req))
 	defer timeout.Stop()
-	poll := time.NewTicker(streamPoll)
-	defer poll.Stop()
-	for {
-		select {
-		case err := <-waited:
-			if res, err = execOutcome(false, err); err != nil {
-				return res, err
-			}
-			return finish(res)
-		case <-timeout.C:
-			_ = kill()
-			res, _ = execOutcome(true, nil)
-			return finish(res)
-		case <-ctx.Done():
-			_ = kill()
-			return res, fmt.Errorf("local: exec: %w", ctx.Err())
-		case <-poll.C:
-			if err := tail.pump(); err != nil {
-				_ = kill()
-				return res, fmt.Errorf("local: exec: passing output on: %w", err)
-			}
+	var waitErr, failure error
+	killed := true
+	select {
+	case waitErr = <-waited:
+		killed = false
+	case <-timeout.C:
+	case <-ctx.Done():
+		sink.discard()
+		failure = fmt.Errorf("local: exec: %w", ctx.Err())
+	case <-sink.failed:
+		failure = fmt.Errorf("local: exec: passing output on: %w", sink.failure())
+	}
+	if killed {
+		killGroup(cmd.Process.Pid)
+		group.kill() // what the command detached from its process group
+		waitErr = <-waited
+	}
+
+	// The command has ended, and all it wrote is in the pipes. Stop the
+	// readers (they would wait for background processes), then take what
+	// is left without waiting.
+	for _, r := range readers {
+		_ = r.SetReadDeadline(time.Now())
+	}
+	readersDone.Wait()
+	var held []*os.File
+	for i, r := range readers {
+		if !ended[i] && !sink.drainNow(streams[i], r) {
+			held = append(held, r)
 		}
 	}
-}
-
-// outputTail passes on what the output files gained since it last looked,
-// up to left bytes in all.
-type outputTail struct {
-	files     [2]*os.File
-	offsets   [2]int64
-	left      int
-	truncated bool
-	emit      func(stream string, chunk []byte) error
-	buf       [32 << 10]byte
-}
-
-func (t *outputTail) pump() error {
-	for i, f := range t.files {
-		stream := []string{sandbox.Stdout, sandbox.Stderr}[i]
-		for !t.truncated {
-			n, err := f.ReadAt(t.buf[:], t.offsets[i])
-			if n > 0 {
-				t.offsets[i] += int64(n)
-				chunk := t.buf[:n]
-				if len(chunk) > t.left {
-					chunk, t.truncated = chunk[:t.left], true
-				}
-				t.left -= len(chunk)
-				if len(chunk) > 0 {
-					if err := t.emit(stream, chunk); err != nil {
-						return err
-					}
-				}
-			}
-			if errors.Is(err, io.EOF) || n == 0 {
-				break
-			}
-			if err != nil {
-				return err
-			}
-		}
+	if len(held) > 0 {
+		p.detachOutput(ctx, m, held)
 	}
-	return nil
-}
-
-// finish passes on the last of the output and completes the result.
-func (t *outputTail) finish(res sandbox.ExecResult) (sandbox.ExecResult, error) {
-	if err := t.pump(); err != nil {
+	if failure == nil && sink.failure() != nil {
+		failure = fmt.Errorf("local: exec: passing output on: %w", sink.failure())
+	}
+	if failure != nil {
+		return res, failure
+	}
+	if res, err = execOutcome(killed, waitErr); err != nil {
+		return res, err
+	}
+	res.OOMKilled = p.oomKills(m) > ooms
+	if res.Truncated, err = out.finish(); err != nil {
 		return res, fmt.Errorf("local: exec: passing output on: %w", err)
 	}
-	res.Truncated = t.truncated
 	return res, nil
+}
+
+// outputSink is where the pipe readers of one command put its output, one
+// chunk at a time. After out fails (the client of a streaming exec went
+// away), or once told to discard, it drops what comes while the readers go
+// on draining the pipes.
+type outputSink struct {
+	mu       sync.Mutex
+	out      *outputCap
+	dropping bool
+	err      error
+	// failed is closed when out fails.
+	failed chan struct{}
+}
+
+func (s *outputSink) write(stream string, p []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dropping {
+		return
+	}
+	if err := s.out.write(stream, p); err != nil {
+		s.dropping, s.err = true, err
+		close(s.failed)
+	}
+}
+
+func (s *outputSink) discard() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropping = true
+}
+
+func (s *outputSink) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// readBuffer is how much of a pipe is read at once.
+const readBuffer = 32 << 10
+
+// readFrom writes what comes from r to the sink until r ends (true: no
+// process holds it any more) or its read deadline passes (false).
+func (s *outputSink) readFrom(stream string, r *os.File) bool {
+	buf := make([]byte, readBuffer)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			s.write(stream, buf[:n])
+		}
+		if errors.Is(err, io.EOF) {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+	}
+}
+
+// drainNow writes to the sink what r holds now, without waiting for more:
+// at most its capacity, which covers all that was written before the
+// readers stopped. It reports whether r ended (no process holds it).
+func (s *outputSink) drainNow(stream string, r *os.File) bool {
+	rc, err := r.SyscallConn()
+	if err != nil || r.SetReadDeadline(time.Time{}) != nil {
+		return false
+	}
+	left := 1 << 20 // the kernel's default pipe-max-size, if the pipe does not say
+	_ = rc.Control(func(fd uintptr) {
+		if n, err := unix.FcntlInt(fd, unix.F_GETPIPE_SZ, 0); err == nil {
+			left = n
+		}
+	})
+	buf := make([]byte, readBuffer)
+	for left > 0 {
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			n, rerr = unix.Read(int(fd), buf[:min(len(buf), left)])
+			return true // never wait
+		})
+		switch {
+		case err != nil:
+			return false
+		case errors.Is(rerr, unix.EINTR):
+		case rerr != nil: // EAGAIN: empty, and still held open
+			return false
+		case n == 0:
+			return true
+		default:
+			s.write(stream, buf[:n])
+			left -= n
+		}
+	}
+	return false
+}
+
+// detachOutput hands the output pipes that background processes of an
+// ended command still hold to a drain inside the sandbox (cat into
+// /dev/null, in the sandbox's control groups), which lives as long as they
+// hold them. What they write from then on is discarded; they neither block
+// on a full pipe nor die of SIGPIPE, and that outlasts Tether. If the drain
+// cannot start (the sandbox at its process limit), the pipes are closed.
+func (p *Provider) detachOutput(ctx context.Context, m meta, pipes []*os.File) {
+	for _, r := range pipes {
+		cmd := p.command(m, nil, "sh", "-c", `cat <&3 >/dev/null 2>&1 3<&- &`)
+		cmd.ExtraFiles = []*os.File{r} // blocking again: cat must wait for data
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_, _ = p.run(dctx, cmd)
+		cancel()
+	}
 }
 
 // writableRoots are where a sandbox may write.
@@ -480,9 +571,9 @@ func (p *Provider) stageThenCommit(ctx context.Context, m meta, r io.Reader, lim
 	var stderr bytes.Buffer
 	cmd := p.command(m, nil, st.stage...)
 	cmd.Stdin, cmd.Stderr = body, &stderr
-	_, err := run(ctx, cmd)
+	_, err := p.run(ctx, cmd)
 	discard := func() {
-		_, _ = run(context.WithoutCancel(ctx), p.command(m, nil, st.discard...))
+		_, _ = p.run(context.WithoutCancel(ctx), p.command(m, nil, st.discard...))
 	}
 	var exitErr *exec.ExitError
 	switch {
@@ -505,7 +596,7 @@ func (p *Provider) stageThenCommit(ctx context.Context, m meta, r io.Reader, lim
 	stderr.Reset()
 	commit := p.command(m, nil, st.commit...)
 	commit.Stderr = &stderr
-	if _, err := run(context.WithoutCancel(ctx), commit); err != nil {
+	if _, err := p.run(context.WithoutCancel(ctx), commit); err != nil {
 		discard()
 		if errors.As(err, &exitErr) {
 			return fileError(exitWriteFailed, st.clean, stderr.String())
@@ -556,7 +647,7 @@ func (p *Provider) readOut(ctx context.Context, m meta, op, clean string, w io.W
 	var stderr bytes.Buffer
 	cmd := p.command(m, nil, argv...)
 	cmd.Stdout, cmd.Stderr = w, &stderr
-	_, err := run(ctx, cmd)
+	_, err := p.run(ctx, cmd)
 	if ctx.Err() != nil {
 		return fmt.Errorf("local: %s: %w", op, ctx.Err())
 	}

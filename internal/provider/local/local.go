@@ -3,8 +3,9 @@
 //
 // Each sandbox is a bwrap process tree with its own pid, mount, ipc and uts
 // namespaces (and, unless params.network is "host", its own network
-// namespace with only loopback). Its root filesystem is the host's,
-// read-only; /workspace is a private writable folder kept under the
+// namespace: with only loopback, or for "allowlist" one with a link to the
+// host filtered outside the sandbox, see egress.go). Its root filesystem is
+// the host's, read-only; /workspace is a private writable folder kept under the
 // provider's state directory; /tmp is a private tmpfs. The sandbox's pid 1
 // (bwrap's init) lives until Destroy kills it, and with it every process in
 // the sandbox, including background processes that exec started.
@@ -15,7 +16,10 @@
 // are found again by List, so the janitor can reconcile them.
 //
 // Commands run inside a sandbox through nsenter and setpriv (util-linux),
-// with every capability dropped and no_new_privs set.
+// with every capability dropped and no_new_privs set. Every process of a
+// sandbox runs as a host uid of its own (uid.go) and under a seccomp filter
+// (seccomp.go); exec output comes through pipes, bounded in memory
+// (output.go).
 package local
 
 import (
@@ -35,6 +39,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tetherhq/tether/internal/sandbox"
 )
@@ -65,6 +71,8 @@ type Provider struct {
 
 	// hostNetwork allows params.network "host" (see AllowHostNetwork).
 	hostNetwork bool
+	// egress runs params.network "allowlist" (egress.go).
+	egress egress
 	// cg places sandboxes in control groups; nil when the host has none
 	// Tether can manage and the operator allowed running without.
 	cg *cgroups
@@ -75,6 +83,13 @@ type Provider struct {
 	// sh is the host's shell, which moves exec commands into a sandbox's
 	// control groups before they enter it.
 	sh string
+	// sandboxFilter is the seccomp filter bwrap installs in each sandbox,
+	// execFilter the one of the commands that enter it (seccomp.go); nil
+	// on architectures without one.
+	sandboxFilter, execFilter []unix.SockFilter
+	// uidBase and uidCount are the host uids sandboxes run as, one each
+	// (uid.go).
+	uidBase, uidCount int
 }
 
 // Default limits of a sandbox, and their maxima, unless WithLimits says
@@ -134,7 +149,9 @@ func New(dir string, opts ...Option) (*Provider, error) {
 	}
 	p := &Provider{dir: abs, maxSetup: 8 << 10, waiters: map[string]chan struct{}{},
 		limits:    Limits{Pids: DefaultPids, MemoryMB: DefaultMemoryMB},
-		maxLimits: Limits{Pids: DefaultMaxPids, MemoryMB: DefaultMaxMemoryMB}}
+		maxLimits: Limits{Pids: DefaultMaxPids, MemoryMB: DefaultMaxMemoryMB},
+		uidBase:   DefaultUIDBase, uidCount: DefaultUIDCount}
+	p.sandboxFilter, p.execFilter = seccompFilter(false), seccompFilter(true)
 	for _, opt := range opts {
 		opt(p)
 	}
@@ -159,6 +176,7 @@ func New(dir string, opts ...Option) (*Provider, error) {
 		}
 		p.problem = p.probe()
 	}
+	p.egress.detect(p.problem)
 	return p, nil
 }
 
@@ -183,12 +201,12 @@ const probeDir = ".probe"
 // the same user, with a workspace under the state folder) and runs true in
 // it. It returns why that fails, or "".
 func (p *Provider) probe() string {
-	if blocked := untraversable(p.dir); blocked != "" {
-		return fmt.Sprintf("the state folder %s is not reachable by the sandbox user (uid %d): %s needs o+x (chmod o+x %s), or set LOCAL_STATE_DIR to a folder below reachable ones",
-			p.dir, SandboxUID, blocked, blocked)
+	if reason := p.checkUIDRange(); reason != "" {
+		return reason
 	}
-	if err := p.writeSandboxEtc(); err != nil {
-		return fmt.Sprintf("cannot write the sandboxes' /etc/passwd under %s: %v", p.dir, err)
+	if blocked := untraversable(p.dir); blocked != "" {
+		return fmt.Sprintf("the state folder %s is not reachable by the sandbox users (uids %d to %d): %s needs o+x (chmod o+x %s), or set LOCAL_STATE_DIR to a folder below reachable ones",
+			p.dir, p.uidBase, p.uidBase+p.uidCount-1, blocked, blocked)
 	}
 	dir := filepath.Join(p.dir, probeDir)
 	defer func() { _ = os.RemoveAll(dir) }()
@@ -199,18 +217,34 @@ func (p *Provider) probe() string {
 	if err := os.Chmod(dir, 0o711); err != nil {
 		return fmt.Sprintf("cannot make a workspace under %s: %v", p.dir, err)
 	}
-	if err := os.Chown(ws, SandboxUID, SandboxUID); err != nil {
-		return fmt.Sprintf("cannot hand a workspace to uid %d (Tether must run as root for the local provider): %v", SandboxUID, err)
+	uid, err := p.claimUID(dir)
+	if err != nil {
+		return fmt.Sprintf("cannot take a sandbox uid: %v", err)
+	}
+	defer func() { _ = releaseUID(uid, dir) }()
+	if err := os.Chown(ws, uid, uid); err != nil {
+		return fmt.Sprintf("cannot hand a workspace to uid %d (Tether must run as root for the local provider): %v", uid, err)
+	}
+	if err := writeSandboxEtc(dir, uid); err != nil {
+		return fmt.Sprintf("cannot write a sandbox's /etc/passwd under %s: %v", p.dir, err)
 	}
 	args, err := p.bwrapArgs(ws, "sbx-probe", Params{}, Limits{})
 	if err != nil {
 		return fmt.Sprintf("cannot list the host's root folders: %v", err)
 	}
+	filterArgs, filter, err := p.seccompArgs(3)
+	if err != nil {
+		return fmt.Sprintf("cannot pass bubblewrap the seccomp filter: %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, p.bwrap, append(args, "--", "true")...)
+	cmd := exec.CommandContext(ctx, p.bwrap, append(append(args, filterArgs...), "--", "true")...)
 	cmd.Env = sandboxEnv()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: sandboxCredential()}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: sandboxCredential(uid)}
+	if filter != nil {
+		defer func() { _ = filter.Close() }()
+		cmd.ExtraFiles = []*os.File{filter}
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		msg := strings.TrimSpace(string(out))
 		if msg == "" {
@@ -218,38 +252,28 @@ func (p *Provider) probe() string {
 		}
 		return fmt.Sprintf("bubblewrap cannot create a sandbox here: %s", msg)
 	}
+	// Commands enter sandboxes under the exec filter, from a thread that
+	// holds it: that must work here too.
+	//nolint:noctx // run kills it when ctx ends
+	if _, err := p.run(ctx, exec.Command(p.sh, "-c", "true")); err != nil {
+		return fmt.Sprintf("cannot start commands under a seccomp filter: %v", err)
+	}
 	return ""
 }
 
 // untraversable returns the first folder on the way to dir (dir included)
-// that the sandbox user cannot enter, or "".
+// that the sandbox users, who own none of them, cannot enter (no o+x), or
+// "".
 func untraversable(dir string) string {
 	for d := dir; ; d = filepath.Dir(d) {
 		info, err := os.Stat(d)
-		if err != nil {
-			return d
-		}
-		st, ok := info.Sys().(*syscall.Stat_t)
-		switch {
-		case !ok:
-		case st.Uid == SandboxUID && info.Mode().Perm()&0o100 != 0:
-		case st.Gid == SandboxUID && info.Mode().Perm()&0o010 != 0:
-		case info.Mode().Perm()&0o001 == 0:
+		if err != nil || info.Mode().Perm()&0o001 == 0 {
 			return d
 		}
 		if d == filepath.Dir(d) {
 			return ""
 		}
 	}
-}
-
-// SandboxUID is the host user (and group) sandbox processes run as: nobody,
-// in a user namespace of their own, so that they hold no privilege on the
-// host and cannot read what only root may.
-const SandboxUID = 65534
-
-func sandboxCredential() *syscall.Credential {
-	return &syscall.Credential{Uid: SandboxUID, Gid: SandboxUID, Groups: []uint32{}}
 }
 
 // defaultPath is PATH inside sandboxes unless the sandbox's env sets one.
@@ -280,9 +304,13 @@ func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 		Files:     true,
 		WorkDir:   WorkDir,
 		Notes: []string{
-			"isolation: bubblewrap; own user, pid, mount, ipc and uts namespaces; processes run as uid 65534 without capabilities; the root holds the host's system folders (/usr, /bin, /lib*, /sbin) and a curated /etc, read-only, and nothing else of the host's; private /workspace and /tmp",
+			"isolation: bubblewrap; own user, pid, mount, ipc and uts namespaces; processes run without capabilities; the root holds the host's system folders (/usr, /bin, /lib*, /sbin) and a curated /etc, read-only, and nothing else of the host's; private /workspace and /tmp",
+			p.uidNote(),
+			p.seccompNote(),
 			p.networkNote(),
+			p.egress.note(),
 			p.limitsNote(),
+			outputNote,
 		},
 	}
 }
@@ -290,8 +318,11 @@ func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 // Params are the local provider's create params.
 type Params struct {
 	// Network is "none" (default: a private network namespace with only
-	// loopback) or "host".
+	// loopback), "host", or "allowlist" (only what Allow names; egress.go).
 	Network string `json:"network,omitempty"`
+	// Allow lists what an "allowlist" sandbox may reach: host names, IPv4
+	// addresses or CIDRs, each with an optional ":port".
+	Allow []string `json:"allow,omitempty"`
 	// Pids and MemoryMB ask for other resource limits than the defaults,
 	// within the server's maxima.
 	Pids     int `json:"pids,omitempty"`
@@ -318,19 +349,22 @@ func (p *Provider) parseParams(raw json.RawMessage) (Params, error) {
 	if err := dec.Decode(&prm); err != nil {
 		msg := "not a valid JSON object"
 		if rest, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			msg = "unknown field " + rest + " (known: network, pids, memory_mb)"
+			msg = "unknown field " + rest + " (known: network, allow, pids, memory_mb)"
 		}
 		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params for provider local: %s", msg)
 	}
 	switch prm.Network {
-	case "", "none":
+	case "", "none", networkAllowlist:
 	case "host":
 		if !p.hostNetwork {
 			return prm, sandbox.Errorf(sandbox.CodeForbidden,
 				"params.network \"host\" is disabled on this server: it would share the host's network, and every service on its loopback, with the sandbox; only the operator can enable it")
 		}
 	default:
-		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.network must be \"none\" or \"host\" (got %q)", prm.Network)
+		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.network must be \"none\", \"host\" or \"allowlist\" (got %q)", prm.Network)
+	}
+	if err := p.egress.checkParams(prm); err != nil {
+		return prm, err
 	}
 	if prm.Pids != 0 && (prm.Pids < minPids || prm.Pids > p.maxLimits.Pids) {
 		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.pids must be between %d and %d", minPids, p.maxLimits.Pids)
@@ -365,9 +399,12 @@ type meta struct {
 	// InitPID is the sandbox's pid 1 as the host sees it, and InitStart its
 	// start time in clock ticks since boot, which tells it from a later
 	// process that reuses the pid.
-	InitPID   int               `json:"init_pid"`
-	InitStart uint64            `json:"init_start"`
-	Env       map[string]string `json:"env,omitempty"`
+	InitPID   int    `json:"init_pid"`
+	InitStart uint64 `json:"init_start"`
+	// UID is the host uid and gid the sandbox runs as (uid.go); zero in
+	// sandboxes made before each had its own, which run as legacyUID.
+	UID int               `json:"uid,omitempty"`
+	Env map[string]string `json:"env,omitempty"`
 	// Limits are the sandbox's resource limits; zero when none are
 	// enforced.
 	Limits    Limits    `json:"limits"`
@@ -518,10 +555,26 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 	if err := os.Chmod(dir, 0o711); err != nil {
 		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
 	}
-	if err := os.Chown(ws, SandboxUID, SandboxUID); err != nil {
+	uid, err := p.claimUID(dir)
+	if err != nil {
+		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
+		return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: %w", err))
+	}
+	m := meta{SandboxID: spec.SandboxID, UID: uid, Env: spec.Env, CreatedAt: time.Now().UTC()}
+	// Recorded at once, so that whatever fails next, destroy frees the uid.
+	if err := p.writeMeta(m); err != nil {
+		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
+		_ = releaseUID(uid, dir)
 		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
 	}
-	m := meta{SandboxID: spec.SandboxID, Env: spec.Env, CreatedAt: time.Now().UTC()}
+	if err := os.Chown(ws, uid, uid); err != nil {
+		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
+		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
+	}
+	if err := writeSandboxEtc(dir, uid); err != nil {
+		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
+		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
+	}
 	if p.cg != nil {
 		m.Limits = p.limitsFor(prm)
 		if err := p.cg.create(spec.SandboxID, m.Limits); err != nil {
@@ -532,7 +585,11 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 	if err := p.writeMeta(m); err != nil {
 		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
 	}
-	pid, err := p.start(spec.SandboxID, prm, m.Limits)
+	if err := p.setupEgress(ctx, spec.SandboxID, prm); err != nil {
+		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
+		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
+	}
+	pid, err := p.start(spec.SandboxID, uid, prm, m.Limits)
 	if err != nil {
 		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
 		return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: %w", err))
@@ -599,33 +656,6 @@ var etcEntries = []string{
 	"login.defs", "gai.conf", "networks", "perl", "python3", "java-17-openjdk", "java-21-openjdk",
 }
 
-// sandboxEtcDir holds the sandboxes' own /etc/passwd and /etc/group, under
-// the state folder (not a sandbox id, so never listed).
-const sandboxEtcDir = ".etc"
-
-// writeSandboxEtc writes the passwd and group files every sandbox sees:
-// root and the sandbox user, nobody else of the host's.
-func (p *Provider) writeSandboxEtc() error {
-	dir := filepath.Join(p.dir, sandboxEtcDir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return err
-	}
-	uid := strconv.Itoa(SandboxUID)
-	files := map[string]string{
-		"passwd": "root:x:0:0:root:/root:/bin/sh\nsandbox:x:" + uid + ":" + uid + ":sandbox:" + WorkDir + ":/bin/sh\n",
-		"group":  "root:x:0:\nsandbox:x:" + uid + ":\n",
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // bwrapArgs builds the sandbox's options (everything before bwrap's "--"):
 // an empty root holding read-only binds of the host's system folders and a
 // curated /etc, fresh /proc, /dev, /tmp and /run, and workspace at
@@ -665,12 +695,13 @@ func (p *Provider) bwrapArgs(workspace, hostname string, prm Params, lim Limits)
 			args = append(args, "--ro-bind", host, host)
 		}
 	}
-	etc := filepath.Join(p.dir, sandboxEtcDir)
+	etc := filepath.Join(filepath.Dir(workspace), "etc") // writeSandboxEtc's
 	args = append(args,
 		"--ro-bind", filepath.Join(etc, "passwd"), "/etc/passwd",
 		"--ro-bind", filepath.Join(etc, "group"), "/etc/group",
 		"--proc", "/proc", "--dev", "/dev",
 	)
+	args = append(args, egressBinds(workspace, prm)...)
 	if lim.MemoryMB > 0 {
 		// /tmp counts against the sandbox's memory; it cannot be larger.
 		args = append(args, "--size", strconv.FormatInt(int64(lim.MemoryMB)<<20, 10))
@@ -683,7 +714,7 @@ func (p *Provider) bwrapArgs(workspace, hostname string, prm Params, lim Limits)
 		"--hostname", hostname,
 		"--cap-drop", "ALL",
 	)
-	if prm.Network != "host" {
+	if prm.Network != "host" && prm.Network != networkAllowlist { // an allow-list sandbox starts in the namespace made for it
 		args = append(args, "--unshare-net")
 	}
 	return args, nil
@@ -693,7 +724,7 @@ func (p *Provider) bwrapArgs(workspace, hostname string, prm Params, lim Limits)
 // bwrap process is Tether's child (reaped by a waiter) but in a session of
 // its own, so signals for Tether's process group do not reach it and it
 // outlives Tether.
-func (p *Provider) start(id string, prm Params, lim Limits) (int, error) {
+func (p *Provider) start(id string, uid int, prm Params, lim Limits) (int, error) {
 	args, err := p.bwrapArgs(filepath.Join(p.sandboxDir(id), "workspace"), "sbx-"+id[len(id)-12:], prm, lim) // the id's random end
 	if err != nil {
 		return 0, err
@@ -701,6 +732,14 @@ func (p *Provider) start(id string, prm Params, lim Limits) (int, error) {
 	// The init says when it runs: bwrap reports the child's pid (on fd 3)
 	// before it has finished building the sandbox, and entering it earlier
 	// would find a half-made mount namespace.
+	filterArgs, filter, err := p.seccompArgs(4) // after the info pipe, 3
+	if err != nil {
+		return 0, err
+	}
+	if filter != nil {
+		defer func() { _ = filter.Close() }()
+	}
+	args = append(args, filterArgs...)
 	args = append(args, "--info-fd", "3", "--", "sh", "-c", "echo ready; exec sleep infinity </dev/null >/dev/null 2>&1")
 	infoR, infoW, err := os.Pipe()
 	if err != nil {
@@ -723,9 +762,12 @@ func (p *Provider) start(id string, prm Params, lim Limits) (int, error) {
 	cmd := exec.Command(p.bwrap, args...)
 	cmd.Stdout, cmd.Stderr = readyW, logf
 	cmd.ExtraFiles = []*os.File{infoW}
+	if filter != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, filter)
+	}
 	cmd.Env = sandboxEnv()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: sandboxCredential()}
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: sandboxCredential(uid)}
+	if err := startSandbox(id, prm, cmd); err != nil {
 		_ = infoW.Close()
 		_ = readyW.Close()
 		return 0, err
@@ -793,7 +835,8 @@ func (p *Provider) destroyLocked(ctx context.Context, id string) error {
 		return fmt.Errorf("local: destroy: finding the sandbox's processes: %w", err)
 	}
 	pids := procs[id]
-	if m, err := p.readMeta(id); err == nil && m.alive() {
+	m, metaErr := p.readMeta(id)
+	if metaErr == nil && m.alive() {
 		pids = append(pids, m.InitPID)
 	}
 	for _, pid := range pids {
@@ -821,6 +864,9 @@ func (p *Provider) destroyLocked(ctx context.Context, id string) error {
 			return fmt.Errorf("local: destroy: waiting for bwrap to exit: %w", ctx.Err())
 		}
 	}
+	if err := p.teardownEgress(ctx, id); err != nil {
+		return fmt.Errorf("local: destroy: %w", err)
+	}
 	if p.cg != nil {
 		if err := p.cg.remove(id); err != nil {
 			return fmt.Errorf("local: destroy: %w", err)
@@ -828,6 +874,14 @@ func (p *Provider) destroyLocked(ctx context.Context, id string) error {
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("local: destroy: %w", err)
+	}
+	// Only now, with nothing of it left, may another sandbox take its uid.
+	// (Without meta.json the claim, whose folder is gone, is taken back
+	// when its turn comes.)
+	if metaErr == nil {
+		if err := releaseUID(m.UID, dir); err != nil {
+			return fmt.Errorf("local: destroy: %w", err)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,78 @@
+package local
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// TestClaimUID: concurrent claims on a small range each get a uid of their
+// own until it runs out; a freed uid, or one whose holder's folder is gone,
+// is handed out again; freeing is only by the holder.
+func TestClaimUID(t *testing.T) {
+	t.Parallel()
+	const count = 8
+	// A range of its own, far above the default, so that other tests'
+	// sandboxes never meet it.
+	p := &Provider{uidBase: 1_500_000_000 + rand.IntN(1<<20)*count, uidCount: count}
+	t.Cleanup(func() {
+		for uid := p.uidBase; uid < p.uidBase+count; uid++ {
+			_ = os.Remove(filepath.Join(uidRegistry, strconv.Itoa(uid)))
+		}
+	})
+	dir := t.TempDir()
+	holders := make([]string, count+1)
+	for i := range holders {
+		holders[i] = filepath.Join(dir, strconv.Itoa(i))
+		if err := os.Mkdir(holders[i], 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	uids := make([]int, count)
+	var wg sync.WaitGroup
+	for i := range count {
+		wg.Go(func() {
+			uid, err := p.claimUID(holders[i])
+			if err != nil {
+				t.Errorf("claim %d: %v", i, err)
+			}
+			uids[i] = uid
+		})
+	}
+	wg.Wait()
+	seen := map[int]bool{}
+	for _, uid := range uids {
+		if seen[uid] || uid < p.uidBase || uid >= p.uidBase+count {
+			t.Fatalf("uids handed out: %v", uids)
+		}
+		seen[uid] = true
+	}
+	if uid, err := p.claimUID(holders[count]); err == nil {
+		t.Fatalf("a ninth claim on eight uids got %d", uid)
+	}
+
+	// Freeing by another holder does nothing; by the holder, it frees.
+	if err := releaseUID(uids[0], holders[1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.claimUID(holders[count]); err == nil {
+		t.Fatal("a uid freed by someone else than its holder was handed out")
+	}
+	if err := releaseUID(uids[0], holders[0]); err != nil {
+		t.Fatal(err)
+	}
+	if uid, err := p.claimUID(holders[count]); err != nil || uid != uids[0] {
+		t.Fatalf("after a release: claim = %d, %v; want %d", uid, err, uids[0])
+	}
+
+	// A holder whose folder is gone lost its uid.
+	if err := os.Remove(holders[1]); err != nil {
+		t.Fatal(err)
+	}
+	if uid, err := p.claimUID(holders[0]); err != nil || uid != uids[1] {
+		t.Fatalf("with a holder gone: claim = %d, %v; want its uid %d", uid, err, uids[1])
+	}
+}
