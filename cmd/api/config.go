@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -76,6 +77,10 @@ type Config struct {
 	// sandboxes run as, one each (LOCAL_UID_BASE, default 100000;
 	// LOCAL_UID_COUNT, default 65536). The range must hold no host user.
 	LocalUIDBase, LocalUIDCount int
+	// LocalEgressPool is where params.network "allowlist" sandboxes take
+	// their /30 links to the host from (LOCAL_EGRESS_POOL, default
+	// 10.250.0.0/16); it must not overlap the host's own networks.
+	LocalEgressPool netip.Prefix
 
 	// JanitorInterval is how often the janitor reconciles (JANITOR_INTERVAL,
 	// default 5s).
@@ -301,6 +306,11 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		AuthCacheTTL:           dur("AUTH_CACHE_TTL", tetherhttp.DefaultAuthCacheTTL),
 		PprofAddr:              getenv("PPROF_ADDR"),
 	}
+	pool, err := netip.ParsePrefix(str("LOCAL_EGRESS_POOL", local.DefaultEgressPool))
+	if err != nil || !pool.Addr().Is4() || pool.Bits() > 28 || pool != pool.Masked() {
+		errs = append(errs, fmt.Errorf("LOCAL_EGRESS_POOL=%q: want an IPv4 network of /28 or larger such as %s", getenv("LOCAL_EGRESS_POOL"), local.DefaultEgressPool))
+	}
+	cfg.LocalEgressPool = pool
 	cfg.NodeID = str("NODE_ID", defaultNodeID(host, cfg.LocalStateDir))
 	if cfg.NodeURL != "" {
 		if u, err := url.Parse(cfg.NodeURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
