@@ -13,11 +13,17 @@ import (
 // RecordActivity appends a record of an exec or a file transfer a client
 // made in a sandbox. A target longer than sandbox.MaxActivityTarget is
 // truncated (on a character boundary). The record's At, if zero, is now.
+//
+// It is written on the workers' pool, whose commits need not wait for the
+// WAL flush (see WithWorkPool): a durable commit would add a disk flush to
+// every exec. A crash of Postgres itself may lose the last moment's records
+// (at most wal_writer_delay's worth); the next durable commit of any
+// session makes them durable too.
 func (s *Store) RecordActivity(ctx context.Context, a sandbox.Activity) error {
 	if a.At.IsZero() {
 		a.At = s.Now()
 	}
-	_, err := s.pool.Exec(ctx, `
+	_, err := s.work.Exec(ctx, `
 		INSERT INTO sandbox_activity (sandbox_id, tenant, at, key_id, key_name, kind, target,
 			exit_code, bytes, duration_ms, timed_out, error)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
