@@ -10,7 +10,8 @@
 #   python3-pytest-asyncio                        and its tests, for /usr/bin/python3
 #   pgrep            (procps)                     tests that look for sandbox processes
 #   nft              (nftables)                   the local provider's network allow-list
-#   ip               (iproute2)                   the allow-list's namespaces and links
+#   ip               (iproute2)                   the allow-list's namespaces and links, and
+#                                                 the tests' simulated hosts (test/harness/hosts.go)
 #
 # Missing packages are installed with apt-get when running as root on a
 # Debian-like system. Otherwise the script says what is missing and exits 0:

@@ -8,16 +8,19 @@
 #   scripts/postgres.sh admin-url NAME  print the superuser's URL (tests make databases with it)
 #   scripts/postgres.sh env       NAME  print `export DATABASE_URL=...` for eval
 #   scripts/postgres.sh status    NAME  say whether cluster NAME is running
+#   scripts/postgres.sh destroy   NAME  stop cluster NAME and delete its data (tests' clusters of one run)
 #
 # NAME is a short word such as `dev` or `test`. Each NAME is its own cluster:
 #   - data in the project-local folder .data/NAME (git-ignored); when this
 #     script runs as root and the `postgres` user cannot reach the project
 #     folder, in /tmp/tether-pg-<uid>-NAME-<hash of the project path> instead;
-#   - listening on 127.0.0.1 only, on a port fixed per NAME (dev 55432,
+#   - listening on 127.0.0.1 only (unless TETHER_PG_LISTEN_EXTRA adds
+#     addresses), on a port fixed per NAME (dev 55432,
 #     test 55433, any other name a port in 55500-55999 derived from it), or on
 #     TETHER_PG_PORT when set (a port held by another program is an error,
 #     except in CI: see below); its unix socket lives inside the data folder;
-#   - trust authentication on 127.0.0.1 only; superuser `postgres`; a role
+#   - trust authentication on 127.0.0.1 only (and TETHER_PG_TRUST_CIDR's
+#     networks, if set); superuser `postgres`; a role
 #     `tether` that is not a superuser (no CREATEDB, no CREATEROLE) and owns
 #     the database `tether`: Tether connects as that role, so a leaked URL
 #     gives its own schema and nothing else of the server;
@@ -31,8 +34,9 @@
 # make a database per test, owned by `tether`.
 #
 # If DATABASE_URL is already set, `start`, `url` and `env` do nothing but
-# print it: the caller brought its own database. `stop`, `status` and
-# `admin-url` ignore DATABASE_URL and always act on the local cluster NAME.
+# print it: the caller brought its own database. `stop`, `status`,
+# `destroy` and `admin-url` ignore DATABASE_URL and always act on the local
+# cluster NAME.
 #
 # Never uses, and never needs, the system's own PostgreSQL cluster (port 5432).
 #
@@ -47,6 +51,17 @@
 #   TETHER_PG_STOP_MODE  pg_ctl's shutdown mode for `stop`: fast (default),
 #                    or immediate, which is a crash: the server stops without
 #                    a checkpoint and replays its WAL at the next start
+#   TETHER_PG_LISTEN_EXTRA  addresses to listen on besides 127.0.0.1,
+#                    comma-separated, on the same port (for `start`). The
+#                    tests' simulated hosts (test/harness/hosts.go) live in
+#                    network namespaces of their own and reach the cluster on
+#                    their bridge's address. Each address must exist when the
+#                    cluster starts; a running cluster that lacks one is an
+#                    error (stop it first). Give it at every start.
+#   TETHER_PG_TRUST_CIDR  networks, comma-separated (10.200.7.0/24), whose
+#                    clients are trusted like 127.0.0.1's: no password (for
+#                    `start`). Only for test networks that exist on this
+#                    machine alone, such as the simulated hosts' bridge.
 set -euo pipefail
 
 # --- small helpers ----------------------------------------------------------
@@ -58,7 +73,7 @@ die() {
 	exit 1
 }
 usage() {
-	sed -n '3,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '3,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -67,7 +82,7 @@ cmd=$1
 name=$2
 [[ $name =~ ^[a-z0-9][a-z0-9_-]{0,30}$ ]] ||
 	die "cluster name '$name' must be a short lower-case word such as dev or test"
-case $cmd in start | stop | url | admin-url | env | status) ;; *) usage ;; esac
+case $cmd in start | stop | url | admin-url | env | status | destroy) ;; *) usage ;; esac
 
 # The project root is the folder above this script, whatever the caller's cwd.
 project_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -96,6 +111,14 @@ port=${TETHER_PG_PORT:-$(port_for "$name")}
 # shellcheck disable=SC2015 # die if either test fails
 [[ $port =~ ^[0-9]+$ ]] && ((port >= 1024 && port <= 65535)) ||
 	die "TETHER_PG_PORT='$port' is not a port number in 1024-65535"
+# Extra addresses to listen on, and networks to trust (see the header).
+listen_extra=${TETHER_PG_LISTEN_EXTRA:-}
+trust_cidr=${TETHER_PG_TRUST_CIDR:-}
+[[ -z $listen_extra || $listen_extra =~ ^[0-9a-fA-F.:]+(,[0-9a-fA-F.:]+)*$ ]] ||
+	die "TETHER_PG_LISTEN_EXTRA='$listen_extra' is not a comma-separated list of IP addresses"
+[[ -z $trust_cidr || $trust_cidr =~ ^[0-9a-fA-F.:]+/[0-9]+(,[0-9a-fA-F.:]+/[0-9]+)*$ ]] ||
+	die "TETHER_PG_TRUST_CIDR='$trust_cidr' is not a comma-separated list of networks (such as 10.200.7.0/24)"
+listen_addresses=127.0.0.1${listen_extra:+,$listen_extra}
 # app_role is the role Tether connects as: it owns the database `tether`
 # and nothing more.
 app_role=tether
@@ -425,6 +448,16 @@ cmd_stop() {
 	as_pg "$bindir/pg_ctl" -D "$datadir" -m "$mode" -w -t 60 stop >&2
 }
 
+# cmd_destroy: stop the cluster (as stop does) and delete its data folder.
+cmd_destroy() {
+	cmd_stop
+	if [[ -d $datadir ]]; then
+		log "deleting cluster '$name' ($datadir)"
+		rm -rf "$datadir"
+	fi
+	rm -f "$lockfile"
+}
+
 # init_cluster: create a fresh cluster in $datadir.
 init_cluster() {
 	log "creating cluster '$name' in $datadir ($("$bindir/pg_ctl" --version))"
@@ -454,7 +487,7 @@ write_settings() {
 	{
 		echo "# Written by scripts/postgres.sh at every start; edits are lost."
 		echo "port = $port"
-		echo "listen_addresses = '127.0.0.1'"
+		echo "listen_addresses = '$listen_addresses'"
 		echo "unix_socket_directories = '${sockdir//\'/\'\'}'"
 		echo "max_connections = 200"
 		echo "shared_buffers = 128MB"
@@ -466,6 +499,28 @@ write_settings() {
 		fi
 	} >"$datadir/tether.conf"
 	$is_root && chown "$pg_user:" "$datadir/tether.conf"
+	write_hba
+}
+
+# write_hba: trust TETHER_PG_TRUST_CIDR's networks, in a block of
+# pg_hba.conf that this script owns and rewrites at every start (PostgreSQL
+# 15 has no include in pg_hba.conf).
+write_hba() {
+	local hba=$datadir/pg_hba.conf begin='# tether-trust-cidr: begin (scripts/postgres.sh)'
+	local end='# tether-trust-cidr: end' cidr
+	[[ -f $hba ]] || return 0
+	{
+		awk -v b="$begin" -v e="$end" '$0 == b { skip = 1 } !skip { print } $0 == e { skip = 0 }' "$hba"
+		if [[ -n $trust_cidr ]]; then
+			echo "$begin"
+			for cidr in ${trust_cidr//,/ }; do
+				echo "host all all $cidr trust"
+			done
+			echo "$end"
+		fi
+	} >"$hba.tmp"
+	mv "$hba.tmp" "$hba"
+	$is_root && chown "$pg_user:" "$hba"
 	return 0
 }
 
@@ -488,6 +543,15 @@ cmd_start() {
 		bindir=$(find_bindir "$(cat "$datadir/PG_VERSION")") || bindir=$(find_bindir) ||
 			die "cluster '$name' runs (pid $pid) but no pg_isready/psql found"
 		log "reusing running cluster '$name' (pid $pid, data $datadir)"
+		if [[ -n $listen_extra ]] &&
+			! grep -qxF "listen_addresses = '$listen_addresses'" "$datadir/tether.conf" 2>/dev/null; then
+			die "cluster '$name' runs, but not listening on $listen_addresses (TETHER_PG_LISTEN_EXTRA).
+  Stop it first: $prog stop $name"
+		fi
+		if [[ -n $trust_cidr ]]; then
+			write_hba
+			as_pg "$bindir/pg_ctl" -D "$datadir" reload >&2
+		fi
 	else
 		remove_stale_locks "$datadir"
 
@@ -587,6 +651,11 @@ cmd_start() {
 	fi
 
 	wait_accepting || die "cluster '$name' does not accept connections on 127.0.0.1:$port (see $datadir/server.log)"
+	local addr
+	for addr in ${listen_extra//,/ }; do
+		"$(pgtool pg_isready)" -q -h "$addr" -p "$port" -d postgres -U postgres ||
+			die "cluster '$name' does not accept connections on $addr:$port (TETHER_PG_LISTEN_EXTRA): does this machine have that address? (see $datadir/server.log)"
+	done
 
 	ensure_app_database
 
@@ -606,4 +675,5 @@ case $cmd in
 start) cmd_start ;;
 stop) cmd_stop ;;
 status) cmd_status ;;
+destroy) cmd_destroy ;;
 esac

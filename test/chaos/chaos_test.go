@@ -1,19 +1,31 @@
 // Package chaos is Tether's chaos harness: several real Tether processes
-// over one Postgres and one sim provider, a storm of client traffic, kill -9
-// of replicas at random moments and a Postgres restart, then a check of
-// Tether's invariants (README, "What Tether guarantees") against the
-// registry and the provider's inventory.
+// over one Postgres, a storm of client traffic, kill -9 of replicas at
+// random moments and a Postgres restart, then a check of Tether's invariants
+// (README, "What Tether guarantees") against the registry and the
+// providers' inventories.
 //
-//	go test ./test/chaos -run TestChaos -chaos.duration=3m -v   # the long run (make chaos)
+// TestChaos runs its replicas on this machine over one sim provider.
+// TestChaosNodes runs them on simulated hosts (harness.NewHosts: network,
+// pid and mount namespaces of their own), one replica per host, with the
+// host-bound local provider: real bubblewrap sandboxes that outlive their
+// replica's kill -9, on the node that made them. Some kills keep a replica
+// down past NODE_GRACE, so that its node is dead for a while. It needs root,
+// iproute2, util-linux and bubblewrap, and skips without them.
 //
-// The default (20s of storm) runs with the rest of the tests. It needs
-// scripts/postgres.sh, which starts a cluster of its own ("chaos") so that
-// restarting it disturbs nothing else.
+//	go test ./test/chaos -run TestChaos -chaos.duration=3m -v   # the long runs, both (make chaos)
+//	go test ./test/chaos -run 'TestChaosNodes$' -chaos.duration=2m -count=10 -failfast -v   # nodes, 10 in a row
+//	go test ./test/chaos -run 'TestChaosNodes$' -chaos.nodes=4 -chaos.seed=N -v   # replay a run's storm on 4 hosts
+//
+// The defaults (20s of storm each) run with the rest of the tests. They need
+// scripts/postgres.sh, which starts clusters of their own (TestChaos:
+// "chaos"; TestChaosNodes: "chaosnodes-…", one per run) so that restarting
+// one disturbs nothing else.
 package chaos
 
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -36,9 +48,10 @@ import (
 
 var (
 	stormFor  = flag.Duration("chaos.duration", 20*time.Second, "how long the storm lasts")
-	nReplicas = flag.Int("chaos.replicas", 3, "Tether replicas")
-	nClients  = flag.Int("chaos.clients", 6, "concurrent client loops")
+	nReplicas = flag.Int("chaos.replicas", 3, "Tether replicas (TestChaos)")
+	nClients  = flag.Int("chaos.clients", 6, "concurrent client loops (TestChaosNodes: half as many)")
 	seedFlag  = flag.Int("chaos.seed", 0, "random seed (0: from the clock)")
+	nNodes    = flag.Int("chaos.nodes", 3, "simulated hosts, one replica on each (TestChaosNodes; 0 skips it)")
 )
 
 const (
@@ -48,6 +61,10 @@ const (
 	// overshootSlack is scheduling tolerance on a loaded two-core machine on
 	// top of the one janitor interval the invariant allows.
 	overshootSlack = 2 * time.Second
+	// nodeGrace is NODE_GRACE in TestChaosNodes: a replica killed for a
+	// short pause (and its restart) stays within it, one kept down longer
+	// does not. Heartbeats come every fifth of it.
+	nodeGrace = 5 * time.Second
 )
 
 func TestChaos(t *testing.T) {
@@ -59,7 +76,32 @@ func TestChaos(t *testing.T) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	t.Logf("seed %d (rerun with -chaos.seed=%d)", seed, seed)
-	h := newChaos(t, seed)
+	h := newChaos(t, seed, 0)
+	h.startReplicas()
+	h.storm()
+	h.quiesce()
+	h.check()
+}
+
+// TestChaosNodes is the storm on simulated hosts with local sandboxes (see
+// the package's comment). On top of TestChaos's invariants it checks that
+// no sandbox process of an ended sandbox is left on any host, that no
+// sandbox ever ran twice at once (on one host or two), and that no sandbox
+// was marked lost while its node was alive.
+func TestChaosNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos run skipped in -short mode")
+	}
+	if *nNodes <= 0 {
+		t.Skip("-chaos.nodes=0")
+	}
+	harness.RequireHosts(t)
+	seed := uint64(*seedFlag)
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with -chaos.seed=%d)", seed, seed)
+	h := newChaos(t, seed, *nNodes)
 	h.startReplicas()
 	h.storm()
 	h.quiesce()
@@ -67,14 +109,22 @@ func TestChaos(t *testing.T) {
 }
 
 type chaos struct {
-	t      *testing.T
-	rng    *rand.Rand
-	rngMu  sync.Mutex
-	root   string
-	bin    string
-	dbURL  string
-	simDir string
-	logDir string
+	t       *testing.T
+	rng     *rand.Rand
+	rngMu   sync.Mutex
+	root    string
+	bin     string
+	cluster string // the Postgres cluster's name
+	dbURL   string // as this machine reaches it
+	simDir  string
+	logDir  string
+	// hosts are the simulated hosts of TestChaosNodes (replicas[i] runs on
+	// hosts.List[i], with the local provider); nil for TestChaos.
+	hosts *harness.Hosts
+	// clients is the number of client loops; each waits between pauseLo
+	// and pauseHi between two calls.
+	clients          int
+	pauseLo, pauseHi time.Duration
 
 	replicas []*harness.Replica
 
@@ -84,15 +134,38 @@ type chaos struct {
 	liveOwners sync.Map // owner name -> struct{}
 	pgDown     time.Time
 	pgUp       time.Time
+	final      state // quiesce's last snapshot
+
+	// With hosts: when each node's replica was down (from its kill until it
+	// answered /readyz again), and the sandboxes seen running twice at once.
+	mu           sync.Mutex
+	downs        map[string][]window
+	duplicates   map[string]string // sandbox id -> the bwrap processes seen at once
+	peak         int               // the most sandboxes seen running at once
+	stopSampling func()
 }
 
-func newChaos(t *testing.T, seed uint64) *chaos {
-	h := &chaos{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), simDir: t.TempDir(), logDir: t.TempDir()}
+// window is a span of time.
+type window struct{ from, to time.Time }
+
+func newChaos(t *testing.T, seed uint64, nodes int) *chaos {
+	h := &chaos{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), simDir: t.TempDir(), logDir: t.TempDir(),
+		cluster: "chaos", clients: *nClients, pauseLo: 5 * time.Millisecond, pauseHi: 40 * time.Millisecond,
+		downs: map[string][]window{}, duplicates: map[string]string{}}
 	h.root = harness.RepoRoot(t)
+	if nodes > 0 {
+		// Real sandboxes cost a few processes each: a gentler storm.
+		h.cluster, h.clients, h.pauseLo, h.pauseHi = "chaosnodes", max(1, *nClients/2), 20*time.Millisecond, 150*time.Millisecond
+		h.hosts = harness.NewHosts(t, nodes)
+	}
 	h.bin = harness.Build(t)
-	harness.Postgres(t, "start", "chaos")
-	t.Cleanup(func() { harness.Postgres(t, "stop", "chaos") }) // nothing of a test outlives it
-	h.dbURL = harness.CreateDatabase(t, "chaos", fmt.Sprintf("chaos_%d", seed%1_000_000_000))
+	if h.hosts != nil {
+		h.cluster = h.hosts.StartPostgres(h.cluster) // one of this run's own, destroyed at its end
+	} else {
+		harness.Postgres(t, "start", h.cluster)
+		t.Cleanup(func() { harness.Postgres(t, "stop", h.cluster) }) // nothing of a test outlives it
+	}
+	h.dbURL = harness.CreateDatabase(t, h.cluster, fmt.Sprintf("chaos_%d", seed%1_000_000_000))
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("replica logs kept in %s", h.logDir)
@@ -115,31 +188,48 @@ func (h *chaos) between(lo, hi time.Duration) time.Duration {
 }
 
 func (h *chaos) startReplicas() {
-	for i := range *nReplicas {
-		r := harness.NewReplica(h.t, h.bin, filepath.Join(h.logDir, fmt.Sprintf("replica-%d.log", i)),
-			"DATABASE_URL="+h.dbURL,
-			"BOOTSTRAP_API_KEY="+apiKey,
-			"PROVIDERS=sim",
-			"SIM_STATE_DIR="+h.simDir,
-			"JANITOR_INTERVAL="+janitorInterval.String(),
-			"DEFAULT_OWNER_TTL="+ownerTTL.String(),
-			"DEFAULT_TTL=20s",
-			"CREATE_TIMEOUT=15s",
-			"EXECUTOR_LEASE=2s",
-			"EXECUTOR_POLL_INTERVAL=250ms",
-			// A destroy_once sandbox fails its first destroy in every
-			// process that tries it; after a long storm its backoff
-			// would otherwise reach 30s per replica, past the quiesce.
-			"EXECUTOR_MAX_BACKOFF=3s",
-			"ORPHAN_GRACE=2s",
-			"SHUTDOWN_TIMEOUT=2s",
-			"DB_MAX_CONNS=8",
-			// The storm is one tenant and one key: quotas would only get
-			// in its way.
-			"TENANT_MAX_LIVE=1000000", "TENANT_CREATES_PER_MINUTE=1000000", "KEY_REQUESTS_PER_SECOND=1000000",
+	env := []string{
+		"DATABASE_URL=" + h.dbURL,
+		"BOOTSTRAP_API_KEY=" + apiKey,
+		"PROVIDERS=sim",
+		"SIM_STATE_DIR=" + h.simDir,
+		"JANITOR_INTERVAL=" + janitorInterval.String(),
+		"DEFAULT_OWNER_TTL=" + ownerTTL.String(),
+		"DEFAULT_TTL=20s",
+		"CREATE_TIMEOUT=15s",
+		"EXECUTOR_LEASE=2s",
+		"EXECUTOR_POLL_INTERVAL=250ms",
+		// A destroy_once sandbox fails its first destroy in every
+		// process that tries it; after a long storm its backoff
+		// would otherwise reach 30s per replica, past the quiesce.
+		"EXECUTOR_MAX_BACKOFF=3s",
+		"ORPHAN_GRACE=2s",
+		"SHUTDOWN_TIMEOUT=2s",
+		"DB_MAX_CONNS=8",
+		// The storm is one tenant and one key: quotas would only get
+		// in its way.
+		"TENANT_MAX_LIVE=1000000", "TENANT_CREATES_PER_MINUTE=1000000", "KEY_REQUESTS_PER_SECOND=1000000",
+	}
+	if h.hosts == nil {
+		for i := range *nReplicas {
+			r := harness.NewReplica(h.t, h.bin, filepath.Join(h.logDir, fmt.Sprintf("replica-%d.log", i)), env...)
+			h.replicas = append(h.replicas, r)
+			r.Start()
+		}
+	} else {
+		env = append(env,
+			"DATABASE_URL="+h.hosts.URL(h.dbURL),
+			"PROVIDERS=local",
+			"NODE_GRACE="+nodeGrace.String(),
+			// Unowned local sandboxes end soon: what runs at once stays
+			// within what two cores can hold.
+			"DEFAULT_TTL=10s",
 		)
-		h.replicas = append(h.replicas, r)
-		r.Start()
+		for _, host := range h.hosts.List {
+			r := host.NewReplica(h.t, h.bin, filepath.Join(h.logDir, host.Name+".log"), env...)
+			h.replicas = append(h.replicas, r)
+			r.Start()
+		}
 	}
 	for _, r := range h.replicas {
 		r.WaitReady(60 * time.Second)
@@ -193,6 +283,9 @@ func (h *chaos) randomOwner() string {
 }
 
 func (h *chaos) createBody() map[string]any {
+	if h.hosts != nil {
+		return h.localCreateBody()
+	}
 	params := map[string]any{"create_delay_ms": h.intn(800)}
 	switch n := h.intn(20); {
 	case n < 2:
@@ -205,6 +298,27 @@ func (h *chaos) createBody() map[string]any {
 		params["fail"] = "destroy_once"
 	}
 	body := map[string]any{"params": params, "labels": map[string]string{"chaos": "yes"}}
+	if h.intn(2) == 0 {
+		if o := h.randomOwner(); o != "" {
+			body["owner"] = o
+		}
+	}
+	if h.intn(3) == 0 {
+		body["ttl_seconds"] = 3 + h.intn(12)
+	}
+	return body
+}
+
+// localCreateBody is a create of a local sandbox: some with a slow setup,
+// some with one that fails.
+func (h *chaos) localCreateBody() map[string]any {
+	body := map[string]any{"provider": "local", "labels": map[string]string{"chaos": "yes"}}
+	switch n := h.intn(20); {
+	case n < 2:
+		body["setup"] = "exit 3"
+	case n < 8:
+		body["setup"] = fmt.Sprintf("sleep 0.%d", h.intn(8))
+	}
 	if h.intn(2) == 0 {
 		if o := h.randomOwner(); o != "" {
 			body["owner"] = o
@@ -242,10 +356,16 @@ func (h *chaos) clientLoop(ctx context.Context) {
 			if id := h.randomCreated(); id != "" {
 				h.call(http.MethodGet, "/v1/sandboxes/"+id+"?wait=2s", nil)
 			}
+		case n < 92 && h.hosts != nil:
+			// On hosts, the data plane too: any replica forwards to the
+			// sandbox's node (a dead node's answer is a 503).
+			if id := h.randomCreated(); id != "" {
+				h.call(http.MethodPost, "/v1/sandboxes/"+id+"/exec", map[string]any{"command": "echo hi", "timeout_seconds": 10})
+			}
 		default:
 			h.call(http.MethodGet, "/v1/sandboxes?limit=20&state=ready", nil)
 		}
-		time.Sleep(h.between(5*time.Millisecond, 40*time.Millisecond))
+		time.Sleep(h.between(h.pauseLo, h.pauseHi))
 	}
 }
 
@@ -255,7 +375,11 @@ func (h *chaos) ownerLoop(ctx context.Context, n int) {
 	for i := 0; ctx.Err() == nil; i++ {
 		name := fmt.Sprintf("owner-%d-%d", n, i)
 		// The owner comes into being with its first sandbox.
-		code, sb := h.call(http.MethodPost, "/v1/sandboxes", map[string]any{"owner": name, "params": map[string]any{"create_delay_ms": h.intn(300)}})
+		first := map[string]any{"owner": name, "params": map[string]any{"create_delay_ms": h.intn(300)}}
+		if h.hosts != nil {
+			first = map[string]any{"owner": name, "provider": "local"}
+		}
+		code, sb := h.call(http.MethodPost, "/v1/sandboxes", first)
 		if code != http.StatusAccepted {
 			time.Sleep(100 * time.Millisecond)
 			continue
@@ -275,8 +399,10 @@ func (h *chaos) ownerLoop(ctx context.Context, n int) {
 }
 
 // killLoop kill -9s a random replica every few seconds and restarts it.
+// On hosts, the second kill and one in four after it keep the replica down
+// past NODE_GRACE: its node is dead until it returns.
 func (h *chaos) killLoop(ctx context.Context) {
-	for {
+	for n := 0; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
@@ -286,18 +412,102 @@ func (h *chaos) killLoop(ctx context.Context) {
 		if !r.Alive() {
 			continue
 		}
+		pause := h.between(200*time.Millisecond, 1500*time.Millisecond)
+		if h.hosts != nil && (n == 1 || h.intn(4) == 0) {
+			pause = h.between(nodeGrace+time.Second, nodeGrace+3*time.Second)
+		}
+		from := time.Now()
 		r.Kill()
 		h.kills.Add(1)
-		time.Sleep(h.between(200*time.Millisecond, 1500*time.Millisecond))
+		time.Sleep(pause)
 		r.Start()
+		if h.hosts != nil {
+			// The node is down until its replica answers again.
+			h.waitReady(r, 60*time.Second)
+			h.mu.Lock()
+			h.downs[r.Host().Name] = append(h.downs[r.Host().Name], window{from, time.Now()})
+			h.mu.Unlock()
+		}
+	}
+}
+
+// waitReady waits for the replica's /readyz to answer 200 (from any
+// goroutine: a replica that never does fails the test). A replica that
+// exits meanwhile (one that starts while Postgres restarts gives up) is
+// started again, as a host's service manager would.
+func (h *chaos) waitReady(r *harness.Replica, limit time.Duration) {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if !r.Alive() {
+			time.Sleep(200 * time.Millisecond)
+			r.Start()
+		}
+		resp, err := client.Get(r.URL() + "/readyz")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+	}
+	h.t.Errorf("replica %s not ready %s after its restart; log:\n%s", r.URL(), limit, harness.Tail(r.LogPath, 20))
+}
+
+// sampleLoop looks at every host's sandbox processes a few times a second
+// until ctx ends, recording sandboxes that run twice at once: two bwrap
+// processes of one sandbox alive together, on one host or on two. (A create
+// that retries after its replica's kill first destroys what the interrupted
+// one left: one after the other is fine.)
+func (h *chaos) sampleLoop(ctx context.Context) {
+	for {
+		h.sample()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func (h *chaos) sample() {
+	seen := map[string][]string{}
+	for _, host := range h.hosts.List {
+		ps, err := host.SandboxProcesses()
+		if err != nil {
+			h.t.Errorf("sample: %v", err)
+			return
+		}
+		for _, p := range ps {
+			if p.Monitor && p.SandboxID != "" {
+				seen[p.SandboxID] = append(seen[p.SandboxID], fmt.Sprintf("%s:%d", host.Name, p.PID))
+			}
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.peak = max(h.peak, len(seen))
+	for id, at := range seen {
+		if len(at) > 1 {
+			h.duplicates[id] = strings.Join(at, ",")
+		}
 	}
 }
 
 func (h *chaos) storm() {
+	if h.hosts != nil {
+		// Through the quiet phase too, until check.
+		ctx, cancel := context.WithCancel(h.t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			h.sampleLoop(ctx)
+		}()
+		h.stopSampling = func() { cancel(); <-done }
+		h.t.Cleanup(h.stopSampling)
+	}
 	ctx, cancel := context.WithTimeout(h.t.Context(), *stormFor)
 	defer cancel()
 	var wg sync.WaitGroup
-	for range *nClients {
+	for range h.clients {
 		wg.Go(func() { h.clientLoop(ctx) })
 	}
 	for i := range 3 {
@@ -314,9 +524,13 @@ func (h *chaos) storm() {
 		h.pgDown = time.Now()
 		// A crash, not a clean shutdown: the server replays its WAL, and
 		// the workers' asynchronous commits of the last moments are lost.
-		harness.Postgres(h.t, "stop", "chaos", "TETHER_PG_STOP_MODE=immediate")
+		harness.Postgres(h.t, "stop", h.cluster, "TETHER_PG_STOP_MODE=immediate")
 		time.Sleep(time.Second)
-		harness.Postgres(h.t, "start", "chaos")
+		var env []string
+		if h.hosts != nil {
+			env = h.hosts.PostgresEnv()
+		}
+		harness.Postgres(h.t, "start", h.cluster, env...)
 		h.pgUp = time.Now()
 	})
 	wg.Wait()
@@ -331,28 +545,37 @@ func (h *chaos) storm() {
 	}
 }
 
-// state is what the registry and the provider hold.
+// state is what the registry and the providers hold.
 type state struct {
 	unsettled  []string
 	unreleased []string
-	ready      map[string]bool
-	held       map[string]bool
+	// ready maps each ready sandbox to where its resource must be: "sim",
+	// or on hosts its node.
+	ready map[string]string
+	// held maps each sandbox the providers hold something of to where:
+	// "sim", or the hosts running its processes ("?" for processes of no
+	// sandbox that could be told).
+	held map[string][]string
 	// owned counts live sandboxes with an owner. Every owner stopped
 	// heartbeating with the storm, so each of them is still to be ended.
 	owned int
 }
 
 func (h *chaos) snapshot(ctx context.Context, conn *pgx.Conn) (state, error) {
-	s := state{ready: map[string]bool{}, held: map[string]bool{}}
-	rows, err := conn.Query(ctx, `SELECT id, state, released, owner IS NOT NULL FROM sandboxes`)
+	s := state{ready: map[string]string{}, held: map[string][]string{}}
+	query := `SELECT id, state, released, owner IS NOT NULL, 'sim' FROM sandboxes`
+	if h.hosts != nil {
+		query = `SELECT id, state, released, owner IS NOT NULL, coalesce(node, '') FROM sandboxes`
+	}
+	rows, err := conn.Query(ctx, query)
 	if err != nil {
 		return s, err
 	}
 	for rows.Next() {
-		var id string
+		var id, where string
 		var st sandbox.State
 		var released, owned bool
-		if err := rows.Scan(&id, &st, &released, &owned); err != nil {
+		if err := rows.Scan(&id, &st, &released, &owned, &where); err != nil {
 			return s, err
 		}
 		if owned && !st.Terminal() {
@@ -362,7 +585,7 @@ func (h *chaos) snapshot(ctx context.Context, conn *pgx.Conn) (state, error) {
 		case !st.Settled():
 			s.unsettled = append(s.unsettled, id)
 		case st == sandbox.StateReady:
-			s.ready[id] = true
+			s.ready[id] = where
 		case !released:
 			s.unreleased = append(s.unreleased, id)
 		}
@@ -370,35 +593,70 @@ func (h *chaos) snapshot(ctx context.Context, conn *pgx.Conn) (state, error) {
 	if err := rows.Err(); err != nil {
 		return s, err
 	}
+	if h.hosts != nil {
+		for _, host := range h.hosts.List {
+			ps, err := host.SandboxProcesses()
+			if err != nil {
+				return s, err
+			}
+			for _, p := range ps {
+				id := cmp.Or(p.SandboxID, "?")
+				if !slices.Contains(s.held[id], host.Name) {
+					s.held[id] = append(s.held[id], host.Name)
+				}
+			}
+		}
+		return s, nil
+	}
 	entries, err := os.ReadDir(h.simDir)
 	if err != nil {
 		return s, err
 	}
 	for _, e := range entries {
 		if e.Name() != "creates.log" && !strings.HasPrefix(e.Name(), ".") {
-			s.held[e.Name()] = true
+			s.held[e.Name()] = []string{"sim"}
 		}
 	}
 	return s, nil
 }
 
-func (s state) quiet() bool {
-	if len(s.unsettled) > 0 || len(s.unreleased) > 0 || len(s.held) != len(s.ready) || s.owned > 0 {
-		return false
-	}
-	for id := range s.ready {
-		if !s.held[id] {
-			return false
+// leaks returns what the providers hold that no ready sandbox accounts
+// for, or holds somewhere else than the sandbox's place, as "id@where".
+func (s state) leaks() []string {
+	var out []string
+	for id, at := range s.held {
+		for _, where := range at {
+			if s.ready[id] != where {
+				out = append(out, id+"@"+where)
+			}
 		}
 	}
-	return true
+	return out
 }
 
-// quiesce waits for every sandbox to settle and be released, the provider's
-// inventory to match the live sandboxes, and every owned sandbox to end:
+// missing returns the ready sandboxes whose resource is not in its place.
+func (s state) missing() []string {
+	var out []string
+	for id, where := range s.ready {
+		if !slices.Contains(s.held[id], where) {
+			out = append(out, id+"@"+where)
+		}
+	}
+	return out
+}
+
+func (s state) quiet() bool {
+	return len(s.unsettled) == 0 && len(s.unreleased) == 0 && s.owned == 0 && len(s.leaks()) == 0 && len(s.missing()) == 0
+}
+
+// quiesce waits for every sandbox to settle and be released, the providers'
+// inventories to match the live sandboxes, and every owned sandbox to end:
 // owners stopped heartbeating with the storm, so their leases lapse too, and
 // until the janitor has ended their sandboxes the registry is not quiet yet
-// (a moment between two ends could look quiet).
+// (a moment between two ends could look quiet). It keeps the quiet snapshot
+// (or the last one, if none was) for check: sandboxes go on ending as their
+// TTLs run out, and a new snapshot could catch one between its end and its
+// release.
 func (h *chaos) quiesce() {
 	ctx := h.t.Context()
 	conn, err := pgx.Connect(ctx, h.dbURL)
@@ -413,11 +671,13 @@ func (h *chaos) quiesce() {
 			h.t.Fatal(err)
 		}
 		if s.quiet() {
+			h.final = s
 			return
 		}
 		if time.Now().After(deadline) {
-			h.t.Logf("not quiet after 90s: %d unsettled, %d unreleased, %d held vs %d ready, %d owned and live",
-				len(s.unsettled), len(s.unreleased), len(s.held), len(s.ready), s.owned)
+			h.t.Logf("not quiet after 90s: %d unsettled, %d unreleased, %d leaked, %d missing, %d owned and live",
+				len(s.unsettled), len(s.unreleased), len(s.leaks()), len(s.missing()), s.owned)
+			h.final = s
 			return // check reports the details
 		}
 		time.Sleep(250 * time.Millisecond)
@@ -431,45 +691,54 @@ func (h *chaos) check() {
 		h.t.Fatal(err)
 	}
 	defer func() { _ = conn.Close(ctx) }()
-	s, err := h.snapshot(ctx, conn)
-	if err != nil {
-		h.t.Fatal(err)
+	if h.stopSampling != nil {
+		h.stopSampling()
+		h.sample()
 	}
+	s := h.final
 	var total int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM sandboxes`).Scan(&total); err != nil {
 		h.t.Fatal(err)
 	}
 
-	// Leaks: resources no live sandbox accounts for; and live sandboxes the
-	// provider lacks.
-	var leaks, missing []string
-	for id := range s.held {
-		if !s.ready[id] {
-			leaks = append(leaks, id)
+	// Leaks: resources no live sandbox accounts for (on hosts: a sandbox
+	// process of an ended sandbox, or on another host than the sandbox's
+	// node); and live sandboxes the provider lacks.
+	leaks, missing := s.leaks(), s.missing()
+
+	// Duplicates: more than one create call made a resource for a sandbox
+	// (sim: its log of creates; hosts: two of a sandbox's bwrap processes
+	// seen alive at once).
+	var duplicates []string
+	if h.hosts != nil {
+		h.mu.Lock()
+		for id, at := range h.duplicates {
+			duplicates = append(duplicates, id+"×"+at)
 		}
-	}
-	for id := range s.ready {
-		if !s.held[id] {
-			missing = append(missing, id)
+		h.mu.Unlock()
+	} else {
+		creates := map[string]int{}
+		if f, err := os.Open(filepath.Join(h.simDir, "creates.log")); err == nil {
+			sc := bufio.NewScanner(f)
+			for sc.Scan() {
+				if fields := strings.Fields(sc.Text()); len(fields) > 0 {
+					creates[fields[0]]++
+				}
+			}
+			_ = f.Close()
+		}
+		for id, n := range creates {
+			if n > 1 {
+				duplicates = append(duplicates, fmt.Sprintf("%s×%d", id, n))
+			}
 		}
 	}
 
-	// Duplicates: more than one create call made a resource for a sandbox.
-	creates := map[string]int{}
-	if f, err := os.Open(filepath.Join(h.simDir, "creates.log")); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if fields := strings.Fields(sc.Text()); len(fields) > 0 {
-				creates[fields[0]]++
-			}
-		}
-		_ = f.Close()
-	}
-	var duplicates []string
-	for id, n := range creates {
-		if n > 1 {
-			duplicates = append(duplicates, fmt.Sprintf("%s×%d", id, n))
-		}
+	// Lost: on hosts, a sandbox may end lost only while its node is dead.
+	var lost int
+	var wronglyLost []string
+	if h.hosts != nil {
+		lost, wronglyLost = h.checkLost(ctx, conn)
 	}
 
 	// Owner overshoot: no owned sandbox may end later than one janitor
@@ -520,6 +789,20 @@ func (h *chaos) check() {
 	summary := fmt.Sprintf("chaos: sandboxes=%d requests=%d kills=%d pg_restarts=%d leaks=%d missing=%d duplicates=%d unsettled=%d unreleased=%d max_owner_overshoot=%s illegal_histories=%d",
 		total, h.requests.Load(), h.kills.Load(), boolInt(!h.pgUp.IsZero()), len(leaks), len(missing), len(duplicates),
 		len(s.unsettled), len(s.unreleased), maxOvershoot.Round(time.Millisecond), len(illegal))
+	if h.hosts != nil {
+		h.mu.Lock()
+		deaths, peak := 0, h.peak
+		for _, ws := range h.downs {
+			for _, w := range ws {
+				if w.to.Sub(w.from) > nodeGrace {
+					deaths++
+				}
+			}
+		}
+		h.mu.Unlock()
+		summary = strings.Replace(summary, "chaos:", fmt.Sprintf("chaos: nodes=%d node_deaths=%d", len(h.hosts.List), deaths), 1) +
+			fmt.Sprintf(" lost=%d wrongly_lost=%d peak_running=%d ready_at_end=%d", lost, len(wronglyLost), peak, len(s.ready))
+	}
 	fmt.Println(summary)
 	h.t.Log(summary)
 
@@ -534,6 +817,7 @@ func (h *chaos) check() {
 	fail("leaked provider resources", leaks)
 	fail("ready sandboxes missing at the provider", missing)
 	fail("sandboxes created more than once", duplicates)
+	fail("sandboxes marked lost while their node was alive", wronglyLost)
 	fail("owned sandboxes that outlived their owner's lease by more than one interval", overshoots)
 	fail("illegal histories", illegal)
 	if liveOwned > 0 {
@@ -547,6 +831,47 @@ func (h *chaos) check() {
 			h.t.Errorf("a replica panicked; log in %s", r.LogPath)
 		}
 	}
+}
+
+// checkLost counts the sandboxes that ended lost, and returns those whose
+// node was alive then. A node's heartbeat, every fifth of NODE_GRACE, can
+// lapse no sooner than 4/5 of NODE_GRACE after its replica's kill, and the
+// node is alive again once its restarted replica answers: a sandbox may be
+// lost only within that span. The check allows from half a grace after the
+// kill (a heartbeat a little late before it) until 2s after the return (a
+// judgement made just before it).
+func (h *chaos) checkLost(ctx context.Context, conn *pgx.Conn) (int, []string) {
+	rows, err := conn.Query(ctx, `SELECT id, coalesce(node, ''), ended_at FROM sandboxes WHERE reason = 'lost'`)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer rows.Close()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var lost int
+	var wrong []string
+	for rows.Next() {
+		var id, node string
+		var ended time.Time
+		if err := rows.Scan(&id, &node, &ended); err != nil {
+			h.t.Fatal(err)
+		}
+		lost++
+		dead := false
+		for _, w := range h.downs[node] {
+			if !ended.Before(w.from.Add(nodeGrace/2)) && !ended.After(w.to.Add(2*time.Second)) {
+				dead = true
+				break
+			}
+		}
+		if !dead {
+			wrong = append(wrong, fmt.Sprintf("%s on %q at %s", id, node, ended.Format("15:04:05.000")))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		h.t.Fatal(err)
+	}
+	return lost, wrong
 }
 
 func (h *chaos) checkHistories(ctx context.Context, conn *pgx.Conn) []string {

@@ -64,12 +64,7 @@ func Postgres(t testing.TB, action, name string, env ...string) string {
 	t.Helper()
 	cmd := exec.Command("bash", "scripts/postgres.sh", action, name)
 	cmd.Dir = RepoRoot(t)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "DATABASE_URL=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, env...)
+	cmd.Env = append(withoutDatabaseURL(), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -78,6 +73,18 @@ func Postgres(t testing.TB, action, name string, env ...string) string {
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	return lines[len(lines)-1]
+}
+
+// withoutDatabaseURL is this process's environment less DATABASE_URL, for
+// scripts/postgres.sh acting on a cluster of its own.
+func withoutDatabaseURL() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DATABASE_URL=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // CreateDatabase (re)creates database name on the cluster that
@@ -119,18 +126,21 @@ func FreePort(t testing.TB) int {
 }
 
 // Replica is one `tether serve` process on a fixed port. It can be killed
-// and started again on the same port.
+// and started again on the same port. It runs on this machine, or on a
+// simulated host (Host.NewReplica).
 type Replica struct {
 	t       testing.TB
 	bin     string
 	env     []string
 	Port    int
 	LogPath string
+	host    *Host // nil: this machine
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
 	gen  int
+	pid  int // the tether process, once known (on a host, nsenter's child)
 }
 
 // NewReplica prepares a replica with the given environment (LISTEN_ADDR is
@@ -154,7 +164,15 @@ func (r *Replica) Env(name string) string {
 }
 
 // URL returns the replica's base URL.
-func (r *Replica) URL() string { return "http://127.0.0.1:" + strconv.Itoa(r.Port) }
+func (r *Replica) URL() string {
+	if r.host != nil {
+		return r.host.URL()
+	}
+	return "http://127.0.0.1:" + strconv.Itoa(r.Port)
+}
+
+// Host returns the simulated host the replica runs on, or nil.
+func (r *Replica) Host() *Host { return r.host }
 
 // Start launches the process (again).
 func (r *Replica) Start() {
@@ -165,10 +183,18 @@ func (r *Replica) Start() {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	cmd := exec.Command(r.bin, "serve")
-	cmd.Env = append(append(os.Environ(), r.env...),
-		"LISTEN_ADDR=127.0.0.1:"+strconv.Itoa(r.Port),
-		fmt.Sprintf("WORKER_ID=replica-%d-gen-%d", r.Port, r.gen))
+	var cmd *exec.Cmd
+	if r.host != nil {
+		cmd = r.host.Command(r.bin, "serve")
+		cmd.Env = append(append(os.Environ(), r.env...),
+			"LISTEN_ADDR="+net.JoinHostPort(r.host.IP.String(), strconv.Itoa(r.Port)),
+			fmt.Sprintf("WORKER_ID=%s-%d-gen-%d", r.host.Name, r.Port, r.gen))
+	} else {
+		cmd = exec.Command(r.bin, "serve")
+		cmd.Env = append(append(os.Environ(), r.env...),
+			"LISTEN_ADDR=127.0.0.1:"+strconv.Itoa(r.Port),
+			fmt.Sprintf("WORKER_ID=replica-%d-gen-%d", r.Port, r.gen))
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -180,7 +206,59 @@ func (r *Replica) Start() {
 		_ = logf.Close()
 		close(done)
 	}()
-	r.cmd, r.done = cmd, done
+	r.cmd, r.done, r.pid = cmd, done, 0
+	if r.host == nil {
+		r.pid = cmd.Process.Pid
+	}
+}
+
+// PID returns the tether process's pid (as this machine numbers it), or 0
+// if it is not running. On a host the process is nsenter's child.
+func (r *Replica) PID() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tetherPID()
+}
+
+// tetherPID finds the tether process; r.mu is held. On a host, nsenter
+// forks it a moment after its own start: this waits for that (or for
+// nsenter's end).
+func (r *Replica) tetherPID() int {
+	if r.pid != 0 || r.cmd == nil {
+		return r.pid
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if children, err := childPIDs(r.cmd.Process.Pid); err == nil && len(children) > 0 {
+			r.pid = children[0]
+			return r.pid
+		}
+		select {
+		case <-r.done:
+			return 0
+		default:
+		}
+	}
+	return 0
+}
+
+// signal sends sig to the tether process (on a host, to nsenter if its
+// child cannot be found: nothing else is left to stop).
+func (r *Replica) signal(sig syscall.Signal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return
+	}
+	select {
+	case <-r.done:
+		return // its pid may be another process's by now
+	default:
+	}
+	pid := r.tetherPID()
+	if pid == 0 {
+		pid = r.cmd.Process.Pid
+	}
+	_ = syscall.Kill(pid, sig)
 }
 
 // Alive reports whether the process runs.
@@ -200,6 +278,9 @@ func (r *Replica) Alive() bool {
 
 // Kill sends SIGKILL to the replica (only; the sandboxes it started are in
 // sessions of their own) and waits for it to die.
+//
+// On a simulated host only the tether process is killed, not nsenter
+// (which then ends too) nor the host's other processes.
 func (r *Replica) Kill() {
 	r.mu.Lock()
 	cmd, done := r.cmd, r.done
@@ -207,7 +288,7 @@ func (r *Replica) Kill() {
 	if cmd == nil {
 		return
 	}
-	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+	r.signal(syscall.SIGKILL)
 	<-done
 }
 
@@ -219,12 +300,17 @@ func (r *Replica) Stop() {
 	if cmd == nil {
 		return
 	}
-	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
+	r.signal(syscall.SIGTERM)
 	select {
 	case <-done:
 	case <-time.After(15 * time.Second):
-		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+		r.signal(syscall.SIGKILL)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL) // nsenter, if its child never came
+			<-done
+		}
 	}
 }
 
