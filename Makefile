@@ -47,6 +47,7 @@ run: ## Run the API locally against the dev Postgres (starts it unless DATABASE_
 	echo "  curl -H 'Authorization: Bearer $(BOOTSTRAP_API_KEY)' http://$$host/v1/sandboxes"; \
 	echo "  curl -H 'Authorization: Bearer $(BOOTSTRAP_API_KEY)' -X POST -d '{}' http://$$host/v1/sandboxes"; \
 	echo "  API docs: http://$$host/swagger/index.html"; \
+	echo "  Console:  http://$$host/ui (sign in with the API key)"; \
 	echo; \
 	export DATABASE_URL="$$url" BOOTSTRAP_API_KEY='$(BOOTSTRAP_API_KEY)' LISTEN_ADDR='$(LISTEN_ADDR)'; \
 	$(GO) build -o $(BIN) ./cmd/api; \

@@ -9,6 +9,7 @@
 #   python3-httpx, python3-pytest,                the Python client (clients/python)
 #   python3-pytest-asyncio                        and its tests, for /usr/bin/python3
 #   pgrep            (procps)                     tests that look for sandbox processes
+#   chromium                                      the web console's browser tests (test/console)
 #   nft              (nftables)                   the local provider's network allow-list
 #   ip               (iproute2)                   the allow-list's namespaces and links, and
 #                                                 the tests' simulated hosts (test/harness/hosts.go)
@@ -33,6 +34,7 @@ python=/usr/bin/python3
 "$python" -c 'import httpx, pytest, pytest_asyncio' >/dev/null 2>&1 ||
 	missing+=(python3-httpx python3-pytest python3-pytest-asyncio)
 command -v pgrep >/dev/null 2>&1 || missing+=(procps)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium) # the console's browser tests drive it
 command -v nft >/dev/null 2>&1 || missing+=(nftables) # params.network "allowlist" (also needs ip)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus) # promtool checks deploy/prometheus

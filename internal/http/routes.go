@@ -11,6 +11,7 @@ import (
 	ginSwagger "github.com/swaggo/gin-swagger"
 
 	_ "github.com/tetherhq/tether/docs" // registers the Swagger 2.0 document served at /swagger/doc.json
+	"github.com/tetherhq/tether/internal/http/console"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -67,6 +68,9 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	r.GET("/openapi.yaml", handleOpenAPIYAML())
 	// Swagger UI shows the OpenAPI 3 document.
 	r.GET("/swagger/*any", ginSwagger.WrapHandler(swaggerFiles.Handler, ginSwagger.URL("/openapi.json")))
+	// The web console's static files, at /ui/; it signs in with an API key
+	// and calls /v1 like any client.
+	console.Register(r)
 
 	var auth authenticator = deps.Store
 	if cfg.AuthCacheTTL > 0 {

@@ -5,17 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/tetherhq/tether/test/harness"
 )
-
-// nodeTestCount matches the counters node's test runner prints at the end
-// ("# tests 21", "# pass 21", "# fail 0", ...).
-var nodeTestCount = regexp.MustCompile(`(?m)^# (tests|suites|pass|fail|cancelled|skipped|todo) (\d+)$`)
 
 // TestTypeScriptClient runs the TypeScript client's checks and tests
 // (clients/typescript: tsc --strict --noEmit, then node --test) against a live
@@ -52,19 +46,5 @@ func TestTypeScriptClient(t *testing.T) {
 
 	e := setup(t)
 	out := run([]string{"TETHER_URL=" + e.replica.URL(), "TETHER_API_KEY=" + key, "TETHER_JANITOR_INTERVAL=1"}, "npm", "test")
-	counts := map[string]int{}
-	for _, m := range nodeTestCount.FindAllStringSubmatch(out, -1) {
-		counts[m[1]], _ = strconv.Atoi(m[2])
-	}
-	if _, ok := counts["tests"]; !ok {
-		t.Fatal("node --test printed no summary: did any test run?")
-	}
-	if counts["tests"] == 0 || counts["pass"] != counts["tests"] {
-		t.Fatalf("the TypeScript client's tests did not all run and pass: %v", counts)
-	}
-	for _, bad := range []string{"fail", "cancelled", "skipped", "todo"} {
-		if counts[bad] != 0 {
-			t.Fatalf("the TypeScript client's tests did not all run and pass (%s %d): %v", bad, counts[bad], counts)
-		}
-	}
+	wantNodeTestsPassed(t, "the TypeScript client's tests", out)
 }

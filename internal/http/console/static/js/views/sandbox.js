@@ -1,0 +1,216 @@
+// One sandbox: what it is, its timeline (requested → creating → ready →
+// ended → released) drawn from its events, its owner's lease, and its
+// activity (execs and file transfers).
+
+import {api, pages} from '../api.js';
+import {h, fill, href, stateBadge, when, countdown, labelsList, table, cell, section, dl, duration, localTime, TERMINAL, badge} from '../dom.js';
+import {findOwner} from './owners.js';
+
+const STAGES = ['requested', 'creating', 'ready', 'ended', 'released'];
+
+// stages reduces a sandbox and its events to the five stages of its life,
+// each done (with when, how long after the previous one, and why), skipped
+// or not reached yet.
+export function stages(sb, events) {
+  const changed = events.filter((e) => e.from !== e.to);
+  const first = (pred) => changed.find(pred);
+  const requested = first((e) => e.from == null) ?? {at: sb.created_at};
+  const creating = first((e) => e.to === 'creating');
+  const ready = first((e) => e.to === 'ready');
+  const ended = first((e) => TERMINAL.includes(e.to));
+  const out = [
+    {key: 'requested', name: 'requested', at: requested.at, event: requested},
+    {key: 'creating', name: 'creating', at: creating?.at, event: creating},
+    {key: 'ready', name: 'ready', at: ready?.at ?? sb.ready_at, event: ready},
+    {key: 'ended', name: ended?.to ?? (TERMINAL.includes(sb.state) ? sb.state : 'ended'), at: ended?.at ?? sb.ended_at, event: ended, reason: ended?.reason ?? sb.reason},
+    {key: 'released', name: 'released', at: sb.released_at},
+  ];
+  const endedIdx = 3;
+  let prev = null;
+  for (const [i, st] of out.entries()) {
+    if (st.at) {
+      st.status = 'done';
+      st.since = prev ? new Date(st.at) - new Date(prev.at) : null;
+      prev = st;
+    } else {
+      st.status = out[endedIdx].at && i < endedIdx ? 'skipped' : 'pending';
+    }
+  }
+  const last = out.filter((s) => s.status === 'done').at(-1);
+  if (last && last.key !== 'released') last.current = true;
+  return out;
+}
+
+function actorText(e) {
+  if (!e) return null;
+  if (e.actor === 'client') return e.actor_key_name ? `client (key ${e.actor_key_name})` : 'client';
+  return e.actor;
+}
+
+function stageStrip(list, sb) {
+  // The bar: one segment per stage reached, as wide as the time spent in it
+  // (the current one up to now).
+  const done = list.filter((s) => s.status === 'done');
+  const bar = h('div', {class: 'timebar', 'aria-hidden': 'true'});
+  for (const [i, st] of done.entries()) {
+    const end = done[i + 1]?.at ?? (st.key === 'released' ? st.at : new Date().toISOString());
+    const ms = Math.max(0, new Date(end) - new Date(st.at));
+    if (st.key === 'released') continue;
+    const seg = h('span', {class: `seg seg-${st.key === 'ended' ? sb.state : st.key}`, title: `${st.name}: ${duration(ms)}`}, st.name);
+    seg.style.flexGrow = String(Math.max(ms, 1));
+    bar.append(seg);
+  }
+  const steps = h('ol', {class: 'stages'}, list.map((st) => h('li', {class: `stage stage-${st.status}${st.current ? ' stage-current' : ''}`, dataset: {stage: st.key}},
+    h('span', {class: 'stage-dot', 'aria-hidden': 'true'}),
+    h('span', {class: 'stage-name'}, st.key === 'ended' && st.status === 'done' ? stateBadge(st.name) : st.name),
+    st.status === 'done'
+      ? h('span', {class: 'stage-when'},
+        h('time', {datetime: st.at, title: st.at}, localTime(st.at)),
+        st.since != null ? h('span', {class: 'stage-since'}, ` +${duration(st.since)}`) : null)
+      : h('span', {class: 'stage-when muted'}, st.status === 'skipped' ? 'skipped' : 'not yet'),
+    st.reason ? h('span', {class: 'stage-reason'}, `reason: ${st.reason}`) : null,
+    st.current && !TERMINAL.includes(sb.state) ? h('span', {class: 'stage-reason'}, 'now') : null,
+    st.key === 'released' && st.status !== 'done' && sb.release_error ? h('span', {class: 'stage-reason error'}, `last release error: ${sb.release_error}`) : null)));
+  return [bar, steps];
+}
+
+function eventList(events) {
+  if (events.length === 0) return h('p', {class: 'empty'}, 'No events.');
+  return h('ol', {class: 'events'}, events.map((e, i) => {
+    const since = i > 0 ? new Date(e.at) - new Date(events[i - 1].at) : null;
+    return h('li', {dataset: {to: e.to}},
+      e.from === e.to ? h('span', {class: 'badge badge-info'}, e.reason ?? 'note') : stateBadge(e.to),
+      ' ', h('time', {datetime: e.at, title: e.at}, localTime(e.at)),
+      since != null ? h('span', {class: 'muted'}, ` +${duration(since)}`) : null,
+      h('span', {class: 'event-meta'},
+        e.from ? `${e.from} → ${e.to}` : `→ ${e.to}`,
+        ` · by ${actorText(e)}`,
+        e.reason ? ` · reason ${e.reason}` : ''),
+      e.message ? h('span', {class: 'event-message'}, e.message) : null);
+  }));
+}
+
+function activityTable(items) {
+  const rows = items.map((a) => {
+    let result;
+    if (a.error) result = badge(a.error, 'bad');
+    else if (a.timed_out) result = badge('timed out', 'bad');
+    else if (a.exit_code != null) result = badge(`exit ${a.exit_code}`, a.exit_code === 0 ? 'ok' : 'bad');
+    else result = badge('ok', 'ok');
+    return h('tr', {dataset: {kind: a.kind}},
+      cell('When', when(a.at)),
+      cell('Kind', a.kind),
+      cell('What', h('code', {class: 'wrap'}, a.command ?? a.path ?? '')),
+      cell('Result', result),
+      cell('Bytes', a.bytes ?? '—'),
+      cell('Took', duration(a.duration_ms)),
+      cell('Key', a.key_name ?? '—'));
+  });
+  return table('Activity, oldest first', ['When', 'Kind', 'What', 'Result', 'Bytes', 'Took', 'Key'], rows,
+    {empty: 'No exec or file activity recorded.', className: 'activity'});
+}
+
+function leasePanel(sb, owner) {
+  if (!sb.owner) {
+    return [h('p', {}, 'No owner: the sandbox lives until its TTL.'),
+      dl([['Expires', TERMINAL.includes(sb.state) ? when(sb.expires_at) : countdown(sb.expires_at, 'expired')]])];
+  }
+  const pairs = [['Owner', h('a', {href: href('owners', sb.owner)}, sb.owner)]];
+  if (owner) {
+    pairs.push(['Lease', owner.alive ? badge('alive', 'ok') : badge('lapsed', 'bad')]);
+    pairs.push(['Lease lapses', countdown(owner.expires_at)]);
+    pairs.push(["Owner's live sandboxes", String(owner.live_sandboxes)]);
+  } else {
+    pairs.push(['Lease', h('span', {class: 'muted'}, 'no lease on record')]);
+  }
+  pairs.push(['Sandbox TTL', TERMINAL.includes(sb.state) ? when(sb.expires_at) : countdown(sb.expires_at, 'expired')]);
+  return [dl(pairs), h('p', {class: 'help'}, 'The sandbox ends when its owner’s lease lapses (plus at most one janitor interval) or at its TTL, whichever comes first.')];
+}
+
+export async function sandboxView(main, [id], ctx) {
+  const title = h('h1', {tabindex: '-1'}, 'Sandbox ', h('span', {class: 'mono'}, id));
+  const head = h('div', {class: 'head-state'});
+  const facts = h('div');
+  const lease = h('div');
+  const timeline = h('div', {class: 'timeline'});
+  const events = h('div');
+  const activity = h('div');
+  const more = h('div');
+  fill(main,
+    h('nav', {class: 'crumbs', 'aria-label': 'Breadcrumb'}, h('a', {href: '#/sandboxes'}, 'Sandboxes'), ' › ', h('span', {class: 'mono'}, id)),
+    title, head,
+    section('Summary', facts),
+    section('Lease', lease),
+    section('Timeline', timeline, h('h3', {}, 'Events'), events),
+    section('Activity', activity, more));
+
+  let sb;
+  async function loadSandbox() {
+    sb = await api(`/v1/sandboxes/${encodeURIComponent(id)}`, {signal: ctx.signal});
+    const evs = await pages(`/v1/sandboxes/${encodeURIComponent(id)}/events`, {limit: 500}, {signal: ctx.signal});
+    fill(head, stateBadge(sb.state), sb.reason ? h('span', {class: 'reason'}, `reason: ${sb.reason}`) : null);
+    fill(facts, dl([
+      ['Provider', h('a', {href: '#/providers'}, sb.provider)],
+      ['Owner', sb.owner ? h('a', {href: href('owners', sb.owner)}, sb.owner) : h('span', {class: 'muted'}, 'none')],
+      ['Labels', labelsList(sb.labels)],
+      ['Provider ID', sb.provider_id ? h('code', {}, sb.provider_id) : null],
+      ['Work dir', sb.work_dir ? h('code', {}, sb.work_dir) : null],
+      ['Create attempts', String(sb.attempts)],
+      ['Error', sb.error ? h('span', {class: 'error'}, sb.error) : null],
+      ['Release error', sb.release_error ? h('span', {class: 'error'}, sb.release_error) : null],
+      ['Created', when(sb.created_at)],
+      ['Create deadline', sb.state === 'requested' || sb.state === 'creating' ? countdown(sb.create_deadline, 'passed') : null],
+      ['Ready', sb.ready_at ? when(sb.ready_at) : null],
+      ['Ended', sb.ended_at ? when(sb.ended_at) : null],
+      ['Released', sb.released ? when(sb.released_at) : TERMINAL.includes(sb.state) ? badge('not yet', 'warn') : null],
+    ]));
+    fill(timeline, stageStrip(stages(sb, evs.items), sb));
+    fill(events, eventList(evs.items));
+    document.title = `${id} · Tether`;
+  }
+
+  async function loadLease() {
+    const owner = sb.owner ? await findOwner(sb.owner, ctx.signal) : null;
+    fill(lease, leasePanel(sb, owner));
+  }
+
+  let cursor;
+  const items = [];
+  async function loadActivity(reset) {
+    if (reset) {
+      cursor = undefined;
+      items.length = 0;
+    }
+    const page = await api(`/v1/sandboxes/${encodeURIComponent(id)}/activity`, {query: {limit: 200, cursor}, signal: ctx.signal});
+    items.push(...page.items);
+    cursor = page.next_cursor ?? cursor;
+    fill(activity, activityTable(items));
+    fill(more, page.next_cursor
+      ? h('button', {type: 'button', class: 'secondary', onclick: () => loadActivity(false).catch(ctx.showError)}, 'Load more activity')
+      : null);
+  }
+
+  const reload = async () => {
+    try {
+      await loadSandbox();
+      await Promise.all([loadLease(), loadActivity(true)]);
+    } catch (err) {
+      ctx.showError(err);
+    }
+  };
+  let timer;
+  ctx.subscribe((e) => {
+    if (e.sandbox_id !== id) return;
+    clearTimeout(timer);
+    timer = setTimeout(reload, 200);
+  });
+  ctx.onReconnect(() => { clearTimeout(timer); timer = setTimeout(reload, 200); });
+  ctx.onLeave(() => { clearTimeout(timer); document.title = 'Tether console'; });
+  // Releases and lease renewals are not events: poll for them.
+  ctx.every(5000, () => {
+    if (document.hidden || !sb) return;
+    if (!(TERMINAL.includes(sb.state) && sb.released)) reload();
+  });
+  await loadSandbox();
+  await Promise.all([loadLease(), loadActivity(true)]);
+}

@@ -1,0 +1,635 @@
+// Browser tests of the web console (/ui), in Debian's Chromium driven by
+// playwright-core, against a real Tether and Postgres. test/e2e's
+// TestConsole starts Tether and runs them with:
+//
+//   TETHER_URL            the Tether under test
+//   TETHER_API_KEY        a key of tenant A
+//   TETHER_OTHER_API_KEY  a key of tenant B
+//   TETHER_SIM_STATE_DIR  the sim provider's inventory (to lose and orphan resources)
+//   CHROMIUM_PATH         default /usr/bin/chromium
+//   UPDATE_SCREENSHOTS=1  save the screenshots to docs/console/
+//
+// The server runs with AUTH_CACHE_TTL=1s, so that a revoked key is refused
+// within a second.
+
+import {test, before, after} from 'node:test';
+import assert from 'node:assert/strict';
+import {mkdtemp, rm, utimes, writeFile, mkdir} from 'node:fs/promises';
+import {tmpdir} from 'node:os';
+import {join} from 'node:path';
+import {fileURLToPath} from 'node:url';
+import {chromium} from 'playwright-core';
+
+const BASE = process.env.TETHER_URL;
+const KEY = process.env.TETHER_API_KEY;
+const OTHER = process.env.TETHER_OTHER_API_KEY;
+const SIM_DIR = process.env.TETHER_SIM_STATE_DIR;
+for (const [name, v] of Object.entries({TETHER_URL: BASE, TETHER_API_KEY: KEY, TETHER_OTHER_API_KEY: OTHER, TETHER_SIM_STATE_DIR: SIM_DIR})) {
+  if (!v) throw new Error(`${name} is not set: run these tests with go test ./test/e2e -run Console`);
+}
+const RUN = Date.now().toString(36);
+const SHOTS = process.env.UPDATE_SCREENSHOTS === '1'
+  ? fileURLToPath(new URL('../../docs/console/', import.meta.url))
+  : null;
+
+// The flags Debian's Chromium needs here: without the background-networking
+// ones, its own connections are refused and slow it down.
+const LAUNCH = {
+  executablePath: process.env.CHROMIUM_PATH || '/usr/bin/chromium',
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+};
+
+let browser;
+before(async () => { browser = await chromium.launch(LAUNCH); });
+after(async () => { await browser?.close(); });
+
+// --- the API, from the test's side -------------------------------------------
+
+async function call(method, path, {body, key = KEY, raw} = {}) {
+  const resp = await fetch(BASE + path, {
+    method,
+    headers: {Authorization: `Bearer ${key}`, ...(body !== undefined && !raw ? {'Content-Type': 'application/json'} : {})},
+    body: raw ?? (body === undefined ? undefined : JSON.stringify(body)),
+  });
+  const text = await resp.text();
+  let json = null;
+  try { json = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
+  return {status: resp.status, json, headers: resp.headers};
+}
+
+async function ok(method, path, opts) {
+  const r = await call(method, path, opts);
+  assert.ok(r.status >= 200 && r.status < 300, `${method} ${path}: ${r.status} ${JSON.stringify(r.json)}`);
+  return r.json;
+}
+
+const create = (body, key = KEY) => ok('POST', '/v1/sandboxes', {body, key});
+const settled = (id, key = KEY) => ok('GET', `/v1/sandboxes/${id}?wait=30s`, {key});
+const released = (id, key = KEY) => ok('GET', `/v1/sandboxes/${id}?until=released&wait=60s`, {key});
+
+async function until(what, fn, timeout = 20000) {
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+// --- the browser ----------------------------------------------------------------
+
+// open makes a fresh browser context (its own sessionStorage) and a page that
+// records script errors and CSP violations; done() fails on any.
+async function open({viewport = {width: 1280, height: 800}, ...opts} = {}) {
+  const context = await browser.newContext({viewport, timezoneId: 'UTC', reducedMotion: 'reduce', ...opts});
+  const page = await context.newPage();
+  page.setDefaultTimeout(15000);
+  const errors = [];
+  page.networkChanges = 0;
+  page.on('requestfailed', (req) => { if (req.failure()?.errorText === 'net::ERR_NETWORK_CHANGED') page.networkChanges++; });
+  page.on('pageerror', (err) => errors.push(`page error: ${err.message}`));
+  page.on('console', (msg) => {
+    // A failed API call (401, 404) is logged by Chromium; that is expected.
+    if (msg.type() === 'error' && !msg.text().startsWith('Failed to load resource')) errors.push(`console: ${msg.text()}`);
+  });
+  return {
+    page,
+    errors,
+    async done() {
+      await context.close();
+      assert.deepEqual(errors, [], 'the page had script errors or CSP violations');
+    },
+  };
+}
+
+// load navigates (goto or reload) and waits for the console to start. When
+// the local provider makes a sandbox, Chromium may see the host's network
+// change and abort the requests in flight (net::ERR_NETWORK_CHANGED), a
+// module's among them; only then is the load tried again.
+async function load(page, navigate) {
+  for (let attempt = 1; ; attempt++) {
+    const seen = page.networkChanges;
+    await navigate();
+    try {
+      await page.locator('main > :not(noscript)').first().waitFor({timeout: 5000});
+      return;
+    } catch (err) {
+      if (page.networkChanges === seen || attempt === 3) throw err;
+    }
+  }
+}
+
+async function signIn(page, key = KEY) {
+  await load(page, () => page.goto(`${BASE}/ui/`));
+  await page.locator('#apikey').fill(key);
+  await page.getByRole('button', {name: 'Sign in'}).click();
+  await page.locator('#nav').waitFor({state: 'visible'});
+  await page.locator('main h1', {hasText: 'Sandboxes'}).waitFor();
+}
+
+async function go(page, hash) {
+  await page.evaluate((h) => { location.hash = h; }, hash);
+}
+
+const rowIds = (page, scope = '#results') => page.$$eval(`${scope} tbody tr[data-id]`, (trs) => trs.map((t) => t.dataset.id));
+
+// wantRows waits until the sandboxes table shows exactly want.
+async function wantRows(page, want, scope = '#results') {
+  const sorted = [...want].sort();
+  try {
+    await page.waitForFunction(([w, s]) => {
+      const wrap = document.querySelector(`${s} .table-wrap`);
+      const got = [...document.querySelectorAll(`${s} tbody tr[data-id]`)].map((t) => t.dataset.id).sort();
+      return wrap && JSON.stringify(got) === JSON.stringify(w);
+    }, [sorted, scope], {timeout: 10000});
+  } catch {
+    assert.deepEqual((await rowIds(page, scope)).sort(), sorted, 'the rows of the sandboxes table');
+  }
+}
+
+async function openFilters(page) {
+  const details = page.locator('details.filters');
+  if (!(await details.evaluate((d) => d.open))) await details.locator('summary').click();
+}
+
+async function applyFilters(page, set) {
+  await openFilters(page);
+  const form = page.locator('form[role=search]');
+  for (const box of await form.locator('input[name=state]').all()) await box.setChecked((set.state ?? []).includes(await box.inputValue()));
+  await form.getByLabel('Owner').fill(set.owner ?? '');
+  await form.getByLabel('Provider').selectOption(set.provider ?? '');
+  await form.getByLabel('Labels').fill(set.labels ?? '');
+  await form.getByLabel('Created after').fill(set.created_after ?? '');
+  await form.getByLabel('Created before').fill(set.created_before ?? '');
+  await form.getByLabel('Released').selectOption(set.released ?? '');
+  await form.getByRole('button', {name: 'Apply filters'}).click();
+}
+
+// noOverflow checks that a page fits its viewport's width.
+// (Not innerWidth: on a phone the browser widens the layout viewport to fit
+// content that overflows.)
+async function noOverflow(page, what) {
+  const width = page.viewportSize().width;
+  const [scroll, inner] = await page.evaluate(() => [document.documentElement.scrollWidth, innerWidth]);
+  assert.ok(scroll <= width && inner <= width, `${what}: the page is ${scroll}px wide (layout viewport ${inner}px) on a ${width}px screen`);
+}
+
+// --- the tests ------------------------------------------------------------------
+
+test('/ui is served with a strict CSP and no authentication', async () => {
+  const resp = await fetch(`${BASE}/ui/`);
+  assert.equal(resp.status, 200);
+  const csp = resp.headers.get('content-security-policy') ?? '';
+  assert.match(csp, /default-src 'self'/);
+  assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
+  assert.equal(resp.headers.get('x-content-type-options'), 'nosniff');
+  const js = await fetch(`${BASE}/ui/js/app.js`);
+  assert.equal(js.headers.get('content-type'), 'text/javascript; charset=utf-8');
+  assert.equal((await fetch(`${BASE}/ui/nope.js`)).status, 404);
+  // The API itself still needs a key.
+  assert.equal((await fetch(`${BASE}/v1/sandboxes`)).status, 401);
+});
+
+test('sign in: a wrong key is refused with the API\'s message; a good one is kept for the tab', async () => {
+  const {page, done} = await open();
+  await load(page, () => page.goto(`${BASE}/ui/`));
+  await page.locator('#apikey').fill('not-a-key');
+  await page.getByRole('button', {name: 'Sign in'}).click();
+  await page.locator('#signin-error', {hasText: 'the API key is not valid'}).waitFor();
+  assert.equal(await page.locator('#nav').isVisible(), false, 'the console is shown without a valid key');
+
+  await page.locator('#apikey').fill(KEY);
+  await page.getByRole('button', {name: 'Sign in'}).click();
+  await page.locator('main h1', {hasText: 'Sandboxes'}).waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('tether.apiKey')), KEY);
+  await page.locator('#live[data-status=live]').waitFor();
+
+  await load(page, () => page.reload());
+  await page.locator('main h1', {hasText: 'Sandboxes'}).waitFor();
+
+  await page.getByRole('button', {name: 'Sign out'}).click();
+  await page.locator('#apikey').waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('tether.apiKey')), null);
+  await done();
+});
+
+test('the stream parser and resume: SSE split anywhere, Last-Event-ID picks up after a gap', async () => {
+  const {page, done} = await open();
+  await signIn(page);
+  // The parser, fed a stream cut at awkward places (inside \r\n, mid-field).
+  const parsed = await page.evaluate(async () => {
+    const {SSEParser} = await import('./js/sse.js');
+    const out = [];
+    const p = new SSEParser((e) => out.push(e));
+    for (const chunk of ['id: 7-1\r', '\nevent: event\r\ndata: {"a":', '1}\r\n\r\n: keep-alive\n\n', 'data: x\ndata: y\n', '\nid: 8-2\nevent: error\ndata: {}\n\n']) p.push(chunk);
+    return out;
+  });
+  assert.deepEqual(parsed, [
+    {type: 'event', data: '{"a":1}', id: '7-1'},
+    {type: 'message', data: 'x\ny', id: '7-1'},
+    {type: 'error', data: '{}', id: '8-2'},
+  ]);
+
+  // Follow the stream until a new sandbox is requested, stop, let it become
+  // ready meanwhile, and resume from the last id: the rest of its history
+  // arrives, and nothing twice.
+  await page.evaluate(async (key) => {
+    const {EventStream} = await import('./js/sse.js');
+    window.got = [];
+    window.first = new EventStream({key, onEvent: (e) => window.got.push(e)});
+    window.first.start();
+  }, KEY);
+  await page.waitForFunction(() => document.getElementById('live').dataset.status === 'live');
+  await page.waitForTimeout(300); // the new stream is open
+  const sb = await create({provider: 'sim', labels: {suite: `stream-${RUN}`}, params: {create_delay_ms: 1500}});
+  await page.waitForFunction((id) => window.got.some((e) => e.sandbox_id === id), sb.id);
+  const lastId = await page.evaluate(() => { window.first.stop(); return window.first.lastId; });
+  assert.match(lastId, /^\d+-\d+$/);
+  await settled(sb.id);
+  const resumed = await page.evaluate(async ([key, last, id]) => {
+    const {EventStream} = await import('./js/sse.js');
+    const seen = [];
+    const s = new EventStream({key, onEvent: (e) => { if (e.sandbox_id === id) seen.push(e.to); }});
+    s.lastId = last;
+    s.start();
+    const deadline = Date.now() + 10000;
+    while (!seen.includes('ready') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    s.stop();
+    return {seen, before: window.got.filter((e) => e.sandbox_id === id).map((e) => e.to)};
+  }, [KEY, lastId, sb.id]);
+  assert.deepEqual([...resumed.before, ...resumed.seen], ['requested', 'creating', 'ready']);
+  await done();
+});
+
+test('the sandboxes table applies every filter of the API', async () => {
+  const suite = `filters-${RUN}`;
+  const owner = `owner-${RUN}`;
+  const a = await create({provider: 'sim', owner, labels: {suite, team: 'search'}});
+  const b = await create({provider: 'sim', labels: {suite, team: 'ml'}, params: {fail: 'create'}});
+  const c = await create({provider: 'sim', labels: {suite, team: 'search'}});
+  const d = await create({provider: 'local', labels: {suite, team: 'infra'}});
+  for (const s of [a, b, c, d]) await settled(s.id);
+  await ok('DELETE', `/v1/sandboxes/${c.id}`);
+  await released(b.id);
+  await released(c.id);
+
+  const {page, done} = await open();
+  await signIn(page);
+  const all = [a.id, b.id, c.id, d.id];
+  await applyFilters(page, {labels: `suite=${suite}`});
+  await wantRows(page, all);
+  await applyFilters(page, {labels: `suite=${suite}, team=search`});
+  await wantRows(page, [a.id, c.id]);
+  await applyFilters(page, {labels: `suite=${suite}`, state: ['failed']});
+  await wantRows(page, [b.id]);
+  await applyFilters(page, {labels: `suite=${suite}`, state: ['ready', 'failed']});
+  await wantRows(page, [a.id, b.id, d.id]);
+  await applyFilters(page, {owner});
+  await wantRows(page, [a.id]);
+  await applyFilters(page, {labels: `suite=${suite}`, provider: 'local'});
+  await wantRows(page, [d.id]);
+  await applyFilters(page, {labels: `suite=${suite}`, released: 'true'});
+  await wantRows(page, [b.id, c.id]);
+  await applyFilters(page, {labels: `suite=${suite}`, released: 'false'});
+  await wantRows(page, [a.id, d.id]);
+  const minute = (ms) => new Date(Date.now() + ms).toISOString().slice(0, 16); // the browser runs in UTC
+  await applyFilters(page, {labels: `suite=${suite}`, created_after: minute(60_000)});
+  await wantRows(page, []);
+  await page.locator('#results .empty', {hasText: 'No sandboxes match'}).waitFor();
+  await applyFilters(page, {labels: `suite=${suite}`, created_after: minute(-120_000), created_before: minute(60_000)});
+  await wantRows(page, all);
+  await applyFilters(page, {labels: `suite=${suite}`, created_before: minute(-120_000)});
+  await wantRows(page, []);
+
+  // The filters live in the URL: a reload shows the same rows.
+  await applyFilters(page, {labels: `suite=${suite}, team=search`});
+  await wantRows(page, [a.id, c.id]);
+  await load(page, () => page.reload());
+  await wantRows(page, [a.id, c.id]);
+  assert.equal(await page.locator('form[role=search]').getByLabel('Labels').inputValue(), `suite=${suite}, team=search`);
+
+  // Pages: limit and cursor.
+  await go(page, `#/sandboxes?label=${encodeURIComponent(`suite=${suite}`)}&limit=3`);
+  await wantRows(page, [d.id, c.id, b.id]);
+  await page.getByRole('link', {name: 'Next page →'}).click();
+  await wantRows(page, [a.id]);
+  await page.getByRole('link', {name: '← First page'}).waitFor();
+
+  // A filter the API refuses shows the API's problem detail.
+  await applyFilters(page, {labels: 'nonsense'});
+  await page.locator('#flash', {hasText: 'label filter "nonsense" must look like key=value'}).waitFor();
+  await done();
+});
+
+test('a sandbox appears and goes ready in the table without a reload', async () => {
+  const suite = `live-${RUN}`;
+  const {page, done} = await open();
+  await signIn(page);
+  await page.locator('#live[data-status=live]').waitFor();
+  await page.evaluate(() => { window.notReloaded = true; });
+  const seen = [];
+  await page.exposeFunction('sawState', (s) => seen.push(s));
+  const sb = await create({provider: 'sim', labels: {suite}, params: {create_delay_ms: 2500}});
+  // Record each state the row shows, as the page shows it.
+  await page.evaluate((id) => {
+    let last = '';
+    const look = () => {
+      const s = document.querySelector(`#results tr[data-id="${id}"]`)?.dataset.state ?? '';
+      if (s && s !== last) { last = s; window.sawState(s); }
+    };
+    new MutationObserver(look).observe(document.getElementById('main'), {subtree: true, childList: true, attributes: true});
+    look();
+  }, sb.id);
+  await page.locator(`#results tr[data-id="${sb.id}"][data-state=ready]`).waitFor({timeout: 20000});
+  await page.locator(`#results tr[data-id="${sb.id}"] .state`, {hasText: 'ready'}).waitFor();
+  assert.equal(await page.evaluate(() => window.notReloaded), true, 'the page was reloaded');
+  assert.equal(await page.evaluate(() => performance.getEntriesByType('navigation').length), 1);
+  assert.ok(seen.length >= 2 && seen.at(-1) === 'ready' && ['requested', 'creating'].includes(seen[0]),
+    `the row should show the sandbox before it is ready, then ready; it showed ${JSON.stringify(seen)}`);
+  await done();
+});
+
+test('a sandbox page draws its timeline, lease and activity, and follows it live', async () => {
+  const owner = `agent-${RUN}`;
+  const sb = await create({provider: 'local', owner, labels: {suite: `page-${RUN}`}});
+  const ready = await settled(sb.id);
+  assert.equal(ready.state, 'ready');
+  const exec = await ok('POST', `/v1/sandboxes/${sb.id}/exec`, {body: {command: 'echo console-was-here'}});
+  assert.equal(exec.exit_code, 0);
+  await ok('PUT', `/v1/sandboxes/${sb.id}/files?path=${encodeURIComponent('/workspace/notes.txt')}`, {raw: 'hello'});
+  await ok('PUT', `/v1/owners/${owner}/lease`, {body: {ttl_seconds: 90}});
+
+  const {page, done} = await open();
+  await signIn(page);
+  await page.locator(`#results a[href="#/sandboxes/${sb.id}"]`).click();
+  await page.locator('main h1', {hasText: sb.id}).waitFor();
+
+  // While it is ready: three stages done, the rest to come; the lease counts down.
+  await page.locator('.stage[data-stage=ready].stage-done.stage-current').waitFor();
+  assert.equal(await page.locator('.stage[data-stage=ended]').getAttribute('class'), 'stage stage-pending');
+  const lease = page.locator('[aria-labelledby=sec-lease] time[data-countdown]').first();
+  const before = await lease.textContent();
+  assert.match(before, /^\d+:\d\d left$/);
+  await page.waitForFunction((b) => {
+    const t = document.querySelector('[aria-labelledby=sec-lease] time[data-countdown]');
+    return t && t.textContent !== b;
+  }, before, {timeout: 5000});
+  assert.equal(await page.locator('[aria-labelledby=sec-lease] a', {hasText: owner}).count(), 1);
+
+  // Activity: the exec and the file write, with who and how it ended.
+  const activity = page.locator('[aria-labelledby=sec-activity] tbody tr');
+  await page.locator('[aria-labelledby=sec-activity] tr[data-kind=exec]', {hasText: 'echo console-was-here'}).waitFor();
+  assert.match(await page.locator('[aria-labelledby=sec-activity] tr[data-kind=exec]').textContent(), /exit 0/);
+  assert.match(await page.locator('[aria-labelledby=sec-activity] tr[data-kind=file_write]').textContent(), /\/workspace\/notes\.txt/);
+  assert.equal(await activity.count(), 2);
+
+  // Ended through the API: the page follows, to released, without a reload.
+  await page.evaluate(() => { window.notReloaded = true; });
+  await ok('DELETE', `/v1/sandboxes/${sb.id}`);
+  await page.locator('.stage[data-stage=ended].stage-done', {hasText: 'terminated'}).waitFor();
+  await page.locator('.stage[data-stage=released].stage-done').waitFor({timeout: 20000});
+  assert.equal(await page.evaluate(() => window.notReloaded), true);
+  for (const stage of ['requested', 'creating', 'ready', 'ended', 'released']) {
+    assert.match(await page.locator(`.stage[data-stage=${stage}]`).getAttribute('class'), /stage-done/, stage);
+  }
+  for (const stage of ['creating', 'ready', 'ended', 'released']) {
+    assert.match(await page.locator(`.stage[data-stage=${stage}] .stage-since`).textContent(), /^ \+\d/, `${stage} shows how long after the previous stage`);
+  }
+  assert.match(await page.locator('.stage[data-stage=ended]').textContent(), /reason: requested/);
+  assert.deepEqual(await page.$$eval('ol.events > li', (lis) => lis.map((li) => li.dataset.to)), ['requested', 'creating', 'ready', 'terminated']);
+  assert.match(await page.locator('ol.events > li').last().textContent(), /by client \(key bootstrap\)/);
+  assert.ok(await page.locator('.timebar .seg').count() >= 3, 'the time bar has a segment per stage reached');
+  await done();
+});
+
+test('needs attention shows unreleased, failed, lost and orphaned sandboxes', async () => {
+  const suite = `attention-${RUN}`;
+  const failed = await create({provider: 'sim', labels: {suite}, params: {fail: 'create'}});
+  const slow = await create({provider: 'sim', labels: {suite}, params: {destroy_delay_ms: 20000}});
+  const lost = await create({provider: 'sim', labels: {suite}});
+  const orphan = await create({provider: 'sim', labels: {suite}});
+  for (const s of [failed, slow, lost, orphan]) await settled(s.id);
+  await ok('DELETE', `/v1/sandboxes/${slow.id}`);
+  // Lose one: its resource disappears behind Tether's back.
+  await rm(join(SIM_DIR, lost.id));
+  // Orphan one: once released, its resource comes back, as if a late create made it.
+  await ok('DELETE', `/v1/sandboxes/${orphan.id}`);
+  await released(orphan.id);
+  await writeFile(join(SIM_DIR, orphan.id), JSON.stringify({sandbox_id: orphan.id, created_at: new Date(Date.now() - 60_000).toISOString(), pid: 1}) + '\n');
+  const past = new Date(Date.now() - 60_000);
+  await utimes(join(SIM_DIR, orphan.id), past, past);
+  await until('the janitor to mark the lost sandbox', async () => (await call('GET', `/v1/sandboxes/${lost.id}`)).json?.reason === 'lost');
+  await until('the janitor to destroy the orphan', async () => (await call('GET', '/v1/reconcile-events?limit=500')).json?.items.some((e) => e.sandbox_id === orphan.id && e.action === 'orphan_destroyed'));
+
+  const {page, done} = await open();
+  await signIn(page);
+  await page.getByRole('link', {name: 'Needs attention'}).click();
+  await page.locator('main h1', {hasText: 'Needs attention'}).waitFor();
+  await page.getByLabel('Unreleased for more than (minutes)').fill('0');
+  await page.getByRole('button', {name: 'Apply'}).click();
+  const sec = (id) => page.locator(`[aria-labelledby=${id}]`);
+  await sec('sec-ended-but-not-released').locator(`tr[data-id="${slow.id}"]`).waitFor();
+  await sec('sec-failed-creates').locator(`tr[data-id="${failed.id}"]`, {hasText: 'injected failure'}).waitFor();
+  await sec('sec-lost-by-their-provider').locator(`tr[data-id="${lost.id}"]`).waitFor();
+  await sec('sec-reconciliation').locator('tr[data-action=orphan_destroyed]', {hasText: orphan.id}).waitFor();
+  await sec('sec-reconciliation').locator('tr[data-action=lost]', {hasText: lost.id}).waitFor();
+  // The ready ones are not there.
+  assert.equal(await sec('sec-ended-but-not-released').locator(`tr[data-id="${failed.id}"]`).count(), 0);
+  await done();
+});
+
+test('a key made in the console works until it is revoked there', async () => {
+  const name = `console-${RUN}`;
+  const admin = await open();
+  await signIn(admin.page);
+  await admin.page.getByRole('link', {name: 'API keys'}).click();
+  await admin.page.getByLabel('Name').fill(name);
+  await admin.page.getByRole('button', {name: 'Create key'}).click();
+  const secret = (await admin.page.locator('#new-secret').textContent()).trim();
+  assert.ok(secret.length > 20, 'the secret is shown');
+  const row = admin.page.locator(`tr[data-name="${name}"]`);
+  await row.locator('.badge', {hasText: 'active'}).waitFor();
+  assert.equal((await call('GET', '/v1/sandboxes?limit=1', {key: secret})).status, 200, 'the new key works');
+
+  // Someone signs in with it in another browser.
+  const user = await open();
+  await signIn(user.page, secret);
+
+  // The secret is shown once: not after a reload.
+  await load(admin.page, () => admin.page.reload());
+  await row.waitFor();
+  assert.equal(await admin.page.locator('#new-secret').count(), 0);
+  assert.ok(!(await admin.page.locator('main').textContent()).includes(secret), 'the secret is shown again');
+
+  await row.getByRole('button', {name: `Revoke key ${name}`}).click();
+  await row.getByRole('button', {name: `Confirm: revoke key ${name}`}).click();
+  await row.locator('.badge', {hasText: 'revoked'}).waitFor();
+  await until('the revoked key to be refused', async () => (await call('GET', '/v1/sandboxes?limit=1', {key: secret})).status === 401, 15000);
+
+  // The console signed in with it sends its user back to sign in.
+  await go(user.page, '#/owners');
+  await user.page.locator('#signin-error', {hasText: 'the API key is not valid'}).waitFor();
+  assert.equal(await user.page.evaluate(() => sessionStorage.getItem('tether.apiKey')), null);
+  await user.done();
+  await admin.done();
+});
+
+test('a key of another tenant sees none of tenant A\'s sandboxes', async () => {
+  const mine = await create({provider: 'sim', owner: `a-owner-${RUN}`, labels: {suite: `tenant-${RUN}`}});
+  await settled(mine.id);
+  const theirs = await create({provider: 'sim', labels: {suite: `tenant-b-${RUN}`}}, OTHER);
+  await settled(theirs.id, OTHER);
+  const aIds = (await ok('GET', '/v1/sandboxes?limit=500')).items.map((s) => s.id);
+  assert.ok(aIds.length > 3);
+
+  // Every row B's console shows is one of B's sandboxes (as B's key lists
+  // them), and none is A's.
+  const onlyB = async () => {
+    const shown = await rowIds(page);
+    const bIds = new Set((await ok('GET', '/v1/sandboxes?limit=500', {key: OTHER})).items.map((s) => s.id));
+    for (const id of shown) assert.ok(bIds.has(id), `tenant B's console shows ${id}, which is not B's`);
+    const text = await page.locator('main').textContent();
+    for (const id of [...aIds, late?.id].filter(Boolean)) assert.ok(!text.includes(id), `tenant B's console shows tenant A's ${id}`);
+    return shown;
+  };
+  let late;
+  const {page, done} = await open();
+  await signIn(page, OTHER);
+  await page.locator(`#results tr[data-id="${theirs.id}"]`).waitFor();
+  await onlyB();
+  // Sandboxes created now: A's does not show up live; B's does.
+  late = await create({provider: 'sim', labels: {suite: `tenant-${RUN}`}});
+  const lateB = await create({provider: 'sim', labels: {suite: `tenant-b-${RUN}`}}, OTHER);
+  await settled(late.id);
+  await settled(lateB.id, OTHER);
+  await page.locator(`#results tr[data-id="${lateB.id}"][data-state=ready]`).waitFor();
+  assert.ok((await onlyB()).includes(theirs.id));
+
+  await go(page, `#/sandboxes/${mine.id}`);
+  await page.locator('#flash', {hasText: 'not found'}).waitFor();
+  await go(page, '#/owners');
+  await page.locator('main h1', {hasText: 'Owners'}).waitFor();
+  await page.locator('main .table-wrap').waitFor();
+  assert.equal(await page.locator(`tr[data-owner="a-owner-${RUN}"]`).count(), 0);
+  await go(page, '#/keys');
+  await page.locator('tr[data-name]').first().waitFor();
+  assert.equal(await page.locator('tr[data-name="bootstrap"]').count(), 0, 'tenant B sees tenant A\'s keys');
+  await done();
+});
+
+test('API strings are shown as text, never run as HTML', async () => {
+  const evil = '<img src=x onerror="window.pwned=1"><b>bold</b>';
+  const sb = await create({provider: 'sim', labels: {note: evil, suite: `xss-${RUN}`}});
+  await settled(sb.id);
+  const {page, done} = await open();
+  await signIn(page);
+  await go(page, `#/sandboxes?label=${encodeURIComponent(`suite=xss-${RUN}`)}`);
+  await wantRows(page, [sb.id]);
+  await page.locator('main code', {hasText: `note=${evil}`}).waitFor();
+  await go(page, `#/sandboxes/${sb.id}`);
+  await page.locator('main code', {hasText: `note=${evil}`}).waitFor();
+  assert.equal(await page.locator('main img, main b').count(), 0);
+  assert.equal(await page.evaluate(() => window.pwned), undefined);
+  await done();
+});
+
+test('keyboard: a skip link, labelled controls, nav by keys and a visible focus', async () => {
+  const {page, done} = await open();
+  await signIn(page);
+  await page.locator('#live[data-status=live]').waitFor();
+  for (const hash of ['#/sandboxes', '#/attention', '#/keys']) {
+    await go(page, hash);
+    await page.locator('main .table-wrap').first().waitFor();
+    const unlabelled = await page.$$eval('main input, main select, main button', (els) => els
+      .filter((el) => !(el.labels?.length || el.getAttribute('aria-label') || (el.tagName === 'BUTTON' && el.textContent.trim())))
+      .map((el) => el.outerHTML));
+    assert.deepEqual(unlabelled, [], `${hash}: controls without a label`);
+  }
+  // A fresh load: the first Tab reaches the skip link, which moves to the content.
+  await go(page, '#/sandboxes');
+  await load(page, () => page.reload());
+  await page.locator('main .table-wrap').waitFor();
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Skip to content');
+  await page.keyboard.press('Enter');
+  assert.equal(await page.evaluate(() => document.activeElement.id), 'main');
+  assert.equal(await page.evaluate(() => location.hash), '#/sandboxes', 'the skip link changed the route');
+  // From the top again, Tab reaches the nav; Enter follows a link.
+  await load(page, () => page.reload());
+  await page.locator('main .table-wrap').waitFor();
+  let reached = false;
+  for (let i = 0; i < 15 && !reached; i++) {
+    await page.keyboard.press('Tab');
+    reached = await page.evaluate(() => document.activeElement.textContent === 'Owners');
+  }
+  assert.ok(reached, 'Tab does not reach the Owners link');
+  const outline = await page.evaluate(() => getComputedStyle(document.activeElement).outlineStyle);
+  assert.notEqual(outline, 'none', 'the focused link has no visible focus');
+  await page.keyboard.press('Enter');
+  await page.locator('main h1', {hasText: 'Owners'}).waitFor();
+  assert.equal(await page.evaluate(() => location.hash), '#/owners');
+  assert.equal(await page.evaluate(() => document.activeElement.tagName), 'H1', 'focus moves to the new page');
+  await done();
+});
+
+test('screenshots: desktop and phone, every page fitting the phone\'s width', async () => {
+  // A tenant of its own kind of traffic: tenant B, so that the pictures show
+  // a readable set rather than the other tests' sandboxes.
+  const made = [];
+  const mk = async (body) => { const s = await create(body, OTHER); made.push(s.id); return s; };
+  const agent = await mk({provider: 'local', owner: 'agent-42', labels: {team: 'search', task: 'index-build'}});
+  await mk({provider: 'sim', owner: 'agent-42', labels: {team: 'search'}});
+  const slow = await mk({provider: 'sim', owner: 'agent-7', labels: {team: 'ml'}, params: {create_delay_ms: 600000}});
+  await mk({provider: 'sim', labels: {team: 'ml'}, params: {fail: 'create'}});
+  const gone = await mk({provider: 'sim', owner: 'agent-7', labels: {team: 'ml'}});
+  for (const id of made) if (id !== slow.id) await settled(id, OTHER);
+  await ok('PUT', '/v1/owners/agent-42/lease', {body: {ttl_seconds: 300}, key: OTHER});
+  await ok('PUT', '/v1/owners/agent-7/lease', {body: {ttl_seconds: 45}, key: OTHER});
+  await ok('POST', `/v1/sandboxes/${agent.id}/exec`, {body: {command: 'python3 -c "print(6*7)"'}, key: OTHER});
+  await ok('PUT', `/v1/sandboxes/${agent.id}/files?path=${encodeURIComponent('/workspace/main.py')}`, {raw: 'print("hi")\n', key: OTHER});
+  await ok('POST', `/v1/sandboxes/${agent.id}/exec`, {body: {command: 'python3 /workspace/main.py && pytest -q'}, key: OTHER});
+  await ok('DELETE', `/v1/sandboxes/${gone.id}`, {key: OTHER});
+  await released(gone.id, OTHER);
+
+  const dir = SHOTS ?? await mkdtemp(join(tmpdir(), 'console-shots-'));
+  await mkdir(dir, {recursive: true});
+  const pages = [['sandboxes', '#/sandboxes'], ['sandbox', `#/sandboxes/${agent.id}`], ['attention', '#/attention'], ['owners', '#/owners'], ['providers', '#/providers'], ['keys', '#/keys']];
+  try {
+    const desktop = await open({viewport: {width: 1280, height: 800}});
+    await signIn(desktop.page, OTHER);
+    await desktop.page.locator('#live[data-status=live]').waitFor();
+    for (const [name, hash] of pages.slice(0, 2)) {
+      await go(desktop.page, hash);
+      await desktop.page.locator('main .table-wrap').first().waitFor();
+      await desktop.page.waitForTimeout(300);
+      await desktop.page.screenshot({path: join(dir, `${name}.png`), fullPage: true});
+    }
+    await desktop.done();
+    // Needs attention as tenant A, which the tests above gave something to show.
+    const a = await open({viewport: {width: 1280, height: 800}});
+    await signIn(a.page);
+    await go(a.page, '#/attention?unreleased=0&window=24');
+    await a.page.locator('[aria-labelledby=sec-reconciliation] .table-wrap').waitFor();
+    await a.page.waitForTimeout(300);
+    await a.page.screenshot({path: join(dir, 'attention.png'), fullPage: true});
+    await a.done();
+
+    const phone = await open({viewport: {width: 390, height: 844}, deviceScaleFactor: 2, isMobile: true, hasTouch: true});
+    await signIn(phone.page, OTHER);
+    for (const [name, hash] of pages) {
+      await go(phone.page, hash);
+      await phone.page.locator('main h1').waitFor();
+      await phone.page.locator('main .table-wrap, main .cards').first().waitFor();
+      await phone.page.waitForTimeout(200);
+      await noOverflow(phone.page, `${name} at 390px`);
+      if (name === 'sandbox') await phone.page.evaluate(() => document.getElementById('sec-lease').scrollIntoView({block: 'start'}));
+      if (name === 'sandboxes' || name === 'sandbox') await phone.page.screenshot({path: join(dir, `phone-${name}.png`)});
+    }
+    await phone.done();
+  } finally {
+    if (!SHOTS) await rm(dir, {recursive: true, force: true});
+    for (const id of made) await call('DELETE', `/v1/sandboxes/${id}`, {key: OTHER});
+  }
+});
