@@ -64,10 +64,12 @@ type Config struct {
 	LocalAllowHostNetwork bool
 	// LocalLimits are a local sandbox's resource limits unless its create
 	// asks for others (LOCAL_PIDS, default 256; LOCAL_MEMORY_MB, default
-	// 512, which covers its /tmp too).
+	// 512, which covers its /tmp too; LOCAL_WORKSPACE_MB, default 0: no
+	// size limit on /workspace).
 	LocalLimits local.Limits
 	// LocalMaxLimits are the most a create may ask for (LOCAL_MAX_PIDS,
-	// default 4096; LOCAL_MAX_MEMORY_MB, default 8192).
+	// default 4096; LOCAL_MAX_MEMORY_MB, default 8192;
+	// LOCAL_MAX_WORKSPACE_MB, default 102400).
 	LocalMaxLimits local.Limits
 	// LocalAllowUnlimited lets the local provider run sandboxes on a host
 	// where it cannot enforce resource limits (LOCAL_ALLOW_UNLIMITED,
@@ -244,6 +246,19 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		}
 		return n
 	}
+	// numOrZero is num for settings where 0 means none.
+	numOrZero := func(name string, def int64) int64 {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want 0 or a positive integer", name, v))
+			return def
+		}
+		return n
+	}
 
 	boolean := func(name string) bool {
 		v := strings.TrimSpace(getenv(name))
@@ -266,12 +281,14 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		LocalStateDir:         str("LOCAL_STATE_DIR", defaultLocalStateDir),
 		LocalAllowHostNetwork: boolean("LOCAL_ALLOW_HOST_NETWORK"),
 		LocalLimits: local.Limits{
-			Pids:     int(num("LOCAL_PIDS", local.DefaultPids)),
-			MemoryMB: int(num("LOCAL_MEMORY_MB", local.DefaultMemoryMB)),
+			Pids:        int(num("LOCAL_PIDS", local.DefaultPids)),
+			MemoryMB:    int(num("LOCAL_MEMORY_MB", local.DefaultMemoryMB)),
+			WorkspaceMB: int(numOrZero("LOCAL_WORKSPACE_MB", local.DefaultWorkspaceMB)),
 		},
 		LocalMaxLimits: local.Limits{
-			Pids:     int(num("LOCAL_MAX_PIDS", local.DefaultMaxPids)),
-			MemoryMB: int(num("LOCAL_MAX_MEMORY_MB", local.DefaultMaxMemoryMB)),
+			Pids:        int(num("LOCAL_MAX_PIDS", local.DefaultMaxPids)),
+			MemoryMB:    int(num("LOCAL_MAX_MEMORY_MB", local.DefaultMaxMemoryMB)),
+			WorkspaceMB: int(num("LOCAL_MAX_WORKSPACE_MB", local.DefaultMaxWorkspaceMB)),
 		},
 		LocalAllowUnlimited:    boolean("LOCAL_ALLOW_UNLIMITED"),
 		LocalUIDBase:           int(num("LOCAL_UID_BASE", local.DefaultUIDBase)),
@@ -336,6 +353,12 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	}
 	if cfg.LocalLimits.Pids > cfg.LocalMaxLimits.Pids || cfg.LocalLimits.MemoryMB > cfg.LocalMaxLimits.MemoryMB {
 		errs = append(errs, errors.New("LOCAL_PIDS and LOCAL_MEMORY_MB must not exceed LOCAL_MAX_PIDS and LOCAL_MAX_MEMORY_MB"))
+	}
+	if cfg.LocalLimits.WorkspaceMB > cfg.LocalMaxLimits.WorkspaceMB {
+		errs = append(errs, fmt.Errorf("LOCAL_WORKSPACE_MB (%d) must not exceed LOCAL_MAX_WORKSPACE_MB (%d)", cfg.LocalLimits.WorkspaceMB, cfg.LocalMaxLimits.WorkspaceMB))
+	}
+	if w := cfg.LocalLimits.WorkspaceMB; w > 0 && w < local.MinWorkspaceMB {
+		errs = append(errs, fmt.Errorf("LOCAL_WORKSPACE_MB (%d) must be 0 (no limit) or at least %d", w, local.MinWorkspaceMB))
 	}
 	if int64(cfg.LocalUIDBase)+int64(cfg.LocalUIDCount) > 1<<31-1 {
 		errs = append(errs, errors.New("LOCAL_UID_BASE + LOCAL_UID_COUNT must not exceed 2147483647"))

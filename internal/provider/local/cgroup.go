@@ -13,13 +13,18 @@ import (
 	"time"
 )
 
-// Limits are the kernel-enforced resource limits of one sandbox.
+// Limits are the kernel-enforced resource limits of one sandbox. The
+// control groups below enforce Pids and MemoryMB; a file system of its own
+// WorkspaceMB (workspace.go).
 type Limits struct {
 	// Pids caps the processes and threads alive in the sandbox at once.
 	Pids int `json:"pids"`
 	// MemoryMB caps the sandbox's memory, its /tmp (a tmpfs, charged to
 	// the same account) included, in MiB.
 	MemoryMB int `json:"memory_mb"`
+	// WorkspaceMB caps the size of the sandbox's /workspace, in MiB; 0 is
+	// no limit (workspace.go).
+	WorkspaceMB int `json:"workspace_mb,omitempty"`
 }
 
 // cgroupCPUShares is every sandbox's CPU share (cgroup v1; v2 weight 50):

@@ -717,21 +717,9 @@ func linkExists(name string) bool {
 	return err == nil
 }
 
-// run runs a network tool with stdin as its input and a minimal
-// environment of its own, never Tether's.
+// run runs a network tool with stdin as its input (runTool).
 func (e *egress) run(ctx context.Context, stdin, name string, args ...string) error {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = []string{"PATH=" + defaultPath, "LANG=C"}
-	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		msg := strings.TrimSpace(string(out))
-		if msg == "" {
-			msg = err.Error()
-		}
-		return fmt.Errorf("%s %s: %s", filepath.Base(name), strings.Join(args, " "), msg)
-	}
-	return nil
+	return runTool(ctx, stdin, name, args...)
 }
 
 // startSandbox starts cmd, the sandbox's bwrap: an allow-list sandbox's in

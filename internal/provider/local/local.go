@@ -6,12 +6,14 @@
 // namespace: with only loopback, or for "allowlist" one with a link to the
 // host filtered outside the sandbox, see egress.go). Its root filesystem is
 // the host's, read-only; /workspace is a private writable folder kept under the
-// provider's state directory; /tmp is a private tmpfs. The sandbox's pid 1
+// provider's state directory, or, with a size limit, a file system of its own
+// mounted there (workspace.go); /tmp is a private tmpfs. The sandbox's pid 1
 // (bwrap's init) lives until Destroy kills it, and with it every process in
 // the sandbox, including background processes that exec started.
 //
 // State lives in the state directory, one folder per sandbox named by its
-// id: meta.json (what is needed to find the sandbox again) and workspace/.
+// id: meta.json (what is needed to find the sandbox again), workspace/ and,
+// with a size limit, workspace.img.
 // Sandboxes are not tied to the Tether process: they survive its crash and
 // are found again by List, so the janitor can reconcile them.
 //
@@ -73,6 +75,8 @@ type Provider struct {
 	hostNetwork bool
 	// egress runs params.network "allowlist" (egress.go).
 	egress egress
+	// workspace size-limits sandboxes' /workspace (workspace.go).
+	workspace workspaceFS
 	// cg places sandboxes in control groups; nil when the host has none
 	// Tether can manage and the operator allowed running without.
 	cg *cgroups
@@ -103,7 +107,9 @@ const (
 )
 
 // WithLimits sets the limits a sandbox gets when its create does not ask
-// for others (params.pids, params.memory_mb), and the most it may ask for.
+// for others (params.pids, params.memory_mb, params.workspace_mb), and the
+// most it may ask for. A default WorkspaceMB of 0 leaves /workspace without
+// a size limit unless the create asks for one.
 func WithLimits(def, maxLimits Limits) Option {
 	return func(p *Provider) { p.limits, p.maxLimits = def, maxLimits }
 }
@@ -148,8 +154,8 @@ func New(dir string, opts ...Option) (*Provider, error) {
 		return nil, fmt.Errorf("local: state directory: %w", err)
 	}
 	p := &Provider{dir: abs, maxSetup: 8 << 10, waiters: map[string]chan struct{}{},
-		limits:    Limits{Pids: DefaultPids, MemoryMB: DefaultMemoryMB},
-		maxLimits: Limits{Pids: DefaultMaxPids, MemoryMB: DefaultMaxMemoryMB},
+		limits:    Limits{Pids: DefaultPids, MemoryMB: DefaultMemoryMB, WorkspaceMB: DefaultWorkspaceMB},
+		maxLimits: Limits{Pids: DefaultMaxPids, MemoryMB: DefaultMaxMemoryMB, WorkspaceMB: DefaultMaxWorkspaceMB},
 		uidBase:   DefaultUIDBase, uidCount: DefaultUIDCount}
 	p.sandboxFilter, p.execFilter = seccompFilter(false), seccompFilter(true)
 	for _, opt := range opts {
@@ -177,6 +183,7 @@ func New(dir string, opts ...Option) (*Provider, error) {
 		p.problem = p.probe()
 	}
 	p.egress.detect(p.problem)
+	p.workspace.detect(p.dir, p.problem)
 	return p, nil
 }
 
@@ -189,7 +196,7 @@ func (p *Provider) limitsNote() string {
 	if p.cg.v2 {
 		kind = "cgroup v2"
 	}
-	return fmt.Sprintf("resource limits (%s, per sandbox): pids %d (params.pids, at most %d), memory incl. /tmp %d MiB (params.memory_mb, at most %d), a fair CPU share; /workspace is not size-limited",
+	return fmt.Sprintf("resource limits (%s, per sandbox): pids %d (params.pids, at most %d), memory incl. /tmp %d MiB (params.memory_mb, at most %d), a fair CPU share",
 		kind, p.limits.Pids, p.maxLimits.Pids, p.limits.MemoryMB, p.maxLimits.MemoryMB)
 }
 
@@ -310,6 +317,7 @@ func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 			p.networkNote(),
 			p.egress.note(),
 			p.limitsNote(),
+			p.workspace.note(p.limits.WorkspaceMB, p.maxLimits.WorkspaceMB),
 			outputNote,
 		},
 	}
@@ -323,10 +331,11 @@ type Params struct {
 	// Allow lists what an "allowlist" sandbox may reach: host names, IPv4
 	// addresses or CIDRs, each with an optional ":port".
 	Allow []string `json:"allow,omitempty"`
-	// Pids and MemoryMB ask for other resource limits than the defaults,
-	// within the server's maxima.
-	Pids     int `json:"pids,omitempty"`
-	MemoryMB int `json:"memory_mb,omitempty"`
+	// Pids, MemoryMB and WorkspaceMB ask for other resource limits than
+	// the defaults, within the server's maxima.
+	Pids        int `json:"pids,omitempty"`
+	MemoryMB    int `json:"memory_mb,omitempty"`
+	WorkspaceMB int `json:"workspace_mb,omitempty"`
 }
 
 func (p *Provider) networkNote() string {
@@ -349,7 +358,7 @@ func (p *Provider) parseParams(raw json.RawMessage) (Params, error) {
 	if err := dec.Decode(&prm); err != nil {
 		msg := "not a valid JSON object"
 		if rest, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			msg = "unknown field " + rest + " (known: network, allow, pids, memory_mb)"
+			msg = "unknown field " + rest + " (known: network, allow, pids, memory_mb, workspace_mb)"
 		}
 		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params for provider local: %s", msg)
 	}
@@ -372,10 +381,19 @@ func (p *Provider) parseParams(raw json.RawMessage) (Params, error) {
 	if prm.MemoryMB != 0 && (prm.MemoryMB < minMemMB || prm.MemoryMB > p.maxLimits.MemoryMB) {
 		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.memory_mb must be between %d and %d", minMemMB, p.maxLimits.MemoryMB)
 	}
+	if prm.WorkspaceMB != 0 {
+		if p.workspace.problem != "" {
+			return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.workspace_mb: /workspace size limits are unavailable on this host (%s)", p.workspace.problem)
+		}
+		if prm.WorkspaceMB < MinWorkspaceMB || prm.WorkspaceMB > p.maxLimits.WorkspaceMB {
+			return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.workspace_mb must be between %d and %d", MinWorkspaceMB, p.maxLimits.WorkspaceMB)
+		}
+	}
 	return prm, nil
 }
 
-// limitsFor are the limits of a sandbox created with prm.
+// limitsFor are the limits of a sandbox created with prm, as far as the
+// host enforces them (the others are zero).
 func (p *Provider) limitsFor(prm Params) Limits {
 	lim := p.limits
 	if prm.Pids != 0 {
@@ -383,6 +401,15 @@ func (p *Provider) limitsFor(prm Params) Limits {
 	}
 	if prm.MemoryMB != 0 {
 		lim.MemoryMB = prm.MemoryMB
+	}
+	if prm.WorkspaceMB != 0 {
+		lim.WorkspaceMB = prm.WorkspaceMB
+	}
+	if p.cg == nil {
+		lim.Pids, lim.MemoryMB = 0, 0
+	}
+	if p.workspace.problem != "" {
+		lim.WorkspaceMB = 0
 	}
 	return lim
 }
@@ -567,7 +594,19 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 		_ = releaseUID(uid, dir)
 		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
 	}
+	m.Limits = p.limitsFor(prm)
+	if m.Limits.WorkspaceMB > 0 {
+		if err := p.workspace.create(ctx, dir, uid, m.Limits.WorkspaceMB); err != nil {
+			_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
+			return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: %w", err))
+		}
+	}
+	// The folder, or the root of the workspace's own file system.
 	if err := os.Chown(ws, uid, uid); err != nil {
+		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
+		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
+	}
+	if err := os.Chmod(ws, 0o700); err != nil {
 		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
 		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
 	}
@@ -576,7 +615,6 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
 	}
 	if p.cg != nil {
-		m.Limits = p.limitsFor(prm)
 		if err := p.cg.create(spec.SandboxID, m.Limits); err != nil {
 			_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
 			return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: %w", err))
@@ -826,8 +864,9 @@ func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
 }
 
 // destroyLocked kills the sandbox's init, which takes every process of its
-// pid namespace with it, waits for it to go, and removes the sandbox's
-// folder. Nothing to destroy is success.
+// pid namespace with it, waits for it to go, removes its network and
+// control groups, unmounts its workspace and removes the sandbox's folder.
+// Nothing to destroy is success.
 func (p *Provider) destroyLocked(ctx context.Context, id string) error {
 	dir := p.sandboxDir(id)
 	procs, err := p.sandboxProcesses()
@@ -871,6 +910,11 @@ func (p *Provider) destroyLocked(ctx context.Context, id string) error {
 		if err := p.cg.remove(id); err != nil {
 			return fmt.Errorf("local: destroy: %w", err)
 		}
+	}
+	// Unmounted first: removing the folder would otherwise empty the
+	// workspace file by file and then fail on its mount point.
+	if err := clearWorkspace(ctx, dir); err != nil {
+		return fmt.Errorf("local: destroy: %w", err)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("local: destroy: %w", err)
@@ -935,8 +979,14 @@ func (p *Provider) List(context.Context) ([]sandbox.Resource, error) {
 		out = append(out, p.resource(m))
 	}
 	// Sandboxes that run without a folder: started by a Tether that died
-	// before recording them, their folder since removed. Never a live
-	// sandbox's, so the janitor destroys them.
+	// before recording them, their folder since removed; and workspaces
+	// whose loop device outlived their folder. Never a live sandbox's, so
+	// the janitor destroys them.
+	for id := range workspaceLeftovers(p.dir) {
+		if _, err := os.Lstat(p.sandboxDir(id)); errors.Is(err, fs.ErrNotExist) {
+			procs[id] = nil
+		}
+	}
 	for id := range procs {
 		out = append(out, sandbox.Resource{SandboxID: id, ProviderID: "local-orphan"})
 	}
