@@ -401,6 +401,32 @@ func KillSandboxes(t testing.TB, stateDir string) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+	unmountBelow(t, stateDir)
+}
+
+// unmountBelow detaches every mount below dir (a sandbox's size-limited
+// workspace: its loop device goes with it), so that the folder can be
+// removed.
+func unmountBelow(t testing.TB, dir string) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		t.Errorf("unmount below %s: %v", dir, err)
+		return
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+		// Mount points escape spaces and the like as octal; a test's
+		// folders have none.
+		if mp := fields[1]; strings.HasPrefix(mp, dir+"/") {
+			if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil {
+				t.Errorf("unmount %s: %v", mp, err)
+			}
+		}
+	}
 }
 
 // ReachableTempDir returns a temporary folder that users other than the

@@ -31,7 +31,9 @@ import (
 func newEgressProvider(t *testing.T, names map[string]netip.Addr) (*Provider, string) {
 	t.Helper()
 	dir := harness.ReachableTempDir(t)
-	p, err := New(dir)
+	// The networks are what is tested here; a workspace image would only
+	// stop TestEgressTeardownAfterCrash from deleting a folder.
+	p, err := New(dir, noWorkspaceLimit())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +418,7 @@ func TestEgressTeardownAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	next, err := New(dir) // the next Tether
+	next, err := New(dir, noWorkspaceLimit()) // the next Tether
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,9 +30,11 @@ func hostBytes(dir string) (total, largest int64) {
 		if err != nil {
 			return nil //nolint:nilerr // removed meanwhile
 		}
+		// What a file takes on the host's disk: the workspace's image is
+		// sparse, far larger than what it holds.
 		size := info.Size()
 		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			size = max(size, st.Blocks*512)
+			size = st.Blocks * 512
 		}
 		total += size
 		largest = max(largest, size)

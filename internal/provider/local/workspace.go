@@ -39,7 +39,7 @@ import (
 // Defaults of the workspace size limit, unless WithLimits says otherwise:
 // none unless a create asks for one, and at most 100 GiB.
 const (
-	DefaultWorkspaceMB    = 0
+	DefaultWorkspaceMB    = 10240
 	DefaultMaxWorkspaceMB = 102400
 	// MinWorkspaceMB is the smallest limit a create may ask for.
 	MinWorkspaceMB = 16

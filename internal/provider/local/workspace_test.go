@@ -20,6 +20,12 @@ import (
 
 // newWorkspaceProvider returns a provider over a fresh state folder whose
 // workspace size limit is available.
+// noWorkspaceLimit is the default limits with no /workspace size limit.
+func noWorkspaceLimit() Option {
+	return WithLimits(Limits{Pids: DefaultPids, MemoryMB: DefaultMemoryMB},
+		Limits{Pids: DefaultMaxPids, MemoryMB: DefaultMaxMemoryMB, WorkspaceMB: DefaultMaxWorkspaceMB})
+}
+
 func newWorkspaceProvider(t *testing.T, opts ...Option) (*Provider, string) {
 	t.Helper()
 	dir := harness.ReachableTempDir(t)
@@ -369,10 +375,10 @@ func TestWorkspaceParams(t *testing.T) {
 		t.Errorf("/workspace is %d KiB; want the default of 32 MiB", kb)
 	}
 	// Without a default, a create that does not ask gets a plain folder.
-	plain, plainDir := newWorkspaceProvider(t)
+	plain, plainDir := newWorkspaceProvider(t, noWorkspaceLimit())
 	id = createIn(t, plain, nil)
 	if mountPoint(filepath.Join(plainDir, id, "workspace")) {
-		t.Error("a create without params.workspace_mb got a size limit; the default is none")
+		t.Error("a create without params.workspace_mb got a size limit with no default limit")
 	}
 	if _, err := os.Lstat(filepath.Join(plainDir, id, workspaceImage)); err == nil {
 		t.Error("a create without a limit made an image")
