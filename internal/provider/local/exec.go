@@ -508,6 +508,9 @@ func fileError(code int, clean, stderr string) error {
 	case exitInvalidPath:
 		return sandbox.Errorf(sandbox.CodeInvalidPath, "%s is not a regular file, or a folder on its way is not a folder", clean)
 	}
+	if strings.Contains(stderr, "No space left on device") {
+		return sandbox.Errorf(sandbox.CodePayloadTooLarge, "no room for %s: the sandbox's file system is full (its /workspace size limit, or /tmp's memory)", clean)
+	}
 	return sandbox.Errorf(sandbox.CodeInvalidRequest, "cannot access %s: %s", clean, shellError(stderr))
 }
 

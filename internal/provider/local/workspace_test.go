@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -191,8 +192,9 @@ func TestWorkspaceSizeLimit(t *testing.T) {
 	// An upload into the full workspace fails, saying why, and leaves
 	// nothing behind.
 	err = p.WriteFile(t.Context(), id, "/workspace/upload", bytes.NewReader(make([]byte, 8<<20)), 16<<20)
-	if err == nil || !strings.Contains(err.Error(), "No space left on device") {
-		t.Errorf("uploading into the full workspace: %v; want No space left on device", err)
+	var serr *sandbox.Error
+	if !errors.As(err, &serr) || serr.Code != sandbox.CodePayloadTooLarge || !strings.Contains(serr.Message, "full") {
+		t.Errorf("uploading into the full workspace: %v; want PAYLOAD_TOO_LARGE saying the file system is full", err)
 	}
 	if out := execIn(t, p, id, `ls -A /workspace`); out != "fill\n" {
 		t.Errorf("after the failed upload the workspace holds %q", out)
