@@ -343,7 +343,7 @@ func (e *Executor) claimCreates(ctx context.Context, provider, node, worker stri
 	}
 	if since, drained := e.drainedAt[provider]; drained {
 		claims, err := e.store.ClaimNewCreates(ctx, provider, node, worker, limit, lease, since, share)
-		if err == nil && len(claims) == limit {
+		if err == nil && (len(claims) == limit || capped(share, claims)) {
 			delete(e.drainedAt, provider)
 		}
 		return claims, err
@@ -353,12 +353,34 @@ func (e *Executor) claimCreates(ctx context.Context, provider, node, worker stri
 	if err != nil {
 		return claims, err
 	}
-	if len(claims) < limit {
+	if len(claims) < limit && !capped(share, claims) {
 		e.drainedAt[provider] = start.Add(-claimSkew)
 	} else {
 		delete(e.drainedAt, provider) // a backlog: quick claims would serve newer ones first
 	}
 	return claims, nil
+}
+
+// capped reports whether a claim left work behind for a tenant's share
+// rather than for want of work: some tenant holds its whole share now. A
+// short claim then says nothing about the queue being drained.
+func capped(share store.Share, claims []store.Claim) bool {
+	if share.Cap <= 0 {
+		return false
+	}
+	held := maps.Clone(share.Held)
+	if held == nil {
+		held = map[string]int{}
+	}
+	for _, c := range claims {
+		held[c.Sandbox.Tenant]++
+	}
+	for _, n := range held {
+		if n >= share.Cap {
+			return true
+		}
+	}
+	return false
 }
 
 // Placement of a host-bound provider's creates over several live nodes.
