@@ -43,8 +43,13 @@ func (a *api) do(ctx context.Context, method, path string, body []byte, out any)
 var createBody = []byte(`{"provider":"sim"}`)
 
 func (a *api) create(ctx context.Context) (sandboxView, error) {
+	return a.createWith(ctx, createBody)
+}
+
+// createWith requests a sandbox with the given create body.
+func (a *api) createWith(ctx context.Context, body []byte) (sandboxView, error) {
 	var sb sandboxView
-	code, err := a.do(ctx, http.MethodPost, "/v1/sandboxes", createBody, &sb)
+	code, err := a.do(ctx, http.MethodPost, "/v1/sandboxes", body, &sb)
 	if err == nil && code != http.StatusAccepted {
 		err = fmt.Errorf("create: status %d", code)
 	}
@@ -161,18 +166,23 @@ func (a *api) lifecycle(ctx context.Context) error {
 	if err := a.waitReady(ctx, sb.ID); err != nil {
 		return err
 	}
+	return a.end(ctx, sb.ID)
+}
+
+// end deletes the sandbox and waits until its provider released it.
+func (a *api) end(ctx context.Context, id string) error {
 	var ended sandboxView
-	if _, err := a.do(ctx, http.MethodDelete, "/v1/sandboxes/"+sb.ID, nil, &ended); err != nil {
+	if _, err := a.do(ctx, http.MethodDelete, "/v1/sandboxes/"+id, nil, &ended); err != nil {
 		return err
 	}
 	if ended.Released {
 		return nil
 	}
-	if _, err := a.do(ctx, http.MethodGet, "/v1/sandboxes/"+sb.ID+"?wait=30s&until=released", nil, &ended); err != nil {
+	if _, err := a.do(ctx, http.MethodGet, "/v1/sandboxes/"+id+"?wait=30s&until=released", nil, &ended); err != nil {
 		return err
 	}
 	if !ended.Released {
-		return fmt.Errorf("sandbox %s not released", sb.ID)
+		return fmt.Errorf("sandbox %s not released", id)
 	}
 	return nil
 }

@@ -2,8 +2,10 @@
 // it runs pgbench baselines and Tether workloads on the same server in the
 // same run, and reports each performance target (BENCHMARKS.md) as a ratio.
 //
-//	go run ./cmd/bench [-quick] [-out bench-results] [-database-url URL [-admin-url URL]]
+//	go run ./cmd/bench [-quick] [-local=false] [-out bench-results] [-database-url URL [-admin-url URL]]
 //
+// As root on a host with bubblewrap and util-linux it also compares the
+// local provider's sandboxes with bare bwrap and nsenter (local.go).
 // Without -database-url it starts a Postgres cluster of its own ("bench",
 // durable: fsync on) through scripts/postgres.sh. Tether runs as the role of
 // -database-url; databases are made and seeded through -admin-url (default:
@@ -66,6 +68,11 @@ type options struct {
 	seedFiller  int
 	live        int
 	scale       int
+	// local runs the local provider's phases; localSandboxes and
+	// localExecs are their sequential samples.
+	local          bool
+	localSandboxes int
+	localExecs     int
 }
 
 func parseOptions(args []string, stderr io.Writer) (options, error) {
@@ -80,13 +87,16 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.phase, "phase", 10*time.Second, "length of each throughput phase")
 	fs.IntVar(&o.workers, "workers", 16, "concurrent clients in the throughput phases")
 	fs.IntVar(&o.samples, "samples", 400, "sequential samples per latency measurement")
+	fs.BoolVar(&o.local, "local", true, "the local provider's phases against bare bwrap and nsenter (as root, with bubblewrap and util-linux)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	o.seedSmall, o.seedBig, o.seedFiller, o.live, o.scale = 1000, 1_000_000, 250_000, 100_000, 10
+	o.localSandboxes, o.localExecs = 20, 200
 	if o.quick {
 		o.phase, o.workers, o.samples = time.Second, 4, 20
 		o.seedSmall, o.seedBig, o.seedFiller, o.live, o.scale = 100, 2000, 500, 1000, 1
+		o.localSandboxes, o.localExecs = 3, 20
 	}
 	return o, nil
 }
@@ -126,13 +136,41 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// dbs are the databases for the role Tether runs as; seeds, the same
 	// databases for the admin, which may switch triggers off for bulk loads.
 	dbs, seeds := map[string]string{}, map[string]string{}
-	for _, name := range []string{"bench_pgbench", "bench_main", "bench_janitor"} {
+	// The local provider's phases need root, bubblewrap and util-linux;
+	// elsewhere the rest of the benchmark runs without them.
+	lb, localSkip, err := newLocalBench(o.local)
+	if err != nil {
+		return err
+	}
+	names := []string{"bench_pgbench", "bench_main", "bench_janitor"}
+	if lb != nil {
+		defer lb.close()
+		names = append(names, "bench_local")
+	} else {
+		localSkip = "Local provider phases skipped: " + localSkip
+		logf("%s", localSkip)
+		res.Notes = append(res.Notes, localSkip)
+	}
+	for _, name := range names {
 		if dbs[name], err = recreateDB(ctx, admin, serverURL, name); err != nil {
 			return err
 		}
 		if seeds[name], err = withPath(adminURL, name); err != nil {
 			return err
 		}
+	}
+
+	// 0. The local provider against bare bubblewrap and nsenter, with a
+	// Tether of its own that is gone before the other phases begin: with
+	// a second provider enabled, each wake-up of the executor claims for
+	// both, which the sim phases would pay for.
+	if lb != nil {
+		lt, notes, err := measureLocal(ctx, root, dbs["bench_local"], lb, o, logf)
+		if err != nil {
+			return err
+		}
+		res.Targets = append(res.Targets, lt...)
+		res.Notes = append(res.Notes, notes...)
 	}
 
 	// 1. The baselines' tables. Each baseline runs just before the Tether
@@ -196,7 +234,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	logf("building and starting Tether")
-	srv, err := startTether(ctx, root, dbs["bench_main"], o)
+	srv, err := startTether(ctx, root, dbs["bench_main"], "", o)
 	if err != nil {
 		return err
 	}
@@ -582,7 +620,9 @@ type tether struct {
 	simDir string
 }
 
-func startTether(ctx context.Context, root, dbURL string, o options) (*tether, error) {
+// startTether builds and starts Tether; with localState set, it enables
+// the local provider too, its sandboxes under localState.
+func startTether(ctx context.Context, root, dbURL, localState string, o options) (*tether, error) {
 	dir, err := os.MkdirTemp("", "tether-bench-")
 	if err != nil {
 		return nil, err
@@ -612,11 +652,16 @@ func startTether(ctx context.Context, root, dbURL string, o options) (*tether, e
 	if err != nil {
 		return nil, err
 	}
+	providers := []string{"PROVIDERS=sim"}
+	if localState != "" {
+		providers = []string{"PROVIDERS=sim,local", "LOCAL_STATE_DIR=" + localState}
+	}
 	//nolint:noctx // stopped explicitly by stop, gracefully
 	cmd := exec.Command(bin, "serve")
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(os.Environ(), providers...)
+	cmd.Env = append(cmd.Env,
 		"DATABASE_URL="+dbURL, "LISTEN_ADDR="+addr, "BOOTSTRAP_API_KEY=bench-key",
-		"PROVIDERS=sim", "SIM_STATE_DIR="+simDir, "LOG_LEVEL=warn",
+		"SIM_STATE_DIR="+simDir, "LOG_LEVEL=warn",
 		"EXECUTOR_CONCURRENCY="+strconv.Itoa(max(16, o.workers*2)), "DB_MAX_CONNS=40",
 		// The benchmark is one tenant and one key at full speed: no quotas.
 		"TENANT_MAX_LIVE=100000000", "TENANT_CREATES_PER_MINUTE=100000000", "KEY_REQUESTS_PER_SECOND=100000000")

@@ -31,4 +31,8 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("the report lacks %q", want)
 		}
 	}
+	// The local provider's rows, or why they were skipped on this host.
+	if !strings.Contains(stdout.String(), "local exec `true` round trip") && !strings.Contains(stdout.String(), "Local provider phases skipped") {
+		t.Error("the report has neither the local provider's rows nor why they were skipped")
+	}
 }

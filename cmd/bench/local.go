@@ -1,0 +1,674 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tetherhq/tether/internal/provider/local"
+	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/store"
+)
+
+// The local provider's phases: Tether's real sandboxes (bubblewrap) against
+// bare bwrap and nsenter on the same host, in the same run, the two sides
+// of each ratio taking turns so that the machine's noise lands on both.
+// Isolation should not be bought with speed: Tether may add its HTTP, its
+// database and its bookkeeping to what the kernel costs, but not multiply
+// it.
+
+// localBench holds the folders of the local phases, all under root (o+x,
+// so that the sandboxes' users can reach what is bound into them): state,
+// the LOCAL_STATE_DIR of the Tether under test; bare, the folder of the
+// baseline's bwrap; inproc, that of the provider run in this process.
+type localBench struct {
+	root, state, bare, inproc string
+	nsenter                   string
+}
+
+// bareUID is the uid the baseline's bwrap runs as: nobody, outside the
+// range the provider hands its sandboxes, so that it never takes one's.
+const bareUID = 65534
+
+// newLocalBench prepares the local phases, or says why they do not run
+// (reason, with a nil bench).
+func newLocalBench(wanted bool) (lb *localBench, reason string, err error) {
+	if !wanted {
+		return nil, "-local=false", nil
+	}
+	if os.Geteuid() != 0 {
+		return nil, "not running as root (the local provider runs each sandbox as a uid of its own, which takes root)", nil
+	}
+	paths := map[string]string{}
+	var missing []string
+	for _, name := range []string{"bwrap", "nsenter", "setpriv"} {
+		path, err := exec.LookPath(name)
+		if err != nil {
+			missing = append(missing, name)
+			continue
+		}
+		paths[name] = path
+	}
+	if len(missing) > 0 {
+		return nil, "missing on this host: " + strings.Join(missing, ", ") + " (Debian packages bubblewrap and util-linux)", nil
+	}
+	root, err := os.MkdirTemp("", "tether-bench-local-")
+	if err != nil {
+		return nil, "", err
+	}
+	if err := os.Chmod(root, 0o711); err != nil {
+		return nil, "", err
+	}
+	return &localBench{root: root, state: filepath.Join(root, "state"), bare: filepath.Join(root, "bare"),
+		inproc: filepath.Join(root, "inproc"), nsenter: paths["nsenter"]}, "", nil
+}
+
+// close kills what is left running from the bench's folders (sandboxes of
+// a run that failed half-way outlive Tether, by design) and removes them.
+func (lb *localBench) close() {
+	procs, _ := bwrapProcesses()
+	for _, p := range procs {
+		if p.names(lb.root + "/") {
+			_ = syscall.Kill(p.pid, syscall.SIGKILL)
+		}
+	}
+	// A sandbox's size-limited /workspace is a mount (its loop device
+	// goes with it): detach what a failed run left before removing.
+	if b, err := os.ReadFile("/proc/self/mounts"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], lb.root+"/") {
+				_ = syscall.Unmount(f[1], syscall.MNT_DETACH)
+			}
+		}
+	}
+	_ = os.RemoveAll(lb.root)
+}
+
+var localCreateBody = []byte(`{"provider":"local"}`)
+
+// measureLocal starts a Tether with the local provider on the database
+// dbURL, runs the local phases against it (localPhases) and stops it.
+func measureLocal(ctx context.Context, root, dbURL string, lb *localBench, o options, logf func(string, ...any)) ([]target, []string, error) {
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, err = store.New(pool).Migrate(ctx)
+	pool.Close()
+	if err != nil {
+		return nil, nil, err
+	}
+	logf("building and starting a Tether with the local provider")
+	srv, err := startTether(ctx, root, dbURL, lb.state, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer srv.stop()
+	a := newAPI(srv.base, "bench-key", 2)
+	defer a.wire.close()
+	return localPhases(ctx, a, lb, o.localSandboxes, o.localExecs, logf)
+}
+
+// localPhases runs the two local phases: n sandboxes created through
+// Tether, each against a bare bwrap start and the provider's Create in this
+// process; then execs calls of `true` through Tether into one sandbox, each
+// against a bare nsenter into it and the provider's Exec in this process.
+func localPhases(ctx context.Context, a *api, lb *localBench, n, execs int, logf func(string, ...any)) ([]target, []string, error) {
+	if reason, err := a.providerProblem(ctx, local.Name); err != nil {
+		return nil, nil, err
+	} else if reason != "" {
+		note := "Local provider phases skipped: Tether reports the provider unavailable: " + reason
+		logf("%s", note)
+		return nil, []string{note}, nil
+	}
+	// Sandboxes still alive when this returns (an error half-way) are
+	// ended through Tether.
+	live := map[string]bool{}
+	defer func() {
+		for id := range live {
+			_ = a.end(context.WithoutCancel(ctx), id)
+		}
+	}()
+	// The provider in this process, to split Tether's time between the
+	// provider and the rest; its sandboxes are its own, in another folder.
+	p, err := local.New(lb.inproc)
+	if err != nil {
+		return nil, nil, err
+	}
+	if info := p.Info(ctx); !info.Available {
+		logf("local provider in process unavailable (%s): no in-process rows", info.Reason)
+		p = nil
+	}
+
+	logf("local sandboxes: %d sequential creates (POST, ?wait until ready), each against a bare bwrap start", n)
+	var viaTether, bare, inproc latencies
+	var steps readySteps
+	var bb *bareBwrap
+	for range n {
+		start := time.Now()
+		sb, err := a.createWith(ctx, localCreateBody)
+		if err != nil {
+			return nil, nil, fmt.Errorf("local create: %w", err)
+		}
+		live[sb.ID] = true
+		if err := a.waitReady(ctx, sb.ID); err != nil {
+			return nil, nil, fmt.Errorf("local create: %w", err)
+		}
+		seen := time.Now()
+		viaTether = append(viaTether, seen.Sub(start))
+		if err := a.addSteps(ctx, &steps, sb.ID, start, seen); err != nil {
+			return nil, nil, err
+		}
+		if bb == nil {
+			// The baseline is this sandbox's own command line, taken while
+			// it runs.
+			if bb, err = lb.bareFrom(sb.ID); err != nil {
+				return nil, nil, err
+			}
+		}
+		if err := a.end(ctx, sb.ID); err != nil {
+			return nil, nil, fmt.Errorf("local delete: %w", err)
+		}
+		delete(live, sb.ID)
+
+		d, err := bb.start()
+		if err != nil {
+			return nil, nil, err
+		}
+		bare = append(bare, d)
+
+		if p != nil {
+			id := sandbox.NewID()
+			start := time.Now()
+			_, err := p.Create(ctx, sandbox.CreateSpec{SandboxID: id})
+			took := time.Since(start)
+			if derr := p.Destroy(context.WithoutCancel(ctx), id); err == nil {
+				err = derr
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("local provider in process: %w", err)
+			}
+			inproc = append(inproc, took)
+		}
+	}
+
+	logf("local exec: %d sequential `true` through Tether, each against a bare nsenter into the same sandbox", execs)
+	sb, err := a.createWith(ctx, localCreateBody)
+	if err != nil {
+		return nil, nil, fmt.Errorf("local create: %w", err)
+	}
+	live[sb.ID] = true
+	if err := a.waitReady(ctx, sb.ID); err != nil {
+		return nil, nil, fmt.Errorf("local create: %w", err)
+	}
+	procs, err := bwrapProcesses()
+	if err != nil {
+		return nil, nil, err
+	}
+	initPID, err := sandboxInit(procs, filepath.Join(lb.state, sb.ID)+"/")
+	if err != nil {
+		return nil, nil, err
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", initPID))
+	if err != nil {
+		return nil, nil, err
+	}
+	uid, err := statusUID(string(status))
+	if err != nil {
+		return nil, nil, err
+	}
+	var ipID string
+	if p != nil {
+		ipID = sandbox.NewID()
+		if _, err := p.Create(ctx, sandbox.CreateSpec{SandboxID: ipID}); err != nil {
+			return nil, nil, fmt.Errorf("local provider in process: %w", err)
+		}
+		defer func() { _ = p.Destroy(context.WithoutCancel(ctx), ipID) }()
+	}
+	var execTether, execBare, execInproc latencies
+	for range execs {
+		start := time.Now()
+		if err := a.execTrue(ctx, sb.ID); err != nil {
+			return nil, nil, err
+		}
+		execTether = append(execTether, time.Since(start))
+
+		d, err := bareNsenter(ctx, lb.nsenter, initPID, uid)
+		if err != nil {
+			return nil, nil, err
+		}
+		execBare = append(execBare, d)
+
+		if p != nil {
+			start := time.Now()
+			res, err := p.Exec(ctx, ipID, sandbox.ExecRequest{Command: "true", Timeout: time.Minute})
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("exit code %d", res.ExitCode)
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("local provider in process: exec: %w", err)
+			}
+			execInproc = append(execInproc, time.Since(start))
+		}
+	}
+	if err := a.end(ctx, sb.ID); err != nil {
+		return nil, nil, fmt.Errorf("local delete: %w", err)
+	}
+	delete(live, sb.ID)
+
+	p50 := func(l latencies) float64 { return ms(l.percentile(50)) }
+	targets := []target{
+		atMost(fmt.Sprintf("local sandbox request → ready p50 (%d sequential)", n), p50(viaTether), "ms", p50(bare), "ms bare bwrap start", 2),
+		atMost(fmt.Sprintf("local exec `true` round trip p50 (%d sequential)", execs), p50(execTether), "ms", p50(execBare), "ms bare nsenter", 1.2),
+	}
+	spread := func(l latencies) string {
+		return fmt.Sprintf("p50 %.1f / p90 %.1f ms", p50(l), ms(l.percentile(90)))
+	}
+	notes := []string{
+		fmt.Sprintf("Local provider, %d sandboxes: request → ready through Tether %s; bare bwrap start (the sandbox's own command line, without seccomp or cgroups, as uid %d) %s.",
+			n, spread(viaTether), bareUID, spread(bare)),
+		"Where a local create's time goes, from the sandbox's events (p50 of each step): " + steps.String() + ".",
+		fmt.Sprintf("Local exec of `true`, %d calls: through Tether (HTTP, key, sandbox read, provider, activity row) %s; bare nsenter into the same sandbox %s.",
+			execs, spread(execTether), spread(execBare)),
+	}
+	if p != nil {
+		cr := atMost("local provider Create alone, in process, p50", p50(inproc), "ms", p50(bare), "ms bare bwrap start", 2)
+		ex := atMost("local provider Exec alone, in process, p50", p50(execInproc), "ms", p50(execBare), "ms bare nsenter", 1.2)
+		cr.Info, ex.Info = true, true
+		targets = append(targets, cr, ex)
+		notes = append(notes, fmt.Sprintf("The local provider in this process, without Tether around it: Create until ready %s; Exec of `true` %s.",
+			spread(inproc), spread(execInproc)))
+	}
+	for _, note := range notes {
+		logf("%s", note)
+	}
+	for _, t := range targets {
+		logf("%s: %.2f ms against %.2f %s, ratio %.2f (want %s)", t.Name, t.Measured, t.Baseline, t.Against, t.Ratio, t.Want)
+	}
+	return targets, notes, nil
+}
+
+// providerProblem returns why Tether reports the provider unavailable, or
+// "".
+func (a *api) providerProblem(ctx context.Context, name string) (string, error) {
+	var list struct {
+		Items []struct {
+			Name      string `json:"name"`
+			Available bool   `json:"available"`
+			Reason    string `json:"reason"`
+		} `json:"items"`
+	}
+	code, err := a.do(ctx, http.MethodGet, "/v1/providers", nil, &list)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("status %d", code)
+	}
+	if err != nil {
+		return "", fmt.Errorf("providers: %w", err)
+	}
+	for _, p := range list.Items {
+		if p.Name == name {
+			if p.Available {
+				return "", nil
+			}
+			return p.Reason, nil
+		}
+	}
+	return "not enabled", nil
+}
+
+// readySteps are the steps of creates from request to ready, one sample
+// each per create, timed by the sandbox's events: from the POST to the
+// request's time (its requested event); to the executor's claim (its
+// creating event, timed as the claim's query starts); to the ready write
+// (the claim's query and the provider's create); and to the client's wait
+// seeing it (the write, its notice, the response).
+type readySteps struct {
+	request, claim, provider, notice latencies
+}
+
+// stepNames name readySteps' steps, in order.
+var stepNames = [4]string{"POST → requested", "requested → claimed", "claimed → ready (claim query + provider create)", "ready → seen by the wait"}
+
+func (s *readySteps) String() string {
+	parts := make([]string, 0, len(stepNames))
+	for i, l := range []latencies{s.request, s.claim, s.provider, s.notice} {
+		parts = append(parts, fmt.Sprintf("%s %.1f ms", stepNames[i], ms(l.percentile(50))))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// event is what the bench reads of a sandbox's event.
+type event struct {
+	At time.Time `json:"at"`
+	To string    `json:"to"`
+}
+
+// add adds the steps of one create, sent and seen ready at the given
+// times, from its events (oldest first). The clocks are the same host's.
+func (s *readySteps) add(sent, seen time.Time, events []event) error {
+	at := map[string]time.Time{}
+	for _, e := range events {
+		if _, ok := at[e.To]; !ok {
+			at[e.To] = e.At
+		}
+	}
+	for _, state := range []string{"requested", "creating", "ready"} {
+		if at[state].IsZero() {
+			return fmt.Errorf("no %s event", state)
+		}
+	}
+	s.request = append(s.request, at["requested"].Sub(sent))
+	s.claim = append(s.claim, at["creating"].Sub(at["requested"]))
+	s.provider = append(s.provider, at["ready"].Sub(at["creating"]))
+	s.notice = append(s.notice, seen.Sub(at["ready"]))
+	return nil
+}
+
+// addSteps reads the sandbox's events and adds its steps to s.
+func (a *api) addSteps(ctx context.Context, s *readySteps, id string, sent, seen time.Time) error {
+	var page struct {
+		Items []event `json:"items"`
+	}
+	code, err := a.do(ctx, http.MethodGet, "/v1/sandboxes/"+id+"/events", nil, &page)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("status %d", code)
+	}
+	if err == nil {
+		err = s.add(sent, seen, page.Items)
+	}
+	if err != nil {
+		return fmt.Errorf("events of %s: %w", id, err)
+	}
+	return nil
+}
+
+var execTrueBody = []byte(`{"command":"true","timeout_seconds":60}`)
+
+// execTrue runs `true` in the sandbox through Tether.
+func (a *api) execTrue(ctx context.Context, id string) error {
+	var res struct {
+		ExitCode int `json:"exit_code"`
+	}
+	code, err := a.do(ctx, http.MethodPost, "/v1/sandboxes/"+id+"/exec", execTrueBody, &res)
+	if err == nil && (code != http.StatusOK || res.ExitCode != 0) {
+		err = fmt.Errorf("status %d, exit code %d", code, res.ExitCode)
+	}
+	if err != nil {
+		return fmt.Errorf("local exec: %w", err)
+	}
+	return nil
+}
+
+// bareNsenter enters the namespaces of the sandbox whose init is pid, as
+// the provider's commands do (the same nsenter options: user, pid, mount,
+// ipc, uts and net namespaces, its root and working folder, its uid), runs
+// `true` there and waits for it; it returns the time from fork to wait.
+func bareNsenter(ctx context.Context, nsenter string, pid, uid int) (time.Duration, error) {
+	id := strconv.Itoa(uid)
+	cmd := exec.CommandContext(ctx, nsenter, "--target", strconv.Itoa(pid), "--user", "--pid", "--mount", "--ipc", "--uts", "--net",
+		"--root", "-w", "--setuid", id, "--setgid", id, "--", "true")
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start := time.Now()
+	err := cmd.Run()
+	took := time.Since(start)
+	if err != nil {
+		return 0, fmt.Errorf("bare nsenter: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return took, nil
+}
+
+// bareBwrap starts the baseline's sandboxes.
+type bareBwrap struct {
+	path string
+	args []string
+	env  []string
+}
+
+// bareFrom makes the baseline from the running local sandbox id: its
+// bwrap's command line and environment (see bareBwrapArgs), with the files
+// it binds from the sandbox's folder copied to lb.bare.
+func (lb *localBench) bareFrom(id string) (*bareBwrap, error) {
+	dir := filepath.Join(lb.state, id)
+	procs, err := bwrapProcesses()
+	if err != nil {
+		return nil, err
+	}
+	// The monitor: the sandbox's bwrap whose parent is not another.
+	mine := map[int]bool{}
+	for _, p := range procs {
+		if p.names(dir + "/") {
+			mine[p.pid] = true
+		}
+	}
+	var monitor *bwrapProcess
+	for i, p := range procs {
+		if mine[p.pid] && !mine[p.ppid] {
+			monitor = &procs[i]
+		}
+	}
+	if monitor == nil {
+		return nil, fmt.Errorf("local sandbox %s: no bwrap process names its folder", id)
+	}
+	args, paths, err := bareBwrapArgs(monitor.cmdline[1:], dir, lb.bare)
+	if err != nil {
+		return nil, fmt.Errorf("local sandbox %s: %w", id, err)
+	}
+	if err := os.MkdirAll(lb.bare, 0o711); err != nil {
+		return nil, err
+	}
+	for _, rel := range paths {
+		src, dst := filepath.Join(dir, rel), filepath.Join(lb.bare, rel)
+		info, err := os.Stat(src)
+		if err != nil {
+			return nil, fmt.Errorf("local sandbox %s: %w", id, err)
+		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return nil, err
+		}
+		if info.IsDir() {
+			if err := os.MkdirAll(dst, 0o700); err != nil {
+				return nil, err
+			}
+			if err := os.Chown(dst, bareUID, bareUID); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(dst, b, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", monitor.pid))
+	if err != nil {
+		return nil, err
+	}
+	return &bareBwrap{path: monitor.cmdline[0], args: args, env: splitNUL(env)}, nil
+}
+
+// start starts a bare sandbox and returns the time until it ran: bwrap
+// reported its init (on the info descriptor) and the command wrote its
+// first line (the provider's says "ready"), or ended. The sandbox is then
+// killed, untimed.
+func (b *bareBwrap) start() (time.Duration, error) {
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = infoR.Close() }()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		_ = infoW.Close()
+		return 0, err
+	}
+	defer func() { _ = outR.Close() }()
+	//nolint:noctx // killed below, once it ran
+	cmd := exec.Command(b.path, b.args...)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = outW, &stderr
+	cmd.ExtraFiles = []*os.File{infoW} // descriptor 3
+	cmd.Env = b.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true,
+		Credential: &syscall.Credential{Uid: bareUID, Gid: bareUID, Groups: []uint32{}}}
+	start := time.Now()
+	err = cmd.Start()
+	_ = infoW.Close()
+	_ = outW.Close()
+	if err != nil {
+		return 0, fmt.Errorf("bare bwrap: %w", err)
+	}
+	var info struct {
+		ChildPID int `json:"child-pid"`
+	}
+	infoErr := json.NewDecoder(infoR).Decode(&info)
+	_, _ = bufio.NewReader(outR).ReadString('\n')
+	took := time.Since(start)
+	if info.ChildPID > 0 {
+		_ = syscall.Kill(info.ChildPID, syscall.SIGKILL) // the sandbox's init, and all in it
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if infoErr != nil {
+		return 0, fmt.Errorf("bare bwrap did not start a sandbox: %s", strings.TrimSpace(stderr.String()))
+	}
+	return took, nil
+}
+
+// bwrapOptionsDropped are the options of the provider's bwrap that the
+// baseline leaves out, each with its one value: the seccomp filter (a
+// cost of Tether's isolation, which the baseline does not pay) and the
+// descriptors the provider reads; the baseline asks for the info
+// descriptor itself.
+var bwrapOptionsDropped = []string{"--seccomp", "--add-seccomp-fd", "--info-fd", "--json-status-fd"}
+
+// bwrapOptionsRefused read from descriptors the baseline cannot reproduce.
+var bwrapOptionsRefused = []string{"--args", "--file", "--bind-data", "--ro-bind-data", "--userns", "--userns2",
+	"--pidns", "--sync-fd", "--block-fd", "--userns-block-fd"}
+
+// bareBwrapArgs turns the arguments of a local sandbox's bwrap (without
+// argv[0]) into the baseline's: the same options, binds and command, less
+// bwrapOptionsDropped, plus "--info-fd 3"; every option value in the
+// sandbox's folder dir moves to the same place under mirror. paths are
+// those values, relative to dir, for the caller to make under mirror.
+func bareBwrapArgs(args []string, dir, mirror string) (out, paths []string, err error) {
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		switch {
+		case arg == "--":
+			out = append(out, "--info-fd", "3")
+			return append(out, args[i:]...), paths, nil
+		case slices.Contains(bwrapOptionsDropped, arg):
+			i++ // and its value
+			continue
+		case slices.Contains(bwrapOptionsRefused, arg):
+			return nil, nil, fmt.Errorf("its bwrap reads %s from a descriptor; the baseline cannot reproduce that", arg)
+		}
+		if rel, ok := strings.CutPrefix(arg, dir+"/"); ok {
+			paths = append(paths, rel)
+			arg = filepath.Join(mirror, rel)
+		}
+		out = append(out, arg)
+	}
+	return nil, nil, errors.New("its bwrap command line has no \"--\" before the command")
+}
+
+// bwrapProcess is a running bwrap process.
+type bwrapProcess struct {
+	pid, ppid int
+	cmdline   []string
+}
+
+// names reports whether an argument of p's command line starts with
+// prefix.
+func (p bwrapProcess) names(prefix string) bool {
+	return slices.ContainsFunc(p.cmdline, func(arg string) bool { return strings.HasPrefix(arg, prefix) })
+}
+
+// bwrapProcesses lists the host's bwrap processes.
+func bwrapProcesses() ([]bwrapProcess, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var out []bwrapProcess
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		cmdline := splitNUL(b)
+		if filepath.Base(cmdline[0]) != "bwrap" {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields resume after the command name's ')': state, then ppid.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(fields[1])
+		out = append(out, bwrapProcess{pid: pid, ppid: ppid, cmdline: cmdline})
+	}
+	return out, nil
+}
+
+// sandboxInit returns the host pid of the init of the sandbox whose bwrap
+// names prefix: bwrap's child, the process the provider's commands enter,
+// is the one whose parent is the sandbox's other bwrap.
+func sandboxInit(procs []bwrapProcess, prefix string) (int, error) {
+	mine := map[int]bool{}
+	for _, p := range procs {
+		if p.names(prefix) {
+			mine[p.pid] = true
+		}
+	}
+	for _, p := range procs {
+		if mine[p.pid] && mine[p.ppid] {
+			return p.pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no running sandbox init names %s", prefix)
+}
+
+// statusUID returns the real uid of a /proc/PID/status.
+func statusUID(status string) (int, error) {
+	for line := range strings.SplitSeq(status, "\n") {
+		if v, ok := strings.CutPrefix(line, "Uid:"); ok {
+			if fields := strings.Fields(v); len(fields) > 0 {
+				return strconv.Atoi(fields[0])
+			}
+		}
+	}
+	return 0, errors.New("status has no Uid line")
+}
+
+// splitNUL splits a NUL-separated /proc list (cmdline, environ).
+func splitNUL(b []byte) []string {
+	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestBareBwrapArgs(t *testing.T) {
+	t.Parallel()
+	dir, mirror := "/state/sbx_1", "/bench/bare"
+	cmdline := []string{
+		"--tmpfs", "/", "--ro-bind", "/usr", "/usr", "--ro-bind", dir + "/etc/passwd", "/etc/passwd",
+		"--bind", dir + "/workspace", "/workspace", "--hostname", "sbx-1", "--unshare-net",
+		"--seccomp", "4", "--info-fd", "3", "--", "sh", "-c", "echo ready; exec sleep infinity " + dir + "/x",
+	}
+	args, paths, err := bareBwrapArgs(cmdline, dir, mirror)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"--tmpfs", "/", "--ro-bind", "/usr", "/usr", "--ro-bind", mirror + "/etc/passwd", "/etc/passwd",
+		"--bind", mirror + "/workspace", "/workspace", "--hostname", "sbx-1", "--unshare-net",
+		"--info-fd", "3", "--", "sh", "-c", "echo ready; exec sleep infinity " + dir + "/x",
+	}
+	if !slices.Equal(args, want) {
+		t.Errorf("args:\n got %q\nwant %q", args, want)
+	}
+	if want := []string{"etc/passwd", "workspace"}; !slices.Equal(paths, want) {
+		t.Errorf("paths = %q, want %q", paths, want)
+	}
+}
+
+func TestBareBwrapArgsRefuses(t *testing.T) {
+	t.Parallel()
+	for name, cmdline := range map[string][]string{
+		"args from a descriptor":   {"--args", "5", "--", "true"},
+		"a file from a descriptor": {"--file", "5", "/etc/x", "--", "true"},
+		"no command":               {"--tmpfs", "/", "--unshare-pid"},
+	} {
+		if _, _, err := bareBwrapArgs(cmdline, "/state/sbx_1", "/bare"); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestSandboxInit(t *testing.T) {
+	t.Parallel()
+	const prefix = "/state/sbx_2/"
+	procs := []bwrapProcess{
+		{pid: 10, ppid: 1, cmdline: []string{"bwrap", "--bind", "/state/sbx_1/workspace", "/workspace"}},
+		{pid: 11, ppid: 10, cmdline: []string{"bwrap", "--bind", "/state/sbx_1/workspace", "/workspace"}},
+		{pid: 20, ppid: 5, cmdline: []string{"bwrap", "--bind", prefix + "workspace", "/workspace"}},
+		{pid: 21, ppid: 20, cmdline: []string{"bwrap", "--bind", prefix + "workspace", "/workspace"}},
+	}
+	got, err := sandboxInit(procs, prefix)
+	if err != nil || got != 21 {
+		t.Errorf("sandboxInit = %d, %v; want 21", got, err)
+	}
+	if _, err := sandboxInit(procs[:3], prefix); err == nil {
+		t.Error("a sandbox with no init running: no error")
+	}
+}
+
+func TestStatusUID(t *testing.T) {
+	t.Parallel()
+	status := "Name:\tbwrap\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t100042\t100042\t100042\t100042\nGid:\t100042\t100042\t100042\t100042\n"
+	if got, err := statusUID(status); err != nil || got != 100042 {
+		t.Errorf("statusUID = %d, %v; want 100042", got, err)
+	}
+	if _, err := statusUID(strings.ReplaceAll(status, "Uid:", "Xid:")); err == nil {
+		t.Error("no Uid line: no error")
+	}
+}
+
+func TestReadySteps(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 1, 5, 0, 0, 0, time.UTC)
+	at := func(msec int) time.Time { return t0.Add(time.Duration(msec) * time.Millisecond) }
+	var s readySteps
+	events := []event{{At: at(2), To: "requested"}, {At: at(5), To: "creating"}, {At: at(45), To: "ready"}, {At: at(90), To: "terminated"}}
+	if err := s.add(t0, at(50), events); err != nil {
+		t.Fatal(err)
+	}
+	got := []time.Duration{s.request[0], s.claim[0], s.provider[0], s.notice[0]}
+	want := []time.Duration{2 * time.Millisecond, 3 * time.Millisecond, 40 * time.Millisecond, 5 * time.Millisecond}
+	if !slices.Equal(got, want) {
+		t.Errorf("steps = %v, want %v", got, want)
+	}
+	if want := "POST → requested 2.0 ms, requested → claimed 3.0 ms, claimed → ready (claim query + provider create) 40.0 ms, ready → seen by the wait 5.0 ms"; s.String() != want {
+		t.Errorf("String() = %q, want %q", s.String(), want)
+	}
+	if err := s.add(t0, at(50), events[:2]); err == nil {
+		t.Error("no ready event: no error")
+	}
+}
