@@ -43,11 +43,13 @@ type authenticator interface {
 func withAuth(log *slog.Logger, auth authenticator, q *quotas, rt *router) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if c.GetHeader(hdrForwardedSig) != "" {
-			tenant, by, ok := rt.verify(c.Request)
-			if !ok {
+			tenant, by, err := rt.verify(c)
+			if err != nil {
+				log.WarnContext(c.Request.Context(), "forwarded call refused", "err", err,
+					"from", c.GetHeader(hdrForwardedBy), "request_id", requestID(c))
 				c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
 				writeProblem(c, newProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated,
-					"the forwarded request's signature is not valid", ""))
+					"the forwarded call is refused: "+err.Error(), ""))
 				return
 			}
 			c.Set(tenantKey, tenant)

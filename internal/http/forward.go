@@ -3,6 +3,7 @@ package http
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -27,9 +29,13 @@ import (
 // in the audit trail. A forwarded request is never forwarded again.
 
 // The headers of a forwarded request. The signature covers the method, the
-// request URI, the forwarding node's id, the caller and the time.
+// request URI, the forwarding and the receiving node's ids, the time, a
+// nonce and the caller. The body is not covered: between nodes it is as
+// safe as the network (see docs/operations.md, "Several hosts").
 const (
 	hdrForwardedBy      = "Tether-Forwarded-By"
+	hdrForwardedTo      = "Tether-Forwarded-To"
+	hdrForwardedNonce   = "Tether-Forwarded-Nonce"
 	hdrForwardedAt      = "Tether-Forwarded-At"
 	hdrForwardedTenant  = "Tether-Forwarded-Tenant"
 	hdrForwardedKeyID   = "Tether-Forwarded-Key-Id"
@@ -66,22 +72,37 @@ type Nodes struct {
 	Finder nodeFinder
 }
 
-// router forwards data-plane calls to the node a sandbox lives on.
+// router forwards data-plane calls to the node a sandbox lives on, and
+// checks the calls other nodes forward to it.
 type router struct {
 	Nodes
 	log       *slog.Logger
-	transport http.RoundTripper
+	transport *http.Transport
 	now       func() time.Time
+
+	// routes are the routes ("METHOD /path/:param") that accept forwarded
+	// calls: the data plane's, and nothing else.
+	routes map[string]bool
+	// seen holds the nonces of forwarded calls accepted within the skew
+	// window and when each may be forgotten: a call is accepted once.
+	mu   sync.Mutex
+	seen map[string]time.Time
 }
+
+// maxNonces bounds the nonces remembered; past it forwarded calls are
+// refused until old ones expire, rather than remembered without bound.
+const maxNonces = 1 << 20
 
 func newRouter(log *slog.Logger, n Nodes) *router {
 	if n.Self == "" || len(n.Secret) == 0 || n.Finder == nil {
 		return nil
 	}
 	return &router{
-		Nodes: n,
-		log:   log,
-		now:   time.Now,
+		Nodes:  n,
+		log:    log,
+		now:    time.Now,
+		routes: map[string]bool{},
+		seen:   map[string]time.Time{},
 		transport: &http.Transport{
 			Proxy:                 nil, // replicas talk directly, never through HTTP_PROXY
 			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -106,33 +127,92 @@ func (rt *router) sign(fields ...string) string {
 // signedFields are the fields a forwarded request's signature covers.
 func signedFields(r *http.Request) []string {
 	h := r.Header
-	return []string{r.Method, r.URL.RequestURI(), h.Get(hdrForwardedBy), h.Get(hdrForwardedAt),
+	return []string{r.Method, r.URL.RequestURI(), h.Get(hdrForwardedBy), h.Get(hdrForwardedTo),
+		h.Get(hdrForwardedAt), h.Get(hdrForwardedNonce),
 		h.Get(hdrForwardedTenant), h.Get(hdrForwardedKeyID), h.Get(hdrForwardedKeyName)}
 }
 
-// verify checks a forwarded request's signature and age and returns the
-// caller it carries.
-func (rt *router) verify(r *http.Request) (tenant string, by sandbox.Caller, ok bool) {
+// acceptForwarded lets the routes (as gin names them: "POST
+// /v1/sandboxes/:id/exec") take calls forwarded by other nodes.
+func (rt *router) acceptForwarded(routes ...string) {
 	if rt == nil {
-		return "", by, false
+		return
+	}
+	for _, r := range routes {
+		rt.routes[r] = true
+	}
+}
+
+// Why verify refuses a forwarded call.
+var (
+	errForwardRoute = errors.New("this route does not take forwarded calls")
+	errForwardSig   = errors.New("the signature is not valid")
+	errForwardStale = errors.New("the call is older than the skew allows, or from the future")
+	errForwardTo    = errors.New("the call was meant for another node")
+	errForwardSeen  = errors.New("the call was accepted before")
+	errForwardBusy  = errors.New("too many forwarded calls to remember")
+)
+
+// verify checks a forwarded call: a data-plane route, a valid signature,
+// meant for this node, recent, and never seen before. It returns the
+// caller the call carries.
+func (rt *router) verify(c *gin.Context) (tenant string, by sandbox.Caller, err error) {
+	r := c.Request
+	if rt == nil || !rt.routes[r.Method+" "+c.FullPath()] {
+		return "", by, errForwardRoute
 	}
 	sig, err := hex.DecodeString(r.Header.Get(hdrForwardedSig))
 	if err != nil {
-		return "", by, false
+		return "", by, errForwardSig
 	}
 	want, _ := hex.DecodeString(rt.sign(signedFields(r)...))
 	if !hmac.Equal(sig, want) {
-		return "", by, false
+		return "", by, errForwardSig
+	}
+	if r.Header.Get(hdrForwardedTo) != rt.Self {
+		return "", by, errForwardTo
 	}
 	at, err := strconv.ParseInt(r.Header.Get(hdrForwardedAt), 10, 64)
 	if err != nil {
-		return "", by, false
+		return "", by, errForwardSig
 	}
-	if age := rt.now().Sub(time.UnixMilli(at)); age > forwardSkew || age < -forwardSkew {
-		return "", by, false
+	now := rt.now()
+	if age := now.Sub(time.UnixMilli(at)); age > forwardSkew || age < -forwardSkew {
+		return "", by, errForwardStale
 	}
 	tenant = r.Header.Get(hdrForwardedTenant)
-	return tenant, sandbox.Caller{KeyID: r.Header.Get(hdrForwardedKeyID), KeyName: r.Header.Get(hdrForwardedKeyName)}, tenant != ""
+	if tenant == "" {
+		return "", by, errForwardSig
+	}
+	if err := rt.remember(r.Header.Get(hdrForwardedNonce), now); err != nil {
+		return "", by, err
+	}
+	return tenant, sandbox.Caller{KeyID: r.Header.Get(hdrForwardedKeyID), KeyName: r.Header.Get(hdrForwardedKeyName)}, nil
+}
+
+// remember records a forwarded call's nonce, refusing one seen before. A
+// nonce is kept for twice the skew: past that its call is stale anyway.
+func (rt *router) remember(nonce string, now time.Time) error {
+	if len(nonce) < 16 {
+		return errForwardSig
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if _, dup := rt.seen[nonce]; dup {
+		return errForwardSeen
+	}
+	if len(rt.seen) >= maxNonces || len(rt.seen)%1024 == 1023 {
+		for n, until := range rt.seen {
+			if now.After(until) {
+				delete(rt.seen, n)
+			}
+		}
+	}
+	if len(rt.seen) >= maxNonces {
+		return errForwardBusy
+	}
+	rt.seen[nonce] = now.Add(2 * forwardSkew)
+	return nil
 }
 
 // forwarded reports whether the request came from another node.
@@ -206,6 +286,8 @@ func (rt *router) forward(c *gin.Context, sb sandbox.Sandbox) {
 			h.Del("Authorization") // the API key stays with the node it was sent to
 			h.Set("X-Request-ID", requestID(c))
 			h.Set(hdrForwardedBy, rt.Self)
+			h.Set(hdrForwardedTo, sb.Node)
+			h.Set(hdrForwardedNonce, rand.Text())
 			h.Set(hdrForwardedAt, strconv.FormatInt(rt.now().UnixMilli(), 10))
 			h.Set(hdrForwardedTenant, tenant)
 			h.Set(hdrForwardedKeyID, by.KeyID)

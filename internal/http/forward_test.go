@@ -195,6 +195,29 @@ func TestForwardToTheSandboxesNode(t *testing.T) {
 	wantProblem(t, n.b.do(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", map[string]any{"command": "id"}, noAuth(),
 		header("Tether-Forwarded-Tenant", tenantA)), http.StatusUnauthorized, "UNAUTHENTICATED")
 
+	// A call signed with the cluster's secret is taken once, by the node
+	// it names, recently, and on a data-plane route only.
+	signed := func(method, path string, body any, to string, at time.Time, nonce string) *response {
+		t.Helper()
+		at1 := fmt.Sprint(at.UnixMilli())
+		sig := tetherhttp.SignForwarded(n.secret, method, path, "a", to, at1, nonce, tenantA, "", "")
+		opts := []reqOpt{noAuth(), header("Tether-Forwarded-By", "a"), header("Tether-Forwarded-To", to),
+			header("Tether-Forwarded-At", at1), header("Tether-Forwarded-Nonce", nonce),
+			header("Tether-Forwarded-Tenant", tenantA), header("Tether-Forwarded-Signature", sig)}
+		return n.b.do(t, method, path, body, opts...)
+	}
+	execPath := "/v1/sandboxes/" + id + "/exec"
+	cmd := map[string]any{"command": "echo once"}
+	if r := signed(http.MethodPost, execPath, cmd, "b", time.Now(), "nonce-0000000001"); r.Status != http.StatusOK {
+		t.Fatalf("a well-signed forwarded exec = %s; want 200", r)
+	}
+	wantProblem(t, signed(http.MethodPost, execPath, cmd, "b", time.Now(), "nonce-0000000001"), http.StatusUnauthorized, "UNAUTHENTICATED")
+	wantProblem(t, signed(http.MethodPost, execPath, cmd, "a", time.Now(), "nonce-0000000002"), http.StatusUnauthorized, "UNAUTHENTICATED")
+	wantProblem(t, signed(http.MethodPost, execPath, cmd, "b", time.Now().Add(-2*time.Minute), "nonce-0000000003"), http.StatusUnauthorized, "UNAUTHENTICATED")
+	// Whoever holds the secret still cannot mint keys or reach any other route.
+	wantProblem(t, signed(http.MethodPost, "/v1/keys", map[string]any{"name": "minted"}, "b", time.Now(), "nonce-0000000004"), http.StatusUnauthorized, "UNAUTHENTICATED")
+	wantProblem(t, signed(http.MethodGet, "/v1/sandboxes", nil, "b", time.Now(), "nonce-0000000005"), http.StatusUnauthorized, "UNAUTHENTICATED")
+
 	// Node b dies: calls through a are a retryable 503 that names it.
 	if _, err := n.a.Store.Pool().Exec(t.Context(), `UPDATE nodes SET heartbeat_at = heartbeat_at - interval '1 hour' WHERE id = 'b'`); err != nil {
 		t.Fatal(err)

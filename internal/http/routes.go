@@ -95,6 +95,9 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.GET("/sandboxes/:id/files", routed, h(handleFileGet(log, cfg, deps.Store, providers)))
 	v1.PUT("/sandboxes/:id/archive", withBodyLimit(cfg.MaxFileBytes), routed, h(handleArchivePut(log, cfg, deps.Store, providers)))
 	v1.GET("/sandboxes/:id/archive", routed, h(handleArchiveGet(log, deps.Store, providers)))
+	// Only these take calls that other nodes forward.
+	rt.acceptForwarded("POST /v1/sandboxes/:id/exec", "PUT /v1/sandboxes/:id/files", "GET /v1/sandboxes/:id/files",
+		"PUT /v1/sandboxes/:id/archive", "GET /v1/sandboxes/:id/archive")
 	v1.GET("/events", h(handleEvents(deps.Store)))
 	v1.GET("/reconcile-events", h(handleReconcileEvents(deps.Store)))
 	v1.GET("/events/stream", h(handleEventStream(deps.Store, deps.Changes, &streamSlots{max: cfg.MaxStreamsPerTenant, n: map[string]int{}}, draining)))
