@@ -204,7 +204,8 @@ func buildProviders(cfg Config) ([]sandbox.Provider, error) {
 		case local.Name:
 			p, err := local.New(cfg.LocalStateDir, local.AllowHostNetwork(cfg.LocalAllowHostNetwork),
 				local.WithLimits(cfg.LocalLimits, cfg.LocalMaxLimits), local.AllowUnlimited(cfg.LocalAllowUnlimited),
-				local.WithUIDRange(cfg.LocalUIDBase, cfg.LocalUIDCount), local.EgressPool(cfg.LocalEgressPool))
+				local.WithUIDRange(cfg.LocalUIDBase, cfg.LocalUIDCount), local.EgressPool(cfg.LocalEgressPool),
+				local.WithImages(cfg.LocalImages...))
 			if err != nil {
 				return nil, err
 			}
@@ -321,6 +322,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		OrphanGrace:       cfg.OrphanGrace,
 		IdempotencyKeyTTL: cfg.IdempotencyKeyTTL,
 		Node:              cfg.NodeID,
+		NodeGrace:         cfg.NodeGrace,
 	}, st, providers, log, reg)
 	janitor.Start(workCtx)
 

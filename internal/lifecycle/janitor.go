@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,6 +49,13 @@ type JanitorConfig struct {
 	// dead nodes. Empty: the leader reconciles every provider, as on a
 	// single host.
 	Node string
+	// NodeGrace is how long a node may go without a heartbeat (NODE_GRACE;
+	// the store judges deaths by the same value). The leader ends a dead
+	// node's sandboxes only after reaching Postgres without a break for
+	// this long itself, so that after an outage, or when it has just
+	// started, every live node has had time to beat again. Default
+	// store.DefaultNodeGrace.
+	NodeGrace time.Duration
 }
 
 // Janitor defaults, for zero JanitorConfig fields. LeaderTTL defaults to
@@ -70,6 +78,7 @@ func (c JanitorConfig) withDefaults() JanitorConfig {
 	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
 	c.DestroyConcurrency = cmp.Or(c.DestroyConcurrency, DefaultDestroyConcurrency)
 	c.IdempotencyKeyTTL = cmp.Or(c.IdempotencyKeyTTL, DefaultIdempotencyKeyTTL)
+	c.NodeGrace = cmp.Or(c.NodeGrace, store.DefaultNodeGrace)
 	return c
 }
 
@@ -85,6 +94,7 @@ type janitorStore interface {
 	Records(ctx context.Context, ids []string) (map[string]store.Record, error)
 	ReadyBefore(ctx context.Context, provider, node string, t time.Time, fn func(id string)) error
 	StrandedSandboxes(ctx context.Context, limit int) ([]store.Stranded, error)
+	MarkStranded(ctx context.Context, id, node, message string) (sandbox.Sandbox, bool, error)
 	MarkLost(ctx context.Context, id, message string) (sandbox.Sandbox, bool, error)
 	RecordReconcile(ctx context.Context, provider, sandboxID, tenant, action, message string) error
 	ForgetIdempotencyKeys(ctx context.Context, cutoff time.Time, limit int) (int64, error)
@@ -114,6 +124,11 @@ type Janitor struct {
 	actions  *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	leading  prometheus.Gauge
+
+	// steadySince is when this janitor last began to reach Postgres
+	// without a break (its creation, or its last run that found Postgres
+	// unreachable), in Unix nanoseconds of the wall clock.
+	steadySince atomic.Int64
 
 	stopOnce sync.Once
 	cancel   context.CancelFunc
@@ -147,6 +162,7 @@ func NewJanitor(cfg JanitorConfig, st janitorStore, providers []sandbox.Provider
 	if reg != nil {
 		reg.MustRegister(j.actions, j.duration, j.leading)
 	}
+	j.steadySince.Store(time.Now().UnixNano())
 	return j
 }
 
@@ -208,8 +224,23 @@ func (j *Janitor) every(ctx context.Context, fn func(context.Context)) {
 // replica is alive, with no wait for a crashed leader's lease to lapse.
 func (j *Janitor) sweepTick(ctx context.Context) {
 	if _, err := j.Sweep(ctx); err != nil && ctx.Err() == nil {
+		j.unsteady(err)
 		j.log.Error("janitor: sweep incomplete", "err", err)
 	}
+}
+
+// unsteady restarts the wait before dead nodes are judged if err says
+// Postgres could not be reached.
+func (j *Janitor) unsteady(err error) {
+	if errors.Is(err, sandbox.ErrUnavailable) {
+		j.steadySince.Store(time.Now().UnixNano())
+	}
+}
+
+// steady reports whether this janitor has reached Postgres without a break
+// for a node grace period.
+func (j *Janitor) steady() bool {
+	return time.Since(time.Unix(0, j.steadySince.Load())) >= j.cfg.NodeGrace
 }
 
 // reconcileTick reconciles with the providers while this replica leads,
@@ -219,6 +250,7 @@ func (j *Janitor) reconcileTick(ctx context.Context) {
 	if j.lead(ctx, janitorRole) {
 		j.leading.Set(1)
 		if err := j.Reconcile(ctx, &rep); err != nil && ctx.Err() == nil {
+			j.unsteady(err)
 			j.log.Error("janitor: reconcile incomplete", "err", err)
 		}
 	} else {
@@ -238,6 +270,7 @@ func nodeRole(node string) string { return janitorRole + "/node/" + node }
 func (j *Janitor) lead(ctx context.Context, role string) bool {
 	lead, err := j.store.TryLead(ctx, role, j.cfg.Holder, j.cfg.LeaderTTL)
 	if err != nil {
+		j.unsteady(err)
 		if ctx.Err() == nil {
 			j.log.Warn("janitor: leadership check failed", "role", role, "err", err)
 		}
@@ -335,8 +368,10 @@ func (j *Janitor) Reconcile(ctx context.Context, rep *Report) error {
 			errs = append(errs, fmt.Errorf("reconcile %s: %w", p.Name(), err))
 		}
 	}
-	if err := j.endStranded(ctx, rep); err != nil {
-		errs = append(errs, err)
+	if j.steady() {
+		if err := j.endStranded(ctx, rep); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	cutoff := j.store.Now().Add(-j.cfg.IdempotencyKeyTTL)
 	for {
@@ -384,7 +419,7 @@ func (j *Janitor) endStranded(ctx context.Context, rep *Report) error {
 		}
 		for _, st := range stranded {
 			msg := fmt.Sprintf("its node %s stopped heartbeating (last heartbeat %s)", st.Node, st.HeartbeatAt.UTC().Format(time.RFC3339))
-			sb, ended, err := j.store.MarkLost(ctx, st.ID, msg)
+			sb, ended, err := j.store.MarkStranded(ctx, st.ID, st.Node, msg)
 			if err != nil {
 				return err
 			}

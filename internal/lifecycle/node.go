@@ -69,7 +69,10 @@ func (h *Heartbeat) Start(ctx context.Context) error {
 				return
 			case <-ticker.C:
 			}
-			err := h.store.Heartbeat(ctx, h.node, false)
+			// A beat stuck on a dead connection must not hold the next.
+			bctx, cancel := context.WithTimeout(ctx, h.every)
+			err := h.store.Heartbeat(bctx, h.node, false)
+			cancel()
 			switch {
 			case err != nil && ctx.Err() == nil && !failing:
 				h.log.Warn("heartbeat: failed; the node counts as dead if this lasts past NODE_GRACE", "err", err)
@@ -87,9 +90,10 @@ func (h *Heartbeat) Start(ctx context.Context) error {
 // within the grace period keeps its node's sandboxes.
 func (h *Heartbeat) Stop() {
 	h.stopOnce.Do(func() {
-		if h.cancel != nil {
-			h.cancel()
+		if h.cancel == nil {
+			return // never started, or its first beat failed
 		}
+		h.cancel()
 		<-h.done
 	})
 }

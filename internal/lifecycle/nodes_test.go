@@ -33,7 +33,7 @@ func TestJanitorsOfTwoNodes(t *testing.T) {
 		}
 		hosts[node] = hostSim{p}
 		// An orphan grace of zero (1ns): nothing here is being recorded.
-		janitors[node] = lifecycle.NewJanitor(lifecycle.JanitorConfig{Holder: node, Node: node, OrphanGrace: time.Nanosecond},
+		janitors[node] = lifecycle.NewJanitor(lifecycle.JanitorConfig{Holder: node, Node: node, OrphanGrace: time.Nanosecond, NodeGrace: time.Nanosecond},
 			e.st, []sandbox.Provider{hosts[node]}, e.log, nil)
 		if err := e.st.Heartbeat(e.ctx, store.Node{ID: node, URL: "http://" + node, Providers: []string{"sim"}}, true); err != nil {
 			t.Fatal(err)
@@ -98,6 +98,14 @@ func TestJanitorsOfTwoNodes(t *testing.T) {
 	// n2 dies: its ready sandbox ends lost, naming it; n1's is untouched.
 	if _, err := e.st.Pool().Exec(e.ctx, `UPDATE nodes SET heartbeat_at = heartbeat_at - interval '1 hour' WHERE id = 'n2'`); err != nil {
 		t.Fatal(err)
+	}
+	// A janitor that has not yet reached Postgres for a whole grace period
+	// (just started, or back from an outage) judges no node dead: every
+	// live node must have had time to beat again.
+	fresh := lifecycle.NewJanitor(lifecycle.JanitorConfig{Holder: "fresh", Node: "n1", NodeGrace: time.Hour},
+		e.st, []sandbox.Provider{hosts["n1"]}, e.log, nil)
+	if rep, err := fresh.RunOnce(e.ctx); err != nil || rep.Stranded != 0 {
+		t.Fatalf("a fresh janitor ended %d sandboxes of a dead node (%v); want none before a grace period", rep.Stranded, err)
 	}
 	if rep := run("n1"); rep.Stranded != 1 || rep.Lost != 0 {
 		t.Fatalf("n1's janitor after n2 died: %+v; want 1 stranded", rep)

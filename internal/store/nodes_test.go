@@ -139,10 +139,18 @@ func TestStrandedAndNodes(t *testing.T) {
 	if other, _ := b.st.Nodes(b.ctx, "other"); other[0].LiveSandboxes != 0 {
 		t.Errorf("another tenant sees %d sandboxes on n1; want 0", other[0].LiveSandboxes)
 	}
-	// A dead node is a live one again after a heartbeat.
+	// A dead node is a live one again after a heartbeat, and a sandbox found
+	// stranded before that beat is not ended after it.
 	b.beat(t, "n2")
 	if st, _ := b.st.StrandedSandboxes(b.ctx, 100); len(st) != 0 {
 		t.Fatalf("stranded after n2's heartbeat = %+v; want none", st)
+	}
+	if _, ended, err := b.st.MarkStranded(b.ctx, stranded[0].ID, "n2", "test"); err != nil || ended {
+		t.Fatalf("MarkStranded after its node beat again = %v, %v; want nothing ended", ended, err)
+	}
+	b.kill(t, "n2")
+	if sb, ended, err := b.st.MarkStranded(b.ctx, stranded[0].ID, "n2", "its node n2 died"); err != nil || !ended || sb.Reason != sandbox.ReasonLost {
+		t.Fatalf("MarkStranded of a dead node's sandbox = %+v, %v, %v; want it ended lost", sb, ended, err)
 	}
 }
 

@@ -77,19 +77,35 @@ func (s *Store) ReadyBefore(ctx context.Context, provider, node string, t time.T
 // release workers still confirm with the provider (destroy of nothing is
 // success) before it counts as released.
 func (s *Store) MarkLost(ctx context.Context, id, message string) (sandbox.Sandbox, bool, error) {
+	return s.markLost(ctx, `
+			SELECT id, state, lease_owner FROM sandboxes WHERE id = $5 AND state = 'ready' FOR UPDATE`,
+		message, id)
+}
+
+// MarkStranded is MarkLost for a ready sandbox of a dead node: it ends the
+// sandbox only if it is still placed on node and that node is still dead
+// when the statement runs, so a node that beat again meanwhile keeps it.
+func (s *Store) MarkStranded(ctx context.Context, id, node, message string) (sandbox.Sandbox, bool, error) {
+	return s.markLost(ctx, `
+			SELECT id, state, lease_owner FROM sandboxes
+			WHERE id = $5 AND state = 'ready' AND node = $6 AND `+nodeDead("sandboxes.node", "$7")+`
+			FOR UPDATE`,
+		message, id, node, s.nodeGrace)
+}
+
+// markLost ends with reason lost the sandbox pick selects ($5 on: args).
+func (s *Store) markLost(ctx context.Context, pick, message string, args ...any) (sandbox.Sandbox, bool, error) {
 	now := s.Now()
 	var ended []sandbox.Sandbox
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		ended, err = endMany(ctx, tx, `
-			SELECT id, state, lease_owner FROM sandboxes WHERE id = $5 AND state = 'ready' FOR UPDATE`,
-			now, sandbox.ReasonLost, sandbox.ActorJanitor, message, id)
+		ended, err = endMany(ctx, tx, pick, now, sandbox.ReasonLost, sandbox.ActorJanitor, message, args...)
 		if err != nil || len(ended) == 0 {
 			return err
 		}
 		_, err = tx.Exec(ctx, `
 			INSERT INTO reconcile_events (at, provider, sandbox_id, tenant, action, message)
-			VALUES ($1, $2, $3, $4, 'lost', $5)`, now, ended[0].Provider, id, ended[0].Tenant, message)
+			VALUES ($1, $2, $3, $4, 'lost', $5)`, now, ended[0].Provider, ended[0].ID, ended[0].Tenant, message)
 		return err
 	})
 	if err != nil {
