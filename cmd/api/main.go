@@ -297,7 +297,18 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 	var workers sync.WaitGroup
 	workers.Go(func() { notifier.Run(workCtx) })
 	// The node registers before any work is claimed for it.
-	heartbeat := lifecycle.NewHeartbeat(st, node, hostBound, cfg.NodeGrace, log)
+	// A host-bound provider is offered while it is available on this host:
+	// a node that cannot create its sandboxes draws none of its creates.
+	offered := func(ctx context.Context) []string {
+		var names []string
+		for _, p := range providers {
+			if !sandbox.IsHostBound(p) || p.Info(ctx).Available {
+				names = append(names, p.Name())
+			}
+		}
+		return names
+	}
+	heartbeat := lifecycle.NewHeartbeat(st, node, offered, hostBound, cfg.NodeGrace, log)
 	if err := heartbeat.Start(workCtx); err != nil {
 		_ = ln.Close()
 		cancelWork()

@@ -396,7 +396,8 @@ const (
 // placeLimit bounds a create claim of this node so that creates go to the
 // least loaded live nodes: while other live nodes have the provider, a node
 // claims only as many as keep it within placeSpread of the least loaded
-// one, unless a request has waited placeWait. Without a load reading it
+// one, unless a request has waited placeWait; a node where the provider is
+// unavailable claims none while another has it. Without a load reading it
 // does not hold creates back.
 func (e *Executor) placeLimit(ctx context.Context, provider, node string, limit int) int {
 	l, err := e.store.NodeLoad(ctx, provider, node)
@@ -406,7 +407,10 @@ func (e *Executor) placeLimit(ctx context.Context, provider, node string, limit 
 		}
 		return limit
 	}
-	if l.Nodes <= 1 || (!l.OldestRequest.IsZero() && e.store.Now().Sub(l.OldestRequest) >= placeWait) {
+	switch {
+	case !l.Serves && l.Nodes > 0:
+		return 0 // the provider is unavailable here and available elsewhere
+	case l.Nodes <= 1 || (!l.OldestRequest.IsZero() && e.store.Now().Sub(l.OldestRequest) >= placeWait):
 		return limit
 	}
 	return max(0, min(limit, l.Least+placeSpread-l.Own))

@@ -18,6 +18,10 @@ type heartbeatStore interface {
 // Heartbeat keeps this node's row in the registry fresh, so that the other
 // nodes count it alive. Start it once; Stop it once.
 type Heartbeat struct {
+	// offered says which providers the node offers now; each beat
+	// records them, so that a provider that becomes unavailable on a node
+	// stops drawing creates there.
+	offered   func(context.Context) []string
 	store     heartbeatStore
 	node      store.Node
 	hostBound []string
@@ -32,9 +36,9 @@ type Heartbeat struct {
 // NewHeartbeat returns a heartbeat for node that beats six times per grace
 // period, so that a few failed beats in a row do not make it dead.
 // hostBound names the node's host-bound providers.
-func NewHeartbeat(st heartbeatStore, node store.Node, hostBound []string, grace time.Duration, log *slog.Logger) *Heartbeat {
+func NewHeartbeat(st heartbeatStore, node store.Node, offered func(context.Context) []string, hostBound []string, grace time.Duration, log *slog.Logger) *Heartbeat {
 	return &Heartbeat{
-		store: st, node: node, hostBound: hostBound,
+		store: st, node: node, offered: offered, hostBound: hostBound,
 		every: max(grace/6, 50*time.Millisecond),
 		log:   log.With("component", "heartbeat", "node", node.ID),
 		done:  make(chan struct{}),
@@ -46,7 +50,7 @@ func NewHeartbeat(st heartbeatStore, node store.Node, hostBound []string, grace 
 // returns the first beat's error: a node that cannot register must not
 // start work.
 func (h *Heartbeat) Start(ctx context.Context) error {
-	if err := h.store.Heartbeat(ctx, h.node, true); err != nil {
+	if err := h.store.Heartbeat(ctx, h.beat(ctx), true); err != nil {
 		close(h.done)
 		return err
 	}
@@ -71,7 +75,7 @@ func (h *Heartbeat) Start(ctx context.Context) error {
 			}
 			// A beat stuck on a dead connection must not hold the next.
 			bctx, cancel := context.WithTimeout(ctx, h.every)
-			err := h.store.Heartbeat(bctx, h.node, false)
+			err := h.store.Heartbeat(bctx, h.beat(bctx), false)
 			cancel()
 			switch {
 			case err != nil && ctx.Err() == nil && !failing:
@@ -84,6 +88,15 @@ func (h *Heartbeat) Start(ctx context.Context) error {
 		}
 	}()
 	return nil
+}
+
+// beat is the node's row as of now.
+func (h *Heartbeat) beat(ctx context.Context) store.Node {
+	n := h.node
+	if h.offered != nil {
+		n.Providers = h.offered(ctx)
+	}
+	return n
 }
 
 // Stop ends the heartbeat. The node's row stays: a replica restarting

@@ -190,3 +190,28 @@ func heldIn(held []sandbox.Resource, id string) bool {
 	}
 	return false
 }
+
+// TestNodeWithoutTheProviderClaimsNone: a node whose host-bound provider is
+// unavailable (its heartbeat does not offer it) draws none of its creates
+// while another node offers it.
+func TestNodeWithoutTheProviderClaimsNone(t *testing.T) {
+	t.Parallel()
+	e := setupWith(t, nil)
+	offers := map[string][]string{"ok": {"sim"}, "broken": {}}
+	for _, node := range []string{"ok", "broken"} {
+		p, err := sim.New(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.st.Heartbeat(e.ctx, store.Node{ID: node, URL: "http://" + node, Providers: offers[node]}, true); err != nil {
+			t.Fatal(err)
+		}
+		e.executorOf(lifecycle.ExecutorConfig{WorkerID: "w-" + node, Node: node}, hostSim{p})
+	}
+	for range 8 {
+		sb := e.waitFor(e.create("").ID, "ready", isState(sandbox.StateReady))
+		if sb.Node != "ok" {
+			t.Fatalf("%s was placed on %q; want the node that offers the provider", sb.ID, sb.Node)
+		}
+	}
+}

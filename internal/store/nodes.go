@@ -103,6 +103,9 @@ type Load struct {
 	// OldestRequest is when the provider's oldest unclaimed request was
 	// made, zero when there is none.
 	OldestRequest time.Time
+	// Serves is whether the node itself offers the provider now (its
+	// heartbeat lists it: the provider is available there).
+	Serves bool
 }
 
 // NodeLoad returns node's load for provider.
@@ -120,8 +123,9 @@ func (s *Store) NodeLoad(ctx context.Context, provider, node string) (Load, erro
 		)
 		SELECT COALESCE((SELECT live FROM load WHERE id = $3), 0),
 			COALESCE((SELECT min(live) FROM load), 0), (SELECT count(*) FROM load),
-			(SELECT min(created_at) FROM sandboxes WHERE provider = $2 AND state = 'requested')`,
-		s.nodeGrace, provider, node).Scan(&l.Own, &l.Least, &l.Nodes, &oldest)
+			(SELECT min(created_at) FROM sandboxes WHERE provider = $2 AND state = 'requested'),
+			EXISTS (SELECT 1 FROM load WHERE id = $3)`,
+		s.nodeGrace, provider, node).Scan(&l.Own, &l.Least, &l.Nodes, &oldest, &l.Serves)
 	if err != nil {
 		return l, wrap("node load", err)
 	}

@@ -103,7 +103,7 @@ func TestStrandedAndNodes(t *testing.T) {
 	on1, on2a, _ := ready("n1"), ready("n2"), ready("n2")
 
 	load, err := b.st.NodeLoad(b.ctx, "local", "n2")
-	if err != nil || load != (store.Load{Own: 2, Least: 1, Nodes: 2}) {
+	if err != nil || load != (store.Load{Own: 2, Least: 1, Nodes: 2, Serves: true}) {
 		t.Fatalf("NodeLoad(n2) = %+v, %v; want own 2, least 1 of 2 nodes", load, err)
 	}
 	if st, err := b.st.StrandedSandboxes(b.ctx, 100); err != nil || len(st) != 0 {

@@ -301,11 +301,13 @@ func (s *Store) MarkFailed(ctx context.Context, id string, epoch int64, actor sa
 // claimed again from at (now, for a shutdown; later, for a retry with
 // backoff). lastErr, if set, is shown in the sandbox's error field until it
 // settles. refund takes back the attempt the claim counted, for a hand-back
-// that made no attempt worth counting (a shutdown).
+// that made no attempt worth counting (a shutdown). A host-bound sandbox
+// loses its node: any live node may take it up (whatever the first one
+// made of it is an orphan there once another node claims it).
 func (s *Store) Unclaim(ctx context.Context, id string, epoch int64, at time.Time, lastErr string, refund bool) error {
 	tag, err := s.work.Exec(ctx, `
 		UPDATE sandboxes SET lease_owner = NULL, lease_expires_at = $3, updated_at = $4,
-			error = coalesce($5, error),
+			error = coalesce($5, error), node = NULL,
 			attempts = CASE WHEN $6 THEN greatest(attempts - 1, 0) ELSE attempts END
 		WHERE id = $1 AND epoch = $2 AND state = 'creating'`,
 		id, epoch, at.UTC(), s.Now(), nullable(lastErr), refund)
