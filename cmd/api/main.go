@@ -204,8 +204,7 @@ func buildProviders(cfg Config) ([]sandbox.Provider, error) {
 		case local.Name:
 			p, err := local.New(cfg.LocalStateDir, local.AllowHostNetwork(cfg.LocalAllowHostNetwork),
 				local.WithLimits(cfg.LocalLimits, cfg.LocalMaxLimits), local.AllowUnlimited(cfg.LocalAllowUnlimited),
-				local.WithUIDRange(cfg.LocalUIDBase, cfg.LocalUIDCount), local.EgressPool(cfg.LocalEgressPool),
-				local.WithImages(cfg.LocalImages...))
+				local.WithUIDRange(cfg.LocalUIDBase, cfg.LocalUIDCount), local.EgressPool(cfg.LocalEgressPool))
 			if err != nil {
 				return nil, err
 			}
