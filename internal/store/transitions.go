@@ -45,17 +45,20 @@ func (sh Share) args(limit int) []any {
 // fairPick is the CTEs "cand", "fair" and "picked" of a claim: up to $3 rows
 // matching where, oldest by order first, but at most the share's cap per
 // tenant minus what it holds (the share's arguments from parameter $first
-// on: tenants, counts, cap). Fairness looks at the oldest 4×limit+64
-// claimable rows: a tenant whose requests queue behind more than that of
-// another tenant's waits for the queue to shorten, not for a free slot.
-// The candidates are read without locks, so picked checks where again.
+// on: tenants, counts, cap). The candidates, the oldest 2×limit+32
+// claimable rows, are locked as they are read (SKIP LOCKED), so that
+// concurrent claimers take disjoint sets; those not picked are free again
+// when the statement commits. A tenant whose requests queue behind more
+// than that of another tenant's waits for the queue to shorten, not for a
+// free slot.
 func fairPick(where, order string, first int) string {
 	tenants, held, capacity := "$"+strconv.Itoa(first), "$"+strconv.Itoa(first+1), "$"+strconv.Itoa(first+2)
 	return `cand AS (
-			SELECT id, tenant, ` + order + ` AS at FROM sandboxes
+			SELECT id, tenant, state, ` + order + ` AS at FROM sandboxes
 			WHERE ` + where + `
 			ORDER BY ` + order + `
-			LIMIT $3 * 4 + 64
+			LIMIT $3 * 2 + 32
+			FOR UPDATE SKIP LOCKED
 		), fair AS (
 			SELECT c.id FROM (
 				SELECT id, tenant, row_number() OVER (PARTITION BY tenant ORDER BY at) AS n FROM cand
@@ -63,11 +66,10 @@ func fairPick(where, order string, first int) string {
 			LEFT JOIN unnest(` + tenants + `::text[], ` + held + `::int[]) AS h(tenant, held) ON h.tenant = c.tenant
 			WHERE c.n <= ` + capacity + ` - COALESCE(h.held, 0)
 		), picked AS (
-			SELECT id, state FROM sandboxes
-			WHERE id IN (SELECT id FROM fair) AND ` + where + `
-			ORDER BY ` + order + `
+			SELECT id, state FROM cand
+			WHERE id IN (SELECT id FROM fair)
+			ORDER BY at
 			LIMIT $3
-			FOR UPDATE SKIP LOCKED
 		)`
 }
 
