@@ -6,7 +6,10 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +17,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -76,7 +80,10 @@ type Nodes struct {
 // checks the calls other nodes forward to it.
 type router struct {
 	Nodes
-	log       *slog.Logger
+	log *slog.Logger
+	// draining is done once this replica begins to shut down: forwarded
+	// event streams then end with a retryable error, as local ones do.
+	draining  context.Context
 	transport *http.Transport
 	now       func() time.Time
 
@@ -93,16 +100,17 @@ type router struct {
 // refused until old ones expire, rather than remembered without bound.
 const maxNonces = 1 << 20
 
-func newRouter(log *slog.Logger, n Nodes) *router {
+func newRouter(log *slog.Logger, n Nodes, draining context.Context) *router {
 	if n.Self == "" || len(n.Secret) == 0 || n.Finder == nil {
 		return nil
 	}
 	return &router{
-		Nodes:  n,
-		log:    log,
-		now:    time.Now,
-		routes: map[string]bool{},
-		seen:   map[string]time.Time{},
+		Nodes:    n,
+		log:      log,
+		draining: draining,
+		now:      time.Now,
+		routes:   map[string]bool{},
+		seen:     map[string]time.Time{},
 		transport: &http.Transport{
 			Proxy:                 nil, // replicas talk directly, never through HTTP_PROXY
 			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -315,5 +323,55 @@ func (rt *router) forward(c *gin.Context, sb sandbox.Sandbox) {
 			}
 		},
 	}
+	if !wantsEventStream(c) || rt.draining == nil {
+		proxy.ServeHTTP(c.Writer, c.Request)
+		return
+	}
+	// A streaming exec ends at this replica's shutdown like a local one:
+	// the node's stream is cut (which ends the command there) as if it had
+	// ended, and a retryable error event follows.
+	var drained atomic.Bool
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		resp.Header.Del("X-Request-ID")
+		body := resp.Body
+		stop := context.AfterFunc(rt.draining, func() {
+			drained.Store(true)
+			_ = body.Close()
+		})
+		resp.Body = &drainedBody{ReadCloser: body, drained: &drained, stop: stop}
+		return nil
+	}
 	proxy.ServeHTTP(c.Writer, c.Request)
+	if drained.Load() {
+		err := sandbox.Errorf(sandbox.CodeUnavailable, "the server is shutting down; the command was ended; retry on another replica")
+		if !c.Writer.Written() {
+			writeUnreachable(c, rt.log, err)
+			return
+		}
+		if data, merr := json.Marshal(problemFor(c, rt.log, err)); merr == nil {
+			_, _ = fmt.Fprintf(c.Writer, "\n\nevent: error\ndata: %s\n\n", data)
+			c.Writer.Flush()
+		}
+	}
+}
+
+// drainedBody is a node's streamed answer that reads as ended once this
+// replica began to shut down and cut it.
+type drainedBody struct {
+	io.ReadCloser
+	drained *atomic.Bool
+	stop    func() bool
+}
+
+func (b *drainedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && b.drained.Load() {
+		return n, io.EOF
+	}
+	return n, err
+}
+
+func (b *drainedBody) Close() error {
+	b.stop()
+	return b.ReadCloser.Close()
 }

@@ -1,6 +1,7 @@
 package http_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -38,6 +39,15 @@ func (p *nodeSim) Exec(_ context.Context, _ string, req sandbox.ExecRequest) (sa
 	return sandbox.ExecResult{Output: fmt.Sprintf("node %s: %s", p.node, req.Command)}, nil
 }
 
+// ExecStream says it started, then runs until its request goes away.
+func (p *nodeSim) ExecStream(ctx context.Context, _ string, req sandbox.ExecRequest, emit func(string, []byte) error) (sandbox.ExecResult, error) {
+	if err := emit(sandbox.Stdout, []byte("node "+p.node+" started "+req.Command+"\n")); err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	<-ctx.Done()
+	return sandbox.ExecResult{}, ctx.Err()
+}
+
 func (p *nodeSim) WriteFile(_ context.Context, id, path string, r io.Reader, limit int64) error {
 	b, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
@@ -72,7 +82,7 @@ type twoNodes struct {
 	secret []byte
 }
 
-func setupTwoNodes(t *testing.T, maxFile int64) twoNodes {
+func setupTwoNodes(t *testing.T, maxFile int64, drainA context.Context) twoNodes {
 	t.Helper()
 	logs := &logSink{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -90,6 +100,10 @@ func setupTwoNodes(t *testing.T, maxFile int64) twoNodes {
 	var out twoNodes
 	out.secret = secret
 	for _, node := range []string{"a", "b"} {
+		var draining context.Context
+		if node == "a" {
+			draining = drainA
+		}
 		simP, err := sim.New(t.TempDir())
 		if err != nil {
 			t.Fatal(err)
@@ -103,7 +117,8 @@ func setupTwoNodes(t *testing.T, maxFile int64) twoNodes {
 			Store: st, Changes: notifier, Providers: []sandbox.Provider{p},
 			Ready:   func(ctx context.Context) error { return st.Ping(ctx) },
 			Metrics: reg, Gatherer: reg,
-			Nodes: tetherhttp.Nodes{Self: node, Secret: secret, Finder: st},
+			Nodes:    tetherhttp.Nodes{Self: node, Secret: secret, Finder: st},
+			Draining: draining,
 		})
 		globalsMu.Unlock()
 		srv := httptest.NewServer(h)
@@ -150,7 +165,7 @@ var octets = header("Content-Type", "application/octet-stream")
 // retryable 503.
 func TestForwardToTheSandboxesNode(t *testing.T) {
 	t.Parallel()
-	n := setupTwoNodes(t, 1024)
+	n := setupTwoNodes(t, 1024, nil)
 	id := n.onB
 	for _, via := range []*bundle{n.a, n.b} {
 		r := via.do(t, http.MethodPost, "/v1/sandboxes/"+id+"/exec", map[string]any{"command": "hostname"}, as(keyA))
@@ -238,5 +253,48 @@ func TestForwardToTheSandboxesNode(t *testing.T) {
 	}
 	if bytes.Contains(r.Body, []byte("127.0.0.1")) {
 		t.Fatalf("GET /v1/nodes shows node addresses: %s", r.Body)
+	}
+}
+
+// TestForwardedStreamEndsAtShutdown: a streaming exec forwarded through a
+// replica that begins to shut down ends at once with a retryable error
+// event, as a local one does, and the node's command ends with it.
+func TestForwardedStreamEndsAtShutdown(t *testing.T) {
+	t.Parallel()
+	drain, startDraining := context.WithCancel(context.Background())
+	defer startDraining()
+	n := setupTwoNodes(t, 1024, drain)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, n.a.URL+"/v1/sandboxes/"+n.onB+"/exec",
+		strings.NewReader(`{"command":"sleep 600"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+keyA)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	res, err := n.a.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	rd := bufio.NewReader(res.Body)
+	line, err := rd.ReadString('\n')
+	for err == nil && !strings.Contains(line, "node b started") {
+		line, err = rd.ReadString('\n')
+	}
+	if err != nil {
+		t.Fatalf("the forwarded stream never showed node b's output: %v", err)
+	}
+	start := time.Now()
+	startDraining()
+	rest, err := io.ReadAll(rd)
+	if err != nil {
+		t.Fatalf("read the rest: %v", err)
+	}
+	if !bytes.Contains(rest, []byte("event: error")) || !bytes.Contains(rest, []byte(`"code":"UNAVAILABLE"`)) {
+		t.Fatalf("the stream ended with %q; want a retryable error event", rest)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the stream took %s to end after shutdown began", took)
 	}
 }

@@ -78,7 +78,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	}
 	q := newQuotas(deps.Store, cfg)
 	problem := func(c *gin.Context, err error) { writeError(c, log, err) }
-	rt := newRouter(log, deps.Nodes)
+	rt := newRouter(log, deps.Nodes, draining)
 	routed := withNodeRouting(log, deps.Store, rt)
 	v1 := r.Group("/v1", withAuth(log, auth, q, rt))
 	body := withBodyLimit(cfg.MaxBodyBytes)
