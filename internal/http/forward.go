@@ -304,10 +304,7 @@ func (rt *router) forward(c *gin.Context, sb sandbox.Sandbox) {
 		},
 		Transport:     rt.transport,
 		FlushInterval: -1, // exec output and downloads stream as they come
-		ModifyResponse: func(resp *http.Response) error {
-			resp.Header.Del("X-Request-ID") // the same id; this replica set it already
-			return nil
-		},
+		ModifyResponse: checkNodeAnswer,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			var maxBytes *http.MaxBytesError
 			switch {
@@ -315,6 +312,11 @@ func (rt *router) forward(c *gin.Context, sb sandbox.Sandbox) {
 				writeError(c, rt.log, err)
 			case r.Context().Err() != nil:
 				// The client went away; there is no one to answer.
+			case errors.Is(err, errNodeRefused):
+				rt.log.Error("a node refused a forwarded call", "node", sb.Node, "sandbox", sb.ID, "err", err,
+					"request_id", requestID(c))
+				writeUnreachable(c, rt.log, sandbox.Errorf(sandbox.CodeProviderUnavailable,
+					"sandbox %s lives on node %s, which refused this replica's call; the operator must check the hosts' clocks", sb.ID, sb.Node))
 			default:
 				rt.log.Warn("forward to node failed", "node", sb.Node, "sandbox", sb.ID, "err", err,
 					"request_id", requestID(c))
@@ -332,7 +334,9 @@ func (rt *router) forward(c *gin.Context, sb sandbox.Sandbox) {
 	// ended, and a retryable error event follows.
 	var drained atomic.Bool
 	proxy.ModifyResponse = func(resp *http.Response) error {
-		resp.Header.Del("X-Request-ID")
+		if err := checkNodeAnswer(resp); err != nil {
+			return err
+		}
 		body := resp.Body
 		stop := context.AfterFunc(rt.draining, func() {
 			drained.Store(true)
@@ -353,6 +357,22 @@ func (rt *router) forward(c *gin.Context, sb sandbox.Sandbox) {
 			c.Writer.Flush()
 		}
 	}
+}
+
+// errNodeRefused is a node's 401 to a forwarded call: the caller's key was
+// good here, so the nodes disagree (their clocks, by more than the skew).
+var errNodeRefused = errors.New("the node refused the forwarded call (are the hosts' clocks within a minute?)")
+
+// checkNodeAnswer passes a node's answer on, but for its request id (the
+// same; this replica set it already) and a refusal of the call itself,
+// which is this cluster's fault and not the caller's.
+func checkNodeAnswer(resp *http.Response) error {
+	if resp.StatusCode == http.StatusUnauthorized {
+		_ = resp.Body.Close()
+		return errNodeRefused
+	}
+	resp.Header.Del("X-Request-ID")
+	return nil
 }
 
 // drainedBody is a node's streamed answer that reads as ended once this
