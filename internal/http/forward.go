@@ -302,8 +302,8 @@ func (rt *router) forward(c *gin.Context, sb sandbox.Sandbox) {
 			h.Set(hdrForwardedKeyName, by.KeyName)
 			h.Set(hdrForwardedSig, rt.sign(signedFields(pr.Out)...))
 		},
-		Transport:     rt.transport,
-		FlushInterval: -1, // exec output and downloads stream as they come
+		Transport:      rt.transport,
+		FlushInterval:  -1, // exec output and downloads stream as they come
 		ModifyResponse: checkNodeAnswer,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			var maxBytes *http.MaxBytesError
