@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -126,10 +127,13 @@ type Config struct {
 	// host name, pid and a random suffix).
 	WorkerID string
 	// NodeID names the node (host) this replica runs on (NODE_ID, default
-	// the host name and a hash of LOCAL_STATE_DIR's absolute path: stable
-	// across restarts, shared by replicas on one host with one state
+	// the host name and a hash of LOCAL_STATE_DIR's absolute path, kept in
+	// LOCAL_STATE_DIR/node-id by the first start so that it outlives a
+	// changed host name; shared by replicas on one host with one state
 	// folder). Sandboxes of host-bound providers (local) belong to a node.
 	NodeID string
+	// NodeIDSet is whether NODE_ID was set (rather than defaulted).
+	NodeIDSet bool
 	// NodeURL is where other replicas reach this one's API, to forward
 	// data-plane calls for this node's sandboxes (NODE_URL, default
 	// http:// and the address the API listens on, 127.0.0.1 for an
@@ -194,6 +198,34 @@ func defaultNodeID(host, stateDir string) string {
 	}
 	sum := sha256.Sum256([]byte(abs))
 	return cmp.Or(host, "node") + "-" + hex.EncodeToString(sum[:4])
+}
+
+// nodeIDPattern is what a node id may look like.
+var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// stickyNodeID returns the node id kept in stateDir/node-id, writing id
+// there first if none is: a defaulted node id must not change with the host
+// name, or the node would take its own sandboxes for another node's.
+func stickyNodeID(stateDir, id string) (string, error) {
+	path := filepath.Join(stateDir, "node-id")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		kept := strings.TrimSpace(string(b))
+		if !nodeIDPattern.MatchString(kept) {
+			return "", fmt.Errorf("node id in %s: %q is not a node id", path, kept)
+		}
+		return kept, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read node id: %w", err)
+	}
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+		return "", fmt.Errorf("keep node id: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("keep node id: %w", err)
+	}
+	return id, nil
 }
 
 // nodeURL is the URL other replicas reach this one at: NODE_URL, or the
@@ -329,9 +361,14 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	}
 	cfg.LocalEgressPool = pool
 	cfg.NodeID = str("NODE_ID", defaultNodeID(host, cfg.LocalStateDir))
+	cfg.NodeIDSet = strings.TrimSpace(getenv("NODE_ID")) != ""
+	if !nodeIDPattern.MatchString(cfg.NodeID) {
+		errs = append(errs, fmt.Errorf("NODE_ID=%q: want 1 to 63 letters, digits, '.', '_' or '-'", cfg.NodeID))
+	}
 	if cfg.NodeURL != "" {
-		if u, err := url.Parse(cfg.NodeURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("NODE_URL=%q: want a base URL such as http://10.0.0.7:8080", cfg.NodeURL))
+		if u, err := url.Parse(cfg.NodeURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			u.Path != "" || u.RawQuery != "" || u.User != nil || u.Fragment != "" {
+			errs = append(errs, fmt.Errorf("NODE_URL=%q: want a scheme and host only, such as http://10.0.0.7:8080", cfg.NodeURL))
 		}
 	}
 	for p := range strings.SplitSeq(str("PROVIDERS", defaultProviders), ",") {

@@ -283,6 +283,12 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 			hostBound = append(hostBound, p.Name())
 		}
 	}
+	if len(hostBound) > 0 && !cfg.NodeIDSet {
+		if cfg.NodeID, err = stickyNodeID(cfg.LocalStateDir, cfg.NodeID); err != nil {
+			_ = ln.Close()
+			return err
+		}
+	}
 	node := store.Node{ID: cfg.NodeID, URL: nodeURL(cfg.NodeURL, ln.Addr()), Providers: cfg.Providers}
 
 	reg := prometheus.NewRegistry()

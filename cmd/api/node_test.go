@@ -2,6 +2,7 @@ package main
 
 import (
 	"net"
+	"os"
 	"strings"
 	"testing"
 )
@@ -29,7 +30,7 @@ func TestNodeIdentity(t *testing.T) {
 			t.Errorf("nodeURL(%q, %s) = %q, want %q", tc.configured, tc.listen, got, tc.want)
 		}
 	}
-	for _, bad := range []string{"10.0.0.1:8080", "ftp://x", "http://"} {
+	for _, bad := range []string{"10.0.0.1:8080", "ftp://x", "http://", "http://10.0.0.1:8080/prefix", "http://10.0.0.1:8080?a=b", "http://u:p@10.0.0.1"} {
 		_, err := loadConfig(func(n string) string {
 			switch n {
 			case "DATABASE_URL":
@@ -42,5 +43,26 @@ func TestNodeIdentity(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "NODE_URL") {
 			t.Errorf("NODE_URL=%q: err = %v, want it refused", bad, err)
 		}
+	}
+}
+
+// TestStickyNodeID: the first start keeps its node id in the state folder;
+// later starts use it whatever the host is called by then.
+func TestStickyNodeID(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir() + "/state"
+	first, err := stickyNodeID(dir, "host-a-1234")
+	if err != nil || first != "host-a-1234" {
+		t.Fatalf("first start: %q, %v", first, err)
+	}
+	again, err := stickyNodeID(dir, "renamed-host-1234")
+	if err != nil || again != "host-a-1234" {
+		t.Fatalf("after a rename: %q, %v; want the kept id", again, err)
+	}
+	if err := os.WriteFile(dir+"/node-id", []byte("not a node id!\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stickyNodeID(dir, "x"); err == nil {
+		t.Fatal("a broken node-id file was taken")
 	}
 }

@@ -17,7 +17,7 @@ import (
 // It is written on the workers' pool, whose commits need not wait for the
 // WAL flush (see WithWorkPool): a durable commit would add a disk flush to
 // every exec. A crash of Postgres itself may lose the last moment's records
-// (at most wal_writer_delay's worth); the next durable commit of any
+// (up to three times wal_writer_delay); the next durable commit of any
 // session makes them durable too.
 func (s *Store) RecordActivity(ctx context.Context, a sandbox.Activity) error {
 	if a.At.IsZero() {
