@@ -1323,7 +1323,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "The providers enabled on this server, the default first, with their capabilities and whether each can create sandboxes on this host.",
+                "description": "The providers enabled on this server, the default first, with their capabilities, their images and whether each can create sandboxes on this host.",
                 "produces": [
                     "application/json"
                 ],
@@ -4563,6 +4563,7 @@ const docTemplate = `{
                 "available",
                 "capabilities",
                 "default",
+                "images",
                 "name",
                 "notes",
                 "reason",
@@ -4580,6 +4581,13 @@ const docTemplate = `{
                 "default": {
                     "description": "Default is true for the provider used when a create names none.",
                     "type": "boolean"
+                },
+                "images": {
+                    "description": "Images are the root file systems the operator registered, which a create asks for by name in params.image (the local provider); empty when there are none.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/ProviderImage"
+                    }
                 },
                 "name": {
                     "type": "string",
@@ -4606,6 +4614,33 @@ const docTemplate = `{
                     "type": "string",
                     "x-nullable": true,
                     "example": "/workspace"
+                }
+            }
+        },
+        "ProviderImage": {
+            "type": "object",
+            "required": [
+                "name",
+                "source"
+            ],
+            "properties": {
+                "name": {
+                    "description": "Name is what a create puts in params.image.",
+                    "type": "string",
+                    "example": "bookworm"
+                },
+                "source": {
+                    "description": "Source is what the operator registered: a folder, or a tarball the server unpacked.",
+                    "type": "string",
+                    "enum": [
+                        "folder",
+                        "tarball"
+                    ],
+                    "x-enum-varnames": [
+                        "ImageSourceFolder",
+                        "ImageSourceTarball"
+                    ],
+                    "example": "folder"
                 }
             }
         },

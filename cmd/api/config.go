@@ -84,6 +84,12 @@ type Config struct {
 	// their /30 links to the host from (LOCAL_EGRESS_POOL, default
 	// 10.250.0.0/16); it must not overlap the host's own networks.
 	LocalEgressPool netip.Prefix
+	// LocalImages are the root file systems a local sandbox may ask for by
+	// name (params.image) instead of the host's system folders
+	// (LOCAL_IMAGES, comma-separated name=/absolute/path pairs, each path a
+	// folder or a .tar, .tar.gz or .tgz of one; default none). Tarballs are
+	// unpacked once, under LOCAL_STATE_DIR/images.
+	LocalImages []local.Image
 
 	// JanitorInterval is how often the janitor reconciles (JANITOR_INTERVAL,
 	// default 5s).
@@ -360,6 +366,11 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("LOCAL_EGRESS_POOL=%q: want an IPv4 network of /28 or larger such as %s", getenv("LOCAL_EGRESS_POOL"), local.DefaultEgressPool))
 	}
 	cfg.LocalEgressPool = pool
+	images, err := local.ParseImages(getenv("LOCAL_IMAGES"))
+	if err != nil {
+		errs = append(errs, err)
+	}
+	cfg.LocalImages = images
 	cfg.NodeID = str("NODE_ID", defaultNodeID(host, cfg.LocalStateDir))
 	cfg.NodeIDSet = strings.TrimSpace(getenv("NODE_ID")) != ""
 	if !nodeIDPattern.MatchString(cfg.NodeID) {

@@ -204,7 +204,8 @@ func buildProviders(cfg Config) ([]sandbox.Provider, error) {
 		case local.Name:
 			p, err := local.New(cfg.LocalStateDir, local.AllowHostNetwork(cfg.LocalAllowHostNetwork),
 				local.WithLimits(cfg.LocalLimits, cfg.LocalMaxLimits), local.AllowUnlimited(cfg.LocalAllowUnlimited),
-				local.WithUIDRange(cfg.LocalUIDBase, cfg.LocalUIDCount), local.EgressPool(cfg.LocalEgressPool))
+				local.WithUIDRange(cfg.LocalUIDBase, cfg.LocalUIDCount), local.EgressPool(cfg.LocalEgressPool),
+				local.WithImages(cfg.LocalImages...))
 			if err != nil {
 				return nil, err
 			}

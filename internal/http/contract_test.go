@@ -257,6 +257,7 @@ var apiTypes = map[string]any{
 	"ReconcileEvent":       tetherhttp.ReconcileEvent{},
 	"ReconcileEventList":   tetherhttp.ReconcileEventList{},
 	"Provider":             tetherhttp.Provider{},
+	"ProviderImage":        tetherhttp.ProviderImage{},
 	"ProviderList":         tetherhttp.ProviderList{},
 	"Sandbox":              tetherhttp.Sandbox{},
 	"SandboxList":          tetherhttp.SandboxList{},

@@ -58,13 +58,20 @@ var globalsMu sync.RWMutex
 
 // renamedProvider is the real sim provider under another name, so that a
 // server can have two providers (for the provider filter and the
-// default-provider rules).
+// default-provider rules), reporting images as the local provider does.
 type renamedProvider struct {
 	*sim.Provider
-	name string
+	name   string
+	images []sandbox.ProviderImage
 }
 
 func (p renamedProvider) Name() string { return p.name }
+
+func (p renamedProvider) Info(ctx context.Context) sandbox.ProviderInfo {
+	info := p.Provider.Info(ctx)
+	info.Name, info.Images = p.name, p.images
+	return info
+}
 
 // logSink collects the server's log lines.
 type logSink struct {
@@ -176,7 +183,7 @@ func setup(t *testing.T, opts ...option) *bundle {
 	if err != nil {
 		t.Fatalf("sim-b: %v", err)
 	}
-	providers := []sandbox.Provider{simProvider, renamedProvider{simB, "sim-b"}}
+	providers := []sandbox.Provider{simProvider, renamedProvider{Provider: simB, name: "sim-b", images: []sandbox.ProviderImage{{Name: "bookworm", Source: "folder"}, {Name: "tools.v2", Source: "tarball"}}}}
 
 	if o.executor {
 		ex := lifecycle.NewExecutor(lifecycle.ExecutorConfig{PollInterval: 50 * time.Millisecond},

@@ -20,9 +20,19 @@ type Provider struct {
 	Capabilities Capabilities `json:"capabilities"`
 	// WorkDir is the working directory inside this provider's sandboxes; null when the provider has none.
 	WorkDir *string `json:"work_dir" extensions:"x-nullable" example:"/workspace"`
+	// Images are the root file systems the operator registered, which a create asks for by name in params.image (the local provider); empty when there are none.
+	Images []ProviderImage `json:"images"`
 	// Notes are facts about the provider worth knowing, such as its limits.
 	Notes []string `json:"notes" example:"no network by default"`
 } // @name Provider
+
+// ProviderImage is a root file system a create may ask for by name.
+type ProviderImage struct {
+	// Name is what a create puts in params.image.
+	Name string `json:"name" example:"bookworm"`
+	// Source is what the operator registered: a folder, or a tarball the server unpacked.
+	Source string `json:"source" enums:"folder,tarball" x-enum-varnames:"ImageSourceFolder,ImageSourceTarball" example:"folder"`
+} // @name ProviderImage
 
 // Capabilities are a provider's optional data-plane features.
 type Capabilities struct {
@@ -40,7 +50,7 @@ type ProviderList struct {
 // handleProviders lists the enabled providers.
 //
 //	@Summary		List providers
-//	@Description	The providers enabled on this server, the default first, with their capabilities and whether each can create sandboxes on this host.
+//	@Description	The providers enabled on this server, the default first, with their capabilities, their images and whether each can create sandboxes on this host.
 //	@ID				listProviders
 //	@Tags			providers
 //	@Produce		json
@@ -64,10 +74,14 @@ func handleProviders(providers []sandbox.Provider) handlerFunc {
 			if notes == nil {
 				notes = []string{}
 			}
+			images := make([]ProviderImage, 0, len(info.Images))
+			for _, img := range info.Images {
+				images = append(images, ProviderImage{Name: img.Name, Source: img.Source})
+			}
 			out.Items = append(out.Items, Provider{
 				Name: p.Name(), Default: i == 0, Available: info.Available, Reason: optional(info.Reason),
 				Capabilities: Capabilities{Exec: info.Exec, Files: info.Files},
-				WorkDir:      optional(info.WorkDir), Notes: notes,
+				WorkDir:      optional(info.WorkDir), Images: images, Notes: notes,
 			})
 		}
 		return writeJSON(c, http.StatusOK, out)

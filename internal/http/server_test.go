@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -219,11 +220,21 @@ func TestProviders(t *testing.T) {
 				Exec  *bool `json:"exec"`
 				Files *bool `json:"files"`
 			} `json:"capabilities"`
+			Images []map[string]string `json:"images"`
 		} `json:"items"`
 	}
 	r.decode(t, &l)
 	if len(l.Items) != 2 || l.Items[0].Name != "sim" || !l.Items[0].Default || l.Items[1].Name != "sim-b" || l.Items[1].Default {
 		t.Fatalf("providers = %s, want sim (default) then sim-b", r.Body)
+	}
+	// Images: [] for a provider without any (never null), else each with
+	// its name and source, in the provider's order.
+	if l.Items[0].Images == nil || len(l.Items[0].Images) != 0 {
+		t.Errorf("sim's images = %v in %s, want []", l.Items[0].Images, r.Body)
+	}
+	wantImages := []map[string]string{{"name": "bookworm", "source": "folder"}, {"name": "tools.v2", "source": "tarball"}}
+	if !reflect.DeepEqual(l.Items[1].Images, wantImages) {
+		t.Errorf("sim-b's images = %v, want %v", l.Items[1].Images, wantImages)
 	}
 	for _, p := range l.Items {
 		if !p.Available || p.Capabilities.Exec == nil || p.Capabilities.Files == nil {

@@ -91,8 +91,20 @@ type ProviderInfo struct {
 	Exec    bool
 	Files   bool
 	WorkDir string
+	// Images are the root file systems a create may ask for by name (the
+	// local provider's params.image); none for most providers.
+	Images []ProviderImage
 	// Notes describe host-specific limits (cgroups, network) in prose.
 	Notes []string
+}
+
+// ProviderImage is a root file system the operator registered with a
+// provider.
+type ProviderImage struct {
+	// Name is what a create asks for.
+	Name string
+	// Source is "folder" or "tarball": what the operator registered.
+	Source string
 }
 
 // ExecRequest is a shell command to run inside a ready sandbox.

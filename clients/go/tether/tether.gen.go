@@ -148,6 +148,24 @@ func (e ProblemCode) Valid() bool {
 	}
 }
 
+// Defines values for ProviderImageSource.
+const (
+	ImageSourceFolder  ProviderImageSource = "folder"
+	ImageSourceTarball ProviderImageSource = "tarball"
+)
+
+// Valid indicates whether the value is a known member of the ProviderImageSource enum.
+func (e ProviderImageSource) Valid() bool {
+	switch e {
+	case ImageSourceFolder:
+		return true
+	case ImageSourceTarball:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ReconcileEventAction.
 const (
 	ReconcileActionLost                ReconcileEventAction = "lost"
@@ -717,6 +735,9 @@ type Provider struct {
 	// Default Default is true for the provider used when a create names none.
 	Default bool `json:"default"`
 
+	// Images Images are the root file systems the operator registered, which a create asks for by name in params.image (the local provider); empty when there are none.
+	Images []ProviderImage `json:"images"`
+
 	// Name Example: sim
 	Name string `json:"name"`
 
@@ -735,6 +756,24 @@ type Provider struct {
 	// Example: /workspace
 	WorkDir *string `json:"work_dir"`
 }
+
+// ProviderImage defines model for ProviderImage.
+type ProviderImage struct {
+	// Name Name is what a create puts in params.image.
+	//
+	// Example: bookworm
+	Name string `json:"name"`
+
+	// Source Source is what the operator registered: a folder, or a tarball the server unpacked.
+	//
+	// Example: folder
+	Source ProviderImageSource `json:"source"`
+}
+
+// ProviderImageSource Source is what the operator registered: a folder, or a tarball the server unpacked.
+//
+// Example: folder
+type ProviderImageSource string
 
 // ProviderList defines model for ProviderList.
 type ProviderList struct {
@@ -1248,7 +1287,7 @@ type ClientInterface interface {
 
 	// ListProviders List providers
 	//
-	// The providers enabled on this server, the default first, with their capabilities and whether each can create sandboxes on this host.
+	// The providers enabled on this server, the default first, with their capabilities, their images and whether each can create sandboxes on this host.
 	//
 	// Corresponds with GET /v1/providers (the `ListProviders` operationId).
 	ListProviders(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1686,7 +1725,7 @@ func (c *Client) PutOwnerLease(ctx context.Context, owner string, body PutOwnerL
 
 // ListProviders List providers
 //
-// The providers enabled on this server, the default first, with their capabilities and whether each can create sandboxes on this host.
+// The providers enabled on this server, the default first, with their capabilities, their images and whether each can create sandboxes on this host.
 //
 // Corresponds with GET /v1/providers (the `ListProviders` operationId).
 func (c *Client) ListProviders(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3738,7 +3777,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListProvidersWithResponse List providers
 	//
-	// The providers enabled on this server, the default first, with their capabilities and whether each can create sandboxes on this host.
+	// The providers enabled on this server, the default first, with their capabilities, their images and whether each can create sandboxes on this host.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8109,7 +8148,7 @@ func (c *ClientWithResponses) PutOwnerLeaseWithResponse(ctx context.Context, own
 
 // ListProvidersWithResponse List providers
 //
-// The providers enabled on this server, the default first, with their capabilities and whether each can create sandboxes on this host.
+// The providers enabled on this server, the default first, with their capabilities, their images and whether each can create sandboxes on this host.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -277,7 +277,7 @@ export interface paths {
         };
         /**
          * List providers
-         * @description The providers enabled on this server, the default first, with their capabilities and whether each can create sandboxes on this host.
+         * @description The providers enabled on this server, the default first, with their capabilities, their images and whether each can create sandboxes on this host.
          */
         get: operations["listProviders"];
         put?: never;
@@ -971,6 +971,8 @@ export interface components {
             capabilities: components["schemas"]["Capabilities"];
             /** @description Default is true for the provider used when a create names none. */
             default: boolean;
+            /** @description Images are the root file systems the operator registered, which a create asks for by name in params.image (the local provider); empty when there are none. */
+            images: components["schemas"]["ProviderImage"][];
             /** @example sim */
             name: string;
             /**
@@ -990,6 +992,19 @@ export interface components {
              * @example /workspace
              */
             work_dir: string | null;
+        };
+        ProviderImage: {
+            /**
+             * @description Name is what a create puts in params.image.
+             * @example bookworm
+             */
+            name: string;
+            /**
+             * @description Source is what the operator registered: a folder, or a tarball the server unpacked.
+             * @example folder
+             * @enum {string}
+             */
+            source: "folder" | "tarball";
         };
         ProviderList: {
             items: components["schemas"]["Provider"][];

@@ -36,8 +36,8 @@ func (p *Provider) running(id string) (meta, error) {
 }
 
 // command returns a command that runs argv inside the sandbox: in its
-// namespaces and root, with every capability dropped and no_new_privs, and
-// only the sandbox's environment (plus extra).
+// namespaces and root, with every capability dropped and no_new_privs
+// (startCommand), and only the sandbox's environment (plus extra).
 func (p *Provider) command(m meta, extra map[string]string, argv ...string) *exec.Cmd {
 	var procs []string
 	if p.cg != nil && m.Limits.Pids > 0 {
@@ -45,6 +45,13 @@ func (p *Provider) command(m meta, extra map[string]string, argv ...string) *exe
 	}
 	return p.commandIn(procs, m, extra, argv...)
 }
+
+// enterScript is what a command entering a sandbox runs first, with the
+// sandbox's /bin/sh: it exports each NAME=VALUE argument up to "--", then
+// becomes the command after it. Only a POSIX sh is needed for it, so an
+// image without env or setpriv runs commands too. (Names are identifiers:
+// the API refuses others.)
+const enterScript = `while [ "$1" != -- ]; do export "$1"; shift; done; shift; exec "$@"`
 
 // commandIn is command, the process first moved into the control groups
 // whose cgroup.procs files are procs.
@@ -57,13 +64,16 @@ func (p *Provider) commandIn(procs []string, m meta, extra map[string]string, ar
 		env[k] = v
 	}
 	// Into the sandbox's user namespace as its user: no capabilities there,
-	// and none on the host.
+	// and none on the host. The sandbox's own sh sets its environment: the
+	// host's nsenter must never run with one a tenant chose (LD_PRELOAD of
+	// a file in its workspace, say).
 	uid := strconv.Itoa(m.uid())
 	args := []string{"--target", strconv.Itoa(m.InitPID), "--user", "--pid", "--mount", "--ipc", "--uts", "--net", "--root", "-w",
-		"--setuid", uid, "--setgid", uid, "--", p.setpriv, "--no-new-privs", "--", "env", "-i"}
+		"--setuid", uid, "--setgid", uid, "--", "/bin/sh", "-c", enterScript, "sh"}
 	for k, v := range env {
 		args = append(args, k+"="+v)
 	}
+	args = append(args, "--")
 	args = append(args, argv...)
 	name := p.nsenter
 	if len(procs) > 0 {
@@ -77,8 +87,9 @@ func (p *Provider) commandIn(procs []string, m meta, extra map[string]string, ar
 	}
 	//nolint:noctx // run kills the whole process group when its context ends; CommandContext would kill only nsenter
 	cmd := exec.Command(name, args...)
-	// nsenter's child is in the sandbox before it runs setpriv and env -i:
-	// it must not carry Tether's environment in there.
+	// nsenter's child is in the sandbox before enterScript exports the
+	// sandbox's environment: it must not carry Tether's in there. What it
+	// does carry is sandboxEnv, which the script overrides.
 	cmd.Env = sandboxEnv()
 	// A process group of its own, so a timeout can kill the command and
 	// everything it started.
@@ -426,13 +437,14 @@ func (s *outputSink) drainNow(stream string, r *os.File) bool {
 
 // detachOutput hands the output pipes that background processes of an
 // ended command still hold to a drain inside the sandbox (cat into
-// /dev/null, in the sandbox's control groups), which lives as long as they
+// /dev/null, or the shell's read in an image without cat; in the sandbox's
+// control groups), which lives as long as they
 // hold them. What they write from then on is discarded; they neither block
 // on a full pipe nor die of SIGPIPE, and that outlasts Tether. If the drain
 // cannot start (the sandbox at its process limit), the pipes are closed.
 func (p *Provider) detachOutput(ctx context.Context, m meta, pipes []*os.File) {
 	for _, r := range pipes {
-		cmd := p.command(m, nil, "sh", "-c", `cat <&3 >/dev/null 2>&1 3<&- &`)
+		cmd := p.command(m, nil, "sh", "-c", `{ if command -v cat >/dev/null; then exec cat; fi; while read -r _; do :; done; } <&3 >/dev/null 2>&1 3<&- &`)
 		cmd.ExtraFiles = []*os.File{r} // blocking again: cat must wait for data
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		_, _ = p.run(dctx, cmd)

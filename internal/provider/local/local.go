@@ -4,24 +4,26 @@
 // Each sandbox is a bwrap process tree with its own pid, mount, ipc and uts
 // namespaces (and, unless params.network is "host", its own network
 // namespace: with only loopback, or for "allowlist" one with a link to the
-// host filtered outside the sandbox, see egress.go). Its root filesystem is
-// the host's, read-only; /workspace is a private writable folder kept under the
-// provider's state directory, or, with a size limit, a file system of its own
-// mounted there (workspace.go); /tmp is a private tmpfs. The sandbox's pid 1
+// host filtered outside the sandbox, see egress.go). Its root holds the
+// host's system folders and a curated /etc, read-only, or, with
+// params.image, an image the operator registered (image.go); /workspace is
+// a private writable folder kept under the provider's state directory, or,
+// with a size limit, a file system of its own mounted there
+// (workspace.go); /tmp is a private tmpfs. The sandbox's pid 1
 // (bwrap's init) lives until Destroy kills it, and with it every process in
 // the sandbox, including background processes that exec started.
 //
 // State lives in the state directory, one folder per sandbox named by its
 // id: meta.json (what is needed to find the sandbox again), workspace/ and,
-// with a size limit, workspace.img.
+// with a size limit, workspace.img; images/ holds unpacked tarball images.
 // Sandboxes are not tied to the Tether process: they survive its crash and
 // are found again by List, so the janitor can reconcile them.
 //
-// Commands run inside a sandbox through nsenter and setpriv (util-linux),
-// with every capability dropped and no_new_privs set. Every process of a
-// sandbox runs as a host uid of its own (uid.go) and under a seccomp filter
-// (seccomp.go); exec output comes through pipes, bounded in memory
-// (output.go).
+// Commands run inside a sandbox through nsenter (util-linux) and the
+// sandbox's /bin/sh, with every capability dropped and no_new_privs set.
+// Every process of a sandbox runs as a host uid of its own (uid.go) and
+// under a seccomp filter (seccomp.go); exec output comes through pipes,
+// bounded in memory (output.go).
 package local
 
 import (
@@ -58,7 +60,6 @@ type Provider struct {
 	dir      string
 	bwrap    string
 	nsenter  string
-	setpriv  string
 	problem  string // why the provider is unavailable, if it is
 	maxSetup int    // bytes of setup output kept in the error
 
@@ -94,6 +95,10 @@ type Provider struct {
 	// uidBase and uidCount are the host uids sandboxes run as, one each
 	// (uid.go).
 	uidBase, uidCount int
+	// imageList are the images WithImages registered, images those ready
+	// for sandboxes by name (image.go).
+	imageList []Image
+	images    map[string]*image
 }
 
 // Default limits of a sandbox, and their maxima, unless WithLimits says
@@ -137,6 +142,7 @@ func AllowHostNetwork(allow bool) Option {
 // New returns a provider keeping its sandboxes under dir. A host without
 // bubblewrap (or where it cannot create namespaces) still gets a provider:
 // it reports itself unavailable, with the reason, and refuses to create.
+// An image (WithImages) that cannot be used is an error.
 func New(dir string, opts ...Option) (*Provider, error) {
 	if dir == "" {
 		return nil, errors.New("local: state directory not set")
@@ -162,7 +168,10 @@ func New(dir string, opts ...Option) (*Provider, error) {
 		opt(p)
 	}
 	var missing []string
-	for name, dst := range map[string]*string{"bwrap": &p.bwrap, "nsenter": &p.nsenter, "setpriv": &p.setpriv, "sh": &p.sh} {
+	if err := p.prepareImages(); err != nil {
+		return nil, err
+	}
+	for name, dst := range map[string]*string{"bwrap": &p.bwrap, "nsenter": &p.nsenter, "sh": &p.sh} {
 		path, err := exec.LookPath(name)
 		if err != nil {
 			missing = append(missing, name)
@@ -181,6 +190,17 @@ func New(dir string, opts ...Option) (*Provider, error) {
 			p.cg = cg
 		}
 		p.problem = p.probe()
+	}
+	if p.problem == "" {
+		var errs []error
+		for _, name := range p.imageNames() {
+			if reason := p.probeSandbox(Params{Image: name}); reason != "" {
+				errs = append(errs, fmt.Errorf("local: image %q: a sandbox of it does not start (it needs a /bin/sh that runs): %s", name, reason))
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
 	}
 	p.egress.detect(p.problem)
 	p.workspace.detect(p.dir, p.problem)
@@ -204,9 +224,9 @@ func (p *Provider) limitsNote() string {
 // sandbox; not a sandbox id, so List and the janitor never see it.
 const probeDir = ".probe"
 
-// probe starts a sandbox the way Create does (the same bwrap arguments, as
-// the same user, with a workspace under the state folder) and runs true in
-// it. It returns why that fails, or "".
+// probe checks the host: the uid range, the state folder, a sandbox of the
+// host's system folders, and commands under the exec filter. It returns
+// why the provider cannot work, or "".
 func (p *Provider) probe() string {
 	if reason := p.checkUIDRange(); reason != "" {
 		return reason
@@ -215,6 +235,24 @@ func (p *Provider) probe() string {
 		return fmt.Sprintf("the state folder %s is not reachable by the sandbox users (uids %d to %d): %s needs o+x (chmod o+x %s), or set LOCAL_STATE_DIR to a folder below reachable ones",
 			p.dir, p.uidBase, p.uidBase+p.uidCount-1, blocked, blocked)
 	}
+	if reason := p.probeSandbox(Params{}); reason != "" {
+		return reason
+	}
+	// Commands enter sandboxes under the exec filter, from a thread that
+	// holds it: that must work here too.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	//nolint:noctx // run kills it when ctx ends
+	if _, err := p.run(ctx, exec.Command(p.sh, "-c", "true")); err != nil {
+		return fmt.Sprintf("cannot start commands under a seccomp filter: %v", err)
+	}
+	return ""
+}
+
+// probeSandbox starts a sandbox of prm's root the way Create does (the
+// same bwrap arguments, as the same user, with a workspace under the state
+// folder) and runs its sh in it. It returns why that fails, or "".
+func (p *Provider) probeSandbox(prm Params) string {
 	dir := filepath.Join(p.dir, probeDir)
 	defer func() { _ = os.RemoveAll(dir) }()
 	ws := filepath.Join(dir, "workspace")
@@ -235,9 +273,9 @@ func (p *Provider) probe() string {
 	if err := writeSandboxEtc(dir, uid); err != nil {
 		return fmt.Sprintf("cannot write a sandbox's /etc/passwd under %s: %v", p.dir, err)
 	}
-	args, err := p.bwrapArgs(ws, "sbx-probe", Params{}, Limits{})
+	args, err := p.bwrapArgs(ws, "sbx-probe", prm, Limits{})
 	if err != nil {
-		return fmt.Sprintf("cannot list the host's root folders: %v", err)
+		return fmt.Sprintf("cannot list the root's folders: %v", err)
 	}
 	filterArgs, filter, err := p.seccompArgs(3)
 	if err != nil {
@@ -245,7 +283,7 @@ func (p *Provider) probe() string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, p.bwrap, append(append(args, filterArgs...), "--", "true")...)
+	cmd := exec.CommandContext(ctx, p.bwrap, append(append(args, filterArgs...), "--", "/bin/sh", "-c", "exit 0")...)
 	cmd.Env = sandboxEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: sandboxCredential(uid)}
 	if filter != nil {
@@ -258,12 +296,6 @@ func (p *Provider) probe() string {
 			msg = err.Error()
 		}
 		return fmt.Sprintf("bubblewrap cannot create a sandbox here: %s", msg)
-	}
-	// Commands enter sandboxes under the exec filter, from a thread that
-	// holds it: that must work here too.
-	//nolint:noctx // run kills it when ctx ends
-	if _, err := p.run(ctx, exec.Command(p.sh, "-c", "true")); err != nil {
-		return fmt.Sprintf("cannot start commands under a seccomp filter: %v", err)
 	}
 	return ""
 }
@@ -287,7 +319,7 @@ func untraversable(dir string) string {
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // sandboxEnv is the whole environment of every process Tether starts for a
-// sandbox (bwrap and so the sandbox's init, nsenter, setpriv, the probe).
+// sandbox (bwrap and so the sandbox's init, nsenter, the probe).
 // Tether's own environment holds its secrets (DATABASE_URL,
 // BOOTSTRAP_API_KEY) and must never be inherited: a process in the sandbox
 // can read the environment of every other one through /proc.
@@ -303,6 +335,10 @@ func (p *Provider) HostBound() bool { return true }
 
 // Info implements sandbox.Provider.
 func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
+	var images []sandbox.ProviderImage
+	for _, name := range p.imageNames() {
+		images = append(images, sandbox.ProviderImage{Name: name, Source: p.images[name].Source()})
+	}
 	return sandbox.ProviderInfo{
 		Name:      Name,
 		Available: p.problem == "",
@@ -310,8 +346,10 @@ func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 		Exec:      true,
 		Files:     true,
 		WorkDir:   WorkDir,
+		Images:    images,
 		Notes: []string{
-			"isolation: bubblewrap; own user, pid, mount, ipc and uts namespaces; processes run without capabilities; the root holds the host's system folders (/usr, /bin, /lib*, /sbin) and a curated /etc, read-only, and nothing else of the host's; private /workspace and /tmp",
+			"isolation: bubblewrap; own user, pid, mount, ipc and uts namespaces; processes run without capabilities; the root holds the host's system folders (/usr, /bin, /lib*, /sbin) and a curated /etc, read-only, and nothing else of the host's, or an image (params.image); private /workspace and /tmp",
+			p.imageNote(),
 			p.uidNote(),
 			p.seccompNote(),
 			p.networkNote(),
@@ -336,6 +374,9 @@ type Params struct {
 	Pids        int `json:"pids,omitempty"`
 	MemoryMB    int `json:"memory_mb,omitempty"`
 	WorkspaceMB int `json:"workspace_mb,omitempty"`
+	// Image names the image (WithImages) that is the sandbox's root; none
+	// gives it the host's system folders.
+	Image string `json:"image,omitempty"`
 }
 
 func (p *Provider) networkNote() string {
@@ -358,7 +399,7 @@ func (p *Provider) parseParams(raw json.RawMessage) (Params, error) {
 	if err := dec.Decode(&prm); err != nil {
 		msg := "not a valid JSON object"
 		if rest, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			msg = "unknown field " + rest + " (known: network, allow, pids, memory_mb, workspace_mb)"
+			msg = "unknown field " + rest + " (known: network, allow, pids, memory_mb, workspace_mb, image)"
 		}
 		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params for provider local: %s", msg)
 	}
@@ -374,6 +415,13 @@ func (p *Provider) parseParams(raw json.RawMessage) (Params, error) {
 	}
 	if err := p.egress.checkParams(prm); err != nil {
 		return prm, err
+	}
+	if prm.Image != "" && p.images[prm.Image] == nil {
+		known := "none are registered on this server"
+		if names := p.imageNames(); len(names) > 0 {
+			known = "known: " + strings.Join(names, ", ")
+		}
+		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.image %q is not an image of this server (%s)", prm.Image, known)
 	}
 	if prm.Pids != 0 && (prm.Pids < minPids || prm.Pids > p.maxLimits.Pids) {
 		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.pids must be between %d and %d", minPids, p.maxLimits.Pids)
@@ -434,7 +482,11 @@ type meta struct {
 	Env map[string]string `json:"env,omitempty"`
 	// Limits are the sandbox's resource limits; zero when none are
 	// enforced.
-	Limits    Limits    `json:"limits"`
+	Limits Limits `json:"limits"`
+	// Image is the image the sandbox's root is (params.image); empty for
+	// the host's system folders. Commands enter the root of the sandbox's
+	// init, so they see it whatever images a later Tether registers.
+	Image     string    `json:"image,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	// Ready is set once setup succeeded: a sandbox found without it was
 	// interrupted mid-creation and is made again.
@@ -587,7 +639,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
 		return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: %w", err))
 	}
-	m := meta{SandboxID: spec.SandboxID, UID: uid, Env: spec.Env, CreatedAt: time.Now().UTC()}
+	m := meta{SandboxID: spec.SandboxID, UID: uid, Env: spec.Env, Image: prm.Image, CreatedAt: time.Now().UTC()}
 	// Recorded at once, so that whatever fails next, destroy frees the uid.
 	if err := p.writeMeta(m); err != nil {
 		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
@@ -696,10 +748,33 @@ var etcEntries = []string{
 
 // bwrapArgs builds the sandbox's options (everything before bwrap's "--"):
 // an empty root holding read-only binds of the host's system folders and a
-// curated /etc, fresh /proc, /dev, /tmp and /run, and workspace at
+// curated /etc, or of prm.Image's entries, the sandbox's own /etc/passwd
+// and /etc/group, fresh /proc, /dev, /tmp and /run, and workspace at
 // /workspace. Create and the probe share them.
 func (p *Provider) bwrapArgs(workspace, hostname string, prm Params, lim Limits) ([]string, error) {
 	args := []string{"--tmpfs", "/"}
+	if prm.Image != "" {
+		img := p.images[prm.Image]
+		if img == nil {
+			return nil, fmt.Errorf("image %q is not registered", prm.Image)
+		}
+		own := map[string]bool{"passwd": true, "group": true}
+		if prm.Network == networkAllowlist {
+			own["hosts"] = true // egressBinds'
+		}
+		rootArgs, err := imageRootArgs(img.root, own)
+		if err != nil {
+			return nil, err
+		}
+		return sandboxArgs(append(args, rootArgs...), workspace, hostname, prm, lim), nil
+	}
+	return sandboxArgs(append(args, hostRootArgs()...), workspace, hostname, prm, lim), nil
+}
+
+// hostRootArgs are bwrap's options that fill the sandbox's empty root with
+// the host's system folders and a curated /etc, read-only.
+func hostRootArgs() []string {
+	var args []string
 	for _, name := range systemDirs {
 		host := "/" + name
 		info, err := os.Lstat(host)
@@ -733,6 +808,12 @@ func (p *Provider) bwrapArgs(workspace, hostname string, prm Params, lim Limits)
 			args = append(args, "--ro-bind", host, host)
 		}
 	}
+	return args
+}
+
+// sandboxArgs are bwrap's options for what every sandbox has of its own,
+// after args, which fill its root.
+func sandboxArgs(args []string, workspace, hostname string, prm Params, lim Limits) []string {
 	etc := filepath.Join(filepath.Dir(workspace), "etc") // writeSandboxEtc's
 	args = append(args,
 		"--ro-bind", filepath.Join(etc, "passwd"), "/etc/passwd",
@@ -755,8 +836,13 @@ func (p *Provider) bwrapArgs(workspace, hostname string, prm Params, lim Limits)
 	if prm.Network != "host" && prm.Network != networkAllowlist { // an allow-list sandbox starts in the namespace made for it
 		args = append(args, "--unshare-net")
 	}
-	return args, nil
+	return args
 }
+
+// initScript is the sandbox's first process: it says it runs, then waits
+// until the sandbox ends, needing nothing of the sandbox's root but /bin/sh
+// (see start).
+const initScript = `echo ready; exec </dev/null >/dev/null 2>&1; while read -r _ <&4; do :; done`
 
 // start launches the sandbox and returns the host pid of its init. The
 // bwrap process is Tether's child (reaped by a waiter) but in a session of
@@ -769,8 +855,10 @@ func (p *Provider) start(id string, uid int, prm Params, lim Limits) (int, error
 	}
 	// The init says when it runs: bwrap reports the child's pid (on fd 3)
 	// before it has finished building the sandbox, and entering it earlier
-	// would find a half-made mount namespace.
-	filterArgs, filter, err := p.seccompArgs(4) // after the info pipe, 3
+	// would find a half-made mount namespace. Then it waits for ever with
+	// nothing but the sandbox's sh: reading a pipe (fd 4) of which it holds
+	// the only write end (fd 5) besides bwrap's.
+	filterArgs, filter, err := p.seccompArgs(6) // after the info pipe, 3, and the held pipe, 4 and 5
 	if err != nil {
 		return 0, err
 	}
@@ -778,7 +866,12 @@ func (p *Provider) start(id string, uid int, prm Params, lim Limits) (int, error
 		defer func() { _ = filter.Close() }()
 	}
 	args = append(args, filterArgs...)
-	args = append(args, "--info-fd", "3", "--", "sh", "-c", "echo ready; exec sleep infinity </dev/null >/dev/null 2>&1")
+	args = append(args, "--info-fd", "3", "--", "/bin/sh", "-c", initScript)
+	holdR, holdW, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = holdR.Close(); _ = holdW.Close() }()
 	infoR, infoW, err := os.Pipe()
 	if err != nil {
 		return 0, err
@@ -799,7 +892,7 @@ func (p *Provider) start(id string, uid int, prm Params, lim Limits) (int, error
 	//nolint:noctx // the sandbox outlives the request that creates it, and Tether itself
 	cmd := exec.Command(p.bwrap, args...)
 	cmd.Stdout, cmd.Stderr = readyW, logf
-	cmd.ExtraFiles = []*os.File{infoW}
+	cmd.ExtraFiles = []*os.File{infoW, holdR, holdW}
 	if filter != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, filter)
 	}

@@ -104,6 +104,7 @@ func TestExecInIsolation(t *testing.T) {
 		{`grep -c . /etc/os-release >/dev/null && echo host-root`, "host-root\n", 0},
 		// No capabilities, and not root on the host: root-only files stay closed.
 		{`grep CapEff /proc/self/status | tr -d '\t'`, "CapEff:0000000000000000\n", 0},
+		{`grep NoNewPrivs /proc/self/status | tr -d '\t'`, "NoNewPrivs:1\n", 0},
 		{`id -u | awk '$1 >= ` + strconv.Itoa(local.DefaultUIDBase) + ` { print "own uid" }'`, "own uid\n", 0},
 		{`cat /etc/shadow >/dev/null 2>&1 && echo readable || echo denied`, "denied\n", 0},
 		{`ls /root >/dev/null 2>&1 && echo readable || echo denied`, "denied\n", 0},

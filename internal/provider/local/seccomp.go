@@ -227,22 +227,27 @@ func installSeccomp(prog []unix.SockFilter) error {
 	return nil
 }
 
-// startCommand starts cmd, a command that enters a sandbox, under the
-// exec filter: it is forked from an OS thread that holds the filter, so
-// cmd and everything it starts inherit it, and the filter outlives nothing
-// else. The thread is never unlocked: the runtime ends it when the
-// goroutine returns, and meanwhile makes no other thread from it (a locked
-// thread's new threads come from the runtime's template thread).
+// startCommand starts cmd, a command that enters a sandbox, with
+// no_new_privs and under the exec filter: it is forked from an OS thread
+// that holds both, so cmd and everything it starts inherit them, and they
+// outlive nothing else. The thread is never unlocked: the runtime ends it
+// when the goroutine returns, and meanwhile makes no other thread from it
+// (a locked thread's new threads come from the runtime's template thread).
+// no_new_privs is set here rather than by a tool inside the sandbox, so
+// that a sandbox's root (an operator's image) needs nothing but /bin/sh.
 func (p *Provider) startCommand(cmd *exec.Cmd) error {
-	if p.execFilter == nil {
-		return cmd.Start()
-	}
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		if err := installSeccomp(p.execFilter); err != nil {
-			started <- err
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			started <- fmt.Errorf("setting no_new_privs: %w", err)
 			return
+		}
+		if p.execFilter != nil {
+			if err := installSeccomp(p.execFilter); err != nil {
+				started <- err
+				return
+			}
 		}
 		started <- cmd.Start()
 	}()
