@@ -322,11 +322,13 @@ func loadConfig(getenv func(string) string) (Config, error) {
 			Pids:        int(num("LOCAL_PIDS", local.DefaultPids)),
 			MemoryMB:    int(num("LOCAL_MEMORY_MB", local.DefaultMemoryMB)),
 			WorkspaceMB: int(numOrZero("LOCAL_WORKSPACE_MB", local.DefaultWorkspaceMB)),
+			OpenFiles:   int(num("LOCAL_OPEN_FILES", local.DefaultOpenFiles)),
 		},
 		LocalMaxLimits: local.Limits{
 			Pids:        int(num("LOCAL_MAX_PIDS", local.DefaultMaxPids)),
 			MemoryMB:    int(num("LOCAL_MAX_MEMORY_MB", local.DefaultMaxMemoryMB)),
 			WorkspaceMB: int(num("LOCAL_MAX_WORKSPACE_MB", local.DefaultMaxWorkspaceMB)),
+			OpenFiles:   int(num("LOCAL_MAX_OPEN_FILES", local.DefaultMaxOpenFiles)),
 		},
 		LocalAllowUnlimited:    boolean("LOCAL_ALLOW_UNLIMITED"),
 		LocalUIDBase:           int(num("LOCAL_UID_BASE", local.DefaultUIDBase)),
@@ -401,6 +403,9 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	}
 	if cfg.LocalLimits.Pids > cfg.LocalMaxLimits.Pids || cfg.LocalLimits.MemoryMB > cfg.LocalMaxLimits.MemoryMB {
 		errs = append(errs, errors.New("LOCAL_PIDS and LOCAL_MEMORY_MB must not exceed LOCAL_MAX_PIDS and LOCAL_MAX_MEMORY_MB"))
+	}
+	if cfg.LocalLimits.OpenFiles > cfg.LocalMaxLimits.OpenFiles {
+		errs = append(errs, fmt.Errorf("LOCAL_OPEN_FILES (%d) must not exceed LOCAL_MAX_OPEN_FILES (%d)", cfg.LocalLimits.OpenFiles, cfg.LocalMaxLimits.OpenFiles))
 	}
 	if cfg.LocalLimits.WorkspaceMB > cfg.LocalMaxLimits.WorkspaceMB {
 		errs = append(errs, fmt.Errorf("LOCAL_WORKSPACE_MB (%d) must not exceed LOCAL_MAX_WORKSPACE_MB (%d)", cfg.LocalLimits.WorkspaceMB, cfg.LocalMaxLimits.WorkspaceMB))

@@ -25,6 +25,10 @@ type Limits struct {
 	// WorkspaceMB caps the size of the sandbox's /workspace, in MiB; 0 is
 	// no limit (workspace.go).
 	WorkspaceMB int `json:"workspace_mb,omitempty"`
+	// OpenFiles caps the files each process of the sandbox may hold open
+	// (RLIMIT_NOFILE, soft and hard, set by the sandbox's own shell before
+	// it runs anything); 0 leaves what the process inherits.
+	OpenFiles int `json:"open_files,omitempty"`
 }
 
 // cgroupCPUShares is every sandbox's CPU share (cgroup v1; v2 weight 50):

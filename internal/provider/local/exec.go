@@ -47,11 +47,12 @@ func (p *Provider) command(m meta, extra map[string]string, argv ...string) *exe
 }
 
 // enterScript is what a command entering a sandbox runs first, with the
-// sandbox's /bin/sh: it exports each NAME=VALUE argument up to "--", then
+// sandbox's /bin/sh: it lowers the open-files limit to its first argument
+// (0: leaves it), exports each NAME=VALUE argument up to "--", then
 // becomes the command after it. Only a POSIX sh is needed for it, so an
 // image without env or setpriv runs commands too. (Names are identifiers:
 // the API refuses others.)
-const enterScript = `while [ "$1" != -- ]; do export "$1"; shift; done; shift; exec "$@"`
+const enterScript = `[ "$1" = 0 ] || ulimit -n "$1" || exit 126; shift; while [ "$1" != -- ]; do export "$1"; shift; done; shift; exec "$@"`
 
 // commandIn is command, the process first moved into the control groups
 // whose cgroup.procs files are procs.
@@ -69,7 +70,7 @@ func (p *Provider) commandIn(procs []string, m meta, extra map[string]string, ar
 	// a file in its workspace, say).
 	uid := strconv.Itoa(m.uid())
 	args := []string{"--target", strconv.Itoa(m.InitPID), "--user", "--pid", "--mount", "--ipc", "--uts", "--net", "--root", "-w",
-		"--setuid", uid, "--setgid", uid, "--", "/bin/sh", "-c", enterScript, "sh"}
+		"--setuid", uid, "--setgid", uid, "--", "/bin/sh", "-c", enterScript, "sh", strconv.Itoa(m.Limits.OpenFiles)}
 	for k, v := range env {
 		args = append(args, k+"="+v)
 	}

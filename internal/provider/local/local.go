@@ -104,19 +104,28 @@ type Provider struct {
 // Default limits of a sandbox, and their maxima, unless WithLimits says
 // otherwise.
 const (
-	DefaultPids        = 256
-	DefaultMaxPids     = 4096
-	DefaultMemoryMB    = 512
-	DefaultMaxMemoryMB = 8192
-	minPids, minMemMB  = 16, 32
+	DefaultPids         = 256
+	DefaultOpenFiles    = 1024
+	DefaultMaxOpenFiles = 65536
+	minOpenFiles        = 64
+	DefaultMaxPids      = 4096
+	DefaultMemoryMB     = 512
+	DefaultMaxMemoryMB  = 8192
+	minPids, minMemMB   = 16, 32
 )
 
 // WithLimits sets the limits a sandbox gets when its create does not ask
-// for others (params.pids, params.memory_mb, params.workspace_mb), and the
-// most it may ask for. A default WorkspaceMB of 0 leaves /workspace without
-// a size limit unless the create asks for one.
+// for others (params.pids, params.memory_mb, params.workspace_mb,
+// params.open_files), and the most it may ask for. A default WorkspaceMB of
+// 0 leaves /workspace without a size limit unless the create asks for one;
+// OpenFiles of 0 in both keeps the default open-files limits.
 func WithLimits(def, maxLimits Limits) Option {
-	return func(p *Provider) { p.limits, p.maxLimits = def, maxLimits }
+	return func(p *Provider) {
+		if def.OpenFiles == 0 && maxLimits.OpenFiles == 0 {
+			def.OpenFiles, maxLimits.OpenFiles = p.limits.OpenFiles, p.maxLimits.OpenFiles
+		}
+		p.limits, p.maxLimits = def, maxLimits
+	}
 }
 
 // AllowUnlimited lets the provider run sandboxes on a host where it cannot
@@ -160,8 +169,8 @@ func New(dir string, opts ...Option) (*Provider, error) {
 		return nil, fmt.Errorf("local: state directory: %w", err)
 	}
 	p := &Provider{dir: abs, maxSetup: 8 << 10, waiters: map[string]chan struct{}{},
-		limits:    Limits{Pids: DefaultPids, MemoryMB: DefaultMemoryMB, WorkspaceMB: DefaultWorkspaceMB},
-		maxLimits: Limits{Pids: DefaultMaxPids, MemoryMB: DefaultMaxMemoryMB, WorkspaceMB: DefaultMaxWorkspaceMB},
+		limits:    Limits{Pids: DefaultPids, MemoryMB: DefaultMemoryMB, WorkspaceMB: DefaultWorkspaceMB, OpenFiles: DefaultOpenFiles},
+		maxLimits: Limits{Pids: DefaultMaxPids, MemoryMB: DefaultMaxMemoryMB, WorkspaceMB: DefaultMaxWorkspaceMB, OpenFiles: DefaultMaxOpenFiles},
 		uidBase:   DefaultUIDBase, uidCount: DefaultUIDCount}
 	p.sandboxFilter, p.execFilter = seccompFilter(false), seccompFilter(true)
 	for _, opt := range opts {
@@ -209,15 +218,16 @@ func New(dir string, opts ...Option) (*Provider, error) {
 
 // limitsNote says which resource limits are in force, for Info.
 func (p *Provider) limitsNote() string {
+	files := fmt.Sprintf("open files %d per process (params.open_files, at most %d)", p.limits.OpenFiles, p.maxLimits.OpenFiles)
 	if p.cg == nil {
-		return "resource limits: none enforced on this host (the operator allowed sandboxes without them)"
+		return "resource limits: none of the control groups' enforced on this host (the operator allowed sandboxes without them); " + files
 	}
 	kind := "cgroup v1"
 	if p.cg.v2 {
 		kind = "cgroup v2"
 	}
-	return fmt.Sprintf("resource limits (%s, per sandbox): pids %d (params.pids, at most %d), memory incl. /tmp %d MiB (params.memory_mb, at most %d), a fair CPU share",
-		kind, p.limits.Pids, p.maxLimits.Pids, p.limits.MemoryMB, p.maxLimits.MemoryMB)
+	return fmt.Sprintf("resource limits (%s, per sandbox): pids %d (params.pids, at most %d), memory incl. /tmp %d MiB (params.memory_mb, at most %d), a fair CPU share; %s",
+		kind, p.limits.Pids, p.maxLimits.Pids, p.limits.MemoryMB, p.maxLimits.MemoryMB, files)
 }
 
 // probeDir is the folder under the state directory where probe builds its
@@ -374,6 +384,8 @@ type Params struct {
 	Pids        int `json:"pids,omitempty"`
 	MemoryMB    int `json:"memory_mb,omitempty"`
 	WorkspaceMB int `json:"workspace_mb,omitempty"`
+	// OpenFiles asks for another open-files limit per process.
+	OpenFiles int `json:"open_files,omitempty"`
 	// Image names the image (WithImages) that is the sandbox's root; none
 	// gives it the host's system folders.
 	Image string `json:"image,omitempty"`
@@ -399,7 +411,7 @@ func (p *Provider) parseParams(raw json.RawMessage) (Params, error) {
 	if err := dec.Decode(&prm); err != nil {
 		msg := "not a valid JSON object"
 		if rest, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			msg = "unknown field " + rest + " (known: network, allow, pids, memory_mb, workspace_mb, image)"
+			msg = "unknown field " + rest + " (known: network, allow, pids, memory_mb, workspace_mb, open_files, image)"
 		}
 		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params for provider local: %s", msg)
 	}
@@ -425,6 +437,9 @@ func (p *Provider) parseParams(raw json.RawMessage) (Params, error) {
 	}
 	if prm.Pids != 0 && (prm.Pids < minPids || prm.Pids > p.maxLimits.Pids) {
 		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.pids must be between %d and %d", minPids, p.maxLimits.Pids)
+	}
+	if prm.OpenFiles != 0 && (prm.OpenFiles < minOpenFiles || prm.OpenFiles > p.maxLimits.OpenFiles) {
+		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.open_files must be between %d and %d", minOpenFiles, p.maxLimits.OpenFiles)
 	}
 	if prm.MemoryMB != 0 && (prm.MemoryMB < minMemMB || prm.MemoryMB > p.maxLimits.MemoryMB) {
 		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.memory_mb must be between %d and %d", minMemMB, p.maxLimits.MemoryMB)
@@ -452,6 +467,9 @@ func (p *Provider) limitsFor(prm Params) Limits {
 	}
 	if prm.WorkspaceMB != 0 {
 		lim.WorkspaceMB = prm.WorkspaceMB
+	}
+	if prm.OpenFiles != 0 {
+		lim.OpenFiles = prm.OpenFiles
 	}
 	if p.cg == nil {
 		lim.Pids, lim.MemoryMB = 0, 0
@@ -842,7 +860,7 @@ func sandboxArgs(args []string, workspace, hostname string, prm Params, lim Limi
 // initScript is the sandbox's first process: it says it runs, then waits
 // until the sandbox ends, needing nothing of the sandbox's root but /bin/sh
 // (see start).
-const initScript = `echo ready; exec </dev/null >/dev/null 2>&1; while read -r _ <&4; do :; done`
+const initScript = `[ "$1" = 0 ] || ulimit -n "$1" || exit 126; echo ready; exec </dev/null >/dev/null 2>&1; while read -r _ <&4; do :; done`
 
 // start launches the sandbox and returns the host pid of its init. The
 // bwrap process is Tether's child (reaped by a waiter) but in a session of
@@ -866,7 +884,7 @@ func (p *Provider) start(id string, uid int, prm Params, lim Limits) (int, error
 		defer func() { _ = filter.Close() }()
 	}
 	args = append(args, filterArgs...)
-	args = append(args, "--info-fd", "3", "--", "/bin/sh", "-c", initScript)
+	args = append(args, "--info-fd", "3", "--", "/bin/sh", "-c", initScript, "sh", strconv.Itoa(lim.OpenFiles))
 	holdR, holdW, err := os.Pipe()
 	if err != nil {
 		return 0, err
