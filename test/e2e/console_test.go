@@ -37,21 +37,7 @@ func TestConsole(t *testing.T) {
 	dir := filepath.Join(harness.RepoRoot(t), "test", "console")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	run := func(env []string, name string, args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, name, args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), env...)
-		out, err := cmd.CombinedOutput()
-		t.Logf("%s %v:\n%s", name, args, out)
-		if err != nil {
-			t.Fatalf("%s %v failed: %v", name, args, err)
-		}
-		return string(out)
-	}
-	if harness.NodeModulesStale(dir) {
-		run(nil, "npm", "ci", "--no-audit", "--no-fund")
-	}
+	run := nodeRunner(ctx, t, dir)
 
 	e := setup(t, "AUTH_CACHE_TTL=1s", "DEFAULT_OWNER_TTL=2m")
 	pool, err := pgxpool.New(ctx, e.replica.Env("DATABASE_URL"))

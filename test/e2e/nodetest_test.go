@@ -1,10 +1,39 @@
 package e2e
 
 import (
+	"context"
+	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"testing"
+
+	"github.com/tetherhq/tether/test/harness"
 )
+
+// nodeRunner returns a function that runs a command in dir (a Node.js
+// package) until ctx ends, logging its output and failing t if it fails,
+// after installing the package's dependencies (npm ci) when they are
+// missing or older than its lockfile.
+func nodeRunner(ctx context.Context, t *testing.T, dir string) func(env []string, name string, args ...string) string {
+	t.Helper()
+	run := func(env []string, name string, args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		t.Logf("%s %v:\n%s", name, args, out)
+		if err != nil {
+			t.Fatalf("%s %v failed: %v", name, args, err)
+		}
+		return string(out)
+	}
+	if harness.NodeModulesStale(dir) {
+		run(nil, "npm", "ci", "--no-audit", "--no-fund")
+	}
+	return run
+}
 
 // nodeTestCount matches the counters node's test runner prints at the end
 // of its TAP report ("# tests 21", "# pass 21", "# fail 0", ...).

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -27,21 +26,7 @@ func TestTypeScriptClient(t *testing.T) {
 	dir := filepath.Join(root, "clients", "typescript")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	run := func(env []string, name string, args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, name, args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), env...)
-		out, err := cmd.CombinedOutput()
-		t.Logf("%s %v:\n%s", name, args, out)
-		if err != nil {
-			t.Fatalf("%s %v failed: %v", name, args, err)
-		}
-		return string(out)
-	}
-	if harness.NodeModulesStale(dir) {
-		run(nil, "npm", "ci", "--no-audit", "--no-fund")
-	}
+	run := nodeRunner(ctx, t, dir)
 	run(nil, "npx", "--no-install", "tsc", "--strict", "--noEmit", "-p", ".")
 
 	e := setup(t)
