@@ -3818,6 +3818,7 @@ const docTemplate = `{
                 "key_id",
                 "key_name",
                 "kind",
+                "oom_killed",
                 "path",
                 "sandbox_id",
                 "timed_out"
@@ -3895,6 +3896,11 @@ const docTemplate = `{
                         "ActivityKindArchiveWrite"
                     ],
                     "example": "exec"
+                },
+                "oom_killed": {
+                    "description": "OOMKilled is true when the sandbox's memory limit killed a process while the exec ran.",
+                    "type": "boolean",
+                    "example": false
                 },
                 "path": {
                     "description": "Path is the file's or folder's path; null for an exec.",

@@ -37,6 +37,8 @@ type Activity struct {
 	DurationMS int64 `json:"duration_ms" format:"int64" example:"412"`
 	// TimedOut is true when the exec was killed at its timeout.
 	TimedOut bool `json:"timed_out" example:"false"`
+	// OOMKilled is true when the sandbox's memory limit killed a process while the exec ran.
+	OOMKilled bool `json:"oom_killed" example:"false"`
 	// Error is the error code the operation failed with (as in a Problem); null when it succeeded.
 	Error *string `json:"error" extensions:"x-nullable" example:"FILE_NOT_FOUND"`
 } // @name Activity
@@ -101,7 +103,7 @@ func toActivity(a sandbox.Activity) Activity {
 	out := Activity{
 		ID: a.ID, SandboxID: a.SandboxID, At: a.At.UTC(), KeyID: optional(a.Caller.KeyID), KeyName: callerName(a.Caller),
 		Kind: string(a.Kind), ExitCode: a.ExitCode, Bytes: a.Bytes, DurationMS: a.Duration.Milliseconds(),
-		TimedOut: a.TimedOut, Error: optional(a.Error),
+		TimedOut: a.TimedOut, OOMKilled: a.OOMKilled, Error: optional(a.Error),
 	}
 	target := a.Target
 	if a.Kind == sandbox.ActivityExec {

@@ -154,7 +154,7 @@ func handleSandboxExec(log *slog.Logger, cfg Config, st dataPlaneStore, provider
 
 // execActivity is the activity record of an exec of command.
 func execActivity(command string, res sandbox.ExecResult, output int64, err error) sandbox.Activity {
-	a := sandbox.Activity{Kind: sandbox.ActivityExec, Target: command, Bytes: &output, TimedOut: res.TimedOut}
+	a := sandbox.Activity{Kind: sandbox.ActivityExec, Target: command, Bytes: &output, TimedOut: res.TimedOut, OOMKilled: res.OOMKilled}
 	if err == nil {
 		a.ExitCode = &res.ExitCode
 	}

@@ -60,6 +60,9 @@ type Activity struct {
 	Bytes    *int64
 	Duration time.Duration
 	TimedOut bool
+	// OOMKilled is set when the sandbox's memory limit killed a process
+	// while the exec ran.
+	OOMKilled bool
 	// Error is why the operation failed, empty when it succeeded.
 	Error string
 }

@@ -33,7 +33,7 @@ func TestAuditTrail(t *testing.T) {
 	}
 
 	a := &env{t: t, replica: e.replica, client: harness.Client{Key: secret}, stateDir: e.stateDir}
-	id := a.createReady(map[string]any{"provider": "local"})
+	id := a.createReady(map[string]any{"provider": "local", "params": map[string]any{"memory_mb": 64}})
 	if code, res := a.exec(id, "printf hello"); code != http.StatusOK || res["exit_code"] != 0.0 {
 		t.Fatalf("exec = %d %v", code, res)
 	}
@@ -44,18 +44,23 @@ func TestAuditTrail(t *testing.T) {
 	if code, res := a.exec(id, "exit 3"); code != http.StatusOK || res["exit_code"] != 3.0 {
 		t.Fatalf("exec exit 3 = %d %v", code, res)
 	}
+	// A memory hog past the sandbox's 64 MiB: killed, and the record says so.
+	if code, res := a.exec(id, `python3 -c 'b = bytearray(256 << 20)'`); code != http.StatusOK || res["oom_killed"] != true {
+		t.Fatalf("memory hog = %d %v, want it killed by the memory limit", code, res)
+	}
 
 	// The activity, read with the bootstrap key (same tenant).
 	code, act := e.do(http.MethodGet, "/v1/sandboxes/"+id+"/activity", nil)
 	items, _ = act["items"].([]any)
-	if code != http.StatusOK || len(items) != 3 {
-		t.Fatalf("activity = %d %v, want 3 records", code, act)
+	if code != http.StatusOK || len(items) != 4 {
+		t.Fatalf("activity = %d %v, want 4 records", code, act)
 	}
 	want := []map[string]any{
 		{"kind": "exec", "command": "printf hello", "exit_code": 0.0, "bytes": 5.0, "path": nil, "error": nil},
 		{"kind": "file_write", "path": "/workspace/a.txt", "bytes": 7.0, // "12345", JSON-encoded by the client
 			"exit_code": nil, "command": nil},
-		{"kind": "exec", "command": "exit 3", "exit_code": 3.0, "timed_out": false},
+		{"kind": "exec", "command": "exit 3", "exit_code": 3.0, "timed_out": false, "oom_killed": false},
+		{"kind": "exec", "exit_code": 137.0, "oom_killed": true},
 	}
 	for i, it := range items {
 		rec := it.(map[string]any)

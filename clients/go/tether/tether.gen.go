@@ -346,6 +346,11 @@ type Activity struct {
 	// Example: exec
 	Kind ActivityKind `json:"kind"`
 
+	// OomKilled OOMKilled is true when the sandbox's memory limit killed a process while the exec ran.
+	//
+	// Example: false
+	OomKilled bool `json:"oom_killed"`
+
 	// Path Path is the file's or folder's path; null for an exec.
 	//
 	// Example: /workspace/main.py

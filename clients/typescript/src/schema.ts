@@ -598,6 +598,11 @@ export interface components {
              */
             kind: "exec" | "file_read" | "file_write" | "archive_read" | "archive_write";
             /**
+             * @description OOMKilled is true when the sandbox's memory limit killed a process while the exec ran.
+             * @example false
+             */
+            oom_killed: boolean;
+            /**
              * @description Path is the file's or folder's path; null for an exec.
              * @example /workspace/main.py
              */
