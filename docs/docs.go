@@ -1568,6 +1568,17 @@ const docTemplate = `{
                         "in": "query"
                     },
                     {
+                        "type": "array",
+                        "items": {
+                            "type": "string"
+                        },
+                        "collectionFormat": "multi",
+                        "example": "lost",
+                        "description": "only sandboxes that ended for these reasons: requested, owner_released, owner_expired, expired, create_failed, lost (repeatable, or comma-separated)",
+                        "name": "reason",
+                        "in": "query"
+                    },
+                    {
                         "type": "string",
                         "example": "agent-42",
                         "description": "only this owner's sandboxes",

@@ -602,6 +602,16 @@ func parseListFilter(q url.Values) (sandbox.ListFilter, error) {
 			f.States = append(f.States, st)
 		}
 	}
+	for _, s := range q["reason"] {
+		for part := range strings.SplitSeq(s, ",") {
+			r := sandbox.Reason(part)
+			if !slices.Contains(sandbox.Reasons, r) {
+				return f, sandbox.Errorf(sandbox.CodeInvalidRequest,
+					"reason %q is not a reason a sandbox ends with (requested, owner_released, owner_expired, expired, create_failed, lost)", part)
+			}
+			f.Reasons = append(f.Reasons, r)
+		}
+	}
 	if v, ok := q["owner"]; ok {
 		if err := validateOwner(v[0]); err != nil {
 			return f, err
@@ -657,6 +667,7 @@ func parseListFilter(q url.Values) (sandbox.ListFilter, error) {
 //	@Tags			sandboxes
 //	@Produce		json
 //	@Param			state			query		[]string	false	"only these states (repeatable, or comma-separated)"									collectionFormat(multi)	example(ready)
+//	@Param			reason			query		[]string	false	"only sandboxes that ended for these reasons: requested, owner_released, owner_expired, expired, create_failed, lost (repeatable, or comma-separated)"	collectionFormat(multi)	example(lost)
 //	@Param			owner			query		string		false	"only this owner's sandboxes"															example(agent-42)
 //	@Param			provider		query		string		false	"only this provider's sandboxes"														example(sim)
 //	@Param			label			query		[]string	false	"key=value; repeatable, all must match"													collectionFormat(multi)	example(team=ml)
@@ -679,7 +690,7 @@ func parseListFilter(q url.Values) (sandbox.ListFilter, error) {
 //	@Router			/v1/sandboxes [get]
 func handleSandboxList(st sandboxLister) handlerFunc {
 	return func(c *gin.Context) error {
-		if err := onlyQuery(c, "state", "owner", "provider", "label", "created_after", "created_before", "released", "limit", "cursor"); err != nil {
+		if err := onlyQuery(c, "state", "reason", "owner", "provider", "label", "created_after", "created_before", "released", "limit", "cursor"); err != nil {
 			return err
 		}
 		q := c.Request.URL.Query()

@@ -503,6 +503,9 @@ func TestListFilters(t *testing.T) {
 		{"released=false", []sandboxJSON{s5, s3, s2, s1}},
 		{"state=requested&owner=alice&label=team%3Db", []sandboxJSON{s3}},
 		{"owner=alice&provider=sim", []sandboxJSON{s1}},
+		{"reason=requested", []sandboxJSON{s4}},
+		{"reason=lost,expired&reason=create_failed", nil},
+		{"reason=requested&state=cancelled", []sandboxJSON{s4}},
 	} {
 		l := b.list(t, keyA, c.query)
 		if got, want := ids(l.Items), ids(c.want); !slices.Equal(got, want) {

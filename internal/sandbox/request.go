@@ -73,8 +73,10 @@ type Cursor struct {
 
 // ListFilter selects sandboxes. Zero fields do not filter.
 type ListFilter struct {
-	Tenant        string
-	States        []State
+	Tenant string
+	States []State
+	// Reasons, when set, selects ended sandboxes by why they ended.
+	Reasons       []Reason
 	Owner         string
 	Provider      string
 	Labels        map[string]string

@@ -104,6 +104,9 @@ const (
 	ReasonOwnerTransferred Reason = "owner_transferred"
 )
 
+// Reasons lists every reason a sandbox itself can end with.
+var Reasons = []Reason{ReasonRequested, ReasonOwnerReleased, ReasonOwnerExpired, ReasonExpired, ReasonCreateFailed, ReasonLost}
+
 // Actor names who caused a transition, for the event history.
 type Actor string
 

@@ -303,6 +303,13 @@ func (s *Store) ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sand
 		}
 		where = append(where, "s.state = ANY("+arg(states)+")")
 	}
+	if len(f.Reasons) > 0 {
+		reasons := make([]string, len(f.Reasons))
+		for i, r := range f.Reasons {
+			reasons[i] = string(r)
+		}
+		where = append(where, "s.reason = ANY("+arg(reasons)+")")
+	}
 	if f.Owner != "" {
 		where = append(where, "s.owner = "+arg(f.Owner))
 	}

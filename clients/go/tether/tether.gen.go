@@ -987,6 +987,9 @@ type ListSandboxesParams struct {
 	// State only these states (repeatable, or comma-separated)
 	State *[]string `form:"state,omitempty" json:"state,omitempty"`
 
+	// Reason only sandboxes that ended for these reasons: requested, owner_released, owner_expired, expired, create_failed, lost (repeatable, or comma-separated)
+	Reason *[]string `form:"reason,omitempty" json:"reason,omitempty"`
+
 	// Owner only this owner's sandboxes
 	Owner *string `form:"owner,omitempty" json:"owner,omitempty"`
 
@@ -2768,6 +2771,18 @@ func NewListSandboxesRequest(server string, params *ListSandboxesParams) (*http.
 		if params.State != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Reason != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "reason", *params.Reason, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {

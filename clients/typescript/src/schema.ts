@@ -2388,6 +2388,13 @@ export interface operations {
                  */
                 state?: string[];
                 /**
+                 * @description only sandboxes that ended for these reasons: requested, owner_released, owner_expired, expired, create_failed, lost (repeatable, or comma-separated)
+                 * @example [
+                 *       "lost"
+                 *     ]
+                 */
+                reason?: string[];
+                /**
                  * @description only this owner's sandboxes
                  * @example agent-42
                  */
