@@ -163,6 +163,7 @@ async function applyFilters(page, set) {
   await form.getByLabel('Labels').fill(set.labels ?? '');
   await form.getByLabel('Created after').fill(set.created_after ?? '');
   await form.getByLabel('Created before').fill(set.created_before ?? '');
+  await form.getByLabel('Ended because').selectOption(set.reason ?? '');
   await form.getByLabel('Released').selectOption(set.released ?? '');
   await form.getByRole('button', {name: 'Apply filters'}).click();
 }
@@ -294,6 +295,10 @@ test('the sandboxes table applies every filter of the API', async () => {
   await wantRows(page, [b.id, c.id]);
   await applyFilters(page, {labels: `suite=${suite}`, released: 'false'});
   await wantRows(page, [a.id, d.id]);
+  await applyFilters(page, {labels: `suite=${suite}`, reason: 'create_failed'});
+  await wantRows(page, [b.id]);
+  await applyFilters(page, {labels: `suite=${suite}`, reason: 'requested'});
+  await wantRows(page, [c.id]);
   const minute = (ms) => new Date(Date.now() + ms).toISOString().slice(0, 16); // the browser runs in UTC
   await applyFilters(page, {labels: `suite=${suite}`, created_after: minute(60_000)});
   await wantRows(page, []);

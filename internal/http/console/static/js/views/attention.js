@@ -48,7 +48,7 @@ export async function attentionView(main, _params, ctx) {
     const [ended, failedPage, terminated, findings] = await Promise.all([
       api('/v1/sandboxes', {query: {state: 'cancelled,terminated,failed', released: 'false', limit: 500}, signal: ctx.signal}),
       api('/v1/sandboxes', {query: {state: 'failed', created_after: since, limit: 200}, signal: ctx.signal}),
-      api('/v1/sandboxes', {query: {state: 'terminated', limit: 500}, signal: ctx.signal}),
+      api('/v1/sandboxes', {query: {reason: 'lost', created_after: new Date(Date.now() - 30 * 86_400_000).toISOString(), limit: 500}, signal: ctx.signal}),
       pages('/v1/reconcile-events', {limit: 500}, {max: 10000, signal: ctx.signal}),
     ]);
 
@@ -74,7 +74,7 @@ export async function attentionView(main, _params, ctx) {
     {empty: `No create failed in the last ${windowH} h.`}));
     count(1, failedPage.items.length, Boolean(failedPage.next_cursor));
 
-    const lostItems = terminated.items.filter((s) => s.reason === 'lost' && s.ended_at && new Date(s.ended_at) >= new Date(since));
+    const lostItems = terminated.items.filter((s) => s.ended_at && new Date(s.ended_at) >= new Date(since));
     fill(lost, table('Lost sandboxes', ['Sandbox', 'Provider', 'Provider ID', 'Ended', 'Released'],
       lostItems.map((s) => h('tr', {dataset: {id: s.id}},
         cell('Sandbox', idLink(s.id)),
@@ -83,8 +83,8 @@ export async function attentionView(main, _params, ctx) {
         cell('Ended', when(s.ended_at)),
         cell('Released', s.released ? 'yes' : badge('pending', 'warn')))),
     {empty: `No sandbox was lost in the last ${windowH} h.`}),
-    h('p', {class: 'help'}, 'From the 500 most recently created terminated sandboxes: the API has no filter by reason.'));
-    count(2, lostItems.length, false);
+    h('p', {class: 'help'}, 'Sandboxes ended with reason lost (by their provider, or with their node), created in the last 30 days.'));
+    count(2, lostItems.length, Boolean(terminated.next_cursor));
 
     const recent = findings.items.filter((e) => new Date(e.at) >= new Date(since)).reverse();
     const kind = {orphan_destroyed: ['orphan destroyed', 'warn'], orphan_destroy_failed: ['orphan destroy failed', 'bad'], lost: ['lost', 'bad']};

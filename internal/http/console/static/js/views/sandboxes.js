@@ -5,7 +5,7 @@ import {api} from '../api.js';
 import {h, fill, href, stateBadge, when, labelsList, table, cell, STATES, TERMINAL, isoToLocalInput, localInputToISO, badge} from '../dom.js';
 
 // The list's query parameters, as the API names them.
-const FILTERS = ['state', 'owner', 'provider', 'label', 'created_after', 'created_before', 'released', 'limit', 'cursor'];
+const FILTERS = ['state', 'reason', 'owner', 'provider', 'label', 'created_after', 'created_before', 'released', 'limit', 'cursor'];
 
 // apiQuery turns the page's URL query into the API's.
 export function apiQuery(q) {
@@ -39,6 +39,9 @@ export function sandboxRow(sb) {
     cell('Released', releasedText(sb)));
 }
 
+// REASONS are the reasons a sandbox ends with (the list's reason filter).
+const REASONS = ['requested', 'owner_released', 'owner_expired', 'expired', 'create_failed', 'lost'];
+
 export const SANDBOX_COLUMNS = ['Sandbox', 'State', 'Owner', 'Provider', 'Labels', 'Created', 'Lifetime', 'Released'];
 
 function filterForm(q, providers, navigate) {
@@ -57,6 +60,8 @@ function filterForm(q, providers, navigate) {
   const labels = h('input', {id: 'f-label', name: 'label', value: q.getAll('label').join(', '), autocomplete: 'off', placeholder: 'team=search, env=prod', 'aria-describedby': 'f-label-help'});
   const after = h('input', {id: 'f-after', name: 'created_after', type: 'datetime-local', value: isoToLocalInput(q.get('created_after'))});
   const before = h('input', {id: 'f-before', name: 'created_before', type: 'datetime-local', value: isoToLocalInput(q.get('created_before'))});
+  const reason = h('select', {id: 'f-reason', name: 'reason'},
+    [['', 'Any'], ...REASONS.map((r) => [r, r])].map(([v, t]) => h('option', {value: v, selected: (q.get('reason') ?? '') === v}, t)));
   const released = h('select', {id: 'f-released', name: 'released'},
     [['', 'Any'], ['true', 'Released'], ['false', 'Not released']].map(([v, t]) => h('option', {value: v, selected: (q.get('released') ?? '') === v}, t)));
   const limit = h('select', {id: 'f-limit', name: 'limit'},
@@ -70,6 +75,7 @@ function filterForm(q, providers, navigate) {
       field('f-label', 'Labels', labels, h('small', {id: 'f-label-help', class: 'help'}, 'key=value, comma-separated; all must match')),
       field('f-after', 'Created after', after),
       field('f-before', 'Created before', before),
+      field('f-reason', 'Ended because', reason),
       field('f-released', 'Released', released),
       field('f-limit', 'Page size', limit)),
     h('div', {class: 'actions'},
@@ -85,6 +91,7 @@ function filterForm(q, providers, navigate) {
     for (const l of labels.value.split(',').map((s) => s.trim()).filter(Boolean)) out.append('label', l);
     if (after.value) out.set('created_after', localInputToISO(after.value));
     if (before.value) out.set('created_before', localInputToISO(before.value));
+    if (reason.value) out.set('reason', reason.value);
     if (released.value) out.set('released', released.value);
     if (limit.value !== '50') out.set('limit', limit.value);
     navigate('#/sandboxes' + (out.size ? '?' + out.toString() : ''));
