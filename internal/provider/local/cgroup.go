@@ -136,15 +136,6 @@ func (cg *cgroups) dirs(id string) []string {
 	return out
 }
 
-// procs returns the files a process is moved into the sandbox's groups by.
-func (cg *cgroups) procs(id string) []string {
-	out := cg.dirs(id)
-	for i := range out {
-		out[i] = filepath.Join(out[i], "cgroup.procs")
-	}
-	return out
-}
-
 // create makes the sandbox's groups with its limits.
 func (cg *cgroups) create(id string, lim Limits) error {
 	memory := strconv.FormatInt(int64(lim.MemoryMB)<<20, 10)
@@ -177,15 +168,38 @@ func (cg *cgroups) create(id string, lim Limits) error {
 	return nil
 }
 
-// join moves pid (and the children it makes from then on) into the
-// sandbox's groups.
-func (cg *cgroups) join(id string, pid int) error {
-	for _, procs := range cg.procs(id) {
-		if err := os.WriteFile(procs, []byte(strconv.Itoa(pid)), 0o644); err != nil {
-			return fmt.Errorf("cgroup: joining %s: %w", procs, err)
+// enter moves the calling OS thread, which must be locked to its goroutine
+// and end with it (onOwnThread), into the groups whose folders are dirs, so
+// that the process it forks next starts in them and is counted against
+// their limits from its first instruction: under v1 by the thread writing
+// itself ("0") to each group's tasks file (the thread alone moves, not
+// Tether); under v2 by setting attr to fork straight into the one group
+// (CLONE_INTO_CGROUP), through a descriptor that the returned func closes.
+//
+// Under v1 the thread counts in the groups until it ends, a moment after
+// the fork: as one more process of the sandbox's, and in its exec group's
+// cgroup.procs as Tether's pid, which execGroup.kill therefore skips. The
+// memory limit's OOM killer walks a group's processes by their leading
+// threads, so it never picks Tether, whose leading (main) thread
+// onOwnThread never uses.
+func (cg *cgroups) enter(dirs []string, attr *syscall.SysProcAttr) (func(), error) {
+	if cg.v2 {
+		f, err := os.Open(dirs[0])
+		if err != nil {
+			return nil, fmt.Errorf("cgroup: %w", err)
+		}
+		attr.UseCgroupFD, attr.CgroupFD = true, int(f.Fd())
+		return func() { _ = f.Close() }, nil
+	}
+	for _, dir := range dirs {
+		// "0" is the writing thread. The kernel moves a thread that moves
+		// itself without the lock that makes moving a process wait for an
+		// RCU grace period (milliseconds on a busy host).
+		if err := os.WriteFile(filepath.Join(dir, "tasks"), []byte("0"), 0o644); err != nil {
+			return nil, fmt.Errorf("cgroup: joining %s: %w", dir, err)
 		}
 	}
-	return nil
+	return func() {}, nil
 }
 
 // execGroup is the group of one exec's processes, inside its sandbox's: a
@@ -194,9 +208,9 @@ func (cg *cgroups) join(id string, pid int) error {
 type execGroup struct {
 	// dir is the exec's own group (in the pids hierarchy under v1).
 	dir string
-	// procs are the files that move a process into it and, under v1, into
-	// the sandbox's memory and cpu groups.
-	procs []string
+	// dirs are the groups the command starts in (enter): the exec's own
+	// and, under v1, the sandbox's memory and cpu groups.
+	dirs []string
 }
 
 // newExecGroup makes a group for one exec in the sandbox's.
@@ -206,10 +220,7 @@ func (cg *cgroups) newExecGroup(id string) (execGroup, error) {
 	if err := os.Mkdir(g.dir, 0o755); err != nil {
 		return g, fmt.Errorf("cgroup: %w", err)
 	}
-	g.procs = []string{filepath.Join(g.dir, "cgroup.procs")}
-	for _, dir := range dirs[1:] {
-		g.procs = append(g.procs, filepath.Join(dir, "cgroup.procs"))
-	}
+	g.dirs = append([]string{g.dir}, dirs[1:]...)
 	return g, nil
 }
 
@@ -218,13 +229,20 @@ func (cg *cgroups) newExecGroup(id string) (execGroup, error) {
 func (g execGroup) kill() {
 	for range 200 {
 		b, err := os.ReadFile(filepath.Join(g.dir, "cgroup.procs"))
-		if err != nil || len(strings.TrimSpace(string(b))) == 0 {
+		if err != nil {
 			return
 		}
+		left := false
 		for f := range strings.FieldsSeq(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil {
+			// Tether's own pid is the thread that forked the command, not
+			// yet gone (enter).
+			if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
+				left = true
 			}
+		}
+		if !left {
+			return
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -39,7 +39,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -722,47 +721,31 @@ func (e *egress) run(ctx context.Context, stdin, name string, args ...string) er
 	return runTool(ctx, stdin, name, args...)
 }
 
-// startSandbox starts cmd, the sandbox's bwrap: an allow-list sandbox's in
-// the network namespace made for it.
-func startSandbox(id string, prm Params, cmd *exec.Cmd) error {
+// startSandbox runs start, which starts the sandbox's bwrap, on an OS
+// thread of its own (onOwnThread): an allow-list sandbox's in the network
+// namespace made for it.
+func startSandbox(id string, prm Params, start func() error) error {
 	if prm.Network != networkAllowlist {
-		return cmd.Start()
+		return onOwnThread(start)
 	}
-	return inNetns(filepath.Join(netnsDir, netnsName(id)), cmd.Start)
+	return inNetns(filepath.Join(netnsDir, netnsName(id)), start)
 }
 
-// inNetns runs fn on an OS thread that has joined the network namespace at
-// path, so that a process fn starts is in it (os/exec forks from the
-// calling thread). The thread leaves the namespace afterwards or, if it
-// cannot, ends with the goroutine that locked it.
+// inNetns runs fn on an OS thread of its own (onOwnThread) that has joined
+// the network namespace at path, so that a process fn starts is in it
+// (os/exec forks from the calling thread).
 func inNetns(path string, fn func() error) error {
 	ns, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("opening the network namespace: %w", err)
 	}
 	defer func() { _ = ns.Close() }()
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		self, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- err
-			return
-		}
-		defer func() { _ = self.Close() }()
+	return onOwnThread(func() error {
 		if err := setns(ns); err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("entering the network namespace: %w", err)
-			return
+			return fmt.Errorf("entering the network namespace: %w", err)
 		}
-		err = fn()
-		if setns(self) == nil {
-			runtime.UnlockOSThread()
-		}
-		done <- err
-	}()
-	return <-done
+		return fn()
+	})
 }
 
 func setns(f *os.File) error { return unix.Setns(int(f.Fd()), unix.CLONE_NEWNET) }

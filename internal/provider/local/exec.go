@@ -35,15 +35,23 @@ func (p *Provider) running(id string) (meta, error) {
 	return m, nil
 }
 
+// sandboxCmd is a command that enters a sandbox, and the control groups
+// it starts in (startCommand).
+type sandboxCmd struct {
+	*exec.Cmd
+	groups []string
+}
+
 // command returns a command that runs argv inside the sandbox: in its
-// namespaces and root, with every capability dropped and no_new_privs
-// (startCommand), and only the sandbox's environment (plus extra).
-func (p *Provider) command(m meta, extra map[string]string, argv ...string) *exec.Cmd {
-	var procs []string
+// control groups, namespaces and root, with every capability dropped and
+// no_new_privs (startCommand), and only the sandbox's environment (plus
+// extra).
+func (p *Provider) command(m meta, extra map[string]string, argv ...string) *sandboxCmd {
+	var groups []string
 	if p.cg != nil && m.Limits.Pids > 0 {
-		procs = p.cg.procs(m.SandboxID)
+		groups = p.cg.dirs(m.SandboxID)
 	}
-	return p.commandIn(procs, m, extra, argv...)
+	return p.commandIn(groups, m, extra, enterScript, argv...)
 }
 
 // enterScript is what a command entering a sandbox runs first, with the
@@ -54,9 +62,16 @@ func (p *Provider) command(m meta, extra map[string]string, argv ...string) *exe
 // the API refuses others.)
 const enterScript = `[ "$1" = 0 ] || ulimit -n "$1" || exit 126; shift; while [ "$1" != -- ]; do export "$1"; shift; done; shift; exec "$@"`
 
-// commandIn is command, the process first moved into the control groups
-// whose cgroup.procs files are procs.
-func (p *Provider) commandIn(procs []string, m meta, extra map[string]string, argv ...string) *exec.Cmd {
+// execScript is enterScript for exec's command: after "--" come the
+// working directory (empty: the sandbox's) and the command, which the
+// script runs itself, as `sh -c` would (no positional parameters, $0 "sh",
+// its exit status the script's), rather than exec a second shell for it.
+const execScript = `[ "$1" = 0 ] || ulimit -n "$1" || exit 126; shift; while [ "$1" != -- ]; do export "$1"; shift; done; shift; if [ -n "$1" ]; then cd -- "$1" || exit 1; fi; shift; eval 'set --;' "$1"`
+
+// commandIn is the command that runs script (enterScript or execScript)
+// with args in the sandbox, started in the control groups whose folders
+// are groups.
+func (p *Provider) commandIn(groups []string, m meta, extra map[string]string, script string, args ...string) *sandboxCmd {
 	env := map[string]string{"PATH": defaultPath, "HOME": WorkDir, "TERM": "dumb", "LANG": "C.UTF-8"}
 	for k, v := range m.Env {
 		env[k] = v
@@ -69,39 +84,29 @@ func (p *Provider) commandIn(procs []string, m meta, extra map[string]string, ar
 	// host's nsenter must never run with one a tenant chose (LD_PRELOAD of
 	// a file in its workspace, say).
 	uid := strconv.Itoa(m.uid())
-	args := []string{"--target", strconv.Itoa(m.InitPID), "--user", "--pid", "--mount", "--ipc", "--uts", "--net", "--root", "-w",
-		"--setuid", uid, "--setgid", uid, "--", "/bin/sh", "-c", enterScript, "sh", strconv.Itoa(m.Limits.OpenFiles)}
+	argv := []string{"--target", strconv.Itoa(m.InitPID), "--user", "--pid", "--mount", "--ipc", "--uts", "--net", "--root", "-w",
+		"--setuid", uid, "--setgid", uid, "--", "/bin/sh", "-c", script, "sh", strconv.Itoa(m.Limits.OpenFiles)}
 	for k, v := range env {
-		args = append(args, k+"="+v)
+		argv = append(argv, k+"="+v)
 	}
-	args = append(args, "--")
-	args = append(args, argv...)
-	name := p.nsenter
-	if len(procs) > 0 {
-		// A host shell moves itself into the sandbox's groups, then becomes
-		// nsenter: everything the command starts is counted against the
-		// sandbox's limits from its first instruction.
-		join := []string{"-c", `while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"`, "sh"}
-		join = append(join, procs...)
-		args = append(append(join, "--", p.nsenter), args...)
-		name = p.sh
-	}
+	argv = append(argv, "--")
+	argv = append(argv, args...)
 	//nolint:noctx // run kills the whole process group when its context ends; CommandContext would kill only nsenter
-	cmd := exec.Command(name, args...)
-	// nsenter's child is in the sandbox before enterScript exports the
+	cmd := exec.Command(p.nsenter, argv...)
+	// nsenter's child is in the sandbox before the script exports the
 	// sandbox's environment: it must not carry Tether's in there. What it
 	// does carry is sandboxEnv, which the script overrides.
 	cmd.Env = sandboxEnv()
 	// A process group of its own, so a timeout can kill the command and
 	// everything it started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	return cmd
+	return &sandboxCmd{Cmd: cmd, groups: groups}
 }
 
 // run starts cmd (see startCommand) and waits for it, killing its process
 // group when ctx ends. It reports whether ctx ended it.
-func (p *Provider) run(ctx context.Context, cmd *exec.Cmd) (killed bool, err error) {
-	if err := p.startCommand(cmd); err != nil {
+func (p *Provider) run(ctx context.Context, cmd *sandboxCmd) (killed bool, err error) {
+	if err := p.startCommand(cmd.Cmd, cmd.groups); err != nil {
 		return false, err
 	}
 	waited := make(chan error, 1)
@@ -171,11 +176,7 @@ func (p *Provider) oomKills(m meta) int {
 // execCommand is the command that runs req in the sandbox, its output
 // going to the given files, and the group of its processes (whose kill
 // and release do nothing where the sandbox has no control groups).
-func (p *Provider) execCommand(m meta, req sandbox.ExecRequest, stdout, stderr *os.File) (*exec.Cmd, execGroup, error) {
-	argv := []string{"sh", "-c", req.Command}
-	if req.WorkDir != "" {
-		argv = []string{"sh", "-c", `cd -- "$0" || exit 1; exec sh -c "$1"`, req.WorkDir, req.Command}
-	}
+func (p *Provider) execCommand(m meta, req sandbox.ExecRequest, stdout, stderr *os.File) (*sandboxCmd, execGroup, error) {
 	var group execGroup
 	if p.cg != nil && m.Limits.Pids > 0 {
 		var err error
@@ -183,7 +184,7 @@ func (p *Provider) execCommand(m meta, req sandbox.ExecRequest, stdout, stderr *
 			return nil, group, fmt.Errorf("local: exec: %w", err)
 		}
 	}
-	cmd := p.commandIn(group.procs, m, req.Env, argv...)
+	cmd := p.commandIn(group.dirs, m, req.Env, execScript, req.WorkDir, req.Command)
 	cmd.Stdin = nil
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	return cmd, group, nil
@@ -274,8 +275,20 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 	}
 	defer group.release()
 	ooms := p.oomKills(m)
-	err = p.startCommand(cmd)
+	err = p.startCommand(cmd.Cmd, cmd.groups)
 	closeAll(writers) // the command holds its own ends; EOF once it and its children let go
+	if errors.Is(err, syscall.EAGAIN) && len(cmd.groups) > 0 {
+		// Forked in the sandbox's groups: the sandbox is at its process
+		// limit. The command's failure, as a fork inside it would be.
+		res.ExitCode = 1
+		if err := out.write(streams[len(streams)-1], []byte("cannot start the command: fork: resource temporarily unavailable (the sandbox is at its process limit)\n")); err != nil {
+			return res, fmt.Errorf("local: exec: passing output on: %w", err)
+		}
+		if res.Truncated, err = out.finish(); err != nil {
+			return res, fmt.Errorf("local: exec: passing output on: %w", err)
+		}
+		return res, nil
+	}
 	if err != nil {
 		return res, fmt.Errorf("local: exec: %w", err)
 	}

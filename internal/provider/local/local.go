@@ -85,8 +85,7 @@ type Provider struct {
 	limits, maxLimits Limits
 	// unlimited allows sandboxes without kernel limits (AllowUnlimited).
 	unlimited bool
-	// sh is the host's shell, which moves exec commands into a sandbox's
-	// control groups before they enter it.
+	// sh is the host's shell, which the probe runs under the exec filter.
 	sh string
 	// sandboxFilter is the seccomp filter bwrap installs in each sandbox,
 	// execFilter the one of the commands that enter it (seccomp.go); nil
@@ -253,7 +252,7 @@ func (p *Provider) probe() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	//nolint:noctx // run kills it when ctx ends
-	if _, err := p.run(ctx, exec.Command(p.sh, "-c", "true")); err != nil {
+	if _, err := p.run(ctx, &sandboxCmd{Cmd: exec.Command(p.sh, "-c", "true")}); err != nil {
 		return fmt.Sprintf("cannot start commands under a seccomp filter: %v", err)
 	}
 	return ""
@@ -639,12 +638,18 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 	if m, err := p.readMeta(spec.SandboxID); err == nil && m.Ready && m.alive() {
 		return p.resource(m), nil // idempotent: it exists already
 	}
-	// Leftovers of an interrupted create: start over.
-	if err := p.destroyLocked(ctx, spec.SandboxID); err != nil {
-		return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: clearing an interrupted attempt: %w", err))
+	// Leftovers of an interrupted create: start over. Only where its
+	// folder is: an attempt makes the folder before anything else of the
+	// sandbox (its uid, groups, workspace, network, processes) and a destroy
+	// removes it after all of those, so without it there is nothing to
+	// clear, and no need to look through /proc for processes.
+	dir := p.sandboxDir(spec.SandboxID)
+	if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
+		if err := p.destroyLocked(ctx, spec.SandboxID); err != nil {
+			return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: clearing an interrupted attempt: %w", err))
+		}
 	}
 
-	dir := p.sandboxDir(spec.SandboxID)
 	ws := filepath.Join(dir, "workspace")
 	if err := os.MkdirAll(ws, 0o700); err != nil {
 		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
@@ -657,14 +662,13 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
 		return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: %w", err))
 	}
-	m := meta{SandboxID: spec.SandboxID, UID: uid, Env: spec.Env, Image: prm.Image, CreatedAt: time.Now().UTC()}
+	m := meta{SandboxID: spec.SandboxID, UID: uid, Env: spec.Env, Limits: p.limitsFor(prm), Image: prm.Image, CreatedAt: time.Now().UTC()}
 	// Recorded at once, so that whatever fails next, destroy frees the uid.
 	if err := p.writeMeta(m); err != nil {
 		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
 		_ = releaseUID(uid, dir)
 		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
 	}
-	m.Limits = p.limitsFor(prm)
 	if m.Limits.WorkspaceMB > 0 {
 		if err := p.workspace.create(ctx, dir, uid, m.Limits.WorkspaceMB); err != nil {
 			_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
@@ -690,9 +694,6 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 			return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: %w", err))
 		}
 	}
-	if err := p.writeMeta(m); err != nil {
-		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
-	}
 	if err := p.setupEgress(ctx, spec.SandboxID, prm); err != nil {
 		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
 		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
@@ -707,12 +708,14 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
 		return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: sandbox exited at once: %w", err))
 	}
-	if err := p.writeMeta(m); err != nil {
-		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
-		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
-	}
-
+	// Without setup, the sandbox is ready now: recorded once, below.
+	// (Tether dying before that leaves a folder whose processes destroy
+	// finds by their command line.)
 	if spec.Setup != "" {
+		if err := p.writeMeta(m); err != nil {
+			_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
+			return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
+		}
 		timeout := 10 * time.Minute
 		if dl, ok := ctx.Deadline(); ok {
 			timeout = time.Until(dl)
@@ -916,7 +919,22 @@ func (p *Provider) start(id string, uid int, prm Params, lim Limits) (int, error
 	}
 	cmd.Env = sandboxEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: sandboxCredential(uid)}
-	if err := startSandbox(id, prm, cmd); err != nil {
+	// Started in the sandbox's groups (cgroups.enter): its init, and all
+	// it will ever start, counted against its limits from the first.
+	var groups []string
+	if p.cg != nil && lim.Pids > 0 {
+		groups = p.cg.dirs(id)
+	}
+	if err := startSandbox(id, prm, func() error {
+		if len(groups) > 0 {
+			done, err := p.cg.enter(groups, cmd.SysProcAttr)
+			if err != nil {
+				return err
+			}
+			defer done()
+		}
+		return cmd.Start()
+	}); err != nil {
 		_ = infoW.Close()
 		_ = readyW.Close()
 		return 0, err
@@ -950,16 +968,6 @@ func (p *Provider) start(id string, uid int, prm Params, lim Limits) (int, error
 	line := make([]byte, len("ready\n"))
 	if _, err := io.ReadFull(readyR, line); err != nil || string(line) != "ready\n" {
 		return failed()
-	}
-	if p.cg != nil && lim.Pids > 0 {
-		// Everything in the sandbox so far (its init and the process it
-		// runs), and so all it will ever start, into its groups.
-		for _, pid := range append([]int{info.ChildPID}, descendants(info.ChildPID)...) {
-			if err := p.cg.join(id, pid); err != nil {
-				_, _ = failed()
-				return 0, err
-			}
-		}
 	}
 	return info.ChildPID, nil
 }
@@ -1039,27 +1047,6 @@ func (p *Provider) destroyLocked(ctx context.Context, id string) error {
 		}
 	}
 	return nil
-}
-
-// descendants returns the pids of pid's children, their children, and so on.
-func descendants(pid int) []int {
-	var out []int
-	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
-	for _, task := range tasks {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/children")
-		if err != nil {
-			continue
-		}
-		for f := range strings.FieldsSeq(string(b)) {
-			child, err := strconv.Atoi(f)
-			if err != nil {
-				continue
-			}
-			out = append(out, child)
-			out = append(out, descendants(child)...)
-		}
-	}
-	return out
 }
 
 // List implements sandbox.Provider.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -554,6 +555,17 @@ func TestResourceLimits(t *testing.T) {
 	if r := run(t, p, hog, `echo alive`); r.Output != "alive\n" {
 		t.Errorf("after the storm the sandbox answers %+v", r)
 	}
+	// The storm's processes are killed at once but reaped a moment later:
+	// until then the sandbox is still at its process limit.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if r := run(t, p, hog, `/bin/true && echo forked`); r.Output == "forked\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sandbox cannot fork 10 s after its fork storm was killed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 
 	// Memory hog: killed by the kernel, inside its sandbox.
 	r := run(t, p, hog, `python3 -c 'b = bytearray(512 << 20); print(len(b))'`)
@@ -594,5 +606,42 @@ func TestExecTimeoutKillsDetachedProcesses(t *testing.T) {
 	}
 	if pids := hostPIDs(t, kept); len(pids) != 1 {
 		t.Errorf("a background process of an earlier exec was killed: %v", pids)
+	}
+}
+
+// TestExecAtProcessLimit: an exec into a sandbox whose processes are at its
+// limit fails as its command would (a non-zero exit, and why), not as an
+// error of the provider.
+func TestExecAtProcessLimit(t *testing.T) {
+	t.Parallel()
+	p, _ := newProvider(t)
+	id := create(t, p, sandbox.CreateSpec{Params: []byte(`{"pids":16}`)}).SandboxID
+	// A command that starts processes until the limit refuses one, then
+	// holds them (exec: no fork).
+	ctx, cancel := context.WithCancel(t.Context())
+	filled := make(chan struct{})
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		var once sync.Once
+		_, _ = p.ExecStream(ctx, id, sandbox.ExecRequest{
+			Command: `sh -c 'while :; do sleep 600 >/dev/null 2>&1 </dev/null & done' 2>/dev/null; echo filled; exec sleep 600`,
+			Timeout: time.Minute,
+		}, func(_ string, chunk []byte) error {
+			if strings.Contains(string(chunk), "filled") {
+				once.Do(func() { close(filled) })
+			}
+			return nil
+		})
+	}()
+	defer func() { cancel(); <-held }()
+	select {
+	case <-filled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the sandbox did not fill up")
+	}
+	res := run(t, p, id, "echo started")
+	if res.ExitCode == 0 || !strings.Contains(res.Output, "process limit") {
+		t.Errorf("exec at the process limit = %+v; want a failed command that says why", res)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -227,31 +228,59 @@ func installSeccomp(prog []unix.SockFilter) error {
 	return nil
 }
 
-// startCommand starts cmd, a command that enters a sandbox, with
+// startCommand starts cmd, a command that enters a sandbox, in the
+// control groups whose folders are groups (none: where it is), with
 // no_new_privs and under the exec filter: it is forked from an OS thread
-// that holds both, so cmd and everything it starts inherit them, and they
-// outlive nothing else. The thread is never unlocked: the runtime ends it
-// when the goroutine returns, and meanwhile makes no other thread from it
-// (a locked thread's new threads come from the runtime's template thread).
-// no_new_privs is set here rather than by a tool inside the sandbox, so
-// that a sandbox's root (an operator's image) needs nothing but /bin/sh.
-func (p *Provider) startCommand(cmd *exec.Cmd) error {
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
+// of its own that holds all three (onOwnThread), so cmd and everything it
+// starts inherit them, and they outlive nothing else. no_new_privs is set
+// here rather than by a tool inside the sandbox, so that a sandbox's root
+// (an operator's image) needs nothing but /bin/sh.
+func (p *Provider) startCommand(cmd *exec.Cmd, groups []string) error {
+	return onOwnThread(func() error {
+		if len(groups) > 0 {
+			if cmd.SysProcAttr == nil {
+				cmd.SysProcAttr = &syscall.SysProcAttr{}
+			}
+			done, err := p.cg.enter(groups, cmd.SysProcAttr)
+			if err != nil {
+				return err
+			}
+			defer done()
+		}
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			started <- fmt.Errorf("setting no_new_privs: %w", err)
-			return
+			return fmt.Errorf("setting no_new_privs: %w", err)
 		}
 		if p.execFilter != nil {
 			if err := installSeccomp(p.execFilter); err != nil {
-				started <- err
-				return
+				return err
 			}
 		}
-		started <- cmd.Start()
-	}()
-	return <-started
+		return cmd.Start()
+	})
+}
+
+// onOwnThread runs fn on an OS thread locked to it that ends when fn
+// returns: what fn sets on the thread (its control groups, network
+// namespace, no_new_privs, a seccomp filter) goes to the processes it
+// forks (os/exec forks from the calling thread) and to nothing else of
+// Tether's. The runtime makes no other thread from a locked one (those
+// come from its template thread). Never the process's main thread, which
+// the runtime keeps, locked and idle, with what fn set: the work moves to
+// another goroutine, and so another thread, until it runs elsewhere.
+func onOwnThread(fn func() error) error {
+	done := make(chan error, 1)
+	var run func()
+	run = func() {
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			runtime.UnlockOSThread()
+			go run()
+			return
+		}
+		done <- fn()
+	}
+	go run()
+	return <-done
 }
 
 // seccompArgs are bwrap's options that install the sandbox filter, read

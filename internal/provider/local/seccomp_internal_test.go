@@ -133,7 +133,7 @@ func TestStartCommandFilterStaysWithTheCommand(t *testing.T) {
 	for range 20 {
 		//nolint:noctx // ends at once
 		filtered := exec.Command(unshare, "--user", "true")
-		if err := p.startCommand(filtered); err != nil {
+		if err := p.startCommand(filtered, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := filtered.Wait(); err == nil {

@@ -6,7 +6,8 @@ package local
 // host's disk, and a sandbox can fill that disk. With one (params.
 // workspace_mb, or the operator's default), the folder is the mount point of
 // a file system of the sandbox's own: before the sandbox starts, Tether makes
-// a sparse file of that size beside it (workspace.img), formats it ext4 and
+// a sparse file of that size beside it (workspace.img), a copy of an empty
+// ext4 image of that size that it formatted once (workspaceFS.template), and
 // mounts it on the folder through a loop device (nodev, nosuid). A write
 // past the limit fails inside the sandbox with ENOSPC. The host's disk holds
 // what the sandbox wrote (its high-water mark: deleting files inside frees
@@ -29,6 +30,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -55,6 +57,9 @@ const (
 	// probeWorkspaceDir is where New checks that the host can mount a
 	// workspace image; not a sandbox id, so List never sees it.
 	probeWorkspaceDir = ".probe-workspace"
+	// workspaceTemplates is the folder of workspaceFS's templates; not a
+	// sandbox id either.
+	workspaceTemplates = ".workspace-templates"
 )
 
 // workspaceFS is what the size limit needs, found once by New.
@@ -63,12 +68,20 @@ type workspaceFS struct {
 	mkfs, mount string
 	// problem says why the limit is unavailable on this host, if it is.
 	problem string
+	// templateDir holds templates: per size in MiB, an image formatted
+	// once by this provider, which each workspace of that size starts as a
+	// copy of (its few hundred KiB of metadata; the rest is holes) rather
+	// than formatting its own.
+	templateDir string
+	mu          sync.Mutex
+	templates   map[int]string
 }
 
 // detect finds the tools and checks, with a small image, that the host can
 // format and mount a workspace in dir; the provider's own problem, if any,
 // makes the limit unavailable too.
 func (w *workspaceFS) detect(dir, providerProblem string) {
+	w.templateDir = filepath.Join(dir, workspaceTemplates)
 	w.mkfs, _ = exec.LookPath("mkfs.ext4")
 	w.mount, _ = exec.LookPath("mount")
 	if providerProblem != "" {
@@ -147,24 +160,11 @@ func (w *workspaceFS) note(def, maxMB int) string {
 // by clearWorkspace and the removal of dir.
 func (w *workspaceFS) create(ctx context.Context, dir string, uid, mb int) error {
 	img := filepath.Join(dir, workspaceImage)
-	f, err := os.OpenFile(img, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	tmpl, err := w.template(ctx, mb)
 	if err != nil {
 		return fmt.Errorf("workspace image: %w", err)
 	}
-	err = f.Truncate(int64(mb) << 20) // sparse: the disk holds what is written
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("workspace image: %w", err)
-	}
-	owner := strconv.Itoa(uid) + ":" + strconv.Itoa(uid)
-	// No journal (the file system ends with its sandbox, which a host crash
-	// ends too), no reserved blocks, no room to grow, inode tables left to
-	// be zeroed never (noinit_itable below: the kernel knows them unused),
-	// and no discard of the fresh, empty file.
-	if err := runTool(ctx, "", w.mkfs, "-q", "-F", "-b", "4096", "-i", "16384", "-m", "0",
-		"-O", "^has_journal,^resize_inode", "-E", "lazy_itable_init=1,nodiscard,root_owner="+owner, img); err != nil {
+	if err := copySparse(tmpl, img, int64(mb)<<20); err != nil {
 		return fmt.Errorf("workspace image: %w", err)
 	}
 	ws := filepath.Join(dir, "workspace")
@@ -172,9 +172,103 @@ func (w *workspaceFS) create(ctx context.Context, dir string, uid, mb int) error
 	if err := runTool(ctx, "", w.mount, "-t", "ext4", "-o", "loop,nodev,nosuid,noinit_itable", img, ws); err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}
-	// An empty folder, as without a limit.
+	// An empty folder, as without a limit, the sandbox user's.
 	if err := os.Remove(filepath.Join(ws, "lost+found")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("workspace: %w", err)
+	}
+	if err := os.Chown(ws, uid, uid); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	return nil
+}
+
+// template returns the path of the template image of mb MiB, formatting
+// it first if this provider has not yet: a sparse file of that size, ext4
+// without a journal (the file system ends with its sandbox, which a host
+// crash ends too), no reserved blocks, no room to grow, inode tables left
+// to be zeroed never (mount's noinit_itable: the kernel knows them unused),
+// and no discard of the fresh, empty file. Its root is root's; create
+// hands each copy's to its sandbox user.
+func (w *workspaceFS) template(ctx context.Context, mb int) (string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if path, ok := w.templates[mb]; ok {
+		return path, nil
+	}
+	if err := os.MkdirAll(w.templateDir, 0o700); err != nil {
+		return "", err
+	}
+	path := filepath.Join(w.templateDir, strconv.Itoa(mb)+".img")
+	tmp := path + "." + randomSuffix() // another provider may share the state folder
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = os.Remove(tmp) }()
+	err = f.Truncate(int64(mb) << 20) // sparse: the disk holds what is written
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", err
+	}
+	if err := runTool(ctx, "", w.mkfs, "-q", "-F", "-b", "4096", "-i", "16384", "-m", "0",
+		"-O", "^has_journal,^resize_inode", "-E", "lazy_itable_init=1,nodiscard", tmp); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", err
+	}
+	if w.templates == nil {
+		w.templates = map[int]string{}
+	}
+	w.templates[mb] = path
+	return path, nil
+}
+
+// copySparse copies the file src, size bytes long, to a new file dst: only
+// src's data; its holes stay holes.
+func copySparse(src, dst string, size int64) (err error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = in.Close() }()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	if err := out.Truncate(size); err != nil {
+		return err
+	}
+	rfd, wfd := int(in.Fd()), int(out.Fd())
+	for off := int64(0); off < size; {
+		data, err := unix.Seek(rfd, off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) { // only a hole is left
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		hole, err := unix.Seek(rfd, data, unix.SEEK_HOLE)
+		if err != nil {
+			return err
+		}
+		for roff, woff := data, data; roff < hole; {
+			n, err := unix.CopyFileRange(rfd, &roff, wfd, &woff, int(hole-roff), 0)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return fmt.Errorf("copying %s: unexpected end", src)
+			}
+		}
+		off = hole
 	}
 	return nil
 }

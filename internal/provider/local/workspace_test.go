@@ -466,11 +466,16 @@ func TestToolsGetAMinimalEnvironment(t *testing.T) {
 func BenchmarkCreateDestroy(b *testing.B) {
 	for _, mb := range []int{0, 1024, 10240} {
 		b.Run("workspace_mb="+strconv.Itoa(mb), func(b *testing.B) {
-			p, err := New(harness.ReachableTempDir(b))
+			// No default limit: a create without params.workspace_mb (0)
+			// has none.
+			p, err := New(harness.ReachableTempDir(b), noWorkspaceLimit())
 			if err != nil || p.problem != "" || p.workspace.problem != "" {
 				b.Fatalf("New: %v %s %s", err, p.problem, p.workspace.problem)
 			}
-			raw, _ := json.Marshal(map[string]int{"workspace_mb": mb})
+			raw := []byte(`{}`)
+			if mb > 0 {
+				raw, _ = json.Marshal(map[string]int{"workspace_mb": mb})
+			}
 			var creating, destroying time.Duration
 			for b.Loop() {
 				id := sandbox.NewID()
