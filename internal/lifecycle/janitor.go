@@ -408,8 +408,8 @@ func (j *Janitor) ReconcileNode(ctx context.Context, rep *Report) error {
 	return errors.Join(errs...)
 }
 
-// endStranded ends the ready sandboxes of dead nodes with reason lost, the
-// message naming the node. When the node comes back, its executors release
+// endStranded ends the ready and creating sandboxes of dead nodes with
+// reason lost, the message naming the node. When the node comes back, its executors release
 // them, destroying what it still holds.
 func (j *Janitor) endStranded(ctx context.Context, rep *Report) error {
 	for {

@@ -73,8 +73,9 @@ func (h *Heartbeat) Start(ctx context.Context) error {
 				return
 			case <-ticker.C:
 			}
-			// A beat stuck on a dead connection must not hold the next.
-			bctx, cancel := context.WithTimeout(ctx, h.every)
+			// A beat stuck on a dead connection must not hold the others
+			// for long; three beat periods leave a slow one time to land.
+			bctx, cancel := context.WithTimeout(ctx, 3*h.every)
 			err := h.store.Heartbeat(bctx, h.beat(bctx), false)
 			cancel()
 			switch {

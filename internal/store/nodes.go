@@ -32,8 +32,11 @@ type Node = sandbox.Node
 
 // Heartbeat records that node n is alive now, at the database's clock,
 // with its URL and providers. With starting, its start time is reset too.
+// It runs on the main pool, not the workers' one, whose connections the
+// executor's claims may all hold under load: a beat that waits there
+// makes a live node look dead.
 func (s *Store) Heartbeat(ctx context.Context, n Node, starting bool) error {
-	_, err := s.work.Exec(ctx, `
+	_, err := s.pool.Exec(ctx, `
 		INSERT INTO nodes AS n (id, url, providers, started_at, heartbeat_at)
 		VALUES ($1, $2, $3, clock_timestamp(), clock_timestamp())
 		ON CONFLICT (id) DO UPDATE SET url = EXCLUDED.url, providers = EXCLUDED.providers,
@@ -135,20 +138,20 @@ func (s *Store) NodeLoad(ctx context.Context, provider, node string) (Load, erro
 	return l, nil
 }
 
-// Stranded is a ready sandbox on a dead node.
+// Stranded is a ready or creating sandbox on a dead node.
 type Stranded struct {
 	ID, Node string
 	// HeartbeatAt is the node's last heartbeat.
 	HeartbeatAt time.Time
 }
 
-// StrandedSandboxes returns up to limit ready sandboxes placed on nodes
-// that are dead.
+// StrandedSandboxes returns up to limit ready or creating sandboxes placed
+// on nodes that are dead.
 func (s *Store) StrandedSandboxes(ctx context.Context, limit int) ([]Stranded, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT sb.id, sb.node, COALESCE(n.heartbeat_at, '-infinity')
 		FROM sandboxes sb LEFT JOIN nodes n ON n.id = sb.node
-		WHERE sb.node IS NOT NULL AND sb.state = 'ready' AND `+nodeDead("sb.node", "$1")+`
+		WHERE sb.node IS NOT NULL AND sb.state IN ('creating', 'ready') AND `+nodeDead("sb.node", "$1")+`
 		ORDER BY sb.id LIMIT $2`, s.nodeGrace, limit)
 	if err != nil {
 		return nil, wrap("stranded sandboxes", err)

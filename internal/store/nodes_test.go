@@ -51,27 +51,32 @@ func TestClaimsPlaceOnTheClaimingNode(t *testing.T) {
 		t.Errorf("claim event says %q; want it to name the node", msg)
 	}
 
-	// Its lease lapses: n2 may not take it while n1 is alive, n1 may.
+	// Its lease lapses: no other node takes it, even once n1 is dead (its
+	// interrupted call may have left it running there); it is stranded.
 	b.clock.Advance(11 * time.Second)
 	if claims, _ := b.st.ClaimCreates(b.ctx, "local", "n2", "w2", 10, 10*time.Second, store.Share{}); len(claims) != 0 {
 		t.Fatalf("n2 reclaimed a lapsed create of live node n1")
 	}
 	b.kill(t, "n1")
-	claims, err = b.st.ClaimCreates(b.ctx, "local", "n2", "w2", 10, 10*time.Second, store.Share{})
-	if err != nil || len(claims) != 1 || claims[0].Sandbox.Node != "n2" {
-		t.Fatalf("n2's claim of dead n1's lapsed create = %+v, %v; want it, placed on n2", claims, err)
+	if claims, _ := b.st.ClaimCreates(b.ctx, "local", "n2", "w2", 10, 10*time.Second, store.Share{}); len(claims) != 0 {
+		t.Fatalf("n2 reclaimed a lapsed create of dead node n1: it could run twice")
+	}
+	if st, err := b.st.StrandedSandboxes(b.ctx, 10); err != nil || len(st) != 1 || st[0].ID != sb.ID {
+		t.Fatalf("stranded = %+v, %v; want n1's creating sandbox", st, err)
+	}
+	ended, ok, err := b.st.MarkStranded(b.ctx, sb.ID, "n1", "its node n1 died")
+	if err != nil || !ok || ended.State != sandbox.StateCancelled || ended.Reason != sandbox.ReasonLost {
+		t.Fatalf("MarkStranded of a creating sandbox = %+v, %v, %v; want cancelled, reason lost", ended, ok, err)
 	}
 
-	// Ended: only its node releases it.
-	if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "test"); err != nil {
-		t.Fatal(err)
-	}
+	// Ended: only its node releases it, when it comes back.
 	b.clock.Advance(11 * time.Second)
-	if claims, _ := b.st.ClaimReleases(b.ctx, "local", "n1", "w1", 10, time.Second, store.Share{}); len(claims) != 0 {
-		t.Fatal("n1 claimed the release of a sandbox placed on n2")
+	if claims, _ := b.st.ClaimReleases(b.ctx, "local", "n2", "w2", 10, time.Second, store.Share{}); len(claims) != 0 {
+		t.Fatal("n2 claimed the release of a sandbox placed on n1")
 	}
-	if claims, err := b.st.ClaimReleases(b.ctx, "local", "n2", "w2", 10, time.Second, store.Share{}); err != nil || len(claims) != 1 {
-		t.Fatalf("n2's release claim = %d, %v; want its sandbox", len(claims), err)
+	b.beat(t, "n1")
+	if claims, err := b.st.ClaimReleases(b.ctx, "local", "n1", "w1", 10, time.Second, store.Share{}); err != nil || len(claims) != 1 {
+		t.Fatalf("n1's release claim = %d, %v; want its sandbox", len(claims), err)
 	}
 
 	// Without a node (a provider that is not host-bound) nothing changes.

@@ -82,13 +82,15 @@ func (s *Store) MarkLost(ctx context.Context, id, message string) (sandbox.Sandb
 		message, id)
 }
 
-// MarkStranded is MarkLost for a ready sandbox of a dead node: it ends the
-// sandbox only if it is still placed on node and that node is still dead
-// when the statement runs, so a node that beat again meanwhile keeps it.
+// MarkStranded is MarkLost for a ready or creating sandbox of a dead node
+// (a creating one ends cancelled, reason lost): it ends the sandbox only if
+// it is still placed on node and that node is still dead when the
+// statement runs, so a node that beat again meanwhile keeps it. The node
+// releases it when it comes back.
 func (s *Store) MarkStranded(ctx context.Context, id, node, message string) (sandbox.Sandbox, bool, error) {
 	return s.markLost(ctx, `
 			SELECT id, state, lease_owner FROM sandboxes
-			WHERE id = $5 AND state = 'ready' AND node = $6 AND `+nodeDead("sandboxes.node", "$7")+`
+			WHERE id = $5 AND state IN ('creating', 'ready') AND node = $6 AND `+nodeDead("sandboxes.node", "$7")+`
 			FOR UPDATE`,
 		message, id, node, s.nodeGrace)
 }

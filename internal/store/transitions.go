@@ -82,8 +82,10 @@ func fairPick(where, order string, first int) string {
 //
 // node is the claiming node for a host-bound provider, "" for any other: a
 // claim places the sandbox on that node, and a lapsed create is reclaimed
-// only by its own node, or by any node once its node is dead (what the dead
-// node made is an orphan there when it comes back).
+// only by its own node. Never by another, even once its node is dead: the
+// interrupted call may have left the sandbox running there, and a second
+// node's create would run it twice. The janitor ends those instead
+// (StrandedSandboxes).
 func (s *Store) ClaimCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, share Share) ([]Claim, error) {
 	return s.claimCreates(ctx, "(state = 'requested' OR (state = 'creating' AND lease_expires_at < $2))",
 		provider, node, worker, limit, lease, share, nil)
@@ -92,17 +94,25 @@ func (s *Store) ClaimCreates(ctx context.Context, provider, node, worker string,
 // ClaimNewCreates is ClaimCreates for requested sandboxes created at or
 // after since only: it starts its walk of the pending index there.
 func (s *Store) ClaimNewCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, since time.Time, share Share) ([]Claim, error) {
-	return s.claimCreates(ctx, "state = 'requested' AND created_at >= $11", provider, node, worker, limit, lease, share, []any{since})
+	return s.claimCreates(ctx, "state = 'requested' AND created_at >= $10", provider, node, worker, limit, lease, share, []any{since})
 }
 
 func (s *Store) claimCreates(ctx context.Context, which, provider, node, worker string, limit int, lease time.Duration, share Share, extra []any) ([]Claim, error) {
 	now := s.Now()
-	args := append([]any{provider, now, limit, worker, now.Add(lease), node, s.nodeGrace}, share.args(limit)...)
+	args := append([]any{provider, now, limit, worker, now.Add(lease), node}, share.args(limit)...)
 	args = append(args, extra...)
 	where := `provider = $1 AND state IN ('requested', 'creating') AND ` + which + `
-			  AND ($6::text = '' OR state = 'requested' OR node = $6 OR ` + nodeDead("sandboxes.node", "$7") + `)`
-	rows, err := s.work.Query(ctx, `
-		WITH `+fairPick(where, "created_at", 8)+`, upd AS (
+			  AND ($6::text = '' OR state = 'requested' OR node = $6 OR node IS NULL)`
+	// A placement is a promise across hosts, so it commits durably: were
+	// a claim lost in a crash of Postgres, another node could create the
+	// sandbox while this one runs it (TestChaosNodes caught that). Other
+	// claims may be lost and redone: their create is idempotent.
+	var q querier = s.work
+	if node != "" {
+		q = s.pool
+	}
+	rows, err := q.Query(ctx, `
+		WITH `+fairPick(where, "created_at", 7)+`, upd AS (
 			UPDATE sandboxes s SET
 				state = 'creating', epoch = s.epoch + 1, attempts = s.attempts + 1,
 				lease_owner = $4, lease_expires_at = $5, updated_at = GREATEST($2, s.created_at),
@@ -304,12 +314,13 @@ func (s *Store) MarkFailed(ctx context.Context, id string, epoch int64, actor sa
 // backoff). lastErr, if set, is shown in the sandbox's error field until it
 // settles. refund takes back the attempt the claim counted, for a hand-back
 // that made no attempt worth counting (a shutdown). A host-bound sandbox
-// loses its node: any live node may take it up (whatever the first one
-// made of it is an orphan there once another node claims it).
+// keeps its node, which alone may take it up again while it lives: the
+// interrupted call may have left the sandbox running there, and another
+// node's create would run it twice (TestChaosNodes caught that).
 func (s *Store) Unclaim(ctx context.Context, id string, epoch int64, at time.Time, lastErr string, refund bool) error {
 	tag, err := s.work.Exec(ctx, `
 		UPDATE sandboxes SET lease_owner = NULL, lease_expires_at = $3, updated_at = $4,
-			error = coalesce($5, error), node = NULL,
+			error = coalesce($5, error),
 			attempts = CASE WHEN $6 THEN greatest(attempts - 1, 0) ELSE attempts END
 		WHERE id = $1 AND epoch = $2 AND state = 'creating'`,
 		id, epoch, at.UTC(), s.Now(), nullable(lastErr), refund)
