@@ -486,8 +486,8 @@ func (h *chaos) sample() {
 	defer h.mu.Unlock()
 	h.peak = max(h.peak, len(seen))
 	for id, at := range seen {
-		if len(at) > 1 {
-			h.duplicates[id] = strings.Join(at, ",")
+		if _, known := h.duplicates[id]; len(at) > 1 && !known {
+			h.duplicates[id] = strings.Join(at, ",") + "@" + time.Now().UTC().Format("15:04:05.000")
 		}
 	}
 }
@@ -817,6 +817,10 @@ func (h *chaos) check() {
 	fail("leaked provider resources", leaks)
 	fail("ready sandboxes missing at the provider", missing)
 	fail("sandboxes created more than once", duplicates)
+	for _, d := range duplicates[:min(len(duplicates), 3)] {
+		id, _, _ := strings.Cut(d, "×")
+		h.t.Logf("history of %s:\n%s", id, h.history(conn, id))
+	}
 	fail("sandboxes marked lost while their node was alive", wronglyLost)
 	fail("owned sandboxes that outlived their owner's lease by more than one interval", overshoots)
 	fail("illegal histories", illegal)
@@ -840,6 +844,28 @@ func (h *chaos) check() {
 // lost only within that span. The check allows from half a grace after the
 // kill (a heartbeat a little late before it) until 2s after the return (a
 // judgement made just before it).
+// history is a sandbox's events, one per line, to explain a failure.
+func (h *chaos) history(conn *pgx.Conn, id string) string {
+	rows, err := conn.Query(h.t.Context(), `
+		SELECT at, coalesce(from_state, '-'), to_state, actor, coalesce(message, '') FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id`, id)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var (
+			at                       time.Time
+			from, to, actor, message string
+		)
+		if err := rows.Scan(&at, &from, &to, &actor, &message); err != nil {
+			return err.Error()
+		}
+		fmt.Fprintf(&b, "  %s %s>%s %s: %s\n", at.Format("15:04:05.000"), from, to, actor, message)
+	}
+	return b.String()
+}
+
 func (h *chaos) checkLost(ctx context.Context, conn *pgx.Conn) (int, []string) {
 	rows, err := conn.Query(ctx, `SELECT id, coalesce(node, ''), ended_at FROM sandboxes WHERE reason = 'lost'`)
 	if err != nil {
