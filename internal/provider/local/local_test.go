@@ -555,23 +555,28 @@ func TestResourceLimits(t *testing.T) {
 	if r := run(t, p, hog, `echo alive`); r.Output != "alive\n" {
 		t.Errorf("after the storm the sandbox answers %+v", r)
 	}
-	// The storm's processes are killed at once but reaped a moment later:
-	// until then the sandbox is still at its process limit.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if r := run(t, p, hog, `/bin/true && echo forked`); r.Output == "forked\n" {
-			break
+	// Killed processes are reaped, and their memory freed, a moment after
+	// the kill: until then the sandbox is still at its limit.
+	recovered := func(after string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			if r := run(t, p, hog, `/bin/true && echo forked`); r.Output == "forked\n" {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the sandbox cannot fork 10 s after %s", after)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the sandbox cannot fork 10 s after its fork storm was killed")
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
+	recovered("its fork storm was killed")
 
 	// Memory hog: killed by the kernel, inside its sandbox.
 	r := run(t, p, hog, `python3 -c 'b = bytearray(512 << 20); print(len(b))'`)
 	if r.ExitCode != 137 || !r.OOMKilled || strings.Contains(r.Output, "536870912") {
 		t.Errorf("memory hog = %+v, want killed (137) by the memory limit", r)
 	}
+	recovered("its memory hog was killed")
 	// /tmp filler: /tmp is no larger than the memory limit.
 	r = run(t, p, hog, `head -c 300M /dev/zero > /tmp/fill; echo exit=$?; du -m /tmp/fill | cut -f1`)
 	if !strings.Contains(r.Output, "exit=1") && r.ExitCode != 137 {
