@@ -575,6 +575,9 @@ test('keyboard: a skip link, labelled controls, nav by keys and a visible focus'
   await page.keyboard.press('Enter');
   await page.locator('main h1', {hasText: 'Owners'}).waitFor();
   assert.equal(await page.evaluate(() => location.hash), '#/owners');
+  // The heading shows before the page's data has loaded; focus moves to it
+  // once the page is complete.
+  await page.waitForFunction(() => document.activeElement?.tagName === 'H1', null, {timeout: 10_000}).catch(() => {});
   assert.equal(await page.evaluate(() => document.activeElement.tagName), 'H1', 'focus moves to the new page');
   await done();
 });
