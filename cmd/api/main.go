@@ -290,7 +290,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 			return err
 		}
 	}
-	node := store.Node{ID: cfg.NodeID, URL: nodeURL(cfg.NodeURL, ln.Addr()), Providers: cfg.Providers}
+	node := store.Node{ID: cfg.NodeID, URL: nodeURL(cfg.NodeURL, ln.Addr())} // each beat adds the providers offered
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
