@@ -1736,7 +1736,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.",
+                "description": "Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.",
                 "consumes": [
                     "application/json"
                 ],
@@ -1842,7 +1842,7 @@ const docTemplate = `{
                         }
                     },
                     "409": {
-                        "description": "IDEMPOTENCY_KEY_REUSED",
+                        "description": "IDEMPOTENCY_KEY_REUSED, or SANDBOX_ID_TAKEN: the client-chosen id names another sandbox",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },
@@ -3996,6 +3996,11 @@ const docTemplate = `{
                         "PYTHONUNBUFFERED": "1"
                     }
                 },
+                "id": {
+                    "description": "ID is the sandbox's id, chosen by the client so that it knows the id before any I/O: \"sbx_\" and 26 characters of the alphabet 0-9 a-z without i l o u (the first 10 encode the creation time in milliseconds, the rest are random). Default: the server chooses one. A create with an id is idempotent on it (the same request again returns the same sandbox, 200); another request with the same id is 409 IDEMPOTENCY_KEY_REUSED, and an id already taken is 409 SANDBOX_ID_TAKEN.",
+                    "type": "string",
+                    "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"
+                },
                 "labels": {
                     "description": "Labels are free-form key/value pairs to filter by.",
                     "type": "object",
@@ -4492,6 +4497,7 @@ const docTemplate = `{
                         "NOT_FOUND",
                         "SANDBOX_STATE_CONFLICT",
                         "IDEMPOTENCY_KEY_REUSED",
+                        "SANDBOX_ID_TAKEN",
                         "UNKNOWN_PROVIDER",
                         "PROVIDER_UNAVAILABLE",
                         "NOT_SUPPORTED",
@@ -4511,6 +4517,7 @@ const docTemplate = `{
                         "ProblemCodeNotFound",
                         "ProblemCodeSandboxStateConflict",
                         "ProblemCodeIdempotencyKeyReused",
+                        "ProblemCodeSandboxIdTaken",
                         "ProblemCodeUnknownProvider",
                         "ProblemCodeProviderUnavailable",
                         "ProblemCodeNotSupported",

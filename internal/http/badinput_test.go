@@ -125,6 +125,13 @@ func TestBadInput(t *testing.T) {
 		// Idempotency keys.
 		post("idempotency key reused with another body", `{"labels":{"seed":"no"}}`, http.StatusConflict, "IDEMPOTENCY_KEY_REUSED",
 			header("Idempotency-Key", "seed-key")),
+		// Client-chosen ids.
+		invalid("id without prefix", `{"id":"0123456789abcdefghjkmnpqrs"}`),
+		invalid("id too short", `{"id":"sbx_0123456789"}`),
+		invalid("id with a letter outside the alphabet", `{"id":"sbx_0123456789abcdefghjkmnpqru"}`),
+		invalid("id upper case", `{"id":"sbx_0123456789ABCDEFGHJKMNPQRS"}`),
+		invalid("id not a string", `{"id":7}`),
+		post("id of an existing sandbox", `{"id":"`+seed.ID+`"}`, http.StatusConflict, "SANDBOX_ID_TAKEN"),
 		invalid("idempotency key too long", `{}`, header("Idempotency-Key", strings.Repeat("k", 256))),
 		invalid("idempotency key not ASCII", `{}`, header("Idempotency-Key", "clé")),
 		invalid("idempotency key with tab", `{}`, header("Idempotency-Key", "a\tb")),

@@ -100,6 +100,7 @@ const (
 	ProblemCodePermissionDenied     ProblemCode = "PERMISSION_DENIED"
 	ProblemCodeProviderUnavailable  ProblemCode = "PROVIDER_UNAVAILABLE"
 	ProblemCodeQuotaExceeded        ProblemCode = "QUOTA_EXCEEDED"
+	ProblemCodeSandboxIdTaken       ProblemCode = "SANDBOX_ID_TAKEN"
 	ProblemCodeSandboxStateConflict ProblemCode = "SANDBOX_STATE_CONFLICT"
 	ProblemCodeUnauthenticated      ProblemCode = "UNAUTHENTICATED"
 	ProblemCodeUnavailable          ProblemCode = "UNAVAILABLE"
@@ -134,6 +135,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeProviderUnavailable:
 		return true
 	case ProblemCodeQuotaExceeded:
+		return true
+	case ProblemCodeSandboxIdTaken:
 		return true
 	case ProblemCodeSandboxStateConflict:
 		return true
@@ -407,6 +410,11 @@ type CreateSandboxRequest struct {
 	//
 	// Example: {"PYTHONUNBUFFERED":"1"}
 	Env *map[string]string `json:"env,omitempty"`
+
+	// Id ID is the sandbox's id, chosen by the client so that it knows the id before any I/O: "sbx_" and 26 characters of the alphabet 0-9 a-z without i l o u (the first 10 encode the creation time in milliseconds, the rest are random). Default: the server chooses one. A create with an id is idempotent on it (the same request again returns the same sandbox, 200); another request with the same id is 409 IDEMPOTENCY_KEY_REUSED, and an id already taken is 409 SANDBOX_ID_TAKEN.
+	//
+	// Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+	Id *string `json:"id,omitempty"`
 
 	// Labels Labels are free-form key/value pairs to filter by.
 	//
@@ -1316,7 +1324,7 @@ type ClientInterface interface {
 
 	// CreateSandboxWithBody Request a sandbox
 	//
-	// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+	// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1325,7 +1333,7 @@ type ClientInterface interface {
 
 	// CreateSandbox Request a sandbox
 	//
-	// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+	// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1784,7 +1792,7 @@ func (c *Client) ListSandboxes(ctx context.Context, params *ListSandboxesParams,
 
 // CreateSandboxWithBody Request a sandbox
 //
-// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1803,7 +1811,7 @@ func (c *Client) CreateSandboxWithBody(ctx context.Context, params *CreateSandbo
 
 // CreateSandbox Request a sandbox
 //
-// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3824,7 +3832,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateSandboxWithBodyWithResponse Request a sandbox
 	//
-	// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+	// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3833,7 +3841,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateSandboxWithResponse Request a sandbox
 	//
-	// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+	// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8213,7 +8221,7 @@ func (c *ClientWithResponses) ListSandboxesWithResponse(ctx context.Context, par
 
 // CreateSandboxWithBodyWithResponse Request a sandbox
 //
-// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8228,7 +8236,7 @@ func (c *ClientWithResponses) CreateSandboxWithBodyWithResponse(ctx context.Cont
 
 // CreateSandboxWithResponse Request a sandbox
 //
-// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

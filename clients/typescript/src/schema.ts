@@ -323,7 +323,7 @@ export interface paths {
         put?: never;
         /**
          * Request a sandbox
-         * @description Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+         * @description Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
          */
         post: operations["createSandbox"];
         delete?: never;
@@ -653,6 +653,11 @@ export interface components {
                 [key: string]: string;
             };
             /**
+             * @description ID is the sandbox's id, chosen by the client so that it knows the id before any I/O: "sbx_" and 26 characters of the alphabet 0-9 a-z without i l o u (the first 10 encode the creation time in milliseconds, the rest are random). Default: the server chooses one. A create with an id is idempotent on it (the same request again returns the same sandbox, 200); another request with the same id is 409 IDEMPOTENCY_KEY_REUSED, and an id already taken is 409 SANDBOX_ID_TAKEN.
+             * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+             */
+            id?: string;
+            /**
              * @description Labels are free-form key/value pairs to filter by.
              * @example {
              *       "team": "ml"
@@ -935,7 +940,7 @@ export interface components {
              * @example NOT_FOUND
              * @enum {string}
              */
-            code: "INVALID_REQUEST" | "UNAUTHENTICATED" | "FORBIDDEN" | "NOT_FOUND" | "SANDBOX_STATE_CONFLICT" | "IDEMPOTENCY_KEY_REUSED" | "UNKNOWN_PROVIDER" | "PROVIDER_UNAVAILABLE" | "NOT_SUPPORTED" | "PAYLOAD_TOO_LARGE" | "QUOTA_EXCEEDED" | "FILE_NOT_FOUND" | "IS_DIRECTORY" | "PERMISSION_DENIED" | "INVALID_PATH" | "INTERNAL" | "UNAVAILABLE";
+            code: "INVALID_REQUEST" | "UNAUTHENTICATED" | "FORBIDDEN" | "NOT_FOUND" | "SANDBOX_STATE_CONFLICT" | "IDEMPOTENCY_KEY_REUSED" | "SANDBOX_ID_TAKEN" | "UNKNOWN_PROVIDER" | "PROVIDER_UNAVAILABLE" | "NOT_SUPPORTED" | "PAYLOAD_TOO_LARGE" | "QUOTA_EXCEEDED" | "FILE_NOT_FOUND" | "IS_DIRECTORY" | "PERMISSION_DENIED" | "INVALID_PATH" | "INTERNAL" | "UNAVAILABLE";
             /**
              * @description Detail explains this occurrence.
              * @example sandbox sbx_... not found
@@ -2598,7 +2603,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description IDEMPOTENCY_KEY_REUSED */
+            /** @description IDEMPOTENCY_KEY_REUSED, or SANDBOX_ID_TAKEN: the client-chosen id names another sandbox */
             409: {
                 headers: {
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
