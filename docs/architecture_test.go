@@ -1,0 +1,49 @@
+package docs_test
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// TestArchitectureEdgesMatchTheLifecycle reads the state-edge table of
+// docs/architecture.md ("Who moves each state edge") and checks that it
+// names exactly the edges sandbox.CanTransition allows: none missing, none
+// the code refuses.
+func TestArchitectureEdgesMatchTheLifecycle(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## Who moves each state edge")
+	if !ok {
+		t.Fatal(`docs/architecture.md has no "Who moves each state edge" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	row := regexp.MustCompile("(?m)^\\| ((?:`[a-z]+`/?)+) → `([a-z]+)` \\|")
+	state := regexp.MustCompile("`([a-z]+)`")
+	documented := map[[2]sandbox.State]bool{}
+	for _, m := range row.FindAllStringSubmatch(section, -1) {
+		for _, from := range state.FindAllStringSubmatch(m[1], -1) {
+			documented[[2]sandbox.State{sandbox.State(from[1]), sandbox.State(m[2])}] = true
+		}
+	}
+	if len(documented) == 0 {
+		t.Fatal("found no edge rows in the table")
+	}
+	for _, from := range sandbox.States {
+		for _, to := range sandbox.States {
+			edge := [2]sandbox.State{from, to}
+			switch allowed := sandbox.CanTransition(from, to); {
+			case allowed && !documented[edge]:
+				t.Errorf("the code allows %s → %s; docs/architecture.md's table does not name it", from, to)
+			case !allowed && documented[edge]:
+				t.Errorf("docs/architecture.md's table names %s → %s; the code refuses it", from, to)
+			}
+		}
+	}
+}
