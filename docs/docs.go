@@ -867,6 +867,18 @@ const docTemplate = `{
                             }
                         }
                     },
+                    "400": {
+                        "description": "INVALID_REQUEST: a query parameter (it takes none)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
                     "401": {
                         "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
                         "schema": {
@@ -1337,6 +1349,18 @@ const docTemplate = `{
                         "description": "OK",
                         "schema": {
                             "$ref": "#/definitions/ProviderList"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a query parameter (it takes none)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
                         },
                         "headers": {
                             "X-Request-ID": {

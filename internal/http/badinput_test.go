@@ -183,6 +183,8 @@ func TestBadInput(t *testing.T) {
 		get("an event's reason, not a sandbox's", "/v1/sandboxes?reason=owner_transferred", http.StatusBadRequest, "INVALID_REQUEST"),
 		get("empty reason", "/v1/sandboxes?reason=", http.StatusBadRequest, "INVALID_REQUEST"),
 		get("unknown query parameter", "/v1/sandboxes?foo=1", http.StatusBadRequest, "INVALID_REQUEST"),
+		get("query parameter on the provider list", "/v1/providers?name=sim", http.StatusBadRequest, "INVALID_REQUEST"),
+		get("query parameter on the node list", "/v1/nodes?alive=true", http.StatusBadRequest, "INVALID_REQUEST"),
 		get("query parameter of other case", "/v1/sandboxes?State=ready", http.StatusBadRequest, "INVALID_REQUEST"),
 		get("created_after not a time", "/v1/sandboxes?created_after=yesterday", http.StatusBadRequest, "INVALID_REQUEST"),
 		get("created_after a date only", "/v1/sandboxes?created_after=2026-01-02", http.StatusBadRequest, "INVALID_REQUEST"),

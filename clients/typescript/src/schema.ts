@@ -1860,6 +1860,17 @@ export interface operations {
                     "application/json": components["schemas"]["NodeList"];
                 };
             };
+            /** @description INVALID_REQUEST: a query parameter (it takes none) */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
             401: {
                 headers: {
@@ -2229,6 +2240,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ProviderList"];
+                };
+            };
+            /** @description INVALID_REQUEST: a query parameter (it takes none) */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
