@@ -1,11 +1,13 @@
 package docs_test
 
 import (
+	"encoding/json"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/tetherhq/tether/docs"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -45,5 +47,31 @@ func TestArchitectureEdgesMatchTheLifecycle(t *testing.T) {
 				t.Errorf("docs/architecture.md's table names %s → %s; the code refuses it", from, to)
 			}
 		}
+	}
+}
+
+// TestDescriptionsNameOnlyDocumentedSchemas: a description that says a
+// value is "a Problem" or "an ExecResult" names a schema the document has,
+// so a client generator (or reader) can find it.
+func TestDescriptionsNameOnlyDocumentedSchemas(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Components struct {
+			Schemas map[string]json.RawMessage `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(docs.OpenAPIJSON, &doc); err != nil {
+		t.Fatal(err)
+	}
+	named := regexp.MustCompile(`\b(?:an?|the) ((?:[A-Z][a-z]+){2,})\b`)
+	seen := 0
+	for _, m := range named.FindAllStringSubmatch(string(docs.OpenAPIJSON), -1) {
+		seen++
+		if _, ok := doc.Components.Schemas[m[1]]; !ok {
+			t.Errorf("a description names %q, which is not a schema of the document", m[1])
+		}
+	}
+	if seen == 0 {
+		t.Error("no description names a schema: the pattern is broken")
 	}
 }
