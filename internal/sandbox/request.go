@@ -29,15 +29,17 @@ func NewID() string {
 	return idPrefix + idEncoding.EncodeToString(b[:])
 }
 
-// ValidID reports whether id has the shape of a sandbox id. Malformed ids are
-// answered as not found without a query.
+// ValidID reports whether id has the shape of a sandbox id: NewID's, in its
+// one spelling (26 characters carry 130 bits, so the last two must be zero;
+// otherwise several ids would name the same 128). Malformed ids are answered
+// as not found without a query, and refused as a create's client-chosen id.
 func ValidID(id string) bool {
 	rest, ok := strings.CutPrefix(id, idPrefix)
 	if !ok || len(rest) != 26 {
 		return false
 	}
-	_, err := idEncoding.DecodeString(rest)
-	return err == nil
+	b, err := idEncoding.DecodeString(rest)
+	return err == nil && idEncoding.EncodeToString(b) == rest
 }
 
 // CreateParams is a validated request for a new sandbox, as the store

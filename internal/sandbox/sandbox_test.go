@@ -52,7 +52,8 @@ func TestIDs(t *testing.T) {
 		}
 		seen[id], prev = true, id
 	}
-	for _, bad := range []string{"", "sbx_", "sbx_short", "xyz_0123456789abcdefghjkmnpq", "sbx_0123456789abcdefghjkmnpI", "sbx_0123456789abcdefghjkmnpqr"} {
+	for _, bad := range []string{"", "sbx_", "sbx_short", "xyz_0123456789abcdefghjkmnpq", "sbx_0123456789abcdefghjkmnpI", "sbx_0123456789abcdefghjkmnpqr",
+		"sbx_00000000000000000000000001"} { // the last: 2 bits past the 128 set, another spelling of sbx_…0
 		if sandbox.ValidID(bad) {
 			t.Errorf("ValidID(%q) = true", bad)
 		}

@@ -488,6 +488,29 @@ func TestCreateWithClientID(t *testing.T) {
 	if err := b.st.Pool().QueryRow(b.ctx, `SELECT count(*), (SELECT count(*) FROM idempotency_keys) FROM sandboxes`).Scan(&n, &keys); err != nil || n != 1 || keys != 1 {
 		t.Errorf("sandboxes = %d, idempotency keys = %d (%v); want 1 and 1: a refused create writes nothing", n, keys, err)
 	}
+
+	// With an owner, as the Python client always sends: the owner's lease
+	// is taken once, a replay is the same sandbox, a clash writes nothing.
+	owned := sandbox.NewID()
+	withOwner := func(tenant, hash string) sandbox.CreateParams {
+		return sandbox.CreateParams{ID: owned, Tenant: tenant, Provider: "sim", Owner: "agent-7", TTL: time.Hour,
+			OwnerTTL: time.Minute, CreateTimeout: time.Minute, IdempotencyKey: owned, RequestHash: []byte(hash)}
+	}
+	sb, created, err := b.st.CreateSandbox(b.ctx, withOwner("acme", "o1"))
+	if err != nil || !created || sb.ID != owned || sb.Owner != "agent-7" {
+		t.Fatalf("create with id and owner = %+v created=%v err=%v", sb, created, err)
+	}
+	again, created, err = b.st.CreateSandbox(b.ctx, withOwner("acme", "o1"))
+	if err != nil || created || again.ID != owned {
+		t.Fatalf("replay with owner = %s created=%v err=%v", again.ID, created, err)
+	}
+	if _, _, err = b.st.CreateSandbox(b.ctx, withOwner("other", "o1")); sandbox.ErrorCode(err) != sandbox.CodeSandboxIDTaken {
+		t.Errorf("another tenant, with owner: %v, want SANDBOX_ID_TAKEN", err)
+	}
+	var owners int
+	if err := b.st.Pool().QueryRow(b.ctx, `SELECT count(*) FROM owners WHERE name = 'agent-7'`).Scan(&owners); err != nil || owners != 1 {
+		t.Errorf("owner rows for agent-7 = %d (%v), want 1: the refused create of tenant other wrote one", owners, err)
+	}
 }
 
 func TestListPaginationUnderInserts(t *testing.T) {
