@@ -12,10 +12,13 @@ our own guard, written from blockbuster's list and rules:
 * name resolution: ``socket.getaddrinfo``, ``gethostbyname(_ex)``,
   ``gethostbyaddr``, ``getnameinfo``;
 * files: ``os.stat``, ``os.lstat``, ``os.listdir``, ``os.scandir``,
-  ``os.access``, the ``os.path`` functions built on them, ``open`` and
+  ``os.access``, ``os.statvfs``, ``os.readlink``, ``os.getcwd``,
+  ``os.path.abspath`` and the ``os.path`` functions built on them;
+  ``os.mkdir``, ``os.rmdir``, ``os.unlink``, ``os.remove``, ``os.rename``,
+  ``os.replace``, ``os.link``, ``os.symlink``, ``os.sendfile``; ``open`` and
   ``io.open`` (and every other file open, through the ``open`` audit event),
   except the module files an import reads;
-* ``time.sleep``;
+* ``time.sleep``, even of 0;
 * waits: ``threading.Condition.wait`` (and so ``Event.wait``,
   ``Semaphore.acquire``, ``queue.Queue.get``), ``threading.Thread.join`` of a
   live thread, ``concurrent.futures.Future.result``/``exception`` of a
@@ -24,13 +27,19 @@ our own guard, written from blockbuster's list and rules:
   inside ``Thread.start`` (it waits for the new thread to run) and
   ``ThreadPoolExecutor.submit`` are allowed;
 * process spawns: ``subprocess.Popen``, ``os.system``, ``os.posix_spawn``,
-  ``os.spawn*``, ``os.fork``, ``os.exec*`` (audit events).
+  ``os.spawn*``, ``os.fork``, ``os.exec*`` (audit events), except asyncio's
+  own (``asyncio.create_subprocess_exec``), which does not wait for the child.
 
-Where it differs from blockbuster, said plainly: locks that C code or
-modules imported before :func:`install` made with ``_thread.allocate_lock``
-are not seen (blockbuster patches the lock type itself, with forbiddenfruit);
-``os.read``/``os.write`` and file-object reads are not wrapped (files are
-refused at ``open``); sqlite3 and ``input`` are not covered.
+Where it differs from blockbuster, said plainly:
+
+* it sees less: locks that C code or modules imported before
+  :func:`install` made with ``_thread.allocate_lock`` (blockbuster patches
+  the lock type itself, with forbiddenfruit); reads and writes of files and
+  descriptors already open (``os.read``, ``os.write``,
+  ``io.TextIOWrapper.write``, so a logging ``FileHandler``'s writes: files
+  are refused at ``open`` instead); sqlite3 and ``input``;
+* it refuses more: process spawns (blockbuster has no rule for them) and
+  DNS lookups (blockbuster sees them only as the socket calls they lead to).
 
 A violation raises :class:`BlockingCallError` and is recorded in
 :data:`violations`. The guard is active only inside :func:`guarded`; the
@@ -72,6 +81,8 @@ _MAY_WAIT_IN = (
     ("concurrent/futures/thread.py", "submit"),
     ("asyncio/base_events.py", "shutdown_default_executor"),
 )
+# Frames in which a process spawn is asyncio's own (it does not wait).
+_MAY_SPAWN_IN = (("asyncio/base_subprocess.py", "__init__"), ("asyncio/unix_events.py", "_start"))
 
 
 def _guarding() -> bool:
@@ -81,11 +92,11 @@ def _guarding() -> bool:
     return asyncio._get_running_loop() is not None
 
 
-def _allowed_here() -> bool:
+def _allowed_here(allowed: tuple[tuple[str, str], ...] = _MAY_WAIT_IN) -> bool:
     frame = sys._getframe(2)
     while frame is not None:
         name = frame.f_code.co_filename.replace("\\", "/")
-        for suffix, func in _MAY_WAIT_IN:
+        for suffix, func in allowed:
             if frame.f_code.co_name == func and name.endswith(suffix):
                 return True
         frame = frame.f_back
@@ -190,6 +201,8 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
     if not _guarding():
         return
     if event in _AUDITED:
+        if event == "subprocess.Popen" and _allowed_here(_MAY_SPAWN_IN):
+            return
         _violation(f"{event}{args[:2]!r}")
     elif event == "open":
         path = args[0]
@@ -215,9 +228,11 @@ def install() -> None:
         _wrap(ssl.SSLSocket, method, _socket_blocks, _socket_call(f"ssl.SSLSocket.{method}"))
     for fn in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr", "getnameinfo"):
         _wrap(socket, fn, _always, _named(f"socket.{fn}"))
-    for fn in ("stat", "lstat", "listdir", "scandir", "access", "statvfs", "readlink"):
+    for fn in ("stat", "lstat", "listdir", "scandir", "access", "statvfs", "readlink", "getcwd", "mkdir",
+               "rmdir", "unlink", "remove", "rename", "replace", "link", "symlink", "sendfile"):
         _wrap(os, fn, _always, _named(f"os.{fn}"))
-    _wrap(time, "sleep", lambda seconds, *_: seconds > 0, _named("time.sleep"))
+    _wrap(os.path, "abspath", _always, _named("os.path.abspath"))
+    _wrap(time, "sleep", _always, _named("time.sleep"))
     _wrap(threading.Condition, "wait", _always, _named("threading.Condition.wait"), waits=True)
     _wrap(threading.Condition, "wait_for", _always, _named("threading.Condition.wait_for"), waits=True)
     _wrap(threading.Event, "wait", lambda ev, *_, **__: not ev.is_set(), _named("threading.Event.wait"), waits=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import logging
 import os
 import random
@@ -28,6 +29,8 @@ import re
 import socket
 import string
 import threading
+import time
+import weakref
 from typing import Any, Callable, Optional, Sequence
 
 from ._client import AsyncTether, Tether, settings_from_env, ssl_context
@@ -132,19 +135,26 @@ class _Clients:
 
     They share one SSL context, built on first use off any event loop:
     httpx (before 0.28) stats and reads its CA bundle whenever a client is
-    made without a ready context, even for http:// URLs.
+    made without a ready context, even for http:// URLs. Once closed, no
+    client is made again.
     """
 
     def __init__(self, base_url: str, api_key: str, timeout: float, quick_timeout: float) -> None:
         self._args = (base_url, api_key)
         self._timeout = timeout
         self._quick_timeout = quick_timeout
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # taken off the loop only
         self._ssl: Any = None
         self._sync: Optional[Tether] = None
         self._quick: Optional[Tether] = None
-        self._async: Optional[AsyncTether] = None
-        self._async_loop: Optional[asyncio.AbstractEventLoop] = None
+        # An httpx.AsyncClient is bound to the loop it first ran on: one per
+        # loop, dropped with its loop.
+        self._asyncs: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncTether]" = weakref.WeakKeyDictionary()
+        self.closed = False
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError("this TetherProvider is closed")
 
     def _verify(self) -> Any:
         """The shared SSL context. Blocking: never on a running loop's thread."""
@@ -155,6 +165,7 @@ class _Clients:
 
     @property
     def sync(self) -> Tether:
+        self._check_open()
         verify = self._verify()
         with self._lock:
             if self._sync is None:
@@ -163,6 +174,7 @@ class _Clients:
 
     @property
     def quick(self) -> Tether:
+        self._check_open()
         verify = self._verify()
         with self._lock:
             if self._quick is None:
@@ -174,25 +186,33 @@ class _Clients:
     async def aio(self) -> AsyncTether:
         """The async client of the running loop (made on first use; the SSL
         context is built in a worker thread the first time)."""
+        self._check_open()
         loop = asyncio.get_running_loop()
-        if self._async is None or self._async_loop is not loop:
+        client = self._asyncs.get(loop)
+        if client is None:
             verify = self._ssl if self._ssl is not None else await asyncio.to_thread(self._verify)
-            if self._async is None or self._async_loop is not loop:
-                # An httpx.AsyncClient is bound to the loop it first ran on; a
-                # new loop gets a new client (the old loop's one went with it).
-                self._async = AsyncTether(*self._args, timeout=self._timeout, verify=verify)
-                self._async_loop = loop
-        return self._async
+            client = self._asyncs.get(loop)  # made meanwhile by another task?
+            if client is None:
+                client = AsyncTether(*self._args, timeout=self._timeout, verify=verify)
+                self._asyncs[loop] = client
+        return client
+
+    def _take(self) -> tuple[list[Tether], list[tuple[asyncio.AbstractEventLoop, AsyncTether]]]:
+        self.closed = True
+        sync = [c for c in (self._sync, self._quick) if c is not None]
+        self._sync = self._quick = None
+        asyncs = list(self._asyncs.items())
+        self._asyncs.clear()
+        return sync, asyncs
 
     def close(self) -> None:
-        with self._lock:
-            sync, quick, self._sync, self._quick = self._sync, self._quick, None, None
-        for client in (sync, quick):
-            if client is not None:
-                client.close()
-        aclient, loop = self._async, self._async_loop
-        self._async = self._async_loop = None
-        if aclient is not None and loop is not None and not loop.is_closed():
+        """Close every client (blocking: not on a loop's thread)."""
+        sync, asyncs = self._take()
+        for client in sync:
+            client.close()
+        for loop, aclient in asyncs:
+            if loop.is_closed():
+                continue  # its connections went with it
             try:
                 if loop.is_running():
                     asyncio.run_coroutine_threadsafe(aclient.aclose(), loop)
@@ -202,97 +222,68 @@ class _Clients:
                 pass
 
     async def aclose(self) -> None:
-        aclient, loop = self._async, self._async_loop
-        self._async = self._async_loop = None
-        if aclient is not None and loop is asyncio.get_running_loop():
-            await aclient.aclose()
-        with self._lock:
-            sync, quick, self._sync, self._quick = self._sync, self._quick, None, None
-        for client in (sync, quick):
-            if client is not None:
-                client.close()  # closes sockets only: no network round trip
+        """Close every client: this loop's awaited, others' on their loops,
+        the sync ones in a worker thread (closing them takes their pools' locks)."""
+        sync, asyncs = self._take()
+        here = asyncio.get_running_loop()
+        for loop, aclient in asyncs:
+            if loop is here:
+                await aclient.aclose()
+            elif loop.is_running():
+                asyncio.run_coroutine_threadsafe(aclient.aclose(), loop)
+        if sync:
+            await asyncio.to_thread(lambda: [c.close() for c in sync])
 
 
 class _OwnerLease:
-    """This provider's owner lease and the heartbeat that keeps it alive."""
+    """This provider's owner lease and the heartbeat that keeps it alive.
 
-    def __init__(self, clients: _Clients, owner: str, ttl: int) -> None:
+    The heartbeat is a daemon thread of the provider's, whether the sandboxes
+    came from sync or async code: it lives as long as the process (not as
+    long as whichever event loop started it), never runs on a loop, and
+    stops with the process however that ends.
+    """
+
+    def __init__(self, clients: "_Clients", owner: str, ttl: int) -> None:
         self.clients = clients
         self.owner = owner
         self.ttl = ttl
         self.interval = max(0.2, ttl / 3)
         self.beat_timeout = max(0.5, ttl / 2)
         self.named = False  # a create or transfer named the owner
-        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
-        self._task: Optional[asyncio.Task[None]] = None
-        self._task_loop: Optional[asyncio.AbstractEventLoop] = None
-
-    def _beating(self) -> bool:
-        if self._thread is not None and self._thread.is_alive():
-            return True
-        loop = self._task_loop
-        return self._task is not None and not self._task.done() and loop is not None and loop.is_running()
-
-    # -- sync: a daemon thread -------------------------------------------
 
     def start(self) -> None:
         """Renew the lease now (with our TTL, not the server's default) and
-        make sure a heartbeat runs."""
+        make sure the heartbeat runs. Blocking: not on a loop's thread."""
         self.clients.sync.renew_owner_lease(self.owner, self.ttl)
         self.keep_beating()
 
-    def keep_beating(self) -> None:
-        with self._lock:
-            if self.named and not self._stop.is_set() and not self._beating():
-                self._thread = threading.Thread(target=self._beat_thread, name=f"tether-lease-{self.owner}", daemon=True)
-                self._thread.start()
+    async def astart(self) -> None:
+        """start(), awaited."""
+        await (await self.clients.aio()).renew_owner_lease(self.owner, self.ttl)
+        self.keep_beating()
 
-    def _beat_thread(self) -> None:
+    def keep_beating(self) -> None:
+        """Start the heartbeat thread if the owner is named and none runs.
+        (Called on an event loop's thread too: it only starts a thread.)"""
+        thread = self._thread
+        if not self.named or self._stop.is_set() or (thread is not None and thread.is_alive()):
+            return
+        thread = threading.Thread(target=self._beat, name=f"tether-lease-{self.owner}", daemon=True)
+        self._thread = thread
+        thread.start()
+
+    def _beat(self) -> None:
         while not self._stop.wait(self.interval):
             try:
                 self.clients.quick.renew_owner_lease(self.owner, self.ttl)
             except Exception as err:  # transient: the next beat is well within the lease
                 log.debug("owner %s: heartbeat failed: %s", self.owner, err)
 
-    # -- async: an asyncio task ------------------------------------------
-
-    async def astart(self) -> None:
-        await (await self.clients.aio()).renew_owner_lease(self.owner, self.ttl)
-        self.akeep_beating()
-
-    def akeep_beating(self) -> None:
-        # No lock: this runs on the loop, and a thread-started heartbeat
-        # counts as beating (the race can at worst start a second one).
-        if self.named and not self._stop.is_set() and not self._beating():
-            loop = asyncio.get_running_loop()
-            self._task = loop.create_task(self._beat_task(), name=f"tether-lease-{self.owner}")
-            self._task_loop = loop
-
-    async def _beat_task(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            try:
-                client = await self.clients.aio()
-                await asyncio.wait_for(client.renew_owner_lease(self.owner, self.ttl), self.beat_timeout)
-            except asyncio.CancelledError:
-                raise
-            except Exception as err:
-                log.debug("owner %s: heartbeat failed: %s", self.owner, err)
-
     def stop(self, *, join: bool = True) -> None:
         self._stop.set()
-        task, loop = self._task, self._task_loop
-        if task is not None and loop is not None and not task.done() and not loop.is_closed():
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is loop:
-                task.cancel()
-            else:
-                loop.call_soon_threadsafe(task.cancel)
         thread = self._thread
         if join and thread is not None and thread is not threading.current_thread():
             thread.join(timeout=self.beat_timeout + 1)  # it wakes at once unless mid-request
@@ -302,10 +293,10 @@ class _Background:
     """The provider's worker threads: creates and attaches that a
     get_or_create on an event loop's thread handed off, and deletes asked for
     there. Each result is a concurrent.futures.Future; close() waits for the
-    threads (bounded), so none outlives the provider unseen."""
+    threads (bounded), so none outlives the provider unseen. No lock: set
+    add and discard are atomic, and run() is called on loops' threads."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._threads: set[threading.Thread] = set()
 
     def run(self, name: str, fn: Callable[[], Any]) -> "concurrent.futures.Future[Any]":
@@ -318,21 +309,18 @@ class _Background:
             except BaseException as err:  # noqa: BLE001 - handed to whoever waits
                 future.set_exception(err)
             finally:
-                with self._lock:
-                    self._threads.discard(thread)
+                self._threads.discard(thread)
 
         thread = threading.Thread(target=body, name=name, daemon=True)
-        with self._lock:
-            self._threads.add(thread)
+        self._threads.add(thread)
         thread.start()  # (blockbuster allows the wait inside Thread.start)
         return future
 
-    def join(self, timeout: float) -> None:
-        with self._lock:
-            threads = list(self._threads)
-        for thread in threads:
+    def join(self, deadline: float) -> None:
+        """Wait for the threads until the monotonic deadline."""
+        for thread in list(self._threads):
             if thread is not threading.current_thread():
-                thread.join(timeout=timeout)
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 class TetherProvider(SandboxProvider):
@@ -389,6 +377,7 @@ class TetherProvider(SandboxProvider):
         self._lease = _OwnerLease(self._clients, self.owner, self.owner_ttl)
         self._background = _Background()
         self._pending: dict[str, dict[str, Any]] = {}  # id -> body of creates under way in the background
+        self._unmade: set[str] = set()  # ids of background creates the server refused
         self._cleanups: set[asyncio.Task[None]] = set()
         self._closed = False
 
@@ -435,6 +424,12 @@ class TetherProvider(SandboxProvider):
             body["labels"] = {**self.labels, **dict(body.get("labels") or {})}
         body["owner"] = self.owner
         body["id"] = new_sandbox_id()
+        # A copy of the caller's dicts, and JSON-able now: the request is sent
+        # (and replayed, which must match) later, maybe from another thread.
+        try:
+            body = json.loads(json.dumps(body))
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"TetherProvider.get_or_create: the arguments must be JSON values: {err}") from None
         return body, ready_timeout, adopt
 
     def _check_open(self) -> None:
@@ -487,6 +482,15 @@ class TetherProvider(SandboxProvider):
         def create() -> Sandbox:
             try:
                 return self._create(body, ready_timeout)
+            except TetherError as err:
+                if _refused(err) and err.code != "SANDBOX_STATE_CONFLICT":
+                    self._unmade.add(sid)  # the server refused it: nothing to delete
+                    named = TetherError(err.code, err.status, f"sandbox {sid} was not created: {err.detail}",
+                                        err.state, request_id=err.request_id, problem=err.problem)
+                else:
+                    named = err  # it names the sandbox and its state already
+                log.warning("sandbox %s: creation failed: %s", sid, named)
+                raise named from err
             except BaseException as err:
                 log.warning("sandbox %s: creation failed: %s", sid, err)
                 raise
@@ -518,12 +522,9 @@ class TetherProvider(SandboxProvider):
         return sb
 
     def _end_requested_sync(self, body: dict[str, Any]) -> None:
-        """End the sandbox a create with this body made or is making: replay
-        the create (idempotent on the id) so it exists, then delete it."""
-        t = self._clients.quick
+        """End the sandbox a create with this body made or is making."""
         try:
-            t.create_sandbox(**body)
-            t.delete_sandbox(body["id"])
+            _end_made(self._clients.quick, body)
         except Exception as err:
             log.warning("could not end sandbox %s (its owner lease will): %s", body["id"], err)
 
@@ -571,6 +572,8 @@ class TetherProvider(SandboxProvider):
         idempotent, then deleted). On an event loop's thread the delete is
         handed to a thread of the provider's and this returns at once.
         """
+        if sandbox_id in self._unmade:
+            return  # its create was refused: it never existed
         pending = self._pending.get(sandbox_id)
         if _loop_running_here():
             self._background.run(f"tether-delete-{sandbox_id}", lambda: self._delete(sandbox_id, pending, quiet=True))
@@ -578,11 +581,11 @@ class TetherProvider(SandboxProvider):
         self._delete(sandbox_id, pending, quiet=False)
 
     def _delete(self, sandbox_id: str, pending: Optional[dict[str, Any]], *, quiet: bool) -> None:
-        t = self._clients.sync
         try:
             if pending is not None:
-                t.create_sandbox(**pending)
-            t.delete_sandbox(sandbox_id)
+                _end_made(self._clients.sync, pending)
+            else:
+                self._clients.sync.delete_sandbox(sandbox_id)
         except TetherError as err:
             if quiet:
                 log.warning("could not delete sandbox %s: %s", sandbox_id, err)
@@ -605,12 +608,15 @@ class TetherProvider(SandboxProvider):
         self._lease.stop(join=not on_loop)
 
         def finish() -> None:
-            self._background.join(timeout=self._clients._quick_timeout * 2)
+            # Ending the owner ends its sandboxes, those still being created
+            # included; then the threads get one bounded wait, together.
+            deadline = time.monotonic() + self._clients._quick_timeout * 2
             if self._lease.named:
                 try:
                     self._clients.quick.end_owner(self.owner)
                 except Exception as err:
                     log.warning("could not end owner %s (its lease will lapse): %s", self.owner, err)
+            self._background.join(deadline)
             self._clients.close()
 
         if on_loop:
@@ -671,10 +677,7 @@ class TetherProvider(SandboxProvider):
     async def _end_requested(self, body: dict[str, Any]) -> None:
         try:
             t = await self._clients.aio()
-            # The create may or may not have reached the server: replaying it
-            # (idempotent on the id) makes sure the sandbox exists to delete.
-            await asyncio.shield(t.create_sandbox(**body))
-            await asyncio.shield(t.delete_sandbox(body["id"]))
+            await asyncio.shield(_aend_made(t, body))
         except Exception as err:
             log.warning("could not end sandbox %s (its owner lease will): %s", body["id"], err)
 
@@ -696,12 +699,15 @@ class TetherProvider(SandboxProvider):
         return TetherSandbox(self, sb)
 
     async def adelete(self, *, sandbox_id: str, **kwargs: Any) -> None:
+        if sandbox_id in self._unmade:
+            return
         pending = self._pending.get(sandbox_id)
         try:
             t = await self._clients.aio()
             if pending is not None:
-                await t.create_sandbox(**pending)
-            await t.delete_sandbox(sandbox_id)
+                await _aend_made(t, pending)
+            else:
+                await t.delete_sandbox(sandbox_id)
         except TetherError as err:
             raise self._attach_error(sandbox_id, err) from err
 
@@ -724,14 +730,15 @@ class TetherProvider(SandboxProvider):
             return
         self._closed = True
         self._lease.stop(join=False)  # a heartbeat thread, if any, ends by itself
+        deadline = time.monotonic() + self._clients._quick_timeout * 2
         await self.wait_cleanups(timeout=self._clients._quick_timeout * 2)
-        await asyncio.to_thread(self._background.join, self._clients._quick_timeout * 2)
         if self._lease.named:
             try:
                 t = await self._clients.aio()
                 await asyncio.wait_for(t.end_owner(self.owner), self._clients._quick_timeout)
             except Exception as err:
                 log.warning("could not end owner %s (its lease will lapse): %s", self.owner, err)
+        await asyncio.to_thread(self._background.join, deadline)
         await self._clients.aclose()
 
     async def __aenter__(self) -> "TetherProvider":
@@ -739,6 +746,34 @@ class TetherProvider(SandboxProvider):
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
+
+
+def _end_made(t: Tether, body: dict[str, Any]) -> None:
+    """End the sandbox a create with this body made, or is making: delete
+    it; if the server has not heard of it (the create is still in flight,
+    or its answer was lost), replay the create, which is idempotent on the
+    id, so that it exists, and delete it then. Deleting first spares the
+    replay (and its quota) in the common case."""
+    try:
+        t.delete_sandbox(body["id"])
+        return
+    except TetherError as err:
+        if err.code != "NOT_FOUND":
+            raise
+    t.create_sandbox(**body)
+    t.delete_sandbox(body["id"])
+
+
+async def _aend_made(t: AsyncTether, body: dict[str, Any]) -> None:
+    """_end_made, awaited."""
+    try:
+        await t.delete_sandbox(body["id"])
+        return
+    except TetherError as err:
+        if err.code != "NOT_FOUND":
+            raise
+    await t.create_sandbox(**body)
+    await t.delete_sandbox(body["id"])
 
 
 def _env_seconds(name: str, default: int) -> int:
@@ -762,11 +797,13 @@ def _list_response(page: Any) -> dict[str, Any]:
     }
 
 
-def _file_error(err: TetherError) -> str:
+def _file_error(err: Exception) -> str:
     """deepagents' literal for a per-file error, else the failure as a
     string: files come back with their errors, never raised (deepagents'
     "partial success"), even when the sandbox itself cannot serve."""
-    return FILE_ERRORS.get(err.code) or str(err)
+    if isinstance(err, TetherError):
+        return FILE_ERRORS.get(err.code) or str(err)
+    return f"{type(err).__name__}: {err}"
 
 
 class TetherSandbox(BaseSandbox):
@@ -817,7 +854,7 @@ class TetherSandbox(BaseSandbox):
         if creation is not None:
             self.info = await asyncio.shield(asyncio.wrap_future(creation))
             self._creation = None
-        self._lease.akeep_beating()
+        self._lease.keep_beating()
         return await self._clients.aio()
 
     # -- state ---------------------------------------------------------------
@@ -879,7 +916,9 @@ class TetherSandbox(BaseSandbox):
         raises for those."""
         try:
             t = self._sync("upload_files")
-        except TetherError as err:
+        except TetherLoopBlockedError:
+            raise
+        except Exception as err:  # the sandbox cannot serve: per file, not raised
             return [FileUploadResponse(path=path, error=_file_error(err)) for path, _ in files]
         out = []
         for path, content in files:
@@ -894,7 +933,9 @@ class TetherSandbox(BaseSandbox):
         """Read each path; errors per file as in upload_files, in input order."""
         try:
             t = self._sync("download_files")
-        except TetherError as err:
+        except TetherLoopBlockedError:
+            raise
+        except Exception as err:  # the sandbox cannot serve: per file, not raised
             return [FileDownloadResponse(path=path, content=None, error=_file_error(err)) for path in paths]
         out = []
         for path in paths:
@@ -908,7 +949,7 @@ class TetherSandbox(BaseSandbox):
         """upload_files with up to max_concurrency transfers in flight."""
         try:
             t = await self._aio()
-        except TetherError as err:
+        except Exception as err:  # the sandbox cannot serve: per file, not raised
             return [FileUploadResponse(path=path, error=_file_error(err)) for path, _ in files]
         gate = asyncio.Semaphore(self._provider.max_concurrency)
 
@@ -926,7 +967,7 @@ class TetherSandbox(BaseSandbox):
         """download_files with up to max_concurrency transfers in flight."""
         try:
             t = await self._aio()
-        except TetherError as err:
+        except Exception as err:  # the sandbox cannot serve: per file, not raised
             return [FileDownloadResponse(path=path, content=None, error=_file_error(err)) for path in paths]
         gate = asyncio.Semaphore(self._provider.max_concurrency)
 
