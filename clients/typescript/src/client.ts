@@ -55,7 +55,6 @@ export interface TetherClientOptions {
 
 const liveStates: ReadonlySet<string> = new Set(["requested", "creating"]);
 
-/** Reports whether a sandbox is still being created (requested or creating). */
 const ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
 
 /**
@@ -77,6 +76,7 @@ export function newSandboxId(): string {
   return `sbx_${out}`;
 }
 
+/** Reports whether a sandbox is still being created (requested or creating). */
 export function isSettling(sb: Sandbox): boolean {
   return liveStates.has(sb.state);
 }

@@ -185,7 +185,13 @@ export class TetherSandbox extends BaseSandbox {
     let held = false;
     try {
       sent = true;
-      await client.createSandbox(body, { signal });
+      try {
+        await client.createSandbox(body, { signal });
+      } catch (err) {
+        // The server answered with a refusal (400, 403, 409, 429): it made nothing.
+        if (err instanceof TetherError && err.status >= 400 && err.status < 500) sent = false;
+        throw err;
+      }
       await lease.acquire(signal);
       held = true;
       const ready = await client.waitSandbox(this.#id, { timeoutMs: options.readyTimeoutMs, signal });
@@ -200,13 +206,19 @@ export class TetherSandbox extends BaseSandbox {
       }
       return ready;
     } catch (err) {
-      // Whatever we requested must not outlive the failure. The create is
-      // idempotent on the id: replaying it makes sure the sandbox exists
-      // (its answer may have been lost), then it is ended.
+      // Whatever we requested must not outlive the failure: delete it, and
+      // if the server has not heard of it (the create's answer was lost, or
+      // it is still in flight) replay the create, idempotent on the id, so
+      // that it exists, then delete it.
       if (sent) {
         try {
-          await client.createSandbox(body);
-          await client.deleteSandbox(this.#id);
+          try {
+            await client.deleteSandbox(this.#id);
+          } catch (e) {
+            if (!(e instanceof TetherError && e.code === "NOT_FOUND")) throw e;
+            await client.createSandbox(body);
+            await client.deleteSandbox(this.#id);
+          }
         } catch {
           // the owner lease ends it
         }
