@@ -95,6 +95,10 @@ export class TetherSandbox extends BaseSandbox {
   sandbox: Sandbox | null = null;
   readonly #options: TetherSandboxCreateOptions;
   #state: "new" | "initializing" | "running" | "closed" = "new";
+  /** While initialize() runs: aborting it stops the create (close() does). */
+  #closing: AbortController | undefined;
+  /** While initialize() runs: settles once it has (and has cleaned up). */
+  #initializing: Promise<void> | undefined;
 
   /**
    * An uninitialized sandbox: nothing is requested until initialize().
@@ -146,18 +150,35 @@ export class TetherSandbox extends BaseSandbox {
       throw new SandboxError(`sandbox ${this.#id} is already initialized (${this.#state})`, "ALREADY_INITIALIZED");
     }
     this.#state = "initializing";
+    const closing = new AbortController();
+    this.#closing = closing;
+    const run = this.#initialize(closing.signal);
+    this.#initializing = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    try {
+      await run;
+    } finally {
+      this.#closing = undefined;
+      this.#initializing = undefined;
+    }
+  }
+
+  async #initialize(closing: AbortSignal): Promise<void> {
     let sb: Sandbox;
     try {
-      sb = await this.#create();
+      sb = await this.#create(closing);
     } catch (err) {
-      if (!this.closed) {
-        this.#state = "new";
-        this.#id = newSandboxId();
+      if (closing.aborted) {
+        throw new SandboxError(`sandbox ${this.#id} was closed while it initialized; it was deleted`, "NOT_INITIALIZED", err instanceof Error ? err : undefined);
       }
+      this.#state = "new";
+      this.#id = newSandboxId();
       throw err;
     }
-    if (this.closed) {
-      // close() came while the sandbox was being made: it must not live on.
+    if (closing.aborted) {
+      // close() came just as the create finished: the sandbox must not live on.
       try {
         await this.client.deleteSandbox(this.#id);
       } finally {
@@ -169,11 +190,12 @@ export class TetherSandbox extends BaseSandbox {
     this.#state = "running";
   }
 
-  async #create(): Promise<Sandbox> {
+  async #create(closing: AbortSignal): Promise<Sandbox> {
     const { client, lease } = this;
     const options = this.#options;
-    const signal = options.signal;
-    signal?.throwIfAborted();
+    // Aborted by the caller's signal, or by close() while this runs.
+    const signal = options.signal ? AbortSignal.any([options.signal, closing]) : closing;
+    signal.throwIfAborted();
     const body: CreateSandboxRequest = { id: this.#id, owner: lease.owner };
     if (options.provider !== undefined) body.provider = options.provider;
     if (options.ttlSeconds !== undefined) body.ttl_seconds = options.ttlSeconds;
@@ -315,12 +337,18 @@ export class TetherSandbox extends BaseSandbox {
 
   /**
    * Deletes the sandbox and lets go of the owner lease (idempotent); an
-   * uninitialized one is only marked closed.
+   * uninitialized one is only marked closed. During initialize() it aborts
+   * the create and returns once the sandbox it requested is deleted.
    */
   async close(options: { signal?: AbortSignal | undefined } = {}): Promise<void> {
     const was = this.#state;
     if (was === "closed") return;
     this.#state = "closed";
+    if (was === "initializing") {
+      this.#closing?.abort(new SandboxError(`sandbox ${this.#id} was closed while it initialized`, "NOT_INITIALIZED"));
+      await this.#initializing;
+      return;
+    }
     if (was !== "running") return;
     try {
       this.sandbox = await this.client.deleteSandbox(this.#id, options);

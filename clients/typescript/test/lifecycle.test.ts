@@ -86,13 +86,24 @@ test("an initial file that cannot be written fails the create and ends the sandb
   assert.notEqual(sb.id, id, "a retried initialize() gets a new id");
 });
 
-test("close() while initialize() runs: the sandbox does not live on", async () => {
-  const sb = new TetherSandbox({ client, provider: "local", labels, setup: "sleep 1" });
+test("close() while initialize() runs: it aborts the create, and the sandbox is gone when close() returns", async () => {
+  const sb = new TetherSandbox({ client, provider: "local", labels, setup: "sleep 30" });
   const id = sb.id;
-  const init = sb.initialize();
+  const init = sb.initialize().then(
+    () => null,
+    (err: unknown) => err,
+  );
+  // Until the setup runs: the sandbox is creating.
+  for (let i = 0; i < 200; i++) {
+    const got = await client.getSandbox(id).catch(() => null);
+    if (got?.state === "creating") break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
   await sb.close();
-  await assert.rejects(init, (err: unknown) => SandboxError.isInstance(err) && err.code === "NOT_INITIALIZED");
-  const ended = await client.waitSandbox(id, { until: "released", timeoutMs: 30_000 });
-  assert.ok(["terminated", "cancelled"].includes(ended.state), ended.state);
+  const ended = await client.getSandbox(id);
+  assert.equal(ended.state, "cancelled", "close() returned before the sandbox was ended");
+  const err = await init;
+  assert.ok(SandboxError.isInstance(err) && err.code === "NOT_INITIALIZED", String(err));
   assert.equal(sb.isRunning, false);
+  assert.equal((await client.waitSandbox(id, { until: "released", timeoutMs: 30_000 })).released, true);
 });
