@@ -49,7 +49,7 @@ func handleArchivePut(log *slog.Logger, cfg Config, st dataPlaneStore, providers
 			return err
 		}
 		started, body := time.Now(), &countingReader{r: c.Request.Body}
-		err = archives.WriteArchive(c.Request.Context(), sb.ID, path, body, cfg.MaxFileBytes)
+		err = bodyError(c, archives.WriteArchive(c.Request.Context(), sb.ID, path, body, cfg.MaxFileBytes))
 		recordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityArchiveWrite, Target: path, Bytes: &body.n}, started, err)
 		if err != nil {
 			return err

@@ -303,7 +303,7 @@ func handleFilePut(log *slog.Logger, cfg Config, st dataPlaneStore, providers ma
 			return err
 		}
 		started, body := time.Now(), &countingReader{r: c.Request.Body}
-		err = files.WriteFile(c.Request.Context(), sb.ID, path, body, cfg.MaxFileBytes)
+		err = bodyError(c, files.WriteFile(c.Request.Context(), sb.ID, path, body, cfg.MaxFileBytes))
 		recordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityFileWrite, Target: path, Bytes: &body.n}, started, err)
 		if err != nil {
 			return err

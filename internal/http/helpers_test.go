@@ -214,6 +214,9 @@ func setup(t *testing.T, opts ...option) *bundle {
 		TenantMaxLive:          o.quotas[0],
 		TenantCreatesPerMinute: o.quotas[1],
 		KeyRequestsPerSecond:   o.quotas[2],
+		// A tenant's rate is its key's here (tests of the tenant's own
+		// rate set it apart).
+		TenantRequestsPerSecond: o.quotas[2],
 	}, tetherhttp.Deps{
 		Store:     st,
 		Changes:   notifier,

@@ -50,6 +50,9 @@ type keyStore interface {
 	RevokeAPIKey(ctx context.Context, tenant, id string) (sandbox.APIKey, error)
 }
 
+// DefaultTenantMaxKeys caps each tenant's API keys that are not revoked.
+const DefaultTenantMaxKeys = 100
+
 // maxKeyName is the longest API key name, in bytes.
 const maxKeyName = 100
 

@@ -52,7 +52,8 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 		providers[p.Name()] = p
 	}
 
-	r.Use(withRecovery(log), withRequestID(), withLogging(log), withMetrics(deps.Metrics))
+	r.Use(withRecovery(log), withRequestID(), withBodyPacing(cfg.MinBodyRate, cfg.BodyGrace, cfg.MaxBodyTime),
+		withLogging(log), withMetrics(deps.Metrics))
 	r.NoRoute(h(func(c *gin.Context) error {
 		return sandbox.Errorf(sandbox.CodeNotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path)
 	}))
@@ -80,7 +81,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	problem := func(c *gin.Context, err error) { writeError(c, log, err) }
 	rt := newRouter(log, deps.Nodes, draining)
 	routed := withNodeRouting(log, deps.Store, rt)
-	v1 := r.Group("/v1", withAuth(log, auth, q, rt))
+	v1 := r.Group("/v1", withAuth(log, auth, q, rt, deps.Authenticated))
 	body := withBodyLimit(cfg.MaxBodyBytes)
 	v1.POST("/sandboxes", body, withCreateQuota(problem, q), h(handleSandboxCreate(cfg, deps.Store, providers)))
 	v1.GET("/sandboxes", h(handleSandboxList(deps.Store)))

@@ -58,11 +58,25 @@ type Config struct {
 	TenantMaxLive          int
 	TenantCreatesPerMinute int
 	KeyRequestsPerSecond   int
+	// TenantRequestsPerSecond caps each tenant's requests over all its
+	// keys (burst: two seconds' worth); AuthFailuresPerSecond caps the
+	// requests without a valid key from one remote address (burst: four
+	// seconds' worth), which then are 429 before any lookup.
+	TenantRequestsPerSecond int
+	AuthFailuresPerSecond   int
+	// TenantMaxKeys caps each tenant's API keys that are not revoked.
+	TenantMaxKeys int
 	// MaxStreamsPerTenant bounds each tenant's open event streams.
 	MaxStreamsPerTenant int
 	// AuthCacheTTL is how long a successful API key lookup is remembered;
 	// 0 looks every key up on every request.
 	AuthCacheTTL time.Duration
+	// MinBodyRate is the slowest a request body may arrive, in bytes a
+	// second on average, once BodyGrace has passed; MaxBodyTime bounds a
+	// body however fast it comes. Slower bodies are 408 REQUEST_TIMEOUT.
+	MinBodyRate int64
+	BodyGrace   time.Duration
+	MaxBodyTime time.Duration
 }
 
 // Deps are the collaborators the API needs.
@@ -84,6 +98,10 @@ type Deps struct {
 	// Nodes lets data-plane calls for sandboxes on other nodes be
 	// forwarded there; the zero value serves every sandbox here.
 	Nodes Nodes
+	// Authenticated, if set, is told the context of each request that
+	// authenticated, so that its connection counts as a client's (the
+	// connection guard closes connections that never did first).
+	Authenticated func(ctx context.Context)
 }
 
 // Store is what the API needs from the registry, as the union of the small
@@ -139,7 +157,13 @@ func (c Config) withDefaults() Config {
 	c.TenantMaxLive = cmp.Or(c.TenantMaxLive, DefaultTenantMaxLive)
 	c.TenantCreatesPerMinute = cmp.Or(c.TenantCreatesPerMinute, DefaultTenantCreatesPerMinute)
 	c.KeyRequestsPerSecond = cmp.Or(c.KeyRequestsPerSecond, DefaultKeyRequestsPerSecond)
+	c.TenantRequestsPerSecond = cmp.Or(c.TenantRequestsPerSecond, DefaultTenantRequestsPerSecond)
+	c.AuthFailuresPerSecond = cmp.Or(c.AuthFailuresPerSecond, DefaultAuthFailuresPerSecond)
+	c.TenantMaxKeys = cmp.Or(c.TenantMaxKeys, DefaultTenantMaxKeys)
 	c.MaxStreamsPerTenant = cmp.Or(c.MaxStreamsPerTenant, DefaultMaxStreamsPerTenant)
+	c.MinBodyRate = cmp.Or(c.MinBodyRate, DefaultMinBodyRate)
+	c.BodyGrace = cmp.Or(c.BodyGrace, DefaultBodyGrace)
+	c.MaxBodyTime = cmp.Or(c.MaxBodyTime, DefaultMaxBodyTime)
 	return c
 }
 
@@ -277,9 +301,12 @@ func withBodyLimit(limit int64) gin.HandlerFunc {
 func decodeJSON(c *gin.Context, v any) error {
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
-		var maxBytes *http.MaxBytesError
-		if errors.As(err, &maxBytes) {
-			return err
+		var (
+			maxBytes *http.MaxBytesError
+			coded    *sandbox.Error
+		)
+		if errors.As(err, &maxBytes) || errors.As(err, &coded) {
+			return err // too large, too slow, or not the body a forwarded call signed
 		}
 		return sandbox.Errorf(sandbox.CodeInvalidRequest, "reading request body failed")
 	}

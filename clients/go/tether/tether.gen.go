@@ -100,6 +100,7 @@ const (
 	ProblemCodePermissionDenied     ProblemCode = "PERMISSION_DENIED"
 	ProblemCodeProviderUnavailable  ProblemCode = "PROVIDER_UNAVAILABLE"
 	ProblemCodeQuotaExceeded        ProblemCode = "QUOTA_EXCEEDED"
+	ProblemCodeRequestTimeout       ProblemCode = "REQUEST_TIMEOUT"
 	ProblemCodeSandboxStateConflict ProblemCode = "SANDBOX_STATE_CONFLICT"
 	ProblemCodeUnauthenticated      ProblemCode = "UNAUTHENTICATED"
 	ProblemCodeUnavailable          ProblemCode = "UNAVAILABLE"
@@ -134,6 +135,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeProviderUnavailable:
 		return true
 	case ProblemCodeQuotaExceeded:
+		return true
+	case ProblemCodeRequestTimeout:
 		return true
 	case ProblemCodeSandboxStateConflict:
 		return true

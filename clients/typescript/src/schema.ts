@@ -935,7 +935,7 @@ export interface components {
              * @example NOT_FOUND
              * @enum {string}
              */
-            code: "INVALID_REQUEST" | "UNAUTHENTICATED" | "FORBIDDEN" | "NOT_FOUND" | "SANDBOX_STATE_CONFLICT" | "IDEMPOTENCY_KEY_REUSED" | "UNKNOWN_PROVIDER" | "PROVIDER_UNAVAILABLE" | "NOT_SUPPORTED" | "PAYLOAD_TOO_LARGE" | "QUOTA_EXCEEDED" | "FILE_NOT_FOUND" | "IS_DIRECTORY" | "PERMISSION_DENIED" | "INVALID_PATH" | "INTERNAL" | "UNAVAILABLE";
+            code: "INVALID_REQUEST" | "UNAUTHENTICATED" | "FORBIDDEN" | "NOT_FOUND" | "SANDBOX_STATE_CONFLICT" | "IDEMPOTENCY_KEY_REUSED" | "UNKNOWN_PROVIDER" | "PROVIDER_UNAVAILABLE" | "NOT_SUPPORTED" | "PAYLOAD_TOO_LARGE" | "QUOTA_EXCEEDED" | "REQUEST_TIMEOUT" | "FILE_NOT_FOUND" | "IS_DIRECTORY" | "PERMISSION_DENIED" | "INVALID_PATH" | "INTERNAL" | "UNAVAILABLE";
             /**
              * @description Detail explains this occurrence.
              * @example sandbox sbx_... not found
