@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -260,6 +261,12 @@ func filePath(c *gin.Context) (string, error) {
 	p := c.Query("path")
 	if p == "" || p[0] != '/' {
 		return "", sandbox.Errorf(sandbox.CodeInvalidPath, "path must be an absolute path inside the sandbox, e.g. ?path=/workspace/main.py")
+	}
+	// The activity record keeps the path exactly, as text: one it could not
+	// keep (not UTF-8, a NUL, longer than a record holds) would let an
+	// operation go unrecorded, and no Linux path needs any of these.
+	if !utf8.ValidString(p) || strings.ContainsRune(p, 0) || len(p) > sandbox.MaxActivityTarget {
+		return "", sandbox.Errorf(sandbox.CodeInvalidPath, "path must be valid UTF-8 without NUL bytes, at most %d bytes", sandbox.MaxActivityTarget)
 	}
 	return p, nil
 }

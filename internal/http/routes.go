@@ -78,6 +78,9 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 		auth = newKeyCache(deps.Store, cfg.AuthCacheTTL)
 	}
 	q := newQuotas(deps.Store, cfg)
+	// The data plane records what it does through this, which counts the
+	// records that fail.
+	dp := newAuditedStore(deps.Store, deps.Metrics)
 	problem := func(c *gin.Context, err error) { writeError(c, log, err) }
 	rt := newRouter(log, deps.Nodes, draining)
 	routed := withNodeRouting(log, deps.Store, rt)
@@ -91,11 +94,11 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.PUT("/sandboxes/:id/owner", body, h(handleSandboxOwner(cfg, deps.Store)))
 	v1.GET("/sandboxes/:id/events", h(handleSandboxEvents(deps.Store)))
 	v1.GET("/sandboxes/:id/activity", h(handleSandboxActivity(deps.Store)))
-	v1.POST("/sandboxes/:id/exec", body, routed, h(handleSandboxExec(log, cfg, deps.Store, providers, draining)))
-	v1.PUT("/sandboxes/:id/files", withBodyLimit(cfg.MaxFileBytes), routed, h(handleFilePut(log, cfg, deps.Store, providers)))
-	v1.GET("/sandboxes/:id/files", routed, h(handleFileGet(log, cfg, deps.Store, providers)))
-	v1.PUT("/sandboxes/:id/archive", withBodyLimit(cfg.MaxFileBytes), routed, h(handleArchivePut(log, cfg, deps.Store, providers)))
-	v1.GET("/sandboxes/:id/archive", routed, h(handleArchiveGet(log, deps.Store, providers)))
+	v1.POST("/sandboxes/:id/exec", body, routed, h(handleSandboxExec(log, cfg, dp, providers, draining)))
+	v1.PUT("/sandboxes/:id/files", withBodyLimit(cfg.MaxFileBytes), routed, h(handleFilePut(log, cfg, dp, providers)))
+	v1.GET("/sandboxes/:id/files", routed, h(handleFileGet(log, cfg, dp, providers)))
+	v1.PUT("/sandboxes/:id/archive", withBodyLimit(cfg.MaxFileBytes), routed, h(handleArchivePut(log, cfg, dp, providers)))
+	v1.GET("/sandboxes/:id/archive", routed, h(handleArchiveGet(log, dp, providers)))
 	// Only these take calls that other nodes forward.
 	rt.acceptForwarded("POST /v1/sandboxes/:id/exec", "PUT /v1/sandboxes/:id/files", "GET /v1/sandboxes/:id/files",
 		"PUT /v1/sandboxes/:id/archive", "GET /v1/sandboxes/:id/archive")
