@@ -98,7 +98,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.PUT("/sandboxes/:id/files", withBodyLimit(cfg.MaxFileBytes), routed, h(handleFilePut(log, cfg, dp, providers)))
 	v1.GET("/sandboxes/:id/files", routed, h(handleFileGet(log, cfg, dp, providers)))
 	v1.PUT("/sandboxes/:id/archive", withBodyLimit(cfg.MaxFileBytes), routed, h(handleArchivePut(log, cfg, dp, providers)))
-	v1.GET("/sandboxes/:id/archive", routed, h(handleArchiveGet(log, dp, providers)))
+	v1.GET("/sandboxes/:id/archive", routed, h(handleArchiveGet(log, cfg, dp, providers)))
 	// Only these take calls that other nodes forward.
 	rt.acceptForwarded("POST /v1/sandboxes/:id/exec", "PUT /v1/sandboxes/:id/files", "GET /v1/sandboxes/:id/files",
 		"PUT /v1/sandboxes/:id/archive", "GET /v1/sandboxes/:id/archive")

@@ -1358,7 +1358,7 @@ type ClientInterface interface {
 
 	// GetArchive Download a folder from a sandbox, as a tar archive
 	//
-	// Streams the folder at path as a tar archive (members relative to the folder). A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
+	// Streams the folder at path as a tar archive (members relative to the folder). The archive is cut at the server's file limit (MAX_FILE_BYTES), counted in the bytes the archive takes, so sparse files count at their full size: past it the response ends without the end of the tar stream (the connection is cut, so that no client takes it for whole), and the activity records PAYLOAD_TOO_LARGE. A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
 	//
 	// Corresponds with GET /v1/sandboxes/{id}/archive (the `GetArchive` operationId).
 	GetArchive(ctx context.Context, id string, params *GetArchiveParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1876,7 +1876,7 @@ func (c *Client) ListSandboxActivity(ctx context.Context, id string, params *Lis
 
 // GetArchive Download a folder from a sandbox, as a tar archive
 //
-// Streams the folder at path as a tar archive (members relative to the folder). A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
+// Streams the folder at path as a tar archive (members relative to the folder). The archive is cut at the server's file limit (MAX_FILE_BYTES), counted in the bytes the archive takes, so sparse files count at their full size: past it the response ends without the end of the tar stream (the connection is cut, so that no client takes it for whole), and the activity records PAYLOAD_TOO_LARGE. A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
 //
 // Corresponds with GET /v1/sandboxes/{id}/archive (the `GetArchive` operationId).
 func (c *Client) GetArchive(ctx context.Context, id string, params *GetArchiveParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3872,7 +3872,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetArchiveWithResponse Download a folder from a sandbox, as a tar archive
 	//
-	// Streams the folder at path as a tar archive (members relative to the folder). A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
+	// Streams the folder at path as a tar archive (members relative to the folder). The archive is cut at the server's file limit (MAX_FILE_BYTES), counted in the bytes the archive takes, so sparse files count at their full size: past it the response ends without the end of the tar stream (the connection is cut, so that no client takes it for whole), and the activity records PAYLOAD_TOO_LARGE. A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8291,7 +8291,7 @@ func (c *ClientWithResponses) ListSandboxActivityWithResponse(ctx context.Contex
 
 // GetArchiveWithResponse Download a folder from a sandbox, as a tar archive
 //
-// Streams the folder at path as a tar archive (members relative to the folder). A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
+// Streams the folder at path as a tar archive (members relative to the folder). The archive is cut at the server's file limit (MAX_FILE_BYTES), counted in the bytes the archive takes, so sparse files count at their full size: past it the response ends without the end of the tar stream (the connection is cut, so that no client takes it for whole), and the activity records PAYLOAD_TOO_LARGE. A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -385,7 +385,7 @@ export interface paths {
         };
         /**
          * Download a folder from a sandbox, as a tar archive
-         * @description Streams the folder at path as a tar archive (members relative to the folder). A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
+         * @description Streams the folder at path as a tar archive (members relative to the folder). The archive is cut at the server's file limit (MAX_FILE_BYTES), counted in the bytes the archive takes, so sparse files count at their full size: past it the response ends without the end of the tar stream (the connection is cut, so that no client takes it for whole), and the activity records PAYLOAD_TOO_LARGE. A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
          */
         get: operations["getArchive"];
         /**
