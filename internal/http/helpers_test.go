@@ -103,6 +103,7 @@ type options struct {
 	ready    func(context.Context) error
 	draining context.Context
 	quotas   [3]int // TenantMaxLive, TenantCreatesPerMinute, KeyRequestsPerSecond
+	config   func(*tetherhttp.Config)
 }
 
 type option func(*options)
@@ -118,6 +119,9 @@ func withMaxBody(n int64) option { return func(o *options) { o.maxBody = n } }
 func withQuotas(maxLive, createsPerMinute, keyRPS int) option {
 	return func(o *options) { o.quotas = [3]int{maxLive, createsPerMinute, keyRPS} }
 }
+
+// withConfig changes the server's configuration last.
+func withConfig(f func(*tetherhttp.Config)) option { return func(o *options) { o.config = f } }
 
 // withDraining gives the server a draining context (Deps.Draining).
 func withDraining(ctx context.Context) option { return func(o *options) { o.draining = ctx } }
@@ -201,8 +205,7 @@ func setup(t *testing.T, opts ...option) *bundle {
 		ready = func(ctx context.Context) error { return st.Ping(ctx) }
 	}
 	reg := prometheus.NewRegistry()
-	globalsMu.Lock()
-	h := tetherhttp.NewServer(log, tetherhttp.Config{
+	cfg := tetherhttp.Config{
 		DefaultProvider: sim.Name,
 		DefaultTTL:      time.Hour,
 		DefaultOwnerTTL: time.Minute,
@@ -217,7 +220,12 @@ func setup(t *testing.T, opts ...option) *bundle {
 		// A tenant's rate is its key's here (tests of the tenant's own
 		// rate set it apart).
 		TenantRequestsPerSecond: o.quotas[2],
-	}, tetherhttp.Deps{
+	}
+	if o.config != nil {
+		o.config(&cfg)
+	}
+	globalsMu.Lock()
+	h := tetherhttp.NewServer(log, cfg, tetherhttp.Deps{
 		Store:     st,
 		Changes:   notifier,
 		Providers: providers,

@@ -110,7 +110,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.DELETE("/owners/:owner", h(handleOwnerRelease(deps.Store)))
 	v1.GET("/providers", h(handleProviders(deps.Providers)))
 	v1.GET("/nodes", h(handleNodeList(deps.Store)))
-	v1.POST("/keys", body, h(handleKeyCreate(deps.Store)))
+	v1.POST("/keys", body, h(handleKeyCreate(cfg, deps.Store)))
 	v1.GET("/keys", h(handleKeyList(deps.Store)))
 	v1.DELETE("/keys/:id", h(handleKeyRevoke(deps.Store)))
 }

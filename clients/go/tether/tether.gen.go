@@ -273,6 +273,11 @@ type APIKey struct {
 	// CreatedAt Example: 2026-01-02T15:04:05Z
 	CreatedAt time.Time `json:"created_at"`
 
+	// CreatedBy CreatedBy is the id of the key that created this one over the API; null for an operator's key.
+	//
+	// Example: key_a1b2c3d4e5f6g7h8
+	CreatedBy *string `json:"created_by"`
+
 	// Id ID identifies the key in the API and in the audit trail (events' actor_key_id, activity's key_id); it is not a secret.
 	//
 	// Example: key_k5m2q7x3w9r4t8vz
@@ -282,6 +287,11 @@ type APIKey struct {
 	//
 	// Example: 2026-01-02T15:14:05Z
 	LastUsedAt *time.Time `json:"last_used_at"`
+
+	// ManageKeys ManageKeys is whether the key may create keys and revoke other keys. Operators' keys (tether keys create, BOOTSTRAP_API_KEY) may.
+	//
+	// Example: false
+	ManageKeys bool `json:"manage_keys"`
 
 	// Name Name says what the key is for.
 	//
@@ -398,6 +408,11 @@ type Capabilities struct {
 
 // CreateAPIKeyRequest defines model for CreateAPIKeyRequest.
 type CreateAPIKeyRequest struct {
+	// ManageKeys ManageKeys gives the new key the scope to create keys and revoke others (default false).
+	//
+	// Example: false
+	ManageKeys *bool `json:"manage_keys,omitempty"`
+
 	// Name Name says what the key is for: 1-100 characters, no control characters.
 	//
 	// Example: ci-runner
@@ -1234,7 +1249,7 @@ type ClientInterface interface {
 
 	// CreateApiKeyWithBody Create an API key
 	//
-	// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.
+	// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). Only a key with manage_keys may (operators' keys have it; a key made here has it only if asked for); the asking key is checked in the database, so a key revoked a moment ago cannot mint one within the auth cache's window. The new key records which key made it (created_by). A tenant holds at most TENANT_MAX_KEYS keys that are not revoked. To rotate a key: create one, hand it out, then revoke the old one.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1243,7 +1258,7 @@ type ClientInterface interface {
 
 	// CreateApiKey Create an API key
 	//
-	// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.
+	// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). Only a key with manage_keys may (operators' keys have it; a key made here has it only if asked for); the asking key is checked in the database, so a key revoked a moment ago cannot mint one within the auth cache's window. The new key records which key made it (created_by). A tenant holds at most TENANT_MAX_KEYS keys that are not revoked. To rotate a key: create one, hand it out, then revoke the old one.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1252,7 +1267,7 @@ type ClientInterface interface {
 
 	// RevokeApiKey Revoke an API key
 	//
-	// The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long), and stays listed with its revoked_at. Revoking the key the request is made with is allowed. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
+	// The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long) for most routes, and at once for key management; it stays listed with its revoked_at. A key may revoke itself; revoking another key takes manage_keys. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
 	//
 	// Corresponds with DELETE /v1/keys/{id} (the `RevokeApiKey` operationId).
 	RevokeApiKey(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1592,7 +1607,7 @@ func (c *Client) ListApiKeys(ctx context.Context, reqEditors ...RequestEditorFn)
 
 // CreateApiKeyWithBody Create an API key
 //
-// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.
+// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). Only a key with manage_keys may (operators' keys have it; a key made here has it only if asked for); the asking key is checked in the database, so a key revoked a moment ago cannot mint one within the auth cache's window. The new key records which key made it (created_by). A tenant holds at most TENANT_MAX_KEYS keys that are not revoked. To rotate a key: create one, hand it out, then revoke the old one.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1611,7 +1626,7 @@ func (c *Client) CreateApiKeyWithBody(ctx context.Context, contentType string, b
 
 // CreateApiKey Create an API key
 //
-// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.
+// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). Only a key with manage_keys may (operators' keys have it; a key made here has it only if asked for); the asking key is checked in the database, so a key revoked a moment ago cannot mint one within the auth cache's window. The new key records which key made it (created_by). A tenant holds at most TENANT_MAX_KEYS keys that are not revoked. To rotate a key: create one, hand it out, then revoke the old one.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1630,7 +1645,7 @@ func (c *Client) CreateApiKey(ctx context.Context, body CreateApiKeyJSONRequestB
 
 // RevokeApiKey Revoke an API key
 //
-// The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long), and stays listed with its revoked_at. Revoking the key the request is made with is allowed. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
+// The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long) for most routes, and at once for key management; it stays listed with its revoked_at. A key may revoke itself; revoking another key takes manage_keys. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
 //
 // Corresponds with DELETE /v1/keys/{id} (the `RevokeApiKey` operationId).
 func (c *Client) RevokeApiKey(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3728,7 +3743,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateApiKeyWithBodyWithResponse Create an API key
 	//
-	// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.
+	// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). Only a key with manage_keys may (operators' keys have it; a key made here has it only if asked for); the asking key is checked in the database, so a key revoked a moment ago cannot mint one within the auth cache's window. The new key records which key made it (created_by). A tenant holds at most TENANT_MAX_KEYS keys that are not revoked. To rotate a key: create one, hand it out, then revoke the old one.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3737,7 +3752,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateApiKeyWithResponse Create an API key
 	//
-	// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.
+	// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). Only a key with manage_keys may (operators' keys have it; a key made here has it only if asked for); the asking key is checked in the database, so a key revoked a moment ago cannot mint one within the auth cache's window. The new key records which key made it (created_by). A tenant holds at most TENANT_MAX_KEYS keys that are not revoked. To rotate a key: create one, hand it out, then revoke the old one.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3746,7 +3761,7 @@ type ClientWithResponsesInterface interface {
 
 	// RevokeApiKeyWithResponse Revoke an API key
 	//
-	// The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long), and stays listed with its revoked_at. Revoking the key the request is made with is allowed. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
+	// The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long) for most routes, and at once for key management; it stays listed with its revoked_at. A key may revoke itself; revoking another key takes manage_keys. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4664,6 +4679,11 @@ type CreateApiKeyResponse401Headers struct {
 	XRequestID      string
 }
 
+// CreateApiKeyResponse403Headers the declared response headers of an HTTP 403 response for CreateApiKey
+type CreateApiKeyResponse403Headers struct {
+	XRequestID string
+}
+
 // CreateApiKeyResponse413Headers the declared response headers of an HTTP 413 response for CreateApiKey
 type CreateApiKeyResponse413Headers struct {
 	XRequestID string
@@ -4695,6 +4715,8 @@ type CreateApiKeyResponse struct {
 	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -4709,6 +4731,8 @@ type CreateApiKeyResponse struct {
 	Headers400 *CreateApiKeyResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateApiKeyResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateApiKeyResponse403Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *CreateApiKeyResponse413Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4732,6 +4756,11 @@ func (r CreateApiKeyResponse) GetApplicationproblemJSON400() *Problem {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r CreateApiKeyResponse) GetApplicationproblemJSON401() *Problem {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateApiKeyResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -4799,6 +4828,11 @@ type RevokeApiKeyResponse401Headers struct {
 	XRequestID      string
 }
 
+// RevokeApiKeyResponse403Headers the declared response headers of an HTTP 403 response for RevokeApiKey
+type RevokeApiKeyResponse403Headers struct {
+	XRequestID string
+}
+
 // RevokeApiKeyResponse404Headers the declared response headers of an HTTP 404 response for RevokeApiKey
 type RevokeApiKeyResponse404Headers struct {
 	XRequestID string
@@ -4830,6 +4864,8 @@ type RevokeApiKeyResponse struct {
 	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -4844,6 +4880,8 @@ type RevokeApiKeyResponse struct {
 	Headers400 *RevokeApiKeyResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RevokeApiKeyResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RevokeApiKeyResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *RevokeApiKeyResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4867,6 +4905,11 @@ func (r RevokeApiKeyResponse) GetApplicationproblemJSON400() *Problem {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r RevokeApiKeyResponse) GetApplicationproblemJSON401() *Problem {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RevokeApiKeyResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -8051,7 +8094,7 @@ func (c *ClientWithResponses) ListApiKeysWithResponse(ctx context.Context, reqEd
 
 // CreateApiKeyWithBodyWithResponse Create an API key
 //
-// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.
+// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). Only a key with manage_keys may (operators' keys have it; a key made here has it only if asked for); the asking key is checked in the database, so a key revoked a moment ago cannot mint one within the auth cache's window. The new key records which key made it (created_by). A tenant holds at most TENANT_MAX_KEYS keys that are not revoked. To rotate a key: create one, hand it out, then revoke the old one.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8066,7 +8109,7 @@ func (c *ClientWithResponses) CreateApiKeyWithBodyWithResponse(ctx context.Conte
 
 // CreateApiKeyWithResponse Create an API key
 //
-// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.
+// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). Only a key with manage_keys may (operators' keys have it; a key made here has it only if asked for); the asking key is checked in the database, so a key revoked a moment ago cannot mint one within the auth cache's window. The new key records which key made it (created_by). A tenant holds at most TENANT_MAX_KEYS keys that are not revoked. To rotate a key: create one, hand it out, then revoke the old one.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8081,7 +8124,7 @@ func (c *ClientWithResponses) CreateApiKeyWithResponse(ctx context.Context, body
 
 // RevokeApiKeyWithResponse Revoke an API key
 //
-// The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long), and stays listed with its revoked_at. Revoking the key the request is made with is allowed. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
+// The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long) for most routes, and at once for key management; it stays listed with its revoked_at. A key may revoke itself; revoking another key takes manage_keys. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -9211,6 +9254,13 @@ func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9286,6 +9336,16 @@ func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error
 			headers.XRequestID = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateApiKeyResponse403Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 413:
 		var headers CreateApiKeyResponse413Headers
 		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
@@ -9380,6 +9440,13 @@ func ParseRevokeApiKeyResponse(rsp *http.Response) (*RevokeApiKeyResponse, error
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9448,6 +9515,16 @@ func ParseRevokeApiKeyResponse(rsp *http.Response) (*RevokeApiKeyResponse, error
 			headers.XRequestID = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RevokeApiKeyResponse403Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers RevokeApiKeyResponse404Headers
 		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
