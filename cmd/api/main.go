@@ -388,7 +388,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		Metrics:   reg,
 		Gatherer:  reg,
 		Draining:  draining,
-		Nodes:     tetherhttp.Nodes{Self: cfg.NodeID, Secret: secret, Finder: st},
+		Nodes:     tetherhttp.Nodes{Self: cfg.NodeID, Secret: secret, Finder: st, Nonces: st},
 
 		Authenticated: guard.authenticated,
 	})

@@ -127,6 +127,11 @@ func writeProblem(c *gin.Context, p Problem) {
 		// never learns sooner otherwise, and keeps its connection.
 		c.Header("Connection", "close")
 	}
+	if p.Status == http.StatusUnauthorized && c.Writer.Header().Get("WWW-Authenticate") == "" {
+		// A key found revoked in the database, a forwarded body that is
+		// not the one signed: refused credentials, like withAuth's.
+		c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
+	}
 	c.Header("Content-Type", "application/problem+json")
 	c.Status(p.Status)
 	c.Abort()

@@ -264,6 +264,7 @@ type request struct {
 	noAuth  bool
 	headers map[string]string
 	chunked bool // send the body without a Content-Length
+	trailer http.Header
 }
 
 type reqOpt func(*request)
@@ -287,6 +288,17 @@ func header(k, v string) reqOpt {
 }
 
 func chunked() reqOpt { return func(r *request) { r.chunked = true } }
+
+// trailer sends the body chunked, followed by the trailer k: v.
+func trailer(k, v string) reqOpt {
+	return func(r *request) {
+		r.chunked = true
+		if r.trailer == nil {
+			r.trailer = http.Header{}
+		}
+		r.trailer.Set(k, v)
+	}
+}
 
 // leakMarkers are strings that betray Go, driver or SQL internals; no API
 // response may contain them.
@@ -346,6 +358,7 @@ func (b *bundle) do(t *testing.T, method, path string, body any, opts ...reqOpt)
 	for k, v := range rq.headers {
 		req.Header.Set(k, v)
 	}
+	req.Trailer = rq.trailer
 	res, err := b.client.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)

@@ -137,7 +137,7 @@ func handleKeyCreate(cfg Config, st keyStore) handlerFunc {
 			c.Header("Retry-After", "60")
 		}
 		if err != nil {
-			return revokedChallenge(c, err)
+			return err
 		}
 		c.Header("Location", "/v1/keys/"+k.ID)
 		c.Header("Cache-Control", "no-store")
@@ -217,17 +217,8 @@ func handleKeyRevoke(st keyStore) handlerFunc {
 			return sandbox.Errorf(sandbox.CodeNotFound, "API key %s not found", id)
 		}
 		if err != nil {
-			return revokedChallenge(c, err)
+			return err
 		}
 		return writeJSON(c, http.StatusOK, toAPIKey(k))
 	}
-}
-
-// revokedChallenge adds the Bearer challenge to the 401 of a key found
-// revoked in the database, as withAuth does for any refused key.
-func revokedChallenge(c *gin.Context, err error) error {
-	if sandbox.ErrorCode(err) == sandbox.CodeUnauthenticated {
-		c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
-	}
-	return err
 }
