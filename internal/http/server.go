@@ -313,6 +313,9 @@ func decodeJSON(c *gin.Context, v any) error {
 	if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || trimmed[0] != '{' {
 		return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body must be a JSON object")
 	}
+	if err := noDuplicateKeys(body); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -322,6 +325,52 @@ func decodeJSON(c *gin.Context, v any) error {
 		return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body must hold a single JSON object and nothing after it")
 	}
 	return nil
+}
+
+// noDuplicateKeys refuses a JSON document in which an object names a key
+// twice: encoding/json would silently take the last, so that what a proxy,
+// a log or an audit tool reads of a request could differ from what Tether
+// acts on. Malformed JSON is left to the decoder to describe.
+func noDuplicateKeys(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	type frame struct {
+		object bool
+		keys   map[string]bool
+		key    bool // the next string token is a key
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // the end, or malformed: the decoder says which
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if k, ok := tok.(string); ok && top != nil && top.object && top.key {
+			if top.keys[k] {
+				return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body: key %q appears twice in one object", k)
+			}
+			top.keys[k] = true
+			top.key = false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, keys: map[string]bool{}, key: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		// A value ended: in an object, a key comes next.
+		if len(stack) > 0 && stack[len(stack)-1].object {
+			stack[len(stack)-1].key = true
+		}
+	}
 }
 
 func describeJSONError(err error) string {
