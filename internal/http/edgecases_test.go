@@ -3,8 +3,10 @@ package http_test
 import (
 	"bytes"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -69,5 +71,23 @@ func TestSwaggerCannotBeFramed(t *testing.T) {
 	if r.Status != http.StatusOK || r.Header.Get("X-Frame-Options") != "DENY" || r.Header.Get("Content-Security-Policy") != "frame-ancestors 'none'" {
 		t.Errorf("status %d, framing headers = %q, %q; want 200, DENY and frame-ancestors 'none'",
 			r.Status, r.Header.Get("X-Frame-Options"), r.Header.Get("Content-Security-Policy"))
+	}
+}
+
+// TestManyKeysStillChecked: an object with thousands of keys is checked
+// in linear time, and a repeat among them is found (after unescaping).
+func TestManyKeysStillChecked(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var sb strings.Builder
+	sb.WriteString(`{"labels":{`)
+	for i := range 5000 {
+		fmt.Fprintf(&sb, `"k%d":"v",`, i)
+	}
+	sb.WriteString(`"\u006b42":"again"}}`) // "k42", escaped
+	r := b.do(t, http.MethodPost, "/v1/sandboxes", sb.String())
+	wantProblem(t, r, http.StatusBadRequest, "INVALID_REQUEST")
+	if !bytes.Contains(r.Body, []byte(`key \"k42\" appears twice`)) {
+		t.Errorf("got %s; want the repeated key k42 named", r.Body)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"time"
 
@@ -328,49 +329,85 @@ func decodeJSON(c *gin.Context, v any) error {
 }
 
 // noDuplicateKeys refuses a JSON document in which an object names a key
-// twice: encoding/json would silently take the last, so that what a proxy,
-// a log or an audit tool reads of a request could differ from what Tether
-// acts on. Malformed JSON is left to the decoder to describe.
+// twice (after unescaping: "a" and "\u0061" are the same key):
+// encoding/json would silently take the last, so that what a proxy, a log
+// or an audit tool reads of a request could differ from what Tether acts
+// on. It only scans; malformed JSON is left to the decoder to describe.
 func noDuplicateKeys(body []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
 	type frame struct {
-		object bool
-		keys   map[string]bool
-		key    bool // the next string token is a key
+		object    bool
+		expectKey bool
+		keys      []string            // while few
+		set       map[string]struct{} // past 16 keys, so that many keys stay linear
 	}
-	var stack []*frame
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil // the end, or malformed: the decoder says which
-		}
-		var top *frame
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		if k, ok := tok.(string); ok && top != nil && top.object && top.key {
-			if top.keys[k] {
-				return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body: key %q appears twice in one object", k)
+	var stack []frame
+	for i := 0; i < len(body); i++ {
+		switch body[i] {
+		case '{':
+			stack = append(stack, frame{object: true, expectKey: true})
+		case '[':
+			stack = append(stack, frame{})
+		case '}', ']':
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
 			}
-			top.keys[k] = true
-			top.key = false
-			continue
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, &frame{object: true, keys: map[string]bool{}, key: true})
-			continue
-		case json.Delim('['):
-			stack = append(stack, &frame{})
-			continue
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
-		}
-		// A value ended: in an object, a key comes next.
-		if len(stack) > 0 && stack[len(stack)-1].object {
-			stack[len(stack)-1].key = true
+		case ',':
+			if n := len(stack); n > 0 && stack[n-1].object {
+				stack[n-1].expectKey = true
+			}
+		case '"':
+			end, escaped := i+1, false
+			for ; end < len(body) && body[end] != '"'; end++ {
+				if body[end] == '\\' {
+					escaped = true
+					end++
+				}
+			}
+			if end >= len(body) {
+				return nil // unterminated: the decoder says so
+			}
+			n := len(stack)
+			if n == 0 || !stack[n-1].object || !stack[n-1].expectKey {
+				i = end
+				continue
+			}
+			key := string(body[i+1 : end])
+			if escaped {
+				var ok bool
+				if key, ok = unescapeKey(body[i : end+1]); !ok {
+					return nil // a bad escape: the decoder says so
+				}
+			}
+			top := &stack[n-1]
+			_, seen := top.set[key]
+			if seen || slices.Contains(top.keys, key) {
+				return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body: key %q appears twice in one object", key)
+			}
+			switch {
+			case top.set != nil:
+				top.set[key] = struct{}{}
+			case len(top.keys) < 16:
+				top.keys = append(top.keys, key)
+			default:
+				top.set = make(map[string]struct{}, 64)
+				for _, k := range top.keys {
+					top.set[k] = struct{}{}
+				}
+				top.set[key], top.keys = struct{}{}, nil
+			}
+			top.expectKey = false
+			i = end
 		}
 	}
+	return nil
+}
+
+// unescapeKey is the value of a quoted JSON string with escapes, and
+// whether it is one.
+func unescapeKey(quoted []byte) (string, bool) {
+	var s string
+	err := json.Unmarshal(quoted, &s)
+	return s, err == nil
 }
 
 func describeJSONError(err error) string {
