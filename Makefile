@@ -20,6 +20,9 @@ BIN ?= bin/tether
 # e.g. `make run LISTEN_ADDR=127.0.0.1:9090`.
 BOOTSTRAP_API_KEY ?= dev-key-change-me
 LISTEN_ADDR ?= 127.0.0.1:8080
+# The enabled providers, the default first: local (real bubblewrap
+# sandboxes) where it can run (bubblewrap, as root), else the simulated one.
+PROVIDERS ?= $(shell if [ "$$(id -u)" = 0 ] && command -v bwrap >/dev/null 2>&1; then echo local,sim; else echo sim,local; fi)
 # How long `make chaos` storms (the chaos test starts its own cluster, "chaos").
 CHAOS_DURATION ?= 3m
 # golangci-lint at a pinned version, built into bin/ by `make lint` when
@@ -39,22 +42,22 @@ help: ## Show this list of targets
 # process group stops it; `go run` would die on SIGTERM and leave the server
 # running, holding the port.
 run: ## Run the API locally against the dev Postgres (starts it unless DATABASE_URL is set)
-	@scripts/deps.sh
+	@scripts/deps.sh run
 	@url=$$(scripts/postgres.sh start dev | tail -n 1); \
 	host=$(LISTEN_ADDR); host=$${host/#0.0.0.0:/127.0.0.1:}; host=$${host/#:/127.0.0.1:}; \
 	echo; \
-	echo "Tether on http://$$host (API key: $(BOOTSTRAP_API_KEY)); Ctrl-C stops it."; \
+	echo "Tether on http://$$host (API key: $(BOOTSTRAP_API_KEY); providers: $(PROVIDERS), the first is the default); Ctrl-C stops it."; \
 	echo "  curl -H 'Authorization: Bearer $(BOOTSTRAP_API_KEY)' http://$$host/v1/sandboxes"; \
 	echo "  curl -H 'Authorization: Bearer $(BOOTSTRAP_API_KEY)' -X POST -d '{}' http://$$host/v1/sandboxes"; \
 	echo "  API docs: http://$$host/swagger/index.html"; \
 	echo "  Console:  http://$$host/ui (sign in with the API key)"; \
 	echo; \
-	export DATABASE_URL="$$url" BOOTSTRAP_API_KEY='$(BOOTSTRAP_API_KEY)' LISTEN_ADDR='$(LISTEN_ADDR)'; \
+	export DATABASE_URL="$$url" BOOTSTRAP_API_KEY='$(BOOTSTRAP_API_KEY)' LISTEN_ADDR='$(LISTEN_ADDR)' PROVIDERS='$(PROVIDERS)'; \
 	$(GO) build -o $(BIN) ./cmd/api; \
 	exec $(BIN) serve
 
 test: ## Run all tests (with -race) against the test Postgres (starts it unless DATABASE_URL is set)
-	@scripts/deps.sh
+	@scripts/deps.sh test
 	@url=$$(scripts/postgres.sh start test | tail -n 1); \
 	if [ -z "$${DATABASE_URL:-}" ]; then \
 		export TETHER_TEST_ADMIN_URL=$$(scripts/postgres.sh admin-url test | tail -n 1); \

@@ -891,6 +891,18 @@ const docTemplate = `{
                             }
                         }
                     },
+                    "400": {
+                        "description": "INVALID_REQUEST: a query parameter (it takes none)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
                     "401": {
                         "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
                         "schema": {
@@ -1369,6 +1381,18 @@ const docTemplate = `{
                             }
                         }
                     },
+                    "400": {
+                        "description": "INVALID_REQUEST: a query parameter (it takes none)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
                     "401": {
                         "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
                         "schema": {
@@ -1760,7 +1784,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.",
+                "description": "Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.",
                 "consumes": [
                     "application/json"
                 ],
@@ -1866,7 +1890,7 @@ const docTemplate = `{
                         }
                     },
                     "409": {
-                        "description": "IDEMPOTENCY_KEY_REUSED",
+                        "description": "IDEMPOTENCY_KEY_REUSED, or SANDBOX_ID_TAKEN: the client-chosen id names another sandbox",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },
@@ -2896,7 +2920,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.\n\nWith ` + "`" + `Accept: text/event-stream` + "`" + ` the output streams as Server-Sent Events while the command runs: ` + "`" + `stdout` + "`" + ` and ` + "`" + `stderr` + "`" + ` events whose data is ` + "`" + `{\"data\":\"...\"}` + "`" + ` (an OutputChunk), then one ` + "`" + `exit` + "`" + ` event whose data is an ExecResult with an empty output. A failure after the stream began is an ` + "`" + `error` + "`" + ` event whose data is a Problem. A client that disconnects ends the command.",
+                "description": "Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.\n\nWith ` + "`" + `Accept: text/event-stream` + "`" + ` the output streams as Server-Sent Events while the command runs: ` + "`" + `stdout` + "`" + ` and ` + "`" + `stderr` + "`" + ` events whose data is a JSON object ` + "`" + `{\"data\":\"\u003cthe chunk, as UTF-8 text\u003e\"}` + "`" + `, then one ` + "`" + `exit` + "`" + ` event whose data is an ExecResult with an empty output. A failure after the stream began is an ` + "`" + `error` + "`" + ` event whose data is a Problem. A client that disconnects ends the command.",
                 "consumes": [
                     "application/json"
                 ],
@@ -4038,6 +4062,11 @@ const docTemplate = `{
                         "PYTHONUNBUFFERED": "1"
                     }
                 },
+                "id": {
+                    "description": "ID is the sandbox's id, chosen by the client so that it knows the id before any I/O: \"sbx_\" and 26 characters of the alphabet 0-9 a-z without i l o u (the first 10 encode the creation time in milliseconds, the rest are random). Default: the server chooses one. A create with an id is idempotent on it (the same request again returns the same sandbox, 200); another request with the same id is 409 IDEMPOTENCY_KEY_REUSED, and an id already taken is 409 SANDBOX_ID_TAKEN.",
+                    "type": "string",
+                    "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"
+                },
                 "labels": {
                     "description": "Labels are free-form key/value pairs to filter by.",
                     "type": "object",
@@ -4534,6 +4563,7 @@ const docTemplate = `{
                         "NOT_FOUND",
                         "SANDBOX_STATE_CONFLICT",
                         "IDEMPOTENCY_KEY_REUSED",
+                        "SANDBOX_ID_TAKEN",
                         "UNKNOWN_PROVIDER",
                         "PROVIDER_UNAVAILABLE",
                         "NOT_SUPPORTED",
@@ -4554,6 +4584,7 @@ const docTemplate = `{
                         "ProblemCodeNotFound",
                         "ProblemCodeSandboxStateConflict",
                         "ProblemCodeIdempotencyKeyReused",
+                        "ProblemCodeSandboxIdTaken",
                         "ProblemCodeUnknownProvider",
                         "ProblemCodeProviderUnavailable",
                         "ProblemCodeNotSupported",

@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
-# scripts/deps.sh — make sure the host has what Tether's local provider and
-# tests need beyond Go and PostgreSQL (scripts/postgres.sh handles that):
+# scripts/deps.sh [run|test] — make sure the host has what Tether needs
+# beyond Go and PostgreSQL (scripts/postgres.sh handles that).
+#
+# `run` (make run): what the server needs to make real sandboxes with the
+# local provider:
 #
 #   bwrap            (Debian package bubblewrap)  the local provider's sandboxes
 #   nsenter, setpriv (util-linux)                 running commands inside them
+#   nft              (nftables)                   the local provider's network allow-list
+#   ip               (iproute2)                   the allow-list's namespaces and links
+#
+# `test` (make test; the default): all of that, and the test tools:
+#
 #   python3                                       the Python client's tests
-#   promtool         (prometheus)                 checks the alert rules in deploy/prometheus
 #   python3-httpx, python3-pytest,                the Python client (clients/python)
 #   python3-pytest-asyncio                        and its tests, for /usr/bin/python3
 #   pgrep            (procps)                     tests that look for sandbox processes
 #   chromium                                      the web console's browser tests (test/console)
-#   nft              (nftables)                   the local provider's network allow-list
-#   ip               (iproute2)                   the allow-list's namespaces and links, and
-#                                                 the tests' simulated hosts (test/harness/hosts.go)
+#   promtool         (prometheus)                 checks the alert rules in deploy/prometheus
+#   ip               (iproute2)                   also the tests' simulated hosts (test/harness/hosts.go)
 #
 # Missing packages are installed with apt-get when running as root on a
 # Debian-like system. Otherwise the script says what is missing and exits 0:
@@ -23,21 +29,30 @@ set -euo pipefail
 prog=scripts/deps.sh
 log() { printf '%s: %s\n' "$prog" "$*" >&2; }
 
+mode=${1:-test}
+case $mode in run | test) ;; *)
+	log "usage: $prog [run|test]"
+	exit 2
+	;;
+esac
+
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 { command -v nsenter >/dev/null 2>&1 && command -v setpriv >/dev/null 2>&1; } || missing+=(util-linux)
-command -v python3 >/dev/null 2>&1 || missing+=(python3)
-# Debian's python3 (a pyenv or venv python3 earlier in PATH does not count:
-# the Python client's tests run with /usr/bin/python3).
-python=/usr/bin/python3
-[[ -x $python ]] || python=python3
-"$python" -c 'import httpx, pytest, pytest_asyncio' >/dev/null 2>&1 ||
-	missing+=(python3-httpx python3-pytest python3-pytest-asyncio)
-command -v pgrep >/dev/null 2>&1 || missing+=(procps)
-command -v chromium >/dev/null 2>&1 || missing+=(chromium) # the console's browser tests drive it
 command -v nft >/dev/null 2>&1 || missing+=(nftables) # params.network "allowlist" (also needs ip)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
-command -v promtool >/dev/null 2>&1 || missing+=(prometheus) # promtool checks deploy/prometheus
+if [[ $mode == test ]]; then
+	command -v python3 >/dev/null 2>&1 || missing+=(python3)
+	# Debian's python3 (a pyenv or venv python3 earlier in PATH does not count:
+	# the Python client's tests run with /usr/bin/python3).
+	python=/usr/bin/python3
+	[[ -x $python ]] || python=python3
+	"$python" -c 'import httpx, pytest, pytest_asyncio' >/dev/null 2>&1 ||
+		missing+=(python3-httpx python3-pytest python3-pytest-asyncio)
+	command -v pgrep >/dev/null 2>&1 || missing+=(procps)
+	command -v chromium >/dev/null 2>&1 || missing+=(chromium) # the console's browser tests drive it
+	command -v promtool >/dev/null 2>&1 || missing+=(prometheus) # promtool checks deploy/prometheus
+fi
 
 if ((${#missing[@]} == 0)); then
 	exit 0

@@ -497,7 +497,7 @@ func readiness(st *store.Store) func(context.Context) error {
 			return err
 		}
 		if !ok {
-			return errors.New("schema is not current: run `api migrate`")
+			return errors.New("schema is not current: run `tether migrate`")
 		}
 		current = true
 		return nil

@@ -127,6 +127,13 @@ func TestBadInput(t *testing.T) {
 		// Idempotency keys.
 		post("idempotency key reused with another body", `{"labels":{"seed":"no"}}`, http.StatusConflict, "IDEMPOTENCY_KEY_REUSED",
 			header("Idempotency-Key", "seed-key")),
+		// Client-chosen ids.
+		invalid("id without prefix", `{"id":"0123456789abcdefghjkmnpqrs"}`),
+		invalid("id too short", `{"id":"sbx_0123456789"}`),
+		invalid("id with a letter outside the alphabet", `{"id":"sbx_0123456789abcdefghjkmnpqru"}`),
+		invalid("id upper case", `{"id":"sbx_0123456789ABCDEFGHJKMNPQRS"}`),
+		invalid("id not a string", `{"id":7}`),
+		post("id of an existing sandbox", `{"id":"`+seed.ID+`"}`, http.StatusConflict, "SANDBOX_ID_TAKEN"),
 		invalid("idempotency key too long", `{}`, header("Idempotency-Key", strings.Repeat("k", 256))),
 		invalid("idempotency key not ASCII", `{}`, header("Idempotency-Key", "clé")),
 		invalid("idempotency key with tab", `{}`, header("Idempotency-Key", "a\tb")),
@@ -178,6 +185,8 @@ func TestBadInput(t *testing.T) {
 		get("an event's reason, not a sandbox's", "/v1/sandboxes?reason=owner_transferred", http.StatusBadRequest, "INVALID_REQUEST"),
 		get("empty reason", "/v1/sandboxes?reason=", http.StatusBadRequest, "INVALID_REQUEST"),
 		get("unknown query parameter", "/v1/sandboxes?foo=1", http.StatusBadRequest, "INVALID_REQUEST"),
+		get("query parameter on the provider list", "/v1/providers?name=sim", http.StatusBadRequest, "INVALID_REQUEST"),
+		get("query parameter on the node list", "/v1/nodes?alive=true", http.StatusBadRequest, "INVALID_REQUEST"),
 		get("query parameter of other case", "/v1/sandboxes?State=ready", http.StatusBadRequest, "INVALID_REQUEST"),
 		get("created_after not a time", "/v1/sandboxes?created_after=yesterday", http.StatusBadRequest, "INVALID_REQUEST"),
 		get("created_after a date only", "/v1/sandboxes?created_after=2026-01-02", http.StatusBadRequest, "INVALID_REQUEST"),

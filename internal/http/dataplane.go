@@ -78,7 +78,7 @@ func dataPlane[C any](c *gin.Context, st sandboxGetter, providers map[string]san
 //	@Summary		Run a command in a sandbox
 //	@Description	Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
 //	@Description
-//	@Description	With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is `{"data":"..."}` (an OutputChunk), then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+//	@Description	With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
 //	@ID				execInSandbox
 //	@Tags			data plane
 //	@Accept			json

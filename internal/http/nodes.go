@@ -44,6 +44,7 @@ type nodeLister interface {
 //	@Tags			providers
 //	@Produce		json
 //	@Success		200	{object}	NodeList
+//	@Failure		400	{object}	Problem				"INVALID_REQUEST: a query parameter (it takes none)"
 //	@Failure		401	{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		429	{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
 //	@Failure		500	{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
@@ -56,6 +57,9 @@ type nodeLister interface {
 //	@Router			/v1/nodes [get]
 func handleNodeList(st nodeLister) handlerFunc {
 	return func(c *gin.Context) error {
+		if err := onlyQuery(c); err != nil {
+			return err
+		}
 		nodes, err := st.Nodes(c.Request.Context(), tenantOf(c))
 		if err != nil {
 			return err

@@ -55,6 +55,7 @@ type ProviderList struct {
 //	@Tags			providers
 //	@Produce		json
 //	@Success		200	{object}	ProviderList
+//	@Failure		400	{object}	Problem				"INVALID_REQUEST: a query parameter (it takes none)"
 //	@Failure		401	{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		429	{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
 //	@Failure		500	{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
@@ -67,6 +68,9 @@ type ProviderList struct {
 //	@Router			/v1/providers [get]
 func handleProviders(providers []sandbox.Provider) handlerFunc {
 	return func(c *gin.Context) error {
+		if err := onlyQuery(c); err != nil {
+			return err
+		}
 		out := ProviderList{Items: make([]Provider, 0, len(providers))}
 		for i, p := range providers {
 			info := p.Info(c.Request.Context())

@@ -7,10 +7,8 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
-	swaggerFiles "github.com/swaggo/files"
-	ginSwagger "github.com/swaggo/gin-swagger"
 
-	_ "github.com/tetherhq/tether/docs" // registers the Swagger 2.0 document served at /swagger/doc.json
+	_ "github.com/tetherhq/tether/docs" // registers swag's copy of the Swagger 2.0 document (gin-swagger reads it)
 	"github.com/tetherhq/tether/internal/http/console"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
@@ -68,7 +66,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	r.GET("/openapi.json", handleOpenAPIJSON())
 	r.GET("/openapi.yaml", handleOpenAPIYAML())
 	// Swagger UI shows the OpenAPI 3 document.
-	r.GET("/swagger/*any", withNoFraming(), ginSwagger.WrapHandler(swaggerFiles.Handler, ginSwagger.URL("/openapi.json")))
+	r.GET("/swagger/*any", withNoFraming(), swaggerUI())
 	// The web console's static files, at /ui/; it signs in with an API key
 	// and calls /v1 like any client.
 	console.Register(r)

@@ -116,6 +116,8 @@ func toSandbox(sb sandbox.Sandbox) Sandbox {
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes.
 type CreateSandboxRequest struct {
+	// ID is the sandbox's id, chosen by the client so that it knows the id before any I/O: "sbx_" and 26 characters of the alphabet 0-9 a-z without i l o u (the first 10 encode the creation time in milliseconds, the rest are random). Default: the server chooses one. A create with an id is idempotent on it (the same request again returns the same sandbox, 200); another request with the same id is 409 IDEMPOTENCY_KEY_REUSED, and an id already taken is 409 SANDBOX_ID_TAKEN.
+	ID string `json:"id,omitempty" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"`
 	// Provider to create the sandbox with; default: the server's default provider.
 	Provider string `json:"provider,omitempty" example:"sim"`
 	// Owner is the client that owns the sandbox; the sandbox ends when the owner's lease lapses.
@@ -206,7 +208,7 @@ func validateLabels(labels map[string]string) error {
 // handleSandboxCreate requests a sandbox.
 //
 //	@Summary		Request a sandbox
-//	@Description	Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+//	@Description	Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
 //	@ID				createSandbox
 //	@Tags			sandboxes
 //	@Accept			json
@@ -218,7 +220,7 @@ func validateLabels(labels map[string]string) error {
 //	@Failure		400				{object}	Problem					"INVALID_REQUEST or UNKNOWN_PROVIDER"
 //	@Failure		401				{object}	Problem					"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		403				{object}	Problem					"FORBIDDEN: params the operator has not enabled"
-//	@Failure		409				{object}	Problem					"IDEMPOTENCY_KEY_REUSED"
+//	@Failure		409				{object}	Problem					"IDEMPOTENCY_KEY_REUSED, or SANDBOX_ID_TAKEN: the client-chosen id names another sandbox"
 //	@Failure		413				{object}	Problem					"PAYLOAD_TOO_LARGE"
 //	@Failure		429				{object}	Problem					"QUOTA_EXCEEDED: over the tenant's live-sandbox cap or create rate, or the API key's request rate; retry after Retry-After seconds"
 //	@Failure		500				{object}	Problem					"INTERNAL: a bug; quote the request id when reporting it"
@@ -241,11 +243,17 @@ func handleSandboxCreate(cfg Config, st sandboxCreator, providers map[string]san
 			return err
 		}
 		p.Tenant, p.Caller = tenantOf(c), callerOf(c)
-		if key := c.GetHeader("Idempotency-Key"); key != "" {
-			if !validIdempotencyKey(key) {
-				return sandbox.Errorf(sandbox.CodeInvalidRequest,
-					"Idempotency-Key must be 1-%d printable ASCII characters", maxIdempotencyKey)
-			}
+		key := c.GetHeader("Idempotency-Key")
+		if key != "" && !validIdempotencyKey(key) {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest,
+				"Idempotency-Key must be 1-%d printable ASCII characters", maxIdempotencyKey)
+		}
+		if key == "" {
+			// A client-chosen id is the request's idempotency key: a retry
+			// after a lost answer returns the sandbox the first try made.
+			key = req.ID
+		}
+		if key != "" {
 			// The hash covers the request as decoded and re-encoded, so two
 			// bodies that differ only in formatting are the same request.
 			canonical, _ := json.Marshal(req)
@@ -281,6 +289,10 @@ func validIdempotencyKey(key string) bool {
 
 func validateCreate(cfg Config, req *CreateSandboxRequest, providers map[string]sandbox.Provider) (sandbox.CreateParams, error) {
 	var p sandbox.CreateParams
+	if req.ID != "" && !sandbox.ValidID(req.ID) {
+		return p, sandbox.Errorf(sandbox.CodeInvalidRequest,
+			`id must be "sbx_" and 26 characters of 0-9 and a-z without i, l, o and u`)
+	}
 	if req.Provider == "" {
 		req.Provider = cfg.DefaultProvider
 	}
@@ -348,6 +360,7 @@ func validateCreate(cfg Config, req *CreateSandboxRequest, providers map[string]
 		return p, sandbox.Errorf(sandbox.CodeProviderUnavailable, "provider %q is unavailable on this server: %s", req.Provider, info.Reason)
 	}
 	return sandbox.CreateParams{
+		ID:            req.ID,
 		Provider:      req.Provider,
 		Owner:         req.Owner,
 		Labels:        req.Labels,

@@ -249,6 +249,42 @@ func TestWaitReturnsWhenTheSandboxSettles(t *testing.T) {
 	}
 }
 
+// TestClientChosenID checks creates that name their sandbox's id: the id is
+// the sandbox's, a retry returns it, and a clash is refused without writing.
+func TestClientChosenID(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := sandbox.NewID()
+	body := `{"id":"` + id + `","provider":"sim","labels":{"a":"1"}}`
+	r := b.do(t, http.MethodPost, "/v1/sandboxes", body)
+	wantStatus(t, r, http.StatusAccepted)
+	var first sandboxJSON
+	r.decode(t, &first)
+	if first.ID != id || r.Header.Get("Location") != "/v1/sandboxes/"+id {
+		t.Fatalf("create with id %s made %s (Location %q)", id, first.ID, r.Header.Get("Location"))
+	}
+	base := b.counts(t)
+	r = b.do(t, http.MethodPost, "/v1/sandboxes", body)
+	wantStatus(t, r, http.StatusOK)
+	var again sandboxJSON
+	r.decode(t, &again)
+	if again.ID != id {
+		t.Errorf("retry returned %s, want %s", again.ID, id)
+	}
+	p := wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes", `{"id":"`+id+`","provider":"sim"}`), http.StatusConflict, "IDEMPOTENCY_KEY_REUSED")
+	if !strings.Contains(p.Detail, id) {
+		t.Errorf("the 409 detail does not name the id: %q", p.Detail)
+	}
+	p = wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes", body, as(keyB)), http.StatusConflict, "SANDBOX_ID_TAKEN")
+	if strings.Contains(p.Detail, "acme") || strings.Contains(p.Detail, "tenant") {
+		t.Errorf("the 409 detail says whose the id is: %q", p.Detail)
+	}
+	wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes", body, header("Idempotency-Key", "k-other")), http.StatusConflict, "SANDBOX_ID_TAKEN")
+	if after := b.counts(t); !after.equal(base) {
+		t.Errorf("refused creates wrote rows: before %v, after %v", base, after)
+	}
+}
+
 // TestIdempotencyKey checks retries with an Idempotency-Key.
 func TestIdempotencyKey(t *testing.T) {
 	t.Parallel()

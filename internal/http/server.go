@@ -220,6 +220,10 @@ func withLogging(log *slog.Logger) gin.HandlerFunc {
 		status := c.Writer.Status()
 		level := slog.LevelInfo
 		switch {
+		case status == http.StatusNotImplemented:
+			// NOT_SUPPORTED: the provider lacks the capability; nothing broke.
+		case status == http.StatusServiceUnavailable:
+			level = slog.LevelWarn // Postgres or a provider unavailable: worth watching, not a bug
 		case status >= 500:
 			level = slog.LevelError
 		case c.Request.URL.Path == "/healthz" || c.Request.URL.Path == "/readyz" || c.Request.URL.Path == "/metrics":

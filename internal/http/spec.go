@@ -6,6 +6,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	swaggerFiles "github.com/swaggo/files"
+	ginSwagger "github.com/swaggo/gin-swagger"
 
 	"github.com/tetherhq/tether/docs"
 )
@@ -60,4 +62,18 @@ func handleOpenAPIYAML() gin.HandlerFunc {
 //	@Router			/metrics [get]
 func handleMetrics(g prometheus.Gatherer) gin.HandlerFunc {
 	return gin.WrapH(promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+}
+
+// swaggerUI serves Swagger UI, showing the OpenAPI 3 document, and at
+// /swagger/doc.json the committed Swagger 2.0 document byte for byte.
+func swaggerUI() gin.HandlerFunc {
+	ui := ginSwagger.WrapHandler(swaggerFiles.Handler, ginSwagger.URL("/openapi.json"))
+	doc := serveDocument("application/json", docs.SwaggerJSON)
+	return func(c *gin.Context) {
+		if c.Param("any") == "/doc.json" {
+			doc(c)
+			return
+		}
+		ui(c)
+	}
 }

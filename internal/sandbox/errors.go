@@ -19,11 +19,13 @@ const (
 	CodeNotFound             Code = "NOT_FOUND"
 	CodeStateConflict        Code = "SANDBOX_STATE_CONFLICT"
 	CodeIdempotencyKeyReused Code = "IDEMPOTENCY_KEY_REUSED"
-	CodeUnknownProvider      Code = "UNKNOWN_PROVIDER"
-	CodeProviderUnavailable  Code = "PROVIDER_UNAVAILABLE"
-	CodeNotSupported         Code = "NOT_SUPPORTED"
-	CodePayloadTooLarge      Code = "PAYLOAD_TOO_LARGE"
-	CodeQuotaExceeded        Code = "QUOTA_EXCEEDED"
+	// CodeSandboxIDTaken: a create named an id another sandbox has.
+	CodeSandboxIDTaken      Code = "SANDBOX_ID_TAKEN"
+	CodeUnknownProvider     Code = "UNKNOWN_PROVIDER"
+	CodeProviderUnavailable Code = "PROVIDER_UNAVAILABLE"
+	CodeNotSupported        Code = "NOT_SUPPORTED"
+	CodePayloadTooLarge     Code = "PAYLOAD_TOO_LARGE"
+	CodeQuotaExceeded       Code = "QUOTA_EXCEEDED"
 	// CodeRequestTimeout: the client sent its request body too slowly.
 	CodeRequestTimeout Code = "REQUEST_TIMEOUT"
 	// File errors, distinct from the sandbox's own NOT_FOUND, one per kind

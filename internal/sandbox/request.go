@@ -43,6 +43,8 @@ func ValidID(id string) bool {
 // CreateParams is a validated request for a new sandbox, as the store
 // records it.
 type CreateParams struct {
+	// ID is the client-chosen sandbox id; empty: the store makes one.
+	ID     string
 	Tenant string
 	// Caller is the API key the request was made with, for the event.
 	Caller   Caller

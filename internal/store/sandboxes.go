@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tetherhq/tether/internal/sandbox"
 )
@@ -189,8 +190,11 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 		params = json.RawMessage(`{}`)
 	}
 	now := s.Now()
-	id := sandbox.NewID()
-	if p.IdempotencyKey == "" && p.Owner == "" {
+	id := p.ID
+	if id == "" {
+		id = sandbox.NewID()
+	}
+	if p.IdempotencyKey == "" && p.Owner == "" && p.ID == "" {
 		// The common case needs no transaction of its own: concurrent
 		// creates share one statement and one commit (see s.creates in New).
 		sb, err = s.creates.do(ctx, newSandboxRow{
@@ -213,17 +217,25 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 		if p.IdempotencyKey != "" {
 			var existing string
 			var hash []byte
+			var inserted bool
+			// xmax is 0 in a row this statement inserted, and not in one
+			// the conflict clause updated: a replay of a create with a
+			// client-chosen id finds its own id there, not a fresh one.
 			err := tx.QueryRow(ctx, `
 				INSERT INTO idempotency_keys (tenant, key, request_hash, sandbox_id, created_at)
 				VALUES ($1, $2, $3, $4, $5)
 				ON CONFLICT (tenant, key) DO UPDATE SET tenant = EXCLUDED.tenant
-				RETURNING sandbox_id, request_hash`,
-				p.Tenant, p.IdempotencyKey, p.RequestHash, id, now).Scan(&existing, &hash)
+				RETURNING sandbox_id, request_hash, xmax = 0`,
+				p.Tenant, p.IdempotencyKey, p.RequestHash, id, now).Scan(&existing, &hash, &inserted)
 			if err != nil {
 				return err
 			}
-			if existing != id {
+			if !inserted {
 				if string(hash) != string(p.RequestHash) {
+					if p.IdempotencyKey == p.ID {
+						return sandbox.Errorf(sandbox.CodeIdempotencyKeyReused,
+							"sandbox id %s was already requested with a different request", p.ID)
+					}
 					return sandbox.Errorf(sandbox.CodeIdempotencyKeyReused,
 						"Idempotency-Key %q was already used with a different request", p.IdempotencyKey)
 				}
@@ -247,6 +259,9 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 		return nil
 	})
 	if err != nil {
+		if idTaken(err) {
+			return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeSandboxIDTaken, "sandbox id %s is taken", id)
+		}
 		return sandbox.Sandbox{}, false, wrap("create sandbox", err)
 	}
 	s.announce(lapsed...)
@@ -254,6 +269,12 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 		s.announce(sb)
 	}
 	return sb, created, nil
+}
+
+// idTaken reports whether err is the insert of a sandbox whose id exists.
+func idTaken(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "sandboxes_pkey"
 }
 
 func nonNil(m map[string]string) map[string]string {

@@ -452,6 +452,44 @@ func TestIdempotentCreate(t *testing.T) {
 	}
 }
 
+func TestCreateWithClientID(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := sandbox.NewID()
+	req := func(tenant, key, hash string) sandbox.CreateParams {
+		return sandbox.CreateParams{ID: id, Tenant: tenant, Provider: "sim", TTL: time.Hour, CreateTimeout: time.Minute,
+			IdempotencyKey: key, RequestHash: []byte(hash)}
+	}
+	first, created, err := b.st.CreateSandbox(b.ctx, req("acme", id, "h1"))
+	if err != nil || !created || first.ID != id {
+		t.Fatalf("create with id %s = %s created=%v err=%v", id, first.ID, created, err)
+	}
+	again, created, err := b.st.CreateSandbox(b.ctx, req("acme", id, "h1"))
+	if err != nil || created || again.ID != id {
+		t.Fatalf("replay = %s created=%v err=%v; want %s, not created", again.ID, created, err, id)
+	}
+	_, _, err = b.st.CreateSandbox(b.ctx, req("acme", id, "h2"))
+	if code := sandbox.ErrorCode(err); code != sandbox.CodeIdempotencyKeyReused {
+		t.Errorf("the id with another request: code %s (%v), want IDEMPOTENCY_KEY_REUSED", code, err)
+	}
+	for _, r := range []sandbox.CreateParams{req("other", id, "h1"), req("acme", "another-key", "h1")} {
+		_, _, err = b.st.CreateSandbox(b.ctx, r)
+		if code := sandbox.ErrorCode(err); code != sandbox.CodeSandboxIDTaken {
+			t.Errorf("tenant %s, key %s: code %s (%v), want SANDBOX_ID_TAKEN", r.Tenant, r.IdempotencyKey, code, err)
+		}
+	}
+	// Without a key (a store caller that is not the API), a taken id is
+	// refused too, and never reaches the batched insert.
+	r := req("acme", "", "")
+	if _, _, err = b.st.CreateSandbox(b.ctx, r); sandbox.ErrorCode(err) != sandbox.CodeSandboxIDTaken {
+		t.Errorf("without a key: %v, want SANDBOX_ID_TAKEN", err)
+	}
+	var n, keys int
+	if err := b.st.Pool().QueryRow(b.ctx, `SELECT count(*), (SELECT count(*) FROM idempotency_keys) FROM sandboxes`).Scan(&n, &keys); err != nil || n != 1 || keys != 1 {
+		t.Errorf("sandboxes = %d, idempotency keys = %d (%v); want 1 and 1: a refused create writes nothing", n, keys, err)
+	}
+}
+
 func TestListPaginationUnderInserts(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)

@@ -101,6 +101,7 @@ const (
 	ProblemCodeProviderUnavailable  ProblemCode = "PROVIDER_UNAVAILABLE"
 	ProblemCodeQuotaExceeded        ProblemCode = "QUOTA_EXCEEDED"
 	ProblemCodeRequestTimeout       ProblemCode = "REQUEST_TIMEOUT"
+	ProblemCodeSandboxIdTaken       ProblemCode = "SANDBOX_ID_TAKEN"
 	ProblemCodeSandboxStateConflict ProblemCode = "SANDBOX_STATE_CONFLICT"
 	ProblemCodeUnauthenticated      ProblemCode = "UNAUTHENTICATED"
 	ProblemCodeUnavailable          ProblemCode = "UNAVAILABLE"
@@ -137,6 +138,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeQuotaExceeded:
 		return true
 	case ProblemCodeRequestTimeout:
+		return true
+	case ProblemCodeSandboxIdTaken:
 		return true
 	case ProblemCodeSandboxStateConflict:
 		return true
@@ -425,6 +428,11 @@ type CreateSandboxRequest struct {
 	//
 	// Example: {"PYTHONUNBUFFERED":"1"}
 	Env *map[string]string `json:"env,omitempty"`
+
+	// Id ID is the sandbox's id, chosen by the client so that it knows the id before any I/O: "sbx_" and 26 characters of the alphabet 0-9 a-z without i l o u (the first 10 encode the creation time in milliseconds, the rest are random). Default: the server chooses one. A create with an id is idempotent on it (the same request again returns the same sandbox, 200); another request with the same id is 409 IDEMPOTENCY_KEY_REUSED, and an id already taken is 409 SANDBOX_ID_TAKEN.
+	//
+	// Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+	Id *string `json:"id,omitempty"`
 
 	// Labels Labels are free-form key/value pairs to filter by.
 	//
@@ -1334,7 +1342,7 @@ type ClientInterface interface {
 
 	// CreateSandboxWithBody Request a sandbox
 	//
-	// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+	// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1343,7 +1351,7 @@ type ClientInterface interface {
 
 	// CreateSandbox Request a sandbox
 	//
-	// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+	// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1398,7 +1406,7 @@ type ClientInterface interface {
 	//
 	// Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
 	//
-	// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is `{"data":"..."}` (an OutputChunk), then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+	// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1409,7 +1417,7 @@ type ClientInterface interface {
 	//
 	// Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
 	//
-	// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is `{"data":"..."}` (an OutputChunk), then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+	// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1802,7 +1810,7 @@ func (c *Client) ListSandboxes(ctx context.Context, params *ListSandboxesParams,
 
 // CreateSandboxWithBody Request a sandbox
 //
-// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1821,7 +1829,7 @@ func (c *Client) CreateSandboxWithBody(ctx context.Context, params *CreateSandbo
 
 // CreateSandbox Request a sandbox
 //
-// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1946,7 +1954,7 @@ func (c *Client) ListSandboxEvents(ctx context.Context, id string, params *ListS
 //
 // Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
 //
-// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is `{"data":"..."}` (an OutputChunk), then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1967,7 +1975,7 @@ func (c *Client) ExecInSandboxWithBody(ctx context.Context, id string, contentTy
 //
 // Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
 //
-// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is `{"data":"..."}` (an OutputChunk), then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3842,7 +3850,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateSandboxWithBodyWithResponse Request a sandbox
 	//
-	// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+	// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3851,7 +3859,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateSandboxWithResponse Request a sandbox
 	//
-	// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+	// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3916,7 +3924,7 @@ type ClientWithResponsesInterface interface {
 	//
 	// Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
 	//
-	// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is `{"data":"..."}` (an OutputChunk), then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+	// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3927,7 +3935,7 @@ type ClientWithResponsesInterface interface {
 	//
 	// Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
 	//
-	// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is `{"data":"..."}` (an OutputChunk), then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+	// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4966,6 +4974,11 @@ type ListNodesResponse200Headers struct {
 	XRequestID string
 }
 
+// ListNodesResponse400Headers the declared response headers of an HTTP 400 response for ListNodes
+type ListNodesResponse400Headers struct {
+	XRequestID string
+}
+
 // ListNodesResponse401Headers the declared response headers of an HTTP 401 response for ListNodes
 type ListNodesResponse401Headers struct {
 	WWWAuthenticate string
@@ -4994,6 +5007,8 @@ type ListNodesResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *NodeList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -5004,6 +5019,8 @@ type ListNodesResponse struct {
 	ApplicationproblemJSON503 *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ListNodesResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListNodesResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListNodesResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -5017,6 +5034,11 @@ type ListNodesResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListNodesResponse) GetJSON200() *NodeList {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListNodesResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -5464,6 +5486,11 @@ type ListProvidersResponse200Headers struct {
 	XRequestID string
 }
 
+// ListProvidersResponse400Headers the declared response headers of an HTTP 400 response for ListProviders
+type ListProvidersResponse400Headers struct {
+	XRequestID string
+}
+
 // ListProvidersResponse401Headers the declared response headers of an HTTP 401 response for ListProviders
 type ListProvidersResponse401Headers struct {
 	WWWAuthenticate string
@@ -5492,6 +5519,8 @@ type ListProvidersResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *ProviderList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -5502,6 +5531,8 @@ type ListProvidersResponse struct {
 	ApplicationproblemJSON503 *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ListProvidersResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListProvidersResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListProvidersResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -5515,6 +5546,11 @@ type ListProvidersResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListProvidersResponse) GetJSON200() *ProviderList {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListProvidersResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -8259,7 +8295,7 @@ func (c *ClientWithResponses) ListSandboxesWithResponse(ctx context.Context, par
 
 // CreateSandboxWithBodyWithResponse Request a sandbox
 //
-// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8274,7 +8310,7 @@ func (c *ClientWithResponses) CreateSandboxWithBodyWithResponse(ctx context.Cont
 
 // CreateSandboxWithResponse Request a sandbox
 //
-// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+// Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8381,7 +8417,7 @@ func (c *ClientWithResponses) ListSandboxEventsWithResponse(ctx context.Context,
 //
 // Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
 //
-// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is `{"data":"..."}` (an OutputChunk), then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8398,7 +8434,7 @@ func (c *ClientWithResponses) ExecInSandboxWithBodyWithResponse(ctx context.Cont
 //
 // Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
 //
-// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is `{"data":"..."}` (an OutputChunk), then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9605,6 +9641,13 @@ func ParseListNodesResponse(rsp *http.Response) (*ListNodesResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9646,6 +9689,16 @@ func ParseListNodesResponse(rsp *http.Response) (*ListNodesResponse, error) {
 			headers.XRequestID = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListNodesResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListNodesResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -10202,6 +10255,13 @@ func ParseListProvidersResponse(rsp *http.Response) (*ListProvidersResponse, err
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -10243,6 +10303,16 @@ func ParseListProvidersResponse(rsp *http.Response) (*ListProvidersResponse, err
 			headers.XRequestID = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListProvidersResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListProvidersResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import re
 from datetime import datetime, timezone
@@ -147,6 +148,88 @@ def test_deepagents_shapes():
         from tether_sandbox._compat import BaseSandbox
 
         assert issubclass(TetherSandbox, BaseSandbox)
+
+
+def test_stand_ins_say_what_they_are():
+    """The stand-ins type `error` as deepagents' protocol does
+    (FileOperationError | str | None) and claim no method they lack."""
+    if tether_sandbox.HAVE_DEEPAGENTS:
+        pytest.skip("deepagents is installed: its own classes are used")
+    import typing
+
+    from tether_sandbox._compat import BaseSandbox, FileOperationError
+
+    for cls in (FileUploadResponse, FileDownloadResponse):
+        hint = typing.get_type_hints(cls)["error"]
+        assert set(typing.get_args(hint)) == {FileOperationError, str, type(None)}, hint
+    assert typing.get_args(FileOperationError) == ("file_not_found", "permission_denied", "is_directory", "invalid_path")
+    doc = BaseSandbox.__doc__ or ""
+    for tool in ("ls", "read", "write", "edit", "grep", "glob"):
+        assert not hasattr(BaseSandbox, tool) and tool in doc  # named as missing, and missing
+    assert FileUploadResponse("/p", "409 SANDBOX_STATE_CONFLICT: ended").error.startswith("409")
+
+
+def test_version_is_pyproject_version():
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert f'version = "{tether_sandbox.__version__}"' in pyproject
+
+
+def test_sandbox_ids_have_the_servers_shape():
+    import time
+
+    ids = {tether_sandbox.new_sandbox_id() for _ in range(1000)}
+    assert len(ids) == 1000
+    alphabet = set("0123456789abcdefghjkmnpqrstvwxyz")
+    for sid in ids:
+        assert sid.startswith("sbx_") and len(sid) == 30 and set(sid[4:]) <= alphabet, sid
+    # The first 10 characters are the time in milliseconds (48 bits, then 2
+    # bits of the random part).
+    sid = tether_sandbox.new_sandbox_id()
+    n = 0
+    for ch in sid[4:]:
+        n = n * 32 + "0123456789abcdefghjkmnpqrstvwxyz".index(ch)
+    ms = (n >> 2) >> 80
+    assert abs(ms - time.time() * 1000) < 5000
+
+
+def test_sync_calls_on_a_loop_refuse_without_sending(monkeypatch):
+    """On an event loop's thread the sync TetherSandbox methods raise at
+    once, naming the way out, and send nothing (no server here)."""
+    from tether_sandbox import Sandbox, TetherLoopBlockedError, TetherSandbox
+
+    provider = TetherProvider("http://127.0.0.1:9", "k")  # nothing listens there
+    sb = TetherSandbox(provider, Sandbox(id="sbx_06h36jjekjqcsqh321h8g1ce9g", state="ready"))
+
+    async def on_loop() -> list[str]:
+        errors = []
+        for call in (lambda: sb.execute("true"), lambda: sb.upload_files([("/workspace/a", b"")]),
+                     lambda: sb.download_files(["/workspace/a"]), sb.refresh):
+            with pytest.raises(TetherLoopBlockedError) as ctx:
+                call()
+            errors.append(str(ctx.value))
+        return errors
+
+    errors = asyncio.run(on_loop())
+    assert all("`setup`" in e and "running event loop" in e for e in errors), errors
+    assert "aexecute" in errors[0] and "arefresh" in errors[3]
+    assert provider._clients._sync is None  # no client was even made
+    provider.close()
+
+
+def test_provider_settings_from_the_environment(monkeypatch):
+    monkeypatch.setenv("TETHER_EXEC_TIMEOUT", "90")
+    monkeypatch.setenv("TETHER_ADOPT", "1")
+    p = TetherProvider("http://127.0.0.1:9", "k")
+    assert (p.exec_timeout, p.adopt) == (90, True)
+    monkeypatch.setenv("TETHER_EXEC_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="TETHER_EXEC_TIMEOUT"):
+        TetherProvider("http://127.0.0.1:9", "k")
+    monkeypatch.delenv("TETHER_EXEC_TIMEOUT")
+    monkeypatch.delenv("TETHER_ADOPT")
+    p = TetherProvider("http://127.0.0.1:9", "k")
+    assert (p.exec_timeout, p.adopt) == (tether_sandbox.DEFAULT_EXEC_TIMEOUT, False) == (1800, False)
+    with pytest.raises(TypeError, match="adopt"):
+        p.get_or_create(flavour="x")
 
 
 def test_entry_point_names_the_provider_class():

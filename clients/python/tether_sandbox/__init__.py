@@ -31,7 +31,16 @@ from ._models import (
     Sandbox,
     SandboxPage,
 )
-from .provider import TetherProvider, TetherSandbox, TetherSandboxNotFoundError, default_owner_name
+from ._core import new_sandbox_id
+from ._version import __version__
+from .provider import (
+    DEFAULT_EXEC_TIMEOUT,
+    TetherLoopBlockedError,
+    TetherProvider,
+    TetherSandbox,
+    TetherSandboxNotFoundError,
+    default_owner_name,
+)
 
 __all__ = [
     "AsyncTether",
@@ -40,7 +49,11 @@ __all__ = [
     "TetherProvider",
     "TetherSandbox",
     "TetherSandboxNotFoundError",
+    "TetherLoopBlockedError",
+    "DEFAULT_EXEC_TIMEOUT",
     "default_owner_name",
+    "new_sandbox_id",
+    "__version__",
     "ExecuteResponse",
     "FileUploadResponse",
     "FileDownloadResponse",

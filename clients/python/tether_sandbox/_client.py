@@ -20,11 +20,12 @@ from typing import Any, AsyncIterator, Awaitable, Iterable, Iterator, Mapping, O
 import httpx
 
 from . import _core
+from ._version import __version__
 from ._core import EXEC_MAX, Call, ExecStreamDecoder, Op, check, retry_delay
 from ._errors import TetherError
 from ._models import Event, ExecEvent, Sandbox
 
-__all__ = ["Tether", "AsyncTether", "DEFAULT_TIMEOUT", "settings_from_env"]
+__all__ = ["Tether", "AsyncTether", "DEFAULT_TIMEOUT", "settings_from_env", "ssl_context"]
 
 T = TypeVar("T")
 
@@ -38,12 +39,10 @@ DEFAULT_MAX_EXEC_TIMEOUT = 3600.0
 """The server's MAX_EXEC_TIMEOUT default, for the read timeout of an exec
 with timeout=0."""
 
-try:
-    from importlib.metadata import version as _version
-
-    _VERSION = _version("tether-sandbox")
-except Exception:  # not installed (PYTHONPATH use)
-    _VERSION = "0"
+_VERSION = __version__
+"""Sent as the User-Agent. A constant, not importlib.metadata: reading the
+installed distributions lists folders, which an event loop's blocking-call
+guard refuses when this module is imported on the loop."""
 
 
 _NODELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
@@ -66,7 +65,17 @@ class _NoDelayBackend:
         return getattr(self._inner, name)
 
 
-def _sync_transport() -> httpx.HTTPTransport:
+def ssl_context() -> Any:
+    """httpx's default SSL context (its CA bundle, SSL_CERT_FILE, ...).
+
+    Building one reads and stats files, which blocks: do it off the event
+    loop and pass it on as ``verify=``; a client given a ready context does
+    no file I/O when it is constructed.
+    """
+    return httpx.create_ssl_context()
+
+
+def _sync_transport(verify: Any) -> httpx.HTTPTransport:
     """A transport whose connections set TCP_NODELAY.
 
     httpcore's sync connections write a request's head and body separately;
@@ -74,9 +83,9 @@ def _sync_transport() -> httpx.HTTPTransport:
     some 40 ms on every POST and PUT. (asyncio sets TCP_NODELAY by itself.)
     """
     try:
-        return httpx.HTTPTransport(socket_options=_NODELAY)  # httpx >= 0.24
+        return httpx.HTTPTransport(verify=verify, socket_options=_NODELAY)  # httpx >= 0.24
     except TypeError:
-        transport = httpx.HTTPTransport()
+        transport = httpx.HTTPTransport(verify=verify)
         pool = getattr(transport, "_pool", None)
         backend = getattr(pool, "_network_backend", None)
         if backend is not None and hasattr(backend, "connect_tcp"):
@@ -128,8 +137,10 @@ class _API:
         max_exec_timeout: float = DEFAULT_MAX_EXEC_TIMEOUT,
         retries: int = 3,
         headers: Optional[Mapping[str, str]] = None,
+        verify: Any = True,
     ) -> None:
         self.base_url, self._api_key = settings_from_env(base_url, api_key)
+        self._verify = verify
         self.retries = max(0, int(retries))
         self.timeout = float(timeout)
         self.connect_timeout = float(connect_timeout)
@@ -174,6 +185,7 @@ class _API:
     def create_sandbox(
         self,
         *,
+        id: Optional[str] = None,
         provider: Optional[str] = None,
         owner: Optional[str] = None,
         labels: Optional[Mapping[str, str]] = None,
@@ -183,9 +195,14 @@ class _API:
         params: Optional[Mapping[str, Any]] = None,
         idempotency_key: Optional[str] = None,
     ) -> Any:
-        """Request a sandbox; it comes back requested (use wait_sandbox)."""
+        """Request a sandbox; it comes back requested (use wait_sandbox).
+
+        id: the sandbox's id, chosen here (new_sandbox_id()) so that it is
+        known before the request is sent; the create is idempotent on it.
+        """
         return self._run(
             _core.create_sandbox(
+                id=id,
                 provider=provider,
                 owner=owner,
                 labels=labels,
@@ -328,7 +345,8 @@ class Tether(_API):
             base_url=self.base_url,
             headers=self._headers,
             timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout),
-            transport=_sync_transport(),
+            verify=self._verify,
+            transport=_sync_transport(self._verify),
         )
         if http_client is not None:
             self._http.headers.update(self._headers)
@@ -439,6 +457,7 @@ class AsyncTether(_API):
             base_url=self.base_url,
             headers=self._headers,
             timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout),
+            verify=self._verify,
         )
         if http_client is not None:
             self._http.headers.update(self._headers)

@@ -1,12 +1,16 @@
-"""deepagents / deepagents-code base classes, or compatible stand-ins.
+"""deepagents / deepagents-code base classes, or minimal stand-ins.
 
 When ``deepagents`` is importable, TetherSandbox subclasses its
 ``BaseSandbox`` and returns its ``ExecuteResponse``, ``FileUploadResponse``
 and ``FileDownloadResponse``; when ``deepagents_code`` (dcode) is importable,
 TetherProvider subclasses its ``SandboxProvider`` and raises its
-``SandboxNotFoundError``. Without them, the classes below have the same
-names, fields and methods, so code written against deepagents runs
-unchanged.
+``SandboxNotFoundError``. Without them, the classes below stand in: the
+response dataclasses have deepagents' names, fields and types, but the base
+classes are minimal — they declare only what a backend or a provider
+implements (``id``, ``execute``, ``upload_files``, ``download_files`` and
+their async twins; ``get_or_create`` and ``delete``), not deepagents' file
+tools (``ls``, ``read``, ``write``, ``edit``, ``grep``, ``glob``), which
+exist only when deepagents is installed.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 __all__ = [
     "HAVE_DEEPAGENTS",
@@ -55,21 +59,25 @@ except ImportError:
 
     @dataclass
     class FileUploadResponse:  # type: ignore[no-redef]
-        """One upload's result: error is None or a FileOperationError literal."""
+        """One upload's result: error is None, a FileOperationError literal,
+        or a backend's own error string when no literal fits."""
 
         path: str
-        error: Optional[FileOperationError] = None
+        error: Optional[Union[FileOperationError, str]] = None
 
     @dataclass
     class FileDownloadResponse:  # type: ignore[no-redef]
-        """One download's result: content on success, else an error literal."""
+        """One download's result: content on success, else error (a literal
+        or a backend's own error string)."""
 
         path: str
         content: Optional[bytes] = None
-        error: Optional[FileOperationError] = None
+        error: Optional[Union[FileOperationError, str]] = None
 
     class BaseSandbox(ABC):  # type: ignore[no-redef]
-        """The part of deepagents' BaseSandbox a backend implements."""
+        """A stand-in for deepagents' BaseSandbox with only the methods a
+        backend implements (and their async twins, run in a thread); it has
+        none of deepagents' file tools (ls, read, write, edit, grep, glob)."""
 
         @property
         @abstractmethod
@@ -129,7 +137,8 @@ else:
         """The requested sandbox cannot be found (or has ended)."""
 
     class SandboxProvider(ABC):  # type: ignore[no-redef]
-        """dcode's provider interface: get_or_create and delete, sync and async."""
+        """A stand-in for dcode's SandboxProvider: get_or_create and delete,
+        sync and async (the async ones run the sync ones in a thread)."""
 
         @property
         def metadata(self) -> Any:

@@ -17,6 +17,7 @@ request is built here too, and its Server-Sent Events are decoded by
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -64,6 +65,23 @@ class Call:
 
 
 Op = Generator[Call, Any, T]
+
+
+_ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+
+
+def new_sandbox_id() -> str:
+    """A fresh sandbox id, made as the server makes them: "sbx_" and 26
+    base32 characters of 128 bits, the time in milliseconds (48) then 80
+    random bits. A create that carries it is idempotent on it, so the id is
+    known before any I/O."""
+    ms = time.time_ns() // 1_000_000
+    n = ((ms & (1 << 48) - 1) << 80 | int.from_bytes(os.urandom(10), "big")) << 2  # 130 bits, as base32 pads
+    chars = []
+    for _ in range(26):
+        chars.append(_ID_ALPHABET[n & 31])
+        n >>= 5
+    return "sbx_" + "".join(reversed(chars))
 
 
 def _seg(value: str) -> str:
@@ -118,6 +136,7 @@ def retry_delay(err: TetherError, attempt: int, retries: int) -> Optional[float]
 
 def create_sandbox(
     *,
+    id: Optional[str] = None,
     provider: Optional[str] = None,
     owner: Optional[str] = None,
     labels: Optional[Mapping[str, str]] = None,
@@ -129,6 +148,7 @@ def create_sandbox(
 ) -> Op[Sandbox]:
     body: dict[str, Any] = {}
     for name, value in (
+        ("id", id),
         ("provider", provider),
         ("owner", owner),
         ("labels", dict(labels) if labels else None),

@@ -1,18 +1,26 @@
 """TetherProvider and TetherSandbox: Tether as a dcode (deepagents-code)
 sandbox provider and a deepagents sandbox backend.
 
-The provider owns its sandboxes through an *owner lease*: one owner name per
-provider (hostname-pid-random), whose lease is heartbeated every third of
-its TTL by an asyncio task (when used from async code) or a daemon thread
-(when used from sync code). Nothing relies on exit hooks: if the process dies
-in any way (SIGKILL, OOM, a crash, SIGTERM), the heartbeats stop and Tether
-ends the owner's sandboxes within the lease plus one janitor interval.
-``close()``/``aclose()`` end the owner at once.
+The provider owns the sandboxes it creates through an *owner lease*: one
+owner name per provider (hostname-pid-random), whose lease is heartbeated
+every third of its TTL by an asyncio task (when used from async code) or a
+daemon thread (when used from sync code). Nothing relies on exit hooks: if
+the process dies in any way (SIGKILL, OOM, a crash, SIGTERM), the heartbeats
+stop and Tether ends the owner's sandboxes within the lease plus one janitor
+interval. ``close()``/``aclose()`` end the owner at once.
+
+dcode calls the *sync* ``get_or_create`` on its server's event loop. There
+it returns at once, without any blocking call: the sandbox's id is chosen
+here (the create is idempotent on it), the create and the wait for ``ready``
+run in a thread of the provider's, and the first tool call waits for them
+(an async one without blocking the loop). Called from a thread without a
+running loop, ``get_or_create`` returns a ready sandbox, as it always has.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 import random
@@ -20,10 +28,9 @@ import re
 import socket
 import string
 import threading
-import uuid
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
-from ._client import AsyncTether, Tether, settings_from_env
+from ._client import AsyncTether, Tether, settings_from_env, ssl_context
 from ._compat import (
     BaseSandbox,
     ExecuteResponse,
@@ -34,10 +41,19 @@ from ._compat import (
     SandboxProvider,
     SandboxProviderMetadata,
 )
+from ._core import new_sandbox_id
 from ._errors import TetherError
 from ._models import ExecResult, Sandbox
 
-__all__ = ["TetherProvider", "TetherSandbox", "TetherSandboxNotFoundError", "default_owner_name", "FILE_ERRORS"]
+__all__ = [
+    "TetherProvider",
+    "TetherSandbox",
+    "TetherSandboxNotFoundError",
+    "TetherLoopBlockedError",
+    "default_owner_name",
+    "FILE_ERRORS",
+    "DEFAULT_EXEC_TIMEOUT",
+]
 
 log = logging.getLogger("tether_sandbox")
 
@@ -46,6 +62,12 @@ DEFAULT_OWNER_TTL = 30
 
 DEFAULT_READY_TIMEOUT = 300.0
 """Seconds get_or_create waits for a sandbox to become ready."""
+
+DEFAULT_EXEC_TIMEOUT = 1800
+"""Seconds an execute without a timeout may run (TETHER_EXEC_TIMEOUT): 30
+minutes, as every first-party deepagents backend. dcode gives none for
+setup scripts and for the agent's commands. Within the server's default
+MAX_EXEC_TIMEOUT (1 h)."""
 
 DEFAULT_MAX_CONCURRENCY = 8
 """File transfers in flight at once in aupload_files/adownload_files."""
@@ -60,6 +82,36 @@ FILE_ERRORS = {
 
 _CREATE_ARGS = ("provider", "labels", "env", "setup", "ttl_seconds", "params")
 """get_or_create keyword arguments that go into the create request."""
+
+_OTHER_ARGS = ("timeout", "adopt")
+"""get_or_create keyword arguments about the call itself."""
+
+
+def _loop_running_here() -> bool:
+    """Whether this thread runs an event loop now: then a blocking call here
+    stalls every task on it (and blockbuster refuses it)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+class TetherLoopBlockedError(RuntimeError):
+    """A sync TetherSandbox method was called on the thread of a running
+    event loop, where its network round trip would block the loop."""
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        way_out = f"await a{method}(...)" if method != "refresh" else "await arefresh()"
+        super().__init__(
+            f"TetherSandbox.{method} was called on the thread of a running event loop, where it would block the "
+            f"loop; it did nothing. From async code, {way_out}; from sync code, call it in a worker thread "
+            "(asyncio.to_thread). A setup script (dcode's --sandbox-setup) runs this way: give it to Tether as "
+            "the `setup` create parameter instead, which runs it inside the sandbox before the sandbox counts as "
+            'ready: [sandboxes.providers.tether.params] setup = "..." in dcode\'s config.toml, or '
+            "get_or_create(setup=...)."
+        )
 
 
 class TetherSandboxNotFoundError(TetherError, SandboxNotFoundError):
@@ -76,40 +128,60 @@ def default_owner_name() -> str:
 
 class _Clients:
     """The provider's HTTP clients: one sync client (and a short-timeout one
-    for heartbeats and cleanups), and one async client per event loop."""
+    for heartbeats and cleanups), and one async client per event loop.
+
+    They share one SSL context, built on first use off any event loop:
+    httpx (before 0.28) stats and reads its CA bundle whenever a client is
+    made without a ready context, even for http:// URLs.
+    """
 
     def __init__(self, base_url: str, api_key: str, timeout: float, quick_timeout: float) -> None:
         self._args = (base_url, api_key)
         self._timeout = timeout
         self._quick_timeout = quick_timeout
         self._lock = threading.Lock()
+        self._ssl: Any = None
         self._sync: Optional[Tether] = None
         self._quick: Optional[Tether] = None
         self._async: Optional[AsyncTether] = None
         self._async_loop: Optional[asyncio.AbstractEventLoop] = None
 
+    def _verify(self) -> Any:
+        """The shared SSL context. Blocking: never on a running loop's thread."""
+        with self._lock:
+            if self._ssl is None:
+                self._ssl = ssl_context()
+            return self._ssl
+
     @property
     def sync(self) -> Tether:
+        verify = self._verify()
         with self._lock:
             if self._sync is None:
-                self._sync = Tether(*self._args, timeout=self._timeout)
+                self._sync = Tether(*self._args, timeout=self._timeout, verify=verify)
             return self._sync
 
     @property
     def quick(self) -> Tether:
+        verify = self._verify()
         with self._lock:
             if self._quick is None:
-                self._quick = Tether(*self._args, timeout=self._quick_timeout, connect_timeout=self._quick_timeout)
+                self._quick = Tether(
+                    *self._args, timeout=self._quick_timeout, connect_timeout=self._quick_timeout, verify=verify
+                )
             return self._quick
 
-    def aio(self) -> AsyncTether:
-        """The async client of the running loop (made on first use)."""
+    async def aio(self) -> AsyncTether:
+        """The async client of the running loop (made on first use; the SSL
+        context is built in a worker thread the first time)."""
         loop = asyncio.get_running_loop()
         if self._async is None or self._async_loop is not loop:
-            # An httpx.AsyncClient is bound to the loop it first ran on; a
-            # new loop gets a new client (the old loop's one went with it).
-            self._async = AsyncTether(*self._args, timeout=self._timeout)
-            self._async_loop = loop
+            verify = self._ssl if self._ssl is not None else await asyncio.to_thread(self._verify)
+            if self._async is None or self._async_loop is not loop:
+                # An httpx.AsyncClient is bound to the loop it first ran on; a
+                # new loop gets a new client (the old loop's one went with it).
+                self._async = AsyncTether(*self._args, timeout=self._timeout, verify=verify)
+                self._async_loop = loop
         return self._async
 
     def close(self) -> None:
@@ -187,10 +259,12 @@ class _OwnerLease:
     # -- async: an asyncio task ------------------------------------------
 
     async def astart(self) -> None:
-        await self.clients.aio().renew_owner_lease(self.owner, self.ttl)
+        await (await self.clients.aio()).renew_owner_lease(self.owner, self.ttl)
         self.akeep_beating()
 
     def akeep_beating(self) -> None:
+        # No lock: this runs on the loop, and a thread-started heartbeat
+        # counts as beating (the race can at worst start a second one).
         if self.named and not self._stop.is_set() and not self._beating():
             loop = asyncio.get_running_loop()
             self._task = loop.create_task(self._beat_task(), name=f"tether-lease-{self.owner}")
@@ -200,7 +274,8 @@ class _OwnerLease:
         while True:
             await asyncio.sleep(self.interval)
             try:
-                await asyncio.wait_for(self.clients.aio().renew_owner_lease(self.owner, self.ttl), self.beat_timeout)
+                client = await self.clients.aio()
+                await asyncio.wait_for(client.renew_owner_lease(self.owner, self.ttl), self.beat_timeout)
             except asyncio.CancelledError:
                 raise
             except Exception as err:
@@ -223,17 +298,56 @@ class _OwnerLease:
             thread.join(timeout=self.beat_timeout + 1)  # it wakes at once unless mid-request
 
 
+class _Background:
+    """The provider's worker threads: creates and attaches that a
+    get_or_create on an event loop's thread handed off, and deletes asked for
+    there. Each result is a concurrent.futures.Future; close() waits for the
+    threads (bounded), so none outlives the provider unseen."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._threads: set[threading.Thread] = set()
+
+    def run(self, name: str, fn: Callable[[], Any]) -> "concurrent.futures.Future[Any]":
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        future.set_running_or_notify_cancel()  # from here on, cancel() cannot drop it
+
+        def body() -> None:
+            try:
+                future.set_result(fn())
+            except BaseException as err:  # noqa: BLE001 - handed to whoever waits
+                future.set_exception(err)
+            finally:
+                with self._lock:
+                    self._threads.discard(thread)
+
+        thread = threading.Thread(target=body, name=name, daemon=True)
+        with self._lock:
+            self._threads.add(thread)
+        thread.start()  # (blockbuster allows the wait inside Thread.start)
+        return future
+
+    def join(self, timeout: float) -> None:
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=timeout)
+
+
 class TetherProvider(SandboxProvider):
     """Tether as a dcode sandbox provider (``dcode --sandbox tether``).
 
     With no arguments it reads TETHER_URL and TETHER_API_KEY (both required),
     and optionally TETHER_PROVIDER (the Tether provider to create with; the
-    server's default otherwise) and TETHER_OWNER_TTL (seconds, default 30).
+    server's default otherwise), TETHER_OWNER_TTL (seconds, default 30),
+    TETHER_EXEC_TIMEOUT (seconds an untimed execute may run, default 1800)
+    and TETHER_ADOPT (``1``/``true``: attaching by id adopts the sandbox).
 
     get_or_create keyword arguments (dcode's ``[sandboxes.providers.tether.params]``):
-    provider, labels, env, setup, ttl_seconds, params (provider-specific
-    options, e.g. {"network": "none"}), and timeout (seconds to wait for
-    ready).
+    provider, labels, env, setup (a script run inside the sandbox before it
+    counts as ready), ttl_seconds, params (provider-specific options, e.g.
+    {"network": "none"}), timeout (seconds to wait for ready) and adopt.
     """
 
     def __init__(
@@ -247,26 +361,34 @@ class TetherProvider(SandboxProvider):
         labels: Optional[dict[str, str]] = None,
         ready_timeout: float = DEFAULT_READY_TIMEOUT,
         timeout: float = 30.0,
+        exec_timeout: Optional[int] = None,
+        adopt: Optional[bool] = None,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     ) -> None:
         base_url, api_key = settings_from_env(base_url, api_key)
         self.base_url = base_url
         self.provider = provider or os.environ.get("TETHER_PROVIDER") or None
         if owner_ttl is None:
-            raw = os.environ.get("TETHER_OWNER_TTL", "").strip()
-            try:
-                owner_ttl = int(raw) if raw else DEFAULT_OWNER_TTL
-            except ValueError:
-                raise ValueError(f"TETHER_OWNER_TTL must be a whole number of seconds, not {raw!r}") from None
+            owner_ttl = _env_seconds("TETHER_OWNER_TTL", DEFAULT_OWNER_TTL)
         if owner_ttl < 1:
             raise ValueError("owner_ttl must be at least 1 second")
+        if exec_timeout is None:
+            exec_timeout = _env_seconds("TETHER_EXEC_TIMEOUT", DEFAULT_EXEC_TIMEOUT)
+        if exec_timeout < 0:
+            raise ValueError("exec_timeout must be 0 (the server's maximum) or a positive number of seconds")
+        if adopt is None:
+            adopt = os.environ.get("TETHER_ADOPT", "").strip().lower() in ("1", "true", "yes")
         self.owner = owner or default_owner_name()
         self.owner_ttl = int(owner_ttl)
+        self.exec_timeout = int(exec_timeout)
+        self.adopt = bool(adopt)
         self.labels = dict(labels or {})
         self.ready_timeout = float(ready_timeout)
         self.max_concurrency = max(1, int(max_concurrency))
         self._clients = _Clients(base_url, api_key, float(timeout), min(float(timeout), max(1.0, self.owner_ttl / 2)))
         self._lease = _OwnerLease(self._clients, self.owner, self.owner_ttl)
+        self._background = _Background()
+        self._pending: dict[str, dict[str, Any]] = {}  # id -> body of creates under way in the background
         self._cleanups: set[asyncio.Task[None]] = set()
         self._closed = False
 
@@ -289,27 +411,31 @@ class TetherProvider(SandboxProvider):
         """The provider's sync client (for the rest of the API)."""
         return self._clients.sync
 
-    def aclient(self) -> AsyncTether:
+    async def aclient(self) -> AsyncTether:
         """The provider's async client for the running loop."""
-        return self._clients.aio()
+        return await self._clients.aio()
 
     # -- the create request ------------------------------------------------
 
-    def _create_args(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    def _call_args(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], float, bool]:
+        """The create request's body, the ready timeout and whether an
+        attach adopts, from get_or_create's keyword arguments."""
         kwargs = {k: v for k, v in kwargs.items() if v is not None}
         ready_timeout = float(kwargs.pop("timeout", self.ready_timeout))
+        adopt = bool(kwargs.pop("adopt", self.adopt))
         unknown = sorted(set(kwargs) - set(_CREATE_ARGS))
         if unknown:
             raise TypeError(
                 f"TetherProvider.get_or_create got unsupported arguments {unknown}; "
-                f"it takes {', '.join(_CREATE_ARGS)} and timeout"
+                f"it takes {', '.join(_CREATE_ARGS + _OTHER_ARGS)}"
             )
         body = {k: kwargs[k] for k in _CREATE_ARGS if k in kwargs}
         body.setdefault("provider", self.provider)
         if self.labels or body.get("labels"):
             body["labels"] = {**self.labels, **dict(body.get("labels") or {})}
         body["owner"] = self.owner
-        return body, ready_timeout
+        body["id"] = new_sandbox_id()
+        return body, ready_timeout, adopt
 
     def _check_open(self) -> None:
         if self._closed:
@@ -329,47 +455,79 @@ class TetherProvider(SandboxProvider):
     # -- sync --------------------------------------------------------------
 
     def get_or_create(self, *, sandbox_id: Optional[str] = None, **kwargs: Any) -> "TetherSandbox":
-        """Create a sandbox owned by this provider and wait until it is ready,
-        or, with sandbox_id, reattach to a live sandbox and adopt it.
+        """Create a sandbox owned by this provider, or, with sandbox_id,
+        attach to a live one (adopting it only with adopt=True).
 
-        Blocks the calling thread; from async code use aget_or_create.
+        From a thread without a running event loop it blocks until the
+        sandbox is ready and returns it. On an event loop's thread (dcode
+        calls it there) it returns at once, without any blocking call: the
+        handle's id is final, the create (or attach) runs in a thread of the
+        provider's, and the first tool call waits for it; a failure is raised
+        there (TetherError, naming the sandbox, its state and the code).
         """
         self._check_open()
-        body, ready_timeout = self._create_args(kwargs)
+        body, ready_timeout, adopt = self._call_args(kwargs)
+        if _loop_running_here():
+            return self._in_background(sandbox_id, body, ready_timeout, adopt)
         if sandbox_id:
-            return self._attach(sandbox_id, ready_timeout)
-        key = uuid.uuid4().hex
+            return TetherSandbox(self, self._attach(sandbox_id, ready_timeout, adopt))
+        return TetherSandbox(self, self._create(body, ready_timeout))
+
+    def _in_background(
+        self, sandbox_id: Optional[str], body: dict[str, Any], ready_timeout: float, adopt: bool
+    ) -> "TetherSandbox":
+        if sandbox_id:
+            future = self._background.run(
+                f"tether-attach-{sandbox_id}", lambda: self._attach(sandbox_id, ready_timeout, adopt)
+            )
+            return TetherSandbox(self, Sandbox(id=sandbox_id, state="unknown"), future)
+        sid = body["id"]
+        self._lease.named = True
+
+        def create() -> Sandbox:
+            try:
+                return self._create(body, ready_timeout)
+            except BaseException as err:
+                log.warning("sandbox %s: creation failed: %s", sid, err)
+                raise
+            finally:
+                self._pending.pop(sid, None)
+
+        self._pending[sid] = body
+        future = self._background.run(f"tether-create-{sid}", create)
+        return TetherSandbox(self, Sandbox(id=sid, state="requested", owner=self.owner), future)
+
+    def _create(self, body: dict[str, Any], ready_timeout: float) -> Sandbox:
+        """Create, start the lease, wait for ready (blocking); on any failure
+        after the create was sent, end what it made."""
         t = self._clients.sync
         sb: Optional[Sandbox] = None
         self._lease.named = True
         try:
-            sb = t.create_sandbox(idempotency_key=key, **body)
+            sb = t.create_sandbox(**body)
             self._lease.start()
             sb = t.wait_sandbox(sb.id, timeout=ready_timeout)
         except BaseException as err:
             if sb is not None or not _refused(err):
-                self._end_requested_sync(sb.id if sb else None, key, body)
+                self._end_requested_sync(body)
             raise
         if not sb.ready:
-            err = self._not_ready(sb, ready_timeout)
             if sb.pending:
-                self._end_requested_sync(sb.id, key, body)
-            raise err
-        return TetherSandbox(self, sb)
+                self._end_requested_sync(body)
+            raise self._not_ready(sb, ready_timeout)
+        return sb
 
-    def _end_requested_sync(self, sandbox_id: Optional[str], key: str, body: dict[str, Any]) -> None:
-        """End a sandbox this provider requested but will not hand out."""
+    def _end_requested_sync(self, body: dict[str, Any]) -> None:
+        """End the sandbox a create with this body made or is making: replay
+        the create (idempotent on the id) so it exists, then delete it."""
         t = self._clients.quick
         try:
-            if sandbox_id is None:
-                # The create may or may not have reached the server: replaying
-                # it with the same Idempotency-Key returns what it made.
-                sandbox_id = t.create_sandbox(idempotency_key=key, **body).id
-            t.delete_sandbox(sandbox_id)
+            t.create_sandbox(**body)
+            t.delete_sandbox(body["id"])
         except Exception as err:
-            log.warning("could not end sandbox %s (its owner lease will): %s", sandbox_id or "being created", err)
+            log.warning("could not end sandbox %s (its owner lease will): %s", body["id"], err)
 
-    def _attach(self, sandbox_id: str, ready_timeout: float) -> "TetherSandbox":
+    def _attach(self, sandbox_id: str, ready_timeout: float, adopt: bool) -> Sandbox:
         t = self._clients.sync
         try:
             sb = t.wait_sandbox(sandbox_id, timeout=ready_timeout)
@@ -377,13 +535,15 @@ class TetherProvider(SandboxProvider):
             raise self._attach_error(sandbox_id, err) from err
         if not sb.ready:
             raise self._unattachable(sb, ready_timeout)
+        if not adopt:
+            return sb
         self._lease.named = True
         try:
             sb = t.transfer_sandbox(sandbox_id, self.owner)
         except TetherError as err:
             raise self._attach_error(sandbox_id, err) from err
         self._lease.start()
-        return TetherSandbox(self, sb)
+        return sb
 
     @staticmethod
     def _unattachable(sb: Sandbox, ready_timeout: float) -> TetherError:
@@ -404,10 +564,29 @@ class TetherProvider(SandboxProvider):
         return err
 
     def delete(self, *, sandbox_id: str, **kwargs: Any) -> None:
-        """Cancel or terminate the sandbox (idempotent for ended ones)."""
+        """Cancel or terminate the sandbox (idempotent for ended ones).
+
+        A sandbox this provider is still creating in the background is
+        ended once its create has landed (the create is replayed, which is
+        idempotent, then deleted). On an event loop's thread the delete is
+        handed to a thread of the provider's and this returns at once.
+        """
+        pending = self._pending.get(sandbox_id)
+        if _loop_running_here():
+            self._background.run(f"tether-delete-{sandbox_id}", lambda: self._delete(sandbox_id, pending, quiet=True))
+            return
+        self._delete(sandbox_id, pending, quiet=False)
+
+    def _delete(self, sandbox_id: str, pending: Optional[dict[str, Any]], *, quiet: bool) -> None:
+        t = self._clients.sync
         try:
-            self._clients.sync.delete_sandbox(sandbox_id)
+            if pending is not None:
+                t.create_sandbox(**pending)
+            t.delete_sandbox(sandbox_id)
         except TetherError as err:
+            if quiet:
+                log.warning("could not delete sandbox %s: %s", sandbox_id, err)
+                return
             raise self._attach_error(sandbox_id, err) from err
 
     def list(self, *, cursor: Optional[str] = None, **kwargs: Any) -> dict[str, Any]:
@@ -416,17 +595,28 @@ class TetherProvider(SandboxProvider):
         return _list_response(page)
 
     def close(self) -> None:
-        """Stop the heartbeat and end the owner, which ends its sandboxes."""
+        """Stop the heartbeat and end the owner, which ends its sandboxes.
+        On an event loop's thread, the owner is ended from a thread of the
+        provider's (this returns at once)."""
         if self._closed:
             return
         self._closed = True
-        self._lease.stop()
-        if self._lease.named:
-            try:
-                self._clients.quick.end_owner(self.owner)
-            except Exception as err:
-                log.warning("could not end owner %s (its lease will lapse): %s", self.owner, err)
-        self._clients.close()
+        on_loop = _loop_running_here()
+        self._lease.stop(join=not on_loop)
+
+        def finish() -> None:
+            self._background.join(timeout=self._clients._quick_timeout * 2)
+            if self._lease.named:
+                try:
+                    self._clients.quick.end_owner(self.owner)
+                except Exception as err:
+                    log.warning("could not end owner %s (its lease will lapse): %s", self.owner, err)
+            self._clients.close()
+
+        if on_loop:
+            self._background.run(f"tether-close-{self.owner}", finish)
+        else:
+            finish()
 
     def __enter__(self) -> "TetherProvider":
         return self
@@ -444,30 +634,29 @@ class TetherProvider(SandboxProvider):
         that the provider keeps (and that aclose waits for).
         """
         self._check_open()
-        body, ready_timeout = self._create_args(kwargs)
+        body, ready_timeout, adopt = self._call_args(kwargs)
         if sandbox_id:
-            return await self._aattach(sandbox_id, ready_timeout)
-        key = uuid.uuid4().hex
-        t = self._clients.aio()
+            return await self._aattach(sandbox_id, ready_timeout, adopt)
         sb: Optional[Sandbox] = None
         self._lease.named = True
         try:
-            sb = await t.create_sandbox(idempotency_key=key, **body)
+            t = await self._clients.aio()
+            sb = await t.create_sandbox(**body)
             await self._lease.astart()
             sb = await t.wait_sandbox(sb.id, timeout=ready_timeout)
         except BaseException as err:
             # Cancelled (or failed) after the create was sent: end what it
             # made. CancelledError goes on to the caller at once.
             if sb is not None or not _refused(err):
-                self._spawn_cleanup(sb.id if sb else None, key, body)
+                self._spawn_cleanup(body)
             raise
         if not sb.ready:
             if sb.pending:
-                self._spawn_cleanup(sb.id, key, body)
+                self._spawn_cleanup(body)
             raise self._not_ready(sb, ready_timeout)
         return TetherSandbox(self, sb)
 
-    def _spawn_cleanup(self, sandbox_id: Optional[str], key: str, body: dict[str, Any]) -> None:
+    def _spawn_cleanup(self, body: dict[str, Any]) -> None:
         """Delete the requested sandbox in a task of its own, kept by the
         provider: the caller's cancellation does not reach it, and whoever
         waits for it does so through asyncio.shield."""
@@ -475,43 +664,50 @@ class TetherProvider(SandboxProvider):
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        task = loop.create_task(self._end_requested(sandbox_id, key, body), name=f"tether-cleanup-{sandbox_id}")
+        task = loop.create_task(self._end_requested(body), name=f"tether-cleanup-{body['id']}")
         self._cleanups.add(task)
         task.add_done_callback(self._cleanups.discard)
 
-    async def _end_requested(self, sandbox_id: Optional[str], key: str, body: dict[str, Any]) -> None:
-        t = self._clients.aio()
+    async def _end_requested(self, body: dict[str, Any]) -> None:
         try:
-            if sandbox_id is None:
-                sandbox_id = (await asyncio.shield(t.create_sandbox(idempotency_key=key, **body))).id
-            await asyncio.shield(t.delete_sandbox(sandbox_id))
+            t = await self._clients.aio()
+            # The create may or may not have reached the server: replaying it
+            # (idempotent on the id) makes sure the sandbox exists to delete.
+            await asyncio.shield(t.create_sandbox(**body))
+            await asyncio.shield(t.delete_sandbox(body["id"]))
         except Exception as err:
-            log.warning("could not end sandbox %s (its owner lease will): %s", sandbox_id or "being created", err)
+            log.warning("could not end sandbox %s (its owner lease will): %s", body["id"], err)
 
-    async def _aattach(self, sandbox_id: str, ready_timeout: float) -> "TetherSandbox":
-        t = self._clients.aio()
+    async def _aattach(self, sandbox_id: str, ready_timeout: float, adopt: bool) -> "TetherSandbox":
+        t = await self._clients.aio()
         try:
             sb = await t.wait_sandbox(sandbox_id, timeout=ready_timeout)
         except TetherError as err:
             raise self._attach_error(sandbox_id, err) from err
         if not sb.ready:
             raise self._unattachable(sb, ready_timeout)
-        self._lease.named = True
-        try:
-            sb = await t.transfer_sandbox(sandbox_id, self.owner)
-        except TetherError as err:
-            raise self._attach_error(sandbox_id, err) from err
-        await self._lease.astart()
+        if adopt:
+            self._lease.named = True
+            try:
+                sb = await t.transfer_sandbox(sandbox_id, self.owner)
+            except TetherError as err:
+                raise self._attach_error(sandbox_id, err) from err
+            await self._lease.astart()
         return TetherSandbox(self, sb)
 
     async def adelete(self, *, sandbox_id: str, **kwargs: Any) -> None:
+        pending = self._pending.get(sandbox_id)
         try:
-            await self._clients.aio().delete_sandbox(sandbox_id)
+            t = await self._clients.aio()
+            if pending is not None:
+                await t.create_sandbox(**pending)
+            await t.delete_sandbox(sandbox_id)
         except TetherError as err:
             raise self._attach_error(sandbox_id, err) from err
 
     async def alist(self, *, cursor: Optional[str] = None, **kwargs: Any) -> dict[str, Any]:
-        page = await self._clients.aio().list_sandboxes(state=("requested", "creating", "ready"), cursor=cursor, **kwargs)
+        t = await self._clients.aio()
+        page = await t.list_sandboxes(state=("requested", "creating", "ready"), cursor=cursor, **kwargs)
         return _list_response(page)
 
     async def wait_cleanups(self, timeout: Optional[float] = None) -> None:
@@ -529,9 +725,11 @@ class TetherProvider(SandboxProvider):
         self._closed = True
         self._lease.stop(join=False)  # a heartbeat thread, if any, ends by itself
         await self.wait_cleanups(timeout=self._clients._quick_timeout * 2)
+        await asyncio.to_thread(self._background.join, self._clients._quick_timeout * 2)
         if self._lease.named:
             try:
-                await asyncio.wait_for(self._clients.aio().end_owner(self.owner), self._clients._quick_timeout)
+                t = await self._clients.aio()
+                await asyncio.wait_for(t.end_owner(self.owner), self._clients._quick_timeout)
             except Exception as err:
                 log.warning("could not end owner %s (its lease will lapse): %s", self.owner, err)
         await self._clients.aclose()
@@ -541,6 +739,14 @@ class TetherProvider(SandboxProvider):
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
+
+
+def _env_seconds(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    try:
+        return int(raw) if raw else default
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number of seconds, not {raw!r}") from None
 
 
 def _refused(err: BaseException) -> bool:
@@ -556,15 +762,26 @@ def _list_response(page: Any) -> dict[str, Any]:
     }
 
 
+def _file_error(err: TetherError) -> str:
+    """deepagents' literal for a per-file error, else the failure as a
+    string: files come back with their errors, never raised (deepagents'
+    "partial success"), even when the sandbox itself cannot serve."""
+    return FILE_ERRORS.get(err.code) or str(err)
+
+
 class TetherSandbox(BaseSandbox):
     """One Tether sandbox as a deepagents backend: execute, upload_files,
     download_files and their async twins (the rest of BaseSandbox's file
     tools run through execute)."""
 
-    def __init__(self, provider: TetherProvider, sandbox: Sandbox) -> None:
+    def __init__(
+        self, provider: TetherProvider, sandbox: Sandbox, creation: "Optional[concurrent.futures.Future[Any]]" = None
+    ) -> None:
         self._provider = provider
         self._clients = provider._clients
         self._lease = provider._lease
+        self._id = sandbox.id
+        self._creation = creation
         self.info = sandbox
 
     def __repr__(self) -> str:
@@ -572,28 +789,45 @@ class TetherSandbox(BaseSandbox):
 
     @property
     def id(self) -> str:
-        return self.info.id
+        return self._id
 
     @property
     def work_dir(self) -> str:
         return self.info.work_dir or "/workspace"
 
-    def _sync(self) -> Tether:
+    @property
+    def creating(self) -> bool:
+        """Whether a background create (or attach) is still under way."""
+        return self._creation is not None and not self._creation.done()
+
+    def _sync(self, method: str) -> Tether:
+        """The sync client, once the sandbox is ready; never on a loop."""
+        if _loop_running_here():
+            raise TetherLoopBlockedError(method)
+        creation = self._creation
+        if creation is not None:
+            self.info = creation.result()  # raises the creation's failure
+            self._creation = None
         self._lease.keep_beating()
         return self._clients.sync
 
-    def _aio(self) -> AsyncTether:
+    async def _aio(self) -> AsyncTether:
+        """The async client, once the sandbox is ready (awaited, not blocked on)."""
+        creation = self._creation
+        if creation is not None:
+            self.info = await asyncio.shield(asyncio.wrap_future(creation))
+            self._creation = None
         self._lease.akeep_beating()
-        return self._clients.aio()
+        return await self._clients.aio()
 
     # -- state ---------------------------------------------------------------
 
     def refresh(self) -> Sandbox:
-        self.info = self._sync().get_sandbox(self.id)
+        self.info = self._sync("refresh").get_sandbox(self.id)
         return self.info
 
     async def arefresh(self) -> Sandbox:
-        self.info = await self._aio().get_sandbox(self.id)
+        self.info = await (await self._aio()).get_sandbox(self.id)
         return self.info
 
     # -- execute ---------------------------------------------------------------
@@ -605,63 +839,77 @@ class TetherSandbox(BaseSandbox):
             output += f"\n[command timed out after {res.timeout_seconds}s and was killed]"
         return ExecuteResponse(output=output, exit_code=res.exit_code, truncated=res.truncated)
 
+    def _timeout(self, timeout: Optional[int]) -> int:
+        return self._provider.exec_timeout if timeout is None else int(timeout)
+
     def execute(self, command: str, *, timeout: Optional[int] = None) -> ExecuteResponse:
         """Run sh -c command in the sandbox.
 
-        timeout: None = the server's default (60 s); 0 = the server's maximum
-        (MAX_EXEC_TIMEOUT); else seconds. A command past it is killed, with
-        exit code 124.
+        timeout: None = the provider's exec_timeout (TETHER_EXEC_TIMEOUT,
+        default 1800 s); 0 = the server's maximum (MAX_EXEC_TIMEOUT); else
+        seconds. A command past it is killed, with exit code 124. On an event
+        loop's thread this raises TetherLoopBlockedError at once (use
+        aexecute, or the `setup` create parameter for setup scripts).
         """
-        return self._response(self._sync().exec(self.id, command, timeout=timeout))
+        client = self._sync("execute")
+        return self._response(client.exec(self.id, command, timeout=self._timeout(timeout)))
 
     async def aexecute(self, command: str, *, timeout: Optional[int] = None) -> ExecuteResponse:  # noqa: ASYNC109
-        return self._response(await self._aio().exec(self.id, command, timeout=timeout))
+        client = await self._aio()
+        return self._response(await client.exec(self.id, command, timeout=self._timeout(timeout)))
 
     def stream(self, command: str, *, timeout: Optional[int] = None) -> Any:
         """Iterate the command's output chunks (ExecOutput), then its ExecExit."""
-        return self._sync().exec_stream(self.id, command, timeout=timeout)
+        return self._sync("stream").exec_stream(self.id, command, timeout=self._timeout(timeout))
 
-    def astream(self, command: str, *, timeout: Optional[int] = None) -> Any:
+    async def astream(self, command: str, *, timeout: Optional[int] = None) -> Any:
         """Async-iterate the command's output chunks, then its ExecExit."""
-        return self._aio().exec_stream(self.id, command, timeout=timeout)
+        client = await self._aio()
+        async for event in client.exec_stream(self.id, command, timeout=self._timeout(timeout)):
+            yield event
 
     # -- files -----------------------------------------------------------------
 
-    @staticmethod
-    def _file_error(err: TetherError) -> Any:
-        literal = FILE_ERRORS.get(err.code)
-        if literal is None:
-            raise err  # not about this file: the sandbox, the key, the server
-        return literal
-
     def upload_files(self, files: Sequence[tuple[str, bytes]]) -> list[FileUploadResponse]:
-        """Write each (path, content); per-file errors come back as
-        file_not_found, permission_denied, is_directory or invalid_path, in
-        input order. Other errors (the sandbox ended, ...) raise TetherError."""
-        t = self._sync()
+        """Write each (path, content); results in input order, each with
+        error None, one of deepagents' literals (file_not_found,
+        permission_denied, is_directory, invalid_path) or, for a failure
+        that is not about the file (the sandbox ended or failed to start, a
+        bad key, the server unreachable), that failure as a string. Never
+        raises for those."""
+        try:
+            t = self._sync("upload_files")
+        except TetherError as err:
+            return [FileUploadResponse(path=path, error=_file_error(err)) for path, _ in files]
         out = []
         for path, content in files:
             try:
                 t.write_file(self.id, path, content)
                 out.append(FileUploadResponse(path=path, error=None))
             except TetherError as err:
-                out.append(FileUploadResponse(path=path, error=self._file_error(err)))
+                out.append(FileUploadResponse(path=path, error=_file_error(err)))
         return out
 
     def download_files(self, paths: Sequence[str]) -> list[FileDownloadResponse]:
-        """Read each path; per-file errors as in upload_files, in input order."""
-        t = self._sync()
+        """Read each path; errors per file as in upload_files, in input order."""
+        try:
+            t = self._sync("download_files")
+        except TetherError as err:
+            return [FileDownloadResponse(path=path, content=None, error=_file_error(err)) for path in paths]
         out = []
         for path in paths:
             try:
                 out.append(FileDownloadResponse(path=path, content=t.read_file(self.id, path), error=None))
             except TetherError as err:
-                out.append(FileDownloadResponse(path=path, content=None, error=self._file_error(err)))
+                out.append(FileDownloadResponse(path=path, content=None, error=_file_error(err)))
         return out
 
     async def aupload_files(self, files: Sequence[tuple[str, bytes]]) -> list[FileUploadResponse]:
         """upload_files with up to max_concurrency transfers in flight."""
-        t = self._aio()
+        try:
+            t = await self._aio()
+        except TetherError as err:
+            return [FileUploadResponse(path=path, error=_file_error(err)) for path, _ in files]
         gate = asyncio.Semaphore(self._provider.max_concurrency)
 
         async def one(path: str, content: bytes) -> FileUploadResponse:
@@ -670,13 +918,16 @@ class TetherSandbox(BaseSandbox):
                     await t.write_file(self.id, path, content)
                     return FileUploadResponse(path=path, error=None)
                 except TetherError as err:
-                    return FileUploadResponse(path=path, error=self._file_error(err))
+                    return FileUploadResponse(path=path, error=_file_error(err))
 
         return list(await _gather_all([one(p, c) for p, c in files]))
 
     async def adownload_files(self, paths: Sequence[str]) -> list[FileDownloadResponse]:
         """download_files with up to max_concurrency transfers in flight."""
-        t = self._aio()
+        try:
+            t = await self._aio()
+        except TetherError as err:
+            return [FileDownloadResponse(path=path, content=None, error=_file_error(err)) for path in paths]
         gate = asyncio.Semaphore(self._provider.max_concurrency)
 
         async def one(path: str) -> FileDownloadResponse:
@@ -684,7 +935,7 @@ class TetherSandbox(BaseSandbox):
                 try:
                     return FileDownloadResponse(path=path, content=await t.read_file(self.id, path), error=None)
                 except TetherError as err:
-                    return FileDownloadResponse(path=path, content=None, error=self._file_error(err))
+                    return FileDownloadResponse(path=path, content=None, error=_file_error(err))
 
         return list(await _gather_all([one(p) for p in paths]))
 
@@ -699,4 +950,3 @@ async def _gather_all(coros: list[Any]) -> list[Any]:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
-

@@ -56,6 +56,27 @@ export interface TetherClientOptions {
 const liveStates: ReadonlySet<string> = new Set(["requested", "creating"]);
 
 /** Reports whether a sandbox is still being created (requested or creating). */
+const ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
+
+/**
+ * A fresh sandbox id, made as the server makes them: "sbx_" and 26 base32
+ * characters of 128 bits, the time in milliseconds (48) then 80 random
+ * bits. A create that carries it (CreateSandboxRequest.id) is idempotent on
+ * it, so the id is known before the request is sent.
+ */
+export function newSandboxId(): string {
+  const random = crypto.getRandomValues(new Uint8Array(10));
+  let n = BigInt(Date.now()) & ((1n << 48n) - 1n);
+  for (const b of random) n = (n << 8n) | BigInt(b);
+  n <<= 2n; // 130 bits, as base32 pads the last character
+  let out = "";
+  for (let i = 0; i < 26; i++) {
+    out = ID_ALPHABET[Number(n & 31n)] + out;
+    n >>= 5n;
+  }
+  return `sbx_${out}`;
+}
+
 export function isSettling(sb: Sandbox): boolean {
   return liveStates.has(sb.state);
 }

@@ -1,12 +1,12 @@
-import { randomUUID } from "node:crypto";
 import {
   BaseSandbox,
+  SandboxError,
   type ExecuteResponse,
   type FileDownloadResponse,
   type FileOperationError,
   type FileUploadResponse,
 } from "deepagents";
-import { TetherClient, type CreateSandboxRequest, type Sandbox, type TetherClientOptions } from "./client.js";
+import { TetherClient, newSandboxId, type CreateSandboxRequest, type Sandbox, type TetherClientOptions } from "./client.js";
 import { TetherError, type ProblemCode } from "./errors.js";
 import { OwnerLease, processOwner } from "./owner.js";
 
@@ -45,6 +45,12 @@ export interface TetherSandboxCreateOptions extends TetherSandboxOptions {
   params?: CreateSandboxRequest["params"];
   /** A shell script run before the sandbox counts as ready. */
   setup?: string | undefined;
+  /**
+   * Files written into the sandbox before it is handed out (path → content;
+   * parent folders are made). A file that cannot be written fails the
+   * creation, and the sandbox is deleted.
+   */
+  initialFiles?: Record<string, string | Uint8Array> | undefined;
   /** How long to wait for the sandbox to become ready, in ms (default 120 000). */
   readyTimeoutMs?: number | undefined;
   /** Aborting a create in progress deletes the sandbox it requested. */
@@ -74,38 +80,48 @@ function notReady(sb: Sandbox): TetherError {
 /**
  * A deepagents sandbox backend on a Tether sandbox: deepagents derives
  * ls/read/write/edit/grep/glob from execute, uploadFiles and downloadFiles.
+ *
+ * `TetherSandbox.create(options)` makes a ready one in one step; `new
+ * TetherSandbox(options)` then `initialize()` in two (its id is chosen at
+ * construction, and the create is idempotent on it). `isRunning` is true
+ * from a successful initialize until `close()`.
  */
 export class TetherSandbox extends BaseSandbox {
-  readonly #id: string;
+  #id: string;
   readonly client: TetherClient;
   readonly lease: OwnerLease;
   readonly defaultTimeout: number | undefined;
-  /** The sandbox as Tether last reported it. */
-  sandbox: Sandbox;
-  #closed = false;
+  /** The sandbox as Tether last reported it; null before initialize(). */
+  sandbox: Sandbox | null = null;
+  readonly #options: TetherSandboxCreateOptions;
+  #state: "new" | "initializing" | "running" | "closed" = "new";
 
-  private constructor(client: TetherClient, lease: OwnerLease, sandbox: Sandbox, defaultTimeout: number | undefined) {
+  /**
+   * An uninitialized sandbox: nothing is requested until initialize().
+   * Options as for TetherSandbox.create.
+   */
+  constructor(options: TetherSandboxCreateOptions = {}) {
     super();
-    this.#id = sandbox.id;
-    this.client = client;
-    this.lease = lease;
-    this.sandbox = sandbox;
-    this.defaultTimeout = defaultTimeout;
+    this.client = options.client ?? new TetherClient(options);
+    this.lease = options.lease ?? processOwner(this.client);
+    this.defaultTimeout = options.defaultTimeout;
+    this.#options = options;
+    this.#id = newSandboxId();
   }
 
-  /** The Tether sandbox id. */
+  /** The Tether sandbox id (chosen before initialize, final once it succeeds). */
   get id(): string {
     return this.#id;
   }
 
-  /** The sandbox's working directory (e.g. /workspace). */
+  /** The sandbox's working directory (e.g. /workspace); null before initialize. */
   get workDir(): string | null {
-    return this.sandbox.work_dir;
+    return this.sandbox?.work_dir ?? null;
   }
 
-  static #parts(options: TetherSandboxOptions): { client: TetherClient; lease: OwnerLease } {
-    const client = options.client ?? new TetherClient(options);
-    return { client, lease: options.lease ?? processOwner(client) };
+  /** Whether the sandbox is initialized (ready) and not closed. */
+  get isRunning(): boolean {
+    return this.#state === "running";
   }
 
   /**
@@ -114,35 +130,86 @@ export class TetherSandbox extends BaseSandbox {
    * fails or is aborted deletes the sandbox it requested.
    */
   static async create(options: TetherSandboxCreateOptions = {}): Promise<TetherSandbox> {
-    const { client, lease } = TetherSandbox.#parts(options);
+    const sandbox = new TetherSandbox(options);
+    await sandbox.initialize();
+    return sandbox;
+  }
+
+  /**
+   * Creates the sandbox: requests it, waits until it is ready, writes the
+   * initialFiles. Throws SandboxError ALREADY_INITIALIZED if called twice;
+   * after a failure (the sandbox it requested is deleted) it may be called
+   * again, with a new id.
+   */
+  async initialize(): Promise<void> {
+    if (this.#state !== "new") {
+      throw new SandboxError(`sandbox ${this.#id} is already initialized (${this.#state})`, "ALREADY_INITIALIZED");
+    }
+    this.#state = "initializing";
+    let sb: Sandbox;
+    try {
+      sb = await this.#create();
+    } catch (err) {
+      if (!this.closed) {
+        this.#state = "new";
+        this.#id = newSandboxId();
+      }
+      throw err;
+    }
+    if (this.closed) {
+      // close() came while the sandbox was being made: it must not live on.
+      try {
+        await this.client.deleteSandbox(this.#id);
+      } finally {
+        this.lease.release();
+      }
+      throw new SandboxError(`sandbox ${this.#id} was closed while it initialized; it was deleted`, "NOT_INITIALIZED");
+    }
+    this.sandbox = sb;
+    this.#state = "running";
+  }
+
+  async #create(): Promise<Sandbox> {
+    const { client, lease } = this;
+    const options = this.#options;
     const signal = options.signal;
     signal?.throwIfAborted();
-    const body: CreateSandboxRequest = { owner: lease.owner };
+    const body: CreateSandboxRequest = { id: this.#id, owner: lease.owner };
     if (options.provider !== undefined) body.provider = options.provider;
     if (options.ttlSeconds !== undefined) body.ttl_seconds = options.ttlSeconds;
     if (options.env !== undefined) body.env = options.env;
     if (options.labels !== undefined) body.labels = options.labels;
     if (options.params !== undefined) body.params = options.params;
     if (options.setup !== undefined) body.setup = options.setup;
-    const idempotencyKey = randomUUID();
-    let id: string | undefined;
+    let sent = false;
     let held = false;
     try {
-      const sb = await client.createSandbox(body, { idempotencyKey, signal });
-      id = sb.id;
+      sent = true;
+      await client.createSandbox(body, { signal });
       await lease.acquire(signal);
       held = true;
-      const ready = await client.waitSandbox(sb.id, { timeoutMs: options.readyTimeoutMs, signal });
+      const ready = await client.waitSandbox(this.#id, { timeoutMs: options.readyTimeoutMs, signal });
       if (ready.state !== "ready") throw notReady(ready);
-      return new TetherSandbox(client, lease, ready, options.defaultTimeout);
+      for (const [path, content] of Object.entries(options.initialFiles ?? {})) {
+        const data = typeof content === "string" ? new TextEncoder().encode(content) : content;
+        try {
+          await client.writeFile(this.#id, path, data, { signal });
+        } catch (err) {
+          throw new SandboxError(`sandbox ${this.#id}: initial file ${path}: ${String(err)}`, "FILE_OPERATION_FAILED", err instanceof Error ? err : undefined);
+        }
+      }
+      return ready;
     } catch (err) {
-      // Whatever we requested must not outlive the failure: learn its id
-      // from the idempotency key if the create's answer was lost, then end it.
-      try {
-        if (id === undefined && signal?.aborted) id = (await client.createSandbox(body, { idempotencyKey })).id;
-        if (id !== undefined) await client.deleteSandbox(id);
-      } catch {
-        // the owner lease ends it
+      // Whatever we requested must not outlive the failure. The create is
+      // idempotent on the id: replaying it makes sure the sandbox exists
+      // (its answer may have been lost), then it is ended.
+      if (sent) {
+        try {
+          await client.createSandbox(body);
+          await client.deleteSandbox(this.#id);
+        } catch {
+          // the owner lease ends it
+        }
       }
       if (held) lease.release();
       throw err;
@@ -154,16 +221,26 @@ export class TetherSandbox extends BaseSandbox {
    * (owner transfer), so it lives as long as this process's lease.
    */
   static async connect(id: string, options: TetherSandboxOptions & { signal?: AbortSignal | undefined; readyTimeoutMs?: number | undefined } = {}): Promise<TetherSandbox> {
-    const { client, lease } = TetherSandbox.#parts(options);
+    const attached = new TetherSandbox(options);
+    const { client, lease } = attached;
     await client.transferOwner(id, lease.owner, { signal: options.signal });
     await lease.acquire(options.signal);
     try {
       const sb = await client.waitSandbox(id, { timeoutMs: options.readyTimeoutMs, signal: options.signal });
       if (sb.state !== "ready") throw notReady(sb);
-      return new TetherSandbox(client, lease, sb, options.defaultTimeout);
+      attached.#id = id;
+      attached.sandbox = sb;
+      attached.#state = "running";
+      return attached;
     } catch (err) {
       lease.release();
       throw err;
+    }
+  }
+
+  #ensureRunning(): void {
+    if (this.#state === "new" || this.#state === "initializing") {
+      throw new SandboxError(`sandbox ${this.#id} is not initialized: call initialize() first`, "NOT_INITIALIZED");
     }
   }
 
@@ -173,6 +250,7 @@ export class TetherSandbox extends BaseSandbox {
    * A timed-out command has exit code 124 and a note in its output.
    */
   async execute(command: string, options: ExecuteOptions = {}): Promise<ExecuteResponse> {
+    this.#ensureRunning();
     const timeout = options.timeout !== undefined ? options.timeout : this.defaultTimeout;
     const req: { command: string; timeout_seconds?: number } = { command };
     if (timeout !== undefined) {
@@ -187,6 +265,7 @@ export class TetherSandbox extends BaseSandbox {
 
   /** Writes each file; failures come back as deepagents' error literals. */
   async uploadFiles(files: Array<[string, Uint8Array]>): Promise<FileUploadResponse[]> {
+    this.#ensureRunning();
     const out: FileUploadResponse[] = [];
     for (const [path, content] of files) {
       try {
@@ -203,6 +282,7 @@ export class TetherSandbox extends BaseSandbox {
 
   /** Reads each file; failures come back as deepagents' error literals. */
   async downloadFiles(paths: string[]): Promise<FileDownloadResponse[]> {
+    this.#ensureRunning();
     const out: FileDownloadResponse[] = [];
     for (const path of paths) {
       try {
@@ -218,13 +298,18 @@ export class TetherSandbox extends BaseSandbox {
 
   /** Whether close() was called. */
   get closed(): boolean {
-    return this.#closed;
+    return this.#state === "closed";
   }
 
-  /** Deletes the sandbox and lets go of the owner lease (idempotent). */
+  /**
+   * Deletes the sandbox and lets go of the owner lease (idempotent); an
+   * uninitialized one is only marked closed.
+   */
   async close(options: { signal?: AbortSignal | undefined } = {}): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
+    const was = this.#state;
+    if (was === "closed") return;
+    this.#state = "closed";
+    if (was !== "running") return;
     try {
       this.sandbox = await this.client.deleteSandbox(this.#id, options);
     } finally {

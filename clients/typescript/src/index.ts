@@ -1,4 +1,4 @@
-export { TetherClient, isSettling } from "./client.js";
+export { TetherClient, isSettling, newSandboxId } from "./client.js";
 export type {
   CallOptions, CreateOptions, CreateSandboxRequest, Event, EventList, ExecRequest, ExecResult, ExecStreamEvent,
   Health, ListEventsQuery, ListSandboxEventsQuery, ListSandboxesQuery, OwnerLease as OwnerLeaseInfo, OwnerRelease,

@@ -323,7 +323,7 @@ export interface paths {
         put?: never;
         /**
          * Request a sandbox
-         * @description Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key, repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+         * @description Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
          */
         post: operations["createSandbox"];
         delete?: never;
@@ -433,7 +433,7 @@ export interface paths {
          * Run a command in a sandbox
          * @description Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
          *
-         *     With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is `{"data":"..."}` (an OutputChunk), then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+         *     With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
          */
         post: operations["execInSandbox"];
         delete?: never;
@@ -667,6 +667,11 @@ export interface components {
             env?: {
                 [key: string]: string;
             };
+            /**
+             * @description ID is the sandbox's id, chosen by the client so that it knows the id before any I/O: "sbx_" and 26 characters of the alphabet 0-9 a-z without i l o u (the first 10 encode the creation time in milliseconds, the rest are random). Default: the server chooses one. A create with an id is idempotent on it (the same request again returns the same sandbox, 200); another request with the same id is 409 IDEMPOTENCY_KEY_REUSED, and an id already taken is 409 SANDBOX_ID_TAKEN.
+             * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+             */
+            id?: string;
             /**
              * @description Labels are free-form key/value pairs to filter by.
              * @example {
@@ -950,7 +955,7 @@ export interface components {
              * @example NOT_FOUND
              * @enum {string}
              */
-            code: "INVALID_REQUEST" | "UNAUTHENTICATED" | "FORBIDDEN" | "NOT_FOUND" | "SANDBOX_STATE_CONFLICT" | "IDEMPOTENCY_KEY_REUSED" | "UNKNOWN_PROVIDER" | "PROVIDER_UNAVAILABLE" | "NOT_SUPPORTED" | "PAYLOAD_TOO_LARGE" | "QUOTA_EXCEEDED" | "REQUEST_TIMEOUT" | "FILE_NOT_FOUND" | "IS_DIRECTORY" | "PERMISSION_DENIED" | "INVALID_PATH" | "INTERNAL" | "UNAVAILABLE";
+            code: "INVALID_REQUEST" | "UNAUTHENTICATED" | "FORBIDDEN" | "NOT_FOUND" | "SANDBOX_STATE_CONFLICT" | "IDEMPOTENCY_KEY_REUSED" | "SANDBOX_ID_TAKEN" | "UNKNOWN_PROVIDER" | "PROVIDER_UNAVAILABLE" | "NOT_SUPPORTED" | "PAYLOAD_TOO_LARGE" | "QUOTA_EXCEEDED" | "REQUEST_TIMEOUT" | "FILE_NOT_FOUND" | "IS_DIRECTORY" | "PERMISSION_DENIED" | "INVALID_PATH" | "INTERNAL" | "UNAVAILABLE";
             /**
              * @description Detail explains this occurrence.
              * @example sandbox sbx_... not found
@@ -1892,6 +1897,17 @@ export interface operations {
                     "application/json": components["schemas"]["NodeList"];
                 };
             };
+            /** @description INVALID_REQUEST: a query parameter (it takes none) */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
             401: {
                 headers: {
@@ -2261,6 +2277,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ProviderList"];
+                };
+            };
+            /** @description INVALID_REQUEST: a query parameter (it takes none) */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
@@ -2635,7 +2662,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description IDEMPOTENCY_KEY_REUSED */
+            /** @description IDEMPOTENCY_KEY_REUSED, or SANDBOX_ID_TAKEN: the client-chosen id names another sandbox */
             409: {
                 headers: {
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */

@@ -20,10 +20,10 @@ after(async () => {
 test("create binds the sandbox to the process's owner, heartbeated", async () => {
   assert.equal(isSandboxBackend(sandbox), true);
   assert.match(sandbox.id, /^sbx_/);
-  assert.equal(sandbox.sandbox.state, "ready");
+  assert.equal(sandbox.sandbox?.state, "ready");
   const lease = processOwner(client);
   assert.equal(sandbox.lease, lease);
-  assert.equal(sandbox.sandbox.owner, lease.owner);
+  assert.equal(sandbox.sandbox?.owner, lease.owner);
   assert.equal(lease.beating, true);
 });
 
@@ -129,11 +129,12 @@ test("connect reattaches, adopting the sandbox by owner transfer", async () => {
     await client.waitSandbox(other.id, { timeoutMs: 60_000 });
     const attached = await TetherSandbox.connect(other.id, { client });
     assert.equal(attached.id, other.id);
-    assert.equal(attached.sandbox.owner, processOwner(client).owner);
+    assert.equal(attached.sandbox?.owner, processOwner(client).owner);
     assert.equal((await client.getSandbox(other.id)).owner, processOwner(client).owner);
     assert.equal((await attached.execute("echo again")).output, "again\n");
     await attached.close();
-    assert.ok(["terminated", "cancelled"].includes(attached.sandbox.state));
+    assert.ok(["terminated", "cancelled"].includes(attached.sandbox?.state ?? ""));
+    assert.equal(attached.isRunning, false);
   } finally {
     await client.deleteSandbox(other.id);
   }

@@ -1,0 +1,77 @@
+package docs_test
+
+import (
+	"encoding/json"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/tetherhq/tether/docs"
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// TestArchitectureEdgesMatchTheLifecycle reads the state-edge table of
+// docs/architecture.md ("Who moves each state edge") and checks that it
+// names exactly the edges sandbox.CanTransition allows: none missing, none
+// the code refuses.
+func TestArchitectureEdgesMatchTheLifecycle(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## Who moves each state edge")
+	if !ok {
+		t.Fatal(`docs/architecture.md has no "Who moves each state edge" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	row := regexp.MustCompile("(?m)^\\| ((?:`[a-z]+`/?)+) → `([a-z]+)` \\|")
+	state := regexp.MustCompile("`([a-z]+)`")
+	documented := map[[2]sandbox.State]bool{}
+	for _, m := range row.FindAllStringSubmatch(section, -1) {
+		for _, from := range state.FindAllStringSubmatch(m[1], -1) {
+			documented[[2]sandbox.State{sandbox.State(from[1]), sandbox.State(m[2])}] = true
+		}
+	}
+	if len(documented) == 0 {
+		t.Fatal("found no edge rows in the table")
+	}
+	for _, from := range sandbox.States {
+		for _, to := range sandbox.States {
+			edge := [2]sandbox.State{from, to}
+			switch allowed := sandbox.CanTransition(from, to); {
+			case allowed && !documented[edge]:
+				t.Errorf("the code allows %s → %s; docs/architecture.md's table does not name it", from, to)
+			case !allowed && documented[edge]:
+				t.Errorf("docs/architecture.md's table names %s → %s; the code refuses it", from, to)
+			}
+		}
+	}
+}
+
+// TestDescriptionsNameOnlyDocumentedSchemas: a description that says a
+// value is "a Problem" or "an ExecResult" names a schema the document has,
+// so a client generator (or reader) can find it.
+func TestDescriptionsNameOnlyDocumentedSchemas(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Components struct {
+			Schemas map[string]json.RawMessage `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(docs.OpenAPIJSON, &doc); err != nil {
+		t.Fatal(err)
+	}
+	named := regexp.MustCompile(`\b(?:an?|the) ((?:[A-Z][a-z]+){2,})\b`)
+	seen := 0
+	for _, m := range named.FindAllStringSubmatch(string(docs.OpenAPIJSON), -1) {
+		seen++
+		if _, ok := doc.Components.Schemas[m[1]]; !ok {
+			t.Errorf("a description names %q, which is not a schema of the document", m[1])
+		}
+	}
+	if seen == 0 {
+		t.Error("no description names a schema: the pattern is broken")
+	}
+}
