@@ -183,6 +183,15 @@ type slotConn struct {
 	free func()
 }
 
+// CloseWrite half-closes the connection, as the server does before it
+// lingers on a connection it answered without reading the whole request.
+func (c *slotConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 func (c *slotConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.free)

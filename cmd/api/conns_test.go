@@ -279,3 +279,57 @@ func TestGuardVictim(t *testing.T) {
 		t.Errorf("an authenticated busy connection was chosen")
 	}
 }
+
+// TestRefusedBodyAnswerIsRead: a client still sending a body the server
+// refused without reading (too large, or no key) reads the refusal, not a
+// connection reset: the server closes such a connection gracefully.
+func TestRefusedBodyAnswerIsRead(t *testing.T) {
+	t.Parallel()
+	s := start(t, map[string]string{"DATABASE_URL": storetest.NewURL(t), "PROVIDERS": "sim",
+		"BOOTSTRAP_API_KEY": "big-key", "MAX_BODY_BYTES": "65536"})
+	// A raw client: it sends part of a large body, then reads. A server
+	// that closed at once, with the rest unread, would have reset the
+	// connection, and the reset discards the answer before it is read.
+	for i := range 5 {
+		c, err := net.Dial("tcp", strings.TrimPrefix(s.base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.WriteString(c, "POST /v1/sandboxes HTTP/1.1\r\nHost: tether\r\nAuthorization: Bearer big-key\r\nContent-Length: 4194304\r\n\r\n")
+		_, _ = c.Write(make([]byte, 512<<10))
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			_ = c.Close()
+			t.Fatalf("raw try %d: the 413 was not read: %v", i, err)
+		}
+		_ = resp.Body.Close()
+		_ = c.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Fatalf("raw try %d: %d; want 413", i, resp.StatusCode)
+		}
+	}
+	big := strings.Repeat("x", 4<<20)
+	for i := range 10 {
+		for _, tc := range []struct {
+			key  string
+			want int
+		}{{"big-key", http.StatusRequestEntityTooLarge}, {"", http.StatusUnauthorized}} {
+			req, err := http.NewRequest(http.MethodPost, s.base+"/v1/sandboxes", strings.NewReader(big))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.key != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.key)
+			}
+			resp, err := (&http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}).Do(req)
+			if err != nil {
+				t.Fatalf("try %d: the refusal was not read: %v", i, err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Fatalf("try %d: %d; want %d", i, resp.StatusCode, tc.want)
+			}
+		}
+	}
+}

@@ -52,8 +52,30 @@ func withBodyPacing(minRate int64, grace, maxTime time.Duration) gin.HandlerFunc
 		r.Body = b
 		c.Set(bodyGuardKey, b)
 		c.Next()
+		// The server looks at the request's own body after the handler, to
+		// tell a body it gave up on (and then close the connection
+		// gracefully, so that the client reads the answer rather than a
+		// reset): give it back.
+		r.Body = b.rc
 	}
 }
+
+// lingerAfterAnswer bounds what is left of the body's reading to a
+// moment from now: after an answer given without reading the body, the
+// server reads what remains of a small one before it closes the
+// connection (so that the client sees the answer, not a reset). A client
+// that is sending it gets that moment; one that trickles it holds its
+// connection no longer.
+func (b *pacedBody) lingerAfterAnswer() {
+	until := time.Now().Add(bodyLinger)
+	if d := b.deadline(); d.Before(until) {
+		until = d
+	}
+	_ = b.ctl.SetReadDeadline(until)
+}
+
+// bodyLinger is how long an unread body may still take after the answer.
+const bodyLinger = time.Second
 
 // pacedBody is a request body read under a deadline that grows with what
 // has arrived.
@@ -110,13 +132,13 @@ func (b *pacedBody) Read(p []byte) (int, error) {
 
 func (b *pacedBody) Close() error { return b.rc.Close() }
 
-// bodyUnread reports whether the request has a body that was not read to
-// its end.
-func bodyUnread(c *gin.Context) bool {
-	if b, ok := c.Value(bodyGuardKey).(*pacedBody); ok {
-		return !b.eof
+// unreadBody is the request's body if it was not read to its end, else
+// nil.
+func unreadBody(c *gin.Context) *pacedBody {
+	if b, ok := c.Value(bodyGuardKey).(*pacedBody); ok && !b.eof {
+		return b
 	}
-	return false
+	return nil
 }
 
 // bodyError is the error an operation that read the request body should

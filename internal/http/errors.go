@@ -122,11 +122,12 @@ func newProblem(c *gin.Context, status int, code sandbox.Code, detail string, st
 }
 
 func writeProblem(c *gin.Context, p Problem) {
-	if bodyUnread(c) {
+	if b := unreadBody(c); b != nil {
 		// Answer now and close, rather than read (or wait for) the rest of
 		// a body that will not be used: a client that trickles a body
 		// never learns sooner otherwise, and keeps its connection.
 		c.Header("Connection", "close")
+		b.lingerAfterAnswer()
 	}
 	if p.Status == http.StatusUnauthorized && c.Writer.Header().Get("WWW-Authenticate") == "" {
 		// A key found revoked in the database, a forwarded body that is
