@@ -56,7 +56,10 @@ type authenticator interface {
 func withAuth(log *slog.Logger, auth authenticator, q *quotas, rt *router, authed func(context.Context)) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		addr := remoteHost(c.Request)
-		if err := q.checkAuthFailures(c, addr); err != nil {
+		if err := q.checkAuthFailures(c, addr); err != nil && !knownKey(auth, c.GetHeader("Authorization")) {
+			// Over its failures, an address gets no more lookups; a key
+			// this replica knows already costs none, so a client sharing the
+			// address (a NAT) with one that guesses keeps working.
 			writeError(c, log, err)
 			return
 		}
@@ -135,6 +138,21 @@ type cachedKey struct {
 
 func newKeyCache(auth authenticator, ttl time.Duration) *keyCache {
 	return &keyCache{auth: auth, ttl: ttl, maxEntries: 10000, entries: map[[sha256.Size]byte]cachedKey{}}
+}
+
+// knownKey reports whether the Authorization header carries a key the auth
+// cache holds (and so would authenticate without a query).
+func knownKey(auth authenticator, header string) bool {
+	k, ok := auth.(*keyCache)
+	scheme, key, found := strings.Cut(header, " ")
+	if !ok || !found || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(key)))
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e, cached := k.entries[sum]
+	return cached && time.Now().Before(e.expires)
 }
 
 // Authenticate implements authenticator.
