@@ -585,7 +585,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.",
+                "description": "Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). Only a key with manage_keys may (operators' keys have it; a key made here has it only if asked for); the asking key is checked in the database, so a key revoked a moment ago cannot mint one within the auth cache's window. The new key records which key made it (created_by). A tenant holds at most TENANT_MAX_KEYS keys that are not revoked. To rotate a key: create one, hand it out, then revoke the old one.",
                 "consumes": [
                     "application/json"
                 ],
@@ -638,7 +638,7 @@ const docTemplate = `{
                         }
                     },
                     "401": {
-                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know (or revoked)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },
@@ -647,6 +647,18 @@ const docTemplate = `{
                                 "type": "string",
                                 "description": "the Bearer challenge"
                             },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "403": {
+                        "description": "FORBIDDEN: the key lacks manage_keys",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
                             "X-Request-ID": {
                                 "type": "string",
                                 "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
@@ -666,7 +678,7 @@ const docTemplate = `{
                         }
                     },
                     "429": {
-                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate, or the tenant holds TENANT_MAX_KEYS keys; retry after Retry-After seconds",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },
@@ -719,7 +731,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long), and stays listed with its revoked_at. Revoking the key the request is made with is allowed. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.",
+                "description": "The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long) for most routes, and at once for key management; it stays listed with its revoked_at. A key may revoke itself; revoking another key takes manage_keys. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.",
                 "produces": [
                     "application/json"
                 ],
@@ -773,6 +785,18 @@ const docTemplate = `{
                                 "type": "string",
                                 "description": "the Bearer challenge"
                             },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "403": {
+                        "description": "FORBIDDEN: revoking another key without manage_keys",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
                             "X-Request-ID": {
                                 "type": "string",
                                 "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
@@ -2374,7 +2398,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Streams the folder at path as a tar archive (members relative to the folder). A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.",
+                "description": "Streams the folder at path as a tar archive (members relative to the folder). The archive is cut at the server's file limit (MAX_FILE_BYTES), counted in the bytes the archive takes, so sparse files count at their full size: past it the response ends without the end of the tar stream (the connection is cut, so that no client takes it for whole), and the activity records PAYLOAD_TOO_LARGE. A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.",
                 "produces": [
                     "application/x-tar"
                 ],
@@ -3789,8 +3813,10 @@ const docTemplate = `{
             "type": "object",
             "required": [
                 "created_at",
+                "created_by",
                 "id",
                 "last_used_at",
+                "manage_keys",
                 "name",
                 "revoked_at"
             ],
@@ -3799,6 +3825,12 @@ const docTemplate = `{
                     "type": "string",
                     "format": "date-time",
                     "example": "2026-01-02T15:04:05Z"
+                },
+                "created_by": {
+                    "description": "CreatedBy is the id of the key that created this one over the API; null for an operator's key.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "key_a1b2c3d4e5f6g7h8"
                 },
                 "id": {
                     "description": "ID identifies the key in the API and in the audit trail (events' actor_key_id, activity's key_id); it is not a secret.",
@@ -3811,6 +3843,11 @@ const docTemplate = `{
                     "format": "date-time",
                     "x-nullable": true,
                     "example": "2026-01-02T15:14:05Z"
+                },
+                "manage_keys": {
+                    "description": "ManageKeys is whether the key may create keys and revoke other keys. Operators' keys (tether keys create, BOOTSTRAP_API_KEY) may.",
+                    "type": "boolean",
+                    "example": false
                 },
                 "name": {
                     "description": "Name says what the key is for.",
@@ -4000,6 +4037,11 @@ const docTemplate = `{
                 "name"
             ],
             "properties": {
+                "manage_keys": {
+                    "description": "ManageKeys gives the new key the scope to create keys and revoke others (default false).",
+                    "type": "boolean",
+                    "example": false
+                },
                 "name": {
                     "description": "Name says what the key is for: 1-100 characters, no control characters.",
                     "type": "string",
@@ -4527,6 +4569,7 @@ const docTemplate = `{
                         "NOT_SUPPORTED",
                         "PAYLOAD_TOO_LARGE",
                         "QUOTA_EXCEEDED",
+                        "REQUEST_TIMEOUT",
                         "FILE_NOT_FOUND",
                         "IS_DIRECTORY",
                         "PERMISSION_DENIED",
@@ -4547,6 +4590,7 @@ const docTemplate = `{
                         "ProblemCodeNotSupported",
                         "ProblemCodePayloadTooLarge",
                         "ProblemCodeQuotaExceeded",
+                        "ProblemCodeRequestTimeout",
                         "ProblemCodeFileNotFound",
                         "ProblemCodeIsDirectory",
                         "ProblemCodePermissionDenied",

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tetherhq/tether/clients/go/tether"
 )
@@ -24,7 +25,7 @@ const cliUsage = `ops commands (server from --url or TETHER_URL, key from --key 
   tether sandboxes ls [--state S]... [--owner O] [--provider P] [--label k=v]... [--limit N] [--all]
   tether sandboxes get ID [--wait 30s]
   tether sandboxes rm ID [--wait]          end it; --wait: until its resources are released
-  tether sandboxes exec ID -- COMMAND...
+  tether sandboxes exec [--raw] ID -- COMMAND...
   tether events [--follow]                 the tenant's events; --follow: live, until interrupted
   tether keys ls | keys create --name N | keys revoke ID   the tenant's API keys
   tether owners ls                         owners, their leases and live sandboxes
@@ -107,13 +108,13 @@ func problem(status int, body []byte) error {
 	}
 	var p tether.Problem
 	if json.Unmarshal(body, &p) == nil && p.Code != "" {
-		msg := fmt.Sprintf("%d %s: %s", status, p.Code, p.Detail)
+		msg := fmt.Sprintf("%d %s: %s", status, p.Code, printable(p.Detail))
 		if p.State != nil {
 			msg += " (state " + string(*p.State) + ")"
 		}
 		return errors.New(msg)
 	}
-	return fmt.Errorf("HTTP %d: %s", status, bytes.TrimSpace(body))
+	return fmt.Errorf("HTTP %d: %s", status, printable(string(bytes.TrimSpace(body))))
 }
 
 func (c *cli) printJSON(v any) error {
@@ -233,7 +234,10 @@ func runSandboxes(ctx context.Context, args []string, getenv func(string) string
 		}
 		return c.printOne(ctx, id, wait)
 	case "exec":
-		c, rest, err := newCLI("sandboxes exec", args, getenv, stdout, stderr, nil)
+		var raw *bool
+		c, rest, err := newCLI("sandboxes exec", args, getenv, stdout, stderr, func(fs *flag.FlagSet) {
+			raw = fs.Bool("raw", false, "print the output as it is, terminal escapes included (for pipes)")
+		})
 		if err != nil {
 			return err
 		}
@@ -251,7 +255,11 @@ func runSandboxes(ctx context.Context, args []string, getenv func(string) string
 		if c.json {
 			return c.printJSON(res)
 		}
-		_, _ = io.WriteString(c.stdout, res.Output)
+		if *raw {
+			_, _ = io.WriteString(c.stdout, res.Output)
+		} else {
+			_, _ = io.WriteString(c.stdout, printable(res.Output))
+		}
 		if res.ExitCode != 0 || res.TimedOut || res.Truncated {
 			_, _ = fmt.Fprintf(c.stderr, "exit code %d (timed out: %v, truncated: %v, oom killed: %v)\n", res.ExitCode, res.TimedOut, res.Truncated, res.OomKilled)
 		}
@@ -530,4 +538,31 @@ func runKeys(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	_, _ = io.WriteString(stderr, cliUsage)
 	return fmt.Errorf("keys %s: want ls, create or revoke", sub)
+}
+
+// printable is s with the characters a terminal would act on shown as
+// escapes instead: a sandbox's output is the sandbox's, and output that
+// moves the cursor, retitles the window, rewrites the line or writes to
+// the clipboard must not do so in the operator's terminal. Newlines and
+// tabs stay; other control characters (C0, DEL, C1), bidirectional
+// overrides and invalid UTF-8 are shown as \xNN or \uNNNN.
+func printable(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case (r >= 0x80 && r <= 0x9f) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+		i += size
+	}
+	return b.String()
 }

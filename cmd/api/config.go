@@ -34,6 +34,7 @@ const (
 	defaultShutdownTimeout = 30 * time.Second
 	defaultDBMaxConns      = 20
 	defaultMaxConns        = 2048
+	defaultMaxConnsPerAddr = 256
 	defaultLogLevel        = "info"
 )
 
@@ -160,6 +161,16 @@ type Config struct {
 	// 2048): past it new connections wait to be accepted, so that a flood
 	// cannot take every descriptor from the janitor and the pool.
 	MaxConns int
+	// MaxConnsPerAddr caps the connections from one remote address
+	// (MAX_CONNS_PER_ADDR, default 256; 0: no cap); past it new ones are
+	// closed at once. Behind a proxy or load balancer every client shares
+	// its address: set it to MAX_CONNS there.
+	MaxConnsPerAddr int
+	// MinBodyRate is the slowest a request body may arrive, in bytes a
+	// second on average, once BodyGrace has passed (MIN_BODY_RATE, default
+	// 1024; BODY_GRACE, default 10s); a slower one is 408 REQUEST_TIMEOUT.
+	MinBodyRate int64
+	BodyGrace   time.Duration
 	// MaxBodyBytes caps JSON request bodies (MAX_BODY_BYTES, default 1 MiB).
 	MaxBodyBytes int64
 	// MaxWait caps ?wait= on GET /v1/sandboxes/{id} (MAX_WAIT, default 60s).
@@ -180,6 +191,18 @@ type Config struct {
 	// KeyRequestsPerSecond caps each API key's requests, per replica
 	// (KEY_REQUESTS_PER_SECOND, default 200; bursts of twice that).
 	KeyRequestsPerSecond int
+	// TenantRequestsPerSecond caps each tenant's requests over all its
+	// keys, per replica (TENANT_REQUESTS_PER_SECOND, default 1000; bursts
+	// of twice that).
+	TenantRequestsPerSecond int
+	// AuthFailuresPerSecond caps the requests without a valid API key
+	// (none, unknown or revoked) from one remote address, per replica
+	// (AUTH_FAILURES_PER_SECOND, default 5; bursts of four times that);
+	// past it they are 429 before the key is looked up.
+	AuthFailuresPerSecond int
+	// TenantMaxKeys caps each tenant's API keys that are not revoked
+	// (TENANT_MAX_KEYS, default 100).
+	TenantMaxKeys int
 	// MaxStreamsPerTenant bounds each tenant's open event streams, per
 	// replica (MAX_STREAMS_PER_TENANT, default 20).
 	MaxStreamsPerTenant int
@@ -330,38 +353,44 @@ func loadConfig(getenv func(string) string) (Config, error) {
 			WorkspaceMB: int(num("LOCAL_MAX_WORKSPACE_MB", local.DefaultMaxWorkspaceMB)),
 			OpenFiles:   int(num("LOCAL_MAX_OPEN_FILES", local.DefaultMaxOpenFiles)),
 		},
-		LocalAllowUnlimited:    boolean("LOCAL_ALLOW_UNLIMITED"),
-		LocalUIDBase:           int(num("LOCAL_UID_BASE", local.DefaultUIDBase)),
-		LocalUIDCount:          int(num("LOCAL_UID_COUNT", local.DefaultUIDCount)),
-		JanitorInterval:        dur("JANITOR_INTERVAL", lifecycle.DefaultJanitorInterval),
-		OrphanGrace:            dur("ORPHAN_GRACE", lifecycle.DefaultOrphanGrace),
-		IdempotencyKeyTTL:      dur("IDEMPOTENCY_KEY_TTL", lifecycle.DefaultIdempotencyKeyTTL),
-		DefaultOwnerTTL:        dur("DEFAULT_OWNER_TTL", tetherhttp.DefaultOwnerTTL),
-		DefaultTTL:             dur("DEFAULT_TTL", tetherhttp.DefaultTTL),
-		MaxLifetime:            dur("MAX_LIFETIME", tetherhttp.DefaultMaxLifetime),
-		CreateTimeout:          dur("CREATE_TIMEOUT", tetherhttp.DefaultCreateTimeout),
-		ExecutorConcurrency:    int(num("EXECUTOR_CONCURRENCY", lifecycle.DefaultConcurrency)),
-		ExecutorLease:          dur("EXECUTOR_LEASE", lifecycle.DefaultLease),
-		ExecutorPollInterval:   dur("EXECUTOR_POLL_INTERVAL", lifecycle.DefaultPollInterval),
-		CreateMaxAttempts:      int(num("CREATE_MAX_ATTEMPTS", lifecycle.DefaultMaxAttempts)),
-		ExecutorMaxBackoff:     dur("EXECUTOR_MAX_BACKOFF", lifecycle.DefaultMaxBackoff),
-		WorkerID:               str("WORKER_ID", fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))),
-		NodeURL:                strings.TrimRight(str("NODE_URL", ""), "/"),
-		NodeGrace:              dur("NODE_GRACE", store.DefaultNodeGrace),
-		ShutdownTimeout:        dur("SHUTDOWN_TIMEOUT", defaultShutdownTimeout),
-		DBMaxConns:             int(num("DB_MAX_CONNS", defaultDBMaxConns)),
-		MaxConns:               int(num("MAX_CONNS", defaultMaxConns)),
-		MaxBodyBytes:           num("MAX_BODY_BYTES", tetherhttp.DefaultMaxBodyBytes),
-		MaxWait:                dur("MAX_WAIT", tetherhttp.DefaultMaxWait),
-		MaxFileBytes:           num("MAX_FILE_BYTES", tetherhttp.DefaultMaxFileBytes),
-		MaxExecTimeout:         dur("MAX_EXEC_TIMEOUT", tetherhttp.DefaultMaxExecTimeout),
-		MaxExecOutput:          int(num("MAX_EXEC_OUTPUT", tetherhttp.DefaultMaxExecOutput)),
-		TenantMaxLive:          int(num("TENANT_MAX_LIVE", tetherhttp.DefaultTenantMaxLive)),
-		TenantCreatesPerMinute: int(num("TENANT_CREATES_PER_MINUTE", tetherhttp.DefaultTenantCreatesPerMinute)),
-		KeyRequestsPerSecond:   int(num("KEY_REQUESTS_PER_SECOND", tetherhttp.DefaultKeyRequestsPerSecond)),
-		MaxStreamsPerTenant:    int(num("MAX_STREAMS_PER_TENANT", tetherhttp.DefaultMaxStreamsPerTenant)),
-		AuthCacheTTL:           dur("AUTH_CACHE_TTL", tetherhttp.DefaultAuthCacheTTL),
-		PprofAddr:              getenv("PPROF_ADDR"),
+		LocalAllowUnlimited:     boolean("LOCAL_ALLOW_UNLIMITED"),
+		LocalUIDBase:            int(num("LOCAL_UID_BASE", local.DefaultUIDBase)),
+		LocalUIDCount:           int(num("LOCAL_UID_COUNT", local.DefaultUIDCount)),
+		JanitorInterval:         dur("JANITOR_INTERVAL", lifecycle.DefaultJanitorInterval),
+		OrphanGrace:             dur("ORPHAN_GRACE", lifecycle.DefaultOrphanGrace),
+		IdempotencyKeyTTL:       dur("IDEMPOTENCY_KEY_TTL", lifecycle.DefaultIdempotencyKeyTTL),
+		DefaultOwnerTTL:         dur("DEFAULT_OWNER_TTL", tetherhttp.DefaultOwnerTTL),
+		DefaultTTL:              dur("DEFAULT_TTL", tetherhttp.DefaultTTL),
+		MaxLifetime:             dur("MAX_LIFETIME", tetherhttp.DefaultMaxLifetime),
+		CreateTimeout:           dur("CREATE_TIMEOUT", tetherhttp.DefaultCreateTimeout),
+		ExecutorConcurrency:     int(num("EXECUTOR_CONCURRENCY", lifecycle.DefaultConcurrency)),
+		ExecutorLease:           dur("EXECUTOR_LEASE", lifecycle.DefaultLease),
+		ExecutorPollInterval:    dur("EXECUTOR_POLL_INTERVAL", lifecycle.DefaultPollInterval),
+		CreateMaxAttempts:       int(num("CREATE_MAX_ATTEMPTS", lifecycle.DefaultMaxAttempts)),
+		ExecutorMaxBackoff:      dur("EXECUTOR_MAX_BACKOFF", lifecycle.DefaultMaxBackoff),
+		WorkerID:                str("WORKER_ID", fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))),
+		NodeURL:                 strings.TrimRight(str("NODE_URL", ""), "/"),
+		NodeGrace:               dur("NODE_GRACE", store.DefaultNodeGrace),
+		ShutdownTimeout:         dur("SHUTDOWN_TIMEOUT", defaultShutdownTimeout),
+		DBMaxConns:              int(num("DB_MAX_CONNS", defaultDBMaxConns)),
+		MaxConns:                int(num("MAX_CONNS", defaultMaxConns)),
+		MaxConnsPerAddr:         int(numOrZero("MAX_CONNS_PER_ADDR", defaultMaxConnsPerAddr)),
+		MinBodyRate:             num("MIN_BODY_RATE", tetherhttp.DefaultMinBodyRate),
+		BodyGrace:               dur("BODY_GRACE", tetherhttp.DefaultBodyGrace),
+		MaxBodyBytes:            num("MAX_BODY_BYTES", tetherhttp.DefaultMaxBodyBytes),
+		MaxWait:                 dur("MAX_WAIT", tetherhttp.DefaultMaxWait),
+		MaxFileBytes:            num("MAX_FILE_BYTES", tetherhttp.DefaultMaxFileBytes),
+		MaxExecTimeout:          dur("MAX_EXEC_TIMEOUT", tetherhttp.DefaultMaxExecTimeout),
+		MaxExecOutput:           int(num("MAX_EXEC_OUTPUT", tetherhttp.DefaultMaxExecOutput)),
+		TenantMaxLive:           int(num("TENANT_MAX_LIVE", tetherhttp.DefaultTenantMaxLive)),
+		TenantCreatesPerMinute:  int(num("TENANT_CREATES_PER_MINUTE", tetherhttp.DefaultTenantCreatesPerMinute)),
+		KeyRequestsPerSecond:    int(num("KEY_REQUESTS_PER_SECOND", tetherhttp.DefaultKeyRequestsPerSecond)),
+		TenantRequestsPerSecond: int(num("TENANT_REQUESTS_PER_SECOND", tetherhttp.DefaultTenantRequestsPerSecond)),
+		AuthFailuresPerSecond:   int(num("AUTH_FAILURES_PER_SECOND", tetherhttp.DefaultAuthFailuresPerSecond)),
+		TenantMaxKeys:           int(num("TENANT_MAX_KEYS", tetherhttp.DefaultTenantMaxKeys)),
+		MaxStreamsPerTenant:     int(num("MAX_STREAMS_PER_TENANT", tetherhttp.DefaultMaxStreamsPerTenant)),
+		AuthCacheTTL:            dur("AUTH_CACHE_TTL", tetherhttp.DefaultAuthCacheTTL),
+		PprofAddr:               getenv("PPROF_ADDR"),
 	}
 	pool, err := netip.ParsePrefix(str("LOCAL_EGRESS_POOL", local.DefaultEgressPool))
 	if err != nil || !pool.Addr().Is4() || pool.Bits() > 28 || pool != pool.Masked() {

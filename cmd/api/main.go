@@ -227,6 +227,14 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		log.Warn("could not raise the open file limit", "err", err)
 	} else {
 		log.Debug("open file limit", "limit", n)
+		fit, err := fitConns(cfg.MaxConns, cfg.MaxConns == defaultMaxConns, n, fdReserve(cfg.DBMaxConns))
+		if err != nil {
+			return err
+		}
+		if fit != cfg.MaxConns {
+			log.Warn("MAX_CONNS lowered to fit the open file limit", "max_conns", fit, "limit", n)
+			cfg.MaxConns = fit
+		}
 	}
 	providers, err := buildProviders(cfg)
 	if err != nil {
@@ -347,6 +355,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 	// then answer at once instead of holding the shutdown up.
 	draining, startDraining := context.WithCancel(context.WithoutCancel(ctx))
 	defer startDraining()
+	guard := newConnGuard(cfg.MaxConns, cfg.MaxConnsPerAddr)
 	handler := tetherhttp.NewServer(log, tetherhttp.Config{
 		DefaultProvider: providers[0].Name(),
 		DefaultTTL:      cfg.DefaultTTL,
@@ -364,6 +373,13 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		TenantCreatesPerMinute: cfg.TenantCreatesPerMinute,
 		KeyRequestsPerSecond:   cfg.KeyRequestsPerSecond,
 		MaxStreamsPerTenant:    cfg.MaxStreamsPerTenant,
+
+		TenantRequestsPerSecond: cfg.TenantRequestsPerSecond,
+		AuthFailuresPerSecond:   cfg.AuthFailuresPerSecond,
+		TenantMaxKeys:           cfg.TenantMaxKeys,
+		MinBodyRate:             cfg.MinBodyRate,
+		BodyGrace:               cfg.BodyGrace,
+		MaxBodyTime:             readTimeout,
 	}, tetherhttp.Deps{
 		Store:     st,
 		Changes:   notifier,
@@ -372,7 +388,9 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		Metrics:   reg,
 		Gatherer:  reg,
 		Draining:  draining,
-		Nodes:     tetherhttp.Nodes{Self: cfg.NodeID, Secret: secret, Finder: st},
+		Nodes:     tetherhttp.Nodes{Self: cfg.NodeID, Secret: secret, Finder: st, Nonces: st},
+
+		Authenticated: guard.authenticated,
 	})
 	var debugSrv *http.Server
 	if pln != nil {
@@ -384,12 +402,13 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		workers.Go(func() { _ = debugSrv.Serve(pln) })
 		log.Info("pprof listening", "addr", pln.Addr().String())
 	}
-	guard := newConnGuard(cfg.MaxConns)
 	srv := &http.Server{
-		Handler:   handler,
-		ConnState: guard.track,
+		Handler:     handler,
+		ConnState:   guard.track,
+		ConnContext: guard.connContext,
 		// A client gets this long to send its headers, and its whole
-		// request (bodies up to MAX_FILE_BYTES); an idle keep-alive
+		// request (bodies up to MAX_FILE_BYTES, and never slower than
+		// MIN_BODY_RATE: see the API's body pacing); an idle keep-alive
 		// connection is closed after IdleTimeout. None holds a connection
 		// for ever.
 		ReadHeaderTimeout: readHeaderTimeout,

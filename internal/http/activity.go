@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tetherhq/tether/internal/sandbox"
 )
@@ -71,8 +72,12 @@ type dataPlaneStore interface {
 const activityTimeout = 5 * time.Second
 
 // recordActivity writes the record of an operation on sb that began at
-// started and ended with err. It runs after the operation and never fails
-// the request: a record that cannot be written is logged.
+// started and ended with err. It runs after the operation, which has had
+// its effect, so it does not fail the request: a record that cannot be
+// written (Postgres unreachable) is logged as an error and counted in
+// tether_activity_record_failures_total, which operators alert on (see
+// docs/security.md). Input a record could not hold is refused before the
+// operation (filePath, the exec checks).
 func recordActivity(c *gin.Context, log *slog.Logger, st activityRecorder, sb sandbox.Sandbox, a sandbox.Activity, started time.Time, err error) {
 	a.SandboxID, a.Tenant, a.Caller, a.Duration = sb.ID, sb.Tenant, callerOf(c), time.Since(started)
 	if err != nil {
@@ -82,9 +87,35 @@ func recordActivity(c *gin.Context, log *slog.Logger, st activityRecorder, sb sa
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), activityTimeout)
 	defer cancel()
 	if rerr := st.RecordActivity(ctx, a); rerr != nil {
-		log.WarnContext(ctx, "activity not recorded", "err", rerr, "sandbox", sb.ID, "kind", a.Kind,
+		log.ErrorContext(ctx, "activity not recorded", "err", rerr, "sandbox", sb.ID, "kind", a.Kind,
 			"request_id", requestID(c))
 	}
+}
+
+// auditedStore counts the activity records its store could not write.
+type auditedStore struct {
+	Store
+	failures prometheus.Counter
+}
+
+func newAuditedStore(st Store, reg prometheus.Registerer) auditedStore {
+	failures := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tether_activity_record_failures_total",
+		Help: "Data-plane operations (exec, file and archive transfers) whose activity record could not be written.",
+	})
+	if reg != nil {
+		reg.MustRegister(failures)
+	}
+	return auditedStore{Store: st, failures: failures}
+}
+
+// RecordActivity implements activityRecorder.
+func (s auditedStore) RecordActivity(ctx context.Context, a sandbox.Activity) error {
+	err := s.Store.RecordActivity(ctx, a)
+	if err != nil {
+		s.failures.Inc()
+	}
+	return err
 }
 
 // countingReader counts the bytes read through it.

@@ -1,6 +1,8 @@
 package http
 
 import (
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -49,7 +51,7 @@ func handleArchivePut(log *slog.Logger, cfg Config, st dataPlaneStore, providers
 			return err
 		}
 		started, body := time.Now(), &countingReader{r: c.Request.Body}
-		err = archives.WriteArchive(c.Request.Context(), sb.ID, path, body, cfg.MaxFileBytes)
+		err = bodyError(c, archives.WriteArchive(c.Request.Context(), sb.ID, path, body, cfg.MaxFileBytes))
 		recordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityArchiveWrite, Target: path, Bytes: &body.n}, started, err)
 		if err != nil {
 			return err
@@ -62,7 +64,7 @@ func handleArchivePut(log *slog.Logger, cfg Config, st dataPlaneStore, providers
 // handleArchiveGet downloads a folder of a sandbox as a tar archive.
 //
 //	@Summary		Download a folder from a sandbox, as a tar archive
-//	@Description	Streams the folder at path as a tar archive (members relative to the folder). A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
+//	@Description	Streams the folder at path as a tar archive (members relative to the folder). The archive is cut at the server's file limit (MAX_FILE_BYTES), counted in the bytes the archive takes, so sparse files count at their full size: past it the response ends without the end of the tar stream (the connection is cut, so that no client takes it for whole), and the activity records PAYLOAD_TOO_LARGE. A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
 //	@ID				getArchive
 //	@Tags			data plane
 //	@Produce		application/x-tar
@@ -85,7 +87,7 @@ func handleArchivePut(log *slog.Logger, cfg Config, st dataPlaneStore, providers
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/archive [get]
-func handleArchiveGet(log *slog.Logger, st dataPlaneStore, providers map[string]sandbox.Provider) handlerFunc {
+func handleArchiveGet(log *slog.Logger, cfg Config, st dataPlaneStore, providers map[string]sandbox.Provider) handlerFunc {
 	return func(c *gin.Context) error {
 		path, err := filePath(c)
 		if err != nil {
@@ -96,7 +98,12 @@ func handleArchiveGet(log *slog.Logger, st dataPlaneStore, providers map[string]
 			return err
 		}
 		w, started := &lazyWriter{c: c, contentType: "application/x-tar"}, time.Now()
-		err = archives.ReadArchive(c.Request.Context(), sb.ID, path, w)
+		capped := &cappedWriter{w: w, left: cfg.MaxFileBytes}
+		err = archives.ReadArchive(c.Request.Context(), sb.ID, path, capped)
+		if capped.cut {
+			// Whatever the provider made of its failed write, this is why.
+			err = sandbox.Errorf(sandbox.CodePayloadTooLarge, "the archive of %s exceeds the %d-byte limit (MAX_FILE_BYTES); it was cut there", path, cfg.MaxFileBytes)
+		}
 		recordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityArchiveRead, Target: path, Bytes: &w.n}, started, err)
 		if err != nil && w.started {
 			// Too late for a problem document: cut the response short.
@@ -108,4 +115,25 @@ func handleArchiveGet(log *slog.Logger, st dataPlaneStore, providers map[string]
 		w.start() // tar always writes something; this is for a provider that wrote nothing
 		return nil
 	}
+}
+
+// cappedWriter passes at most left bytes on; a write past them is refused
+// whole and marks the stream cut.
+type cappedWriter struct {
+	w    io.Writer
+	left int64
+	cut  bool
+}
+
+// errArchiveCut is what a provider's write past the limit gets.
+var errArchiveCut = errors.New("archive cut at the size limit")
+
+func (w *cappedWriter) Write(b []byte) (int, error) {
+	if int64(len(b)) > w.left {
+		w.cut = true
+		return 0, errArchiveCut
+	}
+	n, err := w.w.Write(b)
+	w.left -= int64(n)
+	return n, err
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -18,9 +19,21 @@ import (
 // tenantKey and callerKey are the gin context keys of the authenticated
 // tenant and API key.
 const (
-	tenantKey = "tether.tenant"
-	callerKey = "tether.caller"
+	tenantKey    = "tether.tenant"
+	callerKey    = "tether.caller"
+	keyRecordKey = "tether.key"
 )
+
+// remoteHost is the address a request came from, without its port: what
+// failed authentications are counted by. Headers such as X-Forwarded-For
+// are not trusted.
+func remoteHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
 
 func tenantOf(c *gin.Context) string { return c.GetString(tenantKey) }
 
@@ -40,11 +53,20 @@ type authenticator interface {
 // tenant and identity (callerOf) for the handlers. A request another node
 // forwarded (see router) carries the caller it authenticated instead, under
 // the cluster's signature; the key's rate limit was applied there.
-func withAuth(log *slog.Logger, auth authenticator, q *quotas, rt *router) gin.HandlerFunc {
+func withAuth(log *slog.Logger, auth authenticator, q *quotas, rt *router, authed func(context.Context)) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		addr := remoteHost(c.Request)
+		if err := q.checkAuthFailures(c, addr); err != nil && !knownKey(auth, c.GetHeader("Authorization")) {
+			// Over its failures, an address gets no more lookups; a key
+			// this replica knows already costs none, so a client sharing the
+			// address (a NAT) with one that guesses keeps working.
+			writeError(c, log, err)
+			return
+		}
 		if c.GetHeader(hdrForwardedSig) != "" {
 			tenant, by, err := rt.verify(c)
 			if err != nil {
+				q.authFailed(addr)
 				log.WarnContext(c.Request.Context(), "forwarded call refused", "err", err,
 					"from", c.GetHeader(hdrForwardedBy), "request_id", requestID(c))
 				c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
@@ -55,12 +77,16 @@ func withAuth(log *slog.Logger, auth authenticator, q *quotas, rt *router) gin.H
 			c.Set(tenantKey, tenant)
 			c.Set(callerKey, by)
 			c.Set(forwardedKey, true)
+			if authed != nil {
+				authed(c.Request.Context())
+			}
 			c.Next()
 			return
 		}
 		scheme, key, ok := strings.Cut(c.GetHeader("Authorization"), " ")
 		key = strings.TrimSpace(key)
 		if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
+			q.authFailed(addr)
 			c.Header("WWW-Authenticate", `Bearer realm="tether"`)
 			writeProblem(c, newProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated,
 				"send an API key as Authorization: Bearer <key>", ""))
@@ -68,6 +94,7 @@ func withAuth(log *slog.Logger, auth authenticator, q *quotas, rt *router) gin.H
 		}
 		k, err := auth.Authenticate(c.Request.Context(), key)
 		if errors.Is(err, sandbox.ErrNotFound) {
+			q.authFailed(addr)
 			c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
 			writeProblem(c, newProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated, "the API key is not valid", ""))
 			return
@@ -78,7 +105,11 @@ func withAuth(log *slog.Logger, auth authenticator, q *quotas, rt *router) gin.H
 		}
 		c.Set(tenantKey, k.Tenant)
 		c.Set(callerKey, k.Caller())
-		if err := q.checkKey(c, k.ID); err != nil {
+		c.Set(keyRecordKey, k)
+		if authed != nil {
+			authed(c.Request.Context())
+		}
+		if err := q.checkKey(c, k.Tenant, k.ID); err != nil {
 			writeError(c, log, err)
 			return
 		}
@@ -107,6 +138,21 @@ type cachedKey struct {
 
 func newKeyCache(auth authenticator, ttl time.Duration) *keyCache {
 	return &keyCache{auth: auth, ttl: ttl, maxEntries: 10000, entries: map[[sha256.Size]byte]cachedKey{}}
+}
+
+// knownKey reports whether the Authorization header carries a key the auth
+// cache holds (and so would authenticate without a query).
+func knownKey(auth authenticator, header string) bool {
+	k, ok := auth.(*keyCache)
+	scheme, key, found := strings.Cut(header, " ")
+	if !ok || !found || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(key)))
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e, cached := k.entries[sum]
+	return cached && time.Now().Before(e.expires)
 }
 
 // Authenticate implements authenticator.

@@ -64,6 +64,8 @@ func TestBadInput(t *testing.T) {
 		invalid("unquoted key", `{provider:"sim"}`),
 		invalid("single quotes", `{'provider':'sim'}`),
 		invalid("trailing garbage", `{"provider":"sim"} x`),
+		invalid("duplicate key", `{"ttl_seconds":60,"ttl_seconds":1}`),
+		invalid("duplicate nested key", `{"labels":{"team":"a","team":"b"}}`),
 		invalid("trailing second object", `{"provider":"sim"}{}`),
 		invalid("trailing closing brace", `{"provider":"sim"}}`),
 		invalid("trailing closing bracket", `{"provider":"sim"}]`),

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -261,6 +262,12 @@ func filePath(c *gin.Context) (string, error) {
 	if p == "" || p[0] != '/' {
 		return "", sandbox.Errorf(sandbox.CodeInvalidPath, "path must be an absolute path inside the sandbox, e.g. ?path=/workspace/main.py")
 	}
+	// The activity record keeps the path exactly, as text: one it could not
+	// keep (not UTF-8, a NUL, longer than a record holds) would let an
+	// operation go unrecorded, and no Linux path needs any of these.
+	if !utf8.ValidString(p) || strings.ContainsRune(p, 0) || len(p) > sandbox.MaxActivityTarget {
+		return "", sandbox.Errorf(sandbox.CodeInvalidPath, "path must be valid UTF-8 without NUL bytes, at most %d bytes", sandbox.MaxActivityTarget)
+	}
 	return p, nil
 }
 
@@ -303,7 +310,7 @@ func handleFilePut(log *slog.Logger, cfg Config, st dataPlaneStore, providers ma
 			return err
 		}
 		started, body := time.Now(), &countingReader{r: c.Request.Body}
-		err = files.WriteFile(c.Request.Context(), sb.ID, path, body, cfg.MaxFileBytes)
+		err = bodyError(c, files.WriteFile(c.Request.Context(), sb.ID, path, body, cfg.MaxFileBytes))
 		recordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityFileWrite, Target: path, Bytes: &body.n}, started, err)
 		if err != nil {
 			return err

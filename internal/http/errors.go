@@ -22,7 +22,7 @@ type Problem struct {
 	// Detail explains this occurrence.
 	Detail string `json:"detail" example:"sandbox sbx_... not found"`
 	// Code is the stable, machine-readable error code.
-	Code string `json:"code" example:"NOT_FOUND" enums:"INVALID_REQUEST,UNAUTHENTICATED,FORBIDDEN,NOT_FOUND,SANDBOX_STATE_CONFLICT,IDEMPOTENCY_KEY_REUSED,SANDBOX_ID_TAKEN,UNKNOWN_PROVIDER,PROVIDER_UNAVAILABLE,NOT_SUPPORTED,PAYLOAD_TOO_LARGE,QUOTA_EXCEEDED,FILE_NOT_FOUND,IS_DIRECTORY,PERMISSION_DENIED,INVALID_PATH,INTERNAL,UNAVAILABLE" x-enum-varnames:"ProblemCodeInvalidRequest,ProblemCodeUnauthenticated,ProblemCodeForbidden,ProblemCodeNotFound,ProblemCodeSandboxStateConflict,ProblemCodeIdempotencyKeyReused,ProblemCodeSandboxIdTaken,ProblemCodeUnknownProvider,ProblemCodeProviderUnavailable,ProblemCodeNotSupported,ProblemCodePayloadTooLarge,ProblemCodeQuotaExceeded,ProblemCodeFileNotFound,ProblemCodeIsDirectory,ProblemCodePermissionDenied,ProblemCodeInvalidPath,ProblemCodeInternal,ProblemCodeUnavailable"`
+	Code string `json:"code" example:"NOT_FOUND" enums:"INVALID_REQUEST,UNAUTHENTICATED,FORBIDDEN,NOT_FOUND,SANDBOX_STATE_CONFLICT,IDEMPOTENCY_KEY_REUSED,SANDBOX_ID_TAKEN,UNKNOWN_PROVIDER,PROVIDER_UNAVAILABLE,NOT_SUPPORTED,PAYLOAD_TOO_LARGE,QUOTA_EXCEEDED,REQUEST_TIMEOUT,FILE_NOT_FOUND,IS_DIRECTORY,PERMISSION_DENIED,INVALID_PATH,INTERNAL,UNAVAILABLE" x-enum-varnames:"ProblemCodeInvalidRequest,ProblemCodeUnauthenticated,ProblemCodeForbidden,ProblemCodeNotFound,ProblemCodeSandboxStateConflict,ProblemCodeIdempotencyKeyReused,ProblemCodeSandboxIdTaken,ProblemCodeUnknownProvider,ProblemCodeProviderUnavailable,ProblemCodeNotSupported,ProblemCodePayloadTooLarge,ProblemCodeQuotaExceeded,ProblemCodeRequestTimeout,ProblemCodeFileNotFound,ProblemCodeIsDirectory,ProblemCodePermissionDenied,ProblemCodeInvalidPath,ProblemCodeInternal,ProblemCodeUnavailable"`
 	// State is the sandbox's current state, for SANDBOX_STATE_CONFLICT; absent otherwise.
 	State string `json:"state,omitempty" extensions:"x-enum-schema=SandboxState" enums:"requested,creating,ready,cancelled,terminated,failed" x-enum-varnames:"SandboxStateRequested,SandboxStateCreating,SandboxStateReady,SandboxStateCancelled,SandboxStateTerminated,SandboxStateFailed" example:"terminated"`
 	// RequestID identifies the request in Tether's logs (the X-Request-ID response header).
@@ -44,6 +44,7 @@ var statusOf = map[sandbox.Code]int{
 	sandbox.CodeNotSupported:         http.StatusNotImplemented,
 	sandbox.CodePayloadTooLarge:      http.StatusRequestEntityTooLarge,
 	sandbox.CodeQuotaExceeded:        http.StatusTooManyRequests,
+	sandbox.CodeRequestTimeout:       http.StatusRequestTimeout,
 	sandbox.CodeFileNotFound:         http.StatusNotFound,
 	sandbox.CodeIsDirectory:          http.StatusBadRequest,
 	sandbox.CodePermissionDenied:     http.StatusForbidden,
@@ -121,6 +122,18 @@ func newProblem(c *gin.Context, status int, code sandbox.Code, detail string, st
 }
 
 func writeProblem(c *gin.Context, p Problem) {
+	if b := unreadBody(c); b != nil {
+		// Answer now and close, rather than read (or wait for) the rest of
+		// a body that will not be used: a client that trickles a body
+		// never learns sooner otherwise, and keeps its connection.
+		c.Header("Connection", "close")
+		b.lingerAfterAnswer()
+	}
+	if p.Status == http.StatusUnauthorized && c.Writer.Header().Get("WWW-Authenticate") == "" {
+		// A key found revoked in the database, a forwarded body that is
+		// not the one signed: refused credentials, like withAuth's.
+		c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
+	}
 	c.Header("Content-Type", "application/problem+json")
 	c.Status(p.Status)
 	c.Abort()

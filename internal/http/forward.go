@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
 	"net"
@@ -34,8 +35,14 @@ import (
 
 // The headers of a forwarded request. The signature covers the method, the
 // request URI, the forwarding and the receiving node's ids, the time, a
-// nonce and the caller. The body is not covered: between nodes it is as
-// safe as the network (see docs/operations.md, "Several hosts").
+// nonce, the caller and how the body is covered: a call with a body sends
+// it chunked with a trailer, Tether-Forwarded-Digest, an HMAC of the
+// signature and the body's SHA-256, checked when the body ends, before the
+// call has any effect (an exec's command runs only after its whole body
+// arrived; an upload is committed only then). A body that does not match
+// fails the call with 401, and its upload is discarded. Nonces are kept in
+// Postgres (Nodes.Nonces), so a call is taken once by all the replicas of a
+// node, not once by each.
 const (
 	hdrForwardedBy      = "Tether-Forwarded-By"
 	hdrForwardedTo      = "Tether-Forwarded-To"
@@ -44,7 +51,15 @@ const (
 	hdrForwardedTenant  = "Tether-Forwarded-Tenant"
 	hdrForwardedKeyID   = "Tether-Forwarded-Key-Id"
 	hdrForwardedKeyName = "Tether-Forwarded-Key-Name"
+	hdrForwardedBody    = "Tether-Forwarded-Body"
+	hdrForwardedDigest  = "Tether-Forwarded-Digest"
 	hdrForwardedSig     = "Tether-Forwarded-Signature"
+)
+
+// How a forwarded call's body is covered (hdrForwardedBody).
+const (
+	forwardBodyNone    = "none"    // no body: any byte of one fails the call
+	forwardBodyTrailer = "trailer" // the digest trailer covers it
 )
 
 // forwardSkew is how far a forwarded request's time may be from the
@@ -74,6 +89,17 @@ type Nodes struct {
 	Secret []byte
 	// Finder looks other nodes up.
 	Finder nodeFinder
+	// Nonces remembers the nonces of forwarded calls taken, for all the
+	// replicas of every node (Postgres). Nil keeps them in this process
+	// only, which is right only with one replica per node.
+	Nonces nonceKeeper
+}
+
+// nonceKeeper records forwarded calls' nonces where every replica sees them.
+type nonceKeeper interface {
+	// RememberNonce records nonce until expires; false if it was recorded
+	// before (the call is a replay).
+	RememberNonce(ctx context.Context, nonce string, expires time.Time) (bool, error)
 }
 
 // router forwards data-plane calls to the node a sandbox lives on, and
@@ -137,8 +163,80 @@ func signedFields(r *http.Request) []string {
 	h := r.Header
 	return []string{r.Method, r.URL.RequestURI(), h.Get(hdrForwardedBy), h.Get(hdrForwardedTo),
 		h.Get(hdrForwardedAt), h.Get(hdrForwardedNonce),
-		h.Get(hdrForwardedTenant), h.Get(hdrForwardedKeyID), h.Get(hdrForwardedKeyName)}
+		h.Get(hdrForwardedTenant), h.Get(hdrForwardedKeyID), h.Get(hdrForwardedKeyName), h.Get(hdrForwardedBody)}
 }
+
+// bodyDigest is the digest trailer of a forwarded call signed sig whose
+// body has the SHA-256 sum.
+func (rt *router) bodyDigest(sig string, sum []byte) string {
+	return rt.sign("body", sig, hex.EncodeToString(sum))
+}
+
+// digestingBody is a forwarded call's outgoing body: at its end it sets
+// the digest trailer.
+type digestingBody struct {
+	rc      io.ReadCloser
+	h       hash.Hash
+	trailer http.Header
+	done    func(sum []byte) string
+}
+
+func (b *digestingBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	b.h.Write(p[:n])
+	if errors.Is(err, io.EOF) {
+		b.trailer.Set(hdrForwardedDigest, b.done(b.h.Sum(nil)))
+	}
+	return n, err
+}
+
+func (b *digestingBody) Close() error { return b.rc.Close() }
+
+// verifiedBody is a forwarded call's incoming body: its end is an error
+// unless the digest trailer matches what arrived (or, for a call signed
+// without a body, unless nothing did).
+type verifiedBody struct {
+	rc    io.ReadCloser
+	req   *http.Request
+	mode  string
+	h     hash.Hash
+	want  func(sum []byte) string
+	paced *pacedBody // told of a mismatch, for bodyError; may be nil
+	n     int64
+	bad   error
+}
+
+// errForwardBody is a forwarded call whose body is not the one signed.
+func errForwardBody() error {
+	return sandbox.Errorf(sandbox.CodeUnauthenticated, "the forwarded call is refused: its body is not the one its signature covers")
+}
+
+func (b *verifiedBody) Read(p []byte) (int, error) {
+	if b.bad != nil {
+		return 0, b.bad
+	}
+	n, err := b.rc.Read(p)
+	b.n += int64(n)
+	b.h.Write(p[:n])
+	if errors.Is(err, io.EOF) || (b.mode == forwardBodyNone && b.n > 0) {
+		ok := b.n == 0
+		if b.mode == forwardBodyTrailer {
+			got, _ := hex.DecodeString(b.req.Trailer.Get(hdrForwardedDigest))
+			want, _ := hex.DecodeString(b.want(b.h.Sum(nil)))
+			ok = len(got) > 0 && hmac.Equal(got, want)
+		}
+		if !ok {
+			b.bad = errForwardBody()
+			if b.paced != nil {
+				b.paced.digestErr = b.bad
+			}
+			return 0, b.bad
+		}
+	}
+	return n, err
+}
+
+func (b *verifiedBody) Close() error { return b.rc.Close() }
 
 // acceptForwarded lets the routes (as gin names them: "POST
 // /v1/sandboxes/:id/exec") take calls forwarded by other nodes.
@@ -189,20 +287,41 @@ func (rt *router) verify(c *gin.Context) (tenant string, by sandbox.Caller, err 
 		return "", by, errForwardStale
 	}
 	tenant = r.Header.Get(hdrForwardedTenant)
-	if tenant == "" {
+	mode := r.Header.Get(hdrForwardedBody)
+	if tenant == "" || (mode != forwardBodyNone && mode != forwardBodyTrailer) {
 		return "", by, errForwardSig
 	}
-	if err := rt.remember(r.Header.Get(hdrForwardedNonce), now); err != nil {
+	if err := rt.remember(r.Context(), r.Header.Get(hdrForwardedNonce), now); err != nil {
 		return "", by, err
 	}
+	sigHex := r.Header.Get(hdrForwardedSig)
+	paced, _ := c.Value(bodyGuardKey).(*pacedBody)
+	body := r.Body
+	if body == nil {
+		body = http.NoBody
+	}
+	r.Body = &verifiedBody{rc: body, req: r, mode: mode, h: sha256.New(), paced: paced,
+		want: func(sum []byte) string { return rt.bodyDigest(sigHex, sum) }}
 	return tenant, sandbox.Caller{KeyID: r.Header.Get(hdrForwardedKeyID), KeyName: r.Header.Get(hdrForwardedKeyName)}, nil
 }
 
 // remember records a forwarded call's nonce, refusing one seen before. A
 // nonce is kept for twice the skew: past that its call is stale anyway.
-func (rt *router) remember(nonce string, now time.Time) error {
-	if len(nonce) < 16 {
+// With Nonces set it is kept in Postgres, where every replica of the node
+// sees it; else in this process.
+func (rt *router) remember(ctx context.Context, nonce string, now time.Time) error {
+	if len(nonce) < 16 || len(nonce) > 128 {
 		return errForwardSig
+	}
+	if rt.Nonces != nil {
+		fresh, err := rt.Nonces.RememberNonce(ctx, nonce, now.Add(2*forwardSkew))
+		switch {
+		case err != nil:
+			return fmt.Errorf("remember the nonce: %w", err)
+		case !fresh:
+			return errForwardSeen
+		}
+		return nil
 	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -300,7 +419,20 @@ func (rt *router) forward(c *gin.Context, sb sandbox.Sandbox) {
 			h.Set(hdrForwardedTenant, tenant)
 			h.Set(hdrForwardedKeyID, by.KeyID)
 			h.Set(hdrForwardedKeyName, by.KeyName)
-			h.Set(hdrForwardedSig, rt.sign(signedFields(pr.Out)...))
+			if pr.Out.Body == nil || pr.Out.Body == http.NoBody {
+				h.Set(hdrForwardedBody, forwardBodyNone)
+				h.Set(hdrForwardedSig, rt.sign(signedFields(pr.Out)...))
+				return
+			}
+			h.Set(hdrForwardedBody, forwardBodyTrailer)
+			sig := rt.sign(signedFields(pr.Out)...)
+			h.Set(hdrForwardedSig, sig)
+			// Chunked, so that the digest can follow the body as a trailer.
+			pr.Out.ContentLength = -1
+			h.Del("Content-Length")
+			pr.Out.Trailer = http.Header{hdrForwardedDigest: nil}
+			pr.Out.Body = &digestingBody{rc: pr.Out.Body, h: sha256.New(), trailer: pr.Out.Trailer,
+				done: func(sum []byte) string { return rt.bodyDigest(sig, sum) }}
 		},
 		Transport:      rt.transport,
 		FlushInterval:  -1, // exec output and downloads stream as they come

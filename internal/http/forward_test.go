@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,9 +34,13 @@ type nodeSim struct {
 
 	mu    sync.Mutex
 	files map[string][]byte
+	ran   []string // the commands Exec ran
 }
 
 func (p *nodeSim) Exec(_ context.Context, _ string, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	p.mu.Lock()
+	p.ran = append(p.ran, req.Command)
+	p.mu.Unlock()
 	return sandbox.ExecResult{Output: fmt.Sprintf("node %s: %s", p.node, req.Command)}, nil
 }
 
@@ -74,9 +79,11 @@ func (p *nodeSim) ReadFile(_ context.Context, id, path string, w io.Writer, _ in
 }
 
 // twoNodes is two API servers of nodes "a" and "b" on one registry, each
-// with its own provider, and a sandbox placed on b.
+// with its own provider, and a sandbox placed on b; b2 is a second replica
+// of node b (same node id and provider), which node a does not call.
 type twoNodes struct {
 	a, b   *bundle
+	b2     *bundle
 	provB  *nodeSim
 	onB    string
 	secret []byte
@@ -99,7 +106,8 @@ func setupTwoNodes(t *testing.T, maxFile int64, drainA context.Context) twoNodes
 	}
 	var out twoNodes
 	out.secret = secret
-	for _, node := range []string{"a", "b"} {
+	for _, name := range []string{"a", "b", "b2"} {
+		node := strings.TrimSuffix(name, "2")
 		var draining context.Context
 		if node == "a" {
 			draining = drainA
@@ -109,6 +117,9 @@ func setupTwoNodes(t *testing.T, maxFile int64, drainA context.Context) twoNodes
 			t.Fatal(err)
 		}
 		p := &nodeSim{Provider: simP, node: node, files: map[string][]byte{}}
+		if name == "b2" {
+			p = out.provB // the same host
+		}
 		reg := prometheus.NewRegistry()
 		globalsMu.Lock()
 		h := tetherhttp.NewServer(log, tetherhttp.Config{
@@ -117,16 +128,20 @@ func setupTwoNodes(t *testing.T, maxFile int64, drainA context.Context) twoNodes
 			Store: st, Changes: notifier, Providers: []sandbox.Provider{p},
 			Ready:   func(ctx context.Context) error { return st.Ping(ctx) },
 			Metrics: reg, Gatherer: reg,
-			Nodes:    tetherhttp.Nodes{Self: node, Secret: secret, Finder: st},
+			Nodes:    tetherhttp.Nodes{Self: node, Secret: secret, Finder: st, Nonces: st},
 			Draining: draining,
 		})
 		globalsMu.Unlock()
 		srv := httptest.NewServer(h)
 		t.Cleanup(srv.Close)
+		bd := &bundle{URL: srv.URL, Store: st, Handler: h, client: srv.Client(), logs: logs}
+		if name == "b2" {
+			out.b2 = bd
+			continue
+		}
 		if err := st.Heartbeat(ctx, store.Node{ID: node, URL: srv.URL, Providers: []string{sim.Name}}, true); err != nil {
 			t.Fatal(err)
 		}
-		bd := &bundle{URL: srv.URL, Store: st, Handler: h, client: srv.Client(), logs: logs}
 		if node == "a" {
 			out.a = bd
 		} else {
@@ -214,12 +229,7 @@ func TestForwardToTheSandboxesNode(t *testing.T) {
 	// it names, recently, and on a data-plane route only.
 	signed := func(method, path string, body any, to string, at time.Time, nonce string) *response {
 		t.Helper()
-		at1 := fmt.Sprint(at.UnixMilli())
-		sig := tetherhttp.SignForwarded(n.secret, method, path, "a", to, at1, nonce, tenantA, "", "")
-		opts := []reqOpt{noAuth(), header("Tether-Forwarded-By", "a"), header("Tether-Forwarded-To", to),
-			header("Tether-Forwarded-At", at1), header("Tether-Forwarded-Nonce", nonce),
-			header("Tether-Forwarded-Tenant", tenantA), header("Tether-Forwarded-Signature", sig)}
-		return n.b.do(t, method, path, body, opts...)
+		return signedCall(t, n, n.b, method, path, body, nil, to, at, nonce)
 	}
 	execPath := "/v1/sandboxes/" + id + "/exec"
 	cmd := map[string]any{"command": "echo once"}
@@ -296,5 +306,70 @@ func TestForwardedStreamEndsAtShutdown(t *testing.T) {
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("the stream took %s to end after shutdown began", took)
+	}
+}
+
+// signedCall sends a call as node a forwards one, signed with the cluster's
+// secret, to the replica via. The body's digest trailer covers digestOf
+// (nil: the body itself), so that a test can send another body than the
+// one signed.
+func signedCall(t *testing.T, n twoNodes, via *bundle, method, path string, body any, digestOf []byte, to string, at time.Time, nonce string) *response {
+	t.Helper()
+	at1 := fmt.Sprint(at.UnixMilli())
+	mode := "none"
+	var raw []byte
+	if body != nil {
+		mode = "trailer"
+		var err error
+		if raw, err = json.Marshal(body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sig := tetherhttp.SignForwarded(n.secret, method, path, "a", to, at1, nonce, tenantA, "", "", mode)
+	opts := []reqOpt{noAuth(), header("Tether-Forwarded-By", "a"), header("Tether-Forwarded-To", to),
+		header("Tether-Forwarded-At", at1), header("Tether-Forwarded-Nonce", nonce),
+		header("Tether-Forwarded-Tenant", tenantA), header("Tether-Forwarded-Signature", sig),
+		header("Tether-Forwarded-Body", mode)}
+	if body != nil {
+		if digestOf == nil {
+			digestOf = raw
+		}
+		opts = append(opts, trailer("Tether-Forwarded-Digest", tetherhttp.ForwardedDigest(n.secret, sig, digestOf)))
+	}
+	return via.do(t, method, path, body, opts...)
+}
+
+// TestForwardedReplayRefused: a forwarded call is taken once by all the
+// replicas of its node, and its body is the one signed: a captured exec
+// replayed to the node's other replica, or sent with another command under
+// the same signature, is refused, and no command runs.
+func TestForwardedReplayRefused(t *testing.T) {
+	t.Parallel()
+	n := setupTwoNodes(t, 1024, nil)
+	path := "/v1/sandboxes/" + n.onB + "/exec"
+	signed := map[string]any{"command": "echo signed"}
+	raw, _ := json.Marshal(signed)
+	if r := signedCall(t, n, n.b, http.MethodPost, path, signed, nil, "b", time.Now(), "nonce-replay-0001"); r.Status != http.StatusOK {
+		t.Fatalf("the signed call = %s; want 200", r)
+	}
+	// The same call, with another body, to either replica of node b.
+	evil := map[string]any{"command": "rm -rf /workspace"}
+	for _, via := range []*bundle{n.b2, n.b} {
+		wantProblem(t, signedCall(t, n, via, http.MethodPost, path, evil, raw, "b", time.Now(), "nonce-replay-0001"),
+			http.StatusUnauthorized, "UNAUTHENTICATED")
+	}
+	// A fresh nonce, but a body other than the one the trailer covers.
+	wantProblem(t, signedCall(t, n, n.b2, http.MethodPost, path, evil, raw, "b", time.Now(), "nonce-replay-0002"),
+		http.StatusUnauthorized, "UNAUTHENTICATED")
+	// And an upload whose body is not the one signed is not kept.
+	wantProblem(t, signedCall(t, n, n.b2, http.MethodPut, "/v1/sandboxes/"+n.onB+"/files?path=/workspace/x", "evil", []byte(`"good"`), "b", time.Now(), "nonce-replay-0003"),
+		http.StatusUnauthorized, "UNAUTHENTICATED")
+	n.provB.mu.Lock()
+	defer n.provB.mu.Unlock()
+	if len(n.provB.ran) != 1 || n.provB.ran[0] != "echo signed" {
+		t.Errorf("node b ran %q; want the signed command alone", n.provB.ran)
+	}
+	if _, ok := n.provB.files[n.onB+"/workspace/x"]; ok {
+		t.Error("the upload with a body other than the signed one was kept")
 	}
 }

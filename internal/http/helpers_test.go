@@ -103,6 +103,7 @@ type options struct {
 	ready    func(context.Context) error
 	draining context.Context
 	quotas   [3]int // TenantMaxLive, TenantCreatesPerMinute, KeyRequestsPerSecond
+	config   func(*tetherhttp.Config)
 }
 
 type option func(*options)
@@ -118,6 +119,9 @@ func withMaxBody(n int64) option { return func(o *options) { o.maxBody = n } }
 func withQuotas(maxLive, createsPerMinute, keyRPS int) option {
 	return func(o *options) { o.quotas = [3]int{maxLive, createsPerMinute, keyRPS} }
 }
+
+// withConfig changes the server's configuration last.
+func withConfig(f func(*tetherhttp.Config)) option { return func(o *options) { o.config = f } }
 
 // withDraining gives the server a draining context (Deps.Draining).
 func withDraining(ctx context.Context) option { return func(o *options) { o.draining = ctx } }
@@ -201,8 +205,7 @@ func setup(t *testing.T, opts ...option) *bundle {
 		ready = func(ctx context.Context) error { return st.Ping(ctx) }
 	}
 	reg := prometheus.NewRegistry()
-	globalsMu.Lock()
-	h := tetherhttp.NewServer(log, tetherhttp.Config{
+	cfg := tetherhttp.Config{
 		DefaultProvider: sim.Name,
 		DefaultTTL:      time.Hour,
 		DefaultOwnerTTL: time.Minute,
@@ -214,7 +217,15 @@ func setup(t *testing.T, opts ...option) *bundle {
 		TenantMaxLive:          o.quotas[0],
 		TenantCreatesPerMinute: o.quotas[1],
 		KeyRequestsPerSecond:   o.quotas[2],
-	}, tetherhttp.Deps{
+		// A tenant's rate is its key's here (tests of the tenant's own
+		// rate set it apart).
+		TenantRequestsPerSecond: o.quotas[2],
+	}
+	if o.config != nil {
+		o.config(&cfg)
+	}
+	globalsMu.Lock()
+	h := tetherhttp.NewServer(log, cfg, tetherhttp.Deps{
 		Store:     st,
 		Changes:   notifier,
 		Providers: providers,
@@ -253,6 +264,7 @@ type request struct {
 	noAuth  bool
 	headers map[string]string
 	chunked bool // send the body without a Content-Length
+	trailer http.Header
 }
 
 type reqOpt func(*request)
@@ -276,6 +288,17 @@ func header(k, v string) reqOpt {
 }
 
 func chunked() reqOpt { return func(r *request) { r.chunked = true } }
+
+// trailer sends the body chunked, followed by the trailer k: v.
+func trailer(k, v string) reqOpt {
+	return func(r *request) {
+		r.chunked = true
+		if r.trailer == nil {
+			r.trailer = http.Header{}
+		}
+		r.trailer.Set(k, v)
+	}
+}
 
 // leakMarkers are strings that betray Go, driver or SQL internals; no API
 // response may contain them.
@@ -335,6 +358,7 @@ func (b *bundle) do(t *testing.T, method, path string, body any, opts ...reqOpt)
 	for k, v := range rq.headers {
 		req.Header.Set(k, v)
 	}
+	req.Trailer = rq.trailer
 	res, err := b.client.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)

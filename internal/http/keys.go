@@ -24,6 +24,10 @@ type APIKey struct {
 	LastUsedAt *time.Time `json:"last_used_at" extensions:"x-nullable" format:"date-time" example:"2026-01-02T15:14:05Z"`
 	// RevokedAt is when the key was revoked; null while it works.
 	RevokedAt *time.Time `json:"revoked_at" extensions:"x-nullable" format:"date-time" example:"2026-01-03T09:00:00Z"`
+	// ManageKeys is whether the key may create keys and revoke other keys. Operators' keys (tether keys create, BOOTSTRAP_API_KEY) may.
+	ManageKeys bool `json:"manage_keys" example:"false"`
+	// CreatedBy is the id of the key that created this one over the API; null for an operator's key.
+	CreatedBy *string `json:"created_by" extensions:"x-nullable" example:"key_a1b2c3d4e5f6g7h8"`
 } // @name APIKey
 
 // APIKeyList is every API key of the tenant, revoked ones included, oldest first.
@@ -35,6 +39,8 @@ type APIKeyList struct {
 type CreateAPIKeyRequest struct {
 	// Name says what the key is for: 1-100 characters, no control characters.
 	Name string `json:"name" example:"ci-runner"`
+	// ManageKeys gives the new key the scope to create keys and revoke others (default false).
+	ManageKeys bool `json:"manage_keys,omitempty" example:"false"`
 } // @name CreateAPIKeyRequest
 
 // CreatedAPIKey is a new API key: the only time its secret is shown.
@@ -45,16 +51,23 @@ type CreatedAPIKey struct {
 } // @name CreatedAPIKey
 
 type keyStore interface {
-	CreateAPIKey(ctx context.Context, tenant, name string) (sandbox.APIKey, string, error)
+	// MintAPIKey and RevokeAPIKey check the asking key in the database
+	// (UNAUTHENTICATED if revoked, FORBIDDEN without manage_keys);
+	// MintAPIKey also the tenant's cap (QUOTA_EXCEEDED).
+	MintAPIKey(ctx context.Context, k sandbox.NewAPIKey) (sandbox.APIKey, string, error)
 	APIKeys(ctx context.Context, tenant string) ([]sandbox.APIKey, error)
-	RevokeAPIKey(ctx context.Context, tenant, id string) (sandbox.APIKey, error)
+	RevokeAPIKey(ctx context.Context, tenant, id, by string) (sandbox.APIKey, error)
 }
+
+// DefaultTenantMaxKeys caps each tenant's API keys that are not revoked.
+const DefaultTenantMaxKeys = 100
 
 // maxKeyName is the longest API key name, in bytes.
 const maxKeyName = 100
 
 func toAPIKey(k sandbox.APIKey) APIKey {
-	return APIKey{ID: k.ID, Name: k.Name, CreatedAt: k.CreatedAt.UTC(), LastUsedAt: utc(k.LastUsedAt), RevokedAt: utc(k.RevokedAt)}
+	return APIKey{ID: k.ID, Name: k.Name, CreatedAt: k.CreatedAt.UTC(), LastUsedAt: utc(k.LastUsedAt), RevokedAt: utc(k.RevokedAt),
+		ManageKeys: k.ManageKeys, CreatedBy: optional(k.CreatedBy)}
 }
 
 // callerName is the key name an audit record shows: null exactly when it
@@ -84,7 +97,7 @@ func validKeyID(id string) bool {
 // handleKeyCreate makes an API key for the caller's tenant.
 //
 //	@Summary		Create an API key
-//	@Description	Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.
+//	@Description	Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). Only a key with manage_keys may (operators' keys have it; a key made here has it only if asked for); the asking key is checked in the database, so a key revoked a moment ago cannot mint one within the auth cache's window. The new key records which key made it (created_by). A tenant holds at most TENANT_MAX_KEYS keys that are not revoked. To rotate a key: create one, hand it out, then revoke the old one.
 //	@ID				createApiKey
 //	@Tags			keys
 //	@Accept			json
@@ -92,9 +105,10 @@ func validKeyID(id string) bool {
 //	@Param			request	body		CreateAPIKeyRequest	true	"the new key's name"
 //	@Success		201		{object}	CreatedAPIKey
 //	@Failure		400		{object}	Problem				"INVALID_REQUEST"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know (or revoked)"
+//	@Failure		403		{object}	Problem				"FORBIDDEN: the key lacks manage_keys"
 //	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate, or the tenant holds TENANT_MAX_KEYS keys; retry after Retry-After seconds"
 //	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		503		{object}	Problem				"UNAVAILABLE"
 //	@Header			201		{string}	Location			"the key's URL (for DELETE)"
@@ -104,7 +118,7 @@ func validKeyID(id string) bool {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/keys [post]
-func handleKeyCreate(st keyStore) handlerFunc {
+func handleKeyCreate(cfg Config, st keyStore) handlerFunc {
 	return func(c *gin.Context) error {
 		if err := onlyQuery(c); err != nil {
 			return err
@@ -116,7 +130,12 @@ func handleKeyCreate(st keyStore) handlerFunc {
 		if req.Name == "" || len(req.Name) > maxKeyName || strings.IndexFunc(req.Name, unicode.IsControl) >= 0 {
 			return sandbox.Errorf(sandbox.CodeInvalidRequest, "name is required: 1-%d bytes, no control characters", maxKeyName)
 		}
-		k, secret, err := st.CreateAPIKey(c.Request.Context(), tenantOf(c), req.Name)
+		k, secret, err := st.MintAPIKey(c.Request.Context(), sandbox.NewAPIKey{
+			Tenant: tenantOf(c), Name: req.Name, By: callerOf(c).KeyID, ManageKeys: req.ManageKeys, MaxKeys: cfg.TenantMaxKeys,
+		})
+		if sandbox.ErrorCode(err) == sandbox.CodeQuotaExceeded {
+			c.Header("Retry-After", "60")
+		}
 		if err != nil {
 			return err
 		}
@@ -165,7 +184,7 @@ func handleKeyList(st keyStore) handlerFunc {
 // handleKeyRevoke revokes an API key.
 //
 //	@Summary		Revoke an API key
-//	@Description	The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long), and stays listed with its revoked_at. Revoking the key the request is made with is allowed. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
+//	@Description	The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long) for most routes, and at once for key management; it stays listed with its revoked_at. A key may revoke itself; revoking another key takes manage_keys. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
 //	@ID				revokeApiKey
 //	@Tags			keys
 //	@Produce		json
@@ -173,6 +192,7 @@ func handleKeyList(st keyStore) handlerFunc {
 //	@Success		200	{object}	APIKey	"revoked"
 //	@Failure		400	{object}	Problem				"INVALID_REQUEST: a query parameter"
 //	@Failure		401	{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		403	{object}	Problem				"FORBIDDEN: revoking another key without manage_keys"
 //	@Failure		404	{object}	Problem				"NOT_FOUND"
 //	@Failure		429	{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
 //	@Failure		500	{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
@@ -192,7 +212,7 @@ func handleKeyRevoke(st keyStore) handlerFunc {
 		if err := onlyQuery(c); err != nil {
 			return err
 		}
-		k, err := st.RevokeAPIKey(c.Request.Context(), tenantOf(c), id)
+		k, err := st.RevokeAPIKey(c.Request.Context(), tenantOf(c), id, callerOf(c).KeyID)
 		if sandbox.ErrorCode(err) == sandbox.CodeNotFound {
 			return sandbox.Errorf(sandbox.CodeNotFound, "API key %s not found", id)
 		}

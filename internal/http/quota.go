@@ -17,6 +17,13 @@ const (
 	DefaultTenantMaxLive          = 1000
 	DefaultTenantCreatesPerMinute = 6000
 	DefaultKeyRequestsPerSecond   = 200
+	// DefaultTenantRequestsPerSecond caps a tenant's requests over all its
+	// keys, so that more keys do not mean more throughput.
+	DefaultTenantRequestsPerSecond = 1000
+	// DefaultAuthFailuresPerSecond caps the requests one remote address may
+	// make without a valid API key (missing, unknown or revoked); the burst
+	// is four seconds' worth.
+	DefaultAuthFailuresPerSecond = 5
 )
 
 // usageTTL is how long a tenant's live count is trusted before it is read
@@ -35,11 +42,13 @@ type usageReader interface {
 type quotas struct {
 	usage                          usageReader
 	maxLive, createsPerMinute, rps int
+	tenantRPS, authFailures        int
 	now                            func() time.Time
 
 	mu      sync.Mutex
 	tenants map[string]*tenantQuota
 	keys    map[string]*bucket // by API key id
+	addrs   map[string]*bucket // failed authentications, by remote address
 }
 
 type tenantQuota struct {
@@ -47,11 +56,13 @@ type tenantQuota struct {
 	usage    sandbox.TenantUsage
 	admitted int // creates admitted since
 	creates  bucket
+	requests bucket
 }
 
 func newQuotas(usage usageReader, cfg Config) *quotas {
 	return &quotas{usage: usage, maxLive: cfg.TenantMaxLive, createsPerMinute: cfg.TenantCreatesPerMinute,
-		rps: cfg.KeyRequestsPerSecond, now: time.Now, tenants: map[string]*tenantQuota{}, keys: map[string]*bucket{}}
+		rps: cfg.KeyRequestsPerSecond, tenantRPS: cfg.TenantRequestsPerSecond, authFailures: cfg.AuthFailuresPerSecond,
+		now: time.Now, tenants: map[string]*tenantQuota{}, keys: map[string]*bucket{}, addrs: map[string]*bucket{}}
 }
 
 // bucket is a token bucket: rate tokens a second, up to burst.
@@ -82,13 +93,21 @@ func exceeded(c *gin.Context, wait time.Duration, format string, args ...any) er
 	return sandbox.Errorf(sandbox.CodeQuotaExceeded, format, args...)
 }
 
-// checkKey takes one of the request tokens of the authenticated key
-// keyID (burst: two seconds' worth).
-func (q *quotas) checkKey(c *gin.Context, keyID string) error {
+// checkKey takes one of the request tokens of the authenticated key keyID
+// and one of its tenant's (bursts: two seconds' worth).
+func (q *quotas) checkKey(c *gin.Context, tenant, keyID string) error {
+	now := q.now()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.tenantRPS > 0 {
+		t := q.tenant(tenant)
+		if ok, wait := t.requests.take(now, float64(q.tenantRPS), float64(2*q.tenantRPS)); !ok {
+			return exceeded(c, wait, "tenant %s is over its rate of %d requests a second (over all its API keys)", tenant, q.tenantRPS)
+		}
+	}
 	if q.rps <= 0 {
 		return nil
 	}
-	q.mu.Lock()
 	b := q.keys[keyID]
 	if b == nil {
 		if len(q.keys) > 100_000 { // bound the memory however many keys there are
@@ -97,23 +116,68 @@ func (q *quotas) checkKey(c *gin.Context, keyID string) error {
 		b = &bucket{}
 		q.keys[keyID] = b
 	}
-	ok, wait := b.take(q.now(), float64(q.rps), float64(2*q.rps))
-	q.mu.Unlock()
-	if !ok {
+	if ok, wait := b.take(now, float64(q.rps), float64(2*q.rps)); !ok {
 		return exceeded(c, wait, "this API key is over its rate of %d requests a second", q.rps)
 	}
 	return nil
+}
+
+// tenant is the tenant's quota record, made if missing. The caller holds
+// q.mu.
+func (q *quotas) tenant(name string) *tenantQuota {
+	t := q.tenants[name]
+	if t == nil {
+		t = &tenantQuota{}
+		q.tenants[name] = t
+	}
+	return t
+}
+
+// checkAuthFailures refuses a request from an address that has failed to
+// authenticate more than its rate allows, before its key is looked up: a
+// client without a key cannot make Tether query Postgres at will.
+func (q *quotas) checkAuthFailures(c *gin.Context, addr string) error {
+	if q.authFailures <= 0 {
+		return nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	b := q.addrs[addr]
+	if b == nil {
+		return nil
+	}
+	rate := float64(q.authFailures)
+	if tokens := math.Min(4*rate, b.tokens+q.now().Sub(b.last).Seconds()*rate); tokens < 1 {
+		return exceeded(c, time.Duration((1-tokens)/rate*float64(time.Second)),
+			"too many requests without a valid API key from this address; wait")
+	}
+	return nil
+}
+
+// authFailed counts a failed authentication from addr.
+func (q *quotas) authFailed(addr string) {
+	if q.authFailures <= 0 {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	b := q.addrs[addr]
+	if b == nil {
+		if len(q.addrs) > 100_000 {
+			clear(q.addrs)
+		}
+		b = &bucket{}
+		q.addrs[addr] = b
+	}
+	rate := float64(q.authFailures)
+	b.take(q.now(), rate, 4*rate)
 }
 
 // checkCreate admits a create of the tenant, or says which quota it is over.
 func (q *quotas) checkCreate(c *gin.Context, tenant string) error {
 	now := q.now()
 	q.mu.Lock()
-	t := q.tenants[tenant]
-	if t == nil {
-		t = &tenantQuota{}
-		q.tenants[tenant] = t
-	}
+	t := q.tenant(tenant)
 	stale := now.Sub(t.read) > usageTTL
 	q.mu.Unlock()
 	if stale {

@@ -50,7 +50,8 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 		providers[p.Name()] = p
 	}
 
-	r.Use(withRecovery(log), withRequestID(), withLogging(log), withMetrics(deps.Metrics))
+	r.Use(withRecovery(log), withRequestID(), withBodyPacing(cfg.MinBodyRate, cfg.BodyGrace, cfg.MaxBodyTime),
+		withLogging(log), withMetrics(deps.Metrics))
 	r.NoRoute(h(func(c *gin.Context) error {
 		return sandbox.Errorf(sandbox.CodeNotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path)
 	}))
@@ -65,7 +66,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	r.GET("/openapi.json", handleOpenAPIJSON())
 	r.GET("/openapi.yaml", handleOpenAPIYAML())
 	// Swagger UI shows the OpenAPI 3 document.
-	r.GET("/swagger/*any", swaggerUI())
+	r.GET("/swagger/*any", withNoFraming(), swaggerUI())
 	// The web console's static files, at /ui/; it signs in with an API key
 	// and calls /v1 like any client.
 	console.Register(r)
@@ -75,10 +76,13 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 		auth = newKeyCache(deps.Store, cfg.AuthCacheTTL)
 	}
 	q := newQuotas(deps.Store, cfg)
+	// The data plane records what it does through this, which counts the
+	// records that fail.
+	dp := newAuditedStore(deps.Store, deps.Metrics)
 	problem := func(c *gin.Context, err error) { writeError(c, log, err) }
 	rt := newRouter(log, deps.Nodes, draining)
 	routed := withNodeRouting(log, deps.Store, rt)
-	v1 := r.Group("/v1", withAuth(log, auth, q, rt))
+	v1 := r.Group("/v1", withAuth(log, auth, q, rt, deps.Authenticated))
 	body := withBodyLimit(cfg.MaxBodyBytes)
 	v1.POST("/sandboxes", body, withCreateQuota(problem, q), h(handleSandboxCreate(cfg, deps.Store, providers)))
 	v1.GET("/sandboxes", h(handleSandboxList(deps.Store)))
@@ -88,11 +92,11 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.PUT("/sandboxes/:id/owner", body, h(handleSandboxOwner(cfg, deps.Store)))
 	v1.GET("/sandboxes/:id/events", h(handleSandboxEvents(deps.Store)))
 	v1.GET("/sandboxes/:id/activity", h(handleSandboxActivity(deps.Store)))
-	v1.POST("/sandboxes/:id/exec", body, routed, h(handleSandboxExec(log, cfg, deps.Store, providers, draining)))
-	v1.PUT("/sandboxes/:id/files", withBodyLimit(cfg.MaxFileBytes), routed, h(handleFilePut(log, cfg, deps.Store, providers)))
-	v1.GET("/sandboxes/:id/files", routed, h(handleFileGet(log, cfg, deps.Store, providers)))
-	v1.PUT("/sandboxes/:id/archive", withBodyLimit(cfg.MaxFileBytes), routed, h(handleArchivePut(log, cfg, deps.Store, providers)))
-	v1.GET("/sandboxes/:id/archive", routed, h(handleArchiveGet(log, deps.Store, providers)))
+	v1.POST("/sandboxes/:id/exec", body, routed, h(handleSandboxExec(log, cfg, dp, providers, draining)))
+	v1.PUT("/sandboxes/:id/files", withBodyLimit(cfg.MaxFileBytes), routed, h(handleFilePut(log, cfg, dp, providers)))
+	v1.GET("/sandboxes/:id/files", routed, h(handleFileGet(log, cfg, dp, providers)))
+	v1.PUT("/sandboxes/:id/archive", withBodyLimit(cfg.MaxFileBytes), routed, h(handleArchivePut(log, cfg, dp, providers)))
+	v1.GET("/sandboxes/:id/archive", routed, h(handleArchiveGet(log, cfg, dp, providers)))
 	// Only these take calls that other nodes forward.
 	rt.acceptForwarded("POST /v1/sandboxes/:id/exec", "PUT /v1/sandboxes/:id/files", "GET /v1/sandboxes/:id/files",
 		"PUT /v1/sandboxes/:id/archive", "GET /v1/sandboxes/:id/archive")
@@ -104,7 +108,20 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.DELETE("/owners/:owner", h(handleOwnerRelease(deps.Store)))
 	v1.GET("/providers", h(handleProviders(deps.Providers)))
 	v1.GET("/nodes", h(handleNodeList(deps.Store)))
-	v1.POST("/keys", body, h(handleKeyCreate(deps.Store)))
+	v1.POST("/keys", body, h(handleKeyCreate(cfg, deps.Store)))
 	v1.GET("/keys", h(handleKeyList(deps.Store)))
 	v1.DELETE("/keys/:id", h(handleKeyRevoke(deps.Store)))
+}
+
+// withNoFraming keeps a page out of other sites' frames (clickjacking): the
+// Swagger UI, whose inline scripts rule out the console's full policy.
+func withNoFraming() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		h := c.Writer.Header()
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Content-Security-Policy", "frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		c.Next()
+	}
 }

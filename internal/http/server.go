@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"time"
 
@@ -58,11 +59,25 @@ type Config struct {
 	TenantMaxLive          int
 	TenantCreatesPerMinute int
 	KeyRequestsPerSecond   int
+	// TenantRequestsPerSecond caps each tenant's requests over all its
+	// keys (burst: two seconds' worth); AuthFailuresPerSecond caps the
+	// requests without a valid key from one remote address (burst: four
+	// seconds' worth), which then are 429 before any lookup.
+	TenantRequestsPerSecond int
+	AuthFailuresPerSecond   int
+	// TenantMaxKeys caps each tenant's API keys that are not revoked.
+	TenantMaxKeys int
 	// MaxStreamsPerTenant bounds each tenant's open event streams.
 	MaxStreamsPerTenant int
 	// AuthCacheTTL is how long a successful API key lookup is remembered;
 	// 0 looks every key up on every request.
 	AuthCacheTTL time.Duration
+	// MinBodyRate is the slowest a request body may arrive, in bytes a
+	// second on average, once BodyGrace has passed; MaxBodyTime bounds a
+	// body however fast it comes. Slower bodies are 408 REQUEST_TIMEOUT.
+	MinBodyRate int64
+	BodyGrace   time.Duration
+	MaxBodyTime time.Duration
 }
 
 // Deps are the collaborators the API needs.
@@ -84,6 +99,10 @@ type Deps struct {
 	// Nodes lets data-plane calls for sandboxes on other nodes be
 	// forwarded there; the zero value serves every sandbox here.
 	Nodes Nodes
+	// Authenticated, if set, is told the context of each request that
+	// authenticated, so that its connection counts as a client's (the
+	// connection guard closes connections that never did first).
+	Authenticated func(ctx context.Context)
 }
 
 // Store is what the API needs from the registry, as the union of the small
@@ -139,7 +158,13 @@ func (c Config) withDefaults() Config {
 	c.TenantMaxLive = cmp.Or(c.TenantMaxLive, DefaultTenantMaxLive)
 	c.TenantCreatesPerMinute = cmp.Or(c.TenantCreatesPerMinute, DefaultTenantCreatesPerMinute)
 	c.KeyRequestsPerSecond = cmp.Or(c.KeyRequestsPerSecond, DefaultKeyRequestsPerSecond)
+	c.TenantRequestsPerSecond = cmp.Or(c.TenantRequestsPerSecond, DefaultTenantRequestsPerSecond)
+	c.AuthFailuresPerSecond = cmp.Or(c.AuthFailuresPerSecond, DefaultAuthFailuresPerSecond)
+	c.TenantMaxKeys = cmp.Or(c.TenantMaxKeys, DefaultTenantMaxKeys)
 	c.MaxStreamsPerTenant = cmp.Or(c.MaxStreamsPerTenant, DefaultMaxStreamsPerTenant)
+	c.MinBodyRate = cmp.Or(c.MinBodyRate, DefaultMinBodyRate)
+	c.BodyGrace = cmp.Or(c.BodyGrace, DefaultBodyGrace)
+	c.MaxBodyTime = cmp.Or(c.MaxBodyTime, DefaultMaxBodyTime)
 	return c
 }
 
@@ -281,14 +306,20 @@ func withBodyLimit(limit int64) gin.HandlerFunc {
 func decodeJSON(c *gin.Context, v any) error {
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
-		var maxBytes *http.MaxBytesError
-		if errors.As(err, &maxBytes) {
-			return err
+		var (
+			maxBytes *http.MaxBytesError
+			coded    *sandbox.Error
+		)
+		if errors.As(err, &maxBytes) || errors.As(err, &coded) {
+			return err // too large, too slow, or not the body a forwarded call signed
 		}
 		return sandbox.Errorf(sandbox.CodeInvalidRequest, "reading request body failed")
 	}
 	if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || trimmed[0] != '{' {
 		return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body must be a JSON object")
+	}
+	if err := noDuplicateKeys(body); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -299,6 +330,88 @@ func decodeJSON(c *gin.Context, v any) error {
 		return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body must hold a single JSON object and nothing after it")
 	}
 	return nil
+}
+
+// noDuplicateKeys refuses a JSON document in which an object names a key
+// twice (after unescaping: "a" and "\u0061" are the same key):
+// encoding/json would silently take the last, so that what a proxy, a log
+// or an audit tool reads of a request could differ from what Tether acts
+// on. It only scans; malformed JSON is left to the decoder to describe.
+func noDuplicateKeys(body []byte) error {
+	type frame struct {
+		object    bool
+		expectKey bool
+		keys      []string            // while few
+		set       map[string]struct{} // past 16 keys, so that many keys stay linear
+	}
+	var stack []frame
+	for i := 0; i < len(body); i++ {
+		switch body[i] {
+		case '{':
+			stack = append(stack, frame{object: true, expectKey: true})
+		case '[':
+			stack = append(stack, frame{})
+		case '}', ']':
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+		case ',':
+			if n := len(stack); n > 0 && stack[n-1].object {
+				stack[n-1].expectKey = true
+			}
+		case '"':
+			end, escaped := i+1, false
+			for ; end < len(body) && body[end] != '"'; end++ {
+				if body[end] == '\\' {
+					escaped = true
+					end++
+				}
+			}
+			if end >= len(body) {
+				return nil // unterminated: the decoder says so
+			}
+			n := len(stack)
+			if n == 0 || !stack[n-1].object || !stack[n-1].expectKey {
+				i = end
+				continue
+			}
+			key := string(body[i+1 : end])
+			if escaped {
+				var ok bool
+				if key, ok = unescapeKey(body[i : end+1]); !ok {
+					return nil // a bad escape: the decoder says so
+				}
+			}
+			top := &stack[n-1]
+			_, seen := top.set[key]
+			if seen || slices.Contains(top.keys, key) {
+				return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body: key %q appears twice in one object", key)
+			}
+			switch {
+			case top.set != nil:
+				top.set[key] = struct{}{}
+			case len(top.keys) < 16:
+				top.keys = append(top.keys, key)
+			default:
+				top.set = make(map[string]struct{}, 64)
+				for _, k := range top.keys {
+					top.set[k] = struct{}{}
+				}
+				top.set[key], top.keys = struct{}{}, nil
+			}
+			top.expectKey = false
+			i = end
+		}
+	}
+	return nil
+}
+
+// unescapeKey is the value of a quoted JSON string with escapes, and
+// whether it is one.
+func unescapeKey(quoted []byte) (string, bool) {
+	var s string
+	err := json.Unmarshal(quoted, &s)
+	return s, err == nil
 }
 
 func describeJSONError(err error) string {

@@ -20,6 +20,24 @@ type APIKey struct {
 	CreatedAt  time.Time
 	LastUsedAt *time.Time
 	RevokedAt  *time.Time
+	// ManageKeys is the key's scope to create keys and revoke others.
+	ManageKeys bool
+	// CreatedBy is the id of the key that made this one over the API;
+	// empty for an operator's key (command line, BOOTSTRAP_API_KEY).
+	CreatedBy string
+}
+
+// NewAPIKey is what a key asks for when it makes another over the API.
+type NewAPIKey struct {
+	Tenant string
+	Name   string
+	// By is the id of the key that asks; it must not be revoked and must
+	// have ManageKeys.
+	By string
+	// ManageKeys gives the new key the scope too.
+	ManageKeys bool
+	// MaxKeys caps the tenant's keys that are not revoked; 0 is no cap.
+	MaxKeys int
 }
 
 // Caller is the key as the Caller of the requests made with it.

@@ -26,6 +26,8 @@ const (
 	CodeNotSupported        Code = "NOT_SUPPORTED"
 	CodePayloadTooLarge     Code = "PAYLOAD_TOO_LARGE"
 	CodeQuotaExceeded       Code = "QUOTA_EXCEEDED"
+	// CodeRequestTimeout: the client sent its request body too slowly.
+	CodeRequestTimeout Code = "REQUEST_TIMEOUT"
 	// File errors, distinct from the sandbox's own NOT_FOUND, one per kind
 	// of failure an agent framework reports per file.
 	CodeFileNotFound     Code = "FILE_NOT_FOUND"

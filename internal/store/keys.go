@@ -38,21 +38,85 @@ func newKeyID() string {
 	return keyIDPrefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
-const apiKeyColumns = `id, tenant, name, created_at, last_used_at, revoked_at`
+const apiKeyColumns = `id, tenant, name, created_at, last_used_at, revoked_at, manage_keys, coalesce(created_by_key_id, '')`
 
 func scanAPIKey(row pgx.Row) (sandbox.APIKey, error) {
 	var k sandbox.APIKey
-	err := row.Scan(&k.ID, &k.Tenant, &k.Name, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt)
+	err := row.Scan(&k.ID, &k.Tenant, &k.Name, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt, &k.ManageKeys, &k.CreatedBy)
 	return k, err
+}
+
+// newKeySecret makes a random API key.
+func newKeySecret() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return keyPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// actingKey locks the key with the given id for the rest of tx, so that a
+// revocation cannot commit between the check and what the key does, and
+// returns whether it may manage keys. A revoked (or unknown) key is
+// UNAUTHENTICATED: the in-memory auth cache may still have let its request
+// in, but key management asks the database.
+func actingKey(ctx context.Context, tx pgx.Tx, tenant, id string) (manage bool, err error) {
+	err = tx.QueryRow(ctx, `SELECT manage_keys FROM api_keys WHERE tenant = $1 AND id = $2 AND revoked_at IS NULL FOR SHARE`,
+		tenant, id).Scan(&manage)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, sandbox.Errorf(sandbox.CodeUnauthenticated, "the API key making this request is revoked")
+	}
+	return manage, err
+}
+
+// MintAPIKey makes a new random API key as another key asks (POST
+// /v1/keys): that key must be live in the database (not revoked, whatever
+// a cache says) and have the manage_keys scope (else FORBIDDEN), and the
+// tenant must be under its cap (else QUOTA_EXCEEDED). The new key records
+// which key made it. It returns the key's record and the key itself.
+func (s *Store) MintAPIKey(ctx context.Context, nk sandbox.NewAPIKey) (sandbox.APIKey, string, error) {
+	key := newKeySecret()
+	var k sandbox.APIKey
+	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
+		manage, err := actingKey(ctx, tx, nk.Tenant, nk.By)
+		if err != nil {
+			return err
+		}
+		if !manage {
+			return sandbox.Errorf(sandbox.CodeForbidden, "this API key may not create keys (it lacks manage_keys); ask with a key that has it")
+		}
+		// One mint at a time per tenant, so that the cap holds.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM tenants WHERE name = $1 FOR UPDATE`, nk.Tenant); err != nil {
+			return err
+		}
+		if nk.MaxKeys > 0 {
+			var live int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM api_keys WHERE tenant = $1 AND revoked_at IS NULL`, nk.Tenant).Scan(&live); err != nil {
+				return err
+			}
+			if live >= nk.MaxKeys {
+				return sandbox.Errorf(sandbox.CodeQuotaExceeded, "tenant %s has %d API keys, its limit; revoke one first", nk.Tenant, live)
+			}
+		}
+		k, err = scanAPIKey(tx.QueryRow(ctx, `
+			INSERT INTO api_keys (key_hash, tenant, id, name, created_at, manage_keys, created_by_key_id)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			RETURNING `+apiKeyColumns, hashKey(key), nk.Tenant, newKeyID(), nk.Name, s.Now(), nk.ManageKeys, nk.By))
+		return err
+	})
+	if err != nil {
+		var coded *sandbox.Error
+		if errors.As(err, &coded) {
+			return sandbox.APIKey{}, "", err
+		}
+		return sandbox.APIKey{}, "", wrap("mint api key", err)
+	}
+	return k, key, nil
 }
 
 // CreateAPIKey makes a new random API key named name for the tenant,
 // creating the tenant if needed, and returns the key's record and the key
 // itself (shown once: only its hash is stored).
 func (s *Store) CreateAPIKey(ctx context.Context, tenant, name string) (sandbox.APIKey, string, error) {
-	var b [32]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	key := keyPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+	key := newKeySecret()
 	k, err := s.RegisterAPIKey(ctx, tenant, name, key)
 	if err != nil {
 		return sandbox.APIKey{}, "", err
@@ -61,7 +125,8 @@ func (s *Store) CreateAPIKey(ctx context.Context, tenant, name string) (sandbox.
 }
 
 // RegisterAPIKey records key, named name, for the tenant, creating the
-// tenant if needed, and returns its record. Registering the same key for
+// tenant if needed, and returns its record. It is the operator's way in
+// (the command line, BOOTSTRAP_API_KEY): the key may manage keys. Registering the same key for
 // the same tenant again changes nothing (not its name, and a revoked key
 // stays revoked); a key that belongs to another tenant is refused.
 func (s *Store) RegisterAPIKey(ctx context.Context, tenant, name, key string) (sandbox.APIKey, error) {
@@ -75,7 +140,7 @@ func (s *Store) RegisterAPIKey(ctx context.Context, tenant, name, key string) (s
 		}
 		var err error
 		k, err = scanAPIKey(tx.QueryRow(ctx, `
-			INSERT INTO api_keys (key_hash, tenant, id, name, created_at) VALUES ($1, $2, $3, $4, $5)
+			INSERT INTO api_keys (key_hash, tenant, id, name, created_at, manage_keys) VALUES ($1, $2, $3, $4, $5, true)
 			ON CONFLICT (key_hash) DO UPDATE SET key_hash = EXCLUDED.key_hash
 			RETURNING `+apiKeyColumns, hashKey(key), tenant, newKeyID(), name, s.Now()))
 		if err != nil {
@@ -128,18 +193,35 @@ func (s *Store) APIKeys(ctx context.Context, tenant string) ([]sandbox.APIKey, e
 	return keys, nil
 }
 
-// RevokeAPIKey revokes the tenant's API key with the given id and returns
-// its record; revoking a revoked key changes nothing. A key of another
-// tenant is ErrNotFound.
-func (s *Store) RevokeAPIKey(ctx context.Context, tenant, id string) (sandbox.APIKey, error) {
-	k, err := scanAPIKey(s.pool.QueryRow(ctx, `
-		UPDATE api_keys SET revoked_at = coalesce(revoked_at, $3)
-		WHERE tenant = $1 AND id = $2
-		RETURNING `+apiKeyColumns, tenant, id, s.Now()))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return sandbox.APIKey{}, fmt.Errorf("store: revoke api key: %w", sandbox.ErrNotFound)
-	}
+// RevokeAPIKey revokes the tenant's API key with the given id, as the key
+// by asks, and returns its record; revoking a revoked key changes nothing.
+// The asking key must be live in the database (else UNAUTHENTICATED) and
+// have manage_keys unless it revokes itself (else FORBIDDEN). A key of
+// another tenant is ErrNotFound.
+func (s *Store) RevokeAPIKey(ctx context.Context, tenant, id, by string) (sandbox.APIKey, error) {
+	var k sandbox.APIKey
+	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
+		manage, err := actingKey(ctx, tx, tenant, by)
+		if err != nil {
+			return err
+		}
+		if !manage && id != by {
+			return sandbox.Errorf(sandbox.CodeForbidden, "this API key may revoke only itself (it lacks manage_keys)")
+		}
+		k, err = scanAPIKey(tx.QueryRow(ctx, `
+			UPDATE api_keys SET revoked_at = coalesce(revoked_at, $3)
+			WHERE tenant = $1 AND id = $2
+			RETURNING `+apiKeyColumns, tenant, id, s.Now()))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("store: revoke api key: %w", sandbox.ErrNotFound)
+		}
+		return err
+	})
 	if err != nil {
+		var coded *sandbox.Error
+		if errors.As(err, &coded) {
+			return sandbox.APIKey{}, err
+		}
 		return sandbox.APIKey{}, wrap("revoke api key", err)
 	}
 	return k, nil

@@ -207,3 +207,27 @@ func (s *Store) ClusterSecret(ctx context.Context) ([]byte, error) {
 	}
 	return secret, nil
 }
+
+// RememberNonce records the nonce of a forwarded call until expires, and
+// reports whether it is new: false means some replica took a call with
+// this nonce before (a replay). Each call also deletes a few expired
+// nonces, so that the table stays as small as the calls of the last
+// minutes.
+func (s *Store) RememberNonce(ctx context.Context, nonce string, expires time.Time) (bool, error) {
+	var fresh bool
+	err := s.pool.QueryRow(ctx, `
+		WITH gc AS (
+			DELETE FROM forward_nonces WHERE nonce IN (
+				SELECT nonce FROM forward_nonces WHERE expires_at < $3 ORDER BY expires_at LIMIT 16
+				FOR UPDATE SKIP LOCKED)
+		), ins AS (
+			INSERT INTO forward_nonces (nonce, expires_at) VALUES ($1, $2)
+			ON CONFLICT (nonce) DO NOTHING
+			RETURNING true AS fresh
+		)
+		SELECT coalesce((SELECT fresh FROM ins), false)`, nonce, expires, s.Now()).Scan(&fresh)
+	if err != nil {
+		return false, wrap("remember nonce", err)
+	}
+	return fresh, nil
+}

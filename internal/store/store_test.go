@@ -706,18 +706,26 @@ func TestAPIKeys(t *testing.T) {
 	}
 
 	// Another tenant can neither revoke it nor see it.
-	if _, err := b.st.RevokeAPIKey(b.ctx, "other", rec.ID); !errors.Is(err, sandbox.ErrNotFound) {
+	others, err := b.st.APIKeys(b.ctx, "other")
+	if err != nil || len(others) != 1 {
+		t.Fatalf("APIKeys(other) = %+v, %v", others, err)
+	}
+	if _, err := b.st.RevokeAPIKey(b.ctx, "other", rec.ID, others[0].ID); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("other tenant revoking: err = %v, want ErrNotFound", err)
 	}
 	if keys, err := b.st.APIKeys(b.ctx, "other"); err != nil || len(keys) != 1 || keys[0].ID == rec.ID {
 		t.Errorf("APIKeys(other) = %+v, %v", keys, err)
 	}
-	revoked, err := b.st.RevokeAPIKey(b.ctx, "acme", rec.ID)
+	admin := keys[0].ID // the tenant's operator key ("test")
+	if admin == rec.ID {
+		admin = keys[1].ID
+	}
+	revoked, err := b.st.RevokeAPIKey(b.ctx, "acme", rec.ID, admin)
 	if err != nil || revoked.RevokedAt == nil {
 		t.Fatalf("revoke = %+v, %v", revoked, err)
 	}
 	b.clock.Advance(time.Second)
-	if again, err := b.st.RevokeAPIKey(b.ctx, "acme", rec.ID); err != nil || !again.RevokedAt.Equal(*revoked.RevokedAt) {
+	if again, err := b.st.RevokeAPIKey(b.ctx, "acme", rec.ID, admin); err != nil || !again.RevokedAt.Equal(*revoked.RevokedAt) {
 		t.Errorf("revoking again = %+v, %v; want the first revocation kept", again, err)
 	}
 	if _, err := b.st.Authenticate(b.ctx, key); !errors.Is(err, sandbox.ErrNotFound) {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // tarOf builds a tar archive of the files (name → content).
@@ -131,5 +132,50 @@ func TestArchiveRoundTrip(t *testing.T) {
 		if code, body := e.archive(http.MethodGet, id, tc.path, nil); code != tc.code || problemCode(body) != tc.want {
 			t.Errorf("GET archive %s = %d %s, want %d %s", tc.path, code, body, tc.code, tc.want)
 		}
+	}
+}
+
+// TestSparseArchiveIsCut: a folder holding a 1 TiB sparse file downloads as
+// an archive cut at MAX_FILE_BYTES (sparse files count at their full
+// size): the response ends broken, soon, and the activity records
+// PAYLOAD_TOO_LARGE, not INTERNAL.
+func TestSparseArchiveIsCut(t *testing.T) {
+	t.Parallel()
+	const limit = 8 << 20
+	e := setup(t, "MAX_FILE_BYTES=8388608")
+	id := e.createReady(map[string]any{"provider": "local"})
+	if code, res := e.exec(id, "mkdir -p /workspace/sparse && truncate -s 1T /workspace/sparse/huge && echo small > /workspace/sparse/a"); code != http.StatusOK || res["exit_code"] != 0.0 {
+		t.Fatalf("make the sparse file = %d %v", code, res)
+	}
+	req, err := http.NewRequest(http.MethodGet, e.replica.URL()+"/v1/sandboxes/"+id+"/archive?path=/workspace/sparse", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	began := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, rerr := io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	took := time.Since(began)
+	if rerr == nil {
+		t.Errorf("the cut archive read as whole (%d bytes, status %d); want a broken response", n, resp.StatusCode)
+	}
+	if n > limit {
+		t.Errorf("%d bytes streamed; want at most the %d-byte limit", n, limit)
+	}
+	if took > 20*time.Second {
+		t.Errorf("the cut took %s", took)
+	}
+	code, act := e.do(http.MethodGet, "/v1/sandboxes/"+id+"/activity", nil)
+	items, _ := act["items"].([]any)
+	if code != http.StatusOK || len(items) == 0 {
+		t.Fatalf("activity = %d %v", code, act)
+	}
+	last := items[len(items)-1].(map[string]any)
+	if last["kind"] != "archive_read" || last["error"] != "PAYLOAD_TOO_LARGE" {
+		t.Errorf("the archive's record = %v; want archive_read with PAYLOAD_TOO_LARGE", last)
 	}
 }

@@ -100,6 +100,7 @@ const (
 	ProblemCodePermissionDenied     ProblemCode = "PERMISSION_DENIED"
 	ProblemCodeProviderUnavailable  ProblemCode = "PROVIDER_UNAVAILABLE"
 	ProblemCodeQuotaExceeded        ProblemCode = "QUOTA_EXCEEDED"
+	ProblemCodeRequestTimeout       ProblemCode = "REQUEST_TIMEOUT"
 	ProblemCodeSandboxIdTaken       ProblemCode = "SANDBOX_ID_TAKEN"
 	ProblemCodeSandboxStateConflict ProblemCode = "SANDBOX_STATE_CONFLICT"
 	ProblemCodeUnauthenticated      ProblemCode = "UNAUTHENTICATED"
@@ -135,6 +136,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeProviderUnavailable:
 		return true
 	case ProblemCodeQuotaExceeded:
+		return true
+	case ProblemCodeRequestTimeout:
 		return true
 	case ProblemCodeSandboxIdTaken:
 		return true
@@ -273,6 +276,11 @@ type APIKey struct {
 	// CreatedAt Example: 2026-01-02T15:04:05Z
 	CreatedAt time.Time `json:"created_at"`
 
+	// CreatedBy CreatedBy is the id of the key that created this one over the API; null for an operator's key.
+	//
+	// Example: key_a1b2c3d4e5f6g7h8
+	CreatedBy *string `json:"created_by"`
+
 	// Id ID identifies the key in the API and in the audit trail (events' actor_key_id, activity's key_id); it is not a secret.
 	//
 	// Example: key_k5m2q7x3w9r4t8vz
@@ -282,6 +290,11 @@ type APIKey struct {
 	//
 	// Example: 2026-01-02T15:14:05Z
 	LastUsedAt *time.Time `json:"last_used_at"`
+
+	// ManageKeys ManageKeys is whether the key may create keys and revoke other keys. Operators' keys (tether keys create, BOOTSTRAP_API_KEY) may.
+	//
+	// Example: false
+	ManageKeys bool `json:"manage_keys"`
 
 	// Name Name says what the key is for.
 	//
@@ -398,6 +411,11 @@ type Capabilities struct {
 
 // CreateAPIKeyRequest defines model for CreateAPIKeyRequest.
 type CreateAPIKeyRequest struct {
+	// ManageKeys ManageKeys gives the new key the scope to create keys and revoke others (default false).
+	//
+	// Example: false
+	ManageKeys *bool `json:"manage_keys,omitempty"`
+
 	// Name Name says what the key is for: 1-100 characters, no control characters.
 	//
 	// Example: ci-runner
@@ -1239,7 +1257,7 @@ type ClientInterface interface {
 
 	// CreateApiKeyWithBody Create an API key
 	//
-	// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.
+	// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). Only a key with manage_keys may (operators' keys have it; a key made here has it only if asked for); the asking key is checked in the database, so a key revoked a moment ago cannot mint one within the auth cache's window. The new key records which key made it (created_by). A tenant holds at most TENANT_MAX_KEYS keys that are not revoked. To rotate a key: create one, hand it out, then revoke the old one.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1248,7 +1266,7 @@ type ClientInterface interface {
 
 	// CreateApiKey Create an API key
 	//
-	// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.
+	// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). Only a key with manage_keys may (operators' keys have it; a key made here has it only if asked for); the asking key is checked in the database, so a key revoked a moment ago cannot mint one within the auth cache's window. The new key records which key made it (created_by). A tenant holds at most TENANT_MAX_KEYS keys that are not revoked. To rotate a key: create one, hand it out, then revoke the old one.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1257,7 +1275,7 @@ type ClientInterface interface {
 
 	// RevokeApiKey Revoke an API key
 	//
-	// The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long), and stays listed with its revoked_at. Revoking the key the request is made with is allowed. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
+	// The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long) for most routes, and at once for key management; it stays listed with its revoked_at. A key may revoke itself; revoking another key takes manage_keys. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
 	//
 	// Corresponds with DELETE /v1/keys/{id} (the `RevokeApiKey` operationId).
 	RevokeApiKey(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1363,7 +1381,7 @@ type ClientInterface interface {
 
 	// GetArchive Download a folder from a sandbox, as a tar archive
 	//
-	// Streams the folder at path as a tar archive (members relative to the folder). A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
+	// Streams the folder at path as a tar archive (members relative to the folder). The archive is cut at the server's file limit (MAX_FILE_BYTES), counted in the bytes the archive takes, so sparse files count at their full size: past it the response ends without the end of the tar stream (the connection is cut, so that no client takes it for whole), and the activity records PAYLOAD_TOO_LARGE. A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
 	//
 	// Corresponds with GET /v1/sandboxes/{id}/archive (the `GetArchive` operationId).
 	GetArchive(ctx context.Context, id string, params *GetArchiveParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1597,7 +1615,7 @@ func (c *Client) ListApiKeys(ctx context.Context, reqEditors ...RequestEditorFn)
 
 // CreateApiKeyWithBody Create an API key
 //
-// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.
+// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). Only a key with manage_keys may (operators' keys have it; a key made here has it only if asked for); the asking key is checked in the database, so a key revoked a moment ago cannot mint one within the auth cache's window. The new key records which key made it (created_by). A tenant holds at most TENANT_MAX_KEYS keys that are not revoked. To rotate a key: create one, hand it out, then revoke the old one.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1616,7 +1634,7 @@ func (c *Client) CreateApiKeyWithBody(ctx context.Context, contentType string, b
 
 // CreateApiKey Create an API key
 //
-// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.
+// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). Only a key with manage_keys may (operators' keys have it; a key made here has it only if asked for); the asking key is checked in the database, so a key revoked a moment ago cannot mint one within the auth cache's window. The new key records which key made it (created_by). A tenant holds at most TENANT_MAX_KEYS keys that are not revoked. To rotate a key: create one, hand it out, then revoke the old one.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1635,7 +1653,7 @@ func (c *Client) CreateApiKey(ctx context.Context, body CreateApiKeyJSONRequestB
 
 // RevokeApiKey Revoke an API key
 //
-// The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long), and stays listed with its revoked_at. Revoking the key the request is made with is allowed. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
+// The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long) for most routes, and at once for key management; it stays listed with its revoked_at. A key may revoke itself; revoking another key takes manage_keys. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
 //
 // Corresponds with DELETE /v1/keys/{id} (the `RevokeApiKey` operationId).
 func (c *Client) RevokeApiKey(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1881,7 +1899,7 @@ func (c *Client) ListSandboxActivity(ctx context.Context, id string, params *Lis
 
 // GetArchive Download a folder from a sandbox, as a tar archive
 //
-// Streams the folder at path as a tar archive (members relative to the folder). A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
+// Streams the folder at path as a tar archive (members relative to the folder). The archive is cut at the server's file limit (MAX_FILE_BYTES), counted in the bytes the archive takes, so sparse files count at their full size: past it the response ends without the end of the tar stream (the connection is cut, so that no client takes it for whole), and the activity records PAYLOAD_TOO_LARGE. A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
 //
 // Corresponds with GET /v1/sandboxes/{id}/archive (the `GetArchive` operationId).
 func (c *Client) GetArchive(ctx context.Context, id string, params *GetArchiveParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3733,7 +3751,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateApiKeyWithBodyWithResponse Create an API key
 	//
-	// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.
+	// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). Only a key with manage_keys may (operators' keys have it; a key made here has it only if asked for); the asking key is checked in the database, so a key revoked a moment ago cannot mint one within the auth cache's window. The new key records which key made it (created_by). A tenant holds at most TENANT_MAX_KEYS keys that are not revoked. To rotate a key: create one, hand it out, then revoke the old one.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3742,7 +3760,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateApiKeyWithResponse Create an API key
 	//
-	// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.
+	// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). Only a key with manage_keys may (operators' keys have it; a key made here has it only if asked for); the asking key is checked in the database, so a key revoked a moment ago cannot mint one within the auth cache's window. The new key records which key made it (created_by). A tenant holds at most TENANT_MAX_KEYS keys that are not revoked. To rotate a key: create one, hand it out, then revoke the old one.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3751,7 +3769,7 @@ type ClientWithResponsesInterface interface {
 
 	// RevokeApiKeyWithResponse Revoke an API key
 	//
-	// The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long), and stays listed with its revoked_at. Revoking the key the request is made with is allowed. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
+	// The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long) for most routes, and at once for key management; it stays listed with its revoked_at. A key may revoke itself; revoking another key takes manage_keys. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3877,7 +3895,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetArchiveWithResponse Download a folder from a sandbox, as a tar archive
 	//
-	// Streams the folder at path as a tar archive (members relative to the folder). A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
+	// Streams the folder at path as a tar archive (members relative to the folder). The archive is cut at the server's file limit (MAX_FILE_BYTES), counted in the bytes the archive takes, so sparse files count at their full size: past it the response ends without the end of the tar stream (the connection is cut, so that no client takes it for whole), and the activity records PAYLOAD_TOO_LARGE. A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4669,6 +4687,11 @@ type CreateApiKeyResponse401Headers struct {
 	XRequestID      string
 }
 
+// CreateApiKeyResponse403Headers the declared response headers of an HTTP 403 response for CreateApiKey
+type CreateApiKeyResponse403Headers struct {
+	XRequestID string
+}
+
 // CreateApiKeyResponse413Headers the declared response headers of an HTTP 413 response for CreateApiKey
 type CreateApiKeyResponse413Headers struct {
 	XRequestID string
@@ -4700,6 +4723,8 @@ type CreateApiKeyResponse struct {
 	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -4714,6 +4739,8 @@ type CreateApiKeyResponse struct {
 	Headers400 *CreateApiKeyResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateApiKeyResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateApiKeyResponse403Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *CreateApiKeyResponse413Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4737,6 +4764,11 @@ func (r CreateApiKeyResponse) GetApplicationproblemJSON400() *Problem {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r CreateApiKeyResponse) GetApplicationproblemJSON401() *Problem {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateApiKeyResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -4804,6 +4836,11 @@ type RevokeApiKeyResponse401Headers struct {
 	XRequestID      string
 }
 
+// RevokeApiKeyResponse403Headers the declared response headers of an HTTP 403 response for RevokeApiKey
+type RevokeApiKeyResponse403Headers struct {
+	XRequestID string
+}
+
 // RevokeApiKeyResponse404Headers the declared response headers of an HTTP 404 response for RevokeApiKey
 type RevokeApiKeyResponse404Headers struct {
 	XRequestID string
@@ -4835,6 +4872,8 @@ type RevokeApiKeyResponse struct {
 	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -4849,6 +4888,8 @@ type RevokeApiKeyResponse struct {
 	Headers400 *RevokeApiKeyResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RevokeApiKeyResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RevokeApiKeyResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *RevokeApiKeyResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4872,6 +4913,11 @@ func (r RevokeApiKeyResponse) GetApplicationproblemJSON400() *Problem {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r RevokeApiKeyResponse) GetApplicationproblemJSON401() *Problem {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RevokeApiKeyResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -8084,7 +8130,7 @@ func (c *ClientWithResponses) ListApiKeysWithResponse(ctx context.Context, reqEd
 
 // CreateApiKeyWithBodyWithResponse Create an API key
 //
-// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.
+// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). Only a key with manage_keys may (operators' keys have it; a key made here has it only if asked for); the asking key is checked in the database, so a key revoked a moment ago cannot mint one within the auth cache's window. The new key records which key made it (created_by). A tenant holds at most TENANT_MAX_KEYS keys that are not revoked. To rotate a key: create one, hand it out, then revoke the old one.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8099,7 +8145,7 @@ func (c *ClientWithResponses) CreateApiKeyWithBodyWithResponse(ctx context.Conte
 
 // CreateApiKeyWithResponse Create an API key
 //
-// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.
+// Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). Only a key with manage_keys may (operators' keys have it; a key made here has it only if asked for); the asking key is checked in the database, so a key revoked a moment ago cannot mint one within the auth cache's window. The new key records which key made it (created_by). A tenant holds at most TENANT_MAX_KEYS keys that are not revoked. To rotate a key: create one, hand it out, then revoke the old one.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8114,7 +8160,7 @@ func (c *ClientWithResponses) CreateApiKeyWithResponse(ctx context.Context, body
 
 // RevokeApiKeyWithResponse Revoke an API key
 //
-// The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long), and stays listed with its revoked_at. Revoking the key the request is made with is allowed. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
+// The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long) for most routes, and at once for key management; it stays listed with its revoked_at. A key may revoke itself; revoking another key takes manage_keys. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -8324,7 +8370,7 @@ func (c *ClientWithResponses) ListSandboxActivityWithResponse(ctx context.Contex
 
 // GetArchiveWithResponse Download a folder from a sandbox, as a tar archive
 //
-// Streams the folder at path as a tar archive (members relative to the folder). A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
+// Streams the folder at path as a tar archive (members relative to the folder). The archive is cut at the server's file limit (MAX_FILE_BYTES), counted in the bytes the archive takes, so sparse files count at their full size: past it the response ends without the end of the tar stream (the connection is cut, so that no client takes it for whole), and the activity records PAYLOAD_TOO_LARGE. A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -9244,6 +9290,13 @@ func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9319,6 +9372,16 @@ func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error
 			headers.XRequestID = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateApiKeyResponse403Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 413:
 		var headers CreateApiKeyResponse413Headers
 		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
@@ -9413,6 +9476,13 @@ func ParseRevokeApiKeyResponse(rsp *http.Response) (*RevokeApiKeyResponse, error
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9481,6 +9551,16 @@ func ParseRevokeApiKeyResponse(rsp *http.Response) (*RevokeApiKeyResponse, error
 			headers.XRequestID = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RevokeApiKeyResponse403Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers RevokeApiKeyResponse404Headers
 		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {

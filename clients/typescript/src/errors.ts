@@ -58,7 +58,7 @@ export class TetherError extends Error {
 const codes: ReadonlySet<string> = new Set<ProblemCode>([
   "INVALID_REQUEST", "UNAUTHENTICATED", "FORBIDDEN", "NOT_FOUND", "SANDBOX_STATE_CONFLICT",
   "IDEMPOTENCY_KEY_REUSED", "UNKNOWN_PROVIDER", "PROVIDER_UNAVAILABLE", "NOT_SUPPORTED",
-  "PAYLOAD_TOO_LARGE", "QUOTA_EXCEEDED", "FILE_NOT_FOUND", "IS_DIRECTORY", "PERMISSION_DENIED",
+  "PAYLOAD_TOO_LARGE", "QUOTA_EXCEEDED", "REQUEST_TIMEOUT", "FILE_NOT_FOUND", "IS_DIRECTORY", "PERMISSION_DENIED",
   "INVALID_PATH", "INTERNAL", "UNAVAILABLE",
 ]);
 
@@ -78,6 +78,7 @@ function statusCode(status: number): ProblemCode {
     case 403: return "FORBIDDEN";
     case 404: return "NOT_FOUND";
     case 409: return "SANDBOX_STATE_CONFLICT";
+    case 408: return "REQUEST_TIMEOUT";
     case 413: return "PAYLOAD_TOO_LARGE";
     case 429: return "QUOTA_EXCEEDED";
     case 501: return "NOT_SUPPORTED";

@@ -159,7 +159,7 @@ export interface paths {
         put?: never;
         /**
          * Create an API key
-         * @description Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). To rotate a key: create one, hand it out, then revoke the old one.
+         * @description Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). Only a key with manage_keys may (operators' keys have it; a key made here has it only if asked for); the asking key is checked in the database, so a key revoked a moment ago cannot mint one within the auth cache's window. The new key records which key made it (created_by). A tenant holds at most TENANT_MAX_KEYS keys that are not revoked. To rotate a key: create one, hand it out, then revoke the old one.
          */
         post: operations["createApiKey"];
         delete?: never;
@@ -180,7 +180,7 @@ export interface paths {
         post?: never;
         /**
          * Revoke an API key
-         * @description The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long), and stays listed with its revoked_at. Revoking the key the request is made with is allowed. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
+         * @description The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long) for most routes, and at once for key management; it stays listed with its revoked_at. A key may revoke itself; revoking another key takes manage_keys. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
          */
         delete: operations["revokeApiKey"];
         options?: never;
@@ -385,7 +385,7 @@ export interface paths {
         };
         /**
          * Download a folder from a sandbox, as a tar archive
-         * @description Streams the folder at path as a tar archive (members relative to the folder). A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
+         * @description Streams the folder at path as a tar archive (members relative to the folder). The archive is cut at the server's file limit (MAX_FILE_BYTES), counted in the bytes the archive takes, so sparse files count at their full size: past it the response ends without the end of the tar stream (the connection is cut, so that no client takes it for whole), and the activity records PAYLOAD_TOO_LARGE. A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
          */
         get: operations["getArchive"];
         /**
@@ -517,6 +517,11 @@ export interface components {
              */
             created_at: string;
             /**
+             * @description CreatedBy is the id of the key that created this one over the API; null for an operator's key.
+             * @example key_a1b2c3d4e5f6g7h8
+             */
+            created_by: string | null;
+            /**
              * @description ID identifies the key in the API and in the audit trail (events' actor_key_id, activity's key_id); it is not a secret.
              * @example key_k5m2q7x3w9r4t8vz
              */
@@ -527,6 +532,11 @@ export interface components {
              * @example 2026-01-02T15:14:05Z
              */
             last_used_at: string | null;
+            /**
+             * @description ManageKeys is whether the key may create keys and revoke other keys. Operators' keys (tether keys create, BOOTSTRAP_API_KEY) may.
+             * @example false
+             */
+            manage_keys: boolean;
             /**
              * @description Name says what the key is for.
              * @example ci-runner
@@ -636,6 +646,11 @@ export interface components {
             files: boolean;
         };
         CreateAPIKeyRequest: {
+            /**
+             * @description ManageKeys gives the new key the scope to create keys and revoke others (default false).
+             * @example false
+             */
+            manage_keys?: boolean;
             /**
              * @description Name says what the key is for: 1-100 characters, no control characters.
              * @example ci-runner
@@ -940,7 +955,7 @@ export interface components {
              * @example NOT_FOUND
              * @enum {string}
              */
-            code: "INVALID_REQUEST" | "UNAUTHENTICATED" | "FORBIDDEN" | "NOT_FOUND" | "SANDBOX_STATE_CONFLICT" | "IDEMPOTENCY_KEY_REUSED" | "SANDBOX_ID_TAKEN" | "UNKNOWN_PROVIDER" | "PROVIDER_UNAVAILABLE" | "NOT_SUPPORTED" | "PAYLOAD_TOO_LARGE" | "QUOTA_EXCEEDED" | "FILE_NOT_FOUND" | "IS_DIRECTORY" | "PERMISSION_DENIED" | "INVALID_PATH" | "INTERNAL" | "UNAVAILABLE";
+            code: "INVALID_REQUEST" | "UNAUTHENTICATED" | "FORBIDDEN" | "NOT_FOUND" | "SANDBOX_STATE_CONFLICT" | "IDEMPOTENCY_KEY_REUSED" | "SANDBOX_ID_TAKEN" | "UNKNOWN_PROVIDER" | "PROVIDER_UNAVAILABLE" | "NOT_SUPPORTED" | "PAYLOAD_TOO_LARGE" | "QUOTA_EXCEEDED" | "REQUEST_TIMEOUT" | "FILE_NOT_FOUND" | "IS_DIRECTORY" | "PERMISSION_DENIED" | "INVALID_PATH" | "INTERNAL" | "UNAVAILABLE";
             /**
              * @description Detail explains this occurrence.
              * @example sandbox sbx_... not found
@@ -1677,11 +1692,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know (or revoked) */
             401: {
                 headers: {
                     /** @description the Bearer challenge */
                     "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description FORBIDDEN: the key lacks manage_keys */
+            403: {
+                headers: {
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
                     "X-Request-ID": string;
                     [name: string]: unknown;
@@ -1701,7 +1727,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            /** @description QUOTA_EXCEEDED: over the API key's request rate, or the tenant holds TENANT_MAX_KEYS keys; retry after Retry-After seconds */
             429: {
                 headers: {
                     /** @description seconds to wait before retrying */
@@ -1782,6 +1808,17 @@ export interface operations {
                 headers: {
                     /** @description the Bearer challenge */
                     "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description FORBIDDEN: revoking another key without manage_keys */
+            403: {
+                headers: {
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
                     "X-Request-ID": string;
                     [name: string]: unknown;
