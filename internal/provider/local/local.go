@@ -32,7 +32,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"io/fs"
 	"os"
@@ -68,9 +67,8 @@ type Provider struct {
 	mu      sync.Mutex
 	waiters map[string]chan struct{}
 
-	// locks serialise Create and Destroy per sandbox within this process,
-	// striped by the id's hash so that their number stays fixed.
-	locks [64]sync.Mutex
+	// locks serialise Create and Destroy per sandbox within this process.
+	locks idLocks
 
 	// hostNetwork allows params.network "host" (see AllowHostNetwork).
 	hostNetwork bool
@@ -512,12 +510,44 @@ type meta struct {
 
 func (p *Provider) sandboxDir(id string) string { return filepath.Join(p.dir, id) }
 
-func (p *Provider) lock(id string) func() {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(id))
-	mu := &p.locks[h.Sum32()%uint32(len(p.locks))]
-	mu.Lock()
-	return mu.Unlock
+func (p *Provider) lock(id string) func() { return p.locks.lock(id) }
+
+// idLocks are one lock per sandbox id that a call holds or waits for, and
+// no more: a create holds its sandbox's lock through its setup, which may
+// take minutes, so a lock shared by two ids (a fixed set striped by hash,
+// as before) made one tenant's create wait for another's setup.
+type idLocks struct {
+	mu    sync.Mutex
+	locks map[string]*idLock
+}
+
+type idLock struct {
+	mu   sync.Mutex
+	refs int // calls holding or waiting for mu; guarded by idLocks.mu
+}
+
+// lock takes id's lock and returns what gives it back.
+func (l *idLocks) lock(id string) func() {
+	l.mu.Lock()
+	if l.locks == nil {
+		l.locks = map[string]*idLock{}
+	}
+	k := l.locks[id]
+	if k == nil {
+		k = &idLock{}
+		l.locks[id] = k
+	}
+	k.refs++
+	l.mu.Unlock()
+	k.mu.Lock()
+	return func() {
+		k.mu.Unlock()
+		l.mu.Lock()
+		if k.refs--; k.refs == 0 {
+			delete(l.locks, id)
+		}
+		l.mu.Unlock()
+	}
 }
 
 // sandboxProcesses finds the bwrap processes (the monitor and the
