@@ -59,6 +59,7 @@ type Provider struct {
 	dir      string
 	bwrap    string
 	nsenter  string
+	sleep    string // the host's, which each sandbox's keeper runs (keeper.go)
 	problem  string // why the provider is unavailable, if it is
 	maxSetup int    // bytes of setup output kept in the error
 
@@ -177,7 +178,7 @@ func New(dir string, opts ...Option) (*Provider, error) {
 	if err := p.prepareImages(); err != nil {
 		return nil, err
 	}
-	for name, dst := range map[string]*string{"bwrap": &p.bwrap, "nsenter": &p.nsenter, "sh": &p.sh} {
+	for name, dst := range map[string]*string{"bwrap": &p.bwrap, "nsenter": &p.nsenter, "sh": &p.sh, "sleep": &p.sleep} {
 		path, err := exec.LookPath(name)
 		if err != nil {
 			missing = append(missing, name)
@@ -737,6 +738,12 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 	if m.InitStart, err = processStart(pid); err != nil {
 		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
 		return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: sandbox exited at once: %w", err))
+	}
+	// Before anything of the sandbox's runs: then nothing in it can end it
+	// by killing the init's other children.
+	if err := p.startKeeper(spec.SandboxID, pid, m.Limits); err != nil {
+		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
+		return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: %w", err))
 	}
 	// Without setup, the sandbox is ready now: recorded once, below.
 	// (Tether dying before that leaves a folder whose processes destroy
