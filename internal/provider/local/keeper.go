@@ -24,7 +24,8 @@ import (
 // Destroy kills the init (and the namespace with it). It is `sleep
 // infinity` of the host, in the host's mount namespace, with no
 // descriptors, no capabilities, no_new_privs, the exec filter, and in the
-// sandbox's control groups (one of its pids); the sandbox's processes can
+// keepers' control group beside the sandboxes' (counted in the host share,
+// so a sandbox keeps every pid of its limit); the sandbox's processes can
 // see it in ps and nothing more: its /proc entries that matter need ptrace
 // access, which neither the uid nor the filter gives them.
 
@@ -40,10 +41,13 @@ const keeperScript = `[ "$1" = 0 ] || ulimit -n "$1" || exit 126; "$0" infinity 
 
 // startKeeper starts the keeper of the sandbox whose init is initPID and
 // waits for its shell to leave it behind.
-func (p *Provider) startKeeper(id string, initPID int, lim Limits) error {
+func (p *Provider) startKeeper(initPID int, lim Limits) error {
 	var groups []string
 	if p.cg != nil && lim.Pids > 0 {
-		groups = p.cg.dirs(id)
+		var err error
+		if groups, err = p.cg.keeperDirs(); err != nil {
+			return fmt.Errorf("starting the sandbox's keeper: %w", err)
+		}
 	}
 	uid := strconv.Itoa(keeperUID)
 	//nolint:noctx // its shell ends at once, leaving the keeper behind

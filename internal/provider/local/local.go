@@ -82,6 +82,13 @@ type Provider struct {
 	cg *cgroups
 	// limits are the defaults and the maxima of a sandbox's limits.
 	limits, maxLimits Limits
+	// hostShare is what all sandboxes together may reserve of the host,
+	// tenantShare what one tenant's may (0: no cap but the host's), and
+	// ledger what they hold (ceiling.go); cgroupParent names the control
+	// group capped at the host share.
+	hostShare, tenantShare Limits
+	ledger                 ledger
+	cgroupParent           string
 	// unlimited allows sandboxes without kernel limits (AllowUnlimited).
 	unlimited bool
 	// sh is the host's shell, which the probe runs under the exec filter.
@@ -169,11 +176,13 @@ func New(dir string, opts ...Option) (*Provider, error) {
 	p := &Provider{dir: abs, maxSetup: 8 << 10, waiters: map[string]chan struct{}{},
 		limits:    Limits{Pids: DefaultPids, MemoryMB: DefaultMemoryMB, WorkspaceMB: DefaultWorkspaceMB, OpenFiles: DefaultOpenFiles},
 		maxLimits: Limits{Pids: DefaultMaxPids, MemoryMB: DefaultMaxMemoryMB, WorkspaceMB: DefaultMaxWorkspaceMB, OpenFiles: DefaultMaxOpenFiles},
-		uidBase:   DefaultUIDBase, uidCount: DefaultUIDCount}
+		uidBase:   DefaultUIDBase, uidCount: DefaultUIDCount, cgroupParent: defaultCgroupParent}
 	p.sandboxFilter, p.execFilter = seccompFilter(false), seccompFilter(true)
 	for _, opt := range opts {
 		opt(p)
 	}
+	p.hostShare = hostShareDefaults(p.hostShare)
+	p.capToShare(abs)
 	var missing []string
 	if err := p.prepareImages(); err != nil {
 		return nil, err
@@ -186,7 +195,10 @@ func New(dir string, opts ...Option) (*Provider, error) {
 		}
 		*dst = path
 	}
-	cg, cgErr := detectCgroups()
+	cg, cgErr := detectCgroups(p.cgroupParent)
+	if cgErr == nil {
+		cgErr = cg.setCeiling(p.hostShare)
+	}
 	switch {
 	case len(missing) > 0:
 		p.problem = fmt.Sprintf("missing on this host: %s (install the Debian packages bubblewrap and util-linux)", strings.Join(missing, ", "))
@@ -363,6 +375,7 @@ func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 			p.networkNote(),
 			p.egress.note(),
 			p.limitsNote(),
+			p.shareNote(),
 			p.workspace.note(p.limits.WorkspaceMB, p.maxLimits.WorkspaceMB),
 			outputNote,
 		},
@@ -496,6 +509,9 @@ type meta struct {
 	// sandboxes made before each had its own, which run as legacyUID.
 	UID int               `json:"uid,omitempty"`
 	Env map[string]string `json:"env,omitempty"`
+	// Tenant owns the sandbox; its limits count against the tenant's share
+	// of the host (ceiling.go).
+	Tenant string `json:"tenant,omitempty"`
 	// Limits are the sandbox's resource limits; zero when none are
 	// enforced.
 	Limits Limits `json:"limits"`
@@ -681,11 +697,17 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 		}
 	}
 
+	lim := p.limitsFor(prm)
+	if err := p.reserve(spec.SandboxID, spec.Tenant, lim); err != nil {
+		return sandbox.Resource{}, err
+	}
 	ws := filepath.Join(dir, "workspace")
 	if err := os.MkdirAll(ws, 0o700); err != nil {
+		p.unreserve(spec.SandboxID)
 		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
 	}
 	if err := os.Chmod(dir, 0o711); err != nil {
+		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
 		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
 	}
 	uid, err := p.claimUID(dir)
@@ -693,7 +715,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
 		return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: %w", err))
 	}
-	m := meta{SandboxID: spec.SandboxID, UID: uid, Env: spec.Env, Limits: p.limitsFor(prm), Image: prm.Image, CreatedAt: time.Now().UTC()}
+	m := meta{SandboxID: spec.SandboxID, UID: uid, Env: spec.Env, Tenant: spec.Tenant, Limits: lim, Image: prm.Image, CreatedAt: time.Now().UTC()}
 	// Recorded at once, so that whatever fails next, destroy frees the uid.
 	if err := p.writeMeta(m); err != nil {
 		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
@@ -741,7 +763,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 	}
 	// Before anything of the sandbox's runs: then nothing in it can end it
 	// by killing the init's other children.
-	if err := p.startKeeper(spec.SandboxID, pid, m.Limits); err != nil {
+	if err := p.startKeeper(pid, m.Limits); err != nil {
 		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
 		return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: %w", err))
 	}
@@ -1083,6 +1105,7 @@ func (p *Provider) destroyLocked(ctx context.Context, id string) error {
 			return fmt.Errorf("local: destroy: %w", err)
 		}
 	}
+	p.unreserve(id)
 	return nil
 }
 
