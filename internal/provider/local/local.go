@@ -91,6 +91,9 @@ type Provider struct {
 	cgroupParent           string
 	// unlimited allows sandboxes without kernel limits (AllowUnlimited).
 	unlimited bool
+	// procMasks are bwrap's options that mask the host's files in a
+	// sandbox's /proc (procmask.go).
+	procMasks []string
 	// sh is the host's shell, which the probe runs under the exec filter.
 	sh string
 	// sandboxFilter is the seccomp filter bwrap installs in each sandbox,
@@ -183,6 +186,8 @@ func New(dir string, opts ...Option) (*Provider, error) {
 	}
 	p.hostShare = hostShareDefaults(p.hostShare)
 	p.capToShare(abs)
+	masks, maskErr := prepareProcMasks()
+	p.procMasks = masks
 	var missing []string
 	if err := p.prepareImages(); err != nil {
 		return nil, err
@@ -204,6 +209,8 @@ func New(dir string, opts ...Option) (*Provider, error) {
 		p.problem = fmt.Sprintf("missing on this host: %s (install the Debian packages bubblewrap and util-linux)", strings.Join(missing, ", "))
 	case cgErr != nil && !p.unlimited:
 		p.problem = fmt.Sprintf("cannot enforce resource limits on this host (%v): a sandbox could exhaust it; run Tether as root on a host with cgroups, or let sandboxes run without limits (LOCAL_ALLOW_UNLIMITED=true)", cgErr)
+	case maskErr != nil:
+		p.problem = fmt.Sprintf("cannot mask the host's files in sandboxes' /proc (Tether must run as root for the local provider): %v", maskErr)
 	default:
 		if cgErr == nil {
 			p.cg = cg
@@ -846,9 +853,9 @@ func (p *Provider) bwrapArgs(workspace, hostname string, prm Params, lim Limits)
 		if err != nil {
 			return nil, err
 		}
-		return sandboxArgs(append(args, rootArgs...), workspace, hostname, prm, lim), nil
+		return sandboxArgs(append(args, rootArgs...), workspace, hostname, prm, lim, p.procMasks), nil
 	}
-	return sandboxArgs(append(args, hostRootArgs()...), workspace, hostname, prm, lim), nil
+	return sandboxArgs(append(args, hostRootArgs()...), workspace, hostname, prm, lim, p.procMasks), nil
 }
 
 // hostRootArgs are bwrap's options that fill the sandbox's empty root with
@@ -892,14 +899,16 @@ func hostRootArgs() []string {
 }
 
 // sandboxArgs are bwrap's options for what every sandbox has of its own,
-// after args, which fill its root.
-func sandboxArgs(args []string, workspace, hostname string, prm Params, lim Limits) []string {
+// after args, which fill its root; procMasks mask files of its /proc.
+func sandboxArgs(args []string, workspace, hostname string, prm Params, lim Limits, procMasks []string) []string {
 	etc := filepath.Join(filepath.Dir(workspace), "etc") // writeSandboxEtc's
 	args = append(args,
 		"--ro-bind", filepath.Join(etc, "passwd"), "/etc/passwd",
 		"--ro-bind", filepath.Join(etc, "group"), "/etc/group",
-		"--proc", "/proc", "--dev", "/dev",
+		"--proc", "/proc",
 	)
+	args = append(args, procMasks...)
+	args = append(args, "--dev", "/dev")
 	args = append(args, egressBinds(workspace, prm)...)
 	if lim.MemoryMB > 0 {
 		// /tmp counts against the sandbox's memory; it cannot be larger.
