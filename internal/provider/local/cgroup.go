@@ -243,7 +243,10 @@ func (cg *cgroups) newExecGroup(id string) (execGroup, error) {
 
 // kill kills every process in the exec's group until none is left (a
 // bounded while).
-func (g execGroup) kill() {
+func (g execGroup) kill() { g.killBut(0) }
+
+// killBut is kill but for the process keep, which it leaves running.
+func (g execGroup) killBut(keep int) {
 	for range 200 {
 		b, err := os.ReadFile(filepath.Join(g.dir, "cgroup.procs"))
 		if err != nil {
@@ -253,7 +256,7 @@ func (g execGroup) kill() {
 		for f := range strings.FieldsSeq(string(b)) {
 			// Tether's own pid is the thread that forked the command, not
 			// yet gone (enter).
-			if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
+			if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() && pid != keep {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 				left = true
 			}
