@@ -687,7 +687,9 @@ func TestCreateDoesNotWaitForAnotherSandbox(t *testing.T) {
 	}()
 	t.Cleanup(func() {
 		cancelSlow() // the create ends its setup and destroys what it made
-		<-slowDone
+		if err := <-slowDone; err == nil {
+			t.Error("the slow create succeeded though cancelled during its setup")
+		}
 		_ = p.Destroy(context.Background(), slowID)
 	})
 	for deadline := time.Now().Add(30 * time.Second); len(hostPIDs(t, marker)) == 0; time.Sleep(20 * time.Millisecond) {
