@@ -300,23 +300,31 @@ func (p *Provider) probeSandbox(prm Params) string {
 	if err := writeSandboxEtc(dir, uid); err != nil {
 		return fmt.Sprintf("cannot write a sandbox's /etc/passwd under %s: %v", p.dir, err)
 	}
-	args, err := p.bwrapArgs(ws, "sbx-probe", prm, Limits{})
-	if err != nil {
-		return fmt.Sprintf("cannot list the root's folders: %v", err)
-	}
 	filterArgs, filter, err := p.seccompArgs(3)
 	if err != nil {
 		return fmt.Sprintf("cannot pass bubblewrap the seccomp filter: %v", err)
 	}
+	var files []*os.File
+	if filter != nil {
+		defer func() { _ = filter.Close() }()
+		files = append(files, filter)
+	}
+	args, data, err := p.bwrapArgs(ws, "sbx-probe", prm, Limits{}, 3+len(files))
+	if err != nil {
+		return fmt.Sprintf("cannot list the root's folders: %v", err)
+	}
+	dataFiles, err := openAll(data)
+	if err != nil {
+		return fmt.Sprintf("cannot pass bubblewrap a sandbox's own /etc files: %v", err)
+	}
+	defer closeAll(dataFiles)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, p.bwrap, append(append(args, filterArgs...), "--", "/bin/sh", "-c", "exit 0")...)
 	cmd.Env = sandboxEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: sandboxCredential(uid)}
-	if filter != nil {
-		defer func() { _ = filter.Close() }()
-		cmd.ExtraFiles = []*os.File{filter}
-	}
+	files = append(files, dataFiles...)
+	cmd.ExtraFiles = files
 	if out, err := cmd.CombinedOutput(); err != nil {
 		msg := strings.TrimSpace(string(out))
 		if msg == "" {
@@ -833,29 +841,56 @@ var etcEntries = []string{
 	"login.defs", "gai.conf", "networks", "perl", "python3", "java-17-openjdk", "java-21-openjdk",
 }
 
+// openAll opens each of paths for reading; on an error none stays open.
+func openAll(paths []string) ([]*os.File, error) {
+	files := make([]*os.File, 0, len(paths))
+	for _, path := range paths {
+		f, err := os.Open(path)
+		if err != nil {
+			closeAll(files)
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}
+
 // bwrapArgs builds the sandbox's options (everything before bwrap's "--"):
 // an empty root holding read-only binds of the host's system folders and a
 // curated /etc, or of prm.Image's entries, the sandbox's own /etc/passwd
 // and /etc/group, fresh /proc, /dev, /tmp and /run, and workspace at
 // /workspace. Create and the probe share them.
-func (p *Provider) bwrapArgs(workspace, hostname string, prm Params, lim Limits) ([]string, error) {
-	args := []string{"--tmpfs", "/"}
+//
+// The sandbox's own files (its /etc/passwd and /etc/group, an allow-list
+// sandbox's /etc/hosts) are copied in from descriptors, dataFD and on, that
+// the caller opens from data, in order: bound from the state folder, they
+// would name it in the sandbox's mount table.
+func (p *Provider) bwrapArgs(workspace, hostname string, prm Params, lim Limits, dataFD int) (args, data []string, err error) {
+	args = []string{"--tmpfs", "/"}
 	if prm.Image != "" {
 		img := p.images[prm.Image]
 		if img == nil {
-			return nil, fmt.Errorf("image %q is not registered", prm.Image)
+			return nil, nil, fmt.Errorf("image %q is not registered", prm.Image)
 		}
 		own := map[string]bool{"passwd": true, "group": true}
 		if prm.Network == networkAllowlist {
-			own["hosts"] = true // egressBinds'
+			own["hosts"] = true // egressHosts'
 		}
 		rootArgs, err := imageRootArgs(img.root, own)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return sandboxArgs(append(args, rootArgs...), workspace, hostname, prm, lim, p.procMasks), nil
+		args, data = sandboxArgs(append(args, rootArgs...), workspace, hostname, prm, lim, p.procMasks, dataFD)
+		return args, data, nil
 	}
-	return sandboxArgs(append(args, hostRootArgs()...), workspace, hostname, prm, lim, p.procMasks), nil
+	args, data = sandboxArgs(append(args, hostRootArgs()...), workspace, hostname, prm, lim, p.procMasks, dataFD)
+	return args, data, nil
 }
 
 // hostRootArgs are bwrap's options that fill the sandbox's empty root with
@@ -899,17 +934,21 @@ func hostRootArgs() []string {
 }
 
 // sandboxArgs are bwrap's options for what every sandbox has of its own,
-// after args, which fill its root; procMasks mask files of its /proc.
-func sandboxArgs(args []string, workspace, hostname string, prm Params, lim Limits, procMasks []string) []string {
+// after args, which fill its root; procMasks mask files of its /proc. The
+// files in data (see bwrapArgs) are read from descriptors dataFD and on.
+func sandboxArgs(args []string, workspace, hostname string, prm Params, lim Limits, procMasks []string, dataFD int) (_, data []string) {
 	etc := filepath.Join(filepath.Dir(workspace), "etc") // writeSandboxEtc's
-	args = append(args,
-		"--ro-bind", filepath.Join(etc, "passwd"), "/etc/passwd",
-		"--ro-bind", filepath.Join(etc, "group"), "/etc/group",
-		"--proc", "/proc",
-	)
+	data = []string{filepath.Join(etc, "passwd"), filepath.Join(etc, "group")}
+	dests := []string{"/etc/passwd", "/etc/group"}
+	if hosts := egressHosts(workspace, prm); hosts != "" {
+		data, dests = append(data, hosts), append(dests, "/etc/hosts")
+	}
+	for i, dest := range dests {
+		args = append(args, "--ro-bind-data", strconv.Itoa(dataFD+i), dest)
+	}
+	args = append(args, "--proc", "/proc")
 	args = append(args, procMasks...)
 	args = append(args, "--dev", "/dev")
-	args = append(args, egressBinds(workspace, prm)...)
 	if lim.MemoryMB > 0 {
 		// /tmp counts against the sandbox's memory; it cannot be larger.
 		args = append(args, "--size", strconv.FormatInt(int64(lim.MemoryMB)<<20, 10))
@@ -925,7 +964,7 @@ func sandboxArgs(args []string, workspace, hostname string, prm Params, lim Limi
 	if prm.Network != "host" && prm.Network != networkAllowlist { // an allow-list sandbox starts in the namespace made for it
 		args = append(args, "--unshare-net")
 	}
-	return args
+	return args, data
 }
 
 // initScript is the sandbox's first process: it says it runs, then waits
@@ -938,10 +977,19 @@ const initScript = `[ "$1" = 0 ] || ulimit -n "$1" || exit 126; echo ready; exec
 // its own, so signals for Tether's process group do not reach it and it
 // outlives Tether.
 func (p *Provider) start(id string, uid int, prm Params, lim Limits) (int, error) {
-	args, err := p.bwrapArgs(filepath.Join(p.sandboxDir(id), "workspace"), "sbx-"+id[len(id)-12:], prm, lim) // the id's random end
+	dataFD := 6 // after the info pipe, 3, the held pipe, 4 and 5, and the filter
+	if p.sandboxFilter != nil {
+		dataFD = 7
+	}
+	args, data, err := p.bwrapArgs(filepath.Join(p.sandboxDir(id), "workspace"), "sbx-"+id[len(id)-12:], prm, lim, dataFD) // the id's random end
 	if err != nil {
 		return 0, err
 	}
+	dataFiles, err := openAll(data)
+	if err != nil {
+		return 0, err
+	}
+	defer closeAll(dataFiles)
 	// The init says when it runs: bwrap reports the child's pid (on fd 3)
 	// before it has finished building the sandbox, and entering it earlier
 	// would find a half-made mount namespace. Then it waits for ever with
@@ -985,6 +1033,7 @@ func (p *Provider) start(id string, uid int, prm Params, lim Limits) (int, error
 	if filter != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, filter)
 	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, dataFiles...)
 	cmd.Env = sandboxEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: sandboxCredential(uid)}
 	// Started in the sandbox's groups (cgroups.enter): its init, and all

@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/tetherhq/tether/internal/sandbox"
@@ -12,7 +13,7 @@ import (
 // a sandbox, and cannot be written; what programs need of /proc works.
 func TestProcMasksHostFiles(t *testing.T) {
 	t.Parallel()
-	p, _ := newProvider(t)
+	p, dir := newProvider(t)
 	id := create(t, p, sandbox.CreateSpec{}).SandboxID
 	for _, name := range []string{"cmdline", "diskstats", "locks", "partitions", "interrupts", "softirqs", "swaps", "kallsyms"} {
 		host, err := os.ReadFile("/proc/" + name)
@@ -33,5 +34,17 @@ func TestProcMasksHostFiles(t *testing.T) {
 	r := run(t, p, id, `grep -c '^cpu' /proc/stat >/dev/null && grep -q MemTotal /proc/meminfo && cat /proc/uptime >/dev/null && ps -e >/dev/null && nproc >/dev/null && echo ok`)
 	if r.Output != "ok\n" {
 		t.Errorf("/proc for tools: %+v", r)
+	}
+	// Nor does the mount table name the state folder: the sandbox's own
+	// /etc files are copied in, and a size-limited workspace is a file
+	// system of its own.
+	mounts := run(t, p, id, `cat /proc/self/mountinfo`).Output
+	if !strings.Contains(mounts, " /workspace ") || !strings.Contains(mounts, "/dev/loop") {
+		t.Logf("no size-limited workspace here; its folder shows in the mount table")
+	} else if strings.Contains(mounts, dir) {
+		t.Errorf("the sandbox's mount table names the state folder %s:\n%s", dir, mounts)
+	}
+	if r := run(t, p, id, `grep -c '^sandbox:' /etc/passwd; { echo x >> /etc/passwd; } 2>/dev/null && echo written`); r.Output != "1\n" {
+		t.Errorf("the sandbox's /etc/passwd: %q; want its user, read-only", r.Output)
 	}
 }
