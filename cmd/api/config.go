@@ -345,17 +345,6 @@ func loadConfig(getenv func(string) string) (Config, error) {
 			WorkspaceMB: int(num("LOCAL_MAX_WORKSPACE_MB", local.DefaultMaxWorkspaceMB)),
 			OpenFiles:   int(num("LOCAL_MAX_OPEN_FILES", local.DefaultMaxOpenFiles)),
 		},
-		LocalHostShare: local.Limits{
-			Pids:        int(numOrZero("LOCAL_HOST_PIDS", 0)),
-			MemoryMB:    int(numOrZero("LOCAL_HOST_MEMORY_MB", 0)),
-			WorkspaceMB: int(numOrZero("LOCAL_HOST_WORKSPACE_MB", 0)),
-		},
-		LocalTenantShare: local.Limits{
-			Pids:        int(numOrZero("LOCAL_TENANT_PIDS", 0)),
-			MemoryMB:    int(numOrZero("LOCAL_TENANT_MEMORY_MB", 0)),
-			WorkspaceMB: int(numOrZero("LOCAL_TENANT_WORKSPACE_MB", 0)),
-		},
-		LocalCgroupParent:      str("LOCAL_CGROUP_PARENT", "tether"),
 		LocalAllowUnlimited:    boolean("LOCAL_ALLOW_UNLIMITED"),
 		LocalUIDBase:           int(num("LOCAL_UID_BASE", local.DefaultUIDBase)),
 		LocalUIDCount:          int(num("LOCAL_UID_COUNT", local.DefaultUIDCount)),
@@ -394,6 +383,17 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("LOCAL_EGRESS_POOL=%q: want an IPv4 network of /28 or larger such as %s", getenv("LOCAL_EGRESS_POOL"), local.DefaultEgressPool))
 	}
 	cfg.LocalEgressPool = pool
+	cfg.LocalHostShare = local.Limits{
+		Pids:        int(numOrZero("LOCAL_HOST_PIDS", 0)),
+		MemoryMB:    int(numOrZero("LOCAL_HOST_MEMORY_MB", 0)),
+		WorkspaceMB: int(numOrZero("LOCAL_HOST_WORKSPACE_MB", 0)),
+	}
+	cfg.LocalTenantShare = local.Limits{
+		Pids:        int(numOrZero("LOCAL_TENANT_PIDS", 0)),
+		MemoryMB:    int(numOrZero("LOCAL_TENANT_MEMORY_MB", 0)),
+		WorkspaceMB: int(numOrZero("LOCAL_TENANT_WORKSPACE_MB", 0)),
+	}
+	cfg.LocalCgroupParent = str("LOCAL_CGROUP_PARENT", "tether")
 	images, err := local.ParseImages(getenv("LOCAL_IMAGES"))
 	if err != nil {
 		errs = append(errs, err)
