@@ -24,7 +24,11 @@ func TestSlowTenantDoesNotDelayLocalCreates(t *testing.T) {
 	if _, err := e.st.RegisterAPIKey(e.ctx, "quick", "test", "k-quick"); err != nil {
 		t.Fatal(err)
 	}
-	p, err := local.New(harness.ReachableTempDir(t))
+	// Workspaces without a size limit: 32 loop devices would only slow
+	// the test down, and it is about slots, not disks.
+	p, err := local.New(harness.ReachableTempDir(t), local.WithLimits(
+		local.Limits{Pids: local.DefaultPids, MemoryMB: local.DefaultMemoryMB, OpenFiles: local.DefaultOpenFiles},
+		local.Limits{Pids: local.DefaultMaxPids, MemoryMB: local.DefaultMaxMemoryMB, WorkspaceMB: local.DefaultMaxWorkspaceMB, OpenFiles: local.DefaultMaxOpenFiles}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,11 +18,15 @@ import (
 
 // newSharedProvider returns a provider over a fresh state folder whose
 // sandboxes live in a parent control group of the test's own (removed at
-// the end), under the given shares.
+// the end), under the given shares. Their workspaces have no size limit:
+// these tests are about processes and memory, and a loop device's release
+// can outlast a destroy's wait on a loaded host.
 func newSharedProvider(t *testing.T, host, tenant Limits) (*Provider, string) {
 	t.Helper()
 	dir := harness.ReachableTempDir(t)
-	p, err := New(dir, WithHostShare(host, tenant), WithCgroupParent("tether-test-"+randomSuffix()))
+	noWorkspaceLimit := WithLimits(Limits{Pids: DefaultPids, MemoryMB: DefaultMemoryMB, OpenFiles: DefaultOpenFiles},
+		Limits{Pids: DefaultMaxPids, MemoryMB: DefaultMaxMemoryMB, WorkspaceMB: DefaultMaxWorkspaceMB, OpenFiles: DefaultMaxOpenFiles})
+	p, err := New(dir, noWorkspaceLimit, WithHostShare(host, tenant), WithCgroupParent("tether-test-"+randomSuffix()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +114,7 @@ func TestHostShareReservations(t *testing.T) {
 		t.Errorf("%d sandbox folders after two creates and three refusals", n)
 	}
 	// A provider started anew counts what runs.
-	again, err := New(dir, WithHostShare(Limits{Pids: 700, MemoryMB: 3000}, Limits{Pids: 500}), WithCgroupParent(filepath.Base(p.cg.bases[0])))
+	again, err := New(dir, WithLimits(p.limits, p.maxLimits), WithHostShare(Limits{Pids: 700, MemoryMB: 3000}, Limits{Pids: 500}), WithCgroupParent(filepath.Base(p.cg.bases[0])))
 	if err != nil {
 		t.Fatal(err)
 	}
