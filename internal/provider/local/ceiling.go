@@ -257,7 +257,11 @@ func exceeds(held, lim, share Limits) string {
 
 // shareNote says what the host share is, for Info.
 func (p *Provider) shareNote() string {
-	note := fmt.Sprintf("host share (all sandboxes together, reserved by their limits at create and capped in their parent control group): pids %d, memory %d MiB",
+	how := "reserved by their limits at create and capped in their parent control group"
+	if p.cg == nil {
+		how = "reserved by their workspace limits at create; no control groups here"
+	}
+	note := fmt.Sprintf("host share (all sandboxes together, %s): pids %d, memory %d MiB", how,
 		p.hostShare.Pids, p.hostShare.MemoryMB)
 	if p.hostShare.WorkspaceMB > 0 {
 		note += fmt.Sprintf(", workspace %d MiB", p.hostShare.WorkspaceMB)
