@@ -73,6 +73,18 @@ type Config struct {
 	// default 4096; LOCAL_MAX_MEMORY_MB, default 8192;
 	// LOCAL_MAX_WORKSPACE_MB, default 102400).
 	LocalMaxLimits local.Limits
+	// LocalHostShare is what all local sandboxes on this host together may
+	// reserve by their limits, and their parent control group is capped at
+	// (LOCAL_HOST_PIDS, LOCAL_HOST_MEMORY_MB, default 0: derived from the
+	// host; LOCAL_HOST_WORKSPACE_MB, default 0: workspace space is not
+	// reserved). LocalTenantShare is what one tenant's may
+	// (LOCAL_TENANT_PIDS, LOCAL_TENANT_MEMORY_MB, LOCAL_TENANT_WORKSPACE_MB,
+	// default 0: the host share).
+	LocalHostShare, LocalTenantShare local.Limits
+	// LocalCgroupParent names the control group that holds every local
+	// sandbox's and carries the host share's caps (LOCAL_CGROUP_PARENT,
+	// default tether).
+	LocalCgroupParent string
 	// LocalAllowUnlimited lets the local provider run sandboxes on a host
 	// where it cannot enforce resource limits (LOCAL_ALLOW_UNLIMITED,
 	// default false: such a host reports the provider unavailable).
@@ -231,6 +243,9 @@ func defaultNodeID(host, stateDir string) string {
 
 // nodeIDPattern is what a node id may look like.
 var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// cgroupNamePattern is what LOCAL_CGROUP_PARENT may be: one folder name.
+var cgroupNamePattern = nodeIDPattern
 
 // stickyNodeID returns the node id kept in stateDir/node-id, writing id
 // there first if none is: a defaulted node id must not change with the host
@@ -397,6 +412,17 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("LOCAL_EGRESS_POOL=%q: want an IPv4 network of /28 or larger such as %s", getenv("LOCAL_EGRESS_POOL"), local.DefaultEgressPool))
 	}
 	cfg.LocalEgressPool = pool
+	cfg.LocalHostShare = local.Limits{
+		Pids:        int(numOrZero("LOCAL_HOST_PIDS", 0)),
+		MemoryMB:    int(numOrZero("LOCAL_HOST_MEMORY_MB", 0)),
+		WorkspaceMB: int(numOrZero("LOCAL_HOST_WORKSPACE_MB", 0)),
+	}
+	cfg.LocalTenantShare = local.Limits{
+		Pids:        int(numOrZero("LOCAL_TENANT_PIDS", 0)),
+		MemoryMB:    int(numOrZero("LOCAL_TENANT_MEMORY_MB", 0)),
+		WorkspaceMB: int(numOrZero("LOCAL_TENANT_WORKSPACE_MB", 0)),
+	}
+	cfg.LocalCgroupParent = str("LOCAL_CGROUP_PARENT", "tether")
 	images, err := local.ParseImages(getenv("LOCAL_IMAGES"))
 	if err != nil {
 		errs = append(errs, err)
@@ -441,6 +467,9 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	}
 	if w := cfg.LocalLimits.WorkspaceMB; w > 0 && w < local.MinWorkspaceMB {
 		errs = append(errs, fmt.Errorf("LOCAL_WORKSPACE_MB (%d) must be 0 (no limit) or at least %d", w, local.MinWorkspaceMB))
+	}
+	if !cgroupNamePattern.MatchString(cfg.LocalCgroupParent) {
+		errs = append(errs, fmt.Errorf("LOCAL_CGROUP_PARENT=%q: want 1 to 63 letters, digits, '.', '_' or '-', not starting with '.'", cfg.LocalCgroupParent))
 	}
 	if int64(cfg.LocalUIDBase)+int64(cfg.LocalUIDCount) > 1<<31-1 {
 		errs = append(errs, errors.New("LOCAL_UID_BASE + LOCAL_UID_COUNT must not exceed 2147483647"))

@@ -205,7 +205,8 @@ func buildProviders(cfg Config) ([]sandbox.Provider, error) {
 			p, err := local.New(cfg.LocalStateDir, local.AllowHostNetwork(cfg.LocalAllowHostNetwork),
 				local.WithLimits(cfg.LocalLimits, cfg.LocalMaxLimits), local.AllowUnlimited(cfg.LocalAllowUnlimited),
 				local.WithUIDRange(cfg.LocalUIDBase, cfg.LocalUIDCount), local.EgressPool(cfg.LocalEgressPool),
-				local.WithImages(cfg.LocalImages...))
+				local.WithImages(cfg.LocalImages...), local.WithHostShare(cfg.LocalHostShare, cfg.LocalTenantShare),
+				local.WithCgroupParent(cfg.LocalCgroupParent))
 			if err != nil {
 				return nil, err
 			}

@@ -438,6 +438,9 @@ type bareBwrap struct {
 	path string
 	args []string
 	env  []string
+	// data are the files whose contents bwrap copies in (--ro-bind-data),
+	// passed as descriptors 4 and on.
+	data []string
 }
 
 // bareFrom makes the baseline from the running local sandbox id: its
@@ -465,12 +468,31 @@ func (lb *localBench) bareFrom(id string) (*bareBwrap, error) {
 	if monitor == nil {
 		return nil, fmt.Errorf("local sandbox %s: no bwrap process names its folder", id)
 	}
-	args, paths, err := bareBwrapArgs(monitor.cmdline[1:], dir, lb.bare)
+	args, paths, dests, err := bareBwrapArgs(monitor.cmdline[1:], dir, lb.bare)
 	if err != nil {
 		return nil, fmt.Errorf("local sandbox %s: %w", id, err)
 	}
 	if err := os.MkdirAll(lb.bare, 0o711); err != nil {
 		return nil, err
+	}
+	// What the sandbox's bwrap copied in, read back from inside it.
+	var data []string
+	if len(dests) > 0 {
+		initPID, err := sandboxInit(procs, dir+"/")
+		if err != nil {
+			return nil, fmt.Errorf("local sandbox %s: %w", id, err)
+		}
+		for i, dest := range dests {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/root%s", initPID, dest))
+			if err != nil {
+				return nil, fmt.Errorf("local sandbox %s: %w", id, err)
+			}
+			file := filepath.Join(lb.bare, fmt.Sprintf("data-%d", i))
+			if err := os.WriteFile(file, b, 0o644); err != nil {
+				return nil, err
+			}
+			data = append(data, file)
+		}
 	}
 	for _, rel := range paths {
 		src, dst := filepath.Join(dir, rel), filepath.Join(lb.bare, rel)
@@ -502,7 +524,7 @@ func (lb *localBench) bareFrom(id string) (*bareBwrap, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &bareBwrap{path: monitor.cmdline[0], args: args, env: splitNUL(env)}, nil
+	return &bareBwrap{path: monitor.cmdline[0], args: args, env: splitNUL(env), data: data}, nil
 }
 
 // start starts a bare sandbox and returns the time until it ran: bwrap
@@ -526,6 +548,16 @@ func (b *bareBwrap) start() (time.Duration, error) {
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = outW, &stderr
 	cmd.ExtraFiles = []*os.File{infoW} // descriptor 3
+	for _, path := range b.data {      // 4 and on
+		f, err := os.Open(path)
+		if err != nil {
+			_ = infoW.Close()
+			_ = outW.Close()
+			return 0, err
+		}
+		defer func() { _ = f.Close() }()
+		cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+	}
 	cmd.Env = b.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true,
 		Credential: &syscall.Credential{Uid: bareUID, Gid: bareUID, Groups: []uint32{}}}
@@ -561,7 +593,7 @@ func (b *bareBwrap) start() (time.Duration, error) {
 var bwrapOptionsDropped = []string{"--seccomp", "--add-seccomp-fd", "--info-fd", "--json-status-fd"}
 
 // bwrapOptionsRefused read from descriptors the baseline cannot reproduce.
-var bwrapOptionsRefused = []string{"--args", "--file", "--bind-data", "--ro-bind-data", "--userns", "--userns2",
+var bwrapOptionsRefused = []string{"--args", "--file", "--bind-data", "--userns", "--userns2",
 	"--pidns", "--sync-fd", "--block-fd", "--userns-block-fd"}
 
 // bareBwrapArgs turns the arguments of a local sandbox's bwrap (without
@@ -569,18 +601,25 @@ var bwrapOptionsRefused = []string{"--args", "--file", "--bind-data", "--ro-bind
 // bwrapOptionsDropped, plus "--info-fd 3"; every option value in the
 // sandbox's folder dir moves to the same place under mirror. paths are
 // those values, relative to dir, for the caller to make under mirror.
-func bareBwrapArgs(args []string, dir, mirror string) (out, paths []string, err error) {
+// Each --ro-bind-data reads descriptor 4 and on instead; dests are their
+// destinations in the sandbox, in that order, for the caller to fill.
+func bareBwrapArgs(args []string, dir, mirror string) (out, paths, dests []string, err error) {
 	for i := 0; i < len(args); i++ {
 		arg := args[i]
 		switch {
 		case arg == "--":
 			out = append(out, "--info-fd", "3")
-			return append(out, args[i:]...), paths, nil
+			return append(out, args[i:]...), paths, dests, nil
 		case slices.Contains(bwrapOptionsDropped, arg):
 			i++ // and its value
 			continue
+		case arg == "--ro-bind-data" && i+2 < len(args):
+			out = append(out, arg, strconv.Itoa(4+len(dests)), args[i+2])
+			dests = append(dests, args[i+2])
+			i += 2
+			continue
 		case slices.Contains(bwrapOptionsRefused, arg):
-			return nil, nil, fmt.Errorf("its bwrap reads %s from a descriptor; the baseline cannot reproduce that", arg)
+			return nil, nil, nil, fmt.Errorf("its bwrap reads %s from a descriptor; the baseline cannot reproduce that", arg)
 		}
 		if rel, ok := strings.CutPrefix(arg, dir+"/"); ok {
 			paths = append(paths, rel)
@@ -588,7 +627,7 @@ func bareBwrapArgs(args []string, dir, mirror string) (out, paths []string, err 
 		}
 		out = append(out, arg)
 	}
-	return nil, nil, errors.New("its bwrap command line has no \"--\" before the command")
+	return nil, nil, nil, errors.New("its bwrap command line has no \"--\" before the command")
 }
 
 // bwrapProcess is a running bwrap process.

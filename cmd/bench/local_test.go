@@ -12,15 +12,17 @@ func TestBareBwrapArgs(t *testing.T) {
 	dir, mirror := "/state/sbx_1", "/bench/bare"
 	cmdline := []string{
 		"--tmpfs", "/", "--ro-bind", "/usr", "/usr", "--ro-bind", dir + "/etc/passwd", "/etc/passwd",
+		"--ro-bind-data", "7", "/etc/group", "--ro-bind-data", "8", "/etc/hosts",
 		"--bind", dir + "/workspace", "/workspace", "--hostname", "sbx-1", "--unshare-net",
 		"--seccomp", "4", "--info-fd", "3", "--", "sh", "-c", "echo ready; exec sleep infinity " + dir + "/x",
 	}
-	args, paths, err := bareBwrapArgs(cmdline, dir, mirror)
+	args, paths, dests, err := bareBwrapArgs(cmdline, dir, mirror)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
 		"--tmpfs", "/", "--ro-bind", "/usr", "/usr", "--ro-bind", mirror + "/etc/passwd", "/etc/passwd",
+		"--ro-bind-data", "4", "/etc/group", "--ro-bind-data", "5", "/etc/hosts",
 		"--bind", mirror + "/workspace", "/workspace", "--hostname", "sbx-1", "--unshare-net",
 		"--info-fd", "3", "--", "sh", "-c", "echo ready; exec sleep infinity " + dir + "/x",
 	}
@@ -29,6 +31,9 @@ func TestBareBwrapArgs(t *testing.T) {
 	}
 	if want := []string{"etc/passwd", "workspace"}; !slices.Equal(paths, want) {
 		t.Errorf("paths = %q, want %q", paths, want)
+	}
+	if want := []string{"/etc/group", "/etc/hosts"}; !slices.Equal(dests, want) {
+		t.Errorf("dests = %q, want %q", dests, want)
 	}
 }
 
@@ -39,7 +44,7 @@ func TestBareBwrapArgsRefuses(t *testing.T) {
 		"a file from a descriptor": {"--file", "5", "/etc/x", "--", "true"},
 		"no command":               {"--tmpfs", "/", "--unshare-pid"},
 	} {
-		if _, _, err := bareBwrapArgs(cmdline, "/state/sbx_1", "/bare"); err == nil {
+		if _, _, _, err := bareBwrapArgs(cmdline, "/state/sbx_1", "/bare"); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}

@@ -54,10 +54,10 @@ type cgroups struct {
 // manage.
 var errNoCgroups = errors.New("no writable cgroup v1 (pids, memory, cpu) or v2 hierarchy")
 
-// detectCgroups finds where this host lets Tether make sandbox groups:
-// under its own group of each v1 controller, or at the root of a v2
-// hierarchy with the pids, memory and cpu controllers.
-func detectCgroups() (*cgroups, error) {
+// detectCgroups finds where this host lets Tether make sandbox groups, in
+// a group named parent: under its own group of each v1 controller, or at
+// the root of a v2 hierarchy with the pids, memory and cpu controllers.
+func detectCgroups(parent string) (*cgroups, error) {
 	const root = "/sys/fs/cgroup"
 	if b, err := os.ReadFile(filepath.Join(root, "cgroup.controllers")); err == nil {
 		have := strings.Fields(string(b))
@@ -66,7 +66,7 @@ func detectCgroups() (*cgroups, error) {
 				return nil, fmt.Errorf("cgroup v2 lacks the %s controller", want)
 			}
 		}
-		base := filepath.Join(root, "tether")
+		base := filepath.Join(root, parent)
 		if err := os.MkdirAll(base, 0o755); err != nil {
 			return nil, fmt.Errorf("cgroup v2: %w", err)
 		}
@@ -87,7 +87,7 @@ func detectCgroups() (*cgroups, error) {
 		if _, err := os.Stat(filepath.Join(mount, "cgroup.procs")); err != nil {
 			return nil, errNoCgroups
 		}
-		base := filepath.Join(mount, own[ctrl], "tether")
+		base := filepath.Join(mount, own[ctrl], parent)
 		if err := os.MkdirAll(base, 0o755); err != nil {
 			return nil, fmt.Errorf("cgroup v1 %s: %w", ctrl, err)
 		}
@@ -125,6 +125,23 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// keepersGroup is the group, beside the sandboxes' in the parent, that
+// holds every sandbox's keeper (keeper.go): counted in the host share, not
+// in its sandbox's limits.
+const keepersGroup = "keepers"
+
+// keeperDirs returns the keepers' group folders, made if need be.
+func (cg *cgroups) keeperDirs() ([]string, error) {
+	out := make([]string, len(cg.bases))
+	for i, base := range cg.bases {
+		out[i] = filepath.Join(base, keepersGroup)
+		if err := os.Mkdir(out[i], 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("cgroup: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // dirs returns the sandbox's group folders.
@@ -226,7 +243,10 @@ func (cg *cgroups) newExecGroup(id string) (execGroup, error) {
 
 // kill kills every process in the exec's group until none is left (a
 // bounded while).
-func (g execGroup) kill() {
+func (g execGroup) kill() { g.killBut(0) }
+
+// killBut is kill but for the process keep, which it leaves running.
+func (g execGroup) killBut(keep int) {
 	for range 200 {
 		b, err := os.ReadFile(filepath.Join(g.dir, "cgroup.procs"))
 		if err != nil {
@@ -236,7 +256,7 @@ func (g execGroup) kill() {
 		for f := range strings.FieldsSeq(string(b)) {
 			// Tether's own pid is the thread that forked the command, not
 			// yet gone (enter).
-			if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
+			if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() && pid != keep {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 				left = true
 			}

@@ -489,13 +489,13 @@ func writeHosts(path string, resolved map[string][]netip.Addr) error {
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
-// egressBinds are the bwrap options of an allow-list sandbox: its own
-// /etc/hosts, over the host's.
-func egressBinds(workspace string, prm Params) []string {
+// egressHosts is the file that is an allow-list sandbox's own /etc/hosts,
+// over the host's; "" for other sandboxes.
+func egressHosts(workspace string, prm Params) string {
 	if prm.Network != networkAllowlist {
-		return nil
+		return ""
 	}
-	return []string{"--ro-bind", filepath.Join(filepath.Dir(workspace), "hosts"), "/etc/hosts"}
+	return filepath.Join(filepath.Dir(workspace), "hosts")
 }
 
 // enableForwarding turns the host's IPv4 forwarding on if it is off, and

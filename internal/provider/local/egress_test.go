@@ -522,7 +522,7 @@ func mustJSON(v any) string {
 // never falls back to an open network; the other modes still work.
 func TestEgressUnavailableWithoutNft(t *testing.T) {
 	bin := t.TempDir()
-	for _, name := range []string{"bwrap", "nsenter", "setpriv", "sh", "ip"} {
+	for _, name := range []string{"bwrap", "nsenter", "setpriv", "sh", "sleep", "ip"} {
 		path, err := exec.LookPath(name)
 		if err != nil {
 			t.Fatal(err)

@@ -133,6 +133,33 @@ func killGroup(pgid int) {
 	}
 }
 
+// stopCommand kills a timed-out command entered through nsenter (pid,
+// the leader of its process group), everything it started and what it
+// detached into its exec group, and returns what waited (its Wait) says.
+//
+// With an exec group, the command's processes go first and nsenter last:
+// nsenter then reaps its child (the command's shell in the sandbox) and
+// ends itself. Killed together, nsenter may die first and leave that
+// child's zombie to the host's pid 1, which need not reap it (a container's
+// often does not), and the process group would last, a zombie, until that
+// pid 1 got round to it: timeouts overran by one to two seconds.
+func stopCommand(pid int, group execGroup, waited <-chan error) error {
+	if group.dir == "" {
+		killGroup(pid)
+		return <-waited
+	}
+	group.killBut(pid)
+	select {
+	case err := <-waited:
+		group.kill() // what it started as it went
+		return err
+	case <-time.After(time.Second):
+		killGroup(pid)
+		group.kill()
+		return <-waited
+	}
+}
+
 // Exec implements sandbox.Execer.
 func (p *Provider) Exec(ctx context.Context, sandboxID string, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	m, err := p.running(sandboxID)
@@ -316,9 +343,7 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 		failure = fmt.Errorf("local: exec: passing output on: %w", sink.failure())
 	}
 	if killed {
-		killGroup(cmd.Process.Pid)
-		group.kill() // what the command detached from its process group
-		waitErr = <-waited
+		waitErr = stopCommand(cmd.Process.Pid, group, waited)
 	}
 
 	// The command has ended, and all it wrote is in the pipes. Stop the

@@ -202,3 +202,48 @@ func TestBackgroundOutputAfterExec(t *testing.T) {
 		t.Errorf("a later exec = %q", r.Output)
 	}
 }
+
+// TestExecTimeoutIsKeptTo: a command past its timeout returns within a
+// moment of it, whatever it runs: its processes are killed before nsenter,
+// which reaps the command's shell, so no zombie of it is left to the
+// host's pid 1 (which, in a container, may never reap it) to hold the
+// process group up. Before, timeouts overran by one to two seconds.
+func TestExecTimeoutIsKeptTo(t *testing.T) {
+	t.Parallel()
+	p, _ := newProvider(t)
+	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	const timeout, slack = time.Second, 600 * time.Millisecond
+	var worst time.Duration
+	for _, command := range []string{
+		`sleep 30`,
+		`(sleep 30 &); sleep 30`,
+		`setsid sleep 30 & sleep 30`,
+		`trap '' TERM HUP INT; sleep 30`,
+		`python3 -c 'import time; time.sleep(30)'`,
+		`sleep 30 | cat`,
+	} {
+		for _, stream := range []bool{false, true} {
+			start := time.Now()
+			req := sandbox.ExecRequest{Command: command, Timeout: timeout}
+			var res sandbox.ExecResult
+			var err error
+			if stream {
+				res, err = p.ExecStream(t.Context(), id, req, func(string, []byte) error { return nil })
+			} else {
+				res, err = p.Exec(t.Context(), id, req)
+			}
+			took := time.Since(start)
+			worst = max(worst, took-timeout)
+			if err != nil || !res.TimedOut {
+				t.Fatalf("%q: %+v, %v; want it timed out", command, res, err)
+			}
+			if took > timeout+slack {
+				t.Errorf("%q (stream %v): returned %s after its %s timeout", command, stream, took-timeout, timeout)
+			}
+		}
+	}
+	t.Logf("the worst overrun of a %s timeout: %s", timeout, worst)
+	if r := run(t, p, id, `ps -eo comm= | grep -c sleep`); r.Output != "1\n" { // the keeper
+		t.Errorf("sleeps left after the timeouts: %q", r.Output)
+	}
+}

@@ -25,6 +25,7 @@ package local
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
@@ -315,7 +316,7 @@ func unpackImage(cache string, img Image) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := extractTarball(img.Path, tmp, sum); err != nil {
+	if err := extractTarball(img.Path, tmp, sum, int64(diskMB(cache))<<20); err != nil {
 		_ = os.RemoveAll(tmp)
 		return "", fmt.Errorf("unpacking %s: %w", img.Path, err)
 	}
@@ -365,8 +366,12 @@ func fileSHA256(path string) (string, error) {
 }
 
 // extractTarball unpacks the tarball at src, whose SHA-256 must be sum,
-// into the folder dst (see the top of this file for what is kept).
-func extractTarball(src, dst, sum string) error {
+// into the folder dst (see the top of this file for what is kept). Its
+// files may hold no more than maxBytes in all (0: no limit), counted by
+// their sizes, holes included: a small tarball of sparse entries (or of
+// compressed zeros) cannot unpack to more than the disk has. Runs of
+// zeros are written as holes.
+func extractTarball(src, dst, sum string, maxBytes int64) error {
 	f, err := os.Open(src)
 	if err != nil {
 		return err
@@ -389,6 +394,7 @@ func extractTarball(src, dst, sum string) error {
 	}
 	defer func() { _ = root.Close() }()
 	tr := tar.NewReader(r)
+	var total int64
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -396,6 +402,11 @@ func extractTarball(src, dst, sum string) error {
 		}
 		if err != nil {
 			return err
+		}
+		if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeGNUSparse {
+			if total += hdr.Size; maxBytes > 0 && total > maxBytes {
+				return fmt.Errorf("its files hold more than %d MiB, three quarters of the space free under the state folder (entry %q, of %d MiB with its holes)", maxBytes>>20, hdr.Name, hdr.Size>>20)
+			}
 		}
 		if err := extractEntry(root, tr, hdr); err != nil {
 			return fmt.Errorf("entry %q: %w", hdr.Name, err)
@@ -459,7 +470,7 @@ func extractEntry(root *os.Root, tr *tar.Reader, hdr *tar.Header) error {
 		if err != nil {
 			return err
 		}
-		_, err = io.Copy(f, tr)
+		err = writeSparse(f, tr)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -487,6 +498,38 @@ func extractEntry(root *os.Root, tr *tar.Reader, hdr *tar.Header) error {
 	}
 	return nil
 }
+
+// writeSparse copies r to f, seeking over blocks of zeros rather than
+// writing them, so that they stay holes on disk.
+func writeSparse(f *os.File, r io.Reader) error {
+	buf := make([]byte, len(zeroBlock))
+	var size int64
+	for {
+		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			chunk := buf[:n]
+			if isZero(chunk) {
+				if _, serr := f.Seek(int64(n), io.SeekCurrent); serr != nil {
+					return serr
+				}
+			} else if _, werr := f.Write(chunk); werr != nil {
+				return werr
+			}
+			size += int64(n)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return f.Truncate(size) // a trailing hole
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// zeroBlock is writeSparse's buffer's worth of zeros, to compare with.
+var zeroBlock = make([]byte, 64<<10)
+
+func isZero(b []byte) bool { return bytes.Equal(b, zeroBlock[:len(b)]) }
 
 // clearFor makes name's parent folders and removes what is at name, unless
 // both it and the entry to come are folders.

@@ -32,7 +32,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"io/fs"
 	"os"
@@ -60,6 +59,7 @@ type Provider struct {
 	dir      string
 	bwrap    string
 	nsenter  string
+	sleep    string // the host's, which each sandbox's keeper runs (keeper.go)
 	problem  string // why the provider is unavailable, if it is
 	maxSetup int    // bytes of setup output kept in the error
 
@@ -68,9 +68,8 @@ type Provider struct {
 	mu      sync.Mutex
 	waiters map[string]chan struct{}
 
-	// locks serialise Create and Destroy per sandbox within this process,
-	// striped by the id's hash so that their number stays fixed.
-	locks [64]sync.Mutex
+	// locks serialise Create and Destroy per sandbox within this process.
+	locks idLocks
 
 	// hostNetwork allows params.network "host" (see AllowHostNetwork).
 	hostNetwork bool
@@ -83,8 +82,18 @@ type Provider struct {
 	cg *cgroups
 	// limits are the defaults and the maxima of a sandbox's limits.
 	limits, maxLimits Limits
+	// hostShare is what all sandboxes together may reserve of the host,
+	// tenantShare what one tenant's may (0: no cap but the host's), and
+	// ledger what they hold (ceiling.go); cgroupParent names the control
+	// group capped at the host share.
+	hostShare, tenantShare Limits
+	ledger                 ledger
+	cgroupParent           string
 	// unlimited allows sandboxes without kernel limits (AllowUnlimited).
 	unlimited bool
+	// procMasks are bwrap's options that mask the host's files in a
+	// sandbox's /proc (procmask.go).
+	procMasks []string
 	// sh is the host's shell, which the probe runs under the exec filter.
 	sh string
 	// sandboxFilter is the seccomp filter bwrap installs in each sandbox,
@@ -170,16 +179,20 @@ func New(dir string, opts ...Option) (*Provider, error) {
 	p := &Provider{dir: abs, maxSetup: 8 << 10, waiters: map[string]chan struct{}{},
 		limits:    Limits{Pids: DefaultPids, MemoryMB: DefaultMemoryMB, WorkspaceMB: DefaultWorkspaceMB, OpenFiles: DefaultOpenFiles},
 		maxLimits: Limits{Pids: DefaultMaxPids, MemoryMB: DefaultMaxMemoryMB, WorkspaceMB: DefaultMaxWorkspaceMB, OpenFiles: DefaultMaxOpenFiles},
-		uidBase:   DefaultUIDBase, uidCount: DefaultUIDCount}
+		uidBase:   DefaultUIDBase, uidCount: DefaultUIDCount, cgroupParent: defaultCgroupParent}
 	p.sandboxFilter, p.execFilter = seccompFilter(false), seccompFilter(true)
 	for _, opt := range opts {
 		opt(p)
 	}
+	p.hostShare = hostShareDefaults(p.hostShare)
+	p.capToShare(abs)
+	masks, maskErr := prepareProcMasks()
+	p.procMasks = masks
 	var missing []string
 	if err := p.prepareImages(); err != nil {
 		return nil, err
 	}
-	for name, dst := range map[string]*string{"bwrap": &p.bwrap, "nsenter": &p.nsenter, "sh": &p.sh} {
+	for name, dst := range map[string]*string{"bwrap": &p.bwrap, "nsenter": &p.nsenter, "sh": &p.sh, "sleep": &p.sleep} {
 		path, err := exec.LookPath(name)
 		if err != nil {
 			missing = append(missing, name)
@@ -187,12 +200,17 @@ func New(dir string, opts ...Option) (*Provider, error) {
 		}
 		*dst = path
 	}
-	cg, cgErr := detectCgroups()
+	cg, cgErr := detectCgroups(p.cgroupParent)
+	if cgErr == nil {
+		cgErr = cg.setCeiling(p.hostShare)
+	}
 	switch {
 	case len(missing) > 0:
 		p.problem = fmt.Sprintf("missing on this host: %s (install the Debian packages bubblewrap and util-linux)", strings.Join(missing, ", "))
 	case cgErr != nil && !p.unlimited:
 		p.problem = fmt.Sprintf("cannot enforce resource limits on this host (%v): a sandbox could exhaust it; run Tether as root on a host with cgroups, or let sandboxes run without limits (LOCAL_ALLOW_UNLIMITED=true)", cgErr)
+	case maskErr != nil:
+		p.problem = fmt.Sprintf("cannot mask the host's files in sandboxes' /proc (Tether must run as root for the local provider): %v", maskErr)
 	default:
 		if cgErr == nil {
 			p.cg = cg
@@ -282,23 +300,31 @@ func (p *Provider) probeSandbox(prm Params) string {
 	if err := writeSandboxEtc(dir, uid); err != nil {
 		return fmt.Sprintf("cannot write a sandbox's /etc/passwd under %s: %v", p.dir, err)
 	}
-	args, err := p.bwrapArgs(ws, "sbx-probe", prm, Limits{})
-	if err != nil {
-		return fmt.Sprintf("cannot list the root's folders: %v", err)
-	}
 	filterArgs, filter, err := p.seccompArgs(3)
 	if err != nil {
 		return fmt.Sprintf("cannot pass bubblewrap the seccomp filter: %v", err)
 	}
+	var files []*os.File
+	if filter != nil {
+		defer func() { _ = filter.Close() }()
+		files = append(files, filter)
+	}
+	args, data, err := p.bwrapArgs(ws, "sbx-probe", prm, Limits{}, 3+len(files))
+	if err != nil {
+		return fmt.Sprintf("cannot list the root's folders: %v", err)
+	}
+	dataFiles, err := openAll(data)
+	if err != nil {
+		return fmt.Sprintf("cannot pass bubblewrap a sandbox's own /etc files: %v", err)
+	}
+	defer closeAll(dataFiles)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, p.bwrap, append(append(args, filterArgs...), "--", "/bin/sh", "-c", "exit 0")...)
 	cmd.Env = sandboxEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: sandboxCredential(uid)}
-	if filter != nil {
-		defer func() { _ = filter.Close() }()
-		cmd.ExtraFiles = []*os.File{filter}
-	}
+	files = append(files, dataFiles...)
+	cmd.ExtraFiles = files
 	if out, err := cmd.CombinedOutput(); err != nil {
 		msg := strings.TrimSpace(string(out))
 		if msg == "" {
@@ -364,6 +390,7 @@ func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 			p.networkNote(),
 			p.egress.note(),
 			p.limitsNote(),
+			p.shareNote(),
 			p.workspace.note(p.limits.WorkspaceMB, p.maxLimits.WorkspaceMB),
 			outputNote,
 		},
@@ -497,6 +524,9 @@ type meta struct {
 	// sandboxes made before each had its own, which run as legacyUID.
 	UID int               `json:"uid,omitempty"`
 	Env map[string]string `json:"env,omitempty"`
+	// Tenant owns the sandbox; its limits count against the tenant's share
+	// of the host (ceiling.go).
+	Tenant string `json:"tenant,omitempty"`
 	// Limits are the sandbox's resource limits; zero when none are
 	// enforced.
 	Limits Limits `json:"limits"`
@@ -512,12 +542,44 @@ type meta struct {
 
 func (p *Provider) sandboxDir(id string) string { return filepath.Join(p.dir, id) }
 
-func (p *Provider) lock(id string) func() {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(id))
-	mu := &p.locks[h.Sum32()%uint32(len(p.locks))]
-	mu.Lock()
-	return mu.Unlock
+func (p *Provider) lock(id string) func() { return p.locks.lock(id) }
+
+// idLocks are one lock per sandbox id that a call holds or waits for, and
+// no more: a create holds its sandbox's lock through its setup, which may
+// take minutes, so a lock shared by two ids (a fixed set striped by hash,
+// as before) made one tenant's create wait for another's setup.
+type idLocks struct {
+	mu    sync.Mutex
+	locks map[string]*idLock
+}
+
+type idLock struct {
+	mu   sync.Mutex
+	refs int // calls holding or waiting for mu; guarded by idLocks.mu
+}
+
+// lock takes id's lock and returns what gives it back.
+func (l *idLocks) lock(id string) func() {
+	l.mu.Lock()
+	if l.locks == nil {
+		l.locks = map[string]*idLock{}
+	}
+	k := l.locks[id]
+	if k == nil {
+		k = &idLock{}
+		l.locks[id] = k
+	}
+	k.refs++
+	l.mu.Unlock()
+	k.mu.Lock()
+	return func() {
+		k.mu.Unlock()
+		l.mu.Lock()
+		if k.refs--; k.refs == 0 {
+			delete(l.locks, id)
+		}
+		l.mu.Unlock()
+	}
 }
 
 // sandboxProcesses finds the bwrap processes (the monitor and the
@@ -650,11 +712,17 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 		}
 	}
 
+	lim := p.limitsFor(prm)
+	if err := p.reserve(spec.SandboxID, spec.Tenant, lim); err != nil {
+		return sandbox.Resource{}, err
+	}
 	ws := filepath.Join(dir, "workspace")
 	if err := os.MkdirAll(ws, 0o700); err != nil {
+		p.unreserve(spec.SandboxID)
 		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
 	}
 	if err := os.Chmod(dir, 0o711); err != nil {
+		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
 		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
 	}
 	uid, err := p.claimUID(dir)
@@ -662,7 +730,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
 		return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: %w", err))
 	}
-	m := meta{SandboxID: spec.SandboxID, UID: uid, Env: spec.Env, Limits: p.limitsFor(prm), Image: prm.Image, CreatedAt: time.Now().UTC()}
+	m := meta{SandboxID: spec.SandboxID, UID: uid, Env: spec.Env, Tenant: spec.Tenant, Limits: lim, Image: prm.Image, CreatedAt: time.Now().UTC()}
 	// Recorded at once, so that whatever fails next, destroy frees the uid.
 	if err := p.writeMeta(m); err != nil {
 		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
@@ -707,6 +775,12 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 	if m.InitStart, err = processStart(pid); err != nil {
 		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
 		return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: sandbox exited at once: %w", err))
+	}
+	// Before anything of the sandbox's runs: then nothing in it can end it
+	// by killing the init's other children.
+	if err := p.startKeeper(pid, m.Limits); err != nil {
+		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
+		return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: %w", err))
 	}
 	// Without setup, the sandbox is ready now: recorded once, below.
 	// (Tether dying before that leaves a folder whose processes destroy
@@ -767,29 +841,56 @@ var etcEntries = []string{
 	"login.defs", "gai.conf", "networks", "perl", "python3", "java-17-openjdk", "java-21-openjdk",
 }
 
+// openAll opens each of paths for reading; on an error none stays open.
+func openAll(paths []string) ([]*os.File, error) {
+	files := make([]*os.File, 0, len(paths))
+	for _, path := range paths {
+		f, err := os.Open(path)
+		if err != nil {
+			closeAll(files)
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}
+
 // bwrapArgs builds the sandbox's options (everything before bwrap's "--"):
 // an empty root holding read-only binds of the host's system folders and a
 // curated /etc, or of prm.Image's entries, the sandbox's own /etc/passwd
 // and /etc/group, fresh /proc, /dev, /tmp and /run, and workspace at
 // /workspace. Create and the probe share them.
-func (p *Provider) bwrapArgs(workspace, hostname string, prm Params, lim Limits) ([]string, error) {
-	args := []string{"--tmpfs", "/"}
+//
+// The sandbox's own files (its /etc/passwd and /etc/group, an allow-list
+// sandbox's /etc/hosts) are copied in from descriptors, dataFD and on, that
+// the caller opens from data, in order: bound from the state folder, they
+// would name it in the sandbox's mount table.
+func (p *Provider) bwrapArgs(workspace, hostname string, prm Params, lim Limits, dataFD int) (args, data []string, err error) {
+	args = []string{"--tmpfs", "/"}
 	if prm.Image != "" {
 		img := p.images[prm.Image]
 		if img == nil {
-			return nil, fmt.Errorf("image %q is not registered", prm.Image)
+			return nil, nil, fmt.Errorf("image %q is not registered", prm.Image)
 		}
 		own := map[string]bool{"passwd": true, "group": true}
 		if prm.Network == networkAllowlist {
-			own["hosts"] = true // egressBinds'
+			own["hosts"] = true // egressHosts'
 		}
 		rootArgs, err := imageRootArgs(img.root, own)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return sandboxArgs(append(args, rootArgs...), workspace, hostname, prm, lim), nil
+		args, data = sandboxArgs(append(args, rootArgs...), workspace, hostname, prm, lim, p.procMasks, dataFD)
+		return args, data, nil
 	}
-	return sandboxArgs(append(args, hostRootArgs()...), workspace, hostname, prm, lim), nil
+	args, data = sandboxArgs(append(args, hostRootArgs()...), workspace, hostname, prm, lim, p.procMasks, dataFD)
+	return args, data, nil
 }
 
 // hostRootArgs are bwrap's options that fill the sandbox's empty root with
@@ -833,15 +934,21 @@ func hostRootArgs() []string {
 }
 
 // sandboxArgs are bwrap's options for what every sandbox has of its own,
-// after args, which fill its root.
-func sandboxArgs(args []string, workspace, hostname string, prm Params, lim Limits) []string {
+// after args, which fill its root; procMasks mask files of its /proc. The
+// files in data (see bwrapArgs) are read from descriptors dataFD and on.
+func sandboxArgs(args []string, workspace, hostname string, prm Params, lim Limits, procMasks []string, dataFD int) (_, data []string) {
 	etc := filepath.Join(filepath.Dir(workspace), "etc") // writeSandboxEtc's
-	args = append(args,
-		"--ro-bind", filepath.Join(etc, "passwd"), "/etc/passwd",
-		"--ro-bind", filepath.Join(etc, "group"), "/etc/group",
-		"--proc", "/proc", "--dev", "/dev",
-	)
-	args = append(args, egressBinds(workspace, prm)...)
+	data = []string{filepath.Join(etc, "passwd"), filepath.Join(etc, "group")}
+	dests := []string{"/etc/passwd", "/etc/group"}
+	if hosts := egressHosts(workspace, prm); hosts != "" {
+		data, dests = append(data, hosts), append(dests, "/etc/hosts")
+	}
+	for i, dest := range dests {
+		args = append(args, "--ro-bind-data", strconv.Itoa(dataFD+i), dest)
+	}
+	args = append(args, "--proc", "/proc")
+	args = append(args, procMasks...)
+	args = append(args, "--dev", "/dev")
 	if lim.MemoryMB > 0 {
 		// /tmp counts against the sandbox's memory; it cannot be larger.
 		args = append(args, "--size", strconv.FormatInt(int64(lim.MemoryMB)<<20, 10))
@@ -857,7 +964,7 @@ func sandboxArgs(args []string, workspace, hostname string, prm Params, lim Limi
 	if prm.Network != "host" && prm.Network != networkAllowlist { // an allow-list sandbox starts in the namespace made for it
 		args = append(args, "--unshare-net")
 	}
-	return args
+	return args, data
 }
 
 // initScript is the sandbox's first process: it says it runs, then waits
@@ -870,10 +977,19 @@ const initScript = `[ "$1" = 0 ] || ulimit -n "$1" || exit 126; echo ready; exec
 // its own, so signals for Tether's process group do not reach it and it
 // outlives Tether.
 func (p *Provider) start(id string, uid int, prm Params, lim Limits) (int, error) {
-	args, err := p.bwrapArgs(filepath.Join(p.sandboxDir(id), "workspace"), "sbx-"+id[len(id)-12:], prm, lim) // the id's random end
+	dataFD := 6 // after the info pipe, 3, the held pipe, 4 and 5, and the filter
+	if p.sandboxFilter != nil {
+		dataFD = 7
+	}
+	args, data, err := p.bwrapArgs(filepath.Join(p.sandboxDir(id), "workspace"), "sbx-"+id[len(id)-12:], prm, lim, dataFD) // the id's random end
 	if err != nil {
 		return 0, err
 	}
+	dataFiles, err := openAll(data)
+	if err != nil {
+		return 0, err
+	}
+	defer closeAll(dataFiles)
 	// The init says when it runs: bwrap reports the child's pid (on fd 3)
 	// before it has finished building the sandbox, and entering it earlier
 	// would find a half-made mount namespace. Then it waits for ever with
@@ -917,6 +1033,7 @@ func (p *Provider) start(id string, uid int, prm Params, lim Limits) (int, error
 	if filter != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, filter)
 	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, dataFiles...)
 	cmd.Env = sandboxEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: sandboxCredential(uid)}
 	// Started in the sandbox's groups (cgroups.enter): its init, and all
@@ -1046,6 +1163,7 @@ func (p *Provider) destroyLocked(ctx context.Context, id string) error {
 			return fmt.Errorf("local: destroy: %w", err)
 		}
 	}
+	p.unreserve(id)
 	return nil
 }
 

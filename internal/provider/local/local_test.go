@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"hash/fnv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -657,5 +658,50 @@ func TestExecAtProcessLimit(t *testing.T) {
 	}
 	if res.ExitCode == 0 || !strings.Contains(res.Output, "process limit") {
 		t.Errorf("exec at the process limit = %+v; want a failed command that says why", res)
+	}
+}
+
+// TestCreateDoesNotWaitForAnotherSandbox: a create holds its sandbox's
+// lock through its setup, and only that sandbox's: a create of another id
+// is ready at once, even one whose id hashed to the same lock of the fixed
+// set the provider once striped its locks over (64, by FNV-1a), where it
+// waited for the other's whole setup.
+func TestCreateDoesNotWaitForAnotherSandbox(t *testing.T) {
+	t.Parallel()
+	p, _ := newProvider(t)
+	stripe := func(id string) uint32 {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(id))
+		return h.Sum32() % 64
+	}
+	slowID, quickID := sandbox.NewID(), sandbox.NewID()
+	for stripe(quickID) != stripe(slowID) {
+		quickID = sandbox.NewID()
+	}
+	const marker = "slow-setup-7f3a"
+	slowDone := make(chan error, 1)
+	slowCtx, cancelSlow := context.WithTimeout(context.Background(), time.Minute)
+	go func() {
+		_, err := p.Create(slowCtx, sandbox.CreateSpec{SandboxID: slowID, Setup: "sleep 20 # " + marker})
+		slowDone <- err
+	}()
+	t.Cleanup(func() {
+		cancelSlow() // the create ends its setup and destroys what it made
+		if err := <-slowDone; err == nil {
+			t.Error("the slow create succeeded though cancelled during its setup")
+		}
+		_ = p.Destroy(context.Background(), slowID)
+	})
+	for deadline := time.Now().Add(30 * time.Second); len(hostPIDs(t, marker)) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow create's setup never started")
+		}
+	}
+	start := time.Now()
+	create(t, p, sandbox.CreateSpec{SandboxID: quickID})
+	took := time.Since(start)
+	t.Logf("a create beside another's 20 s setup took %s", took)
+	if took > 5*time.Second {
+		t.Fatalf("a create waited %s for another sandbox's setup", took)
 	}
 }

@@ -23,8 +23,15 @@ import (
 // kernel keyring, BPF, ptrace and reading other processes' memory,
 // performance counters, modules, kexec, userfaultfd, file handles, swap,
 // reboot, I/O ports, process accounting, setting the clock, and faking
-// terminal input (TIOCSTI). A system call of another ABI than the host's
-// (x32, i386 on x86-64) kills the process.
+// terminal input (TIOCSTI). io_uring, whose rings run system calls the
+// filter never sees, is ENOSYS (as on a kernel without it, so that
+// libraries fall back to ordinary calls). Sockets may be of the families a
+// sandbox needs (unix, IPv4, IPv6, netlink) and no others: not vsock,
+// which reaches a VM's host agent whatever the sandbox's network, nor the
+// rarely used families whose kernel code is the usual way in. personality
+// takes only the harmless values (socketFamilies, personalities). A system
+// call of another ABI than the host's (x32, i386 on x86-64) kills the
+// process.
 //
 // bwrap installs it on the sandbox's init and the first process before they
 // run anything of the sandbox's; exec and file commands, which enter the
@@ -60,6 +67,31 @@ var deniedSyscalls = []uint32{
 	unix.SYS_SETTIMEOFDAY, unix.SYS_CLOCK_SETTIME, unix.SYS_ADJTIMEX, unix.SYS_CLOCK_ADJTIME,
 }
 
+// enosysSyscalls are refused with ENOSYS: clone3, whose flags a filter
+// cannot read (the C library then falls back to clone), and io_uring,
+// whose submissions bypass the filter.
+var enosysSyscalls = []uint32{
+	unix.SYS_CLONE3,
+	unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER,
+}
+
+// socketFamilies are the address families socket and socketpair accept;
+// any other is EPERM.
+var socketFamilies = []uint32{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK}
+
+// personalities are the execution domains personality accepts, as Docker's
+// default profile does: Linux, its 32-bit flavour and the 2.6 uname
+// compatibility flag (which some build tools set), and the query
+// 0xffffffff; anything else (READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE, other
+// ABIs) is EPERM.
+var personalities = []uint32{
+	0x0,        // PER_LINUX
+	0x8,        // PER_LINUX32
+	0x20000,    // UNAME26
+	0x20008,    // UNAME26 | PER_LINUX32
+	0xffffffff, // query
+}
+
 // seccompFilter builds the filter; allowSetns lets setns through (the exec
 // filter: nsenter, which runs under it, needs it to enter the sandbox).
 // It returns nil where the host's architecture has no filter (see
@@ -83,10 +115,15 @@ func seccompFilter(allowSetns bool) []unix.SockFilter {
 	for _, nr := range denied {
 		a.jumpIf(unix.BPF_JEQ, nr, "eperm")
 	}
-	a.jumpIf(unix.BPF_JEQ, unix.SYS_CLONE3, "enosys")
+	for _, nr := range enosysSyscalls {
+		a.jumpIf(unix.BPF_JEQ, nr, "enosys")
+	}
 	a.jumpIf(unix.BPF_JEQ, unix.SYS_CLONE, "clone")
 	a.jumpIf(unix.BPF_JEQ, unix.SYS_UNSHARE, "unshare")
 	a.jumpIf(unix.BPF_JEQ, unix.SYS_IOCTL, "ioctl")
+	a.jumpIf(unix.BPF_JEQ, unix.SYS_SOCKET, "socket")
+	a.jumpIf(unix.BPF_JEQ, unix.SYS_SOCKETPAIR, "socket")
+	a.jumpIf(unix.BPF_JEQ, unix.SYS_PERSONALITY, "personality")
 	a.ret(unix.SECCOMP_RET_ALLOW)
 
 	a.label("clone") // flags are clone's first argument on x86-64 and arm64
@@ -100,6 +137,20 @@ func seccompFilter(allowSetns bool) []unix.SockFilter {
 	a.label("ioctl")
 	a.load(offArg1)
 	a.jumpIf(unix.BPF_JEQ, unix.TIOCSTI, "eperm")
+	a.ret(unix.SECCOMP_RET_ALLOW)
+	a.label("socket") // the family (domain) is the first argument of both
+	a.load(offArg0)
+	for _, f := range socketFamilies {
+		a.jumpIf(unix.BPF_JEQ, f, "accept")
+	}
+	a.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
+	a.label("personality")
+	a.load(offArg0)
+	for _, v := range personalities {
+		a.jumpIf(unix.BPF_JEQ, v, "accept")
+	}
+	a.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
+	a.label("accept")
 	a.ret(unix.SECCOMP_RET_ALLOW)
 	a.label("eperm")
 	a.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
@@ -301,5 +352,5 @@ func (p *Provider) seccompNote() string {
 	if p.sandboxFilter == nil {
 		return "seccomp: no system call filter on this architecture (" + runtime.GOARCH + "): nested namespaces, ptrace and the kernel keyring are open inside sandboxes"
 	}
-	return "seccomp: a system call filter on every sandbox process refuses (EPERM) new namespaces (unshare, clone with namespace flags; clone3 is ENOSYS), mount calls, ptrace and process_vm_*, keyctl and add_key, bpf, perf_event_open, userfaultfd, modules, kexec, open_by_handle_at, swap, reboot, I/O ports, acct, setting the clock and TIOCSTI; system calls of another ABI (x32, 32-bit) kill the process"
+	return "seccomp: a system call filter on every sandbox process refuses (EPERM) new namespaces (unshare, clone with namespace flags; clone3 is ENOSYS), mount calls, ptrace and process_vm_*, keyctl and add_key, bpf, perf_event_open, userfaultfd, modules, kexec, open_by_handle_at, swap, reboot, I/O ports, acct, setting the clock and TIOCSTI; sockets other than unix, IPv4, IPv6 and netlink (no vsock); personality other than Linux's own; io_uring is ENOSYS; system calls of another ABI (x32, 32-bit) kill the process"
 }

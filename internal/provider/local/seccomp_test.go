@@ -15,14 +15,16 @@ import (
 
 // syscallProbe is a python3 script that makes each system call given as
 // "name:nr:arg,arg,..." and prints "name=0" on success or "name=<errno>".
-// A clone that succeeds returns in the child too, which exits at once.
+// An argument "buf" is a pointer to 256 zeroed bytes (io_uring_setup's
+// parameters, socketpair's descriptors). A clone that succeeds returns in
+// the child too, which exits at once.
 const syscallProbe = `
 import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 for spec in sys.argv[1:]:
     name, nr, args = spec.split(":")
-    args = [ctypes.c_long(int(a)) for a in args.split(",") if a]
+    args = [ctypes.create_string_buffer(256) if a == "buf" else ctypes.c_long(int(a)) for a in args.split(",") if a]
     r = libc.syscall(ctypes.c_long(int(nr)), *args)
     if r == 0 and name.startswith("clone"):
         os._exit(0)
@@ -63,6 +65,7 @@ func TestSeccompInsideSandbox(t *testing.T) {
 
 	// System calls that an unfiltered sandbox user could make.
 	eperm, enosys := int(unix.EPERM), int(unix.ENOSYS)
+	const buf = -1 << 40 // an argument that is a pointer to a zeroed buffer
 	calls := []struct {
 		name string
 		nr   int
@@ -83,11 +86,36 @@ func TestSeccompInsideSandbox(t *testing.T) {
 		{"bpf", unix.SYS_BPF, []int64{0, 0, 0}, eperm},
 		{"userfaultfd", unix.SYS_USERFAULTFD, []int64{0}, eperm},
 		{"ioctl_tiocsti", unix.SYS_IOCTL, []int64{0, unix.TIOCSTI, 0}, eperm},
+		// io_uring: a ring would run system calls the filter never sees.
+		{"io_uring_setup", unix.SYS_IO_URING_SETUP, []int64{8, buf}, enosys},
+		{"io_uring_enter", unix.SYS_IO_URING_ENTER, []int64{0, 0, 0, 0, 0, 0}, enosys},
+		{"io_uring_register", unix.SYS_IO_URING_REGISTER, []int64{0, 0, 0, 0}, enosys},
+		// Socket families: what a sandbox needs, and nothing else (vsock
+		// reaches a VM's host agent with no network at all).
+		{"socket_vsock", unix.SYS_SOCKET, []int64{unix.AF_VSOCK, unix.SOCK_STREAM, 0}, eperm},
+		{"socket_vsock_dgram", unix.SYS_SOCKET, []int64{unix.AF_VSOCK, unix.SOCK_DGRAM, 0}, eperm},
+		{"socket_packet", unix.SYS_SOCKET, []int64{unix.AF_PACKET, unix.SOCK_RAW, 0}, eperm},
+		{"socket_alg", unix.SYS_SOCKET, []int64{unix.AF_ALG, unix.SOCK_SEQPACKET, 0}, eperm},
+		{"socketpair_vsock", unix.SYS_SOCKETPAIR, []int64{unix.AF_VSOCK, unix.SOCK_STREAM, 0, buf}, eperm},
+		{"socket_unix", unix.SYS_SOCKET, []int64{unix.AF_UNIX, unix.SOCK_STREAM, 0}, 0},
+		{"socket_inet", unix.SYS_SOCKET, []int64{unix.AF_INET, unix.SOCK_DGRAM, 0}, 0},
+		{"socket_inet6", unix.SYS_SOCKET, []int64{unix.AF_INET6, unix.SOCK_STREAM, 0}, 0},
+		{"socket_netlink", unix.SYS_SOCKET, []int64{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE}, 0},
+		{"socketpair_unix", unix.SYS_SOCKETPAIR, []int64{unix.AF_UNIX, unix.SOCK_STREAM, 0, buf}, 0},
+		// personality: Linux's own, and the query, only.
+		{"personality_query", unix.SYS_PERSONALITY, []int64{0xffffffff}, 0},
+		{"personality_linux", unix.SYS_PERSONALITY, []int64{0}, 0},
+		{"personality_read_implies_exec", unix.SYS_PERSONALITY, []int64{0x0400000}, eperm},
+		{"personality_no_aslr", unix.SYS_PERSONALITY, []int64{0x0040000}, eperm},
 	}
 	var args []string
 	for _, c := range calls {
 		var a []string
 		for _, v := range c.args {
+			if v == buf {
+				a = append(a, "buf")
+				continue
+			}
 			a = append(a, strconv.FormatInt(v, 10))
 		}
 		args = append(args, fmt.Sprintf("%s:%d:%s", c.name, c.nr, strings.Join(a, ",")))

@@ -394,7 +394,7 @@ func TestWorkspaceParams(t *testing.T) {
 // notwithstanding.
 func TestWorkspaceLimitUnavailable(t *testing.T) {
 	bin := t.TempDir()
-	for _, name := range []string{"bwrap", "nsenter", "setpriv", "sh", "ip", "nft", "mount"} {
+	for _, name := range []string{"bwrap", "nsenter", "setpriv", "sh", "sleep", "ip", "nft", "mount"} {
 		path, err := exec.LookPath(name)
 		if err != nil {
 			t.Fatal(err)
