@@ -75,3 +75,18 @@ func TestDescriptionsNameOnlyDocumentedSchemas(t *testing.T) {
 		t.Error("no description names a schema: the pattern is broken")
 	}
 }
+
+// TestExampleIDsAreValid: a sandbox id the document shows as an example is
+// one the API would accept, so a reader who copies it gets a 404, not a 400.
+func TestExampleIDsAreValid(t *testing.T) {
+	t.Parallel()
+	ids := regexp.MustCompile(`"(sbx_[0-9a-z]*)"`).FindAllStringSubmatch(string(docs.OpenAPIJSON), -1)
+	if len(ids) == 0 {
+		t.Fatal("the document shows no example sandbox id")
+	}
+	for _, m := range ids {
+		if !sandbox.ValidID(m[1]) {
+			t.Errorf("example id %s is not a valid sandbox id", m[1])
+		}
+	}
+}

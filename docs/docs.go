@@ -1979,7 +1979,7 @@ const docTemplate = `{
                 "parameters": [
                     {
                         "type": "string",
-                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
                         "description": "sandbox id",
                         "name": "id",
                         "in": "path",
@@ -2121,7 +2121,7 @@ const docTemplate = `{
                 "parameters": [
                     {
                         "type": "string",
-                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
                         "description": "sandbox id",
                         "name": "id",
                         "in": "path",
@@ -2259,7 +2259,7 @@ const docTemplate = `{
                 "parameters": [
                     {
                         "type": "string",
-                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
                         "description": "sandbox id",
                         "name": "id",
                         "in": "path",
@@ -2410,7 +2410,7 @@ const docTemplate = `{
                 "parameters": [
                     {
                         "type": "string",
-                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
                         "description": "sandbox id",
                         "name": "id",
                         "in": "path",
@@ -2593,7 +2593,7 @@ const docTemplate = `{
                 "parameters": [
                     {
                         "type": "string",
-                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
                         "description": "sandbox id",
                         "name": "id",
                         "in": "path",
@@ -2781,7 +2781,7 @@ const docTemplate = `{
                 "parameters": [
                     {
                         "type": "string",
-                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
                         "description": "sandbox id",
                         "name": "id",
                         "in": "path",
@@ -2936,7 +2936,7 @@ const docTemplate = `{
                 "parameters": [
                     {
                         "type": "string",
-                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
                         "description": "sandbox id",
                         "name": "id",
                         "in": "path",
@@ -3119,7 +3119,7 @@ const docTemplate = `{
                 "parameters": [
                     {
                         "type": "string",
-                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
                         "description": "sandbox id",
                         "name": "id",
                         "in": "path",
@@ -3302,7 +3302,7 @@ const docTemplate = `{
                 "parameters": [
                     {
                         "type": "string",
-                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
                         "description": "sandbox id",
                         "name": "id",
                         "in": "path",
@@ -3493,7 +3493,7 @@ const docTemplate = `{
                 "parameters": [
                     {
                         "type": "string",
-                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
                         "description": "sandbox id",
                         "name": "id",
                         "in": "path",
@@ -3655,7 +3655,7 @@ const docTemplate = `{
                 "parameters": [
                     {
                         "type": "string",
-                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
                         "description": "sandbox id",
                         "name": "id",
                         "in": "path",
@@ -3982,7 +3982,7 @@ const docTemplate = `{
                 },
                 "sandbox_id": {
                     "type": "string",
-                    "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"
+                    "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"
                 },
                 "timed_out": {
                     "description": "TimedOut is true when the exec was killed at its timeout.",
@@ -4065,7 +4065,7 @@ const docTemplate = `{
                 "id": {
                     "description": "ID is the sandbox's id, chosen by the client so that it knows the id before any I/O: \"sbx_\" and 26 characters of the alphabet 0-9 a-z without i l o u (the first 10 encode the creation time in milliseconds, the rest are random). Default: the server chooses one. A create with an id is idempotent on it (the same request again returns the same sandbox, 200); another request with the same id is 409 IDEMPOTENCY_KEY_REUSED, and an id already taken is 409 SANDBOX_ID_TAKEN.",
                     "type": "string",
-                    "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"
+                    "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"
                 },
                 "labels": {
                     "description": "Labels are free-form key/value pairs to filter by.",
@@ -4209,7 +4209,7 @@ const docTemplate = `{
                 },
                 "sandbox_id": {
                     "type": "string",
-                    "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"
+                    "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"
                 },
                 "to": {
                     "description": "To is the state after the transition.",
@@ -4520,7 +4520,7 @@ const docTemplate = `{
                         "type": "string"
                     },
                     "example": [
-                        "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"
+                        "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"
                     ]
                 },
                 "sandboxes_ended": {
@@ -4797,7 +4797,7 @@ const docTemplate = `{
                 },
                 "sandbox_id": {
                     "type": "string",
-                    "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"
+                    "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"
                 }
             }
         },
@@ -4883,7 +4883,7 @@ const docTemplate = `{
                 },
                 "id": {
                     "type": "string",
-                    "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"
+                    "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"
                 },
                 "labels": {
                     "type": "object",

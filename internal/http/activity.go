@@ -18,7 +18,7 @@ import (
 type Activity struct {
 	// ID orders activity; pass the last one seen as after (or cursor).
 	ID        int64     `json:"id" format:"int64" example:"7"`
-	SandboxID string    `json:"sandbox_id" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"`
+	SandboxID string    `json:"sandbox_id" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"`
 	At        time.Time `json:"at" format:"date-time" example:"2026-01-02T15:04:06.5Z"`
 	// KeyID is the id of the API key the request was made with.
 	KeyID *string `json:"key_id" extensions:"x-nullable" example:"key_k5m2q7x3w9r4t8vz"`
@@ -152,7 +152,7 @@ func toActivity(a sandbox.Activity) Activity {
 //	@ID				listSandboxActivity
 //	@Tags			events
 //	@Produce		json
-//	@Param			id		path		string	true	"sandbox id"																	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
+//	@Param			id		path		string	true	"sandbox id"																	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			limit	query		int		false	"page size, 1-500 (default 50)"													minimum(1)	maximum(500)	example(50)
 //	@Param			cursor	query		string	false	"next_cursor of the previous page"												example(7)
 //	@Param			after	query		integer	false	"return records after this record id (the same position as cursor; pass one)"	format(int64)	minimum(0)	example(7)

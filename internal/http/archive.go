@@ -20,7 +20,7 @@ import (
 //	@Tags			data plane
 //	@Accept			application/x-tar
 //	@Produce		json
-//	@Param			id		path	string	true	"sandbox id"									example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
+//	@Param			id		path	string	true	"sandbox id"									example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			path	query	string	true	"absolute path of a folder inside the sandbox"	example(/workspace)
 //	@Param			archive	body	string	true	"a tar archive"
 //	@Success		204		"extracted"
@@ -68,7 +68,7 @@ func handleArchivePut(log *slog.Logger, cfg Config, st dataPlaneStore, providers
 //	@ID				getArchive
 //	@Tags			data plane
 //	@Produce		application/x-tar
-//	@Param			id		path		string				true	"sandbox id"									example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
+//	@Param			id		path		string				true	"sandbox id"									example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			path	query		string				true	"absolute path of a folder inside the sandbox"	example(/workspace)
 //	@Success		200		{file}		binary				"a tar archive of the folder"
 //	@Failure		400		{object}	Problem				"INVALID_PATH"

@@ -83,7 +83,7 @@ func dataPlane[C any](c *gin.Context, st sandboxGetter, providers map[string]san
 //	@Tags			data plane
 //	@Accept			json
 //	@Produce		json,text/event-stream
-//	@Param			id		path		string				true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
+//	@Param			id		path		string				true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			request	body		ExecRequest			true	"the command"
 //	@Success		200		{object}	ExecResult			"the command's outcome, or (text/event-stream) its output as it comes"
 //	@Failure		400		{object}	Problem				"INVALID_REQUEST or INVALID_PATH"
@@ -279,7 +279,7 @@ func filePath(c *gin.Context) (string, error) {
 //	@Tags			data plane
 //	@Accept			octet-stream
 //	@Produce		json
-//	@Param			id		path	string	true	"sandbox id"						example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
+//	@Param			id		path	string	true	"sandbox id"						example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			path	query	string	true	"absolute path inside the sandbox"	example(/workspace/main.py)
 //	@Param			content	body	string	true	"the file's bytes"
 //	@Success		204		"written"
@@ -352,7 +352,7 @@ func (w *lazyWriter) Write(b []byte) (int, error) {
 //	@ID				getFile
 //	@Tags			data plane
 //	@Produce		octet-stream
-//	@Param			id		path		string				true	"sandbox id"						example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
+//	@Param			id		path		string				true	"sandbox id"						example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			path	query		string				true	"absolute path inside the sandbox"	example(/workspace/main.py)
 //	@Success		200		{file}		binary				"the file's bytes"
 //	@Failure		400		{object}	Problem				"INVALID_PATH, IS_DIRECTORY"

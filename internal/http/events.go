@@ -15,7 +15,7 @@ import (
 type Event struct {
 	// ID orders events; pass the last one seen as after (or cursor).
 	ID        int64     `json:"id" format:"int64" example:"42"`
-	SandboxID string    `json:"sandbox_id" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"`
+	SandboxID string    `json:"sandbox_id" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"`
 	At        time.Time `json:"at" format:"date-time" example:"2026-01-02T15:04:06.5Z"`
 	// From is the state before the transition; null for the event that records the request.
 	From *string `json:"from" extensions:"x-nullable,x-enum-schema=SandboxState" enums:"requested,creating,ready,cancelled,terminated,failed" x-enum-varnames:"SandboxStateRequested,SandboxStateCreating,SandboxStateReady,SandboxStateCancelled,SandboxStateTerminated,SandboxStateFailed" example:"creating"`
@@ -105,7 +105,7 @@ func parseEventPage(c *gin.Context) (after int64, limit int, err error) {
 //	@ID				listSandboxEvents
 //	@Tags			events
 //	@Produce		json
-//	@Param			id		path		string	true	"sandbox id"																example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
+//	@Param			id		path		string	true	"sandbox id"																example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			limit	query		int		false	"page size, 1-500 (default 50)"												minimum(1)	maximum(500)	example(50)
 //	@Param			cursor	query		string	false	"next_cursor of the previous page"											example(42)
 //	@Param			after	query		integer	false	"return events after this event id (the same position as cursor; pass one)"	format(int64)	minimum(0)	example(42)

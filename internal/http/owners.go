@@ -29,7 +29,7 @@ type OwnerRelease struct {
 	// SandboxesEnded counts the live sandboxes this request ended.
 	SandboxesEnded int `json:"sandboxes_ended" example:"2"`
 	// SandboxIDs are the ids of the sandboxes this request ended.
-	SandboxIDs []string `json:"sandbox_ids" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"`
+	SandboxIDs []string `json:"sandbox_ids" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"`
 } // @name OwnerRelease
 
 // RenewedSandbox is a sandbox after a renewal. The OpenAPI document shows it
@@ -166,7 +166,7 @@ func handleOwnerRelease(st ownerStore) handlerFunc {
 //	@Tags			sandboxes
 //	@Accept			json
 //	@Produce		json
-//	@Param			id		path		string					true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
+//	@Param			id		path		string					true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			request	body		TTLRequest				true	"the new lifetime"
 //	@Success		200		{object}	Sandbox{capped=bool}	"the sandbox; capped is true when the deadline was cut to the max lifetime"
 //	@Failure		400		{object}	Problem					"INVALID_REQUEST"

@@ -30,7 +30,7 @@ import (
 // (x-enum-varnames) and, when more than one field shares it, its schema
 // (extensions:"x-enum-schema=NAME"). internal/openapi applies these.
 type Sandbox struct {
-	ID string `json:"id" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"`
+	ID string `json:"id" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"`
 	// State is where the sandbox is in its lifecycle: requested, creating and ready are live, the rest terminal.
 	State    string `json:"state" extensions:"x-enum-schema=SandboxState" enums:"requested,creating,ready,cancelled,terminated,failed" x-enum-varnames:"SandboxStateRequested,SandboxStateCreating,SandboxStateReady,SandboxStateCancelled,SandboxStateTerminated,SandboxStateFailed" example:"ready"`
 	Provider string `json:"provider" example:"sim"`
@@ -117,7 +117,7 @@ func toSandbox(sb sandbox.Sandbox) Sandbox {
 // CreateSandboxRequest is the body of POST /v1/sandboxes.
 type CreateSandboxRequest struct {
 	// ID is the sandbox's id, chosen by the client so that it knows the id before any I/O: "sbx_" and 26 characters of the alphabet 0-9 a-z without i l o u (the first 10 encode the creation time in milliseconds, the rest are random). Default: the server chooses one. A create with an id is idempotent on it (the same request again returns the same sandbox, 200); another request with the same id is 409 IDEMPOTENCY_KEY_REUSED, and an id already taken is 409 SANDBOX_ID_TAKEN.
-	ID string `json:"id,omitempty" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"`
+	ID string `json:"id,omitempty" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"`
 	// Provider to create the sandbox with; default: the server's default provider.
 	Provider string `json:"provider,omitempty" example:"sim"`
 	// Owner is the client that owns the sandbox; the sandbox ends when the owner's lease lapses.
@@ -415,7 +415,7 @@ func notFoundAs(err error, id string) error {
 //	@ID				getSandbox
 //	@Tags			sandboxes
 //	@Produce		json
-//	@Param			id		path		string	true	"sandbox id"																	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
+//	@Param			id		path		string	true	"sandbox id"																	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			wait	query		string	false	"how long to wait for the sandbox to settle: a Go duration or whole seconds"	example(30s)
 //	@Param			until	query		string	false	"what to wait for: settled (default) or released"								Enums(settled, released)	example(settled)
 //	@Success		200		{object}	Sandbox
@@ -739,7 +739,7 @@ func handleSandboxList(st sandboxLister) handlerFunc {
 //	@ID				deleteSandbox
 //	@Tags			sandboxes
 //	@Produce		json
-//	@Param			id	path		string				true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
+//	@Param			id	path		string				true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Success		202	{object}	Sandbox				"ended by this request"
 //	@Success		200	{object}	Sandbox				"already ended"
 //	@Failure		400	{object}	Problem				"INVALID_REQUEST: a query parameter"

@@ -28,7 +28,7 @@ type ownerTransferrer interface {
 //	@Tags			owners
 //	@Accept			json
 //	@Produce		json
-//	@Param			id		path		string			true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z)
+//	@Param			id		path		string			true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			request	body		OwnerRequest	true	"the new owner"
 //	@Success		200		{object}	Sandbox
 //	@Failure		400		{object}	Problem				"INVALID_REQUEST"

@@ -372,7 +372,7 @@ type Activity struct {
 	// Example: /workspace/main.py
 	Path *string `json:"path"`
 
-	// SandboxId Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+	// SandboxId Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
 	SandboxId string `json:"sandbox_id"`
 
 	// TimedOut TimedOut is true when the exec was killed at its timeout.
@@ -431,7 +431,7 @@ type CreateSandboxRequest struct {
 
 	// Id ID is the sandbox's id, chosen by the client so that it knows the id before any I/O: "sbx_" and 26 characters of the alphabet 0-9 a-z without i l o u (the first 10 encode the creation time in milliseconds, the rest are random). Default: the server chooses one. A create with an id is idempotent on it (the same request again returns the same sandbox, 200); another request with the same id is 409 IDEMPOTENCY_KEY_REUSED, and an id already taken is 409 SANDBOX_ID_TAKEN.
 	//
-	// Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+	// Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
 	Id *string `json:"id,omitempty"`
 
 	// Labels Labels are free-form key/value pairs to filter by.
@@ -511,7 +511,7 @@ type Event struct {
 	// Example: requested
 	Reason *string `json:"reason"`
 
-	// SandboxId Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+	// SandboxId Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
 	SandboxId string `json:"sandbox_id"`
 
 	// To To is the state after the transition.
@@ -695,7 +695,7 @@ type OwnerRelease struct {
 
 	// SandboxIds SandboxIDs are the ids of the sandboxes this request ended.
 	//
-	// Example: ["sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"]
+	// Example: ["sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"]
 	SandboxIds []string `json:"sandbox_ids"`
 
 	// SandboxesEnded SandboxesEnded counts the live sandboxes this request ended.
@@ -832,7 +832,7 @@ type ReconcileEvent struct {
 	// Provider Example: local
 	Provider string `json:"provider"`
 
-	// SandboxId Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+	// SandboxId Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
 	SandboxId string `json:"sandbox_id"`
 }
 
@@ -881,7 +881,7 @@ type Sandbox struct {
 	// Example: 2026-01-02T16:04:05Z
 	ExpiresAt time.Time `json:"expires_at"`
 
-	// Id Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+	// Id Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
 	Id string `json:"id"`
 
 	// Labels Example: {"team":"ml"}
@@ -7749,7 +7749,7 @@ type RenewSandboxResponse struct {
 		// Example: 2026-01-02T16:04:05Z
 		ExpiresAt time.Time `json:"expires_at"`
 
-		// Id Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+		// Id Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
 		Id string `json:"id"`
 
 		// Labels Example: {"team":"ml"}
@@ -7876,7 +7876,7 @@ func (r RenewSandboxResponse) GetJSON200() *struct {
 	// Example: 2026-01-02T16:04:05Z
 	ExpiresAt time.Time `json:"expires_at"`
 
-	// Id Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+	// Id Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
 	Id string `json:"id"`
 
 	// Labels Example: {"team":"ml"}
@@ -12933,7 +12933,7 @@ func ParseRenewSandboxResponse(rsp *http.Response) (*RenewSandboxResponse, error
 			// Example: 2026-01-02T16:04:05Z
 			ExpiresAt time.Time `json:"expires_at"`
 
-			// Id Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+			// Id Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
 			Id string `json:"id"`
 
 			// Labels Example: {"team":"ml"}

@@ -617,7 +617,7 @@ export interface components {
              * @example /workspace/main.py
              */
             path: string | null;
-            /** @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z */
+            /** @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w */
             sandbox_id: string;
             /**
              * @description TimedOut is true when the exec was killed at its timeout.
@@ -669,7 +669,7 @@ export interface components {
             };
             /**
              * @description ID is the sandbox's id, chosen by the client so that it knows the id before any I/O: "sbx_" and 26 characters of the alphabet 0-9 a-z without i l o u (the first 10 encode the creation time in milliseconds, the rest are random). Default: the server chooses one. A create with an id is idempotent on it (the same request again returns the same sandbox, 200); another request with the same id is 409 IDEMPOTENCY_KEY_REUSED, and an id already taken is 409 SANDBOX_ID_TAKEN.
-             * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+             * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
              */
             id?: string;
             /**
@@ -755,7 +755,7 @@ export interface components {
              * @example requested
              */
             reason: string | null;
-            /** @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z */
+            /** @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w */
             sandbox_id: string;
             /**
              * @description To is the state after the transition.
@@ -932,7 +932,7 @@ export interface components {
             /**
              * @description SandboxIDs are the ids of the sandboxes this request ended.
              * @example [
-             *       "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z"
+             *       "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"
              *     ]
              */
             sandbox_ids: string[];
@@ -1056,7 +1056,7 @@ export interface components {
             message: string;
             /** @example local */
             provider: string;
-            /** @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z */
+            /** @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w */
             sandbox_id: string;
         };
         ReconcileEventList: {
@@ -1101,7 +1101,7 @@ export interface components {
              * @example 2026-01-02T16:04:05Z
              */
             expires_at: string;
-            /** @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z */
+            /** @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w */
             id: string;
             /**
              * @example {
@@ -2741,7 +2741,7 @@ export interface operations {
             path: {
                 /**
                  * @description sandbox id
-                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
                  */
                 id: string;
             };
@@ -2841,7 +2841,7 @@ export interface operations {
             path: {
                 /**
                  * @description sandbox id
-                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
                  */
                 id: string;
             };
@@ -2968,7 +2968,7 @@ export interface operations {
             path: {
                 /**
                  * @description sandbox id
-                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
                  */
                 id: string;
             };
@@ -3074,7 +3074,7 @@ export interface operations {
             path: {
                 /**
                  * @description sandbox id
-                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
                  */
                 id: string;
             };
@@ -3224,7 +3224,7 @@ export interface operations {
             path: {
                 /**
                  * @description sandbox id
-                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
                  */
                 id: string;
             };
@@ -3387,7 +3387,7 @@ export interface operations {
             path: {
                 /**
                  * @description sandbox id
-                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
                  */
                 id: string;
             };
@@ -3487,7 +3487,7 @@ export interface operations {
             path: {
                 /**
                  * @description sandbox id
-                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
                  */
                 id: string;
             };
@@ -3643,7 +3643,7 @@ export interface operations {
             path: {
                 /**
                  * @description sandbox id
-                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
                  */
                 id: string;
             };
@@ -3793,7 +3793,7 @@ export interface operations {
             path: {
                 /**
                  * @description sandbox id
-                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
                  */
                 id: string;
             };
@@ -3940,7 +3940,7 @@ export interface operations {
             path: {
                 /**
                  * @description sandbox id
-                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
                  */
                 id: string;
             };
@@ -4067,7 +4067,7 @@ export interface operations {
             path: {
                 /**
                  * @description sandbox id
-                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3z
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
                  */
                 id: string;
             };
