@@ -156,6 +156,7 @@ func openServeStore(ctx context.Context, cfg Config, log *slog.Logger) (*store.S
 			Replica: cfg.WorkerID,
 			// Every replica records reaching Postgres each janitor interval.
 			Tolerance: 2 * cfg.JanitorInterval,
+			Ceiling:   cfg.OutageCreditMax,
 		}))
 	return st, notifier, func() { work.Close(); pool.Close() }, nil
 }
