@@ -11,6 +11,10 @@
 // replica's kill -9, on the node that made them. Some kills keep a replica
 // down past NODE_GRACE, so that its node is dead for a while. It needs root,
 // iproute2, util-linux and bubblewrap, and skips without them.
+// TestChaosOwners (owners_test.go) measures the owner bound under faults:
+// owner processes SIGKILLed at random while one replica, on a simulated
+// host, is cut off from Postgres by nftables for longer than a lease,
+// Postgres restarts and the other replicas are killed; it needs nft too.
 //
 //	go test ./test/chaos -run TestChaos -chaos.duration=3m -v   # the long runs, both (make chaos)
 //	go test ./test/chaos -run 'TestChaosNodes$' -chaos.duration=2m -count=10 -failfast -v   # nodes, 10 in a row
@@ -18,8 +22,9 @@
 //
 // The defaults (20s of storm each) run with the rest of the tests. They need
 // scripts/postgres.sh, which starts clusters of their own (TestChaos:
-// "chaos"; TestChaosNodes: "chaosnodes-…", one per run) so that restarting
-// one disturbs nothing else.
+// "chaos"; TestChaosNodes: "chaosnodes-…", TestChaosOwners:
+// "chaosowners-…", one per run) so that restarting one disturbs nothing
+// else.
 package chaos
 
 import (
