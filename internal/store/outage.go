@@ -203,20 +203,27 @@ func applyCredit(ctx context.Context, tx pgx.Tx, c OutageCredit) (owners, sandbo
 		"to at most %s after it; credited by replica %s",
 		c.From.UTC().Format(time.RFC3339Nano), c.To.UTC().Format(time.RFC3339Nano), c.Length().Round(time.Millisecond),
 		c.Ceiling, c.Replica)
+	// The live sandboxes are locked before their deadlines change and
+	// their events are written, so that one ended meanwhile by another
+	// transaction is left out (re-checked), not given an event after its
+	// end.
 	err = tx.QueryRow(ctx, `
 		WITH o AS (
 			UPDATE owners SET expires_at = least(expires_at + @gap::interval, @cap), updated_at = @now
 			WHERE expires_at >= @from AND expires_at < @cap
 			RETURNING tenant, name
+		), live AS (
+			SELECT s.id, s.tenant, s.state FROM sandboxes s
+			WHERE s.state IN `+liveStates+`
+			  AND ((s.expires_at >= @from AND s.expires_at < @cap) OR (s.tenant, s.owner) IN (SELECT tenant, name FROM o))
+			FOR UPDATE OF s
 		), sb AS (
-			UPDATE sandboxes SET expires_at = least(expires_at + @gap::interval, @cap), updated_at = @now
-			WHERE state IN `+liveStates+` AND expires_at >= @from AND expires_at < @cap
-			RETURNING id
+			UPDATE sandboxes s SET expires_at = least(s.expires_at + @gap::interval, @cap), updated_at = @now
+			FROM live WHERE s.id = live.id AND s.expires_at >= @from AND s.expires_at < @cap
+			RETURNING s.id
 		), ev AS (
 			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
-			SELECT s.id, s.tenant, @now, s.state, s.state, @reason, @actor, @msg FROM sandboxes s
-			WHERE s.state IN `+liveStates+`
-			  AND (s.id IN (SELECT id FROM sb) OR (s.tenant, s.owner) IN (SELECT tenant, name FROM o))
+			SELECT live.id, live.tenant, @now, live.state, live.state, @reason, @actor, @msg FROM live
 			RETURNING 1
 		), rec AS (
 			INSERT INTO outage_credits (credited_at, replica, unreached_from, unreached_to, ceiling, owners, sandboxes)

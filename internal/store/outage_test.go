@@ -321,3 +321,57 @@ func TestSettleOutage(t *testing.T) {
 		t.Errorf("credit events %+v, want one", evs)
 	}
 }
+
+// TestOutageCreditSkipsSandboxesEndedMeanwhile: a sandbox that another
+// transaction ends while the credit runs (its row locked, then committed
+// terminal) gets no credit event after its end, and is not counted.
+func TestOutageCreditSkipsSandboxesEndedMeanwhile(t *testing.T) {
+	t.Parallel()
+	r := newReplicas(t, 1, time.Hour)
+	kept := r.create(t, 0, "kept", 3*time.Second)
+	ending := r.create(t, 0, "ending", 3*time.Second)
+	r.credit(t, 0)
+	r.clock.Advance(30 * time.Second) // nobody reaches Postgres
+
+	tx, err := r.sts[0].Pool().Begin(r.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(r.ctx) }()
+	if _, err := tx.Exec(r.ctx, `UPDATE sandboxes SET state = 'cancelled', reason = 'requested', ended_at = now() WHERE id = $1`, ending.ID); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		c   store.OutageCredit
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, _, err := r.sts[0].CreditOutage(r.ctx)
+		done <- result{c, err}
+	}()
+	// The credit waits on the ended sandbox's row lock; the end commits.
+	var waiting bool
+	for deadline := time.Now().Add(10 * time.Second); !waiting && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if err := r.sts[0].Pool().QueryRow(r.ctx, `SELECT count(*) > 0 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%outage_credits%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !waiting {
+		t.Fatal("the credit never waited on the locked sandbox")
+	}
+	if err := tx.Commit(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res.err != nil || res.c.Sandboxes != 1 || res.c.Owners != 2 {
+		t.Fatalf("credit = %+v, %v; want 2 owners and 1 sandbox (the one still live)", res.c, res.err)
+	}
+	if evs := r.creditEvents(t, ending.ID); len(evs) != 0 {
+		t.Errorf("the sandbox ended meanwhile got credit events: %+v", evs)
+	}
+	if evs := r.creditEvents(t, kept.ID); len(evs) != 1 {
+		t.Errorf("the live sandbox got %d credit events, want 1", len(evs))
+	}
+}
