@@ -64,7 +64,8 @@ cleanup() {
 	scripts/postgres.sh stop "$cluster" >/dev/null 2>&1 || true
 	rm -rf "$state"
 	if [[ -n $cg ]]; then
-		rmdir "$cg" 2>/dev/null || true
+		# Deepest first: the local provider makes its sandboxes' groups below.
+		find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
 	fi
 }
 trap cleanup EXIT
