@@ -69,7 +69,7 @@ test: ## Run all tests (with -race) against the test Postgres (starts it unless 
 bench: ## Benchmarks against pgbench on the same Postgres (own cluster "bench"); results in bench-results/
 	$(GO) run ./cmd/bench -out bench-results
 
-chaos: ## The long chaos run: replicas killed at random, a Postgres restart, invariants checked (CHAOS_DURATION=3m)
+chaos: ## The long chaos runs: replicas killed at random, a Postgres restart, a replica partitioned, owners killed; invariants checked (CHAOS_DURATION=3m)
 	$(GO) test -count=1 ./test/chaos -run TestChaos -chaos.duration=$(CHAOS_DURATION) -v
 
 # The API's contract, in order: swag makes the Swagger 2.0 document from the

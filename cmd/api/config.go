@@ -112,6 +112,10 @@ type Config struct {
 	// have been ready before a missing resource makes it lost (ORPHAN_GRACE,
 	// default 30s).
 	OrphanGrace time.Duration
+	// OutageCreditMax is the ceiling of an outage credit
+	// (OUTAGE_CREDIT_MAX, default 2m): no owner lease or sandbox deadline is
+	// stretched to end more than this long after an outage ended.
+	OutageCreditMax time.Duration
 	// IdempotencyKeyTTL is how long an Idempotency-Key is remembered
 	// (IDEMPOTENCY_KEY_TTL, default 24h).
 	IdempotencyKeyTTL time.Duration
@@ -373,6 +377,7 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		LocalUIDCount:           int(num("LOCAL_UID_COUNT", local.DefaultUIDCount)),
 		JanitorInterval:         dur("JANITOR_INTERVAL", lifecycle.DefaultJanitorInterval),
 		OrphanGrace:             dur("ORPHAN_GRACE", lifecycle.DefaultOrphanGrace),
+		OutageCreditMax:         dur("OUTAGE_CREDIT_MAX", store.DefaultOutageCeiling),
 		IdempotencyKeyTTL:       dur("IDEMPOTENCY_KEY_TTL", lifecycle.DefaultIdempotencyKeyTTL),
 		DefaultOwnerTTL:         dur("DEFAULT_OWNER_TTL", tetherhttp.DefaultOwnerTTL),
 		DefaultTTL:              dur("DEFAULT_TTL", tetherhttp.DefaultTTL),

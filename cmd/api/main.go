@@ -151,7 +151,13 @@ func openServeStore(ctx context.Context, cfg Config, log *slog.Logger) (*store.S
 		return nil, nil, nil, err
 	}
 	notifier := notify.New(pool, log)
-	st := store.New(pool, store.WithWorkPool(work), store.WithAnnouncer(notifier), store.WithNodeGrace(cfg.NodeGrace))
+	st := store.New(pool, store.WithWorkPool(work), store.WithAnnouncer(notifier), store.WithNodeGrace(cfg.NodeGrace),
+		store.WithOutagePolicy(store.OutagePolicy{
+			Replica: cfg.WorkerID,
+			// Every replica records reaching Postgres each janitor interval.
+			Tolerance: 2 * cfg.JanitorInterval,
+			Ceiling:   cfg.OutageCreditMax,
+		}))
 	return st, notifier, func() { work.Close(); pool.Close() }, nil
 }
 

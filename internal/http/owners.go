@@ -42,7 +42,15 @@ type RenewedSandbox struct {
 	Capped bool `json:"capped"`
 }
 
+// outageSettler credits any outage before a lease is judged (see
+// store.SettleOutage): every handler whose call may end an owner's
+// sandboxes for a lapsed lease runs it first.
+type outageSettler interface {
+	SettleOutage(ctx context.Context) error
+}
+
 type ownerStore interface {
+	outageSettler
 	RenewOwnerLease(ctx context.Context, tenant, owner string, ttl time.Duration) (time.Time, error)
 	ReleaseOwner(ctx context.Context, tenant, owner string, by sandbox.Caller) ([]sandbox.Sandbox, error)
 }
@@ -107,6 +115,10 @@ func handleOwnerLease(cfg Config, st ownerStore) handlerFunc {
 		}
 		ttl, err := decodeTTL(c, cfg.MaxLifetime)
 		if err != nil {
+			return err
+		}
+		// A lapsed lease ends the owner's sandboxes: credit an outage first.
+		if err := st.SettleOutage(c.Request.Context()); err != nil {
 			return err
 		}
 		expires, err := st.RenewOwnerLease(c.Request.Context(), tenantOf(c), owner, ttl)

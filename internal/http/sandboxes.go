@@ -142,6 +142,7 @@ type SandboxList struct {
 } // @name SandboxList
 
 type sandboxCreator interface {
+	outageSettler
 	CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sandbox.Sandbox, bool, error)
 }
 
@@ -259,6 +260,12 @@ func handleSandboxCreate(cfg Config, st sandboxCreator, providers map[string]san
 			canonical, _ := json.Marshal(req)
 			sum := sha256.Sum256(canonical)
 			p.IdempotencyKey, p.RequestHash = key, sum[:]
+		}
+		if p.Owner != "" {
+			// The owner's lease is judged: credit an outage first.
+			if err := st.SettleOutage(c.Request.Context()); err != nil {
+				return err
+			}
 		}
 		sb, created, err := st.CreateSandbox(c.Request.Context(), p)
 		if err != nil {

@@ -17,6 +17,7 @@ type OwnerRequest struct {
 } // @name OwnerRequest
 
 type ownerTransferrer interface {
+	outageSettler
 	TransferOwner(ctx context.Context, tenant, id, owner string, ttl time.Duration, by sandbox.Caller) (sandbox.Sandbox, error)
 }
 
@@ -56,6 +57,10 @@ func handleSandboxOwner(cfg Config, st ownerTransferrer) handlerFunc {
 			return err
 		}
 		if err := validateOwner(req.Owner); err != nil {
+			return err
+		}
+		// The new owner's lease is judged: credit an outage first.
+		if err := st.SettleOutage(c.Request.Context()); err != nil {
 			return err
 		}
 		sb, err := st.TransferOwner(c.Request.Context(), tenantOf(c), id, req.Owner, cfg.DefaultOwnerTTL, callerOf(c))

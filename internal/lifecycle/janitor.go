@@ -87,6 +87,7 @@ type janitorStore interface {
 	Now() time.Time
 	TryLead(ctx context.Context, role, holder string, ttl time.Duration) (bool, error)
 	Resign(ctx context.Context, role, holder string) error
+	CreditOutage(ctx context.Context) (store.OutageCredit, bool, error)
 	EndLapsedOwners(ctx context.Context, limit int) ([]sandbox.Sandbox, error)
 	EndExpired(ctx context.Context, limit int) ([]sandbox.Sandbox, error)
 	FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, error)
@@ -297,6 +298,8 @@ type Report struct {
 	// Stranded counts ready sandboxes ended lost because their node died.
 	Stranded      int
 	KeysForgotten int64
+	// OutagesCredited counts outages credited to leases (0 or 1).
+	OutagesCredited int
 }
 
 // RunOnce runs every janitor duty once, whether or not this replica leads:
@@ -308,9 +311,11 @@ func (j *Janitor) RunOnce(ctx context.Context) (Report, error) {
 	return rep, errors.Join(err, rerr, nerr)
 }
 
-// Sweep ends sandboxes whose owner lease or deadline lapsed, settles
-// creations past their deadline and rescues lapsed worker leases. A failing
-// duty does not stop the others; their errors are joined.
+// Sweep credits any outage (CreditOutage), then ends sandboxes whose owner
+// lease or deadline lapsed, settles creations past their deadline and
+// rescues lapsed worker leases. Without the credit, no lease or deadline is
+// judged; otherwise a failing duty does not stop the others. Errors are
+// joined.
 func (j *Janitor) Sweep(ctx context.Context) (Report, error) {
 	start := time.Now()
 	defer func() { j.duration.WithLabelValues("sweep").Observe(time.Since(start).Seconds()) }()
@@ -335,8 +340,13 @@ func (j *Janitor) Sweep(ctx context.Context) (Report, error) {
 			}
 		}
 	}
-	sweep("owner_expired", j.store.EndLapsedOwners, &rep.OwnerExpired)
-	sweep("expired", j.store.EndExpired, &rep.Expired)
+	// Leases and deadlines are judged only once any outage is credited.
+	if err := j.creditOutage(ctx, &rep); err != nil {
+		errs = append(errs, err)
+	} else {
+		sweep("owner_expired", j.store.EndLapsedOwners, &rep.OwnerExpired)
+		sweep("expired", j.store.EndExpired, &rep.Expired)
+	}
 	sweep("overdue", j.store.FailOverdue, &rep.Overdue)
 
 	rescued, err := j.store.RescueLapsedLeases(ctx)
@@ -349,6 +359,27 @@ func (j *Janitor) Sweep(ctx context.Context) (Report, error) {
 		j.log.Info("janitor: rescued lapsed leases", "count", rescued)
 	}
 	return rep, errors.Join(errs...)
+}
+
+// creditOutage runs the store's CreditOutage, the step before leases are
+// judged: it records that this replica reached Postgres and credits a span
+// in which no replica did. It gives up after two intervals, so that a call
+// stuck on a dead connection does not hold the sweeps for ever.
+func (j *Janitor) creditOutage(ctx context.Context, rep *Report) error {
+	cctx, cancel := context.WithTimeout(ctx, 2*j.cfg.Interval)
+	defer cancel()
+	c, credited, err := j.store.CreditOutage(cctx)
+	if err != nil {
+		return err
+	}
+	if credited {
+		rep.OutagesCredited++
+		j.actions.WithLabelValues("outage_credited").Inc()
+		j.log.Warn("janitor: outage credited to leases: no replica reached Postgres",
+			"from", c.From, "to", c.To, "length", c.Length(), "ceiling", c.Ceiling,
+			"owners_extended", c.Owners, "sandboxes_extended", c.Sandboxes)
+	}
+	return nil
 }
 
 // Reconcile compares the inventory of every provider that is not

@@ -102,6 +102,10 @@ const (
 	// ReasonOwnerTransferred is the reason of the event that records a
 	// change of owner; it is never a sandbox's own reason.
 	ReasonOwnerTransferred Reason = "owner_transferred"
+	// ReasonOutageCredited is the reason of the event that records that an
+	// outage was credited to the sandbox's deadline or its owner's lease;
+	// it is never a sandbox's own reason.
+	ReasonOutageCredited Reason = "outage_credited"
 )
 
 // Reasons lists every reason a sandbox itself can end with.

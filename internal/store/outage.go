@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -11,97 +12,228 @@ import (
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
-// outage remembers, for this process, when the store last reached Postgres
-// and since when it has failed to, so that the time Postgres was
-// unreachable is credited to leases (CreditOutage) before any lease is
-// judged again: a heartbeat that failed only because Tether could not
-// reach Postgres must never expire its owner. Lease renewals and the
-// janitor's sweeps, which every replica runs each interval, feed it.
+// An outage credit gives back to leases the time no heartbeat could have
+// been recorded: a span in which no replica reached Postgres. Every
+// replica's janitor runs CreditOutage once an interval, which records in
+// the row outage_credit that this replica reached Postgres now
+// (reached_at). When the last such record is older than the tolerance, no
+// replica reached Postgres in between (or none ran), so the span since is
+// credited, once: the row is locked, and the first replica back moves
+// reached_at up to now. One replica's own loss of Postgres leaves no such
+// span, since the others keep recording, and credits nothing.
+//
+// Leases are judged (EndLapsedOwners, RenewOwnerLease, a create naming an
+// owner, TransferOwner) only after the credit: the janitor runs
+// CreditOutage before its sweeps, and the API calls SettleOutage before a
+// call that judges a lease, which runs CreditOutage only when this replica
+// has not run it within the tolerance (after its own outage, or at start).
+
+// Outage credit defaults, for zero OutagePolicy fields.
+const (
+	// DefaultOutageTolerance is how long no replica may record reaching
+	// Postgres before the span counts as an outage: two default janitor
+	// intervals.
+	DefaultOutageTolerance = 10 * time.Second
+	// DefaultOutageCeiling is OUTAGE_CREDIT_MAX's default.
+	DefaultOutageCeiling = 2 * time.Minute
+)
+
+// OutagePolicy says when and how far outages are credited to leases.
+type OutagePolicy struct {
+	// Replica names this replica in the credits it records.
+	Replica string
+	// Tolerance is the longest span without a replica recording that it
+	// reached Postgres that is not an outage. Replicas record it every
+	// janitor interval, so this is a little over one interval: two.
+	// Default DefaultOutageTolerance.
+	Tolerance time.Duration
+	// Ceiling bounds a credit (OUTAGE_CREDIT_MAX): no lease or deadline is
+	// stretched to end more than this long after the outage ended, so after
+	// a long outage owners must heartbeat again within the rest of their
+	// lease, and at most this long, or lose their sandboxes. Default
+	// DefaultOutageCeiling.
+	Ceiling time.Duration
+}
+
+// WithOutagePolicy sets how outages are credited (see OutagePolicy).
+func WithOutagePolicy(p OutagePolicy) Option {
+	return func(s *Store) {
+		if p.Replica != "" {
+			s.outage.policy.Replica = p.Replica
+		}
+		if p.Tolerance > 0 {
+			s.outage.policy.Tolerance = p.Tolerance
+		}
+		if p.Ceiling > 0 {
+			s.outage.policy.Ceiling = p.Ceiling
+		}
+	}
+}
+
+// outage is this process's part in crediting outages: its policy, and when
+// it last ran CreditOutage to the end.
 type outage struct {
-	mu          sync.Mutex
-	lastReached time.Time
-	since       time.Time // zero: no outage pending credit
+	policy OutagePolicy
+
+	mu sync.Mutex
+	// checked is the latest record of a replica reaching Postgres that
+	// this replica knows of, with every outage before it credited; zero:
+	// none since start.
+	checked time.Time
 }
 
-// reached records that Postgres answered.
-func (s *Store) reached() {
-	s.outage.mu.Lock()
-	defer s.outage.mu.Unlock()
-	if s.outage.since.IsZero() {
-		s.outage.lastReached = s.Now()
-	}
+func defaultOutagePolicy() OutagePolicy {
+	return OutagePolicy{Replica: "tether", Tolerance: DefaultOutageTolerance, Ceiling: DefaultOutageCeiling}
 }
 
-// unreachable records that err, if it says Postgres cannot be reached,
-// began or continues an outage, which began when Postgres last answered.
-func (s *Store) unreachable(err error) {
-	if !errors.Is(err, sandbox.ErrUnavailable) {
-		return
-	}
-	s.outage.mu.Lock()
-	defer s.outage.mu.Unlock()
-	if s.outage.since.IsZero() {
-		s.outage.since = s.outage.lastReached
-	}
+// OutageCredit is one credited outage.
+type OutageCredit struct {
+	// Replica is the replica that credited it.
+	Replica string
+	// From and To bound the span no replica recorded reaching Postgres:
+	// from the last record before the outage to the first one after.
+	From, To time.Time
+	// Ceiling is the ceiling in force: no lease was stretched past To+Ceiling.
+	Ceiling time.Duration
+	// Owners counts the owner leases extended; Sandboxes the live
+	// sandboxes whose deadline or owner's lease was extended (each has an
+	// outage_credited event).
+	Owners, Sandboxes int64
 }
 
-// creditPendingOutage credits the outage this process saw, if any, before
-// a lease is judged.
-func (s *Store) creditPendingOutage(ctx context.Context) error {
-	s.outage.mu.Lock()
-	since := s.outage.since
-	s.outage.mu.Unlock()
-	if since.IsZero() {
-		return nil
-	}
-	if _, err := s.CreditOutage(ctx, since, s.Now()); err != nil {
-		return err
-	}
-	s.outage.mu.Lock()
-	defer s.outage.mu.Unlock()
-	if s.outage.since.Equal(since) {
-		s.outage.since = time.Time{}
-		s.outage.lastReached = s.Now()
-	}
-	return nil
-}
+// Length is the outage's length: how long no replica reached Postgres.
+func (c OutageCredit) Length() time.Duration { return c.To.Sub(c.From) }
 
-// CreditOutage extends owner leases and live sandboxes' deadlines by the
-// part of the outage [from, to] not credited before, for those still
-// running at its start: a heartbeat or renewal that failed only because
-// Tether could not reach Postgres must not end them. Replicas that saw the
-// same outage credit it once between them. It returns the time credited.
-func (s *Store) CreditOutage(ctx context.Context, from, to time.Time) (time.Duration, error) {
-	var gap time.Duration
+// CreditOutage records that this replica reached Postgres now and, if no
+// replica had recorded reaching it for longer than the tolerance, credits
+// that span to leases: every owner lease and live sandbox deadline that
+// had not lapsed when the span began is extended by the span's length,
+// though never to end more than the ceiling after now (and never
+// shortened). Each extended sandbox gets an event (reason outage_credited)
+// and the credit a row in outage_credits. It returns the credit, and
+// whether there was one. A span is credited once, whichever replicas see it.
+//
+// Callers run it before they judge leases: the janitor before each sweep,
+// the API through SettleOutage.
+func (s *Store) CreditOutage(ctx context.Context) (OutageCredit, bool, error) {
+	p := s.outage.policy
+	var (
+		now      time.Time
+		credit   OutageCredit
+		credited bool
+	)
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
-		var credited time.Time
+		// The row lock makes replicas that come back together credit in
+		// turn: the second sees the first's record of now.
+		var reached *time.Time
 		err := tx.QueryRow(ctx, `
-			INSERT INTO outage_credit (id, credited_until) VALUES (true, $1)
-			ON CONFLICT (id) DO UPDATE SET credited_until = outage_credit.credited_until
-			RETURNING credited_until`, from).Scan(&credited)
+			INSERT INTO outage_credit (id, credited_until, reached_at) VALUES (true, $1, $1)
+			ON CONFLICT (id) DO UPDATE SET id = true
+			RETURNING reached_at`, s.Now()).Scan(&reached)
 		if err != nil {
 			return err
 		}
-		start := from
-		if credited.After(start) {
-			start = credited
+		// Now is when Postgres answered, not when the call began: a call
+		// that hung through an outage must not record a time inside it.
+		now = s.Now()
+		credit, credited = OutageCredit{Replica: p.Replica, To: now, Ceiling: p.Ceiling}, false
+		if reached != nil && now.Sub(*reached) > p.Tolerance {
+			credit.From, credited = *reached, true
+			if credit.Owners, credit.Sandboxes, err = applyCredit(ctx, tx, credit); err != nil {
+				return err
+			}
 		}
-		if !to.After(start) {
-			return nil
-		}
-		gap = to.Sub(start)
-		if _, err := tx.Exec(ctx, `UPDATE owners SET expires_at = expires_at + $2::interval WHERE expires_at >= $1`, start, gap); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE sandboxes SET expires_at = expires_at + $2::interval
-			WHERE state IN `+liveStates+` AND expires_at >= $1`, start, gap); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `UPDATE outage_credit SET credited_until = $1`, to)
+		_, err = tx.Exec(ctx, `UPDATE outage_credit SET reached_at = greatest(reached_at, $1),
+			credited_until = CASE WHEN $2 THEN $1 ELSE credited_until END`, now, credited)
 		return err
 	})
 	if err != nil {
-		return 0, wrap("credit outage", err)
+		return OutageCredit{}, false, wrap("credit outage", err)
 	}
-	return gap, nil
+	s.outage.mu.Lock()
+	s.outage.checked = now
+	s.outage.mu.Unlock()
+	return credit, credited, nil
+}
+
+// SettleOutage makes sure any outage is credited before this replica
+// judges a lease. Call it before RenewOwnerLease, a create naming an owner,
+// and TransferOwner. Within the tolerance of the last record it knows of,
+// no outage long enough to credit can have ended unseen, and it returns at
+// once. Otherwise it reads the record: if a replica reached Postgres within
+// the tolerance, any outage before was credited by that replica, and it
+// writes nothing; if not, it runs CreditOutage. It returns the error of
+// either, typically sandbox.ErrUnavailable: then no lease must be judged.
+func (s *Store) SettleOutage(ctx context.Context) error {
+	tolerance := s.outage.policy.Tolerance
+	s.outage.mu.Lock()
+	checked := s.outage.checked
+	s.outage.mu.Unlock()
+	if !checked.IsZero() && s.Now().Sub(checked) <= tolerance {
+		return nil
+	}
+	var reached *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT reached_at FROM outage_credit WHERE id`).Scan(&reached)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil // nothing recorded yet: nothing to credit
+	case err != nil:
+		return wrap("settle outage", err)
+	case reached == nil:
+		return nil
+	case s.Now().Sub(*reached) <= tolerance:
+		s.outage.mu.Lock()
+		if reached.After(s.outage.checked) {
+			s.outage.checked = *reached
+		}
+		s.outage.mu.Unlock()
+		return nil
+	}
+	_, _, err = s.CreditOutage(ctx)
+	return err
+}
+
+// applyCredit extends, in tx, the owner leases and live sandbox deadlines
+// alive at c.From by the outage's length, capped at c.To+c.Ceiling (a
+// lease already ending later is left alone), writes an outage_credited
+// event for every live sandbox so extended (directly, or through its
+// owner), and records the credit.
+func applyCredit(ctx context.Context, tx pgx.Tx, c OutageCredit) (owners, sandboxes int64, err error) {
+	msg := fmt.Sprintf("no replica reached Postgres from %s to %s (%s): leases and deadlines alive then were extended by that, "+
+		"to at most %s after it; credited by replica %s",
+		c.From.UTC().Format(time.RFC3339Nano), c.To.UTC().Format(time.RFC3339Nano), c.Length().Round(time.Millisecond),
+		c.Ceiling, c.Replica)
+	// The live sandboxes are locked before their deadlines change and
+	// their events are written, so that one ended meanwhile by another
+	// transaction is left out (re-checked), not given an event after its
+	// end.
+	err = tx.QueryRow(ctx, `
+		WITH o AS (
+			UPDATE owners SET expires_at = least(expires_at + @gap::interval, @cap), updated_at = @now
+			WHERE expires_at >= @from AND expires_at < @cap
+			RETURNING tenant, name
+		), live AS (
+			SELECT s.id, s.tenant, s.state FROM sandboxes s
+			WHERE s.state IN `+liveStates+`
+			  AND ((s.expires_at >= @from AND s.expires_at < @cap) OR (s.tenant, s.owner) IN (SELECT tenant, name FROM o))
+			FOR UPDATE OF s
+		), sb AS (
+			UPDATE sandboxes s SET expires_at = least(s.expires_at + @gap::interval, @cap), updated_at = @now
+			FROM live WHERE s.id = live.id AND s.expires_at >= @from AND s.expires_at < @cap
+			RETURNING s.id
+		), ev AS (
+			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
+			SELECT live.id, live.tenant, @now, live.state, live.state, @reason, @actor, @msg FROM live
+			RETURNING 1
+		), rec AS (
+			INSERT INTO outage_credits (credited_at, replica, unreached_from, unreached_to, ceiling, owners, sandboxes)
+			SELECT @now, @replica, @from, @now, @ceiling::interval, (SELECT count(*) FROM o), (SELECT count(*) FROM ev)
+		)
+		SELECT (SELECT count(*) FROM o), (SELECT count(*) FROM ev)`,
+		pgx.NamedArgs{
+			"gap": c.Length(), "cap": c.To.Add(c.Ceiling), "from": c.From, "now": c.To,
+			"reason": string(sandbox.ReasonOutageCredited), "actor": string(sandbox.ActorJanitor), "msg": msg,
+			"replica": c.Replica, "ceiling": c.Ceiling,
+		}).Scan(&owners, &sandboxes)
+	return owners, sandboxes, err
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -50,11 +49,9 @@ func lapseOwner(ctx context.Context, tx pgx.Tx, now time.Time, tenant, owner str
 // lease had lapsed, the owner's sandboxes that outlived it are ended first
 // (owner_expired): a heartbeat after a lapse starts a new lease, it does not
 // revive the old one. An owner the tenant never named is ErrNotFound.
+// Callers run SettleOutage first, so that an outage is credited before the
+// lease is judged.
 func (s *Store) RenewOwnerLease(ctx context.Context, tenant, owner string, ttl time.Duration) (time.Time, error) {
-	if err := s.creditPendingOutage(ctx); err != nil {
-		s.unreachable(err)
-		return time.Time{}, fmt.Errorf("renew owner lease: %w", err)
-	}
 	now := s.Now()
 	expires := now.Add(ttl)
 	var lapsed []sandbox.Sandbox
@@ -72,11 +69,8 @@ func (s *Store) RenewOwnerLease(ctx context.Context, tenant, owner string, ttl t
 		return err
 	})
 	if err != nil {
-		err = wrap("renew owner lease", err)
-		s.unreachable(err)
-		return time.Time{}, err
+		return time.Time{}, wrap("renew owner lease", err)
 	}
-	s.reached()
 	s.announce(lapsed...)
 	return expires, nil
 }
@@ -109,12 +103,9 @@ func (s *Store) ReleaseOwner(ctx context.Context, tenant, owner string, by sandb
 }
 
 // EndLapsedOwners ends up to limit live sandboxes whose owner's lease has
-// lapsed, with reason owner_expired.
+// lapsed, with reason owner_expired. The janitor runs CreditOutage first,
+// so that an outage is credited before leases are judged.
 func (s *Store) EndLapsedOwners(ctx context.Context, limit int) ([]sandbox.Sandbox, error) {
-	if err := s.creditPendingOutage(ctx); err != nil {
-		s.unreachable(err)
-		return nil, fmt.Errorf("end lapsed owners: %w", err)
-	}
 	ended, err := endMany(ctx, s.work, `
 		SELECT s.id, s.state, s.lease_owner FROM sandboxes s
 		JOIN owners o ON o.tenant = s.tenant AND o.name = s.owner
@@ -123,11 +114,8 @@ func (s *Store) EndLapsedOwners(ctx context.Context, limit int) ([]sandbox.Sandb
 		FOR UPDATE OF s SKIP LOCKED`,
 		s.Now(), sandbox.ReasonOwnerExpired, sandbox.ActorJanitor, "owner lease lapsed", limit)
 	if err != nil {
-		err = wrap("end lapsed owners", err)
-		s.unreachable(err)
-		return nil, err
+		return nil, wrap("end lapsed owners", err)
 	}
-	s.reached()
 	s.announce(ended...)
 	return ended, nil
 }
@@ -137,11 +125,9 @@ func (s *Store) EndLapsedOwners(ctx context.Context, limit int) ([]sandbox.Sandb
 // lease, which starts (of ttl) if owner has none live. The change is
 // recorded as an event. Naming the current owner changes nothing. A sandbox
 // that has ended is a SANDBOX_STATE_CONFLICT; one of another tenant is
-// ErrNotFound. by is the API key of the client that asked.
+// ErrNotFound. by is the API key of the client that asked. Callers run
+// SettleOutage first: the new owner's lease may be judged.
 func (s *Store) TransferOwner(ctx context.Context, tenant, id, owner string, ttl time.Duration, by sandbox.Caller) (sandbox.Sandbox, error) {
-	if err := s.creditPendingOutage(ctx); err != nil {
-		return sandbox.Sandbox{}, fmt.Errorf("transfer owner: %w", err)
-	}
 	now := s.Now()
 	var (
 		sb    sandbox.Sandbox

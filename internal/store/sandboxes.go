@@ -175,7 +175,8 @@ func byID(sbs []sandbox.Sandbox) map[string]sandbox.Sandbox {
 // CreateSandbox records a new sandbox in state requested with its first
 // event. With an idempotency key it returns the sandbox an earlier request
 // with the same key and hash made, and created is false; a different hash is
-// an IDEMPOTENCY_KEY_REUSED error.
+// an IDEMPOTENCY_KEY_REUSED error. A create naming an owner judges that
+// owner's lease: callers run SettleOutage first.
 func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb sandbox.Sandbox, created bool, err error) {
 	labels, err := json.Marshal(nonNil(p.Labels))
 	if err != nil {
@@ -205,12 +206,6 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 			return sandbox.Sandbox{}, false, wrap("create sandbox", err)
 		}
 		return sb, true, nil
-	}
-	if p.Owner != "" {
-		// The owner's lease is judged below: credit an outage first.
-		if err := s.creditPendingOutage(ctx); err != nil {
-			return sandbox.Sandbox{}, false, fmt.Errorf("create sandbox: %w", err)
-		}
 	}
 	var lapsed []sandbox.Sandbox
 	err = s.pool.inTx(ctx, func(tx pgx.Tx) error {

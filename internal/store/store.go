@@ -55,7 +55,7 @@ type Store struct {
 	// now is the clock every timestamp the store writes comes from; tests
 	// inject their own to move time without sleeping.
 	now func() time.Time
-	// outage tracks this process's view of Postgres's reachability.
+	// outage is this replica's part in crediting outages (see CreditOutage).
 	outage outage
 	// nodeGrace is how old a node's last heartbeat may be while it counts
 	// as alive (see WithNodeGrace).
@@ -128,10 +128,10 @@ const workFlights = 2
 func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	durable := durablePool{pool}
 	s := &Store{pool: durable, work: durable.async(), now: time.Now, nodeGrace: DefaultNodeGrace}
+	s.outage.policy = defaultOutagePolicy()
 	for _, o := range opts {
 		o(s)
 	}
-	s.outage.lastReached = s.Now()
 	s.creates = newBatcher(createFlights, batchWrite[newSandboxRow, sandbox.Sandbox]{
 		key: func(r newSandboxRow) string { return r.id }, one: s.createOne, many: s.createMany,
 		missing: func(r newSandboxRow) error { return fmt.Errorf("sandbox %s missing from the batch insert", r.id) },

@@ -1247,38 +1247,3 @@ func TestStateLists(t *testing.T) {
 		t.Errorf("terminalStates = %s, want %s", store.TerminalStatesSQL, want)
 	}
 }
-
-// TestCreditOutage: after an outage, owners alive when it began and live
-// sandboxes get its length back, once however many replicas credit it;
-// an owner that lapsed before it is not revived.
-func TestCreditOutage(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	owned := b.create(t, func(p *sandbox.CreateParams) { p.Owner, p.OwnerTTL = "alive", 10*time.Second })
-	lapsed := b.create(t, func(p *sandbox.CreateParams) { p.Owner, p.OwnerTTL = "gone", time.Second })
-	b.clock.Advance(2 * time.Second) // "gone" lapsed before the outage
-	from := b.clock.Now()
-	b.clock.Advance(20 * time.Second) // Postgres down; "alive" could not heartbeat
-	to := b.clock.Now()
-
-	for i, want := range []time.Duration{20 * time.Second, 0} { // a second replica credits nothing more
-		got, err := b.st.CreditOutage(b.ctx, from, to)
-		if err != nil || got != want {
-			t.Fatalf("CreditOutage #%d = %s, %v; want %s", i+1, got, err, want)
-		}
-	}
-	ended, err := b.st.EndLapsedOwners(b.ctx, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ended) != 1 || ended[0].ID != lapsed.ID {
-		t.Errorf("ended %v after the credit, want only the sandbox of the owner that lapsed before the outage", ended)
-	}
-	cur, err := b.st.Sandbox(b.ctx, owned.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !cur.Live() || !cur.ExpiresAt.Equal(owned.ExpiresAt.Add(20*time.Second)) {
-		t.Errorf("the owned sandbox is %s expiring %s, want live and its deadline 20s later than %s", cur.State, cur.ExpiresAt, owned.ExpiresAt)
-	}
-}

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -68,4 +70,16 @@ func TestOutageDoesNotEndLiveOwners(t *testing.T) {
 		t.Errorf("the owner that kept heartbeating lost its sandbox: %v", sb)
 	}
 	e.waitFor(quitter, "ended by its owner's lapse", func(sb map[string]any) bool { return sb["reason"] == "owner_expired" })
+	// The credit that kept it is in its history, saying why.
+	_, page := e.do(http.MethodGet, "/v1/sandboxes/"+alive+"/events", nil)
+	items, _ := page["items"].([]any)
+	var credits []map[string]any
+	for _, it := range items {
+		if ev, _ := it.(map[string]any); ev["reason"] == "outage_credited" {
+			credits = append(credits, ev)
+		}
+	}
+	if len(credits) != 1 || !strings.Contains(fmt.Sprint(credits[0]["message"]), "no replica reached Postgres") {
+		t.Errorf("the kept sandbox's history has credit events %v, want one explaining the outage", credits)
+	}
 }

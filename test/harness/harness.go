@@ -59,12 +59,21 @@ func Build(t testing.TB) string {
 // Postgres runs `scripts/postgres.sh ACTION NAME` for a cluster of the
 // test's own (never DATABASE_URL's) and returns its last line of output,
 // the server URL for start. Extra environment (such as
-// TETHER_PG_STOP_MODE=immediate) is passed on.
+// TETHER_PG_STOP_MODE=immediate, or TETHER_PG_PORT) is passed on. A
+// TETHER_PG_PORT of this process's environment is not: it is the port of
+// the test cluster (`TETHER_PG_PORT=N make test`), which the test's own
+// clusters must not take, and it would make url and admin-url name that
+// port instead of the one the cluster runs on.
 func Postgres(t testing.TB, action, name string, env ...string) string {
 	t.Helper()
 	cmd := exec.Command("bash", "scripts/postgres.sh", action, name)
 	cmd.Dir = RepoRoot(t)
-	cmd.Env = append(withoutDatabaseURL(), env...)
+	for _, kv := range withoutDatabaseURL() {
+		if !strings.HasPrefix(kv, "TETHER_PG_PORT=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

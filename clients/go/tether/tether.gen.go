@@ -506,7 +506,7 @@ type Event struct {
 	// Message Example: created by provider sim
 	Message string `json:"message"`
 
-	// Reason Reason is the reason recorded with the transition (a sandbox's end reason, or owner_transferred); null when there is none.
+	// Reason Reason is the reason recorded with the transition (a sandbox's end reason, owner_transferred, or outage_credited for an outage credited to its deadline or its owner's lease); null when there is none.
 	//
 	// Example: requested
 	Reason *string `json:"reason"`

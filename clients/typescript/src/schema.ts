@@ -751,7 +751,7 @@ export interface components {
             /** @example created by provider sim */
             message: string;
             /**
-             * @description Reason is the reason recorded with the transition (a sandbox's end reason, or owner_transferred); null when there is none.
+             * @description Reason is the reason recorded with the transition (a sandbox's end reason, owner_transferred, or outage_credited for an outage credited to its deadline or its owner's lease); null when there is none.
              * @example requested
              */
             reason: string | null;

@@ -19,9 +19,12 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -263,3 +266,47 @@ func redact(raw string) string {
 	}
 	return u.Redacted()
 }
+
+// Link is a pool on a database whose connection to Postgres a test can cut
+// and restore, as a network fault cuts one replica off: while cut, every
+// connection it held is closed and every new one is refused, so the
+// store's calls fail with sandbox.ErrUnavailable.
+type Link struct {
+	Pool *pgxpool.Pool
+	cut  atomic.Bool
+}
+
+// NewLink returns a Link to the database dbURL (see NewURL), closed when
+// the test ends.
+func NewLink(t testing.TB, dbURL string) *Link {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatalf("storetest: parse %s: %v", redact(dbURL), err)
+	}
+	l := &Link{}
+	var d net.Dialer
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if l.cut.Load() {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	if l.Pool, err = pgxpool.NewWithConfig(context.Background(), cfg); err != nil {
+		t.Fatalf("storetest: connect: %v", err)
+	}
+	t.Cleanup(l.Pool.Close)
+	return l
+}
+
+// Cut cuts the link: connections held are closed, new ones refused.
+func (l *Link) Cut() {
+	l.cut.Store(true)
+	l.Pool.Reset()
+}
+
+// Restore lets the link connect again.
+func (l *Link) Restore() { l.cut.Store(false) }
+
+// IsCut reports whether the link is cut.
+func (l *Link) IsCut() bool { return l.cut.Load() }

@@ -4,15 +4,18 @@
 // that sandboxes left behind by a Tether killed with SIGKILL, once they end,
 // do not pile up as zombies (this machine's own pid 1 does not reap).
 //
-// Usage: reaper HOSTNAME. It sets the (UTS namespace's) hostname, prints
-// "ready" on standard output, and then reaps until it is killed; its death
-// ends every process of its pid namespace.
+// Usage: reaper HOSTNAME. It sets the (UTS namespace's) hostname, drops
+// the host's copies of this machine's loop-device mounts (see
+// dropLoopMounts), prints "ready" on standard output, and then reaps until
+// it is killed; its death ends every process of its pid namespace.
 package main
 
 import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -23,6 +26,10 @@ func main() {
 	}
 	if err := syscall.Sethostname([]byte(os.Args[1])); err != nil {
 		fmt.Fprintf(os.Stderr, "reaper: sethostname: %v\n", err)
+		os.Exit(1)
+	}
+	if err := dropLoopMounts(); err != nil {
+		fmt.Fprintf(os.Stderr, "reaper: %v\n", err)
 		os.Exit(1)
 	}
 	// Signals are buffered so that a burst of SIGCHLD is not lost between
@@ -52,4 +59,59 @@ func reap() {
 			return
 		}
 	}
+}
+
+// dropLoopMounts detaches, in the host's mount namespace (new, a private
+// copy of this machine's), every file system on a loop device. Those are
+// copies of mounts that existed when the host was made: the local
+// provider's /workspace images of sandboxes of other hosts and of other
+// tests on this machine. A copy here keeps its loop device busy, so that
+// sandbox's release waits for this host's end (for a whole test run; it
+// made the Python client's owner-death test flaky). The host's own
+// sandboxes mount theirs later.
+func dropLoopMounts() error {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return fmt.Errorf("read mountinfo: %w", err)
+	}
+	for _, mp := range loopMounts(string(b)) {
+		if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil && err != syscall.EINVAL && err != syscall.ENOENT {
+			return fmt.Errorf("unmount %s: %w", mp, err)
+		}
+	}
+	return nil
+}
+
+// loopMounts returns the mount points, in a mountinfo table (proc(5)), of
+// the file systems whose source is a loop device.
+func loopMounts(mountinfo string) []string {
+	var out []string
+	for line := range strings.SplitSeq(mountinfo, "\n") {
+		mine, theirs, ok := strings.Cut(line, " - ")
+		if !ok {
+			continue
+		}
+		fields, rest := strings.Fields(mine), strings.Fields(theirs)
+		if len(fields) < 5 || len(rest) < 2 || !strings.HasPrefix(rest[1], "/dev/loop") {
+			continue
+		}
+		out = append(out, unescapeMount(fields[4]))
+	}
+	return out
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
