@@ -246,7 +246,6 @@ kind: KwokConfiguration
 options:
   manageAllNodes: true
   nodeIP: 127.0.0.1
-  nodeName: kwok-node-0
   nodePort: $kwok_port
   serverAddress: 127.0.0.1:$kwok_port
   tlsCertFile: $state/server.crt
@@ -288,6 +287,7 @@ EOF
 # SIGTERM, end the others and reap them all.
 supervise() {
 	local pids=() names=()
+	echo $$ >"$state/supervisor.pid"
 	run() {
 		local name=$1
 		shift
