@@ -323,7 +323,7 @@ supervise() {
 		--service-account-issuer https://kubernetes.default.svc \
 		--service-account-key-file "$state/sa.pub" --service-account-signing-key-file "$state/sa.key" \
 		--service-cluster-ip-range 10.96.0.0/16 --authorization-mode Node,RBAC \
-		--kubelet-preferred-address-types InternalIP --profiling=false
+		--kubelet-preferred-address-types InternalIP --endpoint-reconciler-type none --profiling=false
 	run kube-controller-manager "$b/kube-controller-manager" --kubeconfig "$state/kube-controller-manager.kubeconfig" \
 		--controllers='*' --leader-elect=false --bind-address 127.0.0.1 --secure-port 0 \
 		--service-account-private-key-file "$state/sa.key" --root-ca-file "$state/ca.crt" --profiling=false
