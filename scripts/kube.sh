@@ -248,6 +248,7 @@ options:
   nodeIP: 127.0.0.1
   nodePort: $kwok_port
   serverAddress: 127.0.0.1:$kwok_port
+  enableDebuggingHandlers: true
   tlsCertFile: $state/server.crt
   tlsPrivateKeyFile: $state/server.key
   cidr: 10.0.0.1/24
