@@ -20,12 +20,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/streaming/pkg/httpstream"
 )
 
 // cluster is a control plane started by scripts/kube.sh for one test.
@@ -73,7 +73,7 @@ func startCluster(t *testing.T) *cluster {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("the test control plane did not start: scripts/kube.sh start: %v\n%s", err, stderr.String())
+		t.Fatalf("the test control plane did not start (port %s; TETHER_KUBE_TEST_PORT sets it): scripts/kube.sh start: %v\n%s", port, err, stderr.String())
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	kubeconfig := lines[len(lines)-1]
@@ -168,7 +168,10 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: not within %v (last error: %v)", what, timeout, last)
+			if last == nil {
+				return fmt.Errorf("%s: not within %v", what, timeout)
+			}
+			return fmt.Errorf("%s: not within %v (last error: %w)", what, timeout, last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
