@@ -2,9 +2,7 @@ package local
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -162,13 +160,8 @@ func (cg *cgroups) setCeiling(share Limits) error {
 		case strings.Contains(base, "/memory/"):
 			settings["memory.limit_in_bytes"] = memory
 		}
-		for file, value := range settings {
-			if err := os.WriteFile(filepath.Join(base, file), []byte(value), 0o644); err != nil {
-				if file == "memory.swap.max" && errors.Is(err, fs.ErrNotExist) {
-					continue
-				}
-				return fmt.Errorf("capping %s at the host share: %s: %w", base, file, err)
-			}
+		if err := writeLimits(base, settings); err != nil {
+			return fmt.Errorf("capping %s at the host share: %w", base, err)
 		}
 	}
 	return nil

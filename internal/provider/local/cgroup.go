@@ -172,14 +172,22 @@ func (cg *cgroups) create(id string, lim Limits) error {
 		case strings.Contains(dir, "/cpu/"):
 			settings["cpu.shares"] = cgroupCPUSharesV1
 		}
-		for file, value := range settings {
-			if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0o644); err != nil {
-				// memory.swap.max is absent where swap accounting is off.
-				if file == "memory.swap.max" && errors.Is(err, fs.ErrNotExist) {
-					continue
-				}
-				return fmt.Errorf("cgroup: %s: %w", file, err)
+		if err := writeLimits(dir, settings); err != nil {
+			return fmt.Errorf("cgroup: %w", err)
+		}
+	}
+	return nil
+}
+
+// writeLimits writes each control file of settings in the group folder dir.
+// memory.swap.max is absent where swap accounting is off: then it is skipped.
+func writeLimits(dir string, settings map[string]string) error {
+	for file, value := range settings {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0o644); err != nil {
+			if file == "memory.swap.max" && errors.Is(err, fs.ErrNotExist) {
+				continue
 			}
+			return fmt.Errorf("%s: %w", file, err)
 		}
 	}
 	return nil
