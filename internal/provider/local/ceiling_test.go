@@ -135,7 +135,8 @@ func TestHostShareReservations(t *testing.T) {
 // cap (lowered here below the sum of their limits, as it is for whatever
 // the reservations do not count), and the host forks all along.
 func TestForkBombsLeaveTheHostAbleToFork(t *testing.T) {
-	t.Parallel()
+	// Not parallel: its fork bombs load every core, which would stretch the
+	// timings the package's parallel tests keep to (exec timeouts).
 	p, _ := newSharedProvider(t, Limits{Pids: 1200}, Limits{})
 	pidsBase := p.cg.bases[0]
 	if b, err := os.ReadFile(filepath.Join(pidsBase, "pids.max")); err != nil || strings.TrimSpace(string(b)) != "1200" {
