@@ -428,7 +428,7 @@ func (h *chaos) killLoop(ctx context.Context) {
 		r.Start()
 		if h.hosts != nil {
 			// The node is down until its replica answers again.
-			h.waitReady(r, 60*time.Second)
+			waitReady(h.t, r, 60*time.Second)
 			h.mu.Lock()
 			h.downs[r.Host().Name] = append(h.downs[r.Host().Name], window{from, time.Now()})
 			h.mu.Unlock()
@@ -440,7 +440,7 @@ func (h *chaos) killLoop(ctx context.Context) {
 // goroutine: a replica that never does fails the test). A replica that
 // exits meanwhile (one that starts while Postgres restarts gives up) is
 // started again, as a host's service manager would.
-func (h *chaos) waitReady(r *harness.Replica, limit time.Duration) {
+func waitReady(t *testing.T, r *harness.Replica, limit time.Duration) {
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if !r.Alive() {
 			time.Sleep(200 * time.Millisecond)
@@ -454,7 +454,7 @@ func (h *chaos) waitReady(r *harness.Replica, limit time.Duration) {
 			}
 		}
 	}
-	h.t.Errorf("replica %s not ready %s after its restart; log:\n%s", r.URL(), limit, harness.Tail(r.LogPath, 20))
+	t.Errorf("replica %s not ready %s after its restart; log:\n%s", r.URL(), limit, harness.Tail(r.LogPath, 20))
 }
 
 // sampleLoop looks at every host's sandbox processes a few times a second

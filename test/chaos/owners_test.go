@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -286,7 +285,7 @@ func (o *ownerChaos) storm() {
 			o.mu.Unlock()
 			time.Sleep(o.between(500*time.Millisecond, 2*time.Second))
 			r.Start()
-			o.waitReady(r)
+			waitReady(o.t, r, time.Minute)
 		}
 	})
 	// One partition of the host's replica, a Postgres crash, and another
@@ -332,27 +331,8 @@ func (o *ownerChaos) storm() {
 		if !r.Alive() {
 			r.Start()
 		}
-		o.waitReady(r)
+		waitReady(o.t, r, time.Minute)
 	}
-}
-
-// waitReady waits for the replica to answer /readyz, starting it again if
-// it exits (one that starts while Postgres is down gives up).
-func (o *ownerChaos) waitReady(r *harness.Replica) {
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if !r.Alive() {
-			time.Sleep(200 * time.Millisecond)
-			r.Start()
-		}
-		resp, err := client.Get(r.URL() + "/readyz")
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-	}
-	o.t.Errorf("replica %s not ready a minute after its restart; log:\n%s", r.URL(), harness.Tail(r.LogPath, 20))
 }
 
 func (o *ownerChaos) check() {
