@@ -183,18 +183,20 @@ class _GuardedLock:
 
 _original_allocate = _thread.allocate_lock
 
-_AUDITED = {
-    "socket.getaddrinfo": "socket.getaddrinfo",
-    "socket.gethostbyname": "socket.gethostbyname",
-    "socket.gethostbyaddr": "socket.gethostbyaddr",
-    "socket.getnameinfo": "socket.getnameinfo",
-    "subprocess.Popen": "subprocess.Popen",
-    "os.system": "os.system",
-    "os.posix_spawn": "os.posix_spawn",
-    "os.spawn": "os.spawn",
-    "os.fork": "os.fork",
-    "os.exec": "os.exec",
-}
+_AUDITED = frozenset(
+    {
+        "socket.getaddrinfo",
+        "socket.gethostbyname",
+        "socket.gethostbyaddr",
+        "socket.getnameinfo",
+        "subprocess.Popen",
+        "os.system",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.fork",
+        "os.exec",
+    }
+)
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
