@@ -664,7 +664,8 @@ func startTether(ctx context.Context, root, dbURL, localState string, o options)
 		"SIM_STATE_DIR="+simDir, "LOG_LEVEL=warn",
 		"EXECUTOR_CONCURRENCY="+strconv.Itoa(max(16, o.workers*2)), "DB_MAX_CONNS=40",
 		// The benchmark is one tenant and one key at full speed: no quotas.
-		"TENANT_MAX_LIVE=100000000", "TENANT_CREATES_PER_MINUTE=100000000", "KEY_REQUESTS_PER_SECOND=100000000")
+		"TENANT_MAX_LIVE=100000000", "TENANT_CREATES_PER_MINUTE=100000000", "KEY_REQUESTS_PER_SECOND=100000000",
+		"TENANT_REQUESTS_PER_SECOND=100000000")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return nil, err
