@@ -141,7 +141,7 @@ func (c *cli) printSandboxes(items []tether.Sandbox) error {
 	for _, sb := range items {
 		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\t%s\n", sb.Id, sb.State, sb.Provider,
 			deref(sb.Owner, "-", func(s string) string { return s }),
-			deref(sb.Reason, "-", func(r tether.SandboxReason) string { return string(r) }),
+			deref(sb.Reason, "-", func(r string) string { return r }),
 			sb.Released, ago(sb.CreatedAt))
 	}
 	return w.Flush()

@@ -123,6 +123,7 @@ func checkContract(t *testing.T, req *http.Request, body []byte, r *response) {
 		t.Errorf("%s (operation %s): the response breaks the contract: %v\nresponse: %d %s\n%s",
 			what, route.Operation.OperationID, err, r.Status, r.Header.Get("Content-Type"), truncate(r.Body, 2000))
 	}
+	checkStrict(t, what, route, r)
 }
 
 func truncate(b []byte, n int) []byte {
@@ -263,7 +264,6 @@ var apiTypes = map[string]any{
 	"SandboxList":          tetherhttp.SandboxList{},
 	"TTLRequest":           tetherhttp.TTLRequest{},
 	"SandboxState":         nil,
-	"SandboxReason":        nil,
 }
 
 // TestContractSchemasMatchTheGoTypes keeps the schemas honest about what
@@ -341,7 +341,7 @@ func checkSchema(t *testing.T, name string, s *openapi3.Schema, typ reflect.Type
 			}
 		}
 		if len(p.Enum) > 0 && p.Extensions["x-enum-varnames"] == nil {
-			t.Errorf("%s: an enum without x-enum-varnames", where)
+			checkInlineEnum(t, where, p)
 		}
 	}
 	for field := range s.Properties {
@@ -374,6 +374,32 @@ func jsonFields(typ reflect.Type) func(func(reflect.StructField) bool) {
 	}
 }
 
+// checkInlineEnum checks an enum without constants of its own: a nullable
+// field's enum, with null among its values, and a Go type (x-go-type) that
+// is either a named enum with the same values or a plain string.
+func checkInlineEnum(t *testing.T, where string, p *openapi3.Schema) {
+	t.Helper()
+	name, _ := p.Extensions["x-go-type"].(string)
+	if !p.Nullable || len(p.Enum) == 0 || p.Enum[len(p.Enum)-1] != nil {
+		t.Errorf("%s: an enum without x-enum-varnames that is not a nullable field's, ending in null", where)
+	}
+	if name == "string" {
+		return
+	}
+	c, err := contract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := c.doc.Components.Schemas[name]
+	if named == nil || named.Value == nil {
+		t.Errorf("%s: x-go-type %q names no enum schema", where, name)
+		return
+	}
+	if want := append(slices.Clone(named.Value.Enum), nil); !reflect.DeepEqual(p.Enum, want) {
+		t.Errorf("%s: enum %v, want %s's values and null: %v", where, p.Enum, name, want)
+	}
+}
+
 // TestContractEnumsMatchTheDomain checks the contract's enums against the
 // domain's constants, so that a new state or error code cannot be missing.
 func TestContractEnumsMatchTheDomain(t *testing.T) {
@@ -397,6 +423,14 @@ func TestContractEnumsMatchTheDomain(t *testing.T) {
 	slices.Sort(states)
 	if got := enum(c.doc.Components.Schemas["SandboxState"].Value); !slices.Equal(got, states) {
 		t.Errorf("SandboxState = %v, want %v", got, states)
+	}
+	var reasons []string
+	for _, r := range sandbox.Reasons {
+		reasons = append(reasons, string(r))
+	}
+	slices.Sort(reasons)
+	if got := enum(c.doc.Components.Schemas["Sandbox"].Value.Properties["reason"].Value); !slices.Equal(got, append([]string{"<nil>"}, reasons...)) {
+		t.Errorf("Sandbox.reason = %v, want %v and null", got, reasons)
 	}
 	problem := c.doc.Components.Schemas["Problem"].Value
 	codes := enum(problem.Properties["code"].Value)

@@ -21,10 +21,13 @@
 //   - a parameter keeps its example (openapi2conv drops it);
 //   - an enum that a field names becomes one named schema: a field tagged
 //     extensions:"x-enum-schema=NAME" refers to components.schemas.NAME as
-//     {type, allOf: [$ref], nullable} (a $ref can have no siblings in
-//     OpenAPI 3.0, and nullable must stand beside a type), so that a
-//     generator makes one type and one set of constants for it however many
-//     fields (and composed responses) use it;
+//     {type, allOf: [$ref]} (a $ref can have no siblings in OpenAPI 3.0),
+//     so that a generator makes one type and one set of constants for it
+//     however many fields (and composed responses) use it; a nullable such
+//     field spells the enum inline with null added and x-go-type NAME,
+//     since OpenAPI 3.0.3's nullable does not reach into an allOf (strict
+//     validators refuse null there), and NAME is kept only if a
+//     non-nullable field refers to it (x-go-type is then string);
 //   - nullable never stands without a type beside it;
 //   - every enum names its constants (x-enum-varnames), so that a generated
 //     constant cannot collide with another identifier (a bare "client" became
@@ -58,7 +61,10 @@ const Version = "3.0.3"
 // The extensions Convert reads.
 const (
 	extEnumVarNames = "x-enum-varnames"
-	extEnumSchema   = "x-enum-schema"
+	// extGoType names the Go type of an inline enum that spells a named
+	// one (with null added); its constants are the named enum's.
+	extGoType     = "x-go-type"
+	extEnumSchema = "x-enum-schema"
 )
 
 // problemRef is the reference to the Problem schema.
@@ -185,7 +191,13 @@ func keepParameterExamples(swagger []byte) ([]byte, error) {
 
 // hoistEnums moves the enums of fields tagged x-enum-schema=NAME into the
 // named component schema NAME; fields that share a NAME must agree on it.
+// A named enum that only nullable fields use is not kept (see enumField):
+// generators that prune unreferenced schemas (oapi-codegen) would drop it
+// and leave those fields' x-go-type naming nothing, so they are plain
+// strings to such generators.
 func hoistEnums(schemas openapi3.Schemas) error {
+	referenced := map[string]bool{}
+	inline := map[string][]*openapi3.Schema{}
 	for _, owner := range slices.Sorted(maps.Keys(schemas)) {
 		s := schemas[owner].Value
 		if s == nil {
@@ -201,32 +213,77 @@ func hoistEnums(schemas openapi3.Schemas) error {
 			if !ok {
 				continue
 			}
-			if len(p.Enum) == 0 || p.Extensions[extEnumVarNames] == nil {
-				return fmt.Errorf("%s.%s: x-enum-schema needs enums and x-enum-varnames", owner, field)
+			enum, err := namedEnum(schemas, name, p)
+			if err != nil {
+				return fmt.Errorf("%s.%s: %w", owner, field, err)
 			}
-			enum := &openapi3.Schema{
-				Type:       p.Type,
-				Enum:       p.Enum,
-				Extensions: map[string]any{extEnumVarNames: p.Extensions[extEnumVarNames]},
-			}
-			if prev, ok := schemas[name]; ok {
-				if !reflect.DeepEqual(prev.Value.Type, enum.Type) || !reflect.DeepEqual(prev.Value.Enum, enum.Enum) ||
-					!reflect.DeepEqual(prev.Value.Extensions, enum.Extensions) {
-					return fmt.Errorf("%s.%s: enum %s differs from another field's", owner, field, name)
-				}
+			f := enumField(name, enum, p)
+			s.Properties[field] = f
+			if p.Nullable {
+				inline[name] = append(inline[name], f.Value)
 			} else {
-				schemas[name] = openapi3.NewSchemaRef("", enum)
+				referenced[name] = true
 			}
-			s.Properties[field] = openapi3.NewSchemaRef("", &openapi3.Schema{
-				Type:        p.Type,
-				Nullable:    p.Nullable,
-				AllOf:       openapi3.SchemaRefs{openapi3.NewSchemaRef("#/components/schemas/"+name, schemas[name].Value)},
-				Description: p.Description,
-				Example:     p.Example,
-			})
+		}
+	}
+	for name, fields := range inline {
+		if referenced[name] {
+			continue
+		}
+		delete(schemas, name)
+		for _, f := range fields {
+			f.Extensions[extGoType] = "string"
 		}
 	}
 	return nil
+}
+
+// namedEnum returns the component schema NAME for the enum of field p,
+// making it if no field has yet.
+func namedEnum(schemas openapi3.Schemas, name string, p *openapi3.Schema) (*openapi3.Schema, error) {
+	if len(p.Enum) == 0 || p.Extensions[extEnumVarNames] == nil {
+		return nil, fmt.Errorf("x-enum-schema needs enums and x-enum-varnames")
+	}
+	enum := &openapi3.Schema{
+		Type:       p.Type,
+		Enum:       p.Enum,
+		Extensions: map[string]any{extEnumVarNames: p.Extensions[extEnumVarNames]},
+	}
+	prev, ok := schemas[name]
+	if !ok {
+		schemas[name] = openapi3.NewSchemaRef("", enum)
+		return enum, nil
+	}
+	if !reflect.DeepEqual(prev.Value.Type, enum.Type) || !reflect.DeepEqual(prev.Value.Enum, enum.Enum) ||
+		!reflect.DeepEqual(prev.Value.Extensions, enum.Extensions) {
+		return nil, fmt.Errorf("enum %s differs from another field's", name)
+	}
+	return prev.Value, nil
+}
+
+// enumField is a field's schema for the named enum: a reference to it, or,
+// for a nullable field, the enum's values and null inline. OpenAPI 3.0.3
+// makes nullable widen only the schema it stands in, so a nullable field
+// beside {allOf: [$ref]} would still be refused null by the referenced
+// enum; an inline enum that lists null is read the same by every
+// validator. x-go-type keeps one Go type for both spellings.
+func enumField(name string, enum *openapi3.Schema, p *openapi3.Schema) *openapi3.SchemaRef {
+	if !p.Nullable {
+		return openapi3.NewSchemaRef("", &openapi3.Schema{
+			Type:        p.Type,
+			AllOf:       openapi3.SchemaRefs{openapi3.NewSchemaRef("#/components/schemas/"+name, enum)},
+			Description: p.Description,
+			Example:     p.Example,
+		})
+	}
+	return openapi3.NewSchemaRef("", &openapi3.Schema{
+		Type:        p.Type,
+		Nullable:    true,
+		Enum:        append(slices.Clone(enum.Enum), nil),
+		Description: p.Description,
+		Example:     p.Example,
+		Extensions:  map[string]any{extGoType: name},
+	})
 }
 
 // checkEnumNames makes sure every enum names its constants, and that
@@ -235,7 +292,7 @@ func checkEnumNames(doc *openapi3.T) error {
 	var missing []string
 	check := func(where string) func(*openapi3.Schema) {
 		return func(s *openapi3.Schema) {
-			if len(s.Enum) > 0 && s.Extensions[extEnumVarNames] == nil {
+			if len(s.Enum) > 0 && s.Extensions[extEnumVarNames] == nil && s.Extensions[extGoType] == nil {
 				missing = append(missing, where)
 			}
 			if s.Nullable && (s.Type == nil || len(*s.Type) == 0) {

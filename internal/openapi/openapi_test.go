@@ -70,7 +70,8 @@ const swagger = `{
       "params": {"type": "object"},
       "labels": {"type": "object", "additionalProperties": {"type": "string"}},
       "state": {"type": "string", "enum": ["ready", "failed"], "x-enum-varnames": ["StateReady", "StateFailed"], "x-enum-schema": "State", "description": "where it is"},
-      "from": {"type": "string", "enum": ["ready", "failed"], "x-enum-varnames": ["StateReady", "StateFailed"], "x-enum-schema": "State", "x-nullable": true}
+      "from": {"type": "string", "enum": ["ready", "failed"], "x-enum-varnames": ["StateReady", "StateFailed"], "x-enum-schema": "State", "x-nullable": true},
+      "why": {"type": "string", "enum": ["asked"], "x-enum-varnames": ["WhyAsked"], "x-enum-schema": "Why", "x-nullable": true}
     }}
   },
   "securityDefinitions": {
@@ -194,19 +195,29 @@ func TestConvertCompletesTheDocument(t *testing.T) {
 	if state == nil || !reflect.DeepEqual(state.Value.Enum, []any{"ready", "failed"}) || state.Value.Extensions["x-enum-schema"] != nil {
 		t.Fatalf("the shared enum State = %+v", state)
 	}
-	for _, c := range []struct {
-		schema, field, description string
-		nullable                   bool
-	}{
-		{"Thing", "state", "where it is", false},
-		{"Thing", "from", "", true},
-		{"Problem", "state", "", false},
+	for _, c := range []struct{ schema, field, description string }{
+		{"Thing", "state", "where it is"},
+		{"Problem", "state", ""},
 	} {
 		p := doc.Components.Schemas[c.schema].Value.Properties[c.field].Value
-		if len(p.AllOf) != 1 || p.AllOf[0].Ref != "#/components/schemas/State" || !p.Type.Is("string") || p.Nullable != c.nullable ||
+		if len(p.AllOf) != 1 || p.AllOf[0].Ref != "#/components/schemas/State" || !p.Type.Is("string") || p.Nullable ||
 			p.Description != c.description || len(p.Enum) > 0 {
-			t.Errorf("%s.%s = %+v, want a string, allOf State, nullable %v, its description", c.schema, c.field, p, c.nullable)
+			t.Errorf("%s.%s = %+v, want a string, allOf State, its description", c.schema, c.field, p)
 		}
+	}
+	// A nullable field spells its enum inline, with null (OpenAPI 3.0.3:
+	// nullable does not reach into an allOf), typed as the named enum...
+	if p := thing.Properties["from"].Value; len(p.AllOf) != 0 || !p.Nullable || !p.Type.Is("string") ||
+		!reflect.DeepEqual(p.Enum, []any{"ready", "failed", nil}) || p.Extensions["x-go-type"] != "State" {
+		t.Errorf("Thing.from = %+v, want a nullable string enum ready, failed, null of Go type State", p)
+	}
+	// ...or as a string when no other field refers to that enum, which is
+	// then not kept (a pruning generator would drop it).
+	if p := thing.Properties["why"].Value; !reflect.DeepEqual(p.Enum, []any{"asked", nil}) || p.Extensions["x-go-type"] != "string" {
+		t.Errorf("Thing.why = %+v, want enum asked, null of Go type string", p)
+	}
+	if doc.Components.Schemas["Why"] != nil {
+		t.Error("the enum Why, which only a nullable field uses, is kept")
 	}
 }
 

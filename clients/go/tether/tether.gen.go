@@ -193,36 +193,6 @@ func (e ReconcileEventAction) Valid() bool {
 	}
 }
 
-// Defines values for SandboxReason.
-const (
-	SandboxReasonCreateFailed  SandboxReason = "create_failed"
-	SandboxReasonExpired       SandboxReason = "expired"
-	SandboxReasonLost          SandboxReason = "lost"
-	SandboxReasonOwnerExpired  SandboxReason = "owner_expired"
-	SandboxReasonOwnerReleased SandboxReason = "owner_released"
-	SandboxReasonRequested     SandboxReason = "requested"
-)
-
-// Valid indicates whether the value is a known member of the SandboxReason enum.
-func (e SandboxReason) Valid() bool {
-	switch e {
-	case SandboxReasonCreateFailed:
-		return true
-	case SandboxReasonExpired:
-		return true
-	case SandboxReasonLost:
-		return true
-	case SandboxReasonOwnerExpired:
-		return true
-	case SandboxReasonOwnerReleased:
-		return true
-	case SandboxReasonRequested:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for SandboxState.
 const (
 	SandboxStateCancelled  SandboxState = "cancelled"
@@ -913,7 +883,7 @@ type Sandbox struct {
 	// Reason Reason says why a terminal sandbox ended; null while it is live.
 	//
 	// Example: requested
-	Reason *SandboxReason `json:"reason"`
+	Reason *string `json:"reason"`
 
 	// ReleaseError ReleaseError is the last failed destroy's error while released is false; absent when there is none.
 	ReleaseError *string `json:"release_error,omitempty"`
@@ -951,9 +921,6 @@ type SandboxList struct {
 	// Example: MTc2NzM2NjI0NTEyMzQ1NnxzYnhfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o
 	NextCursor *string `json:"next_cursor"`
 }
-
-// SandboxReason defines model for SandboxReason.
-type SandboxReason string
 
 // SandboxState defines model for SandboxState.
 type SandboxState string
@@ -7781,7 +7748,7 @@ type RenewSandboxResponse struct {
 		// Reason Reason says why a terminal sandbox ended; null while it is live.
 		//
 		// Example: requested
-		Reason *SandboxReason `json:"reason"`
+		Reason *string `json:"reason"`
 
 		// ReleaseError ReleaseError is the last failed destroy's error while released is false; absent when there is none.
 		ReleaseError *string `json:"release_error,omitempty"`
@@ -7908,7 +7875,7 @@ func (r RenewSandboxResponse) GetJSON200() *struct {
 	// Reason Reason says why a terminal sandbox ended; null while it is live.
 	//
 	// Example: requested
-	Reason *SandboxReason `json:"reason"`
+	Reason *string `json:"reason"`
 
 	// ReleaseError ReleaseError is the last failed destroy's error while released is false; absent when there is none.
 	ReleaseError *string `json:"release_error,omitempty"`
@@ -12965,7 +12932,7 @@ func ParseRenewSandboxResponse(rsp *http.Response) (*RenewSandboxResponse, error
 			// Reason Reason says why a terminal sandbox ended; null while it is live.
 			//
 			// Example: requested
-			Reason *SandboxReason `json:"reason"`
+			Reason *string `json:"reason"`
 
 			// ReleaseError ReleaseError is the last failed destroy's error while released is false; absent when there is none.
 			ReleaseError *string `json:"release_error,omitempty"`

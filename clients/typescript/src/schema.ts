@@ -740,8 +740,9 @@ export interface components {
             /**
              * @description From is the state before the transition; null for the event that records the request.
              * @example creating
+             * @enum {string|null}
              */
-            from: (string & components["schemas"]["SandboxState"]) | null;
+            from: "requested" | "creating" | "ready" | "cancelled" | "terminated" | "failed" | null;
             /**
              * Format: int64
              * @description ID orders events; pass the last one seen as after (or cursor).
@@ -1137,8 +1138,9 @@ export interface components {
             /**
              * @description Reason says why a terminal sandbox ended; null while it is live.
              * @example requested
+             * @enum {string|null}
              */
-            reason: (string & components["schemas"]["SandboxReason"]) | null;
+            reason: "requested" | "owner_released" | "owner_expired" | "expired" | "create_failed" | "lost" | null;
             /** @description ReleaseError is the last failed destroy's error while released is false; absent when there is none. */
             release_error?: string;
             /**
@@ -1176,8 +1178,6 @@ export interface components {
              */
             next_cursor: string | null;
         };
-        /** @enum {string} */
-        SandboxReason: "requested" | "owner_released" | "owner_expired" | "expired" | "create_failed" | "lost";
         /** @enum {string} */
         SandboxState: "requested" | "creating" | "ready" | "cancelled" | "terminated" | "failed";
         TTLRequest: {
