@@ -446,8 +446,13 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		log.Warn("http shutdown incomplete", "err", serr)
 	}
 	executor.Stop(shutdownCtx)
-	janitor.Stop()
-	heartbeat.Stop()
+	// Resigning the janitor's leadership is quick and spares the other
+	// replicas three intervals without one: it gets a few seconds of its
+	// own even when the executor spent the whole budget.
+	cleanupCtx, cancelCleanup := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancelCleanup()
+	janitor.Stop(cleanupCtx)
+	heartbeat.Stop(cleanupCtx)
 	if debugSrv != nil {
 		_ = debugSrv.Close()
 	}
@@ -462,6 +467,8 @@ const (
 	readHeaderTimeout = 10 * time.Second
 	readTimeout       = 15 * time.Minute
 	idleTimeout       = 2 * time.Minute
+	// cleanupTimeout bounds the stops after the shutdown budget.
+	cleanupTimeout = 5 * time.Second
 )
 
 // raiseOpenFileLimit raises this process's soft limit of open files to its
