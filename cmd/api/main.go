@@ -4,7 +4,7 @@
 //	tether [serve] [--no-migrate]   run the service (the default)
 //	tether migrate                  apply the schema migrations and exit
 //	tether keys create --tenant T [--name N]   make an API key for tenant T and print it
-//	tether sandboxes|events|owners  ops commands over the REST API (cli.go)
+//	tether sandboxes|events|owners|keys  ops commands over the REST API (internal/cli)
 //
 // The service's configuration comes from the environment; see
 // docs/configuration.md.
@@ -24,6 +24,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -31,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/tetherhq/tether/internal/cli"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/local"
@@ -51,12 +53,14 @@ const usage = `usage:
   tether [serve] [--no-migrate]     run the service (default)
   tether migrate                    apply schema migrations and exit
   tether keys create --tenant NAME [--name KEYNAME]
-                                    create an API key; the key is the last line printed
+                                    create an API key in the database; the key is the last line printed
+  tether help                       print this
 `
 
 // run is the whole program: it parses args, reads the configuration through
 // getenv, and runs the chosen command until it finishes or ctx is cancelled
-// (or SIGINT/SIGTERM arrives).
+// (or SIGINT/SIGTERM arrives). The server's commands are here; the ops
+// commands, which talk to a server over its API, are internal/cli's.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -65,64 +69,78 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
 	}
-	switch cmd {
-	case "serve":
-		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		noMigrate := fs.Bool("no-migrate", false, "do not apply migrations at start (readiness fails until the schema is current)")
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		cfg, err := loadConfig(getenv)
-		if err != nil {
-			return fmt.Errorf("configuration: %w", err)
-		}
-		return serve(ctx, cfg, !*noMigrate, stderr)
-	case "migrate":
+	switch {
+	case cmd == "serve":
+		return runServe(ctx, args, getenv, stderr)
+	case cmd == "migrate":
 		cfg, err := loadConfig(getenv)
 		if err != nil {
 			return fmt.Errorf("configuration: %w", err)
 		}
 		return migrate(ctx, cfg, stdout)
-	case "keys":
-		// With --tenant, keys create works on the database (the first key of
-		// a tenant); everything else works over the API with a key.
-		if len(args) > 0 && args[0] == "create" && !hasFlag(args[1:], "tenant") && !hasFlag(args[1:], "name") {
-			return errors.New("keys create: --tenant is required to make a tenant's key in the database; or pass --name, with TETHER_URL and TETHER_API_KEY, to make one over the API")
-		}
-		if len(args) == 0 || args[0] != "create" || !hasFlag(args[1:], "tenant") {
-			return runKeys(ctx, args, getenv, stdout, stderr)
-		}
-		fs := flag.NewFlagSet("keys create", flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		tenant := fs.String("tenant", "", "tenant the key belongs to (created if new)")
-		name := fs.String("name", "cli", "what the key is for, shown in GET /v1/keys and in the audit trail")
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		if *tenant == "" {
-			return errors.New("keys create: --tenant is required")
-		}
-		if *name == "" || len(*name) > 100 {
-			return errors.New("keys create: --name must be 1-100 bytes")
-		}
-		cfg, err := loadConfig(getenv)
-		if err != nil {
-			return fmt.Errorf("configuration: %w", err)
-		}
-		return createKey(ctx, cfg, *tenant, *name, stdout)
-	case "sandboxes":
-		return runSandboxes(ctx, args, getenv, stdout, stderr)
-	case "events":
-		return runEvents(ctx, args, getenv, stdout, stderr)
-	case "owners":
-		return runOwners(ctx, args, getenv, stdout, stderr)
-	case "help", "-h", "--help":
-		_, err := io.WriteString(stdout, usage+"\n"+cliUsage)
+	case cmd == "keys" && len(args) > 0 && args[0] == "create" && hasFlag(args[1:], "tenant"):
+		return runCreateKey(ctx, args[1:], getenv, stdout, stderr)
+	case cmd == "keys" && len(args) > 0 && args[0] == "create" && !hasFlag(args[1:], "name"):
+		return errors.New("keys create: --tenant is required to make a tenant's key in the database; or pass --name, with TETHER_URL and TETHER_API_KEY, to make one over the API")
+	case cli.Has(cmd):
+		return cli.Run(ctx, cmd, args, getenv, stdout, stderr)
+	case cmd == "help" || cmd == "-h" || cmd == "--help":
+		_, err := io.WriteString(stdout, usage+"\n"+cli.Usage)
 		return err
 	default:
 		return fmt.Errorf("unknown command %q\n%s", cmd, usage)
 	}
+}
+
+// runServe is `tether serve [--no-migrate]`.
+func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	noMigrate := fs.Bool("no-migrate", false, "do not apply migrations at start (readiness fails until the schema is current)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	return serve(ctx, cfg, !*noMigrate, stderr)
+}
+
+// runCreateKey is `tether keys create --tenant T [--name N]`: a tenant's key
+// made in the database (its first one, say). Every other keys command works
+// over the API with a key (internal/cli).
+func runCreateKey(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("keys create", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	tenant := fs.String("tenant", "", "tenant the key belongs to (created if new)")
+	name := fs.String("name", "cli", "what the key is for, shown in GET /v1/keys and in the audit trail")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *tenant == "" {
+		return errors.New("keys create: --tenant is required")
+	}
+	if *name == "" || len(*name) > 100 {
+		return errors.New("keys create: --name must be 1-100 bytes")
+	}
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	return createKey(ctx, cfg, *tenant, *name, stdout)
+}
+
+// hasFlag reports whether args set the flag name (-name or --name, with or
+// without =value).
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		a = strings.TrimLeft(a, "-")
+		if a == name || strings.HasPrefix(a, name+"=") {
+			return true
+		}
+	}
+	return false
 }
 
 func newLogger(cfg Config, w io.Writer) *slog.Logger {
@@ -271,7 +289,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 			return fmt.Errorf("bootstrap api key: %w", err)
 		}
 		log.Info("bootstrap API key registered", "tenant", "default",
-			"note", "BOOTSTRAP_API_KEY is only for a first start: make real keys with `keys create`, then unset it")
+			"note", "BOOTSTRAP_API_KEY is only for a first start: make real keys with `tether keys create --tenant NAME`, then unset it")
 	}
 
 	// Listen before any worker starts, so that a taken port fails the start
