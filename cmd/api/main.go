@@ -11,6 +11,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -27,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,8 +37,6 @@ import (
 	"github.com/tetherhq/tether/internal/cli"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/lifecycle"
-	"github.com/tetherhq/tether/internal/provider/local"
-	"github.com/tetherhq/tether/internal/provider/sim"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/store/notify"
@@ -85,11 +85,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case cli.Has(cmd):
 		return cli.Run(ctx, cmd, args, getenv, stdout, stderr)
 	case cmd == "help" || cmd == "-h" || cmd == "--help":
-		_, err := io.WriteString(stdout, usage+"\n"+cli.Usage)
-		return err
+		return writeHelp(stdout)
 	default:
 		return fmt.Errorf("unknown command %q\n%s", cmd, usage)
 	}
+}
+
+// writeHelp prints the commands, the ops commands and the settings.
+func writeHelp(w io.Writer) error {
+	if _, err := io.WriteString(w, usage+"\n"+cli.Usage+"\nsettings (environment variables, with their defaults; docs/configuration.md explains each):\n"); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, s := range settings() {
+		_, _ = fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.name, cmp.Or(s.def, "-"), s.doc)
+	}
+	return tw.Flush()
 }
 
 // runServe is `tether serve [--no-migrate]`.
@@ -173,7 +184,7 @@ func openServeStore(ctx context.Context, cfg Config, log *slog.Logger) (*store.S
 		store.WithOutagePolicy(store.OutagePolicy{
 			Replica: cfg.WorkerID,
 			// Every replica records reaching Postgres each janitor interval.
-			Tolerance: 2 * cfg.JanitorInterval,
+			Tolerance: 2 * cfg.Janitor.Interval,
 			Ceiling:   cfg.OutageCreditMax,
 		}))
 	return st, notifier, func() { work.Close(); pool.Close() }, nil
@@ -208,38 +219,6 @@ func createKey(ctx context.Context, cfg Config, tenant, name string, stdout io.W
 	}
 	_, err = fmt.Fprintf(stdout, "API key %s (%q) for tenant %q (shown once; store it now):\n%s\n", rec.ID, name, tenant, key)
 	return err
-}
-
-func buildProviders(cfg Config) ([]sandbox.Provider, error) {
-	var out []sandbox.Provider
-	seen := map[string]bool{}
-	for _, name := range cfg.Providers {
-		if seen[name] {
-			return nil, fmt.Errorf("PROVIDERS names %q twice", name)
-		}
-		seen[name] = true
-		switch name {
-		case sim.Name:
-			p, err := sim.New(cfg.SimStateDir)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, p)
-		case local.Name:
-			p, err := local.New(cfg.LocalStateDir, local.AllowHostNetwork(cfg.LocalAllowHostNetwork),
-				local.WithLimits(cfg.LocalLimits, cfg.LocalMaxLimits), local.AllowUnlimited(cfg.LocalAllowUnlimited),
-				local.WithUIDRange(cfg.LocalUIDBase, cfg.LocalUIDCount), local.EgressPool(cfg.LocalEgressPool),
-				local.WithImages(cfg.LocalImages...), local.WithHostShare(cfg.LocalHostShare, cfg.LocalTenantShare),
-				local.WithCgroupParent(cfg.LocalCgroupParent))
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, p)
-		default:
-			return nil, fmt.Errorf("PROVIDERS: unknown provider %q (known: sim, local)", name)
-		}
-	}
-	return out, nil
 }
 
 // serve runs the service until ctx is done, then shuts down in order: stop
@@ -318,7 +297,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		}
 	}
 	if len(hostBound) > 0 && !cfg.NodeIDSet {
-		if cfg.NodeID, err = stickyNodeID(cfg.LocalStateDir, cfg.NodeID); err != nil {
+		if cfg.NodeID, err = stickyNodeID(cfg.Local.StateDir, cfg.NodeID); err != nil {
 			_ = ln.Close()
 			return err
 		}
@@ -355,25 +334,14 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		return fmt.Errorf("register node %s: %w", node.ID, err)
 	}
 
-	executor := lifecycle.NewExecutor(lifecycle.ExecutorConfig{
-		WorkerID:     cfg.WorkerID,
-		PollInterval: cfg.ExecutorPollInterval,
-		Lease:        cfg.ExecutorLease,
-		Concurrency:  cfg.ExecutorConcurrency,
-		MaxAttempts:  cfg.CreateMaxAttempts,
-		MaxBackoff:   cfg.ExecutorMaxBackoff,
-		Node:         cfg.NodeID,
-	}, st, notifier, providers, log, metrics)
+	exCfg := cfg.Executor
+	exCfg.WorkerID, exCfg.Node = cfg.WorkerID, cfg.NodeID
+	executor := lifecycle.NewExecutor(exCfg, st, notifier, providers, log, metrics)
 	executor.Start(workCtx)
 
-	janitor := lifecycle.NewJanitor(lifecycle.JanitorConfig{
-		Holder:            cfg.WorkerID,
-		Interval:          cfg.JanitorInterval,
-		OrphanGrace:       cfg.OrphanGrace,
-		IdempotencyKeyTTL: cfg.IdempotencyKeyTTL,
-		Node:              cfg.NodeID,
-		NodeGrace:         cfg.NodeGrace,
-	}, st, providers, log, reg)
+	janCfg := cfg.Janitor
+	janCfg.Holder, janCfg.Node, janCfg.NodeGrace = cfg.WorkerID, cfg.NodeID, cfg.NodeGrace
+	janitor := lifecycle.NewJanitor(janCfg, st, providers, log, reg)
 	janitor.Start(workCtx)
 
 	// Draining is done once shutdown begins: long-polls and exec streams
@@ -381,31 +349,10 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 	draining, startDraining := context.WithCancel(context.WithoutCancel(ctx))
 	defer startDraining()
 	guard := newConnGuard(cfg.MaxConns, cfg.MaxConnsPerAddr)
-	handler := tetherhttp.NewServer(log, tetherhttp.Config{
-		DefaultProvider: providers[0].Name(),
-		DefaultTTL:      cfg.DefaultTTL,
-		DefaultOwnerTTL: cfg.DefaultOwnerTTL,
-		MaxLifetime:     cfg.MaxLifetime,
-		CreateTimeout:   cfg.CreateTimeout,
-		MaxBodyBytes:    cfg.MaxBodyBytes,
-		MaxWait:         cfg.MaxWait,
-		MaxFileBytes:    cfg.MaxFileBytes,
-		MaxExecTimeout:  cfg.MaxExecTimeout,
-		MaxExecOutput:   cfg.MaxExecOutput,
-		AuthCacheTTL:    cfg.AuthCacheTTL,
-
-		TenantMaxLive:          cfg.TenantMaxLive,
-		TenantCreatesPerMinute: cfg.TenantCreatesPerMinute,
-		KeyRequestsPerSecond:   cfg.KeyRequestsPerSecond,
-		MaxStreamsPerTenant:    cfg.MaxStreamsPerTenant,
-
-		TenantRequestsPerSecond: cfg.TenantRequestsPerSecond,
-		AuthFailuresPerSecond:   cfg.AuthFailuresPerSecond,
-		TenantMaxKeys:           cfg.TenantMaxKeys,
-		MinBodyRate:             cfg.MinBodyRate,
-		BodyGrace:               cfg.BodyGrace,
-		MaxBodyTime:             readTimeout,
-	}, tetherhttp.Deps{
+	api := cfg.HTTP
+	api.DefaultProvider = providers[0].Name()
+	api.MaxBodyTime = readTimeout
+	handler := tetherhttp.NewServer(log, api, tetherhttp.Deps{
 		Store:     st,
 		Changes:   notifier,
 		Providers: providers,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -259,9 +260,23 @@ func TestHelp(t *testing.T) {
 			t.Errorf("help does not show %q:\n%s", want, out.String())
 		}
 	}
-	for line := range strings.SplitSeq(out.String(), "\n") {
+	commands, listed, _ := strings.Cut(out.String(), "\nsettings")
+	for line := range strings.SplitSeq(commands, "\n") {
 		if f := strings.Fields(line); len(f) > 0 && f[0] != "tether" && strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "    ") {
 			t.Errorf("help line %q does not start with the binary's name", line)
+		}
+	}
+	// Every setting has a line: its name, its default and what it does.
+	lines := map[string]string{}
+	for line := range strings.SplitSeq(listed, "\n") {
+		if f := strings.Fields(line); len(f) > 2 {
+			lines[f[0]] = line
+		}
+	}
+	for _, s := range settings() {
+		line := lines[s.name]
+		if f := strings.Fields(line); len(f) < 3 || f[1] != cmp.Or(s.def, "-") || !strings.HasSuffix(line, "  "+s.doc) {
+			t.Errorf("help lists %s as %q; want its default %q and %q", s.name, line, s.def, s.doc)
 		}
 	}
 }
