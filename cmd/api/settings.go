@@ -79,7 +79,8 @@ func verbatim(name, doc string, field func(*Config) *string) setting {
 // boolean is a setting of a boolean, false by default.
 func boolean(name, doc string, field func(*Config) *bool) setting {
 	return setting{name: name, def: "false", doc: doc, set: func(c *Config, v string) error {
-		b, err := strconv.ParseBool(cmp.Or(strings.TrimSpace(v), "false"))
+		v = strings.TrimSpace(v)
+		b, err := strconv.ParseBool(cmp.Or(v, "false"))
 		if err != nil {
 			return fmt.Errorf("%s=%q: want true or false", name, v)
 		}
