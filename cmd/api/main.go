@@ -5,9 +5,12 @@
 //	tether migrate                  apply the schema migrations and exit
 //	tether keys create --tenant T [--name N]   make an API key for tenant T and print it
 //	tether sandboxes|events|owners|keys  ops commands over the REST API (internal/cli)
+//	tether help                     the commands, and every setting with its default
 //
-// The service's configuration comes from the environment; see
-// docs/configuration.md.
+// The service's configuration comes from the environment: the settings
+// table in config.go (and providers.go) reads it; docs/configuration.md
+// explains each setting. app.go is the composition root: serve builds,
+// starts and shuts down the service there.
 package main
 
 import (
