@@ -17,7 +17,7 @@ func TestLocalWorkspaceConfig(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		env     map[string]string
-		def     int // the LocalLimits.WorkspaceMB wanted, if no error
+		def     int // the Local.Limits.WorkspaceMB wanted, if no error
 		maxMB   int
 		wantErr string
 	}{
@@ -45,8 +45,8 @@ func TestLocalWorkspaceConfig(t *testing.T) {
 			}
 		case err != nil:
 			t.Errorf("%v: loadConfig = %v", tc.env, err)
-		case cfg.LocalLimits.WorkspaceMB != tc.def || cfg.LocalMaxLimits.WorkspaceMB != tc.maxMB:
-			t.Errorf("%v: workspace limit %d, maximum %d; want %d, %d", tc.env, cfg.LocalLimits.WorkspaceMB, cfg.LocalMaxLimits.WorkspaceMB, tc.def, tc.maxMB)
+		case cfg.Local.Limits.WorkspaceMB != tc.def || cfg.Local.MaxLimits.WorkspaceMB != tc.maxMB:
+			t.Errorf("%v: workspace limit %d, maximum %d; want %d, %d", tc.env, cfg.Local.Limits.WorkspaceMB, cfg.Local.MaxLimits.WorkspaceMB, tc.def, tc.maxMB)
 		}
 	}
 }
@@ -82,8 +82,8 @@ func TestLocalImagesConfig(t *testing.T) {
 		t.Fatalf("loadConfig: %v", err)
 	}
 	want := []local.Image{{Name: "bookworm", Path: folder}, {Name: "tools.v2", Path: tarball}}
-	if !reflect.DeepEqual(cfg.LocalImages, want) {
-		t.Errorf("LocalImages = %+v, want %+v", cfg.LocalImages, want)
+	if !reflect.DeepEqual(cfg.Local.Images, want) {
+		t.Errorf("Local.Images = %+v, want %+v", cfg.Local.Images, want)
 	}
 	if got := []string{want[0].Source(), want[1].Source()}; got[0] != local.ImageFolder || got[1] != local.ImageTarball {
 		t.Errorf("sources = %v, want folder, tarball", got)

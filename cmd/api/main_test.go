@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -229,6 +230,11 @@ func TestCommandErrors(t *testing.T) {
 		{[]string{"bogus"}, none, "unknown command"},
 		{[]string{"serve"}, none, "DATABASE_URL is not set"},
 		{[]string{"keys", "create"}, none, "--tenant is required"},
+		// The ops commands are internal/cli's: they want a server, not a database.
+		{[]string{"sandboxes", "ls"}, none, "TETHER_URL"},
+		{[]string{"keys", "ls"}, none, "TETHER_URL"},
+		{[]string{"keys", "create", "--name", "bot"}, none, "TETHER_URL"},
+		{[]string{"owners"}, none, "want ls, or end OWNER"},
 		{[]string{"serve"}, func(k string) string {
 			return map[string]string{"DATABASE_URL": "postgres://x", "JANITOR_INTERVAL": "soon"}[k]
 		}, "JANITOR_INTERVAL"},
@@ -237,6 +243,40 @@ func TestCommandErrors(t *testing.T) {
 		err := run(t.Context(), tc.args, tc.env, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("run(%v) = %v, want an error mentioning %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestHelp: `tether help` shows the server's commands and the ops
+// commands, each under the binary's name.
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"help"}, func(string) string { return "" }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"tether migrate", "tether keys create --tenant", "tether sandboxes ls", "tether events", "tether owners end"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("help does not show %q:\n%s", want, out.String())
+		}
+	}
+	commands, listed, _ := strings.Cut(out.String(), "\nsettings")
+	for line := range strings.SplitSeq(commands, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] != "tether" && strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "    ") {
+			t.Errorf("help line %q does not start with the binary's name", line)
+		}
+	}
+	// Every setting has a line: its name, its default and what it does.
+	lines := map[string]string{}
+	for line := range strings.SplitSeq(listed, "\n") {
+		if f := strings.Fields(line); len(f) > 2 {
+			lines[f[0]] = line
+		}
+	}
+	for _, s := range settings() {
+		line := lines[s.name]
+		if f := strings.Fields(line); len(f) < 3 || f[1] != cmp.Or(s.def, "-") || !strings.HasSuffix(line, "  "+s.doc) {
+			t.Errorf("help lists %s as %q; want its default %q and %q", s.name, line, s.def, s.doc)
 		}
 	}
 }

@@ -202,7 +202,11 @@ func (e *Executor) Start(ctx context.Context) {
 // Stop stops claiming work and waits for in-flight provider calls to finish
 // until ctx is done; then it cancels the rest, which hand their sandboxes
 // back (lease released) for another executor to pick up, and waits for that.
+// Stop of an executor never started returns at once.
 func (e *Executor) Stop(ctx context.Context) {
+	if e.cancelLoop == nil {
+		return
+	}
 	e.stopOnce.Do(func() {
 		close(e.stop)
 		e.cancelLoop()

@@ -184,13 +184,21 @@ func (j *Janitor) Start(ctx context.Context) {
 	}()
 }
 
-// Stop ends the janitor, waits for the work in progress, and resigns
-// leadership so another replica takes over at once.
-func (j *Janitor) Stop() {
+// resignTimeout bounds the janitor's resignation at Stop.
+const resignTimeout = 5 * time.Second
+
+// Stop ends the janitor, waits for the work in progress (which its
+// cancellation cuts short), and resigns leadership within ctx (and at most
+// resignTimeout) so another replica takes over at once. Stop of a janitor
+// never started returns at once.
+func (j *Janitor) Stop(ctx context.Context) {
 	j.stopOnce.Do(func() {
+		if j.cancel == nil {
+			return
+		}
 		j.cancel()
 		<-j.done
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, resignTimeout)
 		defer cancel()
 		roles := []string{janitorRole}
 		if j.cfg.Node != "" {

@@ -331,7 +331,7 @@ func TestSlowReconcileDoesNotDelaySweeps(t *testing.T) {
 	j := lifecycle.NewJanitor(lifecycle.JanitorConfig{Interval: 100 * time.Millisecond},
 		e.st, []sandbox.Provider{slowInventory{e.sim, 5 * time.Second}}, e.log, nil)
 	j.Start(e.ctx)
-	t.Cleanup(j.Stop)
+	t.Cleanup(func() { j.Stop(context.Background()) })
 	sb := e.create("", owned("brief", 300*time.Millisecond))
 	lapse := sb.CreatedAt.Add(300 * time.Millisecond)
 	ended := e.waitFor(sb.ID, "ended", func(s sandbox.Sandbox) bool { return s.State.Terminal() })

@@ -100,14 +100,17 @@ func (h *Heartbeat) beat(ctx context.Context) store.Node {
 	return n
 }
 
-// Stop ends the heartbeat. The node's row stays: a replica restarting
-// within the grace period keeps its node's sandboxes.
-func (h *Heartbeat) Stop() {
-	h.stopOnce.Do(func() {
-		if h.cancel == nil {
-			return // never started, or its first beat failed
-		}
-		h.cancel()
-		<-h.done
-	})
+// Stop ends the heartbeat and waits, until ctx is done, for a beat in
+// flight (its cancellation cuts it short). The node's row stays: a replica
+// restarting within the grace period keeps its node's sandboxes.
+func (h *Heartbeat) Stop(ctx context.Context) {
+	if h.cancel == nil {
+		return // never started, or its first beat failed
+	}
+	h.stopOnce.Do(h.cancel)
+	select {
+	case <-h.done:
+	case <-ctx.Done():
+		h.log.Warn("heartbeat: stop deadline passed with a beat in flight")
+	}
 }

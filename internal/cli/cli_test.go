@@ -1,35 +1,96 @@
-package main
+package cli_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/cli"
+	"github.com/tetherhq/tether/internal/provider/local"
 	"github.com/tetherhq/tether/internal/store/storetest"
+	"github.com/tetherhq/tether/test/harness"
 )
+
+// server is a real `tether serve` process on a free port, with a fresh
+// database, stopped when the test ends.
+type server struct {
+	base string
+	key  string
+}
+
+// start builds tether and runs it with env (NAME=value) until the test
+// ends; BOOTSTRAP_API_KEY is the key the test's calls use.
+func start(t *testing.T, key string, env ...string) *server {
+	t.Helper()
+	env = append([]string{"DATABASE_URL=" + storetest.NewURL(t), "BOOTSTRAP_API_KEY=" + key,
+		"SIM_STATE_DIR=" + t.TempDir()}, env...)
+	r := harness.NewReplica(t, harness.Build(t), filepath.Join(t.TempDir(), "tether.log"), env...)
+	r.Start()
+	r.WaitReady(60 * time.Second)
+	return &server{base: r.URL(), key: key}
+}
+
+// do calls the API with the server's key.
+func (s *server) do(t *testing.T, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	var payload any
+	if body != "" {
+		payload = json.RawMessage(body)
+	}
+	code, out, err := harness.Client{Key: s.key}.Do(method, s.base+path, payload)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return code, out
+}
+
+// run is `tether CMD ARGS...` for an ops command, with env as its
+// environment.
+func run(ctx context.Context, env map[string]string, stdout, stderr *syncBuffer, args ...string) error {
+	return cli.Run(ctx, args[0], args[1:], func(k string) string { return env[k] }, stdout, stderr)
+}
+
+// syncBuffer is a bytes.Buffer that a command and the test may use at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
 
 // TestOpsCommands drives the ops commands against a live server: they talk
 // REST, print tables for people and JSON for scripts, and say what the
 // server refused.
 func TestOpsCommands(t *testing.T) {
 	t.Parallel()
-	s := start(t, map[string]string{"DATABASE_URL": storetest.NewURL(t), "BOOTSTRAP_API_KEY": "ops-key", "PROVIDERS": "sim"})
+	s := start(t, "ops-key", "PROVIDERS=sim")
 	env := map[string]string{"TETHER_URL": s.base, "TETHER_API_KEY": "ops-key"}
-	getenv := func(k string) string { return env[k] }
 	tether := func(args ...string) (string, string, error) {
 		t.Helper()
-		var out, errOut bytes.Buffer
+		var out, errOut syncBuffer
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
-		err := run(ctx, args, getenv, &out, &errOut)
+		err := run(ctx, env, &out, &errOut, args...)
 		return out.String(), errOut.String(), err
 	}
 
-	code, sb := s.do(t, http.MethodPost, "/v1/sandboxes", "ops-key", `{"owner":"agent-7","labels":{"team":"ops"}}`)
+	code, sb := s.do(t, http.MethodPost, "/v1/sandboxes", `{"owner":"agent-7","labels":{"team":"ops"}}`)
 	if code != http.StatusAccepted {
 		t.Fatalf("create = %d %v", code, sb)
 	}
@@ -72,7 +133,7 @@ func TestOpsCommands(t *testing.T) {
 	var followed, followErr syncBuffer
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"events", "--follow"}, getenv, &followed, &followErr) }()
+	go func() { done <- run(ctx, env, &followed, &followErr, "events", "--follow") }()
 	// The stream starts when it connects: create sandboxes until it shows one.
 	deadline := time.Now().Add(20 * time.Second)
 	var created []string
@@ -80,7 +141,7 @@ func TestOpsCommands(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("events --follow never showed %v: %q %q", created, followed.String(), followErr.String())
 		}
-		if code, sb := s.do(t, http.MethodPost, "/v1/sandboxes", "ops-key", `{}`); code == http.StatusAccepted {
+		if code, sb := s.do(t, http.MethodPost, "/v1/sandboxes", `{}`); code == http.StatusAccepted {
 			created = append(created, sb["id"].(string))
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -99,8 +160,8 @@ func TestOpsCommands(t *testing.T) {
 	if err != nil || !strings.HasPrefix(secret, "tk_") {
 		t.Fatalf("keys create = %q %v", secret, err)
 	}
-	if code, _ := s.do(t, http.MethodGet, "/v1/sandboxes", secret, ""); code != http.StatusOK {
-		t.Errorf("the new key gets %d", code)
+	if code, _, err := (harness.Client{Key: secret}).Do(http.MethodGet, s.base+"/v1/sandboxes", nil); err != nil || code != http.StatusOK {
+		t.Errorf("the new key gets %d, %v", code, err)
 	}
 	out, _, err = tether("keys", "ls", "-o", "json")
 	var keys []struct {
@@ -130,5 +191,45 @@ func TestOpsCommands(t *testing.T) {
 	delete(env, "TETHER_URL")
 	if _, _, err = tether("sandboxes", "ls"); err == nil || !strings.Contains(err.Error(), "TETHER_URL") {
 		t.Errorf("no server = %v", err)
+	}
+}
+
+// TestCLIExecShowsEscapes: `tether sandboxes exec` of a command that prints
+// terminal escapes (a window title, a screen clear, a clipboard write)
+// shows them as text; --raw passes them on.
+func TestCLIExecShowsEscapes(t *testing.T) {
+	t.Parallel()
+	state := harness.ReachableTempDir(t)
+	s := start(t, "k", "PROVIDERS=local", "LOCAL_STATE_DIR="+state, "LOCAL_WORKSPACE_MB=0")
+	code, sb := s.do(t, http.MethodPost, "/v1/sandboxes", `{}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("create = %d %v", code, sb)
+	}
+	id, _ := sb["id"].(string)
+	t.Cleanup(func() {
+		if p, err := local.New(state); err == nil {
+			_ = p.Destroy(context.Background(), id)
+		}
+	})
+	if code, sb = s.do(t, http.MethodGet, "/v1/sandboxes/"+id+"?wait=30s", ""); code != http.StatusOK || sb["state"] != "ready" {
+		t.Fatalf("wait for ready = %d %v", code, sb)
+	}
+	env := map[string]string{"TETHER_URL": s.base, "TETHER_API_KEY": "k"}
+	exec := func(args ...string) string {
+		t.Helper()
+		var out, errOut syncBuffer
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		if err := run(ctx, env, &out, &errOut, append([]string{"sandboxes", "exec"}, args...)...); err != nil {
+			t.Fatalf("exec: %v %s", err, errOut.String())
+		}
+		return out.String()
+	}
+	cmd := []string{id, "--", `printf '\033]0;pwned\007\033[2Jhi\n'`}
+	if got := exec(cmd...); strings.ContainsRune(got, 0x1b) || got != `\x1b]0;pwned\x07\x1b[2Jhi`+"\n" {
+		t.Errorf("exec printed %q; want the escapes shown as text", got)
+	}
+	if got := exec(append([]string{"--raw"}, cmd...)...); got != "\x1b]0;pwned\x07\x1b[2Jhi\n" {
+		t.Errorf("exec --raw printed %q; want the output as is", got)
 	}
 }

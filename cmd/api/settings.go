@@ -1,0 +1,102 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A setting is one environment variable of the configuration: its name,
+// its default as docs/configuration.md shows it ("" for none, or for one
+// worked out at start), a line on what it sets, and how it sets the
+// configuration from a value. loadConfig gives set the variable's value,
+// or the default when the variable is unset or empty; a value set refuses
+// leaves the default in place. docs/configuration.md's table is checked
+// against the settings, row by row (configdoc_test.go).
+type setting struct {
+	name string
+	def  string
+	doc  string
+	set  func(c *Config, v string) error
+}
+
+// duration is a setting of a positive Go duration.
+func duration(name string, def time.Duration, doc string, field func(*Config) *time.Duration) setting {
+	return setting{name: name, def: formatDuration(def), doc: doc, set: func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("%s=%q: want a positive Go duration such as 5s", name, v)
+		}
+		*field(c) = d
+		return nil
+	}}
+}
+
+// count is a setting of a positive integer.
+func count[T int | int64](name string, def T, doc string, field func(*Config) *T) setting {
+	return setting{name: name, def: strconv.FormatInt(int64(def), 10), doc: doc, set: func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("%s=%q: want a positive integer", name, v)
+		}
+		*field(c) = T(n)
+		return nil
+	}}
+}
+
+// countOrZero is a setting of an integer where 0 means none (no limit,
+// or one worked out from the host).
+func countOrZero[T int | int64](name string, def T, doc string, field func(*Config) *T) setting {
+	return setting{name: name, def: strconv.FormatInt(int64(def), 10), doc: doc, set: func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%s=%q: want 0 or a positive integer", name, v)
+		}
+		*field(c) = T(n)
+		return nil
+	}}
+}
+
+// text is a setting of a string, blanks around it dropped; a blank value
+// is the default.
+func text(name, def, doc string, field func(*Config) *string) setting {
+	return setting{name: name, def: def, doc: doc, set: func(c *Config, v string) error {
+		*field(c) = cmp.Or(strings.TrimSpace(v), def)
+		return nil
+	}}
+}
+
+// verbatim is a setting of a string taken as it is (a secret, a URL).
+func verbatim(name, doc string, field func(*Config) *string) setting {
+	return setting{name: name, doc: doc, set: func(c *Config, v string) error {
+		*field(c) = v
+		return nil
+	}}
+}
+
+// boolean is a setting of a boolean, false by default.
+func boolean(name, doc string, field func(*Config) *bool) setting {
+	return setting{name: name, def: "false", doc: doc, set: func(c *Config, v string) error {
+		v = strings.TrimSpace(v)
+		b, err := strconv.ParseBool(cmp.Or(v, "false"))
+		if err != nil {
+			return fmt.Errorf("%s=%q: want true or false", name, v)
+		}
+		*field(c) = b
+		return nil
+	}}
+}
+
+// formatDuration writes d as people write it: 1h, 5m, 30s, 1m30s.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

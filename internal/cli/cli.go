@@ -1,0 +1,185 @@
+// Package cli is Tether's ops commands (tether sandboxes, events, owners,
+// keys): they talk to a Tether server over its REST API, through the
+// generated Go client, never to the database. They work from anywhere a key
+// works, and see exactly what the key's tenant may see. cmd/api's main
+// dispatches to Run; the server's own code does not use this package.
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tetherhq/tether/clients/go/tether"
+)
+
+// Usage lists the ops commands, for `tether help`.
+const Usage = `ops commands (server from --url or TETHER_URL, key from --key or TETHER_API_KEY):
+  tether sandboxes ls [--state S]... [--owner O] [--provider P] [--label k=v]... [--limit N] [--all]
+  tether sandboxes get ID [--wait 30s]
+  tether sandboxes rm ID [--wait]          end it; --wait: until its resources are released
+  tether sandboxes exec [--raw] ID -- COMMAND...
+  tether events [--follow]                 the tenant's events; --follow: live, until interrupted
+  tether keys ls | keys create --name N | keys revoke ID   the tenant's API keys
+  tether owners ls                         owners, their leases and live sandboxes
+  tether owners end OWNER                  end an owner and all its sandboxes
+every command takes -o json for scripts.
+`
+
+// commands are the ops commands by name.
+var commands = map[string]func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error{
+	"sandboxes": runSandboxes,
+	"events":    runEvents,
+	"owners":    runOwners,
+	"keys":      runKeys,
+}
+
+// Has reports whether name is an ops command.
+func Has(name string) bool {
+	_, ok := commands[name]
+	return ok
+}
+
+// Run runs the ops command name with its arguments; getenv gives TETHER_URL
+// and TETHER_API_KEY.
+func Run(ctx context.Context, name string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	run, ok := commands[name]
+	if !ok {
+		return fmt.Errorf("unknown ops command %q", name)
+	}
+	return run(ctx, args, getenv, stdout, stderr)
+}
+
+// cli is one ops command's connection and output settings.
+type cli struct {
+	api    *tether.ClientWithResponses
+	url    string
+	key    string
+	json   bool
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// newCLI parses the common flags (--url, --key, -o) into a client; the
+// command's own flags are defined by define before parsing.
+func newCLI(name string, args []string, getenv func(string) string, stdout, stderr io.Writer, define func(*flag.FlagSet)) (*cli, []string, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := fs.String("url", getenv("TETHER_URL"), "Tether's base URL (TETHER_URL)")
+	key := fs.String("key", getenv("TETHER_API_KEY"), "API key (TETHER_API_KEY)")
+	output := fs.String("o", "table", "output: table or json")
+	if define != nil {
+		define(fs)
+	}
+	// Flags may come before or after the arguments; everything after "--"
+	// is an argument (exec's command).
+	var positional, verbatim []string
+	for i, a := range args {
+		if a == "--" {
+			args, verbatim = args[:i], args[i+1:]
+			break
+		}
+	}
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, nil, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	positional = append(positional, verbatim...)
+	switch {
+	case *url == "":
+		return nil, nil, errors.New("no server: set TETHER_URL or pass --url")
+	case *key == "":
+		return nil, nil, errors.New("no API key: set TETHER_API_KEY or pass --key")
+	case *output != "table" && *output != "json":
+		return nil, nil, fmt.Errorf("-o %s: want table or json", *output)
+	}
+	base := strings.TrimRight(*url, "/")
+	auth := func(_ context.Context, req *http.Request) error {
+		req.Header.Set("Authorization", "Bearer "+*key)
+		return nil
+	}
+	api, err := tether.NewClientWithResponses(base, tether.WithRequestEditorFn(auth))
+	if err != nil {
+		return nil, nil, fmt.Errorf("client: %w", err)
+	}
+	return &cli{api: api, url: base, key: *key, json: *output == "json", stdout: stdout, stderr: stderr}, positional, nil
+}
+
+// problem turns an error response into an error that says what the server
+// said.
+func problem(status int, body []byte) error {
+	if status < 400 {
+		return nil
+	}
+	var p tether.Problem
+	if json.Unmarshal(body, &p) == nil && p.Code != "" {
+		msg := fmt.Sprintf("%d %s: %s", status, p.Code, printable(p.Detail))
+		if p.State != nil {
+			msg += " (state " + string(*p.State) + ")"
+		}
+		return errors.New(msg)
+	}
+	return fmt.Errorf("HTTP %d: %s", status, printable(string(bytes.TrimSpace(body))))
+}
+
+func (c *cli) printJSON(v any) error {
+	enc := json.NewEncoder(c.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func deref[T any](p *T, none string, format func(T) string) string {
+	if p == nil {
+		return none
+	}
+	return format(*p)
+}
+
+func ago(t time.Time) string { return time.Since(t).Round(time.Second).String() + " ago" }
+
+// printable is s with the characters a terminal would act on shown as
+// escapes instead: a sandbox's output is the sandbox's, and output that
+// moves the cursor, retitles the window, rewrites the line or writes to
+// the clipboard must not do so in the operator's terminal. Newlines and
+// tabs stay; other control characters (C0, DEL, C1), bidirectional
+// overrides and invalid UTF-8 are shown as \xNN or \uNNNN.
+func printable(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case (r >= 0x80 && r <= 0x9f) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+		i += size
+	}
+	return b.String()
+}

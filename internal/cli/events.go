@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tetherhq/tether/clients/go/tether"
+)
+
+// runEvents is `tether events [--follow]`.
+func runEvents(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var follow bool
+	var limit int
+	c, _, err := newCLI("events", args, getenv, stdout, stderr, func(fs *flag.FlagSet) {
+		fs.BoolVar(&follow, "follow", false, "follow new events live until interrupted")
+		fs.IntVar(&limit, "limit", 50, "how many events to show, oldest first (without --follow)")
+	})
+	if err != nil {
+		return err
+	}
+	if follow {
+		return c.follow(ctx)
+	}
+	resp, err := c.api.ListEventsWithResponse(ctx, &tether.ListEventsParams{Limit: &limit})
+	if err != nil {
+		return fmt.Errorf("list events: %w", err)
+	}
+	if err := problem(resp.StatusCode(), resp.Body); err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(resp.JSON200.Items)
+	}
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	_, _ = fmt.Fprintln(w, "ID\tAT\tSANDBOX\tFROM\tTO\tREASON\tACTOR")
+	for _, e := range resp.JSON200.Items {
+		_, _ = fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Id, e.At.Format(time.RFC3339), e.SandboxId,
+			deref(e.From, "-", func(s tether.SandboxState) string { return string(s) }), e.To,
+			deref(e.Reason, "-", func(s string) string { return s }), e.Actor)
+	}
+	return w.Flush()
+}
+
+// follow prints the event stream as it comes, one line (or JSON object)
+// an event, until ctx ends.
+func (c *cli) follow(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/v1/events/stream", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("event stream: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		return problem(resp.StatusCode, body)
+	}
+	_, _ = fmt.Fprintln(c.stderr, "following events; Ctrl-C stops")
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if c.json {
+			_, _ = fmt.Fprintln(c.stdout, data)
+			continue
+		}
+		var e tether.Event
+		if err := json.Unmarshal([]byte(data), &e); err != nil {
+			return fmt.Errorf("event stream: %w", err)
+		}
+		_, _ = fmt.Fprintf(c.stdout, "%s  %s  %s -> %s  %s  %s\n", e.At.Format(time.RFC3339), e.SandboxId,
+			deref(e.From, "-", func(s tether.SandboxState) string { return string(s) }), e.To,
+			deref(e.Reason, "", func(s string) string { return s }), e.Actor)
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return sc.Err()
+}
