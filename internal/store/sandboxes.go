@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -301,61 +300,65 @@ func (s *Store) Sandbox(ctx context.Context, id string) (sandbox.Sandbox, error)
 	return sb, nil
 }
 
-// ListSandboxes returns the filtered sandboxes newest first, at most
-// f.Limit of them, and the cursor of the next page (nil at the end).
-func (s *Store) ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sandbox.Sandbox, *sandbox.Cursor, error) {
-	var (
-		where = []string{"s.tenant = $1"}
-		args  = []any{f.Tenant}
-	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
+// listWhere is the condition of a list of sandboxes and its named
+// arguments: one condition per filter set.
+func listWhere(f sandbox.ListFilter) (string, pgx.StrictNamedArgs, error) {
+	where, args := []string{"s.tenant = @tenant"}, pgx.StrictNamedArgs{"tenant": f.Tenant}
 	if len(f.States) > 0 {
 		states := make([]string, len(f.States))
 		for i, st := range f.States {
 			states[i] = string(st)
 		}
-		where = append(where, "s.state = ANY("+arg(states)+")")
+		where, args["states"] = append(where, "s.state = ANY(@states)"), states
 	}
 	if len(f.Reasons) > 0 {
 		reasons := make([]string, len(f.Reasons))
 		for i, r := range f.Reasons {
 			reasons[i] = string(r)
 		}
-		where = append(where, "s.reason = ANY("+arg(reasons)+")")
+		where, args["reasons"] = append(where, "s.reason = ANY(@reasons)"), reasons
 	}
 	if f.Owner != "" {
-		where = append(where, "s.owner = "+arg(f.Owner))
+		where, args["owner"] = append(where, "s.owner = @owner"), f.Owner
 	}
 	if f.Provider != "" {
-		where = append(where, "s.provider = "+arg(f.Provider))
+		where, args["provider"] = append(where, "s.provider = @provider"), f.Provider
 	}
 	if len(f.Labels) > 0 {
 		b, err := json.Marshal(f.Labels)
 		if err != nil {
-			return nil, nil, wrap("list sandboxes", err)
+			return "", nil, err
 		}
 		// The first condition matches the partial GIN index's predicate.
-		where = append(where, "s.labels <> '{}'::jsonb", "s.labels @> "+arg(b)+"::jsonb")
+		where, args["labels"] = append(where, "s.labels <> '{}'::jsonb", "s.labels @> @labels::jsonb"), b
 	}
 	if !f.CreatedAfter.IsZero() {
-		where = append(where, "s.created_at > "+arg(f.CreatedAfter))
+		where, args["created_after"] = append(where, "s.created_at > @created_after"), f.CreatedAfter
 	}
 	if !f.CreatedBefore.IsZero() {
-		where = append(where, "s.created_at < "+arg(f.CreatedBefore))
+		where, args["created_before"] = append(where, "s.created_at < @created_before"), f.CreatedBefore
 	}
 	if f.Released != nil {
-		where = append(where, "s.released = "+arg(*f.Released))
+		where, args["released"] = append(where, "s.released = @released"), *f.Released
 	}
 	if f.After != nil {
-		where = append(where, "(s.created_at, s.id) < ("+arg(f.After.CreatedAt)+", "+arg(f.After.ID)+")")
+		where = append(where, "(s.created_at, s.id) < (@after_created_at, @after_id)")
+		args["after_created_at"], args["after_id"] = f.After.CreatedAt, f.After.ID
+	}
+	return strings.Join(where, " AND "), args, nil
+}
+
+// ListSandboxes returns the filtered sandboxes newest first, at most
+// f.Limit of them, and the cursor of the next page (nil at the end).
+func (s *Store) ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sandbox.Sandbox, *sandbox.Cursor, error) {
+	where, args, err := listWhere(f)
+	if err != nil {
+		return nil, nil, wrap("list sandboxes", err)
 	}
 	limit := f.Limit
-	q := `SELECT ` + clientColumns + ` FROM sandboxes s WHERE ` + strings.Join(where, " AND ") +
-		` ORDER BY s.created_at DESC, s.id DESC LIMIT ` + arg(limit+1)
-	rows, err := s.pool.Query(ctx, q, args...)
+	args["limit"] = limit + 1
+	rows, err := s.pool.Query(ctx, `SELECT `+clientColumns+` FROM sandboxes s WHERE `+where+`
+		ORDER BY s.created_at DESC, s.id DESC LIMIT @limit`, args)
 	if err != nil {
 		return nil, nil, wrap("list sandboxes", err)
 	}
