@@ -14,7 +14,7 @@ import (
 // Every statement that ends sandboxes is named here: endSQL is the end
 // itself, the same for all of them, and each statement below is endSQL
 // over the query that picks what it ends. Their arguments are named
-// (pgx.StrictNamedArgs), so each reads on its own: the end's own are @now,
+// (namedArgs), so each reads on its own: the end's own are @now,
 // @reason, @actor, @message, @key_id and @key_name (see endMany), and each
 // pick names the rest.
 var (
@@ -153,8 +153,8 @@ type end struct {
 
 // endMany runs stmt, one of the statements above, with the end's named
 // arguments and pick's: the arguments of stmt's pick query other than @now.
-func endMany(ctx context.Context, q querier, stmt string, e end, pick pgx.StrictNamedArgs) ([]sandbox.Sandbox, error) {
-	args := pgx.StrictNamedArgs{
+func endMany(ctx context.Context, q querier, stmt string, e end, pick namedArgs) ([]sandbox.Sandbox, error) {
+	args := namedArgs{
 		"now": e.now, "reason": string(e.reason), "actor": string(e.actor), "message": e.message,
 		"key_id": nullable(e.by.KeyID), "key_name": nullable(e.by.KeyName),
 	}
@@ -207,7 +207,7 @@ var errNotLive = errors.New("sandbox not live")
 func (s *Store) endOne(ctx context.Context, r endRow) (sandbox.Sandbox, error) {
 	ended, err := endMany(ctx, s.pool, endSandboxSQL,
 		end{now: s.Now(), reason: r.reason, actor: r.actor, by: r.by, message: r.message},
-		pgx.StrictNamedArgs{"id": r.id, "tenant": r.tenant})
+		namedArgs{"id": r.id, "tenant": r.tenant})
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -229,7 +229,7 @@ func (s *Store) endBatch(ctx context.Context, rows []endRow) (map[string]sandbox
 		ids[i], tenants[i], reasons[i], actors[i], messages[i] = r.id, r.tenant, string(r.reason), string(r.actor), r.message
 		keyIDs[i], keyNames[i] = nullable(r.by.KeyID), nullable(r.by.KeyName)
 	}
-	pgRows, err := s.pool.Query(ctx, endSandboxesSQL, pgx.StrictNamedArgs{
+	pgRows, err := s.pool.Query(ctx, endSandboxesSQL, namedArgs{
 		"ids": ids, "tenants": tenants, "reasons": reasons, "actors": actors, "messages": messages,
 		"key_ids": keyIDs, "key_names": keyNames, "now": s.Now(),
 	})
@@ -257,7 +257,7 @@ func endKey(tenant, id string) string { return tenant + "\x00" + id }
 func (s *Store) EndExpired(ctx context.Context, limit int) ([]sandbox.Sandbox, error) {
 	ended, err := endMany(ctx, s.work, endExpiredSQL,
 		end{now: s.Now(), reason: sandbox.ReasonExpired, actor: sandbox.ActorJanitor, message: "ttl expired"},
-		pgx.StrictNamedArgs{"limit": limit})
+		namedArgs{"limit": limit})
 	if err != nil {
 		return nil, wrap("end expired", err)
 	}
@@ -294,7 +294,7 @@ const failOverdueSQL = `
 // ever claimed are cancelled with reason create_failed.
 func (s *Store) FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, error) {
 	now := s.Now()
-	rows, err := s.work.Query(ctx, failOverdueSQL, pgx.StrictNamedArgs{"now": now, "limit": limit})
+	rows, err := s.work.Query(ctx, failOverdueSQL, namedArgs{"now": now, "limit": limit})
 	if err != nil {
 		return nil, wrap("fail overdue", err)
 	}
@@ -305,7 +305,7 @@ func (s *Store) FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, 
 	cancelled, err := endMany(ctx, s.work, cancelOverdueSQL,
 		end{now: now, reason: sandbox.ReasonCreateFailed, actor: sandbox.ActorJanitor,
 			message: "no executor claimed it before the creation deadline"},
-		pgx.StrictNamedArgs{"limit": limit})
+		namedArgs{"limit": limit})
 	if err != nil {
 		return nil, wrap("cancel overdue", err)
 	}

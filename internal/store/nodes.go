@@ -76,7 +76,7 @@ func (s *Store) Nodes(ctx context.Context, tenant string) ([]Node, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+nodeColumns+`,
 			(SELECT count(*) FROM sandboxes sb WHERE sb.node = n.id AND sb.tenant = @tenant AND sb.state IN `+liveStates+`)
-		FROM nodes n ORDER BY n.id`, pgx.StrictNamedArgs{"grace": s.nodeGrace, "tenant": tenant})
+		FROM nodes n ORDER BY n.id`, namedArgs{"grace": s.nodeGrace, "tenant": tenant})
 	if err != nil {
 		return nil, wrap("list nodes", err)
 	}
@@ -90,7 +90,7 @@ func (s *Store) Nodes(ctx context.Context, tenant string) ([]Node, error) {
 // Node returns the node with the given id, or ErrNotFound.
 func (s *Store) Node(ctx context.Context, id string) (Node, error) {
 	n, err := scanNode(s.pool.QueryRow(ctx, `SELECT `+nodeColumns+` FROM nodes n WHERE n.id = @id`,
-		pgx.StrictNamedArgs{"grace": s.nodeGrace, "id": id}))
+		namedArgs{"grace": s.nodeGrace, "id": id}))
 	if err != nil {
 		return n, wrap("get node", err)
 	}
@@ -129,7 +129,7 @@ func (s *Store) NodeLoad(ctx context.Context, provider, node string) (Load, erro
 			COALESCE((SELECT min(live) FROM load), 0), (SELECT count(*) FROM load),
 			(SELECT min(created_at) FROM sandboxes WHERE provider = @provider AND state = 'requested'),
 			EXISTS (SELECT 1 FROM load WHERE id = @node)`,
-		pgx.StrictNamedArgs{"grace": s.nodeGrace, "provider": provider, "node": node}).Scan(&l.Own, &l.Least, &l.Nodes, &oldest, &l.Serves)
+		namedArgs{"grace": s.nodeGrace, "provider": provider, "node": node}).Scan(&l.Own, &l.Least, &l.Nodes, &oldest, &l.Serves)
 	if err != nil {
 		return l, wrap("node load", err)
 	}
@@ -153,7 +153,7 @@ func (s *Store) StrandedSandboxes(ctx context.Context, limit int) ([]Stranded, e
 		SELECT sb.id, sb.node, COALESCE(n.heartbeat_at, '-infinity')
 		FROM sandboxes sb LEFT JOIN nodes n ON n.id = sb.node
 		WHERE sb.node IS NOT NULL AND sb.state IN ('creating', 'ready') AND `+nodeDead("sb.node")+`
-		ORDER BY sb.id LIMIT @limit`, pgx.StrictNamedArgs{"grace": s.nodeGrace, "limit": limit})
+		ORDER BY sb.id LIMIT @limit`, namedArgs{"grace": s.nodeGrace, "limit": limit})
 	if err != nil {
 		return nil, wrap("stranded sandboxes", err)
 	}
@@ -178,7 +178,7 @@ func (s *Store) AdoptUnplaced(ctx context.Context, node string, providers []stri
 		UPDATE sandboxes SET node = @node
 		WHERE node IS NULL AND provider = ANY(@providers) AND state <> 'requested' AND NOT (state IN `+terminalStates+` AND released)
 		  AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id <> @node AND n.heartbeat_at > clock_timestamp() - @grace::interval)`,
-		pgx.StrictNamedArgs{"grace": s.nodeGrace, "node": node, "providers": providers})
+		namedArgs{"grace": s.nodeGrace, "node": node, "providers": providers})
 	if err != nil {
 		return 0, wrap("adopt unplaced sandboxes", err)
 	}

@@ -37,7 +37,7 @@ func (s *Store) ensureOwnerLease(ctx context.Context, tx pgx.Tx, now time.Time, 
 // lapsed (owner_expired), so that a new lease never revives sandboxes that
 // outlived the old one.
 func lapseOwner(ctx context.Context, tx pgx.Tx, now time.Time, tenant, owner string) ([]sandbox.Sandbox, error) {
-	return endMany(ctx, tx, endLapsedOwnerSQL, ownerLapsed(now), pgx.StrictNamedArgs{"tenant": tenant, "owner": owner})
+	return endMany(ctx, tx, endLapsedOwnerSQL, ownerLapsed(now), namedArgs{"tenant": tenant, "owner": owner})
 }
 
 // ownerLapsed is the end of the sandboxes of an owner whose lease lapsed.
@@ -91,7 +91,7 @@ func (s *Store) ReleaseOwner(ctx context.Context, tenant, owner string, by sandb
 		var err error
 		ended, err = endMany(ctx, tx, endOwnerSQL,
 			end{now: now, reason: sandbox.ReasonOwnerReleased, actor: sandbox.ActorClient, by: by, message: "owner released"},
-			pgx.StrictNamedArgs{"tenant": tenant, "owner": owner})
+			namedArgs{"tenant": tenant, "owner": owner})
 		return err
 	})
 	if err != nil {
@@ -105,7 +105,7 @@ func (s *Store) ReleaseOwner(ctx context.Context, tenant, owner string, by sandb
 // lapsed, with reason owner_expired. The janitor runs CreditOutage first,
 // so that an outage is credited before leases are judged.
 func (s *Store) EndLapsedOwners(ctx context.Context, limit int) ([]sandbox.Sandbox, error) {
-	ended, err := endMany(ctx, s.work, endLapsedOwnersSQL, ownerLapsed(s.Now()), pgx.StrictNamedArgs{"limit": limit})
+	ended, err := endMany(ctx, s.work, endLapsedOwnersSQL, ownerLapsed(s.Now()), namedArgs{"limit": limit})
 	if err != nil {
 		return nil, wrap("end lapsed owners", err)
 	}

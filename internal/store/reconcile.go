@@ -77,7 +77,7 @@ func (s *Store) ReadyBefore(ctx context.Context, provider, node string, t time.T
 // release workers still confirm with the provider (destroy of nothing is
 // success) before it counts as released.
 func (s *Store) MarkLost(ctx context.Context, id, message string) (sandbox.Sandbox, bool, error) {
-	return s.markLost(ctx, endLostSQL, message, pgx.StrictNamedArgs{"id": id})
+	return s.markLost(ctx, endLostSQL, message, namedArgs{"id": id})
 }
 
 // MarkStranded is MarkLost for a ready or creating sandbox of a dead node
@@ -86,12 +86,12 @@ func (s *Store) MarkLost(ctx context.Context, id, message string) (sandbox.Sandb
 // statement runs, so a node that beat again meanwhile keeps it. The node
 // releases it when it comes back.
 func (s *Store) MarkStranded(ctx context.Context, id, node, message string) (sandbox.Sandbox, bool, error) {
-	return s.markLost(ctx, endStrandedSQL, message, pgx.StrictNamedArgs{"id": id, "node": node, "grace": s.nodeGrace})
+	return s.markLost(ctx, endStrandedSQL, message, namedArgs{"id": id, "node": node, "grace": s.nodeGrace})
 }
 
 // markLost ends with reason lost the sandbox that stmt, endLostSQL or
 // endStrandedSQL, picks with the arguments pick.
-func (s *Store) markLost(ctx context.Context, stmt, message string, pick pgx.StrictNamedArgs) (sandbox.Sandbox, bool, error) {
+func (s *Store) markLost(ctx context.Context, stmt, message string, pick namedArgs) (sandbox.Sandbox, bool, error) {
 	now := s.Now()
 	var ended []sandbox.Sandbox
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {

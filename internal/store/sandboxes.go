@@ -302,8 +302,8 @@ func (s *Store) Sandbox(ctx context.Context, id string) (sandbox.Sandbox, error)
 
 // listWhere is the condition of a list of sandboxes and its named
 // arguments: one condition per filter set.
-func listWhere(f sandbox.ListFilter) (string, pgx.StrictNamedArgs, error) {
-	where, args := []string{"s.tenant = @tenant"}, pgx.StrictNamedArgs{"tenant": f.Tenant}
+func listWhere(f sandbox.ListFilter) (string, namedArgs, error) {
+	where, args := []string{"s.tenant = @tenant"}, namedArgs{"tenant": f.Tenant}
 	if len(f.States) > 0 {
 		states := make([]string, len(f.States))
 		for i, st := range f.States {

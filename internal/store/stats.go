@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Stats is a snapshot of the registry for metrics.
@@ -52,7 +50,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	rows, err = s.pool.Query(ctx, `
 		SELECT `+nodeColumns+`,
 			(SELECT count(*) FROM sandboxes sb WHERE sb.node = n.id AND sb.state IN `+liveStates+`)
-		FROM nodes n ORDER BY n.id`, pgx.StrictNamedArgs{"grace": s.nodeGrace})
+		FROM nodes n ORDER BY n.id`, namedArgs{"grace": s.nodeGrace})
 	if err != nil {
 		return st, wrap("stats", err)
 	}

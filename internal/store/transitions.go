@@ -31,7 +31,7 @@ type Share struct {
 // args adds the share's named arguments to a claim's: @tenants and @held,
 // the tenants and the slots each holds, and @cap, the cap (limit, the
 // claim's own, when the share has none).
-func (sh Share) args(args pgx.StrictNamedArgs, limit int) pgx.StrictNamedArgs {
+func (sh Share) args(args namedArgs, limit int) namedArgs {
 	tenants, held := make([]string, 0, len(sh.Held)), make([]int32, 0, len(sh.Held))
 	for t, n := range sh.Held {
 		tenants, held = append(tenants, t), append(held, int32(n))
@@ -136,9 +136,9 @@ var claimReleasesSQL = `
 		SELECT s.from_state, ` + sandboxColumns + ` FROM upd s`
 
 // claimArgs are a claim's named arguments, the share's included.
-func (s *Store) claimArgs(provider, node, worker string, limit int, lease time.Duration, share Share) pgx.StrictNamedArgs {
+func (s *Store) claimArgs(provider, node, worker string, limit int, lease time.Duration, share Share) namedArgs {
 	now := s.Now()
-	return share.args(pgx.StrictNamedArgs{
+	return share.args(namedArgs{
 		"provider": provider, "now": now, "limit": limit, "worker": worker, "lease_until": now.Add(lease), "node": node,
 	}, limit)
 }
@@ -168,7 +168,7 @@ func (s *Store) ClaimNewCreates(ctx context.Context, provider, node, worker stri
 	return s.claimCreates(ctx, node, claimNewCreatesSQL, args)
 }
 
-func (s *Store) claimCreates(ctx context.Context, node, stmt string, args pgx.StrictNamedArgs) ([]Claim, error) {
+func (s *Store) claimCreates(ctx context.Context, node, stmt string, args namedArgs) ([]Claim, error) {
 	// A placement is a promise across hosts, so it commits durably: were
 	// a claim lost in a crash of Postgres, another node could create the
 	// sandbox while this one runs it (TestChaosNodes caught that). Other
