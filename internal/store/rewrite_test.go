@@ -63,6 +63,10 @@ func TestNamedStatements(t *testing.T) {
 		"claimCreatesSQL":    {claimCreatesSQL, claim},
 		"claimNewCreatesSQL": {claimNewCreatesSQL, append(claim, "since")},
 		"claimReleasesSQL":   {claimReleasesSQL, claim},
+		"insertSandboxSQL": {insertSandboxSQL, []string{"id", "tenant", "provider", "owner", "labels", "env", "setup", "params",
+			"now", "expires_at", "create_deadline", "key_id", "key_name"}},
+		"insertSandboxesSQL": {insertSandboxesSQL, []string{"ids", "tenants", "providers", "labels", "envs", "setups", "params",
+			"created_at", "expires_at", "create_deadlines", "key_ids", "key_names"}},
 	} {
 		got := slices.Sorted(slices.Values(rewrite(c.sql).names))
 		if want := slices.Sorted(slices.Values(c.names)); !slices.Equal(got, want) {
