@@ -104,8 +104,8 @@ func endSQL(pick string) string {
 }
 
 // endValues are the SQL expressions of an end's time, reason, actor,
-// message and caller's key: parameters, or columns of the pick query's rows
-// (cur).
+// message and caller's key: named arguments, or columns of the pick
+// query's rows (cur).
 type endValues struct{ now, reason, actor, message, keyID, keyName string }
 
 // endSQLWith is endSQL with the end's values given as SQL expressions.

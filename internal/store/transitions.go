@@ -86,13 +86,13 @@ var (
 	claimNewCreatesSQL = claimCreateSQL(`state = 'requested' AND created_at >= @since`)
 )
 
-// claimCreateSQL is the statement of a create claim of the sandboxes which
-// selects, of those a create claim may take: requested ones and creating
-// ones, but of a host-bound provider (@node not "") only the creating ones
-// of the claiming node (or of none). Each claimed sandbox moves to
-// creating, its epoch and attempts are bumped, it is leased to @worker
-// until @lease_until and placed on @node; a requested one gets its
-// creating event.
+// claimCreateSQL is a create claim of the sandboxes of @provider that the
+// condition which selects among those a create may take: requested ones,
+// and creating ones (of a host-bound provider, @node not "", only those of
+// the claiming node or of none). Each claimed sandbox moves to creating,
+// its epoch and attempts are bumped, it is leased to @worker until
+// @lease_until and placed on @node; a requested one gets its creating
+// event.
 func claimCreateSQL(which string) string {
 	where := `provider = @provider AND state IN ('requested', 'creating') AND ` + which + `
 			  AND (@node::text = '' OR state = 'requested' OR node = @node OR node IS NULL)`
