@@ -102,8 +102,9 @@ func (s *Store) ReleaseOwner(ctx context.Context, tenant, owner string, by sandb
 }
 
 // EndLapsedOwners ends up to limit live sandboxes whose owner's lease has
-// lapsed, with reason owner_expired. The janitor runs CreditOutage first,
-// so that an outage is credited before leases are judged.
+// lapsed, with reason owner_expired (the statement endLapsedOwnersSQL, in
+// ends.go). It extends no lease: the janitor runs CreditOutage first, so
+// that an outage is credited before leases are judged.
 func (s *Store) EndLapsedOwners(ctx context.Context, limit int) ([]sandbox.Sandbox, error) {
 	ended, err := endMany(ctx, s.work, endLapsedOwnersSQL, ownerLapsed(s.Now()), namedArgs{"limit": limit})
 	if err != nil {
