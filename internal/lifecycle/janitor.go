@@ -110,7 +110,12 @@ const janitorRole = "janitor"
 // inventory in both directions.
 //
 // Every replica sweeps (see tick); one replica at a time, the leader,
-// reconciles with the providers. Leadership is a lease row in Postgres
+// reconciles with the providers. A sweep's first step is the outage credit
+// (store.CreditOutage): it records that this replica reached Postgres and
+// extends the leases alive through a span in which no replica did; only
+// once it succeeded does the sweep judge leases and deadlines
+// (EndLapsedOwners, EndExpired). The API's calls that judge an owner's
+// lease make the same step first (store.SettleOutage). Leadership is a lease row in Postgres
 // (table leaders) rather than an advisory lock: it needs no dedicated
 // session (so it works through connection poolers), it moves with the
 // store's injectable clock in tests, and ops can see who leads. Safety does

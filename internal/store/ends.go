@@ -11,19 +11,101 @@ import (
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
+// Every statement that ends sandboxes is named here: endSQL is the end
+// itself, the same for all of them, and each statement below is endSQL
+// over the query that picks what it ends. Their arguments are named
+// (namedArgs), so each reads on its own: the end's own are @now,
+// @reason, @actor, @message, @key_id and @key_name (see endMany), and each
+// pick names the rest.
+var (
+	// endSandboxSQL ends the sandbox @id of @tenant (EndSandbox, alone).
+	endSandboxSQL = endSQL(`
+		SELECT id, state, lease_owner FROM sandboxes WHERE id = @id AND tenant = @tenant FOR UPDATE`)
+
+	// endSandboxesSQL is endSandboxSQL for many sandboxes at once
+	// (EndSandbox, batched), given as arrays: the rows are locked in id
+	// order, and each carries its own reason, actor, message and key.
+	endSandboxesSQL = endSQLWith(`
+		SELECT s.id, s.state, s.lease_owner, n.reason, n.actor, n.message, n.key_id, n.key_name
+		FROM sandboxes s
+		JOIN unnest(@ids::text[], @tenants::text[], @reasons::text[], @actors::text[], @messages::text[],
+			@key_ids::text[], @key_names::text[])
+			AS n(id, tenant, reason, actor, message, key_id, key_name)
+			ON n.id = s.id AND n.tenant = s.tenant
+		ORDER BY s.id
+		FOR UPDATE OF s`,
+		endValues{now: "@now::timestamptz", reason: "cur.reason", actor: "cur.actor", message: "cur.message",
+			keyID: "cur.key_id", keyName: "cur.key_name"})
+
+	// endLapsedOwnersSQL is the janitor's sweep of lapsed owners
+	// (EndLapsedOwners): it ends up to @limit live sandboxes whose owner's
+	// lease ended before @now, skipping rows another replica's sweep holds.
+	endLapsedOwnersSQL = endSQL(`
+		SELECT s.id, s.state, s.lease_owner FROM sandboxes s
+		JOIN owners o ON o.tenant = s.tenant AND o.name = s.owner
+		WHERE s.owner IS NOT NULL AND s.state IN ` + liveStates + ` AND o.expires_at < @now
+		LIMIT @limit
+		FOR UPDATE OF s SKIP LOCKED`)
+
+	// endLapsedOwnerSQL ends the live sandboxes of the one owner @owner of
+	// @tenant if its lease ended before @now: a heartbeat, a create or a
+	// transfer naming a lapsed owner runs it before the owner's new lease
+	// starts (lapseOwner).
+	endLapsedOwnerSQL = endSQL(`
+		SELECT s.id, s.state, s.lease_owner FROM sandboxes s
+		JOIN owners o ON o.tenant = s.tenant AND o.name = s.owner
+		WHERE s.tenant = @tenant AND s.owner = @owner AND s.state IN ` + liveStates + ` AND o.expires_at < @now
+		FOR UPDATE OF s`)
+
+	// endOwnerSQL ends every live sandbox of @owner of @tenant
+	// (ReleaseOwner).
+	endOwnerSQL = endSQL(`
+		SELECT id, state, lease_owner FROM sandboxes
+		WHERE tenant = @tenant AND owner = @owner AND state IN ` + liveStates + ` FOR UPDATE`)
+
+	// endExpiredSQL ends up to @limit live sandboxes whose deadline passed
+	// before @now, earliest first (EndExpired).
+	endExpiredSQL = endSQL(`
+		SELECT id, state, lease_owner FROM sandboxes
+		WHERE state IN ` + liveStates + ` AND expires_at < @now
+		ORDER BY expires_at
+		LIMIT @limit
+		FOR UPDATE SKIP LOCKED`)
+
+	// cancelOverdueSQL cancels up to @limit requested sandboxes whose
+	// creation deadline passed before @now (FailOverdue).
+	cancelOverdueSQL = endSQL(`
+		SELECT id, state, lease_owner FROM sandboxes
+		WHERE state = 'requested' AND create_deadline < @now
+		LIMIT @limit
+		FOR UPDATE SKIP LOCKED`)
+
+	// endLostSQL ends the ready sandbox @id (MarkLost).
+	endLostSQL = endSQL(`
+		SELECT id, state, lease_owner FROM sandboxes WHERE id = @id AND state = 'ready' FOR UPDATE`)
+
+	// endStrandedSQL ends the creating or ready sandbox @id if it is still
+	// placed on @node and that node has had no heartbeat within @grace
+	// (MarkStranded).
+	endStrandedSQL = endSQL(`
+		SELECT id, state, lease_owner FROM sandboxes
+		WHERE id = @id AND state IN ('creating', 'ready') AND node = @node AND ` + nodeDead("sandboxes.node") + `
+		FOR UPDATE`)
+)
+
 // endSQL ends the sandboxes that the pick query selects (it must select id,
-// state and lease_owner of live sandboxes, locking them), appending one event
-// each, and returns the ended sandboxes. Parameters $1-$4 are reason, now,
-// actor and message; the pick query's own parameters start at $5, and its
-// nargs are followed by the caller's key id and name.
-func endSQL(pick string, nargs int) string {
-	return endSQLWith(pick, endValues{now: "$2::timestamptz", reason: "$1::text", actor: "$3::text", message: "$4::text",
-		keyID: fmt.Sprintf("$%d::text", 5+nargs), keyName: fmt.Sprintf("$%d::text", 6+nargs)})
+// state and lease_owner of live sandboxes, locking them), appending one
+// event each, and returns the ended sandboxes. The end's values are the
+// named arguments @now, @reason, @actor, @message, @key_id and @key_name
+// (see endMany); pick may use @now too.
+func endSQL(pick string) string {
+	return endSQLWith(pick, endValues{now: "@now::timestamptz", reason: "@reason::text", actor: "@actor::text",
+		message: "@message::text", keyID: "@key_id::text", keyName: "@key_name::text"})
 }
 
 // endValues are the SQL expressions of an end's time, reason, actor,
-// message and caller's key: parameters, or columns of the pick query's rows
-// (cur).
+// message and caller's key: named arguments, or columns of the pick
+// query's rows (cur).
 type endValues struct{ now, reason, actor, message, keyID, keyName string }
 
 // endSQLWith is endSQL with the end's values given as SQL expressions.
@@ -59,16 +141,30 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// endMany ends what pick selects on behalf of the executor or the janitor
-// (no caller).
-func endMany(ctx context.Context, q querier, pick string, now time.Time, reason sandbox.Reason, actor sandbox.Actor, message string, args ...any) ([]sandbox.Sandbox, error) {
-	return endManyBy(ctx, q, pick, now, reason, actor, sandbox.Caller{}, message, args...)
+// end is what an end records with each sandbox it ends: when, why, who,
+// and the API key of the client that asked, if one did.
+type end struct {
+	now     time.Time
+	reason  sandbox.Reason
+	actor   sandbox.Actor
+	by      sandbox.Caller
+	message string
 }
 
-// endManyBy is endMany on behalf of a client's API key.
-func endManyBy(ctx context.Context, q querier, pick string, now time.Time, reason sandbox.Reason, actor sandbox.Actor, by sandbox.Caller, message string, args ...any) ([]sandbox.Sandbox, error) {
-	params := append(append([]any{string(reason), now, string(actor), message}, args...), nullable(by.KeyID), nullable(by.KeyName))
-	rows, err := q.Query(ctx, endSQL(pick, len(args)), params...)
+// endMany runs stmt, one of the statements above, with the end's named
+// arguments and pick's: the arguments of stmt's pick query other than @now.
+func endMany(ctx context.Context, q querier, stmt string, e end, pick namedArgs) ([]sandbox.Sandbox, error) {
+	args := namedArgs{
+		"now": e.now, "reason": string(e.reason), "actor": string(e.actor), "message": e.message,
+		"key_id": nullable(e.by.KeyID), "key_name": nullable(e.by.KeyName),
+	}
+	for name, v := range pick {
+		if _, taken := args[name]; taken {
+			return nil, fmt.Errorf("pick argument @%s is one of the end's", name)
+		}
+		args[name] = v
+	}
+	rows, err := q.Query(ctx, stmt, args)
 	if err != nil {
 		return nil, interpret(err)
 	}
@@ -109,9 +205,9 @@ type endRow struct {
 var errNotLive = errors.New("sandbox not live")
 
 func (s *Store) endOne(ctx context.Context, r endRow) (sandbox.Sandbox, error) {
-	ended, err := endManyBy(ctx, s.pool,
-		`SELECT id, state, lease_owner FROM sandboxes WHERE id = $5 AND tenant = $6 FOR UPDATE`,
-		s.Now(), r.reason, r.actor, r.by, r.message, r.id, r.tenant)
+	ended, err := endMany(ctx, s.pool, endSandboxSQL,
+		end{now: s.Now(), reason: r.reason, actor: r.actor, by: r.by, message: r.message},
+		namedArgs{"id": r.id, "tenant": r.tenant})
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -133,17 +229,10 @@ func (s *Store) endBatch(ctx context.Context, rows []endRow) (map[string]sandbox
 		ids[i], tenants[i], reasons[i], actors[i], messages[i] = r.id, r.tenant, string(r.reason), string(r.actor), r.message
 		keyIDs[i], keyNames[i] = nullable(r.by.KeyID), nullable(r.by.KeyName)
 	}
-	pgRows, err := s.pool.Query(ctx, endSQLWith(`
-		SELECT s.id, s.state, s.lease_owner, n.reason, n.actor, n.message, n.key_id, n.key_name
-		FROM sandboxes s
-		JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $7::text[], $8::text[])
-			AS n(id, tenant, reason, actor, message, key_id, key_name)
-			ON n.id = s.id AND n.tenant = s.tenant
-		ORDER BY s.id
-		FOR UPDATE OF s`,
-		endValues{now: "$6::timestamptz", reason: "cur.reason", actor: "cur.actor", message: "cur.message",
-			keyID: "cur.key_id", keyName: "cur.key_name"}),
-		ids, tenants, reasons, actors, messages, s.Now(), keyIDs, keyNames)
+	pgRows, err := s.pool.Query(ctx, endSandboxesSQL, namedArgs{
+		"ids": ids, "tenants": tenants, "reasons": reasons, "actors": actors, "messages": messages,
+		"key_ids": keyIDs, "key_names": keyNames, "now": s.Now(),
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -166,13 +255,9 @@ func endKey(tenant, id string) string { return tenant + "\x00" + id }
 // EndExpired ends up to limit live sandboxes whose deadline passed, with
 // reason expired.
 func (s *Store) EndExpired(ctx context.Context, limit int) ([]sandbox.Sandbox, error) {
-	ended, err := endMany(ctx, s.work, `
-		SELECT id, state, lease_owner FROM sandboxes
-		WHERE state IN `+liveStates+` AND expires_at < $2
-		ORDER BY expires_at
-		LIMIT $5
-		FOR UPDATE SKIP LOCKED`,
-		s.Now(), sandbox.ReasonExpired, sandbox.ActorJanitor, "ttl expired", limit)
+	ended, err := endMany(ctx, s.work, endExpiredSQL,
+		end{now: s.Now(), reason: sandbox.ReasonExpired, actor: sandbox.ActorJanitor, message: "ttl expired"},
+		namedArgs{"limit": limit})
 	if err != nil {
 		return nil, wrap("end expired", err)
 	}
@@ -180,31 +265,36 @@ func (s *Store) EndExpired(ctx context.Context, limit int) ([]sandbox.Sandbox, e
 	return ended, nil
 }
 
+// failOverdueSQL fails up to @limit creating sandboxes whose creation
+// deadline passed before @now, keeping the lease of an executor whose call
+// is still in flight (FailOverdue).
+const failOverdueSQL = `
+		WITH cur AS (
+			SELECT id, state FROM sandboxes
+			WHERE state = 'creating' AND create_deadline < @now
+			LIMIT @limit
+			FOR UPDATE SKIP LOCKED
+		), upd AS (
+			UPDATE sandboxes s SET
+				state = 'failed', reason = 'create_failed', ended_at = @now, updated_at = @now,
+				error = 'creation deadline passed' || coalesce(': ' || s.error, ''),
+				lease_owner = CASE WHEN s.lease_expires_at >= @now THEN s.lease_owner END,
+				lease_expires_at = CASE WHEN s.lease_expires_at >= @now AND s.lease_owner IS NOT NULL THEN s.lease_expires_at END
+			FROM cur WHERE s.id = cur.id
+			RETURNING s.*
+		), ev AS (
+			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
+			SELECT id, tenant, @now, 'creating', 'failed', 'create_failed', 'janitor', 'creation deadline passed' FROM upd
+		)
+		SELECT ` + sandboxColumns + ` FROM upd s`
+
 // FailOverdue settles up to limit sandboxes whose creation deadline passed:
 // creating ones fail (create_failed), keeping a live executor lease so that
 // executor releases what its call makes; requested ones that no executor
 // ever claimed are cancelled with reason create_failed.
 func (s *Store) FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, error) {
 	now := s.Now()
-	rows, err := s.work.Query(ctx, `
-		WITH cur AS (
-			SELECT id, state FROM sandboxes
-			WHERE state = 'creating' AND create_deadline < $1
-			LIMIT $2
-			FOR UPDATE SKIP LOCKED
-		), upd AS (
-			UPDATE sandboxes s SET
-				state = 'failed', reason = 'create_failed', ended_at = $1, updated_at = $1,
-				error = 'creation deadline passed' || coalesce(': ' || s.error, ''),
-				lease_owner = CASE WHEN s.lease_expires_at >= $1 THEN s.lease_owner END,
-				lease_expires_at = CASE WHEN s.lease_expires_at >= $1 AND s.lease_owner IS NOT NULL THEN s.lease_expires_at END
-			FROM cur WHERE s.id = cur.id
-			RETURNING s.*
-		), ev AS (
-			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
-			SELECT id, tenant, $1, 'creating', 'failed', 'create_failed', 'janitor', 'creation deadline passed' FROM upd
-		)
-		SELECT `+sandboxColumns+` FROM upd s`, now, limit)
+	rows, err := s.work.Query(ctx, failOverdueSQL, namedArgs{"now": now, "limit": limit})
 	if err != nil {
 		return nil, wrap("fail overdue", err)
 	}
@@ -212,12 +302,10 @@ func (s *Store) FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, 
 	if err != nil {
 		return nil, wrap("fail overdue", err)
 	}
-	cancelled, err := endMany(ctx, s.work, `
-		SELECT id, state, lease_owner FROM sandboxes
-		WHERE state = 'requested' AND create_deadline < $2
-		LIMIT $5
-		FOR UPDATE SKIP LOCKED`,
-		now, sandbox.ReasonCreateFailed, sandbox.ActorJanitor, "no executor claimed it before the creation deadline", limit)
+	cancelled, err := endMany(ctx, s.work, cancelOverdueSQL,
+		end{now: now, reason: sandbox.ReasonCreateFailed, actor: sandbox.ActorJanitor,
+			message: "no executor claimed it before the creation deadline"},
+		namedArgs{"limit": limit})
 	if err != nil {
 		return nil, wrap("cancel overdue", err)
 	}

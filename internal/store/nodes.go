@@ -18,13 +18,13 @@ import (
 const DefaultNodeGrace = time.Minute
 
 // nodeDead is the SQL condition that the node named by the column col (of
-// an outer query) is dead: no heartbeat within grace, the interval
-// parameter named by grace. A NULL or unknown node is dead too. Liveness is
-// judged by the database's clock, the one heartbeats are stamped with, so
-// hosts' clocks need not agree.
-func nodeDead(col, grace string) string {
+// an outer query) is dead: no heartbeat within the named argument @grace,
+// an interval. A NULL or unknown node is dead too. Liveness is judged by
+// the database's clock, the one heartbeats are stamped with, so hosts'
+// clocks need not agree.
+func nodeDead(col string) string {
 	return `NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = ` + col +
-		` AND n.heartbeat_at > clock_timestamp() - ` + grace + `::interval)`
+		` AND n.heartbeat_at > clock_timestamp() - @grace::interval)`
 }
 
 // Node is a node's heartbeat row.
@@ -50,9 +50,9 @@ func (s *Store) Heartbeat(ctx context.Context, n Node, starting bool) error {
 }
 
 // nodeColumns is the select list of a node read, in scanNode's order, for
-// a query over nodes n; $1 is the grace period.
+// a query over nodes n; the named argument @grace is the grace period.
 const nodeColumns = `n.id, n.url, n.providers, n.started_at, n.heartbeat_at,
-	n.heartbeat_at > clock_timestamp() - $1::interval`
+	n.heartbeat_at > clock_timestamp() - @grace::interval`
 
 func scanNode(row pgx.Row, extra ...any) (Node, error) {
 	var n Node
@@ -75,8 +75,8 @@ func collectNodes(rows pgx.Rows) ([]Node, error) {
 func (s *Store) Nodes(ctx context.Context, tenant string) ([]Node, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+nodeColumns+`,
-			(SELECT count(*) FROM sandboxes sb WHERE sb.node = n.id AND sb.tenant = $2 AND sb.state IN `+liveStates+`)
-		FROM nodes n ORDER BY n.id`, s.nodeGrace, tenant)
+			(SELECT count(*) FROM sandboxes sb WHERE sb.node = n.id AND sb.tenant = @tenant AND sb.state IN `+liveStates+`)
+		FROM nodes n ORDER BY n.id`, namedArgs{"grace": s.nodeGrace, "tenant": tenant})
 	if err != nil {
 		return nil, wrap("list nodes", err)
 	}
@@ -89,7 +89,8 @@ func (s *Store) Nodes(ctx context.Context, tenant string) ([]Node, error) {
 
 // Node returns the node with the given id, or ErrNotFound.
 func (s *Store) Node(ctx context.Context, id string) (Node, error) {
-	n, err := scanNode(s.pool.QueryRow(ctx, `SELECT `+nodeColumns+` FROM nodes n WHERE n.id = $2`, s.nodeGrace, id))
+	n, err := scanNode(s.pool.QueryRow(ctx, `SELECT `+nodeColumns+` FROM nodes n WHERE n.id = @id`,
+		namedArgs{"grace": s.nodeGrace, "id": id}))
 	if err != nil {
 		return n, wrap("get node", err)
 	}
@@ -120,15 +121,15 @@ func (s *Store) NodeLoad(ctx context.Context, provider, node string) (Load, erro
 	err := s.work.QueryRow(ctx, `
 		WITH load AS (
 			SELECT n.id, (SELECT count(*) FROM sandboxes sb
-				WHERE sb.node = n.id AND sb.provider = $2 AND sb.state IN `+liveStates+`) AS live
+				WHERE sb.node = n.id AND sb.provider = @provider AND sb.state IN `+liveStates+`) AS live
 			FROM nodes n
-			WHERE $2 = ANY(n.providers) AND (n.id = $3 OR n.heartbeat_at > clock_timestamp() - $1::interval)
+			WHERE @provider = ANY(n.providers) AND (n.id = @node OR n.heartbeat_at > clock_timestamp() - @grace::interval)
 		)
-		SELECT COALESCE((SELECT live FROM load WHERE id = $3), 0),
+		SELECT COALESCE((SELECT live FROM load WHERE id = @node), 0),
 			COALESCE((SELECT min(live) FROM load), 0), (SELECT count(*) FROM load),
-			(SELECT min(created_at) FROM sandboxes WHERE provider = $2 AND state = 'requested'),
-			EXISTS (SELECT 1 FROM load WHERE id = $3)`,
-		s.nodeGrace, provider, node).Scan(&l.Own, &l.Least, &l.Nodes, &oldest, &l.Serves)
+			(SELECT min(created_at) FROM sandboxes WHERE provider = @provider AND state = 'requested'),
+			EXISTS (SELECT 1 FROM load WHERE id = @node)`,
+		namedArgs{"grace": s.nodeGrace, "provider": provider, "node": node}).Scan(&l.Own, &l.Least, &l.Nodes, &oldest, &l.Serves)
 	if err != nil {
 		return l, wrap("node load", err)
 	}
@@ -151,8 +152,8 @@ func (s *Store) StrandedSandboxes(ctx context.Context, limit int) ([]Stranded, e
 	rows, err := s.pool.Query(ctx, `
 		SELECT sb.id, sb.node, COALESCE(n.heartbeat_at, '-infinity')
 		FROM sandboxes sb LEFT JOIN nodes n ON n.id = sb.node
-		WHERE sb.node IS NOT NULL AND sb.state IN ('creating', 'ready') AND `+nodeDead("sb.node", "$1")+`
-		ORDER BY sb.id LIMIT $2`, s.nodeGrace, limit)
+		WHERE sb.node IS NOT NULL AND sb.state IN ('creating', 'ready') AND `+nodeDead("sb.node")+`
+		ORDER BY sb.id LIMIT @limit`, namedArgs{"grace": s.nodeGrace, "limit": limit})
 	if err != nil {
 		return nil, wrap("stranded sandboxes", err)
 	}
@@ -174,10 +175,10 @@ func (s *Store) StrandedSandboxes(ctx context.Context, limit int) ([]Stranded, e
 // it returns how many it adopted.
 func (s *Store) AdoptUnplaced(ctx context.Context, node string, providers []string) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `
-		UPDATE sandboxes SET node = $2
-		WHERE node IS NULL AND provider = ANY($3) AND state <> 'requested' AND NOT (state IN `+terminalStates+` AND released)
-		  AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id <> $2 AND n.heartbeat_at > clock_timestamp() - $1::interval)`,
-		s.nodeGrace, node, providers)
+		UPDATE sandboxes SET node = @node
+		WHERE node IS NULL AND provider = ANY(@providers) AND state <> 'requested' AND NOT (state IN `+terminalStates+` AND released)
+		  AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id <> @node AND n.heartbeat_at > clock_timestamp() - @grace::interval)`,
+		namedArgs{"grace": s.nodeGrace, "node": node, "providers": providers})
 	if err != nil {
 		return 0, wrap("adopt unplaced sandboxes", err)
 	}

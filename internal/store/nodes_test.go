@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -189,5 +191,56 @@ func TestClusterSecret(t *testing.T) {
 	again, err := b.st.ClusterSecret(b.ctx)
 	if err != nil || string(again) != string(first) {
 		t.Fatalf("second ClusterSecret = %x, %v; want the first", again, err)
+	}
+}
+
+// TestStats: the registry's counters count live sandboxes by provider and
+// state, the ended ones not yet released, and each node with whether it
+// is alive and its live sandboxes of every tenant.
+func TestStats(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.beat(t, "n1", "n2")
+	b.kill(t, "n2")
+	b.create(t) // stays requested
+	b.create(t, local)
+	b.create(t, local, func(p *sandbox.CreateParams) { p.Tenant = "other" })
+	claims, err := b.st.ClaimCreates(b.ctx, "local", "n1", "w", 2, time.Minute, store.Share{})
+	if err != nil || len(claims) != 2 {
+		t.Fatalf("ClaimCreates = %d, %v; want 2", len(claims), err)
+	}
+	// The first is made and ended, and waits for its release; the other
+	// stays creating on n1.
+	done := claims[0].Sandbox
+	if _, err := b.st.MarkReady(b.ctx, done.ID, done.Epoch, sandbox.Resource{ProviderID: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Second)
+	if _, _, err := b.st.EndSandbox(b.ctx, done.Tenant, done.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "bye"); err != nil {
+		t.Fatal(err)
+	}
+	// A requested sandbox ended is released at once: it counts nowhere.
+	gone := b.create(t)
+	if _, _, err := b.st.EndSandbox(b.ctx, "acme", gone.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "bye"); err != nil {
+		t.Fatal(err)
+	}
+
+	st, err := b.st.Stats(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLive := map[[2]string]int64{{"sim", "requested"}: 1, {"local", "creating"}: 1}
+	if !maps.Equal(st.Live, wantLive) {
+		t.Errorf("Live = %v, want %v", st.Live, wantLive)
+	}
+	if st.Unreleased != 1 || st.OldestUnreleased == nil || !st.OldestUnreleased.Equal(b.st.Now()) {
+		t.Errorf("Unreleased = %d since %v, want 1 since %v", st.Unreleased, st.OldestUnreleased, b.st.Now())
+	}
+	got := make([]string, len(st.Nodes))
+	for i, n := range st.Nodes {
+		got[i] = fmt.Sprintf("%s alive=%t live=%d", n.ID, n.Alive, n.LiveSandboxes)
+	}
+	if want := []string{"n1 alive=true live=1", "n2 alive=false live=0"}; !slices.Equal(got, want) {
+		t.Errorf("Nodes = %v, want %v", got, want)
 	}
 }

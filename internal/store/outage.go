@@ -230,7 +230,7 @@ func applyCredit(ctx context.Context, tx pgx.Tx, c OutageCredit) (owners, sandbo
 			SELECT @now, @replica, @from, @now, @ceiling::interval, (SELECT count(*) FROM o), (SELECT count(*) FROM ev)
 		)
 		SELECT (SELECT count(*) FROM o), (SELECT count(*) FROM ev)`,
-		pgx.NamedArgs{
+		namedArgs{
 			"gap": c.Length(), "cap": c.To.Add(c.Ceiling), "from": c.From, "now": c.To,
 			"reason": string(sandbox.ReasonOutageCredited), "actor": string(sandbox.ActorJanitor), "msg": msg,
 			"replica": c.Replica, "ceiling": c.Ceiling,

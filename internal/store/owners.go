@@ -37,12 +37,12 @@ func (s *Store) ensureOwnerLease(ctx context.Context, tx pgx.Tx, now time.Time, 
 // lapsed (owner_expired), so that a new lease never revives sandboxes that
 // outlived the old one.
 func lapseOwner(ctx context.Context, tx pgx.Tx, now time.Time, tenant, owner string) ([]sandbox.Sandbox, error) {
-	return endMany(ctx, tx, `
-		SELECT s.id, s.state, s.lease_owner FROM sandboxes s
-		JOIN owners o ON o.tenant = s.tenant AND o.name = s.owner
-		WHERE s.tenant = $5 AND s.owner = $6 AND s.state IN `+liveStates+` AND o.expires_at < $2
-		FOR UPDATE OF s`,
-		now, sandbox.ReasonOwnerExpired, sandbox.ActorJanitor, "owner lease lapsed", tenant, owner)
+	return endMany(ctx, tx, endLapsedOwnerSQL, ownerLapsed(now), namedArgs{"tenant": tenant, "owner": owner})
+}
+
+// ownerLapsed is the end of the sandboxes of an owner whose lease lapsed.
+func ownerLapsed(now time.Time) end {
+	return end{now: now, reason: sandbox.ReasonOwnerExpired, actor: sandbox.ActorJanitor, message: "owner lease lapsed"}
 }
 
 // RenewOwnerLease extends the tenant's owner's lease to now+ttl. If the
@@ -89,10 +89,9 @@ func (s *Store) ReleaseOwner(ctx context.Context, tenant, owner string, by sandb
 			return err
 		}
 		var err error
-		ended, err = endManyBy(ctx, tx, `
-			SELECT id, state, lease_owner FROM sandboxes
-			WHERE tenant = $5 AND owner = $6 AND state IN `+liveStates+` FOR UPDATE`,
-			now, sandbox.ReasonOwnerReleased, sandbox.ActorClient, by, "owner released", tenant, owner)
+		ended, err = endMany(ctx, tx, endOwnerSQL,
+			end{now: now, reason: sandbox.ReasonOwnerReleased, actor: sandbox.ActorClient, by: by, message: "owner released"},
+			namedArgs{"tenant": tenant, "owner": owner})
 		return err
 	})
 	if err != nil {
@@ -103,16 +102,11 @@ func (s *Store) ReleaseOwner(ctx context.Context, tenant, owner string, by sandb
 }
 
 // EndLapsedOwners ends up to limit live sandboxes whose owner's lease has
-// lapsed, with reason owner_expired. The janitor runs CreditOutage first,
-// so that an outage is credited before leases are judged.
+// lapsed, with reason owner_expired (the statement endLapsedOwnersSQL, in
+// ends.go). It extends no lease: the janitor runs CreditOutage first, so
+// that an outage is credited before leases are judged.
 func (s *Store) EndLapsedOwners(ctx context.Context, limit int) ([]sandbox.Sandbox, error) {
-	ended, err := endMany(ctx, s.work, `
-		SELECT s.id, s.state, s.lease_owner FROM sandboxes s
-		JOIN owners o ON o.tenant = s.tenant AND o.name = s.owner
-		WHERE s.owner IS NOT NULL AND s.state IN `+liveStates+` AND o.expires_at < $2
-		LIMIT $5
-		FOR UPDATE OF s SKIP LOCKED`,
-		s.Now(), sandbox.ReasonOwnerExpired, sandbox.ActorJanitor, "owner lease lapsed", limit)
+	ended, err := endMany(ctx, s.work, endLapsedOwnersSQL, ownerLapsed(s.Now()), namedArgs{"limit": limit})
 	if err != nil {
 		return nil, wrap("end lapsed owners", err)
 	}

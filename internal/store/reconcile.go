@@ -77,9 +77,7 @@ func (s *Store) ReadyBefore(ctx context.Context, provider, node string, t time.T
 // release workers still confirm with the provider (destroy of nothing is
 // success) before it counts as released.
 func (s *Store) MarkLost(ctx context.Context, id, message string) (sandbox.Sandbox, bool, error) {
-	return s.markLost(ctx, `
-			SELECT id, state, lease_owner FROM sandboxes WHERE id = $5 AND state = 'ready' FOR UPDATE`,
-		message, id)
+	return s.markLost(ctx, endLostSQL, message, namedArgs{"id": id})
 }
 
 // MarkStranded is MarkLost for a ready or creating sandbox of a dead node
@@ -88,20 +86,17 @@ func (s *Store) MarkLost(ctx context.Context, id, message string) (sandbox.Sandb
 // statement runs, so a node that beat again meanwhile keeps it. The node
 // releases it when it comes back.
 func (s *Store) MarkStranded(ctx context.Context, id, node, message string) (sandbox.Sandbox, bool, error) {
-	return s.markLost(ctx, `
-			SELECT id, state, lease_owner FROM sandboxes
-			WHERE id = $5 AND state IN ('creating', 'ready') AND node = $6 AND `+nodeDead("sandboxes.node", "$7")+`
-			FOR UPDATE`,
-		message, id, node, s.nodeGrace)
+	return s.markLost(ctx, endStrandedSQL, message, namedArgs{"id": id, "node": node, "grace": s.nodeGrace})
 }
 
-// markLost ends with reason lost the sandbox pick selects ($5 on: args).
-func (s *Store) markLost(ctx context.Context, pick, message string, args ...any) (sandbox.Sandbox, bool, error) {
+// markLost ends with reason lost the sandbox that stmt, endLostSQL or
+// endStrandedSQL, picks with the arguments pick.
+func (s *Store) markLost(ctx context.Context, stmt, message string, pick namedArgs) (sandbox.Sandbox, bool, error) {
 	now := s.Now()
 	var ended []sandbox.Sandbox
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		ended, err = endMany(ctx, tx, pick, now, sandbox.ReasonLost, sandbox.ActorJanitor, message, args...)
+		ended, err = endMany(ctx, tx, stmt, end{now: now, reason: sandbox.ReasonLost, actor: sandbox.ActorJanitor, message: message}, pick)
 		if err != nil || len(ended) == 0 {
 			return err
 		}

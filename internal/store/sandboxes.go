@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -86,23 +85,65 @@ const insertSandboxSQL = `
 	WITH ins AS (
 		INSERT INTO sandboxes AS s (id, tenant, state, provider, owner, labels, env, setup, params,
 			created_at, updated_at, expires_at, create_deadline)
-		VALUES ($1, $2, 'requested', $3, $4, $5, $6, $7, $8, $9, $9, $10, $11)
+		VALUES (@id, @tenant, 'requested', @provider, @owner, @labels, @env, @setup, @params,
+			@now, @now, @expires_at, @create_deadline)
 		RETURNING *
 	), ev AS (
 		INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message, actor_key_id, actor_key_name)
-		SELECT id, tenant, $9, NULL, 'requested', 'requested', 'client', 'sandbox requested', $12::text, $13::text FROM ins
+		SELECT id, tenant, @now, NULL, 'requested', 'requested', 'client', 'sandbox requested', @key_id::text, @key_name::text FROM ins
 	)
 	SELECT ` + sandboxColumns + ` FROM ins s`
 
-// newSandboxRow is a sandbox to insert in state requested, without an owner.
-// Its timestamps are taken when its statement runs, not when it queued for
-// it: executors' quick claims look for new requests by created_at.
+// newSandboxRow is a sandbox to insert in state requested. Batched ones
+// have no owner. Their timestamps are taken when their statement runs, not
+// when they queued for it: executors' quick claims look for new requests
+// by created_at.
 type newSandboxRow struct {
-	id, tenant, provider string
-	labels, env, params  []byte
-	setup                string
-	ttl, createTimeout   time.Duration
-	by                   sandbox.Caller
+	id, tenant, provider, owner string
+	labels, env, params         []byte
+	setup                       string
+	ttl, createTimeout          time.Duration
+	by                          sandbox.Caller
+}
+
+// newRow is the row of the sandbox p asks for, with a fresh id unless p
+// names one.
+func newRow(p sandbox.CreateParams) (newSandboxRow, error) {
+	labels, err := json.Marshal(nonNil(p.Labels))
+	if err != nil {
+		return newSandboxRow{}, err
+	}
+	env, err := json.Marshal(nonNil(p.Env))
+	if err != nil {
+		return newSandboxRow{}, err
+	}
+	params := p.Params
+	if len(params) == 0 {
+		params = json.RawMessage(`{}`)
+	}
+	id := p.ID
+	if id == "" {
+		id = sandbox.NewID()
+	}
+	return newSandboxRow{
+		id: id, tenant: p.Tenant, provider: p.Provider, owner: p.Owner, labels: labels, env: env, setup: p.Setup, params: params,
+		ttl: p.TTL, createTimeout: p.CreateTimeout, by: p.Caller,
+	}, nil
+}
+
+// rowQuerier is a pool or a transaction, for a statement of one row.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// insertSandbox inserts r, created now, with its first event.
+func insertSandbox(ctx context.Context, q rowQuerier, r newSandboxRow, now time.Time) (sandbox.Sandbox, error) {
+	return scanSandbox(q.QueryRow(ctx, insertSandboxSQL, namedArgs{
+		"id": r.id, "tenant": r.tenant, "provider": r.provider, "owner": nullable(r.owner),
+		"labels": r.labels, "env": r.env, "setup": r.setup, "params": r.params,
+		"now": now, "expires_at": now.Add(r.ttl), "create_deadline": now.Add(r.createTimeout),
+		"key_id": nullable(r.by.KeyID), "key_name": nullable(r.by.KeyName),
+	}))
 }
 
 // insertSandboxesSQL is insertSandboxSQL for many ownerless sandboxes at
@@ -112,24 +153,23 @@ const insertSandboxesSQL = `
 		INSERT INTO sandboxes AS s (id, tenant, state, provider, labels, env, setup, params,
 			created_at, updated_at, expires_at, create_deadline)
 		SELECT id, tenant, 'requested', provider, labels, env, setup, params, at, at, expires, deadline
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[], $6::text[], $7::jsonb[],
-			$8::timestamptz[], $9::timestamptz[], $10::timestamptz[])
+		FROM unnest(@ids::text[], @tenants::text[], @providers::text[], @labels::jsonb[], @envs::jsonb[],
+			@setups::text[], @params::jsonb[], @created_at::timestamptz[], @expires_at::timestamptz[],
+			@create_deadlines::timestamptz[])
 			AS n(id, tenant, provider, labels, env, setup, params, at, expires, deadline)
 		ORDER BY id
 		RETURNING *
 	), ev AS (
 		INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message, actor_key_id, actor_key_name)
 		SELECT ins.id, ins.tenant, ins.created_at, NULL, 'requested', 'requested', 'client', 'sandbox requested', k.key_id, k.key_name
-		FROM ins JOIN unnest($1::text[], $11::text[], $12::text[]) AS k(id, key_id, key_name) ON k.id = ins.id
+		FROM ins JOIN unnest(@ids::text[], @key_ids::text[], @key_names::text[]) AS k(id, key_id, key_name) ON k.id = ins.id
 		ORDER BY ins.id
 	)
 	SELECT ` + sandboxColumns + ` FROM ins s`
 
 // createOne inserts one ownerless sandbox with its first event.
 func (s *Store) createOne(ctx context.Context, r newSandboxRow) (sandbox.Sandbox, error) {
-	now := s.Now()
-	sb, err := scanSandbox(s.pool.QueryRow(ctx, insertSandboxSQL, r.id, r.tenant, r.provider, nil, r.labels, r.env, r.setup, r.params,
-		now, now.Add(r.ttl), now.Add(r.createTimeout), nullable(r.by.KeyID), nullable(r.by.KeyName)))
+	sb, err := insertSandbox(ctx, s.pool, r, s.Now())
 	if err == nil {
 		s.announce(sb)
 	}
@@ -152,7 +192,11 @@ func (s *Store) createMany(ctx context.Context, rows []newSandboxRow) (map[strin
 		at[i], expires[i], deadline[i] = now, now.Add(r.ttl), now.Add(r.createTimeout)
 		keyIDs[i], keyNames[i] = nullable(r.by.KeyID), nullable(r.by.KeyName)
 	}
-	pgRows, err := s.pool.Query(ctx, insertSandboxesSQL, id, tenant, provider, labels, env, setup, params, at, expires, deadline, keyIDs, keyNames)
+	pgRows, err := s.pool.Query(ctx, insertSandboxesSQL, namedArgs{
+		"ids": id, "tenants": tenant, "providers": provider, "labels": labels, "envs": env, "setups": setup,
+		"params": params, "created_at": at, "expires_at": expires, "create_deadlines": deadline,
+		"key_ids": keyIDs, "key_names": keyNames,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -178,63 +222,26 @@ func byID(sbs []sandbox.Sandbox) map[string]sandbox.Sandbox {
 // an IDEMPOTENCY_KEY_REUSED error. A create naming an owner judges that
 // owner's lease: callers run SettleOutage first.
 func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb sandbox.Sandbox, created bool, err error) {
-	labels, err := json.Marshal(nonNil(p.Labels))
+	r, err := newRow(p)
 	if err != nil {
 		return sb, false, wrap("create sandbox", err)
-	}
-	env, err := json.Marshal(nonNil(p.Env))
-	if err != nil {
-		return sb, false, wrap("create sandbox", err)
-	}
-	params := p.Params
-	if len(params) == 0 {
-		params = json.RawMessage(`{}`)
-	}
-	now := s.Now()
-	id := p.ID
-	if id == "" {
-		id = sandbox.NewID()
 	}
 	if p.IdempotencyKey == "" && p.Owner == "" && p.ID == "" {
 		// The common case needs no transaction of its own: concurrent
 		// creates share one statement and one commit (see s.creates in New).
-		sb, err = s.creates.do(ctx, newSandboxRow{
-			id: id, tenant: p.Tenant, provider: p.Provider, labels: labels, env: env, setup: p.Setup, params: params,
-			ttl: p.TTL, createTimeout: p.CreateTimeout, by: p.Caller,
-		})
+		sb, err = s.creates.do(ctx, r)
 		if err != nil {
 			return sandbox.Sandbox{}, false, wrap("create sandbox", err)
 		}
 		return sb, true, nil
 	}
+	now := s.Now()
 	var lapsed []sandbox.Sandbox
 	err = s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		if p.IdempotencyKey != "" {
-			var existing string
-			var hash []byte
-			var inserted bool
-			// xmax is 0 in a row this statement inserted, and not in one
-			// the conflict clause updated: a replay of a create with a
-			// client-chosen id finds its own id there, not a fresh one.
-			err := tx.QueryRow(ctx, `
-				INSERT INTO idempotency_keys (tenant, key, request_hash, sandbox_id, created_at)
-				VALUES ($1, $2, $3, $4, $5)
-				ON CONFLICT (tenant, key) DO UPDATE SET tenant = EXCLUDED.tenant
-				RETURNING sandbox_id, request_hash, xmax = 0`,
-				p.Tenant, p.IdempotencyKey, p.RequestHash, id, now).Scan(&existing, &hash, &inserted)
-			if err != nil {
-				return err
-			}
-			if !inserted {
-				if string(hash) != string(p.RequestHash) {
-					if p.IdempotencyKey == p.ID {
-						return sandbox.Errorf(sandbox.CodeIdempotencyKeyReused,
-							"sandbox id %s was already requested with a different request", p.ID)
-					}
-					return sandbox.Errorf(sandbox.CodeIdempotencyKeyReused,
-						"Idempotency-Key %q was already used with a different request", p.IdempotencyKey)
-				}
-				sb, err = scanSandbox(tx.QueryRow(ctx, `SELECT `+sandboxColumns+` FROM sandboxes s WHERE s.id = $1`, existing))
+			earlier, replay, err := replayedCreate(ctx, tx, p, r.id, now)
+			if err != nil || replay {
+				sb = earlier
 				return err
 			}
 		}
@@ -244,18 +251,13 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 				return err
 			}
 		}
-		sb, err = scanSandbox(tx.QueryRow(ctx, insertSandboxSQL,
-			id, p.Tenant, p.Provider, nullable(p.Owner), labels, env, p.Setup, params,
-			now, now.Add(p.TTL), now.Add(p.CreateTimeout), nullable(p.Caller.KeyID), nullable(p.Caller.KeyName)))
-		if err != nil {
-			return err
-		}
-		created = true
-		return nil
+		sb, err = insertSandbox(ctx, tx, r, now)
+		created = err == nil
+		return err
 	})
 	if err != nil {
 		if idTaken(err) {
-			return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeSandboxIDTaken, "sandbox id %s is taken", id)
+			return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeSandboxIDTaken, "sandbox id %s is taken", r.id)
 		}
 		return sandbox.Sandbox{}, false, wrap("create sandbox", err)
 	}
@@ -264,6 +266,40 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 		s.announce(sb)
 	}
 	return sb, created, nil
+}
+
+// replayedCreate records, in tx, p's idempotency key for the sandbox id,
+// or finds it recorded by an earlier create: then it returns that
+// create's sandbox, and replay is true. The earlier create must have had
+// the same request hash, else it is IDEMPOTENCY_KEY_REUSED.
+func replayedCreate(ctx context.Context, tx pgx.Tx, p sandbox.CreateParams, id string, now time.Time) (sb sandbox.Sandbox, replay bool, err error) {
+	var (
+		existing string
+		hash     []byte
+		inserted bool
+	)
+	// xmax is 0 in a row this statement inserted, and not in one the
+	// conflict clause updated: a replay of a create with a client-chosen
+	// id finds its own id there, not a fresh one.
+	err = tx.QueryRow(ctx, `
+		INSERT INTO idempotency_keys (tenant, key, request_hash, sandbox_id, created_at)
+		VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (tenant, key) DO UPDATE SET tenant = EXCLUDED.tenant
+		RETURNING sandbox_id, request_hash, xmax = 0`,
+		p.Tenant, p.IdempotencyKey, p.RequestHash, id, now).Scan(&existing, &hash, &inserted)
+	if err != nil || inserted {
+		return sb, false, err
+	}
+	if string(hash) != string(p.RequestHash) {
+		if p.IdempotencyKey == p.ID {
+			return sb, false, sandbox.Errorf(sandbox.CodeIdempotencyKeyReused,
+				"sandbox id %s was already requested with a different request", p.ID)
+		}
+		return sb, false, sandbox.Errorf(sandbox.CodeIdempotencyKeyReused,
+			"Idempotency-Key %q was already used with a different request", p.IdempotencyKey)
+	}
+	sb, err = scanSandbox(tx.QueryRow(ctx, `SELECT `+sandboxColumns+` FROM sandboxes s WHERE s.id = $1`, existing))
+	return sb, err == nil, err
 }
 
 // idTaken reports whether err is the insert of a sandbox whose id exists.
@@ -301,61 +337,65 @@ func (s *Store) Sandbox(ctx context.Context, id string) (sandbox.Sandbox, error)
 	return sb, nil
 }
 
-// ListSandboxes returns the filtered sandboxes newest first, at most
-// f.Limit of them, and the cursor of the next page (nil at the end).
-func (s *Store) ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sandbox.Sandbox, *sandbox.Cursor, error) {
-	var (
-		where = []string{"s.tenant = $1"}
-		args  = []any{f.Tenant}
-	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
+// listWhere is the condition of a list of sandboxes and its named
+// arguments: one condition per filter set.
+func listWhere(f sandbox.ListFilter) (string, namedArgs, error) {
+	where, args := []string{"s.tenant = @tenant"}, namedArgs{"tenant": f.Tenant}
 	if len(f.States) > 0 {
 		states := make([]string, len(f.States))
 		for i, st := range f.States {
 			states[i] = string(st)
 		}
-		where = append(where, "s.state = ANY("+arg(states)+")")
+		where, args["states"] = append(where, "s.state = ANY(@states)"), states
 	}
 	if len(f.Reasons) > 0 {
 		reasons := make([]string, len(f.Reasons))
 		for i, r := range f.Reasons {
 			reasons[i] = string(r)
 		}
-		where = append(where, "s.reason = ANY("+arg(reasons)+")")
+		where, args["reasons"] = append(where, "s.reason = ANY(@reasons)"), reasons
 	}
 	if f.Owner != "" {
-		where = append(where, "s.owner = "+arg(f.Owner))
+		where, args["owner"] = append(where, "s.owner = @owner"), f.Owner
 	}
 	if f.Provider != "" {
-		where = append(where, "s.provider = "+arg(f.Provider))
+		where, args["provider"] = append(where, "s.provider = @provider"), f.Provider
 	}
 	if len(f.Labels) > 0 {
 		b, err := json.Marshal(f.Labels)
 		if err != nil {
-			return nil, nil, wrap("list sandboxes", err)
+			return "", nil, err
 		}
 		// The first condition matches the partial GIN index's predicate.
-		where = append(where, "s.labels <> '{}'::jsonb", "s.labels @> "+arg(b)+"::jsonb")
+		where, args["labels"] = append(where, "s.labels <> '{}'::jsonb", "s.labels @> @labels::jsonb"), b
 	}
 	if !f.CreatedAfter.IsZero() {
-		where = append(where, "s.created_at > "+arg(f.CreatedAfter))
+		where, args["created_after"] = append(where, "s.created_at > @created_after"), f.CreatedAfter
 	}
 	if !f.CreatedBefore.IsZero() {
-		where = append(where, "s.created_at < "+arg(f.CreatedBefore))
+		where, args["created_before"] = append(where, "s.created_at < @created_before"), f.CreatedBefore
 	}
 	if f.Released != nil {
-		where = append(where, "s.released = "+arg(*f.Released))
+		where, args["released"] = append(where, "s.released = @released"), *f.Released
 	}
 	if f.After != nil {
-		where = append(where, "(s.created_at, s.id) < ("+arg(f.After.CreatedAt)+", "+arg(f.After.ID)+")")
+		where = append(where, "(s.created_at, s.id) < (@after_created_at, @after_id)")
+		args["after_created_at"], args["after_id"] = f.After.CreatedAt, f.After.ID
+	}
+	return strings.Join(where, " AND "), args, nil
+}
+
+// ListSandboxes returns the filtered sandboxes newest first, at most
+// f.Limit of them, and the cursor of the next page (nil at the end).
+func (s *Store) ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sandbox.Sandbox, *sandbox.Cursor, error) {
+	where, args, err := listWhere(f)
+	if err != nil {
+		return nil, nil, wrap("list sandboxes", err)
 	}
 	limit := f.Limit
-	q := `SELECT ` + clientColumns + ` FROM sandboxes s WHERE ` + strings.Join(where, " AND ") +
-		` ORDER BY s.created_at DESC, s.id DESC LIMIT ` + arg(limit+1)
-	rows, err := s.pool.Query(ctx, q, args...)
+	args["limit"] = limit + 1
+	rows, err := s.pool.Query(ctx, `SELECT `+clientColumns+` FROM sandboxes s WHERE `+where+`
+		ORDER BY s.created_at DESC, s.id DESC LIMIT @limit`, args)
 	if err != nil {
 		return nil, nil, wrap("list sandboxes", err)
 	}

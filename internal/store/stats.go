@@ -50,7 +50,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	rows, err = s.pool.Query(ctx, `
 		SELECT `+nodeColumns+`,
 			(SELECT count(*) FROM sandboxes sb WHERE sb.node = n.id AND sb.state IN `+liveStates+`)
-		FROM nodes n ORDER BY n.id`, s.nodeGrace)
+		FROM nodes n ORDER BY n.id`, namedArgs{"grace": s.nodeGrace})
 	if err != nil {
 		return st, wrap("stats", err)
 	}

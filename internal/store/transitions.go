@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,8 +28,10 @@ type Share struct {
 	Held map[string]int
 }
 
-// shareArgs are a Share's query arguments: tenants, their held counts, cap.
-func (sh Share) args(limit int) []any {
+// args adds the share's named arguments to a claim's: @tenants and @held,
+// the tenants and the slots each holds, and @cap, the cap (limit, the
+// claim's own, when the share has none).
+func (sh Share) args(args namedArgs, limit int) namedArgs {
 	tenants, held := make([]string, 0, len(sh.Held)), make([]int32, 0, len(sh.Held))
 	for t, n := range sh.Held {
 		tenants, held = append(tenants, t), append(held, int32(n))
@@ -39,38 +40,107 @@ func (sh Share) args(limit int) []any {
 	if capacity <= 0 {
 		capacity = limit
 	}
-	return []any{tenants, held, capacity}
+	args["tenants"], args["held"], args["cap"] = tenants, held, capacity
+	return args
 }
 
-// fairPick is the CTEs "cand", "fair" and "picked" of a claim: up to $3 rows
-// matching where, oldest by order first, but at most the share's cap per
-// tenant minus what it holds (the share's arguments from parameter $first
-// on: tenants, counts, cap). The candidates, the oldest 2×limit+32
-// claimable rows, are locked as they are read (SKIP LOCKED), so that
-// concurrent claimers take disjoint sets; those not picked are free again
-// when the statement commits. A tenant whose requests queue behind more
-// than that of another tenant's waits for the queue to shorten, not for a
-// free slot.
-func fairPick(where, order string, first int) string {
-	tenants, held, capacity := "$"+strconv.Itoa(first), "$"+strconv.Itoa(first+1), "$"+strconv.Itoa(first+2)
+// fairPick is the CTEs "cand", "fair" and "picked" of a claim: up to @limit
+// rows matching where, oldest by order first, but at most the share's @cap
+// per tenant minus what it holds (@tenants and @held: see Share.args). The
+// candidates, the oldest 2×limit+32 claimable rows, are locked as they are
+// read (SKIP LOCKED), so that concurrent claimers take disjoint sets; those
+// not picked are free again when the statement commits. A tenant whose
+// requests queue behind more than that of another tenant's waits for the
+// queue to shorten, not for a free slot.
+func fairPick(where, order string) string {
 	return `cand AS (
 			SELECT id, tenant, state, ` + order + ` AS at FROM sandboxes
 			WHERE ` + where + `
 			ORDER BY ` + order + `
-			LIMIT $3 * 2 + 32
+			LIMIT @limit * 2 + 32
 			FOR UPDATE SKIP LOCKED
 		), fair AS (
 			SELECT c.id FROM (
 				SELECT id, tenant, row_number() OVER (PARTITION BY tenant ORDER BY at) AS n FROM cand
 			) c
-			LEFT JOIN unnest(` + tenants + `::text[], ` + held + `::int[]) AS h(tenant, held) ON h.tenant = c.tenant
-			WHERE c.n <= ` + capacity + ` - COALESCE(h.held, 0)
+			LEFT JOIN unnest(@tenants::text[], @held::int[]) AS h(tenant, held) ON h.tenant = c.tenant
+			WHERE c.n <= @cap - COALESCE(h.held, 0)
 		), picked AS (
 			SELECT id, state FROM cand
 			WHERE id IN (SELECT id FROM fair)
 			ORDER BY at
-			LIMIT $3
+			LIMIT @limit
 		)`
+}
+
+// The claim statements. Their named arguments: @provider; @now; @limit,
+// how many to claim; @worker, who claims; @lease_until, when its lease
+// ends; @node, the claiming node of a host-bound provider or ""; and the
+// share's (see Share.args).
+var (
+	// claimCreatesSQL claims requested sandboxes and creating ones whose
+	// lease lapsed (ClaimCreates).
+	claimCreatesSQL = claimCreateSQL(`(state = 'requested' OR (state = 'creating' AND lease_expires_at < @now))`)
+	// claimNewCreatesSQL claims requested sandboxes created at or after
+	// @since (ClaimNewCreates).
+	claimNewCreatesSQL = claimCreateSQL(`state = 'requested' AND created_at >= @since`)
+)
+
+// claimCreateSQL is a create claim of the sandboxes of @provider that the
+// condition which selects among those a create may take: requested ones,
+// and creating ones (of a host-bound provider, @node not "", only those of
+// the claiming node or of none). Each claimed sandbox moves to creating,
+// its epoch and attempts are bumped, it is leased to @worker until
+// @lease_until and placed on @node; a requested one gets its creating
+// event.
+func claimCreateSQL(which string) string {
+	where := `provider = @provider AND state IN ('requested', 'creating') AND ` + which + `
+			  AND (@node::text = '' OR state = 'requested' OR node = @node OR node IS NULL)`
+	return `
+		WITH ` + fairPick(where, "created_at") + `, upd AS (
+			UPDATE sandboxes s SET
+				state = 'creating', epoch = s.epoch + 1, attempts = s.attempts + 1,
+				lease_owner = @worker, lease_expires_at = @lease_until, updated_at = GREATEST(@now, s.created_at),
+				node = NULLIF(@node::text, '')
+			FROM picked
+			WHERE s.id = picked.id
+			RETURNING s.*, picked.state AS from_state
+		), ev AS (
+			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
+			-- Never before the sandbox's creation: the claim's now was
+			-- taken before its connection, and a create may have committed
+			-- in between with a later clock.
+			SELECT id, tenant, GREATEST(@now, created_at), from_state, 'creating', NULL, 'executor',
+				'claimed by ' || @worker || COALESCE(' on node ' || NULLIF(@node::text, ''), '')
+			FROM upd WHERE from_state = 'requested'
+		)
+		SELECT s.from_state, ` + sandboxColumns + ` FROM upd s`
+}
+
+// claimReleasesSQL claims terminal sandboxes of @provider not yet
+// released that no live lease holds, longest ended first; of a host-bound
+// provider (@node not "") only the node's own and those never placed
+// (ClaimReleases). Each claimed sandbox's epoch and release attempts are
+// bumped, and it is leased to @worker until @lease_until.
+var claimReleasesSQL = `
+		WITH ` + fairPick(`provider = @provider AND NOT released AND state IN `+terminalStates+`
+			  AND (lease_expires_at IS NULL OR lease_expires_at < @now)
+			  AND (@node::text = '' OR node = @node OR node IS NULL)`, "ended_at") + `, upd AS (
+			UPDATE sandboxes s SET
+				epoch = s.epoch + 1, release_attempts = s.release_attempts + 1,
+				lease_owner = @worker, lease_expires_at = @lease_until, updated_at = @now
+			FROM picked
+			WHERE s.id = picked.id
+			RETURNING s.*, picked.state AS from_state
+		)
+		SELECT s.from_state, ` + sandboxColumns + ` FROM upd s`
+
+// claimArgs are a claim's named arguments, the share's included.
+func (s *Store) claimArgs(provider, node, worker string, limit int, lease time.Duration, share Share) namedArgs {
+	now := s.Now()
+	return share.args(namedArgs{
+		"provider": provider, "now": now, "limit": limit, "worker": worker, "lease_until": now.Add(lease), "node": node,
+	}, limit)
 }
 
 // ClaimCreates claims up to limit sandboxes of the provider that need a
@@ -87,22 +157,18 @@ func fairPick(where, order string, first int) string {
 // node's create would run it twice. The janitor ends those instead
 // (StrandedSandboxes).
 func (s *Store) ClaimCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, share Share) ([]Claim, error) {
-	return s.claimCreates(ctx, "(state = 'requested' OR (state = 'creating' AND lease_expires_at < $2))",
-		provider, node, worker, limit, lease, share, nil)
+	return s.claimCreates(ctx, node, claimCreatesSQL, s.claimArgs(provider, node, worker, limit, lease, share))
 }
 
 // ClaimNewCreates is ClaimCreates for requested sandboxes created at or
 // after since only: it starts its walk of the pending index there.
 func (s *Store) ClaimNewCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, since time.Time, share Share) ([]Claim, error) {
-	return s.claimCreates(ctx, "state = 'requested' AND created_at >= $10", provider, node, worker, limit, lease, share, []any{since})
+	args := s.claimArgs(provider, node, worker, limit, lease, share)
+	args["since"] = since
+	return s.claimCreates(ctx, node, claimNewCreatesSQL, args)
 }
 
-func (s *Store) claimCreates(ctx context.Context, which, provider, node, worker string, limit int, lease time.Duration, share Share, extra []any) ([]Claim, error) {
-	now := s.Now()
-	args := append([]any{provider, now, limit, worker, now.Add(lease), node}, share.args(limit)...)
-	args = append(args, extra...)
-	where := `provider = $1 AND state IN ('requested', 'creating') AND ` + which + `
-			  AND ($6::text = '' OR state = 'requested' OR node = $6 OR node IS NULL)`
+func (s *Store) claimCreates(ctx context.Context, node, stmt string, args namedArgs) ([]Claim, error) {
 	// A placement is a promise across hosts, so it commits durably: were
 	// a claim lost in a crash of Postgres, another node could create the
 	// sandbox while this one runs it (TestChaosNodes caught that). Other
@@ -111,26 +177,7 @@ func (s *Store) claimCreates(ctx context.Context, which, provider, node, worker 
 	if node != "" {
 		q = s.pool
 	}
-	rows, err := q.Query(ctx, `
-		WITH `+fairPick(where, "created_at", 7)+`, upd AS (
-			UPDATE sandboxes s SET
-				state = 'creating', epoch = s.epoch + 1, attempts = s.attempts + 1,
-				lease_owner = $4, lease_expires_at = $5, updated_at = GREATEST($2, s.created_at),
-				node = NULLIF($6::text, '')
-			FROM picked
-			WHERE s.id = picked.id
-			RETURNING s.*, picked.state AS from_state
-		), ev AS (
-			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
-			-- Never before the sandbox's creation: the claim's now was
-			-- taken before its connection, and a create may have committed
-			-- in between with a later clock.
-			SELECT id, tenant, GREATEST($2, created_at), from_state, 'creating', NULL, 'executor',
-				'claimed by ' || $4 || COALESCE(' on node ' || NULLIF($6::text, ''), '')
-			FROM upd WHERE from_state = 'requested'
-		)
-		SELECT s.from_state, `+sandboxColumns+` FROM upd s`,
-		args...)
+	rows, err := q.Query(ctx, stmt, args)
 	if err != nil {
 		return nil, wrap("claim creates", err)
 	}
@@ -143,22 +190,7 @@ func (s *Store) claimCreates(ctx context.Context, which, provider, node, worker 
 // "") only the node's own sandboxes are claimed, and those never placed
 // anywhere.
 func (s *Store) ClaimReleases(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, share Share) ([]Claim, error) {
-	now := s.Now()
-	args := append([]any{provider, now, limit, worker, now.Add(lease), node}, share.args(limit)...)
-	where := `provider = $1 AND NOT released AND state IN ` + terminalStates + `
-			  AND (lease_expires_at IS NULL OR lease_expires_at < $2)
-			  AND ($6::text = '' OR node = $6 OR node IS NULL)`
-	rows, err := s.work.Query(ctx, `
-		WITH `+fairPick(where, "ended_at", 7)+`, upd AS (
-			UPDATE sandboxes s SET
-				epoch = s.epoch + 1, release_attempts = s.release_attempts + 1,
-				lease_owner = $4, lease_expires_at = $5, updated_at = $2
-			FROM picked
-			WHERE s.id = picked.id
-			RETURNING s.*, picked.state AS from_state
-		)
-		SELECT s.from_state, `+sandboxColumns+` FROM upd s`,
-		args...)
+	rows, err := s.work.Query(ctx, claimReleasesSQL, s.claimArgs(provider, node, worker, limit, lease, share))
 	if err != nil {
 		return nil, wrap("claim releases", err)
 	}
