@@ -160,11 +160,17 @@ type Execer interface {
 // of a sandbox as tar archives, with the same path rules and errors as
 // Files.
 type Archives interface {
-	// ReadArchive streams the folder at path as a tar archive into w.
+	// ReadArchive streams the folder at path as a tar archive into w,
+	// members named relative to the folder. A missing folder is
+	// CodeFileNotFound; a path that is not a folder, CodeInvalidPath.
+	// Tether bounds what it passes on itself.
 	ReadArchive(ctx context.Context, sandboxID, path string, w io.Writer) error
 	// WriteArchive extracts the tar archive read from r into the folder at
 	// path (made if missing), refusing more than limit bytes of archive.
-	// Nothing of a refused or broken archive is left in the folder.
+	// Nothing of a refused or broken archive is left in the folder; what
+	// was there already stays unless the archive replaces it. A body that
+	// is not a tar archive is CodeInvalidRequest; one over limit bytes,
+	// CodePayloadTooLarge.
 	WriteArchive(ctx context.Context, sandboxID, path string, r io.Reader, limit int64) error
 }
 
@@ -191,7 +197,12 @@ type StreamExecer interface {
 // Files is the optional capability of reading and writing files in a
 // sandbox. Paths are absolute paths inside the sandbox.
 type Files interface {
-	// WriteFile streams r into path, refusing more than limit bytes.
+	// WriteFile streams r into path, refusing more than limit bytes
+	// (CodePayloadTooLarge). Missing parent folders are made. The file is
+	// replaced only once the whole of r arrived: a failed or refused write
+	// leaves the previous file as it was. A directory at path is
+	// CodeIsDirectory; a path the provider does not let clients write is
+	// CodeInvalidPath.
 	WriteFile(ctx context.Context, sandboxID, path string, r io.Reader, limit int64) error
 	// ReadFile streams the file at path into w. A missing file is
 	// CodeFileNotFound.
