@@ -82,10 +82,19 @@ func (s *suite) testFilesErrors(t *testing.T) {
 	_, f, res := s.filesSandbox(t)
 	_, err := s.read(t, f, res.SandboxID, path.Join(res.WorkDir, "missing"), 1<<20)
 	wantCode(t, "ReadFile of a missing file", err, provider.CodeFileNotFound)
-	_, err = s.read(t, f, res.SandboxID, res.WorkDir, 1<<20)
-	wantCode(t, "ReadFile of a folder", err, provider.CodeIsDirectory)
-	err = f.WriteFile(s.ctx(t), res.SandboxID, res.WorkDir, strings.NewReader("x"), 1<<20)
+	folder := path.Join(res.WorkDir, "folder")
+	if err := f.WriteFile(s.ctx(t), res.SandboxID, path.Join(folder, "inner"), strings.NewReader("x"), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{res.WorkDir, folder} {
+		_, err = s.read(t, f, res.SandboxID, dir, 1<<20)
+		wantCode(t, "ReadFile of folder "+dir, err, provider.CodeIsDirectory)
+	}
+	err = f.WriteFile(s.ctx(t), res.SandboxID, folder, strings.NewReader("x"), 1<<20)
 	wantCode(t, "WriteFile over a folder", err, provider.CodeIsDirectory)
+	if got, err := s.read(t, f, res.SandboxID, path.Join(folder, "inner"), 1<<20); err != nil || string(got) != "x" {
+		t.Errorf("a refused write over a folder changed what it holds: %q, %v", got, err)
+	}
 }
 
 // testFilesLimits: a file over the limit is refused both ways, with no more
