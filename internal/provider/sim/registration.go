@@ -19,6 +19,10 @@ var Registration = provider.Registration{
 		Doc:     "the folder of the simulated inventory, shared by every replica; made if missing",
 	}},
 	New: func(_ context.Context, s *provider.Settings) (provider.Provider, error) {
-		return New(s.String("SIM_STATE_DIR"))
+		p, err := New(s.String("SIM_STATE_DIR"))
+		if err != nil {
+			return nil, err // not a nil *Provider in a non-nil interface
+		}
+		return p, nil
 	},
 }
