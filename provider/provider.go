@@ -19,7 +19,7 @@ type Provider interface {
 	Name() string
 
 	// Info describes the provider for GET /v1/providers.
-	Info(ctx context.Context) ProviderInfo
+	Info(ctx context.Context) Info
 
 	// ValidateParams checks the provider-specific params of a create request
 	// before anything is written. It returns an *Error with
@@ -86,8 +86,8 @@ type Resource struct {
 	Defunct bool
 }
 
-// ProviderInfo is a provider's self-description.
-type ProviderInfo struct {
+// Info is a provider's self-description.
+type Info struct {
 	Name string
 	// Available is false when the provider cannot create sandboxes on this
 	// host; Reason then says why.
@@ -99,14 +99,14 @@ type ProviderInfo struct {
 	WorkDir string
 	// Images are the root file systems a create may ask for by name (the
 	// local provider's params.image); none for most providers.
-	Images []ProviderImage
+	Images []Image
 	// Notes describe host-specific limits (cgroups, network) in prose.
 	Notes []string
 }
 
-// ProviderImage is a root file system the operator registered with a
+// Image is a root file system the operator registered with a
 // provider.
-type ProviderImage struct {
+type Image struct {
 	// Name is what a create asks for.
 	Name string
 	// Source is "folder" or "tarball": what the operator registered.

@@ -20,8 +20,8 @@ type named struct {
 }
 
 func (n *named) Name() string { return n.name }
-func (n *named) Info(context.Context) provider.ProviderInfo {
-	return provider.ProviderInfo{Name: n.name, Available: true}
+func (n *named) Info(context.Context) provider.Info {
+	return provider.Info{Name: n.name, Available: true}
 }
 func (n *named) ValidateParams(json.RawMessage) error { return nil }
 func (n *named) Create(_ context.Context, s provider.CreateSpec) (provider.Resource, error) {

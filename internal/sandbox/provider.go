@@ -15,9 +15,9 @@ type (
 	// Resource is what a provider holds for one sandbox.
 	Resource = provider.Resource
 	// ProviderInfo is a provider's self-description.
-	ProviderInfo = provider.ProviderInfo
+	ProviderInfo = provider.Info
 	// ProviderImage is a root file system registered with a provider.
-	ProviderImage = provider.ProviderImage
+	ProviderImage = provider.Image
 	// ExecRequest is a shell command to run inside a ready sandbox.
 	ExecRequest = provider.ExecRequest
 	// ExecResult is the outcome of an ExecRequest.

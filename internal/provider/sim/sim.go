@@ -120,8 +120,8 @@ func jsonProblem(err error) string {
 func (p *Provider) Name() string { return Name }
 
 // Info implements provider.Provider.
-func (p *Provider) Info(context.Context) provider.ProviderInfo {
-	return provider.ProviderInfo{
+func (p *Provider) Info(context.Context) provider.Info {
+	return provider.Info{
 		Name:      Name,
 		Available: true,
 		Notes:     []string{"simulated: resources are files in " + p.dir},
