@@ -15,8 +15,12 @@ import (
 // TestConformance runs the provider SDK's suite against real bubblewrap
 // sandboxes. Like the package's other tests it needs bwrap and root, and
 // fails without them (make test and .ci/run install them).
+//
+// It is not parallel with the package's other tests: its dozens of
+// sandboxes at once would skew the timing of TestResourceLimits, whose
+// sandbox must fork again right after its hogs are killed. Its own
+// subtests run in parallel, before the other tests start.
 func TestConformance(t *testing.T) {
-	t.Parallel()
 	providertest.Run(t, providertest.Harness{
 		NewState: func(t *testing.T) string { return harness.ReachableTempDir(t) },
 		Open: func(t *testing.T, dir string) provider.Provider {
