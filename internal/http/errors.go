@@ -106,7 +106,7 @@ func problemFor(c *gin.Context, log *slog.Logger, err error) Problem {
 	if e == sandbox.ErrNotFound {
 		detail = "the resource does not exist"
 	}
-	return newProblem(c, status, e.Code, detail, e.State)
+	return newProblem(c, status, e.Code, detail, sandbox.ConflictState(err))
 }
 
 func newProblem(c *gin.Context, status int, code sandbox.Code, detail string, state sandbox.State) Problem {

@@ -2,39 +2,42 @@ package sandbox
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/tetherhq/tether/provider"
 )
 
 // Code is a stable, machine-readable error class. Each code maps to one HTTP
 // status in the HTTP adapter; the rest of Tether only chooses the code.
-type Code string
+// Providers return the codes of package provider; the others are Tether's
+// own.
+type Code = provider.Code
 
 // The error codes of the API contract.
 const (
-	CodeInvalidRequest  Code = "INVALID_REQUEST"
+	CodeInvalidRequest       = provider.CodeInvalidRequest
 	CodeUnauthenticated Code = "UNAUTHENTICATED"
 	// CodeForbidden: the request is well-formed but asks for something the
 	// operator has not allowed (such as the host's network).
-	CodeForbidden            Code = "FORBIDDEN"
+	CodeForbidden                 = provider.CodeForbidden
 	CodeNotFound             Code = "NOT_FOUND"
 	CodeStateConflict        Code = "SANDBOX_STATE_CONFLICT"
 	CodeIdempotencyKeyReused Code = "IDEMPOTENCY_KEY_REUSED"
 	// CodeSandboxIDTaken: a create named an id another sandbox has.
 	CodeSandboxIDTaken      Code = "SANDBOX_ID_TAKEN"
 	CodeUnknownProvider     Code = "UNKNOWN_PROVIDER"
-	CodeProviderUnavailable Code = "PROVIDER_UNAVAILABLE"
-	CodeNotSupported        Code = "NOT_SUPPORTED"
-	CodePayloadTooLarge     Code = "PAYLOAD_TOO_LARGE"
-	CodeQuotaExceeded       Code = "QUOTA_EXCEEDED"
+	CodeProviderUnavailable      = provider.CodeProviderUnavailable
+	CodeNotSupported             = provider.CodeNotSupported
+	CodePayloadTooLarge          = provider.CodePayloadTooLarge
+	CodeQuotaExceeded            = provider.CodeQuotaExceeded
 	// CodeRequestTimeout: the client sent its request body too slowly.
 	CodeRequestTimeout Code = "REQUEST_TIMEOUT"
 	// File errors, distinct from the sandbox's own NOT_FOUND, one per kind
 	// of failure an agent framework reports per file.
-	CodeFileNotFound     Code = "FILE_NOT_FOUND"
-	CodeIsDirectory      Code = "IS_DIRECTORY"
-	CodePermissionDenied Code = "PERMISSION_DENIED"
-	CodeInvalidPath      Code = "INVALID_PATH"
-	CodeInternal         Code = "INTERNAL"
+	CodeFileNotFound     = provider.CodeFileNotFound
+	CodeIsDirectory      = provider.CodeIsDirectory
+	CodePermissionDenied = provider.CodePermissionDenied
+	CodeInvalidPath      = provider.CodeInvalidPath
+	CodeInternal         = provider.CodeInternal
 	// CodeUnavailable: a dependency (Postgres) cannot be reached right now;
 	// the request may be retried.
 	CodeUnavailable Code = "UNAVAILABLE"
@@ -42,42 +45,50 @@ const (
 
 // Error is an error whose message is safe to show to a client. Anything that
 // is not an *Error is internal and is shown as a generic message.
-type Error struct {
-	Code    Code
-	Message string
-	// State is the sandbox's state, set for CodeStateConflict.
+type Error = provider.Error
+
+// Errorf returns an *Error with the given code and formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return provider.Errorf(code, format, args...)
+}
+
+// StateConflictError is the error for an operation that the sandbox's
+// current state does not allow: an *Error with CodeStateConflict (which
+// errors.As finds through it) and the state. Providers never return it, so
+// it is Tether's, not the provider SDK's.
+type StateConflictError struct {
+	Err   *Error
 	State State
 }
 
 // Error implements error.
-func (e *Error) Error() string {
-	return fmt.Sprintf("%s: %s", e.Code, e.Message)
-}
+func (e *StateConflictError) Error() string { return e.Err.Error() }
 
-// Errorf returns an *Error with the given code and formatted message.
-func Errorf(code Code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
-}
+// Unwrap returns the *Error with CodeStateConflict.
+func (e *StateConflictError) Unwrap() error { return e.Err }
 
 // StateConflict returns the error for an operation that the sandbox's current
 // state does not allow.
-func StateConflict(id string, state State, op string) *Error {
-	return &Error{
-		Code:    CodeStateConflict,
-		Message: fmt.Sprintf("sandbox %s is %s: cannot %s", id, state, op),
-		State:   state,
+func StateConflict(id string, state State, op string) error {
+	return &StateConflictError{
+		Err:   Errorf(CodeStateConflict, "sandbox %s is %s: cannot %s", id, state, op),
+		State: state,
 	}
+}
+
+// ConflictState returns the sandbox state a StateConflict error carries, or
+// "" if err has none.
+func ConflictState(err error) State {
+	var c *StateConflictError
+	if errors.As(err, &c) {
+		return c.State
+	}
+	return ""
 }
 
 // ErrorCode returns the code of the first *Error in err's chain, or
 // CodeInternal if there is none.
-func ErrorCode(err error) Code {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return CodeInternal
-}
+func ErrorCode(err error) Code { return provider.ErrorCode(err) }
 
 // Sentinel errors that adapters translate to and from. The store returns them
 // wrapped with the operation; callers test with errors.Is.
@@ -91,24 +102,10 @@ var (
 	ErrFenced = errors.New("fenced: sandbox changed since it was claimed")
 )
 
-// retryable marks a provider error that is worth another attempt.
-type retryable struct{ err error }
-
-func (r retryable) Error() string { return r.err.Error() }
-func (r retryable) Unwrap() error { return r.err }
-
 // Retryable marks err as transient: the executor retries the call with
 // backoff until the creation deadline or the attempt limit.
-func Retryable(err error) error {
-	if err == nil {
-		return nil
-	}
-	return retryable{err}
-}
+func Retryable(err error) error { return provider.Retryable(err) }
 
 // IsRetryable reports whether err, or an error it wraps, was marked
 // Retryable.
-func IsRetryable(err error) bool {
-	var r retryable
-	return errors.As(err, &r)
-}
+func IsRetryable(err error) bool { return provider.IsRetryable(err) }

@@ -1,182 +1,44 @@
 package sandbox
 
-import (
-	"context"
-	"encoding/json"
-	"io"
-	"time"
+import "github.com/tetherhq/tether/provider"
+
+// The provider contract is the public SDK, package provider; these aliases
+// keep its names in this package, so that both spellings are one type.
+type (
+	// Provider creates and destroys the resources behind sandboxes.
+	Provider = provider.Provider
+	// HostBound is implemented by providers whose resources live on the
+	// host Tether runs on.
+	HostBound = provider.HostBound
+	// CreateSpec is what a provider needs to create a sandbox.
+	CreateSpec = provider.CreateSpec
+	// Resource is what a provider holds for one sandbox.
+	Resource = provider.Resource
+	// ProviderInfo is a provider's self-description.
+	ProviderInfo = provider.Info
+	// ProviderImage is a root file system registered with a provider.
+	ProviderImage = provider.Image
+	// ExecRequest is a shell command to run inside a ready sandbox.
+	ExecRequest = provider.ExecRequest
+	// ExecResult is the outcome of an ExecRequest.
+	ExecResult = provider.ExecResult
+	// Execer is the optional capability of running commands.
+	Execer = provider.Execer
+	// StreamExecer is the optional capability of streaming a command's
+	// output.
+	StreamExecer = provider.StreamExecer
+	// Files is the optional capability of reading and writing files.
+	Files = provider.Files
+	// Archives is the optional capability of moving folders as tar
+	// archives.
+	Archives = provider.Archives
 )
-
-// Provider creates and destroys the resources behind sandboxes. Tether calls
-// a provider only from the executor, the janitor and the data-plane
-// endpoints, always with a context that carries cancellation and a deadline.
-//
-// Every resource a provider holds for Tether is named or labelled with the
-// sandbox id, so that List can find resources whose creation Tether no
-// longer remembers (a crash between the provider call and the commit).
-type Provider interface {
-	// Name is the provider's name as clients select it ("sim", "local").
-	Name() string
-
-	// Info describes the provider for GET /v1/providers.
-	Info(ctx context.Context) ProviderInfo
-
-	// ValidateParams checks the provider-specific params of a create request
-	// before anything is written. It returns an *Error with
-	// CodeInvalidRequest for params the provider does not accept.
-	ValidateParams(params json.RawMessage) error
-
-	// Create makes the resource for spec.SandboxID. It is idempotent on the
-	// sandbox id: calling it again for a sandbox that already has a resource
-	// returns that resource and creates nothing. Errors marked with Retryable
-	// are worth another attempt; any other error fails the sandbox.
-	Create(ctx context.Context, spec CreateSpec) (Resource, error)
-
-	// Destroy removes every resource held for the sandbox. It is idempotent:
-	// a sandbox with nothing left is success.
-	Destroy(ctx context.Context, sandboxID string) error
-
-	// List returns every resource the provider holds for Tether.
-	List(ctx context.Context) ([]Resource, error)
-}
-
-// HostBound is implemented by providers whose resources live on the host
-// Tether runs on (local): their sandboxes belong to the node that created
-// them, and only that node creates, releases, reconciles and reaches them.
-// A provider that does not implement it (sim, remote providers) is reached
-// the same way from every node.
-type HostBound interface {
-	HostBound() bool
-}
-
-// IsHostBound reports whether p is a host-bound provider.
-func IsHostBound(p Provider) bool {
-	hb, ok := p.(HostBound)
-	return ok && hb.HostBound()
-}
-
-// CreateSpec is what a provider needs to create a sandbox.
-type CreateSpec struct {
-	SandboxID string
-	Tenant    string
-	Labels    map[string]string
-	Env       map[string]string
-	// Setup is a shell script run inside the sandbox before it counts as
-	// ready; a failure fails the sandbox.
-	Setup  string
-	Params json.RawMessage
-}
-
-// Resource is what a provider holds for one sandbox.
-type Resource struct {
-	SandboxID string
-	// ProviderID is the provider's own name for the resource.
-	ProviderID string
-	// WorkDir is the working directory inside the sandbox, if it has one.
-	WorkDir   string
-	CreatedAt time.Time
-	// Defunct is set when the provider still holds remains of the sandbox
-	// but it no longer runs: a ready sandbox in that state is lost.
-	Defunct bool
-}
-
-// ProviderInfo is a provider's self-description.
-type ProviderInfo struct {
-	Name string
-	// Available is false when the provider cannot create sandboxes on this
-	// host; Reason then says why.
-	Available bool
-	Reason    string
-	// Exec and Files report the optional data-plane capabilities.
-	Exec    bool
-	Files   bool
-	WorkDir string
-	// Images are the root file systems a create may ask for by name (the
-	// local provider's params.image); none for most providers.
-	Images []ProviderImage
-	// Notes describe host-specific limits (cgroups, network) in prose.
-	Notes []string
-}
-
-// ProviderImage is a root file system the operator registered with a
-// provider.
-type ProviderImage struct {
-	// Name is what a create asks for.
-	Name string
-	// Source is "folder" or "tarball": what the operator registered.
-	Source string
-}
-
-// ExecRequest is a shell command to run inside a ready sandbox.
-type ExecRequest struct {
-	Command string
-	Timeout time.Duration
-	Env     map[string]string
-	WorkDir string
-	// MaxOutput caps the combined output kept, in bytes. Longer output is
-	// cut and Truncated set: a provider keeps its head and its tail, with a
-	// marker between them that says how many bytes were left out (the
-	// local provider's is "\n[tether: N bytes of output omitted]\n"), all
-	// within MaxOutput.
-	MaxOutput int
-}
-
-// ExecResult is the outcome of an ExecRequest.
-type ExecResult struct {
-	Output    string
-	ExitCode  int
-	Truncated bool
-	TimedOut  bool
-	// OOMKilled is set when the sandbox's memory limit killed a process
-	// while the command ran.
-	OOMKilled bool
-}
-
-// Execer is the optional capability of running commands in a sandbox.
-type Execer interface {
-	Exec(ctx context.Context, sandboxID string, req ExecRequest) (ExecResult, error)
-}
-
-// Archives is the optional capability of moving whole folders in and out
-// of a sandbox as tar archives, with the same path rules and errors as
-// Files.
-type Archives interface {
-	// ReadArchive streams the folder at path as a tar archive into w.
-	ReadArchive(ctx context.Context, sandboxID, path string, w io.Writer) error
-	// WriteArchive extracts the tar archive read from r into the folder at
-	// path (made if missing), refusing more than limit bytes of archive.
-	// Nothing of a refused or broken archive is left in the folder.
-	WriteArchive(ctx context.Context, sandboxID, path string, r io.Reader, limit int64) error
-}
 
 // Output streams of a command.
 const (
-	Stdout = "stdout"
-	Stderr = "stderr"
+	Stdout = provider.Stdout
+	Stderr = provider.Stderr
 )
 
-// StreamExecer is the optional capability of running a command while its
-// output is passed on as it is produced.
-type StreamExecer interface {
-	// ExecStream runs the command like Exec, calling emit with each chunk
-	// of output (stream is Stdout or Stderr), never concurrently and never
-	// after it returns. Chunks are passed on as they appear, up to a part
-	// of req.MaxOutput (the local provider: half); the rest may be held
-	// and passed on when the command ends, cut like Exec's output (head,
-	// marker, tail, at most req.MaxOutput bytes in all; Truncated is then
-	// set). The result's Output is empty. If emit fails, or ctx ends, the
-	// command is killed.
-	ExecStream(ctx context.Context, sandboxID string, req ExecRequest, emit func(stream string, chunk []byte) error) (ExecResult, error)
-}
-
-// Files is the optional capability of reading and writing files in a
-// sandbox. Paths are absolute paths inside the sandbox.
-type Files interface {
-	// WriteFile streams r into path, refusing more than limit bytes.
-	WriteFile(ctx context.Context, sandboxID, path string, r io.Reader, limit int64) error
-	// ReadFile streams the file at path into w. A missing file is
-	// CodeFileNotFound.
-	// A file over limit bytes is CodePayloadTooLarge, and no more than limit
-	// bytes are ever sent.
-	ReadFile(ctx context.Context, sandboxID, path string, w io.Writer, limit int64) error
-}
+// IsHostBound reports whether p is a host-bound provider.
+func IsHostBound(p Provider) bool { return provider.IsHostBound(p) }

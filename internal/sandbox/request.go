@@ -1,46 +1,21 @@
 package sandbox
 
 import (
-	"crypto/rand"
-	"encoding/base32"
 	"encoding/json"
-	"strings"
 	"time"
+
+	"github.com/tetherhq/tether/provider"
 )
 
-var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
+// NewID returns a fresh sandbox id (provider.NewSandboxID): "sbx_" and 26
+// base32 characters encoding the creation time in milliseconds then 80
+// random bits, so that ids made later sort later.
+func NewID() string { return provider.NewSandboxID() }
 
-// idPrefix starts every sandbox id.
-const idPrefix = "sbx_"
-
-// NewID returns a fresh sandbox id: "sbx_" and 26 base32 characters
-// encoding the creation time in milliseconds (48 bits) then 80 random bits.
-// Ids made later sort later, so new rows land at the end of the id indexes
-// instead of all over them (less I/O, less WAL); the random part keeps them
-// unguessable.
-func NewID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[6:]) // crypto/rand.Read never fails
-	ms := uint64(time.Now().UnixMilli())
-	for i := 5; i >= 0; i-- {
-		b[i] = byte(ms)
-		ms >>= 8
-	}
-	return idPrefix + idEncoding.EncodeToString(b[:])
-}
-
-// ValidID reports whether id has the shape of a sandbox id: NewID's, in its
-// one spelling (26 characters carry 130 bits, so the last two must be zero;
-// otherwise several ids would name the same 128). Malformed ids are answered
-// as not found without a query, and refused as a create's client-chosen id.
-func ValidID(id string) bool {
-	rest, ok := strings.CutPrefix(id, idPrefix)
-	if !ok || len(rest) != 26 {
-		return false
-	}
-	b, err := idEncoding.DecodeString(rest)
-	return err == nil && idEncoding.EncodeToString(b) == rest
-}
+// ValidID reports whether id has the shape of a sandbox id, in its one
+// spelling (provider.ValidSandboxID). Malformed ids are answered as not
+// found without a query, and refused as a create's client-chosen id.
+func ValidID(id string) bool { return provider.ValidSandboxID(id) }
 
 // CreateParams is a validated request for a new sandbox, as the store
 // records it.

@@ -926,7 +926,7 @@ func TestRenewSandbox(t *testing.T) {
 	}
 	_, _, err = b.st.RenewSandbox(b.ctx, "acme", sb.ID, time.Hour, 24*time.Hour)
 	var e *sandbox.Error
-	if !errors.As(err, &e) || e.Code != sandbox.CodeStateConflict || e.State != sandbox.StateCancelled {
+	if !errors.As(err, &e) || e.Code != sandbox.CodeStateConflict || sandbox.ConflictState(err) != sandbox.StateCancelled {
 		t.Errorf("renew of an ended sandbox: err = %v, want SANDBOX_STATE_CONFLICT with state cancelled", err)
 	}
 }

@@ -32,7 +32,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // Name is the provider's name.
@@ -87,17 +87,17 @@ func parseParams(raw json.RawMessage) (Params, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "params for provider sim: %s", jsonProblem(err))
+		return p, provider.Errorf(provider.CodeInvalidRequest, "params for provider sim: %s", jsonProblem(err))
 	}
 	switch p.Fail {
 	case "", "create", "create_once", "destroy_once":
 	default:
-		return p, sandbox.Errorf(sandbox.CodeInvalidRequest,
+		return p, provider.Errorf(provider.CodeInvalidRequest,
 			"params.fail must be one of create, create_once, destroy_once (got %q)", p.Fail)
 	}
 	for name, ms := range map[string]int{"create_delay_ms": p.CreateDelayMS, "destroy_delay_ms": p.DestroyDelayMS} {
 		if ms < 0 || int64(ms) > maxDelay.Milliseconds() {
-			return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.%s must be between 0 and %d", name, maxDelay.Milliseconds())
+			return p, provider.Errorf(provider.CodeInvalidRequest, "params.%s must be between 0 and %d", name, maxDelay.Milliseconds())
 		}
 	}
 	return p, nil
@@ -116,19 +116,19 @@ func jsonProblem(err error) string {
 	return "not a valid JSON object"
 }
 
-// Name implements sandbox.Provider.
+// Name implements provider.Provider.
 func (p *Provider) Name() string { return Name }
 
-// Info implements sandbox.Provider.
-func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
-	return sandbox.ProviderInfo{
+// Info implements provider.Provider.
+func (p *Provider) Info(context.Context) provider.Info {
+	return provider.Info{
 		Name:      Name,
 		Available: true,
 		Notes:     []string{"simulated: resources are files in " + p.dir},
 	}
 }
 
-// ValidateParams implements sandbox.Provider.
+// ValidateParams implements provider.Provider.
 func (p *Provider) ValidateParams(raw json.RawMessage) error {
 	_, err := parseParams(raw)
 	return err
@@ -142,31 +142,31 @@ type record struct {
 	Params    json.RawMessage `json:"params,omitempty"`
 }
 
-// Create implements sandbox.Provider.
-func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox.Resource, error) {
+// Create implements provider.Provider.
+func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provider.Resource, error) {
 	if !validName(spec.SandboxID) {
-		return sandbox.Resource{}, fmt.Errorf("sim: create: invalid sandbox id %q", spec.SandboxID)
+		return provider.Resource{}, fmt.Errorf("sim: create: invalid sandbox id %q", spec.SandboxID)
 	}
 	params, err := parseParams(spec.Params)
 	if err != nil {
-		return sandbox.Resource{}, fmt.Errorf("sim: create: %w", err)
+		return provider.Resource{}, fmt.Errorf("sim: create: %w", err)
 	}
 	if res, err := p.resource(spec.SandboxID); err == nil {
 		return res, nil // idempotent: it exists already
 	}
 	switch params.Fail {
 	case "create":
-		return sandbox.Resource{}, errors.New("sim: create: injected failure")
+		return provider.Resource{}, errors.New("sim: create: injected failure")
 	case "create_once":
 		if p.firstFailure("create/" + spec.SandboxID) {
-			return sandbox.Resource{}, sandbox.Retryable(errors.New("sim: create: injected transient failure"))
+			return provider.Resource{}, provider.Retryable(errors.New("sim: create: injected transient failure"))
 		}
 	}
 	delay := time.Duration(params.CreateDelayMS) * time.Millisecond
 	if params.IgnoreCancel {
 		time.Sleep(delay) // the simulated request was sent: it completes regardless
 	} else if err := sleep(ctx, delay); err != nil {
-		return sandbox.Resource{}, fmt.Errorf("sim: create: %w", err)
+		return provider.Resource{}, fmt.Errorf("sim: create: %w", err)
 	}
 
 	// One file operation at a time in this process: concurrent creates in
@@ -179,7 +179,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 		return p.resource(spec.SandboxID) // a concurrent call made it
 	}
 	if err != nil {
-		return sandbox.Resource{}, fmt.Errorf("sim: create: %w", err)
+		return provider.Resource{}, fmt.Errorf("sim: create: %w", err)
 	}
 	now := time.Now().UTC()
 	rec, _ := json.Marshal(record{SandboxID: spec.SandboxID, CreatedAt: now, PID: os.Getpid(), Params: spec.Params})
@@ -188,12 +188,12 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 		werr = cerr
 	}
 	if werr != nil {
-		return sandbox.Resource{}, fmt.Errorf("sim: create: %w", werr)
+		return provider.Resource{}, fmt.Errorf("sim: create: %w", werr)
 	}
 	if err := p.logCreate(spec.SandboxID, now); err != nil {
-		return sandbox.Resource{}, fmt.Errorf("sim: create: %w", err)
+		return provider.Resource{}, fmt.Errorf("sim: create: %w", err)
 	}
-	return sandbox.Resource{SandboxID: spec.SandboxID, ProviderID: "sim-" + spec.SandboxID, CreatedAt: now}, nil
+	return provider.Resource{SandboxID: spec.SandboxID, ProviderID: "sim-" + spec.SandboxID, CreatedAt: now}, nil
 }
 
 // logCreate appends a line to creates.log; the caller holds fsMu.
@@ -211,7 +211,7 @@ func (p *Provider) logCreate(id string, at time.Time) error {
 	return err
 }
 
-// Destroy implements sandbox.Provider.
+// Destroy implements provider.Provider.
 func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
 	if !validName(sandboxID) {
 		return fmt.Errorf("sim: destroy: invalid sandbox id %q", sandboxID)
@@ -242,18 +242,18 @@ func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
 	return nil
 }
 
-// List implements sandbox.Provider.
-func (p *Provider) List(context.Context) ([]sandbox.Resource, error) {
+// List implements provider.Provider.
+func (p *Provider) List(context.Context) ([]provider.Resource, error) {
 	entries, err := os.ReadDir(p.dir)
 	if err != nil {
 		return nil, fmt.Errorf("sim: list: %w", err)
 	}
-	out := make([]sandbox.Resource, 0, len(entries))
+	out := make([]provider.Resource, 0, len(entries))
 	for _, e := range entries {
 		if !e.Type().IsRegular() || !validName(e.Name()) {
 			continue
 		}
-		res := sandbox.Resource{SandboxID: e.Name(), ProviderID: "sim-" + e.Name()}
+		res := provider.Resource{SandboxID: e.Name(), ProviderID: "sim-" + e.Name()}
 		if info, err := e.Info(); err == nil {
 			res.CreatedAt = info.ModTime().UTC()
 		}
@@ -262,12 +262,12 @@ func (p *Provider) List(context.Context) ([]sandbox.Resource, error) {
 	return out, nil
 }
 
-func (p *Provider) resource(id string) (sandbox.Resource, error) {
+func (p *Provider) resource(id string) (provider.Resource, error) {
 	info, err := os.Stat(filepath.Join(p.dir, id))
 	if err != nil {
-		return sandbox.Resource{}, err
+		return provider.Resource{}, err
 	}
-	return sandbox.Resource{SandboxID: id, ProviderID: "sim-" + id, CreatedAt: info.ModTime().UTC()}, nil
+	return provider.Resource{SandboxID: id, ProviderID: "sim-" + id, CreatedAt: info.ModTime().UTC()}, nil
 }
 
 // firstFailure reports whether the one-time failure named key is yet to be

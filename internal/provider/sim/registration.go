@@ -1,0 +1,28 @@
+package sim
+
+import (
+	"context"
+
+	"github.com/tetherhq/tether/provider"
+)
+
+// DefaultStateDir is where the inventory is kept unless SIM_STATE_DIR says
+// otherwise.
+const DefaultStateDir = ".tether/sim"
+
+// Registration makes the sim one of Tether's providers.
+var Registration = provider.Registration{
+	Name: Name,
+	Settings: []provider.Setting{{
+		Name:    "SIM_STATE_DIR",
+		Default: DefaultStateDir,
+		Doc:     "the folder of the simulated inventory, shared by every replica; made if missing",
+	}},
+	New: func(_ context.Context, s *provider.Settings) (provider.Provider, error) {
+		p, err := New(s.String("SIM_STATE_DIR"))
+		if err != nil {
+			return nil, err // not a nil *Provider in a non-nil interface
+		}
+		return p, nil
+	},
+}
