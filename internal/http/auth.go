@@ -16,14 +16,6 @@ import (
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
-// tenantKey and callerKey are the gin context keys of the authenticated
-// tenant and API key.
-const (
-	tenantKey    = "tether.tenant"
-	callerKey    = "tether.caller"
-	keyRecordKey = "tether.key"
-)
-
 // remoteHost is the address a request came from, without its port: what
 // failed authentications are counted by. Headers such as X-Forwarded-For
 // are not trusted.
@@ -33,14 +25,6 @@ func remoteHost(r *http.Request) string {
 		return r.RemoteAddr
 	}
 	return host
-}
-
-func tenantOf(c *gin.Context) string { return c.GetString(tenantKey) }
-
-// callerOf is the API key the request was made with, for the audit trail.
-func callerOf(c *gin.Context) sandbox.Caller {
-	by, _ := c.Value(callerKey).(sandbox.Caller)
-	return by
 }
 
 type authenticator interface {
@@ -74,9 +58,8 @@ func withAuth(log *slog.Logger, auth authenticator, q *quotas, rt *router, authe
 					"the forwarded call is refused: "+err.Error(), ""))
 				return
 			}
-			c.Set(tenantKey, tenant)
-			c.Set(callerKey, by)
-			c.Set(forwardedKey, true)
+			s := state(c)
+			s.tenant, s.caller, s.forwarded = tenant, by, true
 			if authed != nil {
 				authed(c.Request.Context())
 			}
@@ -103,9 +86,8 @@ func withAuth(log *slog.Logger, auth authenticator, q *quotas, rt *router, authe
 			writeError(c, log, err)
 			return
 		}
-		c.Set(tenantKey, k.Tenant)
-		c.Set(callerKey, k.Caller())
-		c.Set(keyRecordKey, k)
+		s := state(c)
+		s.tenant, s.caller = k.Tenant, k.Caller()
 		if authed != nil {
 			authed(c.Request.Context())
 		}

@@ -53,7 +53,7 @@ func dataPlane[C any](c *gin.Context, st sandboxGetter, providers map[string]san
 	if err != nil {
 		return sandbox.Sandbox{}, zero, err
 	}
-	sb, looked := c.Value(sandboxKey).(sandbox.Sandbox) // by withNodeRouting
+	sb, looked := routedSandbox(c)
 	if !looked {
 		if sb, err = st.GetSandbox(c.Request.Context(), tenantOf(c), id); err != nil {
 			return sb, zero, notFoundAs(err, id)

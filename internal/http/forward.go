@@ -67,13 +67,6 @@ const (
 // replays.
 const forwardSkew = time.Minute
 
-// forwardedKey and sandboxKey are gin context keys: the request came from
-// another node; the sandbox the routing looked up.
-const (
-	forwardedKey = "tether.forwarded"
-	sandboxKey   = "tether.sandbox"
-)
-
 // nodeFinder finds a node's heartbeat record.
 type nodeFinder interface {
 	Node(ctx context.Context, id string) (sandbox.Node, error)
@@ -295,7 +288,7 @@ func (rt *router) verify(c *gin.Context) (tenant string, by sandbox.Caller, err 
 		return "", by, err
 	}
 	sigHex := r.Header.Get(hdrForwardedSig)
-	paced, _ := c.Value(bodyGuardKey).(*pacedBody)
+	paced := state(c).paced
 	body := r.Body
 	if body == nil {
 		body = http.NoBody
@@ -342,9 +335,6 @@ func (rt *router) remember(ctx context.Context, nonce string, now time.Time) err
 	return nil
 }
 
-// forwarded reports whether the request came from another node.
-func forwarded(c *gin.Context) bool { return c.GetBool(forwardedKey) }
-
 // withNodeRouting sends a data-plane call for a ready sandbox on another
 // node to that node, and otherwise lets the handler serve it, with the
 // sandbox it looked up (see dataPlane).
@@ -364,7 +354,7 @@ func withNodeRouting(log *slog.Logger, st sandboxGetter, rt *router) gin.Handler
 			c.Next()
 			return
 		}
-		c.Set(sandboxKey, sb)
+		state(c).sandbox = &sb
 		if sb.Node == "" || sb.Node == rt.Self || sb.State != sandbox.StateReady {
 			c.Next()
 			return

@@ -179,11 +179,6 @@ func NewServer(log *slog.Logger, cfg Config, deps Deps) http.Handler {
 	return r
 }
 
-// requestIDKey is the gin context key of the request id.
-const requestIDKey = "tether.request_id"
-
-func requestID(c *gin.Context) string { return c.GetString(requestIDKey) }
-
 // withRequestID takes a sane X-Request-ID from the client or makes one, and
 // echoes it in the response.
 func withRequestID() gin.HandlerFunc {
@@ -194,7 +189,7 @@ func withRequestID() gin.HandlerFunc {
 			_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 			id = hex.EncodeToString(b[:])
 		}
-		c.Set(requestIDKey, id)
+		state(c).id = id
 		c.Header("X-Request-ID", id)
 		c.Next()
 	}
@@ -235,7 +230,7 @@ func withLogging(log *slog.Logger) gin.HandlerFunc {
 		log.Log(c.Request.Context(), level, "http request",
 			"method", c.Request.Method, "route", c.FullPath(), "status", status,
 			"duration_ms", float64(time.Since(start).Microseconds())/1000,
-			"request_id", requestID(c), "tenant", c.GetString(tenantKey))
+			"request_id", requestID(c), "tenant", tenantOf(c))
 	}
 }
 
