@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/tetherhq/tether/internal/cluster"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/local"
@@ -395,7 +396,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		Metrics:   reg,
 		Gatherer:  reg,
 		Draining:  draining,
-		Nodes:     tetherhttp.Nodes{Self: cfg.NodeID, Secret: secret, Finder: st, Nonces: st},
+		Nodes:     cluster.Nodes{Self: cfg.NodeID, Secret: secret, Finder: st, Nonces: st},
 
 		Authenticated: guard.authenticated,
 	})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/cluster"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -35,9 +36,9 @@ type authenticator interface {
 
 // withAuth requires "Authorization: Bearer <api key>" and records the key's
 // tenant and identity (callerOf) for the handlers. A request another node
-// forwarded (see router) carries the caller it authenticated instead, under
-// the cluster's signature; the key's rate limit was applied there.
-func withAuth(log *slog.Logger, auth authenticator, q *quotas, rt *router, authed func(context.Context)) gin.HandlerFunc {
+// forwarded (see forwardedAuth) carries the caller it authenticated instead,
+// under the cluster's signature; the key's rate limit was applied there.
+func withAuth(log *slog.Logger, auth authenticator, q *quotas, cl *cluster.Cluster, authed func(context.Context)) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		addr := remoteHost(c.Request)
 		if err := q.checkAuthFailures(c, addr); err != nil && !knownKey(auth, c.GetHeader("Authorization")) {
@@ -47,19 +48,11 @@ func withAuth(log *slog.Logger, auth authenticator, q *quotas, rt *router, authe
 			writeError(c, log, err)
 			return
 		}
-		if c.GetHeader(hdrForwardedSig) != "" {
-			tenant, by, err := rt.verify(c)
-			if err != nil {
+		if cluster.IsForwarded(c.Request) {
+			if !forwardedAuth(c, log, cl) {
 				q.authFailed(addr)
-				log.WarnContext(c.Request.Context(), "forwarded call refused", "err", err,
-					"from", c.GetHeader(hdrForwardedBy), "request_id", requestID(c))
-				c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
-				writeProblem(c, newProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated,
-					"the forwarded call is refused: "+err.Error(), ""))
 				return
 			}
-			s := state(c)
-			s.tenant, s.caller, s.forwarded = tenant, by, true
 			if authed != nil {
 				authed(c.Request.Context())
 			}

@@ -87,9 +87,6 @@ type pacedBody struct {
 	n       int64
 	eof     bool
 	tooSlow bool
-	// digestErr is set when a forwarded call's body did not match its
-	// signature (see verifiedBody).
-	digestErr error
 }
 
 func (b *pacedBody) deadline() time.Time {
@@ -146,13 +143,12 @@ func bodyError(c *gin.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	if b := state(c).paced; b != nil {
-		switch {
-		case b.digestErr != nil:
-			return b.digestErr
-		case b.tooSlow:
-			return b.errTooSlow()
-		}
+	s := state(c)
+	switch {
+	case s.badBody != nil:
+		return s.badBody
+	case s.paced != nil && s.paced.tooSlow:
+		return s.paced.errTooSlow()
 	}
 	return err
 }

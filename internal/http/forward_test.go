@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tetherhq/tether/internal/cluster"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/sim"
@@ -128,7 +128,7 @@ func setupTwoNodes(t *testing.T, maxFile int64, drainA context.Context) twoNodes
 			Store: st, Changes: notifier, Providers: []sandbox.Provider{p},
 			Ready:   func(ctx context.Context) error { return st.Ping(ctx) },
 			Metrics: reg, Gatherer: reg,
-			Nodes:    tetherhttp.Nodes{Self: node, Secret: secret, Finder: st, Nonces: st},
+			Nodes:    cluster.Nodes{Self: node, Secret: secret, Finder: st, Nonces: st},
 			Draining: draining,
 		})
 		globalsMu.Unlock()
@@ -227,21 +227,24 @@ func TestForwardToTheSandboxesNode(t *testing.T) {
 
 	// A call signed with the cluster's secret is taken once, by the node
 	// it names, recently, and on a data-plane route only.
-	signed := func(method, path string, body any, to string, at time.Time, nonce string) *response {
+	signed := func(method, path string, body any, to string, at time.Time) *response {
 		t.Helper()
-		return signedCall(t, n, n.b, method, path, body, nil, to, at, nonce)
+		return signedCall(t, n, n.b, method, path, body, to, at)
 	}
 	execPath := "/v1/sandboxes/" + id + "/exec"
 	cmd := map[string]any{"command": "echo once"}
-	if r := signed(http.MethodPost, execPath, cmd, "b", time.Now(), "nonce-0000000001"); r.Status != http.StatusOK {
+	hdr, trl := signedHeaders(t, n, http.MethodPost, execPath, cmd, "b", time.Now())
+	if r := sendSigned(t, n.b, http.MethodPost, execPath, cmd, hdr, trl); r.Status != http.StatusOK {
 		t.Fatalf("a well-signed forwarded exec = %s; want 200", r)
 	}
-	wantProblem(t, signed(http.MethodPost, execPath, cmd, "b", time.Now(), "nonce-0000000001"), http.StatusUnauthorized, "UNAUTHENTICATED")
-	wantProblem(t, signed(http.MethodPost, execPath, cmd, "a", time.Now(), "nonce-0000000002"), http.StatusUnauthorized, "UNAUTHENTICATED")
-	wantProblem(t, signed(http.MethodPost, execPath, cmd, "b", time.Now().Add(-2*time.Minute), "nonce-0000000003"), http.StatusUnauthorized, "UNAUTHENTICATED")
-	// Whoever holds the secret still cannot mint keys or reach any other route.
-	wantProblem(t, signed(http.MethodPost, "/v1/keys", map[string]any{"name": "minted"}, "b", time.Now(), "nonce-0000000004"), http.StatusUnauthorized, "UNAUTHENTICATED")
-	wantProblem(t, signed(http.MethodGet, "/v1/sandboxes", nil, "b", time.Now(), "nonce-0000000005"), http.StatusUnauthorized, "UNAUTHENTICATED")
+	wantRefused(t, sendSigned(t, n.b, http.MethodPost, execPath, cmd, hdr, trl), "accepted before")
+	wantRefused(t, signed(http.MethodPost, execPath, cmd, "a", time.Now()), "meant for another node")
+	wantRefused(t, signed(http.MethodPost, execPath, cmd, "b", time.Now().Add(-2*time.Minute)), "older than the skew")
+	wantRefused(t, signed(http.MethodPost, execPath, cmd, "b", time.Now().Add(2*time.Minute)), "from the future")
+	// Whoever holds the secret still cannot mint keys or reach any other
+	// route (TestForwardableRoutes tries them all).
+	wantRefused(t, signed(http.MethodPost, "/v1/keys", map[string]any{"name": "minted"}, "b", time.Now()), "does not take forwarded calls")
+	wantRefused(t, signed(http.MethodGet, "/v1/sandboxes", nil, "b", time.Now()), "does not take forwarded calls")
 
 	// Node b dies: calls through a are a retryable 503 that names it.
 	if _, err := n.a.Store.Pool().Exec(t.Context(), `UPDATE nodes SET heartbeat_at = heartbeat_at - interval '1 hour' WHERE id = 'b'`); err != nil {
@@ -309,34 +312,59 @@ func TestForwardedStreamEndsAtShutdown(t *testing.T) {
 	}
 }
 
-// signedCall sends a call as node a forwards one, signed with the cluster's
-// secret, to the replica via. The body's digest trailer covers digestOf
-// (nil: the body itself), so that a test can send another body than the
-// one signed.
-func signedCall(t *testing.T, n twoNodes, via *bundle, method, path string, body any, digestOf []byte, to string, at time.Time, nonce string) *response {
+// signedHeaders signs a call as node a forwards one, with the cluster's
+// secret at the time at, and returns the headers and the trailer (the
+// body's digest; nil without a body) that it is sent with: a test may send
+// them again (a replay), or with another body.
+func signedHeaders(t *testing.T, n twoNodes, method, path string, body any, to string, at time.Time) (hdr, trl http.Header) {
 	t.Helper()
-	at1 := fmt.Sprint(at.UnixMilli())
-	mode := "none"
-	var raw []byte
+	a := cluster.New(cluster.Nodes{Self: "a", Secret: n.secret, Finder: n.a.Store,
+		Now: func() time.Time { return at }})
+	var rd io.Reader
 	if body != nil {
-		mode = "trailer"
-		var err error
-		if raw, err = json.Marshal(body); err != nil {
+		rd = bytes.NewReader(rawBody(t, body))
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, "http://node-b"+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Sign(req, to, cluster.Caller{Tenant: tenantA})
+	if req.Body != nil {
+		if _, err := io.Copy(io.Discard, req.Body); err != nil { // sets the trailer
 			t.Fatal(err)
 		}
 	}
-	sig := tetherhttp.SignForwarded(n.secret, method, path, "a", to, at1, nonce, tenantA, "", "", mode)
-	opts := []reqOpt{noAuth(), header("Tether-Forwarded-By", "a"), header("Tether-Forwarded-To", to),
-		header("Tether-Forwarded-At", at1), header("Tether-Forwarded-Nonce", nonce),
-		header("Tether-Forwarded-Tenant", tenantA), header("Tether-Forwarded-Signature", sig),
-		header("Tether-Forwarded-Body", mode)}
-	if body != nil {
-		if digestOf == nil {
-			digestOf = raw
-		}
-		opts = append(opts, trailer("Tether-Forwarded-Digest", tetherhttp.ForwardedDigest(n.secret, sig, digestOf)))
+	return req.Header, req.Trailer
+}
+
+// sendSigned sends a call with the headers and trailer of a signed one
+// (signedHeaders) and body, which may be another than the one signed, to
+// the replica via.
+func sendSigned(t *testing.T, via *bundle, method, path string, body any, hdr, trl http.Header) *response {
+	t.Helper()
+	opts := []reqOpt{noAuth()}
+	for k := range hdr {
+		opts = append(opts, header(k, hdr.Get(k)))
+	}
+	for k := range trl {
+		opts = append(opts, trailer(k, trl.Get(k)))
 	}
 	return via.do(t, method, path, body, opts...)
+}
+
+// signedCall sends a call signed as node a forwards one to the replica via.
+func signedCall(t *testing.T, n twoNodes, via *bundle, method, path string, body any, to string, at time.Time) *response {
+	t.Helper()
+	hdr, trl := signedHeaders(t, n, method, path, body, to, at)
+	return sendSigned(t, via, method, path, body, hdr, trl)
+}
+
+// wantRefused checks that a forwarded call was refused, for the reason.
+func wantRefused(t *testing.T, r *response, reason string) {
+	t.Helper()
+	if p := wantProblem(t, r, http.StatusUnauthorized, "UNAUTHENTICATED"); !strings.Contains(p.Detail, reason) {
+		t.Errorf("the forwarded call was refused with %q; want the reason %q", p.Detail, reason)
+	}
 }
 
 // TestForwardedReplayRefused: a forwarded call is taken once by all the
@@ -348,22 +376,27 @@ func TestForwardedReplayRefused(t *testing.T) {
 	n := setupTwoNodes(t, 1024, nil)
 	path := "/v1/sandboxes/" + n.onB + "/exec"
 	signed := map[string]any{"command": "echo signed"}
-	raw, _ := json.Marshal(signed)
-	if r := signedCall(t, n, n.b, http.MethodPost, path, signed, nil, "b", time.Now(), "nonce-replay-0001"); r.Status != http.StatusOK {
+	hdr, trl := signedHeaders(t, n, http.MethodPost, path, signed, "b", time.Now())
+	if r := sendSigned(t, n.b, http.MethodPost, path, signed, hdr, trl); r.Status != http.StatusOK {
 		t.Fatalf("the signed call = %s; want 200", r)
 	}
-	// The same call, with another body, to either replica of node b.
+	// The same call, as sent or with another body, to either replica of
+	// node b.
 	evil := map[string]any{"command": "rm -rf /workspace"}
 	for _, via := range []*bundle{n.b2, n.b} {
-		wantProblem(t, signedCall(t, n, via, http.MethodPost, path, evil, raw, "b", time.Now(), "nonce-replay-0001"),
-			http.StatusUnauthorized, "UNAUTHENTICATED")
+		wantRefused(t, sendSigned(t, via, http.MethodPost, path, signed, hdr, trl), "accepted before")
+		wantRefused(t, sendSigned(t, via, http.MethodPost, path, evil, hdr, trl), "accepted before")
 	}
 	// A fresh nonce, but a body other than the one the trailer covers.
-	wantProblem(t, signedCall(t, n, n.b2, http.MethodPost, path, evil, raw, "b", time.Now(), "nonce-replay-0002"),
-		http.StatusUnauthorized, "UNAUTHENTICATED")
+	hdr, trl = signedHeaders(t, n, http.MethodPost, path, signed, "b", time.Now())
+	wantRefused(t, sendSigned(t, n.b2, http.MethodPost, path, evil, hdr, trl), "its body is not the one its signature covers")
+	// Nor a body where the call was signed without one.
+	hdr, _ = signedHeaders(t, n, http.MethodPost, path, nil, "b", time.Now())
+	wantRefused(t, sendSigned(t, n.b2, http.MethodPost, path, evil, hdr, nil), "its body is not the one its signature covers")
 	// And an upload whose body is not the one signed is not kept.
-	wantProblem(t, signedCall(t, n, n.b2, http.MethodPut, "/v1/sandboxes/"+n.onB+"/files?path=/workspace/x", "evil", []byte(`"good"`), "b", time.Now(), "nonce-replay-0003"),
-		http.StatusUnauthorized, "UNAUTHENTICATED")
+	upload := "/v1/sandboxes/" + n.onB + "/files?path=/workspace/x"
+	hdr, trl = signedHeaders(t, n, http.MethodPut, upload, "good", "b", time.Now())
+	wantRefused(t, sendSigned(t, n.b2, http.MethodPut, upload, "evil", hdr, trl), "its body is not the one its signature covers")
 	n.provB.mu.Lock()
 	defer n.provB.mu.Unlock()
 	if len(n.provB.ran) != 1 || n.provB.ran[0] != "echo signed" {

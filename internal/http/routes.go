@@ -5,10 +5,12 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
 	_ "github.com/tetherhq/tether/docs" // registers swag's copy of the Swagger 2.0 document (gin-swagger reads it)
+	"github.com/tetherhq/tether/internal/cluster"
 	"github.com/tetherhq/tether/internal/http/console"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
@@ -80,9 +82,9 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	// records that fail.
 	dp := newAuditedStore(deps.Store, deps.Metrics)
 	problem := func(c *gin.Context, err error) { writeError(c, log, err) }
-	rt := newRouter(log, deps.Nodes, draining)
-	routed := withNodeRouting(log, deps.Store, rt)
-	v1 := r.Group("/v1", withAuth(log, auth, q, rt, deps.Authenticated))
+	cl := cluster.New(deps.Nodes)
+	routed := withNodeRouting(log, deps.Store, cl, draining)
+	v1 := r.Group("/v1", withAuth(log, auth, q, cl, deps.Authenticated))
 	body := withBodyLimit(cfg.MaxBodyBytes)
 	v1.POST("/sandboxes", body, withCreateQuota(problem, q), h(handleSandboxCreate(cfg, deps.Store, providers)))
 	v1.GET("/sandboxes", h(handleSandboxList(deps.Store)))
@@ -98,8 +100,11 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.PUT("/sandboxes/:id/archive", withBodyLimit(cfg.MaxFileBytes), routed, h(handleArchivePut(log, cfg, dp, providers)))
 	v1.GET("/sandboxes/:id/archive", routed, h(handleArchiveGet(log, cfg, dp, providers)))
 	// Only these take calls that other nodes forward.
-	rt.acceptForwarded("POST /v1/sandboxes/:id/exec", "PUT /v1/sandboxes/:id/files", "GET /v1/sandboxes/:id/files",
-		"PUT /v1/sandboxes/:id/archive", "GET /v1/sandboxes/:id/archive")
+	for _, r := range []string{"POST /v1/sandboxes/:id/exec", "PUT /v1/sandboxes/:id/files", "GET /v1/sandboxes/:id/files",
+		"PUT /v1/sandboxes/:id/archive", "GET /v1/sandboxes/:id/archive"} {
+		method, path, _ := strings.Cut(r, " ")
+		cl.Accept(method, path)
+	}
 	v1.GET("/events", h(handleEvents(deps.Store)))
 	v1.GET("/reconcile-events", h(handleReconcileEvents(deps.Store)))
 	v1.GET("/events/stream", h(handleEventStream(deps.Store, deps.Changes, &streamSlots{max: cfg.MaxStreamsPerTenant, n: map[string]int{}}, draining)))

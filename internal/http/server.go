@@ -24,6 +24,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tetherhq/tether/internal/cluster"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -97,8 +98,9 @@ type Deps struct {
 	// Nil means never.
 	Draining context.Context
 	// Nodes lets data-plane calls for sandboxes on other nodes be
-	// forwarded there; the zero value serves every sandbox here.
-	Nodes Nodes
+	// forwarded there (see package cluster); the zero value serves every
+	// sandbox here.
+	Nodes cluster.Nodes
 	// Authenticated, if set, is told the context of each request that
 	// authenticated, so that its connection counts as a client's (the
 	// connection guard closes connections that never did first).
