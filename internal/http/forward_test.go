@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tetherhq/tether/internal/cluster"
@@ -339,10 +340,10 @@ func signedHeaders(t *testing.T, n twoNodes, method, path string, body any, to s
 
 // sendSigned sends a call with the headers and trailer of a signed one
 // (signedHeaders) and body, which may be another than the one signed, to
-// the replica via.
-func sendSigned(t *testing.T, via *bundle, method, path string, body any, hdr, trl http.Header) *response {
+// the replica via, with opts.
+func sendSigned(t *testing.T, via *bundle, method, path string, body any, hdr, trl http.Header, opts ...reqOpt) *response {
 	t.Helper()
-	opts := []reqOpt{noAuth()}
+	opts = append(opts, noAuth())
 	for k := range hdr {
 		opts = append(opts, header(k, hdr.Get(k)))
 	}
@@ -353,10 +354,52 @@ func sendSigned(t *testing.T, via *bundle, method, path string, body any, hdr, t
 }
 
 // signedCall sends a call signed as node a forwards one to the replica via.
-func signedCall(t *testing.T, n twoNodes, via *bundle, method, path string, body any, to string, at time.Time) *response {
+func signedCall(t *testing.T, n twoNodes, via *bundle, method, path string, body any, to string, at time.Time, opts ...reqOpt) *response {
 	t.Helper()
 	hdr, trl := signedHeaders(t, n, method, path, body, to, at)
-	return sendSigned(t, via, method, path, body, hdr, trl)
+	return sendSigned(t, via, method, path, body, hdr, trl, opts...)
+}
+
+// TestForwardableRoutes: the routes that take forwarded calls are in the
+// route table, and a well-signed call to any other route of it is refused.
+func TestForwardableRoutes(t *testing.T) {
+	t.Parallel()
+	n := setupTwoNodes(t, 1024, nil)
+	forwardable := map[string]bool{
+		"POST /v1/sandboxes/:id/exec": true,
+		"PUT /v1/sandboxes/:id/files": true, "GET /v1/sandboxes/:id/files": true,
+		"PUT /v1/sandboxes/:id/archive": true, "GET /v1/sandboxes/:id/archive": true,
+	}
+	table := map[string]bool{}
+	params := strings.NewReplacer(":id", n.onB, ":owner", "owner-1")
+	for _, rt := range n.b.Handler.(*gin.Engine).Routes() {
+		route := rt.Method + " " + rt.Path
+		table[route] = true
+		if !strings.HasPrefix(rt.Path, "/v1/") {
+			continue // public: no caller, nothing to forward
+		}
+		var body any
+		opts := []reqOpt{}
+		switch rt.Method {
+		case http.MethodPost:
+			body = map[string]any{"command": "true", "name": "minted", "owner": "owner-1"}
+		case http.MethodPut:
+			body, opts = "x", []reqOpt{octets}
+		}
+		r := signedCall(t, n, n.b, rt.Method, params.Replace(rt.Path), body, "b", time.Now(), opts...)
+		refused := r.Status == http.StatusUnauthorized && bytes.Contains(r.Body, []byte("does not take forwarded calls"))
+		if refused == forwardable[route] {
+			t.Errorf("%s: a signed call answered %s; forwardable %t", route, r, forwardable[route])
+		}
+	}
+	for route := range forwardable {
+		if !table[route] {
+			t.Errorf("%s takes forwarded calls but is not in the route table", route)
+		}
+	}
+	if got := n.a.get(t, keyA, n.onB); got.State != "ready" {
+		t.Errorf("the sandbox is %s after the refused calls; want ready", got.State)
+	}
 }
 
 // wantRefused checks that a forwarded call was refused, for the reason.
