@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,6 +89,8 @@ type twoNodes struct {
 	provB  *nodeSim
 	onB    string
 	secret []byte
+	// reachedB counts the requests that reached node b's replica b.
+	reachedB *atomic.Int64
 }
 
 func setupTwoNodes(t *testing.T, maxFile int64, drainA context.Context) twoNodes {
@@ -105,8 +108,7 @@ func setupTwoNodes(t *testing.T, maxFile int64, drainA context.Context) twoNodes
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out twoNodes
-	out.secret = secret
+	out := twoNodes{secret: secret, reachedB: &atomic.Int64{}}
 	for _, name := range []string{"a", "b", "b2"} {
 		node := strings.TrimSuffix(name, "2")
 		var draining context.Context
@@ -133,7 +135,14 @@ func setupTwoNodes(t *testing.T, maxFile int64, drainA context.Context) twoNodes
 			Draining: draining,
 		})
 		globalsMu.Unlock()
-		srv := httptest.NewServer(h)
+		served := h
+		if name == "b" {
+			served = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				out.reachedB.Add(1)
+				h.ServeHTTP(w, r)
+			})
+		}
+		srv := httptest.NewServer(served)
 		t.Cleanup(srv.Close)
 		bd := &bundle{URL: srv.URL, Store: st, Handler: h, client: srv.Client(), logs: logs}
 		if name == "b2" {
@@ -267,6 +276,34 @@ func TestForwardToTheSandboxesNode(t *testing.T) {
 	}
 	if bytes.Contains(r.Body, []byte("127.0.0.1")) {
 		t.Fatalf("GET /v1/nodes shows node addresses: %s", r.Body)
+	}
+}
+
+// TestBadExecRefusedBeforeTheHop: an exec whose body is bad gets its 400
+// from the replica that received it, without a hop to the sandbox's node;
+// a good one goes there.
+func TestBadExecRefusedBeforeTheHop(t *testing.T) {
+	t.Parallel()
+	n := setupTwoNodes(t, 1024, nil)
+	path := "/v1/sandboxes/" + n.onB + "/exec"
+	before := n.reachedB.Load()
+	for _, body := range []any{
+		map[string]any{"command": ""},
+		map[string]any{"command": "id", "workdir": "relative"},
+		map[string]any{"command": "id", "timeout_seconds": -1},
+		map[string]any{"command": "id", "unknown": true},
+		`{"command":"id","command":"rm -rf /"}`,
+		"not json",
+	} {
+		wantProblem(t, n.a.do(t, http.MethodPost, path, body, as(keyA)), http.StatusBadRequest, "INVALID_REQUEST")
+	}
+	if got := n.reachedB.Load() - before; got != 0 {
+		t.Errorf("%d bad execs reached node b; want none", got)
+	}
+	r := n.a.do(t, http.MethodPost, path, map[string]any{"command": "hostname", "env": map[string]string{"A": "1"}}, as(keyA))
+	wantStatus(t, r, http.StatusOK)
+	if !bytes.Contains(r.Body, []byte("node b: hostname")) || n.reachedB.Load()-before != 1 {
+		t.Errorf("a good exec through a answered %s, with %d calls to node b; want node b's answer, one call", r, n.reachedB.Load()-before)
 	}
 }
 

@@ -301,6 +301,15 @@ func withBodyLimit(limit int64) gin.HandlerFunc {
 // unknown fields, and translates failures into INVALID_REQUEST messages a
 // client can act on.
 func decodeJSON(c *gin.Context, v any) error {
+	body, err := readJSONBody(c)
+	if err != nil {
+		return err
+	}
+	return decodeJSONBytes(body, v)
+}
+
+// readJSONBody reads the whole request body, for decodeJSONBytes.
+func readJSONBody(c *gin.Context) ([]byte, error) {
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
 		var (
@@ -308,10 +317,15 @@ func decodeJSON(c *gin.Context, v any) error {
 			coded    *sandbox.Error
 		)
 		if errors.As(err, &maxBytes) || errors.As(err, &coded) {
-			return err // too large, too slow, or not the body a forwarded call signed
+			return nil, err // too large, too slow, or not the body a forwarded call signed
 		}
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "reading request body failed")
+		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "reading request body failed")
 	}
+	return body, nil
+}
+
+// decodeJSONBytes is decodeJSON of a body read already.
+func decodeJSONBytes(body []byte, v any) error {
 	if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || trimmed[0] != '{' {
 		return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body must be a JSON object")
 	}

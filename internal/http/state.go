@@ -25,6 +25,8 @@ type reqState struct {
 	// sandbox is the sandbox a data-plane call is for, as withNodeRouting
 	// looked it up; nil if it did not.
 	sandbox *sandbox.Sandbox
+	// exec is an exec's body as checkExecBody decoded and checked it.
+	exec *sandbox.ExecRequest
 }
 
 // stateKey is the gin context key of the request's *reqState.
