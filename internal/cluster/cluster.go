@@ -113,15 +113,3 @@ func (c *Cluster) Accept(method, path string) {
 		c.routes[method+" "+path] = true
 	}
 }
-
-// Accepted lists the accepted routes, as "METHOD /path", in no order.
-func (c *Cluster) Accepted() []string {
-	if c == nil {
-		return nil
-	}
-	out := make([]string, 0, len(c.routes))
-	for r := range c.routes {
-		out = append(out, r)
-	}
-	return out
-}
