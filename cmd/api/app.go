@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/tetherhq/tether/internal/cluster"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/sandbox"
@@ -271,7 +272,7 @@ func (a *app) buildServers(ctx context.Context, reg *prometheus.Registry, secret
 		Metrics:   reg,
 		Gatherer:  reg,
 		Draining:  draining,
-		Nodes:     tetherhttp.Nodes{Self: a.cfg.NodeID, Secret: secret, Finder: a.st, Nonces: a.st},
+		Nodes:     cluster.Nodes{Self: a.cfg.NodeID, Secret: secret, Finder: a.st, Nonces: a.st},
 
 		Authenticated: a.guard.authenticated,
 	})

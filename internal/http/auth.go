@@ -13,15 +13,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/cluster"
 	"github.com/tetherhq/tether/internal/sandbox"
-)
-
-// tenantKey and callerKey are the gin context keys of the authenticated
-// tenant and API key.
-const (
-	tenantKey    = "tether.tenant"
-	callerKey    = "tether.caller"
-	keyRecordKey = "tether.key"
 )
 
 // remoteHost is the address a request came from, without its port: what
@@ -35,14 +28,6 @@ func remoteHost(r *http.Request) string {
 	return host
 }
 
-func tenantOf(c *gin.Context) string { return c.GetString(tenantKey) }
-
-// callerOf is the API key the request was made with, for the audit trail.
-func callerOf(c *gin.Context) sandbox.Caller {
-	by, _ := c.Value(callerKey).(sandbox.Caller)
-	return by
-}
-
 type authenticator interface {
 	// Authenticate returns the record of an API key, or
 	// sandbox.ErrNotFound for an unknown or revoked key.
@@ -51,9 +36,9 @@ type authenticator interface {
 
 // withAuth requires "Authorization: Bearer <api key>" and records the key's
 // tenant and identity (callerOf) for the handlers. A request another node
-// forwarded (see router) carries the caller it authenticated instead, under
-// the cluster's signature; the key's rate limit was applied there.
-func withAuth(log *slog.Logger, auth authenticator, q *quotas, rt *router, authed func(context.Context)) gin.HandlerFunc {
+// forwarded (see forwardedAuth) carries the caller it authenticated instead,
+// under the cluster's signature; the key's rate limit was applied there.
+func withAuth(log *slog.Logger, auth authenticator, q *quotas, cl *cluster.Cluster, authed func(context.Context)) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		addr := remoteHost(c.Request)
 		if err := q.checkAuthFailures(c, addr); err != nil && !knownKey(auth, c.GetHeader("Authorization")) {
@@ -63,20 +48,11 @@ func withAuth(log *slog.Logger, auth authenticator, q *quotas, rt *router, authe
 			writeError(c, log, err)
 			return
 		}
-		if c.GetHeader(hdrForwardedSig) != "" {
-			tenant, by, err := rt.verify(c)
-			if err != nil {
+		if cluster.IsForwarded(c.Request) {
+			if !forwardedAuth(c, log, cl) {
 				q.authFailed(addr)
-				log.WarnContext(c.Request.Context(), "forwarded call refused", "err", err,
-					"from", c.GetHeader(hdrForwardedBy), "request_id", requestID(c))
-				c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
-				writeProblem(c, newProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated,
-					"the forwarded call is refused: "+err.Error(), ""))
 				return
 			}
-			c.Set(tenantKey, tenant)
-			c.Set(callerKey, by)
-			c.Set(forwardedKey, true)
 			if authed != nil {
 				authed(c.Request.Context())
 			}
@@ -103,9 +79,8 @@ func withAuth(log *slog.Logger, auth authenticator, q *quotas, rt *router, authe
 			writeError(c, log, err)
 			return
 		}
-		c.Set(tenantKey, k.Tenant)
-		c.Set(callerKey, k.Caller())
-		c.Set(keyRecordKey, k)
+		s := state(c)
+		s.tenant, s.caller = k.Tenant, k.Caller()
 		if authed != nil {
 			authed(c.Request.Context())
 		}

@@ -25,9 +25,6 @@ const (
 	DefaultMaxBodyTime = 15 * time.Minute
 )
 
-// bodyGuardKey is the gin context key of the request's *pacedBody.
-const bodyGuardKey = "tether.body"
-
 // withBodyPacing makes a request body arrive at a minimum rate: its reads
 // fail with REQUEST_TIMEOUT once fewer than minRate bytes a second have
 // come since the request began (after the first grace, and never past
@@ -50,7 +47,7 @@ func withBodyPacing(minRate int64, grace, maxTime time.Duration) gin.HandlerFunc
 		// of a small one after the answer (unless the connection closes).
 		_ = b.ctl.SetReadDeadline(b.start.Add(min(grace, maxTime)))
 		r.Body = b
-		c.Set(bodyGuardKey, b)
+		state(c).paced = b
 		c.Next()
 		// The server looks at the request's own body after the handler, to
 		// tell a body it gave up on (and then close the connection
@@ -90,9 +87,6 @@ type pacedBody struct {
 	n       int64
 	eof     bool
 	tooSlow bool
-	// digestErr is set when a forwarded call's body did not match its
-	// signature (see verifiedBody).
-	digestErr error
 }
 
 func (b *pacedBody) deadline() time.Time {
@@ -135,7 +129,7 @@ func (b *pacedBody) Close() error { return b.rc.Close() }
 // unreadBody is the request's body if it was not read to its end, else
 // nil.
 func unreadBody(c *gin.Context) *pacedBody {
-	if b, ok := c.Value(bodyGuardKey).(*pacedBody); ok && !b.eof {
+	if b := state(c).paced; b != nil && !b.eof {
 		return b
 	}
 	return nil
@@ -149,13 +143,12 @@ func bodyError(c *gin.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	if b, ok := c.Value(bodyGuardKey).(*pacedBody); ok {
-		switch {
-		case b.digestErr != nil:
-			return b.digestErr
-		case b.tooSlow:
-			return b.errTooSlow()
-		}
+	s := state(c)
+	switch {
+	case s.badBody != nil:
+		return s.badBody
+	case s.paced != nil && s.paced.tooSlow:
+		return s.paced.errTooSlow()
 	}
 	return err
 }

@@ -1,11 +1,13 @@
 package http
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -53,7 +55,7 @@ func dataPlane[C any](c *gin.Context, st sandboxGetter, providers map[string]san
 	if err != nil {
 		return sandbox.Sandbox{}, zero, err
 	}
-	sb, looked := c.Value(sandboxKey).(sandbox.Sandbox) // by withNodeRouting
+	sb, looked := routedSandbox(c)
 	if !looked {
 		if sb, err = st.GetSandbox(c.Request.Context(), tenantOf(c), id); err != nil {
 			return sb, zero, notFoundAs(err, id)
@@ -104,30 +106,9 @@ func dataPlane[C any](c *gin.Context, st sandboxGetter, providers map[string]san
 //	@Router			/v1/sandboxes/{id}/exec [post]
 func handleSandboxExec(log *slog.Logger, cfg Config, st dataPlaneStore, providers map[string]sandbox.Provider, draining context.Context) handlerFunc {
 	return func(c *gin.Context) error {
-		var req ExecRequest
-		if err := decodeJSON(c, &req); err != nil {
-			return err
-		}
-		if req.Command == "" {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "command is required")
-		}
-		if strings.ContainsRune(req.Command, 0) || strings.ContainsRune(req.WorkDir, 0) {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "command and workdir must not contain NUL bytes")
-		}
-		timeout, err := execTimeout(req.TimeoutSeconds, cfg.MaxExecTimeout)
+		execReq, err := execRequestOf(c, cfg)
 		if err != nil {
 			return err
-		}
-		for k, v := range req.Env {
-			if !envKeyPattern.MatchString(k) || len(v) > maxEnvValue || strings.ContainsRune(v, 0) {
-				return sandbox.Errorf(sandbox.CodeInvalidRequest, "env %q: names must match [A-Za-z_][A-Za-z0-9_]* and values be at most %d bytes with no NUL", k, maxEnvValue)
-			}
-		}
-		if req.WorkDir != "" && req.WorkDir[0] != '/' {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "workdir must be an absolute path")
-		}
-		execReq := sandbox.ExecRequest{
-			Command: req.Command, Timeout: timeout, Env: req.Env, WorkDir: req.WorkDir, MaxOutput: cfg.MaxExecOutput,
 		}
 		if wantsEventStream(c) {
 			sb, execer, err := dataPlane[sandbox.StreamExecer](c, st, providers, "streaming exec")
@@ -135,7 +116,7 @@ func handleSandboxExec(log *slog.Logger, cfg Config, st dataPlaneStore, provider
 				return err
 			}
 			return streamExec(c, log, draining, execer, sb.ID, execReq, func(res sandbox.ExecResult, output int64, started time.Time, err error) {
-				recordActivity(c, log, st, sb, execActivity(req.Command, res, output, err), started, err)
+				recordActivity(c, log, st, sb, execActivity(execReq.Command, res, output, err), started, err)
 			})
 		}
 		sb, execer, err := dataPlane[sandbox.Execer](c, st, providers, "exec")
@@ -144,13 +125,76 @@ func handleSandboxExec(log *slog.Logger, cfg Config, st dataPlaneStore, provider
 		}
 		started := time.Now()
 		res, err := execer.Exec(c.Request.Context(), sb.ID, execReq)
-		recordActivity(c, log, st, sb, execActivity(req.Command, res, int64(len(res.Output)), err), started, err)
+		recordActivity(c, log, st, sb, execActivity(execReq.Command, res, int64(len(res.Output)), err), started, err)
 		if err != nil {
 			return err
 		}
 		return writeJSON(c, http.StatusOK, ExecResult{Output: res.Output, ExitCode: res.ExitCode, Truncated: res.Truncated, TimedOut: res.TimedOut,
-			TimeoutSeconds: int64(timeout / time.Second), OOMKilled: res.OOMKilled})
+			TimeoutSeconds: int64(execReq.Timeout / time.Second), OOMKilled: res.OOMKilled})
 	}
+}
+
+// checkExecBody decodes and checks an exec's body before the call is
+// routed (see dataRoutes), so that a bad body is refused by the replica
+// that received it rather than after the hop to the sandbox's node. The
+// body is then given again, as it came, for the hop.
+func checkExecBody(cfg Config) handlerFunc {
+	return func(c *gin.Context) error {
+		raw, err := readJSONBody(c)
+		if err != nil {
+			return err
+		}
+		execReq, err := parseExec(raw, cfg)
+		if err != nil {
+			return err
+		}
+		state(c).exec = &execReq
+		c.Request.Body = io.NopCloser(bytes.NewReader(raw))
+		c.Request.ContentLength = int64(len(raw))
+		return nil
+	}
+}
+
+// execRequestOf is the exec the request asks for: as checkExecBody
+// decoded it, else decoded from the body now.
+func execRequestOf(c *gin.Context, cfg Config) (sandbox.ExecRequest, error) {
+	if execReq := state(c).exec; execReq != nil {
+		return *execReq, nil
+	}
+	raw, err := readJSONBody(c)
+	if err != nil {
+		return sandbox.ExecRequest{}, err
+	}
+	return parseExec(raw, cfg)
+}
+
+// parseExec decodes and checks an exec's body.
+func parseExec(raw []byte, cfg Config) (sandbox.ExecRequest, error) {
+	var req ExecRequest
+	if err := decodeJSONBytes(raw, &req); err != nil {
+		return sandbox.ExecRequest{}, err
+	}
+	if req.Command == "" {
+		return sandbox.ExecRequest{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "command is required")
+	}
+	if strings.ContainsRune(req.Command, 0) || strings.ContainsRune(req.WorkDir, 0) {
+		return sandbox.ExecRequest{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "command and workdir must not contain NUL bytes")
+	}
+	timeout, err := execTimeout(req.TimeoutSeconds, cfg.MaxExecTimeout)
+	if err != nil {
+		return sandbox.ExecRequest{}, err
+	}
+	for k, v := range req.Env {
+		if !envKeyPattern.MatchString(k) || len(v) > maxEnvValue || strings.ContainsRune(v, 0) {
+			return sandbox.ExecRequest{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "env %q: names must match [A-Za-z_][A-Za-z0-9_]* and values be at most %d bytes with no NUL", k, maxEnvValue)
+		}
+	}
+	if req.WorkDir != "" && req.WorkDir[0] != '/' {
+		return sandbox.ExecRequest{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "workdir must be an absolute path")
+	}
+	return sandbox.ExecRequest{
+		Command: req.Command, Timeout: timeout, Env: req.Env, WorkDir: req.WorkDir, MaxOutput: cfg.MaxExecOutput,
+	}, nil
 }
 
 // execActivity is the activity record of an exec of command.

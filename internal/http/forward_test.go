@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,11 +11,14 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tetherhq/tether/internal/cluster"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/sim"
@@ -87,6 +89,8 @@ type twoNodes struct {
 	provB  *nodeSim
 	onB    string
 	secret []byte
+	// reachedB counts the requests that reached node b's replica b.
+	reachedB *atomic.Int64
 }
 
 func setupTwoNodes(t *testing.T, maxFile int64, drainA context.Context) twoNodes {
@@ -104,8 +108,7 @@ func setupTwoNodes(t *testing.T, maxFile int64, drainA context.Context) twoNodes
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out twoNodes
-	out.secret = secret
+	out := twoNodes{secret: secret, reachedB: &atomic.Int64{}}
 	for _, name := range []string{"a", "b", "b2"} {
 		node := strings.TrimSuffix(name, "2")
 		var draining context.Context
@@ -128,11 +131,18 @@ func setupTwoNodes(t *testing.T, maxFile int64, drainA context.Context) twoNodes
 			Store: st, Changes: notifier, Providers: []sandbox.Provider{p},
 			Ready:   func(ctx context.Context) error { return st.Ping(ctx) },
 			Metrics: reg, Gatherer: reg,
-			Nodes:    tetherhttp.Nodes{Self: node, Secret: secret, Finder: st, Nonces: st},
+			Nodes:    cluster.Nodes{Self: node, Secret: secret, Finder: st, Nonces: st},
 			Draining: draining,
 		})
 		globalsMu.Unlock()
-		srv := httptest.NewServer(h)
+		served := h
+		if name == "b" {
+			served = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				out.reachedB.Add(1)
+				h.ServeHTTP(w, r)
+			})
+		}
+		srv := httptest.NewServer(served)
 		t.Cleanup(srv.Close)
 		bd := &bundle{URL: srv.URL, Store: st, Handler: h, client: srv.Client(), logs: logs}
 		if name == "b2" {
@@ -227,21 +237,24 @@ func TestForwardToTheSandboxesNode(t *testing.T) {
 
 	// A call signed with the cluster's secret is taken once, by the node
 	// it names, recently, and on a data-plane route only.
-	signed := func(method, path string, body any, to string, at time.Time, nonce string) *response {
+	signed := func(method, path string, body any, to string, at time.Time) *response {
 		t.Helper()
-		return signedCall(t, n, n.b, method, path, body, nil, to, at, nonce)
+		return signedCall(t, n, n.b, method, path, body, to, at)
 	}
 	execPath := "/v1/sandboxes/" + id + "/exec"
 	cmd := map[string]any{"command": "echo once"}
-	if r := signed(http.MethodPost, execPath, cmd, "b", time.Now(), "nonce-0000000001"); r.Status != http.StatusOK {
+	hdr, trl := signedHeaders(t, n, http.MethodPost, execPath, cmd, "b", time.Now())
+	if r := sendSigned(t, n.b, http.MethodPost, execPath, cmd, hdr, trl); r.Status != http.StatusOK {
 		t.Fatalf("a well-signed forwarded exec = %s; want 200", r)
 	}
-	wantProblem(t, signed(http.MethodPost, execPath, cmd, "b", time.Now(), "nonce-0000000001"), http.StatusUnauthorized, "UNAUTHENTICATED")
-	wantProblem(t, signed(http.MethodPost, execPath, cmd, "a", time.Now(), "nonce-0000000002"), http.StatusUnauthorized, "UNAUTHENTICATED")
-	wantProblem(t, signed(http.MethodPost, execPath, cmd, "b", time.Now().Add(-2*time.Minute), "nonce-0000000003"), http.StatusUnauthorized, "UNAUTHENTICATED")
-	// Whoever holds the secret still cannot mint keys or reach any other route.
-	wantProblem(t, signed(http.MethodPost, "/v1/keys", map[string]any{"name": "minted"}, "b", time.Now(), "nonce-0000000004"), http.StatusUnauthorized, "UNAUTHENTICATED")
-	wantProblem(t, signed(http.MethodGet, "/v1/sandboxes", nil, "b", time.Now(), "nonce-0000000005"), http.StatusUnauthorized, "UNAUTHENTICATED")
+	wantRefused(t, sendSigned(t, n.b, http.MethodPost, execPath, cmd, hdr, trl), "accepted before")
+	wantRefused(t, signed(http.MethodPost, execPath, cmd, "a", time.Now()), "meant for another node")
+	wantRefused(t, signed(http.MethodPost, execPath, cmd, "b", time.Now().Add(-2*time.Minute)), "older than the skew")
+	wantRefused(t, signed(http.MethodPost, execPath, cmd, "b", time.Now().Add(2*time.Minute)), "from the future")
+	// Whoever holds the secret still cannot mint keys or reach any other
+	// route (TestForwardableRoutes tries them all).
+	wantRefused(t, signed(http.MethodPost, "/v1/keys", map[string]any{"name": "minted"}, "b", time.Now()), "does not take forwarded calls")
+	wantRefused(t, signed(http.MethodGet, "/v1/sandboxes", nil, "b", time.Now()), "does not take forwarded calls")
 
 	// Node b dies: calls through a are a retryable 503 that names it.
 	if _, err := n.a.Store.Pool().Exec(t.Context(), `UPDATE nodes SET heartbeat_at = heartbeat_at - interval '1 hour' WHERE id = 'b'`); err != nil {
@@ -263,6 +276,34 @@ func TestForwardToTheSandboxesNode(t *testing.T) {
 	}
 	if bytes.Contains(r.Body, []byte("127.0.0.1")) {
 		t.Fatalf("GET /v1/nodes shows node addresses: %s", r.Body)
+	}
+}
+
+// TestBadExecRefusedBeforeTheHop: an exec whose body is bad gets its 400
+// from the replica that received it, without a hop to the sandbox's node;
+// a good one goes there.
+func TestBadExecRefusedBeforeTheHop(t *testing.T) {
+	t.Parallel()
+	n := setupTwoNodes(t, 1024, nil)
+	path := "/v1/sandboxes/" + n.onB + "/exec"
+	before := n.reachedB.Load()
+	for _, body := range []any{
+		map[string]any{"command": ""},
+		map[string]any{"command": "id", "workdir": "relative"},
+		map[string]any{"command": "id", "timeout_seconds": -1},
+		map[string]any{"command": "id", "unknown": true},
+		`{"command":"id","command":"rm -rf /"}`,
+		"not json",
+	} {
+		wantProblem(t, n.a.do(t, http.MethodPost, path, body, as(keyA)), http.StatusBadRequest, "INVALID_REQUEST")
+	}
+	if got := n.reachedB.Load() - before; got != 0 {
+		t.Errorf("%d bad execs reached node b; want none", got)
+	}
+	r := n.a.do(t, http.MethodPost, path, map[string]any{"command": "hostname", "env": map[string]string{"A": "1"}}, as(keyA))
+	wantStatus(t, r, http.StatusOK)
+	if !bytes.Contains(r.Body, []byte("node b: hostname")) || n.reachedB.Load()-before != 1 {
+		t.Errorf("a good exec through a answered %s, with %d calls to node b; want node b's answer, one call", r, n.reachedB.Load()-before)
 	}
 }
 
@@ -309,34 +350,101 @@ func TestForwardedStreamEndsAtShutdown(t *testing.T) {
 	}
 }
 
-// signedCall sends a call as node a forwards one, signed with the cluster's
-// secret, to the replica via. The body's digest trailer covers digestOf
-// (nil: the body itself), so that a test can send another body than the
-// one signed.
-func signedCall(t *testing.T, n twoNodes, via *bundle, method, path string, body any, digestOf []byte, to string, at time.Time, nonce string) *response {
+// signedHeaders signs a call as node a forwards one, with the cluster's
+// secret at the time at, and returns the headers and the trailer (the
+// body's digest; nil without a body) that it is sent with: a test may send
+// them again (a replay), or with another body.
+func signedHeaders(t *testing.T, n twoNodes, method, path string, body any, to string, at time.Time) (hdr, trl http.Header) {
 	t.Helper()
-	at1 := fmt.Sprint(at.UnixMilli())
-	mode := "none"
-	var raw []byte
+	a := cluster.New(cluster.Nodes{Self: "a", Secret: n.secret, Finder: n.a.Store,
+		Now: func() time.Time { return at }})
+	var rd io.Reader
 	if body != nil {
-		mode = "trailer"
-		var err error
-		if raw, err = json.Marshal(body); err != nil {
+		rd = bytes.NewReader(rawBody(t, body))
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, "http://node-b"+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Sign(req, to, cluster.Caller{Tenant: tenantA})
+	if req.Body != nil {
+		if _, err := io.Copy(io.Discard, req.Body); err != nil { // sets the trailer
 			t.Fatal(err)
 		}
 	}
-	sig := tetherhttp.SignForwarded(n.secret, method, path, "a", to, at1, nonce, tenantA, "", "", mode)
-	opts := []reqOpt{noAuth(), header("Tether-Forwarded-By", "a"), header("Tether-Forwarded-To", to),
-		header("Tether-Forwarded-At", at1), header("Tether-Forwarded-Nonce", nonce),
-		header("Tether-Forwarded-Tenant", tenantA), header("Tether-Forwarded-Signature", sig),
-		header("Tether-Forwarded-Body", mode)}
-	if body != nil {
-		if digestOf == nil {
-			digestOf = raw
-		}
-		opts = append(opts, trailer("Tether-Forwarded-Digest", tetherhttp.ForwardedDigest(n.secret, sig, digestOf)))
+	return req.Header, req.Trailer
+}
+
+// sendSigned sends a call with the headers and trailer of a signed one
+// (signedHeaders) and body, which may be another than the one signed, to
+// the replica via, with opts.
+func sendSigned(t *testing.T, via *bundle, method, path string, body any, hdr, trl http.Header, opts ...reqOpt) *response {
+	t.Helper()
+	opts = append(opts, noAuth())
+	for k := range hdr {
+		opts = append(opts, header(k, hdr.Get(k)))
+	}
+	for k := range trl {
+		opts = append(opts, trailer(k, trl.Get(k)))
 	}
 	return via.do(t, method, path, body, opts...)
+}
+
+// signedCall sends a call signed as node a forwards one to the replica via.
+func signedCall(t *testing.T, n twoNodes, via *bundle, method, path string, body any, to string, at time.Time, opts ...reqOpt) *response {
+	t.Helper()
+	hdr, trl := signedHeaders(t, n, method, path, body, to, at)
+	return sendSigned(t, via, method, path, body, hdr, trl, opts...)
+}
+
+// TestForwardableRoutes: the routes that take forwarded calls are in the
+// route table, and a well-signed call to any other route of it is refused.
+func TestForwardableRoutes(t *testing.T) {
+	t.Parallel()
+	n := setupTwoNodes(t, 1024, nil)
+	forwardable := map[string]bool{
+		"POST /v1/sandboxes/:id/exec": true,
+		"PUT /v1/sandboxes/:id/files": true, "GET /v1/sandboxes/:id/files": true,
+		"PUT /v1/sandboxes/:id/archive": true, "GET /v1/sandboxes/:id/archive": true,
+	}
+	table := map[string]bool{}
+	params := strings.NewReplacer(":id", n.onB, ":owner", "owner-1")
+	for _, rt := range n.b.Handler.(*gin.Engine).Routes() {
+		route := rt.Method + " " + rt.Path
+		table[route] = true
+		if !strings.HasPrefix(rt.Path, "/v1/") {
+			continue // public: no caller, nothing to forward
+		}
+		var body any
+		opts := []reqOpt{}
+		switch rt.Method {
+		case http.MethodPost:
+			body = map[string]any{"command": "true", "name": "minted", "owner": "owner-1"}
+		case http.MethodPut:
+			body, opts = "x", []reqOpt{octets}
+		}
+		r := signedCall(t, n, n.b, rt.Method, params.Replace(rt.Path), body, "b", time.Now(), opts...)
+		refused := r.Status == http.StatusUnauthorized && bytes.Contains(r.Body, []byte("does not take forwarded calls"))
+		if refused == forwardable[route] {
+			t.Errorf("%s: a signed call answered %s; forwardable %t", route, r, forwardable[route])
+		}
+	}
+	for route := range forwardable {
+		if !table[route] {
+			t.Errorf("%s takes forwarded calls but is not in the route table", route)
+		}
+	}
+	if got := n.a.get(t, keyA, n.onB); got.State != "ready" {
+		t.Errorf("the sandbox is %s after the refused calls; want ready", got.State)
+	}
+}
+
+// wantRefused checks that a forwarded call was refused, for the reason.
+func wantRefused(t *testing.T, r *response, reason string) {
+	t.Helper()
+	if p := wantProblem(t, r, http.StatusUnauthorized, "UNAUTHENTICATED"); !strings.Contains(p.Detail, reason) {
+		t.Errorf("the forwarded call was refused with %q; want the reason %q", p.Detail, reason)
+	}
 }
 
 // TestForwardedReplayRefused: a forwarded call is taken once by all the
@@ -348,22 +456,27 @@ func TestForwardedReplayRefused(t *testing.T) {
 	n := setupTwoNodes(t, 1024, nil)
 	path := "/v1/sandboxes/" + n.onB + "/exec"
 	signed := map[string]any{"command": "echo signed"}
-	raw, _ := json.Marshal(signed)
-	if r := signedCall(t, n, n.b, http.MethodPost, path, signed, nil, "b", time.Now(), "nonce-replay-0001"); r.Status != http.StatusOK {
+	hdr, trl := signedHeaders(t, n, http.MethodPost, path, signed, "b", time.Now())
+	if r := sendSigned(t, n.b, http.MethodPost, path, signed, hdr, trl); r.Status != http.StatusOK {
 		t.Fatalf("the signed call = %s; want 200", r)
 	}
-	// The same call, with another body, to either replica of node b.
+	// The same call, as sent or with another body, to either replica of
+	// node b.
 	evil := map[string]any{"command": "rm -rf /workspace"}
 	for _, via := range []*bundle{n.b2, n.b} {
-		wantProblem(t, signedCall(t, n, via, http.MethodPost, path, evil, raw, "b", time.Now(), "nonce-replay-0001"),
-			http.StatusUnauthorized, "UNAUTHENTICATED")
+		wantRefused(t, sendSigned(t, via, http.MethodPost, path, signed, hdr, trl), "accepted before")
+		wantRefused(t, sendSigned(t, via, http.MethodPost, path, evil, hdr, trl), "accepted before")
 	}
 	// A fresh nonce, but a body other than the one the trailer covers.
-	wantProblem(t, signedCall(t, n, n.b2, http.MethodPost, path, evil, raw, "b", time.Now(), "nonce-replay-0002"),
-		http.StatusUnauthorized, "UNAUTHENTICATED")
+	hdr, trl = signedHeaders(t, n, http.MethodPost, path, signed, "b", time.Now())
+	wantRefused(t, sendSigned(t, n.b2, http.MethodPost, path, evil, hdr, trl), "its body is not the one its signature covers")
+	// Nor a body where the call was signed without one.
+	hdr, _ = signedHeaders(t, n, http.MethodPost, path, nil, "b", time.Now())
+	wantRefused(t, sendSigned(t, n.b2, http.MethodPost, path, evil, hdr, nil), "its body is not the one its signature covers")
 	// And an upload whose body is not the one signed is not kept.
-	wantProblem(t, signedCall(t, n, n.b2, http.MethodPut, "/v1/sandboxes/"+n.onB+"/files?path=/workspace/x", "evil", []byte(`"good"`), "b", time.Now(), "nonce-replay-0003"),
-		http.StatusUnauthorized, "UNAUTHENTICATED")
+	upload := "/v1/sandboxes/" + n.onB + "/files?path=/workspace/x"
+	hdr, trl = signedHeaders(t, n, http.MethodPut, upload, "good", "b", time.Now())
+	wantRefused(t, sendSigned(t, n.b2, http.MethodPut, upload, "evil", hdr, trl), "its body is not the one its signature covers")
 	n.provB.mu.Lock()
 	defer n.provB.mu.Unlock()
 	if len(n.provB.ran) != 1 || n.provB.ran[0] != "echo signed" {

@@ -307,6 +307,25 @@ var leakMarkers = []string{
 	"int64", "[]uint8", "map[string]", "reflect", "sql:", "syntax error at",
 }
 
+// rawBody is a request body as do sends it: nil, a string or []byte as
+// is, anything else as JSON.
+func rawBody(t *testing.T, body any) []byte {
+	t.Helper()
+	switch v := body.(type) {
+	case nil:
+		return nil
+	case string:
+		return []byte(v)
+	case []byte:
+		return v
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		t.Fatalf("encode request body: %v", err)
+	}
+	return raw
+}
+
 // do sends a request and reads the response. body is nil, a string or
 // []byte (sent as is), or anything else (sent as JSON). Every response is
 // checked for the properties that hold everywhere: never a 500, no
@@ -319,19 +338,7 @@ func (b *bundle) do(t *testing.T, method, path string, body any, opts ...reqOpt)
 	for _, o := range opts {
 		o(&rq)
 	}
-	var raw []byte
-	switch v := body.(type) {
-	case nil:
-	case string:
-		raw = []byte(v)
-	case []byte:
-		raw = v
-	default:
-		var err error
-		if raw, err = json.Marshal(v); err != nil {
-			t.Fatalf("encode request body: %v", err)
-		}
-	}
+	raw := rawBody(t, body)
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(raw)

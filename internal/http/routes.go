@@ -5,10 +5,13 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"path"
+	"slices"
 
 	"github.com/gin-gonic/gin"
 
 	_ "github.com/tetherhq/tether/docs" // registers swag's copy of the Swagger 2.0 document (gin-swagger reads it)
+	"github.com/tetherhq/tether/internal/cluster"
 	"github.com/tetherhq/tether/internal/http/console"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
@@ -80,9 +83,9 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	// records that fail.
 	dp := newAuditedStore(deps.Store, deps.Metrics)
 	problem := func(c *gin.Context, err error) { writeError(c, log, err) }
-	rt := newRouter(log, deps.Nodes, draining)
-	routed := withNodeRouting(log, deps.Store, rt)
-	v1 := r.Group("/v1", withAuth(log, auth, q, rt, deps.Authenticated))
+	cl := cluster.New(deps.Nodes)
+	v1 := r.Group("/v1", withAuth(log, auth, q, cl, deps.Authenticated))
+	data := dataRoutes{group: v1, cluster: cl, routed: withNodeRouting(log, deps.Store, cl, draining)}
 	body := withBodyLimit(cfg.MaxBodyBytes)
 	v1.POST("/sandboxes", body, withCreateQuota(problem, q), h(handleSandboxCreate(cfg, deps.Store, providers)))
 	v1.GET("/sandboxes", h(handleSandboxList(deps.Store)))
@@ -92,14 +95,12 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.PUT("/sandboxes/:id/owner", body, h(handleSandboxOwner(cfg, deps.Store)))
 	v1.GET("/sandboxes/:id/events", h(handleSandboxEvents(deps.Store)))
 	v1.GET("/sandboxes/:id/activity", h(handleSandboxActivity(deps.Store)))
-	v1.POST("/sandboxes/:id/exec", body, routed, h(handleSandboxExec(log, cfg, dp, providers, draining)))
-	v1.PUT("/sandboxes/:id/files", withBodyLimit(cfg.MaxFileBytes), routed, h(handleFilePut(log, cfg, dp, providers)))
-	v1.GET("/sandboxes/:id/files", routed, h(handleFileGet(log, cfg, dp, providers)))
-	v1.PUT("/sandboxes/:id/archive", withBodyLimit(cfg.MaxFileBytes), routed, h(handleArchivePut(log, cfg, dp, providers)))
-	v1.GET("/sandboxes/:id/archive", routed, h(handleArchiveGet(log, cfg, dp, providers)))
-	// Only these take calls that other nodes forward.
-	rt.acceptForwarded("POST /v1/sandboxes/:id/exec", "PUT /v1/sandboxes/:id/files", "GET /v1/sandboxes/:id/files",
-		"PUT /v1/sandboxes/:id/archive", "GET /v1/sandboxes/:id/archive")
+	// The data plane: the only routes that take calls other nodes forward.
+	data.handle(http.MethodPost, "/sandboxes/:id/exec", h(handleSandboxExec(log, cfg, dp, providers, draining)), body, h(checkExecBody(cfg)))
+	data.handle(http.MethodPut, "/sandboxes/:id/files", h(handleFilePut(log, cfg, dp, providers)), withBodyLimit(cfg.MaxFileBytes))
+	data.handle(http.MethodGet, "/sandboxes/:id/files", h(handleFileGet(log, cfg, dp, providers)))
+	data.handle(http.MethodPut, "/sandboxes/:id/archive", h(handleArchivePut(log, cfg, dp, providers)), withBodyLimit(cfg.MaxFileBytes))
+	data.handle(http.MethodGet, "/sandboxes/:id/archive", h(handleArchiveGet(log, cfg, dp, providers)))
 	v1.GET("/events", h(handleEvents(deps.Store)))
 	v1.GET("/reconcile-events", h(handleReconcileEvents(deps.Store)))
 	v1.GET("/events/stream", h(handleEventStream(deps.Store, deps.Changes, &streamSlots{max: cfg.MaxStreamsPerTenant, n: map[string]int{}}, draining)))
@@ -111,6 +112,24 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.POST("/keys", body, h(handleKeyCreate(cfg, deps.Store)))
 	v1.GET("/keys", h(handleKeyList(deps.Store)))
 	v1.DELETE("/keys/:id", h(handleKeyRevoke(deps.Store)))
+}
+
+// dataRoutes registers the data plane's routes on group. They are the only
+// routes that accept calls other nodes forward: each is accepted by the
+// cluster as it is registered, so that the allow-list is built from the
+// route table and cannot drift from it.
+type dataRoutes struct {
+	group   *gin.RouterGroup
+	cluster *cluster.Cluster
+	routed  gin.HandlerFunc // withNodeRouting
+}
+
+// handle registers the route method path: the checks (body limits, the
+// body's validation) run first, then the call goes to its sandbox's node
+// or, for a sandbox here, to handler.
+func (d dataRoutes) handle(method, relPath string, handler gin.HandlerFunc, checks ...gin.HandlerFunc) {
+	d.group.Handle(method, relPath, append(slices.Clone(checks), d.routed, handler)...)
+	d.cluster.Accept(method, path.Join(d.group.BasePath(), relPath))
 }
 
 // withNoFraming keeps a page out of other sites' frames (clickjacking): the

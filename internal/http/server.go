@@ -24,6 +24,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tetherhq/tether/internal/cluster"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -97,8 +98,9 @@ type Deps struct {
 	// Nil means never.
 	Draining context.Context
 	// Nodes lets data-plane calls for sandboxes on other nodes be
-	// forwarded there; the zero value serves every sandbox here.
-	Nodes Nodes
+	// forwarded there (see package cluster); the zero value serves every
+	// sandbox here.
+	Nodes cluster.Nodes
 	// Authenticated, if set, is told the context of each request that
 	// authenticated, so that its connection counts as a client's (the
 	// connection guard closes connections that never did first).
@@ -179,11 +181,6 @@ func NewServer(log *slog.Logger, cfg Config, deps Deps) http.Handler {
 	return r
 }
 
-// requestIDKey is the gin context key of the request id.
-const requestIDKey = "tether.request_id"
-
-func requestID(c *gin.Context) string { return c.GetString(requestIDKey) }
-
 // withRequestID takes a sane X-Request-ID from the client or makes one, and
 // echoes it in the response.
 func withRequestID() gin.HandlerFunc {
@@ -194,7 +191,7 @@ func withRequestID() gin.HandlerFunc {
 			_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 			id = hex.EncodeToString(b[:])
 		}
-		c.Set(requestIDKey, id)
+		state(c).id = id
 		c.Header("X-Request-ID", id)
 		c.Next()
 	}
@@ -235,7 +232,7 @@ func withLogging(log *slog.Logger) gin.HandlerFunc {
 		log.Log(c.Request.Context(), level, "http request",
 			"method", c.Request.Method, "route", c.FullPath(), "status", status,
 			"duration_ms", float64(time.Since(start).Microseconds())/1000,
-			"request_id", requestID(c), "tenant", c.GetString(tenantKey))
+			"request_id", requestID(c), "tenant", tenantOf(c))
 	}
 }
 
@@ -304,6 +301,15 @@ func withBodyLimit(limit int64) gin.HandlerFunc {
 // unknown fields, and translates failures into INVALID_REQUEST messages a
 // client can act on.
 func decodeJSON(c *gin.Context, v any) error {
+	body, err := readJSONBody(c)
+	if err != nil {
+		return err
+	}
+	return decodeJSONBytes(body, v)
+}
+
+// readJSONBody reads the whole request body, for decodeJSONBytes.
+func readJSONBody(c *gin.Context) ([]byte, error) {
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
 		var (
@@ -311,10 +317,15 @@ func decodeJSON(c *gin.Context, v any) error {
 			coded    *sandbox.Error
 		)
 		if errors.As(err, &maxBytes) || errors.As(err, &coded) {
-			return err // too large, too slow, or not the body a forwarded call signed
+			return nil, err // too large, too slow, or not the body a forwarded call signed
 		}
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "reading request body failed")
+		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "reading request body failed")
 	}
+	return body, nil
+}
+
+// decodeJSONBytes is decodeJSON of a body read already.
+func decodeJSONBytes(body []byte, v any) error {
 	if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || trimmed[0] != '{' {
 		return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body must be a JSON object")
 	}

@@ -1,0 +1,63 @@
+package http
+
+import (
+	"github.com/gin-gonic/gin"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// reqState is what the middleware learns of a request for what runs after
+// it: kept once per request, under an unexported key, and read through the
+// typed accessors below, so that no context key is shared between files.
+type reqState struct {
+	// id is the request id (withRequestID).
+	id string
+	// paced is the request's body under withBodyPacing; nil without one.
+	paced *pacedBody
+	// tenant and caller are who the request authenticated as (withAuth).
+	tenant string
+	caller sandbox.Caller
+	// forwarded: another node forwarded the call (withAuth checked it).
+	forwarded bool
+	// badBody is set once a forwarded call's body turned out not to be
+	// the one its signature covers.
+	badBody error
+	// sandbox is the sandbox a data-plane call is for, as withNodeRouting
+	// looked it up; nil if it did not.
+	sandbox *sandbox.Sandbox
+	// exec is an exec's body as checkExecBody decoded and checked it.
+	exec *sandbox.ExecRequest
+}
+
+// stateKey is the gin context key of the request's *reqState.
+type stateKey struct{}
+
+// state is the request's state, made on first use.
+func state(c *gin.Context) *reqState {
+	if v, ok := c.Get(stateKey{}); ok {
+		return v.(*reqState)
+	}
+	s := &reqState{}
+	c.Set(stateKey{}, s)
+	return s
+}
+
+// requestID is the request's id, as logged and sent back in X-Request-ID.
+func requestID(c *gin.Context) string { return state(c).id }
+
+// tenantOf is the tenant the request authenticated as.
+func tenantOf(c *gin.Context) string { return state(c).tenant }
+
+// callerOf is the API key the request was made with, for the audit trail.
+func callerOf(c *gin.Context) sandbox.Caller { return state(c).caller }
+
+// forwarded reports whether the request came from another node.
+func forwarded(c *gin.Context) bool { return state(c).forwarded }
+
+// routedSandbox is the sandbox withNodeRouting looked up for the request.
+func routedSandbox(c *gin.Context) (sandbox.Sandbox, bool) {
+	if sb := state(c).sandbox; sb != nil {
+		return *sb, true
+	}
+	return sandbox.Sandbox{}, false
+}
