@@ -28,7 +28,7 @@ func TestForbiddenClasses(t *testing.T) {
 		"10.1.2.3": "private", "172.16.0.1": "private", "172.31.255.255": "private", "192.168.1.1": "private",
 		"fc00::1": "private", "fd12:3456::1": "private", "100.64.0.1": "private", "::ffff:10.0.0.1": "private",
 		"64:ff9b::a00:1": "private", // NAT64 of 10.0.0.1
-		"0.0.0.0": "unspecified", "::": "unspecified", "0.1.2.3": "unspecified",
+		"0.0.0.0":        "unspecified", "::": "unspecified", "0.1.2.3": "unspecified",
 		"224.0.0.1": "multicast", "239.255.255.250": "multicast", "ff02::1": "multicast",
 		"255.255.255.255": "reserved", "240.0.0.1": "reserved", "192.0.2.1": "reserved", "2002:7f00:1::1": "reserved",
 		"8.8.8.8": "", "1.1.1.1": "", "2606:4700:4700::1111": "", "172.32.0.1": "", "64:ff9b::808:808": "",
