@@ -107,9 +107,12 @@ type Delivery struct {
 	Status     Status
 	// EventIDs are the events of the batch, in stream order.
 	EventIDs []int64
-	// First and Last bound the stream positions the batch covers (events
-	// between them that the filter refused included).
-	First, Last sandbox.StreamPosition
+	// After and Last bound the stream positions the batch covers: after
+	// After, through Last (events between them that the filter refused
+	// included). A 2xx moves the endpoint's cursor to Last.
+	After, Last sandbox.StreamPosition
+	// Seq orders an endpoint's deliveries (the history's cursor).
+	Seq int64
 	Attempts    int
 	CreatedAt   time.Time
 	// NextAttemptAt is when a pending delivery is tried next.
