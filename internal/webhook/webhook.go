@@ -112,9 +112,9 @@ type Delivery struct {
 	// included). A 2xx moves the endpoint's cursor to Last.
 	After, Last sandbox.StreamPosition
 	// Seq orders an endpoint's deliveries (the history's cursor).
-	Seq int64
-	Attempts    int
-	CreatedAt   time.Time
+	Seq       int64
+	Attempts  int
+	CreatedAt time.Time
 	// NextAttemptAt is when a pending delivery is tried next.
 	NextAttemptAt  *time.Time
 	LastAttemptAt  *time.Time
