@@ -13,6 +13,7 @@ import (
 	"encoding/base32"
 	"encoding/base64"
 	"encoding/json"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -208,4 +209,14 @@ func ValidID(prefix, id string) bool {
 		}
 	}
 	return true
+}
+
+// UserAgent is the User-Agent of deliveries: tether-webhooks/<the
+// binary's module version, or dev>.
+func UserAgent() string {
+	v := "dev"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	return "tether-webhooks/" + v
 }
