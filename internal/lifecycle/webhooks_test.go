@@ -10,7 +10,6 @@ import (
 
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/sandbox"
-	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/webhook"
 	"github.com/tetherhq/tether/internal/webhook/webhooktest"
 )
@@ -229,7 +228,7 @@ func TestWebhooksFailingEndpointAndReplay(t *testing.T) {
 		t.Fatalf("a failing endpoint got %d more requests", got-tried)
 	}
 	key, _ := e.st.RegisterAPIKey(e.ctx, "acme", "test", "k")
-	if _, err := e.st.ReplayWebhook(e.ctx, "acme", w.ID, key.ID, store.ReplayFrom{}); err != nil {
+	if _, err := e.st.ReplayWebhook(e.ctx, "acme", w.ID, key.ID, webhook.ReplayFrom{}); err != nil {
 		t.Fatal(err)
 	}
 	all := e.tenantEvents()

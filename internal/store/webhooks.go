@@ -160,20 +160,12 @@ func (s *Store) DeleteWebhook(ctx context.Context, tenant, id, by string) (webho
 	return w, nil
 }
 
-// ReplayFrom says where a replay starts: after the event before EventID, or
-// at the first event of delivery DeliveryID; neither resumes at the
-// endpoint's cursor.
-type ReplayFrom struct {
-	EventID    int64
-	DeliveryID string
-}
-
 // ReplayWebhook re-enables the tenant's endpoint (active again) and moves
 // its cursor to where from says, cancelling its pending delivery: the
 // events from there are delivered again, under new delivery ids. The
 // asking key must have manage_keys. An event or delivery that is not the
 // tenant's (or the endpoint's) is INVALID_REQUEST.
-func (s *Store) ReplayWebhook(ctx context.Context, tenant, id, by string, from ReplayFrom) (webhook.Endpoint, error) {
+func (s *Store) ReplayWebhook(ctx context.Context, tenant, id, by string, from webhook.ReplayFrom) (webhook.Endpoint, error) {
 	var w webhook.Endpoint
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		if err := mayManage(ctx, tx, tenant, by, "replay webhooks"); err != nil {
@@ -204,7 +196,7 @@ func (s *Store) ReplayWebhook(ctx context.Context, tenant, id, by string, from R
 }
 
 // replayCursor is the position a replay of w from from starts after.
-func replayCursor(ctx context.Context, tx pgx.Tx, w webhook.Endpoint, from ReplayFrom) (sandbox.StreamPosition, error) {
+func replayCursor(ctx context.Context, tx pgx.Tx, w webhook.Endpoint, from webhook.ReplayFrom) (sandbox.StreamPosition, error) {
 	var txid string
 	var id int64
 	var err error

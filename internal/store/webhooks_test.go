@@ -308,13 +308,13 @@ func TestWebhookGiveUpAndReplay(t *testing.T) {
 		t.Fatalf("planned %d for a failing endpoint", n)
 	}
 	key := b.adminKey(t)
-	if _, err := b.st.ReplayWebhook(b.ctx, "other", w.ID, key, store.ReplayFrom{}); err == nil {
+	if _, err := b.st.ReplayWebhook(b.ctx, "other", w.ID, key, webhook.ReplayFrom{}); err == nil {
 		t.Fatal("another tenant replayed the endpoint")
 	}
-	if _, err := b.st.ReplayWebhook(b.ctx, "acme", w.ID, key, store.ReplayFrom{EventID: 1 << 40}); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+	if _, err := b.st.ReplayWebhook(b.ctx, "acme", w.ID, key, webhook.ReplayFrom{EventID: 1 << 40}); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
 		t.Fatalf("replay from an unknown event: %v", err)
 	}
-	re, err := b.st.ReplayWebhook(b.ctx, "acme", w.ID, key, store.ReplayFrom{})
+	re, err := b.st.ReplayWebhook(b.ctx, "acme", w.ID, key, webhook.ReplayFrom{})
 	if err != nil || re.State != webhook.StateActive || re.Cursor != w.Cursor {
 		t.Fatalf("replay = %+v, %v; want active at the old cursor", re, err)
 	}
@@ -324,7 +324,7 @@ func TestWebhookGiveUpAndReplay(t *testing.T) {
 	}
 	// A replay from a delivery cancels the pending one and starts at that
 	// delivery's first event.
-	if _, err := b.st.ReplayWebhook(b.ctx, "acme", w.ID, key, store.ReplayFrom{DeliveryID: c.ID}); err != nil {
+	if _, err := b.st.ReplayWebhook(b.ctx, "acme", w.ID, key, webhook.ReplayFrom{DeliveryID: c.ID}); err != nil {
 		t.Fatal(err)
 	}
 	ds, _ := b.st.WebhookDeliveries(b.ctx, w.ID, 0, 10)

@@ -124,6 +124,14 @@ type Delivery struct {
 	Error          string
 }
 
+// ReplayFrom says where a replay starts: after the event before EventID, or
+// at the first event of delivery DeliveryID; neither resumes at the
+// endpoint's cursor.
+type ReplayFrom struct {
+	EventID    int64
+	DeliveryID string
+}
+
 // Event is one event as a receiver gets it.
 type Event struct {
 	ID        int64     `json:"id"`
