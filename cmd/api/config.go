@@ -231,6 +231,9 @@ type Config struct {
 	PprofAddr string
 	// LogLevel is debug, info, warn or error (LOG_LEVEL, default info).
 	LogLevel slog.Level
+
+	// Webhooks are the WEBHOOK_* settings (config_webhooks.go).
+	Webhooks WebhookSettings
 }
 
 // defaultNodeID is the node id of a host with the given name whose local
@@ -478,6 +481,10 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	}
 	if int64(cfg.LocalUIDBase)+int64(cfg.LocalUIDCount) > 1<<31-1 {
 		errs = append(errs, errors.New("LOCAL_UID_BASE + LOCAL_UID_COUNT must not exceed 2147483647"))
+	}
+	// Webhooks: one block of their own (config_webhooks.go).
+	if cfg.Webhooks, err = loadWebhookSettings(getenv); err != nil {
+		errs = append(errs, err)
 	}
 	if cfg.MaxLifetime < time.Second {
 		errs = append(errs, errors.New("MAX_LIFETIME must be at least 1s"))

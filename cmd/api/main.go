@@ -226,8 +226,8 @@ func buildProviders(cfg Config) ([]sandbox.Provider, error) {
 
 // serve runs the service until ctx is done, then shuts down in order: stop
 // taking requests, stop the executor (in-flight work finishes or is handed
-// back), stop the janitor (resigning leadership), stop the notifier, close
-// the pool.
+// back), stop the janitor (resigning leadership), stop the webhook worker
+// (attempts in flight finish), stop the notifier, close the pool.
 func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) error {
 	log := newLogger(cfg, logw)
 	if n, err := raiseOpenFileLimit(); err != nil {
@@ -309,7 +309,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		lifecycle.NewRegistryCollector(st), lifecycle.NewProviderCollector(providers))
+		lifecycle.NewRegistryCollector(st), lifecycle.NewProviderCollector(providers), lifecycle.NewWebhookCollector(st))
 	metrics := lifecycle.NewMetrics(reg)
 
 	// Background workers live until workCtx is cancelled during shutdown.
@@ -358,6 +358,9 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 	}, st, providers, log, reg)
 	janitor.Start(workCtx)
 
+	webhooks := lifecycle.NewWebhooks(cfg.Webhooks.worker(cfg.WorkerID), st, notifier, log, reg)
+	webhooks.Start(workCtx)
+
 	// Draining is done once shutdown begins: long-polls and exec streams
 	// then answer at once instead of holding the shutdown up.
 	draining, startDraining := context.WithCancel(context.WithoutCancel(ctx))
@@ -387,6 +390,8 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		MinBodyRate:             cfg.MinBodyRate,
 		BodyGrace:               cfg.BodyGrace,
 		MaxBodyTime:             readTimeout,
+		WebhookMaxEndpoints:     cfg.Webhooks.MaxEndpoints,
+		WebhookAllowPrivate:     cfg.Webhooks.AllowPrivate,
 	}, tetherhttp.Deps{
 		Store:     st,
 		Changes:   notifier,
@@ -447,6 +452,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 	}
 	executor.Stop(shutdownCtx)
 	janitor.Stop()
+	webhooks.Stop()
 	heartbeat.Stop()
 	if debugSrv != nil {
 		_ = debugSrv.Close()
