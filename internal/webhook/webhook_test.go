@@ -151,7 +151,10 @@ func TestDialGuard(t *testing.T) {
 	defer srv.Close()
 
 	guarded := webhook.Guard{}.Client(5 * time.Second)
-	_, err := guarded.Post(srv.URL+"/", "application/json", strings.NewReader("{}"))
+	res, err := guarded.Post(srv.URL+"/", "application/json", strings.NewReader("{}"))
+	if err == nil {
+		_ = res.Body.Close()
+	}
 	if !errors.Is(err, webhook.ErrForbiddenAddress) {
 		t.Fatalf("POST to loopback through the guard: %v; want ErrForbiddenAddress", err)
 	}
@@ -160,7 +163,7 @@ func TestDialGuard(t *testing.T) {
 	}
 
 	open := webhook.Guard{AllowPrivate: true}.Client(5 * time.Second)
-	res, err := open.Post(srv.URL+"/redirect", "application/json", strings.NewReader("{}"))
+	res, err = open.Post(srv.URL+"/redirect", "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}
