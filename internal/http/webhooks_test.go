@@ -281,6 +281,6 @@ func TestWebhookDeliveriesThroughTheAPI(t *testing.T) {
 	eventually(t, 20*time.Second, "the replayed event", func() bool {
 		ps, _ := rcv.Delivered()
 		evs := webhooktest.Events(ps)
-		return len(evs) == want+1 && evs[want].ID == got[len(got)-1].ID
+		return len(evs) > want && evs[want].ID == got[len(got)-1].ID
 	})
 }
