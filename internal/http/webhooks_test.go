@@ -262,10 +262,15 @@ func TestWebhookDeliveriesThroughTheAPI(t *testing.T) {
 		t.Error("a tampered body verifies")
 	}
 
-	r := b.do(t, http.MethodGet, "/v1/webhooks/"+w.Webhook.ID+"/deliveries?limit=500", nil)
-	wantStatus(t, r, http.StatusOK)
+	// The receiver answered the last delivery; Tether records that just
+	// after.
 	var ds deliveryList
-	r.decode(t, &ds)
+	eventually(t, 10*time.Second, "every delivery recorded", func() bool {
+		r := b.do(t, http.MethodGet, "/v1/webhooks/"+w.Webhook.ID+"/deliveries?limit=500", nil)
+		wantStatus(t, r, http.StatusOK)
+		r.decode(t, &ds)
+		return len(ds.Items) > 0 && ds.Items[0].Status != "pending"
+	})
 	retried := false
 	for _, d := range ds.Items {
 		if d.Status != "delivered" || d.ResponseStatus == nil || *d.ResponseStatus != 204 {
@@ -276,7 +281,7 @@ func TestWebhookDeliveriesThroughTheAPI(t *testing.T) {
 	if !retried {
 		t.Error("no delivery shows a retry")
 	}
-	r = b.do(t, http.MethodPost, "/v1/webhooks/"+w.Webhook.ID+"/replay", map[string]any{"from_event_id": got[len(got)-1].ID})
+	r := b.do(t, http.MethodPost, "/v1/webhooks/"+w.Webhook.ID+"/replay", map[string]any{"from_event_id": got[len(got)-1].ID})
 	wantStatus(t, r, http.StatusOK)
 	eventually(t, 20*time.Second, "the replayed event", func() bool {
 		ps, _ := rcv.Delivered()
