@@ -3806,6 +3806,856 @@ const docTemplate = `{
                     }
                 }
             }
+        },
+        "/v1/webhooks": {
+            "get": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Every webhook endpoint of the tenant, oldest first, without their secrets. Not paged: a tenant has at most WEBHOOK_MAX_ENDPOINTS. Takes an API key with manage_keys.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "webhooks"
+                ],
+                "summary": "List webhook endpoints",
+                "operationId": "listWebhooks",
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/WebhookList"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a query parameter",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "403": {
+                        "description": "FORBIDDEN: the key lacks manage_keys",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            },
+            "post": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Registers a URL that the tenant's events are POSTed to from now on, signed with a new secret that this response shows once (see docs/webhooks.md for the payload, the Tether-Signature header, retries and ordering). Takes an API key with manage_keys. The URL is refused (403 FORBIDDEN) when its host is, or resolves to, a loopback, private, link-local, metadata, multicast or unspecified address, unless the operator set WEBHOOK_ALLOW_PRIVATE; deliveries check the address they connect to again. A tenant holds at most WEBHOOK_MAX_ENDPOINTS endpoints.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "webhooks"
+                ],
+                "summary": "Create a webhook endpoint",
+                "operationId": "createWebhook",
+                "parameters": [
+                    {
+                        "description": "the endpoint",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/CreateWebhookRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "201": {
+                        "description": "Created",
+                        "schema": {
+                            "$ref": "#/definitions/CreatedWebhook"
+                        },
+                        "headers": {
+                            "Location": {
+                                "type": "string",
+                                "description": "the endpoint's URL"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a malformed URL, a host that does not resolve, an unknown state or reason",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know (or revoked)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "403": {
+                        "description": "FORBIDDEN: the key lacks manage_keys, or the URL's address is one deliveries may not go to",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "413": {
+                        "description": "PAYLOAD_TOO_LARGE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate, or the tenant holds WEBHOOK_MAX_ENDPOINTS endpoints; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/webhooks/{id}": {
+            "get": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "The endpoint, without its secret: its state (failing once retries ran out) and the stream position delivered through. Takes an API key with manage_keys. Another tenant's endpoint is 404.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "webhooks"
+                ],
+                "summary": "Get a webhook endpoint",
+                "operationId": "getWebhook",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "wh_k5m2q7x3w4r6t2vz",
+                        "description": "webhook id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Webhook"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a query parameter",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "403": {
+                        "description": "FORBIDDEN: the key lacks manage_keys",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            },
+            "delete": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Deletes the endpoint and its delivery history; nothing more is sent to it (an attempt in flight finishes, and is not recorded). Takes an API key with manage_keys. Another tenant's endpoint, or one deleted already, is 404.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "webhooks"
+                ],
+                "summary": "Delete a webhook endpoint",
+                "operationId": "deleteWebhook",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "wh_k5m2q7x3w4r6t2vz",
+                        "description": "webhook id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "deleted",
+                        "schema": {
+                            "$ref": "#/definitions/Webhook"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a query parameter",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know (or revoked)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "403": {
+                        "description": "FORBIDDEN: the key lacks manage_keys",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/webhooks/{id}/deliveries": {
+            "get": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "The endpoint's deliveries, newest first: each one's status, attempts, the receiver's last status, the last error and the next attempt. Page with cursor (next_cursor of the previous page). Takes an API key with manage_keys.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "webhooks"
+                ],
+                "summary": "A webhook endpoint's deliveries",
+                "operationId": "listWebhookDeliveries",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "wh_k5m2q7x3w4r6t2vz",
+                        "description": "webhook id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "maximum": 500,
+                        "minimum": 1,
+                        "type": "integer",
+                        "example": 50,
+                        "description": "page size, 1-500 (default 50)",
+                        "name": "limit",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "example": "42",
+                        "description": "next_cursor of the previous page",
+                        "name": "cursor",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/WebhookDeliveryList"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "403": {
+                        "description": "FORBIDDEN: the key lacks manage_keys",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/webhooks/{id}/replay": {
+            "post": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Makes the endpoint active again (a failing one included) and moves its cursor: to just before an event (from_event_id) or a delivery's first event (from_delivery_id), or, with neither, where deliveries stopped (the failed delivery's events are sent again). A pending delivery is cancelled. The events from there are delivered again in order, in new deliveries with new ids: receivers that dedupe across replays do so by event id. Takes an API key with manage_keys.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "webhooks"
+                ],
+                "summary": "Replay a webhook endpoint",
+                "operationId": "replayWebhook",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "wh_k5m2q7x3w4r6t2vz",
+                        "description": "webhook id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "description": "where to start",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/ReplayWebhookRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Webhook"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: both fields, or an event or delivery the endpoint does not have",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know (or revoked)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "403": {
+                        "description": "FORBIDDEN: the key lacks manage_keys",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "413": {
+                        "description": "PAYLOAD_TOO_LARGE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
         }
     },
     "definitions": {
@@ -4104,6 +4954,32 @@ const docTemplate = `{
                 }
             }
         },
+        "CreateWebhookRequest": {
+            "type": "object",
+            "required": [
+                "url"
+            ],
+            "properties": {
+                "description": {
+                    "description": "Description says what the endpoint is for: at most 200 bytes, no control characters.",
+                    "type": "string",
+                    "example": "ops alerts"
+                },
+                "events": {
+                    "description": "Events filters the events delivered (default: every event).",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/WebhookFilterRequest"
+                        }
+                    ]
+                },
+                "url": {
+                    "description": "URL is where deliveries go: http or https, a host that is not (and does not resolve to) a loopback, private, link-local, metadata, multicast or unspecified address unless the operator sets WEBHOOK_ALLOW_PRIVATE; no user information or fragment; at most 2048 bytes.",
+                    "type": "string",
+                    "example": "https://hooks.example.com/tether"
+                }
+            }
+        },
         "CreatedAPIKey": {
             "type": "object",
             "required": [
@@ -4118,6 +4994,23 @@ const docTemplate = `{
                     "description": "Secret is the API key itself, to send as \"Authorization: Bearer SECRET\". Tether keeps only its hash: store it now.",
                     "type": "string",
                     "example": "tk_3q8x2Kp0Vw7mZr5Tn1Yb9Lc4Hd6Gf0Js2Ea8Uo3Wi5"
+                }
+            }
+        },
+        "CreatedWebhook": {
+            "type": "object",
+            "required": [
+                "secret",
+                "webhook"
+            ],
+            "properties": {
+                "secret": {
+                    "description": "Secret signs every delivery (the Tether-Signature header: HMAC-SHA256 of \"\u003ct\u003e.\u003craw body\u003e\" with this secret); store it now.",
+                    "type": "string",
+                    "example": "whsec_3q8x2Kp0Vw7mZr5Tn1Yb9Lc4Hd6Gf0Js2Ea8Uo3Wi5"
+                },
+                "webhook": {
+                    "$ref": "#/definitions/Webhook"
                 }
             }
         },
@@ -4822,6 +5715,23 @@ const docTemplate = `{
                 }
             }
         },
+        "ReplayWebhookRequest": {
+            "type": "object",
+            "properties": {
+                "from_delivery_id": {
+                    "description": "FromDeliveryID replays from this delivery's first event on.",
+                    "type": "string",
+                    "example": "whd_m2q7x3w4r6t2vzk5"
+                },
+                "from_event_id": {
+                    "description": "FromEventID replays from this event of the tenant on (its position in the event stream).",
+                    "type": "integer",
+                    "format": "int64",
+                    "minimum": 1,
+                    "example": 42
+                }
+            }
+        },
         "Sandbox": {
             "type": "object",
             "required": [
@@ -5031,6 +5941,271 @@ const docTemplate = `{
                     "example": 60
                 }
             }
+        },
+        "Webhook": {
+            "type": "object",
+            "required": [
+                "created_at",
+                "created_by",
+                "cursor",
+                "description",
+                "events",
+                "failing_since",
+                "id",
+                "state",
+                "url"
+            ],
+            "properties": {
+                "created_at": {
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T15:04:05Z"
+                },
+                "created_by": {
+                    "description": "CreatedBy is the id of the API key that created the endpoint.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "key_a1b2c3d4e5f6g7h8"
+                },
+                "cursor": {
+                    "description": "Cursor is the event stream position delivered through (as GET /v1/events/stream spells positions): every matching event up to it was answered 2xx.",
+                    "type": "string",
+                    "example": "1234-56"
+                },
+                "description": {
+                    "description": "Description says what the endpoint is for.",
+                    "type": "string",
+                    "example": "ops alerts"
+                },
+                "events": {
+                    "description": "Events is the endpoint's filter.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/WebhookFilter"
+                        }
+                    ]
+                },
+                "failing_since": {
+                    "description": "FailingSince is when the endpoint became failing; null while active.",
+                    "type": "string",
+                    "format": "date-time",
+                    "x-nullable": true,
+                    "example": "2026-01-03T09:00:00Z"
+                },
+                "id": {
+                    "type": "string",
+                    "example": "wh_k5m2q7x3w4r6t2vz"
+                },
+                "state": {
+                    "description": "State is active while deliveries go out; failing once a delivery's retries ran out (WEBHOOK_RETRY_FOR): nothing more is sent until a replay.",
+                    "type": "string",
+                    "enum": [
+                        "active",
+                        "failing"
+                    ],
+                    "x-enum-varnames": [
+                        "WebhookStateActive",
+                        "WebhookStateFailing"
+                    ],
+                    "example": "active"
+                },
+                "url": {
+                    "description": "URL is where deliveries are POSTed.",
+                    "type": "string",
+                    "example": "https://hooks.example.com/tether"
+                }
+            }
+        },
+        "WebhookDelivery": {
+            "type": "object",
+            "required": [
+                "attempts",
+                "created_at",
+                "delivered_at",
+                "error",
+                "event_ids",
+                "id",
+                "last_attempt_at",
+                "next_attempt_at",
+                "response_status",
+                "status",
+                "webhook_id"
+            ],
+            "properties": {
+                "attempts": {
+                    "description": "Attempts counts the attempts so far.",
+                    "type": "integer",
+                    "example": 1
+                },
+                "created_at": {
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T15:04:05Z"
+                },
+                "delivered_at": {
+                    "description": "DeliveredAt is when the receiver answered 2xx; null until then.",
+                    "type": "string",
+                    "format": "date-time",
+                    "x-nullable": true,
+                    "example": "2026-01-02T15:04:05Z"
+                },
+                "error": {
+                    "description": "Error says why the last attempt failed; null if it did not.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "the receiver answered 503"
+                },
+                "event_ids": {
+                    "description": "EventIDs are the ids of the delivery's events, in the order sent.",
+                    "type": "array",
+                    "items": {
+                        "type": "integer"
+                    },
+                    "example": [
+                        41,
+                        42
+                    ]
+                },
+                "id": {
+                    "description": "ID is the delivery's idempotency key: the Tether-Delivery header and the body's id, the same on every attempt.",
+                    "type": "string",
+                    "example": "whd_m2q7x3w4r6t2vzk5"
+                },
+                "last_attempt_at": {
+                    "description": "LastAttemptAt is when it was last sent; null before its first attempt.",
+                    "type": "string",
+                    "format": "date-time",
+                    "x-nullable": true,
+                    "example": "2026-01-02T15:04:05Z"
+                },
+                "next_attempt_at": {
+                    "description": "NextAttemptAt is when a pending delivery is tried next; null once it is not pending.",
+                    "type": "string",
+                    "format": "date-time",
+                    "x-nullable": true,
+                    "example": "2026-01-02T15:04:07Z"
+                },
+                "response_status": {
+                    "description": "ResponseStatus is the receiver's last HTTP status; null when it gave none (a timeout, a refused connection).",
+                    "type": "integer",
+                    "x-nullable": true,
+                    "example": 204
+                },
+                "status": {
+                    "description": "Status: pending (being attempted), delivered (answered 2xx), failed (retries ran out), cancelled (replaced by a replay).",
+                    "type": "string",
+                    "enum": [
+                        "pending",
+                        "delivered",
+                        "failed",
+                        "cancelled"
+                    ],
+                    "x-enum-varnames": [
+                        "WebhookDeliveryStatusPending",
+                        "WebhookDeliveryStatusDelivered",
+                        "WebhookDeliveryStatusFailed",
+                        "WebhookDeliveryStatusCancelled"
+                    ],
+                    "example": "delivered"
+                },
+                "webhook_id": {
+                    "type": "string",
+                    "example": "wh_k5m2q7x3w4r6t2vz"
+                }
+            }
+        },
+        "WebhookDeliveryList": {
+            "type": "object",
+            "required": [
+                "items",
+                "next_cursor"
+            ],
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/WebhookDelivery"
+                    }
+                },
+                "next_cursor": {
+                    "description": "NextCursor fetches the next (older) page; null when this page was not full.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "42"
+                }
+            }
+        },
+        "WebhookFilter": {
+            "type": "object",
+            "required": [
+                "reasons",
+                "states"
+            ],
+            "properties": {
+                "reasons": {
+                    "description": "Reasons are event reasons (requested, owner_released, owner_expired, expired, create_failed, lost, owner_transferred, outage_credited): events with them are delivered; an event without a reason matches no list of reasons.",
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    },
+                    "example": [
+                        "owner_expired",
+                        "lost"
+                    ]
+                },
+                "states": {
+                    "description": "States are sandbox states (requested, creating, ready, cancelled, terminated, failed): events into them are delivered.",
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    },
+                    "example": [
+                        "terminated",
+                        "failed"
+                    ]
+                }
+            }
+        },
+        "WebhookFilterRequest": {
+            "type": "object",
+            "properties": {
+                "reasons": {
+                    "description": "Reasons are event reasons: events with them are delivered (at most 16).",
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    },
+                    "example": [
+                        "owner_expired",
+                        "lost"
+                    ]
+                },
+                "states": {
+                    "description": "States are sandbox states: events into them are delivered (at most 16).",
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    },
+                    "example": [
+                        "terminated",
+                        "failed"
+                    ]
+                }
+            }
+        },
+        "WebhookList": {
+            "type": "object",
+            "required": [
+                "items"
+            ],
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/Webhook"
+                    }
+                }
+            }
         }
     },
     "securityDefinitions": {
@@ -5061,6 +6236,10 @@ const docTemplate = `{
         {
             "description": "The tenant's API keys: create, list, revoke.",
             "name": "keys"
+        },
+        {
+            "description": "Endpoints the tenant's events are pushed to, signed, with their delivery history and replay.",
+            "name": "webhooks"
         },
         {
             "description": "The providers enabled on this server and what they can do.",

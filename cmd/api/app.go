@@ -53,6 +53,7 @@ type app struct {
 	heartbeat *lifecycle.Heartbeat
 	executor  *lifecycle.Executor
 	janitor   *lifecycle.Janitor
+	webhooks  *lifecycle.Webhooks
 	srv       *http.Server
 	debugSrv  *http.Server // nil without PPROF_ADDR
 	serveErr  chan error
@@ -112,7 +113,7 @@ func (a *app) build(ctx context.Context, migrateFirst bool) error {
 	a.workCtx, a.cancelWork = context.WithCancel(context.WithoutCancel(ctx))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		lifecycle.NewRegistryCollector(a.st), lifecycle.NewProviderCollector(a.providers))
+		lifecycle.NewRegistryCollector(a.st), lifecycle.NewProviderCollector(a.providers), lifecycle.NewWebhookCollector(a.st))
 	a.buildWorkers(reg)
 	a.buildServers(ctx, reg, secret)
 	return nil
@@ -245,7 +246,8 @@ func (a *app) offered(ctx context.Context) []string {
 	return names
 }
 
-// buildWorkers makes the heartbeat, the executor and the janitor.
+// buildWorkers makes the heartbeat, the executor, the janitor and the
+// webhook delivery worker.
 func (a *app) buildWorkers(reg *prometheus.Registry) {
 	a.heartbeat = lifecycle.NewHeartbeat(a.st, a.node, a.offered, a.hostBound(), a.cfg.NodeGrace, a.log)
 	ex := a.cfg.Executor
@@ -254,6 +256,9 @@ func (a *app) buildWorkers(reg *prometheus.Registry) {
 	jc := a.cfg.Janitor
 	jc.Holder, jc.Node, jc.NodeGrace = a.cfg.WorkerID, a.cfg.NodeID, a.cfg.NodeGrace
 	a.janitor = lifecycle.NewJanitor(jc, a.st, a.providers, a.log, reg)
+	wc := a.cfg.Webhooks
+	wc.WorkerID = a.cfg.WorkerID
+	a.webhooks = lifecycle.NewWebhooks(wc, a.st, a.notifier, a.log, reg)
 }
 
 // buildServers makes the API's server and, with PPROF_ADDR, pprof's.
@@ -301,7 +306,7 @@ func (a *app) buildServers(ctx context.Context, reg *prometheus.Registry, secret
 
 // start starts the components in order: the notifier, the node's
 // heartbeat (the node registers before any work is claimed for it), the
-// executor, the janitor, then the servers. An error leaves what started
+// executor, the janitor, the webhook worker, then the servers. An error leaves what started
 // for shutdown to stop.
 func (a *app) start(ctx context.Context) error {
 	a.workers.Go(func() { a.notifier.Run(a.workCtx) })
@@ -310,6 +315,7 @@ func (a *app) start(ctx context.Context) error {
 	}
 	a.executor.Start(a.workCtx)
 	a.janitor.Start(a.workCtx)
+	a.webhooks.Start(a.workCtx)
 	if a.debugSrv != nil {
 		a.workers.Go(func() { _ = a.debugSrv.Serve(a.pln) })
 		a.log.Info("pprof listening", "addr", a.pln.Addr().String())
@@ -338,7 +344,8 @@ func (a *app) wait(ctx context.Context) error {
 
 // shutdown stops what start started, in order: stop taking requests,
 // stop the executor (in-flight work finishes or is handed back), stop the
-// janitor (resigning leadership) and the heartbeat, then the notifier and
+// janitor (resigning leadership), the webhook worker (attempts in flight
+// finish) and the heartbeat, then the notifier and
 // the rest of the background work. The API and the executor share
 // SHUTDOWN_TIMEOUT; the janitor's resignation is quick and spares the
 // other replicas three intervals without a leader, so it and the heartbeat
@@ -354,6 +361,7 @@ func (a *app) shutdown() {
 	cleanup, cancelCleanup := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancelCleanup()
 	a.janitor.Stop(cleanup)
+	a.webhooks.Stop(cleanup)
 	a.heartbeat.Stop(cleanup)
 	if a.debugSrv != nil {
 		_ = a.debugSrv.Close()

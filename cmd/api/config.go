@@ -45,6 +45,8 @@ type Config struct {
 	// replica's and the node's names (WorkerID, NodeID) and NodeGrace.
 	Executor lifecycle.ExecutorConfig
 	Janitor  lifecycle.JanitorConfig
+	// Webhooks is the delivery worker's; serve adds WorkerID.
+	Webhooks lifecycle.WebhookConfig
 	// OutageCreditMax is the ceiling of an outage credit.
 	OutageCreditMax time.Duration
 
@@ -79,7 +81,8 @@ func settings() []setting {
 		all = append(all, k.settings...)
 	}
 	all = append(all, lifecycleSettings...)
-	return append(all, serverSettings...)
+	all = append(all, serverSettings...)
+	return append(all, webhookSettings...)
 }
 
 // serviceSettings are the service's own: its database, address and

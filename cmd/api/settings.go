@@ -46,6 +46,18 @@ func count[T int | int64](name string, def T, doc string, field func(*Config) *T
 	}}
 }
 
+// countUpTo is a setting of an integer from 1 to most.
+func countUpTo(name string, def, most int, doc string, field func(*Config) *int) setting {
+	return setting{name: name, def: strconv.Itoa(def), doc: doc, set: func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > most {
+			return fmt.Errorf("%s=%q: want an integer from 1 to %d", name, v, most)
+		}
+		*field(c) = n
+		return nil
+	}}
+}
+
 // countOrZero is a setting of an integer where 0 means none (no limit,
 // or one worked out from the host).
 func countOrZero[T int | int64](name string, def T, doc string, field func(*Config) *T) setting {

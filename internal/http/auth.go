@@ -80,7 +80,7 @@ func withAuth(log *slog.Logger, auth authenticator, q *quotas, cl *cluster.Clust
 			return
 		}
 		s := state(c)
-		s.tenant, s.caller = k.Tenant, k.Caller()
+		s.tenant, s.caller, s.manageKeys = k.Tenant, k.Caller(), k.ManageKeys
 		if authed != nil {
 			authed(c.Request.Context())
 		}

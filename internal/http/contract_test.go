@@ -264,6 +264,15 @@ var apiTypes = map[string]any{
 	"SandboxList":          tetherhttp.SandboxList{},
 	"TTLRequest":           tetherhttp.TTLRequest{},
 	"SandboxState":         nil,
+	"CreateWebhookRequest": tetherhttp.CreateWebhookRequest{},
+	"CreatedWebhook":       tetherhttp.CreatedWebhook{},
+	"ReplayWebhookRequest": tetherhttp.ReplayWebhookRequest{},
+	"Webhook":              tetherhttp.Webhook{},
+	"WebhookDelivery":      tetherhttp.WebhookDelivery{},
+	"WebhookDeliveryList":  tetherhttp.WebhookDeliveryList{},
+	"WebhookFilter":        tetherhttp.WebhookFilter{},
+	"WebhookFilterRequest": tetherhttp.WebhookFilterRequest{},
+	"WebhookList":          tetherhttp.WebhookList{},
 }
 
 // TestContractSchemasMatchTheGoTypes keeps the schemas honest about what

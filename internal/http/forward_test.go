@@ -127,6 +127,9 @@ func setupTwoNodes(t *testing.T, maxFile int64, drainA context.Context) twoNodes
 		globalsMu.Lock()
 		h := tetherhttp.NewServer(log, tetherhttp.Config{
 			DefaultProvider: sim.Name, MaxLifetime: testMaxLifetime, MaxWait: testMaxWait, MaxFileBytes: maxFile,
+			// TestForwardableRoutes makes a refused (keyless) call to every
+			// route, more than the default allows an address a second.
+			AuthFailuresPerSecond: 10000,
 		}, tetherhttp.Deps{
 			Store: st, Changes: notifier, Providers: []sandbox.Provider{p},
 			Ready:   func(ctx context.Context) error { return st.Ping(ctx) },

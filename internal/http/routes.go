@@ -14,6 +14,7 @@ import (
 	"github.com/tetherhq/tether/internal/cluster"
 	"github.com/tetherhq/tether/internal/http/console"
 	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/webhook"
 )
 
 //	@title						Tether API
@@ -32,6 +33,8 @@ import (
 //	@tag.description			Run commands in ready sandboxes and move files and folders in and out.
 //	@tag.name					keys
 //	@tag.description			The tenant's API keys: create, list, revoke.
+//	@tag.name					webhooks
+//	@tag.description			Endpoints the tenant's events are pushed to, signed, with their delivery history and replay.
 //	@tag.name					providers
 //	@tag.description			The providers enabled on this server and what they can do.
 //	@tag.name					health
@@ -112,6 +115,13 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.POST("/keys", body, h(handleKeyCreate(cfg, deps.Store)))
 	v1.GET("/keys", h(handleKeyList(deps.Store)))
 	v1.DELETE("/keys/:id", h(handleKeyRevoke(deps.Store)))
+	guard := webhook.Guard{AllowPrivate: cfg.WebhookAllowPrivate}
+	v1.POST("/webhooks", body, h(handleWebhookCreate(cfg, deps.Store, guard)))
+	v1.GET("/webhooks", h(handleWebhookList(deps.Store)))
+	v1.GET("/webhooks/:id", h(handleWebhookGet(deps.Store)))
+	v1.DELETE("/webhooks/:id", h(handleWebhookDelete(deps.Store)))
+	v1.GET("/webhooks/:id/deliveries", h(handleWebhookDeliveries(deps.Store)))
+	v1.POST("/webhooks/:id/replay", body, h(handleWebhookReplay(deps.Store)))
 }
 
 // dataRoutes registers the data plane's routes on group. They are the only

@@ -79,6 +79,11 @@ type Config struct {
 	MinBodyRate int64
 	BodyGrace   time.Duration
 	MaxBodyTime time.Duration
+	// WebhookMaxEndpoints caps each tenant's webhook endpoints;
+	// WebhookAllowPrivate lets endpoint URLs name internal addresses
+	// (loopback, private, link-local, metadata).
+	WebhookMaxEndpoints int
+	WebhookAllowPrivate bool
 }
 
 // Deps are the collaborators the API needs.
@@ -127,6 +132,7 @@ type Store interface {
 	reconcileLister
 	ownerLister
 	nodeLister
+	webhookStore
 }
 
 // API defaults, for zero Config fields.
@@ -167,6 +173,7 @@ func (c Config) withDefaults() Config {
 	c.MinBodyRate = cmp.Or(c.MinBodyRate, DefaultMinBodyRate)
 	c.BodyGrace = cmp.Or(c.BodyGrace, DefaultBodyGrace)
 	c.MaxBodyTime = cmp.Or(c.MaxBodyTime, DefaultMaxBodyTime)
+	c.WebhookMaxEndpoints = cmp.Or(c.WebhookMaxEndpoints, DefaultWebhookMaxEndpoints)
 	return c
 }
 

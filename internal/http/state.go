@@ -17,6 +17,9 @@ type reqState struct {
 	// tenant and caller are who the request authenticated as (withAuth).
 	tenant string
 	caller sandbox.Caller
+	// manageKeys: the key has the manage_keys scope (withAuth; never set
+	// for a forwarded call).
+	manageKeys bool
 	// forwarded: another node forwarded the call (withAuth checked it).
 	forwarded bool
 	// badBody is set once a forwarded call's body turned out not to be
@@ -50,6 +53,9 @@ func tenantOf(c *gin.Context) string { return state(c).tenant }
 
 // callerOf is the API key the request was made with, for the audit trail.
 func callerOf(c *gin.Context) sandbox.Caller { return state(c).caller }
+
+// managesKeys is whether the request's key has the manage_keys scope.
+func managesKeys(c *gin.Context) bool { return state(c).manageKeys }
 
 // forwarded reports whether the request came from another node.
 func forwarded(c *gin.Context) bool { return state(c).forwarded }

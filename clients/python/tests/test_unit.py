@@ -304,3 +304,44 @@ def test_other_errors_and_long_waits_are_not_retried():
         with pytest.raises(TetherError) as ctx:
             t.providers()
     assert (ctx.value.code, ctx.value.retry_after, len(seen)) == ("QUOTA_EXCEEDED", 0.0, 3)
+
+
+# -- webhook signatures ----------------------------------------------------
+
+# A delivery signed by Tether's own Go code (internal/webhook.Sign) with this
+# secret at t=1800000000, so that the two implementations are held to one
+# another.
+GO_SECRET = "whsec_test"
+GO_BODY = b'{"id":"whd_x","events":[]}'
+
+
+def _sign(secret: str, t: int, body: bytes) -> str:
+    import hashlib
+    import hmac
+
+    return f"t={t},v1=" + hmac.new(secret.encode(), f"{t}.".encode() + body, hashlib.sha256).hexdigest()
+
+
+def test_verify_signature_accepts_the_exact_body_only():
+    from tether_sandbox import verify_signature
+
+    now = 1_800_000_000
+    header = _sign("whsec_abc", now, b'{"id":"whd_1"}')
+    assert verify_signature(b'{"id":"whd_1"}', header, "whsec_abc", now=now + 60)
+    assert verify_signature('{"id":"whd_1"}', header, "whsec_abc", now=now)  # str bodies too
+    assert verify_signature(b'{"id":"whd_1"}', "v1=00, " + header, "whsec_abc", now=now)
+    assert not verify_signature(b'{"id":"whd_2"}', header, "whsec_abc", now=now)  # tampered
+    assert not verify_signature(b'{"id":"whd_1"}', header, "whsec_other", now=now)
+    assert not verify_signature(b'{"id":"whd_1"}', header, "whsec_abc", now=now + 3600)  # stale
+    assert verify_signature(b'{"id":"whd_1"}', header, "whsec_abc", now=now + 3600, tolerance=0)
+    for bad in ["", None, "nonsense", "t=abc,v1=00", header.split(",")[1], header.split(",")[0]]:
+        assert not verify_signature(b'{"id":"whd_1"}', bad, "whsec_abc", now=now)
+
+
+def test_verify_signature_matches_tethers_signer():
+    from tether_sandbox import verify_signature
+
+    # webhook.Sign("whsec_test", time.Unix(1800000000, 0), GO_BODY), by the Go server's code.
+    header = "t=1800000000,v1=1ddf74de49ae4014713298d81fc685db63210ce09830b61189acb7fc08e52f30"
+    assert verify_signature(GO_BODY, header, GO_SECRET, now=1_800_000_000)
+    assert not verify_signature(GO_BODY + b" ", header, GO_SECRET, now=1_800_000_000)

@@ -4,6 +4,7 @@
 * :class:`TetherProvider` / :class:`TetherSandbox` — a deepagents-code
   ``SandboxProvider`` and a deepagents ``BaseSandbox`` (entry point
   ``deepagents_code.sandbox_providers: tether``).
+* :func:`verify_signature` — check a webhook delivery's Tether-Signature.
 * :class:`TetherError` — every failure: ``code``, ``status``, ``state``, ``detail``.
 """
 
@@ -30,8 +31,13 @@ from ._models import (
     RenewedSandbox,
     Sandbox,
     SandboxPage,
+    CreatedWebhook,
+    Webhook,
+    WebhookDelivery,
+    WebhookDeliveryPage,
 )
 from ._core import new_sandbox_id
+from ._webhooks import DELIVERY_HEADER, SIGNATURE_HEADER, verify_signature
 from ._version import __version__
 from .provider import (
     DEFAULT_EXEC_TIMEOUT,
@@ -72,4 +78,11 @@ __all__ = [
     "RenewedSandbox",
     "Sandbox",
     "SandboxPage",
+    "CreatedWebhook",
+    "Webhook",
+    "WebhookDelivery",
+    "WebhookDeliveryPage",
+    "verify_signature",
+    "SIGNATURE_HEADER",
+    "DELIVERY_HEADER",
 ]

@@ -319,6 +319,44 @@ class _API:
         """The server's enabled providers (list[ProviderInfo])."""
         return self._run(_core.list_providers())
 
+    # -- webhooks (docs/webhooks.md; the API key needs manage_keys) -------
+
+    def create_webhook(
+        self,
+        url: str,
+        *,
+        description: Optional[str] = None,
+        states: Optional[Iterable[str]] = None,
+        reasons: Optional[Iterable[str]] = None,
+    ) -> Any:
+        """Register an endpoint for the tenant's events (CreatedWebhook, with
+        the signing secret, shown this once). states and reasons filter the
+        events; none: every event."""
+        return self._run(_core.create_webhook(url, description=description, states=states, reasons=reasons))
+
+    def list_webhooks(self) -> Any:
+        """The tenant's endpoints, oldest first (list[Webhook])."""
+        return self._run(_core.list_webhooks())
+
+    def get_webhook(self, webhook_id: str) -> Any:
+        """One endpoint (Webhook): its state (failing once retries ran out)."""
+        return self._run(_core.get_webhook(webhook_id))
+
+    def delete_webhook(self, webhook_id: str) -> Any:
+        """Delete the endpoint and its history (the Webhook it was)."""
+        return self._run(_core.delete_webhook(webhook_id))
+
+    def webhook_deliveries(self, webhook_id: str, *, limit: Optional[int] = None, cursor: Optional[str] = None) -> Any:
+        """One page of the endpoint's deliveries, newest first (WebhookDeliveryPage)."""
+        return self._run(_core.webhook_deliveries(webhook_id, limit=limit, cursor=cursor))
+
+    def replay_webhook(
+        self, webhook_id: str, *, from_event_id: Optional[int] = None, from_delivery_id: Optional[str] = None
+    ) -> Any:
+        """Re-enable the endpoint and deliver again from an event id, a
+        delivery's first event, or (neither) where it stopped (Webhook)."""
+        return self._run(_core.replay_webhook(webhook_id, from_event_id=from_event_id, from_delivery_id=from_delivery_id))
+
 
 class Tether(_API):
     """Synchronous client. Every call is bounded by a timeout: ``timeout``

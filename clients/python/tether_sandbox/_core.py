@@ -37,6 +37,9 @@ from ._models import (
     RenewedSandbox,
     Sandbox,
     SandboxPage,
+    CreatedWebhook,
+    Webhook,
+    WebhookDeliveryPage,
 )
 
 T = TypeVar("T")
@@ -436,3 +439,67 @@ def write_archive(sandbox_id: str, path: str, tar: bytes) -> Op[None]:
 def list_providers() -> Op[list[ProviderInfo]]:
     resp = yield Call("GET", "/v1/providers")
     return [ProviderInfo.from_json(p) for p in resp.json().get("items") or []]
+
+
+# -- webhooks ------------------------------------------------------------
+
+
+def _webhook_path(webhook_id: str, suffix: str = "") -> str:
+    return f"/v1/webhooks/{_seg(webhook_id)}{suffix}"
+
+
+def create_webhook(
+    url: str,
+    *,
+    description: Optional[str] = None,
+    states: Optional[Iterable[str]] = None,
+    reasons: Optional[Iterable[str]] = None,
+) -> Op[CreatedWebhook]:
+    """Register an endpoint; the answer carries its secret, shown once."""
+    body: dict[str, Any] = {"url": url}
+    if description:
+        body["description"] = description
+    events: dict[str, Any] = {}
+    if states:
+        events["states"] = list(states)
+    if reasons:
+        events["reasons"] = list(reasons)
+    if events:
+        body["events"] = events
+    resp = yield Call("POST", "/v1/webhooks", json=body)
+    return CreatedWebhook.from_json(resp.json())
+
+
+def list_webhooks() -> Op[list[Webhook]]:
+    resp = yield Call("GET", "/v1/webhooks")
+    return [Webhook.from_json(i) for i in resp.json().get("items") or []]
+
+
+def get_webhook(webhook_id: str) -> Op[Webhook]:
+    resp = yield Call("GET", _webhook_path(webhook_id))
+    return Webhook.from_json(resp.json())
+
+
+def delete_webhook(webhook_id: str) -> Op[Webhook]:
+    resp = yield Call("DELETE", _webhook_path(webhook_id))
+    return Webhook.from_json(resp.json())
+
+
+def webhook_deliveries(webhook_id: str, *, limit: Optional[int] = None, cursor: Optional[str] = None) -> Op[WebhookDeliveryPage]:
+    params = _page_params(None, limit, cursor)
+    resp = yield Call("GET", _webhook_path(webhook_id, "/deliveries"), params=params)
+    return WebhookDeliveryPage.from_json(resp.json())
+
+
+def replay_webhook(
+    webhook_id: str, *, from_event_id: Optional[int] = None, from_delivery_id: Optional[str] = None
+) -> Op[Webhook]:
+    """Re-enable the endpoint and deliver again from an event, a delivery,
+    or (neither) where deliveries stopped."""
+    body: dict[str, Any] = {}
+    if from_event_id is not None:
+        body["from_event_id"] = int(from_event_id)
+    if from_delivery_id is not None:
+        body["from_delivery_id"] = from_delivery_id
+    resp = yield Call("POST", _webhook_path(webhook_id, "/replay"), json=body)
+    return Webhook.from_json(resp.json())

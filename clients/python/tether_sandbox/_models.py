@@ -25,6 +25,10 @@ __all__ = [
     "OwnerRelease",
     "Capabilities",
     "ProviderInfo",
+    "Webhook",
+    "CreatedWebhook",
+    "WebhookDelivery",
+    "WebhookDeliveryPage",
     "PENDING_STATES",
     "TERMINAL_STATES",
 ]
@@ -284,3 +288,101 @@ class ProviderInfo:
             work_dir=_str(d.get("work_dir")),
             notes=list(d.get("notes") or []),
         )
+
+
+@dataclass
+class Webhook:
+    """A webhook endpoint (docs/webhooks.md), without its secret."""
+
+    id: str
+    url: str
+    description: str = ""
+    states: list[str] = field(default_factory=list)
+    """The filter's to-states; empty: every state."""
+    reasons: list[str] = field(default_factory=list)
+    """The filter's reasons; empty: every reason."""
+    state: str = "active"
+    """active, or failing once a delivery's retries ran out (replay it)."""
+    failing_since: Optional[datetime] = None
+    cursor: str = ""
+    created_at: Optional[datetime] = None
+    created_by: Optional[str] = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Webhook":
+        events = d.get("events") or {}
+        return cls(
+            id=d.get("id") or "",
+            url=d.get("url") or "",
+            description=d.get("description") or "",
+            states=list(events.get("states") or []),
+            reasons=list(events.get("reasons") or []),
+            state=d.get("state") or "",
+            failing_since=parse_time(d.get("failing_since")),
+            cursor=d.get("cursor") or "",
+            created_at=parse_time(d.get("created_at")),
+            created_by=_str(d.get("created_by")),
+            raw=d,
+        )
+
+
+@dataclass
+class CreatedWebhook:
+    """A new endpoint and its signing secret: the only time it is shown."""
+
+    webhook: Webhook
+    secret: str = field(repr=False)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "CreatedWebhook":
+        return cls(Webhook.from_json(d.get("webhook") or {}), d.get("secret") or "")
+
+
+@dataclass
+class WebhookDelivery:
+    """One batch of an endpoint's events; its id is the idempotency key."""
+
+    id: str
+    webhook_id: str
+    status: str
+    """pending, delivered, failed or cancelled."""
+    event_ids: list[int] = field(default_factory=list)
+    attempts: int = 0
+    created_at: Optional[datetime] = None
+    next_attempt_at: Optional[datetime] = None
+    last_attempt_at: Optional[datetime] = None
+    delivered_at: Optional[datetime] = None
+    response_status: Optional[int] = None
+    error: Optional[str] = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "WebhookDelivery":
+        rs = d.get("response_status")
+        return cls(
+            id=d.get("id") or "",
+            webhook_id=d.get("webhook_id") or "",
+            status=d.get("status") or "",
+            event_ids=[int(i) for i in d.get("event_ids") or []],
+            attempts=int(d.get("attempts") or 0),
+            created_at=parse_time(d.get("created_at")),
+            next_attempt_at=parse_time(d.get("next_attempt_at")),
+            last_attempt_at=parse_time(d.get("last_attempt_at")),
+            delivered_at=parse_time(d.get("delivered_at")),
+            response_status=int(rs) if isinstance(rs, int) else None,
+            error=_str(d.get("error")),
+            raw=d,
+        )
+
+
+@dataclass
+class WebhookDeliveryPage:
+    """A page of deliveries, newest first; pass next_cursor back for older ones."""
+
+    items: list[WebhookDelivery]
+    next_cursor: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "WebhookDeliveryPage":
+        return cls([WebhookDelivery.from_json(i) for i in d.get("items") or []], _str(d.get("next_cursor")))

@@ -19,6 +19,14 @@ export type Health = Schemas["Health"];
 export type ListSandboxesQuery = NonNullable<paths["/v1/sandboxes"]["get"]["parameters"]["query"]>;
 export type ListEventsQuery = NonNullable<paths["/v1/events"]["get"]["parameters"]["query"]>;
 export type ListSandboxEventsQuery = NonNullable<paths["/v1/sandboxes/{id}/events"]["get"]["parameters"]["query"]>;
+export type Webhook = Schemas["Webhook"];
+export type WebhookList = Schemas["WebhookList"];
+export type CreateWebhookRequest = Schemas["CreateWebhookRequest"];
+export type CreatedWebhook = Schemas["CreatedWebhook"];
+export type WebhookDelivery = Schemas["WebhookDelivery"];
+export type WebhookDeliveryList = Schemas["WebhookDeliveryList"];
+export type ReplayWebhookRequest = Schemas["ReplayWebhookRequest"];
+export type ListWebhookDeliveriesQuery = NonNullable<paths["/v1/webhooks/{id}/deliveries"]["get"]["parameters"]["query"]>;
 
 /** Options every call takes. */
 export interface CallOptions {
@@ -236,6 +244,38 @@ export class TetherClient {
   /** GET /v1/events: the tenant's events. */
   listEvents(query: ListEventsQuery = {}, opts: CallOptions = {}): Promise<EventList> {
     return this.#call(opts.signal, () => this.#api.GET("/v1/events", { params: { query }, signal: opts.signal }));
+  }
+
+  // --- webhooks (docs/webhooks.md; the API key needs manage_keys) ---
+
+  /** POST /v1/webhooks: registers an endpoint; the answer's secret is shown this once. */
+  createWebhook(body: CreateWebhookRequest, opts: CallOptions = {}): Promise<CreatedWebhook> {
+    return this.#call(opts.signal, () => this.#api.POST("/v1/webhooks", { body, signal: opts.signal }));
+  }
+
+  /** GET /v1/webhooks: the tenant's endpoints, oldest first. */
+  listWebhooks(opts: CallOptions = {}): Promise<WebhookList> {
+    return this.#call(opts.signal, () => this.#api.GET("/v1/webhooks", { signal: opts.signal }));
+  }
+
+  /** GET /v1/webhooks/{id} */
+  getWebhook(id: string, opts: CallOptions = {}): Promise<Webhook> {
+    return this.#call(opts.signal, () => this.#api.GET("/v1/webhooks/{id}", { params: { path: { id } }, signal: opts.signal }));
+  }
+
+  /** DELETE /v1/webhooks/{id}: deletes the endpoint and its history. */
+  deleteWebhook(id: string, opts: CallOptions = {}): Promise<Webhook> {
+    return this.#call(opts.signal, () => this.#api.DELETE("/v1/webhooks/{id}", { params: { path: { id } }, signal: opts.signal }));
+  }
+
+  /** GET /v1/webhooks/{id}/deliveries: the endpoint's deliveries, newest first. */
+  listWebhookDeliveries(id: string, query: ListWebhookDeliveriesQuery = {}, opts: CallOptions = {}): Promise<WebhookDeliveryList> {
+    return this.#call(opts.signal, () => this.#api.GET("/v1/webhooks/{id}/deliveries", { params: { path: { id }, query }, signal: opts.signal }));
+  }
+
+  /** POST /v1/webhooks/{id}/replay: re-enables the endpoint and delivers again from an event, a delivery, or (`{}`) where it stopped. */
+  replayWebhook(id: string, body: ReplayWebhookRequest = {}, opts: CallOptions = {}): Promise<Webhook> {
+    return this.#call(opts.signal, () => this.#api.POST("/v1/webhooks/{id}/replay", { params: { path: { id } }, body, signal: opts.signal }));
   }
 
   // --- exec ---

@@ -3,7 +3,11 @@ export type {
   CallOptions, CreateOptions, CreateSandboxRequest, Event, EventList, ExecRequest, ExecResult, ExecStreamEvent,
   Health, ListEventsQuery, ListSandboxEventsQuery, ListSandboxesQuery, OwnerLease as OwnerLeaseInfo, OwnerRelease,
   Provider, ProviderList, Sandbox, SandboxList, SandboxReason, TetherClientOptions, WaitOptions,
+  CreatedWebhook, CreateWebhookRequest, ListWebhookDeliveriesQuery, ReplayWebhookRequest, Webhook, WebhookDelivery,
+  WebhookDeliveryList, WebhookList,
 } from "./client.js";
+export { verifySignature, SIGNATURE_HEADER, DELIVERY_HEADER } from "./webhooks.js";
+export type { VerifyOptions } from "./webhooks.js";
 export { TetherError, isProblem } from "./errors.js";
 export type { Problem, ProblemCode, SandboxState } from "./errors.js";
 export { OwnerLease, DEFAULT_OWNER_TTL, defaultOwnerName, processOwner } from "./owner.js";

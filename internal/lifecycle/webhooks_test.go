@@ -1,0 +1,274 @@
+package lifecycle_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tetherhq/tether/internal/lifecycle"
+	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/webhook"
+	"github.com/tetherhq/tether/internal/webhook/webhooktest"
+)
+
+// endpoint registers a webhook endpoint for acme delivering to the
+// receiver, which checks signatures with its secret.
+func (e *env) endpoint(rcv *webhooktest.Receiver, f webhook.Filter) webhook.Endpoint {
+	e.t.Helper()
+	key, err := e.st.RegisterAPIKey(e.ctx, "acme", "test", "k")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	w, secret, err := e.st.CreateWebhook(e.ctx, webhook.NewEndpoint{Tenant: "acme", URL: rcv.URL + "/hook", Filter: f, By: key.ID})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	rcv.SetSecret(secret)
+	return w
+}
+
+// webhooks starts a delivery worker with a quick retry schedule, stopped
+// when the test ends.
+func (e *env) webhooks(cfg lifecycle.WebhookConfig, reg prometheus.Registerer) *lifecycle.Webhooks {
+	e.t.Helper()
+	cfg.PollInterval = 20 * time.Millisecond
+	cfg.MinBackoff, cfg.MaxBackoff = cmpOr(cfg.MinBackoff, 10*time.Millisecond), cmpOr(cfg.MaxBackoff, 100*time.Millisecond)
+	cfg.Timeout = cmpOr(cfg.Timeout, 2*time.Second)
+	w := lifecycle.NewWebhooks(cfg, e.st, e.notifier, e.log, reg)
+	w.Start(e.ctx)
+	e.t.Cleanup(func() { w.Stop(context.Background()) })
+	return w
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// waitDelivered waits until the receiver has had every one of the
+// tenant's events answered 2xx, and returns the deliveries.
+func (e *env) waitDelivered(rcv *webhooktest.Receiver, want int) []webhook.Payload {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ps, err := rcv.Delivered()
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if n := len(webhooktest.Events(ps)); n >= want || time.Now().After(deadline) {
+			return ps
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// tenantEvents is every event of acme, oldest first.
+func (e *env) tenantEvents() []sandbox.Event {
+	e.t.Helper()
+	evs, err := e.st.TenantEvents(e.ctx, "acme", 0, 10000)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return evs
+}
+
+// checkExactlyOnce: every event was delivered in exactly one delivery (one
+// idempotency key), each sandbox's in the order of its history.
+func checkExactlyOnce(t *testing.T, ps []webhook.Payload, all []sandbox.Event) {
+	t.Helper()
+	got := map[int64]int{}
+	last := map[string]int64{}
+	for _, e := range webhooktest.Events(ps) {
+		got[e.ID]++
+		if e.ID <= last[e.SandboxID] {
+			t.Errorf("sandbox %s: event %d delivered after %d", e.SandboxID, e.ID, last[e.SandboxID])
+		}
+		last[e.SandboxID] = e.ID
+	}
+	for _, e := range all {
+		if got[e.ID] != 1 {
+			t.Errorf("event %d (%s %s) delivered in %d deliveries; want 1", e.ID, e.SandboxID, e.To, got[e.ID])
+		}
+	}
+	if len(got) != len(all) {
+		t.Errorf("delivered %d distinct events; the tenant has %d", len(got), len(all))
+	}
+}
+
+// TestWebhooksDeliverLifecyclesThroughAnOutage: many sandboxes go through
+// their lifecycles, run by the real executor over the sim provider, while
+// the receiver is down for a while; once it is back, every event has
+// been delivered in exactly one delivery (retries resend the same body
+// under the same id), in order per sandbox, every request signed.
+func TestWebhooksDeliverLifecyclesThroughAnOutage(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	rcv := webhooktest.New(t)
+	e.endpoint(rcv, webhook.Filter{})
+	e.executor(lifecycle.ExecutorConfig{})
+	reg := prometheus.NewRegistry()
+	e.webhooks(lifecycle.WebhookConfig{AllowPrivate: true, BatchSize: 7}, reg)
+
+	rcv.SetDown(true)
+	const n = 40
+	var sbs []sandbox.Sandbox
+	for i := range n {
+		sbs = append(sbs, e.create("", func(p *sandbox.CreateParams) {
+			if i%4 == 0 {
+				p.Params = []byte(`{"create_delay_ms":30}`)
+			}
+		}))
+	}
+	for i, sb := range sbs {
+		e.waitFor(sb.ID, "ready", isState(sandbox.StateReady))
+		if i%2 == 0 {
+			if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(rcv.Attempts()) < 3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	rcv.SetDown(false)
+
+	all := e.tenantEvents()
+	if len(all) != n*3+n/2 {
+		t.Fatalf("tenant has %d events; want %d", len(all), n*3+n/2)
+	}
+	ps := e.waitDelivered(rcv, len(all))
+	checkExactlyOnce(t, ps, all)
+	retried := 0
+	for _, a := range rcv.Attempts() {
+		if a.Answered == 503 {
+			retried++
+		}
+		if !strings.HasPrefix(a.UserAgent, "tether-webhooks/") {
+			t.Errorf("User-Agent %q", a.UserAgent)
+		}
+	}
+	if retried == 0 {
+		t.Error("no attempt met the receiver down: the outage was not tested")
+	}
+	for _, p := range ps {
+		if len(p.Events) > 7 {
+			t.Errorf("delivery %s has %d events; the batch size is 7", p.ID, len(p.Events))
+		}
+	}
+	if got := outcome(t, reg, "retry"); got < 1 {
+		t.Errorf("retry outcomes counted: %v", got)
+	}
+}
+
+// outcome is the count of tether_webhook_deliveries_total with the
+// outcome in reg.
+func outcome(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if mf.GetName() == "tether_webhook_deliveries_total" && l.GetName() == "outcome" && l.GetValue() == outcome {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestWebhooksFailingEndpointAndReplay: retries end after RetryFor, the
+// endpoint becomes failing and is sent nothing more; a replay re-enables
+// it and what it missed arrives, under a new delivery id.
+func TestWebhooksFailingEndpointAndReplay(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	rcv := webhooktest.New(t)
+	rcv.SetDown(true)
+	w := e.endpoint(rcv, webhook.Filter{})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(lifecycle.NewWebhookCollector(e.st))
+	e.webhooks(lifecycle.WebhookConfig{AllowPrivate: true, RetryFor: 300 * time.Millisecond}, reg)
+	e.create("")
+
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err := e.st.Webhook(e.ctx, "acme", w.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State == webhook.StateFailing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the endpoint never became failing")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := outcome(t, reg, "failed"); got != 1 {
+		t.Errorf("failed outcomes = %v; want 1", got)
+	}
+	if n, err := testutil.GatherAndCount(reg, "tether_webhook_endpoints_failing"); err != nil || n != 1 {
+		t.Errorf("failing gauge: %d series, %v", n, err)
+	}
+	tried := len(rcv.Attempts())
+	rcv.SetDown(false)
+	e.create("")
+	time.Sleep(300 * time.Millisecond) // a failing endpoint gets nothing: there is no event to wait for
+	if got := len(rcv.Attempts()); got != tried {
+		t.Fatalf("a failing endpoint got %d more requests", got-tried)
+	}
+	key, _ := e.st.RegisterAPIKey(e.ctx, "acme", "test", "k")
+	if _, err := e.st.ReplayWebhook(e.ctx, "acme", w.ID, key.ID, webhook.ReplayFrom{}); err != nil {
+		t.Fatal(err)
+	}
+	all := e.tenantEvents()
+	ps := e.waitDelivered(rcv, len(all))
+	checkExactlyOnce(t, ps, all)
+	if ps[0].ID == rcv.Attempts()[0].Delivery {
+		t.Error("the replay reused the failed delivery's id")
+	}
+}
+
+// TestWebhooksRefusePrivateAddressesWhenDialling: an endpoint whose address
+// is loopback (as a host that resolved elsewhere at create time could be
+// by now) is never reached unless the operator allows private addresses:
+// the dialler checks the address it connects to.
+func TestWebhooksRefusePrivateAddressesWhenDialling(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	rcv := webhooktest.New(t)
+	w := e.endpoint(rcv, webhook.Filter{})
+	e.webhooks(lifecycle.WebhookConfig{}, nil)
+	e.create("")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ds, err := e.st.WebhookDeliveries(e.ctx, w.ID, 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 1 && ds[0].Attempts >= 2 {
+			if !strings.Contains(ds[0].Error, "forbidden address") || ds[0].ResponseStatus != 0 {
+				t.Fatalf("delivery error = %q, status %d; want a refused dial", ds[0].Error, ds[0].ResponseStatus)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deliveries = %+v", ds)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := len(rcv.Attempts()); n != 0 {
+		t.Fatalf("the receiver on loopback was reached %d times", n)
+	}
+}

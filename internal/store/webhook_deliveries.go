@@ -1,0 +1,242 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/webhook"
+)
+
+// PlanWebhookDeliveries records the next delivery of up to limit active
+// endpoints that have none pending and have events past their cursor, and
+// returns how many it recorded. A delivery holds up to batch of the
+// endpoint's matching events, in stream order; the events are read the
+// way StreamEvents reads them (only transactions older than the oldest
+// one still running), so none that commits later can fall behind a
+// cursor. Events the filter refuses are skipped (up to scan of them a
+// call): an endpoint whose filter matched none moves its cursor without a
+// delivery. Replicas plan different endpoints (SKIP LOCKED), and an
+// endpoint holds at most one pending delivery (a unique index), which
+// keeps its deliveries in order. The commit is durable, so the events
+// the delivery names are durable before it is sent.
+func (s *Store) PlanWebhookDeliveries(ctx context.Context, limit, batch, scan int) (int, error) {
+	planned := 0
+	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks w
+			WHERE state = 'active'
+			  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = w.id AND d.status = 'pending')
+			  AND EXISTS (SELECT 1 FROM sandbox_events e
+				WHERE e.tenant = w.tenant AND (e.tenant, e.txid, e.id) > (w.tenant, w.cursor_tx, w.cursor_id)
+				  AND e.txid < pg_snapshot_xmin(pg_current_snapshot()))
+			ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
+		if err != nil {
+			return err
+		}
+		due, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (webhook.Endpoint, error) { return scanWebhook(r) })
+		if err != nil {
+			return err
+		}
+		for _, w := range due {
+			ok, err := s.planOne(ctx, tx, w, batch, scan)
+			if err != nil {
+				return err
+			}
+			if ok {
+				planned++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, wrap("plan webhook deliveries", err)
+	}
+	return planned, nil
+}
+
+// planOne cuts endpoint w's next delivery (or, when no event matched, only
+// moves its cursor) and reports whether it recorded a delivery.
+func (s *Store) planOne(ctx context.Context, tx pgx.Tx, w webhook.Endpoint, batch, scan int) (bool, error) {
+	rows, err := tx.Query(ctx, `SELECT id, txid::text, to_state, coalesce(reason, '') FROM sandbox_events e
+		WHERE e.tenant = $1 AND (e.tenant, e.txid, e.id) > ($1, $2::text::xid8, $3)
+		  AND e.txid < pg_snapshot_xmin(pg_current_snapshot())
+		ORDER BY e.tenant, e.txid, e.id LIMIT $4`, w.Tenant, strconv.FormatUint(w.Cursor.Tx, 10), w.Cursor.ID, scan)
+	if err != nil {
+		return false, err
+	}
+	var ids []int64
+	last := w.Cursor
+	for rows.Next() {
+		var e sandbox.Event
+		var txid string
+		if err := rows.Scan(&e.ID, &txid, &e.To, &e.Reason); err != nil {
+			rows.Close()
+			return false, err
+		}
+		n, err := strconv.ParseUint(txid, 10, 64)
+		if err != nil {
+			rows.Close()
+			return false, err
+		}
+		if len(ids) == batch {
+			break // the batch is full: it ends at its last event
+		}
+		last = sandbox.StreamPosition{Tx: n, ID: e.ID}
+		if w.Filter.Match(e) {
+			ids = append(ids, e.ID)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return false, err
+	}
+	if len(ids) == 0 {
+		_, err := tx.Exec(ctx, `UPDATE webhooks SET cursor_tx = $2::text::xid8, cursor_id = $3 WHERE id = $1`,
+			w.ID, strconv.FormatUint(last.Tx, 10), last.ID)
+		return false, err
+	}
+	now := s.Now()
+	_, err = tx.Exec(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, tenant, status, event_ids,
+			after_tx, after_id, last_tx, last_id, created_at, next_attempt_at)
+		VALUES ($1, $2, $3, 'pending', $4, $5::text::xid8, $6, $7::text::xid8, $8, $9, $9)`,
+		webhook.NewDeliveryID(), w.ID, w.Tenant, ids, strconv.FormatUint(w.Cursor.Tx, 10), w.Cursor.ID,
+		strconv.FormatUint(last.Tx, 10), last.ID, now)
+	return err == nil, err
+}
+
+// DeliveryClaim is a delivery claimed for sending, with what sending it
+// takes.
+type DeliveryClaim struct {
+	webhook.Delivery
+	URL    string
+	Secret string
+	// Events are the delivery's events, in its order.
+	Events []sandbox.Event
+}
+
+// ClaimWebhookDeliveries claims up to limit pending deliveries that are due
+// and that no live lease holds, for worker, until now+lease, counting an
+// attempt for each; rows other replicas hold are skipped, so no two send
+// one delivery at once. A claim whose lease lapses (its worker died) is
+// claimed again.
+func (s *Store) ClaimWebhookDeliveries(ctx context.Context, worker string, limit int, lease time.Duration) ([]DeliveryClaim, error) {
+	now := s.Now()
+	rows, err := s.work.Query(ctx, `
+		WITH picked AS (
+			SELECT seq FROM webhook_deliveries
+			WHERE status = 'pending' AND next_attempt_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at < $1)
+			ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED
+		), upd AS (
+			UPDATE webhook_deliveries d SET attempts = d.attempts + 1, lease_owner = $3, lease_expires_at = $4, last_attempt_at = $1
+			FROM picked WHERE d.seq = picked.seq
+			RETURNING d.*
+		)
+		SELECT `+deliveryColumns+`,
+			(SELECT w.url FROM webhooks w WHERE w.id = upd.webhook_id),
+			(SELECT w.secret FROM webhooks w WHERE w.id = upd.webhook_id)
+		FROM upd`, now, limit, worker, now.Add(lease))
+	if err != nil {
+		return nil, wrap("claim webhook deliveries", err)
+	}
+	claims, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeliveryClaim, error) {
+		var c DeliveryClaim
+		var err error
+		c.Delivery, err = scanDelivery(r, &c.URL, &c.Secret)
+		return c, err
+	})
+	if err != nil {
+		return nil, wrap("claim webhook deliveries", err)
+	}
+	for i := range claims {
+		if claims[i].Events, err = s.eventsByID(ctx, claims[i].EventIDs); err != nil {
+			return nil, err
+		}
+	}
+	return claims, nil
+}
+
+// eventsByID returns the events with the given ids, in that order.
+func (s *Store) eventsByID(ctx context.Context, ids []int64) ([]sandbox.Event, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+eventKeyColumns+`
+		FROM unnest($1::bigint[]) WITH ORDINALITY AS u(want, n) JOIN sandbox_events ON id = want ORDER BY n`, ids)
+	if err != nil {
+		return nil, wrap("delivery events", err)
+	}
+	events, err := collectEvents(rows, "delivery events")
+	if err != nil {
+		return nil, err
+	}
+	if len(events) != len(ids) {
+		return nil, errors.New("store: delivery events: an event of the delivery is missing")
+	}
+	return events, nil
+}
+
+// Attempt is the outcome of sending a claimed delivery.
+type Attempt struct {
+	Seq     int64
+	Attempt int
+	Worker  string
+	// Delivered: the receiver answered 2xx.
+	Delivered bool
+	// Status is the receiver's HTTP status (0: no answer); Error says what
+	// went wrong.
+	Status int
+	Error  string
+	// Retry is when to try again; GiveUp ends the delivery failed and marks
+	// the endpoint failing instead.
+	Retry  time.Time
+	GiveUp bool
+}
+
+// RecordWebhookAttempt records an attempt of a delivery, fenced on the
+// claim (the attempt, the worker, still pending): a delivered one moves the
+// endpoint's cursor to the end of its batch in the same statement; a
+// failed one is due again at Retry, or with GiveUp ends failed and makes
+// the endpoint failing. It reports whether the claim still held (a replay
+// or a delete since makes it not, and changes nothing).
+func (s *Store) RecordWebhookAttempt(ctx context.Context, a Attempt) (bool, error) {
+	now := s.Now()
+	status := "pending"
+	var next *time.Time
+	switch {
+	case a.Delivered:
+		status = "delivered"
+	case a.GiveUp:
+		status = "failed"
+	default:
+		next = &a.Retry
+	}
+	var errText *string
+	if a.Error != "" {
+		errText = &a.Error
+	}
+	var respStatus *int
+	if a.Status != 0 {
+		respStatus = &a.Status
+	}
+	var n int
+	err := s.work.QueryRow(ctx, `
+		WITH d AS (
+			UPDATE webhook_deliveries SET status = $4, next_attempt_at = $5, lease_owner = NULL, lease_expires_at = NULL,
+				response_status = $6, error = $7, delivered_at = CASE WHEN $4 = 'delivered' THEN $8::timestamptz END
+			WHERE seq = $1 AND attempts = $2 AND lease_owner = $3 AND status = 'pending'
+			RETURNING webhook_id, last_tx, last_id
+		), w AS (
+			UPDATE webhooks w SET
+				cursor_tx = CASE WHEN $4 = 'delivered' THEN d.last_tx ELSE w.cursor_tx END,
+				cursor_id = CASE WHEN $4 = 'delivered' THEN d.last_id ELSE w.cursor_id END,
+				state = CASE WHEN $4 = 'failed' THEN 'failing' ELSE w.state END,
+				failing_since = CASE WHEN $4 = 'failed' THEN $8::timestamptz ELSE w.failing_since END
+			FROM d WHERE w.id = d.webhook_id AND $4 <> 'pending'
+		)
+		SELECT count(*) FROM d`, a.Seq, a.Attempt, a.Worker, status, next, respStatus, errText, now).Scan(&n)
+	if err != nil {
+		return false, wrap("record webhook attempt", err)
+	}
+	return n == 1, nil
+}

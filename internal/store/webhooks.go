@@ -1,0 +1,272 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/webhook"
+)
+
+// Webhook endpoints and their deliveries. The outbox is the event history:
+// an endpoint's cursor is a position in its tenant's event stream (see
+// StreamEvents), and PlanWebhookDeliveries cuts the events after it into
+// deliveries, recorded before they are sent. Nothing here runs on the
+// create or delete path.
+
+const webhookColumns = `id, tenant, url, description, filter_states, filter_reasons, state, cursor_tx::text, cursor_id,
+	created_at, coalesce(created_by_key_id, ''), failing_since`
+
+func scanWebhook(row pgx.Row) (webhook.Endpoint, error) {
+	var w webhook.Endpoint
+	var states, reasons []string
+	var tx string
+	err := row.Scan(&w.ID, &w.Tenant, &w.URL, &w.Description, &states, &reasons, &w.State, &tx, &w.Cursor.ID,
+		&w.CreatedAt, &w.CreatedBy, &w.FailingSince)
+	if err != nil {
+		return w, err
+	}
+	for _, s := range states {
+		w.Filter.States = append(w.Filter.States, sandbox.State(s))
+	}
+	for _, r := range reasons {
+		w.Filter.Reasons = append(w.Filter.Reasons, sandbox.Reason(r))
+	}
+	w.Cursor.Tx, err = strconv.ParseUint(tx, 10, 64)
+	return w, err
+}
+
+func filterArrays(f webhook.Filter) (states, reasons []string) {
+	states, reasons = []string{}, []string{}
+	for _, s := range f.States {
+		states = append(states, string(s))
+	}
+	for _, r := range f.Reasons {
+		reasons = append(reasons, string(r))
+	}
+	return states, reasons
+}
+
+// coded returns err as it is when it is an error for the client (a
+// *sandbox.Error), else wrapped with the operation.
+func coded(op string, err error) error {
+	var c *sandbox.Error
+	if errors.As(err, &c) {
+		return err
+	}
+	return wrap(op, err)
+}
+
+// CreateWebhook records a new endpoint whose cursor is the stream's end now
+// (it gets the events that commit from now on), with a new random secret,
+// and returns it with the secret. The asking key must be live and have
+// manage_keys (else UNAUTHENTICATED or FORBIDDEN), and the tenant under
+// its cap of endpoints (else QUOTA_EXCEEDED).
+func (s *Store) CreateWebhook(ctx context.Context, ne webhook.NewEndpoint) (webhook.Endpoint, string, error) {
+	secret := webhook.NewSecret()
+	states, reasons := filterArrays(ne.Filter)
+	var w webhook.Endpoint
+	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
+		if err := mayManage(ctx, tx, ne.Tenant, ne.By, "create webhooks"); err != nil {
+			return err
+		}
+		// One create at a time per tenant, so that the cap holds.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM tenants WHERE name = $1 FOR UPDATE`, ne.Tenant); err != nil {
+			return err
+		}
+		if ne.Max > 0 {
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM webhooks WHERE tenant = $1`, ne.Tenant).Scan(&n); err != nil {
+				return err
+			}
+			if n >= ne.Max {
+				return sandbox.Errorf(sandbox.CodeQuotaExceeded, "tenant %s has %d webhook endpoints, its limit; delete one first", ne.Tenant, n)
+			}
+		}
+		var err error
+		// The stream's end: everything of the oldest transaction still
+		// running and later comes after (xmin-1, max).
+		w, err = scanWebhook(tx.QueryRow(ctx, `
+			INSERT INTO webhooks (id, tenant, url, description, secret, filter_states, filter_reasons,
+				cursor_tx, cursor_id, created_at, created_by_key_id)
+			VALUES ($1, $2, $3, $4, $5, $6, $7,
+				(pg_snapshot_xmin(pg_current_snapshot())::text::numeric - 1)::text::xid8, 9223372036854775807, $8, $9)
+			RETURNING `+webhookColumns,
+			webhook.NewEndpointID(), ne.Tenant, ne.URL, ne.Description, secret, states, reasons, s.Now(), ne.By))
+		return err
+	})
+	if err != nil {
+		return webhook.Endpoint{}, "", coded("create webhook", err)
+	}
+	return w, secret, nil
+}
+
+// mayManage checks, in tx, that the key by is live and has manage_keys,
+// the scope webhooks take: an endpoint sends every event of the tenant
+// wherever its URL says.
+func mayManage(ctx context.Context, tx pgx.Tx, tenant, by, what string) error {
+	manage, err := actingKey(ctx, tx, tenant, by)
+	if err != nil {
+		return err
+	}
+	if !manage {
+		return sandbox.Errorf(sandbox.CodeForbidden, "this API key may not %s (it lacks manage_keys); ask with a key that has it", what)
+	}
+	return nil
+}
+
+// Webhooks returns the tenant's endpoints, oldest first.
+func (s *Store) Webhooks(ctx context.Context, tenant string) ([]webhook.Endpoint, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant = $1 ORDER BY created_at, id`, tenant)
+	if err != nil {
+		return nil, wrap("webhooks", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (webhook.Endpoint, error) { return scanWebhook(r) })
+	if err != nil {
+		return nil, wrap("webhooks", err)
+	}
+	return out, nil
+}
+
+// Webhook returns the tenant's endpoint id, or ErrNotFound.
+func (s *Store) Webhook(ctx context.Context, tenant, id string) (webhook.Endpoint, error) {
+	w, err := scanWebhook(s.pool.QueryRow(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant = $1 AND id = $2`, tenant, id))
+	if err != nil {
+		return w, wrap("webhook", err)
+	}
+	return w, nil
+}
+
+// DeleteWebhook deletes the tenant's endpoint and its deliveries, as the
+// key by asks (it must have manage_keys), and returns it. A delivery being
+// sent meanwhile records nothing.
+func (s *Store) DeleteWebhook(ctx context.Context, tenant, id, by string) (webhook.Endpoint, error) {
+	var w webhook.Endpoint
+	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
+		if err := mayManage(ctx, tx, tenant, by, "delete webhooks"); err != nil {
+			return err
+		}
+		var err error
+		w, err = scanWebhook(tx.QueryRow(ctx, `DELETE FROM webhooks WHERE tenant = $1 AND id = $2 RETURNING `+webhookColumns, tenant, id))
+		return err
+	})
+	if err != nil {
+		return w, coded("delete webhook", err)
+	}
+	return w, nil
+}
+
+// ReplayWebhook re-enables the tenant's endpoint (active again) and moves
+// its cursor to where from says, cancelling its pending delivery: the
+// events from there are delivered again, under new delivery ids. The
+// asking key must have manage_keys. An event or delivery that is not the
+// tenant's (or the endpoint's) is INVALID_REQUEST.
+func (s *Store) ReplayWebhook(ctx context.Context, tenant, id, by string, from webhook.ReplayFrom) (webhook.Endpoint, error) {
+	var w webhook.Endpoint
+	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
+		if err := mayManage(ctx, tx, tenant, by, "replay webhooks"); err != nil {
+			return err
+		}
+		var err error
+		if w, err = scanWebhook(tx.QueryRow(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant = $1 AND id = $2 FOR UPDATE`, tenant, id)); err != nil {
+			return err
+		}
+		cursor, err := replayCursor(ctx, tx, w, from)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET status = 'cancelled', next_attempt_at = NULL,
+			lease_owner = NULL, lease_expires_at = NULL, error = 'cancelled by a replay'
+			WHERE webhook_id = $1 AND status = 'pending'`, id); err != nil {
+			return err
+		}
+		w, err = scanWebhook(tx.QueryRow(ctx, `UPDATE webhooks SET state = 'active', failing_since = NULL,
+			cursor_tx = $2::text::xid8, cursor_id = $3 WHERE id = $1 RETURNING `+webhookColumns,
+			id, strconv.FormatUint(cursor.Tx, 10), cursor.ID))
+		return err
+	})
+	if err != nil {
+		return w, coded("replay webhook", err)
+	}
+	return w, nil
+}
+
+// replayCursor is the position a replay of w from from starts after.
+func replayCursor(ctx context.Context, tx pgx.Tx, w webhook.Endpoint, from webhook.ReplayFrom) (sandbox.StreamPosition, error) {
+	var txid string
+	var id int64
+	var err error
+	switch {
+	case from.EventID > 0:
+		id = from.EventID
+		err = tx.QueryRow(ctx, `SELECT txid::text FROM sandbox_events WHERE tenant = $1 AND id = $2`, w.Tenant, id).Scan(&txid)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return sandbox.StreamPosition{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "the tenant has no event %d", id)
+		}
+		id-- // from the event itself: after its predecessor in its transaction
+	case from.DeliveryID != "":
+		err = tx.QueryRow(ctx, `SELECT after_tx::text, after_id FROM webhook_deliveries WHERE webhook_id = $1 AND id = $2`,
+			w.ID, from.DeliveryID).Scan(&txid, &id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return sandbox.StreamPosition{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "webhook %s has no delivery %s", w.ID, from.DeliveryID)
+		}
+	default:
+		return w.Cursor, nil
+	}
+	if err != nil {
+		return sandbox.StreamPosition{}, err
+	}
+	n, err := strconv.ParseUint(txid, 10, 64)
+	return sandbox.StreamPosition{Tx: n, ID: id}, err
+}
+
+const deliveryColumns = `seq, id, webhook_id, tenant, status, event_ids, after_tx::text, after_id, last_tx::text, last_id,
+	attempts, created_at, next_attempt_at, last_attempt_at, delivered_at, coalesce(response_status, 0), coalesce(error, '')`
+
+func scanDelivery(row pgx.Row, extra ...any) (webhook.Delivery, error) {
+	var d webhook.Delivery
+	var afterTx, lastTx string
+	dest := append([]any{&d.Seq, &d.ID, &d.EndpointID, &d.Tenant, &d.Status, &d.EventIDs, &afterTx, &d.After.ID, &lastTx, &d.Last.ID,
+		&d.Attempts, &d.CreatedAt, &d.NextAttemptAt, &d.LastAttemptAt, &d.DeliveredAt, &d.ResponseStatus, &d.Error}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return d, err
+	}
+	var err1, err2 error
+	d.After.Tx, err1 = strconv.ParseUint(afterTx, 10, 64)
+	d.Last.Tx, err2 = strconv.ParseUint(lastTx, 10, 64)
+	return d, errors.Join(err1, err2)
+}
+
+// WebhookDeliveries returns the endpoint's deliveries newest first: at most
+// limit of those before the one with sequence number before (0: from the
+// newest). The caller checks the endpoint is the tenant's first.
+func (s *Store) WebhookDeliveries(ctx context.Context, webhookID string, before int64, limit int) ([]webhook.Delivery, error) {
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries
+		WHERE webhook_id = $1 AND seq < $2 ORDER BY webhook_id, seq DESC LIMIT $3`, webhookID, before, limit)
+	if err != nil {
+		return nil, wrap("webhook deliveries", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (webhook.Delivery, error) { return scanDelivery(r) })
+	if err != nil {
+		return nil, wrap("webhook deliveries", err)
+	}
+	return out, nil
+}
+
+// WebhookStats counts the endpoints that are failing and the deliveries
+// pending, with the creation time of the oldest of those, for metrics.
+func (s *Store) WebhookStats(ctx context.Context) (failing, pending int64, oldest *time.Time, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhooks WHERE state = 'failing'),
+		count(*), min(created_at) FROM webhook_deliveries WHERE status = 'pending'`).Scan(&failing, &pending, &oldest)
+	if err != nil {
+		return 0, 0, nil, wrap("webhook stats", err)
+	}
+	return failing, pending, oldest, nil
+}

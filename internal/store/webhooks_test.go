@@ -1,0 +1,385 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/store"
+	"github.com/tetherhq/tether/internal/webhook"
+)
+
+// adminKey is the id of the operator key setup registered for acme.
+func (b bundle) adminKey(t *testing.T) string {
+	t.Helper()
+	k, err := b.st.RegisterAPIKey(b.ctx, "acme", "test", "key-acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.ID
+}
+
+func (b bundle) endpoint(t *testing.T, f webhook.Filter) webhook.Endpoint {
+	t.Helper()
+	w, secret, err := b.st.CreateWebhook(b.ctx, webhook.NewEndpoint{Tenant: "acme", URL: "http://127.0.0.1:1/hook", Filter: f, By: b.adminKey(t), Max: 10})
+	if err != nil {
+		t.Fatalf("CreateWebhook: %v", err)
+	}
+	if secret == "" || w.State != webhook.StateActive {
+		t.Fatalf("created %+v with secret %q", w, secret)
+	}
+	return w
+}
+
+// claimDelivery plans and claims the one due delivery, failing unless
+// there is exactly one. It polls: transactions ids are the cluster's, so
+// a transaction of another test's database that is still running holds
+// the stream back for a moment.
+func (b bundle) claimDelivery(t *testing.T, worker string) store.DeliveryClaim {
+	t.Helper()
+	var claims []store.DeliveryClaim
+	for deadline := time.Now().Add(10 * time.Second); len(claims) == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if _, err := b.st.PlanWebhookDeliveries(b.ctx, 10, 100, 1000); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if claims, err = b.st.ClaimWebhookDeliveries(b.ctx, worker, 10, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(claims) != 1 {
+		t.Fatalf("claimed %d deliveries; want 1", len(claims))
+	}
+	return claims[0]
+}
+
+// planAll plans until want deliveries were planned in all (see
+// claimDelivery for why it polls).
+func (b bundle) planAll(t *testing.T, batch, want int) {
+	t.Helper()
+	got := 0
+	for deadline := time.Now().Add(10 * time.Second); got < want && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		n, err := b.st.PlanWebhookDeliveries(b.ctx, 100, batch, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += n
+	}
+	if got != want {
+		t.Fatalf("planned %d deliveries; want %d", got, want)
+	}
+}
+
+func eventIDs(evs []sandbox.Event) []int64 {
+	out := make([]int64, len(evs))
+	for i, e := range evs {
+		out[i] = e.ID
+	}
+	return out
+}
+
+// TestWebhookRetryResendsTheSameBatch: a failed attempt leaves the cursor
+// where it was and the retry carries the same id and the same events, even
+// with new events recorded meanwhile; only a 2xx moves the cursor, and the
+// next delivery starts after it.
+func TestWebhookRetryResendsTheSameBatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := b.endpoint(t, webhook.Filter{})
+	sb := b.create(t)
+	b.create(t, func(p *sandbox.CreateParams) { p.Tenant = "other" }) // another tenant's: never delivered
+
+	first := b.claimDelivery(t, "w1")
+	if got := eventIDs(first.Events); len(got) != 1 || first.Events[0].SandboxID != sb.ID || first.Attempts != 1 {
+		t.Fatalf("first delivery = %+v; want the one event of %s, attempt 1", first.Delivery, sb.ID)
+	}
+	if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+		t.Fatal(err)
+	}
+	ok, err := b.st.RecordWebhookAttempt(b.ctx, store.Attempt{Seq: first.Seq, Attempt: 1, Worker: "w1", Status: 503, Error: "503", Retry: b.clock.Now()})
+	if err != nil || !ok {
+		t.Fatalf("record failure: %v %v", ok, err)
+	}
+	if got, _ := b.st.Webhook(b.ctx, "acme", w.ID); got.Cursor != w.Cursor {
+		t.Fatalf("cursor moved on a failure: %+v -> %+v", w.Cursor, got.Cursor)
+	}
+	retry := b.claimDelivery(t, "w2")
+	if retry.ID != first.ID || !slices.Equal(eventIDs(retry.Events), eventIDs(first.Events)) || retry.Attempts != 2 {
+		t.Fatalf("retry = %s %v attempt %d; want %s %v attempt 2", retry.ID, eventIDs(retry.Events), retry.Attempts, first.ID, eventIDs(first.Events))
+	}
+	// The first worker's claim is gone: its late result changes nothing.
+	if ok, _ := b.st.RecordWebhookAttempt(b.ctx, store.Attempt{Seq: first.Seq, Attempt: 1, Worker: "w1", Delivered: true}); ok {
+		t.Fatal("a stale claim's result was recorded")
+	}
+	if ok, err := b.st.RecordWebhookAttempt(b.ctx, store.Attempt{Seq: retry.Seq, Attempt: 2, Worker: "w2", Delivered: true, Status: 200}); err != nil || !ok {
+		t.Fatalf("record delivered: %v %v", ok, err)
+	}
+	if got, _ := b.st.Webhook(b.ctx, "acme", w.ID); got.Cursor != retry.Last {
+		t.Fatalf("cursor = %+v; want the batch's end %+v", got.Cursor, retry.Last)
+	}
+	next := b.claimDelivery(t, "w1")
+	if len(next.Events) != 1 || next.Events[0].To != sandbox.StateCancelled || next.ID == first.ID {
+		t.Fatalf("next delivery = %v; want the cancel, under a new id", next.Events)
+	}
+	ds, err := b.st.WebhookDeliveries(b.ctx, w.ID, 0, 10)
+	if err != nil || len(ds) != 2 || ds[1].Status != webhook.StatusDelivered || ds[1].Attempts != 2 || ds[1].ResponseStatus != 200 {
+		t.Fatalf("history = %+v, %v", ds, err)
+	}
+}
+
+// TestWebhookClaimsAreExclusive: several stores claiming at once never
+// hold one delivery together.
+func TestWebhookClaimsAreExclusive(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const endpoints = 8
+	for range endpoints {
+		b.endpoint(t, webhook.Filter{})
+	}
+	b.create(t)
+	b.planAll(t, 10, endpoints)
+	stores := []*store.Store{b.st}
+	for range 3 {
+		stores = append(stores, store.New(b.st.Pool(), store.WithClock(b.clock.Now)))
+	}
+	var mu sync.Mutex
+	claimed := map[string]int{}
+	var wg sync.WaitGroup
+	for i, st := range stores {
+		for g := range 3 {
+			wg.Go(func() {
+				for range 5 {
+					cs, err := st.ClaimWebhookDeliveries(context.Background(), "worker", 1, time.Minute)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					for _, c := range cs {
+						claimed[c.ID]++
+					}
+					mu.Unlock()
+				}
+				_ = i + g
+			})
+		}
+	}
+	wg.Wait()
+	if len(claimed) != endpoints {
+		t.Errorf("claimed %d distinct deliveries; want %d", len(claimed), endpoints)
+	}
+	for id, n := range claimed {
+		if n != 1 {
+			t.Errorf("delivery %s claimed %d times under a live lease", id, n)
+		}
+	}
+	// Once the leases lapse, they are claimed again (a worker died).
+	b.clock.Advance(2 * time.Minute)
+	cs, err := b.st.ClaimWebhookDeliveries(b.ctx, "rescuer", 100, time.Minute)
+	if err != nil || len(cs) != endpoints {
+		t.Errorf("after the leases lapsed: %d claims, %v; want %d", len(cs), err, endpoints)
+	}
+}
+
+// TestWebhookPlanWaitsForLateCommits: an event whose transaction commits
+// after a later event's is not skipped: the plan stops before both until
+// the older transaction ends, then delivers them in stream order.
+func TestWebhookPlanWaitsForLateCommits(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	early := b.create(t)
+	b.endpoint(t, webhook.Filter{})
+	tx, err := b.st.Pool().Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(b.ctx) }()
+	var lateID int64
+	if err := tx.QueryRow(b.ctx, `INSERT INTO sandbox_events (sandbox_id, tenant, to_state, actor, message)
+		VALUES ($1, 'acme', 'requested', 'client', 'late') RETURNING id`, early.ID).Scan(&lateID); err != nil {
+		t.Fatal(err)
+	}
+	later := b.create(t) // a higher id, committed first
+	if n, err := b.st.PlanWebhookDeliveries(b.ctx, 10, 100, 1000); err != nil || n != 0 {
+		t.Fatalf("planned %d, %v while an older transaction runs; want 0", n, err)
+	}
+	if err := tx.Commit(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The endpoint's cursor is the stream's end when it was made, which a
+	// transaction still running anywhere on the cluster holds back: the
+	// early create may come first. Then the late event, then the later one.
+	c := b.claimDelivery(t, "w")
+	ids := eventIDs(c.Events)
+	if len(ids) > 0 && c.Events[0].SandboxID == early.ID && c.Events[0].ID != lateID {
+		ids = ids[1:]
+	}
+	if len(ids) != 2 || ids[0] != lateID || c.Events[len(c.Events)-1].SandboxID != later.ID {
+		t.Fatalf("delivery events = %v; want the late one (%d) then %s's", c.Events, lateID, later.ID)
+	}
+}
+
+// TestWebhookFilterAndBatches: the filter's refused events are skipped (a
+// cursor moves past them without a delivery), and a batch holds at most
+// batch events.
+func TestWebhookFilterAndBatches(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := b.endpoint(t, webhook.Filter{States: []sandbox.State{sandbox.StateCancelled}})
+	var sbs []sandbox.Sandbox
+	for range 5 {
+		sbs = append(sbs, b.create(t))
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if n, err := b.st.PlanWebhookDeliveries(b.ctx, 10, 2, 1000); err != nil || n != 0 {
+			t.Fatalf("planned %d, %v for refused events only; want 0", n, err)
+		}
+		moved, _ := b.st.Webhook(b.ctx, "acme", w.ID)
+		if moved.Cursor.After(w.Cursor) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cursor did not move past refused events: %+v", moved.Cursor)
+		}
+	}
+	for _, sb := range sbs {
+		if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for len(got) < 5 {
+		b.planAll(t, 2, 1)
+		cs, err := b.st.ClaimWebhookDeliveries(b.ctx, "w", 10, time.Minute)
+		if err != nil || len(cs) != 1 || len(cs[0].Events) > 2 {
+			t.Fatalf("claims %+v, %v; want one batch of at most 2", cs, err)
+		}
+		for _, e := range cs[0].Events {
+			if e.To != sandbox.StateCancelled {
+				t.Errorf("delivered a %s event through a cancelled-only filter", e.To)
+			}
+			got = append(got, e.SandboxID)
+		}
+		if ok, err := b.st.RecordWebhookAttempt(b.ctx, store.Attempt{Seq: cs[0].Seq, Attempt: 1, Worker: "w", Delivered: true, Status: 204}); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+	}
+	if len(got) != 5 {
+		t.Errorf("delivered %d cancels; want 5", len(got))
+	}
+	for i, sb := range sbs {
+		if got[i] != sb.ID {
+			t.Errorf("cancel %d delivered for %s; want %s (stream order)", i, got[i], sb.ID)
+		}
+	}
+}
+
+// TestWebhookGiveUpAndReplay: giving up fails the delivery and the
+// endpoint; a failing endpoint gets nothing until a replay, which resumes
+// at its cursor (or at an event, or a delivery) under new ids.
+func TestWebhookGiveUpAndReplay(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := b.endpoint(t, webhook.Filter{})
+	sb := b.create(t)
+	c := b.claimDelivery(t, "w")
+	if ok, err := b.st.RecordWebhookAttempt(b.ctx, store.Attempt{Seq: c.Seq, Attempt: 1, Worker: "w", Error: "connection refused", GiveUp: true}); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	failing, _ := b.st.Webhook(b.ctx, "acme", w.ID)
+	if failing.State != webhook.StateFailing || failing.FailingSince == nil {
+		t.Fatalf("endpoint after giving up = %+v; want failing", failing)
+	}
+	b.create(t)
+	// Once the stream shows both creates (see claimDelivery), a failing
+	// endpoint still gets no delivery.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		evs, err := b.st.StreamEvents(b.ctx, "acme", w.Cursor, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stream shows %d events; want 2", len(evs))
+		}
+	}
+	if n, _ := b.st.PlanWebhookDeliveries(b.ctx, 10, 100, 1000); n != 0 {
+		t.Fatalf("planned %d for a failing endpoint", n)
+	}
+	key := b.adminKey(t)
+	if _, err := b.st.ReplayWebhook(b.ctx, "other", w.ID, key, webhook.ReplayFrom{}); err == nil {
+		t.Fatal("another tenant replayed the endpoint")
+	}
+	if _, err := b.st.ReplayWebhook(b.ctx, "acme", w.ID, key, webhook.ReplayFrom{EventID: 1 << 40}); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+		t.Fatalf("replay from an unknown event: %v", err)
+	}
+	re, err := b.st.ReplayWebhook(b.ctx, "acme", w.ID, key, webhook.ReplayFrom{})
+	if err != nil || re.State != webhook.StateActive || re.Cursor != w.Cursor {
+		t.Fatalf("replay = %+v, %v; want active at the old cursor", re, err)
+	}
+	again := b.claimDelivery(t, "w")
+	if again.ID == c.ID || len(again.Events) != 2 || again.Events[0].SandboxID != sb.ID {
+		t.Fatalf("after replay: %s %v; want a new id with both creates", again.ID, again.Events)
+	}
+	// A replay from a delivery cancels the pending one and starts at that
+	// delivery's first event.
+	if _, err := b.st.ReplayWebhook(b.ctx, "acme", w.ID, key, webhook.ReplayFrom{DeliveryID: c.ID}); err != nil {
+		t.Fatal(err)
+	}
+	ds, _ := b.st.WebhookDeliveries(b.ctx, w.ID, 0, 10)
+	if len(ds) != 2 || ds[0].Status != webhook.StatusCancelled || ds[1].Status != webhook.StatusFailed {
+		t.Fatalf("history = %+v; want cancelled then failed", ds)
+	}
+	third := b.claimDelivery(t, "w")
+	if third.Events[0].ID != c.Events[0].ID {
+		t.Fatalf("replay from delivery starts at %d; want %d", third.Events[0].ID, c.Events[0].ID)
+	}
+	// Deleting the endpoint removes its history; an attempt in flight
+	// records nothing.
+	if _, err := b.st.DeleteWebhook(b.ctx, "acme", w.ID, key); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := b.st.RecordWebhookAttempt(b.ctx, store.Attempt{Seq: third.Seq, Attempt: 1, Worker: "w", Delivered: true}); ok {
+		t.Error("an attempt of a deleted endpoint was recorded")
+	}
+	if _, err := b.st.Webhook(b.ctx, "acme", w.ID); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("deleted endpoint: %v", err)
+	}
+}
+
+// TestWebhookCapAndScope: a key without manage_keys may not create one;
+// the tenant's cap holds.
+func TestWebhookCapAndScope(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	key := b.adminKey(t)
+	plain, _, err := b.st.MintAPIKey(b.ctx, sandbox.NewAPIKey{Tenant: "acme", Name: "plain", By: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ne := webhook.NewEndpoint{Tenant: "acme", URL: "http://127.0.0.1:1/", By: plain.ID, Max: 2}
+	if _, _, err := b.st.CreateWebhook(b.ctx, ne); sandbox.ErrorCode(err) != sandbox.CodeForbidden {
+		t.Fatalf("create without manage_keys: %v", err)
+	}
+	ne.By = key
+	for range 2 {
+		if _, _, err := b.st.CreateWebhook(b.ctx, ne); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := b.st.CreateWebhook(b.ctx, ne); sandbox.ErrorCode(err) != sandbox.CodeQuotaExceeded {
+		t.Fatalf("create past the cap: %v", err)
+	}
+	if ws, _ := b.st.Webhooks(b.ctx, "acme"); len(ws) != 2 {
+		t.Errorf("%d endpoints; want 2", len(ws))
+	}
+	if ws, _ := b.st.Webhooks(b.ctx, "other"); len(ws) != 0 {
+		t.Errorf("other tenant sees %d endpoints", len(ws))
+	}
+}
