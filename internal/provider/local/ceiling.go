@@ -9,8 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/tetherhq/tether/internal/host/hostos"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -77,16 +76,6 @@ func hostShareDefaults(share Limits) Limits {
 	return share
 }
 
-// diskMB is three quarters of the space free in dir's file system, in
-// MiB: the largest workspace a create may ask for. 0 if unknown.
-func diskMB(dir string) int {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return 0
-	}
-	return int(int64(st.Bavail) * st.Bsize / 4 * 3 >> 20) //nolint:gosec // sizes of a real file system
-}
-
 // hostMemory is the host's memory, or the limit of the memory control
 // group Tether runs in (cgroup v1 or v2) if that is lower, in bytes.
 func hostMemory() int64 {
@@ -140,7 +129,7 @@ func (p *Provider) capToShare(dir string) {
 		limit(&lim.Pids, p.hostShare.Pids, p.tenantShare.Pids)
 		limit(&lim.MemoryMB, p.hostShare.MemoryMB, p.tenantShare.MemoryMB)
 		limit(&lim.WorkspaceMB, p.hostShare.WorkspaceMB, p.tenantShare.WorkspaceMB)
-		if disk := diskMB(dir); disk >= MinWorkspaceMB {
+		if disk := hostos.FreeMB(dir); disk >= MinWorkspaceMB {
 			limit(&lim.WorkspaceMB, disk)
 		}
 	}

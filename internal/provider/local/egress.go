@@ -49,6 +49,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
+	"github.com/tetherhq/tether/internal/host/hostos"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -718,7 +719,7 @@ func linkExists(name string) bool {
 
 // run runs a network tool with stdin as its input (runTool).
 func (e *egress) run(ctx context.Context, stdin, name string, args ...string) error {
-	return runTool(ctx, stdin, name, args...)
+	return hostos.RunTool(ctx, stdin, name, args...)
 }
 
 // startSandbox runs start, which starts the sandbox's bwrap, on an OS
@@ -726,7 +727,7 @@ func (e *egress) run(ctx context.Context, stdin, name string, args ...string) er
 // namespace made for it.
 func startSandbox(id string, prm Params, start func() error) error {
 	if prm.Network != networkAllowlist {
-		return onOwnThread(start)
+		return hostos.OnOwnThread(start)
 	}
 	return inNetns(filepath.Join(netnsDir, netnsName(id)), start)
 }
@@ -740,7 +741,7 @@ func inNetns(path string, fn func() error) error {
 		return fmt.Errorf("opening the network namespace: %w", err)
 	}
 	defer func() { _ = ns.Close() }()
-	return onOwnThread(func() error {
+	return hostos.OnOwnThread(func() error {
 		if err := setns(ns); err != nil {
 			return fmt.Errorf("entering the network namespace: %w", err)
 		}

@@ -40,7 +40,7 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/tetherhq/tether/internal/host/hostos"
 )
 
 // Image is a root file system the operator registers: Path is a folder,
@@ -187,7 +187,7 @@ func (p *Provider) imageRoot(img Image) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if blocked := untraversable(root); blocked != "" {
+	if blocked := hostos.Untraversable(root); blocked != "" {
 		return "", fmt.Errorf("%s is not reachable by the sandbox users: %s needs o+x (chmod o+x %s)", root, blocked, blocked)
 	}
 	return root, nil
@@ -298,7 +298,7 @@ func unpackImage(cache string, img Image) (string, error) {
 	if err := os.Chmod(cache, 0o711); err != nil {
 		return "", err
 	}
-	unlock, err := lockFile(filepath.Join(cache, ".lock"))
+	unlock, err := hostos.Lock(filepath.Join(cache, ".lock"))
 	if err != nil {
 		return "", err
 	}
@@ -316,7 +316,7 @@ func unpackImage(cache string, img Image) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := extractTarball(img.Path, tmp, sum, int64(diskMB(cache))<<20); err != nil {
+	if err := extractTarball(img.Path, tmp, sum, int64(hostos.FreeMB(cache))<<20); err != nil {
 		_ = os.RemoveAll(tmp)
 		return "", fmt.Errorf("unpacking %s: %w", img.Path, err)
 	}
@@ -329,26 +329,6 @@ func unpackImage(cache string, img Image) (string, error) {
 		return "", err
 	}
 	return final, nil
-}
-
-// lockFile takes an exclusive flock on path, which the returned function
-// releases.
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("locking %s: %w", path, err)
-	}
-	return func() { _ = f.Close() }, nil
 }
 
 // fileSHA256 returns the hex SHA-256 of the file at path.

@@ -45,6 +45,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tetherhq/tether/internal/host/hostos"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -258,7 +259,7 @@ func (p *Provider) probe() string {
 	if reason := p.checkUIDRange(); reason != "" {
 		return reason
 	}
-	if blocked := untraversable(p.dir); blocked != "" {
+	if blocked := hostos.Untraversable(p.dir); blocked != "" {
 		return fmt.Sprintf("the state folder %s is not reachable by the sandbox users (uids %d to %d): %s needs o+x (chmod o+x %s), or set LOCAL_STATE_DIR to a folder below reachable ones",
 			p.dir, p.uidBase, p.uidBase+p.uidCount-1, blocked, blocked)
 	}
@@ -335,31 +336,13 @@ func (p *Provider) probeSandbox(prm Params) string {
 	return ""
 }
 
-// untraversable returns the first folder on the way to dir (dir included)
-// that the sandbox users, who own none of them, cannot enter (no o+x), or
-// "".
-func untraversable(dir string) string {
-	for d := dir; ; d = filepath.Dir(d) {
-		info, err := os.Stat(d)
-		if err != nil || info.Mode().Perm()&0o001 == 0 {
-			return d
-		}
-		if d == filepath.Dir(d) {
-			return ""
-		}
-	}
-}
-
-// defaultPath is PATH inside sandboxes unless the sandbox's env sets one.
-const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
 // sandboxEnv is the whole environment of every process Tether starts for a
 // sandbox (bwrap and so the sandbox's init, nsenter, the probe).
 // Tether's own environment holds its secrets (DATABASE_URL,
 // BOOTSTRAP_API_KEY) and must never be inherited: a process in the sandbox
 // can read the environment of every other one through /proc.
 func sandboxEnv() []string {
-	return []string{"PATH=" + defaultPath, "HOME=" + WorkDir, "LANG=C.UTF-8", "TERM=dumb"}
+	return []string{"PATH=" + hostos.DefaultPath, "HOME=" + WorkDir, "LANG=C.UTF-8", "TERM=dumb"}
 }
 
 // Name implements sandbox.Provider.

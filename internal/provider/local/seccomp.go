@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tetherhq/tether/internal/host/hostos"
 )
 
 // The seccomp filter of every sandbox process: a classic BPF program (an
@@ -287,7 +289,7 @@ func installSeccomp(prog []unix.SockFilter) error {
 // here rather than by a tool inside the sandbox, so that a sandbox's root
 // (an operator's image) needs nothing but /bin/sh.
 func (p *Provider) startCommand(cmd *exec.Cmd, groups []string) error {
-	return onOwnThread(func() error {
+	return hostos.OnOwnThread(func() error {
 		if len(groups) > 0 {
 			if cmd.SysProcAttr == nil {
 				cmd.SysProcAttr = &syscall.SysProcAttr{}
@@ -308,30 +310,6 @@ func (p *Provider) startCommand(cmd *exec.Cmd, groups []string) error {
 		}
 		return cmd.Start()
 	})
-}
-
-// onOwnThread runs fn on an OS thread locked to it that ends when fn
-// returns: what fn sets on the thread (its control groups, network
-// namespace, no_new_privs, a seccomp filter) goes to the processes it
-// forks (os/exec forks from the calling thread) and to nothing else of
-// Tether's. The runtime makes no other thread from a locked one (those
-// come from its template thread). Never the process's main thread, which
-// the runtime keeps, locked and idle, with what fn set: the work moves to
-// another goroutine, and so another thread, until it runs elsewhere.
-func onOwnThread(fn func() error) error {
-	done := make(chan error, 1)
-	var run func()
-	run = func() {
-		runtime.LockOSThread()
-		if unix.Gettid() == unix.Getpid() {
-			runtime.UnlockOSThread()
-			go run()
-			return
-		}
-		done <- fn()
-	}
-	go run()
-	return <-done
 }
 
 // seccompArgs are bwrap's options that install the sandbox filter, read

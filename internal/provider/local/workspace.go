@@ -35,6 +35,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tetherhq/tether/internal/host/hostos"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -169,7 +170,7 @@ func (w *workspaceFS) create(ctx context.Context, dir string, uid, mb int) error
 	}
 	ws := filepath.Join(dir, "workspace")
 	// mount sets the loop device to detach itself when it is unmounted.
-	if err := runTool(ctx, "", w.mount, "-t", "ext4", "-o", "loop,nodev,nosuid,noinit_itable", img, ws); err != nil {
+	if err := hostos.RunTool(ctx, "", w.mount, "-t", "ext4", "-o", "loop,nodev,nosuid,noinit_itable", img, ws); err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}
 	// An empty folder, as without a limit, the sandbox user's.
@@ -212,7 +213,7 @@ func (w *workspaceFS) template(ctx context.Context, mb int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := runTool(ctx, "", w.mkfs, "-q", "-F", "-b", "4096", "-i", "16384", "-m", "0",
+	if err := hostos.RunTool(ctx, "", w.mkfs, "-q", "-F", "-b", "4096", "-i", "16384", "-m", "0",
 		"-O", "^has_journal,^resize_inode", "-E", "lazy_itable_init=1,nodiscard", tmp); err != nil {
 		return "", err
 	}
@@ -282,7 +283,7 @@ func clearWorkspace(ctx context.Context, dir string) error {
 	ws := filepath.Join(dir, "workspace")
 	// The kernel names the image by its real path, which holds it even
 	// once dir is gone.
-	img := filepath.Join(realPath(filepath.Dir(dir)), filepath.Base(dir), workspaceImage)
+	img := filepath.Join(hostos.RealPath(filepath.Dir(dir)), filepath.Base(dir), workspaceImage)
 	if mountPoint(ws) {
 		discardWorkspace(ws, img)
 	}
@@ -408,7 +409,7 @@ func detachLoop(name, img string) {
 // workspaceLeftovers returns the ids of sandboxes under dir that a loop
 // device is still attached for.
 func workspaceLeftovers(dir string) map[string]bool {
-	dir = realPath(dir)
+	dir = hostos.RealPath(dir)
 	out := map[string]bool{}
 	loopDevices(func(backing string) bool {
 		rest, ok := strings.CutPrefix(backing, dir+"/")
@@ -418,29 +419,4 @@ func workspaceLeftovers(dir string) map[string]bool {
 		return false
 	})
 	return out
-}
-
-// realPath is path with its symbolic links resolved, or path if it cannot be.
-func realPath(path string) string {
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		return real
-	}
-	return path
-}
-
-// runTool runs a host tool (mkfs.ext4, mount, ip, nft) with stdin as its
-// input and a minimal environment of its own, never Tether's.
-func runTool(ctx context.Context, stdin, name string, args ...string) error {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = []string{"PATH=" + defaultPath, "LANG=C"}
-	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		msg := strings.TrimSpace(string(out))
-		if msg == "" {
-			msg = err.Error()
-		}
-		return fmt.Errorf("%s %s: %s", filepath.Base(name), strings.Join(args, " "), msg)
-	}
-	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/host/hostos"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/test/harness"
 )
@@ -437,30 +438,6 @@ func TestWorkspaceLimitUnavailable(t *testing.T) {
 	}
 }
 
-// TestToolsGetAMinimalEnvironment: the host tools Tether runs (mkfs.ext4,
-// mount, ip, nft) get PATH and LANG=C, nothing of Tether's environment.
-func TestToolsGetAMinimalEnvironment(t *testing.T) {
-	t.Setenv("TETHER_SENTINEL", "secret")
-	out := filepath.Join(t.TempDir(), "env")
-	if err := runTool(t.Context(), "", "/bin/sh", "-c", "env > "+out); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for line := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
-		if name, _, _ := strings.Cut(line, "="); name != "PWD" && name != "SHLVL" && name != "_" { // the shell's own
-			got = append(got, line)
-		}
-	}
-	slices.Sort(got)
-	if want := []string{"LANG=C", "PATH=" + defaultPath}; !slices.Equal(got, want) {
-		t.Errorf("a tool's environment = %q; want %q", got, want)
-	}
-}
-
 // BenchmarkCreateDestroy measures a sandbox's create and destroy without
 // and with a workspace size limit (go test -run '^$' -bench CreateDestroy).
 func BenchmarkCreateDestroy(b *testing.B) {
@@ -528,7 +505,7 @@ func TestDiscardWorkspace(t *testing.T) {
 	if err := write(); err != nil {
 		t.Fatalf("after discarding what is not the workspace's: %v", err)
 	}
-	discardWorkspace(ws, filepath.Join(realPath(sbx), workspaceImage))
+	discardWorkspace(ws, filepath.Join(hostos.RealPath(sbx), workspaceImage))
 	if err := write(); err == nil {
 		t.Error("the workspace's file system still takes writes after its discard")
 	}
