@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tetherhq/tether/internal/host/hostos"
+	"github.com/tetherhq/tether/internal/host/outputcap"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -173,7 +174,7 @@ func (p *Provider) Exec(ctx context.Context, sandboxID string, req sandbox.ExecR
 func (p *Provider) exec(ctx context.Context, m meta, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	limit := outputLimit(req)
 	var out []byte
-	c := newOutputCap(limit, func(_ string, chunk []byte) error {
+	c := outputcap.New(limit, sandbox.Stderr, func(_ string, chunk []byte) error {
 		// Grown by hand: never past the limit, which head, marker and tail
 		// together do not exceed.
 		if need := len(out) + len(chunk); need > cap(out) {
@@ -255,13 +256,13 @@ func execOutcome(killed bool, err error) (sandbox.ExecResult, error) {
 // through pipes of their own, each chunk passed on as it is read, up to half
 // the limit; what follows is held (the latest bytes, up to the other half)
 // and passed on when the command ends, after the marker if the output was
-// cut (see outputCap).
+// cut (see outputcap.Cap).
 func (p *Provider) ExecStream(ctx context.Context, sandboxID string, req sandbox.ExecRequest, emit func(stream string, chunk []byte) error) (sandbox.ExecResult, error) {
 	m, err := p.running(sandboxID)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	return p.runCaptured(ctx, m, req, newOutputCap(outputLimit(req), emit), true)
+	return p.runCaptured(ctx, m, req, outputcap.New(outputLimit(req), sandbox.Stderr, emit), true)
 }
 
 // runCaptured runs req in the sandbox and writes its output to out as it
@@ -274,7 +275,7 @@ func (p *Provider) ExecStream(ctx context.Context, sandboxID string, req sandbox
 // Background processes the command started may hold the pipes after it
 // ends: what they wrote until then is read, and detachOutput takes the
 // pipes from there.
-func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequest, out *outputCap, split bool) (sandbox.ExecResult, error) {
+func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequest, out *outputcap.Cap, split bool) (sandbox.ExecResult, error) {
 	var res sandbox.ExecResult
 	streams := []string{sandbox.Stdout}
 	if split {
@@ -309,10 +310,10 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 		// Forked in the sandbox's groups: the sandbox is at its process
 		// limit. The command's failure, as a fork inside it would be.
 		res.ExitCode = 1
-		if err := out.write(streams[len(streams)-1], []byte("cannot start the command: fork: resource temporarily unavailable (the sandbox is at its process limit)\n")); err != nil {
+		if err := out.Write(streams[len(streams)-1], []byte("cannot start the command: fork: resource temporarily unavailable (the sandbox is at its process limit)\n")); err != nil {
 			return res, fmt.Errorf("local: exec: passing output on: %w", err)
 		}
-		if res.Truncated, err = out.finish(); err != nil {
+		if res.Truncated, err = out.Finish(); err != nil {
 			return res, fmt.Errorf("local: exec: passing output on: %w", err)
 		}
 		return res, nil
@@ -373,7 +374,7 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 		return res, err
 	}
 	res.OOMKilled = p.oomKills(m) > ooms
-	if res.Truncated, err = out.finish(); err != nil {
+	if res.Truncated, err = out.Finish(); err != nil {
 		return res, fmt.Errorf("local: exec: passing output on: %w", err)
 	}
 	return res, nil
@@ -385,7 +386,7 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 // on draining the pipes.
 type outputSink struct {
 	mu       sync.Mutex
-	out      *outputCap
+	out      *outputcap.Cap
 	dropping bool
 	err      error
 	// failed is closed when out fails.
@@ -398,7 +399,7 @@ func (s *outputSink) write(stream string, p []byte) {
 	if s.dropping {
 		return
 	}
-	if err := s.out.write(stream, p); err != nil {
+	if err := s.out.Write(stream, p); err != nil {
 		s.dropping, s.err = true, err
 		close(s.failed)
 	}
@@ -799,3 +800,6 @@ func shellError(s string) string {
 	}
 	return s
 }
+
+// outputNote describes exec output, for Info.
+const outputNote = "exec output: read through pipes and never stored on the host; past the server's cap (MAX_EXEC_OUTPUT) the first and last parts are kept, with \"[tether: N bytes of output omitted]\" between them"

@@ -23,7 +23,7 @@
 // sandbox's /bin/sh, with every capability dropped and no_new_privs set.
 // Every process of a sandbox runs as a host uid of its own (uid.go) and
 // under a seccomp filter (seccomp.go); exec output comes through pipes,
-// bounded in memory (output.go).
+// bounded in memory (internal/host/outputcap).
 package local
 
 import (
