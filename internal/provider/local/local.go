@@ -22,7 +22,7 @@
 // Commands run inside a sandbox through nsenter (util-linux) and the
 // sandbox's /bin/sh, with every capability dropped and no_new_privs set.
 // Every process of a sandbox runs as a host uid of its own (uid.go) and
-// under a seccomp filter (seccomp.go); exec output comes through pipes,
+// under a seccomp filter (internal/host/seccomp); exec output comes through pipes,
 // bounded in memory (internal/host/outputcap).
 package local
 
@@ -46,6 +46,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tetherhq/tether/internal/host/hostos"
+	"github.com/tetherhq/tether/internal/host/seccomp"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -98,7 +99,7 @@ type Provider struct {
 	// sh is the host's shell, which the probe runs under the exec filter.
 	sh string
 	// sandboxFilter is the seccomp filter bwrap installs in each sandbox,
-	// execFilter the one of the commands that enter it (seccomp.go); nil
+	// execFilter the one of the commands that enter it (internal/host/seccomp); nil
 	// on architectures without one.
 	sandboxFilter, execFilter []unix.SockFilter
 	// uidBase and uidCount are the host uids sandboxes run as, one each
@@ -181,7 +182,7 @@ func New(dir string, opts ...Option) (*Provider, error) {
 		limits:    Limits{Pids: DefaultPids, MemoryMB: DefaultMemoryMB, WorkspaceMB: DefaultWorkspaceMB, OpenFiles: DefaultOpenFiles},
 		maxLimits: Limits{Pids: DefaultMaxPids, MemoryMB: DefaultMaxMemoryMB, WorkspaceMB: DefaultMaxWorkspaceMB, OpenFiles: DefaultMaxOpenFiles},
 		uidBase:   DefaultUIDBase, uidCount: DefaultUIDCount, cgroupParent: defaultCgroupParent}
-	p.sandboxFilter, p.execFilter = seccompFilter(false), seccompFilter(true)
+	p.sandboxFilter, p.execFilter = seccomp.Filter(false), seccomp.Filter(true)
 	for _, opt := range opts {
 		opt(p)
 	}
@@ -369,7 +370,7 @@ func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 			"isolation: bubblewrap; own user, pid, mount, ipc and uts namespaces; processes run without capabilities; the root holds the host's system folders (/usr, /bin, /lib*, /sbin) and a curated /etc, read-only, and nothing else of the host's, or an image (params.image); private /workspace and /tmp",
 			p.imageNote(),
 			p.uidNote(),
-			p.seccompNote(),
+			seccomp.Note(),
 			p.networkNote(),
 			p.egress.note(),
 			p.limitsNote(),
