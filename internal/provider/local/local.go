@@ -47,6 +47,7 @@ import (
 
 	"github.com/tetherhq/tether/internal/host/hostos"
 	"github.com/tetherhq/tether/internal/host/seccomp"
+	"github.com/tetherhq/tether/internal/host/uidpool"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -102,9 +103,8 @@ type Provider struct {
 	// execFilter the one of the commands that enter it (internal/host/seccomp); nil
 	// on architectures without one.
 	sandboxFilter, execFilter []unix.SockFilter
-	// uidBase and uidCount are the host uids sandboxes run as, one each
-	// (uid.go).
-	uidBase, uidCount int
+	// uids are the host uids sandboxes run as, one each (uid.go).
+	uids uidpool.Pool
 	// imageList are the images WithImages registered, images those ready
 	// for sandboxes by name (image.go).
 	imageList []Image
@@ -181,7 +181,7 @@ func New(dir string, opts ...Option) (*Provider, error) {
 	p := &Provider{dir: abs, maxSetup: 8 << 10, waiters: map[string]chan struct{}{},
 		limits:    Limits{Pids: DefaultPids, MemoryMB: DefaultMemoryMB, WorkspaceMB: DefaultWorkspaceMB, OpenFiles: DefaultOpenFiles},
 		maxLimits: Limits{Pids: DefaultMaxPids, MemoryMB: DefaultMaxMemoryMB, WorkspaceMB: DefaultMaxWorkspaceMB, OpenFiles: DefaultMaxOpenFiles},
-		uidBase:   DefaultUIDBase, uidCount: DefaultUIDCount, cgroupParent: defaultCgroupParent}
+		uids:      uidpool.Pool{Base: DefaultUIDBase, Count: DefaultUIDCount}, cgroupParent: defaultCgroupParent}
 	p.sandboxFilter, p.execFilter = seccomp.Filter(false), seccomp.Filter(true)
 	for _, opt := range opts {
 		opt(p)
@@ -257,12 +257,12 @@ const probeDir = ".probe"
 // host's system folders, and commands under the exec filter. It returns
 // why the provider cannot work, or "".
 func (p *Provider) probe() string {
-	if reason := p.checkUIDRange(); reason != "" {
+	if reason := p.uids.Check(); reason != "" {
 		return reason
 	}
 	if blocked := hostos.Untraversable(p.dir); blocked != "" {
 		return fmt.Sprintf("the state folder %s is not reachable by the sandbox users (uids %d to %d): %s needs o+x (chmod o+x %s), or set LOCAL_STATE_DIR to a folder below reachable ones",
-			p.dir, p.uidBase, p.uidBase+p.uidCount-1, blocked, blocked)
+			p.dir, p.uids.Base, p.uids.Last(), blocked, blocked)
 	}
 	if reason := p.probeSandbox(Params{}); reason != "" {
 		return reason
@@ -291,11 +291,11 @@ func (p *Provider) probeSandbox(prm Params) string {
 	if err := os.Chmod(dir, 0o711); err != nil {
 		return fmt.Sprintf("cannot make a workspace under %s: %v", p.dir, err)
 	}
-	uid, err := p.claimUID(dir)
+	uid, err := p.uids.Claim(dir)
 	if err != nil {
 		return fmt.Sprintf("cannot take a sandbox uid: %v", err)
 	}
-	defer func() { _ = releaseUID(uid, dir) }()
+	defer func() { _ = uidpool.Release(uid, dir) }()
 	if err := os.Chown(ws, uid, uid); err != nil {
 		return fmt.Sprintf("cannot hand a workspace to uid %d (Tether must run as root for the local provider): %v", uid, err)
 	}
@@ -324,7 +324,7 @@ func (p *Provider) probeSandbox(prm Params) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, p.bwrap, append(append(args, filterArgs...), "--", "/bin/sh", "-c", "exit 0")...)
 	cmd.Env = sandboxEnv()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: sandboxCredential(uid)}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: uidpool.Credential(uid)}
 	files = append(files, dataFiles...)
 	cmd.ExtraFiles = files
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -709,7 +709,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
 		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
 	}
-	uid, err := p.claimUID(dir)
+	uid, err := p.uids.Claim(dir)
 	if err != nil {
 		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
 		return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: %w", err))
@@ -718,7 +718,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 	// Recorded at once, so that whatever fails next, destroy frees the uid.
 	if err := p.writeMeta(m); err != nil {
 		_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
-		_ = releaseUID(uid, dir)
+		_ = uidpool.Release(uid, dir)
 		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
 	}
 	if m.Limits.WorkspaceMB > 0 {
@@ -1019,7 +1019,7 @@ func (p *Provider) start(id string, uid int, prm Params, lim Limits) (int, error
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, dataFiles...)
 	cmd.Env = sandboxEnv()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: sandboxCredential(uid)}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: uidpool.Credential(uid)}
 	// Started in the sandbox's groups (cgroups.enter): its init, and all
 	// it will ever start, counted against its limits from the first.
 	var groups []string
@@ -1143,7 +1143,7 @@ func (p *Provider) destroyLocked(ctx context.Context, id string) error {
 	// (Without meta.json the claim, whose folder is gone, is taken back
 	// when its turn comes.)
 	if metaErr == nil {
-		if err := releaseUID(m.UID, dir); err != nil {
+		if err := uidpool.Release(m.UID, dir); err != nil {
 			return fmt.Errorf("local: destroy: %w", err)
 		}
 	}
