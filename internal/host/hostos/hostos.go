@@ -6,6 +6,8 @@ package hostos
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -114,4 +116,12 @@ func RealPath(path string) string {
 		return real
 	}
 	return path
+}
+
+// RandomSuffix returns a short random hex string, for names that must not
+// clash with another process's.
+func RandomSuffix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -1,19 +1,17 @@
 package local
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/tetherhq/tether/internal/host/cgroup"
 	"github.com/tetherhq/tether/internal/host/hostos"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
-// Each sandbox has its limits (cgroup.go), and all of them together have
+// Each sandbox has its limits (internal/host/cgroup), and all of them together have
 // the host share: what the provider's sandboxes may take of the host at
 // once, so that however many there are, Tether, Postgres and the rest of
 // the host keep what they need. It is held two ways:
@@ -63,55 +61,17 @@ const defaultCgroupParent = "tether"
 // against the disk would hold a host to a handful of sandboxes.
 func hostShareDefaults(share Limits) Limits {
 	if share.Pids == 0 {
-		pids := readInt("/proc/sys/kernel/pid_max")
-		if threads := readInt("/proc/sys/kernel/threads-max"); threads > 0 && (pids == 0 || threads < pids) {
+		pids := cgroup.ReadInt("/proc/sys/kernel/pid_max")
+		if threads := cgroup.ReadInt("/proc/sys/kernel/threads-max"); threads > 0 && (pids == 0 || threads < pids) {
 			pids = threads
 		}
 		share.Pids = max(minPids, int(pids/2))
 	}
 	if share.MemoryMB == 0 {
-		mem := hostMemory()
+		mem := cgroup.HostMemory()
 		share.MemoryMB = max(minMemMB, int((mem-max(mem/4, 1<<30))>>20))
 	}
 	return share
-}
-
-// hostMemory is the host's memory, or the limit of the memory control
-// group Tether runs in (cgroup v1 or v2) if that is lower, in bytes.
-func hostMemory() int64 {
-	var total int64
-	if f, err := os.Open("/proc/meminfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-				total = kb << 10
-			}
-		}
-		_ = f.Close()
-	}
-	if own, err := ownCgroups(); err == nil {
-		for _, path := range []string{
-			filepath.Join("/sys/fs/cgroup/memory", own["memory"], "memory.limit_in_bytes"),
-			filepath.Join("/sys/fs/cgroup", own[""], "memory.max"),
-		} {
-			if limit := readInt(path); limit > 0 && (total == 0 || limit < total) {
-				total = limit
-			}
-		}
-	}
-	return total
-}
-
-// readInt reads a file holding one integer; 0 if it cannot (or says
-// "max").
-func readInt(path string) int64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return n
 }
 
 // capToShare lowers the provider's maxima (and defaults) to what the host
@@ -133,27 +93,6 @@ func (p *Provider) capToShare(dir string) {
 			limit(&lim.WorkspaceMB, disk)
 		}
 	}
-}
-
-// setCeiling caps the sandboxes' parent groups at the host share.
-func (cg *cgroups) setCeiling(share Limits) error {
-	pids := strconv.Itoa(share.Pids)
-	memory := strconv.FormatInt(int64(share.MemoryMB)<<20, 10)
-	for _, base := range cg.bases {
-		settings := map[string]string{}
-		switch {
-		case cg.v2:
-			settings = map[string]string{"pids.max": pids, "memory.max": memory, "memory.swap.max": "0"}
-		case strings.Contains(base, "/pids/"):
-			settings["pids.max"] = pids
-		case strings.Contains(base, "/memory/"):
-			settings["memory.limit_in_bytes"] = memory
-		}
-		if err := writeLimits(base, settings); err != nil {
-			return fmt.Errorf("capping %s at the host share: %w", base, err)
-		}
-	}
-	return nil
 }
 
 // ledger holds the reservations of the sandboxes on this host: their

@@ -3,8 +3,6 @@ package local
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tetherhq/tether/internal/host/cgroup"
 	"github.com/tetherhq/tether/internal/host/hostos"
 	"github.com/tetherhq/tether/internal/host/outputcap"
 	"github.com/tetherhq/tether/internal/sandbox"
@@ -51,7 +50,7 @@ type sandboxCmd struct {
 func (p *Provider) command(m meta, extra map[string]string, argv ...string) *sandboxCmd {
 	var groups []string
 	if p.cg != nil && m.Limits.Pids > 0 {
-		groups = p.cg.dirs(m.SandboxID)
+		groups = p.cg.Dirs(m.SandboxID)
 	}
 	return p.commandIn(groups, m, extra, enterScript, argv...)
 }
@@ -145,19 +144,19 @@ func killGroup(pgid int) {
 // child's zombie to the host's pid 1, which need not reap it (a container's
 // often does not), and the process group would last, a zombie, until that
 // pid 1 got round to it: timeouts overran by one to two seconds.
-func stopCommand(pid int, group execGroup, waited <-chan error) error {
-	if group.dir == "" {
+func stopCommand(pid int, group cgroup.ExecGroup, waited <-chan error) error {
+	if len(group.Dirs()) == 0 {
 		killGroup(pid)
 		return <-waited
 	}
-	group.killBut(pid)
+	group.KillBut(pid)
 	select {
 	case err := <-waited:
-		group.kill() // what it started as it went
+		group.Kill() // what it started as it went
 		return err
 	case <-time.After(time.Second):
 		killGroup(pid)
-		group.kill()
+		group.Kill()
 		return <-waited
 	}
 }
@@ -199,21 +198,21 @@ func (p *Provider) oomKills(m meta) int {
 	if p.cg == nil || m.Limits.MemoryMB == 0 {
 		return -1
 	}
-	return p.cg.oomKills(m.SandboxID)
+	return p.cg.OOMKills(m.SandboxID)
 }
 
 // execCommand is the command that runs req in the sandbox, its output
 // going to the given files, and the group of its processes (whose kill
 // and release do nothing where the sandbox has no control groups).
-func (p *Provider) execCommand(m meta, req sandbox.ExecRequest, stdout, stderr *os.File) (*sandboxCmd, execGroup, error) {
-	var group execGroup
+func (p *Provider) execCommand(m meta, req sandbox.ExecRequest, stdout, stderr *os.File) (*sandboxCmd, cgroup.ExecGroup, error) {
+	var group cgroup.ExecGroup
 	if p.cg != nil && m.Limits.Pids > 0 {
 		var err error
-		if group, err = p.cg.newExecGroup(m.SandboxID); err != nil {
+		if group, err = p.cg.NewExecGroup(m.SandboxID); err != nil {
 			return nil, group, fmt.Errorf("local: exec: %w", err)
 		}
 	}
-	cmd := p.commandIn(group.dirs, m, req.Env, execScript, req.WorkDir, req.Command)
+	cmd := p.commandIn(group.Dirs(), m, req.Env, execScript, req.WorkDir, req.Command)
 	cmd.Stdin = nil
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	return cmd, group, nil
@@ -302,7 +301,7 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 		closeAll(writers)
 		return res, err
 	}
-	defer group.release()
+	defer group.Release()
 	ooms := p.oomKills(m)
 	err = p.startCommand(cmd.Cmd, cmd.groups)
 	closeAll(writers) // the command holds its own ends; EOF once it and its children let go
@@ -600,7 +599,7 @@ func (p *Provider) WriteFile(ctx context.Context, sandboxID, filePath string, r 
 	if err != nil {
 		return err
 	}
-	tmp := path.Join(path.Dir(clean), ".tether-upload-"+randomSuffix()+"-"+path.Base(clean))
+	tmp := path.Join(path.Dir(clean), ".tether-upload-"+hostos.RandomSuffix()+"-"+path.Base(clean))
 	return p.stageThenCommit(ctx, m, r, limit, staging{
 		op: "write file", what: "file", clean: clean,
 		stage:   []string{"sh", "-c", stageScript, "sh", clean, tmp},
@@ -771,7 +770,7 @@ func (p *Provider) WriteArchive(ctx context.Context, sandboxID, dir string, r io
 	if err != nil {
 		return err
 	}
-	stage := path.Join(clean, ".tether-archive-"+randomSuffix())
+	stage := path.Join(clean, ".tether-archive-"+hostos.RandomSuffix())
 	return p.stageThenCommit(ctx, m, r, limit, staging{
 		op: "write archive", what: "archive", clean: clean,
 		stage:   []string{"sh", "-c", stageArchiveScript, "sh", clean, stage},
@@ -779,13 +778,6 @@ func (p *Provider) WriteArchive(ctx context.Context, sandboxID, dir string, r io
 		discard: []string{"rm", "-rf", "--", stage},
 		badBody: "the body is not a tar archive that extracts here",
 	})
-}
-
-// randomSuffix returns a short random hex string.
-func randomSuffix() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // shellError extracts the reason from a shell error line such as

@@ -31,7 +31,7 @@ func (p *Provider) startCommand(cmd *exec.Cmd, groups []string) error {
 			if cmd.SysProcAttr == nil {
 				cmd.SysProcAttr = &syscall.SysProcAttr{}
 			}
-			done, err := p.cg.enter(groups, cmd.SysProcAttr)
+			done, err := p.cg.Enter(groups, cmd.SysProcAttr)
 			if err != nil {
 				return err
 			}

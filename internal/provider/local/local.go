@@ -45,6 +45,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tetherhq/tether/internal/host/cgroup"
 	"github.com/tetherhq/tether/internal/host/hostos"
 	"github.com/tetherhq/tether/internal/host/seccomp"
 	"github.com/tetherhq/tether/internal/host/uidpool"
@@ -82,7 +83,7 @@ type Provider struct {
 	workspace workspaceFS
 	// cg places sandboxes in control groups; nil when the host has none
 	// Tether can manage and the operator allowed running without.
-	cg *cgroups
+	cg *cgroup.Groups
 	// limits are the defaults and the maxima of a sandbox's limits.
 	limits, maxLimits Limits
 	// hostShare is what all sandboxes together may reserve of the host,
@@ -202,9 +203,9 @@ func New(dir string, opts ...Option) (*Provider, error) {
 		}
 		*dst = path
 	}
-	cg, cgErr := detectCgroups(p.cgroupParent)
+	cg, cgErr := cgroup.Detect(p.cgroupParent)
 	if cgErr == nil {
-		cgErr = cg.setCeiling(p.hostShare)
+		cgErr = cg.SetCeiling(p.hostShare.Pids, p.hostShare.MemoryMB)
 	}
 	switch {
 	case len(missing) > 0:
@@ -242,7 +243,7 @@ func (p *Provider) limitsNote() string {
 		return "resource limits: none of the control groups' enforced on this host (the operator allowed sandboxes without them); " + files
 	}
 	kind := "cgroup v1"
-	if p.cg.v2 {
+	if p.cg.V2() {
 		kind = "cgroup v2"
 	}
 	return fmt.Sprintf("resource limits (%s, per sandbox): pids %d (params.pids, at most %d), memory incl. /tmp %d MiB (params.memory_mb, at most %d), a fair CPU share; %s",
@@ -379,6 +380,24 @@ func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 			outputNote,
 		},
 	}
+}
+
+// Limits are the kernel-enforced resource limits of one sandbox. The
+// control groups enforce Pids and MemoryMB (internal/host/cgroup); a file
+// system of its own WorkspaceMB (internal/host/workspace).
+type Limits struct {
+	// Pids caps the processes and threads alive in the sandbox at once.
+	Pids int `json:"pids"`
+	// MemoryMB caps the sandbox's memory, its /tmp (a tmpfs, charged to
+	// the same account) included, in MiB.
+	MemoryMB int `json:"memory_mb"`
+	// WorkspaceMB caps the size of the sandbox's /workspace, in MiB; 0 is
+	// no limit (workspace.go).
+	WorkspaceMB int `json:"workspace_mb,omitempty"`
+	// OpenFiles caps the files each process of the sandbox may hold open
+	// (RLIMIT_NOFILE, soft and hard, set by the sandbox's own shell before
+	// it runs anything); 0 leaves what the process inherits.
+	OpenFiles int `json:"open_files,omitempty"`
 }
 
 // Params are the local provider's create params.
@@ -741,7 +760,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
 	}
 	if p.cg != nil {
-		if err := p.cg.create(spec.SandboxID, m.Limits); err != nil {
+		if err := p.cg.Create(spec.SandboxID, m.Limits.Pids, m.Limits.MemoryMB); err != nil {
 			_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
 			return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: %w", err))
 		}
@@ -1024,11 +1043,11 @@ func (p *Provider) start(id string, uid int, prm Params, lim Limits) (int, error
 	// it will ever start, counted against its limits from the first.
 	var groups []string
 	if p.cg != nil && lim.Pids > 0 {
-		groups = p.cg.dirs(id)
+		groups = p.cg.Dirs(id)
 	}
 	if err := startSandbox(id, prm, func() error {
 		if len(groups) > 0 {
-			done, err := p.cg.enter(groups, cmd.SysProcAttr)
+			done, err := p.cg.Enter(groups, cmd.SysProcAttr)
 			if err != nil {
 				return err
 			}
@@ -1127,7 +1146,7 @@ func (p *Provider) destroyLocked(ctx context.Context, id string) error {
 		return fmt.Errorf("local: destroy: %w", err)
 	}
 	if p.cg != nil {
-		if err := p.cg.remove(id); err != nil {
+		if err := p.cg.Remove(id); err != nil {
 			return fmt.Errorf("local: destroy: %w", err)
 		}
 	}

@@ -200,7 +200,7 @@ func (w *workspaceFS) template(ctx context.Context, mb int) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(w.templateDir, strconv.Itoa(mb)+".img")
-	tmp := path + "." + randomSuffix() // another provider may share the state folder
+	tmp := path + "." + hostos.RandomSuffix() // another provider may share the state folder
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return "", err
