@@ -9,7 +9,7 @@
 // params.image, an image the operator registered (image.go); /workspace is
 // a private writable folder kept under the provider's state directory, or,
 // with a size limit, a file system of its own mounted there
-// (workspace.go); /tmp is a private tmpfs. The sandbox's pid 1
+// (internal/host/workspace); /tmp is a private tmpfs. The sandbox's pid 1
 // (bwrap's init) lives until Destroy kills it, and with it every process in
 // the sandbox, including background processes that exec started.
 //
@@ -49,6 +49,7 @@ import (
 	"github.com/tetherhq/tether/internal/host/hostos"
 	"github.com/tetherhq/tether/internal/host/seccomp"
 	"github.com/tetherhq/tether/internal/host/uidpool"
+	"github.com/tetherhq/tether/internal/host/workspace"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -79,8 +80,8 @@ type Provider struct {
 	hostNetwork bool
 	// egress runs params.network "allowlist" (egress.go).
 	egress egress
-	// workspace size-limits sandboxes' /workspace (workspace.go).
-	workspace workspaceFS
+	// workspace size-limits sandboxes' /workspace (internal/host/workspace).
+	workspace workspace.FS
 	// cg places sandboxes in control groups; nil when the host has none
 	// Tether can manage and the operator allowed running without.
 	cg *cgroup.Groups
@@ -232,7 +233,7 @@ func New(dir string, opts ...Option) (*Provider, error) {
 		}
 	}
 	p.egress.detect(p.problem)
-	p.workspace.detect(p.dir, p.problem)
+	p.workspace.Detect(p.dir, p.problem)
 	return p, nil
 }
 
@@ -376,7 +377,7 @@ func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 			p.egress.note(),
 			p.limitsNote(),
 			p.shareNote(),
-			p.workspace.note(p.limits.WorkspaceMB, p.maxLimits.WorkspaceMB),
+			p.workspace.Note(p.limits.WorkspaceMB, p.maxLimits.WorkspaceMB),
 			outputNote,
 		},
 	}
@@ -392,13 +393,22 @@ type Limits struct {
 	// the same account) included, in MiB.
 	MemoryMB int `json:"memory_mb"`
 	// WorkspaceMB caps the size of the sandbox's /workspace, in MiB; 0 is
-	// no limit (workspace.go).
+	// no limit (internal/host/workspace).
 	WorkspaceMB int `json:"workspace_mb,omitempty"`
 	// OpenFiles caps the files each process of the sandbox may hold open
 	// (RLIMIT_NOFILE, soft and hard, set by the sandbox's own shell before
 	// it runs anything); 0 leaves what the process inherits.
 	OpenFiles int `json:"open_files,omitempty"`
 }
+
+// Defaults of the workspace size limit, unless WithLimits says otherwise:
+// none unless a create asks for one, and at most 100 GiB.
+const (
+	DefaultWorkspaceMB    = 10240
+	DefaultMaxWorkspaceMB = 102400
+	// MinWorkspaceMB is the smallest limit a create may ask for.
+	MinWorkspaceMB = workspace.MinMB
+)
 
 // Params are the local provider's create params.
 type Params struct {
@@ -474,8 +484,8 @@ func (p *Provider) parseParams(raw json.RawMessage) (Params, error) {
 		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.memory_mb must be between %d and %d", minMemMB, p.maxLimits.MemoryMB)
 	}
 	if prm.WorkspaceMB != 0 {
-		if p.workspace.problem != "" {
-			return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.workspace_mb: /workspace size limits are unavailable on this host (%s)", p.workspace.problem)
+		if p.workspace.Problem() != "" {
+			return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.workspace_mb: /workspace size limits are unavailable on this host (%s)", p.workspace.Problem())
 		}
 		if prm.WorkspaceMB < MinWorkspaceMB || prm.WorkspaceMB > p.maxLimits.WorkspaceMB {
 			return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.workspace_mb must be between %d and %d", MinWorkspaceMB, p.maxLimits.WorkspaceMB)
@@ -503,7 +513,7 @@ func (p *Provider) limitsFor(prm Params) Limits {
 	if p.cg == nil {
 		lim.Pids, lim.MemoryMB = 0, 0
 	}
-	if p.workspace.problem != "" {
+	if p.workspace.Problem() != "" {
 		lim.WorkspaceMB = 0
 	}
 	return lim
@@ -741,7 +751,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 		return sandbox.Resource{}, fmt.Errorf("local: create: %w", err)
 	}
 	if m.Limits.WorkspaceMB > 0 {
-		if err := p.workspace.create(ctx, dir, uid, m.Limits.WorkspaceMB); err != nil {
+		if err := p.workspace.Create(ctx, dir, uid, m.Limits.WorkspaceMB); err != nil {
 			_ = p.destroyLocked(context.WithoutCancel(ctx), spec.SandboxID)
 			return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("local: create: %w", err))
 		}
@@ -1152,7 +1162,7 @@ func (p *Provider) destroyLocked(ctx context.Context, id string) error {
 	}
 	// Unmounted first: removing the folder would otherwise empty the
 	// workspace file by file and then fail on its mount point.
-	if err := clearWorkspace(ctx, dir); err != nil {
+	if err := workspace.Clear(ctx, dir); err != nil {
 		return fmt.Errorf("local: destroy: %w", err)
 	}
 	if err := os.RemoveAll(dir); err != nil {
@@ -1201,7 +1211,10 @@ func (p *Provider) List(context.Context) ([]sandbox.Resource, error) {
 	// before recording them, their folder since removed; and workspaces
 	// whose loop device outlived their folder. Never a live sandbox's, so
 	// the janitor destroys them.
-	for id := range workspaceLeftovers(p.dir) {
+	for id := range workspace.Leftovers(p.dir) {
+		if !sandbox.ValidID(id) {
+			continue
+		}
 		if _, err := os.Lstat(p.sandboxDir(id)); errors.Is(err, fs.ErrNotExist) {
 			procs[id] = nil
 		}
