@@ -6,7 +6,7 @@
 // namespace: with only loopback, or for "allowlist" one with a link to the
 // host filtered outside the sandbox, see egress.go). Its root holds the
 // host's system folders and a curated /etc, read-only, or, with
-// params.image, an image the operator registered (image.go); /workspace is
+// params.image, an image the operator registered (image.go, internal/host/image); /workspace is
 // a private writable folder kept under the provider's state directory, or,
 // with a size limit, a file system of its own mounted there
 // (internal/host/workspace); /tmp is a private tmpfs. The sandbox's pid 1
@@ -47,6 +47,7 @@ import (
 
 	"github.com/tetherhq/tether/internal/host/cgroup"
 	"github.com/tetherhq/tether/internal/host/hostos"
+	"github.com/tetherhq/tether/internal/host/image"
 	"github.com/tetherhq/tether/internal/host/seccomp"
 	"github.com/tetherhq/tether/internal/host/uidpool"
 	"github.com/tetherhq/tether/internal/host/workspace"
@@ -108,9 +109,9 @@ type Provider struct {
 	// uids are the host uids sandboxes run as, one each (uid.go).
 	uids uidpool.Pool
 	// imageList are the images WithImages registered, images those ready
-	// for sandboxes by name (image.go).
+	// for sandboxes by name (image.go, internal/host/image).
 	imageList []Image
-	images    map[string]*image
+	images    map[string]*registered
 }
 
 // Default limits of a sandbox, and their maxima, unless WithLimits says
@@ -838,22 +839,6 @@ func (p *Provider) resource(m meta) sandbox.Resource {
 	}
 }
 
-// systemDirs are the host's top-level folders a sandbox sees, read-only:
-// what programs need to run, and nothing of the host's data.
-var systemDirs = []string{"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"}
-
-// etcEntries are the entries of the host's /etc a sandbox sees, read-only:
-// what the C library, shells, TLS and language runtimes read. Not the
-// host's identity (hostname, machine-id), its users (passwd and group are
-// the sandbox's own), its services' configuration or their secrets.
-var etcEntries = []string{
-	"nsswitch.conf", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives",
-	"ssl/certs", "ca-certificates", "ca-certificates.conf", "localtime", "timezone", "hosts", "host.conf",
-	"os-release", "debian_version", "lsb-release", "mime.types", "magic", "magic.mime",
-	"protocols", "services", "inputrc", "bash.bashrc", "profile", "shells", "locale.alias",
-	"login.defs", "gai.conf", "networks", "perl", "python3", "java-17-openjdk", "java-21-openjdk",
-}
-
 // openAll opens each of paths for reading; on an error none stays open.
 func openAll(paths []string) ([]*os.File, error) {
 	files := make([]*os.File, 0, len(paths))
@@ -895,55 +880,15 @@ func (p *Provider) bwrapArgs(workspace, hostname string, prm Params, lim Limits,
 		if prm.Network == networkAllowlist {
 			own["hosts"] = true // egressHosts'
 		}
-		rootArgs, err := imageRootArgs(img.root, own)
+		rootArgs, err := image.RootArgs(img.root, own)
 		if err != nil {
 			return nil, nil, err
 		}
 		args, data = sandboxArgs(append(args, rootArgs...), workspace, hostname, prm, lim, p.procMasks, dataFD)
 		return args, data, nil
 	}
-	args, data = sandboxArgs(append(args, hostRootArgs()...), workspace, hostname, prm, lim, p.procMasks, dataFD)
+	args, data = sandboxArgs(append(args, image.HostRootArgs()...), workspace, hostname, prm, lim, p.procMasks, dataFD)
 	return args, data, nil
-}
-
-// hostRootArgs are bwrap's options that fill the sandbox's empty root with
-// the host's system folders and a curated /etc, read-only.
-func hostRootArgs() []string {
-	var args []string
-	for _, name := range systemDirs {
-		host := "/" + name
-		info, err := os.Lstat(host)
-		switch {
-		case err != nil:
-			continue
-		case info.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(host)
-			if err != nil {
-				continue
-			}
-			args = append(args, "--symlink", target, host)
-		case info.IsDir():
-			args = append(args, "--ro-bind", host, host)
-		}
-	}
-	args = append(args, "--dir", "/etc")
-	for _, name := range etcEntries {
-		host := "/etc/" + name
-		info, err := os.Lstat(host)
-		switch {
-		case err != nil:
-			continue
-		case info.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(host)
-			if err != nil {
-				continue
-			}
-			args = append(args, "--symlink", target, host)
-		default:
-			args = append(args, "--ro-bind", host, host)
-		}
-	}
-	return args
 }
 
 // sandboxArgs are bwrap's options for what every sandbox has of its own,
