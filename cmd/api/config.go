@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tetherhq/tether/internal/host/egress"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/local"
@@ -413,7 +414,7 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		PprofAddr:               getenv("PPROF_ADDR"),
 	}
 	pool, err := netip.ParsePrefix(str("LOCAL_EGRESS_POOL", local.DefaultEgressPool))
-	if err != nil || !pool.Addr().Is4() || pool.Bits() > 28 || pool != pool.Masked() {
+	if err != nil || egress.CheckPool(pool) != nil {
 		errs = append(errs, fmt.Errorf("LOCAL_EGRESS_POOL=%q: want an IPv4 network of /28 or larger such as %s", getenv("LOCAL_EGRESS_POOL"), local.DefaultEgressPool))
 	}
 	cfg.LocalEgressPool = pool

@@ -4,7 +4,7 @@
 // Each sandbox is a bwrap process tree with its own pid, mount, ipc and uts
 // namespaces (and, unless params.network is "host", its own network
 // namespace: with only loopback, or for "allowlist" one with a link to the
-// host filtered outside the sandbox, see egress.go). Its root holds the
+// host filtered outside the sandbox, see network.go). Its root holds the
 // host's system folders and a curated /etc, read-only, or, with
 // params.image, an image the operator registered (image.go, internal/host/image); /workspace is
 // a private writable folder kept under the provider's state directory, or,
@@ -46,6 +46,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tetherhq/tether/internal/host/cgroup"
+	"github.com/tetherhq/tether/internal/host/egress"
 	"github.com/tetherhq/tether/internal/host/hostos"
 	"github.com/tetherhq/tether/internal/host/image"
 	"github.com/tetherhq/tether/internal/host/seccomp"
@@ -79,8 +80,8 @@ type Provider struct {
 
 	// hostNetwork allows params.network "host" (see AllowHostNetwork).
 	hostNetwork bool
-	// egress runs params.network "allowlist" (egress.go).
-	egress egress
+	// egress runs params.network "allowlist" (network.go).
+	egress egress.Egress
 	// workspace size-limits sandboxes' /workspace (internal/host/workspace).
 	workspace workspace.FS
 	// cg places sandboxes in control groups; nil when the host has none
@@ -233,7 +234,7 @@ func New(dir string, opts ...Option) (*Provider, error) {
 			return nil, err
 		}
 	}
-	p.egress.detect(p.problem)
+	p.egress.Detect(p.problem)
 	p.workspace.Detect(p.dir, p.problem)
 	return p, nil
 }
@@ -375,7 +376,7 @@ func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 			p.uidNote(),
 			seccomp.Note(),
 			p.networkNote(),
-			p.egress.note(),
+			p.egress.Note(),
 			p.limitsNote(),
 			p.shareNote(),
 			p.workspace.Note(p.limits.WorkspaceMB, p.maxLimits.WorkspaceMB),
@@ -431,13 +432,6 @@ type Params struct {
 	Image string `json:"image,omitempty"`
 }
 
-func (p *Provider) networkNote() string {
-	if p.hostNetwork {
-		return "network: isolated (loopback only) by default; params.network=\"host\" shares the host's (enabled by the operator)"
-	}
-	return "network: isolated (loopback only); params.network=\"host\" is disabled by the operator"
-}
-
 // parseParams decodes and checks create params, including what the
 // operator allows.
 func (p *Provider) parseParams(raw json.RawMessage) (Params, error) {
@@ -455,17 +449,7 @@ func (p *Provider) parseParams(raw json.RawMessage) (Params, error) {
 		}
 		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params for provider local: %s", msg)
 	}
-	switch prm.Network {
-	case "", "none", networkAllowlist:
-	case "host":
-		if !p.hostNetwork {
-			return prm, sandbox.Errorf(sandbox.CodeForbidden,
-				"params.network \"host\" is disabled on this server: it would share the host's network, and every service on its loopback, with the sandbox; only the operator can enable it")
-		}
-	default:
-		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.network must be \"none\", \"host\" or \"allowlist\" (got %q)", prm.Network)
-	}
-	if err := p.egress.checkParams(prm); err != nil {
+	if err := p.checkNetwork(prm); err != nil {
 		return prm, err
 	}
 	if prm.Image != "" && p.images[prm.Image] == nil {
@@ -1097,7 +1081,7 @@ func (p *Provider) destroyLocked(ctx context.Context, id string) error {
 			return fmt.Errorf("local: destroy: waiting for bwrap to exit: %w", ctx.Err())
 		}
 	}
-	if err := p.teardownEgress(ctx, id); err != nil {
+	if err := p.egress.Teardown(ctx, id); err != nil {
 		return fmt.Errorf("local: destroy: %w", err)
 	}
 	if p.cg != nil {
