@@ -114,114 +114,155 @@ const initScript = `[ "$1" = 0 ] || ulimit -n "$1" || exit 126; echo ready; exec
 // its own, so signals for Tether's process group do not reach it and it
 // outlives Tether.
 func (p *Provider) start(id string, uid int, prm Params, lim Limits) (int, error) {
+	b, err := p.bwrapCommand(id, uid, prm, lim)
+	if err != nil {
+		return 0, err
+	}
+	defer b.close()
+	// Started in the sandbox's groups (cgroup.Groups.Enter): its init, and
+	// all it will ever start, counted against its limits from the first.
+	var groups []string
+	if p.cg != nil && lim.Pids > 0 {
+		groups = p.cg.Dirs(id)
+	}
+	err = startSandbox(id, prm, func() error {
+		done, err := p.enterGroups(groups, b.cmd.SysProcAttr)
+		if err != nil {
+			return err
+		}
+		defer done()
+		return b.cmd.Start()
+	})
+	closeAll(b.childEnds) // the child holds them now: EOF once it ends
+	if err != nil {
+		return 0, err
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = b.cmd.Wait() // reap bwrap when its sandbox ends
+		close(done)
+	}()
+	p.mu.Lock()
+	p.waiters[id] = done
+	p.mu.Unlock()
+	pid, ready := awaitInit(b.info, b.ready)
+	if !ready {
+		if pid > 0 {
+			_ = syscall.Kill(pid, syscall.SIGKILL) // the sandbox's init, and all in it
+		}
+		_ = b.cmd.Process.Kill()
+		<-done
+		log, _ := os.ReadFile(filepath.Join(p.sandboxDir(id), "bwrap.log"))
+		return 0, fmt.Errorf("bwrap did not start the sandbox: %s", strings.TrimSpace(string(log)))
+	}
+	return pid, nil
+}
+
+// awaitInit waits for the sandbox's init to say it runs: bwrap reports the
+// child's pid (on info) before it has finished building the sandbox, and
+// entering it earlier would find a half-made mount namespace; then the
+// init writes "ready" (on ready). It returns the pid bwrap reported (0 if
+// none) and whether the init got that far.
+func awaitInit(info, ready io.Reader) (int, bool) {
+	var reported struct {
+		ChildPID int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(info).Decode(&reported); err != nil || reported.ChildPID <= 0 {
+		return max(reported.ChildPID, 0), false
+	}
+	line := make([]byte, len("ready\n"))
+	if _, err := io.ReadFull(ready, line); err != nil || string(line) != "ready\n" {
+		return reported.ChildPID, false
+	}
+	return reported.ChildPID, true
+}
+
+// bwrapCmd is the bwrap command of a sandbox about to start, and the
+// files it holds: the parent's copies of what the child writes to
+// (childEnds), closed once it started, and everything else (files),
+// closed once the start is over.
+type bwrapCmd struct {
+	cmd *exec.Cmd
+	// info and ready are where bwrap reports the init's pid and the init
+	// says it runs.
+	info, ready *os.File
+	childEnds   []*os.File
+	files       []*os.File
+}
+
+func (b *bwrapCmd) close() {
+	closeAll(b.childEnds)
+	closeAll(b.files)
+}
+
+// pipe makes a pipe whose ends b closes.
+func (b *bwrapCmd) pipe() (r, w *os.File, err error) {
+	if r, w, err = os.Pipe(); err == nil {
+		b.files = append(b.files, r, w)
+	}
+	return r, w, err
+}
+
+// bwrapCommand builds the sandbox's bwrap command. Its descriptors: the
+// info pipe (3); a pipe (4 and 5) that the init waits on for ever with
+// nothing but the sandbox's sh, holding its only write end besides
+// bwrap's; the seccomp filter (6), if any; then the sandbox's own files
+// (bwrapArgs). The init's stdout is the ready pipe.
+func (p *Provider) bwrapCommand(id string, uid int, prm Params, lim Limits) (*bwrapCmd, error) {
+	b := &bwrapCmd{}
+	fail := func(err error) (*bwrapCmd, error) {
+		b.close()
+		return nil, err
+	}
 	dataFD := 6 // after the info pipe, 3, the held pipe, 4 and 5, and the filter
 	if p.sandboxFilter != nil {
 		dataFD = 7
 	}
 	args, data, err := p.bwrapArgs(filepath.Join(p.sandboxDir(id), "workspace"), "sbx-"+id[len(id)-12:], prm, lim, dataFD) // the id's random end
 	if err != nil {
-		return 0, err
+		return fail(err)
 	}
 	dataFiles, err := openAll(data)
 	if err != nil {
-		return 0, err
+		return fail(err)
 	}
-	defer closeAll(dataFiles)
-	// The init says when it runs: bwrap reports the child's pid (on fd 3)
-	// before it has finished building the sandbox, and entering it earlier
-	// would find a half-made mount namespace. Then it waits for ever with
-	// nothing but the sandbox's sh: reading a pipe (fd 4) of which it holds
-	// the only write end (fd 5) besides bwrap's.
-	filterArgs, filter, err := p.seccompArgs(6) // after the info pipe, 3, and the held pipe, 4 and 5
+	b.files = append(b.files, dataFiles...)
+	filterArgs, filter, err := p.seccompArgs(6)
 	if err != nil {
-		return 0, err
+		return fail(err)
 	}
 	if filter != nil {
-		defer func() { _ = filter.Close() }()
+		b.files = append(b.files, filter)
 	}
 	args = append(args, filterArgs...)
 	args = append(args, "--info-fd", "3", "--", "/bin/sh", "-c", initScript, "sh", strconv.Itoa(lim.OpenFiles))
-	holdR, holdW, err := os.Pipe()
+	infoR, infoW, err := b.pipe()
 	if err != nil {
-		return 0, err
+		return fail(err)
 	}
-	defer func() { _ = holdR.Close(); _ = holdW.Close() }()
-	infoR, infoW, err := os.Pipe()
+	holdR, holdW, err := b.pipe()
 	if err != nil {
-		return 0, err
+		return fail(err)
 	}
-	defer func() { _ = infoR.Close() }()
+	readyR, readyW, err := b.pipe()
+	if err != nil {
+		return fail(err)
+	}
+	b.info, b.ready, b.childEnds = infoR, readyR, []*os.File{infoW, readyW}
 	logf, err := os.OpenFile(filepath.Join(p.sandboxDir(id), "bwrap.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
-		_ = infoW.Close()
-		return 0, err
+		return fail(err)
 	}
-	defer func() { _ = logf.Close() }()
-	readyR, readyW, err := os.Pipe()
-	if err != nil {
-		_ = infoW.Close()
-		return 0, err
-	}
-	defer func() { _ = readyR.Close() }()
+	b.files = append(b.files, logf)
 	//nolint:noctx // the sandbox outlives the request that creates it, and Tether itself
-	cmd := exec.Command(p.bwrap, args...)
-	cmd.Stdout, cmd.Stderr = readyW, logf
-	cmd.ExtraFiles = []*os.File{infoW, holdR, holdW}
+	b.cmd = exec.Command(p.bwrap, args...)
+	b.cmd.Stdout, b.cmd.Stderr = readyW, logf
+	b.cmd.ExtraFiles = []*os.File{infoW, holdR, holdW}
 	if filter != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, filter)
+		b.cmd.ExtraFiles = append(b.cmd.ExtraFiles, filter)
 	}
-	cmd.ExtraFiles = append(cmd.ExtraFiles, dataFiles...)
-	cmd.Env = sandboxEnv()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: uidpool.Credential(uid)}
-	// Started in the sandbox's groups (cgroups.enter): its init, and all
-	// it will ever start, counted against its limits from the first.
-	var groups []string
-	if p.cg != nil && lim.Pids > 0 {
-		groups = p.cg.Dirs(id)
-	}
-	if err := startSandbox(id, prm, func() error {
-		if len(groups) > 0 {
-			done, err := p.cg.Enter(groups, cmd.SysProcAttr)
-			if err != nil {
-				return err
-			}
-			defer done()
-		}
-		return cmd.Start()
-	}); err != nil {
-		_ = infoW.Close()
-		_ = readyW.Close()
-		return 0, err
-	}
-	_ = infoW.Close()
-	_ = readyW.Close()
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // reap bwrap when its sandbox ends
-		close(done)
-	}()
-	p.mu.Lock()
-	p.waiters[id] = done
-	p.mu.Unlock()
-
-	var info struct {
-		ChildPID int `json:"child-pid"`
-	}
-	failed := func() (int, error) {
-		if info.ChildPID > 0 {
-			_ = syscall.Kill(info.ChildPID, syscall.SIGKILL) // the sandbox's init, and all in it
-		}
-		_ = cmd.Process.Kill()
-		<-done
-		log, _ := os.ReadFile(filepath.Join(p.sandboxDir(id), "bwrap.log"))
-		return 0, fmt.Errorf("bwrap did not start the sandbox: %s", strings.TrimSpace(string(log)))
-	}
-	if err := json.NewDecoder(infoR).Decode(&info); err != nil || info.ChildPID <= 0 {
-		return failed()
-	}
-	line := make([]byte, len("ready\n"))
-	if _, err := io.ReadFull(readyR, line); err != nil || string(line) != "ready\n" {
-		return failed()
-	}
-	return info.ChildPID, nil
+	b.cmd.ExtraFiles = append(b.cmd.ExtraFiles, dataFiles...)
+	b.cmd.Env = sandboxEnv()
+	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: uidpool.Credential(uid)}
+	return b, nil
 }

@@ -27,16 +27,14 @@ import (
 // (an operator's image) needs nothing but /bin/sh.
 func (p *Provider) startCommand(cmd *exec.Cmd, groups []string) error {
 	return hostos.OnOwnThread(func() error {
-		if len(groups) > 0 {
-			if cmd.SysProcAttr == nil {
-				cmd.SysProcAttr = &syscall.SysProcAttr{}
-			}
-			done, err := p.cg.Enter(groups, cmd.SysProcAttr)
-			if err != nil {
-				return err
-			}
-			defer done()
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
 		}
+		done, err := p.enterGroups(groups, cmd.SysProcAttr)
+		if err != nil {
+			return err
+		}
+		defer done()
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			return fmt.Errorf("setting no_new_privs: %w", err)
 		}
@@ -47,6 +45,17 @@ func (p *Provider) startCommand(cmd *exec.Cmd, groups []string) error {
 		}
 		return cmd.Start()
 	})
+}
+
+// enterGroups moves the calling OS thread, one of its own, into the control
+// groups whose folders are groups (none: it stays where it is), so that the
+// process it forks next starts in them (cgroup.Groups.Enter); the returned
+// func is called once it has.
+func (p *Provider) enterGroups(groups []string, attr *syscall.SysProcAttr) (func(), error) {
+	if len(groups) == 0 {
+		return func() {}, nil
+	}
+	return p.cg.Enter(groups, attr)
 }
 
 // seccompArgs are bwrap's options that install the sandbox filter, read
