@@ -30,28 +30,9 @@ func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
 // Nothing to destroy is success.
 func (p *Provider) destroyLocked(ctx context.Context, id string) error {
 	dir := p.sandboxDir(id)
-	procs, err := p.sandboxProcesses()
-	if err != nil {
-		return fmt.Errorf("local: destroy: finding the sandbox's processes: %w", err)
-	}
-	pids := procs[id]
 	m, metaErr := p.readMeta(id)
-	if metaErr == nil && m.alive() {
-		pids = append(pids, m.InitPID)
-	}
-	for _, pid := range pids {
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("local: destroy: kill: %w", err)
-		}
-	}
-	for _, pid := range pids {
-		for processRunning(pid) {
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("local: destroy: waiting for the sandbox to exit: %w", ctx.Err())
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
+	if err := p.killSandbox(ctx, id, m, metaErr == nil); err != nil {
+		return err
 	}
 	p.mu.Lock()
 	done := p.waiters[id]
@@ -89,6 +70,35 @@ func (p *Provider) destroyLocked(ctx context.Context, id string) error {
 		}
 	}
 	p.unreserve(id)
+	return nil
+}
+
+// killSandbox kills the processes of sandbox id (those found by their
+// command line, and its init as m records it, if recorded) and waits for
+// them to go.
+func (p *Provider) killSandbox(ctx context.Context, id string, m meta, recorded bool) error {
+	procs, err := p.sandboxProcesses()
+	if err != nil {
+		return fmt.Errorf("local: destroy: finding the sandbox's processes: %w", err)
+	}
+	pids := procs[id]
+	if recorded && m.alive() {
+		pids = append(pids, m.InitPID)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("local: destroy: kill: %w", err)
+		}
+	}
+	for _, pid := range pids {
+		for processRunning(pid) {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("local: destroy: waiting for the sandbox to exit: %w", ctx.Err())
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
 	return nil
 }
 

@@ -280,22 +280,11 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 	if split {
 		streams = append(streams, sandbox.Stderr)
 	}
-	readers := make([]*os.File, 0, len(streams))
-	writers := make([]*os.File, 0, len(streams))
-	closeAll := func(files []*os.File) {
-		for _, f := range files {
-			_ = f.Close()
-		}
+	readers, writers, err := outputPipes(len(streams))
+	if err != nil {
+		return res, fmt.Errorf("local: exec: %w", err)
 	}
-	defer func() { closeAll(readers) }()
-	for range streams {
-		r, w, err := os.Pipe()
-		if err != nil {
-			closeAll(writers)
-			return res, fmt.Errorf("local: exec: %w", err)
-		}
-		readers, writers = append(readers, r), append(writers, w)
-	}
+	defer closeAll(readers)
 	cmd, group, err := p.execCommand(m, req, writers[0], writers[len(writers)-1])
 	if err != nil {
 		closeAll(writers)
@@ -308,64 +297,14 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 	if errors.Is(err, syscall.EAGAIN) && len(cmd.groups) > 0 {
 		// Forked in the sandbox's groups: the sandbox is at its process
 		// limit. The command's failure, as a fork inside it would be.
-		res.ExitCode = 1
-		if err := out.Write(streams[len(streams)-1], []byte("cannot start the command: fork: resource temporarily unavailable (the sandbox is at its process limit)\n")); err != nil {
-			return res, fmt.Errorf("local: exec: passing output on: %w", err)
-		}
-		if res.Truncated, err = out.Finish(); err != nil {
-			return res, fmt.Errorf("local: exec: passing output on: %w", err)
-		}
-		return res, nil
+		return atProcessLimit(out, streams[len(streams)-1])
 	}
 	if err != nil {
 		return res, fmt.Errorf("local: exec: %w", err)
 	}
-
-	sink := &outputSink{out: out, failed: make(chan struct{})}
-	ended := make([]bool, len(readers))
-	var readersDone sync.WaitGroup
-	for i, r := range readers {
-		readersDone.Go(func() { ended[i] = sink.readFrom(streams[i], r) })
-	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	timeout := time.NewTimer(execTimeout(req))
-	defer timeout.Stop()
-	var waitErr, failure error
-	killed := true
-	select {
-	case waitErr = <-waited:
-		killed = false
-	case <-timeout.C:
-	case <-ctx.Done():
-		sink.discard()
-		failure = fmt.Errorf("local: exec: %w", ctx.Err())
-	case <-sink.failed:
-		failure = fmt.Errorf("local: exec: passing output on: %w", sink.failure())
-	}
-	if killed {
-		waitErr = stopCommand(cmd.Process.Pid, group, waited)
-	}
-
-	// The command has ended, and all it wrote is in the pipes. Stop the
-	// readers (they would wait for background processes), then take what
-	// is left without waiting.
-	for _, r := range readers {
-		_ = r.SetReadDeadline(time.Now())
-	}
-	readersDone.Wait()
-	var held []*os.File
-	for i, r := range readers {
-		if !ended[i] && !sink.drainNow(streams[i], r) {
-			held = append(held, r)
-		}
-	}
-	if len(held) > 0 {
-		p.detachOutput(ctx, m, held)
-	}
-	if failure == nil && sink.failure() != nil {
-		failure = fmt.Errorf("local: exec: passing output on: %w", sink.failure())
-	}
+	run := &captured{p: p, m: m, cmd: cmd, group: group, streams: streams, readers: readers,
+		sink: &outputSink{out: out, failed: make(chan struct{})}}
+	killed, waitErr, failure := run.wait(ctx, execTimeout(req))
 	if failure != nil {
 		return res, failure
 	}
@@ -377,6 +316,99 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 		return res, fmt.Errorf("local: exec: passing output on: %w", err)
 	}
 	return res, nil
+}
+
+// outputPipes makes n pipes for a command's output; on an error none
+// stays open.
+func outputPipes(n int) (readers, writers []*os.File, err error) {
+	for range n {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(readers)
+			closeAll(writers)
+			return nil, nil, err
+		}
+		readers, writers = append(readers, r), append(writers, w)
+	}
+	return readers, writers, nil
+}
+
+// atProcessLimit is the result of a command that could not start, the
+// sandbox being at its process limit: exit status 1 and fork's complaint
+// on stream, as a fork inside the sandbox would fail.
+func atProcessLimit(out *outputcap.Cap, stream string) (sandbox.ExecResult, error) {
+	res := sandbox.ExecResult{ExitCode: 1}
+	if err := out.Write(stream, []byte("cannot start the command: fork: resource temporarily unavailable (the sandbox is at its process limit)\n")); err != nil {
+		return res, fmt.Errorf("local: exec: passing output on: %w", err)
+	}
+	truncated, err := out.Finish()
+	if err != nil {
+		return res, fmt.Errorf("local: exec: passing output on: %w", err)
+	}
+	res.Truncated = truncated
+	return res, nil
+}
+
+// captured is a started command whose output runCaptured reads.
+type captured struct {
+	p       *Provider
+	m       meta
+	cmd     *sandboxCmd
+	group   cgroup.ExecGroup
+	streams []string
+	readers []*os.File
+	sink    *outputSink
+}
+
+// wait reads the command's output until it ends, its timeout (killed) or
+// ctx does, or the output cannot be passed on (failure), then takes what
+// it wrote last and hands pipes that background processes still hold to
+// detachOutput.
+func (c *captured) wait(ctx context.Context, timeout time.Duration) (killed bool, waitErr, failure error) {
+	ended := make([]bool, len(c.readers))
+	var readersDone sync.WaitGroup
+	for i, r := range c.readers {
+		readersDone.Go(func() { ended[i] = c.sink.readFrom(c.streams[i], r) })
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- c.cmd.Wait() }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	killed = true
+	select {
+	case waitErr = <-waited:
+		killed = false
+	case <-timer.C:
+	case <-ctx.Done():
+		c.sink.discard()
+		failure = fmt.Errorf("local: exec: %w", ctx.Err())
+	case <-c.sink.failed:
+		failure = fmt.Errorf("local: exec: passing output on: %w", c.sink.failure())
+	}
+	if killed {
+		waitErr = stopCommand(c.cmd.Process.Pid, c.group, waited)
+	}
+
+	// The command has ended, and all it wrote is in the pipes. Stop the
+	// readers (they would wait for background processes), then take what
+	// is left without waiting.
+	for _, r := range c.readers {
+		_ = r.SetReadDeadline(time.Now())
+	}
+	readersDone.Wait()
+	var held []*os.File
+	for i, r := range c.readers {
+		if !ended[i] && !c.sink.drainNow(c.streams[i], r) {
+			held = append(held, r)
+		}
+	}
+	if len(held) > 0 {
+		c.p.detachOutput(ctx, c.m, held)
+	}
+	if failure == nil && c.sink.failure() != nil {
+		failure = fmt.Errorf("local: exec: passing output on: %w", c.sink.failure())
+	}
+	return killed, waitErr, failure
 }
 
 // outputSink is where the pipe readers of one command put its output, one

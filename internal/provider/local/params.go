@@ -99,24 +99,32 @@ func (p *Provider) parseParams(raw json.RawMessage) (Params, error) {
 		}
 		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.image %q is not an image of this server (%s)", prm.Image, known)
 	}
+	if err := p.checkLimits(prm); err != nil {
+		return prm, err
+	}
+	return prm, nil
+}
+
+// checkLimits checks the limits a create asks for against the maxima.
+func (p *Provider) checkLimits(prm Params) error {
 	if prm.Pids != 0 && (prm.Pids < minPids || prm.Pids > p.maxLimits.Pids) {
-		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.pids must be between %d and %d", minPids, p.maxLimits.Pids)
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "params.pids must be between %d and %d", minPids, p.maxLimits.Pids)
 	}
 	if prm.OpenFiles != 0 && (prm.OpenFiles < minOpenFiles || prm.OpenFiles > p.maxLimits.OpenFiles) {
-		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.open_files must be between %d and %d", minOpenFiles, p.maxLimits.OpenFiles)
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "params.open_files must be between %d and %d", minOpenFiles, p.maxLimits.OpenFiles)
 	}
 	if prm.MemoryMB != 0 && (prm.MemoryMB < minMemMB || prm.MemoryMB > p.maxLimits.MemoryMB) {
-		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.memory_mb must be between %d and %d", minMemMB, p.maxLimits.MemoryMB)
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "params.memory_mb must be between %d and %d", minMemMB, p.maxLimits.MemoryMB)
 	}
 	if prm.WorkspaceMB != 0 {
 		if p.workspace.Problem() != "" {
-			return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.workspace_mb: /workspace size limits are unavailable on this host (%s)", p.workspace.Problem())
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "params.workspace_mb: /workspace size limits are unavailable on this host (%s)", p.workspace.Problem())
 		}
 		if prm.WorkspaceMB < MinWorkspaceMB || prm.WorkspaceMB > p.maxLimits.WorkspaceMB {
-			return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.workspace_mb must be between %d and %d", MinWorkspaceMB, p.maxLimits.WorkspaceMB)
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "params.workspace_mb must be between %d and %d", MinWorkspaceMB, p.maxLimits.WorkspaceMB)
 		}
 	}
-	return prm, nil
+	return nil
 }
 
 // limitsFor are the limits of a sandbox created with prm, as far as the
