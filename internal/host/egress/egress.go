@@ -122,11 +122,14 @@ const (
 	guardTable = "tether_forward_guard"
 )
 
-// NetnsName, VethName and TableName are the names of sandbox id's network
-// namespace, the host's end of its veth pair (15 bytes, the most a name
-// may have) and its nftables table (inet).
+// NetnsName is the name of sandbox id's network namespace.
 func NetnsName(id string) string { return "tether-" + id }
-func VethName(id string) string  { return vethPrefix + id[len(id)-12:] }
+
+// VethName is the name of the host's end of sandbox id's veth pair: 15
+// bytes, the most a name may have.
+func VethName(id string) string { return vethPrefix + id[len(id)-12:] }
+
+// TableName is the name of sandbox id's nftables table (inet).
 func TableName(id string) string { return "tether_" + id }
 
 // Ranges no sandbox reaches, whatever its list says, and ranges it reaches

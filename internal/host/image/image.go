@@ -143,14 +143,14 @@ var imageSkipped = map[string]bool{"proc": true, "dev": true, "sys": true, "tmp"
 // users must be able to reach: the registered folder (its symbolic links
 // resolved), or the tarball unpacked into the folder cache (by an earlier
 // start, or now).
-func (img Image) Root(cache string) (string, error) {
+func (i Image) Root(cache string) (string, error) {
 	var root string
 	var err error
-	switch img.Source() {
+	switch i.Source() {
 	case Tarball:
-		root, err = unpackImage(cache, img)
+		root, err = unpackImage(cache, i)
 	default:
-		root, err = filepath.EvalSymlinks(img.Path)
+		root, err = filepath.EvalSymlinks(i.Path)
 	}
 	if err != nil {
 		return "", err

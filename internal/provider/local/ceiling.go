@@ -11,13 +11,13 @@ import (
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
-// Each sandbox has its limits (internal/host/cgroup), and all of them together have
-// the host share: what the provider's sandboxes may take of the host at
+// Each sandbox has its limits (its control groups, cgroup.Groups.Create),
+// and all of them together have the host share: what the provider's sandboxes may take of the host at
 // once, so that however many there are, Tether, Postgres and the rest of
 // the host keep what they need. It is held two ways:
 //
 //   - The control groups above the sandboxes' (the "tether" group of each
-//     controller) are capped at the share's pids and memory: the kernel
+//     controller, cgroup.Groups.SetCeiling) are capped at the share's pids and memory: the kernel
 //     never lets all sandboxes together fork or allocate past it, whatever
 //     each one's own limit, so a fork bomb in every sandbox still leaves the
 //     host able to fork, and the host's OOM killer never has to choose

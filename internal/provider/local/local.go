@@ -1,17 +1,29 @@
 // Package local is the provider of real sandboxes on the host Tether runs
-// on, isolated with Linux namespaces through bubblewrap (bwrap).
+// on, isolated with Linux namespaces through bubblewrap (bwrap). It is a
+// provider that composes the host packages of internal/host, each owning
+// one kind of host object: cgroup (control groups), seccomp (the system
+// call filter), egress (allow-list networking), workspace (size-limited
+// /workspace), uidpool (a host uid per sandbox), image (the sandbox's
+// root) and outputcap (exec output held to a limit).
 //
 // Each sandbox is a bwrap process tree with its own pid, mount, ipc and uts
 // namespaces (and, unless params.network is "host", its own network
 // namespace: with only loopback, or for "allowlist" one with a link to the
 // host filtered outside the sandbox, see network.go). Its root holds the
 // host's system folders and a curated /etc, read-only, or, with
-// params.image, an image the operator registered (image.go, internal/host/image); /workspace is
+// params.image, an image the operator registered (image.go); /workspace is
 // a private writable folder kept under the provider's state directory, or,
-// with a size limit, a file system of its own mounted there
-// (internal/host/workspace); /tmp is a private tmpfs. The sandbox's pid 1
-// (bwrap's init) lives until Destroy kills it, and with it every process in
-// the sandbox, including background processes that exec started.
+// with a size limit, a file system of its own mounted there; /tmp is a
+// private tmpfs. The sandbox's pid 1 (bwrap's init) lives until Destroy
+// kills it, and with it every process in the sandbox, including background
+// processes that exec started.
+//
+// The files: create.go makes a sandbox, step by step with one rollback;
+// destroy.go removes it and lists them; bwrap.go builds bwrap's arguments
+// and starts the init; keeper.go keeps the init alive; exec.go runs
+// commands and moves files; launch.go starts every process Tether runs for
+// a sandbox; params.go, state.go, ceiling.go (the host share), network.go,
+// uid.go, image.go and procmask.go hold the rest.
 //
 // State lives in the state directory, one folder per sandbox named by its
 // id: meta.json (what is needed to find the sandbox again), workspace/ and,
@@ -21,9 +33,8 @@
 //
 // Commands run inside a sandbox through nsenter (util-linux) and the
 // sandbox's /bin/sh, with every capability dropped and no_new_privs set.
-// Every process of a sandbox runs as a host uid of its own (uid.go) and
-// under a seccomp filter (internal/host/seccomp); exec output comes through pipes,
-// bounded in memory (internal/host/outputcap).
+// Every process of a sandbox runs as a host uid of its own and under a
+// seccomp filter; exec output comes through pipes, bounded in memory.
 package local
 
 import (
@@ -98,13 +109,13 @@ type Provider struct {
 	// sh is the host's shell, which the probe runs under the exec filter.
 	sh string
 	// sandboxFilter is the seccomp filter bwrap installs in each sandbox,
-	// execFilter the one of the commands that enter it (internal/host/seccomp); nil
-	// on architectures without one.
+	// execFilter the one of the commands that enter it (seccomp.Filter);
+	// nil on architectures without one.
 	sandboxFilter, execFilter []unix.SockFilter
 	// uids are the host uids sandboxes run as, one each (uid.go).
 	uids uidpool.Pool
 	// imageList are the images WithImages registered, images those ready
-	// for sandboxes by name (image.go, internal/host/image).
+	// for sandboxes by name (image.go).
 	imageList []Image
 	images    map[string]*registered
 }

@@ -55,7 +55,7 @@ const (
 // Params are the local provider's create params.
 type Params struct {
 	// Network is "none" (default: a private network namespace with only
-	// loopback), "host", or "allowlist" (only what Allow names; egress.go).
+	// loopback), "host", or "allowlist" (only what Allow names; network.go).
 	Network string `json:"network,omitempty"`
 	// Allow lists what an "allowlist" sandbox may reach: host names, IPv4
 	// addresses or CIDRs, each with an optional ":port".
