@@ -193,15 +193,9 @@ func (e *Egress) probe() string {
 	if err := CheckPool(e.Pool); err != nil {
 		return err.Error()
 	}
-	var missing []string
-	if e.ip == "" {
-		missing = append(missing, "ip (Debian package iproute2)")
-	}
-	if e.nft == "" {
-		missing = append(missing, "nft (Debian package nftables)")
-	}
-	if len(missing) > 0 {
-		return "missing on this host: " + strings.Join(missing, ", ")
+	if missing := hostos.Missing(hostos.Tool{Path: e.ip, What: "ip (Debian package iproute2)"},
+		hostos.Tool{Path: e.nft, What: "nft (Debian package nftables)"}); missing != "" {
+		return missing
 	}
 	if clash := hostAddrIn(e.Pool); clash != "" {
 		return fmt.Sprintf("the egress pool %s overlaps %s, which the host uses; choose another pool", e.Pool, clash)

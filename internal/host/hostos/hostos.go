@@ -125,3 +125,22 @@ func RandomSuffix() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// Tool is a host tool a mechanism needs: where LookPath found it ("" if
+// nowhere) and what to install for it.
+type Tool struct{ Path, What string }
+
+// Missing says which of tools the host lacks ("missing on this host: ..."),
+// or "".
+func Missing(tools ...Tool) string {
+	var missing []string
+	for _, t := range tools {
+		if t.Path == "" {
+			missing = append(missing, t.What)
+		}
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	return "missing on this host: " + strings.Join(missing, ", ")
+}

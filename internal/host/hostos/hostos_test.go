@@ -131,3 +131,12 @@ func TestFreeMBAndRealPath(t *testing.T) {
 		t.Errorf("RealPath of a missing path = %s", got)
 	}
 }
+
+func TestMissing(t *testing.T) {
+	if got := Missing(Tool{Path: "/bin/sh", What: "sh"}); got != "" {
+		t.Errorf("Missing of a present tool = %q", got)
+	}
+	if got, want := Missing(Tool{What: "a (pkg a)"}, Tool{Path: "/x", What: "x"}, Tool{What: "b (pkg b)"}), "missing on this host: a (pkg a), b (pkg b)"; got != want {
+		t.Errorf("Missing = %q; want %q", got, want)
+	}
+}

@@ -94,15 +94,9 @@ func (w *FS) Detect(dir, providerProblem string) {
 // or "". Tethers that share dir take turns, and each first clears what a
 // probe that died left.
 func (w *FS) probe(dir string) string {
-	var missing []string
-	if w.mkfs == "" {
-		missing = append(missing, "mkfs.ext4 (Debian package e2fsprogs)")
-	}
-	if w.mount == "" {
-		missing = append(missing, "mount (Debian package mount)")
-	}
-	if len(missing) > 0 {
-		return "missing on this host: " + strings.Join(missing, ", ")
+	if missing := hostos.Missing(hostos.Tool{Path: w.mkfs, What: "mkfs.ext4 (Debian package e2fsprogs)"},
+		hostos.Tool{Path: w.mount, What: "mount (Debian package mount)"}); missing != "" {
+		return missing
 	}
 	unlock, err := hostos.Lock(filepath.Join(dir, probeWorkspaceDir+".lock"))
 	if err != nil {
