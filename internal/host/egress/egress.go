@@ -56,7 +56,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tetherhq/tether/internal/host/hostos"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // InvalidError is an allow list (or a host name in it) that a create may
@@ -472,7 +471,7 @@ func (e *Egress) resolve(ctx context.Context, entries []allowEntry) (map[string]
 			}
 		}
 		if len(keep) == 0 {
-			return nil, sandbox.Errorf(sandbox.CodeInvalidRequest,
+			return nil, invalidf(
 				"params.allow: host %s resolves to %v, none of which a sandbox may reach (loopback, link-local, the sandboxes' pool, or a private range no entry names by address)", h, found[i])
 		}
 		slices.SortFunc(keep, netip.Addr.Compare)

@@ -69,6 +69,8 @@ func TestResolve(t *testing.T) {
 		switch host {
 		case "mixed.example.com":
 			return []netip.Addr{netip.MustParseAddr("93.184.216.34"), netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("10.1.2.3")}, nil
+		case "loopback.example.com":
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("10.250.0.9")}, nil
 		case "gone.example.com":
 			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 		}
@@ -86,6 +88,10 @@ func TestResolve(t *testing.T) {
 	var invalid *InvalidError
 	if _, err := e.resolve(t.Context(), gone); !errors.As(err, &invalid) {
 		t.Errorf("a name that does not exist: %v; want an InvalidError", err)
+	}
+	unreachable, _ := e.parseAllow([]string{"loopback.example.com"})
+	if _, err := e.resolve(t.Context(), unreachable); !errors.As(err, &invalid) || !strings.Contains(err.Error(), "none of which") {
+		t.Errorf("a name of only unreachable addresses: %v; want an InvalidError", err)
 	}
 	slow, _ := e.parseAllow([]string{"slow.example.com"})
 	if _, err := e.resolve(t.Context(), slow); !errors.Is(err, ErrTemporary) {
