@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tetherhq/tether/internal/host/egress"
 	"github.com/tetherhq/tether/internal/provider/local"
 	"github.com/tetherhq/tether/internal/provider/sim"
 	"github.com/tetherhq/tether/internal/sandbox"
@@ -178,7 +179,7 @@ func setCgroupParent(c *Config, v string) error {
 
 func setEgressPool(c *Config, v string) error {
 	pool, err := netip.ParsePrefix(cmp.Or(strings.TrimSpace(v), local.DefaultEgressPool))
-	if err != nil || !pool.Addr().Is4() || pool.Bits() > 28 || pool != pool.Masked() {
+	if err != nil || egress.CheckPool(pool) != nil {
 		return fmt.Errorf("LOCAL_EGRESS_POOL=%q: want an IPv4 network of /28 or larger such as %s", v, local.DefaultEgressPool)
 	}
 	c.Local.EgressPool = pool

@@ -1,26 +1,23 @@
 package local
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/tetherhq/tether/internal/host/cgroup"
+	"github.com/tetherhq/tether/internal/host/hostos"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
-// Each sandbox has its limits (cgroup.go), and all of them together have
-// the host share: what the provider's sandboxes may take of the host at
+// Each sandbox has its limits (its control groups, cgroup.Groups.Create),
+// and all of them together have the host share: what the provider's sandboxes may take of the host at
 // once, so that however many there are, Tether, Postgres and the rest of
 // the host keep what they need. It is held two ways:
 //
 //   - The control groups above the sandboxes' (the "tether" group of each
-//     controller) are capped at the share's pids and memory: the kernel
+//     controller, cgroup.Groups.SetCeiling) are capped at the share's pids and memory: the kernel
 //     never lets all sandboxes together fork or allocate past it, whatever
 //     each one's own limit, so a fork bomb in every sandbox still leaves the
 //     host able to fork, and the host's OOM killer never has to choose
@@ -64,65 +61,17 @@ const defaultCgroupParent = "tether"
 // against the disk would hold a host to a handful of sandboxes.
 func hostShareDefaults(share Limits) Limits {
 	if share.Pids == 0 {
-		pids := readInt("/proc/sys/kernel/pid_max")
-		if threads := readInt("/proc/sys/kernel/threads-max"); threads > 0 && (pids == 0 || threads < pids) {
+		pids := cgroup.ReadInt("/proc/sys/kernel/pid_max")
+		if threads := cgroup.ReadInt("/proc/sys/kernel/threads-max"); threads > 0 && (pids == 0 || threads < pids) {
 			pids = threads
 		}
 		share.Pids = max(minPids, int(pids/2))
 	}
 	if share.MemoryMB == 0 {
-		mem := hostMemory()
+		mem := cgroup.HostMemory()
 		share.MemoryMB = max(minMemMB, int((mem-max(mem/4, 1<<30))>>20))
 	}
 	return share
-}
-
-// diskMB is three quarters of the space free in dir's file system, in
-// MiB: the largest workspace a create may ask for. 0 if unknown.
-func diskMB(dir string) int {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return 0
-	}
-	return int(int64(st.Bavail) * st.Bsize / 4 * 3 >> 20) //nolint:gosec // sizes of a real file system
-}
-
-// hostMemory is the host's memory, or the limit of the memory control
-// group Tether runs in (cgroup v1 or v2) if that is lower, in bytes.
-func hostMemory() int64 {
-	var total int64
-	if f, err := os.Open("/proc/meminfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-				total = kb << 10
-			}
-		}
-		_ = f.Close()
-	}
-	if own, err := ownCgroups(); err == nil {
-		for _, path := range []string{
-			filepath.Join("/sys/fs/cgroup/memory", own["memory"], "memory.limit_in_bytes"),
-			filepath.Join("/sys/fs/cgroup", own[""], "memory.max"),
-		} {
-			if limit := readInt(path); limit > 0 && (total == 0 || limit < total) {
-				total = limit
-			}
-		}
-	}
-	return total
-}
-
-// readInt reads a file holding one integer; 0 if it cannot (or says
-// "max").
-func readInt(path string) int64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return n
 }
 
 // capToShare lowers the provider's maxima (and defaults) to what the host
@@ -140,31 +89,10 @@ func (p *Provider) capToShare(dir string) {
 		limit(&lim.Pids, p.hostShare.Pids, p.tenantShare.Pids)
 		limit(&lim.MemoryMB, p.hostShare.MemoryMB, p.tenantShare.MemoryMB)
 		limit(&lim.WorkspaceMB, p.hostShare.WorkspaceMB, p.tenantShare.WorkspaceMB)
-		if disk := diskMB(dir); disk >= MinWorkspaceMB {
+		if disk := hostos.FreeMB(dir); disk >= MinWorkspaceMB {
 			limit(&lim.WorkspaceMB, disk)
 		}
 	}
-}
-
-// setCeiling caps the sandboxes' parent groups at the host share.
-func (cg *cgroups) setCeiling(share Limits) error {
-	pids := strconv.Itoa(share.Pids)
-	memory := strconv.FormatInt(int64(share.MemoryMB)<<20, 10)
-	for _, base := range cg.bases {
-		settings := map[string]string{}
-		switch {
-		case cg.v2:
-			settings = map[string]string{"pids.max": pids, "memory.max": memory, "memory.swap.max": "0"}
-		case strings.Contains(base, "/pids/"):
-			settings["pids.max"] = pids
-		case strings.Contains(base, "/memory/"):
-			settings["memory.limit_in_bytes"] = memory
-		}
-		if err := writeLimits(base, settings); err != nil {
-			return fmt.Errorf("capping %s at the host share: %w", base, err)
-		}
-	}
-	return nil
 }
 
 // ledger holds the reservations of the sandboxes on this host: their

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/host/hostos"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/test/harness"
 )
@@ -26,7 +27,7 @@ func newSharedProvider(t *testing.T, host, tenant Limits) (*Provider, string) {
 	dir := harness.ReachableTempDir(t)
 	noWorkspaceLimit := WithLimits(Limits{Pids: DefaultPids, MemoryMB: DefaultMemoryMB, OpenFiles: DefaultOpenFiles},
 		Limits{Pids: DefaultMaxPids, MemoryMB: DefaultMaxMemoryMB, WorkspaceMB: DefaultMaxWorkspaceMB, OpenFiles: DefaultMaxOpenFiles})
-	p, err := New(dir, noWorkspaceLimit, WithHostShare(host, tenant), WithCgroupParent("tether-test-"+randomSuffix()))
+	p, err := New(dir, noWorkspaceLimit, WithHostShare(host, tenant), WithCgroupParent("tether-test-"+hostos.RandomSuffix()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,11 +38,8 @@ func newSharedProvider(t *testing.T, host, tenant Limits) (*Provider, string) {
 		t.Fatal("no control groups on this host")
 	}
 	t.Cleanup(func() { // after every sandbox's destroy, registered later
-		for _, base := range p.cg.bases {
-			_ = os.Remove(filepath.Join(base, keepersGroup))
-			if err := os.Remove(base); err != nil {
-				t.Errorf("removing the test's parent group: %v", err)
-			}
+		if err := p.cg.RemoveParents(); err != nil {
+			t.Errorf("removing the test's parent group: %v", err)
 		}
 	})
 	return p, dir
@@ -114,7 +112,7 @@ func TestHostShareReservations(t *testing.T) {
 		t.Errorf("%d sandbox folders after two creates and three refusals", n)
 	}
 	// A provider started anew counts what runs.
-	again, err := New(dir, WithLimits(p.limits, p.maxLimits), WithHostShare(Limits{Pids: 700, MemoryMB: 3000}, Limits{Pids: 500}), WithCgroupParent(filepath.Base(p.cg.bases[0])))
+	again, err := New(dir, WithLimits(p.limits, p.maxLimits), WithHostShare(Limits{Pids: 700, MemoryMB: 3000}, Limits{Pids: 500}), WithCgroupParent(filepath.Base(p.cg.Parents()[0])))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +136,7 @@ func TestForkBombsLeaveTheHostAbleToFork(t *testing.T) {
 	// Not parallel: its fork bombs load every core, which would stretch the
 	// timings the package's parallel tests keep to (exec timeouts).
 	p, _ := newSharedProvider(t, Limits{Pids: 1200}, Limits{})
-	pidsBase := p.cg.bases[0]
+	pidsBase := p.cg.Parents()[0]
 	if b, err := os.ReadFile(filepath.Join(pidsBase, "pids.max")); err != nil || strings.TrimSpace(string(b)) != "1200" {
 		t.Fatalf("the parent group's pids.max = %q, %v; want the host share, 1200", b, err)
 	}
@@ -151,7 +149,7 @@ func TestForkBombsLeaveTheHostAbleToFork(t *testing.T) {
 		ids = append(ids, id)
 	}
 	const ceiling = 150
-	if err := p.cg.setCeiling(Limits{Pids: ceiling, MemoryMB: p.hostShare.MemoryMB}); err != nil {
+	if err := p.cg.SetCeiling(ceiling, p.hostShare.MemoryMB); err != nil {
 		t.Fatal(err)
 	}
 	var bombs sync.WaitGroup
@@ -183,7 +181,7 @@ func TestForkBombsLeaveTheHostAbleToFork(t *testing.T) {
 	if peak > ceiling || peak < ceiling/2 {
 		t.Errorf("the sandboxes held %d processes at most; want the cap, %d, reached and not passed", peak, ceiling)
 	}
-	if err := p.cg.setCeiling(p.hostShare); err != nil {
+	if err := p.cg.SetCeiling(p.hostShare.Pids, p.hostShare.MemoryMB); err != nil {
 		t.Fatal(err)
 	}
 	// The bombs' processes are freed a moment after their kill.

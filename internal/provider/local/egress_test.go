@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/host/egress"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/test/harness"
 )
@@ -40,10 +41,10 @@ func newEgressProvider(t *testing.T, names map[string]netip.Addr) (*Provider, st
 	if p.problem != "" {
 		t.Fatalf("local provider unavailable: %s", p.problem)
 	}
-	if p.egress.problem != "" {
-		t.Fatalf("allowlist network unavailable: %s", p.egress.problem)
+	if p.egress.Problem() != "" {
+		t.Fatalf("allowlist network unavailable: %s", p.egress.Problem())
 	}
-	p.egress.lookup = func(_ context.Context, host string) ([]netip.Addr, error) {
+	p.egress.Lookup = func(_ context.Context, host string) ([]netip.Addr, error) {
 		if a, ok := names[host]; ok {
 			return []netip.Addr{a}, nil
 		}
@@ -140,7 +141,7 @@ func serve(t *testing.T, netns, addr, body string) string {
 	if netns == "" {
 		err = listen()
 	} else {
-		err = inNetns(filepath.Join(netnsDir, netns), listen)
+		err = egress.InNetns(filepath.Join(egress.NetnsDir, netns), listen)
 	}
 	if err != nil {
 		t.Fatalf("listen on %s in %q: %v", addr, netns, err)
@@ -179,33 +180,33 @@ for t in "$@"; do (b=$(curl -sS --connect-timeout 3 -m 5 "http://$t/" 2>/dev/nul
 // egressLeft names what is left on the host of the sandbox's network.
 func egressLeft(id string) []string {
 	var left []string
-	if _, err := os.Stat(filepath.Join(netnsDir, netnsName(id))); err == nil {
-		left = append(left, "netns "+netnsName(id))
+	if _, err := os.Stat(filepath.Join(egress.NetnsDir, egress.NetnsName(id))); err == nil {
+		left = append(left, "netns "+egress.NetnsName(id))
 	}
-	if linkExists(vethName(id)) {
-		left = append(left, "veth "+vethName(id))
+	if linkExists(egress.VethName(id)) {
+		left = append(left, "veth "+egress.VethName(id))
 	}
-	if exec.Command("nft", "list", "table", "inet", nftTable(id)).Run() == nil {
-		left = append(left, "nft table "+nftTable(id))
+	if exec.Command("nft", "list", "table", "inet", egress.TableName(id)).Run() == nil {
+		left = append(left, "nft table "+egress.TableName(id))
 	}
 	return left
 }
 
 // sandboxLink returns the sandbox's and the host's addresses on its veth.
-func sandboxLink(t *testing.T, id string) egressLink {
+func sandboxLink(t *testing.T, id string) egress.Link {
 	t.Helper()
-	ifc, err := net.InterfaceByName(vethName(id))
+	ifc, err := net.InterfaceByName(egress.VethName(id))
 	if err != nil {
 		t.Fatalf("the sandbox's veth: %v", err)
 	}
 	addrs, _ := ifc.Addrs()
 	for _, a := range addrs {
 		if pfx, err := netip.ParsePrefix(a.String()); err == nil && pfx.Addr().Is4() {
-			return egressLink{host: pfx.Addr(), sbx: pfx.Addr().Next()}
+			return egress.Link{Host: pfx.Addr(), Sandbox: pfx.Addr().Next()}
 		}
 	}
 	t.Fatalf("the sandbox's veth has no IPv4 address")
-	return egressLink{}
+	return egress.Link{}
 }
 
 // hostAddr returns an IPv4 address of the host's main interface (the one
@@ -280,13 +281,13 @@ func TestEgressAllowlist(t *testing.T) {
 nohup python3 -m http.server 8000 --bind 0.0.0.0 --directory /tmp/www >/dev/null 2>&1 &
 for i in $(seq 50); do curl -s -o /dev/null http://127.0.0.1:8000/ && exit 0; sleep 0.1; done; exit 1`)
 	namedLink, broadLink, privateLink, neighbourLink := sandboxLink(t, named), sandboxLink(t, broad), sandboxLink(t, private), sandboxLink(t, neighbour)
-	sbx := privateLink.sbx.String() + ":8000"
+	sbx := privateLink.Sandbox.String() + ":8000"
 
-	always := func(link egressLink) []string { // what no sandbox reaches
+	always := func(link egress.Link) []string { // what no sandbox reaches
 		return []string{
 			lo,                                 // the host's loopback: the sandbox's own, here
 			hostIP.String() + ":" + anyPort,    // the host's own address
-			link.host.String() + ":" + anyPort, // the host's end of the sandbox's link
+			link.Host.String() + ":" + anyPort, // the host's end of the sandbox's link
 			ll.addr.String() + ":80",           // link-local
 			"169.254.169.254:80",               // the metadata address (this host may answer there)
 			other.addr.String() + ":80",        // not on any list but broad's
@@ -509,6 +510,11 @@ func TestEgressParams(t *testing.T) {
 	}
 }
 
+func linkExists(name string) bool {
+	_, err := os.Lstat(filepath.Join("/sys/class/net", name))
+	return err == nil
+}
+
 func mustJSON(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -582,7 +588,7 @@ func TestEgressPoolOverlappingTheHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(p.egress.problem, "overlaps 127.0.0.1/8") {
-		t.Errorf("problem = %q; want the pool's overlap with loopback", p.egress.problem)
+	if !strings.Contains(p.egress.Problem(), "overlaps 127.0.0.1/8") {
+		t.Errorf("problem = %q; want the pool's overlap with loopback", p.egress.Problem())
 	}
 }

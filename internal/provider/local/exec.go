@@ -3,8 +3,6 @@ package local
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +17,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tetherhq/tether/internal/host/cgroup"
+	"github.com/tetherhq/tether/internal/host/hostos"
+	"github.com/tetherhq/tether/internal/host/outputcap"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -49,7 +50,7 @@ type sandboxCmd struct {
 func (p *Provider) command(m meta, extra map[string]string, argv ...string) *sandboxCmd {
 	var groups []string
 	if p.cg != nil && m.Limits.Pids > 0 {
-		groups = p.cg.dirs(m.SandboxID)
+		groups = p.cg.Dirs(m.SandboxID)
 	}
 	return p.commandIn(groups, m, extra, enterScript, argv...)
 }
@@ -72,7 +73,7 @@ const execScript = `[ "$1" = 0 ] || ulimit -n "$1" || exit 126; shift; while [ "
 // with args in the sandbox, started in the control groups whose folders
 // are groups.
 func (p *Provider) commandIn(groups []string, m meta, extra map[string]string, script string, args ...string) *sandboxCmd {
-	env := map[string]string{"PATH": defaultPath, "HOME": WorkDir, "TERM": "dumb", "LANG": "C.UTF-8"}
+	env := map[string]string{"PATH": hostos.DefaultPath, "HOME": WorkDir, "TERM": "dumb", "LANG": "C.UTF-8"}
 	for k, v := range m.Env {
 		env[k] = v
 	}
@@ -143,19 +144,19 @@ func killGroup(pgid int) {
 // child's zombie to the host's pid 1, which need not reap it (a container's
 // often does not), and the process group would last, a zombie, until that
 // pid 1 got round to it: timeouts overran by one to two seconds.
-func stopCommand(pid int, group execGroup, waited <-chan error) error {
-	if group.dir == "" {
+func stopCommand(pid int, group cgroup.ExecGroup, waited <-chan error) error {
+	if len(group.Dirs()) == 0 {
 		killGroup(pid)
 		return <-waited
 	}
-	group.killBut(pid)
+	group.KillBut(pid)
 	select {
 	case err := <-waited:
-		group.kill() // what it started as it went
+		group.Kill() // what it started as it went
 		return err
 	case <-time.After(time.Second):
 		killGroup(pid)
-		group.kill()
+		group.Kill()
 		return <-waited
 	}
 }
@@ -172,7 +173,7 @@ func (p *Provider) Exec(ctx context.Context, sandboxID string, req sandbox.ExecR
 func (p *Provider) exec(ctx context.Context, m meta, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	limit := outputLimit(req)
 	var out []byte
-	c := newOutputCap(limit, func(_ string, chunk []byte) error {
+	c := outputcap.New(limit, sandbox.Stderr, func(_ string, chunk []byte) error {
 		// Grown by hand: never past the limit, which head, marker and tail
 		// together do not exceed.
 		if need := len(out) + len(chunk); need > cap(out) {
@@ -197,21 +198,21 @@ func (p *Provider) oomKills(m meta) int {
 	if p.cg == nil || m.Limits.MemoryMB == 0 {
 		return -1
 	}
-	return p.cg.oomKills(m.SandboxID)
+	return p.cg.OOMKills(m.SandboxID)
 }
 
 // execCommand is the command that runs req in the sandbox, its output
 // going to the given files, and the group of its processes (whose kill
 // and release do nothing where the sandbox has no control groups).
-func (p *Provider) execCommand(m meta, req sandbox.ExecRequest, stdout, stderr *os.File) (*sandboxCmd, execGroup, error) {
-	var group execGroup
+func (p *Provider) execCommand(m meta, req sandbox.ExecRequest, stdout, stderr *os.File) (*sandboxCmd, cgroup.ExecGroup, error) {
+	var group cgroup.ExecGroup
 	if p.cg != nil && m.Limits.Pids > 0 {
 		var err error
-		if group, err = p.cg.newExecGroup(m.SandboxID); err != nil {
+		if group, err = p.cg.NewExecGroup(m.SandboxID); err != nil {
 			return nil, group, fmt.Errorf("local: exec: %w", err)
 		}
 	}
-	cmd := p.commandIn(group.dirs, m, req.Env, execScript, req.WorkDir, req.Command)
+	cmd := p.commandIn(group.Dirs(), m, req.Env, execScript, req.WorkDir, req.Command)
 	cmd.Stdin = nil
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	return cmd, group, nil
@@ -254,13 +255,13 @@ func execOutcome(killed bool, err error) (sandbox.ExecResult, error) {
 // through pipes of their own, each chunk passed on as it is read, up to half
 // the limit; what follows is held (the latest bytes, up to the other half)
 // and passed on when the command ends, after the marker if the output was
-// cut (see outputCap).
+// cut (see outputcap.Cap).
 func (p *Provider) ExecStream(ctx context.Context, sandboxID string, req sandbox.ExecRequest, emit func(stream string, chunk []byte) error) (sandbox.ExecResult, error) {
 	m, err := p.running(sandboxID)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	return p.runCaptured(ctx, m, req, newOutputCap(outputLimit(req), emit), true)
+	return p.runCaptured(ctx, m, req, outputcap.New(outputLimit(req), sandbox.Stderr, emit), true)
 }
 
 // runCaptured runs req in the sandbox and writes its output to out as it
@@ -273,98 +274,37 @@ func (p *Provider) ExecStream(ctx context.Context, sandboxID string, req sandbox
 // Background processes the command started may hold the pipes after it
 // ends: what they wrote until then is read, and detachOutput takes the
 // pipes from there.
-func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequest, out *outputCap, split bool) (sandbox.ExecResult, error) {
+func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequest, out *outputcap.Cap, split bool) (sandbox.ExecResult, error) {
 	var res sandbox.ExecResult
 	streams := []string{sandbox.Stdout}
 	if split {
 		streams = append(streams, sandbox.Stderr)
 	}
-	readers := make([]*os.File, 0, len(streams))
-	writers := make([]*os.File, 0, len(streams))
-	closeAll := func(files []*os.File) {
-		for _, f := range files {
-			_ = f.Close()
-		}
+	readers, writers, err := outputPipes(len(streams))
+	if err != nil {
+		return res, fmt.Errorf("local: exec: %w", err)
 	}
-	defer func() { closeAll(readers) }()
-	for range streams {
-		r, w, err := os.Pipe()
-		if err != nil {
-			closeAll(writers)
-			return res, fmt.Errorf("local: exec: %w", err)
-		}
-		readers, writers = append(readers, r), append(writers, w)
-	}
+	defer closeAll(readers)
 	cmd, group, err := p.execCommand(m, req, writers[0], writers[len(writers)-1])
 	if err != nil {
 		closeAll(writers)
 		return res, err
 	}
-	defer group.release()
+	defer group.Release()
 	ooms := p.oomKills(m)
 	err = p.startCommand(cmd.Cmd, cmd.groups)
 	closeAll(writers) // the command holds its own ends; EOF once it and its children let go
 	if errors.Is(err, syscall.EAGAIN) && len(cmd.groups) > 0 {
 		// Forked in the sandbox's groups: the sandbox is at its process
 		// limit. The command's failure, as a fork inside it would be.
-		res.ExitCode = 1
-		if err := out.write(streams[len(streams)-1], []byte("cannot start the command: fork: resource temporarily unavailable (the sandbox is at its process limit)\n")); err != nil {
-			return res, fmt.Errorf("local: exec: passing output on: %w", err)
-		}
-		if res.Truncated, err = out.finish(); err != nil {
-			return res, fmt.Errorf("local: exec: passing output on: %w", err)
-		}
-		return res, nil
+		return atProcessLimit(out, streams[len(streams)-1])
 	}
 	if err != nil {
 		return res, fmt.Errorf("local: exec: %w", err)
 	}
-
-	sink := &outputSink{out: out, failed: make(chan struct{})}
-	ended := make([]bool, len(readers))
-	var readersDone sync.WaitGroup
-	for i, r := range readers {
-		readersDone.Go(func() { ended[i] = sink.readFrom(streams[i], r) })
-	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	timeout := time.NewTimer(execTimeout(req))
-	defer timeout.Stop()
-	var waitErr, failure error
-	killed := true
-	select {
-	case waitErr = <-waited:
-		killed = false
-	case <-timeout.C:
-	case <-ctx.Done():
-		sink.discard()
-		failure = fmt.Errorf("local: exec: %w", ctx.Err())
-	case <-sink.failed:
-		failure = fmt.Errorf("local: exec: passing output on: %w", sink.failure())
-	}
-	if killed {
-		waitErr = stopCommand(cmd.Process.Pid, group, waited)
-	}
-
-	// The command has ended, and all it wrote is in the pipes. Stop the
-	// readers (they would wait for background processes), then take what
-	// is left without waiting.
-	for _, r := range readers {
-		_ = r.SetReadDeadline(time.Now())
-	}
-	readersDone.Wait()
-	var held []*os.File
-	for i, r := range readers {
-		if !ended[i] && !sink.drainNow(streams[i], r) {
-			held = append(held, r)
-		}
-	}
-	if len(held) > 0 {
-		p.detachOutput(ctx, m, held)
-	}
-	if failure == nil && sink.failure() != nil {
-		failure = fmt.Errorf("local: exec: passing output on: %w", sink.failure())
-	}
+	run := &captured{p: p, m: m, cmd: cmd, group: group, streams: streams, readers: readers,
+		sink: &outputSink{out: out, failed: make(chan struct{})}}
+	killed, waitErr, failure := run.wait(ctx, execTimeout(req))
 	if failure != nil {
 		return res, failure
 	}
@@ -372,10 +312,103 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 		return res, err
 	}
 	res.OOMKilled = p.oomKills(m) > ooms
-	if res.Truncated, err = out.finish(); err != nil {
+	if res.Truncated, err = out.Finish(); err != nil {
 		return res, fmt.Errorf("local: exec: passing output on: %w", err)
 	}
 	return res, nil
+}
+
+// outputPipes makes n pipes for a command's output; on an error none
+// stays open.
+func outputPipes(n int) (readers, writers []*os.File, err error) {
+	for range n {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(readers)
+			closeAll(writers)
+			return nil, nil, err
+		}
+		readers, writers = append(readers, r), append(writers, w)
+	}
+	return readers, writers, nil
+}
+
+// atProcessLimit is the result of a command that could not start, the
+// sandbox being at its process limit: exit status 1 and fork's complaint
+// on stream, as a fork inside the sandbox would fail.
+func atProcessLimit(out *outputcap.Cap, stream string) (sandbox.ExecResult, error) {
+	res := sandbox.ExecResult{ExitCode: 1}
+	if err := out.Write(stream, []byte("cannot start the command: fork: resource temporarily unavailable (the sandbox is at its process limit)\n")); err != nil {
+		return res, fmt.Errorf("local: exec: passing output on: %w", err)
+	}
+	truncated, err := out.Finish()
+	if err != nil {
+		return res, fmt.Errorf("local: exec: passing output on: %w", err)
+	}
+	res.Truncated = truncated
+	return res, nil
+}
+
+// captured is a started command whose output runCaptured reads.
+type captured struct {
+	p       *Provider
+	m       meta
+	cmd     *sandboxCmd
+	group   cgroup.ExecGroup
+	streams []string
+	readers []*os.File
+	sink    *outputSink
+}
+
+// wait reads the command's output until it ends, its timeout (killed) or
+// ctx does, or the output cannot be passed on (failure), then takes what
+// it wrote last and hands pipes that background processes still hold to
+// detachOutput.
+func (c *captured) wait(ctx context.Context, timeout time.Duration) (killed bool, waitErr, failure error) {
+	ended := make([]bool, len(c.readers))
+	var readersDone sync.WaitGroup
+	for i, r := range c.readers {
+		readersDone.Go(func() { ended[i] = c.sink.readFrom(c.streams[i], r) })
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- c.cmd.Wait() }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	killed = true
+	select {
+	case waitErr = <-waited:
+		killed = false
+	case <-timer.C:
+	case <-ctx.Done():
+		c.sink.discard()
+		failure = fmt.Errorf("local: exec: %w", ctx.Err())
+	case <-c.sink.failed:
+		failure = fmt.Errorf("local: exec: passing output on: %w", c.sink.failure())
+	}
+	if killed {
+		waitErr = stopCommand(c.cmd.Process.Pid, c.group, waited)
+	}
+
+	// The command has ended, and all it wrote is in the pipes. Stop the
+	// readers (they would wait for background processes), then take what
+	// is left without waiting.
+	for _, r := range c.readers {
+		_ = r.SetReadDeadline(time.Now())
+	}
+	readersDone.Wait()
+	var held []*os.File
+	for i, r := range c.readers {
+		if !ended[i] && !c.sink.drainNow(c.streams[i], r) {
+			held = append(held, r)
+		}
+	}
+	if len(held) > 0 {
+		c.p.detachOutput(ctx, c.m, held)
+	}
+	if failure == nil && c.sink.failure() != nil {
+		failure = fmt.Errorf("local: exec: passing output on: %w", c.sink.failure())
+	}
+	return killed, waitErr, failure
 }
 
 // outputSink is where the pipe readers of one command put its output, one
@@ -384,7 +417,7 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 // on draining the pipes.
 type outputSink struct {
 	mu       sync.Mutex
-	out      *outputCap
+	out      *outputcap.Cap
 	dropping bool
 	err      error
 	// failed is closed when out fails.
@@ -397,7 +430,7 @@ func (s *outputSink) write(stream string, p []byte) {
 	if s.dropping {
 		return
 	}
-	if err := s.out.write(stream, p); err != nil {
+	if err := s.out.Write(stream, p); err != nil {
 		s.dropping, s.err = true, err
 		close(s.failed)
 	}
@@ -598,7 +631,7 @@ func (p *Provider) WriteFile(ctx context.Context, sandboxID, filePath string, r 
 	if err != nil {
 		return err
 	}
-	tmp := path.Join(path.Dir(clean), ".tether-upload-"+randomSuffix()+"-"+path.Base(clean))
+	tmp := path.Join(path.Dir(clean), ".tether-upload-"+hostos.RandomSuffix()+"-"+path.Base(clean))
 	return p.stageThenCommit(ctx, m, r, limit, staging{
 		op: "write file", what: "file", clean: clean,
 		stage:   []string{"sh", "-c", stageScript, "sh", clean, tmp},
@@ -769,7 +802,7 @@ func (p *Provider) WriteArchive(ctx context.Context, sandboxID, dir string, r io
 	if err != nil {
 		return err
 	}
-	stage := path.Join(clean, ".tether-archive-"+randomSuffix())
+	stage := path.Join(clean, ".tether-archive-"+hostos.RandomSuffix())
 	return p.stageThenCommit(ctx, m, r, limit, staging{
 		op: "write archive", what: "archive", clean: clean,
 		stage:   []string{"sh", "-c", stageArchiveScript, "sh", clean, stage},
@@ -777,13 +810,6 @@ func (p *Provider) WriteArchive(ctx context.Context, sandboxID, dir string, r io
 		discard: []string{"rm", "-rf", "--", stage},
 		badBody: "the body is not a tar archive that extracts here",
 	})
-}
-
-// randomSuffix returns a short random hex string.
-func randomSuffix() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // shellError extracts the reason from a shell error line such as
@@ -798,3 +824,6 @@ func shellError(s string) string {
 	}
 	return s
 }
+
+// outputNote describes exec output, for Info.
+const outputNote = "exec output: read through pipes and never stored on the host; past the server's cap (MAX_EXEC_OUTPUT) the first and last parts are kept, with \"[tether: N bytes of output omitted]\" between them"

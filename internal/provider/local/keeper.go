@@ -45,7 +45,7 @@ func (p *Provider) startKeeper(initPID int, lim Limits) error {
 	var groups []string
 	if p.cg != nil && lim.Pids > 0 {
 		var err error
-		if groups, err = p.cg.keeperDirs(); err != nil {
+		if groups, err = p.cg.KeeperDirs(); err != nil {
 			return fmt.Errorf("starting the sandbox's keeper: %w", err)
 		}
 	}

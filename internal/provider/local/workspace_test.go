@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/host/workspace"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/test/harness"
 )
@@ -37,8 +38,8 @@ func newWorkspaceProvider(t *testing.T, opts ...Option) (*Provider, string) {
 	if p.problem != "" {
 		t.Fatalf("local provider unavailable: %s", p.problem)
 	}
-	if p.workspace.problem != "" {
-		t.Fatalf("workspace size limit unavailable: %s", p.workspace.problem)
+	if p.workspace.Problem() != "" {
+		t.Fatalf("workspace size limit unavailable: %s", p.workspace.Problem())
 	}
 	return p, dir
 }
@@ -74,7 +75,7 @@ func workspaceLeft(t *testing.T, dir string) []string {
 			left = append(left, "losetup: "+line)
 		}
 	}
-	if _, err := os.Lstat(filepath.Join(dir, workspaceImage)); err == nil {
+	if _, err := os.Lstat(filepath.Join(dir, workspace.ImageFile)); err == nil {
 		left = append(left, "image")
 	}
 	return left
@@ -104,7 +105,7 @@ func TestWorkspaceSizeLimit(t *testing.T) {
 	id := createIn(t, p, map[string]any{"workspace_mb": 64})
 	bystander := createIn(t, p, nil) // made while the other's workspace is mounted
 	sbxDir := filepath.Join(dir, id)
-	if !mountPoint(filepath.Join(sbxDir, "workspace")) {
+	if !workspace.Mounted(filepath.Join(sbxDir, "workspace")) {
 		t.Fatal("the workspace is not mounted")
 	}
 	// What the checks after Destroy look for is there now.
@@ -180,7 +181,7 @@ func TestWorkspaceSizeLimit(t *testing.T) {
 		t.Errorf("the bystander's %d execs took up to %s while the other filled its workspace (baseline %s)", calls, slowest, baseline)
 	}
 	t.Logf("bystander: %d execs while the other filled its workspace, the slowest %s (baseline %s)", calls, slowest, baseline)
-	img, err := os.Stat(filepath.Join(sbxDir, workspaceImage))
+	img, err := os.Stat(filepath.Join(sbxDir, workspace.ImageFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +246,7 @@ func TestWorkspaceAfterCrash(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, halfway, "workspace"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := first.workspace.create(ctx, filepath.Join(dir, halfway), 0, 32); err != nil {
+	if err := first.workspace.Create(ctx, filepath.Join(dir, halfway), 0, 32); err != nil {
 		t.Fatal(err)
 	}
 
@@ -253,22 +254,22 @@ func TestWorkspaceAfterCrash(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, attached, "workspace"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, attached, workspaceImage), nil, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, attached, workspace.ImageFile), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(filepath.Join(dir, attached, workspaceImage), 32<<20); err != nil {
+	if err := os.Truncate(filepath.Join(dir, attached, workspace.ImageFile), 32<<20); err != nil {
 		t.Fatal(err)
 	}
-	attachLoop(t, filepath.Join(dir, attached, workspaceImage))
+	attachLoop(t, filepath.Join(dir, attached, workspace.ImageFile))
 
 	folderless := sandbox.NewID()
 	if err := os.MkdirAll(filepath.Join(dir, folderless), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, folderless, workspaceImage), make([]byte, 1<<20), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, folderless, workspace.ImageFile), make([]byte, 1<<20), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	attachLoop(t, filepath.Join(dir, folderless, workspaceImage))
+	attachLoop(t, filepath.Join(dir, folderless, workspace.ImageFile))
 	if err := os.RemoveAll(filepath.Join(dir, folderless)); err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +290,7 @@ func TestWorkspaceAfterCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !mountPoint(filepath.Join(dir, complete, "workspace")) {
+	if !workspace.Mounted(filepath.Join(dir, complete, "workspace")) {
 		t.Fatal("a new provider unmounted a running sandbox's workspace")
 	}
 	if out := execIn(t, next, complete, `cat /workspace/note; echo more > /workspace/more && echo written; df -k --output=size /workspace | tail -n 1`); !strings.HasPrefix(out, "kept\nwritten\n") {
@@ -368,8 +369,8 @@ func TestWorkspaceParams(t *testing.T) {
 	}
 	// The default applies to a create that does not ask.
 	id := createIn(t, p, nil)
-	if m, err := p.readMeta(id); err != nil || m.Limits.WorkspaceMB != 32 || !mountPoint(filepath.Join(dir, id, "workspace")) {
-		t.Errorf("a create without params.workspace_mb: meta %+v, %v, mounted %v; want the default of 32 MiB", m, err, mountPoint(filepath.Join(dir, id, "workspace")))
+	if m, err := p.readMeta(id); err != nil || m.Limits.WorkspaceMB != 32 || !workspace.Mounted(filepath.Join(dir, id, "workspace")) {
+		t.Errorf("a create without params.workspace_mb: meta %+v, %v, mounted %v; want the default of 32 MiB", m, err, workspace.Mounted(filepath.Join(dir, id, "workspace")))
 	}
 	if out := execIn(t, p, id, `df -k --output=size /workspace | tail -n 1`); strings.TrimSpace(out) == "" {
 		t.Error("df printed nothing")
@@ -379,10 +380,10 @@ func TestWorkspaceParams(t *testing.T) {
 	// Without a default, a create that does not ask gets a plain folder.
 	plain, plainDir := newWorkspaceProvider(t, noWorkspaceLimit())
 	id = createIn(t, plain, nil)
-	if mountPoint(filepath.Join(plainDir, id, "workspace")) {
+	if workspace.Mounted(filepath.Join(plainDir, id, "workspace")) {
 		t.Error("a create without params.workspace_mb got a size limit with no default limit")
 	}
-	if _, err := os.Lstat(filepath.Join(plainDir, id, workspaceImage)); err == nil {
+	if _, err := os.Lstat(filepath.Join(plainDir, id, workspace.ImageFile)); err == nil {
 		t.Error("a create without a limit made an image")
 	}
 }
@@ -432,32 +433,8 @@ func TestWorkspaceLimitUnavailable(t *testing.T) {
 		t.Error("a refused create left its folder")
 	}
 	id = createIn(t, p, nil)
-	if m, err := p.readMeta(id); err != nil || m.Limits.WorkspaceMB != 0 || mountPoint(filepath.Join(dir, id, "workspace")) {
+	if m, err := p.readMeta(id); err != nil || m.Limits.WorkspaceMB != 0 || workspace.Mounted(filepath.Join(dir, id, "workspace")) {
 		t.Errorf("a create without params here: meta %+v, %v; want no workspace limit recorded or mounted", m, err)
-	}
-}
-
-// TestToolsGetAMinimalEnvironment: the host tools Tether runs (mkfs.ext4,
-// mount, ip, nft) get PATH and LANG=C, nothing of Tether's environment.
-func TestToolsGetAMinimalEnvironment(t *testing.T) {
-	t.Setenv("TETHER_SENTINEL", "secret")
-	out := filepath.Join(t.TempDir(), "env")
-	if err := runTool(t.Context(), "", "/bin/sh", "-c", "env > "+out); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for line := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
-		if name, _, _ := strings.Cut(line, "="); name != "PWD" && name != "SHLVL" && name != "_" { // the shell's own
-			got = append(got, line)
-		}
-	}
-	slices.Sort(got)
-	if want := []string{"LANG=C", "PATH=" + defaultPath}; !slices.Equal(got, want) {
-		t.Errorf("a tool's environment = %q; want %q", got, want)
 	}
 }
 
@@ -469,8 +446,8 @@ func BenchmarkCreateDestroy(b *testing.B) {
 			// No default limit: a create without params.workspace_mb (0)
 			// has none.
 			p, err := New(harness.ReachableTempDir(b), noWorkspaceLimit())
-			if err != nil || p.problem != "" || p.workspace.problem != "" {
-				b.Fatalf("New: %v %s %s", err, p.problem, p.workspace.problem)
+			if err != nil || p.problem != "" || p.workspace.Problem() != "" {
+				b.Fatalf("New: %v %s %s", err, p.problem, p.workspace.Problem())
 			}
 			raw := []byte(`{}`)
 			if mb > 0 {
@@ -484,7 +461,7 @@ func BenchmarkCreateDestroy(b *testing.B) {
 					b.Fatal(err)
 				}
 				created := time.Now()
-				if mounted := mountPoint(filepath.Join(p.sandboxDir(id), "workspace")); mounted != (mb > 0) {
+				if mounted := workspace.Mounted(filepath.Join(p.sandboxDir(id), "workspace")); mounted != (mb > 0) {
 					b.Fatalf("workspace mounted: %v", mounted)
 				}
 				if err := p.Destroy(b.Context(), id); err != nil {
@@ -496,41 +473,6 @@ func BenchmarkCreateDestroy(b *testing.B) {
 			b.ReportMetric(float64(creating.Milliseconds())/float64(b.N), "create-ms/op")
 			b.ReportMetric(float64(destroying.Milliseconds())/float64(b.N), "destroy-ms/op")
 		})
-	}
-}
-
-// TestDiscardWorkspace: before unmounting a workspace, Destroy shuts its
-// file system down so that what the sandbox wrote last is not first
-// written to the host's disk; only a workspace's own file system, never
-// another mounted there, nor the host's.
-func TestDiscardWorkspace(t *testing.T) {
-	t.Parallel()
-	p, dir := newWorkspaceProvider(t)
-	sbx := filepath.Join(dir, sandbox.NewID())
-	ws := filepath.Join(sbx, "workspace")
-	if err := os.MkdirAll(ws, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.workspace.create(t.Context(), sbx, 0, 64); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := clearWorkspace(context.Background(), sbx); err != nil {
-			t.Error(err)
-		}
-	})
-	write := func() error { return os.WriteFile(filepath.Join(ws, "f"), make([]byte, 1<<20), 0o600) }
-	if err := write(); err != nil {
-		t.Fatal(err)
-	}
-	discardWorkspace(ws, filepath.Join(dir, "other", workspaceImage)) // not its image
-	discardWorkspace(dir, filepath.Join(dir, workspaceImage))         // not a workspace
-	if err := write(); err != nil {
-		t.Fatalf("after discarding what is not the workspace's: %v", err)
-	}
-	discardWorkspace(ws, filepath.Join(realPath(sbx), workspaceImage))
-	if err := write(); err == nil {
-		t.Error("the workspace's file system still takes writes after its discard")
 	}
 }
 
@@ -553,7 +495,7 @@ func TestWorkspaceHeldOnTheHost(t *testing.T) {
 	if err := p.Destroy(ctx, id); err == nil {
 		t.Fatal("Destroy succeeded while a host process holds a file of the workspace")
 	}
-	if mountPoint(filepath.Join(sbxDir, "workspace")) {
+	if workspace.Mounted(filepath.Join(sbxDir, "workspace")) {
 		t.Error("the workspace is still mounted on its folder")
 	}
 	if inv, err := p.List(t.Context()); err != nil || len(inv) != 1 || inv[0].SandboxID != id {

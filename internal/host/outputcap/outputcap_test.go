@@ -1,25 +1,26 @@
-package local
+package outputcap
 
 import (
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/tetherhq/tether/internal/sandbox"
 )
+
+// The streams, as the sandbox API names them.
+const stdout, stderr = "stdout", "stderr"
 
 type chunk struct {
 	stream string
 	data   string
 }
 
-// capture feeds writes through an outputCap of limit and returns what it
+// capture feeds writes through a Cap of limit and returns what it
 // passed on, chunk by chunk (runs of one stream merged), and whether it cut.
 func capture(t *testing.T, limit int, writes []chunk) ([]chunk, bool) {
 	t.Helper()
 	var got []chunk
-	c := newOutputCap(limit, func(stream string, p []byte) error {
+	c := New(limit, stderr, func(stream string, p []byte) error {
 		if len(p) == 0 {
 			t.Errorf("empty chunk passed on")
 		}
@@ -31,11 +32,11 @@ func capture(t *testing.T, limit int, writes []chunk) ([]chunk, bool) {
 		return nil
 	})
 	for _, w := range writes {
-		if err := c.write(w.stream, []byte(w.data)); err != nil {
+		if err := c.Write(w.stream, []byte(w.data)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	truncated, err := c.finish()
+	truncated, err := c.Finish()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,9 +61,9 @@ func TestOutputCapKeepsHeadAndTail(t *testing.T) {
 	head, tail := keep/2, keep-keep/2
 
 	// Within the limit, however it is written: whole, streams in order.
-	fits := []chunk{{sandbox.Stdout, strings.Repeat("a", 600)}, {sandbox.Stderr, "err"}, {sandbox.Stdout, strings.Repeat("b", limit-603)}}
+	fits := []chunk{{stdout, strings.Repeat("a", 600)}, {stderr, "err"}, {stdout, strings.Repeat("b", limit-603)}}
 	got, truncated := capture(t, limit, fits)
-	if truncated || len(got) != 3 || got[1] != (chunk{sandbox.Stderr, "err"}) || joined(got) != joined(fits) {
+	if truncated || len(got) != 3 || got[1] != (chunk{stderr, "err"}) || joined(got) != joined(fits) {
 		t.Errorf("output of exactly the limit = %d chunks, truncated %v", len(got), truncated)
 	}
 
@@ -75,7 +76,7 @@ func TestOutputCapKeepsHeadAndTail(t *testing.T) {
 	for _, size := range []int{1, 7, 100, 4096} { // in pieces of various sizes
 		var writes []chunk
 		for i := 0; i < len(all); i += size {
-			writes = append(writes, chunk{sandbox.Stdout, all[i:min(i+size, len(all))]})
+			writes = append(writes, chunk{stdout, all[i:min(i+size, len(all))]})
 		}
 		got, truncated := capture(t, limit, writes)
 		out := joined(got)
@@ -87,11 +88,11 @@ func TestOutputCapKeepsHeadAndTail(t *testing.T) {
 	}
 
 	// A gigabyte-like flood in large writes: still head, marker, tail.
-	flood := []chunk{{sandbox.Stdout, "HEAD"}}
+	flood := []chunk{{stdout, "HEAD"}}
 	for range 50 {
-		flood = append(flood, chunk{sandbox.Stdout, strings.Repeat("x", 3000)})
+		flood = append(flood, chunk{stdout, strings.Repeat("x", 3000)})
 	}
-	flood = append(flood, chunk{sandbox.Stderr, "TAIL"})
+	flood = append(flood, chunk{stderr, "TAIL"})
 	got, truncated = capture(t, limit, flood)
 	out := joined(got)
 	omitted := 4 + 50*3000 + 4 - head - tail
@@ -100,7 +101,7 @@ func TestOutputCapKeepsHeadAndTail(t *testing.T) {
 		t.Errorf("flood: truncated %v, %d bytes: %.60q ... %.60q", truncated, len(out), out, out[max(0, len(out)-60):])
 	}
 	// The marker comes on stderr; the tail keeps its streams.
-	if n := len(got); n < 3 || got[n-1] != (chunk{sandbox.Stderr, "TAIL"}) || got[n-2].stream != sandbox.Stdout || !strings.HasPrefix(got[n-3].data, "\n[tether:") {
+	if n := len(got); n < 3 || got[n-1] != (chunk{stderr, "TAIL"}) || got[n-2].stream != stdout || !strings.HasPrefix(got[n-3].data, "\n[tether:") {
 		t.Errorf("flood chunks end with %+v", got[max(0, len(got)-3):])
 	}
 }
@@ -108,7 +109,7 @@ func TestOutputCapKeepsHeadAndTail(t *testing.T) {
 // TestOutputCapSmallLimit: below room for a marker, the head alone is kept.
 func TestOutputCapSmallLimit(t *testing.T) {
 	t.Parallel()
-	got, truncated := capture(t, 10, []chunk{{sandbox.Stdout, "0123456789abc"}})
+	got, truncated := capture(t, 10, []chunk{{stdout, "0123456789abc"}})
 	if !truncated || joined(got) != "0123456789" {
 		t.Errorf("got %q, truncated %v", joined(got), truncated)
 	}
@@ -122,12 +123,12 @@ func TestOutputCapAlternatingStreams(t *testing.T) {
 	const limit = 60000 // a ring of ~30000 bytes: more than maxSegments runs of 6
 	var writes []chunk
 	for i := range 3 * maxSegments {
-		writes = append(writes, chunk{[]string{sandbox.Stdout, sandbox.Stderr}[i%2], fmt.Sprintf("%05d,", i)})
+		writes = append(writes, chunk{[]string{stdout, stderr}[i%2], fmt.Sprintf("%05d,", i)})
 	}
 	all := joined(writes)
-	c := newOutputCap(limit, func(string, []byte) error { return nil })
+	c := New(limit, stderr, func(string, []byte) error { return nil })
 	for _, w := range writes {
-		if err := c.write(w.stream, []byte(w.data)); err != nil {
+		if err := c.Write(w.stream, []byte(w.data)); err != nil {
 			t.Fatal(err)
 		}
 		if len(c.segs) > maxSegments {
@@ -147,12 +148,12 @@ func TestOutputCapAlternatingStreams(t *testing.T) {
 		t.Errorf("truncated %v, head ok %v, tail of %d bytes ok %v, omitted %d of %d", truncated, out[:head] == all[:head], len(tail), strings.HasSuffix(all, tail), omitted, len(all))
 	}
 	for _, c := range got {
-		if c.stream == sandbox.Stdout && strings.Contains(c.data, "[") {
+		if c.stream == stdout && strings.Contains(c.data, "[") {
 			t.Errorf("the marker came on stdout")
 		}
 		for _, piece := range strings.Split(strings.TrimSuffix(c.data, ","), ",") {
 			var n int
-			if _, err := fmt.Sscanf(piece, "%d", &n); err == nil && len(piece) == 5 && []string{sandbox.Stdout, sandbox.Stderr}[n%2] != c.stream {
+			if _, err := fmt.Sscanf(piece, "%d", &n); err == nil && len(piece) == 5 && []string{stdout, stderr}[n%2] != c.stream {
 				t.Fatalf("piece %s passed on as %s", piece, c.stream)
 			}
 		}
@@ -163,8 +164,8 @@ func TestOutputCapAlternatingStreams(t *testing.T) {
 func TestOutputCapEmitFailure(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("client gone")
-	c := newOutputCap(1000, func(string, []byte) error { return boom })
-	if err := c.write(sandbox.Stdout, []byte("x")); !errors.Is(err, boom) {
+	c := New(1000, stderr, func(string, []byte) error { return boom })
+	if err := c.Write(stdout, []byte("x")); !errors.Is(err, boom) {
 		t.Errorf("write = %v, want the emit's error", err)
 	}
 }

@@ -1,4 +1,4 @@
-package local
+package seccomp
 
 import "golang.org/x/sys/unix"
 

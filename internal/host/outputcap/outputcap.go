@@ -1,10 +1,10 @@
-package local
+// Package outputcap holds a command's output to a limit as it passes it
+// on: the head as it comes, the latest bytes in a ring, and at the end a
+// marker saying how much of the middle was left out. It owns nothing of
+// the host: no output is ever stored on disk.
+package outputcap
 
-import (
-	"fmt"
-
-	"github.com/tetherhq/tether/internal/sandbox"
-)
+import "fmt"
 
 // omittedFormat is the marker that replaces the middle of an output longer
 // than the exec's limit: the head and the tail of the output stay, and the
@@ -21,7 +21,7 @@ const markerRoom = len(omittedFormat) - len("%d") + 19
 // the tail are dropped (and counted as omitted).
 const maxSegments = 4096
 
-// outputCap passes a command's output on while holding no more than limit
+// Cap passes a command's output on while holding no more than limit
 // bytes of it: the first part (the head) is passed on as it comes; what
 // follows is held in a ring of the latest bytes, passed on when the command
 // ends. If the output fit in limit, all of it was passed on, in order; if
@@ -31,7 +31,7 @@ const maxSegments = 4096
 // output has no marker (Truncated says it was cut).
 //
 // It is not safe for concurrent use.
-type outputCap struct {
+type Cap struct {
 	limit    int
 	headLeft int // bytes still to pass on as they come
 	tailKeep int // bytes of the ring kept after a cut
@@ -39,7 +39,8 @@ type outputCap struct {
 	start    int // where the ring's oldest byte is
 	size     int // bytes in the ring
 	segs     []segment
-	total    int64 // bytes written in all
+	total    int64  // bytes written in all
+	marker   string // the stream the marker goes to
 	emit     func(stream string, chunk []byte) error
 }
 
@@ -49,8 +50,10 @@ type segment struct {
 	n      int
 }
 
-func newOutputCap(limit int, emit func(stream string, chunk []byte) error) *outputCap {
-	c := &outputCap{limit: limit, headLeft: limit, emit: emit}
+// New returns a Cap of limit bytes that passes output on to emit, the
+// marker to markerStream (stderr, say).
+func New(limit int, markerStream string, emit func(stream string, chunk []byte) error) *Cap {
+	c := &Cap{limit: limit, headLeft: limit, marker: markerStream, emit: emit}
 	if limit >= 4*markerRoom {
 		keep := limit - markerRoom
 		c.headLeft = keep / 2
@@ -60,8 +63,8 @@ func newOutputCap(limit int, emit func(stream string, chunk []byte) error) *outp
 	return c
 }
 
-// write takes the next chunk of the output, from stream.
-func (c *outputCap) write(stream string, p []byte) error {
+// Write takes the next chunk of the output, from stream.
+func (c *Cap) Write(stream string, p []byte) error {
 	c.total += int64(len(p))
 	if c.headLeft > 0 {
 		n := min(len(p), c.headLeft)
@@ -97,7 +100,7 @@ func (c *outputCap) write(stream string, p []byte) error {
 }
 
 // drop forgets the ring's n oldest bytes.
-func (c *outputCap) drop(n int) {
+func (c *Cap) drop(n int) {
 	c.start = (c.start + n) % max(len(c.ring), 1)
 	c.size -= n
 	for n > 0 {
@@ -110,9 +113,9 @@ func (c *outputCap) drop(n int) {
 	}
 }
 
-// finish passes on what the ring holds, after the marker if the output was
+// Finish passes on what the ring holds, after the marker if the output was
 // longer than the limit, and reports whether it was.
-func (c *outputCap) finish() (truncated bool, err error) {
+func (c *Cap) Finish() (truncated bool, err error) {
 	if c.total > int64(c.limit) {
 		truncated = true
 		if c.size > c.tailKeep {
@@ -120,7 +123,7 @@ func (c *outputCap) finish() (truncated bool, err error) {
 		}
 		if c.tailKeep > 0 {
 			omitted := c.total - int64(c.limit-c.tailKeep-markerRoom) - int64(c.size)
-			if err := c.emit(sandbox.Stderr, fmt.Appendf(nil, omittedFormat, omitted)); err != nil {
+			if err := c.emit(c.marker, fmt.Appendf(nil, omittedFormat, omitted)); err != nil {
 				return truncated, err
 			}
 		}
@@ -140,6 +143,3 @@ func (c *outputCap) finish() (truncated bool, err error) {
 	c.segs, c.size = nil, 0
 	return truncated, nil
 }
-
-// outputNote describes exec output, for Info.
-const outputNote = "exec output: read through pipes and never stored on the host; past the server's cap (MAX_EXEC_OUTPUT) the first and last parts are kept, with \"[tether: N bytes of output omitted]\" between them"

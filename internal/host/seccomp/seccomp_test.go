@@ -1,12 +1,15 @@
-package local
+package seccomp
 
 import (
 	"encoding/binary"
+	"io"
 	"os/exec"
 	"runtime"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tetherhq/tether/internal/host/hostos"
 )
 
 // runBPF evaluates a seccomp program the way the kernel does, for the
@@ -113,7 +116,7 @@ func TestSeccompProgram(t *testing.T) {
 			sandbox, exec uint32
 		}{call{"denied", nr, nil}, eperm, eperm})
 	}
-	sandboxProg, execProg := seccompFilter(false), seccompFilter(true)
+	sandboxProg, execProg := Filter(false), Filter(true)
 	for _, tc := range cases {
 		if got := runBPF(t, sandboxProg, arch.audit, tc.nr, tc.args...); got != tc.sandbox {
 			t.Errorf("sandbox filter, %s (%d %v): %#x, want %#x", tc.name, tc.nr, tc.args, got, tc.sandbox)
@@ -130,15 +133,15 @@ func TestSeccompProgram(t *testing.T) {
 			t.Errorf("an x32 call: %#x, want kill", got)
 		}
 	}
-	if b := seccompBytes(sandboxProg); len(b) != 8*len(sandboxProg) || len(sandboxProg) > 4096 {
+	if b := programBytes(sandboxProg); len(b) != 8*len(sandboxProg) || len(sandboxProg) > 4096 {
 		t.Errorf("program of %d instructions, %d bytes", len(sandboxProg), len(b))
 	}
 }
 
-// TestStartCommandFilterStaysWithTheCommand: a command started under the
-// exec filter has it, and the rest of the process does not: commands
-// started afterwards, from any thread, may still make namespaces.
-func TestStartCommandFilterStaysWithTheCommand(t *testing.T) {
+// TestInstallStaysWithTheThread: a command forked from a thread that
+// installed the filter has it, and the rest of the process does not:
+// commands started afterwards, from any thread, may still make namespaces.
+func TestInstallStaysWithTheThread(t *testing.T) {
 	t.Parallel()
 	if _, ok := seccompArch(); !ok {
 		t.Skipf("no seccomp filter on %s", runtime.GOARCH)
@@ -147,11 +150,16 @@ func TestStartCommandFilterStaysWithTheCommand(t *testing.T) {
 	if err != nil {
 		t.Skip("no unshare on this host")
 	}
-	p := &Provider{execFilter: seccompFilter(true)}
-	for range 20 {
+	prog := Filter(true)
+	for range 5 {
 		//nolint:noctx // ends at once
 		filtered := exec.Command(unshare, "--user", "true")
-		if err := p.startCommand(filtered, nil); err != nil {
+		if err := hostos.OnOwnThread(func() error {
+			if err := Install(prog); err != nil {
+				return err
+			}
+			return filtered.Start()
+		}); err != nil {
 			t.Fatal(err)
 		}
 		if err := filtered.Wait(); err == nil {
@@ -161,5 +169,27 @@ func TestStartCommandFilterStaysWithTheCommand(t *testing.T) {
 		if out, err := exec.Command(unshare, "--user", "true").CombinedOutput(); err != nil {
 			t.Fatalf("unshare --user outside the filter: %v: %s", err, out)
 		}
+	}
+}
+
+// TestPipeHoldsTheProgram: the pipe bwrap reads holds the program's
+// instructions, eight bytes each, and then ends.
+func TestPipeHoldsTheProgram(t *testing.T) {
+	t.Parallel()
+	prog := Filter(false)
+	if prog == nil {
+		t.Skipf("no seccomp filter on %s", runtime.GOARCH)
+	}
+	r, err := Pipe(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Close() }()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != 8*len(prog) || binary.NativeEndian.Uint32(b[4:]) != prog[0].K {
+		t.Errorf("the pipe holds %d bytes; want %d, starting with the program's first instruction", len(b), 8*len(prog))
 	}
 }

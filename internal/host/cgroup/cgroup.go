@@ -1,4 +1,10 @@
-package local
+// Package cgroup makes and removes the control groups of sandboxes: under
+// a parent group capped at the host's share, one group per sandbox with its
+// pids, memory and CPU limits (Create: the one place a sandbox's group is
+// made), a group per exec inside it that a timeout kills whole, and a
+// group for the sandboxes' keepers. It handles cgroup v1 (a group per
+// controller) and v2 (one unified group), and owns nothing else.
+package cgroup
 
 import (
 	"bufio"
@@ -7,29 +13,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
-)
 
-// Limits are the kernel-enforced resource limits of one sandbox. The
-// control groups below enforce Pids and MemoryMB; a file system of its own
-// WorkspaceMB (workspace.go).
-type Limits struct {
-	// Pids caps the processes and threads alive in the sandbox at once.
-	Pids int `json:"pids"`
-	// MemoryMB caps the sandbox's memory, its /tmp (a tmpfs, charged to
-	// the same account) included, in MiB.
-	MemoryMB int `json:"memory_mb"`
-	// WorkspaceMB caps the size of the sandbox's /workspace, in MiB; 0 is
-	// no limit (workspace.go).
-	WorkspaceMB int `json:"workspace_mb,omitempty"`
-	// OpenFiles caps the files each process of the sandbox may hold open
-	// (RLIMIT_NOFILE, soft and hard, set by the sandbox's own shell before
-	// it runs anything); 0 leaves what the process inherits.
-	OpenFiles int `json:"open_files,omitempty"`
-}
+	"github.com/tetherhq/tether/internal/host/hostos"
+)
 
 // cgroupCPUShares is every sandbox's CPU share (cgroup v1; v2 weight 50):
 // half a default process group's, so that Tether and the host keep ahead
@@ -39,10 +30,10 @@ const (
 	cgroupCPUWeightV2 = "50"
 )
 
-// cgroups places sandboxes in control groups of their own: one per
+// Groups places sandboxes in control groups of their own: one per
 // controller under cgroup v1, one under v2. Tether runs as root on the host
 // to manage them.
-type cgroups struct {
+type Groups struct {
 	// v2 is set on a cgroup v2 (unified) host.
 	v2 bool
 	// bases are the folders under which each sandbox gets its group: one
@@ -50,19 +41,22 @@ type cgroups struct {
 	bases []string
 }
 
-// errNoCgroups says that the host offers no control groups Tether can
-// manage.
-var errNoCgroups = errors.New("no writable cgroup v1 (pids, memory, cpu) or v2 hierarchy")
+// V2 reports whether the host's groups are cgroup v2 (unified).
+func (cg *Groups) V2() bool { return cg.v2 }
 
-// detectCgroups finds where this host lets Tether make sandbox groups, in
+// errNone says that the host offers no control groups Tether can
+// manage.
+var errNone = errors.New("no writable cgroup v1 (pids, memory, cpu) or v2 hierarchy")
+
+// Detect finds where this host lets Tether make sandbox groups, in
 // a group named parent: under its own group of each v1 controller, or at
 // the root of a v2 hierarchy with the pids, memory and cpu controllers.
-func detectCgroups(parent string) (*cgroups, error) {
+func Detect(parent string) (*Groups, error) {
 	const root = "/sys/fs/cgroup"
 	if b, err := os.ReadFile(filepath.Join(root, "cgroup.controllers")); err == nil {
 		have := strings.Fields(string(b))
 		for _, want := range []string{"pids", "memory", "cpu"} {
-			if !contains(have, want) {
+			if !slices.Contains(have, want) {
 				return nil, fmt.Errorf("cgroup v2 lacks the %s controller", want)
 			}
 		}
@@ -75,17 +69,17 @@ func detectCgroups(parent string) (*cgroups, error) {
 				return nil, fmt.Errorf("cgroup v2: enabling controllers in %s: %w", dir, err)
 			}
 		}
-		return &cgroups{v2: true, bases: []string{base}}, nil
+		return &Groups{v2: true, bases: []string{base}}, nil
 	}
 	own, err := ownCgroups()
 	if err != nil {
 		return nil, err
 	}
-	cg := &cgroups{}
+	cg := &Groups{}
 	for _, ctrl := range []string{"pids", "memory", "cpu"} {
 		mount := filepath.Join(root, ctrl)
 		if _, err := os.Stat(filepath.Join(mount, "cgroup.procs")); err != nil {
-			return nil, errNoCgroups
+			return nil, errNone
 		}
 		base := filepath.Join(mount, own[ctrl], parent)
 		if err := os.MkdirAll(base, 0o755); err != nil {
@@ -118,22 +112,13 @@ func ownCgroups() (map[string]string, error) {
 	return out, sc.Err()
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 // keepersGroup is the group, beside the sandboxes' in the parent, that
-// holds every sandbox's keeper (keeper.go): counted in the host share, not
+// holds every sandbox's keeper: counted in the host share, not
 // in its sandbox's limits.
 const keepersGroup = "keepers"
 
-// keeperDirs returns the keepers' group folders, made if need be.
-func (cg *cgroups) keeperDirs() ([]string, error) {
+// KeeperDirs returns the keepers' group folders, made if need be.
+func (cg *Groups) KeeperDirs() ([]string, error) {
 	out := make([]string, len(cg.bases))
 	for i, base := range cg.bases {
 		out[i] = filepath.Join(base, keepersGroup)
@@ -144,8 +129,8 @@ func (cg *cgroups) keeperDirs() ([]string, error) {
 	return out, nil
 }
 
-// dirs returns the sandbox's group folders.
-func (cg *cgroups) dirs(id string) []string {
+// Dirs returns the sandbox's group folders.
+func (cg *Groups) Dirs(id string) []string {
 	out := make([]string, len(cg.bases))
 	for i, base := range cg.bases {
 		out[i] = filepath.Join(base, id)
@@ -153,20 +138,22 @@ func (cg *cgroups) dirs(id string) []string {
 	return out
 }
 
-// create makes the sandbox's groups with its limits.
-func (cg *cgroups) create(id string, lim Limits) error {
-	memory := strconv.FormatInt(int64(lim.MemoryMB)<<20, 10)
-	pids := strconv.Itoa(lim.Pids)
-	for _, dir := range cg.dirs(id) {
+// Create makes the sandbox's groups with its limits: at most pids
+// processes and threads, memoryMB MiB of memory (no swap), a fair CPU
+// share.
+func (cg *Groups) Create(id string, pids, memoryMB int) error {
+	memory := strconv.FormatInt(int64(memoryMB)<<20, 10)
+	maxPids := strconv.Itoa(pids)
+	for _, dir := range cg.Dirs(id) {
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("cgroup: %w", err)
 		}
 		settings := map[string]string{}
 		switch {
 		case cg.v2:
-			settings = map[string]string{"pids.max": pids, "memory.max": memory, "memory.swap.max": "0", "cpu.weight": cgroupCPUWeightV2}
+			settings = map[string]string{"pids.max": maxPids, "memory.max": memory, "memory.swap.max": "0", "cpu.weight": cgroupCPUWeightV2}
 		case strings.Contains(dir, "/pids/"):
-			settings["pids.max"] = pids
+			settings["pids.max"] = maxPids
 		case strings.Contains(dir, "/memory/"):
 			settings["memory.limit_in_bytes"] = memory
 		case strings.Contains(dir, "/cpu/"):
@@ -193,8 +180,8 @@ func writeLimits(dir string, settings map[string]string) error {
 	return nil
 }
 
-// enter moves the calling OS thread, which must be locked to its goroutine
-// and end with it (onOwnThread), into the groups whose folders are dirs, so
+// Enter moves the calling OS thread, which must be locked to its goroutine
+// and end with it (hostos.OnOwnThread), into the groups whose folders are dirs, so
 // that the process it forks next starts in them and is counted against
 // their limits from its first instruction: under v1 by the thread writing
 // itself ("0") to each group's tasks file (the thread alone moves, not
@@ -203,11 +190,11 @@ func writeLimits(dir string, settings map[string]string) error {
 //
 // Under v1 the thread counts in the groups until it ends, a moment after
 // the fork: as one more process of the sandbox's, and in its exec group's
-// cgroup.procs as Tether's pid, which execGroup.kill therefore skips. The
+// cgroup.procs as Tether's pid, which ExecGroup.Kill therefore skips. The
 // memory limit's OOM killer walks a group's processes by their leading
 // threads, so it never picks Tether, whose leading (main) thread
-// onOwnThread never uses.
-func (cg *cgroups) enter(dirs []string, attr *syscall.SysProcAttr) (func(), error) {
+// hostos.OnOwnThread never uses.
+func (cg *Groups) Enter(dirs []string, attr *syscall.SysProcAttr) (func(), error) {
 	if cg.v2 {
 		f, err := os.Open(dirs[0])
 		if err != nil {
@@ -227,21 +214,25 @@ func (cg *cgroups) enter(dirs []string, attr *syscall.SysProcAttr) (func(), erro
 	return func() {}, nil
 }
 
-// execGroup is the group of one exec's processes, inside its sandbox's: a
+// ExecGroup is the group of one exec's processes, inside its sandbox's: a
 // timeout kills every process in it, however the command detached them
 // (setsid, double forks), and nothing else of the sandbox's.
-type execGroup struct {
+type ExecGroup struct {
 	// dir is the exec's own group (in the pids hierarchy under v1).
 	dir string
-	// dirs are the groups the command starts in (enter): the exec's own
+	// dirs are the groups the command starts in (Enter): the exec's own
 	// and, under v1, the sandbox's memory and cpu groups.
 	dirs []string
 }
 
-// newExecGroup makes a group for one exec in the sandbox's.
-func (cg *cgroups) newExecGroup(id string) (execGroup, error) {
-	dirs := cg.dirs(id)
-	g := execGroup{dir: filepath.Join(dirs[0], "exec-"+randomSuffix())}
+// Dirs are the groups the exec's command starts in (Enter); none for the
+// zero ExecGroup, whose other methods do nothing.
+func (g ExecGroup) Dirs() []string { return g.dirs }
+
+// NewExecGroup makes a group for one exec in the sandbox's.
+func (cg *Groups) NewExecGroup(id string) (ExecGroup, error) {
+	dirs := cg.Dirs(id)
+	g := ExecGroup{dir: filepath.Join(dirs[0], "exec-"+hostos.RandomSuffix())}
 	if err := os.Mkdir(g.dir, 0o755); err != nil {
 		return g, fmt.Errorf("cgroup: %w", err)
 	}
@@ -249,12 +240,15 @@ func (cg *cgroups) newExecGroup(id string) (execGroup, error) {
 	return g, nil
 }
 
-// kill kills every process in the exec's group until none is left (a
+// Kill kills every process in the exec's group until none is left (a
 // bounded while).
-func (g execGroup) kill() { g.killBut(0) }
+func (g ExecGroup) Kill() { g.KillBut(0) }
 
-// killBut is kill but for the process keep, which it leaves running.
-func (g execGroup) killBut(keep int) {
+// KillBut is Kill but for the process keep, which it leaves running.
+func (g ExecGroup) KillBut(keep int) {
+	if g.dir == "" {
+		return
+	}
 	for range 200 {
 		b, err := os.ReadFile(filepath.Join(g.dir, "cgroup.procs"))
 		if err != nil {
@@ -263,7 +257,7 @@ func (g execGroup) killBut(keep int) {
 		left := false
 		for f := range strings.FieldsSeq(string(b)) {
 			// Tether's own pid is the thread that forked the command, not
-			// yet gone (enter).
+			// yet gone (Enter).
 			if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() && pid != keep {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 				left = true
@@ -276,14 +270,18 @@ func (g execGroup) killBut(keep int) {
 	}
 }
 
-// release removes the exec's group if nothing runs in it any more;
+// Release removes the exec's group if nothing runs in it any more;
 // background processes keep it (and the sandbox's removal takes it).
-func (g execGroup) release() { _ = os.Remove(g.dir) }
+func (g ExecGroup) Release() {
+	if g.dir != "" {
+		_ = os.Remove(g.dir)
+	}
+}
 
-// remove deletes the sandbox's groups once their processes are gone (the
+// Remove deletes the sandbox's groups once their processes are gone (the
 // kernel frees a group's last process a moment after it died).
-func (cg *cgroups) remove(id string) error {
-	for _, dir := range cg.dirs(id) {
+func (cg *Groups) Remove(id string) error {
+	for _, dir := range cg.Dirs(id) {
 		// Exec groups first: a group with children cannot go.
 		subs, _ := os.ReadDir(dir)
 		for _, sub := range subs {
@@ -306,10 +304,10 @@ func (cg *cgroups) remove(id string) error {
 	return nil
 }
 
-// oomKills returns how many times the sandbox's memory limit killed a
+// OOMKills returns how many times the sandbox's memory limit killed a
 // process, or -1 where the host does not say.
-func (cg *cgroups) oomKills(id string) int {
-	for _, dir := range cg.dirs(id) {
+func (cg *Groups) OOMKills(id string) int {
+	for _, dir := range cg.Dirs(id) {
 		file := "memory.events"
 		if !cg.v2 {
 			if !strings.Contains(dir, "/memory/") {
@@ -329,4 +327,81 @@ func (cg *cgroups) oomKills(id string) int {
 		}
 	}
 	return -1
+}
+
+// SetCeiling caps the sandboxes' parent groups, and so all sandboxes
+// together, at pids processes and memoryMB MiB (the host share).
+func (cg *Groups) SetCeiling(pids, memoryMB int) error {
+	maxPids := strconv.Itoa(pids)
+	memory := strconv.FormatInt(int64(memoryMB)<<20, 10)
+	for _, base := range cg.bases {
+		settings := map[string]string{}
+		switch {
+		case cg.v2:
+			settings = map[string]string{"pids.max": maxPids, "memory.max": memory, "memory.swap.max": "0"}
+		case strings.Contains(base, "/pids/"):
+			settings["pids.max"] = maxPids
+		case strings.Contains(base, "/memory/"):
+			settings["memory.limit_in_bytes"] = memory
+		}
+		if err := writeLimits(base, settings); err != nil {
+			return fmt.Errorf("capping %s at the host share: %w", base, err)
+		}
+	}
+	return nil
+}
+
+// HostMemory is the host's memory, or the limit of the memory control
+// group Tether runs in (cgroup v1 or v2) if that is lower, in bytes.
+func HostMemory() int64 {
+	var total int64
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				total = kb << 10
+			}
+		}
+		_ = f.Close()
+	}
+	if own, err := ownCgroups(); err == nil {
+		for _, path := range []string{
+			filepath.Join("/sys/fs/cgroup/memory", own["memory"], "memory.limit_in_bytes"),
+			filepath.Join("/sys/fs/cgroup", own[""], "memory.max"),
+		} {
+			if limit := ReadInt(path); limit > 0 && (total == 0 || limit < total) {
+				total = limit
+			}
+		}
+	}
+	return total
+}
+
+// ReadInt reads a file holding one integer; 0 if it cannot (or says
+// "max").
+func ReadInt(path string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
+// Parents are the folders the sandboxes' groups are made in: one per
+// controller under v1, one under v2.
+func (cg *Groups) Parents() []string { return append([]string(nil), cg.bases...) }
+
+// RemoveParents removes the keepers' group and the parents, which must
+// hold no sandbox's group any more (a test's parent, say).
+func (cg *Groups) RemoveParents() error {
+	var errs []error
+	for _, base := range cg.bases {
+		_ = os.Remove(filepath.Join(base, keepersGroup))
+		if err := os.Remove(base); err != nil {
+			errs = append(errs, fmt.Errorf("cgroup: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }

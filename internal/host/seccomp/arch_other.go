@@ -1,6 +1,6 @@
 //go:build !amd64 && !arm64
 
-package local
+package seccomp
 
 // seccompArch: no filter is built for other architectures yet; sandboxes
 // there run without one, and the provider's notes say so.

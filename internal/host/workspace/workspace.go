@@ -1,4 +1,9 @@
-package local
+// Package workspace gives a sandbox's /workspace a size limit: a file
+// system of its own, an ext4 image on a loop device, mounted on the
+// workspace folder (Create), and found and removed again by its mount
+// point and its loop device's backing file (Clear, Leftovers). It owns the
+// images, their templates, the mounts and the loop devices.
+package workspace
 
 // The size limit of a sandbox's /workspace.
 //
@@ -7,7 +12,7 @@ package local
 // workspace_mb, or the operator's default), the folder is the mount point of
 // a file system of the sandbox's own: before the sandbox starts, Tether makes
 // a sparse file of that size beside it (workspace.img), a copy of an empty
-// ext4 image of that size that it formatted once (workspaceFS.template), and
+// ext4 image of that size that it formatted once (FS.template), and
 // mounts it on the folder through a loop device (nodev, nosuid). A write
 // past the limit fails inside the sandbox with ENOSPC. The host's disk holds
 // what the sandbox wrote (its high-water mark: deleting files inside frees
@@ -35,35 +40,29 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tetherhq/tether/internal/sandbox"
-)
-
-// Defaults of the workspace size limit, unless WithLimits says otherwise:
-// none unless a create asks for one, and at most 100 GiB.
-const (
-	DefaultWorkspaceMB    = 10240
-	DefaultMaxWorkspaceMB = 102400
-	// MinWorkspaceMB is the smallest limit a create may ask for.
-	MinWorkspaceMB = 16
+	"github.com/tetherhq/tether/internal/host/hostos"
 )
 
 const (
-	// workspaceImage is the file, in a sandbox's folder, that holds its
+	// ImageFile is the file, in a sandbox's folder, that holds its
 	// size-limited workspace.
-	workspaceImage = "workspace.img"
+	ImageFile = "workspace.img"
 	// workspaceRelease bounds how long a destroy waits for the kernel to
 	// let go of a workspace's loop device once it is unmounted.
 	workspaceRelease = 10 * time.Second
 	// probeWorkspaceDir is where New checks that the host can mount a
 	// workspace image; not a sandbox id, so List never sees it.
 	probeWorkspaceDir = ".probe-workspace"
-	// workspaceTemplates is the folder of workspaceFS's templates; not a
+	// workspaceTemplates is the folder of FS's templates; not a
 	// sandbox id either.
 	workspaceTemplates = ".workspace-templates"
 )
 
-// workspaceFS is what the size limit needs, found once by New.
-type workspaceFS struct {
+// MinMB is the smallest size limit a workspace may have.
+const MinMB = 16
+
+// FS is what the size limit needs, found once by Detect.
+type FS struct {
 	// mkfs and mount are the paths of mkfs.ext4 and mount.
 	mkfs, mount string
 	// problem says why the limit is unavailable on this host, if it is.
@@ -77,10 +76,10 @@ type workspaceFS struct {
 	templates   map[int]string
 }
 
-// detect finds the tools and checks, with a small image, that the host can
+// Detect finds the tools and checks, with a small image, that the host can
 // format and mount a workspace in dir; the provider's own problem, if any,
 // makes the limit unavailable too.
-func (w *workspaceFS) detect(dir, providerProblem string) {
+func (w *FS) Detect(dir, providerProblem string) {
 	w.templateDir = filepath.Join(dir, workspaceTemplates)
 	w.mkfs, _ = exec.LookPath("mkfs.ext4")
 	w.mount, _ = exec.LookPath("mount")
@@ -94,36 +93,21 @@ func (w *workspaceFS) detect(dir, providerProblem string) {
 // probe returns why a workspace image cannot be made and mounted under dir,
 // or "". Tethers that share dir take turns, and each first clears what a
 // probe that died left.
-func (w *workspaceFS) probe(dir string) string {
-	var missing []string
-	if w.mkfs == "" {
-		missing = append(missing, "mkfs.ext4 (Debian package e2fsprogs)")
+func (w *FS) probe(dir string) string {
+	if missing := hostos.Missing(hostos.Tool{Path: w.mkfs, What: "mkfs.ext4 (Debian package e2fsprogs)"},
+		hostos.Tool{Path: w.mount, What: "mount (Debian package mount)"}); missing != "" {
+		return missing
 	}
-	if w.mount == "" {
-		missing = append(missing, "mount (Debian package mount)")
-	}
-	if len(missing) > 0 {
-		return "missing on this host: " + strings.Join(missing, ", ")
-	}
-	lock, err := os.OpenFile(filepath.Join(dir, probeWorkspaceDir+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return fmt.Sprintf("cannot open the probe's lock: %v", err)
-	}
-	defer func() { _ = lock.Close() }() // and with it the lock
-	for {
-		err = unix.Flock(int(lock.Fd()), unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
+	unlock, err := hostos.Lock(filepath.Join(dir, probeWorkspaceDir+".lock"))
 	if err != nil {
 		return fmt.Sprintf("cannot lock the probe: %v", err)
 	}
+	defer unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pdir := filepath.Join(dir, probeWorkspaceDir)
 	cleanUp := func() error {
-		if err := clearWorkspace(ctx, pdir); err != nil {
+		if err := Clear(ctx, pdir); err != nil {
 			return err
 		}
 		return os.RemoveAll(pdir)
@@ -135,31 +119,34 @@ func (w *workspaceFS) probe(dir string) string {
 	if err := os.MkdirAll(filepath.Join(pdir, "workspace"), 0o700); err != nil {
 		return fmt.Sprintf("cannot make a workspace under %s: %v", dir, err)
 	}
-	if err := w.create(ctx, pdir, 0, MinWorkspaceMB); err != nil {
+	if err := w.Create(ctx, pdir, 0, MinMB); err != nil {
 		return fmt.Sprintf("cannot format and mount a workspace image here: %v", err)
 	}
 	return ""
 }
 
-// note is the limit's line in the provider's Info.
-func (w *workspaceFS) note(def, maxMB int) string {
+// Problem says why the size limit is unavailable on this host, or "".
+func (w *FS) Problem() string { return w.problem }
+
+// Note is the limit's line in the provider's Info.
+func (w *FS) Note(def, maxMB int) string {
 	switch {
 	case w.problem != "":
 		return "/workspace size: not limited (a sandbox can fill the host's disk under the state folder); the limit is unavailable on this host, and creates that ask for params.workspace_mb are refused: " + w.problem
 	case def == 0:
 		return fmt.Sprintf("/workspace size: not limited unless the create asks (params.workspace_mb, %d to %d MiB: an ext4 file system of the sandbox's own, ENOSPC past it); without it a sandbox can fill the host's disk under the state folder",
-			MinWorkspaceMB, maxMB)
+			MinMB, maxMB)
 	default:
 		return fmt.Sprintf("/workspace size: %d MiB (params.workspace_mb, %d to %d): an ext4 file system of the sandbox's own, ENOSPC past it",
-			def, MinWorkspaceMB, maxMB)
+			def, MinMB, maxMB)
 	}
 }
 
-// create makes dir's workspace image, of mb MiB, with its root owned by uid,
+// Create makes dir's workspace image, of mb MiB, with its root owned by uid,
 // and mounts it on dir/workspace, which must exist. What it made is removed
-// by clearWorkspace and the removal of dir.
-func (w *workspaceFS) create(ctx context.Context, dir string, uid, mb int) error {
-	img := filepath.Join(dir, workspaceImage)
+// by Clear and the removal of dir.
+func (w *FS) Create(ctx context.Context, dir string, uid, mb int) error {
+	img := filepath.Join(dir, ImageFile)
 	tmpl, err := w.template(ctx, mb)
 	if err != nil {
 		return fmt.Errorf("workspace image: %w", err)
@@ -169,7 +156,7 @@ func (w *workspaceFS) create(ctx context.Context, dir string, uid, mb int) error
 	}
 	ws := filepath.Join(dir, "workspace")
 	// mount sets the loop device to detach itself when it is unmounted.
-	if err := runTool(ctx, "", w.mount, "-t", "ext4", "-o", "loop,nodev,nosuid,noinit_itable", img, ws); err != nil {
+	if err := hostos.RunTool(ctx, "", w.mount, "-t", "ext4", "-o", "loop,nodev,nosuid,noinit_itable", img, ws); err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}
 	// An empty folder, as without a limit, the sandbox user's.
@@ -189,7 +176,7 @@ func (w *workspaceFS) create(ctx context.Context, dir string, uid, mb int) error
 // to be zeroed never (mount's noinit_itable: the kernel knows them unused),
 // and no discard of the fresh, empty file. Its root is root's; create
 // hands each copy's to its sandbox user.
-func (w *workspaceFS) template(ctx context.Context, mb int) (string, error) {
+func (w *FS) template(ctx context.Context, mb int) (string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if path, ok := w.templates[mb]; ok {
@@ -199,7 +186,7 @@ func (w *workspaceFS) template(ctx context.Context, mb int) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(w.templateDir, strconv.Itoa(mb)+".img")
-	tmp := path + "." + randomSuffix() // another provider may share the state folder
+	tmp := path + "." + hostos.RandomSuffix() // another provider may share the state folder
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return "", err
@@ -212,7 +199,7 @@ func (w *workspaceFS) template(ctx context.Context, mb int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := runTool(ctx, "", w.mkfs, "-q", "-F", "-b", "4096", "-i", "16384", "-m", "0",
+	if err := hostos.RunTool(ctx, "", w.mkfs, "-q", "-F", "-b", "4096", "-i", "16384", "-m", "0",
 		"-O", "^has_journal,^resize_inode", "-E", "lazy_itable_init=1,nodiscard", tmp); err != nil {
 		return "", err
 	}
@@ -273,20 +260,20 @@ func copySparse(src, dst string, size int64) (err error) {
 	return nil
 }
 
-// clearWorkspace unmounts dir/workspace, as often as something is mounted
+// Clear unmounts dir/workspace, as often as something is mounted
 // there, and detaches every loop device whose backing file is dir's
 // workspace image, waiting (at most workspaceRelease) for the kernel to let
 // them go. Nothing to clear is success; the image itself is left to the
 // removal of dir.
-func clearWorkspace(ctx context.Context, dir string) error {
+func Clear(ctx context.Context, dir string) error {
 	ws := filepath.Join(dir, "workspace")
 	// The kernel names the image by its real path, which holds it even
 	// once dir is gone.
-	img := filepath.Join(realPath(filepath.Dir(dir)), filepath.Base(dir), workspaceImage)
-	if mountPoint(ws) {
-		discardWorkspace(ws, img)
+	img := filepath.Join(hostos.RealPath(filepath.Dir(dir)), filepath.Base(dir), ImageFile)
+	if Mounted(ws) {
+		discard(ws, img)
 	}
-	for tries := 0; mountPoint(ws); tries++ {
+	for tries := 0; Mounted(ws); tries++ {
 		if tries == 8 {
 			return fmt.Errorf("workspace: %s stays mounted", ws)
 		}
@@ -331,12 +318,12 @@ const (
 	ext4NoLogFlush = 2
 )
 
-// discardWorkspace shuts the file system mounted on ws down without writing
+// discard shuts the file system mounted on ws down without writing
 // what it still holds in memory, if it is the ext4 of the loop device
 // attached to img: it is about to be removed, and unmounting it would
 // first write all that to the host's disk (a second or two for a gigabyte
 // just written). Failing that, the unmount writes it.
-func discardWorkspace(ws, img string) {
+func discard(ws, img string) {
 	f, err := os.OpenFile(ws, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return
@@ -354,9 +341,9 @@ func discardWorkspace(ws, img string) {
 	_ = unix.IoctlSetPointerInt(int(f.Fd()), ext4Shutdown, ext4NoLogFlush)
 }
 
-// mountPoint reports whether something is mounted on path: it lies on
+// Mounted reports whether something is mounted on path: it lies on
 // another device than its parent folder.
-func mountPoint(path string) bool {
+func Mounted(path string) bool {
 	var st, parent unix.Stat_t
 	if unix.Lstat(path, &st) != nil || unix.Lstat(filepath.Dir(path), &parent) != nil {
 		return false
@@ -405,42 +392,17 @@ func detachLoop(name, img string) {
 	_ = unix.IoctlSetInt(int(f.Fd()), unix.LOOP_CLR_FD, 0)
 }
 
-// workspaceLeftovers returns the ids of sandboxes under dir that a loop
-// device is still attached for.
-func workspaceLeftovers(dir string) map[string]bool {
-	dir = realPath(dir)
+// Leftovers returns the names of the folders under dir (the sandboxes')
+// whose workspace image a loop device is still attached to.
+func Leftovers(dir string) map[string]bool {
+	dir = hostos.RealPath(dir)
 	out := map[string]bool{}
 	loopDevices(func(backing string) bool {
 		rest, ok := strings.CutPrefix(backing, dir+"/")
-		if id, ok2 := strings.CutSuffix(rest, "/"+workspaceImage); ok && ok2 && sandbox.ValidID(id) {
+		if id, ok2 := strings.CutSuffix(rest, "/"+ImageFile); ok && ok2 && !strings.Contains(id, "/") {
 			out[id] = true
 		}
 		return false
 	})
 	return out
-}
-
-// realPath is path with its symbolic links resolved, or path if it cannot be.
-func realPath(path string) string {
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		return real
-	}
-	return path
-}
-
-// runTool runs a host tool (mkfs.ext4, mount, ip, nft) with stdin as its
-// input and a minimal environment of its own, never Tether's.
-func runTool(ctx context.Context, stdin, name string, args ...string) error {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = []string{"PATH=" + defaultPath, "LANG=C"}
-	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		msg := strings.TrimSpace(string(out))
-		if msg == "" {
-			msg = err.Error()
-		}
-		return fmt.Errorf("%s %s: %s", filepath.Base(name), strings.Join(args, " "), msg)
-	}
-	return nil
 }

@@ -1,14 +1,15 @@
-package local
+// Package seccomp builds and installs the system call filter of every
+// sandbox process: a classic BPF program of its own assembler, handed to
+// bwrap through a pipe (Pipe) or installed on the calling OS thread
+// (Install). It owns the list of what a sandbox may not call.
+package seccomp
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime"
-	"strconv"
-	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -34,8 +35,9 @@ import (
 // process.
 //
 // bwrap installs it on the sandbox's init and the first process before they
-// run anything of the sandbox's; exec and file commands, which enter the
-// sandbox from Tether through nsenter, get it from startCommand.
+// run anything of the sandbox's (Pipe); exec and file commands, which enter
+// the sandbox from Tether through nsenter, get it from the thread that
+// forks them (Install).
 
 // seccompData offsets (struct seccomp_data): the system call number, the
 // ABI, and the low 32 bits of the arguments (little-endian hosts).
@@ -92,11 +94,11 @@ var personalities = []uint32{
 	0xffffffff, // query
 }
 
-// seccompFilter builds the filter; allowSetns lets setns through (the exec
+// Filter builds the filter; allowSetns lets setns through (the exec
 // filter: nsenter, which runs under it, needs it to enter the sandbox).
 // It returns nil where the host's architecture has no filter (see
 // seccompArch).
-func seccompFilter(allowSetns bool) []unix.SockFilter {
+func Filter(allowSetns bool) []unix.SockFilter {
 	arch, ok := seccompArch()
 	if !ok {
 		return nil
@@ -231,9 +233,9 @@ func (a *bpfAsm) assemble() []unix.SockFilter {
 	return a.prog
 }
 
-// seccompBytes is prog as bwrap reads it from --seccomp: the instructions'
+// programBytes is prog as bwrap reads it from --seccomp: the instructions'
 // bytes, in the host's byte order.
-func seccompBytes(prog []unix.SockFilter) []byte {
+func programBytes(prog []unix.SockFilter) []byte {
 	out := make([]byte, 0, 8*len(prog))
 	for _, ins := range prog {
 		out = binary.NativeEndian.AppendUint16(out, ins.Code)
@@ -243,15 +245,15 @@ func seccompBytes(prog []unix.SockFilter) []byte {
 	return out
 }
 
-// seccompPipe returns the read end of a pipe holding prog for bwrap's
+// Pipe returns the read end of a pipe holding prog for bwrap's
 // --seccomp, the write end already closed (the program is far smaller than
 // a pipe's buffer).
-func seccompPipe(prog []unix.SockFilter) (*os.File, error) {
+func Pipe(prog []unix.SockFilter) (*os.File, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("seccomp: %w", err)
 	}
-	_, err = w.Write(seccompBytes(prog))
+	_, err = w.Write(programBytes(prog))
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}
@@ -262,8 +264,8 @@ func seccompPipe(prog []unix.SockFilter) (*os.File, error) {
 	return r, nil
 }
 
-// installSeccomp installs prog on the calling OS thread only (no TSYNC).
-func installSeccomp(prog []unix.SockFilter) error {
+// Install installs prog on the calling OS thread only (no TSYNC).
+func Install(prog []unix.SockFilter) error {
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	err := unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&fprog)), 0, 0)
 	if errors.Is(err, unix.EACCES) {
@@ -279,77 +281,9 @@ func installSeccomp(prog []unix.SockFilter) error {
 	return nil
 }
 
-// startCommand starts cmd, a command that enters a sandbox, in the
-// control groups whose folders are groups (none: where it is), with
-// no_new_privs and under the exec filter: it is forked from an OS thread
-// of its own that holds all three (onOwnThread), so cmd and everything it
-// starts inherit them, and they outlive nothing else. no_new_privs is set
-// here rather than by a tool inside the sandbox, so that a sandbox's root
-// (an operator's image) needs nothing but /bin/sh.
-func (p *Provider) startCommand(cmd *exec.Cmd, groups []string) error {
-	return onOwnThread(func() error {
-		if len(groups) > 0 {
-			if cmd.SysProcAttr == nil {
-				cmd.SysProcAttr = &syscall.SysProcAttr{}
-			}
-			done, err := p.cg.enter(groups, cmd.SysProcAttr)
-			if err != nil {
-				return err
-			}
-			defer done()
-		}
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			return fmt.Errorf("setting no_new_privs: %w", err)
-		}
-		if p.execFilter != nil {
-			if err := installSeccomp(p.execFilter); err != nil {
-				return err
-			}
-		}
-		return cmd.Start()
-	})
-}
-
-// onOwnThread runs fn on an OS thread locked to it that ends when fn
-// returns: what fn sets on the thread (its control groups, network
-// namespace, no_new_privs, a seccomp filter) goes to the processes it
-// forks (os/exec forks from the calling thread) and to nothing else of
-// Tether's. The runtime makes no other thread from a locked one (those
-// come from its template thread). Never the process's main thread, which
-// the runtime keeps, locked and idle, with what fn set: the work moves to
-// another goroutine, and so another thread, until it runs elsewhere.
-func onOwnThread(fn func() error) error {
-	done := make(chan error, 1)
-	var run func()
-	run = func() {
-		runtime.LockOSThread()
-		if unix.Gettid() == unix.Getpid() {
-			runtime.UnlockOSThread()
-			go run()
-			return
-		}
-		done <- fn()
-	}
-	go run()
-	return <-done
-}
-
-// seccompArgs are bwrap's options that install the sandbox filter, read
-// from file, which the caller passes to bwrap as descriptor fd and closes
-// once bwrap started. Both are empty where there is no filter.
-func (p *Provider) seccompArgs(fd int) (args []string, file *os.File, err error) {
-	if p.sandboxFilter == nil {
-		return nil, nil, nil
-	}
-	if file, err = seccompPipe(p.sandboxFilter); err != nil {
-		return nil, nil, err
-	}
-	return []string{"--seccomp", strconv.Itoa(fd)}, file, nil
-}
-
-// seccompNote says which system call filter is in force, for Info.
-func (p *Provider) seccompNote() string {
-	if p.sandboxFilter == nil {
+// Note says which system call filter is in force, for a provider's Info.
+func Note() string {
+	if _, ok := seccompArch(); !ok {
 		return "seccomp: no system call filter on this architecture (" + runtime.GOARCH + "): nested namespaces, ptrace and the kernel keyring are open inside sandboxes"
 	}
 	return "seccomp: a system call filter on every sandbox process refuses (EPERM) new namespaces (unshare, clone with namespace flags; clone3 is ENOSYS), mount calls, ptrace and process_vm_*, keyctl and add_key, bpf, perf_event_open, userfaultfd, modules, kexec, open_by_handle_at, swap, reboot, I/O ports, acct, setting the clock and TIOCSTI; sockets other than unix, IPv4, IPv6 and netlink (no vsock); personality other than Linux's own; io_uring is ENOSYS; system calls of another ABI (x32, 32-bit) kill the process"

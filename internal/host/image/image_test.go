@@ -1,4 +1,4 @@
-package local
+package image
 
 import (
 	"crypto/sha256"

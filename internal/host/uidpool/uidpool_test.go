@@ -1,10 +1,11 @@
-package local
+package uidpool
 
 import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -17,9 +18,9 @@ func TestClaimUID(t *testing.T) {
 	const count = 8
 	// A range of its own, far above the default, so that other tests'
 	// sandboxes never meet it.
-	p := &Provider{uidBase: 1_500_000_000 + rand.IntN(1<<20)*count, uidCount: count}
+	p := Pool{Base: 1_500_000_000 + rand.IntN(1<<20)*count, Count: count}
 	t.Cleanup(func() {
-		for uid := p.uidBase; uid < p.uidBase+count; uid++ {
+		for uid := p.Base; uid < p.Base+count; uid++ {
 			_ = os.Remove(filepath.Join(uidRegistry, strconv.Itoa(uid)))
 		}
 	})
@@ -35,7 +36,7 @@ func TestClaimUID(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range count {
 		wg.Go(func() {
-			uid, err := p.claimUID(holders[i])
+			uid, err := p.Claim(holders[i])
 			if err != nil {
 				t.Errorf("claim %d: %v", i, err)
 			}
@@ -45,26 +46,26 @@ func TestClaimUID(t *testing.T) {
 	wg.Wait()
 	seen := map[int]bool{}
 	for _, uid := range uids {
-		if seen[uid] || uid < p.uidBase || uid >= p.uidBase+count {
+		if seen[uid] || uid < p.Base || uid >= p.Base+count {
 			t.Fatalf("uids handed out: %v", uids)
 		}
 		seen[uid] = true
 	}
-	if uid, err := p.claimUID(holders[count]); err == nil {
+	if uid, err := p.Claim(holders[count]); err == nil {
 		t.Fatalf("a ninth claim on eight uids got %d", uid)
 	}
 
 	// Freeing by another holder does nothing; by the holder, it frees.
-	if err := releaseUID(uids[0], holders[1]); err != nil {
+	if err := Release(uids[0], holders[1]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.claimUID(holders[count]); err == nil {
+	if _, err := p.Claim(holders[count]); err == nil {
 		t.Fatal("a uid freed by someone else than its holder was handed out")
 	}
-	if err := releaseUID(uids[0], holders[0]); err != nil {
+	if err := Release(uids[0], holders[0]); err != nil {
 		t.Fatal(err)
 	}
-	if uid, err := p.claimUID(holders[count]); err != nil || uid != uids[0] {
+	if uid, err := p.Claim(holders[count]); err != nil || uid != uids[0] {
 		t.Fatalf("after a release: claim = %d, %v; want %d", uid, err, uids[0])
 	}
 
@@ -72,7 +73,22 @@ func TestClaimUID(t *testing.T) {
 	if err := os.Remove(holders[1]); err != nil {
 		t.Fatal(err)
 	}
-	if uid, err := p.claimUID(holders[0]); err != nil || uid != uids[1] {
+	if uid, err := p.Claim(holders[0]); err != nil || uid != uids[1] {
 		t.Fatalf("with a holder gone: claim = %d, %v; want its uid %d", uid, err, uids[1])
+	}
+}
+
+// TestCheck: a pool past the kernel's uids, or one holding a host user's
+// uid, cannot be used; the default one can.
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	if reason := (Pool{Base: DefaultBase, Count: DefaultCount}).Check(); reason != "" {
+		t.Errorf("the default pool: %s", reason)
+	}
+	if reason := (Pool{Base: 1 << 31, Count: 8}).Check(); reason == "" {
+		t.Error("a pool past the kernel's uids was accepted")
+	}
+	if reason := (Pool{Base: 1, Count: 10}).Check(); !strings.Contains(reason, "holds the host user") {
+		t.Errorf("a pool holding daemon's uid 1: %q", reason)
 	}
 }

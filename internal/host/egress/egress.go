@@ -1,4 +1,10 @@
-package local
+// Package egress runs the "allowlist" network mode of sandboxes: per
+// sandbox a network namespace, a veth pair to the host with a /30 of the
+// egress pool, and an nftables table that lets through only what the
+// sandbox's list names (Setup), all removed again whoever made them
+// (Teardown). It owns those kernel objects, the host's forwarding guard and
+// the single check of the pool's size (CheckPool).
+package egress
 
 // The "allowlist" network mode: a sandbox that may reach only what its
 // create names in params.allow.
@@ -49,12 +55,28 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/host/hostos"
 )
 
-// networkAllowlist is the params.network of a sandbox that may reach only
-// what params.allow names.
-const networkAllowlist = "allowlist"
+// InvalidError is an allow list (or a host name in it) that a create may
+// not ask for: the caller's fault, not the host's.
+type InvalidError struct{ msg string }
+
+func (e *InvalidError) Error() string { return e.msg }
+
+func invalidf(format string, args ...any) error {
+	return &InvalidError{msg: fmt.Sprintf(format, args...)}
+}
+
+// ErrTemporary marks failures that may pass if retried (a lookup that
+// timed out, the host's tools failing).
+var ErrTemporary = errors.New("temporary")
+
+type temporaryError struct{ err error }
+
+func (t temporaryError) Error() string   { return t.err.Error() }
+func (t temporaryError) Unwrap() []error { return []error{t.err, ErrTemporary} }
+func temporary(err error) error          { return temporaryError{err} }
 
 // Limits of params.allow.
 const (
@@ -66,13 +88,28 @@ const (
 	resolveTimeout = 10 * time.Second
 )
 
-// DefaultEgressPool is where allow-list sandboxes take their /30 links from
-// unless EgressPool says otherwise: 16384 sandboxes at once.
-const DefaultEgressPool = "10.250.0.0/16"
+// DefaultPool is where allow-list sandboxes take their /30 links from
+// unless the operator says otherwise: 16384 sandboxes at once.
+const DefaultPool = "10.250.0.0/16"
+
+// minPoolBits is the longest prefix a pool may have: a /28, four
+// sandboxes.
+const minPoolBits = 28
+
+// CheckPool is the one check of an egress pool: an IPv4 network, its
+// host bits clear, of /28 or larger (four sandboxes' /30s). The operator's
+// configuration and Detect both use it.
+func CheckPool(pool netip.Prefix) error {
+	if !pool.IsValid() || !pool.Addr().Is4() || pool.Bits() > minPoolBits || pool != pool.Masked() {
+		return fmt.Errorf("the egress pool %s is not an IPv4 network of /%d or larger", pool, minPoolBits)
+	}
+	return nil
+}
 
 // Where the kernel objects live and what they are called.
 const (
-	netnsDir      = "/var/run/netns" // ip netns' folder
+	// NetnsDir is ip netns' folder, where each sandbox's namespace is.
+	NetnsDir      = "/var/run/netns"
 	ipForwardPath = "/proc/sys/net/ipv4/ip_forward"
 	// egressLockPath serialises the choice of a /30 between Tether
 	// processes on the host (each pool is shared by every state folder).
@@ -84,9 +121,15 @@ const (
 	guardTable = "tether_forward_guard"
 )
 
-func netnsName(id string) string { return "tether-" + id }
-func vethName(id string) string  { return vethPrefix + id[len(id)-12:] } // 15 bytes, the most a name may have
-func nftTable(id string) string  { return "tether_" + id }
+// NetnsName is the name of sandbox id's network namespace.
+func NetnsName(id string) string { return "tether-" + id }
+
+// VethName is the name of the host's end of sandbox id's veth pair: 15
+// bytes, the most a name may have.
+func VethName(id string) string { return vethPrefix + id[len(id)-12:] }
+
+// TableName is the name of sandbox id's nftables table (inet).
+func TableName(id string) string { return "tether_" + id }
 
 // Ranges no sandbox reaches, whatever its list says, and ranges it reaches
 // only where an entry names an address inside them.
@@ -105,36 +148,31 @@ var (
 	}
 )
 
-// EgressPool sets the IPv4 range each allow-list sandbox takes a /30 of
-// for its link to the host (default DefaultEgressPool). It must not overlap
-// a network the host uses (the mode is unavailable if it does); sandboxes
-// never reach addresses inside it.
-func EgressPool(pool netip.Prefix) Option {
-	return func(p *Provider) { p.egress.pool = pool }
-}
-
-// egress is what the allow-list mode needs, found once by New.
-type egress struct {
-	// pool is where each sandbox's /30 comes from.
-	pool netip.Prefix
+// Egress is what the allow-list mode needs, found once by Detect.
+type Egress struct {
+	// Pool is where each sandbox's /30 comes from (DefaultPool if unset).
+	// It must not overlap a network the host uses (the mode is unavailable
+	// if it does); sandboxes never reach addresses inside it.
+	Pool netip.Prefix
 	// ip and nft are the paths of iproute2's ip and of nft.
 	ip, nft string
 	// problem says why the mode is unavailable on this host, if it is.
 	problem string
-	// lookup resolves a host name to its IPv4 addresses; tests replace it.
-	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Lookup resolves a host name to its IPv4 addresses (the host's
+	// resolver if unset); tests replace it.
+	Lookup func(ctx context.Context, host string) ([]netip.Addr, error)
 	// forwarding serialises turning the host's forwarding on.
 	forwarding sync.Mutex
 }
 
-// detect finds the tools and checks that the host can run the mode; the
+// Detect finds the tools and checks that the host can run the mode; the
 // provider's own problem, if any, makes it unavailable too.
-func (e *egress) detect(providerProblem string) {
-	if !e.pool.IsValid() {
-		e.pool = netip.MustParsePrefix(DefaultEgressPool)
+func (e *Egress) Detect(providerProblem string) {
+	if !e.Pool.IsValid() {
+		e.Pool = netip.MustParsePrefix(DefaultPool)
 	}
-	if e.lookup == nil {
-		e.lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
+	if e.Lookup == nil {
+		e.Lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip4", host)
 		}
 	}
@@ -150,22 +188,16 @@ func (e *egress) detect(providerProblem string) {
 // probe returns why the mode cannot work on this host, or "". It changes
 // nothing that outlives it: the rules are only checked (nft -c), and the
 // namespace and veth it makes are removed.
-func (e *egress) probe() string {
-	if !e.pool.Addr().Is4() || e.pool.Bits() > 30 || e.pool != e.pool.Masked() {
-		return fmt.Sprintf("the egress pool %s is not an IPv4 network of /30 or larger", e.pool)
+func (e *Egress) probe() string {
+	if err := CheckPool(e.Pool); err != nil {
+		return err.Error()
 	}
-	var missing []string
-	if e.ip == "" {
-		missing = append(missing, "ip (Debian package iproute2)")
+	if missing := hostos.Missing(hostos.Tool{Path: e.ip, What: "ip (Debian package iproute2)"},
+		hostos.Tool{Path: e.nft, What: "nft (Debian package nftables)"}); missing != "" {
+		return missing
 	}
-	if e.nft == "" {
-		missing = append(missing, "nft (Debian package nftables)")
-	}
-	if len(missing) > 0 {
-		return "missing on this host: " + strings.Join(missing, ", ")
-	}
-	if clash := hostAddrIn(e.pool); clash != "" {
-		return fmt.Sprintf("the egress pool %s overlaps %s, which the host uses; choose another pool", e.pool, clash)
+	if clash := hostAddrIn(e.Pool); clash != "" {
+		return fmt.Sprintf("the egress pool %s overlaps %s, which the host uses; choose another pool", e.Pool, clash)
 	}
 	b, err := os.ReadFile(ipForwardPath)
 	if err != nil {
@@ -185,8 +217,8 @@ func (e *egress) probe() string {
 	_ = lock.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	id := sandbox.NewID()
-	link := egressLink{host: e.pool.Addr().Next(), sbx: e.pool.Addr().Next().Next()}
+	id := "probe_" + hostos.RandomSuffix()
+	link := Link{Host: e.Pool.Addr().Next(), Sandbox: e.Pool.Addr().Next().Next()}
 	rules, err := e.ruleset(id, link, []allowEntry{{prefix: netip.MustParsePrefix("192.0.2.0/24"), port: 443}}, nil)
 	if err != nil {
 		return err.Error()
@@ -194,7 +226,7 @@ func (e *egress) probe() string {
 	if err := e.run(ctx, rules, e.nft, "-c", "-f", "-"); err != nil {
 		return fmt.Sprintf("nftables cannot hold a sandbox's rules here: %v", err)
 	}
-	ns, veth := netnsName(id), vethName(id)
+	ns, veth := NetnsName(id), VethName(id)
 	err = e.run(ctx, "netns add "+ns+"\nlink add "+veth+" type veth peer name eth0 netns "+ns+"\n", e.ip, "-batch", "-")
 	_ = e.run(ctx, "link del "+veth+"\nnetns del "+ns+"\n", e.ip, "-force", "-batch", "-")
 	if err != nil {
@@ -226,8 +258,11 @@ func hostAddrIn(pool netip.Prefix) string {
 	return ""
 }
 
-// note is the mode's line in the provider's Info.
-func (e *egress) note() string {
+// Problem says why the mode is unavailable on this host, or "".
+func (e *Egress) Problem() string { return e.problem }
+
+// Note is the mode's line in a provider's Info.
+func (e *Egress) Note() string {
 	if e.problem != "" {
 		return "network \"allowlist\": unavailable on this host: " + e.problem
 	}
@@ -245,34 +280,29 @@ type allowEntry struct {
 	port   uint16
 }
 
-// checkParams checks params.allow against params.network.
-func (e *egress) checkParams(prm Params) error {
-	if prm.Network != networkAllowlist {
-		if prm.Allow != nil {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "params.allow applies only to params.network \"allowlist\"")
-		}
-		return nil
-	}
+// CheckAllow checks an allow list for a sandbox of the mode: an
+// *InvalidError if the mode is unavailable or the list is refused.
+func (e *Egress) CheckAllow(allow []string) error {
 	if e.problem != "" {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "params.network \"allowlist\" is unavailable on this server: %s", e.problem)
+		return invalidf("params.network \"allowlist\" is unavailable on this server: %s", e.problem)
 	}
-	_, err := e.parseAllow(prm.Allow)
+	_, err := e.parseAllow(allow)
 	return err
 }
 
 // parseAllow parses params.allow, refusing it whole for one bad entry.
-func (e *egress) parseAllow(allow []string) ([]allowEntry, error) {
+func (e *Egress) parseAllow(allow []string) ([]allowEntry, error) {
 	switch {
 	case len(allow) == 0:
-		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.allow must list at least one host name, IPv4 address or CIDR for params.network \"allowlist\"")
+		return nil, invalidf("params.allow must list at least one host name, IPv4 address or CIDR for params.network \"allowlist\"")
 	case len(allow) > MaxAllow:
-		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.allow has %d entries; at most %d are allowed", len(allow), MaxAllow)
+		return nil, invalidf("params.allow has %d entries; at most %d are allowed", len(allow), MaxAllow)
 	}
 	out := make([]allowEntry, 0, len(allow))
 	for i, s := range allow {
 		en, err := e.parseEntry(s)
 		if err != nil {
-			return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.allow[%d] %q: %s", i, s, err)
+			return nil, invalidf("params.allow[%d] %q: %s", i, s, err)
 		}
 		out = append(out, en)
 	}
@@ -280,7 +310,7 @@ func (e *egress) parseAllow(allow []string) ([]allowEntry, error) {
 }
 
 // parseEntry parses "host[:port]", "a.b.c.d[:port]" or "a.b.c.d/n[:port]".
-func (e *egress) parseEntry(s string) (allowEntry, error) {
+func (e *Egress) parseEntry(s string) (allowEntry, error) {
 	var en allowEntry
 	if s == "" {
 		return en, errors.New("empty")
@@ -318,8 +348,8 @@ func (e *egress) parseEntry(s string) (allowEntry, error) {
 		en.host = host
 		return en, nil
 	}
-	if within(en.prefix, deniedRanges) || e.pool.Contains(en.prefix.Addr()) && e.pool.Bits() <= en.prefix.Bits() {
-		return en, fmt.Errorf("sandboxes may never reach %s (loopback, link-local and metadata, multicast, reserved, or the sandboxes' own pool %s)", en.prefix, e.pool)
+	if within(en.prefix, deniedRanges) || e.Pool.Contains(en.prefix.Addr()) && e.Pool.Bits() <= en.prefix.Bits() {
+		return en, fmt.Errorf("sandboxes may never reach %s (loopback, link-local and metadata, multicast, reserved, or the sandboxes' own pool %s)", en.prefix, e.Pool)
 	}
 	return en, nil
 }
@@ -361,19 +391,16 @@ func within(pfx netip.Prefix, ranges []netip.Prefix) bool {
 	return false
 }
 
-// egressLink is a sandbox's /30: the host's end and the sandbox's.
-type egressLink struct{ host, sbx netip.Addr }
+// Link is a sandbox's /30: the host's end and the sandbox's.
+type Link struct{ Host, Sandbox netip.Addr }
 
-// setupEgress gives an allow-list sandbox its network before its init
-// starts: it resolves and pins the host names, then makes the namespace,
-// the veth and the rules. What it made is removed by Destroy (the caller
-// destroys the sandbox when it fails).
-func (p *Provider) setupEgress(ctx context.Context, id string, prm Params) error {
-	if prm.Network != networkAllowlist {
-		return nil
-	}
-	e := &p.egress
-	entries, err := e.parseAllow(prm.Allow)
+// Setup gives sandbox id, which may reach what allow names, its network
+// before its init starts: it resolves the host names and pins them in the
+// file hosts (the sandbox's /etc/hosts), then makes the namespace, the veth
+// and the rules. What it made is removed by Teardown, which the caller
+// runs when it fails.
+func (e *Egress) Setup(ctx context.Context, id string, allow []string, hosts string) error {
+	entries, err := e.parseAllow(allow)
 	if err != nil {
 		return err
 	}
@@ -381,22 +408,22 @@ func (p *Provider) setupEgress(ctx context.Context, id string, prm Params) error
 	if err != nil {
 		return err
 	}
-	if err := writeHosts(filepath.Join(p.sandboxDir(id), "hosts"), resolved); err != nil {
+	if err := writeHosts(hosts, resolved); err != nil {
 		return fmt.Errorf("pinning the allowed host names: %w", err)
 	}
 	if err := e.enableForwarding(ctx); err != nil {
-		return sandbox.Retryable(fmt.Errorf("network: %w", err))
+		return temporary(fmt.Errorf("network: %w", err))
 	}
 	link, err := e.addLink(ctx, id)
 	if err != nil {
-		return sandbox.Retryable(fmt.Errorf("network: %w", err))
+		return temporary(fmt.Errorf("network: %w", err))
 	}
 	rules, err := e.ruleset(id, link, entries, resolved)
 	if err != nil {
 		return err
 	}
 	if err := e.run(ctx, rules, e.nft, "-f", "-"); err != nil {
-		return sandbox.Retryable(fmt.Errorf("network rules: %w", err))
+		return temporary(fmt.Errorf("network rules: %w", err))
 	}
 	return nil
 }
@@ -405,7 +432,7 @@ func (p *Provider) setupEgress(ctx context.Context, id string, prm Params) error
 // addresses a sandbox may reach: public ones, and private ones inside a
 // range an entry names. A name left with none fails the create, as does a
 // name that does not exist; a lookup that times out may be retried.
-func (e *egress) resolve(ctx context.Context, entries []allowEntry) (map[string][]netip.Addr, error) {
+func (e *Egress) resolve(ctx context.Context, entries []allowEntry) (map[string][]netip.Addr, error) {
 	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
 	var hosts []string
@@ -419,13 +446,13 @@ func (e *egress) resolve(ctx context.Context, entries []allowEntry) (map[string]
 	g.SetLimit(8)
 	for i, h := range hosts {
 		g.Go(func() error {
-			addrs, err := e.lookup(gctx, h)
+			addrs, err := e.Lookup(gctx, h)
 			var dnsErr *net.DNSError
 			switch {
 			case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
-				return sandbox.Errorf(sandbox.CodeInvalidRequest, "params.allow: host %s does not exist", h)
+				return invalidf("params.allow: host %s does not exist", h)
 			case err != nil:
-				return sandbox.Retryable(fmt.Errorf("resolving %s: %w", h, err))
+				return temporary(fmt.Errorf("resolving %s: %w", h, err))
 			}
 			found[i] = addrs
 			return nil
@@ -444,7 +471,7 @@ func (e *egress) resolve(ctx context.Context, entries []allowEntry) (map[string]
 			}
 		}
 		if len(keep) == 0 {
-			return nil, sandbox.Errorf(sandbox.CodeInvalidRequest,
+			return nil, invalidf(
 				"params.allow: host %s resolves to %v, none of which a sandbox may reach (loopback, link-local, the sandboxes' pool, or a private range no entry names by address)", h, found[i])
 		}
 		slices.SortFunc(keep, netip.Addr.Compare)
@@ -455,9 +482,9 @@ func (e *egress) resolve(ctx context.Context, entries []allowEntry) (map[string]
 
 // reachable reports whether a resolved address may be pinned: never a
 // denied one, a private one only inside a prefix an entry names.
-func (e *egress) reachable(a netip.Addr, entries []allowEntry) bool {
+func (e *Egress) reachable(a netip.Addr, entries []allowEntry) bool {
 	one := netip.PrefixFrom(a, 32)
-	if within(one, deniedRanges) || e.pool.Contains(a) {
+	if within(one, deniedRanges) || e.Pool.Contains(a) {
 		return false
 	}
 	if !within(one, privateRanges) {
@@ -489,20 +516,11 @@ func writeHosts(path string, resolved map[string][]netip.Addr) error {
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
-// egressHosts is the file that is an allow-list sandbox's own /etc/hosts,
-// over the host's; "" for other sandboxes.
-func egressHosts(workspace string, prm Params) string {
-	if prm.Network != networkAllowlist {
-		return ""
-	}
-	return filepath.Join(filepath.Dir(workspace), "hosts")
-}
-
 // enableForwarding turns the host's IPv4 forwarding on if it is off, and
 // then first installs a guard table that keeps dropping every forwarded
 // packet that neither comes from nor goes to a sandbox link, so that the
 // host routes nothing else than before. Neither is undone.
-func (e *egress) enableForwarding(ctx context.Context) error {
+func (e *Egress) enableForwarding(ctx context.Context) error {
 	e.forwarding.Lock()
 	defer e.forwarding.Unlock()
 	b, err := os.ReadFile(ipForwardPath)
@@ -534,8 +552,8 @@ table inet %[1]s {
 // with a free /30 of the pool (the namespace first: while anything of the
 // sandbox's network is left, so is its namespace, which teardown removes
 // last).
-func (e *egress) addLink(ctx context.Context, id string) (egressLink, error) {
-	var link egressLink
+func (e *Egress) addLink(ctx context.Context, id string) (Link, error) {
+	var link Link
 	lock, err := os.OpenFile(egressLockPath, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return link, err
@@ -548,16 +566,16 @@ func (e *egress) addLink(ctx context.Context, id string) (egressLink, error) {
 	if err != nil {
 		return link, err
 	}
-	ns, veth := netnsName(id), vethName(id)
+	ns, veth := NetnsName(id), VethName(id)
 	host := fmt.Sprintf(`netns add %[1]s
 link add %[2]s type veth peer name eth0 netns %[1]s
 addr add %[3]s/30 dev %[2]s
 link set %[2]s up
-`, ns, veth, link.host)
+`, ns, veth, link.Host)
 	if err := e.run(ctx, host, e.ip, "-batch", "-"); err != nil {
 		return link, err
 	}
-	inside := fmt.Sprintf("link set lo up\naddr add %s/30 dev eth0\nlink set eth0 up\nroute add default via %s\n", link.sbx, link.host)
+	inside := fmt.Sprintf("link set lo up\naddr add %s/30 dev eth0\nlink set eth0 up\nroute add default via %s\n", link.Sandbox, link.Host)
 	if err := e.run(ctx, inside, e.ip, "-n", ns, "-batch", "-"); err != nil {
 		return link, err
 	}
@@ -566,14 +584,14 @@ link set %[2]s up
 
 // freeLink picks the /30 of the pool for id: the first free one from a
 // place that the id chooses. Taken ones hold a host address already.
-func (e *egress) freeLink(id string) (egressLink, error) {
-	base4 := e.pool.Addr().As4()
+func (e *Egress) freeLink(id string) (Link, error) {
+	base4 := e.Pool.Addr().As4()
 	base := binary.BigEndian.Uint32(base4[:])
-	slots := uint32(1) << (30 - e.pool.Bits())
+	slots := uint32(1) << (30 - e.Pool.Bits())
 	used := map[uint32]bool{}
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
-		return egressLink{}, fmt.Errorf("listing the host's addresses: %w", err)
+		return Link{}, fmt.Errorf("listing the host's addresses: %w", err)
 	}
 	for _, a := range addrs {
 		ipn, ok := a.(*net.IPNet)
@@ -581,7 +599,7 @@ func (e *egress) freeLink(id string) (egressLink, error) {
 			continue
 		}
 		ip, ok := netip.AddrFromSlice(ipn.IP.To4())
-		if ok && e.pool.Contains(ip) {
+		if ok && e.Pool.Contains(ip) {
 			v := ip.As4()
 			used[(binary.BigEndian.Uint32(v[:])-base)/4] = true
 		}
@@ -597,16 +615,16 @@ func (e *egress) freeLink(id string) (egressLink, error) {
 		var hostIP, sbxIP [4]byte
 		binary.BigEndian.PutUint32(hostIP[:], base+4*slot+1)
 		binary.BigEndian.PutUint32(sbxIP[:], base+4*slot+2)
-		return egressLink{host: netip.AddrFrom4(hostIP), sbx: netip.AddrFrom4(sbxIP)}, nil
+		return Link{Host: netip.AddrFrom4(hostIP), Sandbox: netip.AddrFrom4(sbxIP)}, nil
 	}
-	return egressLink{}, fmt.Errorf("no free /30 left in the egress pool %s", e.pool)
+	return Link{}, fmt.Errorf("no free /30 left in the egress pool %s", e.Pool)
 }
 
 // ruleset is the sandbox's nftables table (see the top of this file). The
 // connections it lets out carry a mark of the sandbox's, and only replies
 // with that mark get in, so that a sandbox that later gets the same /30
 // cannot receive what belonged to an earlier one.
-func (e *egress) ruleset(id string, link egressLink, entries []allowEntry, resolved map[string][]netip.Addr) (string, error) {
+func (e *Egress) ruleset(id string, link Link, entries []allowEntry, resolved map[string][]netip.Addr) (string, error) {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(id))
 	mark := h.Sum32() | 1
@@ -664,11 +682,11 @@ func (e *egress) ruleset(id string, link egressLink, entries []allowEntry, resol
 	// "administratively prohibited".
 	const reject = "jump deny"
 	var b bytes.Buffer
-	table, veth := nftTable(id), vethName(id)
+	table, veth := TableName(id), VethName(id)
 	// Declared empty and deleted first: the table is replaced whole.
 	fmt.Fprintf(&b, "table inet %[1]s {}\ndelete table inet %[1]s\ntable inet %[1]s {\n", table)
 	fmt.Fprintf(&b, "\tchain sbx_forward {\n\t\ttype filter hook forward priority filter; policy accept;\n\t\tiifname %q jump from_sbx\n\t\toifname %q jump to_sbx\n\t}\n", veth, veth)
-	fmt.Fprintf(&b, "\tchain from_sbx {\n\t\tip daddr %s %s\n\t\tip daddr %s %s\n", e.pool, reject, ranges(deniedRanges), reject)
+	fmt.Fprintf(&b, "\tchain from_sbx {\n\t\tip daddr %s %s\n\t\tip daddr %s %s\n", e.Pool, reject, ranges(deniedRanges), reject)
 	for _, r := range private {
 		fmt.Fprintf(&b, "\t\t%s\n", r)
 	}
@@ -680,29 +698,28 @@ func (e *egress) ruleset(id string, link egressLink, entries []allowEntry, resol
 	fmt.Fprintf(&b, "\tchain to_sbx {\n\t\tct state established,related ct mark %#x accept\n\t\t%s\n\t}\n", mark, reject)
 	b.WriteString("\tchain deny {\n\t\tmeta l4proto tcp reject with tcp reset\n\t\treject with icmpx type admin-prohibited\n\t}\n")
 	fmt.Fprintf(&b, "\tchain sbx_input {\n\t\ttype filter hook input priority filter; policy accept;\n\t\tiifname %q %s\n\t}\n", veth, reject)
-	fmt.Fprintf(&b, "\tchain sbx_nat {\n\t\ttype nat hook postrouting priority srcnat; policy accept;\n\t\tip saddr %s oifname != %q masquerade\n\t}\n}\n", link.sbx, veth)
+	fmt.Fprintf(&b, "\tchain sbx_nat {\n\t\ttype nat hook postrouting priority srcnat; policy accept;\n\t\tip saddr %s oifname != %q masquerade\n\t}\n}\n", link.Sandbox, veth)
 	return b.String(), nil
 }
 
-// teardownEgress removes the sandbox's rules, veth and namespace, in that
+// Teardown removes the sandbox's rules, veth and namespace, in that
 // order, whichever of them exist; nothing to remove is success. The
 // namespace goes last, so while any of them is left, it is too, and the
 // check for it keeps the teardown of other sandboxes free.
-func (p *Provider) teardownEgress(ctx context.Context, id string) error {
-	ns := netnsName(id)
-	if _, err := os.Stat(filepath.Join(netnsDir, ns)); errors.Is(err, fs.ErrNotExist) {
+func (e *Egress) Teardown(ctx context.Context, id string) error {
+	ns := NetnsName(id)
+	if _, err := os.Stat(filepath.Join(NetnsDir, ns)); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	e := &p.egress
 	if e.ip == "" || e.nft == "" {
 		return fmt.Errorf("network: ip or nft is missing: cannot remove %s", ns)
 	}
-	table := nftTable(id)
+	table := TableName(id)
 	if err := e.run(ctx, fmt.Sprintf("table inet %[1]s {}\ndelete table inet %[1]s\n", table), e.nft, "-f", "-"); err != nil {
 		return fmt.Errorf("network rules: %w", err)
 	}
 	var batch string
-	if veth := vethName(id); linkExists(veth) {
+	if veth := VethName(id); linkExists(veth) {
 		batch = "link del " + veth + "\n"
 	}
 	if err := e.run(ctx, batch+"netns del "+ns+"\n", e.ip, "-batch", "-"); err != nil {
@@ -716,31 +733,28 @@ func linkExists(name string) bool {
 	return err == nil
 }
 
-// run runs a network tool with stdin as its input (runTool).
-func (e *egress) run(ctx context.Context, stdin, name string, args ...string) error {
-	return runTool(ctx, stdin, name, args...)
+// run runs a network tool with stdin as its input (hostos.RunTool).
+func (e *Egress) run(ctx context.Context, stdin, name string, args ...string) error {
+	return hostos.RunTool(ctx, stdin, name, args...)
 }
 
-// startSandbox runs start, which starts the sandbox's bwrap, on an OS
-// thread of its own (onOwnThread): an allow-list sandbox's in the network
-// namespace made for it.
-func startSandbox(id string, prm Params, start func() error) error {
-	if prm.Network != networkAllowlist {
-		return onOwnThread(start)
-	}
-	return inNetns(filepath.Join(netnsDir, netnsName(id)), start)
+// InNamespace runs fn on an OS thread of its own that has joined sandbox
+// id's network namespace (Setup's), so that a process fn starts, the
+// sandbox's bwrap, is in it.
+func InNamespace(id string, fn func() error) error {
+	return InNetns(filepath.Join(NetnsDir, NetnsName(id)), fn)
 }
 
-// inNetns runs fn on an OS thread of its own (onOwnThread) that has joined
+// InNetns runs fn on an OS thread of its own (hostos.OnOwnThread) that has joined
 // the network namespace at path, so that a process fn starts is in it
 // (os/exec forks from the calling thread).
-func inNetns(path string, fn func() error) error {
+func InNetns(path string, fn func() error) error {
 	ns, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("opening the network namespace: %w", err)
 	}
 	defer func() { _ = ns.Close() }()
-	return onOwnThread(func() error {
+	return hostos.OnOwnThread(func() error {
 		if err := setns(ns); err != nil {
 			return fmt.Errorf("entering the network namespace: %w", err)
 		}

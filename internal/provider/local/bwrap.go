@@ -1,0 +1,268 @@
+package local
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/tetherhq/tether/internal/host/image"
+	"github.com/tetherhq/tether/internal/host/uidpool"
+)
+
+// The sandbox's bwrap: its arguments (its root, its own files, its
+// namespaces) and the start of its init.
+
+// openAll opens each of paths for reading; on an error none stays open.
+func openAll(paths []string) ([]*os.File, error) {
+	files := make([]*os.File, 0, len(paths))
+	for _, path := range paths {
+		f, err := os.Open(path)
+		if err != nil {
+			closeAll(files)
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}
+
+// bwrapArgs builds the sandbox's options (everything before bwrap's "--"):
+// an empty root holding read-only binds of the host's system folders and a
+// curated /etc, or of prm.Image's entries, the sandbox's own /etc/passwd
+// and /etc/group, fresh /proc, /dev, /tmp and /run, and workspace at
+// /workspace. Create and the probe share them.
+//
+// The sandbox's own files (its /etc/passwd and /etc/group, an allow-list
+// sandbox's /etc/hosts) are copied in from descriptors, dataFD and on, that
+// the caller opens from data, in order: bound from the state folder, they
+// would name it in the sandbox's mount table.
+func (p *Provider) bwrapArgs(workspace, hostname string, prm Params, lim Limits, dataFD int) (args, data []string, err error) {
+	args = []string{"--tmpfs", "/"}
+	if prm.Image != "" {
+		img := p.images[prm.Image]
+		if img == nil {
+			return nil, nil, fmt.Errorf("image %q is not registered", prm.Image)
+		}
+		own := map[string]bool{"passwd": true, "group": true}
+		if prm.Network == networkAllowlist {
+			own["hosts"] = true // egressHosts'
+		}
+		rootArgs, err := image.RootArgs(img.root, own)
+		if err != nil {
+			return nil, nil, err
+		}
+		args, data = sandboxArgs(append(args, rootArgs...), workspace, hostname, prm, lim, p.procMasks, dataFD)
+		return args, data, nil
+	}
+	args, data = sandboxArgs(append(args, image.HostRootArgs()...), workspace, hostname, prm, lim, p.procMasks, dataFD)
+	return args, data, nil
+}
+
+// sandboxArgs are bwrap's options for what every sandbox has of its own,
+// after args, which fill its root; procMasks mask files of its /proc. The
+// files in data (see bwrapArgs) are read from descriptors dataFD and on.
+func sandboxArgs(args []string, workspace, hostname string, prm Params, lim Limits, procMasks []string, dataFD int) (_, data []string) {
+	etc := filepath.Join(filepath.Dir(workspace), "etc") // writeSandboxEtc's
+	data = []string{filepath.Join(etc, "passwd"), filepath.Join(etc, "group")}
+	dests := []string{"/etc/passwd", "/etc/group"}
+	if hosts := egressHosts(workspace, prm); hosts != "" {
+		data, dests = append(data, hosts), append(dests, "/etc/hosts")
+	}
+	for i, dest := range dests {
+		args = append(args, "--ro-bind-data", strconv.Itoa(dataFD+i), dest)
+	}
+	args = append(args, "--proc", "/proc")
+	args = append(args, procMasks...)
+	args = append(args, "--dev", "/dev")
+	if lim.MemoryMB > 0 {
+		// /tmp counts against the sandbox's memory; it cannot be larger.
+		args = append(args, "--size", strconv.FormatInt(int64(lim.MemoryMB)<<20, 10))
+	}
+	args = append(args, "--tmpfs", "/tmp", "--tmpfs", "/run",
+		"--bind", workspace, WorkDir,
+		"--remount-ro", "/",
+		"--chdir", WorkDir,
+		"--unshare-pid", "--unshare-ipc", "--unshare-uts",
+		"--hostname", hostname,
+		"--cap-drop", "ALL",
+	)
+	if prm.Network != "host" && prm.Network != networkAllowlist { // an allow-list sandbox starts in the namespace made for it
+		args = append(args, "--unshare-net")
+	}
+	return args, data
+}
+
+// initScript is the sandbox's first process: it says it runs, then waits
+// until the sandbox ends, needing nothing of the sandbox's root but /bin/sh
+// (see start).
+const initScript = `[ "$1" = 0 ] || ulimit -n "$1" || exit 126; echo ready; exec </dev/null >/dev/null 2>&1; while read -r _ <&4; do :; done`
+
+// start launches the sandbox and returns the host pid of its init. The
+// bwrap process is Tether's child (reaped by a waiter) but in a session of
+// its own, so signals for Tether's process group do not reach it and it
+// outlives Tether.
+func (p *Provider) start(id string, uid int, prm Params, lim Limits) (int, error) {
+	b, err := p.bwrapCommand(id, uid, prm, lim)
+	if err != nil {
+		return 0, err
+	}
+	defer b.close()
+	// Started in the sandbox's groups (cgroup.Groups.Enter): its init, and
+	// all it will ever start, counted against its limits from the first.
+	var groups []string
+	if p.cg != nil && lim.Pids > 0 {
+		groups = p.cg.Dirs(id)
+	}
+	err = startSandbox(id, prm, func() error {
+		done, err := p.enterGroups(groups, b.cmd.SysProcAttr)
+		if err != nil {
+			return err
+		}
+		defer done()
+		return b.cmd.Start()
+	})
+	closeAll(b.childEnds) // the child holds them now: EOF once it ends
+	if err != nil {
+		return 0, err
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = b.cmd.Wait() // reap bwrap when its sandbox ends
+		close(done)
+	}()
+	p.mu.Lock()
+	p.waiters[id] = done
+	p.mu.Unlock()
+	pid, ready := awaitInit(b.info, b.ready)
+	if !ready {
+		if pid > 0 {
+			_ = syscall.Kill(pid, syscall.SIGKILL) // the sandbox's init, and all in it
+		}
+		_ = b.cmd.Process.Kill()
+		<-done
+		log, _ := os.ReadFile(filepath.Join(p.sandboxDir(id), "bwrap.log"))
+		return 0, fmt.Errorf("bwrap did not start the sandbox: %s", strings.TrimSpace(string(log)))
+	}
+	return pid, nil
+}
+
+// awaitInit waits for the sandbox's init to say it runs: bwrap reports the
+// child's pid (on info) before it has finished building the sandbox, and
+// entering it earlier would find a half-made mount namespace; then the
+// init writes "ready" (on ready). It returns the pid bwrap reported (0 if
+// none) and whether the init got that far.
+func awaitInit(info, ready io.Reader) (int, bool) {
+	var reported struct {
+		ChildPID int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(info).Decode(&reported); err != nil || reported.ChildPID <= 0 {
+		return max(reported.ChildPID, 0), false
+	}
+	line := make([]byte, len("ready\n"))
+	if _, err := io.ReadFull(ready, line); err != nil || string(line) != "ready\n" {
+		return reported.ChildPID, false
+	}
+	return reported.ChildPID, true
+}
+
+// bwrapCmd is the bwrap command of a sandbox about to start, and the
+// files it holds: the parent's copies of what the child writes to
+// (childEnds), closed once it started, and everything else (files),
+// closed once the start is over.
+type bwrapCmd struct {
+	cmd *exec.Cmd
+	// info and ready are where bwrap reports the init's pid and the init
+	// says it runs.
+	info, ready *os.File
+	childEnds   []*os.File
+	files       []*os.File
+}
+
+func (b *bwrapCmd) close() {
+	closeAll(b.childEnds)
+	closeAll(b.files)
+}
+
+// pipe makes a pipe whose ends b closes.
+func (b *bwrapCmd) pipe() (r, w *os.File, err error) {
+	if r, w, err = os.Pipe(); err == nil {
+		b.files = append(b.files, r, w)
+	}
+	return r, w, err
+}
+
+// bwrapCommand builds the sandbox's bwrap command. Its descriptors: the
+// info pipe (3); a pipe (4 and 5) that the init waits on for ever with
+// nothing but the sandbox's sh, holding its only write end besides
+// bwrap's; the seccomp filter (6), if any; then the sandbox's own files
+// (bwrapArgs). The init's stdout is the ready pipe.
+func (p *Provider) bwrapCommand(id string, uid int, prm Params, lim Limits) (*bwrapCmd, error) {
+	b := &bwrapCmd{}
+	fail := func(err error) (*bwrapCmd, error) {
+		b.close()
+		return nil, err
+	}
+	dataFD := 6 // after the info pipe, 3, the held pipe, 4 and 5, and the filter
+	if p.sandboxFilter != nil {
+		dataFD = 7
+	}
+	args, data, err := p.bwrapArgs(filepath.Join(p.sandboxDir(id), "workspace"), "sbx-"+id[len(id)-12:], prm, lim, dataFD) // the id's random end
+	if err != nil {
+		return fail(err)
+	}
+	dataFiles, err := openAll(data)
+	if err != nil {
+		return fail(err)
+	}
+	b.files = append(b.files, dataFiles...)
+	filterArgs, filter, err := p.seccompArgs(6)
+	if err != nil {
+		return fail(err)
+	}
+	if filter != nil {
+		b.files = append(b.files, filter)
+	}
+	args = append(args, filterArgs...)
+	args = append(args, "--info-fd", "3", "--", "/bin/sh", "-c", initScript, "sh", strconv.Itoa(lim.OpenFiles))
+	infoR, infoW, err := b.pipe()
+	if err != nil {
+		return fail(err)
+	}
+	holdR, holdW, err := b.pipe()
+	if err != nil {
+		return fail(err)
+	}
+	readyR, readyW, err := b.pipe()
+	if err != nil {
+		return fail(err)
+	}
+	b.info, b.ready, b.childEnds = infoR, readyR, []*os.File{infoW, readyW}
+	logf, err := os.OpenFile(filepath.Join(p.sandboxDir(id), "bwrap.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fail(err)
+	}
+	b.files = append(b.files, logf)
+	//nolint:noctx // the sandbox outlives the request that creates it, and Tether itself
+	b.cmd = exec.Command(p.bwrap, args...)
+	b.cmd.Stdout, b.cmd.Stderr = readyW, logf
+	b.cmd.ExtraFiles = []*os.File{infoW, holdR, holdW}
+	if filter != nil {
+		b.cmd.ExtraFiles = append(b.cmd.ExtraFiles, filter)
+	}
+	b.cmd.ExtraFiles = append(b.cmd.ExtraFiles, dataFiles...)
+	b.cmd.Env = sandboxEnv()
+	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: uidpool.Credential(uid)}
+	return b, nil
+}
