@@ -1967,7 +1967,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer requested or creating, or the wait ends, and returns it as it is then. With until=released, waits instead until its resources are confirmed released.",
+                "description": "With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer requested, creating, pausing or resuming, or the wait ends, and returns it as it is then. With until=released, waits instead until its resources are confirmed released.",
                 "produces": [
                     "application/json"
                 ],
@@ -3633,6 +3633,175 @@ const docTemplate = `{
                 }
             }
         },
+        "/v1/sandboxes/{id}/pause": {
+            "post": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Moves a ready sandbox to pausing; an executor then pauses it at the provider (its processes stop, keeping their memory and files) and it becomes paused. Idempotent: 202 when this call started the pause, 200 when the sandbox was already pausing or paused. A refused pause goes back to ready with the refusal in error; one not done within the server's pause timeout fails the sandbox (reason pause_failed). With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer pausing, or the wait ends. A paused sandbox keeps its owner and its TTL, which keeps running; exec and files on it are 409 SANDBOX_STATE_CONFLICT.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "sandboxes"
+                ],
+                "summary": "Pause a sandbox",
+                "operationId": "pauseSandbox",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "example": "30s",
+                        "description": "how long to wait for the pause to settle: a Go duration or whole seconds",
+                        "name": "wait",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the sandbox was already pausing or paused",
+                        "schema": {
+                            "$ref": "#/definitions/Sandbox"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "202": {
+                        "description": "this request started the pause",
+                        "schema": {
+                            "$ref": "#/definitions/Sandbox"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a query parameter",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "409": {
+                        "description": "SANDBOX_STATE_CONFLICT: the sandbox is not ready (nor pausing or paused); state says what it is",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED: the sandbox's provider cannot pause sandboxes",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
         "/v1/sandboxes/{id}/renew": {
             "post": {
                 "security": [
@@ -3778,6 +3947,175 @@ const docTemplate = `{
                     },
                     "500": {
                         "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/sandboxes/{id}/resume": {
+            "post": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Moves a paused sandbox to resuming; an executor then resumes it at the provider, and it is ready again with its processes, memory and files as they were. Idempotent: 202 when this call started the resume, 200 when the sandbox was already resuming or ready. A refused resume goes back to paused with the refusal in error; one not done within the server's pause timeout fails the sandbox (reason resume_failed). With wait, blocks until the sandbox is no longer resuming, or the wait ends.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "sandboxes"
+                ],
+                "summary": "Resume a sandbox",
+                "operationId": "resumeSandbox",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "example": "30s",
+                        "description": "how long to wait for the resume to settle: a Go duration or whole seconds",
+                        "name": "wait",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the sandbox was already resuming or ready",
+                        "schema": {
+                            "$ref": "#/definitions/Sandbox"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "202": {
+                        "description": "this request started the resume",
+                        "schema": {
+                            "$ref": "#/definitions/Sandbox"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a query parameter",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "409": {
+                        "description": "SANDBOX_STATE_CONFLICT: the sandbox is not paused (nor resuming or ready); state says what it is",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED: the sandbox's provider cannot pause sandboxes",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },
@@ -4866,7 +5204,8 @@ const docTemplate = `{
             "type": "object",
             "required": [
                 "exec",
-                "files"
+                "files",
+                "pause"
             ],
             "properties": {
                 "exec": {
@@ -4876,6 +5215,11 @@ const docTemplate = `{
                 },
                 "files": {
                     "description": "Files is true when the provider moves files and archives in and out.",
+                    "type": "boolean",
+                    "example": true
+                },
+                "pause": {
+                    "description": "Pause is true when the provider pauses and resumes sandboxes (POST /v1/sandboxes/{id}/pause and /resume); without it they are 501 NOT_SUPPORTED.",
                     "type": "boolean",
                     "example": true
                 }
@@ -5068,6 +5412,9 @@ const docTemplate = `{
                         "requested",
                         "creating",
                         "ready",
+                        "pausing",
+                        "paused",
+                        "resuming",
                         "cancelled",
                         "terminated",
                         "failed"
@@ -5077,6 +5424,9 @@ const docTemplate = `{
                         "SandboxStateRequested",
                         "SandboxStateCreating",
                         "SandboxStateReady",
+                        "SandboxStatePausing",
+                        "SandboxStatePaused",
+                        "SandboxStateResuming",
                         "SandboxStateCancelled",
                         "SandboxStateTerminated",
                         "SandboxStateFailed"
@@ -5111,6 +5461,9 @@ const docTemplate = `{
                         "requested",
                         "creating",
                         "ready",
+                        "pausing",
+                        "paused",
+                        "resuming",
                         "cancelled",
                         "terminated",
                         "failed"
@@ -5120,6 +5473,9 @@ const docTemplate = `{
                         "SandboxStateRequested",
                         "SandboxStateCreating",
                         "SandboxStateReady",
+                        "SandboxStatePausing",
+                        "SandboxStatePaused",
+                        "SandboxStateResuming",
                         "SandboxStateCancelled",
                         "SandboxStateTerminated",
                         "SandboxStateFailed"
@@ -5510,6 +5866,9 @@ const docTemplate = `{
                         "requested",
                         "creating",
                         "ready",
+                        "pausing",
+                        "paused",
+                        "resuming",
                         "cancelled",
                         "terminated",
                         "failed"
@@ -5519,6 +5878,9 @@ const docTemplate = `{
                         "SandboxStateRequested",
                         "SandboxStateCreating",
                         "SandboxStateReady",
+                        "SandboxStatePausing",
+                        "SandboxStatePaused",
+                        "SandboxStateResuming",
                         "SandboxStateCancelled",
                         "SandboxStateTerminated",
                         "SandboxStateFailed"
@@ -5745,6 +6107,7 @@ const docTemplate = `{
                 "labels",
                 "node",
                 "owner",
+                "pause_deadline",
                 "provider",
                 "provider_id",
                 "ready_at",
@@ -5780,7 +6143,7 @@ const docTemplate = `{
                     "example": "2026-01-02T16:04:05Z"
                 },
                 "error": {
-                    "description": "Error is why creation failed, or the last retryable error while creating; null when there is none.",
+                    "description": "Error is why creation (or a pause or resume) failed or was refused, or the last retryable error while creating, pausing or resuming; null when there is none.",
                     "type": "string",
                     "x-nullable": true,
                     "example": "provider sim: out of capacity"
@@ -5816,6 +6179,13 @@ const docTemplate = `{
                     "x-nullable": true,
                     "example": "agent-42"
                 },
+                "pause_deadline": {
+                    "description": "PauseDeadline is when the pause or resume in flight (or the last one) gives up and the sandbox fails; null before the first.",
+                    "type": "string",
+                    "format": "date-time",
+                    "x-nullable": true,
+                    "example": "2026-01-02T15:11:05Z"
+                },
                 "provider": {
                     "type": "string",
                     "example": "sim"
@@ -5842,7 +6212,9 @@ const docTemplate = `{
                         "owner_expired",
                         "expired",
                         "create_failed",
-                        "lost"
+                        "lost",
+                        "pause_failed",
+                        "resume_failed"
                     ],
                     "x-enum-schema": "SandboxReason",
                     "x-enum-varnames": [
@@ -5851,7 +6223,9 @@ const docTemplate = `{
                         "SandboxReasonOwnerExpired",
                         "SandboxReasonExpired",
                         "SandboxReasonCreateFailed",
-                        "SandboxReasonLost"
+                        "SandboxReasonLost",
+                        "SandboxReasonPauseFailed",
+                        "SandboxReasonResumeFailed"
                     ],
                     "x-nullable": true,
                     "example": "requested"
@@ -5873,12 +6247,15 @@ const docTemplate = `{
                     "example": "2026-01-02T16:04:06Z"
                 },
                 "state": {
-                    "description": "State is where the sandbox is in its lifecycle: requested, creating and ready are live, the rest terminal.",
+                    "description": "State is where the sandbox is in its lifecycle: requested, creating, ready, pausing, paused and resuming are live, the rest terminal.",
                     "type": "string",
                     "enum": [
                         "requested",
                         "creating",
                         "ready",
+                        "pausing",
+                        "paused",
+                        "resuming",
                         "cancelled",
                         "terminated",
                         "failed"
@@ -5888,6 +6265,9 @@ const docTemplate = `{
                         "SandboxStateRequested",
                         "SandboxStateCreating",
                         "SandboxStateReady",
+                        "SandboxStatePausing",
+                        "SandboxStatePaused",
+                        "SandboxStateResuming",
                         "SandboxStateCancelled",
                         "SandboxStateTerminated",
                         "SandboxStateFailed"
@@ -6218,7 +6598,7 @@ const docTemplate = `{
     },
     "tags": [
         {
-            "description": "Request, list, watch, renew and end sandboxes.",
+            "description": "Request, list, watch, renew, pause, resume and end sandboxes.",
             "name": "sandboxes"
         },
         {

@@ -156,6 +156,19 @@ type Execer interface {
 	Exec(ctx context.Context, sandboxID string, req ExecRequest) (ExecResult, error)
 }
 
+// Pauser is the optional capability of pausing a ready sandbox (its
+// processes stop running, keeping their memory and files) and resuming a
+// paused one. Tether calls it, under a lease, for a sandbox that is
+// pausing or resuming. Both are idempotent: pausing a paused sandbox, or
+// resuming a running one, is success. An error means the sandbox is as it
+// was before the call (a failed Pause leaves it running, a failed Resume
+// leaves it paused); errors marked Retryable are worth another attempt.
+// Destroy must work on a paused sandbox.
+type Pauser interface {
+	Pause(ctx context.Context, sandboxID string) error
+	Resume(ctx context.Context, sandboxID string) error
+}
+
 // Archives is the optional capability of moving whole folders in and out
 // of a sandbox as tar archives, with the same path rules and errors as
 // Files.

@@ -116,6 +116,8 @@ var lifecycleSettings = []setting{
 		func(c *Config) *time.Duration { return &c.HTTP.MaxLifetime }),
 	duration("CREATE_TIMEOUT", tetherhttp.DefaultCreateTimeout, "creation deadline",
 		func(c *Config) *time.Duration { return &c.HTTP.CreateTimeout }),
+	duration("PAUSE_TIMEOUT", tetherhttp.DefaultPauseTimeout, "deadline of a pause or a resume",
+		func(c *Config) *time.Duration { return &c.HTTP.PauseTimeout }),
 	count("CREATE_MAX_ATTEMPTS", lifecycle.DefaultMaxAttempts, "create attempts on retryable provider errors",
 		func(c *Config) *int { return &c.Executor.MaxAttempts }),
 	duration("EXECUTOR_MAX_BACKOFF", lifecycle.DefaultMaxBackoff, "cap on the wait between attempts",

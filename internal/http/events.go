@@ -18,9 +18,9 @@ type Event struct {
 	SandboxID string    `json:"sandbox_id" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"`
 	At        time.Time `json:"at" format:"date-time" example:"2026-01-02T15:04:06.5Z"`
 	// From is the state before the transition; null for the event that records the request.
-	From *string `json:"from" extensions:"x-nullable,x-enum-schema=SandboxState" enums:"requested,creating,ready,cancelled,terminated,failed" x-enum-varnames:"SandboxStateRequested,SandboxStateCreating,SandboxStateReady,SandboxStateCancelled,SandboxStateTerminated,SandboxStateFailed" example:"creating"`
+	From *string `json:"from" extensions:"x-nullable,x-enum-schema=SandboxState" enums:"requested,creating,ready,pausing,paused,resuming,cancelled,terminated,failed" x-enum-varnames:"SandboxStateRequested,SandboxStateCreating,SandboxStateReady,SandboxStatePausing,SandboxStatePaused,SandboxStateResuming,SandboxStateCancelled,SandboxStateTerminated,SandboxStateFailed" example:"creating"`
 	// To is the state after the transition.
-	To string `json:"to" extensions:"x-enum-schema=SandboxState" enums:"requested,creating,ready,cancelled,terminated,failed" x-enum-varnames:"SandboxStateRequested,SandboxStateCreating,SandboxStateReady,SandboxStateCancelled,SandboxStateTerminated,SandboxStateFailed" example:"ready"`
+	To string `json:"to" extensions:"x-enum-schema=SandboxState" enums:"requested,creating,ready,pausing,paused,resuming,cancelled,terminated,failed" x-enum-varnames:"SandboxStateRequested,SandboxStateCreating,SandboxStateReady,SandboxStatePausing,SandboxStatePaused,SandboxStateResuming,SandboxStateCancelled,SandboxStateTerminated,SandboxStateFailed" example:"ready"`
 	// Reason is the reason recorded with the transition (a sandbox's end reason, owner_transferred, or outage_credited for an outage credited to its deadline or its owner's lease); null when there is none.
 	Reason *string `json:"reason" extensions:"x-nullable" example:"requested"`
 	// Actor is who caused the transition.

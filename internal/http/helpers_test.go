@@ -104,6 +104,7 @@ type options struct {
 	draining context.Context
 	quotas   [3]int // TenantMaxLive, TenantCreatesPerMinute, KeyRequestsPerSecond
 	config   func(*tetherhttp.Config)
+	extra    []sandbox.Provider
 }
 
 type option func(*options)
@@ -111,6 +112,11 @@ type option func(*options)
 // withExecutor starts a real executor, so that sandboxes get created and
 // released.
 func withExecutor() option { return func(o *options) { o.executor = true } }
+
+// withProvider adds a provider after sim and sim-b.
+func withProvider(p sandbox.Provider) option {
+	return func(o *options) { o.extra = append(o.extra, p) }
+}
 
 // withMaxBody sets the server's MaxBodyBytes.
 func withMaxBody(n int64) option { return func(o *options) { o.maxBody = n } }
@@ -188,6 +194,7 @@ func setup(t *testing.T, opts ...option) *bundle {
 		t.Fatalf("sim-b: %v", err)
 	}
 	providers := []sandbox.Provider{simProvider, renamedProvider{Provider: simB, name: "sim-b", images: []sandbox.ProviderImage{{Name: "bookworm", Source: "folder"}, {Name: "tools.v2", Source: "tarball"}}}}
+	providers = append(providers, o.extra...)
 
 	if o.executor {
 		ex := lifecycle.NewExecutor(lifecycle.ExecutorConfig{PollInterval: 50 * time.Millisecond},

@@ -40,6 +40,8 @@ type Capabilities struct {
 	Exec bool `json:"exec" example:"true"`
 	// Files is true when the provider moves files and archives in and out.
 	Files bool `json:"files" example:"true"`
+	// Pause is true when the provider pauses and resumes sandboxes (POST /v1/sandboxes/{id}/pause and /resume); without it they are 501 NOT_SUPPORTED.
+	Pause bool `json:"pause" example:"true"`
 } // @name Capabilities
 
 // ProviderList lists the enabled providers.
@@ -84,7 +86,7 @@ func handleProviders(providers []sandbox.Provider) handlerFunc {
 			}
 			out.Items = append(out.Items, Provider{
 				Name: p.Name(), Default: i == 0, Available: info.Available, Reason: optional(info.Reason),
-				Capabilities: Capabilities{Exec: info.Exec, Files: info.Files},
+				Capabilities: Capabilities{Exec: info.Exec, Files: info.Files, Pause: sandbox.CanPause(p)},
 				WorkDir:      optional(info.WorkDir), Images: images, Notes: notes,
 			})
 		}

@@ -24,7 +24,7 @@ import (
 //	@contact.url				https://github.com/tetherhq/tether
 //	@BasePath					/
 //	@tag.name					sandboxes
-//	@tag.description			Request, list, watch, renew and end sandboxes.
+//	@tag.description			Request, list, watch, renew, pause, resume and end sandboxes.
 //	@tag.name					events
 //	@tag.description			The history of each sandbox, and the tenant's feed of every transition.
 //	@tag.name					owners
@@ -95,6 +95,8 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.GET("/sandboxes/:id", h(handleSandboxGet(cfg, deps.Store, deps.Changes, draining)))
 	v1.DELETE("/sandboxes/:id", h(handleSandboxDelete(deps.Store)))
 	v1.POST("/sandboxes/:id/renew", body, h(handleSandboxRenew(cfg, deps.Store)))
+	v1.POST("/sandboxes/:id/pause", h(handleSandboxPause(cfg, deps.Store, deps.Changes, draining, providers)))
+	v1.POST("/sandboxes/:id/resume", h(handleSandboxResume(cfg, deps.Store, deps.Changes, draining, providers)))
 	v1.PUT("/sandboxes/:id/owner", body, h(handleSandboxOwner(cfg, deps.Store)))
 	v1.GET("/sandboxes/:id/events", h(handleSandboxEvents(deps.Store)))
 	v1.GET("/sandboxes/:id/activity", h(handleSandboxActivity(deps.Store)))

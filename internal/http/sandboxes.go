@@ -31,15 +31,15 @@ import (
 // (extensions:"x-enum-schema=NAME"). internal/openapi applies these.
 type Sandbox struct {
 	ID string `json:"id" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"`
-	// State is where the sandbox is in its lifecycle: requested, creating and ready are live, the rest terminal.
-	State    string `json:"state" extensions:"x-enum-schema=SandboxState" enums:"requested,creating,ready,cancelled,terminated,failed" x-enum-varnames:"SandboxStateRequested,SandboxStateCreating,SandboxStateReady,SandboxStateCancelled,SandboxStateTerminated,SandboxStateFailed" example:"ready"`
+	// State is where the sandbox is in its lifecycle: requested, creating, ready, pausing, paused and resuming are live, the rest terminal.
+	State    string `json:"state" extensions:"x-enum-schema=SandboxState" enums:"requested,creating,ready,pausing,paused,resuming,cancelled,terminated,failed" x-enum-varnames:"SandboxStateRequested,SandboxStateCreating,SandboxStateReady,SandboxStatePausing,SandboxStatePaused,SandboxStateResuming,SandboxStateCancelled,SandboxStateTerminated,SandboxStateFailed" example:"ready"`
 	Provider string `json:"provider" example:"sim"`
 	// Owner is the client that owns the sandbox; null for a sandbox without one.
 	Owner  *string           `json:"owner" extensions:"x-nullable" example:"agent-42"`
 	Labels map[string]string `json:"labels" example:"team:ml"`
 	// Reason says why a terminal sandbox ended; null while it is live.
-	Reason *string `json:"reason" extensions:"x-nullable,x-enum-schema=SandboxReason" enums:"requested,owner_released,owner_expired,expired,create_failed,lost" x-enum-varnames:"SandboxReasonRequested,SandboxReasonOwnerReleased,SandboxReasonOwnerExpired,SandboxReasonExpired,SandboxReasonCreateFailed,SandboxReasonLost" example:"requested"`
-	// Error is why creation failed, or the last retryable error while creating; null when there is none.
+	Reason *string `json:"reason" extensions:"x-nullable,x-enum-schema=SandboxReason" enums:"requested,owner_released,owner_expired,expired,create_failed,lost,pause_failed,resume_failed" x-enum-varnames:"SandboxReasonRequested,SandboxReasonOwnerReleased,SandboxReasonOwnerExpired,SandboxReasonExpired,SandboxReasonCreateFailed,SandboxReasonLost,SandboxReasonPauseFailed,SandboxReasonResumeFailed" example:"requested"`
+	// Error is why creation (or a pause or resume) failed or was refused, or the last retryable error while creating, pausing or resuming; null when there is none.
 	Error *string `json:"error" extensions:"x-nullable" example:"provider sim: out of capacity"`
 	// Released is true once the provider confirmed the sandbox's resources gone.
 	Released bool `json:"released" example:"false"`
@@ -65,6 +65,8 @@ type Sandbox struct {
 	ExpiresAt time.Time `json:"expires_at" format:"date-time" example:"2026-01-02T16:04:05Z"`
 	// CreateDeadline is when creation gives up and the sandbox fails.
 	CreateDeadline time.Time `json:"create_deadline" format:"date-time" example:"2026-01-02T15:09:05Z"`
+	// PauseDeadline is when the pause or resume in flight (or the last one) gives up and the sandbox fails; null before the first.
+	PauseDeadline *time.Time `json:"pause_deadline" extensions:"x-nullable" format:"date-time" example:"2026-01-02T15:11:05Z"`
 } // @name Sandbox
 
 func optional(s string) *string {
@@ -107,6 +109,7 @@ func toSandbox(sb sandbox.Sandbox) Sandbox {
 		ReleasedAt:     utc(sb.ReleasedAt),
 		ExpiresAt:      sb.ExpiresAt.UTC(),
 		CreateDeadline: sb.CreateDeadline.UTC(),
+		PauseDeadline:  utc(sb.PauseDeadline),
 	}
 	if !sb.Released {
 		out.ReleaseError = optional(sb.ReleaseError)
@@ -418,7 +421,7 @@ func notFoundAs(err error, id string) error {
 // handleSandboxGet returns one sandbox, optionally waiting for it to settle.
 //
 //	@Summary		Get a sandbox
-//	@Description	With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer requested or creating, or the wait ends, and returns it as it is then. With until=released, waits instead until its resources are confirmed released.
+//	@Description	With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer requested, creating, pausing or resuming, or the wait ends, and returns it as it is then. With until=released, waits instead until its resources are confirmed released.
 //	@ID				getSandbox
 //	@Tags			sandboxes
 //	@Produce		json
@@ -484,34 +487,56 @@ func handleSandboxGet(cfg Config, st sandboxGetter, changes changeSubscriber, dr
 		if err != nil {
 			return notFoundAs(err, id)
 		}
-		if wait > 0 && !done(sb) {
-			deadline := time.NewTimer(wait)
-			defer deadline.Stop()
-			// A poll backs up the notifications, which are best effort.
-			poll := time.NewTicker(time.Second)
-			defer poll.Stop()
-		waiting:
-			for !done(sb) {
-				select {
-				case <-ctx.Done():
-					return nil // the client left
-				case <-deadline.C:
-					break waiting
-				case <-draining.Done():
-					break waiting // shutting down: answer with the sandbox as it is
-				case ch := <-updates:
-					if !mayBeDone(ch) {
-						continue
-					}
-				case <-poll.C:
-				}
-				if sb, err = st.GetSandbox(ctx, tenant, id); err != nil {
-					return notFoundAs(err, id)
-				}
-			}
+		sb, answer, err := awaitSandbox(ctx, st, waiting{updates: updates, draining: draining, wait: wait, done: done, mayBeDone: mayBeDone}, sb)
+		if err != nil || !answer {
+			return err
 		}
 		return writeJSON(c, http.StatusOK, toSandbox(sb))
 	}
+}
+
+// waiting is how awaitSandbox waits: for up to wait, on updates (a
+// subscription to the sandbox's changes made before it was first read),
+// until done; a change worth a re-read is one mayBeDone accepts. A
+// draining server stops waiting.
+type waiting struct {
+	updates   <-chan sandbox.Change
+	draining  context.Context
+	wait      time.Duration
+	done      func(sandbox.Sandbox) bool
+	mayBeDone func(sandbox.Change) bool
+}
+
+// awaitSandbox re-reads sb until w says it is done or the wait ends, and
+// returns it as it is then. answer is false when the client left.
+func awaitSandbox(ctx context.Context, st sandboxGetter, w waiting, sb sandbox.Sandbox) (_ sandbox.Sandbox, answer bool, err error) {
+	if w.wait <= 0 || w.done(sb) {
+		return sb, true, nil
+	}
+	deadline := time.NewTimer(w.wait)
+	defer deadline.Stop()
+	// A poll backs up the notifications, which are best effort.
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
+	for !w.done(sb) {
+		select {
+		case <-ctx.Done():
+			return sb, false, nil // the client left
+		case <-deadline.C:
+			return sb, true, nil
+		case <-w.draining.Done():
+			return sb, true, nil // shutting down: answer with the sandbox as it is
+		case ch := <-w.updates:
+			if !w.mayBeDone(ch) {
+				continue
+			}
+		case <-poll.C:
+		}
+		if sb, err = st.GetSandbox(ctx, sb.Tenant, sb.ID); err != nil {
+			return sb, false, notFoundAs(err, sb.ID)
+		}
+	}
+	return sb, true, nil
 }
 
 func parseWait(s string, maxWait time.Duration) (time.Duration, error) {

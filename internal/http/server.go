@@ -44,6 +44,8 @@ type Config struct {
 	CreateTimeout time.Duration
 	// MaxBodyBytes caps JSON request bodies.
 	MaxBodyBytes int64
+	// PauseTimeout bounds a pause or a resume: past it the sandbox fails.
+	PauseTimeout time.Duration
 	// MaxWait caps GET /v1/sandboxes/{id}?wait=.
 	MaxWait time.Duration
 	// MaxFileBytes caps file uploads.
@@ -120,6 +122,7 @@ type Store interface {
 	sandboxGetter
 	sandboxLister
 	sandboxEnder
+	sandboxPauser
 	eventLister
 	ownerStore
 	ownerTransferrer
@@ -142,6 +145,7 @@ const (
 	DefaultOwnerTTL       = time.Minute
 	DefaultCreateTimeout  = 5 * time.Minute
 	DefaultMaxWait        = time.Minute
+	DefaultPauseTimeout   = 2 * time.Minute
 	DefaultMaxExecTimeout = time.Hour
 	// DefaultExecTimeout bounds an exec that asks for no timeout.
 	DefaultExecTimeout   = time.Minute
@@ -159,6 +163,7 @@ func (c Config) withDefaults() Config {
 	c.DefaultOwnerTTL = cmp.Or(c.DefaultOwnerTTL, DefaultOwnerTTL)
 	c.CreateTimeout = cmp.Or(c.CreateTimeout, DefaultCreateTimeout)
 	c.MaxWait = cmp.Or(c.MaxWait, DefaultMaxWait)
+	c.PauseTimeout = cmp.Or(c.PauseTimeout, DefaultPauseTimeout)
 	c.MaxExecTimeout = cmp.Or(c.MaxExecTimeout, DefaultMaxExecTimeout)
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
 	c.MaxFileBytes = cmp.Or(c.MaxFileBytes, DefaultMaxFileBytes)

@@ -102,6 +102,11 @@ type workStore interface {
 	Unclaim(ctx context.Context, id string, epoch int64, at time.Time, lastErr string, refund bool) error
 	MarkReleased(ctx context.Context, id string, epoch int64) error
 	ReleaseFailed(ctx context.Context, id string, epoch int64, retryAt time.Time, cause string) error
+	ClaimTransitions(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error)
+	FinishTransition(ctx context.Context, id string, epoch int64, from sandbox.State) (sandbox.Sandbox, error)
+	RevertTransition(ctx context.Context, id string, epoch int64, from sandbox.State, cause string) (sandbox.Sandbox, error)
+	FailTransition(ctx context.Context, id string, epoch int64, from sandbox.State, actor sandbox.Actor, cause string) (sandbox.Sandbox, error)
+	UnclaimTransition(ctx context.Context, id string, epoch int64, at time.Time, lastErr string) error
 }
 
 // notifier wakes the executor when there may be work, and tells an in-flight
@@ -111,7 +116,8 @@ type notifier interface {
 	SubscribeSandbox(id string) (<-chan sandbox.Change, func())
 }
 
-// Executor creates requested sandboxes and releases terminal ones. Start it
+// Executor creates requested sandboxes, pauses and resumes those asked to
+// be (providers with sandbox.Pauser), and releases terminal ones. Start it
 // once; Stop it once.
 type Executor struct {
 	cfg       ExecutorConfig
@@ -121,9 +127,10 @@ type Executor struct {
 	log       *slog.Logger
 	metrics   *Metrics
 
-	// creates and releases say how to claim and run each kind of work, per
-	// provider.
-	creates, releases map[string]claimSpec
+	// creates, releases and transitions (pauses and resumes: only for
+	// providers that have them) say how to claim and run each kind of
+	// work, per provider.
+	creates, releases, transitions map[string]claimSpec
 	// drainedAt is, per provider, when a full claim last left no claimable
 	// sandbox behind (minus claimSkew): every sandbox requested since has
 	// a later created_at. Without an entry the next create claim is full.
@@ -132,32 +139,34 @@ type Executor struct {
 
 	// wakeCreates and wakeReleases say that a worker of the kind finished:
 	// look for more of that work.
-	wakeCreates, wakeReleases chan struct{}
-	stopOnce                  sync.Once
-	stop                      chan struct{} // closed by Stop: claim nothing more
-	loopDone                  chan struct{}
-	cancel                    context.CancelFunc // cancels in-flight work: hand it back
-	cancelLoop                context.CancelFunc // cancels claiming
-	inFlight                  sync.WaitGroup
+	wakeCreates, wakeReleases, wakeTransitions chan struct{}
+	stopOnce                                   sync.Once
+	stop                                       chan struct{} // closed by Stop: claim nothing more
+	loopDone                                   chan struct{}
+	cancel                                     context.CancelFunc // cancels in-flight work: hand it back
+	cancelLoop                                 context.CancelFunc // cancels claiming
+	inFlight                                   sync.WaitGroup
 }
 
 // NewExecutor returns an executor for the given providers.
 func NewExecutor(cfg ExecutorConfig, st workStore, notes notifier, providers []sandbox.Provider, log *slog.Logger, metrics *Metrics) *Executor {
 	cfg = cfg.withDefaults()
 	e := &Executor{
-		cfg:          cfg,
-		store:        st,
-		notes:        notes,
-		providers:    make(map[string]sandbox.Provider, len(providers)),
-		log:          log.With("component", "executor", "worker", cfg.WorkerID),
-		metrics:      metrics,
-		creates:      make(map[string]claimSpec),
-		releases:     make(map[string]claimSpec),
-		drainedAt:    make(map[string]time.Time),
-		wakeCreates:  make(chan struct{}, 1),
-		wakeReleases: make(chan struct{}, 1),
-		stop:         make(chan struct{}),
-		loopDone:     make(chan struct{}),
+		cfg:             cfg,
+		store:           st,
+		notes:           notes,
+		providers:       make(map[string]sandbox.Provider, len(providers)),
+		log:             log.With("component", "executor", "worker", cfg.WorkerID),
+		metrics:         metrics,
+		creates:         make(map[string]claimSpec),
+		releases:        make(map[string]claimSpec),
+		transitions:     make(map[string]claimSpec),
+		drainedAt:       make(map[string]time.Time),
+		wakeCreates:     make(chan struct{}, 1),
+		wakeReleases:    make(chan struct{}, 1),
+		wakeTransitions: make(chan struct{}, 1),
+		stop:            make(chan struct{}),
+		loopDone:        make(chan struct{}),
 	}
 	for _, p := range providers {
 		// A host-bound provider's work is this node's share of it.
@@ -176,6 +185,13 @@ func NewExecutor(cfg ExecutorConfig, st workStore, notes notifier, providers []s
 			claim: func(ctx context.Context, provider, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error) {
 				return e.store.ClaimReleases(ctx, provider, node, worker, limit, lease, share)
 			}}
+		if sandbox.CanPause(p) {
+			e.transitions[p.Name()] = claimSpec{kind: "transition", slots: make(chan struct{}, cfg.Concurrency),
+				held: newTenantSlots(cfg.Concurrency), wake: e.wakeTransitions, work: e.transition,
+				claim: func(ctx context.Context, provider, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error) {
+					return e.store.ClaimTransitions(ctx, provider, node, worker, limit, lease, share)
+				}}
+		}
 	}
 	return e
 }
@@ -253,11 +269,14 @@ func (e *Executor) loop(ctx, workCtx context.Context, notes <-chan sandbox.Chang
 						more = false
 					}
 				}
-				if want.creates || want.releases {
+				if want.creates || want.releases || want.transitions {
 					break wait
 				}
 			case <-e.wakeCreates:
 				want.creates = true
+				break wait
+			case <-e.wakeTransitions:
+				want.transitions = true
 				break wait
 			case <-e.wakeReleases:
 				want.releases = true
@@ -270,14 +289,16 @@ func (e *Executor) loop(ctx, workCtx context.Context, notes <-chan sandbox.Chang
 	}
 }
 
-// wanted is the work a dispatch looks for: creates, releases, and whether
-// the creates may be any claimable one (full) or only new requests.
-type wanted struct{ creates, releases, full bool }
+// wanted is the work a dispatch looks for: creates, releases, pauses and
+// resumes (transitions), and whether the creates may be any claimable one
+// (full) or only new requests.
+type wanted struct{ creates, releases, transitions, full bool }
 
-var everything = wanted{creates: true, releases: true, full: true}
+var everything = wanted{creates: true, releases: true, transitions: true, full: true}
 
 func (w wanted) or(o wanted) wanted {
-	return wanted{creates: w.creates || o.creates, releases: w.releases || o.releases, full: w.full || o.full}
+	return wanted{creates: w.creates || o.creates, releases: w.releases || o.releases,
+		transitions: w.transitions || o.transitions, full: w.full || o.full}
 }
 
 // wantsWork says what work a notification may mean. A new request is a
@@ -292,6 +313,10 @@ func wantsWork(n sandbox.Change) wanted {
 		return everything
 	case n.State == sandbox.StateRequested:
 		return wanted{creates: true}
+	case n.State.Transitioning():
+		// A pause or resume asked for; one handed back for a retry
+		// announces nothing, like a create's, and the poll finds it.
+		return wanted{transitions: true}
 	case n.State.Terminal() && !n.Released:
 		return wanted{releases: true}
 	}
@@ -317,6 +342,9 @@ func (e *Executor) dispatch(ctx, workCtx context.Context, want wanted) {
 		}
 		if want.releases {
 			e.claim(ctx, workCtx, p, e.releases[name])
+		}
+		if spec, ok := e.transitions[name]; ok && want.transitions {
+			e.claim(ctx, workCtx, p, spec)
 		}
 	}
 }

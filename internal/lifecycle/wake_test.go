@@ -18,6 +18,9 @@ func TestWantsWork(t *testing.T) {
 		{sandbox.Change{ID: "a", State: sandbox.StateRequested}, wanted{creates: true}},
 		{sandbox.Change{ID: "a", State: sandbox.StateCreating}, wanted{}},
 		{sandbox.Change{ID: "a", State: sandbox.StateReady}, wanted{}},
+		{sandbox.Change{ID: "a", State: sandbox.StatePausing}, wanted{transitions: true}},
+		{sandbox.Change{ID: "a", State: sandbox.StateResuming}, wanted{transitions: true}},
+		{sandbox.Change{ID: "a", State: sandbox.StatePaused}, wanted{}},
 		{sandbox.Change{ID: "a", State: sandbox.StateTerminated}, wanted{releases: true}},
 		{sandbox.Change{ID: "a", State: sandbox.StateCancelled}, wanted{releases: true}},
 		{sandbox.Change{ID: "a", State: sandbox.StateFailed}, wanted{releases: true}},
@@ -27,7 +30,7 @@ func TestWantsWork(t *testing.T) {
 			t.Errorf("wantsWork(%+v) = %+v, want %+v", tc.change, got, tc.want)
 		}
 	}
-	if got := (wanted{creates: true}).or(wanted{releases: true, full: true}); got != everything {
+	if got := (wanted{creates: true}).or(wanted{releases: true, full: true}).or(wanted{transitions: true}); got != everything {
 		t.Errorf("or = %+v, want everything", got)
 	}
 }

@@ -32,7 +32,15 @@ type (
 	// Archives is the optional capability of moving folders as tar
 	// archives.
 	Archives = provider.Archives
+	// Pauser is the optional capability of pausing and resuming.
+	Pauser = provider.Pauser
 )
+
+// CanPause reports whether p pauses and resumes sandboxes.
+func CanPause(p Provider) bool {
+	_, ok := p.(Pauser)
+	return ok
+}
 
 // Output streams of a command.
 const (

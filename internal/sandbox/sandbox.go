@@ -15,24 +15,31 @@ import (
 // State is where a sandbox is in its lifecycle.
 type State string
 
-// The lifecycle states. Requested, Creating and Ready are live; the rest are
-// terminal.
+// The lifecycle states. Requested, Creating, Ready, Pausing, Paused and
+// Resuming are live; the rest are terminal. Pausing and Resuming are the
+// in-flight states of a pause and a resume, which the executor drives like
+// Creating (claim, lease, fenced writes).
 const (
 	StateRequested  State = "requested"
 	StateCreating   State = "creating"
 	StateReady      State = "ready"
+	StatePausing    State = "pausing"
+	StatePaused     State = "paused"
+	StateResuming   State = "resuming"
 	StateCancelled  State = "cancelled"
 	StateTerminated State = "terminated"
 	StateFailed     State = "failed"
 )
 
 // States lists every state in lifecycle order.
-var States = []State{StateRequested, StateCreating, StateReady, StateCancelled, StateTerminated, StateFailed}
+var States = []State{StateRequested, StateCreating, StateReady, StatePausing, StatePaused, StateResuming,
+	StateCancelled, StateTerminated, StateFailed}
 
 // Valid reports whether s is one of the known states.
 func (s State) Valid() bool {
 	switch s {
-	case StateRequested, StateCreating, StateReady, StateCancelled, StateTerminated, StateFailed:
+	case StateRequested, StateCreating, StateReady, StatePausing, StatePaused, StateResuming,
+		StateCancelled, StateTerminated, StateFailed:
 		return true
 	}
 	return false
@@ -44,17 +51,37 @@ func (s State) Terminal() bool {
 	return s == StateCancelled || s == StateTerminated || s == StateFailed
 }
 
-// Settled reports whether s is no longer on its way to ready: a client
-// waiting for a sandbox stops waiting once its state is settled.
+// Settled reports whether s is no longer on its way somewhere: not being
+// created (requested, creating), paused (pausing) or resumed (resuming). A
+// client waiting for a sandbox stops waiting once its state is settled.
 func (s State) Settled() bool {
-	return s != StateRequested && s != StateCreating
+	return s != StateRequested && s != StateCreating && !s.Transitioning()
+}
+
+// Transitioning reports whether s is a pause or a resume in flight: the
+// executor drives the sandbox out of it, and past its pause deadline the
+// janitor fails it.
+func (s State) Transitioning() bool {
+	return s == StatePausing || s == StateResuming
 }
 
 // transitions is the lifecycle's transition table, keyed by source state.
+//
+// A pause or resume the provider refuses goes back where it came from
+// (pausing → ready, resuming → paused): a provider's Pause or Resume that
+// returns an error leaves the sandbox as it was. One whose outcome is
+// unknown past its deadline (the call hung, its executors kept dying)
+// fails the sandbox (reason pause_failed or resume_failed): its resource is
+// in an unknown state, and only destroying it is safe. The live states that
+// hold a resource (ready, pausing, paused, resuming) end terminated, like
+// ready; those that may not (requested, creating) end cancelled.
 var transitions = map[State][]State{
 	StateRequested: {StateCreating, StateCancelled},
 	StateCreating:  {StateReady, StateCancelled, StateFailed},
-	StateReady:     {StateTerminated},
+	StateReady:     {StatePausing, StateTerminated},
+	StatePausing:   {StatePaused, StateReady, StateTerminated, StateFailed},
+	StatePaused:    {StateResuming, StateTerminated},
+	StateResuming:  {StateReady, StatePaused, StateTerminated, StateFailed},
 }
 
 // CanTransition reports whether the lifecycle allows moving from one state to
@@ -69,13 +96,14 @@ func CanTransition(from, to State) bool {
 }
 
 // EndState returns the terminal state that ending a sandbox in state s leads
-// to: a sandbox that never became ready is cancelled, a ready one is
-// terminated. ok is false when s is already terminal.
+// to: a sandbox that never became ready is cancelled, a ready one (or a
+// pausing, paused or resuming one) is terminated. ok is false when s is
+// already terminal.
 func EndState(s State) (end State, ok bool) {
 	switch s {
 	case StateRequested, StateCreating:
 		return StateCancelled, true
-	case StateReady:
+	case StateReady, StatePausing, StatePaused, StateResuming:
 		return StateTerminated, true
 	}
 	return "", false
@@ -99,6 +127,10 @@ const (
 	ReasonCreateFailed Reason = "create_failed"
 	// ReasonLost: the provider no longer holds it.
 	ReasonLost Reason = "lost"
+	// ReasonPauseFailed: a pause did not complete by its deadline.
+	ReasonPauseFailed Reason = "pause_failed"
+	// ReasonResumeFailed: a resume did not complete by its deadline.
+	ReasonResumeFailed Reason = "resume_failed"
 	// ReasonOwnerTransferred is the reason of the event that records a
 	// change of owner; it is never a sandbox's own reason.
 	ReasonOwnerTransferred Reason = "owner_transferred"
@@ -109,7 +141,8 @@ const (
 )
 
 // Reasons lists every reason a sandbox itself can end with.
-var Reasons = []Reason{ReasonRequested, ReasonOwnerReleased, ReasonOwnerExpired, ReasonExpired, ReasonCreateFailed, ReasonLost}
+var Reasons = []Reason{ReasonRequested, ReasonOwnerReleased, ReasonOwnerExpired, ReasonExpired, ReasonCreateFailed, ReasonLost,
+	ReasonPauseFailed, ReasonResumeFailed}
 
 // Actor names who caused a transition, for the event history.
 type Actor string
@@ -162,6 +195,9 @@ type Sandbox struct {
 	ExpiresAt time.Time
 	// CreateDeadline is when creation gives up and the sandbox fails.
 	CreateDeadline time.Time
+	// PauseDeadline is when the pause or resume in flight (or the last
+	// one) gives up and the sandbox fails; nil before the first.
+	PauseDeadline *time.Time
 
 	// Epoch is bumped by every claim; writes by a worker are fenced on it.
 	Epoch int64

@@ -15,6 +15,20 @@ func TestTransitionTable(t *testing.T) {
 		{sandbox.StateCreating, sandbox.StateCancelled}:  true,
 		{sandbox.StateCreating, sandbox.StateFailed}:     true,
 		{sandbox.StateReady, sandbox.StateTerminated}:    true,
+		{sandbox.StateReady, sandbox.StatePausing}:       true,
+		{sandbox.StatePausing, sandbox.StatePaused}:      true,
+		{sandbox.StatePausing, sandbox.StateReady}:       true,
+		{sandbox.StatePausing, sandbox.StateTerminated}:  true,
+		{sandbox.StatePausing, sandbox.StateFailed}:      true,
+		{sandbox.StatePaused, sandbox.StateResuming}:     true,
+		{sandbox.StatePaused, sandbox.StateTerminated}:   true,
+		{sandbox.StateResuming, sandbox.StateReady}:      true,
+		{sandbox.StateResuming, sandbox.StatePaused}:     true,
+		{sandbox.StateResuming, sandbox.StateTerminated}: true,
+		{sandbox.StateResuming, sandbox.StateFailed}:     true,
+	}
+	if len(sandbox.States) != 9 {
+		t.Fatalf("States has %d states; this table knows 9", len(sandbox.States))
 	}
 	for _, from := range sandbox.States {
 		for _, to := range sandbox.States {
@@ -31,6 +45,10 @@ func TestTransitionTable(t *testing.T) {
 		end, ok := sandbox.EndState(from)
 		if !ok || !sandbox.CanTransition(from, end) {
 			t.Errorf("EndState(%s) = %s, %v: not a legal way to end", from, end, ok)
+		}
+		// Only what never held a resource ends cancelled.
+		if neverHeld := from == sandbox.StateRequested || from == sandbox.StateCreating; neverHeld != (end == sandbox.StateCancelled) {
+			t.Errorf("EndState(%s) = %s", from, end)
 		}
 	}
 }
@@ -57,5 +75,25 @@ func TestIDs(t *testing.T) {
 		if sandbox.ValidID(bad) {
 			t.Errorf("ValidID(%q) = true", bad)
 		}
+	}
+}
+
+func TestSettledAndTransitioning(t *testing.T) {
+	t.Parallel()
+	unsettled := map[sandbox.State]bool{sandbox.StateRequested: true, sandbox.StateCreating: true,
+		sandbox.StatePausing: true, sandbox.StateResuming: true}
+	for _, s := range sandbox.States {
+		if got := s.Settled(); got == unsettled[s] {
+			t.Errorf("%s.Settled() = %v", s, got)
+		}
+		if got, want := s.Transitioning(), s == sandbox.StatePausing || s == sandbox.StateResuming; got != want {
+			t.Errorf("%s.Transitioning() = %v", s, got)
+		}
+		if !s.Valid() {
+			t.Errorf("%s.Valid() = false", s)
+		}
+	}
+	if sandbox.State("frozen").Valid() {
+		t.Error(`State("frozen").Valid() = true`)
 	}
 }

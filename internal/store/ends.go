@@ -80,16 +80,16 @@ var (
 		LIMIT @limit
 		FOR UPDATE SKIP LOCKED`)
 
-	// endLostSQL ends the ready sandbox @id (MarkLost).
+	// endLostSQL ends the ready or paused sandbox @id (MarkLost).
 	endLostSQL = endSQL(`
-		SELECT id, state, lease_owner FROM sandboxes WHERE id = @id AND state = 'ready' FOR UPDATE`)
+		SELECT id, state, lease_owner FROM sandboxes WHERE id = @id AND state IN ` + settledHeld + ` FOR UPDATE`)
 
-	// endStrandedSQL ends the creating or ready sandbox @id if it is still
+	// endStrandedSQL ends the claimed live sandbox @id if it is still
 	// placed on @node and that node has had no heartbeat within @grace
 	// (MarkStranded).
 	endStrandedSQL = endSQL(`
 		SELECT id, state, lease_owner FROM sandboxes
-		WHERE id = @id AND state IN ('creating', 'ready') AND node = @node AND ` + nodeDead("sandboxes.node") + `
+		WHERE id = @id AND state IN ` + placedStates + ` AND node = @node AND ` + nodeDead("sandboxes.node") + `
 		FOR UPDATE`)
 )
 
@@ -113,18 +113,20 @@ type endValues struct{ now, reason, actor, message, keyID, keyName string }
 // A sandbox that was never claimed (requested) ends cancelled and released:
 // nothing exists at the provider. One being created ends cancelled; the
 // executor whose call is in flight keeps its lease and releases whatever
-// the call made as soon as it returns. A ready one ends terminated and
-// waits for a release worker.
+// the call made as soon as it returns. A ready, pausing, paused or resuming
+// one ends terminated and waits for a release worker; a pausing or resuming
+// one's executor keeps its lease, like a create's, so that no release runs
+// while its call is in flight (it releases the sandbox itself).
 func endSQLWith(pick string, v endValues) string {
 	return `
 		WITH cur AS (` + pick + `), upd AS (
 			UPDATE sandboxes s SET
-				state = CASE cur.state WHEN 'ready' THEN 'terminated' ELSE 'cancelled' END,
+				state = CASE WHEN cur.state IN ('requested', 'creating') THEN 'cancelled' ELSE 'terminated' END,
 				reason = ` + v.reason + `, ended_at = ` + v.now + `, updated_at = ` + v.now + `,
 				released = cur.state = 'requested',
 				released_at = CASE WHEN cur.state = 'requested' THEN ` + v.now + ` END,
-				lease_owner = CASE WHEN cur.state = 'creating' THEN cur.lease_owner END,
-				lease_expires_at = CASE WHEN cur.state = 'creating' AND cur.lease_owner IS NOT NULL THEN s.lease_expires_at END
+				lease_owner = CASE WHEN cur.state IN ` + inFlightStates + ` THEN cur.lease_owner END,
+				lease_expires_at = CASE WHEN cur.state IN ` + inFlightStates + ` AND cur.lease_owner IS NOT NULL THEN s.lease_expires_at END
 			FROM cur
 			WHERE s.id = cur.id AND cur.state IN ` + liveStates + `
 			RETURNING s.*, cur.state AS from_state, ` + v.actor + ` AS end_actor, ` + v.message + ` AS end_message,
@@ -288,10 +290,12 @@ const failOverdueSQL = `
 		)
 		SELECT ` + sandboxColumns + ` FROM upd s`
 
-// FailOverdue settles up to limit sandboxes whose creation deadline passed:
-// creating ones fail (create_failed), keeping a live executor lease so that
-// executor releases what its call makes; requested ones that no executor
-// ever claimed are cancelled with reason create_failed.
+// FailOverdue settles up to limit sandboxes whose creation deadline passed,
+// and up to limit whose pause deadline did: creating ones fail
+// (create_failed), keeping a live executor lease so that executor releases
+// what its call makes; requested ones that no executor ever claimed are
+// cancelled with reason create_failed; pausing and resuming ones fail
+// (pause_failed, resume_failed), also keeping a live lease.
 func (s *Store) FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, error) {
 	now := s.Now()
 	rows, err := s.work.Query(ctx, failOverdueSQL, namedArgs{"now": now, "limit": limit})
@@ -309,7 +313,12 @@ func (s *Store) FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, 
 	if err != nil {
 		return nil, wrap("cancel overdue", err)
 	}
+	stuck, err := s.failOverdueTransitions(ctx, now, limit)
+	if err != nil {
+		return nil, err
+	}
 	s.announce(failed...)
 	s.announce(cancelled...)
-	return append(failed, cancelled...), nil
+	s.announce(stuck...)
+	return append(append(failed, cancelled...), stuck...), nil
 }

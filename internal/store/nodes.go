@@ -146,13 +146,14 @@ type Stranded struct {
 	HeartbeatAt time.Time
 }
 
-// StrandedSandboxes returns up to limit ready or creating sandboxes placed
-// on nodes that are dead.
+// StrandedSandboxes returns up to limit live sandboxes past requested
+// (creating, ready, pausing, paused, resuming) placed on nodes that are
+// dead.
 func (s *Store) StrandedSandboxes(ctx context.Context, limit int) ([]Stranded, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT sb.id, sb.node, COALESCE(n.heartbeat_at, '-infinity')
 		FROM sandboxes sb LEFT JOIN nodes n ON n.id = sb.node
-		WHERE sb.node IS NOT NULL AND sb.state IN ('creating', 'ready') AND `+nodeDead("sb.node")+`
+		WHERE sb.node IS NOT NULL AND sb.state IN `+placedStates+` AND `+nodeDead("sb.node")+`
 		ORDER BY sb.id LIMIT @limit`, namedArgs{"grace": s.nodeGrace, "limit": limit})
 	if err != nil {
 		return nil, wrap("stranded sandboxes", err)

@@ -49,11 +49,11 @@ func (s *Store) Records(ctx context.Context, ids []string) (map[string]Record, e
 }
 
 // ReadyBefore calls fn with the id of every sandbox of the provider that has
-// been ready since before t, streaming rather than loading them all. A
+// been ready since before t and is ready or paused now (no call in flight), streaming rather than loading them all. A
 // non-empty node limits it to the sandboxes placed on that node.
 func (s *Store) ReadyBefore(ctx context.Context, provider, node string, t time.Time, fn func(id string)) error {
 	rows, err := s.pool.Query(ctx, `
-		SELECT id FROM sandboxes WHERE provider = $1 AND state = 'ready' AND ready_at < $2
+		SELECT id FROM sandboxes WHERE provider = $1 AND state IN `+settledHeld+` AND ready_at < $2
 		  AND ($3::text = '' OR node = $3)`, provider, t, node)
 	if err != nil {
 		return wrap("ready before", err)
@@ -72,7 +72,7 @@ func (s *Store) ReadyBefore(ctx context.Context, provider, node string, t time.T
 	return nil
 }
 
-// MarkLost ends a ready sandbox whose resource the provider no longer has:
+// MarkLost ends a ready or paused sandbox whose resource the provider no longer has:
 // terminated with reason lost, and recorded as a reconciliation event. The
 // release workers still confirm with the provider (destroy of nothing is
 // success) before it counts as released.
@@ -80,7 +80,7 @@ func (s *Store) MarkLost(ctx context.Context, id, message string) (sandbox.Sandb
 	return s.markLost(ctx, endLostSQL, message, namedArgs{"id": id})
 }
 
-// MarkStranded is MarkLost for a ready or creating sandbox of a dead node
+// MarkStranded is MarkLost for a live sandbox past requested of a dead node
 // (a creating one ends cancelled, reason lost): it ends the sandbox only if
 // it is still placed on node and that node is still dead when the
 // statement runs, so a node that beat again meanwhile keeps it. The node

@@ -20,7 +20,7 @@ import (
 const sandboxColumns = `s.id, s.tenant, s.state, s.provider, s.owner, s.labels, s.env, s.setup, s.params,
 	s.reason, s.error, s.released, s.provider_id, s.work_dir, s.created_at, s.updated_at,
 	s.ready_at, s.ended_at, s.released_at, s.expires_at, s.create_deadline, s.epoch, s.attempts,
-	s.release_error, s.release_attempts, s.node`
+	s.release_error, s.release_attempts, s.node, s.pause_deadline`
 
 // clientColumns is sandboxColumns for reads that answer clients: the
 // creation inputs only providers need (env, which may hold secrets and be
@@ -37,10 +37,10 @@ func scanSandbox(row pgx.Row, extra ...any) (sandbox.Sandbox, error) {
 		labels, env                          []byte
 		params                               []byte
 	)
-	dest := append(append(make([]any, 0, len(extra)+26), extra...), &sb.ID, &sb.Tenant, &sb.State, &sb.Provider, &owner, &labels, &env, &sb.Setup, &params,
+	dest := append(append(make([]any, 0, len(extra)+27), extra...), &sb.ID, &sb.Tenant, &sb.State, &sb.Provider, &owner, &labels, &env, &sb.Setup, &params,
 		&reason, &errText, &sb.Released, &provID, &wdir, &sb.CreatedAt, &sb.UpdatedAt,
 		&sb.ReadyAt, &sb.EndedAt, &sb.ReleasedAt, &sb.ExpiresAt, &sb.CreateDeadline, &sb.Epoch, &sb.Attempts,
-		&releaseErr, &sb.ReleaseAttempts, &node)
+		&releaseErr, &sb.ReleaseAttempts, &node, &sb.PauseDeadline)
 	if err := row.Scan(dest...); err != nil {
 		return sandbox.Sandbox{}, err
 	}

@@ -5,6 +5,15 @@ package store
 // as the partial indexes' do (migrations) and the planner can use them;
 // TestStateLists checks them against the domain's states.
 const (
-	liveStates     = `('requested', 'creating', 'ready')`
+	liveStates     = `('requested', 'creating', 'ready', 'pausing', 'paused', 'resuming')`
 	terminalStates = `('cancelled', 'terminated', 'failed')`
+	// inFlightStates are those in which an executor's provider call may be
+	// in flight under a lease: a create, a pause or a resume.
+	inFlightStates = `('creating', 'pausing', 'resuming')`
+	// placedStates are the live states of a sandbox whose create was
+	// claimed: it is (or may be) running on its node.
+	placedStates = `('creating', 'ready', 'pausing', 'paused', 'resuming')`
+	// settledHeld are the states of a sandbox the provider holds with no
+	// call in flight: one it no longer has is lost.
+	settledHeld = `('ready', 'paused')`
 )

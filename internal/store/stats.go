@@ -24,7 +24,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{Live: map[[2]string]int64{}}
 	rows, err := s.pool.Query(ctx, `
 		SELECT provider, state, count(*) FROM sandboxes
-		WHERE state IN ('requested', 'creating', 'ready') GROUP BY provider, state`)
+		WHERE state IN `+liveStates+` GROUP BY provider, state`)
 	if err != nil {
 		return st, wrap("stats", err)
 	}

@@ -198,8 +198,11 @@ const (
 	SandboxStateCancelled  SandboxState = "cancelled"
 	SandboxStateCreating   SandboxState = "creating"
 	SandboxStateFailed     SandboxState = "failed"
+	SandboxStatePaused     SandboxState = "paused"
+	SandboxStatePausing    SandboxState = "pausing"
 	SandboxStateReady      SandboxState = "ready"
 	SandboxStateRequested  SandboxState = "requested"
+	SandboxStateResuming   SandboxState = "resuming"
 	SandboxStateTerminated SandboxState = "terminated"
 )
 
@@ -212,9 +215,15 @@ func (e SandboxState) Valid() bool {
 		return true
 	case SandboxStateFailed:
 		return true
+	case SandboxStatePaused:
+		return true
+	case SandboxStatePausing:
+		return true
 	case SandboxStateReady:
 		return true
 	case SandboxStateRequested:
+		return true
+	case SandboxStateResuming:
 		return true
 	case SandboxStateTerminated:
 		return true
@@ -419,6 +428,11 @@ type Capabilities struct {
 	//
 	// Example: true
 	Files bool `json:"files"`
+
+	// Pause Pause is true when the provider pauses and resumes sandboxes (POST /v1/sandboxes/{id}/pause and /resume); without it they are 501 NOT_SUPPORTED.
+	//
+	// Example: true
+	Pause bool `json:"pause"`
 }
 
 // CreateAPIKeyRequest defines model for CreateAPIKeyRequest.
@@ -921,7 +935,7 @@ type Sandbox struct {
 	// Example: 2026-01-02T16:04:05Z
 	EndedAt *time.Time `json:"ended_at"`
 
-	// Error Error is why creation failed, or the last retryable error while creating; null when there is none.
+	// Error Error is why creation (or a pause or resume) failed or was refused, or the last retryable error while creating, pausing or resuming; null when there is none.
 	//
 	// Example: provider sim: out of capacity
 	Error *string `json:"error"`
@@ -946,6 +960,11 @@ type Sandbox struct {
 	//
 	// Example: agent-42
 	Owner *string `json:"owner"`
+
+	// PauseDeadline PauseDeadline is when the pause or resume in flight (or the last one) gives up and the sandbox fails; null before the first.
+	//
+	// Example: 2026-01-02T15:11:05Z
+	PauseDeadline *time.Time `json:"pause_deadline"`
 
 	// Provider Example: sim
 	Provider string `json:"provider"`
@@ -978,7 +997,7 @@ type Sandbox struct {
 	// Example: 2026-01-02T16:04:06Z
 	ReleasedAt *time.Time `json:"released_at"`
 
-	// State State is where the sandbox is in its lifecycle: requested, creating and ready are live, the rest terminal.
+	// State State is where the sandbox is in its lifecycle: requested, creating, ready, pausing, paused and resuming are live, the rest terminal.
 	//
 	// Example: ready
 	State SandboxState `json:"state"`
@@ -1301,6 +1320,18 @@ type PutFileParams struct {
 	Path string `form:"path" json:"path"`
 }
 
+// PauseSandboxParams defines parameters for PauseSandbox.
+type PauseSandboxParams struct {
+	// Wait how long to wait for the pause to settle: a Go duration or whole seconds
+	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// ResumeSandboxParams defines parameters for ResumeSandbox.
+type ResumeSandboxParams struct {
+	// Wait how long to wait for the resume to settle: a Go duration or whole seconds
+	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
 // ListWebhookDeliveriesParams defines parameters for ListWebhookDeliveries.
 type ListWebhookDeliveriesParams struct {
 	// Limit page size, 1-500 (default 50)
@@ -1576,7 +1607,7 @@ type ClientInterface interface {
 
 	// GetSandbox Get a sandbox
 	//
-	// With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer requested or creating, or the wait ends, and returns it as it is then. With until=released, waits instead until its resources are confirmed released.
+	// With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer requested, creating, pausing or resuming, or the wait ends, and returns it as it is then. With until=released, waits instead until its resources are confirmed released.
 	//
 	// Corresponds with GET /v1/sandboxes/{id} (the `GetSandbox` operationId).
 	GetSandbox(ctx context.Context, id string, params *GetSandboxParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1667,6 +1698,13 @@ type ClientInterface interface {
 	// Corresponds with PUT /v1/sandboxes/{id}/owner (the `TransferSandboxOwner` operationId).
 	TransferSandboxOwner(ctx context.Context, id string, body TransferSandboxOwnerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PauseSandbox Pause a sandbox
+	//
+	// Moves a ready sandbox to pausing; an executor then pauses it at the provider (its processes stop, keeping their memory and files) and it becomes paused. Idempotent: 202 when this call started the pause, 200 when the sandbox was already pausing or paused. A refused pause goes back to ready with the refusal in error; one not done within the server's pause timeout fails the sandbox (reason pause_failed). With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer pausing, or the wait ends. A paused sandbox keeps its owner and its TTL, which keeps running; exec and files on it are 409 SANDBOX_STATE_CONFLICT.
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/pause (the `PauseSandbox` operationId).
+	PauseSandbox(ctx context.Context, id string, params *PauseSandboxParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// RenewSandboxWithBody Renew a sandbox's TTL
 	//
 	// Sets the deadline to now+ttl_seconds, capped at the sandbox's creation plus the max lifetime (capped says so). Renewing a sandbox that has ended is 409 SANDBOX_STATE_CONFLICT.
@@ -1684,6 +1722,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/renew (the `RenewSandbox` operationId).
 	RenewSandbox(ctx context.Context, id string, body RenewSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeSandbox Resume a sandbox
+	//
+	// Moves a paused sandbox to resuming; an executor then resumes it at the provider, and it is ready again with its processes, memory and files as they were. Idempotent: 202 when this call started the resume, 200 when the sandbox was already resuming or ready. A refused resume goes back to paused with the refusal in error; one not done within the server's pause timeout fails the sandbox (reason resume_failed). With wait, blocks until the sandbox is no longer resuming, or the wait ends.
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/resume (the `ResumeSandbox` operationId).
+	ResumeSandbox(ctx context.Context, id string, params *ResumeSandboxParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListWebhooks List webhook endpoints
 	//
@@ -2138,7 +2183,7 @@ func (c *Client) DeleteSandbox(ctx context.Context, id string, reqEditors ...Req
 
 // GetSandbox Get a sandbox
 //
-// With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer requested or creating, or the wait ends, and returns it as it is then. With until=released, waits instead until its resources are confirmed released.
+// With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer requested, creating, pausing or resuming, or the wait ends, and returns it as it is then. With until=released, waits instead until its resources are confirmed released.
 //
 // Corresponds with GET /v1/sandboxes/{id} (the `GetSandbox` operationId).
 func (c *Client) GetSandbox(ctx context.Context, id string, params *GetSandboxParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2339,6 +2384,23 @@ func (c *Client) TransferSandboxOwner(ctx context.Context, id string, body Trans
 	return c.Client.Do(req)
 }
 
+// PauseSandbox Pause a sandbox
+//
+// Moves a ready sandbox to pausing; an executor then pauses it at the provider (its processes stop, keeping their memory and files) and it becomes paused. Idempotent: 202 when this call started the pause, 200 when the sandbox was already pausing or paused. A refused pause goes back to ready with the refusal in error; one not done within the server's pause timeout fails the sandbox (reason pause_failed). With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer pausing, or the wait ends. A paused sandbox keeps its owner and its TTL, which keeps running; exec and files on it are 409 SANDBOX_STATE_CONFLICT.
+//
+// Corresponds with POST /v1/sandboxes/{id}/pause (the `PauseSandbox` operationId).
+func (c *Client) PauseSandbox(ctx context.Context, id string, params *PauseSandboxParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseSandboxRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // RenewSandboxWithBody Renew a sandbox's TTL
 //
 // Sets the deadline to now+ttl_seconds, capped at the sandbox's creation plus the max lifetime (capped says so). Renewing a sandbox that has ended is 409 SANDBOX_STATE_CONFLICT.
@@ -2367,6 +2429,23 @@ func (c *Client) RenewSandboxWithBody(ctx context.Context, id string, contentTyp
 // Corresponds with POST /v1/sandboxes/{id}/renew (the `RenewSandbox` operationId).
 func (c *Client) RenewSandbox(ctx context.Context, id string, body RenewSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRenewSandboxRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeSandbox Resume a sandbox
+//
+// Moves a paused sandbox to resuming; an executor then resumes it at the provider, and it is ready again with its processes, memory and files as they were. Idempotent: 202 when this call started the resume, 200 when the sandbox was already resuming or ready. A refused resume goes back to paused with the refusal in error; one not done within the server's pause timeout fails the sandbox (reason resume_failed). With wait, blocks until the sandbox is no longer resuming, or the wait ends.
+//
+// Corresponds with POST /v1/sandboxes/{id}/resume (the `ResumeSandbox` operationId).
+func (c *Client) ResumeSandbox(ctx context.Context, id string, params *ResumeSandboxParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeSandboxRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4003,6 +4082,67 @@ func NewTransferSandboxOwnerRequestWithBody(server string, id string, contentTyp
 	return req, nil
 }
 
+// NewPauseSandboxRequest constructs an http.Request for the PauseSandbox method
+func NewPauseSandboxRequest(server string, id string, params *PauseSandboxParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/pause", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Wait != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewRenewSandboxRequest calls the generic RenewSandbox builder with application/json body
 func NewRenewSandboxRequest(server string, id string, body RenewSandboxJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -4046,6 +4186,67 @@ func NewRenewSandboxRequestWithBody(server string, id string, contentType string
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewResumeSandboxRequest constructs an http.Request for the ResumeSandbox method
+func NewResumeSandboxRequest(server string, id string, params *ResumeSandboxParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/resume", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Wait != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -4549,7 +4750,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetSandboxWithResponse Get a sandbox
 	//
-	// With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer requested or creating, or the wait ends, and returns it as it is then. With until=released, waits instead until its resources are confirmed released.
+	// With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer requested, creating, pausing or resuming, or the wait ends, and returns it as it is then. With until=released, waits instead until its resources are confirmed released.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4650,6 +4851,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /v1/sandboxes/{id}/owner (the `TransferSandboxOwner` operationId).
 	TransferSandboxOwnerWithResponse(ctx context.Context, id string, body TransferSandboxOwnerJSONRequestBody, reqEditors ...RequestEditorFn) (*TransferSandboxOwnerResponse, error)
 
+	// PauseSandboxWithResponse Pause a sandbox
+	//
+	// Moves a ready sandbox to pausing; an executor then pauses it at the provider (its processes stop, keeping their memory and files) and it becomes paused. Idempotent: 202 when this call started the pause, 200 when the sandbox was already pausing or paused. A refused pause goes back to ready with the refusal in error; one not done within the server's pause timeout fails the sandbox (reason pause_failed). With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer pausing, or the wait ends. A paused sandbox keeps its owner and its TTL, which keeps running; exec and files on it are 409 SANDBOX_STATE_CONFLICT.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/pause (the `PauseSandbox` operationId).
+	PauseSandboxWithResponse(ctx context.Context, id string, params *PauseSandboxParams, reqEditors ...RequestEditorFn) (*PauseSandboxResponse, error)
+
 	// RenewSandboxWithBodyWithResponse Renew a sandbox's TTL
 	//
 	// Sets the deadline to now+ttl_seconds, capped at the sandbox's creation plus the max lifetime (capped says so). Renewing a sandbox that has ended is 409 SANDBOX_STATE_CONFLICT.
@@ -4667,6 +4877,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/renew (the `RenewSandbox` operationId).
 	RenewSandboxWithResponse(ctx context.Context, id string, body RenewSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*RenewSandboxResponse, error)
+
+	// ResumeSandboxWithResponse Resume a sandbox
+	//
+	// Moves a paused sandbox to resuming; an executor then resumes it at the provider, and it is ready again with its processes, memory and files as they were. Idempotent: 202 when this call started the resume, 200 when the sandbox was already resuming or ready. A refused resume goes back to paused with the refusal in error; one not done within the server's pause timeout fails the sandbox (reason resume_failed). With wait, blocks until the sandbox is no longer resuming, or the wait ends.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/resume (the `ResumeSandbox` operationId).
+	ResumeSandboxWithResponse(ctx context.Context, id string, params *ResumeSandboxParams, reqEditors ...RequestEditorFn) (*ResumeSandboxResponse, error)
 
 	// ListWebhooksWithResponse List webhook endpoints
 	//
@@ -8411,6 +8630,183 @@ func (r TransferSandboxOwnerResponse) ContentType() string {
 	return ""
 }
 
+// PauseSandboxResponse200Headers the declared response headers of an HTTP 200 response for PauseSandbox
+type PauseSandboxResponse200Headers struct {
+	XRequestID string
+}
+
+// PauseSandboxResponse202Headers the declared response headers of an HTTP 202 response for PauseSandbox
+type PauseSandboxResponse202Headers struct {
+	XRequestID string
+}
+
+// PauseSandboxResponse400Headers the declared response headers of an HTTP 400 response for PauseSandbox
+type PauseSandboxResponse400Headers struct {
+	XRequestID string
+}
+
+// PauseSandboxResponse401Headers the declared response headers of an HTTP 401 response for PauseSandbox
+type PauseSandboxResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// PauseSandboxResponse404Headers the declared response headers of an HTTP 404 response for PauseSandbox
+type PauseSandboxResponse404Headers struct {
+	XRequestID string
+}
+
+// PauseSandboxResponse409Headers the declared response headers of an HTTP 409 response for PauseSandbox
+type PauseSandboxResponse409Headers struct {
+	XRequestID string
+}
+
+// PauseSandboxResponse429Headers the declared response headers of an HTTP 429 response for PauseSandbox
+type PauseSandboxResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// PauseSandboxResponse500Headers the declared response headers of an HTTP 500 response for PauseSandbox
+type PauseSandboxResponse500Headers struct {
+	XRequestID string
+}
+
+// PauseSandboxResponse501Headers the declared response headers of an HTTP 501 response for PauseSandbox
+type PauseSandboxResponse501Headers struct {
+	XRequestID string
+}
+
+// PauseSandboxResponse503Headers the declared response headers of an HTTP 503 response for PauseSandbox
+type PauseSandboxResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type PauseSandboxResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Sandbox
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Sandbox
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON501 the response for an HTTP 501 `application/problem+json` response
+	ApplicationproblemJSON501 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PauseSandboxResponse200Headers
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *PauseSandboxResponse202Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *PauseSandboxResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PauseSandboxResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *PauseSandboxResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *PauseSandboxResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PauseSandboxResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *PauseSandboxResponse500Headers
+	// Headers501 the parsed response headers for an HTTP 501 response
+	Headers501 *PauseSandboxResponse501Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PauseSandboxResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PauseSandboxResponse) GetJSON200() *Sandbox {
+	return r.JSON200
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r PauseSandboxResponse) GetJSON202() *Sandbox {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PauseSandboxResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PauseSandboxResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PauseSandboxResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PauseSandboxResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PauseSandboxResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PauseSandboxResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON501 returns the response for an HTTP 501 `application/problem+json` response
+func (r PauseSandboxResponse) GetApplicationproblemJSON501() *Problem {
+	return r.ApplicationproblemJSON501
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PauseSandboxResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PauseSandboxResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PauseSandboxResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PauseSandboxResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PauseSandboxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // RenewSandboxResponse200Headers the declared response headers of an HTTP 200 response for RenewSandbox
 type RenewSandboxResponse200Headers struct {
 	XRequestID string
@@ -8483,7 +8879,7 @@ type RenewSandboxResponse struct {
 		// Example: 2026-01-02T16:04:05Z
 		EndedAt *time.Time `json:"ended_at"`
 
-		// Error Error is why creation failed, or the last retryable error while creating; null when there is none.
+		// Error Error is why creation (or a pause or resume) failed or was refused, or the last retryable error while creating, pausing or resuming; null when there is none.
 		//
 		// Example: provider sim: out of capacity
 		Error *string `json:"error"`
@@ -8508,6 +8904,11 @@ type RenewSandboxResponse struct {
 		//
 		// Example: agent-42
 		Owner *string `json:"owner"`
+
+		// PauseDeadline PauseDeadline is when the pause or resume in flight (or the last one) gives up and the sandbox fails; null before the first.
+		//
+		// Example: 2026-01-02T15:11:05Z
+		PauseDeadline *time.Time `json:"pause_deadline"`
 
 		// Provider Example: sim
 		Provider string `json:"provider"`
@@ -8540,7 +8941,7 @@ type RenewSandboxResponse struct {
 		// Example: 2026-01-02T16:04:06Z
 		ReleasedAt *time.Time `json:"released_at"`
 
-		// State State is where the sandbox is in its lifecycle: requested, creating and ready are live, the rest terminal.
+		// State State is where the sandbox is in its lifecycle: requested, creating, ready, pausing, paused and resuming are live, the rest terminal.
 		//
 		// Example: ready
 		State SandboxState `json:"state"`
@@ -8610,7 +9011,7 @@ func (r RenewSandboxResponse) GetJSON200() *struct {
 	// Example: 2026-01-02T16:04:05Z
 	EndedAt *time.Time `json:"ended_at"`
 
-	// Error Error is why creation failed, or the last retryable error while creating; null when there is none.
+	// Error Error is why creation (or a pause or resume) failed or was refused, or the last retryable error while creating, pausing or resuming; null when there is none.
 	//
 	// Example: provider sim: out of capacity
 	Error *string `json:"error"`
@@ -8635,6 +9036,11 @@ func (r RenewSandboxResponse) GetJSON200() *struct {
 	//
 	// Example: agent-42
 	Owner *string `json:"owner"`
+
+	// PauseDeadline PauseDeadline is when the pause or resume in flight (or the last one) gives up and the sandbox fails; null before the first.
+	//
+	// Example: 2026-01-02T15:11:05Z
+	PauseDeadline *time.Time `json:"pause_deadline"`
 
 	// Provider Example: sim
 	Provider string `json:"provider"`
@@ -8667,7 +9073,7 @@ func (r RenewSandboxResponse) GetJSON200() *struct {
 	// Example: 2026-01-02T16:04:06Z
 	ReleasedAt *time.Time `json:"released_at"`
 
-	// State State is where the sandbox is in its lifecycle: requested, creating and ready are live, the rest terminal.
+	// State State is where the sandbox is in its lifecycle: requested, creating, ready, pausing, paused and resuming are live, the rest terminal.
 	//
 	// Example: ready
 	State SandboxState `json:"state"`
@@ -8746,6 +9152,183 @@ func (r RenewSandboxResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RenewSandboxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResumeSandboxResponse200Headers the declared response headers of an HTTP 200 response for ResumeSandbox
+type ResumeSandboxResponse200Headers struct {
+	XRequestID string
+}
+
+// ResumeSandboxResponse202Headers the declared response headers of an HTTP 202 response for ResumeSandbox
+type ResumeSandboxResponse202Headers struct {
+	XRequestID string
+}
+
+// ResumeSandboxResponse400Headers the declared response headers of an HTTP 400 response for ResumeSandbox
+type ResumeSandboxResponse400Headers struct {
+	XRequestID string
+}
+
+// ResumeSandboxResponse401Headers the declared response headers of an HTTP 401 response for ResumeSandbox
+type ResumeSandboxResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// ResumeSandboxResponse404Headers the declared response headers of an HTTP 404 response for ResumeSandbox
+type ResumeSandboxResponse404Headers struct {
+	XRequestID string
+}
+
+// ResumeSandboxResponse409Headers the declared response headers of an HTTP 409 response for ResumeSandbox
+type ResumeSandboxResponse409Headers struct {
+	XRequestID string
+}
+
+// ResumeSandboxResponse429Headers the declared response headers of an HTTP 429 response for ResumeSandbox
+type ResumeSandboxResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// ResumeSandboxResponse500Headers the declared response headers of an HTTP 500 response for ResumeSandbox
+type ResumeSandboxResponse500Headers struct {
+	XRequestID string
+}
+
+// ResumeSandboxResponse501Headers the declared response headers of an HTTP 501 response for ResumeSandbox
+type ResumeSandboxResponse501Headers struct {
+	XRequestID string
+}
+
+// ResumeSandboxResponse503Headers the declared response headers of an HTTP 503 response for ResumeSandbox
+type ResumeSandboxResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type ResumeSandboxResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Sandbox
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Sandbox
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON501 the response for an HTTP 501 `application/problem+json` response
+	ApplicationproblemJSON501 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ResumeSandboxResponse200Headers
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *ResumeSandboxResponse202Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ResumeSandboxResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ResumeSandboxResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ResumeSandboxResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ResumeSandboxResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ResumeSandboxResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ResumeSandboxResponse500Headers
+	// Headers501 the parsed response headers for an HTTP 501 response
+	Headers501 *ResumeSandboxResponse501Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ResumeSandboxResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResumeSandboxResponse) GetJSON200() *Sandbox {
+	return r.JSON200
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r ResumeSandboxResponse) GetJSON202() *Sandbox {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ResumeSandboxResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ResumeSandboxResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ResumeSandboxResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ResumeSandboxResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ResumeSandboxResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ResumeSandboxResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON501 returns the response for an HTTP 501 `application/problem+json` response
+func (r ResumeSandboxResponse) GetApplicationproblemJSON501() *Problem {
+	return r.ApplicationproblemJSON501
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ResumeSandboxResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeSandboxResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeSandboxResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeSandboxResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeSandboxResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9979,7 +10562,7 @@ func (c *ClientWithResponses) DeleteSandboxWithResponse(ctx context.Context, id 
 
 // GetSandboxWithResponse Get a sandbox
 //
-// With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer requested or creating, or the wait ends, and returns it as it is then. With until=released, waits instead until its resources are confirmed released.
+// With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer requested, creating, pausing or resuming, or the wait ends, and returns it as it is then. With until=released, waits instead until its resources are confirmed released.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10146,6 +10729,21 @@ func (c *ClientWithResponses) TransferSandboxOwnerWithResponse(ctx context.Conte
 	return ParseTransferSandboxOwnerResponse(rsp)
 }
 
+// PauseSandboxWithResponse Pause a sandbox
+//
+// Moves a ready sandbox to pausing; an executor then pauses it at the provider (its processes stop, keeping their memory and files) and it becomes paused. Idempotent: 202 when this call started the pause, 200 when the sandbox was already pausing or paused. A refused pause goes back to ready with the refusal in error; one not done within the server's pause timeout fails the sandbox (reason pause_failed). With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer pausing, or the wait ends. A paused sandbox keeps its owner and its TTL, which keeps running; exec and files on it are 409 SANDBOX_STATE_CONFLICT.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{id}/pause (the `PauseSandbox` operationId).
+func (c *ClientWithResponses) PauseSandboxWithResponse(ctx context.Context, id string, params *PauseSandboxParams, reqEditors ...RequestEditorFn) (*PauseSandboxResponse, error) {
+	rsp, err := c.PauseSandbox(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseSandboxResponse(rsp)
+}
+
 // RenewSandboxWithBodyWithResponse Renew a sandbox's TTL
 //
 // Sets the deadline to now+ttl_seconds, capped at the sandbox's creation plus the max lifetime (capped says so). Renewing a sandbox that has ended is 409 SANDBOX_STATE_CONFLICT.
@@ -10174,6 +10772,21 @@ func (c *ClientWithResponses) RenewSandboxWithResponse(ctx context.Context, id s
 		return nil, err
 	}
 	return ParseRenewSandboxResponse(rsp)
+}
+
+// ResumeSandboxWithResponse Resume a sandbox
+//
+// Moves a paused sandbox to resuming; an executor then resumes it at the provider, and it is ready again with its processes, memory and files as they were. Idempotent: 202 when this call started the resume, 200 when the sandbox was already resuming or ready. A refused resume goes back to paused with the refusal in error; one not done within the server's pause timeout fails the sandbox (reason resume_failed). With wait, blocks until the sandbox is no longer resuming, or the wait ends.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{id}/resume (the `ResumeSandbox` operationId).
+func (c *ClientWithResponses) ResumeSandboxWithResponse(ctx context.Context, id string, params *ResumeSandboxParams, reqEditors ...RequestEditorFn) (*ResumeSandboxResponse, error) {
+	rsp, err := c.ResumeSandbox(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeSandboxResponse(rsp)
 }
 
 // ListWebhooksWithResponse List webhook endpoints
@@ -14647,6 +15260,219 @@ func ParseTransferSandboxOwnerResponse(rsp *http.Response) (*TransferSandboxOwne
 	return response, nil
 }
 
+// ParsePauseSandboxResponse parses an HTTP response from a PauseSandboxWithResponse call
+func ParsePauseSandboxResponse(rsp *http.Response) (*PauseSandboxResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PauseSandboxResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Sandbox
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Sandbox
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PauseSandboxResponse200Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 202:
+		var headers PauseSandboxResponse202Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers202 = &headers
+	case rsp.StatusCode == 400:
+		var headers PauseSandboxResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers PauseSandboxResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers PauseSandboxResponse404Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers PauseSandboxResponse409Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers PauseSandboxResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers PauseSandboxResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 501:
+		var headers PauseSandboxResponse501Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers501 = &headers
+	case rsp.StatusCode == 503:
+		var headers PauseSandboxResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseRenewSandboxResponse parses an HTTP response from a RenewSandboxWithResponse call
 func ParseRenewSandboxResponse(rsp *http.Response) (*RenewSandboxResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -14682,7 +15508,7 @@ func ParseRenewSandboxResponse(rsp *http.Response) (*RenewSandboxResponse, error
 			// Example: 2026-01-02T16:04:05Z
 			EndedAt *time.Time `json:"ended_at"`
 
-			// Error Error is why creation failed, or the last retryable error while creating; null when there is none.
+			// Error Error is why creation (or a pause or resume) failed or was refused, or the last retryable error while creating, pausing or resuming; null when there is none.
 			//
 			// Example: provider sim: out of capacity
 			Error *string `json:"error"`
@@ -14707,6 +15533,11 @@ func ParseRenewSandboxResponse(rsp *http.Response) (*RenewSandboxResponse, error
 			//
 			// Example: agent-42
 			Owner *string `json:"owner"`
+
+			// PauseDeadline PauseDeadline is when the pause or resume in flight (or the last one) gives up and the sandbox fails; null before the first.
+			//
+			// Example: 2026-01-02T15:11:05Z
+			PauseDeadline *time.Time `json:"pause_deadline"`
 
 			// Provider Example: sim
 			Provider string `json:"provider"`
@@ -14739,7 +15570,7 @@ func ParseRenewSandboxResponse(rsp *http.Response) (*RenewSandboxResponse, error
 			// Example: 2026-01-02T16:04:06Z
 			ReleasedAt *time.Time `json:"released_at"`
 
-			// State State is where the sandbox is in its lifecycle: requested, creating and ready are live, the rest terminal.
+			// State State is where the sandbox is in its lifecycle: requested, creating, ready, pausing, paused and resuming are live, the rest terminal.
 			//
 			// Example: ready
 			State SandboxState `json:"state"`
@@ -14912,6 +15743,219 @@ func ParseRenewSandboxResponse(rsp *http.Response) (*RenewSandboxResponse, error
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers RenewSandboxResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResumeSandboxResponse parses an HTTP response from a ResumeSandboxWithResponse call
+func ParseResumeSandboxResponse(rsp *http.Response) (*ResumeSandboxResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeSandboxResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Sandbox
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Sandbox
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ResumeSandboxResponse200Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 202:
+		var headers ResumeSandboxResponse202Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers202 = &headers
+	case rsp.StatusCode == 400:
+		var headers ResumeSandboxResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ResumeSandboxResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers ResumeSandboxResponse404Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ResumeSandboxResponse409Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers ResumeSandboxResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ResumeSandboxResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 501:
+		var headers ResumeSandboxResponse501Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers501 = &headers
+	case rsp.StatusCode == 503:
+		var headers ResumeSandboxResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

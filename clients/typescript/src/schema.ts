@@ -341,7 +341,7 @@ export interface paths {
         };
         /**
          * Get a sandbox
-         * @description With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer requested or creating, or the wait ends, and returns it as it is then. With until=released, waits instead until its resources are confirmed released.
+         * @description With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer requested, creating, pausing or resuming, or the wait ends, and returns it as it is then. With until=released, waits instead until its resources are confirmed released.
          */
         get: operations["getSandbox"];
         put?: never;
@@ -486,6 +486,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause a sandbox
+         * @description Moves a ready sandbox to pausing; an executor then pauses it at the provider (its processes stop, keeping their memory and files) and it becomes paused. Idempotent: 202 when this call started the pause, 200 when the sandbox was already pausing or paused. A refused pause goes back to ready with the refusal in error; one not done within the server's pause timeout fails the sandbox (reason pause_failed). With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer pausing, or the wait ends. A paused sandbox keeps its owner and its TTL, which keeps running; exec and files on it are 409 SANDBOX_STATE_CONFLICT.
+         */
+        post: operations["pauseSandbox"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}/renew": {
         parameters: {
             query?: never;
@@ -500,6 +520,26 @@ export interface paths {
          * @description Sets the deadline to now+ttl_seconds, capped at the sandbox's creation plus the max lifetime (capped says so). Renewing a sandbox that has ended is 409 SANDBOX_STATE_CONFLICT.
          */
         post: operations["renewSandbox"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a sandbox
+         * @description Moves a paused sandbox to resuming; an executor then resumes it at the provider, and it is ready again with its processes, memory and files as they were. Idempotent: 202 when this call started the resume, 200 when the sandbox was already resuming or ready. A refused resume goes back to paused with the refusal in error; one not done within the server's pause timeout fails the sandbox (reason resume_failed). With wait, blocks until the sandbox is no longer resuming, or the wait ends.
+         */
+        post: operations["resumeSandbox"];
         delete?: never;
         options?: never;
         head?: never;
@@ -732,6 +772,11 @@ export interface components {
              * @example true
              */
             files: boolean;
+            /**
+             * @description Pause is true when the provider pauses and resumes sandboxes (POST /v1/sandboxes/{id}/pause and /resume); without it they are 501 NOT_SUPPORTED.
+             * @example true
+             */
+            pause: boolean;
         };
         CreateAPIKeyRequest: {
             /**
@@ -852,7 +897,7 @@ export interface components {
              * @example creating
              * @enum {string|null}
              */
-            from: "requested" | "creating" | "ready" | "cancelled" | "terminated" | "failed" | null;
+            from: "requested" | "creating" | "ready" | "pausing" | "paused" | "resuming" | "cancelled" | "terminated" | "failed" | null;
             /**
              * Format: int64
              * @description ID orders events; pass the last one seen as after (or cursor).
@@ -1215,7 +1260,7 @@ export interface components {
              */
             ended_at: string | null;
             /**
-             * @description Error is why creation failed, or the last retryable error while creating; null when there is none.
+             * @description Error is why creation (or a pause or resume) failed or was refused, or the last retryable error while creating, pausing or resuming; null when there is none.
              * @example provider sim: out of capacity
              */
             error: string | null;
@@ -1245,6 +1290,12 @@ export interface components {
              * @example agent-42
              */
             owner: string | null;
+            /**
+             * Format: date-time
+             * @description PauseDeadline is when the pause or resume in flight (or the last one) gives up and the sandbox fails; null before the first.
+             * @example 2026-01-02T15:11:05Z
+             */
+            pause_deadline: string | null;
             /** @example sim */
             provider: string;
             /**
@@ -1263,7 +1314,7 @@ export interface components {
              * @example requested
              * @enum {string|null}
              */
-            reason: "requested" | "owner_released" | "owner_expired" | "expired" | "create_failed" | "lost" | null;
+            reason: "requested" | "owner_released" | "owner_expired" | "expired" | "create_failed" | "lost" | "pause_failed" | "resume_failed" | null;
             /** @description ReleaseError is the last failed destroy's error while released is false; absent when there is none. */
             release_error?: string;
             /**
@@ -1278,7 +1329,7 @@ export interface components {
              */
             released_at: string | null;
             /**
-             * @description State is where the sandbox is in its lifecycle: requested, creating and ready are live, the rest terminal.
+             * @description State is where the sandbox is in its lifecycle: requested, creating, ready, pausing, paused and resuming are live, the rest terminal.
              * @example ready
              */
             state: string & components["schemas"]["SandboxState"];
@@ -1302,7 +1353,7 @@ export interface components {
             next_cursor: string | null;
         };
         /** @enum {string} */
-        SandboxState: "requested" | "creating" | "ready" | "cancelled" | "terminated" | "failed";
+        SandboxState: "requested" | "creating" | "ready" | "pausing" | "paused" | "resuming" | "cancelled" | "terminated" | "failed";
         TTLRequest: {
             /**
              * Format: int64
@@ -4334,6 +4385,145 @@ export interface operations {
             };
         };
     };
+    pauseSandbox: {
+        parameters: {
+            query?: {
+                /**
+                 * @description how long to wait for the pause to settle: a Go duration or whole seconds
+                 * @example 30s
+                 */
+                wait?: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description sandbox id
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the sandbox was already pausing or paused */
+            200: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Sandbox"];
+                };
+            };
+            /** @description this request started the pause */
+            202: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Sandbox"];
+                };
+            };
+            /** @description INVALID_REQUEST: a query parameter */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description SANDBOX_STATE_CONFLICT: the sandbox is not ready (nor pausing or paused); state says what it is */
+            409: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_SUPPORTED: the sandbox's provider cannot pause sandboxes */
+            501: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     renewSandbox: {
         parameters: {
             query?: never;
@@ -4439,6 +4629,145 @@ export interface operations {
             };
             /** @description INTERNAL: a bug; quote the request id when reporting it */
             500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    resumeSandbox: {
+        parameters: {
+            query?: {
+                /**
+                 * @description how long to wait for the resume to settle: a Go duration or whole seconds
+                 * @example 30s
+                 */
+                wait?: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description sandbox id
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the sandbox was already resuming or ready */
+            200: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Sandbox"];
+                };
+            };
+            /** @description this request started the resume */
+            202: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Sandbox"];
+                };
+            };
+            /** @description INVALID_REQUEST: a query parameter */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description SANDBOX_STATE_CONFLICT: the sandbox is not paused (nor resuming or ready); state says what it is */
+            409: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_SUPPORTED: the sandbox's provider cannot pause sandboxes */
+            501: {
                 headers: {
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
                     "X-Request-ID": string;

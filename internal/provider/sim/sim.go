@@ -11,10 +11,18 @@
 //
 //	create_delay_ms   how long a create takes
 //	destroy_delay_ms  how long a destroy takes
+//	pause_delay_ms    how long a pause or a resume takes
 //	fail              "create": every create fails (not retryable);
 //	                  "create_once": the first create attempt in this process
 //	                  fails retryably; "destroy_once": the first destroy
-//	                  attempt in this process fails
+//	                  attempt in this process fails; "pause", "resume": every
+//	                  pause (resume) is refused (not retryable);
+//	                  "pause_once", "resume_once": the first pause (resume)
+//	                  attempt in this process fails retryably
+//
+// A paused sandbox has a hidden marker file, .paused-ID, beside its
+// resource file (List skips it; Destroy removes it).
+//
 //	ignore_cancel     the create completes even if its caller gives up, like
 //	                  a cloud API call that was already sent ("late" creation)
 package sim
@@ -75,6 +83,7 @@ func New(dir string) (*Provider, error) {
 type Params struct {
 	CreateDelayMS  int    `json:"create_delay_ms,omitempty"`
 	DestroyDelayMS int    `json:"destroy_delay_ms,omitempty"`
+	PauseDelayMS   int    `json:"pause_delay_ms,omitempty"`
 	Fail           string `json:"fail,omitempty"`
 	IgnoreCancel   bool   `json:"ignore_cancel,omitempty"`
 }
@@ -90,12 +99,13 @@ func parseParams(raw json.RawMessage) (Params, error) {
 		return p, provider.Errorf(provider.CodeInvalidRequest, "params for provider sim: %s", jsonProblem(err))
 	}
 	switch p.Fail {
-	case "", "create", "create_once", "destroy_once":
+	case "", "create", "create_once", "destroy_once", "pause", "pause_once", "resume", "resume_once":
 	default:
 		return p, provider.Errorf(provider.CodeInvalidRequest,
-			"params.fail must be one of create, create_once, destroy_once (got %q)", p.Fail)
+			"params.fail must be one of create, create_once, destroy_once, pause, pause_once, resume, resume_once (got %q)", p.Fail)
 	}
-	for name, ms := range map[string]int{"create_delay_ms": p.CreateDelayMS, "destroy_delay_ms": p.DestroyDelayMS} {
+	for name, ms := range map[string]int{"create_delay_ms": p.CreateDelayMS, "destroy_delay_ms": p.DestroyDelayMS,
+		"pause_delay_ms": p.PauseDelayMS} {
 		if ms < 0 || int64(ms) > maxDelay.Milliseconds() {
 			return p, provider.Errorf(provider.CodeInvalidRequest, "params.%s must be between 0 and %d", name, maxDelay.Milliseconds())
 		}
@@ -235,6 +245,9 @@ func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
 	}
 	p.fsMu.Lock()
 	err = os.Remove(path)
+	if merr := os.Remove(p.pausedMarker(sandboxID)); err == nil && !errors.Is(merr, fs.ErrNotExist) {
+		err = merr
+	}
 	p.fsMu.Unlock()
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("sim: destroy: %w", err)

@@ -1,0 +1,170 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/store"
+)
+
+// Pauses and resumes. A pausing or resuming sandbox is claimed like a
+// create (ClaimTransitions), the provider's Pauser is called under the
+// claim's lease, and the outcome is recorded fenced on its epoch.
+
+// transitionOutcome is what became of one pause or resume call.
+type transitionOutcome int
+
+const (
+	// transitionDone: the provider paused (resumed) the sandbox.
+	transitionDone transitionOutcome = iota
+	// transitionEnded: the sandbox ended meanwhile; release it if the
+	// claim is still ours.
+	transitionEnded
+	// transitionLeaseLost: another executor owns the sandbox now.
+	transitionLeaseLost
+	// transitionHandBack: this executor is stopping; hand it back.
+	transitionHandBack
+	// transitionRetry: a transient failure; try again at retryAt.
+	transitionRetry
+	// transitionRevert: the provider refused; the sandbox is as it was.
+	transitionRevert
+	// transitionFail: the deadline passed and the outcome is unknown: the
+	// sandbox fails and is released.
+	transitionFail
+)
+
+// transitionResult is a call's outcome, with what recording it needs.
+type transitionResult struct {
+	outcome transitionOutcome
+	err     error
+	retryAt time.Time
+	message string
+}
+
+// transition runs one claimed pause or resume to its end.
+func (e *Executor) transition(ctx context.Context, p sandbox.Provider, c store.Claim) {
+	sb := c.Sandbox
+	log := e.log.With("sandbox", sb.ID, "provider", p.Name(), "epoch", sb.Epoch, "state", sb.State)
+	e.recordTransition(ctx, p, sb, log, e.runTransition(ctx, p, sb, log))
+}
+
+// op names the provider call a transitioning state makes.
+func op(s sandbox.State) string {
+	if s == sandbox.StateResuming {
+		return "resume"
+	}
+	return "pause"
+}
+
+// runTransition makes the provider call for a claimed pausing or resuming
+// sandbox, renewing the lease meanwhile and cancelling the call if the
+// sandbox ends, the lease is lost or the pause deadline passes.
+func (e *Executor) runTransition(ctx context.Context, p sandbox.Provider, sb sandbox.Sandbox, log *slog.Logger) transitionResult {
+	name := op(sb.State)
+	pauser, ok := p.(sandbox.Pauser)
+	if !ok {
+		return transitionResult{outcome: transitionRevert, message: fmt.Sprintf("provider %s cannot %s sandboxes", p.Name(), name)}
+	}
+	if sb.PauseDeadline == nil || !e.store.Now().Before(*sb.PauseDeadline) {
+		return transitionResult{outcome: transitionFail, message: name + " deadline passed before an attempt could complete"}
+	}
+	deadline := *sb.PauseDeadline
+	callCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	deadlineCtx, cancelDeadline := context.WithDeadline(callCtx, deadline)
+	defer cancelDeadline()
+	keeperDone := make(chan struct{})
+	go func() {
+		defer close(keeperDone)
+		e.keepLease(deadlineCtx, sb, cancel, true)
+	}()
+
+	start := time.Now()
+	call := pauser.Pause
+	if sb.State == sandbox.StateResuming {
+		call = pauser.Resume
+	}
+	_, err := callProvider(log, p.Name(), name, e.panicked(p.Name(), name), func() (struct{}, error) {
+		return struct{}{}, call(deadlineCtx, sb.ID)
+	})
+	cause := context.Cause(callCtx)
+	deadlinePassed := errors.Is(deadlineCtx.Err(), context.DeadlineExceeded)
+	cancelDeadline()
+	cancel(nil)
+	<-keeperDone
+	e.observe(p.Name(), name, start, err)
+	return classifyTransition(name, createCall{
+		err: err, cause: cause, stopping: ctx.Err() != nil, deadlinePassed: deadlinePassed,
+		retryAt: e.store.Now().Add(e.cfg.RetryBackoff), deadline: deadline,
+	})
+}
+
+// classifyTransition decides what became of a pause or resume call (name
+// says which). It does no I/O.
+func classifyTransition(name string, c createCall) transitionResult {
+	switch {
+	case c.err == nil:
+		return transitionResult{outcome: transitionDone}
+	case errors.Is(c.cause, errSandboxEnded):
+		return transitionResult{outcome: transitionEnded, err: c.err}
+	case errors.Is(c.cause, errLeaseLost):
+		return transitionResult{outcome: transitionLeaseLost, err: c.err}
+	case c.stopping:
+		return transitionResult{outcome: transitionHandBack, err: c.err}
+	case c.deadlinePassed:
+		return transitionResult{outcome: transitionFail, err: c.err, message: name + " deadline passed: " + c.err.Error()}
+	case sandbox.IsRetryable(c.err):
+		if c.retryAt.After(c.deadline) {
+			return transitionResult{outcome: transitionFail, err: c.err, message: name + " deadline would pass before a retry: " + c.err.Error()}
+		}
+		return transitionResult{outcome: transitionRetry, err: c.err, retryAt: c.retryAt}
+	default:
+		return transitionResult{outcome: transitionRevert, err: c.err, message: c.err.Error()}
+	}
+}
+
+// recordTransition writes a pause or resume call's outcome, fenced on sb's
+// epoch, even while the executor stops.
+func (e *Executor) recordTransition(ctx context.Context, p sandbox.Provider, sb sandbox.Sandbox, log *slog.Logger, r transitionResult) {
+	wctx, cancel := detached(ctx)
+	defer cancel()
+	var err error
+	switch r.outcome {
+	case transitionDone:
+		if _, err = e.store.FinishTransition(wctx, sb.ID, sb.Epoch, sb.State); err == nil {
+			log.Info("executor: " + op(sb.State) + " done")
+		}
+	case transitionEnded:
+		log.Info("executor: "+op(sb.State)+" cancelled: sandbox ended", "err", r.err)
+		e.releaseIfOurs(ctx, p, sb, log)
+		return
+	case transitionLeaseLost:
+		log.Warn("executor: "+op(sb.State)+" abandoned: lease lost", "err", r.err)
+		return
+	case transitionHandBack:
+		err = e.store.UnclaimTransition(wctx, sb.ID, sb.Epoch, e.store.Now(), "")
+	case transitionRetry:
+		log.Warn("executor: "+op(sb.State)+" failed; retrying", "err", r.err, "retry_at", r.retryAt)
+		err = e.store.UnclaimTransition(wctx, sb.ID, sb.Epoch, r.retryAt, r.err.Error())
+	case transitionRevert:
+		log.Warn("executor: "+op(sb.State)+" refused", "err", r.message)
+		_, err = e.store.RevertTransition(wctx, sb.ID, sb.Epoch, sb.State, r.message)
+	case transitionFail:
+		if _, err = e.store.FailTransition(wctx, sb.ID, sb.Epoch, sb.State, sandbox.ActorExecutor, r.message); err == nil {
+			log.Warn("executor: sandbox failed", "error", r.message)
+			e.destroy(ctx, p, sb, log)
+			return
+		}
+	}
+	switch {
+	case errors.Is(err, sandbox.ErrFenced) && r.outcome != transitionHandBack && r.outcome != transitionRetry:
+		// It ended (or was reclaimed) meanwhile.
+		e.releaseIfOurs(ctx, p, sb, log)
+	case err != nil && !errors.Is(err, sandbox.ErrFenced):
+		log.Error("executor: recording the "+op(sb.State)+" failed; the lease will lapse and it is retried", "err", err)
+	}
+}

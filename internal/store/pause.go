@@ -1,0 +1,287 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// Pause and resume. A client's request moves the sandbox into pausing (from
+// ready) or resuming (from paused) with a pause deadline, and the executor
+// claims it like a create (ClaimTransitions: epoch bumped, leased), calls
+// the provider, and settles it fenced on the claim's epoch: done
+// (FinishTransition), refused (RevertTransition), or failed
+// (FailTransition; the janitor's FailOverdue past the deadline).
+
+// transitionStates is the SQL list of the in-flight states, as the partial
+// index sandboxes_transitioning has it.
+const transitionStates = `('pausing', 'resuming')`
+
+// requestTransitionSQL moves the sandbox @id of @tenant from @from to @to
+// with the deadline @deadline, appending the client's event.
+const requestTransitionSQL = `
+		WITH upd AS (
+			UPDATE sandboxes s SET state = @to, pause_deadline = @deadline, updated_at = @now, error = NULL,
+				lease_owner = NULL, lease_expires_at = NULL
+			WHERE s.id = @id AND s.tenant = @tenant AND s.state = @from
+			RETURNING s.*
+		), ev AS (
+			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message, actor_key_id, actor_key_name)
+			SELECT id, tenant, @now, @from, @to, NULL, 'client', @message, @key_id::text, @key_name::text FROM upd
+		)
+		SELECT ` + sandboxColumns + ` FROM upd s`
+
+// transitionRequest is what RequestPause and RequestResume differ in.
+type transitionRequest struct {
+	op                string        // "pause" or "resume", for errors
+	from, to          sandbox.State // the request moves the sandbox from from to to
+	waypoint, settled sandbox.State // the states in which the request is a no-op
+	message           string        // the event's
+	conflictOp        string        // what a conflict says could not be done
+	timeout           time.Duration
+	tenant, id        string
+	by                sandbox.Caller
+}
+
+// RequestPause asks for the tenant's ready sandbox to be paused: ready →
+// pausing, with a deadline timeout from now. changed is false, and the
+// sandbox is returned as it is, when it is pausing or paused already. Any
+// other state is a SANDBOX_STATE_CONFLICT.
+func (s *Store) RequestPause(ctx context.Context, tenant, id string, timeout time.Duration, by sandbox.Caller) (sandbox.Sandbox, bool, error) {
+	return s.requestTransition(ctx, transitionRequest{
+		op: "pause", from: sandbox.StateReady, to: sandbox.StatePausing,
+		waypoint: sandbox.StatePausing, settled: sandbox.StatePaused,
+		message: "pause requested", timeout: timeout, tenant: tenant, id: id, by: by,
+		conflictOp: "pause (the sandbox must be ready)",
+	})
+}
+
+// RequestResume asks for the tenant's paused sandbox to be resumed: paused
+// → resuming, with a deadline timeout from now. changed is false when it is
+// resuming or ready already. Any other state is a SANDBOX_STATE_CONFLICT.
+func (s *Store) RequestResume(ctx context.Context, tenant, id string, timeout time.Duration, by sandbox.Caller) (sandbox.Sandbox, bool, error) {
+	return s.requestTransition(ctx, transitionRequest{
+		op: "resume", from: sandbox.StatePaused, to: sandbox.StateResuming,
+		waypoint: sandbox.StateResuming, settled: sandbox.StateReady,
+		message: "resume requested", timeout: timeout, tenant: tenant, id: id, by: by,
+		conflictOp: "resume (the sandbox must be paused)",
+	})
+}
+
+func (s *Store) requestTransition(ctx context.Context, r transitionRequest) (sandbox.Sandbox, bool, error) {
+	// A sandbox that leaves the no-op states between the update and the
+	// read (a resume finishing) is tried again, a few times.
+	for range 3 {
+		now := s.Now()
+		sb, err := scanSandbox(s.pool.QueryRow(ctx, requestTransitionSQL, namedArgs{
+			"id": r.id, "tenant": r.tenant, "from": string(r.from), "to": string(r.to),
+			"now": now, "deadline": now.Add(r.timeout), "message": r.message,
+			"key_id": nullable(r.by.KeyID), "key_name": nullable(r.by.KeyName),
+		}))
+		if err == nil {
+			s.announce(sb)
+			return sb, true, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return sb, false, wrap("request "+r.op, err)
+		}
+		cur, err := s.GetSandbox(ctx, r.tenant, r.id)
+		if err != nil {
+			return cur, false, err
+		}
+		switch cur.State {
+		case r.waypoint, r.settled:
+			return cur, false, nil
+		case r.from:
+			continue
+		}
+		return cur, false, sandbox.StateConflict(r.id, cur.State, r.conflictOp)
+	}
+	return sandbox.Sandbox{}, false, sandbox.StateConflict(r.id, r.from, r.op+" while it keeps changing state; retry")
+}
+
+// claimTransitionsSQL claims pausing and resuming sandboxes of @provider
+// that no live lease holds (never claimed, due for a retry, or their
+// executor died), earliest deadline first; of a host-bound provider (@node
+// not "") only those of the claiming node. Each claimed sandbox's epoch is
+// bumped and it is leased to @worker until @lease_until. The state does not
+// change, so no event is written.
+var claimTransitionsSQL = `
+		WITH ` + fairPick(`provider = @provider AND state IN `+transitionStates+`
+			  AND (lease_expires_at IS NULL OR lease_expires_at < @now)
+			  AND (@node::text = '' OR node = @node)`, "pause_deadline") + `, upd AS (
+			UPDATE sandboxes s SET
+				epoch = s.epoch + 1, lease_owner = @worker, lease_expires_at = @lease_until, updated_at = @now
+			FROM picked
+			WHERE s.id = picked.id
+			RETURNING s.*, picked.state AS from_state
+		)
+		SELECT s.from_state, ` + sandboxColumns + ` FROM upd s`
+
+// ClaimTransitions claims up to limit sandboxes of the provider that are
+// pausing or resuming and that no live lease holds, within share. For a
+// host-bound provider (node not "") only the node's own are claimed: the
+// sandbox runs there.
+func (s *Store) ClaimTransitions(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, share Share) ([]Claim, error) {
+	rows, err := s.work.Query(ctx, claimTransitionsSQL, s.claimArgs(provider, node, worker, limit, lease, share))
+	if err != nil {
+		return nil, wrap("claim transitions", err)
+	}
+	return collectClaims(rows, "claim transitions")
+}
+
+// settleTransitionSQL moves the sandbox @id, still at @epoch and in @from,
+// to @to, ending the worker's lease (@keep_lease: keeping it, for a
+// failure whose resource the worker goes on to release), with @reason and
+// @error; a terminal @to ends the sandbox. It appends @actor's event.
+const settleTransitionSQL = `
+		WITH upd AS (
+			UPDATE sandboxes s SET state = @to, updated_at = @now,
+				error = @error::text, reason = @reason::text,
+				ended_at = CASE WHEN @to IN ` + terminalStates + ` THEN @now::timestamptz END,
+				lease_owner = CASE WHEN @keep_lease THEN s.lease_owner END,
+				lease_expires_at = CASE WHEN @keep_lease THEN s.lease_expires_at END
+			WHERE s.id = @id AND s.epoch = @epoch AND s.state = @from
+			RETURNING s.*
+		), ev AS (
+			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
+			SELECT id, tenant, @now, @from, @to, @reason::text, @actor, @message FROM upd
+		)
+		SELECT ` + sandboxColumns + ` FROM upd s`
+
+// settle is one settleTransitionSQL.
+type settle struct {
+	id               string
+	epoch            int64
+	from, to         sandbox.State
+	reason           sandbox.Reason
+	actor            sandbox.Actor
+	message, errText string
+	keepLease        bool
+}
+
+func (s *Store) settleTransition(ctx context.Context, op string, st settle) (sandbox.Sandbox, error) {
+	sb, err := scanSandbox(s.work.QueryRow(ctx, settleTransitionSQL, namedArgs{
+		"id": st.id, "epoch": st.epoch, "from": string(st.from), "to": string(st.to), "now": s.Now(),
+		"error": nullable(st.errText), "reason": nullable(string(st.reason)), "keep_lease": st.keepLease,
+		"actor": string(st.actor), "message": st.message,
+	}))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sb, fmt.Errorf("store: %s: %w", op, sandbox.ErrFenced)
+	}
+	if err != nil {
+		return sb, wrap(op, err)
+	}
+	s.announce(sb)
+	return sb, nil
+}
+
+// FinishTransition records a pause or resume the provider completed:
+// pausing → paused, resuming → ready, fenced on the epoch and on the
+// sandbox still being in from. ErrFenced means it ended or was reclaimed
+// meanwhile.
+func (s *Store) FinishTransition(ctx context.Context, id string, epoch int64, from sandbox.State) (sandbox.Sandbox, error) {
+	to, ok := map[sandbox.State]sandbox.State{sandbox.StatePausing: sandbox.StatePaused, sandbox.StateResuming: sandbox.StateReady}[from]
+	if !ok {
+		return sandbox.Sandbox{}, fmt.Errorf("store: finish transition from %s: not in flight", from)
+	}
+	return s.settleTransition(ctx, "finish transition", settle{
+		id: id, epoch: epoch, from: from, to: to, actor: sandbox.ActorExecutor, message: "provider " + string(to),
+	})
+}
+
+// RevertTransition records a pause or resume the provider refused (the
+// sandbox is as it was): pausing → ready, resuming → paused, with the
+// refusal as the sandbox's error. Fenced like FinishTransition.
+func (s *Store) RevertTransition(ctx context.Context, id string, epoch int64, from sandbox.State, cause string) (sandbox.Sandbox, error) {
+	back, ok := map[sandbox.State]sandbox.State{sandbox.StatePausing: sandbox.StateReady, sandbox.StateResuming: sandbox.StatePaused}[from]
+	if !ok {
+		return sandbox.Sandbox{}, fmt.Errorf("store: revert transition from %s: not in flight", from)
+	}
+	return s.settleTransition(ctx, "revert transition", settle{
+		id: id, epoch: epoch, from: from, to: back, actor: sandbox.ActorExecutor, errText: cause,
+		message: string(from) + " refused: " + cause,
+	})
+}
+
+// FailTransition records a pause or resume that cannot complete and whose
+// outcome at the provider is unknown (its deadline passed): the sandbox
+// fails with reason pause_failed or resume_failed. The worker keeps its
+// lease, so that it releases the resource at once.
+func (s *Store) FailTransition(ctx context.Context, id string, epoch int64, from sandbox.State, actor sandbox.Actor, cause string) (sandbox.Sandbox, error) {
+	if !from.Transitioning() {
+		return sandbox.Sandbox{}, fmt.Errorf("store: fail transition from %s: not in flight", from)
+	}
+	return s.settleTransition(ctx, "fail transition", settle{
+		id: id, epoch: epoch, from: from, to: sandbox.StateFailed, reason: transitionFailure(from), actor: actor,
+		errText: cause, message: cause, keepLease: true,
+	})
+}
+
+// transitionFailure is the reason of a failed pause or resume.
+func transitionFailure(from sandbox.State) sandbox.Reason {
+	if from == sandbox.StateResuming {
+		return sandbox.ReasonResumeFailed
+	}
+	return sandbox.ReasonPauseFailed
+}
+
+// UnclaimTransition hands a pausing or resuming sandbox back: the lease
+// ends and it may be claimed again from at (now, at shutdown; later, for a
+// retry), with lastErr, if set, as its error until it settles.
+func (s *Store) UnclaimTransition(ctx context.Context, id string, epoch int64, at time.Time, lastErr string) error {
+	tag, err := s.work.Exec(ctx, `
+		UPDATE sandboxes SET lease_owner = NULL, lease_expires_at = $3, updated_at = $4, error = coalesce($5, error)
+		WHERE id = $1 AND epoch = $2 AND lease_owner IS NOT NULL AND state IN `+transitionStates,
+		id, epoch, at.UTC(), s.Now(), nullable(lastErr))
+	if err != nil {
+		return wrap("unclaim transition", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("store: unclaim transition: %w", sandbox.ErrFenced)
+	}
+	return nil
+}
+
+// failOverdueTransitionsSQL fails up to @limit pausing and resuming
+// sandboxes whose pause deadline passed before @now, keeping the lease of
+// an executor whose call is still in flight (it then releases the
+// resource); others go to the release queue.
+const failOverdueTransitionsSQL = `
+		WITH cur AS (
+			SELECT id, state FROM sandboxes
+			WHERE state IN ` + transitionStates + ` AND pause_deadline < @now
+			LIMIT @limit
+			FOR UPDATE SKIP LOCKED
+		), upd AS (
+			UPDATE sandboxes s SET
+				state = 'failed', ended_at = @now, updated_at = @now,
+				reason = CASE cur.state WHEN 'resuming' THEN 'resume_failed' ELSE 'pause_failed' END,
+				error = cur.state || ' deadline passed' || coalesce(': ' || s.error, ''),
+				lease_owner = CASE WHEN s.lease_expires_at >= @now THEN s.lease_owner END,
+				lease_expires_at = CASE WHEN s.lease_expires_at >= @now AND s.lease_owner IS NOT NULL THEN s.lease_expires_at END
+			FROM cur WHERE s.id = cur.id
+			RETURNING s.*, cur.state AS from_state
+		), ev AS (
+			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
+			SELECT id, tenant, @now, from_state, 'failed', reason, 'janitor', from_state || ' deadline passed' FROM upd
+		)
+		SELECT ` + sandboxColumns + ` FROM upd s`
+
+// failOverdueTransitions is FailOverdue's part for pauses and resumes.
+func (s *Store) failOverdueTransitions(ctx context.Context, now time.Time, limit int) ([]sandbox.Sandbox, error) {
+	rows, err := s.work.Query(ctx, failOverdueTransitionsSQL, namedArgs{"now": now, "limit": limit})
+	if err != nil {
+		return nil, wrap("fail overdue transitions", err)
+	}
+	failed, err := collectSandboxes(rows)
+	if err != nil {
+		return nil, wrap("fail overdue transitions", err)
+	}
+	return failed, nil
+}
