@@ -204,8 +204,24 @@ func TestWebhookPlanWaitsForLateCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	later := b.create(t) // a higher id, committed first
-	if n, err := b.st.PlanWebhookDeliveries(b.ctx, 10, 100, 1000); err != nil || n != 0 {
-		t.Fatalf("planned %d, %v while an older transaction runs; want 0", n, err)
+	// While the older transaction runs, nothing past it is planned. The
+	// endpoint's cursor may lie before the early create (see below): a
+	// delivery of that alone is fine, and is acknowledged.
+	if n, err := b.st.PlanWebhookDeliveries(b.ctx, 10, 100, 1000); err != nil || n > 1 {
+		t.Fatalf("planned %d, %v while an older transaction runs; want at most the early create's", n, err)
+	} else if n == 1 {
+		cs, err := b.st.ClaimWebhookDeliveries(b.ctx, "w", 10, time.Minute)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("claims %+v, %v; want one", cs, err)
+		}
+		for _, e := range cs[0].Events {
+			if e.SandboxID != early.ID || e.ID == lateID {
+				t.Fatalf("planned %+v while an older transaction runs; want only the early create's events", cs[0].Events)
+			}
+		}
+		if ok, err := b.st.RecordWebhookAttempt(b.ctx, store.Attempt{Seq: cs[0].Seq, Attempt: 1, Worker: "w", Delivered: true, Status: 200}); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
 	}
 	if err := tx.Commit(b.ctx); err != nil {
 		t.Fatal(err)
