@@ -135,14 +135,8 @@ func localPhases(ctx context.Context, a *api, lb *localBench, n, execs int, logf
 		logf("%s", note)
 		return nil, []string{note}, nil
 	}
-	// Sandboxes still alive when this returns (an error half-way) are
-	// ended through Tether.
-	live := map[string]bool{}
-	defer func() {
-		for id := range live {
-			_ = a.end(context.WithoutCancel(ctx), id)
-		}
-	}()
+	lr := &localRun{a: a, lb: lb, live: map[string]bool{}}
+	defer lr.endLive(ctx)
 	// The provider in this process, to split Tether's time between the
 	// provider and the rest; its sandboxes are its own, in another folder.
 	p, err := local.New(lb.inproc)
@@ -151,148 +145,20 @@ func localPhases(ctx context.Context, a *api, lb *localBench, n, execs int, logf
 	}
 	if info := p.Info(ctx); !info.Available {
 		logf("local provider in process unavailable (%s): no in-process rows", info.Reason)
-		p = nil
+	} else {
+		lr.p = p
 	}
 
+	var s localSamples
 	logf("local sandboxes: %d sequential creates (POST, ?wait until ready), each against a bare bwrap start", n)
-	var viaTether, bare, inproc latencies
-	var steps readySteps
-	var bb *bareBwrap
-	for range n {
-		start := time.Now()
-		sb, err := a.createWith(ctx, localCreateBody)
-		if err != nil {
-			return nil, nil, fmt.Errorf("local create: %w", err)
-		}
-		live[sb.ID] = true
-		if err := a.waitReady(ctx, sb.ID); err != nil {
-			return nil, nil, fmt.Errorf("local create: %w", err)
-		}
-		seen := time.Now()
-		viaTether = append(viaTether, seen.Sub(start))
-		if err := a.addSteps(ctx, &steps, sb.ID, start, seen); err != nil {
-			return nil, nil, err
-		}
-		if bb == nil {
-			// The baseline is this sandbox's own command line, taken while
-			// it runs.
-			if bb, err = lb.bareFrom(sb.ID); err != nil {
-				return nil, nil, err
-			}
-		}
-		if err := a.end(ctx, sb.ID); err != nil {
-			return nil, nil, fmt.Errorf("local delete: %w", err)
-		}
-		delete(live, sb.ID)
-
-		d, err := bb.start()
-		if err != nil {
-			return nil, nil, err
-		}
-		bare = append(bare, d)
-
-		if p != nil {
-			id := sandbox.NewID()
-			start := time.Now()
-			_, err := p.Create(ctx, sandbox.CreateSpec{SandboxID: id})
-			took := time.Since(start)
-			if derr := p.Destroy(context.WithoutCancel(ctx), id); err == nil {
-				err = derr
-			}
-			if err != nil {
-				return nil, nil, fmt.Errorf("local provider in process: %w", err)
-			}
-			inproc = append(inproc, took)
-		}
+	if err := lr.measureCreates(ctx, n, &s); err != nil {
+		return nil, nil, err
 	}
-
 	logf("local exec: %d sequential `true` through Tether, each against a bare nsenter into the same sandbox", execs)
-	sb, err := a.createWith(ctx, localCreateBody)
-	if err != nil {
-		return nil, nil, fmt.Errorf("local create: %w", err)
-	}
-	live[sb.ID] = true
-	if err := a.waitReady(ctx, sb.ID); err != nil {
-		return nil, nil, fmt.Errorf("local create: %w", err)
-	}
-	procs, err := bwrapProcesses()
-	if err != nil {
+	if err := lr.measureExecs(ctx, execs, &s); err != nil {
 		return nil, nil, err
 	}
-	initPID, err := sandboxInit(procs, filepath.Join(lb.state, sb.ID)+"/")
-	if err != nil {
-		return nil, nil, err
-	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", initPID))
-	if err != nil {
-		return nil, nil, err
-	}
-	uid, err := statusUID(string(status))
-	if err != nil {
-		return nil, nil, err
-	}
-	var ipID string
-	if p != nil {
-		ipID = sandbox.NewID()
-		if _, err := p.Create(ctx, sandbox.CreateSpec{SandboxID: ipID}); err != nil {
-			return nil, nil, fmt.Errorf("local provider in process: %w", err)
-		}
-		defer func() { _ = p.Destroy(context.WithoutCancel(ctx), ipID) }()
-	}
-	var execTether, execBare, execInproc latencies
-	for range execs {
-		start := time.Now()
-		if err := a.execTrue(ctx, sb.ID); err != nil {
-			return nil, nil, err
-		}
-		execTether = append(execTether, time.Since(start))
-
-		d, err := bareNsenter(ctx, lb.nsenter, initPID, uid)
-		if err != nil {
-			return nil, nil, err
-		}
-		execBare = append(execBare, d)
-
-		if p != nil {
-			start := time.Now()
-			res, err := p.Exec(ctx, ipID, sandbox.ExecRequest{Command: "true", Timeout: time.Minute})
-			if err == nil && res.ExitCode != 0 {
-				err = fmt.Errorf("exit code %d", res.ExitCode)
-			}
-			if err != nil {
-				return nil, nil, fmt.Errorf("local provider in process: exec: %w", err)
-			}
-			execInproc = append(execInproc, time.Since(start))
-		}
-	}
-	if err := a.end(ctx, sb.ID); err != nil {
-		return nil, nil, fmt.Errorf("local delete: %w", err)
-	}
-	delete(live, sb.ID)
-
-	p50 := func(l latencies) float64 { return ms(l.percentile(50)) }
-	targets := []target{
-		atMost(fmt.Sprintf("local sandbox request → ready p50 (%d sequential)", n), p50(viaTether), "ms", p50(bare), "ms bare bwrap start", 2),
-		atMost(fmt.Sprintf("local exec `true` round trip p50 (%d sequential)", execs), p50(execTether), "ms", p50(execBare), "ms bare nsenter", 1.2),
-	}
-	spread := func(l latencies) string {
-		return fmt.Sprintf("p50 %.1f / p90 %.1f ms", p50(l), ms(l.percentile(90)))
-	}
-	notes := []string{
-		fmt.Sprintf("Local provider, %d sandboxes: request → ready through Tether %s; bare bwrap start (the sandbox's own command line, without seccomp or cgroups, as uid %d) %s.",
-			n, spread(viaTether), bareUID, spread(bare)),
-		"Where a local create's time goes, from the sandbox's events (p50 of each step): " + steps.String() + ".",
-		fmt.Sprintf("Local exec of `true`, %d calls: through Tether (HTTP, key, sandbox read, provider, activity row) %s; bare nsenter into the same sandbox %s.",
-			execs, spread(execTether), spread(execBare)),
-	}
-	if p != nil {
-		cr := atMost("local provider Create alone, in process, p50", p50(inproc), "ms", p50(bare), "ms bare bwrap start", 2)
-		ex := atMost("local provider Exec alone, in process, p50", p50(execInproc), "ms", p50(execBare), "ms bare nsenter", 1.2)
-		cr.Info, ex.Info = true, true
-		targets = append(targets, cr, ex)
-		notes = append(notes, fmt.Sprintf("The local provider in this process, without Tether around it: Create until ready %s; Exec of `true` %s.",
-			spread(inproc), spread(execInproc)))
-	}
+	targets, notes := s.report(n, execs, lr.p != nil)
 	for _, note := range notes {
 		logf("%s", note)
 	}
@@ -300,6 +166,216 @@ func localPhases(ctx context.Context, a *api, lb *localBench, n, execs int, logf
 		logf("%s: %.2f ms against %.2f %s, ratio %.2f (want %s)", t.Name, t.Measured, t.Baseline, t.Against, t.Ratio, t.Want)
 	}
 	return targets, notes, nil
+}
+
+// localRun is one run of the local phases: Tether's API, the bench's
+// folders, the provider in this process (nil where it cannot run) and the
+// sandboxes created through Tether and not yet ended.
+type localRun struct {
+	a    *api
+	lb   *localBench
+	p    *local.Provider
+	live map[string]bool
+}
+
+// localSamples are the local phases' measurements: creates through Tether
+// (and their steps), bare bwrap starts and in-process Creates; execs
+// through Tether, bare nsenters and in-process Execs.
+type localSamples struct {
+	viaTether, bare, inproc          latencies
+	steps                            readySteps
+	execTether, execBare, execInproc latencies
+}
+
+// endLive ends through Tether the sandboxes still alive (after an error
+// half-way).
+func (lr *localRun) endLive(ctx context.Context) {
+	for id := range lr.live {
+		_ = lr.a.end(context.WithoutCancel(ctx), id)
+	}
+}
+
+// create creates a local sandbox through Tether and waits until it is
+// ready.
+func (lr *localRun) create(ctx context.Context) (string, error) {
+	sb, err := lr.a.createWith(ctx, localCreateBody)
+	if err != nil {
+		return "", fmt.Errorf("local create: %w", err)
+	}
+	lr.live[sb.ID] = true
+	if err := lr.a.waitReady(ctx, sb.ID); err != nil {
+		return "", fmt.Errorf("local create: %w", err)
+	}
+	return sb.ID, nil
+}
+
+// end ends the sandbox id through Tether and waits until it is released.
+func (lr *localRun) end(ctx context.Context, id string) error {
+	if err := lr.a.end(ctx, id); err != nil {
+		return fmt.Errorf("local delete: %w", err)
+	}
+	delete(lr.live, id)
+	return nil
+}
+
+// measureCreates times n creates through Tether, each followed by a bare
+// bwrap start and, with a provider in process, its Create.
+func (lr *localRun) measureCreates(ctx context.Context, n int, s *localSamples) error {
+	var bb *bareBwrap
+	for range n {
+		start := time.Now()
+		id, err := lr.create(ctx)
+		if err != nil {
+			return err
+		}
+		seen := time.Now()
+		s.viaTether = append(s.viaTether, seen.Sub(start))
+		if err := lr.a.addSteps(ctx, &s.steps, id, start, seen); err != nil {
+			return err
+		}
+		if bb == nil {
+			// The baseline is this sandbox's own command line, taken while
+			// it runs.
+			if bb, err = lr.lb.bareFrom(id); err != nil {
+				return err
+			}
+		}
+		if err := lr.end(ctx, id); err != nil {
+			return err
+		}
+		d, err := bb.start()
+		if err != nil {
+			return err
+		}
+		s.bare = append(s.bare, d)
+		if lr.p != nil {
+			if d, err = lr.inprocCreate(ctx); err != nil {
+				return err
+			}
+			s.inproc = append(s.inproc, d)
+		}
+	}
+	return nil
+}
+
+// inprocCreate times one Create of the provider in process, until ready;
+// the sandbox is then destroyed, untimed.
+func (lr *localRun) inprocCreate(ctx context.Context) (time.Duration, error) {
+	id := sandbox.NewID()
+	start := time.Now()
+	_, err := lr.p.Create(ctx, sandbox.CreateSpec{SandboxID: id})
+	took := time.Since(start)
+	if derr := lr.p.Destroy(context.WithoutCancel(ctx), id); err == nil {
+		err = derr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("local provider in process: %w", err)
+	}
+	return took, nil
+}
+
+// measureExecs times execs calls of `true` through Tether into one
+// sandbox, each followed by a bare nsenter into the same sandbox and, with
+// a provider in process, an Exec into a sandbox of its own.
+func (lr *localRun) measureExecs(ctx context.Context, execs int, s *localSamples) error {
+	id, err := lr.create(ctx)
+	if err != nil {
+		return err
+	}
+	initPID, uid, err := lr.lb.enterTarget(id)
+	if err != nil {
+		return err
+	}
+	var ipID string
+	if lr.p != nil {
+		ipID = sandbox.NewID()
+		if _, err := lr.p.Create(ctx, sandbox.CreateSpec{SandboxID: ipID}); err != nil {
+			return fmt.Errorf("local provider in process: %w", err)
+		}
+		defer func() { _ = lr.p.Destroy(context.WithoutCancel(ctx), ipID) }()
+	}
+	for range execs {
+		start := time.Now()
+		if err := lr.a.execTrue(ctx, id); err != nil {
+			return err
+		}
+		s.execTether = append(s.execTether, time.Since(start))
+		d, err := bareNsenter(ctx, lr.lb.nsenter, initPID, uid)
+		if err != nil {
+			return err
+		}
+		s.execBare = append(s.execBare, d)
+		if lr.p != nil {
+			if d, err = lr.inprocExec(ctx, ipID); err != nil {
+				return err
+			}
+			s.execInproc = append(s.execInproc, d)
+		}
+	}
+	return lr.end(ctx, id)
+}
+
+// inprocExec times one Exec of `true` by the provider in process into its
+// sandbox id.
+func (lr *localRun) inprocExec(ctx context.Context, id string) (time.Duration, error) {
+	start := time.Now()
+	res, err := lr.p.Exec(ctx, id, sandbox.ExecRequest{Command: "true", Timeout: time.Minute})
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("exit code %d", res.ExitCode)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("local provider in process: exec: %w", err)
+	}
+	return time.Since(start), nil
+}
+
+// enterTarget returns what a bare nsenter into the running local sandbox
+// id needs: the host pid of its init and the uid it runs as.
+func (lb *localBench) enterTarget(id string) (pid, uid int, err error) {
+	procs, err := bwrapProcesses()
+	if err != nil {
+		return 0, 0, err
+	}
+	if pid, err = sandboxInit(procs, filepath.Join(lb.state, id)+"/"); err != nil {
+		return 0, 0, err
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	if uid, err = statusUID(string(status)); err != nil {
+		return 0, 0, err
+	}
+	return pid, uid, nil
+}
+
+// report turns the samples of n creates and execs calls into the local
+// targets and notes; inproc says whether the provider ran in process.
+func (s *localSamples) report(n, execs int, inproc bool) ([]target, []string) {
+	p50 := func(l latencies) float64 { return ms(l.percentile(50)) }
+	targets := []target{
+		atMost(fmt.Sprintf("local sandbox request → ready p50 (%d sequential)", n), p50(s.viaTether), "ms", p50(s.bare), "ms bare bwrap start", 2),
+		atMost(fmt.Sprintf("local exec `true` round trip p50 (%d sequential)", execs), p50(s.execTether), "ms", p50(s.execBare), "ms bare nsenter", 1.2),
+	}
+	spread := func(l latencies) string {
+		return fmt.Sprintf("p50 %.1f / p90 %.1f ms", p50(l), ms(l.percentile(90)))
+	}
+	notes := []string{
+		fmt.Sprintf("Local provider, %d sandboxes: request → ready through Tether %s; bare bwrap start (the sandbox's own command line, without seccomp or cgroups, as uid %d) %s.",
+			n, spread(s.viaTether), bareUID, spread(s.bare)),
+		"Where a local create's time goes, from the sandbox's events (p50 of each step): " + s.steps.String() + ".",
+		fmt.Sprintf("Local exec of `true`, %d calls: through Tether (HTTP, key, sandbox read, provider, activity row) %s; bare nsenter into the same sandbox %s.",
+			execs, spread(s.execTether), spread(s.execBare)),
+	}
+	if inproc {
+		cr := atMost("local provider Create alone, in process, p50", p50(s.inproc), "ms", p50(s.bare), "ms bare bwrap start", 2)
+		ex := atMost("local provider Exec alone, in process, p50", p50(s.execInproc), "ms", p50(s.execBare), "ms bare nsenter", 1.2)
+		cr.Info, ex.Info = true, true
+		targets = append(targets, cr, ex)
+		notes = append(notes, fmt.Sprintf("The local provider in this process, without Tether around it: Create until ready %s; Exec of `true` %s.",
+			spread(s.inproc), spread(s.execInproc)))
+	}
+	return targets, notes
 }
 
 // providerProblem returns why Tether reports the provider unavailable, or
@@ -452,19 +528,7 @@ func (lb *localBench) bareFrom(id string) (*bareBwrap, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The monitor: the sandbox's bwrap whose parent is not another.
-	mine := map[int]bool{}
-	for _, p := range procs {
-		if p.names(dir + "/") {
-			mine[p.pid] = true
-		}
-	}
-	var monitor *bwrapProcess
-	for i, p := range procs {
-		if mine[p.pid] && !mine[p.ppid] {
-			monitor = &procs[i]
-		}
-	}
+	monitor := sandboxMonitor(procs, dir+"/")
 	if monitor == nil {
 		return nil, fmt.Errorf("local sandbox %s: no bwrap process names its folder", id)
 	}
@@ -475,56 +539,95 @@ func (lb *localBench) bareFrom(id string) (*bareBwrap, error) {
 	if err := os.MkdirAll(lb.bare, 0o711); err != nil {
 		return nil, err
 	}
-	// What the sandbox's bwrap copied in, read back from inside it.
-	var data []string
-	if len(dests) > 0 {
-		initPID, err := sandboxInit(procs, dir+"/")
-		if err != nil {
-			return nil, fmt.Errorf("local sandbox %s: %w", id, err)
-		}
-		for i, dest := range dests {
-			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/root%s", initPID, dest))
-			if err != nil {
-				return nil, fmt.Errorf("local sandbox %s: %w", id, err)
-			}
-			file := filepath.Join(lb.bare, fmt.Sprintf("data-%d", i))
-			if err := os.WriteFile(file, b, 0o644); err != nil {
-				return nil, err
-			}
-			data = append(data, file)
-		}
+	data, err := lb.copyData(procs, dir, dests)
+	if err != nil {
+		return nil, fmt.Errorf("local sandbox %s: %w", id, err)
 	}
-	for _, rel := range paths {
-		src, dst := filepath.Join(dir, rel), filepath.Join(lb.bare, rel)
-		info, err := os.Stat(src)
-		if err != nil {
-			return nil, fmt.Errorf("local sandbox %s: %w", id, err)
-		}
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return nil, err
-		}
-		if info.IsDir() {
-			if err := os.MkdirAll(dst, 0o700); err != nil {
-				return nil, err
-			}
-			if err := os.Chown(dst, bareUID, bareUID); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		b, err := os.ReadFile(src)
-		if err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(dst, b, 0o644); err != nil {
-			return nil, err
-		}
+	if err := lb.mirror(dir, paths); err != nil {
+		return nil, fmt.Errorf("local sandbox %s: %w", id, err)
 	}
 	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", monitor.pid))
 	if err != nil {
 		return nil, err
 	}
 	return &bareBwrap{path: monitor.cmdline[0], args: args, env: splitNUL(env), data: data}, nil
+}
+
+// sandboxMonitor returns the monitor of the sandbox whose bwrap names
+// prefix: its bwrap whose parent is not another, or nil.
+func sandboxMonitor(procs []bwrapProcess, prefix string) *bwrapProcess {
+	mine := map[int]bool{}
+	for _, p := range procs {
+		if p.names(prefix) {
+			mine[p.pid] = true
+		}
+	}
+	var monitor *bwrapProcess
+	for i, p := range procs {
+		if mine[p.pid] && !mine[p.ppid] {
+			monitor = &procs[i]
+		}
+	}
+	return monitor
+}
+
+// copyData reads back from inside the sandbox in dir what its bwrap copied
+// in to dests (--ro-bind-data), and writes each to a file in lb.bare; it
+// returns those files, in the order of dests.
+func (lb *localBench) copyData(procs []bwrapProcess, dir string, dests []string) ([]string, error) {
+	if len(dests) == 0 {
+		return nil, nil
+	}
+	initPID, err := sandboxInit(procs, dir+"/")
+	if err != nil {
+		return nil, err
+	}
+	var data []string
+	for i, dest := range dests {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/root%s", initPID, dest))
+		if err != nil {
+			return nil, err
+		}
+		file := filepath.Join(lb.bare, fmt.Sprintf("data-%d", i))
+		if err := os.WriteFile(file, b, 0o644); err != nil {
+			return nil, err
+		}
+		data = append(data, file)
+	}
+	return data, nil
+}
+
+// mirror makes under lb.bare what the sandbox's bwrap binds from its
+// folder dir (paths, relative to dir): a copy of each file, and an empty
+// folder of the baseline's uid for each folder.
+func (lb *localBench) mirror(dir string, paths []string) error {
+	for _, rel := range paths {
+		src, dst := filepath.Join(dir, rel), filepath.Join(lb.bare, rel)
+		info, err := os.Stat(src)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if info.IsDir() {
+			if err := os.MkdirAll(dst, 0o700); err != nil {
+				return err
+			}
+			if err := os.Chown(dst, bareUID, bareUID); err != nil {
+				return err
+			}
+			continue
+		}
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(dst, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // start starts a bare sandbox and returns the time until it ran: bwrap

@@ -106,209 +106,237 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	start := time.Now()
-	logf := func(format string, a ...any) {
-		_, _ = fmt.Fprintf(stderr, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
+	r := &benchRun{o: o, start: time.Now(), stderr: stderr}
+	defer r.close()
+	if r.root, err = repoRoot(); err != nil {
+		return err
 	}
-	root, err := repoRoot()
+	lb, err := r.prepare(ctx)
 	if err != nil {
 		return err
 	}
-	// Databases are made through adminURL and used through serverURL, as
-	// the role Tether runs as; a server given by URL is used as both.
-	serverURL, adminURL := o.databaseURL, cmp.Or(o.adminURL, o.databaseURL)
-	if serverURL == "" {
-		logf("starting Postgres cluster \"bench\"")
-		if serverURL, err = postgresScript(ctx, root, "start"); err != nil {
-			return err
-		}
-		if adminURL, err = postgresScript(ctx, root, "admin-url"); err != nil {
-			return err
-		}
-	}
-
-	res := &results{When: time.Now().UTC(), Machine: machine(), Quick: o.quick, Extra: map[string]string{}}
-	admin, err := pgxpool.New(ctx, adminURL)
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	defer admin.Close()
-	// dbs are the databases for the role Tether runs as; seeds, the same
-	// databases for the admin, which may switch triggers off for bulk loads.
-	dbs, seeds := map[string]string{}, map[string]string{}
-	// The local provider's phases need root, bubblewrap and util-linux;
-	// elsewhere the rest of the benchmark runs without them.
-	lb, localSkip, err := newLocalBench(o.local)
-	if err != nil {
-		return err
-	}
-	names := []string{"bench_pgbench", "bench_main", "bench_janitor"}
-	if lb != nil {
-		defer lb.close()
-		names = append(names, "bench_local")
-	} else {
-		localSkip = "Local provider phases skipped: " + localSkip
-		logf("%s", localSkip)
-		res.Notes = append(res.Notes, localSkip)
-	}
-	for _, name := range names {
-		if dbs[name], err = recreateDB(ctx, admin, serverURL, name); err != nil {
-			return err
-		}
-		if seeds[name], err = withPath(adminURL, name); err != nil {
-			return err
-		}
-	}
-
 	// 0. The local provider against bare bubblewrap and nsenter, with a
 	// Tether of its own that is gone before the other phases begin: with
 	// a second provider enabled, each wake-up of the executor claims for
 	// both, which the sim phases would pay for.
 	if lb != nil {
-		lt, notes, err := measureLocal(ctx, root, dbs["bench_local"], lb, o, logf)
+		lt, notes, err := measureLocal(ctx, r.root, r.dbs["bench_local"], lb, o, r.logf)
 		if err != nil {
 			return err
 		}
-		res.Targets = append(res.Targets, lt...)
-		res.Notes = append(res.Notes, notes...)
+		r.res.Targets = append(r.res.Targets, lt...)
+		r.res.Notes = append(r.res.Notes, notes...)
 	}
+	// 1 and 2. The baselines and Tether with the sim provider.
+	s, err := r.startSim(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.measureThroughput(ctx); err != nil {
+		return err
+	}
+	if o.throughput {
+		return r.finish(stdout)
+	}
+	// 3. Listing and history, at 1k and at 1M sandboxes.
+	if err := s.measureListing(ctx); err != nil {
+		return err
+	}
+	// 4. The janitor's reconciliation of 100k live sandboxes.
+	if err := r.measureJanitor(ctx); err != nil {
+		return err
+	}
+	return r.finish(stdout)
+}
 
-	// 1. The baselines' tables. Each baseline runs just before the Tether
-	// phase it is compared with (see pgbench.tpcb).
-	pb, err := newPgbench(dbs["bench_pgbench"])
-	if err != nil {
-		return err
+// benchRun is one run of the benchmark: its options, the results it
+// gathers and what it closes at the end, the last opened first.
+type benchRun struct {
+	o      options
+	start  time.Time
+	root   string
+	stderr io.Writer
+	res    *results
+	// dbs are the databases for the role Tether runs as; seeds, the same
+	// databases for the admin, which may switch triggers off for bulk loads.
+	dbs, seeds map[string]string
+	closers    []func()
+}
+
+func (r *benchRun) logf(format string, a ...any) {
+	_, _ = fmt.Fprintf(r.stderr, "[%5.1fs] %s\n", time.Since(r.start).Seconds(), fmt.Sprintf(format, a...))
+}
+
+// onClose has close call fn.
+func (r *benchRun) onClose(fn func()) { r.closers = append(r.closers, fn) }
+
+// close closes what the run opened, in reverse order.
+func (r *benchRun) close() {
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		r.closers[i]()
 	}
-	pbPool, err := pgxpool.New(ctx, dbs["bench_pgbench"])
-	if err != nil {
-		return err
-	}
-	defer pbPool.Close()
-	pb.execSQL = func(ctx context.Context, sql string) error { _, err := pbPool.Exec(ctx, sql); return err }
-	cpu := func(name string, pid int, fn func()) {
-		before := sampleCPU(pid)
-		fn()
-		res.CPU = append(res.CPU, name+": "+cpuSplit(before, sampleCPU(pid)))
-	}
-	logf("pgbench: initialising scale %d", o.scale)
-	cleanup, err := pb.prepare(ctx, o.phase, o.scale, o.workers)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	var (
-		settle    func() error // set once Tether runs
-		tetherPID int
-	)
-	baseline := func(name string, dst *float64, fn func(context.Context) (float64, error)) error {
-		if settle != nil {
-			if err := settle(); err != nil {
-				return err
-			}
-		}
-		logf("pgbench: %s", name)
+}
+
+// prepare finds the Postgres server (or starts one), makes a fresh database
+// for each phase, and returns the local phases' bench, nil when they do
+// not run here.
+func (r *benchRun) prepare(ctx context.Context) (*localBench, error) {
+	// Databases are made through adminURL and used through serverURL, as
+	// the role Tether runs as; a server given by URL is used as both.
+	serverURL, adminURL := r.o.databaseURL, cmp.Or(r.o.adminURL, r.o.databaseURL)
+	if serverURL == "" {
+		r.logf("starting Postgres cluster \"bench\"")
 		var err error
-		cpu("pgbench "+name, tetherPID, func() { *dst, err = fn(ctx) })
-		return err
-	}
-
-	// 2. Tether, with the instant sim provider and auth on.
-	mainPool, err := pgxpool.New(ctx, dbs["bench_main"])
-	if err != nil {
-		return err
-	}
-	defer mainPool.Close()
-	seedPool, err := pgxpool.New(ctx, seeds["bench_main"])
-	if err != nil {
-		return err
-	}
-	defer seedPool.Close()
-	st := store.New(mainPool)
-	if _, err := st.Migrate(ctx); err != nil {
-		return err
-	}
-	keys := map[string]string{"small": "bench-small-key", "big": "bench-big-key"}
-	for tenant, key := range keys {
-		if _, err := st.RegisterAPIKey(ctx, tenant, "bench", key); err != nil {
-			return err
+		if serverURL, err = postgresScript(ctx, r.root, "start"); err != nil {
+			return nil, err
+		}
+		if adminURL, err = postgresScript(ctx, r.root, "admin-url"); err != nil {
+			return nil, err
 		}
 	}
-	logf("building and starting Tether")
-	srv, err := startTether(ctx, root, dbs["bench_main"], "", o)
+	r.res = &results{When: time.Now().UTC(), Machine: machine(), Quick: r.o.quick, Extra: map[string]string{}}
+	admin, err := pgxpool.New(ctx, adminURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	r.onClose(admin.Close)
+	// The local provider's phases need root, bubblewrap and util-linux;
+	// elsewhere the rest of the benchmark runs without them.
+	lb, localSkip, err := newLocalBench(r.o.local)
+	if err != nil {
+		return nil, err
+	}
+	names := []string{"bench_pgbench", "bench_main", "bench_janitor"}
+	if lb != nil {
+		r.onClose(lb.close)
+		names = append(names, "bench_local")
+	} else {
+		localSkip = "Local provider phases skipped: " + localSkip
+		r.logf("%s", localSkip)
+		r.res.Notes = append(r.res.Notes, localSkip)
+	}
+	r.dbs, r.seeds = map[string]string{}, map[string]string{}
+	for _, name := range names {
+		if r.dbs[name], err = recreateDB(ctx, admin, serverURL, name); err != nil {
+			return nil, err
+		}
+		if r.seeds[name], err = withPath(adminURL, name); err != nil {
+			return nil, err
+		}
+	}
+	return lb, nil
+}
+
+// cpu runs fn and records where the CPU time went meanwhile, with pid as
+// Tether's process.
+func (r *benchRun) cpu(name string, pid int, fn func()) {
+	before := sampleCPU(pid)
+	fn()
+	r.res.CPU = append(r.res.CPU, name+": "+cpuSplit(before, sampleCPU(pid)))
+}
+
+// simBench is Tether with the instant sim provider and auth on, beside the
+// pgbench baselines its phases are compared with.
+type simBench struct {
+	*benchRun
+	pb *pgbench
+	// pool is bench_main as the role Tether runs as; seedPool, as the admin.
+	pool, seedPool *pgxpool.Pool
+	keys           map[string]string
+	srv            *tether
+	api            *api
+}
+
+// startSim prepares the baselines' tables (each baseline runs just before
+// the Tether phase it is compared with, see pgbench.tpcb), then builds and
+// starts Tether on bench_main.
+func (r *benchRun) startSim(ctx context.Context) (*simBench, error) {
+	pb, err := newPgbench(r.dbs["bench_pgbench"])
+	if err != nil {
+		return nil, err
+	}
+	pbPool, err := pgxpool.New(ctx, r.dbs["bench_pgbench"])
+	if err != nil {
+		return nil, err
+	}
+	r.onClose(pbPool.Close)
+	pb.execSQL = func(ctx context.Context, sql string) error { _, err := pbPool.Exec(ctx, sql); return err }
+	r.logf("pgbench: initialising scale %d", r.o.scale)
+	cleanup, err := pb.prepare(ctx, r.o.phase, r.o.scale, r.o.workers)
+	if err != nil {
+		return nil, err
+	}
+	r.onClose(cleanup)
+
+	s := &simBench{benchRun: r, pb: pb, keys: map[string]string{"small": "bench-small-key", "big": "bench-big-key"}}
+	if s.pool, err = pgxpool.New(ctx, r.dbs["bench_main"]); err != nil {
+		return nil, err
+	}
+	r.onClose(s.pool.Close)
+	if s.seedPool, err = pgxpool.New(ctx, r.seeds["bench_main"]); err != nil {
+		return nil, err
+	}
+	r.onClose(s.seedPool.Close)
+	st := store.New(s.pool)
+	if _, err := st.Migrate(ctx); err != nil {
+		return nil, err
+	}
+	for tenant, key := range s.keys {
+		if _, err := st.RegisterAPIKey(ctx, tenant, "bench", key); err != nil {
+			return nil, err
+		}
+	}
+	r.logf("building and starting Tether")
+	if s.srv, err = startTether(ctx, r.root, r.dbs["bench_main"], "", r.o); err != nil {
+		return nil, err
+	}
+	r.onClose(s.srv.stop)
+	s.api = newAPI(s.srv.base, "bench-key", r.o.workers*2)
+	r.onClose(s.api.wire.close)
+	return s, nil
+}
+
+// pid is the Tether process's.
+func (s *simBench) pid() int { return s.srv.cmd.Process.Pid }
+
+// settle waits until Tether has no work left from the last phase.
+func (s *simBench) settle(ctx context.Context) error { return waitSettled(ctx, s.pool, s.logf) }
+
+// baseline runs one pgbench baseline into dst, once Tether has settled.
+func (s *simBench) baseline(ctx context.Context, name string, dst *float64, fn func(context.Context) (float64, error)) error {
+	if err := s.settle(ctx); err != nil {
+		return err
+	}
+	s.logf("pgbench: %s", name)
+	var err error
+	s.cpu("pgbench "+name, s.pid(), func() { *dst, err = fn(ctx) })
+	return err
+}
+
+// measureThroughput runs the throughput and latency phases, each after
+// the baseline it is compared with, and adds their targets.
+func (s *simBench) measureThroughput(ctx context.Context) error {
+	unloaded, err := s.unloadedLatency(ctx)
 	if err != nil {
 		return err
 	}
-	defer srv.stop()
-	settle = func() error { return waitSettled(ctx, mainPool, logf) }
-	tetherPID = srv.cmd.Process.Pid
-	a := newAPI(srv.base, "bench-key", o.workers*2)
-	defer a.wire.close()
-
-	b := &res.Baselines
-	if err := baseline("simple-update, 1 client", &b.SingleLatencyMS, pb.singleLatency); err != nil {
-		return err
-	}
-	res.CPU = res.CPU[:len(res.CPU)-1] // one client: its CPU split says nothing
-	logf("request → ready, unloaded: %d sequential samples", o.samples)
-	unloaded, err := a.requestToReady(ctx, o.samples)
-	if err != nil {
-		return fmt.Errorf("request to ready: %w", err)
-	}
-	res.Unloaded = toMS(unloaded)
-
-	if err := baseline(fmt.Sprintf("single-row insert, %d clients", o.workers), &b.InsertTPS, pb.insert); err != nil {
-		return err
-	}
-	logf("create throughput: %d clients, %s", o.workers, o.phase)
-	pid := tetherPID
-	var createRate float64
-	var fails int64
-	cpu("Tether creates", pid, func() {
-		createRate, fails = closedLoop(ctx, o.workers, o.phase, func(ctx context.Context) error { _, err := a.create(ctx); return err })
-	})
-	res.Extra["create_failures"] = strconv.FormatInt(fails, 10)
-
-	var ready sandboxView
-	if ready, err = a.create(ctx); err == nil {
-		err = a.waitReady(ctx, ready.ID)
-	}
+	createRate, err := s.createThroughput(ctx)
 	if err != nil {
 		return err
 	}
-	if err := baseline(fmt.Sprintf("select-only, %d clients", o.workers), &b.SelectOnlyTPS, pb.selectOnly); err != nil {
+	getRate, err := s.getThroughput(ctx)
+	if err != nil {
 		return err
 	}
-	logf("GET /v1/sandboxes/{id} throughput: %d clients, %s", o.workers, o.phase)
-	var getRate float64
-	cpu("Tether GETs", pid, func() {
-		getRate, fails = closedLoop(ctx, o.workers, o.phase, func(ctx context.Context) error {
-			code, err := a.do(ctx, http.MethodGet, "/v1/sandboxes/"+ready.ID, nil, nil)
-			if err == nil && code != http.StatusOK {
-				err = fmt.Errorf("status %d", code)
-			}
-			return err
-		})
-	})
-	res.Extra["get_failures"] = strconv.FormatInt(fails, 10)
-
-	if err := baseline(fmt.Sprintf("TPC-B, %d clients", o.workers), &b.TPCBTPS, pb.tpcb); err != nil {
+	lifeRate, err := s.lifecycleThroughput(ctx)
+	if err != nil {
 		return err
 	}
-	logf("full lifecycles: %d clients, %s", o.workers, o.phase)
-	var lifeRate float64
-	cpu("Tether lifecycles", pid, func() { lifeRate, fails = closedLoop(ctx, o.workers, o.phase, a.lifecycle) })
-	res.Extra["lifecycle_failures"] = strconv.FormatInt(fails, 10)
-
-	if err := settle(); err != nil {
+	loaded, err := s.loadedLatency(ctx, lifeRate)
+	if err != nil {
 		return err
 	}
-	rate := max(lifeRate/2, 1)
-	logf("request → ready at %.0f creates/s (50%% of max lifecycle throughput), open loop, %s", rate, o.phase)
-	loaded, fails := a.openLoop(ctx, rate, o.phase)
-	res.Loaded = toMS(loaded)
-	res.Extra["loaded_failures"] = strconv.FormatInt(fails, 10)
-	res.Extra["loaded_rate_per_s"] = fmt.Sprintf("%.0f", rate)
-
+	b, res := &s.res.Baselines, s.res
 	single := b.SingleLatencyMS
 	res.Targets = append(res.Targets,
 		atLeast("create throughput (POST → 202, durable)", createRate, "req/s", b.InsertTPS, "insert tps", 0.40),
@@ -321,45 +349,137 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	loadedP50.Info, loadedP99.Info = true, true
 	res.Targets = append(res.Targets, loadedP50, loadedP99,
 		atLeast("GET /v1/sandboxes/{id}", getRate, "req/s", b.SelectOnlyTPS, "select-only tps", 0.30))
+	return nil
+}
 
-	if o.throughput {
-		return finish(res, o, start, stdout)
+// unloadedLatency measures request → ready one create at a time, after
+// pgbench's one-client latency.
+func (s *simBench) unloadedLatency(ctx context.Context) (latencies, error) {
+	if err := s.baseline(ctx, "simple-update, 1 client", &s.res.Baselines.SingleLatencyMS, s.pb.singleLatency); err != nil {
+		return nil, err
 	}
+	s.res.CPU = s.res.CPU[:len(s.res.CPU)-1] // one client: its CPU split says nothing
+	s.logf("request → ready, unloaded: %d sequential samples", s.o.samples)
+	unloaded, err := s.api.requestToReady(ctx, s.o.samples)
+	if err != nil {
+		return nil, fmt.Errorf("request to ready: %w", err)
+	}
+	s.res.Unloaded = toMS(unloaded)
+	return unloaded, nil
+}
 
-	// 3. Listing and history, at 1k and at 1M sandboxes.
-	logf("seeding %d sandboxes (tenant small), %d (tenant big) and %d more to reach %d events, with COPY",
+// createThroughput measures creates per second, after pgbench's inserts.
+func (s *simBench) createThroughput(ctx context.Context) (float64, error) {
+	if err := s.baseline(ctx, fmt.Sprintf("single-row insert, %d clients", s.o.workers), &s.res.Baselines.InsertTPS, s.pb.insert); err != nil {
+		return 0, err
+	}
+	s.logf("create throughput: %d clients, %s", s.o.workers, s.o.phase)
+	var rate float64
+	var fails int64
+	s.cpu("Tether creates", s.pid(), func() {
+		rate, fails = closedLoop(ctx, s.o.workers, s.o.phase, func(ctx context.Context) error { _, err := s.api.create(ctx); return err })
+	})
+	s.res.Extra["create_failures"] = strconv.FormatInt(fails, 10)
+	return rate, nil
+}
+
+// getThroughput measures reads of one ready sandbox per second, after
+// pgbench's select-only.
+func (s *simBench) getThroughput(ctx context.Context) (float64, error) {
+	ready, err := s.api.create(ctx)
+	if err == nil {
+		err = s.api.waitReady(ctx, ready.ID)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if err := s.baseline(ctx, fmt.Sprintf("select-only, %d clients", s.o.workers), &s.res.Baselines.SelectOnlyTPS, s.pb.selectOnly); err != nil {
+		return 0, err
+	}
+	s.logf("GET /v1/sandboxes/{id} throughput: %d clients, %s", s.o.workers, s.o.phase)
+	var rate float64
+	var fails int64
+	s.cpu("Tether GETs", s.pid(), func() {
+		rate, fails = closedLoop(ctx, s.o.workers, s.o.phase, func(ctx context.Context) error {
+			code, err := s.api.do(ctx, http.MethodGet, "/v1/sandboxes/"+ready.ID, nil, nil)
+			if err == nil && code != http.StatusOK {
+				err = fmt.Errorf("status %d", code)
+			}
+			return err
+		})
+	})
+	s.res.Extra["get_failures"] = strconv.FormatInt(fails, 10)
+	return rate, nil
+}
+
+// lifecycleThroughput measures full lifecycles per second, after pgbench's
+// TPC-B.
+func (s *simBench) lifecycleThroughput(ctx context.Context) (float64, error) {
+	if err := s.baseline(ctx, fmt.Sprintf("TPC-B, %d clients", s.o.workers), &s.res.Baselines.TPCBTPS, s.pb.tpcb); err != nil {
+		return 0, err
+	}
+	s.logf("full lifecycles: %d clients, %s", s.o.workers, s.o.phase)
+	var rate float64
+	var fails int64
+	s.cpu("Tether lifecycles", s.pid(), func() { rate, fails = closedLoop(ctx, s.o.workers, s.o.phase, s.api.lifecycle) })
+	s.res.Extra["lifecycle_failures"] = strconv.FormatInt(fails, 10)
+	return rate, nil
+}
+
+// loadedLatency measures request → ready in an open loop at half the
+// lifecycle throughput lifeRate.
+func (s *simBench) loadedLatency(ctx context.Context, lifeRate float64) (latencies, error) {
+	if err := s.settle(ctx); err != nil {
+		return nil, err
+	}
+	rate := max(lifeRate/2, 1)
+	s.logf("request → ready at %.0f creates/s (50%% of max lifecycle throughput), open loop, %s", rate, s.o.phase)
+	loaded, fails := s.api.openLoop(ctx, rate, s.o.phase)
+	s.res.Loaded = toMS(loaded)
+	s.res.Extra["loaded_failures"] = strconv.FormatInt(fails, 10)
+	s.res.Extra["loaded_rate_per_s"] = fmt.Sprintf("%.0f", rate)
+	return loaded, nil
+}
+
+// measureListing seeds the small and the big tenant with COPY and compares
+// their list and history latencies.
+func (s *simBench) measureListing(ctx context.Context) error {
+	o := s.o
+	s.logf("seeding %d sandboxes (tenant small), %d (tenant big) and %d more to reach %d events, with COPY",
 		o.seedSmall, o.seedBig, o.seedFiller, 4*(o.seedSmall+o.seedBig+o.seedFiller))
 	seedStart := time.Now()
-	small, err := seedSandboxes(ctx, seedPool, "small", o.seedSmall, "seeded")
+	small, err := seedSandboxes(ctx, s.seedPool, "small", o.seedSmall, "seeded")
 	if err != nil {
 		return err
 	}
-	big, err := seedSandboxes(ctx, seedPool, "big", o.seedBig, "seeded")
+	big, err := seedSandboxes(ctx, s.seedPool, "big", o.seedBig, "seeded")
 	if err != nil {
 		return err
 	}
-	if _, err := seedSandboxes(ctx, seedPool, "big", o.seedFiller, "filler"); err != nil {
+	if _, err := seedSandboxes(ctx, s.seedPool, "big", o.seedFiller, "filler"); err != nil {
 		return err
 	}
-	res.Extra["seed_seconds"] = fmt.Sprintf("%.0f", time.Since(seedStart).Seconds())
-	logf("seeded in %s", time.Since(seedStart).Round(time.Second))
-	listTargets, err := measureListing(ctx, srv.base, keys, small, big, o.samples, logf)
+	s.res.Extra["seed_seconds"] = fmt.Sprintf("%.0f", time.Since(seedStart).Seconds())
+	s.logf("seeded in %s", time.Since(seedStart).Round(time.Second))
+	listTargets, err := measureListing(ctx, s.srv.base, s.keys, small, big, o.samples, s.logf)
 	if err != nil {
 		return err
 	}
-	res.Targets = append(res.Targets, listTargets...)
+	s.res.Targets = append(s.res.Targets, listTargets...)
+	return nil
+}
 
-	// 4. The janitor's reconciliation of 100k live sandboxes.
-	logf("janitor: reconciling %d live sandboxes", o.live)
-	jt, note, err := measureJanitor(ctx, dbs["bench_janitor"], seeds["bench_janitor"], o.live)
+// measureJanitor times the janitor's reconciliation of o.live sandboxes.
+func (r *benchRun) measureJanitor(ctx context.Context) error {
+	r.logf("janitor: reconciling %d live sandboxes", r.o.live)
+	jt, note, err := measureJanitor(ctx, r.dbs["bench_janitor"], r.seeds["bench_janitor"], r.o.live)
 	if err != nil {
 		return err
 	}
-	res.Targets = append(res.Targets, jt...)
-	res.Notes = append(res.Notes, note,
+	r.res.Targets = append(r.res.Targets, jt...)
+	r.res.Notes = append(r.res.Notes, note,
 		"Tether ran as one process with LOG_LEVEL=warn, the sim provider instant, auth on; Postgres and Tether share the machine's cores.")
-
-	return finish(res, o, start, stdout)
+	return nil
 }
 
 // waitSettled waits until Tether has no work left from the last phase (no
@@ -388,12 +508,12 @@ func waitSettled(ctx context.Context, pool *pgxpool.Pool, logf func(string, ...a
 }
 
 // finish writes the results and prints them.
-func finish(res *results, o options, start time.Time, stdout io.Writer) error {
-	if err := res.write(o.out); err != nil {
+func (r *benchRun) finish(stdout io.Writer) error {
+	if err := r.res.write(r.o.out); err != nil {
 		return err
 	}
-	_, _ = fmt.Fprint(stdout, res.markdown())
-	_, _ = fmt.Fprintf(stdout, "\nresults in %s (results.md, results.json, latency.svg); took %s\n", o.out, time.Since(start).Round(time.Second))
+	_, _ = fmt.Fprint(stdout, r.res.markdown())
+	_, _ = fmt.Fprintf(stdout, "\nresults in %s (results.md, results.json, latency.svg); took %s\n", r.o.out, time.Since(r.start).Round(time.Second))
 	return nil
 }
 
@@ -492,14 +612,9 @@ func measureJanitor(ctx context.Context, dbURL, seedURL string, n int) ([]target
 		return nil, "", err
 	}
 	defer func() { _ = os.RemoveAll(simDir) }()
-	if err := seedLive(ctx, seedPool, "live", n, simDir); err != nil {
+	orphans, err := seedJanitor(ctx, seedPool, n, simDir)
+	if err != nil {
 		return nil, "", err
-	}
-	orphans := max(n/100, 1)
-	for range orphans {
-		if err := os.WriteFile(filepath.Join(simDir, sandbox.NewID()), nil, 0o644); err != nil {
-			return nil, "", err
-		}
 	}
 	p, err := sim.New(simDir)
 	if err != nil {
@@ -508,6 +623,38 @@ func measureJanitor(ctx context.Context, dbURL, seedURL string, n int) ([]target
 	j := lifecycle.NewJanitor(lifecycle.JanitorConfig{OrphanGrace: time.Minute, DestroyConcurrency: 16}, st,
 		[]sandbox.Provider{p}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 
+	var rep lifecycle.Report
+	took, peakMB := withPeakHeap(func() { rep, err = j.RunOnce(ctx) })
+	if err != nil {
+		return nil, "", err
+	}
+	if rep.OrphansDestroyed != orphans || rep.Lost != 0 {
+		return nil, "", fmt.Errorf("janitor: destroyed %d orphans (want %d), marked %d lost (want 0)", rep.OrphansDestroyed, orphans, rep.Lost)
+	}
+	note := fmt.Sprintf("Janitor: one RunOnce over %d ready sim sandboxes and %d orphan files took %s; its memory is O(inventory) (a map of ids), streamed from Postgres in chunks of 5000.", n, orphans, took.Round(time.Millisecond))
+	return janitorTargets(n, orphans, took, peakMB), note, nil
+}
+
+// seedJanitor seeds n ready sim sandboxes of tenant live, their files in
+// simDir, and an orphan file (a sandbox the registry does not know) for
+// every hundred of them, at least one; it returns the orphans' number.
+func seedJanitor(ctx context.Context, seedPool *pgxpool.Pool, n int, simDir string) (int, error) {
+	if err := seedLive(ctx, seedPool, "live", n, simDir); err != nil {
+		return 0, err
+	}
+	orphans := max(n/100, 1)
+	for range orphans {
+		if err := os.WriteFile(filepath.Join(simDir, sandbox.NewID()), nil, 0o644); err != nil {
+			return 0, err
+		}
+	}
+	return orphans, nil
+}
+
+// withPeakHeap runs fn and returns how long it took and the peak of the
+// heap in use meanwhile above where it stood before, in MiB, sampled every
+// 2 ms.
+func withPeakHeap(fn func()) (took time.Duration, peakMB float64) {
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -529,27 +676,24 @@ func measureJanitor(ctx context.Context, dbURL, seedURL string, n int) ([]target
 		}
 	})
 	start := time.Now()
-	rep, err := j.RunOnce(ctx)
-	took := time.Since(start)
+	fn()
+	took = time.Since(start)
 	close(stop)
 	wg.Wait()
-	if err != nil {
-		return nil, "", err
-	}
-	if rep.OrphansDestroyed != orphans || rep.Lost != 0 {
-		return nil, "", fmt.Errorf("janitor: destroyed %d orphans (want %d), marked %d lost (want 0)", rep.OrphansDestroyed, orphans, rep.Lost)
-	}
-	peakMB := float64(peak-min(peak, before.HeapInuse)) / (1 << 20)
+	return took, float64(peak-min(peak, before.HeapInuse)) / (1 << 20)
+}
+
+// janitorTargets judges one reconciliation of n live sandboxes and the
+// orphans it destroyed against its budgets: 30 s and 256 MiB of heap.
+func janitorTargets(n, orphans int, took time.Duration, peakMB float64) []target {
 	limitSeconds := 30.0
-	ts := []target{
+	return []target{
 		{Name: fmt.Sprintf("janitor reconcile of %s live sandboxes (+%d orphans destroyed)", count(n), orphans),
 			Measured: took.Seconds(), Unit: "s", Baseline: limitSeconds, Against: "s budget",
 			Ratio: took.Seconds() / limitSeconds, Want: "<= 1", Pass: took.Seconds() <= limitSeconds},
 		{Name: "janitor reconcile: peak extra heap", Measured: peakMB, Unit: "MiB", Baseline: 256, Against: "MiB budget",
 			Ratio: peakMB / 256, Want: "<= 1", Pass: peakMB <= 256},
 	}
-	note := fmt.Sprintf("Janitor: one RunOnce over %d ready sim sandboxes and %d orphan files took %s; its memory is O(inventory) (a map of ids), streamed from Postgres in chunks of 5000.", n, orphans, took.Round(time.Millisecond))
-	return ts, note, nil
 }
 
 func repoRoot() (string, error) {

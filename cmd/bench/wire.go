@@ -93,6 +93,31 @@ var errMalformed = errors.New("malformed HTTP response")
 // roundTrip writes the request and reads the response. keep says whether
 // the connection may carry another request.
 func (c *wireConn) roundTrip(method, path string, header, body []byte, read func(int, []byte) error) (keep bool, err error) {
+	if err := c.writeRequest(method, path, header, body); err != nil {
+		return false, err
+	}
+	status, err := c.readStatus()
+	if err != nil {
+		return false, err
+	}
+	h, err := c.readHeader()
+	if err != nil {
+		return false, err
+	}
+	payload, err := c.readBody(&h)
+	if err != nil {
+		return false, err
+	}
+	if read != nil {
+		if err := read(status, payload); err != nil {
+			return h.keep, err
+		}
+	}
+	return h.keep, nil
+}
+
+// writeRequest writes the request in one write, its buffer reused.
+func (c *wireConn) writeRequest(method, path string, header, body []byte) error {
 	b := c.buf[:0]
 	b = append(b, method...)
 	b = append(b, ' ')
@@ -107,67 +132,79 @@ func (c *wireConn) roundTrip(method, path string, header, body []byte, read func
 	b = append(b, "\r\n"...)
 	b = append(b, body...)
 	c.buf = b
-	if _, err := c.c.Write(b); err != nil {
-		return false, err
-	}
+	_, err := c.c.Write(b)
+	return err
+}
 
+// readStatus reads the status line and returns its code.
+func (c *wireConn) readStatus() (int, error) {
 	line, err := c.r.ReadSlice('\n')
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.1 ")) {
-		return false, errMalformed
+		return 0, errMalformed
 	}
 	status, err := strconv.Atoi(string(line[9:12]))
 	if err != nil {
-		return false, errMalformed
+		return 0, errMalformed
 	}
-	length, chunked, keep := -1, false, true
+	return status, nil
+}
+
+// wireHeader is what the client reads of a response's header: how its
+// body is framed (length -1 when not given) and whether the connection
+// stays open.
+type wireHeader struct {
+	length  int
+	chunked bool
+	keep    bool
+}
+
+// readHeader reads the header lines up to the empty line.
+func (c *wireConn) readHeader() (wireHeader, error) {
+	h := wireHeader{length: -1, keep: true}
 	for {
 		line, err := c.r.ReadSlice('\n')
 		if err != nil {
-			return false, err
+			return h, err
 		}
 		line = bytes.TrimRight(line, "\r\n")
 		if len(line) == 0 {
-			break
+			return h, nil
 		}
 		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
-			return false, errMalformed
+			return h, errMalformed
 		}
 		value = bytes.TrimSpace(value)
 		switch {
 		case bytes.EqualFold(name, []byte("Content-Length")):
-			if length, err = strconv.Atoi(string(value)); err != nil || length < 0 {
-				return false, errMalformed
+			if h.length, err = strconv.Atoi(string(value)); err != nil || h.length < 0 {
+				return h, errMalformed
 			}
 		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
-			chunked = bytes.EqualFold(value, []byte("chunked"))
+			h.chunked = bytes.EqualFold(value, []byte("chunked"))
 		case bytes.EqualFold(name, []byte("Connection")):
-			keep = !bytes.EqualFold(value, []byte("close"))
+			h.keep = !bytes.EqualFold(value, []byte("close"))
 		}
 	}
-	var payload []byte
+}
+
+// readBody reads the body framed as h says; a body that runs to the end
+// of the connection clears h.keep.
+func (c *wireConn) readBody(h *wireHeader) ([]byte, error) {
 	switch {
-	case chunked:
-		payload, err = c.readChunked()
-	case length >= 0:
-		payload = make([]byte, length)
-		_, err = io.ReadFull(c.r, payload)
+	case h.chunked:
+		return c.readChunked()
+	case h.length >= 0:
+		payload := make([]byte, h.length)
+		_, err := io.ReadFull(c.r, payload)
+		return payload, err
 	default: // the body runs to the end of the connection
-		payload, err = io.ReadAll(c.r)
-		keep = false
+		h.keep = false
+		return io.ReadAll(c.r)
 	}
-	if err != nil {
-		return false, err
-	}
-	if read != nil {
-		if err := read(status, payload); err != nil {
-			return keep, err
-		}
-	}
-	return keep, nil
 }
 
 func (c *wireConn) readChunked() ([]byte, error) {

@@ -361,19 +361,13 @@ func decodeJSONBytes(body []byte, v any) error {
 // or an audit tool reads of a request could differ from what Tether acts
 // on. It only scans; malformed JSON is left to the decoder to describe.
 func noDuplicateKeys(body []byte) error {
-	type frame struct {
-		object    bool
-		expectKey bool
-		keys      []string            // while few
-		set       map[string]struct{} // past 16 keys, so that many keys stay linear
-	}
-	var stack []frame
+	var stack []jsonFrame
 	for i := 0; i < len(body); i++ {
 		switch body[i] {
 		case '{':
-			stack = append(stack, frame{object: true, expectKey: true})
+			stack = append(stack, jsonFrame{object: true, expectKey: true})
 		case '[':
-			stack = append(stack, frame{})
+			stack = append(stack, jsonFrame{})
 		case '}', ']':
 			if len(stack) > 0 {
 				stack = stack[:len(stack)-1]
@@ -383,50 +377,72 @@ func noDuplicateKeys(body []byte) error {
 				stack[n-1].expectKey = true
 			}
 		case '"':
-			end, escaped := i+1, false
-			for ; end < len(body) && body[end] != '"'; end++ {
-				if body[end] == '\\' {
-					escaped = true
-					end++
-				}
-			}
+			end, escaped := stringEnd(body, i)
 			if end >= len(body) {
 				return nil // unterminated: the decoder says so
 			}
-			n := len(stack)
-			if n == 0 || !stack[n-1].object || !stack[n-1].expectKey {
-				i = end
-				continue
-			}
-			key := string(body[i+1 : end])
-			if escaped {
-				var ok bool
-				if key, ok = unescapeKey(body[i : end+1]); !ok {
-					return nil // a bad escape: the decoder says so
+			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].expectKey {
+				if stop, err := stack[n-1].addKey(body[i:end+1], escaped); stop || err != nil {
+					return err
 				}
 			}
-			top := &stack[n-1]
-			_, seen := top.set[key]
-			if seen || slices.Contains(top.keys, key) {
-				return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body: key %q appears twice in one object", key)
-			}
-			switch {
-			case top.set != nil:
-				top.set[key] = struct{}{}
-			case len(top.keys) < 16:
-				top.keys = append(top.keys, key)
-			default:
-				top.set = make(map[string]struct{}, 64)
-				for _, k := range top.keys {
-					top.set[k] = struct{}{}
-				}
-				top.set[key], top.keys = struct{}{}, nil
-			}
-			top.expectKey = false
 			i = end
 		}
 	}
 	return nil
+}
+
+// jsonFrame is an object or an array that noDuplicateKeys is inside of.
+type jsonFrame struct {
+	object    bool
+	expectKey bool
+	keys      []string            // while few
+	set       map[string]struct{} // past 16 keys, so that many keys stay linear
+}
+
+// addKey records the next key of an object, quoted as in the document
+// (escaped: with escapes in it). It returns the problem for a key the
+// object has already, and stop for a bad escape, which the decoder
+// describes.
+func (f *jsonFrame) addKey(quoted []byte, escaped bool) (stop bool, err error) {
+	key := string(quoted[1 : len(quoted)-1])
+	if escaped {
+		var ok bool
+		if key, ok = unescapeKey(quoted); !ok {
+			return true, nil
+		}
+	}
+	_, seen := f.set[key]
+	if seen || slices.Contains(f.keys, key) {
+		return true, sandbox.Errorf(sandbox.CodeInvalidRequest, "request body: key %q appears twice in one object", key)
+	}
+	switch {
+	case f.set != nil:
+		f.set[key] = struct{}{}
+	case len(f.keys) < 16:
+		f.keys = append(f.keys, key)
+	default:
+		f.set = make(map[string]struct{}, 64)
+		for _, k := range f.keys {
+			f.set[k] = struct{}{}
+		}
+		f.set[key], f.keys = struct{}{}, nil
+	}
+	f.expectKey = false
+	return false, nil
+}
+
+// stringEnd returns the index of the quote that ends the JSON string that
+// starts at body[i] (len(body) if none does), and whether the string has
+// escapes.
+func stringEnd(body []byte, i int) (end int, escaped bool) {
+	for end = i + 1; end < len(body) && body[end] != '"'; end++ {
+		if body[end] == '\\' {
+			escaped = true
+			end++
+		}
+	}
+	return end, escaped
 }
 
 // unescapeKey is the value of a quoted JSON string with escapes, and

@@ -102,21 +102,9 @@ func handleEventStream(st eventStreamer, changes changeSubscriber, slots *stream
 			return err
 		}
 		ctx, tenant := c.Request.Context(), tenantOf(c)
-		var pos sandbox.StreamPosition
-		raw := c.GetHeader("Last-Event-ID")
-		if cur, ok := c.GetQuery("cursor"); ok {
-			raw = cur
-		}
-		if raw != "" {
-			var err error
-			if pos, err = parsePosition(raw); err != nil {
-				return err
-			}
-		} else {
-			var err error
-			if pos, err = st.StreamStart(ctx); err != nil {
-				return err
-			}
+		pos, err := streamFrom(c, st)
+		if err != nil {
+			return err
 		}
 		if !slots.take(tenant) {
 			return exceeded(c, 5*time.Second, "tenant %s has %d event streams open, its limit", tenant, slots.max)
@@ -135,51 +123,91 @@ func handleEventStream(st eventStreamer, changes changeSubscriber, slots *stream
 		c.Status(http.StatusOK)
 		c.Writer.WriteHeaderNow()
 		c.Writer.Flush()
+		s := &eventStream{c: c, st: st, tenant: tenant, pos: pos}
+		return s.follow(ctx, wake, draining)
+	}
+}
 
-		poll := time.NewTicker(streamPoll)
-		defer poll.Stop()
-		heartbeat := time.NewTicker(streamHeartbeat)
-		defer heartbeat.Stop()
-		for {
-			events, err := st.StreamEvents(ctx, tenant, pos, streamBatch)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil //nolint:nilerr // the client left
-				}
-				// Headers are out: say so in the stream, then end it; the
-				// client resumes from its last position.
-				b, _ := json.Marshal(newProblem(c, http.StatusServiceUnavailable, sandbox.CodeUnavailable,
-					"the event stream stopped; resume with Last-Event-ID", ""))
-				_, _ = fmt.Fprintf(c.Writer, "event: error\ndata: %s\n\n", b)
-				return nil
+// streamFrom is the position a stream starts after: the cursor parameter,
+// else the Last-Event-ID header, else now.
+func streamFrom(c *gin.Context, st eventStreamer) (sandbox.StreamPosition, error) {
+	raw := c.GetHeader("Last-Event-ID")
+	if cur, ok := c.GetQuery("cursor"); ok {
+		raw = cur
+	}
+	if raw != "" {
+		return parsePosition(raw)
+	}
+	return st.StreamStart(c.Request.Context())
+}
+
+// eventStream is one open event stream: the tenant's events after pos,
+// written to c.
+type eventStream struct {
+	c      *gin.Context
+	st     eventStreamer
+	tenant string
+	pos    sandbox.StreamPosition
+}
+
+// follow sends the events as they come until the client leaves, the
+// server drains or the store fails; wake (when not nil) says something
+// changed, and the stream also polls and sends a heartbeat comment.
+func (s *eventStream) follow(ctx context.Context, wake <-chan sandbox.Change, draining context.Context) error {
+	poll := time.NewTicker(streamPoll)
+	defer poll.Stop()
+	heartbeat := time.NewTicker(streamHeartbeat)
+	defer heartbeat.Stop()
+	for {
+		n, stop, err := s.sendBatch(ctx)
+		if stop || err != nil {
+			return err
+		}
+		if n == streamBatch {
+			continue // more is waiting
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-draining.Done():
+			return nil // shutting down: the client resumes elsewhere
+		case <-wake:
+		case <-poll.C:
+		case <-heartbeat.C:
+			if _, err := fmt.Fprint(s.c.Writer, ": keep-alive\n\n"); err != nil {
+				return nil //nolint:nilerr // the client left
 			}
-			for _, e := range events {
-				data, err := json.Marshal(toEvent(e.Event))
-				if err != nil {
-					return err
-				}
-				if _, err := fmt.Fprintf(c.Writer, "id: %s\nevent: event\ndata: %s\n\n", formatPosition(e.Position), data); err != nil {
-					return nil //nolint:nilerr // the client left
-				}
-				pos = e.Position
-			}
-			c.Writer.Flush()
-			if len(events) == streamBatch {
-				continue // more is waiting
-			}
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-draining.Done():
-				return nil // shutting down: the client resumes elsewhere
-			case <-wake:
-			case <-poll.C:
-			case <-heartbeat.C:
-				if _, err := fmt.Fprint(c.Writer, ": keep-alive\n\n"); err != nil {
-					return nil //nolint:nilerr // the client left
-				}
-				c.Writer.Flush()
-			}
+			s.c.Writer.Flush()
 		}
 	}
+}
+
+// sendBatch sends up to streamBatch events after s.pos and moves s.pos
+// past them; it returns how many it sent, and stop when the stream is over
+// (the client left, or the store failed and the stream said so).
+func (s *eventStream) sendBatch(ctx context.Context) (n int, stop bool, err error) {
+	events, err := s.st.StreamEvents(ctx, s.tenant, s.pos, streamBatch)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, true, nil //nolint:nilerr // the client left
+		}
+		// Headers are out: say so in the stream, then end it; the client
+		// resumes from its last position.
+		b, _ := json.Marshal(newProblem(s.c, http.StatusServiceUnavailable, sandbox.CodeUnavailable,
+			"the event stream stopped; resume with Last-Event-ID", ""))
+		_, _ = fmt.Fprintf(s.c.Writer, "event: error\ndata: %s\n\n", b)
+		return 0, true, nil
+	}
+	for _, e := range events {
+		data, err := json.Marshal(toEvent(e.Event))
+		if err != nil {
+			return 0, true, err
+		}
+		if _, err := fmt.Fprintf(s.c.Writer, "id: %s\nevent: event\ndata: %s\n\n", formatPosition(e.Position), data); err != nil {
+			return 0, true, nil //nolint:nilerr // the client left
+		}
+		s.pos = e.Position
+	}
+	s.c.Writer.Flush()
+	return len(events), false, nil
 }

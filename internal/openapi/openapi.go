@@ -317,74 +317,97 @@ func checkEnumNames(doc *openapi3.T) error {
 	return nil
 }
 
+// completeOperation applies the rules to an operation's parameters, its
+// request body and its responses.
 func completeOperation(op *openapi3.Operation) error {
 	for _, ref := range op.Parameters {
-		p := ref.Value
-		if p == nil || p.Schema == nil || p.Schema.Value == nil {
-			return fmt.Errorf("a parameter has no schema")
-		}
-		walkSchema(p.Schema, completeSchema)
-		if ex, ok := p.Extensions["x-example"]; ok {
-			delete(p.Extensions, "x-example")
-			if _, isList := ex.([]any); p.Schema.Value.Type.Is(openapi3.TypeArray) && !isList {
-				ex = []any{ex}
-			}
-			p.Example = ex
-		}
-		if len(p.Extensions) == 0 {
-			p.Extensions = nil
-		}
-		if s := p.Schema.Value; len(s.Enum) > 0 && s.Extensions[extEnumVarNames] == nil {
-			names := make([]any, len(s.Enum))
-			for i, v := range s.Enum {
-				names[i] = camel(op.OperationID) + camel(p.Name) + camel(fmt.Sprint(v))
-			}
-			s.Extensions = map[string]any{extEnumVarNames: names}
+		if err := completeParameter(op.OperationID, ref.Value); err != nil {
+			return err
 		}
 	}
 	if rb := op.RequestBody; rb != nil && rb.Value != nil {
-		delete(rb.Value.Extensions, "x-originalParamName")
-		if len(rb.Value.Extensions) == 0 {
-			rb.Value.Extensions = nil
-		}
-		for mt, c := range rb.Value.Content {
-			walkSchema(c.Schema, completeSchema)
-			if !isJSON(mt) && c.Schema != nil && c.Schema.Ref == "" && c.Schema.Value.Type.Is(openapi3.TypeString) {
-				c.Schema.Value.Format = "binary"
-			}
-		}
+		completeRequestBody(rb.Value)
 	}
 	for code, resp := range op.Responses.Map() {
-		r := resp.Value
-		if r == nil {
+		if resp.Value == nil {
 			return fmt.Errorf("response %s is not resolved", code)
 		}
-		for name, h := range r.Headers {
-			if h.Value != nil && headerRequired(name, code) {
-				h.Value.Required = true
-			}
-		}
-		var problem *openapi3.SchemaRef
-		for _, c := range r.Content {
-			if c.Schema != nil && c.Schema.Ref == problemRef {
-				problem = c.Schema
-			}
-		}
-		if problem != nil {
-			r.Content = openapi3.Content{ProblemMediaType: &openapi3.MediaType{Schema: problem}}
-			continue
-		}
-		for mt, c := range r.Content {
-			walkSchema(c.Schema, completeSchema)
-			if mt == "text/event-stream" {
-				c.Schema = openapi3.NewSchemaRef("", &openapi3.Schema{
-					Type:        &openapi3.Types{openapi3.TypeString},
-					Description: "Server-Sent Events (text/event-stream), as the operation's description says",
-				})
-			}
-		}
+		completeResponse(code, resp.Value)
 	}
 	return nil
+}
+
+// completeParameter completes a parameter of operation opID: its schema,
+// its example back from x-example (a list for an array), and names for
+// the values of an inline enum.
+func completeParameter(opID string, p *openapi3.Parameter) error {
+	if p == nil || p.Schema == nil || p.Schema.Value == nil {
+		return fmt.Errorf("a parameter has no schema")
+	}
+	walkSchema(p.Schema, completeSchema)
+	if ex, ok := p.Extensions["x-example"]; ok {
+		delete(p.Extensions, "x-example")
+		if _, isList := ex.([]any); p.Schema.Value.Type.Is(openapi3.TypeArray) && !isList {
+			ex = []any{ex}
+		}
+		p.Example = ex
+	}
+	if len(p.Extensions) == 0 {
+		p.Extensions = nil
+	}
+	if s := p.Schema.Value; len(s.Enum) > 0 && s.Extensions[extEnumVarNames] == nil {
+		names := make([]any, len(s.Enum))
+		for i, v := range s.Enum {
+			names[i] = camel(opID) + camel(p.Name) + camel(fmt.Sprint(v))
+		}
+		s.Extensions = map[string]any{extEnumVarNames: names}
+	}
+	return nil
+}
+
+// completeRequestBody drops openapi2conv's x-originalParamName, completes
+// the body's schemas and marks a string body that is not JSON as binary.
+func completeRequestBody(rb *openapi3.RequestBody) {
+	delete(rb.Extensions, "x-originalParamName")
+	if len(rb.Extensions) == 0 {
+		rb.Extensions = nil
+	}
+	for mt, c := range rb.Content {
+		walkSchema(c.Schema, completeSchema)
+		if !isJSON(mt) && c.Schema != nil && c.Schema.Ref == "" && c.Schema.Value.Type.Is(openapi3.TypeString) {
+			c.Schema.Value.Format = "binary"
+		}
+	}
+}
+
+// completeResponse completes the response with status code: its required
+// headers, a problem as the only content of an error, and a string schema
+// for an event stream.
+func completeResponse(code string, r *openapi3.Response) {
+	for name, h := range r.Headers {
+		if h.Value != nil && headerRequired(name, code) {
+			h.Value.Required = true
+		}
+	}
+	var problem *openapi3.SchemaRef
+	for _, c := range r.Content {
+		if c.Schema != nil && c.Schema.Ref == problemRef {
+			problem = c.Schema
+		}
+	}
+	if problem != nil {
+		r.Content = openapi3.Content{ProblemMediaType: &openapi3.MediaType{Schema: problem}}
+		return
+	}
+	for mt, c := range r.Content {
+		walkSchema(c.Schema, completeSchema)
+		if mt == "text/event-stream" {
+			c.Schema = openapi3.NewSchemaRef("", &openapi3.Schema{
+				Type:        &openapi3.Types{openapi3.TypeString},
+				Description: "Server-Sent Events (text/event-stream), as the operation's description says",
+			})
+		}
+	}
 }
 
 // camel makes a Go-style name part: "owner_released" → "OwnerReleased".

@@ -399,70 +399,96 @@ func (h *Host) SandboxProcesses() ([]SandboxProcess, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", h.Name, err)
 	}
-	type info struct {
-		pid     int
-		start   uint64
-		args    []string
-		ns      string
-		cgroups string
-		bound   string // the workspace's folder name, for a bwrap process
-	}
-	var all []info
+	var all []procInfo
 	nsSandbox := map[string]string{} // a sandbox's pid namespace -> its folder name
-	prefix := h.StateDir + "/"
 	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		in, ok := h.readProc(root, e.Name())
+		if !ok {
 			continue
 		}
-		dir := root + "/" + e.Name()
-		start, err := processStartIn(dir)
-		if err != nil {
-			continue // gone, or a zombie
-		}
-		b, err := os.ReadFile(dir + "/cmdline")
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		ns, err := os.Readlink(dir + "/ns/pid")
-		if err != nil {
-			continue
-		}
-		cg, _ := os.ReadFile(dir + "/cgroup")
-		in := info{pid: pid, start: start, args: strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"), ns: ns, cgroups: string(cg)}
-		if filepath.Base(in.args[0]) == "bwrap" {
-			for i := 0; i+1 < len(in.args); i++ {
-				if in.args[i] == "--bind" && strings.HasPrefix(in.args[i+1], prefix) && strings.HasSuffix(in.args[i+1], "/workspace") {
-					in.bound = strings.TrimSuffix(strings.TrimPrefix(in.args[i+1], prefix), "/workspace")
-					break
-				}
-			}
-			if in.bound != "" && ns != h.pidNS {
-				nsSandbox[ns] = in.bound
-			}
+		if in.bound != "" && in.ns != h.pidNS {
+			nsSandbox[in.ns] = in.bound
 		}
 		all = append(all, in)
 	}
 	var out []SandboxProcess
 	for _, in := range all {
-		p := SandboxProcess{PID: in.pid, Start: in.start, Cmdline: strings.Join(in.args, " ")}
-		switch {
-		case in.bound != "":
-			p.SandboxID, p.Monitor = in.bound, in.ns == h.pidNS
-		case in.ns != h.pidNS:
-			p.SandboxID = nsSandbox[in.ns]
-		default:
-			p.SandboxID = cgroupSandbox(in.cgroups)
-			if p.SandboxID == "" {
-				continue // Tether, the reaper, a tool of theirs
-			}
+		if p, ok := h.sandboxProcess(in, nsSandbox); ok {
+			out = append(out, p)
 		}
-		if p.SandboxID != "" && !sandbox.ValidID(p.SandboxID) {
-			continue // the provider's availability probe (".probe")
-		}
-		out = append(out, p)
 	}
 	return out, nil
+}
+
+// procInfo is what SandboxProcesses reads of a process on the host.
+type procInfo struct {
+	pid     int
+	start   uint64
+	args    []string
+	ns      string
+	cgroups string
+	bound   string // the workspace's folder name, for a bwrap process
+}
+
+// readProc reads the process name (a pid) in the host's /proc at root;
+// false when it is not a process, is gone or is a zombie.
+func (h *Host) readProc(root, name string) (procInfo, bool) {
+	pid, err := strconv.Atoi(name)
+	if err != nil {
+		return procInfo{}, false
+	}
+	dir := root + "/" + name
+	start, err := processStartIn(dir)
+	if err != nil {
+		return procInfo{}, false // gone, or a zombie
+	}
+	b, err := os.ReadFile(dir + "/cmdline")
+	if err != nil || len(b) == 0 {
+		return procInfo{}, false
+	}
+	ns, err := os.Readlink(dir + "/ns/pid")
+	if err != nil {
+		return procInfo{}, false
+	}
+	cg, _ := os.ReadFile(dir + "/cgroup")
+	in := procInfo{pid: pid, start: start, args: strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"), ns: ns, cgroups: string(cg)}
+	if filepath.Base(in.args[0]) == "bwrap" {
+		in.bound = boundWorkspace(in.args, h.StateDir+"/")
+	}
+	return in, true
+}
+
+// boundWorkspace returns the folder name under prefix (the state folder)
+// of the workspace a bwrap command line binds, or "".
+func boundWorkspace(args []string, prefix string) string {
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "--bind" && strings.HasPrefix(args[i+1], prefix) && strings.HasSuffix(args[i+1], "/workspace") {
+			return strings.TrimSuffix(strings.TrimPrefix(args[i+1], prefix), "/workspace")
+		}
+	}
+	return ""
+}
+
+// sandboxProcess places a process in its sandbox: by the workspace its
+// bwrap binds, by its pid namespace (nsSandbox) or by its control groups;
+// false for a process of no sandbox.
+func (h *Host) sandboxProcess(in procInfo, nsSandbox map[string]string) (SandboxProcess, bool) {
+	p := SandboxProcess{PID: in.pid, Start: in.start, Cmdline: strings.Join(in.args, " ")}
+	switch {
+	case in.bound != "":
+		p.SandboxID, p.Monitor = in.bound, in.ns == h.pidNS
+	case in.ns != h.pidNS:
+		p.SandboxID = nsSandbox[in.ns]
+	default:
+		p.SandboxID = cgroupSandbox(in.cgroups)
+		if p.SandboxID == "" {
+			return p, false // Tether, the reaper, a tool of theirs
+		}
+	}
+	if p.SandboxID != "" && !sandbox.ValidID(p.SandboxID) {
+		return p, false // the provider's availability probe (".probe")
+	}
+	return p, true
 }
 
 // cgroupSandbox returns the sandbox whose control groups (…/tether/ID/…)
