@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -297,6 +298,9 @@ func validIdempotencyKey(key string) bool {
 	return true
 }
 
+// validateCreate checks a create request and turns it into the store's
+// parameters: the id's shape, the provider, owner, labels, env and setup,
+// the TTL, then the params (made canonical) as the provider judges them.
 func validateCreate(cfg Config, req *CreateSandboxRequest, providers map[string]sandbox.Provider) (sandbox.CreateParams, error) {
 	var p sandbox.CreateParams
 	if req.ID != "" && !sandbox.ValidID(req.ID) {
@@ -306,15 +310,9 @@ func validateCreate(cfg Config, req *CreateSandboxRequest, providers map[string]
 	if req.Provider == "" {
 		req.Provider = cfg.DefaultProvider
 	}
-	prov, ok := providers[req.Provider]
-	if !ok {
-		names := make([]string, 0, len(providers))
-		for n := range providers {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		return p, sandbox.Errorf(sandbox.CodeUnknownProvider,
-			"provider %q is not enabled on this server (enabled: %s)", req.Provider, strings.Join(names, ", "))
+	prov, err := enabledProvider(providers, req.Provider)
+	if err != nil {
+		return p, err
 	}
 	if req.Owner != "" {
 		if err := validateOwner(req.Owner); err != nil {
@@ -324,44 +322,15 @@ func validateCreate(cfg Config, req *CreateSandboxRequest, providers map[string]
 	if err := validateLabels(req.Labels); err != nil {
 		return p, err
 	}
-	if len(req.Env) > maxEnv {
-		return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "at most %d env variables are allowed", maxEnv)
-	}
-	for k, v := range req.Env {
-		if !envKeyPattern.MatchString(k) {
-			return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "env name %q must match [A-Za-z_][A-Za-z0-9_]*", k)
-		}
-		if len(v) > maxEnvValue || strings.ContainsRune(v, 0) {
-			return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "env %q: value must be at most %d bytes with no NUL", k, maxEnvValue)
-		}
-	}
-	if len(req.Setup) > maxSetup || strings.ContainsRune(req.Setup, 0) {
-		return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "setup must be at most %d bytes with no NUL", maxSetup)
+	if err := validateEnvAndSetup(req.Env, req.Setup); err != nil {
+		return p, err
 	}
 	ttl, err := resolveTTL(cfg, req.TTLSeconds, req.Owner != "")
 	if err != nil {
 		return p, err
 	}
-	params := bytes.TrimSpace(req.Params)
-	if len(params) > 0 && string(params) != "null" {
-		if params[0] != '{' {
-			return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "params must be a JSON object")
-		}
-		// Re-encode to a canonical form (sorted keys, no spacing) so that the
-		// idempotency hash ignores formatting.
-		dec := json.NewDecoder(bytes.NewReader(params))
-		dec.UseNumber()
-		var obj map[string]any
-		if err := dec.Decode(&obj); err != nil {
-			return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "params must be a JSON object")
-		}
-		canonical, err := json.Marshal(obj)
-		if err != nil {
-			return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "params must be a JSON object")
-		}
-		req.Params = canonical
-	} else {
-		req.Params = nil
+	if req.Params, err = canonicalParams(req.Params); err != nil {
+		return p, err
 	}
 	if err := prov.ValidateParams(req.Params); err != nil {
 		return p, err
@@ -381,6 +350,62 @@ func validateCreate(cfg Config, req *CreateSandboxRequest, providers map[string]
 		OwnerTTL:      cfg.DefaultOwnerTTL,
 		CreateTimeout: cfg.CreateTimeout,
 	}, nil
+}
+
+// enabledProvider is the enabled provider name, or UNKNOWN_PROVIDER naming
+// the enabled ones.
+func enabledProvider(providers map[string]sandbox.Provider, name string) (sandbox.Provider, error) {
+	if prov, ok := providers[name]; ok {
+		return prov, nil
+	}
+	names := slices.Sorted(maps.Keys(providers))
+	return nil, sandbox.Errorf(sandbox.CodeUnknownProvider,
+		"provider %q is not enabled on this server (enabled: %s)", name, strings.Join(names, ", "))
+}
+
+// validateEnvAndSetup checks a create's env (names, sizes, no NUL) and
+// setup script.
+func validateEnvAndSetup(env map[string]string, setup string) error {
+	if len(env) > maxEnv {
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "at most %d env variables are allowed", maxEnv)
+	}
+	for k, v := range env {
+		if !envKeyPattern.MatchString(k) {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "env name %q must match [A-Za-z_][A-Za-z0-9_]*", k)
+		}
+		if len(v) > maxEnvValue || strings.ContainsRune(v, 0) {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "env %q: value must be at most %d bytes with no NUL", k, maxEnvValue)
+		}
+	}
+	if len(setup) > maxSetup || strings.ContainsRune(setup, 0) {
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "setup must be at most %d bytes with no NUL", maxSetup)
+	}
+	return nil
+}
+
+// canonicalParams re-encodes a create's params in a canonical form (sorted
+// keys, no spacing), so that the idempotency hash ignores formatting; no
+// params (or null) is nil.
+func canonicalParams(raw json.RawMessage) (json.RawMessage, error) {
+	params := bytes.TrimSpace(raw)
+	if len(params) == 0 || string(params) == "null" {
+		return nil, nil
+	}
+	notObject := sandbox.Errorf(sandbox.CodeInvalidRequest, "params must be a JSON object")
+	if params[0] != '{' {
+		return nil, notObject
+	}
+	dec := json.NewDecoder(bytes.NewReader(params))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil {
+		return nil, notObject
+	}
+	canonical, err := json.Marshal(obj)
+	if err != nil {
+		return nil, notObject
+	}
+	return canonical, nil
 }
 
 // resolveTTL applies the TTL rules: an explicit ttl_seconds must be positive
@@ -637,25 +662,12 @@ func parseTime(name, s string) (time.Time, error) {
 // parseListFilter reads the list filters from the query.
 func parseListFilter(q url.Values) (sandbox.ListFilter, error) {
 	var f sandbox.ListFilter
-	for _, s := range q["state"] {
-		for part := range strings.SplitSeq(s, ",") {
-			st := sandbox.State(part)
-			if !st.Valid() {
-				return f, sandbox.Errorf(sandbox.CodeInvalidRequest,
-					"state %q is not a sandbox state (requested, creating, ready, cancelled, terminated, failed)", part)
-			}
-			f.States = append(f.States, st)
-		}
+	var err error
+	if f.States, err = listValues(q["state"], "state", "a sandbox state", sandbox.States); err != nil {
+		return f, err
 	}
-	for _, s := range q["reason"] {
-		for part := range strings.SplitSeq(s, ",") {
-			r := sandbox.Reason(part)
-			if !slices.Contains(sandbox.Reasons, r) {
-				return f, sandbox.Errorf(sandbox.CodeInvalidRequest,
-					"reason %q is not a reason a sandbox ends with (requested, owner_released, owner_expired, expired, create_failed, lost)", part)
-			}
-			f.Reasons = append(f.Reasons, r)
-		}
+	if f.Reasons, err = listValues(q["reason"], "reason", "a reason a sandbox ends with", sandbox.Reasons); err != nil {
+		return f, err
 	}
 	if v, ok := q["owner"]; ok {
 		if err := validateOwner(v[0]); err != nil {
@@ -669,20 +681,7 @@ func parseListFilter(q url.Values) (sandbox.ListFilter, error) {
 		}
 		f.Provider = v[0]
 	}
-	for _, l := range q["label"] {
-		k, v, ok := strings.Cut(l, "=")
-		if !ok {
-			return f, sandbox.Errorf(sandbox.CodeInvalidRequest, "label filter %q must look like key=value", l)
-		}
-		if f.Labels == nil {
-			f.Labels = map[string]string{}
-		}
-		if prev, dup := f.Labels[k]; dup && prev != v {
-			return f, sandbox.Errorf(sandbox.CodeInvalidRequest, "label filter names key %q twice with different values", k)
-		}
-		f.Labels[k] = v
-	}
-	if err := validateLabels(f.Labels); err != nil {
+	if f.Labels, err = parseLabelFilter(q["label"]); err != nil {
 		return f, err
 	}
 	for name, dst := range map[string]*time.Time{"created_after": &f.CreatedAfter, "created_before": &f.CreatedBefore} {
@@ -702,6 +701,48 @@ func parseListFilter(q url.Values) (sandbox.ListFilter, error) {
 		f.Released = &b
 	}
 	return f, nil
+}
+
+// listValues reads a repeatable, comma-separated filter whose values must
+// be among known.
+func listValues[T ~string](values []string, name, what string, known []T) ([]T, error) {
+	var out []T
+	for _, s := range values {
+		for part := range strings.SplitSeq(s, ",") {
+			if !slices.Contains(known, T(part)) {
+				names := make([]string, len(known))
+				for i, k := range known {
+					names[i] = string(k)
+				}
+				return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "%s %q is not %s (%s)", name, part, what, strings.Join(names, ", "))
+			}
+			out = append(out, T(part))
+		}
+	}
+	return out, nil
+}
+
+// parseLabelFilter reads label=key=value filters: all must match, a key
+// twice must name one value.
+func parseLabelFilter(filters []string) (map[string]string, error) {
+	var labels map[string]string
+	for _, l := range filters {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok {
+			return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "label filter %q must look like key=value", l)
+		}
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		if prev, dup := labels[k]; dup && prev != v {
+			return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "label filter names key %q twice with different values", k)
+		}
+		labels[k] = v
+	}
+	if err := validateLabels(labels); err != nil {
+		return nil, err
+	}
+	return labels, nil
 }
 
 // handleSandboxList lists the tenant's sandboxes.

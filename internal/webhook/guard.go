@@ -95,6 +95,19 @@ const resolveTimeout = 5 * time.Second
 // information, no fragment), INVALID_REQUEST; a host that is, or resolves
 // to, a forbidden address, FORBIDDEN.
 func (g Guard) CheckURL(ctx context.Context, raw string) (*url.URL, error) {
+	u, err := parseEndpointURL(raw)
+	if err != nil || g.AllowPrivate {
+		return u, err
+	}
+	if err := g.checkHost(ctx, u.Hostname()); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// parseEndpointURL checks an endpoint URL's shape: absolute http(s) with a
+// host, no user information, no fragment, no spaces.
+func parseEndpointURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil || len(raw) > maxURL || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" ||
 		u.Opaque != "" || strings.ContainsAny(raw, " \t\r\n") {
@@ -103,18 +116,19 @@ func (g Guard) CheckURL(ctx context.Context, raw string) (*url.URL, error) {
 	if u.User != nil || u.Fragment != "" || strings.Contains(raw, "#") {
 		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "url must not carry user information or a fragment (receivers authenticate deliveries by their signature)")
 	}
-	if g.AllowPrivate {
-		return u, nil
-	}
-	host := u.Hostname()
+	return u, nil
+}
+
+// checkHost refuses a host that is, or resolves to, a forbidden address.
+func (g Guard) checkHost(ctx context.Context, host string) error {
 	if ip, err := netip.ParseAddr(host); err == nil {
 		if class := Forbidden(ip); class != "" {
-			return nil, forbidden(host, ip, class)
+			return forbidden(host, ip, class)
 		}
-		return u, nil
+		return nil
 	}
-	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") || strings.HasSuffix(strings.ToLower(strings.TrimSuffix(host, ".")), ".localhost") {
-		return nil, forbidden(host, netip.MustParseAddr("127.0.0.1"), "loopback")
+	if name := strings.ToLower(strings.TrimSuffix(host, ".")); name == "localhost" || strings.HasSuffix(name, ".localhost") {
+		return forbidden(host, netip.MustParseAddr("127.0.0.1"), "loopback")
 	}
 	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
@@ -124,14 +138,14 @@ func (g Guard) CheckURL(ctx context.Context, raw string) (*url.URL, error) {
 	}
 	ips, err := r.LookupNetIP(ctx, "ip", host)
 	if err != nil || len(ips) == 0 {
-		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "url's host %q does not resolve", host)
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "url's host %q does not resolve", host)
 	}
 	for _, ip := range ips {
 		if class := Forbidden(ip); class != "" {
-			return nil, forbidden(host, ip, class)
+			return forbidden(host, ip, class)
 		}
 	}
-	return u, nil
+	return nil
 }
 
 func forbidden(host string, ip netip.Addr, class string) error {
