@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tetherhq/tether/internal/provider/outputcap"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -172,7 +173,7 @@ func (p *Provider) Exec(ctx context.Context, sandboxID string, req sandbox.ExecR
 func (p *Provider) exec(ctx context.Context, m meta, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	limit := outputLimit(req)
 	var out []byte
-	c := newOutputCap(limit, func(_ string, chunk []byte) error {
+	c := outputcap.New(limit, func(_ string, chunk []byte) error {
 		// Grown by hand: never past the limit, which head, marker and tail
 		// together do not exceed.
 		if need := len(out) + len(chunk); need > cap(out) {
@@ -254,13 +255,13 @@ func execOutcome(killed bool, err error) (sandbox.ExecResult, error) {
 // through pipes of their own, each chunk passed on as it is read, up to half
 // the limit; what follows is held (the latest bytes, up to the other half)
 // and passed on when the command ends, after the marker if the output was
-// cut (see outputCap).
+// cut (see outputcap.Cap).
 func (p *Provider) ExecStream(ctx context.Context, sandboxID string, req sandbox.ExecRequest, emit func(stream string, chunk []byte) error) (sandbox.ExecResult, error) {
 	m, err := p.running(sandboxID)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	return p.runCaptured(ctx, m, req, newOutputCap(outputLimit(req), emit), true)
+	return p.runCaptured(ctx, m, req, outputcap.New(outputLimit(req), emit), true)
 }
 
 // runCaptured runs req in the sandbox and writes its output to out as it
@@ -273,7 +274,7 @@ func (p *Provider) ExecStream(ctx context.Context, sandboxID string, req sandbox
 // Background processes the command started may hold the pipes after it
 // ends: what they wrote until then is read, and detachOutput takes the
 // pipes from there.
-func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequest, out *outputCap, split bool) (sandbox.ExecResult, error) {
+func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequest, out *outputcap.Cap, split bool) (sandbox.ExecResult, error) {
 	var res sandbox.ExecResult
 	streams := []string{sandbox.Stdout}
 	if split {
@@ -308,10 +309,10 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 		// Forked in the sandbox's groups: the sandbox is at its process
 		// limit. The command's failure, as a fork inside it would be.
 		res.ExitCode = 1
-		if err := out.write(streams[len(streams)-1], []byte("cannot start the command: fork: resource temporarily unavailable (the sandbox is at its process limit)\n")); err != nil {
+		if err := out.Write(streams[len(streams)-1], []byte("cannot start the command: fork: resource temporarily unavailable (the sandbox is at its process limit)\n")); err != nil {
 			return res, fmt.Errorf("local: exec: passing output on: %w", err)
 		}
-		if res.Truncated, err = out.finish(); err != nil {
+		if res.Truncated, err = out.Finish(); err != nil {
 			return res, fmt.Errorf("local: exec: passing output on: %w", err)
 		}
 		return res, nil
@@ -372,7 +373,7 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 		return res, err
 	}
 	res.OOMKilled = p.oomKills(m) > ooms
-	if res.Truncated, err = out.finish(); err != nil {
+	if res.Truncated, err = out.Finish(); err != nil {
 		return res, fmt.Errorf("local: exec: passing output on: %w", err)
 	}
 	return res, nil
@@ -384,7 +385,7 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 // on draining the pipes.
 type outputSink struct {
 	mu       sync.Mutex
-	out      *outputCap
+	out      *outputcap.Cap
 	dropping bool
 	err      error
 	// failed is closed when out fails.
@@ -397,7 +398,7 @@ func (s *outputSink) write(stream string, p []byte) {
 	if s.dropping {
 		return
 	}
-	if err := s.out.write(stream, p); err != nil {
+	if err := s.out.Write(stream, p); err != nil {
 		s.dropping, s.err = true, err
 		close(s.failed)
 	}

@@ -23,7 +23,7 @@
 // sandbox's /bin/sh, with every capability dropped and no_new_privs set.
 // Every process of a sandbox runs as a host uid of its own (uid.go) and
 // under a seccomp filter (seccomp.go); exec output comes through pipes,
-// bounded in memory (output.go).
+// bounded in memory (outputcap).
 package local
 
 import (
@@ -232,6 +232,9 @@ func New(dir string, opts ...Option) (*Provider, error) {
 	p.workspace.detect(p.dir, p.problem)
 	return p, nil
 }
+
+// outputNote describes exec output, for Info.
+const outputNote = "exec output: read through pipes and never stored on the host; past the server's cap (MAX_EXEC_OUTPUT) the first and last parts are kept, with \"[tether: N bytes of output omitted]\" between them"
 
 // limitsNote says which resource limits are in force, for Info.
 func (p *Provider) limitsNote() string {

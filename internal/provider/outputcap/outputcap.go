@@ -1,4 +1,8 @@
-package local
+// Package outputcap bounds the output of a command run in a sandbox the way
+// every provider's exec must (sandbox.ExecRequest.MaxOutput): the head and
+// the tail of a longer output are kept, with a marker between them saying
+// how many bytes were left out, all within the limit.
+package outputcap
 
 import (
 	"fmt"
@@ -6,14 +10,14 @@ import (
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
-// omittedFormat is the marker that replaces the middle of an output longer
+// OmittedFormat is the marker that replaces the middle of an output longer
 // than the exec's limit: the head and the tail of the output stay, and the
 // marker between them says how many bytes were left out.
-const omittedFormat = "\n[tether: %d bytes of output omitted]\n"
+const OmittedFormat = "\n[tether: %d bytes of output omitted]\n"
 
-// markerRoom is the room kept within the limit for the marker: its
+// MarkerRoom is the room kept within the limit for the marker: its
 // longest form, with a 19-digit count.
-const markerRoom = len(omittedFormat) - len("%d") + 19
+const MarkerRoom = len(OmittedFormat) - len("%d") + 19
 
 // maxSegments bounds the runs of one stream that the held tail records, so
 // that output alternating between stdout and stderr in tiny pieces cannot
@@ -21,17 +25,17 @@ const markerRoom = len(omittedFormat) - len("%d") + 19
 // the tail are dropped (and counted as omitted).
 const maxSegments = 4096
 
-// outputCap passes a command's output on while holding no more than limit
+// Cap passes a command's output on while holding no more than limit
 // bytes of it: the first part (the head) is passed on as it comes; what
 // follows is held in a ring of the latest bytes, passed on when the command
 // ends. If the output fit in limit, all of it was passed on, in order; if
 // not, the ring is cut to the tail and the marker goes before it, so that
-// head, marker and tail together are at most limit bytes. Below 4×markerRoom
+// head, marker and tail together are at most limit bytes. Below 4×MarkerRoom
 // there is no room for a useful tail: the head is the whole limit and a cut
 // output has no marker (Truncated says it was cut).
 //
 // It is not safe for concurrent use.
-type outputCap struct {
+type Cap struct {
 	limit    int
 	headLeft int // bytes still to pass on as they come
 	tailKeep int // bytes of the ring kept after a cut
@@ -49,10 +53,11 @@ type segment struct {
 	n      int
 }
 
-func newOutputCap(limit int, emit func(stream string, chunk []byte) error) *outputCap {
-	c := &outputCap{limit: limit, headLeft: limit, emit: emit}
-	if limit >= 4*markerRoom {
-		keep := limit - markerRoom
+// New returns a Cap of limit bytes that passes output on to emit.
+func New(limit int, emit func(stream string, chunk []byte) error) *Cap {
+	c := &Cap{limit: limit, headLeft: limit, emit: emit}
+	if limit >= 4*MarkerRoom {
+		keep := limit - MarkerRoom
 		c.headLeft = keep / 2
 		c.tailKeep = keep - c.headLeft
 		c.ring = make([]byte, limit-c.headLeft)
@@ -60,8 +65,8 @@ func newOutputCap(limit int, emit func(stream string, chunk []byte) error) *outp
 	return c
 }
 
-// write takes the next chunk of the output, from stream.
-func (c *outputCap) write(stream string, p []byte) error {
+// Write takes the next chunk of the output, from stream.
+func (c *Cap) Write(stream string, p []byte) error {
 	c.total += int64(len(p))
 	if c.headLeft > 0 {
 		n := min(len(p), c.headLeft)
@@ -97,7 +102,7 @@ func (c *outputCap) write(stream string, p []byte) error {
 }
 
 // drop forgets the ring's n oldest bytes.
-func (c *outputCap) drop(n int) {
+func (c *Cap) drop(n int) {
 	c.start = (c.start + n) % max(len(c.ring), 1)
 	c.size -= n
 	for n > 0 {
@@ -110,17 +115,17 @@ func (c *outputCap) drop(n int) {
 	}
 }
 
-// finish passes on what the ring holds, after the marker if the output was
+// Finish passes on what the ring holds, after the marker if the output was
 // longer than the limit, and reports whether it was.
-func (c *outputCap) finish() (truncated bool, err error) {
+func (c *Cap) Finish() (truncated bool, err error) {
 	if c.total > int64(c.limit) {
 		truncated = true
 		if c.size > c.tailKeep {
 			c.drop(c.size - c.tailKeep)
 		}
 		if c.tailKeep > 0 {
-			omitted := c.total - int64(c.limit-c.tailKeep-markerRoom) - int64(c.size)
-			if err := c.emit(sandbox.Stderr, fmt.Appendf(nil, omittedFormat, omitted)); err != nil {
+			omitted := c.total - int64(c.limit-c.tailKeep-MarkerRoom) - int64(c.size)
+			if err := c.emit(sandbox.Stderr, fmt.Appendf(nil, OmittedFormat, omitted)); err != nil {
 				return truncated, err
 			}
 		}
@@ -140,6 +145,3 @@ func (c *outputCap) finish() (truncated bool, err error) {
 	c.segs, c.size = nil, 0
 	return truncated, nil
 }
-
-// outputNote describes exec output, for Info.
-const outputNote = "exec output: read through pipes and never stored on the host; past the server's cap (MAX_EXEC_OUTPUT) the first and last parts are kept, with \"[tether: N bytes of output omitted]\" between them"

@@ -1,4 +1,4 @@
-package local
+package outputcap
 
 import (
 	"errors"
@@ -14,12 +14,12 @@ type chunk struct {
 	data   string
 }
 
-// capture feeds writes through an outputCap of limit and returns what it
+// capture feeds writes through an Cap of limit and returns what it
 // passed on, chunk by chunk (runs of one stream merged), and whether it cut.
 func capture(t *testing.T, limit int, writes []chunk) ([]chunk, bool) {
 	t.Helper()
 	var got []chunk
-	c := newOutputCap(limit, func(stream string, p []byte) error {
+	c := New(limit, func(stream string, p []byte) error {
 		if len(p) == 0 {
 			t.Errorf("empty chunk passed on")
 		}
@@ -31,11 +31,11 @@ func capture(t *testing.T, limit int, writes []chunk) ([]chunk, bool) {
 		return nil
 	})
 	for _, w := range writes {
-		if err := c.write(w.stream, []byte(w.data)); err != nil {
+		if err := c.Write(w.stream, []byte(w.data)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	truncated, err := c.finish()
+	truncated, err := c.Finish()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func joined(chunks []chunk) string {
 func TestOutputCapKeepsHeadAndTail(t *testing.T) {
 	t.Parallel()
 	const limit = 1000
-	keep := limit - markerRoom
+	keep := limit - MarkerRoom
 	head, tail := keep/2, keep-keep/2
 
 	// Within the limit, however it is written: whole, streams in order.
@@ -79,7 +79,7 @@ func TestOutputCapKeepsHeadAndTail(t *testing.T) {
 		}
 		got, truncated := capture(t, limit, writes)
 		out := joined(got)
-		marker := fmt.Sprintf(omittedFormat, len(all)-head-tail)
+		marker := fmt.Sprintf(OmittedFormat, len(all)-head-tail)
 		want := all[:head] + marker + all[len(all)-tail:]
 		if !truncated || out != want || len(out) > limit {
 			t.Errorf("pieces of %d: truncated %v, %d bytes; want head, %q, tail (%d bytes)", size, truncated, len(out), marker, len(want))
@@ -125,9 +125,9 @@ func TestOutputCapAlternatingStreams(t *testing.T) {
 		writes = append(writes, chunk{[]string{sandbox.Stdout, sandbox.Stderr}[i%2], fmt.Sprintf("%05d,", i)})
 	}
 	all := joined(writes)
-	c := newOutputCap(limit, func(string, []byte) error { return nil })
+	c := New(limit, func(string, []byte) error { return nil })
 	for _, w := range writes {
-		if err := c.write(w.stream, []byte(w.data)); err != nil {
+		if err := c.Write(w.stream, []byte(w.data)); err != nil {
 			t.Fatal(err)
 		}
 		if len(c.segs) > maxSegments {
@@ -136,7 +136,7 @@ func TestOutputCapAlternatingStreams(t *testing.T) {
 	}
 	got, truncated := capture(t, limit, writes)
 	out := joined(got)
-	keep := limit - markerRoom
+	keep := limit - MarkerRoom
 	head := keep / 2
 	before, tail, ok := strings.Cut(out[head:], "]\n")
 	var omitted int
@@ -163,8 +163,8 @@ func TestOutputCapAlternatingStreams(t *testing.T) {
 func TestOutputCapEmitFailure(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("client gone")
-	c := newOutputCap(1000, func(string, []byte) error { return boom })
-	if err := c.write(sandbox.Stdout, []byte("x")); !errors.Is(err, boom) {
+	c := New(1000, func(string, []byte) error { return boom })
+	if err := c.Write(sandbox.Stdout, []byte("x")); !errors.Is(err, boom) {
 		t.Errorf("write = %v, want the emit's error", err)
 	}
 }
