@@ -345,6 +345,7 @@ func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) e
 		MaxAttempts:  cfg.CreateMaxAttempts,
 		MaxBackoff:   cfg.ExecutorMaxBackoff,
 		Node:         cfg.NodeID,
+		MaxLifetime:  cfg.MaxLifetime,
 	}, st, notifier, providers, log, metrics)
 	executor.Start(workCtx)
 

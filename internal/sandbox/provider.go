@@ -65,6 +65,12 @@ type CreateSpec struct {
 	// ready; a failure fails the sandbox.
 	Setup  string
 	Params json.RawMessage
+	// EndBy is the latest the sandbox may live: its creation plus the
+	// server's MAX_LIFETIME, which no renewal extends. A provider that can
+	// make its resource end on its own (a pod's activeDeadlineSeconds)
+	// sets that backstop from it, so that the resource ends even if Tether
+	// does not. Zero: no cap is known.
+	EndBy time.Time
 }
 
 // Resource is what a provider holds for one sandbox.
