@@ -33,6 +33,7 @@ import (
 
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/lifecycle"
+	"github.com/tetherhq/tether/internal/provider/kubernetes"
 	"github.com/tetherhq/tether/internal/provider/local"
 	"github.com/tetherhq/tether/internal/provider/sim"
 	"github.com/tetherhq/tether/internal/sandbox"
@@ -217,8 +218,18 @@ func buildProviders(cfg Config) ([]sandbox.Provider, error) {
 				return nil, err
 			}
 			out = append(out, p)
+		case kubernetes.Name:
+			kcfg, err := kubernetes.ConfigFromEnv(os.Getenv)
+			if err != nil {
+				return nil, fmt.Errorf("provider kubernetes: %w", err)
+			}
+			p, err := kubernetes.New(kcfg)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, p)
 		default:
-			return nil, fmt.Errorf("PROVIDERS: unknown provider %q (known: sim, local)", name)
+			return nil, fmt.Errorf("PROVIDERS: unknown provider %q (known: sim, local, kubernetes)", name)
 		}
 	}
 	return out, nil
