@@ -31,7 +31,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
-		"strings"
+	"strings"
 	"sync"
 	"time"
 
