@@ -189,22 +189,23 @@ func (p *Provider) waitReady(ctx context.Context, pod *corev1.Pod) (*corev1.Pod,
 			}
 			return nil, apiError("create: watch pod", err)
 		}
-		next, gone, err := nextState(ctx, w, pod)
+		last, decided, gone, err := nextState(ctx, w, pod)
 		w.Stop()
+		pod = last
 		switch {
 		case err != nil:
-			return nil, notReady(pod, st, err)
+			return nil, notReady(pod, judgeStart(pod), err)
 		case gone:
 			return nil, sandbox.Retryable(fmt.Errorf("kubernetes: pod %s/%s was deleted while it started", pod.Namespace, pod.Name))
-		case next == nil:
+		case !decided:
 			// The watch ended (a timeout, a compaction): read it again.
-			if pod, err = pods.Get(ctx, pod.Name, metav1.GetOptions{}); err != nil {
+			next, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
 				if ctx.Err() != nil {
-					return nil, notReady(pod, st, ctx.Err())
+					return nil, notReady(pod, judgeStart(pod), ctx.Err())
 				}
 				return nil, apiError("create: get pod", err)
 			}
-		default:
 			pod = next
 		}
 		st = judgeStart(pod)
@@ -212,30 +213,28 @@ func (p *Provider) waitReady(ctx context.Context, pod *corev1.Pod) (*corev1.Pod,
 }
 
 // nextState reads the watch until the pod changes in a way that decides
-// (ready, failed, gone), the watch ends (nil, false, nil), or ctx ends.
-func nextState(ctx context.Context, w watch.Interface, pod *corev1.Pod) (*corev1.Pod, bool, error) {
+// (ready, failed: decided; gone), the watch ends, or ctx ends; it returns
+// the pod as last seen.
+func nextState(ctx context.Context, w watch.Interface, pod *corev1.Pod) (last *corev1.Pod, decided, gone bool, err error) {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, false, ctx.Err()
+			return pod, false, false, ctx.Err()
 		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return nil, false, nil
+			if !ok || ev.Type == watch.Error {
+				return pod, false, false, nil
 			}
-			switch ev.Type {
-			case watch.Deleted:
-				return nil, true, nil
-			case watch.Error:
-				return nil, false, nil
+			if ev.Type == watch.Deleted {
+				return pod, false, true, nil
 			}
 			next, isPod := ev.Object.(*corev1.Pod)
 			if !isPod || next.UID != pod.UID {
 				continue
 			}
-			if st := judgeStart(next); st.ready || st.fail != nil {
-				return next, false, nil
-			}
 			pod = next
+			if st := judgeStart(pod); st.ready || st.fail != nil {
+				return pod, true, false, nil
+			}
 		}
 	}
 }

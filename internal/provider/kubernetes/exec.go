@@ -138,7 +138,7 @@ func exitStatus(err error) (code int, ok bool) {
 }
 
 // execScript runs exec's command: $1 is a token naming the run, $2 its
-// timeout in seconds, $3 the working directory (empty: the sandbox's),
+// timeout in seconds, $3 the working directory,
 // $4 the command, run as `sh -c` would (no positional parameters).
 //
 // The pod enforces the timeout, since a stream that Tether cancels does
@@ -149,7 +149,8 @@ func exitStatus(err error) (code int, ok bool) {
 // processes left holding the exec's output (background ones that did not
 // redirect it) are killed: the exec could not end while they hold it.
 // Only its own processes are touched: those under the command, and those
-// whose stdout or stderr is this exec's (the -ef test).
+// whose stdout or stderr is this exec's (the -ef test), never the
+// script's own ancestors.
 const execScript = `tok=$1 t=$2 wd=$3
 shift 3
 pidf=/tmp/.tether-exec-$tok
@@ -169,9 +170,12 @@ EOF
 	done
 	echo "${found# $1 }"
 }
+ppid() { read -r l <"/proc/$1/stat" && r=${l##*")"} && set -- $r && echo "$2"; }
 holders() {
+	up=" $$ " a=$$
+	while a=$(ppid "$a" 2>/dev/null) && [ -n "$a" ] && [ "$a" -gt 1 ]; do up="$up$a "; done
 	for d in /proc/[0-9]*; do
-		[ "${d#/proc/}" = $$ ] && continue
+		case $up in *" ${d#/proc/} "*) continue ;; esac
 		if [ "$d/fd/1" -ef /proc/$$/fd/1 ] || [ "$d/fd/2" -ef /proc/$$/fd/2 ]; then kill -KILL "${d#/proc/}"; fi
 	done 2>/dev/null
 }
@@ -255,8 +259,12 @@ func (p *Provider) run(ctx context.Context, pod *corev1.Pod, req sandbox.ExecReq
 	sctx, cancel := context.WithTimeout(ctx, timeout+overrun)
 	defer cancel()
 	sink := &capSink{out: out, cancel: cancel}
+	wd := req.WorkDir
+	if wd == "" {
+		wd = p.cfg.WorkDir // the container's too; said, for runtimes that start execs elsewhere
+	}
 	argv := p.command(pod, req.Env, "/bin/sh", "-c", execScript, "sh", token,
-		strconv.FormatFloat(timeout.Seconds(), 'f', 3, 64), req.WorkDir, req.Command)
+		strconv.FormatFloat(timeout.Seconds(), 'f', 3, 64), wd, req.Command)
 	start := time.Now()
 	err := p.stream(sctx, pod, argv, nil, sink.writer(sandbox.Stdout), sink.writer(sandbox.Stderr))
 	elapsed := time.Since(start)
