@@ -232,11 +232,18 @@ func nextState(ctx context.Context, w watch.Interface, pod *corev1.Pod) (last *c
 				continue
 			}
 			pod = next
-			if st := judgeStart(pod); st.ready || st.fail != nil {
+			if decides(pod) {
 				return pod, true, false, nil
 			}
 		}
 	}
+}
+
+// decides reports whether a starting pod's status decides its create:
+// ready, or a reason to give up (judgeStart returns which).
+func decides(pod *corev1.Pod) bool {
+	st := judgeStart(pod)
+	return st.ready || st.fail != nil
 }
 
 // notReady is the error of a pod that was not ready before ctx ended.

@@ -496,7 +496,9 @@ func TestCreateFailures(t *testing.T) {
 // INVALID_REQUEST.
 func TestValidateParams(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t, func(c *kubernetes.Config) { c.Maxima = kubernetes.Resources{CPUMillis: 2000, MemoryMB: 1024, EphemeralStorageMB: 2048} })
+	p := newProvider(t, func(c *kubernetes.Config) {
+		c.Maxima = kubernetes.Resources{CPUMillis: 2000, MemoryMB: 1024, EphemeralStorageMB: 2048}
+	})
 	for _, ok := range []string{``, `null`, `{}`, `{"cpu_millis":2000,"memory_mb":1024,"ephemeral_storage_mb":2048}`,
 		`{"network":"none"}`, `{"network":"allowlist","allow":["0.0.0.0/0:443","10.1.2.3","192.168.0.0/16:80"]}`} {
 		if err := p.ValidateParams(json.RawMessage(ok)); err != nil {
