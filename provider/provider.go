@@ -71,6 +71,12 @@ type CreateSpec struct {
 	// ready; a failure fails the sandbox.
 	Setup  string
 	Params json.RawMessage
+	// EndBy is the latest the sandbox may live: its creation plus the
+	// server's MAX_LIFETIME, which no renewal extends. A provider that can
+	// make its resource end on its own (a pod's activeDeadlineSeconds)
+	// sets that backstop from it, so that the resource ends even if Tether
+	// does not. Zero: no cap is known.
+	EndBy time.Time
 }
 
 // Resource is what a provider holds for one sandbox.
@@ -84,6 +90,25 @@ type Resource struct {
 	// Defunct is set when the provider still holds remains of the sandbox
 	// but it no longer runs: a ready sandbox in that state is lost.
 	Defunct bool
+	// Reason says, in the provider's words, why a defunct resource no
+	// longer runs (a pod's status reason and message); it goes into the
+	// history of a sandbox that ends lost.
+	Reason string
+}
+
+// Watcher is the optional capability of noticing at once that a
+// sandbox's resource stopped running or vanished (a pod deleted behind
+// Tether's back), rather than at the janitor's next listing.
+type Watcher interface {
+	// Watch sends, until ctx ends, the resources that became defunct,
+	// Defunct set and Reason saying why (a vanished one too), then closes
+	// the channel. It may drop events when the channel is full: the
+	// janitor's listing still finds those.
+	Watch(ctx context.Context) <-chan Resource
+	// Lookup returns the sandbox's resource as it is now (found false if
+	// there is none), so that a watched event can be checked before it
+	// ends the sandbox.
+	Lookup(ctx context.Context, sandboxID string) (res Resource, found bool, err error)
 }
 
 // Info is a provider's self-description.

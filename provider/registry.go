@@ -39,6 +39,10 @@ type Registration struct {
 	// settings it cannot use. A provider that cannot run on this host is
 	// not an error: it reports Available false in Info.
 	New func(ctx context.Context, s *Settings) (Provider, error)
+	// Uses names settings of the service itself (not the provider's own,
+	// and documented by the service) that New reads too, such as
+	// DATABASE_URL.
+	Uses []string
 }
 
 // settingName is what a Setting's Name may be.
@@ -72,6 +76,9 @@ func (r Registration) Open(ctx context.Context, getenv func(string) string) (Pro
 			v = def.Default
 		}
 		s.values[def.Name] = v
+	}
+	for _, name := range r.Uses {
+		s.values[name] = strings.TrimSpace(getenv(name))
 	}
 	p, err := r.New(ctx, s)
 	if err == nil {

@@ -251,7 +251,7 @@ func (a *app) offered(ctx context.Context) []string {
 func (a *app) buildWorkers(reg *prometheus.Registry) {
 	a.heartbeat = lifecycle.NewHeartbeat(a.st, a.node, a.offered, a.hostBound(), a.cfg.NodeGrace, a.log)
 	ex := a.cfg.Executor
-	ex.WorkerID, ex.Node = a.cfg.WorkerID, a.cfg.NodeID
+	ex.WorkerID, ex.Node, ex.MaxLifetime = a.cfg.WorkerID, a.cfg.NodeID, a.cfg.HTTP.MaxLifetime
 	a.executor = lifecycle.NewExecutor(ex, a.st, a.notifier, a.providers, a.log, lifecycle.NewMetrics(reg))
 	jc := a.cfg.Janitor
 	jc.Holder, jc.Node, jc.NodeGrace = a.cfg.WorkerID, a.cfg.NodeID, a.cfg.NodeGrace

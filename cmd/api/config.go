@@ -40,6 +40,9 @@ type Config struct {
 	Providers []string
 	Sim       simConfig
 	Local     localConfig
+	// Registered are the settings of providers that parse their own
+	// (registered), as given.
+	Registered map[string]string
 
 	// Executor and Janitor are the workers' configuration; serve adds the
 	// replica's and the node's names (WorkerID, NodeID) and NodeGrace.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -9,9 +10,11 @@ import (
 	"strings"
 
 	"github.com/tetherhq/tether/internal/host/egress"
+	"github.com/tetherhq/tether/internal/provider/kubernetes"
 	"github.com/tetherhq/tether/internal/provider/local"
 	"github.com/tetherhq/tether/internal/provider/sim"
 	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // A providerKind is a provider Tether can run: its name (as PROVIDERS
@@ -30,6 +33,36 @@ type providerKind struct {
 var providerKinds = []providerKind{
 	{name: sim.Name, settings: simSettings, build: newSim},
 	{name: local.Name, settings: localSettings, checks: localChecks, build: newLocal},
+	registered(kubernetes.Registration),
+}
+
+// registered is the row of a provider that declares its settings in a
+// provider.Registration: each of them is a setting of the table, whose
+// value the configuration keeps as it was given (Config.Registered), and
+// the registration itself parses them, with the service's settings it
+// Uses, when the provider is built.
+func registered(r provider.Registration) providerKind {
+	k := providerKind{name: r.Name}
+	for _, rs := range r.Settings {
+		k.settings = append(k.settings, setting{name: rs.Name, def: rs.Default, doc: rs.Doc,
+			set: func(c *Config, v string) error {
+				if c.Registered == nil {
+					c.Registered = map[string]string{}
+				}
+				c.Registered[rs.Name] = v
+				return nil
+			}})
+	}
+	k.build = func(cfg Config) (sandbox.Provider, error) {
+		service := map[string]string{"DATABASE_URL": cfg.DatabaseURL}
+		return r.Open(context.Background(), func(name string) string {
+			if v, ok := cfg.Registered[name]; ok {
+				return v
+			}
+			return service[name]
+		})
+	}
+	return k
 }
 
 // buildProviders makes the providers PROVIDERS enables, the default first.

@@ -59,6 +59,10 @@ type ExecutorConfig struct {
 	// their create; only that node's executors release them. Empty: every
 	// sandbox is any executor's, as on a single host.
 	Node string
+	// MaxLifetime is the server's cap on a sandbox's lifetime
+	// (MAX_LIFETIME): a create tells the provider its sandbox's end by
+	// creation plus this (sandbox.CreateSpec.EndBy). Zero: none is told.
+	MaxLifetime time.Duration
 }
 
 // Executor defaults, for zero ExecutorConfig fields.
@@ -609,6 +613,7 @@ func (e *Executor) runCreate(ctx context.Context, p sandbox.Provider, sb sandbox
 	res, err := callProvider(log, p.Name(), "create", e.panicked(p.Name(), "create"), func() (sandbox.Resource, error) {
 		return p.Create(deadlineCtx, sandbox.CreateSpec{
 			SandboxID: sb.ID, Tenant: sb.Tenant, Labels: sb.Labels, Env: sb.Env, Setup: sb.Setup, Params: sb.Params,
+			EndBy: e.endBy(sb),
 		})
 	})
 	cause := context.Cause(callCtx)
@@ -626,6 +631,14 @@ func (e *Executor) runCreate(ctx context.Context, p sandbox.Provider, sb sandbox
 	})
 	r.res, r.took = res, time.Since(start)
 	return r
+}
+
+// endBy is the latest sb may live, or zero without a MaxLifetime.
+func (e *Executor) endBy(sb sandbox.Sandbox) time.Time {
+	if e.cfg.MaxLifetime <= 0 {
+		return time.Time{}
+	}
+	return sb.CreatedAt.Add(e.cfg.MaxLifetime)
 }
 
 // createCall is what classifyCreate judges a finished create call by.

@@ -131,6 +131,10 @@ type Janitor struct {
 	duration *prometheus.HistogramVec
 	leading  prometheus.Gauge
 
+	// isLeader is set while this replica leads the janitor: only the
+	// leader acts on what watching providers report.
+	isLeader atomic.Bool
+
 	// steadySince is when this janitor last began to reach Postgres
 	// without a break (its creation, or its last run that found Postgres
 	// unreachable), in Unix nanoseconds of the wall clock.
@@ -185,6 +189,11 @@ func (j *Janitor) Start(ctx context.Context) {
 		var wg sync.WaitGroup
 		wg.Go(func() { j.every(ctx, j.sweepTick) })
 		wg.Go(func() { j.every(ctx, j.reconcileTick) })
+		for _, p := range j.providers {
+			if w, ok := p.(sandbox.Watcher); ok && !j.nodeBound(p) {
+				wg.Go(func() { j.watch(ctx, p, w) })
+			}
+		}
 		wg.Wait()
 	}()
 }
@@ -262,12 +271,14 @@ func (j *Janitor) steady() bool {
 func (j *Janitor) reconcileTick(ctx context.Context) {
 	var rep Report
 	if j.lead(ctx, janitorRole) {
+		j.isLeader.Store(true)
 		j.leading.Set(1)
 		if err := j.Reconcile(ctx, &rep); err != nil && ctx.Err() == nil {
 			j.unsteady(err)
 			j.log.Error("janitor: reconcile incomplete", "err", err)
 		}
 	} else {
+		j.isLeader.Store(false)
 		j.leading.Set(0)
 	}
 	if j.cfg.Node != "" && j.lead(ctx, nodeRole(j.cfg.Node)) {
@@ -518,10 +529,10 @@ func (j *Janitor) reconcile(ctx context.Context, p sandbox.Provider, node string
 	// Judge only sandboxes ready since well before the listing: replicas'
 	// clocks differ, and a resource made just after the listing must not
 	// look lost. The ready sandboxes stream past; only the lost are kept.
-	var lost []string
+	var lost []lostSandbox
 	if err := j.store.ReadyBefore(ctx, p.Name(), node, listedAt.Add(-j.cfg.OrphanGrace), func(id string) {
 		if lostIn(held, id) {
-			lost = append(lost, id)
+			lost = append(lost, lostSandbox{id: id, reason: held[id].Reason})
 		}
 	}); err != nil {
 		return err
@@ -608,18 +619,86 @@ func (j *Janitor) destroyOrphans(ctx context.Context, p sandbox.Provider, orphan
 	return g.Wait()
 }
 
+// lostSandbox is a ready sandbox whose resource is gone or defunct, and
+// what the provider said of it (its Resource.Reason; empty when it holds
+// nothing).
+type lostSandbox struct {
+	id, reason string
+}
+
+// lostMessage is what a lost sandbox's history says of it.
+func lostMessage(reason string) string {
+	if reason == "" {
+		return "the provider no longer has this sandbox"
+	}
+	return "the provider reports the sandbox no longer runs: " + reason
+}
+
 // markLost ends the lost sandboxes with reason lost.
-func (j *Janitor) markLost(ctx context.Context, p sandbox.Provider, lost []string, rep *Report) error {
-	for _, id := range lost {
-		sb, ended, err := j.store.MarkLost(ctx, id, "the provider no longer has this sandbox")
+func (j *Janitor) markLost(ctx context.Context, p sandbox.Provider, lost []lostSandbox, rep *Report) error {
+	for _, l := range lost {
+		sb, ended, err := j.store.MarkLost(ctx, l.id, lostMessage(l.reason))
 		if err != nil {
 			return err
 		}
 		if ended {
 			rep.Lost++
 			j.actions.WithLabelValues("lost").Inc()
-			j.log.Warn("janitor: sandbox lost by its provider", "provider", p.Name(), "sandbox", id, "tenant", sb.Tenant)
+			j.log.Warn("janitor: sandbox lost by its provider", "provider", p.Name(), "sandbox", l.id, "tenant", sb.Tenant, "reason", l.reason)
 		}
 	}
 	return nil
+}
+
+// watch acts, while this replica leads, on what a watching provider
+// reports: each sandbox whose resource it says became defunct or vanished
+// is reconciled at once (reconcileWatched), not at the next listing. What
+// it reports while another replica leads is that replica's to act on.
+func (j *Janitor) watch(ctx context.Context, p sandbox.Provider, w sandbox.Watcher) {
+	for ev := range w.Watch(ctx) {
+		if !j.isLeader.Load() {
+			continue
+		}
+		if err := j.reconcileWatched(ctx, p, w, ev); err != nil && ctx.Err() == nil {
+			j.log.Warn("janitor: reconciling a watched sandbox failed; the next listing will", "provider", p.Name(), "sandbox", ev.SandboxID, "err", err)
+		}
+	}
+}
+
+// reconcileWatched ends with reason lost the sandbox of a watched event
+// if it is ready and its resource, looked up now, is still gone or
+// defunct: an event may be stale (a create since made a new resource).
+// The sandbox is checked ready before the lookup, and a ready sandbox's
+// resource is never made again, so a resource found gone after that is
+// gone for good.
+func (j *Janitor) reconcileWatched(ctx context.Context, p sandbox.Provider, w sandbox.Watcher, ev sandbox.Resource) error {
+	records, err := j.store.Records(ctx, []string{ev.SandboxID})
+	if err != nil {
+		return err
+	}
+	if rec, ok := records[ev.SandboxID]; !ok || rec.State != sandbox.StateReady {
+		return nil
+	}
+	type lookup struct {
+		res   sandbox.Resource
+		found bool
+	}
+	lctx, cancel := context.WithTimeout(ctx, time.Minute)
+	now, err := callProvider(j.log, p.Name(), "lookup", j.panicked, func() (lookup, error) {
+		res, found, err := w.Lookup(lctx, ev.SandboxID)
+		return lookup{res, found}, err
+	})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("lookup: %w", err)
+	}
+	if now.found && !now.res.Defunct {
+		return nil
+	}
+	reason := ev.Reason
+	if now.found && now.res.Reason != "" {
+		reason = now.res.Reason
+	}
+	var rep Report
+	return j.markLost(ctx, p, []lostSandbox{{id: ev.SandboxID, reason: reason}}, &rep)
 }

@@ -34,6 +34,9 @@ type (
 	Archives = provider.Archives
 	// Pauser is the optional capability of pausing and resuming.
 	Pauser = provider.Pauser
+	// Watcher is the optional capability of noticing lost resources at
+	// once.
+	Watcher = provider.Watcher
 )
 
 // CanPause reports whether p pauses and resumes sandboxes.
