@@ -42,7 +42,7 @@ func TestRegistrationRefusesBadSettings(t *testing.T) {
 	t.Parallel()
 	dir := harness.ReachableTempDir(t)
 	for _, tc := range []struct{ env, want string }{
-		{"LOCAL_PIDS=0", `LOCAL_PIDS="0": want an integer of at least 1`},
+		{"LOCAL_PIDS=0", `LOCAL_PIDS="0": want a positive integer`},
 		{"LOCAL_WORKSPACE_MB=8", "must be 0 (no limit) or at least 16"},
 		{"LOCAL_PIDS=5000", "must not exceed LOCAL_MAX_PIDS"},
 		{"LOCAL_OPEN_FILES=70000", "must not exceed LOCAL_MAX_OPEN_FILES"},
