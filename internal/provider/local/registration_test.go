@@ -60,23 +60,3 @@ func TestRegistrationRefusesBadSettings(t *testing.T) {
 		}
 	}
 }
-
-// TestSettingsAreDocumented: every setting the registration declares is a
-// row of docs/configuration.md with the same default, and every LOCAL_ row
-// there is declared.
-func TestSettingsAreDocumented(t *testing.T) {
-	t.Parallel()
-	documented := harness.DocumentedSettings(t)
-	declared := map[string]bool{}
-	for _, s := range local.Registration.Settings {
-		declared[s.Name] = true
-		if def, ok := documented[s.Name]; !ok || def != s.Default || s.Doc == "" {
-			t.Errorf("%s: default %q, doc %q; docs/configuration.md: %q (listed %v)", s.Name, s.Default, s.Doc, def, ok)
-		}
-	}
-	for name := range documented {
-		if strings.HasPrefix(name, "LOCAL_") && !declared[name] {
-			t.Errorf("docs/configuration.md documents %s; local.Registration does not declare it", name)
-		}
-	}
-}
