@@ -39,6 +39,12 @@ type Registration struct {
 	// settings it cannot use. A provider that cannot run on this host is
 	// not an error: it reports Available false in Info.
 	New func(ctx context.Context, s *Settings) (Provider, error)
+	// NodeDir, for a host-bound provider that keeps its state in a folder
+	// on the host, names the setting (one of Settings) of that folder.
+	// Tether derives the node's default id from it (two folders on one
+	// host are two nodes) and keeps the id there, so that it outlives a
+	// renamed host. "" for none.
+	NodeDir string
 	// Uses names settings of the service itself (not the provider's own,
 	// and documented by the service) that New reads too, such as
 	// DATABASE_URL.
@@ -59,6 +65,9 @@ func (r Registration) check() error {
 			return fmt.Errorf("provider: registration %q: setting %q is not a valid name or is declared twice", r.Name, s.Name)
 		}
 		seen[s.Name] = true
+	}
+	if r.NodeDir != "" && !seen[r.NodeDir] {
+		return fmt.Errorf("provider: registration %q: NodeDir %q is not one of its settings", r.Name, r.NodeDir)
 	}
 	return nil
 }
@@ -120,10 +129,22 @@ func (s *Settings) Int(name string, minimum int64) int64 {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < minimum {
-		s.Fail(fmt.Errorf("%s=%q: want an integer of at least %d", name, v, minimum))
+		s.Fail(fmt.Errorf("%s=%q: want %s", name, v, atLeast(minimum)))
 		return 0
 	}
 	return n
+}
+
+// atLeast says what an integer of at least minimum is, as the other
+// settings' errors say it.
+func atLeast(minimum int64) string {
+	switch minimum {
+	case 0:
+		return "0 or a positive integer"
+	case 1:
+		return "a positive integer"
+	}
+	return fmt.Sprintf("an integer of at least %d", minimum)
 }
 
 // Bool returns the setting's value as a boolean; an empty value is false.

@@ -82,7 +82,7 @@ func TestRegistrationOpenRefusesBadSettings(t *testing.T) {
 		want []string
 	}{
 		{map[string]string{"FOO_WORKERS": "many", "FOO_INSECURE": "maybe"}, []string{`FOO_WORKERS="many"`, `FOO_INSECURE="maybe"`}},
-		{map[string]string{"FOO_WORKERS": "0"}, []string{`FOO_WORKERS="0": want an integer of at least 1`}},
+		{map[string]string{"FOO_WORKERS": "0"}, []string{`FOO_WORKERS="0": want a positive integer`}},
 		{map[string]string{"FOO_WORKERS": "9", "FOO_INSECURE": "1"}, []string{"at most 8"}},
 	} {
 		p, err := reg.Open(t.Context(), env(tc.env))
@@ -125,12 +125,14 @@ func TestNewRegistryRefuses(t *testing.T) {
 	noNew := provider.Registration{Name: "x"}
 	badSetting := provider.Registration{Name: "y", New: foo.New, Settings: []provider.Setting{{Name: "lower"}}}
 	twice := provider.Registration{Name: "z", New: foo.New, Settings: []provider.Setting{{Name: "Z_A"}, {Name: "Z_A"}}}
+	nodeDir := provider.Registration{Name: "w", New: foo.New, Settings: []provider.Setting{{Name: "W_DIR"}}, NodeDir: "W_STATE_DIR"}
 	for name, regs := range map[string][]provider.Registration{
 		"a name twice":             {foo, foo},
 		"a setting in two":         {foo, other},
 		"no constructor":           {noNew},
 		"a bad setting name":       {badSetting},
 		"a setting declared twice": {twice},
+		"an undeclared NodeDir":    {nodeDir},
 	} {
 		if _, err := provider.NewRegistry(regs...); err == nil {
 			t.Errorf("%s: NewRegistry succeeded", name)

@@ -92,7 +92,7 @@ func (a *app) build(ctx context.Context, migrateFirst bool) error {
 		return err
 	}
 	var err error
-	if a.providers, err = buildProviders(a.cfg); err != nil {
+	if a.providers, err = buildProviders(ctx, a.cfg); err != nil {
 		return err
 	}
 	if err := a.openStore(ctx, migrateFirst); err != nil {
@@ -208,11 +208,11 @@ func (a *app) listen(ctx context.Context) error {
 }
 
 // identify settles the node this replica runs on: a defaulted node id is
-// kept in the local state folder when a host-bound provider runs here, so
-// that it outlives a renamed host.
+// kept in the node's folder (nodeDir: LOCAL_STATE_DIR) when a host-bound
+// provider runs here, so that it outlives a renamed host.
 func (a *app) identify() error {
-	if len(a.hostBound()) > 0 && !a.cfg.NodeIDSet {
-		id, err := stickyNodeID(a.cfg.Local.StateDir, a.cfg.NodeID)
+	if dir := nodeDir(a.cfg); dir != "" && len(a.hostBound()) > 0 && !a.cfg.NodeIDSet {
+		id, err := stickyNodeID(dir, a.cfg.NodeID)
 		if err != nil {
 			return err
 		}

@@ -38,11 +38,10 @@ type Config struct {
 	BootstrapAPIKey string
 	// Providers are the enabled providers, the default first.
 	Providers []string
-	Sim       simConfig
-	Local     localConfig
-	// Registered are the settings of providers that parse their own
-	// (registered), as given.
-	Registered map[string]string
+	// ProviderSettings are the values of the providers' settings, by
+	// name, defaults included; each provider's registration parses its
+	// own (buildProviders).
+	ProviderSettings map[string]string
 
 	// Executor and Janitor are the workers' configuration; serve adds the
 	// replica's and the node's names (WorkerID, NodeID) and NodeGrace.
@@ -80,9 +79,7 @@ type Config struct {
 // docs/configuration.md lists them.
 func settings() []setting {
 	all := slices.Clone(serviceSettings)
-	for _, k := range providerKinds {
-		all = append(all, k.settings...)
-	}
+	all = append(all, providerSettings()...)
 	all = append(all, lifecycleSettings...)
 	all = append(all, serverSettings...)
 	return append(all, webhookSettings...)
@@ -203,6 +200,14 @@ func setProviders(c *Config, v string) error {
 	if len(c.Providers) == 0 {
 		return errors.New("PROVIDERS: name at least one provider")
 	}
+	for i, name := range c.Providers {
+		if !slices.Contains(providerNames(), name) {
+			return fmt.Errorf("PROVIDERS: unknown provider %q (known: %s)", name, strings.Join(providerNames(), ", "))
+		}
+		if slices.Contains(c.Providers[:i], name) {
+			return fmt.Errorf("PROVIDERS names %q twice", name)
+		}
+	}
 	return nil
 }
 
@@ -248,7 +253,9 @@ var serviceChecks = []func(Config) error{
 
 // loadConfig reads and validates the configuration: every setting, then
 // the defaults worked out from others, then the checks across settings.
-// Every problem is reported, not just the first.
+// Every problem is reported, not just the first. The providers' settings
+// are only kept: their registrations check them when buildProviders makes
+// the enabled providers.
 func loadConfig(getenv func(string) string) (Config, error) {
 	var cfg Config
 	var errs []error
@@ -267,13 +274,9 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		cfg.WorkerID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))
 	}
 	if cfg.NodeID == "" {
-		cfg.NodeID = defaultNodeID(host, cfg.Local.StateDir)
+		cfg.NodeID = defaultNodeID(host, nodeDir(cfg))
 	}
-	checks := slices.Clone(serviceChecks)
-	for _, k := range providerKinds {
-		checks = append(checks, k.checks...)
-	}
-	for _, check := range checks {
+	for _, check := range serviceChecks {
 		if err := check(cfg); err != nil {
 			errs = append(errs, err)
 		}

@@ -3,12 +3,30 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/tetherhq/tether/internal/provider/local"
+	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
+	"github.com/tetherhq/tether/test/harness"
 )
+
+// loadAndBuild is a start up to its providers: the configuration from env
+// (and a database URL), then the providers it enables.
+func loadAndBuild(t *testing.T, env map[string]string) (Config, []sandbox.Provider, error) {
+	t.Helper()
+	cfg, err := loadConfig(func(name string) string {
+		if name == "DATABASE_URL" {
+			return "postgres://x@127.0.0.1/tether"
+		}
+		return env[name]
+	})
+	if err != nil {
+		return cfg, nil, err
+	}
+	ps, err := buildProviders(t.Context(), cfg)
+	return cfg, ps, err
+}
 
 // TestLocalWorkspaceConfig: LOCAL_WORKSPACE_MB takes 0 (no limit) or a size
 // from the provider's minimum up to LOCAL_MAX_WORKSPACE_MB; anything else
@@ -16,15 +34,14 @@ import (
 func TestLocalWorkspaceConfig(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		env     map[string]string
-		def     int // the Local.Limits.WorkspaceMB wanted, if no error
-		maxMB   int
-		wantErr string
+		env        map[string]string
+		def, maxMB string // the values kept, if no error
+		wantErr    string
 	}{
-		{env: map[string]string{}, def: 10240, maxMB: 102400},
-		{env: map[string]string{"LOCAL_WORKSPACE_MB": "0"}, def: 0, maxMB: 102400},
-		{env: map[string]string{"LOCAL_WORKSPACE_MB": "10240"}, def: 10240, maxMB: 102400},
-		{env: map[string]string{"LOCAL_WORKSPACE_MB": "512", "LOCAL_MAX_WORKSPACE_MB": "512"}, def: 512, maxMB: 512},
+		{env: map[string]string{}, def: "10240", maxMB: "102400"},
+		{env: map[string]string{"LOCAL_WORKSPACE_MB": "0"}, def: "0", maxMB: "102400"},
+		{env: map[string]string{"LOCAL_WORKSPACE_MB": " 10240 "}, def: "10240", maxMB: "102400"},
+		{env: map[string]string{"LOCAL_WORKSPACE_MB": "512", "LOCAL_MAX_WORKSPACE_MB": "512"}, def: "512", maxMB: "512"},
 		{env: map[string]string{"LOCAL_WORKSPACE_MB": "-1"}, wantErr: `LOCAL_WORKSPACE_MB="-1": want 0 or a positive integer`},
 		{env: map[string]string{"LOCAL_WORKSPACE_MB": "1G"}, wantErr: `LOCAL_WORKSPACE_MB="1G"`},
 		{env: map[string]string{"LOCAL_WORKSPACE_MB": "8"}, wantErr: "LOCAL_WORKSPACE_MB (8) must be 0 (no limit) or at least 16"},
@@ -32,67 +49,41 @@ func TestLocalWorkspaceConfig(t *testing.T) {
 		{env: map[string]string{"LOCAL_MAX_WORKSPACE_MB": "0"}, wantErr: `LOCAL_MAX_WORKSPACE_MB="0": want a positive integer`},
 	}
 	for _, tc := range cases {
-		cfg, err := loadConfig(func(name string) string {
-			if name == "DATABASE_URL" {
-				return "postgres://x@127.0.0.1/tether"
+		if tc.wantErr == "" {
+			// Kept for the registration; TestProviderSettingsReachTheProviders
+			// builds one.
+			cfg, err := loadConfig(func(name string) string {
+				return map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1/tether"}[name] + tc.env[name]
+			})
+			if got := [2]string{cfg.ProviderSettings["LOCAL_WORKSPACE_MB"], cfg.ProviderSettings["LOCAL_MAX_WORKSPACE_MB"]}; err != nil || got != [2]string{tc.def, tc.maxMB} {
+				t.Errorf("%v: loadConfig = %v, keeps %v; want %s, %s", tc.env, err, got, tc.def, tc.maxMB)
 			}
-			return tc.env[name]
-		})
-		switch {
-		case tc.wantErr != "":
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("%v: loadConfig = %v; want an error saying %q", tc.env, err, tc.wantErr)
-			}
-		case err != nil:
-			t.Errorf("%v: loadConfig = %v", tc.env, err)
-		case cfg.Local.Limits.WorkspaceMB != tc.def || cfg.Local.MaxLimits.WorkspaceMB != tc.maxMB:
-			t.Errorf("%v: workspace limit %d, maximum %d; want %d, %d", tc.env, cfg.Local.Limits.WorkspaceMB, cfg.Local.MaxLimits.WorkspaceMB, tc.def, tc.maxMB)
+			continue
+		}
+		tc.env["PROVIDERS"] = "local"
+		if _, _, err := loadAndBuild(t, tc.env); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%v: the start = %v; want an error saying %q", tc.env, err, tc.wantErr)
 		}
 	}
 }
 
-// TestLocalImagesConfig: LOCAL_IMAGES registers name=path pairs, folders
-// and tarballs, for the local provider; every bad pair is reported at
-// start, all at once, naming the variable.
+// TestLocalImagesConfig: every bad pair of LOCAL_IMAGES is reported at
+// start, all at once, naming the variable (local's TestParseImages has the
+// good ones).
 func TestLocalImagesConfig(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	folder, tarball, other := filepath.Join(dir, "bookworm"), filepath.Join(dir, "tools.tar.gz"), filepath.Join(dir, "notes.txt")
+	folder, other := filepath.Join(dir, "bookworm"), filepath.Join(dir, "notes.txt")
 	if err := os.Mkdir(folder, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{tarball, other} {
-		if err := os.WriteFile(f, nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.WriteFile(other, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
-	load := func(spec string) (Config, error) {
-		return loadConfig(func(name string) string {
-			switch name {
-			case "DATABASE_URL":
-				return "postgres://x@127.0.0.1/tether"
-			case "LOCAL_IMAGES":
-				return spec
-			}
-			return ""
-		})
-	}
-	cfg, err := load(" bookworm=" + folder + " , tools.v2=" + tarball + ",")
-	if err != nil {
-		t.Fatalf("loadConfig: %v", err)
-	}
-	want := []local.Image{{Name: "bookworm", Path: folder}, {Name: "tools.v2", Path: tarball}}
-	if !reflect.DeepEqual(cfg.Local.Images, want) {
-		t.Errorf("Local.Images = %+v, want %+v", cfg.Local.Images, want)
-	}
-	if got := []string{want[0].Source(), want[1].Source()}; got[0] != local.ImageFolder || got[1] != local.ImageTarball {
-		t.Errorf("sources = %v, want folder, tarball", got)
-	}
-
-	_, err = load("Bad=" + folder + ",rel=images/x,gone=" + filepath.Join(dir, "missing") + ",txt=" + other +
-		",bookworm=" + folder + ",bookworm=" + folder + ",nopath,empty=")
+	_, _, err := loadAndBuild(t, map[string]string{"PROVIDERS": "local", "LOCAL_IMAGES": "Bad=" + folder + ",rel=images/x,gone=" +
+		filepath.Join(dir, "missing") + ",txt=" + other + ",bookworm=" + folder + ",bookworm=" + folder + ",nopath,empty="})
 	if err == nil {
-		t.Fatal("loadConfig accepted bad LOCAL_IMAGES")
+		t.Fatal("the start accepted bad LOCAL_IMAGES")
 	}
 	for _, want := range []string{
 		`image name "Bad" must match`,
@@ -105,6 +96,69 @@ func TestLocalImagesConfig(t *testing.T) {
 	} {
 		if !strings.Contains(err.Error(), "LOCAL_IMAGES: "+want) {
 			t.Errorf("the error does not say %q:\n%v", want, err)
+		}
+	}
+}
+
+// TestProviderSettingsReachTheProviders: the providers PROVIDERS names are
+// built in its order, each from its own settings.
+func TestProviderSettingsReachTheProviders(t *testing.T) {
+	t.Parallel()
+	simDir := filepath.Join(t.TempDir(), "sim")
+	_, ps, err := loadAndBuild(t, map[string]string{"PROVIDERS": " local, sim", "SIM_STATE_DIR": simDir,
+		"LOCAL_STATE_DIR": harness.ReachableTempDir(t), "LOCAL_ALLOW_HOST_NETWORK": "true",
+		"LOCAL_WORKSPACE_MB": " 512", "LOCAL_MAX_WORKSPACE_MB": "512"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 2 || ps[0].Name() != "local" || ps[1].Name() != "sim" {
+		t.Fatalf("providers %v; want local, sim", ps)
+	}
+	if err := ps[0].ValidateParams([]byte(`{"network":"host","workspace_mb":512}`)); err != nil {
+		t.Errorf("host network and workspace_mb at LOCAL_MAX_WORKSPACE_MB: %v", err)
+	}
+	if err := ps[0].ValidateParams([]byte(`{"workspace_mb":1024}`)); provider.ErrorCode(err) != provider.CodeInvalidRequest {
+		t.Errorf("workspace_mb over LOCAL_MAX_WORKSPACE_MB: %v, want INVALID_REQUEST", err)
+	}
+	if _, err := os.Stat(simDir); err != nil {
+		t.Errorf("sim does not keep its inventory in SIM_STATE_DIR: %v", err)
+	}
+}
+
+// TestProvidersConfig: PROVIDERS names known providers, once each; the
+// start refuses others before any is built.
+func TestProvidersConfig(t *testing.T) {
+	t.Parallel()
+	for value, want := range map[string]string{
+		"sim,kvm":   `PROVIDERS: unknown provider "kvm" (known: sim, local, kubernetes)`,
+		"sim,sim":   `PROVIDERS names "sim" twice`,
+		",":         "PROVIDERS: name at least one provider",
+		"local,sim": "",
+	} {
+		_, err := loadConfig(func(name string) string {
+			return map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1/tether", "PROVIDERS": value}[name]
+		})
+		if (want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), want) {
+			t.Errorf("PROVIDERS=%q: loadConfig = %v; want %q", value, err, want)
+		}
+	}
+}
+
+// TestNodeIDDefault: an unset NODE_ID is derived from the host name and
+// the node's folder, LOCAL_STATE_DIR (local.Registration's NodeDir).
+func TestNodeIDDefault(t *testing.T) {
+	t.Parallel()
+	host, _ := os.Hostname()
+	for _, dir := range []string{"", "/srv/tether/local"} {
+		cfg, err := loadConfig(func(name string) string {
+			return map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1/tether", "LOCAL_STATE_DIR": dir}[name]
+		})
+		want := defaultNodeID(host, dir)
+		if dir == "" {
+			want = defaultNodeID(host, ".tether/local")
+		}
+		if err != nil || cfg.NodeID != want || cfg.NodeIDSet {
+			t.Errorf("LOCAL_STATE_DIR=%q: NODE_ID %q (set %v), %v; want %q", dir, cfg.NodeID, cfg.NodeIDSet, err, want)
 		}
 	}
 }

@@ -8,9 +8,10 @@
 //	tether help                     the commands, and every setting with its default
 //
 // The service's configuration comes from the environment: the settings
-// table in config.go (and providers.go) reads it; docs/configuration.md
-// explains each setting. app.go is the composition root: serve builds,
-// starts and shuts down the service there.
+// table in config.go reads it, the providers' rows from their
+// registrations (providers.go); docs/configuration.md explains each
+// setting. app.go is the composition root: serve builds, starts and shuts
+// down the service there.
 package main
 
 import (

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 
+	"github.com/tetherhq/tether/internal/host/egress"
 	"github.com/tetherhq/tether/provider"
 )
 
@@ -48,7 +49,8 @@ var Registration = provider.Registration{
 		{Name: "LOCAL_IMAGES", Doc: "images a create may ask for (params.image): comma-separated name=/absolute/path pairs"},
 		{Name: "LOCAL_ALLOW_UNLIMITED", Default: "false", Doc: "run sandboxes on a host where resource limits cannot be enforced"},
 	},
-	New: newFromSettings,
+	New:     newFromSettings,
+	NodeDir: "LOCAL_STATE_DIR",
 }
 
 // newFromSettings is Registration's constructor.
@@ -69,7 +71,7 @@ func newFromSettings(_ context.Context, s *provider.Settings) (provider.Provider
 		s.Fail(fmt.Errorf("LOCAL_CGROUP_PARENT=%q: want 1 to 63 letters, digits, '.', '_' or '-', not starting with '.'", cgroup))
 	}
 	pool, err := netip.ParsePrefix(s.String("LOCAL_EGRESS_POOL"))
-	if err != nil || !pool.Addr().Is4() || pool.Bits() > 28 || pool != pool.Masked() {
+	if err != nil || egress.CheckPool(pool) != nil {
 		s.Fail(fmt.Errorf("LOCAL_EGRESS_POOL=%q: want an IPv4 network of /28 or larger such as %s", s.String("LOCAL_EGRESS_POOL"), DefaultEgressPool))
 	}
 	images, err := ParseImages(s.String("LOCAL_IMAGES"))
