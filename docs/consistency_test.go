@@ -3,6 +3,8 @@ package docs_test
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -87,6 +89,53 @@ func TestExampleIDsAreValid(t *testing.T) {
 	for _, m := range ids {
 		if !sandbox.ValidID(m[1]) {
 			t.Errorf("example id %s is not a valid sandbox id", m[1])
+		}
+	}
+}
+
+// TestArchitectureNamesEveryPackage: the package table of
+// docs/architecture.md names every package of the module but the test-only
+// ones, so that a new package cannot go undescribed.
+func TestArchitectureNamesEveryPackage(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## Packages")
+	if !ok {
+		t.Fatal(`docs/architecture.md has no "Packages" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	named := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z0-9/_]+)` \\|").FindAllStringSubmatch(section, -1) {
+		named[m[1]] = true
+	}
+	out, err := exec.Command("go", "list", "-f", "{{.Dir}}", "github.com/tetherhq/tether/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range strings.Fields(string(out)) {
+		rel, err := filepath.Rel(root, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel = filepath.ToSlash(rel)
+		switch {
+		case strings.HasPrefix(rel, "test/"), strings.HasSuffix(rel, "test"), strings.HasPrefix(rel, "internal/openapi/cmd"):
+			continue // test-only, or the generator's main
+		case strings.HasPrefix(rel, "internal/host/"):
+			rel = "internal/host" // one row for the host packages, each named in it
+			if !strings.Contains(section, "`"+strings.TrimPrefix(filepath.ToSlash(dir[len(root)+1:]), "internal/host/")+"`") {
+				t.Errorf("docs/architecture.md's packages do not name %s", dir[len(root)+1:])
+			}
+		}
+		if !named[rel] {
+			t.Errorf("docs/architecture.md's package table has no row for %s", rel)
 		}
 	}
 }
