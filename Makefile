@@ -56,7 +56,7 @@ run: ## Run the API locally against the dev Postgres (starts it unless DATABASE_
 	$(GO) build -o $(BIN) ./cmd/api; \
 	exec $(BIN) serve
 
-test: ## Run all tests (with -race) against the test Postgres (starts it unless DATABASE_URL is set)
+test: ## Run all tests (with -race) against the test Postgres and Kubernetes control plane (started unless DATABASE_URL / KUBECONFIG are set)
 	@scripts/deps.sh test
 	@url=$$(scripts/postgres.sh start test | tail -n 1); \
 	if [ -z "$${DATABASE_URL:-}" ]; then \
@@ -64,6 +64,11 @@ test: ## Run all tests (with -race) against the test Postgres (starts it unless 
 	fi; \
 	echo "DATABASE_URL=$$url"; \
 	export DATABASE_URL="$$url"; \
+	if [ -z "$${KUBECONFIG:-}" ]; then \
+		KUBECONFIG=$$(scripts/kube.sh start | tail -n 1) || exit 1; \
+		export KUBECONFIG; \
+	fi; \
+	echo "KUBECONFIG=$$KUBECONFIG"; \
 	exec $(GO) test -race -count=1 ./...
 
 bench: ## Benchmarks against pgbench on the same Postgres (own cluster "bench"); results in bench-results/
