@@ -263,6 +263,11 @@ var apiTypes = map[string]any{
 	"Sandbox":              tetherhttp.Sandbox{},
 	"SandboxList":          tetherhttp.SandboxList{},
 	"TTLRequest":           tetherhttp.TTLRequest{},
+	"Pool":                 tetherhttp.Pool{},
+	"PoolList":             tetherhttp.PoolList{},
+	"PoolDeleted":          tetherhttp.PoolDeleted{},
+	"CreatePoolRequest":    tetherhttp.CreatePoolRequest{},
+	"UpdatePoolRequest":    tetherhttp.UpdatePoolRequest{},
 	"SandboxState":         nil,
 }
 

@@ -127,6 +127,9 @@ func setupTwoNodes(t *testing.T, maxFile int64, drainA context.Context) twoNodes
 		globalsMu.Lock()
 		h := tetherhttp.NewServer(log, tetherhttp.Config{
 			DefaultProvider: sim.Name, MaxLifetime: testMaxLifetime, MaxWait: testMaxWait, MaxFileBytes: maxFile,
+			// TestForwardableRoutes refuses a signed call to every route,
+			// each a failed authentication: more than the default burst.
+			AuthFailuresPerSecond: 1000,
 		}, tetherhttp.Deps{
 			Store: st, Changes: notifier, Providers: []sandbox.Provider{p},
 			Ready:   func(ctx context.Context) error { return st.Ping(ctx) },

@@ -127,6 +127,7 @@ type Store interface {
 	reconcileLister
 	ownerLister
 	nodeLister
+	poolStore
 }
 
 // API defaults, for zero Config fields.

@@ -87,3 +87,15 @@ type ClaimParams struct {
 	IdempotencyKey string
 	RequestHash    []byte
 }
+
+// PoolClaim is what a claim from a pool got (the store's ClaimFromPool).
+type PoolClaim struct {
+	// Sandbox is the member claimed, or the sandbox an earlier claim or
+	// create with the same idempotency key got (Replayed).
+	Sandbox  Sandbox
+	Claimed  bool
+	Replayed bool
+	// Pool is the pool, read when no member was ready (Claimed and
+	// Replayed false), for the create that stands in for the claim.
+	Pool Pool
+}

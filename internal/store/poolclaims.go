@@ -43,18 +43,6 @@ var claimMemberSQL = `
 	)
 	SELECT ` + clientColumns + ` FROM upd s`
 
-// PoolClaim is what ClaimFromPool got.
-type PoolClaim struct {
-	// Sandbox is the member claimed, or the sandbox an earlier claim or
-	// create with the same idempotency key got (Replayed).
-	Sandbox  sandbox.Sandbox
-	Claimed  bool
-	Replayed bool
-	// Pool is the pool, read when no member was ready (Claimed and
-	// Replayed false), for the create that stands in for the claim.
-	Pool sandbox.Pool
-}
-
 // ClaimFromPool claims a ready member of the tenant's pool for p's owner
 // (see claimMemberSQL). Each member is claimed by one caller only, however
 // many replicas claim at once. With no member ready it returns the pool
@@ -64,10 +52,10 @@ type PoolClaim struct {
 // idempotency key, a key already used returns that request's sandbox
 // (Replayed), or IDEMPOTENCY_KEY_REUSED for another request: the claim
 // this call made is rolled back.
-func (s *Store) ClaimFromPool(ctx context.Context, p sandbox.ClaimParams) (PoolClaim, error) {
+func (s *Store) ClaimFromPool(ctx context.Context, p sandbox.ClaimParams) (sandbox.PoolClaim, error) {
 	labels, err := json.Marshal(nonNil(p.Labels))
 	if err != nil {
-		return PoolClaim{}, wrap("claim from pool", err)
+		return sandbox.PoolClaim{}, wrap("claim from pool", err)
 	}
 	now := s.Now()
 	minExpires := now
@@ -80,7 +68,7 @@ func (s *Store) ClaimFromPool(ctx context.Context, p sandbox.ClaimParams) (PoolC
 		"key_id": nullable(p.Caller.KeyID), "key_name": nullable(p.Caller.KeyName),
 	}
 	var (
-		c      PoolClaim
+		c      sandbox.PoolClaim
 		lapsed []sandbox.Sandbox
 	)
 	if p.Owner == "" && p.IdempotencyKey == "" {
@@ -110,7 +98,7 @@ func (s *Store) ClaimFromPool(ctx context.Context, p sandbox.ClaimParams) (PoolC
 	case errors.Is(err, pgx.ErrNoRows):
 		return s.poolForCreate(ctx, p)
 	case err != nil:
-		return PoolClaim{}, poolErr("claim from pool", err)
+		return sandbox.PoolClaim{}, poolErr("claim from pool", err)
 	}
 	c.Claimed = true
 	s.announce(c.Sandbox)
@@ -125,26 +113,26 @@ var errReplay = errors.New("idempotency key replayed")
 // tx. A key an earlier request recorded returns that request's sandbox
 // with errReplay, or IDEMPOTENCY_KEY_REUSED for a different request; the
 // claim then rolls back.
-func keyClaim(ctx context.Context, tx pgx.Tx, p sandbox.ClaimParams, sb sandbox.Sandbox, now time.Time) (PoolClaim, error) {
+func keyClaim(ctx context.Context, tx pgx.Tx, p sandbox.ClaimParams, sb sandbox.Sandbox, now time.Time) (sandbox.PoolClaim, error) {
 	cp := sandbox.CreateParams{Tenant: p.Tenant, IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash}
 	earlier, replay, err := replayedCreate(ctx, tx, cp, sb.ID, now)
 	if err != nil {
-		return PoolClaim{}, err
+		return sandbox.PoolClaim{}, err
 	}
 	if replay {
 		earlier.Env, earlier.Setup, earlier.Params = nil, "", nil
-		return PoolClaim{Sandbox: earlier, Replayed: true}, errReplay
+		return sandbox.PoolClaim{Sandbox: earlier, Replayed: true}, errReplay
 	}
-	return PoolClaim{Sandbox: sb}, nil
+	return sandbox.PoolClaim{Sandbox: sb}, nil
 }
 
 // poolForCreate is ClaimFromPool's answer when no member was ready: the
 // pool, for a create like its members (which, with p's idempotency key,
 // finds the sandbox an earlier request with it got).
-func (s *Store) poolForCreate(ctx context.Context, p sandbox.ClaimParams) (PoolClaim, error) {
+func (s *Store) poolForCreate(ctx context.Context, p sandbox.ClaimParams) (sandbox.PoolClaim, error) {
 	pool, err := s.GetPool(ctx, p.Tenant, p.Pool)
 	if err != nil {
-		return PoolClaim{}, err
+		return sandbox.PoolClaim{}, err
 	}
-	return PoolClaim{Pool: pool}, nil
+	return sandbox.PoolClaim{Pool: pool}, nil
 }
