@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,6 +54,7 @@ type app struct {
 	heartbeat *lifecycle.Heartbeat
 	executor  *lifecycle.Executor
 	janitor   *lifecycle.Janitor
+	refiller  *lifecycle.Refiller
 	srv       *http.Server
 	debugSrv  *http.Server // nil without PPROF_ADDR
 	serveErr  chan error
@@ -112,7 +114,7 @@ func (a *app) build(ctx context.Context, migrateFirst bool) error {
 	a.workCtx, a.cancelWork = context.WithCancel(context.WithoutCancel(ctx))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		lifecycle.NewRegistryCollector(a.st), lifecycle.NewProviderCollector(a.providers))
+		lifecycle.NewRegistryCollector(a.st), lifecycle.NewProviderCollector(a.providers), lifecycle.NewPoolCollector(a.st))
 	a.buildWorkers(reg)
 	a.buildServers(ctx, reg, secret)
 	return nil
@@ -245,7 +247,8 @@ func (a *app) offered(ctx context.Context) []string {
 	return names
 }
 
-// buildWorkers makes the heartbeat, the executor and the janitor.
+// buildWorkers makes the heartbeat, the executor, the janitor and the
+// pool refiller.
 func (a *app) buildWorkers(reg *prometheus.Registry) {
 	a.heartbeat = lifecycle.NewHeartbeat(a.st, a.node, a.offered, a.hostBound(), a.cfg.NodeGrace, a.log)
 	ex := a.cfg.Executor
@@ -254,6 +257,12 @@ func (a *app) buildWorkers(reg *prometheus.Registry) {
 	jc := a.cfg.Janitor
 	jc.Holder, jc.Node, jc.NodeGrace = a.cfg.WorkerID, a.cfg.NodeID, a.cfg.NodeGrace
 	a.janitor = lifecycle.NewJanitor(jc, a.st, a.providers, a.log, reg)
+	// Warm pools: members are created like any sandbox, with the API's
+	// lifetimes and quota.
+	rc := a.cfg.Refiller
+	rc.WorkerID, rc.MaxLifetime, rc.CreateTimeout = a.cfg.WorkerID, a.cfg.HTTP.MaxLifetime, a.cfg.HTTP.CreateTimeout
+	rc.TenantMaxLive = cmp.Or(a.cfg.HTTP.TenantMaxLive, tetherhttp.DefaultTenantMaxLive)
+	a.refiller = lifecycle.NewRefiller(rc, a.st, a.log, reg)
 }
 
 // buildServers makes the API's server and, with PPROF_ADDR, pprof's.
@@ -301,7 +310,7 @@ func (a *app) buildServers(ctx context.Context, reg *prometheus.Registry, secret
 
 // start starts the components in order: the notifier, the node's
 // heartbeat (the node registers before any work is claimed for it), the
-// executor, the janitor, then the servers. An error leaves what started
+// executor, the janitor, the pool refiller, then the servers. An error leaves what started
 // for shutdown to stop.
 func (a *app) start(ctx context.Context) error {
 	a.workers.Go(func() { a.notifier.Run(a.workCtx) })
@@ -310,6 +319,7 @@ func (a *app) start(ctx context.Context) error {
 	}
 	a.executor.Start(a.workCtx)
 	a.janitor.Start(a.workCtx)
+	a.refiller.Start(a.workCtx)
 	if a.debugSrv != nil {
 		a.workers.Go(func() { _ = a.debugSrv.Serve(a.pln) })
 		a.log.Info("pprof listening", "addr", a.pln.Addr().String())
@@ -338,7 +348,7 @@ func (a *app) wait(ctx context.Context) error {
 
 // shutdown stops what start started, in order: stop taking requests,
 // stop the executor (in-flight work finishes or is handed back), stop the
-// janitor (resigning leadership) and the heartbeat, then the notifier and
+// pool refiller, the janitor (resigning leadership) and the heartbeat, then the notifier and
 // the rest of the background work. The API and the executor share
 // SHUTDOWN_TIMEOUT; the janitor's resignation is quick and spares the
 // other replicas three intervals without a leader, so it and the heartbeat
@@ -353,6 +363,7 @@ func (a *app) shutdown() {
 	a.executor.Stop(ctx)
 	cleanup, cancelCleanup := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancelCleanup()
+	a.refiller.Stop(cleanup)
 	a.janitor.Stop(cleanup)
 	a.heartbeat.Stop(cleanup)
 	if a.debugSrv != nil {
