@@ -196,8 +196,12 @@ func TestPoolRefillNeverAboveMaxSize(t *testing.T) {
 					errs <- err
 					return
 				}
-				if live, _, err := countMembers(ctx, st, "py"); err != nil || live > 5 {
-					errs <- fmt.Errorf("%d live members (%v); max_size is 5", live, err)
+				live, _, err := countMembers(ctx, st, "py")
+				if err == nil && live > 5 {
+					err = fmt.Errorf("%d live members; max_size is 5", live)
+				}
+				if err != nil {
+					errs <- err
 					return
 				}
 				switch i % 4 {
