@@ -1352,6 +1352,664 @@ const docTemplate = `{
                 }
             }
         },
+        "/v1/pools": {
+            "get": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "The tenant's pools by name, each with its size and ready members.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "pools"
+                ],
+                "summary": "List warm pools",
+                "operationId": "listPools",
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/PoolList"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a query parameter",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            },
+            "post": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Records the pool, empty; Tether's refiller then keeps min_ready members in it: ordinary sandboxes of the pool's provider and params, owned by the owner pool:NAME (a lease Tether holds while the pool exists) and labelled tether.pool=NAME. A create naming the pool (POST /v1/sandboxes with pool) takes a ready member at once. Members count against the tenant's live-sandbox quota.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "pools"
+                ],
+                "summary": "Create a warm pool",
+                "operationId": "createPool",
+                "parameters": [
+                    {
+                        "description": "the pool",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/CreatePoolRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "201": {
+                        "description": "created; Location names the pool",
+                        "schema": {
+                            "$ref": "#/definitions/Pool"
+                        },
+                        "headers": {
+                            "Location": {
+                                "type": "string",
+                                "description": "the pool's URL path, /v1/pools/{name}"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST or UNKNOWN_PROVIDER",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "403": {
+                        "description": "FORBIDDEN: params the operator has not enabled",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "409": {
+                        "description": "POOL_EXISTS: the tenant has a pool of that name",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "413": {
+                        "description": "PAYLOAD_TOO_LARGE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: the tenant has 100 pools, or is over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "PROVIDER_UNAVAILABLE: the provider cannot create sandboxes on this host; or UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/pools/{name}": {
+            "get": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "The pool with its size (live unclaimed members) and ready (members ready to claim).",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "pools"
+                ],
+                "summary": "Get a warm pool",
+                "operationId": "getPool",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "python",
+                        "description": "pool name",
+                        "name": "name",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Pool"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a query parameter",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            },
+            "delete": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Deletes the pool and ends its unclaimed members at once (reason pool_deleted); Tether then releases them. Claimed members are their owners' and live on.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "pools"
+                ],
+                "summary": "Delete a warm pool",
+                "operationId": "deletePool",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "python",
+                        "description": "pool name",
+                        "name": "name",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "202": {
+                        "description": "Accepted",
+                        "schema": {
+                            "$ref": "#/definitions/PoolDeleted"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a query parameter",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            },
+            "patch": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Changes min_ready and max_size. Lowering max_size below the pool's size ends the surplus unclaimed members at once (reason pool_shrunk), those not yet ready first; raising min_ready is filled by the refiller within an interval. Claimed members are their owners' and are never touched.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "pools"
+                ],
+                "summary": "Resize a warm pool",
+                "operationId": "updatePool",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "python",
+                        "description": "pool name",
+                        "name": "name",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "description": "the sizes to change",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/UpdatePoolRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Pool"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "413": {
+                        "description": "PAYLOAD_TOO_LARGE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
         "/v1/providers": {
             "get": {
                 "security": [
@@ -1622,7 +2280,7 @@ const docTemplate = `{
                         },
                         "collectionFormat": "multi",
                         "example": "lost",
-                        "description": "only sandboxes that ended for these reasons: requested, owner_released, owner_expired, expired, create_failed, lost (repeatable, or comma-separated)",
+                        "description": "only sandboxes that ended for these reasons: requested, owner_released, owner_expired, expired, create_failed, lost, pool_deleted, pool_shrunk (repeatable, or comma-separated)",
                         "name": "reason",
                         "in": "query"
                     },
@@ -1784,7 +2442,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.",
+                "description": "Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED. With pool, a ready member of that warm pool is claimed instead, in one statement, and returned ready (201): it moves from the pool's owner to owner (an owner_transferred event), and labels and ttl_seconds apply; with no member ready, a sandbox like the pool's members is requested (202), or with pool_only the answer is 409 POOL_EMPTY.",
                 "consumes": [
                     "application/json"
                 ],
@@ -1819,6 +2477,22 @@ const docTemplate = `{
                 "responses": {
                     "200": {
                         "description": "an earlier request with this Idempotency-Key made this sandbox",
+                        "schema": {
+                            "$ref": "#/definitions/Sandbox"
+                        },
+                        "headers": {
+                            "Location": {
+                                "type": "string",
+                                "description": "the sandbox's URL path, /v1/sandboxes/{id}"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "201": {
+                        "description": "claimed from the pool, ready; Location names the sandbox",
                         "schema": {
                             "$ref": "#/definitions/Sandbox"
                         },
@@ -1889,8 +2563,20 @@ const docTemplate = `{
                             }
                         }
                     },
+                    "404": {
+                        "description": "NOT_FOUND: the pool named does not exist",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
                     "409": {
-                        "description": "IDEMPOTENCY_KEY_REUSED, or SANDBOX_ID_TAKEN: the client-chosen id names another sandbox",
+                        "description": "IDEMPOTENCY_KEY_REUSED, or SANDBOX_ID_TAKEN: the client-chosen id names another sandbox, or POOL_EMPTY: pool_only and no member ready",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },
@@ -5243,6 +5929,39 @@ const docTemplate = `{
                 }
             }
         },
+        "CreatePoolRequest": {
+            "type": "object",
+            "required": [
+                "min_ready",
+                "name"
+            ],
+            "properties": {
+                "max_size": {
+                    "description": "MaxSize caps the pool's unclaimed members, 1 to 1000; default: min_ready (at least 1).",
+                    "type": "integer",
+                    "example": 8
+                },
+                "min_ready": {
+                    "description": "MinReady is how many members the pool keeps, 0 to max_size.",
+                    "type": "integer",
+                    "example": 4
+                },
+                "name": {
+                    "description": "Name identifies the pool within the tenant: 1-63 lowercase letters, digits and '-', starting and ending with a letter or digit.",
+                    "type": "string",
+                    "example": "python"
+                },
+                "params": {
+                    "description": "Params are the provider-specific options of every member, as for a create (see GET /v1/providers).",
+                    "type": "object"
+                },
+                "provider": {
+                    "description": "Provider of the members; default: the server's default provider.",
+                    "type": "string",
+                    "example": "sim"
+                }
+            }
+        },
         "CreateSandboxRequest": {
             "type": "object",
             "properties": {
@@ -5279,6 +5998,16 @@ const docTemplate = `{
                 "params": {
                     "description": "Params are provider-specific options, a JSON object of any shape (see GET /v1/providers and docs/providers.md).",
                     "type": "object"
+                },
+                "pool": {
+                    "description": "Pool names a warm pool of the tenant to take a ready sandbox from (201, ready at once): its owner, labels and ttl_seconds apply to the member taken; its provider and params are the pool's, and id, provider, params, env and setup are refused (400; pass env per exec instead). With no member ready, the sandbox is created like the pool's members (202), unless pool_only.",
+                    "type": "string",
+                    "example": "python"
+                },
+                "pool_only": {
+                    "description": "PoolOnly, with pool, answers 409 POOL_EMPTY instead of creating a sandbox when no member is ready.",
+                    "type": "boolean",
+                    "example": false
                 },
                 "provider": {
                     "description": "Provider to create the sandbox with; default: the server's default provider.",
@@ -5792,6 +6521,97 @@ const docTemplate = `{
                 }
             }
         },
+        "Pool": {
+            "type": "object",
+            "required": [
+                "created_at",
+                "max_size",
+                "min_ready",
+                "name",
+                "params",
+                "provider",
+                "ready",
+                "size",
+                "updated_at"
+            ],
+            "properties": {
+                "created_at": {
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T15:04:05.123456Z"
+                },
+                "max_size": {
+                    "description": "MaxSize caps the pool's unclaimed members: a refill never makes more, and lowering it ends the surplus (reason pool_shrunk).",
+                    "type": "integer",
+                    "example": 8
+                },
+                "min_ready": {
+                    "description": "MinReady is how many members the pool keeps, ready or on their way; claims are refilled.",
+                    "type": "integer",
+                    "example": 4
+                },
+                "name": {
+                    "description": "Name identifies the pool within the tenant: 1-63 lowercase letters, digits and '-'.",
+                    "type": "string",
+                    "example": "python"
+                },
+                "params": {
+                    "description": "Params are the provider-specific options every member is created with (for local, params.image chooses the image).",
+                    "type": "object"
+                },
+                "provider": {
+                    "type": "string",
+                    "example": "sim"
+                },
+                "ready": {
+                    "description": "Ready counts the members ready to be claimed.",
+                    "type": "integer",
+                    "example": 3
+                },
+                "size": {
+                    "description": "Size counts the pool's live unclaimed members: requested, creating and ready.",
+                    "type": "integer",
+                    "example": 4
+                },
+                "updated_at": {
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T15:04:05.123456Z"
+                }
+            }
+        },
+        "PoolDeleted": {
+            "type": "object",
+            "required": [
+                "name",
+                "sandboxes_ended"
+            ],
+            "properties": {
+                "name": {
+                    "type": "string",
+                    "example": "python"
+                },
+                "sandboxes_ended": {
+                    "description": "SandboxesEnded counts the unclaimed members this request ended (reason pool_deleted).",
+                    "type": "integer",
+                    "example": 4
+                }
+            }
+        },
+        "PoolList": {
+            "type": "object",
+            "required": [
+                "items"
+            ],
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/Pool"
+                    }
+                }
+            }
+        },
         "Problem": {
             "type": "object",
             "required": [
@@ -5813,6 +6633,8 @@ const docTemplate = `{
                         "SANDBOX_STATE_CONFLICT",
                         "IDEMPOTENCY_KEY_REUSED",
                         "SANDBOX_ID_TAKEN",
+                        "POOL_EXISTS",
+                        "POOL_EMPTY",
                         "UNKNOWN_PROVIDER",
                         "PROVIDER_UNAVAILABLE",
                         "NOT_SUPPORTED",
@@ -5834,6 +6656,8 @@ const docTemplate = `{
                         "ProblemCodeSandboxStateConflict",
                         "ProblemCodeIdempotencyKeyReused",
                         "ProblemCodeSandboxIdTaken",
+                        "ProblemCodePoolExists",
+                        "ProblemCodePoolEmpty",
                         "ProblemCodeUnknownProvider",
                         "ProblemCodeProviderUnavailable",
                         "ProblemCodeNotSupported",
@@ -6214,7 +7038,9 @@ const docTemplate = `{
                         "create_failed",
                         "lost",
                         "pause_failed",
-                        "resume_failed"
+                        "resume_failed",
+                        "pool_deleted",
+                        "pool_shrunk"
                     ],
                     "x-enum-schema": "SandboxReason",
                     "x-enum-varnames": [
@@ -6225,7 +7051,9 @@ const docTemplate = `{
                         "SandboxReasonCreateFailed",
                         "SandboxReasonLost",
                         "SandboxReasonPauseFailed",
-                        "SandboxReasonResumeFailed"
+                        "SandboxReasonResumeFailed",
+                        "SandboxReasonPoolDeleted",
+                        "SandboxReasonPoolShrunk"
                     ],
                     "x-nullable": true,
                     "example": "requested"
@@ -6319,6 +7147,21 @@ const docTemplate = `{
                     "type": "integer",
                     "format": "int64",
                     "example": 60
+                }
+            }
+        },
+        "UpdatePoolRequest": {
+            "type": "object",
+            "properties": {
+                "max_size": {
+                    "description": "MaxSize, if set, is the new cap, 1 to 1000; below the pool's size, the surplus members end (reason pool_shrunk), those not yet ready first.",
+                    "type": "integer",
+                    "example": 4
+                },
+                "min_ready": {
+                    "description": "MinReady, if set, is the new number of members to keep, 0 to max_size.",
+                    "type": "integer",
+                    "example": 2
                 }
             }
         },
@@ -6612,6 +7455,10 @@ const docTemplate = `{
         {
             "description": "Run commands in ready sandboxes and move files and folders in and out.",
             "name": "data plane"
+        },
+        {
+            "description": "Warm pools: sandboxes created ahead of demand, claimed ready by a create that names the pool.",
+            "name": "pools"
         },
         {
             "description": "The tenant's API keys: create, list, revoke.",

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,6 +55,7 @@ type app struct {
 	executor  *lifecycle.Executor
 	janitor   *lifecycle.Janitor
 	webhooks  *lifecycle.Webhooks
+	refiller  *lifecycle.Refiller
 	srv       *http.Server
 	debugSrv  *http.Server // nil without PPROF_ADDR
 	serveErr  chan error
@@ -113,7 +115,8 @@ func (a *app) build(ctx context.Context, migrateFirst bool) error {
 	a.workCtx, a.cancelWork = context.WithCancel(context.WithoutCancel(ctx))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		lifecycle.NewRegistryCollector(a.st), lifecycle.NewProviderCollector(a.providers), lifecycle.NewWebhookCollector(a.st))
+		lifecycle.NewRegistryCollector(a.st), lifecycle.NewProviderCollector(a.providers), lifecycle.NewWebhookCollector(a.st),
+		lifecycle.NewPoolCollector(a.st))
 	a.buildWorkers(reg)
 	a.buildServers(ctx, reg, secret)
 	return nil
@@ -247,7 +250,7 @@ func (a *app) offered(ctx context.Context) []string {
 }
 
 // buildWorkers makes the heartbeat, the executor, the janitor and the
-// webhook delivery worker.
+// webhook delivery worker and the pool refiller.
 func (a *app) buildWorkers(reg *prometheus.Registry) {
 	a.heartbeat = lifecycle.NewHeartbeat(a.st, a.node, a.offered, a.hostBound(), a.cfg.NodeGrace, a.log)
 	ex := a.cfg.Executor
@@ -259,6 +262,12 @@ func (a *app) buildWorkers(reg *prometheus.Registry) {
 	wc := a.cfg.Webhooks
 	wc.WorkerID = a.cfg.WorkerID
 	a.webhooks = lifecycle.NewWebhooks(wc, a.st, a.notifier, a.log, reg)
+	// Warm pools: members are created like any sandbox, with the API's
+	// lifetimes and quota.
+	rc := a.cfg.Refiller
+	rc.WorkerID, rc.MaxLifetime, rc.CreateTimeout = a.cfg.WorkerID, a.cfg.HTTP.MaxLifetime, a.cfg.HTTP.CreateTimeout
+	rc.TenantMaxLive = cmp.Or(a.cfg.HTTP.TenantMaxLive, tetherhttp.DefaultTenantMaxLive)
+	a.refiller = lifecycle.NewRefiller(rc, a.st, a.log, reg)
 }
 
 // buildServers makes the API's server and, with PPROF_ADDR, pprof's.
@@ -306,7 +315,7 @@ func (a *app) buildServers(ctx context.Context, reg *prometheus.Registry, secret
 
 // start starts the components in order: the notifier, the node's
 // heartbeat (the node registers before any work is claimed for it), the
-// executor, the janitor, the webhook worker, then the servers. An error leaves what started
+// executor, the janitor, the webhook worker, the pool refiller, then the servers. An error leaves what started
 // for shutdown to stop.
 func (a *app) start(ctx context.Context) error {
 	a.workers.Go(func() { a.notifier.Run(a.workCtx) })
@@ -316,6 +325,7 @@ func (a *app) start(ctx context.Context) error {
 	a.executor.Start(a.workCtx)
 	a.janitor.Start(a.workCtx)
 	a.webhooks.Start(a.workCtx)
+	a.refiller.Start(a.workCtx)
 	if a.debugSrv != nil {
 		a.workers.Go(func() { _ = a.debugSrv.Serve(a.pln) })
 		a.log.Info("pprof listening", "addr", a.pln.Addr().String())
@@ -344,8 +354,8 @@ func (a *app) wait(ctx context.Context) error {
 
 // shutdown stops what start started, in order: stop taking requests,
 // stop the executor (in-flight work finishes or is handed back), stop the
-// janitor (resigning leadership), the webhook worker (attempts in flight
-// finish) and the heartbeat, then the notifier and
+// pool refiller, the janitor (resigning leadership), the webhook worker
+// (attempts in flight finish) and the heartbeat, then the notifier and
 // the rest of the background work. The API and the executor share
 // SHUTDOWN_TIMEOUT; the janitor's resignation is quick and spares the
 // other replicas three intervals without a leader, so it and the heartbeat
@@ -360,6 +370,7 @@ func (a *app) shutdown() {
 	a.executor.Stop(ctx)
 	cleanup, cancelCleanup := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancelCleanup()
+	a.refiller.Stop(cleanup)
 	a.janitor.Stop(cleanup)
 	a.webhooks.Stop(cleanup)
 	a.heartbeat.Stop(cleanup)

@@ -49,6 +49,9 @@ type Config struct {
 	Janitor  lifecycle.JanitorConfig
 	// Webhooks is the delivery worker's; serve adds WorkerID.
 	Webhooks lifecycle.WebhookConfig
+	// Refiller is the warm pools' refiller; serve adds WorkerID, the
+	// lifetimes and the live-sandbox quota.
+	Refiller lifecycle.RefillerConfig
 	// OutageCreditMax is the ceiling of an outage credit.
 	OutageCreditMax time.Duration
 
@@ -128,6 +131,10 @@ var lifecycleSettings = []setting{
 		func(c *Config) *time.Duration { return &c.Executor.Lease }),
 	duration("EXECUTOR_POLL_INTERVAL", lifecycle.DefaultPollInterval, "the executor's full look for work",
 		func(c *Config) *time.Duration { return &c.Executor.PollInterval }),
+	duration("POOL_REFILL_INTERVAL", lifecycle.DefaultRefillInterval, "how often each replica refills the warm pools",
+		func(c *Config) *time.Duration { return &c.Refiller.Interval }),
+	duration("POOL_LEASE", lifecycle.DefaultPoolLease, "owner lease of a warm pool's unclaimed members",
+		func(c *Config) *time.Duration { return &c.Refiller.Lease }),
 	{name: "NODE_ID", doc: "the node (host) this replica runs on (default: from the host name and LOCAL_STATE_DIR)", set: func(c *Config, v string) error {
 		c.NodeID = strings.TrimSpace(v)
 		c.NodeIDSet = c.NodeID != ""

@@ -22,7 +22,7 @@ type Problem struct {
 	// Detail explains this occurrence.
 	Detail string `json:"detail" example:"sandbox sbx_... not found"`
 	// Code is the stable, machine-readable error code.
-	Code string `json:"code" example:"NOT_FOUND" enums:"INVALID_REQUEST,UNAUTHENTICATED,FORBIDDEN,NOT_FOUND,SANDBOX_STATE_CONFLICT,IDEMPOTENCY_KEY_REUSED,SANDBOX_ID_TAKEN,UNKNOWN_PROVIDER,PROVIDER_UNAVAILABLE,NOT_SUPPORTED,PAYLOAD_TOO_LARGE,QUOTA_EXCEEDED,REQUEST_TIMEOUT,FILE_NOT_FOUND,IS_DIRECTORY,PERMISSION_DENIED,INVALID_PATH,INTERNAL,UNAVAILABLE" x-enum-varnames:"ProblemCodeInvalidRequest,ProblemCodeUnauthenticated,ProblemCodeForbidden,ProblemCodeNotFound,ProblemCodeSandboxStateConflict,ProblemCodeIdempotencyKeyReused,ProblemCodeSandboxIdTaken,ProblemCodeUnknownProvider,ProblemCodeProviderUnavailable,ProblemCodeNotSupported,ProblemCodePayloadTooLarge,ProblemCodeQuotaExceeded,ProblemCodeRequestTimeout,ProblemCodeFileNotFound,ProblemCodeIsDirectory,ProblemCodePermissionDenied,ProblemCodeInvalidPath,ProblemCodeInternal,ProblemCodeUnavailable"`
+	Code string `json:"code" example:"NOT_FOUND" enums:"INVALID_REQUEST,UNAUTHENTICATED,FORBIDDEN,NOT_FOUND,SANDBOX_STATE_CONFLICT,IDEMPOTENCY_KEY_REUSED,SANDBOX_ID_TAKEN,POOL_EXISTS,POOL_EMPTY,UNKNOWN_PROVIDER,PROVIDER_UNAVAILABLE,NOT_SUPPORTED,PAYLOAD_TOO_LARGE,QUOTA_EXCEEDED,REQUEST_TIMEOUT,FILE_NOT_FOUND,IS_DIRECTORY,PERMISSION_DENIED,INVALID_PATH,INTERNAL,UNAVAILABLE" x-enum-varnames:"ProblemCodeInvalidRequest,ProblemCodeUnauthenticated,ProblemCodeForbidden,ProblemCodeNotFound,ProblemCodeSandboxStateConflict,ProblemCodeIdempotencyKeyReused,ProblemCodeSandboxIdTaken,ProblemCodePoolExists,ProblemCodePoolEmpty,ProblemCodeUnknownProvider,ProblemCodeProviderUnavailable,ProblemCodeNotSupported,ProblemCodePayloadTooLarge,ProblemCodeQuotaExceeded,ProblemCodeRequestTimeout,ProblemCodeFileNotFound,ProblemCodeIsDirectory,ProblemCodePermissionDenied,ProblemCodeInvalidPath,ProblemCodeInternal,ProblemCodeUnavailable"`
 	// State is the sandbox's current state, for SANDBOX_STATE_CONFLICT; absent otherwise.
 	State string `json:"state,omitempty" extensions:"x-enum-schema=SandboxState" enums:"requested,creating,ready,pausing,paused,resuming,cancelled,terminated,failed" x-enum-varnames:"SandboxStateRequested,SandboxStateCreating,SandboxStateReady,SandboxStatePausing,SandboxStatePaused,SandboxStateResuming,SandboxStateCancelled,SandboxStateTerminated,SandboxStateFailed" example:"terminated"`
 	// RequestID identifies the request in Tether's logs (the X-Request-ID response header).
@@ -39,6 +39,8 @@ var statusOf = map[sandbox.Code]int{
 	sandbox.CodeStateConflict:        http.StatusConflict,
 	sandbox.CodeIdempotencyKeyReused: http.StatusConflict,
 	sandbox.CodeSandboxIDTaken:       http.StatusConflict,
+	sandbox.CodePoolExists:           http.StatusConflict,
+	sandbox.CodePoolEmpty:            http.StatusConflict,
 	sandbox.CodeUnknownProvider:      http.StatusBadRequest,
 	sandbox.CodeProviderUnavailable:  http.StatusServiceUnavailable,
 	sandbox.CodeNotSupported:         http.StatusNotImplemented,

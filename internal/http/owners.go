@@ -77,7 +77,7 @@ func decodeTTL(c *gin.Context, maxLifetime time.Duration) (time.Duration, error)
 
 func ownerParam(c *gin.Context) (string, error) {
 	owner := c.Param("owner")
-	if err := validateOwner(owner); err != nil {
+	if err := validateClientOwner(owner); err != nil {
 		return "", err
 	}
 	return owner, nil

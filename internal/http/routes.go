@@ -31,6 +31,8 @@ import (
 //	@tag.description			Owners are clients that hold a lease; when it lapses, their sandboxes end.
 //	@tag.name					data plane
 //	@tag.description			Run commands in ready sandboxes and move files and folders in and out.
+//	@tag.name					pools
+//	@tag.description			Warm pools: sandboxes created ahead of demand, claimed ready by a create that names the pool.
 //	@tag.name					keys
 //	@tag.description			The tenant's API keys: create, list, revoke.
 //	@tag.name					webhooks
@@ -90,7 +92,8 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1 := r.Group("/v1", withAuth(log, auth, q, cl, deps.Authenticated))
 	data := dataRoutes{group: v1, cluster: cl, routed: withNodeRouting(log, deps.Store, cl, draining)}
 	body := withBodyLimit(cfg.MaxBodyBytes)
-	v1.POST("/sandboxes", body, withCreateQuota(problem, q), h(handleSandboxCreate(cfg, deps.Store, providers)))
+	pm := newPoolMetrics(deps.Metrics)
+	v1.POST("/sandboxes", body, withCreateQuota(problem, q), h(handleSandboxCreate(cfg, deps.Store, providers, pm)))
 	v1.GET("/sandboxes", h(handleSandboxList(deps.Store)))
 	v1.GET("/sandboxes/:id", h(handleSandboxGet(cfg, deps.Store, deps.Changes, draining)))
 	v1.DELETE("/sandboxes/:id", h(handleSandboxDelete(deps.Store)))
@@ -124,6 +127,12 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.DELETE("/webhooks/:id", h(handleWebhookDelete(deps.Store)))
 	v1.GET("/webhooks/:id/deliveries", h(handleWebhookDeliveries(deps.Store)))
 	v1.POST("/webhooks/:id/replay", body, h(handleWebhookReplay(deps.Store)))
+	// Warm pools.
+	v1.POST("/pools", body, h(handlePoolCreate(cfg, deps.Store, providers)))
+	v1.GET("/pools", h(handlePoolList(deps.Store)))
+	v1.GET("/pools/:name", h(handlePoolGet(deps.Store)))
+	v1.PATCH("/pools/:name", body, h(handlePoolUpdate(deps.Store)))
+	v1.DELETE("/pools/:name", h(handlePoolDelete(deps.Store)))
 }
 
 // dataRoutes registers the data plane's routes on group. They are the only

@@ -39,7 +39,7 @@ type Sandbox struct {
 	Owner  *string           `json:"owner" extensions:"x-nullable" example:"agent-42"`
 	Labels map[string]string `json:"labels" example:"team:ml"`
 	// Reason says why a terminal sandbox ended; null while it is live.
-	Reason *string `json:"reason" extensions:"x-nullable,x-enum-schema=SandboxReason" enums:"requested,owner_released,owner_expired,expired,create_failed,lost,pause_failed,resume_failed" x-enum-varnames:"SandboxReasonRequested,SandboxReasonOwnerReleased,SandboxReasonOwnerExpired,SandboxReasonExpired,SandboxReasonCreateFailed,SandboxReasonLost,SandboxReasonPauseFailed,SandboxReasonResumeFailed" example:"requested"`
+	Reason *string `json:"reason" extensions:"x-nullable,x-enum-schema=SandboxReason" enums:"requested,owner_released,owner_expired,expired,create_failed,lost,pause_failed,resume_failed,pool_deleted,pool_shrunk" x-enum-varnames:"SandboxReasonRequested,SandboxReasonOwnerReleased,SandboxReasonOwnerExpired,SandboxReasonExpired,SandboxReasonCreateFailed,SandboxReasonLost,SandboxReasonPauseFailed,SandboxReasonResumeFailed,SandboxReasonPoolDeleted,SandboxReasonPoolShrunk" example:"requested"`
 	// Error is why creation (or a pause or resume) failed or was refused, or the last retryable error while creating, pausing or resuming; null when there is none.
 	Error *string `json:"error" extensions:"x-nullable" example:"provider sim: out of capacity"`
 	// Released is true once the provider confirmed the sandbox's resources gone.
@@ -136,6 +136,10 @@ type CreateSandboxRequest struct {
 	Setup string `json:"setup,omitempty" example:"pip install -q requests"`
 	// Params are provider-specific options, a JSON object of any shape (see GET /v1/providers and docs/providers.md).
 	Params json.RawMessage `json:"params,omitempty" swaggertype:"object"`
+	// Pool names a warm pool of the tenant to take a ready sandbox from (201, ready at once): its owner, labels and ttl_seconds apply to the member taken; its provider and params are the pool's, and id, provider, params, env and setup are refused (400; pass env per exec instead). With no member ready, the sandbox is created like the pool's members (202), unless pool_only.
+	Pool string `json:"pool,omitempty" example:"python"`
+	// PoolOnly, with pool, answers 409 POOL_EMPTY instead of creating a sandbox when no member is ready.
+	PoolOnly bool `json:"pool_only,omitempty" example:"false"`
 } // @name CreateSandboxRequest
 
 // SandboxList is a page of sandboxes.
@@ -147,6 +151,7 @@ type SandboxList struct {
 
 type sandboxCreator interface {
 	outageSettler
+	poolClaimer
 	CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sandbox.Sandbox, bool, error)
 }
 
@@ -191,6 +196,18 @@ func validateOwner(owner string) error {
 	return nil
 }
 
+// validateClientOwner is validateOwner for an owner a client holds: the
+// names of warm pools' owners (pool:NAME) are Tether's own.
+func validateClientOwner(owner string) error {
+	if err := validateOwner(owner); err != nil {
+		return err
+	}
+	if sandbox.ReservedOwner(owner) {
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "owner names starting with pool: are reserved for warm pools")
+	}
+	return nil
+}
+
 func validateLabels(labels map[string]string) error {
 	if len(labels) > maxLabels {
 		return sandbox.Errorf(sandbox.CodeInvalidRequest, "at most %d labels are allowed", maxLabels)
@@ -213,7 +230,7 @@ func validateLabels(labels map[string]string) error {
 // handleSandboxCreate requests a sandbox.
 //
 //	@Summary		Request a sandbox
-//	@Description	Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED.
+//	@Description	Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED. With pool, a ready member of that warm pool is claimed instead, in one statement, and returned ready (201): it moves from the pool's owner to owner (an owner_transferred event), and labels and ttl_seconds apply; with no member ready, a sandbox like the pool's members is requested (202), or with pool_only the answer is 409 POOL_EMPTY.
 //	@ID				createSandbox
 //	@Tags			sandboxes
 //	@Accept			json
@@ -221,67 +238,86 @@ func validateLabels(labels map[string]string) error {
 //	@Param			Idempotency-Key	header		string					false	"makes retries of this request safe: 1-255 printable ASCII characters"	minlength(1)	maxlength(255)	example(create-7f3a9c)
 //	@Param			request			body		CreateSandboxRequest	true	"the sandbox to create"
 //	@Success		202				{object}	Sandbox					"accepted; Location names the sandbox"
+//	@Success		201				{object}	Sandbox					"claimed from the pool, ready; Location names the sandbox"
 //	@Success		200				{object}	Sandbox					"an earlier request with this Idempotency-Key made this sandbox"
 //	@Failure		400				{object}	Problem					"INVALID_REQUEST or UNKNOWN_PROVIDER"
 //	@Failure		401				{object}	Problem					"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		403				{object}	Problem					"FORBIDDEN: params the operator has not enabled"
-//	@Failure		409				{object}	Problem					"IDEMPOTENCY_KEY_REUSED, or SANDBOX_ID_TAKEN: the client-chosen id names another sandbox"
+//	@Failure		404				{object}	Problem					"NOT_FOUND: the pool named does not exist"
+//	@Failure		409				{object}	Problem					"IDEMPOTENCY_KEY_REUSED, or SANDBOX_ID_TAKEN: the client-chosen id names another sandbox, or POOL_EMPTY: pool_only and no member ready"
 //	@Failure		413				{object}	Problem					"PAYLOAD_TOO_LARGE"
 //	@Failure		429				{object}	Problem					"QUOTA_EXCEEDED: over the tenant's live-sandbox cap or create rate, or the API key's request rate; retry after Retry-After seconds"
 //	@Failure		500				{object}	Problem					"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		503				{object}	Problem					"PROVIDER_UNAVAILABLE: the provider cannot create sandboxes on this host; or UNAVAILABLE"
-//	@Header			200,202			{string}	Location				"the sandbox's URL path, /v1/sandboxes/{id}"
+//	@Header			200,201,202		{string}	Location				"the sandbox's URL path, /v1/sandboxes/{id}"
 //	@Header			401				{string}	WWW-Authenticate		"the Bearer challenge"
 //	@Header			429				{integer}	Retry-After				"seconds to wait before retrying"
 //	@Header			503				{integer}	Retry-After				"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all				{string}	X-Request-ID			"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes [post]
-func handleSandboxCreate(cfg Config, st sandboxCreator, providers map[string]sandbox.Provider) handlerFunc {
+func handleSandboxCreate(cfg Config, st sandboxCreator, providers map[string]sandbox.Provider, pm *poolMetrics) handlerFunc {
 	return func(c *gin.Context) error {
 		var req CreateSandboxRequest
 		if err := decodeJSON(c, &req); err != nil {
 			return err
+		}
+		if req.Pool != "" || req.PoolOnly {
+			return claimFromPool(c, cfg, st, providers, pm, &req)
 		}
 		p, err := validateCreate(cfg, &req, providers)
 		if err != nil {
 			return err
 		}
 		p.Tenant, p.Caller = tenantOf(c), callerOf(c)
-		key := c.GetHeader("Idempotency-Key")
-		if key != "" && !validIdempotencyKey(key) {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest,
-				"Idempotency-Key must be 1-%d printable ASCII characters", maxIdempotencyKey)
-		}
-		if key == "" {
-			// A client-chosen id is the request's idempotency key: a retry
-			// after a lost answer returns the sandbox the first try made.
-			key = req.ID
-		}
-		if key != "" {
-			// The hash covers the request as decoded and re-encoded, so two
-			// bodies that differ only in formatting are the same request.
-			canonical, _ := json.Marshal(req)
-			sum := sha256.Sum256(canonical)
-			p.IdempotencyKey, p.RequestHash = key, sum[:]
-		}
-		if p.Owner != "" {
-			// The owner's lease is judged: credit an outage first.
-			if err := st.SettleOutage(c.Request.Context()); err != nil {
-				return err
-			}
-		}
-		sb, created, err := st.CreateSandbox(c.Request.Context(), p)
-		if err != nil {
+		if p.IdempotencyKey, p.RequestHash, err = idempotencyOf(c, req); err != nil {
 			return err
 		}
-		c.Header("Location", "/v1/sandboxes/"+sb.ID)
-		status := http.StatusAccepted
-		if !created {
-			status = http.StatusOK
-		}
-		return writeJSON(c, status, toSandbox(sb))
+		return createSandbox(c, st, p)
 	}
+}
+
+// createSandbox records the validated create p and answers it.
+func createSandbox(c *gin.Context, st sandboxCreator, p sandbox.CreateParams) error {
+	if p.Owner != "" {
+		// The owner's lease is judged: credit an outage first.
+		if err := st.SettleOutage(c.Request.Context()); err != nil {
+			return err
+		}
+	}
+	sb, created, err := st.CreateSandbox(c.Request.Context(), p)
+	if err != nil {
+		return err
+	}
+	c.Header("Location", "/v1/sandboxes/"+sb.ID)
+	status := http.StatusAccepted
+	if !created {
+		status = http.StatusOK
+	}
+	return writeJSON(c, status, toSandbox(sb))
+}
+
+// idempotencyOf returns the create's idempotency key, and the hash of the
+// request it covers; none without a key.
+func idempotencyOf(c *gin.Context, req CreateSandboxRequest) (string, []byte, error) {
+	key := c.GetHeader("Idempotency-Key")
+	if key != "" && !validIdempotencyKey(key) {
+		return "", nil, sandbox.Errorf(sandbox.CodeInvalidRequest,
+			"Idempotency-Key must be 1-%d printable ASCII characters", maxIdempotencyKey)
+	}
+	if key == "" {
+		// A client-chosen id is the request's idempotency key: a retry
+		// after a lost answer returns the sandbox the first try made.
+		key = req.ID
+	}
+	if key == "" {
+		return "", nil, nil
+	}
+	// The hash covers the request as decoded and re-encoded, so two
+	// bodies that differ only in formatting are the same request.
+	canonical, _ := json.Marshal(req)
+	sum := sha256.Sum256(canonical)
+	return key, sum[:], nil
 }
 
 // validIdempotencyKey reports whether key is 1-255 printable ASCII
@@ -315,7 +351,7 @@ func validateCreate(cfg Config, req *CreateSandboxRequest, providers map[string]
 		return p, err
 	}
 	if req.Owner != "" {
-		if err := validateOwner(req.Owner); err != nil {
+		if err := validateClientOwner(req.Owner); err != nil {
 			return p, err
 		}
 	}
@@ -753,7 +789,7 @@ func parseLabelFilter(filters []string) (map[string]string, error) {
 //	@Tags			sandboxes
 //	@Produce		json
 //	@Param			state			query		[]string	false	"only these states (repeatable, or comma-separated)"									collectionFormat(multi)	example(ready)
-//	@Param			reason			query		[]string	false	"only sandboxes that ended for these reasons: requested, owner_released, owner_expired, expired, create_failed, lost (repeatable, or comma-separated)"	collectionFormat(multi)	example(lost)
+//	@Param			reason			query		[]string	false	"only sandboxes that ended for these reasons: requested, owner_released, owner_expired, expired, create_failed, lost, pool_deleted, pool_shrunk (repeatable, or comma-separated)"	collectionFormat(multi)	example(lost)
 //	@Param			owner			query		string		false	"only this owner's sandboxes"															example(agent-42)
 //	@Param			provider		query		string		false	"only this provider's sandboxes"														example(sim)
 //	@Param			label			query		[]string	false	"key=value; repeatable, all must match"													collectionFormat(multi)	example(team=ml)

@@ -136,6 +136,7 @@ type Store interface {
 	ownerLister
 	nodeLister
 	webhookStore
+	poolStore
 }
 
 // API defaults, for zero Config fields.

@@ -56,7 +56,7 @@ func handleSandboxOwner(cfg Config, st ownerTransferrer) handlerFunc {
 		if err := decodeJSON(c, &req); err != nil {
 			return err
 		}
-		if err := validateOwner(req.Owner); err != nil {
+		if err := validateClientOwner(req.Owner); err != nil {
 			return err
 		}
 		// The new owner's lease is judged: credit an outage first.

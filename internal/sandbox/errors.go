@@ -23,7 +23,11 @@ const (
 	CodeStateConflict        Code = "SANDBOX_STATE_CONFLICT"
 	CodeIdempotencyKeyReused Code = "IDEMPOTENCY_KEY_REUSED"
 	// CodeSandboxIDTaken: a create named an id another sandbox has.
-	CodeSandboxIDTaken      Code = "SANDBOX_ID_TAKEN"
+	CodeSandboxIDTaken Code = "SANDBOX_ID_TAKEN"
+	// CodePoolExists: a pool of that name exists.
+	CodePoolExists Code = "POOL_EXISTS"
+	// CodePoolEmpty: a create with pool_only found no ready member.
+	CodePoolEmpty           Code = "POOL_EMPTY"
 	CodeUnknownProvider     Code = "UNKNOWN_PROVIDER"
 	CodeProviderUnavailable      = provider.CodeProviderUnavailable
 	CodeNotSupported             = provider.CodeNotSupported

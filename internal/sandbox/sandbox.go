@@ -138,11 +138,18 @@ const (
 	// outage was credited to the sandbox's deadline or its owner's lease;
 	// it is never a sandbox's own reason.
 	ReasonOutageCredited Reason = "outage_credited"
+	// ReasonPoolDeleted: the warm pool the sandbox was an unclaimed member
+	// of was deleted.
+	ReasonPoolDeleted Reason = "pool_deleted"
+	// ReasonPoolShrunk: its warm pool's max_size was lowered below the
+	// pool's size, and this unclaimed member was surplus.
+	ReasonPoolShrunk Reason = "pool_shrunk"
 )
 
 // Reasons lists every reason a sandbox itself can end with.
 var Reasons = []Reason{ReasonRequested, ReasonOwnerReleased, ReasonOwnerExpired, ReasonExpired, ReasonCreateFailed, ReasonLost,
-	ReasonPauseFailed, ReasonResumeFailed}
+	ReasonPauseFailed, ReasonResumeFailed,
+	ReasonPoolDeleted, ReasonPoolShrunk}
 
 // Actor names who caused a transition, for the event history.
 type Actor string

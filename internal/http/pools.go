@@ -1,0 +1,360 @@
+package http
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// Pool is a warm pool as the API shows it.
+type Pool struct {
+	// Name identifies the pool within the tenant: 1-63 lowercase letters, digits and '-'.
+	Name     string `json:"name" example:"python"`
+	Provider string `json:"provider" example:"sim"`
+	// Params are the provider-specific options every member is created with (for local, params.image chooses the image).
+	Params json.RawMessage `json:"params" swaggertype:"object"`
+	// MinReady is how many members the pool keeps, ready or on their way; claims are refilled.
+	MinReady int `json:"min_ready" example:"4"`
+	// MaxSize caps the pool's unclaimed members: a refill never makes more, and lowering it ends the surplus (reason pool_shrunk).
+	MaxSize int `json:"max_size" example:"8"`
+	// Size counts the pool's live unclaimed members: requested, creating and ready.
+	Size int `json:"size" example:"4"`
+	// Ready counts the members ready to be claimed.
+	Ready     int       `json:"ready" example:"3"`
+	CreatedAt time.Time `json:"created_at" format:"date-time" example:"2026-01-02T15:04:05.123456Z"`
+	UpdatedAt time.Time `json:"updated_at" format:"date-time" example:"2026-01-02T15:04:05.123456Z"`
+} // @name Pool
+
+func toPool(p sandbox.Pool) Pool {
+	params := p.Params
+	if len(params) == 0 {
+		params = json.RawMessage(`{}`)
+	}
+	return Pool{Name: p.Name, Provider: p.Provider, Params: params, MinReady: p.MinReady, MaxSize: p.MaxSize,
+		Size: p.Size, Ready: p.Ready, CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC()}
+}
+
+// CreatePoolRequest is the body of POST /v1/pools.
+type CreatePoolRequest struct {
+	// Name identifies the pool within the tenant: 1-63 lowercase letters, digits and '-', starting and ending with a letter or digit.
+	Name string `json:"name" example:"python"`
+	// Provider of the members; default: the server's default provider.
+	Provider string `json:"provider,omitempty" example:"sim"`
+	// Params are the provider-specific options of every member, as for a create (see GET /v1/providers).
+	Params json.RawMessage `json:"params,omitempty" swaggertype:"object"`
+	// MinReady is how many members the pool keeps, 0 to max_size.
+	MinReady *int `json:"min_ready" example:"4"`
+	// MaxSize caps the pool's unclaimed members, 1 to 1000; default: min_ready (at least 1).
+	MaxSize *int `json:"max_size,omitempty" example:"8"`
+} // @name CreatePoolRequest
+
+// UpdatePoolRequest is the body of PATCH /v1/pools/{name}: the sizes to change.
+type UpdatePoolRequest struct {
+	// MinReady, if set, is the new number of members to keep, 0 to max_size.
+	MinReady *int `json:"min_ready,omitempty" example:"2"`
+	// MaxSize, if set, is the new cap, 1 to 1000; below the pool's size, the surplus members end (reason pool_shrunk), those not yet ready first.
+	MaxSize *int `json:"max_size,omitempty" example:"4"`
+} // @name UpdatePoolRequest
+
+// PoolList is the tenant's pools, by name.
+type PoolList struct {
+	Items []Pool `json:"items"`
+} // @name PoolList
+
+// PoolDeleted reports what deleting a pool did.
+type PoolDeleted struct {
+	Name string `json:"name" example:"python"`
+	// SandboxesEnded counts the unclaimed members this request ended (reason pool_deleted).
+	SandboxesEnded int `json:"sandboxes_ended" example:"4"`
+} // @name PoolDeleted
+
+// maxPoolSize caps a pool's max_size.
+const maxPoolSize = 1000
+
+type poolStore interface {
+	CreatePool(ctx context.Context, p sandbox.Pool) (sandbox.Pool, error)
+	GetPool(ctx context.Context, tenant, name string) (sandbox.Pool, error)
+	ListPools(ctx context.Context, tenant string) ([]sandbox.Pool, error)
+	UpdatePool(ctx context.Context, tenant, name string, u sandbox.PoolUpdate, by sandbox.Caller) (sandbox.Pool, []sandbox.Sandbox, error)
+	DeletePool(ctx context.Context, tenant, name string, by sandbox.Caller) ([]sandbox.Sandbox, error)
+}
+
+// poolName returns the path's pool name; a malformed one is not found.
+func poolName(c *gin.Context) (string, error) {
+	name := c.Param("name")
+	if !sandbox.ValidPoolName(name) {
+		return "", sandbox.Errorf(sandbox.CodeNotFound, "pool %q not found", name)
+	}
+	return name, nil
+}
+
+func poolNotFoundAs(err error, name string) error {
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return sandbox.Errorf(sandbox.CodeNotFound, "pool %s not found", name)
+	}
+	return err
+}
+
+// checkSizes checks a pool's sizes.
+func checkSizes(minReady, maxSize int) error {
+	if maxSize < 1 || maxSize > maxPoolSize {
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "max_size must be between 1 and %d", maxPoolSize)
+	}
+	if minReady < 0 || minReady > maxSize {
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "min_ready must be between 0 and max_size (%d)", maxSize)
+	}
+	return nil
+}
+
+// validatePool checks a pool's request and gives its provider and params
+// the checks and the canonical form of a create's.
+func validatePool(cfg Config, req CreatePoolRequest, providers map[string]sandbox.Provider) (sandbox.Pool, error) {
+	if !sandbox.ValidPoolName(req.Name) {
+		return sandbox.Pool{}, sandbox.Errorf(sandbox.CodeInvalidRequest,
+			"name must be 1-63 lowercase letters, digits and '-', starting and ending with a letter or digit")
+	}
+	if req.MinReady == nil {
+		return sandbox.Pool{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "min_ready is required")
+	}
+	maxSize := max(*req.MinReady, 1)
+	if req.MaxSize != nil {
+		maxSize = *req.MaxSize
+	}
+	if err := checkSizes(*req.MinReady, maxSize); err != nil {
+		return sandbox.Pool{}, err
+	}
+	member := CreateSandboxRequest{Provider: req.Provider, Params: req.Params}
+	p, err := validateCreate(cfg, &member, providers)
+	if err != nil {
+		return sandbox.Pool{}, err
+	}
+	return sandbox.Pool{Name: req.Name, Provider: p.Provider, Params: p.Params, MinReady: *req.MinReady, MaxSize: maxSize}, nil
+}
+
+// handlePoolCreate creates a warm pool.
+//
+//	@Summary		Create a warm pool
+//	@Description	Records the pool, empty; Tether's refiller then keeps min_ready members in it: ordinary sandboxes of the pool's provider and params, owned by the owner pool:NAME (a lease Tether holds while the pool exists) and labelled tether.pool=NAME. A create naming the pool (POST /v1/sandboxes with pool) takes a ready member at once. Members count against the tenant's live-sandbox quota.
+//	@ID				createPool
+//	@Tags			pools
+//	@Accept			json
+//	@Produce		json
+//	@Param			request	body		CreatePoolRequest	true	"the pool"
+//	@Success		201		{object}	Pool				"created; Location names the pool"
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST or UNKNOWN_PROVIDER"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		403		{object}	Problem				"FORBIDDEN: params the operator has not enabled"
+//	@Failure		409		{object}	Problem				"POOL_EXISTS: the tenant has a pool of that name"
+//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: the tenant has 100 pools, or is over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	Problem				"PROVIDER_UNAVAILABLE: the provider cannot create sandboxes on this host; or UNAVAILABLE"
+//	@Header			201		{string}	Location			"the pool's URL path, /v1/pools/{name}"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+//	@Security		BearerAuth
+//	@Router			/v1/pools [post]
+func handlePoolCreate(cfg Config, st poolStore, providers map[string]sandbox.Provider) handlerFunc {
+	return func(c *gin.Context) error {
+		var req CreatePoolRequest
+		if err := decodeJSON(c, &req); err != nil {
+			return err
+		}
+		p, err := validatePool(cfg, req, providers)
+		if err != nil {
+			return err
+		}
+		p.Tenant = tenantOf(c)
+		p, err = st.CreatePool(c.Request.Context(), p)
+		if sandbox.ErrorCode(err) == sandbox.CodeQuotaExceeded {
+			return exceeded(c, time.Minute, "%s", err.Error())
+		}
+		if err != nil {
+			return err
+		}
+		c.Header("Location", "/v1/pools/"+p.Name)
+		return writeJSON(c, http.StatusCreated, toPool(p))
+	}
+}
+
+// handlePoolList lists the tenant's pools.
+//
+//	@Summary		List warm pools
+//	@Description	The tenant's pools by name, each with its size and ready members.
+//	@ID				listPools
+//	@Tags			pools
+//	@Produce		json
+//	@Success		200	{object}	PoolList
+//	@Failure		400	{object}	Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401	{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		429	{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500	{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503	{object}	Problem				"UNAVAILABLE"
+//	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+//	@Security		BearerAuth
+//	@Router			/v1/pools [get]
+func handlePoolList(st poolStore) handlerFunc {
+	return func(c *gin.Context) error {
+		if err := onlyQuery(c); err != nil {
+			return err
+		}
+		pools, err := st.ListPools(c.Request.Context(), tenantOf(c))
+		if err != nil {
+			return err
+		}
+		out := PoolList{Items: make([]Pool, len(pools))}
+		for i, p := range pools {
+			out.Items[i] = toPool(p)
+		}
+		return writeJSON(c, http.StatusOK, out)
+	}
+}
+
+// handlePoolGet returns one pool.
+//
+//	@Summary		Get a warm pool
+//	@Description	The pool with its size (live unclaimed members) and ready (members ready to claim).
+//	@ID				getPool
+//	@Tags			pools
+//	@Produce		json
+//	@Param			name	path		string	true	"pool name"	example(python)
+//	@Success		200		{object}	Pool
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	Problem				"NOT_FOUND"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+//	@Security		BearerAuth
+//	@Router			/v1/pools/{name} [get]
+func handlePoolGet(st poolStore) handlerFunc {
+	return func(c *gin.Context) error {
+		name, err := poolName(c)
+		if err != nil {
+			return err
+		}
+		if err := onlyQuery(c); err != nil {
+			return err
+		}
+		p, err := st.GetPool(c.Request.Context(), tenantOf(c), name)
+		if err != nil {
+			return poolNotFoundAs(err, name)
+		}
+		return writeJSON(c, http.StatusOK, toPool(p))
+	}
+}
+
+// handlePoolUpdate changes a pool's sizes.
+//
+//	@Summary		Resize a warm pool
+//	@Description	Changes min_ready and max_size. Lowering max_size below the pool's size ends the surplus unclaimed members at once (reason pool_shrunk), those not yet ready first; raising min_ready is filled by the refiller within an interval. Claimed members are their owners' and are never touched.
+//	@ID				updatePool
+//	@Tags			pools
+//	@Accept			json
+//	@Produce		json
+//	@Param			name	path		string				true	"pool name"	example(python)
+//	@Param			request	body		UpdatePoolRequest	true	"the sizes to change"
+//	@Success		200		{object}	Pool
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	Problem				"NOT_FOUND"
+//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+//	@Security		BearerAuth
+//	@Router			/v1/pools/{name} [patch]
+func handlePoolUpdate(st poolStore) handlerFunc {
+	return func(c *gin.Context) error {
+		name, err := poolName(c)
+		if err != nil {
+			return err
+		}
+		var req UpdatePoolRequest
+		if err := decodeJSON(c, &req); err != nil {
+			return err
+		}
+		if req.MinReady == nil && req.MaxSize == nil {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "name min_ready, max_size or both")
+		}
+		// Each given size within its bounds; the store checks the pair.
+		if err := checkSizes(ptrOr(req.MinReady, 0), ptrOr(req.MaxSize, maxPoolSize)); err != nil {
+			return err
+		}
+		p, _, err := st.UpdatePool(c.Request.Context(), tenantOf(c), name,
+			sandbox.PoolUpdate{MinReady: req.MinReady, MaxSize: req.MaxSize}, callerOf(c))
+		if err != nil {
+			return poolNotFoundAs(err, name)
+		}
+		return writeJSON(c, http.StatusOK, toPool(p))
+	}
+}
+
+func ptrOr(p *int, def int) int {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+// handlePoolDelete deletes a pool.
+//
+//	@Summary		Delete a warm pool
+//	@Description	Deletes the pool and ends its unclaimed members at once (reason pool_deleted); Tether then releases them. Claimed members are their owners' and live on.
+//	@ID				deletePool
+//	@Tags			pools
+//	@Produce		json
+//	@Param			name	path		string	true	"pool name"	example(python)
+//	@Success		202		{object}	PoolDeleted
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	Problem				"NOT_FOUND"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+//	@Security		BearerAuth
+//	@Router			/v1/pools/{name} [delete]
+func handlePoolDelete(st poolStore) handlerFunc {
+	return func(c *gin.Context) error {
+		name, err := poolName(c)
+		if err != nil {
+			return err
+		}
+		if err := onlyQuery(c); err != nil {
+			return err
+		}
+		ended, err := st.DeletePool(c.Request.Context(), tenantOf(c), name, callerOf(c))
+		if err != nil {
+			return poolNotFoundAs(err, name)
+		}
+		return writeJSON(c, http.StatusAccepted, PoolDeleted{Name: name, SandboxesEnded: len(ended)})
+	}
+}
+
+// poolClaimer is what a create naming a pool needs.
+type poolClaimer interface {
+	ClaimFromPool(ctx context.Context, p sandbox.ClaimParams) (sandbox.PoolClaim, error)
+}

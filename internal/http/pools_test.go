@@ -1,0 +1,225 @@
+package http_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tetherhq/tether/internal/store"
+)
+
+type poolJSON struct {
+	Name     string         `json:"name"`
+	Provider string         `json:"provider"`
+	Params   map[string]any `json:"params"`
+	MinReady int            `json:"min_ready"`
+	MaxSize  int            `json:"max_size"`
+	Size     int            `json:"size"`
+	Ready    int            `json:"ready"`
+}
+
+func (b *bundle) pool(t *testing.T, key, name string) poolJSON {
+	t.Helper()
+	r := b.do(t, http.MethodGet, "/v1/pools/"+name, nil, as(key))
+	wantStatus(t, r, http.StatusOK)
+	var p poolJSON
+	r.decode(t, &p)
+	return p
+}
+
+// refill runs one refill of the tenant's pool, as the refiller would.
+func (b *bundle) refill(t *testing.T, tenant, name string) {
+	t.Helper()
+	if _, err := b.Store.RefillPool(t.Context(), tenant, name, store.RefillLimits{
+		Lease: time.Minute, MaxLifetime: testMaxLifetime, CreateTimeout: time.Minute, Batch: 100, Worker: "test"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPoolRoutes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.do(t, http.MethodPost, "/v1/pools", `{"name":"py","min_ready":2,"max_size":3,"params":{"create_delay_ms": 5}}`)
+	wantStatus(t, r, http.StatusCreated)
+	if loc := r.Header.Get("Location"); loc != "/v1/pools/py" {
+		t.Errorf("Location = %q", loc)
+	}
+	var p poolJSON
+	r.decode(t, &p)
+	if p.Name != "py" || p.Provider != "sim" || p.MinReady != 2 || p.MaxSize != 3 || p.Size != 0 || p.Params["create_delay_ms"] != 5.0 {
+		t.Fatalf("created pool = %+v", p)
+	}
+	wantProblem(t, b.do(t, http.MethodPost, "/v1/pools", `{"name":"py","min_ready":1}`), http.StatusConflict, "POOL_EXISTS")
+	b.refill(t, tenantA, "py")
+	if got := b.pool(t, keyA, "py"); got.Size != 2 || got.Ready != 0 {
+		t.Fatalf("after a refill: %+v; want size 2, ready 0", got)
+	}
+	members := b.list(t, keyA, "label=tether.pool=py&owner=pool:py")
+	if len(members.Items) != 2 || members.Items[0].State != "requested" {
+		t.Fatalf("members in the registry: %+v", members.Items)
+	}
+	wantProblem(t, b.do(t, http.MethodGet, "/v1/pools/py", nil, as(keyB)), http.StatusNotFound, "NOT_FOUND")
+	r = b.do(t, http.MethodGet, "/v1/pools", nil, as(keyB))
+	wantStatus(t, r, http.StatusOK)
+	if !strings.Contains(string(r.Body), `"items":[]`) {
+		t.Errorf("tenant B's pools: %s; want none", r.Body)
+	}
+
+	r = b.do(t, http.MethodPatch, "/v1/pools/py", `{"max_size":1,"min_ready":1}`)
+	wantStatus(t, r, http.StatusOK)
+	r.decode(t, &p)
+	if p.Size != 1 || p.MaxSize != 1 {
+		t.Fatalf("shrunk pool = %+v; want size 1", p)
+	}
+	if l := b.list(t, keyA, "reason=pool_shrunk"); len(l.Items) != 1 {
+		t.Errorf("%d sandboxes ended pool_shrunk; want 1", len(l.Items))
+	}
+	r = b.do(t, http.MethodDelete, "/v1/pools/py", nil)
+	wantStatus(t, r, http.StatusAccepted)
+	if !strings.Contains(string(r.Body), `"sandboxes_ended":1`) {
+		t.Errorf("delete answered %s; want 1 ended", r.Body)
+	}
+	if l := b.list(t, keyA, "reason=pool_deleted"); len(l.Items) != 1 {
+		t.Errorf("%d sandboxes ended pool_deleted; want 1", len(l.Items))
+	}
+	wantProblem(t, b.do(t, http.MethodDelete, "/v1/pools/py", nil), http.StatusNotFound, "NOT_FOUND")
+	wantProblem(t, b.do(t, http.MethodGet, "/v1/pools/Not_A_Name", nil), http.StatusNotFound, "NOT_FOUND")
+}
+
+// TestPoolBadInput: every malformed pool request and pool claim is 400
+// (or the code named) and writes nothing.
+func TestPoolBadInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wantStatus(t, b.do(t, http.MethodPost, "/v1/pools", `{"name":"py","min_ready":1,"max_size":2}`), http.StatusCreated)
+	cases := []struct {
+		method, path, body string
+		status             int
+		code               string
+	}{
+		{"POST", "/v1/pools", `{"name":"Py","min_ready":1}`, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/pools", `{"name":"-py","min_ready":1}`, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/pools", `{"name":"` + strings.Repeat("a", 64) + `","min_ready":1}`, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/pools", `{"name":"x"}`, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/pools", `{"name":"x","min_ready":-1}`, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/pools", `{"name":"x","min_ready":3,"max_size":2}`, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/pools", `{"name":"x","min_ready":0,"max_size":1001}`, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/pools", `{"name":"x","min_ready":1,"provider":"nope"}`, 400, "UNKNOWN_PROVIDER"},
+		{"POST", "/v1/pools", `{"name":"x","min_ready":1,"params":[1]}`, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/pools", `{"name":"x","min_ready":1,"params":{"fail":"sometimes"}}`, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/pools", `{"name":"x","min_ready":1,"image":"bookworm"}`, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/pools", `{"name":"x","min_ready":"1"}`, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/pools", `[]`, 400, "INVALID_REQUEST"},
+		{"PATCH", "/v1/pools/py", `{}`, 400, "INVALID_REQUEST"},
+		{"PATCH", "/v1/pools/py", `{"min_ready":3}`, 400, "INVALID_REQUEST"},
+		{"PATCH", "/v1/pools/py", `{"max_size":0}`, 400, "INVALID_REQUEST"},
+		{"PATCH", "/v1/pools/py", `{"name":"other"}`, 400, "INVALID_REQUEST"},
+		{"PATCH", "/v1/pools/nope", `{"max_size":3}`, 404, "NOT_FOUND"},
+		{"GET", "/v1/pools?limit=1", ``, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/sandboxes", `{"pool":"py","env":{"A":"b"}}`, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/sandboxes", `{"pool":"py","setup":"true"}`, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/sandboxes", `{"pool":"py","provider":"sim"}`, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/sandboxes", `{"pool":"py","params":{}}`, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/sandboxes", `{"pool":"py","id":"sbx_06h38g9bdvp2gzcmgpvr4w8ry4"}`, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/sandboxes", `{"pool":"py","ttl_seconds":0}`, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/sandboxes", `{"pool":"py","owner":"pool:py"}`, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/sandboxes", `{"pool":"py","labels":{"":"x"}}`, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/sandboxes", `{"pool_only":true}`, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/sandboxes", `{"pool":"Bad Name"}`, 400, "INVALID_REQUEST"},
+		{"POST", "/v1/sandboxes", `{"pool":"nope"}`, 404, "NOT_FOUND"},
+		{"POST", "/v1/sandboxes", `{"pool":"py","pool_only":true}`, 409, "POOL_EMPTY"},
+		{"POST", "/v1/sandboxes", `{"owner":"pool:py"}`, 400, "INVALID_REQUEST"},
+		{"PUT", "/v1/owners/pool:py/lease", `{"ttl_seconds":60}`, 400, "INVALID_REQUEST"},
+		{"DELETE", "/v1/owners/pool:py", ``, 400, "INVALID_REQUEST"},
+	}
+	before := b.counts(t)
+	for _, c := range cases {
+		var body any
+		if c.body != "" {
+			body = c.body
+		}
+		p := wantProblem(t, b.do(t, c.method, c.path, body), c.status, c.code)
+		if c.status == 400 && p.Detail == "" {
+			t.Errorf("%s %s %s: no detail", c.method, c.path, c.body)
+		}
+	}
+	if after := b.counts(t); !after.equal(before) {
+		t.Fatalf("bad input wrote rows: before %s, after %s", before, after)
+	}
+}
+
+// TestPoolClaim: a create naming a pool takes a ready member (201) with
+// the caller's owner, labels and TTL; an empty pool falls back to a create
+// like its members (202), or 409 POOL_EMPTY with pool_only; the claims
+// are counted in /metrics.
+func TestPoolClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withExecutor())
+	wantStatus(t, b.do(t, http.MethodPost, "/v1/pools", `{"name":"py","min_ready":1,"params":{"create_delay_ms":1}}`), http.StatusCreated)
+	b.refill(t, tenantA, "py")
+	eventually(t, 10*time.Second, "the member ready", func() bool { return b.pool(t, keyA, "py").Ready == 1 })
+
+	start := time.Now()
+	r := b.do(t, http.MethodPost, "/v1/sandboxes", `{"pool":"py","owner":"agent-1","labels":{"task":"t1"},"ttl_seconds":600}`)
+	wantStatus(t, r, http.StatusCreated)
+	var sb sandboxJSON
+	r.decode(t, &sb)
+	if sb.State != "ready" || deref(sb.Owner) != "agent-1" || sb.Labels["task"] != "t1" || sb.Labels["tether.pool"] != "py" || sb.Provider != "sim" {
+		t.Fatalf("claimed = %+v", sb)
+	}
+	if d := sb.ExpiresAt.Sub(start); d < 590*time.Second || d > 610*time.Second {
+		t.Errorf("expires in %s; want the 600s asked for", d)
+	}
+	if r.Header.Get("Location") != "/v1/sandboxes/"+sb.ID {
+		t.Errorf("Location = %q", r.Header.Get("Location"))
+	}
+	evs := b.events(t, keyA, "/v1/sandboxes/"+sb.ID+"/events").Items
+	if last := evs[len(evs)-1]; deref(last.Reason) != "owner_transferred" || last.Message != "claimed from pool py: owner pool:py -> owner agent-1" {
+		t.Errorf("last event = %+v", last)
+	}
+	if p := b.pool(t, keyA, "py"); p.Size != 0 {
+		t.Errorf("pool after the claim: %+v; want empty until the refiller runs", p)
+	}
+	wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes", `{"pool":"py","pool_only":true}`), http.StatusConflict, "POOL_EMPTY")
+	miss := b.create(t, keyA, `{"pool":"py","labels":{"task":"t2"}}`)
+	if miss.State != "requested" || miss.Provider != "sim" || miss.Labels["tether.pool"] != "py" || miss.Labels["task"] != "t2" || miss.Owner != nil {
+		t.Fatalf("fallback create = %+v", miss)
+	}
+	// Another tenant's pool of the same name is not this one's.
+	wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes", `{"pool":"py"}`, as(keyB)), http.StatusNotFound, "NOT_FOUND")
+
+	m := string(b.do(t, http.MethodGet, "/metrics", nil).Body)
+	for _, want := range []string{`tether_pool_claims_total{outcome="hit"} 1`, `tether_pool_claims_total{outcome="miss"} 1`,
+		`tether_pool_claims_total{outcome="empty"} 1`, `tether_pool_claim_duration_seconds_count{outcome="hit"} 1`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// TestPoolClaimIdempotencyKey: a claim retried with its Idempotency-Key
+// answers the first one's sandbox (200) and takes no second member.
+func TestPoolClaimIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withExecutor())
+	wantStatus(t, b.do(t, http.MethodPost, "/v1/pools", `{"name":"py","min_ready":2}`), http.StatusCreated)
+	b.refill(t, tenantA, "py")
+	eventually(t, 10*time.Second, "the members ready", func() bool { return b.pool(t, keyA, "py").Ready == 2 })
+	body := `{"pool":"py","owner":"agent-1"}`
+	r := b.do(t, http.MethodPost, "/v1/sandboxes", body, header("Idempotency-Key", "claim-1"))
+	wantStatus(t, r, http.StatusCreated)
+	var first, again sandboxJSON
+	r.decode(t, &first)
+	r = b.do(t, http.MethodPost, "/v1/sandboxes", body, header("Idempotency-Key", "claim-1"))
+	wantStatus(t, r, http.StatusOK)
+	r.decode(t, &again)
+	if again.ID != first.ID {
+		t.Fatalf("retry got %s; want the first claim's %s", again.ID, first.ID)
+	}
+	if p := b.pool(t, keyA, "py"); p.Ready != 1 {
+		t.Fatalf("pool after a claim and its retry: %+v; want 1 ready", p)
+	}
+	wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes", `{"pool":"py","owner":"agent-2"}`, header("Idempotency-Key", "claim-1")),
+		http.StatusConflict, "IDEMPOTENCY_KEY_REUSED")
+}

@@ -1,0 +1,382 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// Warm pools (table pools). A pool's members are the live sandboxes of the
+// tenant whose owner is sandbox.PoolOwner(name): they are counted through
+// the index sandboxes_live_owner, never kept as a count on the pool row.
+// The pool row is the lock that serialises what changes a pool's size —
+// a refill, a shrink, a delete — so that replicas never over-create; a
+// claim takes no lock on it, only on the member it takes.
+
+// MaxPoolsPerTenant bounds each tenant's pools: every replica's refiller
+// visits every pool each interval.
+const MaxPoolsPerTenant = 100
+
+// poolColumns is the select list of a pool read with its counts, in
+// scanPool's order: p is the pool, m its members' counts (poolCounts).
+const poolColumns = `p.tenant, p.name, p.provider, p.params, p.min_ready, p.max_size, p.created_at, p.updated_at, m.size, m.ready`
+
+// poolCounts is the lateral join that counts pool p's live members (size)
+// and its ready ones (ready).
+const poolCounts = `LEFT JOIN LATERAL (
+		SELECT count(*)::int AS size, (count(*) FILTER (WHERE s.state = 'ready'))::int AS ready
+		FROM sandboxes s
+		WHERE s.tenant = p.tenant AND s.owner = 'pool:' || p.name AND s.state IN ` + liveStates + `
+	) m ON true`
+
+func scanPool(row pgx.Row) (sandbox.Pool, error) {
+	var p sandbox.Pool
+	var params []byte
+	err := row.Scan(&p.Tenant, &p.Name, &p.Provider, &params, &p.MinReady, &p.MaxSize, &p.CreatedAt, &p.UpdatedAt, &p.Size, &p.Ready)
+	p.Params = params
+	return p, err
+}
+
+// poolNotFound is the error of a pool the tenant has not got.
+func poolNotFound(name string) error {
+	return fmt.Errorf("%w: pool %s", sandbox.ErrNotFound, name)
+}
+
+// CreatePool records a new pool of the tenant, empty: the refiller fills
+// it. A name the tenant already uses is POOL_EXISTS; a tenant with
+// MaxPoolsPerTenant pools is QUOTA_EXCEEDED.
+func (s *Store) CreatePool(ctx context.Context, p sandbox.Pool) (sandbox.Pool, error) {
+	params := p.Params
+	if len(params) == 0 {
+		params = json.RawMessage(`{}`)
+	}
+	now := s.Now()
+	out, err := scanPool(s.pool.QueryRow(ctx, `
+		WITH ins AS (
+			INSERT INTO pools AS p (tenant, name, provider, params, min_ready, max_size, created_at, updated_at)
+			SELECT @tenant, @name, @provider, @params, @min_ready, @max_size, @now, @now
+			WHERE (SELECT count(*) FROM pools WHERE tenant = @tenant) < @max_pools
+			RETURNING *
+		)
+		SELECT p.tenant, p.name, p.provider, p.params, p.min_ready, p.max_size, p.created_at, p.updated_at, 0, 0 FROM ins p`,
+		namedArgs{"tenant": p.Tenant, "name": p.Name, "provider": p.Provider, "params": params,
+			"min_ready": p.MinReady, "max_size": p.MaxSize, "now": now, "max_pools": MaxPoolsPerTenant}))
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "23505":
+		return sandbox.Pool{}, sandbox.Errorf(sandbox.CodePoolExists, "pool %s exists", p.Name)
+	case errors.Is(err, pgx.ErrNoRows):
+		return sandbox.Pool{}, sandbox.Errorf(sandbox.CodeQuotaExceeded, "tenant %s has %d pools, its limit; delete one first", p.Tenant, MaxPoolsPerTenant)
+	case err != nil:
+		return sandbox.Pool{}, wrap("create pool", err)
+	}
+	return out, nil
+}
+
+// GetPool returns the tenant's pool with its counts, or ErrNotFound.
+func (s *Store) GetPool(ctx context.Context, tenant, name string) (sandbox.Pool, error) {
+	p, err := scanPool(s.pool.QueryRow(ctx, `SELECT `+poolColumns+` FROM pools p `+poolCounts+`
+		WHERE p.tenant = @tenant AND p.name = @name`, namedArgs{"tenant": tenant, "name": name}))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, fmt.Errorf("store: get pool: %w", poolNotFound(name))
+	}
+	if err != nil {
+		return p, wrap("get pool", err)
+	}
+	return p, nil
+}
+
+// ListPools returns the tenant's pools by name, each with its counts; or,
+// for tenant "", every tenant's (for the refiller and metrics).
+func (s *Store) ListPools(ctx context.Context, tenant string) ([]sandbox.Pool, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+poolColumns+` FROM pools p `+poolCounts+`
+		WHERE @tenant::text = '' OR p.tenant = @tenant ORDER BY p.tenant, p.name`, namedArgs{"tenant": tenant})
+	if err != nil {
+		return nil, wrap("list pools", err)
+	}
+	pools, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.Pool, error) { return scanPool(r) })
+	if err != nil {
+		return nil, wrap("list pools", err)
+	}
+	return pools, nil
+}
+
+// lockPool locks the tenant's pool row in tx and returns it, with its
+// counts read after the lock was granted (so that they include every
+// change another holder of the lock committed). skip makes a pool another
+// transaction holds read as missing rather than waited for.
+func lockPool(ctx context.Context, tx pgx.Tx, tenant, name string, skip bool) (sandbox.Pool, error) {
+	lock := `FOR UPDATE`
+	if skip {
+		lock += ` SKIP LOCKED`
+	}
+	var held string
+	err := tx.QueryRow(ctx, `SELECT name FROM pools WHERE tenant = @tenant AND name = @name `+lock,
+		namedArgs{"tenant": tenant, "name": name}).Scan(&held)
+	if err != nil {
+		return sandbox.Pool{}, err
+	}
+	// A statement of its own, so that its snapshot is taken after the lock.
+	return scanPool(tx.QueryRow(ctx, `SELECT `+poolColumns+` FROM pools p `+poolCounts+`
+		WHERE p.tenant = @tenant AND p.name = @name`, namedArgs{"tenant": tenant, "name": name}))
+}
+
+// endPoolMembersSQL ends up to @limit of the unclaimed members of the pool
+// whose owner is @owner of @tenant, those not yet ready first, then the
+// newest. A member another transaction holds (a claim taking it) is
+// skipped: it is leaving the pool anyway.
+var endPoolMembersSQL = endSQL(`
+		SELECT id, state, lease_owner FROM sandboxes
+		WHERE tenant = @tenant AND owner = @owner AND state IN ` + liveStates + `
+		ORDER BY state = 'ready', created_at DESC
+		LIMIT @limit
+		FOR UPDATE SKIP LOCKED`)
+
+// trimPool ends, in tx, the members of the locked pool p beyond its
+// max_size (reason pool_shrunk).
+func trimPool(ctx context.Context, tx pgx.Tx, p sandbox.Pool, e end) ([]sandbox.Sandbox, error) {
+	if p.Size <= p.MaxSize {
+		return nil, nil
+	}
+	e.reason = sandbox.ReasonPoolShrunk
+	e.message = fmt.Sprintf("pool %s shrunk to max_size %d", p.Name, p.MaxSize)
+	return endMany(ctx, tx, endPoolMembersSQL, e,
+		namedArgs{"tenant": p.Tenant, "owner": sandbox.PoolOwner(p.Name), "limit": p.Size - p.MaxSize})
+}
+
+// UpdatePool changes the tenant's pool's sizes and returns it. Lowering
+// max_size below the pool's size ends the surplus members at once (reason
+// pool_shrunk), not-yet-ready ones first; they are returned. A change that
+// would leave min_ready above max_size is INVALID_REQUEST. by is the API
+// key of the client that asked.
+func (s *Store) UpdatePool(ctx context.Context, tenant, name string, u sandbox.PoolUpdate, by sandbox.Caller) (sandbox.Pool, []sandbox.Sandbox, error) {
+	now := s.Now()
+	var (
+		p     sandbox.Pool
+		ended []sandbox.Sandbox
+	)
+	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if p, err = lockPool(ctx, tx, tenant, name, false); err != nil {
+			return err
+		}
+		if u.MinReady != nil {
+			p.MinReady = *u.MinReady
+		}
+		if u.MaxSize != nil {
+			p.MaxSize = *u.MaxSize
+		}
+		if p.MinReady > p.MaxSize {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "min_ready (%d) must not exceed max_size (%d)", p.MinReady, p.MaxSize)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE pools SET min_ready = @min_ready, max_size = @max_size, updated_at = @now
+			WHERE tenant = @tenant AND name = @name`,
+			namedArgs{"min_ready": p.MinReady, "max_size": p.MaxSize, "now": now, "tenant": tenant, "name": name}); err != nil {
+			return err
+		}
+		p.UpdatedAt = now
+		ended, err = trimPool(ctx, tx, p, end{now: now, actor: sandbox.ActorClient, by: by})
+		p.Size -= len(ended)
+		for _, sb := range ended {
+			if sb.State == sandbox.StateTerminated { // it was ready
+				p.Ready--
+			}
+		}
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, nil, fmt.Errorf("store: update pool: %w", poolNotFound(name))
+	}
+	if err != nil {
+		return p, nil, poolErr("update pool", err)
+	}
+	s.announce(ended...)
+	return p, ended, nil
+}
+
+// poolErr wraps err unless it is already a client's error.
+func poolErr(op string, err error) error {
+	var coded *sandbox.Error
+	if errors.As(err, &coded) {
+		return err
+	}
+	return wrap(op, err)
+}
+
+// DeletePool deletes the tenant's pool and, in the same transaction, ends
+// its unclaimed members (reason pool_deleted) and its owner lease, and
+// returns the members it ended. Claimed members are their owners' and
+// live on. A refill that holds the pool's row finishes first, and its
+// members are ended with the others; one that comes after finds no pool.
+// A pool the tenant has not got is ErrNotFound.
+func (s *Store) DeletePool(ctx context.Context, tenant, name string, by sandbox.Caller) ([]sandbox.Sandbox, error) {
+	now := s.Now()
+	owner := sandbox.PoolOwner(name)
+	var ended []sandbox.Sandbox
+	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM pools WHERE tenant = @tenant AND name = @name`, namedArgs{"tenant": tenant, "name": name})
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return poolNotFound(name)
+		}
+		ended, err = endMany(ctx, tx, endOwnerSQL,
+			end{now: now, reason: sandbox.ReasonPoolDeleted, actor: sandbox.ActorClient, by: by, message: "pool " + name + " deleted"},
+			namedArgs{"tenant": tenant, "owner": owner})
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM owners WHERE tenant = @tenant AND name = @owner`, namedArgs{"tenant": tenant, "owner": owner})
+		return err
+	})
+	if err != nil {
+		return nil, wrap("delete pool", err)
+	}
+	s.announce(ended...)
+	return ended, nil
+}
+
+// RefillLimits are what a refill of a pool may create.
+type RefillLimits struct {
+	// Lease is the pool's owner lease, renewed by each refill.
+	Lease time.Duration
+	// MaxLifetime is every member's lifetime; CreateTimeout bounds its
+	// creation.
+	MaxLifetime, CreateTimeout time.Duration
+	// TenantMaxLive is the server's cap on a tenant's live sandboxes
+	// (a tenant's own quota overrides it); 0: no cap.
+	TenantMaxLive int
+	// Batch bounds the members one refill creates.
+	Batch int
+	// Worker names the refiller in the members' first events.
+	Worker string
+}
+
+// Refill is what one refill of a pool did.
+type Refill struct {
+	// Skipped: the pool is gone, or another replica is refilling it.
+	Skipped bool
+	Created []sandbox.Sandbox
+	// Ended are members ended: surplus over max_size, or members of an
+	// owner lease that had lapsed (Tether was down longer than the lease).
+	Ended []sandbox.Sandbox
+	// Pool is the pool as the refill left it.
+	Pool sandbox.Pool
+}
+
+// RefillPool tops the tenant's pool up to min_ready members, in one
+// transaction under the pool row's lock: it renews the pool's owner lease
+// (ending the members of a lapsed one first, owner_expired), ends members
+// beyond max_size (pool_shrunk), then counts the members and creates the
+// missing ones (requested, for the executors), never more than max_size,
+// the tenant's live-sandbox quota or l.Batch allow. A pool another replica
+// is refilling, or that is gone, is skipped.
+func (s *Store) RefillPool(ctx context.Context, tenant, name string, l RefillLimits) (Refill, error) {
+	now := s.Now()
+	var r Refill
+	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
+		p, err := lockPool(ctx, tx, tenant, name, true)
+		if errors.Is(err, pgx.ErrNoRows) {
+			r.Skipped = true
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		owner := sandbox.PoolOwner(name)
+		if r.Ended, err = s.ensureOwnerLease(ctx, tx, now, tenant, owner, l.Lease); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE owners SET expires_at = greatest(expires_at, @expires), updated_at = @now
+			WHERE tenant = @tenant AND name = @owner`,
+			namedArgs{"expires": now.Add(l.Lease), "now": now, "tenant": tenant, "owner": owner}); err != nil {
+			return err
+		}
+		p.Size -= len(r.Ended)
+		trimmed, err := trimPool(ctx, tx, p, end{now: now, actor: sandbox.ActorExecutor})
+		if err != nil {
+			return err
+		}
+		r.Ended, p.Size = append(r.Ended, trimmed...), p.Size-len(trimmed)
+		r.Created, err = s.addMembers(ctx, tx, p, l, now)
+		p.Size += len(r.Created)
+		r.Pool = p
+		return err
+	})
+	if err != nil {
+		return Refill{}, wrap("refill pool", err)
+	}
+	s.announce(r.Ended...)
+	s.announce(r.Created...)
+	return r, nil
+}
+
+// insertMembersSQL inserts the requested members @ids of a pool, owned by
+// @owner and labelled @labels, with their first events.
+const insertMembersSQL = `
+	WITH ins AS (
+		INSERT INTO sandboxes AS s (id, tenant, state, provider, owner, labels, env, setup, params,
+			created_at, updated_at, expires_at, create_deadline)
+		SELECT n.id, @tenant, 'requested', @provider, @owner, @labels, '{}', '', @params,
+			@now, @now, @expires_at, @create_deadline
+		FROM unnest(@ids::text[]) AS n(id)
+		ORDER BY n.id
+		RETURNING *
+	), ev AS (
+		INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
+		SELECT id, tenant, @now, NULL, 'requested', 'requested', 'executor', @message FROM ins ORDER BY id
+	)
+	SELECT ` + sandboxColumns + ` FROM ins s`
+
+// addMembers creates, in tx, the members the locked pool p lacks: up to
+// min_ready, within max_size, the tenant's quota and the batch.
+func (s *Store) addMembers(ctx context.Context, tx pgx.Tx, p sandbox.Pool, l RefillLimits, now time.Time) ([]sandbox.Sandbox, error) {
+	n := min(p.MinReady-p.Size, p.MaxSize-p.Size, l.Batch)
+	if n <= 0 {
+		return nil, nil
+	}
+	var (
+		maxLive *int
+		live    int
+	)
+	if err := tx.QueryRow(ctx, `SELECT t.max_live_sandboxes,
+			(SELECT count(*)::int FROM sandboxes s WHERE s.tenant = t.name AND s.state IN `+liveStates+`)
+		FROM tenants t WHERE t.name = @tenant`, namedArgs{"tenant": p.Tenant}).Scan(&maxLive, &live); err != nil {
+		return nil, err
+	}
+	limit := l.TenantMaxLive
+	if maxLive != nil {
+		limit = *maxLive
+	}
+	if limit > 0 {
+		n = min(n, limit-live)
+	}
+	if n <= 0 {
+		return nil, nil
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = sandbox.NewID()
+	}
+	labels, err := json.Marshal(map[string]string{sandbox.PoolLabel: p.Name})
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, insertMembersSQL, namedArgs{
+		"ids": ids, "tenant": p.Tenant, "provider": p.Provider, "owner": sandbox.PoolOwner(p.Name), "labels": labels,
+		"params": []byte(p.Params), "now": now, "expires_at": now.Add(l.MaxLifetime), "create_deadline": now.Add(l.CreateTimeout),
+		"message": "requested for pool " + p.Name + " by " + l.Worker,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return collectSandboxes(rows)
+}
