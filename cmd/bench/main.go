@@ -2,10 +2,13 @@
 // it runs pgbench baselines and Tether workloads on the same server in the
 // same run, and reports each performance target (BENCHMARKS.md) as a ratio.
 //
-//	go run ./cmd/bench [-quick] [-local=false] [-out bench-results] [-database-url URL [-admin-url URL]]
+//	go run ./cmd/bench [-quick] [-local=false] [-kubernetes=false] [-only kubernetes] [-out bench-results] [-database-url URL [-admin-url URL]]
 //
 // As root on a host with bubblewrap and util-linux it also compares the
-// local provider's sandboxes with bare bwrap and nsenter (local.go).
+// local provider's sandboxes with bare bwrap and nsenter (local.go); with
+// KUBECONFIG set, the kubernetes provider's pods and execs with bare
+// client-go calls on the same cluster (kube.go); -only kubernetes runs
+// that phase alone.
 // Without -database-url it starts a Postgres cluster of its own ("bench",
 // durable: fsync on) through scripts/postgres.sh. Tether runs as the role of
 // -database-url; databases are made and seeded through -admin-url (default:
