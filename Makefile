@@ -71,7 +71,7 @@ test: ## Run all tests (with -race) against the test Postgres and Kubernetes con
 	echo "KUBECONFIG=$$KUBECONFIG"; \
 	exec $(GO) test -race -count=1 ./...
 
-bench: ## Benchmarks against pgbench on the same Postgres (own cluster "bench"); results in bench-results/
+bench: ## Benchmarks against pgbench on the same Postgres (own cluster "bench"), and bare client-go when KUBECONFIG is set; results in bench-results/
 	$(GO) run ./cmd/bench -out bench-results
 
 chaos: ## The long chaos runs: replicas killed at random, a Postgres restart, a replica partitioned, owners killed; invariants checked (CHAOS_DURATION=3m)

@@ -113,7 +113,7 @@ func measureLocal(ctx context.Context, root, dbURL string, lb *localBench, o opt
 		return nil, nil, err
 	}
 	logf("building and starting a Tether with the local provider")
-	srv, err := startTether(ctx, root, dbURL, lb.state, o)
+	srv, err := startTether(ctx, root, dbURL, []string{"PROVIDERS=sim,local", "LOCAL_STATE_DIR=" + lb.state}, o)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,10 +2,13 @@
 // it runs pgbench baselines and Tether workloads on the same server in the
 // same run, and reports each performance target (BENCHMARKS.md) as a ratio.
 //
-//	go run ./cmd/bench [-quick] [-local=false] [-out bench-results] [-database-url URL [-admin-url URL]]
+//	go run ./cmd/bench [-quick] [-local=false] [-kubernetes=false] [-only kubernetes] [-out bench-results] [-database-url URL [-admin-url URL]]
 //
 // As root on a host with bubblewrap and util-linux it also compares the
-// local provider's sandboxes with bare bwrap and nsenter (local.go).
+// local provider's sandboxes with bare bwrap and nsenter (local.go); with
+// KUBECONFIG set, the kubernetes provider's pods and execs with bare
+// client-go calls on the same cluster (kube.go); -only kubernetes runs
+// that phase alone.
 // Without -database-url it starts a Postgres cluster of its own ("bench",
 // durable: fsync on) through scripts/postgres.sh. Tether runs as the role of
 // -database-url; databases are made and seeded through -admin-url (default:
@@ -73,6 +76,14 @@ type options struct {
 	local          bool
 	localSandboxes int
 	localExecs     int
+	// kube runs the kubernetes provider's phases on the cluster of
+	// kubeconfig; kubeSandboxes and kubeExecs are their sequential
+	// samples. only, if set, is the one phase to run ("kubernetes").
+	kube          bool
+	kubeconfig    string
+	kubeSandboxes int
+	kubeExecs     int
+	only          string
 }
 
 func parseOptions(args []string, stderr io.Writer) (options, error) {
@@ -88,15 +99,30 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.workers, "workers", 16, "concurrent clients in the throughput phases")
 	fs.IntVar(&o.samples, "samples", 400, "sequential samples per latency measurement")
 	fs.BoolVar(&o.local, "local", true, "the local provider's phases against bare bwrap and nsenter (as root, with bubblewrap and util-linux)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "the cluster of the kubernetes provider's phases")
+	fs.BoolVar(&o.kube, "kubernetes", os.Getenv("KUBECONFIG") != "", "the kubernetes provider's phases against bare client-go (default: when KUBECONFIG is set)")
+	fs.StringVar(&o.only, "only", "", "run only this phase: kubernetes")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	switch o.only {
+	case "":
+	case "kubernetes":
+		o.kube = true
+	default:
+		return o, fmt.Errorf("-only %q: the only phase that runs alone is kubernetes", o.only)
+	}
+	if o.kube && o.kubeconfig == "" {
+		return o, errors.New("the kubernetes phases need -kubeconfig (or KUBECONFIG)")
+	}
+	o.kubeSandboxes, o.kubeExecs = 30, 100
 	o.seedSmall, o.seedBig, o.seedFiller, o.live, o.scale = 1000, 1_000_000, 250_000, 100_000, 10
 	o.localSandboxes, o.localExecs = 20, 200
 	if o.quick {
 		o.phase, o.workers, o.samples = time.Second, 4, 20
 		o.seedSmall, o.seedBig, o.seedFiller, o.live, o.scale = 100, 2000, 500, 1000, 1
 		o.localSandboxes, o.localExecs = 3, 20
+		o.kubeSandboxes, o.kubeExecs = 3, 10
 	}
 	return o, nil
 }
@@ -126,6 +152,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		r.res.Targets = append(r.res.Targets, lt...)
 		r.res.Notes = append(r.res.Notes, notes...)
+	}
+	// 0b. The kubernetes provider against bare client-go, with a Tether
+	// of its own too.
+	if err := r.measureKube(ctx); err != nil || o.only != "" {
+		if err == nil {
+			err = r.finish(stdout)
+		}
+		return err
 	}
 	// 1 and 2. The baselines and Tether with the sim provider.
 	s, err := r.startSim(ctx)
@@ -202,11 +236,17 @@ func (r *benchRun) prepare(ctx context.Context) (*localBench, error) {
 	r.onClose(admin.Close)
 	// The local provider's phases need root, bubblewrap and util-linux;
 	// elsewhere the rest of the benchmark runs without them.
-	lb, localSkip, err := newLocalBench(r.o.local)
+	lb, localSkip, err := newLocalBench(r.o.local && r.o.only == "")
 	if err != nil {
 		return nil, err
 	}
 	names := []string{"bench_pgbench", "bench_main", "bench_janitor"}
+	if r.o.only != "" {
+		names, localSkip = nil, "-only "+r.o.only
+	}
+	if r.o.kube {
+		names = append(names, "bench_kube")
+	}
 	if lb != nil {
 		r.onClose(lb.close)
 		names = append(names, "bench_local")
@@ -287,7 +327,7 @@ func (r *benchRun) startSim(ctx context.Context) (*simBench, error) {
 		}
 	}
 	r.logf("building and starting Tether")
-	if s.srv, err = startTether(ctx, r.root, r.dbs["bench_main"], "", r.o); err != nil {
+	if s.srv, err = startTether(ctx, r.root, r.dbs["bench_main"], nil, r.o); err != nil {
 		return nil, err
 	}
 	r.onClose(s.srv.stop)
@@ -466,6 +506,24 @@ func (s *simBench) measureListing(ctx context.Context) error {
 		return err
 	}
 	s.res.Targets = append(s.res.Targets, listTargets...)
+	return nil
+}
+
+// measureKube runs the kubernetes phases, or notes why they do not run.
+func (r *benchRun) measureKube(ctx context.Context) error {
+	if !r.o.kube {
+		note := "Kubernetes provider phases skipped: KUBECONFIG is unset (or -kubernetes=false)"
+		r.logf("%s", note)
+		r.res.Notes = append(r.res.Notes, note)
+		return nil
+	}
+	kt, notes, raw, err := measureKube(ctx, r.root, r.dbs["bench_kube"], r.o, r.logf)
+	if err != nil {
+		return err
+	}
+	r.res.Targets = append(r.res.Targets, kt...)
+	r.res.Notes = append(r.res.Notes, notes...)
+	r.res.Kube = raw
 	return nil
 }
 
@@ -764,9 +822,9 @@ type tether struct {
 	simDir string
 }
 
-// startTether builds and starts Tether; with localState set, it enables
-// the local provider too, its sandboxes under localState.
-func startTether(ctx context.Context, root, dbURL, localState string, o options) (*tether, error) {
+// startTether builds and starts Tether, with the sim provider unless env
+// (its providers' settings, PROVIDERS first) says otherwise.
+func startTether(ctx context.Context, root, dbURL string, env []string, o options) (*tether, error) {
 	dir, err := os.MkdirTemp("", "tether-bench-")
 	if err != nil {
 		return nil, err
@@ -796,13 +854,12 @@ func startTether(ctx context.Context, root, dbURL, localState string, o options)
 	if err != nil {
 		return nil, err
 	}
-	providers := []string{"PROVIDERS=sim"}
-	if localState != "" {
-		providers = []string{"PROVIDERS=sim,local", "LOCAL_STATE_DIR=" + localState}
+	if len(env) == 0 {
+		env = []string{"PROVIDERS=sim"}
 	}
 	//nolint:noctx // stopped explicitly by stop, gracefully
 	cmd := exec.Command(bin, "serve")
-	cmd.Env = append(os.Environ(), providers...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Env = append(cmd.Env,
 		"DATABASE_URL="+dbURL, "LISTEN_ADDR="+addr, "BOOTSTRAP_API_KEY=bench-key",
 		"SIM_STATE_DIR="+simDir, "LOG_LEVEL=warn",

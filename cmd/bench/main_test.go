@@ -35,4 +35,32 @@ func TestSmoke(t *testing.T) {
 	if !strings.Contains(stdout.String(), "local exec `true` round trip") && !strings.Contains(stdout.String(), "Local provider phases skipped") {
 		t.Error("the report has neither the local provider's rows nor why they were skipped")
 	}
+	// The kubernetes provider's rows (when KUBECONFIG is set, as in make
+	// test), or why they were skipped.
+	if !strings.Contains(stdout.String(), "kubernetes exec `printf ok` round trip") && !strings.Contains(stdout.String(), "Kubernetes provider phases skipped") {
+		t.Error("the report has neither the kubernetes provider's rows nor why they were skipped")
+	}
+}
+
+// TestOnlyOption: -only names the kubernetes phase, which needs a
+// kubeconfig; anything else is refused.
+func TestOnlyOption(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	for args, want := range map[string]string{
+		"-only kubernetes":                      "need -kubeconfig",
+		"-only local":                           `-only "local"`,
+		"-kubernetes":                           "need -kubeconfig",
+		"-only kubernetes -kubeconfig /some/kc": "",
+		"-quick":                                "",
+	} {
+		o, err := parseOptions(strings.Fields(args), io.Discard)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", args, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: error %v, want one saying %q", args, err, want)
+		case want == "" && o.kube != strings.Contains(args, "kubernetes"):
+			t.Errorf("%s: kube = %v", args, o.kube)
+		}
+	}
 }

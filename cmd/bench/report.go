@@ -53,6 +53,8 @@ type results struct {
 	Extra     map[string]string `json:"extra"`
 	// CPU is where each throughput phase's CPU time went, in cores.
 	CPU []string `json:"cpu"`
+	// Kube are the kubernetes phases' samples, when they ran.
+	Kube *kubeRaw `json:"kubernetes,omitempty"`
 }
 
 func toMS(l latencies) []float64 {
@@ -92,8 +94,10 @@ func machine() string {
 func (r *results) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Run %s on %s%s.\n\n", r.When.Format(time.RFC3339), r.Machine, map[bool]string{true: " (quick smoke run: numbers are not meaningful)", false: ""}[r.Quick])
-	fmt.Fprintf(&b, "Baselines (pgbench, same server, same run): TPC-B %.0f tps; simple-update 1 client %.3f ms/tx; select-only %.0f tps; single-row insert %.0f tps.\n\n",
-		r.Baselines.TPCBTPS, r.Baselines.SingleLatencyMS, r.Baselines.SelectOnlyTPS, r.Baselines.InsertTPS)
+	if r.Baselines != (baselines{}) { // none with -only
+		fmt.Fprintf(&b, "Baselines (pgbench, same server, same run): TPC-B %.0f tps; simple-update 1 client %.3f ms/tx; select-only %.0f tps; single-row insert %.0f tps.\n\n",
+			r.Baselines.TPCBTPS, r.Baselines.SingleLatencyMS, r.Baselines.SelectOnlyTPS, r.Baselines.InsertTPS)
+	}
 	b.WriteString("| target | measured | baseline | ratio | want | result |\n| --- | --- | --- | --- | --- | --- |\n")
 	for _, t := range r.Targets {
 		verdict := "pass"
