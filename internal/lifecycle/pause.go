@@ -103,28 +103,17 @@ func (e *Executor) runTransition(ctx context.Context, p sandbox.Provider, sb san
 	})
 }
 
+// transitionOutcomes is each verdict's pause or resume outcome.
+var transitionOutcomes = [...]transitionOutcome{
+	verdictDone: transitionDone, verdictEnded: transitionEnded, verdictLeaseLost: transitionLeaseLost,
+	verdictHandBack: transitionHandBack, verdictRetry: transitionRetry, verdictRefused: transitionRevert, verdictDeadline: transitionFail,
+}
+
 // classifyTransition decides what became of a pause or resume call (name
-// says which). It does no I/O.
+// says which; c has no attempt limit). It does no I/O.
 func classifyTransition(name string, c createCall) transitionResult {
-	switch {
-	case c.err == nil:
-		return transitionResult{outcome: transitionDone}
-	case errors.Is(c.cause, errSandboxEnded):
-		return transitionResult{outcome: transitionEnded, err: c.err}
-	case errors.Is(c.cause, errLeaseLost):
-		return transitionResult{outcome: transitionLeaseLost, err: c.err}
-	case c.stopping:
-		return transitionResult{outcome: transitionHandBack, err: c.err}
-	case c.deadlinePassed:
-		return transitionResult{outcome: transitionFail, err: c.err, message: name + " deadline passed: " + c.err.Error()}
-	case sandbox.IsRetryable(c.err):
-		if c.retryAt.After(c.deadline) {
-			return transitionResult{outcome: transitionFail, err: c.err, message: name + " deadline would pass before a retry: " + c.err.Error()}
-		}
-		return transitionResult{outcome: transitionRetry, err: c.err, retryAt: c.retryAt}
-	default:
-		return transitionResult{outcome: transitionRevert, err: c.err, message: c.err.Error()}
-	}
+	j := judgeCall(name, c)
+	return transitionResult{outcome: transitionOutcomes[j.verdict], err: c.err, retryAt: j.retryAt, message: j.message}
 }
 
 // recordTransition writes a pause or resume call's outcome, fenced on sb's
