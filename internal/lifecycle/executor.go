@@ -599,36 +599,17 @@ func (e *Executor) runCreate(ctx context.Context, p sandbox.Provider, sb sandbox
 		return createResult{outcome: createFailed, message: fmt.Sprintf("gave up after %d attempts", e.cfg.MaxAttempts)}
 	}
 
-	callCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	deadlineCtx, cancelDeadline := context.WithDeadline(callCtx, sb.CreateDeadline)
-	defer cancelDeadline()
-	keeperDone := make(chan struct{})
-	go func() {
-		defer close(keeperDone)
-		e.keepLease(deadlineCtx, sb, cancel, true)
-	}()
-
 	start := time.Now()
-	res, err := callProvider(log, p.Name(), "create", e.panicked(p.Name(), "create"), func() (sandbox.Resource, error) {
-		return p.Create(deadlineCtx, sandbox.CreateSpec{
+	res, c := leasedCall(ctx, e, p, sb, log, "create", sb.CreateDeadline, func(ctx context.Context) (sandbox.Resource, error) {
+		return p.Create(ctx, sandbox.CreateSpec{
 			SandboxID: sb.ID, Tenant: sb.Tenant, Labels: sb.Labels, Env: sb.Env, Setup: sb.Setup, Params: sb.Params,
 			EndBy: e.endBy(sb),
 		})
 	})
-	cause := context.Cause(callCtx)
-	deadlinePassed := errors.Is(deadlineCtx.Err(), context.DeadlineExceeded)
-	cancelDeadline()
-	cancel(nil)
-	<-keeperDone
-	e.observe(p.Name(), "create", start, err)
-
-	r := classifyCreate(createCall{
-		err: err, cause: cause, stopping: ctx.Err() != nil, deadlinePassed: deadlinePassed,
-		attempts: sb.Attempts, maxAttempts: e.cfg.MaxAttempts,
-		retryAt:  e.store.Now().Add(backoff(e.cfg.RetryBackoff, e.cfg.MaxBackoff, sb.Attempts)),
-		deadline: sb.CreateDeadline,
-	})
+	c.attempts, c.maxAttempts = sb.Attempts, e.cfg.MaxAttempts
+	c.retryAt = e.store.Now().Add(backoff(e.cfg.RetryBackoff, e.cfg.MaxBackoff, sb.Attempts))
+	c.deadline = sb.CreateDeadline
+	r := classifyCreate(c)
 	r.res, r.took = res, time.Since(start)
 	return r
 }
@@ -639,6 +620,35 @@ func (e *Executor) endBy(sb sandbox.Sandbox) time.Time {
 		return time.Time{}
 	}
 	return sb.CreatedAt.Add(e.cfg.MaxLifetime)
+}
+
+// leasedCall makes a provider call (op, for logs and metrics) for the
+// claimed sandbox sb: call runs with a context that ends at deadline, when
+// the sandbox ends or when its lease is lost, and the lease is renewed
+// meanwhile. It returns what call returned, and how the call ended as far
+// as judgeCall needs it (the caller adds attempts, retryAt and deadline).
+func leasedCall[T any](ctx context.Context, e *Executor, p sandbox.Provider, sb sandbox.Sandbox, log *slog.Logger, op string, deadline time.Time, call func(context.Context) (T, error)) (T, createCall) {
+	callCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	deadlineCtx, cancelDeadline := context.WithDeadline(callCtx, deadline)
+	defer cancelDeadline()
+	keeperDone := make(chan struct{})
+	go func() {
+		defer close(keeperDone)
+		e.keepLease(deadlineCtx, sb, cancel, true)
+	}()
+
+	start := time.Now()
+	v, err := callProvider(log, p.Name(), op, e.panicked(p.Name(), op), func() (T, error) {
+		return call(deadlineCtx)
+	})
+	c := createCall{err: err, cause: context.Cause(callCtx), stopping: ctx.Err() != nil,
+		deadlinePassed: errors.Is(deadlineCtx.Err(), context.DeadlineExceeded)}
+	cancelDeadline()
+	cancel(nil)
+	<-keeperDone
+	e.observe(p.Name(), op, start, err)
+	return v, c
 }
 
 // createCall is what judgeCall judges a finished provider call (a create,

@@ -73,34 +73,15 @@ func (e *Executor) runTransition(ctx context.Context, p sandbox.Provider, sb san
 		return transitionResult{outcome: transitionFail, message: name + " deadline passed before an attempt could complete"}
 	}
 	deadline := *sb.PauseDeadline
-	callCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	deadlineCtx, cancelDeadline := context.WithDeadline(callCtx, deadline)
-	defer cancelDeadline()
-	keeperDone := make(chan struct{})
-	go func() {
-		defer close(keeperDone)
-		e.keepLease(deadlineCtx, sb, cancel, true)
-	}()
-
-	start := time.Now()
 	call := pauser.Pause
 	if sb.State == sandbox.StateResuming {
 		call = pauser.Resume
 	}
-	_, err := callProvider(log, p.Name(), name, e.panicked(p.Name(), name), func() (struct{}, error) {
-		return struct{}{}, call(deadlineCtx, sb.ID)
+	_, c := leasedCall(ctx, e, p, sb, log, name, deadline, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, call(ctx, sb.ID)
 	})
-	cause := context.Cause(callCtx)
-	deadlinePassed := errors.Is(deadlineCtx.Err(), context.DeadlineExceeded)
-	cancelDeadline()
-	cancel(nil)
-	<-keeperDone
-	e.observe(p.Name(), name, start, err)
-	return classifyTransition(name, createCall{
-		err: err, cause: cause, stopping: ctx.Err() != nil, deadlinePassed: deadlinePassed,
-		retryAt: e.store.Now().Add(e.cfg.RetryBackoff), deadline: deadline,
-	})
+	c.retryAt, c.deadline = e.store.Now().Add(e.cfg.RetryBackoff), deadline
+	return classifyTransition(name, c)
 }
 
 // transitionOutcomes is each verdict's pause or resume outcome.
