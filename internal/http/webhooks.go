@@ -169,14 +169,27 @@ func mayManageWebhooks(c *gin.Context) error {
 	return nil
 }
 
-// webhookFromPath reads the endpoint id of the path; an id Tether could not
-// have made is not found without a query.
-func webhookFromPath(c *gin.Context) (string, error) {
+// webhookFromPath reads the endpoint id of the path (an id Tether could not
+// have made is not found without a query), then refuses query parameters
+// other than allowed.
+func webhookFromPath(c *gin.Context, allowed ...string) (string, error) {
 	id := c.Param("id")
 	if !webhook.ValidID(webhook.EndpointIDPrefix, id) {
 		return "", sandbox.Errorf(sandbox.CodeNotFound, "webhook %q not found", id)
 	}
+	if err := onlyQuery(c, allowed...); err != nil {
+		return "", err
+	}
 	return id, nil
+}
+
+// writeWebhook answers with the endpoint a store call on endpoint id
+// returned, or with its error.
+func writeWebhook(c *gin.Context, id string, w webhook.Endpoint, err error) error {
+	if err != nil {
+		return webhookNotFound(err, id)
+	}
+	return writeJSON(c, http.StatusOK, toWebhook(w))
 }
 
 // parseFilter validates a new endpoint's filter.
@@ -340,17 +353,11 @@ func handleWebhookGet(st webhookStore) handlerFunc {
 		if err != nil {
 			return err
 		}
-		if err := onlyQuery(c); err != nil {
-			return err
-		}
 		if err := mayManageWebhooks(c); err != nil {
 			return err
 		}
 		w, err := st.Webhook(c.Request.Context(), tenantOf(c), id)
-		if err != nil {
-			return webhookNotFound(err, id)
-		}
-		return writeJSON(c, http.StatusOK, toWebhook(w))
+		return writeWebhook(c, id, w, err)
 	}
 }
 
@@ -389,17 +396,11 @@ func handleWebhookDelete(st webhookStore) handlerFunc {
 		if err != nil {
 			return err
 		}
-		if err := onlyQuery(c); err != nil {
-			return err
-		}
 		if err := mayManageWebhooks(c); err != nil {
 			return err
 		}
 		w, err := st.DeleteWebhook(c.Request.Context(), tenantOf(c), id, callerOf(c).KeyID)
-		if err != nil {
-			return webhookNotFound(err, id)
-		}
-		return writeJSON(c, http.StatusOK, toWebhook(w))
+		return writeWebhook(c, id, w, err)
 	}
 }
 
@@ -429,11 +430,8 @@ func handleWebhookDelete(st webhookStore) handlerFunc {
 //	@Router			/v1/webhooks/{id}/deliveries [get]
 func handleWebhookDeliveries(st webhookStore) handlerFunc {
 	return func(c *gin.Context) error {
-		id, err := webhookFromPath(c)
+		id, err := webhookFromPath(c, "limit", "cursor")
 		if err != nil {
-			return err
-		}
-		if err := onlyQuery(c, "limit", "cursor"); err != nil {
 			return err
 		}
 		limit, err := parseLimit(c)
@@ -499,9 +497,6 @@ func handleWebhookReplay(st webhookStore) handlerFunc {
 		if err != nil {
 			return err
 		}
-		if err := onlyQuery(c); err != nil {
-			return err
-		}
 		var req ReplayWebhookRequest
 		if err := decodeJSON(c, &req); err != nil {
 			return err
@@ -519,9 +514,6 @@ func handleWebhookReplay(st webhookStore) handlerFunc {
 		}
 		w, err := st.ReplayWebhook(c.Request.Context(), tenantOf(c), id, callerOf(c).KeyID,
 			webhook.ReplayFrom{EventID: req.FromEventID, DeliveryID: req.FromDeliveryID})
-		if err != nil {
-			return webhookNotFound(err, id)
-		}
-		return writeJSON(c, http.StatusOK, toWebhook(w))
+		return writeWebhook(c, id, w, err)
 	}
 }

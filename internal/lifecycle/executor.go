@@ -599,36 +599,17 @@ func (e *Executor) runCreate(ctx context.Context, p sandbox.Provider, sb sandbox
 		return createResult{outcome: createFailed, message: fmt.Sprintf("gave up after %d attempts", e.cfg.MaxAttempts)}
 	}
 
-	callCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	deadlineCtx, cancelDeadline := context.WithDeadline(callCtx, sb.CreateDeadline)
-	defer cancelDeadline()
-	keeperDone := make(chan struct{})
-	go func() {
-		defer close(keeperDone)
-		e.keepLease(deadlineCtx, sb, cancel, true)
-	}()
-
 	start := time.Now()
-	res, err := callProvider(log, p.Name(), "create", e.panicked(p.Name(), "create"), func() (sandbox.Resource, error) {
-		return p.Create(deadlineCtx, sandbox.CreateSpec{
+	res, c := leasedCall(ctx, e, p, sb, log, "create", sb.CreateDeadline, func(ctx context.Context) (sandbox.Resource, error) {
+		return p.Create(ctx, sandbox.CreateSpec{
 			SandboxID: sb.ID, Tenant: sb.Tenant, Labels: sb.Labels, Env: sb.Env, Setup: sb.Setup, Params: sb.Params,
 			EndBy: e.endBy(sb),
 		})
 	})
-	cause := context.Cause(callCtx)
-	deadlinePassed := errors.Is(deadlineCtx.Err(), context.DeadlineExceeded)
-	cancelDeadline()
-	cancel(nil)
-	<-keeperDone
-	e.observe(p.Name(), "create", start, err)
-
-	r := classifyCreate(createCall{
-		err: err, cause: cause, stopping: ctx.Err() != nil, deadlinePassed: deadlinePassed,
-		attempts: sb.Attempts, maxAttempts: e.cfg.MaxAttempts,
-		retryAt:  e.store.Now().Add(backoff(e.cfg.RetryBackoff, e.cfg.MaxBackoff, sb.Attempts)),
-		deadline: sb.CreateDeadline,
-	})
+	c.attempts, c.maxAttempts = sb.Attempts, e.cfg.MaxAttempts
+	c.retryAt = e.store.Now().Add(backoff(e.cfg.RetryBackoff, e.cfg.MaxBackoff, sb.Attempts))
+	c.deadline = sb.CreateDeadline
+	r := classifyCreate(c)
 	r.res, r.took = res, time.Since(start)
 	return r
 }
@@ -641,39 +622,103 @@ func (e *Executor) endBy(sb sandbox.Sandbox) time.Time {
 	return sb.CreatedAt.Add(e.cfg.MaxLifetime)
 }
 
-// createCall is what classifyCreate judges a finished create call by.
+// leasedCall makes a provider call (op, for logs and metrics) for the
+// claimed sandbox sb: call runs with a context that ends at deadline, when
+// the sandbox ends or when its lease is lost, and the lease is renewed
+// meanwhile. It returns what call returned, and how the call ended as far
+// as judgeCall needs it (the caller adds attempts, retryAt and deadline).
+func leasedCall[T any](ctx context.Context, e *Executor, p sandbox.Provider, sb sandbox.Sandbox, log *slog.Logger, op string, deadline time.Time, call func(context.Context) (T, error)) (T, createCall) {
+	callCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	deadlineCtx, cancelDeadline := context.WithDeadline(callCtx, deadline)
+	defer cancelDeadline()
+	keeperDone := make(chan struct{})
+	go func() {
+		defer close(keeperDone)
+		e.keepLease(deadlineCtx, sb, cancel, true)
+	}()
+
+	start := time.Now()
+	v, err := callProvider(log, p.Name(), op, e.panicked(p.Name(), op), func() (T, error) {
+		return call(deadlineCtx)
+	})
+	c := createCall{err: err, cause: context.Cause(callCtx), stopping: ctx.Err() != nil,
+		deadlinePassed: errors.Is(deadlineCtx.Err(), context.DeadlineExceeded)}
+	cancelDeadline()
+	cancel(nil)
+	<-keeperDone
+	e.observe(p.Name(), op, start, err)
+	return v, c
+}
+
+// createCall is what judgeCall judges a finished provider call (a create,
+// a pause, a resume) by.
 type createCall struct {
 	err            error // the provider's
 	cause          error // why the call's context was cancelled, if it was
 	stopping       bool  // the executor is stopping
-	deadlinePassed bool  // the creation deadline ended the call
+	deadlinePassed bool  // the call's deadline ended it
 	attempts       int
-	maxAttempts    int
+	maxAttempts    int       // 0: no limit
 	retryAt        time.Time // when a retry would run
-	deadline       time.Time // the creation deadline
+	deadline       time.Time // the call's deadline
+}
+
+// verdict is what became of a provider call, whichever call it was.
+type verdict int
+
+const (
+	verdictDone      verdict = iota // it succeeded
+	verdictEnded                    // the sandbox ended meanwhile
+	verdictLeaseLost                // another executor owns the sandbox now
+	verdictHandBack                 // this executor is stopping
+	verdictRetry                    // a transient failure; try again at retryAt
+	verdictRefused                  // it will not succeed: a lasting error, or the attempts ran out
+	verdictDeadline                 // its deadline passed, or would before a retry
+)
+
+// judgment is a call's verdict, when to retry (verdictRetry) and what to
+// record (verdictRefused, verdictDeadline).
+type judgment struct {
+	verdict verdict
+	retryAt time.Time
+	message string
+}
+
+// judgeCall decides what became of a provider call; deadline names its
+// deadline in messages ("creation", "pause"). It does no I/O.
+func judgeCall(deadline string, c createCall) judgment {
+	switch {
+	case c.err == nil:
+		return judgment{verdict: verdictDone}
+	case errors.Is(c.cause, errSandboxEnded):
+		return judgment{verdict: verdictEnded}
+	case errors.Is(c.cause, errLeaseLost):
+		return judgment{verdict: verdictLeaseLost}
+	case c.stopping:
+		return judgment{verdict: verdictHandBack}
+	case c.deadlinePassed:
+		return judgment{verdict: verdictDeadline, message: deadline + " deadline passed: " + c.err.Error()}
+	case sandbox.IsRetryable(c.err) && (c.maxAttempts == 0 || c.attempts < c.maxAttempts):
+		if c.retryAt.After(c.deadline) {
+			return judgment{verdict: verdictDeadline, message: deadline + " deadline would pass before a retry: " + c.err.Error()}
+		}
+		return judgment{verdict: verdictRetry, retryAt: c.retryAt}
+	default:
+		return judgment{verdict: verdictRefused, message: c.err.Error()}
+	}
+}
+
+// createOutcomes is each verdict's create outcome.
+var createOutcomes = [...]createOutcome{
+	verdictDone: createReady, verdictEnded: createCancelled, verdictLeaseLost: createLeaseLost,
+	verdictHandBack: createHandBack, verdictRetry: createRetry, verdictRefused: createFailed, verdictDeadline: createFailed,
 }
 
 // classifyCreate decides what became of a create call. It does no I/O.
 func classifyCreate(c createCall) createResult {
-	switch {
-	case c.err == nil:
-		return createResult{outcome: createReady}
-	case errors.Is(c.cause, errSandboxEnded):
-		return createResult{outcome: createCancelled, err: c.err}
-	case errors.Is(c.cause, errLeaseLost):
-		return createResult{outcome: createLeaseLost, err: c.err}
-	case c.stopping:
-		return createResult{outcome: createHandBack, err: c.err}
-	case c.deadlinePassed:
-		return createResult{outcome: createFailed, err: c.err, message: "creation deadline passed: " + c.err.Error()}
-	case sandbox.IsRetryable(c.err) && c.attempts < c.maxAttempts:
-		if c.retryAt.After(c.deadline) {
-			return createResult{outcome: createFailed, err: c.err, message: "creation deadline would pass before a retry: " + c.err.Error()}
-		}
-		return createResult{outcome: createRetry, err: c.err, retryAt: c.retryAt}
-	default:
-		return createResult{outcome: createFailed, err: c.err, message: c.err.Error()}
-	}
+	j := judgeCall("creation", c)
+	return createResult{outcome: createOutcomes[j.verdict], err: c.err, retryAt: j.retryAt, message: j.message}
 }
 
 // recordCreate writes a create attempt's outcome, fenced on sb's epoch. Its

@@ -73,58 +73,28 @@ func (e *Executor) runTransition(ctx context.Context, p sandbox.Provider, sb san
 		return transitionResult{outcome: transitionFail, message: name + " deadline passed before an attempt could complete"}
 	}
 	deadline := *sb.PauseDeadline
-	callCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	deadlineCtx, cancelDeadline := context.WithDeadline(callCtx, deadline)
-	defer cancelDeadline()
-	keeperDone := make(chan struct{})
-	go func() {
-		defer close(keeperDone)
-		e.keepLease(deadlineCtx, sb, cancel, true)
-	}()
-
-	start := time.Now()
 	call := pauser.Pause
 	if sb.State == sandbox.StateResuming {
 		call = pauser.Resume
 	}
-	_, err := callProvider(log, p.Name(), name, e.panicked(p.Name(), name), func() (struct{}, error) {
-		return struct{}{}, call(deadlineCtx, sb.ID)
+	_, c := leasedCall(ctx, e, p, sb, log, name, deadline, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, call(ctx, sb.ID)
 	})
-	cause := context.Cause(callCtx)
-	deadlinePassed := errors.Is(deadlineCtx.Err(), context.DeadlineExceeded)
-	cancelDeadline()
-	cancel(nil)
-	<-keeperDone
-	e.observe(p.Name(), name, start, err)
-	return classifyTransition(name, createCall{
-		err: err, cause: cause, stopping: ctx.Err() != nil, deadlinePassed: deadlinePassed,
-		retryAt: e.store.Now().Add(e.cfg.RetryBackoff), deadline: deadline,
-	})
+	c.retryAt, c.deadline = e.store.Now().Add(e.cfg.RetryBackoff), deadline
+	return classifyTransition(name, c)
+}
+
+// transitionOutcomes is each verdict's pause or resume outcome.
+var transitionOutcomes = [...]transitionOutcome{
+	verdictDone: transitionDone, verdictEnded: transitionEnded, verdictLeaseLost: transitionLeaseLost,
+	verdictHandBack: transitionHandBack, verdictRetry: transitionRetry, verdictRefused: transitionRevert, verdictDeadline: transitionFail,
 }
 
 // classifyTransition decides what became of a pause or resume call (name
-// says which). It does no I/O.
+// says which; c has no attempt limit). It does no I/O.
 func classifyTransition(name string, c createCall) transitionResult {
-	switch {
-	case c.err == nil:
-		return transitionResult{outcome: transitionDone}
-	case errors.Is(c.cause, errSandboxEnded):
-		return transitionResult{outcome: transitionEnded, err: c.err}
-	case errors.Is(c.cause, errLeaseLost):
-		return transitionResult{outcome: transitionLeaseLost, err: c.err}
-	case c.stopping:
-		return transitionResult{outcome: transitionHandBack, err: c.err}
-	case c.deadlinePassed:
-		return transitionResult{outcome: transitionFail, err: c.err, message: name + " deadline passed: " + c.err.Error()}
-	case sandbox.IsRetryable(c.err):
-		if c.retryAt.After(c.deadline) {
-			return transitionResult{outcome: transitionFail, err: c.err, message: name + " deadline would pass before a retry: " + c.err.Error()}
-		}
-		return transitionResult{outcome: transitionRetry, err: c.err, retryAt: c.retryAt}
-	default:
-		return transitionResult{outcome: transitionRevert, err: c.err, message: c.err.Error()}
-	}
+	j := judgeCall(name, c)
+	return transitionResult{outcome: transitionOutcomes[j.verdict], err: c.err, retryAt: j.retryAt, message: j.message}
 }
 
 // recordTransition writes a pause or resume call's outcome, fenced on sb's

@@ -55,6 +55,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
+	"github.com/tetherhq/tether/internal/allowlist"
 	"github.com/tetherhq/tether/internal/host/hostos"
 )
 
@@ -81,7 +82,7 @@ func temporary(err error) error          { return temporaryError{err} }
 // Limits of params.allow.
 const (
 	// MaxAllow is the most entries params.allow may hold.
-	MaxAllow = 64
+	MaxAllow = allowlist.MaxEntries
 	// maxAddrsPerName bounds the addresses pinned for one host name.
 	maxAddrsPerName = 16
 	// resolveTimeout bounds the resolution of a create's host names.
@@ -130,23 +131,6 @@ func VethName(id string) string { return vethPrefix + id[len(id)-12:] }
 
 // TableName is the name of sandbox id's nftables table (inet).
 func TableName(id string) string { return "tether_" + id }
-
-// Ranges no sandbox reaches, whatever its list says, and ranges it reaches
-// only where an entry names an address inside them.
-var (
-	deniedRanges = []netip.Prefix{
-		netip.MustParsePrefix("0.0.0.0/8"),
-		netip.MustParsePrefix("127.0.0.0/8"),
-		netip.MustParsePrefix("169.254.0.0/16"),
-		netip.MustParsePrefix("224.0.0.0/3"),
-	}
-	privateRanges = []netip.Prefix{
-		netip.MustParsePrefix("10.0.0.0/8"),
-		netip.MustParsePrefix("100.64.0.0/10"),
-		netip.MustParsePrefix("172.16.0.0/12"),
-		netip.MustParsePrefix("192.168.0.0/16"),
-	}
-)
 
 // Egress is what the allow-list mode needs, found once by Detect.
 type Egress struct {
@@ -348,7 +332,7 @@ func (e *Egress) parseEntry(s string) (allowEntry, error) {
 		en.host = host
 		return en, nil
 	}
-	if within(en.prefix, deniedRanges) || e.Pool.Contains(en.prefix.Addr()) && e.Pool.Bits() <= en.prefix.Bits() {
+	if allowlist.Within(en.prefix, allowlist.Denied) || e.Pool.Contains(en.prefix.Addr()) && e.Pool.Bits() <= en.prefix.Bits() {
 		return en, fmt.Errorf("sandboxes may never reach %s (loopback, link-local and metadata, multicast, reserved, or the sandboxes' own pool %s)", en.prefix, e.Pool)
 	}
 	return en, nil
@@ -379,16 +363,6 @@ func checkHostname(h string) error {
 		return bad
 	}
 	return nil
-}
-
-// within reports whether pfx lies inside one of ranges.
-func within(pfx netip.Prefix, ranges []netip.Prefix) bool {
-	for _, r := range ranges {
-		if r.Bits() <= pfx.Bits() && r.Contains(pfx.Addr()) {
-			return true
-		}
-	}
-	return false
 }
 
 // Link is a sandbox's /30: the host's end and the sandbox's.
@@ -484,14 +458,14 @@ func (e *Egress) resolve(ctx context.Context, entries []allowEntry) (map[string]
 // denied one, a private one only inside a prefix an entry names.
 func (e *Egress) reachable(a netip.Addr, entries []allowEntry) bool {
 	one := netip.PrefixFrom(a, 32)
-	if within(one, deniedRanges) || e.Pool.Contains(a) {
+	if allowlist.Within(one, allowlist.Denied) || e.Pool.Contains(a) {
 		return false
 	}
-	if !within(one, privateRanges) {
+	if !allowlist.Within(one, allowlist.Private) {
 		return true
 	}
 	for _, en := range entries {
-		if en.host == "" && en.prefix.Contains(a) && within(en.prefix, privateRanges) {
+		if en.host == "" && en.prefix.Contains(a) && allowlist.Within(en.prefix, allowlist.Private) {
 			return true
 		}
 	}
@@ -645,7 +619,7 @@ func (e *Egress) ruleset(id string, link Link, entries []allowEntry, resolved ma
 			return r + fmt.Sprintf(" ct mark set %#x accept", mark)
 		}
 		if en.host == "" {
-			if within(en.prefix, privateRanges) {
+			if allowlist.Within(en.prefix, allowlist.Private) {
 				private = append(private, rule([]netip.Prefix{en.prefix}))
 			} else {
 				public = append(public, rule([]netip.Prefix{en.prefix}))
@@ -654,7 +628,7 @@ func (e *Egress) ruleset(id string, link Link, entries []allowEntry, resolved ma
 		}
 		var priv, pub []netip.Prefix
 		for _, a := range resolved[en.host] {
-			if one := netip.PrefixFrom(a, 32); within(one, privateRanges) {
+			if one := netip.PrefixFrom(a, 32); allowlist.Within(one, allowlist.Private) {
 				priv = append(priv, one)
 			} else {
 				pub = append(pub, one)
@@ -686,11 +660,11 @@ func (e *Egress) ruleset(id string, link Link, entries []allowEntry, resolved ma
 	// Declared empty and deleted first: the table is replaced whole.
 	fmt.Fprintf(&b, "table inet %[1]s {}\ndelete table inet %[1]s\ntable inet %[1]s {\n", table)
 	fmt.Fprintf(&b, "\tchain sbx_forward {\n\t\ttype filter hook forward priority filter; policy accept;\n\t\tiifname %q jump from_sbx\n\t\toifname %q jump to_sbx\n\t}\n", veth, veth)
-	fmt.Fprintf(&b, "\tchain from_sbx {\n\t\tip daddr %s %s\n\t\tip daddr %s %s\n", e.Pool, reject, ranges(deniedRanges), reject)
+	fmt.Fprintf(&b, "\tchain from_sbx {\n\t\tip daddr %s %s\n\t\tip daddr %s %s\n", e.Pool, reject, ranges(allowlist.Denied), reject)
 	for _, r := range private {
 		fmt.Fprintf(&b, "\t\t%s\n", r)
 	}
-	fmt.Fprintf(&b, "\t\tip daddr %s %s\n", ranges(privateRanges), reject)
+	fmt.Fprintf(&b, "\t\tip daddr %s %s\n", ranges(allowlist.Private), reject)
 	for _, r := range public {
 		fmt.Fprintf(&b, "\t\t%s\n", r)
 	}

@@ -21,32 +21,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/tetherhq/tether/internal/provider/shfiles"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // chunkSize is how much of an upload one exec carries.
 const chunkSize = 4 << 20
-
-// Exit codes of the file scripts, each a kind of file error (as the local
-// provider's).
-const (
-	exitNotFound    = 3
-	exitIsDirectory = 4
-	exitDenied      = 5
-	exitInvalidPath = 6
-	exitWriteFailed = 7
-	exitTooLarge    = 8
-)
-
-const fileScriptPrefix = `set -u; p=$1; `
-
-// checkPath validates a path inside the sandbox: absolute, clean, no NUL.
-func checkPath(p string) (string, error) {
-	if p == "" || !strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
-		return "", sandbox.Errorf(sandbox.CodeInvalidPath, "path must be an absolute path inside the sandbox")
-	}
-	return path.Clean(p), nil
-}
 
 // writableRoots are where uploads may go.
 func (p *Provider) writableRoots() []string { return []string{p.cfg.WorkDir, "/tmp"} }
@@ -62,33 +42,7 @@ func (p *Provider) writable(clean string, orRoot bool) bool {
 
 // fileError turns a file script's exit code into the file error it means.
 func fileError(code int, clean, stderr string) error {
-	switch code {
-	case exitNotFound:
-		return sandbox.Errorf(sandbox.CodeFileNotFound, "no file at %s in the sandbox", clean)
-	case exitIsDirectory:
-		return sandbox.Errorf(sandbox.CodeIsDirectory, "%s is a directory", clean)
-	case exitDenied:
-		return sandbox.Errorf(sandbox.CodePermissionDenied, "the sandbox user may not access %s", clean)
-	case exitInvalidPath:
-		return sandbox.Errorf(sandbox.CodeInvalidPath, "%s is not a regular file, or a folder on its way is not a folder", clean)
-	}
-	if strings.Contains(stderr, "No space left on device") || strings.Contains(stderr, "Disk quota exceeded") {
-		return sandbox.Errorf(sandbox.CodePayloadTooLarge, "no room for %s: the sandbox's file system is full", clean)
-	}
-	return sandbox.Errorf(sandbox.CodeInvalidRequest, "cannot access %s: %s", clean, shellError(stderr))
-}
-
-// shellError extracts the reason from a shell error line such as
-// "sh: 1: cannot create /x: Read-only file system".
-func shellError(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndex(s, ": "); i >= 0 {
-		return s[i+2:]
-	}
-	if s == "" {
-		return "failed"
-	}
-	return s
+	return shfiles.Error(code, clean, stderr, "")
 }
 
 // script runs a file script in the pod: stdin (nil: none), stdout to w.
@@ -121,21 +75,6 @@ func (b *boundedBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// stageScript checks what the path holds, makes its folder and an empty
-// temporary file beside it.
-const stageScript = fileScriptPrefix + `tmp=$2; d=$(dirname -- "$p")
-[ -d "$p" ] && exit 4
-if [ ! -d "$d" ]; then
-	err=$(mkdir -p -- "$d" 2>&1) || case $err in
-		*"ermission denied"*) exit 5 ;;
-		*) exit 6 ;;
-	esac
-fi
-[ -w "$d" ] || exit 5
-[ ! -e "$p" ] || [ -f "$p" ] || exit 6
-[ ! -e "$p" ] || [ -w "$p" ] || exit 5
-: > "$tmp" || exit 7`
-
 // appendScript appends exactly $2 bytes of stdin to the file $1.
 const appendScript = `head -c "$2" >> "$1" || exit 7`
 
@@ -144,7 +83,7 @@ const commitScript = `n=$(wc -c < "$1") || exit 7; [ "$n" -eq "$3" ] || { echo "
 
 // WriteFile implements sandbox.Files.
 func (p *Provider) WriteFile(ctx context.Context, sandboxID, filePath string, r io.Reader, limit int64) error {
-	clean, err := checkPath(filePath)
+	clean, err := shfiles.CheckPath(filePath)
 	if err != nil {
 		return err
 	}
@@ -157,7 +96,7 @@ func (p *Provider) WriteFile(ctx context.Context, sandboxID, filePath string, r 
 	}
 	tmp := path.Join(path.Dir(clean), ".tether-upload-"+randomToken()+"-"+path.Base(clean))
 	discard := func() { _, _, _ = p.script(context.WithoutCancel(ctx), pod, nil, io.Discard, `rm -f -- "$1"`, tmp) }
-	code, stderr, err := p.script(ctx, pod, nil, io.Discard, stageScript, clean, tmp)
+	code, stderr, err := p.script(ctx, pod, nil, io.Discard, shfiles.StageFileEmpty, clean, tmp)
 	if err != nil || code != 0 {
 		discard()
 		return firstErr(err, fileError(code, clean, stderr))
@@ -170,7 +109,7 @@ func (p *Provider) WriteFile(ctx context.Context, sandboxID, filePath string, r 
 	code, stderr, err = p.script(ctx, pod, nil, io.Discard, commitScript, tmp, clean, strconv.FormatInt(total, 10))
 	if err != nil || code != 0 {
 		discard()
-		return firstErr(err, fileError(exitWriteFailed, clean, stderr))
+		return firstErr(err, fileError(shfiles.ExitWriteFailed, clean, stderr))
 	}
 	return nil
 }
@@ -198,7 +137,7 @@ func (p *Provider) upload(ctx context.Context, pod *corev1.Pod, r io.Reader, lim
 				return total, err
 			}
 			if code != 0 {
-				return total, fileError(exitWriteFailed, clean, stderr)
+				return total, fileError(shfiles.ExitWriteFailed, clean, stderr)
 			}
 			total += int64(n)
 		}
@@ -211,20 +150,9 @@ func (p *Provider) upload(ctx context.Context, pod *corev1.Pod, r io.Reader, lim
 	}
 }
 
-// readScript checks what the path holds and its size, then streams at
-// most the limit ($2) of it.
-const readScript = fileScriptPrefix + `limit=$2
-[ -e "$p" ] || exit 3
-[ -d "$p" ] && exit 4
-[ -f "$p" ] || exit 6
-[ -r "$p" ] || exit 5
-size=$(wc -c < "$p") || exit 5
-[ "$size" -le "$limit" ] || exit 8
-head -c "$limit" -- "$p"`
-
 // ReadFile implements sandbox.Files.
 func (p *Provider) ReadFile(ctx context.Context, sandboxID, filePath string, w io.Writer, limit int64) error {
-	clean, err := checkPath(filePath)
+	clean, err := shfiles.CheckPath(filePath)
 	if err != nil {
 		return err
 	}
@@ -233,11 +161,11 @@ func (p *Provider) ReadFile(ctx context.Context, sandboxID, filePath string, w i
 		return err
 	}
 	lw := &limitedWriter{w: w, left: limit}
-	code, stderr, err := p.script(ctx, pod, nil, lw, readScript, clean, strconv.FormatInt(limit, 10))
+	code, stderr, err := p.script(ctx, pod, nil, lw, shfiles.ReadFilePortable, clean, strconv.FormatInt(limit, 10))
 	switch {
 	case err != nil:
 		return err
-	case code == exitTooLarge:
+	case code == shfiles.ExitTooLarge:
 		return sandbox.Errorf(sandbox.CodePayloadTooLarge, "%s is larger than the %d-byte file limit", clean, limit)
 	case code != 0:
 		return fileError(code, clean, stderr)
@@ -272,16 +200,9 @@ func (l *limitedWriter) Write(b []byte) (int, error) {
 	return n, nil
 }
 
-// readArchiveScript checks that the path is a folder the sandbox user may
-// read, then streams it as a tar archive.
-const readArchiveScript = fileScriptPrefix + `[ -e "$p" ] || exit 3
-[ -d "$p" ] || exit 6
-[ -r "$p" ] && [ -x "$p" ] || exit 5
-exec tar -C "$p" -cf - .`
-
 // ReadArchive implements sandbox.Archives.
 func (p *Provider) ReadArchive(ctx context.Context, sandboxID, dir string, w io.Writer) error {
-	clean, err := checkPath(dir)
+	clean, err := shfiles.CheckPath(dir)
 	if err != nil {
 		return err
 	}
@@ -289,7 +210,7 @@ func (p *Provider) ReadArchive(ctx context.Context, sandboxID, dir string, w io.
 	if err != nil {
 		return err
 	}
-	code, stderr, err := p.script(ctx, pod, nil, w, readArchiveScript, clean)
+	code, stderr, err := p.script(ctx, pod, nil, w, shfiles.ReadArchive, clean)
 	if err != nil {
 		return err
 	}
@@ -298,20 +219,6 @@ func (p *Provider) ReadArchive(ctx context.Context, sandboxID, dir string, w io.
 	}
 	return nil
 }
-
-// stageArchiveScript makes the folder, and in it a staging folder and the
-// (empty) file the archive is uploaded to.
-const stageArchiveScript = fileScriptPrefix + `stage=$2
-[ ! -e "$p" ] || [ -d "$p" ] || exit 6
-if [ ! -d "$p" ]; then
-	err=$(mkdir -p -- "$p" 2>&1) || case $err in
-		*"ermission denied"*) exit 5 ;;
-		*) exit 6 ;;
-	esac
-fi
-[ -w "$p" ] && [ -x "$p" ] || exit 5
-mkdir -- "$stage" || exit 5
-: > "$stage.tar" || exit 7`
 
 // extractScript extracts the uploaded archive into the staging folder and
 // copies that over the folder.
@@ -325,7 +232,7 @@ const exitBadArchive = 9
 
 // WriteArchive implements sandbox.Archives.
 func (p *Provider) WriteArchive(ctx context.Context, sandboxID, dir string, r io.Reader, limit int64) error {
-	clean, err := checkPath(dir)
+	clean, err := shfiles.CheckPath(dir)
 	if err != nil {
 		return err
 	}
@@ -340,7 +247,7 @@ func (p *Provider) WriteArchive(ctx context.Context, sandboxID, dir string, r io
 	defer func() {
 		_, _, _ = p.script(context.WithoutCancel(ctx), pod, nil, io.Discard, `rm -rf -- "$1" "$1.tar"`, stage)
 	}()
-	code, stderr, err := p.script(ctx, pod, nil, io.Discard, stageArchiveScript, clean, stage)
+	code, stderr, err := p.script(ctx, pod, nil, io.Discard, shfiles.StageArchiveEmpty, clean, stage)
 	if err != nil || code != 0 {
 		return firstErr(err, fileError(code, clean, stderr))
 	}
@@ -353,9 +260,9 @@ func (p *Provider) WriteArchive(ctx context.Context, sandboxID, dir string, r io
 	case err != nil:
 		return err
 	case code == exitBadArchive:
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "the body is not a tar archive that extracts here: %s", shellError(stderr))
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "the body is not a tar archive that extracts here: %s", shfiles.ShellError(stderr))
 	case code != 0:
-		return fileError(exitWriteFailed, clean, stderr)
+		return fileError(shfiles.ExitWriteFailed, clean, stderr)
 	}
 	return nil
 }

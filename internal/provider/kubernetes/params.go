@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/tetherhq/tether/internal/allowlist"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -30,7 +32,7 @@ type Params struct {
 const networkAllowlist = "allowlist"
 
 // maxAllow is the most entries params.allow may hold.
-const maxAllow = 64
+const maxAllow = allowlist.MaxEntries
 
 // allowEntry is one parsed params.allow entry.
 type allowEntry struct {
@@ -119,43 +121,19 @@ func parseAllow(s string) (allowEntry, error) {
 		return bad("not an IPv4 address or CIDR (a NetworkPolicy cannot name hosts)")
 	}
 	e.prefix = e.prefix.Masked()
-	for _, d := range deniedRanges {
-		if d.Overlaps(e.prefix) && d.Bits() <= e.prefix.Bits() {
-			return bad("inside " + d.String() + ", which no sandbox reaches")
-		}
+	if d, ok := allowlist.Containing(e.prefix, allowlist.Denied); ok {
+		return bad("inside " + d.String() + ", which no sandbox reaches")
 	}
 	return e, nil
 }
 
-// Ranges no sandbox reaches whatever its list says, and ranges it reaches
-// only where an entry names an address inside them (as the local
-// provider's allow-list).
-var (
-	deniedRanges = []netip.Prefix{
-		netip.MustParsePrefix("0.0.0.0/8"),
-		netip.MustParsePrefix("127.0.0.0/8"),
-		netip.MustParsePrefix("169.254.0.0/16"),
-		netip.MustParsePrefix("224.0.0.0/3"),
-	}
-	privateRanges = []netip.Prefix{
-		netip.MustParsePrefix("10.0.0.0/8"),
-		netip.MustParsePrefix("100.64.0.0/10"),
-		netip.MustParsePrefix("172.16.0.0/12"),
-		netip.MustParsePrefix("192.168.0.0/16"),
-	}
-)
-
-// excepted are the ranges to cut out of an entry's CIDR: the denied ones,
-// and the private ones it does not lie within, where they lie inside it
-// (a NetworkPolicy's except must lie inside its cidr).
+// excepted are the ranges to cut out of an entry's CIDR: the denied ones
+// (allowlist.Denied), and the private ones (allowlist.Private) it does not
+// lie within, where they lie inside it (a NetworkPolicy's except must lie
+// inside its cidr), as the local provider's allow-list.
 func (e allowEntry) excepted() []string {
 	var out []string
-	for _, r := range deniedRanges {
-		if r.Bits() > e.prefix.Bits() && e.prefix.Contains(r.Addr()) {
-			out = append(out, r.String())
-		}
-	}
-	for _, r := range privateRanges {
+	for _, r := range slices.Concat(allowlist.Denied, allowlist.Private) {
 		if r.Bits() > e.prefix.Bits() && e.prefix.Contains(r.Addr()) {
 			out = append(out, r.String())
 		}

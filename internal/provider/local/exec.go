@@ -20,6 +20,7 @@ import (
 	"github.com/tetherhq/tether/internal/host/cgroup"
 	"github.com/tetherhq/tether/internal/host/hostos"
 	"github.com/tetherhq/tether/internal/host/outputcap"
+	"github.com/tetherhq/tether/internal/provider/shfiles"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -527,14 +528,6 @@ func (p *Provider) detachOutput(ctx context.Context, m meta, pipes []*os.File) {
 // writableRoots are where a sandbox may write.
 var writableRoots = []string{WorkDir, "/tmp"}
 
-// checkPath validates a path inside the sandbox: absolute, clean, no NUL.
-func checkPath(p string) (string, error) {
-	if p == "" || !strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
-		return "", sandbox.Errorf(sandbox.CodeInvalidPath, "path must be an absolute path inside the sandbox")
-	}
-	return path.Clean(p), nil
-}
-
 func writable(p string) bool {
 	for _, root := range writableRoots {
 		if strings.HasPrefix(p, root+"/") {
@@ -570,48 +563,13 @@ func (l *limitedReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// Exit codes of the file scripts, each a kind of file error.
-const (
-	exitNotFound     = 3
-	exitIsDirectory  = 4
-	exitDenied       = 5
-	exitInvalidPath  = 6
-	exitWriteFailed  = 7
-	fileScriptPrefix = `set -u; p=$1; `
-)
+// fullNote is what local adds to the file error of a full file system.
+const fullNote = " (its /workspace size limit, or /tmp's memory)"
 
 // fileError turns a file script's exit code into the file error it means.
 func fileError(code int, clean, stderr string) error {
-	switch code {
-	case exitNotFound:
-		return sandbox.Errorf(sandbox.CodeFileNotFound, "no file at %s in the sandbox", clean)
-	case exitIsDirectory:
-		return sandbox.Errorf(sandbox.CodeIsDirectory, "%s is a directory", clean)
-	case exitDenied:
-		return sandbox.Errorf(sandbox.CodePermissionDenied, "the sandbox user may not access %s", clean)
-	case exitInvalidPath:
-		return sandbox.Errorf(sandbox.CodeInvalidPath, "%s is not a regular file, or a folder on its way is not a folder", clean)
-	}
-	if strings.Contains(stderr, "No space left on device") {
-		return sandbox.Errorf(sandbox.CodePayloadTooLarge, "no room for %s: the sandbox's file system is full (its /workspace size limit, or /tmp's memory)", clean)
-	}
-	return sandbox.Errorf(sandbox.CodeInvalidRequest, "cannot access %s: %s", clean, shellError(stderr))
+	return shfiles.Error(code, clean, stderr, fullNote)
 }
-
-// stageScript makes the file's folder and writes stdin to a temporary file
-// beside it, checking first what the path holds.
-const stageScript = fileScriptPrefix + `tmp=$2; d=$(dirname -- "$p")
-[ -d "$p" ] && exit 4
-if [ ! -d "$d" ]; then
-	err=$(mkdir -p -- "$d" 2>&1) || case $err in
-		*"ermission denied"*) exit 5 ;;
-		*) exit 6 ;;
-	esac
-fi
-[ -w "$d" ] || exit 5
-[ ! -e "$p" ] || [ -f "$p" ] || exit 6
-[ ! -e "$p" ] || [ -w "$p" ] || exit 5
-cat > "$tmp" || { rm -f -- "$tmp"; exit 7; }`
 
 // WriteFile implements sandbox.Files. The write happens inside the sandbox,
 // as the sandbox's own processes would make it, so its read-only mounts and
@@ -620,7 +578,7 @@ cat > "$tmp" || { rm -f -- "$tmp"; exit 7; }`
 // arrived within the limit: a failed or rejected upload leaves the old file
 // as it was and no partial one.
 func (p *Provider) WriteFile(ctx context.Context, sandboxID, filePath string, r io.Reader, limit int64) error {
-	clean, err := checkPath(filePath)
+	clean, err := shfiles.CheckPath(filePath)
 	if err != nil {
 		return err
 	}
@@ -634,7 +592,7 @@ func (p *Provider) WriteFile(ctx context.Context, sandboxID, filePath string, r 
 	tmp := path.Join(path.Dir(clean), ".tether-upload-"+hostos.RandomSuffix()+"-"+path.Base(clean))
 	return p.stageThenCommit(ctx, m, r, limit, staging{
 		op: "write file", what: "file", clean: clean,
-		stage:   []string{"sh", "-c", stageScript, "sh", clean, tmp},
+		stage:   []string{"sh", "-c", shfiles.StageFileFromStdin, "sh", clean, tmp},
 		commit:  []string{"mv", "-f", "--", tmp, clean},
 		discard: []string{"rm", "-f", "--", tmp},
 	})
@@ -646,7 +604,7 @@ func (p *Provider) WriteFile(ctx context.Context, sandboxID, filePath string, r 
 type staging struct {
 	op, what, clean        string
 	stage, commit, discard []string
-	// badBody, if set, is what exitWriteFailed from stage means.
+	// badBody, if set, is what shfiles.ExitWriteFailed from stage means.
 	badBody string
 }
 
@@ -670,9 +628,9 @@ func (p *Provider) stageThenCommit(ctx context.Context, m meta, r io.Reader, lim
 	case ctx.Err() != nil:
 		discard()
 		return fmt.Errorf("local: %s: %w", st.op, ctx.Err())
-	case errors.As(err, &exitErr) && exitErr.ExitCode() == exitWriteFailed && st.badBody != "":
+	case errors.As(err, &exitErr) && exitErr.ExitCode() == shfiles.ExitWriteFailed && st.badBody != "":
 		discard()
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "%s: %s", st.badBody, shellError(stderr.String()))
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "%s: %s", st.badBody, shfiles.ShellError(stderr.String()))
 	case errors.As(err, &exitErr):
 		discard()
 		return fileError(exitErr.ExitCode(), st.clean, stderr.String())
@@ -686,32 +644,16 @@ func (p *Provider) stageThenCommit(ctx context.Context, m meta, r io.Reader, lim
 	if _, err := p.run(context.WithoutCancel(ctx), commit); err != nil {
 		discard()
 		if errors.As(err, &exitErr) {
-			return fileError(exitWriteFailed, st.clean, stderr.String())
+			return fileError(shfiles.ExitWriteFailed, st.clean, stderr.String())
 		}
 		return fmt.Errorf("local: %s: %w", st.op, err)
 	}
 	return nil
 }
 
-// readScript checks what the path holds and its size, then streams at most
-// the limit ($2) of it. dd opens the file without blocking, so a FIFO put in
-// its place after the checks ends the read at once rather than hanging it;
-// head cuts a file that grows meanwhile.
-const readScript = fileScriptPrefix + `limit=$2
-[ -e "$p" ] || exit 3
-[ -d "$p" ] && exit 4
-[ -f "$p" ] || exit 6
-[ -r "$p" ] || exit 5
-size=$(stat -Lc %s -- "$p") || exit 6
-[ "$size" -le "$limit" ] || exit 8
-dd if="$p" iflag=nonblock bs=65536 status=none | head -c "$limit"`
-
-// exitTooLarge is the read script's exit code for a file over the limit.
-const exitTooLarge = 8
-
 // ReadFile implements sandbox.Files.
 func (p *Provider) ReadFile(ctx context.Context, sandboxID, filePath string, w io.Writer, limit int64) error {
-	clean, err := checkPath(filePath)
+	clean, err := shfiles.CheckPath(filePath)
 	if err != nil {
 		return err
 	}
@@ -720,11 +662,11 @@ func (p *Provider) ReadFile(ctx context.Context, sandboxID, filePath string, w i
 		return err
 	}
 	return p.readOut(ctx, m, "read file", clean, w, func(code int) error {
-		if code == exitTooLarge {
+		if code == shfiles.ExitTooLarge {
 			return sandbox.Errorf(sandbox.CodePayloadTooLarge, "%s is larger than the %d-byte file limit", clean, limit)
 		}
 		return nil
-	}, "sh", "-c", readScript, "sh", clean, strconv.FormatInt(limit, 10))
+	}, "sh", "-c", shfiles.ReadFileNonblock, "sh", clean, strconv.FormatInt(limit, 10))
 }
 
 // readOut runs argv in the sandbox with its output going to w, and turns a
@@ -753,16 +695,9 @@ func (p *Provider) readOut(ctx context.Context, m meta, op, clean string, w io.W
 	return nil
 }
 
-// readArchiveScript checks that the path is a folder the sandbox user may
-// read, then streams it as a tar archive.
-const readArchiveScript = fileScriptPrefix + `[ -e "$p" ] || exit 3
-[ -d "$p" ] || exit 6
-[ -r "$p" ] && [ -x "$p" ] || exit 5
-exec tar -C "$p" -cf - .`
-
 // ReadArchive implements sandbox.Archives.
 func (p *Provider) ReadArchive(ctx context.Context, sandboxID, dir string, w io.Writer) error {
-	clean, err := checkPath(dir)
+	clean, err := shfiles.CheckPath(dir)
 	if err != nil {
 		return err
 	}
@@ -770,28 +705,14 @@ func (p *Provider) ReadArchive(ctx context.Context, sandboxID, dir string, w io.
 	if err != nil {
 		return err
 	}
-	return p.readOut(ctx, m, "read archive", clean, w, nil, "sh", "-c", readArchiveScript, "sh", clean)
+	return p.readOut(ctx, m, "read archive", clean, w, nil, "sh", "-c", shfiles.ReadArchive, "sh", clean)
 }
-
-// stageArchiveScript makes the folder and extracts stdin into a staging
-// folder inside it.
-const stageArchiveScript = fileScriptPrefix + `stage=$2
-[ ! -e "$p" ] || [ -d "$p" ] || exit 6
-if [ ! -d "$p" ]; then
-	err=$(mkdir -p -- "$p" 2>&1) || case $err in
-		*"ermission denied"*) exit 5 ;;
-		*) exit 6 ;;
-	esac
-fi
-[ -w "$p" ] && [ -x "$p" ] || exit 5
-mkdir -- "$stage" || exit 5
-tar -C "$stage" -xf - --no-same-owner || { rm -rf -- "$stage"; exit 7; }`
 
 // WriteArchive implements sandbox.Archives. The archive is extracted into a
 // staging folder inside the target first, and copied over it only once it
 // arrived whole within the limit.
 func (p *Provider) WriteArchive(ctx context.Context, sandboxID, dir string, r io.Reader, limit int64) error {
-	clean, err := checkPath(dir)
+	clean, err := shfiles.CheckPath(dir)
 	if err != nil {
 		return err
 	}
@@ -805,24 +726,11 @@ func (p *Provider) WriteArchive(ctx context.Context, sandboxID, dir string, r io
 	stage := path.Join(clean, ".tether-archive-"+hostos.RandomSuffix())
 	return p.stageThenCommit(ctx, m, r, limit, staging{
 		op: "write archive", what: "archive", clean: clean,
-		stage:   []string{"sh", "-c", stageArchiveScript, "sh", clean, stage},
+		stage:   []string{"sh", "-c", shfiles.StageArchiveFromStdin, "sh", clean, stage},
 		commit:  []string{"sh", "-c", `cp -a -- "$1"/. "$2"/ && rm -rf -- "$1"`, "sh", stage, clean},
 		discard: []string{"rm", "-rf", "--", stage},
 		badBody: "the body is not a tar archive that extracts here",
 	})
-}
-
-// shellError extracts the reason from a shell error line such as
-// "sh: 1: cannot create /x: Read-only file system".
-func shellError(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndex(s, ": "); i >= 0 {
-		return s[i+2:]
-	}
-	if s == "" {
-		return "failed"
-	}
-	return s
 }
 
 // outputNote describes exec output, for Info.

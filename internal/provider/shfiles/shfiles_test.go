@@ -1,0 +1,111 @@
+package shfiles
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// run runs script with /bin/sh and args, stdin as its input; it returns
+// the exit code and stdout.
+func run(t *testing.T, script, stdin string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", append([]string{"-c", script, "sh"}, args...)...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.Output()
+	var exitErr *exec.ExitError
+	switch {
+	case errors.As(err, &exitErr):
+		return exitErr.ExitCode(), string(out)
+	case err != nil:
+		t.Fatalf("running the script: %v", err)
+	}
+	return 0, string(out)
+}
+
+// TestScriptsExitCodes runs each script against real paths and checks the
+// exit code it means for each.
+func TestScriptsExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, script string
+		args         []string
+		want         int
+		out          string
+	}{
+		{"read missing", ReadFilePortable, []string{filepath.Join(dir, "nope"), "10"}, ExitNotFound, ""},
+		{"read folder", ReadFileNonblock, []string{dir, "10"}, ExitIsDirectory, ""},
+		{"read too large", ReadFilePortable, []string{file, "4"}, ExitTooLarge, ""},
+		{"read portable", ReadFilePortable, []string{file, "10"}, 0, "hello"},
+		{"read nonblock", ReadFileNonblock, []string{file, "10"}, 0, "hello"},
+		{"stage over folder", StageFileEmpty, []string{dir, dir + "/t"}, ExitIsDirectory, ""},
+		{"stage under file", StageFileFromStdin, []string{file + "/x", dir + "/t"}, ExitInvalidPath, ""},
+		{"archive of file", ReadArchive, []string{file}, ExitInvalidPath, ""},
+		{"archive missing", ReadArchive, []string{dir + "/nope"}, ExitNotFound, ""},
+		{"stage archive over file", StageArchiveEmpty, []string{file, dir + "/s"}, ExitInvalidPath, ""},
+	} {
+		if code, out := run(t, c.script, "", c.args...); code != c.want || out != c.out {
+			t.Errorf("%s: exit %d, output %q; want %d, %q", c.name, code, out, c.want, c.out)
+		}
+	}
+
+	tmp := filepath.Join(dir, "sub", "tmp")
+	if code, _ := run(t, StageFileFromStdin, "body", filepath.Join(dir, "sub", "new"), tmp); code != 0 {
+		t.Fatalf("staging a new file: exit %d", code)
+	}
+	if b, err := os.ReadFile(tmp); err != nil || string(b) != "body" {
+		t.Fatalf("the staged file = %q, %v; want the body", b, err)
+	}
+	if code, _ := run(t, StageFileEmpty, "body", filepath.Join(dir, "sub", "new"), tmp); code != 0 {
+		t.Fatalf("staging an empty file: exit %d", code)
+	}
+	if b, err := os.ReadFile(tmp); err != nil || len(b) != 0 {
+		t.Fatalf("the empty staged file = %q, %v; want it empty", b, err)
+	}
+}
+
+func TestError(t *testing.T) {
+	for _, c := range []struct {
+		code   int
+		stderr string
+		want   sandbox.Code
+		msg    string
+	}{
+		{ExitNotFound, "", sandbox.CodeFileNotFound, "no file at /w/f"},
+		{ExitIsDirectory, "", sandbox.CodeIsDirectory, "/w/f is a directory"},
+		{ExitDenied, "", sandbox.CodePermissionDenied, "may not access /w/f"},
+		{ExitInvalidPath, "", sandbox.CodeInvalidPath, "not a regular file"},
+		{ExitWriteFailed, "cat: write error: No space left on device", sandbox.CodePayloadTooLarge, "is full (note)"},
+		{ExitWriteFailed, "sh: 1: cannot create /w/f: Disk quota exceeded", sandbox.CodePayloadTooLarge, "is full (note)"},
+		{ExitWriteFailed, "sh: 1: cannot create /w/f: Read-only file system", sandbox.CodeInvalidRequest, "cannot access /w/f: Read-only file system"},
+	} {
+		err := Error(c.code, "/w/f", c.stderr, " (note)")
+		if sandbox.ErrorCode(err) != c.want || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("Error(%d, %q) = %v (%s); want %s with %q", c.code, c.stderr, err, sandbox.ErrorCode(err), c.want, c.msg)
+		}
+	}
+	if got := ShellError("  "); got != "failed" {
+		t.Errorf("ShellError of nothing = %q; want failed", got)
+	}
+}
+
+func TestCheckPath(t *testing.T) {
+	if got, err := CheckPath("/workspace/a/../b/"); err != nil || got != "/workspace/b" {
+		t.Errorf("CheckPath = %q, %v; want /workspace/b", got, err)
+	}
+	for _, bad := range []string{"", "rel/x", "/a\x00b"} {
+		if _, err := CheckPath(bad); sandbox.ErrorCode(err) != sandbox.CodeInvalidPath {
+			t.Errorf("CheckPath(%q) = %v; want %s", bad, err, sandbox.CodeInvalidPath)
+		}
+	}
+}
