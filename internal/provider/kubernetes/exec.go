@@ -153,7 +153,10 @@ func exitStatus(err error) (code int, ok bool) {
 // an output that is a shared file, such as /dev/null when the exec has no
 // stdout, is never matched: under kwok, where execs run on the host, that
 // would kill every process of the host writing to /dev/null), never the
-// script's own ancestors.
+// script's own ancestors. The scan must not redirect the script's own
+// stderr (no "done 2>/dev/null"): /proc/$$/fd/2 would then be /dev/null
+// and match every process whose stderr is /dev/null, such as another
+// exec's script in its own scan.
 const execScript = `tok=$1 t=$2 wd=$3
 shift 3
 pidf=/tmp/.tether-exec-$tok
@@ -185,9 +188,9 @@ holders() {
 	for d in /proc/[0-9]*; do
 		case $up in *" ${d#/proc/} "*) continue ;; esac
 		if { [ $o1 = 1 ] && [ "$d/fd/1" -ef /proc/$$/fd/1 ]; } || { [ $o2 = 1 ] && [ "$d/fd/2" -ef /proc/$$/fd/2 ]; }; then
-			kill -KILL "${d#/proc/}"
+			kill -KILL "${d#/proc/}" 2>/dev/null
 		fi
-	done 2>/dev/null
+	done
 }
 to=0
 trap 'to=1' USR1
