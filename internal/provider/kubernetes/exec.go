@@ -214,8 +214,23 @@ holders
 rm -f -- "$pidf"
 exit "$s"`
 
-// killScript makes the exec of token ($1) time out now (see execScript).
-const killScript = `p=$(cat "/tmp/.tether-exec-$1" 2>/dev/null) && [ -n "$p" ] && kill -USR1 "$p" 2>/dev/null; exit 0`
+// killScript makes the exec of token ($1) time out now (see execScript),
+// and waits (up to 5s) until it has: until its script removed its pid
+// file, having killed the command, or is gone (a zombie, its state "Z",
+// counts as gone). Signalling alone would return while the script still
+// scans /proc, the command still running.
+const killScript = `f=/tmp/.tether-exec-$1
+p=$(cat "$f" 2>/dev/null) && [ -n "$p" ] && kill -USR1 "$p" 2>/dev/null || exit 0
+i=0
+while [ -e "$f" ] && [ $i -lt 100 ]; do
+	read -r l <"/proc/$p/stat" 2>/dev/null || break
+	r=${l##*")"}
+	set -- $r
+	[ "$1" = Z ] && break
+	sleep 0.05
+	i=$((i+1))
+done
+exit 0`
 
 // Exec implements sandbox.Execer.
 func (p *Provider) Exec(ctx context.Context, sandboxID string, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
@@ -308,7 +323,8 @@ func (p *Provider) run(ctx context.Context, pod *corev1.Pod, req sandbox.ExecReq
 	return res, nil
 }
 
-// kill makes the exec of token time out now, best effort.
+// kill makes the exec of token time out now, best effort, and returns
+// once it has (killScript).
 func (p *Provider) kill(ctx context.Context, pod *corev1.Pod, token string) {
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
