@@ -10,24 +10,21 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
-// annotationSetUp marks a pod whose setup succeeded: a pod with a setup
-// and without it was interrupted in its setup, and is made again.
-const annotationSetUp = "tetherhq.dev/set-up"
-
 // maxSetupOutput is how much of a failed setup's output the error keeps.
 const maxSetupOutput = 8 << 10
 
-// Create implements sandbox.Provider. It is idempotent: a pod of this
-// installation for the sandbox is the sandbox's, waited for like a new
-// one; one that already ended (the remains of an earlier attempt) is
-// deleted and made again. It returns once the pod is Ready and a command
-// runs in it (and the setup, if any, succeeded), or ctx ends.
+// Create implements sandbox.Provider. It is idempotent: a live pod of
+// this installation for the sandbox is the sandbox's, waited for like a
+// new one; one that already ended or is being deleted (the remains of an
+// earlier attempt) is deleted and made again. Concurrent Creates of one
+// sandbox converge on one pod, and its setup runs once (setup.go). It
+// returns once the pod is Ready and a command runs in it (and the setup,
+// if any, succeeded), or ctx ends.
 func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox.Resource, error) {
 	if !sandbox.ValidID(spec.SandboxID) {
 		return sandbox.Resource{}, fmt.Errorf("kubernetes: create: invalid sandbox id %q", spec.SandboxID)
@@ -36,26 +33,34 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 	if err != nil {
 		return sandbox.Resource{}, err
 	}
-	pod, err := p.ensurePod(ctx, spec, prm, allow)
-	if err != nil {
-		return sandbox.Resource{}, err
-	}
-	if pod, err = p.waitReady(ctx, pod); err != nil {
-		return sandbox.Resource{}, err
-	}
-	if err := p.probe(ctx, pod); err != nil {
-		return sandbox.Resource{}, err
-	}
-	if spec.Setup != "" && pod.Annotations[annotationSetUp] != "true" {
-		if err := p.setup(ctx, pod, spec.Setup); err != nil {
+	for {
+		pod, err := p.ensurePod(ctx, spec, prm, allow)
+		if err != nil {
 			return sandbox.Resource{}, err
 		}
-		patch := []byte(`{"metadata":{"annotations":{"` + annotationSetUp + `":"true"}}}`)
-		if pod, err = p.client.CoreV1().Pods(p.cfg.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			return sandbox.Resource{}, apiError("create: recording the setup done", err)
+		if pod, err = p.waitReady(ctx, pod); err != nil {
+			return sandbox.Resource{}, err
 		}
+		if err := p.probe(ctx, pod); err != nil {
+			return sandbox.Resource{}, err
+		}
+		if spec.Setup == "" {
+			return p.resource(pod), nil
+		}
+		set, err := p.ensureSetUp(ctx, pod, spec.Setup)
+		if errors.Is(err, errSetupStale) {
+			// Interrupted in its setup, which must not run twice: that
+			// pod goes, and a new one is made.
+			if err := p.deletePod(ctx, spec.SandboxID, pod.UID); err != nil {
+				return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("kubernetes: create: clearing a pod whose setup was interrupted: %w", err))
+			}
+			continue
+		}
+		if err != nil {
+			return sandbox.Resource{}, err
+		}
+		return p.resource(set), nil
 	}
-	return p.resource(pod), nil
 }
 
 // ensurePod returns the sandbox's pod, making its NetworkPolicy and then
@@ -71,12 +76,14 @@ func (p *Provider) ensurePod(ctx context.Context, spec sandbox.CreateSpec, prm P
 	case !p.ours(existing, spec.SandboxID):
 		return nil, fmt.Errorf("kubernetes: create: pod %s/%s exists and is not this installation's (%s=%s)",
 			p.cfg.Namespace, name, LabelInstallation, existing.Labels[LabelInstallation])
-	case defunctReason(existing) == "" && (spec.Setup == "" || existing.Annotations[annotationSetUp] == "true"):
-		return existing, nil // idempotent: made by an earlier attempt
+	case defunctReason(existing) == "":
+		// Made by an earlier or a concurrent attempt, perhaps still
+		// starting or in its setup: Create waits for it.
+		return existing, nil
 	default:
-		// The remains of an earlier attempt (ended, or interrupted in its
-		// setup, which must not run twice): gone before a new one.
-		if err := p.deletePod(ctx, spec.SandboxID); err != nil {
+		// The remains of an earlier attempt: gone (that pod, not one a
+		// concurrent attempt made meanwhile) before a new one.
+		if err := p.deletePod(ctx, spec.SandboxID, existing.UID); err != nil {
 			return nil, sandbox.Retryable(fmt.Errorf("kubernetes: create: clearing an earlier attempt's pod: %w", err))
 		}
 	}
@@ -272,24 +279,6 @@ func (p *Provider) probe(ctx context.Context, pod *corev1.Pod) error {
 		return sandbox.Retryable(fmt.Errorf("kubernetes: probe of pod %s timed out", pod.Name))
 	case res.ExitCode != 0 || res.Output != "ok":
 		return fmt.Errorf("kubernetes: the image %s cannot run the provider's commands (exit status %d): %s", p.cfg.Image, res.ExitCode, res.Output)
-	}
-	return nil
-}
-
-// setup runs the create's setup script, until ctx's deadline.
-func (p *Provider) setup(ctx context.Context, pod *corev1.Pod, script string) error {
-	timeout := 10 * time.Minute
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = time.Until(dl)
-	}
-	res, err := p.exec(ctx, pod, sandbox.ExecRequest{Command: script, Timeout: timeout, MaxOutput: maxSetupOutput})
-	switch {
-	case err != nil:
-		return fmt.Errorf("kubernetes: setup: %w", err)
-	case res.TimedOut:
-		return fmt.Errorf("setup timed out; output:\n%s", res.Output)
-	case res.ExitCode != 0:
-		return fmt.Errorf("setup exited with status %d; output:\n%s", res.ExitCode, res.Output)
 	}
 	return nil
 }

@@ -153,7 +153,10 @@ func exitStatus(err error) (code int, ok bool) {
 // an output that is a shared file, such as /dev/null when the exec has no
 // stdout, is never matched: under kwok, where execs run on the host, that
 // would kill every process of the host writing to /dev/null), never the
-// script's own ancestors.
+// script's own ancestors. The scan must not redirect the script's own
+// stderr (no "done 2>/dev/null"): /proc/$$/fd/2 would then be /dev/null
+// and match every process whose stderr is /dev/null, such as another
+// exec's script in its own scan.
 const execScript = `tok=$1 t=$2 wd=$3
 shift 3
 pidf=/tmp/.tether-exec-$tok
@@ -185,9 +188,9 @@ holders() {
 	for d in /proc/[0-9]*; do
 		case $up in *" ${d#/proc/} "*) continue ;; esac
 		if { [ $o1 = 1 ] && [ "$d/fd/1" -ef /proc/$$/fd/1 ]; } || { [ $o2 = 1 ] && [ "$d/fd/2" -ef /proc/$$/fd/2 ]; }; then
-			kill -KILL "${d#/proc/}"
+			kill -KILL "${d#/proc/}" 2>/dev/null
 		fi
-	done 2>/dev/null
+	done
 }
 to=0
 trap 'to=1' USR1
@@ -211,8 +214,23 @@ holders
 rm -f -- "$pidf"
 exit "$s"`
 
-// killScript makes the exec of token ($1) time out now (see execScript).
-const killScript = `p=$(cat "/tmp/.tether-exec-$1" 2>/dev/null) && [ -n "$p" ] && kill -USR1 "$p" 2>/dev/null; exit 0`
+// killScript makes the exec of token ($1) time out now (see execScript),
+// and waits (up to 5s) until it has: until its script removed its pid
+// file, having killed the command, or is gone (a zombie, its state "Z",
+// counts as gone). Signalling alone would return while the script still
+// scans /proc, the command still running.
+const killScript = `f=/tmp/.tether-exec-$1
+p=$(cat "$f" 2>/dev/null) && [ -n "$p" ] && kill -USR1 "$p" 2>/dev/null || exit 0
+i=0
+while [ -e "$f" ] && [ $i -lt 100 ]; do
+	read -r l <"/proc/$p/stat" 2>/dev/null || break
+	r=${l##*")"}
+	set -- $r
+	[ "$1" = Z ] && break
+	sleep 0.05
+	i=$((i+1))
+done
+exit 0`
 
 // Exec implements sandbox.Execer.
 func (p *Provider) Exec(ctx context.Context, sandboxID string, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
@@ -305,7 +323,8 @@ func (p *Provider) run(ctx context.Context, pod *corev1.Pod, req sandbox.ExecReq
 	return res, nil
 }
 
-// kill makes the exec of token time out now, best effort.
+// kill makes the exec of token time out now, best effort, and returns
+// once it has (killScript).
 func (p *Provider) kill(ctx context.Context, pod *corev1.Pod, token string) {
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

@@ -40,6 +40,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -406,15 +407,16 @@ func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
 	if !sandbox.ValidID(sandboxID) {
 		return fmt.Errorf("kubernetes: destroy: invalid sandbox id %q", sandboxID)
 	}
-	if err := p.deletePod(ctx, sandboxID); err != nil {
+	if err := p.deletePod(ctx, sandboxID, ""); err != nil {
 		return err
 	}
 	return p.deletePolicy(ctx, sandboxID)
 }
 
 // deletePod deletes the sandbox's pod, if it is ours, and waits until it
-// is gone.
-func (p *Provider) deletePod(ctx context.Context, id string) error {
+// is gone. With a UID, only the pod of that UID: one made since is left
+// alone (a concurrent Create made it to replace the same remains).
+func (p *Provider) deletePod(ctx context.Context, id string, only types.UID) error {
 	pods := p.client.CoreV1().Pods(p.cfg.Namespace)
 	name := PodName(id)
 	grace := int64(terminationGrace)
@@ -426,8 +428,8 @@ func (p *Provider) deletePod(ctx context.Context, id string) error {
 		if err != nil {
 			return apiError("destroy: get pod", err)
 		}
-		if !p.ours(pod, id) {
-			return nil // not this installation's: nothing of ours
+		if !p.ours(pod, id) || (only != "" && pod.UID != only) {
+			return nil // not this installation's, or not that pod: nothing to delete
 		}
 		if pod.DeletionTimestamp == nil {
 			uid := pod.UID

@@ -292,6 +292,31 @@ func checkTimeout(t *testing.T, p *kubernetes.Provider, id string) {
 	if took := time.Since(start); took > 8*time.Second {
 		t.Errorf("an exec leaving a background process on its output took %v", took)
 	}
+	checkDetachedSurvives(t, p, id)
+}
+
+// checkDetachedSurvives: a background process that does not hold the
+// exec's output (its stdout and stderr are /dev/null) outlives the exec:
+// only holders of the exec's own pipes are killed, never every process
+// whose stderr is /dev/null (kwok runs it on this machine, so /proc
+// shows whether it still runs).
+func checkDetachedSurvives(t *testing.T, p *kubernetes.Provider, id string) {
+	t.Helper()
+	marker := fmt.Sprintf("%d.%s", 100+time.Now().Nanosecond()%50, "321")
+	pidFile := ".detached-" + token()
+	r := exec(t, p, id, sandbox.ExecRequest{Command: "sleep " + marker + " </dev/null >/dev/null 2>&1 & echo $! >" + pidFile + "; echo started"})
+	if r.ExitCode != 0 || r.Output != "started\n" {
+		t.Fatalf("exec leaving a detached process: %+v", r)
+	}
+	t.Cleanup(func() {
+		_, _ = p.Exec(context.Background(), id, sandbox.ExecRequest{Command: "kill $(cat " + pidFile + ") 2>/dev/null; rm -f " + pidFile})
+	})
+	// Its state, from /proc: a killed process nobody reaps is a zombie
+	// ("Z"), which kill -0 would still find.
+	state := `read -r l </proc/$(cat ` + pidFile + `)/stat && r=${l##*")"} && set -- $r && echo "$1"`
+	if r := exec(t, p, id, sandbox.ExecRequest{Command: state}); r.Output != "S\n" && r.Output != "R\n" {
+		t.Errorf("a detached process that does not hold the exec's output was killed with it: state %+v", r)
+	}
 }
 
 // processesWith lists the processes of this machine whose command line
