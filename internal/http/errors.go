@@ -1,6 +1,7 @@
 package http
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -72,7 +73,21 @@ func errorHandler(log *slog.Logger) func(handlerFunc) gin.HandlerFunc {
 	}
 }
 
+// statusClientClosedRequest is the status logged for a request whose
+// client went away before its answer (nginx's 499); it is never sent.
+const statusClientClosedRequest = 499
+
+// writeError answers err as its problem document; an error of a request
+// whose client went away is only logged, at INFO.
 func writeError(c *gin.Context, log *slog.Logger, err error) {
+	if errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
+		// The client went away mid-request: nothing failed on Tether's
+		// side, and nobody reads an answer.
+		log.InfoContext(c.Request.Context(), "request ended: the client went away", "err", err,
+			"request_id", requestID(c), "method", c.Request.Method, "path", c.FullPath())
+		c.AbortWithStatus(statusClientClosedRequest)
+		return
+	}
 	p := problemFor(c, log, err)
 	if p.Code == string(sandbox.CodeUnavailable) {
 		c.Header("Retry-After", "1")
