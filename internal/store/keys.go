@@ -103,11 +103,7 @@ func (s *Store) MintAPIKey(ctx context.Context, nk sandbox.NewAPIKey) (sandbox.A
 		return err
 	})
 	if err != nil {
-		var coded *sandbox.Error
-		if errors.As(err, &coded) {
-			return sandbox.APIKey{}, "", err
-		}
-		return sandbox.APIKey{}, "", wrap("mint api key", err)
+		return sandbox.APIKey{}, "", coded("mint api key", err)
 	}
 	return k, key, nil
 }
@@ -218,11 +214,7 @@ func (s *Store) RevokeAPIKey(ctx context.Context, tenant, id, by string) (sandbo
 		return err
 	})
 	if err != nil {
-		var coded *sandbox.Error
-		if errors.As(err, &coded) {
-			return sandbox.APIKey{}, err
-		}
-		return sandbox.APIKey{}, wrap("revoke api key", err)
+		return sandbox.APIKey{}, coded("revoke api key", err)
 	}
 	return k, nil
 }

@@ -195,19 +195,10 @@ func (s *Store) UpdatePool(ctx context.Context, tenant, name string, u sandbox.P
 		return p, nil, fmt.Errorf("store: update pool: %w", poolNotFound(name))
 	}
 	if err != nil {
-		return p, nil, poolErr("update pool", err)
+		return p, nil, coded("update pool", err)
 	}
 	s.announce(ended...)
 	return p, ended, nil
-}
-
-// poolErr wraps err unless it is already a client's error.
-func poolErr(op string, err error) error {
-	var coded *sandbox.Error
-	if errors.As(err, &coded) {
-		return err
-	}
-	return wrap(op, err)
 }
 
 // DeletePool deletes the tenant's pool and, in the same transaction, ends

@@ -51,16 +51,6 @@ func filterArrays(f webhook.Filter) (states, reasons []string) {
 	return states, reasons
 }
 
-// coded returns err as it is when it is an error for the client (a
-// *sandbox.Error), else wrapped with the operation.
-func coded(op string, err error) error {
-	var c *sandbox.Error
-	if errors.As(err, &c) {
-		return err
-	}
-	return wrap(op, err)
-}
-
 // CreateWebhook records a new endpoint whose cursor is the stream's end now
 // (it gets the events that commit from now on), with a new random secret,
 // and returns it with the secret. The asking key must be live and have
