@@ -95,20 +95,6 @@ func (s *Store) CreateWebhook(ctx context.Context, ne webhook.NewEndpoint) (webh
 	return w, secret, nil
 }
 
-// mayManage checks, in tx, that the key by is live and has manage_keys,
-// the scope webhooks take: an endpoint sends every event of the tenant
-// wherever its URL says.
-func mayManage(ctx context.Context, tx pgx.Tx, tenant, by, what string) error {
-	manage, err := actingKey(ctx, tx, tenant, by)
-	if err != nil {
-		return err
-	}
-	if !manage {
-		return sandbox.Errorf(sandbox.CodeForbidden, "this API key may not %s (it lacks manage_keys); ask with a key that has it", what)
-	}
-	return nil
-}
-
 // Webhooks returns the tenant's endpoints, oldest first.
 func (s *Store) Webhooks(ctx context.Context, tenant string) ([]webhook.Endpoint, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant = $1 ORDER BY created_at, id`, tenant)
