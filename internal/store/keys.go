@@ -67,6 +67,20 @@ func actingKey(ctx context.Context, tx pgx.Tx, tenant, id string) (manage bool, 
 	return manage, err
 }
 
+// mayManage checks, in tx, that the key by is live and has manage_keys,
+// the scope minting keys and managing webhooks take (an endpoint sends
+// every event of the tenant wherever its URL says).
+func mayManage(ctx context.Context, tx pgx.Tx, tenant, by, what string) error {
+	manage, err := actingKey(ctx, tx, tenant, by)
+	if err != nil {
+		return err
+	}
+	if !manage {
+		return sandbox.Errorf(sandbox.CodeForbidden, "this API key may not %s (it lacks manage_keys); ask with a key that has it", what)
+	}
+	return nil
+}
+
 // MintAPIKey makes a new random API key as another key asks (POST
 // /v1/keys): that key must be live in the database (not revoked, whatever
 // a cache says) and have the manage_keys scope (else FORBIDDEN), and the
@@ -76,12 +90,8 @@ func (s *Store) MintAPIKey(ctx context.Context, nk sandbox.NewAPIKey) (sandbox.A
 	key := newKeySecret()
 	var k sandbox.APIKey
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
-		manage, err := actingKey(ctx, tx, nk.Tenant, nk.By)
-		if err != nil {
+		if err := mayManage(ctx, tx, nk.Tenant, nk.By, "create keys"); err != nil {
 			return err
-		}
-		if !manage {
-			return sandbox.Errorf(sandbox.CodeForbidden, "this API key may not create keys (it lacks manage_keys); ask with a key that has it")
 		}
 		// One mint at a time per tenant, so that the cap holds.
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM tenants WHERE name = $1 FOR UPDATE`, nk.Tenant); err != nil {
@@ -96,6 +106,7 @@ func (s *Store) MintAPIKey(ctx context.Context, nk sandbox.NewAPIKey) (sandbox.A
 				return sandbox.Errorf(sandbox.CodeQuotaExceeded, "tenant %s has %d API keys, its limit; revoke one first", nk.Tenant, live)
 			}
 		}
+		var err error
 		k, err = scanAPIKey(tx.QueryRow(ctx, `
 			INSERT INTO api_keys (key_hash, tenant, id, name, created_at, manage_keys, created_by_key_id)
 			VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -103,11 +114,7 @@ func (s *Store) MintAPIKey(ctx context.Context, nk sandbox.NewAPIKey) (sandbox.A
 		return err
 	})
 	if err != nil {
-		var coded *sandbox.Error
-		if errors.As(err, &coded) {
-			return sandbox.APIKey{}, "", err
-		}
-		return sandbox.APIKey{}, "", wrap("mint api key", err)
+		return sandbox.APIKey{}, "", coded("mint api key", err)
 	}
 	return k, key, nil
 }
@@ -218,11 +225,7 @@ func (s *Store) RevokeAPIKey(ctx context.Context, tenant, id, by string) (sandbo
 		return err
 	})
 	if err != nil {
-		var coded *sandbox.Error
-		if errors.As(err, &coded) {
-			return sandbox.APIKey{}, err
-		}
-		return sandbox.APIKey{}, wrap("revoke api key", err)
+		return sandbox.APIKey{}, coded("revoke api key", err)
 	}
 	return k, nil
 }

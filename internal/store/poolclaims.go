@@ -98,7 +98,7 @@ func (s *Store) ClaimFromPool(ctx context.Context, p sandbox.ClaimParams) (sandb
 	case errors.Is(err, pgx.ErrNoRows):
 		return s.poolForCreate(ctx, p)
 	case err != nil:
-		return sandbox.PoolClaim{}, poolErr("claim from pool", err)
+		return sandbox.PoolClaim{}, coded("claim from pool", err)
 	}
 	c.Claimed = true
 	s.announce(c.Sandbox)

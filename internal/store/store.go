@@ -233,6 +233,16 @@ func wrap(op string, err error) error {
 	return fmt.Errorf("store: %s: %w", op, interpret(err))
 }
 
+// coded returns err as it is when it is an error for the client (a
+// *sandbox.Error), else wrapped with the operation.
+func coded(op string, err error) error {
+	var c *sandbox.Error
+	if errors.As(err, &c) {
+		return err
+	}
+	return wrap(op, err)
+}
+
 // interpret translates driver errors that carry meaning for callers: no
 // rows is not found, a refused transition is a lost fence, and a database
 // that cannot be reached (or is shutting down) is unavailable — worth a

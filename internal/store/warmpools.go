@@ -36,6 +36,10 @@ const poolCounts = `LEFT JOIN LATERAL (
 		WHERE s.tenant = p.tenant AND s.owner = 'pool:' || p.name AND s.state IN ` + liveStates + `
 	) m ON true`
 
+// getPoolSQL reads the pool @name of @tenant with its counts.
+const getPoolSQL = `SELECT ` + poolColumns + ` FROM pools p ` + poolCounts + `
+		WHERE p.tenant = @tenant AND p.name = @name`
+
 func scanPool(row pgx.Row) (sandbox.Pool, error) {
 	var p sandbox.Pool
 	var params []byte
@@ -82,8 +86,7 @@ func (s *Store) CreatePool(ctx context.Context, p sandbox.Pool) (sandbox.Pool, e
 
 // GetPool returns the tenant's pool with its counts, or ErrNotFound.
 func (s *Store) GetPool(ctx context.Context, tenant, name string) (sandbox.Pool, error) {
-	p, err := scanPool(s.pool.QueryRow(ctx, `SELECT `+poolColumns+` FROM pools p `+poolCounts+`
-		WHERE p.tenant = @tenant AND p.name = @name`, namedArgs{"tenant": tenant, "name": name}))
+	p, err := scanPool(s.pool.QueryRow(ctx, getPoolSQL, namedArgs{"tenant": tenant, "name": name}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, fmt.Errorf("store: get pool: %w", poolNotFound(name))
 	}
@@ -124,8 +127,7 @@ func lockPool(ctx context.Context, tx pgx.Tx, tenant, name string, skip bool) (s
 		return sandbox.Pool{}, err
 	}
 	// A statement of its own, so that its snapshot is taken after the lock.
-	return scanPool(tx.QueryRow(ctx, `SELECT `+poolColumns+` FROM pools p `+poolCounts+`
-		WHERE p.tenant = @tenant AND p.name = @name`, namedArgs{"tenant": tenant, "name": name}))
+	return scanPool(tx.QueryRow(ctx, getPoolSQL, namedArgs{"tenant": tenant, "name": name}))
 }
 
 // endPoolMembersSQL ends up to @limit of the unclaimed members of the pool
@@ -195,19 +197,10 @@ func (s *Store) UpdatePool(ctx context.Context, tenant, name string, u sandbox.P
 		return p, nil, fmt.Errorf("store: update pool: %w", poolNotFound(name))
 	}
 	if err != nil {
-		return p, nil, poolErr("update pool", err)
+		return p, nil, coded("update pool", err)
 	}
 	s.announce(ended...)
 	return p, ended, nil
-}
-
-// poolErr wraps err unless it is already a client's error.
-func poolErr(op string, err error) error {
-	var coded *sandbox.Error
-	if errors.As(err, &coded) {
-		return err
-	}
-	return wrap(op, err)
 }
 
 // DeletePool deletes the tenant's pool and, in the same transaction, ends

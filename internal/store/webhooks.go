@@ -51,16 +51,6 @@ func filterArrays(f webhook.Filter) (states, reasons []string) {
 	return states, reasons
 }
 
-// coded returns err as it is when it is an error for the client (a
-// *sandbox.Error), else wrapped with the operation.
-func coded(op string, err error) error {
-	var c *sandbox.Error
-	if errors.As(err, &c) {
-		return err
-	}
-	return wrap(op, err)
-}
-
 // CreateWebhook records a new endpoint whose cursor is the stream's end now
 // (it gets the events that commit from now on), with a new random secret,
 // and returns it with the secret. The asking key must be live and have
@@ -103,20 +93,6 @@ func (s *Store) CreateWebhook(ctx context.Context, ne webhook.NewEndpoint) (webh
 		return webhook.Endpoint{}, "", coded("create webhook", err)
 	}
 	return w, secret, nil
-}
-
-// mayManage checks, in tx, that the key by is live and has manage_keys,
-// the scope webhooks take: an endpoint sends every event of the tenant
-// wherever its URL says.
-func mayManage(ctx context.Context, tx pgx.Tx, tenant, by, what string) error {
-	manage, err := actingKey(ctx, tx, tenant, by)
-	if err != nil {
-		return err
-	}
-	if !manage {
-		return sandbox.Errorf(sandbox.CodeForbidden, "this API key may not %s (it lacks manage_keys); ask with a key that has it", what)
-	}
-	return nil
 }
 
 // Webhooks returns the tenant's endpoints, oldest first.
