@@ -59,9 +59,8 @@ func withAuth(log *slog.Logger, auth authenticator, q *quotas, cl *cluster.Clust
 			c.Next()
 			return
 		}
-		scheme, key, ok := strings.Cut(c.GetHeader("Authorization"), " ")
-		key = strings.TrimSpace(key)
-		if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
+		key, ok := bearerKey(c.GetHeader("Authorization"))
+		if !ok {
 			q.authFailed(addr)
 			c.Header("WWW-Authenticate", `Bearer realm="tether"`)
 			writeProblem(c, newProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated,
@@ -115,15 +114,23 @@ func newKeyCache(auth authenticator, ttl time.Duration) *keyCache {
 	return &keyCache{auth: auth, ttl: ttl, maxEntries: 10000, entries: map[[sha256.Size]byte]cachedKey{}}
 }
 
+// bearerKey is the API key of an "Authorization: Bearer <key>" header,
+// and whether the header is one.
+func bearerKey(header string) (string, bool) {
+	scheme, key, ok := strings.Cut(header, " ")
+	key = strings.TrimSpace(key)
+	return key, ok && strings.EqualFold(scheme, "Bearer") && key != ""
+}
+
 // knownKey reports whether the Authorization header carries a key the auth
 // cache holds (and so would authenticate without a query).
 func knownKey(auth authenticator, header string) bool {
 	k, ok := auth.(*keyCache)
-	scheme, key, found := strings.Cut(header, " ")
-	if !ok || !found || !strings.EqualFold(scheme, "Bearer") {
+	key, found := bearerKey(header)
+	if !ok || !found {
 		return false
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(key)))
+	sum := sha256.Sum256([]byte(key))
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	e, cached := k.entries[sum]

@@ -74,17 +74,21 @@ type bucket struct {
 // take takes a token if there is one; otherwise it says how long until
 // there is.
 func (b *bucket) take(now time.Time, rate, burst float64) (bool, time.Duration) {
-	if b.last.IsZero() {
-		b.tokens = burst
-	} else {
-		b.tokens = math.Min(burst, b.tokens+now.Sub(b.last).Seconds()*rate)
-	}
-	b.last = now
+	b.tokens, b.last = b.available(now, rate, burst), now
 	if b.tokens >= 1 {
 		b.tokens--
 		return true, 0
 	}
 	return false, time.Duration((1 - b.tokens) / rate * float64(time.Second))
+}
+
+// available is how many tokens the bucket holds at now, without taking
+// any (a bucket never used is full).
+func (b *bucket) available(now time.Time, rate, burst float64) float64 {
+	if b.last.IsZero() {
+		return burst
+	}
+	return math.Min(burst, b.tokens+now.Sub(b.last).Seconds()*rate)
 }
 
 // exceeded is the 429 of a quota, with when to retry.
@@ -147,7 +151,7 @@ func (q *quotas) checkAuthFailures(c *gin.Context, addr string) error {
 		return nil
 	}
 	rate := float64(q.authFailures)
-	if tokens := math.Min(4*rate, b.tokens+q.now().Sub(b.last).Seconds()*rate); tokens < 1 {
+	if tokens := b.available(q.now(), rate, 4*rate); tokens < 1 {
 		return exceeded(c, time.Duration((1-tokens)/rate*float64(time.Second)),
 			"too many requests without a valid API key from this address; wait")
 	}
