@@ -208,8 +208,8 @@ func setProviders(c *Config, v string) error {
 		return errors.New("PROVIDERS: name at least one provider")
 	}
 	for i, name := range c.Providers {
-		if !slices.Contains(providerNames(), name) {
-			return fmt.Errorf("PROVIDERS: unknown provider %q (known: %s)", name, strings.Join(providerNames(), ", "))
+		if _, ok := registry.Lookup(name); !ok {
+			return fmt.Errorf("PROVIDERS: unknown provider %q (known: %s)", name, strings.Join(registry.Names(), ", "))
 		}
 		if slices.Contains(c.Providers[:i], name) {
 			return fmt.Errorf("PROVIDERS names %q twice", name)

@@ -21,6 +21,16 @@ var registrations = []provider.Registration{
 	kubernetes.Registration,
 }
 
+// registry is the registrations, checked once: a registration that is not
+// valid is a programming error, and fails the binary at once.
+var registry = func() *provider.Registry {
+	r, err := provider.NewRegistry(registrations...)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}()
+
 // providerSettings are the settings the registrations declare, as rows of
 // the settings table: each keeps its value, blanks dropped, in
 // Config.ProviderSettings, for its registration to parse when
@@ -44,26 +54,13 @@ func providerSettings() []setting {
 // buildProviders makes the providers PROVIDERS enables, the default first,
 // each from its settings.
 func buildProviders(ctx context.Context, cfg Config) ([]sandbox.Provider, error) {
-	reg, err := provider.NewRegistry(registrations...)
-	if err != nil {
-		return nil, err
-	}
 	service := map[string]string{"DATABASE_URL": cfg.DatabaseURL} // what registrations may Use
-	return reg.Open(ctx, cfg.Providers, func(name string) string {
+	return registry.Open(ctx, cfg.Providers, func(name string) string {
 		if v, ok := cfg.ProviderSettings[name]; ok {
 			return v
 		}
 		return service[name]
 	})
-}
-
-// providerNames are the names of the providers Tether knows.
-func providerNames() []string {
-	names := make([]string, len(registrations))
-	for i, r := range registrations {
-		names[i] = r.Name
-	}
-	return names
 }
 
 // nodeDir is the folder the node's id is derived from and kept in: the

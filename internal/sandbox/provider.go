@@ -7,9 +7,6 @@ import "github.com/tetherhq/tether/provider"
 type (
 	// Provider creates and destroys the resources behind sandboxes.
 	Provider = provider.Provider
-	// HostBound is implemented by providers whose resources live on the
-	// host Tether runs on.
-	HostBound = provider.HostBound
 	// CreateSpec is what a provider needs to create a sandbox.
 	CreateSpec = provider.CreateSpec
 	// Resource is what a provider holds for one sandbox.
