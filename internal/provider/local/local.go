@@ -268,7 +268,9 @@ func (p *Provider) probe() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	//nolint:noctx // run kills it when ctx ends
-	if _, err := p.run(ctx, &sandboxCmd{Cmd: exec.Command(p.sh, "-c", "true")}); err != nil {
+	cmd := exec.Command(p.sh, "-c", "true")
+	cmd.Env = sandboxEnv() // never Tether's own, which holds its secrets
+	if _, err := p.run(ctx, &sandboxCmd{Cmd: cmd}); err != nil {
 		return fmt.Sprintf("cannot start commands under a seccomp filter: %v", err)
 	}
 	return ""
