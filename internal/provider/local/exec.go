@@ -74,7 +74,7 @@ const execScript = `[ "$1" = 0 ] || ulimit -n "$1" || exit 126; shift; while [ "
 // with args in the sandbox, started in the control groups whose folders
 // are groups.
 func (p *Provider) commandIn(groups []string, m meta, extra map[string]string, script string, args ...string) *sandboxCmd {
-	env := map[string]string{"PATH": hostos.DefaultPath, "HOME": WorkDir, "TERM": "dumb", "LANG": "C.UTF-8"}
+	env := baseEnv()
 	for k, v := range m.Env {
 		env[k] = v
 	}

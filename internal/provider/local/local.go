@@ -41,9 +41,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -268,7 +270,9 @@ func (p *Provider) probe() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	//nolint:noctx // run kills it when ctx ends
-	if _, err := p.run(ctx, &sandboxCmd{Cmd: exec.Command(p.sh, "-c", "true")}); err != nil {
+	cmd := exec.Command(p.sh, "-c", "true")
+	cmd.Env = sandboxEnv() // never Tether's own, which holds its secrets
+	if _, err := p.run(ctx, &sandboxCmd{Cmd: cmd}); err != nil {
 		return fmt.Sprintf("cannot start commands under a seccomp filter: %v", err)
 	}
 	return ""
@@ -339,7 +343,18 @@ func (p *Provider) probeSandbox(prm Params) string {
 // BOOTSTRAP_API_KEY) and must never be inherited: a process in the sandbox
 // can read the environment of every other one through /proc.
 func sandboxEnv() []string {
-	return []string{"PATH=" + hostos.DefaultPath, "HOME=" + WorkDir, "LANG=C.UTF-8", "TERM=dumb"}
+	env := baseEnv()
+	out := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+// baseEnv is sandboxEnv by name: what a command entering a sandbox starts
+// from, before the sandbox's own environment and the request's.
+func baseEnv() map[string]string {
+	return map[string]string{"PATH": hostos.DefaultPath, "HOME": WorkDir, "LANG": "C.UTF-8", "TERM": "dumb"}
 }
 
 // Name implements sandbox.Provider.
