@@ -120,7 +120,15 @@ func TestHosts(t *testing.T) {
 		if code, res, _ := c.Do(http.MethodPost, r.URL()+"/v1/sandboxes/"+id+"/exec", map[string]any{"command": "sleep 1000 >/dev/null 2>&1 &"}); code != http.StatusOK {
 			t.Fatalf("background exec = %d %v", code, res)
 		}
-		procs1 := byID(t, h1)
+		// The exec's own processes end just after its answer: compare
+		// the set once two readings agree.
+		var procs1 map[string][]harness.SandboxProcess
+		waitUntil(t, 10*time.Second, "host-1's sandbox processes settle", func() bool {
+			before := byID(t, h1)
+			time.Sleep(200 * time.Millisecond)
+			procs1 = byID(t, h1)
+			return sameProcesses(before[id], procs1[id])
+		})
 		if n := len(procs1[id]); n < 3 || !hasMonitor(procs1[id]) {
 			t.Fatalf("host-1 shows %d processes of %s (%v), want bwrap, its init and the sleep", n, id, procs1[id])
 		}
