@@ -842,6 +842,16 @@ test('screenshots: desktop and phone, every page fitting the phone\'s width', as
   // a readable set rather than the other tests' sandboxes.
   const made = [];
   const mk = async (body) => { const s = await create(body, OTHER); made.push(s.id); return s; };
+  // First, a pool (one of its members claimed) and an endpoint for
+  // failures and ends, whose receiver stops answering 2xx midway, so that
+  // the endpoint shows a failed delivery.
+  await ok('POST', '/v1/pools', {body: {name: 'python', provider: 'sim', min_ready: 3, max_size: 4}, key: OTHER});
+  await until('the pool to fill', async () => (await ok('GET', '/v1/pools/python', {key: OTHER})).ready === 3, 30000);
+  const claimed = await ok('POST', '/v1/sandboxes', {body: {pool: 'python', owner: 'agent-42', labels: {team: 'search'}}, key: OTHER});
+  made.push(claimed.id);
+  await until('the pool to refill before the rest', async () => (await ok('GET', '/v1/pools/python', {key: OTHER})).ready === 3, 30000);
+  const rx = await receiver();
+  const hook = (await ok('POST', '/v1/webhooks', {body: {url: rx.url, description: 'ops alerts', events: {states: ['failed', 'terminated']}}, key: OTHER})).webhook;
   const agent = await mk({provider: 'local', owner: 'agent-42', labels: {team: 'search', task: 'index-build'}});
   await mk({provider: 'sim', owner: 'agent-42', labels: {team: 'search'}});
   const slow = await mk({provider: 'sim', owner: 'agent-7', labels: {team: 'ml'}, params: {create_delay_ms: 600000}});
@@ -850,28 +860,16 @@ test('screenshots: desktop and phone, every page fitting the phone\'s width', as
   const napping = await mk({provider: 'sim', owner: 'agent-7', labels: {team: 'ml', task: 'eval'}});
   for (const id of made) if (id !== slow.id) await settled(id, OTHER);
   await ok('POST', `/v1/sandboxes/${napping.id}/pause?wait=30s`, {key: OTHER});
-  // A pool, one of its members claimed; an endpoint whose receiver is down
-  // (nothing listens on its port), so that it shows failed attempts.
-  await ok('POST', '/v1/pools', {body: {name: 'python', provider: 'sim', min_ready: 3, max_size: 4}, key: OTHER});
-  await until('the pool to fill', async () => (await ok('GET', '/v1/pools/python', {key: OTHER})).ready === 3, 30000);
-  const claimed = await ok('POST', '/v1/sandboxes', {body: {pool: 'python', owner: 'agent-42'}, key: OTHER});
-  made.push(claimed.id);
-  const rx = await receiver();
-  const hook = (await ok('POST', '/v1/webhooks', {body: {url: rx.url, description: 'ops alerts', events: {states: ['failed', 'terminated']}}, key: OTHER})).webhook;
-  await mk({provider: 'sim', labels: {team: 'ml'}, params: {fail: 'create'}});
-  await until('a delivery', async () => rx.got.length > 0, 20000);
-  rx.answer(503);
-  const late = await mk({provider: 'sim', labels: {team: 'ml'}, params: {fail: 'create'}});
-  await settled(late.id, OTHER);
-  await until('a failed attempt', async () => rx.got.some((g) => g.status === 503), 20000);
-  await until('the pool to refill', async () => (await ok('GET', '/v1/pools/python', {key: OTHER})).ready === 3, 30000);
   await ok('PUT', '/v1/owners/agent-42/lease', {body: {ttl_seconds: 300}, key: OTHER});
   await ok('PUT', '/v1/owners/agent-7/lease', {body: {ttl_seconds: 45}, key: OTHER});
   await ok('POST', `/v1/sandboxes/${agent.id}/exec`, {body: {command: 'python3 -c "print(6*7)"'}, key: OTHER});
   await ok('PUT', `/v1/sandboxes/${agent.id}/files?path=${encodeURIComponent('/workspace/main.py')}`, {raw: 'print("hi")\n', key: OTHER});
   await ok('POST', `/v1/sandboxes/${agent.id}/exec`, {body: {command: 'python3 /workspace/main.py && pytest -q'}, key: OTHER});
+  await until('the failed create delivered', async () => rx.got.some((g) => g.status === 204), 20000);
+  rx.answer(503);
   await ok('DELETE', `/v1/sandboxes/${gone.id}`, {key: OTHER});
   await released(gone.id, OTHER);
+  await until('a failed attempt', async () => rx.got.some((g) => g.status === 503), 20000);
 
   const dir = SHOTS ?? await mkdtemp(join(tmpdir(), 'console-shots-'));
   await mkdir(dir, {recursive: true});
