@@ -837,6 +837,21 @@ test('webhooks: add an endpoint (its secret once), see deliveries, a failing end
   }
 });
 
+test('webhooks need a key with manage_keys: another key is told so', async () => {
+  const made = await ok('POST', '/v1/keys', {body: {name: `no-manage-${RUN}`}});
+  assert.equal(made.key.manage_keys, false);
+  const {page, done} = await open();
+  try {
+    await signIn(page, made.secret);
+    await go(page, '#/webhooks');
+    await page.locator('#flash', {hasText: 'webhooks take an API key with manage_keys'}).waitFor();
+    assert.equal(await page.locator('#webhooks tbody tr').count(), 0);
+    await done();
+  } finally {
+    await ok('DELETE', `/v1/keys/${made.key.id}`);
+  }
+});
+
 test('screenshots: desktop and phone, every page fitting the phone\'s width', async () => {
   // A tenant of its own kind of traffic: tenant B, so that the pictures show
   // a readable set rather than the other tests' sandboxes.
