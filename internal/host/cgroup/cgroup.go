@@ -171,7 +171,7 @@ func (cg *Groups) Create(id string, pids, memoryMB int) error {
 		}
 	}
 	if cg.freezer != "" {
-		if err := os.Mkdir(cg.freezerDir(id), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := os.Mkdir(cg.FreezerDir(id), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("cgroup: %w", err)
 		}
 	}
@@ -269,7 +269,7 @@ func (cg *Groups) NewExecGroup(id string) (ExecGroup, error) {
 	}
 	g.dirs = append([]string{g.dir}, dirs[1:]...)
 	if !cg.v2 && cg.freezer != "" {
-		g.state, g.thawed = filepath.Join(cg.freezerDir(id), "freezer.state"), cg.freezer
+		g.state, g.thawed = filepath.Join(cg.FreezerDir(id), "freezer.state"), cg.freezer
 	}
 	return g, nil
 }
@@ -321,7 +321,7 @@ func (g ExecGroup) Release() {
 func (cg *Groups) Remove(id string) error {
 	dirs := cg.Dirs(id)
 	if cg.freezer != "" {
-		dirs = append(dirs, cg.freezerDir(id))
+		dirs = append(dirs, cg.FreezerDir(id))
 	}
 	for _, dir := range dirs {
 		// Exec groups first: a group with children cannot go.

@@ -60,8 +60,9 @@ func (cg *Groups) CanFreeze(id string) bool {
 	return err == nil
 }
 
-// freezerDir is the sandbox's group the freezer acts on.
-func (cg *Groups) freezerDir(id string) string {
+// FreezerDir is the sandbox's group the freezer acts on: under v1 its
+// freezer group, under v2 its one group.
+func (cg *Groups) FreezerDir(id string) string {
 	if cg.v2 {
 		return cg.Dirs(id)[0]
 	}
@@ -70,9 +71,9 @@ func (cg *Groups) freezerDir(id string) string {
 
 func (cg *Groups) freezeFile(id string) string {
 	if cg.v2 {
-		return filepath.Join(cg.freezerDir(id), "cgroup.freeze")
+		return filepath.Join(cg.FreezerDir(id), "cgroup.freeze")
 	}
-	return filepath.Join(cg.freezerDir(id), "freezer.state")
+	return filepath.Join(cg.FreezerDir(id), "freezer.state")
 }
 
 // Frozen reports whether the sandbox's group is frozen, or on its way
@@ -91,7 +92,7 @@ func (cg *Groups) Frozen(id string) bool {
 // of it: every process frozen (frozen) or none (thawed).
 func (cg *Groups) settled(id string, frozen bool) (bool, error) {
 	if cg.v2 {
-		b, err := os.ReadFile(filepath.Join(cg.freezerDir(id), "cgroup.events"))
+		b, err := os.ReadFile(filepath.Join(cg.FreezerDir(id), "cgroup.events"))
 		if err != nil {
 			return false, err
 		}
@@ -193,7 +194,7 @@ func (cg *Groups) Thaw(ctx context.Context, id string) error {
 // them (it is forking a command into the sandbox, whose process Freeze
 // must then wait for and move in too).
 func (cg *Groups) gather(id string) (int, error) {
-	dir := cg.freezerDir(id)
+	dir := cg.FreezerDir(id)
 	in := map[int]bool{}
 	for _, pid := range readProcs(dir) {
 		in[pid] = true
@@ -269,7 +270,7 @@ func (cg *Groups) KillFrozen(ctx context.Context, id string) error {
 	if !cg.v2 {
 		// A process may be in the freezer group but no longer in the pids
 		// groups only in a test's setup; kill those too.
-		for _, pid := range readProcs(cg.freezerDir(id)) {
+		for _, pid := range readProcs(cg.FreezerDir(id)) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
