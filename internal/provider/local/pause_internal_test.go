@@ -33,6 +33,10 @@ func pausable(t *testing.T) (*Provider, string, string) {
 	if !p.cg.CanFreeze(id) {
 		t.Fatal("the sandbox has no freezer group: this host's cgroup freezer is missing")
 	}
+	// Before the destroy of createAs: a test that failed with the sandbox
+	// frozen leaves no frozen process behind (under v1 the destroy alone
+	// would not end them if the code under test were broken).
+	t.Cleanup(func() { _ = p.cg.KillFrozen(context.Background(), id) })
 	return p, dir, id
 }
 
