@@ -49,6 +49,10 @@ func v1Freezer(mount, own, parent string) string {
 	return base
 }
 
+// HasFreezer reports whether the host has a freezer Tether can use: v2's
+// cgroup.freeze, or a mounted v1 freezer hierarchy.
+func (cg *Groups) HasFreezer() bool { return cg.v2 || cg.freezer != "" }
+
 // CanFreeze reports whether the sandbox id has a group that can be
 // frozen: under v1, its freezer group (sandboxes made before Tether made
 // one have none); under v2, its group, on a kernel with cgroup.freeze.

@@ -389,6 +389,7 @@ func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 			p.networkNote(),
 			p.egress.Note(),
 			p.limitsNote(),
+			p.pauseNote(),
 			p.shareNote(),
 			p.workspace.Note(p.limits.WorkspaceMB, p.maxLimits.WorkspaceMB),
 			outputNote,

@@ -122,3 +122,16 @@ func (p *Provider) startIn(cmd *sandboxCmd) error {
 	}
 	return p.startCommand(cmd.Cmd, cmd.groups)
 }
+
+// pauseNote says how pausing works here, for Info.
+func (p *Provider) pauseNote() string {
+	switch {
+	case p.cg == nil:
+		return "pause: not on this host (no control groups); pauses are refused"
+	case p.cg.V2():
+		return "pause: the sandbox's processes are frozen (cgroup v2 cgroup.freeze), keeping their memory, files and network; exec and files are refused while paused"
+	case !p.cg.HasFreezer():
+		return "pause: not on this host (no cgroup v1 freezer hierarchy mounted); pauses are refused"
+	}
+	return "pause: the sandbox's processes are frozen (cgroup v1 freezer), keeping their memory, files and network; exec and files are refused while paused"
+}
