@@ -8592,7 +8592,8 @@ const docTemplate = `{
             "required": [
                 "exec",
                 "files",
-                "pause"
+                "pause",
+                "ports"
             ],
             "properties": {
                 "exec": {
@@ -8607,6 +8608,11 @@ const docTemplate = `{
                 },
                 "pause": {
                     "description": "Pause is true when the provider pauses and resumes sandboxes (POST /v1/sandboxes/{id}/pause and /resume); without it they are 501 NOT_SUPPORTED.",
+                    "type": "boolean",
+                    "example": true
+                },
+                "ports": {
+                    "description": "Ports is true when the provider reaches ports inside sandboxes (/v1/sandboxes/{id}/ports/{port}/ and preview URLs); without it they are 501 NOT_SUPPORTED.",
                     "type": "boolean",
                     "example": true
                 }

@@ -157,6 +157,31 @@ func TestPortProxyRefusesBadInput(t *testing.T) {
 	}
 }
 
+func TestProvidersReportPorts(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withProvider(noPorts{mustSim(t)}))
+	var list struct {
+		Items []struct {
+			Name         string `json:"name"`
+			Capabilities struct {
+				Ports bool `json:"ports"`
+			} `json:"capabilities"`
+		} `json:"items"`
+	}
+	r := b.do(t, http.MethodGet, "/v1/providers", nil, as(keyA))
+	wantStatus(t, r, http.StatusOK)
+	r.decode(t, &list)
+	want := map[string]bool{"sim": true, "sim-b": true, "noports": false}
+	if len(list.Items) != len(want) {
+		t.Fatalf("providers = %+v", list.Items)
+	}
+	for _, p := range list.Items {
+		if p.Capabilities.Ports != want[p.Name] {
+			t.Errorf("provider %s: ports = %v, want %v", p.Name, p.Capabilities.Ports, want[p.Name])
+		}
+	}
+}
+
 func mustSim(t *testing.T) *sim.Provider {
 	t.Helper()
 	p, err := sim.New(t.TempDir())
@@ -440,6 +465,7 @@ func TestPreviewWildcardHosts(t *testing.T) {
 		t.Errorf("the app saw the preview's cookie: %v", seen)
 	}
 	// The token is bound to its sandbox and port.
+	eventually(t, 10*time.Second, "the preview host's activity", func() bool { return len(b.activity(t, keyA, id)) == 2 })
 	before := b.counts(t)
 	for _, other := range []string{
 		"8081-" + strings.Replace(id, "_", "-", 1) + ".preview.test",
@@ -464,4 +490,56 @@ func TestPreviewWildcardHosts(t *testing.T) {
 	}
 	// The API itself still answers on its own host.
 	wantStatus(t, b.do(t, http.MethodGet, "/v1/sandboxes/"+id, nil, as(keyA)), http.StatusOK)
+}
+
+// TestForwardedPorts: a port's traffic, a WebSocket's and a preview's sent
+// to another node reach the sandbox on its own node, streamed both ways.
+func TestForwardedPorts(t *testing.T) {
+	t.Parallel()
+	n := setupTwoNodes(t, 1024, nil)
+	id := n.onB
+	base := "/v1/sandboxes/" + id + "/ports/8080"
+	reached := n.reachedB.Load()
+	r := n.a.do(t, http.MethodPost, base+"/up?x=1", strings.Repeat("y", 5000), as(keyA))
+	if r.Status != http.StatusOK || r.Header.Get(sim.HeaderSandbox) != id || len(r.Body) != 5000 || r.Header.Get(sim.HeaderURI) != "/up?x=1" {
+		t.Fatalf("POST through a = %d %v (%d bytes), want node b's echo", r.Status, r.Header, len(r.Body))
+	}
+	if n.reachedB.Load() == reached {
+		t.Fatal("the request did not reach node b")
+	}
+	wantProblem(t, n.a.do(t, http.MethodGet, "/v1/sandboxes/"+id+"/ports/8081/", nil, as(keyA)), http.StatusBadGateway, "PORT_UNREACHABLE")
+	wantProblem(t, n.a.do(t, http.MethodGet, "/v1/sandboxes/"+id+"/ports/0/", nil, as(keyA)), http.StatusBadRequest, "INVALID_REQUEST")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ws, res, err := websocket.DefaultDialer.DialContext(ctx, n.a.wsURL(base+"/ws"), http.Header{"Authorization": {"Bearer " + keyA}})
+	if err != nil {
+		t.Fatalf("WebSocket through a: %v", err)
+	}
+	_ = res.Body.Close()
+	for i := range 20 {
+		msg := strings.Repeat(string(rune('a'+i)), 1000*i+1)
+		if err := ws.WriteMessage(websocket.BinaryMessage, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		if _, got, err := ws.ReadMessage(); err != nil || string(got) != msg {
+			t.Fatalf("echo %d through two hops: %d bytes, %v", i, len(got), err)
+		}
+	}
+	_ = ws.Close()
+
+	// A preview made through a, used through a, served on b.
+	p := n.a.preview(t, keyA, id, map[string]any{"port": 8080})
+	r = n.a.do(t, http.MethodGet, previewPath(t, p)+"page", nil, noAuth())
+	if r.Status != http.StatusOK || r.Header.Get(sim.HeaderURI) != "/page" {
+		t.Fatalf("preview through a = %d %v", r.Status, r.Header)
+	}
+	eventually(t, 10*time.Second, "the forwarded preview's activity", func() bool {
+		for _, a := range n.a.activity(t, keyA, id) {
+			if a.Kind == "preview" && deref(a.PreviewID) == p.ID && a.KeyID == nil && deref(a.Request) == "GET /page" {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -473,6 +473,11 @@ type Capabilities struct {
 	//
 	// Example: true
 	Pause bool `json:"pause"`
+
+	// Ports Ports is true when the provider reaches ports inside sandboxes (/v1/sandboxes/{id}/ports/{port}/ and preview URLs); without it they are 501 NOT_SUPPORTED.
+	//
+	// Example: true
+	Ports bool `json:"ports"`
 }
 
 // CreateAPIKeyRequest defines model for CreateAPIKeyRequest.

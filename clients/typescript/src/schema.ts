@@ -982,6 +982,11 @@ export interface components {
              * @example true
              */
             pause: boolean;
+            /**
+             * @description Ports is true when the provider reaches ports inside sandboxes (/v1/sandboxes/{id}/ports/{port}/ and preview URLs); without it they are 501 NOT_SUPPORTED.
+             * @example true
+             */
+            ports: boolean;
         };
         CreateAPIKeyRequest: {
             /**
