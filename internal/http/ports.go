@@ -70,15 +70,26 @@ func handleSandboxPort(log *slog.Logger, st dataPlaneStore, providers map[string
 			return err
 		}
 		a := sandbox.Activity{Kind: sandbox.ActivityPort}
+		to := portTarget{prefix: "/v1/sandboxes/" + sb.ID + "/ports/" + strconv.Itoa(port), skip: 5}
 		if id, ok := strings.CutPrefix(callerOf(c).KeyID, previewCallerPrefix); ok && forwarded(c) {
 			// A preview URL's request, forwarded by the replica that
-			// checked its token.
+			// checked its token, which says how the app is served.
 			a.Kind, a.PreviewID = sandbox.ActivityPreview, previewCallerPrefix+id
+			to.prefix = c.GetHeader(hdrPreviewPrefix)
+			to.ownOrigin = c.GetHeader(hdrPreviewOrigin) == "own"
 		}
-		prefix := "/v1/sandboxes/" + sb.ID + "/ports/" + strconv.Itoa(port)
-		return proxyPort(c, log, st, dialer, sb, port, portTarget{prefix: prefix, skip: 5}, a)
+		return proxyPort(c, log, st, dialer, sb, port, to, a)
 	}
 }
+
+// The headers a replica forwards a preview's request with: the prefix the
+// app is served under, and whether it has an origin of its own (wildcard
+// hosts). The node honours them only on a call signed for a preview; the
+// app never sees them (stripCredentials).
+const (
+	hdrPreviewPrefix = "Tether-Forwarded-Preview-Prefix"
+	hdrPreviewOrigin = "Tether-Forwarded-Preview-Origin"
+)
 
 // portTarget says where, in the request's path, the sandbox's path begins:
 // after skip segments, which the app sees as X-Forwarded-Prefix.

@@ -2,7 +2,6 @@ package http_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -401,8 +400,8 @@ func TestPreviewsRefuseBadInput(t *testing.T) {
 }
 
 // hostRequest sends a request with the Host header host, following no
-// redirect and checking nothing else.
-func (b *bundle) hostRequest(t *testing.T, host, path string, cookies ...*http.Cookie) *http.Response {
+// redirect and checking nothing else, and reads the answer.
+func (b *bundle) hostRequest(t *testing.T, host, path string, cookies ...*http.Cookie) *response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, b.URL+path, nil)
 	if err != nil {
@@ -417,8 +416,12 @@ func (b *bundle) hostRequest(t *testing.T, host, path string, cookies ...*http.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = res.Body.Close() })
-	return res
+	defer func() { _ = res.Body.Close() }()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &response{Status: res.StatusCode, Header: res.Header, Body: body}
 }
 
 func TestPreviewWildcardHosts(t *testing.T) {
@@ -436,31 +439,30 @@ func TestPreviewWildcardHosts(t *testing.T) {
 	// The token in the query: a cookie of that host, and the same URL
 	// without it.
 	res := b.hostRequest(t, host, "/app?tether_preview_token="+*p.Token+"&x=1")
-	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/app?x=1" {
-		t.Fatalf("first visit = %d to %q, want 303 to /app?x=1", res.StatusCode, res.Header.Get("Location"))
+	if res.Status != http.StatusSeeOther || res.Header.Get("Location") != "/app?x=1" {
+		t.Fatalf("first visit = %d to %q, want 303 to /app?x=1", res.Status, res.Header.Get("Location"))
 	}
 	var cookie *http.Cookie
-	for _, ck := range res.Cookies() {
+	cookies := (&http.Response{Header: res.Header}).Cookies()
+	for _, ck := range cookies {
 		if ck.Name == "tether_preview" {
 			cookie = ck
 		}
 	}
 	if cookie == nil || !cookie.HttpOnly || cookie.Value != *p.Token {
-		t.Fatalf("first visit set cookies %v, want an HttpOnly tether_preview", res.Cookies())
+		t.Fatalf("first visit set cookies %v, want an HttpOnly tether_preview", cookies)
 	}
 	// The cookie carries it: the app gets the root path and its own origin.
 	res = b.hostRequest(t, host, "/?x=1", cookie)
-	if res.StatusCode != http.StatusOK || res.Header.Get(sim.HeaderURI) != "/?x=1" || res.Header.Get(sim.HeaderPort) != "8080" {
-		t.Fatalf("with the cookie = %d %v", res.StatusCode, res.Header)
+	if res.Status != http.StatusOK || res.Header.Get(sim.HeaderURI) != "/?x=1" || res.Header.Get(sim.HeaderPort) != "8080" {
+		t.Fatalf("with the cookie = %d %v", res.Status, res.Header)
 	}
 	if strings.Contains(res.Header.Get("Content-Security-Policy"), "sandbox") {
 		t.Errorf("a preview host's answer is sandboxed: %q", res.Header.Get("Content-Security-Policy"))
 	}
 	res = b.hostRequest(t, host, "/headers", cookie)
 	var seen http.Header
-	if err := json.NewDecoder(res.Body).Decode(&seen); err != nil {
-		t.Fatal(err)
-	}
+	res.decode(t, &seen)
 	if strings.Contains(seen.Get("Cookie"), *p.Token) {
 		t.Errorf("the app saw the preview's cookie: %v", seen)
 	}
@@ -472,19 +474,14 @@ func TestPreviewWildcardHosts(t *testing.T) {
 		"8080-" + strings.Replace(sandbox.NewID(), "_", "-", 1) + ".preview.test",
 		"nonsense.preview.test",
 	} {
-		for _, res := range []*http.Response{
+		for _, res := range []*response{
 			b.hostRequest(t, other, "/", cookie),
 			b.hostRequest(t, other, "/?tether_preview_token="+*p.Token),
 		} {
-			body, _ := io.ReadAll(res.Body)
-			if res.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"NOT_FOUND"`) {
-				t.Errorf("%s with another host's token = %d %s, want 404 NOT_FOUND", other, res.StatusCode, body)
-			}
+			wantProblem(t, res, http.StatusNotFound, "NOT_FOUND")
 		}
 	}
-	if res := b.hostRequest(t, host, "/"); res.StatusCode != http.StatusNotFound {
-		t.Errorf("no token = %d, want 404", res.StatusCode)
-	}
+	wantProblem(t, b.hostRequest(t, host, "/"), http.StatusNotFound, "NOT_FOUND")
 	if after := b.counts(t); !after.equal(before) {
 		t.Errorf("refused preview requests wrote rows: before %v, after %v", before, after)
 	}
@@ -533,6 +530,17 @@ func TestForwardedPorts(t *testing.T) {
 	r = n.a.do(t, http.MethodGet, previewPath(t, p)+"page", nil, noAuth())
 	if r.Status != http.StatusOK || r.Header.Get(sim.HeaderURI) != "/page" {
 		t.Fatalf("preview through a = %d %v", r.Status, r.Header)
+	}
+	r = n.a.do(t, http.MethodGet, previewPath(t, p)+"headers", nil, noAuth())
+	var seen http.Header
+	r.decode(t, &seen)
+	if got, want := seen.Get("X-Forwarded-Prefix"), strings.TrimSuffix(previewPath(t, p), "/"); got != want {
+		t.Errorf("the app on b saw X-Forwarded-Prefix %q, want the preview's %q", got, want)
+	}
+	for name := range seen {
+		if strings.HasPrefix(strings.ToLower(name), "tether-") {
+			t.Errorf("the app on b saw %s", name)
+		}
 	}
 	eventually(t, 10*time.Second, "the forwarded preview's activity", func() bool {
 		for _, a := range n.a.activity(t, keyA, id) {

@@ -340,6 +340,10 @@ func (ps previewServer) serve(c *gin.Context, p sandbox.Preview, sb sandbox.Sand
 		}
 		c.Request.URL.Path, c.Request.URL.RawPath = u.Path, u.RawPath
 		stripCredentials(c.Request)
+		c.Request.Header.Set(hdrPreviewPrefix, to.prefix)
+		if to.ownOrigin {
+			c.Request.Header.Set(hdrPreviewOrigin, "own")
+		}
 		forward(c, ps.log, ps.cluster, ps.draining, sb)
 		return nil
 	}

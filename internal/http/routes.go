@@ -110,14 +110,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	data.handle(http.MethodGet, "/sandboxes/:id/files", h(handleFileGet(log, cfg, dp, providers)))
 	data.handle(http.MethodPut, "/sandboxes/:id/archive", h(handleArchivePut(log, cfg, dp, providers)), withBodyLimit(cfg.MaxFileBytes))
 	data.handle(http.MethodGet, "/sandboxes/:id/archive", h(handleArchiveGet(log, cfg, dp, providers)))
-	for _, m := range portMethods {
-		data.handle(m, "/sandboxes/:id/ports/:port/*path", portOps[m](h(handleSandboxPort(log, dp, providers))), h(checkPort()))
-		// Preview URLs: no API key; the token is checked instead.
-		r.Handle(m, "/p/:token/*path", previewOps[m](h(previews.handlePreview())))
-	}
-	v1.POST("/sandboxes/:id/previews", body, h(handlePreviewCreate(cfg, deps.Store, providers)))
-	v1.GET("/sandboxes/:id/previews", h(handlePreviewList(deps.Store)))
-	v1.DELETE("/sandboxes/:id/previews/:preview_id", h(handlePreviewRevoke(deps.Store)))
+	addPortRoutes(r, data, h, log, cfg, deps, dp, providers, previews)
 	v1.GET("/events", h(handleEvents(deps.Store)))
 	v1.GET("/reconcile-events", h(handleReconcileEvents(deps.Store)))
 	v1.GET("/events/stream", h(handleEventStream(deps.Store, deps.Changes, &streamSlots{max: cfg.MaxStreamsPerTenant, n: map[string]int{}}, draining)))
@@ -142,6 +135,22 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.GET("/pools/:name", h(handlePoolGet(deps.Store)))
 	v1.PATCH("/pools/:name", body, h(handlePoolUpdate(deps.Store)))
 	v1.DELETE("/pools/:name", h(handlePoolDelete(deps.Store)))
+}
+
+// addPortRoutes adds the ports' routes (a sandbox's ports through the
+// API, and preview URLs) and the previews' management.
+func addPortRoutes(r *gin.Engine, data dataRoutes, h func(handlerFunc) gin.HandlerFunc, log *slog.Logger, cfg Config, deps Deps,
+	dp auditedStore, providers map[string]sandbox.Provider, previews previewServer,
+) {
+	for _, m := range portMethods {
+		data.handle(m, "/sandboxes/:id/ports/:port/*path", portOps[m](h(handleSandboxPort(log, dp, providers))), h(checkPort()))
+		// Preview URLs: no API key; the token is checked instead.
+		r.Handle(m, "/p/:token/*path", previewOps[m](h(previews.handlePreview())))
+	}
+	body := withBodyLimit(cfg.MaxBodyBytes)
+	data.group.POST("/sandboxes/:id/previews", body, h(handlePreviewCreate(cfg, deps.Store, providers)))
+	data.group.GET("/sandboxes/:id/previews", h(handlePreviewList(deps.Store)))
+	data.group.DELETE("/sandboxes/:id/previews/:preview_id", h(handlePreviewRevoke(deps.Store)))
 }
 
 // dataRoutes registers the data plane's routes on group. They are the only

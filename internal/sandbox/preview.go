@@ -18,7 +18,7 @@ const (
 func ValidPreviewToken(s string) bool {
 	rest, ok := strings.CutPrefix(s, PreviewTokenPrefix)
 	return ok && len(rest) == 43 && !strings.ContainsFunc(rest, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+		return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && r != '-' && r != '_'
 	})
 }
 
