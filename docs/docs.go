@@ -5505,7 +5505,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).",
+                "description": "Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).",
                 "produces": [
                     "application/json"
                 ],
@@ -5680,7 +5680,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).",
+                "description": "Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).",
                 "produces": [
                     "application/json"
                 ],
@@ -5855,7 +5855,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).",
+                "description": "Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).",
                 "produces": [
                     "application/json"
                 ],
@@ -6030,7 +6030,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).",
+                "description": "Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).",
                 "produces": [
                     "application/json"
                 ],
@@ -6205,7 +6205,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).",
+                "description": "Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).",
                 "produces": [
                     "application/json"
                 ],
@@ -6380,7 +6380,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).",
+                "description": "Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).",
                 "produces": [
                     "application/json"
                 ],
@@ -6555,7 +6555,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).",
+                "description": "Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).",
                 "produces": [
                     "application/json"
                 ],
@@ -8449,7 +8449,7 @@ const docTemplate = `{
                     "example": "2026-01-02T15:04:06.5Z"
                 },
                 "bytes": {
-                    "description": "Bytes is how many bytes moved: the file or archive, an exec's output, or a port's request and answer (both ways, for a WebSocket); null when unknown.",
+                    "description": "Bytes is how many bytes moved: the file or archive, an exec's output, or a port's request and answer (both ways, for WebSocket connections); null when unknown.",
                     "type": "integer",
                     "format": "int64",
                     "x-nullable": true,
@@ -8480,7 +8480,7 @@ const docTemplate = `{
                     "example": 0
                 },
                 "http_status": {
-                    "description": "HTTPStatus is the status the sandbox's app answered (101 for a WebSocket); null for the others, and when it gave no answer.",
+                    "description": "HTTPStatus is the status the sandbox's app answered (101 for WebSocket connections); null for the others, and when it gave no answer.",
                     "type": "integer",
                     "x-nullable": true,
                     "example": 200

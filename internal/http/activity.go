@@ -35,13 +35,13 @@ type Activity struct {
 	Request *string `json:"request" extensions:"x-nullable" example:"GET /index.html"`
 	// Port is the port in the sandbox; null for the others.
 	Port *int `json:"port" extensions:"x-nullable" example:"8000"`
-	// HTTPStatus is the status the sandbox's app answered (101 for a WebSocket); null for the others, and when it gave no answer.
+	// HTTPStatus is the status the sandbox's app answered (101 for WebSocket connections); null for the others, and when it gave no answer.
 	HTTPStatus *int `json:"http_status" extensions:"x-nullable" example:"200"`
 	// PreviewID is the preview URL a request came through (kind preview); null for the others.
 	PreviewID *string `json:"preview_id" extensions:"x-nullable" example:"prv_k5m2q7x3w9r4t8vz"`
 	// ExitCode is the exec's exit status; null for transfers and for an exec that failed to run.
 	ExitCode *int `json:"exit_code" extensions:"x-nullable" example:"0"`
-	// Bytes is how many bytes moved: the file or archive, an exec's output, or a port's request and answer (both ways, for a WebSocket); null when unknown.
+	// Bytes is how many bytes moved: the file or archive, an exec's output, or a port's request and answer (both ways, for WebSocket connections); null when unknown.
 	Bytes *int64 `json:"bytes" extensions:"x-nullable" format:"int64" example:"1024"`
 	// DurationMS is how long the operation took, in milliseconds.
 	DurationMS int64 `json:"duration_ms" format:"int64" example:"412"`

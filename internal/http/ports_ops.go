@@ -14,7 +14,7 @@ import (
 // portOpGet proxies a GET to a port in a sandbox.
 //
 //	@Summary		GET through a port of a sandbox
-//	@Description	Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+//	@Description	Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 //	@ID				portProxyGet
 //	@Tags			data plane
 //	@Produce		json
@@ -42,7 +42,7 @@ func portOpGet(h gin.HandlerFunc) gin.HandlerFunc { return h }
 // portOpHead proxies a HEAD to a port in a sandbox.
 //
 //	@Summary		HEAD through a port of a sandbox
-//	@Description	Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+//	@Description	Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 //	@ID				portProxyHead
 //	@Tags			data plane
 //	@Produce		json
@@ -70,7 +70,7 @@ func portOpHead(h gin.HandlerFunc) gin.HandlerFunc { return h }
 // portOpPost proxies a POST to a port in a sandbox.
 //
 //	@Summary		POST through a port of a sandbox
-//	@Description	Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+//	@Description	Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 //	@ID				portProxyPost
 //	@Tags			data plane
 //	@Produce		json
@@ -98,7 +98,7 @@ func portOpPost(h gin.HandlerFunc) gin.HandlerFunc { return h }
 // portOpPut proxies a PUT to a port in a sandbox.
 //
 //	@Summary		PUT through a port of a sandbox
-//	@Description	Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+//	@Description	Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 //	@ID				portProxyPut
 //	@Tags			data plane
 //	@Produce		json
@@ -126,7 +126,7 @@ func portOpPut(h gin.HandlerFunc) gin.HandlerFunc { return h }
 // portOpPatch proxies a PATCH to a port in a sandbox.
 //
 //	@Summary		PATCH through a port of a sandbox
-//	@Description	Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+//	@Description	Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 //	@ID				portProxyPatch
 //	@Tags			data plane
 //	@Produce		json
@@ -154,7 +154,7 @@ func portOpPatch(h gin.HandlerFunc) gin.HandlerFunc { return h }
 // portOpDelete proxies a DELETE to a port in a sandbox.
 //
 //	@Summary		DELETE through a port of a sandbox
-//	@Description	Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+//	@Description	Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 //	@ID				portProxyDelete
 //	@Tags			data plane
 //	@Produce		json
@@ -182,7 +182,7 @@ func portOpDelete(h gin.HandlerFunc) gin.HandlerFunc { return h }
 // portOpOptions proxies a OPTIONS to a port in a sandbox.
 //
 //	@Summary		OPTIONS through a port of a sandbox
-//	@Description	Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+//	@Description	Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 //	@ID				portProxyOptions
 //	@Tags			data plane
 //	@Produce		json

@@ -356,7 +356,7 @@ type Activity struct {
 	// At Example: 2026-01-02T15:04:06.5Z
 	At time.Time `json:"at"`
 
-	// Bytes Bytes is how many bytes moved: the file or archive, an exec's output, or a port's request and answer (both ways, for a WebSocket); null when unknown.
+	// Bytes Bytes is how many bytes moved: the file or archive, an exec's output, or a port's request and answer (both ways, for WebSocket connections); null when unknown.
 	//
 	// Example: 1024
 	Bytes *int64 `json:"bytes"`
@@ -381,7 +381,7 @@ type Activity struct {
 	// Example: 0
 	ExitCode *int `json:"exit_code"`
 
-	// HttpStatus HTTPStatus is the status the sandbox's app answered (101 for a WebSocket); null for the others, and when it gave no answer.
+	// HttpStatus HTTPStatus is the status the sandbox's app answered (101 for WebSocket connections); null for the others, and when it gave no answer.
 	//
 	// Example: 200
 	HttpStatus *int `json:"http_status"`
@@ -2028,49 +2028,49 @@ type ClientInterface interface {
 
 	// PortProxyDelete DELETE through a port of a sandbox
 	//
-	// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+	// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 	//
 	// Corresponds with DELETE /v1/sandboxes/{id}/ports/{port}/{path} (the `PortProxyDelete` operationId).
 	PortProxyDelete(ctx context.Context, id string, port int, path string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PortProxyGet GET through a port of a sandbox
 	//
-	// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+	// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 	//
 	// Corresponds with GET /v1/sandboxes/{id}/ports/{port}/{path} (the `PortProxyGet` operationId).
 	PortProxyGet(ctx context.Context, id string, port int, path string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PortProxyHead HEAD through a port of a sandbox
 	//
-	// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+	// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 	//
 	// Corresponds with HEAD /v1/sandboxes/{id}/ports/{port}/{path} (the `PortProxyHead` operationId).
 	PortProxyHead(ctx context.Context, id string, port int, path string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PortProxyOptions OPTIONS through a port of a sandbox
 	//
-	// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+	// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 	//
 	// Corresponds with OPTIONS /v1/sandboxes/{id}/ports/{port}/{path} (the `PortProxyOptions` operationId).
 	PortProxyOptions(ctx context.Context, id string, port int, path string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PortProxyPatch PATCH through a port of a sandbox
 	//
-	// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+	// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 	//
 	// Corresponds with PATCH /v1/sandboxes/{id}/ports/{port}/{path} (the `PortProxyPatch` operationId).
 	PortProxyPatch(ctx context.Context, id string, port int, path string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PortProxyPost POST through a port of a sandbox
 	//
-	// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+	// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/ports/{port}/{path} (the `PortProxyPost` operationId).
 	PortProxyPost(ctx context.Context, id string, port int, path string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PortProxyPut PUT through a port of a sandbox
 	//
-	// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+	// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 	//
 	// Corresponds with PUT /v1/sandboxes/{id}/ports/{port}/{path} (the `PortProxyPut` operationId).
 	PortProxyPut(ctx context.Context, id string, port int, path string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3051,7 +3051,7 @@ func (c *Client) PauseSandbox(ctx context.Context, id string, params *PauseSandb
 
 // PortProxyDelete DELETE through a port of a sandbox
 //
-// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 //
 // Corresponds with DELETE /v1/sandboxes/{id}/ports/{port}/{path} (the `PortProxyDelete` operationId).
 func (c *Client) PortProxyDelete(ctx context.Context, id string, port int, path string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3068,7 +3068,7 @@ func (c *Client) PortProxyDelete(ctx context.Context, id string, port int, path 
 
 // PortProxyGet GET through a port of a sandbox
 //
-// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 //
 // Corresponds with GET /v1/sandboxes/{id}/ports/{port}/{path} (the `PortProxyGet` operationId).
 func (c *Client) PortProxyGet(ctx context.Context, id string, port int, path string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3085,7 +3085,7 @@ func (c *Client) PortProxyGet(ctx context.Context, id string, port int, path str
 
 // PortProxyHead HEAD through a port of a sandbox
 //
-// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 //
 // Corresponds with HEAD /v1/sandboxes/{id}/ports/{port}/{path} (the `PortProxyHead` operationId).
 func (c *Client) PortProxyHead(ctx context.Context, id string, port int, path string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3102,7 +3102,7 @@ func (c *Client) PortProxyHead(ctx context.Context, id string, port int, path st
 
 // PortProxyOptions OPTIONS through a port of a sandbox
 //
-// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 //
 // Corresponds with OPTIONS /v1/sandboxes/{id}/ports/{port}/{path} (the `PortProxyOptions` operationId).
 func (c *Client) PortProxyOptions(ctx context.Context, id string, port int, path string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3119,7 +3119,7 @@ func (c *Client) PortProxyOptions(ctx context.Context, id string, port int, path
 
 // PortProxyPatch PATCH through a port of a sandbox
 //
-// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 //
 // Corresponds with PATCH /v1/sandboxes/{id}/ports/{port}/{path} (the `PortProxyPatch` operationId).
 func (c *Client) PortProxyPatch(ctx context.Context, id string, port int, path string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3136,7 +3136,7 @@ func (c *Client) PortProxyPatch(ctx context.Context, id string, port int, path s
 
 // PortProxyPost POST through a port of a sandbox
 //
-// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 //
 // Corresponds with POST /v1/sandboxes/{id}/ports/{port}/{path} (the `PortProxyPost` operationId).
 func (c *Client) PortProxyPost(ctx context.Context, id string, port int, path string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3153,7 +3153,7 @@ func (c *Client) PortProxyPost(ctx context.Context, id string, port int, path st
 
 // PortProxyPut PUT through a port of a sandbox
 //
-// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 //
 // Corresponds with PUT /v1/sandboxes/{id}/ports/{port}/{path} (the `PortProxyPut` operationId).
 func (c *Client) PortProxyPut(ctx context.Context, id string, port int, path string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6754,7 +6754,7 @@ type ClientWithResponsesInterface interface {
 
 	// PortProxyDeleteWithResponse DELETE through a port of a sandbox
 	//
-	// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+	// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6763,7 +6763,7 @@ type ClientWithResponsesInterface interface {
 
 	// PortProxyGetWithResponse GET through a port of a sandbox
 	//
-	// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+	// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6772,7 +6772,7 @@ type ClientWithResponsesInterface interface {
 
 	// PortProxyHeadWithResponse HEAD through a port of a sandbox
 	//
-	// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+	// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6781,7 +6781,7 @@ type ClientWithResponsesInterface interface {
 
 	// PortProxyOptionsWithResponse OPTIONS through a port of a sandbox
 	//
-	// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+	// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6790,7 +6790,7 @@ type ClientWithResponsesInterface interface {
 
 	// PortProxyPatchWithResponse PATCH through a port of a sandbox
 	//
-	// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+	// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6799,7 +6799,7 @@ type ClientWithResponsesInterface interface {
 
 	// PortProxyPostWithResponse POST through a port of a sandbox
 	//
-	// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+	// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6808,7 +6808,7 @@ type ClientWithResponsesInterface interface {
 
 	// PortProxyPutWithResponse PUT through a port of a sandbox
 	//
-	// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+	// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -16402,7 +16402,7 @@ func (c *ClientWithResponses) PauseSandboxWithResponse(ctx context.Context, id s
 
 // PortProxyDeleteWithResponse DELETE through a port of a sandbox
 //
-// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -16417,7 +16417,7 @@ func (c *ClientWithResponses) PortProxyDeleteWithResponse(ctx context.Context, i
 
 // PortProxyGetWithResponse GET through a port of a sandbox
 //
-// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -16432,7 +16432,7 @@ func (c *ClientWithResponses) PortProxyGetWithResponse(ctx context.Context, id s
 
 // PortProxyHeadWithResponse HEAD through a port of a sandbox
 //
-// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -16447,7 +16447,7 @@ func (c *ClientWithResponses) PortProxyHeadWithResponse(ctx context.Context, id 
 
 // PortProxyOptionsWithResponse OPTIONS through a port of a sandbox
 //
-// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -16462,7 +16462,7 @@ func (c *ClientWithResponses) PortProxyOptionsWithResponse(ctx context.Context, 
 
 // PortProxyPatchWithResponse PATCH through a port of a sandbox
 //
-// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -16477,7 +16477,7 @@ func (c *ClientWithResponses) PortProxyPatchWithResponse(ctx context.Context, id
 
 // PortProxyPostWithResponse POST through a port of a sandbox
 //
-// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -16492,7 +16492,7 @@ func (c *ClientWithResponses) PortProxyPostWithResponse(ctx context.Context, id 
 
 // PortProxyPutWithResponse PUT through a port of a sandbox
 //
-// Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+// Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -611,37 +611,37 @@ export interface paths {
         };
         /**
          * GET through a port of a sandbox
-         * @description Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+         * @description Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
          */
         get: operations["portProxyGet"];
         /**
          * PUT through a port of a sandbox
-         * @description Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+         * @description Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
          */
         put: operations["portProxyPut"];
         /**
          * POST through a port of a sandbox
-         * @description Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+         * @description Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
          */
         post: operations["portProxyPost"];
         /**
          * DELETE through a port of a sandbox
-         * @description Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+         * @description Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
          */
         delete: operations["portProxyDelete"];
         /**
          * OPTIONS through a port of a sandbox
-         * @description Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+         * @description Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
          */
         options: operations["portProxyOptions"];
         /**
          * HEAD through a port of a sandbox
-         * @description Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+         * @description Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
          */
         head: operations["portProxyHead"];
         /**
          * PATCH through a port of a sandbox
-         * @description Proxies the request (streamed both ways; a WebSocket upgrade included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
+         * @description Proxies the request (streamed both ways, WebSocket upgrades included) to 127.0.0.1:{port} inside the ready sandbox, in its own network, never the host's: path is the app's path, the query passes on, the app sees Host 127.0.0.1:{port} and X-Forwarded-Host, -Proto, -For and -Prefix; Authorization is not passed on. The app's answer is passed on as it is, with a Content-Security-Policy sandbox directive added (its pages get an opaque origin, never Tether's). Nothing listening is 502 PORT_UNREACHABLE; a sandbox that is not ready, 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED. Each request, or WebSocket connection, is recorded in the sandbox's activity (kind port).
          */
         patch: operations["portProxyPatch"];
         trace?: never;
@@ -872,7 +872,7 @@ export interface components {
             at: string;
             /**
              * Format: int64
-             * @description Bytes is how many bytes moved: the file or archive, an exec's output, or a port's request and answer (both ways, for a WebSocket); null when unknown.
+             * @description Bytes is how many bytes moved: the file or archive, an exec's output, or a port's request and answer (both ways, for WebSocket connections); null when unknown.
              * @example 1024
              */
             bytes: number | null;
@@ -898,7 +898,7 @@ export interface components {
              */
             exit_code: number | null;
             /**
-             * @description HTTPStatus is the status the sandbox's app answered (101 for a WebSocket); null for the others, and when it gave no answer.
+             * @description HTTPStatus is the status the sandbox's app answered (101 for WebSocket connections); null for the others, and when it gave no answer.
              * @example 200
              */
             http_status: number | null;
