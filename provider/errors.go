@@ -35,6 +35,9 @@ const (
 	CodeIsDirectory      Code = "IS_DIRECTORY"
 	CodePermissionDenied Code = "PERMISSION_DENIED"
 	CodeInvalidPath      Code = "INVALID_PATH"
+	// CodePortUnreachable: nothing accepts connections on the port inside
+	// the sandbox (the connection was refused or timed out there) (502).
+	CodePortUnreachable Code = "PORT_UNREACHABLE"
 	// CodeInternal is the code of every error that is not an *Error: a bug
 	// or a failure the client cannot act on (500).
 	CodeInternal Code = "INTERNAL"

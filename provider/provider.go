@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"time"
 )
 
@@ -247,4 +248,20 @@ type Files interface {
 	// A file over limit bytes is CodePayloadTooLarge, and no more than limit
 	// bytes are ever sent.
 	ReadFile(ctx context.Context, sandboxID, path string, w io.Writer, limit int64) error
+}
+
+// PortDialer is the optional capability of connecting to a TCP port
+// inside a sandbox, where a process the sandbox runs listens on its own
+// loopback (python3 -m http.server 8000). Tether proxies HTTP and
+// WebSocket traffic over the connections it makes
+// (/v1/sandboxes/{id}/ports/{port}/..., preview URLs).
+type PortDialer interface {
+	// DialPort connects to 127.0.0.1:port as the sandbox sees it: in the
+	// sandbox's own network, never the host's and never another
+	// sandbox's, whatever the sandbox's network mode. The connection is
+	// the caller's to close; ctx bounds the dial only. Nothing listening
+	// there (refused, or no answer before ctx ends) is an *Error with
+	// CodePortUnreachable; a sandbox the provider does not hold, or that
+	// no longer runs, CodeProviderUnavailable. port is 1-65535.
+	DialPort(ctx context.Context, sandboxID string, port int) (net.Conn, error)
 }

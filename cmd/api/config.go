@@ -85,7 +85,8 @@ func settings() []setting {
 	all = append(all, providerSettings()...)
 	all = append(all, lifecycleSettings...)
 	all = append(all, serverSettings...)
-	return append(all, webhookSettings...)
+	all = append(all, webhookSettings...)
+	return append(all, previewSettings...)
 }
 
 // serviceSettings are the service's own: its database, address and
@@ -232,6 +233,7 @@ func setNodeURL(c *Config, v string) error {
 
 // serviceChecks are the checks across settings that are not a provider's.
 var serviceChecks = []func(Config) error{
+	checkPreviewTTL,
 	func(c Config) error {
 		if c.DatabaseURL == "" {
 			return errors.New("DATABASE_URL is not set: point it at a Postgres database (the README's `make run` starts one)")

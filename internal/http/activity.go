@@ -14,7 +14,7 @@ import (
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
-// Activity is one exec or file transfer a client made in a sandbox.
+// Activity is one exec, file transfer, or request to a port a client made in a sandbox.
 type Activity struct {
 	// ID orders activity; pass the last one seen as after (or cursor).
 	ID        int64     `json:"id" format:"int64" example:"7"`
@@ -25,14 +25,23 @@ type Activity struct {
 	// KeyName is that API key's name; null with key_id.
 	KeyName *string `json:"key_name" extensions:"x-nullable" example:"ci-runner"`
 	// Kind is what was done: a command run, or a file or folder (archive) read or written.
-	Kind string `json:"kind" enums:"exec,file_read,file_write,archive_read,archive_write" x-enum-varnames:"ActivityKindExec,ActivityKindFileRead,ActivityKindFileWrite,ActivityKindArchiveRead,ActivityKindArchiveWrite" example:"exec"`
+	// Kind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL.
+	Kind string `json:"kind" enums:"exec,file_read,file_write,archive_read,archive_write,port,preview" x-enum-varnames:"ActivityKindExec,ActivityKindFileRead,ActivityKindFileWrite,ActivityKindArchiveRead,ActivityKindArchiveWrite,ActivityKindPort,ActivityKindPreview" example:"exec"`
 	// Command is the command of an exec (its first 4096 bytes); null for the others.
 	Command *string `json:"command" extensions:"x-nullable" example:"pytest -q"`
-	// Path is the file's or folder's path; null for an exec.
+	// Path is the file's or folder's path; null for an exec and for a port's traffic.
 	Path *string `json:"path" extensions:"x-nullable" example:"/workspace/main.py"`
+	// Request is a port's request, its method and path (no query); null for the others.
+	Request *string `json:"request" extensions:"x-nullable" example:"GET /index.html"`
+	// Port is the port in the sandbox; null for the others.
+	Port *int `json:"port" extensions:"x-nullable" example:"8000"`
+	// HTTPStatus is the status the sandbox's app answered (101 for WebSocket connections); null for the others, and when it gave no answer.
+	HTTPStatus *int `json:"http_status" extensions:"x-nullable" example:"200"`
+	// PreviewID is the preview URL a request came through (kind preview); null for the others.
+	PreviewID *string `json:"preview_id" extensions:"x-nullable" example:"prv_k5m2q7x3w9r4t8vz"`
 	// ExitCode is the exec's exit status; null for transfers and for an exec that failed to run.
 	ExitCode *int `json:"exit_code" extensions:"x-nullable" example:"0"`
-	// Bytes is how many bytes moved: the file or archive, or an exec's output; null when unknown.
+	// Bytes is how many bytes moved: the file or archive, an exec's output, or a port's request and answer (both ways, for WebSocket connections); null when unknown.
 	Bytes *int64 `json:"bytes" extensions:"x-nullable" format:"int64" example:"1024"`
 	// DurationMS is how long the operation took, in milliseconds.
 	DurationMS int64 `json:"duration_ms" format:"int64" example:"412"`
@@ -80,6 +89,9 @@ const activityTimeout = 5 * time.Second
 // operation (filePath, the exec checks).
 func recordActivity(c *gin.Context, log *slog.Logger, st activityRecorder, sb sandbox.Sandbox, a sandbox.Activity, started time.Time, err error) {
 	a.SandboxID, a.Tenant, a.Caller, a.Duration = sb.ID, sb.Tenant, callerOf(c), time.Since(started)
+	if a.Kind == sandbox.ActivityPreview {
+		a.Caller = sandbox.Caller{} // no API key: the preview_id says who
+	}
 	if err != nil {
 		// The code the client is (or would have been) answered with.
 		a.Error = problemFor(c, slog.New(slog.DiscardHandler), err).Code
@@ -137,9 +149,13 @@ func toActivity(a sandbox.Activity) Activity {
 		TimedOut: a.TimedOut, OOMKilled: a.OOMKilled, Error: optional(a.Error),
 	}
 	target := a.Target
-	if a.Kind == sandbox.ActivityExec {
+	switch a.Kind {
+	case sandbox.ActivityExec:
 		out.Command = &target
-	} else {
+	case sandbox.ActivityPort, sandbox.ActivityPreview:
+		out.Request, out.PreviewID = &target, optional(a.PreviewID)
+		out.Port, out.HTTPStatus = optionalInt(a.Port), optionalInt(a.Status)
+	default:
 		out.Path = &target
 	}
 	return out
@@ -148,7 +164,7 @@ func toActivity(a sandbox.Activity) Activity {
 // handleSandboxActivity returns what clients did in a sandbox.
 //
 //	@Summary		A sandbox's activity
-//	@Description	Every exec and file or archive transfer made in the sandbox, oldest first: who (the API key), when, what (the command, truncated to 4096 bytes, or the path), and how it ended (exit code, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
+//	@Description	Every exec, file or archive transfer, and request to one of its ports (through the API or a preview URL) made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, or the port and request), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
 //	@ID				listSandboxActivity
 //	@Tags			events
 //	@Produce		json
@@ -185,4 +201,12 @@ func handleSandboxActivity(st activityLister) handlerFunc {
 		}
 		return writeJSON(c, http.StatusOK, out)
 	}
+}
+
+// optionalInt is n, or nil for zero.
+func optionalInt(n int) *int {
+	if n == 0 {
+		return nil
+	}
+	return &n
 }

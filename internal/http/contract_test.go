@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -82,6 +83,12 @@ func checkContract(t *testing.T, req *http.Request, body []byte, r *response) {
 	if strings.HasPrefix(req.URL.Path, "/swagger/") {
 		return
 	}
+	if req.Method == http.MethodHead {
+		return // no body to check (HEAD is only the port routes')
+	}
+	if proxiedPath.MatchString(req.URL.Path) && mediaType(r) != "application/problem+json" {
+		return // a sandbox app's answer, which the contract leaves as it is
+	}
 	c, err := contract()
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +139,9 @@ func truncate(b []byte, n int) []byte {
 	}
 	return b
 }
+
+// proxiedPath matches the paths whose answers are a sandbox app's.
+var proxiedPath = regexp.MustCompile(`^/v1/sandboxes/[^/]+/ports/[^/]+/|^/p/[^/]+/`)
 
 // undocumentedRoutes are the routes the contract leaves out on purpose.
 var undocumentedRoutes = []string{
@@ -272,6 +282,9 @@ var apiTypes = map[string]any{
 	"CreateWebhookRequest": tetherhttp.CreateWebhookRequest{},
 	"CreatedWebhook":       tetherhttp.CreatedWebhook{},
 	"ReplayWebhookRequest": tetherhttp.ReplayWebhookRequest{},
+	"Preview":              tetherhttp.Preview{},
+	"PreviewList":          tetherhttp.PreviewList{},
+	"PreviewRequest":       tetherhttp.PreviewRequest{},
 	"Webhook":              tetherhttp.Webhook{},
 	"WebhookDelivery":      tetherhttp.WebhookDelivery{},
 	"WebhookDeliveryList":  tetherhttp.WebhookDeliveryList{},

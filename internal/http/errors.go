@@ -23,7 +23,7 @@ type Problem struct {
 	// Detail explains this occurrence.
 	Detail string `json:"detail" example:"sandbox sbx_... not found"`
 	// Code is the stable, machine-readable error code.
-	Code string `json:"code" example:"NOT_FOUND" enums:"INVALID_REQUEST,UNAUTHENTICATED,FORBIDDEN,NOT_FOUND,SANDBOX_STATE_CONFLICT,IDEMPOTENCY_KEY_REUSED,SANDBOX_ID_TAKEN,POOL_EXISTS,POOL_EMPTY,UNKNOWN_PROVIDER,PROVIDER_UNAVAILABLE,NOT_SUPPORTED,PAYLOAD_TOO_LARGE,QUOTA_EXCEEDED,REQUEST_TIMEOUT,FILE_NOT_FOUND,IS_DIRECTORY,PERMISSION_DENIED,INVALID_PATH,INTERNAL,UNAVAILABLE" x-enum-varnames:"ProblemCodeInvalidRequest,ProblemCodeUnauthenticated,ProblemCodeForbidden,ProblemCodeNotFound,ProblemCodeSandboxStateConflict,ProblemCodeIdempotencyKeyReused,ProblemCodeSandboxIdTaken,ProblemCodePoolExists,ProblemCodePoolEmpty,ProblemCodeUnknownProvider,ProblemCodeProviderUnavailable,ProblemCodeNotSupported,ProblemCodePayloadTooLarge,ProblemCodeQuotaExceeded,ProblemCodeRequestTimeout,ProblemCodeFileNotFound,ProblemCodeIsDirectory,ProblemCodePermissionDenied,ProblemCodeInvalidPath,ProblemCodeInternal,ProblemCodeUnavailable"`
+	Code string `json:"code" example:"NOT_FOUND" enums:"INVALID_REQUEST,UNAUTHENTICATED,FORBIDDEN,NOT_FOUND,SANDBOX_STATE_CONFLICT,IDEMPOTENCY_KEY_REUSED,SANDBOX_ID_TAKEN,POOL_EXISTS,POOL_EMPTY,UNKNOWN_PROVIDER,PROVIDER_UNAVAILABLE,NOT_SUPPORTED,PAYLOAD_TOO_LARGE,QUOTA_EXCEEDED,REQUEST_TIMEOUT,FILE_NOT_FOUND,IS_DIRECTORY,PERMISSION_DENIED,INVALID_PATH,PORT_UNREACHABLE,PREVIEW_GONE,INTERNAL,UNAVAILABLE" x-enum-varnames:"ProblemCodeInvalidRequest,ProblemCodeUnauthenticated,ProblemCodeForbidden,ProblemCodeNotFound,ProblemCodeSandboxStateConflict,ProblemCodeIdempotencyKeyReused,ProblemCodeSandboxIdTaken,ProblemCodePoolExists,ProblemCodePoolEmpty,ProblemCodeUnknownProvider,ProblemCodeProviderUnavailable,ProblemCodeNotSupported,ProblemCodePayloadTooLarge,ProblemCodeQuotaExceeded,ProblemCodeRequestTimeout,ProblemCodeFileNotFound,ProblemCodeIsDirectory,ProblemCodePermissionDenied,ProblemCodeInvalidPath,ProblemCodePortUnreachable,ProblemCodePreviewGone,ProblemCodeInternal,ProblemCodeUnavailable"`
 	// State is the sandbox's current state, for SANDBOX_STATE_CONFLICT; absent otherwise.
 	State string `json:"state,omitempty" extensions:"x-enum-schema=SandboxState" enums:"requested,creating,ready,pausing,paused,resuming,cancelled,terminated,failed" x-enum-varnames:"SandboxStateRequested,SandboxStateCreating,SandboxStateReady,SandboxStatePausing,SandboxStatePaused,SandboxStateResuming,SandboxStateCancelled,SandboxStateTerminated,SandboxStateFailed" example:"terminated"`
 	// RequestID identifies the request in Tether's logs (the X-Request-ID response header).
@@ -52,6 +52,8 @@ var statusOf = map[sandbox.Code]int{
 	sandbox.CodeIsDirectory:          http.StatusBadRequest,
 	sandbox.CodePermissionDenied:     http.StatusForbidden,
 	sandbox.CodeInvalidPath:          http.StatusBadRequest,
+	sandbox.CodePortUnreachable:      http.StatusBadGateway,
+	sandbox.CodePreviewGone:          http.StatusGone,
 	sandbox.CodeInternal:             http.StatusInternalServerError,
 	sandbox.CodeUnavailable:          http.StatusServiceUnavailable,
 }
@@ -115,7 +117,8 @@ func problemFor(c *gin.Context, log *slog.Logger, err error) Problem {
 	case e.Code == sandbox.CodeUnavailable:
 		log.WarnContext(c.Request.Context(), "request failed: registry unavailable", "err", err,
 			"request_id", requestID(c), "method", c.Request.Method, "path", c.FullPath())
-	case status >= 500 && e.Code != sandbox.CodeProviderUnavailable && e.Code != sandbox.CodeNotSupported:
+	case status >= 500 && e.Code != sandbox.CodeProviderUnavailable && e.Code != sandbox.CodeNotSupported &&
+		e.Code != sandbox.CodePortUnreachable:
 		log.ErrorContext(c.Request.Context(), "request failed", "err", err,
 			"request_id", requestID(c), "method", c.Request.Method, "path", c.FullPath())
 		detail = "an internal error occurred; quote the request id when reporting it"

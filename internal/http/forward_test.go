@@ -169,7 +169,8 @@ func setupTwoNodes(t *testing.T, maxFile int64, drainA context.Context) twoNodes
 		defer cancel()
 		ex.Stop(sctx)
 	})
-	sb := out.a.create(t, keyA, map[string]any{})
+	// It listens on port 8080 (the sim's echo; TestForwardedPorts).
+	sb := out.a.create(t, keyA, map[string]any{"params": map[string]any{"ports": []int{8080}}})
 	out.onB = sb.ID
 	deadline := time.Now().Add(10 * time.Second)
 	for out.a.get(t, keyA, sb.ID).State != "ready" {
@@ -410,8 +411,11 @@ func TestForwardableRoutes(t *testing.T) {
 		"PUT /v1/sandboxes/:id/files": true, "GET /v1/sandboxes/:id/files": true,
 		"PUT /v1/sandboxes/:id/archive": true, "GET /v1/sandboxes/:id/archive": true,
 	}
+	for _, m := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"} {
+		forwardable[m+" /v1/sandboxes/:id/ports/:port/*path"] = true
+	}
 	table := map[string]bool{}
-	params := strings.NewReplacer(":id", n.onB, ":owner", "owner-1")
+	params := strings.NewReplacer(":id", n.onB, ":owner", "owner-1", ":port", "8080", "*path", "x", ":preview_id", "prv_x")
 	for _, rt := range n.b.Handler.(*gin.Engine).Routes() {
 		route := rt.Method + " " + rt.Path
 		table[route] = true

@@ -58,8 +58,12 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 		providers[p.Name()] = p
 	}
 
+	q := newQuotas(deps.Store, cfg)
+	dp := newAuditedStore(deps.Store, deps.Metrics)
+	cl := cluster.New(deps.Nodes)
+	previews := previewServer{log: log, st: dp, providers: providers, cluster: cl, draining: draining, quotas: q, host: cfg.PreviewHost}
 	r.Use(withRecovery(log), withRequestID(), withBodyPacing(cfg.MinBodyRate, cfg.BodyGrace, cfg.MaxBodyTime),
-		withLogging(log), withMetrics(deps.Metrics))
+		withLogging(log), withMetrics(deps.Metrics), previews.withPreviewHosts(h))
 	r.NoRoute(h(func(c *gin.Context) error {
 		return sandbox.Errorf(sandbox.CodeNotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path)
 	}))
@@ -83,12 +87,9 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	if cfg.AuthCacheTTL > 0 {
 		auth = newKeyCache(deps.Store, cfg.AuthCacheTTL)
 	}
-	q := newQuotas(deps.Store, cfg)
-	// The data plane records what it does through this, which counts the
+	// The data plane records what it does through dp, which counts the
 	// records that fail.
-	dp := newAuditedStore(deps.Store, deps.Metrics)
 	problem := func(c *gin.Context, err error) { writeError(c, log, err) }
-	cl := cluster.New(deps.Nodes)
 	v1 := r.Group("/v1", withAuth(log, auth, q, cl, deps.Authenticated))
 	data := dataRoutes{group: v1, cluster: cl, routed: withNodeRouting(log, deps.Store, cl, draining)}
 	body := withBodyLimit(cfg.MaxBodyBytes)
@@ -109,6 +110,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	data.handle(http.MethodGet, "/sandboxes/:id/files", h(handleFileGet(log, cfg, dp, providers)))
 	data.handle(http.MethodPut, "/sandboxes/:id/archive", h(handleArchivePut(log, cfg, dp, providers)), withBodyLimit(cfg.MaxFileBytes))
 	data.handle(http.MethodGet, "/sandboxes/:id/archive", h(handleArchiveGet(log, cfg, dp, providers)))
+	addPortRoutes(r, data, h, log, cfg, deps, dp, providers, previews)
 	v1.GET("/events", h(handleEvents(deps.Store)))
 	v1.GET("/reconcile-events", h(handleReconcileEvents(deps.Store)))
 	v1.GET("/events/stream", h(handleEventStream(deps.Store, deps.Changes, &streamSlots{max: cfg.MaxStreamsPerTenant, n: map[string]int{}}, draining)))
@@ -133,6 +135,22 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.GET("/pools/:name", h(handlePoolGet(deps.Store)))
 	v1.PATCH("/pools/:name", body, h(handlePoolUpdate(deps.Store)))
 	v1.DELETE("/pools/:name", h(handlePoolDelete(deps.Store)))
+}
+
+// addPortRoutes adds the ports' routes (a sandbox's ports through the
+// API, and preview URLs) and the previews' management.
+func addPortRoutes(r *gin.Engine, data dataRoutes, h func(handlerFunc) gin.HandlerFunc, log *slog.Logger, cfg Config, deps Deps,
+	dp auditedStore, providers map[string]sandbox.Provider, previews previewServer,
+) {
+	for _, m := range portMethods {
+		data.handle(m, "/sandboxes/:id/ports/:port/*path", portOps[m](h(handleSandboxPort(log, dp, providers))), h(checkPort()))
+		// Preview URLs: no API key; the token is checked instead.
+		r.Handle(m, "/p/:token/*path", previewOps[m](h(previews.handlePreview())))
+	}
+	body := withBodyLimit(cfg.MaxBodyBytes)
+	data.group.POST("/sandboxes/:id/previews", body, h(handlePreviewCreate(cfg, deps.Store, providers)))
+	data.group.GET("/sandboxes/:id/previews", h(handlePreviewList(deps.Store)))
+	data.group.DELETE("/sandboxes/:id/previews/:preview_id", h(handlePreviewRevoke(deps.Store)))
 }
 
 // dataRoutes registers the data plane's routes on group. They are the only

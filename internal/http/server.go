@@ -86,6 +86,16 @@ type Config struct {
 	// (loopback, private, link-local, metadata).
 	WebhookMaxEndpoints int
 	WebhookAllowPrivate bool
+	// PreviewBaseURL is Tether's external address, which preview URLs
+	// begin with ("" takes the request's scheme and Host). PreviewTTL is a
+	// preview's lifetime when its create asks for none, PreviewMaxTTL the
+	// most one may ask for. PreviewHost, if set, turns on wildcard host
+	// mode: previews are {port}-{sandbox}.PreviewHost, an origin of their
+	// own each, rather than /p/{token}/ on Tether's host.
+	PreviewBaseURL string
+	PreviewTTL     time.Duration
+	PreviewMaxTTL  time.Duration
+	PreviewHost    string
 }
 
 // Deps are the collaborators the API needs.
@@ -137,6 +147,7 @@ type Store interface {
 	nodeLister
 	webhookStore
 	poolStore
+	previewStore
 }
 
 // API defaults, for zero Config fields.
@@ -180,6 +191,8 @@ func (c Config) withDefaults() Config {
 	c.BodyGrace = cmp.Or(c.BodyGrace, DefaultBodyGrace)
 	c.MaxBodyTime = cmp.Or(c.MaxBodyTime, DefaultMaxBodyTime)
 	c.WebhookMaxEndpoints = cmp.Or(c.WebhookMaxEndpoints, DefaultWebhookMaxEndpoints)
+	c.PreviewTTL = cmp.Or(c.PreviewTTL, DefaultPreviewTTL)
+	c.PreviewMaxTTL = cmp.Or(c.PreviewMaxTTL, DefaultPreviewMaxTTL)
 	return c
 }
 

@@ -136,7 +136,11 @@ func TestSwaggerDocumentsTheAPI(t *testing.T) {
 		}
 		path, probe := rt.Path, rt.Path
 		for _, seg := range strings.Split(rt.Path, "/") {
-			if name, ok := strings.CutPrefix(seg, ":"); ok {
+			name, ok := strings.CutPrefix(seg, ":")
+			if !ok {
+				name, ok = strings.CutPrefix(seg, "*")
+			}
+			if ok {
 				path = strings.Replace(path, seg, "{"+name+"}", 1)
 				value := "probe-owner"
 				if name == "id" {

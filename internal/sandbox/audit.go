@@ -53,6 +53,11 @@ const (
 	ActivityFileWrite    ActivityKind = "file_write"
 	ActivityArchiveRead  ActivityKind = "archive_read"
 	ActivityArchiveWrite ActivityKind = "archive_write"
+	// ActivityPort is an HTTP request or WebSocket connection the API
+	// proxied to a port in the sandbox; ActivityPreview, one that came
+	// through a preview URL.
+	ActivityPort    ActivityKind = "port"
+	ActivityPreview ActivityKind = "preview"
 )
 
 // MaxActivityTarget bounds the command or path an activity record keeps,
@@ -68,7 +73,8 @@ type Activity struct {
 	Caller    Caller
 	Kind      ActivityKind
 	// Target is the command of an exec (truncated to MaxActivityTarget),
-	// or the path of a file or archive transfer.
+	// the path of a file or archive transfer, or the method and path of a
+	// port's request ("GET /index.html", no query).
 	Target string
 	// ExitCode is the exec's exit code; nil for transfers and for an exec
 	// that did not finish.
@@ -83,4 +89,10 @@ type Activity struct {
 	OOMKilled bool
 	// Error is why the operation failed, empty when it succeeded.
 	Error string
+	// Port, Status and PreviewID are a port's traffic's (ActivityPort,
+	// ActivityPreview): the port, the HTTP status answered (101 for a
+	// WebSocket) and the preview it came through; zero for the others.
+	Port      int
+	Status    int
+	PreviewID string
 }

@@ -41,7 +41,12 @@ const (
 	CodeIsDirectory      = provider.CodeIsDirectory
 	CodePermissionDenied = provider.CodePermissionDenied
 	CodeInvalidPath      = provider.CodeInvalidPath
-	CodeInternal         = provider.CodeInternal
+	// CodePortUnreachable: nothing listens on the port inside the sandbox.
+	CodePortUnreachable = provider.CodePortUnreachable
+	CodeInternal        = provider.CodeInternal
+	// CodePreviewGone: a preview URL that expired, was revoked, or whose
+	// sandbox ended.
+	CodePreviewGone Code = "PREVIEW_GONE"
 	// CodeUnavailable: a dependency (Postgres) cannot be reached right now;
 	// the request may be retried.
 	CodeUnavailable Code = "UNAVAILABLE"

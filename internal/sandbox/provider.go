@@ -34,7 +34,16 @@ type (
 	// Watcher is the optional capability of noticing lost resources at
 	// once.
 	Watcher = provider.Watcher
+	// PortDialer is the optional capability of connecting to a port
+	// inside a sandbox.
+	PortDialer = provider.PortDialer
 )
+
+// CanDialPorts reports whether p connects to ports inside sandboxes.
+func CanDialPorts(p Provider) bool {
+	_, ok := p.(PortDialer)
+	return ok
+}
 
 // CanPause reports whether p pauses and resumes sandboxes.
 func CanPause(p Provider) bool {

@@ -25,11 +25,11 @@ func (s *Store) RecordActivity(ctx context.Context, a sandbox.Activity) error {
 	}
 	_, err := s.work.Exec(ctx, `
 		INSERT INTO sandbox_activity (sandbox_id, tenant, at, key_id, key_name, kind, target,
-			exit_code, bytes, duration_ms, timed_out, error, oom_killed)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+			exit_code, bytes, duration_ms, timed_out, error, oom_killed, port, http_status, preview_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 		a.SandboxID, a.Tenant, a.At, nullable(a.Caller.KeyID), nullable(a.Caller.KeyName), string(a.Kind),
 		truncateUTF8(a.Target, sandbox.MaxActivityTarget), a.ExitCode, a.Bytes, a.Duration.Milliseconds(), a.TimedOut,
-		nullable(a.Error), a.OOMKilled)
+		nullable(a.Error), a.OOMKilled, nullableInt(a.Port), nullableInt(a.Status), nullable(a.PreviewID))
 	if err != nil {
 		return wrap("record activity", err)
 	}
@@ -42,7 +42,8 @@ func (s *Store) RecordActivity(ctx context.Context, a sandbox.Activity) error {
 func (s *Store) SandboxActivity(ctx context.Context, sandboxID string, after int64, limit int) ([]sandbox.Activity, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT id, sandbox_id, tenant, at, coalesce(key_id, ''), coalesce(key_name, ''), kind, target,
-			exit_code, bytes, duration_ms, timed_out, coalesce(error, ''), oom_killed
+			exit_code, bytes, duration_ms, timed_out, coalesce(error, ''), oom_killed,
+			coalesce(port, 0), coalesce(http_status, 0), coalesce(preview_id, '')
 		FROM sandbox_activity
 		WHERE sandbox_id = $1 AND (sandbox_id, id) > ($1, $2) ORDER BY sandbox_id, id LIMIT $3`, sandboxID, after, limit)
 	if err != nil {
@@ -54,7 +55,8 @@ func (s *Store) SandboxActivity(ctx context.Context, sandboxID string, after int
 			ms int64
 		)
 		err := r.Scan(&a.ID, &a.SandboxID, &a.Tenant, &a.At, &a.Caller.KeyID, &a.Caller.KeyName, &a.Kind, &a.Target,
-			&a.ExitCode, &a.Bytes, &ms, &a.TimedOut, &a.Error, &a.OOMKilled)
+			&a.ExitCode, &a.Bytes, &ms, &a.TimedOut, &a.Error, &a.OOMKilled,
+			&a.Port, &a.Status, &a.PreviewID)
 		a.Duration = time.Duration(ms) * time.Millisecond
 		return a, err
 	})
@@ -73,4 +75,12 @@ func truncateUTF8(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// nullableInt is n, or NULL for zero.
+func nullableInt(n int) *int {
+	if n == 0 {
+		return nil
+	}
+	return &n
 }

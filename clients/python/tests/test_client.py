@@ -203,3 +203,47 @@ def test_pause_and_resume_sync_and_async(client: Tether):
                 await a.delete_sandbox(s.id)
 
     assert asyncio.run(run()) == ("paused", "ready", "NOT_FOUND")
+
+
+def test_ports_and_previews_sync_and_async(client: Tether):
+    import httpx
+
+    from conftest import wait_for
+
+    sb = client.wait_sandbox(client.create_sandbox(provider="local", labels=LABELS).id, timeout=60)
+    try:
+        res = client.exec(
+            sb.id,
+            "mkdir -p /workspace/www && printf hi > /workspace/www/index.html && cd /workspace/www && "
+            "(python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &)",
+        )
+        assert res.exit_code == 0
+        url = client.port_url(sb.id, 8000, "/index.html")
+        assert url == f"{URL.rstrip('/')}/v1/sandboxes/{sb.id}/ports/8000/index.html"
+        headers = {"Authorization": f"Bearer {KEY}"}
+        got, _ = wait_for(lambda: httpx.get(url, headers=headers), lambda r: r.status_code == 200, 30, "served")
+        assert got.text == "hi"
+        assert httpx.get(client.port_url(sb.id, 8001)).status_code == 401  # the API key is needed
+        assert httpx.get(client.port_url(sb.id, 8001), headers=headers).json()["code"] == "PORT_UNREACHABLE"
+        with pytest.raises(ValueError):
+            client.port_url(sb.id, 0)
+
+        preview = client.create_preview(sb.id, 8000, ttl_seconds=600)
+        assert preview.port == 8000 and preview.token and preview.url
+        assert httpx.get(preview.url + "index.html").text == "hi"  # no API key
+
+        async def run() -> None:
+            async with AsyncTether(URL, KEY) as a:
+                listed = await a.list_previews(sb.id)
+                assert [p.id for p in listed] == [preview.id] and listed[0].token is None
+                revoked = await a.revoke_preview(sb.id, preview.id)
+                assert revoked.revoked_at is not None
+                p2 = await a.create_preview(sb.id, 8000)
+                assert httpx.get(p2.url + "index.html").text == "hi"
+
+        asyncio.run(run())
+        gone = httpx.get(preview.url)
+        assert gone.status_code == 410 and gone.json()["code"] == "PREVIEW_GONE"
+        assert any(p.capabilities.ports for p in client.providers() if p.name == "local")
+    finally:
+        client.delete_sandbox(sb.id)

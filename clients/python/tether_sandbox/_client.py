@@ -332,6 +332,28 @@ class _API:
         """The server's enabled providers (list[ProviderInfo])."""
         return self._run(_core.list_providers())
 
+    # -- ports and previews (docs/ports.md) -------------------------------
+
+    def port_url(self, sandbox_id: str, port: int, path: str = "/") -> str:
+        """The URL of path on port in the sandbox, through the API: send it
+        the API key (the client's headers) with any HTTP or WebSocket
+        client. 502 PORT_UNREACHABLE: nothing listens there."""
+        return self.base_url.rstrip("/") + _core.port_path(sandbox_id, port, path)
+
+    def create_preview(self, sandbox_id: str, port: int, *, ttl_seconds: Optional[int] = None) -> Any:
+        """A preview URL of the port that needs no API key (Preview, with
+        url and token, shown this once), until ttl_seconds (the server's
+        PREVIEW_TTL by default) pass, it is revoked, or the sandbox ends."""
+        return self._run(_core.create_preview(sandbox_id, port, ttl_seconds=ttl_seconds))
+
+    def list_previews(self, sandbox_id: str) -> Any:
+        """The sandbox's previews, oldest first, without tokens (list[Preview])."""
+        return self._run(_core.list_previews(sandbox_id))
+
+    def revoke_preview(self, sandbox_id: str, preview_id: str) -> Any:
+        """Revoke the preview at once (the Preview, revoked_at set)."""
+        return self._run(_core.revoke_preview(sandbox_id, preview_id))
+
     # -- webhooks (docs/webhooks.md; the API key needs manage_keys) -------
 
     def create_webhook(

@@ -33,6 +33,7 @@ from ._models import (
     ExecResult,
     OwnerLease,
     OwnerRelease,
+    Preview,
     ProviderInfo,
     RenewedSandbox,
     Sandbox,
@@ -459,6 +460,40 @@ def write_archive(sandbox_id: str, path: str, tar: bytes) -> Op[None]:
 def list_providers() -> Op[list[ProviderInfo]]:
     resp = yield Call("GET", "/v1/providers")
     return [ProviderInfo.from_json(p) for p in resp.json().get("items") or []]
+
+
+# -- ports and previews (docs/ports.md) -----------------------------------
+
+
+def _port(port: int) -> int:
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ValueError(f"port must be an int 1-65535, got {port!r}")
+    return port
+
+
+def port_path(sandbox_id: str, port: int, path: str = "/") -> str:
+    """The API's path to path on port in the sandbox (sent with the API key)."""
+    return _sandbox_path(sandbox_id, f"/ports/{_port(port)}/{path.lstrip('/')}")
+
+
+def create_preview(sandbox_id: str, port: int, *, ttl_seconds: Optional[int] = None) -> Op[Preview]:
+    """A preview URL of the port: it works without the API key until it
+    expires, is revoked or the sandbox ends; its token is shown only now."""
+    body: dict[str, Any] = {"port": _port(port)}
+    if ttl_seconds is not None:
+        body["ttl_seconds"] = int(ttl_seconds)
+    resp = yield Call("POST", _sandbox_path(sandbox_id, "/previews"), json=body)
+    return Preview.from_json(resp.json())
+
+
+def list_previews(sandbox_id: str) -> Op[list[Preview]]:
+    resp = yield Call("GET", _sandbox_path(sandbox_id, "/previews"))
+    return [Preview.from_json(p) for p in resp.json().get("items") or []]
+
+
+def revoke_preview(sandbox_id: str, preview_id: str) -> Op[Preview]:
+    resp = yield Call("DELETE", _sandbox_path(sandbox_id, f"/previews/{_seg(preview_id)}"))
+    return Preview.from_json(resp.json())
 
 
 # -- webhooks ------------------------------------------------------------

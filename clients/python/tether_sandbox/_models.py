@@ -25,6 +25,7 @@ __all__ = [
     "OwnerRelease",
     "Capabilities",
     "ProviderInfo",
+    "Preview",
     "Webhook",
     "CreatedWebhook",
     "WebhookDelivery",
@@ -269,6 +270,9 @@ class OwnerRelease:
 class Capabilities:
     exec: bool = False
     files: bool = False
+    pause: bool = False
+    ports: bool = False
+    """The provider reaches ports in sandboxes (port_url, create_preview)."""
 
 
 @dataclass
@@ -291,7 +295,9 @@ class ProviderInfo:
             default=bool(d.get("default")),
             available=bool(d.get("available")),
             reason=_str(d.get("reason")),
-            capabilities=Capabilities(bool(caps.get("exec")), bool(caps.get("files"))),
+            capabilities=Capabilities(
+                bool(caps.get("exec")), bool(caps.get("files")), bool(caps.get("pause")), bool(caps.get("ports"))
+            ),
             work_dir=_str(d.get("work_dir")),
             notes=list(d.get("notes") or []),
         )
@@ -393,3 +399,35 @@ class WebhookDeliveryPage:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "WebhookDeliveryPage":
         return cls([WebhookDelivery.from_json(i) for i in d.get("items") or []], _str(d.get("next_cursor")))
+
+
+@dataclass
+class Preview:
+    """A preview URL of a port of a sandbox (docs/ports.md). url and token
+    are set only in the answer to its creation."""
+
+    id: str
+    sandbox_id: str
+    port: int
+    url: Optional[str] = None
+    token: Optional[str] = None
+    created_at: Optional[datetime] = None
+    expires_at: Optional[datetime] = None
+    revoked_at: Optional[datetime] = None
+    key_id: Optional[str] = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Preview":
+        return cls(
+            id=d.get("id") or "",
+            sandbox_id=d.get("sandbox_id") or "",
+            port=int(d.get("port") or 0),
+            url=_str(d.get("url")),
+            token=_str(d.get("token")),
+            created_at=parse_time(d.get("created_at")),
+            expires_at=parse_time(d.get("expires_at")),
+            revoked_at=parse_time(d.get("revoked_at")),
+            key_id=_str(d.get("key_id")),
+            raw=d,
+        )

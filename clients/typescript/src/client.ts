@@ -26,6 +26,9 @@ export type CreatedWebhook = Schemas["CreatedWebhook"];
 export type WebhookDelivery = Schemas["WebhookDelivery"];
 export type WebhookDeliveryList = Schemas["WebhookDeliveryList"];
 export type ReplayWebhookRequest = Schemas["ReplayWebhookRequest"];
+export type Preview = Schemas["Preview"];
+export type PreviewList = Schemas["PreviewList"];
+export type PreviewRequest = Schemas["PreviewRequest"];
 export type ListWebhookDeliveriesQuery = NonNullable<paths["/v1/webhooks/{id}/deliveries"]["get"]["parameters"]["query"]>;
 
 /** Options every call takes. */
@@ -266,6 +269,51 @@ export class TetherClient {
   /** GET /v1/events: the tenant's events. */
   listEvents(query: ListEventsQuery = {}, opts: CallOptions = {}): Promise<EventList> {
     return this.#call(opts.signal, () => this.#api.GET("/v1/events", { params: { query }, signal: opts.signal }));
+  }
+
+  // --- ports and previews (docs/ports.md) ---
+
+  /**
+   * The URL of path on port in the sandbox, through the API; send it the
+   * API key (fetchPort does), or open a WebSocket on its ws:// form with an
+   * Authorization header.
+   */
+  portUrl(id: string, port: number, path = "/"): string {
+    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new RangeError(`port must be an integer 1-65535, got ${port}`);
+    return `${this.baseUrl}/v1/sandboxes/${encodeURIComponent(id)}/ports/${port}/${path.replace(/^\/+/, "")}`;
+  }
+
+  /**
+   * fetch of path on port in the sandbox, with the API key: the app's
+   * answer whatever its status. Tether's own refusals are problems
+   * (application/problem+json): 502 PORT_UNREACHABLE when nothing listens.
+   */
+  async fetchPort(id: string, port: number, path = "/", init: RequestInit = {}): Promise<Response> {
+    const headers = new Headers(init.headers);
+    headers.set("Authorization", `Bearer ${this.#apiKey}`);
+    try {
+      return await this.#fetch(this.portUrl(id, port, path), { ...init, headers });
+    } catch (err) {
+      if (init.signal?.aborted) throw abortReason(init.signal);
+      throw networkError(err);
+    }
+  }
+
+  /** POST /v1/sandboxes/{id}/previews: a URL of the port that needs no API key; its token is shown this once. */
+  createPreview(id: string, body: PreviewRequest, opts: CallOptions = {}): Promise<Preview> {
+    return this.#call(opts.signal, () => this.#api.POST("/v1/sandboxes/{id}/previews", { params: { path: { id } }, body, signal: opts.signal }));
+  }
+
+  /** GET /v1/sandboxes/{id}/previews: the sandbox's previews, oldest first, without tokens. */
+  listPreviews(id: string, opts: CallOptions = {}): Promise<PreviewList> {
+    return this.#call(opts.signal, () => this.#api.GET("/v1/sandboxes/{id}/previews", { params: { path: { id } }, signal: opts.signal }));
+  }
+
+  /** DELETE /v1/sandboxes/{id}/previews/{preview_id}: the preview stops working at once. */
+  revokePreview(id: string, previewId: string, opts: CallOptions = {}): Promise<Preview> {
+    return this.#call(opts.signal, () =>
+      this.#api.DELETE("/v1/sandboxes/{id}/previews/{preview_id}", { params: { path: { id, preview_id: previewId } }, signal: opts.signal }),
+    );
   }
 
   // --- webhooks (docs/webhooks.md; the API key needs manage_keys) ---

@@ -59,7 +59,7 @@ const codes: ReadonlySet<string> = new Set<ProblemCode>([
   "INVALID_REQUEST", "UNAUTHENTICATED", "FORBIDDEN", "NOT_FOUND", "SANDBOX_STATE_CONFLICT",
   "IDEMPOTENCY_KEY_REUSED", "UNKNOWN_PROVIDER", "PROVIDER_UNAVAILABLE", "NOT_SUPPORTED",
   "PAYLOAD_TOO_LARGE", "QUOTA_EXCEEDED", "REQUEST_TIMEOUT", "FILE_NOT_FOUND", "IS_DIRECTORY", "PERMISSION_DENIED",
-  "INVALID_PATH", "INTERNAL", "UNAVAILABLE",
+  "INVALID_PATH", "PORT_UNREACHABLE", "PREVIEW_GONE", "INTERNAL", "UNAVAILABLE",
 ]);
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -81,7 +81,9 @@ function statusCode(status: number): ProblemCode {
     case 408: return "REQUEST_TIMEOUT";
     case 413: return "PAYLOAD_TOO_LARGE";
     case 429: return "QUOTA_EXCEEDED";
+    case 410: return "PREVIEW_GONE";
     case 501: return "NOT_SUPPORTED";
+    case 502: return "PORT_UNREACHABLE";
     case 503: return "UNAVAILABLE";
     default: return status >= 500 ? "INTERNAL" : "INVALID_REQUEST";
   }

@@ -4,7 +4,7 @@ export type {
   Health, ListEventsQuery, ListSandboxEventsQuery, ListSandboxesQuery, OwnerLease as OwnerLeaseInfo, OwnerRelease,
   Provider, ProviderList, Sandbox, SandboxList, SandboxReason, TetherClientOptions, WaitOptions,
   CreatedWebhook, CreateWebhookRequest, ListWebhookDeliveriesQuery, ReplayWebhookRequest, Webhook, WebhookDelivery,
-  WebhookDeliveryList, WebhookList,
+  WebhookDeliveryList, WebhookList, Preview, PreviewList, PreviewRequest,
 } from "./client.js";
 export { verifySignature, SIGNATURE_HEADER, DELIVERY_HEADER } from "./webhooks.js";
 export type { VerifyOptions } from "./webhooks.js";

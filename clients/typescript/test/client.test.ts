@@ -227,3 +227,39 @@ test("pause and resume a local sandbox: its processes stop and go on", async (t)
   await until(before + 2);
   await assert.rejects(client.resumeSandbox("sbx_00000000000000000000000000"), (err: unknown) => err instanceof TetherError && err.code === "NOT_FOUND");
 });
+
+test("ports and preview URLs of a real local sandbox", async (t) => {
+  const created = await client.createSandbox({ provider: "local", labels: { suite: "ts-client" } });
+  t.after(async () => {
+    await client.deleteSandbox(created.id);
+  });
+  const sb = await client.waitSandbox(created.id, { timeoutMs: 60_000 });
+  const started = await client.exec(sb.id, {
+    command: "mkdir -p /workspace/www && printf hi > /workspace/www/index.html && cd /workspace/www && (python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &)",
+  });
+  assert.equal(started.exit_code, 0);
+  assert.equal(client.portUrl(sb.id, 8000, "/index.html"), `${client.baseUrl}/v1/sandboxes/${sb.id}/ports/8000/index.html`);
+  assert.throws(() => client.portUrl(sb.id, 0), RangeError);
+  let res = await client.fetchPort(sb.id, 8000, "index.html");
+  for (const deadline = Date.now() + 30_000; res.status !== 200 && Date.now() < deadline; ) {
+    await new Promise((r) => setTimeout(r, 100));
+    res = await client.fetchPort(sb.id, 8000, "index.html");
+  }
+  assert.equal(res.status, 200);
+  assert.equal(await res.text(), "hi");
+  const refused = await client.fetchPort(sb.id, 8001);
+  assert.equal(refused.status, 502);
+  assert.equal(((await refused.json()) as { code: string }).code, "PORT_UNREACHABLE");
+
+  const preview = await client.createPreview(sb.id, { port: 8000, ttl_seconds: 600 });
+  assert.ok(preview.url && preview.token);
+  const open = await fetch(`${preview.url}index.html`); // no API key
+  assert.equal(await open.text(), "hi");
+  const list = await client.listPreviews(sb.id);
+  assert.deepEqual(list.items.map((p) => [p.id, p.token]), [[preview.id, null]]);
+  const revoked = await client.revokePreview(sb.id, preview.id);
+  assert.ok(revoked.revoked_at);
+  const gone = await fetch(preview.url);
+  assert.equal(gone.status, 410);
+  await assert.rejects(client.createPreview(sb.id, { port: 0 }), (err: unknown) => err instanceof TetherError && err.code === "INVALID_REQUEST");
+});

@@ -393,6 +393,7 @@ func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 			p.shareNote(),
 			p.workspace.Note(p.limits.WorkspaceMB, p.maxLimits.WorkspaceMB),
 			outputNote,
+			portsNote,
 		},
 	}
 }

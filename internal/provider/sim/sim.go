@@ -25,6 +25,8 @@
 //
 //	ignore_cancel     the create completes even if its caller gives up, like
 //	                  a cloud API call that was already sent ("late" creation)
+//	ports             the ports the sandbox's simulated server listens on
+//	                  (an echo of HTTP and WebSocket traffic; ports.go)
 package sim
 
 import (
@@ -86,7 +88,12 @@ type Params struct {
 	PauseDelayMS   int    `json:"pause_delay_ms,omitempty"`
 	Fail           string `json:"fail,omitempty"`
 	IgnoreCancel   bool   `json:"ignore_cancel,omitempty"`
+	// Ports are the ports the simulated sandbox listens on (ports.go).
+	Ports []int `json:"ports,omitempty"`
 }
+
+// maxPorts bounds params.ports.
+const maxPorts = 16
 
 func parseParams(raw json.RawMessage) (Params, error) {
 	var p Params
@@ -108,6 +115,14 @@ func parseParams(raw json.RawMessage) (Params, error) {
 		"pause_delay_ms": p.PauseDelayMS} {
 		if ms < 0 || int64(ms) > maxDelay.Milliseconds() {
 			return p, provider.Errorf(provider.CodeInvalidRequest, "params.%s must be between 0 and %d", name, maxDelay.Milliseconds())
+		}
+	}
+	if len(p.Ports) > maxPorts {
+		return p, provider.Errorf(provider.CodeInvalidRequest, "params.ports may name at most %d ports", maxPorts)
+	}
+	for _, port := range p.Ports {
+		if port < 1 || port > 65535 {
+			return p, provider.Errorf(provider.CodeInvalidRequest, "params.ports must be ports 1-65535 (got %d)", port)
 		}
 	}
 	return p, nil

@@ -1,0 +1,284 @@
+package http
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// Ports: HTTP and WebSocket traffic proxied to 127.0.0.1:{port} inside a
+// ready sandbox, over a connection its provider makes there
+// (sandbox.PortDialer), never through the host's network. Two ways in:
+// /v1/sandboxes/{id}/ports/{port}/{path} with an API key, and preview URLs
+// (previews.go) without one. Each request (or WebSocket connection) is one
+// activity record once it ends.
+
+// portDialTimeout bounds the connection to a sandbox's port.
+const portDialTimeout = 10 * time.Second
+
+// portMethods are the methods the port routes proxy.
+var portMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+	http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
+// portParam is the request's port: 1-65535, else INVALID_REQUEST.
+func portParam(c *gin.Context) (int, error) {
+	s := c.Param("port")
+	port, err := strconv.Atoi(s)
+	if err != nil || port < 1 || port > 65535 || strconv.Itoa(port) != s {
+		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "port must be a number 1-65535 (got %q)", s)
+	}
+	return port, nil
+}
+
+// checkPort refuses a bad port before the call is routed (see
+// dataRoutes), and lets an upgraded connection outlive the server's read
+// timeout (upgradeWriter).
+func checkPort() handlerFunc {
+	return func(c *gin.Context) error {
+		if _, err := portParam(c); err != nil {
+			return err
+		}
+		c.Writer = upgradeWriter{c.Writer}
+		return nil
+	}
+}
+
+// handleSandboxPort proxies a request to a port in the sandbox (the
+// annotated operations are in ports_ops.go, one per method).
+func handleSandboxPort(log *slog.Logger, st dataPlaneStore, providers map[string]sandbox.Provider) handlerFunc {
+	return func(c *gin.Context) error {
+		port, err := portParam(c)
+		if err != nil {
+			return err
+		}
+		sb, dialer, err := dataPlane[sandbox.PortDialer](c, st, providers, "ports")
+		if err != nil {
+			return err
+		}
+		a := sandbox.Activity{Kind: sandbox.ActivityPort}
+		to := portTarget{prefix: "/v1/sandboxes/" + sb.ID + "/ports/" + strconv.Itoa(port), skip: 5}
+		if id, ok := strings.CutPrefix(callerOf(c).KeyID, previewCallerPrefix); ok && forwarded(c) {
+			// A preview URL's request, forwarded by the replica that
+			// checked its token, which says how the app is served.
+			a.Kind, a.PreviewID = sandbox.ActivityPreview, previewCallerPrefix+id
+			to.prefix = c.GetHeader(hdrPreviewPrefix)
+			to.ownOrigin = c.GetHeader(hdrPreviewOrigin) == "own"
+		}
+		return proxyPort(c, log, st, dialer, sb, port, to, a)
+	}
+}
+
+// The headers a replica forwards a preview's request with: the prefix the
+// app is served under, and whether it has an origin of its own (wildcard
+// hosts). The node honours them only on a call signed for a preview; the
+// app never sees them (stripCredentials).
+const (
+	hdrPreviewPrefix = "Tether-Forwarded-Preview-Prefix"
+	hdrPreviewOrigin = "Tether-Forwarded-Preview-Origin"
+)
+
+// portTarget says where, in the request's path, the sandbox's path begins:
+// after skip segments, which the app sees as X-Forwarded-Prefix.
+type portTarget struct {
+	prefix string
+	skip   int
+	// ownOrigin is set when the app is served from an origin of its own
+	// (wildcard preview hosts), which its pages may then use.
+	ownOrigin bool
+}
+
+// proxyPort proxies the request to port in sb and records it as a.
+func proxyPort(c *gin.Context, log *slog.Logger, st activityRecorder, dialer sandbox.PortDialer, sb sandbox.Sandbox,
+	port int, to portTarget, a sandbox.Activity,
+) error {
+	started := time.Now()
+	path := pathAfter(c.Request.URL.EscapedPath(), to.skip)
+	a.Target, a.Port = c.Request.Method+" "+path, port
+	status, n, err := dialAndProxy(c, dialer, sb.ID, port, path, to)
+	a.Status, a.Bytes = status, &n
+	recordActivity(c, log, st, sb, a, started, err)
+	return err
+}
+
+// dialAndProxy connects to the port and proxies the request over that
+// connection; it returns the status the app answered (0 if none) and the
+// bytes moved both ways.
+func dialAndProxy(c *gin.Context, dialer sandbox.PortDialer, id string, port int, path string, to portTarget) (int, int64, error) {
+	ctx := c.Request.Context()
+	dctx, cancel := context.WithTimeout(ctx, portDialTimeout)
+	conn, err := dialer.DialPort(dctx, id, port)
+	cancel()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = conn.Close() }()
+	var (
+		used    atomic.Bool
+		status  int
+		moved   atomic.Int64
+		failure error
+	)
+	transport := &http.Transport{
+		Proxy: nil, // never through HTTP_PROXY: the connection is the sandbox's
+		DialContext: func(context.Context, string, string) (net.Conn, error) {
+			if used.Swap(true) {
+				return nil, errors.New("the sandbox's connection was used already")
+			}
+			return conn, nil
+		},
+		DisableKeepAlives:      true,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: 1 << 20,
+	}
+	defer transport.CloseIdleConnections()
+	u, err := url.Parse(path)
+	if err != nil {
+		return 0, 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "the path is not valid")
+	}
+	if c.Request.Body != nil && c.Request.Body != http.NoBody {
+		c.Request.Body = &countingBody{ReadCloser: c.Request.Body, n: &moved}
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			out := pr.Out
+			out.URL.Scheme, out.URL.Host = "http", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+			out.URL.Path, out.URL.RawPath = u.Path, u.RawPath
+			out.Host = out.URL.Host
+			pr.SetXForwarded()
+			out.Header.Set("X-Forwarded-Prefix", to.prefix)
+			stripCredentials(out)
+		},
+		Transport:     transport,
+		FlushInterval: -1, // streamed as it comes
+		ModifyResponse: func(resp *http.Response) error {
+			status = resp.StatusCode
+			if !to.ownOrigin {
+				// Served from Tether's origin: the app's pages get an
+				// origin of their own (opaque), never Tether's.
+				resp.Header.Add("Content-Security-Policy", sandboxedCSP)
+			}
+			if rwc, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
+				resp.Body = &countingConn{ReadWriteCloser: rwc, n: &moved}
+			} else {
+				resp.Body = &countingBody{ReadCloser: resp.Body, n: &moved}
+			}
+			return nil
+		},
+		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) { failure = err },
+	}
+	proxy.ServeHTTP(c.Writer, c.Request)
+	if failure == nil {
+		return status, moved.Load(), nil
+	}
+	switch {
+	case ctx.Err() != nil:
+		return status, moved.Load(), ctx.Err()
+	case c.Writer.Written():
+		return status, moved.Load(), nil // the answer had begun; it ends cut short
+	}
+	return status, moved.Load(), sandbox.Errorf(sandbox.CodePortUnreachable,
+		"port %d in sandbox %s closed the connection without an HTTP answer", port, id)
+}
+
+// sandboxedCSP puts a page proxied from a sandbox onto an opaque origin of
+// its own: its scripts run, but never as Tether's origin (which serves the
+// console and the API), so they cannot read what Tether's pages keep.
+const sandboxedCSP = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
+
+// stripCredentials keeps Tether's credentials from the sandbox's app: the
+// API key, a preview's cookie and token, the node-to-node headers.
+func stripCredentials(r *http.Request) {
+	h := r.Header
+	h.Del("Authorization")
+	for name := range h {
+		if strings.HasPrefix(strings.ToLower(name), "tether-forwarded-") {
+			h.Del(name)
+		}
+	}
+	if cookies := r.Cookies(); len(cookies) > 0 {
+		h.Del("Cookie")
+		for _, ck := range cookies {
+			if ck.Name != previewCookie {
+				r.AddCookie(ck)
+			}
+		}
+	}
+	if q := r.URL.Query(); q.Has(previewQuery) {
+		q.Del(previewQuery)
+		r.URL.RawQuery = q.Encode()
+	}
+}
+
+// pathAfter is the escaped path p without its first skip segments,
+// beginning with "/".
+func pathAfter(p string, skip int) string {
+	rest := p
+	for range skip {
+		i := strings.IndexByte(rest[1:], '/')
+		if i < 0 {
+			return "/"
+		}
+		rest = rest[i+1:]
+	}
+	if rest == "" {
+		return "/"
+	}
+	return rest
+}
+
+// upgradeWriter is a response writer whose hijacked connection (a
+// WebSocket's, once upgraded) has no deadline: the server's read timeout
+// bounds a request, not a connection that is no longer HTTP.
+type upgradeWriter struct{ gin.ResponseWriter }
+
+func (w upgradeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := w.ResponseWriter.Hijack()
+	if err == nil {
+		_ = conn.SetDeadline(time.Time{})
+	}
+	return conn, brw, err
+}
+
+// countingBody counts the bytes read through it into n.
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+// countingConn counts the bytes an upgraded connection moves both ways.
+type countingConn struct {
+	io.ReadWriteCloser
+	n *atomic.Int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.ReadWriteCloser.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.ReadWriteCloser.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}

@@ -1,0 +1,440 @@
+package http
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tetherhq/tether/internal/cluster"
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// Preview URLs: a token, made with an API key, that reaches one port of
+// one sandbox without one, until it expires, is revoked or the sandbox
+// ends. Two ways in: /p/{token}/{path} on Tether's own host (path mode),
+// and, with PREVIEW_HOST set, {port}-{sandbox}.PREVIEW_HOST (an origin of
+// its own, for apps that need the root path), where the token arrives
+// once as ?tether_preview_token= and is then a cookie of that host.
+
+// The token's names in wildcard host mode.
+const (
+	previewQuery  = "tether_preview_token"
+	previewCookie = "tether_preview"
+)
+
+// previewCallerPrefix starts the key id a replica forwards a preview's
+// request with: the preview's id (prv_...), which never names an API key.
+const previewCallerPrefix = sandbox.PreviewIDPrefix
+
+// Preview defaults.
+const (
+	DefaultPreviewTTL    = time.Hour
+	DefaultPreviewMaxTTL = 24 * time.Hour
+)
+
+// PreviewRequest is the body of POST /v1/sandboxes/{id}/previews.
+type PreviewRequest struct {
+	// Port is the port in the sandbox the preview reaches.
+	Port int `json:"port" minimum:"1" maximum:"65535" example:"8000"`
+	// TTLSeconds is how long the preview works: absent means the server's default (PREVIEW_TTL), at most PREVIEW_MAX_TTL.
+	TTLSeconds *int64 `json:"ttl_seconds,omitempty" format:"int64" minimum:"1" example:"3600"`
+} // @name PreviewRequest
+
+// Preview is a URL that reaches a port of a sandbox without an API key.
+type Preview struct {
+	ID        string `json:"id" example:"prv_k5m2q7x3w9r4t8vz"`
+	SandboxID string `json:"sandbox_id" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"`
+	Port      int    `json:"port" example:"8000"`
+	// URL is the preview's address, its token included; only in the answer to its creation (null in lists).
+	URL *string `json:"url" extensions:"x-nullable" example:"https://tether.example/p/tpv_Zm9vYmFy/"`
+	// Token is the preview's secret, as in url; shown only once, at creation (null in lists).
+	Token     *string   `json:"token" extensions:"x-nullable" example:"tpv_Zm9vYmFy"`
+	CreatedAt time.Time `json:"created_at" format:"date-time" example:"2026-01-02T15:04:05Z"`
+	ExpiresAt time.Time `json:"expires_at" format:"date-time" example:"2026-01-02T16:04:05Z"`
+	// RevokedAt is when the preview was revoked; null while it is not.
+	RevokedAt *time.Time `json:"revoked_at" extensions:"x-nullable" format:"date-time" example:"2026-01-02T15:30:00Z"`
+	// KeyID is the API key that made it.
+	KeyID *string `json:"key_id" extensions:"x-nullable" example:"key_k5m2q7x3w9r4t8vz"`
+} // @name Preview
+
+// PreviewList is a sandbox's previews, oldest first, revoked and expired ones included.
+type PreviewList struct {
+	Items []Preview `json:"items"`
+} // @name PreviewList
+
+type previewStore interface {
+	sandboxGetter
+	CreatePreview(ctx context.Context, np sandbox.NewPreview) (sandbox.Preview, string, error)
+	SandboxPreviews(ctx context.Context, tenant, sandboxID string) ([]sandbox.Preview, error)
+	RevokePreview(ctx context.Context, tenant, sandboxID, id string) (sandbox.Preview, error)
+	PreviewByToken(ctx context.Context, token string) (sandbox.Preview, error)
+}
+
+func toPreview(p sandbox.Preview) Preview {
+	return Preview{ID: p.ID, SandboxID: p.SandboxID, Port: p.Port, CreatedAt: p.CreatedAt.UTC(), ExpiresAt: p.ExpiresAt.UTC(),
+		RevokedAt: utc(p.RevokedAt), KeyID: optional(p.CreatedBy.KeyID)}
+}
+
+// handlePreviewCreate makes a preview URL of a port of a sandbox.
+//
+//	@Summary		Make a preview URL
+//	@Description	Returns a URL that reaches the port of the ready sandbox without an API key, as /v1/sandboxes/{id}/ports/{port}/ does with one, until it expires (ttl_seconds), is revoked (DELETE) or the sandbox ends; it never starts or resumes the sandbox. The token in it is shown only in this answer. Its traffic is recorded in the sandbox's activity (kind preview). A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED.
+//	@ID				createPreview
+//	@Tags			data plane
+//	@Accept			json
+//	@Produce		json
+//	@Param			id		path		string			true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
+//	@Param			request	body		PreviewRequest	true	"the port and lifetime"
+//	@Success		201		{object}	Preview
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	Problem				"NOT_FOUND"
+//	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT"
+//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		501		{object}	Problem				"NOT_SUPPORTED"
+//	@Failure		503		{object}	Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+//	@Security		BearerAuth
+//	@Router			/v1/sandboxes/{id}/previews [post]
+func handlePreviewCreate(cfg Config, st previewStore, providers map[string]sandbox.Provider) handlerFunc {
+	return func(c *gin.Context) error {
+		var req PreviewRequest
+		if err := decodeJSON(c, &req); err != nil {
+			return err
+		}
+		if req.Port < 1 || req.Port > 65535 {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "port must be 1-65535 (got %d)", req.Port)
+		}
+		ttl := cfg.PreviewTTL
+		if req.TTLSeconds != nil {
+			if *req.TTLSeconds < 1 || *req.TTLSeconds > int64(cfg.PreviewMaxTTL/time.Second) {
+				return sandbox.Errorf(sandbox.CodeInvalidRequest, "ttl_seconds must be 1-%d (PREVIEW_MAX_TTL)", int64(cfg.PreviewMaxTTL/time.Second))
+			}
+			ttl = time.Duration(*req.TTLSeconds) * time.Second
+		}
+		sb, _, err := dataPlane[sandbox.PortDialer](c, st, providers, "ports")
+		if err != nil {
+			return err
+		}
+		p, token, err := st.CreatePreview(c.Request.Context(), sandbox.NewPreview{
+			SandboxID: sb.ID, Tenant: tenantOf(c), Port: req.Port, TTL: ttl, CreatedBy: callerOf(c),
+		})
+		if err != nil {
+			return notFoundAs(err, sb.ID)
+		}
+		out := toPreview(p)
+		u := previewURL(c, cfg, p, token)
+		out.URL, out.Token = &u, &token
+		return writeJSON(c, http.StatusCreated, out)
+	}
+}
+
+// previewURL is the address of preview p with its token.
+func previewURL(c *gin.Context, cfg Config, p sandbox.Preview, token string) string {
+	base := cfg.PreviewBaseURL
+	if base == "" {
+		scheme := "http"
+		if c.Request.TLS != nil {
+			scheme = "https"
+		}
+		base = scheme + "://" + c.Request.Host
+	}
+	if cfg.PreviewHost != "" {
+		scheme := "https"
+		if u, err := url.Parse(base); err == nil && u.Scheme != "" {
+			scheme = u.Scheme
+		}
+		return scheme + "://" + previewHostLabel(p.Port, p.SandboxID) + "." + cfg.PreviewHost + "/?" + previewQuery + "=" + token
+	}
+	return strings.TrimSuffix(base, "/") + "/p/" + token + "/"
+}
+
+// previewHostLabel is the DNS label of a port of a sandbox in wildcard
+// host mode: "8000-sbx-5q3k...".
+func previewHostLabel(port int, id string) string {
+	return strconv.Itoa(port) + "-" + strings.Replace(id, "_", "-", 1)
+}
+
+// handlePreviewList lists a sandbox's previews.
+//
+//	@Summary		List a sandbox's preview URLs
+//	@Description	Every preview of the sandbox, oldest first, revoked and expired ones included; tokens are never shown again.
+//	@ID				listPreviews
+//	@Tags			data plane
+//	@Produce		json
+//	@Param			id	path		string	true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
+//	@Success		200	{object}	PreviewList
+//	@Failure		400	{object}	Problem				"INVALID_REQUEST"
+//	@Failure		401	{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404	{object}	Problem				"NOT_FOUND"
+//	@Failure		429	{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500	{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503	{object}	Problem				"UNAVAILABLE"
+//	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+//	@Security		BearerAuth
+//	@Router			/v1/sandboxes/{id}/previews [get]
+func handlePreviewList(st previewStore) handlerFunc {
+	return func(c *gin.Context) error {
+		if err := onlyQuery(c); err != nil {
+			return err
+		}
+		sb, err := tenantSandbox(c, st)
+		if err != nil {
+			return err
+		}
+		items, err := st.SandboxPreviews(c.Request.Context(), tenantOf(c), sb.ID)
+		if err != nil {
+			return err
+		}
+		out := PreviewList{Items: make([]Preview, len(items))}
+		for i, p := range items {
+			out.Items[i] = toPreview(p)
+		}
+		return writeJSON(c, http.StatusOK, out)
+	}
+}
+
+// handlePreviewRevoke revokes a preview.
+//
+//	@Summary		Revoke a preview URL
+//	@Description	The preview's URL stops working at once (410 PREVIEW_GONE); revoking a revoked preview changes nothing.
+//	@ID				revokePreview
+//	@Tags			data plane
+//	@Produce		json
+//	@Param			id			path		string	true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
+//	@Param			preview_id	path		string	true	"preview id"	example(prv_k5m2q7x3w9r4t8vz)
+//	@Success		200			{object}	Preview
+//	@Failure		400			{object}	Problem				"INVALID_REQUEST"
+//	@Failure		401			{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404			{object}	Problem				"NOT_FOUND"
+//	@Failure		429			{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500			{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503			{object}	Problem				"UNAVAILABLE"
+//	@Header			401			{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429			{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503			{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all			{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+//	@Security		BearerAuth
+//	@Router			/v1/sandboxes/{id}/previews/{preview_id} [delete]
+func handlePreviewRevoke(st previewStore) handlerFunc {
+	return func(c *gin.Context) error {
+		if err := onlyQuery(c); err != nil {
+			return err
+		}
+		sb, err := tenantSandbox(c, st)
+		if err != nil {
+			return err
+		}
+		id := c.Param("preview_id")
+		if !strings.HasPrefix(id, previewCallerPrefix) || len(id) > 64 {
+			return sandbox.Errorf(sandbox.CodeNotFound, "preview %q not found", id)
+		}
+		p, err := st.RevokePreview(c.Request.Context(), tenantOf(c), sb.ID, id)
+		if errors.Is(err, sandbox.ErrNotFound) {
+			return sandbox.Errorf(sandbox.CodeNotFound, "preview %s of sandbox %s not found", id, sb.ID)
+		}
+		if err != nil {
+			return err
+		}
+		return writeJSON(c, http.StatusOK, toPreview(p))
+	}
+}
+
+// tenantSandbox is the request's sandbox, the tenant's.
+func tenantSandbox(c *gin.Context, st sandboxGetter) (sandbox.Sandbox, error) {
+	id, err := sandboxID(c)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	sb, err := st.GetSandbox(c.Request.Context(), tenantOf(c), id)
+	if err != nil {
+		return sb, notFoundAs(err, id)
+	}
+	return sb, nil
+}
+
+// previewServer serves preview URLs' traffic.
+type previewServer struct {
+	log *slog.Logger
+	st  interface {
+		previewStore
+		activityRecorder
+	}
+	providers map[string]sandbox.Provider
+	cluster   *cluster.Cluster
+	draining  context.Context
+	quotas    *quotas
+	host      string // cfg.PreviewHost
+}
+
+// livePreview is the preview whose token is token, and its sandbox, if
+// both still let a request through: an unknown token is NOT_FOUND;
+// expired, revoked, or of a sandbox that ended, PREVIEW_GONE; of a sandbox
+// that is not ready (paused), SANDBOX_STATE_CONFLICT. Nothing is started.
+func (ps previewServer) livePreview(c *gin.Context, token string) (sandbox.Preview, sandbox.Sandbox, error) {
+	addr := remoteHost(c.Request)
+	if err := ps.quotas.checkAuthFailures(c, addr); err != nil {
+		return sandbox.Preview{}, sandbox.Sandbox{}, err
+	}
+	var p sandbox.Preview
+	var err error = sandbox.ErrNotFound
+	if sandbox.ValidPreviewToken(token) {
+		p, err = ps.st.PreviewByToken(c.Request.Context(), token)
+	}
+	if errors.Is(err, sandbox.ErrNotFound) {
+		ps.quotas.authFailed(addr)
+		return p, sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeNotFound, "no such preview")
+	}
+	if err != nil {
+		return p, sandbox.Sandbox{}, err
+	}
+	switch {
+	case p.RevokedAt != nil:
+		return p, sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodePreviewGone, "the preview was revoked")
+	case !p.Live(time.Now()):
+		return p, sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodePreviewGone, "the preview expired at %s", p.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	sb, err := ps.st.GetSandbox(c.Request.Context(), p.Tenant, p.SandboxID)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return p, sb, sandbox.Errorf(sandbox.CodePreviewGone, "the preview's sandbox is gone")
+	}
+	if err != nil {
+		return p, sb, err
+	}
+	if sb.State.Terminal() {
+		return p, sb, sandbox.Errorf(sandbox.CodePreviewGone, "the preview's sandbox has ended (%s)", sb.State)
+	}
+	if sb.State != sandbox.StateReady {
+		return p, sb, sandbox.StateConflict(sb.ID, sb.State, "preview (the sandbox must be ready; a preview never resumes it)")
+	}
+	return p, sb, nil
+}
+
+// serve passes a live preview's request on: to the sandbox's node if it
+// lives on another (as the node's port route, acting for the preview), or
+// to the port here.
+func (ps previewServer) serve(c *gin.Context, p sandbox.Preview, sb sandbox.Sandbox, to portTarget) error {
+	if ps.cluster != nil && sb.Node != "" && sb.Node != ps.cluster.Self {
+		s := state(c)
+		s.tenant, s.caller = p.Tenant, sandbox.Caller{KeyID: p.ID}
+		rest := pathAfter(c.Request.URL.EscapedPath(), to.skip)
+		u, err := url.Parse("/v1/sandboxes/" + sb.ID + "/ports/" + strconv.Itoa(p.Port) + rest)
+		if err != nil {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "the path is not valid")
+		}
+		c.Request.URL.Path, c.Request.URL.RawPath = u.Path, u.RawPath
+		stripCredentials(c.Request)
+		c.Request.Header.Set(hdrPreviewPrefix, to.prefix)
+		if to.ownOrigin {
+			c.Request.Header.Set(hdrPreviewOrigin, "own")
+		}
+		forward(c, ps.log, ps.cluster, ps.draining, sb)
+		return nil
+	}
+	prov, ok := ps.providers[sb.Provider]
+	if !ok {
+		return sandbox.Errorf(sandbox.CodeProviderUnavailable, "provider %q is not enabled on this server", sb.Provider)
+	}
+	dialer, ok := prov.(sandbox.PortDialer)
+	if !ok {
+		return sandbox.Errorf(sandbox.CodeNotSupported, "provider %q does not support ports", sb.Provider)
+	}
+	return proxyPort(c, ps.log, ps.st, dialer, sb, p.Port, to, sandbox.Activity{Kind: sandbox.ActivityPreview, PreviewID: p.ID})
+}
+
+// handlePreview serves a preview URL in path mode, /p/{token}/{path}
+// (the annotated operations are in ports_ops.go).
+func (ps previewServer) handlePreview() handlerFunc {
+	return func(c *gin.Context) error {
+		token := c.Param("token")
+		p, sb, err := ps.livePreview(c, token)
+		if err != nil {
+			return err
+		}
+		c.Writer = upgradeWriter{c.Writer}
+		return ps.serve(c, p, sb, portTarget{prefix: "/p/" + token, skip: 2})
+	}
+}
+
+// withPreviewHosts serves the requests whose Host is a preview's in
+// wildcard host mode ({port}-{sandbox}.PREVIEW_HOST) and lets every other
+// request through. The token comes once as ?tether_preview_token=, which
+// is answered with a cookie of that host and a redirect to the same URL
+// without it; after that the cookie carries it.
+func (ps previewServer) withPreviewHosts(h func(handlerFunc) gin.HandlerFunc) gin.HandlerFunc {
+	serve := h(ps.servePreviewHost)
+	return func(c *gin.Context) {
+		if ps.host == "" {
+			c.Next()
+			return
+		}
+		host := c.Request.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		label, ok := strings.CutSuffix(strings.ToLower(host), "."+ps.host)
+		if !ok {
+			c.Next()
+			return
+		}
+		c.Set(previewLabelKey{}, label)
+		serve(c)
+		c.Abort()
+	}
+}
+
+type previewLabelKey struct{}
+
+func (ps previewServer) servePreviewHost(c *gin.Context) error {
+	label := c.GetString(previewLabelKey{})
+	portStr, rest, _ := strings.Cut(label, "-")
+	port, err := strconv.Atoi(portStr)
+	id := strings.Replace(rest, "-", "_", 1)
+	if err != nil || !sandbox.ValidID(id) || strconv.Itoa(port) != portStr {
+		return sandbox.Errorf(sandbox.CodeNotFound, "no such preview host")
+	}
+	token := c.Query(previewQuery)
+	fromQuery := token != ""
+	if !fromQuery {
+		token, _ = c.Cookie(previewCookie)
+	}
+	if token == "" {
+		return sandbox.Errorf(sandbox.CodeNotFound, "open the preview's URL, with its token, first")
+	}
+	p, sb, err := ps.livePreview(c, token)
+	if err != nil {
+		return err
+	}
+	if p.SandboxID != id || p.Port != port {
+		return sandbox.Errorf(sandbox.CodeNotFound, "the preview token is for another sandbox or port")
+	}
+	if fromQuery {
+		u := *c.Request.URL
+		q := u.Query()
+		q.Del(previewQuery)
+		u.RawQuery = q.Encode()
+		http.SetCookie(c.Writer, &http.Cookie{Name: previewCookie, Value: token, Path: "/", HttpOnly: true,
+			Secure: c.Request.TLS != nil || c.GetHeader("X-Forwarded-Proto") == "https", SameSite: http.SameSiteLaxMode,
+			Expires: p.ExpiresAt})
+		c.Redirect(http.StatusSeeOther, u.RequestURI())
+		return nil
+	}
+	c.Writer = upgradeWriter{c.Writer}
+	return ps.serve(c, p, sb, portTarget{prefix: "", skip: 0, ownOrigin: true})
+}

@@ -1,0 +1,111 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// Preview tokens and ids. A token is 32 random bytes behind a prefix that
+// scanners recognise; only its SHA-256 is stored, so a token cannot be
+// read back, only checked.
+const (
+	previewTokenPrefix = sandbox.PreviewTokenPrefix
+	previewIDPrefix    = sandbox.PreviewIDPrefix
+)
+
+func newPreviewToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return previewTokenPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func newPreviewID() string {
+	var b [10]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return previewIDPrefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
+
+const previewColumns = `id, sandbox_id, tenant, port, created_at, expires_at, revoked_at, coalesce(key_id, ''), coalesce(key_name, '')`
+
+func scanPreview(row pgx.Row) (sandbox.Preview, error) {
+	var p sandbox.Preview
+	err := row.Scan(&p.ID, &p.SandboxID, &p.Tenant, &p.Port, &p.CreatedAt, &p.ExpiresAt, &p.RevokedAt,
+		&p.CreatedBy.KeyID, &p.CreatedBy.KeyName)
+	return p, err
+}
+
+// CreatePreview makes a preview of the tenant's sandbox np.SandboxID and
+// returns it with its token, which is shown only now. A sandbox the
+// tenant does not have is ErrNotFound. The caller checks the sandbox's
+// state; a preview of a sandbox that ends later stops working then.
+func (s *Store) CreatePreview(ctx context.Context, np sandbox.NewPreview) (sandbox.Preview, string, error) {
+	token := newPreviewToken()
+	now := s.Now()
+	p, err := scanPreview(s.pool.QueryRow(ctx, `
+		INSERT INTO sandbox_previews (id, sandbox_id, tenant, port, token_hash, created_at, expires_at, key_id, key_name)
+		SELECT @id, s.id, s.tenant, @port, @hash, @now, @expires, @key_id, @key_name
+		FROM sandboxes s WHERE s.id = @sandbox AND s.tenant = @tenant
+		RETURNING `+previewColumns, pgx.NamedArgs{
+		"id": newPreviewID(), "port": np.Port, "hash": hashKey(token), "now": now, "expires": now.Add(np.TTL),
+		"key_id": nullable(np.CreatedBy.KeyID), "key_name": nullable(np.CreatedBy.KeyName),
+		"sandbox": np.SandboxID, "tenant": np.Tenant,
+	}))
+	if err != nil {
+		return sandbox.Preview{}, "", wrap("create preview", err)
+	}
+	return p, token, nil
+}
+
+// SandboxPreviews returns the previews of the tenant's sandbox, oldest
+// first, revoked and expired ones included. The caller checks the sandbox
+// belongs to the tenant first.
+func (s *Store) SandboxPreviews(ctx context.Context, tenant, sandboxID string) ([]sandbox.Preview, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+previewColumns+` FROM sandbox_previews
+		WHERE sandbox_id = $1 AND tenant = $2 ORDER BY sandbox_id, created_at, id`, sandboxID, tenant)
+	if err != nil {
+		return nil, wrap("sandbox previews", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.Preview, error) { return scanPreview(r) })
+	if err != nil {
+		return nil, wrap("sandbox previews", err)
+	}
+	return out, nil
+}
+
+// RevokePreview revokes the preview id of the tenant's sandbox and
+// returns it; revoking a revoked preview changes nothing. Another
+// tenant's, or another sandbox's, is ErrNotFound.
+func (s *Store) RevokePreview(ctx context.Context, tenant, sandboxID, id string) (sandbox.Preview, error) {
+	p, err := scanPreview(s.pool.QueryRow(ctx, `
+		UPDATE sandbox_previews SET revoked_at = coalesce(revoked_at, $4)
+		WHERE tenant = $1 AND sandbox_id = $2 AND id = $3
+		RETURNING `+previewColumns, tenant, sandboxID, id, s.Now()))
+	if err != nil {
+		return sandbox.Preview{}, wrap("revoke preview", err)
+	}
+	return p, nil
+}
+
+// PreviewByToken returns the preview whose token is token, live or not
+// (the caller checks Live and the sandbox); an unknown token is
+// ErrNotFound.
+func (s *Store) PreviewByToken(ctx context.Context, token string) (sandbox.Preview, error) {
+	p, err := scanPreview(s.pool.QueryRow(ctx, `SELECT `+previewColumns+` FROM sandbox_previews WHERE token_hash = $1`,
+		hashKey(token)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sandbox.Preview{}, fmt.Errorf("store: preview by token: %w", sandbox.ErrNotFound)
+	}
+	if err != nil {
+		return sandbox.Preview{}, wrap("preview by token", err)
+	}
+	return p, nil
+}
