@@ -101,7 +101,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.local, "local", true, "the local provider's phases against bare bwrap and nsenter (as root, with bubblewrap and util-linux)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "the cluster of the kubernetes provider's phases")
 	fs.BoolVar(&o.kube, "kubernetes", os.Getenv("KUBECONFIG") != "", "the kubernetes provider's phases against bare client-go (default: when KUBECONFIG is set)")
-	fs.StringVar(&o.only, "only", "", "run only this phase: kubernetes")
+	fs.StringVar(&o.only, "only", "", "run only this phase: kubernetes or pools (the warm pools' time to interactive and claims)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -109,8 +109,10 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	case "":
 	case "kubernetes":
 		o.kube = true
+	case "pools":
+		o.kube = false
 	default:
-		return o, fmt.Errorf("-only %q: the only phase that runs alone is kubernetes", o.only)
+		return o, fmt.Errorf("-only %q: the phases that run alone are kubernetes and pools", o.only)
 	}
 	if o.kube && o.kubeconfig == "" {
 		return o, errors.New("the kubernetes phases need -kubeconfig (or KUBECONFIG)")
@@ -141,6 +143,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.only == "pools" {
+		if err := r.measurePools(ctx, lb); err != nil {
+			return err
+		}
+		return r.finish(stdout)
+	}
 	// 0. The local provider against bare bubblewrap and nsenter, with a
 	// Tether of its own that is gone before the other phases begin: with
 	// a second provider enabled, each wake-up of the executor claims for
@@ -153,7 +161,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		r.res.Targets = append(r.res.Targets, lt...)
 		r.res.Notes = append(r.res.Notes, notes...)
 	}
-	// 0b. The kubernetes provider against bare client-go, with a Tether
+	// 0b. The warm pools' time to interactive and claims, with a Tether
+	// of their own.
+	if o.only == "" {
+		if err := r.measurePools(ctx, lb); err != nil {
+			return err
+		}
+	}
+	// 0c. The kubernetes provider against bare client-go, with a Tether
 	// of its own too.
 	if err := r.measureKube(ctx); err != nil || o.only != "" {
 		if err == nil {
@@ -236,12 +251,16 @@ func (r *benchRun) prepare(ctx context.Context) (*localBench, error) {
 	r.onClose(admin.Close)
 	// The local provider's phases need root, bubblewrap and util-linux;
 	// elsewhere the rest of the benchmark runs without them.
-	lb, localSkip, err := newLocalBench(r.o.local && r.o.only == "")
+	lb, localSkip, err := newLocalBench(r.o.local && (r.o.only == "" || r.o.only == "pools"))
 	if err != nil {
 		return nil, err
 	}
-	names := []string{"bench_pgbench", "bench_main", "bench_janitor"}
-	if r.o.only != "" {
+	names := []string{"bench_pgbench", "bench_main", "bench_janitor", "bench_pools"}
+	switch r.o.only {
+	case "":
+	case "pools":
+		names = []string{"bench_pools"}
+	default:
 		names, localSkip = nil, "-only "+r.o.only
 	}
 	if r.o.kube {
@@ -249,7 +268,9 @@ func (r *benchRun) prepare(ctx context.Context) (*localBench, error) {
 	}
 	if lb != nil {
 		r.onClose(lb.close)
-		names = append(names, "bench_local")
+		if r.o.only == "" {
+			names = append(names, "bench_local")
+		}
 	} else {
 		localSkip = "Local provider phases skipped: " + localSkip
 		r.logf("%s", localSkip)
