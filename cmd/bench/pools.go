@@ -64,10 +64,12 @@ func (r *benchRun) measurePools(ctx context.Context, lb *localBench) error {
 	if lb != nil {
 		// A state folder and a bare mirror of their own: the local phases'
 		// Tether is gone, its folders may not be. No workspace size limit
-		// (a loop device each: a burst of 100 would need 100) and 128 MiB
-		// each, so that 100 fit in the host share.
+		// (a loop device each: a burst of 100 would need 100), 128 MiB and
+		// 64 processes each, so that a pool of 100 and the sandboxes of a
+		// burst fit in the host share (by default half the host's pids:
+		// 64 sandboxes of 256 on a pid_max of 32768).
 		tb = &localBench{root: lb.root, state: filepath.Join(lb.root, "state-pools"), bare: filepath.Join(lb.root, "bare-pools"), nsenter: lb.nsenter}
-		env = []string{"PROVIDERS=sim,local", "LOCAL_STATE_DIR=" + tb.state, "LOCAL_WORKSPACE_MB=0", "LOCAL_MEMORY_MB=128",
+		env = []string{"PROVIDERS=sim,local", "LOCAL_STATE_DIR=" + tb.state, "LOCAL_WORKSPACE_MB=0", "LOCAL_MEMORY_MB=128", "LOCAL_PIDS=64",
 			"POOL_REFILL_INTERVAL=" + poolRefillInterval}
 	}
 	r.logf("building and starting a Tether for the warm pools' phases (%s)", strings.Join(env, " "))
