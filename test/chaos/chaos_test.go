@@ -84,6 +84,7 @@ func TestChaos(t *testing.T) {
 	h := newChaos(t, seed, 0)
 	h.startReplicas()
 	h.storm()
+	h.endPools()
 	h.quiesce()
 	h.check()
 }
@@ -132,6 +133,10 @@ type chaos struct {
 	pauseLo, pauseHi time.Duration
 
 	replicas []*harness.Replica
+
+	// pools is what the pools' part of the storm saw (pools_test.go);
+	// nil without it.
+	pools *poolChaos
 
 	kills      atomic.Int64
 	requests   atomic.Int64
@@ -215,6 +220,7 @@ func (h *chaos) startReplicas() {
 		// in its way.
 		"TENANT_MAX_LIVE=1000000", "TENANT_CREATES_PER_MINUTE=1000000", "KEY_REQUESTS_PER_SECOND=1000000",
 	}
+	env = append(env, poolEnv()...)
 	if h.hosts == nil {
 		for i := range *nReplicas {
 			r := harness.NewReplica(h.t, h.bin, filepath.Join(h.logDir, fmt.Sprintf("replica-%d.log", i)), env...)
@@ -518,6 +524,7 @@ func (h *chaos) storm() {
 	for i := range 3 {
 		wg.Go(func() { h.ownerLoop(ctx, i) })
 	}
+	h.poolStorm(ctx, &wg)
 	wg.Go(func() { h.killLoop(ctx) })
 	wg.Go(func() {
 		// Crash and restart Postgres once, 40% into the storm.
@@ -829,6 +836,7 @@ func (h *chaos) check() {
 	fail("sandboxes marked lost while their node was alive", wronglyLost)
 	fail("owned sandboxes that outlived their owner's lease by more than one interval", overshoots)
 	fail("illegal histories", illegal)
+	h.checkPools(ctx, conn)
 	if liveOwned > 0 {
 		h.t.Errorf("%d sandboxes are still live under a lapsed owner lease", liveOwned)
 	}
