@@ -148,11 +148,15 @@ func (pb *poolBench) run(ctx context.Context) ([]target, []string, error) {
 		notes = append(notes, r.note(k))
 	}
 	targets = append(targets, ttiTargets(res, local)...)
-	rate, note, err := pb.claimThroughput(ctx)
+	rates, note, err := pb.claimThroughput(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	targets = append(targets, atLeast(fmt.Sprintf("claims from sim pools, %d clients (no owner, or an owner each)", pb.p.claimConns), rate, "/s", 1000, "/s (the issue's floor)", 1))
+	for i, v := range claimVariants {
+		t := atLeast(fmt.Sprintf("claims from sim pools, %d clients, %s", pb.p.claimConns, v.name), rates[i], "/s", 1000, "/s (the issue's floor)", 1)
+		t.Info = i > 0
+		targets = append(targets, t)
+	}
 	notes = append(notes, note)
 	for _, t := range targets {
 		pb.logf("%s: %.2f %s against %.2f %s, ratio %.2f (want %s)", t.Name, t.Measured, t.Unit, t.Baseline, t.Against, t.Ratio, t.Want)
@@ -443,10 +447,8 @@ var claimVariants = []claimVariant{
 // claimThroughput fills claimPools sim pools, then, for each claim
 // variant, has claimConns clients claim from them (pool_only, round
 // robin) until claims have succeeded, the pools full again between
-// variants; it returns claims per second of the first two variants
-// together (one owner for all serializes on that owner's row: reported
-// apart).
-func (pb *poolBench) claimThroughput(ctx context.Context) (float64, string, error) {
+// variants; it returns each variant's claims per second.
+func (pb *poolBench) claimThroughput(ctx context.Context) ([]float64, string, error) {
 	p := pb.p
 	pb.logf("claims: filling %d sim pools of %d", p.claimPools, p.poolMembers)
 	fillStart := time.Now()
@@ -459,16 +461,15 @@ func (pb *poolBench) claimThroughput(ctx context.Context) (float64, string, erro
 			err = fmt.Errorf("status %d", code)
 		}
 		if err != nil {
-			return 0, "", fmt.Errorf("create pool %s: %w", names[i], err)
+			return nil, "", fmt.Errorf("create pool %s: %w", names[i], err)
 		}
 	}
 	var parts []string
-	var hits int64
-	var took time.Duration
+	var rates []float64
 	for vi, v := range claimVariants {
 		for _, name := range names {
 			if err := pb.waitFull(ctx, name); err != nil {
-				return 0, "", err
+				return nil, "", err
 			}
 		}
 		if vi == 0 {
@@ -478,19 +479,17 @@ func (pb *poolBench) claimThroughput(ctx context.Context) (float64, string, erro
 		pb.logf("claims, %s: %d clients claim %d", v.name, p.claimConns, n)
 		h, e, f, d := pb.claimRun(ctx, names, v, n)
 		if err := ctx.Err(); err != nil {
-			return 0, "", err
+			return nil, "", err
 		}
-		if v.name != "one owner for all" {
-			hits, took = hits+h, took+d
-		}
+		rates = append(rates, float64(h)/d.Seconds())
 		parts = append(parts, fmt.Sprintf("%s: %d claims in %s, %.0f/s (%d found their pool empty, %d failed)",
 			v.name, h, d.Round(time.Millisecond), float64(h)/d.Seconds(), e, f))
 	}
-	rate := float64(hits) / took.Seconds()
 	note := fmt.Sprintf("Claims (201), %d clients, the pools refilling meanwhile (POOL_REFILL_INTERVAL=%s), from %s. "+
-		"The target's row is the first two variants together; claims for one owner serialize on that owner's row (each takes it to check its lease), as creates for one owner do.",
+		"The target is the claim alone (no owner: one statement); a claim for an owner is a transaction that also takes the owner's row to check its lease, "+
+		"so claims for one owner serialize on it, as creates for one owner do.",
 		p.claimConns, poolRefillInterval, strings.Join(parts, "; "))
-	return rate, note, nil
+	return rates, note, nil
 }
 
 // claimRun has the clients claim until n claims succeeded; it returns
