@@ -2,13 +2,15 @@
 // it runs pgbench baselines and Tether workloads on the same server in the
 // same run, and reports each performance target (BENCHMARKS.md) as a ratio.
 //
-//	go run ./cmd/bench [-quick] [-local=false] [-kubernetes=false] [-only kubernetes] [-out bench-results] [-database-url URL [-admin-url URL]]
+//	go run ./cmd/bench [-quick] [-local=false] [-kubernetes=false] [-only kubernetes|pools] [-out bench-results] [-database-url URL [-admin-url URL]]
 //
 // As root on a host with bubblewrap and util-linux it also compares the
 // local provider's sandboxes with bare bwrap and nsenter (local.go); with
 // KUBECONFIG set, the kubernetes provider's pods and execs with bare
 // client-go calls on the same cluster (kube.go); -only kubernetes runs
-// that phase alone.
+// that phase alone. The warm pools' phases (pools.go) time a sandbox from
+// its create to its first command's output, cold and claimed from a pool,
+// and claims per second; -only pools runs them alone.
 // Without -database-url it starts a Postgres cluster of its own ("bench",
 // durable: fsync on) through scripts/postgres.sh. Tether runs as the role of
 // -database-url; databases are made and seeded through -admin-url (default:
