@@ -295,39 +295,8 @@ func (pb *poolBench) measureKind(ctx context.Context, k ttiKind, withBare bool) 
 	r := &ttiResult{}
 	pb.logf("TTI %s: %d sequential", k.name, pb.p.samples)
 	for range pb.p.samples {
-		if k.pool != "" {
-			if err := pb.waitFull(ctx, k.pool); err != nil {
-				return nil, err
-			}
-		}
-		d, id, err := pb.tti(ctx, k)
-		if errors.Is(err, errPoolEmpty) {
-			r.misses++
-			continue
-		}
-		if err != nil {
+		if err := pb.sample(ctx, k, withBare, r); err != nil {
 			return nil, err
-		}
-		r.seq = append(r.seq, d)
-		if withBare && pb.bare == nil && k.exec {
-			// The baseline is a local sandbox's own command line.
-			if pb.bare, err = pb.lb.bareFrom(id); err != nil {
-				return nil, err
-			}
-		}
-		if err := pb.a.end(ctx, id); err != nil {
-			return nil, err
-		}
-		if withBare && pb.bare != nil {
-			if k.pool != "" {
-				if err := pb.waitFull(ctx, k.pool); err != nil {
-					return nil, err
-				}
-			}
-			if d, err = pb.bare.startAndExec(ctx, pb.lb.nsenter); err != nil {
-				return nil, err
-			}
-			r.bare = append(r.bare, d)
 		}
 	}
 	if k.pool != "" {
@@ -336,19 +305,68 @@ func (pb *poolBench) measureKind(ctx context.Context, k ttiKind, withBare bool) 
 		}
 	}
 	pb.logf("TTI %s: a burst of %d at once", k.name, pb.p.burst)
-	err := pb.burst(ctx, k, r)
-	if k.pool != "" && err == nil {
-		err = pb.resizePool(ctx, k.pool, 4)
+	if err := pb.burst(ctx, k, r); err != nil {
+		return nil, err
 	}
-	if err == nil && withBare && pb.bare != nil && k.claim && k.exec {
+	if k.pool != "" {
+		if err := pb.resizePool(ctx, k.pool, 4); err != nil {
+			return nil, err
+		}
+	}
+	if withBare && pb.bare != nil && k.claim && k.exec {
 		// The kernel's part of the burst: as many nsenters at once into a
 		// bare sandbox, each running `printf ok`.
-		_, err = pb.bare.run(func(initPID int) error {
-			r.bareBurst, err = bareExecBurst(ctx, pb.lb.nsenter, initPID, pb.p.burst)
-			return err
-		})
+		var burstErr error
+		if _, err := pb.bare.run(func(initPID int) error {
+			r.bareBurst, burstErr = bareExecBurst(ctx, pb.lb.nsenter, initPID, pb.p.burst)
+			return burstErr
+		}); err != nil {
+			return nil, err
+		}
 	}
-	return r, err
+	return r, nil
+}
+
+// sample takes one sequential sample of kind k into r, with the pool (if
+// any) full before it, and with withBare a bare start and exec after it,
+// once the pool is full again.
+func (pb *poolBench) sample(ctx context.Context, k ttiKind, withBare bool, r *ttiResult) error {
+	if k.pool != "" {
+		if err := pb.waitFull(ctx, k.pool); err != nil {
+			return err
+		}
+	}
+	d, id, err := pb.tti(ctx, k)
+	if errors.Is(err, errPoolEmpty) {
+		r.misses++
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	r.seq = append(r.seq, d)
+	if withBare && pb.bare == nil && k.exec {
+		// The baseline is a local sandbox's own command line.
+		if pb.bare, err = pb.lb.bareFrom(id); err != nil {
+			return err
+		}
+	}
+	if err := pb.a.end(ctx, id); err != nil {
+		return err
+	}
+	if !withBare || pb.bare == nil {
+		return nil
+	}
+	if k.pool != "" {
+		if err := pb.waitFull(ctx, k.pool); err != nil {
+			return err
+		}
+	}
+	if d, err = pb.bare.startAndExec(ctx, pb.lb.nsenter); err != nil {
+		return err
+	}
+	r.bare = append(r.bare, d)
+	return nil
 }
 
 // bareExecBurst runs n nsenters of `printf ok` at once into the sandbox
