@@ -396,6 +396,19 @@ func bareExecBurst(ctx context.Context, nsenter string, pid, n int) (latencies, 
 
 var errPoolEmpty = errors.New("pool empty")
 
+// endPatiently ends the sandbox and waits up to three minutes for its
+// release: a hundred local sandboxes destroyed at once on a loaded
+// two-core machine may take longer than one wait of 30 s.
+func (pb *poolBench) endPatiently(ctx context.Context, id string) error {
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		err := pb.a.end(ctx, id)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
 // tti gets one sandbox of kind k and, if it can, runs `printf ok` in it;
 // it returns the time from the POST to the command's output (or to ready).
 func (pb *poolBench) tti(ctx context.Context, k ttiKind) (time.Duration, string, error) {
@@ -454,8 +467,9 @@ func (pb *poolBench) burst(ctx context.Context, k ttiKind, r *ttiResult) error {
 	var endFailed atomic.Int64
 	for _, id := range ids {
 		wg.Go(func() {
-			if err := pb.a.end(ctx, id); err != nil {
+			if err := pb.endPatiently(ctx, id); err != nil {
 				endFailed.Add(1)
+				pb.logf("TTI %s burst: %v", k.name, err)
 			}
 		})
 	}
