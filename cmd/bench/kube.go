@@ -381,7 +381,7 @@ func (a *api) execPrintf(ctx context.Context, id string) error {
 		err = fmt.Errorf("status %d, exit code %d, output %q", code, res.ExitCode, res.Output)
 	}
 	if err != nil {
-		return fmt.Errorf("kubernetes exec: %w", err)
+		return fmt.Errorf("exec: %w", err)
 	}
 	return nil
 }

@@ -634,31 +634,43 @@ func (lb *localBench) mirror(dir string, paths []string) error {
 // reported its init (on the info descriptor) and the command wrote its
 // first line (the provider's says "ready"), or ended. The sandbox is then
 // killed, untimed.
-func (b *bareBwrap) start() (time.Duration, error) {
+func (b *bareBwrap) start() (time.Duration, error) { return b.run(nil) }
+
+// run starts a bare sandbox as start does, then, if then is not nil, calls
+// it with the host pid of the sandbox's init; it returns the time until
+// then returned. Its descriptors are the provider's: the info pipe (3), a
+// pipe its init waits on (4 and 5), then the files bwrap copies in.
+func (b *bareBwrap) run(then func(initPID int) error) (time.Duration, error) {
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			_ = f.Close()
+		}
+	}()
 	infoR, infoW, err := os.Pipe()
 	if err != nil {
 		return 0, err
 	}
-	defer func() { _ = infoR.Close() }()
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		_ = infoW.Close()
 		return 0, err
 	}
-	defer func() { _ = outR.Close() }()
+	holdR, holdW, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	files = append(files, infoR, infoW, outR, outW, holdR, holdW)
 	//nolint:noctx // killed below, once it ran
 	cmd := exec.Command(b.path, b.args...)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = outW, &stderr
-	cmd.ExtraFiles = []*os.File{infoW} // descriptor 3
-	for _, path := range b.data {      // 4 and on
+	cmd.ExtraFiles = []*os.File{infoW, holdR, holdW} // descriptors 3, 4 and 5
+	for _, path := range b.data {                    // 6 and on
 		f, err := os.Open(path)
 		if err != nil {
-			_ = infoW.Close()
-			_ = outW.Close()
 			return 0, err
 		}
-		defer func() { _ = f.Close() }()
+		files = append(files, f)
 		cmd.ExtraFiles = append(cmd.ExtraFiles, f)
 	}
 	cmd.Env = b.env
@@ -676,14 +688,21 @@ func (b *bareBwrap) start() (time.Duration, error) {
 	}
 	infoErr := json.NewDecoder(infoR).Decode(&info)
 	_, _ = bufio.NewReader(outR).ReadString('\n')
+	var thenErr error
+	if infoErr == nil && then != nil {
+		thenErr = then(info.ChildPID)
+	}
 	took := time.Since(start)
 	if info.ChildPID > 0 {
 		_ = syscall.Kill(info.ChildPID, syscall.SIGKILL) // the sandbox's init, and all in it
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	if infoErr != nil {
+	switch {
+	case infoErr != nil:
 		return 0, fmt.Errorf("bare bwrap did not start a sandbox: %s", strings.TrimSpace(stderr.String()))
+	case thenErr != nil:
+		return 0, thenErr
 	}
 	return took, nil
 }
@@ -704,7 +723,8 @@ var bwrapOptionsRefused = []string{"--args", "--file", "--bind-data", "--userns"
 // bwrapOptionsDropped, plus "--info-fd 3"; every option value in the
 // sandbox's folder dir moves to the same place under mirror. paths are
 // those values, relative to dir, for the caller to make under mirror.
-// Each --ro-bind-data reads descriptor 4 and on instead; dests are their
+// Each --ro-bind-data reads descriptor 6 and on instead (after the info
+// pipe and the pipe the init waits on, as the provider's); dests are their
 // destinations in the sandbox, in that order, for the caller to fill.
 func bareBwrapArgs(args []string, dir, mirror string) (out, paths, dests []string, err error) {
 	for i := 0; i < len(args); i++ {
@@ -717,7 +737,7 @@ func bareBwrapArgs(args []string, dir, mirror string) (out, paths, dests []strin
 			i++ // and its value
 			continue
 		case arg == "--ro-bind-data" && i+2 < len(args):
-			out = append(out, arg, strconv.Itoa(4+len(dests)), args[i+2])
+			out = append(out, arg, strconv.Itoa(6+len(dests)), args[i+2])
 			dests = append(dests, args[i+2])
 			i += 2
 			continue

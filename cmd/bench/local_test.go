@@ -22,7 +22,7 @@ func TestBareBwrapArgs(t *testing.T) {
 	}
 	want := []string{
 		"--tmpfs", "/", "--ro-bind", "/usr", "/usr", "--ro-bind", mirror + "/etc/passwd", "/etc/passwd",
-		"--ro-bind-data", "4", "/etc/group", "--ro-bind-data", "5", "/etc/hosts",
+		"--ro-bind-data", "6", "/etc/group", "--ro-bind-data", "7", "/etc/hosts",
 		"--bind", mirror + "/workspace", "/workspace", "--hostname", "sbx-1", "--unshare-net",
 		"--info-fd", "3", "--", "sh", "-c", "echo ready; exec sleep infinity " + dir + "/x",
 	}

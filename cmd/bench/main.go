@@ -2,13 +2,15 @@
 // it runs pgbench baselines and Tether workloads on the same server in the
 // same run, and reports each performance target (BENCHMARKS.md) as a ratio.
 //
-//	go run ./cmd/bench [-quick] [-local=false] [-kubernetes=false] [-only kubernetes] [-out bench-results] [-database-url URL [-admin-url URL]]
+//	go run ./cmd/bench [-quick] [-local=false] [-kubernetes=false] [-only kubernetes|pools] [-out bench-results] [-database-url URL [-admin-url URL]]
 //
 // As root on a host with bubblewrap and util-linux it also compares the
 // local provider's sandboxes with bare bwrap and nsenter (local.go); with
 // KUBECONFIG set, the kubernetes provider's pods and execs with bare
 // client-go calls on the same cluster (kube.go); -only kubernetes runs
-// that phase alone.
+// that phase alone. The warm pools' phases (pools.go) time a sandbox from
+// its create to its first command's output, cold and claimed from a pool,
+// and claims per second; -only pools runs them alone.
 // Without -database-url it starts a Postgres cluster of its own ("bench",
 // durable: fsync on) through scripts/postgres.sh. Tether runs as the role of
 // -database-url; databases are made and seeded through -admin-url (default:
@@ -101,7 +103,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.local, "local", true, "the local provider's phases against bare bwrap and nsenter (as root, with bubblewrap and util-linux)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "the cluster of the kubernetes provider's phases")
 	fs.BoolVar(&o.kube, "kubernetes", os.Getenv("KUBECONFIG") != "", "the kubernetes provider's phases against bare client-go (default: when KUBECONFIG is set)")
-	fs.StringVar(&o.only, "only", "", "run only this phase: kubernetes")
+	fs.StringVar(&o.only, "only", "", "run only this phase: kubernetes or pools (the warm pools' time to interactive and claims)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -109,8 +111,10 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	case "":
 	case "kubernetes":
 		o.kube = true
+	case "pools":
+		o.kube = false
 	default:
-		return o, fmt.Errorf("-only %q: the only phase that runs alone is kubernetes", o.only)
+		return o, fmt.Errorf("-only %q: the phases that run alone are kubernetes and pools", o.only)
 	}
 	if o.kube && o.kubeconfig == "" {
 		return o, errors.New("the kubernetes phases need -kubeconfig (or KUBECONFIG)")
@@ -141,6 +145,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.only == "pools" {
+		if err := r.measurePools(ctx, lb); err != nil {
+			return err
+		}
+		return r.finish(stdout)
+	}
 	// 0. The local provider against bare bubblewrap and nsenter, with a
 	// Tether of its own that is gone before the other phases begin: with
 	// a second provider enabled, each wake-up of the executor claims for
@@ -153,7 +163,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		r.res.Targets = append(r.res.Targets, lt...)
 		r.res.Notes = append(r.res.Notes, notes...)
 	}
-	// 0b. The kubernetes provider against bare client-go, with a Tether
+	// 0b. The warm pools' time to interactive and claims, with a Tether
+	// of their own.
+	if o.only == "" {
+		if err := r.measurePools(ctx, lb); err != nil {
+			return err
+		}
+	}
+	// 0c. The kubernetes provider against bare client-go, with a Tether
 	// of its own too.
 	if err := r.measureKube(ctx); err != nil || o.only != "" {
 		if err == nil {
@@ -236,12 +253,16 @@ func (r *benchRun) prepare(ctx context.Context) (*localBench, error) {
 	r.onClose(admin.Close)
 	// The local provider's phases need root, bubblewrap and util-linux;
 	// elsewhere the rest of the benchmark runs without them.
-	lb, localSkip, err := newLocalBench(r.o.local && r.o.only == "")
+	lb, localSkip, err := newLocalBench(r.o.local && (r.o.only == "" || r.o.only == "pools"))
 	if err != nil {
 		return nil, err
 	}
-	names := []string{"bench_pgbench", "bench_main", "bench_janitor"}
-	if r.o.only != "" {
+	names := []string{"bench_pgbench", "bench_main", "bench_janitor", "bench_pools"}
+	switch r.o.only {
+	case "":
+	case "pools":
+		names = []string{"bench_pools"}
+	default:
 		names, localSkip = nil, "-only "+r.o.only
 	}
 	if r.o.kube {
@@ -249,7 +270,9 @@ func (r *benchRun) prepare(ctx context.Context) (*localBench, error) {
 	}
 	if lb != nil {
 		r.onClose(lb.close)
-		names = append(names, "bench_local")
+		if r.o.only == "" {
+			names = append(names, "bench_local")
+		}
 	} else {
 		localSkip = "Local provider phases skipped: " + localSkip
 		r.logf("%s", localSkip)

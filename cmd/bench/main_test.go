@@ -26,7 +26,8 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s missing or empty (%v)", name, err)
 		}
 	}
-	for _, want := range []string{"create throughput", "full lifecycles", "request → ready p99", "GET /v1/sandboxes/{id}", "janitor reconcile"} {
+	for _, want := range []string{"create throughput", "full lifecycles", "request → ready p99", "GET /v1/sandboxes/{id}", "janitor reconcile",
+		"claims from sim pools", "TTI sim from a pool"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("the report lacks %q", want)
 		}
@@ -51,6 +52,7 @@ func TestOnlyOption(t *testing.T) {
 		"-only local":                           `-only "local"`,
 		"-kubernetes":                           "need -kubeconfig",
 		"-only kubernetes -kubeconfig /some/kc": "",
+		"-only pools":                           "",
 		"-quick":                                "",
 	} {
 		o, err := parseOptions(strings.Fields(args), io.Discard)

@@ -78,8 +78,10 @@ func validateClaim(cfg Config, req *CreateSandboxRequest) (sandbox.ClaimParams, 
 // claimFromPool serves a create that names a pool: a ready member claimed
 // (201), or a sandbox created like the pool's members when none is ready
 // (202; 409 POOL_EMPTY with pool_only). A retry with the same idempotency
-// key answers what the first request got (200).
-func claimFromPool(c *gin.Context, cfg Config, st sandboxCreator, providers map[string]sandbox.Provider, pm *poolMetrics, req *CreateSandboxRequest) error {
+// key answers what the first request got (200). Only the fallback passes
+// the create quotas q: a claimed member was counted against the tenant's
+// live-sandbox cap when it was requested, and moves without a new one.
+func claimFromPool(c *gin.Context, cfg Config, st sandboxCreator, providers map[string]sandbox.Provider, q *quotas, pm *poolMetrics, req *CreateSandboxRequest) error {
 	p, err := validateClaim(cfg, req)
 	if err != nil {
 		return err
@@ -123,6 +125,12 @@ func claimFromPool(c *gin.Context, cfg Config, st sandboxCreator, providers map[
 		return err
 	}
 	cp.Tenant, cp.Caller, cp.IdempotencyKey, cp.RequestHash = p.Tenant, p.Caller, p.IdempotencyKey, p.RequestHash
+	// The fallback is a new sandbox: it passes the create quotas (the
+	// live-sandbox cap and the create rate) like any create.
+	if err := q.checkCreate(c, p.Tenant); err != nil {
+		pm.observe("miss", start)
+		return err
+	}
 	err = createSandbox(c, st, cp)
 	pm.observe("miss", start)
 	return err

@@ -223,3 +223,40 @@ func TestPoolClaimIdempotencyKey(t *testing.T) {
 	wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes", `{"pool":"py","owner":"agent-2"}`, header("Idempotency-Key", "claim-1")),
 		http.StatusConflict, "IDEMPOTENCY_KEY_REUSED")
 }
+
+// TestPoolClaimQuotas: a claim of a ready member adds no live sandbox, so
+// it is not a create for the quotas: a tenant at its live-sandbox cap or
+// out of creates this minute still claims (201); the fallback create of a
+// claim that finds no member is one, and is refused like any create (429,
+// nothing written).
+func TestPoolClaimQuotas(t *testing.T) {
+	t.Parallel()
+	t.Run("live", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, withExecutor(), withQuotas(1, 0, 0))
+		wantStatus(t, b.do(t, http.MethodPost, "/v1/pools", `{"name":"py","min_ready":1,"params":{"create_delay_ms":1}}`), http.StatusCreated)
+		b.refill(t, tenantA, "py")
+		eventually(t, 10*time.Second, "the member ready", func() bool { return b.pool(t, keyA, "py").Ready == 1 })
+		wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes", `{}`), http.StatusTooManyRequests, "QUOTA_EXCEEDED")
+		wantStatus(t, b.do(t, http.MethodPost, "/v1/sandboxes", `{"pool":"py","owner":"agent-1"}`), http.StatusCreated)
+		before := b.counts(t)
+		wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes", `{"pool":"py"}`), http.StatusTooManyRequests, "QUOTA_EXCEEDED")
+		if after := b.counts(t); !after.equal(before) {
+			t.Errorf("a refused fallback create wrote rows: %s -> %s", before, after)
+		}
+		wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes", `{"pool":"py","pool_only":true}`), http.StatusConflict, "POOL_EMPTY")
+	})
+	t.Run("create rate", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, withExecutor(), withQuotas(0, 6, 0)) // bursts of 1
+		wantStatus(t, b.do(t, http.MethodPost, "/v1/pools", `{"name":"py","min_ready":3,"params":{"create_delay_ms":1}}`), http.StatusCreated)
+		b.refill(t, tenantA, "py")
+		eventually(t, 10*time.Second, "the members ready", func() bool { return b.pool(t, keyA, "py").Ready == 3 })
+		for range 3 {
+			wantStatus(t, b.do(t, http.MethodPost, "/v1/sandboxes", `{"pool":"py"}`), http.StatusCreated)
+		}
+		wantStatus(t, b.do(t, http.MethodPost, "/v1/sandboxes", `{}`), http.StatusAccepted) // the minute's one create
+		wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes", `{}`), http.StatusTooManyRequests, "QUOTA_EXCEEDED")
+		wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes", `{"pool":"py"}`), http.StatusTooManyRequests, "QUOTA_EXCEEDED")
+	})
+}

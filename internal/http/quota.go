@@ -215,18 +215,3 @@ func (q *quotas) checkCreate(c *gin.Context, tenant string) error {
 	t.admitted++
 	return nil
 }
-
-// withCreateQuota refuses a create over the tenant's quotas with 429
-// QUOTA_EXCEEDED and Retry-After, before anything is written.
-func withCreateQuota(log errorWriter, q *quotas) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		if err := q.checkCreate(c, tenantOf(c)); err != nil {
-			log(c, err)
-			return
-		}
-		c.Next()
-	}
-}
-
-// errorWriter renders an error as a problem and aborts the request.
-type errorWriter func(c *gin.Context, err error)

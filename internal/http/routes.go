@@ -87,14 +87,11 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	if cfg.AuthCacheTTL > 0 {
 		auth = newKeyCache(deps.Store, cfg.AuthCacheTTL)
 	}
-	// The data plane records what it does through dp, which counts the
-	// records that fail.
-	problem := func(c *gin.Context, err error) { writeError(c, log, err) }
 	v1 := r.Group("/v1", withAuth(log, auth, q, cl, deps.Authenticated))
 	data := dataRoutes{group: v1, cluster: cl, routed: withNodeRouting(log, deps.Store, cl, draining)}
 	body := withBodyLimit(cfg.MaxBodyBytes)
 	pm := newPoolMetrics(deps.Metrics)
-	v1.POST("/sandboxes", body, withCreateQuota(problem, q), h(handleSandboxCreate(cfg, deps.Store, providers, pm)))
+	v1.POST("/sandboxes", body, h(handleSandboxCreate(cfg, deps.Store, providers, q, pm)))
 	v1.GET("/sandboxes", h(handleSandboxList(deps.Store)))
 	v1.GET("/sandboxes/:id", h(handleSandboxGet(cfg, deps.Store, deps.Changes, draining)))
 	v1.DELETE("/sandboxes/:id", h(handleSandboxDelete(deps.Store)))

@@ -256,14 +256,20 @@ func validateLabels(labels map[string]string) error {
 //	@Header			all				{string}	X-Request-ID			"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes [post]
-func handleSandboxCreate(cfg Config, st sandboxCreator, providers map[string]sandbox.Provider, pm *poolMetrics) handlerFunc {
+func handleSandboxCreate(cfg Config, st sandboxCreator, providers map[string]sandbox.Provider, q *quotas, pm *poolMetrics) handlerFunc {
 	return func(c *gin.Context) error {
 		var req CreateSandboxRequest
 		if err := decodeJSON(c, &req); err != nil {
 			return err
 		}
 		if req.Pool != "" || req.PoolOnly {
-			return claimFromPool(c, cfg, st, providers, pm, &req)
+			// A claim of a ready member adds no sandbox: the create quotas
+			// apply to its fallback create only (claimFromPool).
+			return claimFromPool(c, cfg, st, providers, q, pm, &req)
+		}
+		// Over a create quota: 429 before anything is written.
+		if err := q.checkCreate(c, tenantOf(c)); err != nil {
+			return err
 		}
 		p, err := validateCreate(cfg, &req, providers)
 		if err != nil {

@@ -11,8 +11,10 @@ import (
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
-// claimMemberSQL takes one ready member of the pool @pool of @tenant, in
-// one statement: the member is locked as it is picked (SKIP LOCKED, so
+// claimMemberSQL takes the oldest ready member of the pool @pool of
+// @tenant, through sandboxes_pool_ready (whose predicate the query repeats,
+// so that the planner may use it), in one statement: the member is locked
+// as it is picked (SKIP LOCKED, so
 // that concurrent claims take different members and never wait for each
 // other), moves from the pool's owner @pool_owner to @owner (NULL: none),
 // gets the caller's @labels on top of its own and the deadline
@@ -23,8 +25,9 @@ import (
 var claimMemberSQL = `
 	WITH pick AS (
 		SELECT id FROM sandboxes
-		WHERE tenant = @tenant AND owner = @pool_owner AND state = 'ready'
+		WHERE tenant = @tenant AND owner = @pool_owner AND state = 'ready' AND owner LIKE 'pool:%'
 		  AND created_at + @max_lifetime::interval >= @min_expires::timestamptz
+		ORDER BY created_at
 		LIMIT 1
 		FOR UPDATE SKIP LOCKED
 	), upd AS (

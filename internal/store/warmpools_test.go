@@ -425,3 +425,48 @@ func TestPoolRefillQuota(t *testing.T) {
 		t.Fatalf("refill under a cap of 3 with 1 live: %+v, %v; want 2 created", r, err)
 	}
 }
+
+// TestPoolClaimOldestFirst: a claim takes the oldest ready member (its
+// lifetime runs out first), whatever the order the rows were written in.
+func TestPoolClaimOldestFirst(t *testing.T) {
+	t.Parallel()
+	st := poolReplicas(t, 1)[0]
+	ctx := t.Context()
+	mustPool(t, st, "py", 3, 3)
+	if _, err := st.RefillPool(ctx, "acme", "py", refillLimits); err != nil {
+		t.Fatal(err)
+	}
+	if n := readyAll(t, st); n != 3 {
+		t.Fatalf("%d members made ready; want 3", n)
+	}
+	// The member written last is made the oldest, then the first one.
+	var ids []string
+	rows, err := st.Pool().Query(ctx, `SELECT id FROM sandboxes WHERE owner = 'pool:py' ORDER BY ctid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil || len(ids) != 3 {
+		t.Fatalf("members %v: %v", ids, err)
+	}
+	for i, id := range []string{ids[2], ids[0], ids[1]} {
+		if _, err := st.Pool().Exec(ctx, `UPDATE sandboxes SET created_at = now() - make_interval(mins => 30 - $2::int) WHERE id = $1`, id, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{ids[2], ids[0]} {
+		c, err := st.ClaimFromPool(ctx, sandbox.ClaimParams{Tenant: "acme", Pool: "py", TTL: time.Minute, Explicit: true, MaxLifetime: 24 * time.Hour})
+		if err != nil || !c.Claimed {
+			t.Fatalf("claim: %+v, %v", c, err)
+		}
+		if c.Sandbox.ID != want {
+			t.Errorf("claimed %s; want the oldest ready member, %s", c.Sandbox.ID, want)
+		}
+	}
+}

@@ -87,6 +87,7 @@ func TestChaos(t *testing.T) {
 	h := newChaos(t, seed, 0)
 	h.startReplicas()
 	h.storm()
+	h.endPools()
 	h.quiesce()
 	h.check()
 }
@@ -135,6 +136,10 @@ type chaos struct {
 	pauseLo, pauseHi time.Duration
 
 	replicas []*harness.Replica
+
+	// pools is what the pools' part of the storm saw (pools_test.go);
+	// nil without it.
+	pools *poolChaos
 
 	kills      atomic.Int64
 	requests   atomic.Int64
@@ -227,6 +232,7 @@ func (h *chaos) startReplicas() {
 		// in its way.
 		"TENANT_MAX_LIVE=1000000", "TENANT_CREATES_PER_MINUTE=1000000", "KEY_REQUESTS_PER_SECOND=1000000",
 	}
+	env = append(env, poolEnv()...)
 	if h.hosts == nil {
 		for i := range *nReplicas {
 			r := harness.NewReplica(h.t, h.bin, filepath.Join(h.logDir, fmt.Sprintf("replica-%d.log", i)), env...)
@@ -586,6 +592,7 @@ func (h *chaos) storm() {
 	for i := range 3 {
 		wg.Go(func() { h.ownerLoop(ctx, i) })
 	}
+	h.poolStorm(ctx, &wg)
 	wg.Go(func() { h.killLoop(ctx) })
 	wg.Go(func() {
 		// Crash and restart Postgres once, 40% into the storm.
@@ -1003,6 +1010,7 @@ func (h *chaos) check() {
 	fail("illegal histories", illegal)
 	fail("sandboxes pausing or resuming past their deadline by more than one interval", stuck)
 	fail("sandboxes paused in the registry but not at the provider, or the other way round", mismatched)
+	h.checkPools(ctx, conn)
 	if liveOwned > 0 {
 		h.t.Errorf("%d sandboxes are still live under a lapsed owner lease", liveOwned)
 	}
