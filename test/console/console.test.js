@@ -628,14 +628,17 @@ test('pause and resume from a sandbox page, with progress; refusals show why', a
   await page.waitForFunction(() => [...document.querySelectorAll('ol.events > li')].map((li) => li.dataset.to).join(',') ===
     'requested,creating,ready,pausing,paused,resuming,ready', null, {timeout: 10000});
 
-  // A provider that cannot pause: the API's 501 detail is shown.
+  // A real local sandbox pauses (the cgroup freezer) and resumes the same way.
   const local = await create({provider: 'local', labels: {suite}});
   await settled(local.id);
   await go(page, `#/sandboxes/${local.id}`);
   await page.locator('main h1', {hasText: local.id}).waitFor();
-  await page.locator('#op-help', {hasText: 'does not report pausing'}).waitFor();
+  assert.equal(await page.locator('#op-help', {hasText: 'does not report pausing'}).count(), 0, 'local is said not to pause');
   await page.getByRole('button', {name: 'Pause'}).click();
-  await page.locator('#op-error', {hasText: 'provider local cannot pause sandboxes (NOT_SUPPORTED'}).waitFor();
+  await head.filter({hasText: 'paused'}).waitFor({timeout: 20000});
+  assert.equal((await ok('GET', `/v1/sandboxes/${local.id}`)).state, 'paused');
+  await page.getByRole('button', {name: 'Resume'}).click();
+  await head.filter({hasText: 'ready'}).waitFor({timeout: 20000});
   assert.equal((await ok('GET', `/v1/sandboxes/${local.id}`)).state, 'ready');
 
   // A pause the provider refuses: the sandbox goes back to ready, and the page says why.
