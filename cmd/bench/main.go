@@ -32,6 +32,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,6 +85,11 @@ type options struct {
 	kubeSandboxes int
 	kubeExecs     int
 	only          string
+	// profile takes a CPU profile of Tether in each of its phases and reads
+	// Postgres's statements per phase; ab, if set, is a git revision whose
+	// Tether runs the same phases in the same run (abRoot: its checkout).
+	profile bool
+	ab      string
 }
 
 func parseOptions(args []string, stderr io.Writer) (options, error) {
@@ -102,6 +108,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "the cluster of the kubernetes provider's phases")
 	fs.BoolVar(&o.kube, "kubernetes", os.Getenv("KUBECONFIG") != "", "the kubernetes provider's phases against bare client-go (default: when KUBECONFIG is set)")
 	fs.StringVar(&o.only, "only", "", "run only this phase: kubernetes")
+	fs.BoolVar(&o.profile, "profile", true, "CPU-profile Tether in each of its phases and read Postgres's statements (pg_stat_statements) per phase")
+	fs.StringVar(&o.ab, "ab", os.Getenv("BENCH_AB"), "a git revision whose Tether runs the same phases in the same run, for an A/B of CPU per operation and throughput")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -195,6 +203,8 @@ type benchRun struct {
 	// databases for the admin, which may switch triggers off for bulk loads.
 	dbs, seeds map[string]string
 	closers    []func()
+	// prof measures each Tether phase's cost; nil without -profile.
+	prof *profiler
 }
 
 func (r *benchRun) logf(format string, a ...any) {
@@ -241,6 +251,9 @@ func (r *benchRun) prepare(ctx context.Context) (*localBench, error) {
 		return nil, err
 	}
 	names := []string{"bench_pgbench", "bench_main", "bench_janitor"}
+	if r.o.ab != "" {
+		names = append(names, "bench_ab")
+	}
 	if r.o.only != "" {
 		names, localSkip = nil, "-only "+r.o.only
 	}
@@ -254,6 +267,9 @@ func (r *benchRun) prepare(ctx context.Context) (*localBench, error) {
 		localSkip = "Local provider phases skipped: " + localSkip
 		r.logf("%s", localSkip)
 		r.res.Notes = append(r.res.Notes, localSkip)
+	}
+	if r.o.profile {
+		r.prof = newProfiler(ctx, admin, r.o.out, r.logf)
 	}
 	r.dbs, r.seeds = map[string]string{}, map[string]string{}
 	for _, name := range names {
@@ -285,6 +301,18 @@ type simBench struct {
 	keys           map[string]string
 	srv            *tether
 	api            *api
+	// subjects are the Tethers each phase runs on, in turn: this working
+	// tree's first, then the -ab baseline's, if any.
+	subjects []*subject
+}
+
+// subject is one Tether under test, with its own database.
+type subject struct {
+	name string // "this", or the -ab revision
+	srv  *tether
+	api  *api
+	pool *pgxpool.Pool
+	db   string
 }
 
 // startSim prepares the baselines' tables (each baseline runs just before
@@ -333,6 +361,14 @@ func (r *benchRun) startSim(ctx context.Context) (*simBench, error) {
 	r.onClose(s.srv.stop)
 	s.api = newAPI(s.srv.base, "bench-key", r.o.workers*2)
 	r.onClose(s.api.wire.close)
+	s.subjects = []*subject{{name: "this", srv: s.srv, api: s.api, pool: s.pool, db: "bench_main"}}
+	if r.o.ab != "" {
+		ab, err := r.startBaseline(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.subjects = append(s.subjects, ab)
+	}
 	return s, nil
 }
 
@@ -349,8 +385,27 @@ func (s *simBench) baseline(ctx context.Context, name string, dst *float64, fn f
 	}
 	s.logf("pgbench: %s", name)
 	var err error
-	s.cpu("pgbench "+name, s.pid(), func() { *dst, err = fn(ctx) })
-	return err
+	run := func() int64 {
+		s.cpu("pgbench "+name, s.pid(), func() { *dst, err = fn(ctx) })
+		if err != nil || *dst <= 0 {
+			return 0
+		}
+		if strings.Contains(name, "1 client") { // ms per transaction
+			return int64(s.o.phase.Seconds() * 1000 / *dst)
+		}
+		return int64(*dst * s.o.phase.Seconds()) // transactions per second
+	}
+	if s.prof == nil {
+		run()
+		return err
+	}
+	pc, perr := s.prof.measure(ctx, "pgbench "+name, "pgbench", s.pid(), "", "bench_pgbench", s.o.phase, run,
+		func() error { return nil })
+	if err == nil && perr == nil {
+		pc.Rate = float64(pc.Ops) / s.o.phase.Seconds()
+		s.res.Costs = append(s.res.Costs, pc)
+	}
+	return cmp.Or(err, perr)
 }
 
 // measureThroughput runs the throughput and latency phases, each after
@@ -392,6 +447,54 @@ func (s *simBench) measureThroughput(ctx context.Context) error {
 	return nil
 }
 
+// phase runs a Tether phase on each subject in turn, the working tree's
+// first, and records what each cost (CPU per operation, the profile,
+// Postgres's statements); fn returns the operations it completed.
+func (s *simBench) phase(ctx context.Context, name string, fn func(ctx context.Context, sub *subject) (int64, error)) error {
+	for _, sub := range s.subjects {
+		if err := s.settle(ctx); err != nil {
+			return err
+		}
+		var (
+			ops   int64
+			ferr  error
+			start time.Time
+			took  time.Duration
+		)
+		run := func() int64 {
+			label := name
+			if len(s.subjects) > 1 {
+				label += " (" + sub.name + ")"
+			}
+			s.cpu(label, sub.srv.cmd.Process.Pid, func() {
+				start = time.Now()
+				ops, ferr = fn(ctx, sub)
+				took = time.Since(start)
+			})
+			return ops
+		}
+		settle := func() error { return waitSettled(ctx, sub.pool, s.logf) }
+		if s.prof == nil {
+			run()
+			if err := settle(); err != nil {
+				return err
+			}
+		} else {
+			pc, err := s.prof.measure(ctx, name, sub.name, sub.srv.cmd.Process.Pid, sub.srv.pprof, sub.db, s.o.phase, run, settle)
+			if err != nil {
+				return err
+			}
+			pc.Rate = float64(ops) / took.Seconds()
+			s.res.Costs = append(s.res.Costs, pc)
+			s.logf("%s (%s): %.0f /s; Tether %.0f µs, Postgres %.0f µs CPU per operation", name, sub.name, pc.Rate, pc.TetherUS, pc.PostgresUS)
+		}
+		if ferr != nil {
+			return fmt.Errorf("%s (%s): %w", name, sub.name, ferr)
+		}
+	}
+	return nil
+}
+
 // unloadedLatency measures request → ready one create at a time, after
 // pgbench's one-client latency.
 func (s *simBench) unloadedLatency(ctx context.Context) (latencies, error) {
@@ -400,12 +503,38 @@ func (s *simBench) unloadedLatency(ctx context.Context) (latencies, error) {
 	}
 	s.res.CPU = s.res.CPU[:len(s.res.CPU)-1] // one client: its CPU split says nothing
 	s.logf("request → ready, unloaded: %d sequential samples", s.o.samples)
-	unloaded, err := s.api.requestToReady(ctx, s.o.samples)
-	if err != nil {
-		return nil, fmt.Errorf("request to ready: %w", err)
-	}
+	var unloaded latencies
+	lines := len(s.res.CPU)
+	err := s.phase(ctx, "request → ready, unloaded", func(ctx context.Context, sub *subject) (int64, error) {
+		l, err := sub.api.requestToReady(ctx, s.o.samples)
+		if err != nil {
+			return int64(len(l)), fmt.Errorf("request to ready: %w", err)
+		}
+		if sub.name == "this" {
+			unloaded = l
+		} else {
+			s.res.Extra["ab_unloaded_p50_ms"] = fmt.Sprintf("%.3f", ms(l.percentile(50)))
+		}
+		return int64(len(l)), nil
+	})
+	s.res.CPU = s.res.CPU[:lines] // one client: its CPU split says nothing
 	s.res.Unloaded = toMS(unloaded)
-	return unloaded, nil
+	return unloaded, err
+}
+
+// closedPhase runs a closed loop of s.o.workers clients of fn on each
+// subject and returns the working tree's rate.
+func (s *simBench) closedPhase(ctx context.Context, name, failures string, fn func(ctx context.Context, sub *subject) error) (float64, error) {
+	var rate float64
+	err := s.phase(ctx, name, func(ctx context.Context, sub *subject) (int64, error) {
+		r, ok, fails := closedLoop(ctx, s.o.workers, s.o.phase, func(ctx context.Context) error { return fn(ctx, sub) })
+		if sub.name == "this" {
+			rate = r
+			s.res.Extra[failures] = strconv.FormatInt(fails, 10)
+		}
+		return ok, nil
+	})
+	return rate, err
 }
 
 // createThroughput measures creates per second, after pgbench's inserts.
@@ -414,42 +543,37 @@ func (s *simBench) createThroughput(ctx context.Context) (float64, error) {
 		return 0, err
 	}
 	s.logf("create throughput: %d clients, %s", s.o.workers, s.o.phase)
-	var rate float64
-	var fails int64
-	s.cpu("Tether creates", s.pid(), func() {
-		rate, fails = closedLoop(ctx, s.o.workers, s.o.phase, func(ctx context.Context) error { _, err := s.api.create(ctx); return err })
+	return s.closedPhase(ctx, "Tether creates", "create_failures", func(ctx context.Context, sub *subject) error {
+		_, err := sub.api.create(ctx)
+		return err
 	})
-	s.res.Extra["create_failures"] = strconv.FormatInt(fails, 10)
-	return rate, nil
 }
 
 // getThroughput measures reads of one ready sandbox per second, after
 // pgbench's select-only.
 func (s *simBench) getThroughput(ctx context.Context) (float64, error) {
-	ready, err := s.api.create(ctx)
-	if err == nil {
-		err = s.api.waitReady(ctx, ready.ID)
-	}
-	if err != nil {
-		return 0, err
+	ready := map[*subject]string{}
+	for _, sub := range s.subjects {
+		sb, err := sub.api.create(ctx)
+		if err == nil {
+			err = sub.api.waitReady(ctx, sb.ID)
+		}
+		if err != nil {
+			return 0, err
+		}
+		ready[sub] = sb.ID
 	}
 	if err := s.baseline(ctx, fmt.Sprintf("select-only, %d clients", s.o.workers), &s.res.Baselines.SelectOnlyTPS, s.pb.selectOnly); err != nil {
 		return 0, err
 	}
 	s.logf("GET /v1/sandboxes/{id} throughput: %d clients, %s", s.o.workers, s.o.phase)
-	var rate float64
-	var fails int64
-	s.cpu("Tether GETs", s.pid(), func() {
-		rate, fails = closedLoop(ctx, s.o.workers, s.o.phase, func(ctx context.Context) error {
-			code, err := s.api.do(ctx, http.MethodGet, "/v1/sandboxes/"+ready.ID, nil, nil)
-			if err == nil && code != http.StatusOK {
-				err = fmt.Errorf("status %d", code)
-			}
-			return err
-		})
+	return s.closedPhase(ctx, "Tether GETs", "get_failures", func(ctx context.Context, sub *subject) error {
+		code, err := sub.api.do(ctx, http.MethodGet, "/v1/sandboxes/"+ready[sub], nil, nil)
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("status %d", code)
+		}
+		return err
 	})
-	s.res.Extra["get_failures"] = strconv.FormatInt(fails, 10)
-	return rate, nil
 }
 
 // lifecycleThroughput measures full lifecycles per second, after pgbench's
@@ -459,11 +583,9 @@ func (s *simBench) lifecycleThroughput(ctx context.Context) (float64, error) {
 		return 0, err
 	}
 	s.logf("full lifecycles: %d clients, %s", s.o.workers, s.o.phase)
-	var rate float64
-	var fails int64
-	s.cpu("Tether lifecycles", s.pid(), func() { rate, fails = closedLoop(ctx, s.o.workers, s.o.phase, s.api.lifecycle) })
-	s.res.Extra["lifecycle_failures"] = strconv.FormatInt(fails, 10)
-	return rate, nil
+	return s.closedPhase(ctx, "Tether lifecycles", "lifecycle_failures", func(ctx context.Context, sub *subject) error {
+		return sub.api.lifecycle(ctx)
+	})
 }
 
 // loadedLatency measures request → ready in an open loop at half the
@@ -820,6 +942,8 @@ type tether struct {
 	cmd    *exec.Cmd
 	done   chan struct{}
 	simDir string
+	// pprof is the base URL of its PPROF_ADDR, "" without -profile.
+	pprof string
 }
 
 // startTether builds and starts Tether, with the sim provider unless env
@@ -838,7 +962,7 @@ func startTether(ctx context.Context, root, dbURL string, env []string, o option
 		}
 	}
 	bin := filepath.Join(dir, "tether")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/api")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-o", bin, "./cmd/api")
 	build.Dir = root
 	build.Env = append(os.Environ(), "GOTOOLCHAIN=local")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -850,12 +974,22 @@ func startTether(ctx context.Context, root, dbURL string, env []string, o option
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
+	var pprofAddr string
+	if o.profile {
+		pln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		pprofAddr = pln.Addr().String()
+		_ = pln.Close()
+		env = append(slices.Clone(env), "PPROF_ADDR="+pprofAddr)
+	}
 	logf, err := os.Create(filepath.Join(dir, "tether.log"))
 	if err != nil {
 		return nil, err
 	}
-	if len(env) == 0 {
-		env = []string{"PROVIDERS=sim"}
+	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "PROVIDERS=") }) {
+		env = append(env, "PROVIDERS=sim")
 	}
 	//nolint:noctx // stopped explicitly by stop, gracefully
 	cmd := exec.Command(bin, "serve")
@@ -872,6 +1006,9 @@ func startTether(ctx context.Context, root, dbURL string, env []string, o option
 		return nil, err
 	}
 	t := &tether{base: "http://" + addr, cmd: cmd, done: make(chan struct{}), simDir: simDir}
+	if pprofAddr != "" {
+		t.pprof = "http://" + pprofAddr
+	}
 	go func() {
 		_ = cmd.Wait()
 		_ = logf.Close()
