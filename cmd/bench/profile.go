@@ -216,6 +216,7 @@ var bucketRules = []struct{ name, re string }{
 // matches.
 var entryRules = []struct{ name, re string }{
 	{"HTTP requests", `^net/http\.\(\*conn\)\.serve`},
+	{"webhook worker", `internal/lifecycle\.\(\*Webhooks\)`},
 	{"executor", `internal/lifecycle\.`},
 	{"notifier", `internal/store/notify\.`},
 	{"GC", `^runtime\.(gcBgMarkWorker|bgsweep|bgscavenge)`},
