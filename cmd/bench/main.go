@@ -447,52 +447,100 @@ func (s *simBench) measureThroughput(ctx context.Context) error {
 	return nil
 }
 
-// phase runs a Tether phase on each subject in turn, the working tree's
-// first, and records what each cost (CPU per operation, the profile,
-// Postgres's statements); fn returns the operations it completed.
-func (s *simBench) phase(ctx context.Context, name string, fn func(ctx context.Context, sub *subject) (int64, error)) error {
-	for _, sub := range s.subjects {
-		if err := s.settle(ctx); err != nil {
-			return err
-		}
-		var (
-			ops   int64
-			ferr  error
-			start time.Time
-			took  time.Duration
-		)
-		run := func() int64 {
-			label := name
-			if len(s.subjects) > 1 {
-				label += " (" + sub.name + ")"
+// abSlices is how many slices a phase is cut into when it runs on two
+// Tethers: the slices alternate between them, so that a change in the
+// machine's load (shared, noisy) lands on both alike.
+const abSlices = 3
+
+// phase runs a Tether phase on each subject, the working tree's first, and
+// records what each cost (CPU per operation over all its slices; the
+// profile and Postgres's statements of its first slice); fn runs slice
+// `slice` of `slices` and returns the operations it completed. It returns
+// each subject's operations per second.
+func (s *simBench) phase(ctx context.Context, name string, fn func(ctx context.Context, sub *subject, slice, slices int) (int64, error)) (map[string]float64, error) {
+	slices := 1
+	if len(s.subjects) > 1 {
+		slices = abSlices
+	}
+	type total struct {
+		pc         phaseCost
+		ops        int64
+		took       time.Duration
+		tether, pg float64 // CPU µs
+	}
+	totals := make([]total, len(s.subjects))
+	for slice := range slices {
+		for i, sub := range s.subjects {
+			if err := s.settle(ctx); err != nil {
+				return nil, err
 			}
-			s.cpu(label, sub.srv.cmd.Process.Pid, func() {
-				start = time.Now()
-				ops, ferr = fn(ctx, sub)
-				took = time.Since(start)
-			})
-			return ops
-		}
-		settle := func() error { return waitSettled(ctx, sub.pool, s.logf) }
-		if s.prof == nil {
-			run()
-			if err := settle(); err != nil {
-				return err
+			var (
+				ops  int64
+				ferr error
+				took time.Duration
+			)
+			run := func() int64 {
+				call := func() {
+					start := time.Now()
+					ops, ferr = fn(ctx, sub, slice, slices)
+					took = time.Since(start)
+				}
+				if slice > 0 {
+					call()
+					return ops
+				}
+				label := name
+				if len(s.subjects) > 1 {
+					label += " (" + sub.name + ")"
+				}
+				s.cpu(label, sub.srv.cmd.Process.Pid, call)
+				return ops
 			}
-		} else {
-			pc, err := s.prof.measure(ctx, name, sub.name, sub.srv.cmd.Process.Pid, sub.srv.pprof, sub.db, s.o.phase, run, settle)
-			if err != nil {
-				return err
+			settle := func() error { return waitSettled(ctx, sub.pool, s.logf) }
+			t := &totals[i]
+			if s.prof == nil {
+				run()
+				if err := settle(); err != nil {
+					return nil, err
+				}
+			} else {
+				pprofURL := sub.srv.pprof
+				if slice > 0 {
+					pprofURL = "" // one profile per phase: its first slice's
+				}
+				pc, err := s.prof.measure(ctx, name, sub.name, sub.srv.cmd.Process.Pid, pprofURL, sub.db, s.o.phase/time.Duration(slices), run, settle)
+				if err != nil {
+					return nil, err
+				}
+				if slice == 0 {
+					t.pc = pc
+				}
+				t.tether += pc.TetherUS * float64(pc.Ops)
+				t.pg += pc.PostgresUS * float64(pc.Ops)
 			}
-			pc.Rate = float64(ops) / took.Seconds()
-			s.res.Costs = append(s.res.Costs, pc)
-			s.logf("%s (%s): %.0f /s; Tether %.0f µs, Postgres %.0f µs CPU per operation", name, sub.name, pc.Rate, pc.TetherUS, pc.PostgresUS)
-		}
-		if ferr != nil {
-			return fmt.Errorf("%s (%s): %w", name, sub.name, ferr)
+			t.ops += ops
+			t.took += took
+			if ferr != nil {
+				return nil, fmt.Errorf("%s (%s): %w", name, sub.name, ferr)
+			}
 		}
 	}
-	return nil
+	rates := map[string]float64{}
+	for i, sub := range s.subjects {
+		t := totals[i]
+		rates[sub.name] = float64(t.ops) / t.took.Seconds()
+		if s.prof == nil {
+			continue
+		}
+		pc := t.pc
+		pc.Ops, pc.Rate = t.ops, rates[sub.name]
+		if t.ops > 0 {
+			pc.TetherUS, pc.PostgresUS = t.tether/float64(t.ops), t.pg/float64(t.ops)
+		}
+		s.res.Costs = append(s.res.Costs, pc)
+		s.logf("%s (%s): %.0f /s; Tether %.0f µs, Postgres %.0f µs CPU per operation", name, sub.name, pc.Rate, pc.TetherUS, pc.PostgresUS)
+	}
+	return rates, nil
 }
 
 // unloadedLatency measures request → ready one create at a time, after
@@ -505,15 +553,13 @@ func (s *simBench) unloadedLatency(ctx context.Context) (latencies, error) {
 	s.logf("request → ready, unloaded: %d sequential samples", s.o.samples)
 	var unloaded latencies
 	lines := len(s.res.CPU)
-	err := s.phase(ctx, "request → ready, unloaded", func(ctx context.Context, sub *subject) (int64, error) {
-		l, err := sub.api.requestToReady(ctx, s.o.samples)
+	_, err := s.phase(ctx, "request → ready, unloaded", func(ctx context.Context, sub *subject, _, slices int) (int64, error) {
+		l, err := sub.api.requestToReady(ctx, max(1, s.o.samples/slices))
+		if sub.name == "this" {
+			unloaded = append(unloaded, l...)
+		}
 		if err != nil {
 			return int64(len(l)), fmt.Errorf("request to ready: %w", err)
-		}
-		if sub.name == "this" {
-			unloaded = l
-		} else {
-			s.res.Extra["ab_unloaded_p50_ms"] = fmt.Sprintf("%.3f", ms(l.percentile(50)))
 		}
 		return int64(len(l)), nil
 	})
@@ -525,16 +571,16 @@ func (s *simBench) unloadedLatency(ctx context.Context) (latencies, error) {
 // closedPhase runs a closed loop of s.o.workers clients of fn on each
 // subject and returns the working tree's rate.
 func (s *simBench) closedPhase(ctx context.Context, name, failures string, fn func(ctx context.Context, sub *subject) error) (float64, error) {
-	var rate float64
-	err := s.phase(ctx, name, func(ctx context.Context, sub *subject) (int64, error) {
-		r, ok, fails := closedLoop(ctx, s.o.workers, s.o.phase, func(ctx context.Context) error { return fn(ctx, sub) })
+	var fails int64
+	rates, err := s.phase(ctx, name, func(ctx context.Context, sub *subject, _, slices int) (int64, error) {
+		_, ok, f := closedLoop(ctx, s.o.workers, s.o.phase/time.Duration(slices), func(ctx context.Context) error { return fn(ctx, sub) })
 		if sub.name == "this" {
-			rate = r
-			s.res.Extra[failures] = strconv.FormatInt(fails, 10)
+			fails += f
 		}
 		return ok, nil
 	})
-	return rate, err
+	s.res.Extra[failures] = strconv.FormatInt(fails, 10)
+	return rates["this"], err
 }
 
 // createThroughput measures creates per second, after pgbench's inserts.
