@@ -244,6 +244,9 @@ func (r *benchRun) prepare(ctx context.Context) (*localBench, error) {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	r.onClose(admin.Close)
+	if postmasterPID = findPostmaster(ctx, admin); postmasterPID == 0 {
+		r.logf("the server's postmaster is not known here: Postgres CPU counts every postgres process on this machine")
+	}
 	// The local provider's phases need root, bubblewrap and util-linux;
 	// elsewhere the rest of the benchmark runs without them.
 	lb, localSkip, err := newLocalBench(r.o.local && r.o.only == "")
