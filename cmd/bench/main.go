@@ -474,58 +474,18 @@ func (s *simBench) phase(ctx context.Context, name string, fn func(ctx context.C
 	totals := make([]total, len(s.subjects))
 	for slice := range slices {
 		for i, sub := range s.subjects {
-			if err := s.settle(ctx); err != nil {
+			pc, ops, took, err := s.slice(ctx, name, sub, slice, slices, fn)
+			if err != nil {
 				return nil, err
 			}
-			var (
-				ops  int64
-				ferr error
-				took time.Duration
-			)
-			run := func() int64 {
-				call := func() {
-					start := time.Now()
-					ops, ferr = fn(ctx, sub, slice, slices)
-					took = time.Since(start)
-				}
-				if slice > 0 {
-					call()
-					return ops
-				}
-				label := name
-				if len(s.subjects) > 1 {
-					label += " (" + sub.name + ")"
-				}
-				s.cpu(label, sub.srv.cmd.Process.Pid, call)
-				return ops
-			}
-			settle := func() error { return waitSettled(ctx, sub.pool, s.logf) }
 			t := &totals[i]
-			if s.prof == nil {
-				run()
-				if err := settle(); err != nil {
-					return nil, err
-				}
-			} else {
-				pprofURL := sub.srv.pprof
-				if slice > 0 {
-					pprofURL = "" // one profile per phase: its first slice's
-				}
-				pc, err := s.prof.measure(ctx, name, sub.name, sub.srv.cmd.Process.Pid, pprofURL, sub.db, s.o.phase/time.Duration(slices), run, settle)
-				if err != nil {
-					return nil, err
-				}
-				if slice == 0 {
-					t.pc = pc
-				}
-				t.tether += pc.TetherUS * float64(pc.Ops)
-				t.pg += pc.PostgresUS * float64(pc.Ops)
+			if slice == 0 {
+				t.pc = pc
 			}
+			t.tether += pc.TetherUS * float64(pc.Ops)
+			t.pg += pc.PostgresUS * float64(pc.Ops)
 			t.ops += ops
 			t.took += took
-			if ferr != nil {
-				return nil, fmt.Errorf("%s (%s): %w", name, sub.name, ferr)
-			}
 		}
 	}
 	rates := map[string]float64{}
@@ -544,6 +504,50 @@ func (s *simBench) phase(ctx context.Context, name string, fn func(ctx context.C
 		s.logf("%s (%s): %.0f /s; Tether %.0f µs, Postgres %.0f µs CPU per operation", name, sub.name, pc.Rate, pc.TetherUS, pc.PostgresUS)
 	}
 	return rates, nil
+}
+
+// slice runs one slice of a phase on sub, once the last one's work has
+// settled, and measures it (with -profile; the profile only in the first
+// slice).
+func (s *simBench) slice(ctx context.Context, name string, sub *subject, slice, slices int,
+	fn func(ctx context.Context, sub *subject, slice, slices int) (int64, error),
+) (pc phaseCost, ops int64, took time.Duration, err error) {
+	if err := s.settle(ctx); err != nil {
+		return pc, 0, 0, err
+	}
+	var ferr error
+	run := func() int64 {
+		call := func() {
+			start := time.Now()
+			ops, ferr = fn(ctx, sub, slice, slices)
+			took = time.Since(start)
+		}
+		if slice > 0 {
+			call()
+			return ops
+		}
+		label := name
+		if len(s.subjects) > 1 {
+			label += " (" + sub.name + ")"
+		}
+		s.cpu(label, sub.srv.cmd.Process.Pid, call)
+		return ops
+	}
+	settle := func() error { return waitSettled(ctx, sub.pool, s.logf) }
+	if s.prof == nil {
+		run()
+		err = settle()
+	} else {
+		pprofURL := sub.srv.pprof
+		if slice > 0 {
+			pprofURL = "" // one profile per phase: its first slice's
+		}
+		pc, err = s.prof.measure(ctx, name, sub.name, sub.srv.cmd.Process.Pid, pprofURL, sub.db, s.o.phase/time.Duration(slices), run, settle)
+	}
+	if err == nil && ferr != nil {
+		err = fmt.Errorf("%s (%s): %w", name, sub.name, ferr)
+	}
+	return pc, ops, took, err
 }
 
 // unloadedLatency measures request → ready one create at a time, after
@@ -1025,12 +1029,9 @@ func startTether(ctx context.Context, root, dbURL string, env []string, o option
 	_ = ln.Close()
 	var pprofAddr string
 	if o.profile {
-		pln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
-		if err != nil {
+		if pprofAddr, err = freeAddr(ctx); err != nil {
 			return nil, err
 		}
-		pprofAddr = pln.Addr().String()
-		_ = pln.Close()
 		env = append(slices.Clone(env), "PPROF_ADDR="+pprofAddr)
 	}
 	logf, err := os.Create(filepath.Join(dir, "tether.log"))
@@ -1076,6 +1077,16 @@ func startTether(ctx context.Context, root, dbURL string, env []string, o option
 	}
 	t.stop()
 	return nil, fmt.Errorf("tether did not become ready; see %s", logf.Name())
+}
+
+// freeAddr is a loopback address with a port free just now.
+func freeAddr(ctx context.Context) (string, error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().String(), nil
 }
 
 func (t *tether) stop() {
