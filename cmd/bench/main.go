@@ -2,7 +2,11 @@
 // it runs pgbench baselines and Tether workloads on the same server in the
 // same run, and reports each performance target (BENCHMARKS.md) as a ratio.
 //
-//	go run ./cmd/bench [-quick] [-local=false] [-kubernetes=false] [-only kubernetes] [-out bench-results] [-database-url URL [-admin-url URL]]
+//	go run ./cmd/bench [-quick] [-local=false] [-kubernetes=false] [-only kubernetes] [-out bench-results] [-database-url URL [-admin-url URL]] [-profile=false] [-ab REV]
+//
+// Each Tether phase also records CPU per operation, a CPU profile of Tether
+// and Postgres's statements (profile.go); -ab REV runs every Tether phase on
+// the Tether of that git revision too, alternating, for an A/B (ab.go).
 //
 // As root on a host with bubblewrap and util-linux it also compares the
 // local provider's sandboxes with bare bwrap and nsenter (local.go); with
