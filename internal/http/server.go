@@ -498,7 +498,8 @@ func jsonTypeName(kind string) string {
 func encodeJSON(w io.Writer, v any) error {
 	if sb, ok := v.(Sandbox); ok && sb.jsonable() {
 		buf := sandboxBuffers.Get().(*[]byte)
-		b := append(sb.appendJSON((*buf)[:0]), '\n')
+		b := sb.appendJSON((*buf)[:0])
+		b = append(b, '\n')
 		_, err := w.Write(b)
 		if cap(b) <= 16<<10 {
 			*buf = b
