@@ -71,8 +71,8 @@ test: ## Run all tests (with -race) against the test Postgres and Kubernetes con
 	echo "KUBECONFIG=$$KUBECONFIG"; \
 	exec $(GO) test -race -count=1 ./...
 
-bench: ## Benchmarks against pgbench on the same Postgres (own cluster "bench"), and bare client-go when KUBECONFIG is set; results in bench-results/
-	$(GO) run ./cmd/bench -out bench-results
+bench: ## Benchmarks against pgbench on the same Postgres (own cluster "bench"), and bare client-go when KUBECONFIG is set; results and profiles in bench-results/ (BENCH_AB=REV: an A/B against that revision)
+	$(GO) run ./cmd/bench -out bench-results $(BENCH_FLAGS)
 
 chaos: ## The long chaos runs: replicas killed at random, a Postgres restart, a replica partitioned, owners killed; invariants checked (CHAOS_DURATION=3m)
 	$(GO) test -count=1 ./test/chaos -run TestChaos -chaos.duration=$(CHAOS_DURATION) -v

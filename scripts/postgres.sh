@@ -24,7 +24,8 @@
 #     `tether` that is not a superuser (no CREATEDB, no CREATEROLE) and owns
 #     the database `tether`: Tether connects as that role, so a leaked URL
 #     gives its own schema and nothing else of the server;
-#   - for `test`, fsync and synchronous commits off: fast, and fine to lose.
+#   - for `test`, fsync and synchronous commits off: fast, and fine to lose;
+#   - for `bench`, pg_stat_statements preloaded (when installed).
 #
 # The URL (postgres://tether@127.0.0.1:PORT/tether?sslmode=disable) is always
 # the LAST line of stdout, and the only thing printed there; progress and
@@ -496,6 +497,13 @@ write_settings() {
 			echo "fsync = off"
 			echo "synchronous_commit = off"
 			echo "full_page_writes = off"
+		fi
+		if [[ $name == bench && -f $bindir/../lib/pg_stat_statements.so ]]; then
+			# cmd/bench reads each phase's statements (calls, time, rows,
+			# WAL) from pg_stat_statements; its overhead lands on the
+			# baselines and on Tether alike.
+			echo "shared_preload_libraries = 'pg_stat_statements'"
+			echo "pg_stat_statements.max = 1000"
 		fi
 	} >"$datadir/tether.conf"
 	$is_root && chown "$pg_user:" "$datadir/tether.conf"

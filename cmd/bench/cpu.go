@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // cpuSample is the CPU time used so far by the load generator (this
@@ -29,13 +32,19 @@ const clockTick = 100
 func sampleCPU(tetherPID int) cpuSample {
 	s := cpuSample{at: time.Now()}
 	var err error
-	if s.loadgen, _, err = procCPU("/proc/self/stat"); err != nil {
+	if s.loadgen, _, _, err = procCPU("/proc/self/stat"); err != nil {
 		return s
 	}
-	s.tether, _, _ = procCPU(filepath.Join("/proc", strconv.Itoa(tetherPID), "stat"))
+	s.tether, _, _, _ = procCPU(filepath.Join("/proc", strconv.Itoa(tetherPID), "stat"))
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, path := range stats {
-		if t, comm, err := procCPU(path); err == nil && comm == "postgres" {
+		t, comm, ppid, err := procCPU(path)
+		if err != nil || comm != "postgres" {
+			continue
+		}
+		// Only the bench's own server when it is known: other clusters on
+		// a shared machine are someone else's load.
+		if pm := postmasterPID; pm == 0 || ppid == pm || path == filepath.Join("/proc", strconv.Itoa(pm), "stat") {
 			s.postgres += t
 		}
 	}
@@ -48,31 +57,53 @@ func sampleCPU(tetherPID int) cpuSample {
 
 // procCPU returns a process's user+system time, plus that of its children
 // it has reaped (Postgres backends that exited count for the postmaster),
-// and its command name.
-func procCPU(path string) (time.Duration, string, error) {
+// its command name and its parent's pid.
+func procCPU(path string) (time.Duration, string, int, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, "", err
+		return 0, "", 0, err
 	}
 	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
 	if open < 0 || end < open {
-		return 0, "", fmt.Errorf("%s: malformed", path)
+		return 0, "", 0, fmt.Errorf("%s: malformed", path)
 	}
 	fields := strings.Fields(string(b[end+1:]))
-	// After the command, fields start at 3 (state) of stat(5): utime is
-	// field 14, stime 15, cutime 16, cstime 17.
+	// After the command, fields start at 3 (state) of stat(5): ppid is
+	// field 4, utime 14, stime 15, cutime 16, cstime 17.
 	if len(fields) < 15 {
-		return 0, "", fmt.Errorf("%s: malformed", path)
+		return 0, "", 0, fmt.Errorf("%s: malformed", path)
 	}
+	ppid, _ := strconv.Atoi(fields[1])
 	var sum int64
 	for _, f := range fields[11:15] {
 		v, err := strconv.ParseInt(f, 10, 64)
 		if err != nil {
-			return 0, "", fmt.Errorf("%s: malformed", path)
+			return 0, "", 0, fmt.Errorf("%s: malformed", path)
 		}
 		sum += v
 	}
-	return ticks(sum), string(b[open+1 : end]), nil
+	return ticks(sum), string(b[open+1 : end]), ppid, nil
+}
+
+// postmasterPID is the bench's Postgres server's main process, whose
+// children are its backends; 0 (every postgres process counts) when it is
+// not known (a server given by URL on another machine).
+var postmasterPID int
+
+// findPostmaster reads the server's pid from its data folder, when this
+// process can.
+func findPostmaster(ctx context.Context, admin *pgxpool.Pool) int {
+	var dir string
+	if err := admin.QueryRow(ctx, `SELECT setting FROM pg_settings WHERE name = 'data_directory'`).Scan(&dir); err != nil {
+		return 0
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, _ := strconv.Atoi(strings.TrimSpace(line))
+	return pid
 }
 
 // machineCPU returns the machine's busy and idle time from /proc/stat.

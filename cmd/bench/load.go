@@ -66,8 +66,9 @@ func (a *api) waitReady(ctx context.Context, id string) error {
 }
 
 // closedLoop runs workers that each call fn back to back for d, and returns
-// the completed calls per second. Failed calls are counted apart.
-func closedLoop(ctx context.Context, workers int, d time.Duration, fn func(ctx context.Context) error) (rate float64, failures int64) {
+// the completed calls per second and their number. Failed calls are
+// counted apart.
+func closedLoop(ctx context.Context, workers int, d time.Duration, fn func(ctx context.Context) error) (rate float64, done, failures int64) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var ok, failed atomic.Int64
@@ -87,7 +88,7 @@ func closedLoop(ctx context.Context, workers int, d time.Duration, fn func(ctx c
 		})
 	}
 	wg.Wait()
-	return float64(ok.Load()) / time.Since(start).Seconds(), failed.Load()
+	return float64(ok.Load()) / time.Since(start).Seconds(), ok.Load(), failed.Load()
 }
 
 // latencies is a sample of durations.

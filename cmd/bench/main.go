@@ -2,7 +2,11 @@
 // it runs pgbench baselines and Tether workloads on the same server in the
 // same run, and reports each performance target (BENCHMARKS.md) as a ratio.
 //
-//	go run ./cmd/bench [-quick] [-local=false] [-kubernetes=false] [-only kubernetes|pools] [-out bench-results] [-database-url URL [-admin-url URL]]
+//	go run ./cmd/bench [-quick] [-local=false] [-kubernetes=false] [-only kubernetes|pools] [-out bench-results] [-database-url URL [-admin-url URL]] [-profile=false] [-ab REV]
+//
+// Each Tether phase also records CPU per operation, a CPU profile of Tether
+// and Postgres's statements (profile.go); -ab REV runs every Tether phase on
+// the Tether of that git revision too, alternating, for an A/B (ab.go).
 //
 // As root on a host with bubblewrap and util-linux it also compares the
 // local provider's sandboxes with bare bwrap and nsenter (local.go); with
@@ -34,6 +38,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,6 +91,11 @@ type options struct {
 	kubeSandboxes int
 	kubeExecs     int
 	only          string
+	// profile takes a CPU profile of Tether in each of its phases and reads
+	// Postgres's statements per phase; ab, if set, is a git revision whose
+	// Tether runs the same phases in the same run (abRoot: its checkout).
+	profile bool
+	ab      string
 }
 
 func parseOptions(args []string, stderr io.Writer) (options, error) {
@@ -104,6 +114,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "the cluster of the kubernetes provider's phases")
 	fs.BoolVar(&o.kube, "kubernetes", os.Getenv("KUBECONFIG") != "", "the kubernetes provider's phases against bare client-go (default: when KUBECONFIG is set)")
 	fs.StringVar(&o.only, "only", "", "run only this phase: kubernetes or pools (the warm pools' time to interactive and claims)")
+	fs.BoolVar(&o.profile, "profile", true, "CPU-profile Tether in each of its phases and read Postgres's statements (pg_stat_statements) per phase")
+	fs.StringVar(&o.ab, "ab", os.Getenv("BENCH_AB"), "a git revision whose Tether runs the same phases in the same run, for an A/B of CPU per operation and throughput")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -212,6 +224,8 @@ type benchRun struct {
 	// databases for the admin, which may switch triggers off for bulk loads.
 	dbs, seeds map[string]string
 	closers    []func()
+	// prof measures each Tether phase's cost; nil without -profile.
+	prof *profiler
 }
 
 func (r *benchRun) logf(format string, a ...any) {
@@ -251,6 +265,9 @@ func (r *benchRun) prepare(ctx context.Context) (*localBench, error) {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	r.onClose(admin.Close)
+	if postmasterPID = findPostmaster(ctx, admin); postmasterPID == 0 {
+		r.logf("the server's postmaster is not known here: Postgres CPU counts every postgres process on this machine")
+	}
 	// The local provider's phases need root, bubblewrap and util-linux;
 	// elsewhere the rest of the benchmark runs without them.
 	lb, localSkip, err := newLocalBench(r.o.local && (r.o.only == "" || r.o.only == "pools"))
@@ -258,6 +275,9 @@ func (r *benchRun) prepare(ctx context.Context) (*localBench, error) {
 		return nil, err
 	}
 	names := []string{"bench_pgbench", "bench_main", "bench_janitor", "bench_pools"}
+	if r.o.ab != "" {
+		names = append(names, "bench_ab")
+	}
 	switch r.o.only {
 	case "":
 	case "pools":
@@ -277,6 +297,9 @@ func (r *benchRun) prepare(ctx context.Context) (*localBench, error) {
 		localSkip = "Local provider phases skipped: " + localSkip
 		r.logf("%s", localSkip)
 		r.res.Notes = append(r.res.Notes, localSkip)
+	}
+	if r.o.profile {
+		r.prof = newProfiler(ctx, admin, r.o.out, r.logf)
 	}
 	r.dbs, r.seeds = map[string]string{}, map[string]string{}
 	for _, name := range names {
@@ -308,6 +331,18 @@ type simBench struct {
 	keys           map[string]string
 	srv            *tether
 	api            *api
+	// subjects are the Tethers each phase runs on, in turn: this working
+	// tree's first, then the -ab baseline's, if any.
+	subjects []*subject
+}
+
+// subject is one Tether under test, with its own database.
+type subject struct {
+	name string // "this", or the -ab revision
+	srv  *tether
+	api  *api
+	pool *pgxpool.Pool
+	db   string
 }
 
 // startSim prepares the baselines' tables (each baseline runs just before
@@ -356,6 +391,14 @@ func (r *benchRun) startSim(ctx context.Context) (*simBench, error) {
 	r.onClose(s.srv.stop)
 	s.api = newAPI(s.srv.base, "bench-key", r.o.workers*2)
 	r.onClose(s.api.wire.close)
+	s.subjects = []*subject{{name: "this", srv: s.srv, api: s.api, pool: s.pool, db: "bench_main"}}
+	if r.o.ab != "" {
+		ab, err := r.startBaseline(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.subjects = append(s.subjects, ab)
+	}
 	return s, nil
 }
 
@@ -372,8 +415,27 @@ func (s *simBench) baseline(ctx context.Context, name string, dst *float64, fn f
 	}
 	s.logf("pgbench: %s", name)
 	var err error
-	s.cpu("pgbench "+name, s.pid(), func() { *dst, err = fn(ctx) })
-	return err
+	run := func() int64 {
+		s.cpu("pgbench "+name, s.pid(), func() { *dst, err = fn(ctx) })
+		if err != nil || *dst <= 0 {
+			return 0
+		}
+		if strings.Contains(name, "1 client") { // ms per transaction
+			return int64(s.o.phase.Seconds() * 1000 / *dst)
+		}
+		return int64(*dst * s.o.phase.Seconds()) // transactions per second
+	}
+	if s.prof == nil {
+		run()
+		return err
+	}
+	pc, perr := s.prof.measure(ctx, "pgbench "+name, "pgbench", s.pid(), "", "bench_pgbench", s.o.phase, run,
+		func() error { return nil })
+	if err == nil && perr == nil {
+		pc.Rate = float64(pc.Ops) / s.o.phase.Seconds()
+		s.res.Costs = append(s.res.Costs, pc)
+	}
+	return cmp.Or(err, perr)
 }
 
 // measureThroughput runs the throughput and latency phases, each after
@@ -415,6 +477,106 @@ func (s *simBench) measureThroughput(ctx context.Context) error {
 	return nil
 }
 
+// abSlices is how many slices a phase is cut into when it runs on two
+// Tethers: the slices alternate between them, so that a change in the
+// machine's load (shared, noisy) lands on both alike.
+const abSlices = 3
+
+// phase runs a Tether phase on each subject, the working tree's first, and
+// records what each cost (CPU per operation over all its slices; the
+// profile and Postgres's statements of its first slice); fn runs slice
+// `slice` of `slices` and returns the operations it completed. It returns
+// each subject's operations per second.
+func (s *simBench) phase(ctx context.Context, name string, fn func(ctx context.Context, sub *subject, slice, slices int) (int64, error)) (map[string]float64, error) {
+	slices := 1
+	if len(s.subjects) > 1 {
+		slices = abSlices
+	}
+	type total struct {
+		pc         phaseCost
+		ops        int64
+		took       time.Duration
+		tether, pg float64 // CPU µs
+	}
+	totals := make([]total, len(s.subjects))
+	for slice := range slices {
+		for i, sub := range s.subjects {
+			pc, ops, took, err := s.slice(ctx, name, sub, slice, slices, fn)
+			if err != nil {
+				return nil, err
+			}
+			t := &totals[i]
+			if slice == 0 {
+				t.pc = pc
+			}
+			t.tether += pc.TetherUS * float64(pc.Ops)
+			t.pg += pc.PostgresUS * float64(pc.Ops)
+			t.ops += ops
+			t.took += took
+		}
+	}
+	rates := map[string]float64{}
+	for i, sub := range s.subjects {
+		t := totals[i]
+		rates[sub.name] = float64(t.ops) / t.took.Seconds()
+		if s.prof == nil {
+			continue
+		}
+		pc := t.pc
+		pc.Ops, pc.Rate = t.ops, rates[sub.name]
+		if t.ops > 0 {
+			pc.TetherUS, pc.PostgresUS = t.tether/float64(t.ops), t.pg/float64(t.ops)
+		}
+		s.res.Costs = append(s.res.Costs, pc)
+		s.logf("%s (%s): %.0f /s; Tether %.0f µs, Postgres %.0f µs CPU per operation", name, sub.name, pc.Rate, pc.TetherUS, pc.PostgresUS)
+	}
+	return rates, nil
+}
+
+// slice runs one slice of a phase on sub, once the last one's work has
+// settled, and measures it (with -profile; the profile only in the first
+// slice).
+func (s *simBench) slice(ctx context.Context, name string, sub *subject, slice, slices int,
+	fn func(ctx context.Context, sub *subject, slice, slices int) (int64, error),
+) (pc phaseCost, ops int64, took time.Duration, err error) {
+	if err := s.settle(ctx); err != nil {
+		return pc, 0, 0, err
+	}
+	var ferr error
+	run := func() int64 {
+		call := func() {
+			start := time.Now()
+			ops, ferr = fn(ctx, sub, slice, slices)
+			took = time.Since(start)
+		}
+		if slice > 0 {
+			call()
+			return ops
+		}
+		label := name
+		if len(s.subjects) > 1 {
+			label += " (" + sub.name + ")"
+		}
+		s.cpu(label, sub.srv.cmd.Process.Pid, call)
+		return ops
+	}
+	settle := func() error { return waitSettled(ctx, sub.pool, s.logf) }
+	if s.prof == nil {
+		run()
+		err = settle()
+	} else {
+		pprofURL := sub.srv.pprof
+		if slice > 0 {
+			pprofURL = "" // one profile per phase: its first slice's
+		}
+		pc, err = s.prof.measure(ctx, name, sub.name, sub.srv.cmd.Process.Pid, pprofURL, sub.db, s.o.phase/time.Duration(slices), run, settle)
+	}
+	if err == nil && ferr != nil {
+		err = fmt.Errorf("%s (%s): %w", name, sub.name, ferr)
+	}
+	return pc, ops, took, err
+}
+
 // unloadedLatency measures request → ready one create at a time, after
 // pgbench's one-client latency.
 func (s *simBench) unloadedLatency(ctx context.Context) (latencies, error) {
@@ -423,12 +585,36 @@ func (s *simBench) unloadedLatency(ctx context.Context) (latencies, error) {
 	}
 	s.res.CPU = s.res.CPU[:len(s.res.CPU)-1] // one client: its CPU split says nothing
 	s.logf("request → ready, unloaded: %d sequential samples", s.o.samples)
-	unloaded, err := s.api.requestToReady(ctx, s.o.samples)
-	if err != nil {
-		return nil, fmt.Errorf("request to ready: %w", err)
-	}
+	var unloaded latencies
+	lines := len(s.res.CPU)
+	_, err := s.phase(ctx, "request → ready, unloaded", func(ctx context.Context, sub *subject, _, slices int) (int64, error) {
+		l, err := sub.api.requestToReady(ctx, max(1, s.o.samples/slices))
+		if sub.name == "this" {
+			unloaded = append(unloaded, l...)
+		}
+		if err != nil {
+			return int64(len(l)), fmt.Errorf("request to ready: %w", err)
+		}
+		return int64(len(l)), nil
+	})
+	s.res.CPU = s.res.CPU[:lines] // one client: its CPU split says nothing
 	s.res.Unloaded = toMS(unloaded)
-	return unloaded, nil
+	return unloaded, err
+}
+
+// closedPhase runs a closed loop of s.o.workers clients of fn on each
+// subject and returns the working tree's rate.
+func (s *simBench) closedPhase(ctx context.Context, name, failures string, fn func(ctx context.Context, sub *subject) error) (float64, error) {
+	var fails int64
+	rates, err := s.phase(ctx, name, func(ctx context.Context, sub *subject, _, slices int) (int64, error) {
+		_, ok, f := closedLoop(ctx, s.o.workers, s.o.phase/time.Duration(slices), func(ctx context.Context) error { return fn(ctx, sub) })
+		if sub.name == "this" {
+			fails += f
+		}
+		return ok, nil
+	})
+	s.res.Extra[failures] = strconv.FormatInt(fails, 10)
+	return rates["this"], err
 }
 
 // createThroughput measures creates per second, after pgbench's inserts.
@@ -437,42 +623,37 @@ func (s *simBench) createThroughput(ctx context.Context) (float64, error) {
 		return 0, err
 	}
 	s.logf("create throughput: %d clients, %s", s.o.workers, s.o.phase)
-	var rate float64
-	var fails int64
-	s.cpu("Tether creates", s.pid(), func() {
-		rate, fails = closedLoop(ctx, s.o.workers, s.o.phase, func(ctx context.Context) error { _, err := s.api.create(ctx); return err })
+	return s.closedPhase(ctx, "Tether creates", "create_failures", func(ctx context.Context, sub *subject) error {
+		_, err := sub.api.create(ctx)
+		return err
 	})
-	s.res.Extra["create_failures"] = strconv.FormatInt(fails, 10)
-	return rate, nil
 }
 
 // getThroughput measures reads of one ready sandbox per second, after
 // pgbench's select-only.
 func (s *simBench) getThroughput(ctx context.Context) (float64, error) {
-	ready, err := s.api.create(ctx)
-	if err == nil {
-		err = s.api.waitReady(ctx, ready.ID)
-	}
-	if err != nil {
-		return 0, err
+	ready := map[*subject]string{}
+	for _, sub := range s.subjects {
+		sb, err := sub.api.create(ctx)
+		if err == nil {
+			err = sub.api.waitReady(ctx, sb.ID)
+		}
+		if err != nil {
+			return 0, err
+		}
+		ready[sub] = sb.ID
 	}
 	if err := s.baseline(ctx, fmt.Sprintf("select-only, %d clients", s.o.workers), &s.res.Baselines.SelectOnlyTPS, s.pb.selectOnly); err != nil {
 		return 0, err
 	}
 	s.logf("GET /v1/sandboxes/{id} throughput: %d clients, %s", s.o.workers, s.o.phase)
-	var rate float64
-	var fails int64
-	s.cpu("Tether GETs", s.pid(), func() {
-		rate, fails = closedLoop(ctx, s.o.workers, s.o.phase, func(ctx context.Context) error {
-			code, err := s.api.do(ctx, http.MethodGet, "/v1/sandboxes/"+ready.ID, nil, nil)
-			if err == nil && code != http.StatusOK {
-				err = fmt.Errorf("status %d", code)
-			}
-			return err
-		})
+	return s.closedPhase(ctx, "Tether GETs", "get_failures", func(ctx context.Context, sub *subject) error {
+		code, err := sub.api.do(ctx, http.MethodGet, "/v1/sandboxes/"+ready[sub], nil, nil)
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("status %d", code)
+		}
+		return err
 	})
-	s.res.Extra["get_failures"] = strconv.FormatInt(fails, 10)
-	return rate, nil
 }
 
 // lifecycleThroughput measures full lifecycles per second, after pgbench's
@@ -482,11 +663,9 @@ func (s *simBench) lifecycleThroughput(ctx context.Context) (float64, error) {
 		return 0, err
 	}
 	s.logf("full lifecycles: %d clients, %s", s.o.workers, s.o.phase)
-	var rate float64
-	var fails int64
-	s.cpu("Tether lifecycles", s.pid(), func() { rate, fails = closedLoop(ctx, s.o.workers, s.o.phase, s.api.lifecycle) })
-	s.res.Extra["lifecycle_failures"] = strconv.FormatInt(fails, 10)
-	return rate, nil
+	return s.closedPhase(ctx, "Tether lifecycles", "lifecycle_failures", func(ctx context.Context, sub *subject) error {
+		return sub.api.lifecycle(ctx)
+	})
 }
 
 // loadedLatency measures request → ready in an open loop at half the
@@ -843,6 +1022,8 @@ type tether struct {
 	cmd    *exec.Cmd
 	done   chan struct{}
 	simDir string
+	// pprof is the base URL of its PPROF_ADDR, "" without -profile.
+	pprof string
 }
 
 // startTether builds and starts Tether, with the sim provider unless env
@@ -861,7 +1042,7 @@ func startTether(ctx context.Context, root, dbURL string, env []string, o option
 		}
 	}
 	bin := filepath.Join(dir, "tether")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/api")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-o", bin, "./cmd/api")
 	build.Dir = root
 	build.Env = append(os.Environ(), "GOTOOLCHAIN=local")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -873,12 +1054,19 @@ func startTether(ctx context.Context, root, dbURL string, env []string, o option
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
+	var pprofAddr string
+	if o.profile {
+		if pprofAddr, err = freeAddr(ctx); err != nil {
+			return nil, err
+		}
+		env = append(slices.Clone(env), "PPROF_ADDR="+pprofAddr)
+	}
 	logf, err := os.Create(filepath.Join(dir, "tether.log"))
 	if err != nil {
 		return nil, err
 	}
-	if len(env) == 0 {
-		env = []string{"PROVIDERS=sim"}
+	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "PROVIDERS=") }) {
+		env = append(env, "PROVIDERS=sim")
 	}
 	//nolint:noctx // stopped explicitly by stop, gracefully
 	cmd := exec.Command(bin, "serve")
@@ -895,6 +1083,9 @@ func startTether(ctx context.Context, root, dbURL string, env []string, o option
 		return nil, err
 	}
 	t := &tether{base: "http://" + addr, cmd: cmd, done: make(chan struct{}), simDir: simDir}
+	if pprofAddr != "" {
+		t.pprof = "http://" + pprofAddr
+	}
 	go func() {
 		_ = cmd.Wait()
 		_ = logf.Close()
@@ -913,6 +1104,16 @@ func startTether(ctx context.Context, root, dbURL string, env []string, o option
 	}
 	t.stop()
 	return nil, fmt.Errorf("tether did not become ready; see %s", logf.Name())
+}
+
+// freeAddr is a loopback address with a port free just now.
+func freeAddr(ctx context.Context) (string, error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().String(), nil
 }
 
 func (t *tether) stop() {

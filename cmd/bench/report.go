@@ -55,6 +55,10 @@ type results struct {
 	CPU []string `json:"cpu"`
 	// Kube are the kubernetes phases' samples, when they ran.
 	Kube *kubeRaw `json:"kubernetes,omitempty"`
+	// Costs are each phase's cost per operation, profile and statements
+	// (with -profile), for the working tree's Tether, the -ab baseline's
+	// and pgbench.
+	Costs []phaseCost `json:"costs,omitempty"`
 }
 
 func toMS(l latencies) []float64 {
@@ -115,6 +119,7 @@ func (r *results) markdown() string {
 			b.WriteString("- " + c + "\n")
 		}
 	}
+	b.WriteString(r.costsMarkdown())
 	if len(r.Notes) > 0 {
 		b.WriteString("\n")
 		for _, n := range r.Notes {

@@ -105,6 +105,7 @@ type options struct {
 	quotas   [3]int // TenantMaxLive, TenantCreatesPerMinute, KeyRequestsPerSecond
 	config   func(*tetherhttp.Config)
 	extra    []sandbox.Provider
+	logLevel slog.Level
 }
 
 type option func(*options)
@@ -129,6 +130,10 @@ func withQuotas(maxLive, createsPerMinute, keyRPS int) option {
 // withConfig changes the server's configuration last.
 func withConfig(f func(*tetherhttp.Config)) option { return func(o *options) { o.config = f } }
 
+// withLogLevel sets the server log's level (default info), as LOG_LEVEL
+// does.
+func withLogLevel(l slog.Level) option { return func(o *options) { o.logLevel = l } }
+
 // withDraining gives the server a draining context (Deps.Draining).
 func withDraining(ctx context.Context) option { return func(o *options) { o.draining = ctx } }
 
@@ -148,14 +153,14 @@ type bundle struct {
 // setup starts the API on a fresh database with tenants A and B registered,
 // providers sim (the default) and sim-b, and optionally an executor.
 // Everything is stopped when the test ends.
-func setup(t *testing.T, opts ...option) *bundle {
+func setup(t testing.TB, opts ...option) *bundle {
 	t.Helper()
 	o := options{maxBody: defaultMaxBody}
 	for _, f := range opts {
 		f(&o)
 	}
 	logs := &logSink{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: o.logLevel}))
 	st, notifier := storetest.NewNotified(t, log)
 	ctx := context.Background()
 	for tenant, key := range map[string]string{tenantA: keyA, tenantB: keyB} {

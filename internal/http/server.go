@@ -19,6 +19,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -504,12 +505,28 @@ func jsonTypeName(kind string) string {
 	return kind
 }
 
-// encodeJSON writes v as JSON without escaping HTML characters.
+// encodeJSON writes v as JSON without escaping HTML characters, and a
+// newline, as json.Encoder does. A Sandbox, the most common body, is
+// written without reflection (Sandbox.appendJSON).
 func encodeJSON(w io.Writer, v any) error {
+	if sb, ok := v.(Sandbox); ok && sb.jsonable() {
+		buf := sandboxBuffers.Get().(*[]byte)
+		b := sb.appendJSON((*buf)[:0])
+		b = append(b, '\n')
+		_, err := w.Write(b)
+		if cap(b) <= 16<<10 {
+			*buf = b
+			sandboxBuffers.Put(buf)
+		}
+		return err
+	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }
+
+// sandboxBuffers are the buffers Sandbox bodies are built in.
+var sandboxBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // writeJSON writes v with the given status. A client that went away is not
 // an error worth reporting, so it returns nil.

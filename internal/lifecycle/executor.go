@@ -555,7 +555,8 @@ var (
 // what came of it; recordCreate writes that down.
 func (e *Executor) create(ctx context.Context, p sandbox.Provider, c store.Claim) {
 	sb := c.Sandbox
-	log := e.log.With("sandbox", sb.ID, "provider", p.Name(), "epoch", sb.Epoch, "attempt", sb.Attempts)
+	log := lazyWith(e.log, slog.String("sandbox", sb.ID), slog.String("provider", p.Name()),
+		slog.Int64("epoch", sb.Epoch), slog.Int("attempt", sb.Attempts))
 	e.recordCreate(ctx, p, sb, log, e.runCreate(ctx, p, sb, log))
 }
 
@@ -820,7 +821,7 @@ func (e *Executor) releaseIfOurs(ctx context.Context, p sandbox.Provider, sb san
 // release is the work of a release claim.
 func (e *Executor) release(ctx context.Context, p sandbox.Provider, c store.Claim) {
 	sb := c.Sandbox
-	log := e.log.With("sandbox", sb.ID, "provider", p.Name(), "epoch", sb.Epoch)
+	log := lazyWith(e.log, slog.String("sandbox", sb.ID), slog.String("provider", p.Name()), slog.Int64("epoch", sb.Epoch))
 	keepCtx, stopKeeping := context.WithCancel(ctx)
 	keeperDone := make(chan struct{})
 	go func() {

@@ -48,7 +48,8 @@ type transitionResult struct {
 // transition runs one claimed pause or resume to its end.
 func (e *Executor) transition(ctx context.Context, p sandbox.Provider, c store.Claim) {
 	sb := c.Sandbox
-	log := e.log.With("sandbox", sb.ID, "provider", p.Name(), "epoch", sb.Epoch, "state", sb.State)
+	log := lazyWith(e.log, slog.String("sandbox", sb.ID), slog.String("provider", p.Name()),
+		slog.Int64("epoch", sb.Epoch), slog.Any("state", sb.State))
 	e.recordTransition(ctx, p, sb, log, e.runTransition(ctx, p, sb, log))
 }
 
