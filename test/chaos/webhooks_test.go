@@ -6,7 +6,9 @@ package chaos
 // (WEBHOOK_ALLOW_PRIVATE=true), and 1,000 sim sandbox lifecycles (cancels,
 // deletes, TTL expiries, failed creates, owners that lapse or release)
 // while replicas are kill -9ed, Postgres crashes once and the receiver is
-// down (503) for 30 s. After the settle it checks, against the event
+// down (503) for 30 s; then every replica is kill -9ed while one holds a
+// delivery in flight (a proxy keeps it unanswered), which another must
+// send again, the same. After the settle it checks, against the event
 // history: every event was delivered, under exactly one idempotency key
 // (deduped by key, no event is in two deliveries and none is missing or
 // invented), each event as the history has it, every sandbox's events in
@@ -25,7 +27,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -62,10 +66,12 @@ func TestChaosWebhooks(t *testing.T) {
 	t.Logf("seed %d (rerun with -chaos.seed=%d)", seed, seed)
 	h := newChaos(t, seed, 0)
 	w := &webhookChaos{chaos: h, rcv: webhooktest.New(t)}
+	w.proxy = newHoldProxy(t, w.rcv.URL)
 	w.checkSSRF()
 	w.startReplicas()
 	w.register()
 	w.storm()
+	w.killSender()
 	w.settle()
 	w.check()
 }
@@ -73,8 +79,10 @@ func TestChaosWebhooks(t *testing.T) {
 type webhookChaos struct {
 	*chaos
 	rcv      *webhooktest.Receiver
-	endpoint string // its id
+	proxy    *holdProxy // in front of rcv: the endpoint's URL
+	endpoint string     // its id
 	secret   string
+	held     heldRequest // the attempt whose sender was killed
 
 	made         atomic.Int64 // sandboxes accepted
 	downFrom     time.Time
@@ -168,7 +176,7 @@ func (w *webhookChaos) startReplicas() {
 // register makes the endpoint, every event, and gives the receiver its
 // secret.
 func (w *webhookChaos) register() {
-	code, body := w.call(http.MethodPost, "/v1/webhooks", map[string]any{"url": w.rcv.URL + "/hook", "description": "chaos"})
+	code, body := w.call(http.MethodPost, "/v1/webhooks", map[string]any{"url": w.proxy.URL + "/hook", "description": "chaos"})
 	if code != http.StatusCreated {
 		w.t.Fatalf("POST /v1/webhooks %s: %d %v", w.rcv.URL, code, body)
 	}
@@ -300,6 +308,89 @@ func (w *webhookChaos) storm() {
 	for _, r := range w.replicas {
 		r.WaitReady(60 * time.Second)
 	}
+}
+
+// killSender kill -9s every replica while one holds a delivery in
+// flight (the proxy keeps its request unanswered), then restarts them: the
+// delivery's lease lapses and another replica must send it again, under
+// the same id and with the same bytes. One more sandbox makes sure there
+// is something to deliver.
+func (w *webhookChaos) killSender() {
+	w.proxy.armed.Store(true)
+	if code, body := w.call(http.MethodPost, "/v1/sandboxes", map[string]any{"ttl_seconds": 1}); code != http.StatusAccepted {
+		w.t.Fatalf("create: %d %v", code, body)
+	}
+	select {
+	case w.held = <-w.proxy.held:
+	case <-time.After(30 * time.Second):
+		w.t.Fatal("no delivery reached the receiver within 30s of a new sandbox")
+	}
+	for _, r := range w.replicas {
+		r.Kill()
+	}
+	w.kills.Add(int64(len(w.replicas)))
+	w.proxy.unblock()
+	for _, r := range w.replicas {
+		r.Start()
+	}
+	for _, r := range w.replicas {
+		r.WaitReady(60 * time.Second)
+	}
+}
+
+// heldRequest is a delivery attempt the proxy held.
+type heldRequest struct {
+	delivery string
+	body     []byte
+}
+
+// holdProxy forwards each request to the receiver as it came, except,
+// once armed, the next one: it holds that one unanswered until released,
+// then drops it (its sender is dead by then).
+type holdProxy struct {
+	*httptest.Server
+	target  string
+	armed   atomic.Bool
+	held    chan heldRequest
+	release chan struct{}
+	once    sync.Once
+}
+
+// unblock lets the held request end.
+func (p *holdProxy) unblock() { p.once.Do(func() { close(p.release) }) }
+
+func newHoldProxy(t *testing.T, target string) *holdProxy {
+	p := &holdProxy{target: target, held: make(chan heldRequest, 1), release: make(chan struct{})}
+	p.Server = httptest.NewServer(http.HandlerFunc(p.serve))
+	t.Cleanup(func() { p.unblock(); p.Close() })
+	return p
+}
+
+func (p *holdProxy) serve(rw http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		rw.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	if p.armed.CompareAndSwap(true, false) {
+		p.held <- heldRequest{delivery: req.Header.Get(webhook.HeaderDelivery), body: body}
+		<-p.release
+		rw.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	out, err := http.NewRequestWithContext(req.Context(), req.Method, p.target+req.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		rw.WriteHeader(http.StatusBadGateway)
+		return
+	}
+	out.Header = req.Header.Clone()
+	resp, err := http.DefaultClient.Do(out)
+	if err != nil {
+		rw.WriteHeader(http.StatusBadGateway)
+		return
+	}
+	_ = resp.Body.Close()
+	rw.WriteHeader(resp.StatusCode)
 }
 
 // historyEvent is an event as the history holds it.
@@ -465,13 +556,26 @@ func (w *webhookChaos) check() {
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'`).Scan(&failedDeliveries); err != nil {
 		t.Fatal(err)
 	}
+	// The delivery whose sender was killed came again, the same.
+	resent := 0
+	for _, a := range attempts {
+		if a.Delivery == w.held.delivery && a.Answered/100 == 2 {
+			resent++
+			if !bytes.Equal(a.Body, w.held.body) {
+				t.Errorf("delivery %s was sent again with other bytes:\n%s\n%s", a.Delivery, w.held.body, a.Body)
+			}
+		}
+	}
+	if resent == 0 {
+		t.Errorf("delivery %s, in flight when every replica was killed, was never acknowledged after", w.held.delivery)
+	}
 	code, wh := w.call(http.MethodGet, "/v1/webhooks/"+w.endpoint, nil)
 	state, _ := wh["state"].(string)
 
-	summary := fmt.Sprintf("chaos webhooks: sandboxes=%d events=%d deliveries=%d attempts=%d retried=%d max_attempts=%d refused_while_down=%d receiver_down=%s kills=%d pg_restarts=%d delivered_events=%d missing=%d twice=%d invented=%d mismatched=%d out_of_order=%d failed_deliveries=%d endpoint=%s settle=%s reasons=%v",
+	summary := fmt.Sprintf("chaos webhooks: sandboxes=%d events=%d deliveries=%d attempts=%d retried=%d max_attempts=%d refused_while_down=%d receiver_down=%s kills=%d pg_restarts=%d delivered_events=%d missing=%d twice=%d invented=%d mismatched=%d out_of_order=%d failed_deliveries=%d resent_after_sender_killed=%d endpoint=%s settle=%s reasons=%v",
 		total, len(hist), len(payloads), len(attempts), retried, maxSends, refused, w.downTo.Sub(w.downFrom).Round(time.Second),
 		w.kills.Load(), boolInt(!w.pgUp.IsZero()), len(inDelivery), len(missing), len(twice), len(invented), len(wrong), len(disordered),
-		failedDeliveries, state, w.settledAfter.Round(100*time.Millisecond), reasons)
+		failedDeliveries, resent, state, w.settledAfter.Round(100*time.Millisecond), reasons)
 	fmt.Println(summary)
 	t.Log(summary)
 
