@@ -12,7 +12,8 @@
 # with `default`) the commands act on the default cluster: state in
 # .data/kube, API server on 56443. Each other NAME is a cluster of its own,
 # with its own processes, certificates and etcd: state in .data/kube-NAME and
-# a base port derived from NAME (56447-57243, a multiple of 4 above 56443), so
+# a base port derived from NAME (31000-32596, a multiple of 4, below the
+# ephemeral ports), so
 # that a test may restart or stop its own cluster without disturbing the one
 # other tests share. Only `restart-apiserver` requires a NAME: the default
 # cluster is shared, and never restarted under its users.
@@ -109,8 +110,11 @@ esac
 [[ $name =~ ^[a-z0-9][a-z0-9-]{0,31}$ ]] || die "NAME '$name' is not a short word of a-z, 0-9 and -"
 
 # port_for NAME: the default cluster's base port, or one derived from NAME:
-# 56447-57243, a multiple of 4 above 56443, so that the blocks of four ports
-# of two names never overlap.
+# 31000-32596, a multiple of 4 above 31000, so that the blocks of four ports
+# of two names never overlap. They lie below Linux's ephemeral ports
+# (32768-60999 by default), so that no outgoing connection of this machine
+# (one of the cluster's own, starting at the same moment) can hold one of
+# them as its local port when a process of the cluster binds it.
 port_for() {
 	if [[ $1 == default ]]; then
 		echo 56443
@@ -118,7 +122,7 @@ port_for() {
 	fi
 	local sum
 	sum=$(printf '%s' "$1" | cksum | cut -d' ' -f1)
-	echo $((56447 + 4 * (sum % 200)))
+	echo $((31000 + 4 * (sum % 400)))
 }
 
 if [[ $cmd == _supervise ]]; then
