@@ -2,10 +2,21 @@
 # scripts/kube.sh — a throwaway Kubernetes control plane for Tether's tests.
 #
 # Usage:
-#   scripts/kube.sh start    start (or reuse) the control plane; print its kubeconfig's path
-#   scripts/kube.sh stop     stop it: every process it started ends and is reaped
-#   scripts/kube.sh env      print `export KUBECONFIG=...` for eval
-#   scripts/kube.sh status   say whether it is running
+#   scripts/kube.sh start [NAME]      start (or reuse) cluster NAME; print its kubeconfig's path
+#   scripts/kube.sh stop [NAME]       stop it: every process it started ends and is reaped
+#   scripts/kube.sh env [NAME]        print `export KUBECONFIG=...` for eval
+#   scripts/kube.sh status [NAME]     say whether it is running
+#   scripts/kube.sh restart-apiserver NAME   kill -9 its kube-apiserver, start it again, wait until ready
+#
+# NAME is a short word (a-z, 0-9, -) such as `chaoskube`. Without one (or
+# with `default`) the commands act on the default cluster: state in
+# .data/kube, API server on 56443. Each other NAME is a cluster of its own,
+# with its own processes, certificates and etcd: state in .data/kube-NAME and
+# a base port derived from NAME (31000-32596, a multiple of 4, below the
+# ephemeral ports), so
+# that a test may restart or stop its own cluster without disturbing the one
+# other tests share. Only `restart-apiserver` requires a NAME: the default
+# cluster is shared, and never restarted under its users.
 #
 # What runs, all on 127.0.0.1 only:
 #   - etcd, kube-apiserver, kube-controller-manager and kube-scheduler, built
@@ -19,8 +30,8 @@
 # The binaries are built once into a cache keyed on the versions
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/tether/kube/<key>/
 # (the key hashes the Go version, kwok's version, tools/kube/go.sum and the
-# tools' sources). A cold build takes about 10 minutes on 2 cores and about
-# 4.5 GB of memory; a warm start takes seconds.
+# tools' sources), shared by every cluster. A cold build takes about 10
+# minutes on 2 cores and about 4.5 GB of memory; a warm start takes seconds.
 #
 # `start` is idempotent: a running control plane is reused. A new one (after
 # `stop`) starts from an empty etcd with new certificates and a new token.
@@ -31,18 +42,35 @@
 # the API server, user tether-admin, group system:masters) and trusts the
 # cluster's own CA.
 #
+# `restart-apiserver NAME` is a crash of the API server alone: its supervisor
+# SIGKILLs it, waits TETHER_KUBE_DOWN_SECONDS (default 0), and starts it again
+# on the same port, certificates and etcd (so every object survives); the
+# command returns once the cluster is ready again, and fails if it is not
+# running. The other processes keep running and reconnect. Each call restarts
+# it once more; a cluster that is not running is an error, not started.
+#
 # The processes run under one supervisor (this script, `_supervise`), in a
-# session of their own: when any of them dies the supervisor ends the others,
+# session of their own: when any of them dies (other than by
+# restart-apiserver) the supervisor ends the others,
 # and `stop` ends the supervisor, which ends and reaps them. The supervisor
 # itself is the child of whoever reaps orphans (a caller that is a child
 # subreaper, such as tools/kube's test, reaps it; otherwise pid 1).
 #
 # Environment:
-#   TETHER_KUBE_DIR   state folder (default .data/kube in the project, git-ignored):
-#                     kubeconfig, certificates, etcd's data, logs (*.log)
-#   TETHER_KUBE_PORT  the API server's port (default 56443); etcd uses the
-#                     next two ports, kwok's kubelet server the one after
-#   TETHER_KUBE_START_TIMEOUT  seconds `start` waits for readiness (default 90)
+#   TETHER_KUBE_DIR   state folder (default .data/kube, or .data/kube-NAME, in
+#                     the project, git-ignored): kubeconfig, certificates,
+#                     etcd's data, logs (*.log), the port in use (port)
+#   TETHER_KUBE_PORT  the API server's port (default 56443, or NAME's derived
+#                     port); etcd uses the next two ports, kwok's kubelet
+#                     server the one after. A port another program holds is
+#                     an error, except in CI (below)
+#   CI                when `true` and TETHER_KUBE_PORT is unset, a derived
+#                     port another program holds is not an error: the cluster
+#                     takes the next free block of four ports above it (and
+#                     env, status and the kubeconfig name the port it uses)
+#   TETHER_KUBE_START_TIMEOUT  seconds `start` (and restart-apiserver) waits
+#                     for readiness (default 90)
+#   TETHER_KUBE_DOWN_SECONDS   how long restart-apiserver keeps it down (default 0)
 set -euo pipefail
 
 prog=scripts/kube.sh
@@ -52,7 +80,7 @@ die() {
 	exit 1
 }
 usage() {
-	sed -n '4,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '4,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -62,18 +90,69 @@ tools=$project_root/tools/kube
 kwok_version=v0.8.0
 binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 
-state=${TETHER_KUBE_DIR:-$project_root/.data/kube}
-port=${TETHER_KUBE_PORT:-56443}
-# shellcheck disable=SC2015 # die if either test fails
-[[ $port =~ ^[0-9]+$ ]] && ((port >= 1024 && port <= 65532)) ||
-	die "TETHER_KUBE_PORT='$port' is not a port number in 1024-65532"
-etcd_port=$((port + 1))
-etcd_peer_port=$((port + 2))
-kwok_port=$((port + 3))
+# --- the command line, the cluster's name, state folder and ports -----------------
+
+[[ $# -ge 1 ]] || usage
+cmd=$1
+name=${2:-default}
+case $cmd in
+_supervise)
+	[[ $# -eq 2 && -n ${bindir:-} && -n ${TETHER_KUBE_PORT:-} ]] || die "_supervise is internal to $prog"
+	name=default # the state folder and TETHER_KUBE_PORT say which cluster
+	;;
+start | stop | env | status) [[ $# -le 2 ]] || usage ;;
+restart-apiserver)
+	[[ $# -eq 2 ]] || usage
+	[[ $name != default ]] || die "restart-apiserver needs the NAME of a cluster of your own: the default cluster is shared"
+	;;
+*) usage ;;
+esac
+[[ $name =~ ^[a-z0-9][a-z0-9-]{0,31}$ ]] || die "NAME '$name' is not a short word of a-z, 0-9 and -"
+
+# port_for NAME: the default cluster's base port, or one derived from NAME:
+# 31000-32596, a multiple of 4 above 31000, so that the blocks of four ports
+# of two names never overlap. They lie below Linux's ephemeral ports
+# (32768-60999 by default), so that no outgoing connection of this machine
+# (one of the cluster's own, starting at the same moment) can hold one of
+# them as its local port when a process of the cluster binds it.
+port_for() {
+	if [[ $1 == default ]]; then
+		echo 56443
+		return
+	fi
+	local sum
+	sum=$(printf '%s' "$1" | cksum | cut -d' ' -f1)
+	echo $((31000 + 4 * (sum % 400)))
+}
+
+if [[ $cmd == _supervise ]]; then
+	state=$2
+elif [[ $name == default ]]; then
+	state=${TETHER_KUBE_DIR:-$project_root/.data/kube}
+else
+	state=${TETHER_KUBE_DIR:-$project_root/.data/kube-$name}
+fi
+port_derived=true
+[[ -n ${TETHER_KUBE_PORT:-} ]] && port_derived=false
+port=${TETHER_KUBE_PORT:-$(port_for "$name")}
 timeout=${TETHER_KUBE_START_TIMEOUT:-90}
 [[ $timeout =~ ^[0-9]+$ ]] || die "TETHER_KUBE_START_TIMEOUT='$timeout' is not a number of seconds"
+down_seconds=${TETHER_KUBE_DOWN_SECONDS:-0}
+[[ $down_seconds =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "TETHER_KUBE_DOWN_SECONDS='$down_seconds' is not a number of seconds"
 kubeconfig=$state/kubeconfig
-server=https://127.0.0.1:$port
+
+# set_port PORT: the API server's port, and the ports derived from it.
+set_port() {
+	port=$1
+	# shellcheck disable=SC2015 # die if either test fails
+	[[ $port =~ ^[0-9]+$ ]] && ((port >= 1024 && port <= 65532)) ||
+		die "TETHER_KUBE_PORT='$port' is not a port number in 1024-65532"
+	etcd_port=$((port + 1))
+	etcd_peer_port=$((port + 2))
+	kwok_port=$((port + 3))
+	server=https://127.0.0.1:$port
+}
+set_port "$port"
 
 export GOTOOLCHAIN=local
 
@@ -285,10 +364,12 @@ EOF
 # --- the supervisor ---------------------------------------------------------------
 
 # supervise: run the five processes as children; when one ends, or on
-# SIGTERM, end the others and reap them all.
+# SIGTERM, end the others and reap them all. SIGUSR1 (restart-apiserver)
+# kills the API server alone and starts it again.
 supervise() {
-	local pids=() names=()
+	local pids=() names=() b=$bindir apiserver=1
 	echo $$ >"$state/supervisor.pid"
+	rm -f "$state/restart-apiserver"
 	run() {
 		local name=$1
 		shift
@@ -297,7 +378,7 @@ supervise() {
 		names+=("$name")
 	}
 	shutdown() {
-		trap - TERM INT
+		trap - TERM INT USR1
 		local i p
 		for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill -TERM "${pids[i]}" 2>/dev/null || true; done
 		for ((i = 0; i < 100; i++)); do
@@ -311,20 +392,38 @@ supervise() {
 		rm -f "$state/supervisor.pid"
 		exit 0
 	}
+	local api_args=(--etcd-servers "http://127.0.0.1:$etcd_port"
+		--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$port"
+		--tls-cert-file "$state/server.crt" --tls-private-key-file "$state/server.key"
+		--client-ca-file "$state/ca.crt" --token-auth-file "$state/tokens.csv"
+		--service-account-issuer https://kubernetes.default.svc
+		--service-account-key-file "$state/sa.pub" --service-account-signing-key-file "$state/sa.key"
+		--service-cluster-ip-range 10.96.0.0/16 --authorization-mode Node,RBAC
+		--kubelet-preferred-address-types InternalIP --endpoint-reconciler-type none --profiling=false)
+	# restart_apiserver: take the request (its file holds the down time),
+	# SIGKILL the API server, wait, start it again in its place.
+	restart_apiserver() {
+		local old=${pids[apiserver]} down
+		down=$(cat "$state/restart-apiserver" 2>/dev/null || true)
+		rm -f "$state/restart-apiserver"
+		kill -KILL "$old" 2>/dev/null || true
+		wait "$old" 2>/dev/null || true
+		echo "supervisor: kube-apiserver $old killed (restart-apiserver); down for ${down:-0}s" >>"$state/supervisor.log"
+		sleep "${down:-0}"
+		"$b/kube-apiserver" "${api_args[@]}" </dev/null >>"$state/kube-apiserver.log" 2>&1 &
+		pids[apiserver]=$!
+		echo "${pids[apiserver]}" >"$state/kube-apiserver.pid"
+	}
 	trap shutdown TERM INT
-	local b=$bindir
+	# restart-apiserver's signal only wakes the wait below; the request is
+	# its file.
+	trap : USR1
 	run etcd "$b/etcd" --name default --data-dir "$state/etcd" \
 		--listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
 		--listen-peer-urls "http://127.0.0.1:$etcd_peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer_port" \
 		--initial-cluster "default=http://127.0.0.1:$etcd_peer_port" --unsafe-no-fsync
-	run kube-apiserver "$b/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
-		--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$port" \
-		--tls-cert-file "$state/server.crt" --tls-private-key-file "$state/server.key" \
-		--client-ca-file "$state/ca.crt" --token-auth-file "$state/tokens.csv" \
-		--service-account-issuer https://kubernetes.default.svc \
-		--service-account-key-file "$state/sa.pub" --service-account-signing-key-file "$state/sa.key" \
-		--service-cluster-ip-range 10.96.0.0/16 --authorization-mode Node,RBAC \
-		--kubelet-preferred-address-types InternalIP --endpoint-reconciler-type none --profiling=false
+	run kube-apiserver "$b/kube-apiserver" "${api_args[@]}"
+	echo "${pids[apiserver]}" >"$state/kube-apiserver.pid"
 	run kube-controller-manager "$b/kube-controller-manager" --kubeconfig "$state/kube-controller-manager.kubeconfig" \
 		--controllers='*' --leader-elect=false --bind-address 127.0.0.1 --secure-port 0 \
 		--service-account-private-key-file "$state/sa.key" --root-ca-file "$state/ca.crt" --profiling=false
@@ -334,10 +433,25 @@ supervise() {
 	# own, not the caller's.
 	run kwok env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$state/exec" \
 		"$b/kwok" --kubeconfig "$state/kwok.kubeconfig" --config "$state/kwok.yaml"
-	local ended=0
-	wait -n || true
-	for ((ended = 0; ended < ${#pids[@]}; ended++)); do alive "${pids[ended]}" || break; done
-	echo "supervisor: ${names[ended]:-a process} ended; stopping the others" >>"$state/supervisor.log"
+	local ended p
+	while :; do
+		if [[ -e $state/restart-apiserver ]]; then
+			restart_apiserver
+			continue
+		fi
+		# A trapped signal (USR1) ends the wait early; so does a child's end.
+		wait -n || true
+		[[ -e $state/restart-apiserver ]] && continue
+		ended=-1
+		for p in "${!pids[@]}"; do
+			if ! alive "${pids[p]}"; then
+				ended=$p
+				break
+			fi
+		done
+		((ended >= 0)) && break
+	done
+	echo "supervisor: ${names[ended]} ended; stopping the others" >>"$state/supervisor.log"
 	shutdown
 }
 
@@ -367,6 +481,24 @@ failed_start() {
 	die "$1"
 }
 
+# choose_port: for a new cluster, a base port whose four ports are free:
+# the one asked for, or in CI the next free block above a derived one.
+choose_port() {
+	local p tries=0
+	while :; do
+		local busy=''
+		for p in "$port" "$etcd_port" "$etcd_peer_port" "$kwok_port"; do
+			port_busy "$p" && busy=$p && break
+		done
+		[[ -z $busy ]] && return 0
+		if ! $port_derived || [[ ${CI:-} != true ]] || ((++tries > 50)); then
+			die "port $busy on 127.0.0.1 is in use by another program; set TETHER_KUBE_PORT to another base port"
+		fi
+		log "port $busy is in use; CI=true: trying $((port + 4))"
+		set_port $((port + 4))
+	done
+}
+
 start_cluster() {
 	if supervisor_pid >/dev/null && ready; then
 		log "control plane already running on $server"
@@ -377,25 +509,56 @@ start_cluster() {
 		stop_cluster
 	fi
 	ensure_binaries
-	local p
-	for p in "$port" "$etcd_port" "$etcd_peer_port" "$kwok_port"; do
-		port_busy "$p" && die "port $p on 127.0.0.1 is in use by another program; set TETHER_KUBE_PORT to another base port"
-	done
+	choose_port
 	fresh_state
+	echo "$port" >"$state/port"
 	log "starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on 127.0.0.1:$port"
-	bindir=$bindir setsid "$self" _supervise "$state" </dev/null >>"$state/supervisor.log" 2>&1 9>&- 8>&- &
+	TETHER_KUBE_PORT=$port bindir=$bindir setsid "$self" _supervise "$state" </dev/null >>"$state/supervisor.log" 2>&1 9>&- 8>&- &
 	echo $! >"$state/supervisor.pid"
+	wait_ready || failed_start "the control plane was not ready within ${timeout}s (logs in $state)"
+	log "control plane ready on $server"
+}
+
+# wait_ready: wait until the control plane is ready (making the node once
+# the API server answers), or fail.
+wait_ready() {
 	local deadline=$((SECONDS + timeout)) node=false
 	while ((SECONDS < deadline)); do
 		supervisor_pid >/dev/null || failed_start "the control plane stopped while starting (logs in $state)"
 		if ! $node && [[ $(api /readyz 2>/dev/null) == ok ]]; then
-			create_node 2>/dev/null && node=true
+			if api /api/v1/nodes/kwok-node-0 >/dev/null 2>&1 || create_node 2>/dev/null; then
+				node=true
+			fi
 		fi
-		$node && ready && break
+		$node && ready && return 0
 		sleep 0.2
 	done
-	ready || failed_start "the control plane was not ready within ${timeout}s (logs in $state)"
-	log "control plane ready on $server"
+	ready
+}
+
+# restart_apiserver: ask the supervisor to restart the API server (a file
+# with the down time, then SIGUSR1, repeated until it is taken), wait for
+# the new process, then for the cluster to be ready.
+restart_apiserver() {
+	local pid old i
+	pid=$(supervisor_pid) || die "cluster $name is not running (scripts/kube.sh start $name)"
+	old=$(cat "$state/kube-apiserver.pid" 2>/dev/null || true)
+	echo "$down_seconds" >"$state/restart-apiserver"
+	for ((i = 0; ; i++)); do
+		kill -USR1 "$pid" 2>/dev/null || true
+		sleep 0.2
+		[[ ! -e $state/restart-apiserver && $(cat "$state/kube-apiserver.pid" 2>/dev/null) != "$old" ]] && break
+		alive "$pid" || die "the supervisor of cluster $name ended (logs in $state)"
+		((i < 50 + ${down_seconds%.*} * 5)) || die "the supervisor of cluster $name did not restart its API server"
+	done
+	log "kube-apiserver of $name restarted (pid $(cat "$state/kube-apiserver.pid")); waiting for readiness"
+	local deadline=$((SECONDS + timeout))
+	until ready; do
+		((SECONDS < deadline)) || die "cluster $name was not ready within ${timeout}s of its API server's restart (logs in $state)"
+		supervisor_pid >/dev/null || die "cluster $name stopped while its API server restarted (logs in $state)"
+		sleep 0.2
+	done
+	log "cluster $name ready on $server"
 }
 
 stop_cluster() {
@@ -417,27 +580,25 @@ stop_cluster() {
 	log "control plane stopped"
 }
 
-[[ $# -ge 1 ]] || usage
-cmd=$1
-case $cmd in
-_supervise)
-	[[ $# -eq 2 && -n ${bindir:-} ]] || die "_supervise is internal to $prog"
-	state=$2
+if [[ $cmd == _supervise ]]; then
 	supervise
-	;;
-start | stop | env | status) [[ $# -eq 1 ]] || usage ;;
-*) usage ;;
-esac
+	exit 0
+fi
 
 mkdir -p "$state"
 exec 9>"$state/lock"
 flock 9
+# A running cluster keeps the port it started on.
+if supervisor_pid >/dev/null && [[ -r $state/port ]]; then
+	set_port "$(cat "$state/port")"
+fi
 case $cmd in
 start)
 	start_cluster
 	print_kubeconfig
 	;;
 stop) stop_cluster ;;
+restart-apiserver) restart_apiserver ;;
 env) print_kubeconfig ;;
 status)
 	if supervisor_pid >/dev/null && ready; then
