@@ -20,7 +20,7 @@ import (
 const sandboxColumns = `s.id, s.tenant, s.state, s.provider, s.owner, s.labels, s.env, s.setup, s.params,
 	s.reason, s.error, s.released, s.provider_id, s.work_dir, s.created_at, s.updated_at,
 	s.ready_at, s.ended_at, s.released_at, s.expires_at, s.create_deadline, s.epoch, s.attempts,
-	s.release_error, s.release_attempts, s.node, s.pause_deadline`
+	s.release_error, s.release_attempts, s.node, s.pause_deadline, s.on_end, s.from_snapshot`
 
 // clientColumns is sandboxColumns for reads that answer clients: the
 // creation inputs only providers need (env, which may hold secrets and be
@@ -33,14 +33,14 @@ func scanSandbox(row pgx.Row, extra ...any) (sandbox.Sandbox, error) {
 	var (
 		sb                                   sandbox.Sandbox
 		owner, reason, errText, provID, wdir *string
-		releaseErr, node                     *string
+		releaseErr, node, onEnd, fromSnap    *string
 		labels, env                          []byte
 		params                               []byte
 	)
 	dest := append(append(make([]any, 0, len(extra)+27), extra...), &sb.ID, &sb.Tenant, &sb.State, &sb.Provider, &owner, &labels, &env, &sb.Setup, &params,
 		&reason, &errText, &sb.Released, &provID, &wdir, &sb.CreatedAt, &sb.UpdatedAt,
 		&sb.ReadyAt, &sb.EndedAt, &sb.ReleasedAt, &sb.ExpiresAt, &sb.CreateDeadline, &sb.Epoch, &sb.Attempts,
-		&releaseErr, &sb.ReleaseAttempts, &node, &sb.PauseDeadline)
+		&releaseErr, &sb.ReleaseAttempts, &node, &sb.PauseDeadline, &onEnd, &fromSnap)
 	if err := row.Scan(dest...); err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -51,6 +51,8 @@ func scanSandbox(row pgx.Row, extra ...any) (sandbox.Sandbox, error) {
 	sb.WorkDir = deref(wdir)
 	sb.ReleaseError = deref(releaseErr)
 	sb.Node = deref(node)
+	sb.OnEnd = deref(onEnd)
+	sb.FromSnapshot = deref(fromSnap)
 	if err := json.Unmarshal(labels, &sb.Labels); err != nil {
 		return sandbox.Sandbox{}, fmt.Errorf("decode labels: %w", err)
 	}
@@ -84,9 +86,9 @@ func nullable(s string) *string {
 const insertSandboxSQL = `
 	WITH ins AS (
 		INSERT INTO sandboxes AS s (id, tenant, state, provider, owner, labels, env, setup, params,
-			created_at, updated_at, expires_at, create_deadline)
+			created_at, updated_at, expires_at, create_deadline, on_end, from_snapshot, node)
 		VALUES (@id, @tenant, 'requested', @provider, @owner, @labels, @env, @setup, @params,
-			@now, @now, @expires_at, @create_deadline)
+			@now, @now, @expires_at, @create_deadline, @on_end::text, @from_snapshot::text, @node::text)
 		RETURNING *
 	), ev AS (
 		INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message, actor_key_id, actor_key_name)
@@ -104,6 +106,8 @@ type newSandboxRow struct {
 	setup                       string
 	ttl, createTimeout          time.Duration
 	by                          sandbox.Caller
+	// onEnd, fromSnapshot and node: only unbatched creates have them.
+	onEnd, fromSnapshot, node string
 }
 
 // newRow is the row of the sandbox p asks for, with a fresh id unless p
@@ -128,6 +132,7 @@ func newRow(p sandbox.CreateParams) (newSandboxRow, error) {
 	return newSandboxRow{
 		id: id, tenant: p.Tenant, provider: p.Provider, owner: p.Owner, labels: labels, env: env, setup: p.Setup, params: params,
 		ttl: p.TTL, createTimeout: p.CreateTimeout, by: p.Caller,
+		onEnd: p.OnEnd, fromSnapshot: p.FromSnapshot, node: p.Node,
 	}, nil
 }
 
@@ -143,6 +148,7 @@ func insertSandbox(ctx context.Context, q rowQuerier, r newSandboxRow, now time.
 		"labels": r.labels, "env": r.env, "setup": r.setup, "params": r.params,
 		"now": now, "expires_at": now.Add(r.ttl), "create_deadline": now.Add(r.createTimeout),
 		"key_id": nullable(r.by.KeyID), "key_name": nullable(r.by.KeyName),
+		"on_end": nullable(r.onEnd), "from_snapshot": nullable(r.fromSnapshot), "node": nullable(r.node),
 	}))
 }
 
@@ -226,7 +232,7 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 	if err != nil {
 		return sb, false, wrap("create sandbox", err)
 	}
-	if p.IdempotencyKey == "" && p.Owner == "" && p.ID == "" {
+	if p.IdempotencyKey == "" && p.Owner == "" && p.ID == "" && p.OnEnd == "" && p.FromSnapshot == "" {
 		// The common case needs no transaction of its own: concurrent
 		// creates share one statement and one commit (see s.creates in New).
 		sb, err = s.creates.do(ctx, r)
