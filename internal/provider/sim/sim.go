@@ -83,15 +83,15 @@ func New(dir string) (*Provider, error) {
 
 // Params are the sim's create params.
 type Params struct {
-	CreateDelayMS  int    `json:"create_delay_ms,omitempty"`
-	DestroyDelayMS int    `json:"destroy_delay_ms,omitempty"`
-	PauseDelayMS   int    `json:"pause_delay_ms,omitempty"`
+	CreateDelayMS  int `json:"create_delay_ms,omitempty"`
+	DestroyDelayMS int `json:"destroy_delay_ms,omitempty"`
+	PauseDelayMS   int `json:"pause_delay_ms,omitempty"`
 	// SnapshotDelayMS and SnapshotBytes shape the sandbox's snapshots
 	// (snapshot.go).
-	SnapshotDelayMS int   `json:"snapshot_delay_ms,omitempty"`
-	SnapshotBytes   int64 `json:"snapshot_bytes,omitempty"`
-	Fail           string `json:"fail,omitempty"`
-	IgnoreCancel   bool   `json:"ignore_cancel,omitempty"`
+	SnapshotDelayMS int    `json:"snapshot_delay_ms,omitempty"`
+	SnapshotBytes   int64  `json:"snapshot_bytes,omitempty"`
+	Fail            string `json:"fail,omitempty"`
+	IgnoreCancel    bool   `json:"ignore_cancel,omitempty"`
 }
 
 func parseParams(raw json.RawMessage) (Params, error) {
