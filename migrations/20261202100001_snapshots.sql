@@ -76,7 +76,19 @@ ALTER TABLE tenants
     ADD COLUMN max_snapshots integer CHECK (max_snapshots >= 0),
     ADD COLUMN max_snapshot_bytes bigint CHECK (max_snapshot_bytes >= 0);
 
+-- Reconciliation records what it does to snapshots too (sandbox_id then
+-- holds the snapshot's id): an orphaned snapshot's data removed, or a
+-- ready snapshot whose data is gone.
+ALTER TABLE reconcile_events DROP CONSTRAINT reconcile_events_action_check;
+ALTER TABLE reconcile_events ADD CONSTRAINT reconcile_events_action_check CHECK (action IN
+    ('orphan_destroyed', 'orphan_destroy_failed', 'lost', 'snapshot_orphan_deleted', 'snapshot_orphan_delete_failed', 'snapshot_lost'));
+
 -- +goose Down
+-- (reconcile_events is append-only: rows about snapshots stay, so the old
+-- check is not validated against them.)
+ALTER TABLE reconcile_events DROP CONSTRAINT reconcile_events_action_check;
+ALTER TABLE reconcile_events ADD CONSTRAINT reconcile_events_action_check CHECK (action IN
+    ('orphan_destroyed', 'orphan_destroy_failed', 'lost')) NOT VALID;
 ALTER TABLE tenants DROP COLUMN max_snapshot_bytes, DROP COLUMN max_snapshots;
 ALTER TABLE sandboxes DROP COLUMN from_snapshot;
 ALTER TABLE sandboxes DROP COLUMN on_end;

@@ -219,8 +219,9 @@ const claimSnapshotsSQL = `
 
 // ClaimSnapshots claims up to limit snapshots to take (see
 // claimSnapshotsSQL). The claim's lease is the source sandbox's: renew it
-// with RenewLease at the snapshot's Epoch.
-func (s *Store) ClaimSnapshots(ctx context.Context, provider, node, worker string, limit int, lease time.Duration) ([]sandbox.Snapshot, error) {
+// with RenewLease at the snapshot's Epoch. Each claim's Sandbox has the
+// source's id, tenant, provider, node and that epoch.
+func (s *Store) ClaimSnapshots(ctx context.Context, provider, node, worker string, limit int, lease time.Duration) ([]Claim, error) {
 	now := s.Now()
 	rows, err := s.work.Query(ctx, claimSnapshotsSQL, namedArgs{"provider": provider, "node": node, "worker": worker,
 		"limit": limit, "now": now, "lease_until": now.Add(lease)})
@@ -231,7 +232,12 @@ func (s *Store) ClaimSnapshots(ctx context.Context, provider, node, worker strin
 	if err != nil {
 		return nil, wrap("claim snapshots", err)
 	}
-	return sns, nil
+	claims := make([]Claim, len(sns))
+	for i, sn := range sns {
+		claims[i] = Claim{Snapshot: sn, From: sandbox.StateReady, Sandbox: sandbox.Sandbox{
+			ID: sn.SourceID, Tenant: sn.Tenant, Provider: sn.Provider, Node: sn.Node, Epoch: sn.Epoch}}
+	}
+	return claims, nil
 }
 
 // snapshotSettle is one settleSnapshotSQL.
@@ -282,10 +288,6 @@ func (s *Store) settleSnapshot(ctx context.Context, op string, st snapshotSettle
 	sn, err := s.settleSnapshotTx(ctx, s.work, st)
 	if err != nil {
 		return sn, fmt.Errorf("store: %s: %w", op, interpret(err))
-	}
-	if st.releaseLease {
-		// The source sandbox may be claimable again (a release, a pause).
-		s.announce(sandbox.Sandbox{ID: sn.SourceID, State: sandbox.StateReady})
 	}
 	return sn, nil
 }

@@ -17,6 +17,10 @@ type Claim struct {
 	Sandbox sandbox.Sandbox
 	// From is the state the sandbox was in when claimed.
 	From sandbox.State
+	// Snapshot is the snapshot to take, for a snapshot claim
+	// (ClaimSnapshots): its source is Sandbox (its id, tenant, provider
+	// and the claim's epoch only); zero for other claims.
+	Snapshot sandbox.Snapshot
 }
 
 // Share is how a worker shares its slots between tenants: no tenant may
