@@ -85,7 +85,8 @@ func settings() []setting {
 	all = append(all, providerSettings()...)
 	all = append(all, lifecycleSettings...)
 	all = append(all, serverSettings...)
-	return append(all, webhookSettings...)
+	all = append(all, webhookSettings...)
+	return append(all, snapshotSettings...)
 }
 
 // serviceSettings are the service's own: its database, address and

@@ -42,6 +42,8 @@ type Capabilities struct {
 	Files bool `json:"files" example:"true"`
 	// Pause is true when the provider pauses and resumes sandboxes (POST /v1/sandboxes/{id}/pause and /resume); without it they are 501 NOT_SUPPORTED.
 	Pause bool `json:"pause" example:"true"`
+	// Snapshot is true when the provider snapshots sandboxes' workspaces (POST /v1/sandboxes/{id}/snapshots, from_snapshot, on_end snapshot); without it they are 501 NOT_SUPPORTED.
+	Snapshot bool `json:"snapshot" example:"true"`
 } // @name Capabilities
 
 // ProviderList lists the enabled providers.
@@ -86,7 +88,7 @@ func handleProviders(providers []sandbox.Provider) handlerFunc {
 			}
 			out.Items = append(out.Items, Provider{
 				Name: p.Name(), Default: i == 0, Available: info.Available, Reason: optional(info.Reason),
-				Capabilities: Capabilities{Exec: info.Exec, Files: info.Files, Pause: sandbox.CanPause(p)},
+				Capabilities: Capabilities{Exec: info.Exec, Files: info.Files, Pause: sandbox.CanPause(p), Snapshot: sandbox.CanSnapshot(p)},
 				WorkDir:      optional(info.WorkDir), Images: images, Notes: notes,
 			})
 		}

@@ -46,6 +46,19 @@ type Config struct {
 	MaxBodyBytes int64
 	// PauseTimeout bounds a pause or a resume: past it the sandbox fails.
 	PauseTimeout time.Duration
+	// SnapshotTimeout bounds the taking of a snapshot: past it, it fails.
+	SnapshotTimeout time.Duration
+	// SnapshotRetention sets a snapshot's expires_at, from when it was
+	// asked for; zero: kept until deleted.
+	SnapshotRetention time.Duration
+	// SnapshotMaxPerTenant and SnapshotMaxBytesPerTenant are each
+	// tenant's snapshot quota (creating and ready ones), unless the
+	// tenant's own say otherwise; zero: no limit.
+	SnapshotMaxPerTenant      int
+	SnapshotMaxBytesPerTenant int64
+	// DefaultOnEnd is the on_end of a create that names none, for a
+	// provider that snapshots ("" or "snapshot").
+	DefaultOnEnd string
 	// MaxWait caps GET /v1/sandboxes/{id}?wait=.
 	MaxWait time.Duration
 	// MaxFileBytes caps file uploads.
@@ -137,6 +150,7 @@ type Store interface {
 	nodeLister
 	webhookStore
 	poolStore
+	snapshotStore
 }
 
 // API defaults, for zero Config fields.
@@ -147,6 +161,10 @@ const (
 	DefaultCreateTimeout  = 5 * time.Minute
 	DefaultMaxWait        = time.Minute
 	DefaultPauseTimeout   = 2 * time.Minute
+	// DefaultSnapshotTimeout bounds the taking of a snapshot.
+	DefaultSnapshotTimeout = 10 * time.Minute
+	// DefaultSnapshotMaxPerTenant caps each tenant's snapshots.
+	DefaultSnapshotMaxPerTenant = 100
 	DefaultMaxExecTimeout = time.Hour
 	// DefaultExecTimeout bounds an exec that asks for no timeout.
 	DefaultExecTimeout   = time.Minute
@@ -165,6 +183,7 @@ func (c Config) withDefaults() Config {
 	c.CreateTimeout = cmp.Or(c.CreateTimeout, DefaultCreateTimeout)
 	c.MaxWait = cmp.Or(c.MaxWait, DefaultMaxWait)
 	c.PauseTimeout = cmp.Or(c.PauseTimeout, DefaultPauseTimeout)
+	c.SnapshotTimeout = cmp.Or(c.SnapshotTimeout, DefaultSnapshotTimeout)
 	c.MaxExecTimeout = cmp.Or(c.MaxExecTimeout, DefaultMaxExecTimeout)
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
 	c.MaxFileBytes = cmp.Or(c.MaxFileBytes, DefaultMaxFileBytes)
