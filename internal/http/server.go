@@ -155,17 +155,17 @@ type Store interface {
 
 // API defaults, for zero Config fields.
 const (
-	DefaultMaxLifetime    = 24 * time.Hour
-	DefaultTTL            = time.Hour
-	DefaultOwnerTTL       = time.Minute
-	DefaultCreateTimeout  = 5 * time.Minute
-	DefaultMaxWait        = time.Minute
-	DefaultPauseTimeout   = 2 * time.Minute
+	DefaultMaxLifetime   = 24 * time.Hour
+	DefaultTTL           = time.Hour
+	DefaultOwnerTTL      = time.Minute
+	DefaultCreateTimeout = 5 * time.Minute
+	DefaultMaxWait       = time.Minute
+	DefaultPauseTimeout  = 2 * time.Minute
 	// DefaultSnapshotTimeout bounds the taking of a snapshot.
 	DefaultSnapshotTimeout = 10 * time.Minute
 	// DefaultSnapshotMaxPerTenant caps each tenant's snapshots.
 	DefaultSnapshotMaxPerTenant = 100
-	DefaultMaxExecTimeout = time.Hour
+	DefaultMaxExecTimeout       = time.Hour
 	// DefaultExecTimeout bounds an exec that asks for no timeout.
 	DefaultExecTimeout   = time.Minute
 	DefaultMaxBodyBytes  = 1 << 20
