@@ -132,6 +132,7 @@ type workStore interface {
 	RevertTransition(ctx context.Context, id string, epoch int64, from sandbox.State, cause string) (sandbox.Sandbox, error)
 	FailTransition(ctx context.Context, id string, epoch int64, from sandbox.State, actor sandbox.Actor, cause string) (sandbox.Sandbox, error)
 	UnclaimTransition(ctx context.Context, id string, epoch int64, at time.Time, lastErr string) error
+	FailSnapshotsOf(ctx context.Context, sourceID string, epoch int64) (int, error)
 	ClaimSnapshots(ctx context.Context, provider, node, worker string, limit int, lease time.Duration) ([]store.Claim, error)
 	FinishSnapshot(ctx context.Context, id string, epoch, size int64, releaseLease bool) (sandbox.Snapshot, error)
 	FailSnapshot(ctx context.Context, id string, epoch int64, actor sandbox.Actor, cause string, releaseLease bool) (sandbox.Snapshot, error)
@@ -652,7 +653,7 @@ func (e *Executor) runCreate(ctx context.Context, p sandbox.Provider, sb sandbox
 	res, c := leasedCall(ctx, e, p, sb, log, "create", sb.CreateDeadline, func(ctx context.Context) (sandbox.Resource, error) {
 		return p.Create(ctx, sandbox.CreateSpec{
 			SandboxID: sb.ID, Tenant: sb.Tenant, Labels: sb.Labels, Env: sb.Env, Setup: sb.Setup, Params: sb.Params,
-			EndBy: e.endBy(sb),
+			EndBy: e.endBy(sb), FromSnapshot: sb.FromSnapshot,
 		})
 	})
 	c.attempts, c.maxAttempts = sb.Attempts, e.cfg.MaxAttempts
@@ -880,6 +881,9 @@ func (e *Executor) release(ctx context.Context, p sandbox.Provider, c store.Clai
 		stopKeeping()
 		<-keeperDone
 	}()
+	if sandbox.CanSnapshot(p) {
+		e.failPendingSnapshots(ctx, sb, log)
+	}
 	if takesExitSnapshot(p, sb) && !e.exitSnapshot(ctx, p, sb, log) {
 		// Interrupted: hand the release back for another worker, which
 		// takes the exit snapshot up again.

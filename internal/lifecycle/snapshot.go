@@ -195,3 +195,17 @@ func (e *Executor) exitSnapshot(ctx context.Context, p sandbox.Provider, sb sand
 	}
 	return fail(err.Error())
 }
+
+// failPendingSnapshots fails the manual snapshots of the sandbox whose
+// release sb is claimed that are still to be taken: its release destroys
+// what they would copy. (No snapshot claim can take them meanwhile: the
+// release holds the sandbox's lease.)
+func (e *Executor) failPendingSnapshots(ctx context.Context, sb sandbox.Sandbox, log *slog.Logger) {
+	wctx, cancel := detached(ctx)
+	defer cancel()
+	if n, err := e.store.FailSnapshotsOf(wctx, sb.ID, sb.Epoch); err != nil {
+		log.Warn("executor: failing the sandbox's pending snapshots failed; the janitor will", "err", err)
+	} else if n > 0 {
+		log.Info("executor: pending snapshots failed: the sandbox ended", "count", n)
+	}
+}

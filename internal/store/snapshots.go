@@ -435,6 +435,31 @@ var failOverdueSnapshotsSQL = `
 		)
 		SELECT ` + snapshotColumns + ` FROM upd n`
 
+// failSnapshotsOfSQL fails the creating manual snapshots of the ended
+// sandbox @source, still at @epoch (its release claim's).
+var failSnapshotsOfSQL = `
+		WITH upd AS (
+			UPDATE snapshots n SET state = 'failed', updated_at = @now,
+				error = 'its sandbox ended before it was taken' || coalesce(': ' || n.error, '')
+			FROM sandboxes s
+			WHERE n.source_id = @source AND n.state = 'creating' AND n.kind = 'manual'
+			  AND s.id = n.source_id AND s.epoch = @epoch AND s.state IN ` + terminalStates + `
+			RETURNING n.*
+		), ev AS (` + snapshotEventSQL("upd", "'snapshot_failed'", "'executor'", "'snapshot ' || c.id || ' failed: ' || c.error") + `
+		)
+		SELECT count(*) FROM upd`
+
+// FailSnapshotsOf fails the manual snapshots still to be taken of the
+// ended sandbox whose release is claimed at epoch, and counts them.
+func (s *Store) FailSnapshotsOf(ctx context.Context, sourceID string, epoch int64) (int, error) {
+	var n int
+	err := s.work.QueryRow(ctx, failSnapshotsOfSQL, namedArgs{"source": sourceID, "epoch": epoch, "now": s.Now()}).Scan(&n)
+	if err != nil {
+		return 0, wrap("fail snapshots of", err)
+	}
+	return n, nil
+}
+
 // FailOverdueSnapshots fails the creating snapshots that can no longer be
 // taken (see failOverdueSnapshotsSQL) and returns them.
 func (s *Store) FailOverdueSnapshots(ctx context.Context) ([]sandbox.Snapshot, error) {

@@ -67,6 +67,11 @@ type Provider struct {
 	// failedOnce remembers, per sandbox and operation, that the one-time
 	// failure was already injected in this process.
 	failedOnce map[string]bool
+	// snapshotting counts the Snapshot calls in flight per sandbox, and
+	// overlaps the Destroy calls that came while one was (a release that
+	// did not wait for its snapshot): see Overlaps.
+	snapshotting map[string]int
+	overlaps     int
 }
 
 // New returns a provider keeping its inventory in dir, creating dir if
@@ -78,7 +83,7 @@ func New(dir string) (*Provider, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("sim: state directory: %w", err)
 	}
-	return &Provider{dir: dir, failedOnce: make(map[string]bool)}, nil
+	return &Provider{dir: dir, failedOnce: make(map[string]bool), snapshotting: make(map[string]int)}, nil
 }
 
 // Params are the sim's create params.
@@ -241,6 +246,11 @@ func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
 	if !validName(sandboxID) {
 		return fmt.Errorf("sim: destroy: invalid sandbox id %q", sandboxID)
 	}
+	p.mu.Lock()
+	if p.snapshotting[sandboxID] > 0 {
+		p.overlaps++
+	}
+	p.mu.Unlock()
 	path := filepath.Join(p.dir, sandboxID)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -22,6 +22,8 @@ import (
 //
 //	snapshot_delay_ms  how long a snapshot takes
 //	snapshot_bytes     the size it reports (default 4096)
+//	ignore_cancel      a snapshot runs its delay out even if its caller
+//	                   gives up, like a copy that cannot be interrupted
 //	fail               "snapshot": every snapshot fails (not retryable);
 //	                   "snapshot_once": the first attempt in this process
 //	                   fails retryably
@@ -71,6 +73,16 @@ func (p *Provider) Snapshot(ctx context.Context, sandboxID, snapshotID string) (
 			return 0, provider.Retryable(errors.New("sim: snapshot: injected transient failure"))
 		}
 	}
+	p.mu.Lock()
+	p.snapshotting[sandboxID]++
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		if p.snapshotting[sandboxID]--; p.snapshotting[sandboxID] <= 0 {
+			delete(p.snapshotting, sandboxID)
+		}
+		p.mu.Unlock()
+	}()
 	if err := os.MkdirAll(filepath.Join(p.dir, snapshotsDir), 0o755); err != nil {
 		return 0, fmt.Errorf("sim: snapshot: %w", err)
 	}
@@ -78,7 +90,13 @@ func (p *Provider) Snapshot(ctx context.Context, sandboxID, snapshotID string) (
 	if err := os.WriteFile(tmp, nil, 0o644); err != nil {
 		return 0, fmt.Errorf("sim: snapshot: %w", err)
 	}
-	if err := sleep(ctx, time.Duration(params.SnapshotDelayMS)*time.Millisecond); err != nil {
+	delay := time.Duration(params.SnapshotDelayMS) * time.Millisecond
+	if params.IgnoreCancel {
+		time.Sleep(delay) // like a copy that cannot be interrupted
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("sim: snapshot: %w", err) // the .tmp stays: a partial snapshot
+		}
+	} else if err := sleep(ctx, delay); err != nil {
 		return 0, fmt.Errorf("sim: snapshot: %w", err) // the .tmp stays: a partial snapshot
 	}
 	size := int64(defaultSnapshotBytes)
@@ -156,4 +174,13 @@ func (p *Provider) FromSnapshot(sandboxID string) string {
 	var rec record
 	_ = json.Unmarshal(b, &rec)
 	return rec.FromSnapshot
+}
+
+// Overlaps counts the Destroy calls this process made on a sandbox while a
+// Snapshot of it was in flight: a release that did not wait for the
+// snapshot's lease. Tests check that it stays 0.
+func (p *Provider) Overlaps() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.overlaps
 }
