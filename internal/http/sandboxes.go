@@ -149,7 +149,7 @@ type CreateSandboxRequest struct {
 	// FromSnapshot names a ready snapshot of the tenant, of the create's provider, that the sandbox starts from: its /workspace holds the snapshot's files. An unknown snapshot (or another tenant's) is 404 NOT_FOUND, one not ready 409 SNAPSHOT_NOT_READY, one of another provider 422 SNAPSHOT_PROVIDER_MISMATCH; a provider without snapshots, 501 NOT_SUPPORTED. Not with pool.
 	FromSnapshot string `json:"from_snapshot,omitempty" example:"snp_5q3k8w1m2n4p6r7s9t0v1x2y3w"`
 	// OnEnd "snapshot" takes an exit snapshot of the sandbox's /workspace before its resources are destroyed when it ends by owner_expired, expired or requested (its owner crashed, its TTL ran out, a client deleted it), so that a new sandbox can start from it; "none" takes none. Default: the server's DEFAULT_ON_END for a provider that snapshots. Not with pool.
-	OnEnd string `json:"on_end,omitempty" enums:"snapshot,none" example:"snapshot"`
+	OnEnd string `json:"on_end,omitempty" enums:"snapshot,none" x-enum-varnames:"OnEndSnapshot,OnEndNone" example:"snapshot"`
 } // @name CreateSandboxRequest
 
 // SandboxList is a page of sandboxes.
