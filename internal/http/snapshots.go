@@ -119,6 +119,9 @@ func handleSnapshotCreate(cfg Config, st snapshotCreator, providers map[string]s
 			MaxCount: cfg.SnapshotMaxPerTenant, MaxBytes: cfg.SnapshotMaxBytesPerTenant,
 		})
 		if err != nil {
+			if sandbox.ErrorCode(err) == sandbox.CodeQuotaExceeded {
+				c.Header("Retry-After", "60") // once snapshots are deleted, or expire
+			}
 			return notFoundAs(err, id)
 		}
 		c.Header("Location", "/v1/snapshots/"+sn.ID)
