@@ -107,7 +107,9 @@ func TestSnapshotBadInput(t *testing.T) {
 	eventually(t, 20e9, "the ended sandbox released", func() bool { return b.get(t, keyA, ended.ID).Released })
 	before := b.counts(t)
 
-	snap := func(id string) *response { return b.do(t, http.MethodPost, "/v1/sandboxes/"+id+"/snapshots", nil, as(keyA)) }
+	snap := func(id string) *response {
+		return b.do(t, http.MethodPost, "/v1/sandboxes/"+id+"/snapshots", nil, as(keyA))
+	}
 	wantProblem(t, snap(sandbox.NewID()), http.StatusNotFound, "NOT_FOUND")
 	wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes/"+ok.ID+"/snapshots", nil, as(keyB)), http.StatusNotFound, "NOT_FOUND")
 	if p := wantProblem(t, snap(ended.ID), http.StatusConflict, "SANDBOX_STATE_CONFLICT"); p.State != "terminated" {
@@ -128,7 +130,9 @@ func TestSnapshotBadInput(t *testing.T) {
 	wantProblem(t, get("/v1/snapshots?limit=0", keyA), http.StatusBadRequest, "INVALID_REQUEST")
 	wantProblem(t, b.do(t, http.MethodDelete, "/v1/snapshots/"+good.ID, nil, as(keyB)), http.StatusNotFound, "NOT_FOUND")
 
-	create := func(body map[string]any, key string) *response { return b.do(t, http.MethodPost, "/v1/sandboxes", body, as(key)) }
+	create := func(body map[string]any, key string) *response {
+		return b.do(t, http.MethodPost, "/v1/sandboxes", body, as(key))
+	}
 	wantProblem(t, create(map[string]any{"from_snapshot": sandbox.NewSnapshotID()}, keyA), http.StatusNotFound, "NOT_FOUND")
 	wantProblem(t, create(map[string]any{"from_snapshot": "snp_bad"}, keyA), http.StatusNotFound, "NOT_FOUND")
 	wantProblem(t, create(map[string]any{"from_snapshot": good.ID}, keyB), http.StatusNotFound, "NOT_FOUND")
