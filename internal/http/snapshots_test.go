@@ -116,6 +116,9 @@ func TestSnapshotBadInput(t *testing.T) {
 		t.Errorf("snapshot of a terminated sandbox: state %q", p.State)
 	}
 	wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes/"+ok.ID+"/snapshots?wait=soon", nil, as(keyA)), http.StatusBadRequest, "INVALID_REQUEST")
+	if after := b.counts(t); !after.equal(before) {
+		t.Errorf("bad snapshot requests wrote rows:\nbefore %s\nafter  %s", before, after)
+	}
 	// The quota: two creating or ready snapshots (the failed one is not counted).
 	b.do(t, http.MethodPost, "/v1/sandboxes/"+ok.ID+"/snapshots?wait=20s", nil, as(keyA))
 	before = b.counts(t)
