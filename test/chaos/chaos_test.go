@@ -946,7 +946,8 @@ func (h *chaos) checkHistories(ctx context.Context, conn *pgx.Conn) []string {
 		if bad {
 			continue
 		}
-		if from == prev && to == prev && (reason == sandbox.ReasonOwnerTransferred || reason == sandbox.ReasonOutageCredited) {
+		if from == prev && to == prev && (reason == sandbox.ReasonOwnerTransferred || reason == sandbox.ReasonOutageCredited ||
+			slices.Contains(sandbox.SnapshotReasons, reason)) {
 			continue // a record in the history, not a transition
 		}
 		if from != prev || !sandbox.CanTransition(from, to) {

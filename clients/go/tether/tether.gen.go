@@ -697,7 +697,7 @@ type Event struct {
 	// Message Example: created by provider sim
 	Message string `json:"message"`
 
-	// Reason Reason is the reason recorded with the transition (a sandbox's end reason, owner_transferred, or outage_credited for an outage credited to its deadline or its owner's lease); null when there is none.
+	// Reason Reason is the reason recorded with the transition (a sandbox's end reason, owner_transferred, outage_credited for an outage credited to its deadline or its owner's lease, or snapshot_requested, snapshot_ready, snapshot_failed, snapshot_lost, snapshot_deleted for a change of one of its snapshots, named in message; those three kinds are records with from equal to to, not transitions); null when there is none.
 	//
 	// Example: requested
 	Reason *string `json:"reason"`
@@ -1441,7 +1441,7 @@ type WebhookDeliveryList struct {
 
 // WebhookFilter defines model for WebhookFilter.
 type WebhookFilter struct {
-	// Reasons Reasons are event reasons (requested, owner_released, owner_expired, expired, create_failed, lost, owner_transferred, outage_credited): events with them are delivered; an event without a reason matches no list of reasons.
+	// Reasons Reasons are event reasons (requested, owner_released, owner_expired, expired, create_failed, lost, pause_failed, resume_failed, pool_deleted, pool_shrunk, owner_transferred, outage_credited, snapshot_requested, snapshot_ready, snapshot_failed, snapshot_lost, snapshot_deleted): events with them are delivered; an event without a reason matches no list of reasons.
 	//
 	// Example: ["owner_expired","lost"]
 	Reasons []string `json:"reasons"`
