@@ -277,7 +277,7 @@ func TestExitSnapshot(t *testing.T) {
 func TestExitSnapshotThatCannotBeTaken(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.executor(lifecycle.ExecutorConfig{ExitSnapshotTimeout: 300 * time.Millisecond})
+	e.executor(lifecycle.ExecutorConfig{ExitSnapshotTimeout: 2 * time.Second})
 	onEnd := func(p *sandbox.CreateParams) { p.OnEnd = sandbox.OnEndSnapshot }
 	refused := e.create(`{"fail":"snapshot"}`, onEnd)
 	slow := e.create(`{"snapshot_delay_ms":30000}`, onEnd)
