@@ -338,7 +338,7 @@ func TestSnapshotReconcile(t *testing.T) {
 	if _, _, err := e.st.DeleteSnapshot(e.ctx, "acme", deleted.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Remove(filepath.Join(e.simDir, "snapshots", gone.ID)); err != nil {
+	if err := os.Remove(filepath.Join(e.simDir, ".snapshots", gone.ID)); err != nil {
 		t.Fatal(err)
 	}
 	if rep := e.sweep(); rep.SnapshotOrphans != 0 || rep.SnapshotsLost != 0 {

@@ -15,7 +15,8 @@ import (
 )
 
 // The sim implements provider.Snapshotter: a snapshot is a file in the
-// folder snapshots/ of its state directory, named the snapshot id, written
+// folder .snapshots/ of its state directory (hidden: List and the chaos
+// harness take its other entries for resources), named the snapshot id, written
 // as ID.tmp first and renamed when complete (an interrupted call leaves
 // the .tmp, which ListSnapshots lists as Partial). Params of the source
 // sandbox shape it:
@@ -34,7 +35,7 @@ import (
 var _ provider.Snapshotter = (*Provider)(nil)
 
 // snapshotsDir is the folder of snapshots in the state directory.
-const snapshotsDir = "snapshots"
+const snapshotsDir = ".snapshots"
 
 // defaultSnapshotBytes is the size a snapshot reports without
 // params.snapshot_bytes.
