@@ -136,6 +136,7 @@ type chaos struct {
 	kills      atomic.Int64
 	requests   atomic.Int64
 	created    sync.Map // sandbox id -> struct{}
+	snaps      sync.Map // snapshot id -> struct{} (snapshots_test.go)
 	liveOwners sync.Map // owner name -> struct{}
 	pgDown     time.Time
 	pgUp       time.Time
@@ -209,6 +210,7 @@ func (h *chaos) startReplicas() {
 		// would otherwise reach 30s per replica, past the quiesce.
 		"EXECUTOR_MAX_BACKOFF=3s",
 		"ORPHAN_GRACE=2s",
+		"SNAPSHOT_TIMEOUT=15s", "EXIT_SNAPSHOT_TIMEOUT=5s", "SNAPSHOT_MAX_PER_TENANT=0",
 		"SHUTDOWN_TIMEOUT=2s",
 		"DB_MAX_CONNS=8",
 		// The storm is one tenant and one key: quotas would only get
@@ -303,6 +305,7 @@ func (h *chaos) createBody() map[string]any {
 		params["fail"] = "destroy_once"
 	}
 	body := map[string]any{"params": params, "labels": map[string]string{"chaos": "yes"}}
+	h.snapshotCreate(params, body)
 	if h.intn(2) == 0 {
 		if o := h.randomOwner(); o != "" {
 			body["owner"] = o
@@ -353,10 +356,12 @@ func (h *chaos) clientLoop(ctx context.Context) {
 			if id := h.randomCreated(); id != "" {
 				h.call(http.MethodDelete, "/v1/sandboxes/"+id, nil)
 			}
-		case n < 70:
+		case n < 66:
 			if id := h.randomCreated(); id != "" {
 				h.call(http.MethodPost, "/v1/sandboxes/"+id+"/renew", map[string]any{"ttl_seconds": 5 + h.intn(15)})
 			}
+		case n < 70 && h.hosts == nil:
+			h.snapshotCall()
 		case n < 85:
 			if id := h.randomCreated(); id != "" {
 				h.call(http.MethodGet, "/v1/sandboxes/"+id+"?wait=2s", nil)
@@ -827,6 +832,9 @@ func (h *chaos) check() {
 		h.t.Logf("history of %s:\n%s", id, h.history(conn, id))
 	}
 	fail("sandboxes marked lost while their node was alive", wronglyLost)
+	if h.hosts == nil {
+		h.checkSnapshots(ctx, conn)
+	}
 	fail("owned sandboxes that outlived their owner's lease by more than one interval", overshoots)
 	fail("illegal histories", illegal)
 	if liveOwned > 0 {
