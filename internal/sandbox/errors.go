@@ -64,8 +64,9 @@ func Errorf(code Code, format string, args ...any) *Error {
 
 // StateConflictError is the error for an operation that the sandbox's
 // current state does not allow: an *Error with CodeStateConflict (which
-// errors.As finds through it) and the state. Providers never return it, so
-// it is Tether's, not the provider SDK's.
+// errors.As finds through it) and the state. It is Tether's, not the
+// provider SDK's: SDK providers never return it (the local provider, part
+// of Tether, does for a command on a sandbox frozen under the request).
 type StateConflictError struct {
 	Err   *Error
 	State State

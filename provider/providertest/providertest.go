@@ -22,7 +22,7 @@
 // Run checks the core contract (create and destroy idempotent, listing
 // after a restart, params validation, concurrency) and, for each optional
 // capability the provider implements (Execer, StreamExecer, Files,
-// Archives), its semantics and error codes; the subtests of a capability
+// Archives, Pauser), its semantics and error codes; the subtests of a capability
 // the provider lacks are skipped, and so is the defunct check without a
 // Kill hook. Run it with -race: several subtests call the provider from
 // many goroutines at once.
@@ -104,6 +104,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ExecStream", s.testExecStream)
 	t.Run("Files", s.testFiles)
 	t.Run("Archives", s.testArchives)
+	t.Run("Pause", s.testPause)
 }
 
 // suite carries the harness to the subtests.

@@ -66,6 +66,9 @@ const (
 	// overshootSlack is scheduling tolerance on a loaded two-core machine on
 	// top of the one janitor interval the invariant allows.
 	overshootSlack = 2 * time.Second
+	// pauseTimeout is PAUSE_TIMEOUT in TestChaos: some sandboxes' pauses
+	// (pause_delay_ms) take longer, and must fail at it.
+	pauseTimeout = 5 * time.Second
 	// nodeGrace is NODE_GRACE in TestChaosNodes: a replica killed for a
 	// short pause (and its restart) stays within it, one kept down longer
 	// does not. Heartbeats come every fifth of it.
@@ -149,6 +152,14 @@ type chaos struct {
 	duplicates   map[string]string // sandbox id -> the bwrap processes seen at once
 	peak         int               // the most sandboxes seen running at once
 	stopSampling func()
+
+	// Pauses and resumes (TestChaos): the sandboxes seen pausing or
+	// resuming past their deadline by more than a janitor interval and
+	// the slack, how far past, and the furthest seen.
+	stuck       map[string]time.Duration
+	maxOverdue  time.Duration
+	stopWatch   func()
+	transitions atomic.Int64 // pause and resume requests that answered
 }
 
 // window is a span of time.
@@ -157,7 +168,7 @@ type window struct{ from, to time.Time }
 func newChaos(t *testing.T, seed uint64, nodes int) *chaos {
 	h := &chaos{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), simDir: t.TempDir(), logDir: t.TempDir(),
 		cluster: "chaos", clients: *nClients, pauseLo: 5 * time.Millisecond, pauseHi: 40 * time.Millisecond,
-		downs: map[string][]window{}, duplicates: map[string]string{}}
+		downs: map[string][]window{}, duplicates: map[string]string{}, stuck: map[string]time.Duration{}}
 	h.root = harness.RepoRoot(t)
 	if nodes > 0 {
 		// Real sandboxes cost a few processes each: a gentler storm.
@@ -209,6 +220,7 @@ func (h *chaos) startReplicas() {
 		// process that tries it; after a long storm its backoff
 		// would otherwise reach 30s per replica, past the quiesce.
 		"EXECUTOR_MAX_BACKOFF=3s",
+		"PAUSE_TIMEOUT=" + pauseTimeout.String(),
 		"ORPHAN_GRACE=2s",
 		"SNAPSHOT_TIMEOUT=15s", "EXIT_SNAPSHOT_TIMEOUT=5s", "SNAPSHOT_MAX_PER_TENANT=0",
 		"SHUTDOWN_TIMEOUT=2s",
@@ -277,6 +289,17 @@ func (h *chaos) randomCreated() string {
 	return ids[h.intn(len(ids))]
 }
 
+// randomIn returns a random one of the storm's sandboxes in state, or "".
+func (h *chaos) randomIn(state string) string {
+	code, page := h.call(http.MethodGet, "/v1/sandboxes?limit=50&state="+state, nil)
+	items, _ := page["items"].([]any)
+	if code != http.StatusOK || len(items) == 0 {
+		return ""
+	}
+	id, _ := items[h.intn(len(items))].(map[string]any)["id"].(string)
+	return id
+}
+
 func (h *chaos) randomOwner() string {
 	var owners []string
 	h.liveOwners.Range(func(k, _ any) bool {
@@ -303,6 +326,18 @@ func (h *chaos) createBody() map[string]any {
 		params["fail"] = "create"
 	case n < 7:
 		params["fail"] = "destroy_once"
+	case n < 8:
+		params["fail"] = "pause_once"
+	case n < 9:
+		params["fail"] = "resume_once"
+	case n < 10:
+		params["fail"] = "pause"
+	}
+	switch n := h.intn(20); {
+	case n < 1:
+		params["pause_delay_ms"] = int(pauseTimeout/time.Millisecond) + 1000 // never done in time
+	case n < 12:
+		params["pause_delay_ms"] = h.intn(1200)
 	}
 	body := map[string]any{"params": params, "labels": map[string]string{"chaos": "yes"}}
 	h.snapshotCreate(params, body)
@@ -360,7 +395,29 @@ func (h *chaos) clientLoop(ctx context.Context) {
 			if id := h.randomCreated(); id != "" {
 				h.call(http.MethodPost, "/v1/sandboxes/"+id+"/renew", map[string]any{"ttl_seconds": 5 + h.intn(15)})
 			}
-		case n < 70 && h.hosts == nil:
+		case n < 74 && h.hosts == nil:
+			// Pauses and resumes, some waiting for the outcome: they mix
+			// with kills, the Postgres crash, deletes and TTLs.
+			// Mostly of a sandbox in the state the call wants (most
+			// created ones have ended), sometimes of any.
+			op, from := "pause", "ready"
+			if h.intn(2) == 0 {
+				op, from = "resume", "paused"
+			}
+			id := h.randomCreated()
+			if h.intn(4) != 0 {
+				id = h.randomIn(from)
+			}
+			if id != "" {
+				wait := ""
+				if h.intn(3) == 0 {
+					wait = "?wait=2s"
+				}
+				if code, _ := h.call(http.MethodPost, "/v1/sandboxes/"+id+"/"+op+wait, nil); code == http.StatusAccepted || code == http.StatusOK {
+					h.transitions.Add(1)
+				}
+			}
+		case n < 78 && h.hosts == nil:
 			h.snapshotCall()
 		case n < 85:
 			if id := h.randomCreated(); id != "" {
@@ -514,6 +571,17 @@ func (h *chaos) storm() {
 		h.stopSampling = func() { cancel(); <-done }
 		h.t.Cleanup(h.stopSampling)
 	}
+	if h.hosts == nil {
+		// Through the quiet phase too, until check.
+		ctx, cancel := context.WithCancel(h.t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			h.watchTransitions(ctx)
+		}()
+		h.stopWatch = func() { cancel(); <-done }
+		h.t.Cleanup(h.stopWatch)
+	}
 	ctx, cancel := context.WithTimeout(h.t.Context(), *stormFor)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -555,6 +623,58 @@ func (h *chaos) storm() {
 	}
 }
 
+// watchTransitions looks, every quarter second until ctx ends, for
+// sandboxes still pausing or resuming past their pause deadline: the
+// janitor must fail each within an interval (and the slack) of it. While
+// Postgres was down nothing could be failed: a deadline in that window
+// is measured from Postgres's return.
+func (h *chaos) watchTransitions(ctx context.Context) {
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			_ = conn.Close(context.Background())
+		}
+	}()
+	for ctx.Err() == nil {
+		time.Sleep(250 * time.Millisecond)
+		if conn == nil || conn.IsClosed() {
+			c, err := pgx.Connect(ctx, h.dbURL)
+			if err != nil {
+				continue // Postgres is down
+			}
+			conn = c
+		}
+		rows, err := conn.Query(ctx, `SELECT id, pause_deadline, now() FROM sandboxes
+			WHERE state IN ('pausing', 'resuming') AND pause_deadline < now()`)
+		if err != nil {
+			_ = conn.Close(context.Background())
+			conn = nil
+			continue
+		}
+		for rows.Next() {
+			var id string
+			var deadline, now time.Time
+			if rows.Scan(&id, &deadline, &now) != nil {
+				break
+			}
+			h.mu.Lock()
+			from := deadline
+			if !h.pgDown.IsZero() && deadline.After(h.pgDown.Add(-janitorInterval)) && (h.pgUp.IsZero() || deadline.Before(h.pgUp)) {
+				from = h.pgUp
+			}
+			if !from.IsZero() {
+				over := now.Sub(from)
+				h.maxOverdue = max(h.maxOverdue, over)
+				if over > janitorInterval+overshootSlack {
+					h.stuck[id] = max(h.stuck[id], over)
+				}
+			}
+			h.mu.Unlock()
+		}
+		rows.Close()
+	}
+}
+
 // state is what the registry and the providers hold.
 type state struct {
 	unsettled  []string
@@ -566,6 +686,9 @@ type state struct {
 	// "sim", or the hosts running its processes ("?" for processes of no
 	// sandbox that could be told).
 	held map[string][]string
+	// paused are the paused sandboxes (in ready too: live, held by the
+	// provider), pauseMarks those the sim holds paused.
+	paused, pauseMarks []string
 	// owned counts live sandboxes with an owner. Every owner stopped
 	// heartbeating with the storm, so each of them is still to be ended.
 	owned int
@@ -594,8 +717,11 @@ func (h *chaos) snapshot(ctx context.Context, conn *pgx.Conn) (state, error) {
 		switch {
 		case !st.Settled():
 			s.unsettled = append(s.unsettled, id)
-		case st == sandbox.StateReady:
+		case st == sandbox.StateReady || st == sandbox.StatePaused:
 			s.ready[id] = where
+			if st == sandbox.StatePaused {
+				s.paused = append(s.paused, id)
+			}
 		case !released:
 			s.unreleased = append(s.unreleased, id)
 		}
@@ -623,6 +749,9 @@ func (h *chaos) snapshot(ctx context.Context, conn *pgx.Conn) (state, error) {
 		return s, err
 	}
 	for _, e := range entries {
+		if id, ok := strings.CutPrefix(e.Name(), ".paused-"); ok {
+			s.pauseMarks = append(s.pauseMarks, id)
+		}
 		if e.Name() != "creates.log" && !strings.HasPrefix(e.Name(), ".") {
 			s.held[e.Name()] = []string{"sim"}
 		}
@@ -650,6 +779,26 @@ func (s state) missing() []string {
 	for id, where := range s.ready {
 		if !slices.Contains(s.held[id], where) {
 			out = append(out, id+"@"+where)
+		}
+	}
+	return out
+}
+
+// pauseMismatches returns the sandboxes paused in the registry but not
+// at the sim, or the other way round (sim only: its marks).
+func (s state) pauseMismatches(sim bool) []string {
+	if !sim {
+		return nil
+	}
+	var out []string
+	for _, id := range s.paused {
+		if !slices.Contains(s.pauseMarks, id) {
+			out = append(out, id+" paused, running at the sim")
+		}
+	}
+	for _, id := range s.pauseMarks {
+		if !slices.Contains(s.paused, id) {
+			out = append(out, id+" paused at the sim, not in the registry")
 		}
 	}
 	return out
@@ -704,6 +853,9 @@ func (h *chaos) check() {
 	if h.stopSampling != nil {
 		h.stopSampling()
 		h.sample()
+	}
+	if h.stopWatch != nil {
+		h.stopWatch()
 	}
 	s := h.final
 	var total int
@@ -796,9 +948,29 @@ func (h *chaos) check() {
 	// the sandbox's current state.
 	illegal := h.checkHistories(ctx, conn)
 
+	// Pauses: none stuck past its deadline, and each paused sandbox paused
+	// at the sim (and no other).
+	var stuck []string
+	h.mu.Lock()
+	for id, over := range h.stuck {
+		stuck = append(stuck, fmt.Sprintf("%s +%s", id, over.Round(time.Millisecond)))
+	}
+	maxOverdue := h.maxOverdue
+	h.mu.Unlock()
+	mismatched := s.pauseMismatches(h.hosts == nil)
+	var paused, pauseFailed int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'paused'),
+		count(*) FILTER (WHERE reason IN ('pause_failed', 'resume_failed')) FROM sandboxes`).Scan(&paused, &pauseFailed); err != nil {
+		h.t.Fatal(err)
+	}
+
 	summary := fmt.Sprintf("chaos: sandboxes=%d requests=%d kills=%d pg_restarts=%d leaks=%d missing=%d duplicates=%d unsettled=%d unreleased=%d max_owner_overshoot=%s illegal_histories=%d",
 		total, h.requests.Load(), h.kills.Load(), boolInt(!h.pgUp.IsZero()), len(leaks), len(missing), len(duplicates),
 		len(s.unsettled), len(s.unreleased), maxOvershoot.Round(time.Millisecond), len(illegal))
+	if h.hosts == nil {
+		summary += fmt.Sprintf(" transitions=%d paused_at_end=%d pause_failed=%d stuck_transitions=%d max_transition_overdue=%s pause_mismatches=%d",
+			h.transitions.Load(), paused, pauseFailed, len(stuck), maxOverdue.Round(time.Millisecond), len(mismatched))
+	}
 	if h.hosts != nil {
 		h.mu.Lock()
 		deaths, peak := 0, h.peak
@@ -837,6 +1009,8 @@ func (h *chaos) check() {
 	}
 	fail("owned sandboxes that outlived their owner's lease by more than one interval", overshoots)
 	fail("illegal histories", illegal)
+	fail("sandboxes pausing or resuming past their deadline by more than one interval", stuck)
+	fail("sandboxes paused in the registry but not at the provider, or the other way round", mismatched)
 	if liveOwned > 0 {
 		h.t.Errorf("%d sandboxes are still live under a lapsed owner lease", liveOwned)
 	}

@@ -6,6 +6,10 @@
 //   TETHER_API_KEY        a key of tenant A
 //   TETHER_OTHER_API_KEY  a key of tenant B
 //   TETHER_SIM_STATE_DIR  the sim provider's inventory (to lose and orphan resources)
+//
+// and WEBHOOK_ALLOW_PRIVATE=true, so that a webhook endpoint may be this
+// test's own loopback receiver, with WEBHOOK_RETRY_FOR=3s (a receiver that
+// keeps failing makes its endpoint failing within seconds).
 //   CHROMIUM_PATH         default /usr/bin/chromium
 //   UPDATE_SCREENSHOTS=1  save the screenshots to docs/console/
 //
@@ -18,6 +22,8 @@ import {mkdtemp, rm, utimes, writeFile, mkdir} from 'node:fs/promises';
 import {tmpdir} from 'node:os';
 import {join} from 'node:path';
 import {fileURLToPath} from 'node:url';
+import {createServer} from 'node:http';
+import {createHmac} from 'node:crypto';
 import {chromium} from 'playwright-core';
 
 const BASE = process.env.TETHER_URL;
@@ -544,7 +550,7 @@ test('keyboard: a skip link, labelled controls, nav by keys and a visible focus'
   const {page, done} = await open();
   await signIn(page);
   await page.locator('#live[data-status=live]').waitFor();
-  for (const hash of ['#/sandboxes', '#/attention', '#/keys']) {
+  for (const hash of ['#/sandboxes', '#/attention', '#/keys', '#/pools', '#/webhooks']) {
     await go(page, hash);
     await page.locator('main .table-wrap').first().waitFor();
     const unlabelled = await page.$$eval('main input, main select, main button', (els) => els
@@ -582,33 +588,314 @@ test('keyboard: a skip link, labelled controls, nav by keys and a visible focus'
   await done();
 });
 
+test('pause and resume from a sandbox page, with progress; refusals show why', async () => {
+  const suite = `pause-${RUN}`;
+  const sb = await create({provider: 'sim', labels: {suite}, params: {pause_delay_ms: 1500}});
+  await settled(sb.id);
+  const {page, done} = await open();
+  await signIn(page);
+  await go(page, `#/sandboxes/${sb.id}`);
+  await page.locator('main h1', {hasText: sb.id}).waitFor();
+  const head = page.locator('.head-state .state');
+  await head.filter({hasText: 'ready'}).waitFor();
+  assert.equal(await page.getByRole('button', {name: 'Resume'}).count(), 0, 'a ready sandbox offers Resume');
+
+  // Pause: the page shows the pause under way (the provider takes 1.5 s), then paused.
+  await page.getByRole('button', {name: 'Pause'}).click();
+  await page.locator('.page-actions .progress[data-op=pause]', {hasText: 'Pausing…'}).waitFor();
+  assert.equal(await page.getByRole('button', {name: 'Pause'}).count(), 0, 'Pause is offered while pausing');
+  await head.filter({hasText: 'paused'}).waitFor({timeout: 20000});
+  assert.equal((await ok('GET', `/v1/sandboxes/${sb.id}`)).state, 'paused');
+  await page.getByRole('button', {name: 'Resume'}).waitFor();
+  assert.equal(await page.locator('.page-actions .progress').count(), 0, 'progress is still shown once paused');
+  assert.match(await page.locator('.stage[data-stage=ready]').textContent(), /now paused/);
+
+  // The list shows the state and filters by it.
+  await go(page, '#/sandboxes');
+  await applyFilters(page, {labels: `suite=${suite}`, state: ['paused']});
+  await wantRows(page, [sb.id]);
+  assert.match(await page.locator(`#results tr[data-id="${sb.id}"] .state`).textContent(), /paused/);
+  await applyFilters(page, {labels: `suite=${suite}`, state: ['ready']});
+  await wantRows(page, []);
+
+  // Resume, back to ready; the events show the way there and back.
+  await go(page, `#/sandboxes/${sb.id}`);
+  await page.getByRole('button', {name: 'Resume'}).click();
+  await page.locator('.page-actions .progress[data-op=resume]', {hasText: 'Resuming…'}).waitFor();
+  await head.filter({hasText: 'ready'}).waitFor({timeout: 20000});
+  await page.getByRole('button', {name: 'Pause'}).waitFor();
+  assert.equal((await ok('GET', `/v1/sandboxes/${sb.id}`)).state, 'ready');
+  await page.waitForFunction(() => [...document.querySelectorAll('ol.events > li')].map((li) => li.dataset.to).join(',') ===
+    'requested,creating,ready,pausing,paused,resuming,ready', null, {timeout: 10000});
+
+  // A provider that cannot pause: the API's 501 detail is shown.
+  const local = await create({provider: 'local', labels: {suite}});
+  await settled(local.id);
+  await go(page, `#/sandboxes/${local.id}`);
+  await page.locator('main h1', {hasText: local.id}).waitFor();
+  await page.locator('#op-help', {hasText: 'does not report pausing'}).waitFor();
+  await page.getByRole('button', {name: 'Pause'}).click();
+  await page.locator('#op-error', {hasText: 'provider local cannot pause sandboxes (NOT_SUPPORTED'}).waitFor();
+  assert.equal((await ok('GET', `/v1/sandboxes/${local.id}`)).state, 'ready');
+
+  // A pause the provider refuses: the sandbox goes back to ready, and the page says why.
+  const refused = await create({provider: 'sim', labels: {suite}, params: {fail: 'pause'}});
+  await settled(refused.id);
+  await go(page, `#/sandboxes/${refused.id}`);
+  await page.locator('main h1', {hasText: refused.id}).waitFor();
+  await page.getByRole('button', {name: 'Pause'}).click();
+  await page.locator('#op-error', {hasText: 'Pause refused: '}).waitFor({timeout: 20000});
+  assert.match(await page.locator('#op-error').textContent(), /injected failure/);
+  await head.filter({hasText: 'ready'}).waitFor();
+  for (const s of [sb, local, refused]) await ok('DELETE', `/v1/sandboxes/${s.id}`);
+  await done();
+});
+
+test('pools: create one and see it fill, claims handed out and refilled, resize, delete with confirmation', async () => {
+  const name = `pool-${RUN}`;
+  const {page, done} = await open();
+  await signIn(page);
+  await page.getByRole('link', {name: 'Pools', exact: true}).click();
+  await page.locator('main h1', {hasText: 'Warm pools'}).waitFor();
+
+  // A name the API refuses: its detail, and nothing made.
+  await page.locator('#pool-name').fill('Not_A_Name');
+  await page.locator('#pool-min').fill('1');
+  await page.getByRole('button', {name: 'Create pool'}).click();
+  await page.locator('#pool-create-error', {hasText: 'name must be 1-63 lowercase letters'}).waitFor();
+  assert.equal((await call('GET', '/v1/pools/not-a-name')).status, 404);
+
+  await page.locator('#pool-name').fill(name);
+  await page.locator('#pool-provider').selectOption('sim');
+  await page.locator('#pool-min').fill('2');
+  await page.locator('#pool-max').fill('3');
+  await page.getByRole('button', {name: 'Create pool'}).click();
+  const row = page.locator(`#pools tr[data-pool="${name}"]`);
+  await row.waitFor();
+  // It fills, live: the refiller makes two members and they become ready.
+  await page.locator(`#pools tr[data-pool="${name}"][data-ready="2"]`).waitFor({timeout: 20000});
+  assert.match(await row.textContent(), /sim/);
+  assert.match(await row.locator('.badge').textContent(), /full/);
+
+  await row.getByRole('link', {name}).click();
+  await page.locator('main h1', {hasText: `Pool ${name}`}).waitFor();
+  const memberIds = () => rowIds(page, '#members');
+  await until('two ready members', async () => (await page.$$eval('#members tbody tr[data-state=ready]', (t) => t.length)) === 2);
+  const before = await memberIds();
+
+  // A claim: the member leaves the pool (handed out), and the pool refills.
+  const claimed = await ok('POST', '/v1/sandboxes', {body: {pool: name, labels: {suite: `pool-${RUN}`}}});
+  assert.ok(before.includes(claimed.id), 'the claim took one of the members shown');
+  await page.locator(`#handed-out tr[data-id="${claimed.id}"]`).waitFor();
+  await until('the pool to refill', async () => {
+    const ids = await page.$$eval('#members tbody tr[data-state=ready]', (t) => t.map((x) => x.dataset.id));
+    return ids.length === 2 && !ids.includes(claimed.id);
+  }, 20000);
+
+  // Resize: a pair the API refuses shows its detail; a good one ends the surplus.
+  await page.locator('#resize-min').fill('5');
+  await page.getByRole('button', {name: 'Save sizes'}).click();
+  await page.locator('#resize-error', {hasText: 'min_ready'}).waitFor();
+  assert.equal((await ok('GET', `/v1/pools/${name}`)).min_ready, 2);
+  await page.locator('#resize-min').fill('1');
+  await page.locator('#resize-max').fill('1');
+  await page.getByRole('button', {name: 'Save sizes'}).click();
+  await until('one member left', async () => (await memberIds()).length === 1, 20000);
+  const pool = await ok('GET', `/v1/pools/${name}`);
+  assert.deepEqual([pool.min_ready, pool.max_size, pool.size], [1, 1, 1]);
+  await page.locator('#pool-size', {hasText: '1'}).waitFor();
+
+  // Delete: asked first; cancel keeps it.
+  await page.getByRole('button', {name: `Delete pool ${name}`}).click();
+  await page.getByText(`Delete pool ${name} and end its 1 unclaimed member?`).waitFor();
+  await page.getByRole('button', {name: 'Cancel'}).click();
+  assert.equal((await call('GET', `/v1/pools/${name}`)).status, 200);
+  await page.getByRole('button', {name: `Delete pool ${name}`}).click();
+  await page.getByRole('button', {name: `Confirm: delete pool ${name}`}).click();
+  await page.locator('main h1', {hasText: 'Warm pools'}).waitFor();
+  await page.locator('#pools .table-wrap').waitFor();
+  assert.equal(await page.locator(`#pools tr[data-pool="${name}"]`).count(), 0);
+  assert.equal((await call('GET', `/v1/pools/${name}`)).status, 404);
+  // The claimed sandbox is its owner's: it lives on.
+  assert.equal((await ok('GET', `/v1/sandboxes/${claimed.id}`)).state, 'ready');
+  await ok('DELETE', `/v1/sandboxes/${claimed.id}`);
+  await done();
+});
+
+// receiver is a loopback webhook receiver: it records each delivery and
+// answers with status() (204 unless told otherwise).
+async function receiver() {
+  const got = [];
+  let status = 204;
+  const server = createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      const raw = Buffer.concat(chunks).toString('utf8');
+      let body = null;
+      try { body = JSON.parse(raw); } catch { /* recorded raw */ }
+      got.push({headers: req.headers, raw, body, status});
+      res.writeHead(status);
+      res.end();
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${server.address().port}/hook-${RUN}`,
+    got,
+    answer(s) { status = s; },
+    close: () => new Promise((r) => server.close(r)),
+  };
+}
+
+test('webhooks: add an endpoint (its secret once), see deliveries, a failing endpoint replayed, delete', async () => {
+  const rx = await receiver();
+  const {page, done} = await open();
+  try {
+    await signIn(page);
+    await page.getByRole('link', {name: 'Webhooks'}).click();
+    await page.locator('main h1', {hasText: 'Webhooks'}).waitFor();
+    // A URL the API refuses: its detail.
+    await page.getByLabel('URL').fill('ftp://example.com/x');
+    await page.getByRole('button', {name: 'Add endpoint'}).click();
+    await page.locator('#wh-create-error', {hasText: 'INVALID_REQUEST'}).waitFor();
+
+    await page.getByLabel('URL').fill(rx.url);
+    await page.getByLabel('Description').fill(`console ${RUN}`);
+    await page.locator('fieldset.checks input[name=state][value=ready]').check();
+    await page.getByRole('button', {name: 'Add endpoint'}).click();
+    const secret = (await page.locator('#new-webhook-secret').textContent()).trim();
+    assert.match(secret, /^whsec_/);
+    const list = (await ok('GET', '/v1/webhooks')).items;
+    const wh = list.find((w) => w.url === rx.url);
+    assert.ok(wh, 'the endpoint was made');
+    assert.deepEqual(wh.events, {states: ['ready'], reasons: []});
+    const row = page.locator(`#webhooks tr[data-webhook="${wh.id}"]`);
+    await row.locator('.badge', {hasText: 'active'}).waitFor();
+    assert.match(await row.textContent(), /into.*ready/);
+
+    // The secret is shown once: not after a reload.
+    await load(page, () => page.reload());
+    await row.waitFor();
+    assert.equal(await page.locator('#new-webhook-secret').count(), 0);
+    assert.ok(!(await page.locator('main').textContent()).includes(secret), 'the secret is shown again');
+
+    // An event it wants: a delivery, signed with that secret, shown on the endpoint's page.
+    await row.getByRole('link', {name: rx.url}).click();
+    await page.locator('main h1', {hasText: wh.id}).waitFor();
+    const first = await create({provider: 'sim', labels: {suite: `webhook-${RUN}`}});
+    await settled(first.id);
+    const hit = await until('the receiver to get the ready event', async () =>
+      rx.got.find((g) => g.body?.events?.some((e) => e.sandbox_id === first.id && e.to === 'ready')), 20000);
+    const [, t, v1] = hit.headers['tether-signature'].match(/^t=(\d+),v1=([0-9a-f]+)$/);
+    assert.equal(v1, createHmac('sha256', secret).update(`${t}.${hit.raw}`).digest('hex'), 'the delivery is signed with the secret shown');
+    const delivered = page.locator(`#deliveries tr[data-delivery="${hit.body.id}"][data-status=delivered]`);
+    await delivered.waitFor({timeout: 15000});
+    assert.match(await delivered.textContent(), /204/);
+
+    // The receiver fails: the delivery is retried with its error shown, then
+    // (WEBHOOK_RETRY_FOR) fails and the endpoint is failing.
+    rx.answer(503);
+    const second = await create({provider: 'sim', labels: {suite: `webhook-${RUN}`}});
+    await settled(second.id);
+    const failedId = (await until('a failed attempt', async () =>
+      rx.got.find((g) => g.status === 503 && g.body?.events?.some((e) => e.sandbox_id === second.id)), 20000)).body.id;
+    const failedRow = page.locator(`#deliveries tr[data-delivery="${failedId}"]`);
+    await failedRow.locator('.error', {hasText: '503'}).waitFor({timeout: 15000});
+    await page.locator(`#deliveries tr[data-delivery="${failedId}"][data-status=failed]`).waitFor({timeout: 30000});
+    await page.locator('#webhook-state[data-state=failing]').waitFor({timeout: 15000});
+    assert.ok(Number((await failedRow.locator('td[data-label=Attempts]').textContent()).trim()) >= 2, 'the delivery was retried');
+
+    // Replay, the receiver well again: the endpoint is active, and the events come again.
+    rx.answer(204);
+    const seen = rx.got.length;
+    await page.getByRole('button', {name: 'Replay from where it stopped'}).click();
+    await page.locator('#replay-status', {hasText: 'Replay started'}).waitFor();
+    await page.locator('#webhook-state[data-state=active]').waitFor({timeout: 15000});
+    const again = await until('the replayed delivery', async () =>
+      rx.got.slice(seen).find((g) => g.status === 204 && g.body?.events?.some((e) => e.sandbox_id === second.id)), 20000);
+    assert.notEqual(again.body.id, failedId, 'a replay is a new delivery');
+    await page.locator(`#deliveries tr[data-delivery="${again.body.id}"][data-status=delivered]`).waitFor({timeout: 15000});
+
+    // Replay from a delivery: its events come once more.
+    const more = rx.got.length;
+    await page.locator(`#deliveries tr[data-delivery="${hit.body.id}"]`).getByRole('button', {name: `Replay from delivery ${hit.body.id}`}).click();
+    await until('the events from the first delivery again', async () =>
+      rx.got.slice(more).some((g) => g.body?.events?.some((e) => e.sandbox_id === first.id && e.to === 'ready')), 20000);
+
+    // Delete, confirmed.
+    await page.getByRole('button', {name: `Delete webhook ${rx.url}`}).click();
+    await page.getByRole('button', {name: `Confirm: delete webhook ${rx.url}`}).click();
+    await page.locator('main h1', {hasText: 'Webhooks'}).waitFor();
+    await page.locator('#webhooks .table-wrap').waitFor();
+    assert.equal(await page.locator(`#webhooks tr[data-webhook="${wh.id}"]`).count(), 0);
+    assert.equal((await call('GET', `/v1/webhooks/${wh.id}`)).status, 404);
+    for (const s of [first, second]) await ok('DELETE', `/v1/sandboxes/${s.id}`);
+    await done();
+  } finally {
+    await rx.close();
+  }
+});
+
+test('webhooks need a key with manage_keys: another key is told so', async () => {
+  const made = await ok('POST', '/v1/keys', {body: {name: `no-manage-${RUN}`}});
+  assert.equal(made.key.manage_keys, false);
+  const {page, done} = await open();
+  try {
+    await signIn(page, made.secret);
+    await go(page, '#/webhooks');
+    await page.locator('#flash', {hasText: 'webhooks take an API key with manage_keys'}).waitFor();
+    assert.equal(await page.locator('#webhooks tbody tr').count(), 0);
+    await done();
+  } finally {
+    await ok('DELETE', `/v1/keys/${made.key.id}`);
+  }
+});
+
 test('screenshots: desktop and phone, every page fitting the phone\'s width', async () => {
   // A tenant of its own kind of traffic: tenant B, so that the pictures show
   // a readable set rather than the other tests' sandboxes.
   const made = [];
   const mk = async (body) => { const s = await create(body, OTHER); made.push(s.id); return s; };
+  // First, a pool (one of its members claimed) and an endpoint for
+  // failures and ends, whose receiver stops answering 2xx midway, so that
+  // the endpoint shows a failed delivery.
+  await ok('POST', '/v1/pools', {body: {name: 'python', provider: 'sim', min_ready: 3, max_size: 4}, key: OTHER});
+  await until('the pool to fill', async () => (await ok('GET', '/v1/pools/python', {key: OTHER})).ready === 3, 30000);
+  const claimed = await ok('POST', '/v1/sandboxes', {body: {pool: 'python', owner: 'agent-42', labels: {team: 'search'}}, key: OTHER});
+  made.push(claimed.id);
+  await until('the pool to refill before the rest', async () => (await ok('GET', '/v1/pools/python', {key: OTHER})).ready === 3, 30000);
+  const rx = await receiver();
+  const hook = (await ok('POST', '/v1/webhooks', {body: {url: rx.url, description: 'ops alerts', events: {states: ['failed', 'terminated']}}, key: OTHER})).webhook;
   const agent = await mk({provider: 'local', owner: 'agent-42', labels: {team: 'search', task: 'index-build'}});
   await mk({provider: 'sim', owner: 'agent-42', labels: {team: 'search'}});
   const slow = await mk({provider: 'sim', owner: 'agent-7', labels: {team: 'ml'}, params: {create_delay_ms: 600000}});
   await mk({provider: 'sim', labels: {team: 'ml'}, params: {fail: 'create'}});
   const gone = await mk({provider: 'sim', owner: 'agent-7', labels: {team: 'ml'}});
+  const napping = await mk({provider: 'sim', owner: 'agent-7', labels: {team: 'ml', task: 'eval'}});
   for (const id of made) if (id !== slow.id) await settled(id, OTHER);
+  await ok('POST', `/v1/sandboxes/${napping.id}/pause?wait=30s`, {key: OTHER});
   await ok('PUT', '/v1/owners/agent-42/lease', {body: {ttl_seconds: 300}, key: OTHER});
   await ok('PUT', '/v1/owners/agent-7/lease', {body: {ttl_seconds: 45}, key: OTHER});
   await ok('POST', `/v1/sandboxes/${agent.id}/exec`, {body: {command: 'python3 -c "print(6*7)"'}, key: OTHER});
   await ok('PUT', `/v1/sandboxes/${agent.id}/files?path=${encodeURIComponent('/workspace/main.py')}`, {raw: 'print("hi")\n', key: OTHER});
   await ok('POST', `/v1/sandboxes/${agent.id}/exec`, {body: {command: 'python3 /workspace/main.py && pytest -q'}, key: OTHER});
+  await until('the failed create delivered', async () => rx.got.some((g) => g.status === 204), 20000);
+  rx.answer(503);
   await ok('DELETE', `/v1/sandboxes/${gone.id}`, {key: OTHER});
   await released(gone.id, OTHER);
+  await until('a failed attempt', async () => rx.got.some((g) => g.status === 503), 20000);
 
   const dir = SHOTS ?? await mkdtemp(join(tmpdir(), 'console-shots-'));
   await mkdir(dir, {recursive: true});
-  const pages = [['sandboxes', '#/sandboxes'], ['sandbox', `#/sandboxes/${agent.id}`], ['attention', '#/attention'], ['owners', '#/owners'], ['providers', '#/providers'], ['keys', '#/keys']];
+  const pages = [['sandboxes', '#/sandboxes'], ['sandbox', `#/sandboxes/${agent.id}`], ['pool', '#/pools/python'], ['webhook', `#/webhooks/${hook.id}`],
+    ['attention', '#/attention'], ['owners', '#/owners'], ['providers', '#/providers'], ['keys', '#/keys'], ['pools', '#/pools'], ['webhooks', '#/webhooks'],
+    ['paused', `#/sandboxes/${napping.id}`]];
   try {
     const desktop = await open({viewport: {width: 1280, height: 800}});
     await signIn(desktop.page, OTHER);
     await desktop.page.locator('#live[data-status=live]').waitFor();
-    for (const [name, hash] of pages.slice(0, 2)) {
+    for (const [name, hash] of pages.slice(0, 4)) {
       await go(desktop.page, hash);
       await desktop.page.locator('main .table-wrap').first().waitFor();
       await desktop.page.waitForTimeout(300);
@@ -638,6 +925,9 @@ test('screenshots: desktop and phone, every page fitting the phone\'s width', as
     await phone.done();
   } finally {
     if (!SHOTS) await rm(dir, {recursive: true, force: true});
+    await call('DELETE', `/v1/webhooks/${hook.id}`, {key: OTHER});
+    await call('DELETE', '/v1/pools/python', {key: OTHER});
+    await rx.close();
     for (const id of made) await call('DELETE', `/v1/sandboxes/${id}`, {key: OTHER});
   }
 });

@@ -408,9 +408,30 @@ func KillSandboxes(t testing.TB, stateDir string) {
 		args := strings.Split(string(b), "\x00")
 		if filepath.Base(args[0]) == "bwrap" && strings.Contains(string(b), "\x00"+stateDir+"/") {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
+			thaw(pid)
 		}
 	}
 	unmountBelow(t, stateDir)
+}
+
+// thaw thaws the freezer group of pid, a process of a paused sandbox
+// perhaps: under cgroup v1 a frozen process dies of SIGKILL only once
+// thawed.
+func thaw(pid int) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		switch {
+		case len(parts) != 3 || parts[2] == "/":
+		case parts[1] == "freezer":
+			_ = os.WriteFile(filepath.Join("/sys/fs/cgroup/freezer", parts[2], "freezer.state"), []byte("THAWED"), 0o644)
+		case parts[0] == "0" && parts[1] == "":
+			_ = os.WriteFile(filepath.Join("/sys/fs/cgroup", parts[2], "cgroup.freeze"), []byte("0"), 0o644)
+		}
+	}
 }
 
 // unmountBelow detaches every mount below dir (a sandbox's size-limited

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from conftest import KEY, LABELS, URL, live
+from conftest import KEY, LABELS, URL, live, wait_for
 from tether_sandbox import AsyncTether, ExecExit, ExecOutput, Tether, TetherError
 
 pytestmark = live
@@ -155,6 +155,54 @@ def test_folders_as_tar_archives(client: Tether):
     finally:
         client.delete_sandbox(sb.id)
 
+
+def test_pause_and_resume_sync_and_async(client: Tether):
+    """A local sandbox paused with wait: a background counter stops, exec is
+    409 SANDBOX_STATE_CONFLICT (state paused); resumed, the same counter goes
+    on. Pause and resume are idempotent; AsyncTether does the same on sim."""
+    sb = client.wait_sandbox(client.create_sandbox(provider="local", labels=LABELS).id, timeout=60)
+    try:
+        assert sb.state == "ready"
+        client.exec(sb.id, "(echo $$ > /workspace/pid; i=0; while :; do i=$((i+1)); echo $i > /workspace/n; sleep 0.05; done)"
+                    " </dev/null >/dev/null 2>&1 &")
+
+        def count() -> tuple[str, int]:
+            out = client.exec(sb.id, "cat /workspace/pid; cat /workspace/n 2>/dev/null || echo 0").output.split()
+            return out[0], int(out[1])
+
+        wait_for(count, lambda c: c[1] > 2, 20, "the counter to count")
+        pid, _ = count()
+        paused = client.pause_sandbox(sb.id, wait=30)
+        assert (paused.state, paused.paused, paused.settled) == ("paused", True, True)
+        assert client.pause_sandbox(sb.id).state == "paused"  # idempotent
+        with pytest.raises(TetherError) as ctx:
+            client.exec(sb.id, "true")
+        assert (ctx.value.code, ctx.value.status, ctx.value.state) == ("SANDBOX_STATE_CONFLICT", 409, "paused")
+
+        resumed = client.resume_sandbox(sb.id, wait=30)
+        assert (resumed.state, resumed.paused) == ("ready", False)
+        assert client.resume_sandbox(sb.id).state == "ready"  # idempotent
+        again, before = count()
+        assert again == pid, "the counter after the resume is another process"
+        wait_for(count, lambda c: c[1] > before + 2, 20, "the counter to count after the resume")
+        history = [e.to_state for e in client.iter_events(sb.id)]
+        assert history[-4:] == ["pausing", "paused", "resuming", "ready"]
+    finally:
+        client.delete_sandbox(sb.id)
+
+    async def run() -> tuple[str, str, str]:
+        async with AsyncTether(URL, KEY) as a:
+            s = await a.wait_sandbox((await a.create_sandbox(provider="sim", labels=LABELS)).id, timeout=30)
+            try:
+                p = await a.pause_sandbox(s.id, wait=30)
+                r = await a.resume_sandbox(s.id, wait=30)
+                with pytest.raises(TetherError) as ctx:
+                    await a.resume_sandbox("sbx_00000000000000000000000000")
+                return p.state, r.state, ctx.value.code
+            finally:
+                await a.delete_sandbox(s.id)
+
+    assert asyncio.run(run()) == ("paused", "ready", "NOT_FOUND")
 
 def test_snapshots_sync_and_async(client: Tether):
     sb = client.wait_sandbox(

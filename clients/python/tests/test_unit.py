@@ -84,6 +84,12 @@ def test_times_as_go_writes_them():
     assert (sb.pending, sb.settled, sb.terminal, sb.labels) == (True, False, False, {})
 
 
+def test_pausing_and_resuming_are_not_settled():
+    states = {s: Sandbox.from_json({"id": "sbx_1", "state": s}) for s in ("pausing", "paused", "resuming", "ready")}
+    assert [(sb.settled, sb.paused, sb.pending) for sb in states.values()] == [
+        (False, False, False), (True, True, False), (False, False, False), (True, False, False)]
+
+
 def test_exec_timeout_semantics_in_the_request():
     def body(**kw):
         return next(exec_command("sbx_1", "true", **kw)).json

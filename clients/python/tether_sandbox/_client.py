@@ -286,6 +286,19 @@ class _API:
         """Move the sandbox's deadline to now + ttl_seconds (RenewedSandbox)."""
         return self._run(_core.renew_sandbox(sandbox_id, ttl_seconds))
 
+    def pause_sandbox(self, sandbox_id: str, *, wait: Optional[float] = None) -> Any:
+        """Pause a ready sandbox: its processes stop, keeping their memory and
+        files; exec and files on it are refused (409) until it is resumed.
+        With wait (seconds), blocks until it is paused (or the pause failed)
+        or wait passed. Idempotent."""
+        return self._run(_core.pause_sandbox(sandbox_id, wait=wait))
+
+    def resume_sandbox(self, sandbox_id: str, *, wait: Optional[float] = None) -> Any:
+        """Resume a paused sandbox, its processes as they were; with wait
+        (seconds), blocks until it is ready again (or the resume failed) or
+        wait passed. Idempotent."""
+        return self._run(_core.resume_sandbox(sandbox_id, wait=wait))
+
     def transfer_sandbox(self, sandbox_id: str, owner: str) -> Any:
         """Make owner the sandbox's owner (PUT /v1/sandboxes/{id}/owner)."""
         return self._run(_core.transfer_sandbox(sandbox_id, owner))

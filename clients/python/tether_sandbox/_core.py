@@ -286,6 +286,26 @@ def renew_sandbox(sandbox_id: str, ttl_seconds: int) -> Op[RenewedSandbox]:
     return RenewedSandbox.from_json(resp.json())
 
 
+def _transition(sandbox_id: str, op: str, wait: Optional[float]) -> Op[Sandbox]:
+    params: list[tuple[str, str]] = []
+    if wait:
+        params.append(("wait", _seconds(wait)))
+    resp = yield Call("POST", _sandbox_path(sandbox_id, "/" + op), params=params, extra_timeout=float(wait or 0))
+    return Sandbox.from_json(resp.json())
+
+
+def pause_sandbox(sandbox_id: str, *, wait: Optional[float] = None) -> Op[Sandbox]:
+    """Ask for a ready sandbox to be paused; with wait (seconds), until it is
+    no longer pausing or wait passed. Idempotent."""
+    return (yield from _transition(sandbox_id, "pause", wait))
+
+
+def resume_sandbox(sandbox_id: str, *, wait: Optional[float] = None) -> Op[Sandbox]:
+    """Ask for a paused sandbox to be resumed; with wait (seconds), until it
+    is no longer resuming or wait passed. Idempotent."""
+    return (yield from _transition(sandbox_id, "resume", wait))
+
+
 def transfer_sandbox(sandbox_id: str, owner: str) -> Op[Sandbox]:
     """Give the sandbox to owner (starting its lease if it has none)."""
     resp = yield Call("PUT", _sandbox_path(sandbox_id, "/owner"), json={"owner": owner})

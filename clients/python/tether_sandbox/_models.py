@@ -33,9 +33,12 @@ __all__ = [
     "WebhookDeliveryPage",
     "PENDING_STATES",
     "TERMINAL_STATES",
+    "TRANSITIONING_STATES",
 ]
 
 PENDING_STATES = frozenset({"requested", "creating"})
+# A pause or a resume under way: the sandbox is not settled until it is paused or ready again.
+TRANSITIONING_STATES = frozenset({"pausing", "resuming"})
 """States from which a sandbox may still become ready."""
 
 TERMINAL_STATES = frozenset({"cancelled", "terminated", "failed"})
@@ -102,9 +105,13 @@ class Sandbox:
         return self.state in PENDING_STATES
 
     @property
+    def paused(self) -> bool:
+        return self.state == "paused"
+
+    @property
     def settled(self) -> bool:
-        """No longer requested or creating."""
-        return self.state not in PENDING_STATES
+        """Neither requested or creating, nor pausing or resuming."""
+        return self.state not in PENDING_STATES and self.state not in TRANSITIONING_STATES
 
     @property
     def terminal(self) -> bool:

@@ -64,7 +64,7 @@ export interface TetherClientOptions {
   fetch?: typeof fetch | undefined;
 }
 
-const liveStates: ReadonlySet<string> = new Set(["requested", "creating"]);
+const liveStates: ReadonlySet<string> = new Set(["requested", "creating", "pausing", "resuming"]);
 
 const ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
 
@@ -87,7 +87,7 @@ export function newSandboxId(): string {
   return `sbx_${out}`;
 }
 
-/** Reports whether a sandbox is still being created (requested or creating). */
+/** Reports whether a sandbox is not settled yet: still being created (requested or creating), or pausing or resuming. */
 export function isSettling(sb: Sandbox): boolean {
   return liveStates.has(sb.state);
 }
@@ -204,7 +204,7 @@ export class TetherClient {
 
   /**
    * Long-polls the sandbox until it settled (no longer requested or
-   * creating) or, with until "released", until its resources are released;
+   * creating, nor pausing or resuming) or, with until "released", until its resources are released;
    * returns it as it is then. Rejects with a TetherError when timeoutMs passes first.
    */
   async waitSandbox(id: string, opts: WaitOptions = {}): Promise<Sandbox> {
@@ -232,6 +232,28 @@ export class TetherClient {
   /** POST /v1/sandboxes/{id}/renew: the sandbox lives ttlSeconds from now. */
   renewSandbox(id: string, ttlSeconds: number, opts: CallOptions = {}): Promise<Sandbox> {
     return this.#call(opts.signal, () => this.#api.POST("/v1/sandboxes/{id}/renew", { params: { path: { id } }, body: { ttl_seconds: ttlSeconds }, signal: opts.signal }));
+  }
+
+  /**
+   * POST /v1/sandboxes/{id}/pause: pauses a ready sandbox (its processes stop,
+   * keeping their memory and files; exec and files on it are 409
+   * SANDBOX_STATE_CONFLICT until it is resumed). With wait (a Go duration
+   * such as "30s"), resolves once it is no longer pausing, or the wait ends.
+   * Idempotent.
+   */
+  pauseSandbox(id: string, opts: CallOptions & { wait?: string } = {}): Promise<Sandbox> {
+    const query = opts.wait === undefined ? {} : { wait: opts.wait };
+    return this.#call(opts.signal, () => this.#api.POST("/v1/sandboxes/{id}/pause", { params: { path: { id }, query }, signal: opts.signal }));
+  }
+
+  /**
+   * POST /v1/sandboxes/{id}/resume: resumes a paused sandbox, its processes,
+   * memory and files as they were. With wait, resolves once it is no longer
+   * resuming, or the wait ends. Idempotent.
+   */
+  resumeSandbox(id: string, opts: CallOptions & { wait?: string } = {}): Promise<Sandbox> {
+    const query = opts.wait === undefined ? {} : { wait: opts.wait };
+    return this.#call(opts.signal, () => this.#api.POST("/v1/sandboxes/{id}/resume", { params: { path: { id }, query }, signal: opts.signal }));
   }
 
   /** PUT /v1/sandboxes/{id}/owner: makes owner the sandbox's owner. */

@@ -193,6 +193,41 @@ test("the public API's declarations have no any", () => {
   }
 });
 
+test("pause and resume a local sandbox: its processes stop and go on", async (t) => {
+  const created = await client.createSandbox({ provider: "local", labels: { suite: "ts-client" } });
+  t.after(async () => { await client.deleteSandbox(created.id); });
+  const sb = await client.waitSandbox(created.id, { timeoutMs: 60_000 });
+  assert.equal(sb.state, "ready");
+  await client.exec(sb.id, { command: "(echo $$ > /workspace/pid; i=0; while :; do i=$((i+1)); echo $i > /workspace/n; sleep 0.05; done) </dev/null >/dev/null 2>&1 &" });
+  const count = async (): Promise<[string, number]> => {
+    const out = (await client.exec(sb.id, { command: "cat /workspace/pid; cat /workspace/n 2>/dev/null || echo 0" })).output.split(/\s+/);
+    return [out[0] ?? "", Number(out[1])];
+  };
+  const until = async (min: number): Promise<void> => {
+    const deadline = Date.now() + 20_000;
+    while ((await count())[1] <= min) {
+      if (Date.now() > deadline) throw new Error(`the counter never passed ${min}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  await until(2);
+  const [pid] = await count();
+
+  const paused = await client.pauseSandbox(sb.id, { wait: "30s" });
+  assert.equal(paused.state, "paused");
+  assert.equal((await client.pauseSandbox(sb.id)).state, "paused", "pause is idempotent");
+  await assert.rejects(client.exec(sb.id, { command: "true" }), (err: unknown) =>
+    err instanceof TetherError && err.code === "SANDBOX_STATE_CONFLICT" && err.status === 409 && err.state === "paused");
+
+  const resumed = await client.resumeSandbox(sb.id, { wait: "30s" });
+  assert.equal(resumed.state, "ready");
+  assert.equal((await client.resumeSandbox(sb.id)).state, "ready", "resume is idempotent");
+  const [again, before] = await count();
+  assert.equal(again, pid, "the same counter runs after the resume");
+  await until(before + 2);
+  await assert.rejects(client.resumeSandbox("sbx_00000000000000000000000000"), (err: unknown) => err instanceof TetherError && err.code === "NOT_FOUND");
+});
+
 test("snapshots: take, list, restore, delete; exit snapshots", async (t) => {
   const src = await client.createSandbox({ provider: "local", labels: { suite: "ts-client" }, params: { workspace_mb: 32 } });
   const made: string[] = [src.id];

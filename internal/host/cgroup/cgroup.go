@@ -39,6 +39,12 @@ type Groups struct {
 	// bases are the folders under which each sandbox gets its group: one
 	// per controller (pids, memory, cpu) under v1, one under v2.
 	bases []string
+	// freezer is, under v1, the folder in the freezer hierarchy under
+	// which each sandbox gets its freezer group ("" where the host has no
+	// freezer hierarchy: sandboxes then cannot be paused). It is not one
+	// of bases: nothing enters it at a fork (Freeze moves a sandbox's
+	// processes in), so that no thread of Tether's is ever frozen.
+	freezer string
 }
 
 // V2 reports whether the host's groups are cgroup v2 (unified).
@@ -87,6 +93,7 @@ func Detect(parent string) (*Groups, error) {
 		}
 		cg.bases = append(cg.bases, base)
 	}
+	cg.freezer = v1Freezer(filepath.Join(root, "freezer"), own["freezer"], parent)
 	return cg, nil
 }
 
@@ -163,6 +170,11 @@ func (cg *Groups) Create(id string, pids, memoryMB int) error {
 			return fmt.Errorf("cgroup: %w", err)
 		}
 	}
+	if cg.freezer != "" {
+		if err := os.Mkdir(cg.FreezerDir(id), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("cgroup: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -223,6 +235,25 @@ type ExecGroup struct {
 	// dirs are the groups the command starts in (Enter): the exec's own
 	// and, under v1, the sandbox's memory and cpu groups.
 	dirs []string
+	// state is, under v1, the sandbox's freezer.state, and thawed the
+	// freezer group (the sandboxes' parent, never frozen) its killed
+	// processes move to so that they die while it is frozen; both ""
+	// under v2, where SIGKILL ends a frozen process.
+	state, thawed string
+}
+
+// Frozen reports whether the sandbox of the exec is frozen (under v1;
+// false under v2, where it makes no difference to Kill).
+func (g ExecGroup) Frozen() bool {
+	if g.state == "" {
+		return false
+	}
+	b, err := os.ReadFile(g.state)
+	if err != nil {
+		return false
+	}
+	s := strings.TrimSpace(string(b))
+	return s == "FROZEN" || s == "FREEZING"
 }
 
 // Dirs are the groups the exec's command starts in (Enter); none for the
@@ -237,11 +268,15 @@ func (cg *Groups) NewExecGroup(id string) (ExecGroup, error) {
 		return g, fmt.Errorf("cgroup: %w", err)
 	}
 	g.dirs = append([]string{g.dir}, dirs[1:]...)
+	if !cg.v2 && cg.freezer != "" {
+		g.state, g.thawed = filepath.Join(cg.FreezerDir(id), "freezer.state"), cg.freezer
+	}
 	return g, nil
 }
 
 // Kill kills every process in the exec's group until none is left (a
-// bounded while).
+// bounded while), frozen ones too: under v1 each killed process is moved
+// out of the sandbox's freezer group, to one never frozen, where it dies.
 func (g ExecGroup) Kill() { g.KillBut(0) }
 
 // KillBut is Kill but for the process keep, which it leaves running.
@@ -260,6 +295,9 @@ func (g ExecGroup) KillBut(keep int) {
 			// yet gone (Enter).
 			if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() && pid != keep {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
+				if g.thawed != "" {
+					_ = os.WriteFile(filepath.Join(g.thawed, "cgroup.procs"), []byte(f), 0o644)
+				}
 				left = true
 			}
 		}
@@ -281,7 +319,11 @@ func (g ExecGroup) Release() {
 // Remove deletes the sandbox's groups once their processes are gone (the
 // kernel frees a group's last process a moment after it died).
 func (cg *Groups) Remove(id string) error {
-	for _, dir := range cg.Dirs(id) {
+	dirs := cg.Dirs(id)
+	if cg.freezer != "" {
+		dirs = append(dirs, cg.FreezerDir(id))
+	}
+	for _, dir := range dirs {
 		// Exec groups first: a group with children cannot go.
 		subs, _ := os.ReadDir(dir)
 		for _, sub := range subs {
@@ -397,6 +439,11 @@ func (cg *Groups) Parents() []string { return append([]string(nil), cg.bases...)
 // hold no sandbox's group any more (a test's parent, say).
 func (cg *Groups) RemoveParents() error {
 	var errs []error
+	if cg.freezer != "" {
+		if err := os.Remove(cg.freezer); err != nil {
+			errs = append(errs, fmt.Errorf("cgroup: %w", err))
+		}
+	}
 	for _, base := range cg.bases {
 		_ = os.Remove(filepath.Join(base, keepersGroup))
 		if err := os.Remove(base); err != nil {

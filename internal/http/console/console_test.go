@@ -80,6 +80,8 @@ func TestAssetsHaveTheirContentTypes(t *testing.T) {
 		"/ui/console.css":           "text/css; charset=utf-8",
 		"/ui/js/app.js":             "text/javascript; charset=utf-8",
 		"/ui/js/views/sandboxes.js": "text/javascript; charset=utf-8",
+		"/ui/js/views/pools.js":     "text/javascript; charset=utf-8",
+		"/ui/js/views/webhooks.js":  "text/javascript; charset=utf-8",
 		"/ui/favicon.svg":           "image/svg+xml",
 	} {
 		rec := get(t, r, target)

@@ -25,7 +25,8 @@ func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
 }
 
 // destroyLocked kills the sandbox's init, which takes every process of its
-// pid namespace with it, waits for it to go, removes its network and
+// pid namespace with it (a paused sandbox's thawed first, pause.go), waits
+// for it to go, removes its network and
 // control groups, unmounts its workspace and removes the sandbox's folder.
 // Nothing to destroy is success.
 func (p *Provider) destroyLocked(ctx context.Context, id string) error {
@@ -77,6 +78,13 @@ func (p *Provider) destroyLocked(ctx context.Context, id string) error {
 // command line, and its init as m records it, if recorded) and waits for
 // them to go.
 func (p *Provider) killSandbox(ctx context.Context, id string, m meta, recorded bool) error {
+	if p.cg != nil {
+		// A paused sandbox's processes would not die of SIGKILL (cgroup
+		// v1) until thawed: they are killed and thawed first.
+		if err := p.cg.KillFrozen(ctx, id); err != nil {
+			return fmt.Errorf("local: destroy: %w", err)
+		}
+	}
 	procs, err := p.sandboxProcesses()
 	if err != nil {
 		return fmt.Errorf("local: destroy: finding the sandbox's processes: %w", err)

@@ -42,6 +42,8 @@ func (p *Provider) running(id string) (meta, error) {
 type sandboxCmd struct {
 	*exec.Cmd
 	groups []string
+	// sandbox is the id of the sandbox it enters ("": none, the probe).
+	sandbox string
 }
 
 // command returns a command that runs argv inside the sandbox: in its
@@ -102,13 +104,13 @@ func (p *Provider) commandIn(groups []string, m meta, extra map[string]string, s
 	// A process group of its own, so a timeout can kill the command and
 	// everything it started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	return &sandboxCmd{Cmd: cmd, groups: groups}
+	return &sandboxCmd{Cmd: cmd, groups: groups, sandbox: m.SandboxID}
 }
 
 // run starts cmd (see startCommand) and waits for it, killing its process
 // group when ctx ends. It reports whether ctx ended it.
 func (p *Provider) run(ctx context.Context, cmd *sandboxCmd) (killed bool, err error) {
-	if err := p.startCommand(cmd.Cmd, cmd.groups); err != nil {
+	if err := p.startIn(cmd); err != nil {
 		return false, err
 	}
 	waited := make(chan error, 1)
@@ -117,6 +119,11 @@ func (p *Provider) run(ctx context.Context, cmd *sandboxCmd) (killed bool, err e
 	case err := <-waited:
 		return false, err
 	case <-ctx.Done():
+		if p.cg != nil && cmd.sandbox != "" && p.cg.Frozen(cmd.sandbox) {
+			// Paused under the command: its processes would not die of
+			// the signal until the sandbox is resumed.
+			p.cg.KillProcessGroup(cmd.sandbox, cmd.Process.Pid)
+		}
 		killGroup(cmd.Process.Pid)
 		return true, <-waited
 	}
@@ -150,6 +157,13 @@ func stopCommand(pid int, group cgroup.ExecGroup, waited <-chan error) error {
 		killGroup(pid)
 		return <-waited
 	}
+	if group.Frozen() {
+		// The sandbox was paused under the command: nsenter is frozen
+		// with it and cannot reap its child. Kill takes all of them out
+		// of the freezer group, to die.
+		group.Kill()
+		return <-waited
+	}
 	group.KillBut(pid)
 	select {
 	case err := <-waited:
@@ -164,7 +178,7 @@ func stopCommand(pid int, group cgroup.ExecGroup, waited <-chan error) error {
 
 // Exec implements sandbox.Execer.
 func (p *Provider) Exec(ctx context.Context, sandboxID string, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	m, err := p.running(sandboxID)
+	m, err := p.enterable(sandboxID)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -258,7 +272,7 @@ func execOutcome(killed bool, err error) (sandbox.ExecResult, error) {
 // and passed on when the command ends, after the marker if the output was
 // cut (see outputcap.Cap).
 func (p *Provider) ExecStream(ctx context.Context, sandboxID string, req sandbox.ExecRequest, emit func(stream string, chunk []byte) error) (sandbox.ExecResult, error) {
-	m, err := p.running(sandboxID)
+	m, err := p.enterable(sandboxID)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -293,7 +307,7 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 	}
 	defer group.Release()
 	ooms := p.oomKills(m)
-	err = p.startCommand(cmd.Cmd, cmd.groups)
+	err = p.startIn(cmd)
 	closeAll(writers) // the command holds its own ends; EOF once it and its children let go
 	if errors.Is(err, syscall.EAGAIN) && len(cmd.groups) > 0 {
 		// Forked in the sandbox's groups: the sandbox is at its process
@@ -585,7 +599,7 @@ func (p *Provider) WriteFile(ctx context.Context, sandboxID, filePath string, r 
 	if !writable(clean) {
 		return sandbox.Errorf(sandbox.CodeInvalidPath, "path %s is outside the sandbox's writable areas (%s)", clean, strings.Join(writableRoots, ", "))
 	}
-	m, err := p.running(sandboxID)
+	m, err := p.enterable(sandboxID)
 	if err != nil {
 		return err
 	}
@@ -657,7 +671,7 @@ func (p *Provider) ReadFile(ctx context.Context, sandboxID, filePath string, w i
 	if err != nil {
 		return err
 	}
-	m, err := p.running(sandboxID)
+	m, err := p.enterable(sandboxID)
 	if err != nil {
 		return err
 	}
@@ -701,7 +715,7 @@ func (p *Provider) ReadArchive(ctx context.Context, sandboxID, dir string, w io.
 	if err != nil {
 		return err
 	}
-	m, err := p.running(sandboxID)
+	m, err := p.enterable(sandboxID)
 	if err != nil {
 		return err
 	}
@@ -719,7 +733,7 @@ func (p *Provider) WriteArchive(ctx context.Context, sandboxID, dir string, r io
 	if !writable(clean) && clean != WorkDir && clean != "/tmp" {
 		return sandbox.Errorf(sandbox.CodeInvalidPath, "path %s is outside the sandbox's writable areas (%s)", clean, strings.Join(writableRoots, ", "))
 	}
-	m, err := p.running(sandboxID)
+	m, err := p.enterable(sandboxID)
 	if err != nil {
 		return err
 	}

@@ -82,8 +82,12 @@ type Provider struct {
 	mu      sync.Mutex
 	waiters map[string]chan struct{}
 
-	// locks serialise Create and Destroy per sandbox within this process.
+	// locks serialise Create, Destroy, Pause and Resume per sandbox within
+	// this process.
 	locks idLocks
+	// starts serialise starting a command in a sandbox with freezing it
+	// (pause.go).
+	starts idLocks
 
 	// hostNetwork allows params.network "host" (see AllowHostNetwork).
 	hostNetwork bool
@@ -385,6 +389,7 @@ func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 			p.networkNote(),
 			p.egress.Note(),
 			p.limitsNote(),
+			p.pauseNote(),
 			p.shareNote(),
 			p.workspace.Note(p.limits.WorkspaceMB, p.maxLimits.WorkspaceMB),
 			outputNote,

@@ -23,6 +23,14 @@ export class ApiError extends Error {
   }
 }
 
+// errorText says what went wrong: the problem's detail, its code and the
+// request id to quote.
+export function errorText(err) {
+  if (!(err instanceof ApiError)) return `Error: ${err?.message ?? err}`;
+  const extra = [err.code, err.requestId && `request ${err.requestId}`].filter(Boolean).join(', ');
+  return extra ? `${err.detail} (${extra})` : err.detail;
+}
+
 let unauthorized = () => {};
 
 // onUnauthorized sets what a 401 does: the app signs out.

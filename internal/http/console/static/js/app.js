@@ -1,6 +1,6 @@
 // The console: sign-in, hash routing, the live event stream, and the views.
 
-import {api, session, onUnauthorized, ApiError} from './api.js';
+import {api, session, onUnauthorized, ApiError, errorText} from './api.js';
 import {EventStream} from './sse.js';
 import {h, fill, tick} from './dom.js';
 import {sandboxesView} from './views/sandboxes.js';
@@ -9,6 +9,8 @@ import {ownersView, ownerView} from './views/owners.js';
 import {providersView} from './views/providers.js';
 import {attentionView} from './views/attention.js';
 import {keysView} from './views/keys.js';
+import {poolsView, poolView} from './views/pools.js';
+import {webhooksView, webhookView} from './views/webhooks.js';
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
@@ -23,7 +25,13 @@ const routes = [
   [/^\/owners\/([^/]+)$/, 'owners', ownerView],
   [/^\/providers$/, 'providers', providersView],
   [/^\/attention$/, 'attention', attentionView],
+  [/^\/pools$/, 'pools', poolsView],
+  [/^\/pools\/([^/]+)$/, 'pools', poolView],
+  [/^\/webhooks$/, 'webhooks', webhooksView],
+  [/^\/webhooks\/([^/]+)$/, 'webhooks', webhookView],
   [/^\/keys$/, 'keys', keysView],
+  // Views still to come add their routes here, and a link in index.html's
+  // nav: e.g. snapshots ([/^\/snapshots$/, 'snapshots', snapshotsView]).
 ];
 
 // The live stream, shared by the views: each subscribes while it is shown.
@@ -54,11 +62,6 @@ export function showError(err) {
   flash.hidden = false;
 }
 
-export function errorText(err) {
-  if (!(err instanceof ApiError)) return `Error: ${err?.message ?? err}`;
-  const extra = [err.code, err.requestId && `request ${err.requestId}`].filter(Boolean).join(', ');
-  return extra ? `${err.detail} (${extra})` : err.detail;
-}
 
 function clearFlash() {
   flash.replaceChildren();

@@ -38,11 +38,13 @@ export function href(...parts) {
   return '#/' + parts.map((p, i) => (i === 0 ? p : encodeURIComponent(p))).join('/');
 }
 
-export const LIVE = ['requested', 'creating', 'ready'];
+export const LIVE = ['requested', 'creating', 'ready', 'pausing', 'paused', 'resuming'];
 export const TERMINAL = ['cancelled', 'terminated', 'failed'];
 export const STATES = [...LIVE, ...TERMINAL];
+// TRANSITIONING are the in-flight states of a pause and a resume.
+export const TRANSITIONING = ['pausing', 'resuming'];
 
-const GLYPH = {requested: '○', creating: '◔', ready: '●', cancelled: '⊘', terminated: '■', failed: '✕'};
+const GLYPH = {requested: '○', creating: '◔', ready: '●', pausing: '◑', paused: '❚❚', resuming: '◐', cancelled: '⊘', terminated: '■', failed: '✕'};
 
 // stateBadge shows a state by colour, a glyph and its name: never colour alone.
 export function stateBadge(state) {

@@ -1,9 +1,9 @@
 // One sandbox: what it is, its timeline (requested → creating → ready →
-// ended → released) drawn from its events, its owner's lease, and its
-// activity (execs and file transfers).
+// ended → released) drawn from its events, its owner's lease, its activity
+// (execs and file transfers), and the actions on it (pause, resume).
 
-import {api, pages} from '../api.js';
-import {h, fill, href, stateBadge, when, countdown, labelsList, table, cell, section, dl, duration, localTime, TERMINAL, badge} from '../dom.js';
+import {api, pages, errorText} from '../api.js';
+import {h, fill, href, stateBadge, when, countdown, labelsList, table, cell, section, dl, duration, localTime, TERMINAL, TRANSITIONING, badge} from '../dom.js';
 import {findOwner} from './owners.js';
 
 const STAGES = ['requested', 'creating', 'ready', 'ended', 'released'];
@@ -69,7 +69,7 @@ function stageStrip(list, sb) {
         st.since != null ? h('span', {class: 'stage-since'}, ` +${duration(st.since)}`) : null)
       : h('span', {class: 'stage-when muted'}, st.status === 'skipped' ? 'skipped' : 'not yet'),
     st.reason ? h('span', {class: 'stage-reason'}, `reason: ${st.reason}`) : null,
-    st.current && !TERMINAL.includes(sb.state) ? h('span', {class: 'stage-reason'}, 'now') : null,
+    st.current && !TERMINAL.includes(sb.state) ? h('span', {class: 'stage-reason'}, sb.state === st.key ? 'now' : `now ${sb.state}`) : null,
     st.key === 'released' && st.status !== 'done' && sb.release_error ? h('span', {class: 'stage-reason error'}, `last release error: ${sb.release_error}`) : null)));
   return [bar, steps];
 }
@@ -127,9 +127,45 @@ function leasePanel(sb, owner) {
   return [dl(pairs), h('p', {class: 'help'}, 'The sandbox ends when its owner’s lease lapses (plus at most one janitor interval) or at its TTL, whichever comes first.')];
 }
 
+// OPS are the state changes a sandbox page offers (actions on its other
+// resources, such as snapshots or preview URLs, would get sections of their
+// own below the summary): from the state each starts in, the
+// in-flight state it shows while the provider works, and the state it ends in.
+const OPS = {
+  pause: {from: 'ready', during: 'pausing', to: 'paused', label: 'Pause', progress: 'Pausing…',
+    help: 'Pausing stops the sandbox’s processes, keeping their memory and files; exec and files are refused until it is resumed. Its TTL and its owner’s lease keep running.'},
+  resume: {from: 'paused', during: 'resuming', to: 'ready', label: 'Resume', progress: 'Resuming…',
+    help: 'Resuming starts its processes again where they stopped.'},
+};
+
+// actionsPanel draws the pause or resume the sandbox's state allows, the
+// progress of one under way (the sandbox pausing or resuming, or this page's
+// request in flight), and the last refusal. onAct runs an operation.
+function actionsPanel(sb, provider, busy, problem, onAct) {
+  const out = [];
+  const during = Object.entries(OPS).find(([op, o]) => busy === op || sb.state === o.during);
+  if (during) {
+    const [op, o] = during;
+    out.push(h('p', {class: 'progress', role: 'status', dataset: {op}},
+      h('span', {class: 'spinner', 'aria-hidden': 'true'}), o.progress,
+      sb.state === o.during ? h('span', {class: 'muted'}, ' started ', when(sb.updated_at)) : null));
+  } else {
+    for (const [op, o] of Object.entries(OPS)) {
+      if (sb.state !== o.from) continue;
+      out.push(h('button', {type: 'button', class: op === 'pause' ? 'secondary' : '', dataset: {op}, 'aria-describedby': 'op-help', onclick: () => onAct(op)}, o.label));
+      const cannot = provider && !provider.capabilities?.pause;
+      out.push(h('span', {class: 'help', id: 'op-help'}, o.help,
+        cannot ? ` The ${sb.provider} provider does not report pausing: Tether will refuse.` : ''));
+    }
+  }
+  if (problem) out.push(h('p', {class: 'error', role: 'alert', id: 'op-error'}, problem));
+  return out;
+}
+
 export async function sandboxView(main, [id], ctx) {
   const title = h('h1', {tabindex: '-1'}, 'Sandbox ', h('span', {class: 'mono'}, id));
   const head = h('div', {class: 'head-state'});
+  const actions = h('div', {class: 'page-actions', 'aria-label': 'Actions', role: 'group'});
   const facts = h('div');
   const lease = h('div');
   const timeline = h('div', {class: 'timeline'});
@@ -138,21 +174,50 @@ export async function sandboxView(main, [id], ctx) {
   const more = h('div');
   fill(main,
     h('nav', {class: 'crumbs', 'aria-label': 'Breadcrumb'}, h('a', {href: '#/sandboxes'}, 'Sandboxes'), ' › ', h('span', {class: 'mono'}, id)),
-    title, head,
+    title, head, actions,
     section('Summary', facts),
     section('Lease', lease),
     section('Timeline', timeline, h('h3', {}, 'Events'), events),
     section('Activity', activity, more));
 
   let sb;
+  let busy = null; // the operation this page has in flight
+  let problem = ''; // why the last one was refused
+  const providers = api('/v1/providers', {signal: ctx.signal}).then((r) => r.items).catch(() => []);
+  let provider = null;
+  const drawActions = () => fill(actions, actionsPanel(sb, provider, busy, problem, act));
+
+  // act pauses or resumes the sandbox, waiting (up to 30 s) for the
+  // provider; a refusal shows the API's problem, or the provider's error
+  // when the sandbox went back to where it was.
+  async function act(op) {
+    busy = op;
+    problem = '';
+    drawActions();
+    try {
+      const res = await api(`/v1/sandboxes/${encodeURIComponent(id)}/${op}`, {method: 'POST', query: {wait: '30s'}, signal: ctx.signal});
+      if (res.state === OPS[op].from && res.error) problem = `${OPS[op].label} refused: ${res.error}`;
+    } catch (err) {
+      if (err?.name === 'AbortError') return;
+      problem = errorText(err);
+    } finally {
+      busy = null;
+    }
+    await reload();
+    (actions.querySelector('button') ?? actions.querySelector('[role=alert]') ?? head).focus?.();
+  }
+
   async function loadSandbox() {
     sb = await api(`/v1/sandboxes/${encodeURIComponent(id)}`, {signal: ctx.signal});
     const evs = await pages(`/v1/sandboxes/${encodeURIComponent(id)}/events`, {limit: 500}, {signal: ctx.signal});
+    provider = (await providers).find((p) => p.name === sb.provider) ?? null;
     fill(head, stateBadge(sb.state), sb.reason ? h('span', {class: 'reason'}, `reason: ${sb.reason}`) : null);
+    drawActions();
     fill(facts, dl([
       ['Provider', h('a', {href: '#/providers'}, sb.provider)],
       ['Owner', sb.owner ? h('a', {href: href('owners', sb.owner)}, sb.owner) : h('span', {class: 'muted'}, 'none')],
       ['Labels', labelsList(sb.labels)],
+      ['Pool', sb.labels?.['tether.pool'] ? h('a', {href: href('pools', sb.labels['tether.pool'])}, sb.labels['tether.pool']) : null],
       ['Provider ID', sb.provider_id ? h('code', {}, sb.provider_id) : null],
       ['Work dir', sb.work_dir ? h('code', {}, sb.work_dir) : null],
       ['Create attempts', String(sb.attempts)],
@@ -161,6 +226,7 @@ export async function sandboxView(main, [id], ctx) {
       ['Created', when(sb.created_at)],
       ['Create deadline', sb.state === 'requested' || sb.state === 'creating' ? countdown(sb.create_deadline, 'passed') : null],
       ['Ready', sb.ready_at ? when(sb.ready_at) : null],
+      ['Paused', sb.state === 'paused' ? when(sb.updated_at) : null],
       ['Ended', sb.ended_at ? when(sb.ended_at) : null],
       ['Released', sb.released ? when(sb.released_at) : TERMINAL.includes(sb.state) ? badge('not yet', 'warn') : null],
     ]));

@@ -40,7 +40,7 @@ export function sandboxRow(sb) {
 }
 
 // REASONS are the reasons a sandbox ends with (the list's reason filter).
-const REASONS = ['requested', 'owner_released', 'owner_expired', 'expired', 'create_failed', 'lost'];
+const REASONS = ['requested', 'owner_released', 'owner_expired', 'expired', 'create_failed', 'lost', 'pause_failed', 'resume_failed', 'pool_deleted', 'pool_shrunk'];
 
 export const SANDBOX_COLUMNS = ['Sandbox', 'State', 'Owner', 'Provider', 'Labels', 'Created', 'Lifetime', 'Released'];
 
