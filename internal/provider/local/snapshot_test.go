@@ -108,3 +108,37 @@ func TestSnapshotNeedsAWorkspaceImage(t *testing.T) {
 		t.Errorf("snapshot of a folder workspace: %v", err)
 	}
 }
+
+// TestSnapshotOfPausedSandbox: a paused sandbox (its processes frozen) can
+// be snapshotted, and runs on once resumed.
+func TestSnapshotOfPausedSandbox(t *testing.T) {
+	t.Parallel()
+	p, _ := newProvider(t)
+	id := sandbox.NewID()
+	create(t, p, sandbox.CreateSpec{SandboxID: id, Params: json.RawMessage(`{"workspace_mb":32}`)})
+	if r := run(t, p, id, "echo paused-state > /workspace/s.txt"); r.ExitCode != 0 {
+		t.Fatalf("write: %+v", r)
+	}
+	if err := p.Pause(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	snap := sandbox.NewSnapshotID()
+	t.Cleanup(func() { _ = p.DeleteSnapshot(context.Background(), snap) })
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	_, err := p.Snapshot(ctx, id, snap)
+	cancel()
+	if err != nil {
+		t.Fatalf("Snapshot of a paused sandbox: %v", err)
+	}
+	if err := p.Resume(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, p, id, "cat /workspace/s.txt"); r.Output != "paused-state\n" {
+		t.Errorf("after resume: %+v", r)
+	}
+	rid := sandbox.NewID()
+	create(t, p, sandbox.CreateSpec{SandboxID: rid, FromSnapshot: snap})
+	if r := run(t, p, rid, "cat /workspace/s.txt"); r.Output != "paused-state\n" {
+		t.Errorf("restored from a paused sandbox's snapshot: %+v", r)
+	}
+}
