@@ -7713,12 +7713,14 @@ const docTemplate = `{
                         "maximum": 500,
                         "minimum": 1,
                         "type": "integer",
+                        "example": 100,
                         "description": "page size, 1-500 (default 100)",
                         "name": "limit",
                         "in": "query"
                     },
                     {
                         "type": "string",
+                        "example": "MTc2NzM2NjI0NTEyMzQ1NnxzbnBfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o",
                         "description": "next_cursor of the previous page",
                         "name": "cursor",
                         "in": "query"

@@ -244,8 +244,8 @@ func handleSnapshotGet(cfg Config, st snapshotStore, draining context.Context) h
 //	@Tags			snapshots
 //	@Produce		json
 //	@Param			sandbox	query		string				false	"only the snapshots of this sandbox"			example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
-//	@Param			limit	query		int					false	"page size, 1-500 (default 100)"				minimum(1)	maximum(500)
-//	@Param			cursor	query		string				false	"next_cursor of the previous page"
+//	@Param			limit	query		int					false	"page size, 1-500 (default 100)"				minimum(1)	maximum(500)	example(100)
+//	@Param			cursor	query		string				false	"next_cursor of the previous page"	example(MTc2NzM2NjI0NTEyMzQ1NnxzbnBfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o)
 //	@Success		200		{object}	SnapshotList		"a page of snapshots"
 //	@Failure		400		{object}	Problem				"INVALID_REQUEST: a query parameter, or a bad cursor"
 //	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"

@@ -8212,9 +8212,15 @@ export interface operations {
                  * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
                  */
                 sandbox?: string;
-                /** @description page size, 1-500 (default 100) */
+                /**
+                 * @description page size, 1-500 (default 100)
+                 * @example 100
+                 */
                 limit?: number;
-                /** @description next_cursor of the previous page */
+                /**
+                 * @description next_cursor of the previous page
+                 * @example MTc2NzM2NjI0NTEyMzQ1NnxzbnBfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o
+                 */
                 cursor?: string;
             };
             header?: never;
