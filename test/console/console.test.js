@@ -767,6 +767,76 @@ test('preview URLs: make one for a real local server, its URL once, open it, see
   await done();
 });
 
+test('snapshots: take one from a sandbox page, see it ready with its size, start a sandbox from it, delete it', async () => {
+  const suite = `snap-${RUN}`;
+  const sb = await create({provider: 'sim', labels: {suite}, params: {snapshot_delay_ms: 1500, snapshot_bytes: 3 * 1024 * 1024}});
+  await settled(sb.id);
+  const {page, done} = await open();
+  await signIn(page);
+  await go(page, `#/sandboxes/${sb.id}`);
+  await page.locator('main h1', {hasText: sb.id}).waitFor();
+  const section = page.locator('[aria-labelledby=sec-snapshots]');
+  await section.locator('#snapshots .empty', {hasText: 'No snapshots.'}).waitFor();
+  assert.equal(await page.locator('#snapshot-help', {hasText: 'has no snapshots'}).count(), 0, 'sim is said to have no snapshots');
+
+  // Taken: under way for 1.5 s, listed while creating, then ready with its size.
+  await page.getByRole('button', {name: 'Take a snapshot'}).click();
+  await page.locator('#snapshot-status', {hasText: 'Taking a snapshot…'}).waitFor();
+  await section.locator('#snapshots tr[data-state=creating]').waitFor();
+  const ready = section.locator('#snapshots tr[data-state=ready]');
+  await ready.waitFor({timeout: 20000});
+  const snapID = await ready.getAttribute('data-snapshot');
+  const sn = await ok('GET', `/v1/snapshots/${snapID}`);
+  assert.deepEqual([sn.state, sn.kind, sn.source_sandbox_id, sn.size_bytes], ['ready', 'manual', sb.id, 3 * 1024 * 1024]);
+  assert.match(await ready.textContent(), /3\.0 MiB/);
+  assert.match(await ready.textContent(), /manual/);
+  await page.locator('#snapshot-status', {hasText: `Snapshot ${snapID}: ready.`}).waitFor();
+
+  // A provider's refusal: the snapshot is listed failed, with the error.
+  const refusing = await create({provider: 'sim', labels: {suite}, params: {fail: 'snapshot'}});
+  await settled(refusing.id);
+  await go(page, `#/sandboxes/${refusing.id}`);
+  await page.locator('main h1', {hasText: refusing.id}).waitFor();
+  await page.getByRole('button', {name: 'Take a snapshot'}).click();
+  await page.locator('#snapshot-error', {hasText: 'failed: '}).waitFor({timeout: 20000});
+  assert.match(await page.locator('#snapshots tr[data-state=failed]').textContent(), /injected failure/);
+  // A sandbox that has ended is refused with the API's problem.
+  await ok('DELETE', `/v1/sandboxes/${refusing.id}`);
+  await page.locator('.head-state .state', {hasText: 'terminated'}).waitFor();
+  await page.getByRole('button', {name: 'Take a snapshot'}).click();
+  await page.locator('#snapshot-error', {hasText: 'SANDBOX_STATE_CONFLICT'}).waitFor();
+
+  // Start a sandbox from it: the console goes to the new one, which starts from it.
+  await go(page, `#/sandboxes/${sb.id}`);
+  await section.locator(`#snapshots tr[data-snapshot="${snapID}"]`).waitFor();
+  await page.getByRole('button', {name: `Start a sandbox from snapshot ${snapID}`}).click();
+  await page.waitForFunction((id) => /^#\/sandboxes\/sbx_/.test(location.hash) && !location.hash.includes(id), sb.id);
+  const newID = decodeURIComponent((await page.evaluate(() => location.hash)).split('/')[2]);
+  await page.locator('main h1', {hasText: newID}).waitFor();
+  await page.locator('#from-snapshot', {hasText: snapID}).waitFor();
+  const fresh = await settled(newID);
+  assert.deepEqual([fresh.state, fresh.from_snapshot, fresh.provider], ['ready', snapID, 'sim']);
+
+  // Delete: asked first; cancel keeps it; then it is gone from the list.
+  await go(page, `#/sandboxes/${sb.id}`);
+  const row = section.locator(`#snapshots tr[data-snapshot="${snapID}"]`);
+  await row.waitFor();
+  await row.getByRole('button', {name: `Delete snapshot ${snapID}`}).click();
+  await row.getByText('Delete it? Its data goes at the next reconciliation.').waitFor();
+  await row.getByRole('button', {name: 'Cancel'}).click();
+  assert.equal((await ok('GET', `/v1/snapshots/${snapID}`)).state, 'ready');
+  await row.getByRole('button', {name: `Delete snapshot ${snapID}`}).click();
+  await row.getByRole('button', {name: `Confirm: delete snapshot ${snapID}`}).click();
+  await section.locator('#snapshots .empty', {hasText: 'No snapshots.'}).waitFor();
+  assert.equal((await ok('GET', `/v1/snapshots/${snapID}`)).state, 'deleted');
+
+  await go(page, '#/providers');
+  await page.locator('article[data-provider=sim]').waitFor();
+  assert.match(await page.locator('article[data-provider=sim] dl.facts').first().textContent(), /Snapshotsyes/);
+  for (const id of [sb.id, newID]) await ok('DELETE', `/v1/sandboxes/${id}`);
+  await done();
+});
+
 test('pools: create one and see it fill, claims handed out and refilled, resize, delete with confirmation', async () => {
   const name = `pool-${RUN}`;
   const {page, done} = await open();

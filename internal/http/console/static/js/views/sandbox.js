@@ -1,12 +1,13 @@
 // One sandbox: what it is, its timeline (requested → creating → ready →
 // ended → released) drawn from its events, its owner's lease, its preview
-// URLs, its activity (execs, file transfers, port and preview traffic), and
+// URLs and snapshots, its activity (execs, file transfers, port and preview traffic), and
 // the actions on it (pause, resume).
 
 import {api, pages, errorText} from '../api.js';
 import {h, fill, href, stateBadge, when, countdown, labelsList, table, cell, section, dl, duration, localTime, TERMINAL, TRANSITIONING, badge} from '../dom.js';
 import {findOwner} from './owners.js';
 import {previewsSection} from './previews.js';
+import {snapshotsSection} from './snapshots.js';
 
 const STAGES = ['requested', 'creating', 'ready', 'ended', 'released'];
 
@@ -143,7 +144,7 @@ function leasePanel(sb, owner) {
 
 // OPS are the state changes a sandbox page offers (actions on its other
 // resources get sections of their own below the summary, as preview URLs
-// do; snapshots would too): from the state each starts in, the
+// and snapshots do): from the state each starts in, the
 // in-flight state it shows while the provider works, and the state it ends in.
 const OPS = {
   pause: {from: 'ready', during: 'pausing', to: 'paused', label: 'Pause', progress: 'Pausing…',
@@ -187,12 +188,14 @@ export async function sandboxView(main, [id], ctx) {
   const activity = h('div');
   const more = h('div');
   const previewBox = h('div');
+  const snapshotBox = h('div');
   fill(main,
     h('nav', {class: 'crumbs', 'aria-label': 'Breadcrumb'}, h('a', {href: '#/sandboxes'}, 'Sandboxes'), ' › ', h('span', {class: 'mono'}, id)),
     title, head, actions,
     section('Summary', facts),
     section('Lease', lease),
     section('Preview URLs', previewBox),
+    section('Snapshots', snapshotBox),
     section('Timeline', timeline, h('h3', {}, 'Events'), events),
     section('Activity', activity, more));
 
@@ -203,6 +206,7 @@ export async function sandboxView(main, [id], ctx) {
   let provider = null;
   const drawActions = () => fill(actions, actionsPanel(sb, provider, busy, problem, act));
   const loadPreviews = previewsSection(previewBox, id, ctx);
+  const loadSnapshots = snapshotsSection(snapshotBox, id, ctx);
 
   // act pauses or resumes the sandbox, waiting (up to 30 s) for the
   // provider; a refusal shows the API's problem, or the provider's error
@@ -236,6 +240,7 @@ export async function sandboxView(main, [id], ctx) {
       ['Labels', labelsList(sb.labels)],
       ['Pool', sb.labels?.['tether.pool'] ? h('a', {href: href('pools', sb.labels['tether.pool'])}, sb.labels['tether.pool']) : null],
       ['Provider ID', sb.provider_id ? h('code', {}, sb.provider_id) : null],
+      ['From snapshot', sb.from_snapshot ? h('code', {id: 'from-snapshot'}, sb.from_snapshot) : null],
       ['Work dir', sb.work_dir ? h('code', {}, sb.work_dir) : null],
       ['Create attempts', String(sb.attempts)],
       ['Error', sb.error ? h('span', {class: 'error'}, sb.error) : null],
@@ -276,7 +281,7 @@ export async function sandboxView(main, [id], ctx) {
   const reload = async () => {
     try {
       await loadSandbox();
-      await Promise.all([loadLease(), loadPreviews(sb, provider), loadActivity(true)]);
+      await Promise.all([loadLease(), loadPreviews(sb, provider), loadSnapshots(sb, provider), loadActivity(true)]);
     } catch (err) {
       ctx.showError(err);
     }
@@ -295,5 +300,5 @@ export async function sandboxView(main, [id], ctx) {
     if (!(TERMINAL.includes(sb.state) && sb.released)) reload();
   });
   await loadSandbox();
-  await Promise.all([loadLease(), loadPreviews(sb, provider), loadActivity(true)]);
+  await Promise.all([loadLease(), loadPreviews(sb, provider), loadSnapshots(sb, provider), loadActivity(true)]);
 }
