@@ -654,6 +654,189 @@ test('pause and resume from a sandbox page, with progress; refusals show why', a
   await done();
 });
 
+test('preview URLs: make one for a real local server, its URL once, open it, see its traffic, revoke it (410)', async () => {
+  const suite = `preview-${RUN}`;
+  const sb = await create({provider: 'local', labels: {suite}});
+  await settled(sb.id);
+  // A real server in the sandbox: python3's http.server on its own loopback.
+  const page0 = `hello preview ${RUN}`;
+  const started = await ok('POST', `/v1/sandboxes/${sb.id}/exec`, {body: {
+    command: `mkdir -p /workspace/www && printf %s "$PAGE" > /workspace/www/index.html && cd /workspace/www && (python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &)`,
+    env: {PAGE: page0}, timeout_seconds: 30}});
+  assert.equal(started.exit_code, 0, JSON.stringify(started));
+  // Through the API with the key first (kind port in the activity), once it listens.
+  await until('the server to listen', async () => {
+    const r = await fetch(`${BASE}/v1/sandboxes/${sb.id}/ports/8000/index.html`, {headers: {Authorization: `Bearer ${KEY}`}});
+    return r.status === 200 && (await r.text()) === page0;
+  }, 20000);
+
+  const {page, done} = await open({permissions: ['clipboard-read', 'clipboard-write']});
+  await signIn(page);
+  await go(page, `#/sandboxes/${sb.id}`);
+  await page.locator('main h1', {hasText: sb.id}).waitFor();
+  const section = page.locator('[aria-labelledby=sec-preview-urls]');
+  await section.locator('#previews .empty', {hasText: 'No preview URLs.'}).waitFor();
+  assert.equal(await section.locator('#preview-help', {hasText: 'has no ports'}).count(), 0, 'local is said to have no ports');
+
+  // A TTL the API refuses: its detail, and nothing made.
+  await page.locator('#preview-port').fill('8000');
+  await page.locator('#preview-ttl').fill('999999');
+  await page.getByRole('button', {name: 'Make preview URL'}).click();
+  await page.locator('#preview-error', {hasText: 'ttl_seconds must be 1-86400 (PREVIEW_MAX_TTL)'}).waitFor();
+  assert.match(await page.locator('#preview-error').textContent(), /INVALID_REQUEST, request /);
+  assert.deepEqual((await ok('GET', `/v1/sandboxes/${sb.id}/previews`)).items, []);
+
+  // Made: the URL shown once, with Copy and Open; the list has it, without the token.
+  await page.locator('#preview-ttl').fill('600');
+  await page.getByRole('button', {name: 'Make preview URL'}).click();
+  const shown = page.locator('#new-preview-url');
+  await shown.waitFor();
+  const previewURL = await shown.textContent();
+  assert.match(previewURL, new RegExp(`^${BASE.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}/p/tpv_[A-Za-z0-9_-]+/$`));
+  assert.equal(await page.locator('#preview-error').textContent(), '');
+  const [made] = (await ok('GET', `/v1/sandboxes/${sb.id}/previews`)).items;
+  assert.equal(made.port, 8000);
+  assert.equal(made.token, null);
+  const ttl = new Date(made.expires_at) - new Date(made.created_at);
+  assert.ok(Math.abs(ttl - 600_000) < 2000, `a TTL of 600 s, got ${ttl} ms`);
+  const row = section.locator(`#previews tr[data-preview="${made.id}"]`);
+  await row.waitFor();
+  assert.equal(await row.getAttribute('data-state'), 'live');
+  assert.match(await row.textContent(), /8000/);
+  assert.match(await row.textContent(), /left/);
+  assert.ok(!(await section.locator('#previews').textContent()).includes('tpv_'), 'the list shows the token');
+  await page.getByRole('button', {name: 'Copy'}).click();
+  await page.getByRole('button', {name: 'Copied'}).waitFor();
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), previewURL);
+  assert.equal(await page.locator('#new-preview-open').getAttribute('href'), previewURL);
+
+  // The URL works without a key: from here, and opened from the console in a tab of its own.
+  const r = await fetch(previewURL + 'index.html');
+  assert.equal(r.status, 200);
+  assert.equal(await r.text(), page0);
+  const [tab] = await Promise.all([page.context().waitForEvent('page'), page.locator('#new-preview-open').click()]);
+  await tab.waitForLoadState();
+  assert.equal(tab.url(), previewURL);
+  // http.server serves index.html at the root.
+  assert.equal((await tab.locator('body').textContent()).trim(), page0);
+  await tab.close();
+
+  // Its traffic is in the activity: the key's request (port) and the preview's.
+  const activity = page.locator('[aria-labelledby=sec-activity]');
+  const viaPreview = activity.locator('tr[data-kind=preview]', {hasText: 'GET /index.html'}).first();
+  await viaPreview.waitFor({timeout: 20000});
+  assert.match(await viaPreview.textContent(), /:8000 GET \/index\.html/);
+  assert.match(await viaPreview.textContent(), /HTTP 200/);
+  assert.match(await viaPreview.textContent(), new RegExp(`preview ${made.id}`));
+  // (The first tries, before the server listened, were PORT_UNREACHABLE.)
+  const viaKey = activity.locator('tr[data-kind=port]', {hasText: 'HTTP 200'}).first();
+  await viaKey.waitFor();
+  assert.match(await viaKey.textContent(), /:8000 GET \/index\.html/);
+  assert.match(await viaKey.textContent(), /HTTP 200/);
+
+  // Revoke: asked first; cancel keeps it working.
+  await page.getByRole('button', {name: 'Done'}).click();
+  assert.equal(await page.locator('#new-preview-url').count(), 0, 'the URL is still shown');
+  await row.getByRole('button', {name: `Revoke preview ${made.id}`}).click();
+  await row.getByText('Revoke it? Its URL answers 410 at once.').waitFor();
+  await row.getByRole('button', {name: 'Cancel'}).click();
+  assert.equal((await fetch(previewURL + 'index.html')).status, 200);
+  await row.getByRole('button', {name: `Revoke preview ${made.id}`}).click();
+  await row.getByRole('button', {name: `Confirm: revoke preview ${made.id}`}).click();
+  await section.locator(`#previews tr[data-preview="${made.id}"][data-state=revoked]`).waitFor();
+  assert.equal(await row.getByRole('button').count(), 0, 'a revoked preview offers Revoke');
+  const gone = await fetch(previewURL + 'index.html');
+  assert.equal(gone.status, 410);
+  assert.equal((await gone.json()).code, 'PREVIEW_GONE');
+  assert.ok((await ok('GET', `/v1/sandboxes/${sb.id}/previews`)).items[0].revoked_at);
+
+  // A paused sandbox is refused with the API's detail.
+  await ok('POST', `/v1/sandboxes/${sb.id}/pause?wait=30s`);
+  await page.locator('.head-state .state', {hasText: 'paused'}).waitFor({timeout: 20000});
+  await page.locator('#preview-port').fill('8000');
+  await page.getByRole('button', {name: 'Make preview URL'}).click();
+  await page.locator('#preview-error', {hasText: 'SANDBOX_STATE_CONFLICT'}).waitFor();
+  assert.equal((await ok('GET', `/v1/sandboxes/${sb.id}/previews`)).items.length, 1);
+
+  // The providers page shows who has ports.
+  await go(page, '#/providers');
+  const card = page.locator('article[data-provider=local]');
+  await card.waitFor();
+  assert.match(await card.locator('dl.facts').first().textContent(), /Portsyes/);
+  await ok('DELETE', `/v1/sandboxes/${sb.id}`);
+  await done();
+});
+
+test('snapshots: take one from a sandbox page, see it ready with its size, start a sandbox from it, delete it', async () => {
+  const suite = `snap-${RUN}`;
+  const sb = await create({provider: 'sim', labels: {suite}, params: {snapshot_delay_ms: 1500, snapshot_bytes: 3 * 1024 * 1024}});
+  await settled(sb.id);
+  const {page, done} = await open();
+  await signIn(page);
+  await go(page, `#/sandboxes/${sb.id}`);
+  await page.locator('main h1', {hasText: sb.id}).waitFor();
+  const section = page.locator('[aria-labelledby=sec-snapshots]');
+  await section.locator('#snapshots .empty', {hasText: 'No snapshots.'}).waitFor();
+  assert.equal(await page.locator('#snapshot-help', {hasText: 'has no snapshots'}).count(), 0, 'sim is said to have no snapshots');
+
+  // Taken: under way for 1.5 s, listed while creating, then ready with its size.
+  await page.getByRole('button', {name: 'Take a snapshot'}).click();
+  await page.locator('#snapshot-status', {hasText: 'Taking a snapshot…'}).waitFor();
+  await section.locator('#snapshots tr[data-state=creating]').waitFor();
+  const ready = section.locator('#snapshots tr[data-state=ready]');
+  await ready.waitFor({timeout: 20000});
+  const snapID = await ready.getAttribute('data-snapshot');
+  const sn = await ok('GET', `/v1/snapshots/${snapID}`);
+  assert.deepEqual([sn.state, sn.kind, sn.source_sandbox_id, sn.size_bytes], ['ready', 'manual', sb.id, 3 * 1024 * 1024]);
+  assert.match(await ready.textContent(), /3\.0 MiB/);
+  assert.match(await ready.textContent(), /manual/);
+  await page.locator('#snapshot-status', {hasText: `Snapshot ${snapID}: ready.`}).waitFor();
+
+  // A provider's refusal: the snapshot is listed failed, with the error.
+  const refusing = await create({provider: 'sim', labels: {suite}, params: {fail: 'snapshot'}});
+  await settled(refusing.id);
+  await go(page, `#/sandboxes/${refusing.id}`);
+  await page.locator('main h1', {hasText: refusing.id}).waitFor();
+  await page.getByRole('button', {name: 'Take a snapshot'}).click();
+  await page.locator('#snapshot-error', {hasText: 'failed: '}).waitFor({timeout: 20000});
+  assert.match(await page.locator('#snapshots tr[data-state=failed]').textContent(), /injected failure/);
+  // A sandbox that has ended is refused with the API's problem.
+  await ok('DELETE', `/v1/sandboxes/${refusing.id}`);
+  await page.locator('.head-state .state', {hasText: 'terminated'}).waitFor();
+  await page.getByRole('button', {name: 'Take a snapshot'}).click();
+  await page.locator('#snapshot-error', {hasText: 'SANDBOX_STATE_CONFLICT'}).waitFor();
+
+  // Start a sandbox from it: the console goes to the new one, which starts from it.
+  await go(page, `#/sandboxes/${sb.id}`);
+  await section.locator(`#snapshots tr[data-snapshot="${snapID}"]`).waitFor();
+  await page.getByRole('button', {name: `Start a sandbox from snapshot ${snapID}`}).click();
+  await page.waitForFunction((id) => /^#\/sandboxes\/sbx_/.test(location.hash) && !location.hash.includes(id), sb.id);
+  const newID = decodeURIComponent((await page.evaluate(() => location.hash)).split('/')[2]);
+  await page.locator('main h1', {hasText: newID}).waitFor();
+  await page.locator('#from-snapshot', {hasText: snapID}).waitFor();
+  const fresh = await settled(newID);
+  assert.deepEqual([fresh.state, fresh.from_snapshot, fresh.provider], ['ready', snapID, 'sim']);
+
+  // Delete: asked first; cancel keeps it; then it is gone from the list.
+  await go(page, `#/sandboxes/${sb.id}`);
+  const row = section.locator(`#snapshots tr[data-snapshot="${snapID}"]`);
+  await row.waitFor();
+  await row.getByRole('button', {name: `Delete snapshot ${snapID}`}).click();
+  await row.getByText('Delete it? Its data goes at the next reconciliation.').waitFor();
+  await row.getByRole('button', {name: 'Cancel'}).click();
+  assert.equal((await ok('GET', `/v1/snapshots/${snapID}`)).state, 'ready');
+  await row.getByRole('button', {name: `Delete snapshot ${snapID}`}).click();
+  await row.getByRole('button', {name: `Confirm: delete snapshot ${snapID}`}).click();
+  await section.locator('#snapshots .empty', {hasText: 'No snapshots.'}).waitFor();
+  assert.equal((await ok('GET', `/v1/snapshots/${snapID}`)).state, 'deleted');
+
+  await go(page, '#/providers');
+  await page.locator('article[data-provider=sim]').waitFor();
+  assert.match(await page.locator('article[data-provider=sim] dl.facts').first().textContent(), /Snapshotsyes/);
+  for (const id of [sb.id, newID]) await ok('DELETE', `/v1/sandboxes/${id}`);
+  await done();
+});
+
 test('pools: create one and see it fill, claims handed out and refilled, resize, delete with confirmation', async () => {
   const name = `pool-${RUN}`;
   const {page, done} = await open();
@@ -883,6 +1066,15 @@ test('screenshots: desktop and phone, every page fitting the phone\'s width', as
   await ok('POST', `/v1/sandboxes/${agent.id}/exec`, {body: {command: 'python3 -c "print(6*7)"'}, key: OTHER});
   await ok('PUT', `/v1/sandboxes/${agent.id}/files?path=${encodeURIComponent('/workspace/main.py')}`, {raw: 'print("hi")\n', key: OTHER});
   await ok('POST', `/v1/sandboxes/${agent.id}/exec`, {body: {command: 'python3 /workspace/main.py && pytest -q'}, key: OTHER});
+  // A preview of a page the agent serves, opened once.
+  // (The exec waits for the server to listen, so that the activity shows no refused tries.)
+  const listen = `python3 -c "import socket,time
+for _ in range(100):
+    try: socket.create_connection(('127.0.0.1', 8000)); break
+    except OSError: time.sleep(0.1)"`;
+  await ok('POST', `/v1/sandboxes/${agent.id}/exec`, {body: {command: `cd /workspace && (python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &) && ${listen}`}, key: OTHER});
+  const shared = await ok('POST', `/v1/sandboxes/${agent.id}/previews`, {body: {port: 8000, ttl_seconds: 3600}, key: OTHER});
+  assert.equal((await fetch(shared.url + 'main.py')).status, 200);
   await until('the failed create delivered', async () => rx.got.some((g) => g.status === 204), 20000);
   rx.answer(503);
   await ok('DELETE', `/v1/sandboxes/${gone.id}`, {key: OTHER});

@@ -175,3 +175,27 @@ export function localInputToISO(v) {
   const d = new Date(v);
   return Number.isNaN(d.getTime()) ? '' : d.toISOString();
 }
+
+// shownOnce is a notice for a value the API shows this once (a webhook's
+// secret, a preview's URL): the value as text with a Copy button, extra
+// controls after it, and a button that dismisses the notice (done). It
+// returns the notice and the Copy button, to focus.
+export function shownOnce({heading, text, label, value, id, extra = [], dismiss = 'I have stored it', done}) {
+  const shown = h('code', {class: 'secret', id}, value);
+  const copy = h('button', {type: 'button', class: 'secondary'}, 'Copy');
+  copy.addEventListener('click', async () => {
+    try {
+      await navigator.clipboard.writeText(value);
+      copy.textContent = 'Copied';
+    } catch {
+      getSelection().selectAllChildren(shown);
+      copy.textContent = 'Selected: press Ctrl+C';
+    }
+  });
+  const ok = h('button', {type: 'button'}, dismiss);
+  ok.addEventListener('click', done);
+  return [h('div', {class: 'panel notice'},
+    h('p', {}, h('strong', {}, heading), ' ', text),
+    h('p', {class: 'secret-row'}, h('span', {class: 'muted'}, label), ' ', shown, ' ', copy, extra),
+    ok), copy];
+}

@@ -150,12 +150,12 @@ function resizeForm(p, ctx, onSaved) {
 }
 
 // deleteControl is a Delete button that asks for confirmation first;
-// what() says what deleting does.
-export function deleteControl(what, label, onConfirm, ctx) {
+// what() says what deleting does. verb names the action ("Revoke").
+export function deleteControl(what, label, onConfirm, ctx, verb = 'Delete') {
   const box = h('div', {class: 'row-actions'});
-  const del = h('button', {type: 'button', class: 'danger', 'aria-label': `Delete ${label}`}, 'Delete');
+  const del = h('button', {type: 'button', class: 'danger', 'aria-label': `${verb} ${label}`}, verb);
   del.addEventListener('click', () => {
-    const confirm = h('button', {type: 'button', class: 'danger', 'aria-label': `Confirm: delete ${label}`}, 'Confirm delete');
+    const confirm = h('button', {type: 'button', class: 'danger', 'aria-label': `Confirm: ${verb.toLowerCase()} ${label}`}, `Confirm ${verb.toLowerCase()}`);
     const cancel = h('button', {type: 'button', class: 'secondary'}, 'Cancel');
     cancel.addEventListener('click', () => { fill(box, del); del.focus(); });
     confirm.addEventListener('click', async () => {

@@ -41,6 +41,8 @@ function providerCard(p, s) {
       ['Exec', p.capabilities.exec ? 'yes' : 'no'],
       ['Files', p.capabilities.files ? 'yes' : 'no'],
       ['Pause', p.capabilities.pause ? 'yes' : 'no'],
+      ['Ports', p.capabilities.ports ? 'yes' : 'no'],
+      ['Snapshots', p.capabilities.snapshot ? 'yes' : 'no'],
       ['Work dir', p.work_dir ? h('code', {}, p.work_dir) : null],
     ]),
     p.notes.length ? h('ul', {class: 'notes'}, p.notes.map((n) => h('li', {}, n))) : null,

@@ -1,10 +1,13 @@
 // One sandbox: what it is, its timeline (requested → creating → ready →
-// ended → released) drawn from its events, its owner's lease, its activity
-// (execs and file transfers), and the actions on it (pause, resume).
+// ended → released) drawn from its events, its owner's lease, its preview
+// URLs and snapshots, its activity (execs, file transfers, port and preview traffic), and
+// the actions on it (pause, resume).
 
 import {api, pages, errorText} from '../api.js';
 import {h, fill, href, stateBadge, when, countdown, labelsList, table, cell, section, dl, duration, localTime, TERMINAL, TRANSITIONING, badge} from '../dom.js';
 import {findOwner} from './owners.js';
+import {previewsSection} from './previews.js';
+import {snapshotsSection} from './snapshots.js';
 
 const STAGES = ['requested', 'creating', 'ready', 'ended', 'released'];
 
@@ -90,24 +93,36 @@ function eventList(events) {
   }));
 }
 
+// PORT_KINDS are the activity of a port's traffic: with an API key (port)
+// or through a preview URL (preview).
+const PORT_KINDS = ['port', 'preview'];
+
+// activityResult is an activity's outcome: its error, an exec's exit
+// status, or the HTTP status a sandbox's app answered.
+function activityResult(a) {
+  const http = a.http_status != null ? `HTTP ${a.http_status}` : null;
+  if (a.error) return [badge(a.error, 'bad'), http ? ` ${http}` : null];
+  if (a.timed_out) return badge('timed out', 'bad');
+  if (a.exit_code != null) return badge(`exit ${a.exit_code}`, a.exit_code === 0 ? 'ok' : 'bad');
+  if (http) return badge(http, a.http_status < 400 ? 'ok' : 'bad');
+  return badge('ok', 'ok');
+}
+
 function activityTable(items) {
   const rows = items.map((a) => {
-    let result;
-    if (a.error) result = badge(a.error, 'bad');
-    else if (a.timed_out) result = badge('timed out', 'bad');
-    else if (a.exit_code != null) result = badge(`exit ${a.exit_code}`, a.exit_code === 0 ? 'ok' : 'bad');
-    else result = badge('ok', 'ok');
+    const what = PORT_KINDS.includes(a.kind) ? `:${a.port} ${a.request ?? ''}` : a.command ?? a.path ?? '';
+    const by = a.kind === 'preview' && a.preview_id ? h('span', {}, 'preview ', h('code', {}, a.preview_id)) : a.key_name ?? '—';
     return h('tr', {dataset: {kind: a.kind}},
       cell('When', when(a.at)),
       cell('Kind', a.kind),
-      cell('What', h('code', {class: 'wrap'}, a.command ?? a.path ?? '')),
-      cell('Result', result),
+      cell('What', h('code', {class: 'wrap'}, what)),
+      cell('Result', activityResult(a)),
       cell('Bytes', a.bytes ?? '—'),
       cell('Took', duration(a.duration_ms)),
-      cell('Key', a.key_name ?? '—'));
+      cell('Key', by));
   });
   return table('Activity, oldest first', ['When', 'Kind', 'What', 'Result', 'Bytes', 'Took', 'Key'], rows,
-    {empty: 'No exec or file activity recorded.', className: 'activity'});
+    {empty: 'No exec, file or port activity recorded.', className: 'activity'});
 }
 
 function leasePanel(sb, owner) {
@@ -128,8 +143,8 @@ function leasePanel(sb, owner) {
 }
 
 // OPS are the state changes a sandbox page offers (actions on its other
-// resources, such as snapshots or preview URLs, would get sections of their
-// own below the summary): from the state each starts in, the
+// resources get sections of their own below the summary, as preview URLs
+// and snapshots do): from the state each starts in, the
 // in-flight state it shows while the provider works, and the state it ends in.
 const OPS = {
   pause: {from: 'ready', during: 'pausing', to: 'paused', label: 'Pause', progress: 'Pausing…',
@@ -172,11 +187,15 @@ export async function sandboxView(main, [id], ctx) {
   const events = h('div');
   const activity = h('div');
   const more = h('div');
+  const previewBox = h('div');
+  const snapshotBox = h('div');
   fill(main,
     h('nav', {class: 'crumbs', 'aria-label': 'Breadcrumb'}, h('a', {href: '#/sandboxes'}, 'Sandboxes'), ' › ', h('span', {class: 'mono'}, id)),
     title, head, actions,
     section('Summary', facts),
     section('Lease', lease),
+    section('Preview URLs', previewBox),
+    section('Snapshots', snapshotBox),
     section('Timeline', timeline, h('h3', {}, 'Events'), events),
     section('Activity', activity, more));
 
@@ -186,6 +205,8 @@ export async function sandboxView(main, [id], ctx) {
   const providers = api('/v1/providers', {signal: ctx.signal}).then((r) => r.items).catch(() => []);
   let provider = null;
   const drawActions = () => fill(actions, actionsPanel(sb, provider, busy, problem, act));
+  const loadPreviews = previewsSection(previewBox, id, ctx);
+  const loadSnapshots = snapshotsSection(snapshotBox, id, ctx);
 
   // act pauses or resumes the sandbox, waiting (up to 30 s) for the
   // provider; a refusal shows the API's problem, or the provider's error
@@ -219,6 +240,7 @@ export async function sandboxView(main, [id], ctx) {
       ['Labels', labelsList(sb.labels)],
       ['Pool', sb.labels?.['tether.pool'] ? h('a', {href: href('pools', sb.labels['tether.pool'])}, sb.labels['tether.pool']) : null],
       ['Provider ID', sb.provider_id ? h('code', {}, sb.provider_id) : null],
+      ['From snapshot', sb.from_snapshot ? h('code', {id: 'from-snapshot'}, sb.from_snapshot) : null],
       ['Work dir', sb.work_dir ? h('code', {}, sb.work_dir) : null],
       ['Create attempts', String(sb.attempts)],
       ['Error', sb.error ? h('span', {class: 'error'}, sb.error) : null],
@@ -259,7 +281,7 @@ export async function sandboxView(main, [id], ctx) {
   const reload = async () => {
     try {
       await loadSandbox();
-      await Promise.all([loadLease(), loadActivity(true)]);
+      await Promise.all([loadLease(), loadPreviews(sb, provider), loadSnapshots(sb, provider), loadActivity(true)]);
     } catch (err) {
       ctx.showError(err);
     }
@@ -278,5 +300,5 @@ export async function sandboxView(main, [id], ctx) {
     if (!(TERMINAL.includes(sb.state) && sb.released)) reload();
   });
   await loadSandbox();
-  await Promise.all([loadLease(), loadActivity(true)]);
+  await Promise.all([loadLease(), loadPreviews(sb, provider), loadSnapshots(sb, provider), loadActivity(true)]);
 }

@@ -3,7 +3,7 @@
 // delivery history with replay. The API takes a key with manage_keys.
 
 import {api, errorText} from '../api.js';
-import {h, fill, href, when, table, cell, section, dl, badge, stateBadge, STATES} from '../dom.js';
+import {h, fill, href, when, table, cell, section, dl, badge, stateBadge, shownOnce, STATES} from '../dom.js';
 import {deleteControl} from './pools.js';
 
 // REASONS are the event reasons an endpoint may filter on.
@@ -33,23 +33,11 @@ function checks(legend, name, values) {
 
 // secretNotice shows a new endpoint's secret, which the API shows this once.
 function secretNotice(res, done) {
-  const secret = h('code', {class: 'secret', id: 'new-webhook-secret'}, res.secret);
-  const copy = h('button', {type: 'button', class: 'secondary'}, 'Copy');
-  copy.addEventListener('click', async () => {
-    try {
-      await navigator.clipboard.writeText(res.secret);
-      copy.textContent = 'Copied';
-    } catch {
-      getSelection().selectAllChildren(secret);
-      copy.textContent = 'Selected: press Ctrl+C';
-    }
+  return shownOnce({
+    heading: `Endpoint ${res.webhook.id} added.`,
+    text: 'Its signing secret is shown this once: store it with the receiver now. Every delivery is signed with it (the Tether-Signature header: HMAC-SHA256 of "<t>.<raw body>").',
+    label: 'Secret', value: res.secret, id: 'new-webhook-secret', done,
   });
-  const ok = h('button', {type: 'button'}, 'I have stored it');
-  ok.addEventListener('click', done);
-  return [h('div', {class: 'panel notice'},
-    h('p', {}, h('strong', {}, `Endpoint ${res.webhook.id} added.`), ' Its signing secret is shown this once: store it with the receiver now. Every delivery is signed with it (the Tether-Signature header: HMAC-SHA256 of "<t>.<raw body>").'),
-    h('p', {class: 'secret-row'}, h('span', {class: 'muted'}, 'Secret'), ' ', secret, ' ', copy),
-    ok), copy];
 }
 
 export async function webhooksView(main, _params, ctx) {
