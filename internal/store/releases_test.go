@@ -82,7 +82,7 @@ func TestWebhookReleases(t *testing.T) {
 	}
 	b.release(t, ready)
 	// requested, cancelled, release; requested, creating, ready, terminated, release
-	events, _ := b.drain(t, 7)
+	events, _ := b.drain(t, 8)
 	for _, sb := range []sandbox.Sandbox{queued, ready} {
 		var mine []sandbox.Event
 		for _, e := range events {
