@@ -3574,7 +3574,7 @@ const docTemplate = `{
                         }
                     },
                     "404": {
-                        "description": "NOT_FOUND: the pool named does not exist",
+                        "description": "NOT_FOUND: the pool named does not exist, or the snapshot from_snapshot names (or it is another tenant's)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },
@@ -3586,7 +3586,7 @@ const docTemplate = `{
                         }
                     },
                     "409": {
-                        "description": "IDEMPOTENCY_KEY_REUSED, or SANDBOX_ID_TAKEN: the client-chosen id names another sandbox, or POOL_EMPTY: pool_only and no member ready",
+                        "description": "IDEMPOTENCY_KEY_REUSED, or SANDBOX_ID_TAKEN: the client-chosen id names another sandbox, or POOL_EMPTY: pool_only and no member ready, or SNAPSHOT_NOT_READY: from_snapshot names a snapshot that is not ready",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },
@@ -3599,6 +3599,18 @@ const docTemplate = `{
                     },
                     "413": {
                         "description": "PAYLOAD_TOO_LARGE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "422": {
+                        "description": "SNAPSHOT_PROVIDER_MISMATCH: from_snapshot names a snapshot of another provider",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },
@@ -3627,6 +3639,18 @@ const docTemplate = `{
                     },
                     "500": {
                         "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED: from_snapshot or on_end snapshot with a provider that cannot snapshot sandboxes",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },
@@ -7500,6 +7524,563 @@ const docTemplate = `{
                 }
             }
         },
+        "/v1/sandboxes/{id}/snapshots": {
+            "post": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Records a snapshot of a ready or paused sandbox's /workspace, in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "snapshots"
+                ],
+                "summary": "Snapshot a sandbox",
+                "operationId": "createSnapshot",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "example": "30s",
+                        "description": "how long to wait for the snapshot to settle: a Go duration or whole seconds",
+                        "name": "wait",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "202": {
+                        "description": "recorded; Location names the snapshot",
+                        "schema": {
+                            "$ref": "#/definitions/Snapshot"
+                        },
+                        "headers": {
+                            "Location": {
+                                "type": "string",
+                                "description": "the snapshot's URL path, /v1/snapshots/{id}"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a query parameter",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND: no such sandbox",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "409": {
+                        "description": "SANDBOX_STATE_CONFLICT: the sandbox is not ready or paused; state says what it is",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: the tenant's snapshots are at SNAPSHOT_MAX_PER_TENANT or SNAPSHOT_MAX_BYTES_PER_TENANT (delete some), or over the API key's request rate",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED: the sandbox's provider cannot snapshot sandboxes",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/snapshots": {
+            "get": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "The tenant's snapshots that are not deleted, newest first, a page at a time; sandbox selects the snapshots of one sandbox.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "snapshots"
+                ],
+                "summary": "List snapshots",
+                "operationId": "listSnapshots",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
+                        "description": "only the snapshots of this sandbox",
+                        "name": "sandbox",
+                        "in": "query"
+                    },
+                    {
+                        "maximum": 500,
+                        "minimum": 1,
+                        "type": "integer",
+                        "description": "page size, 1-500 (default 100)",
+                        "name": "limit",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "next_cursor of the previous page",
+                        "name": "cursor",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "a page of snapshots",
+                        "schema": {
+                            "$ref": "#/definitions/SnapshotList"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a query parameter, or a bad cursor",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/snapshots/{id}": {
+            "get": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Returns the snapshot, deleted ones included. With wait, blocks until it is no longer creating, or the wait ends.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "snapshots"
+                ],
+                "summary": "Get a snapshot",
+                "operationId": "getSnapshot",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "snp_5q3k8w1m2n4p6r7s9t0v1x2y3w",
+                        "description": "snapshot id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "example": "30s",
+                        "description": "how long to wait for the snapshot to settle: a Go duration or whole seconds",
+                        "name": "wait",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the snapshot",
+                        "schema": {
+                            "$ref": "#/definitions/Snapshot"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a query parameter",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND: no such snapshot, or another tenant's",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            },
+            "delete": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Marks the snapshot deleted; its data at the provider is removed by the janitor's next reconciliation (or at once by the executor taking a creating one). A sandbox already started from it keeps its files. Idempotent: 202 when this call deleted it, 200 when it was deleted already.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "snapshots"
+                ],
+                "summary": "Delete a snapshot",
+                "operationId": "deleteSnapshot",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "snp_5q3k8w1m2n4p6r7s9t0v1x2y3w",
+                        "description": "snapshot id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "already deleted",
+                        "schema": {
+                            "$ref": "#/definitions/Snapshot"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "202": {
+                        "description": "deleted by this request",
+                        "schema": {
+                            "$ref": "#/definitions/Snapshot"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a query parameter",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND: no such snapshot, or another tenant's",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
         "/v1/webhooks": {
             "get": {
                 "security": [
@@ -8593,7 +9174,8 @@ const docTemplate = `{
                 "exec",
                 "files",
                 "pause",
-                "ports"
+                "ports",
+                "snapshot"
             ],
             "properties": {
                 "exec": {
@@ -8613,6 +9195,11 @@ const docTemplate = `{
                 },
                 "ports": {
                     "description": "Ports is true when the provider reaches ports inside sandboxes (/v1/sandboxes/{id}/ports/{port}/ and preview URLs); without it they are 501 NOT_SUPPORTED.",
+                    "type": "boolean",
+                    "example": true
+                },
+                "snapshot": {
+                    "description": "Snapshot is true when the provider snapshots sandboxes' workspaces (POST /v1/sandboxes/{id}/snapshots, from_snapshot, on_end snapshot); without it they are 501 NOT_SUPPORTED.",
                     "type": "boolean",
                     "example": true
                 }
@@ -8682,6 +9269,11 @@ const docTemplate = `{
                         "PYTHONUNBUFFERED": "1"
                     }
                 },
+                "from_snapshot": {
+                    "description": "FromSnapshot names a ready snapshot of the tenant, of the create's provider, that the sandbox starts from: its /workspace holds the snapshot's files. An unknown snapshot (or another tenant's) is 404 NOT_FOUND, one not ready 409 SNAPSHOT_NOT_READY, one of another provider 422 SNAPSHOT_PROVIDER_MISMATCH; a provider without snapshots, 501 NOT_SUPPORTED. Not with pool.",
+                    "type": "string",
+                    "example": "snp_5q3k8w1m2n4p6r7s9t0v1x2y3w"
+                },
                 "id": {
                     "description": "ID is the sandbox's id, chosen by the client so that it knows the id before any I/O: \"sbx_\" and 26 characters of the alphabet 0-9 a-z without i l o u (the first 10 encode the creation time in milliseconds, the rest are random). Default: the server chooses one. A create with an id is idempotent on it (the same request again returns the same sandbox, 200); another request with the same id is 409 IDEMPOTENCY_KEY_REUSED, and an id already taken is 409 SANDBOX_ID_TAKEN.",
                     "type": "string",
@@ -8696,6 +9288,19 @@ const docTemplate = `{
                     "example": {
                         "team": "ml"
                     }
+                },
+                "on_end": {
+                    "description": "OnEnd \"snapshot\" takes an exit snapshot of the sandbox's /workspace before its resources are destroyed when it ends by owner_expired, expired or requested (its owner crashed, its TTL ran out, a client deleted it), so that a new sandbox can start from it; \"none\" takes none. Default: the server's DEFAULT_ON_END for a provider that snapshots. Not with pool.",
+                    "type": "string",
+                    "enum": [
+                        "snapshot",
+                        "none"
+                    ],
+                    "x-enum-varnames": [
+                        "OnEndSnapshot",
+                        "OnEndNone"
+                    ],
+                    "example": "snapshot"
                 },
                 "owner": {
                     "description": "Owner is the client that owns the sandbox; the sandbox ends when the owner's lease lapses.",
@@ -8881,7 +9486,7 @@ const docTemplate = `{
                     "example": "created by provider sim"
                 },
                 "reason": {
-                    "description": "Reason is the reason recorded with the transition (a sandbox's end reason, owner_transferred, or outage_credited for an outage credited to its deadline or its owner's lease); null when there is none.",
+                    "description": "Reason is the reason recorded with the transition (a sandbox's end reason, owner_transferred, outage_credited for an outage credited to its deadline or its owner's lease, or snapshot_requested, snapshot_ready, snapshot_failed, snapshot_lost, snapshot_deleted for a change of one of its snapshots, named in message; those three kinds are records with from equal to to, not transitions); null when there is none.",
                     "type": "string",
                     "x-nullable": true,
                     "example": "requested"
@@ -9441,6 +10046,8 @@ const docTemplate = `{
                         "SANDBOX_ID_TAKEN",
                         "POOL_EXISTS",
                         "POOL_EMPTY",
+                        "SNAPSHOT_NOT_READY",
+                        "SNAPSHOT_PROVIDER_MISMATCH",
                         "UNKNOWN_PROVIDER",
                         "PROVIDER_UNAVAILABLE",
                         "NOT_SUPPORTED",
@@ -9466,6 +10073,8 @@ const docTemplate = `{
                         "ProblemCodeSandboxIdTaken",
                         "ProblemCodePoolExists",
                         "ProblemCodePoolEmpty",
+                        "ProblemCodeSnapshotNotReady",
+                        "ProblemCodeSnapshotProviderMismatch",
                         "ProblemCodeUnknownProvider",
                         "ProblemCodeProviderUnavailable",
                         "ProblemCodeNotSupported",
@@ -9651,17 +10260,23 @@ const docTemplate = `{
             ],
             "properties": {
                 "action": {
-                    "description": "Action is what was done: an orphaned resource destroyed (or a failed attempt, retried next round), or a ready sandbox the provider no longer has ended as lost.",
+                    "description": "Action is what was done: an orphaned resource destroyed (or a failed attempt, retried next round), or a ready sandbox the provider no longer has ended as lost; for snapshots (sandbox_id then holds the snapshot's id), an orphaned snapshot's data removed (or a failed attempt), or a ready snapshot whose data is gone marked lost.",
                     "type": "string",
                     "enum": [
                         "orphan_destroyed",
                         "orphan_destroy_failed",
-                        "lost"
+                        "lost",
+                        "snapshot_orphan_deleted",
+                        "snapshot_orphan_delete_failed",
+                        "snapshot_lost"
                     ],
                     "x-enum-varnames": [
                         "ReconcileActionOrphanDestroyed",
                         "ReconcileActionOrphanDestroyFailed",
-                        "ReconcileActionLost"
+                        "ReconcileActionLost",
+                        "ReconcileActionSnapshotOrphanDeleted",
+                        "ReconcileActionSnapshotOrphanDeleteFailed",
+                        "ReconcileActionSnapshotLost"
                     ],
                     "example": "lost"
                 },
@@ -9737,9 +10352,11 @@ const docTemplate = `{
                 "ended_at",
                 "error",
                 "expires_at",
+                "from_snapshot",
                 "id",
                 "labels",
                 "node",
+                "on_end",
                 "owner",
                 "pause_deadline",
                 "provider",
@@ -9788,6 +10405,12 @@ const docTemplate = `{
                     "format": "date-time",
                     "example": "2026-01-02T16:04:05Z"
                 },
+                "from_snapshot": {
+                    "description": "FromSnapshot is the snapshot the sandbox started from; null for a fresh one.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "snp_5q3k8w1m2n4p6r7s9t0v1x2y3w"
+                },
                 "id": {
                     "type": "string",
                     "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"
@@ -9806,6 +10429,12 @@ const docTemplate = `{
                     "type": "string",
                     "x-nullable": true,
                     "example": "host-a-3f9c2e1d"
+                },
+                "on_end": {
+                    "description": "OnEnd is snapshot for a sandbox whose /workspace is snapshotted when it ends by owner_expired, expired or requested (an exit snapshot); null: none.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "snapshot"
                 },
                 "owner": {
                     "description": "Owner is the client that owns the sandbox; null for a sandbox without one.",
@@ -9943,6 +10572,128 @@ const docTemplate = `{
                     "type": "string",
                     "x-nullable": true,
                     "example": "MTc2NzM2NjI0NTEyMzQ1NnxzYnhfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o"
+                }
+            }
+        },
+        "Snapshot": {
+            "type": "object",
+            "required": [
+                "created_at",
+                "deleted_at",
+                "error",
+                "expires_at",
+                "id",
+                "kind",
+                "provider",
+                "ready_at",
+                "size_bytes",
+                "source_sandbox_id",
+                "state"
+            ],
+            "properties": {
+                "created_at": {
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T15:04:05.123456Z"
+                },
+                "deleted_at": {
+                    "description": "DeletedAt is when it was deleted; null until then.",
+                    "type": "string",
+                    "format": "date-time",
+                    "x-nullable": true,
+                    "example": "2026-01-03T15:04:05Z"
+                },
+                "error": {
+                    "description": "Error is why the snapshot failed or was lost, or the last retryable error while creating; null when there is none.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "its sandbox ended while the snapshot was being taken"
+                },
+                "expires_at": {
+                    "description": "ExpiresAt is when the janitor deletes it (the server's SNAPSHOT_RETENTION after it was asked for); null: kept until deleted.",
+                    "type": "string",
+                    "format": "date-time",
+                    "x-nullable": true,
+                    "example": "2026-01-09T15:04:05Z"
+                },
+                "id": {
+                    "type": "string",
+                    "example": "snp_5q3k8w1m2n4p6r7s9t0v1x2y3w"
+                },
+                "kind": {
+                    "description": "Kind is manual (POST /v1/sandboxes/{id}/snapshots) or exit (taken when a sandbox created with on_end snapshot ended).",
+                    "type": "string",
+                    "enum": [
+                        "manual",
+                        "exit"
+                    ],
+                    "x-enum-varnames": [
+                        "SnapshotKindManual",
+                        "SnapshotKindExit"
+                    ],
+                    "example": "manual"
+                },
+                "provider": {
+                    "type": "string",
+                    "example": "local"
+                },
+                "ready_at": {
+                    "description": "ReadyAt is when it became ready; null until then.",
+                    "type": "string",
+                    "format": "date-time",
+                    "x-nullable": true,
+                    "example": "2026-01-02T15:04:06.5Z"
+                },
+                "size_bytes": {
+                    "description": "SizeBytes is what the snapshot holds at its provider, once ready (the local provider's: the blocks its sparse image uses); 0 before.",
+                    "type": "integer",
+                    "format": "int64",
+                    "example": 1048576
+                },
+                "source_sandbox_id": {
+                    "description": "SourceSandboxID is the sandbox the snapshot was taken of.",
+                    "type": "string",
+                    "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"
+                },
+                "state": {
+                    "description": "State is creating (being taken), ready (a create may start from it), failed (it could not be taken; error says why), lost (its provider no longer has its data) or deleted.",
+                    "type": "string",
+                    "enum": [
+                        "creating",
+                        "ready",
+                        "failed",
+                        "lost",
+                        "deleted"
+                    ],
+                    "x-enum-varnames": [
+                        "SnapshotStateCreating",
+                        "SnapshotStateReady",
+                        "SnapshotStateFailed",
+                        "SnapshotStateLost",
+                        "SnapshotStateDeleted"
+                    ],
+                    "example": "ready"
+                }
+            }
+        },
+        "SnapshotList": {
+            "type": "object",
+            "required": [
+                "items",
+                "next_cursor"
+            ],
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/Snapshot"
+                    }
+                },
+                "next_cursor": {
+                    "description": "NextCursor fetches the next page (pass it as cursor); null at the end.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "MTc2NzM2NjI0NTEyMzQ1NnxzbnBfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o"
                 }
             }
         },
@@ -10177,7 +10928,7 @@ const docTemplate = `{
             ],
             "properties": {
                 "reasons": {
-                    "description": "Reasons are event reasons (requested, owner_released, owner_expired, expired, create_failed, lost, owner_transferred, outage_credited): events with them are delivered; an event without a reason matches no list of reasons.",
+                    "description": "Reasons are event reasons (requested, owner_released, owner_expired, expired, create_failed, lost, pause_failed, resume_failed, pool_deleted, pool_shrunk, owner_transferred, outage_credited, snapshot_requested, snapshot_ready, snapshot_failed, snapshot_lost, snapshot_deleted): events with them are delivered; an event without a reason matches no list of reasons.",
                     "type": "array",
                     "items": {
                         "type": "string"
@@ -10290,6 +11041,10 @@ const docTemplate = `{
         {
             "description": "Request, list, watch, renew, pause, resume and end sandboxes.",
             "name": "sandboxes"
+        },
+        {
+            "description": "Copies of a sandbox's /workspace that outlive it, which new sandboxes start from.",
+            "name": "snapshots"
         },
         {
             "description": "The history of each sandbox, and the tenant's feed of every transition.",

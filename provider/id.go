@@ -43,3 +43,19 @@ func ValidSandboxID(id string) bool {
 	b, err := idEncoding.DecodeString(rest)
 	return err == nil && idEncoding.EncodeToString(b) == rest
 }
+
+// snapshotPrefix starts every snapshot id.
+const snapshotPrefix = "snp_"
+
+// NewSnapshotID returns a fresh snapshot id: "snp_" and 26 characters made
+// like a sandbox id's (NewSandboxID), so that it too is safe as a file
+// name and sorts by creation.
+func NewSnapshotID() string {
+	return snapshotPrefix + strings.TrimPrefix(NewSandboxID(), idPrefix)
+}
+
+// ValidSnapshotID reports whether id has the shape of a snapshot id.
+func ValidSnapshotID(id string) bool {
+	rest, ok := strings.CutPrefix(id, snapshotPrefix)
+	return ok && ValidSandboxID(idPrefix+rest)
+}

@@ -78,6 +78,13 @@ type CreateSpec struct {
 	// sets that backstop from it, so that the resource ends even if Tether
 	// does not. Zero: no cap is known.
 	EndBy time.Time
+	// FromSnapshot, when set, names a snapshot this provider took
+	// (Snapshotter.Snapshot) that the sandbox starts from: its /workspace
+	// holds the snapshot's files instead of starting empty. Tether sets it
+	// only for a provider with the Snapshotter capability and a snapshot
+	// it recorded ready. A snapshot the provider no longer has is an
+	// error that is not Retryable.
+	FromSnapshot string
 }
 
 // Resource is what a provider holds for one sandbox.
@@ -193,6 +200,38 @@ type Execer interface {
 type Pauser interface {
 	Pause(ctx context.Context, sandboxID string) error
 	Resume(ctx context.Context, sandboxID string) error
+}
+
+// Snapshotter is the optional capability of keeping a copy of a
+// sandbox's workspace (its /workspace, or the provider's equivalent) that
+// outlives the sandbox, and of starting new sandboxes from it
+// (CreateSpec.FromSnapshot). Tether calls Snapshot under a lease on the
+// sandbox, for a ready or paused sandbox, or for an ended one before its
+// release destroys it (an exit snapshot).
+type Snapshotter interface {
+	// Snapshot copies the sandbox's workspace into the snapshot
+	// snapshotID, consistently (as of one moment, even while processes
+	// write), and returns its size in bytes as stored. It is idempotent
+	// on snapshotID: calling it again replaces what an interrupted call
+	// left. Nothing of a failed call may be listed as a complete snapshot.
+	Snapshot(ctx context.Context, sandboxID, snapshotID string) (size int64, err error)
+	// DeleteSnapshot removes the snapshot. It is idempotent: a snapshot
+	// that is gone, or was never made, is success.
+	DeleteSnapshot(ctx context.Context, snapshotID string) error
+	// ListSnapshots returns every snapshot the provider holds for this
+	// installation, complete or not, from the provider's own state.
+	ListSnapshots(ctx context.Context) ([]SnapshotInfo, error)
+}
+
+// SnapshotInfo is one snapshot a provider holds.
+type SnapshotInfo struct {
+	ID        string
+	SandboxID string
+	Size      int64
+	CreatedAt time.Time
+	// Partial is set for the remains of a Snapshot call that did not
+	// finish: never a usable snapshot.
+	Partial bool
 }
 
 // Archives is the optional capability of moving whole folders in and out

@@ -86,7 +86,7 @@ func settings() []setting {
 	all = append(all, lifecycleSettings...)
 	all = append(all, serverSettings...)
 	all = append(all, webhookSettings...)
-	return append(all, previewSettings...)
+	return append(append(all, previewSettings...), snapshotSettings...)
 }
 
 // serviceSettings are the service's own: its database, address and

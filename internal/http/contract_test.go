@@ -278,6 +278,8 @@ var apiTypes = map[string]any{
 	"PoolDeleted":          tetherhttp.PoolDeleted{},
 	"CreatePoolRequest":    tetherhttp.CreatePoolRequest{},
 	"UpdatePoolRequest":    tetherhttp.UpdatePoolRequest{},
+	"Snapshot":             tetherhttp.Snapshot{},
+	"SnapshotList":         tetherhttp.SnapshotList{},
 	"SandboxState":         nil,
 	"CreateWebhookRequest": tetherhttp.CreateWebhookRequest{},
 	"CreatedWebhook":       tetherhttp.CreatedWebhook{},

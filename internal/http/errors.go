@@ -23,7 +23,7 @@ type Problem struct {
 	// Detail explains this occurrence.
 	Detail string `json:"detail" example:"sandbox sbx_... not found"`
 	// Code is the stable, machine-readable error code.
-	Code string `json:"code" example:"NOT_FOUND" enums:"INVALID_REQUEST,UNAUTHENTICATED,FORBIDDEN,NOT_FOUND,SANDBOX_STATE_CONFLICT,IDEMPOTENCY_KEY_REUSED,SANDBOX_ID_TAKEN,POOL_EXISTS,POOL_EMPTY,UNKNOWN_PROVIDER,PROVIDER_UNAVAILABLE,NOT_SUPPORTED,PAYLOAD_TOO_LARGE,QUOTA_EXCEEDED,REQUEST_TIMEOUT,FILE_NOT_FOUND,IS_DIRECTORY,PERMISSION_DENIED,INVALID_PATH,PORT_UNREACHABLE,PREVIEW_GONE,INTERNAL,UNAVAILABLE" x-enum-varnames:"ProblemCodeInvalidRequest,ProblemCodeUnauthenticated,ProblemCodeForbidden,ProblemCodeNotFound,ProblemCodeSandboxStateConflict,ProblemCodeIdempotencyKeyReused,ProblemCodeSandboxIdTaken,ProblemCodePoolExists,ProblemCodePoolEmpty,ProblemCodeUnknownProvider,ProblemCodeProviderUnavailable,ProblemCodeNotSupported,ProblemCodePayloadTooLarge,ProblemCodeQuotaExceeded,ProblemCodeRequestTimeout,ProblemCodeFileNotFound,ProblemCodeIsDirectory,ProblemCodePermissionDenied,ProblemCodeInvalidPath,ProblemCodePortUnreachable,ProblemCodePreviewGone,ProblemCodeInternal,ProblemCodeUnavailable"`
+	Code string `json:"code" example:"NOT_FOUND" enums:"INVALID_REQUEST,UNAUTHENTICATED,FORBIDDEN,NOT_FOUND,SANDBOX_STATE_CONFLICT,IDEMPOTENCY_KEY_REUSED,SANDBOX_ID_TAKEN,POOL_EXISTS,POOL_EMPTY,SNAPSHOT_NOT_READY,SNAPSHOT_PROVIDER_MISMATCH,UNKNOWN_PROVIDER,PROVIDER_UNAVAILABLE,NOT_SUPPORTED,PAYLOAD_TOO_LARGE,QUOTA_EXCEEDED,REQUEST_TIMEOUT,FILE_NOT_FOUND,IS_DIRECTORY,PERMISSION_DENIED,INVALID_PATH,PORT_UNREACHABLE,PREVIEW_GONE,INTERNAL,UNAVAILABLE" x-enum-varnames:"ProblemCodeInvalidRequest,ProblemCodeUnauthenticated,ProblemCodeForbidden,ProblemCodeNotFound,ProblemCodeSandboxStateConflict,ProblemCodeIdempotencyKeyReused,ProblemCodeSandboxIdTaken,ProblemCodePoolExists,ProblemCodePoolEmpty,ProblemCodeSnapshotNotReady,ProblemCodeSnapshotProviderMismatch,ProblemCodeUnknownProvider,ProblemCodeProviderUnavailable,ProblemCodeNotSupported,ProblemCodePayloadTooLarge,ProblemCodeQuotaExceeded,ProblemCodeRequestTimeout,ProblemCodeFileNotFound,ProblemCodeIsDirectory,ProblemCodePermissionDenied,ProblemCodeInvalidPath,ProblemCodePortUnreachable,ProblemCodePreviewGone,ProblemCodeInternal,ProblemCodeUnavailable"`
 	// State is the sandbox's current state, for SANDBOX_STATE_CONFLICT; absent otherwise.
 	State string `json:"state,omitempty" extensions:"x-enum-schema=SandboxState" enums:"requested,creating,ready,pausing,paused,resuming,cancelled,terminated,failed" x-enum-varnames:"SandboxStateRequested,SandboxStateCreating,SandboxStateReady,SandboxStatePausing,SandboxStatePaused,SandboxStateResuming,SandboxStateCancelled,SandboxStateTerminated,SandboxStateFailed" example:"terminated"`
 	// RequestID identifies the request in Tether's logs (the X-Request-ID response header).
@@ -33,29 +33,31 @@ type Problem struct {
 // statusOf maps each error code to its HTTP status: the one table every
 // error response comes from.
 var statusOf = map[sandbox.Code]int{
-	sandbox.CodeInvalidRequest:       http.StatusBadRequest,
-	sandbox.CodeUnauthenticated:      http.StatusUnauthorized,
-	sandbox.CodeForbidden:            http.StatusForbidden,
-	sandbox.CodeNotFound:             http.StatusNotFound,
-	sandbox.CodeStateConflict:        http.StatusConflict,
-	sandbox.CodeIdempotencyKeyReused: http.StatusConflict,
-	sandbox.CodeSandboxIDTaken:       http.StatusConflict,
-	sandbox.CodePoolExists:           http.StatusConflict,
-	sandbox.CodePoolEmpty:            http.StatusConflict,
-	sandbox.CodeUnknownProvider:      http.StatusBadRequest,
-	sandbox.CodeProviderUnavailable:  http.StatusServiceUnavailable,
-	sandbox.CodeNotSupported:         http.StatusNotImplemented,
-	sandbox.CodePayloadTooLarge:      http.StatusRequestEntityTooLarge,
-	sandbox.CodeQuotaExceeded:        http.StatusTooManyRequests,
-	sandbox.CodeRequestTimeout:       http.StatusRequestTimeout,
-	sandbox.CodeFileNotFound:         http.StatusNotFound,
-	sandbox.CodeIsDirectory:          http.StatusBadRequest,
-	sandbox.CodePermissionDenied:     http.StatusForbidden,
-	sandbox.CodeInvalidPath:          http.StatusBadRequest,
-	sandbox.CodePortUnreachable:      http.StatusBadGateway,
-	sandbox.CodePreviewGone:          http.StatusGone,
-	sandbox.CodeInternal:             http.StatusInternalServerError,
-	sandbox.CodeUnavailable:          http.StatusServiceUnavailable,
+	sandbox.CodeInvalidRequest:           http.StatusBadRequest,
+	sandbox.CodeUnauthenticated:          http.StatusUnauthorized,
+	sandbox.CodeForbidden:                http.StatusForbidden,
+	sandbox.CodeNotFound:                 http.StatusNotFound,
+	sandbox.CodeStateConflict:            http.StatusConflict,
+	sandbox.CodeIdempotencyKeyReused:     http.StatusConflict,
+	sandbox.CodeSandboxIDTaken:           http.StatusConflict,
+	sandbox.CodePoolExists:               http.StatusConflict,
+	sandbox.CodePoolEmpty:                http.StatusConflict,
+	sandbox.CodeUnknownProvider:          http.StatusBadRequest,
+	sandbox.CodeSnapshotNotReady:         http.StatusConflict,
+	sandbox.CodeSnapshotProviderMismatch: http.StatusUnprocessableEntity,
+	sandbox.CodeProviderUnavailable:      http.StatusServiceUnavailable,
+	sandbox.CodeNotSupported:             http.StatusNotImplemented,
+	sandbox.CodePayloadTooLarge:          http.StatusRequestEntityTooLarge,
+	sandbox.CodeQuotaExceeded:            http.StatusTooManyRequests,
+	sandbox.CodeRequestTimeout:           http.StatusRequestTimeout,
+	sandbox.CodeFileNotFound:             http.StatusNotFound,
+	sandbox.CodeIsDirectory:              http.StatusBadRequest,
+	sandbox.CodePermissionDenied:         http.StatusForbidden,
+	sandbox.CodeInvalidPath:              http.StatusBadRequest,
+	sandbox.CodePortUnreachable:          http.StatusBadGateway,
+	sandbox.CodePreviewGone:              http.StatusGone,
+	sandbox.CodeInternal:                 http.StatusInternalServerError,
+	sandbox.CodeUnavailable:              http.StatusServiceUnavailable,
 }
 
 // handlerFunc is a handler that reports failure by returning an error;

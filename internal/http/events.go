@@ -21,7 +21,7 @@ type Event struct {
 	From *string `json:"from" extensions:"x-nullable,x-enum-schema=SandboxState" enums:"requested,creating,ready,pausing,paused,resuming,cancelled,terminated,failed" x-enum-varnames:"SandboxStateRequested,SandboxStateCreating,SandboxStateReady,SandboxStatePausing,SandboxStatePaused,SandboxStateResuming,SandboxStateCancelled,SandboxStateTerminated,SandboxStateFailed" example:"creating"`
 	// To is the state after the transition.
 	To string `json:"to" extensions:"x-enum-schema=SandboxState" enums:"requested,creating,ready,pausing,paused,resuming,cancelled,terminated,failed" x-enum-varnames:"SandboxStateRequested,SandboxStateCreating,SandboxStateReady,SandboxStatePausing,SandboxStatePaused,SandboxStateResuming,SandboxStateCancelled,SandboxStateTerminated,SandboxStateFailed" example:"ready"`
-	// Reason is the reason recorded with the transition (a sandbox's end reason, owner_transferred, or outage_credited for an outage credited to its deadline or its owner's lease); null when there is none.
+	// Reason is the reason recorded with the transition (a sandbox's end reason, owner_transferred, outage_credited for an outage credited to its deadline or its owner's lease, or snapshot_requested, snapshot_ready, snapshot_failed, snapshot_lost, snapshot_deleted for a change of one of its snapshots, named in message; those three kinds are records with from equal to to, not transitions); null when there is none.
 	Reason *string `json:"reason" extensions:"x-nullable" example:"requested"`
 	// Actor is who caused the transition.
 	Actor string `json:"actor" enums:"client,executor,janitor" x-enum-varnames:"EventActorClient,EventActorExecutor,EventActorJanitor" example:"executor"`

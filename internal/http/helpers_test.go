@@ -477,21 +477,22 @@ func wantStatus(t *testing.T, r *response, status int) {
 
 // sandboxJSON is a sandbox as the contract shows it.
 type sandboxJSON struct {
-	ID         string            `json:"id"`
-	State      string            `json:"state"`
-	Provider   string            `json:"provider"`
-	Owner      *string           `json:"owner"`
-	Labels     map[string]string `json:"labels"`
-	Reason     *string           `json:"reason"`
-	Error      *string           `json:"error"`
-	Released   bool              `json:"released"`
-	ProviderID *string           `json:"provider_id"`
-	CreatedAt  time.Time         `json:"created_at"`
-	UpdatedAt  time.Time         `json:"updated_at"`
-	ReadyAt    *time.Time        `json:"ready_at"`
-	EndedAt    *time.Time        `json:"ended_at"`
-	ReleasedAt *time.Time        `json:"released_at"`
-	ExpiresAt  time.Time         `json:"expires_at"`
+	FromSnapshot *string           `json:"from_snapshot"`
+	ID           string            `json:"id"`
+	State        string            `json:"state"`
+	Provider     string            `json:"provider"`
+	Owner        *string           `json:"owner"`
+	Labels       map[string]string `json:"labels"`
+	Reason       *string           `json:"reason"`
+	Error        *string           `json:"error"`
+	Released     bool              `json:"released"`
+	ProviderID   *string           `json:"provider_id"`
+	CreatedAt    time.Time         `json:"created_at"`
+	UpdatedAt    time.Time         `json:"updated_at"`
+	ReadyAt      *time.Time        `json:"ready_at"`
+	EndedAt      *time.Time        `json:"ended_at"`
+	ReleasedAt   *time.Time        `json:"released_at"`
+	ExpiresAt    time.Time         `json:"expires_at"`
 }
 
 type sandboxList struct {

@@ -44,6 +44,8 @@ type Capabilities struct {
 	Pause bool `json:"pause" example:"true"`
 	// Ports is true when the provider reaches ports inside sandboxes (/v1/sandboxes/{id}/ports/{port}/ and preview URLs); without it they are 501 NOT_SUPPORTED.
 	Ports bool `json:"ports" example:"true"`
+	// Snapshot is true when the provider snapshots sandboxes' workspaces (POST /v1/sandboxes/{id}/snapshots, from_snapshot, on_end snapshot); without it they are 501 NOT_SUPPORTED.
+	Snapshot bool `json:"snapshot" example:"true"`
 } // @name Capabilities
 
 // ProviderList lists the enabled providers.
@@ -88,7 +90,7 @@ func handleProviders(providers []sandbox.Provider) handlerFunc {
 			}
 			out.Items = append(out.Items, Provider{
 				Name: p.Name(), Default: i == 0, Available: info.Available, Reason: optional(info.Reason),
-				Capabilities: Capabilities{Exec: info.Exec, Files: info.Files, Pause: sandbox.CanPause(p), Ports: sandbox.CanDialPorts(p)},
+				Capabilities: Capabilities{Exec: info.Exec, Files: info.Files, Pause: sandbox.CanPause(p), Ports: sandbox.CanDialPorts(p), Snapshot: sandbox.CanSnapshot(p)},
 				WorkDir:      optional(info.WorkDir), Images: images, Notes: notes,
 			})
 		}

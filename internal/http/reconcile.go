@@ -19,8 +19,8 @@ type ReconcileEvent struct {
 	At        time.Time `json:"at" format:"date-time" example:"2026-01-02T15:04:06.5Z"`
 	Provider  string    `json:"provider" example:"local"`
 	SandboxID string    `json:"sandbox_id" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"`
-	// Action is what was done: an orphaned resource destroyed (or a failed attempt, retried next round), or a ready sandbox the provider no longer has ended as lost.
-	Action  string `json:"action" enums:"orphan_destroyed,orphan_destroy_failed,lost" x-enum-varnames:"ReconcileActionOrphanDestroyed,ReconcileActionOrphanDestroyFailed,ReconcileActionLost" example:"lost"`
+	// Action is what was done: an orphaned resource destroyed (or a failed attempt, retried next round), or a ready sandbox the provider no longer has ended as lost; for snapshots (sandbox_id then holds the snapshot's id), an orphaned snapshot's data removed (or a failed attempt), or a ready snapshot whose data is gone marked lost.
+	Action  string `json:"action" enums:"orphan_destroyed,orphan_destroy_failed,lost,snapshot_orphan_deleted,snapshot_orphan_delete_failed,snapshot_lost" x-enum-varnames:"ReconcileActionOrphanDestroyed,ReconcileActionOrphanDestroyFailed,ReconcileActionLost,ReconcileActionSnapshotOrphanDeleted,ReconcileActionSnapshotOrphanDeleteFailed,ReconcileActionSnapshotLost" example:"lost"`
 	Message string `json:"message" example:"the provider no longer has this sandbox"`
 } // @name ReconcileEvent
 

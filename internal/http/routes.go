@@ -25,6 +25,8 @@ import (
 //	@BasePath					/
 //	@tag.name					sandboxes
 //	@tag.description			Request, list, watch, renew, pause, resume and end sandboxes.
+//	@tag.name					snapshots
+//	@tag.description			Copies of a sandbox's /workspace that outlive it, which new sandboxes start from.
 //	@tag.name					events
 //	@tag.description			The history of each sandbox, and the tenant's feed of every transition.
 //	@tag.name					owners
@@ -98,6 +100,10 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.POST("/sandboxes/:id/renew", body, h(handleSandboxRenew(cfg, deps.Store)))
 	v1.POST("/sandboxes/:id/pause", h(handleSandboxPause(cfg, deps.Store, deps.Changes, draining, providers)))
 	v1.POST("/sandboxes/:id/resume", h(handleSandboxResume(cfg, deps.Store, deps.Changes, draining, providers)))
+	v1.POST("/sandboxes/:id/snapshots", h(handleSnapshotCreate(cfg, deps.Store, providers, draining)))
+	v1.GET("/snapshots", h(handleSnapshotList(deps.Store)))
+	v1.GET("/snapshots/:id", h(handleSnapshotGet(cfg, deps.Store, draining)))
+	v1.DELETE("/snapshots/:id", h(handleSnapshotDelete(deps.Store)))
 	v1.PUT("/sandboxes/:id/owner", body, h(handleSandboxOwner(cfg, deps.Store)))
 	v1.GET("/sandboxes/:id/events", h(handleSandboxEvents(deps.Store)))
 	v1.GET("/sandboxes/:id/activity", h(handleSandboxActivity(deps.Store)))

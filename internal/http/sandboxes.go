@@ -68,6 +68,10 @@ type Sandbox struct {
 	CreateDeadline time.Time `json:"create_deadline" format:"date-time" example:"2026-01-02T15:09:05Z"`
 	// PauseDeadline is when the pause or resume in flight (or the last one) gives up and the sandbox fails; null before the first.
 	PauseDeadline *time.Time `json:"pause_deadline" extensions:"x-nullable" format:"date-time" example:"2026-01-02T15:11:05Z"`
+	// OnEnd is snapshot for a sandbox whose /workspace is snapshotted when it ends by owner_expired, expired or requested (an exit snapshot); null: none.
+	OnEnd *string `json:"on_end" extensions:"x-nullable" example:"snapshot"`
+	// FromSnapshot is the snapshot the sandbox started from; null for a fresh one.
+	FromSnapshot *string `json:"from_snapshot" extensions:"x-nullable" example:"snp_5q3k8w1m2n4p6r7s9t0v1x2y3w"`
 } // @name Sandbox
 
 func optional(s string) *string {
@@ -111,6 +115,8 @@ func toSandbox(sb sandbox.Sandbox) Sandbox {
 		ExpiresAt:      sb.ExpiresAt.UTC(),
 		CreateDeadline: sb.CreateDeadline.UTC(),
 		PauseDeadline:  utc(sb.PauseDeadline),
+		OnEnd:          optional(sb.OnEnd),
+		FromSnapshot:   optional(sb.FromSnapshot),
 	}
 	if !sb.Released {
 		out.ReleaseError = optional(sb.ReleaseError)
@@ -140,6 +146,10 @@ type CreateSandboxRequest struct {
 	Pool string `json:"pool,omitempty" example:"python"`
 	// PoolOnly, with pool, answers 409 POOL_EMPTY instead of creating a sandbox when no member is ready.
 	PoolOnly bool `json:"pool_only,omitempty" example:"false"`
+	// FromSnapshot names a ready snapshot of the tenant, of the create's provider, that the sandbox starts from: its /workspace holds the snapshot's files. An unknown snapshot (or another tenant's) is 404 NOT_FOUND, one not ready 409 SNAPSHOT_NOT_READY, one of another provider 422 SNAPSHOT_PROVIDER_MISMATCH; a provider without snapshots, 501 NOT_SUPPORTED. Not with pool.
+	FromSnapshot string `json:"from_snapshot,omitempty" example:"snp_5q3k8w1m2n4p6r7s9t0v1x2y3w"`
+	// OnEnd "snapshot" takes an exit snapshot of the sandbox's /workspace before its resources are destroyed when it ends by owner_expired, expired or requested (its owner crashed, its TTL ran out, a client deleted it), so that a new sandbox can start from it; "none" takes none. Default: the server's DEFAULT_ON_END for a provider that snapshots. Not with pool.
+	OnEnd string `json:"on_end,omitempty" enums:"snapshot,none" x-enum-varnames:"OnEndSnapshot,OnEndNone" example:"snapshot"`
 } // @name CreateSandboxRequest
 
 // SandboxList is a page of sandboxes.
@@ -153,6 +163,7 @@ type sandboxCreator interface {
 	outageSettler
 	poolClaimer
 	CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sandbox.Sandbox, bool, error)
+	GetSnapshot(ctx context.Context, tenant, id string) (sandbox.Snapshot, error)
 }
 
 type sandboxGetter interface {
@@ -243,11 +254,13 @@ func validateLabels(labels map[string]string) error {
 //	@Failure		400				{object}	Problem					"INVALID_REQUEST or UNKNOWN_PROVIDER"
 //	@Failure		401				{object}	Problem					"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		403				{object}	Problem					"FORBIDDEN: params the operator has not enabled"
-//	@Failure		404				{object}	Problem					"NOT_FOUND: the pool named does not exist"
-//	@Failure		409				{object}	Problem					"IDEMPOTENCY_KEY_REUSED, or SANDBOX_ID_TAKEN: the client-chosen id names another sandbox, or POOL_EMPTY: pool_only and no member ready"
+//	@Failure		404				{object}	Problem					"NOT_FOUND: the pool named does not exist, or the snapshot from_snapshot names (or it is another tenant's)"
+//	@Failure		409				{object}	Problem					"IDEMPOTENCY_KEY_REUSED, or SANDBOX_ID_TAKEN: the client-chosen id names another sandbox, or POOL_EMPTY: pool_only and no member ready, or SNAPSHOT_NOT_READY: from_snapshot names a snapshot that is not ready"
 //	@Failure		413				{object}	Problem					"PAYLOAD_TOO_LARGE"
+//	@Failure		422				{object}	Problem					"SNAPSHOT_PROVIDER_MISMATCH: from_snapshot names a snapshot of another provider"
 //	@Failure		429				{object}	Problem					"QUOTA_EXCEEDED: over the tenant's live-sandbox cap or create rate, or the API key's request rate; retry after Retry-After seconds"
 //	@Failure		500				{object}	Problem					"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		501				{object}	Problem					"NOT_SUPPORTED: from_snapshot or on_end snapshot with a provider that cannot snapshot sandboxes"
 //	@Failure		503				{object}	Problem					"PROVIDER_UNAVAILABLE: the provider cannot create sandboxes on this host; or UNAVAILABLE"
 //	@Header			200,201,202		{string}	Location				"the sandbox's URL path, /v1/sandboxes/{id}"
 //	@Header			401				{string}	WWW-Authenticate		"the Bearer challenge"
@@ -263,6 +276,9 @@ func handleSandboxCreate(cfg Config, st sandboxCreator, providers map[string]san
 			return err
 		}
 		if req.Pool != "" || req.PoolOnly {
+			if req.FromSnapshot != "" || req.OnEnd != "" {
+				return sandbox.Errorf(sandbox.CodeInvalidRequest, "from_snapshot and on_end cannot be given with pool")
+			}
 			// A claim of a ready member adds no sandbox: the create quotas
 			// apply to its fallback create only (claimFromPool).
 			return claimFromPool(c, cfg, st, providers, q, pm, &req)
@@ -276,6 +292,15 @@ func handleSandboxCreate(cfg Config, st sandboxCreator, providers map[string]san
 			return err
 		}
 		p.Tenant, p.Caller = tenantOf(c), callerOf(c)
+		prov := providers[p.Provider]
+		if p.OnEnd, err = resolveOnEnd(cfg, prov, req.OnEnd); err != nil {
+			return err
+		}
+		if req.FromSnapshot != "" {
+			if err := startFrom(c.Request.Context(), st, prov, p.Tenant, req.FromSnapshot, &p); err != nil {
+				return err
+			}
+		}
 		if p.IdempotencyKey, p.RequestHash, err = idempotencyOf(c, req); err != nil {
 			return err
 		}
@@ -674,14 +699,18 @@ func encodeCursor(cur *sandbox.Cursor) *string {
 	return &s
 }
 
-func decodeCursor(s string) (*sandbox.Cursor, error) {
+func decodeCursor(s string) (*sandbox.Cursor, error) { return decodeCursorOf(s, sandbox.ValidID) }
+
+// decodeCursorOf decodes a cursor whose id must be valid (a sandbox's, a
+// snapshot's).
+func decodeCursorOf(s string, valid func(string) bool) (*sandbox.Cursor, error) {
 	bad := sandbox.Errorf(sandbox.CodeInvalidRequest, "cursor is not valid: pass next_cursor from a previous page unchanged")
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
 		return nil, bad
 	}
 	ts, id, ok := strings.Cut(string(raw), "|")
-	if !ok || !sandbox.ValidID(id) {
+	if !ok || !valid(id) {
 		return nil, bad
 	}
 	micros, err := strconv.ParseInt(ts, 10, 64)

@@ -56,6 +56,10 @@ func (s *Sandbox) appendJSON(b []byte) []byte {
 	b = appendJSONTime(b, s.CreateDeadline)
 	b = append(b, `,"pause_deadline":`...)
 	b = appendJSONOptionalTime(b, s.PauseDeadline)
+	b = append(b, `,"on_end":`...)
+	b = appendJSONOptional(b, s.OnEnd)
+	b = append(b, `,"from_snapshot":`...)
+	b = appendJSONOptional(b, s.FromSnapshot)
 	return append(b, '}')
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -52,7 +53,8 @@ func TestSandboxJSONMatchesEncodingJSON(t *testing.T) {
 		sb := Sandbox{ID: str(), State: str(), Provider: str(), Owner: opt(), Labels: labels, Reason: opt(), Error: opt(),
 			Released: rng.IntN(2) == 0, ReleaseError: opt(), ProviderID: opt(), WorkDir: opt(), Node: opt(),
 			Attempts: rng.IntN(1000) - 10, CreatedAt: tm(), UpdatedAt: tm(), ReadyAt: optTime(), EndedAt: optTime(),
-			ReleasedAt: optTime(), ExpiresAt: tm(), CreateDeadline: tm(), PauseDeadline: optTime()}
+			ReleasedAt: optTime(), ExpiresAt: tm(), CreateDeadline: tm(), PauseDeadline: optTime(),
+			OnEnd: opt(), FromSnapshot: opt()}
 		var want bytes.Buffer
 		enc := json.NewEncoder(&want)
 		enc.SetEscapeHTML(false)
@@ -76,5 +78,49 @@ func TestSandboxJSONOutOfRangeTime(t *testing.T) {
 	var buf bytes.Buffer
 	if err := encodeJSON(&buf, sb); err == nil {
 		t.Fatalf("encodeJSON of year 10000 = %s, want an error", buf.Bytes())
+	}
+}
+
+// TestSandboxJSONCoversEveryField: a Sandbox with every field set (by
+// reflection, so a field added later is set too) encodes as encoding/json
+// encodes it: appendJSON cannot fall behind the struct.
+func TestSandboxJSONCoversEveryField(t *testing.T) {
+	var sb Sandbox
+	v := reflect.ValueOf(&sb).Elem()
+	when := time.Date(2026, 12, 2, 4, 5, 6, 7000, time.UTC)
+	for i := range v.NumField() {
+		f, name := v.Field(i), v.Type().Field(i).Name
+		switch x := f.Addr().Interface().(type) {
+		case *string:
+			*x = "v-" + name
+		case **string:
+			s := "p-" + name
+			*x = &s
+		case *bool:
+			*x = true
+		case *int:
+			*x = i + 1
+		case *time.Time:
+			*x = when.Add(time.Duration(i) * time.Second)
+		case **time.Time:
+			w := when.Add(time.Duration(i) * time.Minute)
+			*x = &w
+		case *map[string]string:
+			*x = map[string]string{"k": name}
+		default:
+			t.Fatalf("Sandbox.%s is a %s: teach this test (and appendJSON) about it", name, f.Type())
+		}
+	}
+	var want, got bytes.Buffer
+	enc := json.NewEncoder(&want)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(sb); err != nil {
+		t.Fatal(err)
+	}
+	if err := encodeJSON(&got, sb); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Fatalf("every field set:\n got %s\nwant %s", got.Bytes(), want.Bytes())
 	}
 }

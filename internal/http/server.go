@@ -47,6 +47,19 @@ type Config struct {
 	MaxBodyBytes int64
 	// PauseTimeout bounds a pause or a resume: past it the sandbox fails.
 	PauseTimeout time.Duration
+	// SnapshotTimeout bounds the taking of a snapshot: past it, it fails.
+	SnapshotTimeout time.Duration
+	// SnapshotRetention sets a snapshot's expires_at, from when it was
+	// asked for; zero: kept until deleted.
+	SnapshotRetention time.Duration
+	// SnapshotMaxPerTenant and SnapshotMaxBytesPerTenant are each
+	// tenant's snapshot quota (creating and ready ones), unless the
+	// tenant's own say otherwise; zero: no limit.
+	SnapshotMaxPerTenant      int
+	SnapshotMaxBytesPerTenant int64
+	// DefaultOnEnd is the on_end of a create that names none, for a
+	// provider that snapshots ("" or "snapshot").
+	DefaultOnEnd string
 	// MaxWait caps GET /v1/sandboxes/{id}?wait=.
 	MaxWait time.Duration
 	// MaxFileBytes caps file uploads.
@@ -149,17 +162,22 @@ type Store interface {
 	webhookStore
 	poolStore
 	previewStore
+	snapshotStore
 }
 
 // API defaults, for zero Config fields.
 const (
-	DefaultMaxLifetime    = 24 * time.Hour
-	DefaultTTL            = time.Hour
-	DefaultOwnerTTL       = time.Minute
-	DefaultCreateTimeout  = 5 * time.Minute
-	DefaultMaxWait        = time.Minute
-	DefaultPauseTimeout   = 2 * time.Minute
-	DefaultMaxExecTimeout = time.Hour
+	DefaultMaxLifetime   = 24 * time.Hour
+	DefaultTTL           = time.Hour
+	DefaultOwnerTTL      = time.Minute
+	DefaultCreateTimeout = 5 * time.Minute
+	DefaultMaxWait       = time.Minute
+	DefaultPauseTimeout  = 2 * time.Minute
+	// DefaultSnapshotTimeout bounds the taking of a snapshot.
+	DefaultSnapshotTimeout = 10 * time.Minute
+	// DefaultSnapshotMaxPerTenant caps each tenant's snapshots.
+	DefaultSnapshotMaxPerTenant = 100
+	DefaultMaxExecTimeout       = time.Hour
 	// DefaultExecTimeout bounds an exec that asks for no timeout.
 	DefaultExecTimeout   = time.Minute
 	DefaultMaxBodyBytes  = 1 << 20
@@ -177,6 +195,7 @@ func (c Config) withDefaults() Config {
 	c.CreateTimeout = cmp.Or(c.CreateTimeout, DefaultCreateTimeout)
 	c.MaxWait = cmp.Or(c.MaxWait, DefaultMaxWait)
 	c.PauseTimeout = cmp.Or(c.PauseTimeout, DefaultPauseTimeout)
+	c.SnapshotTimeout = cmp.Or(c.SnapshotTimeout, DefaultSnapshotTimeout)
 	c.MaxExecTimeout = cmp.Or(c.MaxExecTimeout, DefaultMaxExecTimeout)
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
 	c.MaxFileBytes = cmp.Or(c.MaxFileBytes, DefaultMaxFileBytes)

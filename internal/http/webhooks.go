@@ -39,7 +39,7 @@ type Webhook struct {
 type WebhookFilter struct {
 	// States are sandbox states (requested, creating, ready, cancelled, terminated, failed): events into them are delivered.
 	States []string `json:"states" example:"terminated,failed"`
-	// Reasons are event reasons (requested, owner_released, owner_expired, expired, create_failed, lost, owner_transferred, outage_credited): events with them are delivered; an event without a reason matches no list of reasons.
+	// Reasons are event reasons (requested, owner_released, owner_expired, expired, create_failed, lost, pause_failed, resume_failed, pool_deleted, pool_shrunk, owner_transferred, outage_credited, snapshot_requested, snapshot_ready, snapshot_failed, snapshot_lost, snapshot_deleted): events with them are delivered; an event without a reason matches no list of reasons.
 	Reasons []string `json:"reasons" example:"owner_expired,lost"`
 	// Types are event types: sandbox.state_changed (an entry of the history) and sandbox.released (a terminal sandbox's provider resources confirmed gone; it matches states and reasons by its sandbox's terminal state and end reason).
 	Types []string `json:"types" enums:"sandbox.state_changed,sandbox.released" x-enum-varnames:"WebhookEventStateChanged,WebhookEventReleased" example:"sandbox.released"`

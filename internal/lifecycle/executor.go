@@ -63,6 +63,21 @@ type ExecutorConfig struct {
 	// (MAX_LIFETIME): a create tells the provider its sandbox's end by
 	// creation plus this (sandbox.CreateSpec.EndBy). Zero: none is told.
 	MaxLifetime time.Duration
+	// SnapshotConcurrency bounds the manual snapshot calls running at once
+	// per provider. Default 4.
+	SnapshotConcurrency int
+	// ExitSnapshotTimeout bounds an exit snapshot: the release of a
+	// sandbox created with on_end "snapshot" waits at most this long for
+	// it (EXIT_SNAPSHOT_TIMEOUT). Default 2m.
+	ExitSnapshotTimeout time.Duration
+	// SnapshotRetention sets an exit snapshot's expires_at
+	// (SNAPSHOT_RETENTION); zero: kept until deleted.
+	SnapshotRetention time.Duration
+	// SnapshotMaxCount and SnapshotMaxBytes are the server's snapshot
+	// quota per tenant, which exit snapshots count against too; zero: no
+	// limit.
+	SnapshotMaxCount int
+	SnapshotMaxBytes int64
 }
 
 // Executor defaults, for zero ExecutorConfig fields.
@@ -75,6 +90,10 @@ const (
 	DefaultRetryBackoff       = 500 * time.Millisecond
 	DefaultMaxBackoff         = 30 * time.Second
 	DefaultDestroyTimeout     = 2 * time.Minute
+	// DefaultSnapshotConcurrency and DefaultExitSnapshotTimeout are the
+	// snapshot defaults.
+	DefaultSnapshotConcurrency = 4
+	DefaultExitSnapshotTimeout = 2 * time.Minute
 )
 
 func (c ExecutorConfig) withDefaults() ExecutorConfig {
@@ -89,6 +108,8 @@ func (c ExecutorConfig) withDefaults() ExecutorConfig {
 	c.RetryBackoff = cmp.Or(c.RetryBackoff, DefaultRetryBackoff)
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, DefaultMaxBackoff)
 	c.DestroyTimeout = cmp.Or(c.DestroyTimeout, DefaultDestroyTimeout)
+	c.SnapshotConcurrency = cmp.Or(c.SnapshotConcurrency, DefaultSnapshotConcurrency)
+	c.ExitSnapshotTimeout = cmp.Or(c.ExitSnapshotTimeout, DefaultExitSnapshotTimeout)
 	return c
 }
 
@@ -111,6 +132,12 @@ type workStore interface {
 	RevertTransition(ctx context.Context, id string, epoch int64, from sandbox.State, cause string) (sandbox.Sandbox, error)
 	FailTransition(ctx context.Context, id string, epoch int64, from sandbox.State, actor sandbox.Actor, cause string) (sandbox.Sandbox, error)
 	UnclaimTransition(ctx context.Context, id string, epoch int64, at time.Time, lastErr string) error
+	FailSnapshotsOf(ctx context.Context, sourceID string, epoch int64) (int, error)
+	ClaimSnapshots(ctx context.Context, provider, node, worker string, limit int, lease time.Duration) ([]store.Claim, error)
+	FinishSnapshot(ctx context.Context, id string, epoch, size int64, releaseLease bool) (sandbox.Snapshot, error)
+	FailSnapshot(ctx context.Context, id string, epoch int64, actor sandbox.Actor, cause string, releaseLease bool) (sandbox.Snapshot, error)
+	HandBackSnapshot(ctx context.Context, id string, epoch int64, lastErr string) error
+	EnsureExitSnapshot(ctx context.Context, sb sandbox.Sandbox, epoch int64, timeout, retention time.Duration, maxCount int, maxBytes int64) (sandbox.Snapshot, error)
 }
 
 // notifier wakes the executor when there may be work, and tells an in-flight
@@ -135,6 +162,9 @@ type Executor struct {
 	// providers that have them) say how to claim and run each kind of
 	// work, per provider.
 	creates, releases, transitions map[string]claimSpec
+	// snapshots says how to claim and take manual snapshots, for providers
+	// with sandbox.Snapshotter.
+	snapshots map[string]claimSpec
 	// drainedAt is, per provider, when a full claim last left no claimable
 	// sandbox behind (minus claimSkew): every sandbox requested since has
 	// a later created_at. Without an entry the next create claim is full.
@@ -144,6 +174,7 @@ type Executor struct {
 	// wakeCreates and wakeReleases say that a worker of the kind finished:
 	// look for more of that work.
 	wakeCreates, wakeReleases, wakeTransitions chan struct{}
+	wakeSnapshots                              chan struct{}
 	stopOnce                                   sync.Once
 	stop                                       chan struct{} // closed by Stop: claim nothing more
 	loopDone                                   chan struct{}
@@ -165,6 +196,8 @@ func NewExecutor(cfg ExecutorConfig, st workStore, notes notifier, providers []s
 		creates:         make(map[string]claimSpec),
 		releases:        make(map[string]claimSpec),
 		transitions:     make(map[string]claimSpec),
+		snapshots:       make(map[string]claimSpec),
+		wakeSnapshots:   make(chan struct{}, 1),
 		drainedAt:       make(map[string]time.Time),
 		wakeCreates:     make(chan struct{}, 1),
 		wakeReleases:    make(chan struct{}, 1),
@@ -194,6 +227,13 @@ func NewExecutor(cfg ExecutorConfig, st workStore, notes notifier, providers []s
 				held: newTenantSlots(cfg.Concurrency), wake: e.wakeTransitions, work: e.transition,
 				claim: func(ctx context.Context, provider, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error) {
 					return e.store.ClaimTransitions(ctx, provider, node, worker, limit, lease, share)
+				}}
+		}
+		if sandbox.CanSnapshot(p) {
+			e.snapshots[p.Name()] = claimSpec{kind: "snapshot", slots: make(chan struct{}, cfg.SnapshotConcurrency),
+				held: newTenantSlots(cfg.SnapshotConcurrency), wake: e.wakeSnapshots, work: e.snapshot,
+				claim: func(ctx context.Context, provider, worker string, limit int, lease time.Duration, _ store.Share) ([]store.Claim, error) {
+					return e.store.ClaimSnapshots(ctx, provider, node, worker, limit, lease)
 				}}
 		}
 	}
@@ -273,7 +313,7 @@ func (e *Executor) loop(ctx, workCtx context.Context, notes <-chan sandbox.Chang
 						more = false
 					}
 				}
-				if want.creates || want.releases || want.transitions {
+				if want.creates || want.releases || want.transitions || want.snapshots {
 					break wait
 				}
 			case <-e.wakeCreates:
@@ -284,6 +324,9 @@ func (e *Executor) loop(ctx, workCtx context.Context, notes <-chan sandbox.Chang
 				break wait
 			case <-e.wakeReleases:
 				want.releases = true
+				break wait
+			case <-e.wakeSnapshots:
+				want.snapshots = true
 				break wait
 			case <-ticker.C:
 				want = everything
@@ -296,13 +339,17 @@ func (e *Executor) loop(ctx, workCtx context.Context, notes <-chan sandbox.Chang
 // wanted is the work a dispatch looks for: creates, releases, pauses and
 // resumes (transitions), and whether the creates may be any claimable one
 // (full) or only new requests.
-type wanted struct{ creates, releases, transitions, full bool }
+//
+// Snapshots to take announce nothing: the poll finds them, and so does a
+// wake-up that may mean a sandbox's lease ended (its snapshot, pause or
+// resume settled).
+type wanted struct{ creates, releases, transitions, snapshots, full bool }
 
-var everything = wanted{creates: true, releases: true, transitions: true, full: true}
+var everything = wanted{creates: true, releases: true, transitions: true, snapshots: true, full: true}
 
 func (w wanted) or(o wanted) wanted {
 	return wanted{creates: w.creates || o.creates, releases: w.releases || o.releases,
-		transitions: w.transitions || o.transitions, full: w.full || o.full}
+		transitions: w.transitions || o.transitions, snapshots: w.snapshots || o.snapshots, full: w.full || o.full}
 }
 
 // wantsWork says what work a notification may mean. A new request is a
@@ -348,6 +395,9 @@ func (e *Executor) dispatch(ctx, workCtx context.Context, want wanted) {
 			e.claim(ctx, workCtx, p, e.releases[name])
 		}
 		if spec, ok := e.transitions[name]; ok && want.transitions {
+			e.claim(ctx, workCtx, p, spec)
+		}
+		if spec, ok := e.snapshots[name]; ok && want.snapshots {
 			e.claim(ctx, workCtx, p, spec)
 		}
 	}
@@ -604,7 +654,7 @@ func (e *Executor) runCreate(ctx context.Context, p sandbox.Provider, sb sandbox
 	res, c := leasedCall(ctx, e, p, sb, log, "create", sb.CreateDeadline, func(ctx context.Context) (sandbox.Resource, error) {
 		return p.Create(ctx, sandbox.CreateSpec{
 			SandboxID: sb.ID, Tenant: sb.Tenant, Labels: sb.Labels, Env: sb.Env, Setup: sb.Setup, Params: sb.Params,
-			EndBy: e.endBy(sb),
+			EndBy: e.endBy(sb), FromSnapshot: sb.FromSnapshot,
 		})
 	})
 	c.attempts, c.maxAttempts = sb.Attempts, e.cfg.MaxAttempts
@@ -832,6 +882,19 @@ func (e *Executor) release(ctx context.Context, p sandbox.Provider, c store.Clai
 		stopKeeping()
 		<-keeperDone
 	}()
+	if sandbox.CanSnapshot(p) {
+		e.failPendingSnapshots(ctx, sb, log)
+	}
+	if takesExitSnapshot(p, sb) && !e.exitSnapshot(ctx, p, sb, log) {
+		// Interrupted: hand the release back for another worker, which
+		// takes the exit snapshot up again.
+		wctx, cancel := detached(ctx)
+		defer cancel()
+		if err := e.store.ReleaseFailed(wctx, sb.ID, sb.Epoch, e.store.Now(), "exit snapshot interrupted"); err != nil && !errors.Is(err, sandbox.ErrFenced) {
+			log.Error("executor: handing the release back failed; the lease will lapse", "err", err)
+		}
+		return
+	}
 	e.destroy(ctx, p, sb, log)
 }
 

@@ -99,6 +99,7 @@ type janitorStore interface {
 	MarkLost(ctx context.Context, id, message string) (sandbox.Sandbox, bool, error)
 	RecordReconcile(ctx context.Context, provider, sandboxID, tenant, action, message string) error
 	ForgetIdempotencyKeys(ctx context.Context, cutoff time.Time, limit int) (int64, error)
+	snapshotStore
 }
 
 // janitorRole is the leadership role the janitor holds.
@@ -324,6 +325,11 @@ type Report struct {
 	KeysForgotten int64
 	// OutagesCredited counts outages credited to leases (0 or 1).
 	OutagesCredited int
+	// SnapshotsFailed, SnapshotsExpired, SnapshotOrphans and SnapshotsLost
+	// count what became of snapshots: creating ones that could no longer
+	// be taken, ones past their retention, orphaned data removed, and
+	// ready ones whose data was gone.
+	SnapshotsFailed, SnapshotsExpired, SnapshotOrphans, SnapshotsLost int
 }
 
 // RunOnce runs every janitor duty once, whether or not this replica leads:
@@ -372,6 +378,9 @@ func (j *Janitor) Sweep(ctx context.Context) (Report, error) {
 		sweep("expired", j.store.EndExpired, &rep.Expired)
 	}
 	sweep("overdue", j.store.FailOverdue, &rep.Overdue)
+	if err := j.sweepSnapshots(ctx, &rep); err != nil {
+		errs = append(errs, err)
+	}
 
 	rescued, err := j.store.RescueLapsedLeases(ctx)
 	if err != nil {
@@ -537,7 +546,13 @@ func (j *Janitor) reconcile(ctx context.Context, p sandbox.Provider, node string
 	}); err != nil {
 		return err
 	}
-	return j.markLost(ctx, p, lost, rep)
+	if err := j.markLost(ctx, p, lost, rep); err != nil {
+		return err
+	}
+	if snap, ok := p.(sandbox.Snapshotter); ok {
+		return j.reconcileSnapshots(ctx, p, snap, node, rep)
+	}
+	return nil
 }
 
 // orphan is a provider resource the registry does not want, and why.

@@ -30,7 +30,7 @@ func TestWantsWork(t *testing.T) {
 			t.Errorf("wantsWork(%+v) = %+v, want %+v", tc.change, got, tc.want)
 		}
 	}
-	if got := (wanted{creates: true}).or(wanted{releases: true, full: true}).or(wanted{transitions: true}); got != everything {
+	if got := (wanted{creates: true}).or(wanted{releases: true, full: true}).or(wanted{transitions: true}).or(wanted{snapshots: true}); got != everything {
 		t.Errorf("or = %+v, want everything", got)
 	}
 }

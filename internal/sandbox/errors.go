@@ -27,12 +27,18 @@ const (
 	// CodePoolExists: a pool of that name exists.
 	CodePoolExists Code = "POOL_EXISTS"
 	// CodePoolEmpty: a create with pool_only found no ready member.
-	CodePoolEmpty           Code = "POOL_EMPTY"
-	CodeUnknownProvider     Code = "UNKNOWN_PROVIDER"
-	CodeProviderUnavailable      = provider.CodeProviderUnavailable
-	CodeNotSupported             = provider.CodeNotSupported
-	CodePayloadTooLarge          = provider.CodePayloadTooLarge
-	CodeQuotaExceeded            = provider.CodeQuotaExceeded
+	CodePoolEmpty Code = "POOL_EMPTY"
+	// CodeSnapshotNotReady: a create's from_snapshot names a snapshot
+	// that is not ready (creating, failed, lost or deleted).
+	CodeSnapshotNotReady Code = "SNAPSHOT_NOT_READY"
+	// CodeSnapshotProviderMismatch: a create's from_snapshot names a
+	// snapshot of another provider than the create's.
+	CodeSnapshotProviderMismatch Code = "SNAPSHOT_PROVIDER_MISMATCH"
+	CodeUnknownProvider          Code = "UNKNOWN_PROVIDER"
+	CodeProviderUnavailable           = provider.CodeProviderUnavailable
+	CodeNotSupported                  = provider.CodeNotSupported
+	CodePayloadTooLarge               = provider.CodePayloadTooLarge
+	CodeQuotaExceeded                 = provider.CodeQuotaExceeded
 	// CodeRequestTimeout: the client sent its request body too slowly.
 	CodeRequestTimeout Code = "REQUEST_TIMEOUT"
 	// File errors, distinct from the sandbox's own NOT_FOUND, one per kind

@@ -31,6 +31,10 @@ type (
 	Archives = provider.Archives
 	// Pauser is the optional capability of pausing and resuming.
 	Pauser = provider.Pauser
+	// Snapshotter is the optional capability of snapshotting workspaces.
+	Snapshotter = provider.Snapshotter
+	// SnapshotInfo is one snapshot a provider holds.
+	SnapshotInfo = provider.SnapshotInfo
 	// Watcher is the optional capability of noticing lost resources at
 	// once.
 	Watcher = provider.Watcher
@@ -48,6 +52,12 @@ func CanDialPorts(p Provider) bool {
 // CanPause reports whether p pauses and resumes sandboxes.
 func CanPause(p Provider) bool {
 	_, ok := p.(Pauser)
+	return ok
+}
+
+// CanSnapshot reports whether p snapshots workspaces.
+func CanSnapshot(p Provider) bool {
+	_, ok := p.(Snapshotter)
 	return ok
 }
 

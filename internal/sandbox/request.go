@@ -42,6 +42,12 @@ type CreateParams struct {
 	// create with the same key made, provided RequestHash matches.
 	IdempotencyKey string
 	RequestHash    []byte
+	// OnEnd is "snapshot" to take an exit snapshot (see Sandbox.OnEnd).
+	OnEnd string
+	// FromSnapshot is a ready snapshot of the tenant, of the same
+	// provider, to start from; Node is the node holding it (host-bound
+	// providers), where the sandbox must then be created.
+	FromSnapshot, Node string
 }
 
 // Cursor is a position in a newest-first sandbox listing: the last row seen.

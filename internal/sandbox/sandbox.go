@@ -210,6 +210,13 @@ type Sandbox struct {
 	Epoch int64
 	// Attempts counts provider create calls started for this sandbox.
 	Attempts int
+
+	// OnEnd is "snapshot" for a sandbox whose workspace is snapshotted
+	// before its release when it ends by ExitSnapshotReasons; "" else.
+	OnEnd string
+	// FromSnapshot is the snapshot the sandbox started from; "" for a
+	// fresh one.
+	FromSnapshot string
 }
 
 // Live reports whether the sandbox is not yet terminal.

@@ -116,7 +116,9 @@ type endValues struct{ now, reason, actor, message, keyID, keyName string }
 // the call made as soon as it returns. A ready, pausing, paused or resuming
 // one ends terminated and waits for a release worker; a pausing or resuming
 // one's executor keeps its lease, like a create's, so that no release runs
-// while its call is in flight (it releases the sandbox itself).
+// while its call is in flight (it releases the sandbox itself); so does the
+// executor taking a snapshot of a ready or paused one (snapshotLeased),
+// which hands the sandbox to the release workers when its copy ends.
 func endSQLWith(pick string, v endValues) string {
 	return `
 		WITH cur AS (` + pick + `), upd AS (
@@ -125,8 +127,9 @@ func endSQLWith(pick string, v endValues) string {
 				reason = ` + v.reason + `, ended_at = ` + v.now + `, updated_at = ` + v.now + `,
 				released = cur.state = 'requested',
 				released_at = CASE WHEN cur.state = 'requested' THEN ` + v.now + ` END,
-				lease_owner = CASE WHEN cur.state IN ` + inFlightStates + ` THEN cur.lease_owner END,
-				lease_expires_at = CASE WHEN cur.state IN ` + inFlightStates + ` AND cur.lease_owner IS NOT NULL THEN s.lease_expires_at END
+				lease_owner = CASE WHEN cur.state IN ` + inFlightStates + ` OR ` + snapshotLeased(v.now) + ` THEN cur.lease_owner END,
+				lease_expires_at = CASE WHEN (cur.state IN ` + inFlightStates + ` OR ` + snapshotLeased(v.now) + `)
+					AND cur.lease_owner IS NOT NULL THEN s.lease_expires_at END
 			FROM cur
 			WHERE s.id = cur.id AND cur.state IN ` + liveStates + `
 			RETURNING s.*, cur.state AS from_state, ` + v.actor + ` AS end_actor, ` + v.message + ` AS end_message,
@@ -321,4 +324,11 @@ func (s *Store) FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, 
 	s.announce(cancelled...)
 	s.announce(stuck...)
 	return append(append(failed, cancelled...), stuck...), nil
+}
+
+// snapshotLeased is the SQL condition, over an end's cur and s, of a ready
+// or paused sandbox leased (live at now) to the executor taking its
+// snapshot: the only lease such a sandbox has.
+func snapshotLeased(now string) string {
+	return `(cur.state IN ('ready', 'paused') AND cur.lease_owner IS NOT NULL AND s.lease_expires_at >= ` + now + `)`
 }

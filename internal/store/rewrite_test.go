@@ -64,7 +64,7 @@ func TestNamedStatements(t *testing.T) {
 		"claimNewCreatesSQL": {claimNewCreatesSQL, append(claim, "since")},
 		"claimReleasesSQL":   {claimReleasesSQL, claim},
 		"insertSandboxSQL": {insertSandboxSQL, []string{"id", "tenant", "provider", "owner", "labels", "env", "setup", "params",
-			"now", "expires_at", "create_deadline", "key_id", "key_name"}},
+			"now", "expires_at", "create_deadline", "key_id", "key_name", "on_end", "from_snapshot", "node"}},
 		"insertSandboxesSQL": {insertSandboxesSQL, []string{"ids", "tenants", "providers", "labels", "envs", "setups", "params",
 			"created_at", "expires_at", "create_deadlines", "key_ids", "key_names"}},
 	} {

@@ -21,7 +21,7 @@ import (
 const sandboxColumns = `s.id, s.tenant, s.state, s.provider, s.owner, s.labels, s.env, s.setup, s.params,
 	s.reason, s.error, s.released, s.provider_id, s.work_dir, s.created_at, s.updated_at,
 	s.ready_at, s.ended_at, s.released_at, s.expires_at, s.create_deadline, s.epoch, s.attempts,
-	s.release_error, s.release_attempts, s.node, s.pause_deadline`
+	s.release_error, s.release_attempts, s.node, s.pause_deadline, s.on_end, s.from_snapshot`
 
 // clientColumns is sandboxColumns for reads that answer clients: the
 // creation inputs only providers need (env, which may hold secrets and be
@@ -33,12 +33,13 @@ var clientColumns = strings.NewReplacer(
 // sandboxRow is what a row of sandboxColumns is scanned into: types whose
 // scan plan pgx finds at once. Scanning straight into the Sandbox (named
 // string types, *string, time.Time, *time.Time) made pgx plan each of the
-// 27 columns through its reflection and wrapper fallbacks on every read,
+// 29 columns through its reflection and wrapper fallbacks on every read,
 // allocating for each: 40% of a GET's allocations (BenchmarkGetSandbox).
 type sandboxRow struct {
 	id, tenant, state, provider, setup string
 	owner, reason, errText, provID     pgtype.Text
 	wdir, releaseErr, node             pgtype.Text
+	onEnd, fromSnap                    pgtype.Text
 	labels, env, params                []byte
 	released                           bool
 	createdAt, updatedAt               pgtype.Timestamptz
@@ -50,11 +51,11 @@ type sandboxRow struct {
 
 func scanSandbox(row pgx.Row, extra ...any) (sandbox.Sandbox, error) {
 	var r sandboxRow
-	dest := append(append(make([]any, 0, len(extra)+27), extra...), &r.id, &r.tenant, &r.state, &r.provider, &r.owner,
+	dest := append(append(make([]any, 0, len(extra)+29), extra...), &r.id, &r.tenant, &r.state, &r.provider, &r.owner,
 		&r.labels, &r.env, &r.setup, &r.params,
 		&r.reason, &r.errText, &r.released, &r.provID, &r.wdir, &r.createdAt, &r.updatedAt,
 		&r.readyAt, &r.endedAt, &r.releasedAt, &r.expiresAt, &r.createDeadline, &r.epoch, &r.attempts,
-		&r.releaseErr, &r.releaseAttempts, &r.node, &r.pauseDl)
+		&r.releaseErr, &r.releaseAttempts, &r.node, &r.pauseDl, &r.onEnd, &r.fromSnap)
 	if err := row.Scan(dest...); err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -67,6 +68,7 @@ func scanSandbox(row pgx.Row, extra ...any) (sandbox.Sandbox, error) {
 		ExpiresAt: r.expiresAt.Time, CreateDeadline: r.createDeadline.Time, PauseDeadline: optionalTime(r.pauseDl),
 		Epoch: r.epoch, Attempts: int(r.attempts), ReleaseError: r.releaseErr.String,
 		ReleaseAttempts: int(r.releaseAttempts), Node: r.node.String, Params: r.params,
+		OnEnd: r.onEnd.String, FromSnapshot: r.fromSnap.String,
 	}
 	var err error
 	if sb.Labels, err = decodeStringMap(r.labels); err != nil {
@@ -123,9 +125,9 @@ func nullable(s string) *string {
 const insertSandboxSQL = `
 	WITH ins AS (
 		INSERT INTO sandboxes AS s (id, tenant, state, provider, owner, labels, env, setup, params,
-			created_at, updated_at, expires_at, create_deadline)
+			created_at, updated_at, expires_at, create_deadline, on_end, from_snapshot, node)
 		VALUES (@id, @tenant, 'requested', @provider, @owner, @labels, @env, @setup, @params,
-			@now, @now, @expires_at, @create_deadline)
+			@now, @now, @expires_at, @create_deadline, @on_end::text, @from_snapshot::text, @node::text)
 		RETURNING *
 	), ev AS (
 		INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message, actor_key_id, actor_key_name)
@@ -143,6 +145,8 @@ type newSandboxRow struct {
 	setup                       string
 	ttl, createTimeout          time.Duration
 	by                          sandbox.Caller
+	// onEnd, fromSnapshot and node: only unbatched creates have them.
+	onEnd, fromSnapshot, node string
 }
 
 // newRow is the row of the sandbox p asks for, with a fresh id unless p
@@ -167,6 +171,7 @@ func newRow(p sandbox.CreateParams) (newSandboxRow, error) {
 	return newSandboxRow{
 		id: id, tenant: p.Tenant, provider: p.Provider, owner: p.Owner, labels: labels, env: env, setup: p.Setup, params: params,
 		ttl: p.TTL, createTimeout: p.CreateTimeout, by: p.Caller,
+		onEnd: p.OnEnd, fromSnapshot: p.FromSnapshot, node: p.Node,
 	}, nil
 }
 
@@ -182,6 +187,7 @@ func insertSandbox(ctx context.Context, q rowQuerier, r newSandboxRow, now time.
 		"labels": r.labels, "env": r.env, "setup": r.setup, "params": r.params,
 		"now": now, "expires_at": now.Add(r.ttl), "create_deadline": now.Add(r.createTimeout),
 		"key_id": nullable(r.by.KeyID), "key_name": nullable(r.by.KeyName),
+		"on_end": nullable(r.onEnd), "from_snapshot": nullable(r.fromSnapshot), "node": nullable(r.node),
 	}))
 }
 
@@ -265,7 +271,7 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 	if err != nil {
 		return sb, false, wrap("create sandbox", err)
 	}
-	if p.IdempotencyKey == "" && p.Owner == "" && p.ID == "" {
+	if p.IdempotencyKey == "" && p.Owner == "" && p.ID == "" && p.OnEnd == "" && p.FromSnapshot == "" {
 		// The common case needs no transaction of its own: concurrent
 		// creates share one statement and one commit (see s.creates in New).
 		sb, err = s.creates.do(ctx, r)

@@ -17,6 +17,10 @@ type Claim struct {
 	Sandbox sandbox.Sandbox
 	// From is the state the sandbox was in when claimed.
 	From sandbox.State
+	// Snapshot is the snapshot to take, for a snapshot claim
+	// (ClaimSnapshots): its source is Sandbox (its id, tenant, provider
+	// and the claim's epoch only); zero for other claims.
+	Snapshot sandbox.Snapshot
 }
 
 // Share is how a worker shares its slots between tenants: no tenant may
@@ -89,13 +93,14 @@ var (
 // claimCreateSQL is a create claim of the sandboxes of @provider that the
 // condition which selects among those a create may take: requested ones,
 // and creating ones (of a host-bound provider, @node not "", only those of
-// the claiming node or of none). Each claimed sandbox moves to creating,
+// the claiming node or of none: a requested one has none, unless it starts
+// from a snapshot that node holds). Each claimed sandbox moves to creating,
 // its epoch and attempts are bumped, it is leased to @worker until
 // @lease_until and placed on @node; a requested one gets its creating
 // event.
 func claimCreateSQL(which string) string {
 	where := `provider = @provider AND state IN ('requested', 'creating') AND ` + which + `
-			  AND (@node::text = '' OR state = 'requested' OR node = @node OR node IS NULL)`
+			  AND (@node::text = '' OR node IS NULL OR node = @node)`
 	return `
 		WITH ` + fairPick(where, "created_at") + `, upd AS (
 			UPDATE sandboxes s SET

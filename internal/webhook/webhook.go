@@ -69,7 +69,8 @@ func (f Filter) Match(e sandbox.Event) bool {
 // EventReasons are every reason an event can carry: the reasons a sandbox
 // ends with, and the reasons of the events that record other changes.
 func EventReasons() []sandbox.Reason {
-	return append(slices.Clone(sandbox.Reasons), sandbox.ReasonOwnerTransferred, sandbox.ReasonOutageCredited)
+	return append(append(slices.Clone(sandbox.Reasons), sandbox.ReasonOwnerTransferred, sandbox.ReasonOutageCredited),
+		sandbox.SnapshotReasons...)
 }
 
 // Endpoint is a tenant's webhook endpoint as Tether records it.

@@ -144,6 +144,7 @@ type chaos struct {
 	kills      atomic.Int64
 	requests   atomic.Int64
 	created    sync.Map // sandbox id -> struct{}
+	snaps      sync.Map // snapshot id -> struct{} (snapshots_test.go)
 	liveOwners sync.Map // owner name -> struct{}
 	pgDown     time.Time
 	pgUp       time.Time
@@ -226,6 +227,7 @@ func (h *chaos) startReplicas() {
 		"EXECUTOR_MAX_BACKOFF=3s",
 		"PAUSE_TIMEOUT=" + pauseTimeout.String(),
 		"ORPHAN_GRACE=2s",
+		"SNAPSHOT_TIMEOUT=15s", "EXIT_SNAPSHOT_TIMEOUT=5s", "SNAPSHOT_MAX_PER_TENANT=0",
 		"SHUTDOWN_TIMEOUT=2s",
 		"DB_MAX_CONNS=8",
 		// The storm is one tenant and one key: quotas would only get
@@ -344,6 +346,7 @@ func (h *chaos) createBody() map[string]any {
 		params["pause_delay_ms"] = h.intn(1200)
 	}
 	body := map[string]any{"params": params, "labels": map[string]string{"chaos": "yes"}}
+	h.snapshotCreate(params, body)
 	if h.intn(2) == 0 {
 		if o := h.randomOwner(); o != "" {
 			body["owner"] = o
@@ -420,6 +423,8 @@ func (h *chaos) clientLoop(ctx context.Context) {
 					h.transitions.Add(1)
 				}
 			}
+		case n < 78 && h.hosts == nil:
+			h.snapshotCall()
 		case n < 85:
 			if id := h.randomCreated(); id != "" {
 				h.call(http.MethodGet, "/v1/sandboxes/"+id+"?wait=2s", nil)
@@ -1006,6 +1011,9 @@ func (h *chaos) check() {
 		h.t.Logf("history of %s:\n%s", id, h.history(conn, id))
 	}
 	fail("sandboxes marked lost while their node was alive", wronglyLost)
+	if h.hosts == nil {
+		h.checkSnapshots(ctx, conn)
+	}
 	fail("owned sandboxes that outlived their owner's lease by more than one interval", overshoots)
 	fail("illegal histories", illegal)
 	fail("sandboxes pausing or resuming past their deadline by more than one interval", stuck)
@@ -1128,7 +1136,8 @@ func (h *chaos) checkHistories(ctx context.Context, conn *pgx.Conn) []string {
 		if bad {
 			continue
 		}
-		if from == prev && to == prev && (reason == sandbox.ReasonOwnerTransferred || reason == sandbox.ReasonOutageCredited) {
+		if from == prev && to == prev && (reason == sandbox.ReasonOwnerTransferred || reason == sandbox.ReasonOutageCredited ||
+			slices.Contains(sandbox.SnapshotReasons, reason)) {
 			continue // a record in the history, not a transition
 		}
 		if from != prev || !sandbox.CanTransition(from, to) {

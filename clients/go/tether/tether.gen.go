@@ -52,6 +52,24 @@ func (e ActivityKind) Valid() bool {
 	}
 }
 
+// Defines values for CreateSandboxRequestOnEnd.
+const (
+	OnEndNone     CreateSandboxRequestOnEnd = "none"
+	OnEndSnapshot CreateSandboxRequestOnEnd = "snapshot"
+)
+
+// Valid indicates whether the value is a known member of the CreateSandboxRequestOnEnd enum.
+func (e CreateSandboxRequestOnEnd) Valid() bool {
+	switch e {
+	case OnEndNone:
+		return true
+	case OnEndSnapshot:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EventActor.
 const (
 	EventActorClient   EventActor = "client"
@@ -93,29 +111,31 @@ func (e HealthStatus) Valid() bool {
 
 // Defines values for ProblemCode.
 const (
-	ProblemCodeFileNotFound         ProblemCode = "FILE_NOT_FOUND"
-	ProblemCodeForbidden            ProblemCode = "FORBIDDEN"
-	ProblemCodeIdempotencyKeyReused ProblemCode = "IDEMPOTENCY_KEY_REUSED"
-	ProblemCodeInternal             ProblemCode = "INTERNAL"
-	ProblemCodeInvalidPath          ProblemCode = "INVALID_PATH"
-	ProblemCodeInvalidRequest       ProblemCode = "INVALID_REQUEST"
-	ProblemCodeIsDirectory          ProblemCode = "IS_DIRECTORY"
-	ProblemCodeNotFound             ProblemCode = "NOT_FOUND"
-	ProblemCodeNotSupported         ProblemCode = "NOT_SUPPORTED"
-	ProblemCodePayloadTooLarge      ProblemCode = "PAYLOAD_TOO_LARGE"
-	ProblemCodePermissionDenied     ProblemCode = "PERMISSION_DENIED"
-	ProblemCodePoolEmpty            ProblemCode = "POOL_EMPTY"
-	ProblemCodePoolExists           ProblemCode = "POOL_EXISTS"
-	ProblemCodePortUnreachable      ProblemCode = "PORT_UNREACHABLE"
-	ProblemCodePreviewGone          ProblemCode = "PREVIEW_GONE"
-	ProblemCodeProviderUnavailable  ProblemCode = "PROVIDER_UNAVAILABLE"
-	ProblemCodeQuotaExceeded        ProblemCode = "QUOTA_EXCEEDED"
-	ProblemCodeRequestTimeout       ProblemCode = "REQUEST_TIMEOUT"
-	ProblemCodeSandboxIdTaken       ProblemCode = "SANDBOX_ID_TAKEN"
-	ProblemCodeSandboxStateConflict ProblemCode = "SANDBOX_STATE_CONFLICT"
-	ProblemCodeUnauthenticated      ProblemCode = "UNAUTHENTICATED"
-	ProblemCodeUnavailable          ProblemCode = "UNAVAILABLE"
-	ProblemCodeUnknownProvider      ProblemCode = "UNKNOWN_PROVIDER"
+	ProblemCodeFileNotFound             ProblemCode = "FILE_NOT_FOUND"
+	ProblemCodeForbidden                ProblemCode = "FORBIDDEN"
+	ProblemCodeIdempotencyKeyReused     ProblemCode = "IDEMPOTENCY_KEY_REUSED"
+	ProblemCodeInternal                 ProblemCode = "INTERNAL"
+	ProblemCodeInvalidPath              ProblemCode = "INVALID_PATH"
+	ProblemCodeInvalidRequest           ProblemCode = "INVALID_REQUEST"
+	ProblemCodeIsDirectory              ProblemCode = "IS_DIRECTORY"
+	ProblemCodeNotFound                 ProblemCode = "NOT_FOUND"
+	ProblemCodeNotSupported             ProblemCode = "NOT_SUPPORTED"
+	ProblemCodePayloadTooLarge          ProblemCode = "PAYLOAD_TOO_LARGE"
+	ProblemCodePermissionDenied         ProblemCode = "PERMISSION_DENIED"
+	ProblemCodePoolEmpty                ProblemCode = "POOL_EMPTY"
+	ProblemCodePoolExists               ProblemCode = "POOL_EXISTS"
+	ProblemCodePortUnreachable          ProblemCode = "PORT_UNREACHABLE"
+	ProblemCodePreviewGone              ProblemCode = "PREVIEW_GONE"
+	ProblemCodeProviderUnavailable      ProblemCode = "PROVIDER_UNAVAILABLE"
+	ProblemCodeQuotaExceeded            ProblemCode = "QUOTA_EXCEEDED"
+	ProblemCodeRequestTimeout           ProblemCode = "REQUEST_TIMEOUT"
+	ProblemCodeSandboxIdTaken           ProblemCode = "SANDBOX_ID_TAKEN"
+	ProblemCodeSandboxStateConflict     ProblemCode = "SANDBOX_STATE_CONFLICT"
+	ProblemCodeSnapshotNotReady         ProblemCode = "SNAPSHOT_NOT_READY"
+	ProblemCodeSnapshotProviderMismatch ProblemCode = "SNAPSHOT_PROVIDER_MISMATCH"
+	ProblemCodeUnauthenticated          ProblemCode = "UNAUTHENTICATED"
+	ProblemCodeUnavailable              ProblemCode = "UNAVAILABLE"
+	ProblemCodeUnknownProvider          ProblemCode = "UNKNOWN_PROVIDER"
 )
 
 // Valid indicates whether the value is a known member of the ProblemCode enum.
@@ -161,6 +181,10 @@ func (e ProblemCode) Valid() bool {
 		return true
 	case ProblemCodeSandboxStateConflict:
 		return true
+	case ProblemCodeSnapshotNotReady:
+		return true
+	case ProblemCodeSnapshotProviderMismatch:
+		return true
 	case ProblemCodeUnauthenticated:
 		return true
 	case ProblemCodeUnavailable:
@@ -192,9 +216,12 @@ func (e ProviderImageSource) Valid() bool {
 
 // Defines values for ReconcileEventAction.
 const (
-	ReconcileActionLost                ReconcileEventAction = "lost"
-	ReconcileActionOrphanDestroyFailed ReconcileEventAction = "orphan_destroy_failed"
-	ReconcileActionOrphanDestroyed     ReconcileEventAction = "orphan_destroyed"
+	ReconcileActionLost                       ReconcileEventAction = "lost"
+	ReconcileActionOrphanDestroyFailed        ReconcileEventAction = "orphan_destroy_failed"
+	ReconcileActionOrphanDestroyed            ReconcileEventAction = "orphan_destroyed"
+	ReconcileActionSnapshotLost               ReconcileEventAction = "snapshot_lost"
+	ReconcileActionSnapshotOrphanDeleteFailed ReconcileEventAction = "snapshot_orphan_delete_failed"
+	ReconcileActionSnapshotOrphanDeleted      ReconcileEventAction = "snapshot_orphan_deleted"
 )
 
 // Valid indicates whether the value is a known member of the ReconcileEventAction enum.
@@ -205,6 +232,12 @@ func (e ReconcileEventAction) Valid() bool {
 	case ReconcileActionOrphanDestroyFailed:
 		return true
 	case ReconcileActionOrphanDestroyed:
+		return true
+	case ReconcileActionSnapshotLost:
+		return true
+	case ReconcileActionSnapshotOrphanDeleteFailed:
+		return true
+	case ReconcileActionSnapshotOrphanDeleted:
 		return true
 	default:
 		return false
@@ -244,6 +277,51 @@ func (e SandboxState) Valid() bool {
 	case SandboxStateResuming:
 		return true
 	case SandboxStateTerminated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SnapshotKind.
+const (
+	SnapshotKindExit   SnapshotKind = "exit"
+	SnapshotKindManual SnapshotKind = "manual"
+)
+
+// Valid indicates whether the value is a known member of the SnapshotKind enum.
+func (e SnapshotKind) Valid() bool {
+	switch e {
+	case SnapshotKindExit:
+		return true
+	case SnapshotKindManual:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SnapshotState.
+const (
+	SnapshotStateCreating SnapshotState = "creating"
+	SnapshotStateDeleted  SnapshotState = "deleted"
+	SnapshotStateFailed   SnapshotState = "failed"
+	SnapshotStateLost     SnapshotState = "lost"
+	SnapshotStateReady    SnapshotState = "ready"
+)
+
+// Valid indicates whether the value is a known member of the SnapshotState enum.
+func (e SnapshotState) Valid() bool {
+	switch e {
+	case SnapshotStateCreating:
+		return true
+	case SnapshotStateDeleted:
+		return true
+	case SnapshotStateFailed:
+		return true
+	case SnapshotStateLost:
+		return true
+	case SnapshotStateReady:
 		return true
 	default:
 		return false
@@ -514,6 +592,11 @@ type Capabilities struct {
 	//
 	// Example: true
 	Ports bool `json:"ports"`
+
+	// Snapshot Snapshot is true when the provider snapshots sandboxes' workspaces (POST /v1/sandboxes/{id}/snapshots, from_snapshot, on_end snapshot); without it they are 501 NOT_SUPPORTED.
+	//
+	// Example: true
+	Snapshot bool `json:"snapshot"`
 }
 
 // CreateAPIKeyRequest defines model for CreateAPIKeyRequest.
@@ -562,6 +645,11 @@ type CreateSandboxRequest struct {
 	// Example: {"PYTHONUNBUFFERED":"1"}
 	Env *map[string]string `json:"env,omitempty"`
 
+	// FromSnapshot FromSnapshot names a ready snapshot of the tenant, of the create's provider, that the sandbox starts from: its /workspace holds the snapshot's files. An unknown snapshot (or another tenant's) is 404 NOT_FOUND, one not ready 409 SNAPSHOT_NOT_READY, one of another provider 422 SNAPSHOT_PROVIDER_MISMATCH; a provider without snapshots, 501 NOT_SUPPORTED. Not with pool.
+	//
+	// Example: snp_5q3k8w1m2n4p6r7s9t0v1x2y3w
+	FromSnapshot *string `json:"from_snapshot,omitempty"`
+
 	// Id ID is the sandbox's id, chosen by the client so that it knows the id before any I/O: "sbx_" and 26 characters of the alphabet 0-9 a-z without i l o u (the first 10 encode the creation time in milliseconds, the rest are random). Default: the server chooses one. A create with an id is idempotent on it (the same request again returns the same sandbox, 200); another request with the same id is 409 IDEMPOTENCY_KEY_REUSED, and an id already taken is 409 SANDBOX_ID_TAKEN.
 	//
 	// Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
@@ -571,6 +659,11 @@ type CreateSandboxRequest struct {
 	//
 	// Example: {"team":"ml"}
 	Labels *map[string]string `json:"labels,omitempty"`
+
+	// OnEnd OnEnd "snapshot" takes an exit snapshot of the sandbox's /workspace before its resources are destroyed when it ends by owner_expired, expired or requested (its owner crashed, its TTL ran out, a client deleted it), so that a new sandbox can start from it; "none" takes none. Default: the server's DEFAULT_ON_END for a provider that snapshots. Not with pool.
+	//
+	// Example: snapshot
+	OnEnd *CreateSandboxRequestOnEnd `json:"on_end,omitempty"`
 
 	// Owner Owner is the client that owns the sandbox; the sandbox ends when the owner's lease lapses.
 	//
@@ -605,6 +698,11 @@ type CreateSandboxRequest struct {
 	// Example: 3600
 	TtlSeconds *int64 `json:"ttl_seconds,omitempty"`
 }
+
+// CreateSandboxRequestOnEnd OnEnd "snapshot" takes an exit snapshot of the sandbox's /workspace before its resources are destroyed when it ends by owner_expired, expired or requested (its owner crashed, its TTL ran out, a client deleted it), so that a new sandbox can start from it; "none" takes none. Default: the server's DEFAULT_ON_END for a provider that snapshots. Not with pool.
+//
+// Example: snapshot
+type CreateSandboxRequestOnEnd string
 
 // CreateWebhookRequest defines model for CreateWebhookRequest.
 type CreateWebhookRequest struct {
@@ -674,7 +772,7 @@ type Event struct {
 	// Message Example: created by provider sim
 	Message string `json:"message"`
 
-	// Reason Reason is the reason recorded with the transition (a sandbox's end reason, owner_transferred, or outage_credited for an outage credited to its deadline or its owner's lease); null when there is none.
+	// Reason Reason is the reason recorded with the transition (a sandbox's end reason, owner_transferred, outage_credited for an outage credited to its deadline or its owner's lease, or snapshot_requested, snapshot_ready, snapshot_failed, snapshot_lost, snapshot_deleted for a change of one of its snapshots, named in message; those three kinds are records with from equal to to, not transitions); null when there is none.
 	//
 	// Example: requested
 	Reason *string `json:"reason"`
@@ -1093,7 +1191,7 @@ type ProviderList struct {
 
 // ReconcileEvent defines model for ReconcileEvent.
 type ReconcileEvent struct {
-	// Action Action is what was done: an orphaned resource destroyed (or a failed attempt, retried next round), or a ready sandbox the provider no longer has ended as lost.
+	// Action Action is what was done: an orphaned resource destroyed (or a failed attempt, retried next round), or a ready sandbox the provider no longer has ended as lost; for snapshots (sandbox_id then holds the snapshot's id), an orphaned snapshot's data removed (or a failed attempt), or a ready snapshot whose data is gone marked lost.
 	//
 	// Example: lost
 	Action ReconcileEventAction `json:"action"`
@@ -1116,7 +1214,7 @@ type ReconcileEvent struct {
 	SandboxId string `json:"sandbox_id"`
 }
 
-// ReconcileEventAction Action is what was done: an orphaned resource destroyed (or a failed attempt, retried next round), or a ready sandbox the provider no longer has ended as lost.
+// ReconcileEventAction Action is what was done: an orphaned resource destroyed (or a failed attempt, retried next round), or a ready sandbox the provider no longer has ended as lost; for snapshots (sandbox_id then holds the snapshot's id), an orphaned snapshot's data removed (or a failed attempt), or a ready snapshot whose data is gone marked lost.
 //
 // Example: lost
 type ReconcileEventAction string
@@ -1174,6 +1272,11 @@ type Sandbox struct {
 	// Example: 2026-01-02T16:04:05Z
 	ExpiresAt time.Time `json:"expires_at"`
 
+	// FromSnapshot FromSnapshot is the snapshot the sandbox started from; null for a fresh one.
+	//
+	// Example: snp_5q3k8w1m2n4p6r7s9t0v1x2y3w
+	FromSnapshot *string `json:"from_snapshot"`
+
 	// Id Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
 	Id string `json:"id"`
 
@@ -1184,6 +1287,11 @@ type Sandbox struct {
 	//
 	// Example: host-a-3f9c2e1d
 	Node *string `json:"node"`
+
+	// OnEnd OnEnd is snapshot for a sandbox whose /workspace is snapshotted when it ends by owner_expired, expired or requested (an exit snapshot); null: none.
+	//
+	// Example: snapshot
+	OnEnd *string `json:"on_end"`
 
 	// Owner Owner is the client that owns the sandbox; null for a sandbox without one.
 	//
@@ -1252,6 +1360,78 @@ type SandboxList struct {
 
 // SandboxState defines model for SandboxState.
 type SandboxState string
+
+// Snapshot defines model for Snapshot.
+type Snapshot struct {
+	// CreatedAt Example: 2026-01-02T15:04:05.123456Z
+	CreatedAt time.Time `json:"created_at"`
+
+	// DeletedAt DeletedAt is when it was deleted; null until then.
+	//
+	// Example: 2026-01-03T15:04:05Z
+	DeletedAt *time.Time `json:"deleted_at"`
+
+	// Error Error is why the snapshot failed or was lost, or the last retryable error while creating; null when there is none.
+	//
+	// Example: its sandbox ended while the snapshot was being taken
+	Error *string `json:"error"`
+
+	// ExpiresAt ExpiresAt is when the janitor deletes it (the server's SNAPSHOT_RETENTION after it was asked for); null: kept until deleted.
+	//
+	// Example: 2026-01-09T15:04:05Z
+	ExpiresAt *time.Time `json:"expires_at"`
+
+	// Id Example: snp_5q3k8w1m2n4p6r7s9t0v1x2y3w
+	Id string `json:"id"`
+
+	// Kind Kind is manual (POST /v1/sandboxes/{id}/snapshots) or exit (taken when a sandbox created with on_end snapshot ended).
+	//
+	// Example: manual
+	Kind SnapshotKind `json:"kind"`
+
+	// Provider Example: local
+	Provider string `json:"provider"`
+
+	// ReadyAt ReadyAt is when it became ready; null until then.
+	//
+	// Example: 2026-01-02T15:04:06.5Z
+	ReadyAt *time.Time `json:"ready_at"`
+
+	// SizeBytes SizeBytes is what the snapshot holds at its provider, once ready (the local provider's: the blocks its sparse image uses); 0 before.
+	//
+	// Example: 1048576
+	SizeBytes int64 `json:"size_bytes"`
+
+	// SourceSandboxId SourceSandboxID is the sandbox the snapshot was taken of.
+	//
+	// Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
+	SourceSandboxId string `json:"source_sandbox_id"`
+
+	// State State is creating (being taken), ready (a create may start from it), failed (it could not be taken; error says why), lost (its provider no longer has its data) or deleted.
+	//
+	// Example: ready
+	State SnapshotState `json:"state"`
+}
+
+// SnapshotKind Kind is manual (POST /v1/sandboxes/{id}/snapshots) or exit (taken when a sandbox created with on_end snapshot ended).
+//
+// Example: manual
+type SnapshotKind string
+
+// SnapshotState State is creating (being taken), ready (a create may start from it), failed (it could not be taken; error says why), lost (its provider no longer has its data) or deleted.
+//
+// Example: ready
+type SnapshotState string
+
+// SnapshotList defines model for SnapshotList.
+type SnapshotList struct {
+	Items []Snapshot `json:"items"`
+
+	// NextCursor NextCursor fetches the next page (pass it as cursor); null at the end.
+	//
+	// Example: MTc2NzM2NjI0NTEyMzQ1NnxzbnBfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o
+	NextCursor *string `json:"next_cursor"`
+}
 
 // TTLRequest defines model for TTLRequest.
 type TTLRequest struct {
@@ -1392,7 +1572,7 @@ type WebhookDeliveryList struct {
 
 // WebhookFilter defines model for WebhookFilter.
 type WebhookFilter struct {
-	// Reasons Reasons are event reasons (requested, owner_released, owner_expired, expired, create_failed, lost, owner_transferred, outage_credited): events with them are delivered; an event without a reason matches no list of reasons.
+	// Reasons Reasons are event reasons (requested, owner_released, owner_expired, expired, create_failed, lost, pause_failed, resume_failed, pool_deleted, pool_shrunk, owner_transferred, outage_credited, snapshot_requested, snapshot_ready, snapshot_failed, snapshot_lost, snapshot_deleted): events with them are delivered; an event without a reason matches no list of reasons.
 	//
 	// Example: ["owner_expired","lost"]
 	Reasons []string `json:"reasons"`
@@ -1587,6 +1767,30 @@ type PauseSandboxParams struct {
 // ResumeSandboxParams defines parameters for ResumeSandbox.
 type ResumeSandboxParams struct {
 	// Wait how long to wait for the resume to settle: a Go duration or whole seconds
+	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// CreateSnapshotParams defines parameters for CreateSnapshot.
+type CreateSnapshotParams struct {
+	// Wait how long to wait for the snapshot to settle: a Go duration or whole seconds
+	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// ListSnapshotsParams defines parameters for ListSnapshots.
+type ListSnapshotsParams struct {
+	// Sandbox only the snapshots of this sandbox
+	Sandbox *string `form:"sandbox,omitempty" json:"sandbox,omitempty"`
+
+	// Limit page size, 1-500 (default 100)
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor next_cursor of the previous page
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// GetSnapshotParams defines parameters for GetSnapshot.
+type GetSnapshotParams struct {
+	// Wait how long to wait for the snapshot to settle: a Go duration or whole seconds
 	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
 }
 
@@ -2183,6 +2387,34 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/resume (the `ResumeSandbox` operationId).
 	ResumeSandbox(ctx context.Context, id string, params *ResumeSandboxParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSnapshot Snapshot a sandbox
+	//
+	// Records a snapshot of a ready or paused sandbox's /workspace, in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
+	CreateSnapshot(ctx context.Context, id string, params *CreateSnapshotParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSnapshots List snapshots
+	//
+	// The tenant's snapshots that are not deleted, newest first, a page at a time; sandbox selects the snapshots of one sandbox.
+	//
+	// Corresponds with GET /v1/snapshots (the `ListSnapshots` operationId).
+	ListSnapshots(ctx context.Context, params *ListSnapshotsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteSnapshot Delete a snapshot
+	//
+	// Marks the snapshot deleted; its data at the provider is removed by the janitor's next reconciliation (or at once by the executor taking a creating one). A sandbox already started from it keeps its files. Idempotent: 202 when this call deleted it, 200 when it was deleted already.
+	//
+	// Corresponds with DELETE /v1/snapshots/{id} (the `DeleteSnapshot` operationId).
+	DeleteSnapshot(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSnapshot Get a snapshot
+	//
+	// Returns the snapshot, deleted ones included. With wait, blocks until it is no longer creating, or the wait ends.
+	//
+	// Corresponds with GET /v1/snapshots/{id} (the `GetSnapshot` operationId).
+	GetSnapshot(ctx context.Context, id string, params *GetSnapshotParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListWebhooks List webhook endpoints
 	//
@@ -3337,6 +3569,74 @@ func (c *Client) RenewSandbox(ctx context.Context, id string, body RenewSandboxJ
 // Corresponds with POST /v1/sandboxes/{id}/resume (the `ResumeSandbox` operationId).
 func (c *Client) ResumeSandbox(ctx context.Context, id string, params *ResumeSandboxParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewResumeSandboxRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSnapshot Snapshot a sandbox
+//
+// Records a snapshot of a ready or paused sandbox's /workspace, in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
+//
+// Corresponds with POST /v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
+func (c *Client) CreateSnapshot(ctx context.Context, id string, params *CreateSnapshotParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSnapshotRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSnapshots List snapshots
+//
+// The tenant's snapshots that are not deleted, newest first, a page at a time; sandbox selects the snapshots of one sandbox.
+//
+// Corresponds with GET /v1/snapshots (the `ListSnapshots` operationId).
+func (c *Client) ListSnapshots(ctx context.Context, params *ListSnapshotsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSnapshotsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteSnapshot Delete a snapshot
+//
+// Marks the snapshot deleted; its data at the provider is removed by the janitor's next reconciliation (or at once by the executor taking a creating one). A sandbox already started from it keeps its files. Idempotent: 202 when this call deleted it, 200 when it was deleted already.
+//
+// Corresponds with DELETE /v1/snapshots/{id} (the `DeleteSnapshot` operationId).
+func (c *Client) DeleteSnapshot(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteSnapshotRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSnapshot Get a snapshot
+//
+// Returns the snapshot, deleted ones included. With wait, blocks until it is no longer creating, or the wait ends.
+//
+// Corresponds with GET /v1/snapshots/{id} (the `GetSnapshot` operationId).
+func (c *Client) GetSnapshot(ctx context.Context, id string, params *GetSnapshotParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSnapshotRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6069,6 +6369,240 @@ func NewResumeSandboxRequest(server string, id string, params *ResumeSandboxPara
 	return req, nil
 }
 
+// NewCreateSnapshotRequest constructs an http.Request for the CreateSnapshot method
+func NewCreateSnapshotRequest(server string, id string, params *CreateSnapshotParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/snapshots", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Wait != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListSnapshotsRequest constructs an http.Request for the ListSnapshots method
+func NewListSnapshotsRequest(server string, params *ListSnapshotsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/snapshots")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Sandbox != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "sandbox", *params.Sandbox, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteSnapshotRequest constructs an http.Request for the DeleteSnapshot method
+func NewDeleteSnapshotRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/snapshots/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetSnapshotRequest constructs an http.Request for the GetSnapshot method
+func NewGetSnapshotRequest(server string, id string, params *GetSnapshotParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/snapshots/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Wait != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListWebhooksRequest constructs an http.Request for the ListWebhooks method
 func NewListWebhooksRequest(server string) (*http.Request, error) {
 	var err error
@@ -6929,6 +7463,42 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/resume (the `ResumeSandbox` operationId).
 	ResumeSandboxWithResponse(ctx context.Context, id string, params *ResumeSandboxParams, reqEditors ...RequestEditorFn) (*ResumeSandboxResponse, error)
+
+	// CreateSnapshotWithResponse Snapshot a sandbox
+	//
+	// Records a snapshot of a ready or paused sandbox's /workspace, in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
+	CreateSnapshotWithResponse(ctx context.Context, id string, params *CreateSnapshotParams, reqEditors ...RequestEditorFn) (*CreateSnapshotResponse, error)
+
+	// ListSnapshotsWithResponse List snapshots
+	//
+	// The tenant's snapshots that are not deleted, newest first, a page at a time; sandbox selects the snapshots of one sandbox.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/snapshots (the `ListSnapshots` operationId).
+	ListSnapshotsWithResponse(ctx context.Context, params *ListSnapshotsParams, reqEditors ...RequestEditorFn) (*ListSnapshotsResponse, error)
+
+	// DeleteSnapshotWithResponse Delete a snapshot
+	//
+	// Marks the snapshot deleted; its data at the provider is removed by the janitor's next reconciliation (or at once by the executor taking a creating one). A sandbox already started from it keeps its files. Idempotent: 202 when this call deleted it, 200 when it was deleted already.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/snapshots/{id} (the `DeleteSnapshot` operationId).
+	DeleteSnapshotWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DeleteSnapshotResponse, error)
+
+	// GetSnapshotWithResponse Get a snapshot
+	//
+	// Returns the snapshot, deleted ones included. With wait, blocks until it is no longer creating, or the wait ends.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/snapshots/{id} (the `GetSnapshot` operationId).
+	GetSnapshotWithResponse(ctx context.Context, id string, params *GetSnapshotParams, reqEditors ...RequestEditorFn) (*GetSnapshotResponse, error)
 
 	// ListWebhooksWithResponse List webhook endpoints
 	//
@@ -10688,6 +11258,11 @@ type CreateSandboxResponse413Headers struct {
 	XRequestID string
 }
 
+// CreateSandboxResponse422Headers the declared response headers of an HTTP 422 response for CreateSandbox
+type CreateSandboxResponse422Headers struct {
+	XRequestID string
+}
+
 // CreateSandboxResponse429Headers the declared response headers of an HTTP 429 response for CreateSandbox
 type CreateSandboxResponse429Headers struct {
 	RetryAfter int
@@ -10696,6 +11271,11 @@ type CreateSandboxResponse429Headers struct {
 
 // CreateSandboxResponse500Headers the declared response headers of an HTTP 500 response for CreateSandbox
 type CreateSandboxResponse500Headers struct {
+	XRequestID string
+}
+
+// CreateSandboxResponse501Headers the declared response headers of an HTTP 501 response for CreateSandbox
+type CreateSandboxResponse501Headers struct {
 	XRequestID string
 }
 
@@ -10726,10 +11306,14 @@ type CreateSandboxResponse struct {
 	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *Problem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON501 the response for an HTTP 501 `application/problem+json` response
+	ApplicationproblemJSON501 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -10750,10 +11334,14 @@ type CreateSandboxResponse struct {
 	Headers409 *CreateSandboxResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *CreateSandboxResponse413Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *CreateSandboxResponse422Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateSandboxResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *CreateSandboxResponse500Headers
+	// Headers501 the parsed response headers for an HTTP 501 response
+	Headers501 *CreateSandboxResponse501Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *CreateSandboxResponse503Headers
 }
@@ -10803,6 +11391,11 @@ func (r CreateSandboxResponse) GetApplicationproblemJSON413() *Problem {
 	return r.ApplicationproblemJSON413
 }
 
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateSandboxResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r CreateSandboxResponse) GetApplicationproblemJSON429() *Problem {
 	return r.ApplicationproblemJSON429
@@ -10811,6 +11404,11 @@ func (r CreateSandboxResponse) GetApplicationproblemJSON429() *Problem {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r CreateSandboxResponse) GetApplicationproblemJSON500() *Problem {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON501 returns the response for an HTTP 501 `application/problem+json` response
+func (r CreateSandboxResponse) GetApplicationproblemJSON501() *Problem {
+	return r.ApplicationproblemJSON501
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
@@ -14387,6 +14985,11 @@ type RenewSandboxResponse struct {
 		// Example: 2026-01-02T16:04:05Z
 		ExpiresAt time.Time `json:"expires_at"`
 
+		// FromSnapshot FromSnapshot is the snapshot the sandbox started from; null for a fresh one.
+		//
+		// Example: snp_5q3k8w1m2n4p6r7s9t0v1x2y3w
+		FromSnapshot *string `json:"from_snapshot"`
+
 		// Id Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
 		Id string `json:"id"`
 
@@ -14397,6 +15000,11 @@ type RenewSandboxResponse struct {
 		//
 		// Example: host-a-3f9c2e1d
 		Node *string `json:"node"`
+
+		// OnEnd OnEnd is snapshot for a sandbox whose /workspace is snapshotted when it ends by owner_expired, expired or requested (an exit snapshot); null: none.
+		//
+		// Example: snapshot
+		OnEnd *string `json:"on_end"`
 
 		// Owner Owner is the client that owns the sandbox; null for a sandbox without one.
 		//
@@ -14519,6 +15127,11 @@ func (r RenewSandboxResponse) GetJSON200() *struct {
 	// Example: 2026-01-02T16:04:05Z
 	ExpiresAt time.Time `json:"expires_at"`
 
+	// FromSnapshot FromSnapshot is the snapshot the sandbox started from; null for a fresh one.
+	//
+	// Example: snp_5q3k8w1m2n4p6r7s9t0v1x2y3w
+	FromSnapshot *string `json:"from_snapshot"`
+
 	// Id Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
 	Id string `json:"id"`
 
@@ -14529,6 +15142,11 @@ func (r RenewSandboxResponse) GetJSON200() *struct {
 	//
 	// Example: host-a-3f9c2e1d
 	Node *string `json:"node"`
+
+	// OnEnd OnEnd is snapshot for a sandbox whose /workspace is snapshotted when it ends by owner_expired, expired or requested (an exit snapshot); null: none.
+	//
+	// Example: snapshot
+	OnEnd *string `json:"on_end"`
 
 	// Owner Owner is the client that owns the sandbox; null for a sandbox without one.
 	//
@@ -14827,6 +15445,575 @@ func (r ResumeSandboxResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ResumeSandboxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateSnapshotResponse202Headers the declared response headers of an HTTP 202 response for CreateSnapshot
+type CreateSnapshotResponse202Headers struct {
+	Location   string
+	XRequestID string
+}
+
+// CreateSnapshotResponse400Headers the declared response headers of an HTTP 400 response for CreateSnapshot
+type CreateSnapshotResponse400Headers struct {
+	XRequestID string
+}
+
+// CreateSnapshotResponse401Headers the declared response headers of an HTTP 401 response for CreateSnapshot
+type CreateSnapshotResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// CreateSnapshotResponse404Headers the declared response headers of an HTTP 404 response for CreateSnapshot
+type CreateSnapshotResponse404Headers struct {
+	XRequestID string
+}
+
+// CreateSnapshotResponse409Headers the declared response headers of an HTTP 409 response for CreateSnapshot
+type CreateSnapshotResponse409Headers struct {
+	XRequestID string
+}
+
+// CreateSnapshotResponse429Headers the declared response headers of an HTTP 429 response for CreateSnapshot
+type CreateSnapshotResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// CreateSnapshotResponse500Headers the declared response headers of an HTTP 500 response for CreateSnapshot
+type CreateSnapshotResponse500Headers struct {
+	XRequestID string
+}
+
+// CreateSnapshotResponse501Headers the declared response headers of an HTTP 501 response for CreateSnapshot
+type CreateSnapshotResponse501Headers struct {
+	XRequestID string
+}
+
+// CreateSnapshotResponse503Headers the declared response headers of an HTTP 503 response for CreateSnapshot
+type CreateSnapshotResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type CreateSnapshotResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Snapshot
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON501 the response for an HTTP 501 `application/problem+json` response
+	ApplicationproblemJSON501 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *CreateSnapshotResponse202Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateSnapshotResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateSnapshotResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CreateSnapshotResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateSnapshotResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateSnapshotResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CreateSnapshotResponse500Headers
+	// Headers501 the parsed response headers for an HTTP 501 response
+	Headers501 *CreateSnapshotResponse501Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateSnapshotResponse503Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r CreateSnapshotResponse) GetJSON202() *Snapshot {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON501 returns the response for an HTTP 501 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON501() *Problem {
+	return r.ApplicationproblemJSON501
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateSnapshotResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateSnapshotResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateSnapshotResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateSnapshotResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListSnapshotsResponse200Headers the declared response headers of an HTTP 200 response for ListSnapshots
+type ListSnapshotsResponse200Headers struct {
+	XRequestID string
+}
+
+// ListSnapshotsResponse400Headers the declared response headers of an HTTP 400 response for ListSnapshots
+type ListSnapshotsResponse400Headers struct {
+	XRequestID string
+}
+
+// ListSnapshotsResponse401Headers the declared response headers of an HTTP 401 response for ListSnapshots
+type ListSnapshotsResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// ListSnapshotsResponse429Headers the declared response headers of an HTTP 429 response for ListSnapshots
+type ListSnapshotsResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// ListSnapshotsResponse500Headers the declared response headers of an HTTP 500 response for ListSnapshots
+type ListSnapshotsResponse500Headers struct {
+	XRequestID string
+}
+
+// ListSnapshotsResponse503Headers the declared response headers of an HTTP 503 response for ListSnapshots
+type ListSnapshotsResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type ListSnapshotsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SnapshotList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListSnapshotsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListSnapshotsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListSnapshotsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListSnapshotsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListSnapshotsResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListSnapshotsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSnapshotsResponse) GetJSON200() *SnapshotList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListSnapshotsResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListSnapshotsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListSnapshotsResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListSnapshotsResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListSnapshotsResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSnapshotsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSnapshotsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSnapshotsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSnapshotsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteSnapshotResponse200Headers the declared response headers of an HTTP 200 response for DeleteSnapshot
+type DeleteSnapshotResponse200Headers struct {
+	XRequestID string
+}
+
+// DeleteSnapshotResponse202Headers the declared response headers of an HTTP 202 response for DeleteSnapshot
+type DeleteSnapshotResponse202Headers struct {
+	XRequestID string
+}
+
+// DeleteSnapshotResponse400Headers the declared response headers of an HTTP 400 response for DeleteSnapshot
+type DeleteSnapshotResponse400Headers struct {
+	XRequestID string
+}
+
+// DeleteSnapshotResponse401Headers the declared response headers of an HTTP 401 response for DeleteSnapshot
+type DeleteSnapshotResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// DeleteSnapshotResponse404Headers the declared response headers of an HTTP 404 response for DeleteSnapshot
+type DeleteSnapshotResponse404Headers struct {
+	XRequestID string
+}
+
+// DeleteSnapshotResponse429Headers the declared response headers of an HTTP 429 response for DeleteSnapshot
+type DeleteSnapshotResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// DeleteSnapshotResponse500Headers the declared response headers of an HTTP 500 response for DeleteSnapshot
+type DeleteSnapshotResponse500Headers struct {
+	XRequestID string
+}
+
+// DeleteSnapshotResponse503Headers the declared response headers of an HTTP 503 response for DeleteSnapshot
+type DeleteSnapshotResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type DeleteSnapshotResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Snapshot
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Snapshot
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *DeleteSnapshotResponse200Headers
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *DeleteSnapshotResponse202Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *DeleteSnapshotResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteSnapshotResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DeleteSnapshotResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteSnapshotResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *DeleteSnapshotResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteSnapshotResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeleteSnapshotResponse) GetJSON200() *Snapshot {
+	return r.JSON200
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r DeleteSnapshotResponse) GetJSON202() *Snapshot {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteSnapshotResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteSnapshotResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteSnapshotResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DeleteSnapshotResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DeleteSnapshotResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DeleteSnapshotResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteSnapshotResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteSnapshotResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteSnapshotResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteSnapshotResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetSnapshotResponse200Headers the declared response headers of an HTTP 200 response for GetSnapshot
+type GetSnapshotResponse200Headers struct {
+	XRequestID string
+}
+
+// GetSnapshotResponse400Headers the declared response headers of an HTTP 400 response for GetSnapshot
+type GetSnapshotResponse400Headers struct {
+	XRequestID string
+}
+
+// GetSnapshotResponse401Headers the declared response headers of an HTTP 401 response for GetSnapshot
+type GetSnapshotResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// GetSnapshotResponse404Headers the declared response headers of an HTTP 404 response for GetSnapshot
+type GetSnapshotResponse404Headers struct {
+	XRequestID string
+}
+
+// GetSnapshotResponse429Headers the declared response headers of an HTTP 429 response for GetSnapshot
+type GetSnapshotResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// GetSnapshotResponse500Headers the declared response headers of an HTTP 500 response for GetSnapshot
+type GetSnapshotResponse500Headers struct {
+	XRequestID string
+}
+
+// GetSnapshotResponse503Headers the declared response headers of an HTTP 503 response for GetSnapshot
+type GetSnapshotResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type GetSnapshotResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Snapshot
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetSnapshotResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetSnapshotResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetSnapshotResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetSnapshotResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSnapshotResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetSnapshotResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetSnapshotResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSnapshotResponse) GetJSON200() *Snapshot {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetSnapshotResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSnapshotResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetSnapshotResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetSnapshotResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetSnapshotResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetSnapshotResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSnapshotResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSnapshotResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSnapshotResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSnapshotResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -16660,6 +17847,66 @@ func (c *ClientWithResponses) ResumeSandboxWithResponse(ctx context.Context, id 
 		return nil, err
 	}
 	return ParseResumeSandboxResponse(rsp)
+}
+
+// CreateSnapshotWithResponse Snapshot a sandbox
+//
+// Records a snapshot of a ready or paused sandbox's /workspace, in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
+func (c *ClientWithResponses) CreateSnapshotWithResponse(ctx context.Context, id string, params *CreateSnapshotParams, reqEditors ...RequestEditorFn) (*CreateSnapshotResponse, error) {
+	rsp, err := c.CreateSnapshot(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSnapshotResponse(rsp)
+}
+
+// ListSnapshotsWithResponse List snapshots
+//
+// The tenant's snapshots that are not deleted, newest first, a page at a time; sandbox selects the snapshots of one sandbox.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/snapshots (the `ListSnapshots` operationId).
+func (c *ClientWithResponses) ListSnapshotsWithResponse(ctx context.Context, params *ListSnapshotsParams, reqEditors ...RequestEditorFn) (*ListSnapshotsResponse, error) {
+	rsp, err := c.ListSnapshots(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSnapshotsResponse(rsp)
+}
+
+// DeleteSnapshotWithResponse Delete a snapshot
+//
+// Marks the snapshot deleted; its data at the provider is removed by the janitor's next reconciliation (or at once by the executor taking a creating one). A sandbox already started from it keeps its files. Idempotent: 202 when this call deleted it, 200 when it was deleted already.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/snapshots/{id} (the `DeleteSnapshot` operationId).
+func (c *ClientWithResponses) DeleteSnapshotWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DeleteSnapshotResponse, error) {
+	rsp, err := c.DeleteSnapshot(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteSnapshotResponse(rsp)
+}
+
+// GetSnapshotWithResponse Get a snapshot
+//
+// Returns the snapshot, deleted ones included. With wait, blocks until it is no longer creating, or the wait ends.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/snapshots/{id} (the `GetSnapshot` operationId).
+func (c *ClientWithResponses) GetSnapshotWithResponse(ctx context.Context, id string, params *GetSnapshotParams, reqEditors ...RequestEditorFn) (*GetSnapshotResponse, error) {
+	rsp, err := c.GetSnapshot(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSnapshotResponse(rsp)
 }
 
 // ListWebhooksWithResponse List webhook endpoints
@@ -21137,6 +22384,13 @@ func ParseCreateSandboxResponse(rsp *http.Response) (*CreateSandboxResponse, err
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21150,6 +22404,13 @@ func ParseCreateSandboxResponse(rsp *http.Response) (*CreateSandboxResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON501 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest Problem
@@ -21279,6 +22540,16 @@ func ParseCreateSandboxResponse(rsp *http.Response) (*CreateSandboxResponse, err
 			headers.XRequestID = value
 		}
 		response.Headers413 = &headers
+	case rsp.StatusCode == 422:
+		var headers CreateSandboxResponse422Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers422 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateSandboxResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -21306,6 +22577,16 @@ func ParseCreateSandboxResponse(rsp *http.Response) (*CreateSandboxResponse, err
 			headers.XRequestID = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 501:
+		var headers CreateSandboxResponse501Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers501 = &headers
 	case rsp.StatusCode == 503:
 		var headers CreateSandboxResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -25578,6 +26859,11 @@ func ParseRenewSandboxResponse(rsp *http.Response) (*RenewSandboxResponse, error
 			// Example: 2026-01-02T16:04:05Z
 			ExpiresAt time.Time `json:"expires_at"`
 
+			// FromSnapshot FromSnapshot is the snapshot the sandbox started from; null for a fresh one.
+			//
+			// Example: snp_5q3k8w1m2n4p6r7s9t0v1x2y3w
+			FromSnapshot *string `json:"from_snapshot"`
+
 			// Id Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
 			Id string `json:"id"`
 
@@ -25588,6 +26874,11 @@ func ParseRenewSandboxResponse(rsp *http.Response) (*RenewSandboxResponse, error
 			//
 			// Example: host-a-3f9c2e1d
 			Node *string `json:"node"`
+
+			// OnEnd OnEnd is snapshot for a sandbox whose /workspace is snapshotted when it ends by owner_expired, expired or requested (an exit snapshot); null: none.
+			//
+			// Example: snapshot
+			OnEnd *string `json:"on_end"`
 
 			// Owner Owner is the client that owns the sandbox; null for a sandbox without one.
 			//
@@ -26016,6 +27307,695 @@ func ParseResumeSandboxResponse(rsp *http.Response) (*ResumeSandboxResponse, err
 		response.Headers501 = &headers
 	case rsp.StatusCode == 503:
 		var headers ResumeSandboxResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateSnapshotResponse parses an HTTP response from a CreateSnapshotWithResponse call
+func ParseCreateSnapshotResponse(rsp *http.Response) (*CreateSnapshotResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateSnapshotResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Snapshot
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers CreateSnapshotResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers202 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateSnapshotResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateSnapshotResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers CreateSnapshotResponse404Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateSnapshotResponse409Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateSnapshotResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers CreateSnapshotResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 501:
+		var headers CreateSnapshotResponse501Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers501 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateSnapshotResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListSnapshotsResponse parses an HTTP response from a ListSnapshotsWithResponse call
+func ParseListSnapshotsResponse(rsp *http.Response) (*ListSnapshotsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSnapshotsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SnapshotList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListSnapshotsResponse200Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListSnapshotsResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListSnapshotsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListSnapshotsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListSnapshotsResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListSnapshotsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteSnapshotResponse parses an HTTP response from a DeleteSnapshotWithResponse call
+func ParseDeleteSnapshotResponse(rsp *http.Response) (*DeleteSnapshotResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteSnapshotResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Snapshot
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Snapshot
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers DeleteSnapshotResponse200Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 202:
+		var headers DeleteSnapshotResponse202Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers202 = &headers
+	case rsp.StatusCode == 400:
+		var headers DeleteSnapshotResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers DeleteSnapshotResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers DeleteSnapshotResponse404Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteSnapshotResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers DeleteSnapshotResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeleteSnapshotResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetSnapshotResponse parses an HTTP response from a GetSnapshotWithResponse call
+func ParseGetSnapshotResponse(rsp *http.Response) (*GetSnapshotResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSnapshotResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Snapshot
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetSnapshotResponse200Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetSnapshotResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetSnapshotResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetSnapshotResponse404Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetSnapshotResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetSnapshotResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetSnapshotResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

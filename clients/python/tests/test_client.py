@@ -247,3 +247,70 @@ def test_ports_and_previews_sync_and_async(client: Tether):
         assert any(p.capabilities.ports for p in client.providers() if p.name == "local")
     finally:
         client.delete_sandbox(sb.id)
+
+
+def test_snapshots_sync_and_async(client: Tether):
+    sb = client.wait_sandbox(
+        client.create_sandbox(provider="local", labels=LABELS, params={"workspace_mb": 32}).id, timeout=60
+    )
+    restored = []
+    try:
+        client.write_file(sb.id, "/workspace/kept.txt", b"kept across sandboxes")
+        snap = client.create_snapshot(sb.id, wait=30)
+        assert (snap.state, snap.kind, snap.source_sandbox_id) == ("ready", "manual", sb.id)
+        assert snap.size_bytes > 0
+        assert [s.id for s in client.list_snapshots(sandbox_id=sb.id).items] == [snap.id]
+        assert client.get_snapshot(snap.id).ready
+
+        new = client.wait_sandbox(
+            client.create_sandbox(provider="local", labels=LABELS, from_snapshot=snap.id).id, timeout=60
+        )
+        restored.append(new.id)
+        assert new.from_snapshot == snap.id
+        assert client.read_file(new.id, "/workspace/kept.txt") == b"kept across sandboxes"
+
+        async def run() -> tuple:
+            async with AsyncTether(URL, KEY) as a:
+                s2 = await a.create_snapshot(new.id, wait=30)
+                page = await a.list_snapshots(sandbox_id=new.id)
+                got = await a.get_snapshot(s2.id)
+                gone = await a.delete_snapshot(s2.id)
+                return s2, page, got, gone
+
+        s2, page, got, gone = asyncio.run(run())
+        assert s2.state == "ready" and got.id == s2.id and [s.id for s in page.items] == [s2.id]
+        assert gone.state == "deleted"
+
+        # Bad input is the documented problem.
+        with pytest.raises(TetherError) as ctx:
+            client.create_sandbox(provider="local", labels=LABELS, from_snapshot=s2.id)
+        assert (ctx.value.code, ctx.value.status) == ("SNAPSHOT_NOT_READY", 409)
+        with pytest.raises(TetherError) as ctx:
+            client.get_snapshot("snp_" + "0" * 26)
+        assert (ctx.value.code, ctx.value.status) == ("NOT_FOUND", 404)
+        assert client.delete_snapshot(snap.id).state == "deleted"
+        assert client.delete_snapshot(snap.id).state == "deleted"  # idempotent
+    finally:
+        for sid in [sb.id, *restored]:
+            client.delete_sandbox(sid)
+
+
+def test_exit_snapshot_on_delete(client: Tether):
+    sb = client.wait_sandbox(
+        client.create_sandbox(provider="local", labels=LABELS, on_end="snapshot", params={"workspace_mb": 32}).id,
+        timeout=60,
+    )
+    assert sb.on_end == "snapshot"
+    client.write_file(sb.id, "/workspace/work.txt", b"unfinished")
+    client.delete_sandbox(sb.id)
+    client.wait_sandbox(sb.id, timeout=60, until="released")
+    snaps = client.list_snapshots(sandbox_id=sb.id).items
+    assert [(s.kind, s.state) for s in snaps] == [("exit", "ready")]
+    new = client.wait_sandbox(
+        client.create_sandbox(provider="local", labels=LABELS, from_snapshot=snaps[0].id).id, timeout=60
+    )
+    try:
+        assert client.read_file(new.id, "/workspace/work.txt") == b"unfinished"
+    finally:
+        client.delete_sandbox(new.id)
+        client.delete_snapshot(snaps[0].id)

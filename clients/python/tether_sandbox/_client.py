@@ -194,11 +194,16 @@ class _API:
         setup: Optional[str] = None,
         params: Optional[Mapping[str, Any]] = None,
         idempotency_key: Optional[str] = None,
+        from_snapshot: Optional[str] = None,
+        on_end: Optional[str] = None,
     ) -> Any:
         """Request a sandbox; it comes back requested (use wait_sandbox).
 
         id: the sandbox's id, chosen here (new_sandbox_id()) so that it is
         known before the request is sent; the create is idempotent on it.
+        from_snapshot: a ready snapshot's id, whose /workspace the sandbox
+        starts with. on_end: "snapshot" to take an exit snapshot when the
+        sandbox ends by its owner's lease, its TTL or a delete.
         """
         return self._run(
             _core.create_sandbox(
@@ -211,6 +216,8 @@ class _API:
                 setup=setup,
                 params=params,
                 idempotency_key=idempotency_key,
+                from_snapshot=from_snapshot,
+                on_end=on_end,
             )
         )
 
@@ -255,6 +262,25 @@ class _API:
     def delete_sandbox(self, sandbox_id: str) -> Any:
         """Cancel (requested, creating) or terminate (ready) the sandbox. Idempotent."""
         return self._run(_core.delete_sandbox(sandbox_id))
+
+    def create_snapshot(self, sandbox_id: str, *, wait: Optional[float] = None) -> Any:
+        """Snapshot a ready or paused sandbox's /workspace (Snapshot, creating;
+        with wait seconds, as it is once settled or when wait passed)."""
+        return self._run(_core.create_snapshot(sandbox_id, wait=wait))
+
+    def get_snapshot(self, snapshot_id: str, *, wait: Optional[float] = None) -> Any:
+        """The snapshot; with wait (seconds), once it is no longer creating."""
+        return self._run(_core.get_snapshot(snapshot_id, wait=wait))
+
+    def list_snapshots(
+        self, *, sandbox_id: Optional[str] = None, limit: Optional[int] = None, cursor: Optional[str] = None
+    ) -> Any:
+        """One page of the tenant's snapshots, newest first (SnapshotPage)."""
+        return self._run(_core.list_snapshots(sandbox_id=sandbox_id, limit=limit, cursor=cursor))
+
+    def delete_snapshot(self, snapshot_id: str) -> Any:
+        """Delete the snapshot. Idempotent."""
+        return self._run(_core.delete_snapshot(snapshot_id))
 
     def renew_sandbox(self, sandbox_id: str, ttl_seconds: int) -> Any:
         """Move the sandbox's deadline to now + ttl_seconds (RenewedSandbox)."""

@@ -38,6 +38,8 @@ from ._models import (
     RenewedSandbox,
     Sandbox,
     SandboxPage,
+    Snapshot,
+    SnapshotPage,
     CreatedWebhook,
     Webhook,
     WebhookDeliveryPage,
@@ -149,10 +151,14 @@ def create_sandbox(
     setup: Optional[str] = None,
     params: Optional[Mapping[str, Any]] = None,
     idempotency_key: Optional[str] = None,
+    from_snapshot: Optional[str] = None,
+    on_end: Optional[str] = None,
 ) -> Op[Sandbox]:
     body: dict[str, Any] = {}
     for name, value in (
         ("id", id),
+        ("from_snapshot", from_snapshot),
+        ("on_end", on_end),
         ("provider", provider),
         ("owner", owner),
         ("labels", dict(labels) if labels else None),
@@ -236,6 +242,44 @@ def delete_sandbox(sandbox_id: str) -> Op[Sandbox]:
     """Cancel or terminate; idempotent (202 ended now, 200 had ended)."""
     resp = yield Call("DELETE", _sandbox_path(sandbox_id))
     return Sandbox.from_json(resp.json())
+
+
+def _snapshot_path(snapshot_id: str) -> str:
+    return "/v1/snapshots/" + _seg(snapshot_id)
+
+
+def create_snapshot(sandbox_id: str, *, wait: Optional[float] = None) -> Op[Snapshot]:
+    """Snapshot a ready or paused sandbox's /workspace (202, creating); with
+    wait (seconds), the server holds the answer until it settled."""
+    params = [("wait", _seconds(wait))] if wait else []
+    resp = yield Call("POST", _sandbox_path(sandbox_id, "/snapshots"), params=params, extra_timeout=float(wait or 0))
+    return Snapshot.from_json(resp.json())
+
+
+def get_snapshot(snapshot_id: str, *, wait: Optional[float] = None) -> Op[Snapshot]:
+    params = [("wait", _seconds(wait))] if wait else []
+    resp = yield Call("GET", _snapshot_path(snapshot_id), params=params, extra_timeout=float(wait or 0))
+    return Snapshot.from_json(resp.json())
+
+
+def list_snapshots(
+    *, sandbox_id: Optional[str] = None, limit: Optional[int] = None, cursor: Optional[str] = None
+) -> Op[SnapshotPage]:
+    params: list[tuple[str, str]] = []
+    if sandbox_id:
+        params.append(("sandbox", sandbox_id))
+    if limit is not None:
+        params.append(("limit", str(int(limit))))
+    if cursor:
+        params.append(("cursor", cursor))
+    resp = yield Call("GET", "/v1/snapshots", params=params)
+    return SnapshotPage.from_json(resp.json())
+
+
+def delete_snapshot(snapshot_id: str) -> Op[Snapshot]:
+    """Delete; idempotent (202 deleted now, 200 was deleted)."""
+    resp = yield Call("DELETE", _snapshot_path(snapshot_id))
+    return Snapshot.from_json(resp.json())
 
 
 def renew_sandbox(sandbox_id: str, ttl_seconds: int) -> Op[RenewedSandbox]:

@@ -15,6 +15,8 @@ __all__ = [
     "Sandbox",
     "RenewedSandbox",
     "SandboxPage",
+    "Snapshot",
+    "SnapshotPage",
     "Event",
     "EventPage",
     "ExecResult",
@@ -88,6 +90,10 @@ class Sandbox:
     released_at: Optional[datetime] = None
     expires_at: Optional[datetime] = None
     create_deadline: Optional[datetime] = None
+    on_end: Optional[str] = None
+    """"snapshot" for a sandbox that takes an exit snapshot when it ends."""
+    from_snapshot: Optional[str] = None
+    """The snapshot the sandbox started from."""
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -135,8 +141,63 @@ class Sandbox:
             released_at=parse_time(d.get("released_at")),
             expires_at=parse_time(d.get("expires_at")),
             create_deadline=parse_time(d.get("create_deadline")),
+            on_end=_str(d.get("on_end")),
+            from_snapshot=_str(d.get("from_snapshot")),
             raw=d,
         )
+
+
+@dataclass
+class Snapshot:
+    """A snapshot of a sandbox's /workspace (docs/snapshots.md)."""
+
+    id: str
+    state: str
+    """creating, ready, failed, lost or deleted."""
+    kind: str = "manual"
+    """manual, or exit (taken when an on_end="snapshot" sandbox ended)."""
+    source_sandbox_id: str = ""
+    provider: str = ""
+    size_bytes: int = 0
+    error: Optional[str] = None
+    created_at: Optional[datetime] = None
+    ready_at: Optional[datetime] = None
+    expires_at: Optional[datetime] = None
+    deleted_at: Optional[datetime] = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready"
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Snapshot":
+        return cls(
+            id=d["id"],
+            state=d["state"],
+            kind=d.get("kind") or "manual",
+            source_sandbox_id=d.get("source_sandbox_id") or "",
+            provider=d.get("provider") or "",
+            size_bytes=int(d.get("size_bytes") or 0),
+            error=_str(d.get("error")),
+            created_at=parse_time(d.get("created_at")),
+            ready_at=parse_time(d.get("ready_at")),
+            expires_at=parse_time(d.get("expires_at")),
+            deleted_at=parse_time(d.get("deleted_at")),
+            raw=d,
+        )
+
+
+@dataclass
+class SnapshotPage:
+    """A page of snapshots, newest first; pass next_cursor back for the next."""
+
+    items: list[Snapshot]
+    next_cursor: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "SnapshotPage":
+        return cls([Snapshot.from_json(i) for i in d.get("items") or []], _str(d.get("next_cursor")))
 
 
 @dataclass

@@ -29,6 +29,9 @@ export type ReplayWebhookRequest = Schemas["ReplayWebhookRequest"];
 export type Preview = Schemas["Preview"];
 export type PreviewList = Schemas["PreviewList"];
 export type PreviewRequest = Schemas["PreviewRequest"];
+export type Snapshot = Schemas["Snapshot"];
+export type SnapshotList = Schemas["SnapshotList"];
+export type ListSnapshotsQuery = NonNullable<paths["/v1/snapshots"]["get"]["parameters"]["query"]>;
 export type ListWebhookDeliveriesQuery = NonNullable<paths["/v1/webhooks/{id}/deliveries"]["get"]["parameters"]["query"]>;
 
 /** Options every call takes. */
@@ -314,6 +317,31 @@ export class TetherClient {
     return this.#call(opts.signal, () =>
       this.#api.DELETE("/v1/sandboxes/{id}/previews/{preview_id}", { params: { path: { id, preview_id: previewId } }, signal: opts.signal }),
     );
+
+  // --- snapshots (docs/snapshots.md) ---
+
+  /** POST /v1/sandboxes/{id}/snapshots: snapshots a ready or paused sandbox's /workspace; with wait (a Go duration such as "30s"), answers once it settled. */
+  createSnapshot(id: string, opts: CallOptions & { wait?: string } = {}): Promise<Snapshot> {
+    const query: { wait?: string } = {};
+    if (opts.wait !== undefined) query.wait = opts.wait;
+    return this.#call(opts.signal, () => this.#api.POST("/v1/sandboxes/{id}/snapshots", { params: { path: { id }, query }, signal: opts.signal }));
+  }
+
+  /** GET /v1/snapshots: the tenant's snapshots, newest first; sandbox selects one sandbox's. */
+  listSnapshots(query: ListSnapshotsQuery = {}, opts: CallOptions = {}): Promise<SnapshotList> {
+    return this.#call(opts.signal, () => this.#api.GET("/v1/snapshots", { params: { query }, signal: opts.signal }));
+  }
+
+  /** GET /v1/snapshots/{id}, optionally waiting until it is no longer creating. */
+  getSnapshot(id: string, opts: CallOptions & { wait?: string } = {}): Promise<Snapshot> {
+    const query: { wait?: string } = {};
+    if (opts.wait !== undefined) query.wait = opts.wait;
+    return this.#call(opts.signal, () => this.#api.GET("/v1/snapshots/{id}", { params: { path: { id }, query }, signal: opts.signal }));
+  }
+
+  /** DELETE /v1/snapshots/{id} (idempotent); its data goes at the next reconciliation. */
+  deleteSnapshot(id: string, opts: CallOptions = {}): Promise<Snapshot> {
+    return this.#call(opts.signal, () => this.#api.DELETE("/v1/snapshots/{id}", { params: { path: { id } }, signal: opts.signal }));
   }
 
   // --- webhooks (docs/webhooks.md; the API key needs manage_keys) ---

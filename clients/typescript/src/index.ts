@@ -2,7 +2,7 @@ export { TetherClient, isSettling, newSandboxId } from "./client.js";
 export type {
   CallOptions, CreateOptions, CreateSandboxRequest, Event, EventList, ExecRequest, ExecResult, ExecStreamEvent,
   Health, ListEventsQuery, ListSandboxEventsQuery, ListSandboxesQuery, OwnerLease as OwnerLeaseInfo, OwnerRelease,
-  Provider, ProviderList, Sandbox, SandboxList, SandboxReason, TetherClientOptions, WaitOptions,
+  Provider, ProviderList, Sandbox, SandboxList, SandboxReason, Snapshot, SnapshotList, ListSnapshotsQuery, TetherClientOptions, WaitOptions,
   CreatedWebhook, CreateWebhookRequest, ListWebhookDeliveriesQuery, ReplayWebhookRequest, Webhook, WebhookDelivery,
   WebhookDeliveryList, WebhookList, Preview, PreviewList, PreviewRequest,
 } from "./client.js";

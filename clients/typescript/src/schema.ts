@@ -730,6 +730,70 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/snapshots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Snapshot a sandbox
+         * @description Records a snapshot of a ready or paused sandbox's /workspace, in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
+         */
+        post: operations["createSnapshot"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/snapshots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List snapshots
+         * @description The tenant's snapshots that are not deleted, newest first, a page at a time; sandbox selects the snapshots of one sandbox.
+         */
+        get: operations["listSnapshots"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/snapshots/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a snapshot
+         * @description Returns the snapshot, deleted ones included. With wait, blocks until it is no longer creating, or the wait ends.
+         */
+        get: operations["getSnapshot"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a snapshot
+         * @description Marks the snapshot deleted; its data at the provider is removed by the janitor's next reconciliation (or at once by the executor taking a creating one). A sandbox already started from it keeps its files. Idempotent: 202 when this call deleted it, 200 when it was deleted already.
+         */
+        delete: operations["deleteSnapshot"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/webhooks": {
         parameters: {
             query?: never;
@@ -987,6 +1051,11 @@ export interface components {
              * @example true
              */
             ports: boolean;
+            /**
+             * @description Snapshot is true when the provider snapshots sandboxes' workspaces (POST /v1/sandboxes/{id}/snapshots, from_snapshot, on_end snapshot); without it they are 501 NOT_SUPPORTED.
+             * @example true
+             */
+            snapshot: boolean;
         };
         CreateAPIKeyRequest: {
             /**
@@ -1037,6 +1106,11 @@ export interface components {
                 [key: string]: string;
             };
             /**
+             * @description FromSnapshot names a ready snapshot of the tenant, of the create's provider, that the sandbox starts from: its /workspace holds the snapshot's files. An unknown snapshot (or another tenant's) is 404 NOT_FOUND, one not ready 409 SNAPSHOT_NOT_READY, one of another provider 422 SNAPSHOT_PROVIDER_MISMATCH; a provider without snapshots, 501 NOT_SUPPORTED. Not with pool.
+             * @example snp_5q3k8w1m2n4p6r7s9t0v1x2y3w
+             */
+            from_snapshot?: string;
+            /**
              * @description ID is the sandbox's id, chosen by the client so that it knows the id before any I/O: "sbx_" and 26 characters of the alphabet 0-9 a-z without i l o u (the first 10 encode the creation time in milliseconds, the rest are random). Default: the server chooses one. A create with an id is idempotent on it (the same request again returns the same sandbox, 200); another request with the same id is 409 IDEMPOTENCY_KEY_REUSED, and an id already taken is 409 SANDBOX_ID_TAKEN.
              * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
              */
@@ -1050,6 +1124,12 @@ export interface components {
             labels?: {
                 [key: string]: string;
             };
+            /**
+             * @description OnEnd "snapshot" takes an exit snapshot of the sandbox's /workspace before its resources are destroyed when it ends by owner_expired, expired or requested (its owner crashed, its TTL ran out, a client deleted it), so that a new sandbox can start from it; "none" takes none. Default: the server's DEFAULT_ON_END for a provider that snapshots. Not with pool.
+             * @example snapshot
+             * @enum {string}
+             */
+            on_end?: "snapshot" | "none";
             /**
              * @description Owner is the client that owns the sandbox; the sandbox ends when the owner's lease lapses.
              * @example agent-42
@@ -1153,7 +1233,7 @@ export interface components {
             /** @example created by provider sim */
             message: string;
             /**
-             * @description Reason is the reason recorded with the transition (a sandbox's end reason, owner_transferred, or outage_credited for an outage credited to its deadline or its owner's lease); null when there is none.
+             * @description Reason is the reason recorded with the transition (a sandbox's end reason, owner_transferred, outage_credited for an outage credited to its deadline or its owner's lease, or snapshot_requested, snapshot_ready, snapshot_failed, snapshot_lost, snapshot_deleted for a change of one of its snapshots, named in message; those three kinds are records with from equal to to, not transitions); null when there is none.
              * @example requested
              */
             reason: string | null;
@@ -1467,7 +1547,7 @@ export interface components {
              * @example NOT_FOUND
              * @enum {string}
              */
-            code: "INVALID_REQUEST" | "UNAUTHENTICATED" | "FORBIDDEN" | "NOT_FOUND" | "SANDBOX_STATE_CONFLICT" | "IDEMPOTENCY_KEY_REUSED" | "SANDBOX_ID_TAKEN" | "POOL_EXISTS" | "POOL_EMPTY" | "UNKNOWN_PROVIDER" | "PROVIDER_UNAVAILABLE" | "NOT_SUPPORTED" | "PAYLOAD_TOO_LARGE" | "QUOTA_EXCEEDED" | "REQUEST_TIMEOUT" | "FILE_NOT_FOUND" | "IS_DIRECTORY" | "PERMISSION_DENIED" | "INVALID_PATH" | "PORT_UNREACHABLE" | "PREVIEW_GONE" | "INTERNAL" | "UNAVAILABLE";
+            code: "INVALID_REQUEST" | "UNAUTHENTICATED" | "FORBIDDEN" | "NOT_FOUND" | "SANDBOX_STATE_CONFLICT" | "IDEMPOTENCY_KEY_REUSED" | "SANDBOX_ID_TAKEN" | "POOL_EXISTS" | "POOL_EMPTY" | "SNAPSHOT_NOT_READY" | "SNAPSHOT_PROVIDER_MISMATCH" | "UNKNOWN_PROVIDER" | "PROVIDER_UNAVAILABLE" | "NOT_SUPPORTED" | "PAYLOAD_TOO_LARGE" | "QUOTA_EXCEEDED" | "REQUEST_TIMEOUT" | "FILE_NOT_FOUND" | "IS_DIRECTORY" | "PERMISSION_DENIED" | "INVALID_PATH" | "PORT_UNREACHABLE" | "PREVIEW_GONE" | "INTERNAL" | "UNAVAILABLE";
             /**
              * @description Detail explains this occurrence.
              * @example sandbox sbx_... not found
@@ -1548,11 +1628,11 @@ export interface components {
         };
         ReconcileEvent: {
             /**
-             * @description Action is what was done: an orphaned resource destroyed (or a failed attempt, retried next round), or a ready sandbox the provider no longer has ended as lost.
+             * @description Action is what was done: an orphaned resource destroyed (or a failed attempt, retried next round), or a ready sandbox the provider no longer has ended as lost; for snapshots (sandbox_id then holds the snapshot's id), an orphaned snapshot's data removed (or a failed attempt), or a ready snapshot whose data is gone marked lost.
              * @example lost
              * @enum {string}
              */
-            action: "orphan_destroyed" | "orphan_destroy_failed" | "lost";
+            action: "orphan_destroyed" | "orphan_destroy_failed" | "lost" | "snapshot_orphan_deleted" | "snapshot_orphan_delete_failed" | "snapshot_lost";
             /**
              * Format: date-time
              * @example 2026-01-02T15:04:06.5Z
@@ -1626,6 +1706,11 @@ export interface components {
              * @example 2026-01-02T16:04:05Z
              */
             expires_at: string;
+            /**
+             * @description FromSnapshot is the snapshot the sandbox started from; null for a fresh one.
+             * @example snp_5q3k8w1m2n4p6r7s9t0v1x2y3w
+             */
+            from_snapshot: string | null;
             /** @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w */
             id: string;
             /**
@@ -1641,6 +1726,11 @@ export interface components {
              * @example host-a-3f9c2e1d
              */
             node: string | null;
+            /**
+             * @description OnEnd is snapshot for a sandbox whose /workspace is snapshotted when it ends by owner_expired, expired or requested (an exit snapshot); null: none.
+             * @example snapshot
+             */
+            on_end: string | null;
             /**
              * @description Owner is the client that owns the sandbox; null for a sandbox without one.
              * @example agent-42
@@ -1710,6 +1800,71 @@ export interface components {
         };
         /** @enum {string} */
         SandboxState: "requested" | "creating" | "ready" | "pausing" | "paused" | "resuming" | "cancelled" | "terminated" | "failed";
+        Snapshot: {
+            /**
+             * Format: date-time
+             * @example 2026-01-02T15:04:05.123456Z
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description DeletedAt is when it was deleted; null until then.
+             * @example 2026-01-03T15:04:05Z
+             */
+            deleted_at: string | null;
+            /**
+             * @description Error is why the snapshot failed or was lost, or the last retryable error while creating; null when there is none.
+             * @example its sandbox ended while the snapshot was being taken
+             */
+            error: string | null;
+            /**
+             * Format: date-time
+             * @description ExpiresAt is when the janitor deletes it (the server's SNAPSHOT_RETENTION after it was asked for); null: kept until deleted.
+             * @example 2026-01-09T15:04:05Z
+             */
+            expires_at: string | null;
+            /** @example snp_5q3k8w1m2n4p6r7s9t0v1x2y3w */
+            id: string;
+            /**
+             * @description Kind is manual (POST /v1/sandboxes/{id}/snapshots) or exit (taken when a sandbox created with on_end snapshot ended).
+             * @example manual
+             * @enum {string}
+             */
+            kind: "manual" | "exit";
+            /** @example local */
+            provider: string;
+            /**
+             * Format: date-time
+             * @description ReadyAt is when it became ready; null until then.
+             * @example 2026-01-02T15:04:06.5Z
+             */
+            ready_at: string | null;
+            /**
+             * Format: int64
+             * @description SizeBytes is what the snapshot holds at its provider, once ready (the local provider's: the blocks its sparse image uses); 0 before.
+             * @example 1048576
+             */
+            size_bytes: number;
+            /**
+             * @description SourceSandboxID is the sandbox the snapshot was taken of.
+             * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
+             */
+            source_sandbox_id: string;
+            /**
+             * @description State is creating (being taken), ready (a create may start from it), failed (it could not be taken; error says why), lost (its provider no longer has its data) or deleted.
+             * @example ready
+             * @enum {string}
+             */
+            state: "creating" | "ready" | "failed" | "lost" | "deleted";
+        };
+        SnapshotList: {
+            items: components["schemas"]["Snapshot"][];
+            /**
+             * @description NextCursor fetches the next page (pass it as cursor); null at the end.
+             * @example MTc2NzM2NjI0NTEyMzQ1NnxzbnBfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o
+             */
+            next_cursor: string | null;
+        };
         TTLRequest: {
             /**
              * Format: int64
@@ -1844,7 +1999,7 @@ export interface components {
         };
         WebhookFilter: {
             /**
-             * @description Reasons are event reasons (requested, owner_released, owner_expired, expired, create_failed, lost, owner_transferred, outage_credited): events with them are delivered; an event without a reason matches no list of reasons.
+             * @description Reasons are event reasons (requested, owner_released, owner_expired, expired, create_failed, lost, pause_failed, resume_failed, pool_deleted, pool_shrunk, owner_transferred, outage_credited, snapshot_requested, snapshot_ready, snapshot_failed, snapshot_lost, snapshot_deleted): events with them are delivered; an event without a reason matches no list of reasons.
              * @example [
              *       "owner_expired",
              *       "lost"
@@ -4765,7 +4920,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description NOT_FOUND: the pool named does not exist */
+            /** @description NOT_FOUND: the pool named does not exist, or the snapshot from_snapshot names (or it is another tenant's) */
             404: {
                 headers: {
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
@@ -4776,7 +4931,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description IDEMPOTENCY_KEY_REUSED, or SANDBOX_ID_TAKEN: the client-chosen id names another sandbox, or POOL_EMPTY: pool_only and no member ready */
+            /** @description IDEMPOTENCY_KEY_REUSED, or SANDBOX_ID_TAKEN: the client-chosen id names another sandbox, or POOL_EMPTY: pool_only and no member ready, or SNAPSHOT_NOT_READY: from_snapshot names a snapshot that is not ready */
             409: {
                 headers: {
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
@@ -4789,6 +4944,17 @@ export interface operations {
             };
             /** @description PAYLOAD_TOO_LARGE */
             413: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description SNAPSHOT_PROVIDER_MISMATCH: from_snapshot names a snapshot of another provider */
+            422: {
                 headers: {
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
                     "X-Request-ID": string;
@@ -4813,6 +4979,17 @@ export interface operations {
             };
             /** @description INTERNAL: a bug; quote the request id when reporting it */
             500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_SUPPORTED: from_snapshot or on_end snapshot with a provider that cannot snapshot sandboxes */
+            501: {
                 headers: {
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
                     "X-Request-ID": string;
@@ -7887,6 +8064,446 @@ export interface operations {
             };
             /** @description NOT_SUPPORTED: the sandbox's provider cannot pause sandboxes */
             501: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    createSnapshot: {
+        parameters: {
+            query?: {
+                /**
+                 * @description how long to wait for the snapshot to settle: a Go duration or whole seconds
+                 * @example 30s
+                 */
+                wait?: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description sandbox id
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description recorded; Location names the snapshot */
+            202: {
+                headers: {
+                    /** @description the snapshot's URL path, /v1/snapshots/{id} */
+                    Location: string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Snapshot"];
+                };
+            };
+            /** @description INVALID_REQUEST: a query parameter */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_FOUND: no such sandbox */
+            404: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description SANDBOX_STATE_CONFLICT: the sandbox is not ready or paused; state says what it is */
+            409: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: the tenant's snapshots are at SNAPSHOT_MAX_PER_TENANT or SNAPSHOT_MAX_BYTES_PER_TENANT (delete some), or over the API key's request rate */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_SUPPORTED: the sandbox's provider cannot snapshot sandboxes */
+            501: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listSnapshots: {
+        parameters: {
+            query?: {
+                /**
+                 * @description only the snapshots of this sandbox
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
+                 */
+                sandbox?: string;
+                /** @description page size, 1-500 (default 100) */
+                limit?: number;
+                /** @description next_cursor of the previous page */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a page of snapshots */
+            200: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SnapshotList"];
+                };
+            };
+            /** @description INVALID_REQUEST: a query parameter, or a bad cursor */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getSnapshot: {
+        parameters: {
+            query?: {
+                /**
+                 * @description how long to wait for the snapshot to settle: a Go duration or whole seconds
+                 * @example 30s
+                 */
+                wait?: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description snapshot id
+                 * @example snp_5q3k8w1m2n4p6r7s9t0v1x2y3w
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the snapshot */
+            200: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Snapshot"];
+                };
+            };
+            /** @description INVALID_REQUEST: a query parameter */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_FOUND: no such snapshot, or another tenant's */
+            404: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    deleteSnapshot: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description snapshot id
+                 * @example snp_5q3k8w1m2n4p6r7s9t0v1x2y3w
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description already deleted */
+            200: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Snapshot"];
+                };
+            };
+            /** @description deleted by this request */
+            202: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Snapshot"];
+                };
+            };
+            /** @description INVALID_REQUEST: a query parameter */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_FOUND: no such snapshot, or another tenant's */
+            404: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
                 headers: {
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
                     "X-Request-ID": string;

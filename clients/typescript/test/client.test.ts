@@ -263,3 +263,38 @@ test("ports and preview URLs of a real local sandbox", async (t) => {
   assert.equal(gone.status, 410);
   await assert.rejects(client.createPreview(sb.id, { port: 0 }), (err: unknown) => err instanceof TetherError && err.code === "INVALID_REQUEST");
 });
+
+test("snapshots: take, list, restore, delete; exit snapshots", async (t) => {
+  const src = await client.createSandbox({ provider: "local", labels: { suite: "ts-client" }, params: { workspace_mb: 32 } });
+  const made: string[] = [src.id];
+  t.after(async () => {
+    for (const id of made) await client.deleteSandbox(id);
+  });
+  await client.waitSandbox(src.id, { timeoutMs: 60_000 });
+  await client.writeFile(src.id, "/workspace/keep.txt", "kept");
+  const snap = await client.createSnapshot(src.id, { wait: "30s" });
+  assert.equal(snap.state, "ready");
+  assert.equal(snap.kind, "manual");
+  assert.equal(snap.source_sandbox_id, src.id);
+  assert.deepEqual((await client.listSnapshots({ sandbox: src.id })).items.map((s) => s.id), [snap.id]);
+  assert.equal((await client.getSnapshot(snap.id)).state, "ready");
+
+  const restored = await client.createSandbox({ provider: "local", labels: { suite: "ts-client" }, from_snapshot: snap.id, on_end: "snapshot" });
+  made.push(restored.id);
+  assert.equal(restored.from_snapshot, snap.id);
+  await client.waitSandbox(restored.id, { timeoutMs: 60_000 });
+  assert.equal(text(await client.readFile(restored.id, "/workspace/keep.txt")), "kept");
+
+  // Deleting the restored sandbox (on_end snapshot) takes an exit snapshot.
+  await client.deleteSandbox(restored.id);
+  await client.waitSandbox(restored.id, { until: "released", timeoutMs: 60_000 });
+  const exits = (await client.listSnapshots({ sandbox: restored.id })).items;
+  assert.deepEqual(exits.map((s) => [s.kind, s.state]), [["exit", "ready"]]);
+
+  assert.equal((await client.deleteSnapshot(snap.id)).state, "deleted");
+  await assert.rejects(client.createSandbox({ provider: "local", from_snapshot: snap.id }),
+    (err: unknown) => err instanceof TetherError && err.code === "SNAPSHOT_NOT_READY" && err.status === 409);
+  await assert.rejects(client.getSnapshot("snp_" + "0".repeat(26)),
+    (err: unknown) => err instanceof TetherError && err.code === "NOT_FOUND" && err.status === 404);
+  for (const s of exits) await client.deleteSnapshot(s.id);
+});

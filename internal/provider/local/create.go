@@ -43,6 +43,14 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 		return sandbox.Resource{}, err
 	}
 	lim := p.limitsFor(prm)
+	var from snapshotSpec
+	if spec.FromSnapshot != "" {
+		// The workspace is the snapshot's image, of its size.
+		if from, err = p.fromSnapshot(spec.FromSnapshot); err != nil {
+			return sandbox.Resource{}, err
+		}
+		lim.WorkspaceMB = from.WorkspaceMB
+	}
 	if err := p.reserve(spec.SandboxID, spec.Tenant, lim); err != nil {
 		return sandbox.Resource{}, err
 	}
@@ -147,7 +155,13 @@ func (c *creation) claimUID() error {
 // limit, and hands the folder, or that file system's root, to the sandbox
 // user.
 func (c *creation) makeWorkspace() error {
-	if mb := c.m.Limits.WorkspaceMB; mb > 0 {
+	switch mb := c.m.Limits.WorkspaceMB; {
+	case c.spec.FromSnapshot != "":
+		img := filepath.Join(c.p.snapshotDir(c.spec.FromSnapshot), "workspace.img")
+		if err := c.p.workspace.Restore(c.ctx, c.dir, img, c.m.UID); err != nil {
+			return retryableCreateErr(err)
+		}
+	case mb > 0:
 		if err := c.p.workspace.Create(c.ctx, c.dir, c.m.UID, mb); err != nil {
 			return retryableCreateErr(err)
 		}

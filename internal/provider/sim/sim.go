@@ -23,6 +23,8 @@
 // A paused sandbox has a hidden marker file, .paused-ID, beside its
 // resource file (List skips it; Destroy removes it).
 //
+// Snapshots: see snapshot.go.
+//
 //	ignore_cancel     the create completes even if its caller gives up, like
 //	                  a cloud API call that was already sent ("late" creation)
 //	ports             the ports the sandbox's simulated server listens on
@@ -67,6 +69,11 @@ type Provider struct {
 	// failedOnce remembers, per sandbox and operation, that the one-time
 	// failure was already injected in this process.
 	failedOnce map[string]bool
+	// snapshotting counts the Snapshot calls in flight per sandbox, and
+	// overlaps the Destroy calls that came while one was (a release that
+	// did not wait for its snapshot): see Overlaps.
+	snapshotting map[string]int
+	overlaps     int
 }
 
 // New returns a provider keeping its inventory in dir, creating dir if
@@ -78,16 +85,20 @@ func New(dir string) (*Provider, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("sim: state directory: %w", err)
 	}
-	return &Provider{dir: dir, failedOnce: make(map[string]bool)}, nil
+	return &Provider{dir: dir, failedOnce: make(map[string]bool), snapshotting: make(map[string]int)}, nil
 }
 
 // Params are the sim's create params.
 type Params struct {
-	CreateDelayMS  int    `json:"create_delay_ms,omitempty"`
-	DestroyDelayMS int    `json:"destroy_delay_ms,omitempty"`
-	PauseDelayMS   int    `json:"pause_delay_ms,omitempty"`
-	Fail           string `json:"fail,omitempty"`
-	IgnoreCancel   bool   `json:"ignore_cancel,omitempty"`
+	CreateDelayMS  int `json:"create_delay_ms,omitempty"`
+	DestroyDelayMS int `json:"destroy_delay_ms,omitempty"`
+	PauseDelayMS   int `json:"pause_delay_ms,omitempty"`
+	// SnapshotDelayMS and SnapshotBytes shape the sandbox's snapshots
+	// (snapshot.go).
+	SnapshotDelayMS int    `json:"snapshot_delay_ms,omitempty"`
+	SnapshotBytes   int64  `json:"snapshot_bytes,omitempty"`
+	Fail            string `json:"fail,omitempty"`
+	IgnoreCancel    bool   `json:"ignore_cancel,omitempty"`
 	// Ports are the ports the simulated sandbox listens on (ports.go).
 	Ports []int `json:"ports,omitempty"`
 }
@@ -108,13 +119,16 @@ func parseParams(raw json.RawMessage) (Params, error) {
 		return p, provider.Errorf(provider.CodeInvalidRequest, "params for provider sim: %s", jsonProblem(err))
 	}
 	switch p.Fail {
-	case "", "create", "create_once", "destroy_once", "pause", "pause_once", "resume", "resume_once":
+	case "", "create", "create_once", "destroy_once", "pause", "pause_once", "resume", "resume_once", "snapshot", "snapshot_once":
 	default:
 		return p, provider.Errorf(provider.CodeInvalidRequest,
-			"params.fail must be one of create, create_once, destroy_once, pause, pause_once, resume, resume_once (got %q)", p.Fail)
+			"params.fail must be one of create, create_once, destroy_once, pause, pause_once, resume, resume_once, snapshot, snapshot_once (got %q)", p.Fail)
+	}
+	if p.SnapshotBytes < 0 || p.SnapshotBytes > 1<<50 {
+		return p, provider.Errorf(provider.CodeInvalidRequest, "params.snapshot_bytes must be between 0 and %d", int64(1)<<50)
 	}
 	for name, ms := range map[string]int{"create_delay_ms": p.CreateDelayMS, "destroy_delay_ms": p.DestroyDelayMS,
-		"pause_delay_ms": p.PauseDelayMS} {
+		"pause_delay_ms": p.PauseDelayMS, "snapshot_delay_ms": p.SnapshotDelayMS} {
 		if ms < 0 || int64(ms) > maxDelay.Milliseconds() {
 			return p, provider.Errorf(provider.CodeInvalidRequest, "params.%s must be between 0 and %d", name, maxDelay.Milliseconds())
 		}
@@ -167,6 +181,8 @@ type record struct {
 	CreatedAt time.Time       `json:"created_at"`
 	PID       int             `json:"pid"`
 	Params    json.RawMessage `json:"params,omitempty"`
+	// FromSnapshot is the snapshot the sandbox was created from.
+	FromSnapshot string `json:"from_snapshot,omitempty"`
 }
 
 // Create implements provider.Provider.
@@ -189,6 +205,9 @@ func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provid
 			return provider.Resource{}, provider.Retryable(errors.New("sim: create: injected transient failure"))
 		}
 	}
+	if spec.FromSnapshot != "" && !p.HasSnapshot(spec.FromSnapshot) {
+		return provider.Resource{}, fmt.Errorf("sim: create: snapshot %s not found", spec.FromSnapshot)
+	}
 	delay := time.Duration(params.CreateDelayMS) * time.Millisecond
 	if params.IgnoreCancel {
 		time.Sleep(delay) // the simulated request was sent: it completes regardless
@@ -209,7 +228,8 @@ func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provid
 		return provider.Resource{}, fmt.Errorf("sim: create: %w", err)
 	}
 	now := time.Now().UTC()
-	rec, _ := json.Marshal(record{SandboxID: spec.SandboxID, CreatedAt: now, PID: os.Getpid(), Params: spec.Params})
+	rec, _ := json.Marshal(record{SandboxID: spec.SandboxID, CreatedAt: now, PID: os.Getpid(), Params: spec.Params,
+		FromSnapshot: spec.FromSnapshot})
 	_, werr := f.Write(append(rec, '\n'))
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
@@ -243,6 +263,11 @@ func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
 	if !validName(sandboxID) {
 		return fmt.Errorf("sim: destroy: invalid sandbox id %q", sandboxID)
 	}
+	p.mu.Lock()
+	if p.snapshotting[sandboxID] > 0 {
+		p.overlaps++
+	}
+	p.mu.Unlock()
 	path := filepath.Join(p.dir, sandboxID)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {

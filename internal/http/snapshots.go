@@ -1,0 +1,379 @@
+package http
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// Snapshot is a snapshot as the API shows it: a copy of a sandbox's
+// /workspace that outlives the sandbox, which a new sandbox may start from
+// (from_snapshot).
+type Snapshot struct {
+	ID string `json:"id" example:"snp_5q3k8w1m2n4p6r7s9t0v1x2y3w"`
+	// State is creating (being taken), ready (a create may start from it), failed (it could not be taken; error says why), lost (its provider no longer has its data) or deleted.
+	State string `json:"state" enums:"creating,ready,failed,lost,deleted" x-enum-varnames:"SnapshotStateCreating,SnapshotStateReady,SnapshotStateFailed,SnapshotStateLost,SnapshotStateDeleted" example:"ready"`
+	// Kind is manual (POST /v1/sandboxes/{id}/snapshots) or exit (taken when a sandbox created with on_end snapshot ended).
+	Kind string `json:"kind" enums:"manual,exit" x-enum-varnames:"SnapshotKindManual,SnapshotKindExit" example:"manual"`
+	// SourceSandboxID is the sandbox the snapshot was taken of.
+	SourceSandboxID string `json:"source_sandbox_id" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"`
+	Provider        string `json:"provider" example:"local"`
+	// SizeBytes is what the snapshot holds at its provider, once ready (the local provider's: the blocks its sparse image uses); 0 before.
+	SizeBytes int64 `json:"size_bytes" format:"int64" example:"1048576"`
+	// Error is why the snapshot failed or was lost, or the last retryable error while creating; null when there is none.
+	Error     *string   `json:"error" extensions:"x-nullable" example:"its sandbox ended while the snapshot was being taken"`
+	CreatedAt time.Time `json:"created_at" format:"date-time" example:"2026-01-02T15:04:05.123456Z"`
+	// ReadyAt is when it became ready; null until then.
+	ReadyAt *time.Time `json:"ready_at" extensions:"x-nullable" format:"date-time" example:"2026-01-02T15:04:06.5Z"`
+	// ExpiresAt is when the janitor deletes it (the server's SNAPSHOT_RETENTION after it was asked for); null: kept until deleted.
+	ExpiresAt *time.Time `json:"expires_at" extensions:"x-nullable" format:"date-time" example:"2026-01-09T15:04:05Z"`
+	// DeletedAt is when it was deleted; null until then.
+	DeletedAt *time.Time `json:"deleted_at" extensions:"x-nullable" format:"date-time" example:"2026-01-03T15:04:05Z"`
+} // @name Snapshot
+
+// SnapshotList is a page of snapshots.
+type SnapshotList struct {
+	Items []Snapshot `json:"items"`
+	// NextCursor fetches the next page (pass it as cursor); null at the end.
+	NextCursor *string `json:"next_cursor" extensions:"x-nullable" example:"MTc2NzM2NjI0NTEyMzQ1NnxzbnBfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o"`
+} // @name SnapshotList
+
+func toSnapshot(sn sandbox.Snapshot) Snapshot {
+	return Snapshot{
+		ID: sn.ID, State: string(sn.State), Kind: string(sn.Kind), SourceSandboxID: sn.SourceID, Provider: sn.Provider,
+		SizeBytes: sn.Size, Error: optional(sn.Error), CreatedAt: sn.CreatedAt.UTC(),
+		ReadyAt: utc(sn.ReadyAt), ExpiresAt: utc(sn.ExpiresAt), DeletedAt: utc(sn.DeletedAt),
+	}
+}
+
+type snapshotStore interface {
+	RequestSnapshot(ctx context.Context, r sandbox.SnapshotRequest) (sandbox.Snapshot, error)
+	GetSnapshot(ctx context.Context, tenant, id string) (sandbox.Snapshot, error)
+	ListSnapshots(ctx context.Context, f sandbox.SnapshotFilter) ([]sandbox.Snapshot, *sandbox.Cursor, error)
+	DeleteSnapshot(ctx context.Context, tenant, id string) (sandbox.Snapshot, bool, error)
+}
+
+type snapshotGetter interface {
+	GetSnapshot(ctx context.Context, tenant, id string) (sandbox.Snapshot, error)
+}
+
+// snapshotCreator is what the snapshot request needs.
+type snapshotCreator interface {
+	sandboxGetter
+	snapshotStore
+}
+
+// snapshotPoll is how often a ?wait= on a snapshot re-reads it: snapshot
+// changes are not announced.
+const snapshotPoll = 200 * time.Millisecond
+
+// handleSnapshotCreate asks for a snapshot of a sandbox.
+//
+//	@Summary		Snapshot a sandbox
+//	@Description	Records a snapshot of a ready or paused sandbox's /workspace, in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
+//	@ID				createSnapshot
+//	@Tags			snapshots
+//	@Produce		json
+//	@Param			id		path		string				true	"sandbox id"																example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
+//	@Param			wait	query		string				false	"how long to wait for the snapshot to settle: a Go duration or whole seconds"	example(30s)
+//	@Success		202		{object}	Snapshot			"recorded; Location names the snapshot"
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	Problem				"NOT_FOUND: no such sandbox"
+//	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT: the sandbox is not ready or paused; state says what it is"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: the tenant's snapshots are at SNAPSHOT_MAX_PER_TENANT or SNAPSHOT_MAX_BYTES_PER_TENANT (delete some), or over the API key's request rate"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		501		{object}	Problem				"NOT_SUPPORTED: the sandbox's provider cannot snapshot sandboxes"
+//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Header			202		{string}	Location			"the snapshot's URL path, /v1/snapshots/{id}"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+//	@Security		BearerAuth
+//	@Router			/v1/sandboxes/{id}/snapshots [post]
+func handleSnapshotCreate(cfg Config, st snapshotCreator, providers map[string]sandbox.Provider, draining context.Context) handlerFunc {
+	return func(c *gin.Context) error {
+		id, err := sandboxID(c)
+		if err != nil {
+			return err
+		}
+		wait, err := waitQuery(c, cfg)
+		if err != nil {
+			return err
+		}
+		ctx, tenant := c.Request.Context(), tenantOf(c)
+		cur, err := st.GetSandbox(ctx, tenant, id)
+		if err != nil {
+			return notFoundAs(err, id)
+		}
+		if p := providers[cur.Provider]; p == nil || !sandbox.CanSnapshot(p) {
+			return sandbox.Errorf(sandbox.CodeNotSupported, "provider %s cannot snapshot sandboxes", cur.Provider)
+		}
+		sn, err := st.RequestSnapshot(ctx, sandbox.SnapshotRequest{
+			Tenant: tenant, SourceID: id, Caller: callerOf(c), Timeout: cfg.SnapshotTimeout, Retention: cfg.SnapshotRetention,
+			MaxCount: cfg.SnapshotMaxPerTenant, MaxBytes: cfg.SnapshotMaxBytesPerTenant,
+		})
+		if err != nil {
+			if sandbox.ErrorCode(err) == sandbox.CodeQuotaExceeded {
+				c.Header("Retry-After", "60") // once snapshots are deleted, or expire
+			}
+			return notFoundAs(err, id)
+		}
+		c.Header("Location", "/v1/snapshots/"+sn.ID)
+		if sn, err = awaitSnapshot(ctx, st, draining, wait, sn); err != nil {
+			return err
+		}
+		return writeJSON(c, http.StatusAccepted, toSnapshot(sn))
+	}
+}
+
+// waitQuery reads the only query parameter, wait, if given.
+func waitQuery(c *gin.Context, cfg Config) (time.Duration, error) {
+	if err := onlyQuery(c, "wait"); err != nil {
+		return 0, err
+	}
+	if w := c.Query("wait"); w != "" {
+		return parseWait(w, cfg.MaxWait)
+	}
+	return 0, nil
+}
+
+// awaitSnapshot re-reads sn until it is no longer creating, wait passes,
+// the client goes or the server drains; it returns the last read.
+func awaitSnapshot(ctx context.Context, st snapshotStore, draining context.Context, wait time.Duration, sn sandbox.Snapshot) (sandbox.Snapshot, error) {
+	if wait <= 0 || sn.State != sandbox.SnapshotCreating {
+		return sn, nil
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	tick := time.NewTicker(snapshotPoll)
+	defer tick.Stop()
+	for sn.State == sandbox.SnapshotCreating {
+		select {
+		case <-ctx.Done():
+			return sn, ctx.Err()
+		case <-draining.Done():
+			return sn, nil
+		case <-timer.C:
+			return sn, nil
+		case <-tick.C:
+		}
+		cur, err := st.GetSnapshot(ctx, sn.Tenant, sn.ID)
+		if err != nil {
+			return sn, err
+		}
+		sn = cur
+	}
+	return sn, nil
+}
+
+// snapshotIDParam is the path's snapshot id; a malformed one is not found.
+func snapshotIDParam(c *gin.Context) (string, error) {
+	id := c.Param("id")
+	if !sandbox.ValidSnapshotID(id) {
+		return "", snapshotNotFound(id)
+	}
+	return id, nil
+}
+
+func snapshotNotFound(id string) error {
+	return sandbox.Errorf(sandbox.CodeNotFound, "snapshot %q not found", id)
+}
+
+// snapshotNotFoundAs names the snapshot in a not-found error.
+func snapshotNotFoundAs(err error, id string) error {
+	if sandbox.ErrorCode(err) == sandbox.CodeNotFound {
+		return snapshotNotFound(id)
+	}
+	return err
+}
+
+// handleSnapshotGet returns one snapshot.
+//
+//	@Summary		Get a snapshot
+//	@Description	Returns the snapshot, deleted ones included. With wait, blocks until it is no longer creating, or the wait ends.
+//	@ID				getSnapshot
+//	@Tags			snapshots
+//	@Produce		json
+//	@Param			id		path		string				true	"snapshot id"																example(snp_5q3k8w1m2n4p6r7s9t0v1x2y3w)
+//	@Param			wait	query		string				false	"how long to wait for the snapshot to settle: a Go duration or whole seconds"	example(30s)
+//	@Success		200		{object}	Snapshot			"the snapshot"
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	Problem				"NOT_FOUND: no such snapshot, or another tenant's"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+//	@Security		BearerAuth
+//	@Router			/v1/snapshots/{id} [get]
+func handleSnapshotGet(cfg Config, st snapshotStore, draining context.Context) handlerFunc {
+	return func(c *gin.Context) error {
+		id, err := snapshotIDParam(c)
+		if err != nil {
+			return err
+		}
+		wait, err := waitQuery(c, cfg)
+		if err != nil {
+			return err
+		}
+		sn, err := st.GetSnapshot(c.Request.Context(), tenantOf(c), id)
+		if err != nil {
+			return snapshotNotFoundAs(err, id)
+		}
+		if sn, err = awaitSnapshot(c.Request.Context(), st, draining, wait, sn); err != nil {
+			return err
+		}
+		return writeJSON(c, http.StatusOK, toSnapshot(sn))
+	}
+}
+
+// handleSnapshotList lists the tenant's snapshots.
+//
+//	@Summary		List snapshots
+//	@Description	The tenant's snapshots that are not deleted, newest first, a page at a time; sandbox selects the snapshots of one sandbox.
+//	@ID				listSnapshots
+//	@Tags			snapshots
+//	@Produce		json
+//	@Param			sandbox	query		string				false	"only the snapshots of this sandbox"			example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
+//	@Param			limit	query		int					false	"page size, 1-500 (default 100)"				minimum(1)	maximum(500)
+//	@Param			cursor	query		string				false	"next_cursor of the previous page"
+//	@Success		200		{object}	SnapshotList		"a page of snapshots"
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a query parameter, or a bad cursor"
+//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+//	@Security		BearerAuth
+//	@Router			/v1/snapshots [get]
+func handleSnapshotList(st snapshotStore) handlerFunc {
+	return func(c *gin.Context) error {
+		if err := onlyQuery(c, "sandbox", "limit", "cursor"); err != nil {
+			return err
+		}
+		f := sandbox.SnapshotFilter{Tenant: tenantOf(c), SourceID: c.Query("sandbox")}
+		if f.SourceID != "" && !sandbox.ValidID(f.SourceID) {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "sandbox must be a sandbox id")
+		}
+		var err error
+		if f.Limit, err = parseLimit(c); err != nil {
+			return err
+		}
+		if cur, ok := c.GetQuery("cursor"); ok {
+			if f.After, err = decodeCursorOf(cur, sandbox.ValidSnapshotID); err != nil {
+				return err
+			}
+		}
+		items, next, err := st.ListSnapshots(c.Request.Context(), f)
+		if err != nil {
+			return err
+		}
+		out := SnapshotList{Items: make([]Snapshot, len(items)), NextCursor: encodeCursor(next)}
+		for i, sn := range items {
+			out.Items[i] = toSnapshot(sn)
+		}
+		return writeJSON(c, http.StatusOK, out)
+	}
+}
+
+// handleSnapshotDelete deletes a snapshot.
+//
+//	@Summary		Delete a snapshot
+//	@Description	Marks the snapshot deleted; its data at the provider is removed by the janitor's next reconciliation (or at once by the executor taking a creating one). A sandbox already started from it keeps its files. Idempotent: 202 when this call deleted it, 200 when it was deleted already.
+//	@ID				deleteSnapshot
+//	@Tags			snapshots
+//	@Produce		json
+//	@Param			id	path		string				true	"snapshot id"	example(snp_5q3k8w1m2n4p6r7s9t0v1x2y3w)
+//	@Success		202	{object}	Snapshot			"deleted by this request"
+//	@Success		200	{object}	Snapshot			"already deleted"
+//	@Failure		400	{object}	Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401	{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404	{object}	Problem				"NOT_FOUND: no such snapshot, or another tenant's"
+//	@Failure		429	{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500	{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503	{object}	Problem				"UNAVAILABLE"
+//	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+//	@Security		BearerAuth
+//	@Router			/v1/snapshots/{id} [delete]
+func handleSnapshotDelete(st snapshotStore) handlerFunc {
+	return func(c *gin.Context) error {
+		id, err := snapshotIDParam(c)
+		if err != nil {
+			return err
+		}
+		if err := onlyQuery(c); err != nil {
+			return err
+		}
+		sn, deleted, err := st.DeleteSnapshot(c.Request.Context(), tenantOf(c), id)
+		if err != nil {
+			return snapshotNotFoundAs(err, id)
+		}
+		status := http.StatusOK
+		if deleted {
+			status = http.StatusAccepted
+		}
+		return writeJSON(c, status, toSnapshot(sn))
+	}
+}
+
+// startFrom validates a create's from_snapshot against the tenant's
+// catalog and the create's provider, and sets it (and, for a host-bound
+// provider, the node holding it) on p: an unknown snapshot, or another
+// tenant's, is NOT_FOUND; one not ready, SNAPSHOT_NOT_READY; one of another
+// provider, SNAPSHOT_PROVIDER_MISMATCH.
+func startFrom(ctx context.Context, st snapshotGetter, prov sandbox.Provider, tenant, id string, p *sandbox.CreateParams) error {
+	if !sandbox.CanSnapshot(prov) {
+		return sandbox.Errorf(sandbox.CodeNotSupported, "provider %s cannot start sandboxes from snapshots", prov.Name())
+	}
+	if !sandbox.ValidSnapshotID(id) {
+		return snapshotNotFound(id)
+	}
+	sn, err := st.GetSnapshot(ctx, tenant, id)
+	if err != nil {
+		return snapshotNotFoundAs(err, id)
+	}
+	if sn.State != sandbox.SnapshotReady {
+		return sandbox.Errorf(sandbox.CodeSnapshotNotReady, "snapshot %s is %s: a sandbox starts only from a ready one", id, sn.State)
+	}
+	if sn.Provider != prov.Name() {
+		return sandbox.Errorf(sandbox.CodeSnapshotProviderMismatch, "snapshot %s is of provider %s, not %s", id, sn.Provider, prov.Name())
+	}
+	p.FromSnapshot, p.Node = sn.ID, sn.Node
+	return nil
+}
+
+// resolveOnEnd is a create's on_end as the store records it: "snapshot" or
+// "", from the request's ("snapshot", "none" or "": the server's default
+// for a provider that snapshots).
+func resolveOnEnd(cfg Config, prov sandbox.Provider, onEnd string) (string, error) {
+	switch onEnd {
+	case "none":
+		return "", nil
+	case "":
+		if cfg.DefaultOnEnd == sandbox.OnEndSnapshot && sandbox.CanSnapshot(prov) {
+			return sandbox.OnEndSnapshot, nil
+		}
+		return "", nil
+	case sandbox.OnEndSnapshot:
+		if !sandbox.CanSnapshot(prov) {
+			return "", sandbox.Errorf(sandbox.CodeNotSupported, "provider %s cannot snapshot sandboxes: on_end snapshot is not possible", prov.Name())
+		}
+		return onEnd, nil
+	}
+	return "", sandbox.Errorf(sandbox.CodeInvalidRequest, `on_end must be "snapshot" or "none"`)
+}
