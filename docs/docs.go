@@ -10925,7 +10925,8 @@ const docTemplate = `{
             "type": "object",
             "required": [
                 "reasons",
-                "states"
+                "states",
+                "types"
             ],
             "properties": {
                 "reasons": {
@@ -10948,6 +10949,24 @@ const docTemplate = `{
                     "example": [
                         "terminated",
                         "failed"
+                    ]
+                },
+                "types": {
+                    "description": "Types are event types: sandbox.state_changed (an entry of the history) and sandbox.released (a terminal sandbox's provider resources confirmed gone; it matches states and reasons by its sandbox's terminal state and end reason).",
+                    "type": "array",
+                    "items": {
+                        "type": "string",
+                        "enum": [
+                            "sandbox.state_changed",
+                            "sandbox.released"
+                        ],
+                        "x-enum-varnames": [
+                            "WebhookEventStateChanged",
+                            "WebhookEventReleased"
+                        ]
+                    },
+                    "example": [
+                        "sandbox.released"
                     ]
                 }
             }
@@ -10975,6 +10994,24 @@ const docTemplate = `{
                     "example": [
                         "terminated",
                         "failed"
+                    ]
+                },
+                "types": {
+                    "description": "Types are event types: events of them are delivered (at most 16). A release matches states and reasons by its sandbox's terminal state and end reason.",
+                    "type": "array",
+                    "items": {
+                        "type": "string",
+                        "enum": [
+                            "sandbox.state_changed",
+                            "sandbox.released"
+                        ],
+                        "x-enum-varnames": [
+                            "WebhookEventStateChanged",
+                            "WebhookEventReleased"
+                        ]
+                    },
+                    "example": [
+                        "sandbox.released"
                     ]
                 }
             }

@@ -120,6 +120,8 @@ func TestPortProxyRefusesBadInput(t *testing.T) {
 	wantStatus(t, b.do(t, http.MethodPost, "/v1/sandboxes/"+paused+"/pause?wait=20s", nil, as(keyA)), http.StatusAccepted)
 	ended := b.readyWithPorts(t, keyA, 8080)
 	wantStatus(t, b.do(t, http.MethodDelete, "/v1/sandboxes/"+ended, nil, as(keyA)), http.StatusAccepted)
+	// Released before the counts: a release records a row (a webhook event).
+	wantStatus(t, b.do(t, http.MethodGet, "/v1/sandboxes/"+ended+"?wait=20s&until=released", nil, as(keyA)), http.StatusOK)
 	other := b.create(t, keyA, map[string]any{"provider": "noports"})
 	wantStatus(t, b.do(t, http.MethodGet, "/v1/sandboxes/"+other.ID+"?wait=20s", nil, as(keyA)), http.StatusOK)
 

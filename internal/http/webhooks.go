@@ -35,12 +35,14 @@ type Webhook struct {
 	CreatedBy *string `json:"created_by" extensions:"x-nullable" example:"key_a1b2c3d4e5f6g7h8"`
 } // @name Webhook
 
-// WebhookFilter chooses the events an endpoint gets: an event is delivered when its to-state is in states and its reason in reasons; an empty list matches every event.
+// WebhookFilter chooses the events an endpoint gets: an event is delivered when its to-state is in states, its reason in reasons and its type in types; an empty list matches every event.
 type WebhookFilter struct {
 	// States are sandbox states (requested, creating, ready, cancelled, terminated, failed): events into them are delivered.
 	States []string `json:"states" example:"terminated,failed"`
 	// Reasons are event reasons (requested, owner_released, owner_expired, expired, create_failed, lost, pause_failed, resume_failed, pool_deleted, pool_shrunk, owner_transferred, outage_credited, snapshot_requested, snapshot_ready, snapshot_failed, snapshot_lost, snapshot_deleted): events with them are delivered; an event without a reason matches no list of reasons.
 	Reasons []string `json:"reasons" example:"owner_expired,lost"`
+	// Types are event types: sandbox.state_changed (an entry of the history) and sandbox.released (a terminal sandbox's provider resources confirmed gone; it matches states and reasons by its sandbox's terminal state and end reason).
+	Types []string `json:"types" enums:"sandbox.state_changed,sandbox.released" x-enum-varnames:"WebhookEventStateChanged,WebhookEventReleased" example:"sandbox.released"`
 } // @name WebhookFilter
 
 // WebhookList is every webhook endpoint of the tenant, oldest first.
@@ -64,6 +66,8 @@ type WebhookFilterRequest struct {
 	States []string `json:"states,omitempty" example:"terminated,failed"`
 	// Reasons are event reasons: events with them are delivered (at most 16).
 	Reasons []string `json:"reasons,omitempty" example:"owner_expired,lost"`
+	// Types are event types: events of them are delivered (at most 16). A release matches states and reasons by its sandbox's terminal state and end reason.
+	Types []string `json:"types,omitempty" enums:"sandbox.state_changed,sandbox.released" x-enum-varnames:"WebhookEventStateChanged,WebhookEventReleased" example:"sandbox.released"`
 } // @name WebhookFilterRequest
 
 // CreatedWebhook is a new webhook endpoint: the only time its secret is shown.
@@ -134,12 +138,15 @@ const (
 )
 
 func toWebhook(w webhook.Endpoint) Webhook {
-	f := WebhookFilter{States: []string{}, Reasons: []string{}}
+	f := WebhookFilter{States: []string{}, Reasons: []string{}, Types: []string{}}
 	for _, s := range w.Filter.States {
 		f.States = append(f.States, string(s))
 	}
 	for _, r := range w.Filter.Reasons {
 		f.Reasons = append(f.Reasons, string(r))
+	}
+	for _, t := range w.Filter.Types {
+		f.Types = append(f.Types, string(t))
 	}
 	return Webhook{ID: w.ID, URL: w.URL, Description: w.Description, Events: f, State: string(w.State),
 		FailingSince: utc(w.FailingSince), Cursor: formatPosition(w.Cursor), CreatedAt: w.CreatedAt.UTC(), CreatedBy: optional(w.CreatedBy)}
@@ -198,8 +205,17 @@ func parseFilter(req *WebhookFilterRequest) (webhook.Filter, error) {
 	if req == nil {
 		return f, nil
 	}
-	if len(req.States) > maxFilterEntries || len(req.Reasons) > maxFilterEntries {
-		return f, sandbox.Errorf(sandbox.CodeInvalidRequest, "events.states and events.reasons take at most %d entries each", maxFilterEntries)
+	if len(req.States) > maxFilterEntries || len(req.Reasons) > maxFilterEntries || len(req.Types) > maxFilterEntries {
+		return f, sandbox.Errorf(sandbox.CodeInvalidRequest, "events.states, events.reasons and events.types take at most %d entries each", maxFilterEntries)
+	}
+	for _, t := range req.Types {
+		et := sandbox.EventType(t)
+		if !slices.Contains(sandbox.EventTypes, et) {
+			return f, sandbox.Errorf(sandbox.CodeInvalidRequest, "events.types: %q is not an event type", t)
+		}
+		if !slices.Contains(f.Types, et) {
+			f.Types = append(f.Types, et)
+		}
 	}
 	for _, s := range req.States {
 		st := sandbox.State(s)

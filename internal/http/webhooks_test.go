@@ -12,6 +12,7 @@ import (
 
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/lifecycle"
+	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/webhook"
 	"github.com/tetherhq/tether/internal/webhook/webhooktest"
 )
@@ -23,6 +24,7 @@ type webhookJSON struct {
 	Events      struct {
 		States  []string `json:"states"`
 		Reasons []string `json:"reasons"`
+		Types   []string `json:"types"`
 	} `json:"events"`
 	State        string     `json:"state"`
 	FailingSince *time.Time `json:"failing_since"`
@@ -74,13 +76,15 @@ func TestWebhookEndpoints(t *testing.T) {
 	t.Parallel()
 	b := setup(t, allowPrivate())
 	w := b.createWebhook(t, keyA, map[string]any{"url": "http://127.0.0.1:9/hook", "description": "ops",
-		"events": map[string]any{"states": []string{"terminated", "failed", "terminated"}, "reasons": []string{"owner_expired"}}})
+		"events": map[string]any{"states": []string{"terminated", "failed", "terminated"}, "reasons": []string{"owner_expired"},
+			"types": []string{"sandbox.released", "sandbox.released"}}})
 	if !strings.HasPrefix(w.Secret, "whsec_") || w.Webhook.State != "active" || w.Webhook.Description != "ops" ||
-		strings.Join(w.Webhook.Events.States, ",") != "terminated,failed" || w.Webhook.CreatedBy == nil {
+		strings.Join(w.Webhook.Events.States, ",") != "terminated,failed" || strings.Join(w.Webhook.Events.Types, ",") != "sandbox.released" ||
+		w.Webhook.CreatedBy == nil {
 		t.Fatalf("created %+v", w)
 	}
 	plain := b.createWebhook(t, keyA, `{"url":"https://127.0.0.1/x"}`)
-	if plain.Webhook.Events.States == nil || len(plain.Webhook.Events.States) != 0 {
+	if plain.Webhook.Events.States == nil || len(plain.Webhook.Events.States) != 0 || plain.Webhook.Events.Types == nil || len(plain.Webhook.Events.Types) != 0 {
 		t.Errorf("no filter: %+v; want empty lists", plain.Webhook.Events)
 	}
 	r := b.do(t, http.MethodGet, "/v1/webhooks", nil)
@@ -164,6 +168,8 @@ func TestWebhookBadInput(t *testing.T) {
 		``, `{}`, `{"url":""}`, `{"url":"ftp://example.com/"}`, `{"url":"example.com"}`, `{"url":"https://u:p@example.com/"}`,
 		`{"url":"https://example.com/#x"}`, `{"url":42}`, `{"url":"https://example.com/","extra":1}`,
 		`{"url":"https://example.com/","events":{"states":["gone"]}}`, `{"url":"https://example.com/","events":{"reasons":["because"]}}`,
+		`{"url":"https://example.com/","events":{"types":["sandbox.deleted"]}}`, `{"url":"https://example.com/","events":{"types":["released"]}}`,
+		`{"url":"https://example.com/","events":{"types":"sandbox.released"}}`,
 		`{"url":"https://example.com/","events":{"kinds":[]}}`, `{"url":"https://example.com/","description":"a\nb"}`,
 		`{"url":"https://example.com/","description":"` + strings.Repeat("x", 201) + `"}`,
 		`{"url":"https://does-not-exist.invalid/"}`,
@@ -228,7 +234,7 @@ func TestWebhookDeliveriesThroughTheAPI(t *testing.T) {
 	}
 	eventually(t, 20*time.Second, "an attempt against the receiver down", func() bool { return len(rcv.Attempts()) > 0 })
 	rcv.SetDown(false)
-	want := n * 4 // requested, creating, ready, terminated
+	want := n * 5 // requested, creating, ready, terminated, then the release
 	var got []webhook.Event
 	eventually(t, 30*time.Second, fmt.Sprintf("%d events delivered", want), func() bool {
 		ps, err := rcv.Delivered()
@@ -240,6 +246,7 @@ func TestWebhookDeliveriesThroughTheAPI(t *testing.T) {
 	})
 	seen := map[int64]bool{}
 	last := map[string]int64{}
+	released := map[string]int{}
 	for _, e := range got {
 		if seen[e.ID] || e.Tenant != tenantA {
 			t.Errorf("event %d delivered twice, or of tenant %s", e.ID, e.Tenant)
@@ -249,6 +256,14 @@ func TestWebhookDeliveriesThroughTheAPI(t *testing.T) {
 			t.Errorf("sandbox %s: event %d after %d", e.SandboxID, e.ID, last[e.SandboxID])
 		}
 		last[e.SandboxID] = e.ID
+		if e.Type == string(sandbox.EventReleased) {
+			released[e.SandboxID]++
+		}
+	}
+	for _, id := range ids {
+		if released[id] != 1 {
+			t.Errorf("sandbox %s: %d releases delivered; want 1", id, released[id])
+		}
 	}
 	if len(got) != want {
 		t.Errorf("delivered %d events; want %d", len(got), want)

@@ -1,7 +1,9 @@
 package lifecycle_test
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,13 +70,20 @@ func (e *env) waitDelivered(rcv *webhooktest.Receiver, want int) []webhook.Paylo
 	}
 }
 
-// tenantEvents is every event of acme, oldest first.
+// tenantEvents is every event of acme that webhooks deliver: its state
+// changes and its releases, by id.
 func (e *env) tenantEvents() []sandbox.Event {
 	e.t.Helper()
 	evs, err := e.st.TenantEvents(e.ctx, "acme", 0, 10000)
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	rels, err := e.st.TenantReleases(e.ctx, "acme", 0, 10000)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	evs = append(evs, rels...)
+	slices.SortFunc(evs, func(a, b sandbox.Event) int { return cmp.Compare(a.ID, b.ID) })
 	return evs
 }
 
@@ -133,6 +142,11 @@ func TestWebhooksDeliverLifecyclesThroughAnOutage(t *testing.T) {
 			}
 		}
 	}
+	for i, sb := range sbs {
+		if i%2 == 0 {
+			e.waitFor(sb.ID, "released", isReleased)
+		}
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for len(rcv.Attempts()) < 3 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -140,8 +154,8 @@ func TestWebhooksDeliverLifecyclesThroughAnOutage(t *testing.T) {
 	rcv.SetDown(false)
 
 	all := e.tenantEvents()
-	if len(all) != n*3+n/2 {
-		t.Fatalf("tenant has %d events; want %d", len(all), n*3+n/2)
+	if len(all) != n*3+n/2+n/2 { // and a release for each end
+		t.Fatalf("tenant has %d events; want %d", len(all), n*3+n)
 	}
 	ps := e.waitDelivered(rcv, len(all))
 	checkExactlyOnce(t, ps, all)
@@ -271,4 +285,80 @@ func TestWebhooksRefusePrivateAddressesWhenDialling(t *testing.T) {
 	if n := len(rcv.Attempts()); n != 0 {
 		t.Fatalf("the receiver on loopback was reached %d times", n)
 	}
+}
+
+// TestWebhooksDeliverReleases: a sandbox ended by a delete, by its TTL or
+// by its owner's lapse (the janitor), then released by the executor's
+// release worker, and one never claimed, released by its delete itself,
+// each get exactly one sandbox.released event, delivered after their
+// terminal event and carrying when the release was recorded; a sandbox
+// still ready gets none.
+func TestWebhooksDeliverReleases(t *testing.T) {
+	t.Parallel()
+	e := setupJanitor(t)
+	rcv := webhooktest.New(t)
+	e.endpoint(rcv, webhook.Filter{})
+	deleted := e.ready()
+	expiring := e.ready(func(p *sandbox.CreateParams) { p.TTL = 5 * time.Second })
+	lapsing := e.ready(owned("lapsing", 5*time.Second))
+	kept := e.ready(func(p *sandbox.CreateParams) { p.TTL = time.Hour })
+	queued := e.create("")
+	for _, sb := range []sandbox.Sandbox{deleted, queued} {
+		if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.clock.Advance(6 * time.Second)
+	if rep := e.sweep(); rep.Expired != 1 || rep.OwnerExpired != 1 {
+		t.Fatalf("sweep: %+v; want one expired, one owner expired", rep)
+	}
+	e.executor(lifecycle.ExecutorConfig{})
+	e.webhooks(lifecycle.WebhookConfig{AllowPrivate: true}, nil)
+	ended := map[string]sandbox.Reason{deleted.ID: sandbox.ReasonRequested, queued.ID: sandbox.ReasonRequested,
+		expiring.ID: sandbox.ReasonExpired, lapsing.ID: sandbox.ReasonOwnerExpired}
+	releasedAt := map[string]time.Time{}
+	for id := range ended {
+		releasedAt[id] = *e.waitFor(id, "released", isReleased).ReleasedAt
+	}
+	all := e.tenantEvents()
+	ps := e.waitDelivered(rcv, len(all))
+	checkExactlyOnce(t, ps, all)
+
+	bySandbox := map[string][]webhook.Event{}
+	for _, ev := range webhooktest.Events(ps) {
+		bySandbox[ev.SandboxID] = append(bySandbox[ev.SandboxID], ev)
+	}
+	for id, reason := range ended {
+		evs := bySandbox[id]
+		releases := 0
+		for _, ev := range evs {
+			if ev.Type == string(sandbox.EventReleased) {
+				releases++
+			}
+		}
+		n := len(evs)
+		if releases != 1 || n < 2 {
+			t.Errorf("%s: %d releases in %d events; want 1", id, releases, n)
+			continue
+		}
+		rel, end := evs[n-1], evs[n-2]
+		if rel.Type != string(sandbox.EventReleased) || end.Type != string(sandbox.EventStateChanged) || !sandbox.State(end.To).Terminal() {
+			t.Errorf("%s: last events %+v, %+v; want the terminal state change, then the release", id, end, rel)
+		}
+		if rel.To != end.To || deref(rel.Reason) != string(reason) || !rel.At.Equal(releasedAt[id]) || rel.ID <= end.ID {
+			t.Errorf("%s: release %+v; want %s/%s at %v after event %d", id, rel, end.To, reason, releasedAt[id], end.ID)
+		}
+	}
+	for _, ev := range bySandbox[kept.ID] {
+		if ev.Type != string(sandbox.EventStateChanged) {
+			t.Errorf("the ready sandbox got a %s event", ev.Type)
+		}
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

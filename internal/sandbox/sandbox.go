@@ -237,6 +237,32 @@ type Event struct {
 	// Caller is the API key behind a client's transition; zero for the
 	// executor's and the janitor's.
 	Caller Caller
+	// Type is what the event records: a state change (the history's
+	// events; also the zero value) or a release (webhooks only).
+	Type EventType
+}
+
+// EventType is the kind of an event webhooks deliver.
+type EventType string
+
+// The types of event. A state change is an entry of the sandbox's history
+// (from, to, reason); a release records that a terminal sandbox's provider
+// resources were confirmed gone (released became true): its From and To
+// are the terminal state it stays in, its Reason the end's.
+const (
+	EventStateChanged EventType = "sandbox.state_changed"
+	EventReleased     EventType = "sandbox.released"
+)
+
+// EventTypes are every type of event, in the order documented.
+var EventTypes = []EventType{EventStateChanged, EventReleased}
+
+// Kind is the event's type, a state change when unset.
+func (e Event) Kind() EventType {
+	if e.Type == "" {
+		return EventStateChanged
+	}
+	return e.Type
 }
 
 // StreamPosition is a place in a tenant's event stream: after the event id

@@ -51,3 +51,19 @@ func collectEvents(rows pgx.Rows, op string) ([]sandbox.Event, error) {
 	}
 	return events, nil
 }
+
+// TenantReleases returns the releases of the tenant's sandboxes (events of
+// type sandbox.released, delivered by webhooks but not part of the state
+// history), oldest first: at most limit with ids above after.
+func (s *Store) TenantReleases(ctx context.Context, tenant string, after int64, limit int) ([]sandbox.Event, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+eventKeyColumns+` FROM sandbox_outbox
+		WHERE tenant = $1 AND type = $2 AND id > $3 ORDER BY id LIMIT $4`, tenant, string(sandbox.EventReleased), after, limit)
+	if err != nil {
+		return nil, wrap("tenant releases", err)
+	}
+	events, err := collectEvents(rows, "tenant releases")
+	for i := range events {
+		events[i].Type = sandbox.EventReleased
+	}
+	return events, err
+}

@@ -13,7 +13,8 @@ import (
 )
 
 // PlanWebhookDeliveries records the next delivery of up to limit active
-// endpoints that have none pending and have events past their cursor, and
+// endpoints that have none pending and have events (state changes or
+// releases: the sandbox_outbox view) past their cursor, and
 // returns how many it recorded. A delivery holds up to batch of the
 // endpoint's matching events, in stream order; the events are read the
 // way StreamEvents reads them (only transactions older than the oldest
@@ -30,7 +31,7 @@ func (s *Store) PlanWebhookDeliveries(ctx context.Context, limit, batch, scan in
 		rows, err := tx.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks w
 			WHERE state = 'active'
 			  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = w.id AND d.status = 'pending')
-			  AND EXISTS (SELECT 1 FROM sandbox_events e
+			  AND EXISTS (SELECT 1 FROM sandbox_outbox e
 				WHERE e.tenant = w.tenant AND (e.tenant, e.txid, e.id) > (w.tenant, w.cursor_tx, w.cursor_id)
 				  AND e.txid < pg_snapshot_xmin(pg_current_snapshot()))
 			ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
@@ -61,7 +62,7 @@ func (s *Store) PlanWebhookDeliveries(ctx context.Context, limit, batch, scan in
 // planOne cuts endpoint w's next delivery (or, when no event matched, only
 // moves its cursor) and reports whether it recorded a delivery.
 func (s *Store) planOne(ctx context.Context, tx pgx.Tx, w webhook.Endpoint, batch, scan int) (bool, error) {
-	rows, err := tx.Query(ctx, `SELECT id, txid::text, to_state, coalesce(reason, '') FROM sandbox_events e
+	rows, err := tx.Query(ctx, `SELECT id, txid::text, to_state, coalesce(reason, ''), type FROM sandbox_outbox e
 		WHERE e.tenant = $1 AND (e.tenant, e.txid, e.id) > ($1, $2::text::xid8, $3)
 		  AND e.txid < pg_snapshot_xmin(pg_current_snapshot())
 		ORDER BY e.tenant, e.txid, e.id LIMIT $4`, w.Tenant, strconv.FormatUint(w.Cursor.Tx, 10), w.Cursor.ID, scan)
@@ -73,7 +74,7 @@ func (s *Store) planOne(ctx context.Context, tx pgx.Tx, w webhook.Endpoint, batc
 	for rows.Next() {
 		var e sandbox.Event
 		var txid string
-		if err := rows.Scan(&e.ID, &txid, &e.To, &e.Reason); err != nil {
+		if err := rows.Scan(&e.ID, &txid, &e.To, &e.Reason, &e.Type); err != nil {
 			rows.Close()
 			return false, err
 		}
@@ -159,16 +160,22 @@ func (s *Store) ClaimWebhookDeliveries(ctx context.Context, worker string, limit
 	return claims, nil
 }
 
-// eventsByID returns the events with the given ids, in that order.
+// eventsByID returns the events (state changes and releases) with the
+// given ids, in that order.
 func (s *Store) eventsByID(ctx context.Context, ids []int64) ([]sandbox.Event, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+eventKeyColumns+`
-		FROM unnest($1::bigint[]) WITH ORDINALITY AS u(want, n) JOIN sandbox_events ON id = want ORDER BY n`, ids)
+	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+eventKeyColumns+`, type
+		FROM unnest($1::bigint[]) WITH ORDINALITY AS u(want, n) JOIN sandbox_outbox ON id = want ORDER BY n`, ids)
 	if err != nil {
 		return nil, wrap("delivery events", err)
 	}
-	events, err := collectEvents(rows, "delivery events")
+	events, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.Event, error) {
+		var e sandbox.Event
+		err := r.Scan(&e.ID, &e.SandboxID, &e.Tenant, &e.At, &e.From, &e.To, &e.Reason, &e.Actor, &e.Message,
+			&e.Caller.KeyID, &e.Caller.KeyName, &e.Type)
+		return e, err
+	})
 	if err != nil {
-		return nil, err
+		return nil, wrap("delivery events", err)
 	}
 	if len(events) != len(ids) {
 		return nil, errors.New("store: delivery events: an event of the delivery is missing")

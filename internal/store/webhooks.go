@@ -12,20 +12,22 @@ import (
 	"github.com/tetherhq/tether/internal/webhook"
 )
 
-// Webhook endpoints and their deliveries. The outbox is the event history:
-// an endpoint's cursor is a position in its tenant's event stream (see
-// StreamEvents), and PlanWebhookDeliveries cuts the events after it into
+// Webhook endpoints and their deliveries. The outbox is the event history
+// and the releases (the sandbox_outbox view: sandbox_events and
+// sandbox_releases, ids from one sequence): an endpoint's cursor is a
+// position in its tenant's stream of both (ordered as StreamEvents orders
+// events), and PlanWebhookDeliveries cuts the events after it into
 // deliveries, recorded before they are sent. Nothing here runs on the
 // create or delete path.
 
-const webhookColumns = `id, tenant, url, description, filter_states, filter_reasons, state, cursor_tx::text, cursor_id,
+const webhookColumns = `id, tenant, url, description, filter_states, filter_reasons, filter_types, state, cursor_tx::text, cursor_id,
 	created_at, coalesce(created_by_key_id, ''), failing_since`
 
 func scanWebhook(row pgx.Row) (webhook.Endpoint, error) {
 	var w webhook.Endpoint
-	var states, reasons []string
+	var states, reasons, types []string
 	var tx string
-	err := row.Scan(&w.ID, &w.Tenant, &w.URL, &w.Description, &states, &reasons, &w.State, &tx, &w.Cursor.ID,
+	err := row.Scan(&w.ID, &w.Tenant, &w.URL, &w.Description, &states, &reasons, &types, &w.State, &tx, &w.Cursor.ID,
 		&w.CreatedAt, &w.CreatedBy, &w.FailingSince)
 	if err != nil {
 		return w, err
@@ -36,19 +38,25 @@ func scanWebhook(row pgx.Row) (webhook.Endpoint, error) {
 	for _, r := range reasons {
 		w.Filter.Reasons = append(w.Filter.Reasons, sandbox.Reason(r))
 	}
+	for _, t := range types {
+		w.Filter.Types = append(w.Filter.Types, sandbox.EventType(t))
+	}
 	w.Cursor.Tx, err = strconv.ParseUint(tx, 10, 64)
 	return w, err
 }
 
-func filterArrays(f webhook.Filter) (states, reasons []string) {
-	states, reasons = []string{}, []string{}
+func filterArrays(f webhook.Filter) (states, reasons, types []string) {
+	states, reasons, types = []string{}, []string{}, []string{}
 	for _, s := range f.States {
 		states = append(states, string(s))
 	}
 	for _, r := range f.Reasons {
 		reasons = append(reasons, string(r))
 	}
-	return states, reasons
+	for _, t := range f.Types {
+		types = append(types, string(t))
+	}
+	return states, reasons, types
 }
 
 // CreateWebhook records a new endpoint whose cursor is the stream's end now
@@ -58,7 +66,7 @@ func filterArrays(f webhook.Filter) (states, reasons []string) {
 // its cap of endpoints (else QUOTA_EXCEEDED).
 func (s *Store) CreateWebhook(ctx context.Context, ne webhook.NewEndpoint) (webhook.Endpoint, string, error) {
 	secret := webhook.NewSecret()
-	states, reasons := filterArrays(ne.Filter)
+	states, reasons, types := filterArrays(ne.Filter)
 	var w webhook.Endpoint
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		if err := mayManage(ctx, tx, ne.Tenant, ne.By, "create webhooks"); err != nil {
@@ -81,12 +89,12 @@ func (s *Store) CreateWebhook(ctx context.Context, ne webhook.NewEndpoint) (webh
 		// The stream's end: everything of the oldest transaction still
 		// running and later comes after (xmin-1, max).
 		w, err = scanWebhook(tx.QueryRow(ctx, `
-			INSERT INTO webhooks (id, tenant, url, description, secret, filter_states, filter_reasons,
+			INSERT INTO webhooks (id, tenant, url, description, secret, filter_states, filter_reasons, filter_types,
 				cursor_tx, cursor_id, created_at, created_by_key_id)
-			VALUES ($1, $2, $3, $4, $5, $6, $7,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $10,
 				(pg_snapshot_xmin(pg_current_snapshot())::text::numeric - 1)::text::xid8, 9223372036854775807, $8, $9)
 			RETURNING `+webhookColumns,
-			webhook.NewEndpointID(), ne.Tenant, ne.URL, ne.Description, secret, states, reasons, s.Now(), ne.By))
+			webhook.NewEndpointID(), ne.Tenant, ne.URL, ne.Description, secret, states, reasons, s.Now(), ne.By, types))
 		return err
 	})
 	if err != nil {
@@ -179,7 +187,7 @@ func replayCursor(ctx context.Context, tx pgx.Tx, w webhook.Endpoint, from webho
 	switch {
 	case from.EventID > 0:
 		id = from.EventID
-		err = tx.QueryRow(ctx, `SELECT txid::text FROM sandbox_events WHERE tenant = $1 AND id = $2`, w.Tenant, id).Scan(&txid)
+		err = tx.QueryRow(ctx, `SELECT txid::text FROM sandbox_outbox WHERE tenant = $1 AND id = $2`, w.Tenant, id).Scan(&txid)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return sandbox.StreamPosition{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "the tenant has no event %d", id)
 		}

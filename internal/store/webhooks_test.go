@@ -122,8 +122,8 @@ func TestWebhookRetryResendsTheSameBatch(t *testing.T) {
 		t.Fatalf("cursor = %+v; want the batch's end %+v", got.Cursor, retry.Last)
 	}
 	next := b.claimDelivery(t, "w1")
-	if len(next.Events) != 1 || next.Events[0].To != sandbox.StateCancelled || next.ID == first.ID {
-		t.Fatalf("next delivery = %v; want the cancel, under a new id", next.Events)
+	if len(next.Events) != 2 || next.Events[0].To != sandbox.StateCancelled || next.Events[1].Kind() != sandbox.EventReleased || next.ID == first.ID {
+		t.Fatalf("next delivery = %v; want the cancel and its release (a requested sandbox's end releases it), under a new id", next.Events)
 	}
 	ds, err := b.st.WebhookDeliveries(b.ctx, w.ID, 0, 10)
 	if err != nil || len(ds) != 2 || ds[1].Status != webhook.StatusDelivered || ds[1].Attempts != 2 || ds[1].ResponseStatus != 200 {
@@ -261,7 +261,7 @@ func TestWebhookPlanWaitsForLateCommits(t *testing.T) {
 func TestWebhookFilterAndBatches(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	w := b.endpoint(t, webhook.Filter{States: []sandbox.State{sandbox.StateCancelled}})
+	w := b.endpoint(t, webhook.Filter{States: []sandbox.State{sandbox.StateCancelled}, Types: []sandbox.EventType{sandbox.EventStateChanged}})
 	var sbs []sandbox.Sandbox
 	for range 5 {
 		sbs = append(sbs, b.create(t))

@@ -53,12 +53,17 @@ type Filter struct {
 	// Reasons are the reasons of the events to deliver (an event without a
 	// reason matches no list of reasons).
 	Reasons []sandbox.Reason
+	// Types are the types of the events to deliver (state changes,
+	// releases). A release matches States and Reasons by the terminal
+	// state and the end's reason of its sandbox.
+	Types []sandbox.EventType
 }
 
 // Match reports whether the event passes the filter.
 func (f Filter) Match(e sandbox.Event) bool {
 	return (len(f.States) == 0 || slices.Contains(f.States, e.To)) &&
-		(len(f.Reasons) == 0 || slices.Contains(f.Reasons, e.Reason))
+		(len(f.Reasons) == 0 || slices.Contains(f.Reasons, e.Reason)) &&
+		(len(f.Types) == 0 || slices.Contains(f.Types, e.Kind()))
 }
 
 // EventReasons are every reason an event can carry: the reasons a sandbox
@@ -135,7 +140,9 @@ type ReplayFrom struct {
 
 // Event is one event as a receiver gets it.
 type Event struct {
-	ID        int64     `json:"id"`
+	ID int64 `json:"id"`
+	// Type is sandbox.state_changed or sandbox.released.
+	Type      string    `json:"type"`
 	SandboxID string    `json:"sandbox_id"`
 	Tenant    string    `json:"tenant"`
 	From      *string   `json:"from"`
@@ -160,7 +167,7 @@ func Body(d Delivery, events []sandbox.Event) ([]byte, error) {
 	p := Payload{ID: d.ID, WebhookID: d.EndpointID, Events: make([]Event, len(events))}
 	for i, e := range events {
 		p.Events[i] = Event{
-			ID: e.ID, SandboxID: e.SandboxID, Tenant: e.Tenant, From: optional(string(e.From)), To: string(e.To),
+			ID: e.ID, Type: string(e.Kind()), SandboxID: e.SandboxID, Tenant: e.Tenant, From: optional(string(e.From)), To: string(e.To),
 			Reason: optional(string(e.Reason)), Actor: string(e.Actor), At: e.At.UTC(), Message: e.Message,
 		}
 	}

@@ -393,9 +393,11 @@ func (p *holdProxy) serve(rw http.ResponseWriter, req *http.Request) {
 	rw.WriteHeader(resp.StatusCode)
 }
 
-// historyEvent is an event as the history holds it.
+// historyEvent is an event as the history holds it: a state change, or a
+// release (type sandbox.released, kept beside the state history).
 type historyEvent struct {
 	id             int64
+	typ            string
 	sandbox        string
 	from, to       string
 	reason, actor  string
@@ -405,14 +407,14 @@ type historyEvent struct {
 
 func (w *webhookChaos) history(ctx context.Context, conn *pgx.Conn) ([]historyEvent, error) {
 	rows, err := conn.Query(ctx, `
-		SELECT e.id, e.sandbox_id, coalesce(e.from_state, ''), e.to_state, coalesce(e.reason, ''), e.actor, s.state, s.released
-		FROM sandbox_events e JOIN sandboxes s ON s.id = e.sandbox_id ORDER BY e.id`)
+		SELECT e.id, e.type, e.sandbox_id, coalesce(e.from_state, ''), e.to_state, coalesce(e.reason, ''), e.actor, s.state, s.released
+		FROM sandbox_outbox e JOIN sandboxes s ON s.id = e.sandbox_id ORDER BY e.id`)
 	if err != nil {
 		return nil, err
 	}
 	var out []historyEvent
 	var e historyEvent
-	_, err = pgx.ForEachRow(rows, []any{&e.id, &e.sandbox, &e.from, &e.to, &e.reason, &e.actor, &e.state, &e.released}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&e.id, &e.typ, &e.sandbox, &e.from, &e.to, &e.reason, &e.actor, &e.state, &e.released}, func() error {
 		e.live = !e.state.Terminal() || !e.released
 		out = append(out, e)
 		return nil
@@ -500,8 +502,11 @@ func (w *webhookChaos) check() {
 	}
 	inDelivery := map[int64]string{}
 	last := map[string]int64{}
-	var twice, invented, wrong, disordered []string
+	var twice, invented, wrong, disordered, unended []string
 	reasons := map[string]int{}
+	// A release comes after its sandbox's terminal event.
+	ended := map[string]bool{}
+	releases := 0
 	for _, p := range payloads {
 		for _, e := range p.Events {
 			if other, ok := inDelivery[e.ID]; ok {
@@ -514,7 +519,7 @@ func (w *webhookChaos) check() {
 				invented = append(invented, fmt.Sprint(e.ID))
 				continue
 			}
-			if e.SandboxID != h.sandbox || e.To != h.to || deref(e.From) != h.from || deref(e.Reason) != h.reason || e.Actor != h.actor {
+			if e.Type != h.typ || e.SandboxID != h.sandbox || e.To != h.to || deref(e.From) != h.from || deref(e.Reason) != h.reason || e.Actor != h.actor {
 				wrong = append(wrong, fmt.Sprintf("%d: got %s %s>%s %s, history %s %s>%s %s", e.ID,
 					e.SandboxID, deref(e.From), e.To, deref(e.Reason), h.sandbox, h.from, h.to, h.reason))
 			}
@@ -523,6 +528,15 @@ func (w *webhookChaos) check() {
 			}
 			last[e.SandboxID] = max(last[e.SandboxID], e.ID)
 			reasons[cmp.Or(deref(e.Reason), e.To)]++
+			if e.Type == string(sandbox.EventReleased) {
+				releases++
+				if !ended[e.SandboxID] {
+					unended = append(unended, fmt.Sprintf("%d (%s)", e.ID, e.SandboxID))
+				}
+			}
+			if sandbox.State(e.To).Terminal() {
+				ended[e.SandboxID] = true
+			}
 		}
 	}
 	var missing []string
@@ -549,8 +563,9 @@ func (w *webhookChaos) check() {
 		}
 		maxSends = max(maxSends, n)
 	}
-	var total, live, failedDeliveries int
-	if err := conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE NOT (state IN ('cancelled', 'terminated', 'failed') AND released)) FROM sandboxes`).Scan(&total, &live); err != nil {
+	var total, live, released, failedDeliveries int
+	if err := conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE NOT (state IN ('cancelled', 'terminated', 'failed') AND released)),
+		count(*) FILTER (WHERE released) FROM sandboxes`).Scan(&total, &live, &released); err != nil {
 		t.Fatal(err)
 	}
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'`).Scan(&failedDeliveries); err != nil {
@@ -572,8 +587,8 @@ func (w *webhookChaos) check() {
 	code, wh := w.call(http.MethodGet, "/v1/webhooks/"+w.endpoint, nil)
 	state, _ := wh["state"].(string)
 
-	summary := fmt.Sprintf("chaos webhooks: sandboxes=%d events=%d deliveries=%d attempts=%d retried=%d max_attempts=%d refused_while_down=%d receiver_down=%s kills=%d pg_restarts=%d delivered_events=%d missing=%d twice=%d invented=%d mismatched=%d out_of_order=%d failed_deliveries=%d resent_after_sender_killed=%d endpoint=%s settle=%s reasons=%v",
-		total, len(hist), len(payloads), len(attempts), retried, maxSends, refused, w.downTo.Sub(w.downFrom).Round(time.Second),
+	summary := fmt.Sprintf("chaos webhooks: sandboxes=%d releases=%d events=%d deliveries=%d attempts=%d retried=%d max_attempts=%d refused_while_down=%d receiver_down=%s kills=%d pg_restarts=%d delivered_events=%d missing=%d twice=%d invented=%d mismatched=%d out_of_order=%d failed_deliveries=%d resent_after_sender_killed=%d endpoint=%s settle=%s reasons=%v",
+		total, releases, len(hist), len(payloads), len(attempts), retried, maxSends, refused, w.downTo.Sub(w.downFrom).Round(time.Second),
 		w.kills.Load(), boolInt(!w.pgUp.IsZero()), len(inDelivery), len(missing), len(twice), len(invented), len(wrong), len(disordered),
 		failedDeliveries, resent, state, w.settledAfter.Round(100*time.Millisecond), reasons)
 	fmt.Println(summary)
@@ -589,6 +604,10 @@ func (w *webhookChaos) check() {
 	fail("delivered events the history lacks", invented)
 	fail("events delivered otherwise than the history has them", wrong)
 	fail("a sandbox's events out of order", disordered)
+	fail("releases delivered before their sandbox's terminal event", unended)
+	if releases != released {
+		t.Errorf("delivered %d releases; %d sandboxes are released", releases, released)
+	}
 	if live > 0 {
 		t.Errorf("%d sandboxes not ended and released after the settle", live)
 	}

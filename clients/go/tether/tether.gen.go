@@ -370,6 +370,42 @@ func (e WebhookDeliveryStatus) Valid() bool {
 	}
 }
 
+// Defines values for WebhookFilterTypes.
+const (
+	WebhookFilterTypesWebhookEventReleased     WebhookFilterTypes = "sandbox.released"
+	WebhookFilterTypesWebhookEventStateChanged WebhookFilterTypes = "sandbox.state_changed"
+)
+
+// Valid indicates whether the value is a known member of the WebhookFilterTypes enum.
+func (e WebhookFilterTypes) Valid() bool {
+	switch e {
+	case WebhookFilterTypesWebhookEventReleased:
+		return true
+	case WebhookFilterTypesWebhookEventStateChanged:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookFilterRequestTypes.
+const (
+	WebhookFilterRequestTypesWebhookEventReleased     WebhookFilterRequestTypes = "sandbox.released"
+	WebhookFilterRequestTypesWebhookEventStateChanged WebhookFilterRequestTypes = "sandbox.state_changed"
+)
+
+// Valid indicates whether the value is a known member of the WebhookFilterRequestTypes enum.
+func (e WebhookFilterRequestTypes) Valid() bool {
+	switch e {
+	case WebhookFilterRequestTypesWebhookEventReleased:
+		return true
+	case WebhookFilterRequestTypesWebhookEventStateChanged:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for GetSandboxParamsUntil.
 const (
 	GetSandboxUntilReleased GetSandboxParamsUntil = "released"
@@ -1545,7 +1581,15 @@ type WebhookFilter struct {
 	//
 	// Example: ["terminated","failed"]
 	States []string `json:"states"`
+
+	// Types Types are event types: sandbox.state_changed (an entry of the history) and sandbox.released (a terminal sandbox's provider resources confirmed gone; it matches states and reasons by its sandbox's terminal state and end reason).
+	//
+	// Example: ["sandbox.released"]
+	Types []WebhookFilterTypes `json:"types"`
 }
+
+// WebhookFilterTypes defines model for WebhookFilter.Types.
+type WebhookFilterTypes string
 
 // WebhookFilterRequest defines model for WebhookFilterRequest.
 type WebhookFilterRequest struct {
@@ -1558,7 +1602,15 @@ type WebhookFilterRequest struct {
 	//
 	// Example: ["terminated","failed"]
 	States *[]string `json:"states,omitempty"`
+
+	// Types Types are event types: events of them are delivered (at most 16). A release matches states and reasons by its sandbox's terminal state and end reason.
+	//
+	// Example: ["sandbox.released"]
+	Types *[]WebhookFilterRequestTypes `json:"types,omitempty"`
 }
+
+// WebhookFilterRequestTypes defines model for WebhookFilterRequest.Types.
+type WebhookFilterRequestTypes string
 
 // WebhookList defines model for WebhookList.
 type WebhookList struct {

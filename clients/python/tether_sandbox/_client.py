@@ -389,11 +389,13 @@ class _API:
         description: Optional[str] = None,
         states: Optional[Iterable[str]] = None,
         reasons: Optional[Iterable[str]] = None,
+        types: Optional[Iterable[str]] = None,
     ) -> Any:
         """Register an endpoint for the tenant's events (CreatedWebhook, with
-        the signing secret, shown this once). states and reasons filter the
-        events; none: every event."""
-        return self._run(_core.create_webhook(url, description=description, states=states, reasons=reasons))
+        the signing secret, shown this once). states, reasons and types
+        (sandbox.state_changed, sandbox.released) filter the events; none:
+        every event."""
+        return self._run(_core.create_webhook(url, description=description, states=states, reasons=reasons, types=types))
 
     def list_webhooks(self) -> Any:
         """The tenant's endpoints, oldest first (list[Webhook])."""

@@ -553,6 +553,7 @@ def create_webhook(
     description: Optional[str] = None,
     states: Optional[Iterable[str]] = None,
     reasons: Optional[Iterable[str]] = None,
+    types: Optional[Iterable[str]] = None,
 ) -> Op[CreatedWebhook]:
     """Register an endpoint; the answer carries its secret, shown once."""
     body: dict[str, Any] = {"url": url}
@@ -563,6 +564,8 @@ def create_webhook(
         events["states"] = list(states)
     if reasons:
         events["reasons"] = list(reasons)
+    if types:
+        events["types"] = list(types)
     if events:
         body["events"] = events
     resp = yield Call("POST", "/v1/webhooks", json=body)

@@ -375,6 +375,9 @@ class Webhook:
     """The filter's to-states; empty: every state."""
     reasons: list[str] = field(default_factory=list)
     """The filter's reasons; empty: every reason."""
+    types: list[str] = field(default_factory=list)
+    """The filter's event types (sandbox.state_changed, sandbox.released);
+    empty: every type."""
     state: str = "active"
     """active, or failing once a delivery's retries ran out (replay it)."""
     failing_since: Optional[datetime] = None
@@ -392,6 +395,7 @@ class Webhook:
             description=d.get("description") or "",
             states=list(events.get("states") or []),
             reasons=list(events.get("reasons") or []),
+            types=list(events.get("types") or []),
             state=d.get("state") or "",
             failing_since=parse_time(d.get("failing_since")),
             cursor=d.get("cursor") or "",

@@ -2014,6 +2014,13 @@ export interface components {
              *     ]
              */
             states: string[];
+            /**
+             * @description Types are event types: sandbox.state_changed (an entry of the history) and sandbox.released (a terminal sandbox's provider resources confirmed gone; it matches states and reasons by its sandbox's terminal state and end reason).
+             * @example [
+             *       "sandbox.released"
+             *     ]
+             */
+            types: ("sandbox.state_changed" | "sandbox.released")[];
         };
         WebhookFilterRequest: {
             /**
@@ -2032,6 +2039,13 @@ export interface components {
              *     ]
              */
             states?: string[];
+            /**
+             * @description Types are event types: events of them are delivered (at most 16). A release matches states and reasons by its sandbox's terminal state and end reason.
+             * @example [
+             *       "sandbox.released"
+             *     ]
+             */
+            types?: ("sandbox.state_changed" | "sandbox.released")[];
         };
         WebhookList: {
             items: components["schemas"]["Webhook"][];
