@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"os"
 	"os/exec"
@@ -542,9 +543,12 @@ func TestResourceLimits(t *testing.T) {
 	baseline := quick()
 
 	// Fork storm: forks past 64 processes are refused; the exec's timeout
-	// then kills the storm, and the sandbox works again.
+	// then kills the storm, and the sandbox works again. (The trailing
+	// sleep keeps the exec running to its timeout: a command that ends on
+	// its own leaves its background processes, here the storm's sleeps,
+	// running.)
 	res, err := p.Exec(t.Context(), hog, sandbox.ExecRequest{
-		Command: `bash -c 'for i in $(seq 200); do sleep 30 & done; wait' 2>&1 | grep -m1 -o 'Resource temporarily unavailable'`,
+		Command: `bash -c 'for i in $(seq 200); do sleep 30 & done; wait' 2>&1 | grep -m1 -o 'Resource temporarily unavailable'; sleep 10`,
 		Timeout: 3 * time.Second,
 	})
 	if err != nil || !strings.Contains(res.Output, "Resource temporarily unavailable") {
@@ -557,15 +561,21 @@ func TestResourceLimits(t *testing.T) {
 		t.Errorf("after the storm the sandbox answers %+v", r)
 	}
 	// Killed processes are reaped, and their memory freed, a moment after
-	// the kill: until then the sandbox is still at its limit.
+	// the kill: until then the sandbox is still at its limit. One fork
+	// that works is not enough (the next may still meet the limit while
+	// the reaping goes on): wait until the storm's processes are gone from
+	// the sandbox's pid namespace, zombies included.
 	recovered := func(after string) {
 		t.Helper()
 		for deadline := time.Now().Add(10 * time.Second); ; {
-			if r := run(t, p, hog, `/bin/true && echo forked`); r.Output == "forked\n" {
+			r := run(t, p, hog, `n=$(ls /proc | grep -c '^[0-9]'); /bin/true && echo "forked $n"`)
+			var n int
+			if _, err := fmt.Sscanf(r.Output, "forked %d", &n); err == nil && n <= 10 {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("the sandbox cannot fork 10 s after %s", after)
+				ps := run(t, p, hog, `for f in /proc/[0-9]*/stat; do read -r l < "$f" && echo "$l"; done`)
+				t.Fatalf("the sandbox cannot fork 10 s after %s: %q; its processes:\n%s", after, r.Output, ps.Output)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
