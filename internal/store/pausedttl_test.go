@@ -184,3 +184,22 @@ func TestPausedTTLOwnerLapseStillEnds(t *testing.T) {
 		t.Fatalf("EndLapsedOwners of a paused sandbox = %v, %v; want it ended owner_expired", ended, err)
 	}
 }
+
+// TestPausedTTLAcrossDaylightSaving: the TTL kept is exact in a session
+// whose time zone changes its offset while the restored deadline runs (a
+// timestamp difference in days would come back an hour short).
+func TestPausedTTLAcrossDaylightSaving(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.WithPausedTTL(pausedTTL, 0))
+	if _, err := b.st.Pool().Exec(b.ctx, `DO $$ BEGIN
+		EXECUTE format('ALTER DATABASE %I SET TimeZone = %L', current_database(), 'America/New_York'); END $$`); err != nil {
+		t.Fatal(err)
+	}
+	b.st.Pool().Reset() // new connections take the zone
+	// New York moves its clocks an hour forward at 2027-03-14 07:00 UTC.
+	b.clock.Advance(time.Date(2027, 3, 12, 12, 0, 0, 0, time.UTC).Sub(b.clock.Now()))
+	sb := b.ready(t, func(p *sandbox.CreateParams) { p.TTL = 72 * time.Hour })
+	b.pause(t, sb.ID)
+	b.clock.Advance(time.Hour)
+	b.expectExpires(t, b.resume(t, sb.ID, false), b.clock.Now().Add(72*time.Hour), "resumed across the change")
+}
