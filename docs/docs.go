@@ -10402,7 +10402,7 @@ const docTemplate = `{
                     "example": "provider sim: out of capacity"
                 },
                 "expires_at": {
-                    "description": "ExpiresAt is the deadline after which the sandbox is ended (reason expired).",
+                    "description": "ExpiresAt is the deadline after which the sandbox is ended (reason expired).\nWhile it is paused and the operator set PAUSED_TTL, it is the paused\ndeadline: the TTL clock is stopped, and a resume sets it to the TTL left.",
                     "type": "string",
                     "format": "date-time",
                     "example": "2026-01-02T16:04:05Z"

@@ -187,6 +187,7 @@ func openServeStore(ctx context.Context, cfg Config, log *slog.Logger) (*store.S
 	}
 	notifier := notify.New(pool, log)
 	st := store.New(pool, store.WithWorkPool(work), store.WithAnnouncer(notifier), store.WithNodeGrace(cfg.NodeGrace),
+		store.WithPausedTTL(cfg.PausedTTL, cfg.HTTP.MaxLifetime),
 		store.WithOutagePolicy(store.OutagePolicy{
 			Replica: cfg.WorkerID,
 			// Every replica records reaching Postgres each janitor interval.

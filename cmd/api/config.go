@@ -66,6 +66,9 @@ type Config struct {
 	NodeURL string
 	// NodeGrace is how long a node may go without a heartbeat.
 	NodeGrace time.Duration
+	// PausedTTL, if positive, stops a paused sandbox's TTL clock and is
+	// how long it may stay paused (0: the TTL runs while paused).
+	PausedTTL time.Duration
 
 	// HTTP is the API's configuration; serve adds DefaultProvider and
 	// MaxBodyTime.
@@ -122,6 +125,8 @@ var lifecycleSettings = []setting{
 		func(c *Config) *time.Duration { return &c.HTTP.CreateTimeout }),
 	duration("PAUSE_TIMEOUT", tetherhttp.DefaultPauseTimeout, "deadline of a pause or a resume",
 		func(c *Config) *time.Duration { return &c.HTTP.PauseTimeout }),
+	durationOrZero("PAUSED_TTL", "how long a sandbox may stay paused, its TTL stopped (0: the TTL runs while paused)",
+		func(c *Config) *time.Duration { return &c.PausedTTL }),
 	count("CREATE_MAX_ATTEMPTS", lifecycle.DefaultMaxAttempts, "create attempts on retryable provider errors",
 		func(c *Config) *int { return &c.Executor.MaxAttempts }),
 	duration("EXECUTOR_MAX_BACKOFF", lifecycle.DefaultMaxBackoff, "cap on the wait between attempts",

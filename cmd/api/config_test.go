@@ -1,10 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/provider"
@@ -159,6 +161,26 @@ func TestNodeIDDefault(t *testing.T) {
 		}
 		if err != nil || cfg.NodeID != want || cfg.NodeIDSet {
 			t.Errorf("LOCAL_STATE_DIR=%q: NODE_ID %q (set %v), %v; want %q", dir, cfg.NodeID, cfg.NodeIDSet, err, want)
+		}
+	}
+}
+
+// TestPausedTTLConfig: PAUSED_TTL is 0 unset (the TTL runs while paused),
+// takes 0 or a positive duration, and refuses anything else.
+func TestPausedTTLConfig(t *testing.T) {
+	t.Parallel()
+	for value, want := range map[string]time.Duration{"": 0, "0": 0, "0s": 0, "72h": 72 * time.Hour, "-1h": -1, "soon": -1} {
+		cfg, err := loadConfig(func(name string) string {
+			return map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1/tether", "PAUSED_TTL": value}[name]
+		})
+		if want < 0 {
+			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("PAUSED_TTL=%q: want 0 or a positive Go duration", value)) {
+				t.Errorf("PAUSED_TTL=%q: loadConfig = %v; want it refused", value, err)
+			}
+			continue
+		}
+		if err != nil || cfg.PausedTTL != want {
+			t.Errorf("PAUSED_TTL=%q: PausedTTL %v, %v; want %v", value, cfg.PausedTTL, err, want)
 		}
 	}
 }

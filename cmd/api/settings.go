@@ -34,6 +34,22 @@ func duration(name string, def time.Duration, doc string, field func(*Config) *t
 	}}
 }
 
+// durationOrZero is a setting of a duration that is 0 (its default) or
+// positive.
+func durationOrZero(name, doc string, field func(*Config) *time.Duration) setting {
+	return setting{name: name, def: "0", doc: doc, set: func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if v == "0" {
+			d, err = 0, nil
+		}
+		if err != nil || d < 0 {
+			return fmt.Errorf("%s=%q: want 0 or a positive Go duration such as 24h", name, v)
+		}
+		*field(c) = d
+		return nil
+	}}
+}
+
 // count is a setting of a positive integer.
 func count[T int | int64](name string, def T, doc string, field func(*Config) *T) setting {
 	return setting{name: name, def: strconv.FormatInt(int64(def), 10), doc: doc, set: func(c *Config, v string) error {

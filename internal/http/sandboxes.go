@@ -63,6 +63,8 @@ type Sandbox struct {
 	// ReleasedAt is when the provider confirmed the resources gone; null until then.
 	ReleasedAt *time.Time `json:"released_at" extensions:"x-nullable" format:"date-time" example:"2026-01-02T16:04:06Z"`
 	// ExpiresAt is the deadline after which the sandbox is ended (reason expired).
+	// While it is paused and the operator set PAUSED_TTL, it is the paused
+	// deadline: the TTL clock is stopped, and a resume sets it to the TTL left.
 	ExpiresAt time.Time `json:"expires_at" format:"date-time" example:"2026-01-02T16:04:05Z"`
 	// CreateDeadline is when creation gives up and the sandbox fails.
 	CreateDeadline time.Time `json:"create_deadline" format:"date-time" example:"2026-01-02T15:09:05Z"`

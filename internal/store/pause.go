@@ -139,9 +139,30 @@ func (s *Store) ClaimTransitions(ctx context.Context, provider, node, worker str
 // to @to, ending the worker's lease (@keep_lease: keeping it, for a
 // failure whose resource the worker goes on to release), with @reason and
 // @error; a terminal @to ends the sandbox. It appends @actor's event.
+//
+// With @paused_ttl positive, pausing → paused stops the TTL clock: the
+// TTL left is kept in paused_ttl_left and expires_at becomes the paused
+// deadline, @paused_ttl from now. resuming → ready of a sandbox so paused
+// starts the clock again: expires_at becomes the kept TTL from now. Both
+// are capped at created_at plus @max_lifetime (when positive). Any other
+// settle (a refused resume among them) leaves both as they are. The TTL
+// left is kept in seconds, never days: a timestamp difference comes in
+// days, and adding days follows the session's time zone across a
+// daylight-saving change, an hour off.
 const settleTransitionSQL = `
 		WITH upd AS (
 			UPDATE sandboxes s SET state = @to, updated_at = @now,
+				expires_at = CASE
+					WHEN @from = 'pausing' AND @to = 'paused' AND @paused_ttl::interval > interval '0'
+						THEN least(@now::timestamptz + @paused_ttl::interval, ` + lifetimeCap + `)
+					WHEN @from = 'resuming' AND @to = 'ready' AND s.paused_ttl_left IS NOT NULL
+						THEN least(@now::timestamptz + s.paused_ttl_left, ` + lifetimeCap + `)
+					ELSE s.expires_at END,
+				paused_ttl_left = CASE
+					WHEN @from = 'pausing' AND @to = 'paused' AND @paused_ttl::interval > interval '0'
+						THEN extract(epoch FROM greatest(s.expires_at - @now::timestamptz, interval '0')) * interval '1 second'
+					WHEN @from = 'resuming' AND @to = 'ready' THEN NULL
+					ELSE s.paused_ttl_left END,
 				error = @error::text, reason = @reason::text,
 				ended_at = CASE WHEN @to IN ` + terminalStates + ` THEN @now::timestamptz END,
 				lease_owner = CASE WHEN @keep_lease THEN s.lease_owner END,
@@ -153,6 +174,11 @@ const settleTransitionSQL = `
 			SELECT id, tenant, @now, @from, @to, @reason::text, @actor, @message FROM upd
 		)
 		SELECT ` + sandboxColumns + ` FROM upd s`
+
+// lifetimeCap is the latest deadline the sandbox s may have: its creation
+// plus @max_lifetime, or none when @max_lifetime is not positive.
+const lifetimeCap = `CASE WHEN @max_lifetime::interval > interval '0'
+	THEN s.created_at + @max_lifetime::interval ELSE 'infinity'::timestamptz END`
 
 // settle is one settleTransitionSQL.
 type settle struct {
@@ -170,6 +196,7 @@ func (s *Store) settleTransition(ctx context.Context, op string, st settle) (san
 		"id": st.id, "epoch": st.epoch, "from": string(st.from), "to": string(st.to), "now": s.Now(),
 		"error": nullable(st.errText), "reason": nullable(string(st.reason)), "keep_lease": st.keepLease,
 		"actor": string(st.actor), "message": st.message,
+		"paused_ttl": s.pausedTTL, "max_lifetime": s.maxLifetime,
 	}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sb, fmt.Errorf("store: %s: %w", op, sandbox.ErrFenced)

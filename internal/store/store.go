@@ -62,6 +62,10 @@ type Store struct {
 	// nodeGrace is how old a node's last heartbeat may be while it counts
 	// as alive (see WithNodeGrace).
 	nodeGrace time.Duration
+	// pausedTTL, if positive, stops a paused sandbox's TTL clock and is
+	// how long it may stay paused; maxLifetime, if positive, caps the
+	// deadlines a pause and a resume set (see WithPausedTTL).
+	pausedTTL, maxLifetime time.Duration
 }
 
 // Option configures a Store.
@@ -77,6 +81,17 @@ func WithClock(now func() time.Time) Option {
 // counts as dead (NODE_GRACE; default DefaultNodeGrace).
 func WithNodeGrace(d time.Duration) Option {
 	return func(s *Store) { s.nodeGrace = d }
+}
+
+// WithPausedTTL sets PAUSED_TTL and MAX_LIFETIME for pauses. With
+// pausedTTL 0 (the default) a paused sandbox's TTL keeps running. With
+// pausedTTL positive, a sandbox that becomes paused keeps the TTL it had
+// left and its expires_at becomes pausedTTL from then (the longest it may
+// stay paused); when it resumes, expires_at becomes the kept TTL from
+// then. Either deadline is capped at the sandbox's creation plus
+// maxLifetime, if that is positive.
+func WithPausedTTL(pausedTTL, maxLifetime time.Duration) Option {
+	return func(s *Store) { s.pausedTTL, s.maxLifetime = pausedTTL, maxLifetime }
 }
 
 // Announcer is told about every change the store commits (a

@@ -20,10 +20,10 @@ type bundle struct {
 	ctx   context.Context
 }
 
-func setup(t *testing.T) bundle {
+func setup(t *testing.T, opts ...store.Option) bundle {
 	t.Helper()
 	clock := storetest.NewClock()
-	st := storetest.New(t, store.WithClock(clock.Now))
+	st := storetest.New(t, append([]store.Option{store.WithClock(clock.Now)}, opts...)...)
 	ctx := t.Context()
 	if _, err := st.RegisterAPIKey(ctx, "acme", "test", "key-acme"); err != nil {
 		t.Fatal(err)

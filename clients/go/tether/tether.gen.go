@@ -1268,6 +1268,8 @@ type Sandbox struct {
 	Error *string `json:"error"`
 
 	// ExpiresAt ExpiresAt is the deadline after which the sandbox is ended (reason expired).
+	// While it is paused and the operator set PAUSED_TTL, it is the paused
+	// deadline: the TTL clock is stopped, and a resume sets it to the TTL left.
 	//
 	// Example: 2026-01-02T16:04:05Z
 	ExpiresAt time.Time `json:"expires_at"`
@@ -14981,6 +14983,8 @@ type RenewSandboxResponse struct {
 		Error *string `json:"error"`
 
 		// ExpiresAt ExpiresAt is the deadline after which the sandbox is ended (reason expired).
+		// While it is paused and the operator set PAUSED_TTL, it is the paused
+		// deadline: the TTL clock is stopped, and a resume sets it to the TTL left.
 		//
 		// Example: 2026-01-02T16:04:05Z
 		ExpiresAt time.Time `json:"expires_at"`
@@ -15123,6 +15127,8 @@ func (r RenewSandboxResponse) GetJSON200() *struct {
 	Error *string `json:"error"`
 
 	// ExpiresAt ExpiresAt is the deadline after which the sandbox is ended (reason expired).
+	// While it is paused and the operator set PAUSED_TTL, it is the paused
+	// deadline: the TTL clock is stopped, and a resume sets it to the TTL left.
 	//
 	// Example: 2026-01-02T16:04:05Z
 	ExpiresAt time.Time `json:"expires_at"`
@@ -26855,6 +26861,8 @@ func ParseRenewSandboxResponse(rsp *http.Response) (*RenewSandboxResponse, error
 			Error *string `json:"error"`
 
 			// ExpiresAt ExpiresAt is the deadline after which the sandbox is ended (reason expired).
+			// While it is paused and the operator set PAUSED_TTL, it is the paused
+			// deadline: the TTL clock is stopped, and a resume sets it to the TTL left.
 			//
 			// Example: 2026-01-02T16:04:05Z
 			ExpiresAt time.Time `json:"expires_at"`

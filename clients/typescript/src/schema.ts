@@ -1703,6 +1703,8 @@ export interface components {
             /**
              * Format: date-time
              * @description ExpiresAt is the deadline after which the sandbox is ended (reason expired).
+             *     While it is paused and the operator set PAUSED_TTL, it is the paused
+             *     deadline: the TTL clock is stopped, and a resume sets it to the TTL left.
              * @example 2026-01-02T16:04:05Z
              */
             expires_at: string;
