@@ -317,6 +317,7 @@ export class TetherClient {
     return this.#call(opts.signal, () =>
       this.#api.DELETE("/v1/sandboxes/{id}/previews/{preview_id}", { params: { path: { id, preview_id: previewId } }, signal: opts.signal }),
     );
+  }
 
   // --- snapshots (docs/snapshots.md) ---
 
