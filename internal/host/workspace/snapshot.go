@@ -58,7 +58,7 @@ func Snapshot(ctx context.Context, dir, dst string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("workspace snapshot: freeze: %w", err)
 	}
-	err = copySparseCtx(ctx, img, dst, info.Size())
+	err = copySparse(ctx, img, dst, info.Size(), true)
 	if terr := thaw(); err == nil && terr != nil {
 		err = fmt.Errorf("thaw: %w", terr)
 	}
@@ -122,7 +122,7 @@ func (w *FS) Restore(ctx context.Context, dir, src string, uid int) error {
 		return fmt.Errorf("workspace restore: %w", err)
 	}
 	img, ws := filepath.Join(dir, ImageFile), filepath.Join(dir, "workspace")
-	if err := copySparseCtx(ctx, src, img, info.Size()); err != nil {
+	if err := copySparse(ctx, src, img, info.Size(), true); err != nil {
 		return fmt.Errorf("workspace restore: %w", err)
 	}
 	if err := hostos.RunTool(ctx, "", w.mount, "-t", "ext4", "-o", "loop,nodev,nosuid,noinit_itable", img, ws); err != nil {
@@ -140,8 +140,11 @@ func (w *FS) Restore(ctx context.Context, dir, src string, uid int) error {
 	return nil
 }
 
-// copySparseCtx is copySparse in chunks, giving up when ctx ends.
-func copySparseCtx(ctx context.Context, src, dst string, size int64) (err error) {
+// copySparse copies the file src, size bytes long, to a new file dst: only
+// src's data, in chunks; its holes stay holes. It gives up when ctx ends.
+// durable syncs dst before it is closed (a snapshot, a restore); a fresh
+// workspace made from a template needs no sync.
+func copySparse(ctx context.Context, src, dst string, size int64, durable bool) (err error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
@@ -152,8 +155,10 @@ func copySparseCtx(ctx context.Context, src, dst string, size int64) (err error)
 		return err
 	}
 	defer func() {
-		if serr := out.Sync(); err == nil {
-			err = serr
+		if durable {
+			if serr := out.Sync(); err == nil {
+				err = serr
+			}
 		}
 		if cerr := out.Close(); err == nil {
 			err = cerr

@@ -151,7 +151,7 @@ func (w *FS) Create(ctx context.Context, dir string, uid, mb int) error {
 	if err != nil {
 		return fmt.Errorf("workspace image: %w", err)
 	}
-	if err := copySparse(tmpl, img, int64(mb)<<20); err != nil {
+	if err := copySparse(ctx, tmpl, img, int64(mb)<<20, false); err != nil {
 		return fmt.Errorf("workspace image: %w", err)
 	}
 	ws := filepath.Join(dir, "workspace")
@@ -211,53 +211,6 @@ func (w *FS) template(ctx context.Context, mb int) (string, error) {
 	}
 	w.templates[mb] = path
 	return path, nil
-}
-
-// copySparse copies the file src, size bytes long, to a new file dst: only
-// src's data; its holes stay holes.
-func copySparse(src, dst string, size int64) (err error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = in.Close() }()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
-	}()
-	if err := out.Truncate(size); err != nil {
-		return err
-	}
-	rfd, wfd := int(in.Fd()), int(out.Fd())
-	for off := int64(0); off < size; {
-		data, err := unix.Seek(rfd, off, unix.SEEK_DATA)
-		if errors.Is(err, unix.ENXIO) { // only a hole is left
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		hole, err := unix.Seek(rfd, data, unix.SEEK_HOLE)
-		if err != nil {
-			return err
-		}
-		for roff, woff := data, data; roff < hole; {
-			n, err := unix.CopyFileRange(rfd, &roff, wfd, &woff, int(hole-roff), 0)
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				return fmt.Errorf("copying %s: unexpected end", src)
-			}
-		}
-		off = hole
-	}
-	return nil
 }
 
 // Clear unmounts dir/workspace, as often as something is mounted
