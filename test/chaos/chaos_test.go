@@ -606,7 +606,10 @@ func (h *chaos) storm() {
 			return
 		case <-time.After(*stormFor * 4 / 10):
 		}
+		// The transition watcher reads these under h.mu while the storm runs.
+		h.mu.Lock()
 		h.pgDown = time.Now()
+		h.mu.Unlock()
 		// A crash, not a clean shutdown: the server replays its WAL, and
 		// the workers' asynchronous commits of the last moments are lost.
 		harness.Postgres(h.t, "stop", h.cluster, "TETHER_PG_STOP_MODE=immediate")
@@ -616,7 +619,9 @@ func (h *chaos) storm() {
 			env = h.hosts.PostgresEnv()
 		}
 		harness.Postgres(h.t, "start", h.cluster, env...)
+		h.mu.Lock()
 		h.pgUp = time.Now()
+		h.mu.Unlock()
 	})
 	wg.Wait()
 	// Bring every replica back for the quiet phase.
