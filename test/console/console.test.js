@@ -955,7 +955,7 @@ test('webhooks: add an endpoint (its secret once), see deliveries, a failing end
     const list = (await ok('GET', '/v1/webhooks')).items;
     const wh = list.find((w) => w.url === rx.url);
     assert.ok(wh, 'the endpoint was made');
-    assert.deepEqual(wh.events, {states: ['ready'], reasons: []});
+    assert.deepEqual(wh.events, {states: ['ready'], reasons: [], types: []});
     const row = page.locator(`#webhooks tr[data-webhook="${wh.id}"]`);
     await row.locator('.badge', {hasText: 'active'}).waitFor();
     assert.match(await row.textContent(), /into.*ready/);
