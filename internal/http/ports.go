@@ -172,7 +172,7 @@ func dialAndProxy(c *gin.Context, dialer sandbox.PortDialer, id string, port int
 				resp.Header.Add("Content-Security-Policy", sandboxedCSP)
 			}
 			if rwc, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
-				resp.Body = &countingConn{ReadWriteCloser: rwc, n: &moved}
+				resp.Body = &countingConn{countingBody: countingBody{ReadCloser: rwc, n: &moved}, w: rwc}
 			} else {
 				resp.Body = &countingBody{ReadCloser: resp.Body, n: &moved}
 			}
@@ -265,20 +265,15 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// countingConn counts the bytes an upgraded connection moves both ways.
+// countingConn counts the bytes an upgraded connection moves both ways:
+// its reads through countingBody, its writes here.
 type countingConn struct {
-	io.ReadWriteCloser
-	n *atomic.Int64
-}
-
-func (c *countingConn) Read(p []byte) (int, error) {
-	n, err := c.ReadWriteCloser.Read(p)
-	c.n.Add(int64(n))
-	return n, err
+	countingBody
+	w io.Writer
 }
 
 func (c *countingConn) Write(p []byte) (int, error) {
-	n, err := c.ReadWriteCloser.Write(p)
+	n, err := c.w.Write(p)
 	c.n.Add(int64(n))
 	return n, err
 }
