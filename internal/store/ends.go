@@ -181,19 +181,34 @@ func endMany(ctx context.Context, q querier, stmt string, e end, pick namedArgs)
 // endSQL). changed is false, and the sandbox is returned as it is, when it
 // was already terminal. Concurrent calls share a statement and a commit.
 // by is the API key of the client that asked, if any.
+//
+// A sandbox whose create commits while the end's statement runs is not in
+// that statement's snapshot, yet the read after it finds the sandbox live:
+// then the end runs again, so that a delete racing its own create (a
+// client's replay with the same id) never answers a live sandbox as
+// unchanged.
 func (s *Store) EndSandbox(ctx context.Context, tenant, id string, reason sandbox.Reason, actor sandbox.Actor, by sandbox.Caller, message string) (sb sandbox.Sandbox, changed bool, err error) {
-	sb, err = s.ends.do(ctx, endRow{id: id, tenant: tenant, reason: reason, actor: actor, by: by, message: message})
-	switch {
-	case err == nil:
-		return sb, true, nil
-	case !errors.Is(err, errNotLive):
-		return sb, false, wrap("end sandbox", err)
+	const attempts = 3 // the second always sees a sandbox the first read found
+	for range attempts {
+		sb, err = s.ends.do(ctx, endRow{id: id, tenant: tenant, reason: reason, actor: actor, by: by, message: message})
+		switch {
+		case err == nil:
+			return sb, true, nil
+		case !errors.Is(err, errNotLive):
+			return sb, false, wrap("end sandbox", err)
+		}
+		if s.afterNotLive != nil {
+			s.afterNotLive()
+		}
+		sb, err = s.GetSandbox(ctx, tenant, id)
+		if err != nil {
+			return sb, false, err
+		}
+		if !sb.Live() {
+			return sb, false, nil
+		}
 	}
-	sb, err = s.GetSandbox(ctx, tenant, id)
-	if err != nil {
-		return sb, false, err
-	}
-	return sb, false, nil
+	return sandbox.Sandbox{}, false, wrap("end sandbox", fmt.Errorf("sandbox %s stayed live after %d ends", id, attempts))
 }
 
 // endRow is one EndSandbox.

@@ -17,3 +17,7 @@ const (
 	LiveStatesSQL     = liveStates
 	TerminalStatesSQL = terminalStates
 )
+
+// SetAfterNotLive makes EndSandbox call f between an end that found nothing
+// live and its read of the sandbox.
+func (s *Store) SetAfterNotLive(f func()) { s.afterNotLive = f }

@@ -66,6 +66,10 @@ type Store struct {
 	// how long it may stay paused; maxLifetime, if positive, caps the
 	// deadlines a pause and a resume set (see WithPausedTTL).
 	pausedTTL, maxLifetime time.Duration
+	// afterNotLive, if set, runs in EndSandbox between an end that found
+	// nothing live and the read that follows it: tests commit a create
+	// there (SetAfterNotLive).
+	afterNotLive func()
 }
 
 // Option configures a Store.

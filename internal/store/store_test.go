@@ -180,6 +180,39 @@ func TestEventsAreAppendOnly(t *testing.T) {
 	}
 }
 
+// A delete can race the create of the same client-chosen id (dcode's
+// provider replays its create, then deletes): if the create commits after
+// the end's statement took its snapshot, the end finds nothing live but the
+// read after it finds the sandbox requested. It must end it then, not
+// answer it unchanged and leave it running.
+func TestEndSandboxRacingItsCreate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := sandbox.NewID()
+	reads := 0
+	b.st.SetAfterNotLive(func() {
+		reads++
+		if reads == 1 {
+			b.create(t, func(p *sandbox.CreateParams) { p.ID = id })
+		}
+	})
+	got, changed, err := b.st.EndSandbox(b.ctx, "acme", id, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "bye")
+	if err != nil {
+		t.Fatalf("EndSandbox: %v", err)
+	}
+	if !changed || got.State != sandbox.StateCancelled || !got.Released {
+		t.Errorf("EndSandbox = %s (released %v), changed %v; want cancelled, released, changed", got.State, got.Released, changed)
+	}
+	if p := path(b.events(t, id)); p != "requested>cancelled" {
+		t.Errorf("history = %s", p)
+	}
+	// With no create at all, the answer is still NOT_FOUND.
+	_, _, err = b.st.EndSandbox(b.ctx, "acme", sandbox.NewID(), sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "bye")
+	if !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("EndSandbox of an unknown id: err = %v, want ErrNotFound", err)
+	}
+}
+
 func TestEndSandboxInEachState(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
