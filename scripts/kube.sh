@@ -10,12 +10,13 @@
 #
 # NAME is a short word (a-z, 0-9, -) such as `chaoskube`. Without one (or
 # with `default`) the commands act on the default cluster: state in
-# .data/kube, API server on 56443. Each other NAME is a cluster of its own,
+# .data/kube, API server on 30443. Each other NAME is a cluster of its own,
 # with its own processes, certificates and etcd: state in .data/kube-NAME and
-# a base port derived from NAME (31000-32596, a multiple of 4, below the
-# ephemeral ports), so
-# that a test may restart or stop its own cluster without disturbing the one
-# other tests share. Only `restart-apiserver` requires a NAME: the default
+# a base port derived from NAME (31000-32596, a multiple of 4). Every
+# cluster's ports lie below the ephemeral ports, so that a test may restart
+# or stop its own cluster without disturbing the one other tests share, and
+# no outgoing connection can hold a cluster's port when it binds it. Only
+# `restart-apiserver` requires a NAME: the default
 # cluster is shared, and never restarted under its users.
 #
 # What runs, all on 127.0.0.1 only:
@@ -60,7 +61,7 @@
 #   TETHER_KUBE_DIR   state folder (default .data/kube, or .data/kube-NAME, in
 #                     the project, git-ignored): kubeconfig, certificates,
 #                     etcd's data, logs (*.log), the port in use (port)
-#   TETHER_KUBE_PORT  the API server's port (default 56443, or NAME's derived
+#   TETHER_KUBE_PORT  the API server's port (default 30443, or NAME's derived
 #                     port); etcd uses the next two ports, kwok's kubelet
 #                     server the one after. A port another program holds is
 #                     an error, except in CI (below)
@@ -117,7 +118,7 @@ esac
 # them as its local port when a process of the cluster binds it.
 port_for() {
 	if [[ $1 == default ]]; then
-		echo 56443
+		echo 30443
 		return
 	fi
 	local sum
