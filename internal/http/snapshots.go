@@ -67,9 +67,9 @@ type snapshotCreator interface {
 	snapshotStore
 }
 
-// snapshotPoll is how often a ?wait= on a snapshot re-reads it: snapshot
-// changes are not announced.
-const snapshotPoll = 200 * time.Millisecond
+// snapshotPoll is how often a ?wait= on a snapshot re-reads it besides the
+// store's announcements.
+const snapshotPoll = time.Second
 
 // handleSnapshotCreate asks for a snapshot of a sandbox.
 //
@@ -96,7 +96,7 @@ const snapshotPoll = 200 * time.Millisecond
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/snapshots [post]
-func handleSnapshotCreate(cfg Config, st snapshotCreator, providers map[string]sandbox.Provider, draining context.Context) handlerFunc {
+func handleSnapshotCreate(cfg Config, st snapshotCreator, changes changeSubscriber, providers map[string]sandbox.Provider, draining context.Context) handlerFunc {
 	return func(c *gin.Context) error {
 		id, err := sandboxID(c)
 		if err != nil {
@@ -125,7 +125,7 @@ func handleSnapshotCreate(cfg Config, st snapshotCreator, providers map[string]s
 			return notFoundAs(err, id)
 		}
 		c.Header("Location", "/v1/snapshots/"+sn.ID)
-		if sn, err = awaitSnapshot(ctx, st, draining, wait, sn); err != nil {
+		if sn, err = awaitSnapshot(ctx, st, changes, draining, wait, sn); err != nil {
 			return err
 		}
 		return writeJSON(c, http.StatusAccepted, toSnapshot(sn))
@@ -144,8 +144,11 @@ func waitQuery(c *gin.Context, cfg Config) (time.Duration, error) {
 }
 
 // awaitSnapshot re-reads sn until it is no longer creating, wait passes,
-// the client goes or the server drains; it returns the last read.
-func awaitSnapshot(ctx context.Context, st snapshotStore, draining context.Context, wait time.Duration, sn sandbox.Snapshot) (sandbox.Snapshot, error) {
+// the client goes or the server drains; it returns the last read. The
+// store announces a snapshot leaving creating (sandbox.SnapshotChanged), so
+// the answer comes at once; a slow poll backs up the announcements, which
+// are best effort.
+func awaitSnapshot(ctx context.Context, st snapshotStore, changes changeSubscriber, draining context.Context, wait time.Duration, sn sandbox.Snapshot) (sandbox.Snapshot, error) {
 	if wait <= 0 || sn.State != sandbox.SnapshotCreating {
 		return sn, nil
 	}
@@ -153,15 +156,22 @@ func awaitSnapshot(ctx context.Context, st snapshotStore, draining context.Conte
 	defer timer.Stop()
 	tick := time.NewTicker(snapshotPoll)
 	defer tick.Stop()
-	for sn.State == sandbox.SnapshotCreating {
-		select {
-		case <-ctx.Done():
-			return sn, ctx.Err()
-		case <-draining.Done():
-			return sn, nil
-		case <-timer.C:
-			return sn, nil
-		case <-tick.C:
+	// Subscribed after the caller's read: the first re-read below, at once,
+	// catches a change announced between the two.
+	updates, stop := changes.SubscribeSandbox(sn.ID)
+	defer stop()
+	for first := true; sn.State == sandbox.SnapshotCreating; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return sn, ctx.Err()
+			case <-draining.Done():
+				return sn, nil
+			case <-timer.C:
+				return sn, nil
+			case <-updates:
+			case <-tick.C:
+			}
 		}
 		cur, err := st.GetSnapshot(ctx, sn.Tenant, sn.ID)
 		if err != nil {
@@ -215,7 +225,7 @@ func snapshotNotFoundAs(err error, id string) error {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/snapshots/{id} [get]
-func handleSnapshotGet(cfg Config, st snapshotStore, draining context.Context) handlerFunc {
+func handleSnapshotGet(cfg Config, st snapshotStore, changes changeSubscriber, draining context.Context) handlerFunc {
 	return func(c *gin.Context) error {
 		id, err := snapshotIDParam(c)
 		if err != nil {
@@ -229,7 +239,7 @@ func handleSnapshotGet(cfg Config, st snapshotStore, draining context.Context) h
 		if err != nil {
 			return snapshotNotFoundAs(err, id)
 		}
-		if sn, err = awaitSnapshot(c.Request.Context(), st, draining, wait, sn); err != nil {
+		if sn, err = awaitSnapshot(c.Request.Context(), st, changes, draining, wait, sn); err != nil {
 			return err
 		}
 		return writeJSON(c, http.StatusOK, toSnapshot(sn))

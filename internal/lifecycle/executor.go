@@ -341,8 +341,8 @@ func (e *Executor) loop(ctx, workCtx context.Context, notes <-chan sandbox.Chang
 // (full) or only new requests.
 //
 // Snapshots to take announce nothing: the poll finds them, and so does a
-// wake-up that may mean a sandbox's lease ended (its snapshot, pause or
-// resume settled).
+// wake-up that may mean a sandbox's lease ended (a snapshot settled, a
+// pause or resume did).
 type wanted struct{ creates, releases, transitions, snapshots, full bool }
 
 var everything = wanted{creates: true, releases: true, transitions: true, snapshots: true, full: true}
@@ -362,6 +362,10 @@ func wantsWork(n sandbox.Change) wanted {
 	switch {
 	case n.ID == "":
 		return everything
+	case n.State == sandbox.SnapshotChanged:
+		// A snapshot settled and its sandbox's lease ended: another
+		// snapshot of that sandbox may be claimable now.
+		return wanted{snapshots: true}
 	case n.State == sandbox.StateRequested:
 		return wanted{creates: true}
 	case n.State.Transitioning():

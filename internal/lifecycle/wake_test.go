@@ -25,6 +25,7 @@ func TestWantsWork(t *testing.T) {
 		{sandbox.Change{ID: "a", State: sandbox.StateCancelled}, wanted{releases: true}},
 		{sandbox.Change{ID: "a", State: sandbox.StateFailed}, wanted{releases: true}},
 		{sandbox.Change{ID: "a", State: sandbox.StateCancelled, Released: true}, wanted{}},
+		{sandbox.Change{ID: "snap_a", State: sandbox.SnapshotChanged}, wanted{snapshots: true}},
 	} {
 		if got := wantsWork(tc.change); got != tc.want {
 			t.Errorf("wantsWork(%+v) = %+v, want %+v", tc.change, got, tc.want)

@@ -75,12 +75,19 @@ type ListFilter struct {
 
 // Change announces that a sandbox changed state or was released. A zero ID
 // means changes may have been missed (the announcer reconnected): every
-// listener should look again.
+// listener should look again. A change whose State is SnapshotChanged is a
+// snapshot's, ID the snapshot's id: it left creating (see
+// Store.announceSnapshots).
 type Change struct {
 	ID       string
 	State    State
 	Released bool
 }
+
+// SnapshotChanged is the State of a Change that announces a snapshot's
+// change rather than a sandbox's. It is no sandbox state (Valid is false),
+// so nothing that waits for sandbox states mistakes it for one.
+const SnapshotChanged State = "snapshot"
 
 // TenantUsage is what quotas are judged by: a tenant's live sandboxes and
 // its own quotas, where it has any (nil: the server's default).

@@ -184,6 +184,7 @@ func (s *Store) EnsureExitSnapshot(ctx context.Context, sb sandbox.Sandbox, epoc
 	if err != nil {
 		return sn, wrap("ensure exit snapshot", err)
 	}
+	s.announceSnapshots(sn)
 	return sn, nil
 }
 
@@ -289,6 +290,7 @@ func (s *Store) settleSnapshot(ctx context.Context, op string, st snapshotSettle
 	if err != nil {
 		return sn, fmt.Errorf("store: %s: %w", op, interpret(err))
 	}
+	s.announceSnapshots(sn)
 	return sn, nil
 }
 
@@ -394,6 +396,7 @@ func (s *Store) DeleteSnapshot(ctx context.Context, tenant, id string) (sn sandb
 	if err != nil {
 		return sn, false, wrap("delete snapshot", err)
 	}
+	s.announceSnapshots(sn)
 	return sn, true, nil
 }
 
@@ -447,17 +450,21 @@ var failSnapshotsOfSQL = `
 			RETURNING n.*
 		), ev AS (` + snapshotEventSQL("upd", "'snapshot_failed'", "'executor'", "'snapshot ' || c.id || ' failed: ' || c.error") + `
 		)
-		SELECT count(*) FROM upd`
+		SELECT ` + snapshotColumns + ` FROM upd n`
 
 // FailSnapshotsOf fails the manual snapshots still to be taken of the
 // ended sandbox whose release is claimed at epoch, and counts them.
 func (s *Store) FailSnapshotsOf(ctx context.Context, sourceID string, epoch int64) (int, error) {
-	var n int
-	err := s.work.QueryRow(ctx, failSnapshotsOfSQL, namedArgs{"source": sourceID, "epoch": epoch, "now": s.Now()}).Scan(&n)
+	rows, err := s.work.Query(ctx, failSnapshotsOfSQL, namedArgs{"source": sourceID, "epoch": epoch, "now": s.Now()})
 	if err != nil {
 		return 0, wrap("fail snapshots of", err)
 	}
-	return n, nil
+	sns, err := collectSnapshots(rows)
+	if err != nil {
+		return 0, wrap("fail snapshots of", err)
+	}
+	s.announceSnapshots(sns...)
+	return len(sns), nil
 }
 
 // FailOverdueSnapshots fails the creating snapshots that can no longer be
@@ -471,6 +478,7 @@ func (s *Store) FailOverdueSnapshots(ctx context.Context) ([]sandbox.Snapshot, e
 	if err != nil {
 		return nil, wrap("fail overdue snapshots", err)
 	}
+	s.announceSnapshots(sns...)
 	return sns, nil
 }
 

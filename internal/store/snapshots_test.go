@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -246,6 +247,82 @@ func TestSnapshotTransitionTableMatchesDatabase(t *testing.T) {
 					t.Errorf("%s -> %s: allowed %v, database: %v", from, to, allowed, err)
 				}
 			})
+		}
+	}
+}
+
+// recorder is an Announcer that keeps what it was told.
+type recorder struct {
+	mu      sync.Mutex
+	changes []sandbox.Change
+}
+
+func (r *recorder) Announce(changes ...sandbox.Change) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.changes = append(r.changes, changes...)
+}
+
+// snapshotNotes counts the SnapshotChanged announcements of id.
+func (r *recorder) snapshotNotes(id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.changes {
+		if c.ID == id && c.State == sandbox.SnapshotChanged {
+			n++
+		}
+	}
+	return n
+}
+
+// TestSnapshotSettlesAreAnnounced: a snapshot that leaves creating, by
+// whichever way, is announced under its own id, so that a ?wait= on it
+// answers at once; asking for one and a fenced write announce nothing.
+func TestSnapshotSettlesAreAnnounced(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	b := setup(t, store.WithAnnouncer(rec))
+	if sandbox.SnapshotChanged.Valid() {
+		t.Fatal("SnapshotChanged is a valid sandbox state")
+	}
+	sb := b.ready(t)
+
+	finished := b.requestSnapshot(t, sb.ID)
+	if n := rec.snapshotNotes(finished.ID); n != 0 {
+		t.Errorf("a requested snapshot was announced %d times", n)
+	}
+	c := b.claimSnapshots(t, "w1")
+	if len(c) != 1 {
+		t.Fatalf("claimed %d snapshots", len(c))
+	}
+	if _, err := b.st.FinishSnapshot(b.ctx, finished.ID, c[0].Snapshot.Epoch-1, 1, true); !errors.Is(err, sandbox.ErrFenced) {
+		t.Fatalf("stale finish: %v", err)
+	}
+	if n := rec.snapshotNotes(finished.ID); n != 0 {
+		t.Errorf("a fenced finish was announced %d times", n)
+	}
+	if _, err := b.st.FinishSnapshot(b.ctx, finished.ID, c[0].Snapshot.Epoch, 1, true); err != nil {
+		t.Fatal(err)
+	}
+
+	failed := b.requestSnapshot(t, sb.ID)
+	c = b.claimSnapshots(t, "w1")
+	if len(c) != 1 {
+		t.Fatalf("claimed %d snapshots", len(c))
+	}
+	if _, err := b.st.FailSnapshot(b.ctx, failed.ID, c[0].Snapshot.Epoch, sandbox.ActorExecutor, "disk full", true); err != nil {
+		t.Fatal(err)
+	}
+
+	deleted := b.requestSnapshot(t, sb.ID)
+	if _, _, err := b.st.DeleteSnapshot(b.ctx, "acme", deleted.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	for what, id := range map[string]string{"finished": finished.ID, "failed": failed.ID, "deleted": deleted.ID} {
+		if n := rec.snapshotNotes(id); n != 1 {
+			t.Errorf("the %s snapshot was announced %d times, want 1", what, n)
 		}
 	}
 }

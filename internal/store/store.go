@@ -121,6 +121,21 @@ func (s *Store) announce(sbs ...sandbox.Sandbox) {
 	s.announcer.Announce(changes...)
 }
 
+// announceSnapshots tells subscribers that the snapshots left creating
+// (sandbox.SnapshotChanged), so that a ?wait= on one answers at once.
+func (s *Store) announceSnapshots(sns ...sandbox.Snapshot) {
+	if s.announcer == nil || len(sns) == 0 {
+		return
+	}
+	changes := make([]sandbox.Change, 0, len(sns))
+	for _, sn := range sns {
+		if sn.State != sandbox.SnapshotCreating {
+			changes = append(changes, sandbox.Change{ID: sn.ID, State: sandbox.SnapshotChanged})
+		}
+	}
+	s.announcer.Announce(changes...)
+}
+
 // WithWorkPool runs the workers' writes on their own pool, typically one
 // opened by ConnectWorkers, whose commits do not wait for the WAL flush.
 // That is safe because every worker write is idempotent and fenced: if a
