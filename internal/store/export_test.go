@@ -5,10 +5,11 @@ package store
 // ran.
 func (s *Store) SharedCalls() map[string]int64 {
 	return map[string]int64{
-		"creates":  s.creates.shared.Load(),
-		"ends":     s.ends.shared.Load(),
-		"readies":  s.readies.shared.Load(),
-		"releases": s.releases.shared.Load(),
+		"creates":       s.creates.shared.Load(),
+		"ends":          s.ends.shared.Load(),
+		"readies":       s.readies.shared.Load(),
+		"quiet readies": s.quietReadies.shared.Load(),
+		"releases":      s.releases.shared.Load(),
 	}
 }
 
