@@ -304,7 +304,7 @@ func (s *Store) markReadyOne(rb readBack) func(ctx context.Context, r readyRow) 
 		)
 		SELECT ` + rb.columns + ` FROM upd s`
 	return func(ctx context.Context, r readyRow) (sandbox.Sandbox, error) {
-		sb, err := rb.scan(s.work.QueryRow(ctx, stmt,
+		sb, err := rb.scan(queryRow(ctx, s.work, stmt,
 			r.id, r.epoch, s.Now(), nullable(r.res.ProviderID), nullable(r.res.WorkDir)))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return sb, sandbox.ErrFenced
