@@ -267,13 +267,15 @@ type readyRow struct {
 // readBack is what a write reads back of each row it changed: the whole
 // sandbox, or only what announcing the change needs (id, state, released).
 type readBack struct {
-	columns string
-	scan    func(pgx.Row) (sandbox.Sandbox, error)
+	// returning is what the update returns (what the event's insert and
+	// columns need), columns what is read of it.
+	returning, columns string
+	scan               func(pgx.Row) (sandbox.Sandbox, error)
 }
 
 var (
-	wholeRow = readBack{columns: sandboxColumns, scan: func(r pgx.Row) (sandbox.Sandbox, error) { return scanSandbox(r) }}
-	changeOf = readBack{columns: "s.id, s.state, s.released", scan: scanChange}
+	wholeRow = readBack{returning: "s.*", columns: sandboxColumns, scan: func(r pgx.Row) (sandbox.Sandbox, error) { return scanSandbox(r) }}
+	changeOf = readBack{returning: "s.id, s.tenant, s.state, s.released, s.provider_id", columns: "s.id, s.state, s.released", scan: scanChange}
 )
 
 // scanChange scans a row of changeOf's columns into a sandbox that has
@@ -297,7 +299,7 @@ func (s *Store) markReadyOne(rb readBack) func(ctx context.Context, r readyRow) 
 				state = 'ready', ready_at = $3, updated_at = $3, error = NULL,
 				provider_id = $4, work_dir = $5, lease_owner = NULL, lease_expires_at = NULL
 			WHERE s.id = $1 AND s.epoch = $2 AND s.state = 'creating'
-			RETURNING s.*
+			RETURNING ` + rb.returning + `
 		), ev AS (
 			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
 			SELECT id, tenant, $3, 'creating', 'ready', NULL, 'executor', 'provider created ' || coalesce($4, '') FROM upd
@@ -334,7 +336,7 @@ func (s *Store) markReadyMany(rb readBack) func(ctx context.Context, rows []read
 				provider_id = n.provider_id, work_dir = n.work_dir, lease_owner = NULL, lease_expires_at = NULL
 			FROM locked JOIN n ON n.id = locked.id
 			WHERE s.id = locked.id AND s.epoch = n.epoch AND s.state = 'creating'
-			RETURNING s.*
+			RETURNING ` + rb.returning + `
 		), ev AS (
 			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
 			SELECT id, tenant, $5, 'creating', 'ready', NULL, 'executor', 'provider created ' || coalesce(provider_id, '')
