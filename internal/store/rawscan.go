@@ -128,20 +128,7 @@ func rawSandbox(r rawRow, extra []any) (sb sandbox.Sandbox, ok bool, err error) 
 		if i >= len(extra) {
 			kind = sandboxKinds[i-len(extra)]
 		}
-		// pgx asks for text and jsonb as text, the rest in binary; text
-		// reads the same either way, and binary jsonb is a version byte
-		// and the text.
-		binary := fd.Format == binaryFormat
-		if fd.DataTypeOID != kindOIDs[kind] || (!binary && kind != colText && kind != colNullText && kind != colJSONB && kind != colExtraState) {
-			return sb, false, nil
-		}
-		if kind == colJSONB && binary {
-			if len(raw[i]) == 0 || raw[i][0] != 1 {
-				return sb, false, nil
-			}
-			raw[i] = raw[i][1:]
-		}
-		if raw[i] == nil && kind != colNullText && kind != colNullTime {
+		if raw[i], ok = rawColumn(fd, raw[i], kind); !ok {
 			return sb, false, nil
 		}
 	}
@@ -154,19 +141,9 @@ func rawSandbox(r rawRow, extra []any) (sb sandbox.Sandbox, ok bool, err error) 
 	}
 	raw = raw[len(extra):]
 	text := func(i int) string { return string(raw[i]) }
-	var times [len(sandboxKinds)]time.Time
-	for i, kind := range sandboxKinds {
-		if (kind == colTime || kind == colNullTime) && raw[i] != nil {
-			t, valid := rawTime(raw[i])
-			if !valid {
-				return sb, false, nil
-			}
-			times[i] = t
-		}
-		if (kind == colBool && len(raw[i]) != 1) || (kind == colInt8 && len(raw[i]) != 8) ||
-			(kind == colInt4 && len(raw[i]) != 4) {
-			return sb, false, nil
-		}
+	times, ok := rawTimes(raw)
+	if !ok {
+		return sb, false, nil
 	}
 	optional := func(i int) *time.Time {
 		if raw[i] == nil {
@@ -194,6 +171,51 @@ func rawSandbox(r rawRow, extra []any) (sb sandbox.Sandbox, ok bool, err error) 
 		return sandbox.Sandbox{}, true, fmt.Errorf("decode env: %w", err)
 	}
 	return sb, true, nil
+}
+
+// rawColumn checks the bytes v of a column of kind against its
+// description and returns what is to be decoded of them (jsonb's text);
+// ok is false when pgx must scan the row.
+func rawColumn(fd pgconn.FieldDescription, v []byte, kind colKind) (_ []byte, ok bool) {
+	if fd.DataTypeOID != kindOIDs[kind] || (v == nil && kind != colNullText && kind != colNullTime) {
+		return nil, false
+	}
+	// pgx asks for text and jsonb as text, the rest in binary; text reads
+	// the same either way, and binary jsonb is a version byte and the text.
+	isBinary := fd.Format == binaryFormat
+	switch kind {
+	case colText, colNullText, colExtraState:
+		return v, true
+	case colJSONB:
+		if !isBinary {
+			return v, true
+		}
+		if len(v) == 0 || v[0] != 1 {
+			return nil, false
+		}
+		return v[1:], true
+	case colBool:
+		return v, isBinary && len(v) == 1
+	case colInt8:
+		return v, isBinary && len(v) == 8
+	case colInt4:
+		return v, isBinary && len(v) == 4
+	default: // timestamps, checked by rawTimes
+		return v, isBinary
+	}
+}
+
+// rawTimes decodes the row's timestamps (NULL: the zero time); ok is
+// false when pgx must scan the row.
+func rawTimes(raw [][]byte) (times [len(sandboxKinds)]time.Time, ok bool) {
+	for i, kind := range sandboxKinds {
+		if (kind == colTime || kind == colNullTime) && raw[i] != nil {
+			if times[i], ok = rawTime(raw[i]); !ok {
+				return times, false
+			}
+		}
+	}
+	return times, true
 }
 
 // minTime and endTime bound the timestamps pgx accepts; outside them (and
