@@ -91,6 +91,9 @@ type options struct {
 	kubeSandboxes int
 	kubeExecs     int
 	only          string
+	// pools runs the warm pools' phases (with a Tether of their own)
+	// when no phase is run alone.
+	pools bool
 	// profile takes a CPU profile of Tether in each of its phases and reads
 	// Postgres's statements per phase; ab, if set, is a git revision whose
 	// Tether runs the same phases in the same run (abRoot: its checkout).
@@ -113,6 +116,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.local, "local", true, "the local provider's phases against bare bwrap and nsenter (as root, with bubblewrap and util-linux)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "the cluster of the kubernetes provider's phases")
 	fs.BoolVar(&o.kube, "kubernetes", os.Getenv("KUBECONFIG") != "", "the kubernetes provider's phases against bare client-go (default: when KUBECONFIG is set)")
+	fs.BoolVar(&o.pools, "pools", true, "the warm pools' phases (time to interactive, claims) before the sim phases")
 	fs.StringVar(&o.only, "only", "", "run only this phase: kubernetes or pools (the warm pools' time to interactive and claims)")
 	fs.BoolVar(&o.profile, "profile", true, "CPU-profile Tether in each of its phases and read Postgres's statements (pg_stat_statements) per phase")
 	fs.StringVar(&o.ab, "ab", os.Getenv("BENCH_AB"), "a git revision whose Tether runs the same phases in the same run, for an A/B of CPU per operation and throughput")
@@ -177,7 +181,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	// 0b. The warm pools' time to interactive and claims, with a Tether
 	// of their own.
-	if o.only == "" {
+	if o.only == "" && o.pools {
 		if err := r.measurePools(ctx, lb); err != nil {
 			return err
 		}

@@ -544,12 +544,17 @@ func handleSandboxGet(cfg Config, st sandboxGetter, changes changeSubscriber, dr
 		if err := onlyQuery(c, "wait", "until"); err != nil {
 			return err
 		}
+		// A plain GET has no query to parse (gin's parse is a map or two).
 		var wait time.Duration
-		if w := c.Query("wait"); w != "" {
-			wait, err = parseWait(w, cfg.MaxWait)
-			if err != nil {
-				return err
+		var until string
+		if c.Request.URL.RawQuery != "" {
+			if w := c.Query("wait"); w != "" {
+				wait, err = parseWait(w, cfg.MaxWait)
+				if err != nil {
+					return err
+				}
 			}
+			until = c.Query("until")
 		}
 		// done says when waiting is over: by default once the sandbox has
 		// settled; with until=released, once its resources are confirmed gone.
@@ -559,7 +564,7 @@ func handleSandboxGet(cfg Config, st sandboxGetter, changes changeSubscriber, dr
 		// monotone, and a subscription always holds the latest). A change
 		// without an id is a "re-read everything" from the notifier.
 		mayBeDone := func(ch sandbox.Change) bool { return ch.ID == "" || ch.State.Settled() }
-		switch c.Query("until") {
+		switch until {
 		case "", "settled":
 		case "released":
 			done = func(sb sandbox.Sandbox) bool { return sb.Released }
@@ -655,6 +660,9 @@ func parseWait(s string, maxWait time.Duration) (time.Duration, error) {
 // onlyQuery refuses query parameters other than the allowed ones, so that a
 // misspelt filter is an error rather than silently ignored.
 func onlyQuery(c *gin.Context, allowed ...string) error {
+	if c.Request.URL.RawQuery == "" {
+		return nil // nothing to parse
+	}
 	for k := range c.Request.URL.Query() {
 		if !slices.Contains(allowed, k) {
 			if len(allowed) == 0 {

@@ -122,7 +122,7 @@ type workStore interface {
 	ClaimReleases(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error)
 	NodeLoad(ctx context.Context, provider, node string) (store.Load, error)
 	RenewLease(ctx context.Context, id string, epoch int64, worker string, lease time.Duration) (sandbox.State, error)
-	MarkReady(ctx context.Context, id string, epoch int64, res sandbox.Resource) (sandbox.Sandbox, error)
+	SetReady(ctx context.Context, id string, epoch int64, res sandbox.Resource) error
 	MarkFailed(ctx context.Context, id string, epoch int64, actor sandbox.Actor, message string) (sandbox.Sandbox, error)
 	Unclaim(ctx context.Context, id string, epoch int64, at time.Time, lastErr string, refund bool) error
 	MarkReleased(ctx context.Context, id string, epoch int64) error
@@ -784,7 +784,7 @@ func (e *Executor) recordCreate(ctx context.Context, p sandbox.Provider, sb sand
 	defer cancel()
 	switch r.outcome {
 	case createReady:
-		if _, err := e.store.MarkReady(wctx, sb.ID, sb.Epoch, r.res); err != nil {
+		if err := e.store.SetReady(wctx, sb.ID, sb.Epoch, r.res); err != nil {
 			if errors.Is(err, sandbox.ErrFenced) {
 				log.Info("executor: created after the sandbox ended or was reclaimed; releasing if still ours")
 				e.releaseIfOurs(ctx, p, sb, log)

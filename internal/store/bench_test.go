@@ -55,9 +55,25 @@ func BenchmarkCreateSandboxConcurrent(b *testing.B) {
 }
 
 // BenchmarkClaimAndMarkReady is the executor's two writes per create: the
-// claim (requested → creating) and the fenced result (creating → ready).
+// claim (requested → creating) and the fenced result (creating → ready),
+// as the executor writes it (SetReady); BenchmarkClaimAndMarkReadyWhole
+// reads the whole row back (MarkReady), as the executor did before.
 func BenchmarkClaimAndMarkReady(b *testing.B) {
+	benchClaimAndReady(b, func(ctx context.Context, st *store.Store, c store.Claim) error {
+		return st.SetReady(ctx, c.Sandbox.ID, c.Sandbox.Epoch, sandbox.Resource{ProviderID: "p"})
+	})
+}
+
+func BenchmarkClaimAndMarkReadyWhole(b *testing.B) {
+	benchClaimAndReady(b, func(ctx context.Context, st *store.Store, c store.Claim) error {
+		_, err := st.MarkReady(ctx, c.Sandbox.ID, c.Sandbox.Epoch, sandbox.Resource{ProviderID: "p"})
+		return err
+	})
+}
+
+func benchClaimAndReady(b *testing.B, ready func(context.Context, *store.Store, store.Claim) error) {
 	st, ctx := benchStore(b)
+	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
 		if _, _, err := st.CreateSandbox(ctx, createParams()); err != nil {
@@ -68,7 +84,7 @@ func BenchmarkClaimAndMarkReady(b *testing.B) {
 		if err != nil || len(claims) != 1 {
 			b.Fatalf("claim: %v", err)
 		}
-		if _, err := st.MarkReady(ctx, claims[0].Sandbox.ID, claims[0].Sandbox.Epoch, sandbox.Resource{ProviderID: "p"}); err != nil {
+		if err := ready(ctx, st, claims[0]); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,14 +1,24 @@
 package store
 
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
 // SharedCalls returns how many calls of each batched kind flew in a flight
 // with others, so that tests of the batched statements can tell that they
 // ran.
 func (s *Store) SharedCalls() map[string]int64 {
 	return map[string]int64{
-		"creates":  s.creates.shared.Load(),
-		"ends":     s.ends.shared.Load(),
-		"readies":  s.readies.shared.Load(),
-		"releases": s.releases.shared.Load(),
+		"creates":       s.creates.shared.Load(),
+		"ends":          s.ends.shared.Load(),
+		"readies":       s.readies.shared.Load(),
+		"quiet readies": s.quietReadies.shared.Load(),
+		"releases":      s.releases.shared.Load(),
 	}
 }
 
@@ -21,3 +31,38 @@ const (
 // SetAfterNotLive makes EndSandbox call f between an end that found nothing
 // live and its read of the sandbox.
 func (s *Store) SetAfterNotLive(f func()) { s.afterNotLive = f }
+
+// ScanBothWays reads sandbox id by scanSandbox's fast path and by pgx's
+// Scan, as a client read (clientColumns) or a worker's, with a leading
+// state column (as claims read) if extra; fastRan says whether the fast
+// path decoded the row rather than deferring to pgx.
+func (s *Store) ScanBothWays(ctx context.Context, id string, client, extra bool) (fast, slow sandbox.Sandbox, fastRan bool, err error) {
+	cols := sandboxColumns
+	if client {
+		cols = clientColumns
+	}
+	if extra {
+		cols = "s.state, " + cols
+	}
+	q := `SELECT ` + cols + ` FROM sandboxes s WHERE s.id = $1`
+	var fastFrom, slowFrom sandbox.State
+	var dest []any
+	if extra {
+		dest = []any{&fastFrom}
+	}
+	if err := queryRow(ctx, s.pool, q, id).read(func(rows pgx.Rows) error {
+		var err error
+		fast, fastRan, err = rawSandbox(rows, dest)
+		return err
+	}); err != nil {
+		return fast, slow, fastRan, err
+	}
+	if extra {
+		dest = []any{&slowFrom}
+	}
+	slow, err = scanRow(s.pool.QueryRow(ctx, q, id), dest)
+	if fastFrom != slowFrom {
+		err = fmt.Errorf("leading state: fast %q, slow %q", fastFrom, slowFrom)
+	}
+	return fast, slow, fastRan, err
+}

@@ -49,7 +49,37 @@ type sandboxRow struct {
 	attempts, releaseAttempts          int64
 }
 
+// scanSandbox reads a row of sandboxColumns (after extra columns, each a
+// *sandbox.State) from a pgx.Row or pgx.Rows; from queryRow's and
+// pgx.Rows' rows by the fast path (rawscan.go) where it can.
 func scanSandbox(row pgx.Row, extra ...any) (sandbox.Sandbox, error) {
+	switch r := row.(type) {
+	case firstRow:
+		var sb sandbox.Sandbox
+		err := r.read(func(rows pgx.Rows) error {
+			var err error
+			sb, err = scanRaw(rows, extra)
+			return err
+		})
+		if err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		return sb, nil
+	case rawRow:
+		return scanRaw(r, extra)
+	}
+	return scanRow(row, extra)
+}
+
+func scanRaw(r rawRow, extra []any) (sandbox.Sandbox, error) {
+	if sb, ok, err := rawSandbox(r, extra); ok {
+		return sb, err
+	}
+	return scanRow(r, extra)
+}
+
+// scanRow is scanSandbox through pgx's Scan.
+func scanRow(row pgx.Row, extra []any) (sandbox.Sandbox, error) {
 	var r sandboxRow
 	dest := append(append(make([]any, 0, len(extra)+29), extra...), &r.id, &r.tenant, &r.state, &r.provider, &r.owner,
 		&r.labels, &r.env, &r.setup, &r.params,
@@ -86,20 +116,6 @@ func optionalTime(t pgtype.Timestamptz) *time.Time {
 		return nil
 	}
 	return &t.Time
-}
-
-// decodeStringMap decodes a JSON object of strings (labels, env); the
-// empty object, which most sandboxes and every client read's env have,
-// without the decoder.
-func decodeStringMap(b []byte) (map[string]string, error) {
-	if string(b) == "{}" {
-		return map[string]string{}, nil
-	}
-	var m map[string]string
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	return m, nil
 }
 
 // collectSandboxes reads every row of a query of sandboxColumns.
@@ -181,8 +197,8 @@ type rowQuerier interface {
 }
 
 // insertSandbox inserts r, created now, with its first event.
-func insertSandbox(ctx context.Context, q rowQuerier, r newSandboxRow, now time.Time) (sandbox.Sandbox, error) {
-	return scanSandbox(q.QueryRow(ctx, insertSandboxSQL, namedArgs{
+func insertSandbox(ctx context.Context, q querier, r newSandboxRow, now time.Time) (sandbox.Sandbox, error) {
+	return scanSandbox(queryRow(ctx, q, insertSandboxSQL, namedArgs{
 		"id": r.id, "tenant": r.tenant, "provider": r.provider, "owner": nullable(r.owner),
 		"labels": r.labels, "env": r.env, "setup": r.setup, "params": r.params,
 		"now": now, "expires_at": now.Add(r.ttl), "create_deadline": now.Add(r.createTimeout),
@@ -364,7 +380,7 @@ func nonNil(m map[string]string) map[string]string {
 // Like ListSandboxes, it leaves out Env, Setup and Params (see
 // clientColumns); Sandbox reads them.
 func (s *Store) GetSandbox(ctx context.Context, tenant, id string) (sandbox.Sandbox, error) {
-	sb, err := scanSandbox(s.pool.QueryRow(ctx,
+	sb, err := scanSandbox(queryRow(ctx, s.pool,
 		`SELECT `+clientColumns+` FROM sandboxes s WHERE s.id = $1 AND s.tenant = $2`, id, tenant))
 	if err != nil {
 		return sb, wrap("get sandbox", err)
@@ -375,7 +391,7 @@ func (s *Store) GetSandbox(ctx context.Context, tenant, id string) (sandbox.Sand
 // Sandbox returns the sandbox with the given id, whatever its tenant. It is
 // for workers, never for client requests.
 func (s *Store) Sandbox(ctx context.Context, id string) (sandbox.Sandbox, error) {
-	sb, err := scanSandbox(s.pool.QueryRow(ctx, `SELECT `+sandboxColumns+` FROM sandboxes s WHERE s.id = $1`, id))
+	sb, err := scanSandbox(queryRow(ctx, s.pool, `SELECT `+sandboxColumns+` FROM sandboxes s WHERE s.id = $1`, id))
 	if err != nil {
 		return sb, wrap("get sandbox", err)
 	}

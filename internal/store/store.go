@@ -50,10 +50,13 @@ type Store struct {
 	// creates, ends, readies and releases group concurrent writes of a
 	// kind into one statement each: ownerless creates, single sandboxes
 	// ended (DELETE), executors' ready results, and confirmed releases.
-	creates  *batcher[newSandboxRow, sandbox.Sandbox]
-	ends     *batcher[endRow, sandbox.Sandbox]
-	readies  *batcher[readyRow, sandbox.Sandbox]
-	releases *batcher[releasedRow, sandbox.State]
+	creates *batcher[newSandboxRow, sandbox.Sandbox]
+	ends    *batcher[endRow, sandbox.Sandbox]
+	readies *batcher[readyRow, sandbox.Sandbox]
+	// quietReadies are SetReady's: the same writes, reading back only
+	// what their announcements need.
+	quietReadies *batcher[readyRow, sandbox.Sandbox]
+	releases     *batcher[releasedRow, sandbox.State]
 	// now is the clock every timestamp the store writes comes from; tests
 	// inject their own to move time without sleeping.
 	now func() time.Time
@@ -177,7 +180,11 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 		missing: func(endRow) error { return errNotLive },
 	})
 	s.readies = newBatcher(workFlights, batchWrite[readyRow, sandbox.Sandbox]{
-		key: func(r readyRow) string { return r.id }, one: s.markReadyOne, many: s.markReadyMany,
+		key: func(r readyRow) string { return r.id }, one: s.markReadyOne(wholeRow), many: s.markReadyMany(wholeRow),
+		missing: func(readyRow) error { return sandbox.ErrFenced },
+	})
+	s.quietReadies = newBatcher(workFlights, batchWrite[readyRow, sandbox.Sandbox]{
+		key: func(r readyRow) string { return r.id }, one: s.markReadyOne(changeOf), many: s.markReadyMany(changeOf),
 		missing: func(readyRow) error { return sandbox.ErrFenced },
 	})
 	s.releases = newBatcher(workFlights, batchWrite[releasedRow, sandbox.State]{

@@ -247,6 +247,16 @@ func (s *Store) MarkReady(ctx context.Context, id string, epoch int64, res sandb
 	return sb, nil
 }
 
+// SetReady is MarkReady for a caller that needs no sandbox back (the
+// executor): the write is the same, but it reads back only what its
+// announcement needs, not the whole row (27 columns to send and scan).
+func (s *Store) SetReady(ctx context.Context, id string, epoch int64, res sandbox.Resource) error {
+	if _, err := s.quietReadies.do(ctx, readyRow{id: id, epoch: epoch, res: res}); err != nil {
+		return wrap("mark ready", err)
+	}
+	return nil
+}
+
 // readyRow is one MarkReady.
 type readyRow struct {
 	id    string
@@ -254,39 +264,65 @@ type readyRow struct {
 	res   sandbox.Resource
 }
 
-func (s *Store) markReadyOne(ctx context.Context, r readyRow) (sandbox.Sandbox, error) {
-	sb, err := scanSandbox(s.work.QueryRow(ctx, `
+// readBack is what a write reads back of each row it changed: the whole
+// sandbox, or only what announcing the change needs (id, state, released).
+type readBack struct {
+	// returning is what the update returns (what the event's insert and
+	// columns need), columns what is read of it.
+	returning, columns string
+	scan               func(pgx.Row) (sandbox.Sandbox, error)
+}
+
+var (
+	wholeRow = readBack{returning: "s.*", columns: sandboxColumns, scan: func(r pgx.Row) (sandbox.Sandbox, error) { return scanSandbox(r) }}
+	changeOf = readBack{returning: "s.id, s.tenant, s.state, s.released, s.provider_id", columns: "s.id, s.state, s.released", scan: scanChange}
+)
+
+// scanChange scans a row of changeOf's columns into a sandbox that has
+// only the fields of a sandbox.Change.
+func scanChange(r pgx.Row) (sandbox.Sandbox, error) {
+	var sb sandbox.Sandbox
+	var state string
+	err := r.Scan(&sb.ID, &state, &sb.Released)
+	sb.State = sandbox.State(state)
+	return sb, err
+}
+
+func (rb readBack) collect(rows pgx.Rows) ([]sandbox.Sandbox, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.Sandbox, error) { return rb.scan(r) })
+}
+
+func (s *Store) markReadyOne(rb readBack) func(ctx context.Context, r readyRow) (sandbox.Sandbox, error) {
+	stmt := `
 		WITH upd AS (
 			UPDATE sandboxes s SET
 				state = 'ready', ready_at = $3, updated_at = $3, error = NULL,
 				provider_id = $4, work_dir = $5, lease_owner = NULL, lease_expires_at = NULL
 			WHERE s.id = $1 AND s.epoch = $2 AND s.state = 'creating'
-			RETURNING s.*
+			RETURNING ` + rb.returning + `
 		), ev AS (
 			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
 			SELECT id, tenant, $3, 'creating', 'ready', NULL, 'executor', 'provider created ' || coalesce($4, '') FROM upd
 		)
-		SELECT `+sandboxColumns+` FROM upd s`,
-		r.id, r.epoch, s.Now(), nullable(r.res.ProviderID), nullable(r.res.WorkDir)))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return sb, sandbox.ErrFenced
+		SELECT ` + rb.columns + ` FROM upd s`
+	return func(ctx context.Context, r readyRow) (sandbox.Sandbox, error) {
+		sb, err := rb.scan(queryRow(ctx, s.work, stmt,
+			r.id, r.epoch, s.Now(), nullable(r.res.ProviderID), nullable(r.res.WorkDir)))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return sb, sandbox.ErrFenced
+		}
+		if err == nil {
+			s.announce(sb)
+		}
+		return sb, err
 	}
-	if err == nil {
-		s.announce(sb)
-	}
-	return sb, err
 }
 
 // markReadyMany is markReadyOne for many sandboxes in one statement. It
 // locks the rows in id order, so that two statements that lock several
 // rows at once wait for each other instead of deadlocking.
-func (s *Store) markReadyMany(ctx context.Context, rows []readyRow) (map[string]sandbox.Sandbox, error) {
-	ids, epochs := make([]string, len(rows)), make([]int64, len(rows))
-	provIDs, workDirs := make([]*string, len(rows)), make([]*string, len(rows))
-	for i, r := range rows {
-		ids[i], epochs[i], provIDs[i], workDirs[i] = r.id, r.epoch, nullable(r.res.ProviderID), nullable(r.res.WorkDir)
-	}
-	pgRows, err := s.work.Query(ctx, `
+func (s *Store) markReadyMany(rb readBack) func(ctx context.Context, rows []readyRow) (map[string]sandbox.Sandbox, error) {
+	stmt := `
 		WITH n AS (
 			SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[]) AS n(id, epoch, provider_id, work_dir)
 		), locked AS (
@@ -300,23 +336,30 @@ func (s *Store) markReadyMany(ctx context.Context, rows []readyRow) (map[string]
 				provider_id = n.provider_id, work_dir = n.work_dir, lease_owner = NULL, lease_expires_at = NULL
 			FROM locked JOIN n ON n.id = locked.id
 			WHERE s.id = locked.id AND s.epoch = n.epoch AND s.state = 'creating'
-			RETURNING s.*
+			RETURNING ` + rb.returning + `
 		), ev AS (
 			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
 			SELECT id, tenant, $5, 'creating', 'ready', NULL, 'executor', 'provider created ' || coalesce(provider_id, '')
 			FROM upd ORDER BY id
 		)
-		SELECT `+sandboxColumns+` FROM upd s`,
-		ids, epochs, provIDs, workDirs, s.Now())
-	if err != nil {
-		return nil, err
+		SELECT ` + rb.columns + ` FROM upd s`
+	return func(ctx context.Context, rows []readyRow) (map[string]sandbox.Sandbox, error) {
+		ids, epochs := make([]string, len(rows)), make([]int64, len(rows))
+		provIDs, workDirs := make([]*string, len(rows)), make([]*string, len(rows))
+		for i, r := range rows {
+			ids[i], epochs[i], provIDs[i], workDirs[i] = r.id, r.epoch, nullable(r.res.ProviderID), nullable(r.res.WorkDir)
+		}
+		pgRows, err := s.work.Query(ctx, stmt, ids, epochs, provIDs, workDirs, s.Now())
+		if err != nil {
+			return nil, err
+		}
+		ready, err := rb.collect(pgRows)
+		if err != nil {
+			return nil, err
+		}
+		s.announce(ready...)
+		return byID(ready), nil
 	}
-	ready, err := collectSandboxes(pgRows)
-	if err != nil {
-		return nil, err
-	}
-	s.announce(ready...)
-	return byID(ready), nil
 }
 
 // MarkFailed records a creation that will not succeed: creating → failed
