@@ -225,3 +225,55 @@ func counterValue(mfs []*dto.MetricFamily, name string) float64 {
 	}
 	return -1
 }
+
+// TestPoolRefillHold: with Hold, a pool claimed through this replica is
+// refilled only once its claims paused that long; claims that never pause
+// get it refilled within 4×Hold of the first.
+func TestPoolRefillHold(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.executor(lifecycle.ExecutorConfig{})
+	const hold = 400 * time.Millisecond
+	r := lifecycle.NewRefiller(lifecycle.RefillerConfig{Interval: 10 * time.Millisecond, Lease: 30 * time.Second,
+		MaxLifetime: 24 * time.Hour, CreateTimeout: time.Minute, Hold: hold}, e.st, e.log, nil)
+	r.Start(e.ctx)
+	t.Cleanup(func() { r.Stop(context.Background()) })
+	if _, err := e.st.CreatePool(e.ctx, sandbox.Pool{Tenant: "acme", Name: "py", Provider: "sim", MinReady: 40, MaxSize: 40}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitPool("py", "filled", func(p sandbox.Pool) bool { return p.Ready == 40 })
+	claim := func() {
+		t.Helper()
+		c, err := e.st.ClaimFromPool(e.ctx, sandbox.ClaimParams{Tenant: "acme", Pool: "py", TTL: time.Hour, Explicit: true, MaxLifetime: 24 * time.Hour})
+		if err != nil || !c.Claimed {
+			t.Fatalf("claim: %+v, %v", c, err)
+		}
+		r.Claimed("acme", "py")
+	}
+	// A pause after one claim: no refill before Hold, one after it.
+	claim()
+	claimed := time.Now()
+	for time.Since(claimed) < hold*3/4 {
+		if p, _ := e.st.GetPool(e.ctx, "acme", "py"); p.Size != 39 {
+			t.Fatalf("pool refilled %s after a claim, within the hold of %s: %+v", time.Since(claimed), hold, p)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.waitPool("py", "refilled after the hold", func(p sandbox.Pool) bool { return p.Size == 40 })
+
+	// Claims every 50ms that never pause: the refill comes within the cap.
+	first := time.Now()
+	stop := time.Now().Add(8 * hold)
+	refilled := false
+	for time.Now().Before(stop) {
+		claim()
+		time.Sleep(50 * time.Millisecond)
+		if p, _ := e.st.GetPool(e.ctx, "acme", "py"); p.Size == 40 || (time.Since(first) > 4*hold+200*time.Millisecond && p.Size > 40-int(time.Since(first)/(50*time.Millisecond))) {
+			refilled = true
+			break
+		}
+	}
+	if !refilled {
+		t.Fatalf("claims every 50ms for %s, and the pool was never refilled (hold %s, cap 4×)", 8*hold, hold)
+	}
+}
