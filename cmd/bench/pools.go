@@ -48,6 +48,12 @@ func ttiParamsOf(o options) ttiParams {
 // again in seconds (a refill requests at most 32 members per look).
 const poolRefillInterval = "100ms"
 
+// poolRefillHold is the refill's hold behind a burst of claims
+// (POOL_REFILL_HOLD): a pool drained by a burst is refilled once its
+// claims paused this long, so that the replacements' creates do not take
+// the CPU from the burst's first commands.
+const poolRefillHold = "1s"
+
 // measurePools starts a Tether on bench_pools (with the local provider
 // beside sim where lb is not nil) and runs the pools' phases against it.
 func (r *benchRun) measurePools(ctx context.Context, lb *localBench) error {
@@ -60,7 +66,7 @@ func (r *benchRun) measurePools(ctx context.Context, lb *localBench) error {
 	if err != nil {
 		return err
 	}
-	env := []string{"PROVIDERS=sim", "POOL_REFILL_INTERVAL=" + poolRefillInterval}
+	env := []string{"PROVIDERS=sim", "POOL_REFILL_INTERVAL=" + poolRefillInterval, "POOL_REFILL_HOLD=" + poolRefillHold}
 	var tb *localBench
 	if lb != nil {
 		// A state folder and a bare mirror of their own: the local phases'
@@ -71,7 +77,7 @@ func (r *benchRun) measurePools(ctx context.Context, lb *localBench) error {
 		// 64 sandboxes of 256 on a pid_max of 32768).
 		tb = &localBench{root: lb.root, state: filepath.Join(lb.root, "state-pools"), bare: filepath.Join(lb.root, "bare-pools"), nsenter: lb.nsenter}
 		env = []string{"PROVIDERS=sim,local", "LOCAL_STATE_DIR=" + tb.state, "LOCAL_WORKSPACE_MB=0", "LOCAL_MEMORY_MB=128", "LOCAL_PIDS=64",
-			"POOL_REFILL_INTERVAL=" + poolRefillInterval}
+			"POOL_REFILL_INTERVAL=" + poolRefillInterval, "POOL_REFILL_HOLD=" + poolRefillHold}
 	}
 	r.logf("building and starting a Tether for the warm pools' phases (%s)", strings.Join(env, " "))
 	srv, err := startTether(ctx, r.root, r.dbs["bench_pools"], env, r.o)
@@ -199,6 +205,7 @@ type burstSplit struct {
 	tetherOwn, tetherChildren time.Duration
 	postgres, machine         time.Duration
 	profile                   string // Tether's CPU profile's top buckets, if taken
+	label                     string // names its profile's file after the kind's
 }
 
 func (b *burstSplit) String() string {
@@ -391,15 +398,12 @@ func (pb *poolBench) measureKind(ctx context.Context, k ttiKind, withBare bool) 
 	if err := pb.burst(ctx, k, r, r.split); err != nil {
 		return nil, err
 	}
-	if k.pool != "" {
-		if err := pb.resizePool(ctx, k.pool, 4); err != nil {
-			return nil, err
-		}
-	}
 	if split {
 		// The same burst with the refill held off (min_ready 0) until the
-		// burst's last exec: what the refill's creates take from the claims.
-		if err := pb.resizePool(ctx, k.pool, pb.p.burst); err != nil {
+		// burst's last exec: what the refill's creates take from the
+		// claims. The pool refills to the burst's size first (nothing is
+		// shrunk, so no release runs meanwhile either).
+		if err := pb.waitFull(ctx, k.pool); err != nil {
 			return nil, err
 		}
 		if err := pb.setMinReady(ctx, k.pool, 0); err != nil {
@@ -407,13 +411,15 @@ func (pb *poolBench) measureKind(ctx context.Context, k ttiKind, withBare bool) 
 		}
 		pb.logf("TTI %s: a burst of %d at once, the refill held off", k.name, pb.p.burst)
 		q := &ttiResult{}
-		r.quiet = &burstSplit{}
+		r.quiet = &burstSplit{label: " refill held off"}
 		if err := pb.burst(ctx, k, q, r.quiet); err != nil {
 			return nil, err
 		}
 		if q.burstFailed > 0 {
 			return nil, fmt.Errorf("%s: %d of the burst with the refill held off failed", k.name, q.burstFailed)
 		}
+	}
+	if k.pool != "" {
 		if err := pb.resizePool(ctx, k.pool, 4); err != nil {
 			return nil, err
 		}
@@ -592,7 +598,7 @@ func (pb *poolBench) burst(ctx context.Context, k ttiKind, r *ttiResult, split *
 		split.tetherOwn, split.tetherChildren = own1-own0, children1-children0
 		split.postgres, split.machine = after.postgres-before.postgres, after.busy-before.busy
 		if raw := <-profile; len(raw) > 0 {
-			file := filepath.Join(pb.profDir, slug("pools-burst-"+k.name+fmt.Sprint(len(r.burst)))+".pprof")
+			file := filepath.Join(pb.profDir, slug("pools-burst-"+k.name+split.label)+".pprof")
 			if err := os.WriteFile(file, raw, 0o644); err == nil {
 				if buckets, _, err := bucketProfile(ctx, file); err == nil {
 					split.profile = joinShares(buckets, 8) + " (" + file + ")"
