@@ -290,7 +290,6 @@ func (a *app) buildServers(ctx context.Context, reg *prometheus.Registry, secret
 		Nodes:     cluster.Nodes{Self: a.cfg.NodeID, Secret: secret, Finder: a.st, Nonces: a.st},
 
 		Authenticated: a.guard.authenticated,
-		PoolClaimed:   a.refiller.Claimed,
 	})
 	a.srv = &http.Server{
 		Handler:     handler,

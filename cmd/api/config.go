@@ -143,8 +143,6 @@ var lifecycleSettings = []setting{
 		func(c *Config) *time.Duration { return &c.Refiller.Lease }),
 	duration("POOL_REFILL_BACKOFF", store.DefaultRefillBackoff, "a warm pool's wait after a refill whose members all failed (doubles per failed refill)",
 		func(c *Config) *time.Duration { return &c.Refiller.Backoff }),
-	durationOrZero("POOL_REFILL_HOLD", "how long a warm pool's refill waits for a pause in its claims (0: none)",
-		func(c *Config) *time.Duration { return &c.Refiller.Hold }),
 	duration("POOL_REFILL_MAX_BACKOFF", store.DefaultRefillMaxBackoff, "cap on a warm pool's refill backoff",
 		func(c *Config) *time.Duration { return &c.Refiller.MaxBackoff }),
 	{name: "NODE_ID", doc: "the node (host) this replica runs on (default: from the host name and LOCAL_STATE_DIR)", set: func(c *Config, v string) error {

@@ -17,8 +17,6 @@ import (
 type poolMetrics struct {
 	claims  *prometheus.CounterVec
 	latency *prometheus.HistogramVec
-	// claimed, if set, is told each member claimed (Deps.PoolClaimed).
-	claimed func(tenant, pool string)
 }
 
 func newPoolMetrics(reg prometheus.Registerer) *poolMetrics {
@@ -109,9 +107,6 @@ func claimFromPool(c *gin.Context, cfg Config, st sandboxCreator, providers map[
 		return writeJSON(c, http.StatusOK, toSandbox(got.Sandbox))
 	case got.Claimed:
 		pm.observe("hit", start)
-		if pm.claimed != nil {
-			pm.claimed(p.Tenant, p.Pool)
-		}
 		c.Header("Location", "/v1/sandboxes/"+got.Sandbox.ID)
 		return writeJSON(c, http.StatusCreated, toSandbox(got.Sandbox))
 	case req.PoolOnly:

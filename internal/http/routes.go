@@ -93,7 +93,6 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	data := dataRoutes{group: v1, cluster: cl, routed: withNodeRouting(log, deps.Store, cl, draining)}
 	body := withBodyLimit(cfg.MaxBodyBytes)
 	pm := newPoolMetrics(deps.Metrics)
-	pm.claimed = deps.PoolClaimed
 	v1.POST("/sandboxes", body, h(handleSandboxCreate(cfg, deps.Store, providers, q, pm)))
 	v1.GET("/sandboxes", h(handleSandboxList(deps.Store)))
 	v1.GET("/sandboxes/:id", h(handleSandboxGet(cfg, deps.Store, deps.Changes, draining)))

@@ -136,9 +136,6 @@ type Deps struct {
 	// authenticated, so that its connection counts as a client's (the
 	// connection guard closes connections that never did first).
 	Authenticated func(ctx context.Context)
-	// PoolClaimed, if set, is told each member claimed from a pool (the
-	// refiller paces its refills behind bursts of claims).
-	PoolClaimed func(tenant, pool string)
 }
 
 // Store is what the API needs from the registry, as the union of the small

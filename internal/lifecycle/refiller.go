@@ -43,13 +43,6 @@ type RefillerConfig struct {
 	// round up to MaxBackoff (POOL_REFILL_MAX_BACKOFF), and a member ready
 	// again ends it. Defaults 1s and 5m.
 	Backoff, MaxBackoff time.Duration
-	// Hold paces refills behind a burst of claims (POOL_REFILL_HOLD): a
-	// pool that this replica saw claimed (Claimed) is not refilled until
-	// its claims pause for Hold, or for at most 4×Hold from the first
-	// claim of the run, so that a burst's first commands are not
-	// competing for the CPU with the creates of the members replacing
-	// the claimed ones. 0: refill at once. Default 0.
-	Hold time.Duration
 }
 
 // Refiller defaults, for zero RefillerConfig fields.
@@ -103,10 +96,6 @@ type Refiller struct {
 	// the loop goroutine uses it.
 	renewed time.Time
 
-	// claims are the runs of claims this replica saw per pool (Hold).
-	claimsMu sync.Mutex
-	claims   map[poolKey]claimRun
-
 	stopOnce sync.Once
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -139,8 +128,7 @@ func NewRefiller(cfg RefillerConfig, st refillStore, log *slog.Logger, reg prome
 			Help:    "Duration of the refiller's looks at every pool.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
 		}),
-		done:   make(chan struct{}),
-		claims: map[poolKey]claimRun{},
+		done: make(chan struct{}),
 	}
 	if reg != nil {
 		reg.MustRegister(r.requested, r.failed, r.deferred, r.ended, r.runs)
@@ -201,7 +189,7 @@ func (r *Refiller) RunOnce(ctx context.Context) {
 	g.SetLimit(r.cfg.Concurrency)
 	failed := make(chan struct{}, len(pools))
 	for _, p := range pools {
-		if !renew && p.Size <= p.MaxSize && (p.Size >= p.MinReady || backingOff(p, now) || r.held(p, start)) {
+		if !renew && p.Size <= p.MaxSize && (p.Size >= p.MinReady || backingOff(p, now)) {
 			continue
 		}
 		g.Go(func() error {
@@ -212,71 +200,8 @@ func (r *Refiller) RunOnce(ctx context.Context) {
 		})
 	}
 	_ = g.Wait()
-	r.forgetClaims(start)
 	if renew && len(failed) == 0 {
 		r.renewed = start
-	}
-}
-
-// poolKey names a pool.
-type poolKey struct{ tenant, name string }
-
-// claimRun is a run of claims of one pool: its first and its last.
-type claimRun struct{ first, last time.Time }
-
-// holdCap bounds a pool's hold from the first claim of its run: claims
-// that never pause still get their pool refilled.
-const holdCap = 4
-
-// Claimed tells the refiller that a member of the tenant's pool was just
-// claimed through this replica: with Hold, the pool's refill waits for its
-// claims to pause. Safe for concurrent use.
-func (r *Refiller) Claimed(tenant, pool string) {
-	if r.cfg.Hold <= 0 {
-		return
-	}
-	now := time.Now()
-	k := poolKey{tenant, pool}
-	r.claimsMu.Lock()
-	defer r.claimsMu.Unlock()
-	c, ok := r.claims[k]
-	if !ok || now.Sub(c.last) >= r.cfg.Hold {
-		c.first = now
-	}
-	c.last = now
-	r.claims[k] = c
-}
-
-// held reports whether p's refill waits for its claims to pause (Hold),
-// and forgets p's run of claims once it does not.
-func (r *Refiller) held(p sandbox.Pool, now time.Time) bool {
-	if r.cfg.Hold <= 0 {
-		return false
-	}
-	k := poolKey{p.Tenant, p.Name}
-	r.claimsMu.Lock()
-	defer r.claimsMu.Unlock()
-	c, ok := r.claims[k]
-	if !ok {
-		return false
-	}
-	if now.Sub(c.last) < r.cfg.Hold && now.Sub(c.first) < holdCap*r.cfg.Hold {
-		return true
-	}
-	if now.Sub(c.last) >= r.cfg.Hold {
-		delete(r.claims, k)
-	}
-	return false
-}
-
-// forgetClaims drops the runs of claims that ended (of pools gone, too).
-func (r *Refiller) forgetClaims(now time.Time) {
-	r.claimsMu.Lock()
-	defer r.claimsMu.Unlock()
-	for k, c := range r.claims {
-		if now.Sub(c.last) >= r.cfg.Hold {
-			delete(r.claims, k)
-		}
 	}
 }
 
