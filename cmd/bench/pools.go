@@ -48,12 +48,6 @@ func ttiParamsOf(o options) ttiParams {
 // again in seconds (a refill requests at most 32 members per look).
 const poolRefillInterval = "100ms"
 
-// poolRefillHold is the refill's hold behind a burst of claims
-// (POOL_REFILL_HOLD): a pool drained by a burst is refilled once its
-// claims paused this long, so that the replacements' creates do not take
-// the CPU from the burst's first commands.
-const poolRefillHold = "1s"
-
 // measurePools starts a Tether on bench_pools (with the local provider
 // beside sim where lb is not nil) and runs the pools' phases against it.
 func (r *benchRun) measurePools(ctx context.Context, lb *localBench) error {
@@ -66,7 +60,7 @@ func (r *benchRun) measurePools(ctx context.Context, lb *localBench) error {
 	if err != nil {
 		return err
 	}
-	env := []string{"PROVIDERS=sim", "POOL_REFILL_INTERVAL=" + poolRefillInterval, "POOL_REFILL_HOLD=" + poolRefillHold}
+	env := []string{"PROVIDERS=sim", "POOL_REFILL_INTERVAL=" + poolRefillInterval}
 	var tb *localBench
 	if lb != nil {
 		// A state folder and a bare mirror of their own: the local phases'
@@ -77,7 +71,7 @@ func (r *benchRun) measurePools(ctx context.Context, lb *localBench) error {
 		// 64 sandboxes of 256 on a pid_max of 32768).
 		tb = &localBench{root: lb.root, state: filepath.Join(lb.root, "state-pools"), bare: filepath.Join(lb.root, "bare-pools"), nsenter: lb.nsenter}
 		env = []string{"PROVIDERS=sim,local", "LOCAL_STATE_DIR=" + tb.state, "LOCAL_WORKSPACE_MB=0", "LOCAL_MEMORY_MB=128", "LOCAL_PIDS=64",
-			"POOL_REFILL_INTERVAL=" + poolRefillInterval, "POOL_REFILL_HOLD=" + poolRefillHold}
+			"POOL_REFILL_INTERVAL=" + poolRefillInterval}
 	}
 	r.logf("building and starting a Tether for the warm pools' phases (%s)", strings.Join(env, " "))
 	srv, err := startTether(ctx, r.root, r.dbs["bench_pools"], env, r.o)
