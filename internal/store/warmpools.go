@@ -401,35 +401,9 @@ func (s *Store) refillMembers(ctx context.Context, tx pgx.Tx, p *sandbox.Pool, l
 	}
 	before := p.Refill
 	st := p.Refill
-	var keep []string
-	if len(pending) > 0 {
-		rows, err := tx.Query(ctx, pendingOutcomesSQL, namedArgs{"ids": pending})
-		if err != nil {
-			return err
-		}
-		var (
-			id, state, msg string
-			readied        bool
-			endedAt        *time.Time
-			lastAt         time.Time
-		)
-		_, err = pgx.ForEachRow(rows, []any{&id, &state, &readied, &msg, &endedAt}, func() error {
-			switch {
-			case readied:
-				r.Readied = true
-			case state == string(sandbox.StateFailed):
-				r.Failed++
-				if endedAt != nil && !endedAt.Before(lastAt) {
-					lastAt, st.Error, st.ErrorAt = *endedAt, msg, *endedAt
-				}
-			case state == string(sandbox.StateRequested) || state == string(sandbox.StateCreating):
-				keep = append(keep, id)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
+	keep, err := pendingOutcomes(ctx, tx, pending, r, &st)
+	if err != nil {
+		return err
 	}
 	switch {
 	case r.Readied:
@@ -471,12 +445,47 @@ func (s *Store) refillMembers(ctx context.Context, tx pgx.Tx, p *sandbox.Pool, l
 	if keep == nil {
 		keep = []string{}
 	}
-	_, err := tx.Exec(ctx, `UPDATE pools SET refill_failures = @failures, next_refill_at = @next_at, refill_error = @error,
+	_, err = tx.Exec(ctx, `UPDATE pools SET refill_failures = @failures, next_refill_at = @next_at, refill_error = @error,
 			refill_error_at = @error_at, refill_pending = @pending
 		WHERE tenant = @tenant AND name = @name`,
 		namedArgs{"failures": st.Failures, "next_at": nullTime(st.NextAt), "error": nullable(st.Error), "error_at": nullTime(st.ErrorAt),
 			"pending": keep, "tenant": p.Tenant, "name": p.Name})
 	return err
+}
+
+// pendingOutcomes looks up what became of the members earlier refills
+// requested (pending): it counts them in r (Readied, Failed), keeps the
+// last failed one's error in st, and returns those still on their way.
+func pendingOutcomes(ctx context.Context, tx pgx.Tx, pending []string, r *Refill, st *sandbox.PoolRefill) ([]string, error) {
+	if len(pending) == 0 {
+		return nil, nil
+	}
+	rows, err := tx.Query(ctx, pendingOutcomesSQL, namedArgs{"ids": pending})
+	if err != nil {
+		return nil, err
+	}
+	var (
+		keep           []string
+		id, state, msg string
+		readied        bool
+		endedAt        *time.Time
+		lastAt         time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &state, &readied, &msg, &endedAt}, func() error {
+		switch {
+		case readied:
+			r.Readied = true
+		case state == string(sandbox.StateFailed):
+			r.Failed++
+			if endedAt != nil && !endedAt.Before(lastAt) {
+				lastAt, st.Error, st.ErrorAt = *endedAt, msg, *endedAt
+			}
+		case state == string(sandbox.StateRequested) || state == string(sandbox.StateCreating):
+			keep = append(keep, id)
+		}
+		return nil
+	})
+	return keep, err
 }
 
 // nullTime is t, or NULL for the zero time.
