@@ -9845,6 +9845,7 @@ const docTemplate = `{
                 "params",
                 "provider",
                 "ready",
+                "refill",
                 "size",
                 "updated_at"
             ],
@@ -9881,6 +9882,14 @@ const docTemplate = `{
                     "description": "Ready counts the members ready to be claimed.",
                     "type": "integer",
                     "example": 3
+                },
+                "refill": {
+                    "description": "Refill is the state of the pool's refills: whether they are backing off after failed members, and the last error they saw.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/PoolRefill"
+                        }
+                    ]
                 },
                 "size": {
                     "description": "Size counts the pool's live unclaimed members: requested, creating and ready.",
@@ -9923,6 +9932,48 @@ const docTemplate = `{
                     "items": {
                         "$ref": "#/definitions/Pool"
                     }
+                }
+            }
+        },
+        "PoolRefill": {
+            "type": "object",
+            "required": [
+                "failures",
+                "last_error",
+                "last_error_at",
+                "next_attempt_at",
+                "pending"
+            ],
+            "properties": {
+                "failures": {
+                    "description": "Failures counts the consecutive failed refill rounds; 0: the pool is not backing off.",
+                    "type": "integer",
+                    "example": 0
+                },
+                "last_error": {
+                    "description": "LastError is the last error a refill saw: a failed member's error, or the tenant's live-sandbox quota stopping a refill; null if none yet. It stays after the cause is gone (see failures).",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "PROVIDER_UNAVAILABLE: image bookworm not found"
+                },
+                "last_error_at": {
+                    "description": "LastErrorAt is when that member failed, or when a refill first found the quota reached.",
+                    "type": "string",
+                    "format": "date-time",
+                    "x-nullable": true,
+                    "example": "2026-01-02T15:04:08Z"
+                },
+                "next_attempt_at": {
+                    "description": "NextAttemptAt is the earliest the backing-off pool's next member is requested; null: at the refiller's next look.",
+                    "type": "string",
+                    "format": "date-time",
+                    "x-nullable": true,
+                    "example": "2026-01-02T15:04:09Z"
+                },
+                "pending": {
+                    "description": "Pending counts the members refills requested whose outcome (ready or failed) no refill has seen yet.",
+                    "type": "integer",
+                    "example": 0
                 }
             }
         },

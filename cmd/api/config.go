@@ -141,6 +141,10 @@ var lifecycleSettings = []setting{
 		func(c *Config) *time.Duration { return &c.Refiller.Interval }),
 	duration("POOL_LEASE", lifecycle.DefaultPoolLease, "owner lease of a warm pool's unclaimed members",
 		func(c *Config) *time.Duration { return &c.Refiller.Lease }),
+	duration("POOL_REFILL_BACKOFF", store.DefaultRefillBackoff, "a warm pool's wait after a refill whose members all failed (doubles per failed refill)",
+		func(c *Config) *time.Duration { return &c.Refiller.Backoff }),
+	duration("POOL_REFILL_MAX_BACKOFF", store.DefaultRefillMaxBackoff, "cap on a warm pool's refill backoff",
+		func(c *Config) *time.Duration { return &c.Refiller.MaxBackoff }),
 	{name: "NODE_ID", doc: "the node (host) this replica runs on (default: from the host name and LOCAL_STATE_DIR)", set: func(c *Config, v string) error {
 		c.NodeID = strings.TrimSpace(v)
 		c.NodeIDSet = c.NodeID != ""

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -79,8 +80,12 @@ func (r *benchRun) measurePools(ctx context.Context, lb *localBench) error {
 	}
 	defer srv.stop()
 	p := ttiParamsOf(r.o)
-	pb := &poolBench{a: newAPI(srv.base, "bench-key", p.burst+p.claimConns+4), lb: tb, p: p, logf: r.logf}
+	pb := &poolBench{a: newAPI(srv.base, "bench-key", p.burst+p.claimConns+4), lb: tb, p: p, logf: r.logf,
+		pid: srv.cmd.Process.Pid, pprof: srv.pprof, profDir: filepath.Join(r.o.out, "profiles")}
 	defer pb.a.wire.close()
+	if pb.pprof != "" {
+		_ = os.MkdirAll(pb.profDir, 0o755)
+	}
 	targets, notes, err := pb.run(ctx)
 	if err != nil {
 		return err
@@ -97,6 +102,11 @@ type poolBench struct {
 	bare *bareBwrap
 	p    ttiParams
 	logf func(string, ...any)
+	// pid is the Tether's process; pprof its PPROF_ADDR's base URL ("":
+	// no profiles), profiles written to profDir.
+	pid     int
+	pprof   string
+	profDir string
 }
 
 // ttiKind is one way of getting a sandbox to run a command: its create
@@ -174,6 +184,52 @@ type ttiResult struct {
 	burstFailed int
 	burstTook   time.Duration
 	misses      int
+	// split is where the burst's time went (claims from a pool); quiet
+	// is the same burst with the pool's refill held off until it ended.
+	split, quiet *burstSplit
+}
+
+// burstSplit is where a burst's time went: each sample's POST (the
+// claim's answer) and the rest (the first exec, to its output), and the
+// CPU the machine, Tether (its own, and its reaped children's: the execs'
+// nsenter and sh, the creates' helpers) and Postgres used meanwhile.
+type burstSplit struct {
+	post, exec, total         latencies
+	wall                      time.Duration
+	tetherOwn, tetherChildren time.Duration
+	postgres, machine         time.Duration
+	profile                   string // Tether's CPU profile's top buckets, if taken
+	label                     string // names its profile's file after the kind's
+}
+
+func (b *burstSplit) String() string {
+	p := func(l latencies, q float64) float64 { return ms(l.percentile(q)) }
+	s := fmt.Sprintf("POST → claimed p50 %.1f / p99 %.1f ms, claimed → exec output p50 %.1f / p99 %.1f ms, total p50 %.1f / p99 %.1f ms; "+
+		"%s wall, CPU meanwhile: the machine %.2f s of %.2f s, Tether %.2f s itself + %.2f s its children (execs' nsenter and sh, creates' helpers), Postgres %.2f s",
+		p(b.post, 50), p(b.post, 99), p(b.exec, 50), p(b.exec, 99), p(b.total, 50), p(b.total, 99),
+		b.wall.Round(time.Millisecond), b.machine.Seconds(), 2*b.wall.Seconds(), b.tetherOwn.Seconds(), b.tetherChildren.Seconds(), b.postgres.Seconds())
+	if b.profile != "" {
+		s += "; Tether's own CPU by component: " + b.profile
+	}
+	return s
+}
+
+// tetherCPU is a process's own CPU time and its reaped children's.
+func tetherCPU(pid int) (own, children time.Duration) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, 0
+	}
+	end := bytes.LastIndexByte(b, ')')
+	if end < 0 {
+		return 0, 0
+	}
+	f := strings.Fields(string(b[end+1:]))
+	if len(f) < 15 {
+		return 0, 0
+	}
+	v := func(i int) int64 { n, _ := strconv.ParseInt(f[i], 10, 64); return n }
+	return ticks(v(11) + v(12)), ticks(v(13) + v(14))
 }
 
 func (r *ttiResult) note(k ttiKind) string {
@@ -196,6 +252,12 @@ func (r *ttiResult) note(k ttiKind) string {
 	if r.misses > 0 {
 		s += fmt.Sprintf("; %d claims found the pool empty", r.misses)
 	}
+	if r.split != nil {
+		s += ". The burst's split: " + r.split.String()
+	}
+	if r.quiet != nil {
+		s += ". The same burst with the pool's refill held off until it ended (min_ready 0 meanwhile): " + r.quiet.String()
+	}
 	return s + "."
 }
 
@@ -216,6 +278,12 @@ func ttiTargets(res map[string]*ttiResult, local bool) []target {
 		if len(pooled.bareBurst) > 0 {
 			t := atMost(fmt.Sprintf("TTI local from a pool, burst of %d claims p99, against as many bare nsenters at once", len(pooled.burst)),
 				p(pooled.burst, 99), "ms", p(pooled.bareBurst, 99), "ms bare burst p99", 2)
+			t.Info = true
+			out = append(out, t)
+		}
+		if q := pooled.quiet; q != nil {
+			t := atMost(fmt.Sprintf("TTI local from a pool, burst of %d claims p99, the refill held off until it ended", len(q.total)),
+				p(q.total, 99), "ms", p(pooled.seq, 50), "ms sequential p50", 2)
 			t.Info = true
 			out = append(out, t)
 		}
@@ -264,6 +332,18 @@ func (pb *poolBench) resizePool(ctx context.Context, name string, size int) erro
 	return pb.waitFull(ctx, name)
 }
 
+// setMinReady sets a pool's min_ready alone.
+func (pb *poolBench) setMinReady(ctx context.Context, name string, minReady int) error {
+	code, err := pb.a.do(ctx, http.MethodPatch, "/v1/pools/"+name, fmt.Appendf(nil, `{"min_ready":%d}`, minReady), nil)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("status %d", code)
+	}
+	if err != nil {
+		return fmt.Errorf("pool %s min_ready %d: %w", name, minReady, err)
+	}
+	return nil
+}
+
 // waitFull waits until the pool has min_ready members ready.
 func (pb *poolBench) waitFull(ctx context.Context, name string) error {
 	deadline := time.Now().Add(3 * time.Minute)
@@ -305,8 +385,33 @@ func (pb *poolBench) measureKind(ctx context.Context, k ttiKind, withBare bool) 
 		}
 	}
 	pb.logf("TTI %s: a burst of %d at once", k.name, pb.p.burst)
-	if err := pb.burst(ctx, k, r); err != nil {
+	split := k.claim && k.exec
+	if split {
+		r.split = &burstSplit{}
+	}
+	if err := pb.burst(ctx, k, r, r.split); err != nil {
 		return nil, err
+	}
+	if split {
+		// The same burst with the refill held off (min_ready 0) until the
+		// burst's last exec: what the refill's creates take from the
+		// claims. The pool refills to the burst's size first (nothing is
+		// shrunk, so no release runs meanwhile either).
+		if err := pb.waitFull(ctx, k.pool); err != nil {
+			return nil, err
+		}
+		if err := pb.setMinReady(ctx, k.pool, 0); err != nil {
+			return nil, err
+		}
+		pb.logf("TTI %s: a burst of %d at once, the refill held off", k.name, pb.p.burst)
+		q := &ttiResult{}
+		r.quiet = &burstSplit{label: " refill held off"}
+		if err := pb.burst(ctx, k, q, r.quiet); err != nil {
+			return nil, err
+		}
+		if q.burstFailed > 0 {
+			return nil, fmt.Errorf("%s: %d of the burst with the refill held off failed", k.name, q.burstFailed)
+		}
 	}
 	if k.pool != "" {
 		if err := pb.resizePool(ctx, k.pool, 4); err != nil {
@@ -336,7 +441,7 @@ func (pb *poolBench) sample(ctx context.Context, k ttiKind, withBare bool, r *tt
 			return err
 		}
 	}
-	d, id, err := pb.tti(ctx, k)
+	d, _, id, err := pb.tti(ctx, k)
 	if errors.Is(err, errPoolEmpty) {
 		r.misses++
 		return nil
@@ -410,46 +515,59 @@ func (pb *poolBench) endPatiently(ctx context.Context, id string) error {
 }
 
 // tti gets one sandbox of kind k and, if it can, runs `printf ok` in it;
-// it returns the time from the POST to the command's output (or to ready).
-func (pb *poolBench) tti(ctx context.Context, k ttiKind) (time.Duration, string, error) {
+// it returns the time from the POST to the command's output (or to
+// ready), and from the POST to its answer.
+func (pb *poolBench) tti(ctx context.Context, k ttiKind) (total, post time.Duration, id string, err error) {
 	start := time.Now()
 	var sb sandboxView
 	code, err := pb.a.do(ctx, http.MethodPost, "/v1/sandboxes", k.body, &sb)
+	post = time.Since(start)
 	switch {
 	case err != nil:
-		return 0, "", fmt.Errorf("%s create: %w", k.name, err)
+		return 0, 0, "", fmt.Errorf("%s create: %w", k.name, err)
 	case k.claim && code == http.StatusConflict:
-		return 0, "", errPoolEmpty
+		return 0, 0, "", errPoolEmpty
 	case k.claim && (code != http.StatusCreated || sb.State != "ready"):
-		return 0, sb.ID, fmt.Errorf("%s claim: status %d, state %s", k.name, code, sb.State)
+		return 0, 0, sb.ID, fmt.Errorf("%s claim: status %d, state %s", k.name, code, sb.State)
 	case !k.claim && code != http.StatusAccepted:
-		return 0, sb.ID, fmt.Errorf("%s create: status %d", k.name, code)
+		return 0, 0, sb.ID, fmt.Errorf("%s create: status %d", k.name, code)
 	}
 	if !k.claim {
 		if err := pb.a.waitReady(ctx, sb.ID); err != nil {
-			return 0, sb.ID, fmt.Errorf("%s: %w", k.name, err)
+			return 0, 0, sb.ID, fmt.Errorf("%s: %w", k.name, err)
 		}
 	}
 	if k.exec {
 		if err := pb.a.execPrintf(ctx, sb.ID); err != nil {
-			return 0, sb.ID, fmt.Errorf("%s: %w", k.name, err)
+			return 0, 0, sb.ID, fmt.Errorf("%s: %w", k.name, err)
 		}
 	}
-	return time.Since(start), sb.ID, nil
+	return time.Since(start), post, sb.ID, nil
 }
 
 // burst runs pb.p.burst TTIs of kind k at once, then ends every sandbox
-// they got and waits until each is released; failures are counted.
-func (pb *poolBench) burst(ctx context.Context, k ttiKind, r *ttiResult) error {
+// they got and waits until each is released; failures are counted. With
+// split, it also records where the burst's time went (and a CPU profile
+// of Tether during it, with pprof).
+func (pb *poolBench) burst(ctx context.Context, k ttiKind, r *ttiResult, split *burstSplit) error {
 	var (
 		mu  sync.Mutex
 		ids []string
 		wg  sync.WaitGroup
 	)
+	profile := make(chan []byte, 1)
+	if split != nil && pb.pprof != "" {
+		// A second from the burst's start: the claims and most execs.
+		go func() { profile <- fetchProfile(ctx, pb.pprof, time.Second) }()
+	} else {
+		profile <- nil
+	}
+	before := sampleCPU(pb.pid)
+	own0, children0 := tetherCPU(pb.pid)
 	start := time.Now()
 	for range pb.p.burst {
 		wg.Go(func() {
-			d, id, err := pb.tti(ctx, k)
+			d, post, id, err := pb.tti(ctx, k)
 			mu.Lock()
 			defer mu.Unlock()
 			if id != "" {
@@ -461,9 +579,27 @@ func (pb *poolBench) burst(ctx context.Context, k ttiKind, r *ttiResult) error {
 				return
 			}
 			r.burst = append(r.burst, d)
+			if split != nil {
+				split.post, split.exec, split.total = append(split.post, post), append(split.exec, d-post), append(split.total, d)
+			}
 		})
 	}
 	wg.Wait()
+	if split != nil {
+		after := sampleCPU(pb.pid)
+		own1, children1 := tetherCPU(pb.pid)
+		split.wall = time.Since(start)
+		split.tetherOwn, split.tetherChildren = own1-own0, children1-children0
+		split.postgres, split.machine = after.postgres-before.postgres, after.busy-before.busy
+		if raw := <-profile; len(raw) > 0 {
+			file := filepath.Join(pb.profDir, slug("pools-burst-"+k.name+split.label)+".pprof")
+			if err := os.WriteFile(file, raw, 0o644); err == nil {
+				if buckets, _, err := bucketProfile(ctx, file); err == nil {
+					split.profile = joinShares(buckets, 8) + " (" + file + ")"
+				}
+			}
+		}
+	}
 	var endFailed atomic.Int64
 	for _, id := range ids {
 		wg.Go(func() {

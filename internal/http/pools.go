@@ -26,18 +26,44 @@ type Pool struct {
 	// Size counts the pool's live unclaimed members: requested, creating and ready.
 	Size int `json:"size" example:"4"`
 	// Ready counts the members ready to be claimed.
-	Ready     int       `json:"ready" example:"3"`
-	CreatedAt time.Time `json:"created_at" format:"date-time" example:"2026-01-02T15:04:05.123456Z"`
-	UpdatedAt time.Time `json:"updated_at" format:"date-time" example:"2026-01-02T15:04:05.123456Z"`
+	Ready int `json:"ready" example:"3"`
+	// Refill is the state of the pool's refills: whether they are backing off after failed members, and the last error they saw.
+	Refill    PoolRefill `json:"refill"`
+	CreatedAt time.Time  `json:"created_at" format:"date-time" example:"2026-01-02T15:04:05.123456Z"`
+	UpdatedAt time.Time  `json:"updated_at" format:"date-time" example:"2026-01-02T15:04:05.123456Z"`
 } // @name Pool
+
+// PoolRefill is the state of a pool's refills. A refill round whose members all failed (none became ready) backs the pool off: its next member is requested no sooner than next_attempt_at, then one at a time, each further failed round doubling the wait (POOL_REFILL_BACKOFF, up to POOL_REFILL_MAX_BACKOFF); a member ready again ends it.
+type PoolRefill struct {
+	// Failures counts the consecutive failed refill rounds; 0: the pool is not backing off.
+	Failures int `json:"failures" example:"0"`
+	// NextAttemptAt is the earliest the backing-off pool's next member is requested; null: at the refiller's next look.
+	NextAttemptAt *time.Time `json:"next_attempt_at" extensions:"x-nullable" format:"date-time" example:"2026-01-02T15:04:09Z"`
+	// LastError is the last error a refill saw: a failed member's error, or the tenant's live-sandbox quota stopping a refill; null if none yet. It stays after the cause is gone (see failures).
+	LastError *string `json:"last_error" extensions:"x-nullable" example:"PROVIDER_UNAVAILABLE: image bookworm not found"`
+	// LastErrorAt is when that member failed, or when a refill first found the quota reached.
+	LastErrorAt *time.Time `json:"last_error_at" extensions:"x-nullable" format:"date-time" example:"2026-01-02T15:04:08Z"`
+	// Pending counts the members refills requested whose outcome (ready or failed) no refill has seen yet.
+	Pending int `json:"pending" example:"0"`
+} // @name PoolRefill
 
 func toPool(p sandbox.Pool) Pool {
 	params := p.Params
 	if len(params) == 0 {
 		params = json.RawMessage(`{}`)
 	}
+	r := PoolRefill{Failures: p.Refill.Failures, Pending: p.Refill.Pending}
+	if !p.Refill.NextAt.IsZero() {
+		r.NextAttemptAt = utc(&p.Refill.NextAt)
+	}
+	if p.Refill.Error != "" {
+		r.LastError = &p.Refill.Error
+	}
+	if !p.Refill.ErrorAt.IsZero() {
+		r.LastErrorAt = utc(&p.Refill.ErrorAt)
+	}
 	return Pool{Name: p.Name, Provider: p.Provider, Params: params, MinReady: p.MinReady, MaxSize: p.MaxSize,
-		Size: p.Size, Ready: p.Ready, CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC()}
+		Size: p.Size, Ready: p.Ready, Refill: r, CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC()}
 }
 
 // CreatePoolRequest is the body of POST /v1/pools.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -17,6 +18,13 @@ type poolJSON struct {
 	MaxSize  int            `json:"max_size"`
 	Size     int            `json:"size"`
 	Ready    int            `json:"ready"`
+	Refill   struct {
+		Failures      int        `json:"failures"`
+		NextAttemptAt *time.Time `json:"next_attempt_at"`
+		LastError     *string    `json:"last_error"`
+		LastErrorAt   *time.Time `json:"last_error_at"`
+		Pending       int        `json:"pending"`
+	} `json:"refill"`
 }
 
 func (b *bundle) pool(t *testing.T, key, name string) poolJSON {
@@ -34,6 +42,39 @@ func (b *bundle) refill(t *testing.T, tenant, name string) {
 	if _, err := b.Store.RefillPool(t.Context(), tenant, name, store.RefillLimits{
 		Lease: time.Minute, MaxLifetime: testMaxLifetime, CreateTimeout: time.Minute, Batch: 100, Worker: "test"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPoolRefillState: a pool's GET shows its refills' state: the members
+// on their way, then, once they all failed, the backoff (failures, the next
+// attempt) and the members' error.
+func TestPoolRefillState(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wantStatus(t, b.do(t, http.MethodPost, "/v1/pools", `{"name":"py","min_ready":2}`), http.StatusCreated)
+	r := b.do(t, http.MethodGet, "/v1/pools/py", nil)
+	wantStatus(t, r, http.StatusOK)
+	if !strings.Contains(string(r.Body), `"refill":{"failures":0,"next_attempt_at":null,"last_error":null,"last_error_at":null,"pending":0}`) {
+		t.Fatalf("a new pool's refill: %s", r.Body)
+	}
+	b.refill(t, tenantA, "py")
+	if p := b.pool(t, keyA, "py"); p.Refill.Pending != 2 || p.Refill.Failures != 0 {
+		t.Fatalf("after a refill: %+v; want 2 pending", p.Refill)
+	}
+	claims, err := b.Store.ClaimCreates(t.Context(), "sim", "", "w", 10, time.Minute, store.Share{})
+	if err != nil || len(claims) != 2 {
+		t.Fatalf("ClaimCreates: %d, %v", len(claims), err)
+	}
+	for _, c := range claims {
+		if _, err := b.Store.MarkFailed(t.Context(), c.Sandbox.ID, c.Sandbox.Epoch, sandbox.ActorExecutor, "image bookworm not found"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.refill(t, tenantA, "py")
+	p := b.pool(t, keyA, "py")
+	if p.Size != 0 || p.Refill.Failures != 1 || p.Refill.Pending != 0 || p.Refill.NextAttemptAt == nil || p.Refill.LastErrorAt == nil ||
+		p.Refill.LastError == nil || *p.Refill.LastError != "image bookworm not found" {
+		t.Fatalf("after its members failed: %+v; want a backoff and their error", p)
 	}
 }
 

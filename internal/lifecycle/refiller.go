@@ -37,6 +37,12 @@ type RefillerConfig struct {
 	// on a tenant's live sandboxes (TENANT_MAX_LIVE; 0: none).
 	MaxLifetime, CreateTimeout time.Duration
 	TenantMaxLive              int
+	// Backoff is how long a pool whose last refill round failed (its
+	// members all failed, none ready) waits before its next member is
+	// requested (POOL_REFILL_BACKOFF); it doubles with each further failed
+	// round up to MaxBackoff (POOL_REFILL_MAX_BACKOFF), and a member ready
+	// again ends it. Defaults 1s and 5m.
+	Backoff, MaxBackoff time.Duration
 }
 
 // Refiller defaults, for zero RefillerConfig fields.
@@ -57,11 +63,14 @@ func (c RefillerConfig) withDefaults() RefillerConfig {
 	c.Concurrency = cmp.Or(c.Concurrency, DefaultRefillConcurrency)
 	c.MaxLifetime = cmp.Or(c.MaxLifetime, 24*time.Hour)
 	c.CreateTimeout = cmp.Or(c.CreateTimeout, 5*time.Minute)
+	c.Backoff = cmp.Or(c.Backoff, store.DefaultRefillBackoff)
+	c.MaxBackoff = max(cmp.Or(c.MaxBackoff, store.DefaultRefillMaxBackoff), c.Backoff)
 	return c
 }
 
 // refillStore is what the refiller needs from the registry.
 type refillStore interface {
+	Now() time.Time
 	ListPools(ctx context.Context, tenant string) ([]sandbox.Pool, error)
 	RefillPool(ctx context.Context, tenant, name string, l store.RefillLimits) (store.Refill, error)
 }
@@ -78,6 +87,8 @@ type Refiller struct {
 	log   *slog.Logger
 
 	requested prometheus.Counter
+	failed    prometheus.Counter
+	deferred  prometheus.Counter
 	ended     *prometheus.CounterVec
 	runs      prometheus.Histogram
 
@@ -100,6 +111,14 @@ func NewRefiller(cfg RefillerConfig, st refillStore, log *slog.Logger, reg prome
 			Name: "tether_pool_refills_total",
 			Help: "Warm pool members this replica's refiller requested.",
 		}),
+		failed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tether_pool_members_failed_total",
+			Help: "Warm pool members whose create failed, as this replica's refiller found them (each failed round backs its pool off).",
+		}),
+		deferred: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tether_pool_refills_deferred_total",
+			Help: "Refills of a pool below min_ready that requested nothing because the pool was backing off after failed members.",
+		}),
 		ended: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_pool_members_ended_total",
 			Help: "Unclaimed warm pool members this replica's refiller ended, by reason (pool_shrunk, owner_expired).",
@@ -112,7 +131,7 @@ func NewRefiller(cfg RefillerConfig, st refillStore, log *slog.Logger, reg prome
 		done: make(chan struct{}),
 	}
 	if reg != nil {
-		reg.MustRegister(r.requested, r.ended, r.runs)
+		reg.MustRegister(r.requested, r.failed, r.deferred, r.ended, r.runs)
 	}
 	return r
 }
@@ -163,12 +182,14 @@ func (r *Refiller) RunOnce(ctx context.Context) {
 	}
 	renew := time.Since(r.renewed) >= r.cfg.Lease/3
 	limits := store.RefillLimits{Lease: r.cfg.Lease, MaxLifetime: r.cfg.MaxLifetime, CreateTimeout: r.cfg.CreateTimeout,
-		TenantMaxLive: r.cfg.TenantMaxLive, Batch: r.cfg.Batch, Worker: r.cfg.WorkerID}
+		TenantMaxLive: r.cfg.TenantMaxLive, Batch: r.cfg.Batch, Worker: r.cfg.WorkerID,
+		Backoff: r.cfg.Backoff, MaxBackoff: r.cfg.MaxBackoff}
+	now := r.store.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.cfg.Concurrency)
 	failed := make(chan struct{}, len(pools))
 	for _, p := range pools {
-		if !renew && p.Size >= p.MinReady && p.Size <= p.MaxSize {
+		if !renew && p.Size <= p.MaxSize && (p.Size >= p.MinReady || backingOff(p, now)) {
 			continue
 		}
 		g.Go(func() error {
@@ -184,6 +205,13 @@ func (r *Refiller) RunOnce(ctx context.Context) {
 	}
 }
 
+// backingOff reports whether a refill of p would request nothing and has
+// no outcome to look for: p waits for its backoff's next step and no
+// member requested earlier is on its way.
+func backingOff(p sandbox.Pool, now time.Time) bool {
+	return p.Refill.NextAt.After(now) && p.Refill.Pending == 0
+}
+
 // refill refills one pool and reports whether it succeeded.
 func (r *Refiller) refill(ctx context.Context, p sandbox.Pool, limits store.RefillLimits) bool {
 	res, err := r.store.RefillPool(ctx, p.Tenant, p.Name, limits)
@@ -194,6 +222,14 @@ func (r *Refiller) refill(ctx context.Context, p sandbox.Pool, limits store.Refi
 		return false
 	}
 	r.requested.Add(float64(len(res.Created)))
+	r.failed.Add(float64(res.Failed))
+	if res.Deferred {
+		r.deferred.Inc()
+	}
+	if res.Failed > 0 && !res.Readied {
+		r.log.Warn("refiller: pool members failed; backing off", "tenant", p.Tenant, "pool", p.Name, "failed", res.Failed,
+			"failures", res.Pool.Refill.Failures, "next_at", res.Pool.Refill.NextAt, "err", res.Pool.Refill.Error)
+	}
 	for _, sb := range res.Ended {
 		r.ended.WithLabelValues(string(sb.Reason)).Inc()
 	}
@@ -214,6 +250,7 @@ type poolReader interface {
 type PoolCollector struct {
 	store                 poolReader
 	size, ready, minReady *prometheus.Desc
+	failures, backoff     *prometheus.Desc
 }
 
 // NewPoolCollector returns a collector over st.
@@ -224,6 +261,10 @@ func NewPoolCollector(st poolReader) *PoolCollector {
 		size:     prometheus.NewDesc("tether_pool_size", "Live unclaimed members of the warm pool, by tenant and pool.", labels, nil),
 		ready:    prometheus.NewDesc("tether_pool_ready", "Members of the warm pool ready to claim, by tenant and pool.", labels, nil),
 		minReady: prometheus.NewDesc("tether_pool_min_ready", "The warm pool's min_ready, by tenant and pool.", labels, nil),
+		failures: prometheus.NewDesc("tether_pool_refill_failures",
+			"Consecutive refill rounds of the warm pool whose members all failed (0: not backing off), by tenant and pool.", labels, nil),
+		backoff: prometheus.NewDesc("tether_pool_refill_backoff_seconds",
+			"Seconds until the backing-off warm pool's next member is requested (0: not backing off), by tenant and pool.", labels, nil),
 	}
 }
 
@@ -232,6 +273,8 @@ func (c *PoolCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.size
 	ch <- c.ready
 	ch <- c.minReady
+	ch <- c.failures
+	ch <- c.backoff
 }
 
 // Collect implements prometheus.Collector. A failed query reports
@@ -243,7 +286,11 @@ func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
 	if err != nil {
 		return
 	}
+	now := time.Now()
 	for _, p := range pools {
+		wait := max(0, p.Refill.NextAt.Sub(now).Seconds()) // 0 for a zero NextAt
+		ch <- prometheus.MustNewConstMetric(c.failures, prometheus.GaugeValue, float64(p.Refill.Failures), p.Tenant, p.Name)
+		ch <- prometheus.MustNewConstMetric(c.backoff, prometheus.GaugeValue, wait, p.Tenant, p.Name)
 		ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(p.Size), p.Tenant, p.Name)
 		ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, float64(p.Ready), p.Tenant, p.Name)
 		ch <- prometheus.MustNewConstMetric(c.minReady, prometheus.GaugeValue, float64(p.MinReady), p.Tenant, p.Name)

@@ -33,8 +33,32 @@ type Pool struct {
 	Size  int
 	Ready int
 
+	// Refill is the state of the pool's refills: their backoff and the
+	// last error they saw.
+	Refill PoolRefill
+
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+// PoolRefill is the state of a pool's refills. A refill round whose
+// members all failed (none became ready) is a failure: the next member is
+// requested no sooner than NextAt, after a bounded exponential backoff,
+// and one at a time until a member is ready again, which resets Failures
+// and NextAt.
+type PoolRefill struct {
+	// Failures counts the consecutive failed rounds; 0: not backing off.
+	Failures int
+	// NextAt is the earliest a refill requests a member again; zero: at
+	// the next look.
+	NextAt time.Time
+	// Error is the last error a refill saw (a failed member's, or the
+	// tenant's live-sandbox quota), at ErrorAt; "" if none yet.
+	Error   string
+	ErrorAt time.Time
+	// Pending counts the members refills requested whose outcome no
+	// refill has seen yet.
+	Pending int
 }
 
 // PoolLabel is the label every pool member carries, its value the pool's

@@ -1,10 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,7 +28,10 @@ const MaxPoolsPerTenant = 100
 
 // poolColumns is the select list of a pool read with its counts, in
 // scanPool's order: p is the pool, m its members' counts (poolCounts).
-const poolColumns = `p.tenant, p.name, p.provider, p.params, p.min_ready, p.max_size, p.created_at, p.updated_at, m.size, m.ready`
+const poolColumns = `p.tenant, p.name, p.provider, p.params, p.min_ready, p.max_size, p.created_at, p.updated_at, m.size, m.ready, ` + refillColumns
+
+// refillColumns are a pool's refill state, in scanPool's order.
+const refillColumns = `p.refill_failures, p.next_refill_at, p.refill_error, p.refill_error_at, cardinality(p.refill_pending)`
 
 // poolCounts is the lateral join that counts pool p's live members (size)
 // and its ready ones (ready).
@@ -42,9 +47,23 @@ const getPoolSQL = `SELECT ` + poolColumns + ` FROM pools p ` + poolCounts + `
 
 func scanPool(row pgx.Row) (sandbox.Pool, error) {
 	var p sandbox.Pool
-	var params []byte
-	err := row.Scan(&p.Tenant, &p.Name, &p.Provider, &params, &p.MinReady, &p.MaxSize, &p.CreatedAt, &p.UpdatedAt, &p.Size, &p.Ready)
+	var (
+		params          []byte
+		nextAt, errorAt *time.Time
+		refillErr       *string
+	)
+	err := row.Scan(&p.Tenant, &p.Name, &p.Provider, &params, &p.MinReady, &p.MaxSize, &p.CreatedAt, &p.UpdatedAt, &p.Size, &p.Ready,
+		&p.Refill.Failures, &nextAt, &refillErr, &errorAt, &p.Refill.Pending)
 	p.Params = params
+	if nextAt != nil {
+		p.Refill.NextAt = *nextAt
+	}
+	if refillErr != nil {
+		p.Refill.Error = *refillErr
+	}
+	if errorAt != nil {
+		p.Refill.ErrorAt = *errorAt
+	}
 	return p, err
 }
 
@@ -69,7 +88,7 @@ func (s *Store) CreatePool(ctx context.Context, p sandbox.Pool) (sandbox.Pool, e
 			WHERE (SELECT count(*) FROM pools WHERE tenant = @tenant) < @max_pools
 			RETURNING *
 		)
-		SELECT p.tenant, p.name, p.provider, p.params, p.min_ready, p.max_size, p.created_at, p.updated_at, 0, 0 FROM ins p`,
+		SELECT p.tenant, p.name, p.provider, p.params, p.min_ready, p.max_size, p.created_at, p.updated_at, 0, 0, `+refillColumns+` FROM ins p`,
 		namedArgs{"tenant": p.Tenant, "name": p.Name, "provider": p.Provider, "params": params,
 			"min_ready": p.MinReady, "max_size": p.MaxSize, "now": now, "max_pools": MaxPoolsPerTenant}))
 	var pgErr *pgconn.PgError
@@ -251,6 +270,27 @@ type RefillLimits struct {
 	Batch int
 	// Worker names the refiller in the members' first events.
 	Worker string
+	// Backoff is how long a refill waits after a round whose members all
+	// failed before it requests another member; it doubles with each
+	// further failed round, up to MaxBackoff. Zero: DefaultRefillBackoff
+	// and DefaultRefillMaxBackoff.
+	Backoff, MaxBackoff time.Duration
+}
+
+// The refill backoff's defaults, for zero RefillLimits fields.
+const (
+	DefaultRefillBackoff    = time.Second
+	DefaultRefillMaxBackoff = 5 * time.Minute
+)
+
+// refillBackoff is the wait after the failures-th failed round in a row.
+func refillBackoff(l RefillLimits, failures int) time.Duration {
+	base, ceiling := cmp.Or(l.Backoff, DefaultRefillBackoff), cmp.Or(l.MaxBackoff, DefaultRefillMaxBackoff)
+	d := base
+	for i := 1; i < failures && d < ceiling; i++ {
+		d *= 2
+	}
+	return min(d, ceiling)
 }
 
 // Refill is what one refill of a pool did.
@@ -261,6 +301,14 @@ type Refill struct {
 	// Ended are members ended: surplus over max_size, or members of an
 	// owner lease that had lapsed (Tether was down longer than the lease).
 	Ended []sandbox.Sandbox
+	// Failed counts the members earlier refills requested that this one
+	// found failed; Readied says one of them became ready (which ends a
+	// backoff).
+	Failed  int
+	Readied bool
+	// Deferred: the pool is backing off (Pool.Refill.NextAt), so this
+	// refill requested no member.
+	Deferred bool
 	// Pool is the pool as the refill left it.
 	Pool sandbox.Pool
 }
@@ -299,10 +347,11 @@ func (s *Store) RefillPool(ctx context.Context, tenant, name string, l RefillLim
 			return err
 		}
 		r.Ended, p.Size = append(r.Ended, trimmed...), p.Size-len(trimmed)
-		r.Created, err = s.addMembers(ctx, tx, p, l, now)
-		p.Size += len(r.Created)
+		if err := s.refillMembers(ctx, tx, &p, l, now, &r); err != nil {
+			return err
+		}
 		r.Pool = p
-		return err
+		return nil
 	})
 	if err != nil {
 		return Refill{}, wrap("refill pool", err)
@@ -329,12 +378,131 @@ const insertMembersSQL = `
 	)
 	SELECT ` + sandboxColumns + ` FROM ins s`
 
-// addMembers creates, in tx, the members the locked pool p lacks: up to
-// min_ready, within max_size, the tenant's quota and the batch.
-func (s *Store) addMembers(ctx context.Context, tx pgx.Tx, p sandbox.Pool, l RefillLimits, now time.Time) ([]sandbox.Sandbox, error) {
-	n := min(p.MinReady-p.Size, p.MaxSize-p.Size, l.Batch)
-	if n <= 0 {
+// pendingOutcomesSQL reads what became of the members @ids that refills
+// requested: their state, whether they were ever ready, and a failed
+// one's error and end.
+const pendingOutcomesSQL = `SELECT id, state, ready_at IS NOT NULL, coalesce(error, ''), ended_at
+	FROM sandboxes WHERE id = ANY(@ids::text[])`
+
+// refillMembers is the part of a refill of the locked pool p that
+// requests members, with its backoff: it looks up the members earlier
+// refills requested (the pool's refill_pending). One of them ready ends a
+// backoff; failed ones and none ready make one more failed round, which
+// puts the next request off by refillBackoff. Unless the pool is backing
+// off, it then requests the members p lacks (addMembers), one only while
+// p has failed rounds (a probe: one failed sandbox per backoff, not a
+// batch). The pool's refill state is written back if it changed, and p,
+// r are updated with what was done.
+func (s *Store) refillMembers(ctx context.Context, tx pgx.Tx, p *sandbox.Pool, l RefillLimits, now time.Time, r *Refill) error {
+	var pending []string
+	if err := tx.QueryRow(ctx, `SELECT refill_pending FROM pools WHERE tenant = @tenant AND name = @name`,
+		namedArgs{"tenant": p.Tenant, "name": p.Name}).Scan(&pending); err != nil {
+		return err
+	}
+	before := p.Refill
+	st := p.Refill
+	keep, err := pendingOutcomes(ctx, tx, pending, r, &st)
+	if err != nil {
+		return err
+	}
+	switch {
+	case r.Readied:
+		st.Failures, st.NextAt = 0, time.Time{}
+	case r.Failed > 0:
+		st.Failures++
+		st.NextAt = now.Add(refillBackoff(l, st.Failures))
+	}
+	if st.NextAt.After(now) {
+		r.Deferred = true
+	} else {
+		batch := l.Batch
+		if st.Failures > 0 {
+			batch = 1
+		}
+		created, quota, err := s.addMembers(ctx, tx, *p, l, batch, now)
+		if err != nil {
+			return err
+		}
+		if quota != "" && quota != st.Error {
+			st.Error, st.ErrorAt = quota, now
+		}
+		if st.Failures > 0 && len(created) > 0 {
+			// The probe's outcome is awaited until the next step of the
+			// backoff; one ready sooner ends it at the next look.
+			st.NextAt = now.Add(refillBackoff(l, st.Failures))
+		}
+		for _, sb := range created {
+			keep = append(keep, sb.ID)
+		}
+		r.Created = created
+		p.Size += len(created)
+	}
+	st.Pending = len(keep)
+	p.Refill = st
+	if st == before && slices.Equal(keep, pending) {
+		return nil
+	}
+	if keep == nil {
+		keep = []string{}
+	}
+	_, err = tx.Exec(ctx, `UPDATE pools SET refill_failures = @failures, next_refill_at = @next_at, refill_error = @error,
+			refill_error_at = @error_at, refill_pending = @pending
+		WHERE tenant = @tenant AND name = @name`,
+		namedArgs{"failures": st.Failures, "next_at": nullTime(st.NextAt), "error": nullable(st.Error), "error_at": nullTime(st.ErrorAt),
+			"pending": keep, "tenant": p.Tenant, "name": p.Name})
+	return err
+}
+
+// pendingOutcomes looks up what became of the members earlier refills
+// requested (pending): it counts them in r (Readied, Failed), keeps the
+// last failed one's error in st, and returns those still on their way.
+func pendingOutcomes(ctx context.Context, tx pgx.Tx, pending []string, r *Refill, st *sandbox.PoolRefill) ([]string, error) {
+	if len(pending) == 0 {
 		return nil, nil
+	}
+	rows, err := tx.Query(ctx, pendingOutcomesSQL, namedArgs{"ids": pending})
+	if err != nil {
+		return nil, err
+	}
+	var (
+		keep           []string
+		id, state, msg string
+		readied        bool
+		endedAt        *time.Time
+		lastAt         time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &state, &readied, &msg, &endedAt}, func() error {
+		switch {
+		case readied:
+			r.Readied = true
+		case state == string(sandbox.StateFailed):
+			r.Failed++
+			if endedAt != nil && !endedAt.Before(lastAt) {
+				lastAt, st.Error, st.ErrorAt = *endedAt, msg, *endedAt
+			}
+		case state == string(sandbox.StateRequested) || state == string(sandbox.StateCreating):
+			keep = append(keep, id)
+		}
+		return nil
+	})
+	return keep, err
+}
+
+// nullTime is t, or NULL for the zero time.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// addMembers creates, in tx, the members the locked pool p lacks: up to
+// min_ready, within max_size, the tenant's quota and batch. When the
+// tenant's quota alone stops it, it says so (quota).
+func (s *Store) addMembers(ctx context.Context, tx pgx.Tx, p sandbox.Pool, l RefillLimits, batch int, now time.Time) (created []sandbox.Sandbox, quota string, err error) {
+	n := min(p.MinReady-p.Size, p.MaxSize-p.Size, batch)
+	if n <= 0 {
+		return nil, "", nil
 	}
 	var (
 		maxLive *int
@@ -343,7 +511,7 @@ func (s *Store) addMembers(ctx context.Context, tx pgx.Tx, p sandbox.Pool, l Ref
 	if err := tx.QueryRow(ctx, `SELECT t.max_live_sandboxes,
 			(SELECT count(*)::int FROM sandboxes s WHERE s.tenant = t.name AND s.state IN `+liveStates+`)
 		FROM tenants t WHERE t.name = @tenant`, namedArgs{"tenant": p.Tenant}).Scan(&maxLive, &live); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	limit := l.TenantMaxLive
 	if maxLive != nil {
@@ -353,7 +521,7 @@ func (s *Store) addMembers(ctx context.Context, tx pgx.Tx, p sandbox.Pool, l Ref
 		n = min(n, limit-live)
 	}
 	if n <= 0 {
-		return nil, nil
+		return nil, fmt.Sprintf("%s: tenant %s has %d live sandboxes, its limit: no member requested", sandbox.CodeQuotaExceeded, p.Tenant, live), nil
 	}
 	ids := make([]string, n)
 	for i := range ids {
@@ -361,7 +529,7 @@ func (s *Store) addMembers(ctx context.Context, tx pgx.Tx, p sandbox.Pool, l Ref
 	}
 	labels, err := json.Marshal(map[string]string{sandbox.PoolLabel: p.Name})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	rows, err := tx.Query(ctx, insertMembersSQL, namedArgs{
 		"ids": ids, "tenant": p.Tenant, "provider": p.Provider, "owner": sandbox.PoolOwner(p.Name), "labels": labels,
@@ -369,7 +537,8 @@ func (s *Store) addMembers(ctx context.Context, tx pgx.Tx, p sandbox.Pool, l Ref
 		"message": "requested for pool " + p.Name + " by " + l.Worker,
 	})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return collectSandboxes(rows)
+	created, err = collectSandboxes(rows)
+	return created, "", err
 }

@@ -89,6 +89,10 @@ func TestPoolLocal(t *testing.T) {
 		`tether_pool_ready{pool="agents",tenant="default"}`:       2,
 		`tether_pool_size{pool="agents",tenant="default"}`:        2,
 		`tether_pool_min_ready{pool="agents",tenant="default"}`:   2,
+		// Its members never failed: no backoff.
+		`tether_pool_refill_failures{pool="agents",tenant="default"}`:        0,
+		`tether_pool_refill_backoff_seconds{pool="agents",tenant="default"}`: 0,
+		`tether_pool_members_failed_total`:                                   0,
 	} {
 		if got, ok := m[name]; !ok || got != want {
 			t.Errorf("/metrics %s = %v (present %v), want %v", name, got, ok, want)

@@ -1009,6 +1009,9 @@ type Pool struct {
 	// Example: 3
 	Ready int `json:"ready"`
 
+	// Refill Refill is the state of the pool's refills: whether they are backing off after failed members, and the last error they saw.
+	Refill PoolRefill `json:"refill"`
+
 	// Size Size counts the pool's live unclaimed members: requested, creating and ready.
 	//
 	// Example: 4
@@ -1032,6 +1035,34 @@ type PoolDeleted struct {
 // PoolList defines model for PoolList.
 type PoolList struct {
 	Items []Pool `json:"items"`
+}
+
+// PoolRefill defines model for PoolRefill.
+type PoolRefill struct {
+	// Failures Failures counts the consecutive failed refill rounds; 0: the pool is not backing off.
+	//
+	// Example: 0
+	Failures int `json:"failures"`
+
+	// LastError LastError is the last error a refill saw: a failed member's error, or the tenant's live-sandbox quota stopping a refill; null if none yet. It stays after the cause is gone (see failures).
+	//
+	// Example: PROVIDER_UNAVAILABLE: image bookworm not found
+	LastError *string `json:"last_error"`
+
+	// LastErrorAt LastErrorAt is when that member failed, or when a refill first found the quota reached.
+	//
+	// Example: 2026-01-02T15:04:08Z
+	LastErrorAt *time.Time `json:"last_error_at"`
+
+	// NextAttemptAt NextAttemptAt is the earliest the backing-off pool's next member is requested; null: at the refiller's next look.
+	//
+	// Example: 2026-01-02T15:04:09Z
+	NextAttemptAt *time.Time `json:"next_attempt_at"`
+
+	// Pending Pending counts the members refills requested whose outcome (ready or failed) no refill has seen yet.
+	//
+	// Example: 0
+	Pending int `json:"pending"`
 }
 
 // Preview defines model for Preview.

@@ -1463,6 +1463,8 @@ export interface components {
              * @example 3
              */
             ready: number;
+            /** @description Refill is the state of the pool's refills: whether they are backing off after failed members, and the last error they saw. */
+            refill: components["schemas"]["PoolRefill"];
             /**
              * @description Size counts the pool's live unclaimed members: requested, creating and ready.
              * @example 4
@@ -1485,6 +1487,35 @@ export interface components {
         };
         PoolList: {
             items: components["schemas"]["Pool"][];
+        };
+        PoolRefill: {
+            /**
+             * @description Failures counts the consecutive failed refill rounds; 0: the pool is not backing off.
+             * @example 0
+             */
+            failures: number;
+            /**
+             * @description LastError is the last error a refill saw: a failed member's error, or the tenant's live-sandbox quota stopping a refill; null if none yet. It stays after the cause is gone (see failures).
+             * @example PROVIDER_UNAVAILABLE: image bookworm not found
+             */
+            last_error: string | null;
+            /**
+             * Format: date-time
+             * @description LastErrorAt is when that member failed, or when a refill first found the quota reached.
+             * @example 2026-01-02T15:04:08Z
+             */
+            last_error_at: string | null;
+            /**
+             * Format: date-time
+             * @description NextAttemptAt is the earliest the backing-off pool's next member is requested; null: at the refiller's next look.
+             * @example 2026-01-02T15:04:09Z
+             */
+            next_attempt_at: string | null;
+            /**
+             * @description Pending counts the members refills requested whose outcome (ready or failed) no refill has seen yet.
+             * @example 0
+             */
+            pending: number;
         };
         Preview: {
             /**

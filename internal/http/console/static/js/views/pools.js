@@ -20,6 +20,7 @@ function fillMeter(p) {
 }
 
 function fillBadge(p) {
+  if (p.refill && p.refill.failures > 0) return badge('backing off', 'bad');
   if (p.ready >= p.min_ready) return badge('full', 'ok');
   return badge(p.size >= p.min_ready ? 'warming' : 'filling', 'warn');
 }
@@ -176,6 +177,21 @@ export function deleteControl(what, label, onConfirm, ctx, verb = 'Delete') {
   return box;
 }
 
+// refillFacts says whether the pool's refills are backing off after
+// failed members, and the last error they saw.
+function refillFacts(r) {
+  if (!r) return '';
+  const parts = [];
+  if (r.failures > 0) {
+    parts.push(`backing off after ${r.failures} failed round${r.failures === 1 ? '' : 's'}`);
+    if (r.next_attempt_at) parts.push('next member at ', when(r.next_attempt_at));
+  } else {
+    parts.push(r.pending > 0 ? `${r.pending} member${r.pending === 1 ? '' : 's'} on their way` : 'ok');
+  }
+  if (r.last_error) parts.push('; last error ', when(r.last_error_at), ': ', h('code', {class: 'wrap'}, r.last_error));
+  return h('span', {}, ...parts);
+}
+
 export async function poolView(main, [name], ctx) {
   const facts = h('div');
   const resize = h('div');
@@ -211,6 +227,7 @@ export async function poolView(main, [name], ctx) {
       ['Min ready', String(p.min_ready)],
       ['Max size', String(p.max_size)],
       ['Params', h('code', {class: 'wrap'}, JSON.stringify(p.params))],
+      ['Refill', h('span', {id: 'pool-refill'}, refillFacts(p.refill))],
       ['Handed out (last 200)', String(recent.items.filter((s) => s.owner !== poolOwner(name)).length)],
       ['Created', when(p.created_at)],
       ['Updated', when(p.updated_at)],
