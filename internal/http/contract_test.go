@@ -276,6 +276,7 @@ var apiTypes = map[string]any{
 	"Pool":                 tetherhttp.Pool{},
 	"PoolList":             tetherhttp.PoolList{},
 	"PoolDeleted":          tetherhttp.PoolDeleted{},
+	"PoolRefill":           tetherhttp.PoolRefill{},
 	"CreatePoolRequest":    tetherhttp.CreatePoolRequest{},
 	"UpdatePoolRequest":    tetherhttp.UpdatePoolRequest{},
 	"Snapshot":             tetherhttp.Snapshot{},
