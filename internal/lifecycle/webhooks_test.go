@@ -229,6 +229,11 @@ func TestWebhooksFailingEndpointAndReplay(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// The worker counts the outcome once the attempt's record (which made
+	// the endpoint failing) has committed: a moment after the read above.
+	for outcome(t, reg, "failed") == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if got := outcome(t, reg, "failed"); got != 1 {
 		t.Errorf("failed outcomes = %v; want 1", got)
 	}
