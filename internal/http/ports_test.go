@@ -309,11 +309,19 @@ func TestPreviewURLs(t *testing.T) {
 	wantProblem(t, b.do(t, http.MethodGet, "/v1/sandboxes/"+id+"/previews", nil, as(keyB)), http.StatusNotFound, "NOT_FOUND")
 	wantProblem(t, b.do(t, http.MethodDelete, "/v1/sandboxes/"+id+"/previews/"+p.ID, nil, as(keyB)), http.StatusNotFound, "NOT_FOUND")
 
-	// The traffic is in the sandbox's activity, as the preview's.
+	// The traffic is in the sandbox's activity, as the preview's: the GET
+	// and the WebSocket, in either order (each request writes its record
+	// as it ends, and the GET's may come after the WebSocket's).
 	eventually(t, 10*time.Second, "the preview's activity", func() bool {
 		acts := b.activity(t, keyA, id)
-		return len(acts) == 2 && acts[0].Kind == "preview" && deref(acts[0].PreviewID) == p.ID && acts[0].KeyID == nil &&
-			deref(acts[0].HTTPStatus) == 200 && deref(acts[1].HTTPStatus) == 101
+		statuses := map[any]int{}
+		for _, a := range acts {
+			if a.Kind != "preview" || deref(a.PreviewID) != p.ID || a.KeyID != nil {
+				return false
+			}
+			statuses[deref(a.HTTPStatus)]++
+		}
+		return len(acts) == 2 && statuses[200] == 1 && statuses[101] == 1
 	})
 
 	// Revoked: 410, at once.
