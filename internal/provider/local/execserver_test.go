@@ -2,10 +2,12 @@ package local_test
 
 import (
 	"context"
+	"debug/elf"
 	"encoding/binary"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/tetherhq/tether/internal/provider/local"
 	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/test/harness"
 )
 
 // throughServer reports whether a command of sandbox id runs as a child of
@@ -205,4 +208,33 @@ func passedFiles(oob []byte) []*os.File {
 		}
 	}
 	return files
+}
+
+// TestExecServerInImage: a sandbox of an image (its root holds /bin/sh and
+// nothing else) gets an exec server where this binary is static (go test
+// with CGO_ENABLED=0, as Tether's image is built), and commands through
+// nsenter where it needs a C library that the image need not have.
+func TestExecServerInImage(t *testing.T) {
+	t.Parallel()
+	folder := harness.BuildImage(t) // /bin/sh alone
+	p, err := local.New(harness.ReachableTempDir(t), local.WithImages(local.Image{Name: "tiny", Path: folder}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := p.Info(t.Context()); !info.Available {
+		t.Fatalf("local provider unavailable: %s", info.Reason)
+	}
+	id := create(t, p, sandbox.CreateSpec{Params: []byte(`{"image":"tiny"}`)}).SandboxID
+	exe, err := elf.Open("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = exe.Close() }()
+	static := !slices.ContainsFunc(exe.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP })
+	if got := throughServer(t, p, id); got != static {
+		t.Errorf("in an image, through the exec server: %v; want %v (this binary static: %v)", got, static, static)
+	}
+	if r := run(t, p, id, `echo "in $PWD"`); r.Output != "in /workspace\n" {
+		t.Errorf("exec in the image: %+v", r)
+	}
 }
