@@ -21,7 +21,8 @@
 // The files: create.go makes a sandbox, step by step with one rollback;
 // destroy.go removes it and lists them; bwrap.go builds bwrap's arguments
 // and starts the init; keeper.go keeps the init alive; exec.go runs
-// commands and moves files; launch.go starts every process Tether runs for
+// commands and moves files, execsock.go and execserver.go are exec's
+// server; launch.go starts every process Tether runs for
 // a sandbox; params.go, state.go, ceiling.go (the host share), network.go,
 // uid.go, image.go and procmask.go hold the rest.
 //
@@ -31,8 +32,11 @@
 // Sandboxes are not tied to the Tether process: they survive its crash and
 // are found again by List, so the janitor can reconcile them.
 //
-// Commands run inside a sandbox through nsenter (util-linux) and the
-// sandbox's /bin/sh, with every capability dropped and no_new_privs set.
+// An exec's command starts from the sandbox's exec server, its first
+// process (execserver.go, execsock.go); other commands, and exec where
+// there is no server, run inside a sandbox through nsenter (util-linux).
+// Either way the sandbox's /bin/sh runs them, with every capability
+// dropped and no_new_privs set.
 // Every process of a sandbox runs as a host uid of its own and under a
 // seccomp filter; exec output comes through pipes, bounded in memory.
 package local
