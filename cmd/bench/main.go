@@ -144,6 +144,25 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
+// databases are the databases the phases that o runs need, but for the
+// kubernetes and local ones; skip, if set, is why the local phases do not
+// run.
+func (o options) databases() (names []string, skip string) {
+	switch o.only {
+	case "":
+		names = []string{"bench_pgbench", "bench_main", "bench_janitor", "bench_pools"}
+		if o.ab != "" {
+			names = append(names, "bench_ab")
+		}
+		return names, ""
+	case "pools":
+		return []string{"bench_pools"}, ""
+	case "local":
+		return nil, ""
+	}
+	return nil, "-only " + o.only
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseOptions(args, stderr)
 	if err != nil {
@@ -278,18 +297,9 @@ func (r *benchRun) prepare(ctx context.Context) (*localBench, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := []string{"bench_pgbench", "bench_main", "bench_janitor", "bench_pools"}
-	if r.o.ab != "" {
-		names = append(names, "bench_ab")
-	}
-	switch r.o.only {
-	case "":
-	case "pools":
-		names = []string{"bench_pools"}
-	case "local":
-		names = nil
-	default:
-		names, localSkip = nil, "-only "+r.o.only
+	names, skip := r.o.databases()
+	if skip != "" {
+		localSkip = skip
 	}
 	if r.o.kube {
 		names = append(names, "bench_kube")

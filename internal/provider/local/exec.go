@@ -318,16 +318,16 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 	run := &captured{p: p, m: m, group: group, streams: streams, readers: readers,
 		sink: &outputSink{out: out, failed: make(chan struct{})}}
 	srv, outcome, err := p.startServerIn(ctx, m, req, writers[0], writers[len(writers)-1], group)
-	switch {
-	case outcome == serverAtLimit:
+	switch outcome {
+	case serverAtLimit:
 		closeAll(writers)
 		return atProcessLimit(out, streams[len(streams)-1])
-	case outcome == serverStarted:
+	case serverStarted:
 		closeAll(writers) // the command holds its own ends
 		defer srv.close()
 		run.waitFn = srv.wait
 		run.stopFn = func(waited <-chan error) error { return srv.stop(group, waited) }
-	case outcome == serverPaused:
+	case serverPaused:
 		closeAll(writers)
 		return res, fmt.Errorf("local: exec: %w", err)
 	default: // through nsenter
