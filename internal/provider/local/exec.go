@@ -351,8 +351,8 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 	}
 	if errors.Is(waitErr, errServerLost) && !killed {
 		// Killed in the sandbox (its user may): the command's status went
-		// with it.
-		group.Kill()
+		// with it. (The command has ended; what it left in the background
+		// lives on, as after any command.)
 		waitErr = &exitCode{137}
 		if err := out.Write(streams[len(streams)-1], []byte("\n[tether: the sandbox's exec server was killed during the command; its exit status is unknown]\n")); err != nil {
 			return res, fmt.Errorf("local: exec: passing output on: %w", err)

@@ -88,7 +88,8 @@ func serveExec(fd string) int {
 		return 125
 	}
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
+	// No signal is ignored here: a command would inherit that (SIGPIPE
+	// ignored, and `yes | head -1` would never end).
 	ln, err := net.FileListener(os.NewFile(uintptr(n), "exec.sock"))
 	if err != nil {
 		return 125

@@ -62,6 +62,10 @@ func TestExecThroughServer(t *testing.T) {
 	if r := run(t, p, id, `cat /proc/2/environ >/dev/null 2>&1 && echo environ; ls /proc/2/fd >/dev/null 2>&1 && echo fd; echo checked`); r.Output != "checked\n" {
 		t.Errorf("the exec server's /proc entries are readable in the sandbox: %q", r.Output)
 	}
+	// Nor its signal dispositions and mask: nothing ignored or blocked.
+	if r := run(t, p, id, `grep -E '^Sig(Ign|Blk)' /proc/self/status; yes | head -1`); r.Output != "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\ny\n" {
+		t.Errorf("a command's signals = %q; want none ignored or blocked", r.Output)
+	}
 	// Its descriptors reach no command.
 	if r := run(t, p, id, `ls /proc/self/fd | sort -n | tr '\n' ' '`); r.Output != "0 1 2 3 " { // 3: ls's own
 		t.Errorf("a command's descriptors = %q; want 0 1 2 only", r.Output)
