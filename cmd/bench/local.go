@@ -758,7 +758,7 @@ func bareBwrapArgs(args []string, dir, mirror string) (out, paths, dests []strin
 		switch {
 		case arg == "--":
 			out = append(out, "--info-fd", "3")
-			return append(out, args[i:]...), paths, dests, nil
+			return append(out, withoutExecServer(args[i:])...), paths, dests, nil
 		case slices.Contains(bwrapOptionsDropped, arg):
 			i++ // and its value
 			continue
@@ -777,6 +777,20 @@ func bareBwrapArgs(args []string, dir, mirror string) (out, paths, dests []strin
 		out = append(out, arg)
 	}
 	return nil, nil, nil, errors.New("its bwrap command line has no \"--\" before the command")
+}
+
+// withoutExecServer is the command after bwrap's "--" less the exec
+// server: the provider's init script becomes it when given the
+// descriptors of its binary and socket (its arguments after the
+// open-files limit), which the baseline does not pass; with them blank,
+// the script is the sh that says ready and waits, the baseline's init.
+// (The server's start counts on Tether's side of request → ready.)
+func withoutExecServer(command []string) []string {
+	command = slices.Clone(command)
+	if len(command) == 8 && command[1] == "/bin/sh" && command[2] == "-c" && command[4] == "sh" {
+		command[6], command[7] = "", ""
+	}
+	return command
 }
 
 // bwrapProcess is a running bwrap process.
