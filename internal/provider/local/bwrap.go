@@ -105,12 +105,15 @@ func sandboxArgs(args []string, workspace, hostname string, prm Params, lim Limi
 }
 
 // initScript is the sandbox's first process: it lowers the open-files
-// limit to its first argument, then, given the descriptors of the exec
-// server's binary and socket ($2 and $3), becomes the exec server
-// (execserver.go), which says it runs; without them it says so itself and
-// waits until the sandbox ends, needing nothing of the sandbox's root but
-// /bin/sh (see start).
-const initScript = `[ "$1" = 0 ] || ulimit -n "$1" || exit 126; if [ -n "$2" ]; then export GOMAXPROCS=1 GOTRACEBACK=none; exec "/proc/self/fd/$2" ` + serverArg + ` "$3"; fi; echo ready; exec </dev/null >/dev/null 2>&1; while read -r _ <&4; do :; done`
+// limit to its first argument and says it runs; then, given the
+// descriptors of the exec server's binary and socket ($2 and $3), it
+// becomes the exec server (execserver.go), and without them it waits
+// until the sandbox ends, needing nothing of the sandbox's root but
+// /bin/sh (see start). It says ready before the server starts, so that
+// the server's start (a Go program's, tens of milliseconds for Tether's
+// whole binary) is not the create's: an exec that comes meanwhile waits
+// in the socket's queue.
+const initScript = `[ "$1" = 0 ] || ulimit -n "$1" || exit 126; echo ready; exec </dev/null >/dev/null 2>&1; if [ -n "$2" ]; then export GOMAXPROCS=1 GOTRACEBACK=none; exec "/proc/self/fd/$2" ` + serverArg + ` "$3"; fi; while read -r _ <&4; do :; done`
 
 // start launches the sandbox and returns the host pid of its init. The
 // bwrap process is Tether's child (reaped by a waiter) but in a session of

@@ -4,8 +4,8 @@ package local
 // init), when the sandbox has one. It is this very binary, which the
 // sandbox's init script execs through /proc/self/fd (nothing of the host
 // is bound into the sandbox for it) as the sandbox's user, in its
-// namespaces, control groups, seccomp filter and open-files limit. It
-// accepts connections on a listening socket that Tether made at a path
+// namespaces, control groups, seccomp filter and open-files limit, once
+// the script has said the sandbox runs. It accepts connections on a listening socket that Tether made at a path
 // only root on the host reaches (execsock.go) and, for each, starts the
 // one command asked for, with the descriptors passed along with the
 // request, and reports how it ended. It trusts nothing of the request
@@ -99,17 +99,8 @@ func serveExec(fd string) int {
 	chld := make(chan os.Signal, 16)
 	signal.Notify(chld, syscall.SIGCHLD)
 	go s.reap(chld)
-	// Ready, as the init script says it: then nothing of the host's pipes
-	// is held any more.
-	if _, err := os.Stdout.WriteString("ready\n"); err != nil {
-		return 125
-	}
-	if null, err := os.OpenFile("/dev/null", os.O_RDWR, 0); err == nil {
-		for fd := range 3 {
-			_ = unix.Dup2(int(null.Fd()), fd)
-		}
-		_ = null.Close()
-	}
+	// The init script said ready and left stdin, stdout and stderr on
+	// /dev/null.
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
