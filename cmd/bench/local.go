@@ -185,6 +185,9 @@ type localSamples struct {
 	viaTether, bare, inproc          latencies
 	steps                            readySteps
 	execTether, execBare, execInproc latencies
+	// execSpawn are fork, exec and wait of the host's `sh -c true`: what
+	// starting the command's shell costs wherever it starts (hostSpawn).
+	execSpawn latencies
 }
 
 // endLive ends through Tether the sandboxes still alive (after an error
@@ -305,6 +308,10 @@ func (lr *localRun) measureExecs(ctx context.Context, execs int, s *localSamples
 			return err
 		}
 		s.execBare = append(s.execBare, d)
+		if d, err = hostSpawn(ctx); err != nil {
+			return err
+		}
+		s.execSpawn = append(s.execSpawn, d)
 		if lr.p != nil {
 			if d, err = lr.inprocExec(ctx, ipID); err != nil {
 				return err
@@ -364,14 +371,16 @@ func (s *localSamples) report(n, execs int, inproc bool) ([]target, []string) {
 		fmt.Sprintf("Local provider, %d sandboxes: request → ready through Tether %s; bare bwrap start (the sandbox's own command line, without seccomp or cgroups, as uid %d) %s.",
 			n, spread(s.viaTether), bareUID, spread(s.bare)),
 		"Where a local create's time goes, from the sandbox's events (p50 of each step): " + s.steps.String() + ".",
-		fmt.Sprintf("Local exec of `true`, %d calls: through Tether (HTTP, key, sandbox read, provider, activity row) %s; bare nsenter into the same sandbox %s.",
-			execs, spread(s.execTether), spread(s.execBare)),
+		fmt.Sprintf("Local exec of `true`, %d calls: through Tether (HTTP, key, sandbox read, provider, activity row) %s; bare nsenter into the same sandbox %s; the host's `sh -c true` forked from this process %s.",
+			execs, spread(s.execTether), spread(s.execBare), spread(s.execSpawn)),
 	}
+	targets = append(targets, info("local exec `true` round trip p50, against a host fork of `sh -c true`", p50(s.execTether), "ms", p50(s.execSpawn), "ms host sh -c true"))
 	if inproc {
 		cr := atMost("local provider Create alone, in process, p50", p50(s.inproc), "ms", p50(s.bare), "ms bare bwrap start", 2)
 		ex := atMost("local provider Exec alone, in process, p50", p50(s.execInproc), "ms", p50(s.execBare), "ms bare nsenter", 1.2)
 		cr.Info, ex.Info = true, true
-		targets = append(targets, cr, ex)
+		targets = append(targets, cr, ex,
+			info("local provider Exec alone, in process, p50, against a host fork of `sh -c true`", p50(s.execInproc), "ms", p50(s.execSpawn), "ms host sh -c true"))
 		notes = append(notes, fmt.Sprintf("The local provider in this process, without Tether around it: Create until ready %s; Exec of `true` %s.",
 			spread(s.inproc), spread(s.execInproc)))
 	}
@@ -505,6 +514,23 @@ func bareNsenter(ctx context.Context, nsenter string, pid, uid int) (time.Durati
 	took := time.Since(start)
 	if err != nil {
 		return 0, fmt.Errorf("bare nsenter: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return took, nil
+}
+
+// hostSpawn forks, execs and waits for the host's `sh -c true` from this
+// process, with a minimal environment: the floor of an exec through the
+// sandbox's exec server, which forks the sandbox's sh for the command
+// (`true` built in) from a process already inside the sandbox, with no
+// namespace to enter. It returns the time from fork to wait.
+func hostSpawn(ctx context.Context) (time.Duration, error) {
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", "true")
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	start := time.Now()
+	err := cmd.Run()
+	took := time.Since(start)
+	if err != nil {
+		return 0, fmt.Errorf("host sh -c true: %w", err)
 	}
 	return took, nil
 }
@@ -732,7 +758,7 @@ func bareBwrapArgs(args []string, dir, mirror string) (out, paths, dests []strin
 		switch {
 		case arg == "--":
 			out = append(out, "--info-fd", "3")
-			return append(out, args[i:]...), paths, dests, nil
+			return append(out, withoutExecServer(args[i:])...), paths, dests, nil
 		case slices.Contains(bwrapOptionsDropped, arg):
 			i++ // and its value
 			continue
@@ -751,6 +777,20 @@ func bareBwrapArgs(args []string, dir, mirror string) (out, paths, dests []strin
 		out = append(out, arg)
 	}
 	return nil, nil, nil, errors.New("its bwrap command line has no \"--\" before the command")
+}
+
+// withoutExecServer is the command after bwrap's "--" less the exec
+// server: the provider's init script becomes it when given the
+// descriptors of its binary and socket (its arguments after the
+// open-files limit), which the baseline does not pass; with them blank,
+// the script is the sh that says ready and waits, the baseline's init.
+// (The server's start counts on Tether's side of request → ready.)
+func withoutExecServer(command []string) []string {
+	command = slices.Clone(command)
+	if len(command) == 8 && command[1] == "/bin/sh" && command[2] == "-c" && command[4] == "sh" {
+		command[6], command[7] = "", ""
+	}
+	return command
 }
 
 // bwrapProcess is a running bwrap process.

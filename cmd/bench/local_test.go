@@ -37,6 +37,20 @@ func TestBareBwrapArgs(t *testing.T) {
 	}
 }
 
+// TestBareBwrapArgsWithoutExecServer: the baseline's init is the sh that
+// says ready, not the exec server, whose descriptors it does not pass.
+func TestBareBwrapArgsWithoutExecServer(t *testing.T) {
+	t.Parallel()
+	cmdline := []string{"--tmpfs", "/", "--", "/bin/sh", "-c", "script", "sh", "1024", "9", "10"}
+	args, _, _, err := bareBwrapArgs(cmdline, "/state/sbx_1", "/bare")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"--tmpfs", "/", "--info-fd", "3", "--", "/bin/sh", "-c", "script", "sh", "1024", "", ""}; !slices.Equal(args, want) {
+		t.Errorf("args:\n got %q\nwant %q", args, want)
+	}
+}
+
 func TestBareBwrapArgsRefuses(t *testing.T) {
 	t.Parallel()
 	for name, cmdline := range map[string][]string{

@@ -2,14 +2,15 @@
 // it runs pgbench baselines and Tether workloads on the same server in the
 // same run, and reports each performance target (BENCHMARKS.md) as a ratio.
 //
-//	go run ./cmd/bench [-quick] [-local=false] [-kubernetes=false] [-only kubernetes|pools] [-out bench-results] [-database-url URL [-admin-url URL]] [-profile=false] [-ab REV]
+//	go run ./cmd/bench [-quick] [-local=false] [-kubernetes=false] [-only kubernetes|pools|local] [-out bench-results] [-database-url URL [-admin-url URL]] [-profile=false] [-ab REV]
 //
 // Each Tether phase also records CPU per operation, a CPU profile of Tether
 // and Postgres's statements (profile.go); -ab REV runs every Tether phase on
 // the Tether of that git revision too, alternating, for an A/B (ab.go).
 //
 // As root on a host with bubblewrap and util-linux it also compares the
-// local provider's sandboxes with bare bwrap and nsenter (local.go); with
+// local provider's sandboxes with bare bwrap and nsenter (local.go; -only
+// local runs those phases alone); with
 // KUBECONFIG set, the kubernetes provider's pods and execs with bare
 // client-go calls on the same cluster (kube.go); -only kubernetes runs
 // that phase alone. The warm pools' phases (pools.go) time a sandbox from
@@ -117,7 +118,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "the cluster of the kubernetes provider's phases")
 	fs.BoolVar(&o.kube, "kubernetes", os.Getenv("KUBECONFIG") != "", "the kubernetes provider's phases against bare client-go (default: when KUBECONFIG is set)")
 	fs.BoolVar(&o.pools, "pools", true, "the warm pools' phases (time to interactive, claims) before the sim phases")
-	fs.StringVar(&o.only, "only", "", "run only this phase: kubernetes or pools (the warm pools' time to interactive and claims)")
+	fs.StringVar(&o.only, "only", "", "run only this phase: kubernetes, pools (the warm pools' time to interactive and claims) or local (the local provider's creates and execs)")
 	fs.BoolVar(&o.profile, "profile", true, "CPU-profile Tether in each of its phases and read Postgres's statements (pg_stat_statements) per phase")
 	fs.StringVar(&o.ab, "ab", os.Getenv("BENCH_AB"), "a git revision whose Tether runs the same phases in the same run, for an A/B of CPU per operation and throughput")
 	if err := fs.Parse(args); err != nil {
@@ -127,10 +128,10 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	case "":
 	case "kubernetes":
 		o.kube = true
-	case "pools":
+	case "pools", "local":
 		o.kube = false
 	default:
-		return o, fmt.Errorf("-only %q: the phases that run alone are kubernetes and pools", o.only)
+		return o, fmt.Errorf("-only %q: the phases that run alone are kubernetes, pools and local", o.only)
 	}
 	if o.kube && o.kubeconfig == "" {
 		return o, errors.New("the kubernetes phases need -kubeconfig (or KUBECONFIG)")
@@ -145,6 +146,25 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		o.kubeSandboxes, o.kubeExecs = 3, 10
 	}
 	return o, nil
+}
+
+// databases are the databases the phases that o runs need, but for the
+// kubernetes and local ones; skip, if set, is why the local phases do not
+// run.
+func (o options) databases() (names []string, skip string) {
+	switch o.only {
+	case "":
+		names = []string{"bench_pgbench", "bench_main", "bench_janitor", "bench_pools"}
+		if o.ab != "" {
+			names = append(names, "bench_ab")
+		}
+		return names, ""
+	case "pools":
+		return []string{"bench_pools"}, ""
+	case "local":
+		return nil, ""
+	}
+	return nil, "-only " + o.only
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -178,6 +198,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		r.res.Targets = append(r.res.Targets, lt...)
 		r.res.Notes = append(r.res.Notes, notes...)
+	}
+	if o.only == "local" {
+		return r.finish(stdout)
 	}
 	// 0b. The warm pools' time to interactive and claims, with a Tether
 	// of their own.
@@ -274,27 +297,20 @@ func (r *benchRun) prepare(ctx context.Context) (*localBench, error) {
 	}
 	// The local provider's phases need root, bubblewrap and util-linux;
 	// elsewhere the rest of the benchmark runs without them.
-	lb, localSkip, err := newLocalBench(r.o.local && (r.o.only == "" || r.o.only == "pools"))
+	lb, localSkip, err := newLocalBench(r.o.local && (r.o.only == "" || r.o.only == "pools" || r.o.only == "local"))
 	if err != nil {
 		return nil, err
 	}
-	names := []string{"bench_pgbench", "bench_main", "bench_janitor", "bench_pools"}
-	if r.o.ab != "" {
-		names = append(names, "bench_ab")
-	}
-	switch r.o.only {
-	case "":
-	case "pools":
-		names = []string{"bench_pools"}
-	default:
-		names, localSkip = nil, "-only "+r.o.only
+	names, skip := r.o.databases()
+	if skip != "" {
+		localSkip = skip
 	}
 	if r.o.kube {
 		names = append(names, "bench_kube")
 	}
 	if lb != nil {
 		r.onClose(lb.close)
-		if r.o.only == "" {
+		if r.o.only == "" || r.o.only == "local" {
 			names = append(names, "bench_local")
 		}
 	} else {

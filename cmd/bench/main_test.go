@@ -44,12 +44,14 @@ func TestSmoke(t *testing.T) {
 }
 
 // TestOnlyOption: -only names the kubernetes phase, which needs a
-// kubeconfig; anything else is refused.
+// kubeconfig, the pools' or the local provider's; anything else is
+// refused.
 func TestOnlyOption(t *testing.T) {
 	t.Setenv("KUBECONFIG", "")
 	for args, want := range map[string]string{
 		"-only kubernetes":                      "need -kubeconfig",
-		"-only local":                           `-only "local"`,
+		"-only local":                           "",
+		"-only sim":                             `-only "sim"`,
 		"-kubernetes":                           "need -kubeconfig",
 		"-only kubernetes -kubeconfig /some/kc": "",
 		"-only pools":                           "",

@@ -274,6 +274,20 @@ func (cg *Groups) NewExecGroup(id string) (ExecGroup, error) {
 	return g, nil
 }
 
+// Adopt moves the process pid, already in the exec's sandbox's groups,
+// into the exec's own, so that Kill takes it and all it starts from then
+// on. (Under v1 only the pids hierarchy's group is the exec's own; the
+// process stays in the sandbox's memory, cpu and freezer groups.)
+func (g ExecGroup) Adopt(pid int) error {
+	if g.dir == "" {
+		return nil
+	}
+	if err := os.WriteFile(filepath.Join(g.dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		return fmt.Errorf("cgroup: moving %d into %s: %w", pid, g.dir, err)
+	}
+	return nil
+}
+
 // Kill kills every process in the exec's group until none is left (a
 // bounded while), frozen ones too: under v1 each killed process is moved
 // out of the sandbox's freezer group, to one never frozen, where it dies.

@@ -104,10 +104,16 @@ func sandboxArgs(args []string, workspace, hostname string, prm Params, lim Limi
 	return args, data
 }
 
-// initScript is the sandbox's first process: it says it runs, then waits
-// until the sandbox ends, needing nothing of the sandbox's root but /bin/sh
-// (see start).
-const initScript = `[ "$1" = 0 ] || ulimit -n "$1" || exit 126; echo ready; exec </dev/null >/dev/null 2>&1; while read -r _ <&4; do :; done`
+// initScript is the sandbox's first process: it lowers the open-files
+// limit to its first argument and says it runs; then, given the
+// descriptors of the exec server's binary and socket ($2 and $3), it
+// becomes the exec server (execserver.go), and without them it waits
+// until the sandbox ends, needing nothing of the sandbox's root but
+// /bin/sh (see start). It says ready before the server starts, so that
+// the server's start (a Go program's, tens of milliseconds for Tether's
+// whole binary) is not the create's: an exec that comes meanwhile waits
+// in the socket's queue.
+const initScript = `[ "$1" = 0 ] || ulimit -n "$1" || exit 126; echo ready; exec </dev/null >/dev/null 2>&1; if [ -n "$2" ]; then export GOMAXPROCS=1 GOTRACEBACK=none; exec "/proc/self/fd/$2" ` + serverArg + ` "$3"; fi; while read -r _ <&4; do :; done`
 
 // start launches the sandbox and returns the host pid of its init. The
 // bwrap process is Tether's child (reaped by a waiter) but in a session of
@@ -207,7 +213,8 @@ func (b *bwrapCmd) pipe() (r, w *os.File, err error) {
 // info pipe (3); a pipe (4 and 5) that the init waits on for ever with
 // nothing but the sandbox's sh, holding its only write end besides
 // bwrap's; the seccomp filter (6), if any; then the sandbox's own files
-// (bwrapArgs). The init's stdout is the ready pipe.
+// (bwrapArgs); then, for a sandbox with an exec server, its binary and its
+// listening socket. The init's stdout is the ready pipe.
 func (p *Provider) bwrapCommand(id string, uid int, prm Params, lim Limits) (*bwrapCmd, error) {
 	b := &bwrapCmd{}
 	fail := func(err error) (*bwrapCmd, error) {
@@ -235,7 +242,21 @@ func (p *Provider) bwrapCommand(id string, uid int, prm Params, lim Limits) (*bw
 		b.files = append(b.files, filter)
 	}
 	args = append(args, filterArgs...)
-	args = append(args, "--info-fd", "3", "--", "/bin/sh", "-c", initScript, "sh", strconv.Itoa(lim.OpenFiles))
+	// The exec server's binary and listening socket come last, after the
+	// sandbox's own files.
+	serverFDs := []string{"", ""}
+	var serverFiles []*os.File
+	if p.serverFor(prm) {
+		ln, err := p.execListener(id)
+		if err != nil {
+			return fail(err)
+		}
+		b.files = append(b.files, ln)
+		serverFiles = []*os.File{p.serverExe, ln}
+		next := dataFD + len(dataFiles)
+		serverFDs = []string{strconv.Itoa(next), strconv.Itoa(next + 1)}
+	}
+	args = append(args, "--info-fd", "3", "--", "/bin/sh", "-c", initScript, "sh", strconv.Itoa(lim.OpenFiles), serverFDs[0], serverFDs[1])
 	infoR, infoW, err := b.pipe()
 	if err != nil {
 		return fail(err)
@@ -262,6 +283,7 @@ func (p *Provider) bwrapCommand(id string, uid int, prm Params, lim Limits) (*bw
 		b.cmd.ExtraFiles = append(b.cmd.ExtraFiles, filter)
 	}
 	b.cmd.ExtraFiles = append(b.cmd.ExtraFiles, dataFiles...)
+	b.cmd.ExtraFiles = append(b.cmd.ExtraFiles, serverFiles...)
 	b.cmd.Env = sandboxEnv()
 	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: uidpool.Credential(uid)}
 	return b, nil

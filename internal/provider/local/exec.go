@@ -216,21 +216,26 @@ func (p *Provider) oomKills(m meta) int {
 	return p.cg.OOMKills(m.SandboxID)
 }
 
-// execCommand is the command that runs req in the sandbox, its output
-// going to the given files, and the group of its processes (whose kill
-// and release do nothing where the sandbox has no control groups).
-func (p *Provider) execCommand(m meta, req sandbox.ExecRequest, stdout, stderr *os.File) (*sandboxCmd, cgroup.ExecGroup, error) {
+// execCommand is the command that runs req in the sandbox through
+// nsenter, its output going to the given files, started in group.
+func (p *Provider) execCommand(m meta, req sandbox.ExecRequest, group cgroup.ExecGroup, stdout, stderr *os.File) *sandboxCmd {
+	cmd := p.commandIn(group.Dirs(), m, req.Env, execScript, req.WorkDir, req.Command)
+	cmd.Stdin = nil
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	return cmd
+}
+
+// execGroup makes the group of one exec's processes (the zero group, whose
+// kill and release do nothing, where the sandbox has no control groups).
+func (p *Provider) execGroup(m meta) (cgroup.ExecGroup, error) {
 	var group cgroup.ExecGroup
 	if p.cg != nil && m.Limits.Pids > 0 {
 		var err error
 		if group, err = p.cg.NewExecGroup(m.SandboxID); err != nil {
-			return nil, group, fmt.Errorf("local: exec: %w", err)
+			return group, fmt.Errorf("local: exec: %w", err)
 		}
 	}
-	cmd := p.commandIn(group.Dirs(), m, req.Env, execScript, req.WorkDir, req.Command)
-	cmd.Stdin = nil
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	return cmd, group, nil
+	return group, nil
 }
 
 func execTimeout(req sandbox.ExecRequest) time.Duration {
@@ -252,9 +257,12 @@ func outputLimit(req sandbox.ExecRequest) int {
 func execOutcome(killed bool, err error) (sandbox.ExecResult, error) {
 	var res sandbox.ExecResult
 	var exitErr *exec.ExitError
+	var code *exitCode
 	switch {
 	case killed:
 		res.TimedOut, res.ExitCode = true, 124
+	case errors.As(err, &code):
+		res.ExitCode = code.code
 	case errors.As(err, &exitErr):
 		res.ExitCode = exitErr.ExitCode()
 		if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -300,28 +308,55 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 		return res, fmt.Errorf("local: exec: %w", err)
 	}
 	defer closeAll(readers)
-	cmd, group, err := p.execCommand(m, req, writers[0], writers[len(writers)-1])
+	group, err := p.execGroup(m)
 	if err != nil {
 		closeAll(writers)
 		return res, err
 	}
 	defer group.Release()
 	ooms := p.oomKills(m)
-	err = p.startIn(cmd)
-	closeAll(writers) // the command holds its own ends; EOF once it and its children let go
-	if errors.Is(err, syscall.EAGAIN) && len(cmd.groups) > 0 {
-		// Forked in the sandbox's groups: the sandbox is at its process
-		// limit. The command's failure, as a fork inside it would be.
-		return atProcessLimit(out, streams[len(streams)-1])
-	}
-	if err != nil {
-		return res, fmt.Errorf("local: exec: %w", err)
-	}
-	run := &captured{p: p, m: m, cmd: cmd, group: group, streams: streams, readers: readers,
+	run := &captured{p: p, m: m, group: group, streams: streams, readers: readers,
 		sink: &outputSink{out: out, failed: make(chan struct{})}}
+	srv, outcome, err := p.startServerIn(ctx, m, req, writers[0], writers[len(writers)-1], group)
+	switch outcome {
+	case serverAtLimit:
+		closeAll(writers)
+		return atProcessLimit(out, streams[len(streams)-1])
+	case serverStarted:
+		closeAll(writers) // the command holds its own ends
+		defer srv.close()
+		run.waitFn = srv.wait
+		run.stopFn = func(waited <-chan error) error { return srv.stop(group, waited) }
+	case serverPaused:
+		closeAll(writers)
+		return res, fmt.Errorf("local: exec: %w", err)
+	default: // through nsenter
+		cmd := p.execCommand(m, req, group, writers[0], writers[len(writers)-1])
+		err = p.startIn(cmd)
+		closeAll(writers) // the command holds its own ends; EOF once it and its children let go
+		if errors.Is(err, syscall.EAGAIN) && len(cmd.groups) > 0 {
+			// Forked in the sandbox's groups: the sandbox is at its process
+			// limit. The command's failure, as a fork inside it would be.
+			return atProcessLimit(out, streams[len(streams)-1])
+		}
+		if err != nil {
+			return res, fmt.Errorf("local: exec: %w", err)
+		}
+		run.waitFn = cmd.Wait
+		run.stopFn = func(waited <-chan error) error { return stopCommand(cmd.Process.Pid, group, waited) }
+	}
 	killed, waitErr, failure := run.wait(ctx, execTimeout(req))
 	if failure != nil {
 		return res, failure
+	}
+	if errors.Is(waitErr, errServerLost) && !killed {
+		// Killed in the sandbox (its user may): the command's status went
+		// with it. (The command has ended; what it left in the background
+		// lives on, as after any command.)
+		waitErr = &exitCode{137}
+		if err := out.Write(streams[len(streams)-1], []byte("\n[tether: the sandbox's exec server was killed during the command; its exit status is unknown]\n")); err != nil {
+			return res, fmt.Errorf("local: exec: passing output on: %w", err)
+		}
 	}
 	if res, err = execOutcome(killed, waitErr); err != nil {
 		return res, err
@@ -366,9 +401,12 @@ func atProcessLimit(out *outputcap.Cap, stream string) (sandbox.ExecResult, erro
 
 // captured is a started command whose output runCaptured reads.
 type captured struct {
-	p       *Provider
-	m       meta
-	cmd     *sandboxCmd
+	p *Provider
+	m meta
+	// waitFn waits for the command to end; stopFn kills it and all it
+	// started, given the channel waitFn's answer comes on, and returns it.
+	waitFn  func() error
+	stopFn  func(waited <-chan error) error
 	group   cgroup.ExecGroup
 	streams []string
 	readers []*os.File
@@ -386,7 +424,7 @@ func (c *captured) wait(ctx context.Context, timeout time.Duration) (killed bool
 		readersDone.Go(func() { ended[i] = c.sink.readFrom(c.streams[i], r) })
 	}
 	waited := make(chan error, 1)
-	go func() { waited <- c.cmd.Wait() }()
+	go func() { waited <- c.waitFn() }()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	killed = true
@@ -401,7 +439,7 @@ func (c *captured) wait(ctx context.Context, timeout time.Duration) (killed bool
 		failure = fmt.Errorf("local: exec: passing output on: %w", c.sink.failure())
 	}
 	if killed {
-		waitErr = stopCommand(c.cmd.Process.Pid, c.group, waited)
+		waitErr = c.stopFn(waited)
 	}
 
 	// The command has ended, and all it wrote is in the pipes. Stop the

@@ -11,10 +11,11 @@ import (
 // handler for (SIGKILL and SIGSTOP never), nor may anything there ptrace
 // it. But it exits, ending the sandbox, as soon as it has no child left,
 // and its children are the sandbox's own: its first process (the sh of
-// initScript), which the sandbox's user may kill like any other, and
-// orphans. Commands that enter the sandbox are nsenter's children, not
-// the init's. So `kill -9 -1`, `kill -9 2` or `pkill -x sh`, ordinary
-// clean-up for an agent, used to end the sandbox.
+// initScript, or the exec server it became: execserver.go), which the
+// sandbox's user may kill like any other, and orphans. Commands that
+// enter the sandbox are nsenter's children, those the exec server starts
+// its own, none the init's. So `kill -9 -1`, `kill -9 2` or `pkill -x
+// sh`, ordinary clean-up for an agent, used to end the sandbox.
 //
 // The keeper is a child the sandbox cannot kill: a process that Tether
 // starts in the sandbox's pid namespace as keeperUID, a user no process of

@@ -21,7 +21,8 @@
 // The files: create.go makes a sandbox, step by step with one rollback;
 // destroy.go removes it and lists them; bwrap.go builds bwrap's arguments
 // and starts the init; keeper.go keeps the init alive; exec.go runs
-// commands and moves files; launch.go starts every process Tether runs for
+// commands and moves files, execsock.go and execserver.go are exec's
+// server; launch.go starts every process Tether runs for
 // a sandbox; params.go, state.go, ceiling.go (the host share), network.go,
 // uid.go, image.go and procmask.go hold the rest.
 //
@@ -31,14 +32,18 @@
 // Sandboxes are not tied to the Tether process: they survive its crash and
 // are found again by List, so the janitor can reconcile them.
 //
-// Commands run inside a sandbox through nsenter (util-linux) and the
-// sandbox's /bin/sh, with every capability dropped and no_new_privs set.
+// An exec's command starts from the sandbox's exec server, its first
+// process (execserver.go, execsock.go); other commands, and exec where
+// there is no server, run inside a sandbox through nsenter (util-linux).
+// Either way the sandbox's /bin/sh runs them, with every capability
+// dropped and no_new_privs set.
 // Every process of a sandbox runs as a host uid of its own and under a
 // seccomp filter; exec output comes through pipes, bounded in memory.
 package local
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"maps"
@@ -124,6 +129,46 @@ type Provider struct {
 	// for sandboxes by name (image.go).
 	imageList []Image
 	images    map[string]*registered
+	// execServer gives new sandboxes an exec server (WithExecServer);
+	// serverExe is this binary, which becomes it, and serverStatic tells
+	// whether it needs no C library (so runs in an image's root too).
+	execServer   bool
+	serverExe    *os.File
+	serverStatic bool
+}
+
+// WithExecServer sets whether new sandboxes get an exec server
+// (execserver.go), through which exec starts commands without entering
+// the sandbox anew; on by default. Off, or where it cannot run (a binary
+// linked against the C library, in a sandbox of an image), or once the
+// sandbox's user killed it, exec enters the sandbox through nsenter.
+func WithExecServer(on bool) Option {
+	return func(p *Provider) { p.execServer = on }
+}
+
+// serverFor reports whether a sandbox of prm gets an exec server.
+func (p *Provider) serverFor(prm Params) bool {
+	return p.execServer && p.serverExe != nil && (prm.Image == "" || p.serverStatic)
+}
+
+// openServerExe opens this binary for sandboxes' exec servers, and tells
+// whether it is static (has no ELF interpreter).
+func (p *Provider) openServerExe() {
+	f, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return
+	}
+	e, err := elf.NewFile(f)
+	if err != nil {
+		_ = f.Close()
+		return
+	}
+	p.serverExe, p.serverStatic = f, true
+	for _, prog := range e.Progs {
+		if prog.Type == elf.PT_INTERP {
+			p.serverStatic = false
+		}
+	}
 }
 
 // WithLimits sets the limits a sandbox gets when its create does not ask
@@ -183,10 +228,14 @@ func New(dir string, opts ...Option) (*Provider, error) {
 	p := &Provider{dir: abs, maxSetup: 8 << 10, waiters: map[string]chan struct{}{},
 		limits:    Limits{Pids: DefaultPids, MemoryMB: DefaultMemoryMB, WorkspaceMB: DefaultWorkspaceMB, OpenFiles: DefaultOpenFiles},
 		maxLimits: Limits{Pids: DefaultMaxPids, MemoryMB: DefaultMaxMemoryMB, WorkspaceMB: DefaultMaxWorkspaceMB, OpenFiles: DefaultMaxOpenFiles},
-		uids:      uidpool.Pool{Base: DefaultUIDBase, Count: DefaultUIDCount}, cgroupParent: defaultCgroupParent}
+		uids:      uidpool.Pool{Base: DefaultUIDBase, Count: DefaultUIDCount}, cgroupParent: defaultCgroupParent,
+		execServer: true}
 	p.sandboxFilter, p.execFilter = seccomp.Filter(false), seccomp.Filter(true)
 	for _, opt := range opts {
 		opt(p)
+	}
+	if p.execServer {
+		p.openServerExe()
 	}
 	p.hostShare = hostShareDefaults(p.hostShare)
 	p.capToShare(abs)

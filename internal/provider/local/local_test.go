@@ -24,10 +24,10 @@ import (
 // newProvider returns a provider over a fresh state directory. These tests
 // run real bubblewrap sandboxes: without bwrap they fail, as they should
 // (make test and .ci/run install it).
-func newProvider(t *testing.T) (*local.Provider, string) {
+func newProvider(t *testing.T, opts ...local.Option) (*local.Provider, string) {
 	t.Helper()
 	dir := harness.ReachableTempDir(t)
-	p, err := local.New(dir)
+	p, err := local.New(dir, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

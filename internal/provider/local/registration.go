@@ -48,6 +48,7 @@ var Registration = provider.Registration{
 		{Name: "LOCAL_EGRESS_POOL", Default: DefaultEgressPool, Doc: `where params.network "allowlist" sandboxes take their /30 links from`},
 		{Name: "LOCAL_IMAGES", Doc: "images a create may ask for (params.image): comma-separated name=/absolute/path pairs"},
 		{Name: "LOCAL_ALLOW_UNLIMITED", Default: "false", Doc: "run sandboxes on a host where resource limits cannot be enforced"},
+		{Name: "LOCAL_EXEC_SERVER", Default: "true", Doc: "new sandboxes start exec's commands from a server inside them; false: every exec enters through nsenter"},
 	},
 	New:     newFromSettings,
 	NodeDir: "LOCAL_STATE_DIR",
@@ -84,7 +85,7 @@ func newFromSettings(_ context.Context, s *provider.Settings) (provider.Provider
 	p, err := New(s.String("LOCAL_STATE_DIR"), AllowHostNetwork(s.Bool("LOCAL_ALLOW_HOST_NETWORK")),
 		WithLimits(def, maxLimits), AllowUnlimited(s.Bool("LOCAL_ALLOW_UNLIMITED")),
 		WithUIDRange(uidBase, uidCount), EgressPool(pool), WithImages(images...),
-		WithHostShare(host, tenant), WithCgroupParent(cgroup))
+		WithHostShare(host, tenant), WithCgroupParent(cgroup), WithExecServer(s.Bool("LOCAL_EXEC_SERVER")))
 	if err != nil {
 		return nil, err
 	}
