@@ -91,3 +91,16 @@ export async function pages(path, query = {}, {max = 2000, signal} = {}) {
     cursor = page.next_cursor;
   }
 }
+
+// providerList returns the providers, or none where they cannot be read
+// (a view still works without them). An aborted read (the view was left
+// meanwhile) is thrown on, never taken for "none": the left view must stop
+// there, not draw itself over the page that replaced it.
+export async function providerList(signal) {
+  try {
+    return (await api('/v1/providers', {signal})).items;
+  } catch (err) {
+    if (err?.name === 'AbortError') throw err;
+    return [];
+  }
+}

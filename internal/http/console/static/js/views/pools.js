@@ -2,7 +2,7 @@
 // unclaimed sandboxes, owned by pool:NAME) and the sandboxes it handed out,
 // and creating, resizing and deleting pools.
 
-import {api, errorText} from '../api.js';
+import {api, errorText, providerList} from '../api.js';
 import {h, fill, href, when, table, cell, section, dl, badge, LIVE} from '../dom.js';
 import {sandboxRow, SANDBOX_COLUMNS} from './sandboxes.js';
 
@@ -81,7 +81,7 @@ function createForm(providers, ctx, onCreated) {
 }
 
 export async function poolsView(main, _params, ctx) {
-  const providers = await api('/v1/providers', {signal: ctx.signal}).then((r) => r.items).catch(() => []);
+  const providers = await providerList(ctx.signal);
   const list = h('div', {id: 'pools'});
   fill(main,
     h('h1', {tabindex: '-1'}, 'Warm pools'),

@@ -3,7 +3,7 @@
 // URLs and snapshots, its activity (execs, file transfers, port and preview traffic), and
 // the actions on it (pause, resume).
 
-import {api, pages, errorText} from '../api.js';
+import {api, pages, errorText, providerList} from '../api.js';
 import {h, fill, href, stateBadge, when, countdown, labelsList, table, cell, section, dl, duration, localTime, TERMINAL, TRANSITIONING, badge} from '../dom.js';
 import {findOwner} from './owners.js';
 import {previewsSection} from './previews.js';
@@ -202,7 +202,8 @@ export async function sandboxView(main, [id], ctx) {
   let sb;
   let busy = null; // the operation this page has in flight
   let problem = ''; // why the last one was refused
-  const providers = api('/v1/providers', {signal: ctx.signal}).then((r) => r.items).catch(() => []);
+  const providers = providerList(ctx.signal);
+  providers.catch(() => {}); // handled where it is awaited; a left page's abort is no error
   let provider = null;
   const drawActions = () => fill(actions, actionsPanel(sb, provider, busy, problem, act));
   const loadPreviews = previewsSection(previewBox, id, ctx);

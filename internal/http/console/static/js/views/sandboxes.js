@@ -1,7 +1,7 @@
 // The sandboxes table: every filter GET /v1/sandboxes has, kept in the URL,
 // and live updates from the event stream.
 
-import {api} from '../api.js';
+import {api, providerList} from '../api.js';
 import {h, fill, href, stateBadge, when, labelsList, table, cell, STATES, TERMINAL, isoToLocalInput, localInputToISO, badge} from '../dom.js';
 
 // The list's query parameters, as the API names them.
@@ -104,7 +104,7 @@ function filterForm(q, providers, navigate) {
 
 export async function sandboxesView(main, _params, ctx) {
   const q = ctx.query;
-  const providers = await api('/v1/providers', {signal: ctx.signal}).then((r) => r.items).catch(() => []);
+  const providers = await providerList(ctx.signal);
   const summary = h('p', {class: 'summary', role: 'status'});
   const results = h('div', {id: 'results'});
   const pager = h('nav', {class: 'pager', 'aria-label': 'Pages'});
