@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/tetherhq/tether/internal/provider/local"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/test/harness"
@@ -150,7 +148,7 @@ func TestExecServerThatMisbehaves(t *testing.T) {
 			if err != nil {
 				return
 			}
-			files := passedFiles(oob[:oobn])
+			files := local.RightsIn(oob[:oobn])
 			if len(files) == 3 {
 				_, _ = files[2].Write([]byte("\n")) // the token
 			}
@@ -192,26 +190,6 @@ func TestExecServerThatMisbehaves(t *testing.T) {
 			t.Logf("%s: %s", name, time.Since(start))
 		})
 	}
-}
-
-// passedFiles returns the descriptors that SCM_RIGHTS messages in oob
-// carry.
-func passedFiles(oob []byte) []*os.File {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var files []*os.File
-	for _, msg := range msgs {
-		fds, err := unix.ParseUnixRights(&msg)
-		if err != nil {
-			continue
-		}
-		for _, fd := range fds {
-			files = append(files, os.NewFile(uintptr(fd), "passed"))
-		}
-	}
-	return files
 }
 
 // TestExecServerInImage: a sandbox of an image (its root holds /bin/sh and
