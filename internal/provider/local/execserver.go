@@ -29,6 +29,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -89,7 +90,11 @@ func serveExec(fd string) int {
 	}
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	// No signal is ignored here: a command would inherit that (SIGPIPE
-	// ignored, and `yes | head -1` would never end).
+	// ignored, and `yes | head -1` would never end). The server ignores
+	// none itself, but it may have inherited some that Go leaves as they
+	// were (SIGHUP and SIGINT under nohup or a shell's background job,
+	// signals 32 and 33): back to their defaults.
+	defaultIgnoredSignals()
 	ln, err := net.FileListener(os.NewFile(uintptr(n), "exec.sock"))
 	if err != nil {
 		return 125
@@ -268,4 +273,38 @@ func readFrame(r io.Reader, limit uint32, v any) error {
 		return err
 	}
 	return json.Unmarshal(body, v)
+}
+
+// kernelSigaction is the kernel's struct sigaction for rt_sigaction(2) on
+// linux/amd64 and linux/arm64: handler, flags, restorer, mask.
+type kernelSigaction struct {
+	handler  uintptr
+	flags    uint64
+	restorer uintptr
+	mask     uint64
+}
+
+// sigIgn is SIG_IGN's handler value.
+const sigIgn = 1
+
+// defaultIgnoredSignals sets every signal the process inherited as ignored
+// back to its default action. Signals the Go runtime handles are not
+// ignored (it installed its handlers over them), so only those it leaves
+// alone change.
+func defaultIgnoredSignals() {
+	for sig := 1; sig <= 64; sig++ {
+		if sig == int(syscall.SIGKILL) || sig == int(syscall.SIGSTOP) {
+			continue
+		}
+		var old kernelSigaction
+		//nolint:gosec // rt_sigaction reads the kernel struct through the pointer
+		if _, _, errno := syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), 0,
+			uintptr(unsafe.Pointer(&old)), unsafe.Sizeof(old.mask), 0, 0); errno != 0 || old.handler != sigIgn {
+			continue
+		}
+		dfl := kernelSigaction{} // SIG_DFL, no flags, nothing masked
+		//nolint:gosec // as above
+		_, _, _ = syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig),
+			uintptr(unsafe.Pointer(&dfl)), 0, unsafe.Sizeof(dfl.mask), 0, 0)
+	}
 }

@@ -6,11 +6,13 @@ import (
 	"encoding/binary"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,6 +44,11 @@ func throughServer(t *testing.T, p *local.Provider, id string) bool {
 func TestExecThroughServer(t *testing.T) {
 	sentinel := "tether-sentinel-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	t.Setenv("TETHER_SENTINEL", sentinel)
+	// Tether started with a signal ignored (nohup, a shell's background
+	// job): the server inherits that, and must not hand it on. (Not
+	// parallel: no other test's sandbox starts meanwhile.)
+	signal.Ignore(syscall.SIGHUP)
+	t.Cleanup(func() { signal.Reset(syscall.SIGHUP) })
 	p, _ := newProvider(t)
 	id := create(t, p, sandbox.CreateSpec{Env: map[string]string{"GREETING": "hi"}}).SandboxID
 	if !throughServer(t, p, id) {
