@@ -529,7 +529,14 @@ func (e *Executor) claim(ctx, workCtx context.Context, p sandbox.Provider, spec 
 	if free == 0 {
 		return
 	}
-	claims, err := spec.claim(ctx, p.Name(), e.cfg.WorkerID, free, e.cfg.Lease, spec.held.share())
+	// The claim is read to its answer even if Stop cancels ctx meanwhile:
+	// a claim that committed but whose answer was dropped would hold its
+	// sandboxes, with nobody working on them, until their lease lapsed. It
+	// is bounded, so an unresponsive Postgres holds Stop up no longer than
+	// claimTimeout. What it claims starts as usual, and Stop hands it back.
+	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	defer cancel()
+	claims, err := spec.claim(claimCtx, p.Name(), e.cfg.WorkerID, free, e.cfg.Lease, spec.held.share())
 	if err != nil {
 		if ctx.Err() == nil {
 			e.log.Error("executor: claim failed", "provider", p.Name(), "kind", kind, "err", err)
@@ -828,6 +835,9 @@ func (e *Executor) retryLater(ctx context.Context, sb sandbox.Sandbox, retryAt t
 		log.Error("executor: scheduling retry failed; the lease will lapse", "err", err)
 	}
 }
+
+// claimTimeout bounds a claim statement (see claim).
+const claimTimeout = 3 * time.Second
 
 // resultWriteTimeout bounds a write of a provider call's result.
 const resultWriteTimeout = 10 * time.Second
