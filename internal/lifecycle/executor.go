@@ -247,8 +247,9 @@ func (e *Executor) WorkerID() string { return e.cfg.WorkerID }
 // whole life; Stop ends it gracefully.
 func (e *Executor) Start(ctx context.Context) {
 	ctx, e.cancel = context.WithCancel(ctx)
-	// The loop's own context ends as soon as Stop is called, so that a
-	// claim query stuck on an unresponsive Postgres cannot hold Stop up.
+	// The loop's own context ends as soon as Stop is called, so that the
+	// loop waits for nothing more; a claim in flight then still has up to
+	// claimTimeout to answer (see claim).
 	loopCtx, cancelLoop := context.WithCancel(ctx)
 	e.cancelLoop = cancelLoop
 	notes, unsubscribe := e.notes.Subscribe()
