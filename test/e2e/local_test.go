@@ -60,11 +60,20 @@ func setup(t *testing.T, extra ...string) *env {
 	return e
 }
 
-// endAll ends every live sandbox through the API and waits for its release,
-// while the replica runs; then it kills whatever still runs from the test's
-// state folder (a replica the test killed cannot release).
+// endAll ends every pool and every live sandbox through the API and waits
+// for their release, while the replica runs; then it kills whatever still
+// runs from the test's state folder (a replica the test killed cannot
+// release). The pools go first: a pool would refill the members deleted
+// here, and the new ones would outlive the test.
 func (e *env) endAll() {
 	if e.replica.Alive() {
+		if code, pools, err := e.client.Do(http.MethodGet, e.replica.URL()+"/v1/pools", nil); err == nil && code == http.StatusOK {
+			items, _ := pools["items"].([]any)
+			for _, it := range items {
+				name, _ := it.(map[string]any)["name"].(string)
+				_, _, _ = e.client.Do(http.MethodDelete, e.replica.URL()+"/v1/pools/"+name, nil)
+			}
+		}
 		code, list, err := e.client.Do(http.MethodGet, e.replica.URL()+"/v1/sandboxes?limit=500&released=false", nil)
 		if err == nil && code == http.StatusOK {
 			items, _ := list["items"].([]any)
