@@ -95,11 +95,15 @@ func serveExec(fd string) int {
 	// were (SIGHUP and SIGINT under nohup or a shell's background job,
 	// signals 32 and 33): back to their defaults.
 	defaultIgnoredSignals()
-	ln, err := net.FileListener(os.NewFile(uintptr(n), "exec.sock"))
+	// Closed through its os.File, never by number: the File's finalizer
+	// would close the number again when the collector ran, by then another
+	// connection's descriptor (replies then failed with EBADF).
+	lf := os.NewFile(uintptr(n), "exec.sock")
+	ln, err := net.FileListener(lf)
+	_ = lf.Close() // FileListener holds a copy
 	if err != nil {
 		return 125
 	}
-	_ = unix.Close(n) // FileListener holds a copy
 	s := &execServer{waits: map[int]chan syscall.WaitStatus{}}
 	chld := make(chan os.Signal, 16)
 	signal.Notify(chld, syscall.SIGCHLD)
