@@ -20,11 +20,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/tetherhq/tether/internal/host/workspace"
 	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 var _ sandbox.Snapshotter = (*Provider)(nil)
@@ -116,32 +116,19 @@ func (p *Provider) DeleteSnapshot(_ context.Context, snapshotID string) error {
 	return nil
 }
 
-// ListSnapshots implements sandbox.Snapshotter.
+// ListSnapshots implements sandbox.Snapshotter: a folder per snapshot.
 func (p *Provider) ListSnapshots(context.Context) ([]sandbox.SnapshotInfo, error) {
-	entries, err := os.ReadDir(filepath.Join(p.dir, snapshotsFolder))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("local: list snapshots: %w", err)
-	}
-	out := make([]sandbox.SnapshotInfo, 0, len(entries))
-	for _, e := range entries {
-		id, partial := strings.CutSuffix(e.Name(), ".tmp")
-		if !e.IsDir() || !sandbox.ValidSnapshotID(id) {
-			continue
-		}
-		info := sandbox.SnapshotInfo{ID: id, Partial: partial}
-		if fi, err := e.Info(); err == nil {
-			info.CreatedAt = fi.ModTime().UTC()
-		}
-		if spec, err := p.readSnapshotSpec(filepath.Join(p.dir, snapshotsFolder, e.Name())); err == nil {
+	dir := filepath.Join(p.dir, snapshotsFolder)
+	out, err := provider.SnapshotsIn(dir, fs.DirEntry.IsDir, func(info *sandbox.SnapshotInfo, e fs.DirEntry) {
+		if spec, err := p.readSnapshotSpec(filepath.Join(dir, e.Name())); err == nil {
 			info.SandboxID = spec.SandboxID
 		} else {
 			info.Partial = true // no spec: never complete
 		}
-		info.Size, _ = workspace.DiskUsage(filepath.Join(p.dir, snapshotsFolder, e.Name(), workspace.ImageFile))
-		out = append(out, info)
+		info.Size, _ = workspace.DiskUsage(filepath.Join(dir, e.Name(), workspace.ImageFile))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("local: list snapshots: %w", err)
 	}
 	return out, nil
 }

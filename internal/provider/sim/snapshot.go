@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/tetherhq/tether/provider"
@@ -127,34 +126,22 @@ func (p *Provider) DeleteSnapshot(_ context.Context, snapshotID string) error {
 	return nil
 }
 
-// ListSnapshots implements provider.Snapshotter.
+// ListSnapshots implements provider.Snapshotter: a file per snapshot.
 func (p *Provider) ListSnapshots(context.Context) ([]provider.SnapshotInfo, error) {
-	entries, err := os.ReadDir(filepath.Join(p.dir, snapshotsDir))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("sim: list snapshots: %w", err)
-	}
-	out := make([]provider.SnapshotInfo, 0, len(entries))
-	for _, e := range entries {
-		id, partial := strings.CutSuffix(e.Name(), ".tmp")
-		if !e.Type().IsRegular() || !provider.ValidSnapshotID(id) {
-			continue
+	regular := func(e fs.DirEntry) bool { return e.Type().IsRegular() }
+	out, err := provider.SnapshotsIn(filepath.Join(p.dir, snapshotsDir), regular, func(info *provider.SnapshotInfo, _ fs.DirEntry) {
+		if info.Partial {
+			return
 		}
-		info := provider.SnapshotInfo{ID: id, Partial: partial}
-		if fi, err := e.Info(); err == nil {
-			info.CreatedAt = fi.ModTime().UTC()
-		}
-		if !partial {
-			if b, err := os.ReadFile(p.snapshotPath(id)); err == nil {
-				var rec snapshotRecord
-				if json.Unmarshal(b, &rec) == nil {
-					info.SandboxID, info.Size = rec.SandboxID, rec.Size
-				}
+		if b, err := os.ReadFile(p.snapshotPath(info.ID)); err == nil {
+			var rec snapshotRecord
+			if json.Unmarshal(b, &rec) == nil {
+				info.SandboxID, info.Size = rec.SandboxID, rec.Size
 			}
 		}
-		out = append(out, info)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sim: list snapshots: %w", err)
 	}
 	return out, nil
 }
