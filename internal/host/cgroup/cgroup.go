@@ -288,6 +288,52 @@ func (g ExecGroup) Adopt(pid int) error {
 	return nil
 }
 
+// Holds reports whether the process pid is in the exec's own group, as
+// the kernel says (its cgroup.procs): one that moved itself there
+// (OpenSelfJoin) need not be moved.
+func (g ExecGroup) Holds(pid int) bool {
+	if g.dir == "" {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join(g.dir, "cgroup.procs"))
+	if err != nil {
+		return false
+	}
+	want := strconv.Itoa(pid)
+	for f := range strings.FieldsSeq(string(b)) {
+		if f == want {
+			return true
+		}
+	}
+	return false
+}
+
+// OpenSelfJoin opens, for writing, the file through which a process
+// moves its own thread into the exec's group: under v1 the group's
+// tasks, to which a single-threaded process writes "0" (it then moves
+// whole, and its children are born in the group). Moving another process
+// (Adopt) takes the kernel's threadgroup lock, whose first writer after a
+// quiet spell waits for an RCU grace period (5–13 ms on a HZ=250 kernel);
+// a thread that moves itself takes no such lock. Opened by Tether, the
+// file lets a process of the sandbox write it: the kernel checks the
+// opener's credentials (Linux 5.16 on; before, the write is refused, and
+// the caller moves the process itself). It returns nil, nil where there
+// is none: the zero group, and v2, whose cgroup.threads takes only
+// threaded groups.
+func (g ExecGroup) OpenSelfJoin() (*os.File, error) {
+	if g.dir == "" {
+		return nil, nil
+	}
+	f, err := os.OpenFile(filepath.Join(g.dir, "tasks"), os.O_WRONLY, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil // v2: no tasks file
+	case err != nil:
+		return nil, fmt.Errorf("cgroup: %w", err)
+	}
+	return f, nil
+}
+
 // Kill kills every process in the exec's group until none is left (a
 // bounded while), frozen ones too: under v1 each killed process is moved
 // out of the sandbox's freezer group, to one never frozen, where it dies.

@@ -155,6 +155,65 @@ func TestSandboxGroup(t *testing.T) {
 	}
 }
 
+// TestSelfJoin: a process of the sandbox moves itself into an exec group
+// through the file OpenSelfJoin opened, as another user, and what it then
+// forks is born there; Holds says so, and not of a process elsewhere.
+func TestSelfJoin(t *testing.T) {
+	g := detect(t)
+	const id = "sbx-cgroup-selfjoin"
+	if err := g.Create(id, 16, 64); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { clear(t, g, id) })
+	exg, err := g.NewExecGroup(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exg.Release()
+	join, err := exg.OpenSelfJoin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if join == nil {
+		t.Skip("no tasks file (cgroup v2): processes are moved, not moved by themselves")
+	}
+	defer func() { _ = join.Close() }()
+	// As nobody, with the file as descriptor 3: the shell's background
+	// list (a subshell) moves itself and forks a sleep; the shell itself
+	// stays in the sandbox's group.
+	//nolint:noctx // killed by the test
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", `echo 0 >&3 && exec 3>&- && sleep 60 & wait`)
+	cmd.ExtraFiles = []*os.File{join}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := hostos.OnOwnThread(func() error {
+		done, err := g.Enter(g.Dirs(id), cmd.SysProcAttr)
+		if err != nil {
+			return err
+		}
+		defer done()
+		return cmd.Start()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() }()
+	if exg.Holds(cmd.Process.Pid) {
+		t.Errorf("the exec group holds %d, which did not join it", cmd.Process.Pid)
+	}
+	var born []int
+	for deadline := time.Now().Add(5 * time.Second); len(born) == 0; time.Sleep(10 * time.Millisecond) {
+		born = procs(t, exg.Dirs()[0])
+		if time.Now().After(deadline) {
+			t.Fatal("nothing joined the exec group by itself")
+		}
+	}
+	for _, pid := range born {
+		if !exg.Holds(pid) {
+			t.Errorf("Holds(%d) = false for a process in the group", pid)
+		}
+	}
+	exg.Kill()
+}
+
 // TestPidsLimit: a group's processes cannot outnumber its pids limit.
 func TestPidsLimit(t *testing.T) {
 	g := detect(t)
