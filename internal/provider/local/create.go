@@ -212,6 +212,9 @@ func (c *creation) startInit() error {
 	if c.m.InitStart, err = processStart(pid); err != nil {
 		return retryableCreateErr(fmt.Errorf("sandbox exited at once: %w", err))
 	}
+	if c.p.serverFor(c.prm) {
+		c.m.ServerFDs = requestFDs
+	}
 	return nil
 }
 

@@ -45,8 +45,11 @@ const (
 	// maxReply is the most a reply frame may hold.
 	maxReply = 4 << 10
 	// requestFDs is how many descriptors come with a request: the
-	// command's stdout, stderr and its token socket.
-	requestFDs = 3
+	// command's stdout, stderr, its token socket and, from Tethers that
+	// send it, the file through which the command's shell moves itself
+	// into its exec group (its descriptor 4; execsock.go). A request of
+	// an older Tether has the first three only.
+	requestFDs, olderRequestFDs = 4, 3
 )
 
 // serverRequest asks the server to start one command.
@@ -168,9 +171,13 @@ func (s *execServer) serve(conn *net.UnixConn) {
 	defer func() { _ = null.Close() }()
 	done := make(chan syscall.WaitStatus, 1)
 	s.mu.Lock()
+	fds := []uintptr{null.Fd()}
+	for _, f := range files {
+		fds = append(fds, f.Fd())
+	}
 	pid, err := syscall.ForkExec(req.Argv[0], req.Argv, &syscall.ProcAttr{
 		Env:   req.Env,
-		Files: []uintptr{null.Fd(), files[0].Fd(), files[1].Fd(), files[2].Fd()},
+		Files: fds,
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
 	if err == nil {
@@ -205,7 +212,7 @@ func readRequest(conn *net.UnixConn) (serverRequest, []*os.File, error) {
 	switch {
 	case err != nil:
 		return req, files, fmt.Errorf("reading the request: %w", err)
-	case flags&unix.MSG_CTRUNC != 0 || len(files) != requestFDs:
+	case flags&unix.MSG_CTRUNC != 0 || (len(files) != requestFDs && len(files) != olderRequestFDs):
 		return req, files, fmt.Errorf("the request came with %d descriptors, want %d", len(files), requestFDs)
 	}
 	if _, err := io.ReadFull(conn, head[n:]); err != nil {

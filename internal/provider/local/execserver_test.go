@@ -4,6 +4,7 @@ import (
 	"context"
 	"debug/elf"
 	"encoding/binary"
+	"encoding/json"
 	"net"
 	"os"
 	"os/signal"
@@ -79,6 +80,53 @@ func TestExecThroughServer(t *testing.T) {
 	oid := create(t, off, sandbox.CreateSpec{}).SandboxID
 	if throughServer(t, off, oid) {
 		t.Error("with the exec server off, a command started from one")
+	}
+}
+
+// TestExecShellMovesItself: a command's shell moves itself into its exec
+// group, through the group's tasks file that Tether opened (no grace
+// period: cgroup.ExecGroup.OpenSelfJoin), and the command gets no
+// descriptor of it; a sandbox whose server is older (three descriptors a
+// request) still runs commands, its shells moved by Tether.
+func TestExecShellMovesItself(t *testing.T) {
+	t.Parallel()
+	p, dir := newProvider(t)
+	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	before := local.Moved(p)
+	r := run(t, p, id, `grep pids /proc/self/cgroup; ls /proc/self/fd | sort -n | tr '\n' ' '`)
+	if !strings.Contains(r.Output, "/"+id+"/exec-") || !strings.HasSuffix(r.Output, "\n0 1 2 3 ") {
+		t.Fatalf("the command's group and descriptors = %q; want its exec group, and 0 1 2 only (3: ls's own)", r.Output)
+	}
+	moved := local.Moved(p) - before
+	if v1 := strings.Contains(r.Output, ":pids:"); v1 && moved != 0 {
+		t.Errorf("Tether moved %d shells; want them to move themselves", moved)
+	}
+	// The same sandbox as an older Tether made it: three descriptors.
+	metaPath := filepath.Join(dir, id, "meta.json")
+	b, err := os.ReadFile(metaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "server_fds")
+	if b, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(metaPath, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before = local.Moved(p)
+	if !throughServer(t, p, id) {
+		t.Fatal("with three descriptors, the command did not start from the exec server")
+	}
+	if r := run(t, p, id, `ls /proc/self/fd | sort -n | tr '\n' ' '`); r.Output != "0 1 2 3 " {
+		t.Errorf("with three descriptors, the command's descriptors = %q", r.Output)
+	}
+	if local.Moved(p) == before {
+		t.Error("with three descriptors, no shell was moved into its exec group")
 	}
 }
 

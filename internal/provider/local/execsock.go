@@ -54,10 +54,13 @@ const (
 )
 
 // serverScript is what the command's shell runs when the server starts
-// it: it says its pid on the token (descriptor 3) and waits for the
-// go-ahead, then closes it and goes on as execScript does (the environment
-// is the process's own already: the request's, never the server's).
-const serverScript = `echo >&3 && read -r _ <&3 || exit 126; exec 3<&-; [ "$1" = 0 ] || ulimit -n "$1" || exit 126; shift; if [ -n "$1" ]; then cd -- "$1" || exit 1; fi; shift; eval 'set --;' "$1"`
+// it: it moves itself into its exec group where it was given the group's
+// tasks file (descriptor 4: cgroup.ExecGroup.OpenSelfJoin; silently not,
+// where it was not) and closes that; it says its pid on the token
+// (descriptor 3) and waits for the go-ahead, then closes it and goes on
+// as execScript does (the environment is the process's own already: the
+// request's, never the server's).
+const serverScript = `{ echo 0 >&4; exec 4>&-; } 2>/dev/null; echo >&3 && read -r _ <&3 || exit 126; exec 3<&-; [ "$1" = 0 ] || ulimit -n "$1" || exit 126; shift; if [ -n "$1" ]; then cd -- "$1" || exit 1; fi; shift; eval 'set --;' "$1"`
 
 // onSocketPath calls fn with a path of the sandbox's socket that connect
 // and bind take: the path itself, or, past the 107 bytes a socket
@@ -173,7 +176,16 @@ func (p *Provider) startThroughServer(ctx context.Context, m meta, req sandbox.E
 		return fallback(err)
 	}
 	defer func() { _ = token.Close() }()
-	err = sendRequest(uc, p.serverRequest(m, req), []*os.File{stdout, stderr, theirs}, time.Now().Add(serverDial))
+	files := []*os.File{stdout, stderr, theirs}
+	if m.ServerFDs >= requestFDs {
+		// The shell moves itself into the exec's group (serverScript); a
+		// file that cannot be had only means Adopt moves it below.
+		if join, _ := group.OpenSelfJoin(); join != nil {
+			defer func() { _ = join.Close() }()
+			files = append(files, join)
+		}
+	}
+	err = sendRequest(uc, p.serverRequest(m, req), files, time.Now().Add(serverDial))
 	_ = theirs.Close() // the server holds it now, or no one does
 	if err != nil {
 		return fallback(err)
@@ -199,8 +211,13 @@ func (p *Provider) startThroughServer(ctx context.Context, m meta, req sandbox.E
 	if !sameNamespace(pid, m.InitPID, "pid") {
 		return fallback(fmt.Errorf("process %d, which answered the token, is not in the sandbox", pid))
 	}
-	if err := group.Adopt(pid); err != nil {
-		return fallback(err)
+	// In the exec's group already where the shell moved itself there;
+	// else moved into it now (which may wait for a grace period).
+	if !group.Holds(pid) {
+		p.moved.Add(1)
+		if err := group.Adopt(pid); err != nil {
+			return fallback(err)
+		}
 	}
 	_ = token.SetWriteDeadline(time.Now().Add(serverDial))
 	if _, err := token.Write([]byte("\n")); err != nil {

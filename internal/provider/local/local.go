@@ -53,6 +53,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -135,6 +136,10 @@ type Provider struct {
 	execServer   bool
 	serverExe    *os.File
 	serverStatic bool
+	// moved counts the commands' shells Tether had to move into their
+	// exec groups (Adopt) because they had not moved themselves
+	// (serverScript), for the tests.
+	moved atomic.Int64
 }
 
 // WithExecServer sets whether new sandboxes get an exec server

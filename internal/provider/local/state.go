@@ -45,6 +45,10 @@ type meta struct {
 	// Ready is set once setup succeeded: a sandbox found without it was
 	// interrupted mid-creation and is made again.
 	Ready bool `json:"ready"`
+	// ServerFDs is how many descriptors the sandbox's exec server takes
+	// with a request (requestFDs); 0 for a sandbox without a server, or
+	// one whose server is older and takes three (olderRequestFDs).
+	ServerFDs int `json:"server_fds,omitempty"`
 }
 
 func (p *Provider) sandboxDir(id string) string { return filepath.Join(p.dir, id) }
