@@ -625,16 +625,42 @@ func TestExecTimeoutKillsDetachedProcesses(t *testing.T) {
 	}
 }
 
+// processFiller is a python3 program that forks sleeps until a fork is
+// refused, prints "filled" once, and goes on forking whenever a slot
+// frees (every 2 ms), for ever.
+const processFiller = `
+import os, time
+said = False
+while True:
+    try:
+        if os.fork() == 0:
+            null = os.open("/dev/null", os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.execv("/bin/sleep", ["sleep", "600"])
+    except OSError:
+        if not said:
+            print("filled", flush=True)
+            said = True
+        time.sleep(0.002)
+`
+
 // TestExecAtProcessLimit: an exec into a sandbox whose processes are at its
 // limit fails as its command would (a non-zero exit, and why), not as an
 // error of the provider.
 func TestExecAtProcessLimit(t *testing.T) {
 	t.Parallel()
 	p, _ := newProvider(t)
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("the filler is python3's, which this host lacks")
+	}
 	id := create(t, p, sandbox.CreateSpec{Params: []byte(`{"pids":16}`)}).SandboxID
-	// A command that starts processes until the limit refuses one (the
-	// shell that met the refusal exits, freeing its slot, which one more
-	// sleep takes), then holds them (exec: no fork).
+	// A command that starts processes (sleeps) until the limit refuses
+	// one, says so, and goes on retaking every slot that frees: a process
+	// of the sandbox that ends (its exec server's threads, or the server
+	// itself, which may fail to start a thread at the limit) must not
+	// leave room for the exec below. A shell could not: a shell whose
+	// fork is refused exits.
 	ctx, cancel := context.WithCancel(t.Context())
 	filled := make(chan struct{})
 	held := make(chan struct{})
@@ -642,7 +668,7 @@ func TestExecAtProcessLimit(t *testing.T) {
 		defer close(held)
 		var once sync.Once
 		_, _ = p.ExecStream(ctx, id, sandbox.ExecRequest{
-			Command: `sh -c 'while :; do sleep 600 >/dev/null 2>&1 </dev/null & done' 2>/dev/null; sleep 600 >/dev/null 2>&1 </dev/null & echo filled; exec sleep 600`,
+			Command: `python3 -c '` + processFiller + `'`,
 			Timeout: time.Minute,
 		}, func(_ string, chunk []byte) error {
 			if strings.Contains(string(chunk), "filled") {
