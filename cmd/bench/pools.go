@@ -158,6 +158,13 @@ func (pb *poolBench) run(ctx context.Context) ([]target, []string, error) {
 		notes = append(notes, r.note(k))
 	}
 	targets = append(targets, ttiTargets(res, local)...)
+	if local {
+		// Its last members are real sandboxes: ended through Tether, not
+		// left to the Tether's stop (their control groups would stay).
+		if err := pb.deletePool(ctx, "tti-local"); err != nil {
+			return nil, nil, err
+		}
+	}
 	rates, note, err := pb.claimThroughput(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -330,6 +337,34 @@ func (pb *poolBench) resizePool(ctx context.Context, name string, size int) erro
 		return fmt.Errorf("resize pool %s: %w", name, err)
 	}
 	return pb.waitFull(ctx, name)
+}
+
+// deletePool deletes a pool and waits until the members it ended are
+// released.
+func (pb *poolBench) deletePool(ctx context.Context, name string) error {
+	var members struct {
+		Items []sandboxView `json:"items"`
+	}
+	if _, err := pb.a.do(ctx, http.MethodGet, "/v1/sandboxes?owner=pool:"+name+"&limit=200", nil, &members); err != nil {
+		return fmt.Errorf("pool %s members: %w", name, err)
+	}
+	code, err := pb.a.do(ctx, http.MethodDelete, "/v1/pools/"+name, nil, nil)
+	if err == nil && code != http.StatusAccepted {
+		err = fmt.Errorf("status %d", code)
+	}
+	if err != nil {
+		return fmt.Errorf("delete pool %s: %w", name, err)
+	}
+	for _, sb := range members.Items {
+		var v sandboxView
+		if _, err := pb.a.do(ctx, http.MethodGet, "/v1/sandboxes/"+sb.ID+"?wait=30s&until=released", nil, &v); err != nil {
+			return fmt.Errorf("pool %s member %s: %w", name, sb.ID, err)
+		}
+		if !v.Released {
+			return fmt.Errorf("pool %s member %s not released", name, sb.ID)
+		}
+	}
+	return nil
 }
 
 // setMinReady sets a pool's min_ready alone.
