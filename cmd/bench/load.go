@@ -179,10 +179,16 @@ func (a *api) end(ctx context.Context, id string) error {
 	if ended.Released {
 		return nil
 	}
-	if _, err := a.do(ctx, http.MethodGet, "/v1/sandboxes/"+id+"?wait=30s&until=released", nil, &ended); err != nil {
+	return a.waitReleased(ctx, id)
+}
+
+// waitReleased waits (up to 30 s) until the ended sandbox id is released.
+func (a *api) waitReleased(ctx context.Context, id string) error {
+	var sb sandboxView
+	if _, err := a.do(ctx, http.MethodGet, "/v1/sandboxes/"+id+"?wait=30s&until=released", nil, &sb); err != nil {
 		return err
 	}
-	if !ended.Released {
+	if !sb.Released {
 		return fmt.Errorf("sandbox %s not released", id)
 	}
 	return nil

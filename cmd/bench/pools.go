@@ -356,12 +356,8 @@ func (pb *poolBench) deletePool(ctx context.Context, name string) error {
 		return fmt.Errorf("delete pool %s: %w", name, err)
 	}
 	for _, sb := range members.Items {
-		var v sandboxView
-		if _, err := pb.a.do(ctx, http.MethodGet, "/v1/sandboxes/"+sb.ID+"?wait=30s&until=released", nil, &v); err != nil {
-			return fmt.Errorf("pool %s member %s: %w", name, sb.ID, err)
-		}
-		if !v.Released {
-			return fmt.Errorf("pool %s member %s not released", name, sb.ID)
+		if err := pb.a.waitReleased(ctx, sb.ID); err != nil {
+			return fmt.Errorf("pool %s: %w", name, err)
 		}
 	}
 	return nil

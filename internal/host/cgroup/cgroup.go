@@ -292,20 +292,7 @@ func (g ExecGroup) Adopt(pid int) error {
 // the kernel says (its cgroup.procs): one that moved itself there
 // (OpenSelfJoin) need not be moved.
 func (g ExecGroup) Holds(pid int) bool {
-	if g.dir == "" {
-		return false
-	}
-	b, err := os.ReadFile(filepath.Join(g.dir, "cgroup.procs"))
-	if err != nil {
-		return false
-	}
-	want := strconv.Itoa(pid)
-	for f := range strings.FieldsSeq(string(b)) {
-		if f == want {
-			return true
-		}
-	}
-	return false
+	return g.dir != "" && slices.Contains(readProcs(g.dir), pid)
 }
 
 // OpenSelfJoin opens, for writing, the file through which a process

@@ -177,12 +177,13 @@ func (p *Provider) startThroughServer(ctx context.Context, m meta, req sandbox.E
 	}
 	defer func() { _ = token.Close() }()
 	files := []*os.File{stdout, stderr, theirs}
+	selfJoin := false
 	if m.ServerFDs >= requestFDs {
 		// The shell moves itself into the exec's group (serverScript); a
 		// file that cannot be had only means Adopt moves it below.
 		if join, _ := group.OpenSelfJoin(); join != nil {
 			defer func() { _ = join.Close() }()
-			files = append(files, join)
+			files, selfJoin = append(files, join), true
 		}
 	}
 	err = sendRequest(uc, p.serverRequest(m, req), files, time.Now().Add(serverDial))
@@ -213,7 +214,7 @@ func (p *Provider) startThroughServer(ctx context.Context, m meta, req sandbox.E
 	}
 	// In the exec's group already where the shell moved itself there;
 	// else moved into it now (which may wait for a grace period).
-	if !group.Holds(pid) {
+	if !selfJoin || !group.Holds(pid) {
 		p.moved.Add(1)
 		if err := group.Adopt(pid); err != nil {
 			return fallback(err)

@@ -61,7 +61,7 @@ func (p *Provider) Snapshot(ctx context.Context, sandboxID, snapshotID string) (
 		return 0, errors.New("local: snapshot: the sandbox's /workspace has no size limit, so no image to copy: create it with params.workspace_mb (or set LOCAL_WORKSPACE_MB)")
 	}
 	final := p.snapshotDir(snapshotID)
-	tmp := final + ".tmp"
+	tmp := final + provider.PartialSuffix
 	if err := os.RemoveAll(tmp); err != nil {
 		return 0, fmt.Errorf("local: snapshot: %w", err)
 	}
@@ -108,7 +108,7 @@ func (p *Provider) DeleteSnapshot(_ context.Context, snapshotID string) error {
 	if !sandbox.ValidSnapshotID(snapshotID) {
 		return fmt.Errorf("local: delete snapshot: invalid id %q", snapshotID)
 	}
-	for _, path := range []string{p.snapshotDir(snapshotID), p.snapshotDir(snapshotID) + ".tmp"} {
+	for _, path := range []string{p.snapshotDir(snapshotID), p.snapshotDir(snapshotID) + provider.PartialSuffix} {
 		if err := os.RemoveAll(path); err != nil {
 			return fmt.Errorf("local: delete snapshot: %w", err)
 		}

@@ -86,7 +86,7 @@ func (p *Provider) Snapshot(ctx context.Context, sandboxID, snapshotID string) (
 	if err := os.MkdirAll(filepath.Join(p.dir, snapshotsDir), 0o755); err != nil {
 		return 0, fmt.Errorf("sim: snapshot: %w", err)
 	}
-	tmp := p.snapshotPath(snapshotID) + ".tmp"
+	tmp := p.snapshotPath(snapshotID) + provider.PartialSuffix
 	if err := os.WriteFile(tmp, nil, 0o644); err != nil {
 		return 0, fmt.Errorf("sim: snapshot: %w", err)
 	}
@@ -118,7 +118,7 @@ func (p *Provider) DeleteSnapshot(_ context.Context, snapshotID string) error {
 	if !provider.ValidSnapshotID(snapshotID) {
 		return fmt.Errorf("sim: delete snapshot: invalid id %q", snapshotID)
 	}
-	for _, path := range []string{p.snapshotPath(snapshotID), p.snapshotPath(snapshotID) + ".tmp"} {
+	for _, path := range []string{p.snapshotPath(snapshotID), p.snapshotPath(snapshotID) + provider.PartialSuffix} {
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("sim: delete snapshot: %w", err)
 		}
