@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strconv"
 	"sync"
@@ -55,6 +56,12 @@ type tenantQuota struct {
 	read     time.Time // when usage was read
 	usage    sandbox.TenantUsage
 	admitted int // creates admitted since
+	// reading is closed when the usage read in flight lands; nil when
+	// none is. One create reads a stale usage while the others judge by
+	// the last one: a read counts every live sandbox of the tenant, and
+	// 16 clients each reading it at once cost Postgres more than the
+	// creates themselves.
+	reading  chan struct{}
 	creates  bucket
 	requests bucket
 }
@@ -181,21 +188,11 @@ func (q *quotas) authFailed(addr string) {
 func (q *quotas) checkCreate(c *gin.Context, tenant string) error {
 	now := q.now()
 	q.mu.Lock()
-	t := q.tenant(tenant)
-	stale := now.Sub(t.read) > usageTTL
-	q.mu.Unlock()
-	if stale {
-		u, err := q.usage.TenantUsage(c.Request.Context(), tenant)
-		if err != nil {
-			return err
-		}
-		q.mu.Lock()
-		t.read, t.usage, t.admitted = now, u, 0
-		q.mu.Unlock()
-	}
-
-	q.mu.Lock()
 	defer q.mu.Unlock()
+	t := q.tenant(tenant)
+	if err := q.freshUsage(c.Request.Context(), t, tenant, now); err != nil {
+		return err
+	}
 	maxLive, perMinute := q.maxLive, q.createsPerMinute
 	if t.usage.MaxLive != nil {
 		maxLive = *t.usage.MaxLive
@@ -213,5 +210,44 @@ func (q *quotas) checkCreate(c *gin.Context, tenant string) error {
 		}
 	}
 	t.admitted++
+	return nil
+}
+
+// freshUsage reads the tenant's usage again if it is older than usageTTL.
+// Only one caller at a time reads it; the others judge by the last reading
+// meanwhile, or wait for the first one when there is none. The caller holds
+// q.mu, which freshUsage releases while it reads or waits.
+func (q *quotas) freshUsage(ctx context.Context, t *tenantQuota, tenant string, now time.Time) error {
+	for now.Sub(t.read) > usageTTL {
+		if t.reading == nil {
+			done := make(chan struct{})
+			t.reading = done
+			before := t.admitted
+			q.mu.Unlock()
+			u, err := q.usage.TenantUsage(ctx, tenant)
+			q.mu.Lock()
+			t.reading = nil
+			close(done)
+			if err != nil {
+				return err
+			}
+			// Creates admitted while the count ran may be missing from it:
+			// they stay counted.
+			t.read, t.usage, t.admitted = now, u, t.admitted-before
+			return nil
+		}
+		if !t.read.IsZero() {
+			return nil
+		}
+		wait := t.reading
+		q.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			q.mu.Lock()
+			return fmt.Errorf("quota: wait for the tenant's usage: %w", ctx.Err())
+		}
+		q.mu.Lock()
+	}
 	return nil
 }
