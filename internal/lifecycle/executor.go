@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetherhq/tether/internal/sandbox"
@@ -212,25 +213,25 @@ func NewExecutor(cfg ExecutorConfig, st workStore, notes notifier, providers []s
 			node = cfg.Node
 		}
 		e.providers[p.Name()] = p
-		e.creates[p.Name()] = claimSpec{kind: "create", slots: make(chan struct{}, cfg.Concurrency),
+		e.creates[p.Name()] = claimSpec{kind: "create", slots: make(chan struct{}, cfg.Concurrency), backlog: new(atomic.Bool),
 			held: newTenantSlots(cfg.Concurrency), wake: e.wakeCreates, work: e.create,
 			claim: func(ctx context.Context, provider, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error) {
 				return e.claimCreates(ctx, provider, node, worker, limit, lease, share)
 			}}
-		e.releases[p.Name()] = claimSpec{kind: "release", slots: make(chan struct{}, cfg.ReleaseConcurrency),
+		e.releases[p.Name()] = claimSpec{kind: "release", slots: make(chan struct{}, cfg.ReleaseConcurrency), backlog: new(atomic.Bool),
 			held: newTenantSlots(cfg.ReleaseConcurrency), wake: e.wakeReleases, work: e.release,
 			claim: func(ctx context.Context, provider, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error) {
 				return e.store.ClaimReleases(ctx, provider, node, worker, limit, lease, share)
 			}}
 		if sandbox.CanPause(p) {
-			e.transitions[p.Name()] = claimSpec{kind: "transition", slots: make(chan struct{}, cfg.Concurrency),
+			e.transitions[p.Name()] = claimSpec{kind: "transition", slots: make(chan struct{}, cfg.Concurrency), backlog: new(atomic.Bool),
 				held: newTenantSlots(cfg.Concurrency), wake: e.wakeTransitions, work: e.transition,
 				claim: func(ctx context.Context, provider, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error) {
 					return e.store.ClaimTransitions(ctx, provider, node, worker, limit, lease, share)
 				}}
 		}
 		if sandbox.CanSnapshot(p) {
-			e.snapshots[p.Name()] = claimSpec{kind: "snapshot", slots: make(chan struct{}, cfg.SnapshotConcurrency),
+			e.snapshots[p.Name()] = claimSpec{kind: "snapshot", slots: make(chan struct{}, cfg.SnapshotConcurrency), backlog: new(atomic.Bool),
 				held: newTenantSlots(cfg.SnapshotConcurrency), wake: e.wakeSnapshots, work: e.snapshot,
 				claim: func(ctx context.Context, provider, worker string, limit int, lease time.Duration, _ store.Share) ([]store.Claim, error) {
 					return e.store.ClaimSnapshots(ctx, provider, node, worker, limit, lease)
@@ -428,7 +429,15 @@ const claimSkew = 5 * time.Second
 // claim is bounded by placeLimit first.
 func (e *Executor) claimCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error) {
 	if node != "" {
-		if limit = e.placeLimit(ctx, provider, node, limit); limit == 0 {
+		placed := e.placeLimit(ctx, provider, node, limit)
+		if placed < limit {
+			// The node is full, not the queue empty: a call's end
+			// makes room.
+			if b := e.creates[provider].backlog; b != nil {
+				b.Store(true)
+			}
+		}
+		if limit = placed; limit == 0 {
 			return nil, nil
 		}
 	}
@@ -512,8 +521,15 @@ type claimSpec struct {
 	kind string
 	// slots holds a token per call in flight; its capacity bounds them.
 	slots chan struct{}
-	// wake is signalled when a call ends, so the loop claims more.
+	// wake is signalled when a call ends and backlog is set, so the loop
+	// claims more.
 	wake chan struct{}
+	// backlog says a claim may have left work behind: it filled every
+	// free slot, found none free, or stopped at a tenant's share. Only
+	// then does a call's end wake the loop; otherwise new work announces
+	// itself and the poll finds the rest, and a wake-up would be a claim
+	// that finds nothing (one per create, unloaded).
+	backlog *atomic.Bool
 	// held counts the slots each tenant holds, for sharing them fairly.
 	held *tenantSlots
 	// claim claims up to limit sandboxes under a lease, within share.
@@ -528,6 +544,7 @@ func (e *Executor) claim(ctx, workCtx context.Context, p sandbox.Provider, spec 
 	kind, slots, wake := spec.kind, spec.slots, spec.wake
 	free := cap(slots) - len(slots)
 	if free == 0 {
+		spec.backlog.Store(true)
 		return
 	}
 	// The claim is read to its answer even if Stop cancels ctx meanwhile:
@@ -537,12 +554,17 @@ func (e *Executor) claim(ctx, workCtx context.Context, p sandbox.Provider, spec 
 	// claimTimeout. What it claims starts as usual, and Stop hands it back.
 	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	defer cancel()
-	claims, err := spec.claim(claimCtx, p.Name(), e.cfg.WorkerID, free, e.cfg.Lease, spec.held.share())
+	share := spec.held.share()
+	claims, err := spec.claim(claimCtx, p.Name(), e.cfg.WorkerID, free, e.cfg.Lease, share)
 	if err != nil {
 		if ctx.Err() == nil {
 			e.log.Error("executor: claim failed", "provider", p.Name(), "kind", kind, "err", err)
 		}
 		return
+	}
+	// Before any of the work starts, so that the first call to end sees it.
+	if len(claims) == free || capped(share, claims) {
+		spec.backlog.Store(true)
 	}
 	for _, c := range claims {
 		slots <- struct{}{} // never blocks: we claimed at most free
@@ -558,9 +580,11 @@ func (e *Executor) claim(ctx, workCtx context.Context, p sandbox.Provider, spec 
 			defer func() {
 				spec.held.give(tenant)
 				<-slots
-				select {
-				case wake <- struct{}{}:
-				default:
+				if spec.backlog.Swap(false) {
+					select {
+					case wake <- struct{}{}:
+					default:
+					}
 				}
 			}()
 			gauge := e.metrics.InFlight.WithLabelValues(p.Name(), kind)

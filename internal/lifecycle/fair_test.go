@@ -1,11 +1,14 @@
 package lifecycle_test
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/store/storetest"
 )
 
@@ -73,4 +76,60 @@ func TestShareDoesNotStallABacklog(t *testing.T) {
 	// 24 creates of 20 ms, 3 at a time (the tenant's share of 4 slots):
 	// about 160 ms; a stalled executor would wait for its hourly poll.
 	t.Logf("a backlog of %d served in %s", n, time.Since(start))
+}
+
+// countingStore counts the executor's claims of creates.
+type countingStore struct {
+	*store.Store
+	claims atomic.Int32
+}
+
+func (s *countingStore) ClaimCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error) {
+	s.claims.Add(1)
+	return s.Store.ClaimCreates(ctx, provider, node, worker, limit, lease, share)
+}
+
+func (s *countingStore) ClaimNewCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, since time.Time, share store.Share) ([]store.Claim, error) {
+	s.claims.Add(1)
+	return s.Store.ClaimNewCreates(ctx, provider, node, worker, limit, lease, since, share)
+}
+
+// TestOneClaimPerCreate: with free slots, a create ending does not make the
+// executor claim again (it would find nothing: new requests announce
+// themselves); one create at a time costs one claim each. With every slot
+// busy, a create ending does claim the next, without waiting for a poll.
+func TestOneClaimPerCreate(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	st := &countingStore{Store: e.st}
+	ex := lifecycle.NewExecutor(lifecycle.ExecutorConfig{Concurrency: 4, PollInterval: time.Hour},
+		st, e.notifier, []sandbox.Provider{e.sim}, e.log, lifecycle.NewMetrics(nil))
+	ex.Start(e.ctx)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ex.Stop(ctx)
+	})
+	for st.claims.Load() == 0 { // the first dispatch
+		time.Sleep(time.Millisecond)
+	}
+	before := st.claims.Load()
+	const n = 10
+	for range n {
+		e.waitFor(e.create("").ID, "ready", isState(sandbox.StateReady))
+	}
+	time.Sleep(50 * time.Millisecond) // room for a claim after the last, were there one
+	if got := st.claims.Load() - before; got > n {
+		t.Errorf("%d creates one at a time took %d claims, want at most %d", n, got, n)
+	}
+
+	// A backlog: 12 slow creates at once on 4 slots, served by the ends of
+	// calls (the poll is an hour away).
+	ids := make([]string, 12)
+	for i := range ids {
+		ids[i] = e.create(`{"create_delay_ms": 20}`).ID
+	}
+	for _, id := range ids {
+		e.waitFor(id, "ready", isState(sandbox.StateReady))
+	}
 }
