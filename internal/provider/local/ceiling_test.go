@@ -184,8 +184,12 @@ func TestForkBombsLeaveTheHostAbleToFork(t *testing.T) {
 	stopBombs()
 	bombs.Wait()
 	t.Logf("3 fork bombs: at most %d processes in all sandboxes (cap %d); the host forked %d times meanwhile", peak, ceiling, forks)
-	if peak > ceiling || peak < ceiling/2 {
-		t.Errorf("the sandboxes held %d processes at most; want the cap, %d, reached and not passed", peak, ceiling)
+	// The cap refuses forks, not moves: each exec's shell joins its exec
+	// group by moving itself there, which the pids controller lets past
+	// pids.max ("attaching processes" may make pids.current exceed it). So
+	// each bomb's exec may bring one process over.
+	if allowed := ceiling + len(ids); peak > allowed || peak < ceiling/2 {
+		t.Errorf("the sandboxes held %d processes at most; want the cap, %d, reached and passed by no more than the %d execs' own shells", peak, ceiling, len(ids))
 	}
 	if err := p.cg.SetCeiling(p.hostShare.Pids, p.hostShare.MemoryMB); err != nil {
 		t.Fatal(err)
