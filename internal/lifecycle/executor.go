@@ -213,29 +213,29 @@ func NewExecutor(cfg ExecutorConfig, st workStore, notes notifier, providers []s
 			node = cfg.Node
 		}
 		e.providers[p.Name()] = p
-		e.creates[p.Name()] = claimSpec{kind: "create", slots: make(chan struct{}, cfg.Concurrency), backlog: new(atomic.Bool),
-			held: newTenantSlots(cfg.Concurrency), wake: e.wakeCreates, work: e.create,
-			claim: func(ctx context.Context, provider, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error) {
-				return e.claimCreates(ctx, provider, node, worker, limit, lease, share)
-			}}
-		e.releases[p.Name()] = claimSpec{kind: "release", slots: make(chan struct{}, cfg.ReleaseConcurrency), backlog: new(atomic.Bool),
-			held: newTenantSlots(cfg.ReleaseConcurrency), wake: e.wakeReleases, work: e.release,
-			claim: func(ctx context.Context, provider, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error) {
-				return e.store.ClaimReleases(ctx, provider, node, worker, limit, lease, share)
-			}}
+		creates := newClaimSpec("create", cfg.Concurrency, e.wakeCreates, e.create)
+		creates.claim = func(ctx context.Context, provider, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error) {
+			return e.claimCreates(ctx, provider, node, worker, limit, lease, share, creates.backlog)
+		}
+		e.creates[p.Name()] = creates
+		releases := newClaimSpec("release", cfg.ReleaseConcurrency, e.wakeReleases, e.release)
+		releases.claim = func(ctx context.Context, provider, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error) {
+			return e.store.ClaimReleases(ctx, provider, node, worker, limit, lease, share)
+		}
+		e.releases[p.Name()] = releases
 		if sandbox.CanPause(p) {
-			e.transitions[p.Name()] = claimSpec{kind: "transition", slots: make(chan struct{}, cfg.Concurrency), backlog: new(atomic.Bool),
-				held: newTenantSlots(cfg.Concurrency), wake: e.wakeTransitions, work: e.transition,
-				claim: func(ctx context.Context, provider, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error) {
-					return e.store.ClaimTransitions(ctx, provider, node, worker, limit, lease, share)
-				}}
+			transitions := newClaimSpec("transition", cfg.Concurrency, e.wakeTransitions, e.transition)
+			transitions.claim = func(ctx context.Context, provider, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error) {
+				return e.store.ClaimTransitions(ctx, provider, node, worker, limit, lease, share)
+			}
+			e.transitions[p.Name()] = transitions
 		}
 		if sandbox.CanSnapshot(p) {
-			e.snapshots[p.Name()] = claimSpec{kind: "snapshot", slots: make(chan struct{}, cfg.SnapshotConcurrency), backlog: new(atomic.Bool),
-				held: newTenantSlots(cfg.SnapshotConcurrency), wake: e.wakeSnapshots, work: e.snapshot,
-				claim: func(ctx context.Context, provider, worker string, limit int, lease time.Duration, _ store.Share) ([]store.Claim, error) {
-					return e.store.ClaimSnapshots(ctx, provider, node, worker, limit, lease)
-				}}
+			snapshots := newClaimSpec("snapshot", cfg.SnapshotConcurrency, e.wakeSnapshots, e.snapshot)
+			snapshots.claim = func(ctx context.Context, provider, worker string, limit int, lease time.Duration, _ store.Share) ([]store.Claim, error) {
+				return e.store.ClaimSnapshots(ctx, provider, node, worker, limit, lease)
+			}
+			e.snapshots[p.Name()] = snapshots
 		}
 	}
 	return e
@@ -413,8 +413,9 @@ func (e *Executor) dispatch(ctx, workCtx context.Context, want wanted) {
 // disagree before a quick claim misses a sandbox until the next full one.
 const claimSkew = 5 * time.Second
 
-// claimCreates claims creates for the provider. The claim walks the index of
-// pending sandboxes oldest first, and under churn that index's oldest end is
+// claimCreates claims creates for the provider, and marks backlog when the
+// node's room, not the queue, cut the claim short. The claim walks the index
+// of pending sandboxes oldest first, and under churn that index's oldest end is
 // full of entries for sandboxes that have long moved on, until a vacuum: a
 // full claim reads through all of them. So only the poll (which also finds
 // retries that came due and lapsed leases, as before) claims in full; a
@@ -427,15 +428,13 @@ const claimSkew = 5 * time.Second
 //
 // For a host-bound provider on several nodes, node is this node and the
 // claim is bounded by placeLimit first.
-func (e *Executor) claimCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error) {
+func (e *Executor) claimCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, share store.Share, backlog *atomic.Bool) ([]store.Claim, error) {
 	if node != "" {
 		placed := e.placeLimit(ctx, provider, node, limit)
 		if placed < limit {
 			// The node is full, not the queue empty: a call's end
 			// makes room.
-			if b := e.creates[provider].backlog; b != nil {
-				b.Store(true)
-			}
+			backlog.Store(true)
 		}
 		if limit = placed; limit == 0 {
 			return nil, nil
@@ -525,10 +524,11 @@ type claimSpec struct {
 	// claims more.
 	wake chan struct{}
 	// backlog says a claim may have left work behind: it filled every
-	// free slot, found none free, or stopped at a tenant's share. Only
-	// then does a call's end wake the loop; otherwise new work announces
-	// itself and the poll finds the rest, and a wake-up would be a claim
-	// that finds nothing (one per create, unloaded).
+	// free slot, found none free, or stopped at a tenant's share or at
+	// the node's room (claimCreates). Only then does a call's end wake
+	// the loop; otherwise new work announces itself and the poll finds
+	// the rest, and a wake-up would be a claim that finds nothing (one
+	// per create, unloaded).
 	backlog *atomic.Bool
 	// held counts the slots each tenant holds, for sharing them fairly.
 	held *tenantSlots
@@ -536,6 +536,13 @@ type claimSpec struct {
 	claim func(ctx context.Context, provider, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error)
 	// work runs one claimed sandbox to its end.
 	work func(context.Context, sandbox.Provider, store.Claim)
+}
+
+// newClaimSpec is a claimSpec of kind with n slots, shared among tenants;
+// its claim is the caller's to set.
+func newClaimSpec(kind string, n int, wake chan struct{}, work func(context.Context, sandbox.Provider, store.Claim)) claimSpec {
+	return claimSpec{kind: kind, slots: make(chan struct{}, n), held: newTenantSlots(n),
+		backlog: new(atomic.Bool), wake: wake, work: work}
 }
 
 // claim claims as much of spec's work as it has free slots for and starts
