@@ -2,8 +2,10 @@ package http_test
 
 import (
 	"bytes"
+	"io"
 	"net/http"
 	"testing"
+	"time"
 )
 
 // TestPathsTheAuditCannotHoldAreRefused: a path that is not valid UTF-8
@@ -38,8 +40,63 @@ func TestFailedActivityRecordIsCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantStatus(t, n.b.do(t, http.MethodPost, "/v1/sandboxes/"+n.onB+"/exec", map[string]any{"command": "id"}, as(keyA)), http.StatusOK)
-	r := n.b.do(t, http.MethodGet, "/metrics", nil, noAuth())
-	if !bytes.Contains(r.Body, []byte("\ntether_activity_record_failures_total 1\n")) {
-		t.Fatalf("the failed record is not counted:\n%s", r.Body)
+	// The exec is answered before its record is written (and refused).
+	var r *response
+	eventually(t, 10*time.Second, "the failed record counted", func() bool {
+		r = n.b.do(t, http.MethodGet, "/metrics", nil, noAuth())
+		return bytes.Contains(r.Body, []byte("\ntether_activity_record_failures_total 1\n"))
+	})
+}
+
+// TestExecAnswersBeforeItsRecord: an exec's answer does not wait for its
+// activity record, yet a read of the activity on the replica that
+// answered holds it; a forwarded exec is recorded before the node that
+// relays it can answer.
+func TestExecAnswersBeforeItsRecord(t *testing.T) {
+	t.Parallel()
+	n := setupTwoNodes(t, 1024, nil)
+	// Every record takes a second to write, inside its INSERT.
+	if _, err := n.b.Store.Pool().Exec(t.Context(), `
+		CREATE FUNCTION slow_record() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM pg_sleep(1); RETURN NEW; END $$;
+		CREATE TRIGGER slow_record BEFORE INSERT ON sandbox_activity FOR EACH ROW EXECUTE FUNCTION slow_record()`); err != nil {
+		t.Fatal(err)
+	}
+	records := func() int {
+		var count int
+		if err := n.b.Store.Pool().QueryRow(t.Context(), `SELECT count(*) FROM sandbox_activity WHERE sandbox_id = $1`, n.onB).Scan(&count); err != nil {
+			t.Fatal(err)
+		}
+		return count
+	}
+	exec := "/v1/sandboxes/" + n.onB + "/exec"
+	wantStatus(t, n.b.do(t, http.MethodPost, exec, map[string]any{"command": "printf one"}, as(keyA)), http.StatusOK)
+	if c := records(); c != 0 {
+		t.Fatalf("%d records when the exec was answered; want the answer first", c)
+	}
+	// On another connection: one connection's next request is read only
+	// once the handler before it returned, record and all.
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, n.b.URL+"/v1/sandboxes/"+n.onB+"/activity", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+keyA)
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	res, err := fresh.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("activity: %d %v %s", res.StatusCode, err, body)
+	}
+	if !bytes.Contains(body, []byte(`"command":"printf one"`)) {
+		t.Fatalf("the activity read just after the answer lacks the exec: %s", body)
+	}
+	// Through node a: b records, then answers a, which relays the answer.
+	wantStatus(t, n.a.do(t, http.MethodPost, exec, map[string]any{"command": "printf two"}, as(keyA)), http.StatusOK)
+	if c := records(); c != 2 {
+		t.Fatalf("%d records when the forwarded exec was answered; want 2", c)
 	}
 }

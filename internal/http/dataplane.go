@@ -125,12 +125,13 @@ func handleSandboxExec(log *slog.Logger, cfg Config, st dataPlaneStore, provider
 		}
 		started := time.Now()
 		res, err := execer.Exec(c.Request.Context(), sb.ID, execReq)
-		recordActivity(c, log, st, sb, execActivity(execReq.Command, res, int64(len(res.Output)), err), started, err)
+		a := execActivity(execReq.Command, res, int64(len(res.Output)), err)
 		if err != nil {
+			recordActivity(c, log, st, sb, a, started, err)
 			return err
 		}
-		return writeJSON(c, http.StatusOK, ExecResult{Output: res.Output, ExitCode: res.ExitCode, Truncated: res.Truncated, TimedOut: res.TimedOut,
-			TimeoutSeconds: int64(execReq.Timeout / time.Second), OOMKilled: res.OOMKilled})
+		return answerThenRecord(c, log, st, sb, a, started, ExecResult{Output: res.Output, ExitCode: res.ExitCode, Truncated: res.Truncated,
+			TimedOut: res.TimedOut, TimeoutSeconds: int64(execReq.Timeout / time.Second), OOMKilled: res.OOMKilled})
 	}
 }
 

@@ -106,7 +106,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.DELETE("/snapshots/:id", h(handleSnapshotDelete(deps.Store)))
 	v1.PUT("/sandboxes/:id/owner", body, h(handleSandboxOwner(cfg, deps.Store)))
 	v1.GET("/sandboxes/:id/events", h(handleSandboxEvents(deps.Store)))
-	v1.GET("/sandboxes/:id/activity", h(handleSandboxActivity(deps.Store)))
+	v1.GET("/sandboxes/:id/activity", h(handleSandboxActivity(dp)))
 	// The data plane: the only routes that take calls other nodes forward.
 	data.handle(http.MethodPost, "/sandboxes/:id/exec", h(handleSandboxExec(log, cfg, dp, providers, draining)), body, h(checkExecBody(cfg)))
 	data.handle(http.MethodPut, "/sandboxes/:id/files", h(handleFilePut(log, cfg, dp, providers)), withBodyLimit(cfg.MaxFileBytes))

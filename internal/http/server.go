@@ -555,3 +555,15 @@ func writeJSON(c *gin.Context, status int, v any) error {
 	_ = encodeJSON(c.Writer, v)
 	return nil
 }
+
+// answerNow writes v as JSON with status and sends it to the client at
+// once, whole (its length declared), while the handler goes on.
+func answerNow(c *gin.Context, status int, v any) {
+	var buf bytes.Buffer
+	_ = encodeJSON(&buf, v)
+	c.Header("Content-Type", "application/json; charset=utf-8")
+	c.Header("Content-Length", strconv.Itoa(buf.Len()))
+	c.Status(status)
+	_, _ = c.Writer.Write(buf.Bytes())
+	c.Writer.Flush()
+}
