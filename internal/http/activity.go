@@ -139,56 +139,55 @@ func answerThenRecord(c *gin.Context, log *slog.Logger, st dataPlaneStore, sb sa
 	return nil
 }
 
-// recordsOnTheirWay counts, per sandbox, the activity records whose
-// operations were answered and which are not written yet.
+// recordsOnTheirWay holds, per sandbox, the activity records whose
+// operations were answered and which are not written yet: a channel each,
+// closed once it is written.
 type recordsOnTheirWay struct {
 	mu      sync.Mutex
-	pending map[string]*pendingRecords
-}
-
-// pendingRecords are one sandbox's records on their way: n of them; done
-// closes when the last is written.
-type pendingRecords struct {
-	n    int
-	done chan struct{}
+	pending map[string]map[chan struct{}]struct{}
 }
 
 func newRecordsOnTheirWay() *recordsOnTheirWay {
-	return &recordsOnTheirWay{pending: map[string]*pendingRecords{}}
+	return &recordsOnTheirWay{pending: map[string]map[chan struct{}]struct{}{}}
 }
 
-// expect counts one more record of the sandbox id on its way, until done.
+// expect adds a record of the sandbox id on its way, until done.
 func (r *recordsOnTheirWay) expect(id string) (done func()) {
+	written := make(chan struct{})
 	r.mu.Lock()
-	p := r.pending[id]
-	if p == nil {
-		p = &pendingRecords{done: make(chan struct{})}
-		r.pending[id] = p
+	if r.pending[id] == nil {
+		r.pending[id] = map[chan struct{}]struct{}{}
 	}
-	p.n++
+	r.pending[id][written] = struct{}{}
 	r.mu.Unlock()
 	return func() {
 		r.mu.Lock()
-		defer r.mu.Unlock()
-		if p.n--; p.n == 0 {
+		delete(r.pending[id], written)
+		if len(r.pending[id]) == 0 {
 			delete(r.pending, id)
-			close(p.done)
 		}
+		r.mu.Unlock()
+		close(written)
 	}
 }
 
-// await waits until the records of the sandbox id on their way when it was
-// called are written, or ctx ends. Each is bounded by activityTimeout.
+// await waits until the records of the sandbox id that were on their way
+// when it was called are written (each within activityTimeout), or ctx
+// ends. Records expected meanwhile are not waited for, so a sandbox busy
+// with execs cannot hold a read up.
 func (r *recordsOnTheirWay) await(ctx context.Context, id string) {
 	r.mu.Lock()
-	p := r.pending[id]
-	r.mu.Unlock()
-	if p == nil {
-		return
+	waits := make([]chan struct{}, 0, len(r.pending[id]))
+	for written := range r.pending[id] {
+		waits = append(waits, written)
 	}
-	select {
-	case <-p.done:
-	case <-ctx.Done():
+	r.mu.Unlock()
+	for _, written := range waits {
+		select {
+		case <-written:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
