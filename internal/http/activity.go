@@ -90,7 +90,7 @@ const activityTimeout = 5 * time.Second
 // docs/security.md). Input a record could not hold is refused before the
 // operation (filePath, the exec checks).
 func recordActivity(c *gin.Context, log *slog.Logger, st activityRecorder, sb sandbox.Sandbox, a sandbox.Activity, started time.Time, err error) {
-	writeActivity(c, log, st, activityOf(c, sb, a, started, err))
+	writeActivity(c.Request.Context(), log, st, activityOf(c, sb, a, started, err), requestID(c))
 }
 
 // activityOf completes a, the record of an operation on sb that began at
@@ -107,35 +107,44 @@ func activityOf(c *gin.Context, sb sandbox.Sandbox, a sandbox.Activity, started 
 	return a
 }
 
-// writeActivity writes the complete record a (see recordActivity).
-func writeActivity(c *gin.Context, log *slog.Logger, st activityRecorder, a sandbox.Activity) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), activityTimeout)
+// writeActivity writes the complete record a of the request whose context
+// is ctx (see recordActivity), within activityTimeout even if the request
+// ends first.
+func writeActivity(ctx context.Context, log *slog.Logger, st activityRecorder, a sandbox.Activity, reqID string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), activityTimeout)
 	defer cancel()
 	if rerr := st.RecordActivity(ctx, a); rerr != nil {
 		log.ErrorContext(ctx, "activity not recorded", "err", rerr, "sandbox", a.SandboxID, "kind", a.Kind,
-			"request_id", requestID(c))
+			"request_id", reqID)
 	}
 }
 
 // answerThenRecord answers a successful operation on sb, which began at
-// started, with out (200), and then writes its record a: the client does
+// started, with out (200), while its record a is written: the client does
 // not wait for the record's round trip to Postgres (about a seventh of a
-// local exec's). The record stays as visible as before where it is read
-// through this replica: a read of the sandbox's activity here waits for the
-// records on their way (auditedStore.expect). A call another node
-// forwarded is recorded before it is answered, so that the node which
-// relays the answer can read the record at once too. Only what another
-// replica reads, or Postgres, may lag the answer, by the record's write.
+// local exec's), and the record does not wait for the client to read the
+// answer. The handler returns once both are done. A read of the sandbox's
+// activity through this replica waits for the records on their way
+// (auditedStore.expect); a call another node forwarded is recorded before
+// it is answered, so that the node which relays the answer can read the
+// record at once too. A read through any other replica, or of the table,
+// may come before the record, by the record's round trip.
 func answerThenRecord(c *gin.Context, log *slog.Logger, st dataPlaneStore, sb sandbox.Sandbox, a sandbox.Activity, started time.Time, out any) error {
 	a = activityOf(c, sb, a, started, nil)
+	ctx, reqID := c.Request.Context(), requestID(c)
 	if forwarded(c) {
-		writeActivity(c, log, st, a)
+		writeActivity(ctx, log, st, a, reqID)
 		return writeJSON(c, http.StatusOK, out)
 	}
 	done := st.expect(sb.ID)
-	defer done()
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		defer done()
+		writeActivity(ctx, log, st, a, reqID)
+	}()
 	answerNow(c, http.StatusOK, out)
-	writeActivity(c, log, st, a)
+	<-written
 	return nil
 }
 
@@ -172,8 +181,8 @@ func (r *recordsOnTheirWay) expect(id string) (done func()) {
 }
 
 // await waits until the records of the sandbox id that were on their way
-// when it was called are written (each within activityTimeout), or ctx
-// ends. Records expected meanwhile are not waited for, so a sandbox busy
+// when it was called are written (each within activityTimeout, whatever
+// its client does), or ctx ends. Records expected meanwhile are not waited for, so a sandbox busy
 // with execs cannot hold a read up.
 func (r *recordsOnTheirWay) await(ctx context.Context, id string) {
 	r.mu.Lock()

@@ -2,8 +2,11 @@ package http_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 )
@@ -99,4 +102,36 @@ func TestExecAnswersBeforeItsRecord(t *testing.T) {
 	if c := records(); c != 2 {
 		t.Fatalf("%d records when the forwarded exec was answered; want 2", c)
 	}
+}
+
+// TestExecRecordDoesNotWaitForItsClient: an exec whose client never reads
+// the answer (64 MiB, more than the sockets hold) is recorded all the same.
+func TestExecRecordDoesNotWaitForItsClient(t *testing.T) {
+	t.Parallel()
+	n := setupTwoNodes(t, 1024, nil)
+	u, err := url.Parse(n.b.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	if err := conn.(*net.TCPConn).SetReadBuffer(4096); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"command":"output-bytes 67108864"}`
+	if _, err := fmt.Fprintf(conn, "POST /v1/sandboxes/%s/exec HTTP/1.1\r\nHost: tether\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", n.onB, keyA, len(body), body); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the exec recorded while its client reads nothing", func() bool {
+		var count int
+		if err := n.b.Store.Pool().QueryRow(t.Context(),
+			`SELECT count(*) FROM sandbox_activity WHERE sandbox_id = $1 AND target = 'output-bytes 67108864'`, n.onB).Scan(&count); err != nil {
+			t.Fatal(err)
+		}
+		return count == 1
+	})
 }
