@@ -148,9 +148,9 @@ func answerThenRecord(c *gin.Context, log *slog.Logger, st dataPlaneStore, sb sa
 	return nil
 }
 
-// recordsOnTheirWay holds, per sandbox, the activity records whose
-// operations were answered and which are not written yet: a channel each,
-// closed once it is written.
+// recordsOnTheirWay holds, per sandbox, the activity records being written
+// while their operations are answered: a channel each, closed once it is
+// written.
 type recordsOnTheirWay struct {
 	mu      sync.Mutex
 	pending map[string]map[chan struct{}]struct{}
@@ -224,7 +224,7 @@ func newAuditedStore(st Store, reg prometheus.Registerer) auditedStore {
 func (s auditedStore) expect(sandboxID string) (done func()) { return s.onTheirWay.expect(sandboxID) }
 
 // SandboxActivity reads the sandbox's activity once the records this
-// replica answered before they were written are in.
+// replica was writing when the read began are in.
 func (s auditedStore) SandboxActivity(ctx context.Context, sandboxID string, after int64, limit int) ([]sandbox.Activity, error) {
 	s.onTheirWay.await(ctx, sandboxID)
 	return s.Store.SandboxActivity(ctx, sandboxID, after, limit)

@@ -44,8 +44,10 @@ func (p *nodeSim) Exec(_ context.Context, _ string, req sandbox.ExecRequest) (sa
 	p.mu.Lock()
 	p.ran = append(p.ran, req.Command)
 	p.mu.Unlock()
-	if n, err := strconv.Atoi(strings.TrimPrefix(req.Command, "output-bytes ")); err == nil {
-		return sandbox.ExecResult{Output: strings.Repeat("x", n)}, nil // more than a socket holds
+	if size, ok := strings.CutPrefix(req.Command, "output-bytes "); ok {
+		if n, err := strconv.Atoi(size); err == nil && n >= 0 {
+			return sandbox.ExecResult{Output: strings.Repeat("x", n)}, nil // more than a socket holds
+		}
 	}
 	return sandbox.ExecResult{Output: fmt.Sprintf("node %s: %s", p.node, req.Command)}, nil
 }
