@@ -137,14 +137,13 @@ func answerThenRecord(c *gin.Context, log *slog.Logger, st dataPlaneStore, sb sa
 		return writeJSON(c, http.StatusOK, out)
 	}
 	done := st.expect(sb.ID)
-	written := make(chan struct{})
-	go func() {
-		defer close(written)
+	var recording sync.WaitGroup
+	recording.Go(func() {
 		defer done()
 		writeActivity(ctx, log, st, a, reqID)
-	}()
+	})
 	answerNow(c, http.StatusOK, out)
-	<-written
+	recording.Wait()
 	return nil
 }
 
@@ -182,8 +181,8 @@ func (r *recordsOnTheirWay) expect(id string) (done func()) {
 
 // await waits until the records of the sandbox id that were on their way
 // when it was called are written (each within activityTimeout, whatever
-// its client does), or ctx ends. Records expected meanwhile are not waited for, so a sandbox busy
-// with execs cannot hold a read up.
+// its client does), or ctx ends. Records expected meanwhile are not waited
+// for, so a sandbox busy with execs cannot hold a read up.
 func (r *recordsOnTheirWay) await(ctx context.Context, id string) {
 	r.mu.Lock()
 	waits := make([]chan struct{}, 0, len(r.pending[id]))

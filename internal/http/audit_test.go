@@ -43,7 +43,7 @@ func TestFailedActivityRecordIsCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantStatus(t, n.b.do(t, http.MethodPost, "/v1/sandboxes/"+n.onB+"/exec", map[string]any{"command": "id"}, as(keyA)), http.StatusOK)
-	// The exec is answered before its record is written (and refused).
+	// The exec is answered while its record is written (and refused).
 	var r *response
 	eventually(t, 10*time.Second, "the failed record counted", func() bool {
 		r = n.b.do(t, http.MethodGet, "/metrics", nil, noAuth())
@@ -105,7 +105,8 @@ func TestExecAnswersBeforeItsRecord(t *testing.T) {
 }
 
 // TestExecRecordDoesNotWaitForItsClient: an exec whose client never reads
-// the answer (16 MiB, several times what the sockets hold) is recorded all the same.
+// the answer (16 MiB, several times what the sockets hold) is recorded all
+// the same.
 func TestExecRecordDoesNotWaitForItsClient(t *testing.T) {
 	t.Parallel()
 	n := setupTwoNodes(t, 1024, nil)

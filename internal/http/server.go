@@ -550,7 +550,7 @@ var sandboxBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); ret
 // writeJSON writes v with the given status. A client that went away is not
 // an error worth reporting, so it returns nil.
 func writeJSON(c *gin.Context, status int, v any) error {
-	c.Header("Content-Type", "application/json; charset=utf-8")
+	c.Header("Content-Type", jsonContentType)
 	c.Status(status)
 	_ = encodeJSON(c.Writer, v)
 	return nil
@@ -561,9 +561,10 @@ func writeJSON(c *gin.Context, status int, v any) error {
 func answerNow(c *gin.Context, status int, v any) {
 	var buf bytes.Buffer
 	_ = encodeJSON(&buf, v)
-	c.Header("Content-Type", "application/json; charset=utf-8")
 	c.Header("Content-Length", strconv.Itoa(buf.Len()))
-	c.Status(status)
-	_, _ = c.Writer.Write(buf.Bytes())
+	c.Data(status, jsonContentType, buf.Bytes())
 	c.Writer.Flush()
 }
+
+// jsonContentType is the Content-Type of every JSON answer.
+const jsonContentType = "application/json; charset=utf-8"
