@@ -316,7 +316,8 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 	defer group.Release()
 	ooms := p.oomKills(m)
 	run := &captured{p: p, m: m, group: group, streams: streams, readers: readers,
-		sink: &outputSink{out: out, failed: make(chan struct{})}}
+		sink: &outputSink{out: out, failed: make(chan struct{}), watched: streams[len(streams)-1]}}
+	entered := false // through nsenter
 	srv, outcome, err := p.startServerIn(ctx, m, req, writers[0], writers[len(writers)-1], group)
 	switch outcome {
 	case serverAtLimit:
@@ -344,6 +345,7 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 		}
 		run.waitFn = cmd.Wait
 		run.stopFn = func(waited <-chan error) error { return stopCommand(cmd.Process.Pid, group, waited) }
+		entered = true
 	}
 	killed, waitErr, failure := run.wait(ctx, execTimeout(req))
 	if failure != nil {
@@ -360,6 +362,14 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 	}
 	if res, err = execOutcome(killed, waitErr); err != nil {
 		return res, err
+	}
+	if entered && res.ExitCode == 1 && bytes.HasPrefix(run.sink.head, nsenterForkFailed) {
+		// nsenter started in the sandbox's groups but could not fork the
+		// command's shell: at the process limit, though nsenter alone
+		// says only EAGAIN.
+		if err := out.Write(streams[len(streams)-1], []byte("[tether: the command did not start: the sandbox is at its process limit]\n")); err != nil {
+			return res, fmt.Errorf("local: exec: passing output on: %w", err)
+		}
 	}
 	res.OOMKilled = p.oomKills(m) > ooms
 	if res.Truncated, err = out.Finish(); err != nil {
@@ -398,6 +408,10 @@ func atProcessLimit(out *outputcap.Cap, stream string) (sandbox.ExecResult, erro
 	res.Truncated = truncated
 	return res, nil
 }
+
+// nsenterForkFailed begins what nsenter (util-linux) writes when it has
+// entered the sandbox but cannot fork the command's shell there.
+var nsenterForkFailed = []byte("nsenter: fork failed: Resource temporarily unavailable")
 
 // captured is a started command whose output runCaptured reads.
 type captured struct {
@@ -475,13 +489,21 @@ type outputSink struct {
 	err      error
 	// failed is closed when out fails.
 	failed chan struct{}
+	// head is the first headSize bytes written to the stream watched.
+	watched string
+	head    []byte
 }
+
+const headSize = 64
 
 func (s *outputSink) write(stream string, p []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.dropping {
 		return
+	}
+	if stream == s.watched && len(s.head) < headSize {
+		s.head = append(s.head, p[:min(len(p), headSize-len(s.head))]...)
 	}
 	if err := s.out.Write(stream, p); err != nil {
 		s.dropping, s.err = true, err
