@@ -534,32 +534,22 @@ func (pb *poolBench) sample(ctx context.Context, k ttiKind, withBare bool, r *tt
 // bareExecBurst runs n nsenters of `printf ok` at once into the sandbox
 // whose init is pid, and returns each one's time from the start of all.
 func bareExecBurst(ctx context.Context, nsenter string, pid, n int) (latencies, error) {
-	var (
-		mu    sync.Mutex
-		out   latencies
-		first error
-		wg    sync.WaitGroup
-	)
-	start := time.Now()
-	for range n {
-		wg.Go(func() {
-			err := bareExecOK(ctx, nsenter, pid, bareUID)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil && first == nil {
-				first = err
-			}
-			out = append(out, time.Since(start))
-		})
-	}
-	wg.Wait()
-	return out, first
+	return atOnce(n, func() error { return bareExecOK(ctx, nsenter, pid, bareUID) })
 }
 
 // bareStartBurst starts n bare sandboxes at once, each running `printf
 // ok` through nsenter as soon as it is up, and returns the time from the
 // burst's start to each output.
 func bareStartBurst(ctx context.Context, b *bareBwrap, nsenter string, n int) (latencies, error) {
+	return atOnce(n, func() error {
+		_, err := b.startAndExec(ctx, nsenter)
+		return err
+	})
+}
+
+// atOnce runs one n times at once and returns the time from the start of
+// all to each one's end, and the first error.
+func atOnce(n int, one func() error) (latencies, error) {
 	var (
 		mu    sync.Mutex
 		out   latencies
@@ -569,7 +559,7 @@ func bareStartBurst(ctx context.Context, b *bareBwrap, nsenter string, n int) (l
 	start := time.Now()
 	for range n {
 		wg.Go(func() {
-			_, err := b.startAndExec(ctx, nsenter)
+			err := one()
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil && first == nil {
