@@ -317,7 +317,7 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 	ooms := p.oomKills(m)
 	run := &captured{p: p, m: m, group: group, streams: streams, readers: readers,
 		sink: &outputSink{out: out, failed: make(chan struct{}), watched: streams[len(streams)-1]}}
-	entered := false // through nsenter
+	limited := false // entered through nsenter, in the sandbox's groups
 	srv, outcome, err := p.startServerIn(ctx, m, req, writers[0], writers[len(writers)-1], group)
 	switch outcome {
 	case serverAtLimit:
@@ -345,7 +345,7 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 		}
 		run.waitFn = cmd.Wait
 		run.stopFn = func(waited <-chan error) error { return stopCommand(cmd.Process.Pid, group, waited) }
-		entered = true
+		limited = len(cmd.groups) > 0
 	}
 	killed, waitErr, failure := run.wait(ctx, execTimeout(req))
 	if failure != nil {
@@ -363,10 +363,11 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 	if res, err = execOutcome(killed, waitErr); err != nil {
 		return res, err
 	}
-	if entered && res.ExitCode == 1 && bytes.HasPrefix(run.sink.head, nsenterForkFailed) {
+	if limited && res.ExitCode == 1 && run.sink.wroteOnly(nsenterForkFailed) {
 		// nsenter started in the sandbox's groups but could not fork the
 		// command's shell: at the process limit, though nsenter alone
-		// says only EAGAIN.
+		// says only EAGAIN. (A command that wrote exactly that line and
+		// nothing else, and exited 1, would get the note too.)
 		if err := out.Write(streams[len(streams)-1], []byte("[tether: the command did not start: the sandbox is at its process limit]\n")); err != nil {
 			return res, fmt.Errorf("local: exec: passing output on: %w", err)
 		}
@@ -409,9 +410,9 @@ func atProcessLimit(out *outputcap.Cap, stream string) (sandbox.ExecResult, erro
 	return res, nil
 }
 
-// nsenterForkFailed begins what nsenter (util-linux) writes when it has
+// nsenterForkFailed is what nsenter (util-linux) writes when it has
 // entered the sandbox but cannot fork the command's shell there.
-var nsenterForkFailed = []byte("nsenter: fork failed: Resource temporarily unavailable")
+var nsenterForkFailed = []byte("nsenter: fork failed: Resource temporarily unavailable\n")
 
 // captured is a started command whose output runCaptured reads.
 type captured struct {
@@ -489,12 +490,23 @@ type outputSink struct {
 	err      error
 	// failed is closed when out fails.
 	failed chan struct{}
-	// head is the first headSize bytes written to the stream watched.
+	// head is the first headSize bytes written to the stream watched,
+	// and written how many bytes were written in all, to any stream.
 	watched string
 	head    []byte
+	written int
 }
 
 const headSize = 64
+
+// wroteOnly reports whether all the command wrote, on any stream, was
+// want on the stream watched (want no longer than headSize). Called once
+// the readers are done.
+func (s *outputSink) wroteOnly(want []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.written == len(want) && bytes.Equal(s.head, want)
+}
 
 func (s *outputSink) write(stream string, p []byte) {
 	s.mu.Lock()
@@ -502,6 +514,7 @@ func (s *outputSink) write(stream string, p []byte) {
 	if s.dropping {
 		return
 	}
+	s.written += len(p)
 	if stream == s.watched && len(s.head) < headSize {
 		s.head = append(s.head, p[:min(len(p), headSize-len(s.head))]...)
 	}
