@@ -534,22 +534,43 @@ func (pb *poolBench) sample(ctx context.Context, k ttiKind, withBare bool, r *tt
 // bareExecBurst runs n nsenters of `printf ok` at once into the sandbox
 // whose init is pid, and returns each one's time from the start of all.
 func bareExecBurst(ctx context.Context, nsenter string, pid, n int) (latencies, error) {
-	return atOnce(n, func() error { return bareExecOK(ctx, nsenter, pid, bareUID) })
+	return atOnce(n, func() (time.Time, error) {
+		err := bareExecOK(ctx, nsenter, pid, bareUID)
+		return time.Now(), err
+	})
 }
 
 // bareStartBurst starts n bare sandboxes at once, each running `printf
 // ok` through nsenter as soon as it is up, and returns the time from the
-// burst's start to each output.
+// burst's start to each output. Every sandbox stays up until the last
+// output came, as a burst's sandboxes through Tether do, so that no
+// teardown runs during the burst nor counts in it.
 func bareStartBurst(ctx context.Context, b *bareBwrap, nsenter string, n int) (latencies, error) {
-	return atOnce(n, func() error {
-		_, err := b.startAndExec(ctx, nsenter)
-		return err
+	var left atomic.Int64
+	left.Store(int64(n))
+	allIn := make(chan struct{})
+	return atOnce(n, func() (time.Time, error) {
+		var at time.Time
+		arrived := sync.OnceFunc(func() {
+			at = time.Now()
+			if left.Add(-1) == 0 {
+				close(allIn)
+			}
+		})
+		_, err := b.run(func(initPID int) error {
+			err := bareExecOK(ctx, nsenter, initPID, bareUID)
+			arrived()
+			<-allIn
+			return err
+		})
+		arrived() // a start that failed before its exec counts too
+		return at, err
 	})
 }
 
 // atOnce runs one n times at once and returns the time from the start of
-// all to each one's end, and the first error.
-func atOnce(n int, one func() error) (latencies, error) {
+// all to each one's output (the time one returns), and the first error.
+func atOnce(n int, one func() (time.Time, error)) (latencies, error) {
 	var (
 		mu    sync.Mutex
 		out   latencies
@@ -559,13 +580,13 @@ func atOnce(n int, one func() error) (latencies, error) {
 	start := time.Now()
 	for range n {
 		wg.Go(func() {
-			err := one()
+			at, err := one()
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil && first == nil {
 				first = err
 			}
-			out = append(out, time.Since(start))
+			out = append(out, at.Sub(start))
 		})
 	}
 	wg.Wait()
