@@ -479,14 +479,12 @@ func (pb *poolBench) bareBurstOf(ctx context.Context, k ttiKind) (latencies, err
 		return bareStartBurst(ctx, pb.bare, pb.lb.nsenter, pb.p.burst)
 	}
 	var out latencies
-	var burstErr error
-	if _, err := pb.bare.run(func(initPID int) error {
-		out, burstErr = bareExecBurst(ctx, pb.lb.nsenter, initPID, pb.p.burst)
-		return burstErr
-	}); err != nil {
-		return nil, err
-	}
-	return out, nil
+	_, err := pb.bare.run(func(initPID int) error {
+		var err error
+		out, err = bareExecBurst(ctx, pb.lb.nsenter, initPID, pb.p.burst)
+		return err
+	})
+	return out, err
 }
 
 // sample takes one sequential sample of kind k into r, with the pool (if
@@ -546,24 +544,18 @@ func bareExecBurst(ctx context.Context, nsenter string, pid, n int) (latencies, 
 // output came, as a burst's sandboxes through Tether do, so that no
 // teardown runs during the burst nor counts in it.
 func bareStartBurst(ctx context.Context, b *bareBwrap, nsenter string, n int) (latencies, error) {
-	var left atomic.Int64
-	left.Store(int64(n))
-	allIn := make(chan struct{})
+	var arrived sync.WaitGroup
+	arrived.Add(n)
 	return atOnce(n, func() (time.Time, error) {
 		var at time.Time
-		arrived := sync.OnceFunc(func() {
-			at = time.Now()
-			if left.Add(-1) == 0 {
-				close(allIn)
-			}
-		})
+		arrive := sync.OnceFunc(func() { at = time.Now(); arrived.Done() })
 		_, err := b.run(func(initPID int) error {
 			err := bareExecOK(ctx, nsenter, initPID, bareUID)
-			arrived()
-			<-allIn
+			arrive()
+			arrived.Wait()
 			return err
 		})
-		arrived() // a start that failed before its exec counts too
+		arrive() // a start that failed before its exec counts too
 		return at, err
 	})
 }

@@ -316,8 +316,7 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 	defer group.Release()
 	ooms := p.oomKills(m)
 	run := &captured{p: p, m: m, group: group, streams: streams, readers: readers,
-		sink: &outputSink{out: out, failed: make(chan struct{}), watched: streams[len(streams)-1]}}
-	limited := false // entered through nsenter, in the sandbox's groups
+		sink: &outputSink{out: out, failed: make(chan struct{})}}
 	srv, outcome, err := p.startServerIn(ctx, m, req, writers[0], writers[len(writers)-1], group)
 	switch outcome {
 	case serverAtLimit:
@@ -345,7 +344,11 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 		}
 		run.waitFn = cmd.Wait
 		run.stopFn = func(waited <-chan error) error { return stopCommand(cmd.Process.Pid, group, waited) }
-		limited = len(cmd.groups) > 0
+		if len(cmd.groups) > 0 {
+			// In the sandbox's groups, nsenter itself may find no room to
+			// fork the command's shell: what it says is watched for.
+			run.sink.watched = streams[len(streams)-1]
+		}
 	}
 	killed, waitErr, failure := run.wait(ctx, execTimeout(req))
 	if failure != nil {
@@ -363,7 +366,7 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequ
 	if res, err = execOutcome(killed, waitErr); err != nil {
 		return res, err
 	}
-	if limited && res.ExitCode == 1 && run.sink.wroteOnly(nsenterForkFailed) {
+	if res.ExitCode == 1 && run.sink.wroteOnly(nsenterForkFailed) {
 		// nsenter started in the sandbox's groups but could not fork the
 		// command's shell: at the process limit, though nsenter alone
 		// says only EAGAIN. (A command that wrote exactly that line and
@@ -412,7 +415,7 @@ func atProcessLimit(out *outputcap.Cap, stream string) (sandbox.ExecResult, erro
 
 // nsenterForkFailed is what nsenter (util-linux) writes when it has
 // entered the sandbox but cannot fork the command's shell there.
-var nsenterForkFailed = []byte("nsenter: fork failed: Resource temporarily unavailable\n")
+const nsenterForkFailed = "nsenter: fork failed: Resource temporarily unavailable\n"
 
 // captured is a started command whose output runCaptured reads.
 type captured struct {
@@ -490,22 +493,21 @@ type outputSink struct {
 	err      error
 	// failed is closed when out fails.
 	failed chan struct{}
-	// head is the first headSize bytes written to the stream watched,
-	// and written how many bytes were written in all, to any stream.
+	// head is the start of what was written to the stream watched (none:
+	// nothing is kept), as long as nsenterForkFailed; written is how many
+	// bytes were written in all, to any stream.
 	watched string
 	head    []byte
 	written int
 }
 
-const headSize = 64
-
 // wroteOnly reports whether all the command wrote, on any stream, was
-// want on the stream watched (want no longer than headSize). Called once
-// the readers are done.
-func (s *outputSink) wroteOnly(want []byte) bool {
+// want on the stream watched (want no longer than nsenterForkFailed).
+// Called once the readers are done.
+func (s *outputSink) wroteOnly(want string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.written == len(want) && bytes.Equal(s.head, want)
+	return s.watched != "" && s.written == len(want) && string(s.head) == want
 }
 
 func (s *outputSink) write(stream string, p []byte) {
@@ -515,8 +517,8 @@ func (s *outputSink) write(stream string, p []byte) {
 		return
 	}
 	s.written += len(p)
-	if stream == s.watched && len(s.head) < headSize {
-		s.head = append(s.head, p[:min(len(p), headSize-len(s.head))]...)
+	if stream == s.watched && len(s.head) < len(nsenterForkFailed) {
+		s.head = append(s.head, p[:min(len(p), len(nsenterForkFailed)-len(s.head))]...)
 	}
 	if err := s.out.Write(stream, p); err != nil {
 		s.dropping, s.err = true, err

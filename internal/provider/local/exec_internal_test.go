@@ -76,12 +76,3 @@ func TestEnteredButNotForked(t *testing.T) {
 		t.Errorf("exec that wrote more than nsenter's complaint = %+v; want no note", res)
 	}
 }
-
-func mustExec(t *testing.T, p *Provider, id, command string) sandbox.ExecResult {
-	t.Helper()
-	res, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: command, Timeout: 30 * time.Second})
-	if err != nil {
-		t.Fatalf("Exec(%q): %v", command, err)
-	}
-	return res
-}

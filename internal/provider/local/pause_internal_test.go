@@ -40,13 +40,26 @@ func pausable(t *testing.T) (*Provider, string, string) {
 	return p, dir, id
 }
 
+// mustRun runs command in the sandbox and returns its output; it must
+// succeed.
 func mustRun(t *testing.T, p *Provider, id, command string) string {
 	t.Helper()
-	res, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: command, Timeout: 30 * time.Second})
-	if err != nil || res.ExitCode != 0 {
-		t.Fatalf("Exec(%q) = %+v, %v", command, res, err)
+	res := mustExec(t, p, id, command)
+	if res.ExitCode != 0 {
+		t.Fatalf("Exec(%q) = %+v", command, res)
 	}
 	return res.Output
+}
+
+// mustExec runs command in the sandbox and returns how it ended; the
+// provider must not fail.
+func mustExec(t *testing.T, p *Provider, id, command string) sandbox.ExecResult {
+	t.Helper()
+	res, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: command, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("Exec(%q): %v", command, err)
+	}
+	return res
 }
 
 func mustPause(t *testing.T, p *Provider, id string) {
