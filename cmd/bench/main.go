@@ -154,7 +154,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 func (o options) databases() (names []string, skip string) {
 	switch o.only {
 	case "":
-		names = []string{"bench_pgbench", "bench_main", "bench_janitor", "bench_pools"}
+		names = []string{"bench_pgbench", floorDB, "bench_main", "bench_janitor", "bench_pools"}
 		if o.ab != "" {
 			names = append(names, "bench_ab")
 		}
@@ -354,6 +354,10 @@ type simBench struct {
 	// subjects are the Tethers each phase runs on, in turn: this working
 	// tree's first, then the -ab baseline's, if any.
 	subjects []*subject
+	// floorPool is the floor's database (floor.go), and floors what its
+	// runs measured.
+	floorPool *pgxpool.Pool
+	floors    []floorRun
 }
 
 // subject is one Tether under test, with its own database.
@@ -387,6 +391,10 @@ func (r *benchRun) startSim(ctx context.Context) (*simBench, error) {
 	r.onClose(cleanup)
 
 	s := &simBench{benchRun: r, pb: pb, keys: map[string]string{"small": "bench-small-key", "big": "bench-big-key"}}
+	if s.floorPool, err = prepareFloor(ctx, r.dbs[floorDB]); err != nil {
+		return nil, err
+	}
+	r.onClose(s.floorPool.Close)
 	if s.pool, err = pgxpool.New(ctx, r.dbs["bench_main"]); err != nil {
 		return nil, err
 	}
@@ -494,6 +502,7 @@ func (s *simBench) measureThroughput(ctx context.Context) error {
 	loadedP50.Info, loadedP99.Info = true, true
 	res.Targets = append(res.Targets, loadedP50, loadedP99,
 		atLeast("GET /v1/sandboxes/{id}", getRate, "req/s", b.SelectOnlyTPS, "select-only tps", 0.30))
+	res.Targets = append(res.Targets, floorTargets(s.floors, *b)...)
 	return nil
 }
 
@@ -642,6 +651,11 @@ func (s *simBench) createThroughput(ctx context.Context) (float64, error) {
 	if err := s.baseline(ctx, fmt.Sprintf("single-row insert, %d clients", s.o.workers), &s.res.Baselines.InsertTPS, s.pb.insert); err != nil {
 		return 0, err
 	}
+	// The create writes alone: one sandbox a statement, Tether's usual
+	// batch in this phase (about 8), and the most 16 clients can share.
+	if err := s.floor(ctx, floorCreate, 1, 8, 16); err != nil {
+		return 0, err
+	}
 	s.logf("create throughput: %d clients, %s", s.o.workers, s.o.phase)
 	return s.closedPhase(ctx, "Tether creates", "create_failures", func(ctx context.Context, sub *subject) error {
 		_, err := sub.api.create(ctx)
@@ -680,6 +694,9 @@ func (s *simBench) getThroughput(ctx context.Context) (float64, error) {
 // TPC-B.
 func (s *simBench) lifecycleThroughput(ctx context.Context) (float64, error) {
 	if err := s.baseline(ctx, fmt.Sprintf("TPC-B, %d clients", s.o.workers), &s.res.Baselines.TPCBTPS, s.pb.tpcb); err != nil {
+		return 0, err
+	}
+	if err := s.floor(ctx, floorLifecycle, 1, 8); err != nil {
 		return 0, err
 	}
 	s.logf("full lifecycles: %d clients, %s", s.o.workers, s.o.phase)

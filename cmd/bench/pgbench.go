@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,7 +63,12 @@ func newPgbench(dbURL string) (*pgbench, error) {
 }
 
 func (p *pgbench) run(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, p.bin, append(args, p.args...)...)
+	return p.runWith(ctx, p.args, args...)
+}
+
+// runWith is run with the connection arguments conn.
+func (p *pgbench) runWith(ctx context.Context, conn []string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, p.bin, append(args, conn...)...)
 	cmd.Env = p.env
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -133,7 +139,17 @@ func (p *pgbench) insert(ctx context.Context) (float64, error) {
 }
 
 func (p *pgbench) measure(ctx context.Context, re *regexp.Regexp, args ...string) (float64, error) {
-	out, err := p.run(ctx, args...)
+	return p.measureOn(ctx, "", re, args...)
+}
+
+// measureOn is measure on the database db of the same server ("": the
+// baselines' own).
+func (p *pgbench) measureOn(ctx context.Context, db string, re *regexp.Regexp, args ...string) (float64, error) {
+	conn := p.args
+	if db != "" {
+		conn = append(slices.Clone(p.args[:len(p.args)-1]), db)
+	}
+	out, err := p.runWith(ctx, conn, args...)
 	if err != nil {
 		return 0, err
 	}
