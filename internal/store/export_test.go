@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -65,4 +66,26 @@ func (s *Store) ScanBothWays(ctx context.Context, id string, client, extra bool)
 		err = fmt.Errorf("leading state: fast %q, slow %q", fastFrom, slowFrom)
 	}
 	return fast, slow, fastRan, err
+}
+
+// ByIDWrite is a statement that writes sandboxes it finds by id, with
+// arguments of the types it takes.
+type ByIDWrite struct {
+	SQL  string
+	Args []any
+}
+
+// ByIDWrites are the executor's result writes, for
+// TestResultWritesUseThePrimaryKey.
+func ByIDWrites() map[string]ByIDWrite {
+	now, ids, epochs, names := time.Now(), []string{"sbx_a", "sbx_b"}, []int64{1, 1}, []string{"x", "y"}
+	return map[string]ByIDWrite{
+		"ready":         {markReadySQL(changeOf), []any{"sbx_a", int64(1), now, "x", "/w"}},
+		"ready, whole":  {markReadySQL(wholeRow), []any{"sbx_a", int64(1), now, "x", "/w"}},
+		"readies":       {markReadyManySQL(changeOf), []any{ids, epochs, names, names, now}},
+		"failed":        {markFailedSQL, []any{"sbx_a", int64(1), now, "boom", "executor"}},
+		"unclaim":       {unclaimSQL, []any{"sbx_a", int64(1), now, now, "boom", false}},
+		"released":      {markReleasedSQL, []any{"sbx_a", int64(1), now}},
+		"many released": {markReleasedManySQL, []any{ids, epochs, now}},
+	}
 }

@@ -292,19 +292,25 @@ func (rb readBack) collect(rows pgx.Rows) ([]sandbox.Sandbox, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.Sandbox, error) { return rb.scan(r) })
 }
 
-func (s *Store) markReadyOne(rb readBack) func(ctx context.Context, r readyRow) (sandbox.Sandbox, error) {
-	stmt := `
+// markReadySQL is a ready write of one sandbox ($1, at epoch $2, at $3,
+// with the provider's id $4 and working folder $5), reading back rb.
+func markReadySQL(rb readBack) string {
+	return `
 		WITH upd AS (
 			UPDATE sandboxes s SET
 				state = 'ready', ready_at = $3, updated_at = $3, error = NULL,
 				provider_id = $4, work_dir = $5, lease_owner = NULL, lease_expires_at = NULL
-			WHERE s.id = $1 AND s.epoch = $2 AND s.state = 'creating'
+			WHERE s.id = $1 AND s.epoch = $2 AND ` + byIDState("s.state", "('creating')") + `
 			RETURNING ` + rb.returning + `
 		), ev AS (
 			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
 			SELECT id, tenant, $3, 'creating', 'ready', NULL, 'executor', 'provider created ' || coalesce($4, '') FROM upd
 		)
 		SELECT ` + rb.columns + ` FROM upd s`
+}
+
+func (s *Store) markReadyOne(rb readBack) func(ctx context.Context, r readyRow) (sandbox.Sandbox, error) {
+	stmt := markReadySQL(rb)
 	return func(ctx context.Context, r readyRow) (sandbox.Sandbox, error) {
 		sb, err := rb.scan(queryRow(ctx, s.work, stmt,
 			r.id, r.epoch, s.Now(), nullable(r.res.ProviderID), nullable(r.res.WorkDir)))
@@ -318,16 +324,15 @@ func (s *Store) markReadyOne(rb readBack) func(ctx context.Context, r readyRow) 
 	}
 }
 
-// markReadyMany is markReadyOne for many sandboxes in one statement. It
-// locks the rows in id order, so that two statements that lock several
-// rows at once wait for each other instead of deadlocking.
-func (s *Store) markReadyMany(rb readBack) func(ctx context.Context, rows []readyRow) (map[string]sandbox.Sandbox, error) {
-	stmt := `
+// markReadyManySQL is markReadySQL for many sandboxes: their ids, epochs,
+// provider ids and working folders in four arrays ($1–$4), at $5.
+func markReadyManySQL(rb readBack) string {
+	return `
 		WITH n AS (
 			SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[]) AS n(id, epoch, provider_id, work_dir)
 		), locked AS (
 			SELECT s.id FROM sandboxes s JOIN n ON n.id = s.id AND n.epoch = s.epoch
-			WHERE s.state = 'creating'
+			WHERE ` + byIDState("s.state", "('creating')") + `
 			ORDER BY s.id
 			FOR UPDATE OF s
 		), upd AS (
@@ -335,7 +340,7 @@ func (s *Store) markReadyMany(rb readBack) func(ctx context.Context, rows []read
 				state = 'ready', ready_at = $5, updated_at = $5, error = NULL,
 				provider_id = n.provider_id, work_dir = n.work_dir, lease_owner = NULL, lease_expires_at = NULL
 			FROM locked JOIN n ON n.id = locked.id
-			WHERE s.id = locked.id AND s.epoch = n.epoch AND s.state = 'creating'
+			WHERE s.id = locked.id AND s.epoch = n.epoch AND ` + byIDState("s.state", "('creating')") + `
 			RETURNING ` + rb.returning + `
 		), ev AS (
 			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
@@ -343,6 +348,13 @@ func (s *Store) markReadyMany(rb readBack) func(ctx context.Context, rows []read
 			FROM upd ORDER BY id
 		)
 		SELECT ` + rb.columns + ` FROM upd s`
+}
+
+// markReadyMany is markReadyOne for many sandboxes in one statement. It
+// locks the rows in id order, so that two statements that lock several
+// rows at once wait for each other instead of deadlocking.
+func (s *Store) markReadyMany(rb readBack) func(ctx context.Context, rows []readyRow) (map[string]sandbox.Sandbox, error) {
+	stmt := markReadyManySQL(rb)
 	return func(ctx context.Context, rows []readyRow) (map[string]sandbox.Sandbox, error) {
 		ids, epochs := make([]string, len(rows)), make([]int64, len(rows))
 		provIDs, workDirs := make([]*string, len(rows)), make([]*string, len(rows))
@@ -362,22 +374,26 @@ func (s *Store) markReadyMany(rb readBack) func(ctx context.Context, rows []read
 	}
 }
 
-// MarkFailed records a creation that will not succeed: creating → failed
-// with reason create_failed, fenced on the epoch. The worker keeps its lease
-// so that it can release what the attempts may have left.
-func (s *Store) MarkFailed(ctx context.Context, id string, epoch int64, actor sandbox.Actor, message string) (sandbox.Sandbox, error) {
-	now := s.Now()
-	sb, err := scanSandbox(s.work.QueryRow(ctx, `
+// markFailedSQL records a failed create: sandbox $1 at epoch $2, at $3,
+// with the error $4, by the actor $5.
+var markFailedSQL = `
 		WITH upd AS (
 			UPDATE sandboxes s SET
 				state = 'failed', reason = 'create_failed', error = $4, ended_at = $3, updated_at = $3
-			WHERE s.id = $1 AND s.epoch = $2 AND s.state = 'creating'
+			WHERE s.id = $1 AND s.epoch = $2 AND ` + byIDState("s.state", "('creating')") + `
 			RETURNING s.*
 		), ev AS (
 			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
 			SELECT id, tenant, $3, 'creating', 'failed', 'create_failed', $5, $4 FROM upd
 		)
-		SELECT `+sandboxColumns+` FROM upd s`,
+		SELECT ` + sandboxColumns + ` FROM upd s`
+
+// MarkFailed records a creation that will not succeed: creating → failed
+// with reason create_failed, fenced on the epoch. The worker keeps its lease
+// so that it can release what the attempts may have left.
+func (s *Store) MarkFailed(ctx context.Context, id string, epoch int64, actor sandbox.Actor, message string) (sandbox.Sandbox, error) {
+	now := s.Now()
+	sb, err := scanSandbox(s.work.QueryRow(ctx, markFailedSQL,
 		id, epoch, now, message, string(actor)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sb, fmt.Errorf("store: mark failed: %w", sandbox.ErrFenced)
@@ -389,6 +405,14 @@ func (s *Store) MarkFailed(ctx context.Context, id string, epoch int64, actor sa
 	return sb, nil
 }
 
+// unclaimSQL hands creating sandbox $1 at epoch $2 back, claimable from
+// $3, at $4, with the error $5; $6 refunds the attempt.
+var unclaimSQL = `
+		UPDATE sandboxes SET lease_owner = NULL, lease_expires_at = $3, updated_at = $4,
+			error = coalesce($5, error),
+			attempts = CASE WHEN $6 THEN greatest(attempts - 1, 0) ELSE attempts END
+		WHERE id = $1 AND epoch = $2 AND ` + byIDState("state", "('creating')")
+
 // Unclaim hands a creating sandbox back: its lease ends and it may be
 // claimed again from at (now, for a shutdown; later, for a retry with
 // backoff). lastErr, if set, is shown in the sandbox's error field until it
@@ -398,12 +422,7 @@ func (s *Store) MarkFailed(ctx context.Context, id string, epoch int64, actor sa
 // interrupted call may have left the sandbox running there, and another
 // node's create would run it twice (TestChaosNodes caught that).
 func (s *Store) Unclaim(ctx context.Context, id string, epoch int64, at time.Time, lastErr string, refund bool) error {
-	tag, err := s.work.Exec(ctx, `
-		UPDATE sandboxes SET lease_owner = NULL, lease_expires_at = $3, updated_at = $4,
-			error = coalesce($5, error),
-			attempts = CASE WHEN $6 THEN greatest(attempts - 1, 0) ELSE attempts END
-		WHERE id = $1 AND epoch = $2 AND state = 'creating'`,
-		id, epoch, at.UTC(), s.Now(), nullable(lastErr), refund)
+	tag, err := s.work.Exec(ctx, unclaimSQL, id, epoch, at.UTC(), s.Now(), nullable(lastErr), refund)
 	if err != nil {
 		return wrap("unclaim", err)
 	}
@@ -431,15 +450,17 @@ type releasedRow struct {
 	epoch int64
 }
 
+// markReleasedSQL records sandbox $1 released, fenced on epoch $2, at $3.
+var markReleasedSQL = `
+		UPDATE sandboxes SET released = true, released_at = $3, updated_at = $3,
+			lease_owner = NULL, lease_expires_at = NULL, release_error = NULL
+		WHERE id = $1 AND epoch = $2 AND ` + byIDState("state", terminalStates) + ` AND NOT released
+		RETURNING state`
+
 func (s *Store) markReleasedOne(ctx context.Context, r releasedRow) (sandbox.State, error) {
 	now := s.Now()
 	var state sandbox.State
-	err := s.work.QueryRow(ctx, `
-		UPDATE sandboxes SET released = true, released_at = $3, updated_at = $3,
-			lease_owner = NULL, lease_expires_at = NULL, release_error = NULL
-		WHERE id = $1 AND epoch = $2 AND state IN `+terminalStates+` AND NOT released
-		RETURNING state`,
-		r.id, r.epoch, now).Scan(&state)
+	err := s.work.QueryRow(ctx, markReleasedSQL, r.id, r.epoch, now).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", sandbox.ErrFenced
 	}
@@ -450,6 +471,22 @@ func (s *Store) markReleasedOne(ctx context.Context, r releasedRow) (sandbox.Sta
 	return state, nil
 }
 
+// markReleasedManySQL is markReleasedSQL for many sandboxes: their ids and
+// epochs in two arrays ($1, $2), at $3.
+var markReleasedManySQL = `
+		WITH locked AS (
+			SELECT s.id FROM sandboxes s
+			JOIN unnest($1::text[], $2::bigint[]) AS n(id, epoch) ON n.id = s.id AND n.epoch = s.epoch
+			WHERE ` + byIDState("s.state", terminalStates) + ` AND NOT s.released
+			ORDER BY s.id
+			FOR UPDATE OF s
+		)
+		UPDATE sandboxes s SET released = true, released_at = $3, updated_at = $3,
+			lease_owner = NULL, lease_expires_at = NULL, release_error = NULL
+		FROM locked
+		WHERE s.id = locked.id AND ` + byIDState("s.state", terminalStates) + ` AND NOT s.released
+		RETURNING s.id, s.state`
+
 // markReleasedMany is markReleasedOne for many sandboxes in one statement,
 // locking them in id order like markReadyMany.
 func (s *Store) markReleasedMany(ctx context.Context, rows []releasedRow) (map[string]sandbox.State, error) {
@@ -457,20 +494,7 @@ func (s *Store) markReleasedMany(ctx context.Context, rows []releasedRow) (map[s
 	for i, r := range rows {
 		ids[i], epochs[i] = r.id, r.epoch
 	}
-	pgRows, err := s.work.Query(ctx, `
-		WITH locked AS (
-			SELECT s.id FROM sandboxes s
-			JOIN unnest($1::text[], $2::bigint[]) AS n(id, epoch) ON n.id = s.id AND n.epoch = s.epoch
-			WHERE s.state IN `+terminalStates+` AND NOT s.released
-			ORDER BY s.id
-			FOR UPDATE OF s
-		)
-		UPDATE sandboxes s SET released = true, released_at = $3, updated_at = $3,
-			lease_owner = NULL, lease_expires_at = NULL, release_error = NULL
-		FROM locked
-		WHERE s.id = locked.id AND s.state IN `+terminalStates+` AND NOT s.released
-		RETURNING s.id, s.state`,
-		ids, epochs, s.Now())
+	pgRows, err := s.work.Query(ctx, markReleasedManySQL, ids, epochs, s.Now())
 	if err != nil {
 		return nil, err
 	}
