@@ -24,7 +24,10 @@ import (
 // its sandboxes by id rather than walking the queue: what a Tether phase
 // could reach if everything but these writes cost nothing. Each client
 // writes `batch` sandboxes per statement, as Tether does when writes
-// coincide; 1 is a Tether whose writes never share a statement.
+// coincide; 1 is a Tether whose writes never share a statement. Like the
+// store's, the writes test a sandbox's state behind IS TRUE, so that the
+// planner finds their rows by the primary key and not by walking a work
+// queue's partial index (see store.byIDState).
 
 // floorDB is the floor's database.
 const floorDB = "bench_floor"
@@ -60,27 +63,27 @@ func floorSQL(kind floorKind, batch int) string {
 	lines = append(lines, async(`WITH upd AS (
 			UPDATE sandboxes s SET state = 'creating', epoch = s.epoch + 1, attempts = s.attempts + 1,
 				lease_owner = 'floor', lease_expires_at = now() + interval '15 seconds', updated_at = now()
-			WHERE s.id = ANY(:ids::text[]) AND s.state = 'requested'
+			WHERE s.id = ANY(:ids::text[]) AND (s.state = 'requested') IS TRUE
 			RETURNING s.id, s.tenant
 		) `+event("'requested'", "creating", "NULL", "executor", "claimed by floor")+`;`)...)
 	lines = append(lines, async(`WITH upd AS (
 			UPDATE sandboxes s SET state = 'ready', ready_at = now(), updated_at = now(), error = NULL,
 				provider_id = 'sim-' || s.id, work_dir = '/workspace', lease_owner = NULL, lease_expires_at = NULL
-			WHERE s.id = ANY(:ids::text[]) AND s.epoch = 1 AND s.state = 'creating'
+			WHERE s.id = ANY(:ids::text[]) AND s.epoch = 1 AND (s.state = 'creating') IS TRUE
 			RETURNING s.id, s.tenant
 		) `+event("'creating'", "ready", "NULL", "executor", "provider created")+`;`)...)
 	if kind == floorLifecycle {
 		lines = append(lines, `WITH upd AS (
 			UPDATE sandboxes s SET state = 'terminated', reason = 'requested', ended_at = now(), updated_at = now()
-			WHERE s.id = ANY(:ids::text[]) AND s.state = 'ready'
+			WHERE s.id = ANY(:ids::text[]) AND (s.state = 'ready') IS TRUE
 			RETURNING s.id, s.tenant
 		) `+event("'ready'", "terminated", "'requested'", "client", "terminated")+`;`)
 		lines = append(lines, async(`UPDATE sandboxes s SET epoch = s.epoch + 1, release_attempts = s.release_attempts + 1,
 				lease_owner = 'floor', lease_expires_at = now() + interval '15 seconds', updated_at = now()
-			WHERE s.id = ANY(:ids::text[]) AND s.state = 'terminated' AND NOT s.released;`)...)
+			WHERE s.id = ANY(:ids::text[]) AND (s.state = 'terminated') IS TRUE AND NOT s.released;`)...)
 		lines = append(lines, async(`UPDATE sandboxes s SET released = true, released_at = now(), updated_at = now(),
 				lease_owner = NULL, lease_expires_at = NULL, release_error = NULL
-			WHERE s.id = ANY(:ids::text[]) AND s.state = 'terminated' AND s.epoch = 2 AND NOT s.released;`)...)
+			WHERE s.id = ANY(:ids::text[]) AND (s.state = 'terminated') IS TRUE AND s.epoch = 2 AND NOT s.released;`)...)
 	}
 	// pgbench reads one command a line where it may: join each
 	// statement's lines.
