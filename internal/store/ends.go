@@ -82,14 +82,14 @@ var (
 
 	// endLostSQL ends the ready or paused sandbox @id (MarkLost).
 	endLostSQL = endSQL(`
-		SELECT id, state, lease_owner FROM sandboxes WHERE id = @id AND state IN ` + settledHeld + ` FOR UPDATE`)
+		SELECT id, state, lease_owner FROM sandboxes WHERE id = @id AND ` + byIDState("state", settledHeld) + ` FOR UPDATE`)
 
 	// endStrandedSQL ends the claimed live sandbox @id if it is still
 	// placed on @node and that node has had no heartbeat within @grace
 	// (MarkStranded).
 	endStrandedSQL = endSQL(`
 		SELECT id, state, lease_owner FROM sandboxes
-		WHERE id = @id AND state IN ` + placedStates + ` AND node = @node AND ` + nodeDead("sandboxes.node") + `
+		WHERE id = @id AND ` + byIDState("state", placedStates) + ` AND node = @node AND ` + nodeDead("sandboxes.node") + `
 		FOR UPDATE`)
 )
 

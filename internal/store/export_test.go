@@ -75,11 +75,25 @@ type ByIDWrite struct {
 	Args []any
 }
 
-// ByIDWrites are the executor's result writes, for
-// TestResultWritesUseThePrimaryKey.
+// ByIDWrites are the writes that find sandboxes by id, for
+// TestByIDWritesUseThePrimaryKey.
 func ByIDWrites() map[string]ByIDWrite {
 	now, ids, epochs, names := time.Now(), []string{"sbx_a", "sbx_b"}, []int64{1, 1}, []string{"x", "y"}
+	end := func(more namedArgs) namedArgs {
+		more["now"], more["reason"], more["actor"], more["message"] = now, "lost", "janitor", "m"
+		more["key_id"], more["key_name"] = nil, nil
+		return more
+	}
 	return map[string]ByIDWrite{
+		"renew":              {renewSandboxSQL, []any{"sbx_a", "plans", now, time.Hour, now}},
+		"unclaim transition": {unclaimTransitionSQL, []any{"sbx_a", int64(1), now, now, "boom"}},
+		"request pause": {requestTransitionSQL, []any{namedArgs{"to": "pausing", "deadline": now, "now": now,
+			"id": "sbx_a", "tenant": "plans", "from": "ready", "message": "m", "key_id": nil, "key_name": nil}}},
+		"settle pause": {settleTransitionSQL, []any{namedArgs{"to": "paused", "from": "pausing", "id": "sbx_a",
+			"epoch": int64(1), "now": now, "paused_ttl": time.Duration(0), "max_lifetime": time.Hour,
+			"error": nil, "reason": nil, "keep_lease": false, "actor": "executor", "message": "m"}}},
+		"end lost":      {endLostSQL, []any{end(namedArgs{"id": "sbx_a"})}},
+		"end stranded":  {endStrandedSQL, []any{end(namedArgs{"id": "sbx_a", "node": "n1", "grace": time.Minute})}},
 		"ready":         {markReadySQL(changeOf), []any{"sbx_a", int64(1), now, "x", "/w"}},
 		"ready, whole":  {markReadySQL(wholeRow), []any{"sbx_a", int64(1), now, "x", "/w"}},
 		"readies":       {markReadyManySQL(changeOf), []any{ids, epochs, names, names, now}},

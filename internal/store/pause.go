@@ -28,7 +28,7 @@ const requestTransitionSQL = `
 		WITH upd AS (
 			UPDATE sandboxes s SET state = @to, pause_deadline = @deadline, updated_at = @now, error = NULL,
 				lease_owner = NULL, lease_expires_at = NULL
-			WHERE s.id = @id AND s.tenant = @tenant AND s.state = @from
+			WHERE s.id = @id AND s.tenant = @tenant AND (s.state = @from) IS TRUE
 			RETURNING s.*
 		), ev AS (
 			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message, actor_key_id, actor_key_name)
@@ -167,7 +167,7 @@ const settleTransitionSQL = `
 				ended_at = CASE WHEN @to IN ` + terminalStates + ` THEN @now::timestamptz END,
 				lease_owner = CASE WHEN @keep_lease THEN s.lease_owner END,
 				lease_expires_at = CASE WHEN @keep_lease THEN s.lease_expires_at END
-			WHERE s.id = @id AND s.epoch = @epoch AND s.state = @from
+			WHERE s.id = @id AND s.epoch = @epoch AND (s.state = @from) IS TRUE
 			RETURNING s.*
 		), ev AS (
 			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
@@ -258,14 +258,17 @@ func transitionFailure(from sandbox.State) sandbox.Reason {
 	return sandbox.ReasonPauseFailed
 }
 
+// unclaimTransitionSQL hands pausing or resuming sandbox $1 at epoch $2
+// back, claimable from $3, at $4, with the error $5.
+var unclaimTransitionSQL = `
+		UPDATE sandboxes SET lease_owner = NULL, lease_expires_at = $3, updated_at = $4, error = coalesce($5, error)
+		WHERE id = $1 AND epoch = $2 AND (lease_owner IS NOT NULL) IS TRUE AND ` + byIDState("state", transitionStates)
+
 // UnclaimTransition hands a pausing or resuming sandbox back: the lease
 // ends and it may be claimed again from at (now, at shutdown; later, for a
 // retry), with lastErr, if set, as its error until it settles.
 func (s *Store) UnclaimTransition(ctx context.Context, id string, epoch int64, at time.Time, lastErr string) error {
-	tag, err := s.work.Exec(ctx, `
-		UPDATE sandboxes SET lease_owner = NULL, lease_expires_at = $3, updated_at = $4, error = coalesce($5, error)
-		WHERE id = $1 AND epoch = $2 AND lease_owner IS NOT NULL AND state IN `+transitionStates,
-		id, epoch, at.UTC(), s.Now(), nullable(lastErr))
+	tag, err := s.work.Exec(ctx, unclaimTransitionSQL, id, epoch, at.UTC(), s.Now(), nullable(lastErr))
 	if err != nil {
 		return wrap("unclaim transition", err)
 	}

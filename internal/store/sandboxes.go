@@ -481,16 +481,19 @@ func (s *Store) ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sand
 	return out, next, nil
 }
 
+// renewSandboxSQL moves the deadline of live sandbox $1 of tenant $2 to
+// $3, capped at its creation plus $4, at $5.
+var renewSandboxSQL = `
+		UPDATE sandboxes s SET expires_at = least($3::timestamptz, s.created_at + $4::interval), updated_at = $5
+		WHERE s.id = $1 AND s.tenant = $2 AND ` + byIDState("s.state", liveStates) + `
+		RETURNING ` + sandboxColumns
+
 // RenewSandbox sets the live sandbox's deadline to now+ttl, capped at its
 // creation plus maxLifetime; capped reports whether the cap applied. A
 // terminal sandbox is a SANDBOX_STATE_CONFLICT.
 func (s *Store) RenewSandbox(ctx context.Context, tenant, id string, ttl, maxLifetime time.Duration) (sb sandbox.Sandbox, capped bool, err error) {
 	now := s.Now()
-	sb, err = scanSandbox(s.pool.QueryRow(ctx, `
-		UPDATE sandboxes s SET expires_at = least($3::timestamptz, s.created_at + $4::interval), updated_at = $5
-		WHERE s.id = $1 AND s.tenant = $2 AND s.state IN `+liveStates+`
-		RETURNING `+sandboxColumns,
-		id, tenant, now.Add(ttl), maxLifetime, now))
+	sb, err = scanSandbox(s.pool.QueryRow(ctx, renewSandboxSQL, id, tenant, now.Add(ttl), maxLifetime, now))
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, gerr := s.GetSandbox(ctx, tenant, id)
 		if gerr != nil {

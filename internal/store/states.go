@@ -25,8 +25,10 @@ const (
 // sandboxes_unreleased) instead of the primary key: the statistics show
 // such an index nearly empty, while under churn it holds hundreds of
 // entries, live and dead, every one of them read, and most fetched from
-// the table, for each row written. TestResultWritesUseThePrimaryKey checks
-// the plans.
+// the table, for each row written. A lease test (lease_owner IS NOT NULL,
+// the predicate of sandboxes_leased) stands behind IS TRUE for the same
+// reason, and so does a state test against a parameter, which a custom
+// plan sees as a constant. TestByIDWritesUseThePrimaryKey checks the plans.
 func byIDState(col, states string) string {
 	return "(" + col + " IN " + states + ") IS TRUE"
 }
