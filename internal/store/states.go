@@ -1,9 +1,12 @@
 package store
 
 // The SQL lists of the live and the terminal states, for `state IN ...`.
-// Queries splice these very strings in, so that a query's predicate reads
-// as the partial indexes' do (migrations) and the planner can use them;
-// TestStateLists checks them against the domain's states.
+// Queries that walk a set of sandboxes (a queue, the live ones) splice
+// these very strings in, so that their predicate reads as the partial
+// indexes' do (migrations) and the planner can use them; a statement that
+// finds its rows by id hides its state test from the planner instead
+// (byIDState). TestStateLists checks the lists against the domain's
+// states.
 const (
 	liveStates     = `('requested', 'creating', 'ready', 'pausing', 'paused', 'resuming')`
 	terminalStates = `('cancelled', 'terminated', 'failed')`
