@@ -68,14 +68,29 @@ func (s *Store) ScanBothWays(ctx context.Context, id string, client, extra bool)
 	return fast, slow, fastRan, err
 }
 
-// ByIDWrite is a statement that writes sandboxes it finds by id, with
-// arguments of the types it takes.
+// ByIDWrite is a statement that writes sandboxes (or snapshots) it finds
+// by id, with positional arguments of the types it takes.
 type ByIDWrite struct {
 	SQL  string
 	Args []any
 }
 
-// ByIDWrites are the writes that find sandboxes by id, for
+// byIDWrite is a ByIDWrite of sql with args, a statement of named
+// arguments rewritten to positional ones.
+func byIDWrite(sql string, args ...any) ByIDWrite {
+	if len(args) == 1 {
+		if named, ok := args[0].(namedArgs); ok {
+			rewritten, values, err := named.RewriteQuery(context.Background(), nil, sql, nil)
+			if err != nil {
+				panic(err)
+			}
+			return ByIDWrite{rewritten, values}
+		}
+	}
+	return ByIDWrite{sql, args}
+}
+
+// ByIDWrites are the writes that find sandboxes (or snapshots) by id, for
 // TestByIDWritesUseThePrimaryKey.
 func ByIDWrites() map[string]ByIDWrite {
 	now, ids, epochs, names := time.Now(), []string{"sbx_a", "sbx_b"}, []int64{1, 1}, []string{"x", "y"}
@@ -85,21 +100,25 @@ func ByIDWrites() map[string]ByIDWrite {
 		return more
 	}
 	return map[string]ByIDWrite{
-		"renew":              {renewSandboxSQL, []any{"sbx_a", "plans", now, time.Hour, now}},
-		"unclaim transition": {unclaimTransitionSQL, []any{"sbx_a", int64(1), now, now, "boom"}},
-		"request pause": {requestTransitionSQL, []any{namedArgs{"to": "pausing", "deadline": now, "now": now,
-			"id": "sbx_a", "tenant": "plans", "from": "ready", "message": "m", "key_id": nil, "key_name": nil}}},
-		"settle pause": {settleTransitionSQL, []any{namedArgs{"to": "paused", "from": "pausing", "id": "sbx_a",
+		"ready":              byIDWrite(markReadySQL(changeOf), "sbx_a", int64(1), now, "x", "/w"),
+		"ready, whole":       byIDWrite(markReadySQL(wholeRow), "sbx_a", int64(1), now, "x", "/w"),
+		"readies":            byIDWrite(markReadyManySQL(changeOf), ids, epochs, names, names, now),
+		"failed":             byIDWrite(markFailedSQL, "sbx_a", int64(1), now, "boom", "executor"),
+		"unclaim":            byIDWrite(unclaimSQL, "sbx_a", int64(1), now, now, "boom", false),
+		"released":           byIDWrite(markReleasedSQL, "sbx_a", int64(1), now),
+		"many released":      byIDWrite(markReleasedManySQL, ids, epochs, now),
+		"renew lease":        byIDWrite(renewLeaseSQL, "sbx_a", int64(1), "w", now),
+		"renew":              byIDWrite(renewSandboxSQL, "sbx_a", "plans", now, time.Hour, now),
+		"unclaim transition": byIDWrite(unclaimTransitionSQL, "sbx_a", int64(1), now, now, "boom"),
+		"request pause": byIDWrite(requestTransitionSQL, namedArgs{"to": "pausing", "deadline": now, "now": now,
+			"id": "sbx_a", "tenant": "plans", "from": "ready", "message": "m", "key_id": nil, "key_name": nil}),
+		"settle pause": byIDWrite(settleTransitionSQL, namedArgs{"to": "paused", "from": "pausing", "id": "sbx_a",
 			"epoch": int64(1), "now": now, "paused_ttl": time.Duration(0), "max_lifetime": time.Hour,
-			"error": nil, "reason": nil, "keep_lease": false, "actor": "executor", "message": "m"}}},
-		"end lost":      {endLostSQL, []any{end(namedArgs{"id": "sbx_a"})}},
-		"end stranded":  {endStrandedSQL, []any{end(namedArgs{"id": "sbx_a", "node": "n1", "grace": time.Minute})}},
-		"ready":         {markReadySQL(changeOf), []any{"sbx_a", int64(1), now, "x", "/w"}},
-		"ready, whole":  {markReadySQL(wholeRow), []any{"sbx_a", int64(1), now, "x", "/w"}},
-		"readies":       {markReadyManySQL(changeOf), []any{ids, epochs, names, names, now}},
-		"failed":        {markFailedSQL, []any{"sbx_a", int64(1), now, "boom", "executor"}},
-		"unclaim":       {unclaimSQL, []any{"sbx_a", int64(1), now, now, "boom", false}},
-		"released":      {markReleasedSQL, []any{"sbx_a", int64(1), now}},
-		"many released": {markReleasedManySQL, []any{ids, epochs, now}},
+			"error": nil, "reason": nil, "keep_lease": false, "actor": "executor", "message": "m"}),
+		"settle snapshot": byIDWrite(settleSnapshotSQL, namedArgs{"id": "snp_a", "epoch": int64(1), "to": "ready",
+			"size": int64(1), "now": now, "error": nil, "actor": "executor", "release_lease": true}),
+		"hand back snapshot": byIDWrite(handBackSnapshotSQL, "snp_a", int64(1), "boom", now),
+		"end lost":           byIDWrite(endLostSQL, end(namedArgs{"id": "sbx_a"})),
+		"end stranded":       byIDWrite(endStrandedSQL, end(namedArgs{"id": "sbx_a", "node": "n1", "grace": time.Minute})),
 	}
 }

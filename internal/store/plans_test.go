@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -11,10 +13,11 @@ import (
 	"github.com/tetherhq/tether/internal/store/storetest"
 )
 
-// TestByIDWritesUseThePrimaryKey: the writes that find a sandbox by id
-// (the executor's results, a renew, a pause's request and settling, the
-// janitor's ends of lost and stranded sandboxes) find it through the
-// primary key, in custom plans and in the generic plans that prepared
+// TestByIDWritesUseThePrimaryKey: the writes that find a sandbox (or a
+// snapshot) by id — the executor's results and lease renewals, a renew, a
+// pause's request and settling, a snapshot's settling and hand-back, the
+// janitor's ends of lost and stranded sandboxes — find it through the
+// primary key alone, in custom plans and in the generic plans that prepared
 // statements settle on, on a registry whose work queues look empty to the
 // planner, as they do between analyses while churn fills their partial
 // indexes with entries. A plain `state = 'creating'` let the planner walk
@@ -31,7 +34,11 @@ func TestByIDWritesUseThePrimaryKey(t *testing.T) {
 			CASE WHEN i % 2 = 0 THEN NULL ELSE 'requested' END, i % 2 = 1,
 			now(), CASE WHEN i % 2 = 0 THEN NULL ELSE now() END, now() + interval '1 hour', now()
 		FROM generate_series(1, 4000) AS i;
-		ANALYZE sandboxes`); err != nil {
+		INSERT INTO snapshots (id, tenant, source_id, provider, kind, state, created_at, updated_at, deadline, ready_at)
+		SELECT 'snp_' || lpad(i::text, 26, '0'), 'plans', 'sbx_' || lpad((2 * i)::text, 26, '0'), 'sim', 'manual', 'ready',
+			now(), now(), now(), now()
+		FROM generate_series(1, 2000) AS i;
+		ANALYZE sandboxes, snapshots`); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
@@ -40,31 +47,56 @@ func TestByIDWritesUseThePrimaryKey(t *testing.T) {
 	}
 	defer func() { _ = conn.Close(ctx) }()
 	for name, w := range store.ByIDWrites() {
-		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-			if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
-				t.Fatal(err)
-			}
-			rows, err := conn.Query(ctx, "EXPLAIN "+w.SQL, w.Args...)
+		for _, generic := range []bool{false, true} {
+			plan, err := explain(ctx, conn, w, generic)
 			if err != nil {
-				t.Fatalf("%s: %v", name, err)
+				t.Fatalf("%s (generic %v): %v", name, generic, err)
 			}
-			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
+			if seq := seqScan.FindString(plan); seq != "" {
+				t.Errorf("%s (generic %v): %s:\n%s", name, generic, seq, plan)
 			}
-			plan := strings.Join(lines, "\n")
-			used := sandboxIndex.FindAllStringSubmatch(plan, -1)
+			used := registryIndex.FindAllStringSubmatch(plan, -1)
 			for _, m := range used {
-				if m[1] != "sandboxes_pkey" {
-					t.Errorf("%s (%s) scans %s, not only the primary key:\n%s", name, mode, m[1], plan)
+				if m[1] != "sandboxes_pkey" && m[1] != "snapshots_pkey" {
+					t.Errorf("%s (generic %v) scans %s, not only a primary key:\n%s", name, generic, m[1], plan)
 				}
 			}
 			if len(used) == 0 {
-				t.Errorf("%s (%s) uses no index of sandboxes:\n%s", name, mode, plan)
+				t.Errorf("%s (generic %v) uses no index of sandboxes or snapshots:\n%s", name, generic, plan)
 			}
 		}
 	}
 }
 
-// sandboxIndex finds the indexes of sandboxes that a plan scans.
-var sandboxIndex = regexp.MustCompile(`(?:using|on) (sandboxes_\w+)`)
+var (
+	// registryIndex finds the indexes of sandboxes and snapshots that a
+	// plan scans, and seqScan a scan of either table without one.
+	registryIndex = regexp.MustCompile(`(?:using|on) ((?:sandboxes|snapshots)_\w+)`)
+	seqScan       = regexp.MustCompile(`Seq Scan on (?:sandboxes|snapshots)\b`)
+)
+
+// explain returns w's plan: a custom plan, planned with w's arguments, or
+// the generic plan of w prepared (PREPARE, then EXPLAIN EXECUTE under
+// plan_cache_mode force_generic_plan), which a statement's later runs use.
+func explain(ctx context.Context, conn *pgx.Conn, w store.ByIDWrite, generic bool) (string, error) {
+	mode, sql, args := "force_custom_plan", "EXPLAIN "+w.SQL, w.Args
+	if generic {
+		mode = "force_generic_plan"
+		if _, err := conn.Exec(ctx, "PREPARE byid AS "+w.SQL); err != nil {
+			return "", fmt.Errorf("prepare: %w", err)
+		}
+		defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "DEALLOCATE byid") }()
+		// A generic plan is the same whatever the arguments: NULLs do.
+		sql = "EXPLAIN EXECUTE byid(" + strings.TrimSuffix(strings.Repeat("NULL, ", len(w.Args)), ", ") + ")"
+		args = nil
+	}
+	if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+		return "", err
+	}
+	rows, err := conn.Query(ctx, sql, args...)
+	if err != nil {
+		return "", err
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return strings.Join(lines, "\n"), err
+}

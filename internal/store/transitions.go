@@ -215,6 +215,13 @@ func collectClaims(rows pgx.Rows, op string) ([]Claim, error) {
 	return claims, nil
 }
 
+// renewLeaseSQL extends worker $3's lease on sandbox $1 at epoch $2 to $4;
+// its lease test stands behind IS TRUE, as byIDState's state tests do.
+var renewLeaseSQL = `
+		UPDATE sandboxes SET lease_expires_at = $4
+		WHERE id = $1 AND epoch = $2 AND (lease_owner = $3) IS TRUE AND (state = 'creating' OR NOT released)
+		RETURNING state`
+
 // RenewLease extends the worker's lease on the sandbox to now+lease. It
 // returns ErrFenced when the worker no longer holds the sandbox at this epoch
 // — or, for a create, when the sandbox is no longer creating — so the worker
@@ -222,10 +229,7 @@ func collectClaims(rows pgx.Rows, op string) ([]Claim, error) {
 func (s *Store) RenewLease(ctx context.Context, id string, epoch int64, worker string, lease time.Duration) (sandbox.State, error) {
 	now := s.Now()
 	var state sandbox.State
-	err := s.work.QueryRow(ctx, `
-		UPDATE sandboxes SET lease_expires_at = $4
-		WHERE id = $1 AND epoch = $2 AND lease_owner = $3 AND (state = 'creating' OR NOT released)
-		RETURNING state`, id, epoch, worker, now.Add(lease)).Scan(&state)
+	err := s.work.QueryRow(ctx, renewLeaseSQL, id, epoch, worker, now.Add(lease)).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", fmt.Errorf("store: renew lease: %w", sandbox.ErrFenced)
 	}
