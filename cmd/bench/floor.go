@@ -149,11 +149,11 @@ func prepareFloor(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
 func (s *simBench) floor(ctx context.Context, kind floorKind, batches ...int) error {
 	for _, batch := range batches {
 		if err := s.settle(ctx); err != nil {
-			return err
+			return fmt.Errorf("floor: %w", err)
 		}
 		script, err := os.CreateTemp("", "pgbench-floor-*.sql")
 		if err != nil {
-			return err
+			return fmt.Errorf("floor: %w", err)
 		}
 		_, err = script.WriteString(floorSQL(kind, batch))
 		if cerr := script.Close(); err == nil {
@@ -161,7 +161,7 @@ func (s *simBench) floor(ctx context.Context, kind floorKind, batches ...int) er
 		}
 		if err != nil {
 			_ = os.Remove(script.Name())
-			return err
+			return fmt.Errorf("floor: script: %w", err)
 		}
 		// Fresh statistics: pgbench's prepared statements are planned on
 		// them, and a plan made for the empty tables of the first run
@@ -184,7 +184,7 @@ func (s *simBench) floor(ctx context.Context, kind floorKind, batches ...int) er
 		})
 		_ = os.Remove(script.Name())
 		if err != nil {
-			return err
+			return fmt.Errorf("floor: %s, %d a statement: %w", kind, batch, err)
 		}
 		if err := checkFloor(ctx, s.floorPool, kind, before); err != nil {
 			return err

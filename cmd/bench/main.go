@@ -352,7 +352,7 @@ type simBench struct {
 	srv            *tether
 	api            *api
 	// subjects are the Tethers each phase runs on, in turn: this working
-	// tree's first, then the -ab baseline's, if any.
+	// tree's, then the -ab baseline's, if any (see abSlices for the order).
 	subjects []*subject
 	// floorPool is the floor's database (floor.go), and floors what its
 	// runs measured.
@@ -515,9 +515,10 @@ func (s *simBench) measureThroughput(ctx context.Context) error {
 // one's CPU per unloaded request → ready at 1.12× the second's.
 const abSlices = 4
 
-// phase runs a Tether phase on each subject, the working tree's first, and
-// records what each cost (CPU per operation over all its slices; the
-// profile and Postgres's statements of its first slice); fn runs slice
+// phase runs a Tether phase on each subject, in the order abSlices says,
+// and records what each cost (CPU per operation over all its slices; the
+// profile and Postgres's statements of its first slice, which the working
+// tree's runs first, so those two keep some of the first's cost); fn runs slice
 // `slice` of `slices` and returns the operations it completed. It returns
 // each subject's operations per second.
 func (s *simBench) phase(ctx context.Context, name string, fn func(ctx context.Context, sub *subject, slice, slices int) (int64, error)) (map[string]float64, error) {
