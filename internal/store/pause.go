@@ -24,11 +24,11 @@ const transitionStates = `('pausing', 'resuming')`
 
 // requestTransitionSQL moves the sandbox @id of @tenant from @from to @to
 // with the deadline @deadline, appending the client's event.
-const requestTransitionSQL = `
+var requestTransitionSQL = `
 		WITH upd AS (
 			UPDATE sandboxes s SET state = @to, pause_deadline = @deadline, updated_at = @now, error = NULL,
 				lease_owner = NULL, lease_expires_at = NULL
-			WHERE s.id = @id AND s.tenant = @tenant AND (s.state = @from) IS TRUE
+			WHERE s.id = @id AND s.tenant = @tenant AND ` + byIDTest("s.state = @from") + `
 			RETURNING s.*
 		), ev AS (
 			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message, actor_key_id, actor_key_name)
@@ -149,7 +149,7 @@ func (s *Store) ClaimTransitions(ctx context.Context, provider, node, worker str
 // left is kept in seconds, never days: a timestamp difference comes in
 // days, and adding days follows the session's time zone across a
 // daylight-saving change, an hour off.
-const settleTransitionSQL = `
+var settleTransitionSQL = `
 		WITH upd AS (
 			UPDATE sandboxes s SET state = @to, updated_at = @now,
 				expires_at = CASE
@@ -167,7 +167,7 @@ const settleTransitionSQL = `
 				ended_at = CASE WHEN @to IN ` + terminalStates + ` THEN @now::timestamptz END,
 				lease_owner = CASE WHEN @keep_lease THEN s.lease_owner END,
 				lease_expires_at = CASE WHEN @keep_lease THEN s.lease_expires_at END
-			WHERE s.id = @id AND s.epoch = @epoch AND (s.state = @from) IS TRUE
+			WHERE s.id = @id AND s.epoch = @epoch AND ` + byIDTest("s.state = @from") + `
 			RETURNING s.*
 		), ev AS (
 			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
@@ -262,7 +262,7 @@ func transitionFailure(from sandbox.State) sandbox.Reason {
 // back, claimable from $3, at $4, with the error $5.
 var unclaimTransitionSQL = `
 		UPDATE sandboxes SET lease_owner = NULL, lease_expires_at = $3, updated_at = $4, error = coalesce($5, error)
-		WHERE id = $1 AND epoch = $2 AND (lease_owner IS NOT NULL) IS TRUE AND ` + byIDState("state", transitionStates)
+		WHERE id = $1 AND epoch = $2 AND ` + byIDTest("lease_owner IS NOT NULL") + ` AND ` + byIDState("state", transitionStates)
 
 // UnclaimTransition hands a pausing or resuming sandbox back: the lease
 // ends and it may be claimed again from at (now, at shutdown; later, for a

@@ -257,19 +257,18 @@ type snapshotSettle struct {
 // settleSnapshotSQL moves the creating snapshot @id, still at @epoch, to
 // @to (ready, with @size; or failed, with @error), appending its event;
 // with @release_lease it also ends the source sandbox's lease at @epoch,
-// whether or not the snapshot was still creating. Its state and lease
-// tests stand behind IS TRUE, as byIDState's do.
+// whether or not the snapshot was still creating.
 var settleSnapshotSQL = `
 		WITH upd AS (
 			UPDATE snapshots n SET state = @to, updated_at = @now, error = @error::text,
 				size_bytes = CASE WHEN @to = 'ready' THEN @size::bigint ELSE n.size_bytes END,
 				ready_at = CASE WHEN @to = 'ready' THEN @now::timestamptz END
-			WHERE n.id = @id AND n.epoch = @epoch AND (n.state = 'creating') IS TRUE
+			WHERE n.id = @id AND n.epoch = @epoch AND ` + byIDTest("n.state = 'creating'") + `
 			RETURNING n.*
 		), rel AS (
 			UPDATE sandboxes s SET lease_owner = NULL, lease_expires_at = NULL
 			FROM snapshots n
-			WHERE @release_lease AND n.id = @id AND s.id = n.source_id AND s.epoch = @epoch AND (s.lease_owner IS NOT NULL) IS TRUE
+			WHERE @release_lease AND n.id = @id AND s.id = n.source_id AND s.epoch = @epoch AND ` + byIDTest("s.lease_owner IS NOT NULL") + `
 		), ev AS (` + snapshotEventSQL("upd", "CASE WHEN @to = 'ready' THEN 'snapshot_ready' ELSE 'snapshot_failed' END", "@actor",
 	"'snapshot ' || c.id || CASE WHEN @to = 'ready' THEN ' ready: ' || @size::bigint || ' bytes' ELSE ' failed: ' || @error::text END") + `
 		)
@@ -312,16 +311,15 @@ func (s *Store) FailSnapshot(ctx context.Context, id string, epoch int64, actor 
 }
 
 // handBackSnapshotSQL hands creating snapshot $1 back at epoch $2, with the
-// error $3, at $4, and ends its source's lease at that epoch; its tests
-// stand behind IS TRUE, as byIDState's do.
+// error $3, at $4, and ends its source's lease at that epoch.
 var handBackSnapshotSQL = `
 		WITH upd AS (
 			UPDATE snapshots SET error = coalesce($3, error), updated_at = $4
-			WHERE id = $1 AND epoch = $2 AND (state = 'creating') IS TRUE
+			WHERE id = $1 AND epoch = $2 AND ` + byIDTest("state = 'creating'") + `
 			RETURNING source_id
 		)
 		UPDATE sandboxes s SET lease_owner = NULL, lease_expires_at = NULL
-		FROM snapshots n WHERE n.id = $1 AND s.id = n.source_id AND s.epoch = $2 AND (s.lease_owner IS NOT NULL) IS TRUE`
+		FROM snapshots n WHERE n.id = $1 AND s.id = n.source_id AND s.epoch = $2 AND ` + byIDTest("s.lease_owner IS NOT NULL")
 
 // HandBackSnapshot ends a manual snapshot's claim without settling it (a
 // retryable error, lastErr, or a shutdown): the source sandbox's lease at

@@ -28,10 +28,18 @@ const (
 // sandboxes_unreleased) instead of the primary key: the statistics show
 // such an index nearly empty, while under churn it holds hundreds of
 // entries, live and dead, every one of them read, and most fetched from
-// the table, for each row written. A lease test (lease_owner IS NOT NULL,
-// the predicate of sandboxes_leased) stands behind IS TRUE for the same
-// reason, and so does a state test against a parameter, which a custom
-// plan sees as a constant. TestByIDWritesUseThePrimaryKey checks the plans.
+// the table, for each row written. TestByIDWritesUseThePrimaryKey checks
+// the plans.
 func byIDState(col, states string) string {
-	return "(" + col + " IN " + states + ") IS TRUE"
+	return byIDTest(col + " IN " + states)
+}
+
+// byIDTest is any other test of a statement that finds its rows by id
+// behind IS TRUE, for byIDState's reason: a lease test (lease_owner IS NOT
+// NULL is the predicate of sandboxes_leased, lease_owner = $n implies it),
+// or a state test against a parameter, which a custom plan sees as a
+// constant. It must be a test that is never NULL, or one whose NULL drops
+// the row anyway (a conjunct of WHERE).
+func byIDTest(test string) string {
+	return "(" + test + ") IS TRUE"
 }

@@ -215,11 +215,10 @@ func collectClaims(rows pgx.Rows, op string) ([]Claim, error) {
 	return claims, nil
 }
 
-// renewLeaseSQL extends worker $3's lease on sandbox $1 at epoch $2 to $4;
-// its lease test stands behind IS TRUE, as byIDState's state tests do.
+// renewLeaseSQL extends worker $3's lease on sandbox $1 at epoch $2 to $4.
 var renewLeaseSQL = `
 		UPDATE sandboxes SET lease_expires_at = $4
-		WHERE id = $1 AND epoch = $2 AND (lease_owner = $3) IS TRUE AND (state = 'creating' OR NOT released)
+		WHERE id = $1 AND epoch = $2 AND ` + byIDTest("lease_owner = $3") + ` AND (state = 'creating' OR NOT released)
 		RETURNING state`
 
 // RenewLease extends the worker's lease on the sandbox to now+lease. It
