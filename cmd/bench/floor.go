@@ -40,9 +40,12 @@ const (
 	floorLifecycle floorKind = "lifecycle" // … → terminated, released
 )
 
+// floorID is a new sandbox id of the floor's, from a sequence, so that
+// ids land at the end of the indexes as Tether's time-ordered ids do.
+const floorID = `'sbx_' || lpad(nextval('floor_ids')::text, 26, '0')`
+
 // floorSQL is the pgbench script of one floor transaction: batch sandboxes
-// through kind. The ids come from a sequence, so that they land at the end
-// of the indexes as Tether's time-ordered ids do.
+// through kind.
 func floorSQL(kind floorKind, batch int) string {
 	async := func(stmt string) []string {
 		return []string{"BEGIN;", "SET LOCAL synchronous_commit = off;", stmt, "COMMIT;"}
@@ -53,7 +56,7 @@ func floorSQL(kind floorKind, batch int) string {
 	}
 	lines := []string{`WITH ins AS (
 			INSERT INTO sandboxes (id, tenant, state, provider, created_at, updated_at, expires_at, create_deadline)
-			SELECT 'sbx_' || lpad(nextval('floor_ids')::text, 26, '0'), 'floor', 'requested', 'sim',
+			SELECT ` + floorID + `, 'floor', 'requested', 'sim',
 				now(), now(), now() + interval '1 hour', now() + interval '5 minutes'
 			FROM generate_series(1, ` + strconv.Itoa(batch) + `)
 			RETURNING id, tenant
@@ -102,12 +105,12 @@ func floorEnd(kind floorKind) (state string, released bool, events int) {
 	return "ready", false, 3
 }
 
-// floorRun is one floor measurement.
-type floorRun struct {
-	Kind  floorKind `json:"kind"`
-	Batch int       `json:"batch"`
+// floorResult is one floor measurement.
+type floorResult struct {
+	Kind  floorKind
+	Batch int
 	// Rate is sandboxes through kind per second.
-	Rate float64 `json:"rate"`
+	Rate float64
 }
 
 // prepareFloor gives the floor's database Tether's schema and its tenant.
@@ -128,7 +131,7 @@ func prepareFloor(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
 		WITH ins AS (
 			INSERT INTO sandboxes (id, tenant, state, provider, reason, released, created_at, updated_at,
 				ready_at, ended_at, released_at, expires_at, create_deadline, epoch)
-			SELECT 'sbx_' || lpad(nextval('floor_ids')::text, 26, '0'), 'floor', 'terminated', 'sim', 'requested', true,
+			SELECT `+floorID+`, 'floor', 'terminated', 'sim', 'requested', true,
 				now(), now(), now(), now(), now(), now() + interval '1 hour', now() + interval '5 minutes', 2
 			FROM generate_series(1, 10000)
 			RETURNING id, tenant
@@ -151,47 +154,47 @@ func (s *simBench) floor(ctx context.Context, kind floorKind, batches ...int) er
 		if err := s.settle(ctx); err != nil {
 			return fmt.Errorf("floor: %w", err)
 		}
-		script, err := os.CreateTemp("", "pgbench-floor-*.sql")
-		if err != nil {
-			return fmt.Errorf("floor: %w", err)
-		}
-		_, err = script.WriteString(floorSQL(kind, batch))
-		if cerr := script.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			_ = os.Remove(script.Name())
-			return fmt.Errorf("floor: script: %w", err)
-		}
-		// Fresh statistics: pgbench's prepared statements are planned on
-		// them, and a plan made for the empty tables of the first run
-		// (before autovacuum's analyze) would measure the planner.
-		var before int64
-		if _, err := s.floorPool.Exec(ctx, `ANALYZE sandboxes, sandbox_events`); err != nil {
-			_ = os.Remove(script.Name())
-			return fmt.Errorf("floor: %w", err)
-		}
-		if err := s.floorPool.QueryRow(ctx, `SELECT count(*) FROM sandboxes`).Scan(&before); err != nil {
-			_ = os.Remove(script.Name())
-			return fmt.Errorf("floor: %w", err)
-		}
-		name := fmt.Sprintf("pgbench floor: %s writes, %d a statement, %d clients", kind, batch, s.o.workers)
-		s.logf("%s", name)
-		var tps float64
-		s.cpu(name, s.pid(), func() {
-			tps, err = s.pb.measureOn(ctx, floorDB, tpsRe, "-M", "prepared", "-n", "-f", script.Name(),
-				"-c", s.pb.clients, "-j", "2", "-T", s.pb.secs)
-		})
-		_ = os.Remove(script.Name())
+		rate, err := s.floorRun(ctx, kind, batch)
 		if err != nil {
 			return fmt.Errorf("floor: %s, %d a statement: %w", kind, batch, err)
 		}
-		if err := checkFloor(ctx, s.floorPool, kind, before); err != nil {
-			return err
-		}
-		s.floors = append(s.floors, floorRun{Kind: kind, Batch: batch, Rate: tps * float64(batch)})
+		s.floors = append(s.floors, floorResult{Kind: kind, Batch: batch, Rate: rate})
 	}
 	return nil
+}
+
+// floorRun is one run of the floor: sandboxes through kind per second,
+// batch a statement.
+func (s *simBench) floorRun(ctx context.Context, kind floorKind, batch int) (float64, error) {
+	script, err := writeScript("pgbench-floor-*.sql", floorSQL(kind, batch))
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = os.Remove(script) }()
+	// Fresh statistics: pgbench's prepared statements are planned on
+	// them, and a plan made for the empty tables of the first run
+	// (before autovacuum's analyze) would measure the planner.
+	var before int64
+	if _, err := s.floorPool.Exec(ctx, `ANALYZE sandboxes, sandbox_events`); err != nil {
+		return 0, err
+	}
+	if err := s.floorPool.QueryRow(ctx, `SELECT count(*) FROM sandboxes`).Scan(&before); err != nil {
+		return 0, err
+	}
+	name := fmt.Sprintf("pgbench floor: %s writes, %d a statement, %d clients", kind, batch, s.o.workers)
+	s.logf("%s", name)
+	var tps float64
+	s.cpu(name, s.pid(), func() {
+		tps, err = s.pb.measureOn(ctx, floorDB, tpsRe, "-M", "prepared", "-n", "-f", script,
+			"-c", s.pb.clients, "-j", "2", "-T", s.pb.secs)
+	})
+	if err != nil {
+		return 0, err
+	}
+	if err := checkFloor(ctx, s.floorPool, kind, before); err != nil {
+		return 0, err
+	}
+	return tps * float64(batch), nil
 }
 
 // checkFloor fails unless every sandbox a floor run wrote (all but the
@@ -219,7 +222,7 @@ func checkFloor(ctx context.Context, pool *pgxpool.Pool, kind floorKind, before 
 // floorTargets are the floor's rows of the report: each run's rate against
 // the baseline the Tether phase of its kind is compared with, and that
 // phase's target, for information.
-func floorTargets(runs []floorRun, b baselines) []target {
+func floorTargets(runs []floorResult, b baselines) []target {
 	var ts []target
 	for _, r := range runs {
 		var t target

@@ -357,7 +357,7 @@ type simBench struct {
 	// floorPool is the floor's database (floor.go), and floors what its
 	// runs measured.
 	floorPool *pgxpool.Pool
-	floors    []floorRun
+	floors    []floorResult
 }
 
 // subject is one Tether under test, with its own database.

@@ -99,22 +99,32 @@ func (p *pgbench) prepare(ctx context.Context, d time.Duration, scale, clients i
 	if _, err := p.runSQL(ctx, "DROP TABLE IF EXISTS bench_insert; CREATE TABLE bench_insert (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, payload text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())"); err != nil {
 		return nil, err
 	}
-	script, err := os.CreateTemp("", "pgbench-insert-*.sql")
+	script, err := writeScript("pgbench-insert-*.sql", "INSERT INTO bench_insert (payload) VALUES (md5(random()::text));\n")
 	if err != nil {
 		return nil, err
 	}
-	_, err = script.WriteString("INSERT INTO bench_insert (payload) VALUES (md5(random()::text));\n")
-	if cerr := script.Close(); err == nil {
+	p.insertScript = script
+	p.secs = strconv.Itoa(max(1, int(d/time.Second)))
+	p.clients = strconv.Itoa(clients)
+	return func() { _ = os.Remove(script) }, nil
+}
+
+// writeScript writes a pgbench script to a new temporary file named after
+// pattern and returns its path; the caller removes it.
+func writeScript(pattern, text string) (string, error) {
+	f, err := os.CreateTemp("", pattern)
+	if err != nil {
+		return "", err
+	}
+	_, err = f.WriteString(text)
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		_ = os.Remove(script.Name())
-		return nil, err
+		_ = os.Remove(f.Name())
+		return "", err
 	}
-	p.insertScript = script.Name()
-	p.secs = strconv.Itoa(max(1, int(d/time.Second)))
-	p.clients = strconv.Itoa(clients)
-	return func() { _ = os.Remove(script.Name()) }, nil
+	return f.Name(), nil
 }
 
 // The four baselines. Each runs for the phase's length, with as many
