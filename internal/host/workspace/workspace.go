@@ -254,11 +254,11 @@ func Clear(ctx context.Context, dir string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("workspace: the loop devices %v of %s are still in use", loops, img)
+			return fmt.Errorf("workspace: the loop devices %v of %s are still in use (%s)", loops, img, holders(loops))
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("workspace: waiting for the loop devices %v of %s: %w", loops, img, ctx.Err())
+			return fmt.Errorf("workspace: waiting for the loop devices %v of %s (%s): %w", loops, img, holders(loops), ctx.Err())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -492,8 +493,14 @@ func TestWorkspaceHeldOnTheHost(t *testing.T) {
 	defer func() { _ = held.Close() }()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
-	if err := p.Destroy(ctx, id); err == nil {
+	err = p.Destroy(ctx, id)
+	if err == nil {
 		t.Fatal("Destroy succeeded while a host process holds a file of the workspace")
+	}
+	// The error names the holder: this test's process, by a file on the
+	// workspace's loop device.
+	if want := fmt.Sprintf("pid %d (", os.Getpid()); !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "a file on loop") {
+		t.Errorf("Destroy: %v; want it to name %q holding a file on the loop device", err, want)
 	}
 	if workspace.Mounted(filepath.Join(sbxDir, "workspace")) {
 		t.Error("the workspace is still mounted on its folder")
