@@ -57,6 +57,7 @@ var (
 	nClients  = flag.Int("chaos.clients", 6, "concurrent client loops (TestChaosNodes: half as many)")
 	seedFlag  = flag.Int("chaos.seed", 0, "random seed (0: from the clock)")
 	nNodes    = flag.Int("chaos.nodes", 3, "simulated hosts, one replica on each (TestChaosNodes; 0 skips it)")
+	neighbour = flag.Bool("chaos.loops", true, "another program attaches, probes and detaches loop devices throughout (TestChaosNodes)")
 )
 
 const (
@@ -111,6 +112,10 @@ func TestChaosNodes(t *testing.T) {
 	}
 	t.Logf("seed %d (rerun with -chaos.seed=%d)", seed, seed)
 	h := newChaos(t, seed, *nNodes)
+	if *neighbour {
+		stop := harness.LoopNeighbour(t)
+		defer stop()
+	}
 	h.startReplicas()
 	h.storm()
 	h.quiesce()
@@ -171,7 +176,7 @@ type chaos struct {
 type window struct{ from, to time.Time }
 
 func newChaos(t *testing.T, seed uint64, nodes int) *chaos {
-	h := &chaos{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), simDir: t.TempDir(), logDir: t.TempDir(),
+	h := &chaos{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), simDir: t.TempDir(), logDir: keptLogDir(t),
 		cluster: "chaos", clients: *nClients, pauseLo: 5 * time.Millisecond, pauseHi: 40 * time.Millisecond,
 		downs: map[string][]window{}, duplicates: map[string]string{}, stuck: map[string]time.Duration{}}
 	h.root = harness.RepoRoot(t)
@@ -190,13 +195,29 @@ func newChaos(t *testing.T, seed uint64, nodes int) *chaos {
 	h.dbURL = harness.CreateDatabase(t, h.cluster, fmt.Sprintf("chaos_%d", seed%1_000_000_000))
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("replica logs kept in %s", h.logDir)
 			for _, r := range h.replicas {
 				t.Logf("tail of %s:\n%s", r.LogPath, harness.Tail(r.LogPath, 30))
 			}
 		}
 	})
 	return h
+}
+
+// keptLogDir makes a folder for the replicas' logs that outlives the test
+// when it fails (and says where), and is removed when it passes.
+func keptLogDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "tether-chaos-logs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("replica logs kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	return dir
 }
 
 func (h *chaos) intn(n int) int {
