@@ -213,3 +213,52 @@ func TestWebhookReleaseFilter(t *testing.T) {
 		}
 	}
 }
+
+// TestReleaseQueueServesFreshEndsFirst: releases whose destroy keeps
+// failing (a device the host will not let go) must not hold back the
+// release of sandboxes that just ended. A claim takes a sandbox never
+// tried before any that failed, however much older those are.
+func TestReleaseQueueServesFreshEndsFirst(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var failing []sandbox.Sandbox
+	for range 3 {
+		sb := b.create(t)
+		c := b.claimOne(t, "w1")
+		if _, err := b.st.MarkReady(b.ctx, sb.ID, c.Sandbox.Epoch, sandbox.Resource{ProviderID: "p"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+			t.Fatal(err)
+		}
+		failing = append(failing, sb)
+	}
+	// Each fails its destroy once; the retries are due again.
+	claims, err := b.st.ClaimReleases(b.ctx, "sim", "", "rel", 10, time.Minute, store.Share{})
+	if err != nil || len(claims) != len(failing) {
+		t.Fatalf("ClaimReleases = %d, %v; want %d", len(claims), err, len(failing))
+	}
+	for _, c := range claims {
+		if err := b.st.ReleaseFailed(b.ctx, c.Sandbox.ID, c.Sandbox.Epoch, b.clock.Now(), "busy"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.clock.Advance(time.Minute)
+	fresh := b.create(t)
+	c := b.claimOne(t, "w1")
+	if _, err := b.st.MarkReady(b.ctx, fresh.ID, c.Sandbox.Epoch, sandbox.Resource{ProviderID: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.st.EndSandbox(b.ctx, "acme", fresh.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Second)
+	claims, err = b.st.ClaimReleases(b.ctx, "sim", "", "rel", 1, time.Minute, store.Share{})
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("ClaimReleases = %d, %v; want 1", len(claims), err)
+	}
+	if claims[0].Sandbox.ID != fresh.ID {
+		t.Errorf("the release claimed first is %s (%d attempts); want the fresh end %s before the %d retries",
+			claims[0].Sandbox.ID, claims[0].Sandbox.ReleaseAttempts, fresh.ID, len(failing))
+	}
+}

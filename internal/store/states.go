@@ -25,7 +25,7 @@ const (
 // `col IN states`, which it equals (state is never NULL), behind IS TRUE,
 // which the planner cannot read as a partial index's predicate. With the
 // plain test it may walk a work queue's partial index (sandboxes_pending,
-// sandboxes_unreleased) instead of the primary key: the statistics show
+// sandboxes_release_queue) instead of the primary key: the statistics show
 // such an index nearly empty, while under churn it holds hundreds of
 // entries, live and dead, every one of them read, and most fetched from
 // the table, for each row written. TestByIDWritesUseThePrimaryKey checks

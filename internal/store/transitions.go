@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,30 +50,36 @@ func (sh Share) args(args namedArgs, limit int) namedArgs {
 }
 
 // fairPick is the CTEs "cand", "fair" and "picked" of a claim: up to @limit
-// rows matching where, oldest by order first, but at most the share's @cap
-// per tenant minus what it holds (@tenants and @held: see Share.args). The
-// candidates, the oldest 2×limit+32 claimable rows, are locked as they are
+// rows matching where, in order (the columns that order them, as their
+// index has them), but at most the share's @cap per tenant minus what it
+// holds (@tenants and @held: see Share.args). The candidates, the first
+// 2×limit+32 claimable rows, are locked as they are
 // read (SKIP LOCKED), so that concurrent claimers take disjoint sets; those
 // not picked are free again when the statement commits. A tenant whose
 // requests queue behind more than that of another tenant's waits for the
 // queue to shorten, not for a free slot.
-func fairPick(where, order string) string {
+func fairPick(where string, order ...string) string {
+	keys, cols := make([]string, len(order)), make([]string, len(order))
+	for i, col := range order {
+		keys[i] = fmt.Sprintf("k%d", i)
+		cols[i] = col + " AS " + keys[i]
+	}
 	return `cand AS (
-			SELECT id, tenant, state, ` + order + ` AS at FROM sandboxes
+			SELECT id, tenant, state, ` + strings.Join(cols, ", ") + ` FROM sandboxes
 			WHERE ` + where + `
-			ORDER BY ` + order + `
+			ORDER BY ` + strings.Join(keys, ", ") + `
 			LIMIT @limit * 2 + 32
 			FOR UPDATE SKIP LOCKED
 		), fair AS (
 			SELECT c.id FROM (
-				SELECT id, tenant, row_number() OVER (PARTITION BY tenant ORDER BY at) AS n FROM cand
+				SELECT id, tenant, row_number() OVER (PARTITION BY tenant ORDER BY ` + strings.Join(keys, ", ") + `) AS n FROM cand
 			) c
 			LEFT JOIN unnest(@tenants::text[], @held::int[]) AS h(tenant, held) ON h.tenant = c.tenant
 			WHERE c.n <= @cap - COALESCE(h.held, 0)
 		), picked AS (
 			SELECT id, state FROM cand
 			WHERE id IN (SELECT id FROM fair)
-			ORDER BY at
+			ORDER BY ` + strings.Join(keys, ", ") + `
 			LIMIT @limit
 		)`
 }
@@ -123,14 +130,17 @@ func claimCreateSQL(which string) string {
 }
 
 // claimReleasesSQL claims terminal sandboxes of @provider not yet
-// released that no live lease holds, longest ended first; of a host-bound
+// released that no live lease holds, those tried fewest times first, then
+// longest ended first: a release whose destroy keeps failing (a device the
+// host will not let go) waits behind those that just ended rather than
+// holding them back (index sandboxes_release_queue); of a host-bound
 // provider (@node not "") only the node's own and those never placed
 // (ClaimReleases). Each claimed sandbox's epoch and release attempts are
 // bumped, and it is leased to @worker until @lease_until.
 var claimReleasesSQL = `
 		WITH ` + fairPick(`provider = @provider AND NOT released AND state IN `+terminalStates+`
 			  AND (lease_expires_at IS NULL OR lease_expires_at < @now)
-			  AND (@node::text = '' OR node = @node OR node IS NULL)`, "ended_at") + `, upd AS (
+			  AND (@node::text = '' OR node = @node OR node IS NULL)`, "release_attempts", "ended_at") + `, upd AS (
 			UPDATE sandboxes s SET
 				epoch = s.epoch + 1, release_attempts = s.release_attempts + 1,
 				lease_owner = @worker, lease_expires_at = @lease_until, updated_at = @now
