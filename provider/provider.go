@@ -85,6 +85,14 @@ type CreateSpec struct {
 	// it recorded ready. A snapshot the provider no longer has is an
 	// error that is not Retryable.
 	FromSnapshot string
+	// Epoch is the fencing token of the claim this call runs under: it
+	// grows with every claim of the sandbox, so two calls for one sandbox
+	// with the same Epoch come from one claim, and a call with a lower
+	// one from a claim since superseded. Tether guarantees at most one
+	// resource per sandbox without the provider's help; a provider may log
+	// Epoch, or use it to refuse a stale call. Zero outside Tether's
+	// executor (tests, tools).
+	Epoch int64
 }
 
 // Resource is what a provider holds for one sandbox.

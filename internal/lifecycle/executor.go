@@ -697,7 +697,7 @@ func (e *Executor) runCreate(ctx context.Context, p sandbox.Provider, sb sandbox
 	res, c := leasedCall(ctx, e, p, sb, log, "create", sb.CreateDeadline, func(ctx context.Context) (sandbox.Resource, error) {
 		return p.Create(ctx, sandbox.CreateSpec{
 			SandboxID: sb.ID, Tenant: sb.Tenant, Labels: sb.Labels, Env: sb.Env, Setup: sb.Setup, Params: sb.Params,
-			EndBy: e.endBy(sb), FromSnapshot: sb.FromSnapshot,
+			EndBy: e.endBy(sb), FromSnapshot: sb.FromSnapshot, Epoch: sb.Epoch,
 		})
 	})
 	c.attempts, c.maxAttempts = sb.Attempts, e.cfg.MaxAttempts
