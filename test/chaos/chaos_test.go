@@ -785,7 +785,7 @@ func (h *chaos) snapshot(ctx context.Context, conn *pgx.Conn) (state, error) {
 		if id, ok := strings.CutPrefix(e.Name(), ".paused-"); ok {
 			s.pauseMarks = append(s.pauseMarks, id)
 		}
-		if e.Name() != "creates.log" && !strings.HasPrefix(e.Name(), ".") {
+		if e.Name() != "creates.log" && e.Name() != "calls.log" && !strings.HasPrefix(e.Name(), ".") {
 			s.held[e.Name()] = []string{"sim"}
 		}
 	}

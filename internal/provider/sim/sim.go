@@ -7,6 +7,20 @@
 // create call that made a resource (the sandbox id first). Several Tether
 // processes may share one state directory.
 //
+// calls.log records every create and destroy call, whatever came of it, for
+// the chaos harness to find calls that overlapped (two creates of one
+// sandbox at once) and to time releases: a "begin" line when a call starts
+// and an "end" line when it returns (a call cut short by its process's
+// death has no end), each
+//
+//	begin OP ID PID EPOCH START
+//	end OP ID PID EPOCH START END OUTCOME
+//
+// with OP create or destroy, PID the calling process, EPOCH the claim's
+// (CreateSpec.Epoch; 0 for a destroy), times in RFC 3339 with nanoseconds,
+// and OUTCOME made, exists or failed for a create, removed, absent or
+// failed for a destroy.
+//
 // Per-sandbox behaviour comes from the create request's params:
 //
 //	create_delay_ms   how long a create takes
@@ -50,8 +64,12 @@ import (
 // Name is the provider's name.
 const Name = "sim"
 
-// createsLog is the file that records every create that made a resource.
-const createsLog = "creates.log"
+// createsLog is the file that records every create that made a resource,
+// and callsLog the one that records every create and destroy call.
+const (
+	createsLog = "creates.log"
+	callsLog   = "calls.log"
+)
 
 // maxDelay bounds the simulated latencies.
 const maxDelay = 10 * time.Minute
@@ -64,6 +82,8 @@ type Provider struct {
 	// creates.log, opened once.
 	fsMu sync.Mutex
 	log  *os.File
+	// calls is calls.log, opened by New; one write per line.
+	calls *os.File
 
 	mu sync.Mutex
 	// failedOnce remembers, per sandbox and operation, that the one-time
@@ -85,7 +105,25 @@ func New(dir string) (*Provider, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("sim: state directory: %w", err)
 	}
-	return &Provider{dir: dir, failedOnce: make(map[string]bool), snapshotting: make(map[string]int)}, nil
+	calls, err := os.OpenFile(filepath.Join(dir, callsLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("sim: state directory: %w", err)
+	}
+	return &Provider{dir: dir, calls: calls, failedOnce: make(map[string]bool), snapshotting: make(map[string]int)}, nil
+}
+
+// call records the start of a create or destroy call in calls.log and
+// returns what records its end with the call's outcome.
+func (p *Provider) call(op, id string, epoch int64) (end func(outcome string)) {
+	start := time.Now().UTC().Format(time.RFC3339Nano)
+	head := fmt.Sprintf("%s %s %d %d %s", op, id, os.Getpid(), epoch, start)
+	// One write per line: O_APPEND keeps the lines of concurrent writers
+	// (other Tether processes) whole. A failed write loses a line of a
+	// test's record, not the call.
+	_, _ = p.calls.WriteString("begin " + head + "\n")
+	return func(outcome string) {
+		_, _ = p.calls.WriteString("end " + head + " " + time.Now().UTC().Format(time.RFC3339Nano) + " " + outcome + "\n")
+	}
 }
 
 // Params are the sim's create params.
@@ -190,29 +228,45 @@ func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provid
 	if !validName(spec.SandboxID) {
 		return provider.Resource{}, fmt.Errorf("sim: create: invalid sandbox id %q", spec.SandboxID)
 	}
+	end := p.call("create", spec.SandboxID, spec.Epoch)
+	res, made, err := p.create(ctx, spec)
+	switch {
+	case err != nil:
+		end("failed")
+	case made:
+		end("made")
+	default:
+		end("exists")
+	}
+	return res, err
+}
+
+// create is Create's work; made reports whether this call made the
+// resource (rather than finding it made).
+func (p *Provider) create(ctx context.Context, spec provider.CreateSpec) (_ provider.Resource, made bool, _ error) {
 	params, err := parseParams(spec.Params)
 	if err != nil {
-		return provider.Resource{}, fmt.Errorf("sim: create: %w", err)
+		return provider.Resource{}, false, fmt.Errorf("sim: create: %w", err)
 	}
 	if res, err := p.resource(spec.SandboxID); err == nil {
-		return res, nil // idempotent: it exists already
+		return res, false, nil // idempotent: it exists already
 	}
 	switch params.Fail {
 	case "create":
-		return provider.Resource{}, errors.New("sim: create: injected failure")
+		return provider.Resource{}, false, errors.New("sim: create: injected failure")
 	case "create_once":
 		if p.firstFailure("create/" + spec.SandboxID) {
-			return provider.Resource{}, provider.Retryable(errors.New("sim: create: injected transient failure"))
+			return provider.Resource{}, false, provider.Retryable(errors.New("sim: create: injected transient failure"))
 		}
 	}
 	if spec.FromSnapshot != "" && !p.HasSnapshot(spec.FromSnapshot) {
-		return provider.Resource{}, fmt.Errorf("sim: create: snapshot %s not found", spec.FromSnapshot)
+		return provider.Resource{}, false, fmt.Errorf("sim: create: snapshot %s not found", spec.FromSnapshot)
 	}
 	delay := time.Duration(params.CreateDelayMS) * time.Millisecond
 	if params.IgnoreCancel {
 		time.Sleep(delay) // the simulated request was sent: it completes regardless
 	} else if err := sleep(ctx, delay); err != nil {
-		return provider.Resource{}, fmt.Errorf("sim: create: %w", err)
+		return provider.Resource{}, false, fmt.Errorf("sim: create: %w", err)
 	}
 
 	// One file operation at a time in this process: concurrent creates in
@@ -222,10 +276,11 @@ func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provid
 	path := filepath.Join(p.dir, spec.SandboxID)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if errors.Is(err, fs.ErrExist) {
-		return p.resource(spec.SandboxID) // a concurrent call made it
+		res, err := p.resource(spec.SandboxID) // a concurrent call made it
+		return res, false, err
 	}
 	if err != nil {
-		return provider.Resource{}, fmt.Errorf("sim: create: %w", err)
+		return provider.Resource{}, false, fmt.Errorf("sim: create: %w", err)
 	}
 	now := time.Now().UTC()
 	rec, _ := json.Marshal(record{SandboxID: spec.SandboxID, CreatedAt: now, PID: os.Getpid(), Params: spec.Params,
@@ -235,12 +290,12 @@ func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provid
 		werr = cerr
 	}
 	if werr != nil {
-		return provider.Resource{}, fmt.Errorf("sim: create: %w", werr)
+		return provider.Resource{}, false, fmt.Errorf("sim: create: %w", werr)
 	}
 	if err := p.logCreate(spec.SandboxID, now); err != nil {
-		return provider.Resource{}, fmt.Errorf("sim: create: %w", err)
+		return provider.Resource{}, false, fmt.Errorf("sim: create: %w", err)
 	}
-	return provider.Resource{SandboxID: spec.SandboxID, ProviderID: "sim-" + spec.SandboxID, CreatedAt: now}, nil
+	return provider.Resource{SandboxID: spec.SandboxID, ProviderID: "sim-" + spec.SandboxID, CreatedAt: now}, true, nil
 }
 
 // logCreate appends a line to creates.log; the caller holds fsMu.
@@ -263,6 +318,22 @@ func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
 	if !validName(sandboxID) {
 		return fmt.Errorf("sim: destroy: invalid sandbox id %q", sandboxID)
 	}
+	end := p.call("destroy", sandboxID, 0)
+	removed, err := p.destroy(ctx, sandboxID)
+	switch {
+	case err != nil:
+		end("failed")
+	case removed:
+		end("removed")
+	default:
+		end("absent")
+	}
+	return err
+}
+
+// destroy is Destroy's work; removed reports whether this call removed the
+// resource (rather than finding none).
+func (p *Provider) destroy(ctx context.Context, sandboxID string) (removed bool, _ error) {
 	p.mu.Lock()
 	if p.snapshotting[sandboxID] > 0 {
 		p.overlaps++
@@ -271,19 +342,19 @@ func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
 	path := filepath.Join(p.dir, sandboxID)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("sim: destroy: %w", err)
+		return false, fmt.Errorf("sim: destroy: %w", err)
 	}
 	var rec record
 	_ = json.Unmarshal(b, &rec) // a damaged record still gets destroyed
 	params, _ := parseParams(rec.Params)
 	if params.Fail == "destroy_once" && p.firstFailure("destroy/"+sandboxID) {
-		return errors.New("sim: destroy: injected failure")
+		return false, errors.New("sim: destroy: injected failure")
 	}
 	if err := sleep(ctx, time.Duration(params.DestroyDelayMS)*time.Millisecond); err != nil {
-		return fmt.Errorf("sim: destroy: %w", err)
+		return false, fmt.Errorf("sim: destroy: %w", err)
 	}
 	p.fsMu.Lock()
 	err = os.Remove(path)
@@ -291,10 +362,13 @@ func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
 		err = merr
 	}
 	p.fsMu.Unlock()
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("sim: destroy: %w", err)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil // a concurrent call removed it
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("sim: destroy: %w", err)
+	}
+	return true, nil
 }
 
 // List implements provider.Provider.
@@ -340,7 +414,7 @@ func (p *Provider) firstFailure(key string) bool {
 // validName reports whether name can be a resource file: not the log, not
 // hidden, no path separators.
 func validName(name string) bool {
-	return name != "" && name != createsLog && !strings.HasPrefix(name, ".") &&
+	return name != "" && name != createsLog && name != callsLog && !strings.HasPrefix(name, ".") &&
 		!strings.ContainsAny(name, `/\`) && !strings.HasSuffix(name, ".tmp")
 }
 
