@@ -201,7 +201,7 @@ func (s *Store) claimCreates(ctx context.Context, node, stmt string, args namedA
 
 // ClaimReleases claims up to limit terminal sandboxes of the provider whose
 // resources are not yet confirmed released and that no live lease holds,
-// longest ended first within share. For a host-bound provider (node not
+// those tried fewest times first, then the longest ended, within share. For a host-bound provider (node not
 // "") only the node's own sandboxes are claimed, and those never placed
 // anywhere.
 func (s *Store) ClaimReleases(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, share Share) ([]Claim, error) {
