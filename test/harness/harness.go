@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -150,6 +151,23 @@ type Replica struct {
 	done chan struct{}
 	gen  int
 	pid  int // the tether process, once known (on a host, nsenter's child)
+	// lives are the process's runs, one per Start.
+	lives []Life
+}
+
+// Life is one run of a replica's process: its pid (0 on a host, where the
+// process is nsenter's child) and when it started and ended (zero while it
+// runs).
+type Life struct {
+	PID      int
+	From, To time.Time
+}
+
+// Lives returns the replica's runs so far, oldest first.
+func (r *Replica) Lives() []Life {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.lives)
 }
 
 // NewReplica prepares a replica with the given environment (LISTEN_ADDR is
@@ -210,15 +228,20 @@ func (r *Replica) Start() {
 		r.t.Fatalf("start replica: %v", err)
 	}
 	done := make(chan struct{})
+	life := len(r.lives)
 	go func() {
 		_ = cmd.Wait() // reaps the process
 		_ = logf.Close()
+		r.mu.Lock()
+		r.lives[life].To = time.Now()
+		r.mu.Unlock()
 		close(done)
 	}()
 	r.cmd, r.done, r.pid = cmd, done, 0
 	if r.host == nil {
 		r.pid = cmd.Process.Pid
 	}
+	r.lives = append(r.lives, Life{PID: r.pid, From: time.Now()})
 }
 
 // PID returns the tether process's pid (as this machine numbers it), or 0

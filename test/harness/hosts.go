@@ -703,6 +703,33 @@ var buildReaper = func() func(t testing.TB) string {
 	}
 }()
 
+// sandboxCgroupBases are the folders in which the local provider makes
+// its sandboxes' control groups when it runs in this process's groups, as
+// the hosts' replicas do: tether under each v1 controller's group, or at
+// the root of a v2 hierarchy.
+func sandboxCgroupBases() []string {
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		return []string{"/sys/fs/cgroup/tether"}
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil
+	}
+	var bases []string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for ctrl := range strings.SplitSeq(parts[1], ",") {
+			if ctrl == "pids" || ctrl == "memory" || ctrl == "cpu" {
+				bases = append(bases, filepath.Join("/sys/fs/cgroup", ctrl, parts[2], "tether"))
+			}
+		}
+	}
+	return bases
+}
+
 // removeSandboxCgroups removes the control groups the local provider made
 // for the sandboxes whose folders are still in stateDir: killed with their
 // host, they were never destroyed. Best effort.
@@ -717,25 +744,7 @@ func removeSandboxCgroups(stateDir string) {
 	if len(ids) == 0 {
 		return
 	}
-	var bases []string
-	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-		bases = []string{"/sys/fs/cgroup/tether"}
-	} else if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
-		// Replicas run in this process's groups; the provider makes its
-		// own under each v1 controller's.
-		for line := range strings.SplitSeq(string(b), "\n") {
-			parts := strings.SplitN(line, ":", 3)
-			if len(parts) != 3 {
-				continue
-			}
-			for ctrl := range strings.SplitSeq(parts[1], ",") {
-				if ctrl == "pids" || ctrl == "memory" || ctrl == "cpu" {
-					bases = append(bases, filepath.Join("/sys/fs/cgroup", ctrl, parts[2], "tether"))
-				}
-			}
-		}
-	}
-	for _, base := range bases {
+	for _, base := range sandboxCgroupBases() {
 		for _, id := range ids {
 			dir := filepath.Join(base, id)
 			subs, _ := os.ReadDir(dir)
