@@ -146,9 +146,13 @@ type chaos struct {
 	// nil without it.
 	pools *poolChaos
 
-	kills      atomic.Int64
-	requests   atomic.Int64
-	created    sync.Map // sandbox id -> struct{}
+	kills    atomic.Int64
+	requests atomic.Int64
+	created  sync.Map // sandbox id -> struct{}
+	// leases is what the clients saw of owners' leases and of creates.
+	leases *leaseBook
+	// folders watches the hosts' state folders (TestChaosNodes).
+	folders    *folderWatch
 	snaps      sync.Map // snapshot id -> struct{} (snapshots_test.go)
 	liveOwners sync.Map // owner name -> struct{}
 	pgDown     time.Time
@@ -178,7 +182,7 @@ type window struct{ from, to time.Time }
 func newChaos(t *testing.T, seed uint64, nodes int) *chaos {
 	h := &chaos{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), simDir: t.TempDir(), logDir: keptLogDir(t),
 		cluster: "chaos", clients: *nClients, pauseLo: 5 * time.Millisecond, pauseHi: 40 * time.Millisecond,
-		downs: map[string][]window{}, duplicates: map[string]string{}, stuck: map[string]time.Duration{}}
+		downs: map[string][]window{}, duplicates: map[string]string{}, stuck: map[string]time.Duration{}, leases: newLeaseBook()}
 	h.root = harness.RepoRoot(t)
 	if nodes > 0 {
 		// Real sandboxes cost a few processes each: a gentler storm.
@@ -327,10 +331,16 @@ func (h *chaos) randomIn(state string) string {
 	return id
 }
 
+// randomOwner returns an owner of the storm whose lease the clients know
+// to be live for a while yet (so that a create naming it starts no lease
+// they cannot see), or "".
 func (h *chaos) randomOwner() string {
 	var owners []string
+	soon := time.Now().Add(time.Second)
 	h.liveOwners.Range(func(k, _ any) bool {
-		owners = append(owners, k.(string))
+		if h.leases.live(k.(string), soon) {
+			owners = append(owners, k.(string))
+		}
 		return true
 	})
 	if len(owners) == 0 {
@@ -405,10 +415,12 @@ func (h *chaos) clientLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		switch n := h.intn(100); {
 		case n < 40:
-			code, sb := h.call(http.MethodPost, "/v1/sandboxes", h.createBody())
+			body := h.createBody()
+			sent := time.Now()
+			code, sb := h.call(http.MethodPost, "/v1/sandboxes", body)
 			if code == http.StatusAccepted {
 				id := sb["id"].(string)
-				h.created.Store(id, struct{}{})
+				h.accept(id, body, sent)
 				if h.intn(4) == 0 { // cancel while requested or creating
 					time.Sleep(h.between(0, 300*time.Millisecond))
 					h.call(http.MethodDelete, "/v1/sandboxes/"+id, nil)
@@ -473,22 +485,50 @@ func (h *chaos) ownerLoop(ctx context.Context, n int) {
 		if h.hosts != nil {
 			first = map[string]any{"owner": name, "provider": "local"}
 		}
+		sent := time.Now()
 		code, sb := h.call(http.MethodPost, "/v1/sandboxes", first)
 		if code != http.StatusAccepted {
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		h.created.Store(sb["id"].(string), struct{}{})
+		h.accept(sb["id"].(string), first, sent)
 		h.liveOwners.Store(name, struct{}{})
 		lifetime := time.Now().Add(h.between(2*time.Second, 8*time.Second))
 		for time.Now().Before(lifetime) && ctx.Err() == nil {
-			h.call(http.MethodPut, "/v1/owners/"+name+"/lease", map[string]any{"ttl_seconds": int(ownerTTL / time.Second)})
+			h.heartbeat(name)
 			time.Sleep(700 * time.Millisecond)
 		}
 		h.liveOwners.Delete(name)
 		if h.intn(10) < 3 {
+			h.leases.release(name, time.Now())
 			h.call(http.MethodDelete, "/v1/owners/"+name, nil)
 		}
+	}
+}
+
+// accept records a create the API accepted (sent at sent, answered now).
+func (h *chaos) accept(id string, body map[string]any, sent time.Time) {
+	h.created.Store(id, struct{}{})
+	owner, _ := body["owner"].(string)
+	h.leases.create(id, owner, sent, time.Now())
+}
+
+// heartbeat renews owner's lease and records what the API granted.
+func (h *chaos) heartbeat(owner string) {
+	sent := time.Now()
+	code, out := h.call(http.MethodPut, "/v1/owners/"+owner+"/lease", map[string]any{"ttl_seconds": int(ownerTTL / time.Second)})
+	recv := time.Now()
+	switch {
+	case code == http.StatusOK:
+		expires, err := time.Parse(time.RFC3339Nano, fmt.Sprint(out["expires_at"]))
+		if err != nil {
+			h.t.Errorf("heartbeat of %s: expires_at %v: %v", owner, out["expires_at"], err)
+			return
+		}
+		h.leases.heartbeat(owner, sent, recv, expires)
+	case code == 0 || code >= 500:
+		// No answer, or one that does not say: it may have been granted.
+		h.leases.heartbeat(owner, sent, recv, time.Time{})
 	}
 }
 
@@ -588,6 +628,16 @@ func (h *chaos) sample() {
 
 func (h *chaos) storm() {
 	if h.hosts != nil {
+		dirs := map[string]string{}
+		for _, host := range h.hosts.List {
+			dirs[host.Name] = host.StateDir
+		}
+		w, err := watchFolders(dirs)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		h.folders = w
+		h.t.Cleanup(w.stop)
 		// Through the quiet phase too, until check.
 		ctx, cancel := context.WithCancel(h.t.Context())
 		done := make(chan struct{})
@@ -905,12 +955,20 @@ func (h *chaos) check() {
 	// (sim: its log of creates; hosts: two of a sandbox's bwrap processes
 	// seen alive at once).
 	var duplicates []string
+	remade := 0
 	if h.hosts != nil {
 		h.mu.Lock()
 		for id, at := range h.duplicates {
 			duplicates = append(duplicates, id+"×"+at)
 		}
 		h.mu.Unlock()
+		lives, overflowed := h.folders.record()
+		if overflowed {
+			h.t.Error("the kernel dropped some of the hosts' folder events: the record of what was made is incomplete")
+		}
+		var twice []string
+		twice, remade = madeTwice(lives)
+		duplicates = append(duplicates, twice...)
 	} else {
 		creates := map[string]int{}
 		if f, err := os.Open(filepath.Join(h.simDir, "creates.log")); err == nil {
@@ -927,6 +985,13 @@ func (h *chaos) check() {
 				duplicates = append(duplicates, fmt.Sprintf("%s×%d", id, n))
 			}
 		}
+		duplicates = append(duplicates, overlappingCreates(h.calls(), h.died, time.Now())...)
+	}
+
+	// On hosts, every kind of resource, now and after a grace period.
+	var heldNow, heldAfter []string
+	if h.hosts != nil {
+		heldNow, heldAfter = h.checkHoldings(ctx, conn)
 	}
 
 	// Lost: on hosts, a sandbox may end lost only while its node is dead.
@@ -936,39 +1001,16 @@ func (h *chaos) check() {
 		lost, wronglyLost = h.checkLost(ctx, conn)
 	}
 
-	// Owner overshoot: no owned sandbox may end later than one janitor
-	// interval after its owner's final lease expiry. (Leases only move
-	// forward, so the final expiry bounds every earlier lapse.) While
-	// Postgres was down nothing could be ended: a lapse in that window is
-	// measured from Postgres's return.
+	// The owner bound, from every lapse (lapses_test.go): how long after
+	// it each owned sandbox ended, and how long until its provider no
+	// longer held it.
+	bounds, unaccountedCreates := h.judgeBounds(ctx, conn)
+	overshot := overshoots(bounds, janitorInterval+overshootSlack)
 	var maxOvershoot time.Duration
-	var overshoots []string
-	rows, err := conn.Query(ctx, `
-		SELECT s.id, s.ended_at, o.expires_at FROM sandboxes s
-		JOIN owners o ON o.tenant = s.tenant AND o.name = s.owner
-		WHERE s.ended_at IS NOT NULL AND s.ended_at > o.expires_at`)
-	if err != nil {
-		h.t.Fatal(err)
+	for _, b := range bounds {
+		maxOvershoot = max(maxOvershoot, b.toEnd)
 	}
-	for rows.Next() {
-		var id string
-		var ended, lapsed time.Time
-		if err := rows.Scan(&id, &ended, &lapsed); err != nil {
-			h.t.Fatal(err)
-		}
-		from := lapsed
-		if !h.pgDown.IsZero() && lapsed.After(h.pgDown.Add(-janitorInterval)) && lapsed.Before(h.pgUp) {
-			from = h.pgUp
-		}
-		over := ended.Sub(from)
-		maxOvershoot = max(maxOvershoot, over)
-		if over > janitorInterval+overshootSlack {
-			overshoots = append(overshoots, fmt.Sprintf("%s +%s", id, over.Round(time.Millisecond)))
-		}
-	}
-	if err := rows.Err(); err != nil {
-		h.t.Fatal(err)
-	}
+	lapseFigs := figures(bounds)
 	var liveOwned int
 	if err := conn.QueryRow(ctx, `
 		SELECT count(*) FROM sandboxes s JOIN owners o ON o.tenant = s.tenant AND o.name = s.owner
@@ -1016,7 +1058,11 @@ func (h *chaos) check() {
 		}
 		h.mu.Unlock()
 		summary = strings.Replace(summary, "chaos:", fmt.Sprintf("chaos: nodes=%d node_deaths=%d", len(h.hosts.List), deaths), 1) +
-			fmt.Sprintf(" lost=%d wrongly_lost=%d peak_running=%d ready_at_end=%d", lost, len(wronglyLost), peak, len(s.ready))
+			fmt.Sprintf(" lost=%d wrongly_lost=%d peak_running=%d ready_at_end=%d remade_after_interrupt=%d", lost, len(wronglyLost), peak, len(s.ready), remade)
+	}
+	summary += fmt.Sprintf(" owner_bounds=%d %s unaccounted=%d", len(bounds), lapseFigs, len(unaccountedCreates))
+	if h.hosts != nil {
+		summary += fmt.Sprintf(" held_after_storm=%d held_after_grace=%d", len(heldNow), len(heldAfter))
 	}
 	fmt.Println(summary)
 	h.t.Log(summary)
@@ -1030,6 +1076,10 @@ func (h *chaos) check() {
 	fail("unsettled sandboxes", s.unsettled)
 	fail("terminal sandboxes never released", s.unreleased)
 	fail("leaked provider resources", leaks)
+	if len(heldNow) > 0 {
+		h.t.Logf("held right after the storm (%d): %v", len(heldNow), heldNow[:min(len(heldNow), 10)])
+	}
+	fail("resources the hosts still held a grace period after the storm, of sandboxes released, unknown or placed elsewhere", heldAfter)
 	fail("ready sandboxes missing at the provider", missing)
 	fail("sandboxes created more than once", duplicates)
 	for _, d := range duplicates[:min(len(duplicates), 3)] {
@@ -1040,7 +1090,8 @@ func (h *chaos) check() {
 	if h.hosts == nil {
 		h.checkSnapshots(ctx, conn)
 	}
-	fail("owned sandboxes that outlived their owner's lease by more than one interval", overshoots)
+	fail("owned sandboxes that outlived their owner's lease by more than one interval", overshot)
+	fail("accepted creates the registry lost or never settled", unaccountedCreates)
 	fail("illegal histories", illegal)
 	fail("sandboxes pausing or resuming past their deadline by more than one interval", stuck)
 	fail("sandboxes paused in the registry but not at the provider, or the other way round", mismatched)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +41,46 @@ type poolChaos struct {
 	made    int            // pools created
 	leaked  []string       // endPools' finding
 	ops     map[string]int // what the storm did, for the summary
+	// deleted is when each pool's deletion was answered: its members
+	// still in it must end within an interval of that.
+	deleted map[string]time.Time
+}
+
+// deletedPool records that the pool's deletion was answered now.
+func (p *poolChaos) deletedPool(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.deleted[name]; !ok {
+		p.deleted[name] = time.Now()
+	}
+}
+
+// bounds judges the members of deleted pools that were never claimed
+// (still owned by the pool) against the pool's deletion: its owner, the
+// pool's lease, ends there.
+func (p *poolChaos) bounds(sandboxes map[string]ended) []bound {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []bound
+	for id, sb := range sandboxes {
+		name, ok := strings.CutPrefix(sb.owner, "pool:")
+		at, deleted := p.deleted[name]
+		if !ok || !deleted {
+			continue
+		}
+		b := bound{id: id, lapse: at}
+		switch {
+		case sb.endedAt.IsZero():
+			b.toEnd, b.endedAfterLapse = time.Since(at), true
+		case sb.endedAt.After(at):
+			b.toEnd, b.endedAfterLapse = sb.endedAt.Sub(at), true
+		}
+		if b.endedAfterLapse && !sb.released.IsZero() {
+			b.toRelease = max(0, sb.released.Sub(at))
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 // poolStorm starts the pools' loops of the storm on wg, until ctx ends.
@@ -47,7 +88,7 @@ func (h *chaos) poolStorm(ctx context.Context, wg *sync.WaitGroup) {
 	if h.hosts != nil {
 		return // TestChaosNodes: the sim storm only
 	}
-	h.pools = &poolChaos{claimed: map[string]int{}, ops: map[string]int{}}
+	h.pools = &poolChaos{claimed: map[string]int{}, ops: map[string]int{}, deleted: map[string]time.Time{}}
 	wg.Go(func() { h.poolLoop(ctx) })
 	for i := range 2 {
 		wg.Go(func() { h.claimLoop(ctx, i) })
@@ -111,6 +152,7 @@ func (h *chaos) poolLoop(ctx context.Context) {
 		default:
 			if name := p.random(h); name != "" {
 				if code, _ := h.call(http.MethodDelete, "/v1/pools/"+name, nil); code == http.StatusAccepted || code == http.StatusNotFound {
+					p.deletedPool(name)
 					p.mu.Lock()
 					p.live = slices.DeleteFunc(p.live, func(s string) bool { return s == name })
 					p.mu.Unlock()
@@ -139,6 +181,7 @@ func (h *chaos) claimLoop(ctx context.Context, n int) {
 		} else {
 			body["ttl_seconds"] = 3 + h.intn(10)
 		}
+		sent := time.Now()
 		code, sb := h.call(http.MethodPost, "/v1/sandboxes", body)
 		switch code {
 		case http.StatusCreated:
@@ -146,10 +189,10 @@ func (h *chaos) claimLoop(ctx context.Context, n int) {
 			p.mu.Lock()
 			p.claimed[id]++
 			p.mu.Unlock()
-			h.created.Store(id, struct{}{})
+			h.accept(id, body, sent)
 			p.count("hit")
 		case http.StatusAccepted:
-			h.created.Store(sb["id"].(string), struct{}{})
+			h.accept(sb["id"].(string), body, sent)
 			p.count("miss")
 		case http.StatusConflict:
 			p.count("empty")
@@ -209,6 +252,7 @@ func (h *chaos) endPools() {
 		if code, _ := h.call(http.MethodDelete, "/v1/pools/"+name, nil); code != http.StatusAccepted {
 			h.t.Errorf("delete pool %s after the storm: %d", name, code)
 		}
+		h.pools.deletedPool(name)
 	}
 }
 
