@@ -100,7 +100,7 @@ type ownerProc struct {
 }
 
 func newOwnerChaos(t *testing.T, seed uint64) *ownerChaos {
-	o := &ownerChaos{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x0e4e)), owners: map[string]*ownerProc{}, logDir: t.TempDir()}
+	o := &ownerChaos{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x0e4e)), owners: map[string]*ownerProc{}, logDir: keptLogDir(t)}
 	o.hosts = harness.NewHosts(t, 1)
 	o.cluster = o.hosts.StartPostgres("chaosowners")
 	o.dbURL = harness.CreateDatabase(t, o.cluster, fmt.Sprintf("owners_%d", seed%1_000_000_000))
@@ -147,9 +147,6 @@ func newOwnerChaos(t *testing.T, seed uint64) *ownerChaos {
 		o.heal()
 		o.killOwners()
 		o.procs.Wait()
-		if t.Failed() {
-			t.Logf("replica and owner logs kept in %s", o.logDir)
-		}
 	})
 	return o
 }
