@@ -418,6 +418,7 @@ func (h *chaos) clientLoop(ctx context.Context) {
 			body := h.createBody()
 			sent := time.Now()
 			code, sb := h.call(http.MethodPost, "/v1/sandboxes", body)
+			h.unanswered(code, body, sent)
 			if code == http.StatusAccepted {
 				id := sb["id"].(string)
 				h.accept(id, body, sent)
@@ -487,6 +488,7 @@ func (h *chaos) ownerLoop(ctx context.Context, n int) {
 		}
 		sent := time.Now()
 		code, sb := h.call(http.MethodPost, "/v1/sandboxes", first)
+		h.unanswered(code, first, sent)
 		if code != http.StatusAccepted {
 			time.Sleep(100 * time.Millisecond)
 			continue
@@ -511,6 +513,15 @@ func (h *chaos) accept(id string, body map[string]any, sent time.Time) {
 	h.created.Store(id, struct{}{})
 	owner, _ := body["owner"].(string)
 	h.leases.create(id, owner, sent, time.Now())
+}
+
+// unanswered records a create that got no answer (code 0) or a server
+// error: it may have been accepted, and started its owner's lease.
+func (h *chaos) unanswered(code int, body map[string]any, sent time.Time) {
+	if code == 0 || code >= 500 {
+		owner, _ := body["owner"].(string)
+		h.leases.unanswered(owner, sent, time.Now())
+	}
 }
 
 // heartbeat renews owner's lease and records what the API granted.

@@ -150,6 +150,17 @@ func (b *leaseBook) create(id, owner string, sent, recv time.Time) {
 	b.grants[owner] = append(b.grants[owner], grant{sent: sent, recv: recv, maybe: true})
 }
 
+// unanswered records a create naming owner that no replica answered: it
+// may have been accepted, and may have started a lease.
+func (b *leaseBook) unanswered(owner string, sent, recv time.Time) {
+	if owner == "" {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.grants[owner] = append(b.grants[owner], grant{sent: sent, recv: recv, maybe: true})
+}
+
 // live reports whether owner's lease, as far as the clients know, lasts
 // past at: a create naming the owner before then does not start a lease.
 func (b *leaseBook) live(owner string, at time.Time) bool {
@@ -169,6 +180,7 @@ func (b *leaseBook) live(owner string, at time.Time) bool {
 // ended is a sandbox as the registry has it after the storm.
 type ended struct {
 	owner         string
+	createdAt     time.Time // the registry's
 	endedAt       time.Time // zero: still live
 	destroyFaulty bool      // its params inject destroy failures
 	released      time.Time // when its provider no longer held it; zero: never held, or not seen
@@ -185,8 +197,9 @@ type bound struct {
 	endedAfterLapse bool
 }
 
-// bounds judges every sandbox accepted with an owner against the first
-// certain lapse of that owner's lease after its create was answered. A
+// bounds judges every sandbox of an owner the clients played against the
+// first certain lapse of that owner's lease after its create was answered
+// (for a create whose answer never came, after the registry made it). A
 // lapse while Postgres was down (or an interval before) counts from its
 // return: nothing can end a sandbox without it.
 func (b *leaseBook) bounds(sandboxes map[string]ended, credits []credit, ttl time.Duration, pgDown, pgUp time.Time) []bound {
@@ -197,13 +210,16 @@ func (b *leaseBook) bounds(sandboxes map[string]ended, credits []credit, ttl tim
 		byOwner[owner] = lapses(gs, credits, ttl)
 	}
 	var out []bound
-	for id, a := range b.creates {
-		sb, ok := sandboxes[id]
-		if a.owner == "" || !ok || sb.owner != a.owner {
-			continue // unowned, lost (see unaccounted), or owned since by another
+	for id, sb := range sandboxes {
+		ls, played := byOwner[sb.owner]
+		if sb.owner == "" || !played {
+			continue // unowned, or owned by no owner of the clients' (a pool)
 		}
-		ls := byOwner[a.owner]
-		i := sort.Search(len(ls), func(i int) bool { return ls[i].After(a.recv) })
+		after := sb.createdAt
+		if a, ok := b.creates[id]; ok && a.owner == sb.owner {
+			after = a.recv
+		}
+		i := sort.Search(len(ls), func(i int) bool { return ls[i].After(after) })
 		if i == len(ls) {
 			continue // no certain lapse after it: nothing to judge
 		}
@@ -328,7 +344,7 @@ func unaccounted(acceptedIDs []string, states map[string]string) []string {
 // and of every pool member never claimed (poolBounds). It also returns the
 // accepted creates the registry lost or never settled.
 func (h *chaos) judgeBounds(ctx context.Context, conn *pgx.Conn) ([]bound, []string) {
-	rows, err := conn.Query(ctx, `SELECT id, state, coalesce(owner, ''), ended_at, coalesce(params->>'fail', '') FROM sandboxes`)
+	rows, err := conn.Query(ctx, `SELECT id, state, coalesce(owner, ''), created_at, ended_at, coalesce(params->>'fail', '') FROM sandboxes`)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -336,11 +352,12 @@ func (h *chaos) judgeBounds(ctx context.Context, conn *pgx.Conn) ([]bound, []str
 	sandboxes, states := map[string]ended{}, map[string]string{}
 	for rows.Next() {
 		var id, state, owner, fail string
+		var createdAt time.Time
 		var endedAt *time.Time
-		if err := rows.Scan(&id, &state, &owner, &endedAt, &fail); err != nil {
+		if err := rows.Scan(&id, &state, &owner, &createdAt, &endedAt, &fail); err != nil {
 			h.t.Fatal(err)
 		}
-		sb := ended{owner: owner, destroyFaulty: fail == "destroy_once", released: released[id]}
+		sb := ended{owner: owner, createdAt: createdAt, destroyFaulty: fail == "destroy_once", released: released[id]}
 		if endedAt != nil {
 			sb.endedAt = *endedAt
 		}

@@ -40,11 +40,12 @@ const (
 // nftables in its network namespace for longer than a lease (again every
 // 45 s of a long storm), Postgres is crashed and restarted once, and the
 // other replicas are killed and restarted at random. Then every owned
-// sandbox is judged against its owner's final lease (credits included) and
-// its owner's kill:
+// sandbox is judged against the first lapse of its owner's lease after its
+// create (from the owner processes' own record of every lease granted,
+// credits included: lapses_test.go) and against its owner's kill:
 //
-//   - max_owner_overshoot: from the lease's lapse to the sandbox's end (a
-//     lapse while Postgres was down counts from its return);
+//   - max_owner_overshoot: from the lapse to the sandbox's end (a lapse
+//     while Postgres was down counts from its return);
 //   - outlived: sandboxes that overshot by more than one janitor interval
 //     plus slack (must be 0);
 //   - ended_while_alive: sandboxes ended before their owner was killed,
@@ -219,6 +220,45 @@ func (o *ownerChaos) killOwners() {
 	}
 }
 
+// leaseBook reads the owner processes' records (test/chaos/owner): what
+// each sent, and what was granted or accepted.
+func (o *ownerChaos) leaseBook() *leaseBook {
+	book := newLeaseBook()
+	o.mu.Lock()
+	names := make([]string, 0, len(o.owners))
+	for name := range o.owners {
+		names = append(names, name)
+	}
+	o.mu.Unlock()
+	stamp := func(s string) time.Time {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			o.t.Fatalf("owner log: bad time %q", s)
+		}
+		return t
+	}
+	for _, name := range names {
+		b, err := os.ReadFile(filepath.Join(o.logDir, name+".log"))
+		if err != nil {
+			o.t.Fatal(err)
+		}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			f := strings.Fields(line)
+			switch {
+			case len(f) == 4 && f[0] == "created":
+				book.create(f[1], name, stamp(f[2]), stamp(f[3]))
+			case len(f) == 3 && f[0] == "create-unanswered":
+				book.unanswered(name, stamp(f[1]), stamp(f[2]))
+			case len(f) == 4 && f[0] == "granted":
+				book.heartbeat(name, stamp(f[1]), stamp(f[2]), stamp(f[3]))
+			case len(f) == 3 && f[0] == "unanswered":
+				book.heartbeat(name, stamp(f[1]), stamp(f[2]), time.Time{})
+			}
+		}
+	}
+	return book
+}
+
 // nft runs nft in the partitioned replica's network namespace.
 func (o *ownerChaos) nft(args ...string) error {
 	out, err := exec.Command("ip", append([]string{"netns", "exec", o.hosts.List[0].NetNS, "nft"}, args...)...).CombinedOutput()
@@ -352,43 +392,49 @@ func (o *ownerChaos) check() {
 		}
 	}
 
+	// The owner bound from every lapse: the owner processes' own record
+	// of what they sent and were granted (lapses_test.go).
+	book := o.leaseBook()
+	recorded, err := readCredits(ctx, conn)
+	if err != nil {
+		o.t.Fatal(err)
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	rows, err := conn.Query(ctx, `
-		SELECT s.id, s.owner, s.ended_at, o.expires_at FROM sandboxes s
-		JOIN owners o ON o.tenant = s.tenant AND o.name = s.owner
-		WHERE s.ended_at IS NOT NULL`)
+	rows, err := conn.Query(ctx, `SELECT id, owner, created_at, ended_at FROM sandboxes WHERE owner IS NOT NULL`)
 	if err != nil {
 		o.t.Fatal(err)
 	}
 	var (
-		sandboxes       int
-		maxOvershoot    time.Duration
-		outlived, alive []string
+		sandboxes = map[string]ended{}
+		alive     []string
 	)
 	for rows.Next() {
 		var id, owner string
-		var ended, lapsed time.Time
-		if err := rows.Scan(&id, &owner, &ended, &lapsed); err != nil {
+		var created time.Time
+		var endedAt *time.Time
+		if err := rows.Scan(&id, &owner, &created, &endedAt); err != nil {
 			o.t.Fatal(err)
 		}
-		sandboxes++
-		if p := o.owners[owner]; p != nil && ended.Before(p.killAt) {
-			alive = append(alive, fmt.Sprintf("%s of %s ended %s before its owner's kill", id, owner, p.killAt.Sub(ended).Round(time.Millisecond)))
+		sb := ended{owner: owner, createdAt: created}
+		if endedAt != nil {
+			sb.endedAt = *endedAt
+			if p := o.owners[owner]; p != nil && endedAt.Before(p.killAt) {
+				alive = append(alive, fmt.Sprintf("%s of %s ended %s before its owner's kill", id, owner, p.killAt.Sub(*endedAt).Round(time.Millisecond)))
+			}
 		}
-		from := lapsed
-		if !o.pgDown.IsZero() && lapsed.After(o.pgDown.Add(-janitorInterval)) && lapsed.Before(o.pgUp) {
-			from = o.pgUp // nothing can end while Postgres is down
-		}
-		over := max(0, ended.Sub(from))
-		maxOvershoot = max(maxOvershoot, over)
-		if over > janitorInterval+overshootSlack {
-			outlived = append(outlived, fmt.Sprintf("%s +%s", id, over.Round(time.Millisecond)))
-		}
+		sandboxes[id] = sb
 	}
 	if err := rows.Err(); err != nil {
 		o.t.Fatal(err)
 	}
+	bounds := book.bounds(sandboxes, recorded, ownersTTL, o.pgDown, o.pgUp)
+	outlived := overshoots(bounds, janitorInterval+overshootSlack)
+	var maxOvershoot time.Duration
+	for _, b := range bounds {
+		maxOvershoot = max(maxOvershoot, b.toEnd)
+	}
+	lapseFigs := figures(bounds)
 
 	// Credits: only the Postgres restart may explain one.
 	rows, err = conn.Query(ctx, `SELECT replica, unreached_from, unreached_to, owners FROM outage_credits ORDER BY id`)
@@ -426,10 +472,10 @@ func (o *ownerChaos) check() {
 	}
 	summary := fmt.Sprintf("chaos-owners: owners=%d owner_kills=%d sandboxes=%d replica_kills=%d partitions=%d partitioned_for=%s "+
 		"pg_restarts=%d pg_down=%s credits=%d credited=%s max_owner_overshoot=%s outlived=%d ended_while_alive=%d "+
-		"credits_outside_outage=%d still_live=%d",
-		o.started, o.killed, sandboxes, o.replicaKill, len(o.partitions), cutFor.Round(time.Millisecond),
+		"credits_outside_outage=%d still_live=%d owner_bounds=%d %s",
+		o.started, o.killed, len(sandboxes), o.replicaKill, len(o.partitions), cutFor.Round(time.Millisecond),
 		boolInt(!o.pgUp.IsZero()), o.pgUp.Sub(o.pgDown).Round(time.Millisecond), credits, credited.Round(time.Millisecond),
-		maxOvershoot.Round(time.Millisecond), len(outlived), len(alive), len(outsideOutages), stillLive)
+		maxOvershoot.Round(time.Millisecond), len(outlived), len(alive), len(outsideOutages), stillLive, len(bounds), lapseFigs)
 	fmt.Println(summary)
 	o.t.Log(summary)
 	for _, c := range creditsReported {
@@ -447,8 +493,8 @@ func (o *ownerChaos) check() {
 	if stillLive > 0 {
 		o.t.Errorf("%d owned sandboxes still live after every owner died", stillLive)
 	}
-	if sandboxes < 20 {
-		o.t.Errorf("the storm ended only %d owned sandboxes; the run proves little", sandboxes)
+	if len(bounds) < 20 {
+		o.t.Errorf("the storm judged only %d owned sandboxes against a lapse; the run proves little", len(bounds))
 	}
 	if len(o.partitions) == 0 || o.pgUp.IsZero() {
 		o.t.Errorf("the storm was too short for its faults: %d partitions, Postgres restarted: %v", len(o.partitions), !o.pgUp.IsZero())

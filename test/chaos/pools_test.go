@@ -183,6 +183,7 @@ func (h *chaos) claimLoop(ctx context.Context, n int) {
 		}
 		sent := time.Now()
 		code, sb := h.call(http.MethodPost, "/v1/sandboxes", body)
+		h.unanswered(code, body, sent)
 		switch code {
 		case http.StatusCreated:
 			id, _ := sb["id"].(string)

@@ -4,7 +4,16 @@
 //
 //	owner -urls http://a,http://b -key KEY -name NAME -ttl 4s
 //
-// It prints "created SANDBOX_ID" once the create is accepted. Each
+// It prints a line of what it sent and what came of it, for the harness
+// to judge the owner bound from every lapse (times in RFC 3339 with
+// nanoseconds):
+//
+//	created SANDBOX_ID SENT ANSWERED    a create accepted
+//	create-unanswered SENT GAVE_UP      a create no replica answered
+//	granted SENT ANSWERED EXPIRES       a heartbeat's answer
+//	unanswered SENT GAVE_UP             a heartbeat no replica answered
+//
+// Each
 // heartbeat (every sixth of the lease) tries the replicas in turn,
 // starting from a random one, each with a short timeout, as a client
 // behind a load balancer does: a replica that cannot reach Postgres, or
@@ -64,11 +73,16 @@ func run(urls []string, key, name string, ttl time.Duration) error {
 	}
 	secs := int(ttl / time.Second)
 	body := map[string]any{"owner": name, "provider": "sim", "ttl_seconds": 600}
+	stamp := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 	for {
+		sent := time.Now()
 		code, out := send(http.MethodPost, "/v1/sandboxes", body)
 		if code == http.StatusAccepted || code == http.StatusOK {
-			fmt.Printf("created %v\n", out["id"])
+			fmt.Printf("created %v %s %s\n", out["id"], stamp(sent), stamp(time.Now()))
 			break
+		}
+		if code == 0 {
+			fmt.Printf("create-unanswered %s %s\n", stamp(sent), stamp(time.Now()))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -76,6 +90,13 @@ func run(urls []string, key, name string, ttl time.Duration) error {
 	// this owner: it is the owner's all the same, and checked alike.
 	for {
 		time.Sleep(ttl / 6)
-		send(http.MethodPut, "/v1/owners/"+name+"/lease", map[string]any{"ttl_seconds": secs})
+		sent := time.Now()
+		code, out := send(http.MethodPut, "/v1/owners/"+name+"/lease", map[string]any{"ttl_seconds": secs})
+		switch {
+		case code == http.StatusOK:
+			fmt.Printf("granted %s %s %v\n", stamp(sent), stamp(time.Now()), out["expires_at"])
+		case code == 0:
+			fmt.Printf("unanswered %s %s\n", stamp(sent), stamp(time.Now()))
+		}
 	}
 }
