@@ -1038,6 +1038,70 @@ test('webhooks need a key with manage_keys: another key is told so', async () =>
   }
 });
 
+// hold makes the page's requests that match pred wait for their answer:
+// each goes to Tether and its real answer is held back until release().
+async function hold(page, pred) {
+  let release;
+  const gate = new Promise((r) => { release = r; });
+  const held = [];
+  const handler = async (route) => {
+    held.push(route.request().url());
+    const resp = await route.fetch();
+    await gate;
+    await route.fulfill({response: resp});
+  };
+  await page.route((u) => pred(new URL(u)), handler);
+  return {
+    held,
+    async release() {
+      release();
+      await page.unroute((u) => pred(new URL(u)), handler);
+    },
+  };
+}
+
+test('loading: a page says Loading… while its answer is on its way, and "No sandboxes" only once it came', async () => {
+  const sb = await create({provider: 'sim', labels: {suite: `loading-${RUN}`}});
+  await settled(sb.id);
+  const {page, done} = await open();
+  await signIn(page);
+  await page.locator('#results .table-wrap').waitFor();
+
+  // The list, for a filter nothing matches, its answer held.
+  const list = await hold(page, (u) => u.pathname === '/v1/sandboxes');
+  await go(page, `#/sandboxes?label=${encodeURIComponent(`suite=nothing-${RUN}`)}`);
+  await until('the list request to be held', async () => list.held.length > 0);
+  await page.locator('#results .loading', {hasText: 'Loading sandboxes…'}).waitFor();
+  await page.waitForTimeout(500); // the answer stays held: nothing else is drawn meanwhile
+  assert.equal(await page.locator('#results .loading').isVisible(), true);
+  assert.equal(await page.locator('#results .empty, #results table').count(), 0, 'the table or "none" was drawn before the answer');
+  assert.equal(await page.locator('main h1', {hasText: 'Sandboxes'}).isVisible(), true, 'the heading waits for the data');
+  await list.release();
+  await page.locator('#results .empty', {hasText: 'No sandboxes match these filters.'}).waitFor();
+  assert.equal(await page.locator('#results .loading').count(), 0);
+
+  // A sandbox's page, its events held: every section waits, saying so.
+  const events = await hold(page, (u) => u.pathname === `/v1/sandboxes/${sb.id}/events`);
+  await go(page, `#/sandboxes/${sb.id}`);
+  await until('the events request to be held', async () => events.held.length > 0);
+  for (const sec of ['sec-summary', 'sec-timeline', 'sec-activity', 'sec-lease']) {
+    await page.locator(`[aria-labelledby=${sec}] .loading`, {hasText: 'Loading…'}).first().waitFor();
+  }
+  await page.waitForTimeout(300);
+  assert.equal(await page.locator('[aria-labelledby=sec-summary] dl.facts').count(), 0);
+  await events.release();
+  await page.locator('[aria-labelledby=sec-summary] dl.facts').waitFor();
+  await page.locator('[aria-labelledby=sec-activity] .empty', {hasText: 'No exec, file or port activity recorded.'}).waitFor();
+  await page.waitForFunction(() => document.querySelectorAll('main .loading').length === 0);
+
+  // An answer that is an error: the flash says it, and no part says Loading… for ever.
+  await go(page, '#/sandboxes/sbx_nothere');
+  await page.locator('#flash').filter({hasText: /INVALID_REQUEST|NOT_FOUND/}).waitFor();
+  await page.locator('main .not-loaded').first().waitFor();
+  assert.equal(await page.locator('main .loading').count(), 0);
+  await done();
+});
+
 test('screenshots: desktop and phone, every page fitting the phone\'s width', async () => {
   // A tenant of its own kind of traffic: tenant B, so that the pictures show
   // a readable set rather than the other tests' sandboxes.

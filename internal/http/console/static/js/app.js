@@ -2,7 +2,7 @@
 
 import {api, session, onUnauthorized, ApiError, errorText} from './api.js';
 import {EventStream} from './sse.js';
-import {h, fill, tick} from './dom.js';
+import {h, fill, tick, notLoaded} from './dom.js';
 import {sandboxesView} from './views/sandboxes.js';
 import {sandboxView} from './views/sandbox.js';
 import {ownersView, ownerView} from './views/owners.js';
@@ -122,7 +122,10 @@ async function render({focus = true} = {}) {
   try {
     await view(main, params, ctx);
   } catch (err) {
-    if (err?.name !== 'AbortError' && !(err instanceof ApiError && err.status === 401)) showError(err);
+    if (err?.name !== 'AbortError' && !(err instanceof ApiError && err.status === 401)) {
+      showError(err);
+      notLoaded(main);
+    }
   }
   // A new page (not a new filter on the same page) moves focus to its
   // heading, so that screen readers announce it.

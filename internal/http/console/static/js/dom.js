@@ -144,6 +144,18 @@ export function cell(label, ...content) {
   return h('td', {'data-label': label}, content);
 }
 
+// loading is what a part of a page shows while its data is on its way:
+// replaced by the data, or by "Not loaded." when the request failed.
+export function loading(what = '') {
+  return h('p', {class: 'loading', role: 'status'},
+    h('span', {class: 'spinner', 'aria-hidden': 'true'}), what ? `Loading ${what}…` : 'Loading…');
+}
+
+// notLoaded replaces every loading note left under root: its data will not come.
+export function notLoaded(root) {
+  for (const el of root.querySelectorAll('.loading')) el.replaceWith(h('p', {class: 'empty not-loaded'}, 'Not loaded.'));
+}
+
 export function section(title, ...content) {
   const id = 'sec-' + title.toLowerCase().replace(/[^a-z0-9]+/g, '-');
   return h('section', {class: 'panel', 'aria-labelledby': id}, h('h2', {id}, title), content);
@@ -199,3 +211,4 @@ export function shownOnce({heading, text, label, value, id, extra = [], dismiss 
     h('p', {class: 'secret-row'}, h('span', {class: 'muted'}, label), ' ', shown, ' ', copy, extra),
     ok), copy];
 }
+

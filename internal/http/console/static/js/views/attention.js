@@ -3,7 +3,7 @@
 // lost, and what reconciliation destroyed or failed to destroy.
 
 import {api, pages} from '../api.js';
-import {h, fill, href, stateBadge, when, table, cell, section, duration, badge} from '../dom.js';
+import {h, fill, href, stateBadge, when, table, cell, section, duration, badge, loading} from '../dom.js';
 
 const DEFAULTS = {unreleased: 5, window: 24}; // minutes; hours
 
@@ -28,10 +28,10 @@ export async function attentionView(main, _params, ctx) {
     ev.preventDefault();
     ctx.navigate(`#/attention?unreleased=${encodeURIComponent(minutes.value)}&window=${encodeURIComponent(hours.value)}`);
   });
-  const unreleased = h('div');
-  const failed = h('div');
-  const lost = h('div');
-  const reconcile = h('div');
+  const unreleased = h('div', {}, loading());
+  const failed = h('div', {}, loading());
+  const lost = h('div', {}, loading());
+  const reconcile = h('div', {}, loading());
   const parts = [['Ended but not released', unreleased], ['Failed creates', failed], ['Lost by their provider', lost], ['Reconciliation', reconcile]]
     .map(([title, body]) => {
       const n = h('span', {class: 'count'});

@@ -1,10 +1,10 @@
 // API keys of the tenant: list, create (the secret shown once), revoke.
 
 import {api} from '../api.js';
-import {h, fill, when, table, cell, section, badge} from '../dom.js';
+import {h, fill, when, table, cell, section, badge, loading} from '../dom.js';
 
 export async function keysView(main, _params, ctx) {
-  const list = h('div');
+  const list = h('div', {}, loading('keys'));
   const created = h('div', {class: 'created', role: 'status', 'aria-live': 'polite'});
   const name = h('input', {id: 'key-name', name: 'name', required: true, maxlength: '100', autocomplete: 'off', placeholder: 'ci-runner'});
   const formError = h('p', {class: 'error', role: 'alert'});

@@ -1,7 +1,7 @@
 // Owners: their leases (counting down) and their sandboxes.
 
 import {api} from '../api.js';
-import {h, fill, href, when, countdown, table, cell, section, dl, badge} from '../dom.js';
+import {h, fill, href, when, countdown, table, cell, section, dl, badge, loading} from '../dom.js';
 import {sandboxRow, SANDBOX_COLUMNS} from './sandboxes.js';
 
 // findOwner returns the owner named name, or null. The API lists owners by
@@ -23,7 +23,7 @@ function leaseBadge(o) {
 
 export async function ownersView(main, _params, ctx) {
   const cursor = ctx.query.get('cursor');
-  const list = h('div');
+  const list = h('div', {id: 'owners'}, loading('owners'));
   const pager = h('nav', {class: 'pager', 'aria-label': 'Pages'});
   fill(main,
     h('h1', {tabindex: '-1'}, 'Owners'),
@@ -52,8 +52,8 @@ export async function ownersView(main, _params, ctx) {
 }
 
 export async function ownerView(main, [name], ctx) {
-  const lease = h('div');
-  const boxes = h('div');
+  const lease = h('div', {}, loading());
+  const boxes = h('div', {id: 'owner-sandboxes'}, loading('sandboxes'));
   fill(main,
     h('nav', {class: 'crumbs', 'aria-label': 'Breadcrumb'}, h('a', {href: '#/owners'}, 'Owners'), ' › ', name),
     h('h1', {tabindex: '-1'}, 'Owner ', name),

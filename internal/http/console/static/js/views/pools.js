@@ -3,7 +3,7 @@
 // and creating, resizing and deleting pools.
 
 import {api, errorText, providerList} from '../api.js';
-import {h, fill, href, when, table, cell, section, dl, badge, LIVE} from '../dom.js';
+import {h, fill, href, when, table, cell, section, dl, badge, loading, LIVE} from '../dom.js';
 import {sandboxRow, SANDBOX_COLUMNS} from './sandboxes.js';
 
 // POOL_LABEL is the label every member carries (a claimed one keeps it).
@@ -81,16 +81,17 @@ function createForm(providers, ctx, onCreated) {
 }
 
 export async function poolsView(main, _params, ctx) {
-  const providers = await providerList(ctx.signal);
-  const list = h('div', {id: 'pools'});
+  const list = h('div', {id: 'pools'}, loading('pools'));
+  const creating = h('div', {}, loading());
   fill(main,
     h('h1', {tabindex: '-1'}, 'Warm pools'),
     h('p', {class: 'help'}, 'A pool keeps min ready sandboxes of one provider and params ready to claim (POST /v1/sandboxes with pool); claimed members are refilled within POOL_REFILL_INTERVAL. Members count against the tenant’s live-sandbox quota.'),
     section('Pools', list),
-    section('Create a pool', createForm(providers, ctx, async (p) => {
-      await load();
-      list.querySelector(`tr[data-pool="${CSS.escape(p.name)}"] a`)?.focus();
-    })));
+    section('Create a pool', creating));
+  const form = providerList(ctx.signal).then((providers) => fill(creating, createForm(providers, ctx, async (p) => {
+    await load();
+    list.querySelector(`tr[data-pool="${CSS.escape(p.name)}"] a`)?.focus();
+  })));
 
   async function load() {
     const {items} = await api('/v1/pools', {signal: ctx.signal});
@@ -113,7 +114,7 @@ export async function poolsView(main, _params, ctx) {
   ctx.onReconnect(refresh);
   ctx.onLeave(() => clearTimeout(timer));
   ctx.every(5000, () => { if (!document.hidden) load().catch(ctx.showError); });
-  await load();
+  await Promise.all([load(), form]);
 }
 
 function resizeForm(p, ctx, onSaved) {
@@ -193,10 +194,10 @@ function refillFacts(r) {
 }
 
 export async function poolView(main, [name], ctx) {
-  const facts = h('div');
+  const facts = h('div', {}, loading());
   const resize = h('div');
-  const members = h('div', {id: 'members'});
-  const handed = h('div', {id: 'handed-out'});
+  const members = h('div', {id: 'members'}, loading('members'));
+  const handed = h('div', {id: 'handed-out'}, loading());
   const danger = h('div');
   fill(main,
     h('nav', {class: 'crumbs', 'aria-label': 'Breadcrumb'}, h('a', {href: '#/pools'}, 'Warm pools'), ' › ', name),

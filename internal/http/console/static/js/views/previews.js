@@ -3,7 +3,7 @@
 // one. The section lives on the sandbox page (sandbox.js).
 
 import {api, errorText} from '../api.js';
-import {h, fill, when, countdown, table, cell, badge, shownOnce} from '../dom.js';
+import {h, fill, when, countdown, table, cell, badge, shownOnce, loading} from '../dom.js';
 import {deleteControl} from './pools.js';
 
 // previewState is live, revoked or expired, at now.
@@ -27,7 +27,7 @@ function urlNotice(p, done) {
 // load(sb, provider), which redraws the list for the sandbox as it is now.
 export function previewsSection(box, id, ctx) {
   const base = `/v1/sandboxes/${encodeURIComponent(id)}/previews`;
-  const list = h('div', {id: 'previews'});
+  const list = h('div', {id: 'previews'}, loading());
   const created = h('div', {class: 'created', role: 'status', 'aria-live': 'polite'});
   const help = h('p', {class: 'help', id: 'preview-help'});
   const port = h('input', {id: 'preview-port', name: 'port', type: 'number', min: '1', max: '65535', step: '1', inputmode: 'numeric', required: true, placeholder: '8000'});

@@ -3,7 +3,7 @@
 // has no per-provider statistics of its own).
 
 import {api} from '../api.js';
-import {h, fill, badge, dl, duration, percentile, stateBadge, STATES} from '../dom.js';
+import {h, fill, badge, dl, duration, percentile, stateBadge, loading, STATES} from '../dom.js';
 
 // SAMPLE is how many recent sandboxes per provider the figures come from.
 const SAMPLE = 200;
@@ -59,7 +59,7 @@ function providerCard(p, s) {
 }
 
 export async function providersView(main, _params, ctx) {
-  const cards = h('div', {class: 'cards'});
+  const cards = h('div', {class: 'cards'}, loading('providers'));
   fill(main,
     h('h1', {tabindex: '-1'}, 'Providers'),
     h('p', {class: 'help'}, `Availability is the provider’s own report. The figures come from this tenant’s ${SAMPLE} most recent sandboxes on each provider, read from the sandbox list: the API offers no per-provider statistics.`),

@@ -4,7 +4,7 @@
 // the actions on it (pause, resume).
 
 import {api, pages, errorText, providerList} from '../api.js';
-import {h, fill, href, stateBadge, when, countdown, labelsList, table, cell, section, dl, duration, localTime, TERMINAL, TRANSITIONING, badge} from '../dom.js';
+import {h, fill, href, stateBadge, when, countdown, labelsList, table, cell, section, dl, duration, localTime, TERMINAL, TRANSITIONING, badge, loading} from '../dom.js';
 import {findOwner} from './owners.js';
 import {previewsSection} from './previews.js';
 import {snapshotsSection} from './snapshots.js';
@@ -181,11 +181,11 @@ export async function sandboxView(main, [id], ctx) {
   const title = h('h1', {tabindex: '-1'}, 'Sandbox ', h('span', {class: 'mono'}, id));
   const head = h('div', {class: 'head-state'});
   const actions = h('div', {class: 'page-actions', 'aria-label': 'Actions', role: 'group'});
-  const facts = h('div');
-  const lease = h('div');
-  const timeline = h('div', {class: 'timeline'});
-  const events = h('div');
-  const activity = h('div');
+  const facts = h('div', {}, loading());
+  const lease = h('div', {}, loading());
+  const timeline = h('div', {class: 'timeline'}, loading());
+  const events = h('div', {}, loading());
+  const activity = h('div', {}, loading());
   const more = h('div');
   const previewBox = h('div');
   const snapshotBox = h('div');

@@ -2,7 +2,7 @@
 // and live updates from the event stream.
 
 import {api, providerList} from '../api.js';
-import {h, fill, href, stateBadge, when, labelsList, table, cell, STATES, TERMINAL, isoToLocalInput, localInputToISO, badge} from '../dom.js';
+import {h, fill, href, stateBadge, when, labelsList, table, cell, STATES, TERMINAL, isoToLocalInput, localInputToISO, badge, loading, notLoaded} from '../dom.js';
 
 // The list's query parameters, as the API names them.
 const FILTERS = ['state', 'reason', 'owner', 'provider', 'label', 'created_after', 'created_before', 'released', 'limit', 'cursor'];
@@ -44,19 +44,23 @@ const REASONS = ['requested', 'owner_released', 'owner_expired', 'expired', 'cre
 
 export const SANDBOX_COLUMNS = ['Sandbox', 'State', 'Owner', 'Provider', 'Labels', 'Created', 'Lifetime', 'Released'];
 
-function filterForm(q, providers, navigate) {
+// filterForm is the filters, kept in the URL; its provider list is filled
+// in by setProviders when the providers arrive.
+function filterForm(q, navigate) {
   const states = new Set((q.get('state') ?? '').split(',').filter(Boolean));
   const field = (id, label, input, help) => h('div', {class: 'field'}, h('label', {for: id}, label), input, help);
   const stateBoxes = h('fieldset', {class: 'states'}, h('legend', {}, 'State'),
     STATES.map((s) => h('label', {class: 'check'},
       h('input', {type: 'checkbox', name: 'state', value: s, checked: states.has(s)}), ' ', stateBadge(s))));
   const owner = h('input', {id: 'f-owner', name: 'owner', value: q.get('owner') ?? '', autocomplete: 'off'});
-  const provider = h('select', {id: 'f-provider', name: 'provider'},
-    h('option', {value: ''}, 'Any'),
-    providers.map((p) => h('option', {value: p.name, selected: q.get('provider') === p.name}, p.name)));
-  if (q.get('provider') && !providers.some((p) => p.name === q.get('provider'))) {
-    provider.append(h('option', {value: q.get('provider'), selected: true}, q.get('provider')));
-  }
+  const provider = h('select', {id: 'f-provider', name: 'provider'});
+  const setProviders = (providers) => {
+    const names = providers.map((p) => p.name);
+    if (q.get('provider') && !names.includes(q.get('provider'))) names.push(q.get('provider'));
+    fill(provider, h('option', {value: ''}, 'Any'),
+      names.map((n) => h('option', {value: n, selected: q.get('provider') === n}, n)));
+  };
+  setProviders([]);
   const labels = h('input', {id: 'f-label', name: 'label', value: q.getAll('label').join(', '), autocomplete: 'off', placeholder: 'team=search, env=prod', 'aria-describedby': 'f-label-help'});
   const after = h('input', {id: 'f-after', name: 'created_after', type: 'datetime-local', value: isoToLocalInput(q.get('created_after'))});
   const before = h('input', {id: 'f-before', name: 'created_before', type: 'datetime-local', value: isoToLocalInput(q.get('created_before'))});
@@ -98,32 +102,34 @@ function filterForm(q, providers, navigate) {
   });
   // Open on wide screens, and wherever a filter is set.
   const open = active > 0 || matchMedia('(min-width: 721px)').matches;
-  return h('details', {class: 'filters panel', open},
+  const el = h('details', {class: 'filters panel', open},
     h('summary', {}, active ? `Filters (${active} set)` : 'Filters'), form);
+  return {el, setProviders};
 }
 
 export async function sandboxesView(main, _params, ctx) {
   const q = ctx.query;
-  const providers = await providerList(ctx.signal);
   const summary = h('p', {class: 'summary', role: 'status'});
-  const results = h('div', {id: 'results'});
+  const results = h('div', {id: 'results'}, loading('sandboxes'));
   const pager = h('nav', {class: 'pager', 'aria-label': 'Pages'});
+  const filters = filterForm(q, ctx.navigate);
   fill(main,
     h('h1', {tabindex: '-1'}, 'Sandboxes'),
-    filterForm(q, providers, ctx.navigate),
+    filters.el,
     summary, results, pager);
+  const providers = providerList(ctx.signal).then(filters.setProviders);
 
   const query = apiQuery(q);
   let shown = new Set();
-  let loading = null;
+  let inFlight = null;
   let again = false;
 
   async function load() {
-    if (loading) {
+    if (inFlight) {
       again = true;
-      return loading;
+      return inFlight;
     }
-    loading = (async () => {
+    inFlight = (async () => {
       try {
         const page = await api('/v1/sandboxes', {query, signal: ctx.signal});
         const focusedId = document.activeElement?.closest?.('tr[data-id]')?.dataset.id;
@@ -146,10 +152,11 @@ export async function sandboxesView(main, _params, ctx) {
         ctx.clearFlash();
       } catch (err) {
         ctx.showError(err);
+        notLoaded(results);
       }
     })();
-    await loading;
-    loading = null;
+    await inFlight;
+    inFlight = null;
     if (again) {
       again = false;
       await load();
@@ -172,7 +179,7 @@ export async function sandboxesView(main, _params, ctx) {
   ctx.onLeave(() => clearTimeout(timer));
   // A release is not an event: poll now and then for the Released column.
   ctx.every(10_000, () => { if (!document.hidden) load(); });
-  await load();
+  await Promise.all([load(), providers]);
 }
 
 // highlight marks a row that just appeared or changed, for two seconds.

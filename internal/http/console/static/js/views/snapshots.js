@@ -4,7 +4,7 @@
 // (sandbox.js).
 
 import {api, errorText} from '../api.js';
-import {h, fill, when, table, cell, badge} from '../dom.js';
+import {h, fill, when, table, cell, badge, loading} from '../dom.js';
 import {deleteControl} from './pools.js';
 
 const STATE_KIND = {creating: 'warn', ready: 'ok', failed: 'bad', lost: 'bad', deleted: 'info'};
@@ -25,7 +25,7 @@ export function bytes(n) {
 // snapshotsSection draws the section's content into box and returns
 // load(sb, provider), which redraws the list for the sandbox as it is now.
 export function snapshotsSection(box, id, ctx) {
-  const list = h('div', {id: 'snapshots'});
+  const list = h('div', {id: 'snapshots'}, loading());
   const help = h('p', {class: 'help', id: 'snapshot-help'});
   const status = h('p', {class: 'progress', role: 'status', id: 'snapshot-status'});
   const error = h('p', {class: 'error', role: 'alert', id: 'snapshot-error'});

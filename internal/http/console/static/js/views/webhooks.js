@@ -3,7 +3,7 @@
 // delivery history with replay. The API takes a key with manage_keys.
 
 import {api, errorText} from '../api.js';
-import {h, fill, href, when, table, cell, section, dl, badge, stateBadge, shownOnce, STATES} from '../dom.js';
+import {h, fill, href, when, table, cell, section, dl, badge, stateBadge, shownOnce, loading, STATES} from '../dom.js';
 import {deleteControl} from './pools.js';
 
 // REASONS are the event reasons an endpoint may filter on.
@@ -41,7 +41,7 @@ function secretNotice(res, done) {
 }
 
 export async function webhooksView(main, _params, ctx) {
-  const list = h('div', {id: 'webhooks'});
+  const list = h('div', {id: 'webhooks'}, loading('endpoints'));
   const created = h('div', {class: 'created', role: 'status', 'aria-live': 'polite'});
   const url = h('input', {id: 'wh-url', name: 'url', type: 'url', required: true, maxlength: '2048', autocomplete: 'off', spellcheck: 'false', placeholder: 'https://hooks.example.com/tether'});
   const description = h('input', {id: 'wh-description', name: 'description', maxlength: '200', autocomplete: 'off', placeholder: 'ops alerts'});
@@ -125,10 +125,10 @@ function deliveryRow(d, onReplay) {
 
 export async function webhookView(main, [id], ctx) {
   const title = h('h1', {tabindex: '-1'}, 'Webhook ', h('span', {class: 'mono'}, id));
-  const facts = h('div');
+  const facts = h('div', {}, loading());
   const actions = h('div', {class: 'page-actions', role: 'group', 'aria-label': 'Actions'});
   const status = h('p', {class: 'progress', role: 'status', id: 'replay-status'});
-  const deliveries = h('div', {id: 'deliveries'});
+  const deliveries = h('div', {id: 'deliveries'}, loading('deliveries'));
   const more = h('div');
   fill(main,
     h('nav', {class: 'crumbs', 'aria-label': 'Breadcrumb'}, h('a', {href: '#/webhooks'}, 'Webhooks'), ' › ', h('span', {class: 'mono'}, id)),
