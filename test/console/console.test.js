@@ -1102,6 +1102,111 @@ test('loading: a page says Loading… while its answer is on its way, and "No sa
   await done();
 });
 
+test('end a sandbox from its row and from its page, asked first; a creation is cancelled the same way', async () => {
+  const suite = `end-${RUN}`;
+  const a = await create({provider: 'sim', labels: {suite}});
+  const b = await create({provider: 'sim', labels: {suite}});
+  for (const s of [a, b]) await settled(s.id);
+  const {page, done} = await open();
+  await signIn(page);
+  await page.locator('#live[data-status=live]').waitFor();
+  await go(page, `#/sandboxes?label=${encodeURIComponent(`suite=${suite}`)}`);
+  await wantRows(page, [a.id, b.id]);
+
+  // From the row: asked first; a live update meanwhile leaves the question be; Cancel keeps it.
+  const row = page.locator(`#results tr[data-id="${a.id}"]`);
+  await row.getByRole('button', {name: `End sandbox ${a.id}`}).click();
+  await row.getByText('End it now? Its processes stop').waitFor();
+  const c = await create({provider: 'sim', labels: {suite}});
+  await settled(c.id);
+  await page.waitForTimeout(1000); // the events of c would have redrawn the table by now
+  assert.equal(await row.getByRole('button', {name: `Confirm: end sandbox ${a.id}`}).isVisible(), true, 'a redraw took the question away');
+  await row.getByRole('button', {name: 'Cancel'}).click();
+  await wantRows(page, [a.id, b.id, c.id]);
+  assert.equal((await ok('GET', `/v1/sandboxes/${a.id}`)).state, 'ready');
+  await row.getByRole('button', {name: `End sandbox ${a.id}`}).click();
+  await row.getByRole('button', {name: `Confirm: end sandbox ${a.id}`}).click();
+  await page.locator(`#results tr[data-id="${a.id}"][data-state=terminated]`).waitFor();
+  const ended = await ok('GET', `/v1/sandboxes/${a.id}`);
+  assert.deepEqual([ended.state, ended.reason], ['terminated', 'requested']);
+  assert.equal(await row.getByRole('button', {name: `End sandbox ${a.id}`}).count(), 0, 'an ended sandbox offers End');
+  assert.equal((await ok('GET', `/v1/sandboxes/${b.id}`)).state, 'ready', 'End ended another sandbox');
+
+  // From its page: asked first, then ended; the page follows.
+  await go(page, `#/sandboxes/${b.id}`);
+  const head = page.locator('.head-state .state');
+  await head.filter({hasText: 'ready'}).waitFor();
+  await page.getByRole('button', {name: 'End sandbox'}).click();
+  await page.locator('#end-question', {hasText: 'End it now?'}).waitFor();
+  await page.getByRole('button', {name: 'Cancel'}).click();
+  await page.getByRole('button', {name: 'End sandbox'}).waitFor();
+  assert.equal((await ok('GET', `/v1/sandboxes/${b.id}`)).state, 'ready');
+  await page.getByRole('button', {name: 'End sandbox'}).click();
+  await page.getByRole('button', {name: 'Confirm end'}).click();
+  await head.filter({hasText: 'terminated'}).waitFor();
+  assert.match(await page.locator('.head-state').textContent(), /reason: requested/);
+  assert.equal(await page.getByRole('button', {name: 'End sandbox'}).count(), 0, 'an ended sandbox offers End');
+  assert.equal((await ok('GET', `/v1/sandboxes/${b.id}`)).reason, 'requested');
+
+  // A sandbox still being created shows its progress; ending it cancels the creation.
+  const slow = await create({provider: 'sim', labels: {suite}, params: {create_delay_ms: 600000}});
+  await go(page, `#/sandboxes/${slow.id}`);
+  await page.locator('.page-actions .progress[data-op=create]').waitFor();
+  await page.getByRole('button', {name: 'End sandbox'}).click();
+  await page.locator('#end-question', {hasText: 'Its creation is cancelled.'}).waitFor();
+  await page.getByRole('button', {name: 'Confirm end'}).click();
+  await head.filter({hasText: 'cancelled'}).waitFor();
+  assert.equal(await page.locator('.page-actions .progress').count(), 0, 'a cancelled sandbox shows its creation under way');
+  assert.equal((await ok('GET', `/v1/sandboxes/${slow.id}`)).state, 'cancelled');
+  await ok('DELETE', `/v1/sandboxes/${c.id}`);
+  await done();
+});
+
+test('end an owner\'s sandboxes from the owners view and from the owner\'s page, asked first', async () => {
+  const owner = `ops-${RUN}`;
+  const other = `ops-other-${RUN}`;
+  const third = `ops-third-${RUN}`;
+  const mine = [await create({provider: 'sim', owner}), await create({provider: 'sim', owner})];
+  const kept = await create({provider: 'sim', owner: other});
+  const last = await create({provider: 'sim', owner: third});
+  for (const s of [...mine, kept, last]) await settled(s.id);
+  const {page, done} = await open();
+  await signIn(page);
+  await page.getByRole('link', {name: 'Owners'}).click();
+  const row = page.locator(`#owners tr[data-owner="${owner}"]`);
+  await row.waitFor();
+
+  await row.getByRole('button', {name: `End owner ${owner}`}).click();
+  await row.getByText(`End ${owner}'s lease and its 2 live sandboxes?`).waitFor();
+  await row.getByRole('button', {name: 'Cancel'}).click();
+  for (const s of mine) assert.equal((await ok('GET', `/v1/sandboxes/${s.id}`)).state, 'ready');
+  await row.getByRole('button', {name: `End owner ${owner}`}).click();
+  await row.getByRole('button', {name: `Confirm: end owner ${owner}`}).click();
+  await page.locator('#owner-status', {hasText: `Owner ${owner} ended: 2 sandboxes ended.`}).waitFor();
+  for (const s of mine) {
+    const got = await ok('GET', `/v1/sandboxes/${s.id}`);
+    assert.deepEqual([got.state, got.reason], ['terminated', 'owner_released']);
+  }
+  assert.equal((await ok('GET', `/v1/sandboxes/${kept.id}`)).state, 'ready', 'another owner\'s sandbox ended');
+  await row.filter({hasText: 'lapsed'}).waitFor();
+  assert.equal((await row.locator('td[data-label="Live sandboxes"]').textContent()).trim(), '0');
+  assert.equal(await row.getByRole('button', {name: `End owner ${owner}`}).count(), 0, 'an owner with nothing left to end offers End');
+
+  // The owner's page, reached from a sandbox's owner link.
+  await go(page, `#/sandboxes/${last.id}`);
+  await page.locator('[aria-labelledby=sec-summary]').getByRole('link', {name: third}).click();
+  await page.locator('main h1', {hasText: `Owner ${third}`}).waitFor();
+  await page.locator(`#owner-sandboxes tr[data-id="${last.id}"]`).waitFor();
+  await page.getByRole('button', {name: `End owner ${third}`}).click();
+  await page.getByText(`End ${third}'s lease and its 1 live sandbox?`).waitFor();
+  await page.getByRole('button', {name: `Confirm: end owner ${third}`}).click();
+  await page.locator('#owner-status', {hasText: `Owner ${third} ended: 1 sandbox ended.`}).waitFor();
+  await page.locator(`#owner-sandboxes tr[data-id="${last.id}"][data-state=terminated]`).waitFor();
+  assert.equal((await ok('GET', `/v1/sandboxes/${last.id}`)).reason, 'owner_released');
+  await ok('DELETE', `/v1/sandboxes/${kept.id}`);
+  await done();
+});
+
 test('screenshots: desktop and phone, every page fitting the phone\'s width', async () => {
   // A tenant of its own kind of traffic: tenant B, so that the pictures show
   // a readable set rather than the other tests' sandboxes.

@@ -212,3 +212,48 @@ export function shownOnce({heading, text, label, value, id, extra = [], dismiss 
     ok), copy];
 }
 
+// confirmControl is a button that asks before it acts. Its first press
+// shows what acting does (what(), read then), a Confirm and a Cancel; act
+// runs on Confirm. verb names the action ("Delete", "End") and label what
+// it acts on ("sandbox sbx_…"): the buttons are named "<verb> <label>" and
+// "Confirm: <verb> <label>". A failure goes to onError and the question
+// stays; onClose runs once the question is gone (cancelled, or acted on),
+// so that a view that held back its redraws meanwhile can catch up.
+export function confirmControl({verb, label, what, act, onError, onClose = () => {}}) {
+  const box = h('div', {class: 'row-actions'});
+  const ask = h('button', {type: 'button', class: 'danger', 'aria-label': `${verb} ${label}`}, verb);
+  ask.addEventListener('click', () => {
+    const confirm = h('button', {type: 'button', class: 'danger', 'aria-label': `Confirm: ${verb.toLowerCase()} ${label}`}, `Confirm ${verb.toLowerCase()}`);
+    const cancel = h('button', {type: 'button', class: 'secondary'}, 'Cancel');
+    cancel.addEventListener('click', () => {
+      fill(box, ask);
+      ask.focus();
+      onClose();
+    });
+    confirm.addEventListener('click', async () => {
+      confirm.disabled = true;
+      cancel.disabled = true;
+      try {
+        await act();
+      } catch (err) {
+        confirm.disabled = false;
+        cancel.disabled = false;
+        onError(err);
+        return;
+      }
+      fill(box, ask);
+      ask.focus();
+      onClose();
+    });
+    fill(box, h('span', {class: 'help'}, what()), confirm, cancel);
+    confirm.focus();
+  });
+  box.append(ask);
+  return box;
+}
+
+// confirming reports whether a question of confirmControl's is open under
+// root: a view does not redraw it away under the pointer.
+export function confirming(root) {
+  return root.querySelector('button[aria-label^="Confirm: "]') != null;
+}

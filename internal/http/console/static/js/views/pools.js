@@ -3,7 +3,7 @@
 // and creating, resizing and deleting pools.
 
 import {api, errorText, providerList} from '../api.js';
-import {h, fill, href, when, table, cell, section, dl, badge, loading, LIVE} from '../dom.js';
+import {h, fill, href, when, table, cell, section, dl, badge, confirmControl, loading, LIVE} from '../dom.js';
 import {sandboxRow, SANDBOX_COLUMNS} from './sandboxes.js';
 
 // POOL_LABEL is the label every member carries (a claimed one keeps it).
@@ -154,28 +154,7 @@ function resizeForm(p, ctx, onSaved) {
 // deleteControl is a Delete button that asks for confirmation first;
 // what() says what deleting does. verb names the action ("Revoke").
 export function deleteControl(what, label, onConfirm, ctx, verb = 'Delete') {
-  const box = h('div', {class: 'row-actions'});
-  const del = h('button', {type: 'button', class: 'danger', 'aria-label': `${verb} ${label}`}, verb);
-  del.addEventListener('click', () => {
-    const confirm = h('button', {type: 'button', class: 'danger', 'aria-label': `Confirm: ${verb.toLowerCase()} ${label}`}, `Confirm ${verb.toLowerCase()}`);
-    const cancel = h('button', {type: 'button', class: 'secondary'}, 'Cancel');
-    cancel.addEventListener('click', () => { fill(box, del); del.focus(); });
-    confirm.addEventListener('click', async () => {
-      confirm.disabled = true;
-      cancel.disabled = true;
-      try {
-        await onConfirm();
-      } catch (err) {
-        confirm.disabled = false;
-        cancel.disabled = false;
-        ctx.showError(err);
-      }
-    });
-    fill(box, h('span', {class: 'help'}, what()), confirm, cancel);
-    confirm.focus();
-  });
-  box.append(del);
-  return box;
+  return confirmControl({verb, label, what, act: onConfirm, onError: ctx.showError});
 }
 
 // refillFacts says whether the pool's refills are backing off after
@@ -233,10 +212,10 @@ export async function poolView(main, [name], ctx) {
       ['Created', when(p.created_at)],
       ['Updated', when(p.updated_at)],
     ]));
-    fill(members, table(`Members of pool ${name}`, SANDBOX_COLUMNS, live.items.map(sandboxRow),
+    fill(members, table(`Members of pool ${name}`, SANDBOX_COLUMNS, live.items.map((sb) => sandboxRow(sb)),
       {empty: 'No members: the refiller adds them within an interval.', className: 'sandboxes'}));
     const out = recent.items.filter((s) => s.owner !== poolOwner(name));
-    fill(handed, table(`Sandboxes pool ${name} handed out`, SANDBOX_COLUMNS, out.map(sandboxRow),
+    fill(handed, table(`Sandboxes pool ${name} handed out`, SANDBOX_COLUMNS, out.map((sb) => sandboxRow(sb)),
       {empty: 'None yet.', className: 'sandboxes'}));
     // The resize form is redrawn only when the sizes changed, so that a
     // refresh does not undo what is being typed.

@@ -1,11 +1,12 @@
 // One sandbox: what it is, its timeline (requested → creating → ready →
 // ended → released) drawn from its events, its owner's lease, its preview
 // URLs and snapshots, its activity (execs, file transfers, port and preview traffic), and
-// the actions on it (pause, resume).
+// the actions on it (pause, resume, end).
 
 import {api, pages, errorText, providerList} from '../api.js';
 import {h, fill, href, stateBadge, when, countdown, labelsList, table, cell, section, dl, duration, localTime, TERMINAL, TRANSITIONING, badge, loading} from '../dom.js';
 import {findOwner} from './owners.js';
+import {endQuestion} from './sandboxes.js';
 import {previewsSection} from './previews.js';
 import {snapshotsSection} from './snapshots.js';
 
@@ -153,28 +154,59 @@ const OPS = {
     help: 'Resuming starts its processes again where they stopped.'},
 };
 
-// actionsPanel draws the pause or resume the sandbox's state allows, the
-// progress of one under way (the sandbox pausing or resuming, or this page's
-// request in flight), and the last refusal. onAct runs an operation.
-function actionsPanel(sb, provider, busy, problem, onAct) {
-  const out = [];
+// CREATING says what a sandbox on its way to ready is waiting for.
+const CREATING = {requested: 'Requested: waiting for an executor…', creating: 'Creating…'};
+
+// opControls draws the pause or resume the sandbox's state allows, or the
+// progress of one under way (the sandbox pausing or resuming, or this
+// page's request in flight), or of its creation.
+function opControls(sb, provider, busy) {
+  if (CREATING[sb.state]) {
+    return [h('p', {class: 'progress', role: 'status', dataset: {op: 'create'}},
+      h('span', {class: 'spinner', 'aria-hidden': 'true'}), CREATING[sb.state],
+      h('span', {class: 'muted'}, ' gives up at ', countdown(sb.create_deadline, 'passed')))];
+  }
   const during = Object.entries(OPS).find(([op, o]) => busy === op || sb.state === o.during);
   if (during) {
     const [op, o] = during;
-    out.push(h('p', {class: 'progress', role: 'status', dataset: {op}},
+    return [h('p', {class: 'progress', role: 'status', dataset: {op}},
       h('span', {class: 'spinner', 'aria-hidden': 'true'}), o.progress,
-      sb.state === o.during ? h('span', {class: 'muted'}, ' started ', when(sb.updated_at)) : null));
-  } else {
-    for (const [op, o] of Object.entries(OPS)) {
-      if (sb.state !== o.from) continue;
-      out.push(h('button', {type: 'button', class: op === 'pause' ? 'secondary' : '', dataset: {op}, 'aria-describedby': 'op-help', onclick: () => onAct(op)}, o.label));
-      const cannot = provider && !provider.capabilities?.pause;
-      out.push(h('span', {class: 'help', id: 'op-help'}, o.help,
-        cannot ? ` The ${sb.provider} provider does not report pausing: Tether will refuse.` : ''));
-    }
+      sb.state === o.during ? h('span', {class: 'muted'}, ' started ', when(sb.updated_at)) : null)];
   }
-  if (problem) out.push(h('p', {class: 'error', role: 'alert', id: 'op-error'}, problem));
+  const out = [];
+  for (const [op, o] of Object.entries(OPS)) {
+    if (sb.state !== o.from) continue;
+    out.push(h('button', {type: 'button', class: op === 'pause' ? 'secondary' : '', dataset: {op}, 'aria-describedby': 'op-help'}, o.label));
+    const cannot = provider && !provider.capabilities?.pause;
+    out.push(h('span', {class: 'help', id: 'op-help'}, o.help,
+      cannot ? ` The ${sb.provider} provider does not report pausing: Tether will refuse.` : ''));
+  }
   return out;
+}
+
+// endControls draws End for a live sandbox: the button, the question it
+// asks first (asking), or the end under way.
+function endControls(sb, busy, asking) {
+  if (TERMINAL.includes(sb.state)) return [];
+  if (busy === 'end') {
+    return [h('p', {class: 'progress', role: 'status', dataset: {op: 'end'}}, h('span', {class: 'spinner', 'aria-hidden': 'true'}), 'Ending…')];
+  }
+  if (!asking) return [h('button', {type: 'button', class: 'danger', dataset: {op: 'end'}}, 'End sandbox')];
+  return [h('span', {class: 'confirm', role: 'group', 'aria-label': 'End this sandbox?'},
+    h('span', {class: 'help', id: 'end-question'}, endQuestion(sb)),
+    h('button', {type: 'button', class: 'danger', dataset: {op: 'end-confirm'}, 'aria-describedby': 'end-question'}, 'Confirm end'),
+    h('button', {type: 'button', class: 'secondary', dataset: {op: 'end-cancel'}}, 'Cancel'))];
+}
+
+// actionsPanel draws the actions the sandbox's state allows and the last
+// refusal; a button's data-op names what it does (sandboxView's click
+// handler runs it).
+function actionsPanel(sb, provider, {busy, problem, asking}) {
+  return [
+    ...opControls(sb, provider, busy),
+    ...endControls(sb, busy, asking),
+    problem ? h('p', {class: 'error', role: 'alert', id: 'op-error'}, problem) : null,
+  ];
 }
 
 export async function sandboxView(main, [id], ctx) {
@@ -200,34 +232,72 @@ export async function sandboxView(main, [id], ctx) {
     section('Activity', activity, more));
 
   let sb;
-  let busy = null; // the operation this page has in flight
-  let problem = ''; // why the last one was refused
+  // What the actions show: the operation this page has in flight, why the
+  // last one was refused, and whether End is asking for confirmation.
+  const op = {busy: null, problem: '', asking: false};
   const providers = providerList(ctx.signal);
   providers.catch(() => {}); // handled where it is awaited; a left page's abort is no error
   let provider = null;
-  const drawActions = () => fill(actions, actionsPanel(sb, provider, busy, problem, act));
+  // drawActions redraws the actions, keeping the keyboard focus on the
+  // same action when it is still there.
+  const drawActions = () => {
+    const focused = actions.contains(document.activeElement) ? document.activeElement.dataset.op : null;
+    fill(actions, actionsPanel(sb, provider, op));
+    if (focused) actions.querySelector(`button[data-op="${focused}"]`)?.focus();
+  };
   const loadPreviews = previewsSection(previewBox, id, ctx);
   const loadSnapshots = snapshotsSection(snapshotBox, id, ctx);
+  const focusAction = (name) => (actions.querySelector(`button[data-op="${name}"]`) ?? actions.querySelector('button') ?? actions.querySelector('[role=alert]') ?? head).focus?.();
 
   // act pauses or resumes the sandbox, waiting (up to 30 s) for the
   // provider; a refusal shows the API's problem, or the provider's error
   // when the sandbox went back to where it was.
-  async function act(op) {
-    busy = op;
-    problem = '';
+  async function act(name) {
+    op.busy = name;
+    op.problem = '';
     drawActions();
     try {
-      const res = await api(`/v1/sandboxes/${encodeURIComponent(id)}/${op}`, {method: 'POST', query: {wait: '30s'}, signal: ctx.signal});
-      if (res.state === OPS[op].from && res.error) problem = `${OPS[op].label} refused: ${res.error}`;
+      const res = await api(`/v1/sandboxes/${encodeURIComponent(id)}/${name}`, {method: 'POST', query: {wait: '30s'}, signal: ctx.signal});
+      if (res.state === OPS[name].from && res.error) op.problem = `${OPS[name].label} refused: ${res.error}`;
     } catch (err) {
       if (err?.name === 'AbortError') return;
-      problem = errorText(err);
+      op.problem = errorText(err);
     } finally {
-      busy = null;
+      op.busy = null;
     }
     await reload();
-    (actions.querySelector('button') ?? actions.querySelector('[role=alert]') ?? head).focus?.();
+    focusAction(null);
   }
+
+  // end ends the sandbox (DELETE /v1/sandboxes/{id}), once confirmed.
+  async function end() {
+    op.busy = 'end';
+    op.asking = false;
+    op.problem = '';
+    drawActions();
+    try {
+      await api(`/v1/sandboxes/${encodeURIComponent(id)}`, {method: 'DELETE', signal: ctx.signal});
+    } catch (err) {
+      if (err?.name === 'AbortError') return;
+      op.problem = errorText(err);
+    } finally {
+      op.busy = null;
+    }
+    await reload();
+    focusAction(null);
+  }
+
+  actions.addEventListener('click', (ev) => {
+    const name = ev.target.closest('button[data-op]')?.dataset.op;
+    if (!name || !sb) return;
+    if (OPS[name]) act(name);
+    else if (name === 'end-confirm') end();
+    else if (name === 'end' || name === 'end-cancel') {
+      op.asking = name === 'end';
+      drawActions();
+      focusAction(name === 'end' ? 'end-confirm' : 'end');
+    }
+  });
 
   async function loadSandbox() {
     sb = await api(`/v1/sandboxes/${encodeURIComponent(id)}`, {signal: ctx.signal});

@@ -2,7 +2,7 @@
 // and live updates from the event stream.
 
 import {api, providerList} from '../api.js';
-import {h, fill, href, stateBadge, when, labelsList, table, cell, STATES, TERMINAL, isoToLocalInput, localInputToISO, badge, loading, notLoaded} from '../dom.js';
+import {h, fill, href, stateBadge, when, labelsList, table, cell, STATES, TERMINAL, isoToLocalInput, localInputToISO, badge, loading, notLoaded, confirmControl, confirming} from '../dom.js';
 
 // The list's query parameters, as the API names them.
 const FILTERS = ['state', 'reason', 'owner', 'provider', 'label', 'created_after', 'created_before', 'released', 'limit', 'cursor'];
@@ -23,8 +23,29 @@ const releasedText = (sb) => {
   return badge(sb.release_error ? 'no: failing' : 'pending', 'warn');
 };
 
-// sandboxRow is one table row; the owner view uses it too.
-export function sandboxRow(sb) {
+// endQuestion says what ending sb does, for the confirmation.
+export function endQuestion(sb) {
+  if (sb.state === 'requested' || sb.state === 'creating') return 'End it? Its creation is cancelled.';
+  return sb.on_end === 'snapshot'
+    ? 'End it now? Its /workspace is snapshotted, then its processes stop and its resources are released.'
+    : 'End it now? Its processes stop and its resources, files included, are released.';
+}
+
+// endControl is a live sandbox's End button (DELETE /v1/sandboxes/{id}),
+// which asks first; onClose runs when the question is gone (see
+// confirmControl). An ended sandbox gets a dash.
+export function endControl(sb, ctx, onClose) {
+  if (TERMINAL.includes(sb.state)) return h('span', {class: 'muted'}, '—');
+  return confirmControl({
+    verb: 'End', label: `sandbox ${sb.id}`, what: () => endQuestion(sb), onError: ctx.showError, onClose,
+    act: () => api(`/v1/sandboxes/${encodeURIComponent(sb.id)}`, {method: 'DELETE'}),
+  });
+}
+
+// sandboxRow is one table row; the owner and pool views use it too. With
+// actions (a function of the sandbox), the row ends with an Actions cell
+// (the table's columns are then SANDBOX_COLUMNS and 'Actions').
+export function sandboxRow(sb, actions = null) {
   const life = TERMINAL.includes(sb.state)
     ? h('span', {}, 'ended ', when(sb.ended_at))
     : h('span', {}, 'expires ', when(sb.expires_at));
@@ -36,7 +57,8 @@ export function sandboxRow(sb) {
     cell('Labels', labelsList(sb.labels)),
     cell('Created', when(sb.created_at)),
     cell('Lifetime', life),
-    cell('Released', releasedText(sb)));
+    cell('Released', releasedText(sb)),
+    typeof actions === 'function' ? cell('Actions', actions(sb)) : null);
 }
 
 // REASONS are the reasons a sandbox ends with (the list's reason filter).
@@ -123,12 +145,16 @@ export async function sandboxesView(main, _params, ctx) {
   let shown = new Set();
   let inFlight = null;
   let again = false;
+  // While an End is being confirmed, redraws wait: the row stays put under the pointer.
+  const endClosed = () => { if (!confirming(results)) load(); };
+  const actions = (sb) => endControl(sb, ctx, endClosed);
 
   async function load() {
     if (inFlight) {
       again = true;
       return inFlight;
     }
+    if (confirming(results)) return;
     inFlight = (async () => {
       try {
         const page = await api('/v1/sandboxes', {query, signal: ctx.signal});
@@ -136,11 +162,11 @@ export async function sandboxesView(main, _params, ctx) {
         const previous = shown;
         shown = new Set(page.items.map((s) => s.id));
         const rows = page.items.map((sb) => {
-          const row = sandboxRow(sb);
+          const row = sandboxRow(sb, actions);
           if (previous.size && !previous.has(sb.id)) highlight(row, 'fresh');
           return row;
         });
-        fill(results, table('Sandboxes, newest first', SANDBOX_COLUMNS, rows,
+        fill(results, table('Sandboxes, newest first', [...SANDBOX_COLUMNS, 'Actions'], rows,
           {empty: 'No sandboxes match these filters.', className: 'sandboxes'}));
         if (focusedId) results.querySelector(`tr[data-id="${CSS.escape(focusedId)}"] a`)?.focus();
         const n = page.items.length;
