@@ -1207,6 +1207,63 @@ test('end an owner\'s sandboxes from the owners view and from the owner\'s page,
   await done();
 });
 
+test('create a sandbox: provider, image, owner, TTL, labels; it is shown on its way to ready; refusals inline', async () => {
+  const suite = `create-${RUN}`;
+  const {page, done} = await open();
+  await signIn(page);
+  await page.getByRole('link', {name: 'New sandbox'}).click();
+  await page.locator('main h1', {hasText: 'New sandbox'}).waitFor();
+  const providers = await page.$$eval('#new-provider option', (os) => os.map((o) => o.value));
+  assert.deepEqual(providers.sort(), ['local', 'sim']);
+
+  // sim lists no image: the field is hidden.
+  await page.locator('#new-provider').selectOption('sim');
+  assert.equal(await page.locator('#new-image').isVisible(), false, 'an image is offered for sim');
+  // Labels that are not key=value, then an owner the API refuses: said inline, nothing made.
+  await page.locator('#new-labels').fill('nonsense');
+  await page.getByRole('button', {name: 'Create sandbox'}).click();
+  await page.locator('#create-error', {hasText: 'label "nonsense" must look like key=value'}).waitFor();
+  await page.locator('#new-labels').fill(`suite=${suite}\nteam=ops`);
+  await page.locator('#new-owner').fill('not an owner!');
+  await page.getByRole('button', {name: 'Create sandbox'}).click();
+  await page.locator('#create-error', {hasText: 'owner must be 1-128 characters'}).waitFor();
+  assert.match(await page.locator('#create-error').textContent(), /INVALID_REQUEST, request /);
+  assert.deepEqual((await ok('GET', `/v1/sandboxes?label=suite=${suite}`)).items, []);
+
+  // Made: the console goes to it, and shows it creating, then ready.
+  const owner = `creator-${RUN}`;
+  await page.locator('#new-owner').fill(owner);
+  await page.locator('#new-ttl').fill('600');
+  await page.locator('#new-params').fill('{"create_delay_ms": 3000}');
+  await page.getByRole('button', {name: 'Create sandbox'}).click();
+  await page.waitForFunction(() => /^#\/sandboxes\/sbx_/.test(location.hash));
+  const id = decodeURIComponent((await page.evaluate(() => location.hash)).split('/')[2]);
+  await page.locator('main h1', {hasText: id}).waitFor();
+  await page.locator('.page-actions .progress[data-op=create]').waitFor();
+  await page.locator('.head-state .state', {hasText: 'ready'}).waitFor({timeout: 20000});
+  assert.equal(await page.locator('.page-actions .progress').count(), 0, 'a ready sandbox shows its creation under way');
+  await page.locator('.stage[data-stage=ready].stage-done').waitFor();
+  const sb = await ok('GET', `/v1/sandboxes/${id}`);
+  assert.deepEqual([sb.provider, sb.owner, sb.labels], ['sim', owner, {suite, team: 'ops'}]);
+  const ttl = (new Date(sb.expires_at) - new Date(sb.created_at)) / 1000;
+  assert.ok(Math.abs(ttl - 600) < 2, `a TTL of 600 s, got ${ttl} s`);
+
+  // local lists the server's image: a sandbox of it has that image as its root.
+  await go(page, '#/sandboxes/new');
+  await page.locator('#new-provider').selectOption('local');
+  await page.locator('#new-image').selectOption('tiny');
+  await page.locator('#new-labels').fill(`suite=${suite}`);
+  await page.getByRole('button', {name: 'Create sandbox'}).click();
+  await page.waitForFunction((prev) => /^#\/sandboxes\/sbx_/.test(location.hash) && !location.hash.includes(prev), id);
+  const imaged = decodeURIComponent((await page.evaluate(() => location.hash)).split('/')[2]);
+  await page.locator('main h1', {hasText: imaged}).waitFor();
+  await page.locator('.head-state .state', {hasText: 'ready'}).waitFor({timeout: 30000});
+  const res = await ok('POST', `/v1/sandboxes/${imaged}/exec`, {body: {command: 'read -r m </etc/image-marker; echo "$m"'}});
+  assert.equal(res.output, 'tether test image\n');
+  for (const s of [id, imaged]) await ok('DELETE', `/v1/sandboxes/${s}`);
+  await done();
+});
+
 test('screenshots: desktop and phone, every page fitting the phone\'s width', async () => {
   // A tenant of its own kind of traffic: tenant B, so that the pictures show
   // a readable set rather than the other tests' sandboxes.
@@ -1254,7 +1311,7 @@ for _ in range(100):
   await mkdir(dir, {recursive: true});
   const pages = [['sandboxes', '#/sandboxes'], ['sandbox', `#/sandboxes/${agent.id}`], ['pool', '#/pools/python'], ['webhook', `#/webhooks/${hook.id}`],
     ['attention', '#/attention'], ['owners', '#/owners'], ['providers', '#/providers'], ['keys', '#/keys'], ['pools', '#/pools'], ['webhooks', '#/webhooks'],
-    ['paused', `#/sandboxes/${napping.id}`]];
+    ['paused', `#/sandboxes/${napping.id}`], ['new', '#/sandboxes/new']];
   try {
     const desktop = await open({viewport: {width: 1280, height: 800}});
     await signIn(desktop.page, OTHER);
@@ -1280,7 +1337,7 @@ for _ in range(100):
     for (const [name, hash] of pages) {
       await go(phone.page, hash);
       await phone.page.locator('main h1').waitFor();
-      await phone.page.locator('main .table-wrap, main .cards').first().waitFor();
+      await phone.page.locator('main .table-wrap, main .cards, main form.stack').first().waitFor();
       await phone.page.waitForTimeout(200);
       await noOverflow(phone.page, `${name} at 390px`);
       if (name === 'sandbox') await phone.page.evaluate(() => document.getElementById('sec-lease').scrollIntoView({block: 'start'}));

@@ -19,7 +19,8 @@ import (
 // --test, playwright-core driving Debian's Chromium) against a live Tether
 // with the local and sim providers, a 1 s janitor and a 1 s AUTH_CACHE_TTL
 // (a revoked key is refused within a second); webhooks may go to loopback
-// (the tests' receiver) and give up after 3 s of failures. Tenant A is the bootstrap
+// (the tests' receiver) and give up after 3 s of failures; the local provider
+// has an image, tiny (harness.BuildImage). Tenant A is the bootstrap
 // key's; tenant B gets a key made in the database, as `tether keys create
 // --tenant` makes one. npm ci runs first when node_modules is missing or
 // older than the lockfile. With UPDATE_SCREENSHOTS=1 the tests save their
@@ -41,7 +42,8 @@ func TestConsole(t *testing.T) {
 	run := nodeRunner(ctx, t, dir)
 
 	e := setup(t, "AUTH_CACHE_TTL=1s", "DEFAULT_OWNER_TTL=2m",
-		"WEBHOOK_ALLOW_PRIVATE=true", "WEBHOOK_RETRY_FOR=3s", "WEBHOOK_MAX_BACKOFF=1s")
+		"WEBHOOK_ALLOW_PRIVATE=true", "WEBHOOK_RETRY_FOR=3s", "WEBHOOK_MAX_BACKOFF=1s",
+		"LOCAL_IMAGES=tiny="+harness.BuildImage(t))
 	pool, err := pgxpool.New(ctx, e.replica.Env("DATABASE_URL"))
 	if err != nil {
 		t.Fatal(err)

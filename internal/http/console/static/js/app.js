@@ -5,6 +5,7 @@ import {EventStream} from './sse.js';
 import {h, fill, tick, notLoaded} from './dom.js';
 import {sandboxesView} from './views/sandboxes.js';
 import {sandboxView} from './views/sandbox.js';
+import {createView} from './views/create.js';
 import {ownersView, ownerView} from './views/owners.js';
 import {providersView} from './views/providers.js';
 import {attentionView} from './views/attention.js';
@@ -20,6 +21,7 @@ const flash = document.getElementById('flash');
 
 const routes = [
   [/^\/sandboxes$/, 'sandboxes', sandboxesView],
+  [/^\/sandboxes\/new$/, 'sandboxes', createView],
   [/^\/sandboxes\/([^/]+)$/, 'sandboxes', sandboxView],
   [/^\/owners$/, 'owners', ownersView],
   [/^\/owners\/([^/]+)$/, 'owners', ownerView],

@@ -44,6 +44,7 @@ function providerCard(p, s) {
       ['Ports', p.capabilities.ports ? 'yes' : 'no'],
       ['Snapshots', p.capabilities.snapshot ? 'yes' : 'no'],
       ['Work dir', p.work_dir ? h('code', {}, p.work_dir) : null],
+      ['Images', p.images?.length ? h('ul', {class: 'labels'}, p.images.map((i) => h('li', {}, h('code', {}, i.name)))) : null],
     ]),
     p.notes.length ? h('ul', {class: 'notes'}, p.notes.map((n) => h('li', {}, n))) : null,
     h('h3', {}, `Your last ${s.n} sandbox${s.n === 1 ? '' : 'es'} here`),

@@ -136,7 +136,9 @@ export async function sandboxesView(main, _params, ctx) {
   const pager = h('nav', {class: 'pager', 'aria-label': 'Pages'});
   const filters = filterForm(q, ctx.navigate);
   fill(main,
-    h('h1', {tabindex: '-1'}, 'Sandboxes'),
+    h('div', {class: 'title-row'},
+      h('h1', {tabindex: '-1'}, 'Sandboxes'),
+      h('a', {href: '#/sandboxes/new', class: 'button', id: 'new-sandbox'}, 'New sandbox')),
     filters.el,
     summary, results, pager);
   const providers = providerList(ctx.signal).then(filters.setProviders);
