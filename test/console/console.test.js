@@ -1264,6 +1264,75 @@ test('create a sandbox: provider, image, owner, TTL, labels; it is shown on its 
   await done();
 });
 
+test('run a command in a ready sandbox: its output as it comes, as text; exit code, timeout, truncation, stop', async () => {
+  const suite = `exec-${RUN}`;
+  const sb = await create({provider: 'local', labels: {suite}});
+  const sim = await create({provider: 'sim', labels: {suite}});
+  for (const s of [sb, sim]) await settled(s.id);
+  const {page, done} = await open();
+  await signIn(page);
+  await go(page, `#/sandboxes/${sb.id}`);
+  await page.locator('main h1', {hasText: sb.id}).waitFor();
+  const command = page.locator('#exec-command');
+  const output = page.locator('#exec-output');
+  const result = page.locator('#exec-result');
+  const run = page.getByRole('button', {name: 'Run', exact: true});
+
+  // The first line shows while the command still runs; stderr too; then the exit code.
+  await command.fill(`printf 'first <b>line</b>\\n'; sleep 2; echo second >&2; exit 3`);
+  await run.click();
+  await output.filter({hasText: 'first <b>line</b>'}).waitFor();
+  assert.match(await page.locator('#exec-status').textContent(), /Running/);
+  assert.ok(!(await output.textContent()).includes('second'), 'the output came all at once, at the end');
+  await result.filter({hasText: 'exit 3'}).waitFor({timeout: 20000});
+  assert.equal(await output.textContent(), 'first <b>line</b>\nsecond\n');
+  assert.equal(await output.locator('.stderr').textContent(), 'second\n');
+  assert.equal(await output.locator('b').count(), 0, 'output was rendered as HTML');
+  assert.match(await page.locator('#exec-status').textContent(), /Finished in/);
+  // It is in the activity.
+  await page.locator('[aria-labelledby=sec-activity] tr[data-kind=exec]', {hasText: 'sleep 2'}).filter({hasText: 'exit 3'}).waitFor();
+
+  // A timeout: killed, exit 124, said so.
+  await command.fill('echo begun; sleep 30');
+  await page.locator('#exec-timeout').fill('1');
+  await run.click();
+  await result.filter({hasText: 'timed out after 1 s'}).waitFor({timeout: 20000});
+  assert.match(await result.textContent(), /exit 124/);
+  assert.match(await output.textContent(), /^begun\n/);
+
+  // More output than the server keeps (MAX_EXEC_OUTPUT=65536 here): cut, and said so.
+  await page.locator('#exec-timeout').fill('');
+  await command.fill('head -c 200000 /dev/zero | tr "\\0" x');
+  await run.click();
+  await result.filter({hasText: 'output truncated'}).waitFor({timeout: 20000});
+  assert.match(await result.textContent(), /exit 0/);
+  assert.ok((await output.textContent()).length < 100000, 'the whole output was shown');
+
+  // Stop ends the command.
+  await command.fill('echo started; sleep 60; echo not-reached');
+  await run.click();
+  await output.filter({hasText: 'started'}).waitFor();
+  await page.getByRole('button', {name: 'Stop'}).click();
+  await page.locator('#exec-status', {hasText: 'Stopped: the command was ended.'}).waitFor();
+  assert.equal(await page.getByRole('button', {name: 'Stop'}).count(), 0);
+  await until('the stopped command to end in the sandbox', async () =>
+    !(await ok('POST', `/v1/sandboxes/${sb.id}/exec`, {body: {command: 'ps -eo args'}})).output.includes('sleep 60'));
+
+  // A provider without exec: the API's refusal, inline.
+  await go(page, `#/sandboxes/${sim.id}`);
+  await page.locator('#exec-help', {hasText: 'The sim provider does not run commands'}).waitFor();
+  await command.fill('true');
+  await run.click();
+  await page.locator('#exec-error', {hasText: 'NOT_SUPPORTED'}).waitFor();
+  // A sandbox that is not ready: Run is off.
+  await ok('DELETE', `/v1/sandboxes/${sim.id}`);
+  await page.locator('.head-state .state', {hasText: 'terminated'}).waitFor();
+  assert.equal(await run.isDisabled(), true, 'Run is offered for an ended sandbox');
+  await page.locator('#exec-help', {hasText: 'this one is terminated'}).waitFor();
+  await ok('DELETE', `/v1/sandboxes/${sb.id}`);
+  await done();
+});
+
 test('screenshots: desktop and phone, every page fitting the phone\'s width', async () => {
   // A tenant of its own kind of traffic: tenant B, so that the pictures show
   // a readable set rather than the other tests' sandboxes.
@@ -1319,6 +1388,13 @@ for _ in range(100):
     for (const [name, hash] of pages.slice(0, 4)) {
       await go(desktop.page, hash);
       await desktop.page.locator('main .table-wrap').first().waitFor();
+      if (name === 'sandbox') {
+        // A command run from the console, its output shown.
+        await desktop.page.locator('#exec-command').fill('python3 /workspace/main.py && ls /workspace');
+        await desktop.page.getByRole('button', {name: 'Run', exact: true}).click();
+        await desktop.page.locator('#exec-result', {hasText: 'exit 0'}).waitFor({timeout: 20000});
+        await desktop.page.locator('[aria-labelledby=sec-activity] tr[data-kind=exec]', {hasText: 'ls /workspace'}).waitFor();
+      }
       await desktop.page.waitForTimeout(300);
       await desktop.page.screenshot({path: join(dir, `${name}.png`), fullPage: true});
     }

@@ -20,7 +20,8 @@ import (
 // with the local and sim providers, a 1 s janitor and a 1 s AUTH_CACHE_TTL
 // (a revoked key is refused within a second); webhooks may go to loopback
 // (the tests' receiver) and give up after 3 s of failures; the local provider
-// has an image, tiny (harness.BuildImage). Tenant A is the bootstrap
+// has an image, tiny (harness.BuildImage), and exec output is cut at 64 KiB
+// (so that a test sees it truncated). Tenant A is the bootstrap
 // key's; tenant B gets a key made in the database, as `tether keys create
 // --tenant` makes one. npm ci runs first when node_modules is missing or
 // older than the lockfile. With UPDATE_SCREENSHOTS=1 the tests save their
@@ -43,7 +44,7 @@ func TestConsole(t *testing.T) {
 
 	e := setup(t, "AUTH_CACHE_TTL=1s", "DEFAULT_OWNER_TTL=2m",
 		"WEBHOOK_ALLOW_PRIVATE=true", "WEBHOOK_RETRY_FOR=3s", "WEBHOOK_MAX_BACKOFF=1s",
-		"LOCAL_IMAGES=tiny="+harness.BuildImage(t))
+		"LOCAL_IMAGES=tiny="+harness.BuildImage(t), "MAX_EXEC_OUTPUT=65536")
 	pool, err := pgxpool.New(ctx, e.replica.Env("DATABASE_URL"))
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,8 @@
 // signed in with, and every failure is an ApiError holding the problem+json
 // the API answered with.
 
+import {SSEParser} from './sse.js';
+
 const STORAGE = 'tether.apiKey';
 
 // session keeps the API key for this tab only (sessionStorage): closing the
@@ -70,14 +72,54 @@ export async function api(path, {method = 'GET', query, body, signal, key = sess
       await new Promise((r) => setTimeout(r, 300 * i));
     }
   }
-  if (!resp.ok) {
-    const problem = await resp.json().catch(() => ({}));
-    const err = new ApiError(resp.status, problem, resp.headers.get('Retry-After'));
-    if (resp.status === 401 && !quiet401) unauthorized(err);
-    throw err;
-  }
+  if (!resp.ok) throw await failure(resp, quiet401);
   if (resp.status === 204) return null;
   return resp.json();
+}
+
+// failure is the ApiError of a response that is not 2xx; a 401 signs out
+// (unless quiet401).
+async function failure(resp, quiet401) {
+  const problem = await resp.json().catch(() => ({}));
+  const err = new ApiError(resp.status, problem, resp.headers.get('Retry-After'));
+  if (resp.status === 401 && !quiet401) unauthorized(err);
+  return err;
+}
+
+// apiEvents POSTs body to path asking for Server-Sent Events and passes
+// each event on as it comes ({type, data}, data parsed as JSON) until the
+// stream ends. A refusal before the stream began throws ApiError; an
+// answer that is plain JSON after all is passed on as one event of type
+// 'json'. It is never retried: a POST may have acted.
+export async function apiEvents(path, {body, signal, onEvent}) {
+  const headers = {Accept: 'text/event-stream', Authorization: `Bearer ${session.key}`, 'Content-Type': 'application/json'};
+  let resp;
+  try {
+    resp = await fetch(url(path), {method: 'POST', headers, body: JSON.stringify(body), signal, cache: 'no-store', credentials: 'omit'});
+  } catch (err) {
+    if (err.name === 'AbortError') throw err;
+    throw new ApiError(0, {detail: `Tether could not be reached (${err.message}).`});
+  }
+  if (!resp.ok) throw await failure(resp, false);
+  if (!(resp.headers.get('Content-Type') ?? '').startsWith('text/event-stream')) {
+    onEvent({type: 'json', data: await resp.json()});
+    return;
+  }
+  const parser = new SSEParser((ev) => {
+    let data = null;
+    try { data = JSON.parse(ev.data); } catch { /* left null */ }
+    onEvent({type: ev.type, data});
+  });
+  const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+  try {
+    for (;;) {
+      const {value, done} = await reader.read();
+      if (done) return;
+      parser.push(value);
+    }
+  } finally {
+    reader.releaseLock();
+  }
 }
 
 // pages follows next_cursor and returns up to max items.

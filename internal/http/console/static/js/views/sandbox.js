@@ -1,12 +1,13 @@
 // One sandbox: what it is, its timeline (requested → creating → ready →
 // ended → released) drawn from its events, its owner's lease, its preview
 // URLs and snapshots, its activity (execs, file transfers, port and preview traffic), and
-// the actions on it (pause, resume, end).
+// the actions on it (pause, resume, end, running a command).
 
 import {api, pages, errorText, providerList} from '../api.js';
 import {h, fill, href, stateBadge, when, countdown, labelsList, table, cell, section, dl, duration, localTime, TERMINAL, TRANSITIONING, badge, loading} from '../dom.js';
 import {findOwner} from './owners.js';
 import {endQuestion} from './sandboxes.js';
+import {execSection} from './exec.js';
 import {previewsSection} from './previews.js';
 import {snapshotsSection} from './snapshots.js';
 
@@ -221,10 +222,12 @@ export async function sandboxView(main, [id], ctx) {
   const more = h('div');
   const previewBox = h('div');
   const snapshotBox = h('div');
+  const execBox = h('div');
   fill(main,
     h('nav', {class: 'crumbs', 'aria-label': 'Breadcrumb'}, h('a', {href: '#/sandboxes'}, 'Sandboxes'), ' › ', h('span', {class: 'mono'}, id)),
     title, head, actions,
     section('Summary', facts),
+    section('Run a command', execBox),
     section('Lease', lease),
     section('Preview URLs', previewBox),
     section('Snapshots', snapshotBox),
@@ -247,6 +250,7 @@ export async function sandboxView(main, [id], ctx) {
   };
   const loadPreviews = previewsSection(previewBox, id, ctx);
   const loadSnapshots = snapshotsSection(snapshotBox, id, ctx);
+  const updateExec = execSection(execBox, id, ctx, () => loadActivity(true).catch(ctx.showError));
   const focusAction = (name) => (actions.querySelector(`button[data-op="${name}"]`) ?? actions.querySelector('button') ?? actions.querySelector('[role=alert]') ?? head).focus?.();
 
   // act pauses or resumes the sandbox, waiting (up to 30 s) for the
@@ -352,6 +356,7 @@ export async function sandboxView(main, [id], ctx) {
   const reload = async () => {
     try {
       await loadSandbox();
+      updateExec(sb, provider);
       await Promise.all([loadLease(), loadPreviews(sb, provider), loadSnapshots(sb, provider), loadActivity(true)]);
     } catch (err) {
       ctx.showError(err);
@@ -371,5 +376,6 @@ export async function sandboxView(main, [id], ctx) {
     if (!(TERMINAL.includes(sb.state) && sb.released)) reload();
   });
   await loadSandbox();
+  updateExec(sb, provider);
   await Promise.all([loadLease(), loadPreviews(sb, provider), loadSnapshots(sb, provider), loadActivity(true)]);
 }
