@@ -388,10 +388,13 @@ type kubeState struct {
 	unsettled, unreleased []string
 	ready                 map[string]bool
 	pods, policies        map[string]int // sandbox id -> how many
+	// others counts the installation's other objects of each sandbox
+	// (services, config maps, secrets, volume claims): "kind/id".
+	others map[string]int
 }
 
 func (k *kubeChaos) snapshot(ctx context.Context, conn *pgx.Conn) (kubeState, error) {
-	s := kubeState{ready: map[string]bool{}, pods: map[string]int{}, policies: map[string]int{}}
+	s := kubeState{ready: map[string]bool{}, pods: map[string]int{}, policies: map[string]int{}, others: map[string]int{}}
 	rows, err := conn.Query(ctx, `SELECT id, state, released FROM sandboxes`)
 	if err != nil {
 		return s, err
@@ -429,7 +432,55 @@ func (k *kubeChaos) snapshot(ctx context.Context, conn *pgx.Conn) (kubeState, er
 	for _, p := range pols.Items {
 		s.policies[p.Labels[kubernetes.LabelSandbox]]++
 	}
-	return s, nil
+	return s, k.otherObjects(lctx, &s)
+}
+
+// otherObjects counts the installation's services, config maps, secrets
+// and volume claims by sandbox: none of a sandbox that is not ready may
+// remain.
+func (k *kubeChaos) otherObjects(ctx context.Context, s *kubeState) error {
+	core, opts := k.cl.client.CoreV1(), metav1.ListOptions{LabelSelector: k.selector()}
+	svcs, err := core.Services(k.namespace).List(ctx, opts)
+	if err != nil {
+		return err
+	}
+	for _, o := range svcs.Items {
+		s.others["service/"+o.Labels[kubernetes.LabelSandbox]]++
+	}
+	cms, err := core.ConfigMaps(k.namespace).List(ctx, opts)
+	if err != nil {
+		return err
+	}
+	for _, o := range cms.Items {
+		s.others["configmap/"+o.Labels[kubernetes.LabelSandbox]]++
+	}
+	secrets, err := core.Secrets(k.namespace).List(ctx, opts)
+	if err != nil {
+		return err
+	}
+	for _, o := range secrets.Items {
+		s.others["secret/"+o.Labels[kubernetes.LabelSandbox]]++
+	}
+	pvcs, err := core.PersistentVolumeClaims(k.namespace).List(ctx, opts)
+	if err != nil {
+		return err
+	}
+	for _, o := range pvcs.Items {
+		s.others["pvc/"+o.Labels[kubernetes.LabelSandbox]]++
+	}
+	return nil
+}
+
+// otherLeaks returns the other objects of sandboxes that are not ready.
+func (s kubeState) otherLeaks() []string {
+	var out []string
+	for key, n := range s.others {
+		_, id, _ := strings.Cut(key, "/")
+		if !s.ready[id] {
+			out = append(out, fmt.Sprintf("%s×%d", key, n))
+		}
+	}
+	return out
 }
 
 // leaks returns the pods (or NetworkPolicies) no ready sandbox accounts
@@ -456,7 +507,7 @@ func (s kubeState) missing() []string {
 
 func (s kubeState) quiet() bool {
 	return len(s.unsettled) == 0 && len(s.unreleased) == 0 && len(s.leaks(s.pods)) == 0 &&
-		len(s.leaks(s.policies)) == 0 && len(s.missing()) == 0
+		len(s.leaks(s.policies)) == 0 && len(s.otherLeaks()) == 0 && len(s.missing()) == 0
 }
 
 // quiesce waits for the settle: every sandbox settled and released, and
@@ -515,10 +566,10 @@ func (k *kubeChaos) check() {
 		}
 	}
 	k.uidMu.Unlock()
-	leaks, policyLeaks, missing := s.leaks(s.pods), s.leaks(s.policies), s.missing()
+	leaks, policyLeaks, otherLeaks, missing := s.leaks(s.pods), s.leaks(s.policies), s.otherLeaks(), s.missing()
 	illegal := k.checkHistories(ctx, conn)
-	summary := fmt.Sprintf("chaos kube: sandboxes=%d pods_made=%d requests=%d kills=%d apiserver_restarts=%d duplicates=%d leaks=%d leaked_policies=%d missing=%d unsettled=%d unreleased=%d lost=%d illegal_histories=%d ready_at_end=%d watch_relists=%d",
-		total, made, k.requests.Load(), k.kills.Load(), k.apiRestarts.Load(), len(duplicates), len(leaks), len(policyLeaks),
+	summary := fmt.Sprintf("chaos kube: sandboxes=%d pods_made=%d requests=%d kills=%d apiserver_restarts=%d duplicates=%d leaks=%d leaked_policies=%d leaked_other_objects=%d missing=%d unsettled=%d unreleased=%d lost=%d illegal_histories=%d ready_at_end=%d watch_relists=%d",
+		total, made, k.requests.Load(), k.kills.Load(), k.apiRestarts.Load(), len(duplicates), len(leaks), len(policyLeaks), len(otherLeaks),
 		len(missing), len(s.unsettled), len(s.unreleased), lost, len(illegal), len(s.ready), relists)
 	fmt.Println(summary)
 	k.t.Log(summary)
@@ -533,6 +584,7 @@ func (k *kubeChaos) check() {
 	fail("terminal sandboxes never released", s.unreleased)
 	fail("pods of no live sandbox", leaks)
 	fail("NetworkPolicies of no live sandbox", policyLeaks)
+	fail("services, config maps, secrets or volume claims of no live sandbox", otherLeaks)
 	fail("ready sandboxes without exactly one pod", missing)
 	fail("sandboxes that had more than one pod", duplicates)
 	for _, d := range duplicates[:min(len(duplicates), 3)] {
