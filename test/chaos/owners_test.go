@@ -80,6 +80,7 @@ type ownerChaos struct {
 	pgPort   string
 	ownerBin string
 	logDir   string
+	simDir   string
 	local    []*harness.Replica // on this machine: killed at random
 	cut      *harness.Replica   // on the host: partitioned from Postgres
 	urls     []string
@@ -112,6 +113,7 @@ func newOwnerChaos(t *testing.T, seed uint64) *ownerChaos {
 	o.pgPort = u.Port()
 	bin := harness.Build(t)
 	o.ownerBin = filepath.Join(t.TempDir(), "owner")
+	o.simDir = harness.ReachableTempDir(t)
 	build := exec.Command("go", "build", "-o", o.ownerBin, "./test/chaos/owner")
 	build.Dir = harness.RepoRoot(t)
 	build.Env = append(os.Environ(), "GOTOOLCHAIN=local")
@@ -121,7 +123,7 @@ func newOwnerChaos(t *testing.T, seed uint64) *ownerChaos {
 	env := []string{
 		"BOOTSTRAP_API_KEY=" + apiKey,
 		"PROVIDERS=sim",
-		"SIM_STATE_DIR=" + harness.ReachableTempDir(t),
+		"SIM_STATE_DIR=" + o.simDir,
 		"JANITOR_INTERVAL=" + janitorInterval.String(),
 		"DEFAULT_OWNER_TTL=" + ownersTTL.String(),
 		"EXECUTOR_LEASE=2s",
@@ -401,6 +403,15 @@ func (o *ownerChaos) check() {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	var released map[string]time.Time
+	if f, err := os.Open(filepath.Join(o.simDir, "calls.log")); err == nil {
+		calls, err := parseCalls(f)
+		_ = f.Close()
+		if err != nil {
+			o.t.Error(err)
+		}
+		released = removals(calls)
+	}
 	rows, err := conn.Query(ctx, `SELECT id, owner, created_at, ended_at FROM sandboxes WHERE owner IS NOT NULL`)
 	if err != nil {
 		o.t.Fatal(err)
@@ -416,7 +427,7 @@ func (o *ownerChaos) check() {
 		if err := rows.Scan(&id, &owner, &created, &endedAt); err != nil {
 			o.t.Fatal(err)
 		}
-		sb := ended{owner: owner, createdAt: created}
+		sb := ended{owner: owner, createdAt: created, released: released[id]}
 		if endedAt != nil {
 			sb.endedAt = *endedAt
 			if p := o.owners[owner]; p != nil && endedAt.Before(p.killAt) {
@@ -493,8 +504,8 @@ func (o *ownerChaos) check() {
 	if stillLive > 0 {
 		o.t.Errorf("%d owned sandboxes still live after every owner died", stillLive)
 	}
-	if len(bounds) < 20 {
-		o.t.Errorf("the storm judged only %d owned sandboxes against a lapse; the run proves little", len(bounds))
+	if len(sandboxes) < 20 || len(bounds) < 10 {
+		o.t.Errorf("the storm made %d owned sandboxes and judged only %d against a lapse; the run proves little", len(sandboxes), len(bounds))
 	}
 	if len(o.partitions) == 0 || o.pgUp.IsZero() {
 		o.t.Errorf("the storm was too short for its faults: %d partitions, Postgres restarted: %v", len(o.partitions), !o.pgUp.IsZero())

@@ -147,12 +147,33 @@ func (h *chaos) checkSnapshots(ctx context.Context, conn *pgx.Conn) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	summary := fmt.Sprintf("chaos: snapshots=%d ready=%d exit=%d creating=%d snapshots_lost=%d snapshots_orphaned=%d",
-		s.total, s.ready, s.exits, len(s.creating), len(s.lost), len(s.orphaned))
+	// Every snapshot the API accepted is in the catalog (a deleted one
+	// stays, as deleted) and settled.
+	rows, err := conn.Query(ctx, `SELECT id, state FROM snapshots`)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	states := map[string]string{}
+	var id, state string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &state}, func() error {
+		states[id] = state
+		return nil
+	}); err != nil {
+		h.t.Fatal(err)
+	}
+	var accepted []string
+	h.snaps.Range(func(k, _ any) bool {
+		accepted = append(accepted, k.(string))
+		return true
+	})
+	lostAccepted := unaccounted(accepted, states)
+	summary := fmt.Sprintf("chaos: snapshots=%d ready=%d exit=%d creating=%d snapshots_lost=%d snapshots_orphaned=%d snapshots_unaccounted=%d",
+		s.total, s.ready, s.exits, len(s.creating), len(s.lost), len(s.orphaned), len(lostAccepted))
 	fmt.Println(summary)
 	h.t.Log(summary)
 	for what, items := range map[string][]string{"snapshots still creating": s.creating,
-		"snapshots lost": s.lost, "orphaned snapshot data": s.orphaned} {
+		"snapshots lost": s.lost, "orphaned snapshot data": s.orphaned,
+		"accepted snapshots the catalog lost or never settled": lostAccepted} {
 		if len(items) > 0 {
 			slices.Sort(items)
 			h.t.Errorf("%s (%d): %v", what, len(items), items[:min(len(items), 10)])
