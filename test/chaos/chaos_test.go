@@ -1017,7 +1017,14 @@ func (h *chaos) check() {
 	// longer held it.
 	bounds, unaccountedCreates := h.judgeBounds(ctx, conn)
 	overshot := overshoots(bounds, janitorInterval+overshootSlack)
-	var maxOvershoot time.Duration
+	h.mu.Lock()
+	pgDown, pgUp := h.pgDown, h.pgUp
+	h.mu.Unlock()
+	finalOver, maxOvershoot, err := finalOvershoots(ctx, conn, pgDown, pgUp)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	overshot = append(overshot, finalOver...)
 	for _, b := range bounds {
 		maxOvershoot = max(maxOvershoot, b.toEnd)
 	}

@@ -395,3 +395,35 @@ func (h *chaos) providerReleases() map[string]time.Time {
 	}
 	return removals(h.calls())
 }
+
+// finalOvershoots is the owner bound against each owner's final lease as
+// the registry has it (credits included): it judges the sandboxes whose
+// lapses the clients cannot be sure of, which bounds leaves out. No owned
+// sandbox may end later than an interval (and slack) after its owner's
+// last expiry, a lapse while Postgres was down counting from its return.
+func finalOvershoots(ctx context.Context, conn *pgx.Conn, pgDown, pgUp time.Time) ([]string, time.Duration, error) {
+	rows, err := conn.Query(ctx, `
+		SELECT s.id, s.ended_at, o.expires_at FROM sandboxes s
+		JOIN owners o ON o.tenant = s.tenant AND o.name = s.owner
+		WHERE s.ended_at IS NOT NULL AND s.ended_at > o.expires_at`)
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []string
+	var most time.Duration
+	var id string
+	var endedAt, lapsed time.Time
+	_, err = pgx.ForEachRow(rows, []any{&id, &endedAt, &lapsed}, func() error {
+		from := lapsed
+		if !pgDown.IsZero() && lapsed.After(pgDown.Add(-janitorInterval)) && lapsed.Before(pgUp) {
+			from = pgUp
+		}
+		over := endedAt.Sub(from)
+		most = max(most, over)
+		if over > janitorInterval+overshootSlack {
+			out = append(out, fmt.Sprintf("%s +%s after its owner's final expiry", id, over.Round(time.Millisecond)))
+		}
+		return nil
+	})
+	return out, most, err
+}

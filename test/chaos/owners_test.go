@@ -441,7 +441,11 @@ func (o *ownerChaos) check() {
 	}
 	bounds := book.bounds(sandboxes, recorded, ownersTTL, o.pgDown, o.pgUp)
 	outlived := overshoots(bounds, janitorInterval+overshootSlack)
-	var maxOvershoot time.Duration
+	finalOver, maxOvershoot, err := finalOvershoots(ctx, conn, o.pgDown, o.pgUp)
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	outlived = append(outlived, finalOver...)
 	for _, b := range bounds {
 		maxOvershoot = max(maxOvershoot, b.toEnd)
 	}
