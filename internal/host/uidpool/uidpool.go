@@ -166,6 +166,32 @@ func Release(uid int, holder string) error {
 	return nil
 }
 
+// ReleaseHolder frees every uid holder holds: for a destroy that cannot
+// tell which (its record of the uid is gone: a create cut short between
+// the claim and the record, or a destroy cut short after removing the
+// folder). It reads the whole registry, so it is for those cases only.
+func ReleaseHolder(holder string) error {
+	unlock, err := lockUIDs()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	entries, err := os.ReadDir(uidRegistry)
+	if err != nil {
+		return fmt.Errorf("uid registry: %w", err)
+	}
+	for _, e := range entries {
+		claim := filepath.Join(uidRegistry, e.Name())
+		if got, err := os.Readlink(claim); err != nil || got != holder {
+			continue
+		}
+		if err := os.Remove(claim); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("uid registry: freeing %s: %w", e.Name(), err)
+		}
+	}
+	return nil
+}
+
 // Credential is who a sandbox's processes of uid run as: that uid and
 // gid, no supplementary groups.
 func Credential(uid int) *syscall.Credential {

@@ -1,6 +1,8 @@
 package uidpool
 
 import (
+	"errors"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -90,5 +92,42 @@ func TestCheck(t *testing.T) {
 	}
 	if reason := (Pool{Base: 1, Count: 10}).Check(); !strings.Contains(reason, "holds the host user") {
 		t.Errorf("a pool holding daemon's uid 1: %q", reason)
+	}
+}
+
+// TestReleaseHolder: a holder whose record of its uid is gone frees every
+// claim it holds, and no one else's.
+func TestReleaseHolder(t *testing.T) {
+	t.Parallel()
+	const count = 4
+	p := Pool{Base: 1_600_000_000 + rand.IntN(1<<20)*count, Count: count}
+	t.Cleanup(func() {
+		for uid := p.Base; uid < p.Base+count; uid++ {
+			_ = os.Remove(filepath.Join(uidRegistry, strconv.Itoa(uid)))
+		}
+	})
+	dir := t.TempDir()
+	mine, other := filepath.Join(dir, "mine"), filepath.Join(dir, "other")
+	for _, d := range []string{mine, other} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := p.Claim(mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Claim(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ReleaseHolder(mine); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(uidRegistry, strconv.Itoa(a))); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the holder's claim of %d is still there (%v)", a, err)
+	}
+	if got, err := os.Readlink(filepath.Join(uidRegistry, strconv.Itoa(b))); err != nil || got != other {
+		t.Errorf("another holder's claim of %d = %q, %v; want it kept", b, got, err)
 	}
 }

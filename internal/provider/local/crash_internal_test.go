@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -68,5 +69,41 @@ func TestCrashBeforeThePidIsRecorded(t *testing.T) {
 	}
 	if inv, _ := next.List(t.Context()); len(inv) != 0 {
 		t.Errorf("List after Destroy = %+v", inv)
+	}
+}
+
+// TestCrashBetweenTheUIDClaimAndItsRecord: Tether dies after claiming a
+// sandbox's uid but before meta.json records it. The next Tether's destroy
+// must free the claim, not leave it to be taken back some day.
+func TestCrashBetweenTheUIDClaimAndItsRecord(t *testing.T) {
+	t.Parallel()
+	dir := harness.ReachableTempDir(t)
+	p, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.problem != "" {
+		t.Fatalf("local provider unavailable: %s", p.problem)
+	}
+	id := sandbox.NewID()
+	folder := p.sandboxDir(id)
+	if err := os.MkdirAll(filepath.Join(folder, "workspace"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	uid, err := p.uids.Claim(folder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := filepath.Join("/run/tether-uids", strconv.Itoa(uid))
+	t.Cleanup(func() { _ = os.Remove(claim) })
+	next, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Destroy(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if target, err := os.Readlink(claim); err == nil && target == folder {
+		t.Errorf("uid %d is still claimed by the destroyed sandbox's folder", uid)
 	}
 }

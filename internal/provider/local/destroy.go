@@ -63,12 +63,15 @@ func (p *Provider) destroyLocked(ctx context.Context, id string) error {
 		return fmt.Errorf("local: destroy: %w", err)
 	}
 	// Only now, with nothing of it left, may another sandbox take its uid.
-	// (Without meta.json the claim, whose folder is gone, is taken back
-	// when its turn comes.)
-	if metaErr == nil {
-		if err := uidpool.Release(m.UID, dir); err != nil {
-			return fmt.Errorf("local: destroy: %w", err)
-		}
+	// Without meta.json (a create cut short between its claim and its
+	// record, or a destroy cut short after removing the folder), every
+	// claim the folder holds is freed.
+	release := func() error { return uidpool.ReleaseHolder(dir) }
+	if metaErr == nil && m.UID != 0 {
+		release = func() error { return uidpool.Release(m.UID, dir) }
+	}
+	if err := release(); err != nil {
+		return fmt.Errorf("local: destroy: %w", err)
 	}
 	p.unreserve(id)
 	return nil
