@@ -297,3 +297,37 @@ func TestKubeLeaks(t *testing.T) {
 		t.Error("quiet with leaks")
 	}
 }
+
+// TestFolderWatch: the watch sees a folder made and removed, with its
+// times, and stops.
+func TestFolderWatch(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	w, err := watchFolders(map[string]string{"h1": dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := sandbox.NewID()
+	if err := os.Mkdir(filepath.Join(dir, id), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, id)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		lives, _ := w.record()
+		if ls := lives[id]; len(ls) == 1 && !ls[0].to.IsZero() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lives = %v; want one life of %s, ended", lives, id)
+		}
+	}
+	done := make(chan struct{})
+	go func() { w.stop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("stop did not return")
+	}
+}

@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -30,7 +29,9 @@ type life struct {
 
 // folderWatch watches the state folders of the hosts.
 type folderWatch struct {
-	fd    int
+	// f is the inotify descriptor, non-blocking so that closing it ends
+	// a read under way (through the runtime's poller).
+	f     *os.File
 	hosts map[int]string // watch descriptor -> host
 	done  chan struct{}
 
@@ -43,21 +44,21 @@ type folderWatch struct {
 
 // watchFolders starts watching dirs (host name -> its state folder).
 func watchFolders(dirs map[string]string) (*folderWatch, error) {
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("inotify: %w", err)
 	}
-	w := &folderWatch{fd: fd, hosts: map[int]string{}, done: make(chan struct{}), lives: map[string][]life{}}
+	w := &folderWatch{f: os.NewFile(uintptr(fd), "inotify"), hosts: map[int]string{}, done: make(chan struct{}), lives: map[string][]life{}}
 	for host, dir := range dirs {
 		wd, err := unix.InotifyAddWatch(fd, dir, unix.IN_CREATE|unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_MOVED_TO|unix.IN_ONLYDIR)
 		if err != nil {
-			_ = unix.Close(fd)
+			_ = w.f.Close()
 			return nil, fmt.Errorf("inotify %s: %w", dir, err)
 		}
 		w.hosts[wd] = host
 		entries, err := os.ReadDir(dir)
 		if err != nil {
-			_ = unix.Close(fd)
+			_ = w.f.Close()
 			return nil, err
 		}
 		for _, e := range entries { // there before the watch: born now
@@ -75,12 +76,9 @@ func (w *folderWatch) read() {
 	defer close(w.done)
 	buf := make([]byte, 64<<10)
 	for {
-		n, err := unix.Read(w.fd, buf)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
+		n, err := w.f.Read(buf)
 		if err != nil || n <= 0 {
-			return
+			return // closed by stop
 		}
 		now := time.Now()
 		for off := 0; off+unix.SizeofInotifyEvent <= n; {
@@ -129,7 +127,7 @@ func (w *folderWatch) event(ev *unix.InotifyEvent, name string, at time.Time) {
 
 // stop ends the watch.
 func (w *folderWatch) stop() {
-	_ = unix.Close(w.fd)
+	_ = w.f.Close()
 	<-w.done
 }
 
