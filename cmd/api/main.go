@@ -36,9 +36,23 @@ import (
 
 func main() {
 	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "tether:", err)
-		os.Exit(1)
+		code, say := exitCode(err)
+		if say {
+			fmt.Fprintln(os.Stderr, "tether:", err)
+		}
+		os.Exit(code)
 	}
+}
+
+// exitCode is the exit status for err, and whether to print err: 1 and yes,
+// unless err asks for a status of its own (cli.ExitError: `sandboxes exec`
+// exits as its command did, silently, and 125 when it failed itself).
+func exitCode(err error) (int, bool) {
+	var exit *cli.ExitError
+	if errors.As(err, &exit) {
+		return exit.Code, exit.Err != nil
+	}
+	return 1, true
 }
 
 const usage = `usage:

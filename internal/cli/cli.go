@@ -26,7 +26,8 @@ const Usage = `ops commands (server from --url or TETHER_URL, key from --key or 
   tether sandboxes ls [--state S]... [--owner O] [--provider P] [--label k=v]... [--limit N] [--all]
   tether sandboxes get ID [--wait 30s]
   tether sandboxes rm ID [--wait]          end it; --wait: until its resources are released
-  tether sandboxes exec [--raw] ID -- COMMAND...
+  tether sandboxes exec [--raw] [--timeout D] [--env K=V]... [--workdir DIR] ID -- COMMAND [ARG...]
+                                           run that argv (no shell: -- sh -c '...' for one); exit with its status, 125 if tether failed
   tether events [--follow]                 the tenant's events; --follow: live, until interrupted
   tether keys ls | keys create --name N | keys revoke ID   the tenant's API keys
   tether owners ls                         owners, their leases and live sandboxes

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -117,43 +116,6 @@ func sandboxesGet(ctx context.Context, sub string, args []string, getenv func(st
 		return c.waitReleased(ctx, id)
 	}
 	return c.printOne(ctx, id, 0)
-}
-
-// sandboxesExec is `tether sandboxes exec`.
-func sandboxesExec(ctx context.Context, _ string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	var raw *bool
-	c, rest, err := newCLI("sandboxes exec", args, getenv, stdout, stderr, func(fs *flag.FlagSet) {
-		raw = fs.Bool("raw", false, "print the output as it is, terminal escapes included (for pipes)")
-	})
-	if err != nil {
-		return err
-	}
-	if len(rest) < 2 {
-		return errors.New("sandboxes exec: want ID -- COMMAND")
-	}
-	resp, err := c.api.ExecInSandboxWithResponse(ctx, rest[0], tether.ExecInSandboxJSONRequestBody{Command: strings.Join(rest[1:], " ")})
-	if err != nil {
-		return fmt.Errorf("exec: %w", err)
-	}
-	if err := problem(resp.StatusCode(), resp.Body); err != nil {
-		return err
-	}
-	res := resp.JSON200
-	if c.json {
-		return c.printJSON(res)
-	}
-	if *raw {
-		_, _ = io.WriteString(c.stdout, res.Output)
-	} else {
-		_, _ = io.WriteString(c.stdout, printable(res.Output))
-	}
-	if res.ExitCode != 0 || res.TimedOut || res.Truncated {
-		_, _ = fmt.Fprintf(c.stderr, "exit code %d (timed out: %v, truncated: %v, oom killed: %v)\n", res.ExitCode, res.TimedOut, res.Truncated, res.OomKilled)
-	}
-	if res.ExitCode != 0 {
-		return fmt.Errorf("the command exited %d", res.ExitCode)
-	}
-	return nil
 }
 
 func (c *cli) printSandboxes(items []tether.Sandbox) error {

@@ -1,0 +1,148 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tetherhq/tether/internal/cli"
+	"github.com/tetherhq/tether/internal/provider/local"
+	"github.com/tetherhq/tether/test/harness"
+)
+
+// localSandbox starts a server whose provider is local and returns it with
+// a ready sandbox of its, destroyed when the test ends.
+func localSandbox(t *testing.T) (*server, string) {
+	t.Helper()
+	state := harness.ReachableTempDir(t)
+	s := start(t, "k", "PROVIDERS=local", "LOCAL_STATE_DIR="+state, "LOCAL_WORKSPACE_MB=0")
+	code, sb := s.do(t, http.MethodPost, "/v1/sandboxes", `{}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("create = %d %v", code, sb)
+	}
+	id, _ := sb["id"].(string)
+	t.Cleanup(func() {
+		if p, err := local.New(state); err == nil {
+			_ = p.Destroy(context.Background(), id)
+		}
+	})
+	if code, sb = s.do(t, http.MethodGet, "/v1/sandboxes/"+id+"?wait=30s", ""); code != http.StatusOK || sb["state"] != "ready" {
+		t.Fatalf("wait for ready = %d %v", code, sb)
+	}
+	return s, id
+}
+
+// tetherIn is `tether ARGS...` run in this process against s, returning
+// stdout, stderr and the error.
+func tetherIn(t *testing.T, s *server) func(args ...string) (string, string, error) {
+	return func(args ...string) (string, string, error) {
+		t.Helper()
+		var out, errOut syncBuffer
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		env := map[string]string{"TETHER_URL": s.base, "TETHER_API_KEY": s.key}
+		err := run(ctx, env, &out, &errOut, args...)
+		return out.String(), errOut.String(), err
+	}
+}
+
+// tetherBin is `tether ARGS...` run as the real binary, its stdout a
+// pipe, with stdin as its input; it returns stdout, stderr and the exit
+// status.
+func tetherBin(t *testing.T, s *server, stdin []byte, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, s.bin, args...)
+	cmd.Env = []string{"TETHER_URL=" + s.base, "TETHER_API_KEY=" + s.key}
+	cmd.Stdin = bytes.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("tether %v: %v", args, err)
+	}
+	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+}
+
+// TestCLIOnLocal drives the commands that need a real sandbox: exec and
+// files.
+func TestCLIOnLocal(t *testing.T) {
+	t.Parallel()
+	s, id := localSandbox(t)
+	tether := tetherIn(t, s)
+
+	// exec keeps argv: the arguments after -- are the command's argv,
+	// whatever they hold, as with docker exec and kubectl exec.
+	t.Run("ExecKeepsArgv", func(t *testing.T) {
+		if out, _, err := tether("sandboxes", "exec", "--raw", id, "--", "echo", "hello;id"); err != nil || out != "hello;id\n" {
+			t.Errorf("exec echo 'hello;id' = %q %v; want hello;id alone", out, err)
+		}
+		argv := []string{"it's", `"double"`, "a b  c", "$HOME", "${PATH}", "line1\nline2", "", `back\slash`, "*", "~", "$(id)", "`id`",
+			"'", "''", "%1", "if", "a=b", "-n", "tab\there", "é ü 中", "!", "#not a comment", ";", "&&", "|", "<", ">x", "(", "{", "}"}
+		out, _, err := tether(append([]string{"sandboxes", "exec", "--raw", id, "--", "printf", `%s\0`}, argv...)...)
+		if err != nil {
+			t.Fatalf("exec printf: %v", err)
+		}
+		got := strings.Split(strings.TrimSuffix(out, "\x00"), "\x00")
+		if strings.Join(got, "|") != strings.Join(argv, "|") || len(got) != len(argv) {
+			t.Errorf("the command saw argv\n%q\nwant\n%q", got, argv)
+		}
+		// A first word is a program's name, never shell syntax: not an
+		// assignment, a reserved word or a command line.
+		for _, first := range []string{"if", "FOO=bar", "echo $HOME", "while"} {
+			_, _, err := tether("sandboxes", "exec", id, "--", first, "env")
+			if exit := (*cli.ExitError)(nil); !errors.As(err, &exit) || exit.Code != 127 || exit.Err != nil {
+				t.Errorf("exec -- %q env = %v; want exit 127, the command not found", first, err)
+			}
+		}
+	})
+
+	// exec exits as the command did, silently; 125 when tether failed.
+	t.Run("ExecExitStatus", func(t *testing.T) {
+		for _, tc := range []struct {
+			args   []string
+			status int
+			stderr string
+		}{
+			{[]string{"sandboxes", "exec", id, "--", "sh", "-c", "exit 3"}, 3, ""},
+			{[]string{"sandboxes", "exec", id, "--", "sh", "-c", "echo out; exit 0"}, 0, ""},
+			{[]string{"sandboxes", "exec", id, "--", "false"}, 1, ""},
+			{[]string{"sandboxes", "exec", id, "--", "sh", "-c", "kill -9 $$"}, 137, ""},
+			{[]string{"sandboxes", "exec", id, "-o", "json", "--", "sh", "-c", "exit 4"}, 4, ""},
+			{[]string{"sandboxes", "exec", "sbx_00000000000000000000000000", "--", "true"}, cli.ExecFailed, "404 NOT_FOUND"},
+			{[]string{"sandboxes", "exec", id}, cli.ExecFailed, "want ID -- COMMAND"},
+			{[]string{"sandboxes", "exec", "--timeout", "1.5s", id, "--", "true"}, cli.ExecFailed, "whole seconds"},
+			{[]string{"sandboxes", "exec", "--timeout", "1s", id, "--", "sleep", "5"}, 124, "timed out: true"},
+			{[]string{"sandboxes", "ls", "--state", "nonsense"}, 1, "400 INVALID_REQUEST"},
+		} {
+			_, stderr, status := tetherBin(t, s, nil, tc.args...)
+			if status != tc.status || (tc.stderr == "") != (stderr == "") || !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("tether %q exited %d, stderr %q; want %d, stderr %q", tc.args, status, stderr, tc.status, tc.stderr)
+			}
+		}
+		// The options reach the command.
+		out, _, status := tetherBin(t, s, nil, "sandboxes", "exec", "--env", "GREETING=hi there", "--workdir", "/tmp", id, "--", "sh", "-c", `echo "$GREETING" "$PWD"`)
+		if status != 0 || out != "hi there /tmp\n" {
+			t.Errorf("exec --env --workdir = %q, %d", out, status)
+		}
+	})
+
+	// exec shows a sandbox's terminal escapes (a window title, a screen
+	// clear, a clipboard write) as text; --raw passes them on.
+	t.Run("ExecShowsEscapes", func(t *testing.T) {
+		cmd := []string{id, "--", "printf", `\033]0;pwned\007\033[2Jhi\n`}
+		if got, _, err := tether(append([]string{"sandboxes", "exec"}, cmd...)...); err != nil || strings.ContainsRune(got, 0x1b) || got != `\x1b]0;pwned\x07\x1b[2Jhi`+"\n" {
+			t.Errorf("exec printed %q, %v; want the escapes shown as text", got, err)
+		}
+		if got, _, err := tether(append([]string{"sandboxes", "exec", "--raw"}, cmd...)...); err != nil || got != "\x1b]0;pwned\x07\x1b[2Jhi\n" {
+			t.Errorf("exec --raw printed %q, %v; want the output as is", got, err)
+		}
+	})
+}
