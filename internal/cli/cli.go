@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tetherhq/tether/clients/go/tether"
 )
@@ -65,6 +64,7 @@ type cli struct {
 	url    string
 	key    string
 	json   bool
+	tty    bool // stdout is a terminal
 	stdout io.Writer
 	stderr io.Writer
 }
@@ -123,7 +123,7 @@ func newCLI(name string, args []string, getenv func(string) string, stdout, stde
 	if err != nil {
 		return nil, nil, fmt.Errorf("client: %w", err)
 	}
-	return &cli{api: api, url: base, key: *key, json: *output == "json", stdout: stdout, stderr: stderr}, positional, nil
+	return &cli{api: api, url: base, key: *key, json: *output == "json", tty: isTerminal(stdout), stdout: stdout, stderr: stderr}, positional, nil
 }
 
 // problem turns an error response into an error that says what the server
@@ -134,19 +134,23 @@ func problem(status int, body []byte) error {
 	}
 	var p tether.Problem
 	if json.Unmarshal(body, &p) == nil && p.Code != "" {
-		msg := fmt.Sprintf("%d %s: %s", status, p.Code, printable(p.Detail))
+		msg := fmt.Sprintf("%d %s: %s", status, cell(string(p.Code)), printable(p.Detail))
 		if p.State != nil {
-			msg += " (state " + string(*p.State) + ")"
+			msg += " (state " + cell(string(*p.State)) + ")"
 		}
 		return errors.New(msg)
 	}
 	return fmt.Errorf("HTTP %d: %s", status, printable(string(bytes.TrimSpace(body))))
 }
 
+// printJSON prints v as indented JSON, safe to show on a terminal.
 func (c *cli) printJSON(v any) error {
-	enc := json.NewEncoder(c.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode: %w", err)
+	}
+	_, err = c.stdout.Write(append(jsonSafe(data), '\n'))
+	return err
 }
 
 func deref[T any](p *T, none string, format func(T) string) string {
@@ -157,30 +161,3 @@ func deref[T any](p *T, none string, format func(T) string) string {
 }
 
 func ago(t time.Time) string { return time.Since(t).Round(time.Second).String() + " ago" }
-
-// printable is s with the characters a terminal would act on shown as
-// escapes instead: a sandbox's output is the sandbox's, and output that
-// moves the cursor, retitles the window, rewrites the line or writes to
-// the clipboard must not do so in the operator's terminal. Newlines and
-// tabs stay; other control characters (C0, DEL, C1), bidirectional
-// overrides and invalid UTF-8 are shown as \xNN or \uNNNN.
-func printable(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r == '\n' || r == '\t':
-			b.WriteRune(r)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case (r >= 0x80 && r <= 0x9f) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteRune(r)
-		}
-		i += size
-	}
-	return b.String()
-}

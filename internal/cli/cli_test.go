@@ -91,7 +91,7 @@ func TestOpsCommands(t *testing.T) {
 		return out.String(), errOut.String(), err
 	}
 
-	code, sb := s.do(t, http.MethodPost, "/v1/sandboxes", `{"owner":"agent-7","labels":{"team":"ops"}}`)
+	code, sb := s.do(t, http.MethodPost, "/v1/sandboxes", `{"owner":"agent-7","labels":{"team":"ops","note":"\u001b]0;pwned\u0007\u009b2J\u202eok\nline\tcol"}}`)
 	if code != http.StatusAccepted {
 		t.Fatalf("create = %d %v", code, sb)
 	}
@@ -105,6 +105,17 @@ func TestOpsCommands(t *testing.T) {
 	var listed []map[string]any
 	if err != nil || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 1 || listed[0]["id"] != id {
 		t.Fatalf("sandboxes ls -o json = %q %v", out, err)
+	}
+	// A label is the tenant's data: the table shows its terminal escapes
+	// (and its newlines and tabs) as text, JSON as JSON escapes.
+	note := "\x1b]0;pwned\x07\u009b2J\u202eok\nline\tcol"
+	if listed[0]["labels"].(map[string]any)["note"] != note || strings.ContainsAny(out, "\x1b\u009b\u202e") {
+		t.Errorf("sandboxes ls -o json = %q; want the label %q, its escapes as JSON escapes", out, note)
+	}
+	out, _, err = tether("sandboxes", "ls", "--label", "team=ops")
+	if err != nil || !strings.Contains(out, `note=\x1b]0;pwned\x07\u009b2J\u202eok\x0aline\x09col,team=ops`) || strings.ContainsAny(out, "\x1b\x07\u009b\u202e") ||
+		strings.Count(out, "\n") != 2 {
+		t.Errorf("sandboxes ls = %q; want the label's escapes shown as text, on one line", out)
 	}
 	if out, _, err = tether("sandboxes", "ls", "--label", "team=nobody"); err != nil || strings.Contains(out, id) || !strings.Contains(out, "STATE") {
 		t.Errorf("sandboxes ls (no match) = %q %v", out, err)

@@ -42,9 +42,8 @@ func runEvents(ctx context.Context, args []string, getenv func(string) string, s
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintln(w, "ID\tAT\tSANDBOX\tFROM\tTO\tREASON\tACTOR")
 	for _, e := range resp.JSON200.Items {
-		_, _ = fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Id, e.At.Format(time.RFC3339), e.SandboxId,
-			deref(e.From, "-", func(s tether.SandboxState) string { return string(s) }), e.To,
-			deref(e.Reason, "-", func(s string) string { return s }), e.Actor)
+		_, _ = fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Id, e.At.Format(time.RFC3339), cell(e.SandboxId),
+			deref(e.From, "-", stateCell), stateCell(e.To), deref(e.Reason, "-", cell), cell(string(e.Actor)))
 	}
 	return w.Flush()
 }
@@ -75,19 +74,21 @@ func (c *cli) follow(ctx context.Context) error {
 			continue
 		}
 		if c.json {
-			_, _ = fmt.Fprintln(c.stdout, data)
+			_, _ = fmt.Fprintln(c.stdout, string(jsonSafe([]byte(data))))
 			continue
 		}
 		var e tether.Event
 		if err := json.Unmarshal([]byte(data), &e); err != nil {
 			return fmt.Errorf("event stream: %w", err)
 		}
-		_, _ = fmt.Fprintf(c.stdout, "%s  %s  %s -> %s  %s  %s\n", e.At.Format(time.RFC3339), e.SandboxId,
-			deref(e.From, "-", func(s tether.SandboxState) string { return string(s) }), e.To,
-			deref(e.Reason, "", func(s string) string { return s }), e.Actor)
+		_, _ = fmt.Fprintf(c.stdout, "%s  %s  %s -> %s  %s  %s\n", e.At.Format(time.RFC3339), cell(e.SandboxId),
+			deref(e.From, "-", stateCell), stateCell(e.To), deref(e.Reason, "", cell), cell(string(e.Actor)))
 	}
 	if ctx.Err() != nil {
 		return nil
 	}
 	return sc.Err()
 }
+
+// stateCell is a sandbox state as a table cell.
+func stateCell(s tether.SandboxState) string { return cell(string(s)) }

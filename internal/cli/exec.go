@@ -53,7 +53,7 @@ type execOptions struct {
 func sandboxesExec(ctx context.Context, _ string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var o execOptions
 	c, rest, err := newCLI("sandboxes exec", args, getenv, stdout, stderr, func(fs *flag.FlagSet) {
-		fs.BoolVar(&o.raw, "raw", false, "print the output as it is, terminal escapes included (for pipes)")
+		fs.BoolVar(&o.raw, "raw", false, "print the output as it is on a terminal too, escapes included (to a pipe or file it always is)")
 		fs.Func("timeout", "kill the command after this long (0: the server's maximum; default: the server's default, 60s)", func(v string) error {
 			d, err := time.ParseDuration(v)
 			o.timeout = &d
@@ -128,11 +128,7 @@ func (c *cli) exec(ctx context.Context, id string, req tether.ExecRequest) (*tet
 // printExec prints a command's output, and on stderr how it ended when
 // that was not a plain exit (a timeout, a cut output, an OOM kill).
 func (c *cli) printExec(res *tether.ExecResult, raw bool) {
-	if raw {
-		_, _ = io.WriteString(c.stdout, res.Output)
-	} else {
-		_, _ = io.WriteString(c.stdout, printable(res.Output))
-	}
+	c.sandboxOutput(res.Output, raw)
 	if res.TimedOut || res.Truncated || res.OomKilled {
 		_, _ = fmt.Fprintf(c.stderr, "exit code %d (timed out: %v, truncated: %v, oom killed: %v)\n", res.ExitCode, res.TimedOut, res.Truncated, res.OomKilled)
 	}

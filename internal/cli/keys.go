@@ -43,7 +43,7 @@ func runKeys(ctx context.Context, args []string, getenv func(string) string, std
 		w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 		_, _ = fmt.Fprintln(w, "ID\tNAME\tCREATED\tLAST USED\tREVOKED")
 		for _, k := range resp.JSON200.Items {
-			_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", k.Id, k.Name, ago(k.CreatedAt),
+			_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", cell(k.Id), cell(k.Name), ago(k.CreatedAt),
 				deref(k.LastUsedAt, "-", ago), deref(k.RevokedAt, "-", ago))
 		}
 		return w.Flush()
@@ -61,7 +61,7 @@ func runKeys(ctx context.Context, args []string, getenv func(string) string, std
 		if c.json {
 			return c.printJSON(resp.JSON201)
 		}
-		_, _ = fmt.Fprintf(c.stderr, "key %s (%s) created; the secret below is shown once:\n", resp.JSON201.Key.Id, name)
+		_, _ = fmt.Fprintf(c.stderr, "key %s (%s) created; the secret below is shown once:\n", cell(resp.JSON201.Key.Id), cell(name))
 		_, err = fmt.Fprintln(c.stdout, resp.JSON201.Secret)
 		return err
 	case "revoke":
@@ -75,7 +75,7 @@ func runKeys(ctx context.Context, args []string, getenv func(string) string, std
 		if err := problem(resp.StatusCode(), resp.Body); err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(c.stdout, "key %s revoked; it stops working within the server's AUTH_CACHE_TTL\n", rest[0])
+		_, err = fmt.Fprintf(c.stdout, "key %s revoked; it stops working within the server's AUTH_CACHE_TTL\n", cell(rest[0]))
 		return err
 	}
 	_, _ = io.WriteString(stderr, Usage)

@@ -4,11 +4,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"github.com/tetherhq/tether/internal/cli"
 	"github.com/tetherhq/tether/internal/provider/local"
@@ -135,14 +142,58 @@ func TestCLIOnLocal(t *testing.T) {
 	})
 
 	// exec shows a sandbox's terminal escapes (a window title, a screen
-	// clear, a clipboard write) as text; --raw passes them on.
+	// clear, a clipboard write) as text on a terminal; --raw passes them
+	// on, and so does a pipe, byte for byte.
 	t.Run("ExecShowsEscapes", func(t *testing.T) {
-		cmd := []string{id, "--", "printf", `\033]0;pwned\007\033[2Jhi\n`}
-		if got, _, err := tether(append([]string{"sandboxes", "exec"}, cmd...)...); err != nil || strings.ContainsRune(got, 0x1b) || got != `\x1b]0;pwned\x07\x1b[2Jhi`+"\n" {
-			t.Errorf("exec printed %q, %v; want the escapes shown as text", got, err)
+		cmd := []string{id, "--", "printf", `\033]0;pwned\007\033[2J\033]52;c;cGF3bmVk\007hi\n`}
+		raw := "\x1b]0;pwned\x07\x1b[2J\x1b]52;c;cGF3bmVk\x07hi\n"
+		if got, err := onTerminal(t, s, append([]string{"sandboxes", "exec"}, cmd...)...); err != nil || got != `\x1b]0;pwned\x07\x1b[2J\x1b]52;c;cGF3bmVk\x07hi`+"\n" {
+			t.Errorf("exec on a terminal printed %q, %v; want the escapes shown as text", got, err)
 		}
-		if got, _, err := tether(append([]string{"sandboxes", "exec", "--raw"}, cmd...)...); err != nil || got != "\x1b]0;pwned\x07\x1b[2Jhi\n" {
-			t.Errorf("exec --raw printed %q, %v; want the output as is", got, err)
+		if got, err := onTerminal(t, s, append([]string{"sandboxes", "exec", "--raw"}, cmd...)...); err != nil || got != raw {
+			t.Errorf("exec --raw on a terminal printed %q, %v; want the output as is", got, err)
+		}
+		if got, _, status := tetherBin(t, s, nil, append([]string{"sandboxes", "exec"}, cmd...)...); status != 0 || got != raw {
+			t.Errorf("exec to a pipe printed %q (exit %d); want the output as is", got, status)
 		}
 	})
+}
+
+// onTerminal is `tether ARGS...` run in this process against s with a
+// terminal (a pseudo-terminal in raw mode) as its stdout; it returns what
+// the terminal received.
+func onTerminal(t *testing.T, s *server, args ...string) (string, error) {
+	t.Helper()
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals: %v", err)
+	}
+	defer func() { _ = ptmx.Close() }()
+	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlock pty: %v", err)
+	}
+	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("pty number: %v", err)
+	}
+	tty, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("open pty: %v", err)
+	}
+	if _, err := term.MakeRaw(int(tty.Fd())); err != nil {
+		t.Fatalf("raw pty: %v", err)
+	}
+	var errOut syncBuffer
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	env := map[string]string{"TETHER_URL": s.base, "TETHER_API_KEY": s.key}
+	runErr := cli.Run(ctx, args[0], args[1:], func(k string) string { return env[k] }, tty, &errOut)
+	_ = tty.Close()
+	// The terminal's side reads what was written, then EIO: the other
+	// side is closed.
+	got, err := io.ReadAll(ptmx)
+	if err != nil && !errors.Is(err, syscall.EIO) {
+		t.Fatalf("read pty: %v", err)
+	}
+	return string(got), runErr
 }

@@ -37,7 +37,7 @@ func runOwners(ctx context.Context, args []string, getenv func(string) string, s
 	if c.json {
 		return c.printJSON(resp.JSON202)
 	}
-	_, err = fmt.Fprintf(c.stdout, "owner %s ended; %d sandboxes ended\n", rest[0], resp.JSON202.SandboxesEnded)
+	_, err = fmt.Fprintf(c.stdout, "owner %s ended; %d sandboxes ended\n", cell(rest[0]), resp.JSON202.SandboxesEnded)
 	return err
 }
 
@@ -73,7 +73,7 @@ func listOwners(ctx context.Context, args []string, getenv func(string) string, 
 		if o.Alive {
 			lease = "for " + time.Until(o.ExpiresAt).Round(time.Second).String()
 		}
-		_, _ = fmt.Fprintf(w, "%s\t%v\t%s\t%d\n", o.Owner, o.Alive, lease, o.LiveSandboxes)
+		_, _ = fmt.Fprintf(w, "%s\t%v\t%s\t%d\n", cell(o.Owner), o.Alive, lease, o.LiveSandboxes)
 	}
 	return w.Flush()
 }

@@ -6,6 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -123,12 +126,10 @@ func (c *cli) printSandboxes(items []tether.Sandbox) error {
 		return c.printJSON(items)
 	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	_, _ = fmt.Fprintln(w, "ID\tSTATE\tPROVIDER\tOWNER\tREASON\tRELEASED\tCREATED")
+	_, _ = fmt.Fprintln(w, "ID\tSTATE\tPROVIDER\tOWNER\tREASON\tRELEASED\tCREATED\tLABELS")
 	for _, sb := range items {
-		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\t%s\n", sb.Id, sb.State, sb.Provider,
-			deref(sb.Owner, "-", func(s string) string { return s }),
-			deref(sb.Reason, "-", func(r string) string { return r }),
-			sb.Released, ago(sb.CreatedAt))
+		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", cell(sb.Id), cell(string(sb.State)), cell(sb.Provider),
+			deref(sb.Owner, "-", cell), deref(sb.Reason, "-", cell), sb.Released, ago(sb.CreatedAt), labels(sb.Labels))
 	}
 	return w.Flush()
 }
@@ -172,4 +173,16 @@ func (c *cli) waitReleased(ctx context.Context, id string) error {
 		}
 		_, _ = fmt.Fprintf(c.stderr, "still releasing %s (%s so far)...\n", id, time.Since(start).Round(time.Second))
 	}
+}
+
+// labels is a label map as one table cell, k=v pairs in key order.
+func labels(m map[string]string) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	pairs := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		pairs = append(pairs, cell(k)+"="+cell(m[k]))
+	}
+	return strings.Join(pairs, ",")
 }
