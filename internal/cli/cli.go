@@ -13,7 +13,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,6 +27,13 @@ const Usage = `ops commands (server from --url or TETHER_URL, key from --key or 
   tether sandboxes ls [--state S]... [--owner O] [--provider P] [--label k=v]... [--limit N] [--all]
   tether sandboxes get ID [--wait 30s]
   tether sandboxes rm ID [--wait]          end it; --wait: until its resources are released
+  tether sandboxes create [--provider P] [--owner O] [--ttl D] [--label k=v]... [--env K=V]...
+                          [--param k=v]... [--params JSON] [--image I] [--pool P [--pool-only]]
+                          [--from-snapshot S] [--setup SCRIPT] [--on-end snapshot] [--id ID]
+                          [--idempotency-key K] [--wait D] [-q]   -q: the id alone
+  tether sandboxes pause|resume ID [--wait D]
+  tether sandboxes renew ID --ttl D        a new deadline, now plus D
+  tether sandboxes events ID               the sandbox's history
   tether sandboxes exec [--raw] [--timeout D] [--env K=V]... [--workdir DIR] ID -- COMMAND [ARG...]
                                            run that argv (no shell: -- sh -c '...' for one); exit with its status, 125 if tether failed
   tether events [--follow]                 the tenant's events; --follow: live, until interrupted
@@ -56,6 +65,24 @@ func Run(ctx context.Context, name string, args []string, getenv func(string) st
 		return fmt.Errorf("unknown ops command %q", name)
 	}
 	return run(ctx, args, getenv, stdout, stderr)
+}
+
+// subcommands are the subcommands of a command (tether sandboxes SUB ...),
+// by name; each is given its name and the arguments after it.
+type subcommands map[string]func(ctx context.Context, sub string, args []string, getenv func(string) string, stdout, stderr io.Writer) error
+
+// run runs the subcommand args[0] of command name.
+func (s subcommands) run(ctx context.Context, name string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var sub string
+	if len(args) > 0 {
+		sub = args[0]
+	}
+	run, ok := s[sub]
+	if !ok {
+		_, _ = io.WriteString(stderr, Usage)
+		return fmt.Errorf("%s %s: want %s", name, sub, strings.Join(slices.Sorted(maps.Keys(s)), ", "))
+	}
+	return run(ctx, sub, args[1:], getenv, stdout, stderr)
 }
 
 // cli is one ops command's connection and output settings.

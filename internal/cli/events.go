@@ -36,12 +36,17 @@ func runEvents(ctx context.Context, args []string, getenv func(string) string, s
 	if err := problem(resp.StatusCode(), resp.Body); err != nil {
 		return err
 	}
+	return c.printEvents(resp.JSON200.Items)
+}
+
+// printEvents prints events as a table, or JSON.
+func (c *cli) printEvents(events []tether.Event) error {
 	if c.json {
-		return c.printJSON(resp.JSON200.Items)
+		return c.printJSON(events)
 	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintln(w, "ID\tAT\tSANDBOX\tFROM\tTO\tREASON\tACTOR")
-	for _, e := range resp.JSON200.Items {
+	for _, e := range events {
 		_, _ = fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Id, e.At.Format(time.RFC3339), cell(e.SandboxId),
 			deref(e.From, "-", stateCell), stateCell(e.To), deref(e.Reason, "-", cell), cell(string(e.Actor)))
 	}

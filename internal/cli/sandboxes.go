@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,25 +15,21 @@ import (
 )
 
 // sandboxCommands are `tether sandboxes SUB`, by SUB.
-var sandboxCommands = map[string]func(ctx context.Context, sub string, args []string, getenv func(string) string, stdout, stderr io.Writer) error{
-	"ls":   sandboxesList,
-	"get":  sandboxesGet,
-	"rm":   sandboxesGet,
-	"exec": sandboxesExec,
+var sandboxCommands = subcommands{
+	"ls":     sandboxesList,
+	"get":    sandboxesGet,
+	"rm":     sandboxesGet,
+	"create": sandboxesCreate,
+	"exec":   sandboxesExec,
+	"pause":  sandboxesPause,
+	"resume": sandboxesPause,
+	"renew":  sandboxesRenew,
+	"events": sandboxesHistory,
 }
 
-// runSandboxes is `tether sandboxes ls|get|rm|exec`.
+// runSandboxes is `tether sandboxes SUB`.
 func runSandboxes(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		_, _ = io.WriteString(stderr, Usage)
-		return errors.New("sandboxes: want ls, get, rm or exec")
-	}
-	run, ok := sandboxCommands[args[0]]
-	if !ok {
-		_, _ = io.WriteString(stderr, Usage)
-		return fmt.Errorf("sandboxes %s: want ls, get, rm or exec", args[0])
-	}
-	return run(ctx, args[0], args[1:], getenv, stdout, stderr)
+	return sandboxCommands.run(ctx, "sandboxes", args, getenv, stdout, stderr)
 }
 
 // sandboxesList is `tether sandboxes ls`.
