@@ -32,7 +32,7 @@ func TestBuildFailureReleases(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	err = run(ctx, []string{"serve"}, func(k string) string { return env[k] }, io.Discard, io.Discard)
+	err = run(ctx, []string{"serve"}, func(k string) string { return env[k] }, nil, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "PPROF_ADDR") {
 		t.Fatalf("serve with PPROF_ADDR taken = %v, want an error naming it", err)
 	}

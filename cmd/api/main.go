@@ -35,7 +35,7 @@ import (
 )
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
 		code, say := exitCode(err)
 		if say {
 			fmt.Fprintln(os.Stderr, "tether:", err)
@@ -67,7 +67,7 @@ const usage = `usage:
 // getenv, and runs the chosen command until it finishes or ctx is cancelled
 // (or SIGINT/SIGTERM arrives). The server's commands are here; the ops
 // commands, which talk to a server over its API, are internal/cli's.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -89,7 +89,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case cmd == "keys" && len(args) > 0 && args[0] == "create" && !hasFlag(args[1:], "name"):
 		return errors.New("keys create: --tenant is required to make a tenant's key in the database; or pass --name, with TETHER_URL and TETHER_API_KEY, to make one over the API")
 	case cli.Has(cmd):
-		return cli.Run(ctx, cmd, args, getenv, stdout, stderr)
+		return cli.Run(ctx, cmd, args, getenv, stdin, stdout, stderr)
 	case cmd == "help" || cmd == "-h" || cmd == "--help":
 		return writeHelp(stdout)
 	default:

@@ -57,7 +57,7 @@ func start(t *testing.T, env map[string]string) *server {
 	getenv := func(k string) string { return env[k] }
 	ctx, cancel := context.WithCancel(t.Context())
 	s := &server{logs: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
-	go func() { s.done <- run(ctx, []string{"serve"}, getenv, io.Discard, s.logs) }()
+	go func() { s.done <- run(ctx, []string{"serve"}, getenv, nil, io.Discard, s.logs) }()
 	t.Cleanup(func() { s.stop(t) })
 
 	deadline := time.Now().Add(30 * time.Second)
@@ -202,7 +202,7 @@ func TestKeysCreate(t *testing.T) {
 		return ""
 	}
 	var out bytes.Buffer
-	if err := run(t.Context(), []string{"keys", "create", "--tenant", "team-x", "--name", "deploy-bot"}, getenv, &out, io.Discard); err != nil {
+	if err := run(t.Context(), []string{"keys", "create", "--tenant", "team-x", "--name", "deploy-bot"}, getenv, nil, &out, io.Discard); err != nil {
 		t.Fatalf("keys create: %v", err)
 	}
 	if !strings.Contains(out.String(), `"deploy-bot"`) {
@@ -240,7 +240,7 @@ func TestCommandErrors(t *testing.T) {
 		}, "JANITOR_INTERVAL"},
 	}
 	for _, tc := range cases {
-		err := run(t.Context(), tc.args, tc.env, io.Discard, io.Discard)
+		err := run(t.Context(), tc.args, tc.env, nil, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("run(%v) = %v, want an error mentioning %q", tc.args, err, tc.want)
 		}
@@ -252,7 +252,7 @@ func TestCommandErrors(t *testing.T) {
 func TestHelp(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
-	if err := run(t.Context(), []string{"help"}, func(string) string { return "" }, &out, io.Discard); err != nil {
+	if err := run(t.Context(), []string{"help"}, func(string) string { return "" }, nil, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"tether migrate", "tether keys create --tenant", "tether sandboxes ls", "tether events", "tether owners end"} {

@@ -44,7 +44,7 @@ every command takes -o json for scripts.
 `
 
 // commands are the ops commands by name.
-var commands = map[string]func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error{
+var commands = map[string]func(ctx context.Context, args []string, std stdio) error{
 	"sandboxes": runSandboxes,
 	"events":    runEvents,
 	"owners":    runOwners,
@@ -58,31 +58,40 @@ func Has(name string) bool {
 }
 
 // Run runs the ops command name with its arguments; getenv gives TETHER_URL
-// and TETHER_API_KEY.
-func Run(ctx context.Context, name string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// and TETHER_API_KEY, stdin what a command reads (files put -).
+func Run(ctx context.Context, name string, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	run, ok := commands[name]
 	if !ok {
 		return fmt.Errorf("unknown ops command %q", name)
 	}
-	return run(ctx, args, getenv, stdout, stderr)
+	return run(ctx, args, stdio{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr})
+}
+
+// stdio is what an ops command is given to work with: the environment and
+// the standard streams.
+type stdio struct {
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
 }
 
 // subcommands are the subcommands of a command (tether sandboxes SUB ...),
 // by name; each is given its name and the arguments after it.
-type subcommands map[string]func(ctx context.Context, sub string, args []string, getenv func(string) string, stdout, stderr io.Writer) error
+type subcommands map[string]func(ctx context.Context, sub string, args []string, std stdio) error
 
 // run runs the subcommand args[0] of command name.
-func (s subcommands) run(ctx context.Context, name string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func (s subcommands) run(ctx context.Context, name string, args []string, std stdio) error {
 	var sub string
 	if len(args) > 0 {
 		sub = args[0]
 	}
 	run, ok := s[sub]
 	if !ok {
-		_, _ = io.WriteString(stderr, Usage)
+		_, _ = io.WriteString(std.stderr, Usage)
 		return fmt.Errorf("%s %s: want %s", name, sub, strings.Join(slices.Sorted(maps.Keys(s)), ", "))
 	}
-	return run(ctx, sub, args[1:], getenv, stdout, stderr)
+	return run(ctx, sub, args[1:], std)
 }
 
 // cli is one ops command's connection and output settings.
@@ -92,6 +101,7 @@ type cli struct {
 	key    string
 	json   bool
 	tty    bool // stdout is a terminal
+	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
 }
@@ -104,11 +114,11 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 // newCLI parses the common flags (--url, --key, -o) into a client; the
 // command's own flags are defined by define before parsing.
-func newCLI(name string, args []string, getenv func(string) string, stdout, stderr io.Writer, define func(*flag.FlagSet)) (*cli, []string, error) {
+func newCLI(name string, args []string, std stdio, define func(*flag.FlagSet)) (*cli, []string, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	url := fs.String("url", getenv("TETHER_URL"), "Tether's base URL (TETHER_URL)")
-	key := fs.String("key", getenv("TETHER_API_KEY"), "API key (TETHER_API_KEY)")
+	fs.SetOutput(std.stderr)
+	url := fs.String("url", std.getenv("TETHER_URL"), "Tether's base URL (TETHER_URL)")
+	key := fs.String("key", std.getenv("TETHER_API_KEY"), "API key (TETHER_API_KEY)")
 	output := fs.String("o", "table", "output: table or json")
 	if define != nil {
 		define(fs)
@@ -150,7 +160,7 @@ func newCLI(name string, args []string, getenv func(string) string, stdout, stde
 	if err != nil {
 		return nil, nil, fmt.Errorf("client: %w", err)
 	}
-	return &cli{api: api, url: base, key: *key, json: *output == "json", tty: isTerminal(stdout), stdout: stdout, stderr: stderr}, positional, nil
+	return &cli{api: api, url: base, key: *key, json: *output == "json", tty: isTerminal(std.stdout), stdin: std.stdin, stdout: std.stdout, stderr: std.stderr}, positional, nil
 }
 
 // problem turns an error response into an error that says what the server

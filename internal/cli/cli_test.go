@@ -54,7 +54,7 @@ func (s *server) do(t *testing.T, method, path, body string) (int, map[string]an
 // run is `tether CMD ARGS...` for an ops command, with env as its
 // environment.
 func run(ctx context.Context, env map[string]string, stdout, stderr *syncBuffer, args ...string) error {
-	return cli.Run(ctx, args[0], args[1:], func(k string) string { return env[k] }, stdout, stderr)
+	return cli.Run(ctx, args[0], args[1:], func(k string) string { return env[k] }, nil, stdout, stderr)
 }
 
 // syncBuffer is a bytes.Buffer that a command and the test may use at once.

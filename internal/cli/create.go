@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -45,9 +44,9 @@ func (o *createOptions) define(fs *flag.FlagSet) {
 
 // sandboxesCreate is `tether sandboxes create`: it requests a sandbox and,
 // with --wait, waits for it to be ready.
-func sandboxesCreate(ctx context.Context, _ string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func sandboxesCreate(ctx context.Context, _ string, args []string, std stdio) error {
 	var o createOptions
-	c, rest, err := newCLI("sandboxes create", args, getenv, stdout, stderr, o.define)
+	c, rest, err := newCLI("sandboxes create", args, std, o.define)
 	if err != nil {
 		return err
 	}

@@ -16,10 +16,10 @@ import (
 )
 
 // runEvents is `tether events [--follow]`.
-func runEvents(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func runEvents(ctx context.Context, args []string, std stdio) error {
 	var follow bool
 	var limit int
-	c, _, err := newCLI("events", args, getenv, stdout, stderr, func(fs *flag.FlagSet) {
+	c, _, err := newCLI("events", args, std, func(fs *flag.FlagSet) {
 		fs.BoolVar(&follow, "follow", false, "follow new events live until interrupted")
 		fs.IntVar(&limit, "limit", 50, "how many events to show, oldest first (without --follow)")
 	})

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -50,9 +49,9 @@ type execOptions struct {
 // the sandbox as that argv, exactly (each argument quoted for the
 // sandbox's shell), and exits with the command's exit status; a failure of
 // tether's own exits ExecFailed.
-func sandboxesExec(ctx context.Context, _ string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func sandboxesExec(ctx context.Context, _ string, args []string, std stdio) error {
 	var o execOptions
-	c, rest, err := newCLI("sandboxes exec", args, getenv, stdout, stderr, func(fs *flag.FlagSet) {
+	c, rest, err := newCLI("sandboxes exec", args, std, func(fs *flag.FlagSet) {
 		fs.BoolVar(&o.raw, "raw", false, "print the output as it is on a terminal too, escapes included (to a pipe or file it always is)")
 		fs.Func("timeout", "kill the command after this long (0: the server's maximum; default: the server's default, 60s)", func(v string) error {
 			d, err := time.ParseDuration(v)

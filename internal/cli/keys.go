@@ -13,14 +13,14 @@ import (
 
 // runKeys is `tether keys ls|create|revoke` over the API: the tenant of the
 // key in use manages its own keys.
-func runKeys(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func runKeys(ctx context.Context, args []string, std stdio) error {
 	if len(args) == 0 {
-		_, _ = io.WriteString(stderr, Usage)
+		_, _ = io.WriteString(std.stderr, Usage)
 		return errors.New("keys: want ls, create --name N, or revoke ID")
 	}
 	sub, args := args[0], args[1:]
 	var name string
-	c, rest, err := newCLI("keys "+sub, args, getenv, stdout, stderr, func(fs *flag.FlagSet) {
+	c, rest, err := newCLI("keys "+sub, args, std, func(fs *flag.FlagSet) {
 		if sub == "create" {
 			fs.StringVar(&name, "name", "", "what the key is for")
 		}
@@ -78,6 +78,6 @@ func runKeys(ctx context.Context, args []string, getenv func(string) string, std
 		_, err = fmt.Fprintf(c.stdout, "key %s revoked; it stops working within the server's AUTH_CACHE_TTL\n", cell(rest[0]))
 		return err
 	}
-	_, _ = io.WriteString(stderr, Usage)
+	_, _ = io.WriteString(std.stderr, Usage)
 	return fmt.Errorf("keys %s: want ls, create or revoke", sub)
 }

@@ -187,7 +187,7 @@ func onTerminal(t *testing.T, s *server, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	env := map[string]string{"TETHER_URL": s.base, "TETHER_API_KEY": s.key}
-	runErr := cli.Run(ctx, args[0], args[1:], func(k string) string { return env[k] }, tty, &errOut)
+	runErr := cli.Run(ctx, args[0], args[1:], func(k string) string { return env[k] }, nil, tty, &errOut)
 	_ = tty.Close()
 	// The terminal's side reads what was written, then EIO: the other
 	// side is closed.

@@ -12,15 +12,15 @@ import (
 )
 
 // runOwners is `tether owners ls` and `tether owners end OWNER`.
-func runOwners(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func runOwners(ctx context.Context, args []string, std stdio) error {
 	if len(args) > 0 && args[0] == "ls" {
-		return listOwners(ctx, args[1:], getenv, stdout, stderr)
+		return listOwners(ctx, args[1:], std)
 	}
 	if len(args) == 0 || args[0] != "end" {
-		_, _ = io.WriteString(stderr, Usage)
+		_, _ = io.WriteString(std.stderr, Usage)
 		return errors.New("owners: want ls, or end OWNER")
 	}
-	c, rest, err := newCLI("owners end", args[1:], getenv, stdout, stderr, nil)
+	c, rest, err := newCLI("owners end", args[1:], std, nil)
 	if err != nil {
 		return err
 	}
@@ -42,8 +42,8 @@ func runOwners(ctx context.Context, args []string, getenv func(string) string, s
 }
 
 // listOwners is `tether owners ls`: every page.
-func listOwners(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	c, _, err := newCLI("owners ls", args, getenv, stdout, stderr, nil)
+func listOwners(ctx context.Context, args []string, std stdio) error {
+	c, _, err := newCLI("owners ls", args, std, nil)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/tetherhq/tether/clients/go/tether"
@@ -14,9 +13,9 @@ import (
 // sandboxesPause is `tether sandboxes pause|resume ID [--wait D]`: with
 // --wait it waits for the pause (or resume) to settle and fails unless the
 // sandbox is then paused (or ready).
-func sandboxesPause(ctx context.Context, sub string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func sandboxesPause(ctx context.Context, sub string, args []string, std stdio) error {
 	var wait time.Duration
-	c, rest, err := newCLI("sandboxes "+sub, args, getenv, stdout, stderr, func(fs *flag.FlagSet) {
+	c, rest, err := newCLI("sandboxes "+sub, args, std, func(fs *flag.FlagSet) {
 		fs.DurationVar(&wait, "wait", 0, "wait up to this long for it to settle; fail if it does not")
 	})
 	if err != nil {
@@ -67,9 +66,9 @@ func sandboxesPause(ctx context.Context, sub string, args []string, getenv func(
 
 // sandboxesRenew is `tether sandboxes renew ID --ttl D`: a new deadline,
 // now plus D, capped by the server's MAX_LIFETIME.
-func sandboxesRenew(ctx context.Context, _ string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func sandboxesRenew(ctx context.Context, _ string, args []string, std stdio) error {
 	var ttl seconds
-	c, rest, err := newCLI("sandboxes renew", args, getenv, stdout, stderr, func(fs *flag.FlagSet) {
+	c, rest, err := newCLI("sandboxes renew", args, std, func(fs *flag.FlagSet) {
 		fs.Var(&ttl, "ttl", "the new lifetime from now, a duration or seconds")
 	})
 	if err != nil {
@@ -103,8 +102,8 @@ func sandboxesRenew(ctx context.Context, _ string, args []string, getenv func(st
 
 // sandboxesHistory is `tether sandboxes events ID`: the sandbox's
 // transitions, oldest first, every page.
-func sandboxesHistory(ctx context.Context, _ string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	c, rest, err := newCLI("sandboxes events", args, getenv, stdout, stderr, nil)
+func sandboxesHistory(ctx context.Context, _ string, args []string, std stdio) error {
+	c, rest, err := newCLI("sandboxes events", args, std, nil)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -28,17 +27,17 @@ var sandboxCommands = subcommands{
 }
 
 // runSandboxes is `tether sandboxes SUB`.
-func runSandboxes(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	return sandboxCommands.run(ctx, "sandboxes", args, getenv, stdout, stderr)
+func runSandboxes(ctx context.Context, args []string, std stdio) error {
+	return sandboxCommands.run(ctx, "sandboxes", args, std)
 }
 
 // sandboxesList is `tether sandboxes ls`.
-func sandboxesList(ctx context.Context, _ string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func sandboxesList(ctx context.Context, _ string, args []string, std stdio) error {
 	var states, labels stringList
 	var owner, provider string
 	var limit int
 	var all bool
-	c, _, err := newCLI("sandboxes ls", args, getenv, stdout, stderr, func(fs *flag.FlagSet) {
+	c, _, err := newCLI("sandboxes ls", args, std, func(fs *flag.FlagSet) {
 		fs.Var(&states, "state", "only this state (repeatable)")
 		fs.Var(&labels, "label", "only sandboxes with this label k=v (repeatable)")
 		fs.StringVar(&owner, "owner", "", "only this owner's sandboxes")
@@ -83,10 +82,10 @@ func sandboxesList(ctx context.Context, _ string, args []string, getenv func(str
 }
 
 // sandboxesGet is `tether sandboxes get` and `tether sandboxes rm`.
-func sandboxesGet(ctx context.Context, sub string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func sandboxesGet(ctx context.Context, sub string, args []string, std stdio) error {
 	var wait time.Duration
 	var waitReleased bool
-	c, rest, err := newCLI("sandboxes "+sub, args, getenv, stdout, stderr, func(fs *flag.FlagSet) {
+	c, rest, err := newCLI("sandboxes "+sub, args, std, func(fs *flag.FlagSet) {
 		if sub == "get" {
 			fs.DurationVar(&wait, "wait", 0, "wait up to this long for the sandbox to settle (ready or ended)")
 		} else {
