@@ -31,6 +31,8 @@ const Usage = `ops commands (server from --url or TETHER_URL, key from --key or 
                           [--param k=v]... [--params JSON] [--image I] [--pool P [--pool-only]]
                           [--from-snapshot S] [--setup SCRIPT] [--on-end snapshot] [--id ID]
                           [--idempotency-key K] [--wait D] [-q]   -q: the id alone
+  tether sandboxes files put ID PATH [FILE|-]   write FILE (or stdin) to PATH in the sandbox
+  tether sandboxes files get [--raw] ID PATH    the file on stdout (escaped on a terminal unless --raw)
   tether sandboxes pause|resume ID [--wait D]
   tether sandboxes renew ID --ttl D        a new deadline, now plus D
   tether sandboxes events ID               the sandbox's history

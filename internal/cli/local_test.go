@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -155,6 +156,47 @@ func TestCLIOnLocal(t *testing.T) {
 		}
 		if got, _, status := tetherBin(t, s, nil, append([]string{"sandboxes", "exec"}, cmd...)...); status != 0 || got != raw {
 			t.Errorf("exec to a pipe printed %q (exit %d); want the output as is", got, status)
+		}
+	})
+
+	// files put writes a local file or stdin; files get passes the bytes
+	// on as they are to a pipe, escaped on a terminal; exec's cat of a
+	// text file to a pipe is byte-exact too.
+	t.Run("Files", func(t *testing.T) {
+		content := []byte("bin\x00\xff\xfe\x1b]0;pwned\x07\r\nend")
+		local := filepath.Join(t.TempDir(), "in.bin")
+		if err := os.WriteFile(local, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := tether("sandboxes", "files", "put", id, "/workspace/a.bin", local, "-o", "json")
+		if err != nil || !strings.Contains(out, fmt.Sprintf(`"bytes": %d`, len(content))) {
+			t.Fatalf("files put FILE = %q %v", out, err)
+		}
+		if got, stderr, status := tetherBin(t, s, nil, "sandboxes", "files", "get", id, "/workspace/a.bin"); status != 0 || got != string(content) {
+			t.Errorf("files get to a pipe = %q (exit %d, %q); want %q", got, status, stderr, content)
+		}
+		if got, err := onTerminal(t, s, "sandboxes", "files", "get", id, "/workspace/a.bin"); err != nil || got != `bin\x00\xff\xfe\x1b]0;pwned\x07\x0d`+"\n"+"end" {
+			t.Errorf("files get on a terminal = %q %v; want the escapes shown", got, err)
+		}
+		if got, err := onTerminal(t, s, "sandboxes", "files", "get", "--raw", id, "/workspace/a.bin"); err != nil || got != string(content) {
+			t.Errorf("files get --raw on a terminal = %q %v", got, err)
+		}
+		// From stdin, with - and without a FILE.
+		text := "line one\n\x1b[31mred\x1b[0m 'quoted' $HOME\n\n"
+		for _, args := range [][]string{{"-"}, {}} {
+			put := append([]string{"sandboxes", "files", "put", id, "/tmp/t.txt"}, args...)
+			if out, stderr, status := tetherBin(t, s, []byte(text), put...); status != 0 || !strings.Contains(out, fmt.Sprintf("wrote %d bytes", len(text))) {
+				t.Errorf("files put %q from stdin = %q (exit %d, %q)", args, out, status, stderr)
+			}
+			if got, _, status := tetherBin(t, s, nil, "sandboxes", "exec", id, "--", "cat", "/tmp/t.txt"); status != 0 || got != text {
+				t.Errorf("exec cat to a pipe = %q (exit %d); want %q", got, status, text)
+			}
+		}
+		if _, stderr, status := tetherBin(t, s, nil, "sandboxes", "files", "get", id, "/workspace/none"); status != 1 || !strings.Contains(stderr, "404 FILE_NOT_FOUND") {
+			t.Errorf("files get of a missing file exited %d, %q", status, stderr)
+		}
+		if _, _, err := tether("sandboxes", "files", "put", id, "/workspace/x", filepath.Join(t.TempDir(), "none")); err == nil || !strings.Contains(err.Error(), "no such file") {
+			t.Errorf("files put of a missing local file = %v", err)
 		}
 	})
 }
