@@ -117,6 +117,9 @@ func TestOpsCommands(t *testing.T) {
 		strings.Count(out, "\n") != 2 {
 		t.Errorf("sandboxes ls = %q; want the label's escapes shown as text, on one line", out)
 	}
+	if out, _, err = tether("sandboxes", "ls", "--label", "team=nobody", "-o", "json"); err != nil || strings.TrimSpace(out) != "[]" {
+		t.Errorf("sandboxes ls -o json (no match) = %q %v; want []", out, err)
+	}
 	if out, _, err = tether("sandboxes", "ls", "--label", "team=nobody"); err != nil || strings.Contains(out, id) || !strings.Contains(out, "STATE") {
 		t.Errorf("sandboxes ls (no match) = %q %v", out, err)
 	}

@@ -47,7 +47,7 @@ func listOwners(ctx context.Context, args []string, std stdio) error {
 	if err != nil {
 		return err
 	}
-	var owners []tether.Owner
+	owners := []tether.Owner{} // -o json: [] when there are none
 	params := &tether.ListOwnersParams{}
 	for {
 		resp, err := c.api.ListOwnersWithResponse(ctx, params)

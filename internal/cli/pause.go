@@ -110,7 +110,7 @@ func sandboxesHistory(ctx context.Context, _ string, args []string, std stdio) e
 	if len(rest) != 1 {
 		return fmt.Errorf("sandboxes events: want one sandbox id")
 	}
-	var events []tether.Event
+	events := []tether.Event{} // -o json: [] when there are none
 	params := &tether.ListSandboxEventsParams{}
 	for {
 		resp, err := c.api.ListSandboxEventsWithResponse(ctx, rest[0], params)

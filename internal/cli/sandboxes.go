@@ -64,7 +64,7 @@ func sandboxesList(ctx context.Context, _ string, args []string, std stdio) erro
 	if provider != "" {
 		params.Provider = &provider
 	}
-	var items []tether.Sandbox
+	items := []tether.Sandbox{} // -o json: [] when there are none
 	for {
 		resp, err := c.api.ListSandboxesWithResponse(ctx, params)
 		if err != nil {
