@@ -1,5 +1,5 @@
-// Package cli is Tether's ops commands (tether sandboxes, events, owners,
-// keys): they talk to a Tether server over its REST API, through the
+// Package cli is Tether's ops commands (tether sandboxes, snapshots, pools,
+// previews, events, owners, keys): they talk to a Tether server over its REST API, through the
 // generated Go client, never to the database. They work from anywhere a key
 // works, and see exactly what the key's tenant may see. cmd/api's main
 // dispatches to Run; the server's own code does not use this package.
@@ -38,11 +38,18 @@ const Usage = `ops commands (server from --url or TETHER_URL, key from --key or 
   tether sandboxes events ID               the sandbox's history
   tether sandboxes exec [--raw] [--timeout D] [--env K=V]... [--workdir DIR] ID -- COMMAND [ARG...]
                                            run that argv (no shell: -- sh -c '...' for one); exit with its status, 125 if tether failed
+  tether snapshots ls [--sandbox ID] [--all] | get ID [--wait D] | rm ID
+  tether snapshots create SANDBOX_ID [--wait D] [-q]   snapshot its /workspace
+  tether pools ls | get NAME | rm NAME
+  tether pools create NAME --min-ready N [--max-size M] [--provider P] [--param k=v]... [--params JSON] [--image I]
+  tether pools resize NAME [--min-ready N] [--max-size M]
+  tether previews ls SANDBOX_ID | revoke SANDBOX_ID PREVIEW_ID
+  tether previews create SANDBOX_ID PORT [--ttl D]   its URL alone on stdout, shown once
   tether events [--follow]                 the tenant's events; --follow: live, until interrupted
   tether keys ls | keys create --name N | keys revoke ID   the tenant's API keys
   tether owners ls                         owners, their leases and live sandboxes
   tether owners end OWNER                  end an owner and all its sandboxes
-every command takes -o json for scripts.
+every command takes -o json for scripts; ls and rm are also list and delete.
 `
 
 // commands are the ops commands by name.
@@ -51,6 +58,9 @@ var commands = map[string]func(ctx context.Context, args []string, std stdio) er
 	"events":    runEvents,
 	"owners":    runOwners,
 	"keys":      runKeys,
+	"snapshots": runSnapshots,
+	"pools":     runPools,
+	"previews":  runPreviews,
 }
 
 // Has reports whether name is an ops command.
@@ -82,11 +92,18 @@ type stdio struct {
 // by name; each is given its name and the arguments after it.
 type subcommands map[string]func(ctx context.Context, sub string, args []string, std stdio) error
 
-// run runs the subcommand args[0] of command name.
+// aliases are other names of subcommands, as other tools call them.
+var aliases = map[string]string{"list": "ls", "delete": "rm"}
+
+// run runs the subcommand args[0] of command name (or the one it is an
+// alias of).
 func (s subcommands) run(ctx context.Context, name string, args []string, std stdio) error {
 	var sub string
 	if len(args) > 0 {
 		sub = args[0]
+	}
+	if canonical, ok := aliases[sub]; ok && s[canonical] != nil {
+		sub = canonical
 	}
 	run, ok := s[sub]
 	if !ok {
