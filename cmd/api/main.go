@@ -4,7 +4,7 @@
 //	tether [serve] [--no-migrate]   run the service (the default)
 //	tether migrate                  apply the schema migrations and exit
 //	tether keys create --tenant T [--name N]   make an API key for tenant T and print it
-//	tether sandboxes|events|owners|keys  ops commands over the REST API (internal/cli)
+//	tether sandboxes|snapshots|pools|previews|events|owners|keys   ops commands over the REST API (internal/cli)
 //	tether help                     the commands, and every setting with its default
 //
 // The service's configuration comes from the environment: the settings

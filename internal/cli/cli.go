@@ -1,7 +1,8 @@
 // Package cli is Tether's ops commands (tether sandboxes, snapshots, pools,
-// previews, events, owners, keys): they talk to a Tether server over its REST API, through the
-// generated Go client, never to the database. They work from anywhere a key
-// works, and see exactly what the key's tenant may see. cmd/api's main
+// previews, events, owners, keys): they talk to a Tether server over its
+// REST API, through the generated Go client, never to the database. They
+// work from anywhere a key works, and see exactly what the key's tenant may
+// see. cmd/api's main
 // dispatches to Run; the server's own code does not use this package.
 package cli
 
@@ -23,33 +24,36 @@ import (
 )
 
 // Usage lists the ops commands, for `tether help`.
-const Usage = `ops commands (server from --url or TETHER_URL, key from --key or TETHER_API_KEY):
+const Usage = `ops commands (server from --url or TETHER_URL, key from --key or TETHER_API_KEY;
+tables for people, -o json for scripts; ls and rm are also list and delete):
   tether sandboxes ls [--state S]... [--owner O] [--provider P] [--label k=v]... [--limit N] [--all]
-  tether sandboxes get ID [--wait 30s]
-  tether sandboxes rm ID [--wait]          end it; --wait: until its resources are released
+  tether sandboxes get ID [--wait D]       --wait: until it is no longer requested or creating
   tether sandboxes create [--provider P] [--owner O] [--ttl D] [--label k=v]... [--env K=V]...
-                          [--param k=v]... [--params JSON] [--image I] [--pool P [--pool-only]]
-                          [--from-snapshot S] [--setup SCRIPT] [--on-end snapshot] [--id ID]
-                          [--idempotency-key K] [--wait D] [-q]   -q: the id alone
-  tether sandboxes files put ID PATH [FILE|-]   write FILE (or stdin) to PATH in the sandbox
-  tether sandboxes files get [--raw] ID PATH    the file on stdout (escaped on a terminal unless --raw)
+        [--param k=v]... [--params JSON] [--image I] [--pool P [--pool-only]] [--from-snapshot S]
+        [--setup SCRIPT] [--on-end snapshot] [--id ID] [--idempotency-key K] [--wait D] [-q]
+                                           --wait: fail unless it is then ready; -q: its id alone
+  tether sandboxes rm ID [--wait]          end it; --wait: until its resources are released
+  tether sandboxes exec [--raw] [--timeout D] [--env K=V]... [--workdir DIR] ID -- COMMAND [ARG...]
+                                           run that argv, no shell (-- sh -c '...' for one);
+                                           exit with its status, or 125 if tether failed
+  tether sandboxes files put ID PATH [FILE|-]   write FILE (default: stdin) to PATH
+  tether sandboxes files get [--raw] ID PATH    the file on stdout
   tether sandboxes pause|resume ID [--wait D]
   tether sandboxes renew ID --ttl D        a new deadline, now plus D
   tether sandboxes events ID               the sandbox's history
-  tether sandboxes exec [--raw] [--timeout D] [--env K=V]... [--workdir DIR] ID -- COMMAND [ARG...]
-                                           run that argv (no shell: -- sh -c '...' for one); exit with its status, 125 if tether failed
   tether snapshots ls [--sandbox ID] [--all] | get ID [--wait D] | rm ID
-  tether snapshots create SANDBOX_ID [--wait D] [-q]   snapshot its /workspace
+  tether snapshots create SANDBOX_ID [--wait D] [-q]   a snapshot of its /workspace
   tether pools ls | get NAME | rm NAME
   tether pools create NAME --min-ready N [--max-size M] [--provider P] [--param k=v]... [--params JSON] [--image I]
   tether pools resize NAME [--min-ready N] [--max-size M]
   tether previews ls SANDBOX_ID | revoke SANDBOX_ID PREVIEW_ID
   tether previews create SANDBOX_ID PORT [--ttl D]   its URL alone on stdout, shown once
   tether events [--follow]                 the tenant's events; --follow: live, until interrupted
-  tether keys ls | keys create --name N | keys revoke ID   the tenant's API keys
+  tether keys ls | create --name N | revoke ID   the tenant's API keys; a new secret alone on stdout
   tether owners ls                         owners, their leases and live sandboxes
   tether owners end OWNER                  end an owner and all its sandboxes
-every command takes -o json for scripts; ls and rm are also list and delete.
+A command's output and a file go to a pipe as they are; on a terminal, and in tables always,
+control characters are shown as \xNN (--raw: as they are).
 `
 
 // commands are the ops commands by name.
