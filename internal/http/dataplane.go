@@ -115,9 +115,10 @@ func handleSandboxExec(log *slog.Logger, cfg Config, st dataPlaneStore, provider
 			if err != nil {
 				return err
 			}
-			return streamExec(c, log, draining, execer, sb.ID, execReq, func(res sandbox.ExecResult, output int64, started time.Time, err error) {
-				recordActivity(c, log, st, sb, execActivity(execReq.Command, res, output, err), started, err)
-			})
+			return endedMeanwhile(c, st, sb, "streaming exec",
+				streamExec(c, log, draining, execer, sb.ID, execReq, func(res sandbox.ExecResult, output int64, started time.Time, err error) {
+					recordActivity(c, log, st, sb, execActivity(execReq.Command, res, output, err), started, err)
+				}))
 		}
 		sb, execer, err := dataPlane[sandbox.Execer](c, st, providers, "exec")
 		if err != nil {
@@ -125,6 +126,7 @@ func handleSandboxExec(log *slog.Logger, cfg Config, st dataPlaneStore, provider
 		}
 		started := time.Now()
 		res, err := execer.Exec(c.Request.Context(), sb.ID, execReq)
+		err = endedMeanwhile(c, st, sb, "exec", err)
 		a := execActivity(execReq.Command, res, int64(len(res.Output)), err)
 		if err != nil {
 			recordActivity(c, log, st, sb, a, started, err)
@@ -356,6 +358,7 @@ func handleFilePut(log *slog.Logger, cfg Config, st dataPlaneStore, providers ma
 		}
 		started, body := time.Now(), &countingReader{r: c.Request.Body}
 		err = bodyError(c, files.WriteFile(c.Request.Context(), sb.ID, path, body, cfg.MaxFileBytes))
+		err = endedMeanwhile(c, st, sb, "write files", err)
 		recordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityFileWrite, Target: path, Bytes: &body.n}, started, err)
 		if err != nil {
 			return err
@@ -428,6 +431,7 @@ func handleFileGet(log *slog.Logger, cfg Config, st dataPlaneStore, providers ma
 		}
 		w, started := &lazyWriter{c: c}, time.Now()
 		err = files.ReadFile(c.Request.Context(), sb.ID, path, w, cfg.MaxFileBytes)
+		err = endedMeanwhile(c, st, sb, "read files", err)
 		recordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityFileRead, Target: path, Bytes: &w.n}, started, err)
 		if err != nil && w.started {
 			// Too late for a problem document: cut the response short.
