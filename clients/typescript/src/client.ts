@@ -95,6 +95,17 @@ export function isSettling(sb: Sandbox): boolean {
   return liveStates.has(sb.state);
 }
 
+/**
+ * Each client's scope, the Tether and the key it speaks to: clients of one
+ * scope share the process's owner lease (processOwner).
+ */
+const scopes = new WeakMap<TetherClient, string>();
+
+/** The scope of a client: its base URL and API key (for processOwner; not exported by the package). */
+export function clientScope(client: TetherClient): string {
+  return scopes.get(client) ?? client.baseUrl;
+}
+
 function abortReason(signal: AbortSignal | undefined): unknown {
   return signal?.reason ?? new DOMException("This operation was aborted", "AbortError");
 }
@@ -117,6 +128,7 @@ export class TetherClient {
     this.baseUrl = baseUrl.replace(/\/+$/, "");
     this.#apiKey = apiKey;
     this.#fetch = options.fetch ?? globalThis.fetch;
+    scopes.set(this, `${this.baseUrl}\n${apiKey}`);
     const f = this.#fetch;
     this.#api = createClient<paths>({
       baseUrl: this.baseUrl,

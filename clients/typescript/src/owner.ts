@@ -1,6 +1,6 @@
 import { hostname } from "node:os";
-import { randomBytes } from "node:crypto";
-import type { TetherClient } from "./client.js";
+import { createHash, randomBytes } from "node:crypto";
+import { clientScope, type TetherClient } from "./client.js";
 import { TetherError } from "./errors.js";
 
 /** The default owner lease, in seconds; heartbeats go every third of it. */
@@ -108,14 +108,22 @@ export class OwnerLease {
   }
 }
 
-const shared = new WeakMap<TetherClient, OwnerLease>();
+/** The process's owner leases, one per Tether and API key (a SHA-256 of both). */
+const shared = new Map<string, OwnerLease>();
 
-/** The process's owner lease for a client (one per client, made on first use). */
+/**
+ * The process's owner lease for the Tether and API key client speaks to,
+ * made on first use (with options; later calls' options are ignored).
+ * Every client of the same Tether and key gets the same lease, so a
+ * process has one owner and one heartbeat however many clients and
+ * sandboxes it makes.
+ */
 export function processOwner(client: TetherClient, options?: OwnerLeaseOptions): OwnerLease {
-  let lease = shared.get(client);
+  const scope = createHash("sha256").update(clientScope(client)).digest("hex");
+  let lease = shared.get(scope);
   if (!lease) {
     lease = new OwnerLease(client, options);
-    shared.set(client, lease);
+    shared.set(scope, lease);
   }
   return lease;
 }
