@@ -1,6 +1,8 @@
+import { posix } from "node:path";
 import {
   BaseSandbox,
   SandboxError,
+  type SandboxErrorCode,
   type ExecuteResponse,
   type FileDownloadResponse,
   type FileOperationError,
@@ -22,6 +24,92 @@ function fileError(err: unknown): FileOperationError | undefined {
   return err instanceof TetherError ? FILE_ERRORS[err.code] : undefined;
 }
 
+/**
+ * Seconds an execute() without a timeout may run, unless the sandbox's
+ * defaultTimeout or env TETHER_EXEC_TIMEOUT says otherwise: 30 minutes, as
+ * deepagents' LangSmith sandbox and Tether's Python client.
+ */
+export const DEFAULT_EXEC_TIMEOUT = 1800;
+
+/**
+ * The codes of a TetherSandboxError: deepagents' standard ones
+ * (NOT_INITIALIZED, ALREADY_INITIALIZED, COMMAND_TIMEOUT, COMMAND_FAILED,
+ * FILE_OPERATION_FAILED), and those its other providers add for the
+ * sandbox itself.
+ */
+export type TetherSandboxErrorCode =
+  | SandboxErrorCode
+  /** The API key was refused (Tether's UNAUTHENTICATED or FORBIDDEN). */
+  | "AUTHENTICATION_FAILED"
+  /** The create failed: refused, the sandbox failed or was not ready in time. */
+  | "SANDBOX_CREATION_FAILED"
+  /** The sandbox does not exist, or has ended. */
+  | "SANDBOX_NOT_FOUND"
+  /** Tether could not be reached, or failed to answer. */
+  | "UNAVAILABLE";
+
+const TETHER_SANDBOX_ERROR = Symbol.for("tether.sandbox.error");
+
+/**
+ * The error TetherSandbox throws: a deepagents SandboxError (isInstance and
+ * instanceof hold), with one of its codes. When Tether answered with a
+ * problem, or could not be reached, that TetherError is the cause and
+ * `tether` (its code, status and the sandbox's state).
+ */
+export class TetherSandboxError extends SandboxError {
+  [TETHER_SANDBOX_ERROR] = true as const;
+  override readonly name: string = "TetherSandboxError";
+  declare readonly code: TetherSandboxErrorCode;
+  /** The TetherError behind this one, if any. */
+  readonly tether: TetherError | undefined;
+
+  constructor(message: string, code: TetherSandboxErrorCode, cause?: Error) {
+    super(message, code, cause);
+    // SandboxError's constructor sets its own prototype: put ours back.
+    Object.setPrototypeOf(this, new.target.prototype);
+    this.tether = cause instanceof TetherError ? cause : undefined;
+  }
+
+  /** Reports whether error is a TetherSandboxError, across copies of this package. */
+  static override isInstance(error: unknown): error is TetherSandboxError {
+    return typeof error === "object" && error !== null && (error as Record<symbol, unknown>)[TETHER_SANDBOX_ERROR] === true;
+  }
+}
+
+/**
+ * The TetherSandboxError for a failed call: a TetherError becomes one with
+ * code (or AUTHENTICATION_FAILED for a refused key, when auth is set);
+ * anything else (an abort's reason, a SandboxError) is returned as it is.
+ */
+function sandboxError(err: unknown, what: string, code: TetherSandboxErrorCode, auth = false): unknown {
+  if (!(err instanceof TetherError)) return err;
+  const refused = err.code === "UNAUTHENTICATED" || err.code === "FORBIDDEN";
+  return new TetherSandboxError(`${what}: ${err.message}`, auth && refused ? "AUTHENTICATION_FAILED" : code, err);
+}
+
+/** The code of a failed call about the sandbox itself (connect, close). */
+function sandboxCode(err: unknown): TetherSandboxErrorCode {
+  const gone = err instanceof TetherError && ["NOT_FOUND", "SANDBOX_STATE_CONFLICT", "INVALID_REQUEST"].includes(err.code);
+  return gone ? "SANDBOX_NOT_FOUND" : "UNAVAILABLE";
+}
+
+/**
+ * The absolute path that path names for a shell whose working directory is
+ * workDir: a relative path is taken from workDir (a/b is workDir/a/b, and
+ * . and .. are resolved, never above /), a trailing slash kept; an absolute
+ * path, or "", is left as it is (Tether judges it).
+ */
+export function resolveSandboxPath(workDir: string, path: string): string {
+  if (path === "" || path.startsWith("/")) return path;
+  const resolved = posix.resolve(workDir, path);
+  return path.endsWith("/") && !resolved.endsWith("/") ? `${resolved}/` : resolved;
+}
+
+function envExecTimeout(): number | undefined {
+  const raw = process.env["TETHER_EXEC_TIMEOUT"]?.trim();
+  return raw ? Number(raw) : undefined;
+}
+
 export interface TetherSandboxOptions extends TetherClientOptions {
   /** The client to use; default: one made from baseUrl/apiKey (or env). */
   client?: TetherClient | undefined;
@@ -29,7 +117,8 @@ export interface TetherSandboxOptions extends TetherClientOptions {
   lease?: OwnerLease | undefined;
   /**
    * Default command timeout in seconds, used when execute() is given none;
-   * 0 means no limit of ours (the server's maximum). Default: the server's (60 s).
+   * 0 means no limit of ours (the server's maximum). Default: env
+   * TETHER_EXEC_TIMEOUT, else DEFAULT_EXEC_TIMEOUT (1800, 30 minutes).
    */
   defaultTimeout?: number | undefined;
 }
@@ -60,14 +149,15 @@ export interface TetherSandboxCreateOptions extends TetherSandboxOptions {
 export interface ExecuteOptions {
   /**
    * Seconds the command may run: undefined means the sandbox's default
-   * timeout (defaultTimeout, else the server's 60 s), 0 means no limit
-   * (the server's maximum), as in deepagents' sandboxes.
+   * timeout (defaultTimeout, 30 minutes unless set), 0 means no limit of
+   * ours (the server's maximum), as in deepagents' sandboxes.
    */
   timeout?: number | undefined;
   /** Aborting ends the command. */
   signal?: AbortSignal | undefined;
 }
 
+/** The error for a sandbox that settled in another state than ready. */
 function notReady(sb: Sandbox): TetherError {
   return new TetherError({
     code: "SANDBOX_STATE_CONFLICT",
@@ -84,13 +174,18 @@ function notReady(sb: Sandbox): TetherError {
  * `TetherSandbox.create(options)` makes a ready one in one step; `new
  * TetherSandbox(options)` then `initialize()` in two (its id is chosen at
  * construction, and the create is idempotent on it). `isRunning` is true
- * from a successful initialize until `close()`.
+ * from a successful initialize until `close()`; before and after, execute,
+ * uploadFiles and downloadFiles throw TetherSandboxError NOT_INITIALIZED
+ * without a request. Every failure is a TetherSandboxError (a deepagents
+ * SandboxError), except an abort, which rejects with the signal's reason.
  */
 export class TetherSandbox extends BaseSandbox {
   #id: string;
   readonly client: TetherClient;
+  /** The owner lease the sandbox lives by: the process's (one per Tether and API key) unless given. */
   readonly lease: OwnerLease;
-  readonly defaultTimeout: number | undefined;
+  /** Seconds an execute() without a timeout may run (0: the server's maximum). */
+  readonly defaultTimeout: number;
   /** The sandbox as Tether last reported it; null before initialize(). */
   sandbox: Sandbox | null = null;
   readonly #options: TetherSandboxCreateOptions;
@@ -108,7 +203,9 @@ export class TetherSandbox extends BaseSandbox {
     super();
     this.client = options.client ?? new TetherClient(options);
     this.lease = options.lease ?? processOwner(this.client);
-    this.defaultTimeout = options.defaultTimeout;
+    const timeout = options.defaultTimeout ?? envExecTimeout() ?? DEFAULT_EXEC_TIMEOUT;
+    if (!Number.isFinite(timeout) || timeout < 0) throw new RangeError(`defaultTimeout must be a non-negative number of seconds, not ${timeout}`);
+    this.defaultTimeout = timeout;
     this.#options = options;
     this.#id = newSandboxId();
   }
@@ -147,7 +244,7 @@ export class TetherSandbox extends BaseSandbox {
    */
   async initialize(): Promise<void> {
     if (this.#state !== "new") {
-      throw new SandboxError(`sandbox ${this.#id} is already initialized (${this.#state})`, "ALREADY_INITIALIZED");
+      throw new TetherSandboxError(`sandbox ${this.#id} is already initialized (${this.#state})`, "ALREADY_INITIALIZED");
     }
     this.#state = "initializing";
     const closing = new AbortController();
@@ -171,11 +268,12 @@ export class TetherSandbox extends BaseSandbox {
       sb = await this.#create(closing);
     } catch (err) {
       if (closing.aborted) {
-        throw new SandboxError(`sandbox ${this.#id} was closed while it initialized; it was deleted`, "NOT_INITIALIZED", err instanceof Error ? err : undefined);
+        throw new TetherSandboxError(`sandbox ${this.#id} was closed while it initialized; it was deleted`, "NOT_INITIALIZED", err instanceof Error ? err : undefined);
       }
+      const id = this.#id;
       this.#state = "new";
       this.#id = newSandboxId();
-      throw err;
+      throw sandboxError(err, `sandbox ${id} was not created`, "SANDBOX_CREATION_FAILED", true);
     }
     if (closing.aborted) {
       // close() came just as the create finished: the sandbox must not live on.
@@ -184,7 +282,7 @@ export class TetherSandbox extends BaseSandbox {
       } finally {
         this.lease.release();
       }
-      throw new SandboxError(`sandbox ${this.#id} was closed while it initialized; it was deleted`, "NOT_INITIALIZED");
+      throw new TetherSandboxError(`sandbox ${this.#id} was closed while it initialized; it was deleted`, "NOT_INITIALIZED");
     }
     this.sandbox = sb;
     this.#state = "running";
@@ -218,12 +316,14 @@ export class TetherSandbox extends BaseSandbox {
       held = true;
       const ready = await client.waitSandbox(this.#id, { timeoutMs: options.readyTimeoutMs, signal });
       if (ready.state !== "ready") throw notReady(ready);
+      const workDir = ready.work_dir ?? "/workspace";
       for (const [path, content] of Object.entries(options.initialFiles ?? {})) {
         const data = typeof content === "string" ? new TextEncoder().encode(content) : content;
         try {
-          await client.writeFile(this.#id, path, data, { signal });
+          await client.writeFile(this.#id, resolveSandboxPath(workDir, path), data, { signal });
         } catch (err) {
-          throw new SandboxError(`sandbox ${this.#id}: initial file ${path}: ${String(err)}`, "FILE_OPERATION_FAILED", err instanceof Error ? err : undefined);
+          if (signal.aborted) throw err;
+          throw new TetherSandboxError(`sandbox ${this.#id}: initial file ${path}: ${String(err)}`, "FILE_OPERATION_FAILED", err instanceof Error ? err : undefined);
         }
       }
       return ready;
@@ -252,12 +352,18 @@ export class TetherSandbox extends BaseSandbox {
 
   /**
    * Reattaches to an existing sandbox, adopting it for this process's owner
-   * (owner transfer), so it lives as long as this process's lease.
+   * (owner transfer), so it lives as long as this process's lease. A
+   * sandbox that does not exist or has ended is a TetherSandboxError
+   * SANDBOX_NOT_FOUND.
    */
   static async connect(id: string, options: TetherSandboxOptions & { signal?: AbortSignal | undefined; readyTimeoutMs?: number | undefined } = {}): Promise<TetherSandbox> {
     const attached = new TetherSandbox(options);
     const { client, lease } = attached;
-    await client.transferOwner(id, lease.owner, { signal: options.signal });
+    try {
+      await client.transferOwner(id, lease.owner, { signal: options.signal });
+    } catch (err) {
+      throw sandboxError(err, `sandbox ${id} cannot be attached`, sandboxCode(err), true);
+    }
     await lease.acquire(options.signal);
     try {
       const sb = await client.waitSandbox(id, { timeoutMs: options.readyTimeoutMs, signal: options.signal });
@@ -268,20 +374,35 @@ export class TetherSandbox extends BaseSandbox {
       return attached;
     } catch (err) {
       lease.release();
-      throw err;
-    }
-  }
-
-  #ensureRunning(): void {
-    if (this.#state === "new" || this.#state === "initializing") {
-      throw new SandboxError(`sandbox ${this.#id} is not initialized: call initialize() first`, "NOT_INITIALIZED");
+      throw sandboxError(err, `sandbox ${id} cannot be attached`, sandboxCode(err), true);
     }
   }
 
   /**
-   * Runs command with sh -c. timeout (seconds) follows deepagents:
-   * undefined → the default timeout, 0 → no limit (the server's maximum).
-   * A timed-out command has exit code 124 and a note in its output.
+   * The absolute path path names in the sandbox, as a shell in its working
+   * directory would open it: relative paths are taken from workDir
+   * (/workspace: a/b is /workspace/a/b; . and .. are resolved); absolute
+   * ones are left as they are. uploadFiles and downloadFiles (so every
+   * file tool of deepagents) and initialFiles take paths this way.
+   */
+  resolvePath(path: string): string {
+    return resolveSandboxPath(this.workDir ?? "/workspace", path);
+  }
+
+  /** Throws NOT_INITIALIZED, without a request, unless the sandbox is running. */
+  #ensureRunning(): void {
+    if (this.#state === "running") return;
+    const why = this.#state === "closed" ? "is closed" : "is not initialized: call initialize() first";
+    throw new TetherSandboxError(`sandbox ${this.#id} ${why}`, "NOT_INITIALIZED");
+  }
+
+  /**
+   * Runs command with sh -c in the working directory. timeout (seconds)
+   * follows deepagents: undefined → defaultTimeout (30 minutes unless set),
+   * 0 → no limit of ours (the server's maximum). A timed-out command has
+   * exit code 124 and a note in its output. A failed request is a
+   * TetherSandboxError COMMAND_FAILED (NOT_INITIALIZED before initialize()
+   * and after close(), without a request).
    */
   async execute(command: string, options: ExecuteOptions = {}): Promise<ExecuteResponse> {
     this.#ensureRunning();
@@ -291,39 +412,49 @@ export class TetherSandbox extends BaseSandbox {
       if (!Number.isFinite(timeout) || timeout < 0) throw new RangeError(`timeout must be a non-negative number of seconds, not ${timeout}`);
       req.timeout_seconds = Math.ceil(timeout);
     }
-    const res = await this.client.exec(this.#id, req, { signal: options.signal });
+    let res: Awaited<ReturnType<TetherClient["exec"]>>;
+    try {
+      res = await this.client.exec(this.#id, req, { signal: options.signal });
+    } catch (err) {
+      throw sandboxError(err, `sandbox ${this.#id}: execute`, "COMMAND_FAILED");
+    }
     let output = res.output;
     if (res.timed_out) output += `${output && !output.endsWith("\n") ? "\n" : ""}Error: Command timed out after ${res.timeout_seconds} seconds.`;
     return { output, exitCode: res.exit_code, truncated: res.truncated };
   }
 
-  /** Writes each file; failures come back as deepagents' error literals. */
+  /**
+   * Writes each file (a relative path is taken from the working directory,
+   * see resolvePath); a file's failure comes back as deepagents' error
+   * literal, any other (the sandbox ended, Tether unreachable) is a
+   * TetherSandboxError FILE_OPERATION_FAILED.
+   */
   async uploadFiles(files: Array<[string, Uint8Array]>): Promise<FileUploadResponse[]> {
     this.#ensureRunning();
     const out: FileUploadResponse[] = [];
     for (const [path, content] of files) {
       try {
-        await this.client.writeFile(this.#id, path, content);
+        await this.client.writeFile(this.#id, this.resolvePath(path), content);
         out.push({ path, error: null });
       } catch (err) {
         const error = fileError(err);
-        if (error === undefined) throw err;
+        if (error === undefined) throw sandboxError(err, `sandbox ${this.#id}: upload ${path}`, "FILE_OPERATION_FAILED");
         out.push({ path, error });
       }
     }
     return out;
   }
 
-  /** Reads each file; failures come back as deepagents' error literals. */
+  /** Reads each file; paths and failures as in uploadFiles. */
   async downloadFiles(paths: string[]): Promise<FileDownloadResponse[]> {
     this.#ensureRunning();
     const out: FileDownloadResponse[] = [];
     for (const path of paths) {
       try {
-        out.push({ path, content: await this.client.readFile(this.#id, path), error: null });
+        out.push({ path, content: await this.client.readFile(this.#id, this.resolvePath(path)), error: null });
       } catch (err) {
         const error = fileError(err);
-        if (error === undefined) throw err;
+        if (error === undefined) throw sandboxError(err, `sandbox ${this.#id}: download ${path}`, "FILE_OPERATION_FAILED");
         out.push({ path, content: null, error });
       }
     }
@@ -338,20 +469,24 @@ export class TetherSandbox extends BaseSandbox {
   /**
    * Deletes the sandbox and lets go of the owner lease (idempotent); an
    * uninitialized one is only marked closed. During initialize() it aborts
-   * the create and returns once the sandbox it requested is deleted.
+   * the create and returns once the sandbox it requested is deleted. A
+   * delete that fails is a TetherSandboxError (the sandbox is closed all
+   * the same, and the owner lease ends it).
    */
   async close(options: { signal?: AbortSignal | undefined } = {}): Promise<void> {
     const was = this.#state;
     if (was === "closed") return;
     this.#state = "closed";
     if (was === "initializing") {
-      this.#closing?.abort(new SandboxError(`sandbox ${this.#id} was closed while it initialized`, "NOT_INITIALIZED"));
+      this.#closing?.abort(new TetherSandboxError(`sandbox ${this.#id} was closed while it initialized`, "NOT_INITIALIZED"));
       await this.#initializing;
       return;
     }
     if (was !== "running") return;
     try {
       this.sandbox = await this.client.deleteSandbox(this.#id, options);
+    } catch (err) {
+      throw sandboxError(err, `sandbox ${this.#id}: close`, sandboxCode(err), true);
     } finally {
       this.lease.release();
     }

@@ -1,8 +1,8 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { isSandboxBackend } from "deepagents";
-import { TetherSandbox } from "../src/deepagents.js";
-import { processOwner, TetherError } from "../src/index.js";
+import { TetherSandbox, TetherSandboxError } from "../src/deepagents.js";
+import { processOwner } from "../src/index.js";
 import { bytes, liveClient, pollUntil, text } from "./helpers.js";
 
 const client = liveClient();
@@ -36,7 +36,8 @@ test("execute: output, exit code and deepagents' timeout semantics", async () =>
   assert.equal(timed.exitCode, 124);
   assert.match(timed.output, /timed out after 1 seconds/);
 
-  // undefined: the default (here the server's 60 s); 0: no limit of ours, the server's maximum.
+  // The client's exec without a timeout: the server's 60 s (the backend's is 30 minutes, peers.test.ts);
+  // 0: no limit of ours, the server's maximum.
   const echoed = await client.exec(sandbox.id, { command: "true" });
   assert.equal(echoed.timeout_seconds, 60);
   const unlimited = await sandbox.execute("sleep 1.2; echo done", { timeout: 0 });
@@ -138,7 +139,7 @@ test("connect reattaches, adopting the sandbox by owner transfer", async () => {
   } finally {
     await client.deleteSandbox(other.id);
   }
-  await assert.rejects(TetherSandbox.connect("sbx_nope", { client }), (err: unknown) => err instanceof TetherError && err.code === "NOT_FOUND");
+  await assert.rejects(TetherSandbox.connect("sbx_nope", { client }), (err: unknown) => err instanceof TetherSandboxError && err.code === "SANDBOX_NOT_FOUND" && err.tether?.code === "NOT_FOUND");
 });
 
 test("an aborted create leaves a cancelled, released sandbox", async () => {
