@@ -1,8 +1,8 @@
 // The lifecycle and initialFiles cases of deepagents' sandbox standard
-// tests (@langchain/sandbox-standard-tests: lifecycle.ts, initial-files.ts),
-// written for node:test against a live Tether and the real deepagents
-// package: that suite is not published to npm, so its cases are followed
-// here one by one.
+// tests (@langchain/sandbox-standard-tests: lifecycle.ts, initial-files.ts)
+// as Tether has them, beyond what the standard cases check (standard.ts):
+// the id chosen at construction, nothing requested before initialize(),
+// bytes, a failed initial file, close() during initialize().
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { SandboxError } from "deepagents";
