@@ -33,8 +33,10 @@ from tether_sandbox import (
     TetherError,
     TetherProvider,
     TetherSandbox,
+    TetherClosedError,
     TetherSandboxNotFoundError,
 )
+from tether_sandbox._compat import SandboxError
 
 pytestmark = live
 
@@ -409,3 +411,19 @@ def test_close_ends_the_owners_sandboxes(client: Tether):
         assert (info.state, info.reason) == ("terminated", "owner_released")
     with pytest.raises(RuntimeError):
         provider.get_or_create()
+    # After close(), the sandboxes fail at once, without a request, with
+    # dcode's SandboxError (code NOT_INITIALIZED, deepagents' code for it).
+    calls = [
+        lambda: a.execute("true"),
+        lambda: a.upload_files([("/workspace/x", b"x")]),
+        lambda: a.download_files(["/workspace/x"]),
+        lambda: asyncio.run(a.aexecute("true")),
+        lambda: asyncio.run(a.aupload_files([("/workspace/x", b"x")])),
+        lambda: asyncio.run(a.adownload_files(["/workspace/x"])),
+        lambda: provider.get_or_create(),
+    ]
+    for call in calls:
+        with pytest.raises(TetherClosedError) as err:
+            call()
+        assert isinstance(err.value, SandboxError) and isinstance(err.value, TetherError)
+        assert (err.value.code, err.value.status) == ("NOT_INITIALIZED", 0)

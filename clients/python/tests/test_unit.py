@@ -351,3 +351,107 @@ def test_verify_signature_matches_tethers_signer():
     header = "t=1800000000,v1=1ddf74de49ae4014713298d81fc685db63210ce09830b61189acb7fc08e52f30"
     assert verify_signature(GO_BODY, header, GO_SECRET, now=1_800_000_000)
     assert not verify_signature(GO_BODY + b" ", header, GO_SECRET, now=1_800_000_000)
+
+
+def test_failures_are_dcode_sandbox_errors():
+    """Every failure is a dcode SandboxError (here the stand-in), the
+    transport's exception its original_exc; a closed provider's is
+    NOT_INITIALIZED, raised without a request."""
+    from tether_sandbox import TetherClosedError, TetherSandbox
+    from tether_sandbox._compat import SandboxError, SandboxNotFoundError
+
+    assert issubclass(TetherError, SandboxError)
+    assert issubclass(TetherSandboxNotFoundError, SandboxNotFoundError)
+    assert issubclass(TetherClosedError, TetherError) and issubclass(TetherClosedError, RuntimeError)
+    p = TetherProvider("http://127.0.0.1:9", "k")  # nothing listens there
+    sb = TetherSandbox(p, Sandbox(id="sbx_x", state="ready"))
+    with pytest.raises(SandboxError) as err:
+        sb.execute("true")
+    assert isinstance(err.value, TetherError)
+    assert (err.value.code, err.value.status) == ("CONNECTION_FAILED", 0)
+    assert err.value.original_exc is not None and err.value.original_exc is err.value.__cause__
+    with pytest.raises(SandboxError):
+        asyncio.run(sb.aexecute("true"))
+    p.close()
+    with pytest.raises(TetherClosedError) as closed:
+        sb.execute("true")
+    assert (closed.value.code, str(closed.value)) == ("NOT_INITIALIZED", "NOT_INITIALIZED: sandbox sbx_x's TetherProvider is closed")
+
+
+# A stand-in of dcode's deepagents_code/integrations/sandbox_provider.py
+# (langchain-ai/deepagents, libs/code): its SandboxError (with original_exc),
+# SandboxNotFoundError and SandboxProvider, as that file defines them.
+DCODE_STAND_IN = '''
+import asyncio
+from abc import ABC, abstractmethod
+
+
+class SandboxError(Exception):
+    @property
+    def original_exc(self):
+        return self.__cause__
+
+
+class SandboxNotFoundError(SandboxError):
+    pass
+
+
+class SandboxProvider(ABC):
+    @property
+    def metadata(self):
+        return None
+
+    @abstractmethod
+    def get_or_create(self, *, sandbox_id=None, **kwargs):
+        raise NotImplementedError
+
+    @abstractmethod
+    def delete(self, *, sandbox_id, **kwargs):
+        raise NotImplementedError
+
+    async def aget_or_create(self, *, sandbox_id=None, **kwargs):
+        return await asyncio.to_thread(self.get_or_create, sandbox_id=sandbox_id, **kwargs)
+
+    async def adelete(self, *, sandbox_id, **kwargs):
+        await asyncio.to_thread(self.delete, sandbox_id=sandbox_id, **kwargs)
+'''
+
+DCODE_CHECK = '''
+from deepagents_code.integrations import sandbox_provider as dcode
+import tether_sandbox
+from tether_sandbox import Sandbox, TetherClosedError, TetherError, TetherProvider, TetherSandbox, TetherSandboxNotFoundError
+
+assert tether_sandbox.HAVE_DEEPAGENTS_CODE
+assert issubclass(TetherError, dcode.SandboxError) and issubclass(TetherClosedError, dcode.SandboxError)
+assert issubclass(TetherSandboxNotFoundError, dcode.SandboxNotFoundError)
+assert issubclass(TetherProvider, dcode.SandboxProvider)
+p = TetherProvider("http://127.0.0.1:9", "k")
+sb = TetherSandbox(p, Sandbox(id="sbx_x", state="ready"))
+try:
+    sb.execute("true")
+except dcode.SandboxError as err:  # as code written for dcode's providers catches it
+    assert err.code == "CONNECTION_FAILED" and err.original_exc is not None
+else:
+    raise AssertionError("no error")
+p.close()
+try:
+    sb.execute("true")
+except dcode.SandboxError as err:
+    assert err.code == "NOT_INITIALIZED"
+print("dcode errors ok")
+'''
+
+
+def test_with_dcode_installed_failures_are_its_sandbox_errors(tmp_path: Path):
+    import subprocess
+    import sys
+
+    pkg = tmp_path / "deepagents_code" / "integrations"
+    pkg.mkdir(parents=True)
+    (tmp_path / "deepagents_code" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sandbox_provider.py").write_text(DCODE_STAND_IN)
+    env = {"PYTHONPATH": f"{tmp_path}:{Path(tether_sandbox.__file__).resolve().parents[1]}", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", DCODE_CHECK], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "dcode errors ok"

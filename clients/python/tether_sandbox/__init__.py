@@ -5,7 +5,8 @@
   ``SandboxProvider`` and a deepagents ``BaseSandbox`` (entry point
   ``deepagents_code.sandbox_providers: tether``).
 * :func:`verify_signature` — check a webhook delivery's Tether-Signature.
-* :class:`TetherError` — every failure: ``code``, ``status``, ``state``, ``detail``.
+* :class:`TetherError` — every failure: ``code``, ``status``, ``state``, ``detail``;
+  a dcode ``SandboxError``.
 """
 
 from ._client import AsyncTether, Tether
@@ -16,7 +17,7 @@ from ._compat import (
     FileDownloadResponse,
     FileUploadResponse,
 )
-from ._errors import TetherError
+from ._errors import TetherClosedError, TetherError
 from ._models import (
     Capabilities,
     Event,
@@ -55,6 +56,7 @@ __all__ = [
     "AsyncTether",
     "Tether",
     "TetherError",
+    "TetherClosedError",
     "TetherProvider",
     "TetherSandbox",
     "TetherSandboxNotFoundError",

@@ -1,21 +1,27 @@
-"""The one exception type of the client."""
+"""The client's exception types: TetherError, and the one a closed provider raises."""
 
 from __future__ import annotations
 
 import json
 from typing import Any, Optional
 
-__all__ = ["TetherError"]
+from ._compat import SandboxError
+
+__all__ = ["TetherError", "TetherClosedError"]
 
 
-class TetherError(Exception):
+class TetherError(SandboxError):
     """A failed Tether call.
 
     For an API error, ``status`` is the HTTP status and ``code``, ``detail``,
     ``state`` and ``request_id`` come from the problem document (see
     docs/errors.md). A request that never got an answer has ``status`` 0 and
     ``code`` ``TIMEOUT`` or ``CONNECTION_FAILED``; the transport's exception is
-    the ``__cause__``.
+    the ``__cause__`` (dcode's ``original_exc``).
+
+    It is a dcode ``SandboxError`` (deepagents-code's, when installed; a
+    stand-in of the same shape otherwise), so that code written for dcode's
+    other sandbox providers handles Tether's failures too.
     """
 
     def __init__(
@@ -96,3 +102,12 @@ def _seconds(value: Optional[str]) -> Optional[float]:
         return max(0.0, float(value)) if value else None
     except ValueError:
         return None  # an HTTP date: not worth the parsing
+
+
+class TetherClosedError(TetherError, RuntimeError):
+    """A call on a closed TetherProvider (or on a sandbox of one): raised at
+    once, without a request. Its code is ``NOT_INITIALIZED``, deepagents'
+    code for a sandbox that is not (or no longer) usable."""
+
+    def __init__(self, what: str = "this TetherProvider") -> None:
+        super().__init__("NOT_INITIALIZED", 0, f"{what} is closed")

@@ -45,7 +45,7 @@ from ._compat import (
     SandboxProviderMetadata,
 )
 from ._core import new_sandbox_id
-from ._errors import TetherError
+from ._errors import TetherClosedError, TetherError
 from ._models import ExecResult, Sandbox
 
 __all__ = [
@@ -154,7 +154,7 @@ class _Clients:
 
     def _check_open(self) -> None:
         if self.closed:
-            raise RuntimeError("this TetherProvider is closed")
+            raise TetherClosedError()
 
     def _verify(self) -> Any:
         """The shared SSL context. Blocking: never on a running loop's thread."""
@@ -434,7 +434,7 @@ class TetherProvider(SandboxProvider):
 
     def _check_open(self) -> None:
         if self._closed:
-            raise RuntimeError("this TetherProvider is closed")
+            raise TetherClosedError()
 
     @staticmethod
     def _not_ready(sb: Sandbox, ready_timeout: float) -> TetherError:
@@ -837,8 +837,15 @@ class TetherSandbox(BaseSandbox):
         """Whether a background create (or attach) is still under way."""
         return self._creation is not None and not self._creation.done()
 
+    def _check_open(self) -> None:
+        """Raise TetherClosedError (NOT_INITIALIZED), with no request, once
+        the provider is closed."""
+        if self._provider._closed:
+            raise TetherClosedError(f"sandbox {self.id}'s TetherProvider")
+
     def _sync(self, method: str) -> Tether:
         """The sync client, once the sandbox is ready; never on a loop."""
+        self._check_open()
         if _loop_running_here():
             raise TetherLoopBlockedError(method)
         creation = self._creation
@@ -850,6 +857,7 @@ class TetherSandbox(BaseSandbox):
 
     async def _aio(self) -> AsyncTether:
         """The async client, once the sandbox is ready (awaited, not blocked on)."""
+        self._check_open()
         creation = self._creation
         if creation is not None:
             self.info = await asyncio.shield(asyncio.wrap_future(creation))
@@ -886,7 +894,10 @@ class TetherSandbox(BaseSandbox):
         default 1800 s); 0 = the server's maximum (MAX_EXEC_TIMEOUT); else
         seconds. A command past it is killed, with exit code 124. On an event
         loop's thread this raises TetherLoopBlockedError at once (use
-        aexecute, or the `setup` create parameter for setup scripts).
+        aexecute, or the `setup` create parameter for setup scripts). A
+        failed request raises TetherError (a dcode SandboxError); once the
+        provider is closed, TetherClosedError (NOT_INITIALIZED) at once,
+        without a request.
         """
         client = self._sync("execute")
         return self._response(client.exec(self.id, command, timeout=self._timeout(timeout)))
@@ -913,10 +924,11 @@ class TetherSandbox(BaseSandbox):
         permission_denied, is_directory, invalid_path) or, for a failure
         that is not about the file (the sandbox ended or failed to start, a
         bad key, the server unreachable), that failure as a string. Never
-        raises for those."""
+        raises for those; once the provider is closed it raises
+        TetherClosedError (NOT_INITIALIZED) at once, without a request."""
         try:
             t = self._sync("upload_files")
-        except TetherLoopBlockedError:
+        except (TetherLoopBlockedError, TetherClosedError):
             raise
         except Exception as err:  # the sandbox cannot serve: per file, not raised
             return [FileUploadResponse(path=path, error=_file_error(err)) for path, _ in files]
@@ -933,7 +945,7 @@ class TetherSandbox(BaseSandbox):
         """Read each path; errors per file as in upload_files, in input order."""
         try:
             t = self._sync("download_files")
-        except TetherLoopBlockedError:
+        except (TetherLoopBlockedError, TetherClosedError):
             raise
         except Exception as err:  # the sandbox cannot serve: per file, not raised
             return [FileDownloadResponse(path=path, content=None, error=_file_error(err)) for path in paths]
@@ -949,6 +961,8 @@ class TetherSandbox(BaseSandbox):
         """upload_files with up to max_concurrency transfers in flight."""
         try:
             t = await self._aio()
+        except TetherClosedError:
+            raise
         except Exception as err:  # the sandbox cannot serve: per file, not raised
             return [FileUploadResponse(path=path, error=_file_error(err)) for path, _ in files]
         gate = asyncio.Semaphore(self._provider.max_concurrency)
@@ -967,6 +981,8 @@ class TetherSandbox(BaseSandbox):
         """download_files with up to max_concurrency transfers in flight."""
         try:
             t = await self._aio()
+        except TetherClosedError:
+            raise
         except Exception as err:  # the sandbox cannot serve: per file, not raised
             return [FileDownloadResponse(path=path, content=None, error=_file_error(err)) for path in paths]
         gate = asyncio.Semaphore(self._provider.max_concurrency)
