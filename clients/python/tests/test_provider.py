@@ -302,7 +302,7 @@ def test_file_errors_from_real_cases(provider: TetherProvider):
             ("/workspace/ro/denied.txt", b"x"),  # a folder the sandbox user may not write
             ("/workspace/dir", b"x"),  # a directory
             ("/etc/outside.txt", b"x"),  # outside /workspace and /tmp
-            ("relative.txt", b"x"),  # not absolute
+            ("../etc/outside.txt", b"x"),  # the same, relative
             ("/tmp/t.txt", b"tmp"),
         ]
     )
@@ -311,15 +311,15 @@ def test_file_errors_from_real_cases(provider: TetherProvider):
         ("/workspace/ro/denied.txt", "permission_denied"),
         ("/workspace/dir", "is_directory"),
         ("/etc/outside.txt", "invalid_path"),
-        ("relative.txt", "invalid_path"),
+        ("../etc/outside.txt", "invalid_path"),
         ("/tmp/t.txt", None),
     ]
-    down = sb.download_files(["/workspace/missing.txt", "/workspace/dir", "/workspace/ok.txt", "relative.txt", "/tmp/t.txt"])
+    down = sb.download_files(["/workspace/missing.txt", "/workspace/dir", "/workspace/ok.txt", "dir", "/tmp/t.txt"])
     assert [(d.path, d.content, d.error) for d in down] == [
         ("/workspace/missing.txt", None, "file_not_found"),
         ("/workspace/dir", None, "is_directory"),
         ("/workspace/ok.txt", b"ok", None),
-        ("relative.txt", None, "invalid_path"),
+        ("dir", None, "is_directory"),
         ("/tmp/t.txt", b"tmp", None),
     ]
     assert sb.execute("ls /workspace/ro | wc -l").output.strip() == "0"  # nothing partial
@@ -339,6 +339,33 @@ def test_file_errors_from_real_cases(provider: TetherProvider):
         assert denied[0].content is None and "UNAUTHENTICATED" in denied[0].error, denied
     finally:
         bad_key.close()
+
+
+def test_relative_paths_are_taken_from_the_working_directory(provider: TetherProvider):
+    """As a shell in /workspace would: a/b is /workspace/a/b, ./ and ../ are
+    resolved; results carry the paths as given, sync and async."""
+    sb = provider.get_or_create()
+    assert sb.work_dir == "/workspace"
+    up = sb.upload_files([("rel/a.txt", b"a"), ("./rel/b.txt", b"b"), ("rel/sub/../c.txt", b"c"), ("../tmp/d.txt", b"d")])
+    assert [(u.path, u.error) for u in up] == [("rel/a.txt", None), ("./rel/b.txt", None), ("rel/sub/../c.txt", None), ("../tmp/d.txt", None)]
+    for path, want in [("/workspace/rel/a.txt", b"a"), ("/workspace/rel/b.txt", b"b"), ("/workspace/rel/c.txt", b"c"), ("/tmp/d.txt", b"d")]:
+        assert provider.client.read_file(sb.id, path) == want, path
+    assert sb.execute("cat rel/a.txt rel/c.txt").output == "ac"  # commands run there too
+
+    async def both() -> tuple:
+        up = await sb.aupload_files([("arel/x.txt", b"x"), ("arel/../arel/y.txt", b"y")])
+        down = await sb.adownload_files(["arel/x.txt", "./arel/y.txt", "arel/none", "arel"])
+        return up, down
+
+    aup, adown = asyncio.run(both())
+    assert [(u.path, u.error) for u in aup] == [("arel/x.txt", None), ("arel/../arel/y.txt", None)]
+    assert [(d.path, d.content, d.error) for d in adown] == [
+        ("arel/x.txt", b"x", None),
+        ("./arel/y.txt", b"y", None),
+        ("arel/none", None, "file_not_found"),
+        ("arel", None, "is_directory"),
+    ]
+    provider.delete(sandbox_id=sb.id)
 
 
 def test_hundred_files_in_one_call_in_input_order(provider: TetherProvider):

@@ -353,6 +353,34 @@ def test_verify_signature_matches_tethers_signer():
     assert not verify_signature(GO_BODY + b" ", header, GO_SECRET, now=1_800_000_000)
 
 
+def test_relative_paths_resolve_as_a_shell_in_the_working_directory_would():
+    from tether_sandbox import resolve_sandbox_path
+
+    cases = [
+        ("a/b", "/workspace/a/b"),
+        ("./x", "/workspace/x"),
+        ("x/./y//z", "/workspace/x/y/z"),
+        ("../x", "/x"),
+        ("../../../../etc/passwd", "/etc/passwd"),
+        ("../../x", "/x"),
+        (".", "/workspace"),
+        ("dir/", "/workspace/dir/"),
+        ("a/../b", "/workspace/b"),
+        ("/etc/hosts", "/etc/hosts"),
+        ("/workspace/../etc", "/workspace/../etc"),  # absolute: Tether judges it as sent
+        ("", ""),
+    ]
+    for path, want in cases:
+        assert resolve_sandbox_path("/workspace", path) == want, path
+    assert resolve_sandbox_path("/", "../x") == "/x"
+    p = TetherProvider("http://127.0.0.1:9", "k")
+    try:
+        sb = tether_sandbox.TetherSandbox(p, Sandbox(id="sbx_x", state="ready", work_dir="/home/app"))
+        assert sb.resolve_path("src/a.py") == "/home/app/src/a.py"
+    finally:
+        p.close()
+
+
 def test_failures_are_dcode_sandbox_errors():
     """Every failure is a dcode SandboxError (here the stand-in), the
     transport's exception its original_exc; a closed provider's is

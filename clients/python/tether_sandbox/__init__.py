@@ -50,6 +50,7 @@ from .provider import (
     TetherSandbox,
     TetherSandboxNotFoundError,
     default_owner_name,
+    resolve_sandbox_path,
 )
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "TetherLoopBlockedError",
     "DEFAULT_EXEC_TIMEOUT",
     "default_owner_name",
+    "resolve_sandbox_path",
     "new_sandbox_id",
     "__version__",
     "ExecuteResponse",

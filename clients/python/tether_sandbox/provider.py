@@ -24,6 +24,7 @@ import concurrent.futures
 import json
 import logging
 import os
+import posixpath
 import random
 import re
 import socket
@@ -56,6 +57,7 @@ __all__ = [
     "default_owner_name",
     "FILE_ERRORS",
     "DEFAULT_EXEC_TIMEOUT",
+    "resolve_sandbox_path",
 ]
 
 log = logging.getLogger("tether_sandbox")
@@ -797,6 +799,20 @@ def _list_response(page: Any) -> dict[str, Any]:
     }
 
 
+def resolve_sandbox_path(work_dir: str, path: str) -> str:
+    """The absolute path that path names for a shell whose working directory
+    is work_dir: a relative path is taken from work_dir (``a/b`` is
+    ``work_dir/a/b``; ``.`` and ``..`` are resolved, never above ``/``), a
+    trailing slash kept; an absolute path, or ``""``, is left as it is
+    (Tether judges it)."""
+    if not path or path.startswith("/"):
+        return path
+    resolved = posixpath.normpath(posixpath.join(work_dir, path))
+    if resolved.startswith("//"):  # normpath keeps a leading "//" (POSIX leaves it to the system)
+        resolved = "/" + resolved.lstrip("/")
+    return resolved + "/" if path.endswith("/") and not resolved.endswith("/") else resolved
+
+
 def _file_error(err: Exception) -> str:
     """deepagents' literal for a per-file error, else the failure as a
     string: files come back with their errors, never raised (deepagents'
@@ -831,6 +847,13 @@ class TetherSandbox(BaseSandbox):
     @property
     def work_dir(self) -> str:
         return self.info.work_dir or "/workspace"
+
+    def resolve_path(self, path: str) -> str:
+        """The absolute path path names in the sandbox, as a shell in its
+        working directory would open it (resolve_sandbox_path): relative
+        paths are taken from work_dir (/workspace). upload_files and
+        download_files (so deepagents' file tools) take paths this way."""
+        return resolve_sandbox_path(self.work_dir, path)
 
     @property
     def creating(self) -> bool:
@@ -919,7 +942,8 @@ class TetherSandbox(BaseSandbox):
     # -- files -----------------------------------------------------------------
 
     def upload_files(self, files: Sequence[tuple[str, bytes]]) -> list[FileUploadResponse]:
-        """Write each (path, content); results in input order, each with
+        """Write each (path, content); a relative path is taken from the
+        working directory (resolve_path). Results in input order, each with
         error None, one of deepagents' literals (file_not_found,
         permission_denied, is_directory, invalid_path) or, for a failure
         that is not about the file (the sandbox ended or failed to start, a
@@ -935,7 +959,7 @@ class TetherSandbox(BaseSandbox):
         out = []
         for path, content in files:
             try:
-                t.write_file(self.id, path, content)
+                t.write_file(self.id, self.resolve_path(path), content)
                 out.append(FileUploadResponse(path=path, error=None))
             except TetherError as err:
                 out.append(FileUploadResponse(path=path, error=_file_error(err)))
@@ -952,7 +976,7 @@ class TetherSandbox(BaseSandbox):
         out = []
         for path in paths:
             try:
-                out.append(FileDownloadResponse(path=path, content=t.read_file(self.id, path), error=None))
+                out.append(FileDownloadResponse(path=path, content=t.read_file(self.id, self.resolve_path(path)), error=None))
             except TetherError as err:
                 out.append(FileDownloadResponse(path=path, content=None, error=_file_error(err)))
         return out
@@ -970,7 +994,7 @@ class TetherSandbox(BaseSandbox):
         async def one(path: str, content: bytes) -> FileUploadResponse:
             async with gate:
                 try:
-                    await t.write_file(self.id, path, content)
+                    await t.write_file(self.id, self.resolve_path(path), content)
                     return FileUploadResponse(path=path, error=None)
                 except TetherError as err:
                     return FileUploadResponse(path=path, error=_file_error(err))
@@ -990,7 +1014,7 @@ class TetherSandbox(BaseSandbox):
         async def one(path: str) -> FileDownloadResponse:
             async with gate:
                 try:
-                    return FileDownloadResponse(path=path, content=await t.read_file(self.id, path), error=None)
+                    return FileDownloadResponse(path=path, content=await t.read_file(self.id, self.resolve_path(path)), error=None)
                 except TetherError as err:
                     return FileDownloadResponse(path=path, content=None, error=_file_error(err))
 
