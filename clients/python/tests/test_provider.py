@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 
@@ -24,6 +25,7 @@ from conftest import (
     live,
     new_marker,
     running,
+    wait_for,
     wait_gone,
 )
 from tether_sandbox import (
@@ -427,6 +429,43 @@ def test_execute_timeout_semantics(provider: TetherProvider):
         short.close()
     assert provider.exec_timeout == 1800
     provider.delete(sandbox_id=sb.id)
+
+
+def test_one_owner_lease_per_process(client: Tether):
+    """Providers of one Tether, key and TTL share one owner and one
+    heartbeat thread; closing one ends only its own sandboxes, the last
+    ends the owner."""
+    providers = [TetherProvider(URL, KEY, provider="local", owner_ttl=7, labels=LABELS) for _ in range(3)]
+    other_ttl = TetherProvider(URL, KEY, provider="local", owner_ttl=8, labels=LABELS)
+    try:
+        owner = providers[0].owner
+        assert [p.owner for p in providers] == [owner] * 3
+        assert other_ttl.owner != owner, "another TTL is another lease, with an owner of its own"
+        sandboxes = [p.get_or_create() for p in providers]
+        assert [sb.info.owner for sb in sandboxes] == [owner] * 3
+        beats = [t for t in threading.enumerate() if t.name == f"tether-lease-{owner}" and t.is_alive()]
+        assert len(beats) == 1, [t.name for t in threading.enumerate()]
+        time.sleep(7 + JANITOR_INTERVAL + 1)  # past the lease: the one heartbeat keeps all three
+        assert [client.get_sandbox(sb.id).state for sb in sandboxes] == ["ready"] * 3
+
+        providers[0].close()  # not the last: deletes its own sandbox only
+        first = client.get_sandbox(sandboxes[0].id)
+        assert (first.state, first.reason) == ("terminated", "requested")
+        assert [client.get_sandbox(sb.id).state for sb in sandboxes[1:]] == ["ready", "ready"]
+        asyncio.run(providers[1].aclose())
+        assert client.get_sandbox(sandboxes[1].id).reason == "requested"
+        assert client.get_sandbox(sandboxes[2].id).state == "ready"
+        assert sum(t.name == f"tether-lease-{owner}" and t.is_alive() for t in threading.enumerate()) == 1
+        providers[2].close()  # the last: ends the owner
+        last = client.get_sandbox(sandboxes[2].id)
+        assert (last.state, last.reason) == ("terminated", "owner_released")
+        wait_for(lambda: [t for t in threading.enumerate() if t.name == f"tether-lease-{owner}"], lambda ts: not ts, 10, "the heartbeat to stop")
+        again = TetherProvider(URL, KEY, provider="local", owner_ttl=7, labels=LABELS)
+        assert again._lease is not providers[0]._lease  # a new lease (the old one ended)
+        again.close()
+    finally:
+        for p in providers + [other_ttl]:
+            p.close()
 
 
 def test_close_ends_the_owners_sandboxes(client: Tether):

@@ -1,13 +1,14 @@
 """TetherProvider and TetherSandbox: Tether as a dcode (deepagents-code)
 sandbox provider and a deepagents sandbox backend.
 
-The provider owns the sandboxes it creates through an *owner lease*: one
-owner name per provider (hostname-pid-random), whose lease is heartbeated
-every third of its TTL by an asyncio task (when used from async code) or a
-daemon thread (when used from sync code). Nothing relies on exit hooks: if
+The providers of a process own the sandboxes they create through one *owner
+lease* per Tether, API key and TTL: one owner name (hostname-pid-random),
+whose lease is heartbeated every third of its TTL by one daemon thread,
+however many providers the process makes. Nothing relies on exit hooks: if
 the process dies in any way (SIGKILL, OOM, a crash, SIGTERM), the heartbeats
 stop and Tether ends the owner's sandboxes within the lease plus one janitor
-interval. ``close()``/``aclose()`` end the owner at once.
+interval. ``close()``/``aclose()`` of the last provider on a lease end the
+owner at once; an earlier one deletes its own sandboxes.
 
 dcode calls the *sync* ``get_or_create`` on its server's event loop. There
 it returns at once, without any blocking call: the sandbox's id is chosen
@@ -238,21 +239,26 @@ class _Clients:
 
 
 class _OwnerLease:
-    """This provider's owner lease and the heartbeat that keeps it alive.
+    """An owner lease and the heartbeat that keeps it alive, shared by the
+    providers of the process that speak to one Tether with one key and TTL
+    (_shared_lease), with HTTP clients of its own: a provider that closes
+    does not take them away from the others.
 
-    The heartbeat is a daemon thread of the provider's, whether the sandboxes
-    came from sync or async code: it lives as long as the process (not as
-    long as whichever event loop started it), never runs on a loop, and
-    stops with the process however that ends.
+    The heartbeat is a daemon thread, whether the sandboxes came from sync
+    or async code: it lives as long as the process (not as long as whichever
+    event loop started it), never runs on a loop, and stops with the process
+    however that ends.
     """
 
     def __init__(self, clients: "_Clients", owner: str, ttl: int) -> None:
         self.clients = clients
+        self.users = 0  # providers holding it (changed under _LEASES_LOCK)
         self.owner = owner
         self.ttl = ttl
         self.interval = max(0.2, ttl / 3)
         self.beat_timeout = max(0.5, ttl / 2)
         self.named = False  # a create or transfer named the owner
+        self.key: tuple[Any, ...] = ()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
@@ -289,6 +295,40 @@ class _OwnerLease:
         thread = self._thread
         if join and thread is not None and thread is not threading.current_thread():
             thread.join(timeout=self.beat_timeout + 1)  # it wakes at once unless mid-request
+
+
+_LEASES: "dict[tuple[Any, ...], _OwnerLease]" = {}
+"""The process's owner leases, by (pid, base URL, API key, owner given, TTL)."""
+
+_LEASES_LOCK = threading.Lock()  # held briefly, never across a request
+
+
+def _shared_lease(base_url: str, api_key: str, owner: Optional[str], ttl: int, timeout: float) -> _OwnerLease:
+    """The process's owner lease for this Tether, key and TTL (and owner, if
+    one is given), made on first use with a new owner name; taken by one
+    more provider. The pid is part of the key: a forked child makes its own."""
+    key = (os.getpid(), base_url, api_key, owner, ttl)
+    with _LEASES_LOCK:
+        lease = _LEASES.get(key)
+        if lease is None:
+            quick = min(timeout, max(1.0, ttl / 2))
+            lease = _OwnerLease(_Clients(base_url, api_key, timeout, quick), owner or default_owner_name(), ttl)
+            lease.key = key
+            _LEASES[key] = lease
+        lease.users += 1
+        return lease
+
+
+def _release_lease(lease: _OwnerLease) -> bool:
+    """Let one provider's hold on lease go; True if it was the last (the
+    lease is then out of the registry: the next provider makes a new one)."""
+    with _LEASES_LOCK:
+        lease.users -= 1
+        if lease.users > 0:
+            return False
+        if _LEASES.get(lease.key) is lease:
+            del _LEASES[lease.key]
+        return True
 
 
 class _Background:
@@ -334,6 +374,11 @@ class TetherProvider(SandboxProvider):
     TETHER_EXEC_TIMEOUT (seconds an untimed execute may run, default 1800)
     and TETHER_ADOPT (``1``/``true``: attaching by id adopts the sandbox).
 
+    The providers of a process that speak to one Tether with one API key
+    and owner TTL share one owner (``owner``, hostname-pid-random unless
+    given) and one heartbeat thread: a process has one owner lease however
+    many providers it makes.
+
     get_or_create keyword arguments (dcode's ``[sandboxes.providers.tether.params]``):
     provider, labels, env, setup (a script run inside the sandbox before it
     counts as ready), ttl_seconds, params (provider-specific options, e.g.
@@ -368,7 +413,6 @@ class TetherProvider(SandboxProvider):
             raise ValueError("exec_timeout must be 0 (the server's maximum) or a positive number of seconds")
         if adopt is None:
             adopt = os.environ.get("TETHER_ADOPT", "").strip().lower() in ("1", "true", "yes")
-        self.owner = owner or default_owner_name()
         self.owner_ttl = int(owner_ttl)
         self.exec_timeout = int(exec_timeout)
         self.adopt = bool(adopt)
@@ -376,7 +420,9 @@ class TetherProvider(SandboxProvider):
         self.ready_timeout = float(ready_timeout)
         self.max_concurrency = max(1, int(max_concurrency))
         self._clients = _Clients(base_url, api_key, float(timeout), min(float(timeout), max(1.0, self.owner_ttl / 2)))
-        self._lease = _OwnerLease(self._clients, self.owner, self.owner_ttl)
+        self._lease = _shared_lease(base_url, api_key, owner, self.owner_ttl, float(timeout))
+        self.owner = self._lease.owner
+        self._held: set[str] = set()  # ids of the sandboxes this provider made or adopted, not deleted
         self._background = _Background()
         self._pending: dict[str, dict[str, Any]] = {}  # id -> body of creates under way in the background
         self._unmade: set[str] = set()  # ids of background creates the server refused
@@ -464,6 +510,8 @@ class TetherProvider(SandboxProvider):
         """
         self._check_open()
         body, ready_timeout, adopt = self._call_args(kwargs)
+        if not sandbox_id:
+            self._held.add(body["id"])
         if _loop_running_here():
             return self._in_background(sandbox_id, body, ready_timeout, adopt)
         if sandbox_id:
@@ -516,6 +564,8 @@ class TetherProvider(SandboxProvider):
         except BaseException as err:
             if sb is not None or not _refused(err):
                 self._end_requested_sync(body)
+            else:
+                self._held.discard(body["id"])  # refused: nothing was made
             raise
         if not sb.ready:
             if sb.pending:
@@ -545,6 +595,7 @@ class TetherProvider(SandboxProvider):
             sb = t.transfer_sandbox(sandbox_id, self.owner)
         except TetherError as err:
             raise self._attach_error(sandbox_id, err) from err
+        self._held.add(sandbox_id)
         self._lease.start()
         return sb
 
@@ -588,6 +639,7 @@ class TetherProvider(SandboxProvider):
                 _end_made(self._clients.sync, pending)
             else:
                 self._clients.sync.delete_sandbox(sandbox_id)
+            self._held.discard(sandbox_id)
         except TetherError as err:
             if quiet:
                 log.warning("could not delete sandbox %s: %s", sandbox_id, err)
@@ -600,31 +652,68 @@ class TetherProvider(SandboxProvider):
         return _list_response(page)
 
     def close(self) -> None:
-        """Stop the heartbeat and end the owner, which ends its sandboxes.
-        On an event loop's thread, the owner is ended from a thread of the
-        provider's (this returns at once)."""
+        """End this provider's sandboxes. The last provider of the process on
+        its owner lease stops the heartbeat and ends the owner, which ends
+        them all at once; an earlier one deletes the sandboxes it made or
+        adopted and leaves the lease to the others. On an event loop's
+        thread, that is done from a thread of the provider's (this returns
+        at once)."""
         if self._closed:
             return
         self._closed = True
         on_loop = _loop_running_here()
-        self._lease.stop(join=not on_loop)
+        last = _release_lease(self._lease)
+        if last:
+            self._lease.stop(join=not on_loop)
 
         def finish() -> None:
             # Ending the owner ends its sandboxes, those still being created
             # included; then the threads get one bounded wait, together.
             deadline = time.monotonic() + self._clients._quick_timeout * 2
-            if self._lease.named:
+            if not last:
+                self._end_held()
+            elif self._lease.named:
                 try:
                     self._clients.quick.end_owner(self.owner)
                 except Exception as err:
                     log.warning("could not end owner %s (its lease will lapse): %s", self.owner, err)
             self._background.join(deadline)
             self._clients.close()
+            if last:
+                self._lease.clients.close()
 
         if on_loop:
             self._background.run(f"tether-close-{self.owner}", finish)
         else:
             finish()
+
+    def _end_held(self) -> None:
+        """Delete the sandboxes this provider made or adopted (blocking):
+        those of a create still under way once it has landed."""
+        for sandbox_id in sorted(self._held):
+            pending = self._pending.get(sandbox_id)
+            try:
+                if pending is not None:
+                    _end_made(self._clients.quick, pending)
+                elif sandbox_id not in self._unmade:
+                    self._clients.quick.delete_sandbox(sandbox_id)
+            except Exception as err:
+                log.warning("could not delete sandbox %s (the owner lease will end it): %s", sandbox_id, err)
+        self._held.clear()
+
+    async def _aend_held(self) -> None:
+        """_end_held, awaited."""
+        t = await self._clients.aio()
+        for sandbox_id in sorted(self._held):
+            pending = self._pending.get(sandbox_id)
+            try:
+                if pending is not None:
+                    await _aend_made(t, pending)
+                elif sandbox_id not in self._unmade:
+                    await asyncio.wait_for(t.delete_sandbox(sandbox_id), self._clients._quick_timeout)
+            except Exception as err:
+                log.warning("could not delete sandbox %s (the owner lease will end it): %s", sandbox_id, err)
+        self._held.clear()
 
     def __enter__(self) -> "TetherProvider":
         return self
@@ -645,6 +734,7 @@ class TetherProvider(SandboxProvider):
         body, ready_timeout, adopt = self._call_args(kwargs)
         if sandbox_id:
             return await self._aattach(sandbox_id, ready_timeout, adopt)
+        self._held.add(body["id"])
         sb: Optional[Sandbox] = None
         self._lease.named = True
         try:
@@ -657,6 +747,8 @@ class TetherProvider(SandboxProvider):
             # made. CancelledError goes on to the caller at once.
             if sb is not None or not _refused(err):
                 self._spawn_cleanup(body)
+            else:
+                self._held.discard(body["id"])  # refused: nothing was made
             raise
         if not sb.ready:
             if sb.pending:
@@ -697,6 +789,7 @@ class TetherProvider(SandboxProvider):
                 sb = await t.transfer_sandbox(sandbox_id, self.owner)
             except TetherError as err:
                 raise self._attach_error(sandbox_id, err) from err
+            self._held.add(sandbox_id)
             await self._lease.astart()
         return TetherSandbox(self, sb)
 
@@ -710,6 +803,7 @@ class TetherProvider(SandboxProvider):
                 await _aend_made(t, pending)
             else:
                 await t.delete_sandbox(sandbox_id)
+            self._held.discard(sandbox_id)
         except TetherError as err:
             raise self._attach_error(sandbox_id, err) from err
 
@@ -727,14 +821,19 @@ class TetherProvider(SandboxProvider):
             await asyncio.wait([asyncio.shield(t) for t in pending], timeout=timeout)
 
     async def aclose(self) -> None:
-        """Stop the heartbeat, finish pending deletes, end the owner."""
+        """close(), awaited: finish pending deletes, then end the owner (the
+        last provider on the lease) or this provider's sandboxes."""
         if self._closed:
             return
         self._closed = True
-        self._lease.stop(join=False)  # a heartbeat thread, if any, ends by itself
+        last = _release_lease(self._lease)
+        if last:
+            self._lease.stop(join=False)  # a heartbeat thread, if any, ends by itself
         deadline = time.monotonic() + self._clients._quick_timeout * 2
         await self.wait_cleanups(timeout=self._clients._quick_timeout * 2)
-        if self._lease.named:
+        if not last:
+            await self._aend_held()
+        elif self._lease.named:
             try:
                 t = await self._clients.aio()
                 await asyncio.wait_for(t.end_owner(self.owner), self._clients._quick_timeout)
@@ -742,6 +841,8 @@ class TetherProvider(SandboxProvider):
                 log.warning("could not end owner %s (its lease will lapse): %s", self.owner, err)
         await asyncio.to_thread(self._background.join, deadline)
         await self._clients.aclose()
+        if last:
+            await self._lease.clients.aclose()
 
     async def __aenter__(self) -> "TetherProvider":
         return self
