@@ -152,8 +152,9 @@ def test_dcode_starts_with_tether(shape: str, client: Tether, monkeypatch: pytes
     runs it) the sandbox is terminated and released and the probe is 409."""
     provider_env(monkeypatch)
     table = readme_config()
-    # The README's table as it is, but for its setup script (it installs a
-    # requirements file this test has none of) and the run's labels.
+    # The README's table as it is, but for its setup script (it makes a
+    # virtual environment, whose files the grep below would find) and the
+    # run's labels.
     assert table["params"]["setup"]
     table["params"] = {**table["params"], "setup": "mkdir -p /workspace/.venv", "labels": LABELS}
 
