@@ -174,7 +174,7 @@ func (c *cli) printSandbox(sb *tether.Sandbox, quiet bool) error {
 func notReady(sb *tether.Sandbox, want string) error {
 	msg := fmt.Sprintf("sandbox %s is %s, not %s", cell(sb.Id), cell(string(sb.State)), want)
 	if sb.Reason != nil {
-		msg += " (" + cell(*sb.Reason) + ")"
+		msg += " (" + cell(string(*sb.Reason)) + ")"
 	}
 	if sb.Error != nil {
 		msg += ": " + printable(*sb.Error)

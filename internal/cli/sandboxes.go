@@ -124,7 +124,8 @@ func (c *cli) printSandboxes(items []tether.Sandbox) error {
 	_, _ = fmt.Fprintln(w, "ID\tSTATE\tPROVIDER\tOWNER\tREASON\tRELEASED\tCREATED\tLABELS")
 	for _, sb := range items {
 		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", cell(sb.Id), cell(string(sb.State)), cell(sb.Provider),
-			deref(sb.Owner, "-", cell), deref(sb.Reason, "-", cell), sb.Released, ago(sb.CreatedAt), labels(sb.Labels))
+			deref(sb.Owner, "-", cell), deref(sb.Reason, "-", func(r tether.SandboxReason) string { return cell(string(r)) }),
+			sb.Released, ago(sb.CreatedAt), labels(sb.Labels))
 	}
 	return w.Flush()
 }

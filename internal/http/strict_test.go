@@ -129,8 +129,9 @@ func checkStrict(t *testing.T, what string, route *routers.Route, r *response) {
 
 // TestStrictReadingRefusesLooseNullables shows the strict reading can
 // fail: a null beside an allOf reference to an enum without null, the
-// spelling the contract once had, is refused, and the inline enum with null
-// the contract now has is accepted.
+// spelling the contract once had, is refused, and the enum or null (anyOf)
+// the contract now has is accepted, as are the published nullable enum
+// fields' values and null, but no other value.
 func TestStrictReadingRefusesLooseNullables(t *testing.T) {
 	doc := map[string]any{
 		"openapi": "3.0.3",
@@ -141,7 +142,10 @@ func TestStrictReadingRefusesLooseNullables(t *testing.T) {
 					"allOf": []any{map[string]any{"$ref": "#/components/schemas/Reason"}}},
 			}},
 			"Exact": map[string]any{"type": "object", "properties": map[string]any{
-				"reason": map[string]any{"type": "string", "nullable": true, "enum": []any{"requested", nil}},
+				"reason": map[string]any{"type": "string", "nullable": true, "anyOf": []any{
+					map[string]any{"$ref": "#/components/schemas/Reason"},
+					map[string]any{"type": "string", "nullable": true, "enum": []any{nil}},
+				}},
 			}},
 		}},
 	}
@@ -173,6 +177,33 @@ func TestStrictReadingRefusesLooseNullables(t *testing.T) {
 		}
 		if err := s.Validate(v); (err == nil) != tc.ok {
 			t.Errorf("%s %s: valid = %v, want %v (%v)", tc.schema, tc.body, err == nil, tc.ok, err)
+		}
+	}
+	published, err := strictContract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		field, body string
+		ok          bool
+	}{
+		{"Sandbox/properties/reason", `null`, true},
+		{"Sandbox/properties/reason", `"owner_expired"`, true},
+		{"Sandbox/properties/reason", `"ready"`, false},
+		{"Event/properties/from", `null`, true},
+		{"Event/properties/from", `"creating"`, true},
+		{"Event/properties/from", `"lost"`, false},
+	} {
+		s, err := published.schema("/components/schemas/" + tc.field)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := jsonschema.UnmarshalJSON(strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Validate(v); (err == nil) != tc.ok {
+			t.Errorf("%s %s: valid = %v, want %v (%v)", tc.field, tc.body, err == nil, tc.ok, err)
 		}
 	}
 }

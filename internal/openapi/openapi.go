@@ -24,11 +24,10 @@
 //     {type, allOf: [$ref]} (a $ref can have no siblings in OpenAPI 3.0),
 //     so that a generator makes one type and one set of constants for it
 //     however many fields (and composed responses) use it; a nullable such
-//     field spells the enum inline with null added and x-go-type NAME,
-//     since OpenAPI 3.0.3's nullable does not reach into an allOf (strict
-//     validators refuse null there), and NAME is kept only if a
-//     non-nullable field refers to it (x-go-type is then string);
-//   - nullable never stands without a type beside it;
+//     field is {nullable, anyOf: [$ref, null]} with x-go-type NAME (see
+//     enumField);
+//   - nullable never stands without a type beside it (OpenAPI 3.0.3
+//     ignores it there), but where an anyOf beside it lets null through;
 //   - every enum names its constants (x-enum-varnames), so that a generated
 //     constant cannot collide with another identifier (a bare "client" became
 //     a Go constant Client, which clashed with oapi-codegen's Client type):
@@ -61,8 +60,8 @@ const Version = "3.0.3"
 // The extensions Convert reads.
 const (
 	extEnumVarNames = "x-enum-varnames"
-	// extGoType names the Go type of an inline enum that spells a named
-	// one (with null added); its constants are the named enum's.
+	// extGoType names the Go type of a nullable field of a named enum
+	// (anyOf the enum or null), whose constants are the named enum's.
 	extGoType     = "x-go-type"
 	extEnumSchema = "x-enum-schema"
 )
@@ -191,13 +190,7 @@ func keepParameterExamples(swagger []byte) ([]byte, error) {
 
 // hoistEnums moves the enums of fields tagged x-enum-schema=NAME into the
 // named component schema NAME; fields that share a NAME must agree on it.
-// A named enum that only nullable fields use is not kept (see enumField):
-// generators that prune unreferenced schemas (oapi-codegen) would drop it
-// and leave those fields' x-go-type naming nothing, so they are plain
-// strings to such generators.
 func hoistEnums(schemas openapi3.Schemas) error {
-	referenced := map[string]bool{}
-	inline := map[string][]*openapi3.Schema{}
 	for _, owner := range slices.Sorted(maps.Keys(schemas)) {
 		s := schemas[owner].Value
 		if s == nil {
@@ -217,22 +210,7 @@ func hoistEnums(schemas openapi3.Schemas) error {
 			if err != nil {
 				return fmt.Errorf("%s.%s: %w", owner, field, err)
 			}
-			f := enumField(name, enum, p)
-			s.Properties[field] = f
-			if p.Nullable {
-				inline[name] = append(inline[name], f.Value)
-			} else {
-				referenced[name] = true
-			}
-		}
-	}
-	for name, fields := range inline {
-		if referenced[name] {
-			continue
-		}
-		delete(schemas, name)
-		for _, f := range fields {
-			f.Extensions[extGoType] = "string"
+			s.Properties[field] = enumField(name, enum, p)
 		}
 	}
 	return nil
@@ -261,25 +239,36 @@ func namedEnum(schemas openapi3.Schemas, name string, p *openapi3.Schema) (*open
 	return prev.Value, nil
 }
 
-// enumField is a field's schema for the named enum: a reference to it, or,
-// for a nullable field, the enum's values and null inline. OpenAPI 3.0.3
-// makes nullable widen only the schema it stands in, so a nullable field
-// beside {allOf: [$ref]} would still be refused null by the referenced
-// enum; an inline enum that lists null is read the same by every
-// validator. x-go-type keeps one Go type for both spellings.
+// enumField is a field's schema for the named enum: a reference to it
+// (in an allOf, beside the field's description), or, for a nullable field,
+// that reference or null (anyOf).
+//
+// A nullable field cannot be {nullable, allOf: [$ref]}: OpenAPI 3.0.3 makes
+// nullable widen only the schema it stands in, so the referenced enum
+// would still refuse null to strict validators (ajv, go-swagger). Nor can
+// it list null among the enum's values inline: oapi-codegen (v2.8.2) makes
+// a constant "<nil>" of it, and without a reference a pruning generator
+// drops the named enum, so that Go users lose its type and constants.
+// anyOf [$ref, {nullable, enum: [null]}] is what the server sends under
+// either reading, keeps the named enum referenced, and x-go-type makes
+// oapi-codegen type the field *NAME (it makes a plain *string of an anyOf).
+// The field has no type of its own: openapi-typescript would make
+// string | NAME | null of a type string beside the anyOf; its nullable
+// is for the generators that read nullable loosely (a pointer in Go).
 func enumField(name string, enum *openapi3.Schema, p *openapi3.Schema) *openapi3.SchemaRef {
+	ref := openapi3.NewSchemaRef("#/components/schemas/"+name, enum)
 	if !p.Nullable {
 		return openapi3.NewSchemaRef("", &openapi3.Schema{
 			Type:        p.Type,
-			AllOf:       openapi3.SchemaRefs{openapi3.NewSchemaRef("#/components/schemas/"+name, enum)},
+			AllOf:       openapi3.SchemaRefs{ref},
 			Description: p.Description,
 			Example:     p.Example,
 		})
 	}
+	null := &openapi3.Schema{Type: p.Type, Nullable: true, Enum: []any{nil}}
 	return openapi3.NewSchemaRef("", &openapi3.Schema{
-		Type:        p.Type,
 		Nullable:    true,
-		Enum:        append(slices.Clone(enum.Enum), nil),
+		AnyOf:       openapi3.SchemaRefs{ref, openapi3.NewSchemaRef("", null)},
 		Description: p.Description,
 		Example:     p.Example,
 		Extensions:  map[string]any{extGoType: name},
@@ -292,10 +281,10 @@ func checkEnumNames(doc *openapi3.T) error {
 	var missing []string
 	check := func(where string) func(*openapi3.Schema) {
 		return func(s *openapi3.Schema) {
-			if len(s.Enum) > 0 && s.Extensions[extEnumVarNames] == nil && s.Extensions[extGoType] == nil {
+			if s.Extensions[extEnumVarNames] == nil && slices.ContainsFunc(s.Enum, isValue) {
 				missing = append(missing, where)
 			}
-			if s.Nullable && (s.Type == nil || len(*s.Type) == 0) {
+			if s.Nullable && (s.Type == nil || len(*s.Type) == 0) && !slices.ContainsFunc(s.AnyOf, isNull) {
 				missing = append(missing, where+" (nullable without a type)")
 			}
 		}
@@ -418,6 +407,16 @@ func camel(s string) string {
 	}
 	return b.String()
 }
+
+// isNull reports whether the schema lets null through: a nullable one with
+// a type.
+func isNull(ref *openapi3.SchemaRef) bool {
+	return ref.Value != nil && ref.Value.Nullable && ref.Value.Type != nil && len(*ref.Value.Type) > 0
+}
+
+// isValue reports whether an enum's value v is one (null is not: it names
+// nothing).
+func isValue(v any) bool { return v != nil }
 
 func isJSON(mediaType string) bool {
 	return mediaType == "application/json" || strings.HasSuffix(mediaType, "+json")

@@ -205,19 +205,25 @@ func TestConvertCompletesTheDocument(t *testing.T) {
 			t.Errorf("%s.%s = %+v, want a string, allOf State, its description", c.schema, c.field, p)
 		}
 	}
-	// A nullable field spells its enum inline, with null (OpenAPI 3.0.3:
-	// nullable does not reach into an allOf), typed as the named enum...
-	if p := thing.Properties["from"].Value; len(p.AllOf) != 0 || !p.Nullable || !p.Type.Is("string") ||
-		!reflect.DeepEqual(p.Enum, []any{"ready", "failed", nil}) || p.Extensions["x-go-type"] != "State" {
-		t.Errorf("Thing.from = %+v, want a nullable string enum ready, failed, null of Go type State", p)
+	// A nullable field is the named enum or null (anyOf: OpenAPI 3.0.3's
+	// nullable does not reach into an allOf, and null among the enum's
+	// values makes oapi-codegen a constant "<nil>"), typed as the named
+	// enum and not as a string (openapi-typescript would make string |
+	// State | null of that); the enum is kept even when only nullable fields use it, so that
+	// a pruning generator keeps its type and constants.
+	for _, c := range []struct{ field, enum string }{{"from", "State"}, {"why", "Why"}} {
+		p := thing.Properties[c.field].Value
+		if len(p.AllOf) != 0 || len(p.Enum) != 0 || !p.Nullable || p.Type != nil || p.Extensions["x-go-type"] != c.enum ||
+			len(p.AnyOf) != 2 || p.AnyOf[0].Ref != "#/components/schemas/"+c.enum {
+			t.Errorf("Thing.%s = %+v, want nullable, no type, anyOf %s or null, of Go type %s", c.field, p, c.enum, c.enum)
+			continue
+		}
+		if null := p.AnyOf[1].Value; p.AnyOf[1].Ref != "" || !null.Nullable || !null.Type.Is("string") || !reflect.DeepEqual(null.Enum, []any{nil}) {
+			t.Errorf("Thing.%s's second choice = %+v, want the nullable string enum [null]", c.field, null)
+		}
 	}
-	// ...or as a string when no other field refers to that enum, which is
-	// then not kept (a pruning generator would drop it).
-	if p := thing.Properties["why"].Value; !reflect.DeepEqual(p.Enum, []any{"asked", nil}) || p.Extensions["x-go-type"] != "string" {
-		t.Errorf("Thing.why = %+v, want enum asked, null of Go type string", p)
-	}
-	if doc.Components.Schemas["Why"] != nil {
-		t.Error("the enum Why, which only a nullable field uses, is kept")
+	if why := doc.Components.Schemas["Why"]; why == nil || !reflect.DeepEqual(why.Value.Enum, []any{"asked"}) || why.Value.Nullable {
+		t.Errorf("the enum Why, which only a nullable field uses, is %+v, want kept, without null", why)
 	}
 }
 

@@ -210,7 +210,7 @@ func TestGoClientSession(t *testing.T) {
 	// released.
 	del, err := c.DeleteSandboxWithResponse(ctx, lid)
 	must(t, "delete", err, del.StatusCode(), http.StatusAccepted, del.Body)
-	if del.JSON202.State != tether.SandboxStateTerminated || del.JSON202.Reason == nil || *del.JSON202.Reason != "requested" {
+	if del.JSON202.State != tether.SandboxStateTerminated || del.JSON202.Reason == nil || *del.JSON202.Reason != tether.SandboxReasonRequested {
 		t.Errorf("deleted = %+v", del.JSON202)
 	}
 	del, err = c.DeleteSandboxWithResponse(ctx, lid)

@@ -244,6 +244,48 @@ func (e ReconcileEventAction) Valid() bool {
 	}
 }
 
+// Defines values for SandboxReason.
+const (
+	SandboxReasonCreateFailed  SandboxReason = "create_failed"
+	SandboxReasonExpired       SandboxReason = "expired"
+	SandboxReasonLost          SandboxReason = "lost"
+	SandboxReasonOwnerExpired  SandboxReason = "owner_expired"
+	SandboxReasonOwnerReleased SandboxReason = "owner_released"
+	SandboxReasonPauseFailed   SandboxReason = "pause_failed"
+	SandboxReasonPoolDeleted   SandboxReason = "pool_deleted"
+	SandboxReasonPoolShrunk    SandboxReason = "pool_shrunk"
+	SandboxReasonRequested     SandboxReason = "requested"
+	SandboxReasonResumeFailed  SandboxReason = "resume_failed"
+)
+
+// Valid indicates whether the value is a known member of the SandboxReason enum.
+func (e SandboxReason) Valid() bool {
+	switch e {
+	case SandboxReasonCreateFailed:
+		return true
+	case SandboxReasonExpired:
+		return true
+	case SandboxReasonLost:
+		return true
+	case SandboxReasonOwnerExpired:
+		return true
+	case SandboxReasonOwnerReleased:
+		return true
+	case SandboxReasonPauseFailed:
+		return true
+	case SandboxReasonPoolDeleted:
+		return true
+	case SandboxReasonPoolShrunk:
+		return true
+	case SandboxReasonRequested:
+		return true
+	case SandboxReasonResumeFailed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SandboxState.
 const (
 	SandboxStateCancelled  SandboxState = "cancelled"
@@ -1352,7 +1394,7 @@ type Sandbox struct {
 	// Reason Reason says why a terminal sandbox ended; null while it is live.
 	//
 	// Example: requested
-	Reason *string `json:"reason"`
+	Reason *SandboxReason `json:"reason"`
 
 	// ReleaseError ReleaseError is the last failed destroy's error while released is false; absent when there is none.
 	ReleaseError *string `json:"release_error,omitempty"`
@@ -1390,6 +1432,9 @@ type SandboxList struct {
 	// Example: MTc2NzM2NjI0NTEyMzQ1NnxzYnhfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o
 	NextCursor *string `json:"next_cursor"`
 }
+
+// SandboxReason defines model for SandboxReason.
+type SandboxReason string
 
 // SandboxState defines model for SandboxState.
 type SandboxState string
@@ -15067,7 +15112,7 @@ type RenewSandboxResponse struct {
 		// Reason Reason says why a terminal sandbox ended; null while it is live.
 		//
 		// Example: requested
-		Reason *string `json:"reason"`
+		Reason *SandboxReason `json:"reason"`
 
 		// ReleaseError ReleaseError is the last failed destroy's error while released is false; absent when there is none.
 		ReleaseError *string `json:"release_error,omitempty"`
@@ -15211,7 +15256,7 @@ func (r RenewSandboxResponse) GetJSON200() *struct {
 	// Reason Reason says why a terminal sandbox ended; null while it is live.
 	//
 	// Example: requested
-	Reason *string `json:"reason"`
+	Reason *SandboxReason `json:"reason"`
 
 	// ReleaseError ReleaseError is the last failed destroy's error while released is false; absent when there is none.
 	ReleaseError *string `json:"release_error,omitempty"`
@@ -26945,7 +26990,7 @@ func ParseRenewSandboxResponse(rsp *http.Response) (*RenewSandboxResponse, error
 			// Reason Reason says why a terminal sandbox ended; null while it is live.
 			//
 			// Example: requested
-			Reason *string `json:"reason"`
+			Reason *SandboxReason `json:"reason"`
 
 			// ReleaseError ReleaseError is the last failed destroy's error while released is false; absent when there is none.
 			ReleaseError *string `json:"release_error,omitempty"`

@@ -5,7 +5,7 @@ import { TetherError, errorFromResponse, isProblem, networkError } from "./error
 type Schemas = components["schemas"];
 export type Sandbox = Schemas["Sandbox"];
 export type SandboxList = Schemas["SandboxList"];
-export type SandboxReason = NonNullable<Sandbox["reason"]>;
+export type SandboxReason = Schemas["SandboxReason"];
 export type CreateSandboxRequest = Schemas["CreateSandboxRequest"];
 export type ExecRequest = Schemas["ExecRequest"];
 export type ExecResult = Schemas["ExecResult"];

@@ -1221,9 +1221,8 @@ export interface components {
             /**
              * @description From is the state before the transition; null for the event that records the request.
              * @example creating
-             * @enum {string|null}
              */
-            from: "requested" | "creating" | "ready" | "pausing" | "paused" | "resuming" | "cancelled" | "terminated" | "failed" | null;
+            from: (components["schemas"]["SandboxState"] | (null)) | null;
             /**
              * Format: int64
              * @description ID orders events; pass the last one seen as after (or cursor).
@@ -1791,9 +1790,8 @@ export interface components {
             /**
              * @description Reason says why a terminal sandbox ended; null while it is live.
              * @example requested
-             * @enum {string|null}
              */
-            reason: "requested" | "owner_released" | "owner_expired" | "expired" | "create_failed" | "lost" | "pause_failed" | "resume_failed" | "pool_deleted" | "pool_shrunk" | null;
+            reason: (components["schemas"]["SandboxReason"] | (null)) | null;
             /** @description ReleaseError is the last failed destroy's error while released is false; absent when there is none. */
             release_error?: string;
             /**
@@ -1831,6 +1829,8 @@ export interface components {
              */
             next_cursor: string | null;
         };
+        /** @enum {string} */
+        SandboxReason: "requested" | "owner_released" | "owner_expired" | "expired" | "create_failed" | "lost" | "pause_failed" | "resume_failed" | "pool_deleted" | "pool_shrunk";
         /** @enum {string} */
         SandboxState: "requested" | "creating" | "ready" | "pausing" | "paused" | "resuming" | "cancelled" | "terminated" | "failed";
         Snapshot: {
