@@ -31,8 +31,8 @@
 //   - every enum names its constants (x-enum-varnames), so that a generated
 //     constant cannot collide with another identifier (a bare "client" became
 //     a Go constant Client, which clashed with oapi-codegen's Client type):
-//     the enums of fields must be named in the annotations, those of
-//     parameters are named after the operation and the parameter.
+//     names the annotations give are kept, and the others are made of where
+//     the enum is and the value (SandboxReasonOwnerReleased; see nameEnums).
 //
 // The output is deterministic: the same input gives the same bytes.
 package openapi
@@ -46,7 +46,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"unicode"
 
 	"github.com/getkin/kin-openapi/openapi2"
 	"github.com/getkin/kin-openapi/openapi2conv"
@@ -148,6 +147,7 @@ func complete(doc *openapi3.T) error {
 	}
 	for _, name := range slices.Sorted(maps.Keys(doc.Components.Schemas)) {
 		walkSchema(doc.Components.Schemas[name], completeSchema)
+		nameEnums(name, doc.Components.Schemas[name])
 	}
 	for _, path := range doc.Paths.InMatchingOrder() {
 		for method, op := range doc.Paths.Value(path).Operations() {
@@ -219,14 +219,14 @@ func hoistEnums(schemas openapi3.Schemas) error {
 // namedEnum returns the component schema NAME for the enum of field p,
 // making it if no field has yet.
 func namedEnum(schemas openapi3.Schemas, name string, p *openapi3.Schema) (*openapi3.Schema, error) {
-	if len(p.Enum) == 0 || p.Extensions[extEnumVarNames] == nil {
-		return nil, fmt.Errorf("x-enum-schema needs enums and x-enum-varnames")
+	if len(p.Enum) == 0 {
+		return nil, fmt.Errorf("x-enum-schema needs enums")
 	}
-	enum := &openapi3.Schema{
-		Type:       p.Type,
-		Enum:       p.Enum,
-		Extensions: map[string]any{extEnumVarNames: p.Extensions[extEnumVarNames]},
+	enum := &openapi3.Schema{Type: p.Type, Enum: p.Enum}
+	if names := p.Extensions[extEnumVarNames]; names != nil {
+		enum.Extensions = map[string]any{extEnumVarNames: names}
 	}
+	nameEnums(name, openapi3.NewSchemaRef("", enum))
 	prev, ok := schemas[name]
 	if !ok {
 		schemas[name] = openapi3.NewSchemaRef("", enum)
@@ -275,37 +275,6 @@ func enumField(name string, enum *openapi3.Schema, p *openapi3.Schema) *openapi3
 	})
 }
 
-// checkEnumNames makes sure every enum names its constants, and that
-// nullable stands beside a type.
-func checkEnumNames(doc *openapi3.T) error {
-	var missing []string
-	check := func(where string) func(*openapi3.Schema) {
-		return func(s *openapi3.Schema) {
-			if s.Extensions[extEnumVarNames] == nil && slices.ContainsFunc(s.Enum, isValue) {
-				missing = append(missing, where)
-			}
-			if s.Nullable && (s.Type == nil || len(*s.Type) == 0) && !slices.ContainsFunc(s.AnyOf, isNull) {
-				missing = append(missing, where+" (nullable without a type)")
-			}
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(doc.Components.Schemas)) {
-		walkSchema(doc.Components.Schemas[name], check("schema "+name))
-	}
-	for _, path := range doc.Paths.InMatchingOrder() {
-		for method, op := range doc.Paths.Value(path).Operations() {
-			for _, p := range op.Parameters {
-				walkSchema(p.Value.Schema, check(method+" "+path+" parameter "+p.Value.Name))
-			}
-		}
-	}
-	if len(missing) > 0 {
-		slices.Sort(missing)
-		return fmt.Errorf("enums without x-enum-varnames (add the struct tag), or nullable without a type: %s", strings.Join(missing, "; "))
-	}
-	return nil
-}
-
 // completeOperation applies the rules to an operation's parameters, its
 // request body and its responses.
 func completeOperation(op *openapi3.Operation) error {
@@ -316,19 +285,25 @@ func completeOperation(op *openapi3.Operation) error {
 	}
 	if rb := op.RequestBody; rb != nil && rb.Value != nil {
 		completeRequestBody(rb.Value)
+		for _, c := range rb.Value.Content {
+			nameEnums(camel(op.OperationID)+"Request", c.Schema)
+		}
 	}
 	for code, resp := range op.Responses.Map() {
 		if resp.Value == nil {
 			return fmt.Errorf("response %s is not resolved", code)
 		}
 		completeResponse(code, resp.Value)
+		for _, c := range resp.Value.Content {
+			nameEnums(camel(op.OperationID)+code, c.Schema)
+		}
 	}
 	return nil
 }
 
 // completeParameter completes a parameter of operation opID: its schema,
 // its example back from x-example (a list for an array), and names for
-// the values of an inline enum.
+// the values of an inline enum (opID, the parameter's name, the value).
 func completeParameter(opID string, p *openapi3.Parameter) error {
 	if p == nil || p.Schema == nil || p.Schema.Value == nil {
 		return fmt.Errorf("a parameter has no schema")
@@ -344,13 +319,7 @@ func completeParameter(opID string, p *openapi3.Parameter) error {
 	if len(p.Extensions) == 0 {
 		p.Extensions = nil
 	}
-	if s := p.Schema.Value; len(s.Enum) > 0 && s.Extensions[extEnumVarNames] == nil {
-		names := make([]any, len(s.Enum))
-		for i, v := range s.Enum {
-			names[i] = camel(opID) + camel(p.Name) + camel(fmt.Sprint(v))
-		}
-		s.Extensions = map[string]any{extEnumVarNames: names}
-	}
+	nameEnums(camel(opID)+camel(p.Name), p.Schema)
 	return nil
 }
 
@@ -398,25 +367,6 @@ func completeResponse(code string, r *openapi3.Response) {
 		}
 	}
 }
-
-// camel makes a Go-style name part: "owner_released" → "OwnerReleased".
-func camel(s string) string {
-	var b strings.Builder
-	for part := range strings.FieldsFuncSeq(s, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
-		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
-	}
-	return b.String()
-}
-
-// isNull reports whether the schema lets null through: a nullable one with
-// a type.
-func isNull(ref *openapi3.SchemaRef) bool {
-	return ref.Value != nil && ref.Value.Nullable && ref.Value.Type != nil && len(*ref.Value.Type) > 0
-}
-
-// isValue reports whether an enum's value v is one (null is not: it names
-// nothing).
-func isValue(v any) bool { return v != nil }
 
 func isJSON(mediaType string) bool {
 	return mediaType == "application/json" || strings.HasSuffix(mediaType, "+json")

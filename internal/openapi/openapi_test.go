@@ -48,7 +48,7 @@ const swagger = `{
         ],
         "responses": {
           "200": {"description": "OK", "schema": {"allOf": [{"$ref": "#/definitions/Thing"},
-                  {"type": "object", "properties": {"capped": {"type": "boolean"}}}]}},
+                  {"type": "object", "properties": {"capped": {"type": "boolean"}, "mood": {"type": "string", "enum": ["calm"]}}}]}},
           "401": {"description": "Unauthorized", "schema": {"$ref": "#/definitions/Problem"},
                   "headers": {"WWW-Authenticate": {"type": "string"}}},
           "429": {"description": "Too Many Requests", "schema": {"$ref": "#/definitions/Problem"},
@@ -71,7 +71,10 @@ const swagger = `{
       "labels": {"type": "object", "additionalProperties": {"type": "string"}},
       "state": {"type": "string", "enum": ["ready", "failed"], "x-enum-varnames": ["StateReady", "StateFailed"], "x-enum-schema": "State", "description": "where it is"},
       "from": {"type": "string", "enum": ["ready", "failed"], "x-enum-varnames": ["StateReady", "StateFailed"], "x-enum-schema": "State", "x-nullable": true},
-      "why": {"type": "string", "enum": ["asked"], "x-enum-varnames": ["WhyAsked"], "x-enum-schema": "Why", "x-nullable": true}
+      "why": {"type": "string", "enum": ["asked"], "x-enum-varnames": ["WhyAsked"], "x-enum-schema": "Why", "x-nullable": true},
+      "kind": {"type": "string", "enum": ["big_one", "SMALL", ""]},
+      "tags": {"type": "array", "items": {"type": "string", "enum": ["sandbox.state_changed"]}},
+      "how": {"type": "string", "enum": ["fast"], "x-enum-schema": "How"}
     }}
   },
   "securityDefinitions": {
@@ -169,8 +172,12 @@ func TestConvertCompletesTheDocument(t *testing.T) {
 	if s := ok.Get("text/event-stream").Schema; s.Ref != "" || !s.Value.Type.Is("string") {
 		t.Errorf("the event stream is %+v, want a string", s)
 	}
-	if parts := ok.Get("application/json").Schema.Value.AllOf; len(parts) != 2 || !slices.Equal(parts[1].Value.Required, []string{"capped"}) {
+	if parts := ok.Get("application/json").Schema.Value.AllOf; len(parts) != 2 || !slices.Equal(parts[1].Value.Required, []string{"capped", "mood"}) {
 		t.Errorf("the composed response's own properties are not required: %+v", parts)
+	}
+	mood := ok.Get("application/json").Schema.Value.AllOf[1].Value.Properties["mood"].Value
+	if got := mood.Extensions["x-enum-varnames"]; !reflect.DeepEqual(got, []any{"PutThing200MoodCalm"}) {
+		t.Errorf("the composed response's mood's x-enum-varnames = %v", got)
 	}
 	for code, header := range map[int]string{401: "WWW-Authenticate", 429: "Retry-After"} {
 		if h := put.Responses.Status(code).Value.Headers[header].Value; !h.Required {
@@ -222,6 +229,23 @@ func TestConvertCompletesTheDocument(t *testing.T) {
 			t.Errorf("Thing.%s's second choice = %+v, want the nullable string enum [null]", c.field, null)
 		}
 	}
+	// Enums the annotations do not name are named after where they are and
+	// their values; names the annotations give are kept.
+	for _, c := range []struct {
+		where string
+		s     *openapi3.Schema
+		want  []any
+	}{
+		{"Thing.kind", thing.Properties["kind"].Value, []any{"ThingKindBigOne", "ThingKindSmall", "ThingKindEmpty"}},
+		{"Thing.tags", thing.Properties["tags"].Value.Items.Value, []any{"ThingTagsSandboxStateChanged"}},
+		{"How", doc.Components.Schemas["How"].Value, []any{"HowFast"}},
+		{"State", state.Value, []any{"StateReady", "StateFailed"}},
+		{"Problem.code", doc.Components.Schemas["Problem"].Value.Properties["code"].Value, []any{"ProblemCodeNotFound"}},
+	} {
+		if got := c.s.Extensions["x-enum-varnames"]; !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: x-enum-varnames = %v, want %v", c.where, got, c.want)
+		}
+	}
 	if why := doc.Components.Schemas["Why"]; why == nil || !reflect.DeepEqual(why.Value.Enum, []any{"asked"}) || why.Value.Nullable {
 		t.Errorf("the enum Why, which only a nullable field uses, is %+v, want kept, without null", why)
 	}
@@ -231,7 +255,11 @@ func TestConvertRefuses(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ name, from, to, want string }{
 		{"no operationId", `"operationId": "getThing",`, ``, "operationId"},
-		{"an enum without names", `, "x-enum-varnames": ["ProblemCodeNotFound"]`, ``, "x-enum-varnames"},
+		{"an enum with too few names", `"enum": ["asked"], "x-enum-varnames": ["WhyAsked"]`,
+			`"enum": ["asked", "told"], "x-enum-varnames": ["WhyAsked"]`, "1 x-enum-varnames for 2 values"},
+		{"an enum naming a value twice", `"enum": ["asked"], "x-enum-varnames": ["WhyAsked"]`,
+			`"enum": ["asked", "told"], "x-enum-varnames": ["WhyAsked", "WhyAsked"]`, "twice"},
+		{"values that make one name", `"enum": ["asked"], "x-enum-varnames": ["WhyAsked"]`, `"enum": ["a-b", "a_b"]`, "twice"},
 		{"two enums under one name", `"enum": ["ready", "failed"], "x-enum-varnames": ["StateReady", "StateFailed"], "x-enum-schema": "State", "description"`,
 			`"enum": ["ready"], "x-enum-varnames": ["StateReady"], "x-enum-schema": "State", "description"`, "differs"},
 		{"no apiKey", `"type": "apiKey"`, `"type": "basic"`, "apiKey"},
