@@ -353,6 +353,59 @@ func TestPreviewURLs(t *testing.T) {
 	}
 }
 
+// TestPreviewLocation: a preview's creation answers with a Location that
+// GETs the same preview (without its token), for its tenant only; a
+// preview is found only under its own sandbox.
+func TestPreviewLocation(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withExecutor())
+	id := b.readyWithPorts(t, keyA, 8080)
+	other := b.readyWithPorts(t, keyA, 8080)
+	r := b.do(t, http.MethodPost, "/v1/sandboxes/"+id+"/previews", map[string]any{"port": 8080}, as(keyA))
+	wantStatus(t, r, http.StatusCreated)
+	var made previewJSON
+	r.decode(t, &made)
+	loc := r.Header.Get("Location")
+	if want := "/v1/sandboxes/" + id + "/previews/" + made.ID; loc != want {
+		t.Fatalf("Location = %q, want %q", loc, want)
+	}
+
+	r = b.do(t, http.MethodGet, loc, nil, as(keyA))
+	wantStatus(t, r, http.StatusOK)
+	var got previewJSON
+	r.decode(t, &got)
+	if got.ID != made.ID || got.SandboxID != id || got.Port != 8080 || !got.ExpiresAt.Equal(made.ExpiresAt) ||
+		got.RevokedAt != nil || got.URL != nil || got.Token != nil {
+		t.Errorf("GET Location = %+v, want the preview made (%+v) without its URL and token", got, made)
+	}
+
+	for _, tc := range []struct {
+		name, key, path string
+	}{
+		{"another tenant's", keyB, loc},
+		{"under another sandbox", keyA, "/v1/sandboxes/" + other + "/previews/" + made.ID},
+		{"an unknown sandbox", keyA, "/v1/sandboxes/" + sandbox.NewID() + "/previews/" + made.ID},
+		{"an unknown preview", keyA, "/v1/sandboxes/" + id + "/previews/prv_nope"},
+		{"not a preview id", keyA, "/v1/sandboxes/" + id + "/previews/" + id},
+	} {
+		if r := b.do(t, http.MethodGet, tc.path, nil, as(tc.key)); r.Status != http.StatusNotFound {
+			t.Errorf("%s: %d, want 404", tc.name, r.Status)
+		} else {
+			wantProblem(t, r, http.StatusNotFound, "NOT_FOUND")
+		}
+	}
+	wantProblem(t, b.do(t, http.MethodGet, loc+"?x=1", nil, as(keyA)), http.StatusBadRequest, "INVALID_REQUEST")
+
+	// Revoked, it is still there, saying so.
+	wantStatus(t, b.do(t, http.MethodDelete, loc, nil, as(keyA)), http.StatusOK)
+	r = b.do(t, http.MethodGet, loc, nil, as(keyA))
+	wantStatus(t, r, http.StatusOK)
+	r.decode(t, &got)
+	if got.ID != made.ID || got.RevokedAt == nil {
+		t.Errorf("GET after the revoke = %+v, want it with revoked_at", got)
+	}
+}
+
 func TestPreviewsRefuseBadInput(t *testing.T) {
 	t.Parallel()
 	b := setup(t, withExecutor(), withProvider(noPorts{mustSim(t)}))

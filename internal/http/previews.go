@@ -74,6 +74,7 @@ type previewStore interface {
 	sandboxGetter
 	CreatePreview(ctx context.Context, np sandbox.NewPreview) (sandbox.Preview, string, error)
 	SandboxPreviews(ctx context.Context, tenant, sandboxID string) ([]sandbox.Preview, error)
+	SandboxPreview(ctx context.Context, tenant, sandboxID, id string) (sandbox.Preview, error)
 	RevokePreview(ctx context.Context, tenant, sandboxID, id string) (sandbox.Preview, error)
 	PreviewByToken(ctx context.Context, token string) (sandbox.Preview, error)
 }
@@ -93,7 +94,7 @@ func toPreview(p sandbox.Preview) Preview {
 //	@Produce		json
 //	@Param			id		path		string			true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			request	body		PreviewRequest	true	"the port and lifetime"
-//	@Success		201		{object}	Preview
+//	@Success		201		{object}	Preview				"the preview, with its URL and token; Location names it"
 //	@Failure		400		{object}	Problem				"INVALID_REQUEST"
 //	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	Problem				"NOT_FOUND"
@@ -103,6 +104,7 @@ func toPreview(p sandbox.Preview) Preview {
 //	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	Problem				"NOT_SUPPORTED"
 //	@Failure		503		{object}	Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
+//	@Header			201		{string}	Location			"the preview's URL path, /v1/sandboxes/{id}/previews/{preview_id}"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
@@ -138,8 +140,14 @@ func handlePreviewCreate(cfg Config, st previewStore, providers map[string]sandb
 		out := toPreview(p)
 		u := previewURL(c, cfg, p, token)
 		out.URL, out.Token = &u, &token
+		c.Header("Location", previewLocation(p))
 		return writeJSON(c, http.StatusCreated, out)
 	}
+}
+
+// previewLocation is the API's path of preview p, which GETs it.
+func previewLocation(p sandbox.Preview) string {
+	return "/v1/sandboxes/" + p.SandboxID + "/previews/" + p.ID
 }
 
 // previewURL is the address of preview p with its token.
@@ -210,6 +218,68 @@ func handlePreviewList(st previewStore) handlerFunc {
 	}
 }
 
+// handlePreviewGet returns one preview of a sandbox.
+//
+//	@Summary		Get a preview URL
+//	@Description	The preview, revoked or expired ones included (revoked_at, expires_at say whether it still works); its token is never shown again (url and token are null). Another sandbox's preview, or another tenant's, is 404 NOT_FOUND.
+//	@ID				getPreview
+//	@Tags			data plane
+//	@Produce		json
+//	@Param			id			path		string	true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
+//	@Param			preview_id	path		string	true	"preview id"	example(prv_k5m2q7x3w9r4t8vz)
+//	@Success		200			{object}	Preview
+//	@Failure		400			{object}	Problem				"INVALID_REQUEST"
+//	@Failure		401			{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404			{object}	Problem				"NOT_FOUND"
+//	@Failure		429			{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500			{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503			{object}	Problem				"UNAVAILABLE"
+//	@Header			401			{string}	WWW-Authenticate	"the Bearer challenge"
+//	@Header			429			{integer}	Retry-After			"seconds to wait before retrying"
+//	@Header			503			{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
+//	@Header			all			{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+//	@Security		BearerAuth
+//	@Router			/v1/sandboxes/{id}/previews/{preview_id} [get]
+func handlePreviewGet(st previewStore) handlerFunc {
+	return func(c *gin.Context) error {
+		sb, id, err := requestPreview(c, st)
+		if err != nil {
+			return err
+		}
+		p, err := st.SandboxPreview(c.Request.Context(), tenantOf(c), sb.ID, id)
+		if err != nil {
+			return previewNotFoundAs(err, sb.ID, id)
+		}
+		return writeJSON(c, http.StatusOK, toPreview(p))
+	}
+}
+
+// requestPreview is the request's sandbox, the tenant's, and the id of the
+// preview it names, which looks like one.
+func requestPreview(c *gin.Context, st sandboxGetter) (sandbox.Sandbox, string, error) {
+	if err := onlyQuery(c); err != nil {
+		return sandbox.Sandbox{}, "", err
+	}
+	sb, err := tenantSandbox(c, st)
+	if err != nil {
+		return sb, "", err
+	}
+	id := c.Param("preview_id")
+	if !strings.HasPrefix(id, previewCallerPrefix) || len(id) > 64 {
+		return sb, "", sandbox.Errorf(sandbox.CodeNotFound, "preview %q not found", id)
+	}
+	return sb, id, nil
+}
+
+// previewNotFoundAs is err, or the NOT_FOUND of preview id of sandbox
+// sandboxID when err says it is not found.
+func previewNotFoundAs(err error, sandboxID, id string) error {
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return sandbox.Errorf(sandbox.CodeNotFound, "preview %s of sandbox %s not found", id, sandboxID)
+	}
+	return err
+}
+
 // handlePreviewRevoke revokes a preview.
 //
 //	@Summary		Revoke a preview URL
@@ -234,23 +304,13 @@ func handlePreviewList(st previewStore) handlerFunc {
 //	@Router			/v1/sandboxes/{id}/previews/{preview_id} [delete]
 func handlePreviewRevoke(st previewStore) handlerFunc {
 	return func(c *gin.Context) error {
-		if err := onlyQuery(c); err != nil {
-			return err
-		}
-		sb, err := tenantSandbox(c, st)
+		sb, id, err := requestPreview(c, st)
 		if err != nil {
 			return err
-		}
-		id := c.Param("preview_id")
-		if !strings.HasPrefix(id, previewCallerPrefix) || len(id) > 64 {
-			return sandbox.Errorf(sandbox.CodeNotFound, "preview %q not found", id)
 		}
 		p, err := st.RevokePreview(c.Request.Context(), tenantOf(c), sb.ID, id)
-		if errors.Is(err, sandbox.ErrNotFound) {
-			return sandbox.Errorf(sandbox.CodeNotFound, "preview %s of sandbox %s not found", id, sb.ID)
-		}
 		if err != nil {
-			return err
+			return previewNotFoundAs(err, sb.ID, id)
 		}
 		return writeJSON(c, http.StatusOK, toPreview(p))
 	}

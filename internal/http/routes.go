@@ -153,6 +153,7 @@ func addPortRoutes(r *gin.Engine, data dataRoutes, h func(handlerFunc) gin.Handl
 	body := withBodyLimit(cfg.MaxBodyBytes)
 	data.group.POST("/sandboxes/:id/previews", body, h(handlePreviewCreate(cfg, deps.Store, providers)))
 	data.group.GET("/sandboxes/:id/previews", h(handlePreviewList(deps.Store)))
+	data.group.GET("/sandboxes/:id/previews/:preview_id", h(handlePreviewGet(deps.Store)))
 	data.group.DELETE("/sandboxes/:id/previews/:preview_id", h(handlePreviewRevoke(deps.Store)))
 }
 

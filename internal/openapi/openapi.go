@@ -77,7 +77,7 @@ func headerRequired(name, status string) bool {
 	switch name {
 	case "X-Request-ID": // every response (withRequestID)
 		return true
-	case "Location": // every create (200 and 202)
+	case "Location": // every create (200, 201 and 202)
 		return true
 	case "WWW-Authenticate": // every 401 (withAuth)
 		return true

@@ -388,6 +388,13 @@ func TestPublishedDocument(t *testing.T) {
 			t.Errorf("createSandbox %d: no required Location", code)
 		}
 	}
+	// A preview's Location names what GET answers.
+	if h := doc.Paths.Value("/v1/sandboxes/{id}/previews").Post.Responses.Status(201).Value.Headers["Location"]; h == nil || !h.Value.Required {
+		t.Error("createPreview 201: no required Location")
+	}
+	if item := doc.Paths.Value("/v1/sandboxes/{id}/previews/{preview_id}"); item == nil || item.Get == nil || item.Get.OperationID != "getPreview" {
+		t.Error("no getPreview at /v1/sandboxes/{id}/previews/{preview_id}")
+	}
 	// The two event feeds page alike: cursor is next_cursor, after an event id.
 	for _, path := range []string{"/v1/events", "/v1/sandboxes/{id}/events"} {
 		op := doc.Paths.Value(path).Get

@@ -81,6 +81,18 @@ func (s *Store) SandboxPreviews(ctx context.Context, tenant, sandboxID string) (
 	return out, nil
 }
 
+// SandboxPreview returns the preview id of the tenant's sandbox, live or
+// not. Another tenant's, or another sandbox's, is ErrNotFound.
+func (s *Store) SandboxPreview(ctx context.Context, tenant, sandboxID, id string) (sandbox.Preview, error) {
+	p, err := scanPreview(s.pool.QueryRow(ctx, `SELECT `+previewColumns+` FROM sandbox_previews
+		WHERE tenant = @tenant AND sandbox_id = @sandbox AND id = @id`,
+		pgx.NamedArgs{"tenant": tenant, "sandbox": sandboxID, "id": id}))
+	if err != nil {
+		return sandbox.Preview{}, wrap("sandbox preview", err)
+	}
+	return p, nil
+}
+
 // RevokePreview revokes the preview id of the tenant's sandbox and
 // returns it; revoking a revoked preview changes nothing. Another
 // tenant's, or another sandbox's, is ErrNotFound.

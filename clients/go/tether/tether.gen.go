@@ -2441,6 +2441,13 @@ type ClientInterface interface {
 	// Corresponds with DELETE /v1/sandboxes/{id}/previews/{preview_id} (the `RevokePreview` operationId).
 	RevokePreview(ctx context.Context, id string, previewId string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetPreview Get a preview URL
+	//
+	// The preview, revoked or expired ones included (revoked_at, expires_at say whether it still works); its token is never shown again (url and token are null). Another sandbox's preview, or another tenant's, is 404 NOT_FOUND.
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/previews/{preview_id} (the `GetPreview` operationId).
+	GetPreview(ctx context.Context, id string, previewId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// RenewSandboxWithBody Renew a sandbox's TTL
 	//
 	// Sets the deadline to now+ttl_seconds, capped at the sandbox's creation plus the max lifetime (capped says so). Renewing a sandbox that has ended is 409 SANDBOX_STATE_CONFLICT.
@@ -3592,6 +3599,23 @@ func (c *Client) CreatePreview(ctx context.Context, id string, body CreatePrevie
 // Corresponds with DELETE /v1/sandboxes/{id}/previews/{preview_id} (the `RevokePreview` operationId).
 func (c *Client) RevokePreview(ctx context.Context, id string, previewId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRevokePreviewRequest(c.Server, id, previewId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetPreview Get a preview URL
+//
+// The preview, revoked or expired ones included (revoked_at, expires_at say whether it still works); its token is never shown again (url and token are null). Another sandbox's preview, or another tenant's, is 404 NOT_FOUND.
+//
+// Corresponds with GET /v1/sandboxes/{id}/previews/{preview_id} (the `GetPreview` operationId).
+func (c *Client) GetPreview(ctx context.Context, id string, previewId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetPreviewRequest(c.Server, id, previewId)
 	if err != nil {
 		return nil, err
 	}
@@ -6339,6 +6363,47 @@ func NewRevokePreviewRequest(server string, id string, previewId string) (*http.
 	return req, nil
 }
 
+// NewGetPreviewRequest constructs an http.Request for the GetPreview method
+func NewGetPreviewRequest(server string, id string, previewId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "preview_id", previewId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/previews/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewRenewSandboxRequest calls the generic RenewSandbox builder with application/json body
 func NewRenewSandboxRequest(server string, id string, body RenewSandboxJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -7514,6 +7579,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with DELETE /v1/sandboxes/{id}/previews/{preview_id} (the `RevokePreview` operationId).
 	RevokePreviewWithResponse(ctx context.Context, id string, previewId string, reqEditors ...RequestEditorFn) (*RevokePreviewResponse, error)
+
+	// GetPreviewWithResponse Get a preview URL
+	//
+	// The preview, revoked or expired ones included (revoked_at, expires_at say whether it still works); its token is never shown again (url and token are null). Another sandbox's preview, or another tenant's, is 404 NOT_FOUND.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/previews/{preview_id} (the `GetPreview` operationId).
+	GetPreviewWithResponse(ctx context.Context, id string, previewId string, reqEditors ...RequestEditorFn) (*GetPreviewResponse, error)
 
 	// RenewSandboxWithBodyWithResponse Renew a sandbox's TTL
 	//
@@ -14671,6 +14745,7 @@ func (r ListPreviewsResponse) ContentType() string {
 
 // CreatePreviewResponse201Headers the declared response headers of an HTTP 201 response for CreatePreview
 type CreatePreviewResponse201Headers struct {
+	Location   string
 	XRequestID string
 }
 
@@ -14975,6 +15050,141 @@ func (r RevokePreviewResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RevokePreviewResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetPreviewResponse200Headers the declared response headers of an HTTP 200 response for GetPreview
+type GetPreviewResponse200Headers struct {
+	XRequestID string
+}
+
+// GetPreviewResponse400Headers the declared response headers of an HTTP 400 response for GetPreview
+type GetPreviewResponse400Headers struct {
+	XRequestID string
+}
+
+// GetPreviewResponse401Headers the declared response headers of an HTTP 401 response for GetPreview
+type GetPreviewResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// GetPreviewResponse404Headers the declared response headers of an HTTP 404 response for GetPreview
+type GetPreviewResponse404Headers struct {
+	XRequestID string
+}
+
+// GetPreviewResponse429Headers the declared response headers of an HTTP 429 response for GetPreview
+type GetPreviewResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// GetPreviewResponse500Headers the declared response headers of an HTTP 500 response for GetPreview
+type GetPreviewResponse500Headers struct {
+	XRequestID string
+}
+
+// GetPreviewResponse503Headers the declared response headers of an HTTP 503 response for GetPreview
+type GetPreviewResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type GetPreviewResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Preview
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetPreviewResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetPreviewResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetPreviewResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetPreviewResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetPreviewResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetPreviewResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetPreviewResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetPreviewResponse) GetJSON200() *Preview {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetPreviewResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetPreviewResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetPreviewResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetPreviewResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetPreviewResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetPreviewResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetPreviewResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetPreviewResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetPreviewResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetPreviewResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -17884,6 +18094,21 @@ func (c *ClientWithResponses) RevokePreviewWithResponse(ctx context.Context, id 
 		return nil, err
 	}
 	return ParseRevokePreviewResponse(rsp)
+}
+
+// GetPreviewWithResponse Get a preview URL
+//
+// The preview, revoked or expired ones included (revoked_at, expires_at say whether it still works); its token is never shown again (url and token are null). Another sandbox's preview, or another tenant's, is 404 NOT_FOUND.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxes/{id}/previews/{preview_id} (the `GetPreview` operationId).
+func (c *ClientWithResponses) GetPreviewWithResponse(ctx context.Context, id string, previewId string, reqEditors ...RequestEditorFn) (*GetPreviewResponse, error) {
+	rsp, err := c.GetPreview(ctx, id, previewId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetPreviewResponse(rsp)
 }
 
 // RenewSandboxWithBodyWithResponse Renew a sandbox's TTL
@@ -26610,6 +26835,13 @@ func ParseCreatePreviewResponse(rsp *http.Response) (*CreatePreviewResponse, err
 	switch {
 	case rsp.StatusCode == 201:
 		var headers CreatePreviewResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
 		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -26876,6 +27108,168 @@ func ParseRevokePreviewResponse(rsp *http.Response) (*RevokePreviewResponse, err
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers RevokePreviewResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetPreviewResponse parses an HTTP response from a GetPreviewWithResponse call
+func ParseGetPreviewResponse(rsp *http.Response) (*GetPreviewResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetPreviewResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Preview
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetPreviewResponse200Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetPreviewResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetPreviewResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetPreviewResponse404Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetPreviewResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetPreviewResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetPreviewResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
