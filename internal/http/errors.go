@@ -60,6 +60,28 @@ var statusOf = map[sandbox.Code]int{
 	sandbox.CodeUnavailable:              http.StatusServiceUnavailable,
 }
 
+// logLevelOf is the level a request answered with a problem of code and
+// status is logged at. An error is Tether's own failure only: INTERNAL,
+// or a 5xx of no code known here. What Tether depends on failing is a
+// warning, worth an operator's watch but no bug: Postgres (UNAVAILABLE),
+// a provider or a sandbox's node (PROVIDER_UNAVAILABLE). Whatever is about
+// the request, its sandbox or its provider is INFO, 5xx or not: every
+// 4xx, NOT_SUPPORTED (501: the provider lacks the capability) and
+// PORT_UNREACHABLE (502: nothing listens on the port in the sandbox, or
+// the app closed the connection; the sandbox's app is the client's, and
+// Tether did its part).
+func logLevelOf(code sandbox.Code, status int) slog.Level {
+	switch {
+	case code == sandbox.CodeUnavailable || code == sandbox.CodeProviderUnavailable:
+		return slog.LevelWarn
+	case code == sandbox.CodeNotSupported || code == sandbox.CodePortUnreachable:
+		return slog.LevelInfo
+	case status >= 500:
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
+
 // handlerFunc is a handler that reports failure by returning an error;
 // errorHandler renders it.
 type handlerFunc func(c *gin.Context) error
@@ -119,8 +141,7 @@ func problemFor(c *gin.Context, log *slog.Logger, err error) Problem {
 	case e.Code == sandbox.CodeUnavailable:
 		log.WarnContext(c.Request.Context(), "request failed: registry unavailable", "err", err,
 			"request_id", requestID(c), "method", c.Request.Method, "path", c.FullPath())
-	case status >= 500 && e.Code != sandbox.CodeProviderUnavailable && e.Code != sandbox.CodeNotSupported &&
-		e.Code != sandbox.CodePortUnreachable:
+	case logLevelOf(e.Code, status) == slog.LevelError:
 		log.ErrorContext(c.Request.Context(), "request failed", "err", err,
 			"request_id", requestID(c), "method", c.Request.Method, "path", c.FullPath())
 		detail = "an internal error occurred; quote the request id when reporting it"
@@ -156,6 +177,7 @@ func writeProblem(c *gin.Context, p Problem) {
 		// not the one signed: refused credentials, like withAuth's.
 		c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
 	}
+	state(c).code = sandbox.Code(p.Code)
 	c.Header("Content-Type", "application/problem+json")
 	c.Status(p.Status)
 	c.Abort()

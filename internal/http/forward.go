@@ -94,6 +94,7 @@ func forward(c *gin.Context, log *slog.Logger, cl *cluster.Cluster, draining con
 	}
 	switch err := cl.Forward(c.Writer, c.Request, call); {
 	case err == nil:
+		state(c).answeredBy = answeredByNode
 	case errors.Is(err, cluster.ErrCut):
 		writeDrained(c, log)
 	case errors.Is(err, cluster.ErrNodeDown):

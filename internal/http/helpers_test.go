@@ -611,6 +611,29 @@ func (b *bundle) counts(t *testing.T) rowCounts {
 }
 
 // eventually polls cond every 25ms until it holds or timeout passes.
+// wantLoggedAt waits for the n request lines ("http request") of the
+// request that r answers (by its X-Request-ID; a forwarded call is logged
+// by both nodes) and checks they are at level.
+func wantLoggedAt(t *testing.T, logs *logSink, r *response, n int, level string) {
+	t.Helper()
+	id := r.Header.Get("X-Request-ID")
+	var lines []string
+	eventually(t, 10*time.Second, "the request's log lines", func() bool {
+		lines = lines[:0]
+		for _, l := range logs.lines() {
+			if strings.Contains(l, `"msg":"http request"`) && strings.Contains(l, `"request_id":"`+id+`"`) {
+				lines = append(lines, l)
+			}
+		}
+		return len(lines) >= n
+	})
+	for _, l := range lines {
+		if !strings.Contains(l, `"level":"`+level+`"`) {
+			t.Errorf("request %s is logged not at %s: %s", id, level, l)
+		}
+	}
+}
+
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)

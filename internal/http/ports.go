@@ -166,6 +166,7 @@ func dialAndProxy(c *gin.Context, dialer sandbox.PortDialer, id string, port int
 		FlushInterval: -1, // streamed as it comes
 		ModifyResponse: func(resp *http.Response) error {
 			status = resp.StatusCode
+			state(c).answeredBy = answeredByApp
 			if !to.ownOrigin {
 				// Served from Tether's origin: the app's pages get an
 				// origin of their own (opaque), never Tether's.

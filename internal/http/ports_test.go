@@ -92,8 +92,11 @@ func TestPortProxyOverHTTP(t *testing.T) {
 	if seen.Get("X-Forwarded-Prefix") != base {
 		t.Errorf("X-Forwarded-Prefix = %q, want %q", seen.Get("X-Forwarded-Prefix"), base)
 	}
-	// Nothing listening: 502 PORT_UNREACHABLE, never a 500.
-	wantProblem(t, b.do(t, http.MethodGet, "/v1/sandboxes/"+id+"/ports/8081/", nil, as(keyA)), http.StatusBadGateway, "PORT_UNREACHABLE")
+	// Nothing listening: 502 PORT_UNREACHABLE, never a 500, and logged as
+	// what it is: the sandbox's matter, not Tether's error.
+	r = b.do(t, http.MethodGet, "/v1/sandboxes/"+id+"/ports/8081/", nil, as(keyA))
+	wantProblem(t, r, http.StatusBadGateway, "PORT_UNREACHABLE")
+	wantLoggedAt(t, b.logs, r, 1, "INFO")
 
 	acts := b.activity(t, keyA, id)
 	if len(acts) != 5 {
@@ -567,7 +570,11 @@ func TestForwardedPorts(t *testing.T) {
 	if n.reachedB.Load() == reached {
 		t.Fatal("the request did not reach node b")
 	}
-	wantProblem(t, n.a.do(t, http.MethodGet, "/v1/sandboxes/"+id+"/ports/8081/", nil, as(keyA)), http.StatusBadGateway, "PORT_UNREACHABLE")
+	// Both nodes log a port nothing listens on at INFO: node b, which
+	// answered it, and node a, which passed its answer on.
+	r = n.a.do(t, http.MethodGet, "/v1/sandboxes/"+id+"/ports/8081/", nil, as(keyA))
+	wantProblem(t, r, http.StatusBadGateway, "PORT_UNREACHABLE")
+	wantLoggedAt(t, n.a.logs, r, 2, "INFO")
 	wantProblem(t, n.a.do(t, http.MethodGet, "/v1/sandboxes/"+id+"/ports/0/", nil, as(keyA)), http.StatusBadRequest, "INVALID_REQUEST")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

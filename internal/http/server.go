@@ -255,23 +255,13 @@ func saneRequestID(id string) bool {
 	return true
 }
 
-// withLogging logs one structured line per request.
+// withLogging logs one structured line per request, at requestLevel.
 func withLogging(log *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
 		c.Next()
 		status := c.Writer.Status()
-		level := slog.LevelInfo
-		switch {
-		case status == http.StatusNotImplemented:
-			// NOT_SUPPORTED: the provider lacks the capability; nothing broke.
-		case status == http.StatusServiceUnavailable:
-			level = slog.LevelWarn // Postgres or a provider unavailable: worth watching, not a bug
-		case status >= 500:
-			level = slog.LevelError
-		case c.Request.URL.Path == "/healthz" || c.Request.URL.Path == "/readyz" || c.Request.URL.Path == "/metrics":
-			level = slog.LevelDebug
-		}
+		level := requestLevel(c, status)
 		if !log.Enabled(c.Request.Context(), level) {
 			return // spare building the record's attributes
 		}
@@ -280,6 +270,26 @@ func withLogging(log *slog.Logger) gin.HandlerFunc {
 			"duration_ms", float64(time.Since(start).Microseconds())/1000,
 			"request_id", requestID(c), "tenant", tenantOf(c))
 	}
+}
+
+// requestLevel is the level of a request's log line: a problem's is its
+// code's (logLevelOf); an answer Tether passed on is INFO whatever its
+// status (an app's 500 is the app's, and a node that answered a forwarded
+// call logged it at the level its answer deserves, under the same request
+// id); the probes' are DEBUG; any other 5xx is an ERROR.
+func requestLevel(c *gin.Context, status int) slog.Level {
+	st := state(c)
+	switch {
+	case st.code != "":
+		return logLevelOf(st.code, status)
+	case st.answeredBy != answeredHere:
+		return slog.LevelInfo
+	case status >= 500:
+		return slog.LevelError
+	case c.Request.URL.Path == "/healthz" || c.Request.URL.Path == "/readyz" || c.Request.URL.Path == "/metrics":
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
 }
 
 // withMetrics observes request latency by method, route and status, and

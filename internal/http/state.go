@@ -30,7 +30,23 @@ type reqState struct {
 	sandbox *sandbox.Sandbox
 	// exec is an exec's body as checkExecBody decoded and checked it.
 	exec *sandbox.ExecRequest
+	// code is the code of the problem the request was answered with;
+	// empty when it was not answered with one here.
+	code sandbox.Code
+	// answeredBy says who answered the request when Tether only passed
+	// the answer on: the app in the sandbox (through a port or a preview),
+	// or the node the call was forwarded to.
+	answeredBy answerer
 }
+
+// answerer is who answered a request Tether passed the answer of on.
+type answerer int
+
+const (
+	answeredHere   answerer = iota
+	answeredByApp           // the app listening on a sandbox's port
+	answeredByNode          // the sandbox's node, which logs the request itself
+)
 
 // stateKey is the gin context key of the request's *reqState.
 type stateKey struct{}
