@@ -3622,7 +3622,7 @@ const docTemplate = `{
                         }
                     },
                     "429": {
-                        "description": "QUOTA_EXCEEDED: over the tenant's live-sandbox cap or create rate, or the API key's request rate; retry after Retry-After seconds",
+                        "description": "QUOTA_EXCEEDED: over the tenant's live-sandbox cap or create rate (TENANT_MAX_LIVE, TENANT_CREATES_PER_MINUTE, or the tenant's own; a quota of 0 is no limit), or the API key's request rate; retry after Retry-After seconds",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/provider"
 	"github.com/tetherhq/tether/test/harness"
@@ -181,6 +182,31 @@ func TestPausedTTLConfig(t *testing.T) {
 		}
 		if err != nil || cfg.PausedTTL != want {
 			t.Errorf("PAUSED_TTL=%q: PausedTTL %v, %v; want %v", value, cfg.PausedTTL, err, want)
+		}
+	}
+}
+
+// TestTenantQuotaConfig: TENANT_MAX_LIVE and TENANT_CREATES_PER_MINUTE take
+// a positive integer, or 0 for no limit (as SNAPSHOT_MAX_PER_TENANT does),
+// which the API's configuration holds as NoLimit (its 0 is the default);
+// anything else is refused at start, naming the variable.
+func TestTenantQuotaConfig(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"TENANT_MAX_LIVE", "TENANT_CREATES_PER_MINUTE"} {
+		for value, want := range map[string]int{"0": tetherhttp.NoLimit, "7": 7, "-1": 0, "many": 0} {
+			cfg, err := loadConfig(func(n string) string {
+				return map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1/tether", name: value}[n]
+			})
+			if want == 0 {
+				if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%s=%q: want 0 (no limit) or a positive integer", name, value)) {
+					t.Errorf("%s=%q: loadConfig = %v; want it refused", name, value, err)
+				}
+				continue
+			}
+			got := map[string]int{"TENANT_MAX_LIVE": cfg.HTTP.TenantMaxLive, "TENANT_CREATES_PER_MINUTE": cfg.HTTP.TenantCreatesPerMinute}[name]
+			if err != nil || got != want {
+				t.Errorf("%s=%q: %d, %v; want %d", name, value, got, err, want)
+			}
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	tetherhttp "github.com/tetherhq/tether/internal/http"
 )
 
 // A setting is one environment variable of the configuration: its name,
@@ -58,6 +60,19 @@ func count[T int | int64](name string, def T, doc string, field func(*Config) *T
 			return fmt.Errorf("%s=%q: want a positive integer", name, v)
 		}
 		*field(c) = T(n)
+		return nil
+	}}
+}
+
+// quota is a setting of a tenant quota: a positive integer, or 0 for no
+// limit (tetherhttp.NoLimit; 0 in the configuration is the default).
+func quota(name string, def int, doc string, field func(*Config) *int) setting {
+	return setting{name: name, def: strconv.Itoa(def), doc: doc, set: func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%s=%q: want 0 (no limit) or a positive integer", name, v)
+		}
+		*field(c) = cmp.Or(n, tetherhttp.NoLimit)
 		return nil
 	}}
 }

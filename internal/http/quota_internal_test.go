@@ -119,3 +119,41 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// fixedUsage is a tenant's usage that never changes.
+type fixedUsage sandbox.TenantUsage
+
+func (u fixedUsage) TenantUsage(context.Context, string) (sandbox.TenantUsage, error) {
+	return sandbox.TenantUsage(u), nil
+}
+
+// TestQuotaZeroIsNoLimit: a quota of NoLimit (TENANT_MAX_LIVE=0,
+// TENANT_CREATES_PER_MINUTE=0) admits any create, and so does a tenant's
+// own 0, whatever the server's; a tenant's own positive quota still holds
+// it, and NULL (nil) leaves it the server's.
+func TestQuotaZeroIsNoLimit(t *testing.T) {
+	t.Parallel()
+	zero, two := 0, 2
+	for _, tc := range []struct {
+		name           string
+		cfg            Config
+		usage          fixedUsage
+		creates, admit int
+	}{
+		{"the server's NoLimit", Config{TenantMaxLive: NoLimit, TenantCreatesPerMinute: NoLimit}, fixedUsage{Live: 100_000}, 1000, 1000},
+		{"the tenant's own 0", Config{TenantMaxLive: 3, TenantCreatesPerMinute: 6}, fixedUsage{Live: 10, MaxLive: &zero, CreatesPerMinute: &zero}, 1000, 1000},
+		{"the tenant's own 2", Config{TenantMaxLive: NoLimit, TenantCreatesPerMinute: NoLimit}, fixedUsage{Live: 0, MaxLive: &two}, 10, 2},
+		{"the server's, for NULL", Config{TenantMaxLive: 3, TenantCreatesPerMinute: NoLimit}, fixedUsage{Live: 1}, 10, 2},
+	} {
+		q := newQuotas(tc.usage, tc.cfg)
+		admitted := 0
+		for range tc.creates {
+			if q.checkCreate(quotaContext(t), "t") == nil {
+				admitted++
+			}
+		}
+		if admitted != tc.admit {
+			t.Errorf("%s: %d of %d creates admitted, want %d", tc.name, admitted, tc.creates, tc.admit)
+		}
+	}
+}

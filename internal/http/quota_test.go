@@ -9,7 +9,7 @@ import (
 // TestQuotas: a tenant over its live-sandbox cap, its create rate or its
 // key's request rate gets 429 QUOTA_EXCEEDED with Retry-After, and nothing
 // is written; another tenant is not affected, and a tenant's own quota in
-// the tenants table overrides the server's.
+// the tenants table overrides the server's (its 0: no limit).
 func TestQuotas(t *testing.T) {
 	t.Parallel()
 	t.Run("live", func(t *testing.T) {
@@ -35,6 +35,16 @@ func TestQuotas(t *testing.T) {
 		}
 		eventually(t, 5e9, "the override to apply", func() bool {
 			return b.do(t, http.MethodPost, "/v1/sandboxes", `{}`, as(keyA)).Status == http.StatusAccepted
+		})
+
+		// A tenant's own 0 is no limit, not none: past the server's cap
+		// and its own old one.
+		if _, err := b.Store.Pool().Exec(t.Context(), `UPDATE tenants SET max_live_sandboxes = 0 WHERE name = $1`, tenantA); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10e9, "creates past every cap", func() bool {
+			b.do(t, http.MethodPost, "/v1/sandboxes", `{}`, as(keyA))
+			return b.liveCount(t, tenantA) >= 10
 		})
 	})
 	t.Run("create rate", func(t *testing.T) {
@@ -62,4 +72,15 @@ func TestQuotas(t *testing.T) {
 		}
 		wantStatus(t, b.do(t, http.MethodGet, "/v1/sandboxes", nil, as(keyB)), http.StatusOK) // another key
 	})
+}
+
+// liveCount counts the tenant's live sandboxes in the registry.
+func (b *bundle) liveCount(t *testing.T, tenant string) int {
+	t.Helper()
+	var n int
+	if err := b.Store.Pool().QueryRow(t.Context(),
+		`SELECT count(*) FROM sandboxes WHERE tenant = $1 AND state IN ('requested', 'creating', 'ready')`, tenant).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -260,7 +260,7 @@ func validateLabels(labels map[string]string) error {
 //	@Failure		409				{object}	Problem					"IDEMPOTENCY_KEY_REUSED, or SANDBOX_ID_TAKEN: the client-chosen id names another sandbox, or POOL_EMPTY: pool_only and no member ready, or SNAPSHOT_NOT_READY: from_snapshot names a snapshot that is not ready"
 //	@Failure		413				{object}	Problem					"PAYLOAD_TOO_LARGE"
 //	@Failure		422				{object}	Problem					"SNAPSHOT_PROVIDER_MISMATCH: from_snapshot names a snapshot of another provider"
-//	@Failure		429				{object}	Problem					"QUOTA_EXCEEDED: over the tenant's live-sandbox cap or create rate, or the API key's request rate; retry after Retry-After seconds"
+//	@Failure		429				{object}	Problem					"QUOTA_EXCEEDED: over the tenant's live-sandbox cap or create rate (TENANT_MAX_LIVE, TENANT_CREATES_PER_MINUTE, or the tenant's own; a quota of 0 is no limit), or the API key's request rate; retry after Retry-After seconds"
 //	@Failure		500				{object}	Problem					"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501				{object}	Problem					"NOT_SUPPORTED: from_snapshot or on_end snapshot with a provider that cannot snapshot sandboxes"
 //	@Failure		503				{object}	Problem					"PROVIDER_UNAVAILABLE: the provider cannot create sandboxes on this host; or UNAVAILABLE"

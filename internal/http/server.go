@@ -69,10 +69,10 @@ type Config struct {
 	// MaxExecOutput caps the output an exec returns, in bytes.
 	MaxExecOutput int
 	// TenantMaxLive caps each tenant's live sandboxes and
-	// TenantCreatesPerMinute its creates, unless the tenant's own quotas
-	// say otherwise; KeyRequestsPerSecond caps each API key's requests
-	// (burst: two seconds' worth). Past them a request is 429
-	// QUOTA_EXCEEDED with Retry-After.
+	// TenantCreatesPerMinute its creates (0: the default; NoLimit: none),
+	// unless the tenant's own quotas say otherwise; KeyRequestsPerSecond
+	// caps each API key's requests (burst: two seconds' worth). Past them
+	// a request is 429 QUOTA_EXCEEDED with Retry-After.
 	TenantMaxLive          int
 	TenantCreatesPerMinute int
 	KeyRequestsPerSecond   int

@@ -34,7 +34,7 @@ type RefillerConfig struct {
 	Concurrency int
 	// MaxLifetime and CreateTimeout are every member's, as for a create
 	// (MAX_LIFETIME, CREATE_TIMEOUT); TenantMaxLive is the server's quota
-	// on a tenant's live sandboxes (TENANT_MAX_LIVE; 0: none).
+	// on a tenant's live sandboxes (TENANT_MAX_LIVE; 0 or less: none).
 	MaxLifetime, CreateTimeout time.Duration
 	TenantMaxLive              int
 	// Backoff is how long a pool whose last refill round failed (its

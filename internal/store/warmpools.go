@@ -264,7 +264,7 @@ type RefillLimits struct {
 	// creation.
 	MaxLifetime, CreateTimeout time.Duration
 	// TenantMaxLive is the server's cap on a tenant's live sandboxes
-	// (a tenant's own quota overrides it); 0: no cap.
+	// (a tenant's own quota overrides it, its 0 lifting it); 0 or less: no cap.
 	TenantMaxLive int
 	// Batch bounds the members one refill creates.
 	Batch int
