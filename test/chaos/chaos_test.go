@@ -58,6 +58,7 @@ var (
 	seedFlag  = flag.Int("chaos.seed", 0, "random seed (0: from the clock)")
 	nNodes    = flag.Int("chaos.nodes", 3, "simulated hosts, one replica on each (TestChaosNodes; 0 skips it)")
 	neighbour = flag.Bool("chaos.loops", true, "another program attaches, probes and detaches loop devices throughout (TestChaosNodes)")
+	faults    = flag.Bool("chaos.faults", true, "kill replicas and crash Postgres (false: the same storm without faults, to measure the owner bound's figures alone)")
 )
 
 const (
@@ -680,6 +681,10 @@ func (h *chaos) storm() {
 		wg.Go(func() { h.ownerLoop(ctx, i) })
 	}
 	h.poolStorm(ctx, &wg)
+	if !*faults {
+		wg.Wait()
+		return
+	}
 	wg.Go(func() { h.killLoop(ctx) })
 	wg.Go(func() {
 		// Crash and restart Postgres once, 40% into the storm.
