@@ -41,7 +41,7 @@ func TestLocalWorkspaceConfig(t *testing.T) {
 		def, maxMB string // the values kept, if no error
 		wantErr    string
 	}{
-		{env: map[string]string{}, def: "10240", maxMB: "102400"},
+		{env: map[string]string{}, def: "1024", maxMB: "102400"},
 		{env: map[string]string{"LOCAL_WORKSPACE_MB": "0"}, def: "0", maxMB: "102400"},
 		{env: map[string]string{"LOCAL_WORKSPACE_MB": " 10240 "}, def: "10240", maxMB: "102400"},
 		{env: map[string]string{"LOCAL_WORKSPACE_MB": "512", "LOCAL_MAX_WORKSPACE_MB": "512"}, def: "512", maxMB: "512"},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -68,9 +69,11 @@ func (r *benchRun) measurePools(ctx context.Context, lb *localBench) error {
 		// (a loop device each: a burst of 100 would need 100), 128 MiB and
 		// 64 processes each, so that a pool of 100 and the sandboxes of a
 		// burst fit in the host share (by default half the host's pids:
-		// 64 sandboxes of 256 on a pid_max of 32768).
+		// 64 sandboxes of 256 on a pid_max of 32768). The benchmark is one
+		// tenant: its share is the host's (by default half of it).
 		tb = &localBench{root: lb.root, state: filepath.Join(lb.root, "state-pools"), bare: filepath.Join(lb.root, "bare-pools"), nsenter: lb.nsenter}
 		env = []string{"PROVIDERS=sim,local", "LOCAL_STATE_DIR=" + tb.state, "LOCAL_WORKSPACE_MB=0", "LOCAL_MEMORY_MB=128", "LOCAL_PIDS=64",
+			"LOCAL_TENANT_PIDS=" + fmt.Sprint(math.MaxInt32), "LOCAL_TENANT_MEMORY_MB=" + fmt.Sprint(math.MaxInt32),
 			"POOL_REFILL_INTERVAL=" + poolRefillInterval}
 	}
 	r.logf("building and starting a Tether for the warm pools' phases (%s)", strings.Join(env, " "))

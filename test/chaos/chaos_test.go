@@ -275,6 +275,9 @@ func (h *chaos) startReplicas() {
 			// Unowned local sandboxes end soon: what runs at once stays
 			// within what two cores can hold.
 			"DEFAULT_TTL=10s",
+			// Small sandboxes: what runs at once of the storm's one tenant
+			// fits in its share of a node (by default half of it).
+			"LOCAL_MEMORY_MB=128", "LOCAL_WORKSPACE_MB=64",
 		)
 		for _, host := range h.hosts.List {
 			r := host.NewReplica(h.t, h.bin, filepath.Join(h.logDir, host.Name+".log"), env...)

@@ -344,6 +344,9 @@ func setup(t *testing.T, n int) *env {
 			"DATABASE_URL="+dbURL,
 			"BOOTSTRAP_API_KEY="+apiKey,
 			"PROVIDERS=local,sim",
+			// Small sandboxes: one tenant's 20-odd on a node fit in its
+			// share of the node (by default half of it).
+			"LOCAL_MEMORY_MB=128", "LOCAL_WORKSPACE_MB=64",
 			"SIM_STATE_DIR="+simDir, // one sim inventory for all, like a cloud's
 			"JANITOR_INTERVAL="+janitorInterval.String(),
 			"NODE_GRACE="+nodeGrace.String(),

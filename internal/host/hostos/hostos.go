@@ -102,11 +102,17 @@ func Untraversable(dir string) string {
 // FreeMB is three quarters of the space free in dir's file system, in
 // MiB: the most a sandbox's files may ask of it. 0 if unknown.
 func FreeMB(dir string) int {
+	return int(FreeBytes(dir) / 4 * 3 >> 20)
+}
+
+// FreeBytes is the space free in dir's file system for an unprivileged
+// user (the blocks reserved for root left out), in bytes. 0 if unknown.
+func FreeBytes(dir string) int64 {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
 		return 0
 	}
-	return int(int64(st.Bavail) * st.Bsize / 4 * 3 >> 20) //nolint:gosec // sizes of a real file system
+	return int64(st.Bavail) * st.Bsize //nolint:gosec // sizes of a real file system
 }
 
 // RealPath is path with its symbolic links resolved, or path if it cannot

@@ -3,18 +3,22 @@ package local
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
 	"github.com/tetherhq/tether/internal/host/cgroup"
 	"github.com/tetherhq/tether/internal/host/hostos"
+	"github.com/tetherhq/tether/internal/host/workspace"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // Each sandbox has its limits (its control groups, cgroup.Groups.Create),
-// and all of them together have the host share: what the provider's sandboxes may take of the host at
-// once, so that however many there are, Tether, Postgres and the rest of
-// the host keep what they need. It is held two ways:
+// and all of them together have the host share: what the provider's
+// sandboxes may take of the host at once, so that however many there are,
+// Tether, Postgres and the rest of the host keep what they need. Each
+// tenant has a share of that, so that one tenant cannot take it all. They
+// are held two ways:
 //
 //   - The control groups above the sandboxes' (the "tether" group of each
 //     controller, cgroup.Groups.SetCeiling) are capped at the share's pids and memory: the kernel
@@ -22,21 +26,23 @@ import (
 //     each one's own limit, so a fork bomb in every sandbox still leaves the
 //     host able to fork, and the host's OOM killer never has to choose
 //     among Postgres and Tether.
-//   - Creates reserve their limits (pids, memory, and workspace where the
-//     operator set a share of it) against the share, and against a
-//     tenant's part of it: a create whose limits do not fit beside those of
-//     the sandboxes live on this host is refused with QUOTA_EXCEEDED, so the
-//     limits every sandbox was promised can all be held at once. The maxima
-//     a create may ask for are no larger than the shares, nor a workspace
+//   - Creates reserve their limits (pids, memory and the workspace's size)
+//     against the tenant's share and the host share: a create that does not fit
+//     beside what the tenant, and all tenants, hold on this host is
+//     refused with QUOTA_EXCEEDED, so the limits every sandbox was
+//     promised can all be held at once. The tenant's share is checked
+//     first, so a tenant past its own share is the one refused, told its
+//     own numbers; the host's are not a tenant's to know. The maxima a
+//     create may ask for are no larger than the shares, nor a workspace
 //     than three quarters of the disk's free space.
 //
-// Pids and memory shares left 0 are derived from the host at start
-// (hostShareDefaults).
+// Shares left 0 are derived at start (deriveShares).
 
 // WithHostShare sets what all of the provider's sandboxes together may
-// reserve of the host (Pids, MemoryMB of host, 0: derived from the host;
-// WorkspaceMB, 0: not reserved), and what the sandboxes of one tenant may
-// (tenant; 0: the host share). OpenFiles is not shared out.
+// reserve of the host (host; 0: derived from the host), and what the
+// sandboxes of one tenant may (tenant; 0: half the host's, at least one
+// default sandbox's limit). WorkspaceMB is the disk, which workspaces'
+// size limits take. OpenFiles is not shared out.
 func WithHostShare(host, tenant Limits) Option {
 	return func(p *Provider) { p.hostShare, p.tenantShare = host, tenant }
 }
@@ -52,26 +58,56 @@ func WithCgroupParent(name string) Option {
 // defaultCgroupParent is the control group of all sandboxes.
 const defaultCgroupParent = "tether"
 
-// hostShareDefaults derives the pids and memory shares left 0: half the
-// pids the kernel can hand out (the lower of pid_max and threads-max); the
-// memory of the host, or of the control group Tether runs in if that is
-// smaller, less a quarter of it (at least 1 GiB) for everything else.
-// Workspace space is reserved only when the operator sets a share:
-// workspaces are sparse files, and reserving each one's whole limit
-// against the disk would hold a host to a handful of sandboxes.
-func hostShareDefaults(share Limits) Limits {
-	if share.Pids == 0 {
+// deriveShares derives the shares left 0. The host's: half the pids the
+// kernel can hand out (the lower of pid_max and threads-max); the memory
+// of the host, or of the control group Tether runs in if that is smaller,
+// less a quarter of it (at least 1 GiB) for everything else; three
+// quarters of the disk under the state folder that the sandboxes could
+// have at start (the space free there and what their workspace images
+// already take), the rest left to Postgres, logs and the host. A
+// tenant's: half the host's, the fair share of two tenants, so that while
+// one holds all of its share another can still create as much; at least
+// one sandbox of the default limits. A tenant's share past the host's is
+// the host's.
+func (p *Provider) deriveShares() {
+	h := &p.hostShare
+	if h.Pids == 0 {
 		pids := cgroup.ReadInt("/proc/sys/kernel/pid_max")
 		if threads := cgroup.ReadInt("/proc/sys/kernel/threads-max"); threads > 0 && (pids == 0 || threads < pids) {
 			pids = threads
 		}
-		share.Pids = max(minPids, int(pids/2))
+		h.Pids = max(minPids, int(pids/2))
 	}
-	if share.MemoryMB == 0 {
+	if h.MemoryMB == 0 {
 		mem := cgroup.HostMemory()
-		share.MemoryMB = max(minMemMB, int((mem-max(mem/4, 1<<30))>>20))
+		h.MemoryMB = max(minMemMB, int((mem-max(mem/4, 1<<30))>>20))
 	}
-	return share
+	if h.WorkspaceMB == 0 {
+		h.WorkspaceMB = max(MinWorkspaceMB, int((hostos.FreeBytes(p.dir)+p.diskHeld())/4*3>>20))
+	}
+	half := func(v *int, host, def int) {
+		if *v == 0 {
+			*v = max(host/2, def)
+		}
+		*v = min(*v, host)
+	}
+	half(&p.tenantShare.Pids, h.Pids, p.limits.Pids)
+	half(&p.tenantShare.MemoryMB, h.MemoryMB, p.limits.MemoryMB)
+	half(&p.tenantShare.WorkspaceMB, h.WorkspaceMB, p.limits.WorkspaceMB)
+}
+
+// diskHeld is the bytes the sandboxes' workspace images under the state
+// folder take on disk.
+func (p *Provider) diskHeld() int64 {
+	var n int64
+	entries, _ := os.ReadDir(p.dir)
+	for _, e := range entries {
+		if e.IsDir() {
+			used, _ := workspace.DiskUsage(filepath.Join(p.dir, e.Name(), workspace.ImageFile))
+			n += used
+		}
+	}
+	return n
 }
 
 // capToShare lowers the provider's maxima (and defaults) to what the host
@@ -109,25 +145,31 @@ type reservation struct {
 	lim    Limits
 }
 
-// reserve records id's reservation if it fits the host share and its
-// tenant's beside the others', or returns QUOTA_EXCEEDED saying what does
-// not fit.
-func (p *Provider) reserve(id, tenant string, lim Limits) error {
+// load reads the ledger from the state folder. l.mu is held.
+func (l *ledger) load(p *Provider) {
+	l.held = map[string]reservation{}
+	entries, _ := os.ReadDir(p.dir)
+	for _, e := range entries {
+		if !e.IsDir() || !sandbox.ValidID(e.Name()) {
+			continue
+		}
+		if m, err := p.readMeta(e.Name()); err == nil {
+			l.held[m.SandboxID] = reservation{tenant: m.Tenant, lim: Limits{Pids: m.Limits.Pids, MemoryMB: m.Limits.MemoryMB, WorkspaceMB: m.Limits.WorkspaceMB}}
+		}
+	}
+	l.loaded = true
+}
+
+// reserve records id's reservation, of a create (what), if
+// it fits the tenant's share and the host share beside the others', or
+// returns QUOTA_EXCEEDED saying what does not fit. A reservation id held
+// already is replaced.
+func (p *Provider) reserve(id, tenant string, lim Limits, what string) error {
 	l := &p.ledger
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.loaded {
-		l.held = map[string]reservation{}
-		entries, _ := os.ReadDir(p.dir)
-		for _, e := range entries {
-			if !e.IsDir() || !sandbox.ValidID(e.Name()) {
-				continue
-			}
-			if m, err := p.readMeta(e.Name()); err == nil {
-				l.held[m.SandboxID] = reservation{tenant: m.Tenant, lim: m.Limits}
-			}
-		}
-		l.loaded = true
+		l.load(p)
 	}
 	var host, own Limits
 	for other, r := range l.held {
@@ -139,14 +181,31 @@ func (p *Provider) reserve(id, tenant string, lim Limits) error {
 			own = own.plus(r.lim)
 		}
 	}
-	if what := exceeds(host, lim, p.hostShare); what != "" {
-		return sandbox.Errorf(sandbox.CodeQuotaExceeded, "this host's local sandboxes hold their share of its %s (LOCAL_HOST_*): end a sandbox, or ask for less", what)
+	if over := overShare(own, lim, p.tenantShare); len(over) > 0 {
+		var parts []string
+		for _, d := range over {
+			parts = append(parts, fmt.Sprintf("%s: the tenant holds %d%s of its %d%s here (%s), this %s asks for %d%s",
+				d.name, d.of(own), d.unit, d.of(p.tenantShare), d.unit, d.setting, what, d.of(lim), d.unit))
+		}
+		return sandbox.Errorf(sandbox.CodeQuotaExceeded, "this %s would pass the tenant's share of this node's local sandboxes; %s: %s",
+			what, strings.Join(parts, "; "), remedy[what])
 	}
-	if what := exceeds(own, lim, p.tenantShare); what != "" {
-		return sandbox.Errorf(sandbox.CodeQuotaExceeded, "the tenant's local sandboxes on this host hold its share of the host's %s (LOCAL_TENANT_*): end one of them, or ask for less", what)
+	if over := overShare(host, lim, p.hostShare); len(over) > 0 {
+		var parts []string
+		for _, d := range over {
+			parts = append(parts, fmt.Sprintf("%s (%d%s; the tenant holds %d%s of its %d%s here)",
+				d.name, d.of(lim), d.unit, d.of(own), d.unit, d.of(p.tenantShare), d.unit))
+		}
+		return sandbox.Errorf(sandbox.CodeQuotaExceeded, "this node has no room now for this %s's %s, though it is within the tenant's share: try again once sandboxes end",
+			what, strings.Join(parts, " and "))
 	}
 	l.held[id] = reservation{tenant: tenant, lim: lim}
 	return nil
+}
+
+// remedy is what a tenant past its share can do, by what it asked.
+var remedy = map[string]string{
+	"create": "end one of its sandboxes here, or ask for less",
 }
 
 // unreserve frees id's reservation.
@@ -160,37 +219,39 @@ func (l Limits) plus(o Limits) Limits {
 	return Limits{Pids: l.Pids + o.Pids, MemoryMB: l.MemoryMB + o.MemoryMB, WorkspaceMB: l.WorkspaceMB + o.WorkspaceMB}
 }
 
-// exceeds says what of held+lim is past share (a 0 in share: no cap), or
-// "".
-func exceeds(held, lim, share Limits) string {
-	var out []string
-	if share.Pids > 0 && lim.Pids > 0 && held.Pids+lim.Pids > share.Pids {
-		out = append(out, fmt.Sprintf("processes (%d reserved of %d; this create asks for %d)", held.Pids, share.Pids, lim.Pids))
-	}
-	if share.MemoryMB > 0 && lim.MemoryMB > 0 && held.MemoryMB+lim.MemoryMB > share.MemoryMB {
-		out = append(out, fmt.Sprintf("memory (%d MiB reserved of %d; this create asks for %d)", held.MemoryMB, share.MemoryMB, lim.MemoryMB))
-	}
-	if share.WorkspaceMB > 0 && lim.WorkspaceMB > 0 && held.WorkspaceMB+lim.WorkspaceMB > share.WorkspaceMB {
-		out = append(out, fmt.Sprintf("workspace space (%d MiB reserved of %d; this create asks for %d)", held.WorkspaceMB, share.WorkspaceMB, lim.WorkspaceMB))
-	}
-	return strings.Join(out, " and ")
+// shareDim is one resource shared out: its name and unit in messages, the
+// setting of a tenant's share of it, and its amount in a Limits.
+type shareDim struct {
+	name, unit, setting string
+	of                  func(Limits) int
 }
 
-// shareNote says what the host share is, for Info.
+var shareDims = []shareDim{
+	{"processes", "", "LOCAL_TENANT_PIDS", func(l Limits) int { return l.Pids }},
+	{"memory", " MiB", "LOCAL_TENANT_MEMORY_MB", func(l Limits) int { return l.MemoryMB }},
+	{"disk (workspaces)", " MiB", "LOCAL_TENANT_WORKSPACE_MB", func(l Limits) int { return l.WorkspaceMB }},
+}
+
+// overShare lists the resources of which held+lim is past share (a 0 in
+// share or lim: none).
+func overShare(held, lim, share Limits) []shareDim {
+	var out []shareDim
+	for _, d := range shareDims {
+		if s, n := d.of(share), d.of(lim); s > 0 && n > 0 && d.of(held)+n > s {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// shareNote says what the shares are, for Info.
 func (p *Provider) shareNote() string {
 	how := "reserved by their limits at create and capped in their parent control group"
 	if p.cg == nil {
 		how = "reserved by their workspace limits at create; no control groups here"
 	}
-	note := fmt.Sprintf("host share (all sandboxes together, %s): pids %d, memory %d MiB", how,
-		p.hostShare.Pids, p.hostShare.MemoryMB)
-	if p.hostShare.WorkspaceMB > 0 {
-		note += fmt.Sprintf(", workspace %d MiB", p.hostShare.WorkspaceMB)
-	} else {
-		note += ", workspace not reserved (LOCAL_HOST_WORKSPACE_MB unset)"
-	}
-	if t := p.tenantShare; t.Pids > 0 || t.MemoryMB > 0 || t.WorkspaceMB > 0 {
-		note += fmt.Sprintf("; per tenant: pids %d, memory %d MiB, workspace %d MiB (0: the host share)", t.Pids, t.MemoryMB, t.WorkspaceMB)
-	}
-	return note + "; a create that does not fit is QUOTA_EXCEEDED"
+	h, t := p.hostShare, p.tenantShare
+	return fmt.Sprintf("host share (all sandboxes together, %s): pids %d, memory %d MiB, disk %d MiB (workspaces' size limits); "+
+		"each tenant's share of it: pids %d, memory %d MiB, disk %d MiB; a create that does not fit is QUOTA_EXCEEDED",
+		how, h.Pids, h.MemoryMB, h.WorkspaceMB, t.Pids, t.MemoryMB, t.WorkspaceMB)
 }

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,14 @@ func newSharedProvider(t *testing.T, host, tenant Limits) (*Provider, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkShared(t, p)
+	return p, dir
+}
+
+// checkShared checks that p can run sandboxes in control groups, and
+// removes its parent groups once the test's sandboxes are destroyed.
+func checkShared(t *testing.T, p *Provider) {
+	t.Helper()
 	if info := p.Info(t.Context()); !info.Available {
 		t.Fatalf("local provider unavailable: %s", info.Reason)
 	}
@@ -42,7 +51,6 @@ func newSharedProvider(t *testing.T, host, tenant Limits) (*Provider, string) {
 			t.Errorf("removing the test's parent group: %v", err)
 		}
 	})
-	return p, dir
 }
 
 // createAs creates a sandbox of tenant with params, returning its id or
@@ -70,7 +78,7 @@ func createAs(t *testing.T, p *Provider, tenant, params string) (string, error) 
 // sandboxes that outlived it.
 func TestHostShareReservations(t *testing.T) {
 	t.Parallel()
-	p, dir := newSharedProvider(t, Limits{Pids: 700, MemoryMB: 3000}, Limits{Pids: 500})
+	p, dir := newSharedProvider(t, Limits{Pids: 700, MemoryMB: 3000}, Limits{Pids: 500, MemoryMB: 3000})
 	if got := p.hostShare; got.Pids != 700 || got.MemoryMB != 3000 {
 		t.Fatalf("host share %+v", got)
 	}
@@ -84,15 +92,20 @@ func TestHostShareReservations(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := createAs(t, p, "a", `{"pids": 400}`)
-	want(err, "the tenant's local sandboxes on this host hold its share of the host's processes (200 reserved of 500; this create asks for 400)")
+	want(err, "this create would pass the tenant's share of this node's local sandboxes; processes: the tenant holds 200 of its 500 here (LOCAL_TENANT_PIDS), this create asks for 400")
 	b, err := createAs(t, p, "b", `{"pids": 400}`)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Refused by the host share, the tenant is told what it holds and may
+	// hold, never what the others hold.
 	_, err = createAs(t, p, "c", `{"pids": 200}`)
-	want(err, "this host's local sandboxes hold their share of its processes (600 reserved of 700; this create asks for 200)")
+	want(err, "this node has no room now for this create's processes (200; the tenant holds 0 of its 500 here), though it is within the tenant's share")
+	if strings.Contains(err.Error(), "600") || strings.Contains(err.Error(), "700") {
+		t.Errorf("the refusal tells the tenant the host's reservations: %v", err)
+	}
 	_, err = createAs(t, p, "c", `{"pids": 16, "memory_mb": 2500}`)
-	want(err, "memory (1024 MiB reserved of 3000; this create asks for 2500)")
+	want(err, "memory (2500 MiB; the tenant holds 0 MiB of its 3000 MiB here)")
 	// The maxima are what the shares can hold.
 	if err := p.ValidateParams([]byte(`{"pids": 600}`)); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
 		t.Errorf("pids 600 past the tenant share: %v, want INVALID_REQUEST", err)
@@ -112,12 +125,14 @@ func TestHostShareReservations(t *testing.T) {
 		t.Errorf("%d sandbox folders after two creates and three refusals", n)
 	}
 	// A provider started anew counts what runs.
-	again, err := New(dir, WithLimits(p.limits, p.maxLimits), WithHostShare(Limits{Pids: 700, MemoryMB: 3000}, Limits{Pids: 500}), WithCgroupParent(filepath.Base(p.cg.Parents()[0])))
+	again, err := New(dir, WithLimits(p.limits, p.maxLimits), WithHostShare(Limits{Pids: 700, MemoryMB: 3000}, Limits{Pids: 500, MemoryMB: 3000}), WithCgroupParent(filepath.Base(p.cg.Parents()[0])))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = createAs(t, again, "c", `{"pids": 200}`)
-	want(err, "(600 reserved of 700")
+	want(err, "this node has no room now for this create's processes")
+	_, err = createAs(t, again, "a", `{"pids": 400}`)
+	want(err, "the tenant holds 200 of its 500 here")
 	// Ending a sandbox frees its share.
 	if err := p.Destroy(t.Context(), b); err != nil {
 		t.Fatal(err)
@@ -135,7 +150,7 @@ func TestHostShareReservations(t *testing.T) {
 func TestForkBombsLeaveTheHostAbleToFork(t *testing.T) {
 	// Not parallel: its fork bombs load every core, which would stretch the
 	// timings the package's parallel tests keep to (exec timeouts).
-	p, _ := newSharedProvider(t, Limits{Pids: 1200}, Limits{})
+	p, _ := newSharedProvider(t, Limits{Pids: 1200}, Limits{Pids: 1200})
 	pidsBase := p.cg.Parents()[0]
 	if b, err := os.ReadFile(filepath.Join(pidsBase, "pids.max")); err != nil || strings.TrimSpace(string(b)) != "1200" {
 		t.Fatalf("the parent group's pids.max = %q, %v; want the host share, 1200", b, err)
@@ -205,5 +220,119 @@ func TestForkBombsLeaveTheHostAbleToFork(t *testing.T) {
 				t.Fatalf("15 s after its bomb, a sandbox's exec = %+v, %v", res, err)
 			}
 		}
+	}
+}
+
+// openWithDefaults opens the provider as Tether does, from its settings,
+// with their defaults but for env (and the state folder and parent
+// control group, the test's own).
+func openWithDefaults(t *testing.T, env map[string]string) (*Provider, string) {
+	t.Helper()
+	dir := harness.ReachableTempDir(t)
+	env["LOCAL_STATE_DIR"], env["LOCAL_CGROUP_PARENT"] = dir, "tether-test-"+hostos.RandomSuffix()
+	opened, err := Registration.Open(t.Context(), func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := opened.(*Provider)
+	checkShared(t, p)
+	return p, dir
+}
+
+// TestDefaultSharesLeaveRoomForAnotherTenant is the attack of one tenant
+// that reserves all it can of a host with the default settings: sandboxes
+// of the largest limits a create may ask for, then smaller and smaller
+// ones until even the smallest is refused. Each refusal is QUOTA_EXCEEDED
+// naming the tenant's own share, not the host's reservations; and another
+// tenant then still creates a sandbox of the default limits. Before the
+// tenants' shares had defaults, the first tenant took the whole host
+// share and the second's create was refused.
+func TestDefaultSharesLeaveRoomForAnotherTenant(t *testing.T) {
+	t.Parallel()
+	// Without a workspace size limit: this is about processes and memory
+	// (TestDefaultDiskShare is about the disk).
+	p, _ := openWithDefaults(t, map[string]string{"LOCAL_WORKSPACE_MB": "0"})
+	host, tenant := p.hostShare, p.tenantShare
+	t.Logf("host share %+v, a tenant's %+v, a sandbox's maxima %+v and defaults %+v", host, tenant, p.maxLimits, p.limits)
+	if tenant.Pids > host.Pids-p.limits.Pids || tenant.MemoryMB > host.MemoryMB-p.limits.MemoryMB {
+		t.Fatalf("a tenant's share %+v leaves less than a default sandbox %+v of the host's %+v", tenant, p.limits, host)
+	}
+	var held Limits
+	created, refused := 0, 0
+	for shift := 0; ; shift++ {
+		ask := Limits{Pids: max(minPids, p.maxLimits.Pids>>shift), MemoryMB: max(minMemMB, p.maxLimits.MemoryMB>>shift)}
+		for range 64 {
+			_, err := createAs(t, p, "greedy", fmt.Sprintf(`{"pids": %d, "memory_mb": %d}`, ask.Pids, ask.MemoryMB))
+			if err == nil {
+				held, created = held.plus(ask), created+1
+				continue
+			}
+			refused++
+			msg := err.Error()
+			if sandbox.ErrorCode(err) != sandbox.CodeQuotaExceeded || !strings.Contains(msg, "would pass the tenant's share") ||
+				!strings.Contains(msg, "LOCAL_TENANT_") || strings.Contains(msg, "no room") {
+				t.Fatalf("create %+v of the greedy tenant = %v; want QUOTA_EXCEEDED naming its own share", ask, err)
+			}
+			if held.Pids+ask.Pids <= tenant.Pids && held.MemoryMB+ask.MemoryMB <= tenant.MemoryMB {
+				t.Fatalf("create %+v refused while the tenant holds %+v of its %+v: %v", ask, held, tenant, err)
+			}
+			break
+		}
+		if ask.Pids == minPids && ask.MemoryMB == minMemMB {
+			break
+		}
+	}
+	t.Logf("the greedy tenant holds %+v in %d sandboxes; %d creates were refused", held, created, refused)
+	if held.Pids > tenant.Pids || held.MemoryMB > tenant.MemoryMB {
+		t.Fatalf("the greedy tenant holds %+v, past its share %+v", held, tenant)
+	}
+	if _, err := createAs(t, p, "modest", `{}`); err != nil {
+		t.Fatalf("another tenant's create of the default limits, beside the greedy one's %+v: %v", held, err)
+	}
+}
+
+// TestDefaultDiskShare: with the default settings, workspaces are
+// reserved against a share of the disk measured at start: a create asking
+// for a workspace larger than a tenant's share of it is refused at once
+// (the issue's was three quarters of the free disk), and one that does not
+// fit beside the tenant's others is QUOTA_EXCEEDED. Before, the disk was
+// not shared out at all unless LOCAL_HOST_WORKSPACE_MB was set.
+func TestDefaultDiskShare(t *testing.T) {
+	t.Parallel()
+	p, dir := openWithDefaults(t, map[string]string{})
+	if p.workspace.Problem() != "" {
+		t.Skipf("no workspace size limits on this host: %s", p.workspace.Problem())
+	}
+	host, tenant := p.hostShare.WorkspaceMB, p.tenantShare.WorkspaceMB
+	freeMB := int(hostos.FreeBytes(dir) >> 20)
+	t.Logf("disk: %d MiB free under the state folder; host share %d MiB, a tenant's %d MiB; default workspace %d MiB, at most %d",
+		freeMB, host, tenant, p.limits.WorkspaceMB, p.maxLimits.WorkspaceMB)
+	if host <= 0 || host > freeMB || tenant != max(host/2, p.limits.WorkspaceMB) || p.limits.WorkspaceMB != DefaultWorkspaceMB {
+		t.Fatalf("disk shares: host %d MiB, tenant %d MiB, of %d MiB free; want three quarters of it and half that", host, tenant, freeMB)
+	}
+	if host-tenant < p.limits.WorkspaceMB {
+		t.Errorf("a tenant's disk share %d MiB leaves less than a default workspace of the host's %d MiB", tenant, host)
+	}
+	for _, mb := range []int{tenant + 1, hostos.FreeMB(dir)} {
+		params := fmt.Sprintf(`{"workspace_mb": %d}`, mb)
+		if err := p.ValidateParams([]byte(params)); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+			t.Errorf("ValidateParams(%s), past the tenant's disk share: %v, want INVALID_REQUEST", params, err)
+		}
+		if _, err := createAs(t, p, "a", params); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+			t.Errorf("create %s, past the tenant's disk share: %v, want INVALID_REQUEST", params, err)
+		}
+	}
+	// The share is reserved: a workspace of all but 16 MiB of it fits once,
+	// and then no other of the tenant's does, though another tenant's does.
+	if _, err := createAs(t, p, "a", fmt.Sprintf(`{"workspace_mb": %d}`, min(p.maxLimits.WorkspaceMB, tenant-MinWorkspaceMB))); err != nil {
+		t.Fatal(err)
+	}
+	_, err := createAs(t, p, "a", `{"workspace_mb": 32}`)
+	if sandbox.ErrorCode(err) != sandbox.CodeQuotaExceeded || !strings.Contains(err.Error(), "disk (workspaces): the tenant holds") ||
+		!strings.Contains(err.Error(), "LOCAL_TENANT_WORKSPACE_MB") {
+		t.Errorf("a second workspace past the tenant's disk share: %v, want QUOTA_EXCEEDED naming it", err)
+	}
+	if _, err := createAs(t, p, "b", `{}`); err != nil {
+		t.Errorf("another tenant's default create: %v", err)
 	}
 }

@@ -51,7 +51,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 		}
 		lim.WorkspaceMB = from.WorkspaceMB
 	}
-	if err := p.reserve(spec.SandboxID, spec.Tenant, lim); err != nil {
+	if err := p.reserve(spec.SandboxID, spec.Tenant, lim, "create"); err != nil {
 		return sandbox.Resource{}, err
 	}
 	c := &creation{p: p, ctx: ctx, spec: spec, prm: prm, dir: p.sandboxDir(spec.SandboxID),

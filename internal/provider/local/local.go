@@ -107,7 +107,7 @@ type Provider struct {
 	// limits are the defaults and the maxima of a sandbox's limits.
 	limits, maxLimits Limits
 	// hostShare is what all sandboxes together may reserve of the host,
-	// tenantShare what one tenant's may (0: no cap but the host's), and
+	// tenantShare what one tenant's sandboxes may, and
 	// ledger what they hold (ceiling.go); cgroupParent names the control
 	// group capped at the host share.
 	hostShare, tenantShare Limits
@@ -242,7 +242,7 @@ func New(dir string, opts ...Option) (*Provider, error) {
 	if p.execServer {
 		p.openServerExe()
 	}
-	p.hostShare = hostShareDefaults(p.hostShare)
+	p.deriveShares()
 	p.capToShare(abs)
 	masks, maskErr := prepareProcMasks()
 	p.procMasks = masks

@@ -44,9 +44,10 @@ type Limits struct {
 }
 
 // Defaults of the workspace size limit, unless WithLimits says otherwise:
-// none unless a create asks for one, and at most 100 GiB.
+// 1 GiB unless a create asks for another, and at most 100 GiB (both
+// within a tenant's share of the disk, which the limits reserve).
 const (
-	DefaultWorkspaceMB    = 10240
+	DefaultWorkspaceMB    = 1024
 	DefaultMaxWorkspaceMB = 102400
 	// MinWorkspaceMB is the smallest limit a create may ask for.
 	MinWorkspaceMB = workspace.MinMB
