@@ -143,3 +143,29 @@ func TestTenantSharesThroughTheAPI(t *testing.T) {
 		t.Errorf("B's sandbox not released: %v", sb)
 	}
 }
+
+// TestSnapshotPastTheDiskShareFails: a snapshot counts against its
+// tenant's share of the node's disk (LOCAL_TENANT_WORKSPACE_MB, 600 MiB
+// here): beside a 256 MiB workspace holding 200 MiB and one snapshot of
+// it, a second snapshot is accepted and then fails, its error saying it
+// would pass the tenant's share.
+func TestSnapshotPastTheDiskShareFails(t *testing.T) {
+	t.Parallel()
+	e := setup(t, "LOCAL_TENANT_WORKSPACE_MB=600")
+	id := e.createReady(map[string]any{"provider": "local", "params": map[string]any{"workspace_mb": 256}})
+	if code, out := e.exec(id, "head -c 200M /dev/urandom >/workspace/data && sync"); code != http.StatusOK || out["exit_code"] != float64(0) {
+		t.Fatalf("writing 200 MiB: %d %v", code, out)
+	}
+	code, first := e.do(http.MethodPost, "/v1/sandboxes/"+id+"/snapshots?wait=60s", nil)
+	if code != http.StatusAccepted || first["state"] != "ready" {
+		t.Fatalf("first snapshot = %d %v", code, first)
+	}
+	code, second := e.do(http.MethodPost, "/v1/sandboxes/"+id+"/snapshots?wait=60s", nil)
+	msg, _ := second["error"].(string)
+	if code != http.StatusAccepted || second["state"] != "failed" ||
+		!strings.HasPrefix(msg, "QUOTA_EXCEEDED: this snapshot would pass the tenant's share of this node's local sandboxes; disk (workspaces and snapshots): the tenant holds") ||
+		!strings.Contains(msg, "of its 600 MiB here (LOCAL_TENANT_WORKSPACE_MB)") {
+		t.Fatalf("second snapshot = %d %v; want failed with QUOTA_EXCEEDED naming the tenant's disk share", code, second)
+	}
+	t.Logf("the second snapshot failed: %s", msg)
+}

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/tetherhq/tether/internal/host/hostos"
 	"github.com/tetherhq/tether/internal/host/workspace"
 	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // Each sandbox has its limits (its control groups, cgroup.Groups.Create),
@@ -27,7 +29,8 @@ import (
 //     host able to fork, and the host's OOM killer never has to choose
 //     among Postgres and Tether.
 //   - Creates reserve their limits (pids, memory and the workspace's size)
-//     against the tenant's share and the host share: a create that does not fit
+//     and snapshots the bytes they take on disk, against the tenant's
+//     share and the host share: a create or snapshot that does not fit
 //     beside what the tenant, and all tenants, hold on this host is
 //     refused with QUOTA_EXCEEDED, so the limits every sandbox was
 //     promised can all be held at once. The tenant's share is checked
@@ -40,9 +43,10 @@ import (
 
 // WithHostShare sets what all of the provider's sandboxes together may
 // reserve of the host (host; 0: derived from the host), and what the
-// sandboxes of one tenant may (tenant; 0: half the host's, at least one
-// default sandbox's limit). WorkspaceMB is the disk, which workspaces'
-// size limits take. OpenFiles is not shared out.
+// sandboxes and snapshots of one tenant may (tenant; 0: half the host's,
+// at least one default sandbox's limit). WorkspaceMB is the disk, which
+// workspaces' size limits and snapshots' bytes take. OpenFiles is not
+// shared out.
 func WithHostShare(host, tenant Limits) Option {
 	return func(p *Provider) { p.hostShare, p.tenantShare = host, tenant }
 }
@@ -63,8 +67,8 @@ const defaultCgroupParent = "tether"
 // of the host, or of the control group Tether runs in if that is smaller,
 // less a quarter of it (at least 1 GiB) for everything else; three
 // quarters of the disk under the state folder that the sandboxes could
-// have at start (the space free there and what their workspace images
-// already take), the rest left to Postgres, logs and the host. A
+// have at start (the space free there and what their workspace images and
+// snapshots already take), the rest left to Postgres, logs and the host. A
 // tenant's: half the host's, the fair share of two tenants, so that while
 // one holds all of its share another can still create as much; at least
 // one sandbox of the default limits. A tenant's share past the host's is
@@ -96,15 +100,17 @@ func (p *Provider) deriveShares() {
 	half(&p.tenantShare.WorkspaceMB, h.WorkspaceMB, p.limits.WorkspaceMB)
 }
 
-// diskHeld is the bytes the sandboxes' workspace images under the state
-// folder take on disk.
+// diskHeld is the bytes the sandboxes' workspace images and the snapshots
+// under the state folder take on disk.
 func (p *Provider) diskHeld() int64 {
 	var n int64
-	entries, _ := os.ReadDir(p.dir)
-	for _, e := range entries {
-		if e.IsDir() {
-			used, _ := workspace.DiskUsage(filepath.Join(p.dir, e.Name(), workspace.ImageFile))
-			n += used
+	for _, dir := range []string{p.dir, filepath.Join(p.dir, snapshotsFolder)} {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if e.IsDir() {
+				used, _ := workspace.DiskUsage(filepath.Join(dir, e.Name(), workspace.ImageFile))
+				n += used
+			}
 		}
 	}
 	return n
@@ -131,9 +137,11 @@ func (p *Provider) capToShare(dir string) {
 	}
 }
 
-// ledger holds the reservations of the sandboxes on this host: their
-// limits and tenants, by id. It is read from their meta.json the first
-// time it is needed, so it outlives a restart of Tether.
+// ledger holds the reservations on this host: of its sandboxes (their
+// limits) and of its snapshots (their bytes on disk, in WorkspaceMB), with
+// their tenants, by sandbox or snapshot id. It is read from the sandboxes'
+// meta.json and the snapshots' folders the first time it is needed, so it
+// outlives a restart of Tether.
 type ledger struct {
 	mu     sync.Mutex
 	loaded bool
@@ -157,10 +165,35 @@ func (l *ledger) load(p *Provider) {
 			l.held[m.SandboxID] = reservation{tenant: m.Tenant, lim: Limits{Pids: m.Limits.Pids, MemoryMB: m.Limits.MemoryMB, WorkspaceMB: m.Limits.WorkspaceMB}}
 		}
 	}
+	snaps, _ := os.ReadDir(filepath.Join(p.dir, snapshotsFolder))
+	for _, e := range snaps {
+		if id, _ := strings.CutSuffix(e.Name(), provider.PartialSuffix); e.IsDir() && sandbox.ValidSnapshotID(id) {
+			tenant, mb := p.snapshotOnDisk(id)
+			l.held[id] = reservation{tenant: tenant, lim: Limits{WorkspaceMB: mb}}
+		}
+	}
 	l.loaded = true
 }
 
-// reserve records id's reservation, of a create (what), if
+// snapshotOnDisk is the tenant of the snapshot id (from its spec.json; ""
+// when it has none, as a partial one) and the MiB its data takes on disk,
+// complete and partial.
+func (p *Provider) snapshotOnDisk(id string) (tenant string, mb int) {
+	var used int64
+	for _, dir := range []string{p.snapshotDir(id), p.snapshotDir(id) + provider.PartialSuffix} {
+		n, _ := workspace.DiskUsage(filepath.Join(dir, workspace.ImageFile))
+		used += n
+		if spec, err := p.readSnapshotSpec(dir); err == nil && tenant == "" {
+			tenant = spec.Tenant
+		}
+	}
+	return tenant, mibOf(used)
+}
+
+// mibOf is n bytes in MiB, rounded up.
+func mibOf(n int64) int { return int((n + 1<<20 - 1) >> 20) }
+
+// reserve records id's reservation, of a create or a snapshot (what), if
 // it fits the tenant's share and the host share beside the others', or
 // returns QUOTA_EXCEEDED saying what does not fit. A reservation id held
 // already is replaced.
@@ -205,7 +238,8 @@ func (p *Provider) reserve(id, tenant string, lim Limits, what string) error {
 
 // remedy is what a tenant past its share can do, by what it asked.
 var remedy = map[string]string{
-	"create": "end one of its sandboxes here, or ask for less",
+	"create":   "end one of its sandboxes here or delete a snapshot, or ask for less",
+	"snapshot": "delete one of its snapshots or end a sandbox",
 }
 
 // unreserve frees id's reservation.
@@ -213,6 +247,26 @@ func (p *Provider) unreserve(id string) {
 	p.ledger.mu.Lock()
 	delete(p.ledger.held, id)
 	p.ledger.mu.Unlock()
+}
+
+// recountSnapshot sets the snapshot id's reservation to what its data
+// takes on disk now (none once it is gone), after a snapshot call that
+// did not end as it reserved.
+func (p *Provider) recountSnapshot(id, tenant string) {
+	l := &p.ledger
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.loaded {
+		return // the load counts it
+	}
+	onDisk, mb := p.snapshotOnDisk(id)
+	_, errFinal := os.Stat(p.snapshotDir(id))
+	_, errPartial := os.Stat(p.snapshotDir(id) + provider.PartialSuffix)
+	if errFinal != nil && errPartial != nil {
+		delete(l.held, id)
+		return
+	}
+	l.held[id] = reservation{tenant: cmp.Or(onDisk, tenant), lim: Limits{WorkspaceMB: mb}}
 }
 
 func (l Limits) plus(o Limits) Limits {
@@ -229,7 +283,7 @@ type shareDim struct {
 var shareDims = []shareDim{
 	{"processes", "", "LOCAL_TENANT_PIDS", func(l Limits) int { return l.Pids }},
 	{"memory", " MiB", "LOCAL_TENANT_MEMORY_MB", func(l Limits) int { return l.MemoryMB }},
-	{"disk (workspaces)", " MiB", "LOCAL_TENANT_WORKSPACE_MB", func(l Limits) int { return l.WorkspaceMB }},
+	{"disk (workspaces and snapshots)", " MiB", "LOCAL_TENANT_WORKSPACE_MB", func(l Limits) int { return l.WorkspaceMB }},
 }
 
 // overShare lists the resources of which held+lim is past share (a 0 in
@@ -251,7 +305,7 @@ func (p *Provider) shareNote() string {
 		how = "reserved by their workspace limits at create; no control groups here"
 	}
 	h, t := p.hostShare, p.tenantShare
-	return fmt.Sprintf("host share (all sandboxes together, %s): pids %d, memory %d MiB, disk %d MiB (workspaces' size limits); "+
-		"each tenant's share of it: pids %d, memory %d MiB, disk %d MiB; a create that does not fit is QUOTA_EXCEEDED",
+	return fmt.Sprintf("host share (all sandboxes together, %s): pids %d, memory %d MiB, disk %d MiB (workspaces' size limits and snapshots' bytes); "+
+		"each tenant's share of it: pids %d, memory %d MiB, disk %d MiB; a create or snapshot that does not fit is QUOTA_EXCEEDED",
 		how, h.Pids, h.MemoryMB, h.WorkspaceMB, t.Pids, t.MemoryMB, t.WorkspaceMB)
 }

@@ -328,11 +328,73 @@ func TestDefaultDiskShare(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := createAs(t, p, "a", `{"workspace_mb": 32}`)
-	if sandbox.ErrorCode(err) != sandbox.CodeQuotaExceeded || !strings.Contains(err.Error(), "disk (workspaces): the tenant holds") ||
+	if sandbox.ErrorCode(err) != sandbox.CodeQuotaExceeded || !strings.Contains(err.Error(), "disk (workspaces and snapshots): the tenant holds") ||
 		!strings.Contains(err.Error(), "LOCAL_TENANT_WORKSPACE_MB") {
 		t.Errorf("a second workspace past the tenant's disk share: %v, want QUOTA_EXCEEDED naming it", err)
 	}
 	if _, err := createAs(t, p, "b", `{}`); err != nil {
 		t.Errorf("another tenant's default create: %v", err)
 	}
+}
+
+// TestSnapshotsCountInTheDiskShare: a snapshot's bytes count against its
+// tenant's share of the disk, beside its workspaces' limits: one that
+// would pass it is refused with QUOTA_EXCEEDED saying so (not retryable,
+// nothing left behind), as is a create past it; deleting a snapshot frees
+// its bytes; a provider started anew counts the snapshots on disk. Before,
+// snapshots were counted nowhere on the host.
+func TestSnapshotsCountInTheDiskShare(t *testing.T) {
+	t.Parallel()
+	p, dir := newSharedProvider(t, Limits{WorkspaceMB: 4000}, Limits{WorkspaceMB: 600})
+	if p.workspace.Problem() != "" {
+		t.Skipf("no workspace size limits on this host: %s", p.workspace.Problem())
+	}
+	id, err := createAs(t, p, "a", `{"workspace_mb": 256}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: "head -c 200M /dev/urandom >/workspace/data && sync", Timeout: time.Minute})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("writing 200 MiB: %+v, %v", res, err)
+	}
+	first, second := sandbox.NewSnapshotID(), sandbox.NewSnapshotID()
+	size, err := p.Snapshot(t.Context(), id, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.DeleteSnapshot(context.Background(), first) })
+	t.Logf("a snapshot of a 256 MiB workspace holding 200 MiB: %d MiB", size>>20)
+	// 256 MiB of workspace and about 205 of snapshot held: another 205
+	// does not fit in 600.
+	_, err = p.Snapshot(t.Context(), id, second)
+	if sandbox.ErrorCode(err) != sandbox.CodeQuotaExceeded || sandbox.IsRetryable(err) ||
+		!strings.Contains(err.Error(), "this snapshot would pass the tenant's share of this node's local sandboxes; disk (workspaces and snapshots): the tenant holds") ||
+		!strings.Contains(err.Error(), "of its 600 MiB here (LOCAL_TENANT_WORKSPACE_MB)") {
+		t.Fatalf("a second snapshot past the tenant's disk share: %v; want QUOTA_EXCEEDED saying so, not retryable", err)
+	}
+	if list, err := p.ListSnapshots(t.Context()); err != nil || len(list) != 1 || list[0].ID != first {
+		t.Errorf("snapshots after the refusal: %+v, %v; want the first alone", list, err)
+	}
+	if _, err := createAs(t, p, "a", `{"workspace_mb": 256}`); sandbox.ErrorCode(err) != sandbox.CodeQuotaExceeded {
+		t.Errorf("a create past the tenant's disk share, its snapshot counted: %v, want QUOTA_EXCEEDED", err)
+	}
+	if _, err := createAs(t, p, "b", `{"workspace_mb": 256}`); err != nil {
+		t.Errorf("another tenant's create: %v", err)
+	}
+	// A provider started anew counts the snapshot on disk.
+	again, err := New(dir, WithLimits(p.limits, p.maxLimits), WithHostShare(p.hostShare, p.tenantShare), WithCgroupParent(filepath.Base(p.cg.Parents()[0])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := createAs(t, again, "a", `{"workspace_mb": 256}`); sandbox.ErrorCode(err) != sandbox.CodeQuotaExceeded {
+		t.Errorf("after a restart, a create past the tenant's disk share: %v, want QUOTA_EXCEEDED", err)
+	}
+	// Deleting the first snapshot makes room for the second.
+	if err := p.DeleteSnapshot(t.Context(), first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Snapshot(t.Context(), id, second); err != nil {
+		t.Fatalf("a snapshot once the first is deleted: %v", err)
+	}
+	t.Cleanup(func() { _ = p.DeleteSnapshot(context.Background(), second) })
 }

@@ -107,7 +107,7 @@ type Provider struct {
 	// limits are the defaults and the maxima of a sandbox's limits.
 	limits, maxLimits Limits
 	// hostShare is what all sandboxes together may reserve of the host,
-	// tenantShare what one tenant's sandboxes may, and
+	// tenantShare what one tenant's sandboxes and snapshots may, and
 	// ledger what they hold (ceiling.go); cgroupParent names the control
 	// group capped at the host share.
 	hostShare, tenantShare Limits

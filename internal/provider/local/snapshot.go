@@ -46,7 +46,9 @@ type snapshotSpec struct {
 func (p *Provider) snapshotDir(id string) string { return filepath.Join(p.dir, snapshotsFolder, id) }
 
 // Snapshot implements sandbox.Snapshotter. It holds the sandbox's lock, so
-// that no destroy or create of the sandbox runs meanwhile.
+// that no destroy or create of the sandbox runs meanwhile. A snapshot's
+// bytes count against its tenant's share of the disk and the host's
+// (ceiling.go): one that does not fit is QUOTA_EXCEEDED, not retried.
 func (p *Provider) Snapshot(ctx context.Context, sandboxID, snapshotID string) (int64, error) {
 	if !sandbox.ValidID(sandboxID) || !sandbox.ValidSnapshotID(snapshotID) {
 		return 0, fmt.Errorf("local: snapshot: invalid id %q or %q", sandboxID, snapshotID)
@@ -60,6 +62,26 @@ func (p *Provider) Snapshot(ctx context.Context, sandboxID, snapshotID string) (
 	if m.Limits.WorkspaceMB == 0 {
 		return 0, errors.New("local: snapshot: the sandbox's /workspace has no size limit, so no image to copy: create it with params.workspace_mb (or set LOCAL_WORKSPACE_MB)")
 	}
+	// The copy takes about what the workspace's image takes on disk: it
+	// must fit the tenant's share beside its sandboxes and snapshots, and
+	// once taken, so must what it really took.
+	used, _ := workspace.DiskUsage(filepath.Join(p.sandboxDir(sandboxID), workspace.ImageFile))
+	if err := p.reserve(snapshotID, m.Tenant, Limits{WorkspaceMB: mibOf(used)}, "snapshot"); err != nil {
+		return 0, err
+	}
+	size, err := p.copySnapshot(ctx, m, snapshotID)
+	if err != nil {
+		p.recountSnapshot(snapshotID, m.Tenant)
+		return 0, err
+	}
+	return size, nil
+}
+
+// copySnapshot takes the snapshot snapshotID of the sandbox m: its
+// workspace's image and spec.json, written as a partial folder and renamed
+// once complete. A copy that took more than the tenant's share can hold is
+// removed and refused.
+func (p *Provider) copySnapshot(ctx context.Context, m meta, snapshotID string) (int64, error) {
 	final := p.snapshotDir(snapshotID)
 	tmp := final + provider.PartialSuffix
 	if err := os.RemoveAll(tmp); err != nil {
@@ -68,11 +90,15 @@ func (p *Provider) Snapshot(ctx context.Context, sandboxID, snapshotID string) (
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return 0, fmt.Errorf("local: snapshot: %w", err)
 	}
-	size, err := workspace.Snapshot(ctx, p.sandboxDir(sandboxID), filepath.Join(tmp, workspace.ImageFile))
+	size, err := workspace.Snapshot(ctx, p.sandboxDir(m.SandboxID), filepath.Join(tmp, workspace.ImageFile))
 	if err != nil {
 		return 0, sandbox.Retryable(fmt.Errorf("local: snapshot: %w", err))
 	}
-	spec, _ := json.Marshal(snapshotSpec{SnapshotID: snapshotID, SandboxID: sandboxID, Tenant: m.Tenant,
+	if err := p.reserve(snapshotID, m.Tenant, Limits{WorkspaceMB: mibOf(size)}, "snapshot"); err != nil {
+		_ = os.RemoveAll(tmp)
+		return 0, err
+	}
+	spec, _ := json.Marshal(snapshotSpec{SnapshotID: snapshotID, SandboxID: m.SandboxID, Tenant: m.Tenant,
 		WorkspaceMB: m.Limits.WorkspaceMB, Image: m.Image, CreatedAt: time.Now().UTC()})
 	if err := writeSynced(filepath.Join(tmp, "spec.json"), spec); err != nil {
 		return 0, fmt.Errorf("local: snapshot: %w", err)
@@ -110,9 +136,11 @@ func (p *Provider) DeleteSnapshot(_ context.Context, snapshotID string) error {
 	}
 	for _, path := range []string{p.snapshotDir(snapshotID), p.snapshotDir(snapshotID) + provider.PartialSuffix} {
 		if err := os.RemoveAll(path); err != nil {
+			p.recountSnapshot(snapshotID, "")
 			return fmt.Errorf("local: delete snapshot: %w", err)
 		}
 	}
+	p.unreserve(snapshotID)
 	return nil
 }
 
