@@ -21,28 +21,28 @@ type endsMidCall struct {
 	st *store.Store
 }
 
-func (endsMidCall) Name() string { return "endsmidcall" }
+func (*endsMidCall) Name() string { return "endsmidcall" }
 
-func (p endsMidCall) end(ctx context.Context, id string) error {
+func (p *endsMidCall) end(ctx context.Context, id string) error {
 	if _, _, err := p.st.EndSandbox(ctx, tenantA, id, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "ended mid-call"); err != nil {
 		return err
 	}
 	return errors.New("open /sys/fs/cgroup/pids/tether/sbx/exec-1/tasks: no such file or directory")
 }
 
-func (p endsMidCall) Exec(ctx context.Context, id string, _ sandbox.ExecRequest) (sandbox.ExecResult, error) {
+func (p *endsMidCall) Exec(ctx context.Context, id string, _ sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	return sandbox.ExecResult{}, p.end(ctx, id)
 }
 
-func (p endsMidCall) ExecStream(ctx context.Context, id string, _ sandbox.ExecRequest, _ func(string, []byte) error) (sandbox.ExecResult, error) {
+func (p *endsMidCall) ExecStream(ctx context.Context, id string, _ sandbox.ExecRequest, _ func(string, []byte) error) (sandbox.ExecResult, error) {
 	return sandbox.ExecResult{}, p.end(ctx, id)
 }
 
-func (p endsMidCall) WriteFile(ctx context.Context, id, _ string, _ io.Reader, _ int64) error {
+func (p *endsMidCall) WriteFile(ctx context.Context, id, _ string, _ io.Reader, _ int64) error {
 	return p.end(ctx, id)
 }
 
-func (p endsMidCall) ReadFile(ctx context.Context, id, _ string, _ io.Writer, _ int64) error {
+func (p *endsMidCall) ReadFile(ctx context.Context, id, _ string, _ io.Writer, _ int64) error {
 	return p.end(ctx, id)
 }
 
@@ -51,13 +51,13 @@ func (p endsMidCall) ReadFile(ctx context.Context, id, _ string, _ io.Writer, _ 
 // state, not 500: the destroy took what the call was using.
 func TestCallsOnASandboxEndedMidway(t *testing.T) {
 	t.Parallel()
-	var p endsMidCall
-	b := setup(t, withExecutor(), withProvider(&p))
 	simP, err := sim.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Provider, p.st = simP, b.Store
+	p := &endsMidCall{Provider: simP}
+	b := setup(t, withExecutor(), withProvider(p))
+	p.st = b.Store // read only by the data-plane calls below
 	for _, call := range []struct {
 		method, path string
 		body         any
