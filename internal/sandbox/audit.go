@@ -10,6 +10,10 @@ type Caller struct {
 	KeyName string
 }
 
+// KeyPrefix starts every API key Tether makes, so that leaked ones are
+// easy to recognise in logs and scanners.
+const KeyPrefix = "tk_"
+
 // APIKey is an API key as Tether records it; the key itself is never kept,
 // only its hash.
 type APIKey struct {

@@ -13,11 +13,11 @@ const (
 )
 
 // ValidPreviewToken reports whether s has the shape of a preview token
-// (the prefix and 32 bytes, base64url): others are unknown without a
-// query.
+// (the prefix and 40 bytes, base64url: 32 random and a tag; or, made
+// before tags, 32 random bytes): others are unknown without a query.
 func ValidPreviewToken(s string) bool {
 	rest, ok := strings.CutPrefix(s, PreviewTokenPrefix)
-	return ok && len(rest) == 43 && !strings.ContainsFunc(rest, func(r rune) bool {
+	return ok && (len(rest) == 54 || len(rest) == 43) && !strings.ContainsFunc(rest, func(r rune) bool {
 		return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && r != '-' && r != '_'
 	})
 }

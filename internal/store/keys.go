@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base32"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -17,8 +16,9 @@ import (
 )
 
 // keyPrefix starts every API key Tether generates, so that leaked keys are
-// easy to recognise in logs and scanners.
-const keyPrefix = "tk_"
+// easy to recognise in logs and scanners. What follows it is tagged (see
+// package credential); keys made before tags are 43 random characters.
+const keyPrefix = sandbox.KeyPrefix
 
 func hashKey(key string) []byte {
 	h := sha256.Sum256([]byte(key))
@@ -44,13 +44,6 @@ func scanAPIKey(row pgx.Row) (sandbox.APIKey, error) {
 	var k sandbox.APIKey
 	err := row.Scan(&k.ID, &k.Tenant, &k.Name, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt, &k.ManageKeys, &k.CreatedBy)
 	return k, err
-}
-
-// newKeySecret makes a random API key.
-func newKeySecret() string {
-	var b [32]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return keyPrefix + base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // actingKey locks the key with the given id for the rest of tx, so that a
@@ -87,9 +80,12 @@ func mayManage(ctx context.Context, tx pgx.Tx, tenant, by, what string) error {
 // tenant must be under its cap (else QUOTA_EXCEEDED). The new key records
 // which key made it. It returns the key's record and the key itself.
 func (s *Store) MintAPIKey(ctx context.Context, nk sandbox.NewAPIKey) (sandbox.APIKey, string, error) {
-	key := newKeySecret()
+	key, err := s.newSecret(ctx, keyPrefix)
+	if err != nil {
+		return sandbox.APIKey{}, "", wrap("mint api key", err)
+	}
 	var k sandbox.APIKey
-	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		if err := mayManage(ctx, tx, nk.Tenant, nk.By, "create keys"); err != nil {
 			return err
 		}
@@ -123,7 +119,10 @@ func (s *Store) MintAPIKey(ctx context.Context, nk sandbox.NewAPIKey) (sandbox.A
 // creating the tenant if needed, and returns the key's record and the key
 // itself (shown once: only its hash is stored).
 func (s *Store) CreateAPIKey(ctx context.Context, tenant, name string) (sandbox.APIKey, string, error) {
-	key := newKeySecret()
+	key, err := s.newSecret(ctx, keyPrefix)
+	if err != nil {
+		return sandbox.APIKey{}, "", wrap("create api key", err)
+	}
 	k, err := s.RegisterAPIKey(ctx, tenant, name, key)
 	if err != nil {
 		return sandbox.APIKey{}, "", err

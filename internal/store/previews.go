@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,19 +13,13 @@ import (
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
-// Preview tokens and ids. A token is 32 random bytes behind a prefix that
-// scanners recognise; only its SHA-256 is stored, so a token cannot be
-// read back, only checked.
+// Preview tokens and ids. A token is 32 random bytes and a tag (see
+// package credential) behind a prefix that scanners recognise; only its
+// SHA-256 is stored, so a token cannot be read back, only checked.
 const (
 	previewTokenPrefix = sandbox.PreviewTokenPrefix
 	previewIDPrefix    = sandbox.PreviewIDPrefix
 )
-
-func newPreviewToken() string {
-	var b [32]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return previewTokenPrefix + base64.RawURLEncoding.EncodeToString(b[:])
-}
 
 func newPreviewID() string {
 	var b [10]byte
@@ -48,7 +41,10 @@ func scanPreview(row pgx.Row) (sandbox.Preview, error) {
 // tenant does not have is ErrNotFound. The caller checks the sandbox's
 // state; a preview of a sandbox that ends later stops working then.
 func (s *Store) CreatePreview(ctx context.Context, np sandbox.NewPreview) (sandbox.Preview, string, error) {
-	token := newPreviewToken()
+	token, err := s.newSecret(ctx, previewTokenPrefix)
+	if err != nil {
+		return sandbox.Preview{}, "", wrap("create preview", err)
+	}
 	now := s.Now()
 	p, err := scanPreview(s.pool.QueryRow(ctx, `
 		INSERT INTO sandbox_previews (id, sandbox_id, tenant, port, token_hash, created_at, expires_at, key_id, key_name)

@@ -69,6 +69,8 @@ type Store struct {
 	// how long it may stay paused; maxLifetime, if positive, caps the
 	// deadlines a pause and a resume set (see WithPausedTTL).
 	pausedTTL, maxLifetime time.Duration
+	// creds makes and checks API keys and preview tokens (Credentials).
+	creds credentials
 	// afterNotLive, if set, runs in EndSandbox between an end that found
 	// nothing live and the read that follows it: tests commit a create
 	// there (SetAfterNotLive).

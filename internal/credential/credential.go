@@ -1,0 +1,109 @@
+// Package credential makes and checks the bearer secrets Tether hands
+// out: API keys and preview tokens.
+//
+// A secret is a prefix ("tk_", "tpv_") and 40 bytes, base64url: 32 random
+// bytes, then a tag, the first 8 bytes of an HMAC-SHA256 of the prefix and
+// the random part under a key derived from the installation's cluster
+// secret. Any replica can tell a secret of its installation from a guess
+// with no query: a guess of that shape fails the tag check (one chance in
+// 2^64 of passing), so a flood of guesses costs Postgres nothing, while a
+// real secret is always worth a lookup. Secrets made before tags (the
+// prefix and 32 bytes) and keys an operator chose (BOOTSTRAP_API_KEY) have
+// no tag: they are Untagged, and looked up as before.
+package credential
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"strings"
+)
+
+// Sizes of a tagged secret's parts, in bytes.
+const (
+	randomLen = 32
+	tagLen    = 8
+)
+
+// TaggedLen is the length of a tagged secret after its prefix, in
+// characters; UntaggedLen that of one made before tags.
+const (
+	TaggedLen   = 54 // randomLen+tagLen (40) bytes, base64url without padding
+	UntaggedLen = 43 // randomLen (32) bytes, base64url without padding
+)
+
+// encoding refuses non-canonical encodings (stray bits in the last
+// character), so that one secret has one spelling.
+var encoding = base64.RawURLEncoding.Strict()
+
+// Verdict is what a presented value is, as far as its shape and tag tell.
+type Verdict int
+
+const (
+	// Untagged: not of the tagged shape (a secret made before tags, a
+	// key an operator chose, or junk): only a lookup tells.
+	Untagged Verdict = iota
+	// Genuine: the tagged shape, and the tag holds: this installation
+	// made it (it may since have been revoked or expired).
+	Genuine
+	// Forged: the tagged shape (the prefix and TaggedLen characters),
+	// and the tag does not hold, or it is not base64url: this
+	// installation never made it.
+	Forged
+)
+
+// Tagger makes and checks tagged secrets under one installation's key.
+// The zero value and nil have no key: they check nothing (every value is
+// Untagged) and cannot make secrets.
+type Tagger struct {
+	key []byte
+}
+
+// tagDomain separates the tags' key from the cluster secret's other use
+// (signing forwarded calls).
+const tagDomain = "tether credential tag v1"
+
+// NewTagger returns the Tagger of the installation whose cluster secret
+// is secret.
+func NewTagger(secret []byte) *Tagger {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(tagDomain))
+	return &Tagger{key: m.Sum(nil)}
+}
+
+// tag is the tag of prefix and random.
+func (t *Tagger) tag(prefix string, random []byte) []byte {
+	m := hmac.New(sha256.New, t.key)
+	m.Write([]byte(prefix))
+	m.Write(random)
+	return m.Sum(nil)[:tagLen]
+}
+
+// New makes a random secret with the prefix and its tag. It panics on a
+// Tagger without a key: a secret without its tag would be refused.
+func (t *Tagger) New(prefix string) string {
+	if t == nil || t.key == nil {
+		panic("credential: New on a Tagger without a key")
+	}
+	b := make([]byte, randomLen, randomLen+tagLen)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return prefix + encoding.EncodeToString(append(b, t.tag(prefix, b)...))
+}
+
+// Check tells whether s, presented as a secret with the prefix, is
+// Genuine, Forged or Untagged. It costs an HMAC, no query.
+func (t *Tagger) Check(prefix, s string) Verdict {
+	rest, ok := strings.CutPrefix(s, prefix)
+	if !ok || len(rest) != TaggedLen || t == nil || t.key == nil {
+		return Untagged
+	}
+	b, err := encoding.DecodeString(rest)
+	if err != nil || len(b) != randomLen+tagLen {
+		return Forged
+	}
+	if hmac.Equal(b[randomLen:], t.tag(prefix, b[:randomLen])) {
+		return Genuine
+	}
+	return Forged
+}
