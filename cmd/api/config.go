@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/lifecycle"
@@ -189,8 +191,10 @@ var serverSettings = []setting{
 		func(c *Config) *int { return &c.HTTP.KeyRequestsPerSecond }),
 	count("TENANT_REQUESTS_PER_SECOND", tetherhttp.DefaultTenantRequestsPerSecond, "requests a tenant may make a second, per replica",
 		func(c *Config) *int { return &c.HTTP.TenantRequestsPerSecond }),
-	count("AUTH_FAILURES_PER_SECOND", tetherhttp.DefaultAuthFailuresPerSecond, "keyless requests one address may make a second",
+	count("AUTH_FAILURES_PER_SECOND", tetherhttp.DefaultAuthFailuresPerSecond, "requests without a valid key or token one client address may make a second",
 		func(c *Config) *int { return &c.HTTP.AuthFailuresPerSecond }),
+	{name: "TRUSTED_PROXIES", doc: "addresses (CIDRs) of proxies whose X-Forwarded-For names the client (none: the header is ignored)",
+		set: setTrustedProxies},
 	count("TENANT_MAX_KEYS", tetherhttp.DefaultTenantMaxKeys, "API keys a tenant may hold unrevoked",
 		func(c *Config) *int { return &c.HTTP.TenantMaxKeys }),
 	count("MAX_STREAMS_PER_TENANT", tetherhttp.DefaultMaxStreamsPerTenant, "event streams a tenant may hold open, per replica",
@@ -224,6 +228,24 @@ func setProviders(c *Config, v string) error {
 		if slices.Contains(c.Providers[:i], name) {
 			return fmt.Errorf("PROVIDERS names %q twice", name)
 		}
+	}
+	return nil
+}
+
+// setTrustedProxies reads TRUSTED_PROXIES: addresses or CIDRs, separated
+// by commas or blanks.
+func setTrustedProxies(c *Config, v string) error {
+	c.HTTP.TrustedProxies = nil
+	for f := range strings.FieldsFuncSeq(v, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil || a.Zone() != "" {
+				return fmt.Errorf("TRUSTED_PROXIES: %q is not an address or a CIDR such as 10.0.0.0/8", f)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		c.HTTP.TrustedProxies = append(c.HTTP.TrustedProxies, p.Masked())
 	}
 	return nil
 }

@@ -210,3 +210,37 @@ func TestTenantQuotaConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestTrustedProxiesConfig: TRUSTED_PROXIES takes addresses and CIDRs,
+// separated by commas or blanks; none by default; anything else refuses
+// the start.
+func TestTrustedProxiesConfig(t *testing.T) {
+	t.Parallel()
+	for value, want := range map[string]string{
+		"":                                    "",
+		"10.0.0.0/8":                          "10.0.0.0/8",
+		" 10.1.2.3, 192.168.0.0/16  fd00::/8": "10.1.2.3/32 192.168.0.0/16 fd00::/8",
+		"10.1.2.3/8":                          "10.0.0.0/8",
+		"::1":                                 "::1/128",
+		"proxy.internal":                      "refused",
+		"10.0.0.0/33":                         "refused",
+		"fe80::1%eth0":                        "refused",
+	} {
+		cfg, err := loadConfig(func(name string) string {
+			return map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1/tether", "TRUSTED_PROXIES": value}[name]
+		})
+		if want == "refused" {
+			if err == nil || !strings.Contains(err.Error(), "TRUSTED_PROXIES") {
+				t.Errorf("TRUSTED_PROXIES=%q: loadConfig = %v; want it refused", value, err)
+			}
+			continue
+		}
+		var got []string
+		for _, p := range cfg.HTTP.TrustedProxies {
+			got = append(got, p.String())
+		}
+		if err != nil || strings.Join(got, " ") != want {
+			t.Errorf("TRUSTED_PROXIES=%q: %v, %v; want %s", value, got, err, want)
+		}
+	}
+}

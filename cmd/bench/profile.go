@@ -200,7 +200,7 @@ var bucketRules = []struct{ name, re string }{
 	{"JSON", `^encoding/json\.`},
 	{"logging", `^log/slog\.`},
 	{"metrics", `^github\.com/prometheus/`},
-	{"auth", `internal/http\.(withAuth|bearerKey|knownKey|\(\*keyCache\)|remoteHost)`},
+	{"auth", `internal/http\.(withAuth|authenticate|bearerKey|clientAddr|\(\*keyCache\)|\(\*authGuard\))`},
 	{"rate limiting, quotas", `internal/http\.(\(\*quotas\)|\(\*bucket\)|\(\*tenantQuota\)|withCreateQuota|exceeded)`},
 	{"notifier", `internal/store/notify\.`},
 	{"sim provider", `internal/provider/sim\.`},

@@ -91,14 +91,19 @@ func (t *Tagger) New(prefix string) string {
 	return prefix + encoding.EncodeToString(append(b, t.tag(prefix, b)...))
 }
 
+// Tagged reports whether s has the tagged shape: the prefix and
+// TaggedLen characters. Only such a value needs Check.
+func Tagged(prefix, s string) bool {
+	return len(s) == len(prefix)+TaggedLen && strings.HasPrefix(s, prefix)
+}
+
 // Check tells whether s, presented as a secret with the prefix, is
 // Genuine, Forged or Untagged. It costs an HMAC, no query.
 func (t *Tagger) Check(prefix, s string) Verdict {
-	rest, ok := strings.CutPrefix(s, prefix)
-	if !ok || len(rest) != TaggedLen || t == nil || t.key == nil {
+	if !Tagged(prefix, s) || t == nil || t.key == nil {
 		return Untagged
 	}
-	b, err := encoding.DecodeString(rest)
+	b, err := encoding.DecodeString(s[len(prefix):])
 	if err != nil || len(b) != randomLen+tagLen {
 		return Forged
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -17,17 +16,6 @@ import (
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
-// remoteHost is the address a request came from, without its port: what
-// failed authentications are counted by. Headers such as X-Forwarded-For
-// are not trusted.
-func remoteHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
 type authenticator interface {
 	// Authenticate returns the record of an API key, or
 	// sandbox.ErrNotFound for an unknown or revoked key.
@@ -35,22 +23,17 @@ type authenticator interface {
 }
 
 // withAuth requires "Authorization: Bearer <api key>" and records the key's
-// tenant and identity (callerOf) for the handlers. A request another node
-// forwarded (see forwardedAuth) carries the caller it authenticated instead,
-// under the cluster's signature; the key's rate limit was applied there.
-func withAuth(log *slog.Logger, auth authenticator, q *quotas, cl *cluster.Cluster, authed func(context.Context)) gin.HandlerFunc {
+// tenant and identity (callerOf) for the handlers. The guard judges each
+// key on its own (see authGuard): bad keys from an address slow that
+// address, never a good key beside it. A request another node forwarded
+// (see forwardedAuth) carries the caller it authenticated instead, under
+// the cluster's signature, checked without a query; the key's rate limit
+// was applied there.
+func withAuth(log *slog.Logger, g *authGuard, cache *keyCache, q *quotas, cl *cluster.Cluster, authed func(context.Context)) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		addr := remoteHost(c.Request)
-		if err := q.checkAuthFailures(c, addr); err != nil && !knownKey(auth, c.GetHeader("Authorization")) {
-			// Over its failures, an address gets no more lookups; a key
-			// this replica knows already costs none, so a client sharing the
-			// address (a NAT) with one that guesses keeps working.
-			writeError(c, log, err)
-			return
-		}
 		if cluster.IsForwarded(c.Request) {
 			if !forwardedAuth(c, log, cl) {
-				q.authFailed(addr)
+				g.failed(clientAddr(c.Request, g.trusted))
 				return
 			}
 			if authed != nil {
@@ -59,19 +42,16 @@ func withAuth(log *slog.Logger, auth authenticator, q *quotas, cl *cluster.Clust
 			c.Next()
 			return
 		}
-		key, ok := bearerKey(c.GetHeader("Authorization"))
-		if !ok {
-			q.authFailed(addr)
+		k, err := authenticate(c, g, cache)
+		if errors.Is(err, errUnknownCredential) {
+			c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
+			writeProblem(c, newProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated, "the API key is not valid", ""))
+			return
+		}
+		if errors.Is(err, errNoKey) {
 			c.Header("WWW-Authenticate", `Bearer realm="tether"`)
 			writeProblem(c, newProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated,
 				"send an API key as Authorization: Bearer <key>", ""))
-			return
-		}
-		k, err := auth.Authenticate(c.Request.Context(), key)
-		if errors.Is(err, sandbox.ErrNotFound) {
-			q.authFailed(addr)
-			c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
-			writeProblem(c, newProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated, "the API key is not valid", ""))
 			return
 		}
 		if err != nil {
@@ -91,15 +71,49 @@ func withAuth(log *slog.Logger, auth authenticator, q *quotas, cl *cluster.Clust
 	}
 }
 
+// errNoKey is a request without "Authorization: Bearer <key>".
+var errNoKey = errors.New("no API key")
+
+// authenticate returns the record of the request's API key: from the
+// cache, or looked up if the guard admits the key. Its errors are errNoKey
+// and errUnknownCredential (401), a 429 QUOTA_EXCEEDED, or the store's.
+func authenticate(c *gin.Context, g *authGuard, cache *keyCache) (sandbox.APIKey, error) {
+	key, ok := bearerKey(c.GetHeader("Authorization"))
+	if !ok {
+		if err := g.refuse(c, clientAddr(c.Request, g.trusted)); !errors.Is(err, errUnknownCredential) {
+			return sandbox.APIKey{}, err
+		}
+		return sandbox.APIKey{}, errNoKey
+	}
+	sum := sha256.Sum256([]byte(key))
+	if k, ok := cache.get(sum); ok {
+		return k, nil
+	}
+	t, err := g.admit(c, g.keys, key)
+	if err != nil {
+		return sandbox.APIKey{}, err
+	}
+	k, err := g.st.Authenticate(c.Request.Context(), key)
+	g.settle(t, err)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return k, errUnknownCredential
+	}
+	if err != nil {
+		return k, err
+	}
+	cache.put(sum, k)
+	return k, nil
+}
+
 // keyCache remembers which tenant an API key belongs to for a while, so that
 // most requests authenticate without a query. A key revoked or removed from
 // the database keeps working for at most ttl. Only successful lookups are
 // cached, under the key's hash; the cache is cleared when it grows past
-// maxEntries.
+// maxEntries. A nil cache remembers nothing.
 type keyCache struct {
-	auth       authenticator
 	ttl        time.Duration
 	maxEntries int
+	now        func() time.Time
 
 	mu      sync.Mutex
 	entries map[[sha256.Size]byte]cachedKey
@@ -110,8 +124,12 @@ type cachedKey struct {
 	expires time.Time
 }
 
-func newKeyCache(auth authenticator, ttl time.Duration) *keyCache {
-	return &keyCache{auth: auth, ttl: ttl, maxEntries: 10000, entries: map[[sha256.Size]byte]cachedKey{}}
+// newKeyCache returns a cache of ttl, or nil for a ttl of 0.
+func newKeyCache(ttl time.Duration) *keyCache {
+	if ttl <= 0 {
+		return nil
+	}
+	return &keyCache{ttl: ttl, maxEntries: 10000, now: time.Now, entries: map[[sha256.Size]byte]cachedKey{}}
 }
 
 // bearerKey is the API key of an "Authorization: Bearer <key>" header,
@@ -122,40 +140,29 @@ func bearerKey(header string) (string, bool) {
 	return key, ok && strings.EqualFold(scheme, "Bearer") && key != ""
 }
 
-// knownKey reports whether the Authorization header carries a key the auth
-// cache holds (and so would authenticate without a query).
-func knownKey(auth authenticator, header string) bool {
-	k, ok := auth.(*keyCache)
-	key, found := bearerKey(header)
-	if !ok || !found {
-		return false
+// get returns the cached record of the key whose hash is sum, if fresh.
+func (k *keyCache) get(sum [sha256.Size]byte) (sandbox.APIKey, bool) {
+	if k == nil {
+		return sandbox.APIKey{}, false
 	}
-	sum := sha256.Sum256([]byte(key))
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	e, cached := k.entries[sum]
-	return cached && time.Now().Before(e.expires)
+	e, ok := k.entries[sum]
+	if !ok || !k.now().Before(e.expires) {
+		return sandbox.APIKey{}, false
+	}
+	return e.key, true
 }
 
-// Authenticate implements authenticator.
-func (k *keyCache) Authenticate(ctx context.Context, key string) (sandbox.APIKey, error) {
-	sum := sha256.Sum256([]byte(key))
-	now := time.Now()
-	k.mu.Lock()
-	e, ok := k.entries[sum]
-	k.mu.Unlock()
-	if ok && now.Before(e.expires) {
-		return e.key, nil
-	}
-	rec, err := k.auth.Authenticate(ctx, key)
-	if err != nil {
-		return sandbox.APIKey{}, err
+// put caches the record of the key whose hash is sum.
+func (k *keyCache) put(sum [sha256.Size]byte, rec sandbox.APIKey) {
+	if k == nil {
+		return
 	}
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	if len(k.entries) >= k.maxEntries {
 		clear(k.entries)
 	}
-	k.entries[sum] = cachedKey{key: rec, expires: now.Add(k.ttl)}
-	k.mu.Unlock()
-	return rec, nil
+	k.entries[sum] = cachedKey{key: rec, expires: k.now().Add(k.ttl)}
 }

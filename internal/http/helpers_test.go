@@ -106,6 +106,7 @@ type options struct {
 	config   func(*tetherhttp.Config)
 	extra    []sandbox.Provider
 	logLevel slog.Level
+	wrap     func(*store.Store) tetherhttp.Store
 }
 
 type option func(*options)
@@ -125,6 +126,12 @@ func withMaxBody(n int64) option { return func(o *options) { o.maxBody = n } }
 // withQuotas sets the server's quotas (zero: the defaults).
 func withQuotas(maxLive, createsPerMinute, keyRPS int) option {
 	return func(o *options) { o.quotas = [3]int{maxLive, createsPerMinute, keyRPS} }
+}
+
+// withStoreWrap gives the API the store as wrap makes it (to count what
+// reaches Postgres).
+func withStoreWrap(wrap func(*store.Store) tetherhttp.Store) option {
+	return func(o *options) { o.wrap = wrap }
 }
 
 // withConfig changes the server's configuration last.
@@ -236,9 +243,13 @@ func setup(t testing.TB, opts ...option) *bundle {
 	if o.config != nil {
 		o.config(&cfg)
 	}
+	var apiStore tetherhttp.Store = st
+	if o.wrap != nil {
+		apiStore = o.wrap(st)
+	}
 	globalsMu.Lock()
 	h := tetherhttp.NewServer(log, cfg, tetherhttp.Deps{
-		Store:     st,
+		Store:     apiStore,
 		Changes:   notifier,
 		Providers: providers,
 		Ready:     ready,

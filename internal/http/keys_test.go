@@ -203,11 +203,14 @@ func TestKeyBadInput(t *testing.T) {
 			}
 		})
 	}
-	// The counts can move: a good create writes one key.
+	// The counts can move: a good create writes one key (and the
+	// installation's cluster secret, which tags it, if there was none:
+	// serve makes it at start).
 	before := b.counts(t)
 	wantStatus(t, b.do(t, http.MethodPost, "/v1/keys", `{"name":"ok"}`, as(keyA)), http.StatusCreated)
 	want := maps.Clone(before)
 	want["api_keys"]++
+	want["cluster_secret"] = 1
 	if after := b.counts(t); !after.equal(want) {
 		t.Errorf("a good create changed counts from %v to %v", before, after)
 	}

@@ -339,7 +339,7 @@ type previewServer struct {
 	providers map[string]sandbox.Provider
 	cluster   *cluster.Cluster
 	draining  context.Context
-	quotas    *quotas
+	guard     *authGuard
 	host      string // cfg.PreviewHost
 }
 
@@ -347,18 +347,19 @@ type previewServer struct {
 // both still let a request through: an unknown token is NOT_FOUND;
 // expired, revoked, or of a sandbox that ended, PREVIEW_GONE; of a sandbox
 // that is not ready (paused), SANDBOX_STATE_CONFLICT. Nothing is started.
+// The guard judges the token first, as it judges API keys: a token of
+// Tether's is looked up whatever else its address sent.
 func (ps previewServer) livePreview(c *gin.Context, token string) (sandbox.Preview, sandbox.Sandbox, error) {
-	addr := remoteHost(c.Request)
-	if err := ps.quotas.checkAuthFailures(c, addr); err != nil {
+	t, err := ps.guard.admit(c, ps.guard.previews, token)
+	if errors.Is(err, errUnknownCredential) {
+		return sandbox.Preview{}, sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeNotFound, "no such preview")
+	}
+	if err != nil {
 		return sandbox.Preview{}, sandbox.Sandbox{}, err
 	}
-	var p sandbox.Preview
-	var err error = sandbox.ErrNotFound
-	if sandbox.ValidPreviewToken(token) {
-		p, err = ps.st.PreviewByToken(c.Request.Context(), token)
-	}
+	p, err := ps.st.PreviewByToken(c.Request.Context(), token)
+	ps.guard.settle(t, err)
 	if errors.Is(err, sandbox.ErrNotFound) {
-		ps.quotas.authFailed(addr)
 		return p, sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeNotFound, "no such preview")
 	}
 	if err != nil {

@@ -21,9 +21,10 @@ const (
 	// DefaultTenantRequestsPerSecond caps a tenant's requests over all its
 	// keys, so that more keys do not mean more throughput.
 	DefaultTenantRequestsPerSecond = 1000
-	// DefaultAuthFailuresPerSecond caps the requests one remote address may
-	// make without a valid API key (missing, unknown or revoked); the burst
-	// is four seconds' worth.
+	// DefaultAuthFailuresPerSecond caps the requests one client address
+	// may make without a valid API key or preview token (missing, unknown
+	// or revoked) that cost Tether a lookup or are refused; the burst is
+	// four seconds' worth. Valid credentials never count (see authGuard).
 	DefaultAuthFailuresPerSecond = 5
 )
 
@@ -50,13 +51,12 @@ type usageReader interface {
 type quotas struct {
 	usage                          usageReader
 	maxLive, createsPerMinute, rps int
-	tenantRPS, authFailures        int
+	tenantRPS                      int
 	now                            func() time.Time
 
 	mu      sync.Mutex
 	tenants map[string]*tenantQuota
 	keys    map[string]*bucket // by API key id
-	addrs   map[string]*bucket // failed authentications, by remote address
 }
 
 type tenantQuota struct {
@@ -75,8 +75,8 @@ type tenantQuota struct {
 
 func newQuotas(usage usageReader, cfg Config) *quotas {
 	return &quotas{usage: usage, maxLive: cfg.TenantMaxLive, createsPerMinute: cfg.TenantCreatesPerMinute,
-		rps: cfg.KeyRequestsPerSecond, tenantRPS: cfg.TenantRequestsPerSecond, authFailures: cfg.AuthFailuresPerSecond,
-		now: time.Now, tenants: map[string]*tenantQuota{}, keys: map[string]*bucket{}, addrs: map[string]*bucket{}}
+		rps: cfg.KeyRequestsPerSecond, tenantRPS: cfg.TenantRequestsPerSecond,
+		now: time.Now, tenants: map[string]*tenantQuota{}, keys: map[string]*bucket{}}
 }
 
 // bucket is a token bucket: rate tokens a second, up to burst.
@@ -94,6 +94,11 @@ func (b *bucket) take(now time.Time, rate, burst float64) (bool, time.Duration) 
 		return true, 0
 	}
 	return false, time.Duration((1 - b.tokens) / rate * float64(time.Second))
+}
+
+// refund gives back a token taken, up to burst.
+func (b *bucket) refund(burst float64) {
+	b.tokens = math.Min(burst, b.tokens+1)
 }
 
 // available is how many tokens the bucket holds at now, without taking
@@ -149,46 +154,6 @@ func (q *quotas) tenant(name string) *tenantQuota {
 		q.tenants[name] = t
 	}
 	return t
-}
-
-// checkAuthFailures refuses a request from an address that has failed to
-// authenticate more than its rate allows, before its key is looked up: a
-// client without a key cannot make Tether query Postgres at will.
-func (q *quotas) checkAuthFailures(c *gin.Context, addr string) error {
-	if q.authFailures <= 0 {
-		return nil
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	b := q.addrs[addr]
-	if b == nil {
-		return nil
-	}
-	rate := float64(q.authFailures)
-	if tokens := b.available(q.now(), rate, 4*rate); tokens < 1 {
-		return exceeded(c, time.Duration((1-tokens)/rate*float64(time.Second)),
-			"too many requests without a valid API key from this address; wait")
-	}
-	return nil
-}
-
-// authFailed counts a failed authentication from addr.
-func (q *quotas) authFailed(addr string) {
-	if q.authFailures <= 0 {
-		return
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	b := q.addrs[addr]
-	if b == nil {
-		if len(q.addrs) > 100_000 {
-			clear(q.addrs)
-		}
-		b = &bucket{}
-		q.addrs[addr] = b
-	}
-	rate := float64(q.authFailures)
-	b.take(q.now(), rate, 4*rate)
 }
 
 // checkCreate admits a create of the tenant, or says which quota it is over.

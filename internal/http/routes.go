@@ -61,9 +61,10 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	}
 
 	q := newQuotas(deps.Store, cfg)
+	ag := newAuthGuard(deps.Store, cfg)
 	dp := newAuditedStore(deps.Store, deps.Metrics)
 	cl := cluster.New(deps.Nodes)
-	previews := previewServer{log: log, st: dp, providers: providers, cluster: cl, draining: draining, quotas: q, host: cfg.PreviewHost}
+	previews := previewServer{log: log, st: dp, providers: providers, cluster: cl, draining: draining, guard: ag, host: cfg.PreviewHost}
 	r.Use(withRecovery(log), withRequestID(), withBodyPacing(cfg.MinBodyRate, cfg.BodyGrace, cfg.MaxBodyTime),
 		withLogging(log), withMetrics(deps.Metrics), previews.withPreviewHosts(h))
 	r.NoRoute(h(func(c *gin.Context) error {
@@ -85,11 +86,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	// and calls /v1 like any client.
 	console.Register(r)
 
-	var auth authenticator = deps.Store
-	if cfg.AuthCacheTTL > 0 {
-		auth = newKeyCache(deps.Store, cfg.AuthCacheTTL)
-	}
-	v1 := r.Group("/v1", withAuth(log, auth, q, cl, deps.Authenticated))
+	v1 := r.Group("/v1", withAuth(log, ag, newKeyCache(cfg.AuthCacheTTL), q, cl, deps.Authenticated))
 	data := dataRoutes{group: v1, cluster: cl, routed: withNodeRouting(log, deps.Store, cl, draining)}
 	body := withBodyLimit(cfg.MaxBodyBytes)
 	pm := newPoolMetrics(deps.Metrics)

@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -78,10 +79,15 @@ type Config struct {
 	KeyRequestsPerSecond   int
 	// TenantRequestsPerSecond caps each tenant's requests over all its
 	// keys (burst: two seconds' worth); AuthFailuresPerSecond caps the
-	// requests without a valid key from one remote address (burst: four
-	// seconds' worth), which then are 429 before any lookup.
+	// requests without a valid key or preview token from one client
+	// address (burst: four seconds' worth): past it, such a request is 429
+	// before any lookup, while valid ones still pass (see authGuard).
 	TenantRequestsPerSecond int
 	AuthFailuresPerSecond   int
+	// TrustedProxies are the addresses of the proxies in front of Tether
+	// whose X-Forwarded-For tells the client's address (see clientAddr);
+	// none by default, when the header is never read.
+	TrustedProxies []netip.Prefix
 	// TenantMaxKeys caps each tenant's API keys that are not revoked.
 	TenantMaxKeys int
 	// MaxStreamsPerTenant bounds each tenant's open event streams.
@@ -141,7 +147,7 @@ type Deps struct {
 // Store is what the API needs from the registry, as the union of the small
 // interfaces its handlers take.
 type Store interface {
-	authenticator
+	credentialStore
 	sandboxCreator
 	sandboxGetter
 	sandboxLister
