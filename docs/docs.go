@@ -59,7 +59,7 @@ const docTemplate = `{
         },
         "/metrics": {
             "get": {
-                "description": "The server's metrics in the Prometheus text exposition format. No authentication.",
+                "description": "The server's metrics in the Prometheus text exposition format. No authentication. When the operator sets METRICS_ADDR, the metrics are served on that address instead, and this route is 404.",
                 "produces": [
                     "text/plain"
                 ],
@@ -73,6 +73,18 @@ const docTemplate = `{
                         "description": "metrics in the Prometheus text format",
                         "schema": {
                             "type": "string"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND: served on METRICS_ADDR instead",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
                         },
                         "headers": {
                             "X-Request-ID": {

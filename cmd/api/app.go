@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tetherhq/tether/internal/cluster"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
@@ -48,17 +49,19 @@ type app struct {
 	closePools func()
 	ln         net.Listener // the API's
 	pln        net.Listener // pprof's; nil without PPROF_ADDR
+	mln        net.Listener // /metrics'; nil without METRICS_ADDR
 	node       store.Node
 	guard      *connGuard
 
-	heartbeat *lifecycle.Heartbeat
-	executor  *lifecycle.Executor
-	janitor   *lifecycle.Janitor
-	webhooks  *lifecycle.Webhooks
-	refiller  *lifecycle.Refiller
-	srv       *http.Server
-	debugSrv  *http.Server // nil without PPROF_ADDR
-	serveErr  chan error
+	heartbeat  *lifecycle.Heartbeat
+	executor   *lifecycle.Executor
+	janitor    *lifecycle.Janitor
+	webhooks   *lifecycle.Webhooks
+	refiller   *lifecycle.Refiller
+	srv        *http.Server
+	debugSrv   *http.Server // nil without PPROF_ADDR
+	metricsSrv *http.Server // nil without METRICS_ADDR
+	serveErr   chan error
 
 	// Background work (the notifier, the workers, the servers) lives until
 	// cancelWork, in shutdown; workers waits for the goroutines.
@@ -197,7 +200,8 @@ func openServeStore(ctx context.Context, cfg Config, log *slog.Logger) (*store.S
 	return st, notifier, func() { work.Close(); pool.Close() }, nil
 }
 
-// listen takes the API's port, and pprof's if PPROF_ADDR is set.
+// listen takes the API's port, pprof's if PPROF_ADDR is set and the
+// metrics' if METRICS_ADDR is.
 func (a *app) listen(ctx context.Context) error {
 	var err error
 	if a.ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", a.cfg.ListenAddr); err != nil {
@@ -206,6 +210,11 @@ func (a *app) listen(ctx context.Context) error {
 	if a.cfg.PprofAddr != "" {
 		if a.pln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", a.cfg.PprofAddr); err != nil {
 			return fmt.Errorf("listen on PPROF_ADDR %s: %w", a.cfg.PprofAddr, err)
+		}
+	}
+	if a.cfg.MetricsAddr != "" {
+		if a.mln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", a.cfg.MetricsAddr); err != nil {
+			return fmt.Errorf("listen on METRICS_ADDR %s: %w", a.cfg.MetricsAddr, err)
 		}
 	}
 	return nil
@@ -271,7 +280,8 @@ func (a *app) buildWorkers(reg *prometheus.Registry) {
 	a.refiller = lifecycle.NewRefiller(rc, a.st, a.log, reg)
 }
 
-// buildServers makes the API's server and, with PPROF_ADDR, pprof's.
+// buildServers makes the API's server and, with PPROF_ADDR, pprof's;
+// with METRICS_ADDR, the metrics' (and the API's has no /metrics).
 func (a *app) buildServers(ctx context.Context, reg *prometheus.Registry, secret []byte) {
 	draining, startDraining := context.WithCancel(context.WithoutCancel(ctx))
 	a.startDraining = startDraining
@@ -279,13 +289,20 @@ func (a *app) buildServers(ctx context.Context, reg *prometheus.Registry, secret
 	api := a.cfg.HTTP
 	api.DefaultProvider = a.providers[0].Name()
 	api.MaxBodyTime = readTimeout
+	var gatherer prometheus.Gatherer = reg // /metrics on the API's address
+	if a.mln != nil {
+		gatherer = nil
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		a.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	}
 	handler := tetherhttp.NewServer(a.log, api, tetherhttp.Deps{
 		Store:     a.st,
 		Changes:   a.notifier,
 		Providers: a.providers,
 		Ready:     readiness(a.st),
 		Metrics:   reg,
-		Gatherer:  reg,
+		Gatherer:  gatherer,
 		Draining:  draining,
 		Nodes:     cluster.Nodes{Self: a.cfg.NodeID, Secret: secret, Finder: a.st, Nonces: a.st},
 
@@ -331,6 +348,10 @@ func (a *app) start(ctx context.Context) error {
 		a.workers.Go(func() { _ = a.debugSrv.Serve(a.pln) })
 		a.log.Info("pprof listening", "addr", a.pln.Addr().String())
 	}
+	if a.metricsSrv != nil {
+		a.workers.Go(func() { _ = a.metricsSrv.Serve(a.mln) })
+		a.log.Info("metrics listening", "addr", a.mln.Addr().String())
+	}
 	a.serveErr = make(chan error, 1)
 	a.workers.Go(func() { a.serveErr <- a.srv.Serve(a.guard.listener(a.ln)) })
 	for _, p := range a.providers {
@@ -375,8 +396,10 @@ func (a *app) shutdown() {
 	a.janitor.Stop(cleanup)
 	a.webhooks.Stop(cleanup)
 	a.heartbeat.Stop(cleanup)
-	if a.debugSrv != nil {
-		_ = a.debugSrv.Close()
+	for _, srv := range []*http.Server{a.debugSrv, a.metricsSrv} {
+		if srv != nil {
+			_ = srv.Close()
+		}
 	}
 	a.cancelWork()
 	a.workers.Wait()
@@ -386,7 +409,7 @@ func (a *app) shutdown() {
 // close releases what build took: the ports (if no server took them over)
 // and the pools.
 func (a *app) close() {
-	for _, ln := range []net.Listener{a.ln, a.pln} {
+	for _, ln := range []net.Listener{a.ln, a.pln, a.mln} {
 		if ln != nil {
 			_ = ln.Close()
 		}

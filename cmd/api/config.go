@@ -80,7 +80,10 @@ type Config struct {
 	MaxConns        int
 	MaxConnsPerAddr int
 	PprofAddr       string
-	LogLevel        slog.Level
+	// MetricsAddr, if set, is where /metrics is served, and the API's
+	// address answers it 404.
+	MetricsAddr string
+	LogLevel    slog.Level
 }
 
 // settings is the configuration's every setting, in the order
@@ -203,6 +206,8 @@ var serverSettings = []setting{
 		func(c *Config) *time.Duration { return &c.HTTP.AuthCacheTTL }),
 	verbatim("PPROF_ADDR", "where Go's pprof profiles are served (never publicly)",
 		func(c *Config) *string { return &c.PprofAddr }),
+	verbatim("METRICS_ADDR", "where /metrics is served instead of the API's address (none: on the API's, without a key)",
+		func(c *Config) *string { return &c.MetricsAddr }),
 	{name: "LOG_LEVEL", def: "info", doc: "debug, info, warn or error", set: func(c *Config, v string) error {
 		if err := c.LogLevel.UnmarshalText([]byte(cmp.Or(strings.TrimSpace(v), "info"))); err != nil {
 			return fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", v)

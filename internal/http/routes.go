@@ -77,7 +77,9 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 
 	r.GET("/healthz", h(handleHealthz()))
 	r.GET("/readyz", h(handleReadyz(deps.Ready)))
-	r.GET("/metrics", handleMetrics(deps.Gatherer))
+	if deps.Gatherer != nil { // nil: served elsewhere (METRICS_ADDR)
+		r.GET("/metrics", handleMetrics(deps.Gatherer))
+	}
 	r.GET("/openapi.json", handleOpenAPIJSON())
 	r.GET("/openapi.yaml", handleOpenAPIYAML())
 	// Swagger UI shows the OpenAPI 3 document.

@@ -126,7 +126,8 @@ type Deps struct {
 	// Ready reports whether the service can serve: Postgres reachable and
 	// the schema current. It never depends on a provider.
 	Ready func(ctx context.Context) error
-	// Metrics receives the HTTP metrics; Gatherer serves /metrics.
+	// Metrics receives the HTTP metrics; Gatherer serves /metrics (nil:
+	// no /metrics, as when METRICS_ADDR serves them elsewhere).
 	Metrics  prometheus.Registerer
 	Gatherer prometheus.Gatherer
 	// Draining is done once the server begins to shut down: long-polls

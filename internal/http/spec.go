@@ -52,11 +52,12 @@ func handleOpenAPIYAML() gin.HandlerFunc {
 // handleMetrics serves the Prometheus metrics.
 //
 //	@Summary		Prometheus metrics
-//	@Description	The server's metrics in the Prometheus text exposition format. No authentication.
+//	@Description	The server's metrics in the Prometheus text exposition format. No authentication. When the operator sets METRICS_ADDR, the metrics are served on that address instead, and this route is 404.
 //	@ID				getMetrics
 //	@Tags			health
 //	@Produce		plain
 //	@Success		200	{string}	string			"metrics in the Prometheus text format"
+//	@Failure		404	{object}	Problem			"NOT_FOUND: served on METRICS_ADDR instead"
 //	@Failure		500	{object}	Problem			"INTERNAL"
 //	@Header			all	{string}	X-Request-ID	"identifies the request in Tether's logs"
 //	@Router			/metrics [get]

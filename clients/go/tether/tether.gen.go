@@ -1997,7 +1997,7 @@ type ClientInterface interface {
 
 	// GetMetrics Prometheus metrics
 	//
-	// The server's metrics in the Prometheus text exposition format. No authentication.
+	// The server's metrics in the Prometheus text exposition format. No authentication. When the operator sets METRICS_ADDR, the metrics are served on that address instead, and this route is 404.
 	//
 	// Corresponds with GET /metrics (the `GetMetrics` operationId).
 	GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2585,7 +2585,7 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 
 // GetMetrics Prometheus metrics
 //
-// The server's metrics in the Prometheus text exposition format. No authentication.
+// The server's metrics in the Prometheus text exposition format. No authentication. When the operator sets METRICS_ADDR, the metrics are served on that address instead, and this route is 404.
 //
 // Corresponds with GET /metrics (the `GetMetrics` operationId).
 func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7056,7 +7056,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetMetricsWithResponse Prometheus metrics
 	//
-	// The server's metrics in the Prometheus text exposition format. No authentication.
+	// The server's metrics in the Prometheus text exposition format. No authentication. When the operator sets METRICS_ADDR, the metrics are served on that address instead, and this route is 404.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7792,6 +7792,11 @@ type GetMetricsResponse200Headers struct {
 	XRequestID string
 }
 
+// GetMetricsResponse404Headers the declared response headers of an HTTP 404 response for GetMetrics
+type GetMetricsResponse404Headers struct {
+	XRequestID string
+}
+
 // GetMetricsResponse500Headers the declared response headers of an HTTP 500 response for GetMetrics
 type GetMetricsResponse500Headers struct {
 	XRequestID string
@@ -7800,12 +7805,21 @@ type GetMetricsResponse500Headers struct {
 type GetMetricsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetMetricsResponse200Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetMetricsResponse404Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *GetMetricsResponse500Headers
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetMetricsResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -17224,7 +17238,7 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 
 // GetMetricsWithResponse Prometheus metrics
 //
-// The server's metrics in the Prometheus text exposition format. No authentication.
+// The server's metrics in the Prometheus text exposition format. No authentication. When the operator sets METRICS_ADDR, the metrics are served on that address instead, and this route is 404.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -18406,6 +18420,13 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -18426,6 +18447,16 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 			headers.XRequestID = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetMetricsResponse404Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers404 = &headers
 	case rsp.StatusCode == 500:
 		var headers GetMetricsResponse500Headers
 		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {

@@ -33,7 +33,7 @@ export interface paths {
         };
         /**
          * Prometheus metrics
-         * @description The server's metrics in the Prometheus text exposition format. No authentication.
+         * @description The server's metrics in the Prometheus text exposition format. No authentication. When the operator sets METRICS_ADDR, the metrics are served on that address instead, and this route is 404.
          */
         get: operations["getMetrics"];
         put?: never;
@@ -2147,6 +2147,17 @@ export interface operations {
                 };
                 content: {
                     "text/plain": string;
+                };
+            };
+            /** @description NOT_FOUND: served on METRICS_ADDR instead */
+            404: {
+                headers: {
+                    /** @description identifies the request in Tether's logs */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description INTERNAL */
