@@ -59,7 +59,7 @@ leftovers() {
 		pid=${env#/proc/}
 		pid=${pid%/environ}
 		[[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
-		if tr '\0' '\n' <"$env" 2>/dev/null | grep -qx "TETHER_CHAOS_RUN=$run"; then
+		if tr '\0' '\n' 2>/dev/null <"$env" | grep -qx "TETHER_CHAOS_RUN=$run"; then
 			echo "$pid"
 		fi
 	done
