@@ -48,6 +48,7 @@ func (s *suite) testFiles(t *testing.T) {
 	t.Run("Errors", s.testFilesErrors)
 	t.Run("Limits", s.testFilesLimits)
 	t.Run("UnknownSandbox", s.testFilesUnknown)
+	t.Run("Race", s.testFilesRace)
 }
 
 func (s *suite) testFilesRoundTrip(t *testing.T) {

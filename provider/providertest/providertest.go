@@ -104,6 +104,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ExecStream", s.testExecStream)
 	t.Run("Files", s.testFiles)
 	t.Run("Archives", s.testArchives)
+	t.Run("ArchivesRace", s.testArchivesRace)
 	t.Run("Pause", s.testPause)
 }
 

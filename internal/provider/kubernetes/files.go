@@ -78,8 +78,10 @@ func (b *boundedBuffer) Write(p []byte) (int, error) {
 // appendScript appends exactly $2 bytes of stdin to the file $1.
 const appendScript = `head -c "$2" >> "$1" || exit 7`
 
-// commitScript checks that the file $1 holds $3 bytes and moves it to $2.
-const commitScript = `n=$(wc -c < "$1") || exit 7; [ "$n" -eq "$3" ] || { echo "short upload: $n of $3 bytes arrived" >&2; exit 7; }; mv -f -- "$1" "$2" || exit 7`
+// commitScript checks that the file $1 holds $3 bytes and moves it to $2,
+// never into a folder (shfiles.CommitFile).
+const commitScript = `n=$(wc -c < "$1") || exit 7; [ "$n" -eq "$3" ] || { echo "short upload: $n of $3 bytes arrived" >&2; exit 7; }
+` + shfiles.CommitFile
 
 // WriteFile implements sandbox.Files.
 func (p *Provider) WriteFile(ctx context.Context, sandboxID, filePath string, r io.Reader, limit int64) error {
@@ -109,7 +111,7 @@ func (p *Provider) WriteFile(ctx context.Context, sandboxID, filePath string, r 
 	code, stderr, err = p.script(ctx, pod, nil, io.Discard, commitScript, tmp, clean, strconv.FormatInt(total, 10))
 	if err != nil || code != 0 {
 		discard()
-		return firstErr(err, fileError(shfiles.ExitWriteFailed, clean, stderr))
+		return firstErr(err, fileError(code, clean, stderr))
 	}
 	return nil
 }

@@ -682,7 +682,7 @@ func (p *Provider) WriteFile(ctx context.Context, sandboxID, filePath string, r 
 	return p.stageThenCommit(ctx, m, r, limit, staging{
 		op: "write file", what: "file", clean: clean,
 		stage:   []string{"sh", "-c", shfiles.StageFileFromStdin, "sh", clean, tmp},
-		commit:  []string{"mv", "-f", "--", tmp, clean},
+		commit:  []string{"sh", "-c", shfiles.CommitFile, "sh", tmp, clean},
 		discard: []string{"rm", "-f", "--", tmp},
 	})
 }
@@ -733,7 +733,7 @@ func (p *Provider) stageThenCommit(ctx context.Context, m meta, r io.Reader, lim
 	if _, err := p.run(context.WithoutCancel(ctx), commit); err != nil {
 		discard()
 		if errors.As(err, &exitErr) {
-			return fileError(shfiles.ExitWriteFailed, st.clean, stderr.String())
+			return fileError(exitErr.ExitCode(), st.clean, stderr.String())
 		}
 		return fmt.Errorf("local: %s: %w", st.op, err)
 	}

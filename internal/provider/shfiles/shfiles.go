@@ -42,6 +42,7 @@ if [ ! -d "$d" ]; then
 		*) exit 6 ;;
 	esac
 fi
+[ -d "$d" ] || exit 6
 [ -w "$d" ] || exit 5
 [ ! -e "$p" ] || [ -f "$p" ] || exit 6
 [ ! -e "$p" ] || [ -w "$p" ] || exit 5
@@ -97,8 +98,9 @@ if [ ! -d "$p" ]; then
 		*) exit 6 ;;
 	esac
 fi
+[ -d "$p" ] || exit 6
 [ -w "$p" ] && [ -x "$p" ] || exit 5
-mkdir -- "$stage" || exit 5
+mkdir -- "$stage" || { [ -d "$p" ] || exit 6; exit 5; }
 `
 
 // StageArchiveFromStdin is stageArchiveChecks, then the archive, from
@@ -110,6 +112,27 @@ const StageArchiveFromStdin = stageArchiveChecks + `tar -C "$stage" -xf - --no-s
 // "$stage.tar" beside the staging folder, for an archive that arrives
 // later in chunks.
 const StageArchiveEmpty = stageArchiveChecks + `: > "$stage.tar" || exit 7`
+
+// CommitFile moves the staged file $1 to the path $2, never into a folder:
+// the path may have become one since the staging (an upload of a file
+// below it, racing this one), and mv without -T would move the file into
+// it and succeed, losing the write. With -T, rename(2) refuses a folder in
+// one step; the exit is then ExitIsDirectory, and the staged file stays
+// for the caller to discard. An mv without -T (an older busybox) moves
+// plainly, and a file found moved into a folder is removed again, with
+// the same exit. Other failures exit ExitWriteFailed with mv's message on
+// stderr.
+const CommitFile = `set -u; tmp=$1; p=$2
+err=$(mv -fT -- "$tmp" "$p" 2>&1) && exit 0
+[ -d "$p" ] && exit 4
+case $err in
+*"nvalid option"*|*"nrecognized option"*|*"nknown option"*|*"llegal option"*) ;;
+*) printf '%s\n' "$err" >&2; exit 7 ;;
+esac
+mv -f -- "$tmp" "$p" || exit 7
+b=${tmp##*/}
+if [ -e "$p/$b" ]; then rm -f -- "$p/$b"; exit 4; fi
+exit 0`
 
 // CheckPath validates a path inside the sandbox: absolute, no NUL. It
 // returns the path cleaned.
@@ -134,6 +157,14 @@ func Error(code int, clean, stderr, fullNote string) error {
 		return sandbox.Errorf(sandbox.CodePermissionDenied, "the sandbox user may not access %s", clean)
 	case ExitInvalidPath:
 		return sandbox.Errorf(sandbox.CodeInvalidPath, "%s is not a regular file, or a folder on its way is not a folder", clean)
+	}
+	// A folder or a file that took a path's place while the write was
+	// under way (a racing write made it): the shell's, mv's or cp's words.
+	switch {
+	case strings.Contains(stderr, "ot a directory"), strings.Contains(stderr, "overwrite non-directory"):
+		return sandbox.Errorf(sandbox.CodeInvalidPath, "a folder on the way to %s is not a folder", clean)
+	case strings.Contains(stderr, "s a directory"), strings.Contains(stderr, "overwrite directory"):
+		return sandbox.Errorf(sandbox.CodeIsDirectory, "%s, or a path below it, is a directory", clean)
 	}
 	if strings.Contains(stderr, "No space left on device") || strings.Contains(stderr, "Disk quota exceeded") {
 		return sandbox.Errorf(sandbox.CodePayloadTooLarge, "no room for %s: the sandbox's file system is full%s", clean, fullNote)

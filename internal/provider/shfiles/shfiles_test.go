@@ -15,8 +15,14 @@ import (
 // the exit code and stdout.
 func run(t *testing.T, script, stdin string, args ...string) (int, string) {
 	t.Helper()
+	return runEnv(t, []string{"PATH=/usr/bin:/bin"}, script, stdin, args...)
+}
+
+// runEnv is run with the environment env.
+func runEnv(t *testing.T, env []string, script, stdin string, args ...string) (int, string) {
+	t.Helper()
 	cmd := exec.Command("/bin/sh", append([]string{"-c", script, "sh"}, args...)...)
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd.Env = env
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.Output()
 	var exitErr *exec.ExitError
@@ -74,6 +80,46 @@ func TestScriptsExitCodes(t *testing.T) {
 	}
 }
 
+// TestCommitFile: the commit moves the staged file over a file, and
+// refuses a folder in the target's place (ExitIsDirectory) rather than
+// moving the file into it, with mv's -T and with an mv that lacks it.
+func TestCommitFile(t *testing.T) {
+	t.Parallel()
+	shim := t.TempDir()
+	// An mv that refuses -T, as an older busybox's does.
+	noT := "#!/bin/sh\ncase $1 in -*T*) echo \"mv: invalid option -- 'T'\" >&2; exit 1;; esac\nexec /bin/mv \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(shim, "mv"), []byte(noT), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, path string }{{"mv -T", "/usr/bin:/bin"}, {"mv without -T", shim + ":/usr/bin:/bin"}} {
+		dir := t.TempDir()
+		tmp, target, folder := filepath.Join(dir, ".tmp-a"), filepath.Join(dir, "a"), filepath.Join(dir, "d")
+		for _, f := range []string{tmp, target} {
+			if err := os.WriteFile(f, []byte(f), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if code, _ := runEnv(t, []string{"PATH=" + c.path}, CommitFile, "", tmp, target); code != 0 {
+			t.Errorf("%s: commit over a file: exit %d", c.name, code)
+		}
+		if b, err := os.ReadFile(target); err != nil || string(b) != tmp {
+			t.Errorf("%s: the target holds %q, %v; want the staged file", c.name, b, err)
+		}
+		if err := os.WriteFile(tmp, []byte("staged"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(folder, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if code, _ := runEnv(t, []string{"PATH=" + c.path}, CommitFile, "", tmp, folder); code != ExitIsDirectory {
+			t.Errorf("%s: commit over a folder: exit %d; want %d", c.name, code, ExitIsDirectory)
+		}
+		if entries, _ := os.ReadDir(folder); len(entries) != 0 {
+			t.Errorf("%s: the folder in the target's place holds %d entries after a refused commit; want none", c.name, len(entries))
+		}
+	}
+}
+
 func TestError(t *testing.T) {
 	for _, c := range []struct {
 		code   int
@@ -88,6 +134,11 @@ func TestError(t *testing.T) {
 		{ExitWriteFailed, "cat: write error: No space left on device", sandbox.CodePayloadTooLarge, "is full (note)"},
 		{ExitWriteFailed, "sh: 1: cannot create /w/f: Disk quota exceeded", sandbox.CodePayloadTooLarge, "is full (note)"},
 		{ExitWriteFailed, "sh: 1: cannot create /w/f: Read-only file system", sandbox.CodeInvalidRequest, "cannot access /w/f: Read-only file system"},
+		{ExitWriteFailed, "sh: 1: cannot create /w/d/.tether-upload-x-f: Not a directory", sandbox.CodeInvalidPath, "not a folder"},
+		{ExitWriteFailed, "cp: cannot overwrite non-directory '/w/./x' with directory '/w/.s/./x'", sandbox.CodeInvalidPath, "not a folder"},
+		{ExitWriteFailed, "cp: cannot overwrite directory '/w/./x' with non-directory", sandbox.CodeIsDirectory, "is a directory"},
+		{ExitWriteFailed, "cp: '/w/x' is a directory", sandbox.CodeIsDirectory, "is a directory"},
+		{1, "mv: cannot move '/w/.t' to '/w/f': Read-only file system", sandbox.CodeInvalidRequest, "Read-only file system"},
 	} {
 		err := Error(c.code, "/w/f", c.stderr, " (note)")
 		if sandbox.ErrorCode(err) != c.want || !strings.Contains(err.Error(), c.msg) {
