@@ -178,6 +178,9 @@ type ExecRequest struct {
 
 // ExecResult is the outcome of an ExecRequest.
 type ExecResult struct {
+	// Output is the command's combined output, its bytes exactly as the
+	// command wrote them: not necessarily UTF-8 (a binary stream), which
+	// Tether encodes for its clients as they ask.
 	Output    string
 	ExitCode  int
 	Truncated bool

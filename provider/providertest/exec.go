@@ -53,6 +53,46 @@ func (s *suite) testExec(t *testing.T) {
 	t.Run("Timeout", s.testExecTimeout)
 	t.Run("MaxOutput", s.testExecMaxOutput)
 	t.Run("UnknownSandbox", s.testExecUnknown)
+	t.Run("Binary", s.testExecBinary)
+}
+
+// everyByte is a command that prints every byte value once, 0 to 255,
+// with the shell's printf alone, and what it prints.
+func everyByte() (command string, want []byte) {
+	var b strings.Builder
+	b.WriteString("printf '")
+	for i := range 256 {
+		fmt.Fprintf(&b, `\%03o`, i)
+		want = append(want, byte(i))
+	}
+	b.WriteString("'")
+	return b.String(), want
+}
+
+// testExecBinary: output that is not text comes back byte for byte: every
+// byte value, and (with Files) 4 KiB of /dev/urandom, compared with the
+// copy the command wrote to a file.
+func (s *suite) testExecBinary(t *testing.T) {
+	t.Parallel()
+	p, e, res := s.execSandbox(t, nil)
+	command, want := everyByte()
+	if got := s.run(t, e, res.SandboxID, provider.ExecRequest{Command: command}); got.Output != string(want) || got.ExitCode != 0 {
+		t.Errorf("every byte value: %d bytes of output (exit %d), %q; want the 256 bytes as printed", len(got.Output), got.ExitCode, got.Output)
+	}
+	f, ok := p.(provider.Files)
+	if !ok {
+		return
+	}
+	file := res.WorkDir + "/urandom.bin"
+	got := s.run(t, e, res.SandboxID, provider.ExecRequest{Command: "head -c 4096 /dev/urandom | tee " + file})
+	var copied strings.Builder
+	if err := f.ReadFile(s.ctx(t), res.SandboxID, file, &copied, 1<<20); err != nil {
+		t.Fatalf("ReadFile of the command's copy: %v", err)
+	}
+	if len(got.Output) != 4096 || got.Output != copied.String() {
+		t.Errorf("head -c 4096 /dev/urandom: %d bytes of output, equal to the file's %d: %v; want the 4096 bytes exactly",
+			len(got.Output), copied.Len(), got.Output == copied.String())
+	}
 }
 
 func (s *suite) testExecOutput(t *testing.T) {
@@ -229,6 +269,23 @@ func (s *suite) testExecStream(t *testing.T) {
 	t.Run("MaxOutput", s.testStreamMaxOutput)
 	t.Run("EmitErrorKills", func(t *testing.T) { s.testStreamKill(t, false) })
 	t.Run("CancelKills", func(t *testing.T) { s.testStreamKill(t, true) })
+	t.Run("Binary", s.testStreamBinary)
+}
+
+// testStreamBinary: streamed output that is not text comes byte for byte.
+func (s *suite) testStreamBinary(t *testing.T) {
+	t.Parallel()
+	se, _, res := s.streamSandbox(t)
+	rec := &recorder{t: t}
+	command, want := everyByte()
+	_, err := se.ExecStream(s.ctx(t), res.SandboxID, provider.ExecRequest{Command: command, Timeout: s.h.Timeout, MaxOutput: 1 << 16}, rec.emit)
+	rec.returned.Store(true)
+	if err != nil {
+		t.Fatalf("ExecStream: %v", err)
+	}
+	if got := rec.text(provider.Stdout); got != string(want) {
+		t.Errorf("every byte value streamed as %d bytes, %q; want the 256 bytes as printed", len(got), got)
+	}
 }
 
 func (s *suite) streamSandbox(t *testing.T) (provider.StreamExecer, provider.Execer, provider.Resource) {

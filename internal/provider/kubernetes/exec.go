@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -252,7 +251,7 @@ func (p *Provider) exec(ctx context.Context, pod *corev1.Pod, req sandbox.ExecRe
 	if err != nil {
 		return res, err
 	}
-	res.Output = strings.ToValidUTF8(string(out), "\uFFFD")
+	res.Output = string(out) // its bytes as they came: text or not
 	return res, nil
 }
 

@@ -180,9 +180,9 @@ func (p *Provider) setup(ctx context.Context, pod *corev1.Pod, script string, ti
 	case err != nil:
 		return fmt.Errorf("kubernetes: setup: %w", err)
 	case res.TimedOut:
-		return fmt.Errorf("setup timed out; output:\n%s", res.Output)
+		return fmt.Errorf("setup timed out; output:\n%s", strings.ToValidUTF8(res.Output, "\uFFFD"))
 	case res.ExitCode != 0:
-		return fmt.Errorf("setup exited with status %d; output:\n%s", res.ExitCode, res.Output)
+		return fmt.Errorf("setup exited with status %d; output:\n%s", res.ExitCode, strings.ToValidUTF8(res.Output, "\uFFFD"))
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tetherhq/tether/internal/host/uidpool"
@@ -248,9 +249,9 @@ func (c *creation) runSetup() error {
 	case err != nil:
 		return fmt.Errorf("local: setup: %w", err)
 	case res.TimedOut:
-		return fmt.Errorf("setup timed out; output:\n%s", res.Output)
+		return fmt.Errorf("setup timed out; output:\n%s", strings.ToValidUTF8(res.Output, "\uFFFD"))
 	case res.ExitCode != 0:
-		return fmt.Errorf("setup exited with status %d; output:\n%s", res.ExitCode, res.Output)
+		return fmt.Errorf("setup exited with status %d; output:\n%s", res.ExitCode, strings.ToValidUTF8(res.Output, "\uFFFD"))
 	}
 	return nil
 }

@@ -203,7 +203,7 @@ func (p *Provider) exec(ctx context.Context, m meta, req sandbox.ExecRequest) (s
 	if err != nil {
 		return res, err
 	}
-	res.Output = strings.ToValidUTF8(string(out), "\uFFFD")
+	res.Output = string(out) // its bytes as they came: text or not
 	return res, nil
 }
 
