@@ -4652,7 +4652,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.\n\nWith ` + "`" + `Accept: text/event-stream` + "`" + ` the output streams as Server-Sent Events while the command runs: ` + "`" + `stdout` + "`" + ` and ` + "`" + `stderr` + "`" + ` events whose data is a JSON object ` + "`" + `{\"data\":\"\u003cthe chunk, as UTF-8 text\u003e\"}` + "`" + `, then one ` + "`" + `exit` + "`" + ` event whose data is an ExecResult with an empty output. A failure after the stream began is an ` + "`" + `error` + "`" + ` event whose data is a Problem. A client that disconnects ends the command.",
+                "description": "Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.\n\nThe output is text by default: ` + "`" + `output` + "`" + ` holds it as UTF-8, each run of bytes that is not UTF-8 replaced by U+FFFD. With ` + "`" + `\"output_encoding\":\"base64\"` + "`" + ` it comes byte for byte instead, base64-encoded in ` + "`" + `output_base64` + "`" + ` (and ` + "`" + `output` + "`" + ` is empty): for binary output such as ` + "`" + `head -c 4096 /dev/urandom` + "`" + `.\n\nWith ` + "`" + `Accept: text/event-stream` + "`" + ` the output streams as Server-Sent Events while the command runs: ` + "`" + `stdout` + "`" + ` and ` + "`" + `stderr` + "`" + ` events whose data is a JSON object ` + "`" + `{\"data\":\"\u003cthe chunk, as UTF-8 text\u003e\"}` + "`" + ` (a character cut between chunks comes whole in the later one), or with ` + "`" + `\"output_encoding\":\"base64\"` + "`" + ` ` + "`" + `{\"data\":\"\",\"data_base64\":\"\u003cthe chunk's bytes\u003e\"}` + "`" + `, then one ` + "`" + `exit` + "`" + ` event whose data is an ExecResult with an empty output. A failure after the stream began is an ` + "`" + `error` + "`" + ` event whose data is a Problem. A client that disconnects ends the command.",
                 "consumes": [
                     "application/json"
                 ],
@@ -9717,6 +9717,19 @@ const docTemplate = `{
                         "PYTHONUNBUFFERED": "1"
                     }
                 },
+                "output_encoding": {
+                    "description": "OutputEncoding is how the output comes back: \"text\" (the default) in output (or a stream's data) as UTF-8, each run of bytes that is not UTF-8 replaced by U+FFFD; \"base64\" in output_base64 (or a stream's data_base64), every byte as the command wrote it, and output (data) empty.",
+                    "type": "string",
+                    "enum": [
+                        "text",
+                        "base64"
+                    ],
+                    "x-enum-varnames": [
+                        "ExecRequestOutputEncodingText",
+                        "ExecRequestOutputEncodingBase64"
+                    ],
+                    "example": "text"
+                },
                 "timeout_seconds": {
                     "description": "TimeoutSeconds bounds the command: absent means the default (60 s), 0 means the server's maximum (MAX_EXEC_TIMEOUT), anything else at most that maximum. Past it the command and everything it started are killed.",
                     "type": "integer",
@@ -9752,9 +9765,15 @@ const docTemplate = `{
                     "example": false
                 },
                 "output": {
-                    "description": "Output is the command's combined stdout and stderr; empty in a streaming exec's exit event (the output came as stdout and stderr events).",
+                    "description": "Output is the command's combined stdout and stderr, as UTF-8 text (each run of bytes that is not UTF-8 replaced by U+FFFD); empty with output_encoding base64, and in a streaming exec's exit event (the output came as stdout and stderr events).",
                     "type": "string",
                     "example": "OPEN_SANDBOX_ALIVE\n"
+                },
+                "output_base64": {
+                    "description": "OutputBase64 is, with output_encoding base64, the command's combined stdout and stderr, every byte as it was written (binary output whole); absent otherwise, and when there was no output.",
+                    "type": "string",
+                    "format": "byte",
+                    "example": "T1BFTl9TQU5EQk9YX0FMSVZFCg=="
                 },
                 "timed_out": {
                     "description": "TimedOut is true when the command was killed at its timeout (exit_code is then 124).",

@@ -29,12 +29,16 @@ type ExecRequest struct {
 	Env map[string]string `json:"env,omitempty" example:"PYTHONUNBUFFERED:1"`
 	// WorkDir is where the command starts (default: the sandbox's working directory).
 	WorkDir string `json:"workdir,omitempty" example:"/workspace"`
+	// OutputEncoding is how the output comes back: "text" (the default) in output (or a stream's data) as UTF-8, each run of bytes that is not UTF-8 replaced by U+FFFD; "base64" in output_base64 (or a stream's data_base64), every byte as the command wrote it, and output (data) empty.
+	OutputEncoding string `json:"output_encoding,omitempty" enums:"text,base64" x-enum-varnames:"ExecRequestOutputEncodingText,ExecRequestOutputEncodingBase64" example:"text"`
 } // @name ExecRequest
 
 // ExecResult is a command's outcome.
 type ExecResult struct {
-	// Output is the command's combined stdout and stderr; empty in a streaming exec's exit event (the output came as stdout and stderr events).
+	// Output is the command's combined stdout and stderr, as UTF-8 text (each run of bytes that is not UTF-8 replaced by U+FFFD); empty with output_encoding base64, and in a streaming exec's exit event (the output came as stdout and stderr events).
 	Output string `json:"output" example:"OPEN_SANDBOX_ALIVE\n"`
+	// OutputBase64 is, with output_encoding base64, the command's combined stdout and stderr, every byte as it was written (binary output whole); absent otherwise, and when there was no output.
+	OutputBase64 []byte `json:"output_base64,omitempty" swaggertype:"string" format:"byte" example:"T1BFTl9TQU5EQk9YX0FMSVZFCg=="`
 	// ExitCode is the command's exit status.
 	ExitCode int `json:"exit_code" example:"0"`
 	// Truncated is true when the output exceeded the server's cap and was cut.
@@ -80,7 +84,9 @@ func dataPlane[C any](c *gin.Context, st sandboxGetter, providers map[string]san
 //	@Summary		Run a command in a sandbox
 //	@Description	Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
 //	@Description
-//	@Description	With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+//	@Description	The output is text by default: `output` holds it as UTF-8, each run of bytes that is not UTF-8 replaced by U+FFFD. With `"output_encoding":"base64"` it comes byte for byte instead, base64-encoded in `output_base64` (and `output` is empty): for binary output such as `head -c 4096 /dev/urandom`.
+//	@Description
+//	@Description	With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}` (a character cut between chunks comes whole in the later one), or with `"output_encoding":"base64"` `{"data":"","data_base64":"<the chunk's bytes>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
 //	@ID				execInSandbox
 //	@Tags			data plane
 //	@Accept			json
@@ -106,17 +112,18 @@ func dataPlane[C any](c *gin.Context, st sandboxGetter, providers map[string]san
 //	@Router			/v1/sandboxes/{id}/exec [post]
 func handleSandboxExec(log *slog.Logger, cfg Config, st dataPlaneStore, providers map[string]sandbox.Provider, draining context.Context) handlerFunc {
 	return func(c *gin.Context) error {
-		execReq, err := execRequestOf(c, cfg)
+		call, err := execRequestOf(c, cfg)
 		if err != nil {
 			return err
 		}
+		execReq := call.req
 		if wantsEventStream(c) {
 			sb, execer, err := dataPlane[sandbox.StreamExecer](c, st, providers, "streaming exec")
 			if err != nil {
 				return err
 			}
 			return endedMeanwhile(c, st, sb, "streaming exec",
-				streamExec(c, log, draining, execer, sb.ID, execReq, func(res sandbox.ExecResult, output int64, started time.Time, err error) {
+				streamExec(c, log, draining, execer, sb.ID, call, func(res sandbox.ExecResult, output int64, started time.Time, err error) {
 					recordActivity(c, log, st, sb, execActivity(execReq.Command, res, output, err), started, err)
 				}))
 		}
@@ -132,8 +139,14 @@ func handleSandboxExec(log *slog.Logger, cfg Config, st dataPlaneStore, provider
 			recordActivity(c, log, st, sb, a, started, err)
 			return err
 		}
-		return answerThenRecord(c, log, st, sb, a, started, ExecResult{Output: res.Output, ExitCode: res.ExitCode, Truncated: res.Truncated,
-			TimedOut: res.TimedOut, TimeoutSeconds: int64(execReq.Timeout / time.Second), OOMKilled: res.OOMKilled})
+		out := ExecResult{ExitCode: res.ExitCode, Truncated: res.Truncated,
+			TimedOut: res.TimedOut, TimeoutSeconds: int64(execReq.Timeout / time.Second), OOMKilled: res.OOMKilled}
+		if call.base64 {
+			out.OutputBase64 = []byte(res.Output)
+		} else {
+			out.Output = strings.ToValidUTF8(res.Output, "\uFFFD")
+		}
+		return answerThenRecord(c, log, st, sb, a, started, out)
 	}
 }
 
@@ -147,58 +160,76 @@ func checkExecBody(cfg Config) handlerFunc {
 		if err != nil {
 			return err
 		}
-		execReq, err := parseExec(raw, cfg)
+		call, err := parseExec(raw, cfg)
 		if err != nil {
 			return err
 		}
-		state(c).exec = &execReq
+		state(c).exec = &call
 		c.Request.Body = io.NopCloser(bytes.NewReader(raw))
 		c.Request.ContentLength = int64(len(raw))
 		return nil
 	}
 }
 
+// execCall is an exec's body, decoded and checked: the command to run, and
+// how its output goes back.
+type execCall struct {
+	req sandbox.ExecRequest
+	// base64: the output goes back as base64 (output_encoding base64),
+	// every byte whole, rather than as text.
+	base64 bool
+}
+
 // execRequestOf is the exec the request asks for: as checkExecBody
 // decoded it, else decoded from the body now.
-func execRequestOf(c *gin.Context, cfg Config) (sandbox.ExecRequest, error) {
-	if execReq := state(c).exec; execReq != nil {
-		return *execReq, nil
+func execRequestOf(c *gin.Context, cfg Config) (execCall, error) {
+	if call := state(c).exec; call != nil {
+		return *call, nil
 	}
 	raw, err := readJSONBody(c)
 	if err != nil {
-		return sandbox.ExecRequest{}, err
+		return execCall{}, err
 	}
 	return parseExec(raw, cfg)
 }
 
 // parseExec decodes and checks an exec's body.
-func parseExec(raw []byte, cfg Config) (sandbox.ExecRequest, error) {
+func parseExec(raw []byte, cfg Config) (execCall, error) {
 	var req ExecRequest
 	if err := decodeJSONBytes(raw, &req); err != nil {
-		return sandbox.ExecRequest{}, err
+		return execCall{}, err
 	}
 	if req.Command == "" {
-		return sandbox.ExecRequest{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "command is required")
+		return execCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "command is required")
 	}
 	if strings.ContainsRune(req.Command, 0) || strings.ContainsRune(req.WorkDir, 0) {
-		return sandbox.ExecRequest{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "command and workdir must not contain NUL bytes")
+		return execCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "command and workdir must not contain NUL bytes")
 	}
 	timeout, err := execTimeout(req.TimeoutSeconds, cfg.MaxExecTimeout)
 	if err != nil {
-		return sandbox.ExecRequest{}, err
+		return execCall{}, err
 	}
 	for k, v := range req.Env {
 		if !envKeyPattern.MatchString(k) || len(v) > maxEnvValue || strings.ContainsRune(v, 0) {
-			return sandbox.ExecRequest{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "env %q: names must match [A-Za-z_][A-Za-z0-9_]* and values be at most %d bytes with no NUL", k, maxEnvValue)
+			return execCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "env %q: names must match [A-Za-z_][A-Za-z0-9_]* and values be at most %d bytes with no NUL", k, maxEnvValue)
 		}
 	}
 	if req.WorkDir != "" && req.WorkDir[0] != '/' {
-		return sandbox.ExecRequest{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "workdir must be an absolute path")
+		return execCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "workdir must be an absolute path")
 	}
-	return sandbox.ExecRequest{
+	if req.OutputEncoding != "" && req.OutputEncoding != outputText && req.OutputEncoding != outputBase64 {
+		return execCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "output_encoding must be %q (the default) or %q", outputText, outputBase64)
+	}
+	return execCall{req: sandbox.ExecRequest{
 		Command: req.Command, Timeout: timeout, Env: req.Env, WorkDir: req.WorkDir, MaxOutput: cfg.MaxExecOutput,
-	}, nil
+	}, base64: req.OutputEncoding == outputBase64}, nil
 }
+
+// The output encodings an exec may ask for (ExecRequest.OutputEncoding).
+const (
+	outputText   = "text"
+	outputBase64 = "base64"
+)
 
 // execActivity is the activity record of an exec of command.
 func execActivity(command string, res sandbox.ExecResult, output int64, err error) sandbox.Activity {
@@ -225,17 +256,20 @@ var errDraining = errors.New("the server is shutting down")
 
 // OutputChunk is the data of a streaming exec's stdout and stderr events.
 type OutputChunk struct {
-	// Data is a chunk of the command's output, as text.
+	// Data is a chunk of the command's output, as UTF-8 text (a character split between chunks comes whole in the later one; bytes that are not UTF-8 are replaced by U+FFFD); empty with output_encoding base64.
 	Data string `json:"data" example:"hello\n"`
+	// DataBase64 is, with output_encoding base64, the chunk's bytes exactly as the command wrote them; absent otherwise.
+	DataBase64 []byte `json:"data_base64,omitempty" swaggertype:"string" format:"byte" example:"aGVsbG8K"`
 } // @name OutputChunk
 
 // streamExec runs the command, passing its output on as Server-Sent Events.
 // The headers go out with the first event, so that a failure before any
 // output is still a problem response. done is told how the command ended
 // (and how many bytes of output it made) before the client is.
-func streamExec(c *gin.Context, log *slog.Logger, draining context.Context, execer sandbox.StreamExecer, id string, req sandbox.ExecRequest,
+func streamExec(c *gin.Context, log *slog.Logger, draining context.Context, execer sandbox.StreamExecer, id string, call execCall,
 	done func(res sandbox.ExecResult, output int64, started time.Time, err error),
 ) error {
+	req := call.req
 	// A shutdown ends the stream (and the command) with a retryable error.
 	ctx, cancel := context.WithCancelCause(c.Request.Context())
 	defer cancel(nil)
@@ -260,10 +294,14 @@ func streamExec(c *gin.Context, log *slog.Logger, draining context.Context, exec
 		return nil
 	}
 	began, output := time.Now(), int64(0)
+	enc := chunkEncoder{base64: call.base64}
 	res, err := execer.ExecStream(ctx, id, req, func(stream string, chunk []byte) error {
 		output += int64(len(chunk))
-		return event(stream, OutputChunk{Data: strings.ToValidUTF8(string(chunk), "\uFFFD")})
+		return event(stream, enc.chunk(stream, chunk))
 	})
+	if err == nil {
+		err = enc.flush(event)
+	}
 	done(res, output, began, err)
 	switch {
 	case err != nil && !started:
@@ -283,6 +321,56 @@ func streamExec(c *gin.Context, log *slog.Logger, draining context.Context, exec
 	}
 	return event("exit", ExecResult{ExitCode: res.ExitCode, Truncated: res.Truncated, TimedOut: res.TimedOut,
 		TimeoutSeconds: int64(req.Timeout / time.Second), OOMKilled: res.OOMKilled})
+}
+
+// chunkEncoder turns a streaming exec's chunks into the events' data: as
+// they are, in base64, or as text. As text, the bytes of a character
+// split between two chunks are held back and sent whole with the next
+// chunk of the same stream, so that only bytes that are not UTF-8 become
+// U+FFFD.
+type chunkEncoder struct {
+	base64 bool
+	// held is, per stream, the start of a character the last chunk cut.
+	held map[string][]byte
+}
+
+// chunk is the data of the event that carries chunk of stream.
+func (e *chunkEncoder) chunk(stream string, chunk []byte) OutputChunk {
+	if e.base64 {
+		return OutputChunk{DataBase64: chunk}
+	}
+	b := chunk
+	if held := e.held[stream]; len(held) > 0 {
+		b = append(held, chunk...)
+	}
+	cut := len(b)
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				cut = i // a character's start, its end yet to come
+			}
+			break
+		}
+	}
+	if e.held == nil {
+		e.held = map[string][]byte{}
+	}
+	e.held[stream] = append([]byte(nil), b[cut:]...)
+	return OutputChunk{Data: strings.ToValidUTF8(string(b[:cut]), "\uFFFD")}
+}
+
+// flush sends, through event, what is held of each stream once the
+// command ended: the start of a character that never ended, as U+FFFD.
+func (e *chunkEncoder) flush(event func(name string, v any) error) error {
+	for _, stream := range []string{sandbox.Stdout, sandbox.Stderr} {
+		if held := e.held[stream]; len(held) > 0 {
+			delete(e.held, stream)
+			if err := event(stream, OutputChunk{Data: strings.ToValidUTF8(string(held), "\uFFFD")}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // execTimeout is the limit an exec runs under: the default when none is

@@ -44,6 +44,9 @@ func (p *nodeSim) Exec(_ context.Context, _ string, req sandbox.ExecRequest) (sa
 	p.mu.Lock()
 	p.ran = append(p.ran, req.Command)
 	p.mu.Unlock()
+	if req.Command == "output-every-byte" {
+		return sandbox.ExecResult{Output: string(everyByte())}, nil
+	}
 	if size, ok := strings.CutPrefix(req.Command, "output-bytes "); ok {
 		if n, err := strconv.Atoi(size); err == nil && n >= 0 {
 			return sandbox.ExecResult{Output: strings.Repeat("x", n)}, nil // more than a socket holds
@@ -52,8 +55,17 @@ func (p *nodeSim) Exec(_ context.Context, _ string, req sandbox.ExecRequest) (sa
 	return sandbox.ExecResult{Output: fmt.Sprintf("node %s: %s", p.node, req.Command)}, nil
 }
 
-// ExecStream says it started, then runs until its request goes away.
+// ExecStream says it started, then runs until its request goes away;
+// the command stream-chunks instead emits streamChunks and ends.
 func (p *nodeSim) ExecStream(ctx context.Context, _ string, req sandbox.ExecRequest, emit func(string, []byte) error) (sandbox.ExecResult, error) {
+	if req.Command == "stream-chunks" {
+		for _, c := range streamChunks {
+			if err := emit(c.stream, []byte(c.data)); err != nil {
+				return sandbox.ExecResult{}, err
+			}
+		}
+		return sandbox.ExecResult{}, nil
+	}
 	if err := emit(sandbox.Stdout, []byte("node "+p.node+" started "+req.Command+"\n")); err != nil {
 		return sandbox.ExecResult{}, err
 	}

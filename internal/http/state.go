@@ -29,7 +29,7 @@ type reqState struct {
 	// looked it up; nil if it did not.
 	sandbox *sandbox.Sandbox
 	// exec is an exec's body as checkExecBody decoded and checked it.
-	exec *sandbox.ExecRequest
+	exec *execCall
 	// code is the code of the problem the request was answered with;
 	// empty when it was not answered with one here.
 	code sandbox.Code

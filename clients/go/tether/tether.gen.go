@@ -91,6 +91,24 @@ func (e EventActor) Valid() bool {
 	}
 }
 
+// Defines values for ExecRequestOutputEncoding.
+const (
+	ExecRequestOutputEncodingBase64 ExecRequestOutputEncoding = "base64"
+	ExecRequestOutputEncodingText   ExecRequestOutputEncoding = "text"
+)
+
+// Valid indicates whether the value is a known member of the ExecRequestOutputEncoding enum.
+func (e ExecRequestOutputEncoding) Valid() bool {
+	switch e {
+	case ExecRequestOutputEncodingBase64:
+		return true
+	case ExecRequestOutputEncodingText:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HealthStatus.
 const (
 	HealthStatusOk          HealthStatus = "ok"
@@ -855,6 +873,11 @@ type ExecRequest struct {
 	// Example: {"PYTHONUNBUFFERED":"1"}
 	Env *map[string]string `json:"env,omitempty"`
 
+	// OutputEncoding OutputEncoding is how the output comes back: "text" (the default) in output (or a stream's data) as UTF-8, each run of bytes that is not UTF-8 replaced by U+FFFD; "base64" in output_base64 (or a stream's data_base64), every byte as the command wrote it, and output (data) empty.
+	//
+	// Example: text
+	OutputEncoding *ExecRequestOutputEncoding `json:"output_encoding,omitempty"`
+
 	// TimeoutSeconds TimeoutSeconds bounds the command: absent means the default (60 s), 0 means the server's maximum (MAX_EXEC_TIMEOUT), anything else at most that maximum. Past it the command and everything it started are killed.
 	//
 	// Example: 30
@@ -865,6 +888,11 @@ type ExecRequest struct {
 	// Example: /workspace
 	Workdir *string `json:"workdir,omitempty"`
 }
+
+// ExecRequestOutputEncoding OutputEncoding is how the output comes back: "text" (the default) in output (or a stream's data) as UTF-8, each run of bytes that is not UTF-8 replaced by U+FFFD; "base64" in output_base64 (or a stream's data_base64), every byte as the command wrote it, and output (data) empty.
+//
+// Example: text
+type ExecRequestOutputEncoding string
 
 // ExecResult defines model for ExecResult.
 type ExecResult struct {
@@ -878,10 +906,15 @@ type ExecResult struct {
 	// Example: false
 	OomKilled bool `json:"oom_killed"`
 
-	// Output Output is the command's combined stdout and stderr; empty in a streaming exec's exit event (the output came as stdout and stderr events).
+	// Output Output is the command's combined stdout and stderr, as UTF-8 text (each run of bytes that is not UTF-8 replaced by U+FFFD); empty with output_encoding base64, and in a streaming exec's exit event (the output came as stdout and stderr events).
 	//
 	// Example: OPEN_SANDBOX_ALIVE
 	Output string `json:"output"`
+
+	// OutputBase64 OutputBase64 is, with output_encoding base64, the command's combined stdout and stderr, every byte as it was written (binary output whole); absent otherwise, and when there was no output.
+	//
+	// Example: T1BFTl9TQU5EQk9YX0FMSVZFCg==
+	OutputBase64 *[]byte `json:"output_base64,omitempty"`
 
 	// TimedOut TimedOut is true when the command was killed at its timeout (exit_code is then 124).
 	//
@@ -2301,7 +2334,9 @@ type ClientInterface interface {
 	//
 	// Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
 	//
-	// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+	// The output is text by default: `output` holds it as UTF-8, each run of bytes that is not UTF-8 replaced by U+FFFD. With `"output_encoding":"base64"` it comes byte for byte instead, base64-encoded in `output_base64` (and `output` is empty): for binary output such as `head -c 4096 /dev/urandom`.
+	//
+	// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}` (a character cut between chunks comes whole in the later one), or with `"output_encoding":"base64"` `{"data":"","data_base64":"<the chunk's bytes>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2312,7 +2347,9 @@ type ClientInterface interface {
 	//
 	// Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
 	//
-	// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+	// The output is text by default: `output` holds it as UTF-8, each run of bytes that is not UTF-8 replaced by U+FFFD. With `"output_encoding":"base64"` it comes byte for byte instead, base64-encoded in `output_base64` (and `output` is empty): for binary output such as `head -c 4096 /dev/urandom`.
+	//
+	// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}` (a character cut between chunks comes whole in the later one), or with `"output_encoding":"base64"` `{"data":"","data_base64":"<the chunk's bytes>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3289,7 +3326,9 @@ func (c *Client) ListSandboxEvents(ctx context.Context, id string, params *ListS
 //
 // Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
 //
-// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+// The output is text by default: `output` holds it as UTF-8, each run of bytes that is not UTF-8 replaced by U+FFFD. With `"output_encoding":"base64"` it comes byte for byte instead, base64-encoded in `output_base64` (and `output` is empty): for binary output such as `head -c 4096 /dev/urandom`.
+//
+// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}` (a character cut between chunks comes whole in the later one), or with `"output_encoding":"base64"` `{"data":"","data_base64":"<the chunk's bytes>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3310,7 +3349,9 @@ func (c *Client) ExecInSandboxWithBody(ctx context.Context, id string, contentTy
 //
 // Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
 //
-// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+// The output is text by default: `output` holds it as UTF-8, each run of bytes that is not UTF-8 replaced by U+FFFD. With `"output_encoding":"base64"` it comes byte for byte instead, base64-encoded in `output_base64` (and `output` is empty): for binary output such as `head -c 4096 /dev/urandom`.
+//
+// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}` (a character cut between chunks comes whole in the later one), or with `"output_encoding":"base64"` `{"data":"","data_base64":"<the chunk's bytes>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7418,7 +7459,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
 	//
-	// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+	// The output is text by default: `output` holds it as UTF-8, each run of bytes that is not UTF-8 replaced by U+FFFD. With `"output_encoding":"base64"` it comes byte for byte instead, base64-encoded in `output_base64` (and `output` is empty): for binary output such as `head -c 4096 /dev/urandom`.
+	//
+	// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}` (a character cut between chunks comes whole in the later one), or with `"output_encoding":"base64"` `{"data":"","data_base64":"<the chunk's bytes>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7429,7 +7472,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
 	//
-	// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+	// The output is text by default: `output` holds it as UTF-8, each run of bytes that is not UTF-8 replaced by U+FFFD. With `"output_encoding":"base64"` it comes byte for byte instead, base64-encoded in `output_base64` (and `output` is empty): for binary output such as `head -c 4096 /dev/urandom`.
+	//
+	// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}` (a character cut between chunks comes whole in the later one), or with `"output_encoding":"base64"` `{"data":"","data_base64":"<the chunk's bytes>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -17840,7 +17885,9 @@ func (c *ClientWithResponses) ListSandboxEventsWithResponse(ctx context.Context,
 //
 // Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
 //
-// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+// The output is text by default: `output` holds it as UTF-8, each run of bytes that is not UTF-8 replaced by U+FFFD. With `"output_encoding":"base64"` it comes byte for byte instead, base64-encoded in `output_base64` (and `output` is empty): for binary output such as `head -c 4096 /dev/urandom`.
+//
+// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}` (a character cut between chunks comes whole in the later one), or with `"output_encoding":"base64"` `{"data":"","data_base64":"<the chunk's bytes>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17857,7 +17904,9 @@ func (c *ClientWithResponses) ExecInSandboxWithBodyWithResponse(ctx context.Cont
 //
 // Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
 //
-// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+// The output is text by default: `output` holds it as UTF-8, each run of bytes that is not UTF-8 replaced by U+FFFD. With `"output_encoding":"base64"` it comes byte for byte instead, base64-encoded in `output_base64` (and `output` is empty): for binary output such as `head -c 4096 /dev/urandom`.
+//
+// With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}` (a character cut between chunks comes whole in the later one), or with `"output_encoding":"base64"` `{"data":"","data_base64":"<the chunk's bytes>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

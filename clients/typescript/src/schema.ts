@@ -529,7 +529,9 @@ export interface paths {
          * Run a command in a sandbox
          * @description Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
          *
-         *     With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
+         *     The output is text by default: `output` holds it as UTF-8, each run of bytes that is not UTF-8 replaced by U+FFFD. With `"output_encoding":"base64"` it comes byte for byte instead, base64-encoded in `output_base64` (and `output` is empty): for binary output such as `head -c 4096 /dev/urandom`.
+         *
+         *     With `Accept: text/event-stream` the output streams as Server-Sent Events while the command runs: `stdout` and `stderr` events whose data is a JSON object `{"data":"<the chunk, as UTF-8 text>"}` (a character cut between chunks comes whole in the later one), or with `"output_encoding":"base64"` `{"data":"","data_base64":"<the chunk's bytes>"}`, then one `exit` event whose data is an ExecResult with an empty output. A failure after the stream began is an `error` event whose data is a Problem. A client that disconnects ends the command.
          */
         post: operations["execInSandbox"];
         delete?: never;
@@ -1272,6 +1274,12 @@ export interface components {
                 [key: string]: string;
             };
             /**
+             * @description OutputEncoding is how the output comes back: "text" (the default) in output (or a stream's data) as UTF-8, each run of bytes that is not UTF-8 replaced by U+FFFD; "base64" in output_base64 (or a stream's data_base64), every byte as the command wrote it, and output (data) empty.
+             * @example text
+             * @enum {string}
+             */
+            output_encoding?: "text" | "base64";
+            /**
              * Format: int64
              * @description TimeoutSeconds bounds the command: absent means the default (60 s), 0 means the server's maximum (MAX_EXEC_TIMEOUT), anything else at most that maximum. Past it the command and everything it started are killed.
              * @example 30
@@ -1295,10 +1303,16 @@ export interface components {
              */
             oom_killed: boolean;
             /**
-             * @description Output is the command's combined stdout and stderr; empty in a streaming exec's exit event (the output came as stdout and stderr events).
+             * @description Output is the command's combined stdout and stderr, as UTF-8 text (each run of bytes that is not UTF-8 replaced by U+FFFD); empty with output_encoding base64, and in a streaming exec's exit event (the output came as stdout and stderr events).
              * @example OPEN_SANDBOX_ALIVE
              */
             output: string;
+            /**
+             * Format: byte
+             * @description OutputBase64 is, with output_encoding base64, the command's combined stdout and stderr, every byte as it was written (binary output whole); absent otherwise, and when there was no output.
+             * @example T1BFTl9TQU5EQk9YX0FMSVZFCg==
+             */
+            output_base64?: string;
             /**
              * @description TimedOut is true when the command was killed at its timeout (exit_code is then 124).
              * @example false
