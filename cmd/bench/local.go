@@ -81,8 +81,12 @@ func newLocalBench(wanted bool) (lb *localBench, reason string, err error) {
 // a run that failed half-way outlive Tether, by design) and removes them.
 func (lb *localBench) close() {
 	procs, _ := bwrapProcesses()
+	mine := map[int]bool{}
 	for _, p := range procs {
-		if p.names(lb.root + "/") {
+		mine[p.pid] = p.names(lb.root + "/")
+	}
+	for _, p := range procs {
+		if mine[p.pid] || mine[p.ppid] { // a monitor, or its child the init
 			_ = syscall.Kill(p.pid, syscall.SIGKILL)
 		}
 	}
@@ -504,7 +508,7 @@ func (a *api) execTrue(ctx context.Context, id string) error {
 // `true` there and waits for it; it returns the time from fork to wait.
 func bareNsenter(ctx context.Context, nsenter string, pid, uid int) (time.Duration, error) {
 	id := strconv.Itoa(uid)
-	cmd := exec.CommandContext(ctx, nsenter, "--target", strconv.Itoa(pid), "--user", "--pid", "--mount", "--ipc", "--uts", "--net",
+	cmd := exec.CommandContext(ctx, nsenter, "--target", strconv.Itoa(pid), "--user", "--pid", "--mount", "--ipc", "--uts", "--net", "--cgroup",
 		"--root", "-w", "--setuid", id, "--setgid", id, "--", "true")
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	var stderr bytes.Buffer
@@ -558,7 +562,11 @@ func (lb *localBench) bareFrom(id string) (*bareBwrap, error) {
 	if monitor == nil {
 		return nil, fmt.Errorf("local sandbox %s: no bwrap process names its folder", id)
 	}
-	args, paths, dests, err := bareBwrapArgs(monitor.cmdline[1:], dir, lb.bare)
+	cmdline, err := monitorArgs(monitor.cmdline, dir)
+	if err != nil {
+		return nil, fmt.Errorf("local sandbox %s: %w", id, err)
+	}
+	args, paths, dests, err := bareBwrapArgs(cmdline, dir, lb.bare)
 	if err != nil {
 		return nil, fmt.Errorf("local sandbox %s: %w", id, err)
 	}
@@ -579,8 +587,24 @@ func (lb *localBench) bareFrom(id string) (*bareBwrap, error) {
 	return &bareBwrap{path: monitor.cmdline[0], args: args, env: splitNUL(env), data: data}, nil
 }
 
+// monitorArgs are the arguments (without argv[0]) of a sandbox's bwrap
+// whose command line is cmdline, its folder dir: the provider's bwrap
+// reads its options from the folder's bwrap.args ("--args N -- COMMAND"),
+// an older one's command line holds them all.
+func monitorArgs(cmdline []string, dir string) ([]string, error) {
+	if len(cmdline) < 4 || cmdline[1] != "--args" || cmdline[3] != "--" {
+		return cmdline[1:], nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "bwrap.args"))
+	if err != nil {
+		return nil, err
+	}
+	return append(splitNUL(b), cmdline[3:]...), nil
+}
+
 // sandboxMonitor returns the monitor of the sandbox whose bwrap names
-// prefix: its bwrap whose parent is not another, or nil.
+// prefix (runs in it, or names it in its arguments): its bwrap whose
+// parent is not another, or nil.
 func sandboxMonitor(procs []bwrapProcess, prefix string) *bwrapProcess {
 	mine := map[int]bool{}
 	for _, p := range procs {
@@ -797,12 +821,16 @@ func withoutExecServer(command []string) []string {
 type bwrapProcess struct {
 	pid, ppid int
 	cmdline   []string
+	// cwd is its working directory: a sandbox's folder, for the monitor
+	// of a sandbox the provider started.
+	cwd string
 }
 
-// names reports whether an argument of p's command line starts with
-// prefix.
+// names reports whether p runs in a folder under prefix, or an argument
+// of its command line starts with prefix (an older provider's bwrap).
 func (p bwrapProcess) names(prefix string) bool {
-	return slices.ContainsFunc(p.cmdline, func(arg string) bool { return strings.HasPrefix(arg, prefix) })
+	return strings.HasPrefix(p.cwd+"/", prefix) ||
+		slices.ContainsFunc(p.cmdline, func(arg string) bool { return strings.HasPrefix(arg, prefix) })
 }
 
 // bwrapProcesses lists the host's bwrap processes.
@@ -835,24 +863,21 @@ func bwrapProcesses() ([]bwrapProcess, error) {
 			continue
 		}
 		ppid, _ := strconv.Atoi(fields[1])
-		out = append(out, bwrapProcess{pid: pid, ppid: ppid, cmdline: cmdline})
+		cwd, _ := os.Readlink("/proc/" + e.Name() + "/cwd")
+		out = append(out, bwrapProcess{pid: pid, ppid: ppid, cmdline: cmdline, cwd: strings.TrimSuffix(cwd, " (deleted)")})
 	}
 	return out, nil
 }
 
 // sandboxInit returns the host pid of the init of the sandbox whose bwrap
-// names prefix: bwrap's child, the process the provider's commands enter,
-// is the one whose parent is the sandbox's other bwrap.
+// names prefix: the monitor's bwrap child, the process the provider's
+// commands enter.
 func sandboxInit(procs []bwrapProcess, prefix string) (int, error) {
-	mine := map[int]bool{}
-	for _, p := range procs {
-		if p.names(prefix) {
-			mine[p.pid] = true
-		}
-	}
-	for _, p := range procs {
-		if mine[p.pid] && mine[p.ppid] {
-			return p.pid, nil
+	if monitor := sandboxMonitor(procs, prefix); monitor != nil {
+		for _, p := range procs {
+			if p.ppid == monitor.pid {
+				return p.pid, nil
+			}
 		}
 	}
 	return 0, fmt.Errorf("no running sandbox init names %s", prefix)

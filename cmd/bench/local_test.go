@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -79,6 +81,32 @@ func TestSandboxInit(t *testing.T) {
 	}
 	if _, err := sandboxInit(procs[:3], prefix); err == nil {
 		t.Error("a sandbox with no init running: no error")
+	}
+	// The provider's bwrap now runs in the sandbox's folder, its options
+	// read from bwrap.args: only its monitor names the folder.
+	procs = []bwrapProcess{
+		{pid: 30, ppid: 1, cmdline: []string{"bwrap", "--args", "9", "--", "/bin/sh"}, cwd: "/state/sbx_1"},
+		{pid: 31, ppid: 30, cmdline: []string{"bwrap", "--args", "9", "--", "/bin/sh"}, cwd: "/workspace"},
+		{pid: 40, ppid: 7, cmdline: []string{"bwrap", "--args", "9", "--", "/bin/sh"}, cwd: "/state/sbx_2"},
+		{pid: 41, ppid: 40, cmdline: []string{"bwrap", "--args", "9", "--", "/bin/sh"}, cwd: "/workspace"},
+	}
+	if got, err := sandboxInit(procs, prefix); err != nil || got != 41 {
+		t.Errorf("sandboxInit by folder = %d, %v; want 41", got, err)
+	}
+}
+
+func TestMonitorArgs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "bwrap.args"), []byte("--tmpfs\x00/\x00--info-fd\x003\x00"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := monitorArgs([]string{"bwrap", "--args", "9", "--", "/bin/sh", "-c", "x"}, dir)
+	if want := []string{"--tmpfs", "/", "--info-fd", "3", "--", "/bin/sh", "-c", "x"}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("monitorArgs = %q, %v; want %q", got, err, want)
+	}
+	if got, err := monitorArgs([]string{"/usr/bin/bwrap", "--tmpfs", "/", "--", "sh"}, dir); err != nil || !slices.Equal(got, []string{"--tmpfs", "/", "--", "sh"}) {
+		t.Errorf("monitorArgs of an older command line = %q, %v", got, err)
 	}
 }
 

@@ -717,7 +717,7 @@ func (b *bareBwrap) startAndExec(ctx context.Context, nsenter string) (time.Dura
 // is pid, with the provider's nsenter options, and checks its output.
 func bareExecOK(ctx context.Context, nsenter string, pid, uid int) error {
 	id := strconv.Itoa(uid)
-	cmd := exec.CommandContext(ctx, nsenter, "--target", strconv.Itoa(pid), "--user", "--pid", "--mount", "--ipc", "--uts", "--net",
+	cmd := exec.CommandContext(ctx, nsenter, "--target", strconv.Itoa(pid), "--user", "--pid", "--mount", "--ipc", "--uts", "--net", "--cgroup",
 		"--root", "-w", "--setuid", id, "--setgid", id, "--", "printf", "ok")
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	out, err := cmd.CombinedOutput()

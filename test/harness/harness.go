@@ -410,29 +410,14 @@ func (c Client) Do(method, url string, body any) (int, map[string]any, error) {
 	return resp.StatusCode, out, nil
 }
 
-// KillSandboxes kills every local sandbox (bwrap process) whose workspace
-// lies under stateDir: what a test leaves must not outlive it.
+// KillSandboxes kills every local sandbox whose folder lies under
+// stateDir (its bwrap monitor, which runs in that folder, and the init
+// that is the monitor's child): what a test leaves must not outlive it.
 func KillSandboxes(t testing.TB, stateDir string) {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Errorf("KillSandboxes: %v", err)
-		return
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if filepath.Base(args[0]) == "bwrap" && strings.Contains(string(b), "\x00"+stateDir+"/") {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			thaw(pid)
-		}
+	for pid := range sandboxBwraps("/proc", stateDir) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		thaw(pid)
 	}
 	unmountBelow(t, stateDir)
 }

@@ -388,8 +388,9 @@ type SandboxProcess struct {
 }
 
 // SandboxProcesses returns the live (not zombie) processes of local
-// sandboxes on the host: bwrap processes whose command line binds a
-// workspace under the host's state folder, and every process in a pid
+// sandboxes on the host: bwrap processes that run in a sandbox's folder
+// under the host's state folder (or bind its workspace, an older Tether's)
+// and their bwrap children, and every process in a pid
 // namespace below the host's (a sandbox's), or in a sandbox's control
 // groups. It reads the host's own /proc (through the anchor's root), which
 // shows only the host's processes.
@@ -400,12 +401,14 @@ func (h *Host) SandboxProcesses() ([]SandboxProcess, error) {
 		return nil, fmt.Errorf("%s: %w", h.Name, err)
 	}
 	var all []procInfo
+	bwraps := sandboxBwraps(root, h.StateDir)
 	nsSandbox := map[string]string{} // a sandbox's pid namespace -> its folder name
 	for _, e := range entries {
 		in, ok := h.readProc(root, e.Name())
 		if !ok {
 			continue
 		}
+		in.bound = bwraps[in.pid]
 		if in.bound != "" && in.ns != h.pidNS {
 			nsSandbox[in.ns] = in.bound
 		}
@@ -427,7 +430,7 @@ type procInfo struct {
 	args    []string
 	ns      string
 	cgroups string
-	bound   string // the workspace's folder name, for a bwrap process
+	bound   string // the sandbox's folder name, for a bwrap process of one
 }
 
 // readProc reads the process name (a pid) in the host's /proc at root;
@@ -451,11 +454,7 @@ func (h *Host) readProc(root, name string) (procInfo, bool) {
 		return procInfo{}, false
 	}
 	cg, _ := os.ReadFile(dir + "/cgroup")
-	in := procInfo{pid: pid, start: start, args: strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"), ns: ns, cgroups: string(cg)}
-	if filepath.Base(in.args[0]) == "bwrap" {
-		in.bound = boundWorkspace(in.args, h.StateDir+"/")
-	}
-	return in, true
+	return procInfo{pid: pid, start: start, args: strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"), ns: ns, cgroups: string(cg)}, true
 }
 
 // boundWorkspace returns the folder name under prefix (the state folder)

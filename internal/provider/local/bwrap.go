@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tetherhq/tether/internal/host/image"
 	"github.com/tetherhq/tether/internal/host/uidpool"
 )
@@ -158,7 +160,8 @@ func (p *Provider) start(id string, uid int, prm Params, lim Limits) (int, error
 		}
 		_ = b.cmd.Process.Kill()
 		<-done
-		log, _ := os.ReadFile(filepath.Join(p.sandboxDir(id), "bwrap.log"))
+		log := b.stderr()
+		_ = os.WriteFile(filepath.Join(p.sandboxDir(id), "bwrap.log"), log, 0o600)
 		return 0, fmt.Errorf("bwrap did not start the sandbox: %s", strings.TrimSpace(string(log)))
 	}
 	return pid, nil
@@ -192,8 +195,19 @@ type bwrapCmd struct {
 	// info and ready are where bwrap reports the init's pid and the init
 	// says it runs.
 	info, ready *os.File
-	childEnds   []*os.File
-	files       []*os.File
+	// log is bwrap's stderr: a file in memory, which a sandbox's processes
+	// that look at their init's descriptors see as "/memfd:bwrap-stderr",
+	// where a file on the host would show its path.
+	log       *os.File
+	childEnds []*os.File
+	files     []*os.File
+}
+
+// stderr is what bwrap wrote to its stderr so far (at most 64 KiB).
+func (b *bwrapCmd) stderr() []byte {
+	buf := make([]byte, 64<<10)
+	n, _ := b.log.ReadAt(buf, 0)
+	return buf[:n]
 }
 
 func (b *bwrapCmd) close() {
@@ -214,7 +228,8 @@ func (b *bwrapCmd) pipe() (r, w *os.File, err error) {
 // nothing but the sandbox's sh, holding its only write end besides
 // bwrap's; the seccomp filter (6), if any; then the sandbox's own files
 // (bwrapArgs); then, for a sandbox with an exec server, its binary and its
-// listening socket. The init's stdout is the ready pipe.
+// listening socket; last its arguments (bwrapArgsFile). The init's stdout
+// is the ready pipe.
 func (p *Provider) bwrapCommand(id string, uid int, prm Params, lim Limits) (*bwrapCmd, error) {
 	b := &bwrapCmd{}
 	fail := func(err error) (*bwrapCmd, error) {
@@ -242,7 +257,7 @@ func (p *Provider) bwrapCommand(id string, uid int, prm Params, lim Limits) (*bw
 		b.files = append(b.files, filter)
 	}
 	args = append(args, filterArgs...)
-	// The exec server's binary and listening socket come last, after the
+	// The exec server's binary and listening socket come after the
 	// sandbox's own files.
 	serverFDs := []string{"", ""}
 	var serverFiles []*os.File
@@ -256,35 +271,95 @@ func (p *Provider) bwrapCommand(id string, uid int, prm Params, lim Limits) (*bw
 		next := dataFD + len(dataFiles)
 		serverFDs = []string{strconv.Itoa(next), strconv.Itoa(next + 1)}
 	}
-	args = append(args, "--info-fd", "3", "--", "/bin/sh", "-c", initScript, "sh", strconv.Itoa(lim.OpenFiles), serverFDs[0], serverFDs[1])
+	args = append(args, "--unshare-cgroup-try", "--info-fd", "3")
+	command := []string{"/bin/sh", "-c", initScript, "sh", strconv.Itoa(lim.OpenFiles), serverFDs[0], serverFDs[1]}
+	extra := []*os.File{filter}
+	extra = append(append(extra, dataFiles...), serverFiles...)
+	if err := b.build(p.bwrap, p.sandboxDir(id), args, command, extra, uid); err != nil {
+		return fail(err)
+	}
+	return b, nil
+}
+
+// bwrapArgsFile is the file in a sandbox's folder that holds its bwrap's
+// options, NUL-separated: bwrap reads them from it (--args), so that its
+// command line, which the sandbox sees as its pid 1's, names nothing of
+// the host (only the command after "--", which bwrap takes from its
+// command line alone, the init script); and it records them for whoever
+// looks after the sandbox.
+const bwrapArgsFile = "bwrap.args"
+
+// bwrapArgv0 is bwrap's argv[0], for the same reason: not the host's path
+// to it.
+const bwrapArgv0 = "bwrap"
+
+// build makes b's command: bwrap at path, run in the sandbox's folder dir
+// (its working directory is how the provider finds it, sandboxProcesses)
+// as uid, reading its options args from bwrapArgsFile, then running
+// command; with the pipes and the files of extra (nil entries left out)
+// after them, then the options' file.
+func (b *bwrapCmd) build(path, dir string, args, command []string, extra []*os.File, uid int) error {
+	argsFile, err := writeArgs(filepath.Join(dir, bwrapArgsFile), args)
+	if err != nil {
+		return err
+	}
+	b.files = append(b.files, argsFile)
 	infoR, infoW, err := b.pipe()
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	holdR, holdW, err := b.pipe()
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	readyR, readyW, err := b.pipe()
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	b.info, b.ready, b.childEnds = infoR, readyR, []*os.File{infoW, readyW}
-	logf, err := os.OpenFile(filepath.Join(p.sandboxDir(id), "bwrap.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	fd, err := unix.MemfdCreate("bwrap-stderr", unix.MFD_CLOEXEC)
 	if err != nil {
-		return fail(err)
+		return fmt.Errorf("making bwrap's stderr: %w", err)
 	}
-	b.files = append(b.files, logf)
+	b.log = os.NewFile(uintptr(fd), "bwrap-stderr")
+	b.files = append(b.files, b.log)
+	// Root's alone: a sandbox process may not open it through
+	// /proc/1/fd/2 (bwrap writes through the descriptor it holds).
+	if err := unix.Fchmod(fd, 0o600); err != nil {
+		return fmt.Errorf("making bwrap's stderr: %w", err)
+	}
+	files := []*os.File{infoW, holdR, holdW}
+	for _, f := range extra {
+		if f != nil {
+			files = append(files, f)
+		}
+	}
+	files = append(files, argsFile)
 	//nolint:noctx // the sandbox outlives the request that creates it, and Tether itself
-	b.cmd = exec.Command(p.bwrap, args...)
-	b.cmd.Stdout, b.cmd.Stderr = readyW, logf
-	b.cmd.ExtraFiles = []*os.File{infoW, holdR, holdW}
-	if filter != nil {
-		b.cmd.ExtraFiles = append(b.cmd.ExtraFiles, filter)
-	}
-	b.cmd.ExtraFiles = append(b.cmd.ExtraFiles, dataFiles...)
-	b.cmd.ExtraFiles = append(b.cmd.ExtraFiles, serverFiles...)
+	b.cmd = exec.Command(path, append([]string{"--args", strconv.Itoa(2 + len(files)), "--"}, command...)...)
+	b.cmd.Args[0] = bwrapArgv0
+	b.cmd.Dir = dir
+	b.cmd.Stdout, b.cmd.Stderr = readyW, b.log
+	b.cmd.ExtraFiles = files
 	b.cmd.Env = sandboxEnv()
 	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: uidpool.Credential(uid)}
-	return b, nil
+	return nil
+}
+
+// writeArgs writes args to the file path, NUL-separated, and returns it
+// open for reading from its start.
+func writeArgs(path string, args []string) (*os.File, error) {
+	var buf strings.Builder
+	for _, a := range args {
+		buf.WriteString(a)
+		buf.WriteByte(0)
+	}
+	if err := os.WriteFile(path, []byte(buf.String()), 0o600); err != nil {
+		return nil, fmt.Errorf("writing bwrap's arguments: %w", err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("writing bwrap's arguments: %w", err)
+	}
+	return f, nil
 }

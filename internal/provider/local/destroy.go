@@ -92,9 +92,9 @@ func (p *Provider) killSandbox(ctx context.Context, id string, m meta, recorded 
 	if err != nil {
 		return fmt.Errorf("local: destroy: finding the sandbox's processes: %w", err)
 	}
-	pids := procs[id]
+	pids := procs[id] // its init first
 	if recorded && m.alive() {
-		pids = append(pids, m.InitPID)
+		pids = append([]int{m.InitPID}, pids...)
 	}
 	for _, pid := range pids {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {

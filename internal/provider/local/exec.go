@@ -88,7 +88,7 @@ func (p *Provider) commandIn(groups []string, m meta, extra map[string]string, s
 	// host's nsenter must never run with one a tenant chose (LD_PRELOAD of
 	// a file in its workspace, say).
 	uid := strconv.Itoa(m.uid())
-	argv := []string{"--target", strconv.Itoa(m.InitPID), "--user", "--pid", "--mount", "--ipc", "--uts", "--net", "--root", "-w",
+	argv := []string{"--target", strconv.Itoa(m.InitPID), "--user", "--pid", "--mount", "--ipc", "--uts", "--net", "--cgroup", "--root", "-w",
 		"--setuid", uid, "--setgid", uid, "--", "/bin/sh", "-c", script, "sh", strconv.Itoa(m.Limits.OpenFiles)}
 	for k, v := range env {
 		argv = append(argv, k+"="+v)

@@ -3,6 +3,7 @@ package local
 import (
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 )
 
@@ -51,10 +52,12 @@ func (p *Provider) startKeeper(initPID int, lim Limits) error {
 		}
 	}
 	uid := strconv.Itoa(keeperUID)
+	// The sandbox sees the keeper's command line: "sleep infinity", found
+	// on a PATH of its folder alone, rather than the host's path to it.
 	//nolint:noctx // its shell ends at once, leaving the keeper behind
 	cmd := exec.Command(p.nsenter, "--target", strconv.Itoa(initPID), "--pid",
-		"--setuid", uid, "--setgid", uid, "--", p.sh, "-c", keeperScript, p.sleep, strconv.Itoa(lim.OpenFiles))
-	cmd.Env = sandboxEnv()
+		"--setuid", uid, "--setgid", uid, "--", p.sh, "-c", keeperScript, filepath.Base(p.sleep), strconv.Itoa(lim.OpenFiles))
+	cmd.Env = append(sandboxEnv(), "PATH="+filepath.Dir(p.sleep))
 	cmd.Dir = "/"
 	if err := p.startCommand(cmd, groups); err != nil {
 		return fmt.Errorf("starting the sandbox's keeper: %w", err)

@@ -94,8 +94,12 @@ func (l *idLocks) lock(id string) func() {
 }
 
 // sandboxProcesses finds the bwrap processes (the monitor and the
-// sandbox's init) of every sandbox under the state folder, by their command
-// line, which binds the sandbox's workspace folder and so names its id. It
+// sandbox's init) of every sandbox under the state folder, each sandbox's
+// init before its monitor (so that a destroy that dies half-way leaves no
+// init without its monitor: the monitor ends with its child). The monitor
+// runs in the sandbox's folder (bwrapCmd.build), which names its id; the
+// init is the monitor's bwrap child. (A sandbox an older Tether started
+// names its folder in its command line, which binds its workspace.) It
 // finds a sandbox even when its metadata was never written: Tether may die
 // between starting bwrap and recording the pid.
 func (p *Provider) sandboxProcesses() (map[string][]int, error) {
@@ -103,8 +107,9 @@ func (p *Provider) sandboxProcesses() (map[string][]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	prefix, suffix := p.dir+"/", "/workspace"
 	out := map[string][]int{}
+	monitors := map[int]string{}
+	var others []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -118,18 +123,64 @@ func (p *Provider) sandboxProcesses() (map[string][]int, error) {
 		if filepath.Base(args[0]) != "bwrap" {
 			continue
 		}
-		for i := 0; i+1 < len(args); i++ {
-			if args[i] != "--bind" || !strings.HasPrefix(args[i+1], prefix) || !strings.HasSuffix(args[i+1], suffix) {
-				continue
-			}
-			id := strings.TrimSuffix(strings.TrimPrefix(args[i+1], prefix), suffix)
-			if sandbox.ValidID(id) {
-				out[id] = append(out[id], pid)
-			}
-			break
+		if id := p.boundID(args); id != "" {
+			out[id] = append(out[id], pid)
+		} else if id := p.folderID(pid); id != "" {
+			monitors[pid] = id
+		} else {
+			others = append(others, pid)
 		}
 	}
+	for _, pid := range others {
+		if id, ok := monitors[processParent(pid)]; ok {
+			out[id] = append(out[id], pid)
+		}
+	}
+	for pid, id := range monitors {
+		out[id] = append(out[id], pid)
+	}
 	return out, nil
+}
+
+// boundID is the sandbox whose workspace folder, under the state folder,
+// the bwrap arguments args bind (an older Tether's command line), or "".
+func (p *Provider) boundID(args []string) string {
+	prefix, suffix := p.dir+"/", "/workspace"
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] != "--bind" || !strings.HasPrefix(args[i+1], prefix) || !strings.HasSuffix(args[i+1], suffix) {
+			continue
+		}
+		if id := strings.TrimSuffix(strings.TrimPrefix(args[i+1], prefix), suffix); sandbox.ValidID(id) {
+			return id
+		}
+		return ""
+	}
+	return ""
+}
+
+// folderID is the sandbox whose folder, under the state folder, is the
+// working directory of pid (a sandbox's bwrap monitor), removed or not;
+// "" if none.
+func (p *Provider) folderID(pid int) string {
+	cwd, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
+	if err != nil {
+		return ""
+	}
+	id, ok := strings.CutPrefix(strings.TrimSuffix(cwd, " (deleted)"), p.dir+"/")
+	if !ok || !sandbox.ValidID(id) {
+		return ""
+	}
+	return id
+}
+
+// processParent is the parent of pid, or 0 if it cannot be read.
+func processParent(pid int) int {
+	fields, err := statFields(pid)
+	if err != nil || len(fields) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid
 }
 
 // processRunning reports whether pid runs (and is not a zombie).
@@ -172,18 +223,27 @@ func (m meta) alive() bool {
 	return err == nil && start == m.InitStart
 }
 
-// processStart returns the start time of pid, in clock ticks since boot.
-func processStart(pid int) (uint64, error) {
+// statFields are the fields of /proc/PID/stat after the command name:
+// the process's state first (field 3 overall).
+func statFields(pid int) ([]string, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	// The command name (field 2) may hold spaces; fields resume after ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, errors.New("malformed stat")
+		return nil, errors.New("malformed stat")
 	}
-	fields := strings.Fields(string(b[i+1:]))
+	return strings.Fields(string(b[i+1:])), nil
+}
+
+// processStart returns the start time of pid, in clock ticks since boot.
+func processStart(pid int) (uint64, error) {
+	fields, err := statFields(pid)
+	if err != nil {
+		return 0, err
+	}
 	if len(fields) < 20 {
 		return 0, errors.New("malformed stat")
 	}
