@@ -87,6 +87,12 @@ func sandboxArgs(args []string, workspace, hostname string, prm Params, lim Limi
 	}
 	args = append(args, "--proc", "/proc")
 	args = append(args, procMasks...)
+	// Bound over the new /proc: the sandbox's views of meminfo and stat.
+	views, viewDests := procViews(etc, lim)
+	for i, dest := range viewDests {
+		args = append(args, "--ro-bind-data", strconv.Itoa(dataFD+len(data)+i), dest)
+	}
+	data = append(data, views...)
 	args = append(args, "--dev", "/dev")
 	if lim.MemoryMB > 0 {
 		// /tmp counts against the sandbox's memory; it cannot be larger.

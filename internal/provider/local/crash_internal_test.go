@@ -33,7 +33,7 @@ func TestCrashBeforeThePidIsRecorded(t *testing.T) {
 	if err := first.writeMeta(meta{SandboxID: id, CreatedAt: time.Now()}); err != nil { // no pid yet
 		t.Fatal(err)
 	}
-	if err := writeSandboxEtc(filepath.Join(dir, id), legacyUID); err != nil {
+	if err := writeSandboxEtc(filepath.Join(dir, id), legacyUID, Limits{}); err != nil {
 		t.Fatal(err)
 	}
 	pid, err := first.start(id, legacyUID, Params{}, Limits{})

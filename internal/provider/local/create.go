@@ -178,7 +178,7 @@ func (c *creation) makeWorkspace() error {
 
 // writeEtc writes the sandbox's own /etc/passwd and /etc/group.
 func (c *creation) writeEtc() error {
-	if err := writeSandboxEtc(c.dir, c.m.UID); err != nil {
+	if err := writeSandboxEtc(c.dir, c.m.UID, c.m.Limits); err != nil {
 		return createErr(err)
 	}
 	return nil

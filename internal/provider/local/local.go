@@ -357,7 +357,7 @@ func (p *Provider) probeSandbox(prm Params) string {
 	if err := os.Chown(ws, uid, uid); err != nil {
 		return fmt.Sprintf("cannot hand a workspace to uid %d (Tether must run as root for the local provider): %v", uid, err)
 	}
-	if err := writeSandboxEtc(dir, uid); err != nil {
+	if err := writeSandboxEtc(dir, uid, Limits{}); err != nil {
 		return fmt.Sprintf("cannot write a sandbox's /etc/passwd under %s: %v", p.dir, err)
 	}
 	filterArgs, filter, err := p.seccompArgs(3)

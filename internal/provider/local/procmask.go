@@ -14,9 +14,9 @@ import (
 // inode numbers and pids), interrupt counts, swap devices, pressure stall
 // information. Those a sandbox has no use for are masked: an empty, read-
 // only file or folder bound over each (procMaskFiles, procMaskDirs), as
-// Docker does for its own list. What programs read to work (/proc/stat,
-// meminfo, loadavg, uptime, cpuinfo, vmstat) stays: they show the host's
-// figures, not the sandbox's limits.
+// Docker does for its own list. What programs read to work stays:
+// loadavg, uptime, cpuinfo and vmstat show the host's figures; stat and
+// meminfo are replaced by views of the sandbox's own (procview.go).
 //
 // The empty file and folder live in /run, outside the state folder, so
 // that the sandbox's mount table names no folder of Tether's for them. (A

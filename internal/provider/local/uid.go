@@ -38,9 +38,9 @@ func (p *Provider) uidNote() string {
 }
 
 // writeSandboxEtc writes, in dir/etc, the passwd and group files the
-// sandbox of uid sees: root and the sandbox user, nobody else of the
-// host's.
-func writeSandboxEtc(dir string, uid int) error {
+// sandbox of uid sees (root and the sandbox user, nobody else of the
+// host's), and the /proc views of a sandbox with limits lim (procview.go).
+func writeSandboxEtc(dir string, uid int, lim Limits) error {
 	etc := filepath.Join(dir, "etc")
 	if err := os.MkdirAll(etc, 0o755); err != nil {
 		return err
@@ -55,7 +55,7 @@ func writeSandboxEtc(dir string, uid int) error {
 			return err
 		}
 	}
-	return nil
+	return writeProcViews(etc, lim)
 }
 
 // uid is the sandbox's uid (and gid).
