@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -341,7 +342,7 @@ func (e *chunkEncoder) chunk(stream string, chunk []byte) OutputChunk {
 	}
 	b := chunk
 	if held := e.held[stream]; len(held) > 0 {
-		b = append(held, chunk...)
+		b = slices.Concat(held, chunk)
 	}
 	cut := len(b)
 	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax+1; i-- {

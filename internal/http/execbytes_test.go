@@ -79,10 +79,6 @@ func TestExecOutputEncoding(t *testing.T) {
 		}
 	}
 
-	var raw []byte
-	for _, c := range streamChunks {
-		raw = append(raw, c.data...)
-	}
 	r := n.a.do(t, http.MethodPost, path, map[string]any{"command": "stream-chunks", "output_encoding": "base64"}, as(keyA), header("Accept", "text/event-stream"))
 	if r.Status != http.StatusOK || mediaType(r) != "text/event-stream" {
 		t.Fatalf("stream: %s", r)
