@@ -20,9 +20,10 @@ BIN ?= bin/tether
 # e.g. `make run LISTEN_ADDR=127.0.0.1:9090`.
 BOOTSTRAP_API_KEY ?= dev-key-change-me
 LISTEN_ADDR ?= 127.0.0.1:8080
-# The enabled providers, the default first: local (real bubblewrap
+# The enabled providers, the default first. Unset, `make run` chooses after
+# installing what running needs (scripts/run.sh): local (real bubblewrap
 # sandboxes) where it can run (bubblewrap, as root), else the simulated one.
-PROVIDERS ?= $(shell if [ "$$(id -u)" = 0 ] && command -v bwrap >/dev/null 2>&1; then echo local,sim; else echo sim,local; fi)
+PROVIDERS ?=
 # How long `make chaos` storms (the chaos test starts its own cluster, "chaos").
 CHAOS_DURATION ?= 3m
 # golangci-lint at a pinned version, built into bin/ by `make lint` when
@@ -37,24 +38,11 @@ help: ## Show this list of targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
 		awk 'BEGIN { FS = ":.*## " } { printf "  %-9s %s\n", $$1, $$2 }'
 
-# `go build` then exec rather than `go run`: the server is then make's own
-# child, so a SIGTERM to make (which make passes on to its children) or to the
-# process group stops it; `go run` would die on SIGTERM and leave the server
-# running, holding the port.
+# scripts/run.sh: deps, the providers (chosen after deps), Postgres, the
+# build with its progress, then exec of the server (make's own child).
 run: ## Run the API locally against the dev Postgres (starts it unless DATABASE_URL is set)
-	@scripts/deps.sh run
-	@url=$$(scripts/postgres.sh start dev | tail -n 1); \
-	host=$(LISTEN_ADDR); host=$${host/#0.0.0.0:/127.0.0.1:}; host=$${host/#:/127.0.0.1:}; \
-	echo; \
-	echo "Tether on http://$$host (API key: $(BOOTSTRAP_API_KEY); providers: $(PROVIDERS), the first is the default); Ctrl-C stops it."; \
-	echo "  curl -H 'Authorization: Bearer $(BOOTSTRAP_API_KEY)' http://$$host/v1/sandboxes"; \
-	echo "  curl -H 'Authorization: Bearer $(BOOTSTRAP_API_KEY)' -X POST -d '{}' http://$$host/v1/sandboxes"; \
-	echo "  API docs: http://$$host/swagger/index.html"; \
-	echo "  Console:  http://$$host/ui (sign in with the API key)"; \
-	echo; \
-	export DATABASE_URL="$$url" BOOTSTRAP_API_KEY='$(BOOTSTRAP_API_KEY)' LISTEN_ADDR='$(LISTEN_ADDR)' PROVIDERS='$(PROVIDERS)'; \
-	$(GO) build -o $(BIN) ./cmd/api; \
-	exec $(BIN) serve
+	@GO='$(GO)' BIN='$(BIN)' BOOTSTRAP_API_KEY='$(BOOTSTRAP_API_KEY)' LISTEN_ADDR='$(LISTEN_ADDR)' PROVIDERS='$(PROVIDERS)' \
+		exec scripts/run.sh
 
 test: ## Run all tests (with -race) against the test Postgres and Kubernetes control plane (started unless DATABASE_URL / KUBECONFIG are set)
 	@scripts/deps.sh test

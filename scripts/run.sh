@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# scripts/run.sh — what `make run` does: install what running needs
+# (scripts/deps.sh run), choose the providers, start the dev Postgres
+# (scripts/postgres.sh start dev, unless DATABASE_URL is set), build
+# bin/tether showing its progress, say how to call it, and run it.
+#
+# Environment (the Makefile passes its variables):
+#   PROVIDERS          the enabled providers, the default first; unset or
+#                      empty: decided after scripts/deps.sh (default_providers)
+#   LISTEN_ADDR        where Tether listens (default 127.0.0.1:8080)
+#   BOOTSTRAP_API_KEY  the API key registered at start (default dev-key-change-me)
+#   GO, BIN            the go command (default go) and the binary (default bin/tether)
+#
+# The build tag kubernetes (the kubernetes provider, and client-go, which
+# is most of a cold build) is added when PROVIDERS names kubernetes.
+#
+# Sourced (`source scripts/run.sh`), it only defines its functions: the
+# tests call them.
+set -euo pipefail
+
+# default_providers prints the providers to enable when PROVIDERS is not
+# set, the default first: local (real bubblewrap sandboxes) where it can
+# run, as root with bwrap on PATH, else sim (simulated). It must run after
+# scripts/deps.sh, which installs bubblewrap on a root machine that lacks it.
+default_providers() {
+	if [[ $(id -u) == 0 ]] && command -v bwrap >/dev/null 2>&1; then
+		echo local,sim
+	else
+		echo sim,local
+	fi
+}
+
+# build_tags prints the build tags the providers $1 (PROVIDERS' form) need.
+build_tags() {
+	local p=${1// /}
+	if [[ ,$p, == *,kubernetes,* ]]; then
+		echo kubernetes
+	fi
+}
+
+# progress reads `go build -v` output: each line that is a package path is
+# one package compiled, shown as a count against $1, the packages in the
+# build (on one line rewritten on a terminal, else a line every 10 s);
+# any other line (an error) is passed on.
+progress() {
+	local total=$1 n=0 last=-10 line tty=false
+	[[ -t 2 ]] && tty=true
+	while IFS= read -r line; do
+		if [[ ! $line =~ ^[A-Za-z0-9_./~+-]+$ ]]; then
+			if $tty; then printf '\r\033[K' >&2; fi
+			printf '%s\n' "$line" >&2
+			continue
+		fi
+		n=$((n + 1))
+		if $tty; then
+			printf '\r\033[K  compiling %d/%d %.60s' "$n" "$total" "$line" >&2
+		elif ((SECONDS - last >= 10)); then
+			printf '  compiling %d/%d %s\n' "$n" "$total" "$line" >&2
+			last=$SECONDS
+		fi
+	done
+	if $tty; then printf '\r\033[K' >&2; fi
+	if ((n > 0)); then printf '  compiled %d packages\n' "$n" >&2; fi
+}
+
+# build compiles ./cmd/api into $BIN with the build tags $1, saying what it
+# does: a cold build compiles a few hundred packages and takes minutes.
+build() {
+	local tags=$1 total start=$SECONDS
+	total=$("$GO" list -tags="$tags" -deps ./cmd/api 2>/dev/null | wc -l) || true
+	printf 'building %s%s: %d packages; the first build compiles them all and takes a few minutes, later ones seconds\n' \
+		"$BIN" "${tags:+ (build tags: $tags)}" "$total" >&2
+	{ "$GO" build -tags="$tags" -v -o "$BIN" ./cmd/api 2>&1 >&3 | progress "$total"; } 3>&1
+	printf 'built %s in %ds\n' "$BIN" $((SECONDS - start)) >&2
+}
+
+# banner says where Tether listens, how to call it and what it runs.
+banner() {
+	local host=${LISTEN_ADDR/#0.0.0.0:/127.0.0.1:} auth="Authorization: Bearer $BOOTSTRAP_API_KEY"
+	host=${host/#:/127.0.0.1:}
+	cat <<EOF
+
+Tether on http://$host (API key: $BOOTSTRAP_API_KEY; providers: $PROVIDERS, the first is the default); Ctrl-C stops it.
+  curl -H '$auth' http://$host/v1/sandboxes
+  curl -H '$auth' -X POST -d '{}' http://$host/v1/sandboxes
+  CLI:      TETHER_URL=http://$host TETHER_API_KEY=$BOOTSTRAP_API_KEY $BIN sandboxes list
+  API docs: http://$host/swagger/index.html
+  Console:  http://$host/ui (sign in with the API key)
+
+EOF
+}
+
+main() {
+	: "${GO:=go}" "${BIN:=bin/tether}" "${LISTEN_ADDR:=127.0.0.1:8080}" "${BOOTSTRAP_API_KEY:=dev-key-change-me}"
+	scripts/deps.sh run
+	# Only now: deps.sh may just have installed bubblewrap.
+	PROVIDERS=${PROVIDERS:-$(default_providers)}
+	DATABASE_URL=$(scripts/postgres.sh start dev | tail -n 1)
+	build "$(build_tags "$PROVIDERS")"
+	banner
+	export DATABASE_URL BOOTSTRAP_API_KEY LISTEN_ADDR PROVIDERS
+	# exec, not `go run`: the server is then make's own child, so a SIGTERM
+	# to make (which make passes on to its children) or to the process
+	# group stops it; `go run` would die on SIGTERM and leave the server
+	# running, holding the port.
+	exec "$BIN" serve
+}
+
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+	cd "$(dirname "${BASH_SOURCE[0]}")/.."
+	main "$@"
+fi
