@@ -24,6 +24,10 @@ LISTEN_ADDR ?= 127.0.0.1:8080
 # installing what running needs (scripts/run.sh): local (real bubblewrap
 # sandboxes) where it can run (bubblewrap, as root), else the simulated one.
 PROVIDERS ?=
+# The build tags of `make build`, `test`, `lint`, `bench` and `chaos`:
+# kubernetes builds the kubernetes provider (client-go, most of a cold
+# build). `make run` adds it only when PROVIDERS names kubernetes.
+TAGS ?= kubernetes
 # How long `make chaos` storms (the chaos test starts its own cluster, "chaos").
 CHAOS_DURATION ?= 3m
 # golangci-lint at a pinned version, built into bin/ by `make lint` when
@@ -57,13 +61,15 @@ test: ## Run all tests (with -race) against the test Postgres and Kubernetes con
 		export KUBECONFIG; \
 	fi; \
 	echo "KUBECONFIG=$$KUBECONFIG"; \
-	exec $(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -tags '$(TAGS)' ./...; \
+	echo "a build without the kubernetes tag: its refusal of PROVIDERS=kubernetes"; \
+	exec $(GO) test -race -count=1 -run NotBuiltIn ./cmd/api ./internal/provider/kubernetes
 
 bench: ## Benchmarks against pgbench on the same Postgres (own cluster "bench"), and bare client-go when KUBECONFIG is set; results and profiles in bench-results/ (BENCH_AB=REV: an A/B against that revision)
-	$(GO) run ./cmd/bench -out bench-results $(BENCH_FLAGS)
+	$(GO) run -tags '$(TAGS)' ./cmd/bench -out bench-results $(BENCH_FLAGS)
 
 chaos: ## The long chaos runs, each mode to its end: replicas killed at random, a Postgres restart, a replica partitioned, owners killed; invariants checked (CHAOS_DURATION=3m; logs in chaos-results/)
-	CHAOS_DURATION=$(CHAOS_DURATION) scripts/chaos.sh
+	CHAOS_DURATION=$(CHAOS_DURATION) TAGS='$(TAGS)' scripts/chaos.sh
 
 # The API's contract, in order: swag makes the Swagger 2.0 document from the
 # annotations in internal/http (fields without omitempty are required); the
@@ -92,6 +98,7 @@ lint: $(GOLANGCI_LINT) ## gofmt, go vet, golangci-lint (pinned) and docker-compo
 	@unformatted=$$(find . \( -path ./.git -o -path ./.data -o -path ./.tether -o -path ./bin \) -prune -o -name '*.go' -print | xargs -r gofmt -l); \
 	if [ -n "$$unformatted" ]; then echo "gofmt: these files need formatting (gofmt -w):"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags '$(TAGS)' ./...
 	$(GOLANGCI_LINT) run
 	@if command -v docker-compose >/dev/null 2>&1; then \
 		echo "docker-compose config -q"; docker-compose config -q; \
@@ -99,8 +106,8 @@ lint: $(GOLANGCI_LINT) ## gofmt, go vet, golangci-lint (pinned) and docker-compo
 		echo "note: docker-compose not installed; compose.yaml not checked"; \
 	fi
 
-build: ## Build the binary to bin/tether
-	$(GO) build -o $(BIN) ./cmd/api
+build: ## Build the binary to bin/tether, with every provider (TAGS=kubernetes)
+	$(GO) build -tags '$(TAGS)' -o $(BIN) ./cmd/api
 
 pg-stop: ## Stop the local Postgres clusters: dev, test, chaos and bench; data stays in .data/
 	@for c in dev test chaos bench; do scripts/postgres.sh stop $$c; done

@@ -8,6 +8,8 @@
 #
 #   CHAOS_DURATION   how long each storm lasts (a Go duration: 90s, 3m, 1h; default 3m)
 #   CHAOS_FLAGS      more flags for every go test (e.g. -chaos.seed=N)
+#   TAGS             build tags (make chaos passes the Makefile's: kubernetes,
+#                    for TestChaosKube)
 #
 # Each mode's output is in chaos-results/<start time>/<MODE>.log (git-ignored),
 # and a failing mode's replica logs in the folder its failure names. The
@@ -18,6 +20,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export GOTOOLCHAIN=local
 
 duration=${CHAOS_DURATION:-3m}
+tags=${TAGS:-kubernetes}
 flags=${CHAOS_FLAGS:-}
 if (($# > 0)); then
 	modes=("$@")
@@ -87,7 +90,7 @@ for mode in "${modes[@]}"; do
 	echo "=== $mode (storm $duration, timeout $timeout; log $out/$mode.log)"
 	start=$(date +%s)
 	# shellcheck disable=SC2086 # CHAOS_FLAGS is a list of flags
-	go test -count=1 ./test/chaos -run "^${mode}\$" -chaos.duration="$duration" -timeout "$timeout" -v $flags 2>&1 |
+	go test -count=1 -tags "$tags" ./test/chaos -run "^${mode}\$" -chaos.duration="$duration" -timeout "$timeout" -v $flags 2>&1 |
 		tee "$out/$mode.log" | grep -E '^(chaos|--- |FAIL|ok|PASS|panic)|logs kept in'
 	status[$mode]=${PIPESTATUS[0]}
 	took[$mode]=$(($(date +%s) - start))

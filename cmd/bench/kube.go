@@ -1,3 +1,5 @@
+//go:build kubernetes
+
 package main
 
 import (
@@ -6,9 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +41,10 @@ import (
 // machine, so the ratios measure Tether's overhead, not a real cluster's
 // latency.
 
+// kubeTags are the build tags of the Tether the bench starts: with the
+// kubernetes provider, for the kubernetes phases.
+const kubeTags = "kubernetes"
+
 // kubeCaveat says what the kubernetes phases measure on the project's
 // test cluster.
 const kubeCaveat = "Kubernetes phases: on the project's kwok cluster there is no kubelet — pods go Ready by kwok's stages, " +
@@ -67,22 +71,6 @@ type kubeSamples struct {
 	viaTether, bare, inproc          latencies
 	steps                            readySteps
 	execTether, execBare, execInproc latencies
-}
-
-// kubeRaw are the kubernetes phases' samples in results.json, in ms,
-// sorted.
-type kubeRaw struct {
-	ReadyTether  []float64 `json:"request_to_ready_tether_ms"`
-	ReadyBare    []float64 `json:"create_to_ready_bare_ms"`
-	ReadyInproc  []float64 `json:"provider_create_inproc_ms"`
-	ExecTether   []float64 `json:"exec_tether_ms"`
-	ExecBare     []float64 `json:"exec_bare_ms"`
-	ExecInproc   []float64 `json:"provider_exec_inproc_ms"`
-	LoadBefore   string    `json:"loadavg_before"`
-	LoadAfter    string    `json:"loadavg_after"`
-	Namespace    string    `json:"namespace"`
-	Kubeconfig   string    `json:"kubeconfig"`
-	PodSpecShape string    `json:"pod_spec_shape"`
 }
 
 // newKubeBench connects to the cluster of kubeconfig and makes a
@@ -149,10 +137,7 @@ func (kb *kubeBench) close(ctx context.Context) {
 	}
 }
 
-var (
-	kubeCreateBody = []byte(`{"provider":"kubernetes"}`)
-	execPrintfBody = []byte(`{"command":"printf ok","timeout_seconds":60}`)
-)
+var kubeCreateBody = []byte(`{"provider":"kubernetes"}`)
 
 // measureKube starts a Tether with the kubernetes provider only, on the
 // database dbURL and the bench's own namespace, runs the kubernetes phases
@@ -370,22 +355,6 @@ func (kr *kubeRun) inprocExec(ctx context.Context, id string) (time.Duration, er
 	return time.Since(start), nil
 }
 
-// execPrintf runs `printf ok` in the sandbox through Tether.
-func (a *api) execPrintf(ctx context.Context, id string) error {
-	var res struct {
-		ExitCode int    `json:"exit_code"`
-		Output   string `json:"output"`
-	}
-	code, err := a.do(ctx, http.MethodPost, "/v1/sandboxes/"+id+"/exec", execPrintfBody, &res)
-	if err == nil && (code != http.StatusOK || res.ExitCode != 0 || res.Output != "ok") {
-		err = fmt.Errorf("status %d, exit code %d, output %q", code, res.ExitCode, res.Output)
-	}
-	if err != nil {
-		return fmt.Errorf("exec: %w", err)
-	}
-	return nil
-}
-
 // bareShape says what the baseline's pod is.
 const bareShape = "the bench's own minimal equivalent of the provider's pod (its builder is unexported): " +
 	"restartPolicy Never, no service account token, no service links, grace 1 s, activeDeadlineSeconds, " +
@@ -581,20 +550,4 @@ func (s *kubeSamples) report(n, execs int) ([]target, []string) {
 			execs, spread(s.execTether), spread(s.execBare), spread(s.execInproc)),
 	}
 	return targets, notes
-}
-
-// info is a row reported without a bound of its own: the measurement, its
-// baseline and their ratio.
-func info(name string, measured float64, unit string, baseline float64, against string) target {
-	return target{Name: name, Measured: measured, Unit: unit, Baseline: baseline, Against: against,
-		Ratio: measured / baseline, Want: "none set", Pass: true, Info: true}
-}
-
-// loadavg is the machine's load average (1, 5 and 15 minutes), or "?".
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
-		return strings.Join(f[:3], " ")
-	}
-	return "?"
 }

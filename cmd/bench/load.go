@@ -193,3 +193,21 @@ func (a *api) waitReleased(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+var execPrintfBody = []byte(`{"command":"printf ok","timeout_seconds":60}`)
+
+// execPrintf runs `printf ok` in the sandbox through Tether.
+func (a *api) execPrintf(ctx context.Context, id string) error {
+	var res struct {
+		ExitCode int    `json:"exit_code"`
+		Output   string `json:"output"`
+	}
+	code, err := a.do(ctx, http.MethodPost, "/v1/sandboxes/"+id+"/exec", execPrintfBody, &res)
+	if err == nil && (code != http.StatusOK || res.ExitCode != 0 || res.Output != "ok") {
+		err = fmt.Errorf("status %d, exit code %d, output %q", code, res.ExitCode, res.Output)
+	}
+	if err != nil {
+		return fmt.Errorf("exec: %w", err)
+	}
+	return nil
+}

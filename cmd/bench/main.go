@@ -1089,7 +1089,7 @@ func startTether(ctx context.Context, root, dbURL string, env []string, o option
 		}
 	}
 	bin := filepath.Join(dir, "tether")
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-o", bin, "./cmd/api")
+	build := exec.CommandContext(ctx, "go", "build", "-tags="+kubeTags, "-trimpath", "-buildvcs=false", "-o", bin, "./cmd/api")
 	build.Dir = root
 	build.Env = append(os.Environ(), "GOTOOLCHAIN=local")
 	if out, err := build.CombinedOutput(); err != nil {

@@ -216,3 +216,35 @@ func (r *results) write(dir string) error {
 		"Tether: request → ready latency (sim provider, instant)")
 	return os.WriteFile(filepath.Join(dir, "latency.svg"), []byte(svg), 0o644)
 }
+
+// kubeRaw are the kubernetes phases' samples in results.json, in ms,
+// sorted.
+type kubeRaw struct {
+	ReadyTether  []float64 `json:"request_to_ready_tether_ms"`
+	ReadyBare    []float64 `json:"create_to_ready_bare_ms"`
+	ReadyInproc  []float64 `json:"provider_create_inproc_ms"`
+	ExecTether   []float64 `json:"exec_tether_ms"`
+	ExecBare     []float64 `json:"exec_bare_ms"`
+	ExecInproc   []float64 `json:"provider_exec_inproc_ms"`
+	LoadBefore   string    `json:"loadavg_before"`
+	LoadAfter    string    `json:"loadavg_after"`
+	Namespace    string    `json:"namespace"`
+	Kubeconfig   string    `json:"kubeconfig"`
+	PodSpecShape string    `json:"pod_spec_shape"`
+}
+
+// info is a row reported without a bound of its own: the measurement, its
+// baseline and their ratio.
+func info(name string, measured float64, unit string, baseline float64, against string) target {
+	return target{Name: name, Measured: measured, Unit: unit, Baseline: baseline, Against: against,
+		Ratio: measured / baseline, Want: "none set", Pass: true, Info: true}
+}
+
+// loadavg is the machine's load average (1, 5 and 15 minutes), or "?".
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
+}

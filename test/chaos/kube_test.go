@@ -1,3 +1,5 @@
+//go:build kubernetes
+
 package chaos
 
 // TestChaosKube is the storm with the kubernetes provider, on a Kubernetes

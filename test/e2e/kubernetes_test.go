@@ -1,3 +1,5 @@
+//go:build kubernetes
+
 package e2e
 
 // The kubernetes provider's acceptance through a real `tether serve`
@@ -9,7 +11,6 @@ package e2e
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -17,8 +18,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -373,45 +372,6 @@ func TestKubernetesJanitorReapsOnlyItsOrphans(t *testing.T) {
 	if pod, err := pods.Get(t.Context(), theirs.Name, metav1.GetOptions{}); err != nil || pod.DeletionTimestamp != nil {
 		t.Errorf("another installation's pod: %v, being deleted %v", err, pod.GetDeletionTimestamp())
 	}
-}
-
-// startOwner starts a process (this test binary: TestMain) that
-// heartbeats owner's lease until it is killed, and waits for its first
-// accepted heartbeat.
-func (e *env) startOwner(owner string, ttl time.Duration) *exec.Cmd {
-	e.t.Helper()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = []string{
-		ownerURLVar + "=" + e.replica.URL(), ownerKeyVar + "=" + key,
-		ownerNameVar + "=" + owner, ownerTTLVar + "=" + ttl.String(),
-	}
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	first := make(chan bool, 1)
-	go func() {
-		line, err := bufio.NewReader(out).ReadString('\n')
-		first <- err == nil && line == "heartbeat\n"
-		_, _ = io.Copy(io.Discard, out)
-	}()
-	select {
-	case ok := <-first:
-		if !ok {
-			e.t.Fatal("the owner process ended before its first heartbeat")
-		}
-	case <-time.After(30 * time.Second):
-		e.t.Fatal("no heartbeat from the owner process")
-	}
-	return cmd
 }
 
 // TestKubernetesOwnerKilled: the pods of an owner SIGKILLed are gone

@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 )
@@ -57,4 +60,43 @@ func heartbeat() int {
 		}
 		time.Sleep(ttl / 6)
 	}
+}
+
+// startOwner starts a process (this test binary: TestMain) that
+// heartbeats owner's lease until it is killed, and waits for its first
+// accepted heartbeat.
+func (e *env) startOwner(owner string, ttl time.Duration) *exec.Cmd {
+	e.t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = []string{
+		ownerURLVar + "=" + e.replica.URL(), ownerKeyVar + "=" + key,
+		ownerNameVar + "=" + owner, ownerTTLVar + "=" + ttl.String(),
+	}
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	first := make(chan bool, 1)
+	go func() {
+		line, err := bufio.NewReader(out).ReadString('\n')
+		first <- err == nil && line == "heartbeat\n"
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	select {
+	case ok := <-first:
+		if !ok {
+			e.t.Fatal("the owner process ended before its first heartbeat")
+		}
+	case <-time.After(30 * time.Second):
+		e.t.Fatal("no heartbeat from the owner process")
+	}
+	return cmd
 }

@@ -48,7 +48,7 @@ func RepoRoot(t testing.TB) string {
 func Build(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "tether")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/api")
+	cmd := exec.Command("go", "build", "-tags="+buildTags, "-o", bin, "./cmd/api")
 	cmd.Dir = RepoRoot(t)
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -1,3 +1,5 @@
+//go:build kubernetes
+
 package kubernetes
 
 import (
@@ -68,28 +70,6 @@ type Config struct {
 	Burst int
 }
 
-// Resources are a sandbox's CPU, memory and ephemeral storage.
-type Resources struct {
-	CPUMillis          int64
-	MemoryMB           int64
-	EphemeralStorageMB int64
-}
-
-// Defaults of the configuration.
-const (
-	DefaultNamespace = "tether"
-	// DefaultImage has /bin/sh and every tool the provider runs.
-	DefaultImage   = "docker.io/library/busybox:1.37"
-	DefaultWorkDir = "/workspace"
-	DefaultUser    = 1000
-)
-
-// Default resources, and their maxima.
-var (
-	DefaultResources = Resources{CPUMillis: 1000, MemoryMB: 512, EphemeralStorageMB: 1024}
-	DefaultMaxima    = Resources{CPUMillis: 4000, MemoryMB: 8192, EphemeralStorageMB: 10240}
-)
-
 // Least resources a create may ask for.
 var minResources = Resources{CPUMillis: 10, MemoryMB: 16, EphemeralStorageMB: 16}
 
@@ -108,14 +88,6 @@ func DefaultInstallation(databaseURL string) string {
 	sum := sha256.Sum256([]byte(strings.ToLower(u.Host) + "/" + strings.TrimPrefix(u.Path, "/")))
 	return "db-" + hex.EncodeToString(sum[:])[:16]
 }
-
-// The client's defaults: pods per List request, and its rate to the API
-// server.
-const (
-	DefaultPageSize = 500
-	DefaultQPS      = 50
-	DefaultBurst    = 100
-)
 
 // withDefaults fills the zero fields.
 func (c Config) withDefaults() Config {

@@ -1,3 +1,5 @@
+//go:build kubernetes
+
 package kubernetes_test
 
 // These tests run against a real control plane (kubetest: $KUBECONFIG, or

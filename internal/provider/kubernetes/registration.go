@@ -1,7 +1,7 @@
 package kubernetes
 
 import (
-	"context"
+	"errors"
 	"strconv"
 
 	"github.com/tetherhq/tether/provider"
@@ -36,15 +36,11 @@ var Registration = provider.Registration{
 		{Name: "KUBE_BURST", Default: strconv.Itoa(DefaultBurst), Doc: "the client's request burst"},
 	},
 	Uses: []string{"DATABASE_URL"},
-	New: func(_ context.Context, s *provider.Settings) (provider.Provider, error) {
-		cfg, err := ConfigFromEnv(s.String)
-		if err != nil {
-			return nil, err
-		}
-		p, err := New(cfg)
-		if err != nil {
-			return nil, err // not a nil *Provider in a non-nil interface
-		}
-		return p, nil
-	},
+	New:  open,
 }
+
+// ErrNotBuiltIn is what enabling the provider in a Tether built without the
+// build tag kubernetes fails with (see the package comment).
+var ErrNotBuiltIn = errors.New("this tether was built without the kubernetes provider (build tag kubernetes): " +
+	"build one with it with `make build` or `go build -tags kubernetes ./cmd/api`, " +
+	"or run `PROVIDERS=kubernetes make run`, which adds the tag")

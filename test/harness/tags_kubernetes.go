@@ -1,0 +1,6 @@
+//go:build kubernetes
+
+package harness
+
+// buildTags: see tags.go.
+const buildTags = "kubernetes"
