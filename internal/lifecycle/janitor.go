@@ -408,9 +408,15 @@ func (j *Janitor) creditOutage(ctx context.Context, rep *Report) error {
 	if credited {
 		rep.OutagesCredited++
 		j.actions.WithLabelValues("outage_credited").Inc()
-		j.log.Warn("janitor: outage credited to leases: no replica reached Postgres",
-			"from", c.From, "to", c.To, "length", c.Length(), "ceiling", c.Ceiling,
-			"owners_extended", c.Owners, "sandboxes_extended", c.Sandboxes)
+		attrs := []any{"from", c.From, "to", c.To, "length", c.Length(), "ceiling", c.Ceiling,
+			"owners_extended", c.Owners, "sandboxes_extended", c.Sandboxes}
+		if c.AtStart {
+			// A restart, most often: clients could not heartbeat while no
+			// Tether ran, and get that time back. Nothing failed.
+			j.log.Info("janitor: leases credited for the time before this replica started, when no replica recorded reaching Postgres (Tether was stopped, or none reached it)", attrs...)
+		} else {
+			j.log.Warn("janitor: outage credited to leases: no replica reached Postgres", attrs...)
+		}
 	}
 	return nil
 }

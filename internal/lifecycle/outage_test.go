@@ -1,9 +1,13 @@
 package lifecycle_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,5 +147,112 @@ func TestJanitorsCreditAWholeOutageOnce(t *testing.T) {
 	}
 	if took := sb.EndedAt.Sub(late.CreatedAt); took > 4*time.Second {
 		t.Errorf("the late owner's sandbox ended %s after its 3 s lease began, want within 4 s", took)
+	}
+}
+
+// lockedBuffer is a log's output, safe for the janitor and the test.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// take returns what was logged since the last take, as records.
+func (b *lockedBuffer) take(t *testing.T) []map[string]any {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for line := range strings.SplitSeq(strings.TrimSpace(b.buf.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		out = append(out, rec)
+	}
+	b.buf.Reset()
+	return out
+}
+
+// TestJanitorLogsARestartAsOne: the only replica stops and another starts
+// 30 s later (a restart). Its first sweep credits the 30 s, since no
+// owner could heartbeat meanwhile, and so the owner that did not lose
+// its sandbox, but logs it at INFO as time before its start, not as an
+// outage. When later that replica itself goes 30 s without reaching
+// Postgres, the credit is an outage, logged at WARN.
+func TestJanitorLogsARestartAsOne(t *testing.T) {
+	t.Parallel()
+	clock := storetest.NewClock()
+	pool := storetest.NewPool(t)
+	policy := store.WithOutagePolicy(store.OutagePolicy{Tolerance: 2 * time.Second, Ceiling: time.Minute})
+	logs := &lockedBuffer{}
+	replica := func() (*store.Store, *lifecycle.Janitor) {
+		st := store.New(pool, store.WithClock(clock.Now), policy)
+		return st, lifecycle.NewJanitor(lifecycle.JanitorConfig{Interval: time.Second}, st,
+			nil, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), nil)
+	}
+	ctx := t.Context()
+	credited := func(j *lifecycle.Janitor) (level string, msg string) {
+		t.Helper()
+		rep, err := j.Sweep(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range logs.take(t) {
+			if m, _ := rec["msg"].(string); strings.Contains(m, "credit") {
+				level, msg = rec["level"].(string), m
+			}
+		}
+		if (level != "") != (rep.OutagesCredited == 1) {
+			t.Fatalf("a sweep credited %d outages and logged %q", rep.OutagesCredited, msg)
+		}
+		return level, msg
+	}
+
+	first, j1 := replica()
+	if _, err := first.RegisterAPIKey(ctx, "acme", "test", "k"); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.SettleOutage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sb, _, err := first.CreateSandbox(ctx, sandbox.CreateParams{
+		Tenant: "acme", Provider: "sim", Owner: "agent", OwnerTTL: 10 * time.Second, TTL: time.Hour, CreateTimeout: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if level, msg := credited(j1); level != "" {
+		t.Fatalf("the first sweep ever credited an outage: %s %q", level, msg)
+	}
+
+	clock.Advance(30 * time.Second) // stopped, then started again
+	second, j2 := replica()
+	level, msg := credited(j2)
+	if level != "INFO" || !strings.Contains(msg, "before this replica started") {
+		t.Errorf("a restart's credit was logged %s %q; want INFO, time before this replica started", level, msg)
+	}
+	if _, err := second.RenewOwnerLease(ctx, "acme", "agent", 10*time.Second); err != nil {
+		t.Fatalf("the owner's first heartbeat after the restart: %v", err)
+	}
+	if got, err := second.Sandbox(ctx, sb.ID); err != nil || !got.Live() {
+		t.Fatalf("the owner lost its sandbox to the restart: %+v, %v", got, err)
+	}
+
+	clock.Advance(time.Second)
+	if level, msg := credited(j2); level != "" {
+		t.Fatalf("a sweep a second later credited: %s %q", level, msg)
+	}
+	clock.Advance(30 * time.Second) // the running replica could not reach Postgres
+	if level, msg := credited(j2); level != "WARN" || !strings.Contains(msg, "outage credited to leases") {
+		t.Errorf("an outage while the replica ran was logged %s %q; want WARN, outage credited to leases", level, msg)
 	}
 }

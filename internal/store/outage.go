@@ -20,7 +20,10 @@ import (
 // replica reached Postgres in between (or none ran), so the span since is
 // credited, once: the row is locked, and the first replica back moves
 // reached_at up to now. One replica's own loss of Postgres leaves no such
-// span, since the others keep recording, and credits nothing.
+// span, since the others keep recording, and credits nothing. A span that
+// began before the crediting replica started (OutageCredit.AtStart) is
+// credited all the same, since no client could heartbeat while no replica
+// ran: that is what a restart of the only replica leaves.
 //
 // Leases are judged (EndLapsedOwners, RenewOwnerLease, a create naming an
 // owner, TransferOwner) only after the credit: the janitor runs
@@ -99,6 +102,12 @@ type OutageCredit struct {
 	// sandboxes whose deadline or owner's lease was extended (each has an
 	// outage_credited event).
 	Owners, Sandboxes int64
+	// AtStart reports that the crediting replica had not reached Postgres
+	// before, since it started: the span began before it ran, so it may
+	// be a span in which no replica ran at all, as when the only replica
+	// restarts, rather than one in which replicas ran and could not reach
+	// Postgres. Either way clients could not heartbeat through Tether.
+	AtStart bool
 }
 
 // Length is the outage's length: how long no replica reached Postgres.
@@ -117,6 +126,9 @@ func (c OutageCredit) Length() time.Duration { return c.To.Sub(c.From) }
 // the API through SettleOutage.
 func (s *Store) CreditOutage(ctx context.Context) (OutageCredit, bool, error) {
 	p := s.outage.policy
+	s.outage.mu.Lock()
+	atStart := s.outage.checked.IsZero()
+	s.outage.mu.Unlock()
 	var (
 		now      time.Time
 		credit   OutageCredit
@@ -136,7 +148,7 @@ func (s *Store) CreditOutage(ctx context.Context) (OutageCredit, bool, error) {
 		// Now is when Postgres answered, not when the call began: a call
 		// that hung through an outage must not record a time inside it.
 		now = s.Now()
-		credit, credited = OutageCredit{Replica: p.Replica, To: now, Ceiling: p.Ceiling}, false
+		credit, credited = OutageCredit{Replica: p.Replica, To: now, Ceiling: p.Ceiling, AtStart: atStart}, false
 		if reached != nil && now.Sub(*reached) > p.Tolerance {
 			credit.From, credited = *reached, true
 			if credit.Owners, credit.Sandboxes, err = applyCredit(ctx, tx, credit); err != nil {
@@ -199,9 +211,13 @@ func (s *Store) SettleOutage(ctx context.Context) error {
 // event for every live sandbox so extended (directly, or through its
 // owner), and records the credit.
 func applyCredit(ctx context.Context, tx pgx.Tx, c OutageCredit) (owners, sandboxes int64, err error) {
-	msg := fmt.Sprintf("no replica reached Postgres from %s to %s (%s): leases and deadlines alive then were extended by that, "+
+	why := "no replica reached Postgres"
+	if c.AtStart {
+		why = "no replica recorded reaching Postgres (Tether was stopped, or no replica reached it)"
+	}
+	msg := fmt.Sprintf("%s from %s to %s (%s): leases and deadlines alive then were extended by that, "+
 		"to at most %s after it; credited by replica %s",
-		c.From.UTC().Format(time.RFC3339Nano), c.To.UTC().Format(time.RFC3339Nano), c.Length().Round(time.Millisecond),
+		why, c.From.UTC().Format(time.RFC3339Nano), c.To.UTC().Format(time.RFC3339Nano), c.Length().Round(time.Millisecond),
 		c.Ceiling, c.Replica)
 	// The live sandboxes are locked before their deadlines change and
 	// their events are written, so that one ended meanwhile by another
