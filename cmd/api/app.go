@@ -166,11 +166,27 @@ func (a *app) openStore(ctx context.Context, migrateFirst bool) error {
 		a.log.Warn("connected to Postgres as a superuser: run Tether as a role that owns its database and nothing more (see docs/operations.md)")
 	}
 	if a.cfg.BootstrapAPIKey != "" {
-		if _, err := a.st.RegisterAPIKey(ctx, "default", "bootstrap", a.cfg.BootstrapAPIKey); err != nil {
-			return fmt.Errorf("bootstrap api key: %w", err)
-		}
-		a.log.Info("bootstrap API key registered", "tenant", "default",
+		return a.registerBootstrapKey(ctx)
+	}
+	return nil
+}
+
+// registerBootstrapKey registers BOOTSTRAP_API_KEY for the tenant default,
+// and says what it found: a key registered now, one registered by an
+// earlier start (every restart, while the variable stays set), or one
+// that was revoked since and so lets no one in.
+func (a *app) registerBootstrapKey(ctx context.Context) error {
+	k, created, err := a.st.EnsureAPIKey(ctx, "default", "bootstrap", a.cfg.BootstrapAPIKey)
+	switch {
+	case err != nil:
+		return fmt.Errorf("bootstrap api key: %w", err)
+	case created:
+		a.log.Info("bootstrap API key registered", "tenant", "default", "key_id", k.ID,
 			"note", "BOOTSTRAP_API_KEY is only for a first start: make real keys with `tether keys create --tenant NAME`, then unset it")
+	case k.RevokedAt != nil:
+		a.log.Warn("bootstrap API key is revoked: it authenticates nothing; unset BOOTSTRAP_API_KEY", "tenant", "default", "key_id", k.ID)
+	default:
+		a.log.Debug("bootstrap API key already registered", "tenant", "default", "key_id", k.ID)
 	}
 	return nil
 }

@@ -136,10 +136,18 @@ func (s *Store) CreateAPIKey(ctx context.Context, tenant, name string) (sandbox.
 // the same tenant again changes nothing (not its name, and a revoked key
 // stays revoked); a key that belongs to another tenant is refused.
 func (s *Store) RegisterAPIKey(ctx context.Context, tenant, name, key string) (sandbox.APIKey, error) {
+	k, _, err := s.EnsureAPIKey(ctx, tenant, name, key)
+	return k, err
+}
+
+// EnsureAPIKey is RegisterAPIKey that also reports whether it registered
+// the key now (true) or found it registered already (false).
+func (s *Store) EnsureAPIKey(ctx context.Context, tenant, name, key string) (sandbox.APIKey, bool, error) {
 	if tenant == "" || key == "" {
-		return sandbox.APIKey{}, errors.New("store: register api key: tenant and key must not be empty")
+		return sandbox.APIKey{}, false, errors.New("store: register api key: tenant and key must not be empty")
 	}
 	var k sandbox.APIKey
+	id := newKeyID()
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO tenants (name) VALUES ($1) ON CONFLICT DO NOTHING`, tenant); err != nil {
 			return err
@@ -148,7 +156,7 @@ func (s *Store) RegisterAPIKey(ctx context.Context, tenant, name, key string) (s
 		k, err = scanAPIKey(tx.QueryRow(ctx, `
 			INSERT INTO api_keys (key_hash, tenant, id, name, created_at, manage_keys) VALUES ($1, $2, $3, $4, $5, true)
 			ON CONFLICT (key_hash) DO UPDATE SET key_hash = EXCLUDED.key_hash
-			RETURNING `+apiKeyColumns, hashKey(key), tenant, newKeyID(), name, s.Now()))
+			RETURNING `+apiKeyColumns, hashKey(key), tenant, id, name, s.Now()))
 		if err != nil {
 			return err
 		}
@@ -158,9 +166,9 @@ func (s *Store) RegisterAPIKey(ctx context.Context, tenant, name, key string) (s
 		return nil
 	})
 	if err != nil {
-		return sandbox.APIKey{}, wrap("register api key", err)
+		return sandbox.APIKey{}, false, wrap("register api key", err)
 	}
-	return k, nil
+	return k, k.ID == id, nil // a key found registered keeps its own id
 }
 
 // Authenticate returns the API key's record, or ErrNotFound for a key
