@@ -41,10 +41,6 @@ import (
 // machine, so the ratios measure Tether's overhead, not a real cluster's
 // latency.
 
-// kubeTags are the build tags of the Tether the bench starts: with the
-// kubernetes provider, for the kubernetes phases.
-const kubeTags = "kubernetes"
-
 // kubeCaveat says what the kubernetes phases measure on the project's
 // test cluster.
 const kubeCaveat = "Kubernetes phases: on the project's kwok cluster there is no kubelet — pods go Ready by kwok's stages, " +

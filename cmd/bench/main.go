@@ -39,6 +39,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -1089,7 +1090,7 @@ func startTether(ctx context.Context, root, dbURL string, env []string, o option
 		}
 	}
 	bin := filepath.Join(dir, "tether")
-	build := exec.CommandContext(ctx, "go", "build", "-tags="+kubeTags, "-trimpath", "-buildvcs=false", "-o", bin, "./cmd/api")
+	build := exec.CommandContext(ctx, "go", "build", "-tags="+buildTags(), "-trimpath", "-buildvcs=false", "-o", bin, "./cmd/api")
 	build.Dir = root
 	build.Env = append(os.Environ(), "GOTOOLCHAIN=local")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -1172,4 +1173,18 @@ func (t *tether) stop() {
 		<-t.done
 	}
 	_ = os.RemoveAll(t.simDir)
+}
+
+// buildTags returns the build tags the bench was built with, which it
+// builds Tether with too: with the kubernetes provider for the kubernetes
+// phases (make bench sets TAGS).
+func buildTags() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "-tags" {
+				return s.Value
+			}
+		}
+	}
+	return ""
 }

@@ -7,10 +7,6 @@ import (
 	"errors"
 )
 
-// kubeTags are the build tags of the Tether the bench starts: none
-// without the kubernetes provider.
-const kubeTags = ""
-
 // measureKube, in a bench built without the build tag kubernetes, refuses:
 // the kubernetes phases need client-go and a Tether with the provider.
 func measureKube(context.Context, string, string, options, func(string, ...any)) ([]target, []string, *kubeRaw, error) {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,16 +46,31 @@ func RepoRoot(t testing.TB) string {
 }
 
 // Build compiles cmd/api into a temporary folder and returns the binary.
+// It builds with the tags the test was built with (go test -tags), so that
+// `go test -tags kubernetes` tests a Tether that has the kubernetes
+// provider.
 func Build(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "tether")
-	cmd := exec.Command("go", "build", "-tags="+buildTags, "-o", bin, "./cmd/api")
+	cmd := exec.Command("go", "build", "-tags="+buildTags(), "-o", bin, "./cmd/api")
 	cmd.Dir = RepoRoot(t)
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// buildTags returns the build tags this binary was built with.
+func buildTags() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "-tags" {
+				return s.Value
+			}
+		}
+	}
+	return ""
 }
 
 // Postgres runs `scripts/postgres.sh ACTION NAME` for a cluster of the

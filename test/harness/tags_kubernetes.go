@@ -1,6 +1,0 @@
-//go:build kubernetes
-
-package harness
-
-// buildTags: see tags.go.
-const buildTags = "kubernetes"
