@@ -93,7 +93,7 @@ func (h *fakeHost) makeRun(t *testing.T, env ...string) string {
 // scripts/deps.sh installs bubblewrap, `make run` makes local the default
 // provider; sim where bubblewrap is not there after deps or the user is
 // not root. PROVIDERS, when set, is kept, and kubernetes in it builds
-// Tether with the build tag kubernetes.
+// Tether with the build tag kubernetes (nomsgpack is always set).
 func TestMakeRunChoosesProvidersAfterDeps(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("make"); err != nil {
@@ -105,11 +105,11 @@ func TestMakeRunChoosesProvidersAfterDeps(t *testing.T) {
 		env       []string
 		want      string
 	}{
-		{"root, bubblewrap installed by deps", "0", true, nil, "serving PROVIDERS=local,sim tags=\n"},
-		{"root, no bubblewrap", "0", false, nil, "serving PROVIDERS=sim,local tags=\n"},
-		{"not root", "1000", true, nil, "serving PROVIDERS=sim,local tags=\n"},
-		{"PROVIDERS set", "0", true, []string{"PROVIDERS=sim"}, "serving PROVIDERS=sim tags=\n"},
-		{"PROVIDERS names kubernetes", "0", true, []string{"PROVIDERS=kubernetes,sim"}, "serving PROVIDERS=kubernetes,sim tags=kubernetes\n"},
+		{"root, bubblewrap installed by deps", "0", true, nil, "serving PROVIDERS=local,sim tags=nomsgpack\n"},
+		{"root, no bubblewrap", "0", false, nil, "serving PROVIDERS=sim,local tags=nomsgpack\n"},
+		{"not root", "1000", true, nil, "serving PROVIDERS=sim,local tags=nomsgpack\n"},
+		{"PROVIDERS set", "0", true, []string{"PROVIDERS=sim"}, "serving PROVIDERS=sim tags=nomsgpack\n"},
+		{"PROVIDERS names kubernetes", "0", true, []string{"PROVIDERS=kubernetes,sim"}, "serving PROVIDERS=kubernetes,sim tags=kubernetes,nomsgpack\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
