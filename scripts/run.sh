@@ -88,7 +88,7 @@ banner() {
 Tether on http://$host (API key: $BOOTSTRAP_API_KEY; providers: $PROVIDERS, the first is the default); Ctrl-C stops it.
   curl -H '$auth' http://$host/v1/sandboxes
   curl -H '$auth' -X POST -d '{}' http://$host/v1/sandboxes
-  CLI:      TETHER_URL=http://$host TETHER_API_KEY=$BOOTSTRAP_API_KEY $BIN sandboxes list
+  CLI:      TETHER_URL=http://$host TETHER_API_KEY=$BOOTSTRAP_API_KEY $BIN sandboxes ls
   API docs: http://$host/swagger/index.html
   Console:  http://$host/ui (sign in with the API key)
 
