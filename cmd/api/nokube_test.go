@@ -22,7 +22,7 @@ func TestKubernetesNotBuiltIn(t *testing.T) {
 		"DATABASE_URL": "postgres://tether@127.0.0.1:1/tether?sslmode=disable&connect_timeout=1",
 		"PROVIDERS":    "sim,kubernetes", "SIM_STATE_DIR": t.TempDir(), "LISTEN_ADDR": "127.0.0.1:0",
 	}
-	err := run(t.Context(), []string{"serve"}, func(k string) string { return env[k] }, io.Discard, io.Discard)
+	err := run(t.Context(), []string{"serve"}, func(k string) string { return env[k] }, nil, io.Discard, io.Discard)
 	if !errors.Is(err, kubernetes.ErrNotBuiltIn) {
 		t.Fatalf("serve with PROVIDERS=%s = %v; want kubernetes.ErrNotBuiltIn", env["PROVIDERS"], err)
 	}

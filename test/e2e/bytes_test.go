@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"sync"
@@ -96,4 +97,21 @@ func TestUploadRace(t *testing.T) {
 		}
 	}
 	t.Logf("%d racing pairs: %d uploads written and read back, %d refused", rounds*pairs, written, refused)
+}
+
+// raw sends a request with a raw body and returns the status and body.
+func (e *env) raw(method, path string, body []byte) (int, []byte) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.replica.URL()+path, bytes.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
 }

@@ -140,23 +140,6 @@ func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool)
 	return time.Since(start)
 }
 
-// raw sends a request with a raw body and returns the status and body.
-func (e *env) raw(method, path string, body []byte) (int, []byte) {
-	e.t.Helper()
-	req, err := http.NewRequest(method, e.replica.URL()+path, bytes.NewReader(body))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
-}
-
 // TestKubernetesAcceptanceStory: create → ready (a labelled pod) → exec
 // (output, an exit code, a timeout) → files and archives → delete → the
 // pod is gone and the sandbox released.
