@@ -225,6 +225,18 @@ const docTemplate = `{
                             }
                         }
                     },
+                    "400": {
+                        "description": "INVALID_REQUEST: a path with an empty (//) or dot (. ..) segment",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
                     "404": {
                         "description": "NOT_FOUND: no such preview",
                         "schema": {
@@ -362,6 +374,18 @@ const docTemplate = `{
                 "responses": {
                     "200": {
                         "description": "the app's answer, whatever its status and body",
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a path with an empty (//) or dot (. ..) segment",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
                         "headers": {
                             "X-Request-ID": {
                                 "type": "string",
@@ -513,6 +537,18 @@ const docTemplate = `{
                             }
                         }
                     },
+                    "400": {
+                        "description": "INVALID_REQUEST: a path with an empty (//) or dot (. ..) segment",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
                     "404": {
                         "description": "NOT_FOUND: no such preview",
                         "schema": {
@@ -650,6 +686,18 @@ const docTemplate = `{
                 "responses": {
                     "200": {
                         "description": "the app's answer, whatever its status and body",
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a path with an empty (//) or dot (. ..) segment",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
                         "headers": {
                             "X-Request-ID": {
                                 "type": "string",
@@ -801,6 +849,18 @@ const docTemplate = `{
                             }
                         }
                     },
+                    "400": {
+                        "description": "INVALID_REQUEST: a path with an empty (//) or dot (. ..) segment",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
                     "404": {
                         "description": "NOT_FOUND: no such preview",
                         "schema": {
@@ -945,6 +1005,18 @@ const docTemplate = `{
                             }
                         }
                     },
+                    "400": {
+                        "description": "INVALID_REQUEST: a path with an empty (//) or dot (. ..) segment",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
                     "404": {
                         "description": "NOT_FOUND: no such preview",
                         "schema": {
@@ -1082,6 +1154,18 @@ const docTemplate = `{
                 "responses": {
                     "200": {
                         "description": "the app's answer, whatever its status and body",
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a path with an empty (//) or dot (. ..) segment",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
                         "headers": {
                             "X-Request-ID": {
                                 "type": "string",
@@ -5589,7 +5673,7 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "INVALID_REQUEST: a port that is not 1-65535",
+                        "description": "INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },
@@ -5764,7 +5848,7 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "INVALID_REQUEST: a port that is not 1-65535",
+                        "description": "INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },
@@ -5939,7 +6023,7 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "INVALID_REQUEST: a port that is not 1-65535",
+                        "description": "INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },
@@ -6114,7 +6198,7 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "INVALID_REQUEST: a port that is not 1-65535",
+                        "description": "INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },
@@ -6289,7 +6373,7 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "INVALID_REQUEST: a port that is not 1-65535",
+                        "description": "INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },
@@ -6464,7 +6548,7 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "INVALID_REQUEST: a port that is not 1-65535",
+                        "description": "INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },
@@ -6639,7 +6723,7 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "INVALID_REQUEST: a port that is not 1-65535",
+                        "description": "INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },

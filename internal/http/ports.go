@@ -52,9 +52,30 @@ func checkPort() handlerFunc {
 		if _, err := portParam(c); err != nil {
 			return err
 		}
+		if err := checkAppPath(pathAfter(c.Request.URL.EscapedPath(), 5)); err != nil {
+			return err
+		}
 		c.Writer = upgradeWriter{c.Writer}
 		return nil
 	}
+}
+
+// checkAppPath refuses an app's path (escaped, beginning with "/") that
+// holds an empty segment ("//") or a dot segment ("." or "..", escaped or
+// not): parsers read them differently ("//host:port/x" reads as an
+// authority, and reached the app as "/x"), and a path that means one thing
+// to the activity record and another to the app is a way around both. A
+// trailing "/" is not an empty segment.
+func checkAppPath(p string) error {
+	segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	for i, seg := range segs {
+		dots := strings.ReplaceAll(strings.ToLower(seg), "%2e", ".")
+		if (seg == "" && i < len(segs)-1) || dots == "." || dots == ".." {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest,
+				"the app's path must not hold an empty segment (//) or a dot segment (. or ..); send it normalised")
+		}
+	}
+	return nil
 }
 
 // handleSandboxPort proxies a request to a port in the sandbox (the
@@ -107,6 +128,9 @@ func proxyPort(c *gin.Context, log *slog.Logger, st activityRecorder, dialer san
 ) error {
 	started := time.Now()
 	path := pathAfter(c.Request.URL.EscapedPath(), to.skip)
+	if err := checkAppPath(path); err != nil {
+		return err // checked before, by the route; this is the last line
+	}
 	a.Target, a.Port = c.Request.Method+" "+path, port
 	status, n, err := dialAndProxy(c, dialer, sb.ID, port, path, to)
 	a.Status, a.Bytes = status, &n

@@ -22,7 +22,7 @@ import (
 //	@Param			port	path		int		true	"the port in the sandbox"	minimum(1)	maximum(65535)	example(8000)
 //	@Param			path	path		string	true	"the app's path"			example(index.html)
 //	@Success		200		"the app's answer, whatever its status and body"
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a port that is not 1-65535"
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment"
 //	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	Problem				"NOT_FOUND"
 //	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT"
@@ -50,7 +50,7 @@ func portOpGet(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Param			port	path		int		true	"the port in the sandbox"	minimum(1)	maximum(65535)	example(8000)
 //	@Param			path	path		string	true	"the app's path"			example(index.html)
 //	@Success		200		"the app's answer, whatever its status and body"
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a port that is not 1-65535"
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment"
 //	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	Problem				"NOT_FOUND"
 //	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT"
@@ -78,7 +78,7 @@ func portOpHead(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Param			port	path		int		true	"the port in the sandbox"	minimum(1)	maximum(65535)	example(8000)
 //	@Param			path	path		string	true	"the app's path"			example(index.html)
 //	@Success		200		"the app's answer, whatever its status and body"
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a port that is not 1-65535"
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment"
 //	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	Problem				"NOT_FOUND"
 //	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT"
@@ -106,7 +106,7 @@ func portOpPost(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Param			port	path		int		true	"the port in the sandbox"	minimum(1)	maximum(65535)	example(8000)
 //	@Param			path	path		string	true	"the app's path"			example(index.html)
 //	@Success		200		"the app's answer, whatever its status and body"
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a port that is not 1-65535"
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment"
 //	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	Problem				"NOT_FOUND"
 //	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT"
@@ -134,7 +134,7 @@ func portOpPut(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Param			port	path		int		true	"the port in the sandbox"	minimum(1)	maximum(65535)	example(8000)
 //	@Param			path	path		string	true	"the app's path"			example(index.html)
 //	@Success		200		"the app's answer, whatever its status and body"
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a port that is not 1-65535"
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment"
 //	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	Problem				"NOT_FOUND"
 //	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT"
@@ -162,7 +162,7 @@ func portOpPatch(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Param			port	path		int		true	"the port in the sandbox"	minimum(1)	maximum(65535)	example(8000)
 //	@Param			path	path		string	true	"the app's path"			example(index.html)
 //	@Success		200		"the app's answer, whatever its status and body"
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a port that is not 1-65535"
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment"
 //	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	Problem				"NOT_FOUND"
 //	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT"
@@ -190,7 +190,7 @@ func portOpDelete(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Param			port	path		int		true	"the port in the sandbox"	minimum(1)	maximum(65535)	example(8000)
 //	@Param			path	path		string	true	"the app's path"			example(index.html)
 //	@Success		200		"the app's answer, whatever its status and body"
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a port that is not 1-65535"
+//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment"
 //	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	Problem				"NOT_FOUND"
 //	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT"
@@ -217,6 +217,7 @@ func portOpOptions(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Param			token	path		string	true	"the preview's token"	example(tpv_Zm9vYmFy)
 //	@Param			path	path		string	true	"the app's path"		example(index.html)
 //	@Success		200		"the app's answer, whatever its status and body"
+//	@Failure		400		{object}	Problem			"INVALID_REQUEST: a path with an empty (//) or dot (. ..) segment"
 //	@Failure		404		{object}	Problem			"NOT_FOUND: no such preview"
 //	@Failure		409		{object}	Problem			"SANDBOX_STATE_CONFLICT"
 //	@Failure		410		{object}	Problem			"PREVIEW_GONE: expired, revoked, or the sandbox ended"
@@ -241,6 +242,7 @@ func previewOpGet(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Param			token	path		string	true	"the preview's token"	example(tpv_Zm9vYmFy)
 //	@Param			path	path		string	true	"the app's path"		example(index.html)
 //	@Success		200		"the app's answer, whatever its status and body"
+//	@Failure		400		{object}	Problem			"INVALID_REQUEST: a path with an empty (//) or dot (. ..) segment"
 //	@Failure		404		{object}	Problem			"NOT_FOUND: no such preview"
 //	@Failure		409		{object}	Problem			"SANDBOX_STATE_CONFLICT"
 //	@Failure		410		{object}	Problem			"PREVIEW_GONE: expired, revoked, or the sandbox ended"
@@ -265,6 +267,7 @@ func previewOpHead(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Param			token	path		string	true	"the preview's token"	example(tpv_Zm9vYmFy)
 //	@Param			path	path		string	true	"the app's path"		example(index.html)
 //	@Success		200		"the app's answer, whatever its status and body"
+//	@Failure		400		{object}	Problem			"INVALID_REQUEST: a path with an empty (//) or dot (. ..) segment"
 //	@Failure		404		{object}	Problem			"NOT_FOUND: no such preview"
 //	@Failure		409		{object}	Problem			"SANDBOX_STATE_CONFLICT"
 //	@Failure		410		{object}	Problem			"PREVIEW_GONE: expired, revoked, or the sandbox ended"
@@ -289,6 +292,7 @@ func previewOpPost(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Param			token	path		string	true	"the preview's token"	example(tpv_Zm9vYmFy)
 //	@Param			path	path		string	true	"the app's path"		example(index.html)
 //	@Success		200		"the app's answer, whatever its status and body"
+//	@Failure		400		{object}	Problem			"INVALID_REQUEST: a path with an empty (//) or dot (. ..) segment"
 //	@Failure		404		{object}	Problem			"NOT_FOUND: no such preview"
 //	@Failure		409		{object}	Problem			"SANDBOX_STATE_CONFLICT"
 //	@Failure		410		{object}	Problem			"PREVIEW_GONE: expired, revoked, or the sandbox ended"
@@ -313,6 +317,7 @@ func previewOpPut(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Param			token	path		string	true	"the preview's token"	example(tpv_Zm9vYmFy)
 //	@Param			path	path		string	true	"the app's path"		example(index.html)
 //	@Success		200		"the app's answer, whatever its status and body"
+//	@Failure		400		{object}	Problem			"INVALID_REQUEST: a path with an empty (//) or dot (. ..) segment"
 //	@Failure		404		{object}	Problem			"NOT_FOUND: no such preview"
 //	@Failure		409		{object}	Problem			"SANDBOX_STATE_CONFLICT"
 //	@Failure		410		{object}	Problem			"PREVIEW_GONE: expired, revoked, or the sandbox ended"
@@ -337,6 +342,7 @@ func previewOpPatch(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Param			token	path		string	true	"the preview's token"	example(tpv_Zm9vYmFy)
 //	@Param			path	path		string	true	"the app's path"		example(index.html)
 //	@Success		200		"the app's answer, whatever its status and body"
+//	@Failure		400		{object}	Problem			"INVALID_REQUEST: a path with an empty (//) or dot (. ..) segment"
 //	@Failure		404		{object}	Problem			"NOT_FOUND: no such preview"
 //	@Failure		409		{object}	Problem			"SANDBOX_STATE_CONFLICT"
 //	@Failure		410		{object}	Problem			"PREVIEW_GONE: expired, revoked, or the sandbox ended"
@@ -361,6 +367,7 @@ func previewOpDelete(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Param			token	path		string	true	"the preview's token"	example(tpv_Zm9vYmFy)
 //	@Param			path	path		string	true	"the app's path"		example(index.html)
 //	@Success		200		"the app's answer, whatever its status and body"
+//	@Failure		400		{object}	Problem			"INVALID_REQUEST: a path with an empty (//) or dot (. ..) segment"
 //	@Failure		404		{object}	Problem			"NOT_FOUND: no such preview"
 //	@Failure		409		{object}	Problem			"SANDBOX_STATE_CONFLICT"
 //	@Failure		410		{object}	Problem			"PREVIEW_GONE: expired, revoked, or the sandbox ended"

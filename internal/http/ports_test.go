@@ -621,3 +621,44 @@ func TestForwardedPorts(t *testing.T) {
 		return false
 	})
 }
+
+// TestPortPathsAreNormal: a path with an empty segment or a dot segment
+// is refused before anything is dialled, through the API and through a
+// preview; "//127.0.0.1:5432/x" once reached the app as "/x" (read as an
+// authority), so the app's path and the activity record disagreed.
+func TestPortPathsAreNormal(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withExecutor())
+	id := b.readyWithPorts(t, keyA, 8080)
+	p := b.preview(t, keyA, id, map[string]any{"port": 8080})
+	bases := map[string]func(path string) *response{
+		"port": func(path string) *response {
+			return b.do(t, http.MethodGet, "/v1/sandboxes/"+id+"/ports/8080"+path, nil, as(keyA))
+		},
+		"preview": func(path string) *response {
+			return b.do(t, http.MethodGet, strings.TrimSuffix(previewPath(t, p), "/")+path, nil, noAuth())
+		},
+	}
+	before := b.counts(t)
+	for name, get := range bases {
+		for _, path := range []string{"//127.0.0.1:5432/x", "/a//b", "/./x", "/a/../b", "/%2e%2E/x", "/a/%2e", "/a/.%2e/"} {
+			r := get(path)
+			wantProblem(t, r, http.StatusBadRequest, "INVALID_REQUEST")
+			if uri := r.Header.Get(sim.HeaderURI); uri != "" {
+				t.Errorf("%s %s reached the app as %q", name, path, uri)
+			}
+		}
+	}
+	if after := b.counts(t); !after.equal(before) {
+		t.Errorf("refused paths wrote rows: before %v, after %v", before, after)
+	}
+	// Normal paths, a trailing slash, dots inside a name and an escaped
+	// slash still pass as they were sent.
+	for name, get := range bases {
+		for _, path := range []string{"/", "/a/b/", "/a.b/..c/x.", "/a%2Fb"} {
+			if r := get(path); r.Status != http.StatusOK || r.Header.Get(sim.HeaderURI) != path {
+				t.Errorf("%s %s: %d, the app saw %q; want 200 and the path as sent", name, path, r.Status, r.Header.Get(sim.HeaderURI))
+			}
+		}
+	}
+}

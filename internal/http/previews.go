@@ -424,6 +424,9 @@ func (ps previewServer) serve(c *gin.Context, p sandbox.Preview, sb sandbox.Sand
 func (ps previewServer) handlePreview() handlerFunc {
 	return func(c *gin.Context) error {
 		token := c.Param("token")
+		if err := checkAppPath(pathAfter(c.Request.URL.EscapedPath(), 2)); err != nil {
+			return err
+		}
 		p, sb, err := ps.livePreview(c, token)
 		if err != nil {
 			return err
@@ -469,6 +472,9 @@ func (ps previewServer) servePreviewHost(c *gin.Context) error {
 	id := strings.Replace(rest, "-", "_", 1)
 	if err != nil || !sandbox.ValidID(id) || strconv.Itoa(port) != portStr {
 		return sandbox.Errorf(sandbox.CodeNotFound, "no such preview host")
+	}
+	if err := checkAppPath(c.Request.URL.EscapedPath()); err != nil {
+		return err
 	}
 	token := c.Query(previewQuery)
 	fromQuery := token != ""

@@ -8030,6 +8030,11 @@ type PreviewProxyDeleteResponse200Headers struct {
 	XRequestID string
 }
 
+// PreviewProxyDeleteResponse400Headers the declared response headers of an HTTP 400 response for PreviewProxyDelete
+type PreviewProxyDeleteResponse400Headers struct {
+	XRequestID string
+}
+
 // PreviewProxyDeleteResponse404Headers the declared response headers of an HTTP 404 response for PreviewProxyDelete
 type PreviewProxyDeleteResponse404Headers struct {
 	XRequestID string
@@ -8075,6 +8080,8 @@ type PreviewProxyDeleteResponse503Headers struct {
 type PreviewProxyDeleteResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -8093,6 +8100,8 @@ type PreviewProxyDeleteResponse struct {
 	ApplicationproblemJSON503 *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *PreviewProxyDeleteResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *PreviewProxyDeleteResponse400Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *PreviewProxyDeleteResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
@@ -8109,6 +8118,11 @@ type PreviewProxyDeleteResponse struct {
 	Headers502 *PreviewProxyDeleteResponse502Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *PreviewProxyDeleteResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PreviewProxyDeleteResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -8185,6 +8199,11 @@ type PreviewProxyGetResponse200Headers struct {
 	XRequestID string
 }
 
+// PreviewProxyGetResponse400Headers the declared response headers of an HTTP 400 response for PreviewProxyGet
+type PreviewProxyGetResponse400Headers struct {
+	XRequestID string
+}
+
 // PreviewProxyGetResponse404Headers the declared response headers of an HTTP 404 response for PreviewProxyGet
 type PreviewProxyGetResponse404Headers struct {
 	XRequestID string
@@ -8230,6 +8249,8 @@ type PreviewProxyGetResponse503Headers struct {
 type PreviewProxyGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -8248,6 +8269,8 @@ type PreviewProxyGetResponse struct {
 	ApplicationproblemJSON503 *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *PreviewProxyGetResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *PreviewProxyGetResponse400Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *PreviewProxyGetResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
@@ -8264,6 +8287,11 @@ type PreviewProxyGetResponse struct {
 	Headers502 *PreviewProxyGetResponse502Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *PreviewProxyGetResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PreviewProxyGetResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -8340,6 +8368,11 @@ type PreviewProxyHeadResponse200Headers struct {
 	XRequestID string
 }
 
+// PreviewProxyHeadResponse400Headers the declared response headers of an HTTP 400 response for PreviewProxyHead
+type PreviewProxyHeadResponse400Headers struct {
+	XRequestID string
+}
+
 // PreviewProxyHeadResponse404Headers the declared response headers of an HTTP 404 response for PreviewProxyHead
 type PreviewProxyHeadResponse404Headers struct {
 	XRequestID string
@@ -8385,6 +8418,8 @@ type PreviewProxyHeadResponse503Headers struct {
 type PreviewProxyHeadResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -8403,6 +8438,8 @@ type PreviewProxyHeadResponse struct {
 	ApplicationproblemJSON503 *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *PreviewProxyHeadResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *PreviewProxyHeadResponse400Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *PreviewProxyHeadResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
@@ -8419,6 +8456,11 @@ type PreviewProxyHeadResponse struct {
 	Headers502 *PreviewProxyHeadResponse502Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *PreviewProxyHeadResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PreviewProxyHeadResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -8495,6 +8537,11 @@ type PreviewProxyOptionsResponse200Headers struct {
 	XRequestID string
 }
 
+// PreviewProxyOptionsResponse400Headers the declared response headers of an HTTP 400 response for PreviewProxyOptions
+type PreviewProxyOptionsResponse400Headers struct {
+	XRequestID string
+}
+
 // PreviewProxyOptionsResponse404Headers the declared response headers of an HTTP 404 response for PreviewProxyOptions
 type PreviewProxyOptionsResponse404Headers struct {
 	XRequestID string
@@ -8540,6 +8587,8 @@ type PreviewProxyOptionsResponse503Headers struct {
 type PreviewProxyOptionsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -8558,6 +8607,8 @@ type PreviewProxyOptionsResponse struct {
 	ApplicationproblemJSON503 *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *PreviewProxyOptionsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *PreviewProxyOptionsResponse400Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *PreviewProxyOptionsResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
@@ -8574,6 +8625,11 @@ type PreviewProxyOptionsResponse struct {
 	Headers502 *PreviewProxyOptionsResponse502Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *PreviewProxyOptionsResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PreviewProxyOptionsResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -8650,6 +8706,11 @@ type PreviewProxyPatchResponse200Headers struct {
 	XRequestID string
 }
 
+// PreviewProxyPatchResponse400Headers the declared response headers of an HTTP 400 response for PreviewProxyPatch
+type PreviewProxyPatchResponse400Headers struct {
+	XRequestID string
+}
+
 // PreviewProxyPatchResponse404Headers the declared response headers of an HTTP 404 response for PreviewProxyPatch
 type PreviewProxyPatchResponse404Headers struct {
 	XRequestID string
@@ -8695,6 +8756,8 @@ type PreviewProxyPatchResponse503Headers struct {
 type PreviewProxyPatchResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -8713,6 +8776,8 @@ type PreviewProxyPatchResponse struct {
 	ApplicationproblemJSON503 *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *PreviewProxyPatchResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *PreviewProxyPatchResponse400Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *PreviewProxyPatchResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
@@ -8729,6 +8794,11 @@ type PreviewProxyPatchResponse struct {
 	Headers502 *PreviewProxyPatchResponse502Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *PreviewProxyPatchResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PreviewProxyPatchResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -8805,6 +8875,11 @@ type PreviewProxyPostResponse200Headers struct {
 	XRequestID string
 }
 
+// PreviewProxyPostResponse400Headers the declared response headers of an HTTP 400 response for PreviewProxyPost
+type PreviewProxyPostResponse400Headers struct {
+	XRequestID string
+}
+
 // PreviewProxyPostResponse404Headers the declared response headers of an HTTP 404 response for PreviewProxyPost
 type PreviewProxyPostResponse404Headers struct {
 	XRequestID string
@@ -8850,6 +8925,8 @@ type PreviewProxyPostResponse503Headers struct {
 type PreviewProxyPostResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -8868,6 +8945,8 @@ type PreviewProxyPostResponse struct {
 	ApplicationproblemJSON503 *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *PreviewProxyPostResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *PreviewProxyPostResponse400Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *PreviewProxyPostResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
@@ -8884,6 +8963,11 @@ type PreviewProxyPostResponse struct {
 	Headers502 *PreviewProxyPostResponse502Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *PreviewProxyPostResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PreviewProxyPostResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -8960,6 +9044,11 @@ type PreviewProxyPutResponse200Headers struct {
 	XRequestID string
 }
 
+// PreviewProxyPutResponse400Headers the declared response headers of an HTTP 400 response for PreviewProxyPut
+type PreviewProxyPutResponse400Headers struct {
+	XRequestID string
+}
+
 // PreviewProxyPutResponse404Headers the declared response headers of an HTTP 404 response for PreviewProxyPut
 type PreviewProxyPutResponse404Headers struct {
 	XRequestID string
@@ -9005,6 +9094,8 @@ type PreviewProxyPutResponse503Headers struct {
 type PreviewProxyPutResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -9023,6 +9114,8 @@ type PreviewProxyPutResponse struct {
 	ApplicationproblemJSON503 *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *PreviewProxyPutResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *PreviewProxyPutResponse400Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *PreviewProxyPutResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
@@ -9039,6 +9132,11 @@ type PreviewProxyPutResponse struct {
 	Headers502 *PreviewProxyPutResponse502Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *PreviewProxyPutResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PreviewProxyPutResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -18650,6 +18748,13 @@ func ParsePreviewProxyDeleteResponse(rsp *http.Response) (*PreviewProxyDeleteRes
 	case rsp.StatusCode == 200:
 		break // No content-type
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -18719,6 +18824,16 @@ func ParsePreviewProxyDeleteResponse(rsp *http.Response) (*PreviewProxyDeleteRes
 			headers.XRequestID = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers PreviewProxyDeleteResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 404:
 		var headers PreviewProxyDeleteResponse404Headers
 		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
@@ -18835,6 +18950,13 @@ func ParsePreviewProxyGetResponse(rsp *http.Response) (*PreviewProxyGetResponse,
 	case rsp.StatusCode == 200:
 		break // No content-type
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -18904,6 +19026,16 @@ func ParsePreviewProxyGetResponse(rsp *http.Response) (*PreviewProxyGetResponse,
 			headers.XRequestID = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers PreviewProxyGetResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 404:
 		var headers PreviewProxyGetResponse404Headers
 		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
@@ -19020,6 +19152,13 @@ func ParsePreviewProxyHeadResponse(rsp *http.Response) (*PreviewProxyHeadRespons
 	case rsp.StatusCode == 200:
 		break // No content-type
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -19089,6 +19228,16 @@ func ParsePreviewProxyHeadResponse(rsp *http.Response) (*PreviewProxyHeadRespons
 			headers.XRequestID = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers PreviewProxyHeadResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 404:
 		var headers PreviewProxyHeadResponse404Headers
 		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
@@ -19205,6 +19354,13 @@ func ParsePreviewProxyOptionsResponse(rsp *http.Response) (*PreviewProxyOptionsR
 	case rsp.StatusCode == 200:
 		break // No content-type
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -19274,6 +19430,16 @@ func ParsePreviewProxyOptionsResponse(rsp *http.Response) (*PreviewProxyOptionsR
 			headers.XRequestID = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers PreviewProxyOptionsResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 404:
 		var headers PreviewProxyOptionsResponse404Headers
 		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
@@ -19390,6 +19556,13 @@ func ParsePreviewProxyPatchResponse(rsp *http.Response) (*PreviewProxyPatchRespo
 	case rsp.StatusCode == 200:
 		break // No content-type
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -19459,6 +19632,16 @@ func ParsePreviewProxyPatchResponse(rsp *http.Response) (*PreviewProxyPatchRespo
 			headers.XRequestID = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers PreviewProxyPatchResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 404:
 		var headers PreviewProxyPatchResponse404Headers
 		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
@@ -19575,6 +19758,13 @@ func ParsePreviewProxyPostResponse(rsp *http.Response) (*PreviewProxyPostRespons
 	case rsp.StatusCode == 200:
 		break // No content-type
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -19644,6 +19834,16 @@ func ParsePreviewProxyPostResponse(rsp *http.Response) (*PreviewProxyPostRespons
 			headers.XRequestID = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers PreviewProxyPostResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 404:
 		var headers PreviewProxyPostResponse404Headers
 		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
@@ -19760,6 +19960,13 @@ func ParsePreviewProxyPutResponse(rsp *http.Response) (*PreviewProxyPutResponse,
 	case rsp.StatusCode == 200:
 		break // No content-type
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -19829,6 +20036,16 @@ func ParsePreviewProxyPutResponse(rsp *http.Response) (*PreviewProxyPutResponse,
 			headers.XRequestID = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers PreviewProxyPutResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 404:
 		var headers PreviewProxyPutResponse404Headers
 		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {

@@ -2286,6 +2286,17 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description INVALID_REQUEST: a path with an empty (//) or dot (. ..) segment */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description NOT_FOUND: no such preview */
             404: {
                 headers: {
@@ -2408,6 +2419,17 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description INVALID_REQUEST: a path with an empty (//) or dot (. ..) segment */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
             };
             /** @description NOT_FOUND: no such preview */
             404: {
@@ -2532,6 +2554,17 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description INVALID_REQUEST: a path with an empty (//) or dot (. ..) segment */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description NOT_FOUND: no such preview */
             404: {
                 headers: {
@@ -2654,6 +2687,17 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description INVALID_REQUEST: a path with an empty (//) or dot (. ..) segment */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
             };
             /** @description NOT_FOUND: no such preview */
             404: {
@@ -2778,6 +2822,17 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description INVALID_REQUEST: a path with an empty (//) or dot (. ..) segment */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description NOT_FOUND: no such preview */
             404: {
                 headers: {
@@ -2901,6 +2956,17 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description INVALID_REQUEST: a path with an empty (//) or dot (. ..) segment */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description NOT_FOUND: no such preview */
             404: {
                 headers: {
@@ -3023,6 +3089,17 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description INVALID_REQUEST: a path with an empty (//) or dot (. ..) segment */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
             };
             /** @description NOT_FOUND: no such preview */
             404: {
@@ -6586,7 +6663,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description INVALID_REQUEST: a port that is not 1-65535 */
+            /** @description INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment */
             400: {
                 headers: {
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
@@ -6727,7 +6804,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description INVALID_REQUEST: a port that is not 1-65535 */
+            /** @description INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment */
             400: {
                 headers: {
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
@@ -6868,7 +6945,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description INVALID_REQUEST: a port that is not 1-65535 */
+            /** @description INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment */
             400: {
                 headers: {
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
@@ -7009,7 +7086,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description INVALID_REQUEST: a port that is not 1-65535 */
+            /** @description INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment */
             400: {
                 headers: {
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
@@ -7150,7 +7227,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description INVALID_REQUEST: a port that is not 1-65535 */
+            /** @description INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment */
             400: {
                 headers: {
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
@@ -7291,7 +7368,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description INVALID_REQUEST: a port that is not 1-65535 */
+            /** @description INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment */
             400: {
                 headers: {
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
@@ -7432,7 +7509,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description INVALID_REQUEST: a port that is not 1-65535 */
+            /** @description INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment */
             400: {
                 headers: {
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
