@@ -177,7 +177,10 @@ func TestWebhookBadInput(t *testing.T) {
 		wantProblem(t, post(body), http.StatusBadRequest, "INVALID_REQUEST")
 	}
 	for _, target := range []string{"127.0.0.1", "[::1]", "localhost", "169.254.169.254", "[fe80::1]", "10.0.0.1", "172.16.5.4",
-		"192.168.0.10", "[fd00::1]", "0.0.0.0", "[::]", "224.0.0.1", "[ff02::1]", "[::ffff:127.0.0.1]", "100.100.100.200"} {
+		"192.168.0.10", "[fd00::1]", "0.0.0.0", "[::]", "224.0.0.1", "[ff02::1]", "[::ffff:127.0.0.1]", "100.100.100.200",
+		// Every IPv6 form that carries a loopback IPv4 address: IPv4-compatible,
+		// -translated, NAT64, 6to4, Teredo.
+		"[::127.0.0.1]", "[::ffff:0:127.0.0.1]", "[64:ff9b::7f00:1]", "[2002:7f00:1::1]", "[2001:0:4136:e378:8000:63bf:80ff:fffe]"} {
 		p := wantProblem(t, post(`{"url":"http://`+target+`:8080/hook"}`), http.StatusForbidden, "FORBIDDEN")
 		if !strings.Contains(p.Detail, "WEBHOOK_ALLOW_PRIVATE") {
 			t.Errorf("%s: detail %q does not say how to allow it", target, p.Detail)

@@ -17,8 +17,8 @@ import (
 
 // blocked are the networks a delivery never goes to unless the operator
 // allows private addresses (WEBHOOK_ALLOW_PRIVATE), with what each is.
-// IPv4-mapped IPv6 addresses are checked as the IPv4 address they map,
-// and NAT64 ones (64:ff9b::/96) as the IPv4 address they embed.
+// An IPv6 address that carries an IPv4 one is also checked as that IPv4
+// address (see embeddedIPv4), since that is where it routes.
 var blocked = []struct {
 	prefix netip.Prefix
 	class  string
@@ -27,6 +27,9 @@ var blocked = []struct {
 	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
 	{netip.MustParsePrefix("::1/128"), "loopback"},
 	{netip.MustParsePrefix("::/128"), "unspecified"},
+	{netip.MustParsePrefix("::/96"), "reserved"},              // IPv4-compatible (deprecated): ::a.b.c.d
+	{netip.MustParsePrefix("::ffff:0:0:0/96"), "reserved"},    // IPv4-translated (SIIT): ::ffff:0:a.b.c.d
+	{netip.MustParsePrefix("fec0::/10"), "private"},           // site-local (deprecated)
 	{netip.MustParsePrefix("169.254.169.254/32"), "metadata"}, // cloud instance metadata (also link-local)
 	{netip.MustParsePrefix("100.100.100.200/32"), "metadata"}, // Alibaba Cloud's
 	{netip.MustParsePrefix("fd00:ec2::254/128"), "metadata"},  // AWS's over IPv6
@@ -50,19 +53,59 @@ var blocked = []struct {
 	{netip.MustParsePrefix("2002::/16"), "reserved"},       // 6to4: may embed any IPv4 address
 	{netip.MustParsePrefix("2001::/32"), "reserved"},       // Teredo: likewise
 	{netip.MustParsePrefix("64:ff9b:1::/48"), "reserved"},  // local-use NAT64
+	{netip.MustParsePrefix("192.88.99.0/24"), "reserved"},  // 6to4 relays (deprecated)
 }
 
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+// The IPv6 forms that carry an IPv4 address, where they carry it.
+var (
+	compatible = netip.MustParsePrefix("::/96")           // ::a.b.c.d, in its last 4 bytes
+	translated = netip.MustParsePrefix("::ffff:0:0:0/96") // ::ffff:0:a.b.c.d, likewise
+	nat64      = netip.MustParsePrefix("64:ff9b::/96")    // likewise
+	sixToFour  = netip.MustParsePrefix("2002::/16")       // 2002:AABB:CCDD::/48, in bytes 2-5
+	teredo     = netip.MustParsePrefix("2001::/32")       // the client's, inverted, in its last 4 bytes
+	ipv6Own    = netip.MustParsePrefix("::/127")          // :: and ::1, which carry none
+)
+
+// embeddedIPv4 is the IPv4 address an IPv6 address reaches or names
+// (IPv4-compatible, IPv4-translated, NAT64, 6to4, Teredo's client), and
+// whether it has one. :: and ::1 are IPv6's own.
+func embeddedIPv4(ip netip.Addr) (netip.Addr, bool) {
+	if !ip.Is6() || ip.Is4In6() {
+		return netip.Addr{}, false
+	}
+	b := ip.As16()
+	last := [4]byte{b[12], b[13], b[14], b[15]}
+	switch {
+	case compatible.Contains(ip) && !ipv6Own.Contains(ip),
+		translated.Contains(ip), nat64.Contains(ip):
+		return netip.AddrFrom4(last), true
+	case sixToFour.Contains(ip):
+		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}), true
+	case teredo.Contains(ip):
+		return netip.AddrFrom4([4]byte{^last[0], ^last[1], ^last[2], ^last[3]}), true
+	}
+	return netip.Addr{}, false
+}
 
 // Forbidden returns the class of address ip belongs to if deliveries must
 // not go there (loopback, link-local, metadata, private, unspecified,
-// multicast, reserved), or "" if they may.
+// multicast, reserved), or "" if they may. Every spelling of an address
+// is judged by what it reaches: an IPv6 address that carries an IPv4 one
+// is refused as that address's class (::127.0.0.1 and 2002:7f00:1:: are
+// loopback), or as reserved where the form itself is (6to4, Teredo, the
+// deprecated ones); NAT64 of a public address is public.
 func Forbidden(ip netip.Addr) string {
 	ip = ip.WithZone("").Unmap()
-	if nat64.Contains(ip) {
-		b := ip.As16()
-		ip = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	if v4, ok := embeddedIPv4(ip); ok {
+		if class := blockedClass(v4); class != "" {
+			return class
+		}
 	}
+	return blockedClass(ip)
+}
+
+// blockedClass is the class of the first blocked network holding ip, or "".
+func blockedClass(ip netip.Addr) string {
 	for _, b := range blocked {
 		if b.prefix.Contains(ip) {
 			return b.class

@@ -30,8 +30,17 @@ func TestForbiddenClasses(t *testing.T) {
 		"64:ff9b::a00:1": "private", // NAT64 of 10.0.0.1
 		"0.0.0.0":        "unspecified", "::": "unspecified", "0.1.2.3": "unspecified",
 		"224.0.0.1": "multicast", "239.255.255.250": "multicast", "ff02::1": "multicast",
-		"255.255.255.255": "reserved", "240.0.0.1": "reserved", "192.0.2.1": "reserved", "2002:7f00:1::1": "reserved",
+		"255.255.255.255": "reserved", "240.0.0.1": "reserved", "192.0.2.1": "reserved", "2002:7f00:1::1": "loopback",
 		"8.8.8.8": "", "1.1.1.1": "", "2606:4700:4700::1111": "", "172.32.0.1": "", "64:ff9b::808:808": "",
+		// Every IPv6 form that carries an IPv4 address, by what it reaches.
+		"::127.0.0.1": "loopback", "::10.0.0.1": "private", "::169.254.169.254": "metadata", "::0.0.0.0": "unspecified",
+		"::8.8.8.8":          "reserved",                                 // IPv4-compatible: deprecated, whatever it embeds
+		"::ffff:0:127.0.0.1": "loopback", "::ffff:0:8.8.8.8": "reserved", // IPv4-translated
+		"64:ff9b::7f00:1": "loopback", "64:ff9b::a9fe:a9fe": "metadata", // NAT64
+		"2002:a00:1::1": "private", "2002:a9fe:a9fe::": "metadata", "2002:808:808::1": "reserved", // 6to4
+		"2001:0:4136:e378:8000:63bf:80ff:fffe": "loopback", // Teredo, its client 127.0.0.1 (inverted)
+		"2001:0:4136:e378:8000:63bf:f7f7:f7f7": "reserved", // Teredo, its client 8.8.8.8
+		"fec0::1":                              "private", "192.88.99.1": "reserved",
 	}
 	for addr, want := range cases {
 		if got := webhook.Forbidden(netip.MustParseAddr(addr)); got != want {
@@ -160,6 +169,18 @@ func TestDialGuard(t *testing.T) {
 	}
 	if hits != 0 {
 		t.Fatalf("the receiver was reached %d times", hits)
+	}
+	// The other spellings of the receiver's loopback address are refused
+	// by the guard itself, before any route is tried.
+	port := srv.URL[strings.LastIndex(srv.URL, ":"):]
+	for _, host := range []string{"[::127.0.0.1]", "[::ffff:127.0.0.1]", "[::ffff:0:127.0.0.1]", "[64:ff9b::7f00:1]", "[2002:7f00:1::1]"} {
+		res, err := guarded.Post("http://"+host+port+"/", "application/json", strings.NewReader("{}"))
+		if err == nil {
+			_ = res.Body.Close()
+		}
+		if !errors.Is(err, webhook.ErrForbiddenAddress) {
+			t.Errorf("POST to %s through the guard: %v; want ErrForbiddenAddress", host, err)
+		}
 	}
 
 	open := webhook.Guard{AllowPrivate: true}.Client(5 * time.Second)
