@@ -38,9 +38,9 @@ var (
 	// error (the node did not answer).
 	ErrHop = errors.New("the hop to the node failed")
 	// ErrNodeRefused is a node's 401 to a forwarded call: the caller's key
-	// was good here, so the nodes disagree (their clocks, by more than the
-	// skew).
-	ErrNodeRefused = errors.New("the node refused the forwarded call (are the hosts' clocks within a minute?)")
+	// was good here, so the node refused the call itself. Forward returns
+	// it as a *RefusedError, which says why.
+	ErrNodeRefused = errors.New("the node refused the forwarded call")
 	// ErrCut: the answer was cut short by Call.Cut; part of it may have
 	// been written.
 	ErrCut = errors.New("the forwarded answer was cut")
@@ -107,7 +107,7 @@ func (c *Cluster) Forward(w http.ResponseWriter, r *http.Request, call Call) err
 func checkNodeAnswer(resp *http.Response) error {
 	if resp.StatusCode == http.StatusUnauthorized {
 		_ = resp.Body.Close()
-		return ErrNodeRefused
+		return &RefusedError{Why: Refusal(resp.Header.Get(hdrRefused))}
 	}
 	resp.Header.Del("X-Request-ID")
 	return nil

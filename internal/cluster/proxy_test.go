@@ -30,6 +30,7 @@ func nodeB(t *testing.T, n nodes) (url string, ended chan struct{}) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		as, err := n.b.Verify(r, route, nil)
 		if err != nil {
+			Refuse(w.Header(), RefusalOf(err))
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
@@ -113,6 +114,11 @@ func TestForwardFails(t *testing.T) {
 		if !errors.Is(err, tc.want) || w.Body.Len() > 0 || w.Code != http.StatusOK && w.Code != 0 {
 			t.Errorf("%s: Forward = %v, wrote %d %q; want %v and nothing written", name, err, w.Code, w.Body, tc.want)
 		}
+	}
+	// The refusal says why: here, the signature.
+	var refused *RefusedError
+	if err := c.Forward(httptest.NewRecorder(), incoming("", `{}`), Call{Node: "b", As: caller}); !errors.As(err, &refused) || refused.Why != RefusedCall {
+		t.Errorf("a call signed with another secret: Forward = %v; want a refusal of the call", err)
 	}
 	if _, err := n.st.Pool().Exec(t.Context(), `UPDATE nodes SET heartbeat_at = heartbeat_at - interval '1 hour' WHERE id = 'b'`); err != nil {
 		t.Fatal(err)

@@ -23,6 +23,64 @@ var (
 	errBusy  = errors.New("too many forwarded calls to remember")
 )
 
+// Refusal is why a node refused a forwarded call. The node names it in
+// its 401 (Refuse), so that the forwarding replica can say what was
+// refused rather than guess.
+type Refusal string
+
+// The refusals.
+const (
+	// RefusedBody: the body that arrived is not the one signed.
+	RefusedBody Refusal = "body"
+	// RefusedTime: the call was signed further from the node's clock than
+	// the skew allows.
+	RefusedTime Refusal = "time"
+	// RefusedReplay: the node took a call with its nonce before.
+	RefusedReplay Refusal = "replay"
+	// RefusedCall: anything else (the signature, the route, the node the
+	// call names, too many calls to remember).
+	RefusedCall Refusal = "call"
+)
+
+// hdrRefused carries the Refusal in a node's 401 to a forwarded call.
+const hdrRefused = "Tether-Forwarded-Refused"
+
+// RefusalOf is the refusal Verify's error err stands for.
+func RefusalOf(err error) Refusal {
+	switch {
+	case errors.Is(err, errStale):
+		return RefusedTime
+	case errors.Is(err, errSeen):
+		return RefusedReplay
+	}
+	return RefusedCall
+}
+
+// Refuse names why a forwarded call is refused in h, the headers of the
+// node's 401 to it.
+func Refuse(h http.Header, why Refusal) { h.Set(hdrRefused, string(why)) }
+
+// RefusedError is a node's refusal of a forwarded call, and why (empty
+// when the node did not say). It is ErrNodeRefused.
+type RefusedError struct{ Why Refusal }
+
+func (e *RefusedError) Error() string {
+	switch e.Why {
+	case RefusedBody:
+		return ErrNodeRefused.Error() + ": the body that reached it is not the one signed"
+	case RefusedTime:
+		return ErrNodeRefused.Error() + ": its time is further from the node's clock than a minute"
+	case RefusedReplay:
+		return ErrNodeRefused.Error() + ": it took a call with the same nonce before"
+	case RefusedCall:
+		return ErrNodeRefused.Error() + ": its signature, route or node did not check"
+	}
+	return ErrNodeRefused.Error()
+}
+
+// Is reports whether target is ErrNodeRefused.
+func (e *RefusedError) Is(target error) bool { return target == ErrNodeRefused }
+
 // IsForwarded reports whether r claims to be a call another node forwarded
 // (it carries a signature, which Verify must check).
 func IsForwarded(r *http.Request) bool { return r.Header.Get(hdrSig) != "" }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/cluster"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -178,6 +179,10 @@ func writeProblem(c *gin.Context, p Problem) {
 		c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
 	}
 	state(c).code = sandbox.Code(p.Code)
+	if p.Status == http.StatusUnauthorized && state(c).badBody != nil {
+		// Tells the forwarding replica what was refused.
+		cluster.Refuse(c.Writer.Header(), cluster.RefusedBody)
+	}
 	c.Header("Content-Type", "application/problem+json")
 	c.Status(p.Status)
 	c.Abort()

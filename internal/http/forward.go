@@ -30,6 +30,7 @@ func forwardedAuth(c *gin.Context, log *slog.Logger, cl *cluster.Cluster) bool {
 	if err != nil {
 		log.WarnContext(c.Request.Context(), "forwarded call refused", "err", err,
 			"from", cluster.ForwardedBy(c.Request), "request_id", requestID(c))
+		cluster.Refuse(c.Writer.Header(), cluster.RefusalOf(err))
 		c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
 		writeProblem(c, newProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated,
 			"the forwarded call is refused: "+err.Error(), ""))
@@ -119,13 +120,34 @@ func writeHopFailed(c *gin.Context, log *slog.Logger, sb sandbox.Sandbox, err er
 		log.Error("a node refused a forwarded call", "node", sb.Node, "sandbox", sb.ID, "err", err,
 			"request_id", requestID(c))
 		writeUnreachable(c, log, sandbox.Errorf(sandbox.CodeProviderUnavailable,
-			"sandbox %s lives on node %s, which refused this replica's call; the operator must check the hosts' clocks", sb.ID, sb.Node))
+			"sandbox %s lives on node %s, which refused this replica's call: %s", sb.ID, sb.Node, refusedBecause(err)))
 	default:
 		log.Warn("forward to node failed", "node", sb.Node, "sandbox", sb.ID, "err", err,
 			"request_id", requestID(c))
 		writeUnreachable(c, log, sandbox.Errorf(sandbox.CodeProviderUnavailable,
 			"sandbox %s lives on node %s, which did not answer; retry", sb.ID, sb.Node))
 	}
+}
+
+// refusedBecause says what a node refused of a forwarded call (err wraps
+// a *cluster.RefusedError) and what may be done: only a call signed too
+// far from the node's clock is a matter of clocks.
+func refusedBecause(err error) string {
+	var refused *cluster.RefusedError
+	errors.As(err, &refused)
+	why := cluster.Refusal("")
+	if refused != nil {
+		why = refused.Why
+	}
+	switch why {
+	case cluster.RefusedBody:
+		return "the body that reached it is not the one this replica sent (it changed on the way between the nodes); retry"
+	case cluster.RefusedTime:
+		return "the call's time is further than a minute from the node's clock; the operator must check the hosts' clocks"
+	case cluster.RefusedReplay:
+		return "it had taken the same call before; retry"
+	}
+	return "the call's signature did not check there; the operator must check the nodes' cluster secret and versions"
 }
 
 // writeDrained ends a forwarded stream that this replica's shutdown cut.

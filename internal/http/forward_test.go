@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -512,5 +514,44 @@ func TestForwardedReplayRefused(t *testing.T) {
 	}
 	if _, ok := n.provB.files[n.onB+"/workspace/x"]; ok {
 		t.Error("the upload with a body other than the signed one was kept")
+	}
+}
+
+// TestTamperedForwardSaysWhatWasRefused: a forwarded exec whose body is
+// changed on the way between the nodes is refused by the node before the
+// command runs, and the client is told that the body did not arrive as
+// signed, not that the hosts' clocks disagree (which they do not).
+func TestTamperedForwardSaysWhatWasRefused(t *testing.T) {
+	t.Parallel()
+	n := setupTwoNodes(t, 1024, nil)
+	// A proxy in front of node b that changes one command for another in
+	// every body it passes on (the digest trailer passes unchanged).
+	b, err := url.Parse(n.b.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tamper := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(b)
+		if pr.Out.Body != nil && pr.Out.Body != http.NoBody {
+			body, err := io.ReadAll(pr.In.Body)
+			if err != nil {
+				t.Error(err)
+			}
+			pr.Out.Body = io.NopCloser(bytes.NewReader(bytes.ReplaceAll(body, []byte(`"id"`), []byte(`"ls"`))))
+		}
+	}})
+	t.Cleanup(tamper.Close)
+	if err := n.a.Store.Heartbeat(t.Context(), store.Node{ID: "b", URL: tamper.URL, Providers: []string{sim.Name}}, true); err != nil {
+		t.Fatal(err)
+	}
+	r := n.a.do(t, http.MethodPost, "/v1/sandboxes/"+n.onB+"/exec", map[string]any{"command": "id"}, as(keyA))
+	p := wantProblem(t, r, http.StatusServiceUnavailable, "PROVIDER_UNAVAILABLE")
+	if !strings.Contains(p.Detail, "body") || strings.Contains(p.Detail, "clock") {
+		t.Errorf("detail %q; want it to say the body was refused, not the clocks", p.Detail)
+	}
+	n.provB.mu.Lock()
+	defer n.provB.mu.Unlock()
+	if len(n.provB.ran) != 0 {
+		t.Errorf("node b ran %q", n.provB.ran)
 	}
 }
