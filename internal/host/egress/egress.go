@@ -405,7 +405,9 @@ func (e *Egress) Setup(ctx context.Context, id string, allow []string, hosts str
 // resolve looks up the entries' host names and keeps, for each, the
 // addresses a sandbox may reach: public ones, and private ones inside a
 // range an entry names. A name left with none fails the create, as does a
-// name that does not exist; a lookup that times out may be retried.
+// name that does not exist, with one message that names neither the
+// addresses found nor which case it was; a lookup that fails otherwise
+// may be retried.
 func (e *Egress) resolve(ctx context.Context, entries []allowEntry) (map[string][]netip.Addr, error) {
 	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
@@ -424,9 +426,13 @@ func (e *Egress) resolve(ctx context.Context, entries []allowEntry) (map[string]
 			var dnsErr *net.DNSError
 			switch {
 			case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
-				return invalidf("params.allow: host %s does not exist", h)
+				// Told as a name with no address a sandbox may reach, so
+				// that a tenant cannot tell names of the operator's
+				// network that exist from those that do not.
 			case err != nil:
-				return temporary(fmt.Errorf("resolving %s: %w", h, err))
+				// The cause names the host's DNS server: not the tenant's
+				// to see.
+				return temporary(fmt.Errorf("params.allow: the lookup of host %s failed; it is retried", h))
 			}
 			found[i] = addrs
 			return nil
@@ -445,8 +451,10 @@ func (e *Egress) resolve(ctx context.Context, entries []allowEntry) (map[string]
 			}
 		}
 		if len(keep) == 0 {
+			// Says what is refused, never what the name resolved to: the
+			// answers of the operator's DNS are not the tenant's to map.
 			return nil, invalidf(
-				"params.allow: host %s resolves to %v, none of which a sandbox may reach (loopback, link-local, the sandboxes' pool, or a private range no entry names by address)", h, found[i])
+				"params.allow: host %s has no address a sandbox may reach (it must resolve to a public IPv4 address, or a private one inside a range an entry names by address)", h)
 		}
 		slices.SortFunc(keep, netip.Addr.Compare)
 		out[h] = keep

@@ -84,18 +84,29 @@ func TestResolve(t *testing.T) {
 	if err != nil || len(got["mixed.example.com"]) != 1 || got["mixed.example.com"][0] != netip.MustParseAddr("93.184.216.34") {
 		t.Errorf("resolve = %v, %v; want only the public address", got, err)
 	}
+	// A name that does not exist and one of only unreachable addresses are
+	// refused alike, and neither message says what the operator's DNS
+	// answered (the tenant sees it as the sandbox's error).
 	gone, _ := e.parseAllow([]string{"gone.example.com"})
 	var invalid *InvalidError
-	if _, err := e.resolve(t.Context(), gone); !errors.As(err, &invalid) {
-		t.Errorf("a name that does not exist: %v; want an InvalidError", err)
+	_, goneErr := e.resolve(t.Context(), gone)
+	if !errors.As(goneErr, &invalid) {
+		t.Errorf("a name that does not exist: %v; want an InvalidError", goneErr)
 	}
 	unreachable, _ := e.parseAllow([]string{"loopback.example.com"})
-	if _, err := e.resolve(t.Context(), unreachable); !errors.As(err, &invalid) || !strings.Contains(err.Error(), "none of which") {
+	_, err = e.resolve(t.Context(), unreachable)
+	if !errors.As(err, &invalid) || !strings.Contains(err.Error(), "no address a sandbox may reach") {
 		t.Errorf("a name of only unreachable addresses: %v; want an InvalidError", err)
 	}
+	if err != nil && goneErr != nil && strings.ReplaceAll(goneErr.Error(), "gone", "loopback") != err.Error() {
+		t.Errorf("a missing name and an unreachable one are told apart: %q, %q", goneErr, err)
+	}
+	if err != nil && (strings.Contains(err.Error(), "127.0.0.1") || strings.Contains(err.Error(), "10.250.0.9")) {
+		t.Errorf("the refusal echoes what the name resolved to: %v", err)
+	}
 	slow, _ := e.parseAllow([]string{"slow.example.com"})
-	if _, err := e.resolve(t.Context(), slow); !errors.Is(err, ErrTemporary) {
-		t.Errorf("a lookup that timed out: %v; want ErrTemporary", err)
+	if _, err := e.resolve(t.Context(), slow); !errors.Is(err, ErrTemporary) || strings.Contains(err.Error(), "timeout") {
+		t.Errorf("a lookup that timed out: %v; want ErrTemporary, without the resolver's words", err)
 	}
 }
 

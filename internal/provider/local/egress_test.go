@@ -592,3 +592,35 @@ func TestEgressPoolOverlappingTheHost(t *testing.T) {
 		t.Errorf("problem = %q; want the pool's overlap with loopback", p.egress.Problem())
 	}
 }
+
+// TestAllowlistRefusalKeepsTheDNSAnswer: a create whose allow-list name
+// resolves only to addresses a sandbox may not reach fails with a message
+// that says what is refused, never what the operator's DNS answered, and
+// a name that does not exist fails with the same words: a tenant cannot
+// map the operator's internal names through create errors.
+func TestAllowlistRefusalKeepsTheDNSAnswer(t *testing.T) {
+	t.Parallel()
+	p, _ := newEgressProvider(t, map[string]netip.Addr{"db.internal": netip.MustParseAddr("10.9.8.7"),
+		"lo.internal": netip.MustParseAddr("127.0.0.1")})
+	refusal := func(host string) string {
+		t.Helper()
+		raw, err := json.Marshal(map[string]any{"network": "allowlist", "allow": []string{host + ":5432"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := sandbox.NewID()
+		_, err = p.Create(t.Context(), sandbox.CreateSpec{SandboxID: id, Params: raw})
+		_ = p.Destroy(context.Background(), id)
+		if sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+			t.Fatalf("create allowing %s: %v; want INVALID_REQUEST", host, err)
+		}
+		return strings.ReplaceAll(err.Error(), host, "HOST")
+	}
+	internal, loopback, missing := refusal("db.internal"), refusal("lo.internal"), refusal("nope.internal")
+	if strings.Contains(internal, "10.9.8.7") || strings.Contains(loopback, "127.0.0.1") {
+		t.Errorf("the refusals echo the DNS answer: %q, %q", internal, loopback)
+	}
+	if internal != missing || loopback != missing {
+		t.Errorf("refusals differ by what the name resolved to: %q, %q, %q", internal, loopback, missing)
+	}
+}
