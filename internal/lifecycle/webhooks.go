@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -310,7 +312,7 @@ func (w *Webhooks) send(ctx context.Context, c store.DeliveryClaim) (int, error)
 	req.Header.Set(webhook.HeaderSignature, webhook.Sign(c.Secret, time.Now(), body))
 	res, err := w.client.Do(req)
 	if err != nil {
-		return 0, truncated(err)
+		return 0, truncated(attemptError(err))
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
 	_ = res.Body.Close()
@@ -318,6 +320,23 @@ func (w *Webhooks) send(ctx context.Context, c store.DeliveryClaim) (int, error)
 		return res.StatusCode, fmt.Errorf("the receiver answered %d", res.StatusCode)
 	}
 	return res.StatusCode, nil
+}
+
+// attemptError is the error of an attempt that got no answer, as the
+// tenant reads it in the delivery's history. It says what failed, not what
+// the operator's network told: a refused address without the address the
+// host resolved to (which Go's dial error names), a failed lookup without
+// the address of the DNS server.
+func attemptError(err error) error {
+	var opErr *net.OpError
+	if errors.Is(err, webhook.ErrForbiddenAddress) && errors.As(err, &opErr) {
+		return opErr.Err // the guard's own words
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return fmt.Errorf("the lookup of the receiver's host %s failed: %s", dnsErr.Name, dnsErr.Err)
+	}
+	return err
 }
 
 func truncated(err error) error {

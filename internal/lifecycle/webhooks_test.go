@@ -280,6 +280,11 @@ func TestWebhooksRefusePrivateAddressesWhenDialling(t *testing.T) {
 			if !strings.Contains(ds[0].Error, "forbidden address") || ds[0].ResponseStatus != 0 {
 				t.Fatalf("delivery error = %q, status %d; want a refused dial", ds[0].Error, ds[0].ResponseStatus)
 			}
+			// The tenant reads the error: it says what was refused, not
+			// the address its host resolved to.
+			if strings.Contains(ds[0].Error, "127.0.0.1") {
+				t.Fatalf("delivery error = %q; it names the address dialled", ds[0].Error)
+			}
 			break
 		}
 		if time.Now().After(deadline) {

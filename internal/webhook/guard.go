@@ -171,7 +171,7 @@ func (g Guard) checkHost(ctx context.Context, host string) error {
 		return nil
 	}
 	if name := strings.ToLower(strings.TrimSuffix(host, ".")); name == "localhost" || strings.HasSuffix(name, ".localhost") {
-		return forbidden(host, netip.MustParseAddr("127.0.0.1"), "loopback")
+		return forbiddenName(host)
 	}
 	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
@@ -184,8 +184,8 @@ func (g Guard) checkHost(ctx context.Context, host string) error {
 		return sandbox.Errorf(sandbox.CodeInvalidRequest, "url's host %q does not resolve", host)
 	}
 	for _, ip := range ips {
-		if class := Forbidden(ip); class != "" {
-			return forbidden(host, ip, class)
+		if Forbidden(ip) != "" {
+			return forbiddenName(host)
 		}
 	}
 	return nil
@@ -194,6 +194,15 @@ func (g Guard) checkHost(ctx context.Context, host string) error {
 func forbidden(host string, ip netip.Addr, class string) error {
 	return sandbox.Errorf(sandbox.CodeForbidden,
 		"url's host %s is a %s address (%s): deliveries go only to public addresses unless the operator sets WEBHOOK_ALLOW_PRIVATE", host, class, ip)
+}
+
+// forbiddenName refuses a host name that resolves to a forbidden address.
+// It says what is refused, never what the name resolved to or which kind
+// of address that is: the answers of the operator's DNS are not the
+// tenant's to map.
+func forbiddenName(host string) error {
+	return sandbox.Errorf(sandbox.CodeForbidden,
+		"url's host %s resolves to an address deliveries may not go to (loopback, private, link-local, metadata, multicast, unspecified or reserved): deliveries go only to public addresses unless the operator sets WEBHOOK_ALLOW_PRIVATE", host)
 }
 
 // ErrForbiddenAddress is what a connection to a forbidden address fails
@@ -211,8 +220,10 @@ func (g Guard) Control(_, address string, _ syscall.RawConn) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s", ErrForbiddenAddress, address)
 	}
-	if class := Forbidden(ap.Addr()); class != "" {
-		return fmt.Errorf("%w: %s is a %s address", ErrForbiddenAddress, ap.Addr(), class)
+	if Forbidden(ap.Addr()) != "" {
+		// The delivery's recorded error, which the tenant reads: it says
+		// what is refused, not the address the operator's DNS answered.
+		return fmt.Errorf("%w: the receiver's host resolved to an address deliveries may not go to (loopback, private, link-local, metadata, multicast, unspecified or reserved)", ErrForbiddenAddress)
 	}
 	return nil
 }
