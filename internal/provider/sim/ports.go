@@ -22,7 +22,9 @@ import (
 // is answered, in this process, by an HTTP server of its own on the other
 // end of an in-memory pipe (nothing listens on the host): it echoes
 // requests (their body streamed back; GET /headers answers the request's
-// headers as JSON) and WebSocket messages. A dial to any other port is
+// headers as JSON; GET /response-headers answers with each query parameter
+// as a header, as httpbin's does, for apps that set cookies) and WebSocket
+// messages. A dial to any other port is
 // refused, as a real sandbox's would be.
 
 // Headers the simulated server answers every plain request with.
@@ -80,9 +82,18 @@ func echoHandler(id string, port int) http.HandlerFunc {
 		h.Set(HeaderPort, strconv.Itoa(port))
 		h.Set(HeaderMethod, r.Method)
 		h.Set(HeaderURI, r.RequestURI)
-		if r.URL.Path == "/headers" {
+		switch r.URL.Path {
+		case "/headers":
 			h.Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(r.Header)
+			return
+		case "/response-headers":
+			for name, values := range r.URL.Query() {
+				for _, v := range values {
+					h.Add(name, v)
+				}
+			}
+			w.WriteHeader(http.StatusOK)
 			return
 		}
 		h.Set("Content-Type", "application/octet-stream")
