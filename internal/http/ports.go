@@ -191,6 +191,7 @@ func dialAndProxy(c *gin.Context, dialer sandbox.PortDialer, id string, port int
 		ModifyResponse: func(resp *http.Response) error {
 			status = resp.StatusCode
 			state(c).answeredBy = answeredByApp
+			scopeAnswer(resp.Header, to)
 			if !to.ownOrigin {
 				// Served from Tether's origin: the app's pages get an
 				// origin of their own (opaque), never Tether's.
@@ -224,6 +225,68 @@ func dialAndProxy(c *gin.Context, dialer sandbox.PortDialer, id string, port int
 // console and the API), so they cannot read what Tether's pages keep.
 const sandboxedCSP = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
 
+// originHeaders are answer headers that act on a whole origin (its
+// cookies and storage, its transport): an app served from Tether's origin
+// may not send them, since that origin is Tether's and every other
+// preview's.
+var originHeaders = []string{"Clear-Site-Data", "Strict-Transport-Security", "Alt-Svc"}
+
+// scopeAnswer keeps an app's answer headers to the app: its cookies lose
+// any Domain (a cookie of one preview host would reach every other, and
+// Tether's own hosts) and never carry Tether's own name; served from
+// Tether's origin (path mode, and the port route), their Path is moved
+// under the app's prefix, so that the browser sends them to this app
+// alone, and the origin-wide headers are dropped.
+func scopeAnswer(h http.Header, to portTarget) {
+	if !to.ownOrigin {
+		for _, name := range originHeaders {
+			h.Del(name)
+		}
+	}
+	lines := h.Values("Set-Cookie")
+	if len(lines) == 0 {
+		return
+	}
+	h.Del("Set-Cookie")
+	for _, line := range lines {
+		if scoped, ok := scopeCookie(line, to); ok {
+			h.Add("Set-Cookie", scoped)
+		}
+	}
+}
+
+// scopeCookie rewrites a Set-Cookie line (see scopeAnswer), keeping its
+// name, value and other attributes as they were; false drops it.
+func scopeCookie(line string, to portTarget) (string, bool) {
+	parts := strings.Split(line, ";")
+	name, _, ok := strings.Cut(parts[0], "=")
+	if !ok || isPreviewCookie(strings.TrimSpace(name)) {
+		return "", false
+	}
+	path := "/"
+	kept := parts[:1]
+	for _, attr := range parts[1:] {
+		key, value, _ := strings.Cut(attr, "=")
+		switch strings.ToLower(strings.TrimSpace(key)) {
+		case "domain":
+			continue
+		case "path":
+			if v := strings.TrimSpace(value); strings.HasPrefix(v, "/") {
+				path = v // the last one counts, as for browsers
+			}
+			if to.ownOrigin {
+				kept = append(kept, attr)
+			}
+			continue
+		}
+		kept = append(kept, attr)
+	}
+	if !to.ownOrigin {
+		kept = append(kept, " Path="+to.prefix+path)
+	}
+	return strings.Join(kept, ";"), true
+}
+
 // stripCredentials keeps Tether's credentials from the sandbox's app: the
 // API key, a preview's cookie and token, the node-to-node headers.
 func stripCredentials(r *http.Request) {
@@ -237,7 +300,7 @@ func stripCredentials(r *http.Request) {
 	if cookies := r.Cookies(); len(cookies) > 0 {
 		h.Del("Cookie")
 		for _, ck := range cookies {
-			if ck.Name != previewCookie {
+			if !isPreviewCookie(ck.Name) {
 				r.AddCookie(ck)
 			}
 		}

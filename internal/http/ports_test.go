@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"strings"
 	"testing"
@@ -660,5 +661,86 @@ func TestPortPathsAreNormal(t *testing.T) {
 				t.Errorf("%s %s: %d, the app saw %q; want 200 and the path as sent", name, path, r.Status, r.Header.Get(sim.HeaderURI))
 			}
 		}
+	}
+}
+
+// setCookies is the query of the sim app's /response-headers that makes it
+// answer with these Set-Cookie lines (and other headers).
+func setCookies(h map[string][]string) string { return "response-headers?" + url.Values(h).Encode() }
+
+// TestPreviewCookiesStayWithTheirApp: in path mode every preview and the
+// console share Tether's origin, so an app's cookies are moved under the
+// preview's own path and lose any Domain, an app cannot set Tether's
+// preview cookie, and origin-wide headers (Clear-Site-Data) are dropped. A
+// real cookie jar then sends the app's cookies to that app alone: not to
+// another tenant's preview, the console or the API.
+func TestPreviewCookiesStayWithTheirApp(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withExecutor())
+	idA, idB := b.readyWithPorts(t, keyA, 8080), b.readyWithPorts(t, keyB, 8080)
+	pa, pb := b.preview(t, keyA, idA, map[string]any{"port": 8080}), b.preview(t, keyB, idB, map[string]any{"port": 8080})
+	prefixA := strings.TrimSuffix(previewPath(t, pa), "/")
+
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Jar: jar}
+	get := func(u string) *http.Response {
+		t.Helper()
+		res, err := client.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		_ = res.Body.Close()
+		return res
+	}
+	// A's app sets cookies as an app at the root of its own host would.
+	res := get(b.URL + prefixA + "/" + setCookies(map[string][]string{
+		"Set-Cookie": {"session=a-secret; Path=/; HttpOnly", "wide=1; Domain=127.0.0.1; Path=/", "deep=1; Path=/api",
+			"plain=1", "tether_preview=planted; Path=/", "__Host-tether_preview=planted; Path=/; Secure"},
+		"Clear-Site-Data": {`"cookies", "storage"`},
+	}))
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("the app's answer: %d", res.StatusCode)
+	}
+	lines := res.Header.Values("Set-Cookie")
+	if len(lines) != 4 {
+		t.Errorf("Set-Cookie = %q; want the app's 4 cookies, not Tether's", lines)
+	}
+	for _, line := range lines {
+		low := strings.ToLower(line)
+		if strings.Contains(low, "domain=") || strings.Contains(low, "tether_preview") || !strings.Contains(line, "Path="+prefixA+"/") {
+			t.Errorf("Set-Cookie %q; want it under %s/, without a Domain", line, prefixA)
+		}
+	}
+	if v := res.Header.Get("Clear-Site-Data"); v != "" {
+		t.Errorf("the app cleared Tether's origin: Clear-Site-Data %q", v)
+	}
+	// The jar sends them back to A's app, and to nothing else of Tether's
+	// origin.
+	mustURL := func(s string) *url.URL {
+		u, err := url.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	if got := jar.Cookies(mustURL(b.URL + prefixA + "/page")); len(got) != 3 {
+		t.Errorf("A's preview gets cookies %v; want session, wide and plain", got)
+	}
+	if got := jar.Cookies(mustURL(b.URL + prefixA + "/api/x")); len(got) != 4 {
+		t.Errorf("A's preview under /api gets cookies %v; want deep too", got)
+	}
+	for _, other := range []string{previewPath(t, pb), previewPath(t, pb) + "api/x", "/ui/", "/v1/sandboxes", "/p/", "/"} {
+		if got := jar.Cookies(mustURL(b.URL + other)); len(got) != 0 {
+			t.Errorf("%s gets A's app's cookies %v", other, got)
+		}
+	}
+	// Through the port route, with a key: under that route's prefix.
+	r := b.do(t, http.MethodGet, "/v1/sandboxes/"+idA+"/ports/8080/"+setCookies(map[string][]string{"Set-Cookie": {"k=1; Path=/"}}), nil, as(keyA))
+	if got, want := r.Header.Get("Set-Cookie"), "k=1; Path=/v1/sandboxes/"+idA+"/ports/8080/"; got != want {
+		t.Errorf("through the port route Set-Cookie = %q; want %q", got, want)
 	}
 }

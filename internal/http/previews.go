@@ -30,6 +30,18 @@ const (
 	previewCookie = "tether_preview"
 )
 
+// isPreviewCookie reports whether a cookie's name is Tether's own preview
+// cookie, in any of the spellings a browser might store apart.
+func isPreviewCookie(name string) bool {
+	name = strings.ToLower(name)
+	for _, prefix := range []string{"", "__host-", "__secure-"} {
+		if name == prefix+previewCookie {
+			return true
+		}
+	}
+	return false
+}
+
 // previewCallerPrefix starts the key id a replica forwards a preview's
 // request with: the preview's id (prv_...), which never names an API key.
 const previewCallerPrefix = sandbox.PreviewIDPrefix
