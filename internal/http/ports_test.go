@@ -3,9 +3,11 @@ package http_test
 import (
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -686,15 +688,15 @@ func TestPreviewCookiesStayWithTheirApp(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := &http.Client{Jar: jar}
-	get := func(u string) *http.Response {
+	get := func(u string) *response {
 		t.Helper()
 		res, err := client.Get(u)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _ = io.Copy(io.Discard, res.Body)
-		_ = res.Body.Close()
-		return res
+		defer func() { _ = res.Body.Close() }()
+		body, _ := io.ReadAll(res.Body)
+		return &response{Status: res.StatusCode, Header: res.Header, Body: body}
 	}
 	// A's app sets cookies as an app at the root of its own host would.
 	res := get(b.URL + prefixA + "/" + setCookies(map[string][]string{
@@ -702,8 +704,8 @@ func TestPreviewCookiesStayWithTheirApp(t *testing.T) {
 			"plain=1", "tether_preview=planted; Path=/", "__Host-tether_preview=planted; Path=/; Secure"},
 		"Clear-Site-Data": {`"cookies", "storage"`},
 	}))
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("the app's answer: %d", res.StatusCode)
+	if res.Status != http.StatusOK {
+		t.Fatalf("the app's answer: %d", res.Status)
 	}
 	lines := res.Header.Values("Set-Cookie")
 	if len(lines) != 4 {
@@ -742,5 +744,83 @@ func TestPreviewCookiesStayWithTheirApp(t *testing.T) {
 	r := b.do(t, http.MethodGet, "/v1/sandboxes/"+idA+"/ports/8080/"+setCookies(map[string][]string{"Set-Cookie": {"k=1; Path=/"}}), nil, as(keyA))
 	if got, want := r.Header.Get("Set-Cookie"), "k=1; Path=/v1/sandboxes/"+idA+"/ports/8080/"; got != want {
 		t.Errorf("through the port route Set-Cookie = %q; want %q", got, want)
+	}
+}
+
+// TestPreviewHostsKeepCookiesApart: on wildcard preview hosts the
+// token's redirect goes only to a path of the same host, an app's cookies
+// lose any Domain (which would reach every other preview host) and never
+// carry Tether's own name, and over HTTPS Tether's cookie is a __Host-
+// one, which a cookie another host planted for the whole domain does not
+// shadow.
+func TestPreviewHostsKeepCookiesApart(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withExecutor(), withConfig(func(c *tetherhttp.Config) {
+		c.PreviewHost = "preview.test"
+		c.PreviewBaseURL = "https://tether.test"
+	}))
+	id, other := b.readyWithPorts(t, keyA, 8080), b.readyWithPorts(t, keyB, 8080)
+	p, po := b.preview(t, keyA, id, map[string]any{"port": 8080}), b.preview(t, keyB, other, map[string]any{"port": 8080})
+	host := "8080-" + strings.Replace(id, "_", "-", 1) + ".preview.test"
+	send := func(path string, hdr http.Header, cookies ...*http.Cookie) *response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, b.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		maps.Copy(req.Header, hdr)
+		for _, ck := range cookies {
+			req.AddCookie(ck)
+		}
+		client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = res.Body.Close() }()
+		body, _ := io.ReadAll(res.Body)
+		return &response{Status: res.StatusCode, Header: res.Header, Body: body}
+	}
+	cookiesOf := func(r *response) []*http.Cookie { return (&http.Response{Header: r.Header}).Cookies() }
+	// The token's visit redirects to a path of this host, whatever the
+	// path looks like.
+	for _, path := range []string{"//evil.example/x", "/\\evil.example/x", "/%5C%5Cevil.example/x", "/app"} {
+		res := send(path+"?tether_preview_token="+*p.Token, nil)
+		loc := res.Header.Get("Location")
+		if res.Status/100 == 3 && (!strings.HasPrefix(loc, "/") || strings.HasPrefix(loc, "//") || strings.HasPrefix(loc, "/\\")) {
+			t.Errorf("%s: %d to %q; want a path of the same host", path, res.Status, loc)
+		}
+		if u, err := url.Parse(loc); err != nil || u.Host != "" {
+			t.Errorf("%s: Location %q names a host", path, loc)
+		}
+	}
+	// Over HTTPS the cookie is __Host-tether_preview: Secure, Path=/, no Domain.
+	res := send("/?tether_preview_token="+*p.Token, http.Header{"X-Forwarded-Proto": {"https"}})
+	var hostCookie *http.Cookie
+	for _, ck := range cookiesOf(res) {
+		if ck.Name == "__Host-tether_preview" {
+			hostCookie = ck
+		}
+	}
+	if hostCookie == nil || !hostCookie.Secure || hostCookie.Path != "/" || hostCookie.Domain != "" || !hostCookie.HttpOnly {
+		t.Errorf("the token's visit over HTTPS set %v; want an HttpOnly, Secure __Host-tether_preview at Path=/", cookiesOf(res))
+		if hostCookie = cookiesOf(res)[0]; hostCookie == nil {
+			t.FailNow()
+		}
+	}
+	// A plain tether_preview cookie another host set for the whole domain
+	// (here another tenant's token, sent first) does not shadow it.
+	planted := &http.Cookie{Name: "tether_preview", Value: *po.Token}
+	if res := send("/page", nil, planted, hostCookie); res.Status != http.StatusOK || res.Header.Get(sim.HeaderSandbox) != id {
+		t.Errorf("with a planted cookie before the host's own: %d from %q; want 200 from %s", res.Status, res.Header.Get(sim.HeaderSandbox), id)
+	}
+	// The app's cookies: no Domain, never Tether's name; the app's own Path
+	// stays (the host is its own origin).
+	res = send("/"+setCookies(map[string][]string{"Set-Cookie": {"a=1; Domain=preview.test; Path=/", "b=2; Path=/api; domain=.preview.test",
+		"tether_preview=" + *po.Token + "; Domain=preview.test", "__Host-tether_preview=x; Path=/; Secure", "TETHER_PREVIEW=x"}}), nil, hostCookie)
+	lines := res.Header.Values("Set-Cookie")
+	if want := []string{"a=1; Path=/", "b=2; Path=/api"}; !slices.Equal(lines, want) {
+		t.Errorf("the app's Set-Cookie = %q; want %q", lines, want)
 	}
 }

@@ -24,10 +24,14 @@ import (
 // its own, for apps that need the root path), where the token arrives
 // once as ?tether_preview_token= and is then a cookie of that host.
 
-// The token's names in wildcard host mode.
+// The token's names in wildcard host mode. Over HTTPS the cookie is
+// previewHostCookie, which browsers let only the host itself set (no
+// Domain, Path=/, Secure): a script of another preview host cannot plant
+// one for this host with Domain=PREVIEW_HOST, as it can a plain cookie.
 const (
-	previewQuery  = "tether_preview_token"
-	previewCookie = "tether_preview"
+	previewQuery      = "tether_preview_token"
+	previewCookie     = "tether_preview"
+	previewHostCookie = "__Host-" + previewCookie
 )
 
 // isPreviewCookie reports whether a cookie's name is Tether's own preview
@@ -40,6 +44,17 @@ func isPreviewCookie(name string) bool {
 		}
 	}
 	return false
+}
+
+// previewCookieToken is the token a preview host's request carries in
+// Tether's cookie: the host-only one first.
+func previewCookieToken(c *gin.Context) string {
+	for _, name := range []string{previewHostCookie, previewCookie} {
+		if v, err := c.Cookie(name); err == nil && v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // previewCallerPrefix starts the key id a replica forwards a preview's
@@ -491,7 +506,7 @@ func (ps previewServer) servePreviewHost(c *gin.Context) error {
 	token := c.Query(previewQuery)
 	fromQuery := token != ""
 	if !fromQuery {
-		token, _ = c.Cookie(previewCookie)
+		token = previewCookieToken(c)
 	}
 	if token == "" {
 		return sandbox.Errorf(sandbox.CodeNotFound, "open the preview's URL, with its token, first")
@@ -504,16 +519,37 @@ func (ps previewServer) servePreviewHost(c *gin.Context) error {
 		return sandbox.Errorf(sandbox.CodeNotFound, "the preview token is for another sandbox or port")
 	}
 	if fromQuery {
-		u := *c.Request.URL
-		q := u.Query()
-		q.Del(previewQuery)
-		u.RawQuery = q.Encode()
-		http.SetCookie(c.Writer, &http.Cookie{Name: previewCookie, Value: token, Path: "/", HttpOnly: true,
-			Secure: c.Request.TLS != nil || c.GetHeader("X-Forwarded-Proto") == "https", SameSite: http.SameSiteLaxMode,
-			Expires: p.ExpiresAt})
-		c.Redirect(http.StatusSeeOther, u.RequestURI())
+		setPreviewCookie(c, token, p.ExpiresAt)
+		c.Redirect(http.StatusSeeOther, sameHostLocation(c.Request.URL))
 		return nil
 	}
 	c.Writer = upgradeWriter{c.Writer}
 	return ps.serve(c, p, sb, portTarget{prefix: "", skip: 0, ownOrigin: true})
+}
+
+// setPreviewCookie gives the browser the token as a cookie of the preview
+// host: host-only (no Domain), HttpOnly, SameSite=Lax, and over HTTPS
+// named with the __Host- prefix, which no other host can set.
+func setPreviewCookie(c *gin.Context, token string, expires time.Time) {
+	secure := c.Request.TLS != nil || c.GetHeader("X-Forwarded-Proto") == "https"
+	name := previewCookie
+	if secure {
+		name = previewHostCookie
+	}
+	http.SetCookie(c.Writer, &http.Cookie{Name: name, Value: token, Path: "/", HttpOnly: true, Secure: secure,
+		SameSite: http.SameSiteLaxMode, Expires: expires})
+}
+
+// sameHostLocation is where a preview host sends the browser once the
+// token is a cookie: the same path and query without the token, as a path
+// of this host. However the path begins ("//evil.example/x" would read as
+// another host), the location begins with one "/" and then no "/" or "\".
+func sameHostLocation(u *url.URL) string {
+	q := u.Query()
+	q.Del(previewQuery)
+	loc := "/" + strings.TrimLeft(u.EscapedPath(), "/\\")
+	if len(q) > 0 {
+		loc += "?" + q.Encode()
+	}
+	return loc
 }
