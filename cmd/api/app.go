@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tetherhq/tether/internal/cluster"
+	"github.com/tetherhq/tether/internal/framing"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/sandbox"
@@ -323,6 +324,7 @@ func (a *app) buildServers(ctx context.Context, reg *prometheus.Registry, secret
 		Nodes:     cluster.Nodes{Self: a.cfg.NodeID, Secret: secret, Finder: a.st, Nonces: a.st},
 
 		Authenticated: a.guard.authenticated,
+		Framing:       requestFraming,
 	})
 	a.srv = &http.Server{
 		Handler:     handler,
@@ -369,7 +371,7 @@ func (a *app) start(ctx context.Context) error {
 		a.log.Info("metrics listening", "addr", a.mln.Addr().String())
 	}
 	a.serveErr = make(chan error, 1)
-	a.workers.Go(func() { a.serveErr <- a.srv.Serve(a.guard.listener(a.ln)) })
+	a.workers.Go(func() { a.serveErr <- a.srv.Serve(framing.Listener(a.guard.listener(a.ln))) })
 	for _, p := range a.providers {
 		if info := p.Info(ctx); !info.Available {
 			a.log.Warn("provider unavailable; creates for it are refused", "provider", p.Name(), "reason", info.Reason)

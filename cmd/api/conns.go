@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"sync"
+
+	"github.com/tetherhq/tether/internal/framing"
 )
 
 // connGuard bounds the API's connections: it accepts at most max at once
@@ -50,6 +52,17 @@ type connKey struct{}
 // connection authenticated (authenticated).
 func (g *connGuard) connContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, c)
+}
+
+// requestFraming is the verdict on the framing of the request whose
+// context this is (package framing: the server's connections are watched
+// by framing.Listener), asked once per request; Clear for a connection
+// that is not watched.
+func requestFraming(ctx context.Context) framing.Verdict {
+	if c, ok := ctx.Value(connKey{}).(*framing.Conn); ok {
+		return c.Next()
+	}
+	return framing.Clear
 }
 
 // authenticated marks the connection of the request whose context this is

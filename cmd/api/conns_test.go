@@ -345,3 +345,86 @@ func TestRefusedBodyAnswerIsRead(t *testing.T) {
 		}
 	}
 }
+
+// TestSmugglingRefused: a request with both Transfer-Encoding and
+// Content-Length (as a front proxy that frames by Content-Length passes it
+// on, with a request hidden in what it takes for the body) is answered 400
+// problem+json and its connection closed: what follows its chunked body is
+// never served as a request. Requests framed one way go on being served on
+// one connection, pipelined.
+func TestSmugglingRefused(t *testing.T) {
+	t.Parallel()
+	s := start(t, map[string]string{"DATABASE_URL": storetest.NewURL(t), "PROVIDERS": "sim"})
+	addr := strings.TrimPrefix(s.base, "http://")
+	// send writes raw on a new connection and reads every answer until the
+	// server closes it.
+	type answer struct {
+		status int
+		header http.Header
+		body   string
+		close  bool
+	}
+	send := func(raw string) []answer {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = c.Close() }()
+		if _, err := io.WriteString(c, raw); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(c)
+		var out []answer
+		for {
+			res, err := http.ReadResponse(br, nil)
+			if err != nil {
+				if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !isReset(err) {
+					var ne net.Error
+					if !errors.As(err, &ne) || !ne.Timeout() || len(out) == 0 {
+						t.Fatalf("reading answer %d: %v", len(out)+1, err)
+					}
+				}
+				return out
+			}
+			body, _ := io.ReadAll(res.Body)
+			_ = res.Body.Close()
+			out = append(out, answer{status: res.StatusCode, header: res.Header, body: string(body), close: res.Close})
+			if res.Close {
+				return out
+			}
+		}
+	}
+	smuggled := "GET /readyz HTTP/1.1\r\nHost: tether\r\n\r\n"
+	for name, head := range map[string]string{
+		"TE then CL": "GET /healthz HTTP/1.1\r\nHost: tether\r\nTransfer-Encoding: chunked\r\nContent-Length: %d\r\n\r\n",
+		"CL then TE": "GET /healthz HTTP/1.1\r\nHost: tether\r\nContent-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n",
+	} {
+		body := "0\r\n\r\n" + smuggled
+		answers := send(fmt.Sprintf(head, len(body)) + body)
+		if len(answers) != 1 {
+			t.Errorf("%s: %d answers; want one, the refusal (the hidden request must not be served)", name, len(answers))
+			continue
+		}
+		a := answers[0]
+		if a.status != http.StatusBadRequest || a.header.Get("Content-Type") != "application/problem+json" ||
+			!strings.Contains(a.body, `"code":"INVALID_REQUEST"`) || !a.close {
+			t.Errorf("%s: %d %v %s; want 400 problem+json INVALID_REQUEST with Connection: close", name, a.status, a.header, a.body)
+		}
+	}
+	// Framed one way only, chunked or by length, requests are served one
+	// after another on one connection.
+	pipelined := "GET /healthz HTTP/1.1\r\nHost: tether\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n" +
+		"GET /healthz HTTP/1.1\r\nHost: tether\r\nContent-Length: 5\r\n\r\nhello" +
+		"GET /readyz HTTP/1.1\r\nHost: tether\r\nConnection: close\r\n\r\n"
+	answers := send(pipelined)
+	if len(answers) != 3 {
+		t.Fatalf("pipelined requests: %d answers; want 3", len(answers))
+	}
+	for i, a := range answers {
+		if a.status != http.StatusOK || (i < 2 && a.close) {
+			t.Errorf("pipelined request %d: %d, close=%v; want 200, the connection kept", i+1, a.status, a.close)
+		}
+	}
+}

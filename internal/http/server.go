@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tetherhq/tether/internal/cluster"
+	"github.com/tetherhq/tether/internal/framing"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -143,6 +144,11 @@ type Deps struct {
 	// authenticated, so that its connection counts as a client's (the
 	// connection guard closes connections that never did first).
 	Authenticated func(ctx context.Context)
+	// Framing, if set, tells each request's framing (package framing),
+	// asked once per request, in order, before anything else: an
+	// Ambiguous request is refused, and after an Unsure one the
+	// connection is closed.
+	Framing func(ctx context.Context) framing.Verdict
 }
 
 // Store is what the API needs from the registry, as the union of the small
@@ -231,7 +237,41 @@ func NewServer(log *slog.Logger, cfg Config, deps Deps) http.Handler {
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
 	addRoutes(r, log, cfg, deps)
-	return r
+	if deps.Framing == nil {
+		return r
+	}
+	return withFraming(r, deps.Framing)
+}
+
+// withFraming refuses, with 400 INVALID_REQUEST, a request whose framing a
+// proxy in front may have read otherwise (both Transfer-Encoding and
+// Content-Length: what the server took for the next request, the proxy
+// took for its body), and closes the connection after it; it closes the
+// connection after a request whose framing is not known for sure. It runs
+// before the router, so that no route is spared.
+func withFraming(next http.Handler, verdict func(ctx context.Context) framing.Verdict) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch verdict(r.Context()) {
+		case framing.Ambiguous:
+			var b [8]byte
+			_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+			id := hex.EncodeToString(b[:])
+			h := w.Header()
+			h.Set("Connection", "close")
+			h.Set("X-Request-ID", id)
+			h.Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusBadRequest)
+			_ = encodeJSON(w, Problem{
+				Type: "https://github.com/tetherhq/tether/blob/main/docs/errors.md#invalid_request", Title: http.StatusText(http.StatusBadRequest),
+				Status: http.StatusBadRequest, Code: string(sandbox.CodeInvalidRequest), RequestID: id,
+				Detail: "a request must not carry both Transfer-Encoding and Content-Length (RFC 9112, section 6.1); the connection is closed",
+			})
+			return
+		case framing.Unsure:
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // withRequestID takes a sane X-Request-ID from the client or makes one, and
