@@ -29,4 +29,6 @@ var webhookSettings = []setting{
 		func(c *Config) *int { return &c.Webhooks.BatchSize }),
 	countUpTo("WEBHOOK_CONCURRENCY", lifecycle.DefaultWebhookConcurrency, 1000, "deliveries a replica sends at once",
 		func(c *Config) *int { return &c.Webhooks.Concurrency }),
+	countOrZero("WEBHOOK_TENANT_CONCURRENCY", 0, "deliveries of one tenant a replica sends at once; 0: a quarter of WEBHOOK_CONCURRENCY, at least 1",
+		func(c *Config) *int { return &c.Webhooks.TenantConcurrency }),
 }

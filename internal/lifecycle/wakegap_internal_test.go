@@ -24,7 +24,7 @@ func (s *countingWebhookStore) PlanWebhookDeliveries(context.Context, int, int, 
 	return 0, nil
 }
 
-func (s *countingWebhookStore) ClaimWebhookDeliveries(context.Context, string, int, time.Duration) ([]store.DeliveryClaim, error) {
+func (s *countingWebhookStore) ClaimWebhookDeliveries(context.Context, string, store.ClaimLimits, time.Duration) ([]store.DeliveryClaim, error) {
 	return nil, nil
 }
 

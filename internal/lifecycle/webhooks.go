@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -15,7 +16,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
@@ -31,7 +31,8 @@ type WebhookConfig struct {
 	// other internal addresses (WEBHOOK_ALLOW_PRIVATE). Default false.
 	AllowPrivate bool
 	// Timeout bounds each attempt, from dialling to the answer's headers
-	// (WEBHOOK_TIMEOUT). Default 10s.
+	// (WEBHOOK_TIMEOUT). Default 5s; a receiver slower than that fails its
+	// attempts and backs off rather than hold a slot.
 	Timeout time.Duration
 	// RetryFor is how long a delivery is retried from when it was recorded;
 	// the first failed attempt after it ends the delivery failed and the
@@ -47,6 +48,11 @@ type WebhookConfig struct {
 	// Concurrency bounds the deliveries this replica sends at once
 	// (WEBHOOK_CONCURRENCY). Default 8.
 	Concurrency int
+	// TenantConcurrency bounds the deliveries of one tenant this replica
+	// sends at once, so that one tenant's slow receivers never hold every
+	// slot (WEBHOOK_TENANT_CONCURRENCY). Default a quarter of Concurrency,
+	// at least 1. An endpoint has one delivery in flight at most.
+	TenantConcurrency int
 	// PollInterval is how often the worker looks for events and due
 	// retries when nothing wakes it. Default 1s.
 	PollInterval time.Duration
@@ -54,7 +60,7 @@ type WebhookConfig struct {
 
 // Webhook defaults, for zero WebhookConfig fields.
 const (
-	DefaultWebhookTimeout      = 10 * time.Second
+	DefaultWebhookTimeout      = 5 * time.Second
 	DefaultWebhookRetryFor     = 24 * time.Hour
 	DefaultWebhookMinBackoff   = time.Second
 	DefaultWebhookMaxBackoff   = 10 * time.Minute
@@ -73,6 +79,7 @@ func (c WebhookConfig) withDefaults() WebhookConfig {
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, DefaultWebhookMaxBackoff)
 	c.BatchSize = cmp.Or(c.BatchSize, DefaultWebhookBatchSize)
 	c.Concurrency = cmp.Or(c.Concurrency, DefaultWebhookConcurrency)
+	c.TenantConcurrency = min(c.Concurrency, cmp.Or(c.TenantConcurrency, max(1, c.Concurrency/4)))
 	c.PollInterval = cmp.Or(c.PollInterval, DefaultWebhookPollInterval)
 	return c
 }
@@ -81,7 +88,7 @@ func (c WebhookConfig) withDefaults() WebhookConfig {
 type webhookStore interface {
 	Now() time.Time
 	PlanWebhookDeliveries(ctx context.Context, limit, batch, scan int) (int, error)
-	ClaimWebhookDeliveries(ctx context.Context, worker string, limit int, lease time.Duration) ([]store.DeliveryClaim, error)
+	ClaimWebhookDeliveries(ctx context.Context, worker string, limits store.ClaimLimits, lease time.Duration) ([]store.DeliveryClaim, error)
 	RecordWebhookAttempt(ctx context.Context, a store.Attempt) (bool, error)
 }
 
@@ -93,10 +100,14 @@ type changeSource interface {
 // Webhooks sends the tenants' events to their webhook endpoints. Each
 // round it plans the next delivery of every endpoint that has new events
 // and none pending (the store records it before it is sent), claims due
-// deliveries under a lease (replicas never hold one together), sends them,
-// and records each attempt: a 2xx moves the endpoint's cursor past the
-// batch; anything else retries the same batch, under the same id, with
-// backoff, until RetryFor has passed, when the endpoint becomes failing.
+// deliveries under a lease (replicas never hold one together) for its free
+// slots, starts sending them, and records each attempt: a 2xx moves the
+// endpoint's cursor past the batch; anything else retries the same batch,
+// under the same id, with backoff, until RetryFor has passed, when the
+// endpoint becomes failing. A round does not wait for the attempts it
+// started: a slot is claimed again as soon as it is free, and a tenant
+// holds at most TenantConcurrency slots, so one tenant's slow receivers
+// delay no other tenant's deliveries.
 type Webhooks struct {
 	cfg     WebhookConfig
 	store   webhookStore
@@ -106,6 +117,14 @@ type Webhooks struct {
 
 	outcomes *prometheus.CounterVec
 	lag      prometheus.Histogram
+
+	// held counts the deliveries in flight, by tenant (under mu); freed
+	// is told when one ends; attempts waits for them.
+	mu       sync.Mutex
+	held     map[string]int
+	inFlight int
+	freed    chan struct{}
+	attempts sync.WaitGroup
 
 	stopOnce sync.Once
 	cancel   context.CancelFunc
@@ -118,6 +137,7 @@ func NewWebhooks(cfg WebhookConfig, st webhookStore, changes changeSource, log *
 	cfg = cfg.withDefaults()
 	w := &Webhooks{
 		cfg: cfg, store: st, changes: changes, log: log, done: make(chan struct{}),
+		held: map[string]int{}, freed: make(chan struct{}, 1),
 		client: webhook.Guard{AllowPrivate: cfg.AllowPrivate}.Client(cfg.Timeout),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_webhook_deliveries_total",
@@ -145,6 +165,7 @@ func (w *Webhooks) Start(ctx context.Context) {
 	}
 	go func() {
 		defer close(w.done)
+		defer w.attempts.Wait()
 		defer unsubscribe()
 		ticker := time.NewTicker(w.cfg.PollInterval)
 		defer ticker.Stop()
@@ -162,6 +183,11 @@ func (w *Webhooks) Start(ctx context.Context) {
 				return
 			case <-ticker.C:
 			case <-wake:
+				if !coalesce(ctx, wake, started) {
+					return
+				}
+			case <-w.freed:
+				// A slot is free: a due delivery may take it.
 				if !coalesce(ctx, wake, started) {
 					return
 				}
@@ -215,28 +241,62 @@ func (w *Webhooks) Stop(ctx context.Context) {
 	}
 }
 
-// RunOnce plans, claims and sends one round of deliveries, and reports
-// whether it found work (so that the caller goes on at once).
+// RunOnce plans one round of deliveries, claims as many as the free
+// slots and the tenants' shares allow, and starts sending them (Stop waits
+// for them); it reports whether it found work (so that the caller goes on
+// at once).
 func (w *Webhooks) RunOnce(ctx context.Context) (bool, error) {
 	planned, err := w.store.PlanWebhookDeliveries(ctx, 100, w.cfg.BatchSize, 10*w.cfg.BatchSize)
 	if err != nil {
 		return false, err
 	}
-	limit := 2 * w.cfg.Concurrency
-	claims, err := w.store.ClaimWebhookDeliveries(ctx, w.cfg.WorkerID, limit, w.lease())
+	limits := w.limits()
+	if limits.Max == 0 {
+		return planned > 0, nil
+	}
+	claims, err := w.store.ClaimWebhookDeliveries(ctx, w.cfg.WorkerID, limits, w.lease())
 	if err != nil {
 		return false, err
 	}
-	g, gctx := errgroup.WithContext(context.WithoutCancel(ctx))
-	g.SetLimit(w.cfg.Concurrency)
+	sendCtx := context.WithoutCancel(ctx) // an attempt begun ends, bounded by Timeout
 	for _, c := range claims {
-		g.Go(func() error {
-			w.attempt(gctx, c)
-			return nil
+		w.hold(c.Tenant)
+		w.attempts.Go(func() {
+			defer w.release(c.Tenant)
+			w.attempt(sendCtx, c)
 		})
 	}
-	_ = g.Wait()
-	return planned > 0 || len(claims) == limit, nil
+	return planned > 0 || len(claims) == limits.Max, nil
+}
+
+// limits are what the next claim may take: the free slots, and each
+// tenant's share of them after what it holds.
+func (w *Webhooks) limits() store.ClaimLimits {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return store.ClaimLimits{Max: w.cfg.Concurrency - w.inFlight, PerTenant: w.cfg.TenantConcurrency, Held: maps.Clone(w.held)}
+}
+
+// hold counts a delivery of tenant in flight.
+func (w *Webhooks) hold(tenant string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.inFlight++
+	w.held[tenant]++
+}
+
+// release ends a delivery of tenant in flight, and says a slot is free.
+func (w *Webhooks) release(tenant string) {
+	w.mu.Lock()
+	w.inFlight--
+	if w.held[tenant]--; w.held[tenant] <= 0 {
+		delete(w.held, tenant)
+	}
+	w.mu.Unlock()
+	select {
+	case w.freed <- struct{}{}:
+	default:
+	}
 }
 
 // lease is how long a claim holds a delivery: an attempt's timeout, with

@@ -3,8 +3,13 @@ package lifecycle_test
 import (
 	"cmp"
 	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -371,4 +376,122 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// slowReceiver answers every delivery 204 after delay, and counts the
+// requests in flight: in all and per path (one path per endpoint).
+type slowReceiver struct {
+	*httptest.Server
+	delay time.Duration
+
+	mu                 sync.Mutex
+	now, most, perPath int
+	paths              map[string]int
+}
+
+func newSlowReceiver(t *testing.T, delay time.Duration) *slowReceiver {
+	r := &slowReceiver{delay: delay, paths: map[string]int{}}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.now++
+		r.paths[req.URL.Path]++
+		r.most, r.perPath = max(r.most, r.now), max(r.perPath, r.paths[req.URL.Path])
+		r.mu.Unlock()
+		defer func() {
+			r.mu.Lock()
+			r.now--
+			r.paths[req.URL.Path]--
+			r.mu.Unlock()
+		}()
+		_, _ = io.Copy(io.Discard, req.Body)
+		select {
+		case <-time.After(r.delay):
+		case <-req.Context().Done():
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *slowReceiver) inFlight() (now, most, perPath int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.now, r.most, r.perPath
+}
+
+// TestWebhooksShareTheSlots: one tenant with ten endpoints whose receiver
+// answers 2xx after 1.5 s (never failing, so never backing off), kept
+// busy with new events, holds at most its share of the delivery slots
+// (one delivery per endpoint at a time), and another tenant's deliveries
+// still arrive at once: they once waited for the slow ones' round to end.
+func TestWebhooksShareTheSlots(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	slow := newSlowReceiver(t, 1500*time.Millisecond)
+	key, err := e.st.RegisterAPIKey(e.ctx, "slow", "test", "k-slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, _, err := e.st.CreateWebhook(e.ctx, webhook.NewEndpoint{Tenant: "slow", URL: fmt.Sprintf("%s/hook/%d", slow.URL, i), By: key.ID, Max: 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rcv := webhooktest.New(t)
+	e.endpoint(rcv, webhook.Filter{})
+	e.webhooks(lifecycle.WebhookConfig{AllowPrivate: true, Timeout: 3 * time.Second}, nil)
+
+	// The slow tenant's sandboxes keep coming, so each of its endpoints
+	// always has a delivery waiting.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			e.create("", func(p *sandbox.CreateParams) { p.Tenant = "slow" })
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	defer wg.Wait()
+	defer close(stop)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if now, _, _ := slow.inFlight(); now >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the slow tenant's deliveries never started")
+		}
+	}
+	var worst time.Duration
+	for range 5 {
+		sb := e.create("")
+		began := time.Now()
+		for delivered := false; !delivered; time.Sleep(5 * time.Millisecond) {
+			ps, err := rcv.Delivered()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range webhooktest.Events(ps) {
+				delivered = delivered || ev.SandboxID == sb.ID
+			}
+			if time.Since(began) > 20*time.Second {
+				t.Fatal("acme's delivery never arrived")
+			}
+		}
+		worst = max(worst, time.Since(began))
+		time.Sleep(300 * time.Millisecond)
+	}
+	t.Logf("acme's worst delivery beside the slow tenant's: %s", worst)
+	if worst > 700*time.Millisecond {
+		t.Errorf("acme's delivery took %s beside the slow tenant's (1.5 s each); want well under that", worst)
+	}
+	if _, most, perPath := slow.inFlight(); most > 2 || perPath > 1 {
+		t.Errorf("the slow tenant held %d slots at once (%d on one endpoint); want at most its share, 2 of 8 (one per endpoint)", most, perPath)
+	}
 }

@@ -41,7 +41,7 @@ func (b bundle) drain(t *testing.T, want int) (events []sandbox.Event, keys []st
 		if _, err := b.st.PlanWebhookDeliveries(b.ctx, 10, 100, 1000); err != nil {
 			t.Fatal(err)
 		}
-		cs, err := b.st.ClaimWebhookDeliveries(b.ctx, "w", 10, time.Minute)
+		cs, err := b.st.ClaimWebhookDeliveries(b.ctx, "w", store.ClaimLimits{Max: 10}, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +176,7 @@ func TestWebhookReleaseFilter(t *testing.T) {
 		if _, err := b.st.PlanWebhookDeliveries(b.ctx, 10, 100, 1000); err != nil {
 			t.Fatal(err)
 		}
-		cs, err := b.st.ClaimWebhookDeliveries(b.ctx, "w", 10, time.Minute)
+		cs, err := b.st.ClaimWebhookDeliveries(b.ctx, "w", store.ClaimLimits{Max: 10}, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}

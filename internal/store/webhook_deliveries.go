@@ -119,27 +119,78 @@ type DeliveryClaim struct {
 	Events []sandbox.Event
 }
 
-// ClaimWebhookDeliveries claims up to limit pending deliveries that are due
-// and that no live lease holds, for worker, until now+lease, counting an
-// attempt for each; rows other replicas hold are skipped, so no two send
-// one delivery at once. A claim whose lease lapses (its worker died) is
-// claimed again.
-func (s *Store) ClaimWebhookDeliveries(ctx context.Context, worker string, limit int, lease time.Duration) ([]DeliveryClaim, error) {
+// ClaimLimits bounds a claim of webhook deliveries, so that each tenant
+// gets a share of a worker's slots: one tenant's slow receivers hold at
+// most PerTenant of them, and the others' deliveries go out beside them.
+type ClaimLimits struct {
+	// Max is the most deliveries claimed (the worker's free slots).
+	Max int
+	// PerTenant is the most deliveries of one tenant the worker may hold
+	// at once, those in Held included; 0 bounds none.
+	PerTenant int
+	// Held is how many deliveries of each tenant the worker holds now.
+	Held map[string]int
+}
+
+// claimScan bounds the due deliveries a claim weighs, per delivery it may
+// claim: room for those of tenants that have more due than their share,
+// and for those another replica's claim locks meanwhile.
+const claimScan = 8
+
+// claimWebhookDeliveriesSQL picks due deliveries no live lease holds, in
+// turns across tenants (each tenant's oldest first, counted after what the
+// worker holds of it; a tenant at its share is left out), and leases them.
+// The rows are locked in that order, skipping those another claim holds
+// (which go to it), so concurrent claims take different deliveries and
+// none waits.
+const claimWebhookDeliveriesSQL = `
+	WITH due AS (
+		SELECT seq, tenant, next_attempt_at FROM webhook_deliveries
+		WHERE status = 'pending' AND next_attempt_at <= @now AND (lease_expires_at IS NULL OR lease_expires_at < @now)
+		  AND NOT (tenant = ANY(@full::text[]))
+		ORDER BY next_attempt_at LIMIT @scan
+	), ranked AS (
+		SELECT due.seq, due.next_attempt_at,
+			row_number() OVER (PARTITION BY due.tenant ORDER BY due.next_attempt_at, due.seq) + coalesce(h.held, 0) AS turn
+		FROM due LEFT JOIN unnest(@tenants::text[], @held::int[]) AS h(tenant, held) ON h.tenant = due.tenant
+	), picked AS (
+		SELECT d.seq FROM webhook_deliveries d JOIN ranked r ON r.seq = d.seq
+		WHERE (@per_tenant::int = 0 OR r.turn <= @per_tenant::int)
+		  AND d.status = 'pending' AND (d.lease_expires_at IS NULL OR d.lease_expires_at < @now)
+		ORDER BY r.turn, r.next_attempt_at LIMIT @max
+		FOR UPDATE OF d SKIP LOCKED
+	), upd AS (
+		UPDATE webhook_deliveries d SET attempts = d.attempts + 1, lease_owner = @worker, lease_expires_at = @until, last_attempt_at = @now
+		FROM picked WHERE d.seq = picked.seq
+		RETURNING d.*
+	)
+	SELECT ` + deliveryColumns + `,
+		(SELECT w.url FROM webhooks w WHERE w.id = upd.webhook_id),
+		(SELECT w.secret FROM webhooks w WHERE w.id = upd.webhook_id)
+	FROM upd`
+
+// ClaimWebhookDeliveries claims pending deliveries that are due and that no
+// live lease holds, within limits (see ClaimLimits), for worker, until
+// now+lease, counting an attempt for each; rows other replicas hold are
+// skipped, so no two send one delivery at once. A claim whose lease lapses
+// (its worker died) is claimed again. An endpoint has at most one pending
+// delivery, so at most one of its deliveries is ever in flight.
+func (s *Store) ClaimWebhookDeliveries(ctx context.Context, worker string, limits ClaimLimits, lease time.Duration) ([]DeliveryClaim, error) {
+	if limits.Max <= 0 {
+		return nil, nil
+	}
 	now := s.Now()
-	rows, err := s.work.Query(ctx, `
-		WITH picked AS (
-			SELECT seq FROM webhook_deliveries
-			WHERE status = 'pending' AND next_attempt_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at < $1)
-			ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED
-		), upd AS (
-			UPDATE webhook_deliveries d SET attempts = d.attempts + 1, lease_owner = $3, lease_expires_at = $4, last_attempt_at = $1
-			FROM picked WHERE d.seq = picked.seq
-			RETURNING d.*
-		)
-		SELECT `+deliveryColumns+`,
-			(SELECT w.url FROM webhooks w WHERE w.id = upd.webhook_id),
-			(SELECT w.secret FROM webhooks w WHERE w.id = upd.webhook_id)
-		FROM upd`, now, limit, worker, now.Add(lease))
+	full, tenants, held := []string{}, []string{}, []int32{}
+	for tenant, n := range limits.Held {
+		tenants, held = append(tenants, tenant), append(held, int32(min(n, 1<<30)))
+		if limits.PerTenant > 0 && n >= limits.PerTenant {
+			full = append(full, tenant)
+		}
+	}
+	rows, err := s.work.Query(ctx, claimWebhookDeliveriesSQL, namedArgs{
+		"now": now, "until": now.Add(lease), "worker": worker, "max": limits.Max, "scan": claimScan * limits.Max,
+		"per_tenant": limits.PerTenant, "full": full, "tenants": tenants, "held": held,
+	})
 	if err != nil {
 		return nil, wrap("claim webhook deliveries", err)
 	}

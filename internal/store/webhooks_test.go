@@ -47,7 +47,7 @@ func (b bundle) claimDelivery(t *testing.T, worker string) store.DeliveryClaim {
 			t.Fatal(err)
 		}
 		var err error
-		if claims, err = b.st.ClaimWebhookDeliveries(b.ctx, worker, 10, time.Minute); err != nil {
+		if claims, err = b.st.ClaimWebhookDeliveries(b.ctx, worker, store.ClaimLimits{Max: 10}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -153,7 +153,7 @@ func TestWebhookClaimsAreExclusive(t *testing.T) {
 		for g := range 3 {
 			wg.Go(func() {
 				for range 5 {
-					cs, err := st.ClaimWebhookDeliveries(context.Background(), "worker", 1, time.Minute)
+					cs, err := st.ClaimWebhookDeliveries(context.Background(), "worker", store.ClaimLimits{Max: 1}, time.Minute)
 					if err != nil {
 						t.Error(err)
 						return
@@ -179,7 +179,7 @@ func TestWebhookClaimsAreExclusive(t *testing.T) {
 	}
 	// Once the leases lapse, they are claimed again (a worker died).
 	b.clock.Advance(2 * time.Minute)
-	cs, err := b.st.ClaimWebhookDeliveries(b.ctx, "rescuer", 100, time.Minute)
+	cs, err := b.st.ClaimWebhookDeliveries(b.ctx, "rescuer", store.ClaimLimits{Max: 100}, time.Minute)
 	if err != nil || len(cs) != endpoints {
 		t.Errorf("after the leases lapsed: %d claims, %v; want %d", len(cs), err, endpoints)
 	}
@@ -210,7 +210,7 @@ func TestWebhookPlanWaitsForLateCommits(t *testing.T) {
 	if n, err := b.st.PlanWebhookDeliveries(b.ctx, 10, 100, 1000); err != nil || n > 1 {
 		t.Fatalf("planned %d, %v while an older transaction runs; want at most the early create's", n, err)
 	} else if n == 1 {
-		cs, err := b.st.ClaimWebhookDeliveries(b.ctx, "w", 10, time.Minute)
+		cs, err := b.st.ClaimWebhookDeliveries(b.ctx, "w", store.ClaimLimits{Max: 10}, time.Minute)
 		if err != nil || len(cs) != 1 {
 			t.Fatalf("claims %+v, %v; want one", cs, err)
 		}
@@ -286,7 +286,7 @@ func TestWebhookFilterAndBatches(t *testing.T) {
 	var got []string
 	for len(got) < 5 {
 		b.planAll(t, 2, 1)
-		cs, err := b.st.ClaimWebhookDeliveries(b.ctx, "w", 10, time.Minute)
+		cs, err := b.st.ClaimWebhookDeliveries(b.ctx, "w", store.ClaimLimits{Max: 10}, time.Minute)
 		if err != nil || len(cs) != 1 || len(cs[0].Events) > 2 {
 			t.Fatalf("claims %+v, %v; want one batch of at most 2", cs, err)
 		}
@@ -413,5 +413,61 @@ func TestWebhookCapAndScope(t *testing.T) {
 	}
 	if ws, _ := b.st.Webhooks(b.ctx, "other"); len(ws) != 0 {
 		t.Errorf("other tenant sees %d endpoints", len(ws))
+	}
+}
+
+// TestWebhookClaimsShareTheSlots: a claim takes due deliveries in turns
+// across tenants, each counted after what the worker holds of it, and
+// none of a tenant at its share: a tenant with many due deliveries, older
+// than another's, does not take every slot.
+func TestWebhookClaimsShareTheSlots(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	key, err := b.st.RegisterAPIKey(b.ctx, "other", "test", "key-other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 6 {
+		b.endpoint(t, webhook.Filter{})
+	}
+	if _, _, err := b.st.CreateWebhook(b.ctx, webhook.NewEndpoint{Tenant: "other", URL: "http://127.0.0.1:1/hook", By: key.ID, Max: 10}); err != nil {
+		t.Fatal(err)
+	}
+	b.create(t)
+	b.planAll(t, 100, 6)
+	b.clock.Advance(time.Second) // acme's deliveries are due first
+	b.create(t, func(p *sandbox.CreateParams) { p.Tenant = "other" })
+	b.planAll(t, 100, 1)
+
+	tenants := func(cs []store.DeliveryClaim) map[string]int {
+		out := map[string]int{}
+		for _, c := range cs {
+			out[c.Tenant]++
+		}
+		return out
+	}
+	claim := func(worker string, limits store.ClaimLimits) map[string]int {
+		t.Helper()
+		cs, err := b.st.ClaimWebhookDeliveries(b.ctx, worker, limits, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tenants(cs)
+	}
+	if got := claim("w1", store.ClaimLimits{Max: 3, PerTenant: 2}); got["acme"] != 2 || got["other"] != 1 {
+		t.Errorf("3 slots, 2 a tenant: claimed %v; want acme 2, other 1", got)
+	}
+	// A tenant at its share gets nothing more; one under it, the rest.
+	if got := claim("w2", store.ClaimLimits{Max: 8, PerTenant: 2, Held: map[string]int{"acme": 2}}); len(got) != 0 {
+		t.Errorf("acme at its share: claimed %v; want nothing", got)
+	}
+	if got := claim("w2", store.ClaimLimits{Max: 8, PerTenant: 2, Held: map[string]int{"acme": 1}}); got["acme"] != 1 || len(got) != 1 {
+		t.Errorf("acme holding 1 of 2: claimed %v; want acme 1", got)
+	}
+	if got := claim("w3", store.ClaimLimits{Max: 8}); got["acme"] != 3 {
+		t.Errorf("no share: claimed %v; want the 3 acme deliveries left", got)
+	}
+	if got := claim("w4", store.ClaimLimits{}); len(got) != 0 {
+		t.Errorf("no slot: claimed %v", got)
 	}
 }
