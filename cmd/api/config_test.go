@@ -217,14 +217,14 @@ func TestTenantQuotaConfig(t *testing.T) {
 func TestTrustedProxiesConfig(t *testing.T) {
 	t.Parallel()
 	for value, want := range map[string]string{
-		"":                                    "",
-		"10.0.0.0/8":                          "10.0.0.0/8",
-		" 10.1.2.3, 192.168.0.0/16  fd00::/8": "10.1.2.3/32 192.168.0.0/16 fd00::/8",
-		"10.1.2.3/8":                          "10.0.0.0/8",
-		"::1":                                 "::1/128",
-		"proxy.internal":                      "refused",
-		"10.0.0.0/33":                         "refused",
-		"fe80::1%eth0":                        "refused",
+		"":                                     "",
+		"10.0.0.0/8":                           "10.0.0.0/8",
+		"\t10.1.2.3, 192.168.0.0/16\tfd00::/8": "10.1.2.3/32 192.168.0.0/16 fd00::/8",
+		"10.1.2.3/8":                           "10.0.0.0/8",
+		"::1":                                  "::1/128",
+		"proxy.internal":                       "refused",
+		"10.0.0.0/33":                          "refused",
+		"fe80::1%eth0":                         "refused",
 	} {
 		cfg, err := loadConfig(func(name string) string {
 			return map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1/tether", "TRUSTED_PROXIES": value}[name]

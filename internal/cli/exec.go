@@ -177,7 +177,7 @@ var reservedWords = map[string]bool{
 // which makes one a job for bash), otherwise in single quotes, where a
 // quote of s closes them, is escaped with a backslash, and reopens them.
 func shellWord(s string, first bool) string {
-	safe := s != "" && !(first && reservedWords[s])
+	safe := s != "" && (!first || !reservedWords[s])
 	for _, r := range s {
 		if !safe {
 			break

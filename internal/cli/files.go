@@ -34,7 +34,7 @@ func filesPut(ctx context.Context, _ string, args []string, std stdio) error {
 		return errors.New("sandboxes files put: want ID PATH [FILE|-]")
 	}
 	id, path := rest[0], rest[1]
-	var body io.Reader = c.stdin
+	body := c.stdin
 	var editors []tether.RequestEditorFn
 	if len(rest) == 3 && rest[2] != "-" {
 		f, err := os.Open(rest[2])

@@ -41,14 +41,14 @@ var encoding = base64.RawURLEncoding.Strict()
 type Verdict int
 
 const (
-	// Untagged: not of the tagged shape (a secret made before tags, a
-	// key an operator chose, or junk): only a lookup tells.
+	// Untagged is a value not of the tagged shape (a secret made before
+	// tags, a key an operator chose, or junk): only a lookup tells.
 	Untagged Verdict = iota
-	// Genuine: the tagged shape, and the tag holds: this installation
-	// made it (it may since have been revoked or expired).
+	// Genuine is the tagged shape with a tag that holds: this
+	// installation made it (it may since have been revoked or expired).
 	Genuine
-	// Forged: the tagged shape (the prefix and TaggedLen characters),
-	// and the tag does not hold, or it is not base64url: this
+	// Forged is the tagged shape (the prefix and TaggedLen characters)
+	// with a tag that does not hold, or that is not base64url: this
 	// installation never made it.
 	Forged
 )

@@ -28,9 +28,9 @@ const (
 	DefaultAuthFailuresPerSecond = 5
 )
 
-// NoLimit, as Config.TenantMaxLive or Config.TenantCreatesPerMinute,
-// lifts that quota (0 there means its default): TENANT_MAX_LIVE=0 and
-// TENANT_CREATES_PER_MINUTE=0 set it. A tenant's own quota in the tenants
+// NoLimit is the value of Config.TenantMaxLive or
+// Config.TenantCreatesPerMinute that lifts that quota (0 there means its
+// default): TENANT_MAX_LIVE=0 and TENANT_CREATES_PER_MINUTE=0 set it. A tenant's own quota in the tenants
 // table (max_live_sandboxes, creates_per_minute) overrides the server's:
 // NULL keeps the server's, 0 lifts it for that tenant.
 const NoLimit = -1

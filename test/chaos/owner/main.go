@@ -92,10 +92,10 @@ func run(urls []string, key, name string, ttl time.Duration) error {
 		time.Sleep(ttl / 6)
 		sent := time.Now()
 		code, out := send(http.MethodPut, "/v1/owners/"+name+"/lease", map[string]any{"ttl_seconds": secs})
-		switch {
-		case code == http.StatusOK:
+		switch code {
+		case http.StatusOK:
 			fmt.Printf("granted %s %s %v\n", stamp(sent), stamp(time.Now()), out["expires_at"])
-		case code == 0:
+		case 0:
 			fmt.Printf("unanswered %s %s\n", stamp(sent), stamp(time.Now()))
 		}
 	}
