@@ -288,7 +288,7 @@ func (s *Store) EndExpired(ctx context.Context, limit int) ([]sandbox.Sandbox, e
 // failOverdueSQL fails up to @limit creating sandboxes whose creation
 // deadline passed before @now, keeping the lease of an executor whose call
 // is still in flight (FailOverdue).
-const failOverdueSQL = `
+var failOverdueSQL = `
 		WITH cur AS (
 			SELECT id, state FROM sandboxes
 			WHERE state = 'creating' AND create_deadline < @now

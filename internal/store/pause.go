@@ -282,7 +282,7 @@ func (s *Store) UnclaimTransition(ctx context.Context, id string, epoch int64, a
 // sandboxes whose pause deadline passed before @now, keeping the lease of
 // an executor whose call is still in flight (it then releases the
 // resource); others go to the release queue.
-const failOverdueTransitionsSQL = `
+var failOverdueTransitionsSQL = `
 		WITH cur AS (
 			SELECT id, state FROM sandboxes
 			WHERE state IN ` + transitionStates + ` AND pause_deadline < @now

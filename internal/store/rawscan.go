@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"time"
 	"unicode/utf8"
 
@@ -73,13 +72,14 @@ func (r firstRow) read(f func(pgx.Rows) error) error {
 	return r.rows.Err()
 }
 
-// The column types of sandboxColumns, in order, as scanSandbox reads them.
+// colKind is how a column of sandboxTable is read.
 type colKind uint8
 
 const (
 	colText       colKind = iota // text NOT NULL, into a string
 	colNullText                  // text, into a string ("" for NULL)
-	colJSONB                     // jsonb NOT NULL, as its text
+	colJSONB                     // jsonb NOT NULL, as its text, into a map of strings
+	colRawJSON                   // jsonb NOT NULL, as its text, into a json.RawMessage
 	colBool                      // boolean NOT NULL
 	colTime                      // timestamptz NOT NULL
 	colNullTime                  // timestamptz
@@ -95,18 +95,9 @@ const (
 	negInfinityMicroseconds = -9223372036854775808
 )
 
-var sandboxKinds = [...]colKind{
-	colText, colText, colText, colText, colNullText, // id, tenant, state, provider, owner
-	colJSONB, colJSONB, colText, colJSONB, // labels, env, setup, params
-	colNullText, colNullText, colBool, colNullText, colNullText, // reason, error, released, provider_id, work_dir
-	colTime, colTime, colNullTime, colNullTime, colNullTime, // created_at, updated_at, ready_at, ended_at, released_at
-	colTime, colTime, colInt8, colInt4, // expires_at, create_deadline, epoch, attempts
-	colNullText, colInt4, colNullText, colNullTime, colNullText, colNullText, // release_error, release_attempts, node, pause_deadline, on_end, from_snapshot
-}
-
 // kindOIDs is the type each kind must have.
 var kindOIDs = [...]uint32{
-	colText: pgtype.TextOID, colNullText: pgtype.TextOID, colJSONB: pgtype.JSONBOID, colBool: pgtype.BoolOID,
+	colText: pgtype.TextOID, colNullText: pgtype.TextOID, colJSONB: pgtype.JSONBOID, colRawJSON: pgtype.JSONBOID, colBool: pgtype.BoolOID,
 	colTime: pgtype.TimestamptzOID, colNullTime: pgtype.TimestamptzOID, colInt8: pgtype.Int8OID, colInt4: pgtype.Int4OID,
 	colExtraState: pgtype.TextOID,
 }
@@ -116,61 +107,61 @@ var kindOIDs = [...]uint32{
 // and the row must be scanned by pgx.
 func rawSandbox(r rawRow, extra []any) (sb sandbox.Sandbox, ok bool, err error) {
 	fds, values := r.FieldDescriptions(), r.RawValues()
-	if len(fds) != len(extra)+len(sandboxKinds) || len(values) != len(fds) {
+	if len(fds) != len(extra)+len(sandboxTable) || len(values) != len(fds) {
 		return sb, false, nil
 	}
-	// A copy of the slice (on the stack), which the jsonb columns' are
-	// cut in: pgx's own must stay as it is for its Scan.
-	var local [len(sandboxKinds) + 4][]byte
-	raw := append(local[:0], values...)
+	var decoded [len(sandboxTable)]colValue
 	for i, fd := range fds {
 		kind := colExtraState
 		if i >= len(extra) {
-			kind = sandboxKinds[i-len(extra)]
+			kind = sandboxTable[i-len(extra)].kind
 		}
-		if raw[i], ok = rawColumn(fd, raw[i], kind); !ok {
+		v, ok := rawColumn(fd, values[i], kind)
+		if !ok {
+			return sb, false, nil
+		}
+		if i < len(extra) {
+			if !setExtra(extra[i], v) {
+				return sb, false, nil
+			}
+			continue
+		}
+		if decoded[i-len(extra)], ok = rawValue(v, kind); !ok {
 			return sb, false, nil
 		}
 	}
-	for i, e := range extra {
-		st, isState := e.(*sandbox.State)
-		if !isState {
-			return sb, false, nil
-		}
-		*st = sandbox.State(raw[i])
+	sb, err = fill(&decoded)
+	return sb, true, err
+}
+
+// setExtra puts a leading column's text into its destination, a
+// *sandbox.State; false for any other destination.
+func setExtra(dest any, v []byte) bool {
+	st, ok := dest.(*sandbox.State)
+	if ok {
+		*st = sandbox.State(v)
 	}
-	raw = raw[len(extra):]
-	text := func(i int) string { return string(raw[i]) }
-	times, ok := rawTimes(raw)
-	if !ok {
-		return sb, false, nil
+	return ok
+}
+
+// rawValue is a column's value from the bytes rawColumn cut out of it;
+// ok is false when pgx must scan the row.
+func rawValue(v []byte, kind colKind) (colValue, bool) {
+	switch kind {
+	case colText, colNullText, colJSONB, colRawJSON:
+		return colValue{text: v}, true
+	case colBool:
+		return colValue{b: v[0] != 0}, true
+	case colInt8:
+		return colValue{i: int64(binary.BigEndian.Uint64(v))}, true
+	case colInt4:
+		return colValue{i: int64(int32(binary.BigEndian.Uint32(v)))}, true
 	}
-	optional := func(i int) *time.Time {
-		if raw[i] == nil {
-			return nil
-		}
-		t := times[i]
-		return &t
+	if v == nil {
+		return colValue{null: true}, true
 	}
-	sb = sandbox.Sandbox{
-		ID: text(0), Tenant: text(1), State: sandbox.State(raw[2]), Provider: text(3), Owner: text(4),
-		Setup: text(7), Reason: sandbox.Reason(raw[9]), Error: text(10), Released: raw[11][0] != 0,
-		ProviderID: text(12), WorkDir: text(13),
-		CreatedAt: times[14], UpdatedAt: times[15],
-		ReadyAt: optional(16), EndedAt: optional(17), ReleasedAt: optional(18),
-		ExpiresAt: times[19], CreateDeadline: times[20], PauseDeadline: optional(26),
-		Epoch:    int64(binary.BigEndian.Uint64(raw[21])),
-		Attempts: int(int32(binary.BigEndian.Uint32(raw[22]))), ReleaseError: text(23),
-		ReleaseAttempts: int(int32(binary.BigEndian.Uint32(raw[24]))), Node: text(25),
-		Params: append([]byte{}, raw[8]...), OnEnd: text(27), FromSnapshot: text(28),
-	}
-	if sb.Labels, err = decodeStringMap(raw[5]); err != nil {
-		return sandbox.Sandbox{}, true, fmt.Errorf("decode labels: %w", err)
-	}
-	if sb.Env, err = decodeStringMap(raw[6]); err != nil {
-		return sandbox.Sandbox{}, true, fmt.Errorf("decode env: %w", err)
-	}
-	return sb, true, nil
+	t, ok := rawTime(v)
+	return colValue{t: t}, ok
 }
 
 // rawColumn checks the bytes v of a column of kind against its
@@ -186,7 +177,7 @@ func rawColumn(fd pgconn.FieldDescription, v []byte, kind colKind) (_ []byte, ok
 	switch kind {
 	case colText, colNullText, colExtraState:
 		return v, true
-	case colJSONB:
+	case colJSONB, colRawJSON:
 		if !isBinary {
 			return v, true
 		}
@@ -203,19 +194,6 @@ func rawColumn(fd pgconn.FieldDescription, v []byte, kind colKind) (_ []byte, ok
 	default: // timestamps, checked by rawTimes
 		return v, isBinary
 	}
-}
-
-// rawTimes decodes the row's timestamps (NULL: the zero time); ok is
-// false when pgx must scan the row.
-func rawTimes(raw [][]byte) (times [len(sandboxKinds)]time.Time, ok bool) {
-	for i, kind := range sandboxKinds {
-		if (kind == colTime || kind == colNullTime) && raw[i] != nil {
-			if times[i], ok = rawTime(raw[i]); !ok {
-				return times, false
-			}
-		}
-	}
-	return times, true
 }
 
 // minTime and endTime bound the timestamps pgx accepts; outside them (and

@@ -4,50 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tetherhq/tether/internal/sandbox"
 )
-
-// sandboxColumns is the select list every sandbox read uses, in scanSandbox's
-// order. Queries that read through an UPDATE ... RETURNING qualify it with
-// the table alias s.
-const sandboxColumns = `s.id, s.tenant, s.state, s.provider, s.owner, s.labels, s.env, s.setup, s.params,
-	s.reason, s.error, s.released, s.provider_id, s.work_dir, s.created_at, s.updated_at,
-	s.ready_at, s.ended_at, s.released_at, s.expires_at, s.create_deadline, s.epoch, s.attempts,
-	s.release_error, s.release_attempts, s.node, s.pause_deadline, s.on_end, s.from_snapshot`
-
-// clientColumns is sandboxColumns for reads that answer clients: the
-// creation inputs only providers need (env, which may hold secrets and be
-// large; setup; params) are left in the database.
-var clientColumns = strings.NewReplacer(
-	"s.env,", "'{}'::jsonb,", "s.setup,", "'',", "s.params,", "'{}'::jsonb,",
-).Replace(sandboxColumns)
-
-// sandboxRow is what a row of sandboxColumns is scanned into: types whose
-// scan plan pgx finds at once. Scanning straight into the Sandbox (named
-// string types, *string, time.Time, *time.Time) made pgx plan each of the
-// 29 columns through its reflection and wrapper fallbacks on every read,
-// allocating for each: 40% of a GET's allocations (BenchmarkGetSandbox).
-type sandboxRow struct {
-	id, tenant, state, provider, setup string
-	owner, reason, errText, provID     pgtype.Text
-	wdir, releaseErr, node             pgtype.Text
-	onEnd, fromSnap                    pgtype.Text
-	labels, env, params                []byte
-	released                           bool
-	createdAt, updatedAt               pgtype.Timestamptz
-	readyAt, endedAt, releasedAt       pgtype.Timestamptz
-	expiresAt, createDeadline, pauseDl pgtype.Timestamptz
-	epoch                              int64
-	attempts, releaseAttempts          int64
-}
 
 // scanSandbox reads a row of sandboxColumns (after extra columns, each a
 // *sandbox.State) from a pgx.Row or pgx.Rows; from queryRow's and
@@ -80,42 +44,19 @@ func scanRaw(r rawRow, extra []any) (sandbox.Sandbox, error) {
 
 // scanRow is scanSandbox through pgx's Scan.
 func scanRow(row pgx.Row, extra []any) (sandbox.Sandbox, error) {
-	var r sandboxRow
-	dest := append(append(make([]any, 0, len(extra)+29), extra...), &r.id, &r.tenant, &r.state, &r.provider, &r.owner,
-		&r.labels, &r.env, &r.setup, &r.params,
-		&r.reason, &r.errText, &r.released, &r.provID, &r.wdir, &r.createdAt, &r.updatedAt,
-		&r.readyAt, &r.endedAt, &r.releasedAt, &r.expiresAt, &r.createDeadline, &r.epoch, &r.attempts,
-		&r.releaseErr, &r.releaseAttempts, &r.node, &r.pauseDl, &r.onEnd, &r.fromSnap)
+	var held [len(sandboxTable)]holder
+	dest := append(make([]any, 0, len(extra)+len(sandboxTable)), extra...)
+	for i, c := range sandboxTable {
+		dest = append(dest, held[i].dest(c.kind))
+	}
 	if err := row.Scan(dest...); err != nil {
 		return sandbox.Sandbox{}, err
 	}
-	sb := sandbox.Sandbox{
-		ID: r.id, Tenant: r.tenant, State: sandbox.State(r.state), Provider: r.provider, Owner: r.owner.String,
-		Setup: r.setup, Reason: sandbox.Reason(r.reason.String), Error: r.errText.String, Released: r.released,
-		ProviderID: r.provID.String, WorkDir: r.wdir.String,
-		CreatedAt: r.createdAt.Time, UpdatedAt: r.updatedAt.Time,
-		ReadyAt: optionalTime(r.readyAt), EndedAt: optionalTime(r.endedAt), ReleasedAt: optionalTime(r.releasedAt),
-		ExpiresAt: r.expiresAt.Time, CreateDeadline: r.createDeadline.Time, PauseDeadline: optionalTime(r.pauseDl),
-		Epoch: r.epoch, Attempts: int(r.attempts), ReleaseError: r.releaseErr.String,
-		ReleaseAttempts: int(r.releaseAttempts), Node: r.node.String, Params: r.params,
-		OnEnd: r.onEnd.String, FromSnapshot: r.fromSnap.String,
+	var values [len(sandboxTable)]colValue
+	for i, c := range sandboxTable {
+		values[i] = held[i].value(c.kind)
 	}
-	var err error
-	if sb.Labels, err = decodeStringMap(r.labels); err != nil {
-		return sandbox.Sandbox{}, fmt.Errorf("decode labels: %w", err)
-	}
-	if sb.Env, err = decodeStringMap(r.env); err != nil {
-		return sandbox.Sandbox{}, fmt.Errorf("decode env: %w", err)
-	}
-	return sb, nil
-}
-
-// optionalTime is a nullable timestamp as a *time.Time, nil for NULL.
-func optionalTime(t pgtype.Timestamptz) *time.Time {
-	if !t.Valid {
-		return nil
-	}
-	return &t.Time
+	return fill(&values)
 }
 
 // collectSandboxes reads every row of a query of sandboxColumns.
@@ -138,7 +79,7 @@ func nullable(s string) *string {
 }
 
 // insertSandboxSQL inserts a requested sandbox and its first event.
-const insertSandboxSQL = `
+var insertSandboxSQL = `
 	WITH ins AS (
 		INSERT INTO sandboxes AS s (id, tenant, state, provider, owner, labels, env, setup, params,
 			created_at, updated_at, expires_at, create_deadline, on_end, from_snapshot, node)
@@ -209,7 +150,7 @@ func insertSandbox(ctx context.Context, q querier, r newSandboxRow, now time.Tim
 
 // insertSandboxesSQL is insertSandboxSQL for many ownerless sandboxes at
 // once, given as arrays of their columns.
-const insertSandboxesSQL = `
+var insertSandboxesSQL = `
 	WITH ins AS (
 		INSERT INTO sandboxes AS s (id, tenant, state, provider, labels, env, setup, params,
 			created_at, updated_at, expires_at, create_deadline)

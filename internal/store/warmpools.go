@@ -363,7 +363,7 @@ func (s *Store) RefillPool(ctx context.Context, tenant, name string, l RefillLim
 
 // insertMembersSQL inserts the requested members @ids of a pool, owned by
 // @owner and labelled @labels, with their first events.
-const insertMembersSQL = `
+var insertMembersSQL = `
 	WITH ins AS (
 		INSERT INTO sandboxes AS s (id, tenant, state, provider, owner, labels, env, setup, params,
 			created_at, updated_at, expires_at, create_deadline)
