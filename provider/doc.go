@@ -39,8 +39,11 @@
 // goroutines at once: a provider must be safe for concurrent use.
 //
 // The optional capabilities are separate interfaces, found by type
-// assertion: [Execer], [StreamExecer], [Files], [Archives]; and [HostBound]
-// for providers whose resources live on the host Tether runs on. A data-plane
+// assertion: [Execer], [StreamExecer], [Files], [Archives], [Pauser],
+// [Snapshotter], [PortDialer], [Processes] (background processes, their
+// output, stdin and signals), [PTY] (terminals for them) and
+// [FileWatcher] (changes in a folder); and [HostBound] for providers
+// whose resources live on the host Tether runs on. A data-plane
 // call for a sandbox the provider no longer holds (its resource is gone or
 // no longer runs) returns [CodeProviderUnavailable]; the janitor then marks
 // the sandbox lost.

@@ -35,6 +35,11 @@ const (
 	CodeIsDirectory      Code = "IS_DIRECTORY"
 	CodePermissionDenied Code = "PERMISSION_DENIED"
 	CodeInvalidPath      Code = "INVALID_PATH"
+	// CodeProcessNotFound: a process selector (a pid, a tag) names no
+	// process the provider keeps for the sandbox, or one that has ended
+	// where only a running one will do (404). Distinct from a missing
+	// sandbox, which is CodeProviderUnavailable.
+	CodeProcessNotFound Code = "PROCESS_NOT_FOUND"
 	// CodePortUnreachable: nothing accepts connections on the port inside
 	// the sandbox (the connection was refused or timed out there) (502).
 	CodePortUnreachable Code = "PORT_UNREACHABLE"

@@ -135,9 +135,16 @@ type Info struct {
 	Available bool
 	Reason    string
 	// Exec and Files report the optional data-plane capabilities.
-	Exec    bool
-	Files   bool
-	WorkDir string
+	Exec  bool
+	Files bool
+	// Processes, PTY and Watch report the capabilities Processes, PTY
+	// and FileWatcher: what this provider, as configured, offers (a
+	// provider may implement an interface and still report false, its
+	// host or settings not allowing it).
+	Processes bool
+	PTY       bool
+	Watch     bool
+	WorkDir   string
 	// Images are the root file systems a create may ask for by name (the
 	// local provider's params.image); none for most providers.
 	Images []Image

@@ -47,6 +47,9 @@ const (
 	CodeIsDirectory      = provider.CodeIsDirectory
 	CodePermissionDenied = provider.CodePermissionDenied
 	CodeInvalidPath      = provider.CodeInvalidPath
+	// CodeProcessNotFound: no such process in the sandbox (a pid or tag
+	// of the processes capability).
+	CodeProcessNotFound = provider.CodeProcessNotFound
 	// CodePortUnreachable: nothing listens on the port inside the sandbox.
 	CodePortUnreachable = provider.CodePortUnreachable
 	CodeInternal        = provider.CodeInternal

@@ -41,6 +41,12 @@ type (
 	// PortDialer is the optional capability of connecting to a port
 	// inside a sandbox.
 	PortDialer = provider.PortDialer
+	// Processes is the optional capability of background processes.
+	Processes = provider.Processes
+	// PTY is the optional capability of terminals for processes.
+	PTY = provider.PTY
+	// FileWatcher is the optional capability of watching folders.
+	FileWatcher = provider.FileWatcher
 )
 
 // CanDialPorts reports whether p connects to ports inside sandboxes.
