@@ -52,10 +52,14 @@ const (
 	requestFDs, olderRequestFDs = 4, 3
 )
 
-// serverRequest asks the server to start one command.
+// serverRequest asks the server to start one command, or, with Op, for
+// an operation of its process supervisor (procwire.go), which Proc
+// details.
 type serverRequest struct {
-	Argv []string `json:"argv"`
-	Env  []string `json:"env"`
+	Argv []string     `json:"argv"`
+	Env  []string     `json:"env"`
+	Op   string       `json:"op,omitempty"`
+	Proc *procRequest `json:"proc,omitempty"`
 }
 
 // serverReply is the server's one answer: why the command did not start
@@ -108,6 +112,7 @@ func serveExec(fd string) int {
 		return 125
 	}
 	s := &execServer{waits: map[int]chan syscall.WaitStatus{}}
+	s.sup.init()
 	chld := make(chan os.Signal, 16)
 	signal.Notify(chld, syscall.SIGCHLD)
 	go s.reap(chld)
@@ -123,10 +128,27 @@ func serveExec(fd string) int {
 	}
 }
 
-// execServer tracks the commands it started until it reaped them.
+// execServer tracks the commands it started until it reaped them, and
+// the processes its supervisor keeps (supervisor.go).
 type execServer struct {
 	mu    sync.Mutex
 	waits map[int]chan syscall.WaitStatus
+	sup   supervisor
+}
+
+// spawn forks argv0 with attr and registers the child for the reaper,
+// under mu, so that it is registered before it can be reaped; its wait
+// status comes on the returned channel.
+func (s *execServer) spawn(argv0 string, argv []string, attr *syscall.ProcAttr) (int, <-chan syscall.WaitStatus, error) {
+	done := make(chan syscall.WaitStatus, 1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pid, err := syscall.ForkExec(argv0, argv, attr)
+	if err != nil {
+		return 0, nil, err
+	}
+	s.waits[pid] = done
+	return pid, done, nil
 }
 
 // reap reaps every child at each SIGCHLD and hands its status to the
@@ -163,27 +185,25 @@ func (s *execServer) serve(conn *net.UnixConn) {
 		_ = writeFrame(conn, serverReply{Error: err.Error()})
 		return
 	}
+	if req.Op != "" {
+		s.serveProc(conn, req)
+		return
+	}
 	null, err := os.Open("/dev/null")
 	if err != nil {
 		_ = writeFrame(conn, serverReply{Error: err.Error()})
 		return
 	}
 	defer func() { _ = null.Close() }()
-	done := make(chan syscall.WaitStatus, 1)
-	s.mu.Lock()
 	fds := []uintptr{null.Fd()}
 	for _, f := range files {
 		fds = append(fds, f.Fd())
 	}
-	pid, err := syscall.ForkExec(req.Argv[0], req.Argv, &syscall.ProcAttr{
+	_, done, err := s.spawn(req.Argv[0], req.Argv, &syscall.ProcAttr{
 		Env:   req.Env,
 		Files: fds,
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
-	if err == nil {
-		s.waits[pid] = done
-	}
-	s.mu.Unlock()
 	closeAll(files) // the command holds its own copies
 	if err != nil {
 		var errno syscall.Errno
@@ -212,8 +232,8 @@ func readRequest(conn *net.UnixConn) (serverRequest, []*os.File, error) {
 	switch {
 	case err != nil:
 		return req, files, fmt.Errorf("reading the request: %w", err)
-	case flags&unix.MSG_CTRUNC != 0 || (len(files) != requestFDs && len(files) != olderRequestFDs):
-		return req, files, fmt.Errorf("the request came with %d descriptors, want %d", len(files), requestFDs)
+	case flags&unix.MSG_CTRUNC != 0:
+		return req, files, fmt.Errorf("the request came with more than %d descriptors", requestFDs)
 	}
 	if _, err := io.ReadFull(conn, head[n:]); err != nil {
 		return req, files, fmt.Errorf("reading the request: %w", err)
@@ -229,7 +249,14 @@ func readRequest(conn *net.UnixConn) (serverRequest, []*os.File, error) {
 	if err := json.Unmarshal(body, &req); err != nil {
 		return req, files, fmt.Errorf("decoding the request: %w", err)
 	}
-	if len(req.Argv) == 0 {
+	switch {
+	case req.Op != "" && (len(files) != 0 || req.Proc == nil):
+		return req, files, fmt.Errorf("a supervisor request came with %d descriptors, or without its details", len(files))
+	case req.Op != "":
+		return req, files, nil
+	case len(files) != requestFDs && len(files) != olderRequestFDs:
+		return req, files, fmt.Errorf("the request came with %d descriptors, want %d", len(files), requestFDs)
+	case len(req.Argv) == 0:
 		return req, files, errors.New("the request names no command")
 	}
 	return req, files, nil
