@@ -214,7 +214,7 @@ func (c *creation) startInit() error {
 		return retryableCreateErr(fmt.Errorf("sandbox exited at once: %w", err))
 	}
 	if c.p.serverFor(c.prm) {
-		c.m.ServerFDs = requestFDs
+		c.m.ServerFDs, c.m.Supervisor = requestFDs, supervisorVersion
 	}
 	return nil
 }

@@ -136,6 +136,10 @@ type Provider struct {
 	execServer   bool
 	serverExe    *os.File
 	serverStatic bool
+	// procMax and procOutput are the supervisor's limits per sandbox
+	// (WithProcessLimits).
+	procMax    int
+	procOutput int64
 	// moved counts the commands' shells Tether had to move into their
 	// exec groups (Adopt) because they had not moved themselves
 	// (serverScript), for the tests.
@@ -234,7 +238,7 @@ func New(dir string, opts ...Option) (*Provider, error) {
 		limits:    Limits{Pids: DefaultPids, MemoryMB: DefaultMemoryMB, WorkspaceMB: DefaultWorkspaceMB, OpenFiles: DefaultOpenFiles},
 		maxLimits: Limits{Pids: DefaultMaxPids, MemoryMB: DefaultMaxMemoryMB, WorkspaceMB: DefaultMaxWorkspaceMB, OpenFiles: DefaultMaxOpenFiles},
 		uids:      uidpool.Pool{Base: DefaultUIDBase, Count: DefaultUIDCount}, cgroupParent: defaultCgroupParent,
-		execServer: true}
+		execServer: true, procMax: DefaultProcessMax, procOutput: DefaultProcessOutput}
 	p.sandboxFilter, p.execFilter = seccomp.Filter(false), seccomp.Filter(true)
 	for _, opt := range opts {
 		opt(p)
@@ -433,6 +437,9 @@ func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 		Reason:    p.problem,
 		Exec:      true,
 		Files:     true,
+		Processes: p.serverExe != nil,
+		PTY:       p.serverExe != nil,
+		Watch:     p.serverExe != nil,
 		WorkDir:   WorkDir,
 		Images:    images,
 		Notes: []string{
@@ -448,6 +455,7 @@ func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 			p.workspace.Note(p.limits.WorkspaceMB, p.maxLimits.WorkspaceMB),
 			outputNote,
 			portsNote,
+			p.processesNote(),
 		},
 	}
 }

@@ -49,6 +49,10 @@ type meta struct {
 	// with a request (requestFDs); 0 for a sandbox without a server, or
 	// one whose server is older and takes three (olderRequestFDs).
 	ServerFDs int `json:"server_fds,omitempty"`
+	// Supervisor is the version of the process supervisor of the
+	// sandbox's exec server (supervisorVersion); 0 for a sandbox without
+	// a server, or one made by a Tether whose server had none.
+	Supervisor int `json:"supervisor,omitempty"`
 }
 
 func (p *Provider) sandboxDir(id string) string { return filepath.Join(p.dir, id) }
