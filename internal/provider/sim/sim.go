@@ -94,11 +94,16 @@ type Provider struct {
 	// did not wait for its snapshot): see Overlaps.
 	snapshotting map[string]int
 	overlaps     int
+
+	// procMax and procOutput are the processes capability's limits per
+	// sandbox (processes.go).
+	procMax    int
+	procOutput int64
 }
 
 // New returns a provider keeping its inventory in dir, creating dir if
 // needed.
-func New(dir string) (*Provider, error) {
+func New(dir string, opts ...Option) (*Provider, error) {
 	if dir == "" {
 		return nil, errors.New("sim: state directory not set")
 	}
@@ -109,7 +114,12 @@ func New(dir string) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sim: state directory: %w", err)
 	}
-	return &Provider{dir: dir, calls: calls, failedOnce: make(map[string]bool), snapshotting: make(map[string]int)}, nil
+	p := &Provider{dir: dir, calls: calls, failedOnce: make(map[string]bool), snapshotting: make(map[string]int),
+		procMax: DefaultProcessMax, procOutput: DefaultProcessOutput}
+	for _, opt := range opts {
+		opt(p)
+	}
+	return p, nil
 }
 
 // call records the start of a create or destroy call in calls.log and
@@ -203,7 +213,8 @@ func (p *Provider) Info(context.Context) provider.Info {
 	return provider.Info{
 		Name:      Name,
 		Available: true,
-		Notes:     []string{"simulated: resources are files in " + p.dir},
+		Processes: true,
+		Notes:     []string{"simulated: resources are files in " + p.dir, processesNote},
 	}
 }
 
@@ -221,6 +232,8 @@ type record struct {
 	Params    json.RawMessage `json:"params,omitempty"`
 	// FromSnapshot is the snapshot the sandbox was created from.
 	FromSnapshot string `json:"from_snapshot,omitempty"`
+	// Env is the sandbox's environment, which its processes get.
+	Env map[string]string `json:"env,omitempty"`
 }
 
 // Create implements provider.Provider.
@@ -284,7 +297,7 @@ func (p *Provider) create(ctx context.Context, spec provider.CreateSpec) (_ prov
 	}
 	now := time.Now().UTC()
 	rec, _ := json.Marshal(record{SandboxID: spec.SandboxID, CreatedAt: now, PID: os.Getpid(), Params: spec.Params,
-		FromSnapshot: spec.FromSnapshot})
+		FromSnapshot: spec.FromSnapshot, Env: spec.Env})
 	_, werr := f.Write(append(rec, '\n'))
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
@@ -360,6 +373,9 @@ func (p *Provider) destroy(ctx context.Context, sandboxID string) (removed bool,
 	err = os.Remove(path)
 	if merr := os.Remove(p.pausedMarker(sandboxID)); err == nil && !errors.Is(merr, fs.ErrNotExist) {
 		err = merr
+	}
+	if perr := os.RemoveAll(p.procs(sandboxID)); err == nil {
+		err = perr // its processes end with it
 	}
 	p.fsMu.Unlock()
 	if errors.Is(err, fs.ErrNotExist) {
