@@ -22,7 +22,7 @@
 // Run checks the core contract (create and destroy idempotent, listing
 // after a restart, params validation, concurrency) and, for each optional
 // capability the provider implements (Execer, StreamExecer, Files,
-// Archives, Pauser), its semantics and error codes; the subtests of a capability
+// Archives, Pauser, Processes, PTY, FileWatcher), its semantics and error codes; the subtests of a capability
 // the provider lacks are skipped, and so is the defunct check without a
 // Kill hook. Run it with -race: several subtests call the provider from
 // many goroutines at once.
@@ -56,6 +56,12 @@ type Harness struct {
 	// BadParams are create params the provider refuses with
 	// CodeInvalidRequest. Give at least one if the provider takes params.
 	BadParams []string
+	// ProcessLimit is how many processes the providers Open returns keep
+	// per sandbox (Processes); 0 skips the subtest of the limit.
+	ProcessLimit int
+	// ProcessOutput is how many bytes of each process's output they keep;
+	// 0 skips the subtest of the window.
+	ProcessOutput int64
 	// Parallel is how many sandboxes the concurrency subtest runs at once;
 	// 0 means 8.
 	Parallel int
@@ -106,6 +112,9 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Archives", s.testArchives)
 	t.Run("ArchivesRace", s.testArchivesRace)
 	t.Run("Pause", s.testPause)
+	t.Run("Processes", s.testProcesses)
+	t.Run("PTY", s.testPTY)
+	t.Run("WatchFiles", s.testWatch)
 }
 
 // suite carries the harness to the subtests.
@@ -222,6 +231,15 @@ func (s *suite) testInfo(t *testing.T) {
 	_, files := p.(provider.Files)
 	if info.Exec != execer || info.Files != files {
 		t.Errorf("Info says exec %v, files %v; the provider implements exec %v, files %v", info.Exec, info.Files, execer, files)
+	}
+	// A provider may implement one of these and not offer it as
+	// configured, but never offer one it does not implement.
+	_, procs := p.(provider.Processes)
+	_, pty := p.(provider.PTY)
+	_, watch := p.(provider.FileWatcher)
+	if (info.Processes && !procs) || (info.PTY && (!pty || !info.Processes)) || (info.Watch && !watch) {
+		t.Errorf("Info says processes %v, pty %v, watch %v; the provider implements processes %v, pty %v, watch %v",
+			info.Processes, info.PTY, info.Watch, procs, pty, watch)
 	}
 }
 

@@ -24,7 +24,7 @@ func TestConformance(t *testing.T) {
 	providertest.Run(t, providertest.Harness{
 		NewState: func(t *testing.T) string { return harness.ReachableTempDir(t) },
 		Open: func(t *testing.T, dir string) provider.Provider {
-			p, err := local.New(dir)
+			p, err := local.New(dir, local.WithProcessLimits(6, 64<<10))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -44,6 +44,8 @@ func TestConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
-		BadParams: []string{`{"network":"moon"}`, `{"memory":1}`, `{"pids":-1}`, `{"image":"no-such-image"}`, `[1]`},
+		ProcessLimit:  6,
+		ProcessOutput: 64 << 10,
+		BadParams:     []string{`{"network":"moon"}`, `{"memory":1}`, `{"pids":-1}`, `{"image":"no-such-image"}`, `[1]`},
 	})
 }
