@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"path"
@@ -78,7 +79,7 @@ func (p *Provider) dialSupervisor(ctx context.Context, m meta, op string, r proc
 		return err
 	})
 	if err != nil {
-		return nil, p.supervisorLost(ctx, m, err)
+		return nil, p.supervisorLost(ctx, m)
 	}
 	uc := conn.(*net.UnixConn)
 	var frame frameBuffer
@@ -93,7 +94,7 @@ func (p *Provider) dialSupervisor(ctx context.Context, m meta, op string, r proc
 	_ = uc.SetWriteDeadline(time.Now().Add(serverDial))
 	if _, err := uc.Write(frame); err != nil {
 		_ = uc.Close()
-		return nil, p.supervisorLost(ctx, m, err)
+		return nil, p.supervisorLost(ctx, m)
 	}
 	_ = uc.SetWriteDeadline(time.Time{})
 	return uc, nil
@@ -103,7 +104,7 @@ func (p *Provider) dialSupervisor(ctx context.Context, m meta, op string, r proc
 // whose answer broke off: the sandbox ended (it may take a moment to be
 // seen), was paused, or its user killed its exec server, and with it the
 // supervisor's records.
-func (p *Provider) supervisorLost(ctx context.Context, m meta, cause error) error {
+func (p *Provider) supervisorLost(ctx context.Context, m meta) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("local: processes: %w", ctx.Err())
 	}
@@ -117,8 +118,9 @@ func (p *Provider) supervisorLost(ctx context.Context, m meta, cause error) erro
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// Not the dial's or read's error: it may name the host's state folder.
 	return sandbox.Errorf(sandbox.CodeNotSupported,
-		"sandbox %s's exec server, which runs its processes, is gone (a process of the sandbox killed it): its processes are out of reach (%v)", m.SandboxID, cause)
+		"sandbox %s's exec server, which runs its processes, is gone (a process of the sandbox killed it): its processes are out of reach", m.SandboxID)
 }
 
 // callSupervisor asks for op and reads its one answer.
@@ -137,7 +139,7 @@ func (p *Provider) callSupervisor(ctx context.Context, m meta, op string, r proc
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Now()) })
 	defer stop()
 	if err := readFrame(conn, maxProcFrame, &reply); err != nil {
-		return reply, p.supervisorLost(ctx, m, err)
+		return reply, p.supervisorLost(ctx, m)
 	}
 	return reply, replyError(m.SandboxID, reply)
 }
@@ -293,10 +295,14 @@ func (p *Provider) ListProcesses(ctx context.Context, sandboxID string) ([]provi
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Now()) })
 	defer stop()
 	var out []provider.ProcessInfo
+	budget := &io.LimitedReader{R: conn, N: maxListBytes}
 	for range maxListed + 1 {
 		var reply procReply
-		if err := readFrame(conn, maxProcFrame, &reply); err != nil {
-			return nil, p.supervisorLost(ctx, m, err)
+		if err := readFrame(budget, maxProcFrame, &reply); err != nil {
+			if budget.N <= 0 {
+				return nil, fmt.Errorf("local: list processes: the supervisor's list exceeds %d bytes", maxListBytes)
+			}
+			return nil, p.supervisorLost(ctx, m)
 		}
 		if err := replyError(sandboxID, reply); err != nil {
 			return nil, err
@@ -337,7 +343,7 @@ func (p *Provider) AttachProcess(ctx context.Context, sandboxID string, sel prov
 	for {
 		var reply procReply
 		if err := readFrame(conn, maxProcFrame, &reply); err != nil {
-			return p.supervisorLost(ctx, m, err)
+			return p.supervisorLost(ctx, m)
 		}
 		if err := replyError(sandboxID, reply); err != nil {
 			return err
@@ -441,7 +447,7 @@ func (p *Provider) WatchFiles(ctx context.Context, sandboxID, dir string, recurs
 	for {
 		var reply procReply
 		if err := readFrame(conn, maxProcFrame, &reply); err != nil {
-			return p.supervisorLost(ctx, m, err)
+			return p.supervisorLost(ctx, m)
 		}
 		if err := replyError(sandboxID, reply); err != nil {
 			return err

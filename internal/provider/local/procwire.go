@@ -52,8 +52,10 @@ const (
 	// maxSpecBytes bounds a process's argv, environment, working folder
 	// and tag together, as given.
 	maxSpecBytes = 128 << 10
-	// maxListed bounds how many processes a list may hold.
-	maxListed = 4096
+	// maxListed bounds how many processes a list may hold, and
+	// maxListBytes how many bytes all its frames.
+	maxListed    = 4096
+	maxListBytes = 32 << 20
 	// maxChunk is the most output one event carries.
 	maxChunk = 32 << 10
 	// maxInput is the most stdin one request carries.
