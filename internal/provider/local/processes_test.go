@@ -175,3 +175,32 @@ func TestProcessesWithoutSupervisor(t *testing.T) {
 		t.Errorf("exec after the exec server was killed: %+v", r)
 	}
 }
+
+// TestProcessEnvironment: a process's environment is exactly the base,
+// the sandbox's and its own (TERM for a terminal): nothing of the exec
+// server's (GOMAXPROCS) nor of Tether's.
+func TestProcessEnvironment(t *testing.T) {
+	t.Setenv("TETHER_SENTINEL", "tether-only")
+	p, _ := newProvider(t)
+	id := create(t, p, sandbox.CreateSpec{Env: map[string]string{"GREETING": "hi"}}).SandboxID
+	for _, tc := range []struct {
+		pty  *provider.PTYSize
+		want string
+	}{
+		{nil, "ASKED=yes\nGREETING=hi\nHOME=/workspace\nLANG=C.UTF-8\nPATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nTERM=dumb\n"},
+		{&provider.PTYSize{Rows: 24, Cols: 80}, "ASKED=yes\r\nGREETING=hi\r\nHOME=/workspace\r\nLANG=C.UTF-8\r\nPATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\r\nTERM=xterm-256color\r\n"},
+	} {
+		info, err := p.StartProcess(t.Context(), id, provider.ProcessSpec{Argv: []string{"env"}, Env: map[string]string{"ASKED": "yes"}, PTY: tc.pty})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		err = p.AttachProcess(t.Context(), id, provider.ProcessSelector{PID: info.PID}, provider.AttachStart, func(e provider.ProcessEvent) error {
+			out.Write(e.Data)
+			return nil
+		})
+		if err != nil || out.String() != tc.want {
+			t.Errorf("the environment (terminal %v): %q, %v; want %q", tc.pty != nil, out.String(), err, tc.want)
+		}
+	}
+}
