@@ -101,7 +101,7 @@ lint: $(GOLANGCI_LINT) ## gofmt, go vet, golangci-lint (pinned) and docker-compo
 	if [ -n "$$unformatted" ]; then echo "gofmt: these files need formatting (gofmt -w):"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags '$(TAGS)' ./...
-	$(GOLANGCI_LINT) run
+	$(GOLANGCI_LINT) run --allow-parallel-runners
 	@if command -v docker-compose >/dev/null 2>&1; then \
 		echo "docker-compose config -q"; docker-compose config -q; \
 	else \
