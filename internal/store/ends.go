@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -141,11 +139,6 @@ func endSQLWith(pick string, v endValues) string {
 		SELECT ` + sandboxColumns + ` FROM upd s`
 }
 
-// querier is what endMany needs: a pool or a transaction.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
 // end is what an end records with each sandbox it ends: when, why, who,
 // and the API key of the client that asked, if one did.
 type end struct {
@@ -159,17 +152,10 @@ type end struct {
 // endMany runs stmt, one of the statements above, with the end's named
 // arguments and pick's: the arguments of stmt's pick query other than @now.
 func endMany(ctx context.Context, q querier, stmt string, e end, pick namedArgs) ([]sandbox.Sandbox, error) {
-	args := namedArgs{
+	rows, err := query(ctx, q, stmt, namedArgs{
 		"now": e.now, "reason": string(e.reason), "actor": string(e.actor), "message": e.message,
 		"key_id": nullable(e.by.KeyID), "key_name": nullable(e.by.KeyName),
-	}
-	for name, v := range pick {
-		if _, taken := args[name]; taken {
-			return nil, fmt.Errorf("pick argument @%s is one of the end's", name)
-		}
-		args[name] = v
-	}
-	rows, err := q.Query(ctx, stmt, args)
+	}, pick)
 	if err != nil {
 		return nil, interpret(err)
 	}
@@ -249,7 +235,7 @@ func (s *Store) endBatch(ctx context.Context, rows []endRow) (map[string]sandbox
 		ids[i], tenants[i], reasons[i], actors[i], messages[i] = r.id, r.tenant, string(r.reason), string(r.actor), r.message
 		keyIDs[i], keyNames[i] = nullable(r.by.KeyID), nullable(r.by.KeyName)
 	}
-	pgRows, err := s.pool.Query(ctx, endSandboxesSQL, namedArgs{
+	pgRows, err := query(ctx, s.pool, endSandboxesSQL, namedArgs{
 		"ids": ids, "tenants": tenants, "reasons": reasons, "actors": actors, "messages": messages,
 		"key_ids": keyIDs, "key_names": keyNames, "now": s.Now(),
 	})
@@ -316,7 +302,7 @@ var failOverdueSQL = `
 // (pause_failed, resume_failed), also keeping a live lease.
 func (s *Store) FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, error) {
 	now := s.Now()
-	rows, err := s.work.Query(ctx, failOverdueSQL, namedArgs{"now": now, "limit": limit})
+	rows, err := query(ctx, s.work, failOverdueSQL, namedArgs{"now": now, "limit": limit})
 	if err != nil {
 		return nil, wrap("fail overdue", err)
 	}

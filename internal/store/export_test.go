@@ -45,13 +45,13 @@ func (s *Store) ScanBothWays(ctx context.Context, id string, client, extra bool)
 	if extra {
 		cols = "s.state, " + cols
 	}
-	q := `SELECT ` + cols + ` FROM sandboxes s WHERE s.id = $1`
+	q := `SELECT ` + cols + ` FROM sandboxes s WHERE s.id = @id`
 	var fastFrom, slowFrom sandbox.State
 	var dest []any
 	if extra {
 		dest = []any{&fastFrom}
 	}
-	if err := queryRow(ctx, s.pool, q, id).read(func(rows pgx.Rows) error {
+	if err := querySandbox(ctx, s.pool, q, namedArgs{"id": id}).read(func(rows pgx.Rows) error {
 		var err error
 		fast, fastRan, err = rawSandbox(rows, dest)
 		return err
@@ -61,7 +61,11 @@ func (s *Store) ScanBothWays(ctx context.Context, id string, client, extra bool)
 	if extra {
 		dest = []any{&slowFrom}
 	}
-	slow, err = scanRow(s.pool.QueryRow(ctx, q, id), dest)
+	text, values, err := rewrite(q).bind(namedArgs{"id": id})
+	if err != nil {
+		return fast, slow, fastRan, err
+	}
+	slow, err = scanRow(s.pool.QueryRow(ctx, text, values...), dest)
 	if fastFrom != slowFrom {
 		err = fmt.Errorf("leading state: fast %q, slow %q", fastFrom, slowFrom)
 	}
@@ -69,25 +73,21 @@ func (s *Store) ScanBothWays(ctx context.Context, id string, client, extra bool)
 }
 
 // ByIDWrite is a statement that writes sandboxes (or snapshots) it finds
-// by id, with positional arguments of the types it takes.
+// by id, rewritten to positional arguments as it is sent, with arguments
+// of the types it takes in their order.
 type ByIDWrite struct {
 	SQL  string
 	Args []any
 }
 
-// byIDWrite is a ByIDWrite of sql with args, a statement of named
-// arguments rewritten to positional ones.
-func byIDWrite(sql string, args ...any) ByIDWrite {
-	if len(args) == 1 {
-		if named, ok := args[0].(namedArgs); ok {
-			rewritten, values, err := named.RewriteQuery(context.Background(), nil, sql, nil)
-			if err != nil {
-				panic(err)
-			}
-			return ByIDWrite{rewritten, values}
-		}
+// byIDWrite is a ByIDWrite of the named statement sql with args, bound as
+// query binds them.
+func byIDWrite(sql string, args namedArgs) ByIDWrite {
+	text, values, err := rewrite(sql).bind(args)
+	if err != nil {
+		panic(err)
 	}
-	return ByIDWrite{sql, args}
+	return ByIDWrite{text, values}
 }
 
 // ByIDWrites are the writes that find sandboxes (or snapshots) by id, for
@@ -100,16 +100,24 @@ func ByIDWrites() map[string]ByIDWrite {
 		return more
 	}
 	return map[string]ByIDWrite{
-		"ready":              byIDWrite(markReadySQL(changeOf), "sbx_a", int64(1), now, "x", "/w"),
-		"ready, whole":       byIDWrite(markReadySQL(wholeRow), "sbx_a", int64(1), now, "x", "/w"),
-		"readies":            byIDWrite(markReadyManySQL(changeOf), ids, epochs, names, names, now),
-		"failed":             byIDWrite(markFailedSQL, "sbx_a", int64(1), now, "boom", "executor"),
-		"unclaim":            byIDWrite(unclaimSQL, "sbx_a", int64(1), now, now, "boom", false),
-		"released":           byIDWrite(markReleasedSQL, "sbx_a", int64(1), now),
-		"many released":      byIDWrite(markReleasedManySQL, ids, epochs, now),
-		"renew lease":        byIDWrite(renewLeaseSQL, "sbx_a", int64(1), "w", now),
-		"renew":              byIDWrite(renewSandboxSQL, "sbx_a", "plans", now, time.Hour, now),
-		"unclaim transition": byIDWrite(unclaimTransitionSQL, "sbx_a", int64(1), now, now, "boom"),
+		"ready": byIDWrite(markReadySQL(changeOf), namedArgs{"id": "sbx_a", "epoch": int64(1), "now": now,
+			"provider_id": "x", "work_dir": "/w"}),
+		"ready, whole": byIDWrite(markReadySQL(wholeRow), namedArgs{"id": "sbx_a", "epoch": int64(1), "now": now,
+			"provider_id": "x", "work_dir": "/w"}),
+		"readies": byIDWrite(markReadyManySQL(changeOf), namedArgs{"ids": ids, "epochs": epochs,
+			"provider_ids": names, "work_dirs": names, "now": now}),
+		"failed": byIDWrite(markFailedSQL, namedArgs{"id": "sbx_a", "epoch": int64(1), "now": now,
+			"error": "boom", "actor": "executor"}),
+		"unclaim": byIDWrite(unclaimSQL, namedArgs{"id": "sbx_a", "epoch": int64(1), "claimable_at": now, "now": now,
+			"error": "boom", "refund": false}),
+		"released":      byIDWrite(markReleasedSQL, namedArgs{"id": "sbx_a", "epoch": int64(1), "now": now}),
+		"many released": byIDWrite(markReleasedManySQL, namedArgs{"ids": ids, "epochs": epochs, "now": now}),
+		"renew lease": byIDWrite(renewLeaseSQL, namedArgs{"id": "sbx_a", "epoch": int64(1), "worker": "w",
+			"lease_until": now}),
+		"renew": byIDWrite(renewSandboxSQL, namedArgs{"id": "sbx_a", "tenant": "plans", "expires_at": now,
+			"max_lifetime": time.Hour, "now": now}),
+		"unclaim transition": byIDWrite(unclaimTransitionSQL, namedArgs{"id": "sbx_a", "epoch": int64(1),
+			"claimable_at": now, "now": now, "error": "boom"}),
 		"request pause": byIDWrite(requestTransitionSQL, namedArgs{"to": "pausing", "deadline": now, "now": now,
 			"id": "sbx_a", "tenant": "plans", "from": "ready", "message": "m", "key_id": nil, "key_name": nil}),
 		"settle pause": byIDWrite(settleTransitionSQL, namedArgs{"to": "paused", "from": "pausing", "id": "sbx_a",
@@ -117,8 +125,9 @@ func ByIDWrites() map[string]ByIDWrite {
 			"error": nil, "reason": nil, "keep_lease": false, "actor": "executor", "message": "m"}),
 		"settle snapshot": byIDWrite(settleSnapshotSQL, namedArgs{"id": "snp_a", "epoch": int64(1), "to": "ready",
 			"size": int64(1), "now": now, "error": nil, "actor": "executor", "release_lease": true}),
-		"hand back snapshot": byIDWrite(handBackSnapshotSQL, "snp_a", int64(1), "boom", now),
-		"end lost":           byIDWrite(endLostSQL, end(namedArgs{"id": "sbx_a"})),
-		"end stranded":       byIDWrite(endStrandedSQL, end(namedArgs{"id": "sbx_a", "node": "n1", "grace": time.Minute})),
+		"hand back snapshot": byIDWrite(handBackSnapshotSQL, namedArgs{"id": "snp_a", "epoch": int64(1),
+			"error": "boom", "now": now}),
+		"end lost":     byIDWrite(endLostSQL, end(namedArgs{"id": "sbx_a"})),
+		"end stranded": byIDWrite(endStrandedSQL, end(namedArgs{"id": "sbx_a", "node": "n1", "grace": time.Minute})),
 	}
 }

@@ -9,26 +9,83 @@ import (
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Statements name their arguments (@name) rather than number them, so that
-// each reads on its own and fragments compose without counting: a query
-// passes its arguments as namedArgs.
+// each reads on its own and fragments compose without counting. A call
+// runs its statement through query, queryRow or exec with its arguments as
+// namedArgs:
+//
+//	rows, err := query(ctx, s.work, claimReleasesSQL, namedArgs{"provider": p, ...})
 //
 // pgx's own NamedArgs rewrite a statement into the positional one Postgres
 // is sent on every call: a lexer pass over the text that costs the claim
 // statement some 20 µs and 60 allocations (BenchmarkNamedArgsRewrite).
-// namedArgs rewrite each statement once, with pgx's lexer, and remember
-// it; a call then only puts its arguments in order.
+// These rewrite each statement once, with pgx's lexer, and remember it; a
+// call then only puts its arguments in order, before pgx sees them.
+//
+// A statement's arguments may come in several namedArgs, one for each
+// fragment that names them (an end's and its pick's, see endMany), or to
+// keep each within eight names: the namedArgs never reach pgx, so a
+// literal of up to eight names stays on the caller's stack, and a call
+// allocates what one with positional arguments does (BenchmarkGetSandbox,
+// BenchmarkRecordActivity). Go makes a map of more names on the heap.
 
-// namedArgs are a statement's named arguments, for a pgx query method (as
-// namedArgs, which it is but for remembering the rewrite):
-//
-//	rows, err := q.Query(ctx, claimReleasesSQL, namedArgs{"provider": p, ...})
-//
-// Every name the statement uses must be given, and no other: a misspelt
-// name is an error, not a NULL.
+// namedArgs are (some of) a statement's named arguments. Every name the
+// statement uses must be given, once, and no other: a misspelt name is an
+// error, not a NULL.
 type namedArgs map[string]any
+
+// querier is a pool or a transaction, for a statement whose rows are read.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// rowQuerier is a pool or a transaction, for a statement of one row.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// execer is a pool or a transaction, for a statement whose rows are not.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// query runs the named statement sql on q with args.
+func query(ctx context.Context, q querier, sql string, args ...namedArgs) (pgx.Rows, error) {
+	text, values, err := rewrite(sql).bind(args...)
+	if err != nil {
+		return nil, err
+	}
+	return q.Query(ctx, text, values...)
+}
+
+// queryRow is query for a statement of one row, as pgx's QueryRow.
+func queryRow(ctx context.Context, q rowQuerier, sql string, args ...namedArgs) pgx.Row {
+	text, values, err := rewrite(sql).bind(args...)
+	if err != nil {
+		return firstRow{err: err}
+	}
+	return q.QueryRow(ctx, text, values...)
+}
+
+// querySandbox is queryRow for a statement of sandbox rows (of
+// sandboxColumns), whose first row scanSandbox reads by the fast path
+// (rawscan.go).
+func querySandbox(ctx context.Context, q querier, sql string, args ...namedArgs) firstRow {
+	rows, err := query(ctx, q, sql, args...)
+	return firstRow{rows: rows, err: err}
+}
+
+// exec runs the named statement sql on q with args, for its command tag.
+func exec(ctx context.Context, q execer, sql string, args ...namedArgs) (pgconn.CommandTag, error) {
+	text, values, err := rewrite(sql).bind(args...)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return q.Exec(ctx, text, values...)
+}
 
 // RewriteQuery implements pgx.QueryRewriter.
 func (a namedArgs) RewriteQuery(_ context.Context, _ *pgx.Conn, sql string, extra []any) (string, []any, error) {
@@ -45,20 +102,34 @@ type positional struct {
 	names []string
 }
 
-// bind returns the statement's text and a's values in its order.
-func (p positional) bind(a namedArgs) (string, []any, error) {
+// bind returns the statement's text and the values of args in its order.
+func (p positional) bind(args ...namedArgs) (string, []any, error) {
 	values := make([]any, len(p.names))
 	for i, name := range p.names {
-		v, ok := a[name]
-		if !ok {
-			return "", nil, fmt.Errorf("store: the statement's argument @%s is not given", name)
+		found := false
+		for _, a := range args {
+			v, ok := a[name]
+			if ok && found {
+				return "", nil, fmt.Errorf("the statement's argument @%s is given twice", name)
+			}
+			if ok {
+				values[i], found = v, true
+			}
 		}
-		values[i] = v
+		if !found {
+			return "", nil, fmt.Errorf("the statement's argument @%s is not given", name)
+		}
 	}
-	if len(a) != len(p.names) {
-		for name := range a {
-			if !slices.Contains(p.names, name) {
-				return "", nil, fmt.Errorf("store: argument @%s is not in the statement", name)
+	given := 0
+	for _, a := range args {
+		given += len(a)
+	}
+	if given != len(p.names) {
+		for _, a := range args {
+			for name := range a {
+				if !slices.Contains(p.names, name) {
+					return "", nil, fmt.Errorf("argument @%s is not in the statement", name)
+				}
 			}
 		}
 	}

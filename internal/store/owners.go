@@ -14,10 +14,10 @@ import (
 // sandboxes that outlived a lapsed lease are ended first, and returned.
 func (s *Store) ensureOwnerLease(ctx context.Context, tx pgx.Tx, now time.Time, tenant, owner string, ttl time.Duration) ([]sandbox.Sandbox, error) {
 	var expires time.Time
-	err := tx.QueryRow(ctx, `
-		INSERT INTO owners (tenant, name, expires_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)
+	err := queryRow(ctx, tx, `
+		INSERT INTO owners (tenant, name, expires_at, created_at, updated_at) VALUES (@tenant, @owner, @expires_at, @now, @now)
 		ON CONFLICT (tenant, name) DO UPDATE SET updated_at = owners.updated_at
-		RETURNING expires_at`, tenant, owner, now.Add(ttl), now).Scan(&expires)
+		RETURNING expires_at`, namedArgs{"tenant": tenant, "owner": owner, "expires_at": now.Add(ttl), "now": now}).Scan(&expires)
 	if err != nil {
 		return nil, err
 	}
@@ -28,10 +28,13 @@ func (s *Store) ensureOwnerLease(ctx context.Context, tx pgx.Tx, now time.Time, 
 	if err != nil {
 		return nil, err
 	}
-	_, err = tx.Exec(ctx, `UPDATE owners SET expires_at = $3, updated_at = $4 WHERE tenant = $1 AND name = $2`,
-		tenant, owner, now.Add(ttl), now)
+	_, err = exec(ctx, tx, renewOwnerSQL, namedArgs{"tenant": tenant, "owner": owner, "expires_at": now.Add(ttl), "now": now})
 	return ended, err
 }
+
+// renewOwnerSQL starts a new lease of the owner @owner of @tenant, until
+// @expires_at.
+const renewOwnerSQL = `UPDATE owners SET expires_at = @expires_at, updated_at = @now WHERE tenant = @tenant AND name = @owner`
 
 // lapseOwner ends, in tx, the live sandboxes of an owner whose lease has
 // lapsed (owner_expired), so that a new lease never revives sandboxes that
@@ -57,15 +60,15 @@ func (s *Store) RenewOwnerLease(ctx context.Context, tenant, owner string, ttl t
 	var lapsed []sandbox.Sandbox
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		var exists bool
-		err := tx.QueryRow(ctx, `SELECT true FROM owners WHERE tenant = $1 AND name = $2 FOR UPDATE`, tenant, owner).Scan(&exists)
+		err := queryRow(ctx, tx, `SELECT true FROM owners WHERE tenant = @tenant AND name = @owner FOR UPDATE`,
+			namedArgs{"tenant": tenant, "owner": owner}).Scan(&exists)
 		if err != nil {
 			return err
 		}
 		if lapsed, err = lapseOwner(ctx, tx, now, tenant, owner); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE owners SET expires_at = $3, updated_at = $4 WHERE tenant = $1 AND name = $2`,
-			tenant, owner, expires, now)
+		_, err = exec(ctx, tx, renewOwnerSQL, namedArgs{"tenant": tenant, "owner": owner, "expires_at": expires, "now": now})
 		return err
 	})
 	if err != nil {
@@ -84,8 +87,8 @@ func (s *Store) ReleaseOwner(ctx context.Context, tenant, owner string, by sandb
 	now := s.Now()
 	var ended []sandbox.Sandbox
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE owners SET expires_at = least(expires_at, $3), updated_at = $3
-			WHERE tenant = $1 AND name = $2`, tenant, owner, now); err != nil {
+		if _, err := exec(ctx, tx, `UPDATE owners SET expires_at = least(expires_at, @now), updated_at = @now
+			WHERE tenant = @tenant AND name = @owner`, namedArgs{"tenant": tenant, "owner": owner, "now": now}); err != nil {
 			return err
 		}
 		var err error
@@ -132,8 +135,8 @@ func (s *Store) TransferOwner(ctx context.Context, tenant, id, owner string, ttl
 			state sandbox.State
 			prev  *string
 		)
-		err := tx.QueryRow(ctx, `SELECT state, owner FROM sandboxes WHERE id = $1 AND tenant = $2 FOR UPDATE`,
-			id, tenant).Scan(&state, &prev)
+		err := queryRow(ctx, tx, `SELECT state, owner FROM sandboxes WHERE id = @id AND tenant = @tenant FOR UPDATE`,
+			namedArgs{"id": id, "tenant": tenant}).Scan(&state, &prev)
 		if err != nil {
 			return err
 		}
@@ -141,15 +144,15 @@ func (s *Store) TransferOwner(ctx context.Context, tenant, id, owner string, ttl
 			return sandbox.StateConflict(id, state, "change the owner of a sandbox that has ended")
 		}
 		if prev != nil && *prev == owner {
-			sb, err = scanSandbox(tx.QueryRow(ctx, `SELECT `+sandboxColumns+` FROM sandboxes s WHERE s.id = $1`, id))
+			sb, err = scanSandbox(querySandbox(ctx, tx, sandboxSQL, namedArgs{"id": id}))
 			return err
 		}
 		if ended, err = s.ensureOwnerLease(ctx, tx, now, tenant, owner, ttl); err != nil {
 			return err
 		}
-		sb, err = scanSandbox(tx.QueryRow(ctx, `
-			UPDATE sandboxes s SET owner = $3, updated_at = $4 WHERE s.id = $1 AND s.tenant = $2
-			RETURNING `+sandboxColumns, id, tenant, owner, now))
+		sb, err = scanSandbox(querySandbox(ctx, tx, `
+			UPDATE sandboxes s SET owner = @owner, updated_at = @now WHERE s.id = @id AND s.tenant = @tenant
+			RETURNING `+sandboxColumns, namedArgs{"id": id, "tenant": tenant, "owner": owner, "now": now}))
 		if err != nil {
 			return err
 		}
@@ -157,11 +160,14 @@ func (s *Store) TransferOwner(ctx context.Context, tenant, id, owner string, ttl
 		if prev != nil {
 			from = "owner " + *prev
 		}
-		_, err = tx.Exec(ctx, `
+		_, err = exec(ctx, tx, `
 			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message, actor_key_id, actor_key_name)
-			VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9)`,
-			id, tenant, now, state, sandbox.ReasonOwnerTransferred, sandbox.ActorClient, from+" -> owner "+owner,
-			nullable(by.KeyID), nullable(by.KeyName))
+			VALUES (@id, @tenant, @now, @state, @state, @reason, @actor, @message, @key_id, @key_name)`,
+			namedArgs{
+				"id": id, "tenant": tenant, "now": now, "state": state, "reason": sandbox.ReasonOwnerTransferred,
+				"actor": sandbox.ActorClient, "message": from + " -> owner " + owner,
+			},
+			namedArgs{"key_id": nullable(by.KeyID), "key_name": nullable(by.KeyName)})
 		return err
 	})
 	if err != nil {
@@ -174,10 +180,11 @@ func (s *Store) TransferOwner(ctx context.Context, tenant, id, owner string, ttl
 // ListOwners returns up to limit of the tenant's owners after the name
 // after, in name order, each with its lease and its live sandboxes.
 func (s *Store) ListOwners(ctx context.Context, tenant, after string, limit int) ([]sandbox.Owner, error) {
-	rows, err := s.pool.Query(ctx, `
+	rows, err := query(ctx, s.pool, `
 		SELECT o.name, o.expires_at, o.created_at,
 			(SELECT count(*) FROM sandboxes s WHERE s.tenant = o.tenant AND s.owner = o.name AND s.state IN `+liveStates+`)
-		FROM owners o WHERE o.tenant = $1 AND o.name > $2 ORDER BY o.name LIMIT $3`, tenant, after, limit)
+		FROM owners o WHERE o.tenant = @tenant AND o.name > @after ORDER BY o.name LIMIT @limit`,
+		namedArgs{"tenant": tenant, "after": after, "limit": limit})
 	if err != nil {
 		return nil, wrap("list owners", err)
 	}

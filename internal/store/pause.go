@@ -78,7 +78,7 @@ func (s *Store) requestTransition(ctx context.Context, r transitionRequest) (san
 	// read (a resume finishing) is tried again, a few times.
 	for range 3 {
 		now := s.Now()
-		sb, err := scanSandbox(s.pool.QueryRow(ctx, requestTransitionSQL, namedArgs{
+		sb, err := scanSandbox(querySandbox(ctx, s.pool, requestTransitionSQL, namedArgs{
 			"id": r.id, "tenant": r.tenant, "from": string(r.from), "to": string(r.to),
 			"now": now, "deadline": now.Add(r.timeout), "message": r.message,
 			"key_id": nullable(r.by.KeyID), "key_name": nullable(r.by.KeyName),
@@ -128,7 +128,7 @@ var claimTransitionsSQL = `
 // host-bound provider (node not "") only the node's own are claimed: the
 // sandbox runs there.
 func (s *Store) ClaimTransitions(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, share Share) ([]Claim, error) {
-	rows, err := s.work.Query(ctx, claimTransitionsSQL, s.claimArgs(provider, node, worker, limit, lease, share))
+	rows, err := query(ctx, s.work, claimTransitionsSQL, s.claimArgs(provider, node, worker, limit, lease, share))
 	if err != nil {
 		return nil, wrap("claim transitions", err)
 	}
@@ -192,7 +192,7 @@ type settle struct {
 }
 
 func (s *Store) settleTransition(ctx context.Context, op string, st settle) (sandbox.Sandbox, error) {
-	sb, err := scanSandbox(s.work.QueryRow(ctx, settleTransitionSQL, namedArgs{
+	sb, err := scanSandbox(querySandbox(ctx, s.work, settleTransitionSQL, namedArgs{
 		"id": st.id, "epoch": st.epoch, "from": string(st.from), "to": string(st.to), "now": s.Now(),
 		"error": nullable(st.errText), "reason": nullable(string(st.reason)), "keep_lease": st.keepLease,
 		"actor": string(st.actor), "message": st.message,
@@ -258,17 +258,19 @@ func transitionFailure(from sandbox.State) sandbox.Reason {
 	return sandbox.ReasonPauseFailed
 }
 
-// unclaimTransitionSQL hands pausing or resuming sandbox $1 at epoch $2
-// back, claimable from $3, at $4, with the error $5.
+// unclaimTransitionSQL hands pausing or resuming sandbox @id at @epoch
+// back, claimable from @claimable_at, at @now, with the error @error.
 var unclaimTransitionSQL = `
-		UPDATE sandboxes SET lease_owner = NULL, lease_expires_at = $3, updated_at = $4, error = coalesce($5, error)
-		WHERE id = $1 AND epoch = $2 AND ` + byIDTest("lease_owner IS NOT NULL") + ` AND ` + byIDState("state", transitionStates)
+		UPDATE sandboxes SET lease_owner = NULL, lease_expires_at = @claimable_at, updated_at = @now, error = coalesce(@error, error)
+		WHERE id = @id AND epoch = @epoch AND ` + byIDTest("lease_owner IS NOT NULL") + ` AND ` + byIDState("state", transitionStates)
 
 // UnclaimTransition hands a pausing or resuming sandbox back: the lease
 // ends and it may be claimed again from at (now, at shutdown; later, for a
 // retry), with lastErr, if set, as its error until it settles.
 func (s *Store) UnclaimTransition(ctx context.Context, id string, epoch int64, at time.Time, lastErr string) error {
-	tag, err := s.work.Exec(ctx, unclaimTransitionSQL, id, epoch, at.UTC(), s.Now(), nullable(lastErr))
+	tag, err := exec(ctx, s.work, unclaimTransitionSQL, namedArgs{
+		"id": id, "epoch": epoch, "claimable_at": at.UTC(), "now": s.Now(), "error": nullable(lastErr),
+	})
 	if err != nil {
 		return wrap("unclaim transition", err)
 	}
@@ -305,7 +307,7 @@ var failOverdueTransitionsSQL = `
 
 // failOverdueTransitions is FailOverdue's part for pauses and resumes.
 func (s *Store) failOverdueTransitions(ctx context.Context, now time.Time, limit int) ([]sandbox.Sandbox, error) {
-	rows, err := s.work.Query(ctx, failOverdueTransitionsSQL, namedArgs{"now": now, "limit": limit})
+	rows, err := query(ctx, s.work, failOverdueTransitionsSQL, namedArgs{"now": now, "limit": limit})
 	if err != nil {
 		return nil, wrap("fail overdue transitions", err)
 	}

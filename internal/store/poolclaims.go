@@ -76,7 +76,7 @@ func (s *Store) ClaimFromPool(ctx context.Context, p sandbox.ClaimParams) (sandb
 	)
 	if p.Owner == "" && p.IdempotencyKey == "" {
 		// The common case is the one statement alone.
-		c.Sandbox, err = scanSandbox(s.pool.QueryRow(ctx, claimMemberSQL, args))
+		c.Sandbox, err = scanSandbox(querySandbox(ctx, s.pool, claimMemberSQL, args))
 	} else {
 		err = s.pool.inTx(ctx, func(tx pgx.Tx) error {
 			if p.Owner != "" {
@@ -85,7 +85,7 @@ func (s *Store) ClaimFromPool(ctx context.Context, p sandbox.ClaimParams) (sandb
 					return err
 				}
 			}
-			sb, err := scanSandbox(tx.QueryRow(ctx, claimMemberSQL, args))
+			sb, err := scanSandbox(querySandbox(ctx, tx, claimMemberSQL, args))
 			if err != nil || p.IdempotencyKey == "" {
 				c.Sandbox = sb
 				return err

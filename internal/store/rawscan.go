@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"time"
@@ -36,12 +35,6 @@ type rawRow interface {
 type firstRow struct {
 	rows pgx.Rows
 	err  error
-}
-
-// queryRow is QueryRow through Query, for scanSandbox.
-func queryRow(ctx context.Context, q querier, sql string, args ...any) firstRow {
-	rows, err := q.Query(ctx, sql, args...)
-	return firstRow{rows: rows, err: err}
 }
 
 // Scan is pgx.Row's Scan.

@@ -28,7 +28,8 @@ func (s *Store) Records(ctx context.Context, ids []string) (map[string]Record, e
 	const chunk = 5000
 	for start := 0; start < len(ids); start += chunk {
 		part := ids[start:min(start+chunk, len(ids))]
-		rows, err := s.pool.Query(ctx, `SELECT id, tenant, state, released, ended_at, COALESCE(node, '') FROM sandboxes WHERE id = ANY($1)`, part)
+		rows, err := query(ctx, s.pool, `SELECT id, tenant, state, released, ended_at, COALESCE(node, '') FROM sandboxes WHERE id = ANY(@ids)`,
+			namedArgs{"ids": part})
 		if err != nil {
 			return nil, wrap("records", err)
 		}
@@ -52,9 +53,9 @@ func (s *Store) Records(ctx context.Context, ids []string) (map[string]Record, e
 // been ready since before t and is ready or paused now (no call in flight), streaming rather than loading them all. A
 // non-empty node limits it to the sandboxes placed on that node.
 func (s *Store) ReadyBefore(ctx context.Context, provider, node string, t time.Time, fn func(id string)) error {
-	rows, err := s.pool.Query(ctx, `
-		SELECT id FROM sandboxes WHERE provider = $1 AND state IN `+settledHeld+` AND ready_at < $2
-		  AND ($3::text = '' OR node = $3)`, provider, t, node)
+	rows, err := query(ctx, s.pool, `
+		SELECT id FROM sandboxes WHERE provider = @provider AND state IN `+settledHeld+` AND ready_at < @before
+		  AND (@node::text = '' OR node = @node)`, namedArgs{"provider": provider, "before": t, "node": node})
 	if err != nil {
 		return wrap("ready before", err)
 	}
@@ -100,9 +101,10 @@ func (s *Store) markLost(ctx context.Context, stmt, message string, pick namedAr
 		if err != nil || len(ended) == 0 {
 			return err
 		}
-		_, err = tx.Exec(ctx, `
+		_, err = exec(ctx, tx, `
 			INSERT INTO reconcile_events (at, provider, sandbox_id, tenant, action, message)
-			VALUES ($1, $2, $3, $4, 'lost', $5)`, now, ended[0].Provider, ended[0].ID, ended[0].Tenant, message)
+			VALUES (@now, @provider, @id, @tenant, 'lost', @message)`,
+			namedArgs{"now": now, "provider": ended[0].Provider, "id": ended[0].ID, "tenant": ended[0].Tenant, "message": message})
 		return err
 	})
 	if err != nil {
@@ -121,9 +123,10 @@ type ReconcileEvent = sandbox.ReconcileEvent
 // RecordReconcile appends a reconciliation event. tenant is empty for a
 // resource whose sandbox Tether has no record of.
 func (s *Store) RecordReconcile(ctx context.Context, provider, sandboxID, tenant, action, message string) error {
-	_, err := s.work.Exec(ctx, `
+	_, err := exec(ctx, s.work, `
 		INSERT INTO reconcile_events (at, provider, sandbox_id, tenant, action, message)
-		VALUES ($1, $2, $3, $4, $5, $6)`, s.Now(), provider, sandboxID, nullable(tenant), action, message)
+		VALUES (@now, @provider, @id, @tenant, @action, @message)`,
+		namedArgs{"now": s.Now(), "provider": provider, "id": sandboxID, "tenant": nullable(tenant), "action": action, "message": message})
 	if err != nil {
 		return wrap("record reconcile", err)
 	}
@@ -134,13 +137,13 @@ func (s *Store) RecordReconcile(ctx context.Context, provider, sandboxID, tenant
 // first; tenant "" returns every tenant's and the unattributed ones.
 func (s *Store) ReconcileEvents(ctx context.Context, tenant string, after int64, limit int) ([]ReconcileEvent, error) {
 	// The tenant's reads walk its (tenant, id) index, as its events do.
-	query := `SELECT id, at, provider, sandbox_id, coalesce(tenant, ''), action, message FROM reconcile_events
-		WHERE tenant = $1 AND (tenant, id) > ($1, $2) ORDER BY tenant, id LIMIT $3`
+	stmt := `SELECT id, at, provider, sandbox_id, coalesce(tenant, ''), action, message FROM reconcile_events
+		WHERE tenant = @tenant AND (tenant, id) > (@tenant, @after) ORDER BY tenant, id LIMIT @limit`
 	if tenant == "" {
-		query = `SELECT id, at, provider, sandbox_id, coalesce(tenant, ''), action, message FROM reconcile_events
-		WHERE $1 = '' AND id > $2 ORDER BY id LIMIT $3`
+		stmt = `SELECT id, at, provider, sandbox_id, coalesce(tenant, ''), action, message FROM reconcile_events
+		WHERE @tenant = '' AND id > @after ORDER BY id LIMIT @limit`
 	}
-	rows, err := s.pool.Query(ctx, query, tenant, after, limit)
+	rows, err := query(ctx, s.pool, stmt, namedArgs{"tenant": tenant, "after": after, "limit": limit})
 	if err != nil {
 		return nil, wrap("reconcile events", err)
 	}

@@ -10,12 +10,13 @@ import (
 )
 
 // TestNamedArgs: a named statement is rewritten as pgx rewrites it, each
-// name once in order of first use, names in literals and comments left
-// alone; a missing or an extra argument is an error.
+// name once in order of first use, a cast after a name kept; names in
+// literals (plain, escaped, dollar-quoted), quoted identifiers and
+// comments, and operators that start with @ (@>, <@, @@), left alone.
 func TestNamedArgs(t *testing.T) {
-	const sql = `SELECT @b, @a, 'at @c', labels @> @a::jsonb -- or @d
-		, @b_2 FROM t WHERE x = @b`
-	sent, values, err := namedArgs{"a": 1, "b": 2, "b_2": 3}.RewriteQuery(t.Context(), nil, sql, nil)
+	const sql = `SELECT @b, @a, 'at @c', E'it\'s @c', $$ @c $$, $q$ @c $q$, "@c", labels @> @a::jsonb -- or @d
+		, @b_2::text, tags <@ @a, v @@ q /* @e */ FROM t WHERE x = @b`
+	sent, values, err := rewrite(sql).bind(namedArgs{"a": 1, "b": 2, "b_2": 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,18 +27,42 @@ func TestNamedArgs(t *testing.T) {
 	if sent != want || !slices.Equal(values, wantValues) {
 		t.Errorf("rewrite = %q %v, want pgx's %q %v", sent, values, want, wantValues)
 	}
-	if !strings.Contains(sent, "'at @c'") || !strings.Contains(sent, "-- or @d") || strings.Count(sent, "$1") != 2 {
+	for _, kept := range []string{"'at @c'", `E'it\'s @c'`, "$$ @c $$", "$q$ @c $q$", `"@c"`, "labels @> $2::jsonb", "-- or @d",
+		"$3::text", "tags <@ $2", "v @@ q", "/* @e */"} {
+		if !strings.Contains(sent, kept) {
+			t.Errorf("rewrite = %q, want %q in it", sent, kept)
+		}
+	}
+	if strings.Count(sent, "$1") != 2 || strings.Contains(sent, "@a") || strings.Contains(sent, "@b") {
 		t.Errorf("rewrite = %q", sent)
 	}
 	// Again, from what was remembered.
-	if again, _, err := (namedArgs{"a": 1, "b": 2, "b_2": 3}).RewriteQuery(t.Context(), nil, sql, nil); err != nil || again != sent {
+	if again, _, err := rewrite(sql).bind(namedArgs{"a": 1, "b": 2, "b_2": 3}); err != nil || again != sent {
 		t.Errorf("second rewrite = %q, %v", again, err)
 	}
-	if _, _, err := (namedArgs{"a": 1, "b_2": 3}).RewriteQuery(t.Context(), nil, sql, nil); err == nil || !strings.Contains(err.Error(), "@b ") {
-		t.Errorf("missing @b: %v, want an error naming it", err)
+}
+
+// TestNamedArgsBind: a statement's arguments may come in several maps;
+// a name missing from all, given in two, or given but not in the
+// statement is an error that names it.
+func TestNamedArgsBind(t *testing.T) {
+	p := rewrite(`SELECT @a, @b, @c`)
+	_, values, err := p.bind(namedArgs{"a": 1, "c": 3}, namedArgs{"b": 2})
+	if err != nil || !slices.Equal(values, []any{1, 2, 3}) {
+		t.Errorf("bind across two maps = %v, %v; want [1 2 3]", values, err)
 	}
-	if _, _, err := (namedArgs{"a": 1, "b": 2, "b_2": 3, "c": 4}).RewriteQuery(t.Context(), nil, sql, nil); err == nil || !strings.Contains(err.Error(), "@c ") {
-		t.Errorf("extra @c: %v, want an error naming it", err)
+	for name, c := range map[string]struct {
+		args []namedArgs
+		want string
+	}{
+		"missing": {[]namedArgs{{"a": 1, "c": 3}}, "@b is not given"},
+		"twice":   {[]namedArgs{{"a": 1, "b": 2}, {"b": 2, "c": 3}}, "@b is given twice"},
+		"extra":   {[]namedArgs{{"a": 1, "b": 2, "c": 3}, {"d": 4}}, "@d is not in the statement"},
+		"none":    {nil, "@a is not given"},
+	} {
+		if _, _, err := p.bind(c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: bind = %v, want an error with %q", name, err, c.want)
+		}
 	}
 }
 
@@ -76,8 +101,9 @@ func TestNamedStatements(t *testing.T) {
 }
 
 // BenchmarkNamedArgsRewrite is what naming a statement's arguments costs
-// each call: pgx's NamedArgs lex the statement's text every time, namedArgs
-// once. Compare with a round trip to Postgres (bench_test.go).
+// each call: pgx's NamedArgs lex the statement's text every time, bind
+// (what query, queryRow and exec do) once. Compare with a round trip to
+// Postgres (bench_test.go).
 func BenchmarkNamedArgsRewrite(b *testing.B) {
 	now := time.Now()
 	share := Share{Cap: 4, Held: map[string]int{"acme": 1}}
@@ -105,7 +131,7 @@ func BenchmarkNamedArgsRewrite(b *testing.B) {
 		})
 		b.Run(c.name+"/once", func(b *testing.B) {
 			for b.Loop() {
-				if _, _, err := c.args().RewriteQuery(b.Context(), nil, c.sql, nil); err != nil {
+				if _, _, err := rewrite(c.sql).bind(c.args()); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -132,14 +132,9 @@ func newRow(p sandbox.CreateParams) (newSandboxRow, error) {
 	}, nil
 }
 
-// rowQuerier is a pool or a transaction, for a statement of one row.
-type rowQuerier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // insertSandbox inserts r, created now, with its first event.
 func insertSandbox(ctx context.Context, q querier, r newSandboxRow, now time.Time) (sandbox.Sandbox, error) {
-	return scanSandbox(queryRow(ctx, q, insertSandboxSQL, namedArgs{
+	return scanSandbox(querySandbox(ctx, q, insertSandboxSQL, namedArgs{
 		"id": r.id, "tenant": r.tenant, "provider": r.provider, "owner": nullable(r.owner),
 		"labels": r.labels, "env": r.env, "setup": r.setup, "params": r.params,
 		"now": now, "expires_at": now.Add(r.ttl), "create_deadline": now.Add(r.createTimeout),
@@ -194,7 +189,7 @@ func (s *Store) createMany(ctx context.Context, rows []newSandboxRow) (map[strin
 		at[i], expires[i], deadline[i] = now, now.Add(r.ttl), now.Add(r.createTimeout)
 		keyIDs[i], keyNames[i] = nullable(r.by.KeyID), nullable(r.by.KeyName)
 	}
-	pgRows, err := s.pool.Query(ctx, insertSandboxesSQL, namedArgs{
+	pgRows, err := query(ctx, s.pool, insertSandboxesSQL, namedArgs{
 		"ids": id, "tenants": tenant, "providers": provider, "labels": labels, "envs": env, "setups": setup,
 		"params": params, "created_at": at, "expires_at": expires, "create_deadlines": deadline,
 		"key_ids": keyIDs, "key_names": keyNames,
@@ -283,12 +278,13 @@ func replayedCreate(ctx context.Context, tx pgx.Tx, p sandbox.CreateParams, id s
 	// xmax is 0 in a row this statement inserted, and not in one the
 	// conflict clause updated: a replay of a create with a client-chosen
 	// id finds its own id there, not a fresh one.
-	err = tx.QueryRow(ctx, `
+	err = queryRow(ctx, tx, `
 		INSERT INTO idempotency_keys (tenant, key, request_hash, sandbox_id, created_at)
-		VALUES ($1, $2, $3, $4, $5)
+		VALUES (@tenant, @key, @hash, @id, @now)
 		ON CONFLICT (tenant, key) DO UPDATE SET tenant = EXCLUDED.tenant
 		RETURNING sandbox_id, request_hash, xmax = 0`,
-		p.Tenant, p.IdempotencyKey, p.RequestHash, id, now).Scan(&existing, &hash, &inserted)
+		namedArgs{"tenant": p.Tenant, "key": p.IdempotencyKey, "hash": p.RequestHash, "id": id, "now": now},
+	).Scan(&existing, &hash, &inserted)
 	if err != nil || inserted {
 		return sb, false, err
 	}
@@ -300,7 +296,7 @@ func replayedCreate(ctx context.Context, tx pgx.Tx, p sandbox.CreateParams, id s
 		return sb, false, sandbox.Errorf(sandbox.CodeIdempotencyKeyReused,
 			"Idempotency-Key %q was already used with a different request", p.IdempotencyKey)
 	}
-	sb, err = scanSandbox(tx.QueryRow(ctx, `SELECT `+sandboxColumns+` FROM sandboxes s WHERE s.id = $1`, existing))
+	sb, err = scanSandbox(querySandbox(ctx, tx, sandboxSQL, namedArgs{"id": existing}))
 	return sb, err == nil, err
 }
 
@@ -317,22 +313,27 @@ func nonNil(m map[string]string) map[string]string {
 	return m
 }
 
+// getSandboxSQL reads the sandbox @id of @tenant as a client sees it.
+var getSandboxSQL = `SELECT ` + clientColumns + ` FROM sandboxes s WHERE s.id = @id AND s.tenant = @tenant`
+
 // GetSandbox returns the tenant's sandbox with the given id, or ErrNotFound.
 // Like ListSandboxes, it leaves out Env, Setup and Params (see
 // clientColumns); Sandbox reads them.
 func (s *Store) GetSandbox(ctx context.Context, tenant, id string) (sandbox.Sandbox, error) {
-	sb, err := scanSandbox(queryRow(ctx, s.pool,
-		`SELECT `+clientColumns+` FROM sandboxes s WHERE s.id = $1 AND s.tenant = $2`, id, tenant))
+	sb, err := scanSandbox(querySandbox(ctx, s.pool, getSandboxSQL, namedArgs{"id": id, "tenant": tenant}))
 	if err != nil {
 		return sb, wrap("get sandbox", err)
 	}
 	return sb, nil
 }
 
+// sandboxSQL reads the whole row of the sandbox @id, whatever its tenant.
+var sandboxSQL = `SELECT ` + sandboxColumns + ` FROM sandboxes s WHERE s.id = @id`
+
 // Sandbox returns the sandbox with the given id, whatever its tenant. It is
 // for workers, never for client requests.
 func (s *Store) Sandbox(ctx context.Context, id string) (sandbox.Sandbox, error) {
-	sb, err := scanSandbox(queryRow(ctx, s.pool, `SELECT `+sandboxColumns+` FROM sandboxes s WHERE s.id = $1`, id))
+	sb, err := scanSandbox(querySandbox(ctx, s.pool, sandboxSQL, namedArgs{"id": id}))
 	if err != nil {
 		return sb, wrap("get sandbox", err)
 	}
@@ -396,7 +397,7 @@ func (s *Store) ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sand
 	}
 	limit := f.Limit
 	args["limit"] = limit + 1
-	rows, err := s.pool.Query(ctx, `SELECT `+clientColumns+` FROM sandboxes s WHERE `+where+`
+	rows, err := query(ctx, s.pool, `SELECT `+clientColumns+` FROM sandboxes s WHERE `+where+`
 		ORDER BY s.created_at DESC, s.id DESC LIMIT @limit`, args)
 	if err != nil {
 		return nil, nil, wrap("list sandboxes", err)
@@ -422,11 +423,11 @@ func (s *Store) ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sand
 	return out, next, nil
 }
 
-// renewSandboxSQL moves the deadline of live sandbox $1 of tenant $2 to
-// $3, capped at its creation plus $4, at $5.
+// renewSandboxSQL moves the deadline of live sandbox @id of @tenant to
+// @expires_at, capped at its creation plus @max_lifetime, at @now.
 var renewSandboxSQL = `
-		UPDATE sandboxes s SET expires_at = least($3::timestamptz, s.created_at + $4::interval), updated_at = $5
-		WHERE s.id = $1 AND s.tenant = $2 AND ` + byIDState("s.state", liveStates) + `
+		UPDATE sandboxes s SET expires_at = least(@expires_at::timestamptz, s.created_at + @max_lifetime::interval), updated_at = @now
+		WHERE s.id = @id AND s.tenant = @tenant AND ` + byIDState("s.state", liveStates) + `
 		RETURNING ` + sandboxColumns
 
 // RenewSandbox sets the live sandbox's deadline to now+ttl, capped at its
@@ -434,7 +435,9 @@ var renewSandboxSQL = `
 // terminal sandbox is a SANDBOX_STATE_CONFLICT.
 func (s *Store) RenewSandbox(ctx context.Context, tenant, id string, ttl, maxLifetime time.Duration) (sb sandbox.Sandbox, capped bool, err error) {
 	now := s.Now()
-	sb, err = scanSandbox(s.pool.QueryRow(ctx, renewSandboxSQL, id, tenant, now.Add(ttl), maxLifetime, now))
+	sb, err = scanSandbox(querySandbox(ctx, s.pool, renewSandboxSQL, namedArgs{
+		"id": id, "tenant": tenant, "expires_at": now.Add(ttl), "max_lifetime": maxLifetime, "now": now,
+	}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, gerr := s.GetSandbox(ctx, tenant, id)
 		if gerr != nil {

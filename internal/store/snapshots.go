@@ -57,24 +57,24 @@ func snapshotEventSQL(changed, reason, actor, message string) string {
 
 // snapshotQuotaLock serializes, per tenant, the quota check and the
 // insert of its snapshots (a transaction's advisory lock).
-const snapshotQuotaLock = `SELECT pg_advisory_xact_lock(hashtext('tether.snapshots'), hashtext($1))`
+const snapshotQuotaLock = `SELECT pg_advisory_xact_lock(hashtext('tether.snapshots'), hashtext(@tenant))`
 
 // snapshotUsage reads the tenant's snapshots that hold (or will hold)
 // data, creating and ready ones, and their bytes; and the tenant's own
 // quotas where it has them.
 func snapshotUsage(ctx context.Context, tx pgx.Tx, tenant string) (count int, bytes int64, maxCount *int, maxBytes *int64, err error) {
-	err = tx.QueryRow(ctx, `
-		SELECT (SELECT count(*) FROM snapshots WHERE tenant = $1 AND state IN ('creating', 'ready')),
-		       (SELECT coalesce(sum(size_bytes), 0) FROM snapshots WHERE tenant = $1 AND state IN ('creating', 'ready')),
-		       (SELECT max_snapshots FROM tenants WHERE name = $1),
-		       (SELECT max_snapshot_bytes FROM tenants WHERE name = $1)`, tenant).Scan(&count, &bytes, &maxCount, &maxBytes)
+	err = queryRow(ctx, tx, `
+		SELECT (SELECT count(*) FROM snapshots WHERE tenant = @tenant AND state IN ('creating', 'ready')),
+		       (SELECT coalesce(sum(size_bytes), 0) FROM snapshots WHERE tenant = @tenant AND state IN ('creating', 'ready')),
+		       (SELECT max_snapshots FROM tenants WHERE name = @tenant),
+		       (SELECT max_snapshot_bytes FROM tenants WHERE name = @tenant)`, namedArgs{"tenant": tenant}).Scan(&count, &bytes, &maxCount, &maxBytes)
 	return count, bytes, maxCount, maxBytes, err
 }
 
 // checkSnapshotQuota returns QUOTA_EXCEEDED when one more snapshot of the
 // tenant would pass its count, or its snapshots' bytes are at their cap.
 func checkSnapshotQuota(ctx context.Context, tx pgx.Tx, tenant string, maxCount int, maxBytes int64) error {
-	if _, err := tx.Exec(ctx, snapshotQuotaLock, tenant); err != nil {
+	if _, err := exec(ctx, tx, snapshotQuotaLock, namedArgs{"tenant": tenant}); err != nil {
 		return err
 	}
 	count, bytes, tc, tb, err := snapshotUsage(ctx, tx, tenant)
@@ -120,7 +120,8 @@ func (s *Store) RequestSnapshot(ctx context.Context, r sandbox.SnapshotRequest) 
 	now := s.Now()
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		var state sandbox.State
-		err := tx.QueryRow(ctx, `SELECT state FROM sandboxes WHERE id = $1 AND tenant = $2 FOR SHARE`, r.SourceID, r.Tenant).Scan(&state)
+		err := queryRow(ctx, tx, `SELECT state FROM sandboxes WHERE id = @id AND tenant = @tenant FOR SHARE`,
+			namedArgs{"id": r.SourceID, "tenant": r.Tenant}).Scan(&state)
 		if err != nil {
 			return err
 		}
@@ -130,7 +131,7 @@ func (s *Store) RequestSnapshot(ctx context.Context, r sandbox.SnapshotRequest) 
 		if err := checkSnapshotQuota(ctx, tx, r.Tenant, r.MaxCount, r.MaxBytes); err != nil {
 			return err
 		}
-		sn, err = scanSnapshot(tx.QueryRow(ctx, insertSnapshotSQL, snapshotInsertArgs(sandbox.NewSnapshotID(), r.SourceID,
+		sn, err = scanSnapshot(queryRow(ctx, tx, insertSnapshotSQL, snapshotInsertArgs(sandbox.NewSnapshotID(), r.SourceID,
 			sandbox.SnapshotManual, sandbox.ActorClient, 0, now, r.Timeout, r.Retention)))
 		return err
 	})
@@ -160,7 +161,7 @@ func (s *Store) EnsureExitSnapshot(ctx context.Context, sb sandbox.Sandbox, epoc
 	now := s.Now()
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		sn, err = scanSnapshot(tx.QueryRow(ctx, `
+		sn, err = scanSnapshot(queryRow(ctx, tx, `
 			UPDATE snapshots n SET epoch = @epoch, attempts = n.attempts + CASE WHEN n.state = 'creating' THEN 1 ELSE 0 END, updated_at = @now
 			WHERE n.source_id = @source AND n.kind = 'exit'
 			RETURNING `+snapshotColumns, namedArgs{"epoch": epoch, "now": now, "source": sb.ID}))
@@ -172,7 +173,7 @@ func (s *Store) EnsureExitSnapshot(ctx context.Context, sb sandbox.Sandbox, epoc
 		if quota != nil && !errors.As(quota, &qe) {
 			return quota
 		}
-		sn, err = scanSnapshot(tx.QueryRow(ctx, insertSnapshotSQL, snapshotInsertArgs(sandbox.NewSnapshotID(), sb.ID,
+		sn, err = scanSnapshot(queryRow(ctx, tx, insertSnapshotSQL, snapshotInsertArgs(sandbox.NewSnapshotID(), sb.ID,
 			sandbox.SnapshotExit, sandbox.ActorExecutor, epoch, now, timeout, retention)))
 		if err != nil || quota == nil {
 			return err
@@ -224,7 +225,7 @@ const claimSnapshotsSQL = `
 // source's id, tenant, provider, node and that epoch.
 func (s *Store) ClaimSnapshots(ctx context.Context, provider, node, worker string, limit int, lease time.Duration) ([]Claim, error) {
 	now := s.Now()
-	rows, err := s.work.Query(ctx, claimSnapshotsSQL, namedArgs{"provider": provider, "node": node, "worker": worker,
+	rows, err := query(ctx, s.work, claimSnapshotsSQL, namedArgs{"provider": provider, "node": node, "worker": worker,
 		"limit": limit, "now": now, "lease_until": now.Add(lease)})
 	if err != nil {
 		return nil, wrap("claim snapshots", err)
@@ -275,7 +276,7 @@ var settleSnapshotSQL = `
 		SELECT ` + snapshotColumns + ` FROM upd n`
 
 func (s *Store) settleSnapshotTx(ctx context.Context, q rowQuerier, st snapshotSettle) (sandbox.Snapshot, error) {
-	sn, err := scanSnapshot(q.QueryRow(ctx, settleSnapshotSQL, namedArgs{
+	sn, err := scanSnapshot(queryRow(ctx, q, settleSnapshotSQL, namedArgs{
 		"id": st.id, "epoch": st.epoch, "to": string(st.to), "size": st.size, "now": s.Now(),
 		"error": nullable(st.errText), "actor": string(st.actor), "release_lease": st.releaseLease,
 	}))
@@ -310,22 +311,22 @@ func (s *Store) FailSnapshot(ctx context.Context, id string, epoch int64, actor 
 		actor: actor, errText: cause, releaseLease: releaseLease})
 }
 
-// handBackSnapshotSQL hands creating snapshot $1 back at epoch $2, with the
-// error $3, at $4, and ends its source's lease at that epoch.
+// handBackSnapshotSQL hands creating snapshot @id back at @epoch, with
+// the error @error, at @now, and ends its source's lease at that epoch.
 var handBackSnapshotSQL = `
 		WITH upd AS (
-			UPDATE snapshots SET error = coalesce($3, error), updated_at = $4
-			WHERE id = $1 AND epoch = $2 AND ` + byIDTest("state = 'creating'") + `
+			UPDATE snapshots SET error = coalesce(@error, error), updated_at = @now
+			WHERE id = @id AND epoch = @epoch AND ` + byIDTest("state = 'creating'") + `
 			RETURNING source_id
 		)
 		UPDATE sandboxes s SET lease_owner = NULL, lease_expires_at = NULL
-		FROM snapshots n WHERE n.id = $1 AND s.id = n.source_id AND s.epoch = $2 AND ` + byIDTest("s.lease_owner IS NOT NULL")
+		FROM snapshots n WHERE n.id = @id AND s.id = n.source_id AND s.epoch = @epoch AND ` + byIDTest("s.lease_owner IS NOT NULL")
 
 // HandBackSnapshot ends a manual snapshot's claim without settling it (a
 // retryable error, lastErr, or a shutdown): the source sandbox's lease at
 // epoch ends, and the snapshot may be claimed again.
 func (s *Store) HandBackSnapshot(ctx context.Context, id string, epoch int64, lastErr string) error {
-	tag, err := s.work.Exec(ctx, handBackSnapshotSQL, id, epoch, nullable(lastErr), s.Now())
+	tag, err := exec(ctx, s.work, handBackSnapshotSQL, namedArgs{"id": id, "epoch": epoch, "error": nullable(lastErr), "now": s.Now()})
 	if err != nil {
 		return wrap("hand back snapshot", err)
 	}
@@ -338,7 +339,8 @@ func (s *Store) HandBackSnapshot(ctx context.Context, id string, epoch int64, la
 // GetSnapshot returns the tenant's snapshot, deleted ones included, or
 // ErrNotFound.
 func (s *Store) GetSnapshot(ctx context.Context, tenant, id string) (sandbox.Snapshot, error) {
-	sn, err := scanSnapshot(s.pool.QueryRow(ctx, `SELECT `+snapshotColumns+` FROM snapshots n WHERE n.id = $1 AND n.tenant = $2`, id, tenant))
+	sn, err := scanSnapshot(queryRow(ctx, s.pool, `SELECT `+snapshotColumns+` FROM snapshots n WHERE n.id = @id AND n.tenant = @tenant`,
+		namedArgs{"id": id, "tenant": tenant}))
 	if err != nil {
 		return sn, wrap("get snapshot", err)
 	}
@@ -352,7 +354,7 @@ func (s *Store) ListSnapshots(ctx context.Context, f sandbox.SnapshotFilter) ([]
 	if f.After != nil {
 		args["after_at"], args["after_id"] = f.After.CreatedAt, f.After.ID
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+snapshotColumns+` FROM snapshots n
+	rows, err := query(ctx, s.pool, `SELECT `+snapshotColumns+` FROM snapshots n
 		WHERE n.tenant = @tenant AND n.state <> 'deleted' AND (@source::text = '' OR n.source_id = @source)
 		  AND (@after_at::timestamptz IS NULL OR (n.created_at, n.id) < (@after_at, @after_id::text))
 		ORDER BY n.created_at DESC, n.id DESC LIMIT @limit`, args)
@@ -391,7 +393,7 @@ var deleteSnapshotSQL = deleteSnapshotsSQL(`SELECT id FROM snapshots WHERE id = 
 // by the janitor's reconciliation, or by the executor taking it). deleted
 // is false, with the snapshot as it is, when it was deleted already.
 func (s *Store) DeleteSnapshot(ctx context.Context, tenant, id string) (sn sandbox.Snapshot, deleted bool, err error) {
-	sn, err = scanSnapshot(s.pool.QueryRow(ctx, deleteSnapshotSQL, namedArgs{"id": id, "tenant": tenant, "now": s.Now(),
+	sn, err = scanSnapshot(queryRow(ctx, s.pool, deleteSnapshotSQL, namedArgs{"id": id, "tenant": tenant, "now": s.Now(),
 		"actor": string(sandbox.ActorClient), "message": "deleted"}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		sn, err = s.GetSnapshot(ctx, tenant, id)
@@ -410,7 +412,7 @@ var expireSnapshotsSQL = deleteSnapshotsSQL(`SELECT id FROM snapshots
 // ExpireSnapshots deletes the settled snapshots past their expires_at
 // (SNAPSHOT_RETENTION), up to 1000, and returns them.
 func (s *Store) ExpireSnapshots(ctx context.Context) ([]sandbox.Snapshot, error) {
-	rows, err := s.work.Query(ctx, expireSnapshotsSQL, namedArgs{"now": s.Now(), "actor": string(sandbox.ActorJanitor),
+	rows, err := query(ctx, s.work, expireSnapshotsSQL, namedArgs{"now": s.Now(), "actor": string(sandbox.ActorJanitor),
 		"message": "expired (SNAPSHOT_RETENTION)"})
 	if err != nil {
 		return nil, wrap("expire snapshots", err)
@@ -459,7 +461,7 @@ var failSnapshotsOfSQL = `
 // FailSnapshotsOf fails the manual snapshots still to be taken of the
 // ended sandbox whose release is claimed at epoch, and counts them.
 func (s *Store) FailSnapshotsOf(ctx context.Context, sourceID string, epoch int64) (int, error) {
-	rows, err := s.work.Query(ctx, failSnapshotsOfSQL, namedArgs{"source": sourceID, "epoch": epoch, "now": s.Now()})
+	rows, err := query(ctx, s.work, failSnapshotsOfSQL, namedArgs{"source": sourceID, "epoch": epoch, "now": s.Now()})
 	if err != nil {
 		return 0, wrap("fail snapshots of", err)
 	}
@@ -474,7 +476,7 @@ func (s *Store) FailSnapshotsOf(ctx context.Context, sourceID string, epoch int6
 // FailOverdueSnapshots fails the creating snapshots that can no longer be
 // taken (see failOverdueSnapshotsSQL) and returns them.
 func (s *Store) FailOverdueSnapshots(ctx context.Context) ([]sandbox.Snapshot, error) {
-	rows, err := s.work.Query(ctx, failOverdueSnapshotsSQL, namedArgs{"now": s.Now()})
+	rows, err := query(ctx, s.work, failOverdueSnapshotsSQL, namedArgs{"now": s.Now()})
 	if err != nil {
 		return nil, wrap("fail overdue snapshots", err)
 	}
@@ -489,7 +491,7 @@ func (s *Store) FailOverdueSnapshots(ctx context.Context) ([]sandbox.Snapshot, e
 // SnapshotsByID returns the snapshots with the given ids that the registry
 // knows, whatever their tenant, by id.
 func (s *Store) SnapshotsByID(ctx context.Context, ids []string) (map[string]sandbox.Snapshot, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+snapshotColumns+` FROM snapshots n WHERE n.id = ANY($1)`, ids)
+	rows, err := query(ctx, s.pool, `SELECT `+snapshotColumns+` FROM snapshots n WHERE n.id = ANY(@ids)`, namedArgs{"ids": ids})
 	if err != nil {
 		return nil, wrap("snapshots by id", err)
 	}
@@ -508,8 +510,9 @@ func (s *Store) SnapshotsByID(ctx context.Context, ids []string) (map[string]san
 // host-bound provider, node not "", the node's) that became ready before
 // before.
 func (s *Store) ReadySnapshots(ctx context.Context, provider, node string, before time.Time) ([]sandbox.Snapshot, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+snapshotColumns+` FROM snapshots n
-		WHERE n.state = 'ready' AND n.provider = $1 AND ($2 = '' OR n.node = $2) AND n.ready_at < $3`, provider, node, before)
+	rows, err := query(ctx, s.pool, `SELECT `+snapshotColumns+` FROM snapshots n
+		WHERE n.state = 'ready' AND n.provider = @provider AND (@node = '' OR n.node = @node) AND n.ready_at < @before`,
+		namedArgs{"provider": provider, "node": node, "before": before})
 	if err != nil {
 		return nil, wrap("ready snapshots", err)
 	}
@@ -523,7 +526,7 @@ func (s *Store) ReadySnapshots(ctx context.Context, provider, node string, befor
 // MarkSnapshotLost records that the provider no longer has the ready
 // snapshot's data: ready → lost, with cause, by the janitor.
 func (s *Store) MarkSnapshotLost(ctx context.Context, id, cause string) (sandbox.Snapshot, error) {
-	sn, err := scanSnapshot(s.work.QueryRow(ctx, `
+	sn, err := scanSnapshot(queryRow(ctx, s.work, `
 		WITH upd AS (
 			UPDATE snapshots n SET state = 'lost', error = @error, updated_at = @now WHERE n.id = @id AND n.state = 'ready'
 			RETURNING n.*

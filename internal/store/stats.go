@@ -47,7 +47,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return st, wrap("stats", err)
 	}
-	rows, err = s.pool.Query(ctx, `
+	rows, err = query(ctx, s.pool, `
 		SELECT `+nodeColumns+`,
 			(SELECT count(*) FROM sandboxes sb WHERE sb.node = n.id AND sb.state IN `+liveStates+`)
 		FROM nodes n ORDER BY n.id`, namedArgs{"grace": s.nodeGrace})

@@ -192,7 +192,7 @@ func (s *Store) claimCreates(ctx context.Context, node, stmt string, args namedA
 	if node != "" {
 		q = s.pool
 	}
-	rows, err := q.Query(ctx, stmt, args)
+	rows, err := query(ctx, q, stmt, args)
 	if err != nil {
 		return nil, wrap("claim creates", err)
 	}
@@ -205,7 +205,7 @@ func (s *Store) claimCreates(ctx context.Context, node, stmt string, args namedA
 // "") only the node's own sandboxes are claimed, and those never placed
 // anywhere.
 func (s *Store) ClaimReleases(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, share Share) ([]Claim, error) {
-	rows, err := s.work.Query(ctx, claimReleasesSQL, s.claimArgs(provider, node, worker, limit, lease, share))
+	rows, err := query(ctx, s.work, claimReleasesSQL, s.claimArgs(provider, node, worker, limit, lease, share))
 	if err != nil {
 		return nil, wrap("claim releases", err)
 	}
@@ -225,10 +225,11 @@ func collectClaims(rows pgx.Rows, op string) ([]Claim, error) {
 	return claims, nil
 }
 
-// renewLeaseSQL extends worker $3's lease on sandbox $1 at epoch $2 to $4.
+// renewLeaseSQL extends @worker's lease on sandbox @id at @epoch to
+// @lease_until.
 var renewLeaseSQL = `
-		UPDATE sandboxes SET lease_expires_at = $4
-		WHERE id = $1 AND epoch = $2 AND ` + byIDTest("lease_owner = $3") + ` AND (state = 'creating' OR NOT released)
+		UPDATE sandboxes SET lease_expires_at = @lease_until
+		WHERE id = @id AND epoch = @epoch AND ` + byIDTest("lease_owner = @worker") + ` AND (state = 'creating' OR NOT released)
 		RETURNING state`
 
 // RenewLease extends the worker's lease on the sandbox to now+lease. It
@@ -238,7 +239,9 @@ var renewLeaseSQL = `
 func (s *Store) RenewLease(ctx context.Context, id string, epoch int64, worker string, lease time.Duration) (sandbox.State, error) {
 	now := s.Now()
 	var state sandbox.State
-	err := s.work.QueryRow(ctx, renewLeaseSQL, id, epoch, worker, now.Add(lease)).Scan(&state)
+	err := queryRow(ctx, s.work, renewLeaseSQL, namedArgs{
+		"id": id, "epoch": epoch, "worker": worker, "lease_until": now.Add(lease),
+	}).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", fmt.Errorf("store: renew lease: %w", sandbox.ErrFenced)
 	}
@@ -305,19 +308,20 @@ func (rb readBack) collect(rows pgx.Rows) ([]sandbox.Sandbox, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.Sandbox, error) { return rb.scan(r) })
 }
 
-// markReadySQL is a ready write of one sandbox ($1, at epoch $2, at $3,
-// with the provider's id $4 and working folder $5), reading back rb.
+// markReadySQL is a ready write of one sandbox (@id, at @epoch, at @now,
+// with the provider's id @provider_id and working folder @work_dir),
+// reading back rb.
 func markReadySQL(rb readBack) string {
 	return `
 		WITH upd AS (
 			UPDATE sandboxes s SET
-				state = 'ready', ready_at = $3, updated_at = $3, error = NULL,
-				provider_id = $4, work_dir = $5, lease_owner = NULL, lease_expires_at = NULL
-			WHERE s.id = $1 AND s.epoch = $2 AND ` + byIDState("s.state", "('creating')") + `
+				state = 'ready', ready_at = @now, updated_at = @now, error = NULL,
+				provider_id = @provider_id, work_dir = @work_dir, lease_owner = NULL, lease_expires_at = NULL
+			WHERE s.id = @id AND s.epoch = @epoch AND ` + byIDState("s.state", "('creating')") + `
 			RETURNING ` + rb.returning + `
 		), ev AS (
 			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
-			SELECT id, tenant, $3, 'creating', 'ready', NULL, 'executor', 'provider created ' || coalesce($4, '') FROM upd
+			SELECT id, tenant, @now, 'creating', 'ready', NULL, 'executor', 'provider created ' || coalesce(@provider_id, '') FROM upd
 		)
 		SELECT ` + rb.columns + ` FROM upd s`
 }
@@ -325,8 +329,10 @@ func markReadySQL(rb readBack) string {
 func (s *Store) markReadyOne(rb readBack) func(ctx context.Context, r readyRow) (sandbox.Sandbox, error) {
 	stmt := markReadySQL(rb)
 	return func(ctx context.Context, r readyRow) (sandbox.Sandbox, error) {
-		sb, err := rb.scan(queryRow(ctx, s.work, stmt,
-			r.id, r.epoch, s.Now(), nullable(r.res.ProviderID), nullable(r.res.WorkDir)))
+		sb, err := rb.scan(querySandbox(ctx, s.work, stmt, namedArgs{
+			"id": r.id, "epoch": r.epoch, "now": s.Now(),
+			"provider_id": nullable(r.res.ProviderID), "work_dir": nullable(r.res.WorkDir),
+		}))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return sb, sandbox.ErrFenced
 		}
@@ -338,11 +344,13 @@ func (s *Store) markReadyOne(rb readBack) func(ctx context.Context, r readyRow) 
 }
 
 // markReadyManySQL is markReadySQL for many sandboxes: their ids, epochs,
-// provider ids and working folders in four arrays ($1–$4), at $5.
+// provider ids and working folders in four arrays (@ids, @epochs,
+// @provider_ids, @work_dirs), at @now.
 func markReadyManySQL(rb readBack) string {
 	return `
 		WITH n AS (
-			SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[]) AS n(id, epoch, provider_id, work_dir)
+			SELECT * FROM unnest(@ids::text[], @epochs::bigint[], @provider_ids::text[], @work_dirs::text[])
+				AS n(id, epoch, provider_id, work_dir)
 		), locked AS (
 			SELECT s.id FROM sandboxes s JOIN n ON n.id = s.id AND n.epoch = s.epoch
 			WHERE ` + byIDState("s.state", "('creating')") + `
@@ -350,14 +358,14 @@ func markReadyManySQL(rb readBack) string {
 			FOR UPDATE OF s
 		), upd AS (
 			UPDATE sandboxes s SET
-				state = 'ready', ready_at = $5, updated_at = $5, error = NULL,
+				state = 'ready', ready_at = @now, updated_at = @now, error = NULL,
 				provider_id = n.provider_id, work_dir = n.work_dir, lease_owner = NULL, lease_expires_at = NULL
 			FROM locked JOIN n ON n.id = locked.id
 			WHERE s.id = locked.id AND s.epoch = n.epoch AND ` + byIDState("s.state", "('creating')") + `
 			RETURNING ` + rb.returning + `
 		), ev AS (
 			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
-			SELECT id, tenant, $5, 'creating', 'ready', NULL, 'executor', 'provider created ' || coalesce(provider_id, '')
+			SELECT id, tenant, @now, 'creating', 'ready', NULL, 'executor', 'provider created ' || coalesce(provider_id, '')
 			FROM upd ORDER BY id
 		)
 		SELECT ` + rb.columns + ` FROM upd s`
@@ -374,7 +382,9 @@ func (s *Store) markReadyMany(rb readBack) func(ctx context.Context, rows []read
 		for i, r := range rows {
 			ids[i], epochs[i], provIDs[i], workDirs[i] = r.id, r.epoch, nullable(r.res.ProviderID), nullable(r.res.WorkDir)
 		}
-		pgRows, err := s.work.Query(ctx, stmt, ids, epochs, provIDs, workDirs, s.Now())
+		pgRows, err := query(ctx, s.work, stmt, namedArgs{
+			"ids": ids, "epochs": epochs, "provider_ids": provIDs, "work_dirs": workDirs, "now": s.Now(),
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -387,17 +397,17 @@ func (s *Store) markReadyMany(rb readBack) func(ctx context.Context, rows []read
 	}
 }
 
-// markFailedSQL records a failed create: sandbox $1 at epoch $2, at $3,
-// with the error $4, by the actor $5.
+// markFailedSQL records a failed create: sandbox @id at @epoch, at @now,
+// with the error @error, by @actor.
 var markFailedSQL = `
 		WITH upd AS (
 			UPDATE sandboxes s SET
-				state = 'failed', reason = 'create_failed', error = $4, ended_at = $3, updated_at = $3
-			WHERE s.id = $1 AND s.epoch = $2 AND ` + byIDState("s.state", "('creating')") + `
+				state = 'failed', reason = 'create_failed', error = @error, ended_at = @now, updated_at = @now
+			WHERE s.id = @id AND s.epoch = @epoch AND ` + byIDState("s.state", "('creating')") + `
 			RETURNING s.*
 		), ev AS (
 			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message)
-			SELECT id, tenant, $3, 'creating', 'failed', 'create_failed', $5, $4 FROM upd
+			SELECT id, tenant, @now, 'creating', 'failed', 'create_failed', @actor, @error FROM upd
 		)
 		SELECT ` + sandboxColumns + ` FROM upd s`
 
@@ -406,8 +416,9 @@ var markFailedSQL = `
 // so that it can release what the attempts may have left.
 func (s *Store) MarkFailed(ctx context.Context, id string, epoch int64, actor sandbox.Actor, message string) (sandbox.Sandbox, error) {
 	now := s.Now()
-	sb, err := scanSandbox(s.work.QueryRow(ctx, markFailedSQL,
-		id, epoch, now, message, string(actor)))
+	sb, err := scanSandbox(querySandbox(ctx, s.work, markFailedSQL, namedArgs{
+		"id": id, "epoch": epoch, "now": now, "error": message, "actor": string(actor),
+	}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sb, fmt.Errorf("store: mark failed: %w", sandbox.ErrFenced)
 	}
@@ -418,13 +429,14 @@ func (s *Store) MarkFailed(ctx context.Context, id string, epoch int64, actor sa
 	return sb, nil
 }
 
-// unclaimSQL hands creating sandbox $1 at epoch $2 back, claimable from
-// $3, at $4, with the error $5; $6 refunds the attempt.
+// unclaimSQL hands creating sandbox @id at @epoch back, claimable from
+// @claimable_at, at @now, with the error @error; @refund refunds the
+// attempt.
 var unclaimSQL = `
-		UPDATE sandboxes SET lease_owner = NULL, lease_expires_at = $3, updated_at = $4,
-			error = coalesce($5, error),
-			attempts = CASE WHEN $6 THEN greatest(attempts - 1, 0) ELSE attempts END
-		WHERE id = $1 AND epoch = $2 AND ` + byIDState("state", "('creating')")
+		UPDATE sandboxes SET lease_owner = NULL, lease_expires_at = @claimable_at, updated_at = @now,
+			error = coalesce(@error, error),
+			attempts = CASE WHEN @refund THEN greatest(attempts - 1, 0) ELSE attempts END
+		WHERE id = @id AND epoch = @epoch AND ` + byIDState("state", "('creating')")
 
 // Unclaim hands a creating sandbox back: its lease ends and it may be
 // claimed again from at (now, for a shutdown; later, for a retry with
@@ -435,7 +447,9 @@ var unclaimSQL = `
 // interrupted call may have left the sandbox running there, and another
 // node's create would run it twice (TestChaosNodes caught that).
 func (s *Store) Unclaim(ctx context.Context, id string, epoch int64, at time.Time, lastErr string, refund bool) error {
-	tag, err := s.work.Exec(ctx, unclaimSQL, id, epoch, at.UTC(), s.Now(), nullable(lastErr), refund)
+	tag, err := exec(ctx, s.work, unclaimSQL, namedArgs{
+		"id": id, "epoch": epoch, "claimable_at": at.UTC(), "now": s.Now(), "error": nullable(lastErr), "refund": refund,
+	})
 	if err != nil {
 		return wrap("unclaim", err)
 	}
@@ -463,17 +477,18 @@ type releasedRow struct {
 	epoch int64
 }
 
-// markReleasedSQL records sandbox $1 released, fenced on epoch $2, at $3.
+// markReleasedSQL records sandbox @id released, fenced on @epoch, at
+// @now.
 var markReleasedSQL = `
-		UPDATE sandboxes SET released = true, released_at = $3, updated_at = $3,
+		UPDATE sandboxes SET released = true, released_at = @now, updated_at = @now,
 			lease_owner = NULL, lease_expires_at = NULL, release_error = NULL
-		WHERE id = $1 AND epoch = $2 AND ` + byIDState("state", terminalStates) + ` AND NOT released
+		WHERE id = @id AND epoch = @epoch AND ` + byIDState("state", terminalStates) + ` AND NOT released
 		RETURNING state`
 
 func (s *Store) markReleasedOne(ctx context.Context, r releasedRow) (sandbox.State, error) {
 	now := s.Now()
 	var state sandbox.State
-	err := s.work.QueryRow(ctx, markReleasedSQL, r.id, r.epoch, now).Scan(&state)
+	err := queryRow(ctx, s.work, markReleasedSQL, namedArgs{"id": r.id, "epoch": r.epoch, "now": now}).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", sandbox.ErrFenced
 	}
@@ -485,16 +500,16 @@ func (s *Store) markReleasedOne(ctx context.Context, r releasedRow) (sandbox.Sta
 }
 
 // markReleasedManySQL is markReleasedSQL for many sandboxes: their ids and
-// epochs in two arrays ($1, $2), at $3.
+// epochs in two arrays (@ids, @epochs), at @now.
 var markReleasedManySQL = `
 		WITH locked AS (
 			SELECT s.id FROM sandboxes s
-			JOIN unnest($1::text[], $2::bigint[]) AS n(id, epoch) ON n.id = s.id AND n.epoch = s.epoch
+			JOIN unnest(@ids::text[], @epochs::bigint[]) AS n(id, epoch) ON n.id = s.id AND n.epoch = s.epoch
 			WHERE ` + byIDState("s.state", terminalStates) + ` AND NOT s.released
 			ORDER BY s.id
 			FOR UPDATE OF s
 		)
-		UPDATE sandboxes s SET released = true, released_at = $3, updated_at = $3,
+		UPDATE sandboxes s SET released = true, released_at = @now, updated_at = @now,
 			lease_owner = NULL, lease_expires_at = NULL, release_error = NULL
 		FROM locked
 		WHERE s.id = locked.id AND ` + byIDState("s.state", terminalStates) + ` AND NOT s.released
@@ -507,7 +522,7 @@ func (s *Store) markReleasedMany(ctx context.Context, rows []releasedRow) (map[s
 	for i, r := range rows {
 		ids[i], epochs[i] = r.id, r.epoch
 	}
-	pgRows, err := s.work.Query(ctx, markReleasedManySQL, ids, epochs, s.Now())
+	pgRows, err := query(ctx, s.work, markReleasedManySQL, namedArgs{"ids": ids, "epochs": epochs, "now": s.Now()})
 	if err != nil {
 		return nil, err
 	}
@@ -529,10 +544,10 @@ func (s *Store) markReleasedMany(ctx context.Context, rows []releasedRow) (map[s
 // ReleaseFailed records a failed destroy: the sandbox may be claimed for
 // release again from retryAt.
 func (s *Store) ReleaseFailed(ctx context.Context, id string, epoch int64, retryAt time.Time, cause string) error {
-	tag, err := s.work.Exec(ctx, `
-		UPDATE sandboxes SET lease_owner = NULL, lease_expires_at = $3, updated_at = $4, release_error = $5
-		WHERE id = $1 AND epoch = $2 AND NOT released`,
-		id, epoch, retryAt.UTC(), s.Now(), cause)
+	tag, err := exec(ctx, s.work, `
+		UPDATE sandboxes SET lease_owner = NULL, lease_expires_at = @retry_at, updated_at = @now, release_error = @error
+		WHERE id = @id AND epoch = @epoch AND NOT released`,
+		namedArgs{"id": id, "epoch": epoch, "retry_at": retryAt.UTC(), "now": s.Now(), "error": cause})
 	if err != nil {
 		return wrap("release failed", err)
 	}
@@ -547,9 +562,9 @@ func (s *Store) ReleaseFailed(ctx context.Context, id string, epoch int64, retry
 // announces the sandbox, so executors claim it again at once; their claim
 // bumps the epoch, fencing out the old worker for good.
 func (s *Store) RescueLapsedLeases(ctx context.Context) (int64, error) {
-	tag, err := s.work.Exec(ctx, `
+	tag, err := exec(ctx, s.work, `
 		UPDATE sandboxes SET lease_owner = NULL
-		WHERE lease_owner IS NOT NULL AND lease_expires_at < $1`, s.Now())
+		WHERE lease_owner IS NOT NULL AND lease_expires_at < @now`, namedArgs{"now": s.Now()})
 	if err != nil {
 		return 0, wrap("rescue lapsed leases", err)
 	}

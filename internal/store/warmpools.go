@@ -81,7 +81,7 @@ func (s *Store) CreatePool(ctx context.Context, p sandbox.Pool) (sandbox.Pool, e
 		params = json.RawMessage(`{}`)
 	}
 	now := s.Now()
-	out, err := scanPool(s.pool.QueryRow(ctx, `
+	out, err := scanPool(queryRow(ctx, s.pool, `
 		WITH ins AS (
 			INSERT INTO pools AS p (tenant, name, provider, params, min_ready, max_size, created_at, updated_at)
 			SELECT @tenant, @name, @provider, @params, @min_ready, @max_size, @now, @now
@@ -105,7 +105,7 @@ func (s *Store) CreatePool(ctx context.Context, p sandbox.Pool) (sandbox.Pool, e
 
 // GetPool returns the tenant's pool with its counts, or ErrNotFound.
 func (s *Store) GetPool(ctx context.Context, tenant, name string) (sandbox.Pool, error) {
-	p, err := scanPool(s.pool.QueryRow(ctx, getPoolSQL, namedArgs{"tenant": tenant, "name": name}))
+	p, err := scanPool(queryRow(ctx, s.pool, getPoolSQL, namedArgs{"tenant": tenant, "name": name}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, fmt.Errorf("store: get pool: %w", poolNotFound(name))
 	}
@@ -118,7 +118,7 @@ func (s *Store) GetPool(ctx context.Context, tenant, name string) (sandbox.Pool,
 // ListPools returns the tenant's pools by name, each with its counts; or,
 // for tenant "", every tenant's (for the refiller and metrics).
 func (s *Store) ListPools(ctx context.Context, tenant string) ([]sandbox.Pool, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+poolColumns+` FROM pools p `+poolCounts+`
+	rows, err := query(ctx, s.pool, `SELECT `+poolColumns+` FROM pools p `+poolCounts+`
 		WHERE @tenant::text = '' OR p.tenant = @tenant ORDER BY p.tenant, p.name`, namedArgs{"tenant": tenant})
 	if err != nil {
 		return nil, wrap("list pools", err)
@@ -140,13 +140,13 @@ func lockPool(ctx context.Context, tx pgx.Tx, tenant, name string, skip bool) (s
 		lock += ` SKIP LOCKED`
 	}
 	var held string
-	err := tx.QueryRow(ctx, `SELECT name FROM pools WHERE tenant = @tenant AND name = @name `+lock,
+	err := queryRow(ctx, tx, `SELECT name FROM pools WHERE tenant = @tenant AND name = @name `+lock,
 		namedArgs{"tenant": tenant, "name": name}).Scan(&held)
 	if err != nil {
 		return sandbox.Pool{}, err
 	}
 	// A statement of its own, so that its snapshot is taken after the lock.
-	return scanPool(tx.QueryRow(ctx, getPoolSQL, namedArgs{"tenant": tenant, "name": name}))
+	return scanPool(queryRow(ctx, tx, getPoolSQL, namedArgs{"tenant": tenant, "name": name}))
 }
 
 // endPoolMembersSQL ends up to @limit of the unclaimed members of the pool
@@ -197,7 +197,7 @@ func (s *Store) UpdatePool(ctx context.Context, tenant, name string, u sandbox.P
 		if p.MinReady > p.MaxSize {
 			return sandbox.Errorf(sandbox.CodeInvalidRequest, "min_ready (%d) must not exceed max_size (%d)", p.MinReady, p.MaxSize)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE pools SET min_ready = @min_ready, max_size = @max_size, updated_at = @now
+		if _, err := exec(ctx, tx, `UPDATE pools SET min_ready = @min_ready, max_size = @max_size, updated_at = @now
 			WHERE tenant = @tenant AND name = @name`,
 			namedArgs{"min_ready": p.MinReady, "max_size": p.MaxSize, "now": now, "tenant": tenant, "name": name}); err != nil {
 			return err
@@ -233,7 +233,7 @@ func (s *Store) DeletePool(ctx context.Context, tenant, name string, by sandbox.
 	owner := sandbox.PoolOwner(name)
 	var ended []sandbox.Sandbox
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM pools WHERE tenant = @tenant AND name = @name`, namedArgs{"tenant": tenant, "name": name})
+		tag, err := exec(ctx, tx, `DELETE FROM pools WHERE tenant = @tenant AND name = @name`, namedArgs{"tenant": tenant, "name": name})
 		if err != nil {
 			return err
 		}
@@ -246,7 +246,7 @@ func (s *Store) DeletePool(ctx context.Context, tenant, name string, by sandbox.
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM owners WHERE tenant = @tenant AND name = @owner`, namedArgs{"tenant": tenant, "owner": owner})
+		_, err = exec(ctx, tx, `DELETE FROM owners WHERE tenant = @tenant AND name = @owner`, namedArgs{"tenant": tenant, "owner": owner})
 		return err
 	})
 	if err != nil {
@@ -336,7 +336,7 @@ func (s *Store) RefillPool(ctx context.Context, tenant, name string, l RefillLim
 		if r.Ended, err = s.ensureOwnerLease(ctx, tx, now, tenant, owner, l.Lease); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE owners SET expires_at = greatest(expires_at, @expires), updated_at = @now
+		if _, err := exec(ctx, tx, `UPDATE owners SET expires_at = greatest(expires_at, @expires), updated_at = @now
 			WHERE tenant = @tenant AND name = @owner`,
 			namedArgs{"expires": now.Add(l.Lease), "now": now, "tenant": tenant, "owner": owner}); err != nil {
 			return err
@@ -395,7 +395,7 @@ const pendingOutcomesSQL = `SELECT id, state, ready_at IS NOT NULL, coalesce(err
 // r are updated with what was done.
 func (s *Store) refillMembers(ctx context.Context, tx pgx.Tx, p *sandbox.Pool, l RefillLimits, now time.Time, r *Refill) error {
 	var pending []string
-	if err := tx.QueryRow(ctx, `SELECT refill_pending FROM pools WHERE tenant = @tenant AND name = @name`,
+	if err := queryRow(ctx, tx, `SELECT refill_pending FROM pools WHERE tenant = @tenant AND name = @name`,
 		namedArgs{"tenant": p.Tenant, "name": p.Name}).Scan(&pending); err != nil {
 		return err
 	}
@@ -445,7 +445,7 @@ func (s *Store) refillMembers(ctx context.Context, tx pgx.Tx, p *sandbox.Pool, l
 	if keep == nil {
 		keep = []string{}
 	}
-	_, err = tx.Exec(ctx, `UPDATE pools SET refill_failures = @failures, next_refill_at = @next_at, refill_error = @error,
+	_, err = exec(ctx, tx, `UPDATE pools SET refill_failures = @failures, next_refill_at = @next_at, refill_error = @error,
 			refill_error_at = @error_at, refill_pending = @pending
 		WHERE tenant = @tenant AND name = @name`,
 		namedArgs{"failures": st.Failures, "next_at": nullTime(st.NextAt), "error": nullable(st.Error), "error_at": nullTime(st.ErrorAt),
@@ -460,7 +460,7 @@ func pendingOutcomes(ctx context.Context, tx pgx.Tx, pending []string, r *Refill
 	if len(pending) == 0 {
 		return nil, nil
 	}
-	rows, err := tx.Query(ctx, pendingOutcomesSQL, namedArgs{"ids": pending})
+	rows, err := query(ctx, tx, pendingOutcomesSQL, namedArgs{"ids": pending})
 	if err != nil {
 		return nil, err
 	}
@@ -508,7 +508,7 @@ func (s *Store) addMembers(ctx context.Context, tx pgx.Tx, p sandbox.Pool, l Ref
 		maxLive *int
 		live    int
 	)
-	if err := tx.QueryRow(ctx, `SELECT t.max_live_sandboxes,
+	if err := queryRow(ctx, tx, `SELECT t.max_live_sandboxes,
 			(SELECT count(*)::int FROM sandboxes s WHERE s.tenant = t.name AND s.state IN `+liveStates+`)
 		FROM tenants t WHERE t.name = @tenant`, namedArgs{"tenant": p.Tenant}).Scan(&maxLive, &live); err != nil {
 		return nil, "", err
@@ -531,7 +531,7 @@ func (s *Store) addMembers(ctx context.Context, tx pgx.Tx, p sandbox.Pool, l Ref
 	if err != nil {
 		return nil, "", err
 	}
-	rows, err := tx.Query(ctx, insertMembersSQL, namedArgs{
+	rows, err := query(ctx, tx, insertMembersSQL, namedArgs{
 		"ids": ids, "tenant": p.Tenant, "provider": p.Provider, "owner": sandbox.PoolOwner(p.Name), "labels": labels,
 		"params": []byte(p.Params), "now": now, "expires_at": now.Add(l.MaxLifetime), "create_deadline": now.Add(l.CreateTimeout),
 		"message": "requested for pool " + p.Name + " by " + l.Worker,
