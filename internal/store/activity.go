@@ -23,13 +23,22 @@ func (s *Store) RecordActivity(ctx context.Context, a sandbox.Activity) error {
 	if a.At.IsZero() {
 		a.At = s.Now()
 	}
-	_, err := s.work.Exec(ctx, `
+	_, err := exec(ctx, s.work, `
 		INSERT INTO sandbox_activity (sandbox_id, tenant, at, key_id, key_name, kind, target,
 			exit_code, bytes, duration_ms, timed_out, error, oom_killed, port, http_status, preview_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
-		a.SandboxID, a.Tenant, a.At, nullable(a.Caller.KeyID), nullable(a.Caller.KeyName), string(a.Kind),
-		truncateUTF8(a.Target, sandbox.MaxActivityTarget), a.ExitCode, a.Bytes, a.Duration.Milliseconds(), a.TimedOut,
-		nullable(a.Error), a.OOMKilled, nullableInt(a.Port), nullableInt(a.Status), nullable(a.PreviewID))
+		VALUES (@sandbox_id, @tenant, @at, @key_id, @key_name, @kind, @target,
+			@exit_code, @bytes, @duration_ms, @timed_out, @error, @oom_killed, @port, @http_status, @preview_id)`,
+		// What was done, and how it went: two maps of eight names stay on
+		// the stack (see namedArgs).
+		namedArgs{
+			"sandbox_id": a.SandboxID, "tenant": a.Tenant, "at": a.At, "key_id": nullable(a.Caller.KeyID),
+			"key_name": nullable(a.Caller.KeyName), "kind": string(a.Kind),
+			"target": truncateUTF8(a.Target, sandbox.MaxActivityTarget), "preview_id": nullable(a.PreviewID),
+		},
+		namedArgs{
+			"exit_code": a.ExitCode, "bytes": a.Bytes, "duration_ms": a.Duration.Milliseconds(), "timed_out": a.TimedOut,
+			"error": nullable(a.Error), "oom_killed": a.OOMKilled, "port": nullableInt(a.Port), "http_status": nullableInt(a.Status),
+		})
 	if err != nil {
 		return wrap("record activity", err)
 	}
@@ -40,12 +49,13 @@ func (s *Store) RecordActivity(ctx context.Context, a sandbox.Activity) error {
 // limit records with ids above after. The caller checks the sandbox belongs
 // to the tenant first.
 func (s *Store) SandboxActivity(ctx context.Context, sandboxID string, after int64, limit int) ([]sandbox.Activity, error) {
-	rows, err := s.pool.Query(ctx, `
+	rows, err := query(ctx, s.pool, `
 		SELECT id, sandbox_id, tenant, at, coalesce(key_id, ''), coalesce(key_name, ''), kind, target,
 			exit_code, bytes, duration_ms, timed_out, coalesce(error, ''), oom_killed,
 			coalesce(port, 0), coalesce(http_status, 0), coalesce(preview_id, '')
 		FROM sandbox_activity
-		WHERE sandbox_id = $1 AND (sandbox_id, id) > ($1, $2) ORDER BY sandbox_id, id LIMIT $3`, sandboxID, after, limit)
+		WHERE sandbox_id = @sandbox_id AND (sandbox_id, id) > (@sandbox_id, @after) ORDER BY sandbox_id, id LIMIT @limit`,
+		namedArgs{"sandbox_id": sandboxID, "after": after, "limit": limit})
 	if err != nil {
 		return nil, wrap("sandbox activity", err)
 	}

@@ -18,8 +18,9 @@ const eventKeyColumns = `, coalesce(actor_key_id, ''), coalesce(actor_key_name, 
 // events with ids above after. The caller checks the sandbox belongs to the
 // tenant first.
 func (s *Store) SandboxEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]sandbox.Event, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+eventKeyColumns+` FROM sandbox_events
-		WHERE sandbox_id = $1 AND (sandbox_id, id) > ($1, $2) ORDER BY sandbox_id, id LIMIT $3`, sandboxID, after, limit)
+	rows, err := query(ctx, s.pool, `SELECT `+eventColumns+eventKeyColumns+` FROM sandbox_events
+		WHERE sandbox_id = @sandbox_id AND (sandbox_id, id) > (@sandbox_id, @after) ORDER BY sandbox_id, id LIMIT @limit`,
+		namedArgs{"sandbox_id": sandboxID, "after": after, "limit": limit})
 	if err != nil {
 		return nil, wrap("sandbox events", err)
 	}
@@ -32,8 +33,9 @@ func (s *Store) SandboxEvents(ctx context.Context, sandboxID string, after int64
 // primary key and filtering by tenant looks cheap on average and is slow
 // exactly when other tenants' events come first.)
 func (s *Store) TenantEvents(ctx context.Context, tenant string, after int64, limit int) ([]sandbox.Event, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+eventKeyColumns+` FROM sandbox_events
-		WHERE tenant = $1 AND (tenant, id) > ($1, $2) ORDER BY tenant, id LIMIT $3`, tenant, after, limit)
+	rows, err := query(ctx, s.pool, `SELECT `+eventColumns+eventKeyColumns+` FROM sandbox_events
+		WHERE tenant = @tenant AND (tenant, id) > (@tenant, @after) ORDER BY tenant, id LIMIT @limit`,
+		namedArgs{"tenant": tenant, "after": after, "limit": limit})
 	if err != nil {
 		return nil, wrap("tenant events", err)
 	}
@@ -56,8 +58,9 @@ func collectEvents(rows pgx.Rows, op string) ([]sandbox.Event, error) {
 // type sandbox.released, delivered by webhooks but not part of the state
 // history), oldest first: at most limit with ids above after.
 func (s *Store) TenantReleases(ctx context.Context, tenant string, after int64, limit int) ([]sandbox.Event, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+eventKeyColumns+` FROM sandbox_outbox
-		WHERE tenant = $1 AND type = $2 AND id > $3 ORDER BY id LIMIT $4`, tenant, string(sandbox.EventReleased), after, limit)
+	rows, err := query(ctx, s.pool, `SELECT `+eventColumns+eventKeyColumns+` FROM sandbox_outbox
+		WHERE tenant = @tenant AND type = @type AND id > @after ORDER BY id LIMIT @limit`,
+		namedArgs{"tenant": tenant, "type": string(sandbox.EventReleased), "after": after, "limit": limit})
 	if err != nil {
 		return nil, wrap("tenant releases", err)
 	}

@@ -32,6 +32,11 @@ const keyIDPrefix = "key_"
 // Authenticate writes it again: at most one write per key per interval.
 const keyTouchEvery = time.Minute
 
+// lockTenantSQL locks the tenant @tenant's row for the rest of the
+// transaction, so that what is checked against its caps and then written
+// happens one at a time.
+const lockTenantSQL = `SELECT 1 FROM tenants WHERE name = @tenant FOR UPDATE`
+
 func newKeyID() string {
 	var b [10]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
@@ -52,8 +57,8 @@ func scanAPIKey(row pgx.Row) (sandbox.APIKey, error) {
 // UNAUTHENTICATED: the in-memory auth cache may still have let its request
 // in, but key management asks the database.
 func actingKey(ctx context.Context, tx pgx.Tx, tenant, id string) (manage bool, err error) {
-	err = tx.QueryRow(ctx, `SELECT manage_keys FROM api_keys WHERE tenant = $1 AND id = $2 AND revoked_at IS NULL FOR SHARE`,
-		tenant, id).Scan(&manage)
+	err = queryRow(ctx, tx, `SELECT manage_keys FROM api_keys WHERE tenant = @tenant AND id = @id AND revoked_at IS NULL FOR SHARE`,
+		namedArgs{"tenant": tenant, "id": id}).Scan(&manage)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, sandbox.Errorf(sandbox.CodeUnauthenticated, "the API key making this request is revoked")
 	}
@@ -90,12 +95,13 @@ func (s *Store) MintAPIKey(ctx context.Context, nk sandbox.NewAPIKey) (sandbox.A
 			return err
 		}
 		// One mint at a time per tenant, so that the cap holds.
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM tenants WHERE name = $1 FOR UPDATE`, nk.Tenant); err != nil {
+		if _, err := exec(ctx, tx, lockTenantSQL, namedArgs{"tenant": nk.Tenant}); err != nil {
 			return err
 		}
 		if nk.MaxKeys > 0 {
 			var live int
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM api_keys WHERE tenant = $1 AND revoked_at IS NULL`, nk.Tenant).Scan(&live); err != nil {
+			if err := queryRow(ctx, tx, `SELECT count(*) FROM api_keys WHERE tenant = @tenant AND revoked_at IS NULL`,
+				namedArgs{"tenant": nk.Tenant}).Scan(&live); err != nil {
 				return err
 			}
 			if live >= nk.MaxKeys {
@@ -103,10 +109,13 @@ func (s *Store) MintAPIKey(ctx context.Context, nk sandbox.NewAPIKey) (sandbox.A
 			}
 		}
 		var err error
-		k, err = scanAPIKey(tx.QueryRow(ctx, `
+		k, err = scanAPIKey(queryRow(ctx, tx, `
 			INSERT INTO api_keys (key_hash, tenant, id, name, created_at, manage_keys, created_by_key_id)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)
-			RETURNING `+apiKeyColumns, hashKey(key), nk.Tenant, newKeyID(), nk.Name, s.Now(), nk.ManageKeys, nk.By))
+			VALUES (@hash, @tenant, @id, @name, @now, @manage_keys, @by)
+			RETURNING `+apiKeyColumns, namedArgs{
+			"hash": hashKey(key), "tenant": nk.Tenant, "id": newKeyID(), "name": nk.Name, "now": s.Now(),
+			"manage_keys": nk.ManageKeys, "by": nk.By,
+		}))
 		return err
 	})
 	if err != nil {
@@ -149,14 +158,14 @@ func (s *Store) EnsureAPIKey(ctx context.Context, tenant, name, key string) (san
 	var k sandbox.APIKey
 	id := newKeyID()
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO tenants (name) VALUES ($1) ON CONFLICT DO NOTHING`, tenant); err != nil {
+		if _, err := exec(ctx, tx, `INSERT INTO tenants (name) VALUES (@tenant) ON CONFLICT DO NOTHING`, namedArgs{"tenant": tenant}); err != nil {
 			return err
 		}
 		var err error
-		k, err = scanAPIKey(tx.QueryRow(ctx, `
-			INSERT INTO api_keys (key_hash, tenant, id, name, created_at, manage_keys) VALUES ($1, $2, $3, $4, $5, true)
+		k, err = scanAPIKey(queryRow(ctx, tx, `
+			INSERT INTO api_keys (key_hash, tenant, id, name, created_at, manage_keys) VALUES (@hash, @tenant, @id, @name, @now, true)
 			ON CONFLICT (key_hash) DO UPDATE SET key_hash = EXCLUDED.key_hash
-			RETURNING `+apiKeyColumns, hashKey(key), tenant, id, name, s.Now()))
+			RETURNING `+apiKeyColumns, namedArgs{"hash": hashKey(key), "tenant": tenant, "id": id, "name": name, "now": s.Now()}))
 		if err != nil {
 			return err
 		}
@@ -171,11 +180,14 @@ func (s *Store) EnsureAPIKey(ctx context.Context, tenant, name, key string) (san
 	return k, k.ID == id, nil // a key found registered keeps its own id
 }
 
+// authenticateSQL reads the live API key whose hash is @hash.
+var authenticateSQL = `SELECT ` + apiKeyColumns + ` FROM api_keys WHERE key_hash = @hash AND revoked_at IS NULL`
+
 // Authenticate returns the API key's record, or ErrNotFound for a key
 // Tether does not know or one that was revoked. It records the key's use
 // when its last_used_at is a minute old or more: most calls write nothing.
 func (s *Store) Authenticate(ctx context.Context, key string) (sandbox.APIKey, error) {
-	k, err := scanAPIKey(s.pool.QueryRow(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`, hashKey(key)))
+	k, err := scanAPIKey(queryRow(ctx, s.pool, authenticateSQL, namedArgs{"hash": hashKey(key)}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sandbox.APIKey{}, fmt.Errorf("store: authenticate: %w", sandbox.ErrNotFound)
 	}
@@ -184,9 +196,9 @@ func (s *Store) Authenticate(ctx context.Context, key string) (sandbox.APIKey, e
 	}
 	if now := s.Now(); k.LastUsedAt == nil || now.Sub(*k.LastUsedAt) >= keyTouchEvery {
 		// Conditional, so that concurrent requests write it once.
-		if _, err := s.pool.Exec(ctx, `UPDATE api_keys SET last_used_at = $2
-			WHERE key_hash = $1 AND (last_used_at IS NULL OR last_used_at <= $3)`,
-			hashKey(key), now, now.Add(-keyTouchEvery)); err != nil {
+		if _, err := exec(ctx, s.pool, `UPDATE api_keys SET last_used_at = @now
+			WHERE key_hash = @hash AND (last_used_at IS NULL OR last_used_at <= @stale)`,
+			namedArgs{"hash": hashKey(key), "now": now, "stale": now.Add(-keyTouchEvery)}); err != nil {
 			return sandbox.APIKey{}, wrap("authenticate: record use", err)
 		}
 	}
@@ -196,7 +208,8 @@ func (s *Store) Authenticate(ctx context.Context, key string) (sandbox.APIKey, e
 // APIKeys returns the tenant's API keys, revoked ones included, oldest
 // first.
 func (s *Store) APIKeys(ctx context.Context, tenant string) ([]sandbox.APIKey, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE tenant = $1 ORDER BY created_at, id`, tenant)
+	rows, err := query(ctx, s.pool, `SELECT `+apiKeyColumns+` FROM api_keys WHERE tenant = @tenant ORDER BY created_at, id`,
+		namedArgs{"tenant": tenant})
 	if err != nil {
 		return nil, wrap("api keys", err)
 	}
@@ -222,10 +235,10 @@ func (s *Store) RevokeAPIKey(ctx context.Context, tenant, id, by string) (sandbo
 		if !manage && id != by {
 			return sandbox.Errorf(sandbox.CodeForbidden, "this API key may revoke only itself (it lacks manage_keys)")
 		}
-		k, err = scanAPIKey(tx.QueryRow(ctx, `
-			UPDATE api_keys SET revoked_at = coalesce(revoked_at, $3)
-			WHERE tenant = $1 AND id = $2
-			RETURNING `+apiKeyColumns, tenant, id, s.Now()))
+		k, err = scanAPIKey(queryRow(ctx, tx, `
+			UPDATE api_keys SET revoked_at = coalesce(revoked_at, @now)
+			WHERE tenant = @tenant AND id = @id
+			RETURNING `+apiKeyColumns, namedArgs{"tenant": tenant, "id": id, "now": s.Now()}))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("store: revoke api key: %w", sandbox.ErrNotFound)
 		}
@@ -241,10 +254,10 @@ func (s *Store) RevokeAPIKey(ctx context.Context, tenant, id, by string) (sandbo
 // An unknown tenant has none of either.
 func (s *Store) TenantUsage(ctx context.Context, tenant string) (sandbox.TenantUsage, error) {
 	var u sandbox.TenantUsage
-	err := s.pool.QueryRow(ctx, `
+	err := queryRow(ctx, s.pool, `
 		SELECT t.max_live_sandboxes, t.creates_per_minute,
 			(SELECT count(*) FROM sandboxes s WHERE s.tenant = t.name AND s.state IN `+liveStates+`)
-		FROM tenants t WHERE t.name = $1`, tenant).Scan(&u.MaxLive, &u.CreatesPerMinute, &u.Live)
+		FROM tenants t WHERE t.name = @tenant`, namedArgs{"tenant": tenant}).Scan(&u.MaxLive, &u.CreatesPerMinute, &u.Live)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return u, nil
 	}

@@ -14,11 +14,11 @@ import (
 func (s *Store) TryLead(ctx context.Context, role, holder string, ttl time.Duration) (bool, error) {
 	now := s.Now()
 	var got string
-	err := s.work.QueryRow(ctx, `
-		INSERT INTO leaders (role, holder, expires_at) VALUES ($1, $2, $3)
+	err := queryRow(ctx, s.work, `
+		INSERT INTO leaders (role, holder, expires_at) VALUES (@role, @holder, @expires_at)
 		ON CONFLICT (role) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
-		WHERE leaders.holder = EXCLUDED.holder OR leaders.expires_at < $4
-		RETURNING holder`, role, holder, now.Add(ttl), now).Scan(&got)
+		WHERE leaders.holder = EXCLUDED.holder OR leaders.expires_at < @now
+		RETURNING holder`, namedArgs{"role": role, "holder": holder, "expires_at": now.Add(ttl), "now": now}).Scan(&got)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -31,7 +31,8 @@ func (s *Store) TryLead(ctx context.Context, role, holder string, ttl time.Durat
 // Resign gives up holder's leadership of role, so another replica can take
 // over at once instead of after the lease.
 func (s *Store) Resign(ctx context.Context, role, holder string) error {
-	if _, err := s.work.Exec(ctx, `DELETE FROM leaders WHERE role = $1 AND holder = $2`, role, holder); err != nil {
+	if _, err := exec(ctx, s.work, `DELETE FROM leaders WHERE role = @role AND holder = @holder`,
+		namedArgs{"role": role, "holder": holder}); err != nil {
 		return wrap("resign", err)
 	}
 	return nil

@@ -87,14 +87,6 @@ func exec(ctx context.Context, q execer, sql string, args ...namedArgs) (pgconn.
 	return q.Exec(ctx, text, values...)
 }
 
-// RewriteQuery implements pgx.QueryRewriter.
-func (a namedArgs) RewriteQuery(_ context.Context, _ *pgx.Conn, sql string, extra []any) (string, []any, error) {
-	if len(extra) > 0 {
-		return "", nil, fmt.Errorf("store: %d positional arguments after named ones", len(extra))
-	}
-	return rewrite(sql).bind(a)
-}
-
 // positional is a named statement rewritten: its text with $1, $2, ... for
 // the names, and the names in that order (names[0] is $1).
 type positional struct {

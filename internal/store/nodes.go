@@ -36,13 +36,13 @@ type Node = sandbox.Node
 // executor's claims may all hold under load: a beat that waits there
 // makes a live node look dead.
 func (s *Store) Heartbeat(ctx context.Context, n Node, starting bool) error {
-	_, err := s.pool.Exec(ctx, `
+	_, err := exec(ctx, s.pool, `
 		INSERT INTO nodes AS n (id, url, providers, started_at, heartbeat_at)
-		VALUES ($1, $2, $3, clock_timestamp(), clock_timestamp())
+		VALUES (@id, @url, @providers, clock_timestamp(), clock_timestamp())
 		ON CONFLICT (id) DO UPDATE SET url = EXCLUDED.url, providers = EXCLUDED.providers,
 			heartbeat_at = EXCLUDED.heartbeat_at,
-			started_at = CASE WHEN $4 THEN EXCLUDED.started_at ELSE n.started_at END`,
-		n.ID, n.URL, n.Providers, starting)
+			started_at = CASE WHEN @starting THEN EXCLUDED.started_at ELSE n.started_at END`,
+		namedArgs{"id": n.ID, "url": n.URL, "providers": n.Providers, "starting": starting})
 	if err != nil {
 		return wrap("heartbeat", err)
 	}
@@ -73,7 +73,7 @@ func collectNodes(rows pgx.Rows) ([]Node, error) {
 // Nodes returns every node that has registered, with the count of the
 // tenant's live sandboxes on each, by id.
 func (s *Store) Nodes(ctx context.Context, tenant string) ([]Node, error) {
-	rows, err := s.pool.Query(ctx, `
+	rows, err := query(ctx, s.pool, `
 		SELECT `+nodeColumns+`,
 			(SELECT count(*) FROM sandboxes sb WHERE sb.node = n.id AND sb.tenant = @tenant AND sb.state IN `+liveStates+`)
 		FROM nodes n ORDER BY n.id`, namedArgs{"grace": s.nodeGrace, "tenant": tenant})
@@ -89,7 +89,7 @@ func (s *Store) Nodes(ctx context.Context, tenant string) ([]Node, error) {
 
 // Node returns the node with the given id, or ErrNotFound.
 func (s *Store) Node(ctx context.Context, id string) (Node, error) {
-	n, err := scanNode(s.pool.QueryRow(ctx, `SELECT `+nodeColumns+` FROM nodes n WHERE n.id = @id`,
+	n, err := scanNode(queryRow(ctx, s.pool, `SELECT `+nodeColumns+` FROM nodes n WHERE n.id = @id`,
 		namedArgs{"grace": s.nodeGrace, "id": id}))
 	if err != nil {
 		return n, wrap("get node", err)
@@ -118,7 +118,7 @@ func (s *Store) NodeLoad(ctx context.Context, provider, node string) (Load, erro
 		l      Load
 		oldest *time.Time
 	)
-	err := s.work.QueryRow(ctx, `
+	err := queryRow(ctx, s.work, `
 		WITH load AS (
 			SELECT n.id, (SELECT count(*) FROM sandboxes sb
 				WHERE sb.node = n.id AND sb.provider = @provider AND sb.state IN `+liveStates+`) AS live
@@ -150,7 +150,7 @@ type Stranded struct {
 // (creating, ready, pausing, paused, resuming) placed on nodes that are
 // dead.
 func (s *Store) StrandedSandboxes(ctx context.Context, limit int) ([]Stranded, error) {
-	rows, err := s.pool.Query(ctx, `
+	rows, err := query(ctx, s.pool, `
 		SELECT sb.id, sb.node, COALESCE(n.heartbeat_at, '-infinity')
 		FROM sandboxes sb LEFT JOIN nodes n ON n.id = sb.node
 		WHERE sb.node IS NOT NULL AND sb.state IN `+placedStates+` AND `+nodeDead("sb.node")+`
@@ -175,7 +175,7 @@ func (s *Store) StrandedSandboxes(ctx context.Context, limit int) ([]Stranded, e
 // while no other node is alive, the single-host deployment that made them;
 // it returns how many it adopted.
 func (s *Store) AdoptUnplaced(ctx context.Context, node string, providers []string) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `
+	tag, err := exec(ctx, s.pool, `
 		UPDATE sandboxes SET node = @node
 		WHERE node IS NULL AND provider = ANY(@providers) AND state <> 'requested' AND NOT (state IN `+terminalStates+` AND released)
 		  AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id <> @node AND n.heartbeat_at > clock_timestamp() - @grace::interval)`,
@@ -194,11 +194,11 @@ func (s *Store) ClusterSecret(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("store: cluster secret: %w", err)
 	}
 	var secret []byte
-	err := s.pool.QueryRow(ctx, `
+	err := queryRow(ctx, s.pool, `
 		WITH ins AS (
-			INSERT INTO cluster_secret (secret) VALUES ($1) ON CONFLICT (id) DO NOTHING RETURNING secret
+			INSERT INTO cluster_secret (secret) VALUES (@secret) ON CONFLICT (id) DO NOTHING RETURNING secret
 		)
-		SELECT secret FROM ins UNION ALL SELECT secret FROM cluster_secret LIMIT 1`, fresh).Scan(&secret)
+		SELECT secret FROM ins UNION ALL SELECT secret FROM cluster_secret LIMIT 1`, namedArgs{"secret": fresh}).Scan(&secret)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Another replica made it while this statement's snapshot was
 		// taken: it has committed now.
@@ -217,17 +217,17 @@ func (s *Store) ClusterSecret(ctx context.Context) ([]byte, error) {
 // minutes.
 func (s *Store) RememberNonce(ctx context.Context, nonce string, expires time.Time) (bool, error) {
 	var fresh bool
-	err := s.pool.QueryRow(ctx, `
+	err := queryRow(ctx, s.pool, `
 		WITH gc AS (
 			DELETE FROM forward_nonces WHERE nonce IN (
-				SELECT nonce FROM forward_nonces WHERE expires_at < $3 ORDER BY expires_at LIMIT 16
+				SELECT nonce FROM forward_nonces WHERE expires_at < @now ORDER BY expires_at LIMIT 16
 				FOR UPDATE SKIP LOCKED)
 		), ins AS (
-			INSERT INTO forward_nonces (nonce, expires_at) VALUES ($1, $2)
+			INSERT INTO forward_nonces (nonce, expires_at) VALUES (@nonce, @expires_at)
 			ON CONFLICT (nonce) DO NOTHING
 			RETURNING true AS fresh
 		)
-		SELECT coalesce((SELECT fresh FROM ins), false)`, nonce, expires, s.Now()).Scan(&fresh)
+		SELECT coalesce((SELECT fresh FROM ins), false)`, namedArgs{"nonce": nonce, "expires_at": expires, "now": s.Now()}).Scan(&fresh)
 	if err != nil {
 		return false, wrap("remember nonce", err)
 	}

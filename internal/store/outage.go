@@ -138,10 +138,10 @@ func (s *Store) CreditOutage(ctx context.Context) (OutageCredit, bool, error) {
 		// The row lock makes replicas that come back together credit in
 		// turn: the second sees the first's record of now.
 		var reached *time.Time
-		err := tx.QueryRow(ctx, `
-			INSERT INTO outage_credit (id, credited_until, reached_at) VALUES (true, $1, $1)
+		err := queryRow(ctx, tx, `
+			INSERT INTO outage_credit (id, credited_until, reached_at) VALUES (true, @now, @now)
 			ON CONFLICT (id) DO UPDATE SET id = true
-			RETURNING reached_at`, s.Now()).Scan(&reached)
+			RETURNING reached_at`, namedArgs{"now": s.Now()}).Scan(&reached)
 		if err != nil {
 			return err
 		}
@@ -155,8 +155,8 @@ func (s *Store) CreditOutage(ctx context.Context) (OutageCredit, bool, error) {
 				return err
 			}
 		}
-		_, err = tx.Exec(ctx, `UPDATE outage_credit SET reached_at = greatest(reached_at, $1),
-			credited_until = CASE WHEN $2 THEN $1 ELSE credited_until END`, now, credited)
+		_, err = exec(ctx, tx, `UPDATE outage_credit SET reached_at = greatest(reached_at, @now),
+			credited_until = CASE WHEN @credited THEN @now ELSE credited_until END`, namedArgs{"now": now, "credited": credited})
 		return err
 	})
 	if err != nil {
@@ -223,7 +223,7 @@ func applyCredit(ctx context.Context, tx pgx.Tx, c OutageCredit) (owners, sandbo
 	// their events are written, so that one ended meanwhile by another
 	// transaction is left out (re-checked), not given an event after its
 	// end.
-	err = tx.QueryRow(ctx, `
+	err = queryRow(ctx, tx, `
 		WITH o AS (
 			UPDATE owners SET expires_at = least(expires_at + @gap::interval, @cap), updated_at = @now
 			WHERE expires_at >= @from AND expires_at < @cap

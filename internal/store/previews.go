@@ -46,11 +46,11 @@ func (s *Store) CreatePreview(ctx context.Context, np sandbox.NewPreview) (sandb
 		return sandbox.Preview{}, "", wrap("create preview", err)
 	}
 	now := s.Now()
-	p, err := scanPreview(s.pool.QueryRow(ctx, `
+	p, err := scanPreview(queryRow(ctx, s.pool, `
 		INSERT INTO sandbox_previews (id, sandbox_id, tenant, port, token_hash, created_at, expires_at, key_id, key_name)
 		SELECT @id, s.id, s.tenant, @port, @hash, @now, @expires, @key_id, @key_name
 		FROM sandboxes s WHERE s.id = @sandbox AND s.tenant = @tenant
-		RETURNING `+previewColumns, pgx.NamedArgs{
+		RETURNING `+previewColumns, namedArgs{
 		"id": newPreviewID(), "port": np.Port, "hash": hashKey(token), "now": now, "expires": now.Add(np.TTL),
 		"key_id": nullable(np.CreatedBy.KeyID), "key_name": nullable(np.CreatedBy.KeyName),
 		"sandbox": np.SandboxID, "tenant": np.Tenant,
@@ -65,8 +65,9 @@ func (s *Store) CreatePreview(ctx context.Context, np sandbox.NewPreview) (sandb
 // first, revoked and expired ones included. The caller checks the sandbox
 // belongs to the tenant first.
 func (s *Store) SandboxPreviews(ctx context.Context, tenant, sandboxID string) ([]sandbox.Preview, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+previewColumns+` FROM sandbox_previews
-		WHERE sandbox_id = $1 AND tenant = $2 ORDER BY sandbox_id, created_at, id`, sandboxID, tenant)
+	rows, err := query(ctx, s.pool, `SELECT `+previewColumns+` FROM sandbox_previews
+		WHERE sandbox_id = @sandbox AND tenant = @tenant ORDER BY sandbox_id, created_at, id`,
+		namedArgs{"sandbox": sandboxID, "tenant": tenant})
 	if err != nil {
 		return nil, wrap("sandbox previews", err)
 	}
@@ -80,9 +81,9 @@ func (s *Store) SandboxPreviews(ctx context.Context, tenant, sandboxID string) (
 // SandboxPreview returns the preview id of the tenant's sandbox, live or
 // not. Another tenant's, or another sandbox's, is ErrNotFound.
 func (s *Store) SandboxPreview(ctx context.Context, tenant, sandboxID, id string) (sandbox.Preview, error) {
-	p, err := scanPreview(s.pool.QueryRow(ctx, `SELECT `+previewColumns+` FROM sandbox_previews
+	p, err := scanPreview(queryRow(ctx, s.pool, `SELECT `+previewColumns+` FROM sandbox_previews
 		WHERE tenant = @tenant AND sandbox_id = @sandbox AND id = @id`,
-		pgx.NamedArgs{"tenant": tenant, "sandbox": sandboxID, "id": id}))
+		namedArgs{"tenant": tenant, "sandbox": sandboxID, "id": id}))
 	if err != nil {
 		return sandbox.Preview{}, wrap("sandbox preview", err)
 	}
@@ -93,10 +94,10 @@ func (s *Store) SandboxPreview(ctx context.Context, tenant, sandboxID, id string
 // returns it; revoking a revoked preview changes nothing. Another
 // tenant's, or another sandbox's, is ErrNotFound.
 func (s *Store) RevokePreview(ctx context.Context, tenant, sandboxID, id string) (sandbox.Preview, error) {
-	p, err := scanPreview(s.pool.QueryRow(ctx, `
-		UPDATE sandbox_previews SET revoked_at = coalesce(revoked_at, $4)
-		WHERE tenant = $1 AND sandbox_id = $2 AND id = $3
-		RETURNING `+previewColumns, tenant, sandboxID, id, s.Now()))
+	p, err := scanPreview(queryRow(ctx, s.pool, `
+		UPDATE sandbox_previews SET revoked_at = coalesce(revoked_at, @now)
+		WHERE tenant = @tenant AND sandbox_id = @sandbox AND id = @id
+		RETURNING `+previewColumns, namedArgs{"tenant": tenant, "sandbox": sandboxID, "id": id, "now": s.Now()}))
 	if err != nil {
 		return sandbox.Preview{}, wrap("revoke preview", err)
 	}
@@ -107,8 +108,8 @@ func (s *Store) RevokePreview(ctx context.Context, tenant, sandboxID, id string)
 // (the caller checks Live and the sandbox); an unknown token is
 // ErrNotFound.
 func (s *Store) PreviewByToken(ctx context.Context, token string) (sandbox.Preview, error) {
-	p, err := scanPreview(s.pool.QueryRow(ctx, `SELECT `+previewColumns+` FROM sandbox_previews WHERE token_hash = $1`,
-		hashKey(token)))
+	p, err := scanPreview(queryRow(ctx, s.pool, `SELECT `+previewColumns+` FROM sandbox_previews WHERE token_hash = @hash`,
+		namedArgs{"hash": hashKey(token)}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sandbox.Preview{}, fmt.Errorf("store: preview by token: %w", sandbox.ErrNotFound)
 	}

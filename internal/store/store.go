@@ -2,8 +2,8 @@
 // tenants and API keys, idempotency keys, in Postgres through pgx.
 //
 // All SQL lives in this package, and LISTEN/NOTIFY in its package notify.
-// A statement composed of fragments, or of more than a few arguments, names
-// them (@name, see namedArgs), so that each reads on its own.
+// Every statement names its arguments (@name, see namedArgs), so that each
+// reads on its own.
 // Every state change is one statement that updates the sandbox row and
 // appends its event row, so the two always commit together; the database
 // itself refuses an illegal transition (a trigger mirrors

@@ -31,11 +31,11 @@ func (s *Store) StreamStart(ctx context.Context) (sandbox.StreamPosition, error)
 // appear later before what it returns, so a reader that resumes from the
 // last position it saw never misses one and never sees one twice.
 func (s *Store) StreamEvents(ctx context.Context, tenant string, after sandbox.StreamPosition, limit int) ([]sandbox.StreamedEvent, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+eventKeyColumns+`, txid::text FROM sandbox_events
-		WHERE tenant = $1 AND (tenant, txid, id) > ($1, $2::text::xid8, $3)
+	rows, err := query(ctx, s.pool, `SELECT `+eventColumns+eventKeyColumns+`, txid::text FROM sandbox_events
+		WHERE tenant = @tenant AND (tenant, txid, id) > (@tenant, @after_tx::text::xid8, @after_id)
 		  AND txid < pg_snapshot_xmin(pg_current_snapshot())
-		ORDER BY tenant, txid, id LIMIT $4`,
-		tenant, strconv.FormatUint(after.Tx, 10), after.ID, limit)
+		ORDER BY tenant, txid, id LIMIT @limit`,
+		namedArgs{"tenant": tenant, "after_tx": strconv.FormatUint(after.Tx, 10), "after_id": after.ID, "limit": limit})
 	if err != nil {
 		return nil, wrap("stream events", err)
 	}

@@ -28,13 +28,13 @@ import (
 func (s *Store) PlanWebhookDeliveries(ctx context.Context, limit, batch, scan int) (int, error) {
 	planned := 0
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks w
+		rows, err := query(ctx, tx, `SELECT `+webhookColumns+` FROM webhooks w
 			WHERE state = 'active'
 			  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = w.id AND d.status = 'pending')
 			  AND EXISTS (SELECT 1 FROM sandbox_outbox e
 				WHERE e.tenant = w.tenant AND (e.tenant, e.txid, e.id) > (w.tenant, w.cursor_tx, w.cursor_id)
 				  AND e.txid < pg_snapshot_xmin(pg_current_snapshot()))
-			ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
+			ORDER BY id LIMIT @limit FOR UPDATE SKIP LOCKED`, namedArgs{"limit": limit})
 		if err != nil {
 			return err
 		}
@@ -62,10 +62,11 @@ func (s *Store) PlanWebhookDeliveries(ctx context.Context, limit, batch, scan in
 // planOne cuts endpoint w's next delivery (or, when no event matched, only
 // moves its cursor) and reports whether it recorded a delivery.
 func (s *Store) planOne(ctx context.Context, tx pgx.Tx, w webhook.Endpoint, batch, scan int) (bool, error) {
-	rows, err := tx.Query(ctx, `SELECT id, txid::text, to_state, coalesce(reason, ''), type FROM sandbox_outbox e
-		WHERE e.tenant = $1 AND (e.tenant, e.txid, e.id) > ($1, $2::text::xid8, $3)
+	rows, err := query(ctx, tx, `SELECT id, txid::text, to_state, coalesce(reason, ''), type FROM sandbox_outbox e
+		WHERE e.tenant = @tenant AND (e.tenant, e.txid, e.id) > (@tenant, @cursor_tx::text::xid8, @cursor_id)
 		  AND e.txid < pg_snapshot_xmin(pg_current_snapshot())
-		ORDER BY e.tenant, e.txid, e.id LIMIT $4`, w.Tenant, strconv.FormatUint(w.Cursor.Tx, 10), w.Cursor.ID, scan)
+		ORDER BY e.tenant, e.txid, e.id LIMIT @limit`,
+		namedArgs{"tenant": w.Tenant, "cursor_tx": strconv.FormatUint(w.Cursor.Tx, 10), "cursor_id": w.Cursor.ID, "limit": scan})
 	if err != nil {
 		return false, err
 	}
@@ -96,16 +97,19 @@ func (s *Store) planOne(ctx context.Context, tx pgx.Tx, w webhook.Endpoint, batc
 		return false, err
 	}
 	if len(ids) == 0 {
-		_, err := tx.Exec(ctx, `UPDATE webhooks SET cursor_tx = $2::text::xid8, cursor_id = $3 WHERE id = $1`,
-			w.ID, strconv.FormatUint(last.Tx, 10), last.ID)
+		_, err := exec(ctx, tx, `UPDATE webhooks SET cursor_tx = @cursor_tx::text::xid8, cursor_id = @cursor_id WHERE id = @id`,
+			namedArgs{"id": w.ID, "cursor_tx": strconv.FormatUint(last.Tx, 10), "cursor_id": last.ID})
 		return false, err
 	}
 	now := s.Now()
-	_, err = tx.Exec(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, tenant, status, event_ids,
+	_, err = exec(ctx, tx, `INSERT INTO webhook_deliveries (id, webhook_id, tenant, status, event_ids,
 			after_tx, after_id, last_tx, last_id, created_at, next_attempt_at)
-		VALUES ($1, $2, $3, 'pending', $4, $5::text::xid8, $6, $7::text::xid8, $8, $9, $9)`,
-		webhook.NewDeliveryID(), w.ID, w.Tenant, ids, strconv.FormatUint(w.Cursor.Tx, 10), w.Cursor.ID,
-		strconv.FormatUint(last.Tx, 10), last.ID, now)
+		VALUES (@id, @webhook, @tenant, 'pending', @event_ids, @after_tx::text::xid8, @after_id, @last_tx::text::xid8, @last_id, @now, @now)`,
+		namedArgs{"id": webhook.NewDeliveryID(), "webhook": w.ID, "tenant": w.Tenant, "event_ids": ids, "now": now},
+		namedArgs{
+			"after_tx": strconv.FormatUint(w.Cursor.Tx, 10), "after_id": w.Cursor.ID,
+			"last_tx": strconv.FormatUint(last.Tx, 10), "last_id": last.ID,
+		})
 	return err == nil, err
 }
 
@@ -187,7 +191,7 @@ func (s *Store) ClaimWebhookDeliveries(ctx context.Context, worker string, limit
 			full = append(full, tenant)
 		}
 	}
-	rows, err := s.work.Query(ctx, claimWebhookDeliveriesSQL, namedArgs{
+	rows, err := query(ctx, s.work, claimWebhookDeliveriesSQL, namedArgs{
 		"now": now, "until": now.Add(lease), "worker": worker, "max": limits.Max, "scan": claimScan * limits.Max,
 		"per_tenant": limits.PerTenant, "full": full, "tenants": tenants, "held": held,
 	})
@@ -214,8 +218,8 @@ func (s *Store) ClaimWebhookDeliveries(ctx context.Context, worker string, limit
 // eventsByID returns the events (state changes and releases) with the
 // given ids, in that order.
 func (s *Store) eventsByID(ctx context.Context, ids []int64) ([]sandbox.Event, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+eventKeyColumns+`, type
-		FROM unnest($1::bigint[]) WITH ORDINALITY AS u(want, n) JOIN sandbox_outbox ON id = want ORDER BY n`, ids)
+	rows, err := query(ctx, s.pool, `SELECT `+eventColumns+eventKeyColumns+`, type
+		FROM unnest(@ids::bigint[]) WITH ORDINALITY AS u(want, n) JOIN sandbox_outbox ON id = want ORDER BY n`, namedArgs{"ids": ids})
 	if err != nil {
 		return nil, wrap("delivery events", err)
 	}
@@ -278,21 +282,24 @@ func (s *Store) RecordWebhookAttempt(ctx context.Context, a Attempt) (bool, erro
 		respStatus = &a.Status
 	}
 	var n int
-	err := s.work.QueryRow(ctx, `
+	err := queryRow(ctx, s.work, `
 		WITH d AS (
-			UPDATE webhook_deliveries SET status = $4, next_attempt_at = $5, lease_owner = NULL, lease_expires_at = NULL,
-				response_status = $6, error = $7, delivered_at = CASE WHEN $4 = 'delivered' THEN $8::timestamptz END
-			WHERE seq = $1 AND attempts = $2 AND lease_owner = $3 AND status = 'pending'
+			UPDATE webhook_deliveries SET status = @status, next_attempt_at = @next, lease_owner = NULL, lease_expires_at = NULL,
+				response_status = @response_status, error = @error, delivered_at = CASE WHEN @status = 'delivered' THEN @now::timestamptz END
+			WHERE seq = @seq AND attempts = @attempt AND lease_owner = @worker AND status = 'pending'
 			RETURNING webhook_id, last_tx, last_id
 		), w AS (
 			UPDATE webhooks w SET
-				cursor_tx = CASE WHEN $4 = 'delivered' THEN d.last_tx ELSE w.cursor_tx END,
-				cursor_id = CASE WHEN $4 = 'delivered' THEN d.last_id ELSE w.cursor_id END,
-				state = CASE WHEN $4 = 'failed' THEN 'failing' ELSE w.state END,
-				failing_since = CASE WHEN $4 = 'failed' THEN $8::timestamptz ELSE w.failing_since END
-			FROM d WHERE w.id = d.webhook_id AND $4 <> 'pending'
+				cursor_tx = CASE WHEN @status = 'delivered' THEN d.last_tx ELSE w.cursor_tx END,
+				cursor_id = CASE WHEN @status = 'delivered' THEN d.last_id ELSE w.cursor_id END,
+				state = CASE WHEN @status = 'failed' THEN 'failing' ELSE w.state END,
+				failing_since = CASE WHEN @status = 'failed' THEN @now::timestamptz ELSE w.failing_since END
+			FROM d WHERE w.id = d.webhook_id AND @status <> 'pending'
 		)
-		SELECT count(*) FROM d`, a.Seq, a.Attempt, a.Worker, status, next, respStatus, errText, now).Scan(&n)
+		SELECT count(*) FROM d`, namedArgs{
+		"seq": a.Seq, "attempt": a.Attempt, "worker": a.Worker, "status": status, "next": next,
+		"response_status": respStatus, "error": errText, "now": now,
+	}).Scan(&n)
 	if err != nil {
 		return false, wrap("record webhook attempt", err)
 	}

@@ -73,12 +73,12 @@ func (s *Store) CreateWebhook(ctx context.Context, ne webhook.NewEndpoint) (webh
 			return err
 		}
 		// One create at a time per tenant, so that the cap holds.
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM tenants WHERE name = $1 FOR UPDATE`, ne.Tenant); err != nil {
+		if _, err := exec(ctx, tx, lockTenantSQL, namedArgs{"tenant": ne.Tenant}); err != nil {
 			return err
 		}
 		if ne.Max > 0 {
 			var n int
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM webhooks WHERE tenant = $1`, ne.Tenant).Scan(&n); err != nil {
+			if err := queryRow(ctx, tx, `SELECT count(*) FROM webhooks WHERE tenant = @tenant`, namedArgs{"tenant": ne.Tenant}).Scan(&n); err != nil {
 				return err
 			}
 			if n >= ne.Max {
@@ -88,13 +88,15 @@ func (s *Store) CreateWebhook(ctx context.Context, ne webhook.NewEndpoint) (webh
 		var err error
 		// The stream's end: everything of the oldest transaction still
 		// running and later comes after (xmin-1, max).
-		w, err = scanWebhook(tx.QueryRow(ctx, `
+		w, err = scanWebhook(queryRow(ctx, tx, `
 			INSERT INTO webhooks (id, tenant, url, description, secret, filter_states, filter_reasons, filter_types,
 				cursor_tx, cursor_id, created_at, created_by_key_id)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $10,
-				(pg_snapshot_xmin(pg_current_snapshot())::text::numeric - 1)::text::xid8, 9223372036854775807, $8, $9)
-			RETURNING `+webhookColumns,
-			webhook.NewEndpointID(), ne.Tenant, ne.URL, ne.Description, secret, states, reasons, s.Now(), ne.By, types))
+			VALUES (@id, @tenant, @url, @description, @secret, @states, @reasons, @types,
+				(pg_snapshot_xmin(pg_current_snapshot())::text::numeric - 1)::text::xid8, 9223372036854775807, @now, @by)
+			RETURNING `+webhookColumns, namedArgs{
+			"id": webhook.NewEndpointID(), "tenant": ne.Tenant, "url": ne.URL, "description": ne.Description,
+			"secret": secret, "now": s.Now(), "by": ne.By,
+		}, namedArgs{"states": states, "reasons": reasons, "types": types}))
 		return err
 	})
 	if err != nil {
@@ -105,7 +107,8 @@ func (s *Store) CreateWebhook(ctx context.Context, ne webhook.NewEndpoint) (webh
 
 // Webhooks returns the tenant's endpoints, oldest first.
 func (s *Store) Webhooks(ctx context.Context, tenant string) ([]webhook.Endpoint, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant = $1 ORDER BY created_at, id`, tenant)
+	rows, err := query(ctx, s.pool, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant = @tenant ORDER BY created_at, id`,
+		namedArgs{"tenant": tenant})
 	if err != nil {
 		return nil, wrap("webhooks", err)
 	}
@@ -118,7 +121,8 @@ func (s *Store) Webhooks(ctx context.Context, tenant string) ([]webhook.Endpoint
 
 // Webhook returns the tenant's endpoint id, or ErrNotFound.
 func (s *Store) Webhook(ctx context.Context, tenant, id string) (webhook.Endpoint, error) {
-	w, err := scanWebhook(s.pool.QueryRow(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant = $1 AND id = $2`, tenant, id))
+	w, err := scanWebhook(queryRow(ctx, s.pool, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant = @tenant AND id = @id`,
+		namedArgs{"tenant": tenant, "id": id}))
 	if err != nil {
 		return w, wrap("webhook", err)
 	}
@@ -135,7 +139,8 @@ func (s *Store) DeleteWebhook(ctx context.Context, tenant, id, by string) (webho
 			return err
 		}
 		var err error
-		w, err = scanWebhook(tx.QueryRow(ctx, `DELETE FROM webhooks WHERE tenant = $1 AND id = $2 RETURNING `+webhookColumns, tenant, id))
+		w, err = scanWebhook(queryRow(ctx, tx, `DELETE FROM webhooks WHERE tenant = @tenant AND id = @id RETURNING `+webhookColumns,
+			namedArgs{"tenant": tenant, "id": id}))
 		return err
 	})
 	if err != nil {
@@ -156,21 +161,22 @@ func (s *Store) ReplayWebhook(ctx context.Context, tenant, id, by string, from w
 			return err
 		}
 		var err error
-		if w, err = scanWebhook(tx.QueryRow(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant = $1 AND id = $2 FOR UPDATE`, tenant, id)); err != nil {
+		if w, err = scanWebhook(queryRow(ctx, tx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant = @tenant AND id = @id FOR UPDATE`,
+			namedArgs{"tenant": tenant, "id": id})); err != nil {
 			return err
 		}
 		cursor, err := replayCursor(ctx, tx, w, from)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET status = 'cancelled', next_attempt_at = NULL,
+		if _, err := exec(ctx, tx, `UPDATE webhook_deliveries SET status = 'cancelled', next_attempt_at = NULL,
 			lease_owner = NULL, lease_expires_at = NULL, error = 'cancelled by a replay'
-			WHERE webhook_id = $1 AND status = 'pending'`, id); err != nil {
+			WHERE webhook_id = @id AND status = 'pending'`, namedArgs{"id": id}); err != nil {
 			return err
 		}
-		w, err = scanWebhook(tx.QueryRow(ctx, `UPDATE webhooks SET state = 'active', failing_since = NULL,
-			cursor_tx = $2::text::xid8, cursor_id = $3 WHERE id = $1 RETURNING `+webhookColumns,
-			id, strconv.FormatUint(cursor.Tx, 10), cursor.ID))
+		w, err = scanWebhook(queryRow(ctx, tx, `UPDATE webhooks SET state = 'active', failing_since = NULL,
+			cursor_tx = @cursor_tx::text::xid8, cursor_id = @cursor_id WHERE id = @id RETURNING `+webhookColumns,
+			namedArgs{"id": id, "cursor_tx": strconv.FormatUint(cursor.Tx, 10), "cursor_id": cursor.ID}))
 		return err
 	})
 	if err != nil {
@@ -187,14 +193,15 @@ func replayCursor(ctx context.Context, tx pgx.Tx, w webhook.Endpoint, from webho
 	switch {
 	case from.EventID > 0:
 		id = from.EventID
-		err = tx.QueryRow(ctx, `SELECT txid::text FROM sandbox_outbox WHERE tenant = $1 AND id = $2`, w.Tenant, id).Scan(&txid)
+		err = queryRow(ctx, tx, `SELECT txid::text FROM sandbox_outbox WHERE tenant = @tenant AND id = @id`,
+			namedArgs{"tenant": w.Tenant, "id": id}).Scan(&txid)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return sandbox.StreamPosition{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "the tenant has no event %d", id)
 		}
 		id-- // from the event itself: after its predecessor in its transaction
 	case from.DeliveryID != "":
-		err = tx.QueryRow(ctx, `SELECT after_tx::text, after_id FROM webhook_deliveries WHERE webhook_id = $1 AND id = $2`,
-			w.ID, from.DeliveryID).Scan(&txid, &id)
+		err = queryRow(ctx, tx, `SELECT after_tx::text, after_id FROM webhook_deliveries WHERE webhook_id = @webhook AND id = @id`,
+			namedArgs{"webhook": w.ID, "id": from.DeliveryID}).Scan(&txid, &id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return sandbox.StreamPosition{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "webhook %s has no delivery %s", w.ID, from.DeliveryID)
 		}
@@ -232,8 +239,9 @@ func (s *Store) WebhookDeliveries(ctx context.Context, webhookID string, before 
 	if before <= 0 {
 		before = 1<<63 - 1
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries
-		WHERE webhook_id = $1 AND seq < $2 ORDER BY webhook_id, seq DESC LIMIT $3`, webhookID, before, limit)
+	rows, err := query(ctx, s.pool, `SELECT `+deliveryColumns+` FROM webhook_deliveries
+		WHERE webhook_id = @webhook AND seq < @before ORDER BY webhook_id, seq DESC LIMIT @limit`,
+		namedArgs{"webhook": webhookID, "before": before, "limit": limit})
 	if err != nil {
 		return nil, wrap("webhook deliveries", err)
 	}
