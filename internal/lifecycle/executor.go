@@ -150,7 +150,7 @@ type notifier interface {
 
 // Executor creates requested sandboxes, pauses and resumes those asked to
 // be (providers with sandbox.Pauser), and releases terminal ones. Start it
-// once; Stop it once.
+// and stop it as every worker of the package starts and stops (lifetime).
 type Executor struct {
 	cfg       ExecutorConfig
 	store     workStore
@@ -176,12 +176,14 @@ type Executor struct {
 	// look for more of that work.
 	wakeCreates, wakeReleases, wakeTransitions chan struct{}
 	wakeSnapshots                              chan struct{}
-	stopOnce                                   sync.Once
-	stop                                       chan struct{} // closed by Stop: claim nothing more
-	loopDone                                   chan struct{}
-	cancel                                     context.CancelFunc // cancels in-flight work: hand it back
-	cancelLoop                                 context.CancelFunc // cancels claiming
-	inFlight                                   sync.WaitGroup
+
+	// lifetime's context is the work's: Stop cancels it last, and the
+	// work in flight hands its sandboxes back.
+	lifetime
+	stopOnce   sync.Once
+	stop       chan struct{}      // closed by Stop: claim nothing more
+	cancelLoop context.CancelFunc // cancels claiming; set before Started closes
+	inFlight   sync.WaitGroup
 }
 
 // NewExecutor returns an executor for the given providers.
@@ -204,7 +206,6 @@ func NewExecutor(cfg ExecutorConfig, st workStore, notes notifier, providers []s
 		wakeReleases:    make(chan struct{}, 1),
 		wakeTransitions: make(chan struct{}, 1),
 		stop:            make(chan struct{}),
-		loopDone:        make(chan struct{}),
 	}
 	for _, p := range providers {
 		// A host-bound provider's work is this node's share of it.
@@ -245,47 +246,47 @@ func NewExecutor(cfg ExecutorConfig, st workStore, notes notifier, providers []s
 func (e *Executor) WorkerID() string { return e.cfg.WorkerID }
 
 // Start begins claiming work in the background. ctx bounds the executor's
-// whole life; Stop ends it gracefully.
+// whole life; Stop ends it gracefully. Its work (the lifetime's run) is
+// the claiming loop and then the work in flight when the loop ended.
 func (e *Executor) Start(ctx context.Context) {
-	ctx, e.cancel = context.WithCancel(ctx)
-	// The loop's own context ends as soon as Stop is called, so that the
-	// loop waits for nothing more; a claim in flight then still has up to
-	// claimTimeout to answer (see claim).
-	loopCtx, cancelLoop := context.WithCancel(ctx)
-	e.cancelLoop = cancelLoop
-	notes, unsubscribe := e.notes.Subscribe()
-	go func() {
-		defer close(e.loopDone)
-		defer unsubscribe()
-		e.loop(loopCtx, ctx, notes)
-	}()
+	_ = e.start(ctx, func(ctx context.Context) (func(), error) {
+		// The loop's own context ends as soon as Stop is called, so that
+		// the loop waits for nothing more; a claim in flight then still
+		// has up to claimTimeout to answer (see claim).
+		loopCtx, cancelLoop := context.WithCancel(ctx)
+		e.cancelLoop = cancelLoop
+		notes, unsubscribe := e.notes.Subscribe()
+		return func() {
+			defer cancelLoop()
+			e.loop(loopCtx, ctx, notes)
+			unsubscribe()
+			e.inFlight.Wait()
+		}, nil
+	})
 }
 
 // Stop stops claiming work and waits for in-flight provider calls to finish
 // until ctx is done; then it cancels the rest, which hand their sandboxes
-// back (lease released) for another executor to pick up, and waits for that.
-// Stop of an executor never started returns at once.
+// back (lease released) for another executor to pick up, and waits for that
+// (each hand-back is bounded). Stop of an executor never started returns at
+// once.
 func (e *Executor) Stop(ctx context.Context) {
-	if e.cancelLoop == nil {
+	select {
+	case <-e.Started():
+	default:
+		e.lifetime.Stop(ctx) // it never ran, and now never will
 		return
 	}
 	e.stopOnce.Do(func() {
 		close(e.stop)
 		e.cancelLoop()
 	})
-	<-e.loopDone
-	done := make(chan struct{})
-	go func() {
-		e.inFlight.Wait()
-		close(done)
-	}()
 	select {
-	case <-done:
+	case <-e.Stopped():
 	case <-ctx.Done():
 		e.log.Warn("executor: shutdown deadline passed; handing back in-flight work")
 	}
-	e.cancel()
-	<-done
+	e.lifetime.Stop(context.WithoutCancel(ctx))
 }
 
 // loop claims work until ctx is done; the work it starts runs under workCtx.

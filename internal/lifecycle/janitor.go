@@ -141,9 +141,8 @@ type Janitor struct {
 	// unreachable), in Unix nanoseconds of the wall clock.
 	steadySince atomic.Int64
 
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	done     chan struct{}
+	lifetime
+	resignOnce sync.Once
 }
 
 // NewJanitor returns a janitor over the providers. reg, if not nil,
@@ -168,7 +167,6 @@ func NewJanitor(cfg JanitorConfig, st janitorStore, providers []sandbox.Provider
 			Name: "tether_janitor_leader",
 			Help: "1 while this replica leads the janitor.",
 		}),
-		done: make(chan struct{}),
 	}
 	if reg != nil {
 		reg.MustRegister(j.actions, j.duration, j.leading)
@@ -182,37 +180,49 @@ func (j *Janitor) panicked() { j.actions.WithLabelValues("provider_panic").Inc()
 
 // Start runs the janitor in the background until Stop.
 func (j *Janitor) Start(ctx context.Context) {
-	ctx, j.cancel = context.WithCancel(ctx)
-	go func() {
-		defer close(j.done)
-		// Two loops: a reconciliation that waits on a slow provider must not
-		// hold back the sweeps that end lapsed owners' sandboxes.
-		var wg sync.WaitGroup
-		wg.Go(func() { j.every(ctx, j.sweepTick) })
-		wg.Go(func() { j.every(ctx, j.reconcileTick) })
-		for _, p := range j.providers {
-			if w, ok := p.(sandbox.Watcher); ok && !j.nodeBound(p) {
-				wg.Go(func() { j.watch(ctx, p, w) })
-			}
+	_ = j.start(ctx, func(ctx context.Context) (func(), error) {
+		return func() { j.run(ctx) }, nil
+	})
+}
+
+// run runs the janitor's loops until ctx is done. Two loops: a
+// reconciliation that waits on a slow provider must not hold back the
+// sweeps that end lapsed owners' sandboxes.
+func (j *Janitor) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { j.every(ctx, j.sweepTick) })
+	wg.Go(func() { j.every(ctx, j.reconcileTick) })
+	for _, p := range j.providers {
+		if w, ok := p.(sandbox.Watcher); ok && !j.nodeBound(p) {
+			wg.Go(func() { j.watch(ctx, p, w) })
 		}
-		wg.Wait()
-	}()
+	}
+	wg.Wait()
 }
 
 // resignTimeout bounds the janitor's resignation at Stop.
 const resignTimeout = 5 * time.Second
 
-// Stop ends the janitor, waits for the work in progress (which its
-// cancellation cuts short), and resigns leadership within ctx (and at most
-// resignTimeout) so another replica takes over at once. Stop of a janitor
-// never started returns at once.
+// Stop ends the janitor, waits until ctx is done for the work in progress
+// (which the stop cuts short), and then, once, resigns leadership within
+// ctx (and at most resignTimeout) so another replica takes over at once.
+// Work still in progress when ctx ends could take the leadership again:
+// then the janitor does not resign, and its leadership lapses on its own.
+// Stop of a janitor never started returns at once.
 func (j *Janitor) Stop(ctx context.Context) {
-	j.stopOnce.Do(func() {
-		if j.cancel == nil {
-			return
-		}
-		j.cancel()
-		<-j.done
+	j.lifetime.Stop(ctx)
+	select {
+	case <-j.Started():
+	default:
+		return // it never ran: it leads nothing
+	}
+	select {
+	case <-j.Stopped():
+	default:
+		j.log.Warn("janitor: stop deadline passed with work in progress; leadership lapses on its own")
+		return
+	}
+	j.resignOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(ctx, resignTimeout)
 		defer cancel()
 		roles := []string{janitorRole}

@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/tetherhq/tether/internal/store"
@@ -16,7 +15,8 @@ type heartbeatStore interface {
 }
 
 // Heartbeat keeps this node's row in the registry fresh, so that the other
-// nodes count it alive. Start it once; Stop it once.
+// nodes count it alive. It starts and stops as every worker of the
+// package does (lifetime).
 type Heartbeat struct {
 	// offered says which providers the node offers now; each beat
 	// records them, so that a provider that becomes unavailable on a node
@@ -28,9 +28,7 @@ type Heartbeat struct {
 	every     time.Duration
 	log       *slog.Logger
 
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	done     chan struct{}
+	lifetime
 }
 
 // NewHeartbeat returns a heartbeat for node that beats six times per grace
@@ -41,54 +39,59 @@ func NewHeartbeat(st heartbeatStore, node store.Node, offered func(context.Conte
 		store: st, node: node, offered: offered, hostBound: hostBound,
 		every: max(grace/6, 50*time.Millisecond),
 		log:   log.With("component", "heartbeat", "node", node.ID),
-		done:  make(chan struct{}),
 	}
 }
 
 // Start registers the node, adopts the sandboxes a single-host Tether made
 // before nodes existed, and then beats in the background until Stop. It
 // returns the first beat's error: a node that cannot register must not
-// start work.
+// start work, and its heartbeat does not start either.
+//
+// Stop (lifetime's) ends the heartbeat and waits, until its context is
+// done, for a beat in flight (the stop cuts it short). The node's row
+// stays: a replica restarting within the grace period keeps its node's
+// sandboxes.
 func (h *Heartbeat) Start(ctx context.Context) error {
-	if err := h.store.Heartbeat(ctx, h.beat(ctx), true); err != nil {
-		close(h.done)
-		return err
-	}
-	if len(h.hostBound) > 0 {
-		if n, err := h.store.AdoptUnplaced(ctx, h.node.ID, h.hostBound); err != nil {
-			h.log.Warn("heartbeat: could not adopt sandboxes without a node", "err", err)
-		} else if n > 0 {
-			h.log.Info("heartbeat: adopted sandboxes made before nodes", "count", n)
+	return h.start(ctx, func(ctx context.Context) (func(), error) {
+		if err := h.store.Heartbeat(ctx, h.beat(ctx), true); err != nil {
+			return nil, err
 		}
-	}
-	ctx, h.cancel = context.WithCancel(ctx)
-	go func() {
-		defer close(h.done)
-		ticker := time.NewTicker(h.every)
-		defer ticker.Stop()
-		failing := false
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-			}
-			// A beat stuck on a dead connection must not hold the others
-			// for long; three beat periods leave a slow one time to land.
-			bctx, cancel := context.WithTimeout(ctx, 3*h.every)
-			err := h.store.Heartbeat(bctx, h.beat(bctx), false)
-			cancel()
-			switch {
-			case err != nil && ctx.Err() == nil && !failing:
-				h.log.Warn("heartbeat: failed; the node counts as dead if this lasts past NODE_GRACE", "err", err)
-				failing = true
-			case err == nil && failing:
-				h.log.Info("heartbeat: recovered")
-				failing = false
+		if len(h.hostBound) > 0 {
+			if n, err := h.store.AdoptUnplaced(ctx, h.node.ID, h.hostBound); err != nil {
+				h.log.Warn("heartbeat: could not adopt sandboxes without a node", "err", err)
+			} else if n > 0 {
+				h.log.Info("heartbeat: adopted sandboxes made before nodes", "count", n)
 			}
 		}
-	}()
-	return nil
+		return func() { h.run(ctx) }, nil
+	})
+}
+
+// run beats every period until ctx is done.
+func (h *Heartbeat) run(ctx context.Context) {
+	ticker := time.NewTicker(h.every)
+	defer ticker.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		// A beat stuck on a dead connection must not hold the others
+		// for long; three beat periods leave a slow one time to land.
+		bctx, cancel := context.WithTimeout(ctx, 3*h.every)
+		err := h.store.Heartbeat(bctx, h.beat(bctx), false)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil && !failing:
+			h.log.Warn("heartbeat: failed; the node counts as dead if this lasts past NODE_GRACE", "err", err)
+			failing = true
+		case err == nil && failing:
+			h.log.Info("heartbeat: recovered")
+			failing = false
+		}
+	}
 }
 
 // beat is the node's row as of now.
@@ -98,19 +101,4 @@ func (h *Heartbeat) beat(ctx context.Context) store.Node {
 		n.Providers = h.offered(ctx)
 	}
 	return n
-}
-
-// Stop ends the heartbeat and waits, until ctx is done, for a beat in
-// flight (its cancellation cuts it short). The node's row stays: a replica
-// restarting within the grace period keeps its node's sandboxes.
-func (h *Heartbeat) Stop(ctx context.Context) {
-	if h.cancel == nil {
-		return // never started, or its first beat failed
-	}
-	h.stopOnce.Do(h.cancel)
-	select {
-	case <-h.done:
-	case <-ctx.Done():
-		h.log.Warn("heartbeat: stop deadline passed with a beat in flight")
-	}
 }

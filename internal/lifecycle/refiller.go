@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -96,9 +95,7 @@ type Refiller struct {
 	// the loop goroutine uses it.
 	renewed time.Time
 
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	done     chan struct{}
+	lifetime
 }
 
 // NewRefiller returns a refiller; reg, if not nil, receives its metrics.
@@ -128,7 +125,6 @@ func NewRefiller(cfg RefillerConfig, st refillStore, log *slog.Logger, reg prome
 			Help:    "Duration of the refiller's looks at every pool.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
 		}),
-		done: make(chan struct{}),
 	}
 	if reg != nil {
 		reg.MustRegister(r.requested, r.failed, r.deferred, r.ended, r.runs)
@@ -136,35 +132,28 @@ func NewRefiller(cfg RefillerConfig, st refillStore, log *slog.Logger, reg prome
 	return r
 }
 
-// Start runs the refiller in the background until Stop or ctx ends.
+// Start runs the refiller in the background until Stop or ctx ends. Stop
+// (lifetime's) waits, until its context is done, for the refill in
+// progress, which the stop cuts short (a refill is one transaction: it
+// commits or not).
 func (r *Refiller) Start(ctx context.Context) {
-	ctx, r.cancel = context.WithCancel(ctx)
-	go func() {
-		defer close(r.done)
-		ticker := time.NewTicker(r.cfg.Interval)
-		defer ticker.Stop()
-		for {
-			r.RunOnce(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-			}
-		}
-	}()
+	_ = r.start(ctx, func(ctx context.Context) (func(), error) {
+		return func() { r.run(ctx) }, nil
+	})
 }
 
-// Stop ends the refiller and waits for the refill in progress, which its
-// cancellation cuts short (a refill is one transaction: it commits or
-// not). Stop of a refiller never started returns at once.
-func (r *Refiller) Stop(context.Context) {
-	r.stopOnce.Do(func() {
-		if r.cancel == nil {
+// run looks at every pool now and then every interval until ctx is done.
+func (r *Refiller) run(ctx context.Context) {
+	ticker := time.NewTicker(r.cfg.Interval)
+	defer ticker.Stop()
+	for {
+		r.RunOnce(ctx)
+		select {
+		case <-ctx.Done():
 			return
+		case <-ticker.C:
 		}
-		r.cancel()
-		<-r.done
-	})
+	}
 }
 
 // RunOnce looks at every pool once: those below min_ready or above

@@ -126,9 +126,7 @@ type Webhooks struct {
 	freed    chan struct{}
 	attempts sync.WaitGroup
 
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	done     chan struct{}
+	lifetime
 }
 
 // NewWebhooks returns a delivery worker. changes may be nil (it then only
@@ -136,7 +134,7 @@ type Webhooks struct {
 func NewWebhooks(cfg WebhookConfig, st webhookStore, changes changeSource, log *slog.Logger, reg prometheus.Registerer) *Webhooks {
 	cfg = cfg.withDefaults()
 	w := &Webhooks{
-		cfg: cfg, store: st, changes: changes, log: log, done: make(chan struct{}),
+		cfg: cfg, store: st, changes: changes, log: log,
 		held: map[string]int{}, freed: make(chan struct{}, 1),
 		client: webhook.Guard{AllowPrivate: cfg.AllowPrivate}.Client(cfg.Timeout),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -155,45 +153,54 @@ func NewWebhooks(cfg WebhookConfig, st webhookStore, changes changeSource, log *
 	return w
 }
 
-// Start runs the worker in the background until Stop.
+// Start runs the worker in the background until Stop. Stop (lifetime's)
+// ends it and waits for the attempts in flight (each bounded by Timeout),
+// or until its context is done; a delivery whose result could not be
+// recorded is claimed again once its lease lapses.
 func (w *Webhooks) Start(ctx context.Context) {
-	ctx, w.cancel = context.WithCancel(ctx)
-	var wake <-chan sandbox.Change
-	unsubscribe := func() {}
-	if w.changes != nil {
-		wake, unsubscribe = w.changes.Subscribe()
-	}
-	go func() {
-		defer close(w.done)
-		defer w.attempts.Wait()
-		defer unsubscribe()
-		ticker := time.NewTicker(w.cfg.PollInterval)
-		defer ticker.Stop()
-		for {
-			started := time.Now()
-			busy, err := w.RunOnce(ctx)
-			if err != nil && ctx.Err() == nil {
-				w.log.Warn("webhooks: round failed; retrying", "err", err)
-			}
-			if busy && err == nil {
-				continue // more is waiting
-			}
-			select {
-			case <-ctx.Done():
+	_ = w.start(ctx, func(ctx context.Context) (func(), error) {
+		var wake <-chan sandbox.Change
+		unsubscribe := func() {}
+		if w.changes != nil {
+			wake, unsubscribe = w.changes.Subscribe()
+		}
+		return func() {
+			defer w.attempts.Wait()
+			defer unsubscribe()
+			w.run(ctx, wake)
+		}, nil
+	})
+}
+
+// run plans, claims and sends rounds until ctx is done: at once while
+// they find work, else at a change, a free slot or the poll interval.
+func (w *Webhooks) run(ctx context.Context, wake <-chan sandbox.Change) {
+	ticker := time.NewTicker(w.cfg.PollInterval)
+	defer ticker.Stop()
+	for {
+		started := time.Now()
+		busy, err := w.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			w.log.Warn("webhooks: round failed; retrying", "err", err)
+		}
+		if busy && err == nil {
+			continue // more is waiting
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		case <-wake:
+			if !coalesce(ctx, wake, started) {
 				return
-			case <-ticker.C:
-			case <-wake:
-				if !coalesce(ctx, wake, started) {
-					return
-				}
-			case <-w.freed:
-				// A slot is free: a due delivery may take it.
-				if !coalesce(ctx, wake, started) {
-					return
-				}
+			}
+		case <-w.freed:
+			// A slot is free: a due delivery may take it.
+			if !coalesce(ctx, wake, started) {
+				return
 			}
 		}
-	}()
+	}
 }
 
 // wakeGap is the least time between the starts of two rounds that changes
@@ -221,23 +228,6 @@ func coalesce(ctx context.Context, wake <-chan sandbox.Change, started time.Time
 		default:
 			return true
 		}
-	}
-}
-
-// Stop ends the worker and waits for the attempts in flight (each bounded
-// by Timeout), or until ctx is done; a delivery whose result could not be recorded is claimed
-// again once its lease lapses.
-func (w *Webhooks) Stop(ctx context.Context) {
-	w.stopOnce.Do(func() {
-		if w.cancel == nil {
-			close(w.done)
-			return
-		}
-		w.cancel()
-	})
-	select {
-	case <-w.done:
-	case <-ctx.Done():
 	}
 }
 
