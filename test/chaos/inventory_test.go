@@ -30,9 +30,9 @@ type record struct {
 }
 
 // inventory is the hosts' holdings and the machine's sandbox control
-// groups at one moment. The machine's groups are shared with every other
-// test that runs local sandboxes here: only those of sandboxes this run
-// made (the registry knows them, or a host had their folder) count.
+// groups at one moment. The machine's groups and network namespaces are
+// shared with every other test that runs local sandboxes here: only those
+// of sandboxes this run made (a host had their folder) count.
 type inventory struct {
 	hosts   map[string]harness.Holdings // by host name
 	cgroups []string
@@ -40,15 +40,22 @@ type inventory struct {
 
 func (h *chaos) takeInventory() (inventory, error) {
 	inv := inventory{hosts: map[string]harness.Holdings{}}
+	lives, _ := h.folders.record()
 	for _, host := range h.hosts.List {
 		hold, err := host.Holdings()
 		if err != nil {
 			return inv, err
 		}
+		// /run/netns shows every network namespace of the machine's
+		// (the hosts share it): only this run's sandboxes' count.
+		for id, kinds := range hold {
+			if _, ours := lives[id]; !ours {
+				hold[id] = slices.DeleteFunc(kinds, func(k string) bool { return k == "netns" })
+			}
+		}
 		inv.hosts[host.Name] = hold
 	}
 	cgroups, err := harness.SandboxCgroups()
-	lives, _ := h.folders.record()
 	for _, id := range cgroups {
 		if _, ours := lives[id]; ours {
 			inv.cgroups = append(inv.cgroups, id)

@@ -159,14 +159,18 @@ func exerciseTerminal(c supervisorClient, lim procLimits, env []string) {
 	}
 }
 
-// exerciseWatch watches dir while a tree is made in it.
+// exerciseWatch watches dir while a tree is made in it, once the watch
+// said it is armed (a tree made before is no change).
 func exerciseWatch(c supervisorClient, dir string) {
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		_ = os.MkdirAll(filepath.Join(dir, "a", "b"), 0o755)
-		_ = os.WriteFile(filepath.Join(dir, "a", "b", "c"), []byte("x"), 0o644)
-	}()
+	var made sync.WaitGroup
+	defer made.Wait()
 	events := c.call(opWatch, procRequest{Path: dir, Recursive: true}, func(r procReply) bool {
+		if r.File != nil && r.File.Kind == "start" {
+			made.Go(func() {
+				_ = os.MkdirAll(filepath.Join(dir, "a", "b"), 0o755)
+				_ = os.WriteFile(filepath.Join(dir, "a", "b", "c"), []byte("x"), 0o644)
+			})
+		}
 		return r.File != nil && r.File.Path == "a/b/c" // made, or written: b may be watched only after c was made
 	})
 	if len(events) < 2 || events[0].File == nil || events[0].File.Kind != "start" {
