@@ -47,7 +47,7 @@ func closeAll(files []*os.File) {
 // /workspace. Create and the probe share them.
 //
 // The sandbox's own files (its /etc/passwd and /etc/group, an allow-list
-// sandbox's /etc/hosts) are copied in from descriptors, dataFD and on, that
+// sandbox's /etc/hosts, /etc/resolv.conf and trust bundle) are copied in from descriptors, dataFD and on, that
 // the caller opens from data, in order: bound from the state folder, they
 // would name it in the sandbox's mount table.
 func (p *Provider) bwrapArgs(workspace, hostname string, prm Params, lim Limits, dataFD int) (args, data []string, err error) {
@@ -59,7 +59,7 @@ func (p *Provider) bwrapArgs(workspace, hostname string, prm Params, lim Limits,
 		}
 		own := map[string]bool{"passwd": true, "group": true}
 		if prm.Network == networkAllowlist {
-			own["hosts"] = true // egressHosts'
+			own["hosts"], own["resolv.conf"] = true, true // egressFiles'
 		}
 		rootArgs, err := image.RootArgs(img.root, own)
 		if err != nil {
@@ -79,9 +79,8 @@ func sandboxArgs(args []string, workspace, hostname string, prm Params, lim Limi
 	etc := filepath.Join(filepath.Dir(workspace), "etc") // writeSandboxEtc's
 	data = []string{filepath.Join(etc, "passwd"), filepath.Join(etc, "group")}
 	dests := []string{"/etc/passwd", "/etc/group"}
-	if hosts := egressHosts(workspace, prm); hosts != "" {
-		data, dests = append(data, hosts), append(dests, "/etc/hosts")
-	}
+	egressData, egressDests := egressFiles(workspace, prm)
+	data, dests = append(data, egressData...), append(dests, egressDests...)
 	for i, dest := range dests {
 		args = append(args, "--ro-bind-data", strconv.Itoa(dataFD+i), dest)
 	}

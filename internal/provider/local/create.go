@@ -197,7 +197,7 @@ func (c *creation) makeGroups() error {
 
 // makeNetwork gives an allow-list sandbox its network namespace.
 func (c *creation) makeNetwork() error {
-	if err := c.p.setupEgress(c.ctx, c.spec.SandboxID, c.prm); err != nil {
+	if err := c.p.setupEgress(c.ctx, c.spec.SandboxID, c.spec.Tenant, c.prm); err != nil {
 		return createErr(err)
 	}
 	return nil

@@ -46,7 +46,7 @@ func (p *Provider) destroyLocked(ctx context.Context, id string) error {
 			return fmt.Errorf("local: destroy: waiting for bwrap to exit: %w", ctx.Err())
 		}
 	}
-	if err := p.egress.Teardown(ctx, id); err != nil {
+	if err := p.teardownEgress(ctx, id); err != nil {
 		return fmt.Errorf("local: destroy: %w", err)
 	}
 	if p.cg != nil {

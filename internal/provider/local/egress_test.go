@@ -19,38 +19,101 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/egressproxy"
 	"github.com/tetherhq/tether/internal/host/egress"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/test/harness"
 )
 
-// newEgressProvider returns a provider over a fresh state folder whose
-// allow-list mode is available, resolving host names through names.
-func newEgressProvider(t *testing.T, names map[string]netip.Addr) (*Provider, string) {
+// egressEnv is a provider whose allow-list mode runs, with the proxy it
+// uses, the rules the proxy asks, the secrets credentials name and the
+// records the proxy made.
+type egressEnv struct {
+	p       *Provider
+	dir     string
+	proxy   *egressproxy.Proxy
+	rules   *egressproxy.MemoryPolicy
+	records *recorder
+	secrets map[string]string
+}
+
+// newEgressEnv returns a provider over a fresh state folder whose
+// allow-list mode is available through a proxy of its own, resolving
+// host names through names alone (EGRESS_HOSTS); cfg may change the
+// proxy's configuration.
+func newEgressEnv(t *testing.T, names map[string]netip.Addr, cfg ...func(*egressproxy.Config)) *egressEnv {
 	t.Helper()
-	dir := harness.ReachableTempDir(t)
+	hosts := map[string][]netip.Addr{}
+	for n, a := range names {
+		hosts[n] = []netip.Addr{a}
+	}
+	env := &egressEnv{dir: harness.ReachableTempDir(t), rules: &egressproxy.MemoryPolicy{}, records: &recorder{},
+		secrets: map[string]string{}}
+	pc := egressproxy.Config{Policy: env.rules, Recorder: env.records, Lookup: egressproxy.StaticLookup(hosts)}
+	for _, f := range cfg {
+		f(&pc)
+	}
+	px, err := egressproxy.New(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px.Start()
+	t.Cleanup(func() { _ = px.Stop(context.Background()) })
+	env.proxy = px
+	secrets := func(tenant, name string) (string, bool) {
+		v, ok := env.secrets[tenant+"/"+name]
+		return v, ok
+	}
 	// The networks are what is tested here; a workspace image would only
 	// stop TestEgressTeardownAfterCrash from deleting a folder.
-	p, err := New(dir, noWorkspaceLimit())
+	p, err := New(env.dir, noWorkspaceLimit(), WithEgressProxy(px, env.rules, secrets))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.problem != "" {
 		t.Fatalf("local provider unavailable: %s", p.problem)
 	}
-	if p.egress.Problem() != "" {
-		t.Fatalf("allowlist network unavailable: %s", p.egress.Problem())
+	if problem := p.egressProblem(); problem != "" {
+		t.Fatalf("allowlist network unavailable: %s", problem)
 	}
-	p.egress.Lookup = func(_ context.Context, host string) ([]netip.Addr, error) {
-		if a, ok := names[host]; ok {
-			return []netip.Addr{a}, nil
+	env.p = p
+	return env
+}
+
+// newEgressProvider is newEgressEnv's provider and state folder.
+func newEgressProvider(t *testing.T, names map[string]netip.Addr) (*Provider, string) {
+	t.Helper()
+	env := newEgressEnv(t, names)
+	return env.p, env.dir
+}
+
+// recorder keeps the proxy's records.
+type recorder struct {
+	mu   sync.Mutex
+	recs []egressproxy.ConnRecord
+}
+
+func (r *recorder) Record(c egressproxy.ConnRecord) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, c)
+}
+
+// of returns the records of sandbox id so far.
+func (r *recorder) of(id string) []egressproxy.ConnRecord {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []egressproxy.ConnRecord
+	for _, c := range r.recs {
+		if c.SandboxID == id {
+			out = append(out, c)
 		}
-		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 	}
-	return p, dir
+	return out
 }
 
 // createIn creates a sandbox with params and destroys it at the end of
@@ -157,11 +220,12 @@ func serve(t *testing.T, netns, addr, body string) string {
 }
 
 // reach tries an HTTP GET of every target from inside the sandbox, all at
-// once, and returns each one's body, or "" when it could not be reached.
+// once, and returns each one's body, or "" when it could not be reached
+// (the egress proxy refuses a plain HTTP request with a 403 of its own).
 func reach(t *testing.T, p *Provider, id string, targets ...string) map[string]string {
 	t.Helper()
 	script := `command -v curl >/dev/null || { echo "no curl in the sandbox"; exit 1; }
-for t in "$@"; do (b=$(curl -sS --connect-timeout 3 -m 5 "http://$t/" 2>/dev/null); echo "$t ${b:--}") & done; wait`
+for t in "$@"; do (b=$(curl -fsS --connect-timeout 3 -m 5 "http://$t/" 2>/dev/null); echo "$t ${b:--}") & done; wait`
 	q := make([]string, len(targets))
 	for i, target := range targets {
 		q[i] = "'" + target + "'"
@@ -328,9 +392,9 @@ for i in $(seq 50); do curl -s -o /dev/null http://127.0.0.1:8000/ && exit 0; sl
 		}
 	}
 
-	// Host names are pinned in /etc/hosts; there is no DNS inside.
-	if hosts := execIn(t, p, named, "cat /etc/hosts"); !strings.Contains(hosts, pub.addr.String()+"\tpub.example\n") {
-		t.Errorf("/etc/hosts of the named sandbox:\n%s\nwant pub.example pinned at %s", hosts, pub.addr)
+	// Names resolve through the proxy's DNS, only those on the list.
+	if out := execIn(t, p, named, "getent hosts pub.example"); !strings.HasPrefix(out, pub.addr.String()+" ") {
+		t.Errorf("getent hosts pub.example in the named sandbox = %q; want %s", out, pub.addr)
 	}
 	if out := execIn(t, p, named, "getent hosts priv.example example.com || echo unresolved"); out != "unresolved\n" {
 		t.Errorf("names not on the list resolve inside: %q", out)
@@ -343,31 +407,6 @@ for i in $(seq 50); do curl -s -o /dev/null http://127.0.0.1:8000/ && exit 0; sl
 		}
 		if left := egressLeft(id); len(left) > 0 {
 			t.Errorf("left after Destroy: %v", left)
-		}
-	}
-}
-
-// TestEgressCreateRefusesUnreachableNames: a host name that resolves only
-// to addresses a sandbox may not reach (a private one no entry names,
-// loopback) fails the create, not retryably, and leaves nothing behind.
-func TestEgressCreateRefusesUnreachableNames(t *testing.T) {
-	t.Parallel()
-	p, dir := newEgressProvider(t, map[string]netip.Addr{
-		"internal.example": netip.MustParseAddr("10.1.2.3"),
-		"loop.example":     netip.MustParseAddr("127.0.0.1"),
-	})
-	for _, allow := range [][]string{{"internal.example"}, {"loop.example:80", "10.0.0.0/8"}, {"missing.example"}} {
-		raw, _ := json.Marshal(map[string]any{"network": "allowlist", "allow": allow})
-		id := sandbox.NewID()
-		_, err := p.Create(t.Context(), sandbox.CreateSpec{SandboxID: id, Params: raw})
-		if err == nil || sandbox.IsRetryable(err) || !strings.Contains(err.Error(), strings.Split(allow[0], ":")[0]) {
-			t.Errorf("Create(%s) = %v; want a final error naming the host", raw, err)
-		}
-		if left := egressLeft(id); len(left) > 0 {
-			t.Errorf("Create(%s) left %v", raw, left)
-		}
-		if _, err := os.Stat(filepath.Join(dir, id)); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("Create(%s) left its folder: %v", raw, err)
 		}
 	}
 }
@@ -396,7 +435,7 @@ func TestEgressTeardownAfterCrash(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, halfway, "workspace"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := first.setupEgress(t.Context(), halfway, prm); err != nil {
+	if err := first.setupEgress(t.Context(), halfway, "", prm); err != nil {
 		t.Fatal(err)
 	}
 	// A running sandbox whose folder is gone.
@@ -470,8 +509,19 @@ func TestEgressParams(t *testing.T) {
 		{`{"network":"allowlist","allow":["pypi.org:65536"]}`, "port"},
 		{`{"network":"allowlist","allow":["pypi.org:https"]}`, "port"},
 		{`{"network":"allowlist","allow":["pypi.org:"]}`, "port"},
-		{`{"network":"allowlist","allow":["2001:db8::1"]}`, "IPv6"},
-		{`{"network":"allowlist","allow":["[2001:db8::1]:443"]}`, "IPv6"},
+		{`{"network":"allowlist","allow":["2001:db8::1"]}`, "never reach"},
+		{`{"network":"allowlist","allow":["[2001:db8::1]:443"]}`, "never reach"},
+		{`{"network":"allowlist","allow":["[fe80::1]:443"]}`, "never reach"},
+		{`{"network":"allowlist","allow":["[::1]:80"]}`, "never reach"},
+		{`{"network":"allowlist","allow":["[10.0.0.1]:80"]}`, "brackets"},
+		{`{"network":"allowlist","allow":["*.com"]}`, "two labels"},
+		{`{"network":"allowlist","allow":["*"]}`, "fully qualified"},
+		{`{"network":"allowlist","allow":["a.*.example.com"]}`, "not a host name"},
+		{`{"network":"allowlist","allow":["pypi.org"],"credentials":[{"host":"pypi.org","header":"Authorization"}]}`, "must name a secret"},
+		{`{"network":"allowlist","allow":["pypi.org"],"credentials":[{"host":"pypi.org","header":"Host","secret":"t"}]}`, "not a header"},
+		{`{"network":"allowlist","allow":["pypi.org"],"credentials":[{"host":"*.pypi.org","header":"X-Key","secret":"t"}]}`, "not a host name"},
+		{`{"network":"allowlist","allow":["pypi.org"],"credentials":[{"host":"pypi.org","header":"X-Key","format":"Bearer","secret":"t"}]}`, "{secret} exactly once"},
+		{`{"credentials":[{"host":"pypi.org","header":"Authorization","secret":"t"}]}`, `only to params.network "allowlist"`},
 		{`{"network":"allowlist","allow":["::ffff:1.2.3.4"]}`, "IPv6"},
 		{`{"network":"allowlist","allow":["10.0.0.1/8"]}`, "did you mean 10.0.0.0/8"},
 		{`{"network":"allowlist","allow":["10.0.0.0/33"]}`, "CIDR"},
@@ -501,6 +551,7 @@ func TestEgressParams(t *testing.T) {
 	good := []string{
 		`{"network":"allowlist","allow":["pypi.org","files.pythonhosted.org:443","10.0.0.0/8","192.0.2.7:8080"]}`,
 		`{"network":"allowlist","allow":["PyPI.org:443","0.0.0.0/0","10.0.0.0/8:5432","xn--bcher-kva.example"]}`,
+		`{"network":"allowlist","allow":["*.pythonhosted.org","*.example.com:8443","2606:4700::1111","[2606:4700::1111]:443","2606:4700::/32","[fd00::/8]:5432"]}`,
 		`{"network":"allowlist","allow":` + mustJSON(many[:MaxAllow]) + `}`,
 	}
 	for _, params := range good {
@@ -593,30 +644,30 @@ func TestEgressPoolOverlappingTheHost(t *testing.T) {
 	}
 }
 
-// TestAllowlistRefusalKeepsTheDNSAnswer: a create whose allow-list name
-// resolves only to addresses a sandbox may not reach fails with a message
-// that says what is refused, never what the operator's DNS answered, and
-// a name that does not exist fails with the same words: a tenant cannot
-// map the operator's internal names through create errors.
+// TestAllowlistRefusalKeepsTheDNSAnswer: a listed name that resolves
+// only to addresses a sandbox may not reach (a private one no entry
+// names, loopback) is answered in the sandbox as one that does not exist:
+// it does not resolve, and a connection that asks for it is refused with
+// the same words, none of which is the address the operator's DNS
+// answered. A tenant cannot map the operator's internal names. Such a
+// list is no reason to refuse the create: what a name resolves to is
+// decided at each connection.
 func TestAllowlistRefusalKeepsTheDNSAnswer(t *testing.T) {
 	t.Parallel()
 	p, _ := newEgressProvider(t, map[string]netip.Addr{"db.internal": netip.MustParseAddr("10.9.8.7"),
 		"lo.internal": netip.MustParseAddr("127.0.0.1")})
+	id := createIn(t, p, map[string]any{"network": "allowlist", "allow": []string{"db.internal:80", "lo.internal:80", "nope.internal:80"}})
 	refusal := func(host string) string {
 		t.Helper()
-		raw, err := json.Marshal(map[string]any{"network": "allowlist", "allow": []string{host + ":5432"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := sandbox.NewID()
-		_, err = p.Create(t.Context(), sandbox.CreateSpec{SandboxID: id, Params: raw})
-		_ = p.Destroy(context.Background(), id)
-		if sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
-			t.Fatalf("create allowing %s: %v; want INVALID_REQUEST", host, err)
-		}
-		return strings.ReplaceAll(err.Error(), host, "HOST")
+		// Dialled at an address of the test's choosing (a forged answer):
+		// the proxy decides by the name, and must refuse it whatever.
+		out := execIn(t, p, id, fmt.Sprintf(`getent hosts %[1]s; echo "getent $?"; curl -sS -m 5 --resolve %[1]s:80:198.18.0.9 http://%[1]s/ 2>&1; true`, host))
+		return strings.ReplaceAll(out, host, "HOST")
 	}
 	internal, loopback, missing := refusal("db.internal"), refusal("lo.internal"), refusal("nope.internal")
+	if !strings.HasPrefix(missing, "getent 2\n") || !strings.Contains(missing, "no address the sandbox may reach") {
+		t.Errorf("a missing name in the sandbox: %q; want no answer and the proxy's refusal", missing)
+	}
 	if strings.Contains(internal, "10.9.8.7") || strings.Contains(loopback, "127.0.0.1") {
 		t.Errorf("the refusals echo the DNS answer: %q, %q", internal, loopback)
 	}

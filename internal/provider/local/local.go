@@ -59,6 +59,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tetherhq/tether/internal/egressproxy"
 	"github.com/tetherhq/tether/internal/host/cgroup"
 	"github.com/tetherhq/tether/internal/host/egress"
 	"github.com/tetherhq/tether/internal/host/hostos"
@@ -97,8 +98,13 @@ type Provider struct {
 
 	// hostNetwork allows params.network "host" (see AllowHostNetwork).
 	hostNetwork bool
-	// egress runs params.network "allowlist" (network.go).
-	egress egress.Egress
+	// egress runs params.network "allowlist" (network.go): its links go
+	// to proxy, which asks egressRules for each sandbox's rules, set from
+	// their creates' params with secrets from secrets.
+	egress      egress.Egress
+	proxy       *egressproxy.Proxy
+	egressRules *egressproxy.MemoryPolicy
+	secrets     SecretSource
 	// workspace size-limits sandboxes' /workspace (internal/host/workspace).
 	workspace workspace.FS
 	// cg places sandboxes in control groups; nil when the host has none
@@ -290,7 +296,7 @@ func New(dir string, opts ...Option) (*Provider, error) {
 			return nil, err
 		}
 	}
-	p.egress.Detect(p.problem)
+	p.detectEgress()
 	p.workspace.Detect(p.dir, p.problem)
 	return p, nil
 }
@@ -448,7 +454,7 @@ func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
 			p.uidNote(),
 			seccomp.Note(),
 			p.networkNote(),
-			p.egress.Note(),
+			p.egressNote(),
 			p.limitsNote(),
 			p.pauseNote(),
 			p.shareNote(),

@@ -58,9 +58,14 @@ type Params struct {
 	// Network is "none" (default: a private network namespace with only
 	// loopback), "host", or "allowlist" (only what Allow names; network.go).
 	Network string `json:"network,omitempty"`
-	// Allow lists what an "allowlist" sandbox may reach: host names, IPv4
-	// addresses or CIDRs, each with an optional ":port".
+	// Allow lists what an "allowlist" sandbox may reach: host names,
+	// wildcards, IPv4 and IPv6 addresses or CIDRs, each with an optional
+	// ":port" (egressproxy.Parser).
 	Allow []string `json:"allow,omitempty"`
+	// Credentials are headers the egress proxy adds to an "allowlist"
+	// sandbox's HTTPS requests to a host, their secrets named (network.go).
+	// A shape for now: stored rules and secrets are to replace it.
+	Credentials []Credential `json:"credentials,omitempty"`
 	// Pids, MemoryMB and WorkspaceMB ask for other resource limits than
 	// the defaults, within the server's maxima.
 	Pids        int `json:"pids,omitempty"`
@@ -86,7 +91,7 @@ func (p *Provider) parseParams(raw json.RawMessage) (Params, error) {
 	if err := dec.Decode(&prm); err != nil {
 		msg := "not a valid JSON object"
 		if rest, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			msg = "unknown field " + rest + " (known: network, allow, pids, memory_mb, workspace_mb, open_files, image)"
+			msg = "unknown field " + rest + " (known: network, allow, credentials, pids, memory_mb, workspace_mb, open_files, image)"
 		}
 		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params for provider local: %s", msg)
 	}

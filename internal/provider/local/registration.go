@@ -50,12 +50,26 @@ var Registration = provider.Registration{
 		{Name: "LOCAL_ALLOW_UNLIMITED", Default: "false", Doc: "run sandboxes on a host where resource limits cannot be enforced"},
 		{Name: "LOCAL_EXEC_SERVER", Default: "true", Doc: "new sandboxes start exec's commands from a server inside them; false: every exec enters through nsenter"},
 	},
-	New:     newFromSettings,
+	New: func(ctx context.Context, s *provider.Settings) (provider.Provider, error) {
+		return newFromSettings(ctx, s)
+	},
 	NodeDir: "LOCAL_STATE_DIR",
 }
 
-// newFromSettings is Registration's constructor.
-func newFromSettings(_ context.Context, s *provider.Settings) (provider.Provider, error) {
+// RegistrationWith is Registration whose provider also gets opts: how
+// Tether hands it what is not a setting (its egress proxy,
+// WithEgressProxy).
+func RegistrationWith(opts ...Option) provider.Registration {
+	r := Registration
+	r.New = func(ctx context.Context, s *provider.Settings) (provider.Provider, error) {
+		return newFromSettings(ctx, s, opts...)
+	}
+	return r
+}
+
+// newFromSettings is Registration's constructor; extra options come after
+// those of the settings.
+func newFromSettings(_ context.Context, s *provider.Settings, extra ...Option) (provider.Provider, error) {
 	num := func(name string) int { return int(s.Int(name, 1)) }
 	orZero := func(name string) int { return int(s.Int(name, 0)) }
 	def := Limits{Pids: num("LOCAL_PIDS"), MemoryMB: num("LOCAL_MEMORY_MB"), WorkspaceMB: orZero("LOCAL_WORKSPACE_MB"), OpenFiles: num("LOCAL_OPEN_FILES")}
@@ -82,10 +96,11 @@ func newFromSettings(_ context.Context, s *provider.Settings) (provider.Provider
 	if err := s.Err(); err != nil {
 		return nil, err
 	}
-	p, err := New(s.String("LOCAL_STATE_DIR"), AllowHostNetwork(s.Bool("LOCAL_ALLOW_HOST_NETWORK")),
+	opts := []Option{AllowHostNetwork(s.Bool("LOCAL_ALLOW_HOST_NETWORK")),
 		WithLimits(def, maxLimits), AllowUnlimited(s.Bool("LOCAL_ALLOW_UNLIMITED")),
 		WithUIDRange(uidBase, uidCount), EgressPool(pool), WithImages(images...),
-		WithHostShare(host, tenant), WithCgroupParent(cgroup), WithExecServer(s.Bool("LOCAL_EXEC_SERVER")))
+		WithHostShare(host, tenant), WithCgroupParent(cgroup), WithExecServer(s.Bool("LOCAL_EXEC_SERVER"))}
+	p, err := New(s.String("LOCAL_STATE_DIR"), append(opts, extra...)...)
 	if err != nil {
 		return nil, err
 	}
