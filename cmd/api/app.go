@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tetherhq/tether/internal/cluster"
+	"github.com/tetherhq/tether/internal/egressproxy"
 	"github.com/tetherhq/tether/internal/framing"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/lifecycle"
@@ -45,6 +46,7 @@ type app struct {
 	log *slog.Logger
 
 	providers  []sandbox.Provider
+	egress     *egressproxy.Proxy // the allow-list sandboxes' way out; nil without local
 	st         *store.Store
 	notifier   *notify.Notifier
 	closePools func()
@@ -97,8 +99,11 @@ func (a *app) build(ctx context.Context, migrateFirst bool) error {
 	if err := a.fitConns(); err != nil {
 		return err
 	}
-	var err error
-	if a.providers, err = buildProviders(ctx, a.cfg); err != nil {
+	localOpts, err := a.buildEgress()
+	if err != nil {
+		return err
+	}
+	if a.providers, err = buildProviders(ctx, a.cfg, localOpts...); err != nil {
 		return err
 	}
 	if err := a.openStore(ctx, migrateFirst); err != nil {
@@ -355,6 +360,9 @@ func (a *app) buildServers(ctx context.Context, reg *prometheus.Registry, secret
 // for shutdown to stop.
 func (a *app) start(ctx context.Context) error {
 	a.workers.Go(func() { a.notifier.Run(a.workCtx) })
+	if a.egress != nil {
+		a.egress.Start()
+	}
 	if err := a.heartbeat.Start(a.workCtx); err != nil {
 		return fmt.Errorf("register node %s: %w", a.node.ID, err)
 	}
@@ -414,6 +422,7 @@ func (a *app) shutdown() {
 	a.janitor.Stop(cleanup)
 	a.webhooks.Stop(cleanup)
 	a.heartbeat.Stop(cleanup)
+	a.stopEgress(cleanup)
 	for _, srv := range []*http.Server{a.debugSrv, a.metricsSrv} {
 		if srv != nil {
 			_ = srv.Close()
@@ -440,6 +449,7 @@ func (a *app) close() {
 	if a.closePools != nil {
 		a.closePools()
 	}
+	a.stopEgress(context.Background()) // if start never ran
 }
 
 // raiseOpenFileLimit raises this process's soft limit of open files to its

@@ -51,6 +51,8 @@ type Config struct {
 	Janitor  lifecycle.JanitorConfig
 	// Webhooks is the delivery worker's; serve adds WorkerID.
 	Webhooks lifecycle.WebhookConfig
+	// Egress is the egress proxy's, which runs when local is enabled.
+	Egress EgressConfig
 	// Refiller is the warm pools' refiller; serve adds WorkerID, the
 	// lifetimes and the live-sandbox quota.
 	Refiller lifecycle.RefillerConfig
@@ -94,6 +96,7 @@ func settings() []setting {
 	all = append(all, lifecycleSettings...)
 	all = append(all, serverSettings...)
 	all = append(all, webhookSettings...)
+	all = append(all, egressSettings...)
 	return append(append(all, previewSettings...), snapshotSettings...)
 }
 

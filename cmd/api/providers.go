@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/tetherhq/tether/internal/provider/kubernetes"
@@ -52,10 +53,23 @@ func providerSettings() []setting {
 }
 
 // buildProviders makes the providers PROVIDERS enables, the default first,
-// each from its settings.
-func buildProviders(ctx context.Context, cfg Config) ([]sandbox.Provider, error) {
+// each from its settings; local with localOpts too (its egress proxy).
+func buildProviders(ctx context.Context, cfg Config, localOpts ...local.Option) ([]sandbox.Provider, error) {
 	service := map[string]string{"DATABASE_URL": cfg.DatabaseURL} // what registrations may Use
-	return registry.Open(ctx, cfg.Providers, func(name string) string {
+	reg := registry
+	if len(localOpts) > 0 {
+		regs := slices.Clone(registrations)
+		for i, r := range regs {
+			if r.Name == local.Name {
+				regs[i] = local.RegistrationWith(localOpts...)
+			}
+		}
+		var err error
+		if reg, err = provider.NewRegistry(regs...); err != nil {
+			return nil, err
+		}
+	}
+	return reg.Open(ctx, cfg.Providers, func(name string) string {
 		if v, ok := cfg.ProviderSettings[name]; ok {
 			return v
 		}

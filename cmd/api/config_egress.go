@@ -1,0 +1,40 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/tetherhq/tether/internal/egressproxy"
+)
+
+// EgressConfig is the egress proxy's configuration (the "allowlist"
+// network of local sandboxes): how it resolves names and whether rules
+// may reach private addresses. docs/providers.md explains them.
+type EgressConfig struct {
+	// Hosts resolves names instead of the host's resolver (EGRESS_HOSTS);
+	// nil: the host's.
+	Hosts map[string][]netip.Addr
+	// AllowPrivate lets rules reach private, loopback and link-local
+	// addresses and the host's own (EGRESS_ALLOW_PRIVATE).
+	AllowPrivate bool
+}
+
+// egressSettings are the EGRESS_* settings (Config.Egress).
+var egressSettings = []setting{
+	{name: "EGRESS_HOSTS", doc: "how the egress proxy resolves names: name=address pairs, comma-separated (unset: the host's resolver)",
+		set: func(c *Config, v string) error {
+			c.Egress.Hosts = nil
+			if strings.TrimSpace(v) == "" {
+				return nil
+			}
+			hosts, err := egressproxy.ParseHosts(v)
+			if err != nil {
+				return fmt.Errorf("EGRESS_HOSTS: %w", err)
+			}
+			c.Egress.Hosts = hosts
+			return nil
+		}},
+	boolean("EGRESS_ALLOW_PRIVATE", "let allow-list rules reach private, loopback and link-local addresses and the host's own",
+		func(c *Config) *bool { return &c.Egress.AllowPrivate }),
+}
