@@ -413,4 +413,3 @@ func (s *sandboxState) namesAt(a netip.Addr) []string {
 func (s *sandboxState) answeredFor(a netip.Addr, name string) bool {
 	return slices.Contains(s.namesAt(a), name)
 }
-
