@@ -40,6 +40,8 @@ var previewSettings = []setting{
 			c.HTTP.PreviewHost = v
 			return nil
 		}},
+	boolean("E2B_DISABLED", "turn off E2B's protocol, served under /e2b (docs/e2b.md)",
+		func(c *Config) *bool { return &c.HTTP.E2BDisabled }),
 }
 
 // previewHostPattern is a DNS name of at least two labels.

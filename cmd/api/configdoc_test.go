@@ -17,7 +17,7 @@ func TestConfigurationDocMatchesCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile("^\\| `([A-Z_]+)` \\| *(`([^`]*)`)? *\\|")
+	row := regexp.MustCompile("^\\| `([A-Z][A-Z0-9_]*)` \\| *(`([^`]*)`)? *\\|")
 	type entry struct{ name, def string }
 	var documented []entry
 	for line := range strings.SplitSeq(string(b), "\n") {

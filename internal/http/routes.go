@@ -12,6 +12,7 @@ import (
 
 	_ "github.com/tetherhq/tether/docs" // registers swag's copy of the Swagger 2.0 document (gin-swagger reads it)
 	"github.com/tetherhq/tether/internal/cluster"
+	"github.com/tetherhq/tether/internal/e2b"
 	"github.com/tetherhq/tether/internal/http/console"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/webhook"
@@ -132,6 +133,9 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.GET("/webhooks/:id/deliveries", h(handleWebhookDeliveries(deps.Store)))
 	v1.POST("/webhooks/:id/replay", body, h(handleWebhookReplay(deps.Store)))
 	// Warm pools.
+	if !cfg.E2BDisabled { // E2B's protocol, a second face over /v1 (docs/e2b.md)
+		r.Any(e2b.Prefix+"/*path", gin.WrapH(e2b.New(e2b.Options{API: r, Providers: providers})))
+	}
 	v1.POST("/pools", body, h(handlePoolCreate(cfg, deps.Store, providers)))
 	v1.GET("/pools", h(handlePoolList(deps.Store)))
 	v1.GET("/pools/:name", h(handlePoolGet(deps.Store)))

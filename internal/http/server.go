@@ -117,6 +117,8 @@ type Config struct {
 	PreviewTTL     time.Duration
 	PreviewMaxTTL  time.Duration
 	PreviewHost    string
+	// E2BDisabled turns off E2B's protocol under /e2b (docs/e2b.md).
+	E2BDisabled bool
 }
 
 // Deps are the collaborators the API needs.

@@ -1,0 +1,56 @@
+// Package e2b serves E2B's protocol from Tether: the control plane the e2b
+// SDKs call (E2B_API_URL=$TETHER/e2b) and the sandbox daemon's, envd's
+// (E2B_SANDBOX_URL=$TETHER/e2b/envd). It is a second face over the same
+// core: every control-plane call becomes a call of Tether's own API (/v1),
+// made in process through the same handler with the caller's API key, so a
+// sandbox made here is an ordinary Tether sandbox (its registry row, audit,
+// events, webhooks, owner lease, janitor) and a /v1 sandbox can be reached
+// from the SDK. The daemon's process calls go to the provider's Processes
+// capability, after /v1 has said the caller's key may see the sandbox.
+// docs/e2b.md says what is served and what is not.
+package e2b
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// EnvdVersion is the version of E2B's sandbox daemon whose protocol this
+// package implements, answered in every create and connect: the SDK turns
+// features on by it (0.5.2 closing stdin, 0.5.7 octet-stream uploads) and
+// refuses those of later versions (file metadata, 0.6.2; watch entries,
+// 0.6.3) with its own error.
+const EnvdVersion = "0.5.7"
+
+// Prefix is where the control plane is served; EnvdPrefix, the daemon.
+const (
+	Prefix     = "/e2b"
+	EnvdPrefix = "/e2b/envd"
+)
+
+// Options are what the face needs of the server it is part of.
+type Options struct {
+	// API is Tether's own API handler; /v1 calls are made through it.
+	API http.Handler
+	// Providers are the enabled providers, by name: the daemon's calls go
+	// to their capabilities.
+	Providers map[string]sandbox.Provider
+}
+
+// New returns the handler of everything under Prefix (EnvdPrefix included).
+func New(o Options) http.Handler {
+	c := core{api: o.API}
+	control := controlRoutes(c)
+	envd := envdRoutes(c, o.Providers)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		switch {
+		case p == EnvdPrefix || strings.HasPrefix(p, EnvdPrefix+"/"):
+			http.StripPrefix(EnvdPrefix, envd).ServeHTTP(w, r)
+		default:
+			http.StripPrefix(Prefix, control).ServeHTTP(w, r)
+		}
+	})
+}
