@@ -84,6 +84,7 @@ docs: ## Regenerate the API docs (Swagger 2.0, OpenAPI 3.0) in docs/ and the Go 
 	gofmt -w docs/docs.go
 	$(GO) run ./internal/openapi/cmd/gen -in docs/swagger.json -out docs
 	$(GO) generate ./clients/go/tether
+	$(GO) generate ./internal/e2b/envdpb
 	npm --prefix clients/typescript ci --no-audit --no-fund
 	npm --prefix clients/typescript run generate
 

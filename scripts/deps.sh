@@ -18,6 +18,7 @@
 #   pgrep            (procps)                     tests that look for sandbox processes
 #   chromium                                      the web console's browser tests (test/console)
 #   promtool         (prometheus)                 checks the alert rules in deploy/prometheus
+#   protoc           (protobuf-compiler)          checks the E2B face's generated code (internal/e2b/envdpb)
 #   ip               (iproute2)                   also the tests' simulated hosts (test/harness/hosts.go)
 #
 # Missing packages are installed with apt-get when running as root on a
@@ -52,6 +53,7 @@ if [[ $mode == test ]]; then
 	command -v pgrep >/dev/null 2>&1 || missing+=(procps)
 	command -v chromium >/dev/null 2>&1 || missing+=(chromium) # the console's browser tests drive it
 	command -v promtool >/dev/null 2>&1 || missing+=(prometheus) # promtool checks deploy/prometheus
+	command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler) # the E2B face's generated code
 fi
 
 if ((${#missing[@]} == 0)); then

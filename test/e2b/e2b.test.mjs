@@ -1,0 +1,205 @@
+// The real e2b SDK (pinned in package.json) against a live Tether: the
+// environment names the E2B face (E2B_API_URL=$TETHER/e2b,
+// E2B_SANDBOX_URL=$TETHER/e2b/envd, E2B_API_KEY=<a Tether key>) and, for
+// the checks through Tether's own API, TETHER_URL and TETHER_API_KEY.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { Sandbox, SandboxNotFoundError, NotFoundError, FileNotFoundError } from 'e2b'
+
+const tether = process.env.TETHER_URL
+const key = process.env.TETHER_API_KEY
+for (const v of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY', 'TETHER_URL', 'TETHER_API_KEY']) {
+  if (!process.env[v]) throw new Error(`${v} is not set`)
+}
+
+// v1 calls Tether's own API.
+async function v1(method, path, body) {
+  const res = await fetch(tether + path, {
+    method,
+    headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  })
+  const text = await res.text()
+  return { status: res.status, body: text ? JSON.parse(text) : undefined }
+}
+
+test('create base, run a command, and the sandbox is an ordinary Tether sandbox', async () => {
+  const sbx = await Sandbox.create('base', { metadata: { suite: 'e2b', run: 'one' }, envs: { GREETING: 'hi' } })
+  try {
+    const r = await sbx.commands.run('echo ok')
+    assert.equal(r.exitCode, 0)
+    assert.equal(r.stdout, 'ok\n')
+    const env = await sbx.commands.run('echo "$GREETING $PER_CMD"', { envs: { PER_CMD: 'there' } })
+    assert.equal(env.stdout, 'hi there\n')
+    const cwd = await sbx.commands.run('pwd', { cwd: '/tmp' })
+    assert.equal(cwd.stdout, '/tmp\n')
+    const mine = await v1('GET', `/v1/sandboxes/${sbx.sandboxId}`)
+    assert.equal(mine.status, 200)
+    assert.equal(mine.body.state, 'ready')
+    assert.equal(mine.body.labels.suite, 'e2b')
+    assert.equal(mine.body.labels['e2b.template'], 'base')
+    const info = await sbx.getInfo()
+    assert.equal(info.sandboxId, sbx.sandboxId)
+    assert.equal(info.templateId, 'base')
+    assert.equal(info.state, 'running')
+    assert.deepEqual(info.metadata, { suite: 'e2b', run: 'one' })
+  } finally {
+    await sbx.kill()
+  }
+})
+
+test('a failing command throws with its exit code and output', async () => {
+  const sbx = await Sandbox.create()
+  try {
+    await assert.rejects(sbx.commands.run('echo bad >&2; exit 3'), (err) => {
+      assert.equal(err.exitCode, 3)
+      assert.equal(err.stderr, 'bad\n')
+      return true
+    })
+  } finally {
+    await sbx.kill()
+  }
+})
+
+test('a background command streams its output, is listed, takes stdin and is killed', async () => {
+  const sbx = await Sandbox.create()
+  try {
+    const seen = []
+    const h = await sbx.commands.run('for i in 1 2 3; do echo line$i; sleep 0.2; done; sleep 30', {
+      background: true,
+      onStdout: (d) => seen.push(d),
+    })
+    assert.ok(h.pid > 0)
+    const deadline = Date.now() + 10_000
+    while (!seen.join('').includes('line3') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100))
+    assert.equal(seen.join(''), 'line1\nline2\nline3\n')
+    const list = await sbx.commands.list()
+    assert.ok(list.some((p) => p.pid === h.pid), `pid ${h.pid} not in ${JSON.stringify(list)}`)
+    assert.equal(await sbx.commands.kill(h.pid), true)
+    await assert.rejects(h.wait())
+    assert.equal(await sbx.commands.kill(999999), false)
+
+    const cat = await sbx.commands.run('cat', { background: true, stdin: true })
+    await sbx.commands.sendStdin(cat.pid, 'typed\n')
+    await sbx.commands.closeStdin(cat.pid)
+    const done = await cat.wait()
+    assert.equal(done.stdout, 'typed\n')
+
+    const late = await sbx.commands.run('sleep 1; echo later', { background: true })
+    const again = await sbx.commands.connect(late.pid)
+    const res = await again.wait()
+    assert.equal(res.stdout, 'later\n')
+  } finally {
+    await sbx.kill()
+  }
+})
+
+test('files: write, read, list, stat, make a folder, rename, remove', async () => {
+  const sbx = await Sandbox.create()
+  try {
+    const info = await sbx.files.write('/workspace/a/hello.txt', 'hello e2b')
+    assert.equal(info.path, '/workspace/a/hello.txt')
+    assert.equal(await sbx.files.read('/workspace/a/hello.txt'), 'hello e2b')
+    const bytes = await sbx.files.read('/workspace/a/hello.txt', { format: 'bytes' })
+    assert.equal(Buffer.from(bytes).toString(), 'hello e2b')
+    await sbx.files.write([
+      { path: '/workspace/a/one.txt', data: '1' },
+      { path: '/workspace/a/two.txt', data: '22' },
+    ])
+    const names = (await sbx.files.list('/workspace/a')).map((e) => `${e.name}:${e.type}:${e.size}`).sort()
+    assert.deepEqual(names, ['hello.txt:file:9', 'one.txt:file:1', 'two.txt:file:2'])
+    assert.equal(await sbx.files.makeDir('/workspace/a/sub'), true)
+    assert.equal(await sbx.files.makeDir('/workspace/a/sub'), false)
+    await sbx.files.write('/workspace/a/sub/deep.txt', 'd', { gzip: true })
+    const deep = (await sbx.files.list('/workspace/a', { depth: 2 })).map((e) => e.path).sort()
+    assert.ok(deep.includes('/workspace/a/sub/deep.txt'), JSON.stringify(deep))
+    const st = await sbx.files.getInfo('/workspace/a/sub')
+    assert.equal(st.type, 'dir')
+    const moved = await sbx.files.rename('/workspace/a/one.txt', '/workspace/b/uno.txt')
+    assert.equal(moved.path, '/workspace/b/uno.txt')
+    assert.equal(await sbx.files.exists('/workspace/a/one.txt'), false)
+    assert.equal(await sbx.files.exists('/workspace/b/uno.txt'), true)
+    await sbx.files.remove('/workspace/b')
+    assert.equal(await sbx.files.exists('/workspace/b'), false)
+    await assert.rejects(sbx.files.read('/workspace/missing.txt'), FileNotFoundError)
+    await assert.rejects(sbx.files.list('/workspace/missing'), FileNotFoundError)
+  } finally {
+    await sbx.kill()
+  }
+})
+
+test('setTimeout, connect and list; kill is final', async () => {
+  const sbx = await Sandbox.create({ timeoutMs: 60_000, metadata: { suite: 'e2b', run: 'list' } })
+  const before = (await v1('GET', `/v1/sandboxes/${sbx.sandboxId}`)).body.expires_at
+  await sbx.setTimeout(600_000)
+  const after = (await v1('GET', `/v1/sandboxes/${sbx.sandboxId}`)).body.expires_at
+  assert.ok(new Date(after) > new Date(before), `${after} is not after ${before}`)
+
+  const same = await Sandbox.connect(sbx.sandboxId)
+  assert.equal((await same.commands.run('echo again')).stdout, 'again\n')
+
+  const page = await Sandbox.list({ query: { metadata: { run: 'list' } } }).nextItems()
+  assert.deepEqual(page.map((s) => s.sandboxId), [sbx.sandboxId])
+  const running = await Sandbox.list({ query: { state: ['running'], metadata: { suite: 'e2b' } } }).nextItems()
+  assert.ok(running.some((s) => s.sandboxId === sbx.sandboxId))
+
+  assert.equal(await Sandbox.kill(sbx.sandboxId), true)
+  assert.equal(await Sandbox.kill(sbx.sandboxId), false)
+  assert.equal(await sbx.isRunning(), false)
+  await assert.rejects(Sandbox.connect(sbx.sandboxId), SandboxNotFoundError)
+  await assert.rejects(Sandbox.getInfo(sbx.sandboxId), SandboxNotFoundError)
+  const v1view = await v1('GET', `/v1/sandboxes/${sbx.sandboxId}`)
+  assert.equal(v1view.body.state, 'terminated')
+})
+
+test('lists page with a next token', async () => {
+  const made = []
+  try {
+    for (let i = 0; i < 3; i++) made.push(await Sandbox.create({ metadata: { run: 'pages' } }))
+    const p = Sandbox.list({ limit: 2, query: { metadata: { run: 'pages' } } })
+    const first = await p.nextItems()
+    assert.equal(first.length, 2)
+    assert.equal(p.hasNext, true)
+    const second = await p.nextItems()
+    assert.equal(second.length, 1)
+    assert.deepEqual([...first, ...second].map((s) => s.sandboxId).sort(), made.map((s) => s.sandboxId).sort())
+  } finally {
+    for (const s of made) await s.kill()
+  }
+})
+
+test('a /v1 sandbox is reached with Sandbox.connect', async () => {
+  const made = await v1('POST', '/v1/sandboxes?wait=60s', { labels: { suite: 'e2b' } })
+  assert.ok(made.status === 201 || made.status === 202, JSON.stringify(made))
+  const id = made.body.id
+  try {
+    const sbx = await Sandbox.connect(id)
+    assert.equal((await sbx.commands.run('echo from-v1')).stdout, 'from-v1\n')
+  } finally {
+    await v1('DELETE', `/v1/sandboxes/${id}`)
+  }
+})
+
+test('errors: an unknown sandbox is 404, a bad body 400, a bad key 401', async () => {
+  await assert.rejects(Sandbox.connect('sbx_00000000000000000000000000'), SandboxNotFoundError)
+  await assert.rejects(Sandbox.getInfo('not-an-id'), SandboxNotFoundError)
+  assert.equal(await Sandbox.kill('sbx_00000000000000000000000000'), false)
+  await assert.rejects(Sandbox.create('no-such-template'), (err) => {
+    assert.match(err.message, /404/)
+    return true
+  })
+  const base = process.env.E2B_API_URL
+  const bad = await fetch(`${base}/v2/sandboxes`, {
+    method: 'POST',
+    headers: { 'X-API-Key': key, 'Content-Type': 'application/json' },
+    body: '{"templateID": 5}',
+  })
+  assert.equal(bad.status, 400)
+  const badBody = await bad.json()
+  assert.equal(badBody.code, 400)
+  assert.equal(typeof badBody.message, 'string')
+  await assert.rejects(Sandbox.create({ apiKey: 'e2b_0123456789abcdef' }), (err) => {
+    assert.match(err.message, /Unauthorized/)
+    return true
+  })
+})
