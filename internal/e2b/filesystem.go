@@ -272,7 +272,7 @@ func (s filesystemService) WatchDir(ctx context.Context, req *connect.Request[pb
 		return stream.Send(&pb.WatchDirResponse{Event: &pb.WatchDirResponse_Filesystem{Filesystem: &pb.FilesystemEvent{Name: ev.Path, Type: kind}}})
 	})
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		return nil
+		err = nil // the caller stopped watching
 	}
 	return rpcError(err)
 }

@@ -372,7 +372,7 @@ func listQuery(q url.Values) (url.Values, string, error) {
 		}
 	}
 	if len(want) == 0 {
-		want = append(states["running"], states["paused"]...)
+		want = append(append(want, states["running"]...), states["paused"]...)
 	}
 	v.Set("state", strings.Join(want, ","))
 	if md := q.Get("metadata"); md != "" {
