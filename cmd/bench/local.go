@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tetherhq/tether/internal/host/hostos"
 	"github.com/tetherhq/tether/internal/provider/local"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
@@ -83,11 +84,11 @@ func (lb *localBench) close() {
 	procs, _ := bwrapProcesses()
 	mine := map[int]bool{}
 	for _, p := range procs {
-		mine[p.pid] = p.names(lb.root + "/")
+		mine[p.PID] = names(p, lb.root+"/")
 	}
 	for _, p := range procs {
-		if mine[p.pid] || mine[p.ppid] { // a monitor, or its child the init
-			_ = syscall.Kill(p.pid, syscall.SIGKILL)
+		if mine[p.PID] || mine[p.PPID] { // a monitor, or its child the init
+			_ = syscall.Kill(p.PID, syscall.SIGKILL)
 		}
 	}
 	// A sandbox's size-limited /workspace is a mount (its loop device
@@ -562,7 +563,7 @@ func (lb *localBench) bareFrom(id string) (*bareBwrap, error) {
 	if monitor == nil {
 		return nil, fmt.Errorf("local sandbox %s: no bwrap process names its folder", id)
 	}
-	cmdline, err := monitorArgs(monitor.cmdline, dir)
+	cmdline, err := monitorArgs(monitor.Args, dir)
 	if err != nil {
 		return nil, fmt.Errorf("local sandbox %s: %w", id, err)
 	}
@@ -580,11 +581,11 @@ func (lb *localBench) bareFrom(id string) (*bareBwrap, error) {
 	if err := lb.mirror(dir, paths); err != nil {
 		return nil, fmt.Errorf("local sandbox %s: %w", id, err)
 	}
-	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", monitor.pid))
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", monitor.PID))
 	if err != nil {
 		return nil, err
 	}
-	return &bareBwrap{path: monitor.cmdline[0], args: args, env: splitNUL(env), data: data}, nil
+	return &bareBwrap{path: monitor.Args[0], args: args, env: hostos.SplitNUL(env), data: data}, nil
 }
 
 // monitorArgs are the arguments (without argv[0]) of a sandbox's bwrap
@@ -599,7 +600,7 @@ func monitorArgs(cmdline []string, dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(splitNUL(b), cmdline[3:]...), nil
+	return append(hostos.SplitNUL(b), cmdline[3:]...), nil
 }
 
 // sandboxMonitor returns the monitor of the sandbox whose bwrap names
@@ -608,13 +609,13 @@ func monitorArgs(cmdline []string, dir string) ([]string, error) {
 func sandboxMonitor(procs []bwrapProcess, prefix string) *bwrapProcess {
 	mine := map[int]bool{}
 	for _, p := range procs {
-		if p.names(prefix) {
-			mine[p.pid] = true
+		if names(p, prefix) {
+			mine[p.PID] = true
 		}
 	}
 	var monitor *bwrapProcess
 	for i, p := range procs {
-		if mine[p.pid] && !mine[p.ppid] {
+		if mine[p.PID] && !mine[p.PPID] {
 			monitor = &procs[i]
 		}
 	}
@@ -817,56 +818,18 @@ func withoutExecServer(command []string) []string {
 	return command
 }
 
-// bwrapProcess is a running bwrap process.
-type bwrapProcess struct {
-	pid, ppid int
-	cmdline   []string
-	// cwd is its working directory: a sandbox's folder, for the monitor
-	// of a sandbox the provider started.
-	cwd string
-}
+// bwrapProcess is a running bwrap process: a sandbox's monitor runs in
+// the sandbox's folder (Cwd), its init is the monitor's child.
+type bwrapProcess = hostos.Process
+
+// bwrapProcesses lists the host's bwrap processes.
+func bwrapProcesses() ([]bwrapProcess, error) { return hostos.Processes("bwrap") }
 
 // names reports whether p runs in a folder under prefix, or an argument
 // of its command line starts with prefix (an older provider's bwrap).
-func (p bwrapProcess) names(prefix string) bool {
-	return strings.HasPrefix(p.cwd+"/", prefix) ||
-		slices.ContainsFunc(p.cmdline, func(arg string) bool { return strings.HasPrefix(arg, prefix) })
-}
-
-// bwrapProcesses lists the host's bwrap processes.
-func bwrapProcesses() ([]bwrapProcess, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
-	var out []bwrapProcess
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		cmdline := splitNUL(b)
-		if filepath.Base(cmdline[0]) != "bwrap" {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// Fields resume after the command name's ')': state, then ppid.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(fields[1])
-		cwd, _ := os.Readlink("/proc/" + e.Name() + "/cwd")
-		out = append(out, bwrapProcess{pid: pid, ppid: ppid, cmdline: cmdline, cwd: strings.TrimSuffix(cwd, " (deleted)")})
-	}
-	return out, nil
+func names(p bwrapProcess, prefix string) bool {
+	return strings.HasPrefix(p.Cwd+"/", prefix) ||
+		slices.ContainsFunc(p.Args, func(arg string) bool { return strings.HasPrefix(arg, prefix) })
 }
 
 // sandboxInit returns the host pid of the init of the sandbox whose bwrap
@@ -875,8 +838,8 @@ func bwrapProcesses() ([]bwrapProcess, error) {
 func sandboxInit(procs []bwrapProcess, prefix string) (int, error) {
 	if monitor := sandboxMonitor(procs, prefix); monitor != nil {
 		for _, p := range procs {
-			if p.ppid == monitor.pid {
-				return p.pid, nil
+			if p.PPID == monitor.PID {
+				return p.PID, nil
 			}
 		}
 	}
@@ -893,9 +856,4 @@ func statusUID(status string) (int, error) {
 		}
 	}
 	return 0, errors.New("status has no Uid line")
-}
-
-// splitNUL splits a NUL-separated /proc list (cmdline, environ).
-func splitNUL(b []byte) []string {
-	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
 }

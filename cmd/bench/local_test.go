@@ -70,10 +70,10 @@ func TestSandboxInit(t *testing.T) {
 	t.Parallel()
 	const prefix = "/state/sbx_2/"
 	procs := []bwrapProcess{
-		{pid: 10, ppid: 1, cmdline: []string{"bwrap", "--bind", "/state/sbx_1/workspace", "/workspace"}},
-		{pid: 11, ppid: 10, cmdline: []string{"bwrap", "--bind", "/state/sbx_1/workspace", "/workspace"}},
-		{pid: 20, ppid: 5, cmdline: []string{"bwrap", "--bind", prefix + "workspace", "/workspace"}},
-		{pid: 21, ppid: 20, cmdline: []string{"bwrap", "--bind", prefix + "workspace", "/workspace"}},
+		{PID: 10, PPID: 1, Args: []string{"bwrap", "--bind", "/state/sbx_1/workspace", "/workspace"}},
+		{PID: 11, PPID: 10, Args: []string{"bwrap", "--bind", "/state/sbx_1/workspace", "/workspace"}},
+		{PID: 20, PPID: 5, Args: []string{"bwrap", "--bind", prefix + "workspace", "/workspace"}},
+		{PID: 21, PPID: 20, Args: []string{"bwrap", "--bind", prefix + "workspace", "/workspace"}},
 	}
 	got, err := sandboxInit(procs, prefix)
 	if err != nil || got != 21 {
@@ -85,10 +85,10 @@ func TestSandboxInit(t *testing.T) {
 	// The provider's bwrap now runs in the sandbox's folder, its options
 	// read from bwrap.args: only its monitor names the folder.
 	procs = []bwrapProcess{
-		{pid: 30, ppid: 1, cmdline: []string{"bwrap", "--args", "9", "--", "/bin/sh"}, cwd: "/state/sbx_1"},
-		{pid: 31, ppid: 30, cmdline: []string{"bwrap", "--args", "9", "--", "/bin/sh"}, cwd: "/workspace"},
-		{pid: 40, ppid: 7, cmdline: []string{"bwrap", "--args", "9", "--", "/bin/sh"}, cwd: "/state/sbx_2"},
-		{pid: 41, ppid: 40, cmdline: []string{"bwrap", "--args", "9", "--", "/bin/sh"}, cwd: "/workspace"},
+		{PID: 30, PPID: 1, Args: []string{"bwrap", "--args", "9", "--", "/bin/sh"}, Cwd: "/state/sbx_1"},
+		{PID: 31, PPID: 30, Args: []string{"bwrap", "--args", "9", "--", "/bin/sh"}, Cwd: "/workspace"},
+		{PID: 40, PPID: 7, Args: []string{"bwrap", "--args", "9", "--", "/bin/sh"}, Cwd: "/state/sbx_2"},
+		{PID: 41, PPID: 40, Args: []string{"bwrap", "--args", "9", "--", "/bin/sh"}, Cwd: "/workspace"},
 	}
 	if got, err := sandboxInit(procs, prefix); err != nil || got != 41 {
 		t.Errorf("sandboxInit by folder = %d, %v; want 41", got, err)

@@ -1,7 +1,9 @@
 // Package hostos holds what the host packages share of the operating
 // system: exclusive file locks, host tools run with an environment of
 // their own, OS threads of their own, whether other users can reach a
-// folder, and the free space of a file system. It owns no kernel object.
+// folder, the free space of a file system, and the processes /proc lists
+// (Processes: the local provider and the bench find bwrap by it). It owns
+// no kernel object.
 package hostos
 
 import (

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tetherhq/tether/internal/host/hostos"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -107,37 +107,25 @@ func (l *idLocks) lock(id string) func() {
 // finds a sandbox even when its metadata was never written: Tether may die
 // between starting bwrap and recording the pid.
 func (p *Provider) sandboxProcesses() (map[string][]int, error) {
-	entries, err := os.ReadDir("/proc")
+	procs, err := hostos.Processes("bwrap")
 	if err != nil {
 		return nil, err
 	}
 	out := map[string][]int{}
 	monitors := map[int]string{}
-	var others []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
-		if filepath.Base(args[0]) != "bwrap" {
-			continue
-		}
-		if id := p.boundID(args); id != "" {
-			out[id] = append(out[id], pid)
-		} else if id := p.folderID(pid); id != "" {
-			monitors[pid] = id
+	var others []hostos.Process
+	for _, pr := range procs {
+		if id := p.boundID(pr.Args); id != "" {
+			out[id] = append(out[id], pr.PID)
+		} else if id := p.folderID(pr.Cwd); id != "" {
+			monitors[pr.PID] = id
 		} else {
-			others = append(others, pid)
+			others = append(others, pr)
 		}
 	}
-	for _, pid := range others {
-		if id, ok := monitors[processParent(pid)]; ok {
-			out[id] = append(out[id], pid)
+	for _, pr := range others {
+		if id, ok := monitors[pr.PPID]; ok {
+			out[id] = append(out[id], pr.PID)
 		}
 	}
 	for pid, id := range monitors {
@@ -162,29 +150,15 @@ func (p *Provider) boundID(args []string) string {
 	return ""
 }
 
-// folderID is the sandbox whose folder, under the state folder, is the
-// working directory of pid (a sandbox's bwrap monitor), removed or not;
-// "" if none.
-func (p *Provider) folderID(pid int) string {
-	cwd, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
-	if err != nil {
-		return ""
-	}
-	id, ok := strings.CutPrefix(strings.TrimSuffix(cwd, " (deleted)"), p.dir+"/")
+// folderID is the sandbox whose folder, under the state folder, is cwd
+// (a sandbox's bwrap monitor's working directory, removed or not); "" if
+// none.
+func (p *Provider) folderID(cwd string) string {
+	id, ok := strings.CutPrefix(cwd, p.dir+"/")
 	if !ok || !sandbox.ValidID(id) {
 		return ""
 	}
 	return id
-}
-
-// processParent is the parent of pid, or 0 if it cannot be read.
-func processParent(pid int) int {
-	fields, err := statFields(pid)
-	if err != nil || len(fields) < 2 {
-		return 0
-	}
-	ppid, _ := strconv.Atoi(fields[1])
-	return ppid
 }
 
 // processRunning reports whether pid runs (and is not a zombie).
@@ -227,24 +201,9 @@ func (m meta) alive() bool {
 	return err == nil && start == m.InitStart
 }
 
-// statFields are the fields of /proc/PID/stat after the command name:
-// the process's state first (field 3 overall).
-func statFields(pid int) ([]string, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return nil, err
-	}
-	// The command name (field 2) may hold spaces; fields resume after ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return nil, errors.New("malformed stat")
-	}
-	return strings.Fields(string(b[i+1:])), nil
-}
-
 // processStart returns the start time of pid, in clock ticks since boot.
 func processStart(pid int) (uint64, error) {
-	fields, err := statFields(pid)
+	fields, err := hostos.StatFields(pid)
 	if err != nil {
 		return 0, err
 	}
