@@ -2,11 +2,11 @@ package http
 
 import (
 	"crypto/sha256"
-	"encoding/json"
 	"io"
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/http/jsoncodec"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -19,7 +19,7 @@ func BenchmarkEncodeSandbox(b *testing.B) {
 		CreatedAt: now, UpdatedAt: now, ReadyAt: &now, ExpiresAt: now.Add(time.Hour), CreateDeadline: now.Add(time.Minute),
 	}
 	for b.Loop() {
-		if err := encodeJSON(io.Discard, toSandbox(sb)); err != nil {
+		if err := jsoncodec.Encode(io.Discard, toSandbox(sb)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -33,29 +33,6 @@ func BenchmarkKeyCacheHit(b *testing.B) {
 	for b.Loop() {
 		if _, ok := k.get(sha256.Sum256([]byte("tk_some-api-key"))); !ok {
 			b.Fatal("not cached")
-		}
-	}
-}
-
-// createBody is a typical create request.
-var createBody = []byte(`{"provider":"sim","owner":"agent-1","labels":{"team":"search","task":"fix-123"},"ttl_seconds":600,"env":{"A":"1","B":"two"},"setup":"pip install -q pytest"}`)
-
-// BenchmarkDuplicateKeyCheck is what refusing repeated JSON keys adds to a
-// request body; compare BenchmarkDecodeCreateBody, the decoding it precedes.
-func BenchmarkDuplicateKeyCheck(b *testing.B) {
-	for b.Loop() {
-		if err := noDuplicateKeys(createBody); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkDecodeCreateBody is the decoding of a create body alone.
-func BenchmarkDecodeCreateBody(b *testing.B) {
-	for b.Loop() {
-		var v map[string]any
-		if err := json.Unmarshal(createBody, &v); err != nil {
-			b.Fatal(err)
 		}
 	}
 }

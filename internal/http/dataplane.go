@@ -17,6 +17,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/http/jsoncodec"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -197,7 +198,7 @@ func execRequestOf(c *gin.Context, cfg Config) (execCall, error) {
 // parseExec decodes and checks an exec's body.
 func parseExec(raw []byte, cfg Config) (execCall, error) {
 	var req ExecRequest
-	if err := decodeJSONBytes(raw, &req); err != nil {
+	if err := jsoncodec.Decode(raw, &req); err != nil {
 		return execCall{}, err
 	}
 	if req.Command == "" {

@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tetherhq/tether/internal/cluster"
+	"github.com/tetherhq/tether/internal/http/jsoncodec"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -186,5 +187,5 @@ func writeProblem(c *gin.Context, p Problem) {
 	c.Header("Content-Type", "application/problem+json")
 	c.Status(p.Status)
 	c.Abort()
-	_ = encodeJSON(c.Writer, p)
+	_ = jsoncodec.Encode(c.Writer, p)
 }

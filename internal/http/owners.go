@@ -42,6 +42,10 @@ type RenewedSandbox struct {
 	Capped bool `json:"capped"`
 }
 
+// AppendJSON is not the embedded Sandbox's, which would leave capped out:
+// a RenewedSandbox is encoded by encoding/json.
+func (RenewedSandbox) AppendJSON(b []byte) ([]byte, bool) { return b, false }
+
 // outageSettler credits any outage before a lease is judged (see
 // store.SettleOutage): every handler whose call may end an owner's
 // sandboxes for a lapsed lease runs it first.

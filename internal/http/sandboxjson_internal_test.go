@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/tetherhq/tether/internal/http/jsoncodec"
 )
 
 // TestSandboxJSONMatchesEncodingJSON: the hand-written encoding of a
@@ -62,7 +64,7 @@ func TestSandboxJSONMatchesEncodingJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got bytes.Buffer
-		if err := encodeJSON(&got, sb); err != nil {
+		if err := jsoncodec.Encode(&got, sb); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got.Bytes(), want.Bytes()) {
@@ -76,7 +78,7 @@ func TestSandboxJSONMatchesEncodingJSON(t *testing.T) {
 func TestSandboxJSONOutOfRangeTime(t *testing.T) {
 	sb := Sandbox{CreatedAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
 	var buf bytes.Buffer
-	if err := encodeJSON(&buf, sb); err == nil {
+	if err := jsoncodec.Encode(&buf, sb); err == nil {
 		t.Fatalf("encodeJSON of year 10000 = %s, want an error", buf.Bytes())
 	}
 }
@@ -117,7 +119,7 @@ func TestSandboxJSONCoversEveryField(t *testing.T) {
 	if err := enc.Encode(sb); err != nil {
 		t.Fatal(err)
 	}
-	if err := encodeJSON(&got, sb); err != nil {
+	if err := jsoncodec.Encode(&got, sb); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got.Bytes(), want.Bytes()) {

@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,9 +17,7 @@ import (
 	"net/http"
 	"net/netip"
 	"runtime/debug"
-	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -28,6 +25,7 @@ import (
 
 	"github.com/tetherhq/tether/internal/cluster"
 	"github.com/tetherhq/tether/internal/framing"
+	"github.com/tetherhq/tether/internal/http/jsoncodec"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -263,7 +261,7 @@ func withFraming(next http.Handler, verdict func(ctx context.Context) framing.Ve
 			h.Set("X-Request-ID", id)
 			h.Set("Content-Type", "application/problem+json")
 			w.WriteHeader(http.StatusBadRequest)
-			_ = encodeJSON(w, Problem{
+			_ = jsoncodec.Encode(w, Problem{
 				Type: "https://github.com/tetherhq/tether/blob/main/docs/errors.md#invalid_request", Title: http.StatusText(http.StatusBadRequest),
 				Status: http.StatusBadRequest, Code: string(sandbox.CodeInvalidRequest), RequestID: id,
 				Detail: "a request must not carry both Transfer-Encoding and Content-Length (RFC 9112, section 6.1); the connection is closed",
@@ -410,7 +408,7 @@ func decodeJSON(c *gin.Context, v any) error {
 	if err != nil {
 		return err
 	}
-	return decodeJSONBytes(body, v)
+	return jsoncodec.Decode(body, v)
 }
 
 // readJSONBody reads the whole request body, for decodeJSONBytes.
@@ -429,189 +427,12 @@ func readJSONBody(c *gin.Context) ([]byte, error) {
 	return body, nil
 }
 
-// decodeJSONBytes is decodeJSON of a body read already.
-func decodeJSONBytes(body []byte, v any) error {
-	if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || trimmed[0] != '{' {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body must be a JSON object")
-	}
-	if err := noDuplicateKeys(body); err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body: %s", describeJSONError(err))
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body must hold a single JSON object and nothing after it")
-	}
-	return nil
-}
-
-// noDuplicateKeys refuses a JSON document in which an object names a key
-// twice (after unescaping: "a" and "\u0061" are the same key):
-// encoding/json would silently take the last, so that what a proxy, a log
-// or an audit tool reads of a request could differ from what Tether acts
-// on. It only scans; malformed JSON is left to the decoder to describe.
-func noDuplicateKeys(body []byte) error {
-	var stack []jsonFrame
-	for i := 0; i < len(body); i++ {
-		switch body[i] {
-		case '{':
-			stack = append(stack, jsonFrame{object: true, expectKey: true})
-		case '[':
-			stack = append(stack, jsonFrame{})
-		case '}', ']':
-			if len(stack) > 0 {
-				stack = stack[:len(stack)-1]
-			}
-		case ',':
-			if n := len(stack); n > 0 && stack[n-1].object {
-				stack[n-1].expectKey = true
-			}
-		case '"':
-			end, escaped := stringEnd(body, i)
-			if end >= len(body) {
-				return nil // unterminated: the decoder says so
-			}
-			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].expectKey {
-				if stop, err := stack[n-1].addKey(body[i:end+1], escaped); stop || err != nil {
-					return err
-				}
-			}
-			i = end
-		}
-	}
-	return nil
-}
-
-// jsonFrame is an object or an array that noDuplicateKeys is inside of.
-type jsonFrame struct {
-	object    bool
-	expectKey bool
-	keys      []string            // while few
-	set       map[string]struct{} // past 16 keys, so that many keys stay linear
-}
-
-// addKey records the next key of an object, quoted as in the document
-// (escaped: with escapes in it). It returns the problem for a key the
-// object has already, and stop for a bad escape, which the decoder
-// describes.
-func (f *jsonFrame) addKey(quoted []byte, escaped bool) (stop bool, err error) {
-	key := string(quoted[1 : len(quoted)-1])
-	if escaped {
-		var ok bool
-		if key, ok = unescapeKey(quoted); !ok {
-			return true, nil
-		}
-	}
-	_, seen := f.set[key]
-	if seen || slices.Contains(f.keys, key) {
-		return true, sandbox.Errorf(sandbox.CodeInvalidRequest, "request body: key %q appears twice in one object", key)
-	}
-	switch {
-	case f.set != nil:
-		f.set[key] = struct{}{}
-	case len(f.keys) < 16:
-		f.keys = append(f.keys, key)
-	default:
-		f.set = make(map[string]struct{}, 64)
-		for _, k := range f.keys {
-			f.set[k] = struct{}{}
-		}
-		f.set[key], f.keys = struct{}{}, nil
-	}
-	f.expectKey = false
-	return false, nil
-}
-
-// stringEnd returns the index of the quote that ends the JSON string that
-// starts at body[i] (len(body) if none does), and whether the string has
-// escapes.
-func stringEnd(body []byte, i int) (end int, escaped bool) {
-	for end = i + 1; end < len(body) && body[end] != '"'; end++ {
-		if body[end] == '\\' {
-			escaped = true
-			end++
-		}
-	}
-	return end, escaped
-}
-
-// unescapeKey is the value of a quoted JSON string with escapes, and
-// whether it is one.
-func unescapeKey(quoted []byte) (string, bool) {
-	var s string
-	err := json.Unmarshal(quoted, &s)
-	return s, err == nil
-}
-
-func describeJSONError(err error) string {
-	var (
-		syntaxErr *json.SyntaxError
-		typeErr   *json.UnmarshalTypeError
-	)
-	switch {
-	case errors.As(err, &syntaxErr):
-		return fmt.Sprintf("malformed JSON at byte %d", syntaxErr.Offset)
-	case errors.As(err, &typeErr):
-		if typeErr.Field == "" {
-			return "must be a JSON object"
-		}
-		return fmt.Sprintf("field %q must be of JSON type %s", typeErr.Field, jsonTypeName(typeErr.Type.Kind().String()))
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "malformed JSON: unexpected end"
-	}
-	msg := err.Error()
-	if len(msg) > 20 && msg[:20] == "json: unknown field " {
-		return "unknown field " + msg[20:]
-	}
-	return "malformed JSON"
-}
-
-func jsonTypeName(kind string) string {
-	switch kind {
-	case "int", "int32", "int64", "uint", "uint32", "uint64", "float64":
-		return "number"
-	case "map", "struct":
-		return "object"
-	case "slice":
-		return "array"
-	case "bool":
-		return "boolean"
-	}
-	return kind
-}
-
-// encodeJSON writes v as JSON without escaping HTML characters, and a
-// newline, as json.Encoder does. A Sandbox, the most common body, is
-// written without reflection (Sandbox.appendJSON).
-func encodeJSON(w io.Writer, v any) error {
-	if sb, ok := v.(Sandbox); ok && sb.jsonable() {
-		buf := sandboxBuffers.Get().(*[]byte)
-		b := sb.appendJSON((*buf)[:0])
-		b = append(b, '\n')
-		_, err := w.Write(b)
-		if cap(b) <= 16<<10 {
-			*buf = b
-			sandboxBuffers.Put(buf)
-		}
-		return err
-	}
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
-}
-
-// sandboxBuffers are the buffers Sandbox bodies are built in.
-var sandboxBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
 // writeJSON writes v with the given status. A client that went away is not
 // an error worth reporting, so it returns nil.
 func writeJSON(c *gin.Context, status int, v any) error {
 	c.Header("Content-Type", jsonContentType)
 	c.Status(status)
-	_ = encodeJSON(c.Writer, v)
+	_ = jsoncodec.Encode(c.Writer, v)
 	return nil
 }
 
@@ -619,7 +440,7 @@ func writeJSON(c *gin.Context, status int, v any) error {
 // once, whole (its length declared), while the handler goes on.
 func answerNow(c *gin.Context, status int, v any) {
 	var buf bytes.Buffer
-	_ = encodeJSON(&buf, v)
+	_ = jsoncodec.Encode(&buf, v)
 	c.Header("Content-Length", strconv.Itoa(buf.Len()))
 	c.Data(status, jsonContentType, buf.Bytes())
 	c.Writer.Flush()
