@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -66,14 +67,14 @@ type activityRecorder interface {
 }
 
 type activityLister interface {
-	sandboxGetter
+	httpapi.SandboxGetter
 	SandboxActivity(ctx context.Context, sandboxID string, after int64, limit int) ([]sandbox.Activity, error)
 }
 
 // dataPlaneStore is what the data-plane handlers need: the sandbox, and a
 // place to record what they did, and to say a record is on its way.
 type dataPlaneStore interface {
-	sandboxGetter
+	httpapi.SandboxGetter
 	activityRecorder
 	expect(sandboxID string) (done func())
 }
@@ -90,19 +91,19 @@ const activityTimeout = 5 * time.Second
 // docs/security.md). Input a record could not hold is refused before the
 // operation (filePath, the exec checks).
 func recordActivity(c *gin.Context, log *slog.Logger, st activityRecorder, sb sandbox.Sandbox, a sandbox.Activity, started time.Time, err error) {
-	writeActivity(c.Request.Context(), log, st, activityOf(c, sb, a, started, err), requestID(c))
+	writeActivity(c.Request.Context(), log, st, activityOf(c, sb, a, started, err), httpapi.RequestID(c))
 }
 
 // activityOf completes a, the record of an operation on sb that began at
 // started and ended with err: who asked, how long it took, its error code.
 func activityOf(c *gin.Context, sb sandbox.Sandbox, a sandbox.Activity, started time.Time, err error) sandbox.Activity {
-	a.SandboxID, a.Tenant, a.Caller, a.Duration = sb.ID, sb.Tenant, callerOf(c), time.Since(started)
+	a.SandboxID, a.Tenant, a.Caller, a.Duration = sb.ID, sb.Tenant, httpapi.CallerOf(c), time.Since(started)
 	if a.Kind == sandbox.ActivityPreview {
 		a.Caller = sandbox.Caller{} // no API key: the preview_id says who
 	}
 	if err != nil {
 		// The code the client is (or would have been) answered with.
-		a.Error = problemFor(c, slog.New(slog.DiscardHandler), err).Code
+		a.Error = httpapi.ProblemFor(c, slog.New(slog.DiscardHandler), err).Code
 	}
 	return a
 }
@@ -131,10 +132,10 @@ func writeActivity(ctx context.Context, log *slog.Logger, st activityRecorder, a
 // may come before the record, by the record's round trip.
 func answerThenRecord(c *gin.Context, log *slog.Logger, st dataPlaneStore, sb sandbox.Sandbox, a sandbox.Activity, started time.Time, out any) error {
 	a = activityOf(c, sb, a, started, nil)
-	ctx, reqID := c.Request.Context(), requestID(c)
-	if forwarded(c) {
+	ctx, reqID := c.Request.Context(), httpapi.RequestID(c)
+	if httpapi.Forwarded(c) {
 		writeActivity(ctx, log, st, a, reqID)
-		return writeJSON(c, http.StatusOK, out)
+		return httpapi.WriteJSON(c, http.StatusOK, out)
 	}
 	done := st.expect(sb.ID)
 	var recording sync.WaitGroup
@@ -142,7 +143,7 @@ func answerThenRecord(c *gin.Context, log *slog.Logger, st dataPlaneStore, sb sa
 		defer done()
 		writeActivity(ctx, log, st, a, reqID)
 	})
-	answerNow(c, http.StatusOK, out)
+	httpapi.AnswerNow(c, http.StatusOK, out)
 	recording.Wait()
 	return nil
 }
@@ -252,16 +253,16 @@ func (r *countingReader) Read(p []byte) (int, error) {
 
 func toActivity(a sandbox.Activity) Activity {
 	out := Activity{
-		ID: a.ID, SandboxID: a.SandboxID, At: a.At.UTC(), KeyID: optional(a.Caller.KeyID), KeyName: callerName(a.Caller),
+		ID: a.ID, SandboxID: a.SandboxID, At: a.At.UTC(), KeyID: httpapi.Optional(a.Caller.KeyID), KeyName: httpapi.CallerName(a.Caller),
 		Kind: string(a.Kind), ExitCode: a.ExitCode, Bytes: a.Bytes, DurationMS: a.Duration.Milliseconds(),
-		TimedOut: a.TimedOut, OOMKilled: a.OOMKilled, Error: optional(a.Error),
+		TimedOut: a.TimedOut, OOMKilled: a.OOMKilled, Error: httpapi.Optional(a.Error),
 	}
 	target := a.Target
 	switch a.Kind {
 	case sandbox.ActivityExec:
 		out.Command = &target
 	case sandbox.ActivityPort, sandbox.ActivityPreview:
-		out.Request, out.PreviewID = &target, optional(a.PreviewID)
+		out.Request, out.PreviewID = &target, httpapi.Optional(a.PreviewID)
 		out.Port, out.HTTPStatus = optionalInt(a.Port), optionalInt(a.Status)
 	default:
 		out.Path = &target
@@ -281,21 +282,21 @@ func toActivity(a sandbox.Activity) Activity {
 //	@Param			cursor	query		string	false	"next_cursor of the previous page"												example(7)
 //	@Param			after	query		integer	false	"return records after this record id (the same position as cursor; pass one)"	format(int64)	minimum(0)	example(7)
 //	@Success		200		{object}	ActivityList
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		404		{object}	Problem				"NOT_FOUND"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/activity [get]
-func handleSandboxActivity(st activityLister) handlerFunc {
+func handleSandboxActivity(st activityLister) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		items, limit, err := sandboxPage(c, st, st.SandboxActivity)
+		items, limit, err := httpapi.SandboxPage(c, st, st.SandboxActivity)
 		if err != nil {
 			return err
 		}
@@ -307,7 +308,7 @@ func handleSandboxActivity(st activityLister) handlerFunc {
 			s := strconv.FormatInt(items[len(items)-1].ID, 10)
 			out.NextCursor = &s
 		}
-		return writeJSON(c, http.StatusOK, out)
+		return httpapi.WriteJSON(c, http.StatusOK, out)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -24,23 +25,23 @@ import (
 //	@Param			path	query	string	true	"absolute path of a folder inside the sandbox"	example(/workspace)
 //	@Param			archive	body	string	true	"a tar archive"
 //	@Success		204		"extracted"
-//	@Failure		400		{object}	Problem				"INVALID_PATH, INVALID_REQUEST"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		403		{object}	Problem				"PERMISSION_DENIED"
-//	@Failure		404		{object}	Problem				"NOT_FOUND (the sandbox)"
-//	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT"
-//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		501		{object}	Problem				"NOT_SUPPORTED"
-//	@Failure		503		{object}	Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_PATH, INVALID_REQUEST"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		403		{object}	httpapi.Problem				"PERMISSION_DENIED"
+//	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND (the sandbox)"
+//	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT"
+//	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED"
+//	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/archive [put]
-func handleArchivePut(log *slog.Logger, cfg Config, st dataPlaneStore, providers map[string]sandbox.Provider) handlerFunc {
+func handleArchivePut(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		path, err := filePath(c)
 		if err != nil {
@@ -51,7 +52,7 @@ func handleArchivePut(log *slog.Logger, cfg Config, st dataPlaneStore, providers
 			return err
 		}
 		started, body := time.Now(), &countingReader{r: c.Request.Body}
-		err = bodyError(c, archives.WriteArchive(c.Request.Context(), sb.ID, path, body, cfg.MaxFileBytes))
+		err = httpapi.BodyError(c, archives.WriteArchive(c.Request.Context(), sb.ID, path, body, cfg.MaxFileBytes))
 		recordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityArchiveWrite, Target: path, Bytes: &body.n}, started, err)
 		if err != nil {
 			return err
@@ -71,23 +72,23 @@ func handleArchivePut(log *slog.Logger, cfg Config, st dataPlaneStore, providers
 //	@Param			id		path		string				true	"sandbox id"									example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			path	query		string				true	"absolute path of a folder inside the sandbox"	example(/workspace)
 //	@Success		200		{file}		binary				"a tar archive of the folder"
-//	@Failure		400		{object}	Problem				"INVALID_PATH"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		403		{object}	Problem				"PERMISSION_DENIED"
-//	@Failure		404		{object}	Problem				"FILE_NOT_FOUND or NOT_FOUND"
-//	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT"
-//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		501		{object}	Problem				"NOT_SUPPORTED"
-//	@Failure		503		{object}	Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_PATH"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		403		{object}	httpapi.Problem				"PERMISSION_DENIED"
+//	@Failure		404		{object}	httpapi.Problem				"FILE_NOT_FOUND or NOT_FOUND"
+//	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT"
+//	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED"
+//	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/archive [get]
-func handleArchiveGet(log *slog.Logger, cfg Config, st dataPlaneStore, providers map[string]sandbox.Provider) handlerFunc {
+func handleArchiveGet(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		path, err := filePath(c)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	tetherhttp "github.com/tetherhq/tether/internal/http"
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
 )
@@ -34,7 +35,7 @@ func (l *lookupCounter) PreviewByToken(ctx context.Context, token string) (sandb
 }
 
 // counted sets up a bundle whose lookups counter counts.
-func counted(t *testing.T, config func(*tetherhttp.Config)) (*bundle, *lookupCounter) {
+func counted(t *testing.T, config func(*httpapi.Config)) (*bundle, *lookupCounter) {
 	t.Helper()
 	var counter *lookupCounter
 	b := setup(t, withExecutor(), withConfig(config), withStoreWrap(func(st *store.Store) tetherhttp.Store {
@@ -59,7 +60,7 @@ func random40(prefix string) string {
 // preview tokens from that address are still looked up and let in.
 func TestGuessesCostNoLookups(t *testing.T) {
 	t.Parallel()
-	b, n := counted(t, func(c *tetherhttp.Config) { c.AuthFailuresPerSecond, c.AuthCacheTTL = 1, time.Hour })
+	b, n := counted(t, func(c *httpapi.Config) { c.AuthFailuresPerSecond, c.AuthCacheTTL = 1, time.Hour })
 	fresh := b.mint(t, keyA, `{"name":"fresh"}`).Secret
 	id := b.readyWithPorts(t, keyA, 8080)
 	p := b.preview(t, keyA, id, map[string]any{"port": 8080})
@@ -133,7 +134,7 @@ func TestGuessesCostNoLookups(t *testing.T) {
 // worth), and valid keys from any of them still pass.
 func TestGuessesFromManyAddressesAreBounded(t *testing.T) {
 	t.Parallel()
-	b, n := counted(t, func(c *tetherhttp.Config) {
+	b, n := counted(t, func(c *httpapi.Config) {
 		c.AuthFailuresPerSecond = 1
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 	})

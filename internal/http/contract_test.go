@@ -24,6 +24,7 @@ import (
 
 	"github.com/tetherhq/tether/docs"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -264,7 +265,7 @@ var apiTypes = map[string]any{
 	"OwnerRequest":         tetherhttp.OwnerRequest{},
 	"Owner":                tetherhttp.Owner{},
 	"OwnerList":            tetherhttp.OwnerList{},
-	"Problem":              tetherhttp.Problem{},
+	"Problem":              httpapi.Problem{},
 	"ReconcileEvent":       tetherhttp.ReconcileEvent{},
 	"ReconcileEventList":   tetherhttp.ReconcileEventList{},
 	"Provider":             tetherhttp.Provider{},

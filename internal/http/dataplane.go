@@ -17,6 +17,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/http/jsoncodec"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
@@ -55,16 +56,16 @@ type ExecResult struct {
 
 // dataPlane finds the sandbox a data-plane request is for and checks it is
 // ready and its provider has the capability.
-func dataPlane[C any](c *gin.Context, st sandboxGetter, providers map[string]sandbox.Provider, op string) (sandbox.Sandbox, C, error) {
+func dataPlane[C any](c *gin.Context, st httpapi.SandboxGetter, providers map[string]sandbox.Provider, op string) (sandbox.Sandbox, C, error) {
 	var zero C
-	id, err := sandboxID(c)
+	id, err := httpapi.SandboxID(c)
 	if err != nil {
 		return sandbox.Sandbox{}, zero, err
 	}
-	sb, looked := routedSandbox(c)
+	sb, looked := httpapi.RoutedSandbox(c)
 	if !looked {
-		if sb, err = st.GetSandbox(c.Request.Context(), tenantOf(c), id); err != nil {
-			return sb, zero, notFoundAs(err, id)
+		if sb, err = st.GetSandbox(c.Request.Context(), httpapi.TenantOf(c), id); err != nil {
+			return sb, zero, httpapi.NotFoundAs(err, id)
 		}
 	}
 	if sb.State != sandbox.StateReady {
@@ -96,35 +97,35 @@ func dataPlane[C any](c *gin.Context, st sandboxGetter, providers map[string]san
 //	@Param			id		path		string				true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			request	body		ExecRequest			true	"the command"
 //	@Success		200		{object}	ExecResult			"the command's outcome, or (text/event-stream) its output as it comes"
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST or INVALID_PATH"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		403		{object}	Problem				"PERMISSION_DENIED"
-//	@Failure		404		{object}	Problem				"NOT_FOUND"
-//	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT"
-//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		501		{object}	Problem				"NOT_SUPPORTED"
-//	@Failure		503		{object}	Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST or INVALID_PATH"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		403		{object}	httpapi.Problem				"PERMISSION_DENIED"
+//	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
+//	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT"
+//	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED"
+//	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/exec [post]
-func handleSandboxExec(log *slog.Logger, cfg Config, st dataPlaneStore, providers map[string]sandbox.Provider, draining context.Context) handlerFunc {
+func handleSandboxExec(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		call, err := execRequestOf(c, cfg)
 		if err != nil {
 			return err
 		}
-		execReq := call.req
+		execReq := call.Req
 		if wantsEventStream(c) {
 			sb, execer, err := dataPlane[sandbox.StreamExecer](c, st, providers, "streaming exec")
 			if err != nil {
 				return err
 			}
-			return endedMeanwhile(c, st, sb, "streaming exec",
+			return httpapi.EndedMeanwhile(c, st, sb, "streaming exec",
 				streamExec(c, log, draining, execer, sb.ID, call, func(res sandbox.ExecResult, output int64, started time.Time, err error) {
 					recordActivity(c, log, st, sb, execActivity(execReq.Command, res, output, err), started, err)
 				}))
@@ -135,7 +136,7 @@ func handleSandboxExec(log *slog.Logger, cfg Config, st dataPlaneStore, provider
 		}
 		started := time.Now()
 		res, err := execer.Exec(c.Request.Context(), sb.ID, execReq)
-		err = endedMeanwhile(c, st, sb, "exec", err)
+		err = httpapi.EndedMeanwhile(c, st, sb, "exec", err)
 		a := execActivity(execReq.Command, res, int64(len(res.Output)), err)
 		if err != nil {
 			recordActivity(c, log, st, sb, a, started, err)
@@ -143,7 +144,7 @@ func handleSandboxExec(log *slog.Logger, cfg Config, st dataPlaneStore, provider
 		}
 		out := ExecResult{ExitCode: res.ExitCode, Truncated: res.Truncated,
 			TimedOut: res.TimedOut, TimeoutSeconds: int64(execReq.Timeout / time.Second), OOMKilled: res.OOMKilled}
-		if call.base64 {
+		if call.Base64 {
 			out.OutputBase64 = []byte(res.Output)
 		} else {
 			out.Output = strings.ToValidUTF8(res.Output, "\uFFFD")
@@ -156,9 +157,9 @@ func handleSandboxExec(log *slog.Logger, cfg Config, st dataPlaneStore, provider
 // routed (see dataRoutes), so that a bad body is refused by the replica
 // that received it rather than after the hop to the sandbox's node. The
 // body is then given again, as it came, for the hop.
-func checkExecBody(cfg Config) handlerFunc {
+func checkExecBody(cfg httpapi.Config) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		raw, err := readJSONBody(c)
+		raw, err := httpapi.ReadJSONBody(c)
 		if err != nil {
 			return err
 		}
@@ -166,65 +167,56 @@ func checkExecBody(cfg Config) handlerFunc {
 		if err != nil {
 			return err
 		}
-		state(c).exec = &call
+		httpapi.State(c).Exec = &call
 		c.Request.Body = io.NopCloser(bytes.NewReader(raw))
 		c.Request.ContentLength = int64(len(raw))
 		return nil
 	}
 }
 
-// execCall is an exec's body, decoded and checked: the command to run, and
-// how its output goes back.
-type execCall struct {
-	req sandbox.ExecRequest
-	// base64: the output goes back as base64 (output_encoding base64),
-	// every byte whole, rather than as text.
-	base64 bool
-}
-
 // execRequestOf is the exec the request asks for: as checkExecBody
 // decoded it, else decoded from the body now.
-func execRequestOf(c *gin.Context, cfg Config) (execCall, error) {
-	if call := state(c).exec; call != nil {
+func execRequestOf(c *gin.Context, cfg httpapi.Config) (httpapi.ExecCall, error) {
+	if call := httpapi.State(c).Exec; call != nil {
 		return *call, nil
 	}
-	raw, err := readJSONBody(c)
+	raw, err := httpapi.ReadJSONBody(c)
 	if err != nil {
-		return execCall{}, err
+		return httpapi.ExecCall{}, err
 	}
 	return parseExec(raw, cfg)
 }
 
 // parseExec decodes and checks an exec's body.
-func parseExec(raw []byte, cfg Config) (execCall, error) {
+func parseExec(raw []byte, cfg httpapi.Config) (httpapi.ExecCall, error) {
 	var req ExecRequest
 	if err := jsoncodec.Decode(raw, &req); err != nil {
-		return execCall{}, err
+		return httpapi.ExecCall{}, err
 	}
 	if req.Command == "" {
-		return execCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "command is required")
+		return httpapi.ExecCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "command is required")
 	}
 	if strings.ContainsRune(req.Command, 0) || strings.ContainsRune(req.WorkDir, 0) {
-		return execCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "command and workdir must not contain NUL bytes")
+		return httpapi.ExecCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "command and workdir must not contain NUL bytes")
 	}
 	timeout, err := execTimeout(req.TimeoutSeconds, cfg.MaxExecTimeout)
 	if err != nil {
-		return execCall{}, err
+		return httpapi.ExecCall{}, err
 	}
 	for k, v := range req.Env {
-		if !envKeyPattern.MatchString(k) || len(v) > maxEnvValue || strings.ContainsRune(v, 0) {
-			return execCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "env %q: names must match [A-Za-z_][A-Za-z0-9_]* and values be at most %d bytes with no NUL", k, maxEnvValue)
+		if !httpapi.EnvKeyPattern.MatchString(k) || len(v) > httpapi.MaxEnvValue || strings.ContainsRune(v, 0) {
+			return httpapi.ExecCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "env %q: names must match [A-Za-z_][A-Za-z0-9_]* and values be at most %d bytes with no NUL", k, httpapi.MaxEnvValue)
 		}
 	}
 	if req.WorkDir != "" && req.WorkDir[0] != '/' {
-		return execCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "workdir must be an absolute path")
+		return httpapi.ExecCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "workdir must be an absolute path")
 	}
 	if req.OutputEncoding != "" && req.OutputEncoding != outputText && req.OutputEncoding != outputBase64 {
-		return execCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "output_encoding must be %q (the default) or %q", outputText, outputBase64)
+		return httpapi.ExecCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "output_encoding must be %q (the default) or %q", outputText, outputBase64)
 	}
-	return execCall{req: sandbox.ExecRequest{
+	return httpapi.ExecCall{Req: sandbox.ExecRequest{
 		Command: req.Command, Timeout: timeout, Env: req.Env, WorkDir: req.WorkDir, MaxOutput: cfg.MaxExecOutput,
-	}, base64: req.OutputEncoding == outputBase64}, nil
+	}, Base64: req.OutputEncoding == outputBase64}, nil
 }
 
 // The output encodings an exec may ask for (ExecRequest.OutputEncoding).
@@ -268,10 +260,10 @@ type OutputChunk struct {
 // The headers go out with the first event, so that a failure before any
 // output is still a problem response. done is told how the command ended
 // (and how many bytes of output it made) before the client is.
-func streamExec(c *gin.Context, log *slog.Logger, draining context.Context, execer sandbox.StreamExecer, id string, call execCall,
+func streamExec(c *gin.Context, log *slog.Logger, draining context.Context, execer sandbox.StreamExecer, id string, call httpapi.ExecCall,
 	done func(res sandbox.ExecResult, output int64, started time.Time, err error),
 ) error {
-	req := call.req
+	req := call.Req
 	// A shutdown ends the stream (and the command) with a retryable error.
 	ctx, cancel := context.WithCancelCause(c.Request.Context())
 	defer cancel(nil)
@@ -296,7 +288,7 @@ func streamExec(c *gin.Context, log *slog.Logger, draining context.Context, exec
 		return nil
 	}
 	began, output := time.Now(), int64(0)
-	enc := chunkEncoder{base64: call.base64}
+	enc := chunkEncoder{base64: call.Base64}
 	res, err := execer.ExecStream(ctx, id, req, func(stream string, chunk []byte) error {
 		output += int64(len(chunk))
 		return event(stream, enc.chunk(stream, chunk))
@@ -313,13 +305,13 @@ func streamExec(c *gin.Context, log *slog.Logger, draining context.Context, exec
 		if !started {
 			return err
 		}
-		return event("error", problemFor(c, log, err))
+		return event("error", httpapi.ProblemFor(c, log, err))
 	case err != nil && c.Request.Context().Err() != nil:
 		// The client left, which ended the command: nobody to tell.
 		log.DebugContext(c.Request.Context(), "streaming exec ended by the client", "sandbox", id, "err", err)
 		return nil //nolint:nilerr // handled: there is no one to answer
 	case err != nil:
-		return event("error", problemFor(c, log, err))
+		return event("error", httpapi.ProblemFor(c, log, err))
 	}
 	return event("exit", ExecResult{ExitCode: res.ExitCode, Truncated: res.Truncated, TimedOut: res.TimedOut,
 		TimeoutSeconds: int64(req.Timeout / time.Second), OOMKilled: res.OOMKilled})
@@ -382,7 +374,7 @@ func execTimeout(asked *int64, maxTimeout time.Duration) (time.Duration, error) 
 	maxSeconds := int64(maxTimeout / time.Second)
 	switch {
 	case asked == nil:
-		return min(DefaultExecTimeout, maxTimeout), nil
+		return min(httpapi.DefaultExecTimeout, maxTimeout), nil
 	case *asked == 0:
 		return maxTimeout, nil
 	case *asked < 0 || *asked > maxSeconds:
@@ -392,7 +384,7 @@ func execTimeout(asked *int64, maxTimeout time.Duration) (time.Duration, error) 
 }
 
 func filePath(c *gin.Context) (string, error) {
-	if err := onlyQuery(c, "path"); err != nil {
+	if err := httpapi.OnlyQuery(c, "path"); err != nil {
 		return "", err
 	}
 	p := c.Query("path")
@@ -420,23 +412,23 @@ func filePath(c *gin.Context) (string, error) {
 //	@Param			path	query	string	true	"absolute path inside the sandbox"	example(/workspace/main.py)
 //	@Param			content	body	string	true	"the file's bytes"
 //	@Success		204		"written"
-//	@Failure		400		{object}	Problem				"INVALID_PATH, IS_DIRECTORY, INVALID_REQUEST"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		403		{object}	Problem				"PERMISSION_DENIED"
-//	@Failure		404		{object}	Problem				"NOT_FOUND (the sandbox)"
-//	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT"
-//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		501		{object}	Problem				"NOT_SUPPORTED"
-//	@Failure		503		{object}	Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_PATH, IS_DIRECTORY, INVALID_REQUEST"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		403		{object}	httpapi.Problem				"PERMISSION_DENIED"
+//	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND (the sandbox)"
+//	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT"
+//	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED"
+//	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/files [put]
-func handleFilePut(log *slog.Logger, cfg Config, st dataPlaneStore, providers map[string]sandbox.Provider) handlerFunc {
+func handleFilePut(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		path, err := filePath(c)
 		if err != nil {
@@ -447,8 +439,8 @@ func handleFilePut(log *slog.Logger, cfg Config, st dataPlaneStore, providers ma
 			return err
 		}
 		started, body := time.Now(), &countingReader{r: c.Request.Body}
-		err = bodyError(c, files.WriteFile(c.Request.Context(), sb.ID, path, body, cfg.MaxFileBytes))
-		err = endedMeanwhile(c, st, sb, "write files", err)
+		err = httpapi.BodyError(c, files.WriteFile(c.Request.Context(), sb.ID, path, body, cfg.MaxFileBytes))
+		err = httpapi.EndedMeanwhile(c, st, sb, "write files", err)
 		recordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityFileWrite, Target: path, Bytes: &body.n}, started, err)
 		if err != nil {
 			return err
@@ -493,23 +485,23 @@ func (w *lazyWriter) Write(b []byte) (int, error) {
 //	@Param			id		path		string				true	"sandbox id"						example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			path	query		string				true	"absolute path inside the sandbox"	example(/workspace/main.py)
 //	@Success		200		{file}		binary				"the file's bytes"
-//	@Failure		400		{object}	Problem				"INVALID_PATH, IS_DIRECTORY"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		403		{object}	Problem				"PERMISSION_DENIED"
-//	@Failure		404		{object}	Problem				"FILE_NOT_FOUND or NOT_FOUND"
-//	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT"
-//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		501		{object}	Problem				"NOT_SUPPORTED"
-//	@Failure		503		{object}	Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_PATH, IS_DIRECTORY"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		403		{object}	httpapi.Problem				"PERMISSION_DENIED"
+//	@Failure		404		{object}	httpapi.Problem				"FILE_NOT_FOUND or NOT_FOUND"
+//	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT"
+//	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED"
+//	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/files [get]
-func handleFileGet(log *slog.Logger, cfg Config, st dataPlaneStore, providers map[string]sandbox.Provider) handlerFunc {
+func handleFileGet(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		path, err := filePath(c)
 		if err != nil {
@@ -521,7 +513,7 @@ func handleFileGet(log *slog.Logger, cfg Config, st dataPlaneStore, providers ma
 		}
 		w, started := &lazyWriter{c: c}, time.Now()
 		err = files.ReadFile(c.Request.Context(), sb.ID, path, w, cfg.MaxFileBytes)
-		err = endedMeanwhile(c, st, sb, "read files", err)
+		err = httpapi.EndedMeanwhile(c, st, sb, "read files", err)
 		recordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityFileRead, Target: path, Bytes: &w.n}, started, err)
 		if err != nil && w.started {
 			// Too late for a problem document: cut the response short.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -40,16 +41,16 @@ type EventList struct {
 } // @name EventList
 
 type eventLister interface {
-	sandboxGetter
+	httpapi.SandboxGetter
 	SandboxEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]sandbox.Event, error)
 	TenantEvents(ctx context.Context, tenant string, after int64, limit int) ([]sandbox.Event, error)
 }
 
 func toEvent(e sandbox.Event) Event {
 	return Event{
-		ID: e.ID, SandboxID: e.SandboxID, At: e.At.UTC(), From: optional(string(e.From)), To: string(e.To),
-		Reason: optional(string(e.Reason)), Actor: string(e.Actor), Message: e.Message,
-		ActorKeyID: optional(e.Caller.KeyID), ActorKeyName: callerName(e.Caller),
+		ID: e.ID, SandboxID: e.SandboxID, At: e.At.UTC(), From: httpapi.Optional(string(e.From)), To: string(e.To),
+		Reason: httpapi.Optional(string(e.Reason)), Actor: string(e.Actor), Message: e.Message,
+		ActorKeyID: httpapi.Optional(e.Caller.KeyID), ActorKeyName: httpapi.CallerName(e.Caller),
 	}
 }
 
@@ -65,39 +66,6 @@ func toEventList(events []sandbox.Event, limit int) EventList {
 	return out
 }
 
-// parseAfter reads the event position from after or cursor (they are the
-// same: the id of the last event seen).
-func parseAfter(c *gin.Context) (int64, error) {
-	v, ok := c.GetQuery("after")
-	if cur, has := c.GetQuery("cursor"); has {
-		if ok && cur != v {
-			return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "after and cursor disagree; pass one")
-		}
-		v, ok = cur, true
-	}
-	if !ok {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "after/cursor must be an event id (a non-negative integer)")
-	}
-	return n, nil
-}
-
-// parseEventPage reads an event page's position and size from the query,
-// refusing any other parameter.
-func parseEventPage(c *gin.Context) (after int64, limit int, err error) {
-	if err := onlyQuery(c, "after", "limit", "cursor"); err != nil {
-		return 0, 0, err
-	}
-	if limit, err = parseLimit(c); err != nil {
-		return 0, 0, err
-	}
-	after, err = parseAfter(c)
-	return after, limit, err
-}
-
 // handleSandboxEvents returns a sandbox's history.
 //
 //	@Summary		A sandbox's event history
@@ -110,45 +78,26 @@ func parseEventPage(c *gin.Context) (after int64, limit int, err error) {
 //	@Param			cursor	query		string	false	"next_cursor of the previous page"											example(42)
 //	@Param			after	query		integer	false	"return events after this event id (the same position as cursor; pass one)"	format(int64)	minimum(0)	example(42)
 //	@Success		200		{object}	EventList
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		404		{object}	Problem				"NOT_FOUND"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/events [get]
-func handleSandboxEvents(st eventLister) handlerFunc {
+func handleSandboxEvents(st eventLister) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		events, limit, err := sandboxPage(c, st, st.SandboxEvents)
+		events, limit, err := httpapi.SandboxPage(c, st, st.SandboxEvents)
 		if err != nil {
 			return err
 		}
-		return writeJSON(c, http.StatusOK, toEventList(events, limit))
+		return httpapi.WriteJSON(c, http.StatusOK, toEventList(events, limit))
 	}
-}
-
-// sandboxPage reads a page of a sandbox's records (its events, its
-// activity) with read, once it checked the sandbox is the tenant's, and
-// returns them with the page size asked for.
-func sandboxPage[T any](c *gin.Context, st sandboxGetter, read func(ctx context.Context, id string, after int64, limit int) ([]T, error)) ([]T, int, error) {
-	id, err := sandboxID(c)
-	if err != nil {
-		return nil, 0, err
-	}
-	after, limit, err := parseEventPage(c)
-	if err != nil {
-		return nil, 0, err
-	}
-	if _, err := st.GetSandbox(c.Request.Context(), tenantOf(c), id); err != nil {
-		return nil, 0, notFoundAs(err, id)
-	}
-	items, err := read(c.Request.Context(), id, after, limit)
-	return items, limit, err
 }
 
 // handleEvents returns the tenant's event feed.
@@ -162,27 +111,27 @@ func sandboxPage[T any](c *gin.Context, st sandboxGetter, read func(ctx context.
 //	@Param			cursor	query		string	false	"next_cursor of the previous page"											example(42)
 //	@Param			after	query		integer	false	"return events after this event id (the same position as cursor; pass one)"	format(int64)	minimum(0)	example(42)
 //	@Success		200		{object}	EventList
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/events [get]
-func handleEvents(st eventLister) handlerFunc {
+func handleEvents(st eventLister) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		after, limit, err := parseEventPage(c)
+		after, limit, err := httpapi.ParseEventPage(c)
 		if err != nil {
 			return err
 		}
-		events, err := st.TenantEvents(c.Request.Context(), tenantOf(c), after, limit)
+		events, err := st.TenantEvents(c.Request.Context(), httpapi.TenantOf(c), after, limit)
 		if err != nil {
 			return err
 		}
-		return writeJSON(c, http.StatusOK, toEventList(events, limit))
+		return httpapi.WriteJSON(c, http.StatusOK, toEventList(events, limit))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -18,7 +19,7 @@ func TestExecTimeout(t *testing.T) {
 		want  time.Duration
 		bad   bool
 	}{
-		{nil, time.Hour, DefaultExecTimeout, false},
+		{nil, time.Hour, httpapi.DefaultExecTimeout, false},
 		{nil, 10 * time.Second, 10 * time.Second, false}, // a maximum below the default wins
 		{n(0), time.Hour, time.Hour, false},
 		{n(1), time.Hour, time.Second, false},

@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tetherhq/tether/internal/cluster"
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -21,52 +22,33 @@ import (
 // that accept forwarded calls are the ones registered with dataRoutes
 // (routes.go). A forwarded request is never forwarded again.
 
-// forwardedAuth checks a call another node forwarded (cluster.Verify) and
-// records the caller it carries; false if it refused the call (and
-// answered it).
-func forwardedAuth(c *gin.Context, log *slog.Logger, cl *cluster.Cluster) bool {
-	s := state(c)
-	as, err := cl.Verify(c.Request, c.FullPath(), func(err error) { s.badBody = err })
-	if err != nil {
-		log.WarnContext(c.Request.Context(), "forwarded call refused", "err", err,
-			"from", cluster.ForwardedBy(c.Request), "request_id", requestID(c))
-		cluster.Refuse(c.Writer.Header(), cluster.RefusalOf(err))
-		c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
-		writeProblem(c, newProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated,
-			"the forwarded call is refused: "+err.Error(), ""))
-		return false
-	}
-	s.tenant, s.caller, s.forwarded = as.Tenant, as.Key, true
-	return true
-}
-
 // withNodeRouting sends a data-plane call for a ready sandbox on another
 // node to that node, and otherwise lets the handler serve it, with the
 // sandbox it looked up (see dataPlane). draining, once done, ends a
 // forwarded event stream with a retryable error, as a local one ends.
-func withNodeRouting(log *slog.Logger, st sandboxGetter, cl *cluster.Cluster, draining context.Context) gin.HandlerFunc {
+func withNodeRouting(log *slog.Logger, st httpapi.SandboxGetter, cl *cluster.Cluster, draining context.Context) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if cl == nil {
 			c.Next()
 			return
 		}
-		id, err := sandboxID(c)
+		id, err := httpapi.SandboxID(c)
 		if err != nil {
 			c.Next() // the handler answers it
 			return
 		}
-		sb, err := st.GetSandbox(c.Request.Context(), tenantOf(c), id)
+		sb, err := st.GetSandbox(c.Request.Context(), httpapi.TenantOf(c), id)
 		if err != nil {
 			c.Next()
 			return
 		}
-		state(c).sandbox = &sb
+		httpapi.State(c).Sandbox = &sb
 		if sb.Node == "" || sb.Node == cl.Self || sb.State != sandbox.StateReady {
 			c.Next()
 			return
 		}
 		c.Abort()
-		if forwarded(c) {
+		if httpapi.Forwarded(c) {
 			// The forwarding node thought the sandbox lives here: one of
 			// the two read a moment-old registry. The client retries.
 			writeUnreachable(c, log, sandbox.Errorf(sandbox.CodeProviderUnavailable,
@@ -80,13 +62,13 @@ func withNodeRouting(log *slog.Logger, st sandboxGetter, cl *cluster.Cluster, dr
 // writeUnreachable answers a call that cannot reach its sandbox's node now.
 func writeUnreachable(c *gin.Context, log *slog.Logger, err error) {
 	c.Header("Retry-After", "1")
-	writeError(c, log, err)
+	httpapi.WriteError(c, log, err)
 }
 
 // forward proxies the request to the node of sb, and answers it when the
 // node could not.
 func forward(c *gin.Context, log *slog.Logger, cl *cluster.Cluster, draining context.Context, sb sandbox.Sandbox) {
-	call := cluster.Call{Node: sb.Node, As: cluster.Caller{Tenant: tenantOf(c), Key: callerOf(c)}, RequestID: requestID(c)}
+	call := cluster.Call{Node: sb.Node, As: cluster.Caller{Tenant: httpapi.TenantOf(c), Key: httpapi.CallerOf(c)}, RequestID: httpapi.RequestID(c)}
 	if wantsEventStream(c) && draining != nil {
 		// A streaming exec ends at this replica's shutdown like a local
 		// one: the node's stream is cut (which ends the command there) as
@@ -95,7 +77,7 @@ func forward(c *gin.Context, log *slog.Logger, cl *cluster.Cluster, draining con
 	}
 	switch err := cl.Forward(c.Writer, c.Request, call); {
 	case err == nil:
-		state(c).answeredBy = answeredByNode
+		httpapi.State(c).AnsweredBy = httpapi.AnsweredByNode
 	case errors.Is(err, cluster.ErrCut):
 		writeDrained(c, log)
 	case errors.Is(err, cluster.ErrNodeDown):
@@ -104,7 +86,7 @@ func forward(c *gin.Context, log *slog.Logger, cl *cluster.Cluster, draining con
 	case errors.Is(err, cluster.ErrHop):
 		writeHopFailed(c, log, sb, err)
 	default:
-		writeError(c, log, err) // the registry's failure, or the node's URL
+		httpapi.WriteError(c, log, err) // the registry's failure, or the node's URL
 	}
 }
 
@@ -113,17 +95,17 @@ func writeHopFailed(c *gin.Context, log *slog.Logger, sb sandbox.Sandbox, err er
 	var maxBytes *http.MaxBytesError
 	switch {
 	case errors.As(err, &maxBytes):
-		writeError(c, log, err)
+		httpapi.WriteError(c, log, err)
 	case c.Request.Context().Err() != nil:
 		// The client went away; there is no one to answer.
 	case errors.Is(err, cluster.ErrNodeRefused):
 		log.Error("a node refused a forwarded call", "node", sb.Node, "sandbox", sb.ID, "err", err,
-			"request_id", requestID(c))
+			"request_id", httpapi.RequestID(c))
 		writeUnreachable(c, log, sandbox.Errorf(sandbox.CodeProviderUnavailable,
 			"sandbox %s lives on node %s, which refused this replica's call: %s", sb.ID, sb.Node, refusedBecause(err)))
 	default:
 		log.Warn("forward to node failed", "node", sb.Node, "sandbox", sb.ID, "err", err,
-			"request_id", requestID(c))
+			"request_id", httpapi.RequestID(c))
 		writeUnreachable(c, log, sandbox.Errorf(sandbox.CodeProviderUnavailable,
 			"sandbox %s lives on node %s, which did not answer; retry", sb.ID, sb.Node))
 	}
@@ -157,7 +139,7 @@ func writeDrained(c *gin.Context, log *slog.Logger) {
 		writeUnreachable(c, log, err)
 		return
 	}
-	if data, merr := json.Marshal(problemFor(c, log, err)); merr == nil {
+	if data, merr := json.Marshal(httpapi.ProblemFor(c, log, err)); merr == nil {
 		_, _ = fmt.Fprintf(c.Writer, "\n\nevent: error\ndata: %s\n\n", data)
 		c.Writer.Flush()
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/tetherhq/tether/internal/cluster"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/sim"
 	"github.com/tetherhq/tether/internal/sandbox"
@@ -145,7 +146,7 @@ func setupTwoNodes(t *testing.T, maxFile int64, drainA context.Context) twoNodes
 		}
 		reg := prometheus.NewRegistry()
 		globalsMu.Lock()
-		h := tetherhttp.NewServer(log, tetherhttp.Config{
+		h := tetherhttp.NewServer(log, httpapi.Config{
 			DefaultProvider: sim.Name, MaxLifetime: testMaxLifetime, MaxWait: testMaxWait, MaxFileBytes: maxFile,
 			// TestForwardableRoutes makes a refused (keyless) call to every
 			// route, more than the default allows an address a second.

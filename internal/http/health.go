@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/tetherhq/tether/internal/http/httpapi"
 )
 
 // Health is the body of /healthz and /readyz.
@@ -23,12 +24,12 @@ type Health struct {
 //	@Tags			health
 //	@Produce		json
 //	@Success		200	{object}	Health
-//	@Failure		500	{object}	Problem			"INTERNAL"
+//	@Failure		500	{object}	httpapi.Problem			"INTERNAL"
 //	@Header			all	{string}	X-Request-ID	"identifies the request in Tether's logs"
 //	@Router			/healthz [get]
-func handleHealthz() handlerFunc {
+func handleHealthz() httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		return writeJSON(c, http.StatusOK, Health{Status: "ok"})
+		return httpapi.WriteJSON(c, http.StatusOK, Health{Status: "ok"})
 	}
 }
 
@@ -41,17 +42,17 @@ func handleHealthz() handlerFunc {
 //	@Tags			health
 //	@Produce		json
 //	@Success		200	{object}	Health
-//	@Failure		500	{object}	Problem			"INTERNAL"
+//	@Failure		500	{object}	httpapi.Problem			"INTERNAL"
 //	@Failure		503	{object}	Health			"not ready: status unavailable, detail says why"
 //	@Header			all	{string}	X-Request-ID	"identifies the request in Tether's logs"
 //	@Router			/readyz [get]
-func handleReadyz(ready func(context.Context) error) handlerFunc {
+func handleReadyz(ready func(context.Context) error) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 		defer cancel()
 		if err := ready(ctx); err != nil {
-			return writeJSON(c, http.StatusServiceUnavailable, Health{Status: "unavailable", Detail: "postgres is unreachable or its schema is not current"})
+			return httpapi.WriteJSON(c, http.StatusServiceUnavailable, Health{Status: "unavailable", Detail: "postgres is unreachable or its schema is not current"})
 		}
-		return writeJSON(c, http.StatusOK, Health{Status: "ok"})
+		return httpapi.WriteJSON(c, http.StatusOK, Health{Status: "ok"})
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"go.uber.org/goleak"
 
 	tetherhttp "github.com/tetherhq/tether/internal/http"
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/sim"
 	"github.com/tetherhq/tether/internal/sandbox"
@@ -103,7 +104,7 @@ type options struct {
 	ready    func(context.Context) error
 	draining context.Context
 	quotas   [3]int // TenantMaxLive, TenantCreatesPerMinute, KeyRequestsPerSecond
-	config   func(*tetherhttp.Config)
+	config   func(*httpapi.Config)
 	extra    []sandbox.Provider
 	logLevel slog.Level
 	wrap     func(*store.Store) tetherhttp.Store
@@ -135,7 +136,7 @@ func withStoreWrap(wrap func(*store.Store) tetherhttp.Store) option {
 }
 
 // withConfig changes the server's configuration last.
-func withConfig(f func(*tetherhttp.Config)) option { return func(o *options) { o.config = f } }
+func withConfig(f func(*httpapi.Config)) option { return func(o *options) { o.config = f } }
 
 // withLogLevel sets the server log's level (default info), as LOG_LEVEL
 // does.
@@ -224,7 +225,7 @@ func setup(t testing.TB, opts ...option) *bundle {
 		ready = func(ctx context.Context) error { return st.Ping(ctx) }
 	}
 	reg := prometheus.NewRegistry()
-	cfg := tetherhttp.Config{
+	cfg := httpapi.Config{
 		DefaultProvider: sim.Name,
 		DefaultTTL:      time.Hour,
 		DefaultOwnerTTL: time.Minute,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -59,24 +60,12 @@ type keyStore interface {
 	RevokeAPIKey(ctx context.Context, tenant, id, by string) (sandbox.APIKey, error)
 }
 
-// DefaultTenantMaxKeys caps each tenant's API keys that are not revoked.
-const DefaultTenantMaxKeys = 100
-
 // maxKeyName is the longest API key name, in bytes.
 const maxKeyName = 100
 
 func toAPIKey(k sandbox.APIKey) APIKey {
-	return APIKey{ID: k.ID, Name: k.Name, CreatedAt: k.CreatedAt.UTC(), LastUsedAt: utc(k.LastUsedAt), RevokedAt: utc(k.RevokedAt),
-		ManageKeys: k.ManageKeys, CreatedBy: optional(k.CreatedBy)}
-}
-
-// callerName is the key name an audit record shows: null exactly when it
-// names no key.
-func callerName(by sandbox.Caller) *string {
-	if by.KeyID == "" {
-		return nil
-	}
-	return &by.KeyName
+	return APIKey{ID: k.ID, Name: k.Name, CreatedAt: k.CreatedAt.UTC(), LastUsedAt: httpapi.UTC(k.LastUsedAt), RevokedAt: httpapi.UTC(k.RevokedAt),
+		ManageKeys: k.ManageKeys, CreatedBy: httpapi.Optional(k.CreatedBy)}
 }
 
 // validKeyID tells ids Tether could have made from anything else, which is
@@ -104,13 +93,13 @@ func validKeyID(id string) bool {
 //	@Produce		json
 //	@Param			request	body		CreateAPIKeyRequest	true	"the new key's name"
 //	@Success		201		{object}	CreatedAPIKey
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know (or revoked)"
-//	@Failure		403		{object}	Problem				"FORBIDDEN: the key lacks manage_keys"
-//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate, or the tenant holds TENANT_MAX_KEYS keys; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know (or revoked)"
+//	@Failure		403		{object}	httpapi.Problem				"FORBIDDEN: the key lacks manage_keys"
+//	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate, or the tenant holds TENANT_MAX_KEYS keys; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			201		{string}	Location			"the key's URL (for DELETE)"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
@@ -118,20 +107,20 @@ func validKeyID(id string) bool {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/keys [post]
-func handleKeyCreate(cfg Config, st keyStore) handlerFunc {
+func handleKeyCreate(cfg httpapi.Config, st keyStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		if err := onlyQuery(c); err != nil {
+		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
 		}
 		var req CreateAPIKeyRequest
-		if err := decodeJSON(c, &req); err != nil {
+		if err := httpapi.DecodeJSON(c, &req); err != nil {
 			return err
 		}
 		if req.Name == "" || len(req.Name) > maxKeyName || strings.IndexFunc(req.Name, unicode.IsControl) >= 0 {
 			return sandbox.Errorf(sandbox.CodeInvalidRequest, "name is required: 1-%d bytes, no control characters", maxKeyName)
 		}
 		k, secret, err := st.MintAPIKey(c.Request.Context(), sandbox.NewAPIKey{
-			Tenant: tenantOf(c), Name: req.Name, By: callerOf(c).KeyID, ManageKeys: req.ManageKeys, MaxKeys: cfg.TenantMaxKeys,
+			Tenant: httpapi.TenantOf(c), Name: req.Name, By: httpapi.CallerOf(c).KeyID, ManageKeys: req.ManageKeys, MaxKeys: cfg.TenantMaxKeys,
 		})
 		if sandbox.ErrorCode(err) == sandbox.CodeQuotaExceeded {
 			c.Header("Retry-After", "60")
@@ -141,7 +130,7 @@ func handleKeyCreate(cfg Config, st keyStore) handlerFunc {
 		}
 		c.Header("Location", "/v1/keys/"+k.ID)
 		c.Header("Cache-Control", "no-store")
-		return writeJSON(c, http.StatusCreated, CreatedAPIKey{Key: toAPIKey(k), Secret: secret})
+		return httpapi.WriteJSON(c, http.StatusCreated, CreatedAPIKey{Key: toAPIKey(k), Secret: secret})
 	}
 }
 
@@ -153,23 +142,23 @@ func handleKeyCreate(cfg Config, st keyStore) handlerFunc {
 //	@Tags			keys
 //	@Produce		json
 //	@Success		200	{object}	APIKeyList
-//	@Failure		400	{object}	Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401	{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		429	{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500	{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503	{object}	Problem				"UNAVAILABLE"
+//	@Failure		400	{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401	{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		429	{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500	{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503	{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/keys [get]
-func handleKeyList(st keyStore) handlerFunc {
+func handleKeyList(st keyStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		if err := onlyQuery(c); err != nil {
+		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
 		}
-		keys, err := st.APIKeys(c.Request.Context(), tenantOf(c))
+		keys, err := st.APIKeys(c.Request.Context(), httpapi.TenantOf(c))
 		if err != nil {
 			return err
 		}
@@ -177,7 +166,7 @@ func handleKeyList(st keyStore) handlerFunc {
 		for i, k := range keys {
 			out.Items[i] = toAPIKey(k)
 		}
-		return writeJSON(c, http.StatusOK, out)
+		return httpapi.WriteJSON(c, http.StatusOK, out)
 	}
 }
 
@@ -190,35 +179,35 @@ func handleKeyList(st keyStore) handlerFunc {
 //	@Produce		json
 //	@Param			id	path		string	true	"key id"	example(key_k5m2q7x3w9r4t8vz)
 //	@Success		200	{object}	APIKey	"revoked"
-//	@Failure		400	{object}	Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401	{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		403	{object}	Problem				"FORBIDDEN: revoking another key without manage_keys"
-//	@Failure		404	{object}	Problem				"NOT_FOUND"
-//	@Failure		429	{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500	{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503	{object}	Problem				"UNAVAILABLE"
+//	@Failure		400	{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401	{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		403	{object}	httpapi.Problem				"FORBIDDEN: revoking another key without manage_keys"
+//	@Failure		404	{object}	httpapi.Problem				"NOT_FOUND"
+//	@Failure		429	{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500	{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503	{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/keys/{id} [delete]
-func handleKeyRevoke(st keyStore) handlerFunc {
+func handleKeyRevoke(st keyStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		id := c.Param("id")
 		if !validKeyID(id) {
 			return sandbox.Errorf(sandbox.CodeNotFound, "API key %q not found", id)
 		}
-		if err := onlyQuery(c); err != nil {
+		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
 		}
-		k, err := st.RevokeAPIKey(c.Request.Context(), tenantOf(c), id, callerOf(c).KeyID)
+		k, err := st.RevokeAPIKey(c.Request.Context(), httpapi.TenantOf(c), id, httpapi.CallerOf(c).KeyID)
 		if sandbox.ErrorCode(err) == sandbox.CodeNotFound {
 			return sandbox.Errorf(sandbox.CodeNotFound, "API key %s not found", id)
 		}
 		if err != nil {
 			return err
 		}
-		return writeJSON(c, http.StatusOK, toAPIKey(k))
+		return httpapi.WriteJSON(c, http.StatusOK, toAPIKey(k))
 	}
 }

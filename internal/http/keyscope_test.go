@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	tetherhttp "github.com/tetherhq/tether/internal/http"
+	"github.com/tetherhq/tether/internal/http/httpapi"
 )
 
 type mintedKey struct {
@@ -65,7 +65,7 @@ func TestKeyManagementScope(t *testing.T) {
 // in for a while cannot create a key (nor revoke one) in that window.
 func TestRevokedKeyCannotMint(t *testing.T) {
 	t.Parallel()
-	b := setup(t, withConfig(func(c *tetherhttp.Config) { c.AuthCacheTTL = time.Hour }))
+	b := setup(t, withConfig(func(c *httpapi.Config) { c.AuthCacheTTL = time.Hour }))
 	admin := b.mint(t, keyA, `{"name":"admin","manage_keys":true}`)
 	victim := b.mint(t, keyA, `{"name":"victim"}`)
 	// Cached: the revoked key would still be let in for an hour.
@@ -83,7 +83,7 @@ func TestRevokedKeyCannotMint(t *testing.T) {
 // revoked; revoking one makes room.
 func TestTenantKeyCap(t *testing.T) {
 	t.Parallel()
-	b := setup(t, withConfig(func(c *tetherhttp.Config) { c.TenantMaxKeys = 3 }))
+	b := setup(t, withConfig(func(c *httpapi.Config) { c.TenantMaxKeys = 3 }))
 	first := b.mint(t, keyA, `{"name":"one"}`) // with keyA: 2
 	b.mint(t, keyA, `{"name":"two"}`)          // 3
 	r := b.do(t, http.MethodPost, "/v1/keys", `{"name":"three"}`, as(keyA))
@@ -97,7 +97,7 @@ func TestTenantKeyCap(t *testing.T) {
 // keys do not get ten times the throughput.
 func TestTenantRequestRate(t *testing.T) {
 	t.Parallel()
-	b := setup(t, withConfig(func(c *tetherhttp.Config) {
+	b := setup(t, withConfig(func(c *httpapi.Config) {
 		c.KeyRequestsPerSecond, c.TenantRequestsPerSecond = 1000, 5 // bursts of 10 per tenant
 	}))
 	keys := []string{keyA}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -31,7 +32,7 @@ func TestRequestLogLevels(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	r := gin.New()
-	r.Use(withLogging(log))
+	r.Use(httpapi.WithLogging(log))
 	for _, tc := range []struct {
 		path   string
 		serve  gin.HandlerFunc
@@ -49,10 +50,10 @@ func TestRequestLogLevels(t *testing.T) {
 		{"/port-unreachable", problem(log, sandbox.CodePortUnreachable), 502, "INFO"},
 		{"/provider-unavailable", problem(log, sandbox.CodeProviderUnavailable), 503, "WARN"},
 		{"/unavailable", problem(log, sandbox.CodeUnavailable), 503, "WARN"},
-		{"/app-500", answered(answeredByApp, 500), 500, "INFO"},
-		{"/app-502", answered(answeredByApp, 502), 502, "INFO"},
-		{"/node-500", answered(answeredByNode, 500), 500, "INFO"},
-		{"/node-502", answered(answeredByNode, 502), 502, "INFO"},
+		{"/app-500", answered(httpapi.AnsweredByApp, 500), 500, "INFO"},
+		{"/app-502", answered(httpapi.AnsweredByApp, 502), 502, "INFO"},
+		{"/node-500", answered(httpapi.AnsweredByNode, 500), 500, "INFO"},
+		{"/node-502", answered(httpapi.AnsweredByNode, 502), 502, "INFO"},
 	} {
 		r.GET(tc.path, tc.serve)
 		buf.Reset()
@@ -70,15 +71,15 @@ func problem(log *slog.Logger, err any) gin.HandlerFunc {
 		if code, ok := err.(sandbox.Code); ok {
 			err = sandbox.Errorf(code, "test")
 		}
-		writeError(c, log, err.(error))
+		httpapi.WriteError(c, log, err.(error))
 	}
 }
 
 // answered passes on an answer of status from who, as the port proxy and
 // the forwarding to a node do.
-func answered(who answerer, status int) gin.HandlerFunc {
+func answered(who httpapi.Answerer, status int) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		state(c).answeredBy = who
+		httpapi.State(c).AnsweredBy = who
 		c.Status(status)
 	}
 }
@@ -124,8 +125,8 @@ func TestAppErrorsAreNoErrors(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	r := gin.New()
-	r.Use(withLogging(log))
-	r.GET("/app/*path", errorHandler(log)(func(c *gin.Context) error {
+	r.Use(httpapi.WithLogging(log))
+	r.GET("/app/*path", httpapi.ErrorHandler(log)(func(c *gin.Context) error {
 		_, _, err := dialAndProxy(c, appDialer{status: http.StatusBadGateway}, "sbx_test", 8080, "/", portTarget{prefix: "/app", skip: 1})
 		return err
 	}))
@@ -154,14 +155,14 @@ func TestClientGoneIsNoError(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	r := gin.New()
-	r.Use(withLogging(log))
+	r.Use(httpapi.WithLogging(log))
 	r.GET("/renew", func(c *gin.Context) {
-		writeError(c, log, fmt.Errorf("store: renew owner lease: %w", context.Canceled))
+		httpapi.WriteError(c, log, fmt.Errorf("store: renew owner lease: %w", context.Canceled))
 	})
 	for _, tc := range []struct {
 		gone   bool
 		status int
-	}{{true, statusClientClosedRequest}, {false, http.StatusInternalServerError}} {
+	}{{true, httpapi.StatusClientClosedRequest}, {false, http.StatusInternalServerError}} {
 		buf.Reset()
 		ctx, cancel := context.WithCancel(context.Background())
 		if tc.gone {

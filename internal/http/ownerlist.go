@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -43,33 +44,33 @@ type ownerLister interface {
 //	@Param			limit	query		int		false	"page size, 1-500 (default 50)"	minimum(1)	maximum(500)	example(50)
 //	@Param			cursor	query		string	false	"next_cursor of the previous page"	example(agent-42)
 //	@Success		200		{object}	OwnerList
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/owners [get]
-func handleOwnerList(st ownerLister) handlerFunc {
+func handleOwnerList(st ownerLister) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		if err := onlyQuery(c, "limit", "cursor"); err != nil {
+		if err := httpapi.OnlyQuery(c, "limit", "cursor"); err != nil {
 			return err
 		}
-		limit, err := parseLimit(c)
+		limit, err := httpapi.ParseLimit(c)
 		if err != nil {
 			return err
 		}
 		after := c.Query("cursor")
 		if after != "" {
-			if err := validateOwner(after); err != nil {
+			if err := httpapi.ValidateOwner(after); err != nil {
 				return sandbox.Errorf(sandbox.CodeInvalidRequest, "cursor must be the next_cursor of a previous page")
 			}
 		}
-		owners, err := st.ListOwners(c.Request.Context(), tenantOf(c), after, limit)
+		owners, err := st.ListOwners(c.Request.Context(), httpapi.TenantOf(c), after, limit)
 		if err != nil {
 			return err
 		}
@@ -83,6 +84,6 @@ func handleOwnerList(st ownerLister) handlerFunc {
 			next := owners[len(owners)-1].Name
 			out.NextCursor = &next
 		}
-		return writeJSON(c, http.StatusOK, out)
+		return httpapi.WriteJSON(c, http.StatusOK, out)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -66,7 +67,7 @@ type sandboxRenewer interface {
 // decodeTTL reads a TTLRequest and checks its bounds.
 func decodeTTL(c *gin.Context, maxLifetime time.Duration) (time.Duration, error) {
 	var req TTLRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpapi.DecodeJSON(c, &req); err != nil {
 		return 0, err
 	}
 	if req.TTLSeconds == nil {
@@ -81,7 +82,7 @@ func decodeTTL(c *gin.Context, maxLifetime time.Duration) (time.Duration, error)
 
 func ownerParam(c *gin.Context) (string, error) {
 	owner := c.Param("owner")
-	if err := validateClientOwner(owner); err != nil {
+	if err := httpapi.ValidateClientOwner(owner); err != nil {
 		return "", err
 	}
 	return owner, nil
@@ -98,20 +99,20 @@ func ownerParam(c *gin.Context) (string, error) {
 //	@Param			owner	path		string		true	"owner name"	example(agent-42)
 //	@Param			request	body		TTLRequest	true	"the lease length"
 //	@Success		200		{object}	OwnerLease
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		404		{object}	Problem				"NOT_FOUND: an owner no create named"
-//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND: an owner no create named"
+//	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/owners/{owner}/lease [put]
-func handleOwnerLease(cfg Config, st ownerStore) handlerFunc {
+func handleOwnerLease(cfg httpapi.Config, st ownerStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		owner, err := ownerParam(c)
 		if err != nil {
@@ -125,14 +126,14 @@ func handleOwnerLease(cfg Config, st ownerStore) handlerFunc {
 		if err := st.SettleOutage(c.Request.Context()); err != nil {
 			return err
 		}
-		expires, err := st.RenewOwnerLease(c.Request.Context(), tenantOf(c), owner, ttl)
+		expires, err := st.RenewOwnerLease(c.Request.Context(), httpapi.TenantOf(c), owner, ttl)
 		if err != nil {
 			if sandbox.ErrorCode(err) == sandbox.CodeNotFound {
 				return sandbox.Errorf(sandbox.CodeNotFound, "owner %q not found: an owner comes into being when a sandbox create names it", owner)
 			}
 			return err
 		}
-		return writeJSON(c, http.StatusOK, OwnerLease{Owner: owner, ExpiresAt: expires.UTC()})
+		return httpapi.WriteJSON(c, http.StatusOK, OwnerLease{Owner: owner, ExpiresAt: expires.UTC()})
 	}
 }
 
@@ -145,24 +146,24 @@ func handleOwnerLease(cfg Config, st ownerStore) handlerFunc {
 //	@Produce		json
 //	@Param			owner	path		string	true	"owner name"	example(agent-42)
 //	@Success		202		{object}	OwnerRelease
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST: not an owner name"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: not an owner name"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/owners/{owner} [delete]
-func handleOwnerRelease(st ownerStore) handlerFunc {
+func handleOwnerRelease(st ownerStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		owner, err := ownerParam(c)
 		if err != nil {
 			return err
 		}
-		ended, err := st.ReleaseOwner(c.Request.Context(), tenantOf(c), owner, callerOf(c))
+		ended, err := st.ReleaseOwner(c.Request.Context(), httpapi.TenantOf(c), owner, httpapi.CallerOf(c))
 		if err != nil {
 			return err
 		}
@@ -170,7 +171,7 @@ func handleOwnerRelease(st ownerStore) handlerFunc {
 		for i, sb := range ended {
 			out.SandboxIDs[i] = sb.ID
 		}
-		return writeJSON(c, http.StatusAccepted, out)
+		return httpapi.WriteJSON(c, http.StatusAccepted, out)
 	}
 }
 
@@ -185,23 +186,23 @@ func handleOwnerRelease(st ownerStore) handlerFunc {
 //	@Param			id		path		string					true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			request	body		TTLRequest				true	"the new lifetime"
 //	@Success		200		{object}	Sandbox{capped=bool}	"the sandbox; capped is true when the deadline was cut to the max lifetime"
-//	@Failure		400		{object}	Problem					"INVALID_REQUEST"
-//	@Failure		401		{object}	Problem					"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		404		{object}	Problem					"NOT_FOUND"
-//	@Failure		409		{object}	Problem					"SANDBOX_STATE_CONFLICT"
-//	@Failure		413		{object}	Problem					"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	Problem					"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem					"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	Problem					"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem					"INVALID_REQUEST"
+//	@Failure		401		{object}	httpapi.Problem					"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	httpapi.Problem					"NOT_FOUND"
+//	@Failure		409		{object}	httpapi.Problem					"SANDBOX_STATE_CONFLICT"
+//	@Failure		413		{object}	httpapi.Problem					"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	httpapi.Problem					"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem					"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	httpapi.Problem					"UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate		"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After				"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After				"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID			"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/renew [post]
-func handleSandboxRenew(cfg Config, st sandboxRenewer) handlerFunc {
+func handleSandboxRenew(cfg httpapi.Config, st sandboxRenewer) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		id, err := sandboxID(c)
+		id, err := httpapi.SandboxID(c)
 		if err != nil {
 			return err
 		}
@@ -209,10 +210,10 @@ func handleSandboxRenew(cfg Config, st sandboxRenewer) handlerFunc {
 		if err != nil {
 			return err
 		}
-		sb, capped, err := st.RenewSandbox(c.Request.Context(), tenantOf(c), id, ttl, cfg.MaxLifetime)
+		sb, capped, err := st.RenewSandbox(c.Request.Context(), httpapi.TenantOf(c), id, ttl, cfg.MaxLifetime)
 		if err != nil {
-			return notFoundAs(err, id)
+			return httpapi.NotFoundAs(err, id)
 		}
-		return writeJSON(c, http.StatusOK, RenewedSandbox{Sandbox: toSandbox(sb), Capped: capped})
+		return httpapi.WriteJSON(c, http.StatusOK, RenewedSandbox{Sandbox: toSandbox(sb), Capped: capped})
 	}
 }

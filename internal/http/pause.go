@@ -7,11 +7,12 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 type sandboxPauser interface {
-	sandboxGetter
+	httpapi.SandboxGetter
 	RequestPause(ctx context.Context, tenant, id string, timeout time.Duration, by sandbox.Caller) (sandbox.Sandbox, bool, error)
 	RequestResume(ctx context.Context, tenant, id string, timeout time.Duration, by sandbox.Caller) (sandbox.Sandbox, bool, error)
 }
@@ -27,21 +28,21 @@ type sandboxPauser interface {
 //	@Param			wait	query		string				false	"how long to wait for the pause to settle: a Go duration or whole seconds"	example(30s)
 //	@Success		202		{object}	Sandbox				"this request started the pause"
 //	@Success		200		{object}	Sandbox				"the sandbox was already pausing or paused"
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		404		{object}	Problem				"NOT_FOUND"
-//	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT: the sandbox is not ready (nor pausing or paused); state says what it is"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		501		{object}	Problem				"NOT_SUPPORTED: the sandbox's provider cannot pause sandboxes"
-//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
+//	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT: the sandbox is not ready (nor pausing or paused); state says what it is"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED: the sandbox's provider cannot pause sandboxes"
+//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/pause [post]
-func handleSandboxPause(cfg Config, st sandboxPauser, changes changeSubscriber, draining context.Context, providers map[string]sandbox.Provider) handlerFunc {
+func handleSandboxPause(cfg httpapi.Config, st sandboxPauser, changes httpapi.ChangeSubscriber, draining context.Context, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return handleTransition(cfg, st, changes, draining, providers, "pause")
 }
 
@@ -56,48 +57,48 @@ func handleSandboxPause(cfg Config, st sandboxPauser, changes changeSubscriber, 
 //	@Param			wait	query		string				false	"how long to wait for the resume to settle: a Go duration or whole seconds"	example(30s)
 //	@Success		202		{object}	Sandbox				"this request started the resume"
 //	@Success		200		{object}	Sandbox				"the sandbox was already resuming or ready"
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		404		{object}	Problem				"NOT_FOUND"
-//	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT: the sandbox is not paused (nor resuming or ready); state says what it is"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		501		{object}	Problem				"NOT_SUPPORTED: the sandbox's provider cannot pause sandboxes"
-//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
+//	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT: the sandbox is not paused (nor resuming or ready); state says what it is"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED: the sandbox's provider cannot pause sandboxes"
+//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/resume [post]
-func handleSandboxResume(cfg Config, st sandboxPauser, changes changeSubscriber, draining context.Context, providers map[string]sandbox.Provider) handlerFunc {
+func handleSandboxResume(cfg httpapi.Config, st sandboxPauser, changes httpapi.ChangeSubscriber, draining context.Context, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return handleTransition(cfg, st, changes, draining, providers, "resume")
 }
 
 // handleTransition is the pause handler, or (op "resume") the resume one.
-func handleTransition(cfg Config, st sandboxPauser, changes changeSubscriber, draining context.Context, providers map[string]sandbox.Provider, op string) handlerFunc {
+func handleTransition(cfg httpapi.Config, st sandboxPauser, changes httpapi.ChangeSubscriber, draining context.Context, providers map[string]sandbox.Provider, op string) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		request := st.RequestPause
 		if op == "resume" {
 			request = st.RequestResume
 		}
-		id, err := sandboxID(c)
+		id, err := httpapi.SandboxID(c)
 		if err != nil {
 			return err
 		}
-		if err := onlyQuery(c, "wait"); err != nil {
+		if err := httpapi.OnlyQuery(c, "wait"); err != nil {
 			return err
 		}
 		var wait time.Duration
 		if w := c.Query("wait"); w != "" {
-			if wait, err = parseWait(w, cfg.MaxWait); err != nil {
+			if wait, err = httpapi.ParseWait(w, cfg.MaxWait); err != nil {
 				return err
 			}
 		}
-		ctx, tenant := c.Request.Context(), tenantOf(c)
+		ctx, tenant := c.Request.Context(), httpapi.TenantOf(c)
 		cur, err := st.GetSandbox(ctx, tenant, id)
 		if err != nil {
-			return notFoundAs(err, id)
+			return httpapi.NotFoundAs(err, id)
 		}
 		if p := providers[cur.Provider]; p == nil || !sandbox.CanPause(p) {
 			return sandbox.Errorf(sandbox.CodeNotSupported, "provider %s cannot %s sandboxes", cur.Provider, op)
@@ -108,9 +109,9 @@ func handleTransition(cfg Config, st sandboxPauser, changes changeSubscriber, dr
 			updates, stop = changes.SubscribeSandbox(id)
 		}
 		defer stop()
-		sb, changed, err := request(ctx, tenant, id, cfg.PauseTimeout, callerOf(c))
+		sb, changed, err := request(ctx, tenant, id, cfg.PauseTimeout, httpapi.CallerOf(c))
 		if err != nil {
-			return notFoundAs(err, id)
+			return httpapi.NotFoundAs(err, id)
 		}
 		sb, answer, err := awaitSandbox(ctx, st, waiting{
 			updates: updates, draining: draining, wait: wait,
@@ -124,6 +125,6 @@ func handleTransition(cfg Config, st sandboxPauser, changes changeSubscriber, dr
 		if changed {
 			status = http.StatusAccepted
 		}
-		return writeJSON(c, status, toSandbox(sb))
+		return httpapi.WriteJSON(c, status, toSandbox(sb))
 	}
 }

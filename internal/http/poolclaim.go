@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -44,7 +45,7 @@ func (m *poolMetrics) observe(outcome string, since time.Time) {
 
 // validateClaim checks a create that names a pool, and returns the
 // claim it asks for.
-func validateClaim(cfg Config, req *CreateSandboxRequest) (sandbox.ClaimParams, error) {
+func validateClaim(cfg httpapi.Config, req *CreateSandboxRequest) (sandbox.ClaimParams, error) {
 	var p sandbox.ClaimParams
 	switch {
 	case req.Pool == "":
@@ -60,11 +61,11 @@ func validateClaim(cfg Config, req *CreateSandboxRequest) (sandbox.ClaimParams, 
 			"env and setup cannot apply to a pool claim: its members were created before it; pass env with each exec, or create without pool")
 	}
 	if req.Owner != "" {
-		if err := validateClientOwner(req.Owner); err != nil {
+		if err := httpapi.ValidateClientOwner(req.Owner); err != nil {
 			return p, err
 		}
 	}
-	if err := validateLabels(req.Labels); err != nil {
+	if err := httpapi.ValidateLabels(req.Labels); err != nil {
 		return p, err
 	}
 	ttl, err := resolveTTL(cfg, req.TTLSeconds, req.Owner != "")
@@ -81,12 +82,12 @@ func validateClaim(cfg Config, req *CreateSandboxRequest) (sandbox.ClaimParams, 
 // key answers what the first request got (200). Only the fallback passes
 // the create quotas q: a claimed member was counted against the tenant's
 // live-sandbox cap when it was requested, and moves without a new one.
-func claimFromPool(c *gin.Context, cfg Config, st sandboxCreator, providers map[string]sandbox.Provider, q *quotas, pm *poolMetrics, req *CreateSandboxRequest) error {
+func claimFromPool(c *gin.Context, cfg httpapi.Config, st sandboxCreator, providers map[string]sandbox.Provider, q *httpapi.Quotas, pm *poolMetrics, req *CreateSandboxRequest) error {
 	p, err := validateClaim(cfg, req)
 	if err != nil {
 		return err
 	}
-	p.Tenant, p.Caller = tenantOf(c), callerOf(c)
+	p.Tenant, p.Caller = httpapi.TenantOf(c), httpapi.CallerOf(c)
 	if p.IdempotencyKey, p.RequestHash, err = idempotencyOf(c, *req); err != nil {
 		return err
 	}
@@ -104,11 +105,11 @@ func claimFromPool(c *gin.Context, cfg Config, st sandboxCreator, providers map[
 	switch {
 	case got.Replayed:
 		c.Header("Location", "/v1/sandboxes/"+got.Sandbox.ID)
-		return writeJSON(c, http.StatusOK, toSandbox(got.Sandbox))
+		return httpapi.WriteJSON(c, http.StatusOK, toSandbox(got.Sandbox))
 	case got.Claimed:
 		pm.observe("hit", start)
 		c.Header("Location", "/v1/sandboxes/"+got.Sandbox.ID)
-		return writeJSON(c, http.StatusCreated, toSandbox(got.Sandbox))
+		return httpapi.WriteJSON(c, http.StatusCreated, toSandbox(got.Sandbox))
 	case req.PoolOnly:
 		pm.observe("empty", start)
 		return sandbox.Errorf(sandbox.CodePoolEmpty, "pool %s has no ready sandbox (it has %d on their way)", p.Pool, got.Pool.Size)
@@ -127,7 +128,7 @@ func claimFromPool(c *gin.Context, cfg Config, st sandboxCreator, providers map[
 	cp.Tenant, cp.Caller, cp.IdempotencyKey, cp.RequestHash = p.Tenant, p.Caller, p.IdempotencyKey, p.RequestHash
 	// The fallback is a new sandbox: it passes the create quotas (the
 	// live-sandbox cap and the create rate) like any create.
-	if err := q.checkCreate(c, p.Tenant); err != nil {
+	if err := q.CheckCreate(c, p.Tenant); err != nil {
 		pm.observe("miss", start)
 		return err
 	}

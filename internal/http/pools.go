@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -54,13 +55,13 @@ func toPool(p sandbox.Pool) Pool {
 	}
 	r := PoolRefill{Failures: p.Refill.Failures, Pending: p.Refill.Pending}
 	if !p.Refill.NextAt.IsZero() {
-		r.NextAttemptAt = utc(&p.Refill.NextAt)
+		r.NextAttemptAt = httpapi.UTC(&p.Refill.NextAt)
 	}
 	if p.Refill.Error != "" {
 		r.LastError = &p.Refill.Error
 	}
 	if !p.Refill.ErrorAt.IsZero() {
-		r.LastErrorAt = utc(&p.Refill.ErrorAt)
+		r.LastErrorAt = httpapi.UTC(&p.Refill.ErrorAt)
 	}
 	return Pool{Name: p.Name, Provider: p.Provider, Params: params, MinReady: p.MinReady, MaxSize: p.MaxSize,
 		Size: p.Size, Ready: p.Ready, Refill: r, CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC()}
@@ -140,7 +141,7 @@ func checkSizes(minReady, maxSize int) error {
 
 // validatePool checks a pool's request and gives its provider and params
 // the checks and the canonical form of a create's.
-func validatePool(cfg Config, req CreatePoolRequest, providers map[string]sandbox.Provider) (sandbox.Pool, error) {
+func validatePool(cfg httpapi.Config, req CreatePoolRequest, providers map[string]sandbox.Provider) (sandbox.Pool, error) {
 	if !sandbox.ValidPoolName(req.Name) {
 		return sandbox.Pool{}, sandbox.Errorf(sandbox.CodeInvalidRequest,
 			"name must be 1-63 lowercase letters, digits and '-', starting and ending with a letter or digit")
@@ -173,14 +174,14 @@ func validatePool(cfg Config, req CreatePoolRequest, providers map[string]sandbo
 //	@Produce		json
 //	@Param			request	body		CreatePoolRequest	true	"the pool"
 //	@Success		201		{object}	Pool				"created; Location names the pool"
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST or UNKNOWN_PROVIDER"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		403		{object}	Problem				"FORBIDDEN: params the operator has not enabled"
-//	@Failure		409		{object}	Problem				"POOL_EXISTS: the tenant has a pool of that name"
-//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: the tenant has 100 pools, or is over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	Problem				"PROVIDER_UNAVAILABLE: the provider cannot create sandboxes on this host; or UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST or UNKNOWN_PROVIDER"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		403		{object}	httpapi.Problem				"FORBIDDEN: params the operator has not enabled"
+//	@Failure		409		{object}	httpapi.Problem				"POOL_EXISTS: the tenant has a pool of that name"
+//	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: the tenant has 100 pools, or is over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE: the provider cannot create sandboxes on this host; or UNAVAILABLE"
 //	@Header			201		{string}	Location			"the pool's URL path, /v1/pools/{name}"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
@@ -188,26 +189,26 @@ func validatePool(cfg Config, req CreatePoolRequest, providers map[string]sandbo
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/pools [post]
-func handlePoolCreate(cfg Config, st poolStore, providers map[string]sandbox.Provider) handlerFunc {
+func handlePoolCreate(cfg httpapi.Config, st poolStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		var req CreatePoolRequest
-		if err := decodeJSON(c, &req); err != nil {
+		if err := httpapi.DecodeJSON(c, &req); err != nil {
 			return err
 		}
 		p, err := validatePool(cfg, req, providers)
 		if err != nil {
 			return err
 		}
-		p.Tenant = tenantOf(c)
+		p.Tenant = httpapi.TenantOf(c)
 		p, err = st.CreatePool(c.Request.Context(), p)
 		if sandbox.ErrorCode(err) == sandbox.CodeQuotaExceeded {
-			return exceeded(c, time.Minute, "%s", err.Error())
+			return httpapi.Exceeded(c, time.Minute, "%s", err.Error())
 		}
 		if err != nil {
 			return err
 		}
 		c.Header("Location", "/v1/pools/"+p.Name)
-		return writeJSON(c, http.StatusCreated, toPool(p))
+		return httpapi.WriteJSON(c, http.StatusCreated, toPool(p))
 	}
 }
 
@@ -219,23 +220,23 @@ func handlePoolCreate(cfg Config, st poolStore, providers map[string]sandbox.Pro
 //	@Tags			pools
 //	@Produce		json
 //	@Success		200	{object}	PoolList
-//	@Failure		400	{object}	Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401	{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		429	{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500	{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503	{object}	Problem				"UNAVAILABLE"
+//	@Failure		400	{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401	{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		429	{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500	{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503	{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/pools [get]
-func handlePoolList(st poolStore) handlerFunc {
+func handlePoolList(st poolStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		if err := onlyQuery(c); err != nil {
+		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
 		}
-		pools, err := st.ListPools(c.Request.Context(), tenantOf(c))
+		pools, err := st.ListPools(c.Request.Context(), httpapi.TenantOf(c))
 		if err != nil {
 			return err
 		}
@@ -243,7 +244,7 @@ func handlePoolList(st poolStore) handlerFunc {
 		for i, p := range pools {
 			out.Items[i] = toPool(p)
 		}
-		return writeJSON(c, http.StatusOK, out)
+		return httpapi.WriteJSON(c, http.StatusOK, out)
 	}
 }
 
@@ -256,32 +257,32 @@ func handlePoolList(st poolStore) handlerFunc {
 //	@Produce		json
 //	@Param			name	path		string	true	"pool name"	example(python)
 //	@Success		200		{object}	Pool
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		404		{object}	Problem				"NOT_FOUND"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/pools/{name} [get]
-func handlePoolGet(st poolStore) handlerFunc {
+func handlePoolGet(st poolStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		name, err := poolName(c)
 		if err != nil {
 			return err
 		}
-		if err := onlyQuery(c); err != nil {
+		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
 		}
-		p, err := st.GetPool(c.Request.Context(), tenantOf(c), name)
+		p, err := st.GetPool(c.Request.Context(), httpapi.TenantOf(c), name)
 		if err != nil {
 			return poolNotFoundAs(err, name)
 		}
-		return writeJSON(c, http.StatusOK, toPool(p))
+		return httpapi.WriteJSON(c, http.StatusOK, toPool(p))
 	}
 }
 
@@ -296,27 +297,27 @@ func handlePoolGet(st poolStore) handlerFunc {
 //	@Param			name	path		string				true	"pool name"	example(python)
 //	@Param			request	body		UpdatePoolRequest	true	"the sizes to change"
 //	@Success		200		{object}	Pool
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		404		{object}	Problem				"NOT_FOUND"
-//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
+//	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/pools/{name} [patch]
-func handlePoolUpdate(st poolStore) handlerFunc {
+func handlePoolUpdate(st poolStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		name, err := poolName(c)
 		if err != nil {
 			return err
 		}
 		var req UpdatePoolRequest
-		if err := decodeJSON(c, &req); err != nil {
+		if err := httpapi.DecodeJSON(c, &req); err != nil {
 			return err
 		}
 		if req.MinReady == nil && req.MaxSize == nil {
@@ -326,12 +327,12 @@ func handlePoolUpdate(st poolStore) handlerFunc {
 		if err := checkSizes(ptrOr(req.MinReady, 0), ptrOr(req.MaxSize, maxPoolSize)); err != nil {
 			return err
 		}
-		p, _, err := st.UpdatePool(c.Request.Context(), tenantOf(c), name,
-			sandbox.PoolUpdate{MinReady: req.MinReady, MaxSize: req.MaxSize}, callerOf(c))
+		p, _, err := st.UpdatePool(c.Request.Context(), httpapi.TenantOf(c), name,
+			sandbox.PoolUpdate{MinReady: req.MinReady, MaxSize: req.MaxSize}, httpapi.CallerOf(c))
 		if err != nil {
 			return poolNotFoundAs(err, name)
 		}
-		return writeJSON(c, http.StatusOK, toPool(p))
+		return httpapi.WriteJSON(c, http.StatusOK, toPool(p))
 	}
 }
 
@@ -351,32 +352,32 @@ func ptrOr(p *int, def int) int {
 //	@Produce		json
 //	@Param			name	path		string	true	"pool name"	example(python)
 //	@Success		202		{object}	PoolDeleted
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		404		{object}	Problem				"NOT_FOUND"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/pools/{name} [delete]
-func handlePoolDelete(st poolStore) handlerFunc {
+func handlePoolDelete(st poolStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		name, err := poolName(c)
 		if err != nil {
 			return err
 		}
-		if err := onlyQuery(c); err != nil {
+		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
 		}
-		ended, err := st.DeletePool(c.Request.Context(), tenantOf(c), name, callerOf(c))
+		ended, err := st.DeletePool(c.Request.Context(), httpapi.TenantOf(c), name, httpapi.CallerOf(c))
 		if err != nil {
 			return poolNotFoundAs(err, name)
 		}
-		return writeJSON(c, http.StatusAccepted, PoolDeleted{Name: name, SandboxesEnded: len(ended)})
+		return httpapi.WriteJSON(c, http.StatusAccepted, PoolDeleted{Name: name, SandboxesEnded: len(ended)})
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -47,7 +48,7 @@ func portParam(c *gin.Context) (int, error) {
 // checkPort refuses a bad port before the call is routed (see
 // dataRoutes), and lets an upgraded connection outlive the server's read
 // timeout (upgradeWriter).
-func checkPort() handlerFunc {
+func checkPort() httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if _, err := portParam(c); err != nil {
 			return err
@@ -80,7 +81,7 @@ func checkAppPath(p string) error {
 
 // handleSandboxPort proxies a request to a port in the sandbox (the
 // annotated operations are in ports_ops.go, one per method).
-func handleSandboxPort(log *slog.Logger, st dataPlaneStore, providers map[string]sandbox.Provider) handlerFunc {
+func handleSandboxPort(log *slog.Logger, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		port, err := portParam(c)
 		if err != nil {
@@ -92,7 +93,7 @@ func handleSandboxPort(log *slog.Logger, st dataPlaneStore, providers map[string
 		}
 		a := sandbox.Activity{Kind: sandbox.ActivityPort}
 		to := portTarget{prefix: "/v1/sandboxes/" + sb.ID + "/ports/" + strconv.Itoa(port), skip: 5}
-		if id, ok := strings.CutPrefix(callerOf(c).KeyID, previewCallerPrefix); ok && forwarded(c) {
+		if id, ok := strings.CutPrefix(httpapi.CallerOf(c).KeyID, previewCallerPrefix); ok && httpapi.Forwarded(c) {
 			// A preview URL's request, forwarded by the replica that
 			// checked its token, which says how the app is served.
 			a.Kind, a.PreviewID = sandbox.ActivityPreview, previewCallerPrefix+id
@@ -190,7 +191,7 @@ func dialAndProxy(c *gin.Context, dialer sandbox.PortDialer, id string, port int
 		FlushInterval: -1, // streamed as it comes
 		ModifyResponse: func(resp *http.Response) error {
 			status = resp.StatusCode
-			state(c).answeredBy = answeredByApp
+			httpapi.State(c).AnsweredBy = httpapi.AnsweredByApp
 			scopeAnswer(resp.Header, to)
 			if !to.ownOrigin {
 				// Served from Tether's origin: the app's pages get an

@@ -14,7 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	tetherhttp "github.com/tetherhq/tether/internal/http"
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/provider/sim"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
@@ -495,7 +495,7 @@ func (b *bundle) hostRequest(t *testing.T, host, path string, cookies ...*http.C
 
 func TestPreviewWildcardHosts(t *testing.T) {
 	t.Parallel()
-	b := setup(t, withExecutor(), withConfig(func(c *tetherhttp.Config) {
+	b := setup(t, withExecutor(), withConfig(func(c *httpapi.Config) {
 		c.PreviewHost = "preview.test"
 		c.PreviewBaseURL = "https://tether.test"
 	}))
@@ -755,7 +755,7 @@ func TestPreviewCookiesStayWithTheirApp(t *testing.T) {
 // shadow.
 func TestPreviewHostsKeepCookiesApart(t *testing.T) {
 	t.Parallel()
-	b := setup(t, withExecutor(), withConfig(func(c *tetherhttp.Config) {
+	b := setup(t, withExecutor(), withConfig(func(c *httpapi.Config) {
 		c.PreviewHost = "preview.test"
 		c.PreviewBaseURL = "https://tether.test"
 	}))

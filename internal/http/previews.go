@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tetherhq/tether/internal/cluster"
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -61,12 +62,6 @@ func previewCookieToken(c *gin.Context) string {
 // request with: the preview's id (prv_...), which never names an API key.
 const previewCallerPrefix = sandbox.PreviewIDPrefix
 
-// Preview defaults.
-const (
-	DefaultPreviewTTL    = time.Hour
-	DefaultPreviewMaxTTL = 24 * time.Hour
-)
-
 // PreviewRequest is the body of POST /v1/sandboxes/{id}/previews.
 type PreviewRequest struct {
 	// Port is the port in the sandbox the preview reaches.
@@ -98,7 +93,7 @@ type PreviewList struct {
 } // @name PreviewList
 
 type previewStore interface {
-	sandboxGetter
+	httpapi.SandboxGetter
 	CreatePreview(ctx context.Context, np sandbox.NewPreview) (sandbox.Preview, string, error)
 	SandboxPreviews(ctx context.Context, tenant, sandboxID string) ([]sandbox.Preview, error)
 	SandboxPreview(ctx context.Context, tenant, sandboxID, id string) (sandbox.Preview, error)
@@ -108,7 +103,7 @@ type previewStore interface {
 
 func toPreview(p sandbox.Preview) Preview {
 	return Preview{ID: p.ID, SandboxID: p.SandboxID, Port: p.Port, CreatedAt: p.CreatedAt.UTC(), ExpiresAt: p.ExpiresAt.UTC(),
-		RevokedAt: utc(p.RevokedAt), KeyID: optional(p.CreatedBy.KeyID)}
+		RevokedAt: httpapi.UTC(p.RevokedAt), KeyID: httpapi.Optional(p.CreatedBy.KeyID)}
 }
 
 // handlePreviewCreate makes a preview URL of a port of a sandbox.
@@ -122,15 +117,15 @@ func toPreview(p sandbox.Preview) Preview {
 //	@Param			id		path		string			true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			request	body		PreviewRequest	true	"the port and lifetime"
 //	@Success		201		{object}	Preview				"the preview, with its URL and token; Location names it"
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		404		{object}	Problem				"NOT_FOUND"
-//	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT"
-//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		501		{object}	Problem				"NOT_SUPPORTED"
-//	@Failure		503		{object}	Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
+//	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT"
+//	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED"
+//	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Header			201		{string}	Location			"the preview's URL path, /v1/sandboxes/{id}/previews/{preview_id}"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
@@ -138,10 +133,10 @@ func toPreview(p sandbox.Preview) Preview {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/previews [post]
-func handlePreviewCreate(cfg Config, st previewStore, providers map[string]sandbox.Provider) handlerFunc {
+func handlePreviewCreate(cfg httpapi.Config, st previewStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		var req PreviewRequest
-		if err := decodeJSON(c, &req); err != nil {
+		if err := httpapi.DecodeJSON(c, &req); err != nil {
 			return err
 		}
 		if req.Port < 1 || req.Port > 65535 {
@@ -159,16 +154,16 @@ func handlePreviewCreate(cfg Config, st previewStore, providers map[string]sandb
 			return err
 		}
 		p, token, err := st.CreatePreview(c.Request.Context(), sandbox.NewPreview{
-			SandboxID: sb.ID, Tenant: tenantOf(c), Port: req.Port, TTL: ttl, CreatedBy: callerOf(c),
+			SandboxID: sb.ID, Tenant: httpapi.TenantOf(c), Port: req.Port, TTL: ttl, CreatedBy: httpapi.CallerOf(c),
 		})
 		if err != nil {
-			return notFoundAs(err, sb.ID)
+			return httpapi.NotFoundAs(err, sb.ID)
 		}
 		out := toPreview(p)
 		u := previewURL(c, cfg, p, token)
 		out.URL, out.Token = &u, &token
 		c.Header("Location", previewLocation(p))
-		return writeJSON(c, http.StatusCreated, out)
+		return httpapi.WriteJSON(c, http.StatusCreated, out)
 	}
 }
 
@@ -178,7 +173,7 @@ func previewLocation(p sandbox.Preview) string {
 }
 
 // previewURL is the address of preview p with its token.
-func previewURL(c *gin.Context, cfg Config, p sandbox.Preview, token string) string {
+func previewURL(c *gin.Context, cfg httpapi.Config, p sandbox.Preview, token string) string {
 	base := cfg.PreviewBaseURL
 	if base == "" {
 		scheme := "http"
@@ -212,28 +207,28 @@ func previewHostLabel(port int, id string) string {
 //	@Produce		json
 //	@Param			id	path		string	true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Success		200	{object}	PreviewList
-//	@Failure		400	{object}	Problem				"INVALID_REQUEST"
-//	@Failure		401	{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		404	{object}	Problem				"NOT_FOUND"
-//	@Failure		429	{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500	{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503	{object}	Problem				"UNAVAILABLE"
+//	@Failure		400	{object}	httpapi.Problem				"INVALID_REQUEST"
+//	@Failure		401	{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404	{object}	httpapi.Problem				"NOT_FOUND"
+//	@Failure		429	{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500	{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503	{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/previews [get]
-func handlePreviewList(st previewStore) handlerFunc {
+func handlePreviewList(st previewStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		if err := onlyQuery(c); err != nil {
+		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
 		}
 		sb, err := tenantSandbox(c, st)
 		if err != nil {
 			return err
 		}
-		items, err := st.SandboxPreviews(c.Request.Context(), tenantOf(c), sb.ID)
+		items, err := st.SandboxPreviews(c.Request.Context(), httpapi.TenantOf(c), sb.ID)
 		if err != nil {
 			return err
 		}
@@ -241,7 +236,7 @@ func handlePreviewList(st previewStore) handlerFunc {
 		for i, p := range items {
 			out.Items[i] = toPreview(p)
 		}
-		return writeJSON(c, http.StatusOK, out)
+		return httpapi.WriteJSON(c, http.StatusOK, out)
 	}
 }
 
@@ -255,36 +250,36 @@ func handlePreviewList(st previewStore) handlerFunc {
 //	@Param			id			path		string	true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			preview_id	path		string	true	"preview id"	example(prv_k5m2q7x3w9r4t8vz)
 //	@Success		200			{object}	Preview
-//	@Failure		400			{object}	Problem				"INVALID_REQUEST"
-//	@Failure		401			{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		404			{object}	Problem				"NOT_FOUND"
-//	@Failure		429			{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500			{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503			{object}	Problem				"UNAVAILABLE"
+//	@Failure		400			{object}	httpapi.Problem				"INVALID_REQUEST"
+//	@Failure		401			{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404			{object}	httpapi.Problem				"NOT_FOUND"
+//	@Failure		429			{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500			{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503			{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401			{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429			{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503			{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all			{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/previews/{preview_id} [get]
-func handlePreviewGet(st previewStore) handlerFunc {
+func handlePreviewGet(st previewStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		sb, id, err := requestPreview(c, st)
 		if err != nil {
 			return err
 		}
-		p, err := st.SandboxPreview(c.Request.Context(), tenantOf(c), sb.ID, id)
+		p, err := st.SandboxPreview(c.Request.Context(), httpapi.TenantOf(c), sb.ID, id)
 		if err != nil {
 			return previewNotFoundAs(err, sb.ID, id)
 		}
-		return writeJSON(c, http.StatusOK, toPreview(p))
+		return httpapi.WriteJSON(c, http.StatusOK, toPreview(p))
 	}
 }
 
 // requestPreview is the request's sandbox, the tenant's, and the id of the
 // preview it names, which looks like one.
-func requestPreview(c *gin.Context, st sandboxGetter) (sandbox.Sandbox, string, error) {
-	if err := onlyQuery(c); err != nil {
+func requestPreview(c *gin.Context, st httpapi.SandboxGetter) (sandbox.Sandbox, string, error) {
+	if err := httpapi.OnlyQuery(c); err != nil {
 		return sandbox.Sandbox{}, "", err
 	}
 	sb, err := tenantSandbox(c, st)
@@ -317,41 +312,41 @@ func previewNotFoundAs(err error, sandboxID, id string) error {
 //	@Param			id			path		string	true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			preview_id	path		string	true	"preview id"	example(prv_k5m2q7x3w9r4t8vz)
 //	@Success		200			{object}	Preview
-//	@Failure		400			{object}	Problem				"INVALID_REQUEST"
-//	@Failure		401			{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		404			{object}	Problem				"NOT_FOUND"
-//	@Failure		429			{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500			{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503			{object}	Problem				"UNAVAILABLE"
+//	@Failure		400			{object}	httpapi.Problem				"INVALID_REQUEST"
+//	@Failure		401			{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404			{object}	httpapi.Problem				"NOT_FOUND"
+//	@Failure		429			{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500			{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503			{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401			{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429			{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503			{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all			{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/previews/{preview_id} [delete]
-func handlePreviewRevoke(st previewStore) handlerFunc {
+func handlePreviewRevoke(st previewStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		sb, id, err := requestPreview(c, st)
 		if err != nil {
 			return err
 		}
-		p, err := st.RevokePreview(c.Request.Context(), tenantOf(c), sb.ID, id)
+		p, err := st.RevokePreview(c.Request.Context(), httpapi.TenantOf(c), sb.ID, id)
 		if err != nil {
 			return previewNotFoundAs(err, sb.ID, id)
 		}
-		return writeJSON(c, http.StatusOK, toPreview(p))
+		return httpapi.WriteJSON(c, http.StatusOK, toPreview(p))
 	}
 }
 
 // tenantSandbox is the request's sandbox, the tenant's.
-func tenantSandbox(c *gin.Context, st sandboxGetter) (sandbox.Sandbox, error) {
-	id, err := sandboxID(c)
+func tenantSandbox(c *gin.Context, st httpapi.SandboxGetter) (sandbox.Sandbox, error) {
+	id, err := httpapi.SandboxID(c)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
-	sb, err := st.GetSandbox(c.Request.Context(), tenantOf(c), id)
+	sb, err := st.GetSandbox(c.Request.Context(), httpapi.TenantOf(c), id)
 	if err != nil {
-		return sb, notFoundAs(err, id)
+		return sb, httpapi.NotFoundAs(err, id)
 	}
 	return sb, nil
 }
@@ -366,7 +361,7 @@ type previewServer struct {
 	providers map[string]sandbox.Provider
 	cluster   *cluster.Cluster
 	draining  context.Context
-	guard     *authGuard
+	guard     *httpapi.AuthGuard
 	host      string // cfg.PreviewHost
 }
 
@@ -377,15 +372,15 @@ type previewServer struct {
 // The guard judges the token first, as it judges API keys: a token of
 // Tether's is looked up whatever else its address sent.
 func (ps previewServer) livePreview(c *gin.Context, token string) (sandbox.Preview, sandbox.Sandbox, error) {
-	t, err := ps.guard.admit(c, ps.guard.previews, token)
-	if errors.Is(err, errUnknownCredential) {
+	t, err := ps.guard.Admit(c, ps.guard.Previews, token)
+	if errors.Is(err, httpapi.ErrUnknownCredential) {
 		return sandbox.Preview{}, sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeNotFound, "no such preview")
 	}
 	if err != nil {
 		return sandbox.Preview{}, sandbox.Sandbox{}, err
 	}
 	p, err := ps.st.PreviewByToken(c.Request.Context(), token)
-	ps.guard.settle(t, err)
+	ps.guard.Settle(t, err)
 	if errors.Is(err, sandbox.ErrNotFound) {
 		return p, sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeNotFound, "no such preview")
 	}
@@ -419,8 +414,8 @@ func (ps previewServer) livePreview(c *gin.Context, token string) (sandbox.Previ
 // to the port here.
 func (ps previewServer) serve(c *gin.Context, p sandbox.Preview, sb sandbox.Sandbox, to portTarget) error {
 	if ps.cluster != nil && sb.Node != "" && sb.Node != ps.cluster.Self {
-		s := state(c)
-		s.tenant, s.caller = p.Tenant, sandbox.Caller{KeyID: p.ID}
+		s := httpapi.State(c)
+		s.Tenant, s.Caller = p.Tenant, sandbox.Caller{KeyID: p.ID}
 		rest := pathAfter(c.Request.URL.EscapedPath(), to.skip)
 		u, err := url.Parse("/v1/sandboxes/" + sb.ID + "/ports/" + strconv.Itoa(p.Port) + rest)
 		if err != nil {
@@ -448,7 +443,7 @@ func (ps previewServer) serve(c *gin.Context, p sandbox.Preview, sb sandbox.Sand
 
 // handlePreview serves a preview URL in path mode, /p/{token}/{path}
 // (the annotated operations are in ports_ops.go).
-func (ps previewServer) handlePreview() handlerFunc {
+func (ps previewServer) handlePreview() httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		token := c.Param("token")
 		if err := checkAppPath(pathAfter(c.Request.URL.EscapedPath(), 2)); err != nil {
@@ -468,7 +463,7 @@ func (ps previewServer) handlePreview() handlerFunc {
 // request through. The token comes once as ?tether_preview_token=, which
 // is answered with a cookie of that host and a redirect to the same URL
 // without it; after that the cookie carries it.
-func (ps previewServer) withPreviewHosts(h func(handlerFunc) gin.HandlerFunc) gin.HandlerFunc {
+func (ps previewServer) withPreviewHosts(h func(httpapi.HandlerFunc) gin.HandlerFunc) gin.HandlerFunc {
 	serve := h(ps.servePreviewHost)
 	return func(c *gin.Context) {
 		if ps.host == "" {

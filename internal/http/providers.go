@@ -5,6 +5,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -61,20 +62,20 @@ type ProviderList struct {
 //	@Tags			providers
 //	@Produce		json
 //	@Success		200	{object}	ProviderList
-//	@Failure		400	{object}	Problem				"INVALID_REQUEST: a query parameter (it takes none)"
-//	@Failure		401	{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		429	{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500	{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503	{object}	Problem				"UNAVAILABLE"
+//	@Failure		400	{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter (it takes none)"
+//	@Failure		401	{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		429	{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500	{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503	{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/providers [get]
-func handleProviders(providers []sandbox.Provider) handlerFunc {
+func handleProviders(providers []sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		if err := onlyQuery(c); err != nil {
+		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
 		}
 		out := ProviderList{Items: make([]Provider, 0, len(providers))}
@@ -89,11 +90,11 @@ func handleProviders(providers []sandbox.Provider) handlerFunc {
 				images = append(images, ProviderImage{Name: img.Name, Source: img.Source})
 			}
 			out.Items = append(out.Items, Provider{
-				Name: p.Name(), Default: i == 0, Available: info.Available, Reason: optional(info.Reason),
+				Name: p.Name(), Default: i == 0, Available: info.Available, Reason: httpapi.Optional(info.Reason),
 				Capabilities: Capabilities{Exec: info.Exec, Files: info.Files, Pause: sandbox.CanPause(p), Ports: sandbox.CanDialPorts(p), Snapshot: sandbox.CanSnapshot(p)},
-				WorkDir:      optional(info.WorkDir), Images: images, Notes: notes,
+				WorkDir:      httpapi.Optional(info.WorkDir), Images: images, Notes: notes,
 			})
 		}
-		return writeJSON(c, http.StatusOK, out)
+		return httpapi.WriteJSON(c, http.StatusOK, out)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -47,24 +48,24 @@ type reconcileLister interface {
 //	@Param			cursor	query		string	false	"next_cursor of the previous page"										example(7)
 //	@Param			after	query		integer	false	"return findings after this id (the same position as cursor; pass one)"	format(int64)	minimum(0)	example(7)
 //	@Success		200		{object}	ReconcileEventList
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/reconcile-events [get]
-func handleReconcileEvents(st reconcileLister) handlerFunc {
+func handleReconcileEvents(st reconcileLister) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		after, limit, err := parseEventPage(c)
+		after, limit, err := httpapi.ParseEventPage(c)
 		if err != nil {
 			return err
 		}
-		items, err := st.ReconcileEvents(c.Request.Context(), tenantOf(c), after, limit)
+		items, err := st.ReconcileEvents(c.Request.Context(), httpapi.TenantOf(c), after, limit)
 		if err != nil {
 			return err
 		}
@@ -76,6 +77,6 @@ func handleReconcileEvents(st reconcileLister) handlerFunc {
 			s := strconv.FormatInt(items[len(items)-1].ID, 10)
 			out.NextCursor = &s
 		}
-		return writeJSON(c, http.StatusOK, out)
+		return httpapi.WriteJSON(c, http.StatusOK, out)
 	}
 }

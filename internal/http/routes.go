@@ -14,6 +14,7 @@ import (
 	"github.com/tetherhq/tether/internal/cluster"
 	"github.com/tetherhq/tether/internal/e2b"
 	"github.com/tetherhq/tether/internal/http/console"
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/webhook"
 )
@@ -53,26 +54,26 @@ import (
 //	@description				An API key (tether keys create --tenant NAME), sent as "Authorization: Bearer KEY".
 
 // addRoutes is the whole API surface.
-func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
-	h := errorHandler(log)
+func addRoutes(r *gin.Engine, log *slog.Logger, cfg httpapi.Config, deps Deps) {
+	h := httpapi.ErrorHandler(log)
 	draining := cmp.Or[context.Context](deps.Draining, context.Background())
 	providers := make(map[string]sandbox.Provider, len(deps.Providers))
 	for _, p := range deps.Providers {
 		providers[p.Name()] = p
 	}
 
-	q := newQuotas(deps.Store, cfg)
-	ag := newAuthGuard(deps.Store, cfg)
+	q := httpapi.NewQuotas(deps.Store, cfg)
+	ag := httpapi.NewAuthGuard(deps.Store, cfg)
 	dp := newAuditedStore(deps.Store, deps.Metrics)
 	cl := cluster.New(deps.Nodes)
 	previews := previewServer{log: log, st: dp, providers: providers, cluster: cl, draining: draining, guard: ag, host: cfg.PreviewHost}
-	r.Use(withRecovery(log), withRequestID(), withBodyPacing(cfg.MinBodyRate, cfg.BodyGrace, cfg.MaxBodyTime),
-		withLogging(log), withMetrics(deps.Metrics), previews.withPreviewHosts(h))
+	r.Use(httpapi.WithRecovery(log), httpapi.WithRequestID(), httpapi.WithBodyPacing(cfg.MinBodyRate, cfg.BodyGrace, cfg.MaxBodyTime),
+		httpapi.WithLogging(log), httpapi.WithMetrics(deps.Metrics), previews.withPreviewHosts(h))
 	r.NoRoute(h(func(c *gin.Context) error {
 		return sandbox.Errorf(sandbox.CodeNotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path)
 	}))
 	r.NoMethod(func(c *gin.Context) {
-		writeProblem(c, newProblem(c, http.StatusMethodNotAllowed, sandbox.CodeInvalidRequest,
+		httpapi.WriteProblem(c, httpapi.NewProblem(c, http.StatusMethodNotAllowed, sandbox.CodeInvalidRequest,
 			"method "+c.Request.Method+" is not allowed here", ""))
 	})
 
@@ -89,9 +90,9 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	// and calls /v1 like any client.
 	console.Register(r)
 
-	v1 := r.Group("/v1", withAuth(log, ag, newKeyCache(cfg.AuthCacheTTL), q, cl, deps.Authenticated))
+	v1 := r.Group("/v1", httpapi.WithAuth(log, ag, httpapi.NewKeyCache(cfg.AuthCacheTTL), q, cl, deps.Authenticated))
 	data := dataRoutes{group: v1, cluster: cl, routed: withNodeRouting(log, deps.Store, cl, draining)}
-	body := withBodyLimit(cfg.MaxBodyBytes)
+	body := httpapi.WithBodyLimit(cfg.MaxBodyBytes)
 	pm := newPoolMetrics(deps.Metrics)
 	v1.POST("/sandboxes", body, h(handleSandboxCreate(cfg, deps.Store, providers, q, pm)))
 	v1.GET("/sandboxes", h(handleSandboxList(deps.Store)))
@@ -109,9 +110,9 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 	v1.GET("/sandboxes/:id/activity", h(handleSandboxActivity(dp)))
 	// The data plane: the only routes that take calls other nodes forward.
 	data.handle(http.MethodPost, "/sandboxes/:id/exec", h(handleSandboxExec(log, cfg, dp, providers, draining)), body, h(checkExecBody(cfg)))
-	data.handle(http.MethodPut, "/sandboxes/:id/files", h(handleFilePut(log, cfg, dp, providers)), withBodyLimit(cfg.MaxFileBytes))
+	data.handle(http.MethodPut, "/sandboxes/:id/files", h(handleFilePut(log, cfg, dp, providers)), httpapi.WithBodyLimit(cfg.MaxFileBytes))
 	data.handle(http.MethodGet, "/sandboxes/:id/files", h(handleFileGet(log, cfg, dp, providers)))
-	data.handle(http.MethodPut, "/sandboxes/:id/archive", h(handleArchivePut(log, cfg, dp, providers)), withBodyLimit(cfg.MaxFileBytes))
+	data.handle(http.MethodPut, "/sandboxes/:id/archive", h(handleArchivePut(log, cfg, dp, providers)), httpapi.WithBodyLimit(cfg.MaxFileBytes))
 	data.handle(http.MethodGet, "/sandboxes/:id/archive", h(handleArchiveGet(log, cfg, dp, providers)))
 	addPortRoutes(r, data, h, log, cfg, deps, dp, providers, previews)
 	v1.GET("/events", h(handleEvents(deps.Store)))
@@ -145,7 +146,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg Config, deps Deps) {
 
 // addPortRoutes adds the ports' routes (a sandbox's ports through the
 // API, and preview URLs) and the previews' management.
-func addPortRoutes(r *gin.Engine, data dataRoutes, h func(handlerFunc) gin.HandlerFunc, log *slog.Logger, cfg Config, deps Deps,
+func addPortRoutes(r *gin.Engine, data dataRoutes, h func(httpapi.HandlerFunc) gin.HandlerFunc, log *slog.Logger, cfg httpapi.Config, deps Deps,
 	dp auditedStore, providers map[string]sandbox.Provider, previews previewServer,
 ) {
 	for _, m := range portMethods {
@@ -153,7 +154,7 @@ func addPortRoutes(r *gin.Engine, data dataRoutes, h func(handlerFunc) gin.Handl
 		// Preview URLs: no API key; the token is checked instead.
 		r.Handle(m, "/p/:token/*path", previewOps[m](h(previews.handlePreview())))
 	}
-	body := withBodyLimit(cfg.MaxBodyBytes)
+	body := httpapi.WithBodyLimit(cfg.MaxBodyBytes)
 	data.group.POST("/sandboxes/:id/previews", body, h(handlePreviewCreate(cfg, deps.Store, providers)))
 	data.group.GET("/sandboxes/:id/previews", h(handlePreviewList(deps.Store)))
 	data.group.GET("/sandboxes/:id/previews/:preview_id", h(handlePreviewGet(deps.Store)))

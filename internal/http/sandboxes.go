@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
@@ -19,6 +16,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -76,21 +74,6 @@ type Sandbox struct {
 	FromSnapshot *string `json:"from_snapshot" extensions:"x-nullable" example:"snp_5q3k8w1m2n4p6r7s9t0v1x2y3w"`
 } // @name Sandbox
 
-func optional(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-func utc(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
-}
-
 func toSandbox(sb sandbox.Sandbox) Sandbox {
 	labels := sb.Labels
 	if labels == nil {
@@ -100,28 +83,28 @@ func toSandbox(sb sandbox.Sandbox) Sandbox {
 		ID:             sb.ID,
 		State:          string(sb.State),
 		Provider:       sb.Provider,
-		Owner:          optional(sb.Owner),
+		Owner:          httpapi.Optional(sb.Owner),
 		Labels:         labels,
-		Reason:         optional(string(sb.Reason)),
-		Error:          optional(sb.Error),
+		Reason:         httpapi.Optional(string(sb.Reason)),
+		Error:          httpapi.Optional(sb.Error),
 		Released:       sb.Released,
-		ProviderID:     optional(sb.ProviderID),
-		WorkDir:        optional(sb.WorkDir),
-		Node:           optional(sb.Node),
+		ProviderID:     httpapi.Optional(sb.ProviderID),
+		WorkDir:        httpapi.Optional(sb.WorkDir),
+		Node:           httpapi.Optional(sb.Node),
 		Attempts:       sb.Attempts,
 		CreatedAt:      sb.CreatedAt.UTC(),
 		UpdatedAt:      sb.UpdatedAt.UTC(),
-		ReadyAt:        utc(sb.ReadyAt),
-		EndedAt:        utc(sb.EndedAt),
-		ReleasedAt:     utc(sb.ReleasedAt),
+		ReadyAt:        httpapi.UTC(sb.ReadyAt),
+		EndedAt:        httpapi.UTC(sb.EndedAt),
+		ReleasedAt:     httpapi.UTC(sb.ReleasedAt),
 		ExpiresAt:      sb.ExpiresAt.UTC(),
 		CreateDeadline: sb.CreateDeadline.UTC(),
-		PauseDeadline:  utc(sb.PauseDeadline),
-		OnEnd:          optional(sb.OnEnd),
-		FromSnapshot:   optional(sb.FromSnapshot),
+		PauseDeadline:  httpapi.UTC(sb.PauseDeadline),
+		OnEnd:          httpapi.Optional(sb.OnEnd),
+		FromSnapshot:   httpapi.Optional(sb.FromSnapshot),
 	}
 	if !sb.Released {
-		out.ReleaseError = optional(sb.ReleaseError)
+		out.ReleaseError = httpapi.Optional(sb.ReleaseError)
 	}
 	return out
 }
@@ -168,76 +151,12 @@ type sandboxCreator interface {
 	GetSnapshot(ctx context.Context, tenant, id string) (sandbox.Snapshot, error)
 }
 
-type sandboxGetter interface {
-	GetSandbox(ctx context.Context, tenant, id string) (sandbox.Sandbox, error)
-}
-
 type sandboxLister interface {
 	ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sandbox.Sandbox, *sandbox.Cursor, error)
 }
 
 type sandboxEnder interface {
 	EndSandbox(ctx context.Context, tenant, id string, reason sandbox.Reason, actor sandbox.Actor, by sandbox.Caller, message string) (sandbox.Sandbox, bool, error)
-}
-
-type changeSubscriber interface {
-	SubscribeSandbox(id string) (<-chan sandbox.Change, func())
-}
-
-// Limits on client-supplied values.
-const (
-	maxLabels         = 64
-	maxLabelValue     = 256
-	maxEnv            = 128
-	maxEnvValue       = 32 << 10
-	maxSetup          = 64 << 10
-	maxIdempotencyKey = 255
-	maxOwner          = 128
-)
-
-var (
-	labelKeyPattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]{0,126}[A-Za-z0-9])?$`)
-	ownerPattern    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
-	envKeyPattern   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-)
-
-func validateOwner(owner string) error {
-	if !ownerPattern.MatchString(owner) {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest,
-			"owner must be 1-%d characters: letters, digits and . _ : @ -, starting with a letter or digit", maxOwner)
-	}
-	return nil
-}
-
-// validateClientOwner is validateOwner for an owner a client holds: the
-// names of warm pools' owners (pool:NAME) are Tether's own.
-func validateClientOwner(owner string) error {
-	if err := validateOwner(owner); err != nil {
-		return err
-	}
-	if sandbox.ReservedOwner(owner) {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "owner names starting with pool: are reserved for warm pools")
-	}
-	return nil
-}
-
-func validateLabels(labels map[string]string) error {
-	if len(labels) > maxLabels {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "at most %d labels are allowed", maxLabels)
-	}
-	for k, v := range labels {
-		if k == "" {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "label keys must not be empty")
-		}
-		if !labelKeyPattern.MatchString(k) {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest,
-				"label key %q must be 1-128 characters of letters, digits and . _ / -, starting and ending with a letter or digit", k)
-		}
-		if len(v) > maxLabelValue || strings.ContainsRune(v, 0) {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "label %q: value must be at most %d bytes with no NUL", k, maxLabelValue)
-		}
-	}
-	return nil
 }
 
 // handleSandboxCreate requests a sandbox.
@@ -253,17 +172,17 @@ func validateLabels(labels map[string]string) error {
 //	@Success		202				{object}	Sandbox					"accepted; Location names the sandbox"
 //	@Success		201				{object}	Sandbox					"claimed from the pool, ready; Location names the sandbox"
 //	@Success		200				{object}	Sandbox					"an earlier request with this Idempotency-Key made this sandbox"
-//	@Failure		400				{object}	Problem					"INVALID_REQUEST or UNKNOWN_PROVIDER"
-//	@Failure		401				{object}	Problem					"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		403				{object}	Problem					"FORBIDDEN: params the operator has not enabled"
-//	@Failure		404				{object}	Problem					"NOT_FOUND: the pool named does not exist, or the snapshot from_snapshot names (or it is another tenant's)"
-//	@Failure		409				{object}	Problem					"IDEMPOTENCY_KEY_REUSED, or SANDBOX_ID_TAKEN: the client-chosen id names another sandbox, or POOL_EMPTY: pool_only and no member ready, or SNAPSHOT_NOT_READY: from_snapshot names a snapshot that is not ready"
-//	@Failure		413				{object}	Problem					"PAYLOAD_TOO_LARGE"
-//	@Failure		422				{object}	Problem					"SNAPSHOT_PROVIDER_MISMATCH: from_snapshot names a snapshot of another provider"
-//	@Failure		429				{object}	Problem					"QUOTA_EXCEEDED: over the tenant's live-sandbox cap or create rate (TENANT_MAX_LIVE, TENANT_CREATES_PER_MINUTE, or the tenant's own; a quota of 0 is no limit), or the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500				{object}	Problem					"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		501				{object}	Problem					"NOT_SUPPORTED: from_snapshot or on_end snapshot with a provider that cannot snapshot sandboxes"
-//	@Failure		503				{object}	Problem					"PROVIDER_UNAVAILABLE: the provider cannot create sandboxes on this host; or UNAVAILABLE"
+//	@Failure		400				{object}	httpapi.Problem					"INVALID_REQUEST or UNKNOWN_PROVIDER"
+//	@Failure		401				{object}	httpapi.Problem					"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		403				{object}	httpapi.Problem					"FORBIDDEN: params the operator has not enabled"
+//	@Failure		404				{object}	httpapi.Problem					"NOT_FOUND: the pool named does not exist, or the snapshot from_snapshot names (or it is another tenant's)"
+//	@Failure		409				{object}	httpapi.Problem					"IDEMPOTENCY_KEY_REUSED, or SANDBOX_ID_TAKEN: the client-chosen id names another sandbox, or POOL_EMPTY: pool_only and no member ready, or SNAPSHOT_NOT_READY: from_snapshot names a snapshot that is not ready"
+//	@Failure		413				{object}	httpapi.Problem					"PAYLOAD_TOO_LARGE"
+//	@Failure		422				{object}	httpapi.Problem					"SNAPSHOT_PROVIDER_MISMATCH: from_snapshot names a snapshot of another provider"
+//	@Failure		429				{object}	httpapi.Problem					"QUOTA_EXCEEDED: over the tenant's live-sandbox cap or create rate (TENANT_MAX_LIVE, TENANT_CREATES_PER_MINUTE, or the tenant's own; a quota of 0 is no limit), or the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500				{object}	httpapi.Problem					"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		501				{object}	httpapi.Problem					"NOT_SUPPORTED: from_snapshot or on_end snapshot with a provider that cannot snapshot sandboxes"
+//	@Failure		503				{object}	httpapi.Problem					"PROVIDER_UNAVAILABLE: the provider cannot create sandboxes on this host; or UNAVAILABLE"
 //	@Header			200,201,202		{string}	Location				"the sandbox's URL path, /v1/sandboxes/{id}"
 //	@Header			401				{string}	WWW-Authenticate		"the Bearer challenge"
 //	@Header			429				{integer}	Retry-After				"seconds to wait before retrying"
@@ -271,10 +190,10 @@ func validateLabels(labels map[string]string) error {
 //	@Header			all				{string}	X-Request-ID			"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes [post]
-func handleSandboxCreate(cfg Config, st sandboxCreator, providers map[string]sandbox.Provider, q *quotas, pm *poolMetrics) handlerFunc {
+func handleSandboxCreate(cfg httpapi.Config, st sandboxCreator, providers map[string]sandbox.Provider, q *httpapi.Quotas, pm *poolMetrics) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		var req CreateSandboxRequest
-		if err := decodeJSON(c, &req); err != nil {
+		if err := httpapi.DecodeJSON(c, &req); err != nil {
 			return err
 		}
 		if req.Pool != "" || req.PoolOnly {
@@ -286,14 +205,14 @@ func handleSandboxCreate(cfg Config, st sandboxCreator, providers map[string]san
 			return claimFromPool(c, cfg, st, providers, q, pm, &req)
 		}
 		// Over a create quota: 429 before anything is written.
-		if err := q.checkCreate(c, tenantOf(c)); err != nil {
+		if err := q.CheckCreate(c, httpapi.TenantOf(c)); err != nil {
 			return err
 		}
 		p, err := validateCreate(cfg, &req, providers)
 		if err != nil {
 			return err
 		}
-		p.Tenant, p.Caller = tenantOf(c), callerOf(c)
+		p.Tenant, p.Caller = httpapi.TenantOf(c), httpapi.CallerOf(c)
 		prov := providers[p.Provider]
 		if p.OnEnd, err = resolveOnEnd(cfg, prov, req.OnEnd); err != nil {
 			return err
@@ -327,7 +246,7 @@ func createSandbox(c *gin.Context, st sandboxCreator, p sandbox.CreateParams) er
 	if !created {
 		status = http.StatusOK
 	}
-	return writeJSON(c, status, toSandbox(sb))
+	return httpapi.WriteJSON(c, status, toSandbox(sb))
 }
 
 // idempotencyOf returns the create's idempotency key, and the hash of the
@@ -336,7 +255,7 @@ func idempotencyOf(c *gin.Context, req CreateSandboxRequest) (string, []byte, er
 	key := c.GetHeader("Idempotency-Key")
 	if key != "" && !validIdempotencyKey(key) {
 		return "", nil, sandbox.Errorf(sandbox.CodeInvalidRequest,
-			"Idempotency-Key must be 1-%d printable ASCII characters", maxIdempotencyKey)
+			"Idempotency-Key must be 1-%d printable ASCII characters", httpapi.MaxIdempotencyKey)
 	}
 	if key == "" {
 		// A client-chosen id is the request's idempotency key: a retry
@@ -356,7 +275,7 @@ func idempotencyOf(c *gin.Context, req CreateSandboxRequest) (string, []byte, er
 // validIdempotencyKey reports whether key is 1-255 printable ASCII
 // characters (spaces allowed).
 func validIdempotencyKey(key string) bool {
-	if key == "" || len(key) > maxIdempotencyKey {
+	if key == "" || len(key) > httpapi.MaxIdempotencyKey {
 		return false
 	}
 	for i := 0; i < len(key); i++ {
@@ -370,7 +289,7 @@ func validIdempotencyKey(key string) bool {
 // validateCreate checks a create request and turns it into the store's
 // parameters: the id's shape, the provider, owner, labels, env and setup,
 // the TTL, then the params (made canonical) as the provider judges them.
-func validateCreate(cfg Config, req *CreateSandboxRequest, providers map[string]sandbox.Provider) (sandbox.CreateParams, error) {
+func validateCreate(cfg httpapi.Config, req *CreateSandboxRequest, providers map[string]sandbox.Provider) (sandbox.CreateParams, error) {
 	var p sandbox.CreateParams
 	if req.ID != "" && !sandbox.ValidID(req.ID) {
 		return p, sandbox.Errorf(sandbox.CodeInvalidRequest,
@@ -384,14 +303,14 @@ func validateCreate(cfg Config, req *CreateSandboxRequest, providers map[string]
 		return p, err
 	}
 	if req.Owner != "" {
-		if err := validateClientOwner(req.Owner); err != nil {
+		if err := httpapi.ValidateClientOwner(req.Owner); err != nil {
 			return p, err
 		}
 	}
-	if err := validateLabels(req.Labels); err != nil {
+	if err := httpapi.ValidateLabels(req.Labels); err != nil {
 		return p, err
 	}
-	if err := validateEnvAndSetup(req.Env, req.Setup); err != nil {
+	if err := httpapi.ValidateEnvAndSetup(req.Env, req.Setup); err != nil {
 		return p, err
 	}
 	ttl, err := resolveTTL(cfg, req.TTLSeconds, req.Owner != "")
@@ -432,26 +351,6 @@ func enabledProvider(providers map[string]sandbox.Provider, name string) (sandbo
 		"provider %q is not enabled on this server (enabled: %s)", name, strings.Join(names, ", "))
 }
 
-// validateEnvAndSetup checks a create's env (names, sizes, no NUL) and
-// setup script.
-func validateEnvAndSetup(env map[string]string, setup string) error {
-	if len(env) > maxEnv {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "at most %d env variables are allowed", maxEnv)
-	}
-	for k, v := range env {
-		if !envKeyPattern.MatchString(k) {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "env name %q must match [A-Za-z_][A-Za-z0-9_]*", k)
-		}
-		if len(v) > maxEnvValue || strings.ContainsRune(v, 0) {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "env %q: value must be at most %d bytes with no NUL", k, maxEnvValue)
-		}
-	}
-	if len(setup) > maxSetup || strings.ContainsRune(setup, 0) {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "setup must be at most %d bytes with no NUL", maxSetup)
-	}
-	return nil
-}
-
 // canonicalParams re-encodes a create's params in a canonical form (sorted
 // keys, no spacing), so that the idempotency hash ignores formatting; no
 // params (or null) is nil.
@@ -481,7 +380,7 @@ func canonicalParams(raw json.RawMessage) (json.RawMessage, error) {
 // and within the max lifetime; without one, a sandbox with an owner lives as
 // long as its owner (up to the max lifetime) and one without an owner gets
 // the default TTL.
-func resolveTTL(cfg Config, seconds *int64, hasOwner bool) (time.Duration, error) {
+func resolveTTL(cfg httpapi.Config, seconds *int64, hasOwner bool) (time.Duration, error) {
 	if seconds == nil {
 		if hasOwner {
 			return cfg.MaxLifetime, nil
@@ -495,23 +394,6 @@ func resolveTTL(cfg Config, seconds *int64, hasOwner bool) (time.Duration, error
 	return time.Duration(*seconds) * time.Second, nil
 }
 
-// sandboxID returns the path's sandbox id, answering malformed ids as not
-// found without a query.
-func sandboxID(c *gin.Context) (string, error) {
-	id := c.Param("id")
-	if !sandbox.ValidID(id) {
-		return "", sandbox.Errorf(sandbox.CodeNotFound, "sandbox %q not found", id)
-	}
-	return id, nil
-}
-
-func notFoundAs(err error, id string) error {
-	if errors.Is(err, sandbox.ErrNotFound) {
-		return sandbox.Errorf(sandbox.CodeNotFound, "sandbox %s not found", id)
-	}
-	return err
-}
-
 // handleSandboxGet returns one sandbox, optionally waiting for it to settle.
 //
 //	@Summary		Get a sandbox
@@ -523,25 +405,25 @@ func notFoundAs(err error, id string) error {
 //	@Param			wait	query		string	false	"how long to wait for the sandbox to settle: a Go duration or whole seconds"	example(30s)
 //	@Param			until	query		string	false	"what to wait for: settled (default) or released"								Enums(settled, released)	example(settled)
 //	@Success		200		{object}	Sandbox
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		404		{object}	Problem				"NOT_FOUND"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id} [get]
-func handleSandboxGet(cfg Config, st sandboxGetter, changes changeSubscriber, draining context.Context) handlerFunc {
+func handleSandboxGet(cfg httpapi.Config, st httpapi.SandboxGetter, changes httpapi.ChangeSubscriber, draining context.Context) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		id, err := sandboxID(c)
+		id, err := httpapi.SandboxID(c)
 		if err != nil {
 			return err
 		}
-		if err := onlyQuery(c, "wait", "until"); err != nil {
+		if err := httpapi.OnlyQuery(c, "wait", "until"); err != nil {
 			return err
 		}
 		// A plain GET has no query to parse (gin's parse is a map or two).
@@ -549,7 +431,7 @@ func handleSandboxGet(cfg Config, st sandboxGetter, changes changeSubscriber, dr
 		var until string
 		if c.Request.URL.RawQuery != "" {
 			if w := c.Query("wait"); w != "" {
-				wait, err = parseWait(w, cfg.MaxWait)
+				wait, err = httpapi.ParseWait(w, cfg.MaxWait)
 				if err != nil {
 					return err
 				}
@@ -572,7 +454,7 @@ func handleSandboxGet(cfg Config, st sandboxGetter, changes changeSubscriber, dr
 		default:
 			return sandbox.Errorf(sandbox.CodeInvalidRequest, "until must be settled or released")
 		}
-		ctx, tenant := c.Request.Context(), tenantOf(c)
+		ctx, tenant := c.Request.Context(), httpapi.TenantOf(c)
 		var (
 			updates <-chan sandbox.Change
 			stop    = func() {}
@@ -584,13 +466,13 @@ func handleSandboxGet(cfg Config, st sandboxGetter, changes changeSubscriber, dr
 		defer stop()
 		sb, err := st.GetSandbox(ctx, tenant, id)
 		if err != nil {
-			return notFoundAs(err, id)
+			return httpapi.NotFoundAs(err, id)
 		}
 		sb, answer, err := awaitSandbox(ctx, st, waiting{updates: updates, draining: draining, wait: wait, done: done, mayBeDone: mayBeDone}, sb)
 		if err != nil || !answer {
 			return err
 		}
-		return writeJSON(c, http.StatusOK, toSandbox(sb))
+		return httpapi.WriteJSON(c, http.StatusOK, toSandbox(sb))
 	}
 }
 
@@ -608,7 +490,7 @@ type waiting struct {
 
 // awaitSandbox re-reads sb until w says it is done or the wait ends, and
 // returns it as it is then. answer is false when the client left.
-func awaitSandbox(ctx context.Context, st sandboxGetter, w waiting, sb sandbox.Sandbox) (_ sandbox.Sandbox, answer bool, err error) {
+func awaitSandbox(ctx context.Context, st httpapi.SandboxGetter, w waiting, sb sandbox.Sandbox) (_ sandbox.Sandbox, answer bool, err error) {
 	if w.wait <= 0 || w.done(sb) {
 		return sb, true, nil
 	}
@@ -632,105 +514,14 @@ func awaitSandbox(ctx context.Context, st sandboxGetter, w waiting, sb sandbox.S
 		case <-poll.C:
 		}
 		if sb, err = st.GetSandbox(ctx, sb.Tenant, sb.ID); err != nil {
-			return sb, false, notFoundAs(err, sb.ID)
+			return sb, false, httpapi.NotFoundAs(err, sb.ID)
 		}
 	}
 	return sb, true, nil
 }
 
-func parseWait(s string, maxWait time.Duration) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		if n, nerr := strconv.ParseInt(s, 10, 64); nerr == nil {
-			if n > int64(maxWait/time.Second) {
-				return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "wait must be at most %s", maxWait)
-			}
-			d, err = time.Duration(n)*time.Second, nil
-		}
-	}
-	if err != nil || d < 0 {
-		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "wait must be a non-negative duration such as 30s")
-	}
-	if d > maxWait {
-		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "wait must be at most %s", maxWait)
-	}
-	return d, nil
-}
-
-// onlyQuery refuses query parameters other than the allowed ones, so that a
-// misspelt filter is an error rather than silently ignored.
-func onlyQuery(c *gin.Context, allowed ...string) error {
-	if c.Request.URL.RawQuery == "" {
-		return nil // nothing to parse
-	}
-	for k := range c.Request.URL.Query() {
-		if !slices.Contains(allowed, k) {
-			if len(allowed) == 0 {
-				return sandbox.Errorf(sandbox.CodeInvalidRequest, "unknown query parameter %q", k)
-			}
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "unknown query parameter %q (allowed: %s)", k, strings.Join(allowed, ", "))
-		}
-	}
-	return nil
-}
-
-const (
-	defaultPageSize = 50
-	maxPageSize     = 500
-)
-
-func parseLimit(c *gin.Context) (int, error) {
-	s, ok := c.GetQuery("limit")
-	if !ok {
-		return defaultPageSize, nil
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > maxPageSize {
-		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "limit must be an integer between 1 and %d", maxPageSize)
-	}
-	return n, nil
-}
-
-// The range of cursor times: 0001-01-01 to 9999-12-31, in Unix microseconds.
-const (
-	minCursorMicros = -62135596800 * 1e6
-	maxCursorMicros = 253402300799 * 1e6
-)
-
 // providerNamePattern is the shape of a provider name.
 var providerNamePattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
-
-// encodeCursor makes the opaque next_cursor of a sandbox listing.
-func encodeCursor(cur *sandbox.Cursor) *string {
-	if cur == nil {
-		return nil
-	}
-	s := base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d|%s", cur.CreatedAt.UnixMicro(), cur.ID))
-	return &s
-}
-
-func decodeCursor(s string) (*sandbox.Cursor, error) { return decodeCursorOf(s, sandbox.ValidID) }
-
-// decodeCursorOf decodes a cursor whose id must be valid (a sandbox's, a
-// snapshot's).
-func decodeCursorOf(s string, valid func(string) bool) (*sandbox.Cursor, error) {
-	bad := sandbox.Errorf(sandbox.CodeInvalidRequest, "cursor is not valid: pass next_cursor from a previous page unchanged")
-	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return nil, bad
-	}
-	ts, id, ok := strings.Cut(string(raw), "|")
-	if !ok || !valid(id) {
-		return nil, bad
-	}
-	micros, err := strconv.ParseInt(ts, 10, 64)
-	// Within years 1-9999: anything else is no cursor Tether made, and
-	// Postgres or the driver would choke on it.
-	if err != nil || micros < minCursorMicros || micros > maxCursorMicros {
-		return nil, bad
-	}
-	return &sandbox.Cursor{CreatedAt: time.UnixMicro(micros).UTC(), ID: id}, nil
-}
 
 func parseTime(name, s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
@@ -751,7 +542,7 @@ func parseListFilter(q url.Values) (sandbox.ListFilter, error) {
 		return f, err
 	}
 	if v, ok := q["owner"]; ok {
-		if err := validateOwner(v[0]); err != nil {
+		if err := httpapi.ValidateOwner(v[0]); err != nil {
 			return f, err
 		}
 		f.Owner = v[0]
@@ -820,7 +611,7 @@ func parseLabelFilter(filters []string) (map[string]string, error) {
 		}
 		labels[k] = v
 	}
-	if err := validateLabels(labels); err != nil {
+	if err := httpapi.ValidateLabels(labels); err != nil {
 		return nil, err
 	}
 	return labels, nil
@@ -844,20 +635,20 @@ func parseLabelFilter(filters []string) (map[string]string, error) {
 //	@Param			limit			query		int			false	"page size, 1-500 (default 50)"															minimum(1)	maximum(500)	example(50)
 //	@Param			cursor			query		string		false	"next_cursor of the previous page, unchanged"											example(MTc2NzM2NjI0NTEyMzQ1NnxzYnhfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o)
 //	@Success		200				{object}	SandboxList
-//	@Failure		400				{object}	Problem				"INVALID_REQUEST"
-//	@Failure		401				{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		429				{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500				{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503				{object}	Problem				"UNAVAILABLE"
+//	@Failure		400				{object}	httpapi.Problem				"INVALID_REQUEST"
+//	@Failure		401				{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		429				{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500				{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503				{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401				{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429				{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503				{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all				{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes [get]
-func handleSandboxList(st sandboxLister) handlerFunc {
+func handleSandboxList(st sandboxLister) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		if err := onlyQuery(c, "state", "reason", "owner", "provider", "label", "created_after", "created_before", "released", "limit", "cursor"); err != nil {
+		if err := httpapi.OnlyQuery(c, "state", "reason", "owner", "provider", "label", "created_after", "created_before", "released", "limit", "cursor"); err != nil {
 			return err
 		}
 		q := c.Request.URL.Query()
@@ -865,24 +656,24 @@ func handleSandboxList(st sandboxLister) handlerFunc {
 		if err != nil {
 			return err
 		}
-		if f.Limit, err = parseLimit(c); err != nil {
+		if f.Limit, err = httpapi.ParseLimit(c); err != nil {
 			return err
 		}
 		if cur, ok := q["cursor"]; ok {
-			if f.After, err = decodeCursor(cur[0]); err != nil {
+			if f.After, err = httpapi.DecodeCursor(cur[0]); err != nil {
 				return err
 			}
 		}
-		f.Tenant = tenantOf(c)
+		f.Tenant = httpapi.TenantOf(c)
 		items, next, err := st.ListSandboxes(c.Request.Context(), f)
 		if err != nil {
 			return err
 		}
-		out := SandboxList{Items: make([]Sandbox, len(items)), NextCursor: encodeCursor(next)}
+		out := SandboxList{Items: make([]Sandbox, len(items)), NextCursor: httpapi.EncodeCursor(next)}
 		for i, sb := range items {
 			out.Items[i] = toSandbox(sb)
 		}
-		return writeJSON(c, http.StatusOK, out)
+		return httpapi.WriteJSON(c, http.StatusOK, out)
 	}
 }
 
@@ -896,35 +687,35 @@ func handleSandboxList(st sandboxLister) handlerFunc {
 //	@Param			id	path		string				true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Success		202	{object}	Sandbox				"ended by this request"
 //	@Success		200	{object}	Sandbox				"already ended"
-//	@Failure		400	{object}	Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401	{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		404	{object}	Problem				"NOT_FOUND"
-//	@Failure		429	{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500	{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503	{object}	Problem				"UNAVAILABLE"
+//	@Failure		400	{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401	{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404	{object}	httpapi.Problem				"NOT_FOUND"
+//	@Failure		429	{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500	{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503	{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id} [delete]
-func handleSandboxDelete(st sandboxEnder) handlerFunc {
+func handleSandboxDelete(st sandboxEnder) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		id, err := sandboxID(c)
+		id, err := httpapi.SandboxID(c)
 		if err != nil {
 			return err
 		}
-		if err := onlyQuery(c); err != nil {
+		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
 		}
-		sb, changed, err := st.EndSandbox(c.Request.Context(), tenantOf(c), id, sandbox.ReasonRequested, sandbox.ActorClient, callerOf(c), "deleted by client")
+		sb, changed, err := st.EndSandbox(c.Request.Context(), httpapi.TenantOf(c), id, sandbox.ReasonRequested, sandbox.ActorClient, httpapi.CallerOf(c), "deleted by client")
 		if err != nil {
-			return notFoundAs(err, id)
+			return httpapi.NotFoundAs(err, id)
 		}
 		status := http.StatusOK
 		if changed {
 			status = http.StatusAccepted
 		}
-		return writeJSON(c, status, toSandbox(sb))
+		return httpapi.WriteJSON(c, status, toSandbox(sb))
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	tetherhttp "github.com/tetherhq/tether/internal/http"
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -21,8 +21,8 @@ import (
 // (cmd/bench): the key cache on, quotas out of the way, LOG_LEVEL=warn.
 func benchServer(b *testing.B) *bundle {
 	return setup(b, withQuotas(100_000_000, 100_000_000, 100_000_000), withLogLevel(slog.LevelWarn),
-		withConfig(func(c *tetherhttp.Config) {
-			c.AuthCacheTTL = tetherhttp.DefaultAuthCacheTTL
+		withConfig(func(c *httpapi.Config) {
+			c.AuthCacheTTL = httpapi.DefaultAuthCacheTTL
 			c.TenantRequestsPerSecond = 100_000_000
 		}))
 }

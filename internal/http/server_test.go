@@ -20,6 +20,7 @@ import (
 
 	"github.com/tetherhq/tether/docs"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -335,7 +336,7 @@ func TestNewServerConcurrently(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
-			_ = tetherhttp.NewServer(log, tetherhttp.Config{DefaultProvider: "sim", MaxBodyBytes: 1 << 10}, tetherhttp.Deps{})
+			_ = tetherhttp.NewServer(log, httpapi.Config{DefaultProvider: "sim", MaxBodyBytes: 1 << 10}, tetherhttp.Deps{})
 		})
 	}
 	wg.Wait()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -45,8 +46,8 @@ type SnapshotList struct {
 func toSnapshot(sn sandbox.Snapshot) Snapshot {
 	return Snapshot{
 		ID: sn.ID, State: string(sn.State), Kind: string(sn.Kind), SourceSandboxID: sn.SourceID, Provider: sn.Provider,
-		SizeBytes: sn.Size, Error: optional(sn.Error), CreatedAt: sn.CreatedAt.UTC(),
-		ReadyAt: utc(sn.ReadyAt), ExpiresAt: utc(sn.ExpiresAt), DeletedAt: utc(sn.DeletedAt),
+		SizeBytes: sn.Size, Error: httpapi.Optional(sn.Error), CreatedAt: sn.CreatedAt.UTC(),
+		ReadyAt: httpapi.UTC(sn.ReadyAt), ExpiresAt: httpapi.UTC(sn.ExpiresAt), DeletedAt: httpapi.UTC(sn.DeletedAt),
 	}
 }
 
@@ -63,7 +64,7 @@ type snapshotGetter interface {
 
 // snapshotCreator is what the snapshot request needs.
 type snapshotCreator interface {
-	sandboxGetter
+	httpapi.SandboxGetter
 	snapshotStore
 }
 
@@ -81,14 +82,14 @@ const snapshotPoll = time.Second
 //	@Param			id		path		string				true	"sandbox id"																example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			wait	query		string				false	"how long to wait for the snapshot to settle: a Go duration or whole seconds"	example(30s)
 //	@Success		202		{object}	Snapshot			"recorded; Location names the snapshot"
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		404		{object}	Problem				"NOT_FOUND: no such sandbox"
-//	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT: the sandbox is not ready or paused; state says what it is"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: the tenant's snapshots are at SNAPSHOT_MAX_PER_TENANT or SNAPSHOT_MAX_BYTES_PER_TENANT (delete some), or over the API key's request rate"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		501		{object}	Problem				"NOT_SUPPORTED: the sandbox's provider cannot snapshot sandboxes"
-//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND: no such sandbox"
+//	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT: the sandbox is not ready or paused; state says what it is"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: the tenant's snapshots are at SNAPSHOT_MAX_PER_TENANT or SNAPSHOT_MAX_BYTES_PER_TENANT (delete some), or over the API key's request rate"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED: the sandbox's provider cannot snapshot sandboxes"
+//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			202		{string}	Location			"the snapshot's URL path, /v1/snapshots/{id}"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
@@ -96,9 +97,9 @@ const snapshotPoll = time.Second
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/snapshots [post]
-func handleSnapshotCreate(cfg Config, st snapshotCreator, changes changeSubscriber, providers map[string]sandbox.Provider, draining context.Context) handlerFunc {
+func handleSnapshotCreate(cfg httpapi.Config, st snapshotCreator, changes httpapi.ChangeSubscriber, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		id, err := sandboxID(c)
+		id, err := httpapi.SandboxID(c)
 		if err != nil {
 			return err
 		}
@@ -106,39 +107,39 @@ func handleSnapshotCreate(cfg Config, st snapshotCreator, changes changeSubscrib
 		if err != nil {
 			return err
 		}
-		ctx, tenant := c.Request.Context(), tenantOf(c)
+		ctx, tenant := c.Request.Context(), httpapi.TenantOf(c)
 		cur, err := st.GetSandbox(ctx, tenant, id)
 		if err != nil {
-			return notFoundAs(err, id)
+			return httpapi.NotFoundAs(err, id)
 		}
 		if p := providers[cur.Provider]; p == nil || !sandbox.CanSnapshot(p) {
 			return sandbox.Errorf(sandbox.CodeNotSupported, "provider %s cannot snapshot sandboxes", cur.Provider)
 		}
 		sn, err := st.RequestSnapshot(ctx, sandbox.SnapshotRequest{
-			Tenant: tenant, SourceID: id, Caller: callerOf(c), Timeout: cfg.SnapshotTimeout, Retention: cfg.SnapshotRetention,
+			Tenant: tenant, SourceID: id, Caller: httpapi.CallerOf(c), Timeout: cfg.SnapshotTimeout, Retention: cfg.SnapshotRetention,
 			MaxCount: cfg.SnapshotMaxPerTenant, MaxBytes: cfg.SnapshotMaxBytesPerTenant,
 		})
 		if err != nil {
 			if sandbox.ErrorCode(err) == sandbox.CodeQuotaExceeded {
 				c.Header("Retry-After", "60") // once snapshots are deleted, or expire
 			}
-			return notFoundAs(err, id)
+			return httpapi.NotFoundAs(err, id)
 		}
 		c.Header("Location", "/v1/snapshots/"+sn.ID)
 		if sn, err = awaitSnapshot(ctx, st, changes, draining, wait, sn); err != nil {
 			return err
 		}
-		return writeJSON(c, http.StatusAccepted, toSnapshot(sn))
+		return httpapi.WriteJSON(c, http.StatusAccepted, toSnapshot(sn))
 	}
 }
 
 // waitQuery reads the only query parameter, wait, if given.
-func waitQuery(c *gin.Context, cfg Config) (time.Duration, error) {
-	if err := onlyQuery(c, "wait"); err != nil {
+func waitQuery(c *gin.Context, cfg httpapi.Config) (time.Duration, error) {
+	if err := httpapi.OnlyQuery(c, "wait"); err != nil {
 		return 0, err
 	}
 	if w := c.Query("wait"); w != "" {
-		return parseWait(w, cfg.MaxWait)
+		return httpapi.ParseWait(w, cfg.MaxWait)
 	}
 	return 0, nil
 }
@@ -148,7 +149,7 @@ func waitQuery(c *gin.Context, cfg Config) (time.Duration, error) {
 // store announces a snapshot leaving creating (sandbox.SnapshotChanged), so
 // the answer comes at once; a slow poll backs up the announcements, which
 // are best effort.
-func awaitSnapshot(ctx context.Context, st snapshotStore, changes changeSubscriber, draining context.Context, wait time.Duration, sn sandbox.Snapshot) (sandbox.Snapshot, error) {
+func awaitSnapshot(ctx context.Context, st snapshotStore, changes httpapi.ChangeSubscriber, draining context.Context, wait time.Duration, sn sandbox.Snapshot) (sandbox.Snapshot, error) {
 	if wait <= 0 || sn.State != sandbox.SnapshotCreating {
 		return sn, nil
 	}
@@ -213,19 +214,19 @@ func snapshotNotFoundAs(err error, id string) error {
 //	@Param			id		path		string				true	"snapshot id"																example(snp_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			wait	query		string				false	"how long to wait for the snapshot to settle: a Go duration or whole seconds"	example(30s)
 //	@Success		200		{object}	Snapshot			"the snapshot"
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		404		{object}	Problem				"NOT_FOUND: no such snapshot, or another tenant's"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND: no such snapshot, or another tenant's"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/snapshots/{id} [get]
-func handleSnapshotGet(cfg Config, st snapshotStore, changes changeSubscriber, draining context.Context) handlerFunc {
+func handleSnapshotGet(cfg httpapi.Config, st snapshotStore, changes httpapi.ChangeSubscriber, draining context.Context) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		id, err := snapshotIDParam(c)
 		if err != nil {
@@ -235,14 +236,14 @@ func handleSnapshotGet(cfg Config, st snapshotStore, changes changeSubscriber, d
 		if err != nil {
 			return err
 		}
-		sn, err := st.GetSnapshot(c.Request.Context(), tenantOf(c), id)
+		sn, err := st.GetSnapshot(c.Request.Context(), httpapi.TenantOf(c), id)
 		if err != nil {
 			return snapshotNotFoundAs(err, id)
 		}
 		if sn, err = awaitSnapshot(c.Request.Context(), st, changes, draining, wait, sn); err != nil {
 			return err
 		}
-		return writeJSON(c, http.StatusOK, toSnapshot(sn))
+		return httpapi.WriteJSON(c, http.StatusOK, toSnapshot(sn))
 	}
 }
 
@@ -257,32 +258,32 @@ func handleSnapshotGet(cfg Config, st snapshotStore, changes changeSubscriber, d
 //	@Param			limit	query		int					false	"page size, 1-500 (default 100)"				minimum(1)	maximum(500)	example(100)
 //	@Param			cursor	query		string				false	"next_cursor of the previous page"	example(MTc2NzM2NjI0NTEyMzQ1NnxzbnBfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o)
 //	@Success		200		{object}	SnapshotList		"a page of snapshots"
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a query parameter, or a bad cursor"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter, or a bad cursor"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/snapshots [get]
-func handleSnapshotList(st snapshotStore) handlerFunc {
+func handleSnapshotList(st snapshotStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		if err := onlyQuery(c, "sandbox", "limit", "cursor"); err != nil {
+		if err := httpapi.OnlyQuery(c, "sandbox", "limit", "cursor"); err != nil {
 			return err
 		}
-		f := sandbox.SnapshotFilter{Tenant: tenantOf(c), SourceID: c.Query("sandbox")}
+		f := sandbox.SnapshotFilter{Tenant: httpapi.TenantOf(c), SourceID: c.Query("sandbox")}
 		if f.SourceID != "" && !sandbox.ValidID(f.SourceID) {
 			return sandbox.Errorf(sandbox.CodeInvalidRequest, "sandbox must be a sandbox id")
 		}
 		var err error
-		if f.Limit, err = parseLimit(c); err != nil {
+		if f.Limit, err = httpapi.ParseLimit(c); err != nil {
 			return err
 		}
 		if cur, ok := c.GetQuery("cursor"); ok {
-			if f.After, err = decodeCursorOf(cur, sandbox.ValidSnapshotID); err != nil {
+			if f.After, err = httpapi.DecodeCursorOf(cur, sandbox.ValidSnapshotID); err != nil {
 				return err
 			}
 		}
@@ -290,11 +291,11 @@ func handleSnapshotList(st snapshotStore) handlerFunc {
 		if err != nil {
 			return err
 		}
-		out := SnapshotList{Items: make([]Snapshot, len(items)), NextCursor: encodeCursor(next)}
+		out := SnapshotList{Items: make([]Snapshot, len(items)), NextCursor: httpapi.EncodeCursor(next)}
 		for i, sn := range items {
 			out.Items[i] = toSnapshot(sn)
 		}
-		return writeJSON(c, http.StatusOK, out)
+		return httpapi.WriteJSON(c, http.StatusOK, out)
 	}
 }
 
@@ -308,28 +309,28 @@ func handleSnapshotList(st snapshotStore) handlerFunc {
 //	@Param			id	path		string				true	"snapshot id"	example(snp_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Success		202	{object}	Snapshot			"deleted by this request"
 //	@Success		200	{object}	Snapshot			"already deleted"
-//	@Failure		400	{object}	Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401	{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		404	{object}	Problem				"NOT_FOUND: no such snapshot, or another tenant's"
-//	@Failure		429	{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500	{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503	{object}	Problem				"UNAVAILABLE"
+//	@Failure		400	{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401	{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404	{object}	httpapi.Problem				"NOT_FOUND: no such snapshot, or another tenant's"
+//	@Failure		429	{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500	{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503	{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/snapshots/{id} [delete]
-func handleSnapshotDelete(st snapshotStore) handlerFunc {
+func handleSnapshotDelete(st snapshotStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		id, err := snapshotIDParam(c)
 		if err != nil {
 			return err
 		}
-		if err := onlyQuery(c); err != nil {
+		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
 		}
-		sn, deleted, err := st.DeleteSnapshot(c.Request.Context(), tenantOf(c), id)
+		sn, deleted, err := st.DeleteSnapshot(c.Request.Context(), httpapi.TenantOf(c), id)
 		if err != nil {
 			return snapshotNotFoundAs(err, id)
 		}
@@ -337,7 +338,7 @@ func handleSnapshotDelete(st snapshotStore) handlerFunc {
 		if deleted {
 			status = http.StatusAccepted
 		}
-		return writeJSON(c, status, toSnapshot(sn))
+		return httpapi.WriteJSON(c, status, toSnapshot(sn))
 	}
 }
 
@@ -370,7 +371,7 @@ func startFrom(ctx context.Context, st snapshotGetter, prov sandbox.Provider, te
 // resolveOnEnd is a create's on_end as the store records it: "snapshot" or
 // "", from the request's ("snapshot", "none" or "": the server's default
 // for a provider that snapshots).
-func resolveOnEnd(cfg Config, prov sandbox.Provider, onEnd string) (string, error) {
+func resolveOnEnd(cfg httpapi.Config, prov sandbox.Provider, onEnd string) (string, error) {
 	switch onEnd {
 	case "none":
 		return "", nil

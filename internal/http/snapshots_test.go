@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"testing"
 
-	tetherhttp "github.com/tetherhq/tether/internal/http"
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/provider/sim"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
@@ -44,7 +44,7 @@ func (b *bundle) readySandbox(t *testing.T, key string, body map[string]any) san
 // expires_at.
 func TestSnapshotsOverHTTP(t *testing.T) {
 	t.Parallel()
-	b := setup(t, withExecutor(), withConfig(func(c *tetherhttp.Config) { c.SnapshotRetention = 3600e9 }))
+	b := setup(t, withExecutor(), withConfig(func(c *httpapi.Config) { c.SnapshotRetention = 3600e9 }))
 	sb := b.readySandbox(t, keyA, map[string]any{"params": map[string]any{"snapshot_bytes": 777}})
 	r := b.do(t, http.MethodPost, "/v1/sandboxes/"+sb.ID+"/snapshots?wait=20s", nil, as(keyA))
 	wantStatus(t, r, http.StatusAccepted)
@@ -87,7 +87,7 @@ func TestSnapshotBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := setup(t, withExecutor(), withProvider(snapSim{other, "sim-c"}), withProvider(noSnapshots{other}), withConfig(func(c *tetherhttp.Config) { c.SnapshotMaxPerTenant = 2 }))
+	b := setup(t, withExecutor(), withProvider(snapSim{other, "sim-c"}), withProvider(noSnapshots{other}), withConfig(func(c *httpapi.Config) { c.SnapshotMaxPerTenant = 2 }))
 	failing := b.readySandbox(t, keyA, map[string]any{"params": map[string]any{"fail": "snapshot"}})
 	r := b.do(t, http.MethodPost, "/v1/sandboxes/"+failing.ID+"/snapshots?wait=20s", nil, as(keyA))
 	var failed snapshotJSON

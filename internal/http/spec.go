@@ -27,7 +27,7 @@ func serveDocument(contentType string, body []byte) gin.HandlerFunc {
 //	@Tags			docs
 //	@Produce		json
 //	@Success		200	{object}	object			"an OpenAPI 3.0.3 document"
-//	@Failure		500	{object}	Problem			"INTERNAL"
+//	@Failure		500	{object}	httpapi.Problem			"INTERNAL"
 //	@Header			all	{string}	X-Request-ID	"identifies the request in Tether's logs"
 //	@Router			/openapi.json [get]
 func handleOpenAPIJSON() gin.HandlerFunc {
@@ -42,7 +42,7 @@ func handleOpenAPIJSON() gin.HandlerFunc {
 //	@Tags			docs
 //	@Produce		application/yaml
 //	@Success		200	{object}	object			"an OpenAPI 3.0.3 document"
-//	@Failure		500	{object}	Problem			"INTERNAL"
+//	@Failure		500	{object}	httpapi.Problem			"INTERNAL"
 //	@Header			all	{string}	X-Request-ID	"identifies the request in Tether's logs"
 //	@Router			/openapi.yaml [get]
 func handleOpenAPIYAML() gin.HandlerFunc {
@@ -57,8 +57,8 @@ func handleOpenAPIYAML() gin.HandlerFunc {
 //	@Tags			health
 //	@Produce		plain
 //	@Success		200	{string}	string			"metrics in the Prometheus text format"
-//	@Failure		404	{object}	Problem			"NOT_FOUND: served on METRICS_ADDR instead"
-//	@Failure		500	{object}	Problem			"INTERNAL"
+//	@Failure		404	{object}	httpapi.Problem			"NOT_FOUND: served on METRICS_ADDR instead"
+//	@Failure		500	{object}	httpapi.Problem			"INTERNAL"
 //	@Header			all	{string}	X-Request-ID	"identifies the request in Tether's logs"
 //	@Router			/metrics [get]
 func handleMetrics(g prometheus.Gatherer) gin.HandlerFunc {

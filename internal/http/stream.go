@@ -12,16 +12,15 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // Event stream settings.
 const (
-	// DefaultMaxStreamsPerTenant bounds a tenant's open event streams.
-	DefaultMaxStreamsPerTenant = 20
-	streamBatch                = 500
-	streamPoll                 = 250 * time.Millisecond
-	streamHeartbeat            = 15 * time.Second
+	streamBatch     = 500
+	streamPoll      = 250 * time.Millisecond
+	streamHeartbeat = 15 * time.Second
 )
 
 type eventStreamer interface {
@@ -85,29 +84,29 @@ func parsePosition(s string) (sandbox.StreamPosition, error) {
 //	@Param			cursor			query		string	false	"stream position to resume after (the id of the last event received)"	example(1234-56)
 //	@Param			Last-Event-ID	header		string	false	"stream position to resume after, as browsers send it"				example(1234-56)
 //	@Success		200				{string}	string	"the stream"
-//	@Failure		400				{object}	Problem	"INVALID_REQUEST"
-//	@Failure		401				{object}	Problem	"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		429				{object}	Problem	"QUOTA_EXCEEDED: too many open streams, or over the API key's request rate"
-//	@Failure		500				{object}	Problem	"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503				{object}	Problem	"UNAVAILABLE"
+//	@Failure		400				{object}	httpapi.Problem	"INVALID_REQUEST"
+//	@Failure		401				{object}	httpapi.Problem	"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		429				{object}	httpapi.Problem	"QUOTA_EXCEEDED: too many open streams, or over the API key's request rate"
+//	@Failure		500				{object}	httpapi.Problem	"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503				{object}	httpapi.Problem	"UNAVAILABLE"
 //	@Header			401				{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429				{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503				{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all				{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/events/stream [get]
-func handleEventStream(st eventStreamer, changes changeSubscriber, slots *streamSlots, draining context.Context) handlerFunc {
+func handleEventStream(st eventStreamer, changes httpapi.ChangeSubscriber, slots *streamSlots, draining context.Context) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		if err := onlyQuery(c, "cursor"); err != nil {
+		if err := httpapi.OnlyQuery(c, "cursor"); err != nil {
 			return err
 		}
-		ctx, tenant := c.Request.Context(), tenantOf(c)
+		ctx, tenant := c.Request.Context(), httpapi.TenantOf(c)
 		pos, err := streamFrom(c, st)
 		if err != nil {
 			return err
 		}
 		if !slots.take(tenant) {
-			return exceeded(c, 5*time.Second, "tenant %s has %d event streams open, its limit", tenant, slots.max)
+			return httpapi.Exceeded(c, 5*time.Second, "tenant %s has %d event streams open, its limit", tenant, slots.max)
 		}
 		defer slots.give(tenant)
 
@@ -193,7 +192,7 @@ func (s *eventStream) sendBatch(ctx context.Context) (n int, stop bool, err erro
 		}
 		// Headers are out: say so in the stream, then end it; the client
 		// resumes from its last position.
-		b, _ := json.Marshal(newProblem(s.c, http.StatusServiceUnavailable, sandbox.CodeUnavailable,
+		b, _ := json.Marshal(httpapi.NewProblem(s.c, http.StatusServiceUnavailable, sandbox.CodeUnavailable,
 			"the event stream stopped; resume with Last-Event-ID", ""))
 		_, _ = fmt.Fprintf(s.c.Writer, "event: error\ndata: %s\n\n", b)
 		return 0, true, nil

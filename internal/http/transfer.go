@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -32,41 +33,41 @@ type ownerTransferrer interface {
 //	@Param			id		path		string			true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			request	body		OwnerRequest	true	"the new owner"
 //	@Success		200		{object}	Sandbox
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		404		{object}	Problem				"NOT_FOUND"
-//	@Failure		409		{object}	Problem				"SANDBOX_STATE_CONFLICT"
-//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
+//	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT"
+//	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/owner [put]
-func handleSandboxOwner(cfg Config, st ownerTransferrer) handlerFunc {
+func handleSandboxOwner(cfg httpapi.Config, st ownerTransferrer) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		id, err := sandboxID(c)
+		id, err := httpapi.SandboxID(c)
 		if err != nil {
 			return err
 		}
 		var req OwnerRequest
-		if err := decodeJSON(c, &req); err != nil {
+		if err := httpapi.DecodeJSON(c, &req); err != nil {
 			return err
 		}
-		if err := validateClientOwner(req.Owner); err != nil {
+		if err := httpapi.ValidateClientOwner(req.Owner); err != nil {
 			return err
 		}
 		// The new owner's lease is judged: credit an outage first.
 		if err := st.SettleOutage(c.Request.Context()); err != nil {
 			return err
 		}
-		sb, err := st.TransferOwner(c.Request.Context(), tenantOf(c), id, req.Owner, cfg.DefaultOwnerTTL, callerOf(c))
+		sb, err := st.TransferOwner(c.Request.Context(), httpapi.TenantOf(c), id, req.Owner, cfg.DefaultOwnerTTL, httpapi.CallerOf(c))
 		if err != nil {
-			return notFoundAs(err, id)
+			return httpapi.NotFoundAs(err, id)
 		}
-		return writeJSON(c, http.StatusOK, toSandbox(sb))
+		return httpapi.WriteJSON(c, http.StatusOK, toSandbox(sb))
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/webhook"
 )
@@ -128,9 +129,6 @@ type webhookStore interface {
 	WebhookDeliveries(ctx context.Context, webhookID string, before int64, limit int) ([]webhook.Delivery, error)
 }
 
-// DefaultWebhookMaxEndpoints caps each tenant's webhook endpoints.
-const DefaultWebhookMaxEndpoints = 10
-
 // Limits of a new endpoint.
 const (
 	maxWebhookDescription = 200
@@ -149,13 +147,13 @@ func toWebhook(w webhook.Endpoint) Webhook {
 		f.Types = append(f.Types, string(t))
 	}
 	return Webhook{ID: w.ID, URL: w.URL, Description: w.Description, Events: f, State: string(w.State),
-		FailingSince: utc(w.FailingSince), Cursor: formatPosition(w.Cursor), CreatedAt: w.CreatedAt.UTC(), CreatedBy: optional(w.CreatedBy)}
+		FailingSince: httpapi.UTC(w.FailingSince), Cursor: formatPosition(w.Cursor), CreatedAt: w.CreatedAt.UTC(), CreatedBy: httpapi.Optional(w.CreatedBy)}
 }
 
 func toDelivery(d webhook.Delivery) WebhookDelivery {
 	out := WebhookDelivery{ID: d.ID, WebhookID: d.EndpointID, Status: string(d.Status), EventIDs: d.EventIDs, Attempts: d.Attempts,
-		CreatedAt: d.CreatedAt.UTC(), NextAttemptAt: utc(d.NextAttemptAt), LastAttemptAt: utc(d.LastAttemptAt),
-		DeliveredAt: utc(d.DeliveredAt), Error: optional(d.Error)}
+		CreatedAt: d.CreatedAt.UTC(), NextAttemptAt: httpapi.UTC(d.NextAttemptAt), LastAttemptAt: httpapi.UTC(d.LastAttemptAt),
+		DeliveredAt: httpapi.UTC(d.DeliveredAt), Error: httpapi.Optional(d.Error)}
 	if out.EventIDs == nil {
 		out.EventIDs = []int64{}
 	}
@@ -170,7 +168,7 @@ func toDelivery(d webhook.Delivery) WebhookDelivery {
 // tenant's administrative scope. (The store checks again in the database
 // before it writes.)
 func mayManageWebhooks(c *gin.Context) error {
-	if !managesKeys(c) {
+	if !httpapi.ManagesKeys(c) {
 		return sandbox.Errorf(sandbox.CodeForbidden, "webhooks take an API key with manage_keys; this one lacks it")
 	}
 	return nil
@@ -184,7 +182,7 @@ func webhookFromPath(c *gin.Context, allowed ...string) (string, error) {
 	if !webhook.ValidID(webhook.EndpointIDPrefix, id) {
 		return "", sandbox.Errorf(sandbox.CodeNotFound, "webhook %q not found", id)
 	}
-	if err := onlyQuery(c, allowed...); err != nil {
+	if err := httpapi.OnlyQuery(c, allowed...); err != nil {
 		return "", err
 	}
 	return id, nil
@@ -196,7 +194,7 @@ func writeWebhook(c *gin.Context, id string, w webhook.Endpoint, err error) erro
 	if err != nil {
 		return webhookNotFound(err, id)
 	}
-	return writeJSON(c, http.StatusOK, toWebhook(w))
+	return httpapi.WriteJSON(c, http.StatusOK, toWebhook(w))
 }
 
 // parseFilter validates a new endpoint's filter.
@@ -249,13 +247,13 @@ func parseFilter(req *WebhookFilterRequest) (webhook.Filter, error) {
 //	@Produce		json
 //	@Param			request	body		CreateWebhookRequest	true	"the endpoint"
 //	@Success		201		{object}	CreatedWebhook
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST: a malformed URL, a host that does not resolve, an unknown state or reason"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know (or revoked)"
-//	@Failure		403		{object}	Problem				"FORBIDDEN: the key lacks manage_keys, or the URL's address is one deliveries may not go to"
-//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate, or the tenant holds WEBHOOK_MAX_ENDPOINTS endpoints; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a malformed URL, a host that does not resolve, an unknown state or reason"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know (or revoked)"
+//	@Failure		403		{object}	httpapi.Problem				"FORBIDDEN: the key lacks manage_keys, or the URL's address is one deliveries may not go to"
+//	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate, or the tenant holds WEBHOOK_MAX_ENDPOINTS endpoints; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			201		{string}	Location			"the endpoint's URL"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
@@ -263,13 +261,13 @@ func parseFilter(req *WebhookFilterRequest) (webhook.Filter, error) {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/webhooks [post]
-func handleWebhookCreate(cfg Config, st webhookStore, guard webhook.Guard) handlerFunc {
+func handleWebhookCreate(cfg httpapi.Config, st webhookStore, guard webhook.Guard) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		if err := onlyQuery(c); err != nil {
+		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
 		}
 		var req CreateWebhookRequest
-		if err := decodeJSON(c, &req); err != nil {
+		if err := httpapi.DecodeJSON(c, &req); err != nil {
 			return err
 		}
 		if len(req.Description) > maxWebhookDescription || strings.IndexFunc(req.Description, unicode.IsControl) >= 0 {
@@ -286,8 +284,8 @@ func handleWebhookCreate(cfg Config, st webhookStore, guard webhook.Guard) handl
 			return err
 		}
 		w, secret, err := st.CreateWebhook(c.Request.Context(), webhook.NewEndpoint{
-			Tenant: tenantOf(c), URL: req.URL, Description: req.Description, Filter: filter,
-			By: callerOf(c).KeyID, Max: cfg.WebhookMaxEndpoints,
+			Tenant: httpapi.TenantOf(c), URL: req.URL, Description: req.Description, Filter: filter,
+			By: httpapi.CallerOf(c).KeyID, Max: cfg.WebhookMaxEndpoints,
 		})
 		if sandbox.ErrorCode(err) == sandbox.CodeQuotaExceeded {
 			c.Header("Retry-After", "60")
@@ -297,7 +295,7 @@ func handleWebhookCreate(cfg Config, st webhookStore, guard webhook.Guard) handl
 		}
 		c.Header("Location", "/v1/webhooks/"+w.ID)
 		c.Header("Cache-Control", "no-store")
-		return writeJSON(c, http.StatusCreated, CreatedWebhook{Webhook: toWebhook(w), Secret: secret})
+		return httpapi.WriteJSON(c, http.StatusCreated, CreatedWebhook{Webhook: toWebhook(w), Secret: secret})
 	}
 }
 
@@ -309,27 +307,27 @@ func handleWebhookCreate(cfg Config, st webhookStore, guard webhook.Guard) handl
 //	@Tags			webhooks
 //	@Produce		json
 //	@Success		200	{object}	WebhookList
-//	@Failure		400	{object}	Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401	{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		403	{object}	Problem				"FORBIDDEN: the key lacks manage_keys"
-//	@Failure		429	{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500	{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503	{object}	Problem				"UNAVAILABLE"
+//	@Failure		400	{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401	{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		403	{object}	httpapi.Problem				"FORBIDDEN: the key lacks manage_keys"
+//	@Failure		429	{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500	{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503	{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/webhooks [get]
-func handleWebhookList(st webhookStore) handlerFunc {
+func handleWebhookList(st webhookStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
-		if err := onlyQuery(c); err != nil {
+		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
 		}
 		if err := mayManageWebhooks(c); err != nil {
 			return err
 		}
-		ws, err := st.Webhooks(c.Request.Context(), tenantOf(c))
+		ws, err := st.Webhooks(c.Request.Context(), httpapi.TenantOf(c))
 		if err != nil {
 			return err
 		}
@@ -337,7 +335,7 @@ func handleWebhookList(st webhookStore) handlerFunc {
 		for i, w := range ws {
 			out.Items[i] = toWebhook(w)
 		}
-		return writeJSON(c, http.StatusOK, out)
+		return httpapi.WriteJSON(c, http.StatusOK, out)
 	}
 }
 
@@ -350,20 +348,20 @@ func handleWebhookList(st webhookStore) handlerFunc {
 //	@Produce		json
 //	@Param			id	path		string	true	"webhook id"	example(wh_k5m2q7x3w4r6t2vz)
 //	@Success		200	{object}	Webhook
-//	@Failure		400	{object}	Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401	{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		403	{object}	Problem				"FORBIDDEN: the key lacks manage_keys"
-//	@Failure		404	{object}	Problem				"NOT_FOUND"
-//	@Failure		429	{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500	{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503	{object}	Problem				"UNAVAILABLE"
+//	@Failure		400	{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401	{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		403	{object}	httpapi.Problem				"FORBIDDEN: the key lacks manage_keys"
+//	@Failure		404	{object}	httpapi.Problem				"NOT_FOUND"
+//	@Failure		429	{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500	{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503	{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/webhooks/{id} [get]
-func handleWebhookGet(st webhookStore) handlerFunc {
+func handleWebhookGet(st webhookStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		id, err := webhookFromPath(c)
 		if err != nil {
@@ -372,7 +370,7 @@ func handleWebhookGet(st webhookStore) handlerFunc {
 		if err := mayManageWebhooks(c); err != nil {
 			return err
 		}
-		w, err := st.Webhook(c.Request.Context(), tenantOf(c), id)
+		w, err := st.Webhook(c.Request.Context(), httpapi.TenantOf(c), id)
 		return writeWebhook(c, id, w, err)
 	}
 }
@@ -393,20 +391,20 @@ func webhookNotFound(err error, id string) error {
 //	@Produce		json
 //	@Param			id	path		string	true	"webhook id"	example(wh_k5m2q7x3w4r6t2vz)
 //	@Success		200	{object}	Webhook	"deleted"
-//	@Failure		400	{object}	Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401	{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know (or revoked)"
-//	@Failure		403	{object}	Problem				"FORBIDDEN: the key lacks manage_keys"
-//	@Failure		404	{object}	Problem				"NOT_FOUND"
-//	@Failure		429	{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500	{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503	{object}	Problem				"UNAVAILABLE"
+//	@Failure		400	{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		401	{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know (or revoked)"
+//	@Failure		403	{object}	httpapi.Problem				"FORBIDDEN: the key lacks manage_keys"
+//	@Failure		404	{object}	httpapi.Problem				"NOT_FOUND"
+//	@Failure		429	{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500	{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503	{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/webhooks/{id} [delete]
-func handleWebhookDelete(st webhookStore) handlerFunc {
+func handleWebhookDelete(st webhookStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		id, err := webhookFromPath(c)
 		if err != nil {
@@ -415,7 +413,7 @@ func handleWebhookDelete(st webhookStore) handlerFunc {
 		if err := mayManageWebhooks(c); err != nil {
 			return err
 		}
-		w, err := st.DeleteWebhook(c.Request.Context(), tenantOf(c), id, callerOf(c).KeyID)
+		w, err := st.DeleteWebhook(c.Request.Context(), httpapi.TenantOf(c), id, httpapi.CallerOf(c).KeyID)
 		return writeWebhook(c, id, w, err)
 	}
 }
@@ -431,26 +429,26 @@ func handleWebhookDelete(st webhookStore) handlerFunc {
 //	@Param			limit	query		int		false	"page size, 1-500 (default 50)"		minimum(1)	maximum(500)	example(50)
 //	@Param			cursor	query		string	false	"next_cursor of the previous page"	example(42)
 //	@Success		200		{object}	WebhookDeliveryList
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		403		{object}	Problem				"FORBIDDEN: the key lacks manage_keys"
-//	@Failure		404		{object}	Problem				"NOT_FOUND"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
+//	@Failure		403		{object}	httpapi.Problem				"FORBIDDEN: the key lacks manage_keys"
+//	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/webhooks/{id}/deliveries [get]
-func handleWebhookDeliveries(st webhookStore) handlerFunc {
+func handleWebhookDeliveries(st webhookStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		id, err := webhookFromPath(c, "limit", "cursor")
 		if err != nil {
 			return err
 		}
-		limit, err := parseLimit(c)
+		limit, err := httpapi.ParseLimit(c)
 		if err != nil {
 			return err
 		}
@@ -463,7 +461,7 @@ func handleWebhookDeliveries(st webhookStore) handlerFunc {
 		if err := mayManageWebhooks(c); err != nil {
 			return err
 		}
-		if _, err := st.Webhook(c.Request.Context(), tenantOf(c), id); err != nil {
+		if _, err := st.Webhook(c.Request.Context(), httpapi.TenantOf(c), id); err != nil {
 			return webhookNotFound(err, id)
 		}
 		ds, err := st.WebhookDeliveries(c.Request.Context(), id, before, limit)
@@ -478,7 +476,7 @@ func handleWebhookDeliveries(st webhookStore) handlerFunc {
 			s := strconv.FormatInt(ds[len(ds)-1].Seq, 10)
 			out.NextCursor = &s
 		}
-		return writeJSON(c, http.StatusOK, out)
+		return httpapi.WriteJSON(c, http.StatusOK, out)
 	}
 }
 
@@ -493,28 +491,28 @@ func handleWebhookDeliveries(st webhookStore) handlerFunc {
 //	@Param			id		path		string					true	"webhook id"	example(wh_k5m2q7x3w4r6t2vz)
 //	@Param			request	body		ReplayWebhookRequest	true	"where to start"
 //	@Success		200		{object}	Webhook
-//	@Failure		400		{object}	Problem				"INVALID_REQUEST: both fields, or an event or delivery the endpoint does not have"
-//	@Failure		401		{object}	Problem				"UNAUTHENTICATED: no API key, or one Tether does not know (or revoked)"
-//	@Failure		403		{object}	Problem				"FORBIDDEN: the key lacks manage_keys"
-//	@Failure		404		{object}	Problem				"NOT_FOUND"
-//	@Failure		413		{object}	Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	Problem				"UNAVAILABLE"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: both fields, or an event or delivery the endpoint does not have"
+//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know (or revoked)"
+//	@Failure		403		{object}	httpapi.Problem				"FORBIDDEN: the key lacks manage_keys"
+//	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
+//	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
+//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
+//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
 //	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
 //	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/webhooks/{id}/replay [post]
-func handleWebhookReplay(st webhookStore) handlerFunc {
+func handleWebhookReplay(st webhookStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		id, err := webhookFromPath(c)
 		if err != nil {
 			return err
 		}
 		var req ReplayWebhookRequest
-		if err := decodeJSON(c, &req); err != nil {
+		if err := httpapi.DecodeJSON(c, &req); err != nil {
 			return err
 		}
 		switch {
@@ -528,7 +526,7 @@ func handleWebhookReplay(st webhookStore) handlerFunc {
 		if err := mayManageWebhooks(c); err != nil {
 			return err
 		}
-		w, err := st.ReplayWebhook(c.Request.Context(), tenantOf(c), id, callerOf(c).KeyID,
+		w, err := st.ReplayWebhook(c.Request.Context(), httpapi.TenantOf(c), id, httpapi.CallerOf(c).KeyID,
 			webhook.ReplayFrom{EventID: req.FromEventID, DeliveryID: req.FromDeliveryID})
 		return writeWebhook(c, id, w, err)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	tetherhttp "github.com/tetherhq/tether/internal/http"
+	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/webhook"
@@ -67,7 +67,7 @@ func (b *bundle) createWebhook(t *testing.T, key string, body any) createdWebhoo
 // allowPrivate lets endpoint URLs name loopback, for receivers the tests
 // run.
 func allowPrivate() option {
-	return withConfig(func(c *tetherhttp.Config) { c.WebhookAllowPrivate = true })
+	return withConfig(func(c *httpapi.Config) { c.WebhookAllowPrivate = true })
 }
 
 // TestWebhookEndpoints: create shows the secret once; list and get show
@@ -120,7 +120,7 @@ func TestWebhookEndpoints(t *testing.T) {
 // webhooks; the tenant's cap of endpoints holds; neither writes anything.
 func TestWebhookScopeAndCap(t *testing.T) {
 	t.Parallel()
-	b := setup(t, withConfig(func(c *tetherhttp.Config) { c.WebhookMaxEndpoints = 1; c.WebhookAllowPrivate = true }))
+	b := setup(t, withConfig(func(c *httpapi.Config) { c.WebhookMaxEndpoints = 1; c.WebhookAllowPrivate = true }))
 	plain := b.mint(t, keyA, `{"name":"agent"}`)
 	w := b.createWebhook(t, keyA, `{"url":"http://127.0.0.1:9/"}`)
 	before := b.counts(t)

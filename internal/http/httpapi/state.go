@@ -1,4 +1,4 @@
-package http
+package httpapi
 
 import (
 	"github.com/gin-gonic/gin"
@@ -15,8 +15,8 @@ type reqState struct {
 	// paced is the request's body under withBodyPacing; nil without one.
 	paced *pacedBody
 	// tenant and caller are who the request authenticated as (withAuth).
-	tenant string
-	caller sandbox.Caller
+	Tenant string
+	Caller sandbox.Caller
 	// manageKeys: the key has the manage_keys scope (withAuth; never set
 	// for a forwarded call).
 	manageKeys bool
@@ -27,32 +27,33 @@ type reqState struct {
 	badBody error
 	// sandbox is the sandbox a data-plane call is for, as withNodeRouting
 	// looked it up; nil if it did not.
-	sandbox *sandbox.Sandbox
+	Sandbox *sandbox.Sandbox
 	// exec is an exec's body as checkExecBody decoded and checked it.
-	exec *execCall
+	Exec *ExecCall
 	// code is the code of the problem the request was answered with;
 	// empty when it was not answered with one here.
 	code sandbox.Code
 	// answeredBy says who answered the request when Tether only passed
 	// the answer on: the app in the sandbox (through a port or a preview),
 	// or the node the call was forwarded to.
-	answeredBy answerer
+	AnsweredBy Answerer
 }
 
-// answerer is who answered a request Tether passed the answer of on.
-type answerer int
+// Answerer is who answered a request Tether passed the answer of on.
+type Answerer int
 
+// Who answered a request.
 const (
-	answeredHere   answerer = iota
-	answeredByApp           // the app listening on a sandbox's port
-	answeredByNode          // the sandbox's node, which logs the request itself
+	answeredHere   Answerer = iota
+	AnsweredByApp           // the app listening on a sandbox's port
+	AnsweredByNode          // the sandbox's node, which logs the request itself
 )
 
 // stateKey is the gin context key of the request's *reqState.
 type stateKey struct{}
 
-// state is the request's state, made on first use.
-func state(c *gin.Context) *reqState {
+// State is the request's state, made on first use.
+func State(c *gin.Context) *reqState {
 	if v, ok := c.Get(stateKey{}); ok {
 		return v.(*reqState)
 	}
@@ -61,24 +62,24 @@ func state(c *gin.Context) *reqState {
 	return s
 }
 
-// requestID is the request's id, as logged and sent back in X-Request-ID.
-func requestID(c *gin.Context) string { return state(c).id }
+// RequestID is the request's id, as logged and sent back in X-Request-ID.
+func RequestID(c *gin.Context) string { return State(c).id }
 
-// tenantOf is the tenant the request authenticated as.
-func tenantOf(c *gin.Context) string { return state(c).tenant }
+// TenantOf is the tenant the request authenticated as.
+func TenantOf(c *gin.Context) string { return State(c).Tenant }
 
-// callerOf is the API key the request was made with, for the audit trail.
-func callerOf(c *gin.Context) sandbox.Caller { return state(c).caller }
+// CallerOf is the API key the request was made with, for the audit trail.
+func CallerOf(c *gin.Context) sandbox.Caller { return State(c).Caller }
 
-// managesKeys is whether the request's key has the manage_keys scope.
-func managesKeys(c *gin.Context) bool { return state(c).manageKeys }
+// ManagesKeys is whether the request's key has the manage_keys scope.
+func ManagesKeys(c *gin.Context) bool { return State(c).manageKeys }
 
-// forwarded reports whether the request came from another node.
-func forwarded(c *gin.Context) bool { return state(c).forwarded }
+// Forwarded reports whether the request came from another node.
+func Forwarded(c *gin.Context) bool { return State(c).forwarded }
 
-// routedSandbox is the sandbox withNodeRouting looked up for the request.
-func routedSandbox(c *gin.Context) (sandbox.Sandbox, bool) {
-	if sb := state(c).sandbox; sb != nil {
+// RoutedSandbox is the sandbox withNodeRouting looked up for the request.
+func RoutedSandbox(c *gin.Context) (sandbox.Sandbox, bool) {
+	if sb := State(c).Sandbox; sb != nil {
 		return *sb, true
 	}
 	return sandbox.Sandbox{}, false

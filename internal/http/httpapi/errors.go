@@ -1,4 +1,4 @@
-package http
+package httpapi
 
 import (
 	"context"
@@ -32,9 +32,9 @@ type Problem struct {
 	RequestID string `json:"request_id,omitempty" example:"5f1c2d9e4b7a8c03"`
 } // @name Problem
 
-// statusOf maps each error code to its HTTP status: the one table every
+// StatusOf maps each error code to its HTTP status: the one table every
 // error response comes from.
-var statusOf = map[sandbox.Code]int{
+var StatusOf = map[sandbox.Code]int{
 	sandbox.CodeInvalidRequest:           http.StatusBadRequest,
 	sandbox.CodeUnauthenticated:          http.StatusUnauthorized,
 	sandbox.CodeForbidden:                http.StatusForbidden,
@@ -84,48 +84,48 @@ func logLevelOf(code sandbox.Code, status int) slog.Level {
 	return slog.LevelInfo
 }
 
-// handlerFunc is a handler that reports failure by returning an error;
+// HandlerFunc is a handler that reports failure by returning an error;
 // errorHandler renders it.
-type handlerFunc func(c *gin.Context) error
+type HandlerFunc func(c *gin.Context) error
 
-// errorHandler adapts handlers that return errors: the one place errors
+// ErrorHandler adapts handlers that return errors: the one place errors
 // become responses. A 4xx shows the error's safe message; anything else is
 // logged with its cause and shown as a generic message.
-func errorHandler(log *slog.Logger) func(handlerFunc) gin.HandlerFunc {
-	return func(h handlerFunc) gin.HandlerFunc {
+func ErrorHandler(log *slog.Logger) func(HandlerFunc) gin.HandlerFunc {
+	return func(h HandlerFunc) gin.HandlerFunc {
 		return func(c *gin.Context) {
 			if err := h(c); err != nil {
-				writeError(c, log, err)
+				WriteError(c, log, err)
 			}
 		}
 	}
 }
 
-// statusClientClosedRequest is the status logged for a request whose
+// StatusClientClosedRequest is the status logged for a request whose
 // client went away before its answer (nginx's 499); it is never sent.
-const statusClientClosedRequest = 499
+const StatusClientClosedRequest = 499
 
-// writeError answers err as its problem document; an error of a request
+// WriteError answers err as its problem document; an error of a request
 // whose client went away is only logged, at INFO.
-func writeError(c *gin.Context, log *slog.Logger, err error) {
+func WriteError(c *gin.Context, log *slog.Logger, err error) {
 	if errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
 		// The client went away mid-request: nothing failed on Tether's
 		// side, and nobody reads an answer.
 		log.InfoContext(c.Request.Context(), "request ended: the client went away", "err", err,
-			"request_id", requestID(c), "method", c.Request.Method, "path", c.FullPath())
-		c.AbortWithStatus(statusClientClosedRequest)
+			"request_id", RequestID(c), "method", c.Request.Method, "path", c.FullPath())
+		c.AbortWithStatus(StatusClientClosedRequest)
 		return
 	}
-	p := problemFor(c, log, err)
+	p := ProblemFor(c, log, err)
 	if p.Code == string(sandbox.CodeUnavailable) {
 		c.Header("Retry-After", "1")
 	}
-	writeProblem(c, p)
+	WriteProblem(c, p)
 }
 
-// problemFor is the problem document that err becomes, logging the cause
+// ProblemFor is the problem document that err becomes, logging the cause
 // of a 5xx (whose detail is then generic).
-func problemFor(c *gin.Context, log *slog.Logger, err error) Problem {
+func ProblemFor(c *gin.Context, log *slog.Logger, err error) Problem {
 	var maxBytes *http.MaxBytesError
 	if errors.As(err, &maxBytes) {
 		err = sandbox.Errorf(sandbox.CodePayloadTooLarge, "request body exceeds %d bytes", maxBytes.Limit)
@@ -134,7 +134,7 @@ func problemFor(c *gin.Context, log *slog.Logger, err error) Problem {
 	if !errors.As(err, &e) {
 		e = &sandbox.Error{Code: sandbox.CodeInternal}
 	}
-	status, ok := statusOf[e.Code]
+	status, ok := StatusOf[e.Code]
 	if !ok {
 		status = http.StatusInternalServerError
 	}
@@ -142,19 +142,20 @@ func problemFor(c *gin.Context, log *slog.Logger, err error) Problem {
 	switch {
 	case e.Code == sandbox.CodeUnavailable:
 		log.WarnContext(c.Request.Context(), "request failed: registry unavailable", "err", err,
-			"request_id", requestID(c), "method", c.Request.Method, "path", c.FullPath())
+			"request_id", RequestID(c), "method", c.Request.Method, "path", c.FullPath())
 	case logLevelOf(e.Code, status) == slog.LevelError:
 		log.ErrorContext(c.Request.Context(), "request failed", "err", err,
-			"request_id", requestID(c), "method", c.Request.Method, "path", c.FullPath())
+			"request_id", RequestID(c), "method", c.Request.Method, "path", c.FullPath())
 		detail = "an internal error occurred; quote the request id when reporting it"
 	}
 	if e == sandbox.ErrNotFound {
 		detail = "the resource does not exist"
 	}
-	return newProblem(c, status, e.Code, detail, sandbox.ConflictState(err))
+	return NewProblem(c, status, e.Code, detail, sandbox.ConflictState(err))
 }
 
-func newProblem(c *gin.Context, status int, code sandbox.Code, detail string, state sandbox.State) Problem {
+// NewProblem is the problem document for status and code, for the request c.
+func NewProblem(c *gin.Context, status int, code sandbox.Code, detail string, state sandbox.State) Problem {
 	return Problem{
 		Type:      "https://github.com/tetherhq/tether/blob/main/docs/errors.md#" + strings.ToLower(string(code)),
 		Title:     http.StatusText(status),
@@ -162,11 +163,12 @@ func newProblem(c *gin.Context, status int, code sandbox.Code, detail string, st
 		Detail:    detail,
 		Code:      string(code),
 		State:     string(state),
-		RequestID: requestID(c),
+		RequestID: RequestID(c),
 	}
 }
 
-func writeProblem(c *gin.Context, p Problem) {
+// WriteProblem answers the request with the problem document p.
+func WriteProblem(c *gin.Context, p Problem) {
 	if b := unreadBody(c); b != nil {
 		// Answer now and close, rather than read (or wait for) the rest of
 		// a body that will not be used: a client that trickles a body
@@ -179,8 +181,8 @@ func writeProblem(c *gin.Context, p Problem) {
 		// not the one signed: refused credentials, like withAuth's.
 		c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
 	}
-	state(c).code = sandbox.Code(p.Code)
-	if p.Status == http.StatusUnauthorized && state(c).badBody != nil {
+	State(c).code = sandbox.Code(p.Code)
+	if p.Status == http.StatusUnauthorized && State(c).badBody != nil {
 		// Tells the forwarding replica what was refused.
 		cluster.Refuse(c.Writer.Header(), cluster.RefusedBody)
 	}

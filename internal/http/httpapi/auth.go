@@ -1,4 +1,4 @@
-package http
+package httpapi
 
 import (
 	"context"
@@ -22,14 +22,14 @@ type authenticator interface {
 	Authenticate(ctx context.Context, key string) (sandbox.APIKey, error)
 }
 
-// withAuth requires "Authorization: Bearer <api key>" and records the key's
+// WithAuth requires "Authorization: Bearer <api key>" and records the key's
 // tenant and identity (callerOf) for the handlers. The guard judges each
 // key on its own (see authGuard): bad keys from an address slow that
 // address, never a good key beside it. A request another node forwarded
 // (see forwardedAuth) carries the caller it authenticated instead, under
 // the cluster's signature, checked without a query; the key's rate limit
 // was applied there.
-func withAuth(log *slog.Logger, g *authGuard, cache *keyCache, q *quotas, cl *cluster.Cluster, authed func(context.Context)) gin.HandlerFunc {
+func WithAuth(log *slog.Logger, g *AuthGuard, cache *keyCache, q *Quotas, cl *cluster.Cluster, authed func(context.Context)) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if cluster.IsForwarded(c.Request) {
 			if !forwardedAuth(c, log, cl) {
@@ -43,28 +43,28 @@ func withAuth(log *slog.Logger, g *authGuard, cache *keyCache, q *quotas, cl *cl
 			return
 		}
 		k, err := authenticate(c, g, cache)
-		if errors.Is(err, errUnknownCredential) {
+		if errors.Is(err, ErrUnknownCredential) {
 			c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
-			writeProblem(c, newProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated, "the API key is not valid", ""))
+			WriteProblem(c, NewProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated, "the API key is not valid", ""))
 			return
 		}
 		if errors.Is(err, errNoKey) {
 			c.Header("WWW-Authenticate", `Bearer realm="tether"`)
-			writeProblem(c, newProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated,
+			WriteProblem(c, NewProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated,
 				"send an API key as Authorization: Bearer <key>", ""))
 			return
 		}
 		if err != nil {
-			writeError(c, log, err)
+			WriteError(c, log, err)
 			return
 		}
-		s := state(c)
-		s.tenant, s.caller, s.manageKeys = k.Tenant, k.Caller(), k.ManageKeys
+		s := State(c)
+		s.Tenant, s.Caller, s.manageKeys = k.Tenant, k.Caller(), k.ManageKeys
 		if authed != nil {
 			authed(c.Request.Context())
 		}
 		if err := q.checkKey(c, k.Tenant, k.ID); err != nil {
-			writeError(c, log, err)
+			WriteError(c, log, err)
 			return
 		}
 		c.Next()
@@ -77,10 +77,10 @@ var errNoKey = errors.New("no API key")
 // authenticate returns the record of the request's API key: from the
 // cache, or looked up if the guard admits the key. Its errors are errNoKey
 // and errUnknownCredential (401), a 429 QUOTA_EXCEEDED, or the store's.
-func authenticate(c *gin.Context, g *authGuard, cache *keyCache) (sandbox.APIKey, error) {
+func authenticate(c *gin.Context, g *AuthGuard, cache *keyCache) (sandbox.APIKey, error) {
 	key, ok := bearerKey(c.GetHeader("Authorization"))
 	if !ok {
-		if err := g.refuse(c, clientAddr(c.Request, g.trusted)); !errors.Is(err, errUnknownCredential) {
+		if err := g.refuse(c, clientAddr(c.Request, g.trusted)); !errors.Is(err, ErrUnknownCredential) {
 			return sandbox.APIKey{}, err
 		}
 		return sandbox.APIKey{}, errNoKey
@@ -89,14 +89,14 @@ func authenticate(c *gin.Context, g *authGuard, cache *keyCache) (sandbox.APIKey
 	if k, ok := cache.get(sum); ok {
 		return k, nil
 	}
-	t, err := g.admit(c, g.keys, key)
+	t, err := g.Admit(c, g.keys, key)
 	if err != nil {
 		return sandbox.APIKey{}, err
 	}
 	k, err := g.st.Authenticate(c.Request.Context(), key)
-	g.settle(t, err)
+	g.Settle(t, err)
 	if errors.Is(err, sandbox.ErrNotFound) {
-		return k, errUnknownCredential
+		return k, ErrUnknownCredential
 	}
 	if err != nil {
 		return k, err
@@ -124,8 +124,8 @@ type cachedKey struct {
 	expires time.Time
 }
 
-// newKeyCache returns a cache of ttl, or nil for a ttl of 0.
-func newKeyCache(ttl time.Duration) *keyCache {
+// NewKeyCache returns a cache of ttl, or nil for a ttl of 0.
+func NewKeyCache(ttl time.Duration) *keyCache {
 	if ttl <= 0 {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package http
+package httpapi
 
 import (
 	"context"
@@ -29,11 +29,12 @@ const (
 	maxTracked = 100_000
 )
 
-// errUnknownCredential is a credential judged unknown: 401 for an API
+// ErrUnknownCredential is a credential judged unknown: 401 for an API
 // key, 404 for a preview token.
-var errUnknownCredential = errors.New("unknown credential")
+var ErrUnknownCredential = errors.New("unknown credential")
 
-type credentialStore interface {
+// CredentialStore is what the guard reads of API keys and preview tokens.
+type CredentialStore interface {
 	authenticator
 	// Credentials returns the Tagger of the installation's keys and
 	// preview tokens.
@@ -43,7 +44,7 @@ type credentialStore interface {
 	LiveKeyHashes(ctx context.Context) ([]uint64, error)
 }
 
-// authGuard judges each presented credential (an API key, a preview
+// AuthGuard judges each presented credential (an API key, a preview
 // token) on its own, so that a client sending bad ones slows itself and
 // nobody beside it, and a flood of guesses cannot make Tether query
 // Postgres at will:
@@ -59,13 +60,13 @@ type credentialStore interface {
 //     (AUTH_FAILURES_PER_SECOND): past it the request is 429.
 //
 // Addresses are clientAddr's: behind TRUSTED_PROXIES, the client's.
-type authGuard struct {
-	st      credentialStore
+type AuthGuard struct {
+	st      CredentialStore
 	trusted []netip.Prefix
 	rate    float64 // failures a second per address; <= 0: no limit
 	now     func() time.Time
 
-	keys, previews *credentialKind
+	keys, Previews *credentialKind
 	index          keyIndex
 
 	mu          sync.Mutex
@@ -83,12 +84,13 @@ type credentialKind struct {
 	misses  missCache
 }
 
-func newAuthGuard(st credentialStore, cfg Config) *authGuard {
-	g := &authGuard{st: st, trusted: cfg.TrustedProxies, rate: float64(cfg.AuthFailuresPerSecond), now: time.Now,
+// NewAuthGuard is the guard of the credentials in st, with cfg's limits.
+func NewAuthGuard(st CredentialStore, cfg Config) *AuthGuard {
+	g := &AuthGuard{st: st, trusted: cfg.TrustedProxies, rate: float64(cfg.AuthFailuresPerSecond), now: time.Now,
 		addrs: map[string]*bucket{}}
 	g.keys = &credentialKind{prefix: sandbox.KeyPrefix, shaped: func(string) bool { return true }, indexed: true,
 		misses: missCache{ttl: cfg.AuthCacheTTL}}
-	g.previews = &credentialKind{prefix: sandbox.PreviewTokenPrefix, shaped: sandbox.ValidPreviewToken,
+	g.Previews = &credentialKind{prefix: sandbox.PreviewTokenPrefix, shaped: sandbox.ValidPreviewToken,
 		misses: missCache{ttl: cfg.AuthCacheTTL}}
 	g.index.load = func(ctx context.Context) ([]uint64, error) { return st.LiveKeyHashes(ctx) }
 	return g
@@ -102,11 +104,11 @@ type ticket struct {
 	charged bool // its lookup took a token of the address's budget (and the global one)
 }
 
-// admit decides whether value, presented as a credential of kind k, is
+// Admit decides whether value, presented as a credential of kind k, is
 // worth a lookup. If it is, the caller looks it up and tells settle the
 // outcome. If not, the error is errUnknownCredential (answer it as
 // unknown) or a 429 QUOTA_EXCEEDED.
-func (g *authGuard) admit(c *gin.Context, k *credentialKind, value string) (ticket, error) {
+func (g *AuthGuard) Admit(c *gin.Context, k *credentialKind, value string) (ticket, error) {
 	ctx := c.Request.Context()
 	t := ticket{kind: k, addr: clientAddr(c.Request, g.trusted), sum: sha256.Sum256([]byte(value))}
 	now := g.now()
@@ -127,9 +129,9 @@ func (g *authGuard) admit(c *gin.Context, k *credentialKind, value string) (tick
 	return t, g.over(c, t.addr, now)
 }
 
-// settle records the outcome of the lookup admit let through: err nil
+// Settle records the outcome of the lookup admit let through: err nil
 // (found), sandbox.ErrNotFound (unknown), or another error (no verdict).
-func (g *authGuard) settle(t ticket, err error) {
+func (g *AuthGuard) Settle(t ticket, err error) {
 	prefix := binary.BigEndian.Uint64(t.sum[:8])
 	switch {
 	case err == nil:
@@ -154,7 +156,7 @@ func (g *authGuard) settle(t ticket, err error) {
 
 // indexed reports whether the live keys' index vouches for sum, reading
 // the index first (at most every keyIndexMaxAge) if load.
-func (g *authGuard) indexed(ctx context.Context, k *credentialKind, sum [sha256.Size]byte, load bool) bool {
+func (g *AuthGuard) indexed(ctx context.Context, k *credentialKind, sum [sha256.Size]byte, load bool) bool {
 	if !k.indexed {
 		return false
 	}
@@ -167,7 +169,7 @@ func (g *authGuard) indexed(ctx context.Context, k *credentialKind, sum [sha256.
 // taggerFor is the installation's Tagger, read from the store once (after
 // a failure, again at most every second); nil until then, which checks
 // nothing.
-func (g *authGuard) taggerFor(ctx context.Context) *credential.Tagger {
+func (g *AuthGuard) taggerFor(ctx context.Context) *credential.Tagger {
 	now := g.now()
 	g.mu.Lock()
 	t, try := g.tagger, g.tagger == nil && !now.Before(g.taggerRetry)
@@ -190,16 +192,16 @@ func (g *authGuard) taggerFor(ctx context.Context) *credential.Tagger {
 
 // refuse counts a failure of addr that cost no lookup and answers it:
 // errUnknownCredential, or 429 once the address is over its budget.
-func (g *authGuard) refuse(c *gin.Context, addr string) error {
+func (g *AuthGuard) refuse(c *gin.Context, addr string) error {
 	if g.failed(addr) {
-		return errUnknownCredential
+		return ErrUnknownCredential
 	}
 	return g.over(c, addr, g.now())
 }
 
 // failed takes a token of addr's budget, and reports whether there was
 // one.
-func (g *authGuard) failed(addr string) bool {
+func (g *AuthGuard) failed(addr string) bool {
 	if g.rate <= 0 {
 		return true
 	}
@@ -211,7 +213,7 @@ func (g *authGuard) failed(addr string) bool {
 
 // charge takes a token of addr's budget and one of the global budget for
 // a lookup, or none if either has none.
-func (g *authGuard) charge(addr string, now time.Time) bool {
+func (g *AuthGuard) charge(addr string, now time.Time) bool {
 	if g.rate <= 0 {
 		return true
 	}
@@ -230,7 +232,7 @@ func (g *authGuard) charge(addr string, now time.Time) bool {
 }
 
 // refund gives back the tokens of a lookup charge took.
-func (g *authGuard) refund(addr string) {
+func (g *AuthGuard) refund(addr string) {
 	if g.rate <= 0 {
 		return
 	}
@@ -241,19 +243,19 @@ func (g *authGuard) refund(addr string) {
 }
 
 // over is the 429 of an address (or of all of them) over its budget.
-func (g *authGuard) over(c *gin.Context, addr string, now time.Time) error {
+func (g *AuthGuard) over(c *gin.Context, addr string, now time.Time) error {
 	g.mu.Lock()
 	tokens := g.addr(addr).available(now, g.rate, 4*g.rate)
 	g.mu.Unlock()
 	if tokens >= 1 { // the global budget is spent
-		return exceeded(c, time.Second, "too many requests without a valid API key; wait")
+		return Exceeded(c, time.Second, "too many requests without a valid API key; wait")
 	}
-	return exceeded(c, time.Duration((1-tokens)/g.rate*float64(time.Second)),
+	return Exceeded(c, time.Duration((1-tokens)/g.rate*float64(time.Second)),
 		"too many requests without a valid API key from this address; wait")
 }
 
 // addr is addr's bucket, made if missing. The caller holds g.mu.
-func (g *authGuard) addr(addr string) *bucket {
+func (g *AuthGuard) addr(addr string) *bucket {
 	b := g.addrs[addr]
 	if b == nil {
 		if len(g.addrs) >= maxTracked {

@@ -1,4 +1,4 @@
-package http
+package httpapi
 
 import (
 	"context"
@@ -51,7 +51,7 @@ func TestQuotaUsageReadOnce(t *testing.T) {
 	t.Parallel()
 	u := &slowUsage{release: make(chan struct{}), live: 2}
 	clock := time.Unix(1_000_000, 0)
-	q := newQuotas(u, Config{TenantMaxLive: 20})
+	q := NewQuotas(u, Config{TenantMaxLive: 20})
 	q.now = func() time.Time { return clock }
 
 	// No reading yet: every create waits for the one read.
@@ -59,7 +59,7 @@ func TestQuotaUsageReadOnce(t *testing.T) {
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
 	for range n {
-		wg.Go(func() { errs <- q.checkCreate(quotaContext(t), "a") })
+		wg.Go(func() { errs <- q.CheckCreate(quotaContext(t), "a") })
 	}
 	waitFor(t, func() bool { return u.reads.Load() == 1 })
 	time.Sleep(20 * time.Millisecond) // room for a second read, were there one
@@ -85,9 +85,9 @@ func TestQuotaUsageReadOnce(t *testing.T) {
 	u.release = make(chan struct{})
 	u.live = 0
 	reader := make(chan error, 1)
-	go func() { reader <- q.checkCreate(quotaContext(t), "a") }()
+	go func() { reader <- q.CheckCreate(quotaContext(t), "a") }()
 	waitFor(t, func() bool { return u.reads.Load() == 2 })
-	if err := q.checkCreate(quotaContext(t), "a"); err == nil {
+	if err := q.CheckCreate(quotaContext(t), "a"); err == nil {
 		t.Error("a create during the read was admitted past the last reading's cap")
 	}
 	close(u.release)
@@ -98,10 +98,10 @@ func TestQuotaUsageReadOnce(t *testing.T) {
 	// A failed read fails its create; the next one reads again.
 	clock = clock.Add(time.Second)
 	u.fail.Store(true)
-	if err := q.checkCreate(quotaContext(t), "a"); err == nil {
+	if err := q.CheckCreate(quotaContext(t), "a"); err == nil {
 		t.Error("a create whose usage read failed was admitted")
 	}
-	if err := q.checkCreate(quotaContext(t), "a"); err != nil {
+	if err := q.CheckCreate(quotaContext(t), "a"); err != nil {
 		t.Errorf("the create after a failed read: %v", err)
 	}
 	if got := u.reads.Load(); got != 4 {
@@ -145,10 +145,10 @@ func TestQuotaZeroIsNoLimit(t *testing.T) {
 		{"the tenant's own 2", Config{TenantMaxLive: NoLimit, TenantCreatesPerMinute: NoLimit}, fixedUsage{Live: 0, MaxLive: &two}, 10, 2},
 		{"the server's, for NULL", Config{TenantMaxLive: 3, TenantCreatesPerMinute: NoLimit}, fixedUsage{Live: 1}, 10, 2},
 	} {
-		q := newQuotas(tc.usage, tc.cfg)
+		q := NewQuotas(tc.usage, tc.cfg)
 		admitted := 0
 		for range tc.creates {
-			if q.checkCreate(quotaContext(t), "t") == nil {
+			if q.CheckCreate(quotaContext(t), "t") == nil {
 				admitted++
 			}
 		}

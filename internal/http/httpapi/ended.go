@@ -1,4 +1,4 @@
-package http
+package httpapi
 
 import (
 	"context"
@@ -9,19 +9,19 @@ import (
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
-// endedMeanwhile explains a data-plane call's failure that the provider
+// EndedMeanwhile explains a data-plane call's failure that the provider
 // gave no code for (which would answer 500): when the sandbox is no longer
 // ready, it ended (or began pausing) while the call ran, and the destroy
 // took what the call was using, so the failure is the sandbox's state, a
 // 409 SANDBOX_STATE_CONFLICT, not a fault of Tether's. Any other error is
 // returned as it is.
-func endedMeanwhile(c *gin.Context, st sandboxGetter, sb sandbox.Sandbox, op string, err error) error {
+func EndedMeanwhile(c *gin.Context, st SandboxGetter, sb sandbox.Sandbox, op string, err error) error {
 	if err == nil || sandbox.ErrorCode(err) != sandbox.CodeInternal || sandbox.ConflictState(err) != "" {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 5*time.Second)
 	defer cancel()
-	now, gerr := st.GetSandbox(ctx, tenantOf(c), sb.ID)
+	now, gerr := st.GetSandbox(ctx, TenantOf(c), sb.ID)
 	if gerr != nil || now.State == sandbox.StateReady {
 		return err
 	}

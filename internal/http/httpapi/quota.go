@@ -1,4 +1,4 @@
-package http
+package httpapi
 
 import (
 	"context"
@@ -39,17 +39,18 @@ const NoLimit = -1
 // again; creates admitted meanwhile are counted on top of it.
 const usageTTL = 500 * time.Millisecond
 
-type usageReader interface {
+// UsageReader is what the quotas read of a tenant's usage.
+type UsageReader interface {
 	TenantUsage(ctx context.Context, tenant string) (sandbox.TenantUsage, error)
 }
 
-// quotas judges creates against each tenant's live-sandbox cap and create
+// Quotas judges creates against each tenant's live-sandbox cap and create
 // rate, and every request against its key's request rate. The rates are
 // token buckets kept per process: with n replicas a tenant may get up to n
 // times its rate. The live cap is read from Postgres at most every
 // usageTTL, so replicas may together admit a few creates past it.
-type quotas struct {
-	usage                          usageReader
+type Quotas struct {
+	usage                          UsageReader
 	maxLive, createsPerMinute, rps int
 	tenantRPS                      int
 	now                            func() time.Time
@@ -73,8 +74,9 @@ type tenantQuota struct {
 	requests bucket
 }
 
-func newQuotas(usage usageReader, cfg Config) *quotas {
-	return &quotas{usage: usage, maxLive: cfg.TenantMaxLive, createsPerMinute: cfg.TenantCreatesPerMinute,
+// NewQuotas is the quotas of cfg, over the usage read from usage.
+func NewQuotas(usage UsageReader, cfg Config) *Quotas {
+	return &Quotas{usage: usage, maxLive: cfg.TenantMaxLive, createsPerMinute: cfg.TenantCreatesPerMinute,
 		rps: cfg.KeyRequestsPerSecond, tenantRPS: cfg.TenantRequestsPerSecond,
 		now: time.Now, tenants: map[string]*tenantQuota{}, keys: map[string]*bucket{}}
 }
@@ -110,22 +112,22 @@ func (b *bucket) available(now time.Time, rate, burst float64) float64 {
 	return math.Min(burst, b.tokens+now.Sub(b.last).Seconds()*rate)
 }
 
-// exceeded is the 429 of a quota, with when to retry.
-func exceeded(c *gin.Context, wait time.Duration, format string, args ...any) error {
+// Exceeded is the 429 of a quota, with when to retry.
+func Exceeded(c *gin.Context, wait time.Duration, format string, args ...any) error {
 	c.Header("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
 	return sandbox.Errorf(sandbox.CodeQuotaExceeded, format, args...)
 }
 
 // checkKey takes one of the request tokens of the authenticated key keyID
 // and one of its tenant's (bursts: two seconds' worth).
-func (q *quotas) checkKey(c *gin.Context, tenant, keyID string) error {
+func (q *Quotas) checkKey(c *gin.Context, tenant, keyID string) error {
 	now := q.now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.tenantRPS > 0 {
 		t := q.tenant(tenant)
 		if ok, wait := t.requests.take(now, float64(q.tenantRPS), float64(2*q.tenantRPS)); !ok {
-			return exceeded(c, wait, "tenant %s is over its rate of %d requests a second (over all its API keys)", tenant, q.tenantRPS)
+			return Exceeded(c, wait, "tenant %s is over its rate of %d requests a second (over all its API keys)", tenant, q.tenantRPS)
 		}
 	}
 	if q.rps <= 0 {
@@ -140,14 +142,14 @@ func (q *quotas) checkKey(c *gin.Context, tenant, keyID string) error {
 		q.keys[keyID] = b
 	}
 	if ok, wait := b.take(now, float64(q.rps), float64(2*q.rps)); !ok {
-		return exceeded(c, wait, "this API key is over its rate of %d requests a second", q.rps)
+		return Exceeded(c, wait, "this API key is over its rate of %d requests a second", q.rps)
 	}
 	return nil
 }
 
 // tenant is the tenant's quota record, made if missing. The caller holds
 // q.mu.
-func (q *quotas) tenant(name string) *tenantQuota {
+func (q *Quotas) tenant(name string) *tenantQuota {
 	t := q.tenants[name]
 	if t == nil {
 		t = &tenantQuota{}
@@ -156,8 +158,8 @@ func (q *quotas) tenant(name string) *tenantQuota {
 	return t
 }
 
-// checkCreate admits a create of the tenant, or says which quota it is over.
-func (q *quotas) checkCreate(c *gin.Context, tenant string) error {
+// CheckCreate admits a create of the tenant, or says which quota it is over.
+func (q *Quotas) CheckCreate(c *gin.Context, tenant string) error {
 	now := q.now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -173,12 +175,12 @@ func (q *quotas) checkCreate(c *gin.Context, tenant string) error {
 		perMinute = *t.usage.CreatesPerMinute
 	}
 	if live := t.usage.Live + t.admitted; maxLive > 0 && live >= maxLive {
-		return exceeded(c, 5*time.Second, "tenant %s has %d live sandboxes, its limit; end some first", tenant, live)
+		return Exceeded(c, 5*time.Second, "tenant %s has %d live sandboxes, its limit; end some first", tenant, live)
 	}
 	if perMinute > 0 {
 		rate := float64(perMinute) / 60
 		if ok, wait := t.creates.take(now, rate, math.Max(1, float64(perMinute)/6)); !ok {
-			return exceeded(c, wait, "tenant %s is over its rate of %d creates a minute", tenant, perMinute)
+			return Exceeded(c, wait, "tenant %s is over its rate of %d creates a minute", tenant, perMinute)
 		}
 	}
 	t.admitted++
@@ -189,7 +191,7 @@ func (q *quotas) checkCreate(c *gin.Context, tenant string) error {
 // Only one caller at a time reads it; the others judge by the last reading
 // meanwhile, or wait for the first one when there is none. The caller holds
 // q.mu, which freshUsage releases while it reads or waits.
-func (q *quotas) freshUsage(ctx context.Context, t *tenantQuota, tenant string, now time.Time) error {
+func (q *Quotas) freshUsage(ctx context.Context, t *tenantQuota, tenant string, now time.Time) error {
 	for now.Sub(t.read) > usageTTL {
 		if t.reading == nil {
 			done := make(chan struct{})

@@ -1,4 +1,4 @@
-package http
+package httpapi
 
 import (
 	"errors"
@@ -25,14 +25,14 @@ const (
 	DefaultMaxBodyTime = 15 * time.Minute
 )
 
-// withBodyPacing makes a request body arrive at a minimum rate: its reads
+// WithBodyPacing makes a request body arrive at a minimum rate: its reads
 // fail with REQUEST_TIMEOUT once fewer than minRate bytes a second have
 // come since the request began (after the first grace, and never past
 // maxTime). A client that trickles a body cannot hold a connection for the
 // server's whole-request bound. It also records whether the body was read
 // to its end, so that an answer given without reading it closes the
 // connection instead of waiting for the rest (see writeProblem).
-func withBodyPacing(minRate int64, grace, maxTime time.Duration) gin.HandlerFunc {
+func WithBodyPacing(minRate int64, grace, maxTime time.Duration) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		r := c.Request
 		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
@@ -47,7 +47,7 @@ func withBodyPacing(minRate int64, grace, maxTime time.Duration) gin.HandlerFunc
 		// of a small one after the answer (unless the connection closes).
 		_ = b.ctl.SetReadDeadline(b.start.Add(min(grace, maxTime)))
 		r.Body = b
-		state(c).paced = b
+		State(c).paced = b
 		c.Next()
 		// The server looks at the request's own body after the handler, to
 		// tell a body it gave up on (and then close the connection
@@ -129,21 +129,21 @@ func (b *pacedBody) Close() error { return b.rc.Close() }
 // unreadBody is the request's body if it was not read to its end, else
 // nil.
 func unreadBody(c *gin.Context) *pacedBody {
-	if b := state(c).paced; b != nil && !b.eof {
+	if b := State(c).paced; b != nil && !b.eof {
 		return b
 	}
 	return nil
 }
 
-// bodyError is the error an operation that read the request body should
+// BodyError is the error an operation that read the request body should
 // report: the body's own failure (too slow; for a forwarded call, not the
 // body that was signed) when there was one, else err. A provider that read
 // the body sees only that its reads failed, and may say so in its own words.
-func bodyError(c *gin.Context, err error) error {
+func BodyError(c *gin.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	s := state(c)
+	s := State(c)
 	switch {
 	case s.badBody != nil:
 		return s.badBody

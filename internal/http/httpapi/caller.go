@@ -1,0 +1,14 @@
+package httpapi
+
+import (
+	"github.com/tetherhq/tether/internal/sandbox"
+)
+
+// CallerName is the key name an audit record shows: null exactly when it
+// names no key.
+func CallerName(by sandbox.Caller) *string {
+	if by.KeyID == "" {
+		return nil
+	}
+	return &by.KeyName
+}
