@@ -24,6 +24,7 @@ import (
 
 	"github.com/tetherhq/tether/docs"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
+	"github.com/tetherhq/tether/internal/http/dataplane"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
@@ -247,16 +248,16 @@ func TestContractIsServed(t *testing.T) {
 var apiTypes = map[string]any{
 	"APIKey":               tetherhttp.APIKey{},
 	"APIKeyList":           tetherhttp.APIKeyList{},
-	"Activity":             tetherhttp.Activity{},
-	"ActivityList":         tetherhttp.ActivityList{},
+	"Activity":             dataplane.Activity{},
+	"ActivityList":         dataplane.ActivityList{},
 	"CreateAPIKeyRequest":  tetherhttp.CreateAPIKeyRequest{},
 	"CreatedAPIKey":        tetherhttp.CreatedAPIKey{},
 	"Capabilities":         tetherhttp.Capabilities{},
 	"CreateSandboxRequest": tetherhttp.CreateSandboxRequest{},
 	"Event":                tetherhttp.Event{},
 	"EventList":            tetherhttp.EventList{},
-	"ExecRequest":          tetherhttp.ExecRequest{},
-	"ExecResult":           tetherhttp.ExecResult{},
+	"ExecRequest":          dataplane.ExecRequest{},
+	"ExecResult":           dataplane.ExecResult{},
 	"Node":                 tetherhttp.Node{},
 	"NodeList":             tetherhttp.NodeList{},
 	"Health":               tetherhttp.Health{},
@@ -287,9 +288,9 @@ var apiTypes = map[string]any{
 	"CreateWebhookRequest": tetherhttp.CreateWebhookRequest{},
 	"CreatedWebhook":       tetherhttp.CreatedWebhook{},
 	"ReplayWebhookRequest": tetherhttp.ReplayWebhookRequest{},
-	"Preview":              tetherhttp.Preview{},
-	"PreviewList":          tetherhttp.PreviewList{},
-	"PreviewRequest":       tetherhttp.PreviewRequest{},
+	"Preview":              dataplane.Preview{},
+	"PreviewList":          dataplane.PreviewList{},
+	"PreviewRequest":       dataplane.PreviewRequest{},
 	"Webhook":              tetherhttp.Webhook{},
 	"WebhookDelivery":      tetherhttp.WebhookDelivery{},
 	"WebhookDeliveryList":  tetherhttp.WebhookDeliveryList{},

@@ -14,6 +14,7 @@ import (
 	"github.com/tetherhq/tether/internal/cluster"
 	"github.com/tetherhq/tether/internal/e2b"
 	"github.com/tetherhq/tether/internal/http/console"
+	"github.com/tetherhq/tether/internal/http/dataplane"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/webhook"
@@ -64,11 +65,11 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg httpapi.Config, deps Deps) {
 
 	q := httpapi.NewQuotas(deps.Store, cfg)
 	ag := httpapi.NewAuthGuard(deps.Store, cfg)
-	dp := newAuditedStore(deps.Store, deps.Metrics)
+	dp := dataplane.NewAuditedStore(deps.Store, deps.Metrics)
 	cl := cluster.New(deps.Nodes)
-	previews := previewServer{log: log, st: dp, providers: providers, cluster: cl, draining: draining, guard: ag, host: cfg.PreviewHost}
+	previews := dataplane.PreviewServer{Log: log, Store: dp, Providers: providers, Cluster: cl, Draining: draining, Guard: ag, Host: cfg.PreviewHost}
 	r.Use(httpapi.WithRecovery(log), httpapi.WithRequestID(), httpapi.WithBodyPacing(cfg.MinBodyRate, cfg.BodyGrace, cfg.MaxBodyTime),
-		httpapi.WithLogging(log), httpapi.WithMetrics(deps.Metrics), previews.withPreviewHosts(h))
+		httpapi.WithLogging(log), httpapi.WithMetrics(deps.Metrics), previews.WithPreviewHosts(h))
 	r.NoRoute(h(func(c *gin.Context) error {
 		return sandbox.Errorf(sandbox.CodeNotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path)
 	}))
@@ -91,7 +92,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg httpapi.Config, deps Deps) {
 	console.Register(r)
 
 	v1 := r.Group("/v1", httpapi.WithAuth(log, ag, httpapi.NewKeyCache(cfg.AuthCacheTTL), q, cl, deps.Authenticated))
-	data := dataRoutes{group: v1, cluster: cl, routed: withNodeRouting(log, deps.Store, cl, draining)}
+	data := dataRoutes{group: v1, cluster: cl, routed: dataplane.WithNodeRouting(log, deps.Store, cl, draining)}
 	body := httpapi.WithBodyLimit(cfg.MaxBodyBytes)
 	pm := newPoolMetrics(deps.Metrics)
 	v1.POST("/sandboxes", body, h(handleSandboxCreate(cfg, deps.Store, providers, q, pm)))
@@ -107,13 +108,13 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg httpapi.Config, deps Deps) {
 	v1.DELETE("/snapshots/:id", h(handleSnapshotDelete(deps.Store)))
 	v1.PUT("/sandboxes/:id/owner", body, h(handleSandboxOwner(cfg, deps.Store)))
 	v1.GET("/sandboxes/:id/events", h(handleSandboxEvents(deps.Store)))
-	v1.GET("/sandboxes/:id/activity", h(handleSandboxActivity(dp)))
+	v1.GET("/sandboxes/:id/activity", h(dataplane.HandleSandboxActivity(dp)))
 	// The data plane: the only routes that take calls other nodes forward.
-	data.handle(http.MethodPost, "/sandboxes/:id/exec", h(handleSandboxExec(log, cfg, dp, providers, draining)), body, h(checkExecBody(cfg)))
-	data.handle(http.MethodPut, "/sandboxes/:id/files", h(handleFilePut(log, cfg, dp, providers)), httpapi.WithBodyLimit(cfg.MaxFileBytes))
-	data.handle(http.MethodGet, "/sandboxes/:id/files", h(handleFileGet(log, cfg, dp, providers)))
-	data.handle(http.MethodPut, "/sandboxes/:id/archive", h(handleArchivePut(log, cfg, dp, providers)), httpapi.WithBodyLimit(cfg.MaxFileBytes))
-	data.handle(http.MethodGet, "/sandboxes/:id/archive", h(handleArchiveGet(log, cfg, dp, providers)))
+	data.handle(http.MethodPost, "/sandboxes/:id/exec", h(dataplane.HandleSandboxExec(log, cfg, dp, providers, draining)), body, h(dataplane.CheckExecBody(cfg)))
+	data.handle(http.MethodPut, "/sandboxes/:id/files", h(dataplane.HandleFilePut(log, cfg, dp, providers)), httpapi.WithBodyLimit(cfg.MaxFileBytes))
+	data.handle(http.MethodGet, "/sandboxes/:id/files", h(dataplane.HandleFileGet(log, cfg, dp, providers)))
+	data.handle(http.MethodPut, "/sandboxes/:id/archive", h(dataplane.HandleArchivePut(log, cfg, dp, providers)), httpapi.WithBodyLimit(cfg.MaxFileBytes))
+	data.handle(http.MethodGet, "/sandboxes/:id/archive", h(dataplane.HandleArchiveGet(log, cfg, dp, providers)))
 	addPortRoutes(r, data, h, log, cfg, deps, dp, providers, previews)
 	v1.GET("/events", h(handleEvents(deps.Store)))
 	v1.GET("/reconcile-events", h(handleReconcileEvents(deps.Store)))
@@ -147,18 +148,18 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg httpapi.Config, deps Deps) {
 // addPortRoutes adds the ports' routes (a sandbox's ports through the
 // API, and preview URLs) and the previews' management.
 func addPortRoutes(r *gin.Engine, data dataRoutes, h func(httpapi.HandlerFunc) gin.HandlerFunc, log *slog.Logger, cfg httpapi.Config, deps Deps,
-	dp auditedStore, providers map[string]sandbox.Provider, previews previewServer,
+	dp dataplane.AuditedStore, providers map[string]sandbox.Provider, previews dataplane.PreviewServer,
 ) {
-	for _, m := range portMethods {
-		data.handle(m, "/sandboxes/:id/ports/:port/*path", portOps[m](h(handleSandboxPort(log, dp, providers))), h(checkPort()))
+	for _, m := range dataplane.PortMethods {
+		data.handle(m, "/sandboxes/:id/ports/:port/*path", dataplane.PortOps[m](h(dataplane.HandleSandboxPort(log, dp, providers))), h(dataplane.CheckPort()))
 		// Preview URLs: no API key; the token is checked instead.
-		r.Handle(m, "/p/:token/*path", previewOps[m](h(previews.handlePreview())))
+		r.Handle(m, "/p/:token/*path", dataplane.PreviewOps[m](h(previews.HandlePreview())))
 	}
 	body := httpapi.WithBodyLimit(cfg.MaxBodyBytes)
-	data.group.POST("/sandboxes/:id/previews", body, h(handlePreviewCreate(cfg, deps.Store, providers)))
-	data.group.GET("/sandboxes/:id/previews", h(handlePreviewList(deps.Store)))
-	data.group.GET("/sandboxes/:id/previews/:preview_id", h(handlePreviewGet(deps.Store)))
-	data.group.DELETE("/sandboxes/:id/previews/:preview_id", h(handlePreviewRevoke(deps.Store)))
+	data.group.POST("/sandboxes/:id/previews", body, h(dataplane.HandlePreviewCreate(cfg, deps.Store, providers)))
+	data.group.GET("/sandboxes/:id/previews", h(dataplane.HandlePreviewList(deps.Store)))
+	data.group.GET("/sandboxes/:id/previews/:preview_id", h(dataplane.HandlePreviewGet(deps.Store)))
+	data.group.DELETE("/sandboxes/:id/previews/:preview_id", h(dataplane.HandlePreviewRevoke(deps.Store)))
 }
 
 // dataRoutes registers the data plane's routes on group. They are the only

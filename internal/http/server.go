@@ -16,6 +16,7 @@ import (
 
 	"github.com/tetherhq/tether/internal/cluster"
 	"github.com/tetherhq/tether/internal/framing"
+	"github.com/tetherhq/tether/internal/http/dataplane"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/http/jsoncodec"
 	"github.com/tetherhq/tether/internal/sandbox"
@@ -69,14 +70,14 @@ type Store interface {
 	httpapi.UsageReader
 	eventStreamer
 	keyStore
-	activityLister
-	activityRecorder
+	dataplane.ActivityLister
+	dataplane.ActivityRecorder
 	reconcileLister
 	ownerLister
 	nodeLister
 	webhookStore
 	poolStore
-	previewStore
+	dataplane.PreviewStore
 	snapshotStore
 }
 

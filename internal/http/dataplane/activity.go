@@ -1,4 +1,4 @@
-package http
+package dataplane
 
 import (
 	"context"
@@ -62,11 +62,13 @@ type ActivityList struct {
 	NextCursor *string `json:"next_cursor" extensions:"x-nullable" example:"7"`
 } // @name ActivityList
 
-type activityRecorder interface {
+// ActivityRecorder writes activity records.
+type ActivityRecorder interface {
 	RecordActivity(ctx context.Context, a sandbox.Activity) error
 }
 
-type activityLister interface {
+// ActivityLister reads a sandbox's activity.
+type ActivityLister interface {
 	httpapi.SandboxGetter
 	SandboxActivity(ctx context.Context, sandboxID string, after int64, limit int) ([]sandbox.Activity, error)
 }
@@ -75,7 +77,7 @@ type activityLister interface {
 // place to record what they did, and to say a record is on its way.
 type dataPlaneStore interface {
 	httpapi.SandboxGetter
-	activityRecorder
+	ActivityRecorder
 	expect(sandboxID string) (done func())
 }
 
@@ -90,7 +92,7 @@ const activityTimeout = 5 * time.Second
 // tether_activity_record_failures_total, which operators alert on (see
 // docs/security.md). Input a record could not hold is refused before the
 // operation (filePath, the exec checks).
-func recordActivity(c *gin.Context, log *slog.Logger, st activityRecorder, sb sandbox.Sandbox, a sandbox.Activity, started time.Time, err error) {
+func recordActivity(c *gin.Context, log *slog.Logger, st ActivityRecorder, sb sandbox.Sandbox, a sandbox.Activity, started time.Time, err error) {
 	writeActivity(c.Request.Context(), log, st, activityOf(c, sb, a, started, err), httpapi.RequestID(c))
 }
 
@@ -111,7 +113,7 @@ func activityOf(c *gin.Context, sb sandbox.Sandbox, a sandbox.Activity, started 
 // writeActivity writes the complete record a of the request whose context
 // is ctx (see recordActivity), within activityTimeout even if the request
 // ends first.
-func writeActivity(ctx context.Context, log *slog.Logger, st activityRecorder, a sandbox.Activity, reqID string) {
+func writeActivity(ctx context.Context, log *slog.Logger, st ActivityRecorder, a sandbox.Activity, reqID string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), activityTimeout)
 	defer cancel()
 	if rerr := st.RecordActivity(ctx, a); rerr != nil {
@@ -200,16 +202,25 @@ func (r *recordsOnTheirWay) await(ctx context.Context, id string) {
 	}
 }
 
-// auditedStore counts the activity records its store could not write,
+// AuditedStore counts the activity records its store could not write,
 // and makes a read of a sandbox's activity wait for its records on their
 // way (answerThenRecord).
-type auditedStore struct {
-	Store
+type AuditedStore struct {
+	dataStore
 	failures   prometheus.Counter
 	onTheirWay *recordsOnTheirWay
 }
 
-func newAuditedStore(st Store, reg prometheus.Registerer) auditedStore {
+// dataStore is the store an auditedStore wraps: what the data plane reads
+// and writes.
+type dataStore interface {
+	ActivityLister
+	ActivityRecorder
+	PreviewStore
+}
+
+// NewAuditedStore wraps st, counting on reg the records it fails to write.
+func NewAuditedStore(st dataStore, reg prometheus.Registerer) AuditedStore {
 	failures := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tether_activity_record_failures_total",
 		Help: "Data-plane operations (exec, file and archive transfers) whose activity record could not be written.",
@@ -217,22 +228,22 @@ func newAuditedStore(st Store, reg prometheus.Registerer) auditedStore {
 	if reg != nil {
 		reg.MustRegister(failures)
 	}
-	return auditedStore{Store: st, failures: failures, onTheirWay: newRecordsOnTheirWay()}
+	return AuditedStore{dataStore: st, failures: failures, onTheirWay: newRecordsOnTheirWay()}
 }
 
 // expect implements dataPlaneStore.
-func (s auditedStore) expect(sandboxID string) (done func()) { return s.onTheirWay.expect(sandboxID) }
+func (s AuditedStore) expect(sandboxID string) (done func()) { return s.onTheirWay.expect(sandboxID) }
 
 // SandboxActivity reads the sandbox's activity once the records this
 // replica was writing when the read began are in.
-func (s auditedStore) SandboxActivity(ctx context.Context, sandboxID string, after int64, limit int) ([]sandbox.Activity, error) {
+func (s AuditedStore) SandboxActivity(ctx context.Context, sandboxID string, after int64, limit int) ([]sandbox.Activity, error) {
 	s.onTheirWay.await(ctx, sandboxID)
-	return s.Store.SandboxActivity(ctx, sandboxID, after, limit)
+	return s.dataStore.SandboxActivity(ctx, sandboxID, after, limit)
 }
 
 // RecordActivity implements activityRecorder.
-func (s auditedStore) RecordActivity(ctx context.Context, a sandbox.Activity) error {
-	err := s.Store.RecordActivity(ctx, a)
+func (s AuditedStore) RecordActivity(ctx context.Context, a sandbox.Activity) error {
+	err := s.dataStore.RecordActivity(ctx, a)
 	if err != nil {
 		s.failures.Inc()
 	}
@@ -270,7 +281,7 @@ func toActivity(a sandbox.Activity) Activity {
 	return out
 }
 
-// handleSandboxActivity returns what clients did in a sandbox.
+// HandleSandboxActivity returns what clients did in a sandbox.
 //
 //	@Summary		A sandbox's activity
 //	@Description	Every exec, file or archive transfer, and request to one of its ports (through the API or a preview URL) made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, or the port and request), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
@@ -294,7 +305,7 @@ func toActivity(a sandbox.Activity) Activity {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/activity [get]
-func handleSandboxActivity(st activityLister) httpapi.HandlerFunc {
+func HandleSandboxActivity(st ActivityLister) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		items, limit, err := httpapi.SandboxPage(c, st, st.SandboxActivity)
 		if err != nil {

@@ -1,4 +1,4 @@
-package http
+package dataplane
 
 import (
 	"bytes"
@@ -82,7 +82,7 @@ func dataPlane[C any](c *gin.Context, st httpapi.SandboxGetter, providers map[st
 	return sb, capability, nil
 }
 
-// handleSandboxExec runs a command in a sandbox.
+// HandleSandboxExec runs a command in a sandbox.
 //
 //	@Summary		Run a command in a sandbox
 //	@Description	Runs sh -c command inside the ready sandbox and returns its combined output and exit code. Background processes the command starts keep running until the sandbox ends. A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT with its state; a provider without exec is 501 NOT_SUPPORTED.
@@ -113,7 +113,7 @@ func dataPlane[C any](c *gin.Context, st httpapi.SandboxGetter, providers map[st
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/exec [post]
-func handleSandboxExec(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
+func HandleSandboxExec(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		call, err := execRequestOf(c, cfg)
 		if err != nil {
@@ -153,11 +153,11 @@ func handleSandboxExec(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, 
 	}
 }
 
-// checkExecBody decodes and checks an exec's body before the call is
+// CheckExecBody decodes and checks an exec's body before the call is
 // routed (see dataRoutes), so that a bad body is refused by the replica
 // that received it rather than after the hop to the sandbox's node. The
 // body is then given again, as it came, for the hop.
-func checkExecBody(cfg httpapi.Config) httpapi.HandlerFunc {
+func CheckExecBody(cfg httpapi.Config) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		raw, err := httpapi.ReadJSONBody(c)
 		if err != nil {
@@ -400,7 +400,7 @@ func filePath(c *gin.Context) (string, error) {
 	return p, nil
 }
 
-// handleFilePut uploads a file into a sandbox.
+// HandleFilePut uploads a file into a sandbox.
 //
 //	@Summary		Upload a file into a sandbox
 //	@Description	Streams the raw request body into the file at path (parent folders are created). The file is replaced only once the whole body arrived: a failed or rejected upload leaves the previous file as it was. Only the sandbox's writable areas (/workspace, /tmp for the local provider) accept writes; other paths are 400 INVALID_PATH. A directory at path is 400 IS_DIRECTORY; a folder the sandbox user may not write is 403 PERMISSION_DENIED. Bodies over the server's file limit are 413.
@@ -428,7 +428,7 @@ func filePath(c *gin.Context) (string, error) {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/files [put]
-func handleFilePut(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleFilePut(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		path, err := filePath(c)
 		if err != nil {
@@ -475,7 +475,7 @@ func (w *lazyWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// handleFileGet downloads a file from a sandbox.
+// HandleFileGet downloads a file from a sandbox.
 //
 //	@Summary		Download a file from a sandbox
 //	@Description	Streams the file at path. A file over the server's file limit (MAX_FILE_BYTES) is 413 PAYLOAD_TOO_LARGE. A missing file is 404 FILE_NOT_FOUND (a missing sandbox is 404 NOT_FOUND); a directory is 400 IS_DIRECTORY; anything but a regular file is 400 INVALID_PATH; a file the sandbox user may not read is 403 PERMISSION_DENIED.
@@ -501,7 +501,7 @@ func (w *lazyWriter) Write(b []byte) (int, error) {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/files [get]
-func handleFileGet(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleFileGet(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		path, err := filePath(c)
 		if err != nil {

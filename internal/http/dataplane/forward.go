@@ -1,4 +1,4 @@
-package http
+package dataplane
 
 import (
 	"context"
@@ -22,11 +22,11 @@ import (
 // that accept forwarded calls are the ones registered with dataRoutes
 // (routes.go). A forwarded request is never forwarded again.
 
-// withNodeRouting sends a data-plane call for a ready sandbox on another
+// WithNodeRouting sends a data-plane call for a ready sandbox on another
 // node to that node, and otherwise lets the handler serve it, with the
 // sandbox it looked up (see dataPlane). draining, once done, ends a
 // forwarded event stream with a retryable error, as a local one ends.
-func withNodeRouting(log *slog.Logger, st httpapi.SandboxGetter, cl *cluster.Cluster, draining context.Context) gin.HandlerFunc {
+func WithNodeRouting(log *slog.Logger, st httpapi.SandboxGetter, cl *cluster.Cluster, draining context.Context) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if cl == nil {
 			c.Next()

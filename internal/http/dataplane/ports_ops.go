@@ -1,4 +1,4 @@
-package http
+package dataplane
 
 import (
 	"net/http"
@@ -384,11 +384,11 @@ func previewOpOptions(h gin.HandlerFunc) gin.HandlerFunc { return h }
 
 // portOps and previewOps are the operations by method.
 var (
-	portOps = map[string]func(gin.HandlerFunc) gin.HandlerFunc{
+	PortOps = map[string]func(gin.HandlerFunc) gin.HandlerFunc{
 		http.MethodGet: portOpGet, http.MethodHead: portOpHead, http.MethodPost: portOpPost, http.MethodPut: portOpPut,
 		http.MethodPatch: portOpPatch, http.MethodDelete: portOpDelete, http.MethodOptions: portOpOptions,
 	}
-	previewOps = map[string]func(gin.HandlerFunc) gin.HandlerFunc{
+	PreviewOps = map[string]func(gin.HandlerFunc) gin.HandlerFunc{
 		http.MethodGet: previewOpGet, http.MethodHead: previewOpHead, http.MethodPost: previewOpPost, http.MethodPut: previewOpPut,
 		http.MethodPatch: previewOpPatch, http.MethodDelete: previewOpDelete, http.MethodOptions: previewOpOptions,
 	}

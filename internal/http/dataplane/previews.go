@@ -1,4 +1,4 @@
-package http
+package dataplane
 
 import (
 	"context"
@@ -92,7 +92,8 @@ type PreviewList struct {
 	Items []Preview `json:"items"`
 } // @name PreviewList
 
-type previewStore interface {
+// PreviewStore keeps sandboxes' previews.
+type PreviewStore interface {
 	httpapi.SandboxGetter
 	CreatePreview(ctx context.Context, np sandbox.NewPreview) (sandbox.Preview, string, error)
 	SandboxPreviews(ctx context.Context, tenant, sandboxID string) ([]sandbox.Preview, error)
@@ -106,7 +107,7 @@ func toPreview(p sandbox.Preview) Preview {
 		RevokedAt: httpapi.UTC(p.RevokedAt), KeyID: httpapi.Optional(p.CreatedBy.KeyID)}
 }
 
-// handlePreviewCreate makes a preview URL of a port of a sandbox.
+// HandlePreviewCreate makes a preview URL of a port of a sandbox.
 //
 //	@Summary		Make a preview URL
 //	@Description	Returns a URL that reaches the port of the ready sandbox without an API key, as /v1/sandboxes/{id}/ports/{port}/ does with one, until it expires (ttl_seconds), is revoked (DELETE) or the sandbox ends; it never starts or resumes the sandbox. The token in it is shown only in this answer. Its traffic is recorded in the sandbox's activity (kind preview). A sandbox that is not ready is 409 SANDBOX_STATE_CONFLICT; a provider without ports, 501 NOT_SUPPORTED.
@@ -133,7 +134,7 @@ func toPreview(p sandbox.Preview) Preview {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/previews [post]
-func handlePreviewCreate(cfg httpapi.Config, st previewStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandlePreviewCreate(cfg httpapi.Config, st PreviewStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		var req PreviewRequest
 		if err := httpapi.DecodeJSON(c, &req); err != nil {
@@ -198,7 +199,7 @@ func previewHostLabel(port int, id string) string {
 	return strconv.Itoa(port) + "-" + strings.Replace(id, "_", "-", 1)
 }
 
-// handlePreviewList lists a sandbox's previews.
+// HandlePreviewList lists a sandbox's previews.
 //
 //	@Summary		List a sandbox's preview URLs
 //	@Description	Every preview of the sandbox, oldest first, revoked and expired ones included; tokens are never shown again.
@@ -219,7 +220,7 @@ func previewHostLabel(port int, id string) string {
 //	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/previews [get]
-func handlePreviewList(st previewStore) httpapi.HandlerFunc {
+func HandlePreviewList(st PreviewStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
@@ -240,7 +241,7 @@ func handlePreviewList(st previewStore) httpapi.HandlerFunc {
 	}
 }
 
-// handlePreviewGet returns one preview of a sandbox.
+// HandlePreviewGet returns one preview of a sandbox.
 //
 //	@Summary		Get a preview URL
 //	@Description	The preview, revoked or expired ones included (revoked_at, expires_at say whether it still works); its token is never shown again (url and token are null). Another sandbox's preview, or another tenant's, is 404 NOT_FOUND.
@@ -262,7 +263,7 @@ func handlePreviewList(st previewStore) httpapi.HandlerFunc {
 //	@Header			all			{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/previews/{preview_id} [get]
-func handlePreviewGet(st previewStore) httpapi.HandlerFunc {
+func HandlePreviewGet(st PreviewStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		sb, id, err := requestPreview(c, st)
 		if err != nil {
@@ -302,7 +303,7 @@ func previewNotFoundAs(err error, sandboxID, id string) error {
 	return err
 }
 
-// handlePreviewRevoke revokes a preview.
+// HandlePreviewRevoke revokes a preview.
 //
 //	@Summary		Revoke a preview URL
 //	@Description	The preview's URL stops working at once (410 PREVIEW_GONE); revoking a revoked preview changes nothing.
@@ -324,7 +325,7 @@ func previewNotFoundAs(err error, sandboxID, id string) error {
 //	@Header			all			{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/previews/{preview_id} [delete]
-func handlePreviewRevoke(st previewStore) httpapi.HandlerFunc {
+func HandlePreviewRevoke(st PreviewStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		sb, id, err := requestPreview(c, st)
 		if err != nil {
@@ -351,18 +352,18 @@ func tenantSandbox(c *gin.Context, st httpapi.SandboxGetter) (sandbox.Sandbox, e
 	return sb, nil
 }
 
-// previewServer serves preview URLs' traffic.
-type previewServer struct {
-	log *slog.Logger
-	st  interface {
-		previewStore
-		activityRecorder
+// PreviewServer serves preview URLs' traffic.
+type PreviewServer struct {
+	Log   *slog.Logger
+	Store interface {
+		PreviewStore
+		ActivityRecorder
 	}
-	providers map[string]sandbox.Provider
-	cluster   *cluster.Cluster
-	draining  context.Context
-	guard     *httpapi.AuthGuard
-	host      string // cfg.PreviewHost
+	Providers map[string]sandbox.Provider
+	Cluster   *cluster.Cluster
+	Draining  context.Context
+	Guard     *httpapi.AuthGuard
+	Host      string // cfg.PreviewHost
 }
 
 // livePreview is the preview whose token is token, and its sandbox, if
@@ -371,16 +372,16 @@ type previewServer struct {
 // that is not ready (paused), SANDBOX_STATE_CONFLICT. Nothing is started.
 // The guard judges the token first, as it judges API keys: a token of
 // Tether's is looked up whatever else its address sent.
-func (ps previewServer) livePreview(c *gin.Context, token string) (sandbox.Preview, sandbox.Sandbox, error) {
-	t, err := ps.guard.Admit(c, ps.guard.Previews, token)
+func (ps PreviewServer) livePreview(c *gin.Context, token string) (sandbox.Preview, sandbox.Sandbox, error) {
+	t, err := ps.Guard.Admit(c, ps.Guard.Previews, token)
 	if errors.Is(err, httpapi.ErrUnknownCredential) {
 		return sandbox.Preview{}, sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeNotFound, "no such preview")
 	}
 	if err != nil {
 		return sandbox.Preview{}, sandbox.Sandbox{}, err
 	}
-	p, err := ps.st.PreviewByToken(c.Request.Context(), token)
-	ps.guard.Settle(t, err)
+	p, err := ps.Store.PreviewByToken(c.Request.Context(), token)
+	ps.Guard.Settle(t, err)
 	if errors.Is(err, sandbox.ErrNotFound) {
 		return p, sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeNotFound, "no such preview")
 	}
@@ -393,7 +394,7 @@ func (ps previewServer) livePreview(c *gin.Context, token string) (sandbox.Previ
 	case !p.Live(time.Now()):
 		return p, sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodePreviewGone, "the preview expired at %s", p.ExpiresAt.UTC().Format(time.RFC3339))
 	}
-	sb, err := ps.st.GetSandbox(c.Request.Context(), p.Tenant, p.SandboxID)
+	sb, err := ps.Store.GetSandbox(c.Request.Context(), p.Tenant, p.SandboxID)
 	if errors.Is(err, sandbox.ErrNotFound) {
 		return p, sb, sandbox.Errorf(sandbox.CodePreviewGone, "the preview's sandbox is gone")
 	}
@@ -412,8 +413,8 @@ func (ps previewServer) livePreview(c *gin.Context, token string) (sandbox.Previ
 // serve passes a live preview's request on: to the sandbox's node if it
 // lives on another (as the node's port route, acting for the preview), or
 // to the port here.
-func (ps previewServer) serve(c *gin.Context, p sandbox.Preview, sb sandbox.Sandbox, to portTarget) error {
-	if ps.cluster != nil && sb.Node != "" && sb.Node != ps.cluster.Self {
+func (ps PreviewServer) serve(c *gin.Context, p sandbox.Preview, sb sandbox.Sandbox, to portTarget) error {
+	if ps.Cluster != nil && sb.Node != "" && sb.Node != ps.Cluster.Self {
 		s := httpapi.State(c)
 		s.Tenant, s.Caller = p.Tenant, sandbox.Caller{KeyID: p.ID}
 		rest := pathAfter(c.Request.URL.EscapedPath(), to.skip)
@@ -427,10 +428,10 @@ func (ps previewServer) serve(c *gin.Context, p sandbox.Preview, sb sandbox.Sand
 		if to.ownOrigin {
 			c.Request.Header.Set(hdrPreviewOrigin, "own")
 		}
-		forward(c, ps.log, ps.cluster, ps.draining, sb)
+		forward(c, ps.Log, ps.Cluster, ps.Draining, sb)
 		return nil
 	}
-	prov, ok := ps.providers[sb.Provider]
+	prov, ok := ps.Providers[sb.Provider]
 	if !ok {
 		return sandbox.Errorf(sandbox.CodeProviderUnavailable, "provider %q is not enabled on this server", sb.Provider)
 	}
@@ -438,12 +439,12 @@ func (ps previewServer) serve(c *gin.Context, p sandbox.Preview, sb sandbox.Sand
 	if !ok {
 		return sandbox.Errorf(sandbox.CodeNotSupported, "provider %q does not support ports", sb.Provider)
 	}
-	return proxyPort(c, ps.log, ps.st, dialer, sb, p.Port, to, sandbox.Activity{Kind: sandbox.ActivityPreview, PreviewID: p.ID})
+	return proxyPort(c, ps.Log, ps.Store, dialer, sb, p.Port, to, sandbox.Activity{Kind: sandbox.ActivityPreview, PreviewID: p.ID})
 }
 
-// handlePreview serves a preview URL in path mode, /p/{token}/{path}
+// HandlePreview serves a preview URL in path mode, /p/{token}/{path}
 // (the annotated operations are in ports_ops.go).
-func (ps previewServer) handlePreview() httpapi.HandlerFunc {
+func (ps PreviewServer) HandlePreview() httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		token := c.Param("token")
 		if err := checkAppPath(pathAfter(c.Request.URL.EscapedPath(), 2)); err != nil {
@@ -458,15 +459,15 @@ func (ps previewServer) handlePreview() httpapi.HandlerFunc {
 	}
 }
 
-// withPreviewHosts serves the requests whose Host is a preview's in
+// WithPreviewHosts serves the requests whose Host is a preview's in
 // wildcard host mode ({port}-{sandbox}.PREVIEW_HOST) and lets every other
 // request through. The token comes once as ?tether_preview_token=, which
 // is answered with a cookie of that host and a redirect to the same URL
 // without it; after that the cookie carries it.
-func (ps previewServer) withPreviewHosts(h func(httpapi.HandlerFunc) gin.HandlerFunc) gin.HandlerFunc {
+func (ps PreviewServer) WithPreviewHosts(h func(httpapi.HandlerFunc) gin.HandlerFunc) gin.HandlerFunc {
 	serve := h(ps.servePreviewHost)
 	return func(c *gin.Context) {
-		if ps.host == "" {
+		if ps.Host == "" {
 			c.Next()
 			return
 		}
@@ -474,7 +475,7 @@ func (ps previewServer) withPreviewHosts(h func(httpapi.HandlerFunc) gin.Handler
 		if h, _, err := net.SplitHostPort(host); err == nil {
 			host = h
 		}
-		label, ok := strings.CutSuffix(strings.ToLower(host), "."+ps.host)
+		label, ok := strings.CutSuffix(strings.ToLower(host), "."+ps.Host)
 		if !ok {
 			c.Next()
 			return
@@ -487,7 +488,7 @@ func (ps previewServer) withPreviewHosts(h func(httpapi.HandlerFunc) gin.Handler
 
 type previewLabelKey struct{}
 
-func (ps previewServer) servePreviewHost(c *gin.Context) error {
+func (ps PreviewServer) servePreviewHost(c *gin.Context) error {
 	label := c.GetString(previewLabelKey{})
 	portStr, rest, _ := strings.Cut(label, "-")
 	port, err := strconv.Atoi(portStr)

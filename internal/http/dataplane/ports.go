@@ -1,4 +1,4 @@
-package http
+package dataplane
 
 import (
 	"bufio"
@@ -31,8 +31,8 @@ import (
 // portDialTimeout bounds the connection to a sandbox's port.
 const portDialTimeout = 10 * time.Second
 
-// portMethods are the methods the port routes proxy.
-var portMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+// PortMethods are the methods the port routes proxy.
+var PortMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
 	http.MethodPatch, http.MethodDelete, http.MethodOptions}
 
 // portParam is the request's port: 1-65535, else INVALID_REQUEST.
@@ -45,10 +45,10 @@ func portParam(c *gin.Context) (int, error) {
 	return port, nil
 }
 
-// checkPort refuses a bad port before the call is routed (see
+// CheckPort refuses a bad port before the call is routed (see
 // dataRoutes), and lets an upgraded connection outlive the server's read
 // timeout (upgradeWriter).
-func checkPort() httpapi.HandlerFunc {
+func CheckPort() httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if _, err := portParam(c); err != nil {
 			return err
@@ -79,9 +79,9 @@ func checkAppPath(p string) error {
 	return nil
 }
 
-// handleSandboxPort proxies a request to a port in the sandbox (the
+// HandleSandboxPort proxies a request to a port in the sandbox (the
 // annotated operations are in ports_ops.go, one per method).
-func handleSandboxPort(log *slog.Logger, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleSandboxPort(log *slog.Logger, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		port, err := portParam(c)
 		if err != nil {
@@ -124,7 +124,7 @@ type portTarget struct {
 }
 
 // proxyPort proxies the request to port in sb and records it as a.
-func proxyPort(c *gin.Context, log *slog.Logger, st activityRecorder, dialer sandbox.PortDialer, sb sandbox.Sandbox,
+func proxyPort(c *gin.Context, log *slog.Logger, st ActivityRecorder, dialer sandbox.PortDialer, sb sandbox.Sandbox,
 	port int, to portTarget, a sandbox.Activity,
 ) error {
 	started := time.Now()

@@ -1,4 +1,4 @@
-package http
+package dataplane
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
-// handleArchivePut extracts a tar archive into a folder of a sandbox.
+// HandleArchivePut extracts a tar archive into a folder of a sandbox.
 //
 //	@Summary		Upload a folder into a sandbox, as a tar archive
 //	@Description	Extracts the tar archive in the request body into the folder at path (made if missing; what is there already stays unless the archive replaces it). The archive is extracted aside first and copied into place only once it arrived whole: a refused or broken archive leaves the folder as it was. Path rules, limits (MAX_FILE_BYTES for the archive) and errors are those of the file routes; a body that is not a tar archive is 400 INVALID_REQUEST.
@@ -41,7 +41,7 @@ import (
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/archive [put]
-func handleArchivePut(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleArchivePut(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		path, err := filePath(c)
 		if err != nil {
@@ -62,7 +62,7 @@ func handleArchivePut(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, p
 	}
 }
 
-// handleArchiveGet downloads a folder of a sandbox as a tar archive.
+// HandleArchiveGet downloads a folder of a sandbox as a tar archive.
 //
 //	@Summary		Download a folder from a sandbox, as a tar archive
 //	@Description	Streams the folder at path as a tar archive (members relative to the folder). The archive is cut at the server's file limit (MAX_FILE_BYTES), counted in the bytes the archive takes, so sparse files count at their full size: past it the response ends without the end of the tar stream (the connection is cut, so that no client takes it for whole), and the activity records PAYLOAD_TOO_LARGE. A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder is 400 INVALID_PATH; a folder the sandbox user may not read is 403 PERMISSION_DENIED.
@@ -88,7 +88,7 @@ func handleArchivePut(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, p
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/archive [get]
-func handleArchiveGet(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleArchiveGet(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		path, err := filePath(c)
 		if err != nil {
