@@ -24,6 +24,7 @@ import (
 
 	"github.com/tetherhq/tether/docs"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
+	"github.com/tetherhq/tether/internal/http/controlplane"
 	"github.com/tetherhq/tether/internal/http/dataplane"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
@@ -246,57 +247,57 @@ func TestContractIsServed(t *testing.T) {
 // apiTypes maps each schema of the contract to the Go type the server
 // encodes it from (nil for schemas that are only enums).
 var apiTypes = map[string]any{
-	"APIKey":               tetherhttp.APIKey{},
-	"APIKeyList":           tetherhttp.APIKeyList{},
+	"APIKey":               controlplane.APIKey{},
+	"APIKeyList":           controlplane.APIKeyList{},
 	"Activity":             dataplane.Activity{},
 	"ActivityList":         dataplane.ActivityList{},
-	"CreateAPIKeyRequest":  tetherhttp.CreateAPIKeyRequest{},
-	"CreatedAPIKey":        tetherhttp.CreatedAPIKey{},
-	"Capabilities":         tetherhttp.Capabilities{},
-	"CreateSandboxRequest": tetherhttp.CreateSandboxRequest{},
-	"Event":                tetherhttp.Event{},
-	"EventList":            tetherhttp.EventList{},
+	"CreateAPIKeyRequest":  controlplane.CreateAPIKeyRequest{},
+	"CreatedAPIKey":        controlplane.CreatedAPIKey{},
+	"Capabilities":         controlplane.Capabilities{},
+	"CreateSandboxRequest": controlplane.CreateSandboxRequest{},
+	"Event":                controlplane.Event{},
+	"EventList":            controlplane.EventList{},
 	"ExecRequest":          dataplane.ExecRequest{},
 	"ExecResult":           dataplane.ExecResult{},
-	"Node":                 tetherhttp.Node{},
-	"NodeList":             tetherhttp.NodeList{},
+	"Node":                 controlplane.Node{},
+	"NodeList":             controlplane.NodeList{},
 	"Health":               tetherhttp.Health{},
-	"OwnerLease":           tetherhttp.OwnerLease{},
-	"OwnerRelease":         tetherhttp.OwnerRelease{},
-	"OwnerRequest":         tetherhttp.OwnerRequest{},
-	"Owner":                tetherhttp.Owner{},
-	"OwnerList":            tetherhttp.OwnerList{},
+	"OwnerLease":           controlplane.OwnerLease{},
+	"OwnerRelease":         controlplane.OwnerRelease{},
+	"OwnerRequest":         controlplane.OwnerRequest{},
+	"Owner":                controlplane.Owner{},
+	"OwnerList":            controlplane.OwnerList{},
 	"Problem":              httpapi.Problem{},
-	"ReconcileEvent":       tetherhttp.ReconcileEvent{},
-	"ReconcileEventList":   tetherhttp.ReconcileEventList{},
-	"Provider":             tetherhttp.Provider{},
-	"ProviderImage":        tetherhttp.ProviderImage{},
-	"ProviderList":         tetherhttp.ProviderList{},
-	"Sandbox":              tetherhttp.Sandbox{},
-	"SandboxList":          tetherhttp.SandboxList{},
-	"TTLRequest":           tetherhttp.TTLRequest{},
-	"Pool":                 tetherhttp.Pool{},
-	"PoolList":             tetherhttp.PoolList{},
-	"PoolDeleted":          tetherhttp.PoolDeleted{},
-	"PoolRefill":           tetherhttp.PoolRefill{},
-	"CreatePoolRequest":    tetherhttp.CreatePoolRequest{},
-	"UpdatePoolRequest":    tetherhttp.UpdatePoolRequest{},
-	"Snapshot":             tetherhttp.Snapshot{},
-	"SnapshotList":         tetherhttp.SnapshotList{},
+	"ReconcileEvent":       controlplane.ReconcileEvent{},
+	"ReconcileEventList":   controlplane.ReconcileEventList{},
+	"Provider":             controlplane.Provider{},
+	"ProviderImage":        controlplane.ProviderImage{},
+	"ProviderList":         controlplane.ProviderList{},
+	"Sandbox":              controlplane.Sandbox{},
+	"SandboxList":          controlplane.SandboxList{},
+	"TTLRequest":           controlplane.TTLRequest{},
+	"Pool":                 controlplane.Pool{},
+	"PoolList":             controlplane.PoolList{},
+	"PoolDeleted":          controlplane.PoolDeleted{},
+	"PoolRefill":           controlplane.PoolRefill{},
+	"CreatePoolRequest":    controlplane.CreatePoolRequest{},
+	"UpdatePoolRequest":    controlplane.UpdatePoolRequest{},
+	"Snapshot":             controlplane.Snapshot{},
+	"SnapshotList":         controlplane.SnapshotList{},
 	"SandboxState":         nil,
 	"SandboxReason":        nil,
-	"CreateWebhookRequest": tetherhttp.CreateWebhookRequest{},
-	"CreatedWebhook":       tetherhttp.CreatedWebhook{},
-	"ReplayWebhookRequest": tetherhttp.ReplayWebhookRequest{},
+	"CreateWebhookRequest": controlplane.CreateWebhookRequest{},
+	"CreatedWebhook":       controlplane.CreatedWebhook{},
+	"ReplayWebhookRequest": controlplane.ReplayWebhookRequest{},
 	"Preview":              dataplane.Preview{},
 	"PreviewList":          dataplane.PreviewList{},
 	"PreviewRequest":       dataplane.PreviewRequest{},
-	"Webhook":              tetherhttp.Webhook{},
-	"WebhookDelivery":      tetherhttp.WebhookDelivery{},
-	"WebhookDeliveryList":  tetherhttp.WebhookDeliveryList{},
-	"WebhookFilter":        tetherhttp.WebhookFilter{},
-	"WebhookFilterRequest": tetherhttp.WebhookFilterRequest{},
-	"WebhookList":          tetherhttp.WebhookList{},
+	"Webhook":              controlplane.Webhook{},
+	"WebhookDelivery":      controlplane.WebhookDelivery{},
+	"WebhookDeliveryList":  controlplane.WebhookDeliveryList{},
+	"WebhookFilter":        controlplane.WebhookFilter{},
+	"WebhookFilterRequest": controlplane.WebhookFilterRequest{},
+	"WebhookList":          controlplane.WebhookList{},
 }
 
 // TestContractSchemasMatchTheGoTypes keeps the schemas honest about what
@@ -334,7 +335,7 @@ func TestContractSchemasMatchTheGoTypes(t *testing.T) {
 		maps.Copy(merged.Properties, part.Value.Properties)
 		merged.Required = append(merged.Required, part.Value.Required...)
 	}
-	checkSchema(t, "renewSandbox 200", merged, reflect.TypeFor[tetherhttp.RenewedSandbox]())
+	checkSchema(t, "renewSandbox 200", merged, reflect.TypeFor[controlplane.RenewedSandbox]())
 }
 
 func checkSchema(t *testing.T, name string, s *openapi3.Schema, typ reflect.Type) {

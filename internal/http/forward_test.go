@@ -23,6 +23,7 @@ import (
 
 	"github.com/tetherhq/tether/internal/cluster"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
+	"github.com/tetherhq/tether/internal/http/controlplane"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/sim"
@@ -297,7 +298,7 @@ func TestForwardToTheSandboxesNode(t *testing.T) {
 	// GET /v1/nodes shows both, b dead, with the tenant's counts.
 	r = n.a.do(t, http.MethodGet, "/v1/nodes", nil, as(keyA))
 	wantStatus(t, r, http.StatusOK)
-	var nodes tetherhttp.NodeList
+	var nodes controlplane.NodeList
 	r.decode(t, &nodes)
 	if len(nodes.Items) != 2 || !nodes.Items[0].Alive || nodes.Items[1].Alive || nodes.Items[1].LiveSandboxes != 1 {
 		t.Fatalf("nodes = %+v; want a alive, b dead with 1 sandbox", nodes.Items)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tetherhq/tether/internal/cluster"
 	"github.com/tetherhq/tether/internal/framing"
+	"github.com/tetherhq/tether/internal/http/controlplane"
 	"github.com/tetherhq/tether/internal/http/dataplane"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/http/jsoncodec"
@@ -58,27 +59,27 @@ type Deps struct {
 // interfaces its handlers take.
 type Store interface {
 	httpapi.CredentialStore
-	sandboxCreator
+	controlplane.SandboxCreator
 	httpapi.SandboxGetter
-	sandboxLister
-	sandboxEnder
-	sandboxPauser
-	eventLister
-	ownerStore
-	ownerTransferrer
-	sandboxRenewer
+	controlplane.SandboxLister
+	controlplane.SandboxEnder
+	controlplane.SandboxPauser
+	controlplane.EventLister
+	controlplane.OwnerStore
+	controlplane.OwnerTransferrer
+	controlplane.SandboxRenewer
 	httpapi.UsageReader
-	eventStreamer
-	keyStore
+	controlplane.EventStreamer
+	controlplane.KeyStore
 	dataplane.ActivityLister
 	dataplane.ActivityRecorder
-	reconcileLister
-	ownerLister
-	nodeLister
-	webhookStore
-	poolStore
+	controlplane.ReconcileLister
+	controlplane.OwnerLister
+	controlplane.NodeLister
+	controlplane.WebhookStore
+	controlplane.PoolStore
 	dataplane.PreviewStore
-	snapshotStore
+	controlplane.SnapshotStore
 }
 
 // NewServer returns the API as an http.Handler.

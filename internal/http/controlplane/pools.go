@@ -1,4 +1,4 @@
-package http
+package controlplane
 
 import (
 	"context"
@@ -104,7 +104,8 @@ type PoolDeleted struct {
 // maxPoolSize caps a pool's max_size.
 const maxPoolSize = 1000
 
-type poolStore interface {
+// PoolStore is what the pool handlers need of the store.
+type PoolStore interface {
 	CreatePool(ctx context.Context, p sandbox.Pool) (sandbox.Pool, error)
 	GetPool(ctx context.Context, tenant, name string) (sandbox.Pool, error)
 	ListPools(ctx context.Context, tenant string) ([]sandbox.Pool, error)
@@ -164,7 +165,7 @@ func validatePool(cfg httpapi.Config, req CreatePoolRequest, providers map[strin
 	return sandbox.Pool{Name: req.Name, Provider: p.Provider, Params: p.Params, MinReady: *req.MinReady, MaxSize: maxSize}, nil
 }
 
-// handlePoolCreate creates a warm pool.
+// HandlePoolCreate creates a warm pool.
 //
 //	@Summary		Create a warm pool
 //	@Description	Records the pool, empty; Tether's refiller then keeps min_ready members in it: ordinary sandboxes of the pool's provider and params, owned by the owner pool:NAME (a lease Tether holds while the pool exists) and labelled tether.pool=NAME. A create naming the pool (POST /v1/sandboxes with pool) takes a ready member at once. Members count against the tenant's live-sandbox quota.
@@ -189,7 +190,7 @@ func validatePool(cfg httpapi.Config, req CreatePoolRequest, providers map[strin
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/pools [post]
-func handlePoolCreate(cfg httpapi.Config, st poolStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandlePoolCreate(cfg httpapi.Config, st PoolStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		var req CreatePoolRequest
 		if err := httpapi.DecodeJSON(c, &req); err != nil {
@@ -212,7 +213,7 @@ func handlePoolCreate(cfg httpapi.Config, st poolStore, providers map[string]san
 	}
 }
 
-// handlePoolList lists the tenant's pools.
+// HandlePoolList lists the tenant's pools.
 //
 //	@Summary		List warm pools
 //	@Description	The tenant's pools by name, each with its size and ready members.
@@ -231,7 +232,7 @@ func handlePoolCreate(cfg httpapi.Config, st poolStore, providers map[string]san
 //	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/pools [get]
-func handlePoolList(st poolStore) httpapi.HandlerFunc {
+func HandlePoolList(st PoolStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
@@ -248,7 +249,7 @@ func handlePoolList(st poolStore) httpapi.HandlerFunc {
 	}
 }
 
-// handlePoolGet returns one pool.
+// HandlePoolGet returns one pool.
 //
 //	@Summary		Get a warm pool
 //	@Description	The pool with its size (live unclaimed members) and ready (members ready to claim).
@@ -269,7 +270,7 @@ func handlePoolList(st poolStore) httpapi.HandlerFunc {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/pools/{name} [get]
-func handlePoolGet(st poolStore) httpapi.HandlerFunc {
+func HandlePoolGet(st PoolStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		name, err := poolName(c)
 		if err != nil {
@@ -286,7 +287,7 @@ func handlePoolGet(st poolStore) httpapi.HandlerFunc {
 	}
 }
 
-// handlePoolUpdate changes a pool's sizes.
+// HandlePoolUpdate changes a pool's sizes.
 //
 //	@Summary		Resize a warm pool
 //	@Description	Changes min_ready and max_size. Lowering max_size below the pool's size ends the surplus unclaimed members at once (reason pool_shrunk), those not yet ready first; raising min_ready is filled by the refiller within an interval. Claimed members are their owners' and are never touched.
@@ -310,7 +311,7 @@ func handlePoolGet(st poolStore) httpapi.HandlerFunc {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/pools/{name} [patch]
-func handlePoolUpdate(st poolStore) httpapi.HandlerFunc {
+func HandlePoolUpdate(st PoolStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		name, err := poolName(c)
 		if err != nil {
@@ -343,7 +344,7 @@ func ptrOr(p *int, def int) int {
 	return *p
 }
 
-// handlePoolDelete deletes a pool.
+// HandlePoolDelete deletes a pool.
 //
 //	@Summary		Delete a warm pool
 //	@Description	Deletes the pool and ends its unclaimed members at once (reason pool_deleted); Tether then releases them. Claimed members are their owners' and live on.
@@ -364,7 +365,7 @@ func ptrOr(p *int, def int) int {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/pools/{name} [delete]
-func handlePoolDelete(st poolStore) httpapi.HandlerFunc {
+func HandlePoolDelete(st PoolStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		name, err := poolName(c)
 		if err != nil {

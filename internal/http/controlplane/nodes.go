@@ -1,4 +1,4 @@
-package http
+package controlplane
 
 import (
 	"context"
@@ -32,12 +32,12 @@ type NodeList struct {
 	Items []Node `json:"items"`
 } // @name NodeList
 
-// nodeLister lists the nodes with a tenant's sandbox counts.
-type nodeLister interface {
+// NodeLister lists the nodes with a tenant's sandbox counts.
+type NodeLister interface {
 	Nodes(ctx context.Context, tenant string) ([]sandbox.Node, error)
 }
 
-// handleNodeList lists the nodes.
+// HandleNodeList lists the nodes.
 //
 //	@Summary		List nodes
 //	@Description	The nodes (hosts) Tether replicas run on, alive or not, by id. A sandbox of a host-bound provider (local) lives on one node (its `node` field); a node whose heartbeat lapses past NODE_GRACE is dead, and its ready sandboxes end with reason lost. Counts are of the caller's tenant's sandboxes. Nodes' addresses are not shown.
@@ -56,7 +56,7 @@ type nodeLister interface {
 //	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/nodes [get]
-func handleNodeList(st nodeLister) httpapi.HandlerFunc {
+func HandleNodeList(st NodeLister) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c); err != nil {
 			return err

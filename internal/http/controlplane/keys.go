@@ -1,4 +1,4 @@
-package http
+package controlplane
 
 import (
 	"context"
@@ -51,7 +51,8 @@ type CreatedAPIKey struct {
 	Secret string `json:"secret" example:"tk_3q8x2Kp0Vw7mZr5Tn1Yb9Lc4Hd6Gf0Js2Ea8Uo3Wi5"`
 } // @name CreatedAPIKey
 
-type keyStore interface {
+// KeyStore is what the key handlers need of the store.
+type KeyStore interface {
 	// MintAPIKey and RevokeAPIKey check the asking key in the database
 	// (UNAUTHENTICATED if revoked, FORBIDDEN without manage_keys);
 	// MintAPIKey also the tenant's cap (QUOTA_EXCEEDED).
@@ -83,7 +84,7 @@ func validKeyID(id string) bool {
 	return true
 }
 
-// handleKeyCreate makes an API key for the caller's tenant.
+// HandleKeyCreate makes an API key for the caller's tenant.
 //
 //	@Summary		Create an API key
 //	@Description	Makes a new API key for the tenant of the key that asks, and returns it with its secret: the only time the secret is shown (Tether keeps its hash). Only a key with manage_keys may (operators' keys have it; a key made here has it only if asked for); the asking key is checked in the database, so a key revoked a moment ago cannot mint one within the auth cache's window. The new key records which key made it (created_by). A tenant holds at most TENANT_MAX_KEYS keys that are not revoked. To rotate a key: create one, hand it out, then revoke the old one.
@@ -107,7 +108,7 @@ func validKeyID(id string) bool {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/keys [post]
-func handleKeyCreate(cfg httpapi.Config, st keyStore) httpapi.HandlerFunc {
+func HandleKeyCreate(cfg httpapi.Config, st KeyStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
@@ -134,7 +135,7 @@ func handleKeyCreate(cfg httpapi.Config, st keyStore) httpapi.HandlerFunc {
 	}
 }
 
-// handleKeyList lists the tenant's API keys.
+// HandleKeyList lists the tenant's API keys.
 //
 //	@Summary		List API keys
 //	@Description	Every API key of the tenant of the key that asks, revoked ones included, oldest first, without their secrets. Not paged: a tenant has few keys.
@@ -153,7 +154,7 @@ func handleKeyCreate(cfg httpapi.Config, st keyStore) httpapi.HandlerFunc {
 //	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/keys [get]
-func handleKeyList(st keyStore) httpapi.HandlerFunc {
+func HandleKeyList(st KeyStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
@@ -170,7 +171,7 @@ func handleKeyList(st keyStore) httpapi.HandlerFunc {
 	}
 }
 
-// handleKeyRevoke revokes an API key.
+// HandleKeyRevoke revokes an API key.
 //
 //	@Summary		Revoke an API key
 //	@Description	The key stops working within AUTH_CACHE_TTL (10 s by default: replicas that used it recently remember it that long) for most routes, and at once for key management; it stays listed with its revoked_at. A key may revoke itself; revoking another key takes manage_keys. Idempotent: revoking a revoked key returns it unchanged. A key of another tenant is 404.
@@ -192,7 +193,7 @@ func handleKeyList(st keyStore) httpapi.HandlerFunc {
 //	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/keys/{id} [delete]
-func handleKeyRevoke(st keyStore) httpapi.HandlerFunc {
+func HandleKeyRevoke(st KeyStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		id := c.Param("id")
 		if !validKeyID(id) {

@@ -1,4 +1,4 @@
-package http
+package controlplane
 
 import (
 	"maps"
@@ -20,7 +20,8 @@ type poolMetrics struct {
 	latency *prometheus.HistogramVec
 }
 
-func newPoolMetrics(reg prometheus.Registerer) *poolMetrics {
+// NewPoolMetrics registers the pool claim metrics on reg.
+func NewPoolMetrics(reg prometheus.Registerer) *poolMetrics {
 	m := &poolMetrics{
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_pool_claims_total",
@@ -82,7 +83,7 @@ func validateClaim(cfg httpapi.Config, req *CreateSandboxRequest) (sandbox.Claim
 // key answers what the first request got (200). Only the fallback passes
 // the create quotas q: a claimed member was counted against the tenant's
 // live-sandbox cap when it was requested, and moves without a new one.
-func claimFromPool(c *gin.Context, cfg httpapi.Config, st sandboxCreator, providers map[string]sandbox.Provider, q *httpapi.Quotas, pm *poolMetrics, req *CreateSandboxRequest) error {
+func claimFromPool(c *gin.Context, cfg httpapi.Config, st SandboxCreator, providers map[string]sandbox.Provider, q *httpapi.Quotas, pm *poolMetrics, req *CreateSandboxRequest) error {
 	p, err := validateClaim(cfg, req)
 	if err != nil {
 		return err

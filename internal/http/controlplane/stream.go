@@ -1,4 +1,4 @@
-package http
+package controlplane
 
 import (
 	"context"
@@ -23,7 +23,8 @@ const (
 	streamHeartbeat = 15 * time.Second
 )
 
-type eventStreamer interface {
+// EventStreamer is what the event stream needs of the store.
+type EventStreamer interface {
 	StreamStart(ctx context.Context) (sandbox.StreamPosition, error)
 	StreamEvents(ctx context.Context, tenant string, after sandbox.StreamPosition, limit int) ([]sandbox.StreamedEvent, error)
 }
@@ -33,14 +34,19 @@ type allChanges interface {
 	Subscribe() (<-chan sandbox.Change, func())
 }
 
-// streamSlots counts the open streams of each tenant.
-type streamSlots struct {
+// StreamSlots counts the open streams of each tenant.
+type StreamSlots struct {
 	max int
 	mu  sync.Mutex
 	n   map[string]int
 }
 
-func (s *streamSlots) take(tenant string) bool {
+// NewStreamSlots allows each tenant max open streams.
+func NewStreamSlots(max int) *StreamSlots {
+	return &StreamSlots{max: max, n: map[string]int{}}
+}
+
+func (s *StreamSlots) take(tenant string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.n[tenant] >= s.max {
@@ -50,7 +56,7 @@ func (s *streamSlots) take(tenant string) bool {
 	return true
 }
 
-func (s *streamSlots) give(tenant string) {
+func (s *StreamSlots) give(tenant string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.n[tenant]--
@@ -74,7 +80,7 @@ func parsePosition(s string) (sandbox.StreamPosition, error) {
 	return p, nil
 }
 
-// handleEventStream streams the tenant's events as they happen.
+// HandleEventStream streams the tenant's events as they happen.
 //
 //	@Summary		Follow the tenant's events live
 //	@Description	Server-Sent Events: each of the tenant's events as an `event` whose `id` is its stream position and whose data is the Event. Resume after a disconnect with the Last-Event-ID header (or the cursor parameter) set to the last id received: the stream never skips an event and never repeats one, even when transactions commit out of id order. Its order is by transaction, then event id (each sandbox's events in their order). Without a position the stream starts now. A comment line every 15 s keeps idle connections open. A tenant may hold a bounded number of streams at once (429 past it).
@@ -95,7 +101,7 @@ func parsePosition(s string) (sandbox.StreamPosition, error) {
 //	@Header			all				{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/events/stream [get]
-func handleEventStream(st eventStreamer, changes httpapi.ChangeSubscriber, slots *streamSlots, draining context.Context) httpapi.HandlerFunc {
+func HandleEventStream(st EventStreamer, changes httpapi.ChangeSubscriber, slots *StreamSlots, draining context.Context) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c, "cursor"); err != nil {
 			return err
@@ -129,7 +135,7 @@ func handleEventStream(st eventStreamer, changes httpapi.ChangeSubscriber, slots
 
 // streamFrom is the position a stream starts after: the cursor parameter,
 // else the Last-Event-ID header, else now.
-func streamFrom(c *gin.Context, st eventStreamer) (sandbox.StreamPosition, error) {
+func streamFrom(c *gin.Context, st EventStreamer) (sandbox.StreamPosition, error) {
 	raw := c.GetHeader("Last-Event-ID")
 	if cur, ok := c.GetQuery("cursor"); ok {
 		raw = cur
@@ -144,7 +150,7 @@ func streamFrom(c *gin.Context, st eventStreamer) (sandbox.StreamPosition, error
 // written to c.
 type eventStream struct {
 	c      *gin.Context
-	st     eventStreamer
+	st     EventStreamer
 	tenant string
 	pos    sandbox.StreamPosition
 }

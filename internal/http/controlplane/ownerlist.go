@@ -1,4 +1,4 @@
-package http
+package controlplane
 
 import (
 	"context"
@@ -30,11 +30,12 @@ type OwnerList struct {
 	NextCursor *string `json:"next_cursor" extensions:"x-nullable" example:"agent-42"`
 } // @name OwnerList
 
-type ownerLister interface {
+// OwnerLister is what the owner list needs of the store.
+type OwnerLister interface {
 	ListOwners(ctx context.Context, tenant, after string, limit int) ([]sandbox.Owner, error)
 }
 
-// handleOwnerList lists the tenant's owners.
+// HandleOwnerList lists the tenant's owners.
 //
 //	@Summary		List owners
 //	@Description	The tenant's owners by name, each with its lease (alive or lapsed) and how many of its sandboxes have not ended. Page with cursor (next_cursor of the previous page).
@@ -55,7 +56,7 @@ type ownerLister interface {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/owners [get]
-func handleOwnerList(st ownerLister) httpapi.HandlerFunc {
+func HandleOwnerList(st OwnerLister) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c, "limit", "cursor"); err != nil {
 			return err

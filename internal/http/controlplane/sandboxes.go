@@ -1,4 +1,4 @@
-package http
+package controlplane
 
 import (
 	"bytes"
@@ -144,22 +144,25 @@ type SandboxList struct {
 	NextCursor *string `json:"next_cursor" extensions:"x-nullable" example:"MTc2NzM2NjI0NTEyMzQ1NnxzYnhfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o"`
 } // @name SandboxList
 
-type sandboxCreator interface {
+// SandboxCreator is what a create (and a pool claim) needs of the store.
+type SandboxCreator interface {
 	outageSettler
 	poolClaimer
 	CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sandbox.Sandbox, bool, error)
 	GetSnapshot(ctx context.Context, tenant, id string) (sandbox.Snapshot, error)
 }
 
-type sandboxLister interface {
+// SandboxLister is what the sandbox list needs of the store.
+type SandboxLister interface {
 	ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sandbox.Sandbox, *sandbox.Cursor, error)
 }
 
-type sandboxEnder interface {
+// SandboxEnder is what an end (DELETE) needs of the store.
+type SandboxEnder interface {
 	EndSandbox(ctx context.Context, tenant, id string, reason sandbox.Reason, actor sandbox.Actor, by sandbox.Caller, message string) (sandbox.Sandbox, bool, error)
 }
 
-// handleSandboxCreate requests a sandbox.
+// HandleSandboxCreate requests a sandbox.
 //
 //	@Summary		Request a sandbox
 //	@Description	Records the request and returns at once with the sandbox in state requested; an executor creates it asynchronously. With an Idempotency-Key (or a client-chosen id, which then serves as the key), repeating the same request returns the same sandbox (200) and a different request with the same key is 409 IDEMPOTENCY_KEY_REUSED. With pool, a ready member of that warm pool is claimed instead, in one statement, and returned ready (201): it moves from the pool's owner to owner (an owner_transferred event), and labels and ttl_seconds apply; with no member ready, a sandbox like the pool's members is requested (202), or with pool_only the answer is 409 POOL_EMPTY.
@@ -190,7 +193,7 @@ type sandboxEnder interface {
 //	@Header			all				{string}	X-Request-ID			"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes [post]
-func handleSandboxCreate(cfg httpapi.Config, st sandboxCreator, providers map[string]sandbox.Provider, q *httpapi.Quotas, pm *poolMetrics) httpapi.HandlerFunc {
+func HandleSandboxCreate(cfg httpapi.Config, st SandboxCreator, providers map[string]sandbox.Provider, q *httpapi.Quotas, pm *poolMetrics) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		var req CreateSandboxRequest
 		if err := httpapi.DecodeJSON(c, &req); err != nil {
@@ -230,7 +233,7 @@ func handleSandboxCreate(cfg httpapi.Config, st sandboxCreator, providers map[st
 }
 
 // createSandbox records the validated create p and answers it.
-func createSandbox(c *gin.Context, st sandboxCreator, p sandbox.CreateParams) error {
+func createSandbox(c *gin.Context, st SandboxCreator, p sandbox.CreateParams) error {
 	if p.Owner != "" {
 		// The owner's lease is judged: credit an outage first.
 		if err := st.SettleOutage(c.Request.Context()); err != nil {
@@ -394,7 +397,7 @@ func resolveTTL(cfg httpapi.Config, seconds *int64, hasOwner bool) (time.Duratio
 	return time.Duration(*seconds) * time.Second, nil
 }
 
-// handleSandboxGet returns one sandbox, optionally waiting for it to settle.
+// HandleSandboxGet returns one sandbox, optionally waiting for it to settle.
 //
 //	@Summary		Get a sandbox
 //	@Description	With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer requested, creating, pausing or resuming, or the wait ends, and returns it as it is then. With until=released, waits instead until its resources are confirmed released.
@@ -417,7 +420,7 @@ func resolveTTL(cfg httpapi.Config, seconds *int64, hasOwner bool) (time.Duratio
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id} [get]
-func handleSandboxGet(cfg httpapi.Config, st httpapi.SandboxGetter, changes httpapi.ChangeSubscriber, draining context.Context) httpapi.HandlerFunc {
+func HandleSandboxGet(cfg httpapi.Config, st httpapi.SandboxGetter, changes httpapi.ChangeSubscriber, draining context.Context) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		id, err := httpapi.SandboxID(c)
 		if err != nil {
@@ -617,7 +620,7 @@ func parseLabelFilter(filters []string) (map[string]string, error) {
 	return labels, nil
 }
 
-// handleSandboxList lists the tenant's sandboxes.
+// HandleSandboxList lists the tenant's sandboxes.
 //
 //	@Summary		List sandboxes
 //	@Description	Newest first, with keyset pagination: pass next_cursor back as cursor for the next page. Filters combine with AND.
@@ -646,7 +649,7 @@ func parseLabelFilter(filters []string) (map[string]string, error) {
 //	@Header			all				{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes [get]
-func handleSandboxList(st sandboxLister) httpapi.HandlerFunc {
+func HandleSandboxList(st SandboxLister) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c, "state", "reason", "owner", "provider", "label", "created_after", "created_before", "released", "limit", "cursor"); err != nil {
 			return err
@@ -677,7 +680,7 @@ func handleSandboxList(st sandboxLister) httpapi.HandlerFunc {
 	}
 }
 
-// handleSandboxDelete cancels or terminates a sandbox.
+// HandleSandboxDelete cancels or terminates a sandbox.
 //
 //	@Summary		Cancel or terminate a sandbox
 //	@Description	A requested or creating sandbox is cancelled, a ready one terminated (reason requested); Tether then releases whatever the provider holds, and released turns true. Idempotent: 202 when this call ended the sandbox, 200 when it had already ended.
@@ -699,7 +702,7 @@ func handleSandboxList(st sandboxLister) httpapi.HandlerFunc {
 //	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id} [delete]
-func handleSandboxDelete(st sandboxEnder) httpapi.HandlerFunc {
+func HandleSandboxDelete(st SandboxEnder) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		id, err := httpapi.SandboxID(c)
 		if err != nil {

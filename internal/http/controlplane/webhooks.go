@@ -1,4 +1,4 @@
-package http
+package controlplane
 
 import (
 	"context"
@@ -117,7 +117,8 @@ type ReplayWebhookRequest struct {
 	FromDeliveryID string `json:"from_delivery_id,omitempty" example:"whd_m2q7x3w4r6t2vzk5"`
 } // @name ReplayWebhookRequest
 
-type webhookStore interface {
+// WebhookStore is what the webhook handlers need of the store.
+type WebhookStore interface {
 	// CreateWebhook, DeleteWebhook and ReplayWebhook check the asking key
 	// in the database (UNAUTHENTICATED if revoked, FORBIDDEN without
 	// manage_keys); CreateWebhook also the tenant's cap (QUOTA_EXCEEDED).
@@ -237,7 +238,7 @@ func parseFilter(req *WebhookFilterRequest) (webhook.Filter, error) {
 	return f, nil
 }
 
-// handleWebhookCreate registers a webhook endpoint for the caller's tenant.
+// HandleWebhookCreate registers a webhook endpoint for the caller's tenant.
 //
 //	@Summary		Create a webhook endpoint
 //	@Description	Registers a URL that the tenant's events are POSTed to from now on, signed with a new secret that this response shows once (see docs/webhooks.md for the payload, the Tether-Signature header, retries and ordering). Takes an API key with manage_keys. The URL is refused (403 FORBIDDEN) when its host is, or resolves to, a loopback, private, link-local, metadata, multicast or unspecified address, unless the operator set WEBHOOK_ALLOW_PRIVATE; deliveries check the address they connect to again. A tenant holds at most WEBHOOK_MAX_ENDPOINTS endpoints.
@@ -261,7 +262,7 @@ func parseFilter(req *WebhookFilterRequest) (webhook.Filter, error) {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/webhooks [post]
-func handleWebhookCreate(cfg httpapi.Config, st webhookStore, guard webhook.Guard) httpapi.HandlerFunc {
+func HandleWebhookCreate(cfg httpapi.Config, st WebhookStore, guard webhook.Guard) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
@@ -299,7 +300,7 @@ func handleWebhookCreate(cfg httpapi.Config, st webhookStore, guard webhook.Guar
 	}
 }
 
-// handleWebhookList lists the tenant's webhook endpoints.
+// HandleWebhookList lists the tenant's webhook endpoints.
 //
 //	@Summary		List webhook endpoints
 //	@Description	Every webhook endpoint of the tenant, oldest first, without their secrets. Not paged: a tenant has at most WEBHOOK_MAX_ENDPOINTS. Takes an API key with manage_keys.
@@ -319,7 +320,7 @@ func handleWebhookCreate(cfg httpapi.Config, st webhookStore, guard webhook.Guar
 //	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/webhooks [get]
-func handleWebhookList(st webhookStore) httpapi.HandlerFunc {
+func HandleWebhookList(st WebhookStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
@@ -339,7 +340,7 @@ func handleWebhookList(st webhookStore) httpapi.HandlerFunc {
 	}
 }
 
-// handleWebhookGet returns one webhook endpoint.
+// HandleWebhookGet returns one webhook endpoint.
 //
 //	@Summary		Get a webhook endpoint
 //	@Description	The endpoint, without its secret: its state (failing once retries ran out) and the stream position delivered through. Takes an API key with manage_keys. Another tenant's endpoint is 404.
@@ -361,7 +362,7 @@ func handleWebhookList(st webhookStore) httpapi.HandlerFunc {
 //	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/webhooks/{id} [get]
-func handleWebhookGet(st webhookStore) httpapi.HandlerFunc {
+func HandleWebhookGet(st WebhookStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		id, err := webhookFromPath(c)
 		if err != nil {
@@ -382,7 +383,7 @@ func webhookNotFound(err error, id string) error {
 	return err
 }
 
-// handleWebhookDelete deletes a webhook endpoint.
+// HandleWebhookDelete deletes a webhook endpoint.
 //
 //	@Summary		Delete a webhook endpoint
 //	@Description	Deletes the endpoint and its delivery history; nothing more is sent to it (an attempt in flight finishes, and is not recorded). Takes an API key with manage_keys. Another tenant's endpoint, or one deleted already, is 404.
@@ -404,7 +405,7 @@ func webhookNotFound(err error, id string) error {
 //	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/webhooks/{id} [delete]
-func handleWebhookDelete(st webhookStore) httpapi.HandlerFunc {
+func HandleWebhookDelete(st WebhookStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		id, err := webhookFromPath(c)
 		if err != nil {
@@ -418,7 +419,7 @@ func handleWebhookDelete(st webhookStore) httpapi.HandlerFunc {
 	}
 }
 
-// handleWebhookDeliveries returns an endpoint's delivery history.
+// HandleWebhookDeliveries returns an endpoint's delivery history.
 //
 //	@Summary		A webhook endpoint's deliveries
 //	@Description	The endpoint's deliveries, newest first: each one's status, attempts, the receiver's last status, the last error and the next attempt. Page with cursor (next_cursor of the previous page). Takes an API key with manage_keys.
@@ -442,7 +443,7 @@ func handleWebhookDelete(st webhookStore) httpapi.HandlerFunc {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/webhooks/{id}/deliveries [get]
-func handleWebhookDeliveries(st webhookStore) httpapi.HandlerFunc {
+func HandleWebhookDeliveries(st WebhookStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		id, err := webhookFromPath(c, "limit", "cursor")
 		if err != nil {
@@ -480,7 +481,7 @@ func handleWebhookDeliveries(st webhookStore) httpapi.HandlerFunc {
 	}
 }
 
-// handleWebhookReplay re-enables an endpoint and replays events to it.
+// HandleWebhookReplay re-enables an endpoint and replays events to it.
 //
 //	@Summary		Replay a webhook endpoint
 //	@Description	Makes the endpoint active again (a failing one included) and moves its cursor: to just before an event (from_event_id) or a delivery's first event (from_delivery_id), or, with neither, where deliveries stopped (the failed delivery's events are sent again). A pending delivery is cancelled. The events from there are delivered again in order, in new deliveries with new ids: receivers that dedupe across replays do so by event id. Takes an API key with manage_keys.
@@ -505,7 +506,7 @@ func handleWebhookDeliveries(st webhookStore) httpapi.HandlerFunc {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/webhooks/{id}/replay [post]
-func handleWebhookReplay(st webhookStore) httpapi.HandlerFunc {
+func HandleWebhookReplay(st WebhookStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		id, err := webhookFromPath(c)
 		if err != nil {

@@ -1,4 +1,4 @@
-package http
+package controlplane
 
 import (
 	"context"
@@ -40,7 +40,8 @@ type EventList struct {
 	NextCursor *string `json:"next_cursor" extensions:"x-nullable" example:"42"`
 } // @name EventList
 
-type eventLister interface {
+// EventLister is what the events pages need of the store.
+type EventLister interface {
 	httpapi.SandboxGetter
 	SandboxEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]sandbox.Event, error)
 	TenantEvents(ctx context.Context, tenant string, after int64, limit int) ([]sandbox.Event, error)
@@ -66,7 +67,7 @@ func toEventList(events []sandbox.Event, limit int) EventList {
 	return out
 }
 
-// handleSandboxEvents returns a sandbox's history.
+// HandleSandboxEvents returns a sandbox's history.
 //
 //	@Summary		A sandbox's event history
 //	@Description	Every transition of the sandbox, oldest first. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last event seen).
@@ -90,7 +91,7 @@ func toEventList(events []sandbox.Event, limit int) EventList {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/events [get]
-func handleSandboxEvents(st eventLister) httpapi.HandlerFunc {
+func HandleSandboxEvents(st EventLister) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		events, limit, err := httpapi.SandboxPage(c, st, st.SandboxEvents)
 		if err != nil {
@@ -100,7 +101,7 @@ func handleSandboxEvents(st eventLister) httpapi.HandlerFunc {
 	}
 }
 
-// handleEvents returns the tenant's event feed.
+// HandleEvents returns the tenant's event feed.
 //
 //	@Summary		The tenant's event feed
 //	@Description	Every transition of every sandbox of the tenant, oldest first, for ops tooling. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last event seen); poll with the last id seen to follow the feed.
@@ -122,7 +123,7 @@ func handleSandboxEvents(st eventLister) httpapi.HandlerFunc {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/events [get]
-func handleEvents(st eventLister) httpapi.HandlerFunc {
+func HandleEvents(st EventLister) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		after, limit, err := httpapi.ParseEventPage(c)
 		if err != nil {

@@ -1,4 +1,4 @@
-package http
+package controlplane
 
 import (
 	"context"
@@ -11,13 +11,14 @@ import (
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
-type sandboxPauser interface {
+// SandboxPauser is what pause and resume needs of the store.
+type SandboxPauser interface {
 	httpapi.SandboxGetter
 	RequestPause(ctx context.Context, tenant, id string, timeout time.Duration, by sandbox.Caller) (sandbox.Sandbox, bool, error)
 	RequestResume(ctx context.Context, tenant, id string, timeout time.Duration, by sandbox.Caller) (sandbox.Sandbox, bool, error)
 }
 
-// handleSandboxPause asks for a ready sandbox to be paused.
+// HandleSandboxPause asks for a ready sandbox to be paused.
 //
 //	@Summary		Pause a sandbox
 //	@Description	Moves a ready sandbox to pausing; an executor then pauses it at the provider (its processes stop, keeping their memory and files) and it becomes paused. Idempotent: 202 when this call started the pause, 200 when the sandbox was already pausing or paused. A refused pause goes back to ready with the refusal in error; one not done within the server's pause timeout fails the sandbox (reason pause_failed). With wait (a Go duration such as 30s, at most the server's max wait), blocks until the sandbox is no longer pausing, or the wait ends. A paused sandbox keeps its owner and its TTL, which keeps running; exec and files on it are 409 SANDBOX_STATE_CONFLICT.
@@ -42,11 +43,11 @@ type sandboxPauser interface {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/pause [post]
-func handleSandboxPause(cfg httpapi.Config, st sandboxPauser, changes httpapi.ChangeSubscriber, draining context.Context, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleSandboxPause(cfg httpapi.Config, st SandboxPauser, changes httpapi.ChangeSubscriber, draining context.Context, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return handleTransition(cfg, st, changes, draining, providers, "pause")
 }
 
-// handleSandboxResume asks for a paused sandbox to be resumed.
+// HandleSandboxResume asks for a paused sandbox to be resumed.
 //
 //	@Summary		Resume a sandbox
 //	@Description	Moves a paused sandbox to resuming; an executor then resumes it at the provider, and it is ready again with its processes, memory and files as they were. Idempotent: 202 when this call started the resume, 200 when the sandbox was already resuming or ready. A refused resume goes back to paused with the refusal in error; one not done within the server's pause timeout fails the sandbox (reason resume_failed). With wait, blocks until the sandbox is no longer resuming, or the wait ends.
@@ -71,12 +72,12 @@ func handleSandboxPause(cfg httpapi.Config, st sandboxPauser, changes httpapi.Ch
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/resume [post]
-func handleSandboxResume(cfg httpapi.Config, st sandboxPauser, changes httpapi.ChangeSubscriber, draining context.Context, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleSandboxResume(cfg httpapi.Config, st SandboxPauser, changes httpapi.ChangeSubscriber, draining context.Context, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return handleTransition(cfg, st, changes, draining, providers, "resume")
 }
 
 // handleTransition is the pause handler, or (op "resume") the resume one.
-func handleTransition(cfg httpapi.Config, st sandboxPauser, changes httpapi.ChangeSubscriber, draining context.Context, providers map[string]sandbox.Provider, op string) httpapi.HandlerFunc {
+func handleTransition(cfg httpapi.Config, st SandboxPauser, changes httpapi.ChangeSubscriber, draining context.Context, providers map[string]sandbox.Provider, op string) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		request := st.RequestPause
 		if op == "resume" {

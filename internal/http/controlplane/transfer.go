@@ -1,4 +1,4 @@
-package http
+package controlplane
 
 import (
 	"context"
@@ -17,12 +17,13 @@ type OwnerRequest struct {
 	Owner string `json:"owner" example:"agent-43"`
 } // @name OwnerRequest
 
-type ownerTransferrer interface {
+// OwnerTransferrer is what an owner transfer needs of the store.
+type OwnerTransferrer interface {
 	outageSettler
 	TransferOwner(ctx context.Context, tenant, id, owner string, ttl time.Duration, by sandbox.Caller) (sandbox.Sandbox, error)
 }
 
-// handleSandboxOwner hands a sandbox to another owner.
+// HandleSandboxOwner hands a sandbox to another owner.
 //
 //	@Summary		Transfer a sandbox to another owner
 //	@Description	Makes owner the sandbox's owner, so that a new process can adopt a sandbox its predecessor created: the sandbox then lives as long as the new owner's lease, which starts with the default owner TTL if the owner has none live. A sandbox has one owner at a time; the change is recorded as an event (reason owner_transferred). Naming the current owner changes nothing. A sandbox that has ended is 409 SANDBOX_STATE_CONFLICT with its state.
@@ -47,7 +48,7 @@ type ownerTransferrer interface {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/owner [put]
-func handleSandboxOwner(cfg httpapi.Config, st ownerTransferrer) httpapi.HandlerFunc {
+func HandleSandboxOwner(cfg httpapi.Config, st OwnerTransferrer) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		id, err := httpapi.SandboxID(c)
 		if err != nil {

@@ -1,4 +1,4 @@
-package http
+package controlplane
 
 import (
 	"context"
@@ -32,11 +32,12 @@ type ReconcileEventList struct {
 	NextCursor *string `json:"next_cursor" extensions:"x-nullable" example:"7"`
 } // @name ReconcileEventList
 
-type reconcileLister interface {
+// ReconcileLister is what the reconcile events page needs of the store.
+type ReconcileLister interface {
 	ReconcileEvents(ctx context.Context, tenant string, after int64, limit int) ([]sandbox.ReconcileEvent, error)
 }
 
-// handleReconcileEvents returns what reconciliation found among the
+// HandleReconcileEvents returns what reconciliation found among the
 // tenant's sandboxes.
 //
 //	@Summary		What reconciliation found
@@ -59,7 +60,7 @@ type reconcileLister interface {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/reconcile-events [get]
-func handleReconcileEvents(st reconcileLister) httpapi.HandlerFunc {
+func HandleReconcileEvents(st ReconcileLister) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		after, limit, err := httpapi.ParseEventPage(c)
 		if err != nil {

@@ -1,4 +1,4 @@
-package http
+package controlplane
 
 import (
 	"context"
@@ -51,7 +51,8 @@ func toSnapshot(sn sandbox.Snapshot) Snapshot {
 	}
 }
 
-type snapshotStore interface {
+// SnapshotStore is what the snapshot handlers need of the store.
+type SnapshotStore interface {
 	RequestSnapshot(ctx context.Context, r sandbox.SnapshotRequest) (sandbox.Snapshot, error)
 	GetSnapshot(ctx context.Context, tenant, id string) (sandbox.Snapshot, error)
 	ListSnapshots(ctx context.Context, f sandbox.SnapshotFilter) ([]sandbox.Snapshot, *sandbox.Cursor, error)
@@ -65,14 +66,14 @@ type snapshotGetter interface {
 // snapshotCreator is what the snapshot request needs.
 type snapshotCreator interface {
 	httpapi.SandboxGetter
-	snapshotStore
+	SnapshotStore
 }
 
 // snapshotPoll is how often a ?wait= on a snapshot re-reads it besides the
 // store's announcements.
 const snapshotPoll = time.Second
 
-// handleSnapshotCreate asks for a snapshot of a sandbox.
+// HandleSnapshotCreate asks for a snapshot of a sandbox.
 //
 //	@Summary		Snapshot a sandbox
 //	@Description	Records a snapshot of a ready or paused sandbox's /workspace, in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
@@ -97,7 +98,7 @@ const snapshotPoll = time.Second
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/snapshots [post]
-func handleSnapshotCreate(cfg httpapi.Config, st snapshotCreator, changes httpapi.ChangeSubscriber, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
+func HandleSnapshotCreate(cfg httpapi.Config, st snapshotCreator, changes httpapi.ChangeSubscriber, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		id, err := httpapi.SandboxID(c)
 		if err != nil {
@@ -149,7 +150,7 @@ func waitQuery(c *gin.Context, cfg httpapi.Config) (time.Duration, error) {
 // store announces a snapshot leaving creating (sandbox.SnapshotChanged), so
 // the answer comes at once; a slow poll backs up the announcements, which
 // are best effort.
-func awaitSnapshot(ctx context.Context, st snapshotStore, changes httpapi.ChangeSubscriber, draining context.Context, wait time.Duration, sn sandbox.Snapshot) (sandbox.Snapshot, error) {
+func awaitSnapshot(ctx context.Context, st SnapshotStore, changes httpapi.ChangeSubscriber, draining context.Context, wait time.Duration, sn sandbox.Snapshot) (sandbox.Snapshot, error) {
 	if wait <= 0 || sn.State != sandbox.SnapshotCreating {
 		return sn, nil
 	}
@@ -204,7 +205,7 @@ func snapshotNotFoundAs(err error, id string) error {
 	return err
 }
 
-// handleSnapshotGet returns one snapshot.
+// HandleSnapshotGet returns one snapshot.
 //
 //	@Summary		Get a snapshot
 //	@Description	Returns the snapshot, deleted ones included. With wait, blocks until it is no longer creating, or the wait ends.
@@ -226,7 +227,7 @@ func snapshotNotFoundAs(err error, id string) error {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/snapshots/{id} [get]
-func handleSnapshotGet(cfg httpapi.Config, st snapshotStore, changes httpapi.ChangeSubscriber, draining context.Context) httpapi.HandlerFunc {
+func HandleSnapshotGet(cfg httpapi.Config, st SnapshotStore, changes httpapi.ChangeSubscriber, draining context.Context) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		id, err := snapshotIDParam(c)
 		if err != nil {
@@ -247,7 +248,7 @@ func handleSnapshotGet(cfg httpapi.Config, st snapshotStore, changes httpapi.Cha
 	}
 }
 
-// handleSnapshotList lists the tenant's snapshots.
+// HandleSnapshotList lists the tenant's snapshots.
 //
 //	@Summary		List snapshots
 //	@Description	The tenant's snapshots that are not deleted, newest first, a page at a time; sandbox selects the snapshots of one sandbox.
@@ -269,7 +270,7 @@ func handleSnapshotGet(cfg httpapi.Config, st snapshotStore, changes httpapi.Cha
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/snapshots [get]
-func handleSnapshotList(st snapshotStore) httpapi.HandlerFunc {
+func HandleSnapshotList(st SnapshotStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c, "sandbox", "limit", "cursor"); err != nil {
 			return err
@@ -299,7 +300,7 @@ func handleSnapshotList(st snapshotStore) httpapi.HandlerFunc {
 	}
 }
 
-// handleSnapshotDelete deletes a snapshot.
+// HandleSnapshotDelete deletes a snapshot.
 //
 //	@Summary		Delete a snapshot
 //	@Description	Marks the snapshot deleted; its data at the provider is removed by the janitor's next reconciliation (or at once by the executor taking a creating one). A sandbox already started from it keeps its files. Idempotent: 202 when this call deleted it, 200 when it was deleted already.
@@ -321,7 +322,7 @@ func handleSnapshotList(st snapshotStore) httpapi.HandlerFunc {
 //	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/snapshots/{id} [delete]
-func handleSnapshotDelete(st snapshotStore) httpapi.HandlerFunc {
+func HandleSnapshotDelete(st SnapshotStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		id, err := snapshotIDParam(c)
 		if err != nil {

@@ -1,4 +1,4 @@
-package http
+package controlplane
 
 import (
 	"net/http"
@@ -54,7 +54,7 @@ type ProviderList struct {
 	Items []Provider `json:"items"`
 } // @name ProviderList
 
-// handleProviders lists the enabled providers.
+// HandleProviders lists the enabled providers.
 //
 //	@Summary		List providers
 //	@Description	The providers enabled on this server, the default first, with their capabilities, their images and whether each can create sandboxes on this host.
@@ -73,7 +73,7 @@ type ProviderList struct {
 //	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/providers [get]
-func handleProviders(providers []sandbox.Provider) httpapi.HandlerFunc {
+func HandleProviders(providers []sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c); err != nil {
 			return err

@@ -1,4 +1,4 @@
-package http
+package controlplane
 
 import (
 	"context"
@@ -54,13 +54,15 @@ type outageSettler interface {
 	SettleOutage(ctx context.Context) error
 }
 
-type ownerStore interface {
+// OwnerStore is what the owner lease handlers need of the store.
+type OwnerStore interface {
 	outageSettler
 	RenewOwnerLease(ctx context.Context, tenant, owner string, ttl time.Duration) (time.Time, error)
 	ReleaseOwner(ctx context.Context, tenant, owner string, by sandbox.Caller) ([]sandbox.Sandbox, error)
 }
 
-type sandboxRenewer interface {
+// SandboxRenewer is what a renew needs of the store.
+type SandboxRenewer interface {
 	RenewSandbox(ctx context.Context, tenant, id string, ttl, maxLifetime time.Duration) (sandbox.Sandbox, bool, error)
 }
 
@@ -88,7 +90,7 @@ func ownerParam(c *gin.Context) (string, error) {
 	return owner, nil
 }
 
-// handleOwnerLease renews an owner's lease.
+// HandleOwnerLease renews an owner's lease.
 //
 //	@Summary		Heartbeat an owner's lease
 //	@Description	The owner is alive until now+ttl_seconds. When the lease lapses, the janitor ends the owner's sandboxes (reason owner_expired). An owner comes into being when a create names it; an owner this tenant never named is 404. A heartbeat after the lease lapsed starts a new lease; the sandboxes that outlived the old one are ended.
@@ -112,7 +114,7 @@ func ownerParam(c *gin.Context) (string, error) {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/owners/{owner}/lease [put]
-func handleOwnerLease(cfg httpapi.Config, st ownerStore) httpapi.HandlerFunc {
+func HandleOwnerLease(cfg httpapi.Config, st OwnerStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		owner, err := ownerParam(c)
 		if err != nil {
@@ -137,7 +139,7 @@ func handleOwnerLease(cfg httpapi.Config, st ownerStore) httpapi.HandlerFunc {
 	}
 }
 
-// handleOwnerRelease ends an owner.
+// HandleOwnerRelease ends an owner.
 //
 //	@Summary		End an owner
 //	@Description	The owner is done: its lease ends and all its live sandboxes are cancelled or terminated with reason owner_released. Idempotent; an owner with no sandboxes is not an error.
@@ -157,7 +159,7 @@ func handleOwnerLease(cfg httpapi.Config, st ownerStore) httpapi.HandlerFunc {
 //	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/owners/{owner} [delete]
-func handleOwnerRelease(st ownerStore) httpapi.HandlerFunc {
+func HandleOwnerRelease(st OwnerStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		owner, err := ownerParam(c)
 		if err != nil {
@@ -175,7 +177,7 @@ func handleOwnerRelease(st ownerStore) httpapi.HandlerFunc {
 	}
 }
 
-// handleSandboxRenew moves a sandbox's deadline.
+// HandleSandboxRenew moves a sandbox's deadline.
 //
 //	@Summary		Renew a sandbox's TTL
 //	@Description	Sets the deadline to now+ttl_seconds, capped at the sandbox's creation plus the max lifetime (capped says so). Renewing a sandbox that has ended is 409 SANDBOX_STATE_CONFLICT.
@@ -200,7 +202,7 @@ func handleOwnerRelease(st ownerStore) httpapi.HandlerFunc {
 //	@Header			all		{string}	X-Request-ID			"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/renew [post]
-func handleSandboxRenew(cfg httpapi.Config, st sandboxRenewer) httpapi.HandlerFunc {
+func HandleSandboxRenew(cfg httpapi.Config, st SandboxRenewer) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		id, err := httpapi.SandboxID(c)
 		if err != nil {
