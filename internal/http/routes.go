@@ -136,14 +136,15 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg httpapi.Config, deps Deps) {
 	v1.GET("/webhooks/:id/deliveries", h(controlplane.HandleWebhookDeliveries(deps.Store)))
 	v1.POST("/webhooks/:id/replay", body, h(controlplane.HandleWebhookReplay(deps.Store)))
 	// Warm pools.
-	if !cfg.E2BDisabled { // E2B's protocol, a second face over /v1 (docs/e2b.md)
-		r.Any(e2b.Prefix+"/*path", gin.WrapH(e2b.New(e2b.Options{API: r, Providers: providers})))
-	}
 	v1.POST("/pools", body, h(controlplane.HandlePoolCreate(cfg, deps.Store, providers)))
 	v1.GET("/pools", h(controlplane.HandlePoolList(deps.Store)))
 	v1.GET("/pools/:name", h(controlplane.HandlePoolGet(deps.Store)))
 	v1.PATCH("/pools/:name", body, h(controlplane.HandlePoolUpdate(deps.Store)))
 	v1.DELETE("/pools/:name", h(controlplane.HandlePoolDelete(deps.Store)))
+	// E2B's protocol: a second face over /v1, under /e2b (docs/e2b.md).
+	if !cfg.E2BDisabled {
+		r.Any(e2b.Prefix+"/*path", gin.WrapH(e2b.New(e2b.Options{API: r, Providers: providers})))
+	}
 }
 
 // addPortRoutes adds the ports' routes (a sandbox's ports through the
