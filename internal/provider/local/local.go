@@ -220,25 +220,42 @@ func AllowHostNetwork(allow bool) Option {
 	return func(p *Provider) { p.hostNetwork = allow }
 }
 
+// stateDir makes the state folder, traversable but not readable by the
+// sandbox user, and keeps what Tether inherited out of every sandbox.
+func stateDir(dir string) (string, error) {
+	if dir == "" {
+		return "", errors.New("local: state directory not set")
+	}
+	// Go opens its own descriptors close-on-exec, but not the ones this
+	// process inherited (a lock file a wrapper such as flock(1) holds, a
+	// supervisor's socket): every sandbox process would get those. Mark
+	// them all close-on-exec before the first sandbox starts.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return "", fmt.Errorf("local: inherited descriptors: %w", err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("local: state directory: %w", err)
+	}
+	// Traversable, not readable, by the sandbox user: bwrap, which runs as
+	// that user, must reach each workspace, and no one else may list them.
+	if err := os.MkdirAll(abs, 0o711); err != nil {
+		return "", fmt.Errorf("local: state directory: %w", err)
+	}
+	if err := os.Chmod(abs, 0o711); err != nil {
+		return "", fmt.Errorf("local: state directory: %w", err)
+	}
+	return abs, nil
+}
+
 // New returns a provider keeping its sandboxes under dir. A host without
 // bubblewrap (or where it cannot create namespaces) still gets a provider:
 // it reports itself unavailable, with the reason, and refuses to create.
 // An image (WithImages) that cannot be used is an error.
 func New(dir string, opts ...Option) (*Provider, error) {
-	if dir == "" {
-		return nil, errors.New("local: state directory not set")
-	}
-	abs, err := filepath.Abs(dir)
+	abs, err := stateDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("local: state directory: %w", err)
-	}
-	// Traversable, not readable, by the sandbox user: bwrap, which runs as
-	// that user, must reach each workspace, and no one else may list them.
-	if err := os.MkdirAll(abs, 0o711); err != nil {
-		return nil, fmt.Errorf("local: state directory: %w", err)
-	}
-	if err := os.Chmod(abs, 0o711); err != nil {
-		return nil, fmt.Errorf("local: state directory: %w", err)
+		return nil, err
 	}
 	p := &Provider{dir: abs, maxSetup: 8 << 10, waiters: map[string]chan struct{}{},
 		limits:    Limits{Pids: DefaultPids, MemoryMB: DefaultMemoryMB, WorkspaceMB: DefaultWorkspaceMB, OpenFiles: DefaultOpenFiles},
