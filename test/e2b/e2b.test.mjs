@@ -203,3 +203,123 @@ test('errors: an unknown sandbox is 404, a bad body 400, a bad key 401', async (
     return true
   })
 })
+
+// until polls check every 50 ms until it is true, failing after ms.
+async function until(what, check, ms = 10_000) {
+  const deadline = Date.now() + ms
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+test('pause, and connect resumes: files and running processes are kept', async () => {
+  const sbx = await Sandbox.create({ timeoutMs: 120_000 })
+  try {
+    await sbx.files.write('/workspace/kept.txt', 'kept')
+    const bg = await sbx.commands.run('sleep 600', { background: true })
+    assert.equal(await sbx.pause(), true)
+    assert.equal(await sbx.pause(), false, 'a second pause is a 409, false')
+    assert.equal((await sbx.getInfo()).state, 'paused')
+    assert.equal((await v1('GET', `/v1/sandboxes/${sbx.sandboxId}`)).body.state, 'paused')
+    assert.equal(await sbx.isRunning(), false)
+    const paused = await Sandbox.list({ query: { state: ['paused'] } }).nextItems()
+    assert.ok(paused.some((s) => s.sandboxId === sbx.sandboxId))
+
+    const again = await Sandbox.connect(sbx.sandboxId, { timeoutMs: 300_000 })
+    assert.equal((await again.getInfo()).state, 'running')
+    assert.equal(await again.isRunning(), true)
+    assert.equal(await again.files.read('/workspace/kept.txt'), 'kept')
+    assert.ok((await again.commands.list()).some((p) => p.pid === bg.pid), 'the background process outlived the pause')
+    assert.equal((await again.commands.run('echo resumed')).stdout, 'resumed\n')
+    const end = new Date((await v1('GET', `/v1/sandboxes/${sbx.sandboxId}`)).body.expires_at)
+    assert.ok(end - Date.now() > 200_000, `connect lengthened the timeout to 300 s: ends ${end.toISOString()}`)
+
+    // Connect never shortens a timeout.
+    await Sandbox.connect(sbx.sandboxId, { timeoutMs: 10_000 })
+    const still = new Date((await v1('GET', `/v1/sandboxes/${sbx.sandboxId}`)).body.expires_at)
+    assert.ok(still >= end, `connect shortened the timeout: ${still.toISOString()} < ${end.toISOString()}`)
+
+    await assert.rejects(Sandbox.pause('sbx_00000000000000000000000000'), SandboxNotFoundError)
+  } finally {
+    await sbx.kill()
+  }
+  await assert.rejects(Sandbox.pause(sbx.sandboxId), SandboxNotFoundError)
+})
+
+test('refresh lengthens the timeout, never shortens it', async () => {
+  const sbx = await Sandbox.create({ timeoutMs: 30_000 })
+  const refresh = (id, body) =>
+    fetch(`${process.env.E2B_API_URL}/sandboxes/${id}/refreshes`, {
+      method: 'POST',
+      headers: { 'X-API-Key': key, 'Content-Type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    })
+  const expiry = async () => new Date((await v1('GET', `/v1/sandboxes/${sbx.sandboxId}`)).body.expires_at)
+  try {
+    const before = await expiry()
+    assert.equal((await refresh(sbx.sandboxId, { duration: 600 })).status, 204)
+    const after = await expiry()
+    assert.ok(after - before > 500_000, `${after.toISOString()} is not 600 s on`)
+    assert.equal((await refresh(sbx.sandboxId, { duration: 5 })).status, 204)
+    assert.equal((await expiry()).getTime(), after.getTime(), 'a shorter refresh changed nothing')
+    assert.equal((await refresh(sbx.sandboxId)).status, 204, 'a refresh without a body')
+    const bad = await refresh(sbx.sandboxId, { duration: 99999 })
+    assert.equal(bad.status, 400)
+    assert.equal((await bad.json()).code, 400)
+    assert.equal((await expiry()).getTime(), after.getTime(), 'a refused refresh wrote nothing')
+    assert.equal((await refresh('sbx_00000000000000000000000000', { duration: 60 })).status, 404)
+  } finally {
+    await sbx.kill()
+  }
+})
+
+test('a PTY: create, input, resize, kill', async () => {
+  const sbx = await Sandbox.create()
+  try {
+    let out = ''
+    const dec = new TextDecoder()
+    const term = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => (out += dec.decode(d)) })
+    assert.ok(term.pid > 0)
+    await sbx.pty.sendInput(term.pid, new TextEncoder().encode('stty size; echo "pty-$((6*7))"\n'))
+    await until('the terminal to answer', () => out.includes('pty-42'))
+    assert.match(out, /24 80/)
+    await sbx.pty.resize(term.pid, { cols: 120, rows: 40 })
+    await sbx.pty.sendInput(term.pid, new TextEncoder().encode('stty size\n'))
+    await until('the new size', () => out.includes('40 120'))
+    assert.ok((await sbx.commands.list()).some((p) => p.pid === term.pid))
+    assert.equal(await sbx.pty.kill(term.pid), true)
+    await assert.rejects(term.wait())
+    assert.equal(await sbx.pty.kill(term.pid), false, 'a killed PTY is not found')
+    await assert.rejects(sbx.pty.resize(999999, { cols: 10, rows: 10 }))
+    await assert.rejects(sbx.pty.sendInput(999999, new TextEncoder().encode('x')))
+  } finally {
+    await sbx.kill()
+  }
+})
+
+test('watch a folder: its changes stream, recursive or not, until stopped', async () => {
+  const sbx = await Sandbox.create()
+  try {
+    await sbx.files.makeDir('/workspace/w/sub')
+    const flat = []
+    const deep = []
+    const h1 = await sbx.files.watchDir('/workspace/w', (e) => flat.push(`${e.type}:${e.name}`))
+    const h2 = await sbx.files.watchDir('/workspace/w', (e) => deep.push(`${e.type}:${e.name}`), { recursive: true })
+    await sbx.files.write('/workspace/w/top.txt', 'x')
+    await sbx.files.write('/workspace/w/sub/low.txt', 'y')
+    await sbx.files.remove('/workspace/w/top.txt')
+    await until('the events', () => flat.includes('remove:top.txt') && deep.some((e) => e.endsWith(':sub/low.txt')))
+    assert.ok(flat.some((e) => e === 'create:top.txt' || e === 'write:top.txt'), JSON.stringify(flat))
+    assert.ok(!flat.some((e) => e.includes('low.txt')), `not recursive: ${JSON.stringify(flat)}`)
+    await h1.stop()
+    const seen = flat.length
+    await sbx.files.write('/workspace/w/after.txt', 'z')
+    await until('the recursive watch', () => deep.some((e) => e.endsWith(':after.txt')))
+    assert.equal(flat.length, seen, 'a stopped watch sends nothing')
+    await h2.stop()
+    await assert.rejects(sbx.files.watchDir('/workspace/missing', () => {}), NotFoundError)
+  } finally {
+    await sbx.kill()
+  }
+})
