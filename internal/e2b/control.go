@@ -87,6 +87,12 @@ func authed(h handler) http.Handler {
 			return
 		}
 		if err := h(w, r, key); err != nil {
+			if r.Context().Err() != nil {
+				// The caller went away: logged as nginx's 499, as /v1
+				// does; an answer would reach nobody.
+				w.WriteHeader(statusClientClosedRequest)
+				return
+			}
 			writeError(w, err)
 		}
 	})

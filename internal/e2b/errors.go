@@ -43,6 +43,10 @@ func fromV1(rep reply) error {
 	return &apiError{Status: rep.status, Message: msg}
 }
 
+// statusClientClosedRequest is the status logged for a request whose
+// caller went away before its answer; it is never sent.
+const statusClientClosedRequest = 499
+
 // errorBody is E2B's error: {"code": status, "message": "..."}.
 type errorBody struct {
 	Code    int    `json:"code"`

@@ -97,14 +97,15 @@ func (cp control) create(w http.ResponseWriter, r *http.Request, key string) err
 		}
 		return fromV1(rep)
 	}
-	var s v1Sandbox
-	if err := rep.decode(&s); err != nil {
+	var made v1Sandbox
+	if err := rep.decode(&made); err != nil {
 		return err
 	}
-	s, err = cp.awaitSettled(r.Context(), r, key, s.ID)
+	s, err := cp.awaitSettled(r.Context(), r, key, made.ID)
 	if err != nil {
 		if r.Context().Err() != nil {
-			cp.abandon(r, key, s.ID)
+			// The sandbox made, not the answer of the wait the caller cut.
+			cp.abandon(r, key, made.ID)
 		}
 		return err
 	}
