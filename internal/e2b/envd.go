@@ -31,12 +31,13 @@ const envdPort = "49983"
 type envd struct {
 	core      core
 	providers map[string]sandbox.Provider
+	watchers  *watchers
 }
 
 // envdRoutes is the daemon's route table, under EnvdPrefix: /health,
 // /files and the Connect services.
 func envdRoutes(c core, providers map[string]sandbox.Provider) http.Handler {
-	e := envd{core: c, providers: providers}
+	e := envd{core: c, providers: providers, watchers: newWatchers()}
 	m := http.NewServeMux()
 	m.HandleFunc("GET /health", e.health)
 	m.HandleFunc("GET /files", e.download)

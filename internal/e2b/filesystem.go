@@ -276,21 +276,3 @@ func (s filesystemService) WatchDir(ctx context.Context, req *connect.Request[pb
 	}
 	return rpcError(err)
 }
-
-// errNoWatchers answers the polled watchers' calls, not served yet.
-var errNoWatchers = connect.NewError(connect.CodeUnimplemented, errors.New("polled watchers are not served by Tether's E2B API yet; use WatchDir"))
-
-// CreateWatcher is not served yet.
-func (filesystemService) CreateWatcher(context.Context, *connect.Request[pb.CreateWatcherRequest]) (*connect.Response[pb.CreateWatcherResponse], error) {
-	return nil, errNoWatchers
-}
-
-// GetWatcherEvents is not served yet.
-func (filesystemService) GetWatcherEvents(context.Context, *connect.Request[pb.GetWatcherEventsRequest]) (*connect.Response[pb.GetWatcherEventsResponse], error) {
-	return nil, errNoWatchers
-}
-
-// RemoveWatcher is not served yet.
-func (filesystemService) RemoveWatcher(context.Context, *connect.Request[pb.RemoveWatcherRequest]) (*connect.Response[pb.RemoveWatcherResponse], error) {
-	return nil, errNoWatchers
-}
