@@ -3,6 +3,7 @@
 // E2B_SANDBOX_URL=$TETHER/e2b/envd, E2B_API_KEY=<a Tether key>) and, for
 // the checks through Tether's own API, TETHER_URL and TETHER_API_KEY.
 import { test } from 'node:test'
+import { spawn } from 'node:child_process'
 import assert from 'node:assert/strict'
 import { Sandbox, SandboxNotFoundError, NotFoundError, FileNotFoundError } from 'e2b'
 
@@ -319,6 +320,153 @@ test('watch a folder: its changes stream, recursive or not, until stopped', asyn
     assert.equal(flat.length, seen, 'a stopped watch sends nothing')
     await h2.stop()
     await assert.rejects(sbx.files.watchDir('/workspace/missing', () => {}), NotFoundError)
+  } finally {
+    await sbx.kill()
+  }
+})
+
+test('an E2B program SIGKILLed while it holds an owner-bound sandbox loses it within the lease and one interval', async () => {
+  const ttl = Number(process.env.TETHER_OWNER_TTL_SECONDS)
+  const interval = Number(process.env.TETHER_JANITOR_INTERVAL_SECONDS)
+  assert.ok(ttl > 0 && interval > 0, 'TETHER_OWNER_TTL_SECONDS and TETHER_JANITOR_INTERVAL_SECONDS are set')
+  const owner = `e2b-holder-${process.pid}`
+  const holder = spawn(process.execPath, [new URL('./holder.mjs', import.meta.url).pathname], {
+    env: { ...process.env, HOLDER_OWNER: owner, HOLDER_TTL_SECONDS: String(ttl) },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  try {
+    const id = await new Promise((resolve, reject) => {
+      let out = ''
+      holder.stdout.on('data', (d) => {
+        out += d
+        if (out.includes('\n')) resolve(out.trim())
+      })
+      holder.on('exit', (code) => reject(new Error(`the holder ended (${code}) before its sandbox was made`)))
+    })
+    const sb = (await v1('GET', `/v1/sandboxes/${id}`)).body
+    assert.equal(sb.owner, owner)
+    assert.equal(sb.state, 'ready')
+    // Alive past two leases: the heartbeat holds it.
+    await new Promise((r) => setTimeout(r, 2 * ttl * 1000))
+    assert.equal((await v1('GET', `/v1/sandboxes/${id}`)).body.state, 'ready')
+
+    holder.kill('SIGKILL')
+    const killed = Date.now()
+    let ended
+    await until('the sandbox to end', async () => {
+      ended = (await v1('GET', `/v1/sandboxes/${id}`)).body
+      return ended.state === 'terminated'
+    }, 60_000)
+    const took = (Date.now() - killed) / 1000
+    assert.equal(ended.reason, 'owner_expired')
+    // The lease, one janitor interval, and slack for a loaded machine.
+    assert.ok(took <= ttl + interval + 3, `the sandbox outlived its owner by ${took} s`)
+    await assert.rejects(Sandbox.connect(id), SandboxNotFoundError)
+  } finally {
+    holder.kill('SIGKILL')
+  }
+})
+
+test('the Tether-Owner header binds a create to an owner; a bad owner writes nothing', async () => {
+  const owner = `e2b-header-${process.pid}`
+  const sbx = await Sandbox.create({ headers: { 'Tether-Owner': owner }, metadata: { run: owner } })
+  try {
+    assert.equal((await v1('GET', `/v1/sandboxes/${sbx.sandboxId}`)).body.owner, owner)
+    assert.equal((await sbx.getInfo()).metadata['tether.owner'], owner)
+  } finally {
+    await sbx.kill()
+  }
+  await assert.rejects(Sandbox.create({ metadata: { 'tether.owner': 'pool:not-yours', run: 'bad-owner' } }), /400/)
+  const none = await v1('GET', '/v1/sandboxes?label=run=bad-owner')
+  assert.deepEqual(none.body.items, [])
+})
+
+test('a create cancelled mid-way leaves nothing', async () => {
+  // A template that is a pool of slow simulated sandboxes, empty: the
+  // create falls back to one that takes 5 s, and the caller gives up first.
+  const pool = await v1('POST', '/v1/pools', {
+    name: 'e2b-slow', provider: 'sim', params: { create_delay_ms: 5000 }, min_ready: 0, max_size: 1,
+  })
+  assert.equal(pool.status, 201, JSON.stringify(pool.body))
+  try {
+    const started = Date.now()
+    // The SDK's create does not apply requestTimeoutMs (2.51.0); a signal
+    // it does.
+    await assert.rejects(Sandbox.create('e2b-slow', { metadata: { run: 'cancelled' }, signal: AbortSignal.timeout(1500) }))
+    assert.ok(Date.now() - started < 4000, 'the create was given up before the sandbox was ready')
+    const made = (await v1('GET', '/v1/sandboxes?label=run=cancelled')).body.items
+    assert.equal(made.length, 1, `the create reached Tether: ${JSON.stringify(made)}`)
+    let sb
+    await until('the sandbox to be released', async () => {
+      sb = (await v1('GET', `/v1/sandboxes/${made[0].id}`)).body
+      return sb.released === true
+    }, 30_000)
+    assert.ok(['cancelled', 'terminated'].includes(sb.state), `state ${sb.state}`)
+    assert.equal(sb.ready_at ?? null, null, 'it was never handed out')
+    const live = await v1('GET', '/v1/sandboxes?label=run=cancelled&released=false')
+    assert.deepEqual(live.body.items, [])
+  } finally {
+    await v1('DELETE', '/v1/pools/e2b-slow')
+  }
+})
+
+test('polled watchers: create, get the events since the last poll, remove', async () => {
+  const sbx = await Sandbox.create()
+  // The Connect JSON unary calls E2B's Python SDK makes for these (the JS
+  // SDK streams WatchDir instead).
+  const rpc = async (method, body, id = sbx.sandboxId) => {
+    const res = await fetch(`${process.env.E2B_SANDBOX_URL}/filesystem.Filesystem/${method}`, {
+      method: 'POST',
+      headers: {
+        'Content-Type': 'application/json', 'Connect-Protocol-Version': '1',
+        'E2b-Sandbox-Id': id, 'X-Access-Token': key,
+      },
+      body: JSON.stringify(body),
+    })
+    return { status: res.status, body: await res.json() }
+  }
+  try {
+    await sbx.files.makeDir('/workspace/p/sub')
+    const made = await rpc('CreateWatcher', { path: '/workspace/p' })
+    assert.equal(made.status, 200, JSON.stringify(made.body))
+    const id = made.body.watcherId
+    assert.ok(id)
+    const deep = (await rpc('CreateWatcher', { path: 'p', recursive: true })).body.watcherId
+    await sbx.files.write('/workspace/p/a.txt', 'a')
+    await sbx.files.write('/workspace/p/sub/b.txt', 'b')
+    let flat = []
+    let all = []
+    await until('the events', async () => {
+      flat.push(...((await rpc('GetWatcherEvents', { watcherId: id })).body.events ?? []))
+      all.push(...((await rpc('GetWatcherEvents', { watcherId: deep })).body.events ?? []))
+      return flat.some((e) => e.name === 'a.txt') && all.some((e) => e.name === 'sub/b.txt')
+    })
+    assert.ok(flat.some((e) => e.name === 'a.txt' && e.type === 'EVENT_TYPE_CREATE'), JSON.stringify(flat))
+    assert.ok(!flat.some((e) => e.name.includes('b.txt')), `not recursive: ${JSON.stringify(flat)}`)
+    const again = await rpc('GetWatcherEvents', { watcherId: id })
+    assert.deepEqual(again.body.events ?? [], [], 'a poll takes the events it answers')
+
+    assert.equal((await rpc('RemoveWatcher', { watcherId: id })).status, 200)
+    const gone = await rpc('GetWatcherEvents', { watcherId: id })
+    assert.equal(gone.status, 404)
+    assert.equal(gone.body.code, 'not_found')
+    assert.equal((await rpc('RemoveWatcher', { watcherId: id })).status, 404)
+    assert.equal((await rpc('GetWatcherEvents', { watcherId: 'wch_nope' })).status, 404)
+    const missing = await rpc('CreateWatcher', { path: '/workspace/missing' })
+    assert.equal(missing.status, 404, JSON.stringify(missing.body))
+    const file = await rpc('CreateWatcher', { path: '/workspace/p/a.txt' })
+    assert.equal(file.status, 400, JSON.stringify(file.body))
+
+    // Another sandbox does not see this one's watcher.
+    const other = await Sandbox.create()
+    try {
+      assert.equal((await rpc('GetWatcherEvents', { watcherId: deep }, other.sandboxId)).status, 404)
+    } finally {
+      await other.kill()
+    }
+    // A watcher of a sandbox that ended says so, then is gone.
+    await sbx.kill()
+    assert.notEqual((await rpc('GetWatcherEvents', { watcherId: deep })).status, 200)
   } finally {
     await sbx.kill()
   }

@@ -30,6 +30,7 @@ func TestE2BSDK(t *testing.T) {
 	out := run([]string{
 		"E2B_API_URL=" + u + "/e2b", "E2B_SANDBOX_URL=" + u + "/e2b/envd", "E2B_API_KEY=" + key,
 		"TETHER_URL=" + u, "TETHER_API_KEY=" + key,
+		"TETHER_OWNER_TTL_SECONDS=3", "TETHER_JANITOR_INTERVAL_SECONDS=1", // as setup sets them
 	}, "npm", "test")
 	wantNodeTestsPassed(t, "the E2B SDK's tests", out)
 }
