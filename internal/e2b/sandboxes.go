@@ -109,8 +109,12 @@ func (cp control) create(w http.ResponseWriter, r *http.Request, key string) err
 		}
 		return err
 	}
-	if s.State != "ready" {
-		return errorf(http.StatusInternalServerError, "sandbox %s did not start: %s %s", s.ID, s.State, s.Error)
+	switch s.State {
+	case "ready":
+	case "failed": // the provider's failure: a new create may succeed
+		return errorf(http.StatusServiceUnavailable, "sandbox %s could not start: %s", s.ID, s.Error)
+	default: // ended or paused by another call meanwhile
+		return errorf(http.StatusConflict, "sandbox %s was %s before it was ready", s.ID, s.State)
 	}
 	writeJSON(w, http.StatusCreated, answerOf(s, key))
 	return nil
