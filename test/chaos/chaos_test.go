@@ -295,8 +295,13 @@ var client = &http.Client{Timeout: 10 * time.Second}
 // call sends a request to a random live replica, trying others when one
 // is down. It returns the status (0 if no replica answered) and the body.
 func (h *chaos) call(method, path string, body any) (int, map[string]any) {
+	return h.callWith(method, path, body, nil)
+}
+
+// callWith is call with header on top of the key's.
+func (h *chaos) callWith(method, path string, body any, header http.Header) (int, map[string]any) {
 	h.requests.Add(1)
-	c := harness.Client{Key: apiKey, HTTP: client}
+	c := harness.Client{Key: apiKey, HTTP: client, Header: header}
 	for try := 0; try < 2*len(h.replicas); try++ {
 		r := h.replicas[h.intn(len(h.replicas))]
 		code, out, err := c.Do(method, r.URL()+path, body)
@@ -473,6 +478,8 @@ func (h *chaos) clientLoop(ctx context.Context) {
 			if id := h.randomCreated(); id != "" {
 				h.call(http.MethodPost, "/v1/sandboxes/"+id+"/exec", map[string]any{"command": "echo hi", "timeout_seconds": 10})
 			}
+		case n < 92:
+			h.e2bCall() // E2B's face, over the same sandboxes (e2b_test.go)
 		default:
 			h.call(http.MethodGet, "/v1/sandboxes?limit=20&state=ready", nil)
 		}

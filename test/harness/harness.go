@@ -393,6 +393,8 @@ func Tail(path string, n int) string {
 type Client struct {
 	Key  string
 	HTTP *http.Client
+	// Header is sent with every request, on top of the key's.
+	Header http.Header
 }
 
 // Do sends a JSON request (body may be nil) and decodes a JSON response
@@ -410,6 +412,9 @@ func (c Client) Do(method, url string, body any) (int, map[string]any, error) {
 	req, err := http.NewRequest(method, url, payload)
 	if err != nil {
 		return 0, nil, err
+	}
+	for k, v := range c.Header {
+		req.Header[k] = v
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Key)
 	hc := c.HTTP
