@@ -92,6 +92,7 @@ func TestChaos(t *testing.T) {
 	h.endPools()
 	h.quiesce()
 	h.check()
+	h.checkE2B()
 }
 
 // TestChaosNodes is the storm on simulated hosts with local sandboxes (see
@@ -146,6 +147,8 @@ type chaos struct {
 	// pools is what the pools' part of the storm saw (pools_test.go);
 	// nil without it.
 	pools *poolChaos
+	// e2b counts the answers of the storm's E2B calls (e2b_test.go).
+	e2b e2bOutcomes
 
 	kills    atomic.Int64
 	requests atomic.Int64

@@ -1,9 +1,38 @@
 package chaos
 
 import (
+	"fmt"
 	"net/http"
+	"sync"
 	"time"
 )
+
+// e2bOutcomes counts the storm's E2B calls by call and answer.
+type e2bOutcomes struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (o *e2bOutcomes) add(call string, code int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.n == nil {
+		o.n = map[string]int{}
+	}
+	o.n[fmt.Sprintf("%s-%d", call, code)]++
+}
+
+// checkE2B logs what the storm's E2B calls got, and fails a storm in which
+// none of its E2B creates succeeded: the invariants would not have
+// covered the face.
+func (h *chaos) checkE2B() {
+	h.e2b.mu.Lock()
+	defer h.e2b.mu.Unlock()
+	h.t.Logf("chaos e2b: %v", h.e2b.n)
+	if h.e2b.n["create-201"] == 0 {
+		h.t.Error("no E2B create succeeded in the storm")
+	}
+}
 
 // e2bCall is one call of an E2B SDK program in TestChaos's storm, through
 // Tether's E2B face (/e2b, docs/e2b.md): a create of the template base,
@@ -21,15 +50,19 @@ func (h *chaos) e2bCall() {
 		h.e2bCreate()
 	case n < 15:
 		if id := h.randomCreated(); id != "" {
-			h.call(http.MethodDelete, "/e2b/sandboxes/"+id, nil)
+			code, _ := h.call(http.MethodDelete, "/e2b/sandboxes/"+id, nil)
+			h.e2b.add("kill", code)
 		}
 	case n < 18:
 		if id := h.randomCreated(); id != "" {
-			h.call(http.MethodPost, "/e2b/sandboxes/"+id+"/connect", map[string]any{"timeout": 5 + h.intn(15)})
+			code, _ := h.call(http.MethodPost, "/e2b/sandboxes/"+id+"/connect", map[string]any{"timeout": 5 + h.intn(15)})
+			h.e2b.add("connect", code)
 		}
 	default:
 		if id := h.randomIn("ready"); id != "" {
-			if code, _ := h.call(http.MethodPost, "/e2b/sandboxes/"+id+"/pause", nil); code == http.StatusNoContent {
+			code, _ := h.call(http.MethodPost, "/e2b/sandboxes/"+id+"/pause", nil)
+			h.e2b.add("pause", code)
+			if code == http.StatusNoContent {
 				h.transitions.Add(1)
 			}
 		}
@@ -62,6 +95,7 @@ func (h *chaos) e2bCreate() {
 	}
 	sent := time.Now()
 	code, sb := h.callWith(http.MethodPost, "/e2b/v2/sandboxes", body, header)
+	h.e2b.add("create", code)
 	if code != http.StatusCreated {
 		// It may have made a sandbox (answered once ready, it may have
 		// ended meanwhile): that create may have started a lease.
