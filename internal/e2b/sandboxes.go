@@ -101,7 +101,10 @@ func (cp control) create(w http.ResponseWriter, r *http.Request, key string) err
 	if err := rep.decode(&made); err != nil {
 		return err
 	}
-	s, err := cp.awaitSettled(r.Context(), r, key, made.ID)
+	s := made
+	if s.State != "ready" { // a claim from a warm pool is ready at once
+		s, err = cp.awaitSettled(r.Context(), r, key, made.ID)
+	}
 	if err != nil {
 		if r.Context().Err() != nil {
 			// The sandbox made, not the answer of the wait the caller cut.
