@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -194,15 +195,21 @@ func (s filesystemService) CreateWatcher(ctx context.Context, req *connect.Reque
 	return connect.NewResponse(&pb.CreateWatcherResponse{WatcherId: w.id}), nil
 }
 
+// watcherOf finds the watcher id of the call's sandbox, for a caller who
+// may see that sandbox.
+func (s filesystemService) watcherOf(ctx context.Context, h http.Header, peer connect.Peer, id string) (*watcher, error) {
+	t, err := s.e.rpcTarget(ctx, h, peer)
+	if err != nil {
+		return nil, err
+	}
+	return s.e.watchers.lookup(id, t.sb.ID)
+}
+
 // GetWatcherEvents answers the watcher's events since the last call;
 // once its watch has ended, the error it ended with, and the watcher is
 // removed.
 func (s filesystemService) GetWatcherEvents(ctx context.Context, req *connect.Request[pb.GetWatcherEventsRequest]) (*connect.Response[pb.GetWatcherEventsResponse], error) {
-	t, err := s.e.rpcTarget(ctx, req.Header(), req.Peer())
-	if err != nil {
-		return nil, err
-	}
-	w, err := s.e.watchers.lookup(req.Msg.GetWatcherId(), t.sb.ID)
+	w, err := s.watcherOf(ctx, req.Header(), req.Peer(), req.Msg.GetWatcherId())
 	if err != nil {
 		return nil, err
 	}
@@ -216,11 +223,7 @@ func (s filesystemService) GetWatcherEvents(ctx context.Context, req *connect.Re
 
 // RemoveWatcher ends the watcher.
 func (s filesystemService) RemoveWatcher(ctx context.Context, req *connect.Request[pb.RemoveWatcherRequest]) (*connect.Response[pb.RemoveWatcherResponse], error) {
-	t, err := s.e.rpcTarget(ctx, req.Header(), req.Peer())
-	if err != nil {
-		return nil, err
-	}
-	w, err := s.e.watchers.lookup(req.Msg.GetWatcherId(), t.sb.ID)
+	w, err := s.watcherOf(ctx, req.Header(), req.Peer(), req.Msg.GetWatcherId())
 	if err != nil {
 		return nil, err
 	}
