@@ -383,19 +383,33 @@ test('the Tether-Owner header binds a create to an owner; a bad owner writes not
 
 test('a create cancelled mid-way leaves nothing', async () => {
   // A template that is a pool of slow simulated sandboxes, empty: the
-  // create falls back to one that takes 5 s, and the caller gives up first.
+  // create falls back to one that takes 30 s, and the caller gives up
+  // once Tether is making it.
   const pool = await v1('POST', '/v1/pools', {
-    name: 'e2b-slow', provider: 'sim', params: { create_delay_ms: 5000 }, min_ready: 0, max_size: 1,
+    name: 'e2b-slow', provider: 'sim', params: { create_delay_ms: 30000 }, min_ready: 0, max_size: 1,
   })
   assert.equal(pool.status, 201, JSON.stringify(pool.body))
+  const run = `cancelled-${process.pid}-${Date.now()}`
   try {
-    const started = Date.now()
-    // The SDK's create does not apply requestTimeoutMs (2.51.0); a signal
-    // it does.
-    await assert.rejects(Sandbox.create('e2b-slow', { metadata: { run: 'cancelled' }, signal: AbortSignal.timeout(1500) }))
-    assert.ok(Date.now() - started < 4000, 'the create was given up before the sandbox was ready')
-    const made = (await v1('GET', '/v1/sandboxes?label=run=cancelled')).body.items
-    assert.equal(made.length, 1, `the create reached Tether: ${JSON.stringify(made)}`)
+    // The SDK's own create, sent as it sends it, by a caller that can go
+    // away on cue: the SDK 2.51.0 on Node 20 passes neither requestTimeoutMs
+    // nor an AbortController's signal on to its create (only an
+    // AbortSignal.timeout), so it cannot be cut at a chosen moment.
+    const abort = new AbortController()
+    const creating = fetch(`${process.env.E2B_API_URL}/v2/sandboxes`, {
+      method: 'POST',
+      headers: { 'X-API-Key': key, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ templateID: 'e2b-slow', metadata: { run } }),
+      signal: abort.signal,
+    })
+    let made
+    await until('the sandbox to be creating', async () => {
+      made = (await v1('GET', `/v1/sandboxes?label=run=${run}`)).body.items
+      return made.length > 0 && made[0].state === 'creating'
+    }, 30_000)
+    abort.abort()
+    await assert.rejects(creating)
+    assert.equal(made.length, 1, JSON.stringify(made))
     let sb
     await until('the sandbox to be released', async () => {
       sb = (await v1('GET', `/v1/sandboxes/${made[0].id}`)).body
@@ -403,7 +417,7 @@ test('a create cancelled mid-way leaves nothing', async () => {
     }, 30_000)
     assert.ok(['cancelled', 'terminated'].includes(sb.state), `state ${sb.state}`)
     assert.equal(sb.ready_at ?? null, null, 'it was never handed out')
-    const live = await v1('GET', '/v1/sandboxes?label=run=cancelled&released=false')
+    const live = await v1('GET', `/v1/sandboxes?label=run=${run}&released=false`)
     assert.deepEqual(live.body.items, [])
   } finally {
     await v1('DELETE', '/v1/pools/e2b-slow')
