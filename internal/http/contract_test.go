@@ -26,6 +26,7 @@ import (
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/http/controlplane"
 	"github.com/tetherhq/tether/internal/http/dataplane"
+	"github.com/tetherhq/tether/internal/http/events"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
@@ -263,8 +264,8 @@ var apiTypes = map[string]any{
 	"CreatedAPIKey":        controlplane.CreatedAPIKey{},
 	"Capabilities":         controlplane.Capabilities{},
 	"CreateSandboxRequest": controlplane.CreateSandboxRequest{},
-	"Event":                controlplane.Event{},
-	"EventList":            controlplane.EventList{},
+	"Event":                events.Event{},
+	"EventList":            events.EventList{},
 	"ExecRequest":          dataplane.ExecRequest{},
 	"ExecResult":           dataplane.ExecResult{},
 	"Node":                 controlplane.Node{},
@@ -276,8 +277,8 @@ var apiTypes = map[string]any{
 	"Owner":                controlplane.Owner{},
 	"OwnerList":            controlplane.OwnerList{},
 	"Problem":              httpapi.Problem{},
-	"ReconcileEvent":       controlplane.ReconcileEvent{},
-	"ReconcileEventList":   controlplane.ReconcileEventList{},
+	"ReconcileEvent":       events.ReconcileEvent{},
+	"ReconcileEventList":   events.ReconcileEventList{},
 	"Provider":             controlplane.Provider{},
 	"ProviderImage":        controlplane.ProviderImage{},
 	"ProviderList":         controlplane.ProviderList{},

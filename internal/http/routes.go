@@ -16,6 +16,7 @@ import (
 	"github.com/tetherhq/tether/internal/http/console"
 	"github.com/tetherhq/tether/internal/http/controlplane"
 	"github.com/tetherhq/tether/internal/http/dataplane"
+	"github.com/tetherhq/tether/internal/http/events"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/webhook"
@@ -108,7 +109,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg httpapi.Config, deps Deps) {
 	v1.GET("/snapshots/:id", h(controlplane.HandleSnapshotGet(cfg, deps.Store, deps.Changes, draining)))
 	v1.DELETE("/snapshots/:id", h(controlplane.HandleSnapshotDelete(deps.Store)))
 	v1.PUT("/sandboxes/:id/owner", body, h(controlplane.HandleSandboxOwner(cfg, deps.Store)))
-	v1.GET("/sandboxes/:id/events", h(controlplane.HandleSandboxEvents(deps.Store)))
+	v1.GET("/sandboxes/:id/events", h(events.HandleSandboxEvents(deps.Store)))
 	v1.GET("/sandboxes/:id/activity", h(dataplane.HandleSandboxActivity(dp)))
 	// The data plane: the only routes that take calls other nodes forward.
 	data.handle(http.MethodPost, "/sandboxes/:id/exec", h(dataplane.HandleSandboxExec(log, cfg, dp, providers, draining)), body, h(dataplane.CheckExecBody(cfg)))
@@ -117,9 +118,9 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg httpapi.Config, deps Deps) {
 	data.handle(http.MethodPut, "/sandboxes/:id/archive", h(dataplane.HandleArchivePut(log, cfg, dp, providers)), httpapi.WithBodyLimit(cfg.MaxFileBytes))
 	data.handle(http.MethodGet, "/sandboxes/:id/archive", h(dataplane.HandleArchiveGet(log, cfg, dp, providers)))
 	addPortRoutes(r, data, h, log, cfg, deps, dp, providers, previews)
-	v1.GET("/events", h(controlplane.HandleEvents(deps.Store)))
-	v1.GET("/reconcile-events", h(controlplane.HandleReconcileEvents(deps.Store)))
-	v1.GET("/events/stream", h(controlplane.HandleEventStream(deps.Store, deps.Changes, controlplane.NewStreamSlots(cfg.MaxStreamsPerTenant), draining)))
+	v1.GET("/events", h(events.HandleEvents(deps.Store)))
+	v1.GET("/reconcile-events", h(events.HandleReconcileEvents(deps.Store)))
+	v1.GET("/events/stream", h(events.HandleEventStream(deps.Store, deps.Changes, events.NewStreamSlots(cfg.MaxStreamsPerTenant), draining)))
 	v1.PUT("/owners/:owner/lease", body, h(controlplane.HandleOwnerLease(cfg, deps.Store)))
 	v1.GET("/owners", h(controlplane.HandleOwnerList(deps.Store)))
 	v1.DELETE("/owners/:owner", h(controlplane.HandleOwnerRelease(deps.Store)))

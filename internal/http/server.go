@@ -18,6 +18,7 @@ import (
 	"github.com/tetherhq/tether/internal/framing"
 	"github.com/tetherhq/tether/internal/http/controlplane"
 	"github.com/tetherhq/tether/internal/http/dataplane"
+	"github.com/tetherhq/tether/internal/http/events"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/http/jsoncodec"
 	"github.com/tetherhq/tether/internal/sandbox"
@@ -64,16 +65,16 @@ type Store interface {
 	controlplane.SandboxLister
 	controlplane.SandboxEnder
 	controlplane.SandboxPauser
-	controlplane.EventLister
+	events.EventLister
 	controlplane.OwnerStore
 	controlplane.OwnerTransferrer
 	controlplane.SandboxRenewer
 	httpapi.UsageReader
-	controlplane.EventStreamer
+	events.EventStreamer
 	controlplane.KeyStore
 	dataplane.ActivityLister
 	dataplane.ActivityRecorder
-	controlplane.ReconcileLister
+	events.ReconcileLister
 	controlplane.OwnerLister
 	controlplane.NodeLister
 	controlplane.WebhookStore

@@ -1,5 +1,5 @@
 // Package controlplane is the API's control plane: the records Tether
 // keeps and what changes them (sandboxes and their lifecycle, owners and
 // their leases, snapshots, warm pools, API keys, webhooks, nodes,
-// providers), and the events that tell of them, as pages and as a stream.
+// providers). The events that tell of them are package events.
 package controlplane

@@ -148,7 +148,7 @@ func toWebhook(w webhook.Endpoint) Webhook {
 		f.Types = append(f.Types, string(t))
 	}
 	return Webhook{ID: w.ID, URL: w.URL, Description: w.Description, Events: f, State: string(w.State),
-		FailingSince: httpapi.UTC(w.FailingSince), Cursor: formatPosition(w.Cursor), CreatedAt: w.CreatedAt.UTC(), CreatedBy: httpapi.Optional(w.CreatedBy)}
+		FailingSince: httpapi.UTC(w.FailingSince), Cursor: httpapi.FormatStreamPosition(w.Cursor), CreatedAt: w.CreatedAt.UTC(), CreatedBy: httpapi.Optional(w.CreatedBy)}
 }
 
 func toDelivery(d webhook.Delivery) WebhookDelivery {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -59,4 +60,24 @@ func SandboxPage[T any](c *gin.Context, st SandboxGetter, read func(ctx context.
 	}
 	items, err := read(c.Request.Context(), id, after, limit)
 	return items, limit, err
+}
+
+// FormatStreamPosition writes an event stream position as the stream's SSE
+// event id, "<transaction>-<event id>" (webhooks spell their cursors the
+// same way).
+func FormatStreamPosition(p sandbox.StreamPosition) string {
+	return strconv.FormatUint(p.Tx, 10) + "-" + strconv.FormatInt(p.ID, 10)
+}
+
+// ParseStreamPosition reads a position FormatStreamPosition wrote.
+func ParseStreamPosition(s string) (sandbox.StreamPosition, error) {
+	tx, id, ok := strings.Cut(s, "-")
+	p := sandbox.StreamPosition{}
+	var err1, err2 error
+	p.Tx, err1 = strconv.ParseUint(tx, 10, 64)
+	p.ID, err2 = strconv.ParseInt(id, 10, 64)
+	if !ok || err1 != nil || err2 != nil || p.ID < 0 {
+		return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "a stream position is the id of an event the stream sent (Last-Event-ID or cursor), such as 1234-56")
+	}
+	return p, nil
 }

@@ -1,12 +1,10 @@
-package controlplane
+package events
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -60,24 +58,6 @@ func (s *StreamSlots) give(tenant string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.n[tenant]--
-}
-
-// formatPosition and parsePosition write and read a stream position as an
-// SSE event id: "<transaction>-<event id>".
-func formatPosition(p sandbox.StreamPosition) string {
-	return strconv.FormatUint(p.Tx, 10) + "-" + strconv.FormatInt(p.ID, 10)
-}
-
-func parsePosition(s string) (sandbox.StreamPosition, error) {
-	tx, id, ok := strings.Cut(s, "-")
-	p := sandbox.StreamPosition{}
-	var err1, err2 error
-	p.Tx, err1 = strconv.ParseUint(tx, 10, 64)
-	p.ID, err2 = strconv.ParseInt(id, 10, 64)
-	if !ok || err1 != nil || err2 != nil || p.ID < 0 {
-		return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "a stream position is the id of an event the stream sent (Last-Event-ID or cursor), such as 1234-56")
-	}
-	return p, nil
 }
 
 // HandleEventStream streams the tenant's events as they happen.
@@ -141,7 +121,7 @@ func streamFrom(c *gin.Context, st EventStreamer) (sandbox.StreamPosition, error
 		raw = cur
 	}
 	if raw != "" {
-		return parsePosition(raw)
+		return httpapi.ParseStreamPosition(raw)
 	}
 	return st.StreamStart(c.Request.Context())
 }
@@ -208,7 +188,7 @@ func (s *eventStream) sendBatch(ctx context.Context) (n int, stop bool, err erro
 		if err != nil {
 			return 0, true, err
 		}
-		if _, err := fmt.Fprintf(s.c.Writer, "id: %s\nevent: event\ndata: %s\n\n", formatPosition(e.Position), data); err != nil {
+		if _, err := fmt.Fprintf(s.c.Writer, "id: %s\nevent: event\ndata: %s\n\n", httpapi.FormatStreamPosition(e.Position), data); err != nil {
 			return 0, true, nil //nolint:nilerr // the client left
 		}
 		s.pos = e.Position
