@@ -109,7 +109,6 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg httpapi.Config, deps Deps) {
 	v1.GET("/snapshots/:id", h(controlplane.HandleSnapshotGet(cfg, deps.Store, deps.Changes, draining)))
 	v1.DELETE("/snapshots/:id", h(controlplane.HandleSnapshotDelete(deps.Store)))
 	v1.PUT("/sandboxes/:id/owner", body, h(controlplane.HandleSandboxOwner(cfg, deps.Store)))
-	v1.GET("/sandboxes/:id/events", h(events.HandleSandboxEvents(deps.Store)))
 	v1.GET("/sandboxes/:id/activity", h(dataplane.HandleSandboxActivity(dp)))
 	// The data plane: the only routes that take calls other nodes forward.
 	data.handle(http.MethodPost, "/sandboxes/:id/exec", h(dataplane.HandleSandboxExec(log, cfg, dp, providers, draining)), body, h(dataplane.CheckExecBody(cfg)))
@@ -118,9 +117,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg httpapi.Config, deps Deps) {
 	data.handle(http.MethodPut, "/sandboxes/:id/archive", h(dataplane.HandleArchivePut(log, cfg, dp, providers)), httpapi.WithBodyLimit(cfg.MaxFileBytes))
 	data.handle(http.MethodGet, "/sandboxes/:id/archive", h(dataplane.HandleArchiveGet(log, cfg, dp, providers)))
 	addPortRoutes(r, data, h, log, cfg, deps, dp, providers, previews)
-	v1.GET("/events", h(events.HandleEvents(deps.Store)))
-	v1.GET("/reconcile-events", h(events.HandleReconcileEvents(deps.Store)))
-	v1.GET("/events/stream", h(events.HandleEventStream(deps.Store, deps.Changes, events.NewStreamSlots(cfg.MaxStreamsPerTenant), draining)))
+	addEventRoutes(v1, h, cfg, deps, draining)
 	v1.PUT("/owners/:owner/lease", body, h(controlplane.HandleOwnerLease(cfg, deps.Store)))
 	v1.GET("/owners", h(controlplane.HandleOwnerList(deps.Store)))
 	v1.DELETE("/owners/:owner", h(controlplane.HandleOwnerRelease(deps.Store)))
@@ -146,6 +143,15 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg httpapi.Config, deps Deps) {
 	if !cfg.E2BDisabled {
 		r.Any(e2b.Prefix+"/*path", gin.WrapH(e2b.New(e2b.Options{API: r, Providers: providers})))
 	}
+}
+
+// addEventRoutes adds the events feed's routes: a sandbox's history, the
+// tenant's feed as pages and as a stream, and reconciliation's findings.
+func addEventRoutes(v1 *gin.RouterGroup, h func(httpapi.HandlerFunc) gin.HandlerFunc, cfg httpapi.Config, deps Deps, draining context.Context) {
+	v1.GET("/sandboxes/:id/events", h(events.HandleSandboxEvents(deps.Store)))
+	v1.GET("/events", h(events.HandleEvents(deps.Store)))
+	v1.GET("/reconcile-events", h(events.HandleReconcileEvents(deps.Store)))
+	v1.GET("/events/stream", h(events.HandleEventStream(deps.Store, deps.Changes, events.NewStreamSlots(cfg.MaxStreamsPerTenant), draining)))
 }
 
 // addPortRoutes adds the ports' routes (a sandbox's ports through the
