@@ -74,15 +74,16 @@ chaos: ## The long chaos runs, each mode to its end: replicas killed at random, 
 	CHAOS_DURATION=$(CHAOS_DURATION) TAGS='$(TAGS)' scripts/chaos.sh
 
 # The API's contract, in order: swag makes the Swagger 2.0 document from the
-# annotations in internal/http (fields without omitempty are required); the
-# OpenAPI 3.0 document is converted from it (internal/openapi); the Go client
-# is generated from that. docs/docs_test.go and clients/go/tether check that
+# annotations in internal/http (fields without omitempty are required);
+# internal/openapi adds the responses every operation of a group shares (its
+# table, commons) to it and converts it to the OpenAPI 3.0 document; the Go
+# client is generated from that. docs/docs_test.go and clients/go/tether check that
 # all of them are current.
 docs: ## Regenerate the API docs (Swagger 2.0, OpenAPI 3.0) in docs/ and the Go and TypeScript clients' types
 	$(GO) tool swag init -g routes.go -d internal/http,internal/http/httpapi,internal/http/dataplane,internal/http/controlplane,internal/http/events -o docs --outputTypes go,json,yaml --parseInternal --requiredByDefault
-	@# swag formats its output already; this keeps `make lint` green if it ever does not.
+	$(GO) run ./internal/openapi/cmd/gen -dir docs
+	@# swag and gen format docs.go already; this keeps `make lint` green if they ever do not.
 	gofmt -w docs/docs.go
-	$(GO) run ./internal/openapi/cmd/gen -in docs/swagger.json -out docs
 	$(GO) generate ./clients/go/tether
 	$(GO) generate ./internal/e2b/envdpb
 	npm --prefix clients/typescript ci --no-audit --no-fund

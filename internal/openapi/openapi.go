@@ -2,7 +2,12 @@
 // API's annotations (docs/swagger.json) into the OpenAPI 3.0 document Tether
 // publishes (docs/openapi.json and docs/openapi.yaml), for client generators.
 //
-// swag stays the source of truth. kin-openapi's openapi2conv does the
+// swag stays the source of truth, but for what every operation of a group
+// shares (a /v1 route's 401, 429, 500 and 503, Retry-After, X-Request-ID):
+// the handlers' annotations name only their own responses, and AddCommon
+// adds the shared ones from one table (commons) to swag's documents before
+// they are converted (CompleteSwag; Generate does both, for `make docs`).
+// kin-openapi's openapi2conv does the
 // conversion, including x-nullable (from the extensions:"x-nullable" struct
 // tags) to nullable; Convert then says what Swagger 2.0 cannot:
 //
