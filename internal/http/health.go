@@ -24,8 +24,6 @@ type Health struct {
 //	@Tags			health
 //	@Produce		json
 //	@Success		200	{object}	Health
-//	@Failure		500	{object}	httpapi.Problem			"INTERNAL"
-//	@Header			all	{string}	X-Request-ID	"identifies the request in Tether's logs"
 //	@Router			/healthz [get]
 func handleHealthz() httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
@@ -42,9 +40,7 @@ func handleHealthz() httpapi.HandlerFunc {
 //	@Tags			health
 //	@Produce		json
 //	@Success		200	{object}	Health
-//	@Failure		500	{object}	httpapi.Problem			"INTERNAL"
 //	@Failure		503	{object}	Health			"not ready: status unavailable, detail says why"
-//	@Header			all	{string}	X-Request-ID	"identifies the request in Tether's logs"
 //	@Router			/readyz [get]
 func handleReadyz(ready func(context.Context) error) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {

@@ -27,8 +27,6 @@ func serveDocument(contentType string, body []byte) gin.HandlerFunc {
 //	@Tags			docs
 //	@Produce		json
 //	@Success		200	{object}	object			"an OpenAPI 3.0.3 document"
-//	@Failure		500	{object}	httpapi.Problem			"INTERNAL"
-//	@Header			all	{string}	X-Request-ID	"identifies the request in Tether's logs"
 //	@Router			/openapi.json [get]
 func handleOpenAPIJSON() gin.HandlerFunc {
 	return serveDocument("application/json", docs.OpenAPIJSON)
@@ -42,8 +40,6 @@ func handleOpenAPIJSON() gin.HandlerFunc {
 //	@Tags			docs
 //	@Produce		application/yaml
 //	@Success		200	{object}	object			"an OpenAPI 3.0.3 document"
-//	@Failure		500	{object}	httpapi.Problem			"INTERNAL"
-//	@Header			all	{string}	X-Request-ID	"identifies the request in Tether's logs"
 //	@Router			/openapi.yaml [get]
 func handleOpenAPIYAML() gin.HandlerFunc {
 	return serveDocument("application/yaml", docs.OpenAPIYAML)
@@ -58,8 +54,6 @@ func handleOpenAPIYAML() gin.HandlerFunc {
 //	@Produce		plain
 //	@Success		200	{string}	string			"metrics in the Prometheus text format"
 //	@Failure		404	{object}	httpapi.Problem			"NOT_FOUND: served on METRICS_ADDR instead"
-//	@Failure		500	{object}	httpapi.Problem			"INTERNAL"
-//	@Header			all	{string}	X-Request-ID	"identifies the request in Tether's logs"
 //	@Router			/metrics [get]
 func handleMetrics(g prometheus.Gatherer) gin.HandlerFunc {
 	return gin.WrapH(promhttp.HandlerFor(g, promhttp.HandlerOpts{}))

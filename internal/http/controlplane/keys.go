@@ -99,13 +99,7 @@ func validKeyID(id string) bool {
 //	@Failure		403		{object}	httpapi.Problem				"FORBIDDEN: the key lacks manage_keys"
 //	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
 //	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate, or the tenant holds TENANT_MAX_KEYS keys; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			201		{string}	Location			"the key's URL (for DELETE)"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/keys [post]
 func HandleKeyCreate(cfg httpapi.Config, st KeyStore) httpapi.HandlerFunc {
@@ -144,14 +138,6 @@ func HandleKeyCreate(cfg httpapi.Config, st KeyStore) httpapi.HandlerFunc {
 //	@Produce		json
 //	@Success		200	{object}	APIKeyList
 //	@Failure		400	{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401	{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		429	{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500	{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503	{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/keys [get]
 func HandleKeyList(st KeyStore) httpapi.HandlerFunc {
@@ -181,16 +167,8 @@ func HandleKeyList(st KeyStore) httpapi.HandlerFunc {
 //	@Param			id	path		string	true	"key id"	example(key_k5m2q7x3w9r4t8vz)
 //	@Success		200	{object}	APIKey	"revoked"
 //	@Failure		400	{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401	{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		403	{object}	httpapi.Problem				"FORBIDDEN: revoking another key without manage_keys"
 //	@Failure		404	{object}	httpapi.Problem				"NOT_FOUND"
-//	@Failure		429	{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500	{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503	{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/keys/{id} [delete]
 func HandleKeyRevoke(st KeyStore) httpapi.HandlerFunc {

@@ -46,14 +46,6 @@ type NodeLister interface {
 //	@Produce		json
 //	@Success		200	{object}	NodeList
 //	@Failure		400	{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter (it takes none)"
-//	@Failure		401	{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		429	{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500	{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503	{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/nodes [get]
 func HandleNodeList(st NodeLister) httpapi.HandlerFunc {

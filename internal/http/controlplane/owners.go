@@ -102,16 +102,8 @@ func ownerParam(c *gin.Context) (string, error) {
 //	@Param			request	body		TTLRequest	true	"the lease length"
 //	@Success		200		{object}	OwnerLease
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND: an owner no create named"
 //	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/owners/{owner}/lease [put]
 func HandleOwnerLease(cfg httpapi.Config, st OwnerStore) httpapi.HandlerFunc {
@@ -149,14 +141,6 @@ func HandleOwnerLease(cfg httpapi.Config, st OwnerStore) httpapi.HandlerFunc {
 //	@Param			owner	path		string	true	"owner name"	example(agent-42)
 //	@Success		202		{object}	OwnerRelease
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: not an owner name"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/owners/{owner} [delete]
 func HandleOwnerRelease(st OwnerStore) httpapi.HandlerFunc {
@@ -189,17 +173,9 @@ func HandleOwnerRelease(st OwnerStore) httpapi.HandlerFunc {
 //	@Param			request	body		TTLRequest				true	"the new lifetime"
 //	@Success		200		{object}	Sandbox{capped=bool}	"the sandbox; capped is true when the deadline was cut to the max lifetime"
 //	@Failure		400		{object}	httpapi.Problem					"INVALID_REQUEST"
-//	@Failure		401		{object}	httpapi.Problem					"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	httpapi.Problem					"NOT_FOUND"
 //	@Failure		409		{object}	httpapi.Problem					"SANDBOX_STATE_CONFLICT"
 //	@Failure		413		{object}	httpapi.Problem					"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	httpapi.Problem					"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem					"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	httpapi.Problem					"UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate		"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After				"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After				"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID			"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/renew [post]
 func HandleSandboxRenew(cfg httpapi.Config, st SandboxRenewer) httpapi.HandlerFunc {

@@ -30,17 +30,9 @@ type SandboxPauser interface {
 //	@Success		202		{object}	Sandbox				"this request started the pause"
 //	@Success		200		{object}	Sandbox				"the sandbox was already pausing or paused"
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
 //	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT: the sandbox is not ready (nor pausing or paused); state says what it is"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED: the sandbox's provider cannot pause sandboxes"
-//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/pause [post]
 func HandleSandboxPause(cfg httpapi.Config, st SandboxPauser, changes httpapi.ChangeSubscriber, draining context.Context, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
@@ -59,17 +51,9 @@ func HandleSandboxPause(cfg httpapi.Config, st SandboxPauser, changes httpapi.Ch
 //	@Success		202		{object}	Sandbox				"this request started the resume"
 //	@Success		200		{object}	Sandbox				"the sandbox was already resuming or ready"
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
 //	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT: the sandbox is not paused (nor resuming or ready); state says what it is"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED: the sandbox's provider cannot pause sandboxes"
-//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/resume [post]
 func HandleSandboxResume(cfg httpapi.Config, st SandboxPauser, changes httpapi.ChangeSubscriber, draining context.Context, providers map[string]sandbox.Provider) httpapi.HandlerFunc {

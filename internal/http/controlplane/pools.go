@@ -176,18 +176,12 @@ func validatePool(cfg httpapi.Config, req CreatePoolRequest, providers map[strin
 //	@Param			request	body		CreatePoolRequest	true	"the pool"
 //	@Success		201		{object}	Pool				"created; Location names the pool"
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST or UNKNOWN_PROVIDER"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		403		{object}	httpapi.Problem				"FORBIDDEN: params the operator has not enabled"
 //	@Failure		409		{object}	httpapi.Problem				"POOL_EXISTS: the tenant has a pool of that name"
 //	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
 //	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: the tenant has 100 pools, or is over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE: the provider cannot create sandboxes on this host; or UNAVAILABLE"
 //	@Header			201		{string}	Location			"the pool's URL path, /v1/pools/{name}"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/pools [post]
 func HandlePoolCreate(cfg httpapi.Config, st PoolStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
@@ -222,14 +216,6 @@ func HandlePoolCreate(cfg httpapi.Config, st PoolStore, providers map[string]san
 //	@Produce		json
 //	@Success		200	{object}	PoolList
 //	@Failure		400	{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401	{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		429	{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500	{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503	{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/pools [get]
 func HandlePoolList(st PoolStore) httpapi.HandlerFunc {
@@ -259,15 +245,7 @@ func HandlePoolList(st PoolStore) httpapi.HandlerFunc {
 //	@Param			name	path		string	true	"pool name"	example(python)
 //	@Success		200		{object}	Pool
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/pools/{name} [get]
 func HandlePoolGet(st PoolStore) httpapi.HandlerFunc {
@@ -299,16 +277,8 @@ func HandlePoolGet(st PoolStore) httpapi.HandlerFunc {
 //	@Param			request	body		UpdatePoolRequest	true	"the sizes to change"
 //	@Success		200		{object}	Pool
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
 //	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/pools/{name} [patch]
 func HandlePoolUpdate(st PoolStore) httpapi.HandlerFunc {
@@ -354,15 +324,7 @@ func ptrOr(p *int, def int) int {
 //	@Param			name	path		string	true	"pool name"	example(python)
 //	@Success		202		{object}	PoolDeleted
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/pools/{name} [delete]
 func HandlePoolDelete(st PoolStore) httpapi.HandlerFunc {

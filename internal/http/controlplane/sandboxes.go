@@ -176,21 +176,15 @@ type SandboxEnder interface {
 //	@Success		201				{object}	Sandbox					"claimed from the pool, ready; Location names the sandbox"
 //	@Success		200				{object}	Sandbox					"an earlier request with this Idempotency-Key made this sandbox"
 //	@Failure		400				{object}	httpapi.Problem					"INVALID_REQUEST or UNKNOWN_PROVIDER"
-//	@Failure		401				{object}	httpapi.Problem					"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		403				{object}	httpapi.Problem					"FORBIDDEN: params the operator has not enabled"
 //	@Failure		404				{object}	httpapi.Problem					"NOT_FOUND: the pool named does not exist, or the snapshot from_snapshot names (or it is another tenant's)"
 //	@Failure		409				{object}	httpapi.Problem					"IDEMPOTENCY_KEY_REUSED, or SANDBOX_ID_TAKEN: the client-chosen id names another sandbox, or POOL_EMPTY: pool_only and no member ready, or SNAPSHOT_NOT_READY: from_snapshot names a snapshot that is not ready"
 //	@Failure		413				{object}	httpapi.Problem					"PAYLOAD_TOO_LARGE"
 //	@Failure		422				{object}	httpapi.Problem					"SNAPSHOT_PROVIDER_MISMATCH: from_snapshot names a snapshot of another provider"
 //	@Failure		429				{object}	httpapi.Problem					"QUOTA_EXCEEDED: over the tenant's live-sandbox cap or create rate (TENANT_MAX_LIVE, TENANT_CREATES_PER_MINUTE, or the tenant's own; a quota of 0 is no limit), or the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500				{object}	httpapi.Problem					"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501				{object}	httpapi.Problem					"NOT_SUPPORTED: from_snapshot or on_end snapshot with a provider that cannot snapshot sandboxes"
 //	@Failure		503				{object}	httpapi.Problem					"PROVIDER_UNAVAILABLE: the provider cannot create sandboxes on this host; or UNAVAILABLE"
 //	@Header			200,201,202		{string}	Location				"the sandbox's URL path, /v1/sandboxes/{id}"
-//	@Header			401				{string}	WWW-Authenticate		"the Bearer challenge"
-//	@Header			429				{integer}	Retry-After				"seconds to wait before retrying"
-//	@Header			503				{integer}	Retry-After				"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all				{string}	X-Request-ID			"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes [post]
 func HandleSandboxCreate(cfg httpapi.Config, st SandboxCreator, providers map[string]sandbox.Provider, q *httpapi.Quotas, pm *poolMetrics) httpapi.HandlerFunc {
@@ -409,15 +403,7 @@ func resolveTTL(cfg httpapi.Config, seconds *int64, hasOwner bool) (time.Duratio
 //	@Param			until	query		string	false	"what to wait for: settled (default) or released"								Enums(settled, released)	example(settled)
 //	@Success		200		{object}	Sandbox
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id} [get]
 func HandleSandboxGet(cfg httpapi.Config, st httpapi.SandboxGetter, changes httpapi.ChangeSubscriber, draining context.Context) httpapi.HandlerFunc {
@@ -639,14 +625,6 @@ func parseLabelFilter(filters []string) (map[string]string, error) {
 //	@Param			cursor			query		string		false	"next_cursor of the previous page, unchanged"											example(MTc2NzM2NjI0NTEyMzQ1NnxzYnhfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o)
 //	@Success		200				{object}	SandboxList
 //	@Failure		400				{object}	httpapi.Problem				"INVALID_REQUEST"
-//	@Failure		401				{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		429				{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500				{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503				{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401				{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429				{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503				{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all				{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes [get]
 func HandleSandboxList(st SandboxLister) httpapi.HandlerFunc {
@@ -691,15 +669,7 @@ func HandleSandboxList(st SandboxLister) httpapi.HandlerFunc {
 //	@Success		202	{object}	Sandbox				"ended by this request"
 //	@Success		200	{object}	Sandbox				"already ended"
 //	@Failure		400	{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401	{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404	{object}	httpapi.Problem				"NOT_FOUND"
-//	@Failure		429	{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500	{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503	{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id} [delete]
 func HandleSandboxDelete(st SandboxEnder) httpapi.HandlerFunc {

@@ -84,18 +84,11 @@ const snapshotPoll = time.Second
 //	@Param			wait	query		string				false	"how long to wait for the snapshot to settle: a Go duration or whole seconds"	example(30s)
 //	@Success		202		{object}	Snapshot			"recorded; Location names the snapshot"
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND: no such sandbox"
 //	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT: the sandbox is not ready or paused; state says what it is"
 //	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: the tenant's snapshots are at SNAPSHOT_MAX_PER_TENANT or SNAPSHOT_MAX_BYTES_PER_TENANT (delete some), or over the API key's request rate"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED: the sandbox's provider cannot snapshot sandboxes"
-//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			202		{string}	Location			"the snapshot's URL path, /v1/snapshots/{id}"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/snapshots [post]
 func HandleSnapshotCreate(cfg httpapi.Config, st snapshotCreator, changes httpapi.ChangeSubscriber, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
@@ -216,15 +209,7 @@ func snapshotNotFoundAs(err error, id string) error {
 //	@Param			wait	query		string				false	"how long to wait for the snapshot to settle: a Go duration or whole seconds"	example(30s)
 //	@Success		200		{object}	Snapshot			"the snapshot"
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND: no such snapshot, or another tenant's"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/snapshots/{id} [get]
 func HandleSnapshotGet(cfg httpapi.Config, st SnapshotStore, changes httpapi.ChangeSubscriber, draining context.Context) httpapi.HandlerFunc {
@@ -260,14 +245,6 @@ func HandleSnapshotGet(cfg httpapi.Config, st SnapshotStore, changes httpapi.Cha
 //	@Param			cursor	query		string				false	"next_cursor of the previous page"	example(MTc2NzM2NjI0NTEyMzQ1NnxzbnBfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o)
 //	@Success		200		{object}	SnapshotList		"a page of snapshots"
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter, or a bad cursor"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/snapshots [get]
 func HandleSnapshotList(st SnapshotStore) httpapi.HandlerFunc {
@@ -311,15 +288,7 @@ func HandleSnapshotList(st SnapshotStore) httpapi.HandlerFunc {
 //	@Success		202	{object}	Snapshot			"deleted by this request"
 //	@Success		200	{object}	Snapshot			"already deleted"
 //	@Failure		400	{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401	{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404	{object}	httpapi.Problem				"NOT_FOUND: no such snapshot, or another tenant's"
-//	@Failure		429	{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500	{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503	{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/snapshots/{id} [delete]
 func HandleSnapshotDelete(st SnapshotStore) httpapi.HandlerFunc {

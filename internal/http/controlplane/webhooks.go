@@ -253,13 +253,7 @@ func parseFilter(req *WebhookFilterRequest) (webhook.Filter, error) {
 //	@Failure		403		{object}	httpapi.Problem				"FORBIDDEN: the key lacks manage_keys, or the URL's address is one deliveries may not go to"
 //	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
 //	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate, or the tenant holds WEBHOOK_MAX_ENDPOINTS endpoints; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
 //	@Header			201		{string}	Location			"the endpoint's URL"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/webhooks [post]
 func HandleWebhookCreate(cfg httpapi.Config, st WebhookStore, guard webhook.Guard) httpapi.HandlerFunc {
@@ -309,15 +303,7 @@ func HandleWebhookCreate(cfg httpapi.Config, st WebhookStore, guard webhook.Guar
 //	@Produce		json
 //	@Success		200	{object}	WebhookList
 //	@Failure		400	{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401	{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		403	{object}	httpapi.Problem				"FORBIDDEN: the key lacks manage_keys"
-//	@Failure		429	{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500	{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503	{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/webhooks [get]
 func HandleWebhookList(st WebhookStore) httpapi.HandlerFunc {
@@ -350,16 +336,8 @@ func HandleWebhookList(st WebhookStore) httpapi.HandlerFunc {
 //	@Param			id	path		string	true	"webhook id"	example(wh_k5m2q7x3w4r6t2vz)
 //	@Success		200	{object}	Webhook
 //	@Failure		400	{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
-//	@Failure		401	{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		403	{object}	httpapi.Problem				"FORBIDDEN: the key lacks manage_keys"
 //	@Failure		404	{object}	httpapi.Problem				"NOT_FOUND"
-//	@Failure		429	{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500	{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503	{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/webhooks/{id} [get]
 func HandleWebhookGet(st WebhookStore) httpapi.HandlerFunc {
@@ -396,13 +374,6 @@ func webhookNotFound(err error, id string) error {
 //	@Failure		401	{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know (or revoked)"
 //	@Failure		403	{object}	httpapi.Problem				"FORBIDDEN: the key lacks manage_keys"
 //	@Failure		404	{object}	httpapi.Problem				"NOT_FOUND"
-//	@Failure		429	{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500	{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503	{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/webhooks/{id} [delete]
 func HandleWebhookDelete(st WebhookStore) httpapi.HandlerFunc {
@@ -431,16 +402,8 @@ func HandleWebhookDelete(st WebhookStore) httpapi.HandlerFunc {
 //	@Param			cursor	query		string	false	"next_cursor of the previous page"	example(42)
 //	@Success		200		{object}	WebhookDeliveryList
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		403		{object}	httpapi.Problem				"FORBIDDEN: the key lacks manage_keys"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/webhooks/{id}/deliveries [get]
 func HandleWebhookDeliveries(st WebhookStore) httpapi.HandlerFunc {
@@ -497,13 +460,6 @@ func HandleWebhookDeliveries(st WebhookStore) httpapi.HandlerFunc {
 //	@Failure		403		{object}	httpapi.Problem				"FORBIDDEN: the key lacks manage_keys"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
 //	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/webhooks/{id}/replay [post]
 func HandleWebhookReplay(st WebhookStore) httpapi.HandlerFunc {

@@ -26,19 +26,12 @@ import (
 //	@Param			archive	body	string	true	"a tar archive"
 //	@Success		204		"extracted"
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_PATH, INVALID_REQUEST"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		403		{object}	httpapi.Problem				"PERMISSION_DENIED"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND (the sandbox)"
 //	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT"
 //	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED"
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/archive [put]
 func HandleArchivePut(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
@@ -73,19 +66,12 @@ func HandleArchivePut(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, p
 //	@Param			path	query		string				true	"absolute path of a folder inside the sandbox"	example(/workspace)
 //	@Success		200		{file}		binary				"a tar archive of the folder"
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_PATH"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		403		{object}	httpapi.Problem				"PERMISSION_DENIED"
 //	@Failure		404		{object}	httpapi.Problem				"FILE_NOT_FOUND or NOT_FOUND"
 //	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT"
 //	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED"
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/archive [get]
 func HandleArchiveGet(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {

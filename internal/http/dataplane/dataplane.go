@@ -98,19 +98,12 @@ func dataPlane[C any](c *gin.Context, st httpapi.SandboxGetter, providers map[st
 //	@Param			request	body		ExecRequest			true	"the command"
 //	@Success		200		{object}	ExecResult			"the command's outcome, or (text/event-stream) its output as it comes"
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST or INVALID_PATH"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		403		{object}	httpapi.Problem				"PERMISSION_DENIED"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
 //	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT"
 //	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED"
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/exec [post]
 func HandleSandboxExec(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
@@ -413,19 +406,12 @@ func filePath(c *gin.Context) (string, error) {
 //	@Param			content	body	string	true	"the file's bytes"
 //	@Success		204		"written"
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_PATH, IS_DIRECTORY, INVALID_REQUEST"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		403		{object}	httpapi.Problem				"PERMISSION_DENIED"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND (the sandbox)"
 //	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT"
 //	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED"
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/files [put]
 func HandleFilePut(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
@@ -486,19 +472,12 @@ func (w *lazyWriter) Write(b []byte) (int, error) {
 //	@Param			path	query		string				true	"absolute path inside the sandbox"	example(/workspace/main.py)
 //	@Success		200		{file}		binary				"the file's bytes"
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_PATH, IS_DIRECTORY"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		403		{object}	httpapi.Problem				"PERMISSION_DENIED"
 //	@Failure		404		{object}	httpapi.Problem				"FILE_NOT_FOUND or NOT_FOUND"
 //	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT"
 //	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED"
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/files [get]
 func HandleFileGet(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {

@@ -23,18 +23,11 @@ import (
 //	@Param			path	path		string	true	"the app's path"			example(index.html)
 //	@Success		200		"the app's answer, whatever its status and body"
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
 //	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED"
 //	@Failure		502		{object}	httpapi.Problem				"PORT_UNREACHABLE: nothing listens on the port in the sandbox, or it closed the connection without an answer"
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/ports/{port}/{path} [get]
 func portOpGet(h gin.HandlerFunc) gin.HandlerFunc { return h }
@@ -51,18 +44,11 @@ func portOpGet(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Param			path	path		string	true	"the app's path"			example(index.html)
 //	@Success		200		"the app's answer, whatever its status and body"
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
 //	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED"
 //	@Failure		502		{object}	httpapi.Problem				"PORT_UNREACHABLE: nothing listens on the port in the sandbox, or it closed the connection without an answer"
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/ports/{port}/{path} [head]
 func portOpHead(h gin.HandlerFunc) gin.HandlerFunc { return h }
@@ -79,18 +65,11 @@ func portOpHead(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Param			path	path		string	true	"the app's path"			example(index.html)
 //	@Success		200		"the app's answer, whatever its status and body"
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
 //	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED"
 //	@Failure		502		{object}	httpapi.Problem				"PORT_UNREACHABLE: nothing listens on the port in the sandbox, or it closed the connection without an answer"
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/ports/{port}/{path} [post]
 func portOpPost(h gin.HandlerFunc) gin.HandlerFunc { return h }
@@ -107,18 +86,11 @@ func portOpPost(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Param			path	path		string	true	"the app's path"			example(index.html)
 //	@Success		200		"the app's answer, whatever its status and body"
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
 //	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED"
 //	@Failure		502		{object}	httpapi.Problem				"PORT_UNREACHABLE: nothing listens on the port in the sandbox, or it closed the connection without an answer"
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/ports/{port}/{path} [put]
 func portOpPut(h gin.HandlerFunc) gin.HandlerFunc { return h }
@@ -135,18 +107,11 @@ func portOpPut(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Param			path	path		string	true	"the app's path"			example(index.html)
 //	@Success		200		"the app's answer, whatever its status and body"
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
 //	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED"
 //	@Failure		502		{object}	httpapi.Problem				"PORT_UNREACHABLE: nothing listens on the port in the sandbox, or it closed the connection without an answer"
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/ports/{port}/{path} [patch]
 func portOpPatch(h gin.HandlerFunc) gin.HandlerFunc { return h }
@@ -163,18 +128,11 @@ func portOpPatch(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Param			path	path		string	true	"the app's path"			example(index.html)
 //	@Success		200		"the app's answer, whatever its status and body"
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
 //	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED"
 //	@Failure		502		{object}	httpapi.Problem				"PORT_UNREACHABLE: nothing listens on the port in the sandbox, or it closed the connection without an answer"
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/ports/{port}/{path} [delete]
 func portOpDelete(h gin.HandlerFunc) gin.HandlerFunc { return h }
@@ -191,18 +149,11 @@ func portOpDelete(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Param			path	path		string	true	"the app's path"			example(index.html)
 //	@Success		200		"the app's answer, whatever its status and body"
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a port that is not 1-65535, or a path with an empty (//) or dot (. ..) segment"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
 //	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED"
 //	@Failure		502		{object}	httpapi.Problem				"PORT_UNREACHABLE: nothing listens on the port in the sandbox, or it closed the connection without an answer"
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/ports/{port}/{path} [options]
 func portOpOptions(h gin.HandlerFunc) gin.HandlerFunc { return h }
@@ -222,13 +173,9 @@ func portOpOptions(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Failure		409		{object}	httpapi.Problem			"SANDBOX_STATE_CONFLICT"
 //	@Failure		410		{object}	httpapi.Problem			"PREVIEW_GONE: expired, revoked, or the sandbox ended"
 //	@Failure		429		{object}	httpapi.Problem			"QUOTA_EXCEEDED: too many unknown tokens from this address; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem			"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem			"NOT_SUPPORTED"
 //	@Failure		502		{object}	httpapi.Problem			"PORT_UNREACHABLE: nothing listens on the port in the sandbox, or it closed the connection without an answer"
 //	@Failure		503		{object}	httpapi.Problem			"PROVIDER_UNAVAILABLE or UNAVAILABLE"
-//	@Header			429		{integer}	Retry-After		"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After		"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID	"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Router			/p/{token}/{path} [get]
 func previewOpGet(h gin.HandlerFunc) gin.HandlerFunc { return h }
 
@@ -247,13 +194,9 @@ func previewOpGet(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Failure		409		{object}	httpapi.Problem			"SANDBOX_STATE_CONFLICT"
 //	@Failure		410		{object}	httpapi.Problem			"PREVIEW_GONE: expired, revoked, or the sandbox ended"
 //	@Failure		429		{object}	httpapi.Problem			"QUOTA_EXCEEDED: too many unknown tokens from this address; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem			"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem			"NOT_SUPPORTED"
 //	@Failure		502		{object}	httpapi.Problem			"PORT_UNREACHABLE: nothing listens on the port in the sandbox, or it closed the connection without an answer"
 //	@Failure		503		{object}	httpapi.Problem			"PROVIDER_UNAVAILABLE or UNAVAILABLE"
-//	@Header			429		{integer}	Retry-After		"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After		"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID	"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Router			/p/{token}/{path} [head]
 func previewOpHead(h gin.HandlerFunc) gin.HandlerFunc { return h }
 
@@ -272,13 +215,9 @@ func previewOpHead(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Failure		409		{object}	httpapi.Problem			"SANDBOX_STATE_CONFLICT"
 //	@Failure		410		{object}	httpapi.Problem			"PREVIEW_GONE: expired, revoked, or the sandbox ended"
 //	@Failure		429		{object}	httpapi.Problem			"QUOTA_EXCEEDED: too many unknown tokens from this address; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem			"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem			"NOT_SUPPORTED"
 //	@Failure		502		{object}	httpapi.Problem			"PORT_UNREACHABLE: nothing listens on the port in the sandbox, or it closed the connection without an answer"
 //	@Failure		503		{object}	httpapi.Problem			"PROVIDER_UNAVAILABLE or UNAVAILABLE"
-//	@Header			429		{integer}	Retry-After		"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After		"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID	"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Router			/p/{token}/{path} [post]
 func previewOpPost(h gin.HandlerFunc) gin.HandlerFunc { return h }
 
@@ -297,13 +236,9 @@ func previewOpPost(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Failure		409		{object}	httpapi.Problem			"SANDBOX_STATE_CONFLICT"
 //	@Failure		410		{object}	httpapi.Problem			"PREVIEW_GONE: expired, revoked, or the sandbox ended"
 //	@Failure		429		{object}	httpapi.Problem			"QUOTA_EXCEEDED: too many unknown tokens from this address; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem			"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem			"NOT_SUPPORTED"
 //	@Failure		502		{object}	httpapi.Problem			"PORT_UNREACHABLE: nothing listens on the port in the sandbox, or it closed the connection without an answer"
 //	@Failure		503		{object}	httpapi.Problem			"PROVIDER_UNAVAILABLE or UNAVAILABLE"
-//	@Header			429		{integer}	Retry-After		"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After		"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID	"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Router			/p/{token}/{path} [put]
 func previewOpPut(h gin.HandlerFunc) gin.HandlerFunc { return h }
 
@@ -322,13 +257,9 @@ func previewOpPut(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Failure		409		{object}	httpapi.Problem			"SANDBOX_STATE_CONFLICT"
 //	@Failure		410		{object}	httpapi.Problem			"PREVIEW_GONE: expired, revoked, or the sandbox ended"
 //	@Failure		429		{object}	httpapi.Problem			"QUOTA_EXCEEDED: too many unknown tokens from this address; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem			"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem			"NOT_SUPPORTED"
 //	@Failure		502		{object}	httpapi.Problem			"PORT_UNREACHABLE: nothing listens on the port in the sandbox, or it closed the connection without an answer"
 //	@Failure		503		{object}	httpapi.Problem			"PROVIDER_UNAVAILABLE or UNAVAILABLE"
-//	@Header			429		{integer}	Retry-After		"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After		"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID	"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Router			/p/{token}/{path} [patch]
 func previewOpPatch(h gin.HandlerFunc) gin.HandlerFunc { return h }
 
@@ -347,13 +278,9 @@ func previewOpPatch(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Failure		409		{object}	httpapi.Problem			"SANDBOX_STATE_CONFLICT"
 //	@Failure		410		{object}	httpapi.Problem			"PREVIEW_GONE: expired, revoked, or the sandbox ended"
 //	@Failure		429		{object}	httpapi.Problem			"QUOTA_EXCEEDED: too many unknown tokens from this address; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem			"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem			"NOT_SUPPORTED"
 //	@Failure		502		{object}	httpapi.Problem			"PORT_UNREACHABLE: nothing listens on the port in the sandbox, or it closed the connection without an answer"
 //	@Failure		503		{object}	httpapi.Problem			"PROVIDER_UNAVAILABLE or UNAVAILABLE"
-//	@Header			429		{integer}	Retry-After		"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After		"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID	"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Router			/p/{token}/{path} [delete]
 func previewOpDelete(h gin.HandlerFunc) gin.HandlerFunc { return h }
 
@@ -372,13 +299,9 @@ func previewOpDelete(h gin.HandlerFunc) gin.HandlerFunc { return h }
 //	@Failure		409		{object}	httpapi.Problem			"SANDBOX_STATE_CONFLICT"
 //	@Failure		410		{object}	httpapi.Problem			"PREVIEW_GONE: expired, revoked, or the sandbox ended"
 //	@Failure		429		{object}	httpapi.Problem			"QUOTA_EXCEEDED: too many unknown tokens from this address; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem			"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem			"NOT_SUPPORTED"
 //	@Failure		502		{object}	httpapi.Problem			"PORT_UNREACHABLE: nothing listens on the port in the sandbox, or it closed the connection without an answer"
 //	@Failure		503		{object}	httpapi.Problem			"PROVIDER_UNAVAILABLE or UNAVAILABLE"
-//	@Header			429		{integer}	Retry-After		"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After		"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID	"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Router			/p/{token}/{path} [options]
 func previewOpOptions(h gin.HandlerFunc) gin.HandlerFunc { return h }
 

@@ -119,19 +119,12 @@ func toPreview(p sandbox.Preview) Preview {
 //	@Param			request	body		PreviewRequest	true	"the port and lifetime"
 //	@Success		201		{object}	Preview				"the preview, with its URL and token; Location names it"
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
 //	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT"
 //	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
 //	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED"
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Header			201		{string}	Location			"the preview's URL path, /v1/sandboxes/{id}/previews/{preview_id}"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/previews [post]
 func HandlePreviewCreate(cfg httpapi.Config, st PreviewStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
@@ -209,15 +202,7 @@ func previewHostLabel(port int, id string) string {
 //	@Param			id	path		string	true	"sandbox id"	example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Success		200	{object}	PreviewList
 //	@Failure		400	{object}	httpapi.Problem				"INVALID_REQUEST"
-//	@Failure		401	{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404	{object}	httpapi.Problem				"NOT_FOUND"
-//	@Failure		429	{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500	{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503	{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401	{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429	{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503	{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all	{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/previews [get]
 func HandlePreviewList(st PreviewStore) httpapi.HandlerFunc {
@@ -252,15 +237,7 @@ func HandlePreviewList(st PreviewStore) httpapi.HandlerFunc {
 //	@Param			preview_id	path		string	true	"preview id"	example(prv_k5m2q7x3w9r4t8vz)
 //	@Success		200			{object}	Preview
 //	@Failure		400			{object}	httpapi.Problem				"INVALID_REQUEST"
-//	@Failure		401			{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404			{object}	httpapi.Problem				"NOT_FOUND"
-//	@Failure		429			{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500			{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503			{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401			{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429			{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503			{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all			{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/previews/{preview_id} [get]
 func HandlePreviewGet(st PreviewStore) httpapi.HandlerFunc {
@@ -314,15 +291,7 @@ func previewNotFoundAs(err error, sandboxID, id string) error {
 //	@Param			preview_id	path		string	true	"preview id"	example(prv_k5m2q7x3w9r4t8vz)
 //	@Success		200			{object}	Preview
 //	@Failure		400			{object}	httpapi.Problem				"INVALID_REQUEST"
-//	@Failure		401			{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404			{object}	httpapi.Problem				"NOT_FOUND"
-//	@Failure		429			{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500			{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503			{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401			{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429			{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503			{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all			{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/previews/{preview_id} [delete]
 func HandlePreviewRevoke(st PreviewStore) httpapi.HandlerFunc {

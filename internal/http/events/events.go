@@ -80,15 +80,7 @@ func toEventList(events []sandbox.Event, limit int) EventList {
 //	@Param			after	query		integer	false	"return events after this event id (the same position as cursor; pass one)"	format(int64)	minimum(0)	example(42)
 //	@Success		200		{object}	EventList
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/events [get]
 func HandleSandboxEvents(st EventLister) httpapi.HandlerFunc {
@@ -113,14 +105,6 @@ func HandleSandboxEvents(st EventLister) httpapi.HandlerFunc {
 //	@Param			after	query		integer	false	"return events after this event id (the same position as cursor; pass one)"	format(int64)	minimum(0)	example(42)
 //	@Success		200		{object}	EventList
 //	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST"
-//	@Failure		401		{object}	httpapi.Problem				"UNAUTHENTICATED: no API key, or one Tether does not know"
-//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds"
-//	@Failure		500		{object}	httpapi.Problem				"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503		{object}	httpapi.Problem				"UNAVAILABLE"
-//	@Header			401		{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429		{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503		{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all		{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/events [get]
 func HandleEvents(st EventLister) httpapi.HandlerFunc {

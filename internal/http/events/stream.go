@@ -71,14 +71,7 @@ func (s *StreamSlots) give(tenant string) {
 //	@Param			Last-Event-ID	header		string	false	"stream position to resume after, as browsers send it"				example(1234-56)
 //	@Success		200				{string}	string	"the stream"
 //	@Failure		400				{object}	httpapi.Problem	"INVALID_REQUEST"
-//	@Failure		401				{object}	httpapi.Problem	"UNAUTHENTICATED: no API key, or one Tether does not know"
 //	@Failure		429				{object}	httpapi.Problem	"QUOTA_EXCEEDED: too many open streams, or over the API key's request rate"
-//	@Failure		500				{object}	httpapi.Problem	"INTERNAL: a bug; quote the request id when reporting it"
-//	@Failure		503				{object}	httpapi.Problem	"UNAVAILABLE"
-//	@Header			401				{string}	WWW-Authenticate	"the Bearer challenge"
-//	@Header			429				{integer}	Retry-After			"seconds to wait before retrying"
-//	@Header			503				{integer}	Retry-After			"seconds to wait before retrying, sent with UNAVAILABLE"
-//	@Header			all				{string}	X-Request-ID		"identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
 //	@Security		BearerAuth
 //	@Router			/v1/events/stream [get]
 func HandleEventStream(st EventStreamer, changes httpapi.ChangeSubscriber, slots *StreamSlots, draining context.Context) httpapi.HandlerFunc {
