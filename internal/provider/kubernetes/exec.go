@@ -23,8 +23,8 @@ import (
 	utilexec "k8s.io/client-go/util/exec"
 	"k8s.io/streaming/pkg/httpstream"
 
-	"github.com/tetherhq/tether/internal/host/outputcap"
 	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider/outputcap"
 )
 
 // Defaults of an ExecRequest that sets none.

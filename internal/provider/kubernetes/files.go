@@ -23,8 +23,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/tetherhq/tether/internal/provider/shfiles"
 	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider/shfiles"
 )
 
 // chunkSize is how much of an upload one exec carries.

@@ -19,9 +19,9 @@ import (
 
 	"github.com/tetherhq/tether/internal/host/cgroup"
 	"github.com/tetherhq/tether/internal/host/hostos"
-	"github.com/tetherhq/tether/internal/host/outputcap"
-	"github.com/tetherhq/tether/internal/provider/shfiles"
 	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider/outputcap"
+	"github.com/tetherhq/tether/provider/shfiles"
 )
 
 // running returns the metadata of a sandbox whose init runs.

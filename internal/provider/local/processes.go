@@ -20,9 +20,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tetherhq/tether/internal/provider/shfiles"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/provider"
+	"github.com/tetherhq/tether/provider/shfiles"
 )
 
 // The local provider has every capability of the processes family.

@@ -14,7 +14,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // Exit codes of the file scripts, each a kind of file error.
@@ -138,7 +138,7 @@ exit 0`
 // returns the path cleaned.
 func CheckPath(p string) (string, error) {
 	if p == "" || !strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
-		return "", sandbox.Errorf(sandbox.CodeInvalidPath, "path must be an absolute path inside the sandbox")
+		return "", provider.Errorf(provider.CodeInvalidPath, "path must be an absolute path inside the sandbox")
 	}
 	return path.Clean(p), nil
 }
@@ -150,26 +150,26 @@ func CheckPath(p string) (string, error) {
 func Error(code int, clean, stderr, fullNote string) error {
 	switch code {
 	case ExitNotFound:
-		return sandbox.Errorf(sandbox.CodeFileNotFound, "no file at %s in the sandbox", clean)
+		return provider.Errorf(provider.CodeFileNotFound, "no file at %s in the sandbox", clean)
 	case ExitIsDirectory:
-		return sandbox.Errorf(sandbox.CodeIsDirectory, "%s is a directory", clean)
+		return provider.Errorf(provider.CodeIsDirectory, "%s is a directory", clean)
 	case ExitDenied:
-		return sandbox.Errorf(sandbox.CodePermissionDenied, "the sandbox user may not access %s", clean)
+		return provider.Errorf(provider.CodePermissionDenied, "the sandbox user may not access %s", clean)
 	case ExitInvalidPath:
-		return sandbox.Errorf(sandbox.CodeInvalidPath, "%s is not a regular file, or a folder on its way is not a folder", clean)
+		return provider.Errorf(provider.CodeInvalidPath, "%s is not a regular file, or a folder on its way is not a folder", clean)
 	}
 	// A folder or a file that took a path's place while the write was
 	// under way (a racing write made it): the shell's, mv's or cp's words.
 	switch {
 	case strings.Contains(stderr, "ot a directory"), strings.Contains(stderr, "overwrite non-directory"):
-		return sandbox.Errorf(sandbox.CodeInvalidPath, "a folder on the way to %s is not a folder", clean)
+		return provider.Errorf(provider.CodeInvalidPath, "a folder on the way to %s is not a folder", clean)
 	case strings.Contains(stderr, "s a directory"), strings.Contains(stderr, "overwrite directory"):
-		return sandbox.Errorf(sandbox.CodeIsDirectory, "%s, or a path below it, is a directory", clean)
+		return provider.Errorf(provider.CodeIsDirectory, "%s, or a path below it, is a directory", clean)
 	}
 	if strings.Contains(stderr, "No space left on device") || strings.Contains(stderr, "Disk quota exceeded") {
-		return sandbox.Errorf(sandbox.CodePayloadTooLarge, "no room for %s: the sandbox's file system is full%s", clean, fullNote)
+		return provider.Errorf(provider.CodePayloadTooLarge, "no room for %s: the sandbox's file system is full%s", clean, fullNote)
 	}
-	return sandbox.Errorf(sandbox.CodeInvalidRequest, "cannot access %s: %s", clean, ShellError(stderr))
+	return provider.Errorf(provider.CodeInvalidRequest, "cannot access %s: %s", clean, ShellError(stderr))
 }
 
 // ShellError extracts the reason from a shell error line such as

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // run runs script with /bin/sh and args, stdin as its input; it returns
@@ -124,25 +124,25 @@ func TestError(t *testing.T) {
 	for _, c := range []struct {
 		code   int
 		stderr string
-		want   sandbox.Code
+		want   provider.Code
 		msg    string
 	}{
-		{ExitNotFound, "", sandbox.CodeFileNotFound, "no file at /w/f"},
-		{ExitIsDirectory, "", sandbox.CodeIsDirectory, "/w/f is a directory"},
-		{ExitDenied, "", sandbox.CodePermissionDenied, "may not access /w/f"},
-		{ExitInvalidPath, "", sandbox.CodeInvalidPath, "not a regular file"},
-		{ExitWriteFailed, "cat: write error: No space left on device", sandbox.CodePayloadTooLarge, "is full (note)"},
-		{ExitWriteFailed, "sh: 1: cannot create /w/f: Disk quota exceeded", sandbox.CodePayloadTooLarge, "is full (note)"},
-		{ExitWriteFailed, "sh: 1: cannot create /w/f: Read-only file system", sandbox.CodeInvalidRequest, "cannot access /w/f: Read-only file system"},
-		{ExitWriteFailed, "sh: 1: cannot create /w/d/.tether-upload-x-f: Not a directory", sandbox.CodeInvalidPath, "not a folder"},
-		{ExitWriteFailed, "cp: cannot overwrite non-directory '/w/./x' with directory '/w/.s/./x'", sandbox.CodeInvalidPath, "not a folder"},
-		{ExitWriteFailed, "cp: cannot overwrite directory '/w/./x' with non-directory", sandbox.CodeIsDirectory, "is a directory"},
-		{ExitWriteFailed, "cp: '/w/x' is a directory", sandbox.CodeIsDirectory, "is a directory"},
-		{1, "mv: cannot move '/w/.t' to '/w/f': Read-only file system", sandbox.CodeInvalidRequest, "Read-only file system"},
+		{ExitNotFound, "", provider.CodeFileNotFound, "no file at /w/f"},
+		{ExitIsDirectory, "", provider.CodeIsDirectory, "/w/f is a directory"},
+		{ExitDenied, "", provider.CodePermissionDenied, "may not access /w/f"},
+		{ExitInvalidPath, "", provider.CodeInvalidPath, "not a regular file"},
+		{ExitWriteFailed, "cat: write error: No space left on device", provider.CodePayloadTooLarge, "is full (note)"},
+		{ExitWriteFailed, "sh: 1: cannot create /w/f: Disk quota exceeded", provider.CodePayloadTooLarge, "is full (note)"},
+		{ExitWriteFailed, "sh: 1: cannot create /w/f: Read-only file system", provider.CodeInvalidRequest, "cannot access /w/f: Read-only file system"},
+		{ExitWriteFailed, "sh: 1: cannot create /w/d/.tether-upload-x-f: Not a directory", provider.CodeInvalidPath, "not a folder"},
+		{ExitWriteFailed, "cp: cannot overwrite non-directory '/w/./x' with directory '/w/.s/./x'", provider.CodeInvalidPath, "not a folder"},
+		{ExitWriteFailed, "cp: cannot overwrite directory '/w/./x' with non-directory", provider.CodeIsDirectory, "is a directory"},
+		{ExitWriteFailed, "cp: '/w/x' is a directory", provider.CodeIsDirectory, "is a directory"},
+		{1, "mv: cannot move '/w/.t' to '/w/f': Read-only file system", provider.CodeInvalidRequest, "Read-only file system"},
 	} {
 		err := Error(c.code, "/w/f", c.stderr, " (note)")
-		if sandbox.ErrorCode(err) != c.want || !strings.Contains(err.Error(), c.msg) {
-			t.Errorf("Error(%d, %q) = %v (%s); want %s with %q", c.code, c.stderr, err, sandbox.ErrorCode(err), c.want, c.msg)
+		if provider.ErrorCode(err) != c.want || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("Error(%d, %q) = %v (%s); want %s with %q", c.code, c.stderr, err, provider.ErrorCode(err), c.want, c.msg)
 		}
 	}
 	if got := ShellError("  "); got != "failed" {
@@ -155,8 +155,8 @@ func TestCheckPath(t *testing.T) {
 		t.Errorf("CheckPath = %q, %v; want /workspace/b", got, err)
 	}
 	for _, bad := range []string{"", "rel/x", "/a\x00b"} {
-		if _, err := CheckPath(bad); sandbox.ErrorCode(err) != sandbox.CodeInvalidPath {
-			t.Errorf("CheckPath(%q) = %v; want %s", bad, err, sandbox.CodeInvalidPath)
+		if _, err := CheckPath(bad); provider.ErrorCode(err) != provider.CodeInvalidPath {
+			t.Errorf("CheckPath(%q) = %v; want %s", bad, err, provider.CodeInvalidPath)
 		}
 	}
 }
