@@ -43,6 +43,10 @@ const (
 	// CodePortUnreachable: nothing accepts connections on the port inside
 	// the sandbox (the connection was refused or timed out there) (502).
 	CodePortUnreachable Code = "PORT_UNREACHABLE"
+	// CodeStateConflict: the sandbox's state does not allow the call. A
+	// provider returns it only through Paused, for a call on a sandbox it
+	// holds paused (a Pauser's race with a pause) (409).
+	CodeStateConflict Code = "SANDBOX_STATE_CONFLICT"
 	// CodeInternal is the code of every error that is not an *Error: a bug
 	// or a failure the client cannot act on (500).
 	CodeInternal Code = "INTERNAL"
@@ -96,4 +100,25 @@ func Retryable(err error) error {
 func IsRetryable(err error) bool {
 	var r retryable
 	return errors.As(err, &r)
+}
+
+// pausedError is the error of a call on a paused sandbox: an *Error with
+// CodeStateConflict, which errors.As finds through it.
+type pausedError struct{ err *Error }
+
+func (p pausedError) Error() string { return p.err.Error() }
+func (p pausedError) Unwrap() error { return p.err }
+
+// Paused returns the error for an operation (op: what the caller could not
+// do, "run commands in it") on a sandbox the provider holds paused: a
+// Pauser refuses data-plane calls that reach a sandbox frozen under them
+// with it. Tether shows it as a state conflict naming the state paused.
+func Paused(sandboxID, op string) error {
+	return pausedError{Errorf(CodeStateConflict, "sandbox %s is paused: cannot %s", sandboxID, op)}
+}
+
+// IsPaused reports whether err, or an error it wraps, came from Paused.
+func IsPaused(err error) bool {
+	var p pausedError
+	return errors.As(err, &p)
 }

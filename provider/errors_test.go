@@ -37,3 +37,16 @@ func TestSandboxIDs(t *testing.T) {
 		}
 	}
 }
+
+func TestPaused(t *testing.T) {
+	err := fmt.Errorf("exec: %w", provider.Paused("sbx_1", "run commands in it"))
+	if !provider.IsPaused(err) || provider.ErrorCode(err) != provider.CodeStateConflict {
+		t.Fatalf("Paused: IsPaused %v, code %s", provider.IsPaused(err), provider.ErrorCode(err))
+	}
+	if got, want := err.Error(), "exec: SANDBOX_STATE_CONFLICT: sandbox sbx_1 is paused: cannot run commands in it"; got != want {
+		t.Errorf("message %q, want %q", got, want)
+	}
+	if provider.IsPaused(provider.Errorf(provider.CodeStateConflict, "x")) || provider.IsPaused(nil) {
+		t.Error("IsPaused holds for an error Paused did not make")
+	}
+}

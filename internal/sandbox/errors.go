@@ -20,7 +20,7 @@ const (
 	// operator has not allowed (such as the host's network).
 	CodeForbidden                 = provider.CodeForbidden
 	CodeNotFound             Code = "NOT_FOUND"
-	CodeStateConflict        Code = "SANDBOX_STATE_CONFLICT"
+	CodeStateConflict             = provider.CodeStateConflict
 	CodeIdempotencyKeyReused Code = "IDEMPOTENCY_KEY_REUSED"
 	// CodeSandboxIDTaken: a create named an id another sandbox has.
 	CodeSandboxIDTaken Code = "SANDBOX_ID_TAKEN"
@@ -72,9 +72,8 @@ func Errorf(code Code, format string, args ...any) *Error {
 
 // StateConflictError is the error for an operation that the sandbox's
 // current state does not allow: an *Error with CodeStateConflict (which
-// errors.As finds through it) and the state. It is Tether's, not the
-// provider SDK's: SDK providers never return it (the local provider, part
-// of Tether, does for a command on a sandbox frozen under the request).
+// errors.As finds through it) and the state. It is Tether's; a provider
+// says the same of a sandbox it holds paused with provider.Paused.
 type StateConflictError struct {
 	Err   *Error
 	State State
@@ -95,12 +94,15 @@ func StateConflict(id string, state State, op string) error {
 	}
 }
 
-// ConflictState returns the sandbox state a StateConflict error carries, or
-// "" if err has none.
+// ConflictState returns the sandbox state a StateConflict error carries
+// (StatePaused for a provider's provider.Paused), or "" if err has none.
 func ConflictState(err error) State {
 	var c *StateConflictError
 	if errors.As(err, &c) {
 		return c.State
+	}
+	if provider.IsPaused(err) {
+		return StatePaused
 	}
 	return ""
 }

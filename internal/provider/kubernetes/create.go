@@ -14,37 +14,37 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // maxSetupOutput is how much of a failed setup's output the error keeps.
 const maxSetupOutput = 8 << 10
 
-// Create implements sandbox.Provider. It is idempotent: a live pod of
+// Create implements provider.Provider. It is idempotent: a live pod of
 // this installation for the sandbox is the sandbox's, waited for like a
 // new one; one that already ended or is being deleted (the remains of an
 // earlier attempt) is deleted and made again. Concurrent Creates of one
 // sandbox converge on one pod, and its setup runs once (setup.go). It
 // returns once the pod is Ready and a command runs in it (and the setup,
 // if any, succeeded), or ctx ends.
-func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox.Resource, error) {
-	if !sandbox.ValidID(spec.SandboxID) {
-		return sandbox.Resource{}, fmt.Errorf("kubernetes: create: invalid sandbox id %q", spec.SandboxID)
+func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provider.Resource, error) {
+	if !provider.ValidSandboxID(spec.SandboxID) {
+		return provider.Resource{}, fmt.Errorf("kubernetes: create: invalid sandbox id %q", spec.SandboxID)
 	}
 	prm, allow, err := p.parseParams(spec.Params)
 	if err != nil {
-		return sandbox.Resource{}, err
+		return provider.Resource{}, err
 	}
 	for {
 		pod, err := p.ensurePod(ctx, spec, prm, allow)
 		if err != nil {
-			return sandbox.Resource{}, err
+			return provider.Resource{}, err
 		}
 		if pod, err = p.waitReady(ctx, pod); err != nil {
-			return sandbox.Resource{}, err
+			return provider.Resource{}, err
 		}
 		if err := p.probe(ctx, pod); err != nil {
-			return sandbox.Resource{}, err
+			return provider.Resource{}, err
 		}
 		if spec.Setup == "" {
 			return p.resource(pod), nil
@@ -54,12 +54,12 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 			// Interrupted in its setup, which must not run twice: that
 			// pod goes, and a new one is made.
 			if err := p.deletePod(ctx, spec.SandboxID, pod.UID); err != nil {
-				return sandbox.Resource{}, sandbox.Retryable(fmt.Errorf("kubernetes: create: clearing a pod whose setup was interrupted: %w", err))
+				return provider.Resource{}, provider.Retryable(fmt.Errorf("kubernetes: create: clearing a pod whose setup was interrupted: %w", err))
 			}
 			continue
 		}
 		if err != nil {
-			return sandbox.Resource{}, err
+			return provider.Resource{}, err
 		}
 		return p.resource(set), nil
 	}
@@ -67,7 +67,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 
 // ensurePod returns the sandbox's pod, making its NetworkPolicy and then
 // the pod unless a live one of ours exists.
-func (p *Provider) ensurePod(ctx context.Context, spec sandbox.CreateSpec, prm Params, allow []allowEntry) (*corev1.Pod, error) {
+func (p *Provider) ensurePod(ctx context.Context, spec provider.CreateSpec, prm Params, allow []allowEntry) (*corev1.Pod, error) {
 	pods := p.client.CoreV1().Pods(p.cfg.Namespace)
 	name := PodName(spec.SandboxID)
 	existing, err := pods.Get(ctx, name, metav1.GetOptions{})
@@ -86,7 +86,7 @@ func (p *Provider) ensurePod(ctx context.Context, spec sandbox.CreateSpec, prm P
 		// The remains of an earlier attempt: gone (that pod, not one a
 		// concurrent attempt made meanwhile) before a new one.
 		if err := p.deletePod(ctx, spec.SandboxID, existing.UID); err != nil {
-			return nil, sandbox.Retryable(fmt.Errorf("kubernetes: create: clearing an earlier attempt's pod: %w", err))
+			return nil, provider.Retryable(fmt.Errorf("kubernetes: create: clearing an earlier attempt's pod: %w", err))
 		}
 	}
 	if err := p.ensurePolicy(ctx, spec, allow); err != nil {
@@ -111,7 +111,7 @@ func (p *Provider) ensurePod(ctx context.Context, spec sandbox.CreateSpec, prm P
 
 // ensurePolicy makes the sandbox's NetworkPolicy, or keeps the one of
 // ours that exists.
-func (p *Provider) ensurePolicy(ctx context.Context, spec sandbox.CreateSpec, allow []allowEntry) error {
+func (p *Provider) ensurePolicy(ctx context.Context, spec provider.CreateSpec, allow []allowEntry) error {
 	pols := p.client.NetworkingV1().NetworkPolicies(p.cfg.Namespace)
 	_, err := pols.Create(ctx, p.policyFor(spec, allow), metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -149,7 +149,7 @@ type startState struct {
 func judgeStart(pod *corev1.Pod) startState {
 	name := pod.Namespace + "/" + pod.Name
 	if pod.DeletionTimestamp != nil {
-		return startState{fail: sandbox.Retryable(fmt.Errorf("kubernetes: pod %s was deleted while it started", name))}
+		return startState{fail: provider.Retryable(fmt.Errorf("kubernetes: pod %s was deleted while it started", name))}
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		if w := cs.State.Waiting; w != nil && hopeless[w.Reason] {
@@ -164,7 +164,7 @@ func judgeStart(pod *corev1.Pod) startState {
 			return startState{fail: fmt.Errorf("kubernetes: the sandbox's container ended at once: %s", why)}
 		}
 		// Refused before it ran (a node's admission): another may take it.
-		return startState{fail: sandbox.Retryable(fmt.Errorf("kubernetes: %s", why))}
+		return startState{fail: provider.Retryable(fmt.Errorf("kubernetes: %s", why))}
 	}
 	if c := condition(pod, corev1.PodReady); pod.Status.Phase == corev1.PodRunning && c != nil && c.Status == corev1.ConditionTrue {
 		return startState{ready: true}
@@ -205,7 +205,7 @@ func (p *Provider) waitReady(ctx context.Context, pod *corev1.Pod) (*corev1.Pod,
 		case err != nil:
 			return nil, notReady(pod, judgeStart(pod), err)
 		case gone:
-			return nil, sandbox.Retryable(fmt.Errorf("kubernetes: pod %s/%s was deleted while it started", pod.Namespace, pod.Name))
+			return nil, provider.Retryable(fmt.Errorf("kubernetes: pod %s/%s was deleted while it started", pod.Namespace, pod.Name))
 		case !decided:
 			// The watch ended (a timeout, a compaction): read it again.
 			next, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
@@ -259,7 +259,7 @@ func decides(pod *corev1.Pod) bool {
 func notReady(pod *corev1.Pod, st startState, err error) error {
 	why := fmt.Errorf("kubernetes: pod %s/%s not ready (%s): %w", pod.Namespace, pod.Name, st.pending, err)
 	if errors.Is(err, context.DeadlineExceeded) {
-		return sandbox.Retryable(why)
+		return provider.Retryable(why)
 	}
 	return why
 }
@@ -270,15 +270,15 @@ func notReady(pod *corev1.Pod, st startState, err error) error {
 func (p *Provider) probe(ctx context.Context, pod *corev1.Pod) error {
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	res, err := p.exec(pctx, pod, sandbox.ExecRequest{
+	res, err := p.exec(pctx, pod, provider.ExecRequest{
 		Command: `for t in cat head tar mkdir mv rm cp wc dirname sleep; do command -v "$t" >/dev/null || { echo "missing: $t"; exit 3; }; done; printf ok`,
 		Timeout: 20 * time.Second, MaxOutput: 4096,
 	})
 	switch {
 	case err != nil:
-		return sandbox.Retryable(fmt.Errorf("kubernetes: probe of pod %s: %w", pod.Name, err))
+		return provider.Retryable(fmt.Errorf("kubernetes: probe of pod %s: %w", pod.Name, err))
 	case res.TimedOut:
-		return sandbox.Retryable(fmt.Errorf("kubernetes: probe of pod %s timed out", pod.Name))
+		return provider.Retryable(fmt.Errorf("kubernetes: probe of pod %s timed out", pod.Name))
 	case res.ExitCode != 0 || res.Output != "ok":
 		return fmt.Errorf("kubernetes: the image %s cannot run the provider's commands (exit status %d): %s", p.cfg.Image, res.ExitCode, res.Output)
 	}

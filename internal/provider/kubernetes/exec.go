@@ -23,7 +23,7 @@ import (
 	utilexec "k8s.io/client-go/util/exec"
 	"k8s.io/streaming/pkg/httpstream"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 	"github.com/tetherhq/tether/provider/outputcap"
 )
 
@@ -42,13 +42,13 @@ const overrun = 10 * time.Second
 func (p *Provider) running(ctx context.Context, id string) (*corev1.Pod, error) {
 	pod, err := p.client.CoreV1().Pods(p.cfg.Namespace).Get(ctx, PodName(id), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) || (err == nil && !p.ours(pod, id)) {
-		return nil, sandbox.Errorf(sandbox.CodeProviderUnavailable, "sandbox %s has no pod any more; the janitor will mark it lost", id)
+		return nil, provider.Errorf(provider.CodeProviderUnavailable, "sandbox %s has no pod any more; the janitor will mark it lost", id)
 	}
 	if err != nil {
 		return nil, apiError("get pod", err)
 	}
 	if why := defunctReason(pod); why != "" {
-		return nil, sandbox.Errorf(sandbox.CodeProviderUnavailable, "sandbox %s no longer runs (%s); the janitor will mark it lost", id, why)
+		return nil, provider.Errorf(provider.CodeProviderUnavailable, "sandbox %s no longer runs (%s); the janitor will mark it lost", id, why)
 	}
 	return pod, nil
 }
@@ -233,19 +233,19 @@ while [ -e "$f" ] && [ $i -lt 100 ]; do
 done
 exit 0`
 
-// Exec implements sandbox.Execer.
-func (p *Provider) Exec(ctx context.Context, sandboxID string, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+// Exec implements provider.Execer.
+func (p *Provider) Exec(ctx context.Context, sandboxID string, req provider.ExecRequest) (provider.ExecResult, error) {
 	pod, err := p.running(ctx, sandboxID)
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return provider.ExecResult{}, err
 	}
 	return p.exec(ctx, pod, req)
 }
 
-func (p *Provider) exec(ctx context.Context, pod *corev1.Pod, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+func (p *Provider) exec(ctx context.Context, pod *corev1.Pod, req provider.ExecRequest) (provider.ExecResult, error) {
 	limit := outputLimit(req)
 	var out []byte
-	c := outputcap.New(limit, sandbox.Stderr, func(_ string, chunk []byte) error {
+	c := outputcap.New(limit, provider.Stderr, func(_ string, chunk []byte) error {
 		out = append(out, chunk...)
 		return nil
 	})
@@ -257,17 +257,17 @@ func (p *Provider) exec(ctx context.Context, pod *corev1.Pod, req sandbox.ExecRe
 	return res, nil
 }
 
-// ExecStream implements sandbox.StreamExecer: stdout and stderr come as
+// ExecStream implements provider.StreamExecer: stdout and stderr come as
 // the exec's streams deliver them, through the output cap.
-func (p *Provider) ExecStream(ctx context.Context, sandboxID string, req sandbox.ExecRequest, emit func(stream string, chunk []byte) error) (sandbox.ExecResult, error) {
+func (p *Provider) ExecStream(ctx context.Context, sandboxID string, req provider.ExecRequest, emit func(stream string, chunk []byte) error) (provider.ExecResult, error) {
 	pod, err := p.running(ctx, sandboxID)
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return provider.ExecResult{}, err
 	}
-	return p.run(ctx, pod, req, outputcap.New(outputLimit(req), sandbox.Stderr, emit))
+	return p.run(ctx, pod, req, outputcap.New(outputLimit(req), provider.Stderr, emit))
 }
 
-func outputLimit(req sandbox.ExecRequest) int {
+func outputLimit(req provider.ExecRequest) int {
 	if req.MaxOutput <= 0 {
 		return defaultMaxOutput
 	}
@@ -278,8 +278,8 @@ func outputLimit(req sandbox.ExecRequest) int {
 // If ctx ends, out fails, or the pod's own timeout does not end the
 // stream in time, the command is killed (killScript) and the stream
 // abandoned.
-func (p *Provider) run(ctx context.Context, pod *corev1.Pod, req sandbox.ExecRequest, out *outputcap.Cap) (sandbox.ExecResult, error) {
-	var res sandbox.ExecResult
+func (p *Provider) run(ctx context.Context, pod *corev1.Pod, req provider.ExecRequest, out *outputcap.Cap) (provider.ExecResult, error) {
+	var res provider.ExecResult
 	timeout := req.Timeout
 	if timeout <= 0 {
 		timeout = defaultExecTimeout
@@ -295,7 +295,7 @@ func (p *Provider) run(ctx context.Context, pod *corev1.Pod, req sandbox.ExecReq
 	argv := p.command(pod, req.Env, "/bin/sh", "-c", execScript, "sh", token,
 		strconv.FormatFloat(timeout.Seconds(), 'f', 3, 64), wd, req.Command)
 	start := time.Now()
-	err := p.stream(sctx, pod, argv, nil, sink.writer(sandbox.Stdout), sink.writer(sandbox.Stderr))
+	err := p.stream(sctx, pod, argv, nil, sink.writer(provider.Stdout), sink.writer(provider.Stderr))
 	elapsed := time.Since(start)
 	code, exited := exitStatus(err)
 	switch {
@@ -310,7 +310,7 @@ func (p *Provider) run(ctx context.Context, pod *corev1.Pod, req sandbox.ExecReq
 		p.kill(ctx, pod, token)
 		res.TimedOut, res.ExitCode = true, 124
 	case !exited:
-		return res, sandbox.Errorf(sandbox.CodeProviderUnavailable, "exec in pod %s failed: %v", pod.Name, err)
+		return res, provider.Errorf(provider.CodeProviderUnavailable, "exec in pod %s failed: %v", pod.Name, err)
 	case code == 124 && elapsed >= timeout:
 		// execScript's timeout (a command that exits 124 by itself does so
 		// before its timeout).

@@ -23,7 +23,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 	"github.com/tetherhq/tether/provider/shfiles"
 )
 
@@ -59,7 +59,7 @@ func (p *Provider) script(ctx context.Context, pod *corev1.Pod, stdin io.Reader,
 	}
 	code, ok := exitStatus(err)
 	if !ok {
-		return 0, stderr.String(), sandbox.Errorf(sandbox.CodeProviderUnavailable, "exec in pod %s failed: %v", pod.Name, err)
+		return 0, stderr.String(), provider.Errorf(provider.CodeProviderUnavailable, "exec in pod %s failed: %v", pod.Name, err)
 	}
 	return code, stderr.String(), nil
 }
@@ -85,14 +85,14 @@ const appendScript = `head -c "$2" >> "$1" || exit 7`
 const commitScript = `n=$(wc -c < "$1") || exit 7; [ "$n" -eq "$3" ] || { echo "short upload: $n of $3 bytes arrived" >&2; exit 7; }
 ` + shfiles.CommitFile
 
-// WriteFile implements sandbox.Files.
+// WriteFile implements provider.Files.
 func (p *Provider) WriteFile(ctx context.Context, sandboxID, filePath string, r io.Reader, limit int64) error {
 	clean, err := shfiles.CheckPath(filePath)
 	if err != nil {
 		return err
 	}
 	if !p.writable(clean, false) {
-		return sandbox.Errorf(sandbox.CodeInvalidPath, "path %s is outside the sandbox's writable areas (%s)", clean, strings.Join(p.writableRoots(), ", "))
+		return provider.Errorf(provider.CodeInvalidPath, "path %s is outside the sandbox's writable areas (%s)", clean, strings.Join(p.writableRoots(), ", "))
 	}
 	pod, err := p.running(ctx, sandboxID)
 	if err != nil {
@@ -133,7 +133,7 @@ func (p *Provider) upload(ctx context.Context, pod *corev1.Pod, r io.Reader, lim
 	for {
 		n, rerr := io.ReadFull(r, buf)
 		if total+int64(n) > limit {
-			return total, sandbox.Errorf(sandbox.CodePayloadTooLarge, "%s exceeds the %d-byte limit", what, limit)
+			return total, provider.Errorf(provider.CodePayloadTooLarge, "%s exceeds the %d-byte limit", what, limit)
 		}
 		if n > 0 {
 			code, stderr, err := p.script(ctx, pod, bytes.NewReader(buf[:n]), io.Discard, appendScript, tmp, strconv.Itoa(n))
@@ -154,7 +154,7 @@ func (p *Provider) upload(ctx context.Context, pod *corev1.Pod, r io.Reader, lim
 	}
 }
 
-// ReadFile implements sandbox.Files.
+// ReadFile implements provider.Files.
 func (p *Provider) ReadFile(ctx context.Context, sandboxID, filePath string, w io.Writer, limit int64) error {
 	clean, err := shfiles.CheckPath(filePath)
 	if err != nil {
@@ -170,7 +170,7 @@ func (p *Provider) ReadFile(ctx context.Context, sandboxID, filePath string, w i
 	case err != nil:
 		return err
 	case code == shfiles.ExitTooLarge:
-		return sandbox.Errorf(sandbox.CodePayloadTooLarge, "%s is larger than the %d-byte file limit", clean, limit)
+		return provider.Errorf(provider.CodePayloadTooLarge, "%s is larger than the %d-byte file limit", clean, limit)
 	case code != 0:
 		return fileError(code, clean, stderr)
 	case lw.err != nil:
@@ -204,7 +204,7 @@ func (l *limitedWriter) Write(b []byte) (int, error) {
 	return n, nil
 }
 
-// ReadArchive implements sandbox.Archives.
+// ReadArchive implements provider.Archives.
 func (p *Provider) ReadArchive(ctx context.Context, sandboxID, dir string, w io.Writer) error {
 	clean, err := shfiles.CheckPath(dir)
 	if err != nil {
@@ -234,14 +234,14 @@ cp -a -- "$stage"/. "$p"/ || exit 7`
 // exitBadArchive is extractScript's exit code for an archive tar refuses.
 const exitBadArchive = 9
 
-// WriteArchive implements sandbox.Archives.
+// WriteArchive implements provider.Archives.
 func (p *Provider) WriteArchive(ctx context.Context, sandboxID, dir string, r io.Reader, limit int64) error {
 	clean, err := shfiles.CheckPath(dir)
 	if err != nil {
 		return err
 	}
 	if !p.writable(clean, true) {
-		return sandbox.Errorf(sandbox.CodeInvalidPath, "path %s is outside the sandbox's writable areas (%s)", clean, strings.Join(p.writableRoots(), ", "))
+		return provider.Errorf(provider.CodeInvalidPath, "path %s is outside the sandbox's writable areas (%s)", clean, strings.Join(p.writableRoots(), ", "))
 	}
 	pod, err := p.running(ctx, sandboxID)
 	if err != nil {
@@ -264,7 +264,7 @@ func (p *Provider) WriteArchive(ctx context.Context, sandboxID, dir string, r io
 	case err != nil:
 		return err
 	case code == exitBadArchive:
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "the body is not a tar archive that extracts here: %s", shfiles.ShellError(stderr))
+		return provider.Errorf(provider.CodeInvalidRequest, "the body is not a tar archive that extracts here: %s", shfiles.ShellError(stderr))
 	case code != 0:
 		return fileError(shfiles.ExitWriteFailed, clean, stderr)
 	}

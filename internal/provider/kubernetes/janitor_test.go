@@ -17,6 +17,7 @@ import (
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/store/storetest"
+	"github.com/tetherhq/tether/provider"
 )
 
 // TestJanitorEndsADeletedPodsSandboxLost: with the real registry, the
@@ -41,11 +42,11 @@ func TestJanitorEndsADeletedPodsSandboxLost(t *testing.T) {
 	if err != nil || len(claims) != 1 {
 		t.Fatalf("claim: %v %v", claims, err)
 	}
-	_, res := create(t, p, sandbox.CreateSpec{SandboxID: sb.ID})
+	_, res := create(t, p, provider.CreateSpec{SandboxID: sb.ID})
 	if _, err := st.MarkReady(ctx, sb.ID, claims[0].Sandbox.Epoch, res); err != nil {
 		t.Fatal(err)
 	}
-	j := lifecycle.NewJanitor(lifecycle.JanitorConfig{Interval: time.Hour}, st, []sandbox.Provider{p}, log, nil)
+	j := lifecycle.NewJanitor(lifecycle.JanitorConfig{Interval: time.Hour}, st, []provider.Provider{p}, log, nil)
 	jctx, cancel := context.WithCancel(ctx)
 	j.Start(jctx)
 	defer func() { cancel(); j.Stop(context.Background()) }()

@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // Labels and annotations on what the provider makes.
@@ -99,12 +99,12 @@ func NewForConfig(cfg Config, rc *rest.Config) (*Provider, error) {
 	return &Provider{cfg: cfg, rest: rc, client: client}, nil
 }
 
-// Name implements sandbox.Provider.
+// Name implements provider.Provider.
 func (p *Provider) Name() string { return Name }
 
-// Info implements sandbox.Provider. Whether the namespace's pods can be
+// Info implements provider.Provider. Whether the namespace's pods can be
 // listed is checked at most every 15 seconds.
-func (p *Provider) Info(ctx context.Context) sandbox.ProviderInfo {
+func (p *Provider) Info(ctx context.Context) provider.Info {
 	p.infoMu.Lock()
 	if !p.infoOnce || time.Since(p.infoAt) > 15*time.Second {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -119,7 +119,7 @@ func (p *Provider) Info(ctx context.Context) sandbox.ProviderInfo {
 	why := p.infoWhy
 	p.infoMu.Unlock()
 	c := p.cfg
-	return sandbox.ProviderInfo{
+	return provider.Info{
 		Name: Name, Available: why == "", Reason: why,
 		Exec: true, Files: true, WorkDir: c.WorkDir,
 		Notes: []string{
@@ -171,7 +171,7 @@ func tenantLabel(tenant string) string {
 	return "h-" + shortHash(tenant)
 }
 
-func (p *Provider) labels(spec sandbox.CreateSpec) map[string]string {
+func (p *Provider) labels(spec provider.CreateSpec) map[string]string {
 	return map[string]string{
 		LabelManagedBy:    managedBy,
 		LabelInstallation: p.cfg.Installation,
@@ -185,7 +185,7 @@ func (p *Provider) labels(spec sandbox.CreateSpec) map[string]string {
 const keepScript = `trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done`
 
 // podFor is the pod of a sandbox.
-func (p *Provider) podFor(spec sandbox.CreateSpec, prm Params, now time.Time) *corev1.Pod {
+func (p *Provider) podFor(spec provider.CreateSpec, prm Params, now time.Time) *corev1.Pod {
 	res := p.resourcesFor(prm)
 	quantities := corev1.ResourceList{
 		corev1.ResourceCPU:              *resource.NewMilliQuantity(res.CPUMillis, resource.DecimalSI),
@@ -255,7 +255,7 @@ func optional(s string) *string {
 // policyFor is a sandbox's NetworkPolicy: no ingress, egress only to the
 // allow-list's entries (none without one). It selects the pod by its
 // sandbox label, and exists before the pod does.
-func (p *Provider) policyFor(spec sandbox.CreateSpec, allow []allowEntry) *networkingv1.NetworkPolicy {
+func (p *Provider) policyFor(spec provider.CreateSpec, allow []allowEntry) *networkingv1.NetworkPolicy {
 	var egress []networkingv1.NetworkPolicyEgressRule
 	for _, e := range allow {
 		rule := networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{{
@@ -295,22 +295,22 @@ func apiError(op string, err error) error {
 	var netErr net.Error
 	switch {
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota"):
-		return sandbox.Retryable(fmt.Errorf("kubernetes: %s: refused by a ResourceQuota (retried): %w", op, err))
+		return provider.Retryable(fmt.Errorf("kubernetes: %s: refused by a ResourceQuota (retried): %w", op, err))
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsForbidden(err),
 		apierrors.IsUnauthorized(err), apierrors.IsNotFound(err), apierrors.IsMethodNotSupported(err):
 		return wrapped
 	case apierrors.IsTooManyRequests(err), apierrors.IsServerTimeout(err), apierrors.IsTimeout(err),
 		apierrors.IsServiceUnavailable(err), apierrors.IsInternalError(err), apierrors.IsConflict(err),
 		apierrors.IsUnexpectedServerError(err), errors.As(err, &netErr):
-		return sandbox.Retryable(wrapped)
+		return provider.Retryable(wrapped)
 	}
-	return sandbox.Retryable(wrapped)
+	return provider.Retryable(wrapped)
 }
 
 // resource describes a pod as the sandbox's Resource.
-func (p *Provider) resource(pod *corev1.Pod) sandbox.Resource {
+func (p *Provider) resource(pod *corev1.Pod) provider.Resource {
 	why := defunctReason(pod)
-	return sandbox.Resource{
+	return provider.Resource{
 		SandboxID:  pod.Labels[LabelSandbox],
 		ProviderID: "pod/" + pod.Namespace + "/" + pod.Name,
 		WorkDir:    p.cfg.WorkDir,
@@ -375,12 +375,12 @@ func terminated(pod *corev1.Pod) *corev1.ContainerStateTerminated {
 	return nil
 }
 
-// Destroy implements sandbox.Provider: it deletes the sandbox's pod (with
+// Destroy implements provider.Provider: it deletes the sandbox's pod (with
 // its short grace period), waits until the pod is gone, then deletes its
 // NetworkPolicy, so the pod never runs without it. Nothing of this
 // installation's left for the sandbox is success.
 func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
-	if !sandbox.ValidID(sandboxID) {
+	if !provider.ValidSandboxID(sandboxID) {
 		return fmt.Errorf("kubernetes: destroy: invalid sandbox id %q", sandboxID)
 	}
 	if err := p.deletePod(ctx, sandboxID, ""); err != nil {
@@ -442,11 +442,11 @@ func (p *Provider) deletePolicy(ctx context.Context, id string) error {
 	return nil
 }
 
-// List implements sandbox.Provider: this installation's pods, page by
+// List implements provider.Provider: this installation's pods, page by
 // page, and its NetworkPolicies without a pod (the remains of a create
 // interrupted between the two), as defunct.
-func (p *Provider) List(ctx context.Context) ([]sandbox.Resource, error) {
-	var out []sandbox.Resource
+func (p *Provider) List(ctx context.Context) ([]provider.Resource, error) {
+	var out []provider.Resource
 	seen := map[string]bool{}
 	err := p.pages(ctx, func(opts metav1.ListOptions) (string, error) {
 		list, err := p.client.CoreV1().Pods(p.cfg.Namespace).List(ctx, opts)
@@ -455,7 +455,7 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Resource, error) {
 		}
 		for i := range list.Items {
 			pod := &list.Items[i]
-			if id := pod.Labels[LabelSandbox]; sandbox.ValidID(id) && pod.Name == PodName(id) {
+			if id := pod.Labels[LabelSandbox]; provider.ValidSandboxID(id) && pod.Name == PodName(id) {
 				out = append(out, p.resource(pod))
 				seen[id] = true
 			}
@@ -471,8 +471,8 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Resource, error) {
 			return "", err
 		}
 		for _, pol := range list.Items {
-			if id := pol.Labels[LabelSandbox]; sandbox.ValidID(id) && !seen[id] {
-				out = append(out, sandbox.Resource{SandboxID: id, ProviderID: "networkpolicy/" + pol.Namespace + "/" + pol.Name,
+			if id := pol.Labels[LabelSandbox]; provider.ValidSandboxID(id) && !seen[id] {
+				out = append(out, provider.Resource{SandboxID: id, ProviderID: "networkpolicy/" + pol.Namespace + "/" + pol.Name,
 					CreatedAt: pol.CreationTimestamp.UTC(), Defunct: true, Reason: "a network policy without its pod"})
 			}
 		}
@@ -501,17 +501,17 @@ func (p *Provider) pages(ctx context.Context, list func(metav1.ListOptions) (str
 	}
 }
 
-// Lookup implements sandbox.Watcher.
-func (p *Provider) Lookup(ctx context.Context, sandboxID string) (sandbox.Resource, bool, error) {
+// Lookup implements provider.Watcher.
+func (p *Provider) Lookup(ctx context.Context, sandboxID string) (provider.Resource, bool, error) {
 	pod, err := p.client.CoreV1().Pods(p.cfg.Namespace).Get(ctx, PodName(sandboxID), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return sandbox.Resource{}, false, nil
+		return provider.Resource{}, false, nil
 	}
 	if err != nil {
-		return sandbox.Resource{}, false, apiError("lookup", err)
+		return provider.Resource{}, false, apiError("lookup", err)
 	}
 	if !p.ours(pod, sandboxID) {
-		return sandbox.Resource{}, false, nil
+		return provider.Resource{}, false, nil
 	}
 	return p.resource(pod), true, nil
 }

@@ -33,7 +33,7 @@ import (
 
 	"github.com/tetherhq/tether/internal/provider/kubernetes"
 	"github.com/tetherhq/tether/internal/provider/kubernetes/kubetest"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 var (
@@ -122,10 +122,10 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 }
 
 // create makes a sandbox and destroys it when the test ends.
-func create(t *testing.T, p *kubernetes.Provider, spec sandbox.CreateSpec) (sandbox.CreateSpec, sandbox.Resource) {
+func create(t *testing.T, p *kubernetes.Provider, spec provider.CreateSpec) (provider.CreateSpec, provider.Resource) {
 	t.Helper()
 	if spec.SandboxID == "" {
-		spec.SandboxID = sandbox.NewID()
+		spec.SandboxID = provider.NewSandboxID()
 	}
 	if spec.Tenant == "" {
 		spec.Tenant = "acme"
@@ -156,7 +156,7 @@ func getPod(t *testing.T, id string) (*corev1.Pod, bool) {
 	return pod, true
 }
 
-func exec(t *testing.T, p *kubernetes.Provider, id string, req sandbox.ExecRequest) sandbox.ExecResult {
+func exec(t *testing.T, p *kubernetes.Provider, id string, req provider.ExecRequest) provider.ExecResult {
 	t.Helper()
 	res, err := p.Exec(ctxFor(t, time.Minute), id, req)
 	if err != nil {
@@ -173,7 +173,7 @@ func TestCreateExecDestroy(t *testing.T) {
 	t.Parallel()
 	p := newProvider(t)
 	end := time.Now().Add(time.Hour)
-	spec, res := create(t, p, sandbox.CreateSpec{Env: map[string]string{"SANDBOX_VAR": "from-create"}, EndBy: end})
+	spec, res := create(t, p, provider.CreateSpec{Env: map[string]string{"SANDBOX_VAR": "from-create"}, EndBy: end})
 	if res.SandboxID != spec.SandboxID || res.Defunct || res.WorkDir != workDir || res.ProviderID != "pod/"+namespace+"/"+kubernetes.PodName(spec.SandboxID) {
 		t.Fatalf("resource %+v", res)
 	}
@@ -183,13 +183,13 @@ func TestCreateExecDestroy(t *testing.T) {
 	}
 	checkHardened(t, pod, end)
 
-	if r := exec(t, p, spec.SandboxID, sandbox.ExecRequest{Command: `printf 'OPEN_SANDBOX_ALIVE\n'`}); r.Output != "OPEN_SANDBOX_ALIVE\n" || r.ExitCode != 0 || r.TimedOut {
+	if r := exec(t, p, spec.SandboxID, provider.ExecRequest{Command: `printf 'OPEN_SANDBOX_ALIVE\n'`}); r.Output != "OPEN_SANDBOX_ALIVE\n" || r.ExitCode != 0 || r.TimedOut {
 		t.Errorf("exec printf: %+v", r)
 	}
-	if r := exec(t, p, spec.SandboxID, sandbox.ExecRequest{Command: `echo out; echo err >&2; exit 7`}); r.ExitCode != 7 || !strings.Contains(r.Output, "out\n") || !strings.Contains(r.Output, "err\n") {
+	if r := exec(t, p, spec.SandboxID, provider.ExecRequest{Command: `echo out; echo err >&2; exit 7`}); r.ExitCode != 7 || !strings.Contains(r.Output, "out\n") || !strings.Contains(r.Output, "err\n") {
 		t.Errorf("exec exit 7: %+v", r)
 	}
-	r := exec(t, p, spec.SandboxID, sandbox.ExecRequest{Command: `env | sort; pwd`, Env: map[string]string{"REQ_VAR": "from-exec"}})
+	r := exec(t, p, spec.SandboxID, provider.ExecRequest{Command: `env | sort; pwd`, Env: map[string]string{"REQ_VAR": "from-exec"}})
 	want := []string{"HOME=" + workDir, "LANG=C.UTF-8", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "PWD=" + workDir, "REQ_VAR=from-exec", "SANDBOX_VAR=from-create", "TERM=dumb"}
 	var got []string
 	for line := range strings.SplitSeq(strings.TrimSpace(r.Output), "\n") {
@@ -205,7 +205,7 @@ func TestCreateExecDestroy(t *testing.T) {
 	if err := os.Mkdir(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if r := exec(t, p, spec.SandboxID, sandbox.ExecRequest{Command: `pwd`, WorkDir: sub}); strings.TrimSpace(r.Output) != sub {
+	if r := exec(t, p, spec.SandboxID, provider.ExecRequest{Command: `pwd`, WorkDir: sub}); strings.TrimSpace(r.Output) != sub {
 		t.Errorf("exec in %s ran in %q", sub, r.Output)
 	}
 
@@ -224,7 +224,7 @@ func TestCreateExecDestroy(t *testing.T) {
 	if err := p.Destroy(ctxFor(t, time.Minute), spec.SandboxID); err != nil {
 		t.Errorf("second Destroy: %v", err)
 	}
-	if _, err := p.Exec(t.Context(), spec.SandboxID, sandbox.ExecRequest{Command: "true"}); sandbox.ErrorCode(err) != sandbox.CodeProviderUnavailable {
+	if _, err := p.Exec(t.Context(), spec.SandboxID, provider.ExecRequest{Command: "true"}); provider.ErrorCode(err) != provider.CodeProviderUnavailable {
 		t.Errorf("exec after destroy: %v, want PROVIDER_UNAVAILABLE", err)
 	}
 }
@@ -271,7 +271,7 @@ func checkTimeout(t *testing.T, p *kubernetes.Provider, id string) {
 	t.Helper()
 	marker := fmt.Sprintf("%d.%s", 40+time.Now().Nanosecond()%50, "123")
 	start := time.Now()
-	r := exec(t, p, id, sandbox.ExecRequest{Command: "echo before; sleep " + marker + " & sleep " + marker, Timeout: time.Second})
+	r := exec(t, p, id, provider.ExecRequest{Command: "echo before; sleep " + marker + " & sleep " + marker, Timeout: time.Second})
 	took := time.Since(start)
 	if !r.TimedOut || r.ExitCode != 124 || !strings.Contains(r.Output, "before") {
 		t.Errorf("exec past its timeout: %+v", r)
@@ -283,12 +283,12 @@ func checkTimeout(t *testing.T, p *kubernetes.Provider, id string) {
 		t.Errorf("processes of a timed-out exec still run: %v", left)
 	}
 	// A command that exits 124 itself, at once, did not time out.
-	if r := exec(t, p, id, sandbox.ExecRequest{Command: "exit 124", Timeout: 10 * time.Second}); r.TimedOut || r.ExitCode != 124 {
+	if r := exec(t, p, id, provider.ExecRequest{Command: "exit 124", Timeout: 10 * time.Second}); r.TimedOut || r.ExitCode != 124 {
 		t.Errorf("exit 124: %+v", r)
 	}
 	// A background process holding the output does not hold the exec.
 	start = time.Now()
-	if r := exec(t, p, id, sandbox.ExecRequest{Command: "sleep " + marker + " & echo started", Timeout: 20 * time.Second}); r.TimedOut || r.ExitCode != 0 || r.Output != "started\n" {
+	if r := exec(t, p, id, provider.ExecRequest{Command: "sleep " + marker + " & echo started", Timeout: 20 * time.Second}); r.TimedOut || r.ExitCode != 0 || r.Output != "started\n" {
 		t.Errorf("exec leaving a background process: %+v", r)
 	}
 	if took := time.Since(start); took > 8*time.Second {
@@ -306,17 +306,17 @@ func checkDetachedSurvives(t *testing.T, p *kubernetes.Provider, id string) {
 	t.Helper()
 	marker := fmt.Sprintf("%d.%s", 100+time.Now().Nanosecond()%50, "321")
 	pidFile := ".detached-" + token()
-	r := exec(t, p, id, sandbox.ExecRequest{Command: "sleep " + marker + " </dev/null >/dev/null 2>&1 & echo $! >" + pidFile + "; echo started"})
+	r := exec(t, p, id, provider.ExecRequest{Command: "sleep " + marker + " </dev/null >/dev/null 2>&1 & echo $! >" + pidFile + "; echo started"})
 	if r.ExitCode != 0 || r.Output != "started\n" {
 		t.Fatalf("exec leaving a detached process: %+v", r)
 	}
 	t.Cleanup(func() {
-		_, _ = p.Exec(context.Background(), id, sandbox.ExecRequest{Command: "kill $(cat " + pidFile + ") 2>/dev/null; rm -f " + pidFile})
+		_, _ = p.Exec(context.Background(), id, provider.ExecRequest{Command: "kill $(cat " + pidFile + ") 2>/dev/null; rm -f " + pidFile})
 	})
 	// Its state, from /proc: a killed process nobody reaps is a zombie
 	// ("Z"), which kill -0 would still find.
 	state := `read -r l </proc/$(cat ` + pidFile + `)/stat && r=${l##*")"} && set -- $r && echo "$1"`
-	if r := exec(t, p, id, sandbox.ExecRequest{Command: state}); r.Output != "S\n" && r.Output != "R\n" {
+	if r := exec(t, p, id, provider.ExecRequest{Command: state}); r.Output != "S\n" && r.Output != "R\n" {
 		t.Errorf("a detached process that does not hold the exec's output was killed with it: state %+v", r)
 	}
 }
@@ -348,23 +348,23 @@ func processesWith(s string) []string {
 func checkTruncation(t *testing.T, p *kubernetes.Provider, id string) {
 	t.Helper()
 	const limit = 1000
-	r := exec(t, p, id, sandbox.ExecRequest{Command: `i=0; while [ $i -lt 500 ]; do echo "line $i"; i=$((i+1)); done`, MaxOutput: limit})
+	r := exec(t, p, id, provider.ExecRequest{Command: `i=0; while [ $i -lt 500 ]; do echo "line $i"; i=$((i+1)); done`, MaxOutput: limit})
 	if !r.Truncated || len(r.Output) > limit || !strings.HasPrefix(r.Output, "line 0\n") || !strings.HasSuffix(r.Output, "line 499\n") ||
 		!strings.Contains(r.Output, "\n[tether: ") || !strings.Contains(r.Output, " bytes of output omitted]\n") {
 		t.Errorf("truncated output (%d bytes, truncated %v):\n%s", len(r.Output), r.Truncated, r.Output)
 	}
 	var streams = map[string]string{}
-	res, err := p.ExecStream(ctxFor(t, time.Minute), id, sandbox.ExecRequest{Command: `echo one; echo two >&2; exit 3`}, func(stream string, chunk []byte) error {
+	res, err := p.ExecStream(ctxFor(t, time.Minute), id, provider.ExecRequest{Command: `echo one; echo two >&2; exit 3`}, func(stream string, chunk []byte) error {
 		streams[stream] += string(chunk)
 		return nil
 	})
-	if err != nil || res.ExitCode != 3 || streams[sandbox.Stdout] != "one\n" || streams[sandbox.Stderr] != "two\n" || res.Output != "" {
+	if err != nil || res.ExitCode != 3 || streams[provider.Stdout] != "one\n" || streams[provider.Stderr] != "two\n" || res.Output != "" {
 		t.Errorf("exec stream: %+v %v %q", res, err, streams)
 	}
 	boom := errors.New("client gone")
 	marker := fmt.Sprintf("%d.%s", 40+time.Now().Nanosecond()%50, "321")
 	start := time.Now()
-	_, err = p.ExecStream(ctxFor(t, time.Minute), id, sandbox.ExecRequest{Command: "echo hi; sleep " + marker, Timeout: time.Minute}, func(string, []byte) error { return boom })
+	_, err = p.ExecStream(ctxFor(t, time.Minute), id, provider.ExecRequest{Command: "echo hi; sleep " + marker, Timeout: time.Minute}, func(string, []byte) error { return boom })
 	if !errors.Is(err, boom) || time.Since(start) > 15*time.Second {
 		t.Errorf("exec stream whose emit fails: %v after %v", err, time.Since(start))
 	}
@@ -378,7 +378,7 @@ func checkTruncation(t *testing.T, p *kubernetes.Provider, id string) {
 func TestCreateIsIdempotent(t *testing.T) {
 	t.Parallel()
 	p := newProvider(t)
-	spec, first := create(t, p, sandbox.CreateSpec{Setup: "echo setup >> setup-" + token()})
+	spec, first := create(t, p, provider.CreateSpec{Setup: "echo setup >> setup-" + token()})
 	pod, _ := getPod(t, spec.SandboxID)
 	again, err := p.Create(ctxFor(t, time.Minute), spec)
 	if err != nil {
@@ -409,10 +409,10 @@ func TestListPagesAndLeavesOthersAlone(t *testing.T) {
 	other := newProvider(t)
 	want := map[string]bool{}
 	for range 5 {
-		spec, _ := create(t, p, sandbox.CreateSpec{})
+		spec, _ := create(t, p, provider.CreateSpec{})
 		want[spec.SandboxID] = true
 	}
-	foreign, _ := create(t, other, sandbox.CreateSpec{})
+	foreign, _ := create(t, other, provider.CreateSpec{})
 	all, err := p.List(ctxFor(t, time.Minute))
 	if err != nil {
 		t.Fatal(err)
@@ -433,7 +433,7 @@ func TestListPagesAndLeavesOthersAlone(t *testing.T) {
 	if _, ok := getPod(t, foreign.SandboxID); !ok {
 		t.Error("Destroy removed another installation's pod")
 	}
-	if _, err := p.Create(ctxFor(t, 10*time.Second), sandbox.CreateSpec{SandboxID: foreign.SandboxID, Tenant: "acme"}); err == nil || sandbox.IsRetryable(err) {
+	if _, err := p.Create(ctxFor(t, 10*time.Second), provider.CreateSpec{SandboxID: foreign.SandboxID, Tenant: "acme"}); err == nil || provider.IsRetryable(err) {
 		t.Errorf("create over another installation's pod: %v, want a lasting failure", err)
 	}
 }
@@ -447,8 +447,8 @@ func TestPodLostBehindTheBack(t *testing.T) {
 	ctx := ctxFor(t, 2*time.Minute)
 	wctx, stop := context.WithCancel(ctx)
 	events := p.Watch(wctx)
-	evicted, _ := create(t, p, sandbox.CreateSpec{})
-	deleted, _ := create(t, p, sandbox.CreateSpec{})
+	evicted, _ := create(t, p, provider.CreateSpec{})
+	deleted, _ := create(t, p, provider.CreateSpec{})
 
 	pod, _ := getPod(t, evicted.SandboxID)
 	pod.Status.Phase = corev1.PodFailed
@@ -508,13 +508,13 @@ func TestPodLostBehindTheBack(t *testing.T) {
 func TestCreateFailures(t *testing.T) {
 	t.Parallel()
 	p := newProvider(t, func(c *kubernetes.Config) { c.NodeSelector = map[string]string{"tether-test": "nowhere"} })
-	id := sandbox.NewID()
+	id := provider.NewSandboxID()
 	t.Cleanup(func() { _ = p.Destroy(context.Background(), id) })
-	_, err := p.Create(ctxFor(t, 3*time.Second), sandbox.CreateSpec{SandboxID: id, Tenant: "acme"})
-	if err == nil || !sandbox.IsRetryable(err) || !strings.Contains(err.Error(), "Unschedulable") {
+	_, err := p.Create(ctxFor(t, 3*time.Second), provider.CreateSpec{SandboxID: id, Tenant: "acme"})
+	if err == nil || !provider.IsRetryable(err) || !strings.Contains(err.Error(), "Unschedulable") {
 		t.Errorf("create of an unschedulable pod: %v, want a retryable error naming Unschedulable", err)
 	}
-	if _, err := p.Create(t.Context(), sandbox.CreateSpec{SandboxID: "nope"}); err == nil {
+	if _, err := p.Create(t.Context(), provider.CreateSpec{SandboxID: "nope"}); err == nil {
 		t.Error("create of an invalid id succeeded")
 	}
 }
@@ -535,7 +535,7 @@ func TestValidateParams(t *testing.T) {
 	for _, bad := range []string{`[]`, `{"cpu_millis":2001}`, `{"memory_mb":1025}`, `{"ephemeral_storage_mb":1}`, `{"unknown":1}`,
 		`{"network":"host"}`, `{"allow":["1.2.3.4"]}`, `{"network":"allowlist"}`, `{"network":"allowlist","allow":["example.com"]}`,
 		`{"network":"allowlist","allow":["127.0.0.1"]}`, `{"network":"allowlist","allow":["169.254.169.254:80"]}`, `{"network":"allowlist","allow":["1.2.3.4:0"]}`} {
-		if err := p.ValidateParams(json.RawMessage(bad)); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+		if err := p.ValidateParams(json.RawMessage(bad)); provider.ErrorCode(err) != provider.CodeInvalidRequest {
 			t.Errorf("%s: %v, want INVALID_REQUEST", bad, err)
 		}
 	}
@@ -546,7 +546,7 @@ func TestValidateParams(t *testing.T) {
 func TestNetworkPolicy(t *testing.T) {
 	t.Parallel()
 	p := newProvider(t)
-	spec, _ := create(t, p, sandbox.CreateSpec{Params: json.RawMessage(`{"network":"allowlist","allow":["0.0.0.0/0:443","10.1.2.3"]}`)})
+	spec, _ := create(t, p, provider.CreateSpec{Params: json.RawMessage(`{"network":"allowlist","allow":["0.0.0.0/0:443","10.1.2.3"]}`)})
 	pol, err := client.NetworkingV1().NetworkPolicies(namespace).Get(t.Context(), kubernetes.PodName(spec.SandboxID), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -562,7 +562,7 @@ func TestNetworkPolicy(t *testing.T) {
 	if b := pol.Spec.Egress[1].To[0].IPBlock; b.CIDR != "10.1.2.3/32" || len(b.Except) != 0 {
 		t.Errorf("named private address %+v", b)
 	}
-	plain, _ := create(t, p, sandbox.CreateSpec{})
+	plain, _ := create(t, p, provider.CreateSpec{})
 	pol, err = client.NetworkingV1().NetworkPolicies(namespace).Get(t.Context(), kubernetes.PodName(plain.SandboxID), metav1.GetOptions{})
 	if err != nil || len(pol.Spec.Egress) != 0 || len(pol.Spec.PolicyTypes) != 2 {
 		t.Errorf("default policy: %+v %v", pol, err)
@@ -574,7 +574,7 @@ func TestNetworkPolicy(t *testing.T) {
 func TestFiles(t *testing.T) {
 	t.Parallel()
 	p := newProvider(t)
-	spec, _ := create(t, p, sandbox.CreateSpec{})
+	spec, _ := create(t, p, provider.CreateSpec{})
 	id := spec.SandboxID
 	ctx := ctxFor(t, 2*time.Minute)
 	dir := filepath.Join(workDir, "files-"+token())
@@ -589,17 +589,17 @@ func TestFiles(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		err  error
-		code sandbox.Code
+		code provider.Code
 	}{
-		{"missing", p.ReadFile(ctx, id, dir+"/nope", io.Discard, 100), sandbox.CodeFileNotFound},
-		{"directory", p.ReadFile(ctx, id, dir+"/a", io.Discard, 100), sandbox.CodeIsDirectory},
-		{"read too large", p.ReadFile(ctx, id, dir+"/a/b.bin", io.Discard, 100), sandbox.CodePayloadTooLarge},
-		{"write too large", p.WriteFile(ctx, id, dir+"/big", strings.NewReader("0123456789"), 5), sandbox.CodePayloadTooLarge},
-		{"write over a directory", p.WriteFile(ctx, id, dir+"/a", strings.NewReader("x"), 5), sandbox.CodeIsDirectory},
-		{"relative", p.WriteFile(ctx, id, "x", strings.NewReader("x"), 5), sandbox.CodeInvalidPath},
-		{"outside", p.WriteFile(ctx, id, "/etc/x", strings.NewReader("x"), 5), sandbox.CodeInvalidPath},
+		{"missing", p.ReadFile(ctx, id, dir+"/nope", io.Discard, 100), provider.CodeFileNotFound},
+		{"directory", p.ReadFile(ctx, id, dir+"/a", io.Discard, 100), provider.CodeIsDirectory},
+		{"read too large", p.ReadFile(ctx, id, dir+"/a/b.bin", io.Discard, 100), provider.CodePayloadTooLarge},
+		{"write too large", p.WriteFile(ctx, id, dir+"/big", strings.NewReader("0123456789"), 5), provider.CodePayloadTooLarge},
+		{"write over a directory", p.WriteFile(ctx, id, dir+"/a", strings.NewReader("x"), 5), provider.CodeIsDirectory},
+		{"relative", p.WriteFile(ctx, id, "x", strings.NewReader("x"), 5), provider.CodeInvalidPath},
+		{"outside", p.WriteFile(ctx, id, "/etc/x", strings.NewReader("x"), 5), provider.CodeInvalidPath},
 	} {
-		if got := sandbox.ErrorCode(c.err); got != c.code {
+		if got := provider.ErrorCode(c.err); got != c.code {
 			t.Errorf("%s: %v, want %s", c.name, c.err, c.code)
 		}
 	}
@@ -610,7 +610,7 @@ func TestFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	if os.Getuid() != 0 { // root reads anything: kwok runs as this machine's user
-		if err := p.ReadFile(ctx, id, dir+"/secret", io.Discard, 100); sandbox.ErrorCode(err) != sandbox.CodePermissionDenied {
+		if err := p.ReadFile(ctx, id, dir+"/secret", io.Discard, 100); provider.ErrorCode(err) != provider.CodePermissionDenied {
 			t.Errorf("unreadable file: %v", err)
 		}
 	}
@@ -644,13 +644,13 @@ func TestFiles(t *testing.T) {
 	if files["x.txt"] != "ex" || files["d/y.txt"] != "why" || len(files) != 2 {
 		t.Errorf("archive read back: %v", files)
 	}
-	if err := p.WriteArchive(ctx, id, dir+"/tree", strings.NewReader("not a tar archive, at all, no"), 100); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+	if err := p.WriteArchive(ctx, id, dir+"/tree", strings.NewReader("not a tar archive, at all, no"), 100); provider.ErrorCode(err) != provider.CodeInvalidRequest {
 		t.Errorf("broken archive: %v", err)
 	}
-	if err := p.WriteArchive(ctx, id, dir+"/tree", bytes.NewReader(archive.Bytes()), 10); sandbox.ErrorCode(err) != sandbox.CodePayloadTooLarge {
+	if err := p.WriteArchive(ctx, id, dir+"/tree", bytes.NewReader(archive.Bytes()), 10); provider.ErrorCode(err) != provider.CodePayloadTooLarge {
 		t.Errorf("archive over the limit: %v", err)
 	}
-	if err := p.ReadArchive(ctx, id, dir+"/none", io.Discard); sandbox.ErrorCode(err) != sandbox.CodeFileNotFound {
+	if err := p.ReadArchive(ctx, id, dir+"/none", io.Discard); provider.ErrorCode(err) != provider.CodeFileNotFound {
 		t.Errorf("archive of a missing folder: %v", err)
 	}
 	leftovers, _ := filepath.Glob(dir + "/tree/.tether-*")
@@ -684,5 +684,5 @@ func TestPodsMeetRestrictedPodSecurity(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	p := newProvider(t, func(c *kubernetes.Config) { c.Namespace = ns.Name; c.ReadOnlyRoot = true })
-	create(t, p, sandbox.CreateSpec{})
+	create(t, p, provider.CreateSpec{})
 }

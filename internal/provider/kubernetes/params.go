@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/tetherhq/tether/internal/allowlist"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // Params are the kubernetes provider's create params.
@@ -56,7 +56,7 @@ func (p *Provider) parseParams(raw json.RawMessage) (Params, []allowEntry, error
 		if rest, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			msg = "unknown field " + rest + " (known: cpu_millis, memory_mb, ephemeral_storage_mb, network, allow)"
 		}
-		return prm, nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "params for provider kubernetes: %s", msg)
+		return prm, nil, provider.Errorf(provider.CodeInvalidRequest, "params for provider kubernetes: %s", msg)
 	}
 	for _, r := range []struct {
 		name      string
@@ -67,21 +67,21 @@ func (p *Provider) parseParams(raw json.RawMessage) (Params, []allowEntry, error
 		{"ephemeral_storage_mb", prm.EphemeralStorageMB, minResources.EphemeralStorageMB, p.cfg.Maxima.EphemeralStorageMB},
 	} {
 		if r.v != 0 && (r.v < r.lo || r.v > r.hi) {
-			return prm, nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.%s must be between %d and %d (the operator's maximum)", r.name, r.lo, r.hi)
+			return prm, nil, provider.Errorf(provider.CodeInvalidRequest, "params.%s must be between %d and %d (the operator's maximum)", r.name, r.lo, r.hi)
 		}
 	}
 	switch prm.Network {
 	case "", "none":
 		if len(prm.Allow) > 0 {
-			return prm, nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.allow needs params.network \"allowlist\"")
+			return prm, nil, provider.Errorf(provider.CodeInvalidRequest, "params.allow needs params.network \"allowlist\"")
 		}
 		return prm, nil, nil
 	case networkAllowlist:
 	default:
-		return prm, nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.network must be \"none\" or \"allowlist\" (got %q)", prm.Network)
+		return prm, nil, provider.Errorf(provider.CodeInvalidRequest, "params.network must be \"none\" or \"allowlist\" (got %q)", prm.Network)
 	}
 	if len(prm.Allow) == 0 || len(prm.Allow) > maxAllow {
-		return prm, nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.allow must hold 1 to %d entries for params.network \"allowlist\"", maxAllow)
+		return prm, nil, provider.Errorf(provider.CodeInvalidRequest, "params.allow must hold 1 to %d entries for params.network \"allowlist\"", maxAllow)
 	}
 	entries := make([]allowEntry, 0, len(prm.Allow))
 	for _, s := range prm.Allow {
@@ -97,7 +97,7 @@ func (p *Provider) parseParams(raw json.RawMessage) (Params, []allowEntry, error
 // parseAllow parses "10.1.2.3", "10.0.0.0/8", either with ":port".
 func parseAllow(s string) (allowEntry, error) {
 	bad := func(why string) (allowEntry, error) {
-		return allowEntry{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.allow entry %q: %s", s, why)
+		return allowEntry{}, provider.Errorf(provider.CodeInvalidRequest, "params.allow entry %q: %s", s, why)
 	}
 	addr, port := s, ""
 	if i := strings.LastIndexByte(s, ':'); i >= 0 {
@@ -158,7 +158,7 @@ func (p *Provider) resourcesFor(prm Params) Resources {
 	return r
 }
 
-// ValidateParams implements sandbox.Provider.
+// ValidateParams implements provider.Provider.
 func (p *Provider) ValidateParams(raw json.RawMessage) error {
 	_, _, err := p.parseParams(raw)
 	return err

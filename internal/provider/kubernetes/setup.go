@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // The setup of a pod runs at most once, however many Creates of its
@@ -108,7 +108,7 @@ func (p *Provider) ensureSetUp(ctx context.Context, pod *corev1.Pod, script stri
 		next, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err) || (err == nil && next.UID != pod.UID):
-			return nil, sandbox.Retryable(fmt.Errorf("kubernetes: pod %s/%s was deleted while its setup ran", pod.Namespace, pod.Name))
+			return nil, provider.Retryable(fmt.Errorf("kubernetes: pod %s/%s was deleted while its setup ran", pod.Namespace, pod.Name))
 		case err != nil && ctx.Err() != nil:
 			return nil, notSetUp(pod, ctx.Err())
 		case err != nil:
@@ -123,7 +123,7 @@ func (p *Provider) ensureSetUp(ctx context.Context, pod *corev1.Pod, script stri
 func notSetUp(pod *corev1.Pod, err error) error {
 	why := fmt.Errorf("kubernetes: pod %s/%s: waiting for its setup by another attempt: %w", pod.Namespace, pod.Name, err)
 	if errors.Is(err, context.DeadlineExceeded) {
-		return sandbox.Retryable(why)
+		return provider.Retryable(why)
 	}
 	return why
 }
@@ -177,7 +177,7 @@ func (p *Provider) annotate(ctx context.Context, pod *corev1.Pod, resourceVersio
 
 // setup runs the create's setup script, for at most timeout.
 func (p *Provider) setup(ctx context.Context, pod *corev1.Pod, script string, timeout time.Duration) error {
-	res, err := p.exec(ctx, pod, sandbox.ExecRequest{Command: script, Timeout: timeout, MaxOutput: maxSetupOutput})
+	res, err := p.exec(ctx, pod, provider.ExecRequest{Command: script, Timeout: timeout, MaxOutput: maxSetupOutput})
 	switch {
 	case err != nil:
 		return fmt.Errorf("kubernetes: setup: %w", err)

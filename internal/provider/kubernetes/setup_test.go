@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tetherhq/tether/internal/provider/kubernetes"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 const (
@@ -54,10 +54,10 @@ func TestConcurrentCreatesRunSetupOnce(t *testing.T) {
 	t.Parallel()
 	p := newProvider(t)
 	file := "setup-" + token()
-	spec := sandbox.CreateSpec{SandboxID: sandbox.NewID(), Tenant: "acme", Setup: "sleep 0.5; echo run >> " + file}
+	spec := provider.CreateSpec{SandboxID: provider.NewSandboxID(), Tenant: "acme", Setup: "sleep 0.5; echo run >> " + file}
 	t.Cleanup(func() { _ = p.Destroy(ctxFor(t, time.Minute), spec.SandboxID) })
 	const n = 4
-	res := make([]sandbox.Resource, n)
+	res := make([]provider.Resource, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -86,7 +86,7 @@ func TestCreateAfterAnInterruptedSetup(t *testing.T) {
 	t.Parallel()
 	p := newProvider(t)
 	file := "setup-" + token()
-	spec, _ := create(t, p, sandbox.CreateSpec{Setup: "echo run >> " + file})
+	spec, _ := create(t, p, provider.CreateSpec{Setup: "echo run >> " + file})
 	first, _ := getPod(t, spec.SandboxID)
 
 	// Claimed by a Create that died, its deadline 2s away: the next
@@ -108,7 +108,7 @@ func TestCreateAfterAnInterruptedSetup(t *testing.T) {
 		t.Errorf("the setup ran %d times, want twice (once per pod)", got)
 	}
 
-	failing := sandbox.CreateSpec{SandboxID: sandbox.NewID(), Tenant: "acme", Setup: "exit 3"}
+	failing := provider.CreateSpec{SandboxID: provider.NewSandboxID(), Tenant: "acme", Setup: "exit 3"}
 	t.Cleanup(func() { _ = p.Destroy(ctxFor(t, time.Minute), failing.SandboxID) })
 	if _, err := p.Create(ctxFor(t, time.Minute), failing); err == nil || !strings.Contains(err.Error(), "status 3") {
 		t.Errorf("create with a failing setup: %v", err)

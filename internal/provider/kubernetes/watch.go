@@ -11,23 +11,23 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // watchBuffer is how many reports Watch holds for a slow reader before it
 // drops them (the janitor's listing finds those).
 const watchBuffer = 1024
 
-// Watch implements sandbox.Watcher: an informer on this installation's
+// Watch implements provider.Watcher: an informer on this installation's
 // pods reports each pod that becomes defunct (being deleted, Succeeded,
 // Failed) or is deleted, with the reason its status gives. The informer
 // and the goroutine that forwards its reports end with ctx; the channel
 // is closed then.
-func (p *Provider) Watch(ctx context.Context) <-chan sandbox.Resource {
-	out := make(chan sandbox.Resource)
-	events := make(chan sandbox.Resource, watchBuffer)
-	report := func(r sandbox.Resource) {
-		if !sandbox.ValidID(r.SandboxID) {
+func (p *Provider) Watch(ctx context.Context) <-chan provider.Resource {
+	out := make(chan provider.Resource)
+	events := make(chan provider.Resource, watchBuffer)
+	report := func(r provider.Resource) {
+		if !provider.ValidSandboxID(r.SandboxID) {
 			return
 		}
 		select {

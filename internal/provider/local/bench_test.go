@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/provider"
 	"github.com/tetherhq/tether/test/harness"
 )
@@ -19,15 +18,15 @@ func BenchmarkExec(b *testing.B) {
 	if err != nil || p.problem != "" {
 		b.Fatalf("New: %v %s", err, p.problem)
 	}
-	id := sandbox.NewID()
-	if _, err := p.Create(b.Context(), sandbox.CreateSpec{SandboxID: id}); err != nil {
+	id := provider.NewSandboxID()
+	if _, err := p.Create(b.Context(), provider.CreateSpec{SandboxID: id}); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = p.Destroy(context.Background(), id) })
 	var took []time.Duration
 	for b.Loop() {
 		start := time.Now()
-		res, err := p.Exec(b.Context(), id, sandbox.ExecRequest{Command: "true"})
+		res, err := p.Exec(b.Context(), id, provider.ExecRequest{Command: "true"})
 		if err != nil || res.ExitCode != 0 {
 			b.Fatalf("Exec = %+v, %v", res, err)
 		}
@@ -46,8 +45,8 @@ func BenchmarkStartProcess(b *testing.B) {
 	if err != nil || p.problem != "" {
 		b.Fatalf("New: %v %s", err, p.problem)
 	}
-	id := sandbox.NewID()
-	if _, err := p.Create(b.Context(), sandbox.CreateSpec{SandboxID: id}); err != nil {
+	id := provider.NewSandboxID()
+	if _, err := p.Create(b.Context(), provider.CreateSpec{SandboxID: id}); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = p.Destroy(context.Background(), id) })
@@ -80,8 +79,8 @@ func BenchmarkPTYEcho(b *testing.B) {
 	if err != nil || p.problem != "" {
 		b.Fatalf("New: %v %s", err, p.problem)
 	}
-	id := sandbox.NewID()
-	if _, err := p.Create(b.Context(), sandbox.CreateSpec{SandboxID: id}); err != nil {
+	id := provider.NewSandboxID()
+	if _, err := p.Create(b.Context(), provider.CreateSpec{SandboxID: id}); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = p.Destroy(context.Background(), id) })

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 	"github.com/tetherhq/tether/test/harness"
 )
 
@@ -32,9 +32,9 @@ func TestCancelledCreatesLeaveNothing(t *testing.T) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
 			for range rounds {
-				id := sandbox.NewID()
+				id := provider.NewSandboxID()
 				ctx, cancel := context.WithTimeout(t.Context(), time.Duration(rng.IntN(400))*time.Millisecond)
-				_, _ = p.Create(ctx, sandbox.CreateSpec{SandboxID: id, Setup: "sleep 0.1",
+				_, _ = p.Create(ctx, provider.CreateSpec{SandboxID: id, Setup: "sleep 0.1",
 					Params: []byte(`{"workspace_mb":32}`)})
 				cancel()
 				dctx, dcancel := context.WithTimeout(t.Context(), 30*time.Second)

@@ -11,7 +11,6 @@ import (
 	"github.com/tetherhq/tether/internal/host/cgroup"
 	"github.com/tetherhq/tether/internal/host/hostos"
 	"github.com/tetherhq/tether/internal/host/workspace"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/provider"
 )
 
@@ -158,7 +157,7 @@ func (l *ledger) load(p *Provider) {
 	l.held = map[string]reservation{}
 	entries, _ := os.ReadDir(p.dir)
 	for _, e := range entries {
-		if !e.IsDir() || !sandbox.ValidID(e.Name()) {
+		if !e.IsDir() || !provider.ValidSandboxID(e.Name()) {
 			continue
 		}
 		if m, err := p.readMeta(e.Name()); err == nil {
@@ -167,7 +166,7 @@ func (l *ledger) load(p *Provider) {
 	}
 	snaps, _ := os.ReadDir(filepath.Join(p.dir, snapshotsFolder))
 	for _, e := range snaps {
-		if id, _ := strings.CutSuffix(e.Name(), provider.PartialSuffix); e.IsDir() && sandbox.ValidSnapshotID(id) {
+		if id, _ := strings.CutSuffix(e.Name(), provider.PartialSuffix); e.IsDir() && provider.ValidSnapshotID(id) {
 			tenant, mb := p.snapshotOnDisk(id)
 			l.held[id] = reservation{tenant: tenant, lim: Limits{WorkspaceMB: mb}}
 		}
@@ -220,7 +219,7 @@ func (p *Provider) reserve(id, tenant string, lim Limits, what string) error {
 			parts = append(parts, fmt.Sprintf("%s: the tenant holds %d%s of its %d%s here (%s), this %s asks for %d%s",
 				d.name, d.of(own), d.unit, d.of(p.tenantShare), d.unit, d.setting, what, d.of(lim), d.unit))
 		}
-		return sandbox.Errorf(sandbox.CodeQuotaExceeded, "this %s would pass the tenant's share of this node's local sandboxes; %s: %s",
+		return provider.Errorf(provider.CodeQuotaExceeded, "this %s would pass the tenant's share of this node's local sandboxes; %s: %s",
 			what, strings.Join(parts, "; "), remedy[what])
 	}
 	if over := overShare(host, lim, p.hostShare); len(over) > 0 {
@@ -229,7 +228,7 @@ func (p *Provider) reserve(id, tenant string, lim Limits, what string) error {
 			parts = append(parts, fmt.Sprintf("%s (%d%s; the tenant holds %d%s of its %d%s here)",
 				d.name, d.of(lim), d.unit, d.of(own), d.unit, d.of(p.tenantShare), d.unit))
 		}
-		return sandbox.Errorf(sandbox.CodeQuotaExceeded, "this node has no room now for this %s's %s, though it is within the tenant's share: try again once sandboxes end",
+		return provider.Errorf(provider.CodeQuotaExceeded, "this node has no room now for this %s's %s, though it is within the tenant's share: try again once sandboxes end",
 			what, strings.Join(parts, " and "))
 	}
 	l.held[id] = reservation{tenant: tenant, lim: lim}

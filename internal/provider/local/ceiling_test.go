@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/tetherhq/tether/internal/host/hostos"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 	"github.com/tetherhq/tether/test/harness"
 )
 
@@ -57,10 +57,10 @@ func checkShared(t *testing.T, p *Provider) {
 // the create's error.
 func createAs(t *testing.T, p *Provider, tenant, params string) (string, error) {
 	t.Helper()
-	id := sandbox.NewID()
+	id := provider.NewSandboxID()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	_, err := p.Create(ctx, sandbox.CreateSpec{SandboxID: id, Tenant: tenant, Params: json.RawMessage(params)})
+	_, err := p.Create(ctx, provider.CreateSpec{SandboxID: id, Tenant: tenant, Params: json.RawMessage(params)})
 	if err == nil {
 		t.Cleanup(func() {
 			if err := p.Destroy(context.Background(), id); err != nil {
@@ -84,7 +84,7 @@ func TestHostShareReservations(t *testing.T) {
 	}
 	want := func(err error, what string) {
 		t.Helper()
-		if sandbox.ErrorCode(err) != sandbox.CodeQuotaExceeded || !strings.Contains(err.Error(), what) {
+		if provider.ErrorCode(err) != provider.CodeQuotaExceeded || !strings.Contains(err.Error(), what) {
 			t.Fatalf("create = %v; want QUOTA_EXCEEDED naming %q", err, what)
 		}
 	}
@@ -107,17 +107,17 @@ func TestHostShareReservations(t *testing.T) {
 	_, err = createAs(t, p, "c", `{"pids": 16, "memory_mb": 2500}`)
 	want(err, "memory (2500 MiB; the tenant holds 0 MiB of its 3000 MiB here)")
 	// The maxima are what the shares can hold.
-	if err := p.ValidateParams([]byte(`{"pids": 600}`)); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+	if err := p.ValidateParams([]byte(`{"pids": 600}`)); provider.ErrorCode(err) != provider.CodeInvalidRequest {
 		t.Errorf("pids 600 past the tenant share: %v, want INVALID_REQUEST", err)
 	}
-	if err := p.ValidateParams([]byte(`{"memory_mb": 3001}`)); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+	if err := p.ValidateParams([]byte(`{"memory_mb": 3001}`)); provider.ErrorCode(err) != provider.CodeInvalidRequest {
 		t.Errorf("memory past the host share: %v, want INVALID_REQUEST", err)
 	}
 	// A refused create leaves nothing behind.
 	entries, _ := os.ReadDir(dir)
 	n := 0
 	for _, e := range entries {
-		if sandbox.ValidID(e.Name()) {
+		if provider.ValidSandboxID(e.Name()) {
 			n++
 		}
 	}
@@ -179,7 +179,7 @@ func TestForkBombsLeaveTheHostAbleToFork(t *testing.T) {
 			}
 			// Each bomb holds what it can until the sampling below ends
 			// (or, at the latest, its 8 s timeout), then it is killed.
-			_, _ = p.exec(bombCtx, m, sandbox.ExecRequest{Command: `b() { b | b & }; b`, Timeout: 8 * time.Second})
+			_, _ = p.exec(bombCtx, m, provider.ExecRequest{Command: `b() { b | b & }; b`, Timeout: 8 * time.Second})
 		})
 	}
 	peak, forks := 0, 0
@@ -212,7 +212,7 @@ func TestForkBombsLeaveTheHostAbleToFork(t *testing.T) {
 	// The bombs' processes are freed a moment after their kill.
 	for _, id := range ids {
 		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			res, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: "echo ok", Timeout: 5 * time.Second})
+			res, err := p.Exec(t.Context(), id, provider.ExecRequest{Command: "echo ok", Timeout: 5 * time.Second})
 			if err == nil && res.Output == "ok\n" {
 				break
 			}
@@ -269,7 +269,7 @@ func TestDefaultSharesLeaveRoomForAnotherTenant(t *testing.T) {
 			}
 			refused++
 			msg := err.Error()
-			if sandbox.ErrorCode(err) != sandbox.CodeQuotaExceeded || !strings.Contains(msg, "would pass the tenant's share") ||
+			if provider.ErrorCode(err) != provider.CodeQuotaExceeded || !strings.Contains(msg, "would pass the tenant's share") ||
 				!strings.Contains(msg, "LOCAL_TENANT_") || strings.Contains(msg, "no room") {
 				t.Fatalf("create %+v of the greedy tenant = %v; want QUOTA_EXCEEDED naming its own share", ask, err)
 			}
@@ -315,10 +315,10 @@ func TestDefaultDiskShare(t *testing.T) {
 	}
 	for _, mb := range []int{tenant + 1, hostos.FreeMB(dir)} {
 		params := fmt.Sprintf(`{"workspace_mb": %d}`, mb)
-		if err := p.ValidateParams([]byte(params)); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+		if err := p.ValidateParams([]byte(params)); provider.ErrorCode(err) != provider.CodeInvalidRequest {
 			t.Errorf("ValidateParams(%s), past the tenant's disk share: %v, want INVALID_REQUEST", params, err)
 		}
-		if _, err := createAs(t, p, "a", params); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+		if _, err := createAs(t, p, "a", params); provider.ErrorCode(err) != provider.CodeInvalidRequest {
 			t.Errorf("create %s, past the tenant's disk share: %v, want INVALID_REQUEST", params, err)
 		}
 	}
@@ -328,7 +328,7 @@ func TestDefaultDiskShare(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := createAs(t, p, "a", `{"workspace_mb": 32}`)
-	if sandbox.ErrorCode(err) != sandbox.CodeQuotaExceeded || !strings.Contains(err.Error(), "disk (workspaces and snapshots): the tenant holds") ||
+	if provider.ErrorCode(err) != provider.CodeQuotaExceeded || !strings.Contains(err.Error(), "disk (workspaces and snapshots): the tenant holds") ||
 		!strings.Contains(err.Error(), "LOCAL_TENANT_WORKSPACE_MB") {
 		t.Errorf("a second workspace past the tenant's disk share: %v, want QUOTA_EXCEEDED naming it", err)
 	}
@@ -353,11 +353,11 @@ func TestSnapshotsCountInTheDiskShare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: "head -c 200M /dev/urandom >/workspace/data && sync", Timeout: time.Minute})
+	res, err := p.Exec(t.Context(), id, provider.ExecRequest{Command: "head -c 200M /dev/urandom >/workspace/data && sync", Timeout: time.Minute})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("writing 200 MiB: %+v, %v", res, err)
 	}
-	first, second := sandbox.NewSnapshotID(), sandbox.NewSnapshotID()
+	first, second := provider.NewSnapshotID(), provider.NewSnapshotID()
 	size, err := p.Snapshot(t.Context(), id, first)
 	if err != nil {
 		t.Fatal(err)
@@ -367,7 +367,7 @@ func TestSnapshotsCountInTheDiskShare(t *testing.T) {
 	// 256 MiB of workspace and about 205 of snapshot held: another 205
 	// does not fit in 600.
 	_, err = p.Snapshot(t.Context(), id, second)
-	if sandbox.ErrorCode(err) != sandbox.CodeQuotaExceeded || sandbox.IsRetryable(err) ||
+	if provider.ErrorCode(err) != provider.CodeQuotaExceeded || provider.IsRetryable(err) ||
 		!strings.Contains(err.Error(), "this snapshot would pass the tenant's share of this node's local sandboxes; disk (workspaces and snapshots): the tenant holds") ||
 		!strings.Contains(err.Error(), "of its 600 MiB here (LOCAL_TENANT_WORKSPACE_MB)") {
 		t.Fatalf("a second snapshot past the tenant's disk share: %v; want QUOTA_EXCEEDED saying so, not retryable", err)
@@ -375,7 +375,7 @@ func TestSnapshotsCountInTheDiskShare(t *testing.T) {
 	if list, err := p.ListSnapshots(t.Context()); err != nil || len(list) != 1 || list[0].ID != first {
 		t.Errorf("snapshots after the refusal: %+v, %v; want the first alone", list, err)
 	}
-	if _, err := createAs(t, p, "a", `{"workspace_mb": 256}`); sandbox.ErrorCode(err) != sandbox.CodeQuotaExceeded {
+	if _, err := createAs(t, p, "a", `{"workspace_mb": 256}`); provider.ErrorCode(err) != provider.CodeQuotaExceeded {
 		t.Errorf("a create past the tenant's disk share, its snapshot counted: %v, want QUOTA_EXCEEDED", err)
 	}
 	if _, err := createAs(t, p, "b", `{"workspace_mb": 256}`); err != nil {
@@ -386,7 +386,7 @@ func TestSnapshotsCountInTheDiskShare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := createAs(t, again, "a", `{"workspace_mb": 256}`); sandbox.ErrorCode(err) != sandbox.CodeQuotaExceeded {
+	if _, err := createAs(t, again, "a", `{"workspace_mb": 256}`); provider.ErrorCode(err) != provider.CodeQuotaExceeded {
 		t.Errorf("after a restart, a create past the tenant's disk share: %v, want QUOTA_EXCEEDED", err)
 	}
 	// Deleting the first snapshot makes room for the second.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 	"github.com/tetherhq/tether/test/harness"
 )
 
@@ -26,7 +26,7 @@ func TestCrashBeforeThePidIsRecorded(t *testing.T) {
 	if first.problem != "" {
 		t.Fatalf("local provider unavailable: %s", first.problem)
 	}
-	id := sandbox.NewID()
+	id := provider.NewSandboxID()
 	if err := os.MkdirAll(filepath.Join(dir, id, "workspace"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestCrashBetweenTheUIDClaimAndItsRecord(t *testing.T) {
 	if p.problem != "" {
 		t.Fatalf("local provider unavailable: %s", p.problem)
 	}
-	id := sandbox.NewID()
+	id := provider.NewSandboxID()
 	folder := p.sandboxDir(id)
 	if err := os.MkdirAll(filepath.Join(folder, "workspace"), 0o700); err != nil {
 		t.Fatal(err)

@@ -19,20 +19,20 @@ import (
 	"time"
 
 	"github.com/tetherhq/tether/internal/host/uidpool"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
-// Create implements sandbox.Provider.
-func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox.Resource, error) {
+// Create implements provider.Provider.
+func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provider.Resource, error) {
 	if p.problem != "" {
-		return sandbox.Resource{}, fmt.Errorf("local: provider unavailable: %s", p.problem)
+		return provider.Resource{}, fmt.Errorf("local: provider unavailable: %s", p.problem)
 	}
-	if !sandbox.ValidID(spec.SandboxID) {
-		return sandbox.Resource{}, fmt.Errorf("local: create: invalid sandbox id %q", spec.SandboxID)
+	if !provider.ValidSandboxID(spec.SandboxID) {
+		return provider.Resource{}, fmt.Errorf("local: create: invalid sandbox id %q", spec.SandboxID)
 	}
 	prm, err := p.parseParams(spec.Params)
 	if err != nil {
-		return sandbox.Resource{}, err
+		return provider.Resource{}, err
 	}
 	unlock := p.lock(spec.SandboxID)
 	defer unlock()
@@ -41,19 +41,19 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 		return p.resource(m), nil // idempotent: it exists already
 	}
 	if err := p.clearInterrupted(ctx, spec.SandboxID); err != nil {
-		return sandbox.Resource{}, err
+		return provider.Resource{}, err
 	}
 	lim := p.limitsFor(prm)
 	var from snapshotSpec
 	if spec.FromSnapshot != "" {
 		// The workspace is the snapshot's image, of its size.
 		if from, err = p.fromSnapshot(spec.FromSnapshot); err != nil {
-			return sandbox.Resource{}, err
+			return provider.Resource{}, err
 		}
 		lim.WorkspaceMB = from.WorkspaceMB
 	}
 	if err := p.reserve(spec.SandboxID, spec.Tenant, lim, "create"); err != nil {
-		return sandbox.Resource{}, err
+		return provider.Resource{}, err
 	}
 	c := &creation{p: p, ctx: ctx, spec: spec, prm: prm, dir: p.sandboxDir(spec.SandboxID),
 		m: meta{SandboxID: spec.SandboxID, Env: spec.Env, Tenant: spec.Tenant, Limits: lim, Image: prm.Image}}
@@ -69,7 +69,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox
 		c.makeNetwork, c.startInit, c.startKeeper, c.runSetup, c.markReady,
 	} {
 		if err := step(); err != nil {
-			return sandbox.Resource{}, err
+			return provider.Resource{}, err
 		}
 	}
 	done = true
@@ -87,7 +87,7 @@ func (p *Provider) clearInterrupted(ctx context.Context, id string) error {
 		return nil
 	}
 	if err := p.destroyLocked(ctx, id); err != nil {
-		return sandbox.Retryable(fmt.Errorf("local: create: clearing an interrupted attempt: %w", err))
+		return provider.Retryable(fmt.Errorf("local: create: clearing an interrupted attempt: %w", err))
 	}
 	return nil
 }
@@ -96,7 +96,7 @@ func (p *Provider) clearInterrupted(ctx context.Context, id string) error {
 type creation struct {
 	p    *Provider
 	ctx  context.Context
-	spec sandbox.CreateSpec
+	spec provider.CreateSpec
 	prm  Params
 	// dir is the sandbox's folder, ws its workspace folder in it.
 	dir, ws string
@@ -122,7 +122,7 @@ func (c *creation) rollback() {
 
 func createErr(err error) error { return fmt.Errorf("local: create: %w", err) }
 
-func retryableCreateErr(err error) error { return sandbox.Retryable(createErr(err)) }
+func retryableCreateErr(err error) error { return provider.Retryable(createErr(err)) }
 
 // makeFolder makes the sandbox's folder, traversable by its user (bwrap
 // runs as that user and must reach the workspace), and its workspace.
@@ -244,7 +244,7 @@ func (c *creation) runSetup() error {
 	if dl, ok := c.ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	res, err := c.p.exec(c.ctx, c.m, sandbox.ExecRequest{Command: c.spec.Setup, Timeout: timeout, MaxOutput: c.p.maxSetup})
+	res, err := c.p.exec(c.ctx, c.m, provider.ExecRequest{Command: c.spec.Setup, Timeout: timeout, MaxOutput: c.p.maxSetup})
 	switch {
 	case err != nil:
 		return fmt.Errorf("local: setup: %w", err)
@@ -265,8 +265,8 @@ func (c *creation) markReady() error {
 	return nil
 }
 
-func (p *Provider) resource(m meta) sandbox.Resource {
-	return sandbox.Resource{
+func (p *Provider) resource(m meta) provider.Resource {
+	return provider.Resource{
 		SandboxID:  m.SandboxID,
 		ProviderID: "local-" + strconv.Itoa(m.InitPID),
 		WorkDir:    WorkDir,

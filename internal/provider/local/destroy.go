@@ -11,12 +11,12 @@ import (
 
 	"github.com/tetherhq/tether/internal/host/uidpool"
 	"github.com/tetherhq/tether/internal/host/workspace"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
-// Destroy implements sandbox.Provider.
+// Destroy implements provider.Provider.
 func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
-	if !sandbox.ValidID(sandboxID) {
+	if !provider.ValidSandboxID(sandboxID) {
 		return fmt.Errorf("local: destroy: invalid sandbox id %q", sandboxID)
 	}
 	unlock := p.lock(sandboxID)
@@ -113,8 +113,8 @@ func (p *Provider) killSandbox(ctx context.Context, id string, m meta, recorded 
 	return nil
 }
 
-// List implements sandbox.Provider.
-func (p *Provider) List(context.Context) ([]sandbox.Resource, error) {
+// List implements provider.Provider.
+func (p *Provider) List(context.Context) ([]provider.Resource, error) {
 	entries, err := os.ReadDir(p.dir)
 	if err != nil {
 		return nil, fmt.Errorf("local: list: %w", err)
@@ -123,9 +123,9 @@ func (p *Provider) List(context.Context) ([]sandbox.Resource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: list: %w", err)
 	}
-	out := make([]sandbox.Resource, 0, len(entries))
+	out := make([]provider.Resource, 0, len(entries))
 	for _, e := range entries {
-		if !e.IsDir() || !sandbox.ValidID(e.Name()) {
+		if !e.IsDir() || !provider.ValidSandboxID(e.Name()) {
 			continue
 		}
 		delete(procs, e.Name())
@@ -145,7 +145,7 @@ func (p *Provider) List(context.Context) ([]sandbox.Resource, error) {
 	// whose loop device outlived their folder. Never a live sandbox's, so
 	// the janitor destroys them.
 	for id := range workspace.Leftovers(p.dir) {
-		if !sandbox.ValidID(id) {
+		if !provider.ValidSandboxID(id) {
 			continue
 		}
 		if _, err := os.Lstat(p.sandboxDir(id)); errors.Is(err, fs.ErrNotExist) {
@@ -153,7 +153,7 @@ func (p *Provider) List(context.Context) ([]sandbox.Resource, error) {
 		}
 	}
 	for id := range procs {
-		out = append(out, sandbox.Resource{SandboxID: id, ProviderID: "local-orphan"})
+		out = append(out, provider.Resource{SandboxID: id, ProviderID: "local-orphan"})
 	}
 	return out, nil
 }

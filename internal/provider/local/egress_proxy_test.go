@@ -30,7 +30,7 @@ import (
 
 	"github.com/tetherhq/tether/internal/egressproxy"
 	"github.com/tetherhq/tether/internal/host/egress"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // mirrorCA is a test's own certificate authority, for servers of its own
@@ -301,9 +301,9 @@ func TestEgressPipDownload(t *testing.T) {
 	if out := execIn(t, env.p, id, "command -v python3 && python3 -m pip --version || echo none"); strings.Contains(out, "none") {
 		t.Skipf("the sandbox's root has no python3 with pip: %s", out)
 	}
-	pip := func(indexURL string) sandbox.ExecResult {
+	pip := func(indexURL string) provider.ExecResult {
 		t.Helper()
-		res, err := env.p.Exec(t.Context(), id, sandbox.ExecRequest{Timeout: 2 * time.Minute, Command: "python3 -m pip download --no-deps --no-cache-dir " +
+		res, err := env.p.Exec(t.Context(), id, provider.ExecRequest{Timeout: 2 * time.Minute, Command: "python3 -m pip download --no-deps --no-cache-dir " +
 			"--disable-pip-version-check --retries 0 --timeout 5 --cert /workspace/mirror-ca.pem -d /workspace/dl --index-url " + indexURL + " tinypkg"})
 		if err != nil {
 			t.Fatal(err)

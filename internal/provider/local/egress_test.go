@@ -25,7 +25,7 @@ import (
 
 	"github.com/tetherhq/tether/internal/egressproxy"
 	"github.com/tetherhq/tether/internal/host/egress"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 	"github.com/tetherhq/tether/test/harness"
 )
 
@@ -124,10 +124,10 @@ func createIn(t *testing.T, p *Provider, params any) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := sandbox.NewID()
+	id := provider.NewSandboxID()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	if _, err := p.Create(ctx, sandbox.CreateSpec{SandboxID: id, Params: raw}); err != nil {
+	if _, err := p.Create(ctx, provider.CreateSpec{SandboxID: id, Params: raw}); err != nil {
 		t.Fatalf("Create(%s): %v", raw, err)
 	}
 	t.Cleanup(func() {
@@ -140,7 +140,7 @@ func createIn(t *testing.T, p *Provider, params any) string {
 
 func execIn(t *testing.T, p *Provider, id, command string) string {
 	t.Helper()
-	res, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: command, Timeout: 30 * time.Second})
+	res, err := p.Exec(t.Context(), id, provider.ExecRequest{Command: command, Timeout: 30 * time.Second})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("Exec(%q) = %+v, %v", command, res, err)
 	}
@@ -426,12 +426,12 @@ func TestEgressTeardownAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	complete := sandbox.NewID()
-	if _, err := first.Create(t.Context(), sandbox.CreateSpec{SandboxID: complete, Params: raw}); err != nil {
+	complete := provider.NewSandboxID()
+	if _, err := first.Create(t.Context(), provider.CreateSpec{SandboxID: complete, Params: raw}); err != nil {
 		t.Fatal(err)
 	}
 	// A create that died once the network was made, before bwrap started.
-	halfway := sandbox.NewID()
+	halfway := provider.NewSandboxID()
 	if err := os.MkdirAll(filepath.Join(dir, halfway, "workspace"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -439,8 +439,8 @@ func TestEgressTeardownAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A running sandbox whose folder is gone.
-	folderless := sandbox.NewID()
-	if _, err := first.Create(t.Context(), sandbox.CreateSpec{SandboxID: folderless, Params: raw}); err != nil {
+	folderless := provider.NewSandboxID()
+	if _, err := first.Create(t.Context(), provider.CreateSpec{SandboxID: folderless, Params: raw}); err != nil {
 		t.Fatal(err)
 	}
 	ids := []string{complete, halfway, folderless}
@@ -544,7 +544,7 @@ func TestEgressParams(t *testing.T) {
 	}
 	for _, tc := range bad {
 		err := p.ValidateParams([]byte(tc.params))
-		if sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest || !strings.Contains(err.Error(), tc.want) {
+		if provider.ErrorCode(err) != provider.CodeInvalidRequest || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ValidateParams(%s) = %v; want INVALID_REQUEST saying %q", tc.params, err, tc.want)
 		}
 	}
@@ -604,11 +604,11 @@ func TestEgressUnavailableWithoutNft(t *testing.T) {
 		t.Errorf("Info notes %q; want the allowlist mode unavailable, naming nftables", info.Notes)
 	}
 	raw := []byte(`{"network":"allowlist","allow":["198.18.0.1"]}`)
-	if err := p.ValidateParams(raw); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest || !strings.Contains(err.Error(), "unavailable") {
+	if err := p.ValidateParams(raw); provider.ErrorCode(err) != provider.CodeInvalidRequest || !strings.Contains(err.Error(), "unavailable") {
 		t.Errorf("ValidateParams(%s) = %v; want INVALID_REQUEST, unavailable", raw, err)
 	}
-	id := sandbox.NewID()
-	if _, err := p.Create(t.Context(), sandbox.CreateSpec{SandboxID: id, Params: raw}); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+	id := provider.NewSandboxID()
+	if _, err := p.Create(t.Context(), provider.CreateSpec{SandboxID: id, Params: raw}); provider.ErrorCode(err) != provider.CodeInvalidRequest {
 		t.Errorf("Create(%s) = %v; want INVALID_REQUEST", raw, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, id)); !errors.Is(err, os.ErrNotExist) {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/tetherhq/tether/internal/host/cgroup"
 	"github.com/tetherhq/tether/internal/host/hostos"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 	"github.com/tetherhq/tether/provider/outputcap"
 	"github.com/tetherhq/tether/provider/shfiles"
 )
@@ -27,11 +27,11 @@ import (
 // running returns the metadata of a sandbox whose init runs.
 func (p *Provider) running(id string) (meta, error) {
 	if p.problem != "" {
-		return meta{}, sandbox.Errorf(sandbox.CodeProviderUnavailable, "the local provider is unavailable: %s", p.problem)
+		return meta{}, provider.Errorf(provider.CodeProviderUnavailable, "the local provider is unavailable: %s", p.problem)
 	}
 	m, err := p.readMeta(id)
 	if err != nil || !m.alive() {
-		return meta{}, sandbox.Errorf(sandbox.CodeProviderUnavailable,
+		return meta{}, provider.Errorf(provider.CodeProviderUnavailable,
 			"sandbox %s no longer runs on this host; the janitor will mark it lost", id)
 	}
 	return m, nil
@@ -176,19 +176,19 @@ func stopCommand(pid int, group cgroup.ExecGroup, waited <-chan error) error {
 	}
 }
 
-// Exec implements sandbox.Execer.
-func (p *Provider) Exec(ctx context.Context, sandboxID string, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+// Exec implements provider.Execer.
+func (p *Provider) Exec(ctx context.Context, sandboxID string, req provider.ExecRequest) (provider.ExecResult, error) {
 	m, err := p.enterable(sandboxID)
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return provider.ExecResult{}, err
 	}
 	return p.exec(ctx, m, req)
 }
 
-func (p *Provider) exec(ctx context.Context, m meta, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+func (p *Provider) exec(ctx context.Context, m meta, req provider.ExecRequest) (provider.ExecResult, error) {
 	limit := outputLimit(req)
 	var out []byte
-	c := outputcap.New(limit, sandbox.Stderr, func(_ string, chunk []byte) error {
+	c := outputcap.New(limit, provider.Stderr, func(_ string, chunk []byte) error {
 		// Grown by hand: never past the limit, which head, marker and tail
 		// together do not exceed.
 		if need := len(out) + len(chunk); need > cap(out) {
@@ -218,7 +218,7 @@ func (p *Provider) oomKills(m meta) int {
 
 // execCommand is the command that runs req in the sandbox through
 // nsenter, its output going to the given files, started in group.
-func (p *Provider) execCommand(m meta, req sandbox.ExecRequest, group cgroup.ExecGroup, stdout, stderr *os.File) *sandboxCmd {
+func (p *Provider) execCommand(m meta, req provider.ExecRequest, group cgroup.ExecGroup, stdout, stderr *os.File) *sandboxCmd {
 	cmd := p.commandIn(group.Dirs(), m, req.Env, execScript, req.WorkDir, req.Command)
 	cmd.Stdin = nil
 	cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -238,14 +238,14 @@ func (p *Provider) execGroup(m meta) (cgroup.ExecGroup, error) {
 	return group, nil
 }
 
-func execTimeout(req sandbox.ExecRequest) time.Duration {
+func execTimeout(req provider.ExecRequest) time.Duration {
 	if req.Timeout <= 0 {
 		return time.Minute
 	}
 	return req.Timeout
 }
 
-func outputLimit(req sandbox.ExecRequest) int {
+func outputLimit(req provider.ExecRequest) int {
 	if req.MaxOutput <= 0 {
 		return 1 << 20
 	}
@@ -254,8 +254,8 @@ func outputLimit(req sandbox.ExecRequest) int {
 
 // execOutcome is the exit code and timeout of a command that run ended
 // (killed: at its timeout), or why it could not run.
-func execOutcome(killed bool, err error) (sandbox.ExecResult, error) {
-	var res sandbox.ExecResult
+func execOutcome(killed bool, err error) (provider.ExecResult, error) {
+	var res provider.ExecResult
 	var exitErr *exec.ExitError
 	var code *exitCode
 	switch {
@@ -274,17 +274,17 @@ func execOutcome(killed bool, err error) (sandbox.ExecResult, error) {
 	return res, nil
 }
 
-// ExecStream implements sandbox.StreamExecer: stdout and stderr come
+// ExecStream implements provider.StreamExecer: stdout and stderr come
 // through pipes of their own, each chunk passed on as it is read, up to half
 // the limit; what follows is held (the latest bytes, up to the other half)
 // and passed on when the command ends, after the marker if the output was
 // cut (see outputcap.Cap).
-func (p *Provider) ExecStream(ctx context.Context, sandboxID string, req sandbox.ExecRequest, emit func(stream string, chunk []byte) error) (sandbox.ExecResult, error) {
+func (p *Provider) ExecStream(ctx context.Context, sandboxID string, req provider.ExecRequest, emit func(stream string, chunk []byte) error) (provider.ExecResult, error) {
 	m, err := p.enterable(sandboxID)
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return provider.ExecResult{}, err
 	}
-	return p.runCaptured(ctx, m, req, outputcap.New(outputLimit(req), sandbox.Stderr, emit), true)
+	return p.runCaptured(ctx, m, req, outputcap.New(outputLimit(req), provider.Stderr, emit), true)
 }
 
 // runCaptured runs req in the sandbox and writes its output to out as it
@@ -297,11 +297,11 @@ func (p *Provider) ExecStream(ctx context.Context, sandboxID string, req sandbox
 // Background processes the command started may hold the pipes after it
 // ends: what they wrote until then is read, and detachOutput takes the
 // pipes from there.
-func (p *Provider) runCaptured(ctx context.Context, m meta, req sandbox.ExecRequest, out *outputcap.Cap, split bool) (sandbox.ExecResult, error) {
-	var res sandbox.ExecResult
-	streams := []string{sandbox.Stdout}
+func (p *Provider) runCaptured(ctx context.Context, m meta, req provider.ExecRequest, out *outputcap.Cap, split bool) (provider.ExecResult, error) {
+	var res provider.ExecResult
+	streams := []string{provider.Stdout}
 	if split {
-		streams = append(streams, sandbox.Stderr)
+		streams = append(streams, provider.Stderr)
 	}
 	readers, writers, err := outputPipes(len(streams))
 	if err != nil {
@@ -400,8 +400,8 @@ func outputPipes(n int) (readers, writers []*os.File, err error) {
 // atProcessLimit is the result of a command that could not start, the
 // sandbox being at its process limit: exit status 1 and fork's complaint
 // on stream, as a fork inside the sandbox would fail.
-func atProcessLimit(out *outputcap.Cap, stream string) (sandbox.ExecResult, error) {
-	res := sandbox.ExecResult{ExitCode: 1}
+func atProcessLimit(out *outputcap.Cap, stream string) (provider.ExecResult, error) {
+	res := provider.ExecResult{ExitCode: 1}
 	if err := out.Write(stream, []byte("cannot start the command: fork: resource temporarily unavailable (the sandbox is at its process limit)\n")); err != nil {
 		return res, fmt.Errorf("local: exec: passing output on: %w", err)
 	}
@@ -660,7 +660,7 @@ func fileError(code int, clean, stderr string) error {
 	return shfiles.Error(code, clean, stderr, fullNote)
 }
 
-// WriteFile implements sandbox.Files. The write happens inside the sandbox,
+// WriteFile implements provider.Files. The write happens inside the sandbox,
 // as the sandbox's own processes would make it, so its read-only mounts and
 // symlinks mean what they mean there. The body goes to a temporary file
 // beside the target, which replaces the target only once the whole body
@@ -672,7 +672,7 @@ func (p *Provider) WriteFile(ctx context.Context, sandboxID, filePath string, r 
 		return err
 	}
 	if !writable(clean) {
-		return sandbox.Errorf(sandbox.CodeInvalidPath, "path %s is outside the sandbox's writable areas (%s)", clean, strings.Join(writableRoots, ", "))
+		return provider.Errorf(provider.CodeInvalidPath, "path %s is outside the sandbox's writable areas (%s)", clean, strings.Join(writableRoots, ", "))
 	}
 	m, err := p.enterable(sandboxID)
 	if err != nil {
@@ -713,13 +713,13 @@ func (p *Provider) stageThenCommit(ctx context.Context, m meta, r io.Reader, lim
 	switch {
 	case body.exceeded:
 		discard()
-		return sandbox.Errorf(sandbox.CodePayloadTooLarge, "%s exceeds the %d-byte limit", st.what, limit)
+		return provider.Errorf(provider.CodePayloadTooLarge, "%s exceeds the %d-byte limit", st.what, limit)
 	case ctx.Err() != nil:
 		discard()
 		return fmt.Errorf("local: %s: %w", st.op, ctx.Err())
 	case errors.As(err, &exitErr) && exitErr.ExitCode() == shfiles.ExitWriteFailed && st.badBody != "":
 		discard()
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "%s: %s", st.badBody, shfiles.ShellError(stderr.String()))
+		return provider.Errorf(provider.CodeInvalidRequest, "%s: %s", st.badBody, shfiles.ShellError(stderr.String()))
 	case errors.As(err, &exitErr):
 		discard()
 		return fileError(exitErr.ExitCode(), st.clean, stderr.String())
@@ -740,7 +740,7 @@ func (p *Provider) stageThenCommit(ctx context.Context, m meta, r io.Reader, lim
 	return nil
 }
 
-// ReadFile implements sandbox.Files.
+// ReadFile implements provider.Files.
 func (p *Provider) ReadFile(ctx context.Context, sandboxID, filePath string, w io.Writer, limit int64) error {
 	clean, err := shfiles.CheckPath(filePath)
 	if err != nil {
@@ -752,7 +752,7 @@ func (p *Provider) ReadFile(ctx context.Context, sandboxID, filePath string, w i
 	}
 	return p.readOut(ctx, m, "read file", clean, w, func(code int) error {
 		if code == shfiles.ExitTooLarge {
-			return sandbox.Errorf(sandbox.CodePayloadTooLarge, "%s is larger than the %d-byte file limit", clean, limit)
+			return provider.Errorf(provider.CodePayloadTooLarge, "%s is larger than the %d-byte file limit", clean, limit)
 		}
 		return nil
 	}, "sh", "-c", shfiles.ReadFileNonblock, "sh", clean, strconv.FormatInt(limit, 10))
@@ -784,7 +784,7 @@ func (p *Provider) readOut(ctx context.Context, m meta, op, clean string, w io.W
 	return nil
 }
 
-// ReadArchive implements sandbox.Archives.
+// ReadArchive implements provider.Archives.
 func (p *Provider) ReadArchive(ctx context.Context, sandboxID, dir string, w io.Writer) error {
 	clean, err := shfiles.CheckPath(dir)
 	if err != nil {
@@ -797,7 +797,7 @@ func (p *Provider) ReadArchive(ctx context.Context, sandboxID, dir string, w io.
 	return p.readOut(ctx, m, "read archive", clean, w, nil, "sh", "-c", shfiles.ReadArchive, "sh", clean)
 }
 
-// WriteArchive implements sandbox.Archives. The archive is extracted into a
+// WriteArchive implements provider.Archives. The archive is extracted into a
 // staging folder inside the target first, and copied over it only once it
 // arrived whole within the limit.
 func (p *Provider) WriteArchive(ctx context.Context, sandboxID, dir string, r io.Reader, limit int64) error {
@@ -806,7 +806,7 @@ func (p *Provider) WriteArchive(ctx context.Context, sandboxID, dir string, r io
 		return err
 	}
 	if !writable(clean) && clean != WorkDir && clean != "/tmp" {
-		return sandbox.Errorf(sandbox.CodeInvalidPath, "path %s is outside the sandbox's writable areas (%s)", clean, strings.Join(writableRoots, ", "))
+		return provider.Errorf(provider.CodeInvalidPath, "path %s is outside the sandbox's writable areas (%s)", clean, strings.Join(writableRoots, ", "))
 	}
 	m, err := p.enterable(sandboxID)
 	if err != nil {

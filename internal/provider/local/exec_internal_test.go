@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 	"github.com/tetherhq/tether/test/harness"
 )
 
@@ -61,9 +61,9 @@ func TestEnteredButNotForked(t *testing.T) {
 	}
 	// Streamed, the note follows nsenter's complaint on stderr.
 	var streamed strings.Builder
-	res, err = p.ExecStream(t.Context(), id, sandbox.ExecRequest{Command: "echo started", Timeout: 30 * time.Second},
+	res, err = p.ExecStream(t.Context(), id, provider.ExecRequest{Command: "echo started", Timeout: 30 * time.Second},
 		func(stream string, chunk []byte) error {
-			if stream == sandbox.Stderr {
+			if stream == provider.Stderr {
 				streamed.Write(chunk)
 			}
 			return nil

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // hostBytes is the size of everything under dir on the host (apparent size
@@ -52,20 +52,20 @@ var markerPattern = regexp.MustCompile(`\n\[tether: (\d+) bytes of output omitte
 func TestExecOutputNeverLandsOnTheHost(t *testing.T) {
 	t.Parallel()
 	p, dir := newProvider(t)
-	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	id := create(t, p, provider.CreateSpec{}).SandboxID
 	sandboxDir := filepath.Join(dir, id)
 	baseline, _ := hostBytes(sandboxDir)
 
 	const limit = 1 << 20
 	const flood = 1 << 30
 	type outcome struct {
-		res sandbox.ExecResult
+		res provider.ExecResult
 		err error
 	}
 	done := make(chan outcome, 1)
 	start := time.Now()
 	go func() {
-		res, err := p.Exec(t.Context(), id, sandbox.ExecRequest{
+		res, err := p.Exec(t.Context(), id, provider.ExecRequest{
 			Command:   fmt.Sprintf("printf HEAD; head -c %d /dev/zero; printf TAIL", flood),
 			Timeout:   5 * time.Minute,
 			MaxOutput: limit,
@@ -113,12 +113,12 @@ func TestExecOutputNeverLandsOnTheHost(t *testing.T) {
 func TestExecStreamAtTheCap(t *testing.T) {
 	t.Parallel()
 	p, _ := newProvider(t)
-	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	id := create(t, p, provider.CreateSpec{}).SandboxID
 	const limit = 64 << 10
-	stream := func(command string) (out map[string]*bytes.Buffer, order []string, res sandbox.ExecResult) {
+	stream := func(command string) (out map[string]*bytes.Buffer, order []string, res provider.ExecResult) {
 		t.Helper()
-		out = map[string]*bytes.Buffer{sandbox.Stdout: {}, sandbox.Stderr: {}}
-		res, err := p.ExecStream(t.Context(), id, sandbox.ExecRequest{Command: command, Timeout: time.Minute, MaxOutput: limit},
+		out = map[string]*bytes.Buffer{provider.Stdout: {}, provider.Stderr: {}}
+		res, err := p.ExecStream(t.Context(), id, provider.ExecRequest{Command: command, Timeout: time.Minute, MaxOutput: limit},
 			func(stream string, chunk []byte) error {
 				out[stream].Write(chunk)
 				if len(order) == 0 || order[len(order)-1] != stream {
@@ -133,12 +133,12 @@ func TestExecStreamAtTheCap(t *testing.T) {
 	}
 
 	out, _, res := stream(`echo out; echo err >&2; head -c 1000 /dev/zero | tr '\0' x`)
-	if res.Truncated || out[sandbox.Stdout].String() != "out\n"+strings.Repeat("x", 1000) || out[sandbox.Stderr].String() != "err\n" {
-		t.Errorf("within the cap: truncated %v, stdout %d bytes, stderr %q", res.Truncated, out[sandbox.Stdout].Len(), out[sandbox.Stderr].String())
+	if res.Truncated || out[provider.Stdout].String() != "out\n"+strings.Repeat("x", 1000) || out[provider.Stderr].String() != "err\n" {
+		t.Errorf("within the cap: truncated %v, stdout %d bytes, stderr %q", res.Truncated, out[provider.Stdout].Len(), out[provider.Stderr].String())
 	}
 
 	out, order, res := stream(`printf HEAD; head -c 100000000 /dev/zero; printf TAIL`)
-	stdout, stderr := out[sandbox.Stdout].String(), out[sandbox.Stderr].String()
+	stdout, stderr := out[provider.Stdout].String(), out[provider.Stderr].String()
 	if !res.Truncated || !strings.HasPrefix(stdout, "HEAD") || !strings.HasSuffix(stdout, "TAIL") ||
 		!markerPattern.MatchString(stderr) || len(stdout)+len(stderr) > limit {
 		t.Errorf("over the cap: truncated %v, stdout %d bytes, stderr %q", res.Truncated, len(stdout), stderr)
@@ -154,7 +154,7 @@ func TestExecStreamAtTheCap(t *testing.T) {
 func TestBinaryRoundTrip(t *testing.T) {
 	t.Parallel()
 	p, _ := newProvider(t)
-	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	id := create(t, p, provider.CreateSpec{}).SandboxID
 	data := make([]byte, 1<<20)
 	_, _ = rand.Read(data)
 	sum := sha256.Sum256(data)
@@ -168,7 +168,7 @@ func TestBinaryRoundTrip(t *testing.T) {
 	if r := run(t, p, id, `sha256sum random.bin | cut -d' ' -f1`); r.Output != hex.EncodeToString(sum[:])+"\n" {
 		t.Errorf("the sandbox sees sha256 %q", r.Output)
 	}
-	res, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: "base64 -w0 random.bin", Timeout: time.Minute, MaxOutput: 2 << 20})
+	res, err := p.Exec(t.Context(), id, provider.ExecRequest{Command: "base64 -w0 random.bin", Timeout: time.Minute, MaxOutput: 2 << 20})
 	if err != nil || res.Truncated {
 		t.Fatalf("exec base64: %+v, %v", res.Truncated, err)
 	}
@@ -184,7 +184,7 @@ func TestBinaryRoundTrip(t *testing.T) {
 func TestBackgroundOutputAfterExec(t *testing.T) {
 	t.Parallel()
 	p, _ := newProvider(t)
-	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	id := create(t, p, provider.CreateSpec{}).SandboxID
 	start := time.Now()
 	r := run(t, p, id, `(sleep 1; head -c 10000000 /dev/zero; echo late; touch /workspace/survived) & echo now`)
 	if r.Output != "now\n" || time.Since(start) > 5*time.Second {
@@ -211,7 +211,7 @@ func TestBackgroundOutputAfterExec(t *testing.T) {
 func TestExecTimeoutIsKeptTo(t *testing.T) {
 	t.Parallel()
 	p, _ := newProvider(t)
-	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	id := create(t, p, provider.CreateSpec{}).SandboxID
 	// The slack allows a loaded machine; the old kill path overran by 1.3-2 s.
 	const timeout, slack = time.Second, time.Second
 	var worst time.Duration
@@ -226,8 +226,8 @@ func TestExecTimeoutIsKeptTo(t *testing.T) {
 		for _, stream := range []bool{false, true} {
 			once := func() time.Duration {
 				start := time.Now()
-				req := sandbox.ExecRequest{Command: command, Timeout: timeout}
-				var res sandbox.ExecResult
+				req := provider.ExecRequest{Command: command, Timeout: timeout}
+				var res provider.ExecResult
 				var err error
 				if stream {
 					res, err = p.ExecStream(t.Context(), id, req, func(string, []byte) error { return nil })

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/tetherhq/tether/internal/provider/local"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 	"github.com/tetherhq/tether/test/harness"
 )
 
@@ -51,11 +51,11 @@ func TestExecThroughServer(t *testing.T) {
 	signal.Ignore(syscall.SIGHUP)
 	t.Cleanup(func() { signal.Reset(syscall.SIGHUP) })
 	p, _ := newProvider(t)
-	id := create(t, p, sandbox.CreateSpec{Env: map[string]string{"GREETING": "hi"}}).SandboxID
+	id := create(t, p, provider.CreateSpec{Env: map[string]string{"GREETING": "hi"}}).SandboxID
 	if !throughServer(t, p, id) {
 		t.Fatal("the command did not start from the exec server")
 	}
-	res, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: `env | sort`, Env: map[string]string{"ASKED": "yes"}, Timeout: 30 * time.Second})
+	res, err := p.Exec(t.Context(), id, provider.ExecRequest{Command: `env | sort`, Env: map[string]string{"ASKED": "yes"}, Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestExecThroughServer(t *testing.T) {
 		t.Errorf("a command's descriptors = %q; want 0 1 2 only", r.Output)
 	}
 	off, _ := newProvider(t, local.WithExecServer(false))
-	oid := create(t, off, sandbox.CreateSpec{}).SandboxID
+	oid := create(t, off, provider.CreateSpec{}).SandboxID
 	if throughServer(t, off, oid) {
 		t.Error("with the exec server off, a command started from one")
 	}
@@ -91,7 +91,7 @@ func TestExecThroughServer(t *testing.T) {
 func TestExecShellMovesItself(t *testing.T) {
 	t.Parallel()
 	p, dir := newProvider(t)
-	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	id := create(t, p, provider.CreateSpec{}).SandboxID
 	before := local.Moved(p)
 	r := run(t, p, id, `grep pids /proc/self/cgroup; ls /proc/self/fd | sort -n | tr '\n' ' '`)
 	// Its own cgroup namespace is rooted at the sandbox's groups: the exec
@@ -138,11 +138,11 @@ func TestExecShellMovesItself(t *testing.T) {
 func TestExecServerKilledBySandbox(t *testing.T) {
 	t.Parallel()
 	p, _ := newProvider(t)
-	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	id := create(t, p, provider.CreateSpec{}).SandboxID
 	if !throughServer(t, p, id) {
 		t.Fatal("the command did not start from the exec server")
 	}
-	res, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: `kill -9 2; sleep 0.2; echo done`, Timeout: 30 * time.Second})
+	res, err := p.Exec(t.Context(), id, provider.ExecRequest{Command: `kill -9 2; sleep 0.2; echo done`, Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatalf("the exec that killed its server: %v", err)
 	}
@@ -156,7 +156,7 @@ func TestExecServerKilledBySandbox(t *testing.T) {
 		t.Errorf("after the kill: %+v", r)
 	}
 	start := time.Now()
-	res, err = p.Exec(t.Context(), id, sandbox.ExecRequest{Command: `sleep 30`, Timeout: time.Second})
+	res, err = p.Exec(t.Context(), id, provider.ExecRequest{Command: `sleep 30`, Timeout: time.Second})
 	if err != nil || !res.TimedOut || time.Since(start) > 5*time.Second {
 		t.Errorf("a timeout after the kill = %+v, %v in %s", res, err, time.Since(start))
 	}
@@ -167,7 +167,7 @@ func TestExecServerKilledBySandbox(t *testing.T) {
 func TestExecServerAfterRestart(t *testing.T) {
 	t.Parallel()
 	p, dir := newProvider(t)
-	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	id := create(t, p, provider.CreateSpec{}).SandboxID
 	again, err := local.New(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +187,7 @@ func TestExecServerAfterRestart(t *testing.T) {
 func TestExecServerThatMisbehaves(t *testing.T) {
 	t.Parallel()
 	p, dir := newProvider(t)
-	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	id := create(t, p, provider.CreateSpec{}).SandboxID
 	sock := filepath.Join(dir, id, "exec.sock")
 	for name, behave := range map[string]func(c *net.UnixConn){
 		"closes": func(*net.UnixConn) {},
@@ -240,7 +240,7 @@ func TestExecServerThatMisbehaves(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
 			start := time.Now()
-			res, err := p.Exec(ctx, id, sandbox.ExecRequest{Command: `echo "ok $PPID"`, Timeout: 20 * time.Second})
+			res, err := p.Exec(ctx, id, provider.ExecRequest{Command: `echo "ok $PPID"`, Timeout: 20 * time.Second})
 			if err != nil || res.Output != "ok 0\n" {
 				t.Errorf("exec beside a server that %s = %+v, %v; want it run through nsenter", name, res, err)
 			}
@@ -263,7 +263,7 @@ func TestExecServerInImage(t *testing.T) {
 	if info := p.Info(t.Context()); !info.Available {
 		t.Fatalf("local provider unavailable: %s", info.Reason)
 	}
-	id := create(t, p, sandbox.CreateSpec{Params: []byte(`{"image":"tiny"}`)}).SandboxID
+	id := create(t, p, provider.CreateSpec{Params: []byte(`{"image":"tiny"}`)}).SandboxID
 	exe, err := elf.Open("/proc/self/exe")
 	if err != nil {
 		t.Fatal(err)

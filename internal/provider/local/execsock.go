@@ -35,7 +35,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tetherhq/tether/internal/host/cgroup"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // execSocket is the exec server's socket in a sandbox's folder.
@@ -138,7 +138,7 @@ var errServerLost = errors.New("the sandbox's exec server ended before the comma
 // startThroughServer asks m's exec server to start req's command with its
 // output going to stdout and stderr, in group. Where it reports
 // serverFallback, why says why (for tests and logs).
-func (p *Provider) startThroughServer(ctx context.Context, m meta, req sandbox.ExecRequest, stdout, stderr *os.File, group cgroup.ExecGroup) (run *serverRun, outcome serverOutcome, why error) {
+func (p *Provider) startThroughServer(ctx context.Context, m meta, req provider.ExecRequest, stdout, stderr *os.File, group cgroup.ExecGroup) (run *serverRun, outcome serverOutcome, why error) {
 	if !p.execServer {
 		return nil, serverFallback, errors.New("the exec server is off")
 	}
@@ -231,7 +231,7 @@ func (p *Provider) startThroughServer(ctx context.Context, m meta, req sandbox.E
 
 // startServerIn is startThroughServer unless the sandbox is frozen, and
 // never while it is being frozen (as startIn for nsenter).
-func (p *Provider) startServerIn(ctx context.Context, m meta, req sandbox.ExecRequest, stdout, stderr *os.File, group cgroup.ExecGroup) (*serverRun, serverOutcome, error) {
+func (p *Provider) startServerIn(ctx context.Context, m meta, req provider.ExecRequest, stdout, stderr *os.File, group cgroup.ExecGroup) (*serverRun, serverOutcome, error) {
 	if p.cg != nil {
 		unlock := p.starts.lock(m.SandboxID)
 		defer unlock()
@@ -245,7 +245,7 @@ func (p *Provider) startServerIn(ctx context.Context, m meta, req sandbox.ExecRe
 // serverRequest is the request that starts req's command: the sandbox's
 // sh running serverScript, with the sandbox's environment and the
 // request's, and nothing else.
-func (p *Provider) serverRequest(m meta, req sandbox.ExecRequest) serverRequest {
+func (p *Provider) serverRequest(m meta, req provider.ExecRequest) serverRequest {
 	env := baseEnv()
 	maps.Copy(env, m.Env)
 	maps.Copy(env, req.Env)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // hostCgroupPaths are the control groups the test process is in, as the
@@ -39,7 +39,7 @@ func TestNoHostDetailsInside(t *testing.T) {
 	t.Parallel()
 	p, dir := newProvider(t)
 	params, _ := json.Marshal(map[string]any{"memory_mb": 300})
-	id := create(t, p, sandbox.CreateSpec{Params: params}).SandboxID
+	id := create(t, p, provider.CreateSpec{Params: params}).SandboxID
 	forbidden := append([]string{dir, id, "/tether/"}, hostCgroupPaths(t)...)
 	for _, command := range []string{
 		`ps -eo args`,

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/tetherhq/tether/internal/provider/local"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 	"github.com/tetherhq/tether/test/harness"
 )
 
@@ -150,7 +150,7 @@ func TestImageSandbox(t *testing.T) {
 	if !info.Available {
 		t.Fatalf("local provider unavailable: %s", info.Reason)
 	}
-	wantImages := []sandbox.ProviderImage{{Name: "files", Source: "folder"}, {Name: "tiny.v1", Source: "tarball"}}
+	wantImages := []provider.Image{{Name: "files", Source: "folder"}, {Name: "tiny.v1", Source: "tarball"}}
 	if !reflect.DeepEqual(info.Images, wantImages) {
 		t.Errorf("Info.Images = %+v, want %+v", info.Images, wantImages)
 	}
@@ -164,7 +164,7 @@ func TestImageSandbox(t *testing.T) {
 	}
 	for _, name := range []string{"files", "tiny.v1"} {
 		t.Run(name, func(t *testing.T) {
-			id := create(t, p, sandbox.CreateSpec{Params: imageParams(name), Env: map[string]string{"GREETING": "hi"}}).SandboxID
+			id := create(t, p, provider.CreateSpec{Params: imageParams(name), Env: map[string]string{"GREETING": "hi"}}).SandboxID
 			own := strings.TrimPrefix(strings.TrimSpace(run(t, p, id, status("/proc/self/status", "Uid:")).Output), "Uid:")
 			if n, err := strconv.Atoi(own); err != nil || n < local.DefaultUIDBase {
 				t.Fatalf("the sandbox runs as %q, want its own uid", own)
@@ -229,7 +229,7 @@ func TestImageSandbox(t *testing.T) {
 	}
 
 	// Without params.image: the host's system folders, as before.
-	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	id := create(t, p, provider.CreateSpec{}).SandboxID
 	if r := run(t, p, id, `python3 -c 'print(6*7)'; grep -c . /etc/os-release >/dev/null && echo os-release; [ -e /etc/image-marker ] || echo no-marker`); r.Output != "42\nos-release\nno-marker\n" {
 		t.Errorf("a sandbox without params.image: %+v", r)
 	}
@@ -268,12 +268,12 @@ func TestImageParams(t *testing.T) {
 		{p, `{"image":7}`, "not a valid JSON object"},
 	} {
 		err := tc.p.ValidateParams([]byte(tc.params))
-		if sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest || !strings.Contains(err.Error(), tc.want) {
+		if provider.ErrorCode(err) != provider.CodeInvalidRequest || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ValidateParams(%s) = %v, want INVALID_REQUEST saying %q", tc.params, err, tc.want)
 		}
 	}
-	id := sandbox.NewID()
-	if _, err := p.Create(t.Context(), sandbox.CreateSpec{SandboxID: id, Params: imageParams("bookworm")}); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+	id := provider.NewSandboxID()
+	if _, err := p.Create(t.Context(), provider.CreateSpec{SandboxID: id, Params: imageParams("bookworm")}); provider.ErrorCode(err) != provider.CodeInvalidRequest {
 		t.Errorf("Create with an unknown image = %v, want INVALID_REQUEST", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, id)); !errors.Is(err, fs.ErrNotExist) {
@@ -376,7 +376,7 @@ func TestImageTarballUnpackedOnce(t *testing.T) {
 	if _, err := os.Stat(sentinel); err != nil {
 		t.Errorf("the cache was unpacked again: %v", err)
 	}
-	id := create(t, again, sandbox.CreateSpec{Params: imageParams("tiny")}).SandboxID
+	id := create(t, again, provider.CreateSpec{Params: imageParams("tiny")}).SandboxID
 	if r := run(t, again, id, `[ -e /sentinel ] && echo cached`); r.Output != "cached\n" {
 		t.Errorf("the sandbox does not see the cache: %+v", r)
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // TestSandboxSurvivesKillingItsInit: what an agent's clean-up does inside
@@ -28,8 +28,8 @@ func TestSandboxSurvivesKillingItsInit(t *testing.T) {
 	} {
 		t.Run(attack, func(t *testing.T) {
 			t.Parallel()
-			id := create(t, p, sandbox.CreateSpec{}).SandboxID
-			res, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: attack + `; echo done`, Timeout: 30 * time.Second})
+			id := create(t, p, provider.CreateSpec{}).SandboxID
+			res, err := p.Exec(t.Context(), id, provider.ExecRequest{Command: attack + `; echo done`, Timeout: 30 * time.Second})
 			if err != nil {
 				t.Fatalf("exec of %q: %v", attack, err)
 			}

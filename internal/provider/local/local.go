@@ -66,7 +66,7 @@ import (
 	"github.com/tetherhq/tether/internal/host/seccomp"
 	"github.com/tetherhq/tether/internal/host/uidpool"
 	"github.com/tetherhq/tether/internal/host/workspace"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // Name is the provider's name.
@@ -442,19 +442,19 @@ func baseEnv() map[string]string {
 	return map[string]string{"PATH": hostos.DefaultPath, "HOME": WorkDir, "LANG": "C.UTF-8", "TERM": "dumb"}
 }
 
-// Name implements sandbox.Provider.
+// Name implements provider.Provider.
 func (p *Provider) Name() string { return Name }
 
 // HostBound is true: a local sandbox lives on the host that made it.
 func (p *Provider) HostBound() bool { return true }
 
-// Info implements sandbox.Provider.
-func (p *Provider) Info(context.Context) sandbox.ProviderInfo {
-	var images []sandbox.ProviderImage
+// Info implements provider.Provider.
+func (p *Provider) Info(context.Context) provider.Info {
+	var images []provider.Image
 	for _, name := range p.imageNames() {
-		images = append(images, sandbox.ProviderImage{Name: name, Source: p.images[name].Source()})
+		images = append(images, provider.Image{Name: name, Source: p.images[name].Source()})
 	}
-	return sandbox.ProviderInfo{
+	return provider.Info{
 		Name:      Name,
 		Available: p.problem == "",
 		Reason:    p.problem,

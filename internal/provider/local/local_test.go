@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/tetherhq/tether/internal/provider/local"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 	"github.com/tetherhq/tether/test/harness"
 )
 
@@ -37,10 +37,10 @@ func newProvider(t *testing.T, opts ...local.Option) (*local.Provider, string) {
 	return p, dir
 }
 
-func create(t *testing.T, p *local.Provider, spec sandbox.CreateSpec) sandbox.Resource {
+func create(t *testing.T, p *local.Provider, spec provider.CreateSpec) provider.Resource {
 	t.Helper()
 	if spec.SandboxID == "" {
-		spec.SandboxID = sandbox.NewID()
+		spec.SandboxID = provider.NewSandboxID()
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -56,9 +56,9 @@ func create(t *testing.T, p *local.Provider, spec sandbox.CreateSpec) sandbox.Re
 	return res
 }
 
-func run(t *testing.T, p *local.Provider, id, command string) sandbox.ExecResult {
+func run(t *testing.T, p *local.Provider, id, command string) provider.ExecResult {
 	t.Helper()
-	res, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: command, Timeout: 30 * time.Second})
+	res, err := p.Exec(t.Context(), id, provider.ExecRequest{Command: command, Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatalf("Exec(%q): %v", command, err)
 	}
@@ -84,7 +84,7 @@ func hostPIDs(t *testing.T, marker string) []int {
 func TestExecInIsolation(t *testing.T) {
 	t.Parallel()
 	p, _ := newProvider(t)
-	res := create(t, p, sandbox.CreateSpec{Env: map[string]string{"GREETING": "hi"}})
+	res := create(t, p, provider.CreateSpec{Env: map[string]string{"GREETING": "hi"}})
 	id := res.SandboxID
 	if res.WorkDir != local.WorkDir {
 		t.Errorf("WorkDir = %q", res.WorkDir)
@@ -140,7 +140,7 @@ func mustHostname(t *testing.T) string {
 func TestFilesRoundTrip(t *testing.T) {
 	t.Parallel()
 	p, _ := newProvider(t)
-	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	id := create(t, p, provider.CreateSpec{}).SandboxID
 	ctx := t.Context()
 	content := []byte("hello from the host\n\x00binary too")
 	if err := p.WriteFile(ctx, id, "/workspace/dir/a.txt", bytes.NewReader(content), 1<<20); err != nil {
@@ -159,23 +159,23 @@ func TestFilesRoundTrip(t *testing.T) {
 
 	for _, tc := range []struct {
 		path string
-		code sandbox.Code
+		code provider.Code
 	}{
-		{"/etc/passwd", sandbox.CodeInvalidPath},
-		{"relative/path", sandbox.CodeInvalidPath},
-		{"/workspace/../etc/x", sandbox.CodeInvalidPath},
-		{"/workspace", sandbox.CodeInvalidPath},
-		{"/workspace/dir", sandbox.CodeIsDirectory},
-		{"/workspace/dir/a.txt/below", sandbox.CodeInvalidPath}, // a file on the way
+		{"/etc/passwd", provider.CodeInvalidPath},
+		{"relative/path", provider.CodeInvalidPath},
+		{"/workspace/../etc/x", provider.CodeInvalidPath},
+		{"/workspace", provider.CodeInvalidPath},
+		{"/workspace/dir", provider.CodeIsDirectory},
+		{"/workspace/dir/a.txt/below", provider.CodeInvalidPath}, // a file on the way
 	} {
 		err := p.WriteFile(ctx, id, tc.path, strings.NewReader("x"), 10)
-		if sandbox.ErrorCode(err) != tc.code {
+		if provider.ErrorCode(err) != tc.code {
 			t.Errorf("WriteFile(%s): %v, want %s", tc.path, err, tc.code)
 		}
 	}
 	run(t, p, id, `mkdir /workspace/closed && chmod 555 /workspace/closed`)
 	for _, path := range []string{"/workspace/closed/x", "/workspace/closed/sub/x"} {
-		if err := p.WriteFile(ctx, id, path, strings.NewReader("x"), 10); sandbox.ErrorCode(err) != sandbox.CodePermissionDenied {
+		if err := p.WriteFile(ctx, id, path, strings.NewReader("x"), 10); provider.ErrorCode(err) != provider.CodePermissionDenied {
 			t.Errorf("WriteFile(%s) in a read-only folder: %v, want PERMISSION_DENIED", path, err)
 		}
 	}
@@ -183,7 +183,7 @@ func TestFilesRoundTrip(t *testing.T) {
 	// A rejected upload leaves the old file byte-identical, and no partial
 	// or temporary file anywhere.
 	err := p.WriteFile(ctx, id, "/workspace/dir/a.txt", strings.NewReader(strings.Repeat("x", 101)), 100)
-	if sandbox.ErrorCode(err) != sandbox.CodePayloadTooLarge {
+	if provider.ErrorCode(err) != provider.CodePayloadTooLarge {
 		t.Errorf("oversized write: %v, want PAYLOAD_TOO_LARGE", err)
 	}
 	got.Reset()
@@ -191,7 +191,7 @@ func TestFilesRoundTrip(t *testing.T) {
 		t.Errorf("after a rejected upload the file holds %q, %v; want the old content", got.Bytes(), err)
 	}
 	err = p.WriteFile(ctx, id, "/workspace/big", strings.NewReader(strings.Repeat("x", 101)), 100)
-	if sandbox.ErrorCode(err) != sandbox.CodePayloadTooLarge {
+	if provider.ErrorCode(err) != provider.CodePayloadTooLarge {
 		t.Errorf("oversized write: %v, want PAYLOAD_TOO_LARGE", err)
 	}
 	if r := run(t, p, id, `test -e /workspace/big && echo kept || echo removed; find /workspace /tmp -name '.tether-upload-*'`); r.Output != "removed\n" {
@@ -200,36 +200,36 @@ func TestFilesRoundTrip(t *testing.T) {
 
 	for _, tc := range []struct {
 		path string
-		code sandbox.Code
+		code provider.Code
 	}{
-		{"/workspace/missing", sandbox.CodeFileNotFound},
-		{"/workspace/dir", sandbox.CodeIsDirectory},
-		{"/workspace/secret", sandbox.CodePermissionDenied},
-		{"/workspace/fifo", sandbox.CodeInvalidPath},
-		{"relative", sandbox.CodeInvalidPath},
+		{"/workspace/missing", provider.CodeFileNotFound},
+		{"/workspace/dir", provider.CodeIsDirectory},
+		{"/workspace/secret", provider.CodePermissionDenied},
+		{"/workspace/fifo", provider.CodeInvalidPath},
+		{"relative", provider.CodeInvalidPath},
 	} {
 		run(t, p, id, `[ -e /workspace/fifo ] || mkfifo /workspace/fifo; [ -e /workspace/secret ] || { echo s >/workspace/secret; chmod 000 /workspace/secret; }`)
-		if err := p.ReadFile(ctx, id, tc.path, &got, 1<<20); sandbox.ErrorCode(err) != tc.code {
+		if err := p.ReadFile(ctx, id, tc.path, &got, 1<<20); provider.ErrorCode(err) != tc.code {
 			t.Errorf("ReadFile(%s): %v, want %s", tc.path, err, tc.code)
 		}
 	}
 	// Downloads are capped: a 1 TiB sparse file is refused at once.
 	run(t, p, id, `truncate -s 1T /workspace/sparse && head -c 100 /dev/zero > /workspace/hundred`)
 	start := time.Now()
-	if err := p.ReadFile(ctx, id, "/workspace/sparse", &got, 1<<20); sandbox.ErrorCode(err) != sandbox.CodePayloadTooLarge || time.Since(start) > 10*time.Second {
+	if err := p.ReadFile(ctx, id, "/workspace/sparse", &got, 1<<20); provider.ErrorCode(err) != provider.CodePayloadTooLarge || time.Since(start) > 10*time.Second {
 		t.Errorf("ReadFile of a 1 TiB file: %v after %s, want PAYLOAD_TOO_LARGE at once", err, time.Since(start))
 	}
 	got.Reset()
 	if err := p.ReadFile(ctx, id, "/workspace/hundred", &got, 100); err != nil || got.Len() != 100 {
 		t.Errorf("ReadFile of a file at the limit = %d bytes, %v", got.Len(), err)
 	}
-	if err := p.ReadFile(ctx, id, "/workspace/hundred", &got, 99); sandbox.ErrorCode(err) != sandbox.CodePayloadTooLarge {
+	if err := p.ReadFile(ctx, id, "/workspace/hundred", &got, 99); provider.ErrorCode(err) != provider.CodePayloadTooLarge {
 		t.Errorf("ReadFile of a file one byte over the limit: %v, want PAYLOAD_TOO_LARGE", err)
 	}
 	// A symlink pointing out of the sandbox resolves inside it, to the
 	// read-only system folders.
 	run(t, p, id, `ln -s /etc/passwd /workspace/link`)
-	if err := p.WriteFile(ctx, id, "/workspace/link", strings.NewReader("pwned"), 10); sandbox.ErrorCode(err) != sandbox.CodePermissionDenied {
+	if err := p.WriteFile(ctx, id, "/workspace/link", strings.NewReader("pwned"), 10); provider.ErrorCode(err) != provider.CodePermissionDenied {
 		t.Errorf("write through a symlink to a read-only file: %v, want PERMISSION_DENIED", err)
 	}
 }
@@ -237,8 +237,8 @@ func TestFilesRoundTrip(t *testing.T) {
 func TestBackgroundProcessLivesUntilDestroy(t *testing.T) {
 	t.Parallel()
 	p, _ := newProvider(t)
-	id := sandbox.NewID()
-	create(t, p, sandbox.CreateSpec{SandboxID: id})
+	id := provider.NewSandboxID()
+	create(t, p, provider.CreateSpec{SandboxID: id})
 	marker := "sleep 3" + strconv.Itoa(int(time.Now().UnixNano()%1000000))
 	if r := run(t, p, id, marker+" & echo started"); r.Output != "started\n" || r.ExitCode != 0 {
 		t.Fatalf("start background: %+v", r)
@@ -259,7 +259,7 @@ func TestBackgroundProcessLivesUntilDestroy(t *testing.T) {
 	if err := p.Destroy(t.Context(), id); err != nil {
 		t.Errorf("second Destroy: %v", err)
 	}
-	if _, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: "true"}); sandbox.ErrorCode(err) != sandbox.CodeProviderUnavailable {
+	if _, err := p.Exec(t.Context(), id, provider.ExecRequest{Command: "true"}); provider.ErrorCode(err) != provider.CodeProviderUnavailable {
 		t.Errorf("exec in a destroyed sandbox: %v", err)
 	}
 }
@@ -267,10 +267,10 @@ func TestBackgroundProcessLivesUntilDestroy(t *testing.T) {
 func TestExecTimeoutKillsTheCommand(t *testing.T) {
 	t.Parallel()
 	p, _ := newProvider(t)
-	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	id := create(t, p, provider.CreateSpec{}).SandboxID
 	marker := "sleep 4" + strconv.Itoa(int(time.Now().UnixNano()%1000000))
 	start := time.Now()
-	res, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: "echo before; " + marker, Timeout: 300 * time.Millisecond})
+	res, err := p.Exec(t.Context(), id, provider.ExecRequest{Command: "echo before; " + marker, Timeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,8 +288,8 @@ func TestExecTimeoutKillsTheCommand(t *testing.T) {
 func TestOutputTruncation(t *testing.T) {
 	t.Parallel()
 	p, _ := newProvider(t)
-	id := create(t, p, sandbox.CreateSpec{}).SandboxID
-	res, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: "head -c 5000 /dev/zero | tr '\\0' a", MaxOutput: 1000})
+	id := create(t, p, provider.CreateSpec{}).SandboxID
+	res, err := p.Exec(t.Context(), id, provider.ExecRequest{Command: "head -c 5000 /dev/zero | tr '\\0' a", MaxOutput: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,17 +302,17 @@ func TestOutputTruncation(t *testing.T) {
 func TestSetup(t *testing.T) {
 	t.Parallel()
 	p, dir := newProvider(t)
-	id := create(t, p, sandbox.CreateSpec{Setup: "echo ready > /workspace/setup.txt"}).SandboxID
+	id := create(t, p, provider.CreateSpec{Setup: "echo ready > /workspace/setup.txt"}).SandboxID
 	if r := run(t, p, id, "cat setup.txt"); r.Output != "ready\n" {
 		t.Errorf("setup effect: %q", r.Output)
 	}
 
-	failing := sandbox.NewID()
-	_, err := p.Create(t.Context(), sandbox.CreateSpec{SandboxID: failing, Setup: "echo broken-setup; exit 7"})
+	failing := provider.NewSandboxID()
+	_, err := p.Create(t.Context(), provider.CreateSpec{SandboxID: failing, Setup: "echo broken-setup; exit 7"})
 	if err == nil || !strings.Contains(err.Error(), "broken-setup") || !strings.Contains(err.Error(), "status 7") {
 		t.Fatalf("failing setup: err = %v, want the status and output", err)
 	}
-	if sandbox.IsRetryable(err) {
+	if provider.IsRetryable(err) {
 		t.Error("a failing setup is marked retryable")
 	}
 	if _, err := os.Stat(filepath.Join(dir, failing)); !errors.Is(err, os.ErrNotExist) {
@@ -326,8 +326,8 @@ func TestSetup(t *testing.T) {
 func TestSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	p, dir := newProvider(t)
-	id := sandbox.NewID()
-	first, err := p.Create(t.Context(), sandbox.CreateSpec{SandboxID: id})
+	id := provider.NewSandboxID()
+	first, err := p.Create(t.Context(), provider.CreateSpec{SandboxID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func TestSurvivesRestart(t *testing.T) {
 		t.Errorf("exec after restart: %q", r.Output)
 	}
 	// Creating again is idempotent: same sandbox, nothing new.
-	res, err := again.Create(t.Context(), sandbox.CreateSpec{SandboxID: id})
+	res, err := again.Create(t.Context(), provider.CreateSpec{SandboxID: id})
 	if err != nil || res.ProviderID != first.ProviderID {
 		t.Errorf("re-create = %+v, %v; want %s", res, err, first.ProviderID)
 	}
@@ -361,7 +361,7 @@ func TestSurvivesRestart(t *testing.T) {
 func TestDefunctSandboxIsListed(t *testing.T) {
 	t.Parallel()
 	p, _ := newProvider(t)
-	res := create(t, p, sandbox.CreateSpec{})
+	res := create(t, p, provider.CreateSpec{})
 	pid, _ := strconv.Atoi(strings.TrimPrefix(res.ProviderID, "local-"))
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -386,7 +386,7 @@ func TestParams(t *testing.T) {
 	t.Parallel()
 	p, _ := newProvider(t)
 	for _, raw := range []string{`{"network":"moon"}`, `{"memory":1}`, `[1]`} {
-		if err := p.ValidateParams([]byte(raw)); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+		if err := p.ValidateParams([]byte(raw)); provider.ErrorCode(err) != provider.CodeInvalidRequest {
 			t.Errorf("ValidateParams(%s) = %v, want INVALID_REQUEST", raw, err)
 		}
 	}
@@ -398,11 +398,11 @@ func TestHostNetworkIsTheOperatorsCall(t *testing.T) {
 	t.Parallel()
 	host := []byte(`{"network":"host"}`)
 	p, dir := newProvider(t)
-	if err := p.ValidateParams(host); sandbox.ErrorCode(err) != sandbox.CodeForbidden {
+	if err := p.ValidateParams(host); provider.ErrorCode(err) != provider.CodeForbidden {
 		t.Errorf("ValidateParams(%s) = %v, want FORBIDDEN", host, err)
 	}
-	id := sandbox.NewID()
-	if _, err := p.Create(t.Context(), sandbox.CreateSpec{SandboxID: id, Params: host}); sandbox.ErrorCode(err) != sandbox.CodeForbidden {
+	id := provider.NewSandboxID()
+	if _, err := p.Create(t.Context(), provider.CreateSpec{SandboxID: id, Params: host}); provider.ErrorCode(err) != provider.CodeForbidden {
 		t.Errorf("Create(%s) = %v, want FORBIDDEN", host, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, id)); !errors.Is(err, os.ErrNotExist) {
@@ -416,7 +416,7 @@ func TestHostNetworkIsTheOperatorsCall(t *testing.T) {
 	if err := allowed.ValidateParams(host); err != nil {
 		t.Fatalf("ValidateParams(%s) with host networking allowed: %v", host, err)
 	}
-	id = create(t, allowed, sandbox.CreateSpec{Params: host}).SandboxID
+	id = create(t, allowed, provider.CreateSpec{Params: host}).SandboxID
 	if r := run(t, allowed, id, `tail -n +3 /proc/net/dev | wc -l`); strings.TrimSpace(r.Output) == "1" {
 		t.Errorf("network=host sandbox sees only one interface")
 	}
@@ -429,7 +429,7 @@ func TestNoTetherEnvironmentInside(t *testing.T) {
 	sentinel := "tether-sentinel-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	t.Setenv("TETHER_SENTINEL", sentinel) // inherited by anything that takes os.Environ
 	p, _ := newProvider(t)
-	id := create(t, p, sandbox.CreateSpec{Env: map[string]string{"GREETING": "hi"}}).SandboxID
+	id := create(t, p, provider.CreateSpec{Env: map[string]string{"GREETING": "hi"}}).SandboxID
 	// Every process the sandbox can see, the exec's own chain included.
 	scan := `for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' '\n' <"$f"; done 2>/dev/null`
 	for range 5 {
@@ -458,10 +458,10 @@ func TestUnavailableWithoutBubblewrap(t *testing.T) {
 	if info.Available || !strings.Contains(info.Reason, "bwrap") || !strings.Contains(info.Reason, "bubblewrap") {
 		t.Errorf("Info = available %v, reason %q; want unavailable, naming bwrap and the package", info.Available, info.Reason)
 	}
-	if _, err := p.Create(t.Context(), sandbox.CreateSpec{SandboxID: sandbox.NewID()}); err == nil || !strings.Contains(err.Error(), "unavailable") {
+	if _, err := p.Create(t.Context(), provider.CreateSpec{SandboxID: provider.NewSandboxID()}); err == nil || !strings.Contains(err.Error(), "unavailable") {
 		t.Errorf("Create on an unavailable provider: %v", err)
 	}
-	if _, err := p.Exec(t.Context(), sandbox.NewID(), sandbox.ExecRequest{Command: "true"}); sandbox.ErrorCode(err) != sandbox.CodeProviderUnavailable {
+	if _, err := p.Exec(t.Context(), provider.NewSandboxID(), provider.ExecRequest{Command: "true"}); provider.ErrorCode(err) != provider.CodeProviderUnavailable {
 		t.Errorf("Exec on an unavailable provider: %v, want PROVIDER_UNAVAILABLE", err)
 	}
 	if inv, err := p.List(t.Context()); err != nil || len(inv) != 0 {
@@ -496,9 +496,9 @@ func TestUnreachableStateFolder(t *testing.T) {
 func TestMinimalRoot(t *testing.T) {
 	t.Parallel()
 	p, dir := newProvider(t)
-	other := create(t, p, sandbox.CreateSpec{}).SandboxID
+	other := create(t, p, provider.CreateSpec{}).SandboxID
 	run(t, p, other, `echo mine > /workspace/private`)
-	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	id := create(t, p, provider.CreateSpec{}).SandboxID
 	repo := harness.RepoRoot(t)
 	if _, err := os.Stat(filepath.Join(repo, "go.mod")); err != nil {
 		t.Fatal(err)
@@ -531,8 +531,8 @@ func TestResourceLimits(t *testing.T) {
 	if info := p.Info(t.Context()); !strings.Contains(strings.Join(info.Notes, " "), "resource limits (cgroup") {
 		t.Fatalf("no resource limits in force here: %v", info.Notes)
 	}
-	hog := create(t, p, sandbox.CreateSpec{Params: []byte(`{"pids":64,"memory_mb":128}`)}).SandboxID
-	bystander := create(t, p, sandbox.CreateSpec{}).SandboxID
+	hog := create(t, p, provider.CreateSpec{Params: []byte(`{"pids":64,"memory_mb":128}`)}).SandboxID
+	bystander := create(t, p, provider.CreateSpec{}).SandboxID
 	quick := func() time.Duration {
 		start := time.Now()
 		if r := run(t, p, bystander, `echo ok`); r.Output != "ok\n" {
@@ -547,7 +547,7 @@ func TestResourceLimits(t *testing.T) {
 	// sleep keeps the exec running to its timeout: a command that ends on
 	// its own leaves its background processes, here the storm's sleeps,
 	// running.)
-	res, err := p.Exec(t.Context(), hog, sandbox.ExecRequest{
+	res, err := p.Exec(t.Context(), hog, provider.ExecRequest{
 		Command: `bash -c 'for i in $(seq 200); do sleep 30 & done; wait' 2>&1 | grep -m1 -o 'Resource temporarily unavailable'; sleep 10`,
 		Timeout: 3 * time.Second,
 	})
@@ -597,7 +597,7 @@ func TestResourceLimits(t *testing.T) {
 		t.Errorf("the bystander's exec took %s after the hogs (baseline %s)", d, baseline)
 	}
 	for _, raw := range []string{`{"pids":1}`, `{"pids":100000}`, `{"memory_mb":1}`, `{"memory_mb":1000000}`} {
-		if err := p.ValidateParams([]byte(raw)); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+		if err := p.ValidateParams([]byte(raw)); provider.ErrorCode(err) != provider.CodeInvalidRequest {
 			t.Errorf("ValidateParams(%s) = %v, want INVALID_REQUEST", raw, err)
 		}
 	}
@@ -609,11 +609,11 @@ func TestResourceLimits(t *testing.T) {
 func TestExecTimeoutKillsDetachedProcesses(t *testing.T) {
 	t.Parallel()
 	p, _ := newProvider(t)
-	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	id := create(t, p, provider.CreateSpec{}).SandboxID
 	suffix := strconv.Itoa(int(time.Now().UnixNano() % 1000000))
 	detached, kept := "sleep 5"+suffix, "sleep 6"+suffix
 	run(t, p, id, kept+" >/dev/null 2>&1 &")
-	res, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: "setsid " + detached + " >/dev/null 2>&1 & sleep 30", Timeout: 500 * time.Millisecond})
+	res, err := p.Exec(t.Context(), id, provider.ExecRequest{Command: "setsid " + detached + " >/dev/null 2>&1 & sleep 30", Timeout: 500 * time.Millisecond})
 	if err != nil || !res.TimedOut {
 		t.Fatalf("exec = %+v, %v; want a timeout", res, err)
 	}
@@ -654,7 +654,7 @@ func TestExecAtProcessLimit(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("the filler is python3's, which this host lacks")
 	}
-	id := create(t, p, sandbox.CreateSpec{Params: []byte(`{"pids":16}`)}).SandboxID
+	id := create(t, p, provider.CreateSpec{Params: []byte(`{"pids":16}`)}).SandboxID
 	// A command that starts processes (sleeps) until the limit refuses
 	// one, says so, and goes on retaking every slot that frees: a process
 	// of the sandbox that ends (its exec server's threads, or the server
@@ -667,7 +667,7 @@ func TestExecAtProcessLimit(t *testing.T) {
 	go func() {
 		defer close(held)
 		var once sync.Once
-		_, _ = p.ExecStream(ctx, id, sandbox.ExecRequest{
+		_, _ = p.ExecStream(ctx, id, provider.ExecRequest{
 			Command: `python3 -c '` + processFiller + `'`,
 			Timeout: time.Minute,
 		}, func(_ string, chunk []byte) error {
@@ -685,7 +685,7 @@ func TestExecAtProcessLimit(t *testing.T) {
 	}
 	// The filler retakes a freed slot at once, but an exec may still catch
 	// one in between: a few tries.
-	var res sandbox.ExecResult
+	var res provider.ExecResult
 	for range 10 {
 		if res = run(t, p, id, "echo started"); res.ExitCode != 0 {
 			break
@@ -710,15 +710,15 @@ func TestCreateDoesNotWaitForAnotherSandbox(t *testing.T) {
 		_, _ = h.Write([]byte(id))
 		return h.Sum32() % 64
 	}
-	slowID, quickID := sandbox.NewID(), sandbox.NewID()
+	slowID, quickID := provider.NewSandboxID(), provider.NewSandboxID()
 	for stripe(quickID) != stripe(slowID) {
-		quickID = sandbox.NewID()
+		quickID = provider.NewSandboxID()
 	}
 	const marker = "slow-setup-7f3a"
 	slowDone := make(chan error, 1)
 	slowCtx, cancelSlow := context.WithTimeout(context.Background(), time.Minute)
 	go func() {
-		_, err := p.Create(slowCtx, sandbox.CreateSpec{SandboxID: slowID, Setup: "sleep 20 # " + marker})
+		_, err := p.Create(slowCtx, provider.CreateSpec{SandboxID: slowID, Setup: "sleep 20 # " + marker})
 		slowDone <- err
 	}()
 	t.Cleanup(func() {
@@ -734,7 +734,7 @@ func TestCreateDoesNotWaitForAnotherSandbox(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	create(t, p, sandbox.CreateSpec{SandboxID: quickID})
+	create(t, p, provider.CreateSpec{SandboxID: quickID})
 	took := time.Since(start)
 	t.Logf("a create beside another's 20 s setup took %s", took)
 	if took > 5*time.Second {

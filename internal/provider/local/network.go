@@ -25,7 +25,7 @@ import (
 	"github.com/tetherhq/tether/internal/egressproxy"
 	"github.com/tetherhq/tether/internal/host/egress"
 	"github.com/tetherhq/tether/internal/host/hostos"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // networkAllowlist is the params.network of a sandbox that may reach only
@@ -138,14 +138,14 @@ func (p *Provider) checkNetwork(prm Params) error {
 		return err
 	case "host":
 		if !p.hostNetwork {
-			return sandbox.Errorf(sandbox.CodeForbidden,
+			return provider.Errorf(provider.CodeForbidden,
 				"params.network \"host\" is disabled on this server: it would share the host's network, and every service on its loopback, with the sandbox; only the operator can enable it")
 		}
 	default:
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "params.network must be \"none\", \"host\" or \"allowlist\" (got %q)", prm.Network)
+		return provider.Errorf(provider.CodeInvalidRequest, "params.network must be \"none\", \"host\" or \"allowlist\" (got %q)", prm.Network)
 	}
 	if prm.Allow != nil || prm.Credentials != nil {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "params.allow and params.credentials apply only to params.network \"allowlist\"")
+		return provider.Errorf(provider.CodeInvalidRequest, "params.allow and params.credentials apply only to params.network \"allowlist\"")
 	}
 	return nil
 }
@@ -155,29 +155,29 @@ func (p *Provider) checkNetwork(prm Params) error {
 func (p *Provider) parseEgress(prm Params) (egressproxy.Rules, error) {
 	var rules egressproxy.Rules
 	if problem := p.egressProblem(); problem != "" {
-		return rules, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.network \"allowlist\" is unavailable on this server: %s", problem)
+		return rules, provider.Errorf(provider.CodeInvalidRequest, "params.network \"allowlist\" is unavailable on this server: %s", problem)
 	}
 	switch {
 	case len(prm.Allow) == 0:
-		return rules, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.allow must list at least one host name, address or CIDR for params.network \"allowlist\"")
+		return rules, provider.Errorf(provider.CodeInvalidRequest, "params.allow must list at least one host name, address or CIDR for params.network \"allowlist\"")
 	case len(prm.Allow) > MaxAllow:
-		return rules, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.allow has %d entries; at most %d are allowed", len(prm.Allow), MaxAllow)
+		return rules, provider.Errorf(provider.CodeInvalidRequest, "params.allow has %d entries; at most %d are allowed", len(prm.Allow), MaxAllow)
 	}
 	allow, err := p.proxy.Parser().Parse(prm.Allow)
 	if err != nil {
-		return rules, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.allow%s", err)
+		return rules, provider.Errorf(provider.CodeInvalidRequest, "params.allow%s", err)
 	}
 	rules.Allow = allow
 	if len(prm.Credentials) > 0 && p.secrets == nil {
-		return rules, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.credentials: this server has no secrets to add")
+		return rules, provider.Errorf(provider.CodeInvalidRequest, "params.credentials: this server has no secrets to add")
 	}
 	for i, c := range prm.Credentials {
 		cred := egressproxy.Credential{Host: c.Host, Header: c.Header, Format: c.Format, Username: c.Username}
 		if c.Secret == "" {
-			return rules, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.credentials[%d]: secret must name a secret", i)
+			return rules, provider.Errorf(provider.CodeInvalidRequest, "params.credentials[%d]: secret must name a secret", i)
 		}
 		if err := egressproxy.CheckCredential(cred); err != nil {
-			return rules, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.credentials[%d]: %s", i, err)
+			return rules, provider.Errorf(provider.CodeInvalidRequest, "params.credentials[%d]: %s", i, err)
 		}
 		rules.Credentials = append(rules.Credentials, cred)
 	}
@@ -194,7 +194,7 @@ func (p *Provider) egressRulesFor(tenant string, prm Params) (egressproxy.Rules,
 	for i, c := range prm.Credentials {
 		v, ok := p.secrets(tenant, c.Secret)
 		if !ok {
-			return rules, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.credentials[%d]: no secret %q", i, c.Secret)
+			return rules, provider.Errorf(provider.CodeInvalidRequest, "params.credentials[%d]: no secret %q", i, c.Secret)
 		}
 		rules.Credentials[i].Secret = v
 	}
@@ -205,7 +205,7 @@ func (p *Provider) egressRulesFor(tenant string, prm Params) (egressproxy.Rules,
 // temporary failure is retryable.
 func egressError(err error) error {
 	if errors.Is(err, egress.ErrTemporary) {
-		return sandbox.Retryable(err)
+		return provider.Retryable(err)
 	}
 	return err
 }
@@ -320,7 +320,7 @@ func (p *Provider) reattachEgress() {
 	tcp, dns := p.proxy.Ports()
 	for _, e := range entries {
 		id := e.Name()
-		if !sandbox.ValidID(id) {
+		if !provider.ValidSandboxID(id) {
 			continue
 		}
 		_ = p.reattach(ctx, id, egress.Ports{TCP: tcp, DNS: dns})

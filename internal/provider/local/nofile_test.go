@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // TestOpenFilesLimit: every process of a sandbox, its init and what exec
@@ -13,7 +13,7 @@ import (
 func TestOpenFilesLimit(t *testing.T) {
 	t.Parallel()
 	p, _ := newProvider(t)
-	res := create(t, p, sandbox.CreateSpec{})
+	res := create(t, p, provider.CreateSpec{})
 	check := func(id, want string) {
 		t.Helper()
 		// Every process but pid 1, bubblewrap's own reaper, which runs
@@ -36,10 +36,10 @@ except OSError as e: print('stopped at', len(fds), e.strerror)
 		}
 	}
 	check(res.SandboxID, "1024")
-	asked := create(t, p, sandbox.CreateSpec{Params: []byte(`{"open_files": 128}`)})
+	asked := create(t, p, provider.CreateSpec{Params: []byte(`{"open_files": 128}`)})
 	check(asked.SandboxID, "128")
 	for _, raw := range []string{`{"open_files": 10}`, `{"open_files": 1000000}`, `{"open_files": "many"}`} {
-		if err := p.ValidateParams([]byte(raw)); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+		if err := p.ValidateParams([]byte(raw)); provider.ErrorCode(err) != provider.CodeInvalidRequest {
 			t.Errorf("ValidateParams(%s) = %v, want INVALID_REQUEST", raw, err)
 		}
 	}

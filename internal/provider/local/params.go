@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/tetherhq/tether/internal/host/workspace"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // A sandbox's create params and resource limits: what a create may ask
@@ -93,7 +93,7 @@ func (p *Provider) parseParams(raw json.RawMessage) (Params, error) {
 		if rest, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			msg = "unknown field " + rest + " (known: network, allow, credentials, pids, memory_mb, workspace_mb, open_files, image)"
 		}
-		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params for provider local: %s", msg)
+		return prm, provider.Errorf(provider.CodeInvalidRequest, "params for provider local: %s", msg)
 	}
 	if err := p.checkNetwork(prm); err != nil {
 		return prm, err
@@ -103,7 +103,7 @@ func (p *Provider) parseParams(raw json.RawMessage) (Params, error) {
 		if names := p.imageNames(); len(names) > 0 {
 			known = "known: " + strings.Join(names, ", ")
 		}
-		return prm, sandbox.Errorf(sandbox.CodeInvalidRequest, "params.image %q is not an image of this server (%s)", prm.Image, known)
+		return prm, provider.Errorf(provider.CodeInvalidRequest, "params.image %q is not an image of this server (%s)", prm.Image, known)
 	}
 	if err := p.checkLimits(prm); err != nil {
 		return prm, err
@@ -114,20 +114,20 @@ func (p *Provider) parseParams(raw json.RawMessage) (Params, error) {
 // checkLimits checks the limits a create asks for against the maxima.
 func (p *Provider) checkLimits(prm Params) error {
 	if prm.Pids != 0 && (prm.Pids < minPids || prm.Pids > p.maxLimits.Pids) {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "params.pids must be between %d and %d", minPids, p.maxLimits.Pids)
+		return provider.Errorf(provider.CodeInvalidRequest, "params.pids must be between %d and %d", minPids, p.maxLimits.Pids)
 	}
 	if prm.OpenFiles != 0 && (prm.OpenFiles < minOpenFiles || prm.OpenFiles > p.maxLimits.OpenFiles) {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "params.open_files must be between %d and %d", minOpenFiles, p.maxLimits.OpenFiles)
+		return provider.Errorf(provider.CodeInvalidRequest, "params.open_files must be between %d and %d", minOpenFiles, p.maxLimits.OpenFiles)
 	}
 	if prm.MemoryMB != 0 && (prm.MemoryMB < minMemMB || prm.MemoryMB > p.maxLimits.MemoryMB) {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "params.memory_mb must be between %d and %d", minMemMB, p.maxLimits.MemoryMB)
+		return provider.Errorf(provider.CodeInvalidRequest, "params.memory_mb must be between %d and %d", minMemMB, p.maxLimits.MemoryMB)
 	}
 	if prm.WorkspaceMB != 0 {
 		if p.workspace.Problem() != "" {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "params.workspace_mb: /workspace size limits are unavailable on this host (%s)", p.workspace.Problem())
+			return provider.Errorf(provider.CodeInvalidRequest, "params.workspace_mb: /workspace size limits are unavailable on this host (%s)", p.workspace.Problem())
 		}
 		if prm.WorkspaceMB < MinWorkspaceMB || prm.WorkspaceMB > p.maxLimits.WorkspaceMB {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "params.workspace_mb must be between %d and %d", MinWorkspaceMB, p.maxLimits.WorkspaceMB)
+			return provider.Errorf(provider.CodeInvalidRequest, "params.workspace_mb must be between %d and %d", MinWorkspaceMB, p.maxLimits.WorkspaceMB)
 		}
 	}
 	return nil
@@ -158,7 +158,7 @@ func (p *Provider) limitsFor(prm Params) Limits {
 	return lim
 }
 
-// ValidateParams implements sandbox.Provider.
+// ValidateParams implements provider.Provider.
 func (p *Provider) ValidateParams(raw json.RawMessage) error {
 	_, err := p.parseParams(raw)
 	return err

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // Pausing a sandbox freezes its processes with the cgroup freezer
@@ -26,10 +26,10 @@ import (
 // SIGKILL until thawed: Destroy kills a frozen sandbox's processes and
 // thaws them (cgroup.Groups.KillFrozen) before it waits for them to go.
 
-// The local provider implements sandbox.Pauser.
-var _ sandbox.Pauser = (*Provider)(nil)
+// The local provider implements provider.Pauser.
+var _ provider.Pauser = (*Provider)(nil)
 
-// Pause implements sandbox.Pauser: it freezes every process of the
+// Pause implements provider.Pauser: it freezes every process of the
 // sandbox and waits until all are frozen. Pausing a paused sandbox is
 // success. If ctx ends first, the sandbox is thawed again and the error
 // is retryable.
@@ -49,12 +49,12 @@ func (p *Provider) Pause(ctx context.Context, sandboxID string) error {
 		if terr := p.cg.Thaw(context.WithoutCancel(ctx), sandboxID); terr != nil {
 			return fmt.Errorf("local: pause: %w", errors.Join(err, terr))
 		}
-		return sandbox.Retryable(fmt.Errorf("local: pause: %w", err))
+		return provider.Retryable(fmt.Errorf("local: pause: %w", err))
 	}
 	return nil
 }
 
-// Resume implements sandbox.Pauser: it thaws the sandbox's processes.
+// Resume implements provider.Pauser: it thaws the sandbox's processes.
 // Resuming a running sandbox is success.
 func (p *Provider) Resume(ctx context.Context, sandboxID string) error {
 	if err := p.freezable(sandboxID, "resume"); err != nil {
@@ -66,7 +66,7 @@ func (p *Provider) Resume(ctx context.Context, sandboxID string) error {
 		return err
 	}
 	if err := p.cg.Thaw(ctx, sandboxID); err != nil {
-		return sandbox.Retryable(fmt.Errorf("local: resume: %w", err))
+		return provider.Retryable(fmt.Errorf("local: resume: %w", err))
 	}
 	return nil
 }
@@ -75,14 +75,14 @@ func (p *Provider) Resume(ctx context.Context, sandboxID string) error {
 // freezer group (sandboxes made before Tether gave them one, or on a host
 // without the freezer, have none).
 func (p *Provider) freezable(id, op string) error {
-	if !sandbox.ValidID(id) {
+	if !provider.ValidSandboxID(id) {
 		return fmt.Errorf("local: %s: invalid sandbox id %q", op, id)
 	}
 	if p.problem != "" {
-		return sandbox.Errorf(sandbox.CodeProviderUnavailable, "the local provider is unavailable: %s", p.problem)
+		return provider.Errorf(provider.CodeProviderUnavailable, "the local provider is unavailable: %s", p.problem)
 	}
 	if p.cg == nil || !p.cg.CanFreeze(id) {
-		return sandbox.Errorf(sandbox.CodeNotSupported,
+		return provider.Errorf(provider.CodeNotSupported,
 			"sandbox %s cannot be paused on this host: it has no freezer control group (the host's cgroup freezer is missing, or the sandbox was made before Tether gave sandboxes one)", id)
 	}
 	return nil
@@ -106,7 +106,7 @@ func (p *Provider) frozen(id string) bool { return p.cg != nil && p.cg.Frozen(id
 // pausedConflict is the error for a command on a frozen sandbox: the
 // API's for a paused one.
 func pausedConflict(id string) error {
-	return sandbox.StateConflict(id, sandbox.StatePaused, "run commands or move files in it; resume it first")
+	return provider.Paused(id, "run commands or move files in it; resume it first")
 }
 
 // startIn starts cmd (startCommand) unless its sandbox is frozen, and

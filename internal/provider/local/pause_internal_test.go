@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // The acceptance tests of pausing real bubblewrap sandboxes: a paused
@@ -53,9 +53,9 @@ func mustRun(t *testing.T, p *Provider, id, command string) string {
 
 // mustExec runs command in the sandbox and returns how it ended; the
 // provider must not fail.
-func mustExec(t *testing.T, p *Provider, id, command string) sandbox.ExecResult {
+func mustExec(t *testing.T, p *Provider, id, command string) provider.ExecResult {
 	t.Helper()
-	res, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: command, Timeout: 30 * time.Second})
+	res, err := p.Exec(t.Context(), id, provider.ExecRequest{Command: command, Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatalf("Exec(%q): %v", command, err)
 	}
@@ -230,12 +230,12 @@ func TestPauseResumeCycles(t *testing.T) {
 			t.Fatalf("cycle %d: paused, but the group is not frozen", i)
 		}
 		start := time.Now()
-		_, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: "true", Timeout: 10 * time.Second})
-		if sandbox.ErrorCode(err) != sandbox.CodeStateConflict || sandbox.ConflictState(err) != sandbox.StatePaused {
+		_, err := p.Exec(t.Context(), id, provider.ExecRequest{Command: "true", Timeout: 10 * time.Second})
+		if provider.ErrorCode(err) != provider.CodeStateConflict || !provider.IsPaused(err) {
 			t.Fatalf("cycle %d: exec on the paused sandbox: %v, want SANDBOX_STATE_CONFLICT (paused)", i, err)
 		}
 		var buf bytes.Buffer
-		if err := p.ReadFile(t.Context(), id, "/workspace/n", &buf, 1<<10); sandbox.ErrorCode(err) != sandbox.CodeStateConflict {
+		if err := p.ReadFile(t.Context(), id, "/workspace/n", &buf, 1<<10); provider.ErrorCode(err) != provider.CodeStateConflict {
 			t.Fatalf("cycle %d: reading a file of the paused sandbox: %v, want SANDBOX_STATE_CONFLICT", i, err)
 		}
 		if took := time.Since(start); took > time.Second {
@@ -267,7 +267,7 @@ func TestDestroyPausedLeavesNoProcess(t *testing.T) {
 	execDone := make(chan struct{})
 	go func() { // an exec under way when the sandbox is paused
 		defer close(execDone)
-		_, _ = p.Exec(context.Background(), id, sandbox.ExecRequest{Command: "sleep 3602", Timeout: time.Hour})
+		_, _ = p.Exec(context.Background(), id, provider.ExecRequest{Command: "sleep 3602", Timeout: time.Hour})
 	}()
 	for deadline := time.Now().Add(20 * time.Second); len(pgrepAll(t, "sleep 3602")) == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -317,13 +317,13 @@ func TestExecFrozenMidCommandTimesOut(t *testing.T) {
 	t.Parallel()
 	p, _, id := pausable(t)
 	type result struct {
-		res sandbox.ExecResult
+		res provider.ExecResult
 		err error
 	}
 	started := func(marker string, ctx context.Context, timeout time.Duration) <-chan result {
 		done := make(chan result, 1)
 		go func() {
-			res, err := p.Exec(ctx, id, sandbox.ExecRequest{Command: "echo before; " + marker, Timeout: timeout})
+			res, err := p.Exec(ctx, id, provider.ExecRequest{Command: "echo before; " + marker, Timeout: timeout})
 			done <- result{res, err}
 		}()
 		for deadline := time.Now().Add(20 * time.Second); len(pgrepAll(t, marker)) == 0; time.Sleep(20 * time.Millisecond) {
@@ -389,7 +389,7 @@ func TestPausedSandboxAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	listed := map[string]sandbox.Resource{}
+	listed := map[string]provider.Resource{}
 	for _, r := range inv {
 		listed[r.SandboxID] = r
 	}
@@ -398,7 +398,7 @@ func TestPausedSandboxAfterRestart(t *testing.T) {
 			t.Errorf("the restarted provider lists %s as %+v (listed %v), want it running", sb, r, ok)
 		}
 	}
-	if _, err := next.Exec(t.Context(), id, sandbox.ExecRequest{Command: "true"}); sandbox.ErrorCode(err) != sandbox.CodeStateConflict {
+	if _, err := next.Exec(t.Context(), id, provider.ExecRequest{Command: "true"}); provider.ErrorCode(err) != provider.CodeStateConflict {
 		t.Errorf("exec through the restarted provider on a paused sandbox: %v, want SANDBOX_STATE_CONFLICT", err)
 	}
 	mustResume(t, next, id)

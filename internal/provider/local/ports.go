@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tetherhq/tether/internal/host/hostos"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // portsNote says, in GET /v1/providers, where a sandbox's ports are
@@ -32,7 +32,7 @@ const portsNote = "ports: /v1/sandboxes/{id}/ports/{port}/ and preview URLs reac
 // the sandbox's network after the thread is gone.
 func (p *Provider) DialPort(ctx context.Context, sandboxID string, port int) (net.Conn, error) {
 	if port < 1 || port > 65535 {
-		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "port must be 1-65535 (got %d)", port)
+		return nil, provider.Errorf(provider.CodeInvalidRequest, "port must be 1-65535 (got %d)", port)
 	}
 	m, err := p.running(sandboxID)
 	if err != nil {
@@ -40,14 +40,14 @@ func (p *Provider) DialPort(ctx context.Context, sandboxID string, port int) (ne
 	}
 	ns, err := os.Open("/proc/" + strconv.Itoa(m.InitPID) + "/ns/net")
 	if err != nil {
-		return nil, sandbox.Errorf(sandbox.CodeProviderUnavailable,
+		return nil, provider.Errorf(provider.CodeProviderUnavailable,
 			"sandbox %s no longer runs on this host; the janitor will mark it lost", sandboxID)
 	}
 	defer func() { _ = ns.Close() }()
 	// The namespace opened is the init's, not that of a later process that
 	// took its pid, if the init still runs now that it is open.
 	if !m.alive() {
-		return nil, sandbox.Errorf(sandbox.CodeProviderUnavailable,
+		return nil, provider.Errorf(provider.CodeProviderUnavailable,
 			"sandbox %s no longer runs on this host; the janitor will mark it lost", sandboxID)
 	}
 	var conn net.Conn
@@ -72,9 +72,9 @@ func (p *Provider) DialPort(ctx context.Context, sandboxID string, port int) (ne
 func dialError(ctx context.Context, id string, port int, err error) error {
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return sandbox.Errorf(sandbox.CodePortUnreachable, "nothing listens on port %d in sandbox %s (connection refused)", port, id)
+		return provider.Errorf(provider.CodePortUnreachable, "nothing listens on port %d in sandbox %s (connection refused)", port, id)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return sandbox.Errorf(sandbox.CodePortUnreachable, "port %d in sandbox %s did not accept the connection in time", port, id)
+		return provider.Errorf(provider.CodePortUnreachable, "port %d in sandbox %s did not accept the connection in time", port, id)
 	case ctx.Err() != nil:
 		return fmt.Errorf("local: dial port %d of %s: %w", port, id, ctx.Err())
 	}

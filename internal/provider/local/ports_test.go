@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // startWebServer starts, in the background, python3's http.server in
@@ -29,7 +29,7 @@ func startWebServer(t *testing.T, p *Provider, id string, port int, body string)
 			_ = conn.Close()
 			return
 		}
-		if sandbox.ErrorCode(err) != sandbox.CodePortUnreachable || time.Now().After(deadline) {
+		if provider.ErrorCode(err) != provider.CodePortUnreachable || time.Now().After(deadline) {
 			t.Fatalf("the web server in %s never listened on %d: %v", id, port, err)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -89,7 +89,7 @@ func TestDialPortStaysInTheSandbox(t *testing.T) {
 			body := getThrough(t, conn)
 			t.Fatalf("DialPort(%s, %d) reached %q, want PORT_UNREACHABLE: the host's loopback is not the sandbox's", id, port, body)
 		}
-		if sandbox.ErrorCode(err) != sandbox.CodePortUnreachable {
+		if provider.ErrorCode(err) != provider.CodePortUnreachable {
 			t.Fatalf("DialPort with nothing listening = %v, want PORT_UNREACHABLE", err)
 		}
 	}
@@ -110,7 +110,7 @@ func TestDialPortStaysInTheSandbox(t *testing.T) {
 	// Another sandbox's port is not this one's.
 	if conn, err := p.DialPort(t.Context(), other, port); err == nil {
 		t.Fatalf("DialPort(other) reached %q: another sandbox's server", getThrough(t, conn))
-	} else if sandbox.ErrorCode(err) != sandbox.CodePortUnreachable {
+	} else if provider.ErrorCode(err) != provider.CodePortUnreachable {
 		t.Fatalf("DialPort(other) = %v, want PORT_UNREACHABLE", err)
 	}
 
@@ -130,17 +130,17 @@ func TestDialPortStaysInTheSandbox(t *testing.T) {
 
 	// Bad ports, and a sandbox that is gone.
 	for _, bad := range []int{0, 65536, -1} {
-		if _, err := p.DialPort(t.Context(), none, bad); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+		if _, err := p.DialPort(t.Context(), none, bad); provider.ErrorCode(err) != provider.CodeInvalidRequest {
 			t.Errorf("DialPort(port %d) = %v, want INVALID_REQUEST", bad, err)
 		}
 	}
 	if err := p.Destroy(context.Background(), none); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.DialPort(t.Context(), none, port); sandbox.ErrorCode(err) != sandbox.CodeProviderUnavailable {
+	if _, err := p.DialPort(t.Context(), none, port); provider.ErrorCode(err) != provider.CodeProviderUnavailable {
 		t.Errorf("DialPort of a destroyed sandbox = %v, want PROVIDER_UNAVAILABLE", err)
 	}
-	if _, err := p.DialPort(t.Context(), sandbox.NewID(), port); sandbox.ErrorCode(err) != sandbox.CodeProviderUnavailable {
+	if _, err := p.DialPort(t.Context(), provider.NewSandboxID(), port); provider.ErrorCode(err) != provider.CodeProviderUnavailable {
 		t.Errorf("DialPort of an unknown sandbox = %v, want PROVIDER_UNAVAILABLE", err)
 	}
 }

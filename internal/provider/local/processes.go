@@ -20,7 +20,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/provider"
 	"github.com/tetherhq/tether/provider/shfiles"
 )
@@ -57,7 +56,7 @@ func (p *Provider) supervised(id string) (meta, error) {
 		return m, err
 	}
 	if m.Supervisor < 1 {
-		return m, sandbox.Errorf(sandbox.CodeNotSupported,
+		return m, provider.Errorf(provider.CodeNotSupported,
 			"sandbox %s runs no process supervisor: it has no exec server (LOCAL_EXEC_SERVER=false, or an image the server cannot run in) or was made by an older Tether", id)
 	}
 	return m, nil
@@ -89,7 +88,7 @@ func (p *Provider) dialSupervisor(ctx context.Context, m meta, op string, r proc
 	}
 	if len(frame) > 4+maxRequest {
 		_ = uc.Close()
-		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "the request is %d bytes, over %d", len(frame)-4, maxRequest)
+		return nil, provider.Errorf(provider.CodeInvalidRequest, "the request is %d bytes, over %d", len(frame)-4, maxRequest)
 	}
 	_ = uc.SetWriteDeadline(time.Now().Add(serverDial))
 	if _, err := uc.Write(frame); err != nil {
@@ -110,7 +109,7 @@ func (p *Provider) supervisorLost(ctx context.Context, m meta) error {
 	}
 	for range 20 {
 		if !m.alive() {
-			return sandbox.Errorf(sandbox.CodeProviderUnavailable,
+			return provider.Errorf(provider.CodeProviderUnavailable,
 				"sandbox %s no longer runs on this host; the janitor will mark it lost", m.SandboxID)
 		}
 		if p.frozen(m.SandboxID) {
@@ -119,7 +118,7 @@ func (p *Provider) supervisorLost(ctx context.Context, m meta) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	// Not the dial's or read's error: it may name the host's state folder.
-	return sandbox.Errorf(sandbox.CodeNotSupported,
+	return provider.Errorf(provider.CodeNotSupported,
 		"sandbox %s's exec server, which runs its processes, is gone (a process of the sandbox killed it): its processes are out of reach", m.SandboxID)
 }
 

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/tetherhq/tether/internal/provider/local"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/provider"
 )
 
@@ -45,7 +44,7 @@ func attachUntil(t *testing.T, p *local.Provider, id string, sel provider.Proces
 func TestProcessesSurviveARestart(t *testing.T) {
 	t.Parallel()
 	first, dir := newProvider(t)
-	id := create(t, first, sandbox.CreateSpec{}).SandboxID
+	id := create(t, first, provider.CreateSpec{}).SandboxID
 	info, err := first.StartProcess(t.Context(), id, ticker)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +100,7 @@ func TestAttachHelper(t *testing.T) {
 func TestAttachHolderKilled(t *testing.T) {
 	t.Parallel()
 	p, dir := newProvider(t, local.WithProcessLimits(4, 64<<10))
-	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	id := create(t, p, provider.CreateSpec{}).SandboxID
 	loud := ticker
 	loud.Argv = []string{"sh", "-c", `i=0; while :; do i=$((i+1)); seq 1 2000; echo "tick $i"; sleep 0.01; done`}
 	info, err := p.StartProcess(t.Context(), id, loud)
@@ -156,19 +155,19 @@ func TestProcessesWithoutSupervisor(t *testing.T) {
 	if info := off.Info(t.Context()); info.Processes || info.PTY || info.Watch {
 		t.Errorf("Info without the exec server = %+v, want no processes, terminals or watches", info)
 	}
-	id := create(t, off, sandbox.CreateSpec{}).SandboxID
+	id := create(t, off, provider.CreateSpec{}).SandboxID
 	_, err := off.StartProcess(t.Context(), id, ticker)
-	if sandbox.ErrorCode(err) != sandbox.CodeNotSupported {
+	if provider.ErrorCode(err) != provider.CodeNotSupported {
 		t.Errorf("StartProcess without the exec server: %v, want NOT_SUPPORTED", err)
 	}
 	p, _ := newProvider(t)
-	id = create(t, p, sandbox.CreateSpec{}).SandboxID
+	id = create(t, p, provider.CreateSpec{}).SandboxID
 	if _, err := p.StartProcess(t.Context(), id, ticker); err != nil {
 		t.Fatal(err)
 	}
 	run(t, p, id, "kill -9 2")
 	_, err = p.ListProcesses(t.Context(), id)
-	if sandbox.ErrorCode(err) != sandbox.CodeNotSupported || !strings.Contains(err.Error(), "exec server") {
+	if provider.ErrorCode(err) != provider.CodeNotSupported || !strings.Contains(err.Error(), "exec server") {
 		t.Errorf("ListProcesses after the sandbox killed its exec server: %v, want NOT_SUPPORTED saying why", err)
 	}
 	if r := run(t, p, id, "echo alive"); r.Output != "alive\n" {
@@ -182,7 +181,7 @@ func TestProcessesWithoutSupervisor(t *testing.T) {
 func TestProcessEnvironment(t *testing.T) {
 	t.Setenv("TETHER_SENTINEL", "tether-only")
 	p, _ := newProvider(t)
-	id := create(t, p, sandbox.CreateSpec{Env: map[string]string{"GREETING": "hi"}}).SandboxID
+	id := create(t, p, provider.CreateSpec{Env: map[string]string{"GREETING": "hi"}}).SandboxID
 	for _, tc := range []struct {
 		pty  *provider.PTYSize
 		want string

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // TestProcMasksHostFiles: the files of /proc that show the host's kernel
@@ -14,7 +14,7 @@ import (
 func TestProcMasksHostFiles(t *testing.T) {
 	t.Parallel()
 	p, dir := newProvider(t)
-	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	id := create(t, p, provider.CreateSpec{}).SandboxID
 	for _, name := range []string{"cmdline", "diskstats", "locks", "partitions", "interrupts", "softirqs", "swaps", "kallsyms"} {
 		host, err := os.ReadFile("/proc/" + name)
 		if err != nil || len(host) == 0 {

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // syscallProbe is a python3 script that makes each system call given as
@@ -43,7 +43,7 @@ func TestSeccompInsideSandbox(t *testing.T) {
 	if notes := strings.Join(p.Info(t.Context()).Notes, " "); !strings.Contains(notes, "seccomp") {
 		t.Errorf("the notes do not mention the seccomp filter: %s", notes)
 	}
-	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	id := create(t, p, provider.CreateSpec{}).SandboxID
 	denied := func(cmd string) string { return cmd + ` >/dev/null 2>&1 && echo allowed || echo denied` }
 	for _, tc := range []struct{ command, want string }{
 		{`grep '^Seccomp:' /proc/self/status /proc/1/status | tr -d '\t'`, "/proc/self/status:Seccomp:2\n/proc/1/status:Seccomp:2\n"},
@@ -162,7 +162,7 @@ func TestSeccompInsideSandbox(t *testing.T) {
 func TestSandboxInitCannotBeStopped(t *testing.T) {
 	t.Parallel()
 	p, _ := newProvider(t)
-	id := create(t, p, sandbox.CreateSpec{})
+	id := create(t, p, provider.CreateSpec{})
 	sid := id.SandboxID
 	if r := run(t, p, sid, `kill -STOP 1; kill -TSTP 1; strace -p 1 >/dev/null 2>&1; sed -n 's/^State:\t\(.\).*/\1/p' /proc/1/status`); r.Output != "S\n" {
 		t.Errorf("pid 1 after kill -STOP and strace: state %q, want S", r.Output)

@@ -23,11 +23,10 @@ import (
 	"time"
 
 	"github.com/tetherhq/tether/internal/host/workspace"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/provider"
 )
 
-var _ sandbox.Snapshotter = (*Provider)(nil)
+var _ provider.Snapshotter = (*Provider)(nil)
 
 // snapshotsFolder is the folder of snapshots in the state folder; not a
 // sandbox id, so List never sees it.
@@ -45,12 +44,12 @@ type snapshotSpec struct {
 
 func (p *Provider) snapshotDir(id string) string { return filepath.Join(p.dir, snapshotsFolder, id) }
 
-// Snapshot implements sandbox.Snapshotter. It holds the sandbox's lock, so
+// Snapshot implements provider.Snapshotter. It holds the sandbox's lock, so
 // that no destroy or create of the sandbox runs meanwhile. A snapshot's
 // bytes count against its tenant's share of the disk and the host's
 // (ceiling.go): one that does not fit is QUOTA_EXCEEDED, not retried.
 func (p *Provider) Snapshot(ctx context.Context, sandboxID, snapshotID string) (int64, error) {
-	if !sandbox.ValidID(sandboxID) || !sandbox.ValidSnapshotID(snapshotID) {
+	if !provider.ValidSandboxID(sandboxID) || !provider.ValidSnapshotID(snapshotID) {
 		return 0, fmt.Errorf("local: snapshot: invalid id %q or %q", sandboxID, snapshotID)
 	}
 	unlock := p.lock(sandboxID)
@@ -92,7 +91,7 @@ func (p *Provider) copySnapshot(ctx context.Context, m meta, snapshotID string) 
 	}
 	size, err := workspace.Snapshot(ctx, p.sandboxDir(m.SandboxID), filepath.Join(tmp, workspace.ImageFile))
 	if err != nil {
-		return 0, sandbox.Retryable(fmt.Errorf("local: snapshot: %w", err))
+		return 0, provider.Retryable(fmt.Errorf("local: snapshot: %w", err))
 	}
 	if err := p.reserve(snapshotID, m.Tenant, Limits{WorkspaceMB: mibOf(size)}, "snapshot"); err != nil {
 		_ = os.RemoveAll(tmp)
@@ -129,9 +128,9 @@ func writeSynced(path string, b []byte) error {
 	return err
 }
 
-// DeleteSnapshot implements sandbox.Snapshotter.
+// DeleteSnapshot implements provider.Snapshotter.
 func (p *Provider) DeleteSnapshot(_ context.Context, snapshotID string) error {
-	if !sandbox.ValidSnapshotID(snapshotID) {
+	if !provider.ValidSnapshotID(snapshotID) {
 		return fmt.Errorf("local: delete snapshot: invalid id %q", snapshotID)
 	}
 	for _, path := range []string{p.snapshotDir(snapshotID), p.snapshotDir(snapshotID) + provider.PartialSuffix} {
@@ -144,10 +143,10 @@ func (p *Provider) DeleteSnapshot(_ context.Context, snapshotID string) error {
 	return nil
 }
 
-// ListSnapshots implements sandbox.Snapshotter: a folder per snapshot.
-func (p *Provider) ListSnapshots(context.Context) ([]sandbox.SnapshotInfo, error) {
+// ListSnapshots implements provider.Snapshotter: a folder per snapshot.
+func (p *Provider) ListSnapshots(context.Context) ([]provider.SnapshotInfo, error) {
 	dir := filepath.Join(p.dir, snapshotsFolder)
-	out, err := provider.SnapshotsIn(dir, fs.DirEntry.IsDir, func(info *sandbox.SnapshotInfo, e fs.DirEntry) {
+	out, err := provider.SnapshotsIn(dir, fs.DirEntry.IsDir, func(info *provider.SnapshotInfo, e fs.DirEntry) {
 		if spec, err := p.readSnapshotSpec(filepath.Join(dir, e.Name())); err == nil {
 			info.SandboxID = spec.SandboxID
 		} else {
@@ -173,7 +172,7 @@ func (p *Provider) readSnapshotSpec(dir string) (snapshotSpec, error) {
 // fromSnapshot is the spec of the snapshot a create starts from, or an
 // error (not retryable) when the provider does not hold it.
 func (p *Provider) fromSnapshot(id string) (snapshotSpec, error) {
-	if !sandbox.ValidSnapshotID(id) {
+	if !provider.ValidSnapshotID(id) {
 		return snapshotSpec{}, createErr(fmt.Errorf("invalid snapshot id %q", id))
 	}
 	spec, err := p.readSnapshotSpec(p.snapshotDir(id))

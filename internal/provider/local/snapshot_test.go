@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/tetherhq/tether/internal/provider/local"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 	"github.com/tetherhq/tether/test/harness"
 )
 
@@ -29,8 +29,8 @@ const writerScript = `mkdir -p /workspace/d; i=0; while :; do i=$((i+1)); ` +
 func TestSnapshotWhileWriting(t *testing.T) {
 	t.Parallel()
 	p, dir := newProvider(t)
-	id := sandbox.NewID()
-	create(t, p, sandbox.CreateSpec{SandboxID: id, Params: json.RawMessage(`{"workspace_mb":64}`)})
+	id := provider.NewSandboxID()
+	create(t, p, provider.CreateSpec{SandboxID: id, Params: json.RawMessage(`{"workspace_mb":64}`)})
 	marker := "writer" + strconv.FormatInt(time.Now().UnixNano()%1000000, 10)
 	if r := run(t, p, id, "nohup sh -c '"+strings.ReplaceAll(fmtWriter(marker), "'", `'\''`)+"' >/dev/null 2>&1 & echo started"); r.ExitCode != 0 {
 		t.Fatalf("start the writer: %+v", r)
@@ -38,7 +38,7 @@ func TestSnapshotWhileWriting(t *testing.T) {
 	var snaps []string
 	for range 3 {
 		time.Sleep(700 * time.Millisecond)
-		snap := sandbox.NewSnapshotID()
+		snap := provider.NewSnapshotID()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		size, err := p.Snapshot(ctx, id, snap)
 		cancel()
@@ -61,8 +61,8 @@ func TestSnapshotWhileWriting(t *testing.T) {
 	}
 	prev := 0
 	for _, snap := range snaps {
-		rid := sandbox.NewID()
-		create(t, p, sandbox.CreateSpec{SandboxID: rid, FromSnapshot: snap})
+		rid := provider.NewSandboxID()
+		create(t, p, provider.CreateSpec{SandboxID: rid, FromSnapshot: snap})
 		r := run(t, p, rid, "cd / && sha256sum -c --quiet /workspace/manifest && wc -l < /workspace/manifest")
 		if r.ExitCode != 0 {
 			t.Fatalf("restored from %s: manifest check failed: %+v", snap, r)
@@ -83,7 +83,7 @@ func TestSnapshotWhileWriting(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, ".snapshots", snaps[0])); !os.IsNotExist(err) {
 		t.Errorf("deleted snapshot still on disk: %v", err)
 	}
-	if _, err := p.Create(t.Context(), sandbox.CreateSpec{SandboxID: sandbox.NewID(), FromSnapshot: snaps[0]}); err == nil || sandbox.IsRetryable(err) {
+	if _, err := p.Create(t.Context(), provider.CreateSpec{SandboxID: provider.NewSandboxID(), FromSnapshot: snaps[0]}); err == nil || provider.IsRetryable(err) {
 		t.Errorf("create from a deleted snapshot: %v, want a lasting error", err)
 	}
 }
@@ -102,9 +102,9 @@ func TestSnapshotNeedsAWorkspaceImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := sandbox.NewID()
-	create(t, p, sandbox.CreateSpec{SandboxID: id})
-	if _, err := p.Snapshot(t.Context(), id, sandbox.NewSnapshotID()); err == nil || sandbox.IsRetryable(err) {
+	id := provider.NewSandboxID()
+	create(t, p, provider.CreateSpec{SandboxID: id})
+	if _, err := p.Snapshot(t.Context(), id, provider.NewSnapshotID()); err == nil || provider.IsRetryable(err) {
 		t.Errorf("snapshot of a folder workspace: %v", err)
 	}
 }
@@ -114,15 +114,15 @@ func TestSnapshotNeedsAWorkspaceImage(t *testing.T) {
 func TestSnapshotOfPausedSandbox(t *testing.T) {
 	t.Parallel()
 	p, _ := newProvider(t)
-	id := sandbox.NewID()
-	create(t, p, sandbox.CreateSpec{SandboxID: id, Params: json.RawMessage(`{"workspace_mb":32}`)})
+	id := provider.NewSandboxID()
+	create(t, p, provider.CreateSpec{SandboxID: id, Params: json.RawMessage(`{"workspace_mb":32}`)})
 	if r := run(t, p, id, "echo paused-state > /workspace/s.txt"); r.ExitCode != 0 {
 		t.Fatalf("write: %+v", r)
 	}
 	if err := p.Pause(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
-	snap := sandbox.NewSnapshotID()
+	snap := provider.NewSnapshotID()
 	t.Cleanup(func() { _ = p.DeleteSnapshot(context.Background(), snap) })
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	_, err := p.Snapshot(ctx, id, snap)
@@ -136,8 +136,8 @@ func TestSnapshotOfPausedSandbox(t *testing.T) {
 	if r := run(t, p, id, "cat /workspace/s.txt"); r.Output != "paused-state\n" {
 		t.Errorf("after resume: %+v", r)
 	}
-	rid := sandbox.NewID()
-	create(t, p, sandbox.CreateSpec{SandboxID: rid, FromSnapshot: snap})
+	rid := provider.NewSandboxID()
+	create(t, p, provider.CreateSpec{SandboxID: rid, FromSnapshot: snap})
 	if r := run(t, p, rid, "cat /workspace/s.txt"); r.Output != "paused-state\n" {
 		t.Errorf("restored from a paused sandbox's snapshot: %+v", r)
 	}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/tetherhq/tether/internal/host/hostos"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // What the provider keeps of a sandbox, on disk and in /proc: its
@@ -142,7 +142,7 @@ func (p *Provider) boundID(args []string) string {
 		if args[i] != "--bind" || !strings.HasPrefix(args[i+1], prefix) || !strings.HasSuffix(args[i+1], suffix) {
 			continue
 		}
-		if id := strings.TrimSuffix(strings.TrimPrefix(args[i+1], prefix), suffix); sandbox.ValidID(id) {
+		if id := strings.TrimSuffix(strings.TrimPrefix(args[i+1], prefix), suffix); provider.ValidSandboxID(id) {
 			return id
 		}
 		return ""
@@ -155,7 +155,7 @@ func (p *Provider) boundID(args []string) string {
 // none.
 func (p *Provider) folderID(cwd string) string {
 	id, ok := strings.CutPrefix(cwd, p.dir+"/")
-	if !ok || !sandbox.ValidID(id) {
+	if !ok || !provider.ValidSandboxID(id) {
 		return ""
 	}
 	return id

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/tetherhq/tether/internal/provider/local"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // uidOf is the uid a sandbox's commands run as (the same number inside and
@@ -49,7 +49,7 @@ func asHostUser(uid int, command string) (string, error) {
 func TestSandboxesHaveTheirOwnUID(t *testing.T) {
 	t.Parallel()
 	p, dir := newProvider(t)
-	a, b := create(t, p, sandbox.CreateSpec{}), create(t, p, sandbox.CreateSpec{})
+	a, b := create(t, p, provider.CreateSpec{}), create(t, p, provider.CreateSpec{})
 	ua, ub := uidOf(t, p, a.SandboxID), uidOf(t, p, b.SandboxID)
 	if ua == ub {
 		t.Fatalf("both sandboxes run as uid %d", ua)
@@ -116,7 +116,7 @@ time.sleep(60)
 func TestUIDsSurviveRestartAndAreFreed(t *testing.T) {
 	t.Parallel()
 	p, dir := newProvider(t)
-	first := create(t, p, sandbox.CreateSpec{}).SandboxID
+	first := create(t, p, provider.CreateSpec{}).SandboxID
 	uid := uidOf(t, p, first)
 	claim := filepath.Join("/run/tether-uids", strconv.Itoa(uid))
 	if holder, err := os.Readlink(claim); err != nil || holder != filepath.Join(dir, first) {
@@ -129,8 +129,8 @@ func TestUIDsSurviveRestartAndAreFreed(t *testing.T) {
 	if got := uidOf(t, again, first); got != uid {
 		t.Errorf("after a restart the sandbox runs as %d, before as %d", got, uid)
 	}
-	second := sandbox.NewID()
-	if _, err := again.Create(t.Context(), sandbox.CreateSpec{SandboxID: second}); err != nil {
+	second := provider.NewSandboxID()
+	if _, err := again.Create(t.Context(), provider.CreateSpec{SandboxID: second}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = again.Destroy(context.Background(), second) })

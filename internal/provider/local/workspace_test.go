@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/tetherhq/tether/internal/host/workspace"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 	"github.com/tetherhq/tether/test/harness"
 )
 
@@ -134,7 +134,7 @@ func TestWorkspaceSizeLimit(t *testing.T) {
 		t.Errorf("the bystander's /workspace is %d KiB; want the host's disk", kb)
 	}
 
-	r, err := p.Exec(t.Context(), id, sandbox.ExecRequest{Command: `head -c 200M /dev/zero > /workspace/fill; echo exit=$?; du -k /workspace/fill | cut -f1`, Timeout: time.Minute})
+	r, err := p.Exec(t.Context(), id, provider.ExecRequest{Command: `head -c 200M /dev/zero > /workspace/fill; echo exit=$?; du -k /workspace/fill | cut -f1`, Timeout: time.Minute})
 	if err != nil || !strings.Contains(r.Output, "No space left on device") || !strings.Contains(r.Output, "exit=1") {
 		t.Fatalf("writing 200 MB = %+v; want No space left on device", r)
 	}
@@ -153,9 +153,9 @@ func TestWorkspaceSizeLimit(t *testing.T) {
 		return time.Since(start)
 	}
 	baseline := quick()
-	done := make(chan sandbox.ExecResult, 1)
+	done := make(chan provider.ExecResult, 1)
 	go func() {
-		res, err := p.Exec(context.Background(), id, sandbox.ExecRequest{
+		res, err := p.Exec(context.Background(), id, provider.ExecRequest{
 			Command: `end=$(($(date +%s) + 3)); n=0; while [ $(date +%s) -lt $end ]; do rm -f /workspace/fill; head -c 200M /dev/zero > /workspace/fill 2>/dev/null || n=$((n+1)); done; echo full=$n`,
 			Timeout: time.Minute,
 		})
@@ -194,8 +194,8 @@ func TestWorkspaceSizeLimit(t *testing.T) {
 	// An upload into the full workspace fails, saying why, and leaves
 	// nothing behind.
 	err = p.WriteFile(t.Context(), id, "/workspace/upload", bytes.NewReader(make([]byte, 8<<20)), 16<<20)
-	var serr *sandbox.Error
-	if !errors.As(err, &serr) || serr.Code != sandbox.CodePayloadTooLarge || !strings.Contains(serr.Message, "full") {
+	var serr *provider.Error
+	if !errors.As(err, &serr) || serr.Code != provider.CodePayloadTooLarge || !strings.Contains(serr.Message, "full") {
 		t.Errorf("uploading into the full workspace: %v; want PAYLOAD_TOO_LARGE saying the file system is full", err)
 	}
 	if out := execIn(t, p, id, `ls -A /workspace`); out != "fill\n" {
@@ -236,14 +236,14 @@ func TestWorkspaceAfterCrash(t *testing.T) {
 	first, dir := newWorkspaceProvider(t)
 	ctx := t.Context()
 
-	complete := sandbox.NewID()
+	complete := provider.NewSandboxID()
 	raw := []byte(`{"workspace_mb":32}`)
-	if _, err := first.Create(ctx, sandbox.CreateSpec{SandboxID: complete, Params: raw}); err != nil {
+	if _, err := first.Create(ctx, provider.CreateSpec{SandboxID: complete, Params: raw}); err != nil {
 		t.Fatal(err)
 	}
 	execIn(t, first, complete, `echo kept > /workspace/note`)
 
-	halfway := sandbox.NewID()
+	halfway := provider.NewSandboxID()
 	if err := os.MkdirAll(filepath.Join(dir, halfway, "workspace"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestWorkspaceAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	attached := sandbox.NewID()
+	attached := provider.NewSandboxID()
 	if err := os.MkdirAll(filepath.Join(dir, attached, "workspace"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestWorkspaceAfterCrash(t *testing.T) {
 	}
 	attachLoop(t, filepath.Join(dir, attached, workspace.ImageFile))
 
-	folderless := sandbox.NewID()
+	folderless := provider.NewSandboxID()
 	if err := os.MkdirAll(filepath.Join(dir, folderless), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func TestWorkspaceAfterCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	listed := map[string]sandbox.Resource{}
+	listed := map[string]provider.Resource{}
 	for _, r := range inv {
 		listed[r.SandboxID] = r
 	}
@@ -348,11 +348,11 @@ func TestWorkspaceParams(t *testing.T) {
 		{`{"workspace":64}`, "workspace_mb"}, // the unknown field's message lists the known ones
 	} {
 		err := p.ValidateParams([]byte(tc.params))
-		if sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest || !strings.Contains(err.Error(), tc.want) {
+		if provider.ErrorCode(err) != provider.CodeInvalidRequest || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ValidateParams(%s) = %v; want INVALID_REQUEST saying %q", tc.params, err, tc.want)
 		}
-		id := sandbox.NewID()
-		if _, err := p.Create(t.Context(), sandbox.CreateSpec{SandboxID: id, Params: []byte(tc.params)}); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+		id := provider.NewSandboxID()
+		if _, err := p.Create(t.Context(), provider.CreateSpec{SandboxID: id, Params: []byte(tc.params)}); provider.ErrorCode(err) != provider.CodeInvalidRequest {
 			t.Errorf("Create(%s) = %v; want INVALID_REQUEST", tc.params, err)
 		}
 		if _, err := os.Lstat(filepath.Join(dir, id)); err == nil {
@@ -423,11 +423,11 @@ func TestWorkspaceLimitUnavailable(t *testing.T) {
 		t.Errorf("Info notes %q; want the limit unavailable, naming mkfs.ext4", info.Notes)
 	}
 	raw := []byte(`{"workspace_mb":64}`)
-	if err := p.ValidateParams(raw); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest || !strings.Contains(err.Error(), "unavailable") {
+	if err := p.ValidateParams(raw); provider.ErrorCode(err) != provider.CodeInvalidRequest || !strings.Contains(err.Error(), "unavailable") {
 		t.Errorf("ValidateParams(%s) = %v; want INVALID_REQUEST, unavailable", raw, err)
 	}
-	id := sandbox.NewID()
-	if _, err := p.Create(t.Context(), sandbox.CreateSpec{SandboxID: id, Params: raw}); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+	id := provider.NewSandboxID()
+	if _, err := p.Create(t.Context(), provider.CreateSpec{SandboxID: id, Params: raw}); provider.ErrorCode(err) != provider.CodeInvalidRequest {
 		t.Errorf("Create(%s) = %v; want INVALID_REQUEST", raw, err)
 	}
 	if _, err := os.Lstat(filepath.Join(dir, id)); err == nil {
@@ -456,9 +456,9 @@ func BenchmarkCreateDestroy(b *testing.B) {
 			}
 			var creating, destroying time.Duration
 			for b.Loop() {
-				id := sandbox.NewID()
+				id := provider.NewSandboxID()
 				start := time.Now()
-				if _, err := p.Create(b.Context(), sandbox.CreateSpec{SandboxID: id, Params: raw}); err != nil {
+				if _, err := p.Create(b.Context(), provider.CreateSpec{SandboxID: id, Params: raw}); err != nil {
 					b.Fatal(err)
 				}
 				created := time.Now()

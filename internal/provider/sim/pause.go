@@ -10,20 +10,20 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
-// The sim implements sandbox.Pauser.
-var _ sandbox.Pauser = (*Provider)(nil)
+// The sim implements provider.Pauser.
+var _ provider.Pauser = (*Provider)(nil)
 
-// Pause implements sandbox.Pauser: it marks the sandbox paused, after
+// Pause implements provider.Pauser: it marks the sandbox paused, after
 // params.pause_delay_ms. Pausing a paused sandbox is success; one the sim
 // does not hold is an error.
 func (p *Provider) Pause(ctx context.Context, sandboxID string) error {
 	return p.setPaused(ctx, "pause", sandboxID, true)
 }
 
-// Resume implements sandbox.Pauser: it removes the paused mark, after
+// Resume implements provider.Pauser: it removes the paused mark, after
 // params.pause_delay_ms. Resuming a running sandbox is success.
 func (p *Provider) Resume(ctx context.Context, sandboxID string) error {
 	return p.setPaused(ctx, "resume", sandboxID, false)
@@ -56,7 +56,7 @@ func (p *Provider) setPaused(ctx context.Context, op, id string, paused bool) er
 		return fmt.Errorf("sim: %s: injected failure", op)
 	case op + "_once":
 		if p.firstFailure(op + "/" + id) {
-			return sandbox.Retryable(fmt.Errorf("sim: %s: injected transient failure", op))
+			return provider.Retryable(fmt.Errorf("sim: %s: injected transient failure", op))
 		}
 	}
 	if err := sleep(ctx, time.Duration(params.PauseDelayMS)*time.Millisecond); err != nil {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tetherhq/tether/internal/provider/sim"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 func newSim(t *testing.T) *sim.Provider {
@@ -22,8 +22,8 @@ func newSim(t *testing.T) *sim.Provider {
 
 func create(t *testing.T, p *sim.Provider, params string) string {
 	t.Helper()
-	id := sandbox.NewID()
-	if _, err := p.Create(t.Context(), sandbox.CreateSpec{SandboxID: id, Tenant: "acme", Params: json.RawMessage(params)}); err != nil {
+	id := provider.NewSandboxID()
+	if _, err := p.Create(t.Context(), provider.CreateSpec{SandboxID: id, Tenant: "acme", Params: json.RawMessage(params)}); err != nil {
 		t.Fatal(err)
 	}
 	return id
@@ -33,7 +33,7 @@ func TestPauseResume(t *testing.T) {
 	t.Parallel()
 	p := newSim(t)
 	ctx := t.Context()
-	if !sandbox.CanPause(p) {
+	if _, ok := any(p).(provider.Pauser); !ok {
 		t.Fatal("sim does not pause")
 	}
 	id := create(t, p, `{}`)
@@ -60,7 +60,7 @@ func TestPauseResume(t *testing.T) {
 	if err := p.Pause(ctx, id); err == nil {
 		t.Error("Pause of a destroyed sandbox succeeded")
 	}
-	if err := p.Resume(ctx, sandbox.NewID()); err == nil {
+	if err := p.Resume(ctx, provider.NewSandboxID()); err == nil {
 		t.Error("Resume of an unknown sandbox succeeded")
 	}
 }
@@ -71,14 +71,14 @@ func TestPauseFailuresAndDelay(t *testing.T) {
 	ctx := t.Context()
 
 	refused := create(t, p, `{"fail":"pause"}`)
-	if err := p.Pause(ctx, refused); err == nil || sandbox.IsRetryable(err) || p.Paused(refused) {
-		t.Errorf("fail=pause: %v (retryable %v), paused %v", err, sandbox.IsRetryable(err), p.Paused(refused))
+	if err := p.Pause(ctx, refused); err == nil || provider.IsRetryable(err) || p.Paused(refused) {
+		t.Errorf("fail=pause: %v (retryable %v), paused %v", err, provider.IsRetryable(err), p.Paused(refused))
 	}
 	once := create(t, p, `{"fail":"resume_once"}`)
 	if err := p.Pause(ctx, once); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Resume(ctx, once); !sandbox.IsRetryable(err) || !p.Paused(once) {
+	if err := p.Resume(ctx, once); !provider.IsRetryable(err) || !p.Paused(once) {
 		t.Errorf("first resume of fail=resume_once: %v, paused %v; want retryable, still paused", err, p.Paused(once))
 	}
 	if err := p.Resume(ctx, once); err != nil || p.Paused(once) {
