@@ -65,7 +65,7 @@ test: ## Run all tests (with -race) against the test Postgres and Kubernetes con
 	echo "KUBECONFIG=$$KUBECONFIG"; \
 	$(GO) test -race -count=1 -tags '$(TAGS)' ./...; \
 	echo "a build without the kubernetes tag: its refusal of PROVIDERS=kubernetes"; \
-	exec $(GO) test -race -count=1 -tags nomsgpack -run NotBuiltIn ./cmd/api ./internal/provider/kubernetes
+	exec $(GO) test -race -count=1 -tags nomsgpack -run NotBuiltIn ./server ./internal/provider/kubernetes
 
 bench: ## Benchmarks against pgbench on the same Postgres (own cluster "bench"), and bare client-go when KUBECONFIG is set; results and profiles in bench-results/ (BENCH_AB=REV: an A/B against that revision)
 	$(GO) run -tags '$(TAGS)' ./cmd/bench -out bench-results $(BENCH_FLAGS)

@@ -2,7 +2,7 @@
 // previews, events, owners, keys): they talk to a Tether server over its
 // REST API, through the generated Go client, never to the database. They
 // work from anywhere a key works, and see exactly what the key's tenant may
-// see. cmd/api's main
+// see. Package server's Run
 // dispatches to Run; the server's own code does not use this package.
 package cli
 

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"cmp"
@@ -30,11 +30,11 @@ const (
 	defaultMaxConnsPerAddr = 256
 )
 
-// Config is everything Tether reads from its environment, validated once at
+// config is everything Tether reads from its environment, validated once at
 // start and passed down explicitly. The settings (settings()) fill it: each
 // field's variable, default and meaning are there and in
 // docs/configuration.md.
-type Config struct {
+type config struct {
 	DatabaseURL     string
 	ListenAddr      string
 	BootstrapAPIKey string
@@ -52,7 +52,7 @@ type Config struct {
 	// Webhooks is the delivery worker's; serve adds WorkerID.
 	Webhooks lifecycle.WebhookConfig
 	// Egress is the egress proxy's, which runs when local is enabled.
-	Egress EgressConfig
+	Egress egressConfig
 	// Refiller is the warm pools' refiller; serve adds WorkerID, the
 	// lifetimes and the live-sandbox quota.
 	Refiller lifecycle.RefillerConfig
@@ -86,14 +86,29 @@ type Config struct {
 	// address answers it 404.
 	MetricsAddr string
 	LogLevel    slog.Level
+
+	// providers are the registrations the settings were read with: the
+	// built-in ones and the program's own (Options.Providers).
+	providers *providerSet
 }
 
 // settings is the configuration's every setting, in the order
-// docs/configuration.md lists them.
-func settings() []setting {
+// docs/configuration.md lists them: the service's own first, then the
+// providers', then the rest of the service's.
+func (ps *providerSet) settings() []setting {
 	all := slices.Clone(serviceSettings)
-	all = append(all, providerSettings()...)
-	all = append(all, lifecycleSettings...)
+	all = append(all, ps.providerSettings()...)
+	return append(all, laterSettings()...)
+}
+
+// coreSettings are the service's own settings, without the providers'.
+func coreSettings() []setting {
+	return append(slices.Clone(serviceSettings), laterSettings()...)
+}
+
+// laterSettings are the service's settings listed after the providers'.
+func laterSettings() []setting {
+	all := slices.Clone(lifecycleSettings)
 	all = append(all, serverSettings...)
 	all = append(all, webhookSettings...)
 	all = append(all, egressSettings...)
@@ -104,11 +119,11 @@ func settings() []setting {
 // providers.
 var serviceSettings = []setting{
 	verbatim("DATABASE_URL", "the Postgres connection string (required)",
-		func(c *Config) *string { return &c.DatabaseURL }),
+		func(c *config) *string { return &c.DatabaseURL }),
 	text("LISTEN_ADDR", defaultListenAddr, "where the API listens (port 0: a free port)",
-		func(c *Config) *string { return &c.ListenAddr }),
+		func(c *config) *string { return &c.ListenAddr }),
 	verbatim("BOOTSTRAP_API_KEY", "an API key for tenant default, registered at start (first start only)",
-		func(c *Config) *string { return &c.BootstrapAPIKey }),
+		func(c *config) *string { return &c.BootstrapAPIKey }),
 	{name: "PROVIDERS", def: defaultProviders, doc: "the enabled providers, comma-separated, the default first", set: setProviders},
 }
 
@@ -116,102 +131,102 @@ var serviceSettings = []setting{
 // lifetimes and the node's.
 var lifecycleSettings = []setting{
 	duration("JANITOR_INTERVAL", lifecycle.DefaultJanitorInterval, "how often each replica sweeps and the leader reconciles",
-		func(c *Config) *time.Duration { return &c.Janitor.Interval }),
+		func(c *config) *time.Duration { return &c.Janitor.Interval }),
 	duration("OUTAGE_CREDIT_MAX", store.DefaultOutageCeiling, "ceiling of an outage credit",
-		func(c *Config) *time.Duration { return &c.OutageCreditMax }),
+		func(c *config) *time.Duration { return &c.OutageCreditMax }),
 	duration("ORPHAN_GRACE", lifecycle.DefaultOrphanGrace, "age before an unaccounted resource is destroyed",
-		func(c *Config) *time.Duration { return &c.Janitor.OrphanGrace }),
+		func(c *config) *time.Duration { return &c.Janitor.OrphanGrace }),
 	duration("IDEMPOTENCY_KEY_TTL", lifecycle.DefaultIdempotencyKeyTTL, "how long an Idempotency-Key is remembered",
-		func(c *Config) *time.Duration { return &c.Janitor.IdempotencyKeyTTL }),
+		func(c *config) *time.Duration { return &c.Janitor.IdempotencyKeyTTL }),
 	duration("DEFAULT_OWNER_TTL", tetherhttp.DefaultOwnerTTL, "lease of an owner a create names without a live one",
-		func(c *Config) *time.Duration { return &c.HTTP.DefaultOwnerTTL }),
+		func(c *config) *time.Duration { return &c.HTTP.DefaultOwnerTTL }),
 	duration("DEFAULT_TTL", tetherhttp.DefaultTTL, "lifetime of a sandbox without ttl_seconds or owner",
-		func(c *Config) *time.Duration { return &c.HTTP.DefaultTTL }),
+		func(c *config) *time.Duration { return &c.HTTP.DefaultTTL }),
 	duration("MAX_LIFETIME", tetherhttp.DefaultMaxLifetime, "cap on every sandbox's lifetime",
-		func(c *Config) *time.Duration { return &c.HTTP.MaxLifetime }),
+		func(c *config) *time.Duration { return &c.HTTP.MaxLifetime }),
 	duration("CREATE_TIMEOUT", tetherhttp.DefaultCreateTimeout, "creation deadline",
-		func(c *Config) *time.Duration { return &c.HTTP.CreateTimeout }),
+		func(c *config) *time.Duration { return &c.HTTP.CreateTimeout }),
 	duration("PAUSE_TIMEOUT", tetherhttp.DefaultPauseTimeout, "deadline of a pause or a resume",
-		func(c *Config) *time.Duration { return &c.HTTP.PauseTimeout }),
+		func(c *config) *time.Duration { return &c.HTTP.PauseTimeout }),
 	durationOrZero("PAUSED_TTL", "how long a sandbox may stay paused, its TTL stopped (0: the TTL runs while paused)",
-		func(c *Config) *time.Duration { return &c.PausedTTL }),
+		func(c *config) *time.Duration { return &c.PausedTTL }),
 	count("CREATE_MAX_ATTEMPTS", lifecycle.DefaultMaxAttempts, "create attempts on retryable provider errors",
-		func(c *Config) *int { return &c.Executor.MaxAttempts }),
+		func(c *config) *int { return &c.Executor.MaxAttempts }),
 	duration("EXECUTOR_MAX_BACKOFF", lifecycle.DefaultMaxBackoff, "cap on the wait between attempts",
-		func(c *Config) *time.Duration { return &c.Executor.MaxBackoff }),
+		func(c *config) *time.Duration { return &c.Executor.MaxBackoff }),
 	count("EXECUTOR_CONCURRENCY", lifecycle.DefaultConcurrency, "create calls at once, per provider, per replica",
-		func(c *Config) *int { return &c.Executor.Concurrency }),
+		func(c *config) *int { return &c.Executor.Concurrency }),
 	duration("EXECUTOR_LEASE", lifecycle.DefaultLease, "how long a claim lasts unrenewed",
-		func(c *Config) *time.Duration { return &c.Executor.Lease }),
+		func(c *config) *time.Duration { return &c.Executor.Lease }),
 	duration("EXECUTOR_POLL_INTERVAL", lifecycle.DefaultPollInterval, "the executor's full look for work",
-		func(c *Config) *time.Duration { return &c.Executor.PollInterval }),
+		func(c *config) *time.Duration { return &c.Executor.PollInterval }),
 	duration("POOL_REFILL_INTERVAL", lifecycle.DefaultRefillInterval, "how often each replica refills the warm pools",
-		func(c *Config) *time.Duration { return &c.Refiller.Interval }),
+		func(c *config) *time.Duration { return &c.Refiller.Interval }),
 	duration("POOL_LEASE", lifecycle.DefaultPoolLease, "owner lease of a warm pool's unclaimed members",
-		func(c *Config) *time.Duration { return &c.Refiller.Lease }),
+		func(c *config) *time.Duration { return &c.Refiller.Lease }),
 	duration("POOL_REFILL_BACKOFF", store.DefaultRefillBackoff, "a warm pool's wait after a refill whose members all failed (doubles per failed refill)",
-		func(c *Config) *time.Duration { return &c.Refiller.Backoff }),
+		func(c *config) *time.Duration { return &c.Refiller.Backoff }),
 	duration("POOL_REFILL_MAX_BACKOFF", store.DefaultRefillMaxBackoff, "cap on a warm pool's refill backoff",
-		func(c *Config) *time.Duration { return &c.Refiller.MaxBackoff }),
-	{name: "NODE_ID", doc: "the node (host) this replica runs on (default: from the host name and LOCAL_STATE_DIR)", set: func(c *Config, v string) error {
+		func(c *config) *time.Duration { return &c.Refiller.MaxBackoff }),
+	{name: "NODE_ID", doc: "the node (host) this replica runs on (default: from the host name and LOCAL_STATE_DIR)", set: func(c *config, v string) error {
 		c.NodeID = strings.TrimSpace(v)
 		c.NodeIDSet = c.NodeID != ""
 		return nil
 	}},
 	{name: "NODE_URL", doc: "where other replicas reach this one's API (default: the listening address)", set: setNodeURL},
 	duration("NODE_GRACE", store.DefaultNodeGrace, "heartbeat age past which a node is dead",
-		func(c *Config) *time.Duration { return &c.NodeGrace }),
+		func(c *config) *time.Duration { return &c.NodeGrace }),
 	text("WORKER_ID", "", "this replica's name (default: host name, pid and a random suffix)",
-		func(c *Config) *string { return &c.WorkerID }),
+		func(c *config) *string { return &c.WorkerID }),
 }
 
 // serverSettings are the process's and its API's.
 var serverSettings = []setting{
 	duration("SHUTDOWN_TIMEOUT", defaultShutdownTimeout, "graceful shutdown budget",
-		func(c *Config) *time.Duration { return &c.ShutdownTimeout }),
+		func(c *config) *time.Duration { return &c.ShutdownTimeout }),
 	count("DB_MAX_CONNS", defaultDBMaxConns, "size of the main connection pool",
-		func(c *Config) *int { return &c.DBMaxConns }),
+		func(c *config) *int { return &c.DBMaxConns }),
 	count("MAX_CONNS", defaultMaxConns, "concurrent connections the API accepts",
-		func(c *Config) *int { return &c.MaxConns }),
+		func(c *config) *int { return &c.MaxConns }),
 	countOrZero("MAX_CONNS_PER_ADDR", defaultMaxConnsPerAddr, "connections one remote address may hold (0: no cap)",
-		func(c *Config) *int { return &c.MaxConnsPerAddr }),
+		func(c *config) *int { return &c.MaxConnsPerAddr }),
 	count("MIN_BODY_RATE", tetherhttp.DefaultMinBodyRate, "slowest request body, bytes a second, after BODY_GRACE",
-		func(c *Config) *int64 { return &c.HTTP.MinBodyRate }),
+		func(c *config) *int64 { return &c.HTTP.MinBodyRate }),
 	duration("BODY_GRACE", tetherhttp.DefaultBodyGrace, "how long a body may take before MIN_BODY_RATE applies",
-		func(c *Config) *time.Duration { return &c.HTTP.BodyGrace }),
+		func(c *config) *time.Duration { return &c.HTTP.BodyGrace }),
 	count("MAX_BODY_BYTES", tetherhttp.DefaultMaxBodyBytes, "limit on JSON request bodies",
-		func(c *Config) *int64 { return &c.HTTP.MaxBodyBytes }),
+		func(c *config) *int64 { return &c.HTTP.MaxBodyBytes }),
 	count("MAX_FILE_BYTES", tetherhttp.DefaultMaxFileBytes, "limit on file and archive transfers",
-		func(c *Config) *int64 { return &c.HTTP.MaxFileBytes }),
+		func(c *config) *int64 { return &c.HTTP.MaxFileBytes }),
 	duration("MAX_EXEC_TIMEOUT", tetherhttp.DefaultMaxExecTimeout, "cap on an exec's timeout_seconds",
-		func(c *Config) *time.Duration { return &c.HTTP.MaxExecTimeout }),
+		func(c *config) *time.Duration { return &c.HTTP.MaxExecTimeout }),
 	count("MAX_EXEC_OUTPUT", tetherhttp.DefaultMaxExecOutput, "bytes of exec output kept",
-		func(c *Config) *int { return &c.HTTP.MaxExecOutput }),
+		func(c *config) *int { return &c.HTTP.MaxExecOutput }),
 	duration("MAX_WAIT", tetherhttp.DefaultMaxWait, "cap on ?wait= of GET /v1/sandboxes/{id}",
-		func(c *Config) *time.Duration { return &c.HTTP.MaxWait }),
+		func(c *config) *time.Duration { return &c.HTTP.MaxWait }),
 	quota("TENANT_MAX_LIVE", tetherhttp.DefaultTenantMaxLive, "live sandboxes a tenant may have (0: no limit)",
-		func(c *Config) *int { return &c.HTTP.TenantMaxLive }),
+		func(c *config) *int { return &c.HTTP.TenantMaxLive }),
 	quota("TENANT_CREATES_PER_MINUTE", tetherhttp.DefaultTenantCreatesPerMinute, "creates a tenant may make a minute, per replica (0: no limit)",
-		func(c *Config) *int { return &c.HTTP.TenantCreatesPerMinute }),
+		func(c *config) *int { return &c.HTTP.TenantCreatesPerMinute }),
 	count("KEY_REQUESTS_PER_SECOND", tetherhttp.DefaultKeyRequestsPerSecond, "requests an API key may make a second, per replica",
-		func(c *Config) *int { return &c.HTTP.KeyRequestsPerSecond }),
+		func(c *config) *int { return &c.HTTP.KeyRequestsPerSecond }),
 	count("TENANT_REQUESTS_PER_SECOND", tetherhttp.DefaultTenantRequestsPerSecond, "requests a tenant may make a second, per replica",
-		func(c *Config) *int { return &c.HTTP.TenantRequestsPerSecond }),
+		func(c *config) *int { return &c.HTTP.TenantRequestsPerSecond }),
 	count("AUTH_FAILURES_PER_SECOND", tetherhttp.DefaultAuthFailuresPerSecond, "requests without a valid key or token one client address may make a second",
-		func(c *Config) *int { return &c.HTTP.AuthFailuresPerSecond }),
+		func(c *config) *int { return &c.HTTP.AuthFailuresPerSecond }),
 	{name: "TRUSTED_PROXIES", doc: "addresses (CIDRs) of proxies whose X-Forwarded-For names the client (none: the header is ignored)",
 		set: setTrustedProxies},
 	count("TENANT_MAX_KEYS", tetherhttp.DefaultTenantMaxKeys, "API keys a tenant may hold unrevoked",
-		func(c *Config) *int { return &c.HTTP.TenantMaxKeys }),
+		func(c *config) *int { return &c.HTTP.TenantMaxKeys }),
 	count("MAX_STREAMS_PER_TENANT", tetherhttp.DefaultMaxStreamsPerTenant, "event streams a tenant may hold open, per replica",
-		func(c *Config) *int { return &c.HTTP.MaxStreamsPerTenant }),
+		func(c *config) *int { return &c.HTTP.MaxStreamsPerTenant }),
 	duration("AUTH_CACHE_TTL", tetherhttp.DefaultAuthCacheTTL, "how long a key lookup is cached",
-		func(c *Config) *time.Duration { return &c.HTTP.AuthCacheTTL }),
+		func(c *config) *time.Duration { return &c.HTTP.AuthCacheTTL }),
 	verbatim("PPROF_ADDR", "where Go's pprof profiles are served (never publicly)",
-		func(c *Config) *string { return &c.PprofAddr }),
+		func(c *config) *string { return &c.PprofAddr }),
 	verbatim("METRICS_ADDR", "where /metrics is served instead of the API's address (none: on the API's, without a key)",
-		func(c *Config) *string { return &c.MetricsAddr }),
-	{name: "LOG_LEVEL", def: "info", doc: "debug, info, warn or error", set: func(c *Config, v string) error {
+		func(c *config) *string { return &c.MetricsAddr }),
+	{name: "LOG_LEVEL", def: "info", doc: "debug, info, warn or error", set: func(c *config, v string) error {
 		if err := c.LogLevel.UnmarshalText([]byte(cmp.Or(strings.TrimSpace(v), "info"))); err != nil {
 			return fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", v)
 		}
@@ -219,7 +234,7 @@ var serverSettings = []setting{
 	}},
 }
 
-func setProviders(c *Config, v string) error {
+func setProviders(c *config, v string) error {
 	c.Providers = nil
 	for p := range strings.SplitSeq(cmp.Or(strings.TrimSpace(v), defaultProviders), ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -230,8 +245,8 @@ func setProviders(c *Config, v string) error {
 		return errors.New("PROVIDERS: name at least one provider")
 	}
 	for i, name := range c.Providers {
-		if _, ok := registry.Lookup(name); !ok {
-			return fmt.Errorf("PROVIDERS: unknown provider %q (known: %s)", name, strings.Join(registry.Names(), ", "))
+		if _, ok := c.providers.reg.Lookup(name); !ok {
+			return fmt.Errorf("PROVIDERS: unknown provider %q (known: %s)", name, strings.Join(c.providers.reg.Names(), ", "))
 		}
 		if slices.Contains(c.Providers[:i], name) {
 			return fmt.Errorf("PROVIDERS names %q twice", name)
@@ -242,7 +257,7 @@ func setProviders(c *Config, v string) error {
 
 // setTrustedProxies reads TRUSTED_PROXIES: addresses or CIDRs, separated
 // by commas or blanks.
-func setTrustedProxies(c *Config, v string) error {
+func setTrustedProxies(c *config, v string) error {
 	c.HTTP.TrustedProxies = nil
 	for f := range strings.FieldsFuncSeq(v, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
 		p, err := netip.ParsePrefix(f)
@@ -258,7 +273,7 @@ func setTrustedProxies(c *Config, v string) error {
 	return nil
 }
 
-func setNodeURL(c *Config, v string) error {
+func setNodeURL(c *config, v string) error {
 	c.NodeURL = strings.TrimRight(strings.TrimSpace(v), "/")
 	if c.NodeURL == "" {
 		return nil
@@ -271,27 +286,27 @@ func setNodeURL(c *Config, v string) error {
 }
 
 // serviceChecks are the checks across settings that are not a provider's.
-var serviceChecks = []func(Config) error{
+var serviceChecks = []func(config) error{
 	checkPreviewTTL,
-	func(c Config) error {
+	func(c config) error {
 		if c.DatabaseURL == "" {
 			return errors.New("DATABASE_URL is not set: point it at a Postgres database (the README's `make run` starts one)")
 		}
 		return nil
 	},
-	func(c Config) error {
+	func(c config) error {
 		if !nodeIDPattern.MatchString(c.NodeID) {
 			return fmt.Errorf("NODE_ID=%q: want 1 to 63 letters, digits, '.', '_' or '-'", c.NodeID)
 		}
 		return nil
 	},
-	func(c Config) error {
+	func(c config) error {
 		if c.HTTP.DefaultTTL > c.HTTP.MaxLifetime {
 			return fmt.Errorf("DEFAULT_TTL (%s) must not exceed MAX_LIFETIME (%s)", c.HTTP.DefaultTTL, c.HTTP.MaxLifetime)
 		}
 		return nil
 	},
-	func(c Config) error {
+	func(c config) error {
 		if c.HTTP.MaxLifetime < time.Second {
 			return errors.New("MAX_LIFETIME must be at least 1s")
 		}
@@ -304,10 +319,10 @@ var serviceChecks = []func(Config) error{
 // Every problem is reported, not just the first. The providers' settings
 // are only kept: their registrations check them when buildProviders makes
 // the enabled providers.
-func loadConfig(getenv func(string) string) (Config, error) {
-	var cfg Config
+func (ps *providerSet) loadConfig(getenv func(string) string) (config, error) {
+	cfg := config{providers: ps}
 	var errs []error
-	for _, s := range settings() {
+	for _, s := range ps.settings() {
 		v := getenv(s.name)
 		if v == "" {
 			v = s.def

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"fmt"
@@ -11,10 +11,10 @@ import (
 )
 
 // previewSettings are the PREVIEW_* settings: where preview URLs point
-// and how long they last (Config.HTTP). docs/ports.md explains them.
+// and how long they last (config.HTTP). docs/ports.md explains them.
 var previewSettings = []setting{
 	{name: "PREVIEW_BASE_URL", doc: "Tether's external address, which preview URLs begin with (default: the request's)",
-		set: func(c *Config, v string) error {
+		set: func(c *config, v string) error {
 			v = strings.TrimSpace(v)
 			if v == "" {
 				c.HTTP.PreviewBaseURL = ""
@@ -28,11 +28,11 @@ var previewSettings = []setting{
 			return nil
 		}},
 	duration("PREVIEW_TTL", tetherhttp.DefaultPreviewTTL, "how long a preview URL works when its create asks for no ttl_seconds",
-		func(c *Config) *time.Duration { return &c.HTTP.PreviewTTL }),
+		func(c *config) *time.Duration { return &c.HTTP.PreviewTTL }),
 	duration("PREVIEW_MAX_TTL", tetherhttp.DefaultPreviewMaxTTL, "the longest ttl_seconds a preview may ask for",
-		func(c *Config) *time.Duration { return &c.HTTP.PreviewMaxTTL }),
+		func(c *config) *time.Duration { return &c.HTTP.PreviewMaxTTL }),
 	{name: "PREVIEW_HOST", doc: "wildcard host mode: previews are {port}-{sandbox}.PREVIEW_HOST (a DNS name whose wildcard points at Tether)",
-		set: func(c *Config, v string) error {
+		set: func(c *config, v string) error {
 			v = strings.ToLower(strings.TrimSpace(v))
 			if v != "" && !previewHostPattern.MatchString(v) {
 				return fmt.Errorf("PREVIEW_HOST=%q: want a DNS name such as preview.example.com (its wildcard, *.preview.example.com, points at Tether)", v)
@@ -41,14 +41,14 @@ var previewSettings = []setting{
 			return nil
 		}},
 	boolean("E2B_DISABLED", "turn off E2B's protocol, served under /e2b (docs/e2b.md)",
-		func(c *Config) *bool { return &c.HTTP.E2BDisabled }),
+		func(c *config) *bool { return &c.HTTP.E2BDisabled }),
 }
 
 // previewHostPattern is a DNS name of at least two labels.
 var previewHostPattern = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // checkPreviewTTL is the check across the preview settings.
-func checkPreviewTTL(c Config) error {
+func checkPreviewTTL(c config) error {
 	if c.HTTP.PreviewTTL > c.HTTP.PreviewMaxTTL {
 		return fmt.Errorf("PREVIEW_TTL=%s is over PREVIEW_MAX_TTL=%s", c.HTTP.PreviewTTL, c.HTTP.PreviewMaxTTL)
 	}

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"cmp"
@@ -21,12 +21,12 @@ type setting struct {
 	name string
 	def  string
 	doc  string
-	set  func(c *Config, v string) error
+	set  func(c *config, v string) error
 }
 
 // duration is a setting of a positive Go duration.
-func duration(name string, def time.Duration, doc string, field func(*Config) *time.Duration) setting {
-	return setting{name: name, def: formatDuration(def), doc: doc, set: func(c *Config, v string) error {
+func duration(name string, def time.Duration, doc string, field func(*config) *time.Duration) setting {
+	return setting{name: name, def: formatDuration(def), doc: doc, set: func(c *config, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
 			return fmt.Errorf("%s=%q: want a positive Go duration such as 5s", name, v)
@@ -38,8 +38,8 @@ func duration(name string, def time.Duration, doc string, field func(*Config) *t
 
 // durationOrZero is a setting of a duration that is 0 (its default) or
 // positive.
-func durationOrZero(name, doc string, field func(*Config) *time.Duration) setting {
-	return setting{name: name, def: "0", doc: doc, set: func(c *Config, v string) error {
+func durationOrZero(name, doc string, field func(*config) *time.Duration) setting {
+	return setting{name: name, def: "0", doc: doc, set: func(c *config, v string) error {
 		d, err := time.ParseDuration(v)
 		if v == "0" {
 			d, err = 0, nil
@@ -53,8 +53,8 @@ func durationOrZero(name, doc string, field func(*Config) *time.Duration) settin
 }
 
 // count is a setting of a positive integer.
-func count[T int | int64](name string, def T, doc string, field func(*Config) *T) setting {
-	return setting{name: name, def: strconv.FormatInt(int64(def), 10), doc: doc, set: func(c *Config, v string) error {
+func count[T int | int64](name string, def T, doc string, field func(*config) *T) setting {
+	return setting{name: name, def: strconv.FormatInt(int64(def), 10), doc: doc, set: func(c *config, v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 {
 			return fmt.Errorf("%s=%q: want a positive integer", name, v)
@@ -66,8 +66,8 @@ func count[T int | int64](name string, def T, doc string, field func(*Config) *T
 
 // quota is a setting of a tenant quota: a positive integer, or 0 for no
 // limit (tetherhttp.NoLimit; 0 in the configuration is the default).
-func quota(name string, def int, doc string, field func(*Config) *int) setting {
-	return setting{name: name, def: strconv.Itoa(def), doc: doc, set: func(c *Config, v string) error {
+func quota(name string, def int, doc string, field func(*config) *int) setting {
+	return setting{name: name, def: strconv.Itoa(def), doc: doc, set: func(c *config, v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
 			return fmt.Errorf("%s=%q: want 0 (no limit) or a positive integer", name, v)
@@ -78,8 +78,8 @@ func quota(name string, def int, doc string, field func(*Config) *int) setting {
 }
 
 // countUpTo is a setting of an integer from 1 to most.
-func countUpTo(name string, def, most int, doc string, field func(*Config) *int) setting {
-	return setting{name: name, def: strconv.Itoa(def), doc: doc, set: func(c *Config, v string) error {
+func countUpTo(name string, def, most int, doc string, field func(*config) *int) setting {
+	return setting{name: name, def: strconv.Itoa(def), doc: doc, set: func(c *config, v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 || n > most {
 			return fmt.Errorf("%s=%q: want an integer from 1 to %d", name, v, most)
@@ -91,8 +91,8 @@ func countUpTo(name string, def, most int, doc string, field func(*Config) *int)
 
 // countOrZero is a setting of an integer where 0 means none (no limit,
 // or one worked out from the host).
-func countOrZero[T int | int64](name string, def T, doc string, field func(*Config) *T) setting {
-	return setting{name: name, def: strconv.FormatInt(int64(def), 10), doc: doc, set: func(c *Config, v string) error {
+func countOrZero[T int | int64](name string, def T, doc string, field func(*config) *T) setting {
+	return setting{name: name, def: strconv.FormatInt(int64(def), 10), doc: doc, set: func(c *config, v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
 			return fmt.Errorf("%s=%q: want 0 or a positive integer", name, v)
@@ -104,24 +104,24 @@ func countOrZero[T int | int64](name string, def T, doc string, field func(*Conf
 
 // text is a setting of a string, blanks around it dropped; a blank value
 // is the default.
-func text(name, def, doc string, field func(*Config) *string) setting {
-	return setting{name: name, def: def, doc: doc, set: func(c *Config, v string) error {
+func text(name, def, doc string, field func(*config) *string) setting {
+	return setting{name: name, def: def, doc: doc, set: func(c *config, v string) error {
 		*field(c) = cmp.Or(strings.TrimSpace(v), def)
 		return nil
 	}}
 }
 
 // verbatim is a setting of a string taken as it is (a secret, a URL).
-func verbatim(name, doc string, field func(*Config) *string) setting {
-	return setting{name: name, doc: doc, set: func(c *Config, v string) error {
+func verbatim(name, doc string, field func(*config) *string) setting {
+	return setting{name: name, doc: doc, set: func(c *config, v string) error {
 		*field(c) = v
 		return nil
 	}}
 }
 
 // boolean is a setting of a boolean, false by default.
-func boolean(name, doc string, field func(*Config) *bool) setting {
-	return setting{name: name, def: "false", doc: doc, set: func(c *Config, v string) error {
+func boolean(name, doc string, field func(*config) *bool) setting {
+	return setting{name: name, def: "false", doc: doc, set: func(c *config, v string) error {
 		v = strings.TrimSpace(v)
 		b, err := strconv.ParseBool(cmp.Or(v, "false"))
 		if err != nil {

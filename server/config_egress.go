@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"fmt"
@@ -8,10 +8,10 @@ import (
 	"github.com/tetherhq/tether/internal/egressproxy"
 )
 
-// EgressConfig is the egress proxy's configuration (the "allowlist"
+// egressConfig is the egress proxy's configuration (the "allowlist"
 // network of local sandboxes): how it resolves names and whether rules
 // may reach private addresses. docs/providers.md explains them.
-type EgressConfig struct {
+type egressConfig struct {
 	// Hosts resolves names instead of the host's resolver (EGRESS_HOSTS);
 	// nil: the host's.
 	Hosts map[string][]netip.Addr
@@ -20,10 +20,10 @@ type EgressConfig struct {
 	AllowPrivate bool
 }
 
-// egressSettings are the EGRESS_* settings (Config.Egress).
+// egressSettings are the EGRESS_* settings (config.Egress).
 var egressSettings = []setting{
 	{name: "EGRESS_HOSTS", doc: "how the egress proxy resolves names: name=address pairs, comma-separated (unset: the host's resolver)",
-		set: func(c *Config, v string) error {
+		set: func(c *config, v string) error {
 			c.Egress.Hosts = nil
 			if strings.TrimSpace(v) == "" {
 				return nil
@@ -36,5 +36,5 @@ var egressSettings = []setting{
 			return nil
 		}},
 	boolean("EGRESS_ALLOW_PRIVATE", "let allow-list rules reach private, loopback and link-local addresses and the host's own",
-		func(c *Config) *bool { return &c.Egress.AllowPrivate }),
+		func(c *config) *bool { return &c.Egress.AllowPrivate }),
 }

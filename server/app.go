@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"cmp"
@@ -42,7 +42,7 @@ const (
 // components in order, shutdown stops them in order. close releases what
 // build took.
 type app struct {
-	cfg Config
+	cfg config
 	log *slog.Logger
 
 	providers  []sandbox.Provider
@@ -77,7 +77,7 @@ type app struct {
 }
 
 // serve runs the service until ctx is done, then shuts down in order.
-func serve(ctx context.Context, cfg Config, migrateFirst bool, logw io.Writer) error {
+func serve(ctx context.Context, cfg config, migrateFirst bool, logw io.Writer) error {
 	a := &app{cfg: cfg, log: newLogger(cfg, logw)}
 	defer a.close()
 	if err := a.build(ctx, migrateFirst); err != nil {
@@ -200,7 +200,7 @@ func (a *app) registerBootstrapKey(ctx context.Context) error {
 // openServeStore is openStore for serve: the workers' writes get a pool of
 // their own that commits asynchronously (see store.WithWorkPool), and every
 // committed change is announced through the notifier.
-func openServeStore(ctx context.Context, cfg Config, log *slog.Logger) (*store.Store, *notify.Notifier, func(), error) {
+func openServeStore(ctx context.Context, cfg config, log *slog.Logger) (*store.Store, *notify.Notifier, func(), error) {
 	pool, err := store.Connect(ctx, cfg.DatabaseURL, int32(cfg.DBMaxConns))
 	if err != nil {
 		return nil, nil, nil, err

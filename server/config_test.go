@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ import (
 
 // loadAndBuild is a start up to its providers: the configuration from env
 // (and a database URL), then the providers it enables.
-func loadAndBuild(t *testing.T, env map[string]string) (Config, []sandbox.Provider, error) {
+func loadAndBuild(t *testing.T, env map[string]string) (config, []sandbox.Provider, error) {
 	t.Helper()
 	cfg, err := loadConfig(func(name string) string {
 		if name == "DATABASE_URL" {

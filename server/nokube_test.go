@@ -1,6 +1,6 @@
 //go:build !kubernetes
 
-package main
+package server
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"os"
@@ -13,7 +13,7 @@ import (
 // the same default; and the settings are all the configuration reads.
 func TestConfigurationDocMatchesCode(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("../../docs/configuration.md")
+	b, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
