@@ -22,10 +22,12 @@
 // Run checks the core contract (create and destroy idempotent, listing
 // after a restart, params validation, concurrency) and, for each optional
 // capability the provider implements (Execer, StreamExecer, Files,
-// Archives, Pauser, Processes, PTY, FileWatcher), its semantics and error codes; the subtests of a capability
-// the provider lacks are skipped, and so is the defunct check without a
-// Kill hook. Run it with -race: several subtests call the provider from
-// many goroutines at once.
+// Archives, Pauser, Snapshotter, PortDialer, Processes, PTY, FileWatcher,
+// Watcher, HostBound), its semantics and error codes: a capability
+// claimed is a capability tested. The subtests of a capability the
+// provider lacks are skipped, and so are the defunct checks without a
+// Kill hook; a PortDialer without Harness.Ports fails. Run it with -race:
+// several subtests call the provider from many goroutines at once.
 package providertest
 
 import (
@@ -56,6 +58,12 @@ type Harness struct {
 	// BadParams are create params the provider refuses with
 	// CodeInvalidRequest. Give at least one if the provider takes params.
 	BadParams []string
+	// SnapshotParams are the create params of a sandbox the provider
+	// can snapshot (local's {"workspace_mb":64}); "" for the defaults.
+	SnapshotParams string
+	// Ports says how a sandbox serves a port, for a PortDialer: required
+	// when the provider dials ports.
+	Ports *PortServer
 	// ProcessLimit is how many processes the providers Open returns keep
 	// per sandbox (Processes); 0 skips the subtest of the limit.
 	ProcessLimit int
@@ -115,6 +123,10 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Processes", s.testProcesses)
 	t.Run("PTY", s.testPTY)
 	t.Run("WatchFiles", s.testWatch)
+	t.Run("Snapshots", s.testSnapshots)
+	t.Run("Ports", s.testPorts)
+	t.Run("Watcher", s.testWatcher)
+	t.Run("HostBound", s.testHostBound)
 }
 
 // suite carries the harness to the subtests.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/tetherhq/tether/internal/provider/local"
 	"github.com/tetherhq/tether/provider"
@@ -44,6 +45,15 @@ func TestConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
+		// Only a size-limited workspace has an image to snapshot.
+		SnapshotParams: `{"workspace_mb":16}`,
+		Ports: &providertest.PortServer{Port: 8000, Serve: func(t *testing.T, p provider.Provider, res provider.Resource) {
+			_, err := p.(provider.Execer).Exec(t.Context(), res.SandboxID, provider.ExecRequest{Timeout: time.Minute,
+				Command: "(python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &)"})
+			if err != nil {
+				t.Fatalf("starting a web server in the sandbox: %v", err)
+			}
+		}},
 		ProcessLimit:  6,
 		ProcessOutput: 64 << 10,
 		BadParams:     []string{`{"network":"moon"}`, `{"memory":1}`, `{"pids":-1}`, `{"image":"no-such-image"}`, `[1]`},

@@ -23,6 +23,7 @@ func TestConformance(t *testing.T) {
 			}
 			return p
 		},
+		Ports:         &providertest.PortServer{Params: `{"ports":[8000]}`, Port: 8000},
 		ProcessLimit:  5,
 		ProcessOutput: 4 << 10,
 		BadParams:     []string{`{"fail":"sometimes"}`, `{"create_delay_ms":-1}`, `{"colour":"red"}`, `[1]`},
