@@ -5,7 +5,25 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"time"
 )
+
+// SnapshotRecord is what a provider that keeps its snapshots itself
+// records of each, beside the snapshot (the sim's snapshot file, local's
+// spec.json): which snapshot, of which sandbox, taken when. A provider
+// embeds it in a record of its own, with what else it needs (a size, what
+// a restore needs of the sandbox), so that every such record reads the
+// same way.
+type SnapshotRecord struct {
+	SnapshotID string    `json:"snapshot_id"`
+	SandboxID  string    `json:"sandbox_id"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// NewSnapshotRecord is the record of snapshotID of sandboxID, taken now.
+func NewSnapshotRecord(snapshotID, sandboxID string) SnapshotRecord {
+	return SnapshotRecord{SnapshotID: snapshotID, SandboxID: sandboxID, CreatedAt: time.Now().UTC()}
+}
 
 // PartialSuffix ends the name of a snapshot's entry in a folder while the
 // snapshot is being written (SnapshotsIn lists it as Partial).

@@ -3,7 +3,6 @@
 package kubernetes
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/netip"
 	"slices"
@@ -45,18 +44,8 @@ type allowEntry struct {
 // parseParams decodes and checks create params against the maxima.
 func (p *Provider) parseParams(raw json.RawMessage) (Params, []allowEntry, error) {
 	var prm Params
-	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) == 0 || string(trimmed) == "null" {
-		return prm, nil, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&prm); err != nil {
-		msg := "not a valid JSON object"
-		if rest, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			msg = "unknown field " + rest + " (known: cpu_millis, memory_mb, ephemeral_storage_mb, network, allow)"
-		}
-		return prm, nil, provider.Errorf(provider.CodeInvalidRequest, "params for provider kubernetes: %s", msg)
+	if err := provider.DecodeParams(Name, raw, &prm, "cpu_millis, memory_mb, ephemeral_storage_mb, network, allow"); err != nil {
+		return prm, nil, err
 	}
 	for _, r := range []struct {
 		name      string

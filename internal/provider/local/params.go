@@ -1,7 +1,6 @@
 package local
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 
@@ -82,18 +81,8 @@ type Params struct {
 // operator allows.
 func (p *Provider) parseParams(raw json.RawMessage) (Params, error) {
 	var prm Params
-	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) == 0 || string(trimmed) == "null" {
-		return prm, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&prm); err != nil {
-		msg := "not a valid JSON object"
-		if rest, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			msg = "unknown field " + rest + " (known: network, allow, credentials, pids, memory_mb, workspace_mb, open_files, image)"
-		}
-		return prm, provider.Errorf(provider.CodeInvalidRequest, "params for provider local: %s", msg)
+	if err := provider.DecodeParams(Name, raw, &prm, "network, allow, credentials, pids, memory_mb, workspace_mb, open_files, image"); err != nil {
+		return prm, err
 	}
 	if err := p.checkNetwork(prm); err != nil {
 		return prm, err

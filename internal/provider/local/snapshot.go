@@ -20,7 +20,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/tetherhq/tether/internal/host/workspace"
 	"github.com/tetherhq/tether/provider"
@@ -34,12 +33,10 @@ const snapshotsFolder = ".snapshots"
 
 // snapshotSpec is a snapshot's spec.json.
 type snapshotSpec struct {
-	SnapshotID  string    `json:"snapshot_id"`
-	SandboxID   string    `json:"sandbox_id"`
-	Tenant      string    `json:"tenant"`
-	WorkspaceMB int       `json:"workspace_mb"`
-	Image       string    `json:"image,omitempty"`
-	CreatedAt   time.Time `json:"created_at"`
+	provider.SnapshotRecord
+	Tenant      string `json:"tenant"`
+	WorkspaceMB int    `json:"workspace_mb"`
+	Image       string `json:"image,omitempty"`
 }
 
 func (p *Provider) snapshotDir(id string) string { return filepath.Join(p.dir, snapshotsFolder, id) }
@@ -97,8 +94,8 @@ func (p *Provider) copySnapshot(ctx context.Context, m meta, snapshotID string) 
 		_ = os.RemoveAll(tmp)
 		return 0, err
 	}
-	spec, _ := json.Marshal(snapshotSpec{SnapshotID: snapshotID, SandboxID: m.SandboxID, Tenant: m.Tenant,
-		WorkspaceMB: m.Limits.WorkspaceMB, Image: m.Image, CreatedAt: time.Now().UTC()})
+	spec, _ := json.Marshal(snapshotSpec{SnapshotRecord: provider.NewSnapshotRecord(snapshotID, m.SandboxID),
+		Tenant: m.Tenant, WorkspaceMB: m.Limits.WorkspaceMB, Image: m.Image})
 	if err := writeSynced(filepath.Join(tmp, "spec.json"), spec); err != nil {
 		return 0, fmt.Errorf("local: snapshot: %w", err)
 	}

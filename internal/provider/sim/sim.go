@@ -46,7 +46,6 @@
 package sim
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -156,15 +155,10 @@ const maxPorts = 16
 
 func parseParams(raw json.RawMessage) (Params, error) {
 	var p Params
-	// No params (every create that names none has {}): nothing to decode,
-	// and the decoder is most of a create's cost in this provider.
-	if trimmed := bytes.TrimSpace(raw); len(trimmed) == 0 || string(trimmed) == "null" || string(trimmed) == "{}" {
-		return p, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return p, provider.Errorf(provider.CodeInvalidRequest, "params for provider sim: %s", jsonProblem(err))
+	// No params (every create that names none has {}) decode nothing: the
+	// decoder is most of a create's cost in this provider.
+	if err := provider.DecodeParams(Name, raw, &p, ""); err != nil {
+		return p, err
 	}
 	switch p.Fail {
 	case "", "create", "create_once", "destroy_once", "pause", "pause_once", "resume", "resume_once", "snapshot", "snapshot_once":
@@ -190,19 +184,6 @@ func parseParams(raw json.RawMessage) (Params, error) {
 		}
 	}
 	return p, nil
-}
-
-// jsonProblem describes a decoding error without Go type names.
-func jsonProblem(err error) string {
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) {
-		return fmt.Sprintf("field %q has the wrong type", typeErr.Field)
-	}
-	msg := err.Error()
-	if rest, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-		return "unknown field " + rest
-	}
-	return "not a valid JSON object"
 }
 
 // Name implements provider.Provider.

@@ -42,10 +42,8 @@ const defaultSnapshotBytes = 4096
 
 // snapshotRecord is the content of a snapshot file.
 type snapshotRecord struct {
-	SnapshotID string    `json:"snapshot_id"`
-	SandboxID  string    `json:"sandbox_id"`
-	Size       int64     `json:"size"`
-	CreatedAt  time.Time `json:"created_at"`
+	provider.SnapshotRecord
+	Size int64 `json:"size"`
 }
 
 func (p *Provider) snapshotPath(id string) string { return filepath.Join(p.dir, snapshotsDir, id) }
@@ -103,7 +101,7 @@ func (p *Provider) Snapshot(ctx context.Context, sandboxID, snapshotID string) (
 	if params.SnapshotBytes > 0 {
 		size = params.SnapshotBytes
 	}
-	out, _ := json.Marshal(snapshotRecord{SnapshotID: snapshotID, SandboxID: sandboxID, Size: size, CreatedAt: time.Now().UTC()})
+	out, _ := json.Marshal(snapshotRecord{SnapshotRecord: provider.NewSnapshotRecord(snapshotID, sandboxID), Size: size})
 	if err := os.WriteFile(tmp, append(out, '\n'), 0o644); err != nil {
 		return 0, fmt.Errorf("sim: snapshot: %w", err)
 	}
