@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/provider"
 )
 
 // TestInheritedDescriptorsStayOut: a descriptor Tether inherited without
@@ -28,7 +28,7 @@ func TestInheritedDescriptorsStayOut(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = unix.Close(fd) })
 	p, _ := newProvider(t)
-	id := create(t, p, sandbox.CreateSpec{}).SandboxID
+	id := create(t, p, provider.CreateSpec{}).SandboxID
 	if r := run(t, p, id, `sleep 0.1; ls /proc/self/fd | wc -l`); r.ExitCode != 0 {
 		t.Fatalf("exec: exit %d: %s", r.ExitCode, r.Output)
 	}
