@@ -200,12 +200,19 @@ func (s *suite) list(t *testing.T, p provider.Provider) map[string]provider.Reso
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
-	out := make(map[string]provider.Resource, len(inv))
-	for _, r := range inv {
-		if _, dup := out[r.SandboxID]; dup {
-			t.Errorf("List has sandbox %s twice", r.SandboxID)
+	return byID(t, "List has sandbox", inv, func(r provider.Resource) string { return r.SandboxID })
+}
+
+// byID returns items by their id, failing t (saying what) on an id listed
+// twice.
+func byID[T any](t *testing.T, what string, items []T, id func(T) string) map[string]T {
+	t.Helper()
+	out := make(map[string]T, len(items))
+	for _, item := range items {
+		if _, dup := out[id(item)]; dup {
+			t.Errorf("%s %s twice", what, id(item))
 		}
-		out[r.SandboxID] = r
+		out[id(item)] = item
 	}
 	return out
 }

@@ -35,14 +35,7 @@ func (s *suite) snapshots(t *testing.T, sn provider.Snapshotter) map[string]prov
 	if err != nil {
 		t.Fatalf("ListSnapshots: %v", err)
 	}
-	out := make(map[string]provider.SnapshotInfo, len(list))
-	for _, info := range list {
-		if _, dup := out[info.ID]; dup {
-			t.Errorf("ListSnapshots has snapshot %s twice", info.ID)
-		}
-		out[info.ID] = info
-	}
-	return out
+	return byID(t, "ListSnapshots has snapshot", list, func(info provider.SnapshotInfo) string { return info.ID })
 }
 
 // wantSnapshot fails t unless sn lists snap, complete, of sandboxID.
