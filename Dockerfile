@@ -13,6 +13,10 @@ COPY . .
 # kubernetes builds in the kubernetes provider: the image has every
 # provider; nomsgpack leaves out gin's MessagePack codec, unused.
 RUN CGO_ENABLED=0 go build -tags kubernetes,nomsgpack -trimpath -ldflags="-s -w" -o /tether ./cmd/api
+# The ops commands (`tether sandboxes ls`, …), which tether runs from
+# beside itself: a binary of their own, so that the server does not link
+# the generated Go client.
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /tetherctl ./cmd/tetherctl
 
 # --- run ---------------------------------------------------------------------
 FROM debian:bookworm-slim
@@ -21,7 +25,7 @@ FROM debian:bookworm-slim
 RUN apt-get update \
 	&& apt-get install -y --no-install-recommends ca-certificates bubblewrap \
 	&& rm -rf /var/lib/apt/lists/*
-COPY --from=build /tether /tether
+COPY --from=build /tether /tetherctl /
 
 # The process runs as root on purpose: the `local` provider creates its
 # sandboxes with bubblewrap, which needs namespace privileges that a

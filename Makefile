@@ -110,8 +110,9 @@ lint: $(GOLANGCI_LINT) ## gofmt, go vet, golangci-lint (pinned) and docker-compo
 		echo "note: docker-compose not installed; compose.yaml not checked"; \
 	fi
 
-build: ## Build the binary to bin/tether, with every provider (TAGS=kubernetes,nomsgpack)
+build: ## Build the server to bin/tether, with every provider (TAGS=kubernetes,nomsgpack), and the ops commands to bin/tetherctl beside it
 	$(GO) build -tags '$(TAGS)' -o $(BIN) ./cmd/api
+	$(GO) build -o $(dir $(BIN))tetherctl ./cmd/tetherctl
 
 pg-stop: ## Stop the local Postgres clusters: dev, test, chaos and bench; data stays in .data/
 	@for c in dev test chaos bench; do scripts/postgres.sh stop $$c; done

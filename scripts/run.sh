@@ -77,6 +77,9 @@ build() {
 		"$BIN" "${tags:+ (build tags: $tags)}" "$total" >&2
 	{ "$GO" build -tags="$tags" -v -o "$BIN" ./cmd/api 2>&1 >&3 | progress "$total"; } 3>&1
 	printf 'built %s in %ds\n' "$BIN" $((SECONDS - start)) >&2
+	# The ops commands (tether sandboxes ls, …) are tetherctl's, which
+	# tether runs from beside itself.
+	"$GO" build -o "$(dirname "$BIN")/tetherctl" ./cmd/tetherctl
 }
 
 # banner says where Tether listens, how to call it and what it runs.

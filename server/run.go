@@ -1,6 +1,7 @@
-// Package server is Tether: the service (tether serve), its commands
-// (migrate, keys create, help) and the ops commands over its API, as a
-// library. The tether binary (cmd/api) is one call:
+// Package server is Tether: the service (tether serve) and its commands
+// (migrate, keys create, help; the ops commands over its API are
+// tetherctl's, which it runs for them), as a library. The tether binary
+// (cmd/api) is one call:
 //
 //	func main() { server.Main(server.Options{}) }
 //
@@ -34,12 +35,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 
-	"github.com/tetherhq/tether/internal/cli"
 	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/provider"
 )
@@ -83,12 +84,12 @@ func Run(ctx context.Context, args []string, opts Options) error {
 }
 
 // exitCode is the exit status for err, and whether to print err: 1 and yes,
-// unless err asks for a status of its own (cli.ExitError: `sandboxes exec`
-// exits as its command did, silently, and 125 when it failed itself).
+// unless err is the exit of an ops command that tetherctl ran (runOps):
+// its status, silently (tetherctl has said what it had to).
 func exitCode(err error) (int, bool) {
-	var exit *cli.ExitError
-	if errors.As(err, &exit) {
-		return exit.Code, exit.Err != nil
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() > 0 {
+		return exit.ExitCode(), false
 	}
 	return 1, true
 }
@@ -99,12 +100,15 @@ const usage = `usage:
   tether keys create --tenant NAME [--name KEYNAME]
                                     create an API key in the database; the key is the last line printed
   tether help                       print this
+  tether COMMAND ...                any other command is an ops command over the REST API
+                                    (sandboxes, snapshots, pools, previews, events, owners, keys):
+                                    tether runs tetherctl COMMAND ... (cmd/tetherctl; tetherctl help lists them)
 `
 
 // run is the whole program: it parses args, reads the configuration through
 // getenv, and runs the chosen command until it finishes or ctx is cancelled
 // (or SIGINT/SIGTERM arrives). The server's commands are here; the ops
-// commands, which talk to a server over its API, are internal/cli's.
+// commands, which talk to a server over its API, are tetherctl's (runOps).
 func (ps *providerSet) run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -126,18 +130,16 @@ func (ps *providerSet) run(ctx context.Context, args []string, getenv func(strin
 		return ps.runCreateKey(ctx, args[1:], getenv, stdout, stderr)
 	case cmd == "keys" && len(args) > 0 && args[0] == "create" && !hasFlag(args[1:], "name"):
 		return errors.New("keys create: --tenant is required to make a tenant's key in the database; or pass --name, with TETHER_URL and TETHER_API_KEY, to make one over the API")
-	case cli.Has(cmd):
-		return cli.Run(ctx, cmd, args, getenv, stdin, stdout, stderr)
 	case cmd == "help" || cmd == "-h" || cmd == "--help":
 		return ps.writeHelp(stdout)
 	default:
-		return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+		return runOps(cmd, args, getenv, stdin, stdout, stderr)
 	}
 }
 
-// writeHelp prints the commands, the ops commands and the settings.
+// writeHelp prints the commands and the settings.
 func (ps *providerSet) writeHelp(w io.Writer) error {
-	if _, err := io.WriteString(w, usage+"\n"+cli.Usage+"\nsettings (environment variables, with their defaults; docs/configuration.md explains each):\n"); err != nil {
+	if _, err := io.WriteString(w, usage+"\nsettings (environment variables, with their defaults; docs/configuration.md explains each):\n"); err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

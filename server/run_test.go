@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -230,11 +232,11 @@ func TestCommandErrors(t *testing.T) {
 		{[]string{"bogus"}, none, "unknown command"},
 		{[]string{"serve"}, none, "DATABASE_URL is not set"},
 		{[]string{"keys", "create"}, none, "--tenant is required"},
-		// The ops commands are internal/cli's: they want a server, not a database.
-		{[]string{"sandboxes", "ls"}, none, "TETHER_URL"},
-		{[]string{"keys", "ls"}, none, "TETHER_URL"},
-		{[]string{"keys", "create", "--name", "bot"}, none, "TETHER_URL"},
-		{[]string{"owners"}, none, "want ls, or end OWNER"},
+		// The ops commands are tetherctl's, which is nowhere here
+		// (TestOpsCommands runs one).
+		{[]string{"sandboxes", "ls"}, none, "neither beside this binary nor on PATH"},
+		{[]string{"keys", "ls"}, none, "tetherctl"},
+		{[]string{"keys", "create", "--name", "bot"}, none, "tetherctl"},
 		{[]string{"serve"}, func(k string) string {
 			return map[string]string{"DATABASE_URL": "postgres://x", "JANITOR_INTERVAL": "soon"}[k]
 		}, "JANITOR_INTERVAL"},
@@ -247,15 +249,43 @@ func TestCommandErrors(t *testing.T) {
 	}
 }
 
-// TestHelp: `tether help` shows the server's commands and the ops
-// commands, each under the binary's name.
+// TestOpsCommands: a command that is not the server's runs tetherctl
+// (the one on PATH here) with the same arguments and standard streams, and
+// tether exits with its status, silently.
+func TestOpsCommands(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	script := "#!/bin/sh\necho \"tetherctl $*\"; read -r line; echo \"stdin: $line\"; echo oops >&2; exit 3\n"
+	if err := os.WriteFile(filepath.Join(dir, "tetherctl"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	getenv := func(k string) string { return map[string]string{"PATH": dir}[k] }
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"keys", "create", "--name", "bot"}, getenv, strings.NewReader("hi\n"), &stdout, &stderr)
+	if want := "tetherctl keys create --name bot\nstdin: hi\n"; stdout.String() != want {
+		t.Errorf("stdout = %q, want %q", stdout.String(), want)
+	}
+	if stderr.String() != "oops\n" {
+		t.Errorf("stderr = %q, want tetherctl's", stderr.String())
+	}
+	if code, say := exitCode(err); code != 3 || say {
+		t.Errorf("exitCode(%v) = %d, %v; want tetherctl's 3, silently", err, code, say)
+	}
+	// The server's own commands do not go to tetherctl.
+	if err := run(t.Context(), []string{"keys", "create"}, getenv, nil, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "--tenant is required") {
+		t.Errorf("keys create = %v, want the server's own error", err)
+	}
+}
+
+// TestHelp: `tether help` shows the server's commands and where the ops
+// commands are, each under the binary's name.
 func TestHelp(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
 	if err := run(t.Context(), []string{"help"}, func(string) string { return "" }, nil, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"tether migrate", "tether keys create --tenant", "tether sandboxes ls", "tether events", "tether owners end"} {
+	for _, want := range []string{"tether migrate", "tether keys create --tenant", "tether COMMAND", "tetherctl help"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help does not show %q:\n%s", want, out.String())
 		}

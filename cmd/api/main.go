@@ -6,7 +6,7 @@
 //	tether [serve] [--no-migrate]   run the service (the default)
 //	tether migrate                  apply the schema migrations and exit
 //	tether keys create --tenant T [--name N]   make an API key for tenant T and print it
-//	tether sandboxes|snapshots|pools|previews|events|owners|keys   ops commands over the REST API
+//	tether sandboxes|snapshots|pools|previews|events|owners|keys   ops commands over the REST API: runs tetherctl (cmd/tetherctl)
 //	tether help                     the commands, and every setting with its default
 package main
 

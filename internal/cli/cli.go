@@ -2,8 +2,9 @@
 // previews, events, owners, keys): they talk to a Tether server over its
 // REST API, through the generated Go client, never to the database. They
 // work from anywhere a key works, and see exactly what the key's tenant may
-// see. Package server's Run
-// dispatches to Run; the server's own code does not use this package.
+// see. They are the binary tetherctl (cmd/tetherctl), which the server
+// binary runs for them (`tether sandboxes ls` runs `tetherctl sandboxes
+// ls`); the server does not link this package nor the client.
 package cli
 
 import (
