@@ -62,6 +62,16 @@ const (
 	// through a preview URL.
 	ActivityPort    ActivityKind = "port"
 	ActivityPreview ActivityKind = "preview"
+	// ActivityProcessStart is a background process started (its command
+	// in Target, its pid in PID); ActivityProcessInput, input written to a
+	// process's stdin or terminal (the input in Target, as text);
+	// ActivityProcessSignal, a signal sent to one (its name in Target);
+	// ActivityTerminal, a terminal session over a WebSocket, recorded when
+	// it ends (what was typed in Target, the bytes both ways in Bytes).
+	ActivityProcessStart  ActivityKind = "process_start"
+	ActivityProcessInput  ActivityKind = "process_input"
+	ActivityProcessSignal ActivityKind = "process_signal"
+	ActivityTerminal      ActivityKind = "terminal"
 )
 
 // MaxActivityTarget bounds the command or path an activity record keeps,
@@ -99,4 +109,7 @@ type Activity struct {
 	Port      int
 	Status    int
 	PreviewID string
+	// PID is the process's id inside the sandbox, for the process kinds;
+	// zero for the others (and for a start that failed).
+	PID int
 }

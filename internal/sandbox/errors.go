@@ -50,6 +50,10 @@ const (
 	// CodeProcessNotFound: no such process in the sandbox (a pid or tag
 	// of the processes capability).
 	CodeProcessNotFound = provider.CodeProcessNotFound
+	// CodeProcessStateConflict: the process's state does not allow the
+	// operation (input to a process without stdin, or whose stdin was
+	// closed; a resize or a terminal of a process without one).
+	CodeProcessStateConflict Code = "PROCESS_STATE_CONFLICT"
 	// CodePortUnreachable: nothing listens on the port inside the sandbox.
 	CodePortUnreachable = provider.CodePortUnreachable
 	CodeInternal        = provider.CodeInternal

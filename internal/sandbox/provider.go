@@ -47,7 +47,55 @@ type (
 	PTY = provider.PTY
 	// FileWatcher is the optional capability of watching folders.
 	FileWatcher = provider.FileWatcher
+	// ProcessSpec is a process to start; ProcessInfo, one a provider
+	// keeps; ProcessExit, how one ended; ProcessSelector names one.
+	ProcessSpec     = provider.ProcessSpec
+	ProcessInfo     = provider.ProcessInfo
+	ProcessExit     = provider.ProcessExit
+	ProcessSelector = provider.ProcessSelector
+	// PTYSize is a terminal's size in characters.
+	PTYSize = provider.PTYSize
+	// ProcessEvent is one event of an attach to a process.
+	ProcessEvent = provider.ProcessEvent
+	// FileEvent is one change in a watched folder.
+	FileEvent = provider.FileEvent
+	// AttachFrom is where an attach starts; ProcessEventKind, what one of
+	// its events says.
+	AttachFrom       = provider.AttachFrom
+	ProcessEventKind = provider.ProcessEventKind
 )
+
+// Where an attach starts, and what its events and a watch's say.
+const (
+	AttachNow        = provider.AttachNow
+	AttachStart      = provider.AttachStart
+	ProcessStart     = provider.ProcessStart
+	ProcessStdout    = provider.ProcessStdout
+	ProcessStderr    = provider.ProcessStderr
+	ProcessPTYOutput = provider.ProcessPTYOutput
+	ProcessDropped   = provider.ProcessDropped
+	ProcessEnd       = provider.ProcessEnd
+	FileWatchStart   = provider.FileWatchStart
+)
+
+// CanRunProcesses, CanPTY and CanWatchFiles report whether p has the
+// processes, terminal and file watch capabilities.
+func CanRunProcesses(p Provider) bool {
+	_, ok := p.(Processes)
+	return ok
+}
+
+// CanPTY reports whether p gives processes terminals.
+func CanPTY(p Provider) bool {
+	_, ok := p.(PTY)
+	return ok
+}
+
+// CanWatchFiles reports whether p watches folders.
+func CanWatchFiles(p Provider) bool {
+	_, ok := p.(FileWatcher)
+	return ok
+}
 
 // CanDialPorts reports whether p connects to ports inside sandboxes.
 func CanDialPorts(p Provider) bool {

@@ -25,9 +25,9 @@ func (s *Store) RecordActivity(ctx context.Context, a sandbox.Activity) error {
 	}
 	_, err := exec(ctx, s.work, `
 		INSERT INTO sandbox_activity (sandbox_id, tenant, at, key_id, key_name, kind, target,
-			exit_code, bytes, duration_ms, timed_out, error, oom_killed, port, http_status, preview_id)
+			exit_code, bytes, duration_ms, timed_out, error, oom_killed, port, http_status, preview_id, pid)
 		VALUES (@sandbox_id, @tenant, @at, @key_id, @key_name, @kind, @target,
-			@exit_code, @bytes, @duration_ms, @timed_out, @error, @oom_killed, @port, @http_status, @preview_id)`,
+			@exit_code, @bytes, @duration_ms, @timed_out, @error, @oom_killed, @port, @http_status, @preview_id, @pid)`,
 		// What was done, and how it went: two maps of eight names stay on
 		// the stack (see namedArgs).
 		namedArgs{
@@ -38,7 +38,8 @@ func (s *Store) RecordActivity(ctx context.Context, a sandbox.Activity) error {
 		namedArgs{
 			"exit_code": a.ExitCode, "bytes": a.Bytes, "duration_ms": a.Duration.Milliseconds(), "timed_out": a.TimedOut,
 			"error": nullable(a.Error), "oom_killed": a.OOMKilled, "port": nullableInt(a.Port), "http_status": nullableInt(a.Status),
-		})
+		},
+		namedArgs{"pid": nullableInt(a.PID)})
 	if err != nil {
 		return wrap("record activity", err)
 	}
@@ -52,7 +53,7 @@ func (s *Store) SandboxActivity(ctx context.Context, sandboxID string, after int
 	rows, err := query(ctx, s.pool, `
 		SELECT id, sandbox_id, tenant, at, coalesce(key_id, ''), coalesce(key_name, ''), kind, target,
 			exit_code, bytes, duration_ms, timed_out, coalesce(error, ''), oom_killed,
-			coalesce(port, 0), coalesce(http_status, 0), coalesce(preview_id, '')
+			coalesce(port, 0), coalesce(http_status, 0), coalesce(preview_id, ''), coalesce(pid, 0)
 		FROM sandbox_activity
 		WHERE sandbox_id = @sandbox_id AND (sandbox_id, id) > (@sandbox_id, @after) ORDER BY sandbox_id, id LIMIT @limit`,
 		namedArgs{"sandbox_id": sandboxID, "after": after, "limit": limit})
@@ -66,7 +67,7 @@ func (s *Store) SandboxActivity(ctx context.Context, sandboxID string, after int
 		)
 		err := r.Scan(&a.ID, &a.SandboxID, &a.Tenant, &a.At, &a.Caller.KeyID, &a.Caller.KeyName, &a.Kind, &a.Target,
 			&a.ExitCode, &a.Bytes, &ms, &a.TimedOut, &a.Error, &a.OOMKilled,
-			&a.Port, &a.Status, &a.PreviewID)
+			&a.Port, &a.Status, &a.PreviewID, &a.PID)
 		a.Duration = time.Duration(ms) * time.Millisecond
 		return a, err
 	})
