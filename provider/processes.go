@@ -67,6 +67,15 @@ type Processes interface {
 	SignalProcess(ctx context.Context, sandboxID string, sel ProcessSelector, signal int) error
 }
 
+// The service's settings a provider with processes reads (declared in its
+// Registration's Uses): how many processes a sandbox keeps at once, and
+// how many bytes of each one's latest output. Empty (a test's settings):
+// the provider's own defaults.
+const (
+	SettingProcessMax    = "PROCESS_MAX_PER_SANDBOX"
+	SettingProcessOutput = "PROCESS_OUTPUT_BYTES"
+)
+
 // PTY is the optional capability of giving a process a pseudo-terminal
 // (ProcessSpec.PTY): its stdin, stdout and stderr are the terminal, its
 // output comes as PTYOutput events, WriteStdin types into it, and its

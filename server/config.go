@@ -15,6 +15,7 @@ import (
 
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/lifecycle"
+	"github.com/tetherhq/tether/internal/provider/local"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -73,6 +74,12 @@ type config struct {
 	// PausedTTL, if positive, stops a paused sandbox's TTL clock and is
 	// how long it may stay paused (0: the TTL runs while paused).
 	PausedTTL time.Duration
+
+	// ProcessMax and ProcessOutput are the providers' limits on
+	// background processes, per sandbox (PROCESS_MAX_PER_SANDBOX,
+	// PROCESS_OUTPUT_BYTES).
+	ProcessMax    int
+	ProcessOutput int64
 
 	// HTTP is the API's configuration; serve adds DefaultProvider and
 	// MaxBodyTime.
@@ -202,6 +209,10 @@ var serverSettings = []setting{
 		func(c *config) *time.Duration { return &c.HTTP.MaxExecTimeout }),
 	count("MAX_EXEC_OUTPUT", tetherhttp.DefaultMaxExecOutput, "bytes of exec output kept",
 		func(c *config) *int { return &c.HTTP.MaxExecOutput }),
+	count("PROCESS_MAX_PER_SANDBOX", local.DefaultProcessMax, "background processes a sandbox keeps at once, running or ended within a minute",
+		func(c *config) *int { return &c.ProcessMax }),
+	count("PROCESS_OUTPUT_BYTES", int64(local.DefaultProcessOutput), "bytes of each background process's latest output kept",
+		func(c *config) *int64 { return &c.ProcessOutput }),
 	duration("MAX_WAIT", tetherhttp.DefaultMaxWait, "cap on ?wait= of GET /v1/sandboxes/{id}",
 		func(c *config) *time.Duration { return &c.HTTP.MaxWait }),
 	quota("TENANT_MAX_LIVE", tetherhttp.DefaultTenantMaxLive, "live sandboxes a tenant may have (0: no limit)",

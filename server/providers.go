@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tetherhq/tether/internal/provider/kubernetes"
@@ -74,7 +75,11 @@ func (ps *providerSet) providerSettings() []setting {
 // buildProviders makes the providers PROVIDERS enables, the default first,
 // each from its settings; local with localOpts too (its egress proxy).
 func buildProviders(ctx context.Context, cfg config, localOpts ...local.Option) ([]provider.Provider, error) {
-	service := map[string]string{"DATABASE_URL": cfg.DatabaseURL} // what registrations may Use
+	service := map[string]string{ // what registrations may Use
+		"DATABASE_URL":                cfg.DatabaseURL,
+		provider.SettingProcessMax:    strconv.Itoa(cfg.ProcessMax),
+		provider.SettingProcessOutput: strconv.FormatInt(cfg.ProcessOutput, 10),
+	}
 	reg := cfg.providers.reg
 	if len(localOpts) > 0 {
 		regs := slices.Clone(cfg.providers.regs)

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,6 +55,7 @@ var Registration = provider.Registration{
 		return newFromSettings(ctx, s)
 	},
 	NodeDir: "LOCAL_STATE_DIR",
+	Uses:    []string{provider.SettingProcessMax, provider.SettingProcessOutput},
 }
 
 // RegistrationWith is Registration whose provider also gets opts: how
@@ -89,6 +91,8 @@ func newFromSettings(_ context.Context, s *provider.Settings, extra ...Option) (
 	if err != nil || egress.CheckPool(pool) != nil {
 		s.Fail(fmt.Errorf("LOCAL_EGRESS_POOL=%q: want an IPv4 network of /28 or larger such as %s", s.String("LOCAL_EGRESS_POOL"), DefaultEgressPool))
 	}
+	procMax := cmp.Or(int(s.Int(provider.SettingProcessMax, 0)), DefaultProcessMax)
+	procOutput := cmp.Or(s.Int(provider.SettingProcessOutput, 0), DefaultProcessOutput)
 	images, err := ParseImages(s.String("LOCAL_IMAGES"))
 	if err != nil {
 		s.Fail(err)
@@ -99,7 +103,8 @@ func newFromSettings(_ context.Context, s *provider.Settings, extra ...Option) (
 	opts := []Option{AllowHostNetwork(s.Bool("LOCAL_ALLOW_HOST_NETWORK")),
 		WithLimits(def, maxLimits), AllowUnlimited(s.Bool("LOCAL_ALLOW_UNLIMITED")),
 		WithUIDRange(uidBase, uidCount), EgressPool(pool), WithImages(images...),
-		WithHostShare(host, tenant), WithCgroupParent(cgroup), WithExecServer(s.Bool("LOCAL_EXEC_SERVER"))}
+		WithHostShare(host, tenant), WithCgroupParent(cgroup), WithExecServer(s.Bool("LOCAL_EXEC_SERVER")),
+		WithProcessLimits(procMax, procOutput)}
 	p, err := New(s.String("LOCAL_STATE_DIR"), append(opts, extra...)...)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/tetherhq/tether/provider"
@@ -19,10 +20,16 @@ var Registration = provider.Registration{
 		Doc:     "the folder of the simulated inventory, shared by every replica; made if missing",
 	}},
 	New: func(_ context.Context, s *provider.Settings) (provider.Provider, error) {
-		p, err := New(s.String("SIM_STATE_DIR"))
+		procMax := cmp.Or(int(s.Int(provider.SettingProcessMax, 0)), DefaultProcessMax)
+		procOutput := cmp.Or(s.Int(provider.SettingProcessOutput, 0), DefaultProcessOutput)
+		if err := s.Err(); err != nil {
+			return nil, err
+		}
+		p, err := New(s.String("SIM_STATE_DIR"), WithProcessLimits(procMax, procOutput))
 		if err != nil {
 			return nil, err // not a nil *Provider in a non-nil interface
 		}
 		return p, nil
 	},
+	Uses: []string{provider.SettingProcessMax, provider.SettingProcessOutput},
 }
