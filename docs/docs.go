@@ -4063,7 +4063,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Every exec, file or archive transfer, and request to one of its ports (through the API or a preview URL) made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, or the port and request), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).",
+                "description": "Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).",
                 "produces": [
                     "application/json"
                 ],
@@ -7413,6 +7413,1390 @@ const docTemplate = `{
                 }
             }
         },
+        "/v1/sandboxes/{id}/processes": {
+            "get": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "The processes the sandbox keeps, oldest first: those running, and those that ended within the last minute (with how they ended).",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "processes"
+                ],
+                "summary": "List a sandbox's processes",
+                "operationId": "listProcesses",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/ProcessList"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND (the sandbox)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "409": {
+                        "description": "SANDBOX_STATE_CONFLICT",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "PROVIDER_UNAVAILABLE or UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            },
+            "post": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Starts command (under sh -c) or argv in the ready sandbox and answers as soon as it runs, with its pid, while it goes on in the background: it belongs to the sandbox, not to this request, and survives the client's disconnect and a restart of Tether; it ends with the sandbox, at its timeout, or when it exits. Its output is kept (the latest PROCESS_OUTPUT_BYTES) for any number of clients to read (GET .../output); with stdin it takes input (POST .../stdin), with pty it runs in a terminal (GET .../terminal). Nothing of Tether's environment reaches it: it gets the sandbox's environment, then env. Recorded in the sandbox's activity (kind process_start).\n\nA sandbox that already runs (or recently ran) PROCESS_MAX_PER_SANDBOX processes is 429 QUOTA_EXCEEDED; a program or cwd that does not exist is 400 INVALID_REQUEST; a provider without processes (or, with pty, without terminals) is 501 NOT_SUPPORTED.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "processes"
+                ],
+                "summary": "Start a process in the background",
+                "operationId": "startProcess",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "description": "the process",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/StartProcessRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "201": {
+                        "description": "it runs",
+                        "schema": {
+                            "$ref": "#/definitions/Process"
+                        },
+                        "headers": {
+                            "Location": {
+                                "type": "string",
+                                "description": "the process's URL"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND (the sandbox)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "409": {
+                        "description": "SANDBOX_STATE_CONFLICT",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "413": {
+                        "description": "PAYLOAD_TOO_LARGE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: too many processes in the sandbox, or over the API key's request rate",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "PROVIDER_UNAVAILABLE or UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/sandboxes/{id}/processes/{pid}": {
+            "get": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "The process pid names (a pid, or a tag: the latest process started with it, a running one first). With wait (a Go duration such as 30s, or whole seconds, at most the server's max wait) it answers once the process ended, or the wait did, as it is then: running tells which.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "processes"
+                ],
+                "summary": "A process, or wait for its end",
+                "operationId": "getProcess",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "example": "42",
+                        "description": "the process's pid, or its tag",
+                        "name": "pid",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "example": "30s",
+                        "description": "how long to wait for its end: a Go duration or whole seconds",
+                        "name": "wait",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Process"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND (the sandbox) or PROCESS_NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "409": {
+                        "description": "SANDBOX_STATE_CONFLICT",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "PROVIDER_UNAVAILABLE or UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/sandboxes/{id}/processes/{pid}/output": {
+            "get": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Streams the process's output as Server-Sent Events, from now (from=now, the default) or from the start of what the sandbox keeps of it (from=start: all of it, unless more than PROCESS_OUTPUT_BYTES came). Any number of clients may follow one process at once; a client that leaves (or is slow) neither holds up the process nor ends it.\n\nEvents: ` + "`" + `start` + "`" + ` (` + "`" + `{\"pid\"}` + "`" + `) first; then ` + "`" + `stdout` + "`" + `, ` + "`" + `stderr` + "`" + ` or (a terminal's) ` + "`" + `pty` + "`" + `, each a ProcessOutput (` + "`" + `{\"data\",\"offset\"}` + "`" + `, or with encoding=base64 ` + "`" + `{\"data\":\"\",\"data_base64\",\"offset\"}` + "`" + `); ` + "`" + `dropped` + "`" + ` (a ProcessDropped: output that fell out of the kept window before this client read it); and last ` + "`" + `exit` + "`" + ` (a ProcessExit), after which the stream ends. A process that ended (kept a minute) answers at once: start, its output, exit. A failure after the stream began (the sandbox ended) is an ` + "`" + `error` + "`" + ` event whose data is a Problem. A comment every 15 s keeps an idle stream open.",
+                "produces": [
+                    "text/event-stream",
+                    "application/json"
+                ],
+                "tags": [
+                    "processes"
+                ],
+                "summary": "Follow a process's output",
+                "operationId": "followProcessOutput",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "example": "42",
+                        "description": "the process's pid, or its tag",
+                        "name": "pid",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "enum": [
+                            "now",
+                            "start"
+                        ],
+                        "type": "string",
+                        "example": "start",
+                        "description": "now (the default): only what comes next; start: what is kept first",
+                        "name": "from",
+                        "in": "query"
+                    },
+                    {
+                        "enum": [
+                            "text",
+                            "base64"
+                        ],
+                        "type": "string",
+                        "example": "text",
+                        "description": "text (the default) or base64",
+                        "name": "encoding",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the events (text/event-stream)",
+                        "schema": {
+                            "$ref": "#/definitions/ProcessOutput"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND (the sandbox) or PROCESS_NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "409": {
+                        "description": "SANDBOX_STATE_CONFLICT",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "PROVIDER_UNAVAILABLE or UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/sandboxes/{id}/processes/{pid}/resize": {
+            "post": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Sets the terminal's size; the program gets SIGWINCH. A process without a terminal (started without pty), or that has ended, is 409 PROCESS_STATE_CONFLICT.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "processes"
+                ],
+                "summary": "Resize a process's terminal",
+                "operationId": "resizeProcess",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "example": "42",
+                        "description": "the process's pid, or its tag",
+                        "name": "pid",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "description": "the new size",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/TerminalSize"
+                        }
+                    }
+                ],
+                "responses": {
+                    "204": {
+                        "description": "resized",
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND (the sandbox) or PROCESS_NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "409": {
+                        "description": "SANDBOX_STATE_CONFLICT or PROCESS_STATE_CONFLICT",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "413": {
+                        "description": "PAYLOAD_TOO_LARGE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "PROVIDER_UNAVAILABLE or UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/sandboxes/{id}/processes/{pid}/signal": {
+            "post": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Sends the signal to the process and its process group (everything it started that did not leave the group). Recorded in the sandbox's activity (kind process_signal). A process that has ended is 409 PROCESS_STATE_CONFLICT; one the sandbox does not keep, 404 PROCESS_NOT_FOUND.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "processes"
+                ],
+                "summary": "Send a signal to a process",
+                "operationId": "signalProcess",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "example": "42",
+                        "description": "the process's pid, or its tag",
+                        "name": "pid",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "description": "the signal",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/SignalRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "204": {
+                        "description": "sent",
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND (the sandbox) or PROCESS_NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "409": {
+                        "description": "SANDBOX_STATE_CONFLICT or PROCESS_STATE_CONFLICT",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "413": {
+                        "description": "PAYLOAD_TOO_LARGE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "PROVIDER_UNAVAILABLE or UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/sandboxes/{id}/processes/{pid}/stdin": {
+            "post": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Writes the raw request body to the process's stdin (a process started with stdin: true) or, for a process with pty, to its terminal as if typed. With close=true its stdin is closed after (it reads end of file); a terminal ends input with ^D instead. Recorded in the sandbox's activity (kind process_input, with the input as text, its first 4096 bytes). A process without stdin, whose stdin is closed, or that has ended is 409 PROCESS_STATE_CONFLICT; nothing is written then.",
+                "consumes": [
+                    "application/octet-stream"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "processes"
+                ],
+                "summary": "Write to a process's stdin",
+                "operationId": "writeProcessStdin",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "example": "42",
+                        "description": "the process's pid, or its tag",
+                        "name": "pid",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "boolean",
+                        "example": false,
+                        "description": "close stdin after writing the body",
+                        "name": "close",
+                        "in": "query"
+                    },
+                    {
+                        "description": "the bytes to write",
+                        "name": "input",
+                        "in": "body",
+                        "schema": {
+                            "type": "string"
+                        }
+                    }
+                ],
+                "responses": {
+                    "204": {
+                        "description": "written",
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND (the sandbox) or PROCESS_NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "409": {
+                        "description": "SANDBOX_STATE_CONFLICT or PROCESS_STATE_CONFLICT",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "413": {
+                        "description": "PAYLOAD_TOO_LARGE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "PROVIDER_UNAVAILABLE or UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/sandboxes/{id}/processes/{pid}/terminal": {
+            "get": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Upgrades the connection to WebSocket, connected to the terminal of a process started with pty. Binary frames from the client are keystrokes (written to the terminal as typed); binary frames from the server are the terminal's output, from the start of what is kept (from=start, the default: a client that attaches again sees the screen drawn again) or from now (from=now). Text frames are JSON (TerminalControl): ` + "`" + `{\"resize\":{\"rows\":30,\"cols\":100}}` + "`" + ` from the client; ` + "`" + `{\"dropped\":{...}}` + "`" + `, ` + "`" + `{\"error\":{...}}` + "`" + ` (a Problem) and, last, ` + "`" + `{\"exit\":{...}}` + "`" + ` from the server, which then closes the connection (1000 once the process exited, 1011 on an error, 1001 when the server shuts down). Closing the connection leaves the process running. Several clients may hold a terminal at once: each sees all its output, and their keystrokes mix.\n\nThe API key goes in Authorization, or, for browsers (which cannot set headers on WebSocket connections), in the subprotocol list: ` + "`" + `Sec-WebSocket-Protocol: tether.v1, tether.bearer.\u003ckey\u003e` + "`" + `; the server answers ` + "`" + `tether.v1` + "`" + `. Each session is one record in the sandbox's activity (kind terminal, with what was typed, its first 4096 bytes, and the bytes both ways), written when it ends. Errors before the upgrade are problem documents: a process without a terminal is 409 PROCESS_STATE_CONFLICT.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "processes"
+                ],
+                "summary": "A process's terminal, over WebSocket",
+                "operationId": "openProcessTerminal",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "example": "42",
+                        "description": "the process's pid, or its tag",
+                        "name": "pid",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "enum": [
+                            "start",
+                            "now"
+                        ],
+                        "type": "string",
+                        "example": "start",
+                        "description": "start (the default): what is kept first; now: only what comes next",
+                        "name": "from",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "101": {
+                        "description": "switching protocols: WebSocket from here on",
+                        "schema": {
+                            "$ref": "#/definitions/TerminalControl"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST (not an upgrade to WebSocket)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND (the sandbox) or PROCESS_NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "409": {
+                        "description": "SANDBOX_STATE_CONFLICT or PROCESS_STATE_CONFLICT",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "PROVIDER_UNAVAILABLE or UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
         "/v1/sandboxes/{id}/renew": {
             "post": {
                 "security": [
@@ -7900,6 +9284,184 @@ const docTemplate = `{
                     },
                     "503": {
                         "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/sandboxes/{id}/watch": {
+            "get": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Streams, as Server-Sent Events, what changes under the folder at path in the ready sandbox (below it too with recursive=true, folders made later included), from inotify inside the sandbox. A ` + "`" + `start` + "`" + ` event (WatchStarted) comes first, once the watch is armed: every change after it is seen. Then one event per change, named by its kind (create, write, remove, rename, chmod), whose data is a FileChange. The watch ends when the client leaves or the sandbox ends (an ` + "`" + `error` + "`" + ` event whose data is a Problem). A comment every 15 s keeps an idle stream open. A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder, 400 INVALID_PATH.",
+                "produces": [
+                    "text/event-stream",
+                    "application/json"
+                ],
+                "tags": [
+                    "processes"
+                ],
+                "summary": "Watch a folder for changes",
+                "operationId": "watchFiles",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "example": "/workspace",
+                        "description": "the folder, an absolute path in the sandbox",
+                        "name": "path",
+                        "in": "query",
+                        "required": true
+                    },
+                    {
+                        "type": "boolean",
+                        "example": true,
+                        "description": "watch the folders below it too",
+                        "name": "recursive",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the events (text/event-stream)",
+                        "schema": {
+                            "$ref": "#/definitions/FileChange"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST or INVALID_PATH",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "403": {
+                        "description": "PERMISSION_DENIED",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND (the sandbox) or FILE_NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "409": {
+                        "description": "SANDBOX_STATE_CONFLICT",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "PROVIDER_UNAVAILABLE or UNAVAILABLE",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },
@@ -9246,15 +10808,18 @@ const docTemplate = `{
                 "exit_code",
                 "http_status",
                 "id",
+                "input",
                 "key_id",
                 "key_name",
                 "kind",
                 "oom_killed",
                 "path",
+                "pid",
                 "port",
                 "preview_id",
                 "request",
                 "sandbox_id",
+                "signal",
                 "timed_out"
             ],
             "properties": {
@@ -9271,7 +10836,7 @@ const docTemplate = `{
                     "example": 1024
                 },
                 "command": {
-                    "description": "Command is the command of an exec (its first 4096 bytes); null for the others.",
+                    "description": "Command is the command of an exec or a process's start (its first 4096 bytes); null for the others.",
                     "type": "string",
                     "x-nullable": true,
                     "example": "pytest -q"
@@ -9306,6 +10871,12 @@ const docTemplate = `{
                     "format": "int64",
                     "example": 7
                 },
+                "input": {
+                    "description": "Input is what was written to a process (process_input) or typed in a terminal session (terminal), as text, its first 4096 bytes; null for the others.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "print(1)\n"
+                },
                 "key_id": {
                     "description": "KeyID is the id of the API key the request was made with.",
                     "type": "string",
@@ -9319,7 +10890,7 @@ const docTemplate = `{
                     "example": "ci-runner"
                 },
                 "kind": {
-                    "description": "Kind is what was done: a command run, or a file or folder (archive) read or written.\nKind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL.",
+                    "description": "Kind is what was done: a command run, or a file or folder (archive) read or written.\nKind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL.\nKinds process_start, process_input and process_signal are a background process started, input written to one, a signal sent to one; terminal, a terminal session over WebSocket (recorded when it ends).",
                     "type": "string",
                     "enum": [
                         "exec",
@@ -9328,7 +10899,11 @@ const docTemplate = `{
                         "archive_read",
                         "archive_write",
                         "port",
-                        "preview"
+                        "preview",
+                        "process_start",
+                        "process_input",
+                        "process_signal",
+                        "terminal"
                     ],
                     "x-enum-varnames": [
                         "ActivityKindExec",
@@ -9337,7 +10912,11 @@ const docTemplate = `{
                         "ActivityKindArchiveRead",
                         "ActivityKindArchiveWrite",
                         "ActivityKindPort",
-                        "ActivityKindPreview"
+                        "ActivityKindPreview",
+                        "ActivityKindProcessStart",
+                        "ActivityKindProcessInput",
+                        "ActivityKindProcessSignal",
+                        "ActivityKindTerminal"
                     ],
                     "example": "exec"
                 },
@@ -9347,10 +10926,16 @@ const docTemplate = `{
                     "example": false
                 },
                 "path": {
-                    "description": "Path is the file's or folder's path; null for an exec and for a port's traffic.",
+                    "description": "Path is the file's or folder's path; null for the others.",
                     "type": "string",
                     "x-nullable": true,
                     "example": "/workspace/main.py"
+                },
+                "pid": {
+                    "description": "PID is the process's id inside the sandbox, for the process kinds and terminal (null for a start that failed); null for the others.",
+                    "type": "integer",
+                    "x-nullable": true,
+                    "example": 42
                 },
                 "port": {
                     "description": "Port is the port in the sandbox; null for the others.",
@@ -9373,6 +10958,12 @@ const docTemplate = `{
                 "sandbox_id": {
                     "type": "string",
                     "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"
+                },
+                "signal": {
+                    "description": "Signal is the signal sent (process_signal), by name; null for the others.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "TERM"
                 },
                 "timed_out": {
                     "description": "TimedOut is true when the exec was killed at its timeout.",
@@ -9409,7 +11000,10 @@ const docTemplate = `{
                 "files",
                 "pause",
                 "ports",
-                "snapshot"
+                "processes",
+                "pty",
+                "snapshot",
+                "watch"
             ],
             "properties": {
                 "exec": {
@@ -9432,8 +11026,23 @@ const docTemplate = `{
                     "type": "boolean",
                     "example": true
                 },
+                "processes": {
+                    "description": "Processes is true when the provider runs background processes (/v1/sandboxes/{id}/processes); without it they are 501 NOT_SUPPORTED.",
+                    "type": "boolean",
+                    "example": true
+                },
+                "pty": {
+                    "description": "PTY is true when the provider gives processes terminals (pty in a start, .../resize, .../terminal); without it they are 501 NOT_SUPPORTED.",
+                    "type": "boolean",
+                    "example": true
+                },
                 "snapshot": {
                     "description": "Snapshot is true when the provider snapshots sandboxes' workspaces (POST /v1/sandboxes/{id}/snapshots, from_snapshot, on_end snapshot); without it they are 501 NOT_SUPPORTED.",
+                    "type": "boolean",
+                    "example": true
+                },
+                "watch": {
+                    "description": "Watch is true when the provider watches folders for changes (/v1/sandboxes/{id}/watch); without it it is 501 NOT_SUPPORTED.",
                     "type": "boolean",
                     "example": true
                 }
@@ -9874,6 +11483,52 @@ const docTemplate = `{
                     "description": "Truncated is true when the output exceeded the server's cap and was cut.",
                     "type": "boolean",
                     "example": false
+                }
+            }
+        },
+        "FileChange": {
+            "type": "object",
+            "required": [
+                "at",
+                "is_dir",
+                "kind",
+                "path"
+            ],
+            "properties": {
+                "at": {
+                    "description": "At is when the sandbox saw it.",
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T15:04:05.5Z"
+                },
+                "is_dir": {
+                    "description": "IsDir is true for a folder.",
+                    "type": "boolean",
+                    "example": false
+                },
+                "kind": {
+                    "description": "Kind is what changed: create (made, or moved in under this name), write, remove, rename (moved away from this name) or chmod (mode, owner or times).",
+                    "type": "string",
+                    "enum": [
+                        "create",
+                        "write",
+                        "remove",
+                        "rename",
+                        "chmod"
+                    ],
+                    "x-enum-varnames": [
+                        "FileChangeCreate",
+                        "FileChangeWrite",
+                        "FileChangeRemove",
+                        "FileChangeRename",
+                        "FileChangeChmod"
+                    ],
+                    "example": "write"
+                },
+                "path": {
+                    "description": "Path is relative to the watched folder.",
+                    "type": "string",
+                    "example": "src/app.py"
                 }
             }
         },
@@ -10362,6 +12017,8 @@ const docTemplate = `{
                         "IS_DIRECTORY",
                         "PERMISSION_DENIED",
                         "INVALID_PATH",
+                        "PROCESS_NOT_FOUND",
+                        "PROCESS_STATE_CONFLICT",
                         "PORT_UNREACHABLE",
                         "PREVIEW_GONE",
                         "INTERNAL",
@@ -10389,6 +12046,8 @@ const docTemplate = `{
                         "ProblemCodeIsDirectory",
                         "ProblemCodePermissionDenied",
                         "ProblemCodeInvalidPath",
+                        "ProblemCodeProcessNotFound",
+                        "ProblemCodeProcessStateConflict",
                         "ProblemCodePortUnreachable",
                         "ProblemCodePreviewGone",
                         "ProblemCodeInternal",
@@ -10448,6 +12107,186 @@ const docTemplate = `{
                     "description": "Type is a URI naming the kind of problem.",
                     "type": "string",
                     "example": "https://github.com/tetherhq/tether/blob/main/docs/errors.md#not_found"
+                }
+            }
+        },
+        "Process": {
+            "type": "object",
+            "required": [
+                "argv",
+                "cwd",
+                "dropped_bytes",
+                "env",
+                "kept_bytes",
+                "pid",
+                "running",
+                "started_at",
+                "stdin",
+                "tag"
+            ],
+            "properties": {
+                "argv": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    },
+                    "example": [
+                        "sh",
+                        "-c",
+                        "python3 -m http.server 8000"
+                    ]
+                },
+                "cwd": {
+                    "type": "string",
+                    "example": "/workspace"
+                },
+                "dropped_bytes": {
+                    "type": "integer",
+                    "format": "int64",
+                    "example": 0
+                },
+                "env": {
+                    "description": "Env is the environment it was started with (its own, not the sandbox's).",
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "string"
+                    },
+                    "example": {
+                        "PYTHONUNBUFFERED": "1"
+                    }
+                },
+                "exit": {
+                    "$ref": "#/definitions/ProcessExit"
+                },
+                "kept_bytes": {
+                    "description": "KeptBytes is how much of its output the sandbox keeps (the latest, up to PROCESS_OUTPUT_BYTES); DroppedBytes how much fell out of that window since its start.",
+                    "type": "integer",
+                    "format": "int64",
+                    "example": 1024
+                },
+                "pid": {
+                    "description": "PID is the process's id inside the sandbox.",
+                    "type": "integer",
+                    "example": 42
+                },
+                "pty": {
+                    "description": "PTY is its terminal's size; absent when it has pipes.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/TerminalSize"
+                        }
+                    ]
+                },
+                "running": {
+                    "description": "Running is true until it ends; exit then says how (absent while it runs).",
+                    "type": "boolean",
+                    "example": true
+                },
+                "started_at": {
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T15:04:05Z"
+                },
+                "stdin": {
+                    "description": "Stdin is true when it was started with a stdin to write to.",
+                    "type": "boolean",
+                    "example": false
+                },
+                "tag": {
+                    "description": "Tag is the tag it was started with; empty when none.",
+                    "type": "string",
+                    "example": "devserver"
+                }
+            }
+        },
+        "ProcessDropped": {
+            "type": "object",
+            "required": [
+                "bytes",
+                "offset"
+            ],
+            "properties": {
+                "bytes": {
+                    "description": "Bytes of output fell out of the kept window before this client read them, just before offset.",
+                    "type": "integer",
+                    "format": "int64",
+                    "example": 4096
+                },
+                "offset": {
+                    "type": "integer",
+                    "format": "int64",
+                    "example": 1048576
+                }
+            }
+        },
+        "ProcessExit": {
+            "type": "object",
+            "required": [
+                "code",
+                "exited",
+                "signal",
+                "status"
+            ],
+            "properties": {
+                "code": {
+                    "description": "Code is its exit status, or -1 when a signal ended it.",
+                    "type": "integer",
+                    "example": 0
+                },
+                "exited": {
+                    "description": "Exited is true when it exited, false when a signal ended it.",
+                    "type": "boolean",
+                    "example": true
+                },
+                "signal": {
+                    "description": "Signal is the number of the signal that ended it (15 for SIGTERM); 0 when it exited.",
+                    "type": "integer",
+                    "example": 0
+                },
+                "status": {
+                    "description": "Status says it in words.",
+                    "type": "string",
+                    "example": "exit status 0"
+                }
+            }
+        },
+        "ProcessList": {
+            "type": "object",
+            "required": [
+                "items"
+            ],
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/Process"
+                    }
+                }
+            }
+        },
+        "ProcessOutput": {
+            "type": "object",
+            "required": [
+                "data",
+                "offset"
+            ],
+            "properties": {
+                "data": {
+                    "description": "Data is the chunk as UTF-8 text (a character split between chunks comes whole in the later one; bytes that are not UTF-8 become U+FFFD); empty with encoding=base64.",
+                    "type": "string",
+                    "example": "Serving HTTP on 0.0.0.0 port 8000\n"
+                },
+                "data_base64": {
+                    "description": "DataBase64 is, with encoding=base64, the chunk's bytes exactly as written; absent otherwise.",
+                    "type": "string",
+                    "format": "byte",
+                    "example": "aGVsbG8K"
+                },
+                "offset": {
+                    "description": "Offset is where the chunk starts in all of the process's output (stdout and stderr counted together from 0): a client that reattaches with from=start skips what it has seen.",
+                    "type": "integer",
+                    "format": "int64",
+                    "example": 0
                 }
             }
         },
@@ -10879,6 +12718,19 @@ const docTemplate = `{
                 }
             }
         },
+        "SignalRequest": {
+            "type": "object",
+            "required": [
+                "signal"
+            ],
+            "properties": {
+                "signal": {
+                    "description": "Signal is a name (TERM, KILL, INT, HUP, QUIT, USR1, USR2, STOP, CONT, WINCH, ALRM, with or without SIG) or a number 1-64 as a string.",
+                    "type": "string",
+                    "example": "TERM"
+                }
+            }
+        },
         "Snapshot": {
             "type": "object",
             "required": [
@@ -11001,6 +12853,69 @@ const docTemplate = `{
                 }
             }
         },
+        "StartProcessRequest": {
+            "type": "object",
+            "properties": {
+                "argv": {
+                    "description": "Argv is run as it is (argv[0] looked up in PATH); give it or command, not both.",
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    },
+                    "example": [
+                        "python3",
+                        "-m",
+                        "http.server",
+                        "8000"
+                    ]
+                },
+                "command": {
+                    "description": "Command is run with sh -c; give it or argv, not both.",
+                    "type": "string",
+                    "example": "python3 -m http.server 8000"
+                },
+                "cwd": {
+                    "description": "Cwd is where it starts, an absolute path (default: the sandbox's working directory).",
+                    "type": "string",
+                    "example": "/workspace"
+                },
+                "env": {
+                    "description": "Env adds environment variables for this process, after the sandbox's own.",
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "string"
+                    },
+                    "example": {
+                        "PYTHONUNBUFFERED": "1"
+                    }
+                },
+                "pty": {
+                    "description": "PTY, when set, gives the process a pseudo-terminal of that size instead of pipes (TERM defaults to xterm-256color; set it in env to change it).",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/TerminalSize"
+                        }
+                    ]
+                },
+                "stdin": {
+                    "description": "Stdin, when true, keeps a pipe to its stdin open for POST .../stdin; otherwise it reads /dev/null. A process with pty reads its terminal whatever this says.",
+                    "type": "boolean",
+                    "example": false
+                },
+                "tag": {
+                    "description": "Tag is a name of the client's choice to select the process by (in place of its pid): a letter, then up to 63 letters, digits, '.', '_' or '-'.",
+                    "type": "string",
+                    "example": "devserver"
+                },
+                "timeout_seconds": {
+                    "description": "TimeoutSeconds, when not 0, kills the process (and its process group) that long after its start; 0 or absent: it runs until it ends or the sandbox does. At most a year.",
+                    "type": "integer",
+                    "format": "int64",
+                    "minimum": 0,
+                    "example": 0
+                }
+            }
+        },
         "TTLRequest": {
             "type": "object",
             "required": [
@@ -11012,6 +12927,46 @@ const docTemplate = `{
                     "type": "integer",
                     "format": "int64",
                     "example": 60
+                }
+            }
+        },
+        "TerminalControl": {
+            "type": "object",
+            "properties": {
+                "dropped": {
+                    "$ref": "#/definitions/ProcessDropped"
+                },
+                "error": {
+                    "$ref": "#/definitions/Problem"
+                },
+                "exit": {
+                    "$ref": "#/definitions/ProcessExit"
+                },
+                "resize": {
+                    "$ref": "#/definitions/TerminalSize"
+                }
+            }
+        },
+        "TerminalSize": {
+            "type": "object",
+            "required": [
+                "cols",
+                "rows"
+            ],
+            "properties": {
+                "cols": {
+                    "description": "Cols is its width, 1-65535.",
+                    "type": "integer",
+                    "maximum": 65535,
+                    "minimum": 1,
+                    "example": 80
+                },
+                "rows": {
+                    "description": "Rows is its height, 1-65535.",
+                    "type": "integer",
+                    "maximum": 65535,
+                    "minimum": 1,
+                    "example": 24
                 }
             }
         },
@@ -11361,6 +13316,10 @@ const docTemplate = `{
         {
             "description": "Run commands in ready sandboxes and move files and folders in and out.",
             "name": "data plane"
+        },
+        {
+            "description": "Background processes, terminals and file watches in ready sandboxes: started at once, kept by the sandbox, attached to by any number of clients.",
+            "name": "processes"
         },
         {
             "description": "Warm pools: sandboxes created ahead of demand, claimed ready by a create that names the pool.",

@@ -38,6 +38,8 @@ import (
 //	@tag.description			Owners are clients that hold a lease; when it lapses, their sandboxes end.
 //	@tag.name					data plane
 //	@tag.description			Run commands in ready sandboxes and move files and folders in and out.
+//	@tag.name					processes
+//	@tag.description			Background processes, terminals and file watches in ready sandboxes: started at once, kept by the sandbox, attached to by any number of clients.
 //	@tag.name					pools
 //	@tag.description			Warm pools: sandboxes created ahead of demand, claimed ready by a create that names the pool.
 //	@tag.name					keys
@@ -117,6 +119,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg httpapi.Config, deps Deps) {
 	data.handle(http.MethodPut, "/sandboxes/:id/archive", h(dataplane.HandleArchivePut(log, cfg, dp, providers)), httpapi.WithBodyLimit(cfg.MaxFileBytes))
 	data.handle(http.MethodGet, "/sandboxes/:id/archive", h(dataplane.HandleArchiveGet(log, cfg, dp, providers)))
 	addPortRoutes(r, data, h, log, cfg, deps, dp, providers, previews)
+	addProcessRoutes(data, h, log, cfg, dp, providers, draining)
 	addEventRoutes(v1, h, cfg, deps, draining)
 	v1.PUT("/owners/:owner/lease", body, h(controlplane.HandleOwnerLease(cfg, deps.Store)))
 	v1.GET("/owners", h(controlplane.HandleOwnerList(deps.Store)))
@@ -169,6 +172,25 @@ func addPortRoutes(r *gin.Engine, data dataRoutes, h func(httpapi.HandlerFunc) g
 	data.group.GET("/sandboxes/:id/previews", h(dataplane.HandlePreviewList(deps.Store)))
 	data.group.GET("/sandboxes/:id/previews/:preview_id", h(dataplane.HandlePreviewGet(deps.Store)))
 	data.group.DELETE("/sandboxes/:id/previews/:preview_id", h(dataplane.HandlePreviewRevoke(deps.Store)))
+}
+
+// addProcessRoutes adds the processes', terminals' and watches' routes:
+// data-plane routes, which a host-bound sandbox's calls are forwarded on
+// to its node, WebSockets included.
+func addProcessRoutes(data dataRoutes, h func(httpapi.HandlerFunc) gin.HandlerFunc, log *slog.Logger, cfg httpapi.Config,
+	dp dataplane.AuditedStore, providers map[string]sandbox.Provider, draining context.Context,
+) {
+	body := httpapi.WithBodyLimit(cfg.MaxBodyBytes)
+	const one = "/sandboxes/:id/processes/:pid"
+	data.handle(http.MethodPost, "/sandboxes/:id/processes", h(dataplane.HandleProcessStart(log, dp, providers)), body, h(dataplane.CheckProcessStart()))
+	data.handle(http.MethodGet, "/sandboxes/:id/processes", h(dataplane.HandleProcessList(dp, providers)))
+	data.handle(http.MethodGet, one, h(dataplane.HandleProcessGet(cfg, dp, providers)))
+	data.handle(http.MethodGet, one+"/output", h(dataplane.HandleProcessOutput(log, dp, providers, draining)))
+	data.handle(http.MethodPost, one+"/stdin", h(dataplane.HandleProcessStdin(log, dp, providers)), body)
+	data.handle(http.MethodPost, one+"/signal", h(dataplane.HandleProcessSignal(log, dp, providers)), body)
+	data.handle(http.MethodPost, one+"/resize", h(dataplane.HandleProcessResize(dp, providers)), body)
+	data.handle(http.MethodGet, one+"/terminal", h(dataplane.HandleProcessTerminal(log, dp, providers, draining)), h(dataplane.CheckTerminal()))
+	data.handle(http.MethodGet, "/sandboxes/:id/watch", h(dataplane.HandleSandboxWatch(log, dp, providers, draining)))
 }
 
 // dataRoutes registers the data plane's routes on group. They are the only

@@ -21,13 +21,17 @@ import (
 
 // Defines values for ActivityKind.
 const (
-	ActivityKindArchiveRead  ActivityKind = "archive_read"
-	ActivityKindArchiveWrite ActivityKind = "archive_write"
-	ActivityKindExec         ActivityKind = "exec"
-	ActivityKindFileRead     ActivityKind = "file_read"
-	ActivityKindFileWrite    ActivityKind = "file_write"
-	ActivityKindPort         ActivityKind = "port"
-	ActivityKindPreview      ActivityKind = "preview"
+	ActivityKindArchiveRead   ActivityKind = "archive_read"
+	ActivityKindArchiveWrite  ActivityKind = "archive_write"
+	ActivityKindExec          ActivityKind = "exec"
+	ActivityKindFileRead      ActivityKind = "file_read"
+	ActivityKindFileWrite     ActivityKind = "file_write"
+	ActivityKindPort          ActivityKind = "port"
+	ActivityKindPreview       ActivityKind = "preview"
+	ActivityKindProcessInput  ActivityKind = "process_input"
+	ActivityKindProcessSignal ActivityKind = "process_signal"
+	ActivityKindProcessStart  ActivityKind = "process_start"
+	ActivityKindTerminal      ActivityKind = "terminal"
 )
 
 // Valid indicates whether the value is a known member of the ActivityKind enum.
@@ -46,6 +50,14 @@ func (e ActivityKind) Valid() bool {
 	case ActivityKindPort:
 		return true
 	case ActivityKindPreview:
+		return true
+	case ActivityKindProcessInput:
+		return true
+	case ActivityKindProcessSignal:
+		return true
+	case ActivityKindProcessStart:
+		return true
+	case ActivityKindTerminal:
 		return true
 	default:
 		return false
@@ -109,6 +121,33 @@ func (e ExecRequestOutputEncoding) Valid() bool {
 	}
 }
 
+// Defines values for FileChangeKind.
+const (
+	FileChangeChmod  FileChangeKind = "chmod"
+	FileChangeCreate FileChangeKind = "create"
+	FileChangeRemove FileChangeKind = "remove"
+	FileChangeRename FileChangeKind = "rename"
+	FileChangeWrite  FileChangeKind = "write"
+)
+
+// Valid indicates whether the value is a known member of the FileChangeKind enum.
+func (e FileChangeKind) Valid() bool {
+	switch e {
+	case FileChangeChmod:
+		return true
+	case FileChangeCreate:
+		return true
+	case FileChangeRemove:
+		return true
+	case FileChangeRename:
+		return true
+	case FileChangeWrite:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HealthStatus.
 const (
 	HealthStatusOk          HealthStatus = "ok"
@@ -144,6 +183,8 @@ const (
 	ProblemCodePoolExists               ProblemCode = "POOL_EXISTS"
 	ProblemCodePortUnreachable          ProblemCode = "PORT_UNREACHABLE"
 	ProblemCodePreviewGone              ProblemCode = "PREVIEW_GONE"
+	ProblemCodeProcessNotFound          ProblemCode = "PROCESS_NOT_FOUND"
+	ProblemCodeProcessStateConflict     ProblemCode = "PROCESS_STATE_CONFLICT"
 	ProblemCodeProviderUnavailable      ProblemCode = "PROVIDER_UNAVAILABLE"
 	ProblemCodeQuotaExceeded            ProblemCode = "QUOTA_EXCEEDED"
 	ProblemCodeRequestTimeout           ProblemCode = "REQUEST_TIMEOUT"
@@ -188,6 +229,10 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodePortUnreachable:
 		return true
 	case ProblemCodePreviewGone:
+		return true
+	case ProblemCodeProcessNotFound:
+		return true
+	case ProblemCodeProcessStateConflict:
 		return true
 	case ProblemCodeProviderUnavailable:
 		return true
@@ -484,6 +529,60 @@ func (e GetSandboxParamsUntil) Valid() bool {
 	}
 }
 
+// Defines values for FollowProcessOutputParamsFrom.
+const (
+	FollowProcessOutputFromNow   FollowProcessOutputParamsFrom = "now"
+	FollowProcessOutputFromStart FollowProcessOutputParamsFrom = "start"
+)
+
+// Valid indicates whether the value is a known member of the FollowProcessOutputParamsFrom enum.
+func (e FollowProcessOutputParamsFrom) Valid() bool {
+	switch e {
+	case FollowProcessOutputFromNow:
+		return true
+	case FollowProcessOutputFromStart:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FollowProcessOutputParamsEncoding.
+const (
+	FollowProcessOutputEncodingBase64 FollowProcessOutputParamsEncoding = "base64"
+	FollowProcessOutputEncodingText   FollowProcessOutputParamsEncoding = "text"
+)
+
+// Valid indicates whether the value is a known member of the FollowProcessOutputParamsEncoding enum.
+func (e FollowProcessOutputParamsEncoding) Valid() bool {
+	switch e {
+	case FollowProcessOutputEncodingBase64:
+		return true
+	case FollowProcessOutputEncodingText:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenProcessTerminalParamsFrom.
+const (
+	OpenProcessTerminalFromNow   OpenProcessTerminalParamsFrom = "now"
+	OpenProcessTerminalFromStart OpenProcessTerminalParamsFrom = "start"
+)
+
+// Valid indicates whether the value is a known member of the OpenProcessTerminalParamsFrom enum.
+func (e OpenProcessTerminalParamsFrom) Valid() bool {
+	switch e {
+	case OpenProcessTerminalFromNow:
+		return true
+	case OpenProcessTerminalFromStart:
+		return true
+	default:
+		return false
+	}
+}
+
 // APIKey defines model for APIKey.
 type APIKey struct {
 	// CreatedAt Example: 2026-01-02T15:04:05Z
@@ -535,7 +634,7 @@ type Activity struct {
 	// Example: 1024
 	Bytes *int64 `json:"bytes"`
 
-	// Command Command is the command of an exec (its first 4096 bytes); null for the others.
+	// Command Command is the command of an exec or a process's start (its first 4096 bytes); null for the others.
 	//
 	// Example: pytest -q
 	Command *string `json:"command"`
@@ -565,6 +664,11 @@ type Activity struct {
 	// Example: 7
 	Id int64 `json:"id"`
 
+	// Input Input is what was written to a process (process_input) or typed in a terminal session (terminal), as text, its first 4096 bytes; null for the others.
+	//
+	// Example: print(1)
+	Input *string `json:"input"`
+
 	// KeyId KeyID is the id of the API key the request was made with.
 	//
 	// Example: key_k5m2q7x3w9r4t8vz
@@ -577,6 +681,7 @@ type Activity struct {
 
 	// Kind Kind is what was done: a command run, or a file or folder (archive) read or written.
 	// Kind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL.
+	// Kinds process_start, process_input and process_signal are a background process started, input written to one, a signal sent to one; terminal, a terminal session over WebSocket (recorded when it ends).
 	//
 	// Example: exec
 	Kind ActivityKind `json:"kind"`
@@ -586,10 +691,15 @@ type Activity struct {
 	// Example: false
 	OomKilled bool `json:"oom_killed"`
 
-	// Path Path is the file's or folder's path; null for an exec and for a port's traffic.
+	// Path Path is the file's or folder's path; null for the others.
 	//
 	// Example: /workspace/main.py
 	Path *string `json:"path"`
+
+	// Pid PID is the process's id inside the sandbox, for the process kinds and terminal (null for a start that failed); null for the others.
+	//
+	// Example: 42
+	Pid *int `json:"pid"`
 
 	// Port Port is the port in the sandbox; null for the others.
 	//
@@ -609,6 +719,11 @@ type Activity struct {
 	// SandboxId Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
 	SandboxId string `json:"sandbox_id"`
 
+	// Signal Signal is the signal sent (process_signal), by name; null for the others.
+	//
+	// Example: TERM
+	Signal *string `json:"signal"`
+
 	// TimedOut TimedOut is true when the exec was killed at its timeout.
 	//
 	// Example: false
@@ -617,6 +732,7 @@ type Activity struct {
 
 // ActivityKind Kind is what was done: a command run, or a file or folder (archive) read or written.
 // Kind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL.
+// Kinds process_start, process_input and process_signal are a background process started, input written to one, a signal sent to one; terminal, a terminal session over WebSocket (recorded when it ends).
 //
 // Example: exec
 type ActivityKind string
@@ -653,10 +769,25 @@ type Capabilities struct {
 	// Example: true
 	Ports bool `json:"ports"`
 
+	// Processes Processes is true when the provider runs background processes (/v1/sandboxes/{id}/processes); without it they are 501 NOT_SUPPORTED.
+	//
+	// Example: true
+	Processes bool `json:"processes"`
+
+	// Pty PTY is true when the provider gives processes terminals (pty in a start, .../resize, .../terminal); without it they are 501 NOT_SUPPORTED.
+	//
+	// Example: true
+	Pty bool `json:"pty"`
+
 	// Snapshot Snapshot is true when the provider snapshots sandboxes' workspaces (POST /v1/sandboxes/{id}/snapshots, from_snapshot, on_end snapshot); without it they are 501 NOT_SUPPORTED.
 	//
 	// Example: true
 	Snapshot bool `json:"snapshot"`
+
+	// Watch Watch is true when the provider watches folders for changes (/v1/sandboxes/{id}/watch); without it it is 501 NOT_SUPPORTED.
+	//
+	// Example: true
+	Watch bool `json:"watch"`
 }
 
 // CreateAPIKeyRequest defines model for CreateAPIKeyRequest.
@@ -931,6 +1062,34 @@ type ExecResult struct {
 	// Example: false
 	Truncated bool `json:"truncated"`
 }
+
+// FileChange defines model for FileChange.
+type FileChange struct {
+	// At At is when the sandbox saw it.
+	//
+	// Example: 2026-01-02T15:04:05.5Z
+	At time.Time `json:"at"`
+
+	// IsDir IsDir is true for a folder.
+	//
+	// Example: false
+	IsDir bool `json:"is_dir"`
+
+	// Kind Kind is what changed: create (made, or moved in under this name), write, remove, rename (moved away from this name) or chmod (mode, owner or times).
+	//
+	// Example: write
+	Kind FileChangeKind `json:"kind"`
+
+	// Path Path is relative to the watched folder.
+	//
+	// Example: src/app.py
+	Path string `json:"path"`
+}
+
+// FileChangeKind Kind is what changed: create (made, or moved in under this name), write, remove, rename (moved away from this name) or chmod (mode, owner or times).
+//
+// Example: write
+type FileChangeKind string
 
 // Health defines model for Health.
 type Health struct {
@@ -1239,6 +1398,112 @@ type Problem struct {
 // Example: NOT_FOUND
 type ProblemCode string
 
+// Process defines model for Process.
+type Process struct {
+	// Argv Example: ["sh","-c","python3 -m http.server 8000"]
+	Argv []string `json:"argv"`
+
+	// Cwd Example: /workspace
+	Cwd string `json:"cwd"`
+
+	// DroppedBytes Example: 0
+	DroppedBytes int64 `json:"dropped_bytes"`
+
+	// Env Env is the environment it was started with (its own, not the sandbox's).
+	//
+	// Example: {"PYTHONUNBUFFERED":"1"}
+	Env  map[string]string `json:"env"`
+	Exit *ProcessExit      `json:"exit,omitempty"`
+
+	// KeptBytes KeptBytes is how much of its output the sandbox keeps (the latest, up to PROCESS_OUTPUT_BYTES); DroppedBytes how much fell out of that window since its start.
+	//
+	// Example: 1024
+	KeptBytes int64 `json:"kept_bytes"`
+
+	// Pid PID is the process's id inside the sandbox.
+	//
+	// Example: 42
+	Pid int `json:"pid"`
+
+	// Pty PTY is its terminal's size; absent when it has pipes.
+	Pty *TerminalSize `json:"pty,omitempty"`
+
+	// Running Running is true until it ends; exit then says how (absent while it runs).
+	//
+	// Example: true
+	Running bool `json:"running"`
+
+	// StartedAt Example: 2026-01-02T15:04:05Z
+	StartedAt time.Time `json:"started_at"`
+
+	// Stdin Stdin is true when it was started with a stdin to write to.
+	//
+	// Example: false
+	Stdin bool `json:"stdin"`
+
+	// Tag Tag is the tag it was started with; empty when none.
+	//
+	// Example: devserver
+	Tag string `json:"tag"`
+}
+
+// ProcessDropped defines model for ProcessDropped.
+type ProcessDropped struct {
+	// Bytes Bytes of output fell out of the kept window before this client read them, just before offset.
+	//
+	// Example: 4096
+	Bytes int64 `json:"bytes"`
+
+	// Offset Example: 1048576
+	Offset int64 `json:"offset"`
+}
+
+// ProcessExit defines model for ProcessExit.
+type ProcessExit struct {
+	// Code Code is its exit status, or -1 when a signal ended it.
+	//
+	// Example: 0
+	Code int `json:"code"`
+
+	// Exited Exited is true when it exited, false when a signal ended it.
+	//
+	// Example: true
+	Exited bool `json:"exited"`
+
+	// Signal Signal is the number of the signal that ended it (15 for SIGTERM); 0 when it exited.
+	//
+	// Example: 0
+	Signal int `json:"signal"`
+
+	// Status Status says it in words.
+	//
+	// Example: exit status 0
+	Status string `json:"status"`
+}
+
+// ProcessList defines model for ProcessList.
+type ProcessList struct {
+	Items []Process `json:"items"`
+}
+
+// ProcessOutput defines model for ProcessOutput.
+type ProcessOutput struct {
+	// Data Data is the chunk as UTF-8 text (a character split between chunks comes whole in the later one; bytes that are not UTF-8 become U+FFFD); empty with encoding=base64.
+	//
+	// Example: Serving HTTP on 0.0.0.0 port 8000
+	Data string `json:"data"`
+
+	// DataBase64 DataBase64 is, with encoding=base64, the chunk's bytes exactly as written; absent otherwise.
+	//
+	// Example: aGVsbG8K
+	DataBase64 *[]byte `json:"data_base64,omitempty"`
+
+	// Offset Offset is where the chunk starts in all of the process's output (stdout and stderr counted together from 0): a client that reattaches with from=start skips what it has seen.
+	//
+	// Example: 0
+	Offset int64 `json:"offset"`
+}
+
 // Provider defines model for Provider.
 type Provider struct {
 	// Available Available is false when the provider cannot create sandboxes on this host; reason says why.
@@ -1472,6 +1737,14 @@ type SandboxReason string
 // SandboxState defines model for SandboxState.
 type SandboxState string
 
+// SignalRequest defines model for SignalRequest.
+type SignalRequest struct {
+	// Signal Signal is a name (TERM, KILL, INT, HUP, QUIT, USR1, USR2, STOP, CONT, WINCH, ALRM, with or without SIG) or a number 1-64 as a string.
+	//
+	// Example: TERM
+	Signal string `json:"signal"`
+}
+
 // Snapshot defines model for Snapshot.
 type Snapshot struct {
 	// CreatedAt Example: 2026-01-02T15:04:05.123456Z
@@ -1544,12 +1817,74 @@ type SnapshotList struct {
 	NextCursor *string `json:"next_cursor"`
 }
 
+// StartProcessRequest defines model for StartProcessRequest.
+type StartProcessRequest struct {
+	// Argv Argv is run as it is (argv[0] looked up in PATH); give it or command, not both.
+	//
+	// Example: ["python3","-m","http.server","8000"]
+	Argv *[]string `json:"argv,omitempty"`
+
+	// Command Command is run with sh -c; give it or argv, not both.
+	//
+	// Example: python3 -m http.server 8000
+	Command *string `json:"command,omitempty"`
+
+	// Cwd Cwd is where it starts, an absolute path (default: the sandbox's working directory).
+	//
+	// Example: /workspace
+	Cwd *string `json:"cwd,omitempty"`
+
+	// Env Env adds environment variables for this process, after the sandbox's own.
+	//
+	// Example: {"PYTHONUNBUFFERED":"1"}
+	Env *map[string]string `json:"env,omitempty"`
+
+	// Pty PTY, when set, gives the process a pseudo-terminal of that size instead of pipes (TERM defaults to xterm-256color; set it in env to change it).
+	Pty *TerminalSize `json:"pty,omitempty"`
+
+	// Stdin Stdin, when true, keeps a pipe to its stdin open for POST .../stdin; otherwise it reads /dev/null. A process with pty reads its terminal whatever this says.
+	//
+	// Example: false
+	Stdin *bool `json:"stdin,omitempty"`
+
+	// Tag Tag is a name of the client's choice to select the process by (in place of its pid): a letter, then up to 63 letters, digits, '.', '_' or '-'.
+	//
+	// Example: devserver
+	Tag *string `json:"tag,omitempty"`
+
+	// TimeoutSeconds TimeoutSeconds, when not 0, kills the process (and its process group) that long after its start; 0 or absent: it runs until it ends or the sandbox does. At most a year.
+	//
+	// Example: 0
+	TimeoutSeconds *int64 `json:"timeout_seconds,omitempty"`
+}
+
 // TTLRequest defines model for TTLRequest.
 type TTLRequest struct {
 	// TtlSeconds TTLSeconds is the new lifetime from now, 1 to the server's max lifetime.
 	//
 	// Example: 60
 	TtlSeconds int64 `json:"ttl_seconds"`
+}
+
+// TerminalControl defines model for TerminalControl.
+type TerminalControl struct {
+	Dropped *ProcessDropped `json:"dropped,omitempty"`
+	Error   *Problem        `json:"error,omitempty"`
+	Exit    *ProcessExit    `json:"exit,omitempty"`
+	Resize  *TerminalSize   `json:"resize,omitempty"`
+}
+
+// TerminalSize defines model for TerminalSize.
+type TerminalSize struct {
+	// Cols Cols is its width, 1-65535.
+	//
+	// Example: 80
+	Cols int `json:"cols"`
+
+	// Rows Rows is its height, 1-65535.
+	//
+	// Example: 24
+	Rows int `json:"rows"`
 }
 
 // UpdatePoolRequest defines model for UpdatePoolRequest.
@@ -1875,6 +2210,42 @@ type PauseSandboxParams struct {
 	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
 }
 
+// GetProcessParams defines parameters for GetProcess.
+type GetProcessParams struct {
+	// Wait how long to wait for its end: a Go duration or whole seconds
+	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// FollowProcessOutputParams defines parameters for FollowProcessOutput.
+type FollowProcessOutputParams struct {
+	// From now (the default): only what comes next; start: what is kept first
+	From *FollowProcessOutputParamsFrom `form:"from,omitempty" json:"from,omitempty"`
+
+	// Encoding text (the default) or base64
+	Encoding *FollowProcessOutputParamsEncoding `form:"encoding,omitempty" json:"encoding,omitempty"`
+}
+
+// FollowProcessOutputParamsFrom defines parameters for FollowProcessOutput.
+type FollowProcessOutputParamsFrom string
+
+// FollowProcessOutputParamsEncoding defines parameters for FollowProcessOutput.
+type FollowProcessOutputParamsEncoding string
+
+// WriteProcessStdinParams defines parameters for WriteProcessStdin.
+type WriteProcessStdinParams struct {
+	// Close close stdin after writing the body
+	Close *bool `form:"close,omitempty" json:"close,omitempty"`
+}
+
+// OpenProcessTerminalParams defines parameters for OpenProcessTerminal.
+type OpenProcessTerminalParams struct {
+	// From start (the default): what is kept first; now: only what comes next
+	From *OpenProcessTerminalParamsFrom `form:"from,omitempty" json:"from,omitempty"`
+}
+
+// OpenProcessTerminalParamsFrom defines parameters for OpenProcessTerminal.
+type OpenProcessTerminalParamsFrom string
+
 // ResumeSandboxParams defines parameters for ResumeSandbox.
 type ResumeSandboxParams struct {
 	// Wait how long to wait for the resume to settle: a Go duration or whole seconds
@@ -1885,6 +2256,15 @@ type ResumeSandboxParams struct {
 type CreateSnapshotParams struct {
 	// Wait how long to wait for the snapshot to settle: a Go duration or whole seconds
 	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// WatchFilesParams defines parameters for WatchFiles.
+type WatchFilesParams struct {
+	// Path the folder, an absolute path in the sandbox
+	Path string `form:"path" json:"path"`
+
+	// Recursive watch the folders below it too
+	Recursive *bool `form:"recursive,omitempty" json:"recursive,omitempty"`
 }
 
 // ListSnapshotsParams defines parameters for ListSnapshots.
@@ -1937,6 +2317,15 @@ type TransferSandboxOwnerJSONRequestBody = OwnerRequest
 
 // CreatePreviewJSONRequestBody defines body for CreatePreview for application/json ContentType.
 type CreatePreviewJSONRequestBody = PreviewRequest
+
+// StartProcessJSONRequestBody defines body for StartProcess for application/json ContentType.
+type StartProcessJSONRequestBody = StartProcessRequest
+
+// ResizeProcessJSONRequestBody defines body for ResizeProcess for application/json ContentType.
+type ResizeProcessJSONRequestBody = TerminalSize
+
+// SignalProcessJSONRequestBody defines body for SignalProcess for application/json ContentType.
+type SignalProcessJSONRequestBody = SignalRequest
 
 // RenewSandboxJSONRequestBody defines body for RenewSandbox for application/json ContentType.
 type RenewSandboxJSONRequestBody = TTLRequest
@@ -2302,7 +2691,7 @@ type ClientInterface interface {
 
 	// ListSandboxActivity A sandbox's activity
 	//
-	// Every exec, file or archive transfer, and request to one of its ports (through the API or a preview URL) made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, or the port and request), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
+	// Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
 	//
 	// Corresponds with GET /v1/sandboxes/{id}/activity (the `ListSandboxActivity` operationId).
 	ListSandboxActivity(ctx context.Context, id string, params *ListSandboxActivityParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2485,6 +2874,105 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/sandboxes/{id}/previews/{preview_id} (the `GetPreview` operationId).
 	GetPreview(ctx context.Context, id string, previewId string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListProcesses List a sandbox's processes
+	//
+	// The processes the sandbox keeps, oldest first: those running, and those that ended within the last minute (with how they ended).
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/processes (the `ListProcesses` operationId).
+	ListProcesses(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StartProcessWithBody Start a process in the background
+	//
+	// Starts command (under sh -c) or argv in the ready sandbox and answers as soon as it runs, with its pid, while it goes on in the background: it belongs to the sandbox, not to this request, and survives the client's disconnect and a restart of Tether; it ends with the sandbox, at its timeout, or when it exits. Its output is kept (the latest PROCESS_OUTPUT_BYTES) for any number of clients to read (GET .../output); with stdin it takes input (POST .../stdin), with pty it runs in a terminal (GET .../terminal). Nothing of Tether's environment reaches it: it gets the sandbox's environment, then env. Recorded in the sandbox's activity (kind process_start).
+	//
+	// A sandbox that already runs (or recently ran) PROCESS_MAX_PER_SANDBOX processes is 429 QUOTA_EXCEEDED; a program or cwd that does not exist is 400 INVALID_REQUEST; a provider without processes (or, with pty, without terminals) is 501 NOT_SUPPORTED.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/processes (the `StartProcess` operationId).
+	StartProcessWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StartProcess Start a process in the background
+	//
+	// Starts command (under sh -c) or argv in the ready sandbox and answers as soon as it runs, with its pid, while it goes on in the background: it belongs to the sandbox, not to this request, and survives the client's disconnect and a restart of Tether; it ends with the sandbox, at its timeout, or when it exits. Its output is kept (the latest PROCESS_OUTPUT_BYTES) for any number of clients to read (GET .../output); with stdin it takes input (POST .../stdin), with pty it runs in a terminal (GET .../terminal). Nothing of Tether's environment reaches it: it gets the sandbox's environment, then env. Recorded in the sandbox's activity (kind process_start).
+	//
+	// A sandbox that already runs (or recently ran) PROCESS_MAX_PER_SANDBOX processes is 429 QUOTA_EXCEEDED; a program or cwd that does not exist is 400 INVALID_REQUEST; a provider without processes (or, with pty, without terminals) is 501 NOT_SUPPORTED.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/processes (the `StartProcess` operationId).
+	StartProcess(ctx context.Context, id string, body StartProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetProcess A process, or wait for its end
+	//
+	// The process pid names (a pid, or a tag: the latest process started with it, a running one first). With wait (a Go duration such as 30s, or whole seconds, at most the server's max wait) it answers once the process ended, or the wait did, as it is then: running tells which.
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/processes/{pid} (the `GetProcess` operationId).
+	GetProcess(ctx context.Context, id string, pid string, params *GetProcessParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// FollowProcessOutput Follow a process's output
+	//
+	// Streams the process's output as Server-Sent Events, from now (from=now, the default) or from the start of what the sandbox keeps of it (from=start: all of it, unless more than PROCESS_OUTPUT_BYTES came). Any number of clients may follow one process at once; a client that leaves (or is slow) neither holds up the process nor ends it.
+	//
+	// Events: `start` (`{"pid"}`) first; then `stdout`, `stderr` or (a terminal's) `pty`, each a ProcessOutput (`{"data","offset"}`, or with encoding=base64 `{"data":"","data_base64","offset"}`); `dropped` (a ProcessDropped: output that fell out of the kept window before this client read it); and last `exit` (a ProcessExit), after which the stream ends. A process that ended (kept a minute) answers at once: start, its output, exit. A failure after the stream began (the sandbox ended) is an `error` event whose data is a Problem. A comment every 15 s keeps an idle stream open.
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/processes/{pid}/output (the `FollowProcessOutput` operationId).
+	FollowProcessOutput(ctx context.Context, id string, pid string, params *FollowProcessOutputParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResizeProcessWithBody Resize a process's terminal
+	//
+	// Sets the terminal's size; the program gets SIGWINCH. A process without a terminal (started without pty), or that has ended, is 409 PROCESS_STATE_CONFLICT.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/processes/{pid}/resize (the `ResizeProcess` operationId).
+	ResizeProcessWithBody(ctx context.Context, id string, pid string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResizeProcess Resize a process's terminal
+	//
+	// Sets the terminal's size; the program gets SIGWINCH. A process without a terminal (started without pty), or that has ended, is 409 PROCESS_STATE_CONFLICT.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/processes/{pid}/resize (the `ResizeProcess` operationId).
+	ResizeProcess(ctx context.Context, id string, pid string, body ResizeProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SignalProcessWithBody Send a signal to a process
+	//
+	// Sends the signal to the process and its process group (everything it started that did not leave the group). Recorded in the sandbox's activity (kind process_signal). A process that has ended is 409 PROCESS_STATE_CONFLICT; one the sandbox does not keep, 404 PROCESS_NOT_FOUND.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/processes/{pid}/signal (the `SignalProcess` operationId).
+	SignalProcessWithBody(ctx context.Context, id string, pid string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SignalProcess Send a signal to a process
+	//
+	// Sends the signal to the process and its process group (everything it started that did not leave the group). Recorded in the sandbox's activity (kind process_signal). A process that has ended is 409 PROCESS_STATE_CONFLICT; one the sandbox does not keep, 404 PROCESS_NOT_FOUND.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/processes/{pid}/signal (the `SignalProcess` operationId).
+	SignalProcess(ctx context.Context, id string, pid string, body SignalProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// WriteProcessStdinWithBody Write to a process's stdin
+	//
+	// Writes the raw request body to the process's stdin (a process started with stdin: true) or, for a process with pty, to its terminal as if typed. With close=true its stdin is closed after (it reads end of file); a terminal ends input with ^D instead. Recorded in the sandbox's activity (kind process_input, with the input as text, its first 4096 bytes). A process without stdin, whose stdin is closed, or that has ended is 409 PROCESS_STATE_CONFLICT; nothing is written then.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/processes/{pid}/stdin (the `WriteProcessStdin` operationId).
+	WriteProcessStdinWithBody(ctx context.Context, id string, pid string, params *WriteProcessStdinParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenProcessTerminal A process's terminal, over WebSocket
+	//
+	// Upgrades the connection to WebSocket, connected to the terminal of a process started with pty. Binary frames from the client are keystrokes (written to the terminal as typed); binary frames from the server are the terminal's output, from the start of what is kept (from=start, the default: a client that attaches again sees the screen drawn again) or from now (from=now). Text frames are JSON (TerminalControl): `{"resize":{"rows":30,"cols":100}}` from the client; `{"dropped":{...}}`, `{"error":{...}}` (a Problem) and, last, `{"exit":{...}}` from the server, which then closes the connection (1000 once the process exited, 1011 on an error, 1001 when the server shuts down). Closing the connection leaves the process running. Several clients may hold a terminal at once: each sees all its output, and their keystrokes mix.
+	//
+	// The API key goes in Authorization, or, for browsers (which cannot set headers on WebSocket connections), in the subprotocol list: `Sec-WebSocket-Protocol: tether.v1, tether.bearer.<key>`; the server answers `tether.v1`. Each session is one record in the sandbox's activity (kind terminal, with what was typed, its first 4096 bytes, and the bytes both ways), written when it ends. Errors before the upgrade are problem documents: a process without a terminal is 409 PROCESS_STATE_CONFLICT.
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/processes/{pid}/terminal (the `OpenProcessTerminal` operationId).
+	OpenProcessTerminal(ctx context.Context, id string, pid string, params *OpenProcessTerminalParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// RenewSandboxWithBody Renew a sandbox's TTL
 	//
 	// Sets the deadline to now+ttl_seconds, capped at the sandbox's creation plus the max lifetime (capped says so). Renewing a sandbox that has ended is 409 SANDBOX_STATE_CONFLICT.
@@ -2516,6 +3004,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
 	CreateSnapshot(ctx context.Context, id string, params *CreateSnapshotParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// WatchFiles Watch a folder for changes
+	//
+	// Streams, as Server-Sent Events, what changes under the folder at path in the ready sandbox (below it too with recursive=true, folders made later included), from inotify inside the sandbox. A `start` event (WatchStarted) comes first, once the watch is armed: every change after it is seen. Then one event per change, named by its kind (create, write, remove, rename, chmod), whose data is a FileChange. The watch ends when the client leaves or the sandbox ends (an `error` event whose data is a Problem). A comment every 15 s keeps an idle stream open. A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder, 400 INVALID_PATH.
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/watch (the `WatchFiles` operationId).
+	WatchFiles(ctx context.Context, id string, params *WatchFilesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListSnapshots List snapshots
 	//
@@ -3254,7 +3749,7 @@ func (c *Client) GetSandbox(ctx context.Context, id string, params *GetSandboxPa
 
 // ListSandboxActivity A sandbox's activity
 //
-// Every exec, file or archive transfer, and request to one of its ports (through the API or a preview URL) made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, or the port and request), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
+// Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
 //
 // Corresponds with GET /v1/sandboxes/{id}/activity (the `ListSandboxActivity` operationId).
 func (c *Client) ListSandboxActivity(ctx context.Context, id string, params *ListSandboxActivityParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3667,6 +4162,215 @@ func (c *Client) GetPreview(ctx context.Context, id string, previewId string, re
 	return c.Client.Do(req)
 }
 
+// ListProcesses List a sandbox's processes
+//
+// The processes the sandbox keeps, oldest first: those running, and those that ended within the last minute (with how they ended).
+//
+// Corresponds with GET /v1/sandboxes/{id}/processes (the `ListProcesses` operationId).
+func (c *Client) ListProcesses(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListProcessesRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StartProcessWithBody Start a process in the background
+//
+// Starts command (under sh -c) or argv in the ready sandbox and answers as soon as it runs, with its pid, while it goes on in the background: it belongs to the sandbox, not to this request, and survives the client's disconnect and a restart of Tether; it ends with the sandbox, at its timeout, or when it exits. Its output is kept (the latest PROCESS_OUTPUT_BYTES) for any number of clients to read (GET .../output); with stdin it takes input (POST .../stdin), with pty it runs in a terminal (GET .../terminal). Nothing of Tether's environment reaches it: it gets the sandbox's environment, then env. Recorded in the sandbox's activity (kind process_start).
+//
+// A sandbox that already runs (or recently ran) PROCESS_MAX_PER_SANDBOX processes is 429 QUOTA_EXCEEDED; a program or cwd that does not exist is 400 INVALID_REQUEST; a provider without processes (or, with pty, without terminals) is 501 NOT_SUPPORTED.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sandboxes/{id}/processes (the `StartProcess` operationId).
+func (c *Client) StartProcessWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStartProcessRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StartProcess Start a process in the background
+//
+// Starts command (under sh -c) or argv in the ready sandbox and answers as soon as it runs, with its pid, while it goes on in the background: it belongs to the sandbox, not to this request, and survives the client's disconnect and a restart of Tether; it ends with the sandbox, at its timeout, or when it exits. Its output is kept (the latest PROCESS_OUTPUT_BYTES) for any number of clients to read (GET .../output); with stdin it takes input (POST .../stdin), with pty it runs in a terminal (GET .../terminal). Nothing of Tether's environment reaches it: it gets the sandbox's environment, then env. Recorded in the sandbox's activity (kind process_start).
+//
+// A sandbox that already runs (or recently ran) PROCESS_MAX_PER_SANDBOX processes is 429 QUOTA_EXCEEDED; a program or cwd that does not exist is 400 INVALID_REQUEST; a provider without processes (or, with pty, without terminals) is 501 NOT_SUPPORTED.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sandboxes/{id}/processes (the `StartProcess` operationId).
+func (c *Client) StartProcess(ctx context.Context, id string, body StartProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStartProcessRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetProcess A process, or wait for its end
+//
+// The process pid names (a pid, or a tag: the latest process started with it, a running one first). With wait (a Go duration such as 30s, or whole seconds, at most the server's max wait) it answers once the process ended, or the wait did, as it is then: running tells which.
+//
+// Corresponds with GET /v1/sandboxes/{id}/processes/{pid} (the `GetProcess` operationId).
+func (c *Client) GetProcess(ctx context.Context, id string, pid string, params *GetProcessParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetProcessRequest(c.Server, id, pid, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// FollowProcessOutput Follow a process's output
+//
+// Streams the process's output as Server-Sent Events, from now (from=now, the default) or from the start of what the sandbox keeps of it (from=start: all of it, unless more than PROCESS_OUTPUT_BYTES came). Any number of clients may follow one process at once; a client that leaves (or is slow) neither holds up the process nor ends it.
+//
+// Events: `start` (`{"pid"}`) first; then `stdout`, `stderr` or (a terminal's) `pty`, each a ProcessOutput (`{"data","offset"}`, or with encoding=base64 `{"data":"","data_base64","offset"}`); `dropped` (a ProcessDropped: output that fell out of the kept window before this client read it); and last `exit` (a ProcessExit), after which the stream ends. A process that ended (kept a minute) answers at once: start, its output, exit. A failure after the stream began (the sandbox ended) is an `error` event whose data is a Problem. A comment every 15 s keeps an idle stream open.
+//
+// Corresponds with GET /v1/sandboxes/{id}/processes/{pid}/output (the `FollowProcessOutput` operationId).
+func (c *Client) FollowProcessOutput(ctx context.Context, id string, pid string, params *FollowProcessOutputParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFollowProcessOutputRequest(c.Server, id, pid, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResizeProcessWithBody Resize a process's terminal
+//
+// Sets the terminal's size; the program gets SIGWINCH. A process without a terminal (started without pty), or that has ended, is 409 PROCESS_STATE_CONFLICT.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sandboxes/{id}/processes/{pid}/resize (the `ResizeProcess` operationId).
+func (c *Client) ResizeProcessWithBody(ctx context.Context, id string, pid string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResizeProcessRequestWithBody(c.Server, id, pid, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResizeProcess Resize a process's terminal
+//
+// Sets the terminal's size; the program gets SIGWINCH. A process without a terminal (started without pty), or that has ended, is 409 PROCESS_STATE_CONFLICT.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sandboxes/{id}/processes/{pid}/resize (the `ResizeProcess` operationId).
+func (c *Client) ResizeProcess(ctx context.Context, id string, pid string, body ResizeProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResizeProcessRequest(c.Server, id, pid, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SignalProcessWithBody Send a signal to a process
+//
+// Sends the signal to the process and its process group (everything it started that did not leave the group). Recorded in the sandbox's activity (kind process_signal). A process that has ended is 409 PROCESS_STATE_CONFLICT; one the sandbox does not keep, 404 PROCESS_NOT_FOUND.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sandboxes/{id}/processes/{pid}/signal (the `SignalProcess` operationId).
+func (c *Client) SignalProcessWithBody(ctx context.Context, id string, pid string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignalProcessRequestWithBody(c.Server, id, pid, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SignalProcess Send a signal to a process
+//
+// Sends the signal to the process and its process group (everything it started that did not leave the group). Recorded in the sandbox's activity (kind process_signal). A process that has ended is 409 PROCESS_STATE_CONFLICT; one the sandbox does not keep, 404 PROCESS_NOT_FOUND.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sandboxes/{id}/processes/{pid}/signal (the `SignalProcess` operationId).
+func (c *Client) SignalProcess(ctx context.Context, id string, pid string, body SignalProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignalProcessRequest(c.Server, id, pid, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WriteProcessStdinWithBody Write to a process's stdin
+//
+// Writes the raw request body to the process's stdin (a process started with stdin: true) or, for a process with pty, to its terminal as if typed. With close=true its stdin is closed after (it reads end of file); a terminal ends input with ^D instead. Recorded in the sandbox's activity (kind process_input, with the input as text, its first 4096 bytes). A process without stdin, whose stdin is closed, or that has ended is 409 PROCESS_STATE_CONFLICT; nothing is written then.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sandboxes/{id}/processes/{pid}/stdin (the `WriteProcessStdin` operationId).
+func (c *Client) WriteProcessStdinWithBody(ctx context.Context, id string, pid string, params *WriteProcessStdinParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWriteProcessStdinRequestWithBody(c.Server, id, pid, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenProcessTerminal A process's terminal, over WebSocket
+//
+// Upgrades the connection to WebSocket, connected to the terminal of a process started with pty. Binary frames from the client are keystrokes (written to the terminal as typed); binary frames from the server are the terminal's output, from the start of what is kept (from=start, the default: a client that attaches again sees the screen drawn again) or from now (from=now). Text frames are JSON (TerminalControl): `{"resize":{"rows":30,"cols":100}}` from the client; `{"dropped":{...}}`, `{"error":{...}}` (a Problem) and, last, `{"exit":{...}}` from the server, which then closes the connection (1000 once the process exited, 1011 on an error, 1001 when the server shuts down). Closing the connection leaves the process running. Several clients may hold a terminal at once: each sees all its output, and their keystrokes mix.
+//
+// The API key goes in Authorization, or, for browsers (which cannot set headers on WebSocket connections), in the subprotocol list: `Sec-WebSocket-Protocol: tether.v1, tether.bearer.<key>`; the server answers `tether.v1`. Each session is one record in the sandbox's activity (kind terminal, with what was typed, its first 4096 bytes, and the bytes both ways), written when it ends. Errors before the upgrade are problem documents: a process without a terminal is 409 PROCESS_STATE_CONFLICT.
+//
+// Corresponds with GET /v1/sandboxes/{id}/processes/{pid}/terminal (the `OpenProcessTerminal` operationId).
+func (c *Client) OpenProcessTerminal(ctx context.Context, id string, pid string, params *OpenProcessTerminalParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenProcessTerminalRequest(c.Server, id, pid, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // RenewSandboxWithBody Renew a sandbox's TTL
 //
 // Sets the deadline to now+ttl_seconds, capped at the sandbox's creation plus the max lifetime (capped says so). Renewing a sandbox that has ended is 409 SANDBOX_STATE_CONFLICT.
@@ -3729,6 +4433,23 @@ func (c *Client) ResumeSandbox(ctx context.Context, id string, params *ResumeSan
 // Corresponds with POST /v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
 func (c *Client) CreateSnapshot(ctx context.Context, id string, params *CreateSnapshotParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateSnapshotRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WatchFiles Watch a folder for changes
+//
+// Streams, as Server-Sent Events, what changes under the folder at path in the ready sandbox (below it too with recursive=true, folders made later included), from inotify inside the sandbox. A `start` event (WatchStarted) comes first, once the watch is armed: every change after it is seen. Then one event per change, named by its kind (create, write, remove, rename, chmod), whose data is a FileChange. The watch ends when the client leaves or the sandbox ends (an `error` event whose data is a Problem). A comment every 15 s keeps an idle stream open. A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder, 400 INVALID_PATH.
+//
+// Corresponds with GET /v1/sandboxes/{id}/watch (the `WatchFiles` operationId).
+func (c *Client) WatchFiles(ctx context.Context, id string, params *WatchFilesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWatchFilesRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6445,6 +7166,481 @@ func NewGetPreviewRequest(server string, id string, previewId string) (*http.Req
 	return req, nil
 }
 
+// NewListProcessesRequest constructs an http.Request for the ListProcesses method
+func NewListProcessesRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/processes", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewStartProcessRequest calls the generic StartProcess builder with application/json body
+func NewStartProcessRequest(server string, id string, body StartProcessJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewStartProcessRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewStartProcessRequestWithBody constructs an http.Request for the StartProcess method, with any body, and a specified content type
+func NewStartProcessRequestWithBody(server string, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/processes", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetProcessRequest constructs an http.Request for the GetProcess method
+func NewGetProcessRequest(server string, id string, pid string, params *GetProcessParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "pid", pid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/processes/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Wait != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewFollowProcessOutputRequest constructs an http.Request for the FollowProcessOutput method
+func NewFollowProcessOutputRequest(server string, id string, pid string, params *FollowProcessOutputParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "pid", pid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/processes/%s/output", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Encoding != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "encoding", *params.Encoding, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewResizeProcessRequest calls the generic ResizeProcess builder with application/json body
+func NewResizeProcessRequest(server string, id string, pid string, body ResizeProcessJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewResizeProcessRequestWithBody(server, id, pid, "application/json", bodyReader)
+}
+
+// NewResizeProcessRequestWithBody constructs an http.Request for the ResizeProcess method, with any body, and a specified content type
+func NewResizeProcessRequestWithBody(server string, id string, pid string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "pid", pid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/processes/%s/resize", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSignalProcessRequest calls the generic SignalProcess builder with application/json body
+func NewSignalProcessRequest(server string, id string, pid string, body SignalProcessJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSignalProcessRequestWithBody(server, id, pid, "application/json", bodyReader)
+}
+
+// NewSignalProcessRequestWithBody constructs an http.Request for the SignalProcess method, with any body, and a specified content type
+func NewSignalProcessRequestWithBody(server string, id string, pid string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "pid", pid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/processes/%s/signal", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewWriteProcessStdinRequestWithBody constructs an http.Request for the WriteProcessStdin method, with any body, and a specified content type
+func NewWriteProcessStdinRequestWithBody(server string, id string, pid string, params *WriteProcessStdinParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "pid", pid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/processes/%s/stdin", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Close != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "close", *params.Close, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewOpenProcessTerminalRequest constructs an http.Request for the OpenProcessTerminal method
+func NewOpenProcessTerminalRequest(server string, id string, pid string, params *OpenProcessTerminalParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "pid", pid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/processes/%s/terminal", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewRenewSandboxRequest calls the generic RenewSandbox builder with application/json body
 func NewRenewSandboxRequest(server string, id string, body RenewSandboxJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -6607,6 +7803,75 @@ func NewCreateSnapshotRequest(server string, id string, params *CreateSnapshotPa
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewWatchFilesRequest constructs an http.Request for the WatchFiles method
+func NewWatchFilesRequest(server string, id string, params *WatchFilesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/watch", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "path", params.Path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Recursive != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "recursive", *params.Recursive, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -7421,7 +8686,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListSandboxActivityWithResponse A sandbox's activity
 	//
-	// Every exec, file or archive transfer, and request to one of its ports (through the API or a preview URL) made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, or the port and request), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
+	// Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7634,6 +8899,113 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/sandboxes/{id}/previews/{preview_id} (the `GetPreview` operationId).
 	GetPreviewWithResponse(ctx context.Context, id string, previewId string, reqEditors ...RequestEditorFn) (*GetPreviewResponse, error)
 
+	// ListProcessesWithResponse List a sandbox's processes
+	//
+	// The processes the sandbox keeps, oldest first: those running, and those that ended within the last minute (with how they ended).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/processes (the `ListProcesses` operationId).
+	ListProcessesWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ListProcessesResponse, error)
+
+	// StartProcessWithBodyWithResponse Start a process in the background
+	//
+	// Starts command (under sh -c) or argv in the ready sandbox and answers as soon as it runs, with its pid, while it goes on in the background: it belongs to the sandbox, not to this request, and survives the client's disconnect and a restart of Tether; it ends with the sandbox, at its timeout, or when it exits. Its output is kept (the latest PROCESS_OUTPUT_BYTES) for any number of clients to read (GET .../output); with stdin it takes input (POST .../stdin), with pty it runs in a terminal (GET .../terminal). Nothing of Tether's environment reaches it: it gets the sandbox's environment, then env. Recorded in the sandbox's activity (kind process_start).
+	//
+	// A sandbox that already runs (or recently ran) PROCESS_MAX_PER_SANDBOX processes is 429 QUOTA_EXCEEDED; a program or cwd that does not exist is 400 INVALID_REQUEST; a provider without processes (or, with pty, without terminals) is 501 NOT_SUPPORTED.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/processes (the `StartProcess` operationId).
+	StartProcessWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StartProcessResponse, error)
+
+	// StartProcessWithResponse Start a process in the background
+	//
+	// Starts command (under sh -c) or argv in the ready sandbox and answers as soon as it runs, with its pid, while it goes on in the background: it belongs to the sandbox, not to this request, and survives the client's disconnect and a restart of Tether; it ends with the sandbox, at its timeout, or when it exits. Its output is kept (the latest PROCESS_OUTPUT_BYTES) for any number of clients to read (GET .../output); with stdin it takes input (POST .../stdin), with pty it runs in a terminal (GET .../terminal). Nothing of Tether's environment reaches it: it gets the sandbox's environment, then env. Recorded in the sandbox's activity (kind process_start).
+	//
+	// A sandbox that already runs (or recently ran) PROCESS_MAX_PER_SANDBOX processes is 429 QUOTA_EXCEEDED; a program or cwd that does not exist is 400 INVALID_REQUEST; a provider without processes (or, with pty, without terminals) is 501 NOT_SUPPORTED.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/processes (the `StartProcess` operationId).
+	StartProcessWithResponse(ctx context.Context, id string, body StartProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*StartProcessResponse, error)
+
+	// GetProcessWithResponse A process, or wait for its end
+	//
+	// The process pid names (a pid, or a tag: the latest process started with it, a running one first). With wait (a Go duration such as 30s, or whole seconds, at most the server's max wait) it answers once the process ended, or the wait did, as it is then: running tells which.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/processes/{pid} (the `GetProcess` operationId).
+	GetProcessWithResponse(ctx context.Context, id string, pid string, params *GetProcessParams, reqEditors ...RequestEditorFn) (*GetProcessResponse, error)
+
+	// FollowProcessOutputWithResponse Follow a process's output
+	//
+	// Streams the process's output as Server-Sent Events, from now (from=now, the default) or from the start of what the sandbox keeps of it (from=start: all of it, unless more than PROCESS_OUTPUT_BYTES came). Any number of clients may follow one process at once; a client that leaves (or is slow) neither holds up the process nor ends it.
+	//
+	// Events: `start` (`{"pid"}`) first; then `stdout`, `stderr` or (a terminal's) `pty`, each a ProcessOutput (`{"data","offset"}`, or with encoding=base64 `{"data":"","data_base64","offset"}`); `dropped` (a ProcessDropped: output that fell out of the kept window before this client read it); and last `exit` (a ProcessExit), after which the stream ends. A process that ended (kept a minute) answers at once: start, its output, exit. A failure after the stream began (the sandbox ended) is an `error` event whose data is a Problem. A comment every 15 s keeps an idle stream open.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/processes/{pid}/output (the `FollowProcessOutput` operationId).
+	FollowProcessOutputWithResponse(ctx context.Context, id string, pid string, params *FollowProcessOutputParams, reqEditors ...RequestEditorFn) (*FollowProcessOutputResponse, error)
+
+	// ResizeProcessWithBodyWithResponse Resize a process's terminal
+	//
+	// Sets the terminal's size; the program gets SIGWINCH. A process without a terminal (started without pty), or that has ended, is 409 PROCESS_STATE_CONFLICT.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/processes/{pid}/resize (the `ResizeProcess` operationId).
+	ResizeProcessWithBodyWithResponse(ctx context.Context, id string, pid string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResizeProcessResponse, error)
+
+	// ResizeProcessWithResponse Resize a process's terminal
+	//
+	// Sets the terminal's size; the program gets SIGWINCH. A process without a terminal (started without pty), or that has ended, is 409 PROCESS_STATE_CONFLICT.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/processes/{pid}/resize (the `ResizeProcess` operationId).
+	ResizeProcessWithResponse(ctx context.Context, id string, pid string, body ResizeProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*ResizeProcessResponse, error)
+
+	// SignalProcessWithBodyWithResponse Send a signal to a process
+	//
+	// Sends the signal to the process and its process group (everything it started that did not leave the group). Recorded in the sandbox's activity (kind process_signal). A process that has ended is 409 PROCESS_STATE_CONFLICT; one the sandbox does not keep, 404 PROCESS_NOT_FOUND.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/processes/{pid}/signal (the `SignalProcess` operationId).
+	SignalProcessWithBodyWithResponse(ctx context.Context, id string, pid string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SignalProcessResponse, error)
+
+	// SignalProcessWithResponse Send a signal to a process
+	//
+	// Sends the signal to the process and its process group (everything it started that did not leave the group). Recorded in the sandbox's activity (kind process_signal). A process that has ended is 409 PROCESS_STATE_CONFLICT; one the sandbox does not keep, 404 PROCESS_NOT_FOUND.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/processes/{pid}/signal (the `SignalProcess` operationId).
+	SignalProcessWithResponse(ctx context.Context, id string, pid string, body SignalProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*SignalProcessResponse, error)
+
+	// WriteProcessStdinWithBodyWithResponse Write to a process's stdin
+	//
+	// Writes the raw request body to the process's stdin (a process started with stdin: true) or, for a process with pty, to its terminal as if typed. With close=true its stdin is closed after (it reads end of file); a terminal ends input with ^D instead. Recorded in the sandbox's activity (kind process_input, with the input as text, its first 4096 bytes). A process without stdin, whose stdin is closed, or that has ended is 409 PROCESS_STATE_CONFLICT; nothing is written then.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/processes/{pid}/stdin (the `WriteProcessStdin` operationId).
+	WriteProcessStdinWithBodyWithResponse(ctx context.Context, id string, pid string, params *WriteProcessStdinParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WriteProcessStdinResponse, error)
+
+	// OpenProcessTerminalWithResponse A process's terminal, over WebSocket
+	//
+	// Upgrades the connection to WebSocket, connected to the terminal of a process started with pty. Binary frames from the client are keystrokes (written to the terminal as typed); binary frames from the server are the terminal's output, from the start of what is kept (from=start, the default: a client that attaches again sees the screen drawn again) or from now (from=now). Text frames are JSON (TerminalControl): `{"resize":{"rows":30,"cols":100}}` from the client; `{"dropped":{...}}`, `{"error":{...}}` (a Problem) and, last, `{"exit":{...}}` from the server, which then closes the connection (1000 once the process exited, 1011 on an error, 1001 when the server shuts down). Closing the connection leaves the process running. Several clients may hold a terminal at once: each sees all its output, and their keystrokes mix.
+	//
+	// The API key goes in Authorization, or, for browsers (which cannot set headers on WebSocket connections), in the subprotocol list: `Sec-WebSocket-Protocol: tether.v1, tether.bearer.<key>`; the server answers `tether.v1`. Each session is one record in the sandbox's activity (kind terminal, with what was typed, its first 4096 bytes, and the bytes both ways), written when it ends. Errors before the upgrade are problem documents: a process without a terminal is 409 PROCESS_STATE_CONFLICT.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/processes/{pid}/terminal (the `OpenProcessTerminal` operationId).
+	OpenProcessTerminalWithResponse(ctx context.Context, id string, pid string, params *OpenProcessTerminalParams, reqEditors ...RequestEditorFn) (*OpenProcessTerminalResponse, error)
+
 	// RenewSandboxWithBodyWithResponse Renew a sandbox's TTL
 	//
 	// Sets the deadline to now+ttl_seconds, capped at the sandbox's creation plus the max lifetime (capped says so). Renewing a sandbox that has ended is 409 SANDBOX_STATE_CONFLICT.
@@ -7669,6 +9041,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
 	CreateSnapshotWithResponse(ctx context.Context, id string, params *CreateSnapshotParams, reqEditors ...RequestEditorFn) (*CreateSnapshotResponse, error)
+
+	// WatchFilesWithResponse Watch a folder for changes
+	//
+	// Streams, as Server-Sent Events, what changes under the folder at path in the ready sandbox (below it too with recursive=true, folders made later included), from inotify inside the sandbox. A `start` event (WatchStarted) comes first, once the watch is armed: every change after it is seen. Then one event per change, named by its kind (create, write, remove, rename, chmod), whose data is a FileChange. The watch ends when the client leaves or the sandbox ends (an `error` event whose data is a Problem). A comment every 15 s keeps an idle stream open. A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder, 400 INVALID_PATH.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/watch (the `WatchFiles` operationId).
+	WatchFilesWithResponse(ctx context.Context, id string, params *WatchFilesParams, reqEditors ...RequestEditorFn) (*WatchFilesResponse, error)
 
 	// ListSnapshotsWithResponse List snapshots
 	//
@@ -15348,6 +16729,1346 @@ func (r GetPreviewResponse) ContentType() string {
 	return ""
 }
 
+// ListProcessesResponse200Headers the declared response headers of an HTTP 200 response for ListProcesses
+type ListProcessesResponse200Headers struct {
+	XRequestID string
+}
+
+// ListProcessesResponse400Headers the declared response headers of an HTTP 400 response for ListProcesses
+type ListProcessesResponse400Headers struct {
+	XRequestID string
+}
+
+// ListProcessesResponse401Headers the declared response headers of an HTTP 401 response for ListProcesses
+type ListProcessesResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// ListProcessesResponse404Headers the declared response headers of an HTTP 404 response for ListProcesses
+type ListProcessesResponse404Headers struct {
+	XRequestID string
+}
+
+// ListProcessesResponse409Headers the declared response headers of an HTTP 409 response for ListProcesses
+type ListProcessesResponse409Headers struct {
+	XRequestID string
+}
+
+// ListProcessesResponse429Headers the declared response headers of an HTTP 429 response for ListProcesses
+type ListProcessesResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// ListProcessesResponse500Headers the declared response headers of an HTTP 500 response for ListProcesses
+type ListProcessesResponse500Headers struct {
+	XRequestID string
+}
+
+// ListProcessesResponse501Headers the declared response headers of an HTTP 501 response for ListProcesses
+type ListProcessesResponse501Headers struct {
+	XRequestID string
+}
+
+// ListProcessesResponse503Headers the declared response headers of an HTTP 503 response for ListProcesses
+type ListProcessesResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type ListProcessesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ProcessList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON501 the response for an HTTP 501 `application/problem+json` response
+	ApplicationproblemJSON501 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListProcessesResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListProcessesResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListProcessesResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListProcessesResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ListProcessesResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListProcessesResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListProcessesResponse500Headers
+	// Headers501 the parsed response headers for an HTTP 501 response
+	Headers501 *ListProcessesResponse501Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListProcessesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListProcessesResponse) GetJSON200() *ProcessList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListProcessesResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListProcessesResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListProcessesResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ListProcessesResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListProcessesResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListProcessesResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON501 returns the response for an HTTP 501 `application/problem+json` response
+func (r ListProcessesResponse) GetApplicationproblemJSON501() *Problem {
+	return r.ApplicationproblemJSON501
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListProcessesResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListProcessesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListProcessesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListProcessesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListProcessesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// StartProcessResponse201Headers the declared response headers of an HTTP 201 response for StartProcess
+type StartProcessResponse201Headers struct {
+	Location   string
+	XRequestID string
+}
+
+// StartProcessResponse400Headers the declared response headers of an HTTP 400 response for StartProcess
+type StartProcessResponse400Headers struct {
+	XRequestID string
+}
+
+// StartProcessResponse401Headers the declared response headers of an HTTP 401 response for StartProcess
+type StartProcessResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// StartProcessResponse404Headers the declared response headers of an HTTP 404 response for StartProcess
+type StartProcessResponse404Headers struct {
+	XRequestID string
+}
+
+// StartProcessResponse409Headers the declared response headers of an HTTP 409 response for StartProcess
+type StartProcessResponse409Headers struct {
+	XRequestID string
+}
+
+// StartProcessResponse413Headers the declared response headers of an HTTP 413 response for StartProcess
+type StartProcessResponse413Headers struct {
+	XRequestID string
+}
+
+// StartProcessResponse429Headers the declared response headers of an HTTP 429 response for StartProcess
+type StartProcessResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// StartProcessResponse500Headers the declared response headers of an HTTP 500 response for StartProcess
+type StartProcessResponse500Headers struct {
+	XRequestID string
+}
+
+// StartProcessResponse501Headers the declared response headers of an HTTP 501 response for StartProcess
+type StartProcessResponse501Headers struct {
+	XRequestID string
+}
+
+// StartProcessResponse503Headers the declared response headers of an HTTP 503 response for StartProcess
+type StartProcessResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type StartProcessResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Process
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON501 the response for an HTTP 501 `application/problem+json` response
+	ApplicationproblemJSON501 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *StartProcessResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *StartProcessResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *StartProcessResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *StartProcessResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *StartProcessResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *StartProcessResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *StartProcessResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *StartProcessResponse500Headers
+	// Headers501 the parsed response headers for an HTTP 501 response
+	Headers501 *StartProcessResponse501Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *StartProcessResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r StartProcessResponse) GetJSON201() *Process {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r StartProcessResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r StartProcessResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r StartProcessResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r StartProcessResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r StartProcessResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r StartProcessResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r StartProcessResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON501 returns the response for an HTTP 501 `application/problem+json` response
+func (r StartProcessResponse) GetApplicationproblemJSON501() *Problem {
+	return r.ApplicationproblemJSON501
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r StartProcessResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r StartProcessResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StartProcessResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StartProcessResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StartProcessResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetProcessResponse200Headers the declared response headers of an HTTP 200 response for GetProcess
+type GetProcessResponse200Headers struct {
+	XRequestID string
+}
+
+// GetProcessResponse400Headers the declared response headers of an HTTP 400 response for GetProcess
+type GetProcessResponse400Headers struct {
+	XRequestID string
+}
+
+// GetProcessResponse401Headers the declared response headers of an HTTP 401 response for GetProcess
+type GetProcessResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// GetProcessResponse404Headers the declared response headers of an HTTP 404 response for GetProcess
+type GetProcessResponse404Headers struct {
+	XRequestID string
+}
+
+// GetProcessResponse409Headers the declared response headers of an HTTP 409 response for GetProcess
+type GetProcessResponse409Headers struct {
+	XRequestID string
+}
+
+// GetProcessResponse429Headers the declared response headers of an HTTP 429 response for GetProcess
+type GetProcessResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// GetProcessResponse500Headers the declared response headers of an HTTP 500 response for GetProcess
+type GetProcessResponse500Headers struct {
+	XRequestID string
+}
+
+// GetProcessResponse501Headers the declared response headers of an HTTP 501 response for GetProcess
+type GetProcessResponse501Headers struct {
+	XRequestID string
+}
+
+// GetProcessResponse503Headers the declared response headers of an HTTP 503 response for GetProcess
+type GetProcessResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type GetProcessResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Process
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON501 the response for an HTTP 501 `application/problem+json` response
+	ApplicationproblemJSON501 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetProcessResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetProcessResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetProcessResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetProcessResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *GetProcessResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetProcessResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetProcessResponse500Headers
+	// Headers501 the parsed response headers for an HTTP 501 response
+	Headers501 *GetProcessResponse501Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetProcessResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetProcessResponse) GetJSON200() *Process {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetProcessResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetProcessResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetProcessResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r GetProcessResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetProcessResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetProcessResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON501 returns the response for an HTTP 501 `application/problem+json` response
+func (r GetProcessResponse) GetApplicationproblemJSON501() *Problem {
+	return r.ApplicationproblemJSON501
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetProcessResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetProcessResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetProcessResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetProcessResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetProcessResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// FollowProcessOutputResponse200Headers the declared response headers of an HTTP 200 response for FollowProcessOutput
+type FollowProcessOutputResponse200Headers struct {
+	XRequestID string
+}
+
+// FollowProcessOutputResponse400Headers the declared response headers of an HTTP 400 response for FollowProcessOutput
+type FollowProcessOutputResponse400Headers struct {
+	XRequestID string
+}
+
+// FollowProcessOutputResponse401Headers the declared response headers of an HTTP 401 response for FollowProcessOutput
+type FollowProcessOutputResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// FollowProcessOutputResponse404Headers the declared response headers of an HTTP 404 response for FollowProcessOutput
+type FollowProcessOutputResponse404Headers struct {
+	XRequestID string
+}
+
+// FollowProcessOutputResponse409Headers the declared response headers of an HTTP 409 response for FollowProcessOutput
+type FollowProcessOutputResponse409Headers struct {
+	XRequestID string
+}
+
+// FollowProcessOutputResponse429Headers the declared response headers of an HTTP 429 response for FollowProcessOutput
+type FollowProcessOutputResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// FollowProcessOutputResponse500Headers the declared response headers of an HTTP 500 response for FollowProcessOutput
+type FollowProcessOutputResponse500Headers struct {
+	XRequestID string
+}
+
+// FollowProcessOutputResponse501Headers the declared response headers of an HTTP 501 response for FollowProcessOutput
+type FollowProcessOutputResponse501Headers struct {
+	XRequestID string
+}
+
+// FollowProcessOutputResponse503Headers the declared response headers of an HTTP 503 response for FollowProcessOutput
+type FollowProcessOutputResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type FollowProcessOutputResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ProcessOutput
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON501 the response for an HTTP 501 `application/problem+json` response
+	ApplicationproblemJSON501 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *FollowProcessOutputResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *FollowProcessOutputResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *FollowProcessOutputResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *FollowProcessOutputResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *FollowProcessOutputResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *FollowProcessOutputResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *FollowProcessOutputResponse500Headers
+	// Headers501 the parsed response headers for an HTTP 501 response
+	Headers501 *FollowProcessOutputResponse501Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *FollowProcessOutputResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r FollowProcessOutputResponse) GetJSON200() *ProcessOutput {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r FollowProcessOutputResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r FollowProcessOutputResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r FollowProcessOutputResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r FollowProcessOutputResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r FollowProcessOutputResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r FollowProcessOutputResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON501 returns the response for an HTTP 501 `application/problem+json` response
+func (r FollowProcessOutputResponse) GetApplicationproblemJSON501() *Problem {
+	return r.ApplicationproblemJSON501
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r FollowProcessOutputResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r FollowProcessOutputResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r FollowProcessOutputResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r FollowProcessOutputResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r FollowProcessOutputResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResizeProcessResponse204Headers the declared response headers of an HTTP 204 response for ResizeProcess
+type ResizeProcessResponse204Headers struct {
+	XRequestID string
+}
+
+// ResizeProcessResponse400Headers the declared response headers of an HTTP 400 response for ResizeProcess
+type ResizeProcessResponse400Headers struct {
+	XRequestID string
+}
+
+// ResizeProcessResponse401Headers the declared response headers of an HTTP 401 response for ResizeProcess
+type ResizeProcessResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// ResizeProcessResponse404Headers the declared response headers of an HTTP 404 response for ResizeProcess
+type ResizeProcessResponse404Headers struct {
+	XRequestID string
+}
+
+// ResizeProcessResponse409Headers the declared response headers of an HTTP 409 response for ResizeProcess
+type ResizeProcessResponse409Headers struct {
+	XRequestID string
+}
+
+// ResizeProcessResponse413Headers the declared response headers of an HTTP 413 response for ResizeProcess
+type ResizeProcessResponse413Headers struct {
+	XRequestID string
+}
+
+// ResizeProcessResponse429Headers the declared response headers of an HTTP 429 response for ResizeProcess
+type ResizeProcessResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// ResizeProcessResponse500Headers the declared response headers of an HTTP 500 response for ResizeProcess
+type ResizeProcessResponse500Headers struct {
+	XRequestID string
+}
+
+// ResizeProcessResponse501Headers the declared response headers of an HTTP 501 response for ResizeProcess
+type ResizeProcessResponse501Headers struct {
+	XRequestID string
+}
+
+// ResizeProcessResponse503Headers the declared response headers of an HTTP 503 response for ResizeProcess
+type ResizeProcessResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type ResizeProcessResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON501 the response for an HTTP 501 `application/problem+json` response
+	ApplicationproblemJSON501 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *ResizeProcessResponse204Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ResizeProcessResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ResizeProcessResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ResizeProcessResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ResizeProcessResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *ResizeProcessResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ResizeProcessResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ResizeProcessResponse500Headers
+	// Headers501 the parsed response headers for an HTTP 501 response
+	Headers501 *ResizeProcessResponse501Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ResizeProcessResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ResizeProcessResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ResizeProcessResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ResizeProcessResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ResizeProcessResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ResizeProcessResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ResizeProcessResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ResizeProcessResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON501 returns the response for an HTTP 501 `application/problem+json` response
+func (r ResizeProcessResponse) GetApplicationproblemJSON501() *Problem {
+	return r.ApplicationproblemJSON501
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ResizeProcessResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ResizeProcessResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResizeProcessResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResizeProcessResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResizeProcessResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SignalProcessResponse204Headers the declared response headers of an HTTP 204 response for SignalProcess
+type SignalProcessResponse204Headers struct {
+	XRequestID string
+}
+
+// SignalProcessResponse400Headers the declared response headers of an HTTP 400 response for SignalProcess
+type SignalProcessResponse400Headers struct {
+	XRequestID string
+}
+
+// SignalProcessResponse401Headers the declared response headers of an HTTP 401 response for SignalProcess
+type SignalProcessResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// SignalProcessResponse404Headers the declared response headers of an HTTP 404 response for SignalProcess
+type SignalProcessResponse404Headers struct {
+	XRequestID string
+}
+
+// SignalProcessResponse409Headers the declared response headers of an HTTP 409 response for SignalProcess
+type SignalProcessResponse409Headers struct {
+	XRequestID string
+}
+
+// SignalProcessResponse413Headers the declared response headers of an HTTP 413 response for SignalProcess
+type SignalProcessResponse413Headers struct {
+	XRequestID string
+}
+
+// SignalProcessResponse429Headers the declared response headers of an HTTP 429 response for SignalProcess
+type SignalProcessResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// SignalProcessResponse500Headers the declared response headers of an HTTP 500 response for SignalProcess
+type SignalProcessResponse500Headers struct {
+	XRequestID string
+}
+
+// SignalProcessResponse501Headers the declared response headers of an HTTP 501 response for SignalProcess
+type SignalProcessResponse501Headers struct {
+	XRequestID string
+}
+
+// SignalProcessResponse503Headers the declared response headers of an HTTP 503 response for SignalProcess
+type SignalProcessResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type SignalProcessResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON501 the response for an HTTP 501 `application/problem+json` response
+	ApplicationproblemJSON501 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *SignalProcessResponse204Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SignalProcessResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SignalProcessResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SignalProcessResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *SignalProcessResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *SignalProcessResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SignalProcessResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *SignalProcessResponse500Headers
+	// Headers501 the parsed response headers for an HTTP 501 response
+	Headers501 *SignalProcessResponse501Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SignalProcessResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SignalProcessResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SignalProcessResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SignalProcessResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r SignalProcessResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r SignalProcessResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r SignalProcessResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r SignalProcessResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON501 returns the response for an HTTP 501 `application/problem+json` response
+func (r SignalProcessResponse) GetApplicationproblemJSON501() *Problem {
+	return r.ApplicationproblemJSON501
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r SignalProcessResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r SignalProcessResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SignalProcessResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SignalProcessResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SignalProcessResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// WriteProcessStdinResponse204Headers the declared response headers of an HTTP 204 response for WriteProcessStdin
+type WriteProcessStdinResponse204Headers struct {
+	XRequestID string
+}
+
+// WriteProcessStdinResponse400Headers the declared response headers of an HTTP 400 response for WriteProcessStdin
+type WriteProcessStdinResponse400Headers struct {
+	XRequestID string
+}
+
+// WriteProcessStdinResponse401Headers the declared response headers of an HTTP 401 response for WriteProcessStdin
+type WriteProcessStdinResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// WriteProcessStdinResponse404Headers the declared response headers of an HTTP 404 response for WriteProcessStdin
+type WriteProcessStdinResponse404Headers struct {
+	XRequestID string
+}
+
+// WriteProcessStdinResponse409Headers the declared response headers of an HTTP 409 response for WriteProcessStdin
+type WriteProcessStdinResponse409Headers struct {
+	XRequestID string
+}
+
+// WriteProcessStdinResponse413Headers the declared response headers of an HTTP 413 response for WriteProcessStdin
+type WriteProcessStdinResponse413Headers struct {
+	XRequestID string
+}
+
+// WriteProcessStdinResponse429Headers the declared response headers of an HTTP 429 response for WriteProcessStdin
+type WriteProcessStdinResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// WriteProcessStdinResponse500Headers the declared response headers of an HTTP 500 response for WriteProcessStdin
+type WriteProcessStdinResponse500Headers struct {
+	XRequestID string
+}
+
+// WriteProcessStdinResponse501Headers the declared response headers of an HTTP 501 response for WriteProcessStdin
+type WriteProcessStdinResponse501Headers struct {
+	XRequestID string
+}
+
+// WriteProcessStdinResponse503Headers the declared response headers of an HTTP 503 response for WriteProcessStdin
+type WriteProcessStdinResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type WriteProcessStdinResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON501 the response for an HTTP 501 `application/problem+json` response
+	ApplicationproblemJSON501 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *WriteProcessStdinResponse204Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *WriteProcessStdinResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *WriteProcessStdinResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *WriteProcessStdinResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *WriteProcessStdinResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *WriteProcessStdinResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *WriteProcessStdinResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *WriteProcessStdinResponse500Headers
+	// Headers501 the parsed response headers for an HTTP 501 response
+	Headers501 *WriteProcessStdinResponse501Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *WriteProcessStdinResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r WriteProcessStdinResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r WriteProcessStdinResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r WriteProcessStdinResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r WriteProcessStdinResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r WriteProcessStdinResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r WriteProcessStdinResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r WriteProcessStdinResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON501 returns the response for an HTTP 501 `application/problem+json` response
+func (r WriteProcessStdinResponse) GetApplicationproblemJSON501() *Problem {
+	return r.ApplicationproblemJSON501
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r WriteProcessStdinResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r WriteProcessStdinResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r WriteProcessStdinResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r WriteProcessStdinResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r WriteProcessStdinResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// OpenProcessTerminalResponse101Headers the declared response headers of an HTTP 101 response for OpenProcessTerminal
+type OpenProcessTerminalResponse101Headers struct {
+	XRequestID string
+}
+
+// OpenProcessTerminalResponse400Headers the declared response headers of an HTTP 400 response for OpenProcessTerminal
+type OpenProcessTerminalResponse400Headers struct {
+	XRequestID string
+}
+
+// OpenProcessTerminalResponse401Headers the declared response headers of an HTTP 401 response for OpenProcessTerminal
+type OpenProcessTerminalResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// OpenProcessTerminalResponse404Headers the declared response headers of an HTTP 404 response for OpenProcessTerminal
+type OpenProcessTerminalResponse404Headers struct {
+	XRequestID string
+}
+
+// OpenProcessTerminalResponse409Headers the declared response headers of an HTTP 409 response for OpenProcessTerminal
+type OpenProcessTerminalResponse409Headers struct {
+	XRequestID string
+}
+
+// OpenProcessTerminalResponse429Headers the declared response headers of an HTTP 429 response for OpenProcessTerminal
+type OpenProcessTerminalResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// OpenProcessTerminalResponse500Headers the declared response headers of an HTTP 500 response for OpenProcessTerminal
+type OpenProcessTerminalResponse500Headers struct {
+	XRequestID string
+}
+
+// OpenProcessTerminalResponse501Headers the declared response headers of an HTTP 501 response for OpenProcessTerminal
+type OpenProcessTerminalResponse501Headers struct {
+	XRequestID string
+}
+
+// OpenProcessTerminalResponse503Headers the declared response headers of an HTTP 503 response for OpenProcessTerminal
+type OpenProcessTerminalResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type OpenProcessTerminalResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON101 the response for an HTTP 101 `application/json` response
+	JSON101 *TerminalControl
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON501 the response for an HTTP 501 `application/problem+json` response
+	ApplicationproblemJSON501 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers101 the parsed response headers for an HTTP 101 response
+	Headers101 *OpenProcessTerminalResponse101Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *OpenProcessTerminalResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *OpenProcessTerminalResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *OpenProcessTerminalResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *OpenProcessTerminalResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OpenProcessTerminalResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *OpenProcessTerminalResponse500Headers
+	// Headers501 the parsed response headers for an HTTP 501 response
+	Headers501 *OpenProcessTerminalResponse501Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *OpenProcessTerminalResponse503Headers
+}
+
+// GetJSON101 returns the response for an HTTP 101 `application/json` response
+func (r OpenProcessTerminalResponse) GetJSON101() *TerminalControl {
+	return r.JSON101
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r OpenProcessTerminalResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r OpenProcessTerminalResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r OpenProcessTerminalResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r OpenProcessTerminalResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r OpenProcessTerminalResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r OpenProcessTerminalResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON501 returns the response for an HTTP 501 `application/problem+json` response
+func (r OpenProcessTerminalResponse) GetApplicationproblemJSON501() *Problem {
+	return r.ApplicationproblemJSON501
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r OpenProcessTerminalResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r OpenProcessTerminalResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r OpenProcessTerminalResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OpenProcessTerminalResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OpenProcessTerminalResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // RenewSandboxResponse200Headers the declared response headers of an HTTP 200 response for RenewSandbox
 type RenewSandboxResponse200Headers struct {
 	XRequestID string
@@ -16058,6 +18779,183 @@ func (r CreateSnapshotResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreateSnapshotResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// WatchFilesResponse200Headers the declared response headers of an HTTP 200 response for WatchFiles
+type WatchFilesResponse200Headers struct {
+	XRequestID string
+}
+
+// WatchFilesResponse400Headers the declared response headers of an HTTP 400 response for WatchFiles
+type WatchFilesResponse400Headers struct {
+	XRequestID string
+}
+
+// WatchFilesResponse401Headers the declared response headers of an HTTP 401 response for WatchFiles
+type WatchFilesResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// WatchFilesResponse403Headers the declared response headers of an HTTP 403 response for WatchFiles
+type WatchFilesResponse403Headers struct {
+	XRequestID string
+}
+
+// WatchFilesResponse404Headers the declared response headers of an HTTP 404 response for WatchFiles
+type WatchFilesResponse404Headers struct {
+	XRequestID string
+}
+
+// WatchFilesResponse409Headers the declared response headers of an HTTP 409 response for WatchFiles
+type WatchFilesResponse409Headers struct {
+	XRequestID string
+}
+
+// WatchFilesResponse429Headers the declared response headers of an HTTP 429 response for WatchFiles
+type WatchFilesResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// WatchFilesResponse500Headers the declared response headers of an HTTP 500 response for WatchFiles
+type WatchFilesResponse500Headers struct {
+	XRequestID string
+}
+
+// WatchFilesResponse501Headers the declared response headers of an HTTP 501 response for WatchFiles
+type WatchFilesResponse501Headers struct {
+	XRequestID string
+}
+
+// WatchFilesResponse503Headers the declared response headers of an HTTP 503 response for WatchFiles
+type WatchFilesResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type WatchFilesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FileChange
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON501 the response for an HTTP 501 `application/problem+json` response
+	ApplicationproblemJSON501 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *WatchFilesResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *WatchFilesResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *WatchFilesResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *WatchFilesResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *WatchFilesResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *WatchFilesResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *WatchFilesResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *WatchFilesResponse500Headers
+	// Headers501 the parsed response headers for an HTTP 501 response
+	Headers501 *WatchFilesResponse501Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *WatchFilesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r WatchFilesResponse) GetJSON200() *FileChange {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r WatchFilesResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r WatchFilesResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r WatchFilesResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r WatchFilesResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r WatchFilesResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r WatchFilesResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r WatchFilesResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON501 returns the response for an HTTP 501 `application/problem+json` response
+func (r WatchFilesResponse) GetApplicationproblemJSON501() *Problem {
+	return r.ApplicationproblemJSON501
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r WatchFilesResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r WatchFilesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r WatchFilesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r WatchFilesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r WatchFilesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -17921,7 +20819,7 @@ func (c *ClientWithResponses) GetSandboxWithResponse(ctx context.Context, id str
 
 // ListSandboxActivityWithResponse A sandbox's activity
 //
-// Every exec, file or archive transfer, and request to one of its ports (through the API or a preview URL) made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, or the port and request), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
+// Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -18272,6 +21170,179 @@ func (c *ClientWithResponses) GetPreviewWithResponse(ctx context.Context, id str
 	return ParseGetPreviewResponse(rsp)
 }
 
+// ListProcessesWithResponse List a sandbox's processes
+//
+// The processes the sandbox keeps, oldest first: those running, and those that ended within the last minute (with how they ended).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxes/{id}/processes (the `ListProcesses` operationId).
+func (c *ClientWithResponses) ListProcessesWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ListProcessesResponse, error) {
+	rsp, err := c.ListProcesses(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListProcessesResponse(rsp)
+}
+
+// StartProcessWithBodyWithResponse Start a process in the background
+//
+// Starts command (under sh -c) or argv in the ready sandbox and answers as soon as it runs, with its pid, while it goes on in the background: it belongs to the sandbox, not to this request, and survives the client's disconnect and a restart of Tether; it ends with the sandbox, at its timeout, or when it exits. Its output is kept (the latest PROCESS_OUTPUT_BYTES) for any number of clients to read (GET .../output); with stdin it takes input (POST .../stdin), with pty it runs in a terminal (GET .../terminal). Nothing of Tether's environment reaches it: it gets the sandbox's environment, then env. Recorded in the sandbox's activity (kind process_start).
+//
+// A sandbox that already runs (or recently ran) PROCESS_MAX_PER_SANDBOX processes is 429 QUOTA_EXCEEDED; a program or cwd that does not exist is 400 INVALID_REQUEST; a provider without processes (or, with pty, without terminals) is 501 NOT_SUPPORTED.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{id}/processes (the `StartProcess` operationId).
+func (c *ClientWithResponses) StartProcessWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StartProcessResponse, error) {
+	rsp, err := c.StartProcessWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStartProcessResponse(rsp)
+}
+
+// StartProcessWithResponse Start a process in the background
+//
+// Starts command (under sh -c) or argv in the ready sandbox and answers as soon as it runs, with its pid, while it goes on in the background: it belongs to the sandbox, not to this request, and survives the client's disconnect and a restart of Tether; it ends with the sandbox, at its timeout, or when it exits. Its output is kept (the latest PROCESS_OUTPUT_BYTES) for any number of clients to read (GET .../output); with stdin it takes input (POST .../stdin), with pty it runs in a terminal (GET .../terminal). Nothing of Tether's environment reaches it: it gets the sandbox's environment, then env. Recorded in the sandbox's activity (kind process_start).
+//
+// A sandbox that already runs (or recently ran) PROCESS_MAX_PER_SANDBOX processes is 429 QUOTA_EXCEEDED; a program or cwd that does not exist is 400 INVALID_REQUEST; a provider without processes (or, with pty, without terminals) is 501 NOT_SUPPORTED.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{id}/processes (the `StartProcess` operationId).
+func (c *ClientWithResponses) StartProcessWithResponse(ctx context.Context, id string, body StartProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*StartProcessResponse, error) {
+	rsp, err := c.StartProcess(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStartProcessResponse(rsp)
+}
+
+// GetProcessWithResponse A process, or wait for its end
+//
+// The process pid names (a pid, or a tag: the latest process started with it, a running one first). With wait (a Go duration such as 30s, or whole seconds, at most the server's max wait) it answers once the process ended, or the wait did, as it is then: running tells which.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxes/{id}/processes/{pid} (the `GetProcess` operationId).
+func (c *ClientWithResponses) GetProcessWithResponse(ctx context.Context, id string, pid string, params *GetProcessParams, reqEditors ...RequestEditorFn) (*GetProcessResponse, error) {
+	rsp, err := c.GetProcess(ctx, id, pid, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetProcessResponse(rsp)
+}
+
+// FollowProcessOutputWithResponse Follow a process's output
+//
+// Streams the process's output as Server-Sent Events, from now (from=now, the default) or from the start of what the sandbox keeps of it (from=start: all of it, unless more than PROCESS_OUTPUT_BYTES came). Any number of clients may follow one process at once; a client that leaves (or is slow) neither holds up the process nor ends it.
+//
+// Events: `start` (`{"pid"}`) first; then `stdout`, `stderr` or (a terminal's) `pty`, each a ProcessOutput (`{"data","offset"}`, or with encoding=base64 `{"data":"","data_base64","offset"}`); `dropped` (a ProcessDropped: output that fell out of the kept window before this client read it); and last `exit` (a ProcessExit), after which the stream ends. A process that ended (kept a minute) answers at once: start, its output, exit. A failure after the stream began (the sandbox ended) is an `error` event whose data is a Problem. A comment every 15 s keeps an idle stream open.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxes/{id}/processes/{pid}/output (the `FollowProcessOutput` operationId).
+func (c *ClientWithResponses) FollowProcessOutputWithResponse(ctx context.Context, id string, pid string, params *FollowProcessOutputParams, reqEditors ...RequestEditorFn) (*FollowProcessOutputResponse, error) {
+	rsp, err := c.FollowProcessOutput(ctx, id, pid, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFollowProcessOutputResponse(rsp)
+}
+
+// ResizeProcessWithBodyWithResponse Resize a process's terminal
+//
+// Sets the terminal's size; the program gets SIGWINCH. A process without a terminal (started without pty), or that has ended, is 409 PROCESS_STATE_CONFLICT.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{id}/processes/{pid}/resize (the `ResizeProcess` operationId).
+func (c *ClientWithResponses) ResizeProcessWithBodyWithResponse(ctx context.Context, id string, pid string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResizeProcessResponse, error) {
+	rsp, err := c.ResizeProcessWithBody(ctx, id, pid, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResizeProcessResponse(rsp)
+}
+
+// ResizeProcessWithResponse Resize a process's terminal
+//
+// Sets the terminal's size; the program gets SIGWINCH. A process without a terminal (started without pty), or that has ended, is 409 PROCESS_STATE_CONFLICT.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{id}/processes/{pid}/resize (the `ResizeProcess` operationId).
+func (c *ClientWithResponses) ResizeProcessWithResponse(ctx context.Context, id string, pid string, body ResizeProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*ResizeProcessResponse, error) {
+	rsp, err := c.ResizeProcess(ctx, id, pid, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResizeProcessResponse(rsp)
+}
+
+// SignalProcessWithBodyWithResponse Send a signal to a process
+//
+// Sends the signal to the process and its process group (everything it started that did not leave the group). Recorded in the sandbox's activity (kind process_signal). A process that has ended is 409 PROCESS_STATE_CONFLICT; one the sandbox does not keep, 404 PROCESS_NOT_FOUND.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{id}/processes/{pid}/signal (the `SignalProcess` operationId).
+func (c *ClientWithResponses) SignalProcessWithBodyWithResponse(ctx context.Context, id string, pid string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SignalProcessResponse, error) {
+	rsp, err := c.SignalProcessWithBody(ctx, id, pid, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignalProcessResponse(rsp)
+}
+
+// SignalProcessWithResponse Send a signal to a process
+//
+// Sends the signal to the process and its process group (everything it started that did not leave the group). Recorded in the sandbox's activity (kind process_signal). A process that has ended is 409 PROCESS_STATE_CONFLICT; one the sandbox does not keep, 404 PROCESS_NOT_FOUND.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{id}/processes/{pid}/signal (the `SignalProcess` operationId).
+func (c *ClientWithResponses) SignalProcessWithResponse(ctx context.Context, id string, pid string, body SignalProcessJSONRequestBody, reqEditors ...RequestEditorFn) (*SignalProcessResponse, error) {
+	rsp, err := c.SignalProcess(ctx, id, pid, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignalProcessResponse(rsp)
+}
+
+// WriteProcessStdinWithBodyWithResponse Write to a process's stdin
+//
+// Writes the raw request body to the process's stdin (a process started with stdin: true) or, for a process with pty, to its terminal as if typed. With close=true its stdin is closed after (it reads end of file); a terminal ends input with ^D instead. Recorded in the sandbox's activity (kind process_input, with the input as text, its first 4096 bytes). A process without stdin, whose stdin is closed, or that has ended is 409 PROCESS_STATE_CONFLICT; nothing is written then.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{id}/processes/{pid}/stdin (the `WriteProcessStdin` operationId).
+func (c *ClientWithResponses) WriteProcessStdinWithBodyWithResponse(ctx context.Context, id string, pid string, params *WriteProcessStdinParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WriteProcessStdinResponse, error) {
+	rsp, err := c.WriteProcessStdinWithBody(ctx, id, pid, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWriteProcessStdinResponse(rsp)
+}
+
+// OpenProcessTerminalWithResponse A process's terminal, over WebSocket
+//
+// Upgrades the connection to WebSocket, connected to the terminal of a process started with pty. Binary frames from the client are keystrokes (written to the terminal as typed); binary frames from the server are the terminal's output, from the start of what is kept (from=start, the default: a client that attaches again sees the screen drawn again) or from now (from=now). Text frames are JSON (TerminalControl): `{"resize":{"rows":30,"cols":100}}` from the client; `{"dropped":{...}}`, `{"error":{...}}` (a Problem) and, last, `{"exit":{...}}` from the server, which then closes the connection (1000 once the process exited, 1011 on an error, 1001 when the server shuts down). Closing the connection leaves the process running. Several clients may hold a terminal at once: each sees all its output, and their keystrokes mix.
+//
+// The API key goes in Authorization, or, for browsers (which cannot set headers on WebSocket connections), in the subprotocol list: `Sec-WebSocket-Protocol: tether.v1, tether.bearer.<key>`; the server answers `tether.v1`. Each session is one record in the sandbox's activity (kind terminal, with what was typed, its first 4096 bytes, and the bytes both ways), written when it ends. Errors before the upgrade are problem documents: a process without a terminal is 409 PROCESS_STATE_CONFLICT.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxes/{id}/processes/{pid}/terminal (the `OpenProcessTerminal` operationId).
+func (c *ClientWithResponses) OpenProcessTerminalWithResponse(ctx context.Context, id string, pid string, params *OpenProcessTerminalParams, reqEditors ...RequestEditorFn) (*OpenProcessTerminalResponse, error) {
+	rsp, err := c.OpenProcessTerminal(ctx, id, pid, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenProcessTerminalResponse(rsp)
+}
+
 // RenewSandboxWithBodyWithResponse Renew a sandbox's TTL
 //
 // Sets the deadline to now+ttl_seconds, capped at the sandbox's creation plus the max lifetime (capped says so). Renewing a sandbox that has ended is 409 SANDBOX_STATE_CONFLICT.
@@ -18330,6 +21401,21 @@ func (c *ClientWithResponses) CreateSnapshotWithResponse(ctx context.Context, id
 		return nil, err
 	}
 	return ParseCreateSnapshotResponse(rsp)
+}
+
+// WatchFilesWithResponse Watch a folder for changes
+//
+// Streams, as Server-Sent Events, what changes under the folder at path in the ready sandbox (below it too with recursive=true, folders made later included), from inotify inside the sandbox. A `start` event (WatchStarted) comes first, once the watch is armed: every change after it is seen. Then one event per change, named by its kind (create, write, remove, rename, chmod), whose data is a FileChange. The watch ends when the client leaves or the sandbox ends (an `error` event whose data is a Problem). A comment every 15 s keeps an idle stream open. A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder, 400 INVALID_PATH.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxes/{id}/watch (the `WatchFiles` operationId).
+func (c *ClientWithResponses) WatchFilesWithResponse(ctx context.Context, id string, params *WatchFilesParams, reqEditors ...RequestEditorFn) (*WatchFilesResponse, error) {
+	rsp, err := c.WatchFiles(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWatchFilesResponse(rsp)
 }
 
 // ListSnapshotsWithResponse List snapshots
@@ -27587,6 +30673,1640 @@ func ParseGetPreviewResponse(rsp *http.Response) (*GetPreviewResponse, error) {
 	return response, nil
 }
 
+// ParseListProcessesResponse parses an HTTP response from a ListProcessesWithResponse call
+func ParseListProcessesResponse(rsp *http.Response) (*ListProcessesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListProcessesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ProcessList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListProcessesResponse200Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListProcessesResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListProcessesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListProcessesResponse404Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ListProcessesResponse409Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListProcessesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListProcessesResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 501:
+		var headers ListProcessesResponse501Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers501 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListProcessesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseStartProcessResponse parses an HTTP response from a StartProcessWithResponse call
+func ParseStartProcessResponse(rsp *http.Response) (*StartProcessResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StartProcessResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Process
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers StartProcessResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers StartProcessResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers StartProcessResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers StartProcessResponse404Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers StartProcessResponse409Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers StartProcessResponse413Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers StartProcessResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers StartProcessResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 501:
+		var headers StartProcessResponse501Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers501 = &headers
+	case rsp.StatusCode == 503:
+		var headers StartProcessResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetProcessResponse parses an HTTP response from a GetProcessWithResponse call
+func ParseGetProcessResponse(rsp *http.Response) (*GetProcessResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetProcessResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Process
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetProcessResponse200Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetProcessResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetProcessResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetProcessResponse404Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers GetProcessResponse409Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetProcessResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetProcessResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 501:
+		var headers GetProcessResponse501Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers501 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetProcessResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseFollowProcessOutputResponse parses an HTTP response from a FollowProcessOutputWithResponse call
+func ParseFollowProcessOutputResponse(rsp *http.Response) (*FollowProcessOutputResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &FollowProcessOutputResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ProcessOutput
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers FollowProcessOutputResponse200Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers FollowProcessOutputResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers FollowProcessOutputResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers FollowProcessOutputResponse404Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers FollowProcessOutputResponse409Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers FollowProcessOutputResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers FollowProcessOutputResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 501:
+		var headers FollowProcessOutputResponse501Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers501 = &headers
+	case rsp.StatusCode == 503:
+		var headers FollowProcessOutputResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResizeProcessResponse parses an HTTP response from a ResizeProcessWithResponse call
+func ParseResizeProcessResponse(rsp *http.Response) (*ResizeProcessResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResizeProcessResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers ResizeProcessResponse204Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers204 = &headers
+	case rsp.StatusCode == 400:
+		var headers ResizeProcessResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ResizeProcessResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers ResizeProcessResponse404Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ResizeProcessResponse409Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers ResizeProcessResponse413Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers ResizeProcessResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ResizeProcessResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 501:
+		var headers ResizeProcessResponse501Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers501 = &headers
+	case rsp.StatusCode == 503:
+		var headers ResizeProcessResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSignalProcessResponse parses an HTTP response from a SignalProcessWithResponse call
+func ParseSignalProcessResponse(rsp *http.Response) (*SignalProcessResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SignalProcessResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers SignalProcessResponse204Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers204 = &headers
+	case rsp.StatusCode == 400:
+		var headers SignalProcessResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SignalProcessResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers SignalProcessResponse404Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers SignalProcessResponse409Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers SignalProcessResponse413Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers SignalProcessResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers SignalProcessResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 501:
+		var headers SignalProcessResponse501Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers501 = &headers
+	case rsp.StatusCode == 503:
+		var headers SignalProcessResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseWriteProcessStdinResponse parses an HTTP response from a WriteProcessStdinWithResponse call
+func ParseWriteProcessStdinResponse(rsp *http.Response) (*WriteProcessStdinResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &WriteProcessStdinResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers WriteProcessStdinResponse204Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers204 = &headers
+	case rsp.StatusCode == 400:
+		var headers WriteProcessStdinResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers WriteProcessStdinResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers WriteProcessStdinResponse404Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers WriteProcessStdinResponse409Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers WriteProcessStdinResponse413Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers WriteProcessStdinResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers WriteProcessStdinResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 501:
+		var headers WriteProcessStdinResponse501Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers501 = &headers
+	case rsp.StatusCode == 503:
+		var headers WriteProcessStdinResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseOpenProcessTerminalResponse parses an HTTP response from a OpenProcessTerminalWithResponse call
+func ParseOpenProcessTerminalResponse(rsp *http.Response) (*OpenProcessTerminalResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OpenProcessTerminalResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 101:
+		var dest TerminalControl
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON101 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 101:
+		var headers OpenProcessTerminalResponse101Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers101 = &headers
+	case rsp.StatusCode == 400:
+		var headers OpenProcessTerminalResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers OpenProcessTerminalResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers OpenProcessTerminalResponse404Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers OpenProcessTerminalResponse409Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers OpenProcessTerminalResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers OpenProcessTerminalResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 501:
+		var headers OpenProcessTerminalResponse501Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers501 = &headers
+	case rsp.StatusCode == 503:
+		var headers OpenProcessTerminalResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseRenewSandboxResponse parses an HTTP response from a RenewSandboxWithResponse call
 func ParseRenewSandboxResponse(rsp *http.Response) (*RenewSandboxResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -28285,6 +33005,222 @@ func ParseCreateSnapshotResponse(rsp *http.Response) (*CreateSnapshotResponse, e
 		response.Headers501 = &headers
 	case rsp.StatusCode == 503:
 		var headers CreateSnapshotResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseWatchFilesResponse parses an HTTP response from a WatchFilesWithResponse call
+func ParseWatchFilesResponse(rsp *http.Response) (*WatchFilesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &WatchFilesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FileChange
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers WatchFilesResponse200Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers WatchFilesResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers WatchFilesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers WatchFilesResponse403Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers WatchFilesResponse404Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers WatchFilesResponse409Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers WatchFilesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers WatchFilesResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 501:
+		var headers WatchFilesResponse501Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers501 = &headers
+	case rsp.StatusCode == 503:
+		var headers WatchFilesResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

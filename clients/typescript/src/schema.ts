@@ -461,7 +461,7 @@ export interface paths {
         };
         /**
          * A sandbox's activity
-         * @description Every exec, file or archive transfer, and request to one of its ports (through the API or a preview URL) made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, or the port and request), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
+         * @description Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
          */
         get: operations["listSandboxActivity"];
         put?: never;
@@ -696,6 +696,156 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/processes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a sandbox's processes
+         * @description The processes the sandbox keeps, oldest first: those running, and those that ended within the last minute (with how they ended).
+         */
+        get: operations["listProcesses"];
+        put?: never;
+        /**
+         * Start a process in the background
+         * @description Starts command (under sh -c) or argv in the ready sandbox and answers as soon as it runs, with its pid, while it goes on in the background: it belongs to the sandbox, not to this request, and survives the client's disconnect and a restart of Tether; it ends with the sandbox, at its timeout, or when it exits. Its output is kept (the latest PROCESS_OUTPUT_BYTES) for any number of clients to read (GET .../output); with stdin it takes input (POST .../stdin), with pty it runs in a terminal (GET .../terminal). Nothing of Tether's environment reaches it: it gets the sandbox's environment, then env. Recorded in the sandbox's activity (kind process_start).
+         *
+         *     A sandbox that already runs (or recently ran) PROCESS_MAX_PER_SANDBOX processes is 429 QUOTA_EXCEEDED; a program or cwd that does not exist is 400 INVALID_REQUEST; a provider without processes (or, with pty, without terminals) is 501 NOT_SUPPORTED.
+         */
+        post: operations["startProcess"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{pid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A process, or wait for its end
+         * @description The process pid names (a pid, or a tag: the latest process started with it, a running one first). With wait (a Go duration such as 30s, or whole seconds, at most the server's max wait) it answers once the process ended, or the wait did, as it is then: running tells which.
+         */
+        get: operations["getProcess"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{pid}/output": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Follow a process's output
+         * @description Streams the process's output as Server-Sent Events, from now (from=now, the default) or from the start of what the sandbox keeps of it (from=start: all of it, unless more than PROCESS_OUTPUT_BYTES came). Any number of clients may follow one process at once; a client that leaves (or is slow) neither holds up the process nor ends it.
+         *
+         *     Events: `start` (`{"pid"}`) first; then `stdout`, `stderr` or (a terminal's) `pty`, each a ProcessOutput (`{"data","offset"}`, or with encoding=base64 `{"data":"","data_base64","offset"}`); `dropped` (a ProcessDropped: output that fell out of the kept window before this client read it); and last `exit` (a ProcessExit), after which the stream ends. A process that ended (kept a minute) answers at once: start, its output, exit. A failure after the stream began (the sandbox ended) is an `error` event whose data is a Problem. A comment every 15 s keeps an idle stream open.
+         */
+        get: operations["followProcessOutput"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{pid}/resize": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resize a process's terminal
+         * @description Sets the terminal's size; the program gets SIGWINCH. A process without a terminal (started without pty), or that has ended, is 409 PROCESS_STATE_CONFLICT.
+         */
+        post: operations["resizeProcess"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{pid}/signal": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a signal to a process
+         * @description Sends the signal to the process and its process group (everything it started that did not leave the group). Recorded in the sandbox's activity (kind process_signal). A process that has ended is 409 PROCESS_STATE_CONFLICT; one the sandbox does not keep, 404 PROCESS_NOT_FOUND.
+         */
+        post: operations["signalProcess"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{pid}/stdin": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Write to a process's stdin
+         * @description Writes the raw request body to the process's stdin (a process started with stdin: true) or, for a process with pty, to its terminal as if typed. With close=true its stdin is closed after (it reads end of file); a terminal ends input with ^D instead. Recorded in the sandbox's activity (kind process_input, with the input as text, its first 4096 bytes). A process without stdin, whose stdin is closed, or that has ended is 409 PROCESS_STATE_CONFLICT; nothing is written then.
+         */
+        post: operations["writeProcessStdin"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{pid}/terminal": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A process's terminal, over WebSocket
+         * @description Upgrades the connection to WebSocket, connected to the terminal of a process started with pty. Binary frames from the client are keystrokes (written to the terminal as typed); binary frames from the server are the terminal's output, from the start of what is kept (from=start, the default: a client that attaches again sees the screen drawn again) or from now (from=now). Text frames are JSON (TerminalControl): `{"resize":{"rows":30,"cols":100}}` from the client; `{"dropped":{...}}`, `{"error":{...}}` (a Problem) and, last, `{"exit":{...}}` from the server, which then closes the connection (1000 once the process exited, 1011 on an error, 1001 when the server shuts down). Closing the connection leaves the process running. Several clients may hold a terminal at once: each sees all its output, and their keystrokes mix.
+         *
+         *     The API key goes in Authorization, or, for browsers (which cannot set headers on WebSocket connections), in the subprotocol list: `Sec-WebSocket-Protocol: tether.v1, tether.bearer.<key>`; the server answers `tether.v1`. Each session is one record in the sandbox's activity (kind terminal, with what was typed, its first 4096 bytes, and the bytes both ways), written when it ends. Errors before the upgrade are problem documents: a process without a terminal is 409 PROCESS_STATE_CONFLICT.
+         */
+        get: operations["openProcessTerminal"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}/renew": {
         parameters: {
             query?: never;
@@ -750,6 +900,26 @@ export interface paths {
          * @description Records a snapshot of a ready or paused sandbox's /workspace, in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
          */
         post: operations["createSnapshot"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/watch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Watch a folder for changes
+         * @description Streams, as Server-Sent Events, what changes under the folder at path in the ready sandbox (below it too with recursive=true, folders made later included), from inotify inside the sandbox. A `start` event (WatchStarted) comes first, once the watch is armed: every change after it is seen. Then one event per change, named by its kind (create, write, remove, rename, chmod), whose data is a FileChange. The watch ends when the client leaves or the sandbox ends (an `error` event whose data is a Problem). A comment every 15 s keeps an idle stream open. A missing folder is 404 FILE_NOT_FOUND; a path that is not a folder, 400 INVALID_PATH.
+         */
+        get: operations["watchFiles"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -947,7 +1117,7 @@ export interface components {
              */
             bytes: number | null;
             /**
-             * @description Command is the command of an exec (its first 4096 bytes); null for the others.
+             * @description Command is the command of an exec or a process's start (its first 4096 bytes); null for the others.
              * @example pytest -q
              */
             command: string | null;
@@ -979,6 +1149,11 @@ export interface components {
              */
             id: number;
             /**
+             * @description Input is what was written to a process (process_input) or typed in a terminal session (terminal), as text, its first 4096 bytes; null for the others.
+             * @example print(1)
+             */
+            input: string | null;
+            /**
              * @description KeyID is the id of the API key the request was made with.
              * @example key_k5m2q7x3w9r4t8vz
              */
@@ -991,20 +1166,26 @@ export interface components {
             /**
              * @description Kind is what was done: a command run, or a file or folder (archive) read or written.
              *     Kind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL.
+             *     Kinds process_start, process_input and process_signal are a background process started, input written to one, a signal sent to one; terminal, a terminal session over WebSocket (recorded when it ends).
              * @example exec
              * @enum {string}
              */
-            kind: "exec" | "file_read" | "file_write" | "archive_read" | "archive_write" | "port" | "preview";
+            kind: "exec" | "file_read" | "file_write" | "archive_read" | "archive_write" | "port" | "preview" | "process_start" | "process_input" | "process_signal" | "terminal";
             /**
              * @description OOMKilled is true when the sandbox's memory limit killed a process while the exec ran.
              * @example false
              */
             oom_killed: boolean;
             /**
-             * @description Path is the file's or folder's path; null for an exec and for a port's traffic.
+             * @description Path is the file's or folder's path; null for the others.
              * @example /workspace/main.py
              */
             path: string | null;
+            /**
+             * @description PID is the process's id inside the sandbox, for the process kinds and terminal (null for a start that failed); null for the others.
+             * @example 42
+             */
+            pid: number | null;
             /**
              * @description Port is the port in the sandbox; null for the others.
              * @example 8000
@@ -1022,6 +1203,11 @@ export interface components {
             request: string | null;
             /** @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w */
             sandbox_id: string;
+            /**
+             * @description Signal is the signal sent (process_signal), by name; null for the others.
+             * @example TERM
+             */
+            signal: string | null;
             /**
              * @description TimedOut is true when the exec was killed at its timeout.
              * @example false
@@ -1058,10 +1244,25 @@ export interface components {
              */
             ports: boolean;
             /**
+             * @description Processes is true when the provider runs background processes (/v1/sandboxes/{id}/processes); without it they are 501 NOT_SUPPORTED.
+             * @example true
+             */
+            processes: boolean;
+            /**
+             * @description PTY is true when the provider gives processes terminals (pty in a start, .../resize, .../terminal); without it they are 501 NOT_SUPPORTED.
+             * @example true
+             */
+            pty: boolean;
+            /**
              * @description Snapshot is true when the provider snapshots sandboxes' workspaces (POST /v1/sandboxes/{id}/snapshots, from_snapshot, on_end snapshot); without it they are 501 NOT_SUPPORTED.
              * @example true
              */
             snapshot: boolean;
+            /**
+             * @description Watch is true when the provider watches folders for changes (/v1/sandboxes/{id}/watch); without it it is 501 NOT_SUPPORTED.
+             * @example true
+             */
+            watch: boolean;
         };
         CreateAPIKeyRequest: {
             /**
@@ -1330,6 +1531,30 @@ export interface components {
              */
             truncated: boolean;
         };
+        FileChange: {
+            /**
+             * Format: date-time
+             * @description At is when the sandbox saw it.
+             * @example 2026-01-02T15:04:05.5Z
+             */
+            at: string;
+            /**
+             * @description IsDir is true for a folder.
+             * @example false
+             */
+            is_dir: boolean;
+            /**
+             * @description Kind is what changed: create (made, or moved in under this name), write, remove, rename (moved away from this name) or chmod (mode, owner or times).
+             * @example write
+             * @enum {string}
+             */
+            kind: "create" | "write" | "remove" | "rename" | "chmod";
+            /**
+             * @description Path is relative to the watched folder.
+             * @example src/app.py
+             */
+            path: string;
+        };
         Health: {
             /**
              * @description Detail says what is wrong when status is unavailable.
@@ -1595,7 +1820,7 @@ export interface components {
              * @example NOT_FOUND
              * @enum {string}
              */
-            code: "INVALID_REQUEST" | "UNAUTHENTICATED" | "FORBIDDEN" | "NOT_FOUND" | "SANDBOX_STATE_CONFLICT" | "IDEMPOTENCY_KEY_REUSED" | "SANDBOX_ID_TAKEN" | "POOL_EXISTS" | "POOL_EMPTY" | "SNAPSHOT_NOT_READY" | "SNAPSHOT_PROVIDER_MISMATCH" | "UNKNOWN_PROVIDER" | "PROVIDER_UNAVAILABLE" | "NOT_SUPPORTED" | "PAYLOAD_TOO_LARGE" | "QUOTA_EXCEEDED" | "REQUEST_TIMEOUT" | "FILE_NOT_FOUND" | "IS_DIRECTORY" | "PERMISSION_DENIED" | "INVALID_PATH" | "PORT_UNREACHABLE" | "PREVIEW_GONE" | "INTERNAL" | "UNAVAILABLE";
+            code: "INVALID_REQUEST" | "UNAUTHENTICATED" | "FORBIDDEN" | "NOT_FOUND" | "SANDBOX_STATE_CONFLICT" | "IDEMPOTENCY_KEY_REUSED" | "SANDBOX_ID_TAKEN" | "POOL_EXISTS" | "POOL_EMPTY" | "SNAPSHOT_NOT_READY" | "SNAPSHOT_PROVIDER_MISMATCH" | "UNKNOWN_PROVIDER" | "PROVIDER_UNAVAILABLE" | "NOT_SUPPORTED" | "PAYLOAD_TOO_LARGE" | "QUOTA_EXCEEDED" | "REQUEST_TIMEOUT" | "FILE_NOT_FOUND" | "IS_DIRECTORY" | "PERMISSION_DENIED" | "INVALID_PATH" | "PROCESS_NOT_FOUND" | "PROCESS_STATE_CONFLICT" | "PORT_UNREACHABLE" | "PREVIEW_GONE" | "INTERNAL" | "UNAVAILABLE";
             /**
              * @description Detail explains this occurrence.
              * @example sandbox sbx_... not found
@@ -1626,6 +1851,123 @@ export interface components {
              * @example https://github.com/tetherhq/tether/blob/main/docs/errors.md#not_found
              */
             type: string;
+        };
+        Process: {
+            /**
+             * @example [
+             *       "sh",
+             *       "-c",
+             *       "python3 -m http.server 8000"
+             *     ]
+             */
+            argv: string[];
+            /** @example /workspace */
+            cwd: string;
+            /**
+             * Format: int64
+             * @example 0
+             */
+            dropped_bytes: number;
+            /**
+             * @description Env is the environment it was started with (its own, not the sandbox's).
+             * @example {
+             *       "PYTHONUNBUFFERED": "1"
+             *     }
+             */
+            env: {
+                [key: string]: string;
+            };
+            exit?: components["schemas"]["ProcessExit"];
+            /**
+             * Format: int64
+             * @description KeptBytes is how much of its output the sandbox keeps (the latest, up to PROCESS_OUTPUT_BYTES); DroppedBytes how much fell out of that window since its start.
+             * @example 1024
+             */
+            kept_bytes: number;
+            /**
+             * @description PID is the process's id inside the sandbox.
+             * @example 42
+             */
+            pid: number;
+            /** @description PTY is its terminal's size; absent when it has pipes. */
+            pty?: components["schemas"]["TerminalSize"];
+            /**
+             * @description Running is true until it ends; exit then says how (absent while it runs).
+             * @example true
+             */
+            running: boolean;
+            /**
+             * Format: date-time
+             * @example 2026-01-02T15:04:05Z
+             */
+            started_at: string;
+            /**
+             * @description Stdin is true when it was started with a stdin to write to.
+             * @example false
+             */
+            stdin: boolean;
+            /**
+             * @description Tag is the tag it was started with; empty when none.
+             * @example devserver
+             */
+            tag: string;
+        };
+        ProcessDropped: {
+            /**
+             * Format: int64
+             * @description Bytes of output fell out of the kept window before this client read them, just before offset.
+             * @example 4096
+             */
+            bytes: number;
+            /**
+             * Format: int64
+             * @example 1048576
+             */
+            offset: number;
+        };
+        ProcessExit: {
+            /**
+             * @description Code is its exit status, or -1 when a signal ended it.
+             * @example 0
+             */
+            code: number;
+            /**
+             * @description Exited is true when it exited, false when a signal ended it.
+             * @example true
+             */
+            exited: boolean;
+            /**
+             * @description Signal is the number of the signal that ended it (15 for SIGTERM); 0 when it exited.
+             * @example 0
+             */
+            signal: number;
+            /**
+             * @description Status says it in words.
+             * @example exit status 0
+             */
+            status: string;
+        };
+        ProcessList: {
+            items: components["schemas"]["Process"][];
+        };
+        ProcessOutput: {
+            /**
+             * @description Data is the chunk as UTF-8 text (a character split between chunks comes whole in the later one; bytes that are not UTF-8 become U+FFFD); empty with encoding=base64.
+             * @example Serving HTTP on 0.0.0.0 port 8000
+             */
+            data: string;
+            /**
+             * Format: byte
+             * @description DataBase64 is, with encoding=base64, the chunk's bytes exactly as written; absent otherwise.
+             * @example aGVsbG8K
+             */
+            data_base64?: string;
+            /**
+             * Format: int64
+             * @description Offset is where the chunk starts in all of the process's output (stdout and stderr counted together from 0): a client that reattaches with from=start skips what it has seen.
+             * @example 0
+             */
+            offset: number;
         };
         Provider: {
             /**
@@ -1851,6 +2193,13 @@ export interface components {
         SandboxReason: "requested" | "owner_released" | "owner_expired" | "expired" | "create_failed" | "lost" | "pause_failed" | "resume_failed" | "pool_deleted" | "pool_shrunk";
         /** @enum {string} */
         SandboxState: "requested" | "creating" | "ready" | "pausing" | "paused" | "resuming" | "cancelled" | "terminated" | "failed";
+        SignalRequest: {
+            /**
+             * @description Signal is a name (TERM, KILL, INT, HUP, QUIT, USR1, USR2, STOP, CONT, WINCH, ALRM, with or without SIG) or a number 1-64 as a string.
+             * @example TERM
+             */
+            signal: string;
+        };
         Snapshot: {
             /**
              * Format: date-time
@@ -1916,6 +2265,55 @@ export interface components {
              */
             next_cursor: string | null;
         };
+        StartProcessRequest: {
+            /**
+             * @description Argv is run as it is (argv[0] looked up in PATH); give it or command, not both.
+             * @example [
+             *       "python3",
+             *       "-m",
+             *       "http.server",
+             *       "8000"
+             *     ]
+             */
+            argv?: string[];
+            /**
+             * @description Command is run with sh -c; give it or argv, not both.
+             * @example python3 -m http.server 8000
+             */
+            command?: string;
+            /**
+             * @description Cwd is where it starts, an absolute path (default: the sandbox's working directory).
+             * @example /workspace
+             */
+            cwd?: string;
+            /**
+             * @description Env adds environment variables for this process, after the sandbox's own.
+             * @example {
+             *       "PYTHONUNBUFFERED": "1"
+             *     }
+             */
+            env?: {
+                [key: string]: string;
+            };
+            /** @description PTY, when set, gives the process a pseudo-terminal of that size instead of pipes (TERM defaults to xterm-256color; set it in env to change it). */
+            pty?: components["schemas"]["TerminalSize"];
+            /**
+             * @description Stdin, when true, keeps a pipe to its stdin open for POST .../stdin; otherwise it reads /dev/null. A process with pty reads its terminal whatever this says.
+             * @example false
+             */
+            stdin?: boolean;
+            /**
+             * @description Tag is a name of the client's choice to select the process by (in place of its pid): a letter, then up to 63 letters, digits, '.', '_' or '-'.
+             * @example devserver
+             */
+            tag?: string;
+            /**
+             * Format: int64
+             * @description TimeoutSeconds, when not 0, kills the process (and its process group) that long after its start; 0 or absent: it runs until it ends or the sandbox does. At most a year.
+             * @example 0
+             */
+            timeout_seconds?: number;
+        };
         TTLRequest: {
             /**
              * Format: int64
@@ -1923,6 +2321,24 @@ export interface components {
              * @example 60
              */
             ttl_seconds: number;
+        };
+        TerminalControl: {
+            dropped?: components["schemas"]["ProcessDropped"];
+            error?: components["schemas"]["Problem"];
+            exit?: components["schemas"]["ProcessExit"];
+            resize?: components["schemas"]["TerminalSize"];
+        };
+        TerminalSize: {
+            /**
+             * @description Cols is its width, 1-65535.
+             * @example 80
+             */
+            cols: number;
+            /**
+             * @description Rows is its height, 1-65535.
+             * @example 24
+             */
+            rows: number;
         };
         UpdatePoolRequest: {
             /**
@@ -8066,6 +8482,1102 @@ export interface operations {
             };
         };
     };
+    listProcesses: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description sandbox id
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProcessList"];
+                };
+            };
+            /** @description INVALID_REQUEST */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_FOUND (the sandbox) */
+            404: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description SANDBOX_STATE_CONFLICT */
+            409: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_SUPPORTED */
+            501: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description PROVIDER_UNAVAILABLE or UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    startProcess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description sandbox id
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description the process */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StartProcessRequest"];
+            };
+        };
+        responses: {
+            /** @description it runs */
+            201: {
+                headers: {
+                    /** @description the process's URL */
+                    Location: string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Process"];
+                };
+            };
+            /** @description INVALID_REQUEST */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_FOUND (the sandbox) */
+            404: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description SANDBOX_STATE_CONFLICT */
+            409: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: too many processes in the sandbox, or over the API key's request rate */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_SUPPORTED */
+            501: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description PROVIDER_UNAVAILABLE or UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getProcess: {
+        parameters: {
+            query?: {
+                /**
+                 * @description how long to wait for its end: a Go duration or whole seconds
+                 * @example 30s
+                 */
+                wait?: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description sandbox id
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
+                 */
+                id: string;
+                /**
+                 * @description the process's pid, or its tag
+                 * @example 42
+                 */
+                pid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Process"];
+                };
+            };
+            /** @description INVALID_REQUEST */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_FOUND (the sandbox) or PROCESS_NOT_FOUND */
+            404: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description SANDBOX_STATE_CONFLICT */
+            409: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_SUPPORTED */
+            501: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description PROVIDER_UNAVAILABLE or UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    followProcessOutput: {
+        parameters: {
+            query?: {
+                /**
+                 * @description now (the default): only what comes next; start: what is kept first
+                 * @example start
+                 */
+                from?: "now" | "start";
+                /**
+                 * @description text (the default) or base64
+                 * @example text
+                 */
+                encoding?: "text" | "base64";
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description sandbox id
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
+                 */
+                id: string;
+                /**
+                 * @description the process's pid, or its tag
+                 * @example 42
+                 */
+                pid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the events (text/event-stream) */
+            200: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProcessOutput"];
+                    "text/event-stream": string;
+                };
+            };
+            /** @description INVALID_REQUEST */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_FOUND (the sandbox) or PROCESS_NOT_FOUND */
+            404: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description SANDBOX_STATE_CONFLICT */
+            409: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_SUPPORTED */
+            501: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description PROVIDER_UNAVAILABLE or UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    resizeProcess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description sandbox id
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
+                 */
+                id: string;
+                /**
+                 * @description the process's pid, or its tag
+                 * @example 42
+                 */
+                pid: string;
+            };
+            cookie?: never;
+        };
+        /** @description the new size */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TerminalSize"];
+            };
+        };
+        responses: {
+            /** @description resized */
+            204: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description INVALID_REQUEST */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_FOUND (the sandbox) or PROCESS_NOT_FOUND */
+            404: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description SANDBOX_STATE_CONFLICT or PROCESS_STATE_CONFLICT */
+            409: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_SUPPORTED */
+            501: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description PROVIDER_UNAVAILABLE or UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    signalProcess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description sandbox id
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
+                 */
+                id: string;
+                /**
+                 * @description the process's pid, or its tag
+                 * @example 42
+                 */
+                pid: string;
+            };
+            cookie?: never;
+        };
+        /** @description the signal */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SignalRequest"];
+            };
+        };
+        responses: {
+            /** @description sent */
+            204: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description INVALID_REQUEST */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_FOUND (the sandbox) or PROCESS_NOT_FOUND */
+            404: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description SANDBOX_STATE_CONFLICT or PROCESS_STATE_CONFLICT */
+            409: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_SUPPORTED */
+            501: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description PROVIDER_UNAVAILABLE or UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    writeProcessStdin: {
+        parameters: {
+            query?: {
+                /**
+                 * @description close stdin after writing the body
+                 * @example false
+                 */
+                close?: boolean;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description sandbox id
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
+                 */
+                id: string;
+                /**
+                 * @description the process's pid, or its tag
+                 * @example 42
+                 */
+                pid: string;
+            };
+            cookie?: never;
+        };
+        /** @description the bytes to write */
+        requestBody?: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description written */
+            204: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description INVALID_REQUEST */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_FOUND (the sandbox) or PROCESS_NOT_FOUND */
+            404: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description SANDBOX_STATE_CONFLICT or PROCESS_STATE_CONFLICT */
+            409: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_SUPPORTED */
+            501: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description PROVIDER_UNAVAILABLE or UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    openProcessTerminal: {
+        parameters: {
+            query?: {
+                /**
+                 * @description start (the default): what is kept first; now: only what comes next
+                 * @example start
+                 */
+                from?: "start" | "now";
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description sandbox id
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
+                 */
+                id: string;
+                /**
+                 * @description the process's pid, or its tag
+                 * @example 42
+                 */
+                pid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description switching protocols: WebSocket from here on */
+            101: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TerminalControl"];
+                };
+            };
+            /** @description INVALID_REQUEST (not an upgrade to WebSocket) */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_FOUND (the sandbox) or PROCESS_NOT_FOUND */
+            404: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description SANDBOX_STATE_CONFLICT or PROCESS_STATE_CONFLICT */
+            409: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_SUPPORTED */
+            501: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description PROVIDER_UNAVAILABLE or UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     renewSandbox: {
         parameters: {
             query?: never;
@@ -8450,6 +9962,151 @@ export interface operations {
                 };
             };
             /** @description UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    watchFiles: {
+        parameters: {
+            query: {
+                /**
+                 * @description the folder, an absolute path in the sandbox
+                 * @example /workspace
+                 */
+                path: string;
+                /**
+                 * @description watch the folders below it too
+                 * @example true
+                 */
+                recursive?: boolean;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description sandbox id
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the events (text/event-stream) */
+            200: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileChange"];
+                    "text/event-stream": string;
+                };
+            };
+            /** @description INVALID_REQUEST or INVALID_PATH */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description PERMISSION_DENIED */
+            403: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_FOUND (the sandbox) or FILE_NOT_FOUND */
+            404: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description SANDBOX_STATE_CONFLICT */
+            409: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_SUPPORTED */
+            501: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description PROVIDER_UNAVAILABLE or UNAVAILABLE */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying, sent with UNAVAILABLE */

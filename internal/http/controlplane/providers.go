@@ -47,6 +47,12 @@ type Capabilities struct {
 	Ports bool `json:"ports" example:"true"`
 	// Snapshot is true when the provider snapshots sandboxes' workspaces (POST /v1/sandboxes/{id}/snapshots, from_snapshot, on_end snapshot); without it they are 501 NOT_SUPPORTED.
 	Snapshot bool `json:"snapshot" example:"true"`
+	// Processes is true when the provider runs background processes (/v1/sandboxes/{id}/processes); without it they are 501 NOT_SUPPORTED.
+	Processes bool `json:"processes" example:"true"`
+	// PTY is true when the provider gives processes terminals (pty in a start, .../resize, .../terminal); without it they are 501 NOT_SUPPORTED.
+	PTY bool `json:"pty" example:"true"`
+	// Watch is true when the provider watches folders for changes (/v1/sandboxes/{id}/watch); without it it is 501 NOT_SUPPORTED.
+	Watch bool `json:"watch" example:"true"`
 } // @name Capabilities
 
 // ProviderList lists the enabled providers.
@@ -83,8 +89,9 @@ func HandleProviders(providers []sandbox.Provider) httpapi.HandlerFunc {
 			}
 			out.Items = append(out.Items, Provider{
 				Name: p.Name(), Default: i == 0, Available: info.Available, Reason: httpapi.Optional(info.Reason),
-				Capabilities: Capabilities{Exec: info.Exec, Files: info.Files, Pause: sandbox.CanPause(p), Ports: sandbox.CanDialPorts(p), Snapshot: sandbox.CanSnapshot(p)},
-				WorkDir:      httpapi.Optional(info.WorkDir), Images: images, Notes: notes,
+				Capabilities: Capabilities{Exec: info.Exec, Files: info.Files, Pause: sandbox.CanPause(p), Ports: sandbox.CanDialPorts(p), Snapshot: sandbox.CanSnapshot(p),
+					Processes: sandbox.CanRunProcesses(p), PTY: sandbox.CanPTY(p), Watch: sandbox.CanWatchFiles(p)},
+				WorkDir: httpapi.Optional(info.WorkDir), Images: images, Notes: notes,
 			})
 		}
 		return httpapi.WriteJSON(c, http.StatusOK, out)

@@ -28,10 +28,11 @@ type Activity struct {
 	KeyName *string `json:"key_name" extensions:"x-nullable" example:"ci-runner"`
 	// Kind is what was done: a command run, or a file or folder (archive) read or written.
 	// Kind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL.
-	Kind string `json:"kind" enums:"exec,file_read,file_write,archive_read,archive_write,port,preview" x-enum-varnames:"ActivityKindExec,ActivityKindFileRead,ActivityKindFileWrite,ActivityKindArchiveRead,ActivityKindArchiveWrite,ActivityKindPort,ActivityKindPreview" example:"exec"`
-	// Command is the command of an exec (its first 4096 bytes); null for the others.
+	// Kinds process_start, process_input and process_signal are a background process started, input written to one, a signal sent to one; terminal, a terminal session over WebSocket (recorded when it ends).
+	Kind string `json:"kind" enums:"exec,file_read,file_write,archive_read,archive_write,port,preview,process_start,process_input,process_signal,terminal" x-enum-varnames:"ActivityKindExec,ActivityKindFileRead,ActivityKindFileWrite,ActivityKindArchiveRead,ActivityKindArchiveWrite,ActivityKindPort,ActivityKindPreview,ActivityKindProcessStart,ActivityKindProcessInput,ActivityKindProcessSignal,ActivityKindTerminal" example:"exec"`
+	// Command is the command of an exec or a process's start (its first 4096 bytes); null for the others.
 	Command *string `json:"command" extensions:"x-nullable" example:"pytest -q"`
-	// Path is the file's or folder's path; null for an exec and for a port's traffic.
+	// Path is the file's or folder's path; null for the others.
 	Path *string `json:"path" extensions:"x-nullable" example:"/workspace/main.py"`
 	// Request is a port's request, its method and path (no query); null for the others.
 	Request *string `json:"request" extensions:"x-nullable" example:"GET /index.html"`
@@ -41,6 +42,12 @@ type Activity struct {
 	HTTPStatus *int `json:"http_status" extensions:"x-nullable" example:"200"`
 	// PreviewID is the preview URL a request came through (kind preview); null for the others.
 	PreviewID *string `json:"preview_id" extensions:"x-nullable" example:"prv_k5m2q7x3w9r4t8vz"`
+	// PID is the process's id inside the sandbox, for the process kinds and terminal (null for a start that failed); null for the others.
+	PID *int `json:"pid" extensions:"x-nullable" example:"42"`
+	// Input is what was written to a process (process_input) or typed in a terminal session (terminal), as text, its first 4096 bytes; null for the others.
+	Input *string `json:"input" extensions:"x-nullable" example:"print(1)\n"`
+	// Signal is the signal sent (process_signal), by name; null for the others.
+	Signal *string `json:"signal" extensions:"x-nullable" example:"TERM"`
 	// ExitCode is the exec's exit status; null for transfers and for an exec that failed to run.
 	ExitCode *int `json:"exit_code" extensions:"x-nullable" example:"0"`
 	// Bytes is how many bytes moved: the file or archive, an exec's output, or a port's request and answer (both ways, for WebSocket connections); null when unknown.
@@ -133,11 +140,18 @@ func writeActivity(ctx context.Context, log *slog.Logger, st ActivityRecorder, a
 // record at once too. A read through any other replica, or of the table,
 // may come before the record, by the record's round trip.
 func answerThenRecord(c *gin.Context, log *slog.Logger, st dataPlaneStore, sb sandbox.Sandbox, a sandbox.Activity, started time.Time, out any) error {
+	return answerWithThenRecord(c, log, st, sb, a, started, http.StatusOK, out)
+}
+
+// answerWithThenRecord is answerThenRecord with another status than 200.
+func answerWithThenRecord(c *gin.Context, log *slog.Logger, st dataPlaneStore, sb sandbox.Sandbox, a sandbox.Activity, started time.Time,
+	status int, out any,
+) error {
 	a = activityOf(c, sb, a, started, nil)
 	ctx, reqID := c.Request.Context(), httpapi.RequestID(c)
 	if httpapi.Forwarded(c) {
 		writeActivity(ctx, log, st, a, reqID)
-		return httpapi.WriteJSON(c, http.StatusOK, out)
+		return httpapi.WriteJSON(c, status, out)
 	}
 	done := st.expect(sb.ID)
 	var recording sync.WaitGroup
@@ -145,7 +159,7 @@ func answerThenRecord(c *gin.Context, log *slog.Logger, st dataPlaneStore, sb sa
 		defer done()
 		writeActivity(ctx, log, st, a, reqID)
 	})
-	httpapi.AnswerNow(c, http.StatusOK, out)
+	httpapi.AnswerNow(c, status, out)
 	recording.Wait()
 	return nil
 }
@@ -266,12 +280,16 @@ func toActivity(a sandbox.Activity) Activity {
 	out := Activity{
 		ID: a.ID, SandboxID: a.SandboxID, At: a.At.UTC(), KeyID: httpapi.Optional(a.Caller.KeyID), KeyName: httpapi.CallerName(a.Caller),
 		Kind: string(a.Kind), ExitCode: a.ExitCode, Bytes: a.Bytes, DurationMS: a.Duration.Milliseconds(),
-		TimedOut: a.TimedOut, OOMKilled: a.OOMKilled, Error: httpapi.Optional(a.Error),
+		TimedOut: a.TimedOut, OOMKilled: a.OOMKilled, Error: httpapi.Optional(a.Error), PID: optionalInt(a.PID),
 	}
 	target := a.Target
 	switch a.Kind {
-	case sandbox.ActivityExec:
+	case sandbox.ActivityExec, sandbox.ActivityProcessStart:
 		out.Command = &target
+	case sandbox.ActivityProcessInput, sandbox.ActivityTerminal:
+		out.Input = &target
+	case sandbox.ActivityProcessSignal:
+		out.Signal = &target
 	case sandbox.ActivityPort, sandbox.ActivityPreview:
 		out.Request, out.PreviewID = &target, httpapi.Optional(a.PreviewID)
 		out.Port, out.HTTPStatus = optionalInt(a.Port), optionalInt(a.Status)
@@ -284,7 +302,7 @@ func toActivity(a sandbox.Activity) Activity {
 // HandleSandboxActivity returns what clients did in a sandbox.
 //
 //	@Summary		A sandbox's activity
-//	@Description	Every exec, file or archive transfer, and request to one of its ports (through the API or a preview URL) made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, or the port and request), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
+//	@Description	Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
 //	@ID				listSandboxActivity
 //	@Tags			events
 //	@Produce		json

@@ -1,13 +1,11 @@
 package dataplane
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -161,8 +159,7 @@ func CheckExecBody(cfg httpapi.Config) httpapi.HandlerFunc {
 			return err
 		}
 		httpapi.State(c).Exec = &call
-		c.Request.Body = io.NopCloser(bytes.NewReader(raw))
-		c.Request.ContentLength = int64(len(raw))
+		restoreBody(c, raw)
 		return nil
 	}
 }

@@ -80,6 +80,9 @@ var errNoKey = errors.New("no API key")
 func authenticate(c *gin.Context, g *AuthGuard, cache *keyCache) (sandbox.APIKey, error) {
 	key, ok := bearerKey(c.GetHeader("Authorization"))
 	if !ok {
+		key, ok = subprotocolKey(c) // a browser's WebSocket to a terminal (wsauth.go)
+	}
+	if !ok {
 		if err := g.refuse(c, clientAddr(c.Request, g.trusted)); !errors.Is(err, ErrUnknownCredential) {
 			return sandbox.APIKey{}, err
 		}

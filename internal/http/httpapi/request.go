@@ -47,7 +47,7 @@ type ChangeSubscriber interface {
 const (
 	maxLabels         = 64
 	maxLabelValue     = 256
-	maxEnv            = 128
+	MaxEnv            = 128
 	MaxEnvValue       = 32 << 10
 	maxSetup          = 64 << 10
 	MaxIdempotencyKey = 255
@@ -105,8 +105,8 @@ func ValidateLabels(labels map[string]string) error {
 // ValidateEnvAndSetup checks a create's env (names, sizes, no NUL) and
 // setup script.
 func ValidateEnvAndSetup(env map[string]string, setup string) error {
-	if len(env) > maxEnv {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "at most %d env variables are allowed", maxEnv)
+	if len(env) > MaxEnv {
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "at most %d env variables are allowed", MaxEnv)
 	}
 	for k, v := range env {
 		if !EnvKeyPattern.MatchString(k) {
