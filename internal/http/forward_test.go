@@ -435,12 +435,17 @@ func TestForwardableRoutes(t *testing.T) {
 		"POST /v1/sandboxes/:id/exec": true,
 		"PUT /v1/sandboxes/:id/files": true, "GET /v1/sandboxes/:id/files": true,
 		"PUT /v1/sandboxes/:id/archive": true, "GET /v1/sandboxes/:id/archive": true,
+		"POST /v1/sandboxes/:id/processes": true, "GET /v1/sandboxes/:id/processes": true,
+		"GET /v1/sandboxes/:id/processes/:pid": true, "GET /v1/sandboxes/:id/processes/:pid/output": true,
+		"POST /v1/sandboxes/:id/processes/:pid/stdin": true, "POST /v1/sandboxes/:id/processes/:pid/signal": true,
+		"POST /v1/sandboxes/:id/processes/:pid/resize": true, "GET /v1/sandboxes/:id/processes/:pid/terminal": true,
+		"GET /v1/sandboxes/:id/watch": true,
 	}
 	for _, m := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"} {
 		forwardable[m+" /v1/sandboxes/:id/ports/:port/*path"] = true
 	}
 	table := map[string]bool{}
-	params := strings.NewReplacer(":id", n.onB, ":owner", "owner-1", ":port", "8080", "*path", "x", ":preview_id", "prv_x")
+	params := strings.NewReplacer(":id", n.onB, ":owner", "owner-1", ":port", "8080", "*path", "x", ":preview_id", "prv_x", ":pid", "1")
 	for _, rt := range n.b.Handler.(*gin.Engine).Routes() {
 		route := rt.Method + " " + rt.Path
 		table[route] = true
