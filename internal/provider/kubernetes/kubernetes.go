@@ -129,6 +129,7 @@ func (p *Provider) Info(ctx context.Context) provider.Info {
 				c.Defaults.CPUMillis, c.Maxima.CPUMillis, c.Defaults.MemoryMB, c.Maxima.MemoryMB, c.Defaults.EphemeralStorageMB, c.Maxima.EphemeralStorageMB),
 			"network: a NetworkPolicy per sandbox: no ingress; no egress, or with params.network \"allowlist\" only the IPv4 addresses and CIDRs of params.allow; enforced only by a CNI that enforces NetworkPolicies",
 			"exec output: past the server's cap (MAX_EXEC_OUTPUT) the first and last parts are kept, with \"[tether: N bytes of output omitted]\" between them; processes still holding an exec's output when it ends are killed",
+			"no background processes, terminals or file watches (501 NOT_SUPPORTED): pods/exec gives a command stdin and a terminal only for as long as its connection lasts, so nothing would outlive the request or a restart of Tether, and it has no file watch",
 		},
 	}
 }
