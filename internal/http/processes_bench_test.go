@@ -115,7 +115,10 @@ func BenchmarkTerminalEcho(b *testing.B) {
 		b.Fatalf("start = %d", code)
 	}
 	url := "ws" + strings.TrimPrefix(bd.URL, "http") + "/v1/sandboxes/" + id + "/processes/" + strconv.Itoa(p.PID) + "/terminal"
-	conn, _, err := websocket.DefaultDialer.Dial(url, http.Header{"Authorization": {"Bearer " + keyA}})
+	conn, resp, err := websocket.DefaultDialer.Dial(url, http.Header{"Authorization": {"Bearer " + keyA}})
+	if resp != nil {
+		_ = resp.Body.Close()
+	}
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func (b *bundle) follow(t *testing.T, path string) <-chan sse {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+keyA)
-	resp, err := b.client.Do(req)
+	resp, err := b.client.Do(req) //nolint:bodyclose // the reader below closes it
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,6 +290,9 @@ func TestProcessesOfAnotherTenant(t *testing.T) {
 	}
 	ws := "ws" + strings.TrimPrefix(b.URL, "http") + one + "/terminal"
 	_, resp, err := websocket.DefaultDialer.Dial(ws, http.Header{"Sec-WebSocket-Protocol": {"tether.v1, tether.bearer." + keyB}})
+	if resp != nil {
+		_ = resp.Body.Close()
+	}
 	if err == nil || resp == nil || resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("tenant b's terminal: %v %v; want 404", err, resp)
 	}
@@ -316,6 +319,9 @@ func TestTerminalSubprotocolKey(t *testing.T) {
 	dial := func(h http.Header) int {
 		t.Helper()
 		conn, resp, err := websocket.DefaultDialer.Dial(ws, h)
+		if resp != nil {
+			_ = resp.Body.Close()
+		}
 		if err == nil {
 			_ = conn.Close()
 			t.Fatal("a terminal of a sim process (no PTY) was opened")
@@ -345,6 +351,9 @@ func TestTerminalSubprotocolKey(t *testing.T) {
 	// go on to the app).
 	port := "ws" + strings.TrimPrefix(b.URL, "http") + "/v1/sandboxes/" + id + "/ports/8080/"
 	_, resp, err := websocket.DefaultDialer.Dial(port, http.Header{"Sec-WebSocket-Protocol": {"tether.v1, tether.bearer." + keyA}})
+	if resp != nil {
+		_ = resp.Body.Close()
+	}
 	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("a port with the key in the subprotocols: %v %v; want 401", err, resp)
 	}

@@ -47,11 +47,13 @@ type (
 	PTY = provider.PTY
 	// FileWatcher is the optional capability of watching folders.
 	FileWatcher = provider.FileWatcher
-	// ProcessSpec is a process to start; ProcessInfo, one a provider
-	// keeps; ProcessExit, how one ended; ProcessSelector names one.
-	ProcessSpec     = provider.ProcessSpec
-	ProcessInfo     = provider.ProcessInfo
-	ProcessExit     = provider.ProcessExit
+	// ProcessSpec is a process to start.
+	ProcessSpec = provider.ProcessSpec
+	// ProcessInfo is a process a provider keeps.
+	ProcessInfo = provider.ProcessInfo
+	// ProcessExit is how a process ended.
+	ProcessExit = provider.ProcessExit
+	// ProcessSelector names one process of a sandbox.
 	ProcessSelector = provider.ProcessSelector
 	// PTYSize is a terminal's size in characters.
 	PTYSize = provider.PTYSize
@@ -59,9 +61,9 @@ type (
 	ProcessEvent = provider.ProcessEvent
 	// FileEvent is one change in a watched folder.
 	FileEvent = provider.FileEvent
-	// AttachFrom is where an attach starts; ProcessEventKind, what one of
-	// its events says.
-	AttachFrom       = provider.AttachFrom
+	// AttachFrom is where an attach starts.
+	AttachFrom = provider.AttachFrom
+	// ProcessEventKind is what an attach's event says.
 	ProcessEventKind = provider.ProcessEventKind
 )
 
@@ -78,8 +80,7 @@ const (
 	FileWatchStart   = provider.FileWatchStart
 )
 
-// CanRunProcesses, CanPTY and CanWatchFiles report whether p has the
-// processes, terminal and file watch capabilities.
+// CanRunProcesses reports whether p runs background processes.
 func CanRunProcesses(p Provider) bool {
 	_, ok := p.(Processes)
 	return ok

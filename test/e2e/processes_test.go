@@ -51,7 +51,7 @@ func (e *env) attach(ctx context.Context, id string, pid int, from string) <-cha
 		e.t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req) //nolint:bodyclose // the reader below closes it
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -188,6 +188,9 @@ func (e *env) openTerminal(id string, pid int) *terminal {
 	e.t.Helper()
 	url := "ws" + strings.TrimPrefix(e.replica.URL(), "http") + fmt.Sprintf("/v1/sandboxes/%s/processes/%d/terminal", id, pid)
 	conn, resp, err := websocket.DefaultDialer.Dial(url, http.Header{"Sec-WebSocket-Protocol": {"tether.v1, tether.bearer." + key}})
+	if resp != nil {
+		_ = resp.Body.Close()
+	}
 	if err != nil {
 		e.t.Fatalf("dial the terminal: %v (%v)", err, resp)
 	}
@@ -303,7 +306,7 @@ func TestWatch(t *testing.T) {
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.replica.URL()+"/v1/sandboxes/"+id+"/watch?path=/workspace&recursive=true", nil)
 	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req) //nolint:bodyclose // the reader below closes it
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("watch: %v %v", err, resp)
 	}

@@ -219,11 +219,11 @@ func (t *terminalSession) emit(ev sandbox.ProcessEvent) error {
 func (t *terminalSession) read(ctx context.Context) error {
 	for {
 		kind, data, err := t.conn.ReadMessage()
-		if err != nil {
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return ctx.Err() // the session ended first: run closed the connection
+		case err != nil:
 			return errClientLeft
-		}
-		if ctx.Err() != nil {
-			return nil
 		}
 		switch kind {
 		case websocket.BinaryMessage:
