@@ -45,18 +45,23 @@ func RepoRoot(t testing.TB) string {
 	}
 }
 
-// Build compiles cmd/api into a temporary folder and returns the binary.
-// It builds with the tags the test was built with (go test -tags), so that
-// `go test -tags kubernetes` tests a Tether that has the kubernetes
-// provider.
+// Build compiles cmd/api into a temporary folder and returns the binary,
+// with cmd/tetherctl beside it as tetherctl, where `tether COMMAND` finds
+// the ops commands. It builds with the tags the test was built with (go
+// test -tags), so that `go test -tags kubernetes` tests a Tether that has
+// the kubernetes provider.
 func Build(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "tether")
-	cmd := exec.Command("go", "build", "-tags="+buildTags(), "-o", bin, "./cmd/api")
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-tags="+buildTags(), "-o", dir+string(filepath.Separator), "./cmd/api", "./cmd/tetherctl")
 	cmd.Dir = RepoRoot(t)
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
+	}
+	bin := filepath.Join(dir, "tether")
+	if err := os.Rename(filepath.Join(dir, "api"), bin); err != nil {
+		t.Fatalf("build: %v", err)
 	}
 	return bin
 }
