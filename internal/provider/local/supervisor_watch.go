@@ -178,6 +178,14 @@ func (w *dirWatch) handle(wd int, mask uint32, name string) (done bool, _ error)
 	rel := path.Join(dir, name)
 	isDir := mask&unix.IN_ISDIR != 0
 	now := time.Now().UTC()
+	// A new folder is watched before its creation is sent, so that a
+	// client which saw it made sees every change below it from then on.
+	newDir := isDir && w.recursive && mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0
+	added := false
+	if newDir {
+		_, err := w.add(rel)
+		added = err == nil
+	}
 	for _, k := range []struct {
 		bit  uint32
 		kind string
@@ -190,10 +198,8 @@ func (w *dirWatch) handle(wd int, mask uint32, name string) (done bool, _ error)
 			return true, nil // Tether went away
 		}
 	}
-	if isDir && w.recursive && mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
-		if _, err := w.add(rel); err == nil {
-			w.scan(rel, true)
-		}
+	if added {
+		w.scan(rel, true)
 	}
 	return false, nil
 }
