@@ -159,7 +159,7 @@ func CheckExecBody(cfg httpapi.Config) httpapi.HandlerFunc {
 			return err
 		}
 		httpapi.State(c).Exec = &call
-		restoreBody(c, raw)
+		httpapi.RestoreBody(c, raw)
 		return nil
 	}
 }

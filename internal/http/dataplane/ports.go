@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -47,7 +46,7 @@ func portParam(c *gin.Context) (int, error) {
 
 // CheckPort refuses a bad port before the call is routed (see
 // dataRoutes), and lets an upgraded connection outlive the server's read
-// timeout (upgradeWriter).
+// timeout (httpapi.UpgradeWriter).
 func CheckPort() httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if _, err := portParam(c); err != nil {
@@ -56,7 +55,7 @@ func CheckPort() httpapi.HandlerFunc {
 		if err := checkAppPath(pathAfter(c.Request.URL.EscapedPath(), 5)); err != nil {
 			return err
 		}
-		c.Writer = upgradeWriter{c.Writer}
+		c.Writer = httpapi.UpgradeWriter{ResponseWriter: c.Writer}
 		return nil
 	}
 }
@@ -327,19 +326,6 @@ func pathAfter(p string, skip int) string {
 		return "/"
 	}
 	return rest
-}
-
-// upgradeWriter is a response writer whose hijacked connection (a
-// WebSocket's, once upgraded) has no deadline: the server's read timeout
-// bounds a request, not a connection that is no longer HTTP.
-type upgradeWriter struct{ gin.ResponseWriter }
-
-func (w upgradeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	conn, brw, err := w.ResponseWriter.Hijack()
-	if err == nil {
-		_ = conn.SetDeadline(time.Time{})
-	}
-	return conn, brw, err
 }
 
 // countingBody counts the bytes read through it into n.

@@ -423,7 +423,7 @@ func (ps PreviewServer) HandlePreview() httpapi.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		c.Writer = upgradeWriter{c.Writer}
+		c.Writer = httpapi.UpgradeWriter{ResponseWriter: c.Writer}
 		return ps.serve(c, p, sb, portTarget{prefix: "/p/" + token, skip: 2})
 	}
 }
@@ -488,7 +488,7 @@ func (ps PreviewServer) servePreviewHost(c *gin.Context) error {
 		c.Redirect(http.StatusSeeOther, sameHostLocation(c.Request.URL))
 		return nil
 	}
-	c.Writer = upgradeWriter{c.Writer}
+	c.Writer = httpapi.UpgradeWriter{ResponseWriter: c.Writer}
 	return ps.serve(c, p, sb, portTarget{prefix: "", skip: 0, ownOrigin: true})
 }
 

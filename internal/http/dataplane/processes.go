@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -374,7 +373,7 @@ func CheckProcessStart() httpapi.HandlerFunc {
 		if _, err := parseProcessStart(raw); err != nil {
 			return err
 		}
-		restoreBody(c, raw)
+		httpapi.RestoreBody(c, raw)
 		return nil
 	}
 }
@@ -754,11 +753,4 @@ func resizeTerminal(ctx context.Context, call processCall, size sandbox.PTYSize)
 		return sandbox.Errorf(sandbox.CodeNotSupported, "provider %q does not support terminals", call.sb.Provider)
 	}
 	return processConflict(ctx, call, "resize the terminal", pty.ResizePTY(ctx, call.sb.ID, call.sel, size))
-}
-
-// restoreBody gives raw, read already, again as the request's body (for
-// the hop to another node, or the handler).
-func restoreBody(c *gin.Context, raw []byte) {
-	c.Request.Body = io.NopCloser(bytes.NewReader(raw))
-	c.Request.ContentLength = int64(len(raw))
 }

@@ -47,7 +47,7 @@ var terminalUpgrader = websocket.Upgrader{
 
 // CheckTerminal refuses a bad terminal request before the call is routed,
 // drops the key from the subprotocols, and lets the upgraded connection
-// outlive the server's read timeout (upgradeWriter).
+// outlive the server's read timeout (httpapi.UpgradeWriter).
 func CheckTerminal() httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if _, err := processSelector(c); err != nil {
@@ -60,7 +60,7 @@ func CheckTerminal() httpapi.HandlerFunc {
 			return sandbox.Errorf(sandbox.CodeInvalidRequest, "a terminal is a WebSocket: send an upgrade request (Connection: Upgrade, Upgrade: websocket)")
 		}
 		httpapi.DropKeyProtocol(c.Request)
-		c.Writer = upgradeWriter{c.Writer}
+		c.Writer = httpapi.UpgradeWriter{ResponseWriter: c.Writer}
 		return nil
 	}
 }

@@ -316,6 +316,13 @@ func ReadJSONBody(c *gin.Context) ([]byte, error) {
 	return body, nil
 }
 
+// RestoreBody gives raw, read already, again as the request's body (for
+// the hop to another node, or the handler).
+func RestoreBody(c *gin.Context, raw []byte) {
+	c.Request.Body = io.NopCloser(bytes.NewReader(raw))
+	c.Request.ContentLength = int64(len(raw))
+}
+
 // WriteJSON writes v with the given status. A client that went away is not
 // an error worth reporting, so it returns nil.
 func WriteJSON(c *gin.Context, status int, v any) error {
