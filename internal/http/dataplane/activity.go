@@ -80,9 +80,9 @@ type ActivityLister interface {
 	SandboxActivity(ctx context.Context, sandboxID string, after int64, limit int) ([]sandbox.Activity, error)
 }
 
-// dataPlaneStore is what the data-plane handlers need: the sandbox, and a
-// place to record what they did, and to say a record is on its way.
-type dataPlaneStore interface {
+// Store is what the data-plane handlers need: the sandbox, and a place to
+// record what they did, and to say a record is on its way.
+type Store interface {
 	httpapi.SandboxGetter
 	ActivityRecorder
 	expect(sandboxID string) (done func())
@@ -92,14 +92,14 @@ type dataPlaneStore interface {
 // the request whose operation it records.
 const activityTimeout = 5 * time.Second
 
-// recordActivity writes the record of an operation on sb that began at
+// RecordActivity writes the record of an operation on sb that began at
 // started and ended with err. It runs after the operation, which has had
 // its effect, so it does not fail the request: a record that cannot be
 // written (Postgres unreachable) is logged as an error and counted in
 // tether_activity_record_failures_total, which operators alert on (see
 // docs/security.md). Input a record could not hold is refused before the
 // operation (filePath, the exec checks).
-func recordActivity(c *gin.Context, log *slog.Logger, st ActivityRecorder, sb sandbox.Sandbox, a sandbox.Activity, started time.Time, err error) {
+func RecordActivity(c *gin.Context, log *slog.Logger, st ActivityRecorder, sb sandbox.Sandbox, a sandbox.Activity, started time.Time, err error) {
 	writeActivity(c.Request.Context(), log, st, activityOf(c, sb, a, started, err), httpapi.RequestID(c))
 }
 
@@ -118,7 +118,7 @@ func activityOf(c *gin.Context, sb sandbox.Sandbox, a sandbox.Activity, started 
 }
 
 // writeActivity writes the complete record a of the request whose context
-// is ctx (see recordActivity), within activityTimeout even if the request
+// is ctx (see RecordActivity), within activityTimeout even if the request
 // ends first.
 func writeActivity(ctx context.Context, log *slog.Logger, st ActivityRecorder, a sandbox.Activity, reqID string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), activityTimeout)
@@ -139,12 +139,12 @@ func writeActivity(ctx context.Context, log *slog.Logger, st ActivityRecorder, a
 // it is answered, so that the node which relays the answer can read the
 // record at once too. A read through any other replica, or of the table,
 // may come before the record, by the record's round trip.
-func answerThenRecord(c *gin.Context, log *slog.Logger, st dataPlaneStore, sb sandbox.Sandbox, a sandbox.Activity, started time.Time, out any) error {
-	return answerWithThenRecord(c, log, st, sb, a, started, http.StatusOK, out)
+func answerThenRecord(c *gin.Context, log *slog.Logger, st Store, sb sandbox.Sandbox, a sandbox.Activity, started time.Time, out any) error {
+	return AnswerWithThenRecord(c, log, st, sb, a, started, http.StatusOK, out)
 }
 
-// answerWithThenRecord is answerThenRecord with another status than 200.
-func answerWithThenRecord(c *gin.Context, log *slog.Logger, st dataPlaneStore, sb sandbox.Sandbox, a sandbox.Activity, started time.Time,
+// AnswerWithThenRecord is answerThenRecord with another status than 200.
+func AnswerWithThenRecord(c *gin.Context, log *slog.Logger, st Store, sb sandbox.Sandbox, a sandbox.Activity, started time.Time,
 	status int, out any,
 ) error {
 	a = activityOf(c, sb, a, started, nil)
@@ -245,7 +245,7 @@ func NewAuditedStore(st dataStore, reg prometheus.Registerer) AuditedStore {
 	return AuditedStore{dataStore: st, failures: failures, onTheirWay: newRecordsOnTheirWay()}
 }
 
-// expect implements dataPlaneStore.
+// expect implements Store.
 func (s AuditedStore) expect(sandboxID string) (done func()) { return s.onTheirWay.expect(sandboxID) }
 
 // SandboxActivity reads the sandbox's activity once the records this

@@ -52,9 +52,9 @@ type ExecResult struct {
 	OOMKilled bool `json:"oom_killed" example:"false"`
 } // @name ExecResult
 
-// dataPlane finds the sandbox a data-plane request is for and checks it is
-// ready and its provider has the capability.
-func dataPlane[C any](c *gin.Context, st httpapi.SandboxGetter, providers map[string]sandbox.Provider, op string) (sandbox.Sandbox, C, error) {
+// ReadySandbox finds the sandbox a data-plane request is for and checks it
+// is ready and its provider has the capability C.
+func ReadySandbox[C any](c *gin.Context, st httpapi.SandboxGetter, providers map[string]sandbox.Provider, op string) (sandbox.Sandbox, C, error) {
 	var zero C
 	id, err := httpapi.SandboxID(c)
 	if err != nil {
@@ -104,7 +104,7 @@ func dataPlane[C any](c *gin.Context, st httpapi.SandboxGetter, providers map[st
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/exec [post]
-func HandleSandboxExec(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
+func HandleSandboxExec(log *slog.Logger, cfg httpapi.Config, st Store, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		call, err := execRequestOf(c, cfg)
 		if err != nil {
@@ -112,16 +112,16 @@ func HandleSandboxExec(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, 
 		}
 		execReq := call.Req
 		if wantsEventStream(c) {
-			sb, execer, err := dataPlane[sandbox.StreamExecer](c, st, providers, "streaming exec")
+			sb, execer, err := ReadySandbox[sandbox.StreamExecer](c, st, providers, "streaming exec")
 			if err != nil {
 				return err
 			}
 			return httpapi.EndedMeanwhile(c, st, sb, "streaming exec",
 				streamExec(c, log, draining, execer, sb.ID, call, func(res sandbox.ExecResult, output int64, started time.Time, err error) {
-					recordActivity(c, log, st, sb, execActivity(execReq.Command, res, output, err), started, err)
+					RecordActivity(c, log, st, sb, execActivity(execReq.Command, res, output, err), started, err)
 				}))
 		}
-		sb, execer, err := dataPlane[sandbox.Execer](c, st, providers, "exec")
+		sb, execer, err := ReadySandbox[sandbox.Execer](c, st, providers, "exec")
 		if err != nil {
 			return err
 		}
@@ -130,7 +130,7 @@ func HandleSandboxExec(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, 
 		err = httpapi.EndedMeanwhile(c, st, sb, "exec", err)
 		a := execActivity(execReq.Command, res, int64(len(res.Output)), err)
 		if err != nil {
-			recordActivity(c, log, st, sb, a, started, err)
+			RecordActivity(c, log, st, sb, a, started, err)
 			return err
 		}
 		out := ExecResult{ExitCode: res.ExitCode, Truncated: res.Truncated,
@@ -201,18 +201,19 @@ func parseExec(raw []byte, cfg httpapi.Config) (httpapi.ExecCall, error) {
 	if req.WorkDir != "" && req.WorkDir[0] != '/' {
 		return httpapi.ExecCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "workdir must be an absolute path")
 	}
-	if req.OutputEncoding != "" && req.OutputEncoding != outputText && req.OutputEncoding != outputBase64 {
-		return httpapi.ExecCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "output_encoding must be %q (the default) or %q", outputText, outputBase64)
+	if req.OutputEncoding != "" && req.OutputEncoding != OutputText && req.OutputEncoding != OutputBase64 {
+		return httpapi.ExecCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "output_encoding must be %q (the default) or %q", OutputText, OutputBase64)
 	}
 	return httpapi.ExecCall{Req: sandbox.ExecRequest{
 		Command: req.Command, Timeout: timeout, Env: req.Env, WorkDir: req.WorkDir, MaxOutput: cfg.MaxExecOutput,
-	}, Base64: req.OutputEncoding == outputBase64}, nil
+	}, Base64: req.OutputEncoding == OutputBase64}, nil
 }
 
-// The output encodings an exec may ask for (ExecRequest.OutputEncoding).
+// The output encodings an exec may ask for (ExecRequest.OutputEncoding),
+// and a process's output stream (its encoding query parameter).
 const (
-	outputText   = "text"
-	outputBase64 = "base64"
+	OutputText   = "text"
+	OutputBase64 = "base64"
 )
 
 // execActivity is the activity record of an exec of command.
@@ -235,8 +236,8 @@ func wantsEventStream(c *gin.Context) bool {
 	return false
 }
 
-// errDraining is why a stream ends when the server shuts down.
-var errDraining = errors.New("the server is shutting down")
+// ErrDraining is why a stream ends when the server shuts down.
+var ErrDraining = errors.New("the server is shutting down")
 
 // OutputChunk is the data of a streaming exec's stdout and stderr events.
 type OutputChunk struct {
@@ -257,7 +258,7 @@ func streamExec(c *gin.Context, log *slog.Logger, draining context.Context, exec
 	// A shutdown ends the stream (and the command) with a retryable error.
 	ctx, cancel := context.WithCancelCause(c.Request.Context())
 	defer cancel(nil)
-	defer context.AfterFunc(draining, func() { cancel(errDraining) })()
+	defer context.AfterFunc(draining, func() { cancel(ErrDraining) })()
 	started := false
 	event := func(name string, v any) error {
 		if !started {
@@ -278,19 +279,19 @@ func streamExec(c *gin.Context, log *slog.Logger, draining context.Context, exec
 		return nil
 	}
 	began, output := time.Now(), int64(0)
-	enc := chunkEncoder{base64: call.Base64}
+	enc := ChunkEncoder{Base64: call.Base64}
 	res, err := execer.ExecStream(ctx, id, req, func(stream string, chunk []byte) error {
 		output += int64(len(chunk))
-		return event(stream, enc.chunk(stream, chunk))
+		return event(stream, enc.Chunk(stream, chunk))
 	})
 	if err == nil {
-		err = enc.flush(event)
+		err = enc.Flush(event)
 	}
 	done(res, output, began, err)
 	switch {
 	case err != nil && !started:
 		return err
-	case err != nil && errors.Is(context.Cause(ctx), errDraining):
+	case err != nil && errors.Is(context.Cause(ctx), ErrDraining):
 		err = sandbox.Errorf(sandbox.CodeUnavailable, "the server is shutting down; the command was ended; retry on another replica")
 		if !started {
 			return err
@@ -307,24 +308,25 @@ func streamExec(c *gin.Context, log *slog.Logger, draining context.Context, exec
 		TimeoutSeconds: int64(req.Timeout / time.Second), OOMKilled: res.OOMKilled})
 }
 
-// chunkEncoder turns a streaming exec's chunks into the events' data: as
+// ChunkEncoder turns a streaming exec's chunks into the events' data: as
 // they are, in base64, or as text. As text, the bytes of a character
 // split between two chunks are held back and sent whole with the next
 // chunk of the same stream, so that only bytes that are not UTF-8 become
 // U+FFFD.
-type chunkEncoder struct {
-	base64 bool
-	// held is, per stream, the start of a character the last chunk cut.
-	held map[string][]byte
+type ChunkEncoder struct {
+	// Base64 sends the chunks as they are, in base64, rather than as text.
+	Base64 bool
+	// Held is, per stream, the start of a character the last chunk cut.
+	Held map[string][]byte
 }
 
-// chunk is the data of the event that carries chunk of stream.
-func (e *chunkEncoder) chunk(stream string, chunk []byte) OutputChunk {
-	if e.base64 {
+// Chunk is the data of the event that carries chunk of stream.
+func (e *ChunkEncoder) Chunk(stream string, chunk []byte) OutputChunk {
+	if e.Base64 {
 		return OutputChunk{DataBase64: chunk}
 	}
 	b := chunk
-	if held := e.held[stream]; len(held) > 0 {
+	if held := e.Held[stream]; len(held) > 0 {
 		b = slices.Concat(held, chunk)
 	}
 	cut := len(b)
@@ -336,19 +338,19 @@ func (e *chunkEncoder) chunk(stream string, chunk []byte) OutputChunk {
 			break
 		}
 	}
-	if e.held == nil {
-		e.held = map[string][]byte{}
+	if e.Held == nil {
+		e.Held = map[string][]byte{}
 	}
-	e.held[stream] = append([]byte(nil), b[cut:]...)
+	e.Held[stream] = append([]byte(nil), b[cut:]...)
 	return OutputChunk{Data: strings.ToValidUTF8(string(b[:cut]), "\uFFFD")}
 }
 
-// flush sends, through event, what is held of each stream once the
+// Flush sends, through event, what is held of each stream once the
 // command ended: the start of a character that never ended, as U+FFFD.
-func (e *chunkEncoder) flush(event func(name string, v any) error) error {
+func (e *ChunkEncoder) Flush(event func(name string, v any) error) error {
 	for _, stream := range []string{sandbox.Stdout, sandbox.Stderr} {
-		if held := e.held[stream]; len(held) > 0 {
-			delete(e.held, stream)
+		if held := e.Held[stream]; len(held) > 0 {
+			delete(e.Held, stream)
 			if err := event(stream, OutputChunk{Data: strings.ToValidUTF8(string(held), "\uFFFD")}); err != nil {
 				return err
 			}
@@ -411,20 +413,20 @@ func filePath(c *gin.Context) (string, error) {
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/files [put]
-func HandleFilePut(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleFilePut(log *slog.Logger, cfg httpapi.Config, st Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		path, err := filePath(c)
 		if err != nil {
 			return err
 		}
-		sb, files, err := dataPlane[sandbox.Files](c, st, providers, "write files")
+		sb, files, err := ReadySandbox[sandbox.Files](c, st, providers, "write files")
 		if err != nil {
 			return err
 		}
 		started, body := time.Now(), &countingReader{r: c.Request.Body}
 		err = httpapi.BodyError(c, files.WriteFile(c.Request.Context(), sb.ID, path, body, cfg.MaxFileBytes))
 		err = httpapi.EndedMeanwhile(c, st, sb, "write files", err)
-		recordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityFileWrite, Target: path, Bytes: &body.n}, started, err)
+		RecordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityFileWrite, Target: path, Bytes: &body.n}, started, err)
 		if err != nil {
 			return err
 		}
@@ -477,20 +479,20 @@ func (w *lazyWriter) Write(b []byte) (int, error) {
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/files [get]
-func HandleFileGet(log *slog.Logger, cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleFileGet(log *slog.Logger, cfg httpapi.Config, st Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		path, err := filePath(c)
 		if err != nil {
 			return err
 		}
-		sb, files, err := dataPlane[sandbox.Files](c, st, providers, "read files")
+		sb, files, err := ReadySandbox[sandbox.Files](c, st, providers, "read files")
 		if err != nil {
 			return err
 		}
 		w, started := &lazyWriter{c: c}, time.Now()
 		err = files.ReadFile(c.Request.Context(), sb.ID, path, w, cfg.MaxFileBytes)
 		err = httpapi.EndedMeanwhile(c, st, sb, "read files", err)
-		recordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityFileRead, Target: path, Bytes: &w.n}, started, err)
+		RecordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityFileRead, Target: path, Bytes: &w.n}, started, err)
 		if err != nil && w.started {
 			// Too late for a problem document: cut the response short.
 			panic(http.ErrAbortHandler)

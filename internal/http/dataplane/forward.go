@@ -24,7 +24,7 @@ import (
 
 // WithNodeRouting sends a data-plane call for a ready sandbox on another
 // node to that node, and otherwise lets the handler serve it, with the
-// sandbox it looked up (see dataPlane). draining, once done, ends a
+// sandbox it looked up (see ReadySandbox). draining, once done, ends a
 // forwarded event stream with a retryable error, as a local one ends.
 func WithNodeRouting(log *slog.Logger, st httpapi.SandboxGetter, cl *cluster.Cluster, draining context.Context) gin.HandlerFunc {
 	return func(c *gin.Context) {

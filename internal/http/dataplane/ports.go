@@ -80,13 +80,13 @@ func checkAppPath(p string) error {
 
 // HandleSandboxPort proxies a request to a port in the sandbox (the
 // annotated operations are in ports_ops.go, one per method).
-func HandleSandboxPort(log *slog.Logger, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleSandboxPort(log *slog.Logger, st Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		port, err := portParam(c)
 		if err != nil {
 			return err
 		}
-		sb, dialer, err := dataPlane[sandbox.PortDialer](c, st, providers, "ports")
+		sb, dialer, err := ReadySandbox[sandbox.PortDialer](c, st, providers, "ports")
 		if err != nil {
 			return err
 		}
@@ -134,7 +134,7 @@ func proxyPort(c *gin.Context, log *slog.Logger, st ActivityRecorder, dialer san
 	a.Target, a.Port = c.Request.Method+" "+path, port
 	status, n, err := dialAndProxy(c, dialer, sb.ID, port, path, to)
 	a.Status, a.Bytes = status, &n
-	recordActivity(c, log, st, sb, a, started, err)
+	RecordActivity(c, log, st, sb, a, started, err)
 	return err
 }
 

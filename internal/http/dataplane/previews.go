@@ -143,7 +143,7 @@ func HandlePreviewCreate(cfg httpapi.Config, st PreviewStore, providers map[stri
 			}
 			ttl = time.Duration(*req.TTLSeconds) * time.Second
 		}
-		sb, _, err := dataPlane[sandbox.PortDialer](c, st, providers, "ports")
+		sb, _, err := ReadySandbox[sandbox.PortDialer](c, st, providers, "ports")
 		if err != nil {
 			return err
 		}

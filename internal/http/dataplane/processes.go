@@ -315,7 +315,7 @@ func processOf(c *gin.Context, st httpapi.SandboxGetter, providers map[string]sa
 			return call, err
 		}
 	}
-	call.sb, call.procs, err = dataPlane[sandbox.Processes](c, st, providers, op)
+	call.sb, call.procs, err = ReadySandbox[sandbox.Processes](c, st, providers, op)
 	return call, err
 }
 
@@ -401,7 +401,7 @@ func CheckProcessStart() httpapi.HandlerFunc {
 //	@Header			201		{string}	Location			"the process's URL"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes [post]
-func HandleProcessStart(log *slog.Logger, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleProcessStart(log *slog.Logger, st Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		raw, err := httpapi.ReadJSONBody(c)
 		if err != nil {
@@ -425,11 +425,11 @@ func HandleProcessStart(log *slog.Logger, st dataPlaneStore, providers map[strin
 		err = httpapi.EndedMeanwhile(c, st, call.sb, "start processes", err)
 		a := processActivity(sandbox.ActivityProcessStart, info.PID, start.command)
 		if err != nil {
-			recordActivity(c, log, st, call.sb, a, began, err)
+			RecordActivity(c, log, st, call.sb, a, began, err)
 			return err
 		}
 		c.Header("Location", "/v1/sandboxes/"+call.sb.ID+"/processes/"+strconv.Itoa(info.PID))
-		return answerWithThenRecord(c, log, st, call.sb, a, began, http.StatusCreated, toProcess(info))
+		return AnswerWithThenRecord(c, log, st, call.sb, a, began, http.StatusCreated, toProcess(info))
 	}
 }
 
@@ -449,7 +449,7 @@ func HandleProcessStart(log *slog.Logger, st dataPlaneStore, providers map[strin
 //	@Failure		503	{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes [get]
-func HandleProcessList(st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleProcessList(st Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
@@ -489,7 +489,7 @@ func HandleProcessList(st dataPlaneStore, providers map[string]sandbox.Provider)
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes/{pid} [get]
-func HandleProcessGet(cfg httpapi.Config, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleProcessGet(cfg httpapi.Config, st Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c, "wait"); err != nil {
 			return err
@@ -566,7 +566,7 @@ func selectorText(sel sandbox.ProcessSelector) string {
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes/{pid}/stdin [post]
-func HandleProcessStdin(log *slog.Logger, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleProcessStdin(log *slog.Logger, st Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		closeAfter, err := closeParam(c)
 		if err != nil {
@@ -597,7 +597,7 @@ func HandleProcessStdin(log *slog.Logger, st dataPlaneStore, providers map[strin
 		n := int64(len(data))
 		a := processActivity(sandbox.ActivityProcessInput, call.sel.PID, strings.ToValidUTF8(string(data), "\uFFFD"))
 		a.Bytes = &n
-		recordActivity(c, log, st, call.sb, a, began, err)
+		RecordActivity(c, log, st, call.sb, a, began, err)
 		if err != nil {
 			return err
 		}
@@ -668,7 +668,7 @@ func signalNumber(s string) (int, string, error) {
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes/{pid}/signal [post]
-func HandleProcessSignal(log *slog.Logger, st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleProcessSignal(log *slog.Logger, st Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
@@ -691,7 +691,7 @@ func HandleProcessSignal(log *slog.Logger, st dataPlaneStore, providers map[stri
 		}
 		err = call.procs.SignalProcess(ctx, call.sb.ID, call.sel, n)
 		err = httpapi.EndedMeanwhile(c, st, call.sb, "signal processes", processConflict(ctx, call, "signal the process", err))
-		recordActivity(c, log, st, call.sb, processActivity(sandbox.ActivityProcessSignal, call.sel.PID, name), began, err)
+		RecordActivity(c, log, st, call.sb, processActivity(sandbox.ActivityProcessSignal, call.sel.PID, name), began, err)
 		if err != nil {
 			return err
 		}
@@ -720,7 +720,7 @@ func HandleProcessSignal(log *slog.Logger, st dataPlaneStore, providers map[stri
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes/{pid}/resize [post]
-func HandleProcessResize(st dataPlaneStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleProcessResize(st Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c); err != nil {
 			return err

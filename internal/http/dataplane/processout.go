@@ -98,7 +98,7 @@ func (s *sseStream) follow(log *slog.Logger, draining context.Context, fn func(c
 	c := s.c
 	ctx, cancel := context.WithCancelCause(c.Request.Context())
 	defer cancel(nil)
-	defer context.AfterFunc(draining, func() { cancel(errDraining) })()
+	defer context.AfterFunc(draining, func() { cancel(ErrDraining) })()
 	var beats sync.WaitGroup
 	beats.Go(func() { s.heartbeat(ctx) })
 	err := fn(ctx)
@@ -107,7 +107,7 @@ func (s *sseStream) follow(log *slog.Logger, draining context.Context, fn func(c
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(context.Cause(ctx), errDraining):
+	case errors.Is(context.Cause(ctx), ErrDraining):
 		err = sandbox.Errorf(sandbox.CodeUnavailable, "the server is shutting down; attach again (through another replica)")
 	case c.Request.Context().Err() != nil:
 		log.DebugContext(c.Request.Context(), "stream ended by the client", "err", err)
@@ -130,12 +130,12 @@ func outputQuery(c *gin.Context) (sandbox.AttachFrom, bool, error) {
 		return 0, false, err
 	}
 	switch c.Query("encoding") {
-	case "", outputText:
+	case "", OutputText:
 		return from, false, nil
-	case outputBase64:
+	case OutputBase64:
 		return from, true, nil
 	}
-	return 0, false, sandbox.Errorf(sandbox.CodeInvalidRequest, "encoding must be %q (the default) or %q", outputText, outputBase64)
+	return 0, false, sandbox.Errorf(sandbox.CodeInvalidRequest, "encoding must be %q (the default) or %q", OutputText, OutputBase64)
 }
 
 // attachFrom reads a from query parameter: now or start, def if absent.
@@ -172,7 +172,7 @@ func attachFrom(s string, def sandbox.AttachFrom) (sandbox.AttachFrom, error) {
 //	@Failure		503			{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes/{pid}/output [get]
-func HandleProcessOutput(log *slog.Logger, st dataPlaneStore, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
+func HandleProcessOutput(log *slog.Logger, st Store, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		from, base64, err := outputQuery(c)
 		if err != nil {
@@ -183,7 +183,7 @@ func HandleProcessOutput(log *slog.Logger, st dataPlaneStore, providers map[stri
 			return err
 		}
 		s := &sseStream{c: c}
-		out := outputEvents{s: s, enc: chunkEncoder{base64: base64}}
+		out := outputEvents{s: s, enc: ChunkEncoder{Base64: base64}}
 		return s.follow(log, draining, func(ctx context.Context) error {
 			err := call.procs.AttachProcess(ctx, call.sb.ID, call.sel, from, out.emit)
 			return httpapi.EndedMeanwhile(c, st, call.sb, "read processes", err)
@@ -194,7 +194,7 @@ func HandleProcessOutput(log *slog.Logger, st dataPlaneStore, providers map[stri
 // outputEvents turns an attach's events into a stream's.
 type outputEvents struct {
 	s   *sseStream
-	enc chunkEncoder
+	enc ChunkEncoder
 	// heldAt is, per stream, the offset of what enc holds back.
 	heldAt map[string]int64
 }
@@ -206,12 +206,12 @@ func (o *outputEvents) emit(ev sandbox.ProcessEvent) error {
 		return o.s.event("start", ProcessStarted{PID: ev.PID})
 	case sandbox.ProcessStdout, sandbox.ProcessStderr, sandbox.ProcessPTYOutput:
 		stream := string(ev.Kind)
-		held := int64(len(o.enc.held[stream]))
-		chunk := o.enc.chunk(stream, ev.Data)
+		held := int64(len(o.enc.Held[stream]))
+		chunk := o.enc.Chunk(stream, ev.Data)
 		if o.heldAt == nil {
 			o.heldAt = map[string]int64{}
 		}
-		o.heldAt[stream] = ev.Offset + int64(len(ev.Data)-len(o.enc.held[stream]))
+		o.heldAt[stream] = ev.Offset + int64(len(ev.Data)-len(o.enc.Held[stream]))
 		return o.s.event(stream, ProcessOutput{Data: chunk.Data, DataBase64: chunk.DataBase64, Offset: ev.Offset - held})
 	case sandbox.ProcessDropped:
 		return o.s.event("dropped", ProcessDropped{Bytes: ev.Dropped, Offset: ev.Offset})
@@ -231,11 +231,11 @@ func (o *outputEvents) emit(ev sandbox.ProcessEvent) error {
 // character that never ended) before the exit.
 func (o *outputEvents) flush() error {
 	for _, stream := range []sandbox.ProcessEventKind{sandbox.ProcessStdout, sandbox.ProcessStderr, sandbox.ProcessPTYOutput} {
-		held := o.enc.held[string(stream)]
+		held := o.enc.Held[string(stream)]
 		if len(held) == 0 {
 			continue
 		}
-		delete(o.enc.held, string(stream))
+		delete(o.enc.Held, string(stream))
 		out := ProcessOutput{Data: strings.ToValidUTF8(string(held), "\uFFFD"), Offset: o.heldAt[string(stream)]}
 		if err := o.s.event(string(stream), out); err != nil {
 			return err

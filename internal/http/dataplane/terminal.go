@@ -102,7 +102,7 @@ type TerminalControl struct {
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes/{pid}/terminal [get]
-func HandleProcessTerminal(log *slog.Logger, st dataPlaneStore, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
+func HandleProcessTerminal(log *slog.Logger, st Store, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		from, err := terminalFrom(c)
 		if err != nil {
@@ -139,7 +139,7 @@ func HandleProcessTerminal(log *slog.Logger, st dataPlaneStore, providers map[st
 		total := in + out
 		a := processActivity(sandbox.ActivityTerminal, p.PID, strings.ToValidUTF8(string(t.typed), "\uFFFD"))
 		a.Bytes = &total
-		recordActivity(c, log, st, call.sb, a, began, err)
+		RecordActivity(c, log, st, call.sb, a, began, err)
 		return nil
 	}
 }
@@ -171,7 +171,7 @@ var errClientLeft = errors.New("the client closed the terminal")
 func (t *terminalSession) run(draining context.Context, from sandbox.AttachFrom) error {
 	ctx, cancel := context.WithCancelCause(t.c.Request.Context())
 	defer cancel(nil)
-	defer context.AfterFunc(draining, func() { cancel(errDraining) })()
+	defer context.AfterFunc(draining, func() { cancel(ErrDraining) })()
 	t.conn.SetReadLimit(maxTerminalInput)
 	var reader sync.WaitGroup
 	reader.Go(func() { cancel(t.read(ctx)) })
@@ -182,7 +182,7 @@ func (t *terminalSession) run(draining context.Context, from sandbox.AttachFrom)
 	case err == nil:
 		t.closeWith(websocket.CloseNormalClosure, "the process ended")
 	case errors.Is(cause, errClientLeft):
-	case errors.Is(cause, errDraining):
+	case errors.Is(cause, ErrDraining):
 		t.sendError(sandbox.Errorf(sandbox.CodeUnavailable, "the server is shutting down; attach again (through another replica)"))
 		t.closeWith(websocket.CloseGoingAway, "the server is shutting down")
 	default:
