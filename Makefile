@@ -80,7 +80,7 @@ chaos: ## The long chaos runs, each mode to its end: replicas killed at random, 
 # client is generated from that. docs/docs_test.go and clients/go/tether check that
 # all of them are current.
 docs: ## Regenerate the API docs (Swagger 2.0, OpenAPI 3.0) in docs/ and the Go and TypeScript clients' types
-	$(GO) tool swag init -g routes.go -d internal/http,internal/http/httpapi,internal/http/dataplane,internal/http/controlplane,internal/http/events -o docs --outputTypes go,json,yaml --parseInternal --requiredByDefault
+	$(GO) tool swag init -g routes.go -d internal/http,internal/http/httpapi,internal/http/dataplane,internal/http/processes,internal/http/controlplane,internal/http/events -o docs --outputTypes go,json,yaml --parseInternal --requiredByDefault
 	$(GO) run ./internal/openapi/cmd/gen -dir docs
 	@# swag and gen format docs.go already; this keeps `make lint` green if they ever do not.
 	gofmt -w docs/docs.go

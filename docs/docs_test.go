@@ -20,7 +20,7 @@ func TestDocsAreCurrent(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "docs")
 	// The arguments of the Makefile's docs target.
 	cmd := exec.Command("go", "tool", "swag", "init", "-q",
-		"-g", "routes.go", "-d", "internal/http,internal/http/httpapi,internal/http/dataplane,internal/http/controlplane,internal/http/events", "-o", out,
+		"-g", "routes.go", "-d", "internal/http,internal/http/httpapi,internal/http/dataplane,internal/http/processes,internal/http/controlplane,internal/http/events", "-o", out,
 		"--outputTypes", "go,json,yaml", "--parseInternal", "--requiredByDefault")
 	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")

@@ -28,6 +28,7 @@ import (
 	"github.com/tetherhq/tether/internal/http/dataplane"
 	"github.com/tetherhq/tether/internal/http/events"
 	"github.com/tetherhq/tether/internal/http/httpapi"
+	"github.com/tetherhq/tether/internal/http/processes"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
 
@@ -268,16 +269,16 @@ var apiTypes = map[string]any{
 	"EventList":            events.EventList{},
 	"ExecRequest":          dataplane.ExecRequest{},
 	"ExecResult":           dataplane.ExecResult{},
-	"FileChange":           dataplane.FileChange{},
-	"Process":              dataplane.Process{},
-	"ProcessDropped":       dataplane.ProcessDropped{},
-	"ProcessExit":          dataplane.ProcessExit{},
-	"ProcessList":          dataplane.ProcessList{},
-	"ProcessOutput":        dataplane.ProcessOutput{},
-	"SignalRequest":        dataplane.SignalRequest{},
-	"StartProcessRequest":  dataplane.StartProcessRequest{},
-	"TerminalControl":      dataplane.TerminalControl{},
-	"TerminalSize":         dataplane.TerminalSize{},
+	"FileChange":           processes.FileChange{},
+	"Process":              processes.Process{},
+	"ProcessDropped":       processes.ProcessDropped{},
+	"ProcessExit":          processes.ProcessExit{},
+	"ProcessList":          processes.ProcessList{},
+	"ProcessOutput":        processes.ProcessOutput{},
+	"SignalRequest":        processes.SignalRequest{},
+	"StartProcessRequest":  processes.StartProcessRequest{},
+	"TerminalControl":      processes.TerminalControl{},
+	"TerminalSize":         processes.TerminalSize{},
 	"Node":                 controlplane.Node{},
 	"NodeList":             controlplane.NodeList{},
 	"Health":               tetherhttp.Health{},

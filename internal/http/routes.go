@@ -18,6 +18,7 @@ import (
 	"github.com/tetherhq/tether/internal/http/dataplane"
 	"github.com/tetherhq/tether/internal/http/events"
 	"github.com/tetherhq/tether/internal/http/httpapi"
+	"github.com/tetherhq/tether/internal/http/processes"
 	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/webhook"
 )
@@ -182,15 +183,15 @@ func addProcessRoutes(data dataRoutes, h func(httpapi.HandlerFunc) gin.HandlerFu
 ) {
 	body := httpapi.WithBodyLimit(cfg.MaxBodyBytes)
 	const one = "/sandboxes/:id/processes/:pid"
-	data.handle(http.MethodPost, "/sandboxes/:id/processes", h(dataplane.HandleProcessStart(log, dp, providers)), body, h(dataplane.CheckProcessStart()))
-	data.handle(http.MethodGet, "/sandboxes/:id/processes", h(dataplane.HandleProcessList(dp, providers)))
-	data.handle(http.MethodGet, one, h(dataplane.HandleProcessGet(cfg, dp, providers)))
-	data.handle(http.MethodGet, one+"/output", h(dataplane.HandleProcessOutput(log, dp, providers, draining)))
-	data.handle(http.MethodPost, one+"/stdin", h(dataplane.HandleProcessStdin(log, dp, providers)), body)
-	data.handle(http.MethodPost, one+"/signal", h(dataplane.HandleProcessSignal(log, dp, providers)), body)
-	data.handle(http.MethodPost, one+"/resize", h(dataplane.HandleProcessResize(dp, providers)), body)
-	data.handle(http.MethodGet, one+"/terminal", h(dataplane.HandleProcessTerminal(log, dp, providers, draining)), h(dataplane.CheckTerminal()))
-	data.handle(http.MethodGet, "/sandboxes/:id/watch", h(dataplane.HandleSandboxWatch(log, dp, providers, draining)))
+	data.handle(http.MethodPost, "/sandboxes/:id/processes", h(processes.HandleProcessStart(log, dp, providers)), body, h(processes.CheckProcessStart()))
+	data.handle(http.MethodGet, "/sandboxes/:id/processes", h(processes.HandleProcessList(dp, providers)))
+	data.handle(http.MethodGet, one, h(processes.HandleProcessGet(cfg, dp, providers)))
+	data.handle(http.MethodGet, one+"/output", h(processes.HandleProcessOutput(log, dp, providers, draining)))
+	data.handle(http.MethodPost, one+"/stdin", h(processes.HandleProcessStdin(log, dp, providers)), body)
+	data.handle(http.MethodPost, one+"/signal", h(processes.HandleProcessSignal(log, dp, providers)), body)
+	data.handle(http.MethodPost, one+"/resize", h(processes.HandleProcessResize(dp, providers)), body)
+	data.handle(http.MethodGet, one+"/terminal", h(processes.HandleProcessTerminal(log, dp, providers, draining)), h(processes.CheckTerminal()))
+	data.handle(http.MethodGet, "/sandboxes/:id/watch", h(processes.HandleSandboxWatch(log, dp, providers, draining)))
 }
 
 // dataRoutes registers the data plane's routes on group. They are the only

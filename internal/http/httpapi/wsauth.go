@@ -9,8 +9,8 @@ import (
 )
 
 // Browsers cannot set headers on a WebSocket, so a process's terminal
-// (dataplane's terminal.go, docs/processes.md) takes the API key in the
-// subprotocol list too: "tether.v1, tether.bearer.<key>".
+// (package processes' terminal.go, docs/processes.md) takes the API key
+// in the subprotocol list too: "tether.v1, tether.bearer.<key>".
 
 // BearerProtocol is the prefix of the subprotocol that carries an API key.
 const BearerProtocol = "tether.bearer."

@@ -1,4 +1,4 @@
-package dataplane
+package processes
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/http/dataplane"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
@@ -98,7 +99,7 @@ func (s *sseStream) follow(log *slog.Logger, draining context.Context, fn func(c
 	c := s.c
 	ctx, cancel := context.WithCancelCause(c.Request.Context())
 	defer cancel(nil)
-	defer context.AfterFunc(draining, func() { cancel(ErrDraining) })()
+	defer context.AfterFunc(draining, func() { cancel(dataplane.ErrDraining) })()
 	var beats sync.WaitGroup
 	beats.Go(func() { s.heartbeat(ctx) })
 	err := fn(ctx)
@@ -107,7 +108,7 @@ func (s *sseStream) follow(log *slog.Logger, draining context.Context, fn func(c
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(context.Cause(ctx), ErrDraining):
+	case errors.Is(context.Cause(ctx), dataplane.ErrDraining):
 		err = sandbox.Errorf(sandbox.CodeUnavailable, "the server is shutting down; attach again (through another replica)")
 	case c.Request.Context().Err() != nil:
 		log.DebugContext(c.Request.Context(), "stream ended by the client", "err", err)
@@ -130,12 +131,12 @@ func outputQuery(c *gin.Context) (sandbox.AttachFrom, bool, error) {
 		return 0, false, err
 	}
 	switch c.Query("encoding") {
-	case "", OutputText:
+	case "", dataplane.OutputText:
 		return from, false, nil
-	case OutputBase64:
+	case dataplane.OutputBase64:
 		return from, true, nil
 	}
-	return 0, false, sandbox.Errorf(sandbox.CodeInvalidRequest, "encoding must be %q (the default) or %q", OutputText, OutputBase64)
+	return 0, false, sandbox.Errorf(sandbox.CodeInvalidRequest, "encoding must be %q (the default) or %q", dataplane.OutputText, dataplane.OutputBase64)
 }
 
 // attachFrom reads a from query parameter: now or start, def if absent.
@@ -172,7 +173,7 @@ func attachFrom(s string, def sandbox.AttachFrom) (sandbox.AttachFrom, error) {
 //	@Failure		503			{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes/{pid}/output [get]
-func HandleProcessOutput(log *slog.Logger, st Store, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
+func HandleProcessOutput(log *slog.Logger, st dataplane.Store, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		from, base64, err := outputQuery(c)
 		if err != nil {
@@ -183,7 +184,7 @@ func HandleProcessOutput(log *slog.Logger, st Store, providers map[string]sandbo
 			return err
 		}
 		s := &sseStream{c: c}
-		out := outputEvents{s: s, enc: ChunkEncoder{Base64: base64}}
+		out := outputEvents{s: s, enc: dataplane.ChunkEncoder{Base64: base64}}
 		return s.follow(log, draining, func(ctx context.Context) error {
 			err := call.procs.AttachProcess(ctx, call.sb.ID, call.sel, from, out.emit)
 			return httpapi.EndedMeanwhile(c, st, call.sb, "read processes", err)
@@ -194,7 +195,7 @@ func HandleProcessOutput(log *slog.Logger, st Store, providers map[string]sandbo
 // outputEvents turns an attach's events into a stream's.
 type outputEvents struct {
 	s   *sseStream
-	enc ChunkEncoder
+	enc dataplane.ChunkEncoder
 	// heldAt is, per stream, the offset of what enc holds back.
 	heldAt map[string]int64
 }

@@ -1,4 +1,4 @@
-package dataplane
+package processes
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/gorilla/websocket"
 
+	"github.com/tetherhq/tether/internal/http/dataplane"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/http/jsoncodec"
 	"github.com/tetherhq/tether/internal/sandbox"
@@ -102,7 +103,7 @@ type TerminalControl struct {
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes/{pid}/terminal [get]
-func HandleProcessTerminal(log *slog.Logger, st Store, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
+func HandleProcessTerminal(log *slog.Logger, st dataplane.Store, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		from, err := terminalFrom(c)
 		if err != nil {
@@ -139,7 +140,7 @@ func HandleProcessTerminal(log *slog.Logger, st Store, providers map[string]sand
 		total := in + out
 		a := processActivity(sandbox.ActivityTerminal, p.PID, strings.ToValidUTF8(string(t.typed), "\uFFFD"))
 		a.Bytes = &total
-		RecordActivity(c, log, st, call.sb, a, began, err)
+		dataplane.RecordActivity(c, log, st, call.sb, a, began, err)
 		return nil
 	}
 }
@@ -171,7 +172,7 @@ var errClientLeft = errors.New("the client closed the terminal")
 func (t *terminalSession) run(draining context.Context, from sandbox.AttachFrom) error {
 	ctx, cancel := context.WithCancelCause(t.c.Request.Context())
 	defer cancel(nil)
-	defer context.AfterFunc(draining, func() { cancel(ErrDraining) })()
+	defer context.AfterFunc(draining, func() { cancel(dataplane.ErrDraining) })()
 	t.conn.SetReadLimit(maxTerminalInput)
 	var reader sync.WaitGroup
 	reader.Go(func() { cancel(t.read(ctx)) })
@@ -182,7 +183,7 @@ func (t *terminalSession) run(draining context.Context, from sandbox.AttachFrom)
 	case err == nil:
 		t.closeWith(websocket.CloseNormalClosure, "the process ended")
 	case errors.Is(cause, errClientLeft):
-	case errors.Is(cause, ErrDraining):
+	case errors.Is(cause, dataplane.ErrDraining):
 		t.sendError(sandbox.Errorf(sandbox.CodeUnavailable, "the server is shutting down; attach again (through another replica)"))
 		t.closeWith(websocket.CloseGoingAway, "the server is shutting down")
 	default:

@@ -1,4 +1,4 @@
-package dataplane
+package processes
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/http/dataplane"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/http/jsoncodec"
 	"github.com/tetherhq/tether/internal/sandbox"
@@ -315,7 +316,7 @@ func processOf(c *gin.Context, st httpapi.SandboxGetter, providers map[string]sa
 			return call, err
 		}
 	}
-	call.sb, call.procs, err = ReadySandbox[sandbox.Processes](c, st, providers, op)
+	call.sb, call.procs, err = dataplane.ReadySandbox[sandbox.Processes](c, st, providers, op)
 	return call, err
 }
 
@@ -401,7 +402,7 @@ func CheckProcessStart() httpapi.HandlerFunc {
 //	@Header			201		{string}	Location			"the process's URL"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes [post]
-func HandleProcessStart(log *slog.Logger, st Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleProcessStart(log *slog.Logger, st dataplane.Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		raw, err := httpapi.ReadJSONBody(c)
 		if err != nil {
@@ -425,11 +426,11 @@ func HandleProcessStart(log *slog.Logger, st Store, providers map[string]sandbox
 		err = httpapi.EndedMeanwhile(c, st, call.sb, "start processes", err)
 		a := processActivity(sandbox.ActivityProcessStart, info.PID, start.command)
 		if err != nil {
-			RecordActivity(c, log, st, call.sb, a, began, err)
+			dataplane.RecordActivity(c, log, st, call.sb, a, began, err)
 			return err
 		}
 		c.Header("Location", "/v1/sandboxes/"+call.sb.ID+"/processes/"+strconv.Itoa(info.PID))
-		return AnswerWithThenRecord(c, log, st, call.sb, a, began, http.StatusCreated, toProcess(info))
+		return dataplane.AnswerWithThenRecord(c, log, st, call.sb, a, began, http.StatusCreated, toProcess(info))
 	}
 }
 
@@ -449,7 +450,7 @@ func HandleProcessStart(log *slog.Logger, st Store, providers map[string]sandbox
 //	@Failure		503	{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes [get]
-func HandleProcessList(st Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleProcessList(st dataplane.Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
@@ -489,7 +490,7 @@ func HandleProcessList(st Store, providers map[string]sandbox.Provider) httpapi.
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes/{pid} [get]
-func HandleProcessGet(cfg httpapi.Config, st Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleProcessGet(cfg httpapi.Config, st dataplane.Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c, "wait"); err != nil {
 			return err
@@ -566,7 +567,7 @@ func selectorText(sel sandbox.ProcessSelector) string {
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes/{pid}/stdin [post]
-func HandleProcessStdin(log *slog.Logger, st Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleProcessStdin(log *slog.Logger, st dataplane.Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		closeAfter, err := closeParam(c)
 		if err != nil {
@@ -597,7 +598,7 @@ func HandleProcessStdin(log *slog.Logger, st Store, providers map[string]sandbox
 		n := int64(len(data))
 		a := processActivity(sandbox.ActivityProcessInput, call.sel.PID, strings.ToValidUTF8(string(data), "\uFFFD"))
 		a.Bytes = &n
-		RecordActivity(c, log, st, call.sb, a, began, err)
+		dataplane.RecordActivity(c, log, st, call.sb, a, began, err)
 		if err != nil {
 			return err
 		}
@@ -668,7 +669,7 @@ func signalNumber(s string) (int, string, error) {
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes/{pid}/signal [post]
-func HandleProcessSignal(log *slog.Logger, st Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleProcessSignal(log *slog.Logger, st dataplane.Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
@@ -691,7 +692,7 @@ func HandleProcessSignal(log *slog.Logger, st Store, providers map[string]sandbo
 		}
 		err = call.procs.SignalProcess(ctx, call.sb.ID, call.sel, n)
 		err = httpapi.EndedMeanwhile(c, st, call.sb, "signal processes", processConflict(ctx, call, "signal the process", err))
-		RecordActivity(c, log, st, call.sb, processActivity(sandbox.ActivityProcessSignal, call.sel.PID, name), began, err)
+		dataplane.RecordActivity(c, log, st, call.sb, processActivity(sandbox.ActivityProcessSignal, call.sel.PID, name), began, err)
 		if err != nil {
 			return err
 		}
@@ -720,7 +721,7 @@ func HandleProcessSignal(log *slog.Logger, st Store, providers map[string]sandbo
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes/{pid}/resize [post]
-func HandleProcessResize(st Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleProcessResize(st dataplane.Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c); err != nil {
 			return err

@@ -1,4 +1,4 @@
-package dataplane
+package processes
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/http/dataplane"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/sandbox"
 )
@@ -68,13 +69,13 @@ func watchQuery(c *gin.Context) (string, bool, error) {
 //	@Failure		503			{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/watch [get]
-func HandleSandboxWatch(log *slog.Logger, st Store, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
+func HandleSandboxWatch(log *slog.Logger, st dataplane.Store, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		path, recursive, err := watchQuery(c)
 		if err != nil {
 			return err
 		}
-		sb, watcher, err := ReadySandbox[sandbox.FileWatcher](c, st, providers, "watch files")
+		sb, watcher, err := dataplane.ReadySandbox[sandbox.FileWatcher](c, st, providers, "watch files")
 		if err != nil {
 			return err
 		}
