@@ -19,6 +19,7 @@
 #   chromium                                      the web console's browser tests (test/console)
 #   promtool         (prometheus)                 checks the alert rules in deploy/prometheus
 #   protoc           (protobuf-compiler)          checks the E2B face's generated code (internal/e2b/envdpb)
+#   timestamp.proto  (libprotobuf-dev)            which that code imports (google/protobuf/timestamp.proto)
 #   ip               (iproute2)                   also the tests' simulated hosts (test/harness/hosts.go)
 #
 # Missing packages are installed with apt-get when running as root on a
@@ -54,6 +55,7 @@ if [[ $mode == test ]]; then
 	command -v chromium >/dev/null 2>&1 || missing+=(chromium) # the console's browser tests drive it
 	command -v promtool >/dev/null 2>&1 || missing+=(prometheus) # promtool checks deploy/prometheus
 	command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler) # the E2B face's generated code
+	[[ -f /usr/include/google/protobuf/timestamp.proto ]] || missing+=(libprotobuf-dev) # the well-known types it imports
 fi
 
 if ((${#missing[@]} == 0)); then
