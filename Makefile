@@ -37,7 +37,7 @@ CHAOS_DURATION ?= 3m
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-.PHONY: help run test chaos bench docs lint openapi-lint build pg-stop
+.PHONY: help run test chaos bench docs lint openapi-lint console-vendor build pg-stop
 
 help: ## Show this list of targets
 	@echo "Tether: make TARGET"
@@ -91,6 +91,9 @@ docs: ## Regenerate the API docs (Swagger 2.0, OpenAPI 3.0) in docs/ and the Go 
 
 openapi-lint: ## Lint docs/openapi.yaml with the pinned Spectral (also a test in make test)
 	cd tools/openapi-lint && npm ci --no-audit --no-fund && npx --no-install spectral lint --ruleset ../../docs/.spectral.yaml --fail-severity=warn ../../docs/openapi.yaml
+
+console-vendor: ## Copy xterm.js (the console's terminal), at the version pinned in internal/http/console/package-lock.json, into the console's static/vendor/
+	scripts/console-vendor.sh
 
 $(GOLANGCI_LINT):
 	@echo "building golangci-lint $(GOLANGCI_LINT_VERSION) into bin/ (once)"

@@ -18,9 +18,9 @@
 
 import {test, before, after} from 'node:test';
 import assert from 'node:assert/strict';
-import {mkdtemp, rm, utimes, writeFile, mkdir} from 'node:fs/promises';
+import {mkdtemp, rm, utimes, writeFile, mkdir, readFile, readdir} from 'node:fs/promises';
 import {tmpdir} from 'node:os';
-import {join} from 'node:path';
+import {join, relative, sep} from 'node:path';
 import {fileURLToPath} from 'node:url';
 import {createServer} from 'node:http';
 import {createHmac} from 'node:crypto';
@@ -197,6 +197,31 @@ test('/ui is served with a strict CSP and no authentication', async () => {
   assert.equal((await fetch(`${BASE}/ui/nope.js`)).status, 404);
   // The API itself still needs a key.
   assert.equal((await fetch(`${BASE}/v1/sandboxes`)).status, 401);
+});
+
+test('the vendored packages (xterm.js) are served as npm ships them, at the pinned versions', async () => {
+  // TestConsole installs internal/http/console's package-lock.json (npm ci)
+  // before these tests: every file under static/vendor is served as that
+  // package's own file, byte for byte.
+  const dir = fileURLToPath(new URL('../../internal/http/console/', import.meta.url));
+  const pins = JSON.parse(await readFile(join(dir, 'package.json'), 'utf8')).dependencies;
+  const vendor = join(dir, 'static', 'vendor');
+  const files = (await readdir(vendor, {recursive: true, withFileTypes: true})).filter((d) => d.isFile());
+  const seen = new Set();
+  for (const d of files) {
+    const rel = relative(vendor, join(d.parentPath ?? d.path, d.name)).split(sep).join('/');
+    const parts = rel.split('/');
+    const pkg = parts.slice(0, rel.startsWith('@') ? 2 : 1).join('/');
+    assert.ok(pins[pkg], `static/vendor/${rel} belongs to no pinned package`);
+    seen.add(pkg);
+    const installed = JSON.parse(await readFile(join(dir, 'node_modules', pkg, 'package.json'), 'utf8'));
+    assert.equal(installed.version, pins[pkg], `node_modules has ${pkg} ${installed.version}`);
+    const resp = await fetch(`${BASE}/ui/vendor/${rel}`);
+    assert.equal(resp.status, 200, `/ui/vendor/${rel}`);
+    const served = Buffer.from(await resp.arrayBuffer());
+    assert.ok(served.equals(await readFile(join(dir, 'node_modules', rel))), `/ui/vendor/${rel} is not ${pkg}'s file`);
+  }
+  assert.deepEqual([...seen].sort(), Object.keys(pins).sort(), 'a pinned package is not vendored');
 });
 
 test('sign in: a wrong key is refused with the API\'s message; a good one is kept for the tab', async () => {

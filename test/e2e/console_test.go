@@ -23,8 +23,9 @@ import (
 // has an image, tiny (harness.BuildImage), and exec output is cut at 64 KiB
 // (so that a test sees it truncated). Tenant A is the bootstrap
 // key's; tenant B gets a key made in the database, as `tether keys create
-// --tenant` makes one. npm ci runs first when node_modules is missing or
-// older than the lockfile. With UPDATE_SCREENSHOTS=1 the tests save their
+// --tenant` makes one. npm ci runs first (in test/console, and in
+// internal/http/console for the vendored packages) when node_modules is
+// missing or older than the lockfile. With UPDATE_SCREENSHOTS=1 the tests save their
 // screenshots to docs/console/.
 func TestConsole(t *testing.T) {
 	t.Parallel()
@@ -41,6 +42,9 @@ func TestConsole(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	run := nodeRunner(ctx, t, dir)
+	// The packages the console vendors, installed as pinned, for the test
+	// that compares what /ui serves of them with npm's files.
+	nodeRunner(ctx, t, filepath.Join(harness.RepoRoot(t), "internal", "http", "console"))
 
 	e := setup(t, "AUTH_CACHE_TTL=1s", "DEFAULT_OWNER_TTL=2m",
 		"WEBHOOK_ALLOW_PRIVATE=true", "WEBHOOK_RETRY_FOR=3s", "WEBHOOK_MAX_BACKOFF=1s",

@@ -3,6 +3,9 @@
 // nothing loaded from anywhere else. The console runs in the browser, signs
 // in with an API key and uses only the public REST API (/v1), so it can do
 // nothing its key could not do with curl. Its files need no authentication.
+// The npm packages it uses (xterm.js, for a sandbox's terminal) are their
+// built files as npm ships them, copied into static/vendor/ at the
+// versions package-lock.json pins (make console-vendor).
 package console
 
 import (
@@ -32,11 +35,16 @@ const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 // contentTypes are the types the console's files are served with, by
 // extension. A file of another extension is application/octet-stream, which
 // a browser will not run: TestEveryFileHasAType keeps the list complete.
+// The vendored npm packages (static/vendor) bring .mjs modules, their
+// package.json and a LICENSE without an extension.
 var contentTypes = map[string]string{
 	".html": "text/html; charset=utf-8",
 	".css":  "text/css; charset=utf-8",
 	".js":   "text/javascript; charset=utf-8",
+	".mjs":  "text/javascript; charset=utf-8",
 	".svg":  "image/svg+xml",
+	".json": "application/json",
+	"":      "text/plain; charset=utf-8",
 }
 
 // asset is one embedded file, ready to serve.

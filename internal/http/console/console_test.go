@@ -1,11 +1,16 @@
 package console
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -178,6 +183,8 @@ func TestNoInlineCodeOrHTMLSinks(t *testing.T) {
 				}
 			}
 		case ".js":
+			// (The vendored packages' .mjs files are theirs, not held to
+			// this: see TestVendoredPackagesArePinned.)
 			if m := htmlSink.FindString(body); m != "" {
 				t.Errorf("%s uses %s: build elements with dom.js h() and text instead", name, m)
 			}
@@ -193,5 +200,128 @@ func TestNoInlineCodeOrHTMLSinks(t *testing.T) {
 	root, _ := fs.Sub(files, "static")
 	if _, err := fs.Stat(root, "js/app.js"); err != nil {
 		t.Fatalf("js/app.js: %v", err)
+	}
+}
+
+// exactVersion is an npm version pinned exactly: no range, no tag.
+var exactVersion = regexp.MustCompile(`^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$`)
+
+// readJSON decodes the JSON file at name (a path on disk) into v.
+func readJSON(t *testing.T, name string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+// vendoredFiles are the embedded files under static/vendor, by the npm
+// package they belong to (vendor/@scope/name/... or vendor/name/...), as
+// paths inside the package.
+func vendoredFiles(t *testing.T) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	err := fs.WalkDir(files, "static/vendor", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		parts := strings.Split(strings.TrimPrefix(name, "static/vendor/"), "/")
+		n := 1
+		if strings.HasPrefix(parts[0], "@") {
+			n = 2
+		}
+		if len(parts) <= n {
+			t.Errorf("%s is not inside a package's folder", name)
+			return nil
+		}
+		pkg := strings.Join(parts[:n], "/")
+		out[pkg] = append(out[pkg], strings.Join(parts[n:], "/"))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestVendoredPackagesArePinned: static/vendor holds exactly the npm
+// packages package.json depends on, each pinned to one version, at the
+// version package-lock.json resolved (its package.json says so), with its
+// LICENSE. When node_modules is installed (make console-vendor, or npm ci
+// here), every vendored file is the package's, byte for byte: they are a
+// dependency's files, never edited.
+func TestVendoredPackagesArePinned(t *testing.T) {
+	t.Parallel()
+	var manifest struct {
+		Dependencies    map[string]string `json:"dependencies"`
+		DevDependencies map[string]string `json:"devDependencies"`
+	}
+	readJSON(t, "package.json", &manifest)
+	var lock struct {
+		Packages map[string]struct {
+			Version string `json:"version"`
+		} `json:"packages"`
+	}
+	readJSON(t, "package-lock.json", &lock)
+	if len(manifest.DevDependencies) > 0 {
+		t.Errorf("package.json has devDependencies %v: what is vendored is a dependency", manifest.DevDependencies)
+	}
+	vendored := vendoredFiles(t)
+	for name, pin := range manifest.Dependencies {
+		if !exactVersion.MatchString(pin) {
+			t.Errorf("package.json: %s %q is not one exact version", name, pin)
+		}
+		if locked := lock.Packages["node_modules/"+name].Version; locked != pin {
+			t.Errorf("package-lock.json has %s at %q, package.json pins %q: run npm install there", name, locked, pin)
+		}
+		got := vendored[name]
+		delete(vendored, name)
+		if !slices.Contains(got, "LICENSE") || !slices.Contains(got, "package.json") {
+			t.Errorf("static/vendor/%s lacks its LICENSE or package.json (has %v): run make console-vendor", name, got)
+			continue
+		}
+		var meta struct{ Name, Version string }
+		readJSON(t, path.Join("static/vendor", name, "package.json"), &meta)
+		if meta.Name != name || meta.Version != pin {
+			t.Errorf("static/vendor/%s is %s %s, want %s: run make console-vendor", name, meta.Name, meta.Version, pin)
+		}
+		sameAsInstalled(t, name, pin, got)
+	}
+	for name := range vendored {
+		t.Errorf("static/vendor/%s is no dependency in package.json", name)
+	}
+}
+
+// sameAsInstalled checks that the vendored files of package name are
+// node_modules' copy of it, when that copy is the pinned version.
+func sameAsInstalled(t *testing.T, name, pin string, vendored []string) {
+	t.Helper()
+	installed := path.Join("node_modules", name)
+	var meta struct{ Version string }
+	data, err := os.ReadFile(path.Join(installed, "package.json"))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		t.Logf("%s is not installed in node_modules (npm ci): its files are not compared with the package's", name)
+		return
+	case err != nil:
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &meta); err != nil || meta.Version != pin {
+		t.Logf("node_modules has %s %q, not %s (npm ci): its files are not compared with the package's", name, meta.Version, pin)
+		return
+	}
+	for _, f := range vendored {
+		want, err := os.ReadFile(path.Join(installed, f))
+		if err != nil {
+			t.Errorf("static/vendor/%s/%s: not in the package: %v", name, f, err)
+			continue
+		}
+		got, _ := fs.ReadFile(files, path.Join("static/vendor", name, f))
+		if !bytes.Equal(got, want) {
+			t.Errorf("static/vendor/%s/%s differs from the package's file: run make console-vendor", name, f)
+		}
 	}
 }
