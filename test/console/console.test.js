@@ -1358,6 +1358,84 @@ test('run a command in a ready sandbox: its output as it comes, as text; exit co
   await done();
 });
 
+test('a terminal in a ready sandbox: a shell typed into, resized with its frame, ended by exit or hung up on close', async () => {
+  const suite = `term-${RUN}`;
+  const sb = await create({provider: 'local', labels: {suite}});
+  const sim = await create({provider: 'sim', labels: {suite}});
+  for (const s of [sb, sim]) await settled(s.id);
+  const {page, done} = await open();
+  await signIn(page);
+  await go(page, `#/sandboxes/${sb.id}`);
+  await page.locator('main h1', {hasText: sb.id}).waitFor();
+  const openButton = page.getByRole('button', {name: 'Open terminal'});
+  const closeButton = page.getByRole('button', {name: 'Close terminal'});
+  const frame = page.frameLocator('#terminal-frame');
+  const status = frame.locator('#term-status');
+  const screen = frame.locator('#term-screen');
+  const rows = frame.locator('.xterm-rows');
+  const size = () => screen.evaluate((el) => `${el.dataset.rows} ${el.dataset.cols}`);
+
+  // The shell starts sized to the frame; what is typed runs there. (The
+  // page's own script errors and CSP violations fail the test in done():
+  // xterm.js draws under terminal.html's policy.)
+  await openButton.click();
+  await status.filter({hasText: 'Connected'}).waitFor();
+  await screen.click();
+  await page.keyboard.type('echo hello-$((6*7))\n');
+  await rows.filter({hasText: 'hello-42'}).waitFor();
+  // 24-bit colour: xterm.js writes it as a style attribute, which
+  // terminal.html's policy allows (the console's would log a violation).
+  await page.keyboard.type("printf '\\033[38;2;255;128;0mtrue-%s\\033[0m\\n' colour\n");
+  await rows.filter({hasText: 'true-colour'}).waitFor();
+  assert.match(await rows.locator('span', {hasText: 'true-colour'}).last().getAttribute('style') ?? '', /color: ?(#ff8000|rgb\(255, 128, 0\))/);
+  const before = await size();
+  await page.keyboard.type('echo size=$(stty size)\n');
+  await rows.filter({hasText: `size=${before}`}).waitFor();
+
+  // A smaller window makes a smaller frame: the terminal's new size reaches the shell.
+  await page.setViewportSize({width: 900, height: 600});
+  await until('the terminal to take the frame\'s new size', async () => (await size()) !== before);
+  const after = await size();
+  await page.keyboard.type('clear; echo size=$(stty size)\n');
+  await rows.filter({hasText: `size=${after}`}).waitFor();
+
+  // exit ends it, with its code.
+  const pid = Number(await screen.getAttribute('data-pid'));
+  await page.keyboard.type('exit 3\n');
+  await status.filter({hasText: 'The shell exited with code 3.'}).waitFor();
+  const exited = await ok('GET', `/v1/sandboxes/${sb.id}/processes/${pid}`);
+  assert.equal(exited.exit?.code, 3);
+  assert.ok(exited.pty, 'the shell had no terminal');
+  // Each session is in the activity, with what was typed.
+  await page.locator('[aria-labelledby=sec-activity] tr[data-kind=terminal]', {hasText: 'echo hello-$((6*7))'}).waitFor({timeout: 20000});
+
+  // Closing the terminal hangs up a shell still running.
+  await closeButton.click();
+  await openButton.click();
+  await status.filter({hasText: 'Connected'}).waitFor();
+  const second = Number(await screen.getAttribute('data-pid'));
+  assert.notEqual(second, pid);
+  await closeButton.click();
+  assert.equal(await page.locator('#terminal-frame').count(), 0);
+  const hungUp = await until('the closed terminal\'s shell to end', async () => {
+    const p = await ok('GET', `/v1/sandboxes/${sb.id}/processes/${second}`);
+    return p.running ? null : p;
+  });
+  assert.equal(hungUp.exit.signal, 1, `the shell ended otherwise than by SIGHUP: ${JSON.stringify(hungUp.exit)}`);
+
+  // A provider without terminals: said beforehand, and the API's refusal in the frame.
+  await go(page, `#/sandboxes/${sim.id}`);
+  await page.locator('#terminal-help', {hasText: 'The sim provider has no terminals'}).waitFor();
+  await openButton.click();
+  await status.filter({hasText: 'NOT_SUPPORTED'}).waitFor();
+  // A sandbox that is not ready: no terminal.
+  await ok('DELETE', `/v1/sandboxes/${sim.id}`);
+  await page.locator('.head-state .state', {hasText: 'terminated'}).waitFor();
+  await page.locator('#terminal-help', {hasText: 'this one is terminated'}).waitFor();
+  await ok('DELETE', `/v1/sandboxes/${sb.id}`);
+  await done();
+});
+
 test('screenshots: desktop and phone, every page fitting the phone\'s width', async () => {
   // A tenant of its own kind of traffic: tenant B, so that the pictures show
   // a readable set rather than the other tests' sandboxes.

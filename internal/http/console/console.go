@@ -28,9 +28,26 @@ var files embed.FS
 
 // ContentSecurityPolicy lets a console page load only the console's own
 // files and talk only to its own origin: no inline script or style, no
-// plugins, no framing, no other origin's code.
+// plugins, no framing, no other origin's code. Every page has it but the
+// terminal's (TerminalContentSecurityPolicy).
 const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// terminalPage is the page of a sandbox's terminal, which the sandbox's
+// page shows in a frame (js/views/terminal.js).
+const terminalPage = "terminal.html"
+
+// TerminalContentSecurityPolicy is the terminal page's policy: the
+// console's, but for two things. xterm.js, which draws the terminal,
+// styles it with <style> elements and style attributes it writes (its
+// dimensions, colours and scrollbar, from the terminal's state), which no
+// 'self' or hash can allow: inline styles are allowed there, in
+// style-src-elem and style-src-attr only, never inline script. And the
+// console's own page may frame it (frame-ancestors 'self'). Everything
+// else of the console keeps the strict policy (docs/security.md).
+const TerminalContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; " +
+	"style-src-elem 'self' 'unsafe-inline'; style-src-attr 'unsafe-inline'; img-src 'self' data:; " +
+	"connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'self'"
 
 // contentTypes are the types the console's files are served with, by
 // extension. A file of another extension is application/octet-stream, which
@@ -91,15 +108,20 @@ func Register(r gin.IRouter) {
 // with the console's security headers, or 404.
 func serve(w http.ResponseWriter, r *http.Request, name string) {
 	h := w.Header()
-	h.Set("Content-Security-Policy", ContentSecurityPolicy)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 	name = strings.TrimPrefix(name, "/")
 	if name == "" {
 		name = "index.html"
 	}
+	if name == terminalPage {
+		h.Set("Content-Security-Policy", TerminalContentSecurityPolicy)
+		h.Set("X-Frame-Options", "SAMEORIGIN")
+	} else {
+		h.Set("Content-Security-Policy", ContentSecurityPolicy)
+		h.Set("X-Frame-Options", "DENY")
+	}
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 	a, ok := assets()[name]
 	if !ok {
 		h.Set("Content-Type", "text/plain; charset=utf-8")

@@ -70,6 +70,52 @@ func TestIndexIsServed(t *testing.T) {
 	}
 }
 
+// TestTerminalPagePolicy: the terminal's page, whose xterm.js writes
+// inline styles, is the one page allowed them (style-src-elem and
+// style-src-attr, never script), and the console's own page may frame it;
+// every other file keeps the strict policy and DENY.
+func TestTerminalPagePolicy(t *testing.T) {
+	t.Parallel()
+	r := newRouter()
+	rec := get(t, r, "/ui/terminal.html")
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `<script type="module" src="js/terminal.js"></script>`) {
+		t.Fatalf("GET /ui/terminal.html = %d:\n%s", rec.Code, rec.Body.String())
+	}
+	directives := map[string]string{}
+	for _, d := range strings.Split(rec.Header().Get("Content-Security-Policy"), ";") {
+		name, value, _ := strings.Cut(strings.TrimSpace(d), " ")
+		directives[name] = value
+	}
+	for name, want := range map[string]string{
+		"default-src": "'self'", "script-src": "'self'", "style-src": "'self'",
+		"style-src-elem": "'self' 'unsafe-inline'", "style-src-attr": "'unsafe-inline'",
+		"connect-src": "'self'", "object-src": "'none'", "base-uri": "'none'", "frame-ancestors": "'self'",
+	} {
+		if directives[name] != want {
+			t.Errorf("terminal.html's %s is %q, want %q", name, directives[name], want)
+		}
+	}
+	for name, value := range directives {
+		if strings.Contains(value, "unsafe-inline") && name != "style-src-elem" && name != "style-src-attr" ||
+			strings.Contains(value, "unsafe-eval") || strings.Contains(value, "*") {
+			t.Errorf("terminal.html's %s %q allows more than inline styles", name, value)
+		}
+	}
+	if got := rec.Header().Get("X-Frame-Options"); got != "SAMEORIGIN" {
+		t.Errorf("terminal.html's X-Frame-Options = %q, want SAMEORIGIN", got)
+	}
+	for target := range assets() {
+		if target == terminalPage {
+			continue
+		}
+		rec := get(t, r, "/ui/"+target)
+		wantSecurityHeaders(t, rec)
+		if got := rec.Header().Get("X-Frame-Options"); got != "DENY" {
+			t.Errorf("%s: X-Frame-Options = %q, want DENY", target, got)
+		}
+	}
+}
+
 func TestBareUIRedirects(t *testing.T) {
 	t.Parallel()
 	rec := get(t, newRouter(), "/ui")

@@ -1,13 +1,15 @@
 // One sandbox: what it is, its timeline (requested → creating → ready →
 // ended → released) drawn from its events, its owner's lease, its preview
-// URLs and snapshots, its activity (execs, file transfers, port and preview traffic), and
-// the actions on it (pause, resume, end, running a command).
+// URLs and snapshots, its activity (execs, processes and terminals, file transfers, port
+// and preview traffic), and the actions on it (pause, resume, end, running a command,
+// a terminal).
 
 import {api, pages, errorText, providerList} from '../api.js';
 import {h, fill, href, stateBadge, when, countdown, labelsList, table, cell, section, dl, duration, localTime, TERMINAL, TRANSITIONING, badge, loading} from '../dom.js';
 import {findOwner} from './owners.js';
 import {endQuestion} from './sandboxes.js';
 import {execSection} from './exec.js';
+import {terminalSection} from './terminal.js';
 import {previewsSection} from './previews.js';
 import {snapshotsSection} from './snapshots.js';
 
@@ -112,7 +114,7 @@ function activityResult(a) {
 
 function activityTable(items) {
   const rows = items.map((a) => {
-    const what = PORT_KINDS.includes(a.kind) ? `:${a.port} ${a.request ?? ''}` : a.command ?? a.path ?? '';
+    const what = PORT_KINDS.includes(a.kind) ? `:${a.port} ${a.request ?? ''}` : a.command ?? a.input ?? a.signal ?? a.path ?? '';
     const by = a.kind === 'preview' && a.preview_id ? h('span', {}, 'preview ', h('code', {}, a.preview_id)) : a.key_name ?? '—';
     return h('tr', {dataset: {kind: a.kind}},
       cell('When', when(a.at)),
@@ -223,11 +225,13 @@ export async function sandboxView(main, [id], ctx) {
   const previewBox = h('div');
   const snapshotBox = h('div');
   const execBox = h('div');
+  const terminalBox = h('div');
   fill(main,
     h('nav', {class: 'crumbs', 'aria-label': 'Breadcrumb'}, h('a', {href: '#/sandboxes'}, 'Sandboxes'), ' › ', h('span', {class: 'mono'}, id)),
     title, head, actions,
     section('Summary', facts),
     section('Run a command', execBox),
+    section('Terminal', terminalBox),
     section('Lease', lease),
     section('Preview URLs', previewBox),
     section('Snapshots', snapshotBox),
@@ -251,6 +255,7 @@ export async function sandboxView(main, [id], ctx) {
   const loadPreviews = previewsSection(previewBox, id, ctx);
   const loadSnapshots = snapshotsSection(snapshotBox, id, ctx);
   const updateExec = execSection(execBox, id, ctx, () => loadActivity(true).catch(ctx.showError));
+  const updateTerminal = terminalSection(terminalBox, id);
   const focusAction = (name) => (actions.querySelector(`button[data-op="${name}"]`) ?? actions.querySelector('button') ?? actions.querySelector('[role=alert]') ?? head).focus?.();
 
   // act pauses or resumes the sandbox, waiting (up to 30 s) for the
@@ -357,6 +362,7 @@ export async function sandboxView(main, [id], ctx) {
     try {
       await loadSandbox();
       updateExec(sb, provider);
+      updateTerminal(sb, provider);
       await Promise.all([loadLease(), loadPreviews(sb, provider), loadSnapshots(sb, provider), loadActivity(true)]);
     } catch (err) {
       ctx.showError(err);
@@ -377,5 +383,6 @@ export async function sandboxView(main, [id], ctx) {
   });
   await loadSandbox();
   updateExec(sb, provider);
+  updateTerminal(sb, provider);
   await Promise.all([loadLease(), loadPreviews(sb, provider), loadSnapshots(sb, provider), loadActivity(true)]);
 }
