@@ -37,6 +37,11 @@ tables for people, -o json for scripts; ls and rm are also list and delete):
   tether sandboxes exec [--raw] [--timeout D] [--env K=V]... [--workdir DIR] ID -- COMMAND [ARG...]
                                            run that argv, no shell (-- sh -c '...' for one);
                                            exit with its status, or 125 if tether failed
+  tether sandboxes shell ID [-- COMMAND [ARG...]]
+                                           a terminal in it, sized to this one and following its
+                                           resizes: a login shell (bash, else sh), or that argv;
+                                           stdin must be a terminal; exit with its status (128+N
+                                           if signal N ended it), or 125 if tether failed
   tether sandboxes files put ID PATH [FILE|-]   write FILE (default: stdin) to PATH
   tether sandboxes files get [--raw] ID PATH    the file on stdout
   tether sandboxes pause|resume ID [--wait D]

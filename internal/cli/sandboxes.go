@@ -20,6 +20,7 @@ var sandboxCommands = subcommands{
 	"rm":     sandboxesGet,
 	"create": sandboxesCreate,
 	"exec":   sandboxesExec,
+	"shell":  sandboxesShell,
 	"files":  runFiles,
 	"pause":  sandboxesPause,
 	"resume": sandboxesPause,
