@@ -9,6 +9,7 @@ package multihost
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -26,6 +27,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/tetherhq/tether/test/harness"
 )
@@ -227,6 +230,9 @@ func TestMultiHost(t *testing.T) {
 	// Every exec and file call, through a random replica, reaches its
 	// sandbox wherever it runs.
 	e.dataPlane(ids)
+	// So do processes, their stdin and output, and terminals over
+	// WebSockets: each call through a replica of another node.
+	e.processesAcrossNodes(ids[:3])
 
 	// None is marked lost while every node lives.
 	e.stayReady(ids, 5*janitorInterval)
@@ -623,6 +629,93 @@ func (e *env) dataPlane(ids []string) {
 	// Two of three draws land on a replica of another node.
 	if forwarded < len(ids) {
 		e.errorf("only %d of %d data-plane calls went through another node's replica", forwarded, 3*len(ids))
+	}
+}
+
+// elsewhere is a replica that is not on id's node, other than not.
+func (e *env) elsewhere(id string, not ...*harness.Replica) *harness.Replica {
+	for _, r := range e.replicas {
+		if r.Host().Name != e.nodeOf[id] && !slices.Contains(not, r) {
+			return r
+		}
+	}
+	e.t.Fatalf("no replica off %s's node %s", id, e.nodeOf[id])
+	return nil
+}
+
+// processesAcrossNodes starts a process in each of ids through a replica
+// of another node, writes its stdin through a third, reads its output from
+// the start and waits for its exit through either; then runs a terminal
+// whose WebSocket goes through a replica of another node.
+func (e *env) processesAcrossNodes(ids []string) {
+	e.t.Helper()
+	for _, id := range ids {
+		a := e.elsewhere(id)
+		b := e.elsewhere(id, a)
+		base := "/v1/sandboxes/" + id + "/processes"
+		code, p := e.do(a, http.MethodPost, base, map[string]any{"command": "cat; exit 6", "stdin": true})
+		if code != http.StatusCreated {
+			e.t.Fatalf("start through %s = %d %v", a.Host().Name, code, p)
+		}
+		one := fmt.Sprintf("%s/%.0f", base, p["pid"])
+		if code, body := e.raw(b, http.MethodPost, one+"/stdin?close=true", []byte("typed on "+b.Host().Name+"\n")); code != http.StatusNoContent {
+			e.t.Fatalf("stdin through %s = %d %s", b.Host().Name, code, body)
+		}
+		code, p = e.do(a, http.MethodGet, one+"?wait=30s", nil)
+		if exit, _ := p["exit"].(map[string]any); code != http.StatusOK || exit["code"] != 6.0 {
+			e.t.Fatalf("wait through %s = %d %v, want exit 6", a.Host().Name, code, p)
+		}
+		code, body := e.raw(b, http.MethodGet, one+"/output?from=start", nil)
+		if want := "typed on " + b.Host().Name; code != http.StatusOK || !strings.Contains(string(body), want) || !strings.Contains(string(body), "event: exit") {
+			e.t.Fatalf("output through %s = %d %q, want %q and the exit", b.Host().Name, code, body, want)
+		}
+
+		code, p = e.do(a, http.MethodPost, base, map[string]any{"command": "sh", "pty": map[string]any{"rows": 24, "cols": 80}})
+		if code != http.StatusCreated {
+			e.t.Fatalf("terminal start through %s = %d %v", a.Host().Name, code, p)
+		}
+		e.terminalThrough(b, id, fmt.Sprintf("%s/%.0f/terminal", base, p["pid"]))
+	}
+}
+
+// terminalThrough types into a terminal whose WebSocket goes through r,
+// sees the answer, and sees it end with the status typed.
+func (e *env) terminalThrough(r *harness.Replica, id, path string) {
+	e.t.Helper()
+	url := "ws" + strings.TrimPrefix(r.URL(), "http") + path
+	conn, resp, err := websocket.DefaultDialer.Dial(url, http.Header{"Sec-WebSocket-Protocol": {"tether.v1, tether.bearer." + apiKey}})
+	if resp != nil {
+		_ = resp.Body.Close()
+	}
+	if err != nil {
+		e.t.Fatalf("terminal of %s through %s: %v (%v)", id, r.Host().Name, err, resp)
+	}
+	defer func() { _ = conn.Close() }()
+	if err := conn.WriteMessage(websocket.BinaryMessage, []byte("echo node-$((6*7)); exit 5\r")); err != nil {
+		e.t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var screen strings.Builder
+	for {
+		kind, data, err := conn.ReadMessage()
+		if err != nil {
+			e.t.Fatalf("terminal of %s through %s: %v; screen %q", id, r.Host().Name, err, screen.String())
+		}
+		if kind == websocket.BinaryMessage {
+			screen.Write(data)
+			continue
+		}
+		var ctl struct {
+			Exit *struct {
+				Code *int `json:"code"`
+			} `json:"exit"`
+		}
+		if json.Unmarshal(data, &ctl) == nil && ctl.Exit != nil {
+			if ctl.Exit.Code == nil || *ctl.Exit.Code != 5 || !strings.Contains(screen.String(), "node-42") {
+				e.t.Fatalf("terminal of %s through %s ended %s, screen %q; want exit 5 after node-42", id, r.Host().Name, data, screen.String())
+			}
+			return
+		}
 	}
 }
 
