@@ -10,12 +10,12 @@ import (
 	"testing"
 
 	"github.com/tetherhq/tether/docs"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // TestArchitectureEdgesMatchTheLifecycle reads the state-edge table of
 // docs/architecture.md ("Who moves each state edge") and checks that it
-// names exactly the edges sandbox.CanTransition allows: none missing, none
+// names exactly the edges domain.CanTransition allows: none missing, none
 // the code refuses.
 func TestArchitectureEdgesMatchTheLifecycle(t *testing.T) {
 	t.Parallel()
@@ -30,19 +30,19 @@ func TestArchitectureEdgesMatchTheLifecycle(t *testing.T) {
 	section, _, _ = strings.Cut(section, "\n## ")
 	row := regexp.MustCompile("(?m)^\\| ((?:`[a-z]+`/?)+) → `([a-z]+)` \\|")
 	state := regexp.MustCompile("`([a-z]+)`")
-	documented := map[[2]sandbox.State]bool{}
+	documented := map[[2]domain.State]bool{}
 	for _, m := range row.FindAllStringSubmatch(section, -1) {
 		for _, from := range state.FindAllStringSubmatch(m[1], -1) {
-			documented[[2]sandbox.State{sandbox.State(from[1]), sandbox.State(m[2])}] = true
+			documented[[2]domain.State{domain.State(from[1]), domain.State(m[2])}] = true
 		}
 	}
 	if len(documented) == 0 {
 		t.Fatal("found no edge rows in the table")
 	}
-	for _, from := range sandbox.States {
-		for _, to := range sandbox.States {
-			edge := [2]sandbox.State{from, to}
-			switch allowed := sandbox.CanTransition(from, to); {
+	for _, from := range domain.States {
+		for _, to := range domain.States {
+			edge := [2]domain.State{from, to}
+			switch allowed := domain.CanTransition(from, to); {
 			case allowed && !documented[edge]:
 				t.Errorf("the code allows %s → %s; docs/architecture.md's table does not name it", from, to)
 			case !allowed && documented[edge]:
@@ -87,7 +87,7 @@ func TestExampleIDsAreValid(t *testing.T) {
 		t.Fatal("the document shows no example sandbox id")
 	}
 	for _, m := range ids {
-		if !sandbox.ValidID(m[1]) {
+		if !domain.ValidID(m[1]) {
 			t.Errorf("example id %s is not a valid sandbox id", m[1])
 		}
 	}

@@ -19,11 +19,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tetherhq/tether/internal/cluster"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/egressproxy"
 	"github.com/tetherhq/tether/internal/framing"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/lifecycle"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/store/notify"
 )
@@ -45,7 +45,7 @@ type app struct {
 	cfg config
 	log *slog.Logger
 
-	providers  []sandbox.Provider
+	providers  []domain.Provider
 	egress     *egressproxy.Proxy // the allow-list sandboxes' way out; nil without local
 	st         *store.Store
 	notifier   *notify.Notifier
@@ -261,7 +261,7 @@ func (a *app) identify() error {
 func (a *app) hostBound() []string {
 	var names []string
 	for _, p := range a.providers {
-		if sandbox.IsHostBound(p) {
+		if domain.IsHostBound(p) {
 			names = append(names, p.Name())
 		}
 	}
@@ -274,7 +274,7 @@ func (a *app) hostBound() []string {
 func (a *app) offered(ctx context.Context) []string {
 	var names []string
 	for _, p := range a.providers {
-		if !sandbox.IsHostBound(p) || p.Info(ctx).Available {
+		if !domain.IsHostBound(p) || p.Info(ctx).Available {
 			names = append(names, p.Name())
 		}
 	}

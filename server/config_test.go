@@ -8,15 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/domain"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/provider"
 	"github.com/tetherhq/tether/test/harness"
 )
 
 // loadAndBuild is a start up to its providers: the configuration from env
 // (and a database URL), then the providers it enables.
-func loadAndBuild(t *testing.T, env map[string]string) (config, []sandbox.Provider, error) {
+func loadAndBuild(t *testing.T, env map[string]string) (config, []domain.Provider, error) {
 	t.Helper()
 	cfg, err := loadConfig(func(name string) string {
 		if name == "DATABASE_URL" {

@@ -26,8 +26,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tetherhq/tether/internal/domain"
 	kubeprovider "github.com/tetherhq/tether/internal/provider/kubernetes"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -288,9 +288,9 @@ func (kr *kubeRun) measureCreates(ctx context.Context, n int, s *kubeSamples) er
 // inprocCreate times one Create of the provider in process, until ready;
 // the sandbox is then destroyed, untimed.
 func (kr *kubeRun) inprocCreate(ctx context.Context) (time.Duration, error) {
-	id := sandbox.NewID()
+	id := domain.NewID()
 	start := time.Now()
-	_, err := kr.p.Create(ctx, sandbox.CreateSpec{SandboxID: id, Tenant: "bench", EndBy: time.Now().Add(time.Hour)})
+	_, err := kr.p.Create(ctx, domain.CreateSpec{SandboxID: id, Tenant: "bench", EndBy: time.Now().Add(time.Hour)})
 	took := time.Since(start)
 	if derr := kr.p.Destroy(context.WithoutCancel(ctx), id); err == nil {
 		err = derr
@@ -314,8 +314,8 @@ func (kr *kubeRun) measureExecs(ctx context.Context, execs int, s *kubeSamples) 
 		return err
 	}
 	defer func() { _ = kr.kb.deletePod(context.WithoutCancel(ctx), bareName) }()
-	ipID := sandbox.NewID()
-	if _, err := kr.p.Create(ctx, sandbox.CreateSpec{SandboxID: ipID, Tenant: "bench", EndBy: time.Now().Add(time.Hour)}); err != nil {
+	ipID := domain.NewID()
+	if _, err := kr.p.Create(ctx, domain.CreateSpec{SandboxID: ipID, Tenant: "bench", EndBy: time.Now().Add(time.Hour)}); err != nil {
 		return fmt.Errorf("kubernetes provider in process: %w", err)
 	}
 	defer func() { _ = kr.p.Destroy(context.WithoutCancel(ctx), ipID) }()
@@ -341,7 +341,7 @@ func (kr *kubeRun) measureExecs(ctx context.Context, execs int, s *kubeSamples) 
 // inprocExec times one Exec of `printf ok` by the provider in process.
 func (kr *kubeRun) inprocExec(ctx context.Context, id string) (time.Duration, error) {
 	start := time.Now()
-	res, err := kr.p.Exec(ctx, id, sandbox.ExecRequest{Command: "printf ok", Timeout: time.Minute})
+	res, err := kr.p.Exec(ctx, id, domain.ExecRequest{Command: "printf ok", Timeout: time.Minute})
 	if err == nil && (res.ExitCode != 0 || res.Output != "ok") {
 		err = fmt.Errorf("exit code %d, output %q", res.ExitCode, res.Output)
 	}

@@ -19,9 +19,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/host/hostos"
 	"github.com/tetherhq/tether/internal/provider/local"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -269,9 +269,9 @@ func (lr *localRun) measureCreates(ctx context.Context, n int, s *localSamples) 
 // inprocCreate times one Create of the provider in process, until ready;
 // the sandbox is then destroyed, untimed.
 func (lr *localRun) inprocCreate(ctx context.Context) (time.Duration, error) {
-	id := sandbox.NewID()
+	id := domain.NewID()
 	start := time.Now()
-	_, err := lr.p.Create(ctx, sandbox.CreateSpec{SandboxID: id})
+	_, err := lr.p.Create(ctx, domain.CreateSpec{SandboxID: id})
 	took := time.Since(start)
 	if derr := lr.p.Destroy(context.WithoutCancel(ctx), id); err == nil {
 		err = derr
@@ -296,8 +296,8 @@ func (lr *localRun) measureExecs(ctx context.Context, execs int, s *localSamples
 	}
 	var ipID string
 	if lr.p != nil {
-		ipID = sandbox.NewID()
-		if _, err := lr.p.Create(ctx, sandbox.CreateSpec{SandboxID: ipID}); err != nil {
+		ipID = domain.NewID()
+		if _, err := lr.p.Create(ctx, domain.CreateSpec{SandboxID: ipID}); err != nil {
 			return fmt.Errorf("local provider in process: %w", err)
 		}
 		defer func() { _ = lr.p.Destroy(context.WithoutCancel(ctx), ipID) }()
@@ -331,7 +331,7 @@ func (lr *localRun) measureExecs(ctx context.Context, execs int, s *localSamples
 // sandbox id.
 func (lr *localRun) inprocExec(ctx context.Context, id string) (time.Duration, error) {
 	start := time.Now()
-	res, err := lr.p.Exec(ctx, id, sandbox.ExecRequest{Command: "true", Timeout: time.Minute})
+	res, err := lr.p.Exec(ctx, id, domain.ExecRequest{Command: "true", Timeout: time.Minute})
 	if err == nil && res.ExitCode != 0 {
 		err = fmt.Errorf("exit code %d", res.ExitCode)
 	}

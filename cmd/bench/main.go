@@ -50,9 +50,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/sim"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -929,7 +929,7 @@ func measureJanitor(ctx context.Context, dbURL, seedURL string, n int) ([]target
 		return nil, "", err
 	}
 	j := lifecycle.NewJanitor(lifecycle.JanitorConfig{OrphanGrace: time.Minute, DestroyConcurrency: 16}, st,
-		[]sandbox.Provider{p}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+		[]domain.Provider{p}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 
 	var rep lifecycle.Report
 	took, peakMB := withPeakHeap(func() { rep, err = j.RunOnce(ctx) })
@@ -952,7 +952,7 @@ func seedJanitor(ctx context.Context, seedPool *pgxpool.Pool, n int, simDir stri
 	}
 	orphans := max(n/100, 1)
 	for range orphans {
-		if err := os.WriteFile(filepath.Join(simDir, sandbox.NewID()), nil, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(simDir, domain.NewID()), nil, 0o644); err != nil {
 			return 0, err
 		}
 	}

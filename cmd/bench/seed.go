@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // seedSandboxes writes n ended sandboxes of the tenant, with the four
@@ -31,7 +31,7 @@ func seedSandboxes(ctx context.Context, pool *pgxpool.Pool, tenant string, n int
 
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = sandbox.NewID()
+		ids[i] = domain.NewID()
 	}
 	base := time.Now().Add(-time.Duration(n) * time.Second).UTC()
 	labels := []byte(`{"team":"bench"}`)
@@ -85,7 +85,7 @@ func seedSandboxes(ctx context.Context, pool *pgxpool.Pool, tenant string, n int
 func seedLive(ctx context.Context, pool *pgxpool.Pool, tenant string, n int, simDir string) error {
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = sandbox.NewID()
+		ids[i] = domain.NewID()
 		if err := os.WriteFile(filepath.Join(simDir, ids[i]), []byte("{}\n"), 0o644); err != nil {
 			return err
 		}

@@ -23,12 +23,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // NodeFinder finds a node's heartbeat record.
 type NodeFinder interface {
-	Node(ctx context.Context, id string) (sandbox.Node, error)
+	Node(ctx context.Context, id string) (domain.Node, error)
 }
 
 // NonceKeeper records forwarded calls' nonces where every replica sees
@@ -62,7 +62,7 @@ type Nodes struct {
 // first replica authenticated.
 type Caller struct {
 	Tenant string
-	Key    sandbox.Caller
+	Key    domain.Caller
 }
 
 // Cluster is one replica's end of the protocol: it forwards calls to other

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/store/storetest"
 )
@@ -48,7 +48,7 @@ func (n nodes) node(id string, now func() time.Time) *Cluster {
 	return New(Nodes{Self: id, Secret: n.secret, Finder: n.st, Nonces: n.st, Now: now})
 }
 
-var caller = Caller{Tenant: "tenant-a", Key: sandbox.Caller{KeyID: "key_1", KeyName: "ci"}}
+var caller = Caller{Tenant: "tenant-a", Key: domain.Caller{KeyID: "key_1", KeyName: "ci"}}
 
 // signed is an exec call from signer to node b, with body (nil: none).
 func signed(t *testing.T, signer *Cluster, to string, body []byte) *http.Request {
@@ -194,7 +194,7 @@ func TestBodyIsTheOneSigned(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		got, err := io.ReadAll(r.Body)
-		if sandbox.ErrorCode(err) != sandbox.CodeUnauthenticated || told == nil {
+		if domain.ErrorCode(err) != domain.CodeUnauthenticated || told == nil {
 			t.Errorf("%s: the body read %q, %v (told %v); want UNAUTHENTICATED, told", name, got, err, told)
 		}
 		if tc.signed == nil && len(got) > 0 {

@@ -10,7 +10,7 @@ import (
 	"net/url"
 	"sync/atomic"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // Call is a request to forward, and to whom.
@@ -52,7 +52,7 @@ var (
 func (c *Cluster) Forward(w http.ResponseWriter, r *http.Request, call Call) error {
 	node, err := c.Finder.Node(r.Context(), call.Node)
 	switch {
-	case errors.Is(err, sandbox.ErrNotFound) || (err == nil && !node.Alive):
+	case errors.Is(err, domain.ErrNotFound) || (err == nil && !node.Alive):
 		return fmt.Errorf("cluster: forward to node %s: %w", call.Node, ErrNodeDown)
 	case err != nil:
 		return fmt.Errorf("cluster: find node %s: %w", call.Node, err)

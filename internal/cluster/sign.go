@@ -11,7 +11,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // This file is where a forwarded call is signed (Sign) and where its
@@ -161,7 +161,7 @@ type verifiedBody struct {
 
 // errBody is a forwarded call whose body is not the one signed.
 func errBody() error {
-	return sandbox.Errorf(sandbox.CodeUnauthenticated, "the forwarded call is refused: its body is not the one its signature covers")
+	return domain.Errorf(domain.CodeUnauthenticated, "the forwarded call is refused: its body is not the one its signature covers")
 }
 
 func (b *verifiedBody) Read(p []byte) (int, error) {

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // skew is how far a forwarded request's time may be from the receiving
@@ -123,5 +123,5 @@ func (c *Cluster) Verify(r *http.Request, path string, bad func(error)) (Caller,
 		return Caller{}, err
 	}
 	c.verifyBody(r, mode, bad)
-	return Caller{Tenant: tenant, Key: sandbox.Caller{KeyID: r.Header.Get(hdrKeyID), KeyName: r.Header.Get(hdrKeyName)}}, nil
+	return Caller{Tenant: tenant, Key: domain.Caller{KeyID: r.Header.Get(hdrKeyID), KeyName: r.Header.Get(hdrKeyName)}}, nil
 }

@@ -14,7 +14,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // EnvdVersion is the version of E2B's sandbox daemon whose protocol this
@@ -36,7 +36,7 @@ type Options struct {
 	API http.Handler
 	// Providers are the enabled providers, by name: the daemon's calls go
 	// to their capabilities.
-	Providers map[string]sandbox.Provider
+	Providers map[string]domain.Provider
 }
 
 // New returns the handler of everything under Prefix (EnvdPrefix included).

@@ -8,9 +8,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/e2b/envdpb/filesystem/filesystemconnect"
 	"github.com/tetherhq/tether/internal/e2b/envdpb/process/processconnect"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/provider"
 )
 
@@ -30,13 +30,13 @@ const envdPort = "49983"
 // envd serves the sandbox daemon's calls.
 type envd struct {
 	core      core
-	providers map[string]sandbox.Provider
+	providers map[string]domain.Provider
 	watchers  *watchers
 }
 
 // envdRoutes is the daemon's route table, under EnvdPrefix: /health,
 // /files and the Connect services.
-func envdRoutes(c core, providers map[string]sandbox.Provider) http.Handler {
+func envdRoutes(c core, providers map[string]domain.Provider) http.Handler {
 	e := envd{core: c, providers: providers, watchers: newWatchers()}
 	m := http.NewServeMux()
 	m.HandleFunc("GET /health", e.health)

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/domain"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -24,12 +24,12 @@ type lookupCounter struct {
 	keys, previews atomic.Int64
 }
 
-func (l *lookupCounter) Authenticate(ctx context.Context, key string) (sandbox.APIKey, error) {
+func (l *lookupCounter) Authenticate(ctx context.Context, key string) (domain.APIKey, error) {
 	l.keys.Add(1)
 	return l.Store.Authenticate(ctx, key)
 }
 
-func (l *lookupCounter) PreviewByToken(ctx context.Context, token string) (sandbox.Preview, error) {
+func (l *lookupCounter) PreviewByToken(ctx context.Context, token string) (domain.Preview, error) {
 	l.previews.Add(1)
 	return l.Store.PreviewByToken(ctx, token)
 }
@@ -79,10 +79,10 @@ func TestGuessesCostNoLookups(t *testing.T) {
 	// budget (which refills a token a second meanwhile).
 	keys = n.keys.Load()
 	for range 20 {
-		if s := b.do(t, http.MethodGet, "/v1/sandboxes", nil, as(random40(sandbox.KeyPrefix))).Status; s != http.StatusTooManyRequests && s != http.StatusUnauthorized {
+		if s := b.do(t, http.MethodGet, "/v1/sandboxes", nil, as(random40(domain.KeyPrefix))).Status; s != http.StatusTooManyRequests && s != http.StatusUnauthorized {
 			t.Errorf("a forged key = %d", s)
 		}
-		if s := b.do(t, http.MethodGet, "/p/"+random40(sandbox.PreviewTokenPrefix)+"/", nil, noAuth()).Status; s != http.StatusTooManyRequests && s != http.StatusNotFound {
+		if s := b.do(t, http.MethodGet, "/p/"+random40(domain.PreviewTokenPrefix)+"/", nil, noAuth()).Status; s != http.StatusTooManyRequests && s != http.StatusNotFound {
 			t.Errorf("a forged preview token = %d", s)
 		}
 	}

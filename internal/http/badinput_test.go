@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // badInputMaxBody is the body limit of the bad-input server: small, so that
@@ -37,7 +37,7 @@ func TestBadInput(t *testing.T) {
 	wantStatus(t, r, http.StatusAccepted)
 	var seed sandboxJSON
 	r.decode(t, &seed)
-	unknownID := sandbox.NewID()
+	unknownID := domain.NewID()
 
 	post := func(name, body string, status int, code string, opts ...reqOpt) badCase {
 		return badCase{name: name, method: http.MethodPost, path: "/v1/sandboxes", body: body, opts: opts, status: status, code: code}

@@ -23,13 +23,13 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tetherhq/tether/docs"
+	"github.com/tetherhq/tether/internal/domain"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/http/controlplane"
 	"github.com/tetherhq/tether/internal/http/dataplane"
 	"github.com/tetherhq/tether/internal/http/events"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/http/processes"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // The contract is the OpenAPI 3 document the server publishes
@@ -467,7 +467,7 @@ func TestContractEnumsMatchTheDomain(t *testing.T) {
 		return out
 	}
 	var states []string
-	for _, s := range sandbox.States {
+	for _, s := range domain.States {
 		states = append(states, string(s))
 	}
 	slices.Sort(states)
@@ -475,7 +475,7 @@ func TestContractEnumsMatchTheDomain(t *testing.T) {
 		t.Errorf("SandboxState = %v, want %v", got, states)
 	}
 	var reasons []string
-	for _, r := range sandbox.Reasons {
+	for _, r := range domain.Reasons {
 		reasons = append(reasons, string(r))
 	}
 	slices.Sort(reasons)

@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/provider/sim"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -24,18 +24,18 @@ type endsMidCall struct {
 func (*endsMidCall) Name() string { return "endsmidcall" }
 
 func (p *endsMidCall) end(ctx context.Context, id string) error {
-	if _, _, err := p.st.EndSandbox(ctx, tenantA, id, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "ended mid-call"); err != nil {
+	if _, _, err := p.st.EndSandbox(ctx, tenantA, id, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, "ended mid-call"); err != nil {
 		return err
 	}
 	return errors.New("open /sys/fs/cgroup/pids/tether/sbx/exec-1/tasks: no such file or directory")
 }
 
-func (p *endsMidCall) Exec(ctx context.Context, id string, _ sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	return sandbox.ExecResult{}, p.end(ctx, id)
+func (p *endsMidCall) Exec(ctx context.Context, id string, _ domain.ExecRequest) (domain.ExecResult, error) {
+	return domain.ExecResult{}, p.end(ctx, id)
 }
 
-func (p *endsMidCall) ExecStream(ctx context.Context, id string, _ sandbox.ExecRequest, _ func(string, []byte) error) (sandbox.ExecResult, error) {
-	return sandbox.ExecResult{}, p.end(ctx, id)
+func (p *endsMidCall) ExecStream(ctx context.Context, id string, _ domain.ExecRequest, _ func(string, []byte) error) (domain.ExecResult, error) {
+	return domain.ExecResult{}, p.end(ctx, id)
 }
 
 func (p *endsMidCall) WriteFile(ctx context.Context, id, _ string, _ io.Reader, _ int64) error {

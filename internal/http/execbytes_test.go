@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // everyByte is every byte value once: output no text encoding holds.
@@ -25,11 +25,11 @@ func everyByte() []byte {
 // between chunks (é after one byte, ✓ after two, each stream on its own),
 // then bytes that are not UTF-8, then a character whose end never comes.
 var streamChunks = []struct{ stream, data string }{
-	{sandbox.Stdout, "h\xc3"},
-	{sandbox.Stderr, "err \xe2\x9c"},
-	{sandbox.Stdout, "\xa9llo "},
-	{sandbox.Stderr, "\x93\n"},
-	{sandbox.Stdout, "\xff\xfe ok \xe2\x9c"},
+	{domain.Stdout, "h\xc3"},
+	{domain.Stderr, "err \xe2\x9c"},
+	{domain.Stdout, "\xa9llo "},
+	{domain.Stderr, "\x93\n"},
+	{domain.Stdout, "\xff\xfe ok \xe2\x9c"},
 }
 
 // sseData returns, per event name, the data of a stream's events in order.
@@ -99,7 +99,7 @@ func TestExecOutputEncoding(t *testing.T) {
 	}
 	var stdout, stderr []byte
 	for _, c := range streamChunks {
-		if c.stream == sandbox.Stdout {
+		if c.stream == domain.Stdout {
 			stdout = append(stdout, c.data...)
 		} else {
 			stderr = append(stderr, c.data...)

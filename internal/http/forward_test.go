@@ -22,12 +22,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tetherhq/tether/internal/cluster"
+	"github.com/tetherhq/tether/internal/domain"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/http/controlplane"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/sim"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/store/storetest"
 )
@@ -44,37 +44,37 @@ type nodeSim struct {
 	ran   []string // the commands Exec ran
 }
 
-func (p *nodeSim) Exec(_ context.Context, _ string, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+func (p *nodeSim) Exec(_ context.Context, _ string, req domain.ExecRequest) (domain.ExecResult, error) {
 	p.mu.Lock()
 	p.ran = append(p.ran, req.Command)
 	p.mu.Unlock()
 	if req.Command == "output-every-byte" {
-		return sandbox.ExecResult{Output: string(everyByte())}, nil
+		return domain.ExecResult{Output: string(everyByte())}, nil
 	}
 	if size, ok := strings.CutPrefix(req.Command, "output-bytes "); ok {
 		if n, err := strconv.Atoi(size); err == nil && n >= 0 {
-			return sandbox.ExecResult{Output: strings.Repeat("x", n)}, nil // more than a socket holds
+			return domain.ExecResult{Output: strings.Repeat("x", n)}, nil // more than a socket holds
 		}
 	}
-	return sandbox.ExecResult{Output: fmt.Sprintf("node %s: %s", p.node, req.Command)}, nil
+	return domain.ExecResult{Output: fmt.Sprintf("node %s: %s", p.node, req.Command)}, nil
 }
 
 // ExecStream says it started, then runs until its request goes away;
 // the command stream-chunks instead emits streamChunks and ends.
-func (p *nodeSim) ExecStream(ctx context.Context, _ string, req sandbox.ExecRequest, emit func(string, []byte) error) (sandbox.ExecResult, error) {
+func (p *nodeSim) ExecStream(ctx context.Context, _ string, req domain.ExecRequest, emit func(string, []byte) error) (domain.ExecResult, error) {
 	if req.Command == "stream-chunks" {
 		for _, c := range streamChunks {
 			if err := emit(c.stream, []byte(c.data)); err != nil {
-				return sandbox.ExecResult{}, err
+				return domain.ExecResult{}, err
 			}
 		}
-		return sandbox.ExecResult{}, nil
+		return domain.ExecResult{}, nil
 	}
-	if err := emit(sandbox.Stdout, []byte("node "+p.node+" started "+req.Command+"\n")); err != nil {
-		return sandbox.ExecResult{}, err
+	if err := emit(domain.Stdout, []byte("node "+p.node+" started "+req.Command+"\n")); err != nil {
+		return domain.ExecResult{}, err
 	}
 	<-ctx.Done()
-	return sandbox.ExecResult{}, ctx.Err()
+	return domain.ExecResult{}, ctx.Err()
 }
 
 func (p *nodeSim) WriteFile(_ context.Context, id, path string, r io.Reader, limit int64) error {
@@ -83,7 +83,7 @@ func (p *nodeSim) WriteFile(_ context.Context, id, path string, r io.Reader, lim
 		return err
 	}
 	if int64(len(b)) > limit {
-		return sandbox.Errorf(sandbox.CodePayloadTooLarge, "over %d bytes", limit)
+		return domain.Errorf(domain.CodePayloadTooLarge, "over %d bytes", limit)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -96,7 +96,7 @@ func (p *nodeSim) ReadFile(_ context.Context, id, path string, w io.Writer, _ in
 	b, ok := p.files[id+path]
 	p.mu.Unlock()
 	if !ok {
-		return sandbox.Errorf(sandbox.CodeFileNotFound, "no file %s", path)
+		return domain.Errorf(domain.CodeFileNotFound, "no file %s", path)
 	}
 	_, err := w.Write(b)
 	return err
@@ -153,7 +153,7 @@ func setupTwoNodes(t *testing.T, maxFile int64, drainA context.Context) twoNodes
 			// route, more than the default allows an address a second.
 			AuthFailuresPerSecond: 10000,
 		}, tetherhttp.Deps{
-			Store: st, Changes: notifier, Providers: []sandbox.Provider{p},
+			Store: st, Changes: notifier, Providers: []domain.Provider{p},
 			Ready:   func(ctx context.Context) error { return st.Ping(ctx) },
 			Metrics: reg, Gatherer: reg,
 			Nodes:    cluster.Nodes{Self: node, Secret: secret, Finder: st, Nonces: st},
@@ -184,7 +184,7 @@ func setupTwoNodes(t *testing.T, maxFile int64, drainA context.Context) twoNodes
 		}
 	}
 	ex := lifecycle.NewExecutor(lifecycle.ExecutorConfig{PollInterval: 50 * time.Millisecond},
-		st, notifier, []sandbox.Provider{out.provB}, log, lifecycle.NewMetrics(nil))
+		st, notifier, []domain.Provider{out.provB}, log, lifecycle.NewMetrics(nil))
 	ex.Start(ctx)
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -24,11 +24,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
+	"github.com/tetherhq/tether/internal/domain"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/sim"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/store/storetest"
 )
@@ -63,12 +63,12 @@ var globalsMu sync.RWMutex
 type renamedProvider struct {
 	*sim.Provider
 	name   string
-	images []sandbox.ProviderImage
+	images []domain.ProviderImage
 }
 
 func (p renamedProvider) Name() string { return p.name }
 
-func (p renamedProvider) Info(ctx context.Context) sandbox.ProviderInfo {
+func (p renamedProvider) Info(ctx context.Context) domain.ProviderInfo {
 	info := p.Provider.Info(ctx)
 	info.Name, info.Images = p.name, p.images
 	return info
@@ -105,7 +105,7 @@ type options struct {
 	draining context.Context
 	quotas   [3]int // TenantMaxLive, TenantCreatesPerMinute, KeyRequestsPerSecond
 	config   func(*httpapi.Config)
-	extra    []sandbox.Provider
+	extra    []domain.Provider
 	logLevel slog.Level
 	wrap     func(*store.Store) tetherhttp.Store
 }
@@ -117,7 +117,7 @@ type option func(*options)
 func withExecutor() option { return func(o *options) { o.executor = true } }
 
 // withProvider adds a provider after sim and sim-b.
-func withProvider(p sandbox.Provider) option {
+func withProvider(p domain.Provider) option {
 	return func(o *options) { o.extra = append(o.extra, p) }
 }
 
@@ -206,7 +206,7 @@ func setup(t testing.TB, opts ...option) *bundle {
 	if err != nil {
 		t.Fatalf("sim-b: %v", err)
 	}
-	providers := []sandbox.Provider{simProvider, renamedProvider{Provider: simB, name: "sim-b", images: []sandbox.ProviderImage{{Name: "bookworm", Source: "folder"}, {Name: "tools.v2", Source: "tarball"}}}}
+	providers := []domain.Provider{simProvider, renamedProvider{Provider: simB, name: "sim-b", images: []domain.ProviderImage{{Name: "bookworm", Source: "folder"}, {Name: "tools.v2", Source: "tarball"}}}}
 	providers = append(providers, o.extra...)
 
 	if o.executor {

@@ -4,12 +4,12 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/provider/sim"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // noPause is a provider without the Pauser capability.
-type noPause struct{ sandbox.Provider }
+type noPause struct{ domain.Provider }
 
 func (noPause) Name() string { return "nopause" }
 
@@ -75,7 +75,7 @@ func TestPauseBadInput(t *testing.T) {
 	if p.State != "requested" {
 		t.Errorf("pause of a requested sandbox: state %q", p.State)
 	}
-	wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes/"+sandbox.NewID()+"/pause", nil, as(keyA)), http.StatusNotFound, "NOT_FOUND")
+	wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes/"+domain.NewID()+"/pause", nil, as(keyA)), http.StatusNotFound, "NOT_FOUND")
 	wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes/nope/resume", nil, as(keyA)), http.StatusNotFound, "NOT_FOUND")
 	wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes/"+requested.ID+"/pause?wait=forever", nil, as(keyA)), http.StatusBadRequest, "INVALID_REQUEST")
 	wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes/"+requested.ID+"/pause?force=1", nil, as(keyA)), http.StatusBadRequest, "INVALID_REQUEST")

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -66,7 +66,7 @@ func TestPoolRefillState(t *testing.T) {
 		t.Fatalf("ClaimCreates: %d, %v", len(claims), err)
 	}
 	for _, c := range claims {
-		if _, err := b.Store.MarkFailed(t.Context(), c.Sandbox.ID, c.Sandbox.Epoch, sandbox.ActorExecutor, "image bookworm not found"); err != nil {
+		if _, err := b.Store.MarkFailed(t.Context(), c.Sandbox.ID, c.Sandbox.Epoch, domain.ActorExecutor, "image bookworm not found"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -14,13 +14,13 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/provider/sim"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // noPorts is a provider without the PortDialer capability.
-type noPorts struct{ sandbox.Provider }
+type noPorts struct{ domain.Provider }
 
 func (noPorts) Name() string { return "noports" }
 
@@ -137,7 +137,7 @@ func TestPortProxyRefusesBadInput(t *testing.T) {
 		status             int
 		code, state        string
 	}{
-		{"unknown sandbox", "/v1/sandboxes/" + sandbox.NewID() + "/ports/8080/", "GET", 404, "NOT_FOUND", ""},
+		{"unknown sandbox", "/v1/sandboxes/" + domain.NewID() + "/ports/8080/", "GET", 404, "NOT_FOUND", ""},
 		{"malformed id", "/v1/sandboxes/nope/ports/8080/", "GET", 404, "NOT_FOUND", ""},
 		{"another tenant's", "/v1/sandboxes/" + id + "/ports/8080/", "GET", 404, "NOT_FOUND", ""},
 		{"port 0", "/v1/sandboxes/" + id + "/ports/0/", "GET", 400, "INVALID_REQUEST", ""},
@@ -390,7 +390,7 @@ func TestPreviewLocation(t *testing.T) {
 	}{
 		{"another tenant's", keyB, loc},
 		{"under another sandbox", keyA, "/v1/sandboxes/" + other + "/previews/" + made.ID},
-		{"an unknown sandbox", keyA, "/v1/sandboxes/" + sandbox.NewID() + "/previews/" + made.ID},
+		{"an unknown sandbox", keyA, "/v1/sandboxes/" + domain.NewID() + "/previews/" + made.ID},
 		{"an unknown preview", keyA, "/v1/sandboxes/" + id + "/previews/prv_nope"},
 		{"not a preview id", keyA, "/v1/sandboxes/" + id + "/previews/" + id},
 	} {
@@ -439,7 +439,7 @@ func TestPreviewsRefuseBadInput(t *testing.T) {
 		{"ttl 0", keyA, id, map[string]any{"port": 8080, "ttl_seconds": 0}, 400, "INVALID_REQUEST"},
 		{"ttl over the max", keyA, id, map[string]any{"port": 8080, "ttl_seconds": 86401}, 400, "INVALID_REQUEST"},
 		{"unknown field", keyA, id, map[string]any{"port": 8080, "host": "x"}, 400, "INVALID_REQUEST"},
-		{"unknown sandbox", keyA, sandbox.NewID(), map[string]any{"port": 8080}, 404, "NOT_FOUND"},
+		{"unknown sandbox", keyA, domain.NewID(), map[string]any{"port": 8080}, 404, "NOT_FOUND"},
 		{"another tenant's", keyB, id, map[string]any{"port": 8080}, 404, "NOT_FOUND"},
 		{"paused", keyA, paused, map[string]any{"port": 8080}, 409, "SANDBOX_STATE_CONFLICT"},
 		{"no ports", keyA, other.ID, map[string]any{"port": 8080}, 501, "NOT_SUPPORTED"},
@@ -540,7 +540,7 @@ func TestPreviewWildcardHosts(t *testing.T) {
 	before := b.counts(t)
 	for _, other := range []string{
 		"8081-" + strings.Replace(id, "_", "-", 1) + ".preview.test",
-		"8080-" + strings.Replace(sandbox.NewID(), "_", "-", 1) + ".preview.test",
+		"8080-" + strings.Replace(domain.NewID(), "_", "-", 1) + ".preview.test",
 		"nonsense.preview.test",
 	} {
 		for _, res := range []*response{

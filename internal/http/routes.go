@@ -12,6 +12,7 @@ import (
 
 	_ "github.com/tetherhq/tether/docs" // registers swag's copy of the Swagger 2.0 document (gin-swagger reads it)
 	"github.com/tetherhq/tether/internal/cluster"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/e2b"
 	"github.com/tetherhq/tether/internal/http/console"
 	"github.com/tetherhq/tether/internal/http/controlplane"
@@ -19,7 +20,6 @@ import (
 	"github.com/tetherhq/tether/internal/http/events"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/http/processes"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/webhook"
 )
 
@@ -63,7 +63,7 @@ import (
 func addRoutes(r *gin.Engine, log *slog.Logger, cfg httpapi.Config, deps Deps) {
 	h := httpapi.ErrorHandler(log)
 	draining := cmp.Or[context.Context](deps.Draining, context.Background())
-	providers := make(map[string]sandbox.Provider, len(deps.Providers))
+	providers := make(map[string]domain.Provider, len(deps.Providers))
 	for _, p := range deps.Providers {
 		providers[p.Name()] = p
 	}
@@ -76,10 +76,10 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg httpapi.Config, deps Deps) {
 	r.Use(httpapi.WithRecovery(log), httpapi.WithRequestID(), httpapi.WithBodyPacing(cfg.MinBodyRate, cfg.BodyGrace, cfg.MaxBodyTime),
 		httpapi.WithLogging(log), httpapi.WithMetrics(deps.Metrics), previews.WithPreviewHosts(h))
 	r.NoRoute(h(func(c *gin.Context) error {
-		return sandbox.Errorf(sandbox.CodeNotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path)
+		return domain.Errorf(domain.CodeNotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path)
 	}))
 	r.NoMethod(func(c *gin.Context) {
-		httpapi.WriteProblem(c, httpapi.NewProblem(c, http.StatusMethodNotAllowed, sandbox.CodeInvalidRequest,
+		httpapi.WriteProblem(c, httpapi.NewProblem(c, http.StatusMethodNotAllowed, domain.CodeInvalidRequest,
 			"method "+c.Request.Method+" is not allowed here", ""))
 	})
 
@@ -161,7 +161,7 @@ func addEventRoutes(v1 *gin.RouterGroup, h func(httpapi.HandlerFunc) gin.Handler
 // addPortRoutes adds the ports' routes (a sandbox's ports through the
 // API, and preview URLs) and the previews' management.
 func addPortRoutes(r *gin.Engine, data dataRoutes, h func(httpapi.HandlerFunc) gin.HandlerFunc, log *slog.Logger, cfg httpapi.Config, deps Deps,
-	dp dataplane.AuditedStore, providers map[string]sandbox.Provider, previews dataplane.PreviewServer,
+	dp dataplane.AuditedStore, providers map[string]domain.Provider, previews dataplane.PreviewServer,
 ) {
 	for _, m := range dataplane.PortMethods {
 		data.handle(m, "/sandboxes/:id/ports/:port/*path", dataplane.PortOps[m](h(dataplane.HandleSandboxPort(log, dp, providers))), h(dataplane.CheckPort()))
@@ -179,7 +179,7 @@ func addPortRoutes(r *gin.Engine, data dataRoutes, h func(httpapi.HandlerFunc) g
 // data-plane routes, which a host-bound sandbox's calls are forwarded on
 // to its node, WebSockets included.
 func addProcessRoutes(data dataRoutes, h func(httpapi.HandlerFunc) gin.HandlerFunc, log *slog.Logger, cfg httpapi.Config,
-	dp dataplane.AuditedStore, providers map[string]sandbox.Provider, draining context.Context,
+	dp dataplane.AuditedStore, providers map[string]domain.Provider, draining context.Context,
 ) {
 	body := httpapi.WithBodyLimit(cfg.MaxBodyBytes)
 	const one = "/sandboxes/:id/processes/:pid"

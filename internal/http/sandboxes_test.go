@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // TestCreateGetDeleteRequested follows a sandbox that no executor picks up:
@@ -28,7 +28,7 @@ func TestCreateGetDeleteRequested(t *testing.T) {
 	wantStatus(t, r, http.StatusAccepted)
 	var sb sandboxJSON
 	r.decode(t, &sb)
-	if !sandbox.ValidID(sb.ID) {
+	if !domain.ValidID(sb.ID) {
 		t.Fatalf("id %q is not a sandbox id", sb.ID)
 	}
 	if got, want := r.Header.Get("Location"), "/v1/sandboxes/"+sb.ID; got != want {
@@ -254,7 +254,7 @@ func TestWaitReturnsWhenTheSandboxSettles(t *testing.T) {
 func TestClientChosenID(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := sandbox.NewID()
+	id := domain.NewID()
 	body := `{"id":"` + id + `","provider":"sim","labels":{"a":"1"}}`
 	r := b.do(t, http.MethodPost, "/v1/sandboxes", body)
 	wantStatus(t, r, http.StatusAccepted)

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // Benchmarks of whole requests through the router, its middleware (request
@@ -31,7 +31,7 @@ func benchServer(b *testing.B) *bundle {
 // sandbox with a cached key.
 func BenchmarkServeGetSandbox(b *testing.B) {
 	bd := benchServer(b)
-	sb, _, err := bd.Store.CreateSandbox(context.Background(), sandbox.CreateParams{
+	sb, _, err := bd.Store.CreateSandbox(context.Background(), domain.CreateParams{
 		Tenant: tenantA, Provider: "sim", Labels: map[string]string{"team": "a"}, TTL: testMaxLifetime / 2, CreateTimeout: testMaxWait,
 	})
 	if err != nil {

@@ -15,20 +15,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tetherhq/tether/internal/cluster"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/framing"
 	"github.com/tetherhq/tether/internal/http/controlplane"
 	"github.com/tetherhq/tether/internal/http/dataplane"
 	"github.com/tetherhq/tether/internal/http/events"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/http/jsoncodec"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // Deps are the collaborators the API needs.
 type Deps struct {
 	Store     Store
 	Changes   httpapi.ChangeSubscriber
-	Providers []sandbox.Provider
+	Providers []domain.Provider
 	// Ready reports whether the service can serve: Postgres reachable and
 	// the schema current. It never depends on a provider.
 	Ready func(ctx context.Context) error
@@ -117,7 +117,7 @@ func withFraming(next http.Handler, verdict func(ctx context.Context) framing.Ve
 			w.WriteHeader(http.StatusBadRequest)
 			_ = jsoncodec.Encode(w, httpapi.Problem{
 				Type: "https://github.com/tetherhq/tether/blob/main/docs/errors.md#invalid_request", Title: http.StatusText(http.StatusBadRequest),
-				Status: http.StatusBadRequest, Code: string(sandbox.CodeInvalidRequest), RequestID: id,
+				Status: http.StatusBadRequest, Code: string(domain.CodeInvalidRequest), RequestID: id,
 				Detail: "a request must not carry both Transfer-Encoding and Content-Length (RFC 9112, section 6.1); the connection is closed",
 			})
 			return

@@ -19,9 +19,9 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tetherhq/tether/docs"
+	"github.com/tetherhq/tether/internal/domain"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 func TestHealth(t *testing.T) {
@@ -129,7 +129,7 @@ func TestSwaggerDocumentsTheAPI(t *testing.T) {
 	if !ok {
 		t.Fatalf("NewServer returned %T, want *gin.Engine", b.Handler)
 	}
-	probeID := sandbox.NewID()
+	probeID := domain.NewID()
 	var checked, stubs []string
 	for _, rt := range engine.Routes() {
 		if !strings.HasPrefix(rt.Path, "/v1/") {
@@ -177,7 +177,7 @@ func TestSwaggerDocumentsTheAPI(t *testing.T) {
 func TestReservedRoutesAnswerNotSupported(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := sandbox.NewID()
+	id := domain.NewID()
 	for _, c := range [][2]string{
 		{http.MethodPost, "/v1/sandboxes/" + id + "/renew"},
 		{http.MethodPost, "/v1/sandboxes/" + id + "/exec"},
@@ -202,14 +202,14 @@ func TestReservedRoutesAnswerNotSupported(t *testing.T) {
 func TestUnknownRouteAndMethod(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	for _, path := range []string{"/nope", "/v1/nope", "/v2/sandboxes", "/v1/sandboxes/" + sandbox.NewID() + "/nope"} {
+	for _, path := range []string{"/nope", "/v1/nope", "/v2/sandboxes", "/v1/sandboxes/" + domain.NewID() + "/nope"} {
 		wantProblem(t, b.do(t, http.MethodGet, path, nil), http.StatusNotFound, "NOT_FOUND")
 		wantProblem(t, b.do(t, http.MethodGet, path, nil, noAuth()), http.StatusNotFound, "NOT_FOUND")
 	}
 	for _, c := range []struct{ method, path, allow string }{
 		{http.MethodPatch, "/v1/sandboxes", "GET"},
 		{http.MethodPut, "/v1/sandboxes", "POST"},
-		{http.MethodPost, "/v1/sandboxes/" + sandbox.NewID(), "DELETE"},
+		{http.MethodPost, "/v1/sandboxes/" + domain.NewID(), "DELETE"},
 		{http.MethodPost, "/healthz", "GET"},
 		{http.MethodDelete, "/v1/events", "GET"},
 	} {
@@ -300,7 +300,7 @@ func TestHostileInputDoesNotBreakTheServer(t *testing.T) {
 	}
 
 	// Cursors that decode but name absurd times: a 400 or an empty page, never a 5xx.
-	id := sandbox.NewID()
+	id := domain.NewID()
 	for _, raw := range []string{
 		"-9223372036854775808|" + id, "9223372036854775807|" + id, "-62135596800000001|" + id, "253402300800000000|" + id,
 	} {

@@ -4,9 +4,9 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/provider/sim"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 type snapshotJSON struct {
@@ -110,7 +110,7 @@ func TestSnapshotBadInput(t *testing.T) {
 	snap := func(id string) *response {
 		return b.do(t, http.MethodPost, "/v1/sandboxes/"+id+"/snapshots", nil, as(keyA))
 	}
-	wantProblem(t, snap(sandbox.NewID()), http.StatusNotFound, "NOT_FOUND")
+	wantProblem(t, snap(domain.NewID()), http.StatusNotFound, "NOT_FOUND")
 	wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes/"+ok.ID+"/snapshots", nil, as(keyB)), http.StatusNotFound, "NOT_FOUND")
 	if p := wantProblem(t, snap(ended.ID), http.StatusConflict, "SANDBOX_STATE_CONFLICT"); p.State != "terminated" {
 		t.Errorf("snapshot of a terminated sandbox: state %q", p.State)
@@ -125,7 +125,7 @@ func TestSnapshotBadInput(t *testing.T) {
 	wantProblem(t, snap(ok.ID), http.StatusTooManyRequests, "QUOTA_EXCEEDED")
 
 	get := func(path string, key string) *response { return b.do(t, http.MethodGet, path, nil, as(key)) }
-	wantProblem(t, get("/v1/snapshots/"+sandbox.NewSnapshotID(), keyA), http.StatusNotFound, "NOT_FOUND")
+	wantProblem(t, get("/v1/snapshots/"+domain.NewSnapshotID(), keyA), http.StatusNotFound, "NOT_FOUND")
 	wantProblem(t, get("/v1/snapshots/nope", keyA), http.StatusNotFound, "NOT_FOUND")
 	wantProblem(t, get("/v1/snapshots/"+good.ID, keyB), http.StatusNotFound, "NOT_FOUND")
 	wantProblem(t, get("/v1/snapshots?cursor=zzz", keyA), http.StatusBadRequest, "INVALID_REQUEST")
@@ -136,7 +136,7 @@ func TestSnapshotBadInput(t *testing.T) {
 	create := func(body map[string]any, key string) *response {
 		return b.do(t, http.MethodPost, "/v1/sandboxes", body, as(key))
 	}
-	wantProblem(t, create(map[string]any{"from_snapshot": sandbox.NewSnapshotID()}, keyA), http.StatusNotFound, "NOT_FOUND")
+	wantProblem(t, create(map[string]any{"from_snapshot": domain.NewSnapshotID()}, keyA), http.StatusNotFound, "NOT_FOUND")
 	wantProblem(t, create(map[string]any{"from_snapshot": "snp_bad"}, keyA), http.StatusNotFound, "NOT_FOUND")
 	wantProblem(t, create(map[string]any{"from_snapshot": good.ID}, keyB), http.StatusNotFound, "NOT_FOUND")
 	wantProblem(t, create(map[string]any{"from_snapshot": failed.ID}, keyA), http.StatusConflict, "SNAPSHOT_NOT_READY")
@@ -166,7 +166,7 @@ func (s snapSim) Name() string { return s.name }
 
 // noSnapshots is a provider without the Snapshotter capability, under the
 // name "other".
-type noSnapshots struct{ sandbox.Provider }
+type noSnapshots struct{ domain.Provider }
 
 func (noSnapshots) Name() string { return "other" }
 
@@ -181,7 +181,7 @@ func TestSnapshotNotSupported(t *testing.T) {
 	sb := b.create(t, keyA, map[string]any{"provider": "other"})
 	before := b.counts(t)
 	wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes/"+sb.ID+"/snapshots", nil, as(keyA)), http.StatusNotImplemented, "NOT_SUPPORTED")
-	wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes", map[string]any{"provider": "other", "from_snapshot": sandbox.NewSnapshotID()}, as(keyA)),
+	wantProblem(t, b.do(t, http.MethodPost, "/v1/sandboxes", map[string]any{"provider": "other", "from_snapshot": domain.NewSnapshotID()}, as(keyA)),
 		http.StatusNotImplemented, "NOT_SUPPORTED")
 	if after := b.counts(t); !after.equal(before) {
 		t.Errorf("wrote rows: %s → %s", before, after)

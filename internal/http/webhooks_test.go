@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/lifecycle"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/webhook"
 	"github.com/tetherhq/tether/internal/webhook/webhooktest"
 )
@@ -259,7 +259,7 @@ func TestWebhookDeliveriesThroughTheAPI(t *testing.T) {
 			t.Errorf("sandbox %s: event %d after %d", e.SandboxID, e.ID, last[e.SandboxID])
 		}
 		last[e.SandboxID] = e.ID
-		if e.Type == string(sandbox.EventReleased) {
+		if e.Type == string(domain.EventReleased) {
 			released[e.SandboxID]++
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // TestClassifyCreate is the table of what a finished create call leads to,
@@ -15,7 +15,7 @@ func TestClassifyCreate(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	boom := errors.New("boom")
-	transient := sandbox.Retryable(errors.New("try again"))
+	transient := domain.Retryable(errors.New("try again"))
 	base := createCall{attempts: 1, maxAttempts: 5, retryAt: now.Add(time.Second), deadline: now.Add(time.Minute)}
 	with := func(f func(*createCall)) createCall {
 		c := base
@@ -61,7 +61,7 @@ func TestClassifyTransition(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	boom := errors.New("boom")
-	transient := sandbox.Retryable(errors.New("try again"))
+	transient := domain.Retryable(errors.New("try again"))
 	base := createCall{attempts: 40, retryAt: now.Add(time.Second), deadline: now.Add(time.Minute)}
 	with := func(f func(*createCall)) createCall {
 		c := base

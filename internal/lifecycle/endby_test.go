@@ -6,19 +6,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/sim"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // recordingSim is the sim provider remembering the specs of its creates.
 type recordingSim struct {
 	*sim.Provider
 	mu    sync.Mutex
-	specs map[string]sandbox.CreateSpec
+	specs map[string]domain.CreateSpec
 }
 
-func (r *recordingSim) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox.Resource, error) {
+func (r *recordingSim) Create(ctx context.Context, spec domain.CreateSpec) (domain.Resource, error) {
 	r.mu.Lock()
 	r.specs[spec.SandboxID] = spec
 	r.mu.Unlock()
@@ -30,10 +30,10 @@ func (r *recordingSim) Create(ctx context.Context, spec sandbox.CreateSpec) (san
 func TestExecutorTellsTheSandboxsEnd(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	r := &recordingSim{Provider: e.sim, specs: map[string]sandbox.CreateSpec{}}
+	r := &recordingSim{Provider: e.sim, specs: map[string]domain.CreateSpec{}}
 	e.executorOf(lifecycle.ExecutorConfig{MaxLifetime: 3 * time.Hour}, r)
 	sb := e.create("")
-	e.waitFor(sb.ID, "ready", func(s sandbox.Sandbox) bool { return s.State == sandbox.StateReady })
+	e.waitFor(sb.ID, "ready", func(s domain.Sandbox) bool { return s.State == domain.StateReady })
 	r.mu.Lock()
 	spec := r.specs[sb.ID]
 	r.mu.Unlock()

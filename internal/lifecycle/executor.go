@@ -22,7 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -62,7 +62,7 @@ type ExecutorConfig struct {
 	Node string
 	// MaxLifetime is the server's cap on a sandbox's lifetime
 	// (MAX_LIFETIME): a create tells the provider its sandbox's end by
-	// creation plus this (sandbox.CreateSpec.EndBy). Zero: none is told.
+	// creation plus this (domain.CreateSpec.EndBy). Zero: none is told.
 	MaxLifetime time.Duration
 	// SnapshotConcurrency bounds the manual snapshot calls running at once
 	// per provider. Default 4.
@@ -117,45 +117,45 @@ func (c ExecutorConfig) withDefaults() ExecutorConfig {
 // workStore is what the executor needs from the registry.
 type workStore interface {
 	Now() time.Time
-	Sandbox(ctx context.Context, id string) (sandbox.Sandbox, error)
+	Sandbox(ctx context.Context, id string) (domain.Sandbox, error)
 	ClaimCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error)
 	ClaimNewCreates(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, since time.Time, share store.Share) ([]store.Claim, error)
 	ClaimReleases(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error)
 	NodeLoad(ctx context.Context, provider, node string) (store.Load, error)
-	RenewLease(ctx context.Context, id string, epoch int64, worker string, lease time.Duration) (sandbox.State, error)
-	SetReady(ctx context.Context, id string, epoch int64, res sandbox.Resource) error
-	MarkFailed(ctx context.Context, id string, epoch int64, actor sandbox.Actor, message string) (sandbox.Sandbox, error)
+	RenewLease(ctx context.Context, id string, epoch int64, worker string, lease time.Duration) (domain.State, error)
+	SetReady(ctx context.Context, id string, epoch int64, res domain.Resource) error
+	MarkFailed(ctx context.Context, id string, epoch int64, actor domain.Actor, message string) (domain.Sandbox, error)
 	Unclaim(ctx context.Context, id string, epoch int64, at time.Time, lastErr string, refund bool) error
 	MarkReleased(ctx context.Context, id string, epoch int64) error
 	ReleaseFailed(ctx context.Context, id string, epoch int64, retryAt time.Time, cause string) error
 	ClaimTransitions(ctx context.Context, provider, node, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error)
-	FinishTransition(ctx context.Context, id string, epoch int64, from sandbox.State) (sandbox.Sandbox, error)
-	RevertTransition(ctx context.Context, id string, epoch int64, from sandbox.State, cause string) (sandbox.Sandbox, error)
-	FailTransition(ctx context.Context, id string, epoch int64, from sandbox.State, actor sandbox.Actor, cause string) (sandbox.Sandbox, error)
+	FinishTransition(ctx context.Context, id string, epoch int64, from domain.State) (domain.Sandbox, error)
+	RevertTransition(ctx context.Context, id string, epoch int64, from domain.State, cause string) (domain.Sandbox, error)
+	FailTransition(ctx context.Context, id string, epoch int64, from domain.State, actor domain.Actor, cause string) (domain.Sandbox, error)
 	UnclaimTransition(ctx context.Context, id string, epoch int64, at time.Time, lastErr string) error
 	FailSnapshotsOf(ctx context.Context, sourceID string, epoch int64) (int, error)
 	ClaimSnapshots(ctx context.Context, provider, node, worker string, limit int, lease time.Duration) ([]store.Claim, error)
-	FinishSnapshot(ctx context.Context, id string, epoch, size int64, releaseLease bool) (sandbox.Snapshot, error)
-	FailSnapshot(ctx context.Context, id string, epoch int64, actor sandbox.Actor, cause string, releaseLease bool) (sandbox.Snapshot, error)
+	FinishSnapshot(ctx context.Context, id string, epoch, size int64, releaseLease bool) (domain.Snapshot, error)
+	FailSnapshot(ctx context.Context, id string, epoch int64, actor domain.Actor, cause string, releaseLease bool) (domain.Snapshot, error)
 	HandBackSnapshot(ctx context.Context, id string, epoch int64, lastErr string) error
-	EnsureExitSnapshot(ctx context.Context, sb sandbox.Sandbox, epoch int64, timeout, retention time.Duration, maxCount int, maxBytes int64) (sandbox.Snapshot, error)
+	EnsureExitSnapshot(ctx context.Context, sb domain.Sandbox, epoch int64, timeout, retention time.Duration, maxCount int, maxBytes int64) (domain.Snapshot, error)
 }
 
 // notifier wakes the executor when there may be work, and tells an in-flight
 // create that its sandbox changed.
 type notifier interface {
-	Subscribe() (<-chan sandbox.Change, func())
-	SubscribeSandbox(id string) (<-chan sandbox.Change, func())
+	Subscribe() (<-chan domain.Change, func())
+	SubscribeSandbox(id string) (<-chan domain.Change, func())
 }
 
 // Executor creates requested sandboxes, pauses and resumes those asked to
-// be (providers with sandbox.Pauser), and releases terminal ones. Start it
+// be (providers with domain.Pauser), and releases terminal ones. Start it
 // and stop it as every worker of the package starts and stops (lifetime).
 type Executor struct {
 	cfg       ExecutorConfig
 	store     workStore
 	notes     notifier
-	providers map[string]sandbox.Provider
+	providers map[string]domain.Provider
 	log       *slog.Logger
 	metrics   *Metrics
 
@@ -164,7 +164,7 @@ type Executor struct {
 	// work, per provider.
 	creates, releases, transitions map[string]claimSpec
 	// snapshots says how to claim and take manual snapshots, for providers
-	// with sandbox.Snapshotter.
+	// with domain.Snapshotter.
 	snapshots map[string]claimSpec
 	// drainedAt is, per provider, when a full claim last left no claimable
 	// sandbox behind (minus claimSkew): every sandbox requested since has
@@ -187,13 +187,13 @@ type Executor struct {
 }
 
 // NewExecutor returns an executor for the given providers.
-func NewExecutor(cfg ExecutorConfig, st workStore, notes notifier, providers []sandbox.Provider, log *slog.Logger, metrics *Metrics) *Executor {
+func NewExecutor(cfg ExecutorConfig, st workStore, notes notifier, providers []domain.Provider, log *slog.Logger, metrics *Metrics) *Executor {
 	cfg = cfg.withDefaults()
 	e := &Executor{
 		cfg:             cfg,
 		store:           st,
 		notes:           notes,
-		providers:       make(map[string]sandbox.Provider, len(providers)),
+		providers:       make(map[string]domain.Provider, len(providers)),
 		log:             log.With("component", "executor", "worker", cfg.WorkerID),
 		metrics:         metrics,
 		creates:         make(map[string]claimSpec),
@@ -210,7 +210,7 @@ func NewExecutor(cfg ExecutorConfig, st workStore, notes notifier, providers []s
 	for _, p := range providers {
 		// A host-bound provider's work is this node's share of it.
 		node := ""
-		if sandbox.IsHostBound(p) {
+		if domain.IsHostBound(p) {
 			node = cfg.Node
 		}
 		e.providers[p.Name()] = p
@@ -224,14 +224,14 @@ func NewExecutor(cfg ExecutorConfig, st workStore, notes notifier, providers []s
 			return e.store.ClaimReleases(ctx, provider, node, worker, limit, lease, share)
 		}
 		e.releases[p.Name()] = releases
-		if sandbox.CanPause(p) {
+		if domain.CanPause(p) {
 			transitions := newClaimSpec("transition", cfg.Concurrency, e.wakeTransitions, e.transition)
 			transitions.claim = func(ctx context.Context, provider, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error) {
 				return e.store.ClaimTransitions(ctx, provider, node, worker, limit, lease, share)
 			}
 			e.transitions[p.Name()] = transitions
 		}
-		if sandbox.CanSnapshot(p) {
+		if domain.CanSnapshot(p) {
 			snapshots := newClaimSpec("snapshot", cfg.SnapshotConcurrency, e.wakeSnapshots, e.snapshot)
 			snapshots.claim = func(ctx context.Context, provider, worker string, limit int, lease time.Duration, _ store.Share) ([]store.Claim, error) {
 				return e.store.ClaimSnapshots(ctx, provider, node, worker, limit, lease)
@@ -290,7 +290,7 @@ func (e *Executor) Stop(ctx context.Context) {
 }
 
 // loop claims work until ctx is done; the work it starts runs under workCtx.
-func (e *Executor) loop(ctx, workCtx context.Context, notes <-chan sandbox.Change) {
+func (e *Executor) loop(ctx, workCtx context.Context, notes <-chan domain.Change) {
 	ticker := time.NewTicker(e.cfg.PollInterval)
 	defer ticker.Stop()
 	want := everything
@@ -361,15 +361,15 @@ func (w wanted) or(o wanted) wanted {
 // lapsed lease, one handed back at shutdown) announces nothing at that
 // moment, so the poll finds those. A change with no id means anything may
 // have happened (the notifier reconnected).
-func wantsWork(n sandbox.Change) wanted {
+func wantsWork(n domain.Change) wanted {
 	switch {
 	case n.ID == "":
 		return everything
-	case n.State == sandbox.SnapshotChanged:
+	case n.State == domain.SnapshotChanged:
 		// A snapshot settled and its sandbox's lease ended: another
 		// snapshot of that sandbox may be claimable now.
 		return wanted{snapshots: true}
-	case n.State == sandbox.StateRequested:
+	case n.State == domain.StateRequested:
 		return wanted{creates: true}
 	case n.State.Transitioning():
 		// A pause or resume asked for; one handed back for a retry
@@ -536,19 +536,19 @@ type claimSpec struct {
 	// claim claims up to limit sandboxes under a lease, within share.
 	claim func(ctx context.Context, provider, worker string, limit int, lease time.Duration, share store.Share) ([]store.Claim, error)
 	// work runs one claimed sandbox to its end.
-	work func(context.Context, sandbox.Provider, store.Claim)
+	work func(context.Context, domain.Provider, store.Claim)
 }
 
 // newClaimSpec is a claimSpec of kind with n slots, shared among tenants;
 // its claim is the caller's to set.
-func newClaimSpec(kind string, n int, wake chan struct{}, work func(context.Context, sandbox.Provider, store.Claim)) claimSpec {
+func newClaimSpec(kind string, n int, wake chan struct{}, work func(context.Context, domain.Provider, store.Claim)) claimSpec {
 	return claimSpec{kind: kind, slots: make(chan struct{}, n), held: newTenantSlots(n),
 		backlog: new(atomic.Bool), wake: wake, work: work}
 }
 
 // claim claims as much of spec's work as it has free slots for and starts
 // each claimed sandbox's work under workCtx.
-func (e *Executor) claim(ctx, workCtx context.Context, p sandbox.Provider, spec claimSpec) {
+func (e *Executor) claim(ctx, workCtx context.Context, p domain.Provider, spec claimSpec) {
 	kind, slots, wake := spec.kind, spec.slots, spec.wake
 	free := cap(slots) - len(slots)
 	if free == 0 {
@@ -579,7 +579,7 @@ func (e *Executor) claim(ctx, workCtx context.Context, p sandbox.Provider, spec 
 		tenant := c.Sandbox.Tenant
 		spec.held.take(tenant)
 		e.metrics.Claims.WithLabelValues(p.Name(), kind).Inc()
-		if kind == "create" && c.From == sandbox.StateRequested {
+		if kind == "create" && c.From == domain.StateRequested {
 			e.metrics.ClaimLatency.WithLabelValues(p.Name()).Observe(e.store.Now().Sub(c.Sandbox.CreatedAt).Seconds())
 		}
 		e.inFlight.Add(1)
@@ -647,7 +647,7 @@ var (
 // create runs one claimed create to its end: ready, failed, retry later, or
 // cancelled and released. runCreate makes the provider call and decides
 // what came of it; recordCreate writes that down.
-func (e *Executor) create(ctx context.Context, p sandbox.Provider, c store.Claim) {
+func (e *Executor) create(ctx context.Context, p domain.Provider, c store.Claim) {
 	sb := c.Sandbox
 	log := lazyWith(e.log, slog.String("sandbox", sb.ID), slog.String("provider", p.Name()),
 		slog.Int64("epoch", sb.Epoch), slog.Int("attempt", sb.Attempts))
@@ -676,17 +676,17 @@ const (
 // createResult is a create attempt's outcome, with what recording it needs.
 type createResult struct {
 	outcome createOutcome
-	res     sandbox.Resource // createReady
-	err     error            // the provider's error, if any
-	retryAt time.Time        // createRetry
-	message string           // createFailed: the sandbox's error
+	res     domain.Resource // createReady
+	err     error           // the provider's error, if any
+	retryAt time.Time       // createRetry
+	message string          // createFailed: the sandbox's error
 	took    time.Duration
 }
 
 // runCreate makes the provider call for a claimed sandbox (unless it is too
 // late or has had its attempts), renewing the claim's lease meanwhile and
 // cancelling the call if the sandbox ends or the lease is lost.
-func (e *Executor) runCreate(ctx context.Context, p sandbox.Provider, sb sandbox.Sandbox, log *slog.Logger) createResult {
+func (e *Executor) runCreate(ctx context.Context, p domain.Provider, sb domain.Sandbox, log *slog.Logger) createResult {
 	if !e.store.Now().Before(sb.CreateDeadline) {
 		return createResult{outcome: createFailed, message: "creation deadline passed before an attempt could complete"}
 	}
@@ -695,8 +695,8 @@ func (e *Executor) runCreate(ctx context.Context, p sandbox.Provider, sb sandbox
 	}
 
 	start := time.Now()
-	res, c := leasedCall(ctx, e, p, sb, log, "create", sb.CreateDeadline, func(ctx context.Context) (sandbox.Resource, error) {
-		return p.Create(ctx, sandbox.CreateSpec{
+	res, c := leasedCall(ctx, e, p, sb, log, "create", sb.CreateDeadline, func(ctx context.Context) (domain.Resource, error) {
+		return p.Create(ctx, domain.CreateSpec{
 			SandboxID: sb.ID, Tenant: sb.Tenant, Labels: sb.Labels, Env: sb.Env, Setup: sb.Setup, Params: sb.Params,
 			EndBy: e.endBy(sb), FromSnapshot: sb.FromSnapshot, Epoch: sb.Epoch,
 		})
@@ -710,7 +710,7 @@ func (e *Executor) runCreate(ctx context.Context, p sandbox.Provider, sb sandbox
 }
 
 // endBy is the latest sb may live, or zero without a MaxLifetime.
-func (e *Executor) endBy(sb sandbox.Sandbox) time.Time {
+func (e *Executor) endBy(sb domain.Sandbox) time.Time {
 	if e.cfg.MaxLifetime <= 0 {
 		return time.Time{}
 	}
@@ -722,7 +722,7 @@ func (e *Executor) endBy(sb sandbox.Sandbox) time.Time {
 // the sandbox ends or when its lease is lost, and the lease is renewed
 // meanwhile. It returns what call returned, and how the call ended as far
 // as judgeCall needs it (the caller adds attempts, retryAt and deadline).
-func leasedCall[T any](ctx context.Context, e *Executor, p sandbox.Provider, sb sandbox.Sandbox, log *slog.Logger, op string, deadline time.Time, call func(context.Context) (T, error)) (T, createCall) {
+func leasedCall[T any](ctx context.Context, e *Executor, p domain.Provider, sb domain.Sandbox, log *slog.Logger, op string, deadline time.Time, call func(context.Context) (T, error)) (T, createCall) {
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	deadlineCtx, cancelDeadline := context.WithDeadline(callCtx, deadline)
@@ -794,7 +794,7 @@ func judgeCall(deadline string, c createCall) judgment {
 		return judgment{verdict: verdictHandBack}
 	case c.deadlinePassed:
 		return judgment{verdict: verdictDeadline, message: deadline + " deadline passed: " + c.err.Error()}
-	case sandbox.IsRetryable(c.err) && (c.maxAttempts == 0 || c.attempts < c.maxAttempts):
+	case domain.IsRetryable(c.err) && (c.maxAttempts == 0 || c.attempts < c.maxAttempts):
 		if c.retryAt.After(c.deadline) {
 			return judgment{verdict: verdictDeadline, message: deadline + " deadline would pass before a retry: " + c.err.Error()}
 		}
@@ -819,13 +819,13 @@ func classifyCreate(c createCall) createResult {
 // recordCreate writes a create attempt's outcome, fenced on sb's epoch. Its
 // writes happen even while the executor stops: they hand the sandbox back
 // or record its result.
-func (e *Executor) recordCreate(ctx context.Context, p sandbox.Provider, sb sandbox.Sandbox, log *slog.Logger, r createResult) {
+func (e *Executor) recordCreate(ctx context.Context, p domain.Provider, sb domain.Sandbox, log *slog.Logger, r createResult) {
 	wctx, cancel := detached(ctx)
 	defer cancel()
 	switch r.outcome {
 	case createReady:
 		if err := e.store.SetReady(wctx, sb.ID, sb.Epoch, r.res); err != nil {
-			if errors.Is(err, sandbox.ErrFenced) {
+			if errors.Is(err, domain.ErrFenced) {
 				log.Info("executor: created after the sandbox ended or was reclaimed; releasing if still ours")
 				e.releaseIfOurs(ctx, p, sb, log)
 				return
@@ -853,18 +853,18 @@ func (e *Executor) recordCreate(ctx context.Context, p sandbox.Provider, sb sand
 
 // handBack ends the claim at once and refunds its attempt, so that any
 // executor may claim the sandbox again now.
-func (e *Executor) handBack(ctx context.Context, sb sandbox.Sandbox, log *slog.Logger) {
+func (e *Executor) handBack(ctx context.Context, sb domain.Sandbox, log *slog.Logger) {
 	const refund = true
-	if err := e.store.Unclaim(ctx, sb.ID, sb.Epoch, e.store.Now(), "", refund); err != nil && !errors.Is(err, sandbox.ErrFenced) {
+	if err := e.store.Unclaim(ctx, sb.ID, sb.Epoch, e.store.Now(), "", refund); err != nil && !errors.Is(err, domain.ErrFenced) {
 		log.Error("executor: handing back failed; the lease will lapse", "err", err)
 	}
 }
 
 // retryLater ends the claim and makes the sandbox claimable again at
 // retryAt, recording why the attempt failed; the attempt counts.
-func (e *Executor) retryLater(ctx context.Context, sb sandbox.Sandbox, retryAt time.Time, cause error, log *slog.Logger) {
+func (e *Executor) retryLater(ctx context.Context, sb domain.Sandbox, retryAt time.Time, cause error, log *slog.Logger) {
 	const refund = false
-	if err := e.store.Unclaim(ctx, sb.ID, sb.Epoch, retryAt, cause.Error(), refund); err != nil && !errors.Is(err, sandbox.ErrFenced) {
+	if err := e.store.Unclaim(ctx, sb.ID, sb.Epoch, retryAt, cause.Error(), refund); err != nil && !errors.Is(err, domain.ErrFenced) {
 		log.Error("executor: scheduling retry failed; the lease will lapse", "err", err)
 	}
 }
@@ -884,11 +884,11 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // fail records a creation that will not succeed, then releases whatever the
 // attempts may have left at the provider.
-func (e *Executor) fail(ctx context.Context, p sandbox.Provider, sb sandbox.Sandbox, log *slog.Logger, msg string) {
+func (e *Executor) fail(ctx context.Context, p domain.Provider, sb domain.Sandbox, log *slog.Logger, msg string) {
 	wctx, cancel := detached(ctx)
 	defer cancel()
-	if _, err := e.store.MarkFailed(wctx, sb.ID, sb.Epoch, sandbox.ActorExecutor, msg); err != nil {
-		if errors.Is(err, sandbox.ErrFenced) {
+	if _, err := e.store.MarkFailed(wctx, sb.ID, sb.Epoch, domain.ActorExecutor, msg); err != nil {
+		if errors.Is(err, domain.ErrFenced) {
 			e.releaseIfOurs(ctx, p, sb, log)
 			return
 		}
@@ -901,7 +901,7 @@ func (e *Executor) fail(ctx context.Context, p sandbox.Provider, sb sandbox.Sand
 
 // releaseIfOurs releases the sandbox if it ended while our claim was the
 // latest one. If another executor reclaimed it, the resource is theirs.
-func (e *Executor) releaseIfOurs(ctx context.Context, p sandbox.Provider, sb sandbox.Sandbox, log *slog.Logger) {
+func (e *Executor) releaseIfOurs(ctx context.Context, p domain.Provider, sb domain.Sandbox, log *slog.Logger) {
 	wctx, cancel := detached(ctx)
 	defer cancel()
 	cur, err := e.store.Sandbox(wctx, sb.ID)
@@ -916,7 +916,7 @@ func (e *Executor) releaseIfOurs(ctx context.Context, p sandbox.Provider, sb san
 }
 
 // release is the work of a release claim.
-func (e *Executor) release(ctx context.Context, p sandbox.Provider, c store.Claim) {
+func (e *Executor) release(ctx context.Context, p domain.Provider, c store.Claim) {
 	sb := c.Sandbox
 	log := lazyWith(e.log, slog.String("sandbox", sb.ID), slog.String("provider", p.Name()), slog.Int64("epoch", sb.Epoch))
 	keepCtx, stopKeeping := context.WithCancel(ctx)
@@ -929,7 +929,7 @@ func (e *Executor) release(ctx context.Context, p sandbox.Provider, c store.Clai
 		stopKeeping()
 		<-keeperDone
 	}()
-	if sandbox.CanSnapshot(p) {
+	if domain.CanSnapshot(p) {
 		e.failPendingSnapshots(ctx, sb, log)
 	}
 	if takesExitSnapshot(p, sb) && !e.exitSnapshot(ctx, p, sb, log) {
@@ -937,7 +937,7 @@ func (e *Executor) release(ctx context.Context, p sandbox.Provider, c store.Clai
 		// takes the exit snapshot up again.
 		wctx, cancel := detached(ctx)
 		defer cancel()
-		if err := e.store.ReleaseFailed(wctx, sb.ID, sb.Epoch, e.store.Now(), "exit snapshot interrupted"); err != nil && !errors.Is(err, sandbox.ErrFenced) {
+		if err := e.store.ReleaseFailed(wctx, sb.ID, sb.Epoch, e.store.Now(), "exit snapshot interrupted"); err != nil && !errors.Is(err, domain.ErrFenced) {
 			log.Error("executor: handing the release back failed; the lease will lapse", "err", err)
 		}
 		return
@@ -947,7 +947,7 @@ func (e *Executor) release(ctx context.Context, p sandbox.Provider, c store.Clai
 
 // destroy asks the provider to destroy the sandbox's resources and records
 // the outcome, fenced on sb's epoch.
-func (e *Executor) destroy(ctx context.Context, p sandbox.Provider, sb sandbox.Sandbox, log *slog.Logger) {
+func (e *Executor) destroy(ctx context.Context, p domain.Provider, sb domain.Sandbox, log *slog.Logger) {
 	dctx, cancel := context.WithTimeout(ctx, e.cfg.DestroyTimeout)
 	start := time.Now()
 	_, err := callProvider(log, p.Name(), "destroy", e.panicked(p.Name(), "destroy"), func() (struct{}, error) {
@@ -964,13 +964,13 @@ func (e *Executor) destroy(ctx context.Context, p sandbox.Provider, sb sandbox.S
 			retryAt = retryAt.Add(backoff(e.cfg.RetryBackoff, e.cfg.MaxBackoff, sb.ReleaseAttempts))
 			log.Warn("executor: destroy failed; will retry", "err", err, "retry_at", retryAt)
 		}
-		if err := e.store.ReleaseFailed(wctx, sb.ID, sb.Epoch, retryAt, err.Error()); err != nil && !errors.Is(err, sandbox.ErrFenced) {
+		if err := e.store.ReleaseFailed(wctx, sb.ID, sb.Epoch, retryAt, err.Error()); err != nil && !errors.Is(err, domain.ErrFenced) {
 			log.Error("executor: recording destroy failure failed; the lease will lapse", "err", err)
 		}
 		return
 	}
 	if err := e.store.MarkReleased(wctx, sb.ID, sb.Epoch); err != nil {
-		if errors.Is(err, sandbox.ErrFenced) {
+		if errors.Is(err, domain.ErrFenced) {
 			log.Info("executor: release already recorded elsewhere")
 			return
 		}
@@ -983,8 +983,8 @@ func (e *Executor) destroy(ctx context.Context, p sandbox.Provider, sb sandbox.S
 // keepLease renews the claim's lease every Lease/3 until ctx is done. For a
 // create (onEnd set), it cancels the call when the sandbox ends or the lease
 // is lost.
-func (e *Executor) keepLease(ctx context.Context, sb sandbox.Sandbox, onEnd context.CancelCauseFunc, watchEnd bool) {
-	var notes <-chan sandbox.Change
+func (e *Executor) keepLease(ctx context.Context, sb domain.Sandbox, onEnd context.CancelCauseFunc, watchEnd bool) {
+	var notes <-chan domain.Change
 	if watchEnd {
 		ch, unsubscribe := e.notes.SubscribeSandbox(sb.ID)
 		defer unsubscribe()
@@ -1006,7 +1006,7 @@ func (e *Executor) keepLease(ctx context.Context, sb sandbox.Sandbox, onEnd cont
 		switch {
 		case ctx.Err() != nil:
 			return
-		case errors.Is(err, sandbox.ErrFenced):
+		case errors.Is(err, domain.ErrFenced):
 			if onEnd != nil {
 				onEnd(errLeaseLost)
 			}

@@ -14,9 +14,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/sim"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/store/notify"
 	"github.com/tetherhq/tether/internal/store/storetest"
@@ -80,7 +80,7 @@ func (e *env) executor(cfg lifecycle.ExecutorConfig) *lifecycle.Executor {
 }
 
 // executorOf is executor over the given providers.
-func (e *env) executorOf(cfg lifecycle.ExecutorConfig, providers ...sandbox.Provider) *lifecycle.Executor {
+func (e *env) executorOf(cfg lifecycle.ExecutorConfig, providers ...domain.Provider) *lifecycle.Executor {
 	e.t.Helper()
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 50 * time.Millisecond
@@ -98,9 +98,9 @@ func (e *env) executorOf(cfg lifecycle.ExecutorConfig, providers ...sandbox.Prov
 	return ex
 }
 
-func (e *env) create(params string, mutate ...func(*sandbox.CreateParams)) sandbox.Sandbox {
+func (e *env) create(params string, mutate ...func(*domain.CreateParams)) domain.Sandbox {
 	e.t.Helper()
-	p := sandbox.CreateParams{Tenant: "acme", Provider: "sim", TTL: time.Hour, CreateTimeout: time.Minute}
+	p := domain.CreateParams{Tenant: "acme", Provider: "sim", TTL: time.Hour, CreateTimeout: time.Minute}
 	if params != "" {
 		p.Params = json.RawMessage(params)
 	}
@@ -115,7 +115,7 @@ func (e *env) create(params string, mutate ...func(*sandbox.CreateParams)) sandb
 }
 
 // waitFor polls the sandbox until cond holds, failing after a deadline.
-func (e *env) waitFor(id, what string, cond func(sandbox.Sandbox) bool) sandbox.Sandbox {
+func (e *env) waitFor(id, what string, cond func(domain.Sandbox) bool) domain.Sandbox {
 	e.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -133,11 +133,11 @@ func (e *env) waitFor(id, what string, cond func(sandbox.Sandbox) bool) sandbox.
 	}
 }
 
-func isState(s sandbox.State) func(sandbox.Sandbox) bool {
-	return func(sb sandbox.Sandbox) bool { return sb.State == s }
+func isState(s domain.State) func(domain.Sandbox) bool {
+	return func(sb domain.Sandbox) bool { return sb.State == s }
 }
 
-func isReleased(sb sandbox.Sandbox) bool { return sb.Released }
+func isReleased(sb domain.Sandbox) bool { return sb.Released }
 
 // creates counts the sim's create calls that made a resource, per sandbox.
 func (e *env) creates() map[string]int {
@@ -182,14 +182,14 @@ func TestCreateToReadyAndRelease(t *testing.T) {
 	e := setup(t)
 	e.executor(lifecycle.ExecutorConfig{})
 	sb := e.create(`{"create_delay_ms": 20}`)
-	ready := e.waitFor(sb.ID, "ready", isState(sandbox.StateReady))
+	ready := e.waitFor(sb.ID, "ready", isState(domain.StateReady))
 	if ready.ProviderID == "" || ready.ReadyAt == nil || ready.Attempts != 1 {
 		t.Errorf("ready sandbox = %+v, want provider id, ready_at, 1 attempt", ready)
 	}
 	if !e.holds(sb.ID) {
 		t.Fatal("the provider holds no resource for a ready sandbox")
 	}
-	if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+	if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	e.waitFor(sb.ID, "released", isReleased)
@@ -209,13 +209,13 @@ func TestLateCreationIsReleased(t *testing.T) {
 	e := setup(t)
 	e.executor(lifecycle.ExecutorConfig{})
 	sb := e.create(`{"create_delay_ms": 400, "ignore_cancel": true}`)
-	e.waitFor(sb.ID, "creating", isState(sandbox.StateCreating))
-	got, changed, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "")
-	if err != nil || !changed || got.State != sandbox.StateCancelled {
+	e.waitFor(sb.ID, "creating", isState(domain.StateCreating))
+	got, changed, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, "")
+	if err != nil || !changed || got.State != domain.StateCancelled {
 		t.Fatalf("cancel = %s, %v, %v", got.State, changed, err)
 	}
 	final := e.waitFor(sb.ID, "released", isReleased)
-	if final.State != sandbox.StateCancelled || final.ReadyAt != nil {
+	if final.State != domain.StateCancelled || final.ReadyAt != nil {
 		t.Errorf("late sandbox = %s ready_at=%v, want cancelled and never ready", final.State, final.ReadyAt)
 	}
 	if n := e.creates()[sb.ID]; n != 1 {
@@ -236,8 +236,8 @@ func TestCancelInterruptsCreate(t *testing.T) {
 	e := setup(t)
 	e.executor(lifecycle.ExecutorConfig{})
 	sb := e.create(`{"create_delay_ms": 60000}`)
-	e.waitFor(sb.ID, "creating", isState(sandbox.StateCreating))
-	if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+	e.waitFor(sb.ID, "creating", isState(domain.StateCreating))
+	if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -255,8 +255,8 @@ func TestCreateFailureFailsAndReleases(t *testing.T) {
 	e := setup(t)
 	e.executor(lifecycle.ExecutorConfig{})
 	sb := e.create(`{"fail": "create"}`)
-	got := e.waitFor(sb.ID, "failed and released", func(s sandbox.Sandbox) bool { return s.State == sandbox.StateFailed && s.Released })
-	if got.Reason != sandbox.ReasonCreateFailed || !strings.Contains(got.Error, "injected failure") {
+	got := e.waitFor(sb.ID, "failed and released", func(s domain.Sandbox) bool { return s.State == domain.StateFailed && s.Released })
+	if got.Reason != domain.ReasonCreateFailed || !strings.Contains(got.Error, "injected failure") {
 		t.Errorf("failed sandbox = reason %q error %q", got.Reason, got.Error)
 	}
 	if h := e.history(sb.ID); h != "requested>creating>failed" {
@@ -269,7 +269,7 @@ func TestRetryableFailureIsRetried(t *testing.T) {
 	e := setup(t)
 	e.executor(lifecycle.ExecutorConfig{})
 	sb := e.create(`{"fail": "create_once"}`)
-	got := e.waitFor(sb.ID, "ready", isState(sandbox.StateReady))
+	got := e.waitFor(sb.ID, "ready", isState(domain.StateReady))
 	if got.Attempts != 2 {
 		t.Errorf("attempts = %d, want 2", got.Attempts)
 	}
@@ -283,8 +283,8 @@ func TestDestroyFailureIsRetried(t *testing.T) {
 	e := setup(t)
 	e.executor(lifecycle.ExecutorConfig{})
 	sb := e.create(`{"fail": "destroy_once"}`)
-	e.waitFor(sb.ID, "ready", isState(sandbox.StateReady))
-	if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+	e.waitFor(sb.ID, "ready", isState(domain.StateReady))
+	if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	got := e.waitFor(sb.ID, "released", isReleased)
@@ -300,9 +300,9 @@ func TestCreationDeadline(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	e.executor(lifecycle.ExecutorConfig{})
-	sb := e.create(`{"create_delay_ms": 60000}`, func(p *sandbox.CreateParams) { p.CreateTimeout = 300 * time.Millisecond })
-	got := e.waitFor(sb.ID, "failed", isState(sandbox.StateFailed))
-	if got.Reason != sandbox.ReasonCreateFailed || !strings.Contains(got.Error, "deadline") {
+	sb := e.create(`{"create_delay_ms": 60000}`, func(p *domain.CreateParams) { p.CreateTimeout = 300 * time.Millisecond })
+	got := e.waitFor(sb.ID, "failed", isState(domain.StateFailed))
+	if got.Reason != domain.ReasonCreateFailed || !strings.Contains(got.Error, "deadline") {
 		t.Errorf("sandbox = reason %q error %q, want create_failed by deadline", got.Reason, got.Error)
 	}
 	e.waitFor(sb.ID, "released", isReleased)
@@ -322,7 +322,7 @@ func TestRacingExecutorsCreateOnce(t *testing.T) {
 		e.executor(lifecycle.ExecutorConfig{Concurrency: 4})
 	}
 	for _, id := range ids {
-		e.waitFor(id, "ready", isState(sandbox.StateReady))
+		e.waitFor(id, "ready", isState(domain.StateReady))
 	}
 	creates := e.creates()
 	for _, id := range ids {
@@ -341,10 +341,10 @@ func TestShutdownHandsBack(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	first := lifecycle.NewExecutor(lifecycle.ExecutorConfig{PollInterval: 50 * time.Millisecond, Lease: time.Minute},
-		e.st, e.notifier, []sandbox.Provider{e.sim}, e.log, lifecycle.NewMetrics(nil))
+		e.st, e.notifier, []domain.Provider{e.sim}, e.log, lifecycle.NewMetrics(nil))
 	first.Start(e.ctx)
 	sb := e.create(`{"create_delay_ms": 60000}`)
-	e.waitFor(sb.ID, "creating", isState(sandbox.StateCreating))
+	e.waitFor(sb.ID, "creating", isState(domain.StateCreating))
 	stopCtx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	first.Stop(stopCtx)
 	cancel()
@@ -357,7 +357,7 @@ func TestShutdownHandsBack(t *testing.T) {
 	if got := claims[0].Sandbox.Attempts; got != 1 {
 		t.Errorf("attempts after a hand-back and a new claim = %d, want 1", got)
 	}
-	if _, err := e.st.MarkReady(e.ctx, sb.ID, claims[0].Sandbox.Epoch, sandbox.Resource{ProviderID: "p"}); err != nil {
+	if _, err := e.st.MarkReady(e.ctx, sb.ID, claims[0].Sandbox.Epoch, domain.Resource{ProviderID: "p"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := e.creates()[sb.ID]; n != 0 {
@@ -377,11 +377,11 @@ func TestCrashedExecutorWorkIsRescued(t *testing.T) {
 	if err != nil || len(claims) != 1 {
 		t.Fatalf("claim: %v", err)
 	}
-	if _, err := e.sim.Create(e.ctx, sandbox.CreateSpec{SandboxID: sb.ID}); err != nil {
+	if _, err := e.sim.Create(e.ctx, domain.CreateSpec{SandboxID: sb.ID}); err != nil {
 		t.Fatal(err)
 	}
 	e.executor(lifecycle.ExecutorConfig{})
-	got := e.waitFor(sb.ID, "ready", isState(sandbox.StateReady))
+	got := e.waitFor(sb.ID, "ready", isState(domain.StateReady))
 	if got.Attempts != 2 {
 		t.Errorf("attempts = %d, want 2", got.Attempts)
 	}
@@ -407,13 +407,13 @@ func TestManySandboxesSettle(t *testing.T) {
 	}
 	for i, id := range ids {
 		if i%5 == 0 {
-			if _, _, err := e.st.EndSandbox(e.ctx, "acme", id, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+			if _, _, err := e.st.EndSandbox(e.ctx, "acme", id, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	for _, id := range ids {
-		got := e.waitFor(id, "settled", func(s sandbox.Sandbox) bool { return s.State.Settled() && (s.Live() || s.Released) })
+		got := e.waitFor(id, "settled", func(s domain.Sandbox) bool { return s.State.Settled() && (s.Live() || s.Released) })
 		if got.State.Terminal() == e.holds(id) {
 			t.Errorf("%s: state %s but provider holds=%v", id, got.State, e.holds(id))
 		}
@@ -445,7 +445,7 @@ func TestRetryIsClaimedUnderSustainedLoad(t *testing.T) {
 	wg.Go(func() {
 		for ctx.Err() == nil {
 			for range 5 {
-				p := sandbox.CreateParams{Tenant: "acme", Provider: "sim", TTL: time.Hour, CreateTimeout: time.Minute,
+				p := domain.CreateParams{Tenant: "acme", Provider: "sim", TTL: time.Hour, CreateTimeout: time.Minute,
 					Params: json.RawMessage(`{"create_delay_ms": 20}`)}
 				if _, _, err := e.st.CreateSandbox(ctx, p); err != nil && ctx.Err() == nil {
 					t.Errorf("CreateSandbox: %v", err)
@@ -462,7 +462,7 @@ func TestRetryIsClaimedUnderSustainedLoad(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sb.State == sandbox.StateReady {
+		if sb.State == domain.StateReady {
 			if sb.Attempts != 2 {
 				t.Errorf("ready after %d attempts, want 2", sb.Attempts)
 			}

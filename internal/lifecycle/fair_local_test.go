@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/local"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/test/harness"
 )
 
@@ -39,7 +39,7 @@ func TestSlowTenantDoesNotDelayLocalCreates(t *testing.T) {
 	const slow, setup = 16, 25 * time.Second
 	slowIDs := make([]string, slow)
 	for i := range slowIDs {
-		slowIDs[i] = e.create("", func(c *sandbox.CreateParams) {
+		slowIDs[i] = e.create("", func(c *domain.CreateParams) {
 			c.Provider, c.Setup = local.Name, "sleep 25"
 		}).ID
 	}
@@ -58,7 +58,7 @@ func TestSlowTenantDoesNotDelayLocalCreates(t *testing.T) {
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		creating := 0
 		for _, id := range slowIDs {
-			if sb, _ := e.st.Sandbox(e.ctx, id); sb.State == sandbox.StateCreating {
+			if sb, _ := e.st.Sandbox(e.ctx, id); sb.State == domain.StateCreating {
 				creating++
 			}
 		}
@@ -73,9 +73,9 @@ func TestSlowTenantDoesNotDelayLocalCreates(t *testing.T) {
 	var worst time.Duration
 	for range 16 {
 		t0 := time.Now()
-		quick := e.create("", func(c *sandbox.CreateParams) { c.Provider, c.Tenant = local.Name, "quick" })
+		quick := e.create("", func(c *domain.CreateParams) { c.Provider, c.Tenant = local.Name, "quick" })
 		quickIDs = append(quickIDs, quick.ID)
-		e.waitFor(quick.ID, "ready", isState(sandbox.StateReady))
+		e.waitFor(quick.ID, "ready", isState(domain.StateReady))
 		took := time.Since(t0)
 		worst = max(worst, took)
 		if took > 5*time.Second {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/lifecycle"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/store/notify"
 	"github.com/tetherhq/tether/internal/store/storetest"
@@ -35,7 +35,7 @@ func TestSlowTenantLeavesSlotsForOthers(t *testing.T) {
 	for {
 		creating := 0
 		for _, id := range slowIDs {
-			if sb, _ := e.st.Sandbox(e.ctx, id); sb.State == sandbox.StateCreating {
+			if sb, _ := e.st.Sandbox(e.ctx, id); sb.State == domain.StateCreating {
 				creating++
 			}
 		}
@@ -48,8 +48,8 @@ func TestSlowTenantLeavesSlotsForOthers(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	start := time.Now()
-	quick := e.create("", func(p *sandbox.CreateParams) { p.Tenant = "quick" })
-	e.waitFor(quick.ID, "ready", isState(sandbox.StateReady))
+	quick := e.create("", func(p *domain.CreateParams) { p.Tenant = "quick" })
+	e.waitFor(quick.ID, "ready", isState(domain.StateReady))
 	took := time.Since(start)
 	t.Logf("another tenant's create was ready in %s with %d slow creates queued", took, slow)
 	if took > 5*time.Second {
@@ -73,7 +73,7 @@ func TestShareDoesNotStallABacklog(t *testing.T) {
 	e.executor(lifecycle.ExecutorConfig{Concurrency: 4, PollInterval: time.Hour})
 	start := time.Now()
 	for _, id := range ids {
-		e.waitFor(id, "ready", isState(sandbox.StateReady))
+		e.waitFor(id, "ready", isState(domain.StateReady))
 	}
 	// 24 creates of 20 ms, 3 at a time (the tenant's share of 4 slots):
 	// about 160 ms; a stalled executor would wait for its hourly poll.
@@ -104,9 +104,9 @@ type lookAgainCounter struct {
 	seen atomic.Int32
 }
 
-func (c *lookAgainCounter) Subscribe() (<-chan sandbox.Change, func()) {
+func (c *lookAgainCounter) Subscribe() (<-chan domain.Change, func()) {
 	in, unsubscribe := c.Notifier.Subscribe()
-	out := make(chan sandbox.Change, cap(in))
+	out := make(chan domain.Change, cap(in))
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -143,7 +143,7 @@ func TestOneClaimPerCreate(t *testing.T) {
 	st := &countingStore{Store: e.st}
 	notes := &lookAgainCounter{Notifier: e.notifier}
 	ex := lifecycle.NewExecutor(lifecycle.ExecutorConfig{Concurrency: 4, PollInterval: time.Hour},
-		st, notes, []sandbox.Provider{e.sim}, e.log, lifecycle.NewMetrics(nil))
+		st, notes, []domain.Provider{e.sim}, e.log, lifecycle.NewMetrics(nil))
 	ex.Start(e.ctx)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -155,7 +155,7 @@ func TestOneClaimPerCreate(t *testing.T) {
 	}
 	const n = 10
 	for range n {
-		e.waitFor(e.create("").ID, "ready", isState(sandbox.StateReady))
+		e.waitFor(e.create("").ID, "ready", isState(domain.StateReady))
 	}
 	time.Sleep(50 * time.Millisecond) // room for a claim after the last, were there one
 	// Besides the first dispatch's claim and one per create, one per
@@ -172,6 +172,6 @@ func TestOneClaimPerCreate(t *testing.T) {
 		ids[i] = e.create(`{"create_delay_ms": 20}`).ID
 	}
 	for _, id := range ids {
-		e.waitFor(id, "ready", isState(sandbox.StateReady))
+		e.waitFor(id, "ready", isState(domain.StateReady))
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // ErrProviderPanicked marks the error of a provider call that panicked.
@@ -24,7 +24,7 @@ func callProvider[T any](log *slog.Logger, provider, op string, count func(), fn
 				count()
 			}
 			var zero T
-			res, err = zero, sandbox.Retryable(fmt.Errorf("%w: %s %s: %v", ErrProviderPanicked, provider, op, r))
+			res, err = zero, domain.Retryable(fmt.Errorf("%w: %s %s: %v", ErrProviderPanicked, provider, op, r))
 		}
 	}()
 	return fn()

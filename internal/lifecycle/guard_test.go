@@ -9,9 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/sim"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // panicky is the sim provider, except that its first create and its first
@@ -21,7 +21,7 @@ type panicky struct {
 	creates, destroys atomic.Int32
 }
 
-func (p *panicky) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox.Resource, error) {
+func (p *panicky) Create(ctx context.Context, spec domain.CreateSpec) (domain.Resource, error) {
 	if p.creates.Add(1) == 1 {
 		panic("create went wrong")
 	}
@@ -43,16 +43,16 @@ func TestProviderPanicIsARetryableFailure(t *testing.T) {
 	e := setup(t)
 	p := &panicky{Provider: e.sim}
 	metrics := lifecycle.NewMetrics(prometheus.NewRegistry())
-	ex := lifecycle.NewExecutor(lifecycle.ExecutorConfig{PollInterval: 50 * time.Millisecond, RetryBackoff: 20 * time.Millisecond}, e.st, e.notifier, []sandbox.Provider{p}, e.log, metrics)
+	ex := lifecycle.NewExecutor(lifecycle.ExecutorConfig{PollInterval: 50 * time.Millisecond, RetryBackoff: 20 * time.Millisecond}, e.st, e.notifier, []domain.Provider{p}, e.log, metrics)
 	ex.Start(e.ctx)
 	t.Cleanup(func() { ex.Stop(context.Background()) })
 
 	sb := e.create("")
-	ready := e.waitFor(sb.ID, "ready", isState(sandbox.StateReady))
+	ready := e.waitFor(sb.ID, "ready", isState(domain.StateReady))
 	if ready.Attempts != 2 {
 		t.Errorf("attempts = %d, want 2 (a panic, then success)", ready.Attempts)
 	}
-	if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+	if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	e.waitFor(sb.ID, "released", isReleased)

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -88,15 +88,15 @@ type janitorStore interface {
 	TryLead(ctx context.Context, role, holder string, ttl time.Duration) (bool, error)
 	Resign(ctx context.Context, role, holder string) error
 	CreditOutage(ctx context.Context) (store.OutageCredit, bool, error)
-	EndLapsedOwners(ctx context.Context, limit int) ([]sandbox.Sandbox, error)
-	EndExpired(ctx context.Context, limit int) ([]sandbox.Sandbox, error)
-	FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, error)
+	EndLapsedOwners(ctx context.Context, limit int) ([]domain.Sandbox, error)
+	EndExpired(ctx context.Context, limit int) ([]domain.Sandbox, error)
+	FailOverdue(ctx context.Context, limit int) ([]domain.Sandbox, error)
 	RescueLapsedLeases(ctx context.Context) (int64, error)
 	Records(ctx context.Context, ids []string) (map[string]store.Record, error)
 	ReadyBefore(ctx context.Context, provider, node string, t time.Time, fn func(id string)) error
 	StrandedSandboxes(ctx context.Context, limit int) ([]store.Stranded, error)
-	MarkStranded(ctx context.Context, id, node, message string) (sandbox.Sandbox, bool, error)
-	MarkLost(ctx context.Context, id, message string) (sandbox.Sandbox, bool, error)
+	MarkStranded(ctx context.Context, id, node, message string) (domain.Sandbox, bool, error)
+	MarkLost(ctx context.Context, id, message string) (domain.Sandbox, bool, error)
 	RecordReconcile(ctx context.Context, provider, sandboxID, tenant, action, message string) error
 	ForgetIdempotencyKeys(ctx context.Context, cutoff time.Time, limit int) (int64, error)
 	snapshotStore
@@ -125,7 +125,7 @@ const janitorRole = "janitor"
 type Janitor struct {
 	cfg       JanitorConfig
 	store     janitorStore
-	providers []sandbox.Provider
+	providers []domain.Provider
 	log       *slog.Logger
 
 	actions  *prometheus.CounterVec
@@ -147,7 +147,7 @@ type Janitor struct {
 
 // NewJanitor returns a janitor over the providers. reg, if not nil,
 // receives its metrics.
-func NewJanitor(cfg JanitorConfig, st janitorStore, providers []sandbox.Provider, log *slog.Logger, reg prometheus.Registerer) *Janitor {
+func NewJanitor(cfg JanitorConfig, st janitorStore, providers []domain.Provider, log *slog.Logger, reg prometheus.Registerer) *Janitor {
 	cfg = cfg.withDefaults()
 	j := &Janitor{
 		cfg:       cfg,
@@ -193,7 +193,7 @@ func (j *Janitor) run(ctx context.Context) {
 	wg.Go(func() { j.every(ctx, j.sweepTick) })
 	wg.Go(func() { j.every(ctx, j.reconcileTick) })
 	for _, p := range j.providers {
-		if w, ok := p.(sandbox.Watcher); ok && !j.nodeBound(p) {
+		if w, ok := p.(domain.Watcher); ok && !j.nodeBound(p) {
 			wg.Go(func() { j.watch(ctx, p, w) })
 		}
 	}
@@ -266,7 +266,7 @@ func (j *Janitor) sweepTick(ctx context.Context) {
 // unsteady restarts the wait before dead nodes are judged if err says
 // Postgres could not be reached.
 func (j *Janitor) unsteady(err error) {
-	if errors.Is(err, sandbox.ErrUnavailable) {
+	if errors.Is(err, domain.ErrUnavailable) {
 		j.steadySince.Store(time.Now().UnixNano())
 	}
 }
@@ -316,8 +316,8 @@ func (j *Janitor) lead(ctx context.Context, role string) bool {
 }
 
 // nodeBound reports whether p's inventory is reconciled per node.
-func (j *Janitor) nodeBound(p sandbox.Provider) bool {
-	return j.cfg.Node != "" && sandbox.IsHostBound(p)
+func (j *Janitor) nodeBound(p domain.Provider) bool {
+	return j.cfg.Node != "" && domain.IsHostBound(p)
 }
 
 // Report counts what one run of the janitor did: a Sweep, a Reconcile, or
@@ -363,7 +363,7 @@ func (j *Janitor) Sweep(ctx context.Context) (Report, error) {
 		rep  Report
 		errs []error
 	)
-	sweep := func(action string, fn func(context.Context, int) ([]sandbox.Sandbox, error), count *int) {
+	sweep := func(action string, fn func(context.Context, int) ([]domain.Sandbox, error), count *int) {
 		for {
 			ended, err := fn(ctx, j.cfg.BatchSize)
 			if err != nil {
@@ -526,10 +526,10 @@ func (j *Janitor) endStranded(ctx context.Context, rep *Report) error {
 // decisions are planOrphans and lostIn; this applies them. A non-empty node
 // is the node whose inventory this is: only sandboxes placed there are
 // judged lost, and resources of sandboxes placed elsewhere are orphans.
-func (j *Janitor) reconcile(ctx context.Context, p sandbox.Provider, node string, rep *Report) error {
+func (j *Janitor) reconcile(ctx context.Context, p domain.Provider, node string, rep *Report) error {
 	listedAt := j.store.Now()
 	lctx, cancel := context.WithTimeout(ctx, time.Minute)
-	resources, err := callProvider(j.log, p.Name(), "list", j.panicked, func() ([]sandbox.Resource, error) {
+	resources, err := callProvider(j.log, p.Name(), "list", j.panicked, func() ([]domain.Resource, error) {
 		return p.List(lctx)
 	})
 	cancel()
@@ -537,7 +537,7 @@ func (j *Janitor) reconcile(ctx context.Context, p sandbox.Provider, node string
 		// Without an inventory nothing can be judged lost or orphaned.
 		return fmt.Errorf("list inventory: %w", err)
 	}
-	held := make(map[string]sandbox.Resource, len(resources))
+	held := make(map[string]domain.Resource, len(resources))
 	ids := make([]string, 0, len(resources))
 	for _, r := range resources {
 		held[r.SandboxID] = r
@@ -565,7 +565,7 @@ func (j *Janitor) reconcile(ctx context.Context, p sandbox.Provider, node string
 	if err := j.markLost(ctx, p, lost, rep); err != nil {
 		return err
 	}
-	if snap, ok := p.(sandbox.Snapshotter); ok {
+	if snap, ok := p.(domain.Snapshotter); ok {
 		return j.reconcileSnapshots(ctx, p, snap, node, rep)
 	}
 	return nil
@@ -583,7 +583,7 @@ type orphan struct {
 // a release may be confirming). On a node's inventory (node not empty),
 // resources of sandboxes placed on another node are orphans too: a create
 // re-placed after this node was dead. It does no I/O.
-func planOrphans(held map[string]sandbox.Resource, records map[string]store.Record, node string, listedAt time.Time, grace time.Duration) []orphan {
+func planOrphans(held map[string]domain.Resource, records map[string]store.Record, node string, listedAt time.Time, grace time.Duration) []orphan {
 	var orphans []orphan
 	for id, res := range held {
 		rec, known := records[id]
@@ -611,14 +611,14 @@ func planOrphans(held map[string]sandbox.Resource, records map[string]store.Reco
 
 // lostIn reports whether a sandbox that has been ready since before the
 // listing is lost: the inventory lacks it, or holds only defunct remains.
-func lostIn(held map[string]sandbox.Resource, id string) bool {
+func lostIn(held map[string]domain.Resource, id string) bool {
 	res, ok := held[id]
 	return !ok || res.Defunct
 }
 
 // destroyOrphans destroys the orphans, a few at a time, and records each
 // outcome in the reconciliation history.
-func (j *Janitor) destroyOrphans(ctx context.Context, p sandbox.Provider, orphans []orphan, rep *Report) error {
+func (j *Janitor) destroyOrphans(ctx context.Context, p domain.Provider, orphans []orphan, rep *Report) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(j.cfg.DestroyConcurrency)
 	var mu sync.Mutex
@@ -666,7 +666,7 @@ func lostMessage(reason string) string {
 }
 
 // markLost ends the lost sandboxes with reason lost.
-func (j *Janitor) markLost(ctx context.Context, p sandbox.Provider, lost []lostSandbox, rep *Report) error {
+func (j *Janitor) markLost(ctx context.Context, p domain.Provider, lost []lostSandbox, rep *Report) error {
 	for _, l := range lost {
 		sb, ended, err := j.store.MarkLost(ctx, l.id, lostMessage(l.reason))
 		if err != nil {
@@ -685,7 +685,7 @@ func (j *Janitor) markLost(ctx context.Context, p sandbox.Provider, lost []lostS
 // reports: each sandbox whose resource it says became defunct or vanished
 // is reconciled at once (reconcileWatched), not at the next listing. What
 // it reports while another replica leads is that replica's to act on.
-func (j *Janitor) watch(ctx context.Context, p sandbox.Provider, w sandbox.Watcher) {
+func (j *Janitor) watch(ctx context.Context, p domain.Provider, w domain.Watcher) {
 	for ev := range w.Watch(ctx) {
 		if !j.isLeader.Load() {
 			continue
@@ -702,16 +702,16 @@ func (j *Janitor) watch(ctx context.Context, p sandbox.Provider, w sandbox.Watch
 // The sandbox is checked ready before the lookup, and a ready sandbox's
 // resource is never made again, so a resource found gone after that is
 // gone for good.
-func (j *Janitor) reconcileWatched(ctx context.Context, p sandbox.Provider, w sandbox.Watcher, ev sandbox.Resource) error {
+func (j *Janitor) reconcileWatched(ctx context.Context, p domain.Provider, w domain.Watcher, ev domain.Resource) error {
 	records, err := j.store.Records(ctx, []string{ev.SandboxID})
 	if err != nil {
 		return err
 	}
-	if rec, ok := records[ev.SandboxID]; !ok || rec.State != sandbox.StateReady {
+	if rec, ok := records[ev.SandboxID]; !ok || rec.State != domain.StateReady {
 		return nil
 	}
 	type lookup struct {
-		res   sandbox.Resource
+		res   domain.Resource
 		found bool
 	}
 	lctx, cancel := context.WithTimeout(ctx, time.Minute)

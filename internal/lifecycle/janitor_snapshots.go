@@ -5,16 +5,16 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // snapshotStore is what the janitor needs of the registry for snapshots.
 type snapshotStore interface {
-	FailOverdueSnapshots(ctx context.Context) ([]sandbox.Snapshot, error)
-	ExpireSnapshots(ctx context.Context) ([]sandbox.Snapshot, error)
-	SnapshotsByID(ctx context.Context, ids []string) (map[string]sandbox.Snapshot, error)
-	ReadySnapshots(ctx context.Context, provider, node string, before time.Time) ([]sandbox.Snapshot, error)
-	MarkSnapshotLost(ctx context.Context, id, cause string) (sandbox.Snapshot, error)
+	FailOverdueSnapshots(ctx context.Context) ([]domain.Snapshot, error)
+	ExpireSnapshots(ctx context.Context) ([]domain.Snapshot, error)
+	SnapshotsByID(ctx context.Context, ids []string) (map[string]domain.Snapshot, error)
+	ReadySnapshots(ctx context.Context, provider, node string, before time.Time) ([]domain.Snapshot, error)
+	MarkSnapshotLost(ctx context.Context, id, cause string) (domain.Snapshot, error)
 }
 
 // sweepSnapshots fails the creating snapshots that can no longer be taken
@@ -55,7 +55,7 @@ type snapshotOrphan struct {
 // snapshot was made or its record last changed (a snapshot being taken
 // is recorded after its data appears). A creating or ready one is kept.
 // It does no I/O.
-func planSnapshotOrphans(held []sandbox.SnapshotInfo, records map[string]sandbox.Snapshot, listedAt time.Time, grace time.Duration) []snapshotOrphan {
+func planSnapshotOrphans(held []domain.SnapshotInfo, records map[string]domain.Snapshot, listedAt time.Time, grace time.Duration) []snapshotOrphan {
 	var out []snapshotOrphan
 	for _, info := range held {
 		rec, known := records[info.ID]
@@ -65,7 +65,7 @@ func planSnapshotOrphans(held []sandbox.SnapshotInfo, records map[string]sandbox
 				continue
 			}
 			out = append(out, snapshotOrphan{id: info.ID, why: "no snapshot of this id is recorded"})
-		case rec.State == sandbox.SnapshotCreating || rec.State == sandbox.SnapshotReady:
+		case rec.State == domain.SnapshotCreating || rec.State == domain.SnapshotReady:
 		case listedAt.Sub(rec.UpdatedAt) >= grace:
 			out = append(out, snapshotOrphan{id: info.ID, tenant: rec.Tenant, why: "the snapshot is " + string(rec.State)})
 		}
@@ -75,7 +75,7 @@ func planSnapshotOrphans(held []sandbox.SnapshotInfo, records map[string]sandbox
 
 // snapshotGone reports whether a provider's listing lacks the complete
 // snapshot id.
-func snapshotGone(held []sandbox.SnapshotInfo, id string) bool {
+func snapshotGone(held []domain.SnapshotInfo, id string) bool {
 	for _, info := range held {
 		if info.ID == id && !info.Partial {
 			return false
@@ -89,10 +89,10 @@ func snapshotGone(held []sandbox.SnapshotInfo, id string) bool {
 // the listing minus the grace) whose data the listing lacks are marked
 // lost. Each is recorded in reconcile_events, sandbox_id holding the
 // snapshot's id.
-func (j *Janitor) reconcileSnapshots(ctx context.Context, p sandbox.Provider, snap sandbox.Snapshotter, node string, rep *Report) error {
+func (j *Janitor) reconcileSnapshots(ctx context.Context, p domain.Provider, snap domain.Snapshotter, node string, rep *Report) error {
 	listedAt := j.store.Now()
 	lctx, cancel := context.WithTimeout(ctx, time.Minute)
-	held, err := callProvider(j.log, p.Name(), "list_snapshots", j.panicked, func() ([]sandbox.SnapshotInfo, error) {
+	held, err := callProvider(j.log, p.Name(), "list_snapshots", j.panicked, func() ([]domain.SnapshotInfo, error) {
 		return snap.ListSnapshots(lctx)
 	})
 	cancel()

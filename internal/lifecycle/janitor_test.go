@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/sim"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/store/storetest"
 )
@@ -27,7 +27,7 @@ func setupJanitor(t *testing.T) janitorEnv {
 	t.Helper()
 	e := setupWith(t, storetest.NewClock())
 	j := lifecycle.NewJanitor(lifecycle.JanitorConfig{Interval: time.Second, OrphanGrace: grace},
-		e.st, []sandbox.Provider{e.sim}, e.log, nil)
+		e.st, []domain.Provider{e.sim}, e.log, nil)
 	return janitorEnv{env: e, janitor: j}
 }
 
@@ -41,14 +41,14 @@ func (e janitorEnv) sweep() lifecycle.Report {
 }
 
 // ready drives a sandbox to ready by hand, with a real sim resource.
-func (e janitorEnv) ready(mutate ...func(*sandbox.CreateParams)) sandbox.Sandbox {
+func (e janitorEnv) ready(mutate ...func(*domain.CreateParams)) domain.Sandbox {
 	e.t.Helper()
 	sb := e.create("", mutate...)
 	claims, err := e.st.ClaimCreates(e.ctx, "sim", "", "w", 1, time.Hour, store.Share{})
 	if err != nil || len(claims) != 1 || claims[0].Sandbox.ID != sb.ID {
 		e.t.Fatalf("claim: %v %v", claims, err)
 	}
-	res, err := e.sim.Create(e.ctx, sandbox.CreateSpec{SandboxID: sb.ID})
+	res, err := e.sim.Create(e.ctx, domain.CreateSpec{SandboxID: sb.ID})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func (e janitorEnv) ready(mutate ...func(*sandbox.CreateParams)) sandbox.Sandbox
 	return sb
 }
 
-func (e janitorEnv) get(id string) sandbox.Sandbox {
+func (e janitorEnv) get(id string) domain.Sandbox {
 	e.t.Helper()
 	sb, err := e.st.Sandbox(e.ctx, id)
 	if err != nil {
@@ -68,8 +68,8 @@ func (e janitorEnv) get(id string) sandbox.Sandbox {
 	return sb
 }
 
-func owned(owner string, ttl time.Duration) func(*sandbox.CreateParams) {
-	return func(p *sandbox.CreateParams) { p.Owner, p.OwnerTTL = owner, ttl }
+func owned(owner string, ttl time.Duration) func(*domain.CreateParams) {
+	return func(p *domain.CreateParams) { p.Owner, p.OwnerTTL = owner, ttl }
 }
 
 func TestJanitorEndsSandboxesOfLapsedOwners(t *testing.T) {
@@ -91,14 +91,14 @@ func TestJanitorEndsSandboxesOfLapsedOwners(t *testing.T) {
 	if rep := e.sweep(); rep.OwnerExpired != 2 {
 		t.Errorf("OwnerExpired = %d, want 2", rep.OwnerExpired)
 	}
-	if got := e.get(lapsing.ID); got.State != sandbox.StateTerminated || got.Reason != sandbox.ReasonOwnerExpired {
+	if got := e.get(lapsing.ID); got.State != domain.StateTerminated || got.Reason != domain.ReasonOwnerExpired {
 		t.Errorf("lapsed owner's ready sandbox = %s/%s, want terminated/owner_expired", got.State, got.Reason)
 	}
-	if got := e.get(queued.ID); got.State != sandbox.StateCancelled || !got.Released || got.Reason != sandbox.ReasonOwnerExpired {
+	if got := e.get(queued.ID); got.State != domain.StateCancelled || !got.Released || got.Reason != domain.ReasonOwnerExpired {
 		t.Errorf("lapsed owner's requested sandbox = %s/%s released=%v, want cancelled, released", got.State, got.Reason, got.Released)
 	}
 	for _, id := range []string{alive.ID, unowned.ID} {
-		if got := e.get(id); got.State != sandbox.StateReady {
+		if got := e.get(id); got.State != domain.StateReady {
 			t.Errorf("sandbox %s = %s, want still ready", id, got.State)
 		}
 	}
@@ -107,20 +107,20 @@ func TestJanitorEndsSandboxesOfLapsedOwners(t *testing.T) {
 func TestJanitorEndsExpiredSandboxes(t *testing.T) {
 	t.Parallel()
 	e := setupJanitor(t)
-	short := e.ready(func(p *sandbox.CreateParams) { p.TTL = 5 * time.Second })
-	long := e.ready(func(p *sandbox.CreateParams) { p.TTL = time.Hour })
-	queued := e.create("", func(p *sandbox.CreateParams) { p.TTL = 5 * time.Second })
+	short := e.ready(func(p *domain.CreateParams) { p.TTL = 5 * time.Second })
+	long := e.ready(func(p *domain.CreateParams) { p.TTL = time.Hour })
+	queued := e.create("", func(p *domain.CreateParams) { p.TTL = 5 * time.Second })
 	e.clock.Advance(6 * time.Second)
 	if rep := e.sweep(); rep.Expired != 2 {
 		t.Errorf("Expired = %d, want 2", rep.Expired)
 	}
-	if got := e.get(short.ID); got.State != sandbox.StateTerminated || got.Reason != sandbox.ReasonExpired {
+	if got := e.get(short.ID); got.State != domain.StateTerminated || got.Reason != domain.ReasonExpired {
 		t.Errorf("expired sandbox = %s/%s, want terminated/expired", got.State, got.Reason)
 	}
-	if got := e.get(queued.ID); got.State != sandbox.StateCancelled || got.Reason != sandbox.ReasonExpired {
+	if got := e.get(queued.ID); got.State != domain.StateCancelled || got.Reason != domain.ReasonExpired {
 		t.Errorf("expired queued sandbox = %s/%s", got.State, got.Reason)
 	}
-	if got := e.get(long.ID); got.State != sandbox.StateReady {
+	if got := e.get(long.ID); got.State != domain.StateReady {
 		t.Errorf("unexpired sandbox = %s", got.State)
 	}
 	// A renewal moves the deadline.
@@ -129,7 +129,7 @@ func TestJanitorEndsExpiredSandboxes(t *testing.T) {
 	}
 	e.clock.Advance(90 * time.Minute)
 	e.sweep()
-	if got := e.get(long.ID); got.State != sandbox.StateReady {
+	if got := e.get(long.ID); got.State != domain.StateReady {
 		t.Errorf("renewed sandbox = %s, want ready", got.State)
 	}
 }
@@ -141,17 +141,17 @@ func TestJanitorSettlesOverdueCreations(t *testing.T) {
 	if _, err := e.st.ClaimCreates(e.ctx, "sim", "", "hung", 1, time.Hour, store.Share{}); err != nil {
 		t.Fatal(err)
 	}
-	unclaimed := e.create("", func(p *sandbox.CreateParams) { p.Provider = "nowhere" })
+	unclaimed := e.create("", func(p *domain.CreateParams) { p.Provider = "nowhere" })
 	e.clock.Advance(2 * time.Minute) // both are past their one-minute creation deadline
 	if rep := e.sweep(); rep.Overdue != 2 {
 		t.Errorf("Overdue = %d, want 2", rep.Overdue)
 	}
 	got := e.get(stuck.ID)
-	if got.State != sandbox.StateFailed || got.Reason != sandbox.ReasonCreateFailed || got.Released {
+	if got.State != domain.StateFailed || got.Reason != domain.ReasonCreateFailed || got.Released {
 		t.Errorf("stuck creation = %s/%s released=%v, want failed/create_failed, not yet released", got.State, got.Reason, got.Released)
 	}
 	got = e.get(unclaimed.ID)
-	if got.State != sandbox.StateCancelled || got.Reason != sandbox.ReasonCreateFailed || !got.Released {
+	if got.State != domain.StateCancelled || got.Reason != domain.ReasonCreateFailed || !got.Released {
 		t.Errorf("unclaimed = %s/%s released=%v, want cancelled/create_failed, released", got.State, got.Reason, got.Released)
 	}
 	// The hung executor's lease still holds the failed sandbox; once it
@@ -191,17 +191,17 @@ func TestJanitorDestroysOrphans(t *testing.T) {
 	t.Parallel()
 	e := setupJanitor(t)
 	// A resource Tether has no record of, e.g. from a crash of another install.
-	stranger := sandbox.NewID()
-	if _, err := e.sim.Create(e.ctx, sandbox.CreateSpec{SandboxID: stranger}); err != nil {
+	stranger := domain.NewID()
+	if _, err := e.sim.Create(e.ctx, domain.CreateSpec{SandboxID: stranger}); err != nil {
 		t.Fatal(err)
 	}
 	// A resource whose sandbox was cancelled and released before a late
 	// create landed.
 	late := e.create("")
-	if _, _, err := e.st.EndSandbox(e.ctx, "acme", late.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+	if _, _, err := e.st.EndSandbox(e.ctx, "acme", late.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.sim.Create(e.ctx, sandbox.CreateSpec{SandboxID: late.ID}); err != nil {
+	if _, err := e.sim.Create(e.ctx, domain.CreateSpec{SandboxID: late.ID}); err != nil {
 		t.Fatal(err)
 	}
 	live := e.ready()
@@ -251,10 +251,10 @@ func TestJanitorMarksLostSandboxes(t *testing.T) {
 	if rep := e.sweep(); rep.Lost != 1 {
 		t.Errorf("Lost = %d, want 1", rep.Lost)
 	}
-	if got := e.get(gone.ID); got.State != sandbox.StateTerminated || got.Reason != sandbox.ReasonLost {
+	if got := e.get(gone.ID); got.State != domain.StateTerminated || got.Reason != domain.ReasonLost {
 		t.Errorf("lost sandbox = %s/%s, want terminated/lost", got.State, got.Reason)
 	}
-	if got := e.get(kept.ID); got.State != sandbox.StateReady {
+	if got := e.get(kept.ID); got.State != domain.StateReady {
 		t.Errorf("intact sandbox = %s, want ready", got.State)
 	}
 	if h := e.history(gone.ID); h != "requested>creating>ready>terminated" {
@@ -313,7 +313,7 @@ type slowInventory struct {
 	delay time.Duration
 }
 
-func (s slowInventory) List(ctx context.Context) ([]sandbox.Resource, error) {
+func (s slowInventory) List(ctx context.Context) ([]domain.Resource, error) {
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -329,13 +329,13 @@ func TestSlowReconcileDoesNotDelaySweeps(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	j := lifecycle.NewJanitor(lifecycle.JanitorConfig{Interval: 100 * time.Millisecond},
-		e.st, []sandbox.Provider{slowInventory{e.sim, 5 * time.Second}}, e.log, nil)
+		e.st, []domain.Provider{slowInventory{e.sim, 5 * time.Second}}, e.log, nil)
 	j.Start(e.ctx)
 	t.Cleanup(func() { j.Stop(context.Background()) })
 	sb := e.create("", owned("brief", 300*time.Millisecond))
 	lapse := sb.CreatedAt.Add(300 * time.Millisecond)
-	ended := e.waitFor(sb.ID, "ended", func(s sandbox.Sandbox) bool { return s.State.Terminal() })
-	if ended.Reason != sandbox.ReasonOwnerExpired {
+	ended := e.waitFor(sb.ID, "ended", func(s domain.Sandbox) bool { return s.State.Terminal() })
+	if ended.Reason != domain.ReasonOwnerExpired {
 		t.Errorf("reason = %s, want owner_expired", ended.Reason)
 	}
 	if over := ended.EndedAt.Sub(lapse); over > 2*time.Second {
@@ -346,8 +346,8 @@ func TestSlowReconcileDoesNotDelaySweeps(t *testing.T) {
 func TestJanitorForgetsOldIdempotencyKeys(t *testing.T) {
 	t.Parallel()
 	e := setupJanitor(t)
-	keyed := func(key string) sandbox.Sandbox {
-		sb, _, err := e.st.CreateSandbox(e.ctx, sandbox.CreateParams{Tenant: "acme", Provider: "sim", TTL: 48 * time.Hour,
+	keyed := func(key string) domain.Sandbox {
+		sb, _, err := e.st.CreateSandbox(e.ctx, domain.CreateParams{Tenant: "acme", Provider: "sim", TTL: 48 * time.Hour,
 			CreateTimeout: time.Minute, IdempotencyKey: key, RequestHash: []byte("h")})
 		if err != nil {
 			t.Fatal(err)
@@ -364,7 +364,7 @@ func TestJanitorForgetsOldIdempotencyKeys(t *testing.T) {
 	if again := keyed("old"); again.ID == old.ID {
 		t.Error("a forgotten key still returned its old sandbox")
 	}
-	if again, _, err := e.st.CreateSandbox(e.ctx, sandbox.CreateParams{Tenant: "acme", Provider: "sim", TTL: time.Hour,
+	if again, _, err := e.st.CreateSandbox(e.ctx, domain.CreateParams{Tenant: "acme", Provider: "sim", TTL: time.Hour,
 		CreateTimeout: time.Minute, IdempotencyKey: "recent", RequestHash: []byte("h")}); err != nil || again.ID != recent.ID {
 		t.Errorf("a recent key = %s, %v; want its sandbox %s", again.ID, err, recent.ID)
 	}

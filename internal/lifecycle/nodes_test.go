@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/sim"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -34,19 +34,19 @@ func TestJanitorsOfTwoNodes(t *testing.T) {
 		hosts[node] = hostSim{p}
 		// An orphan grace of zero (1ns): nothing here is being recorded.
 		janitors[node] = lifecycle.NewJanitor(lifecycle.JanitorConfig{Holder: node, Node: node, OrphanGrace: time.Nanosecond, NodeGrace: time.Nanosecond},
-			e.st, []sandbox.Provider{hosts[node]}, e.log, nil)
+			e.st, []domain.Provider{hosts[node]}, e.log, nil)
 		if err := e.st.Heartbeat(e.ctx, store.Node{ID: node, URL: "http://" + node, Providers: []string{"sim"}}, true); err != nil {
 			t.Fatal(err)
 		}
 	}
-	readyOn := func(node string) sandbox.Sandbox {
+	readyOn := func(node string) domain.Sandbox {
 		t.Helper()
 		sb := e.create("")
 		claims, err := e.st.ClaimCreates(e.ctx, "sim", node, "w-"+node, 1, time.Hour, store.Share{})
 		if err != nil || len(claims) != 1 || claims[0].Sandbox.ID != sb.ID {
 			t.Fatalf("claim on %s: %v %v", node, claims, err)
 		}
-		res, err := hosts[node].Create(e.ctx, sandbox.CreateSpec{SandboxID: sb.ID})
+		res, err := hosts[node].Create(e.ctx, domain.CreateSpec{SandboxID: sb.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +55,7 @@ func TestJanitorsOfTwoNodes(t *testing.T) {
 		}
 		return sb
 	}
-	get := func(id string) sandbox.Sandbox {
+	get := func(id string) domain.Sandbox {
 		t.Helper()
 		sb, err := e.st.Sandbox(e.ctx, id)
 		if err != nil {
@@ -78,20 +78,20 @@ func TestJanitorsOfTwoNodes(t *testing.T) {
 			t.Fatalf("janitor of %s with both nodes alive: %+v; want nothing done", node, rep)
 		}
 	}
-	for _, sb := range []sandbox.Sandbox{on1, on2} {
-		if got := get(sb.ID); got.State != sandbox.StateReady {
+	for _, sb := range []domain.Sandbox{on1, on2} {
+		if got := get(sb.ID); got.State != domain.StateReady {
 			t.Fatalf("%s on %s is %s; want ready", sb.ID, sb.Node, got.State)
 		}
 	}
 
 	// n1's copy of a sandbox placed on n2 (a create re-placed) is an orphan.
-	if _, err := hosts["n1"].Create(e.ctx, sandbox.CreateSpec{SandboxID: on2.ID}); err != nil {
+	if _, err := hosts["n1"].Create(e.ctx, domain.CreateSpec{SandboxID: on2.ID}); err != nil {
 		t.Fatal(err)
 	}
 	if rep := run("n1"); rep.OrphansDestroyed != 1 {
 		t.Fatalf("n1's janitor destroyed %d orphans; want its copy of n2's sandbox", rep.OrphansDestroyed)
 	}
-	if got := get(on2.ID); got.State != sandbox.StateReady {
+	if got := get(on2.ID); got.State != domain.StateReady {
 		t.Fatalf("n2's sandbox is %s after n1 destroyed its copy; want ready", got.State)
 	}
 
@@ -103,7 +103,7 @@ func TestJanitorsOfTwoNodes(t *testing.T) {
 	// (just started, or back from an outage) judges no node dead: every
 	// live node must have had time to beat again.
 	fresh := lifecycle.NewJanitor(lifecycle.JanitorConfig{Holder: "fresh", Node: "n1", NodeGrace: time.Hour},
-		e.st, []sandbox.Provider{hosts["n1"]}, e.log, nil)
+		e.st, []domain.Provider{hosts["n1"]}, e.log, nil)
 	if rep, err := fresh.RunOnce(e.ctx); err != nil || rep.Stranded != 0 {
 		t.Fatalf("a fresh janitor ended %d sandboxes of a dead node (%v); want none before a grace period", rep.Stranded, err)
 	}
@@ -111,7 +111,7 @@ func TestJanitorsOfTwoNodes(t *testing.T) {
 		t.Fatalf("n1's janitor after n2 died: %+v; want 1 stranded", rep)
 	}
 	got := get(on2.ID)
-	if got.State != sandbox.StateTerminated || got.Reason != sandbox.ReasonLost {
+	if got.State != domain.StateTerminated || got.Reason != domain.ReasonLost {
 		t.Fatalf("dead n2's sandbox = %s/%s; want terminated/lost", got.State, got.Reason)
 	}
 	events, err := e.st.SandboxEvents(e.ctx, on2.ID, 0, 100)
@@ -121,7 +121,7 @@ func TestJanitorsOfTwoNodes(t *testing.T) {
 	if last := events[len(events)-1]; !strings.Contains(last.Message, "node n2") {
 		t.Fatalf("the lost event says %q; want it to name node n2", last.Message)
 	}
-	if got := get(on1.ID); got.State != sandbox.StateReady {
+	if got := get(on1.ID); got.State != domain.StateReady {
 		t.Fatalf("live n1's sandbox is %s; want ready", got.State)
 	}
 }
@@ -151,7 +151,7 @@ func TestExecutorsPlaceOverNodes(t *testing.T) {
 	}
 	placed := map[string]int{}
 	for _, id := range ids {
-		sb := e.waitFor(id, "ready", isState(sandbox.StateReady))
+		sb := e.waitFor(id, "ready", isState(domain.StateReady))
 		placed[sb.Node]++
 		held, err := hosts[sb.Node].List(e.ctx)
 		if err != nil {
@@ -168,7 +168,7 @@ func TestExecutorsPlaceOverNodes(t *testing.T) {
 	}
 	t.Logf("placement of %d creates: %v", n, placed)
 	for _, id := range ids {
-		if _, _, err := e.st.EndSandbox(e.ctx, "acme", id, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "test"); err != nil {
+		if _, _, err := e.st.EndSandbox(e.ctx, "acme", id, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, "test"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -182,7 +182,7 @@ func TestExecutorsPlaceOverNodes(t *testing.T) {
 	}
 }
 
-func heldIn(held []sandbox.Resource, id string) bool {
+func heldIn(held []domain.Resource, id string) bool {
 	for _, r := range held {
 		if r.SandboxID == id {
 			return true
@@ -209,7 +209,7 @@ func TestNodeWithoutTheProviderClaimsNone(t *testing.T) {
 		e.executorOf(lifecycle.ExecutorConfig{WorkerID: "w-" + node, Node: node}, hostSim{p})
 	}
 	for range 8 {
-		sb := e.waitFor(e.create("").ID, "ready", isState(sandbox.StateReady))
+		sb := e.waitFor(e.create("").ID, "ready", isState(domain.StateReady))
 		if sb.Node != "ok" {
 			t.Fatalf("%s was placed on %q; want the node that offers the provider", sb.ID, sb.Node)
 		}

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/lifecycle"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/store/storetest"
 )
@@ -47,12 +47,12 @@ func TestJanitorsCreditAWholeOutageOnce(t *testing.T) {
 	if _, err := stores[0].RegisterAPIKey(ctx, "acme", "test", "k"); err != nil {
 		t.Fatal(err)
 	}
-	create := func(owner string, ttl time.Duration) sandbox.Sandbox {
+	create := func(owner string, ttl time.Duration) domain.Sandbox {
 		t.Helper()
 		if err := stores[0].SettleOutage(ctx); err != nil {
 			t.Fatal(err)
 		}
-		sb, _, err := stores[0].CreateSandbox(ctx, sandbox.CreateParams{
+		sb, _, err := stores[0].CreateSandbox(ctx, domain.CreateParams{
 			Tenant: "acme", Provider: "sim", Owner: owner, OwnerTTL: ttl, TTL: time.Hour, CreateTimeout: time.Hour,
 		})
 		if err != nil {
@@ -68,7 +68,7 @@ func TestJanitorsCreditAWholeOutageOnce(t *testing.T) {
 		for i, j := range janitors {
 			rep, err := j.Sweep(ctx)
 			if links[i].IsCut() {
-				if !errors.Is(err, sandbox.ErrUnavailable) || rep.OwnerExpired != 0 {
+				if !errors.Is(err, domain.ErrUnavailable) || rep.OwnerExpired != 0 {
 					t.Fatalf("replica %d, cut off: sweep = %+v, %v; want ErrUnavailable and nothing judged", i, rep, err)
 				}
 				continue
@@ -81,7 +81,7 @@ func TestJanitorsCreditAWholeOutageOnce(t *testing.T) {
 		}
 		return credits, ended
 	}
-	state := func(id string) sandbox.Sandbox {
+	state := func(id string) domain.Sandbox {
 		t.Helper()
 		sb, err := stores[0].Sandbox(ctx, id)
 		if err != nil {
@@ -142,7 +142,7 @@ func TestJanitorsCreditAWholeOutageOnce(t *testing.T) {
 		t.Fatal("c's return credited its own outage")
 	}
 	sb := state(late.ID)
-	if sb.Live() || sb.Reason != sandbox.ReasonOwnerExpired || sb.EndedAt == nil {
+	if sb.Live() || sb.Reason != domain.ReasonOwnerExpired || sb.EndedAt == nil {
 		t.Fatalf("the late owner's sandbox is %s/%s, want ended owner_expired", sb.State, sb.Reason)
 	}
 	if took := sb.EndedAt.Sub(late.CreatedAt); took > 4*time.Second {
@@ -224,7 +224,7 @@ func TestJanitorLogsARestartAsOne(t *testing.T) {
 	if err := first.SettleOutage(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sb, _, err := first.CreateSandbox(ctx, sandbox.CreateParams{
+	sb, _, err := first.CreateSandbox(ctx, domain.CreateParams{
 		Tenant: "acme", Provider: "sim", Owner: "agent", OwnerTTL: 10 * time.Second, TTL: time.Hour, CreateTimeout: time.Hour,
 	})
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -46,7 +46,7 @@ type transitionResult struct {
 }
 
 // transition runs one claimed pause or resume to its end.
-func (e *Executor) transition(ctx context.Context, p sandbox.Provider, c store.Claim) {
+func (e *Executor) transition(ctx context.Context, p domain.Provider, c store.Claim) {
 	sb := c.Sandbox
 	log := lazyWith(e.log, slog.String("sandbox", sb.ID), slog.String("provider", p.Name()),
 		slog.Int64("epoch", sb.Epoch), slog.Any("state", sb.State))
@@ -54,8 +54,8 @@ func (e *Executor) transition(ctx context.Context, p sandbox.Provider, c store.C
 }
 
 // op names the provider call a transitioning state makes.
-func op(s sandbox.State) string {
-	if s == sandbox.StateResuming {
+func op(s domain.State) string {
+	if s == domain.StateResuming {
 		return "resume"
 	}
 	return "pause"
@@ -64,9 +64,9 @@ func op(s sandbox.State) string {
 // runTransition makes the provider call for a claimed pausing or resuming
 // sandbox, renewing the lease meanwhile and cancelling the call if the
 // sandbox ends, the lease is lost or the pause deadline passes.
-func (e *Executor) runTransition(ctx context.Context, p sandbox.Provider, sb sandbox.Sandbox, log *slog.Logger) transitionResult {
+func (e *Executor) runTransition(ctx context.Context, p domain.Provider, sb domain.Sandbox, log *slog.Logger) transitionResult {
 	name := op(sb.State)
-	pauser, ok := p.(sandbox.Pauser)
+	pauser, ok := p.(domain.Pauser)
 	if !ok {
 		return transitionResult{outcome: transitionRevert, message: fmt.Sprintf("provider %s cannot %s sandboxes", p.Name(), name)}
 	}
@@ -75,7 +75,7 @@ func (e *Executor) runTransition(ctx context.Context, p sandbox.Provider, sb san
 	}
 	deadline := *sb.PauseDeadline
 	call := pauser.Pause
-	if sb.State == sandbox.StateResuming {
+	if sb.State == domain.StateResuming {
 		call = pauser.Resume
 	}
 	_, c := leasedCall(ctx, e, p, sb, log, name, deadline, func(ctx context.Context) (struct{}, error) {
@@ -100,7 +100,7 @@ func classifyTransition(name string, c createCall) transitionResult {
 
 // recordTransition writes a pause or resume call's outcome, fenced on sb's
 // epoch, even while the executor stops.
-func (e *Executor) recordTransition(ctx context.Context, p sandbox.Provider, sb sandbox.Sandbox, log *slog.Logger, r transitionResult) {
+func (e *Executor) recordTransition(ctx context.Context, p domain.Provider, sb domain.Sandbox, log *slog.Logger, r transitionResult) {
 	wctx, cancel := detached(ctx)
 	defer cancel()
 	var err error
@@ -125,17 +125,17 @@ func (e *Executor) recordTransition(ctx context.Context, p sandbox.Provider, sb 
 		log.Warn("executor: "+op(sb.State)+" refused", "err", r.message)
 		_, err = e.store.RevertTransition(wctx, sb.ID, sb.Epoch, sb.State, r.message)
 	case transitionFail:
-		if _, err = e.store.FailTransition(wctx, sb.ID, sb.Epoch, sb.State, sandbox.ActorExecutor, r.message); err == nil {
+		if _, err = e.store.FailTransition(wctx, sb.ID, sb.Epoch, sb.State, domain.ActorExecutor, r.message); err == nil {
 			log.Warn("executor: sandbox failed", "error", r.message)
 			e.destroy(ctx, p, sb, log)
 			return
 		}
 	}
 	switch {
-	case errors.Is(err, sandbox.ErrFenced) && r.outcome != transitionHandBack && r.outcome != transitionRetry:
+	case errors.Is(err, domain.ErrFenced) && r.outcome != transitionHandBack && r.outcome != transitionRetry:
 		// It ended (or was reclaimed) meanwhile.
 		e.releaseIfOurs(ctx, p, sb, log)
-	case err != nil && !errors.Is(err, sandbox.ErrFenced):
+	case err != nil && !errors.Is(err, domain.ErrFenced):
 		log.Error("executor: recording the "+op(sb.State)+" failed; the lease will lapse and it is retried", "err", err)
 	}
 }

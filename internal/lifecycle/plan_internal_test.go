@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -27,26 +27,26 @@ func TestPlanOrphans(t *testing.T) {
 		{"unknown, old", old, nil, "no sandbox in the registry"},
 		// A create may be recording its sandbox right now.
 		{"unknown, young", young, nil, ""},
-		{"live: requested", old, &store.Record{State: sandbox.StateRequested}, ""},
-		{"live: creating", old, &store.Record{State: sandbox.StateCreating}, ""},
-		{"live: ready", old, &store.Record{State: sandbox.StateReady}, ""},
+		{"live: requested", old, &store.Record{State: domain.StateRequested}, ""},
+		{"live: creating", old, &store.Record{State: domain.StateCreating}, ""},
+		{"live: ready", old, &store.Record{State: domain.StateReady}, ""},
 		// Ended but not yet released: the executor's release owns it.
-		{"terminated, release pending", old, &store.Record{State: sandbox.StateTerminated, EndedAt: at(old)}, ""},
-		{"terminated, released long ago", old, &store.Record{State: sandbox.StateTerminated, Released: true, EndedAt: at(old)}, "terminated sandbox already released"},
-		{"cancelled, released just now", old, &store.Record{State: sandbox.StateCancelled, Released: true, EndedAt: at(young)}, ""},
+		{"terminated, release pending", old, &store.Record{State: domain.StateTerminated, EndedAt: at(old)}, ""},
+		{"terminated, released long ago", old, &store.Record{State: domain.StateTerminated, Released: true, EndedAt: at(old)}, "terminated sandbox already released"},
+		{"cancelled, released just now", old, &store.Record{State: domain.StateCancelled, Released: true, EndedAt: at(young)}, ""},
 		// A late creation: the resource is newer than the sandbox's end.
-		{"failed, released, resource young", young, &store.Record{State: sandbox.StateFailed, Released: true, EndedAt: at(old)}, ""},
+		{"failed, released, resource young", young, &store.Record{State: domain.StateFailed, Released: true, EndedAt: at(old)}, ""},
 		// This inventory is node n1's (see planOrphans' call below).
-		{"ready on this node", old, &store.Record{State: sandbox.StateReady, Node: "n1"}, ""},
+		{"ready on this node", old, &store.Record{State: domain.StateReady, Node: "n1"}, ""},
 		// A create re-placed on n2 after n1 was dead: n1's copy goes.
-		{"ready on another node", old, &store.Record{State: sandbox.StateReady, Node: "n2"}, "placed on node n2"},
-		{"ready on another node, resource young", young, &store.Record{State: sandbox.StateReady, Node: "n2"}, ""},
-		{"ended on this node, release pending", old, &store.Record{State: sandbox.StateTerminated, Node: "n1", EndedAt: at(old)}, ""},
+		{"ready on another node", old, &store.Record{State: domain.StateReady, Node: "n2"}, "placed on node n2"},
+		{"ready on another node, resource young", young, &store.Record{State: domain.StateReady, Node: "n2"}, ""},
+		{"ended on this node, release pending", old, &store.Record{State: domain.StateTerminated, Node: "n1", EndedAt: at(old)}, ""},
 	}
-	held := map[string]sandbox.Resource{}
+	held := map[string]domain.Resource{}
 	records := map[string]store.Record{}
 	for _, tc := range cases {
-		held[tc.name] = sandbox.Resource{SandboxID: tc.name, CreatedAt: tc.created}
+		held[tc.name] = domain.Resource{SandboxID: tc.name, CreatedAt: tc.created}
 		if tc.rec != nil {
 			rec := *tc.rec
 			rec.ID, rec.Tenant = tc.name, "acme"
@@ -76,7 +76,7 @@ func TestPlanOrphans(t *testing.T) {
 // it defunct.
 func TestLostIn(t *testing.T) {
 	t.Parallel()
-	held := map[string]sandbox.Resource{
+	held := map[string]domain.Resource{
 		"running": {SandboxID: "running"},
 		"defunct": {SandboxID: "defunct", Defunct: true},
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -70,7 +70,7 @@ func (c RefillerConfig) withDefaults() RefillerConfig {
 // refillStore is what the refiller needs from the registry.
 type refillStore interface {
 	Now() time.Time
-	ListPools(ctx context.Context, tenant string) ([]sandbox.Pool, error)
+	ListPools(ctx context.Context, tenant string) ([]domain.Pool, error)
 	RefillPool(ctx context.Context, tenant, name string, l store.RefillLimits) (store.Refill, error)
 }
 
@@ -197,12 +197,12 @@ func (r *Refiller) RunOnce(ctx context.Context) {
 // backingOff reports whether a refill of p would request nothing and has
 // no outcome to look for: p waits for its backoff's next step and no
 // member requested earlier is on its way.
-func backingOff(p sandbox.Pool, now time.Time) bool {
+func backingOff(p domain.Pool, now time.Time) bool {
 	return p.Refill.NextAt.After(now) && p.Refill.Pending == 0
 }
 
 // refill refills one pool and reports whether it succeeded.
-func (r *Refiller) refill(ctx context.Context, p sandbox.Pool, limits store.RefillLimits) bool {
+func (r *Refiller) refill(ctx context.Context, p domain.Pool, limits store.RefillLimits) bool {
 	res, err := r.store.RefillPool(ctx, p.Tenant, p.Name, limits)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -231,7 +231,7 @@ func (r *Refiller) refill(ctx context.Context, p sandbox.Pool, limits store.Refi
 
 // poolReader is what the pool collector needs.
 type poolReader interface {
-	ListPools(ctx context.Context, tenant string) ([]sandbox.Pool, error)
+	ListPools(ctx context.Context, tenant string) ([]domain.Pool, error)
 }
 
 // PoolCollector exports every warm pool's size, ready members and

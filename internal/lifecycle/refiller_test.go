@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/sim"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // refiller starts a refiller with test-friendly timings, stopped when the
@@ -29,7 +29,7 @@ func (e *env) refiller(reg prometheus.Registerer) *lifecycle.Refiller {
 }
 
 // waitPool polls the pool until cond holds, failing after a deadline.
-func (e *env) waitPool(name, what string, cond func(sandbox.Pool) bool) sandbox.Pool {
+func (e *env) waitPool(name, what string, cond func(domain.Pool) bool) domain.Pool {
 	e.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -58,25 +58,25 @@ func TestPoolFillsClaimsAndRefills(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(lifecycle.NewPoolCollector(e.st))
 	e.refiller(reg)
-	if _, err := e.st.CreatePool(e.ctx, sandbox.Pool{Tenant: "acme", Name: "py", Provider: "sim", MinReady: 3, MaxSize: 3,
+	if _, err := e.st.CreatePool(e.ctx, domain.Pool{Tenant: "acme", Name: "py", Provider: "sim", MinReady: 3, MaxSize: 3,
 		Params: []byte(`{"create_delay_ms":20}`)}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitPool("py", "filled", func(p sandbox.Pool) bool { return p.Ready == 3 })
+	e.waitPool("py", "filled", func(p domain.Pool) bool { return p.Ready == 3 })
 
 	start := time.Now()
-	c, err := e.st.ClaimFromPool(e.ctx, sandbox.ClaimParams{Tenant: "acme", Pool: "py", Owner: "agent", TTL: time.Hour, Explicit: true,
+	c, err := e.st.ClaimFromPool(e.ctx, domain.ClaimParams{Tenant: "acme", Pool: "py", Owner: "agent", TTL: time.Hour, Explicit: true,
 		OwnerTTL: time.Minute, MaxLifetime: 24 * time.Hour})
 	if err != nil || !c.Claimed {
 		t.Fatalf("claim: %+v, %v", c, err)
 	}
-	if took := time.Since(start); c.Sandbox.State != sandbox.StateReady || took > time.Second {
+	if took := time.Since(start); c.Sandbox.State != domain.StateReady || took > time.Second {
 		t.Fatalf("claimed %s in %s; want ready at once", c.Sandbox.State, took)
 	}
 	if !e.holds(c.Sandbox.ID) {
 		t.Fatalf("the claimed sandbox %s has no sim resource", c.Sandbox.ID)
 	}
-	p := e.waitPool("py", "refilled", func(p sandbox.Pool) bool { return p.Ready == 3 })
+	p := e.waitPool("py", "refilled", func(p domain.Pool) bool { return p.Ready == 3 })
 	if p.Size != 3 {
 		t.Fatalf("refilled pool %+v; want size 3", p)
 	}
@@ -107,14 +107,14 @@ func TestPoolFillsClaimsAndRefills(t *testing.T) {
 	}
 
 	// Deleting the pool ends the unclaimed members; the claimed one lives.
-	ended, err := e.st.DeletePool(e.ctx, "acme", "py", sandbox.Caller{})
+	ended, err := e.st.DeletePool(e.ctx, "acme", "py", domain.Caller{})
 	if err != nil || len(ended) != 3 {
 		t.Fatalf("DeletePool: %d ended, %v; want 3", len(ended), err)
 	}
 	for _, sb := range ended {
 		e.waitFor(sb.ID, "released", isReleased)
 	}
-	if sb, _ := e.st.Sandbox(e.ctx, c.Sandbox.ID); sb.State != sandbox.StateReady {
+	if sb, _ := e.st.Sandbox(e.ctx, c.Sandbox.ID); sb.State != domain.StateReady {
 		t.Fatalf("claimed member %s after the delete; want ready", sb.State)
 	}
 }
@@ -127,10 +127,10 @@ type downSim struct {
 	creates atomic.Int64
 }
 
-func (d *downSim) Create(ctx context.Context, spec sandbox.CreateSpec) (sandbox.Resource, error) {
+func (d *downSim) Create(ctx context.Context, spec domain.CreateSpec) (domain.Resource, error) {
 	d.creates.Add(1)
 	if d.down.Load() {
-		return sandbox.Resource{}, errors.New("sim is down: connection refused")
+		return domain.Resource{}, errors.New("sim is down: connection refused")
 	}
 	return d.Provider.Create(ctx, spec)
 }
@@ -154,7 +154,7 @@ func TestPoolRefillBacksOff(t *testing.T) {
 		MaxLifetime: 24 * time.Hour, CreateTimeout: time.Minute, Backoff: 100 * time.Millisecond, MaxBackoff: 400 * time.Millisecond}, e.st, e.log, reg)
 	r.Start(e.ctx)
 	t.Cleanup(func() { r.Stop(context.Background()) })
-	if _, err := e.st.CreatePool(e.ctx, sandbox.Pool{Tenant: "acme", Name: "bad", Provider: "sim", MinReady: 3, MaxSize: 3}); err != nil {
+	if _, err := e.st.CreatePool(e.ctx, domain.Pool{Tenant: "acme", Name: "bad", Provider: "sim", MinReady: 3, MaxSize: 3}); err != nil {
 		t.Fatal(err)
 	}
 	failed := func() int {
@@ -165,7 +165,7 @@ func TestPoolRefillBacksOff(t *testing.T) {
 		return n
 	}
 	start := time.Now()
-	e.waitPool("bad", "backing off", func(p sandbox.Pool) bool { return p.Refill.Failures >= 3 })
+	e.waitPool("bad", "backing off", func(p domain.Pool) bool { return p.Refill.Failures >= 3 })
 	// Watch it for 2s more: at the cap, a probe every 400ms at most.
 	const watch = 2 * time.Second
 	before := failed()
@@ -210,7 +210,7 @@ func TestPoolRefillBacksOff(t *testing.T) {
 	// The provider is back: within the cap and a create, the pool is full
 	// and no longer backing off.
 	ds.down.Store(false)
-	p = e.waitPool("bad", "refilled after the recovery", func(p sandbox.Pool) bool { return p.Ready == 3 && p.Refill.Failures == 0 })
+	p = e.waitPool("bad", "refilled after the recovery", func(p domain.Pool) bool { return p.Ready == 3 && p.Refill.Failures == 0 })
 	if !p.Refill.NextAt.IsZero() || p.Size != 3 {
 		t.Fatalf("recovered pool %+v; want 3 members, no backoff", p)
 	}

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -48,10 +48,10 @@ func classifySnapshot(c createCall) (snapshotOutcome, string) {
 }
 
 // snapshot runs one claimed manual snapshot to its end.
-func (e *Executor) snapshot(ctx context.Context, p sandbox.Provider, c store.Claim) {
+func (e *Executor) snapshot(ctx context.Context, p domain.Provider, c store.Claim) {
 	sn, sb := c.Snapshot, c.Sandbox
 	log := e.log.With("snapshot", sn.ID, "sandbox", sb.ID, "provider", p.Name(), "epoch", sb.Epoch)
-	snap, ok := p.(sandbox.Snapshotter)
+	snap, ok := p.(domain.Snapshotter)
 	if !ok { // a provider without the capability is never claimed for; be safe
 		e.recordSnapshot(ctx, snap, sn, log, snapshotFailed, 0, nil, "provider "+p.Name()+" cannot snapshot sandboxes")
 		return
@@ -73,7 +73,7 @@ func (e *Executor) snapshot(ctx context.Context, p sandbox.Provider, c store.Cla
 // recordSnapshot writes a manual snapshot call's outcome, fenced on its
 // epoch, and removes at the provider what a snapshot that will not be
 // ready left.
-func (e *Executor) recordSnapshot(ctx context.Context, snap sandbox.Snapshotter, sn sandbox.Snapshot, log *slog.Logger,
+func (e *Executor) recordSnapshot(ctx context.Context, snap domain.Snapshotter, sn domain.Snapshot, log *slog.Logger,
 	outcome snapshotOutcome, size int64, callErr error, msg string) {
 	wctx, cancel := detached(ctx)
 	defer cancel()
@@ -84,14 +84,14 @@ func (e *Executor) recordSnapshot(ctx context.Context, snap sandbox.Snapshotter,
 			log.Info("executor: snapshot ready", "bytes", size)
 			return
 		}
-		if errors.Is(err, sandbox.ErrFenced) {
+		if errors.Is(err, domain.ErrFenced) {
 			// Deleted while it was being taken: its data goes too.
 			log.Info("executor: snapshot taken after it was deleted; removing it")
 			e.deleteSnapshotData(wctx, snap, sn.ID, log)
 			return
 		}
 	case snapshotFailed:
-		if _, err = e.store.FailSnapshot(wctx, sn.ID, sn.Epoch, sandbox.ActorExecutor, msg, true); err == nil || errors.Is(err, sandbox.ErrFenced) {
+		if _, err = e.store.FailSnapshot(wctx, sn.ID, sn.Epoch, domain.ActorExecutor, msg, true); err == nil || errors.Is(err, domain.ErrFenced) {
 			log.Warn("executor: snapshot failed", "error", msg)
 			if snap != nil {
 				e.deleteSnapshotData(wctx, snap, sn.ID, log)
@@ -107,7 +107,7 @@ func (e *Executor) recordSnapshot(ctx context.Context, snap sandbox.Snapshotter,
 			last = callErr.Error()
 			log.Warn("executor: snapshot failed; retrying", "err", callErr)
 		}
-		if err = e.store.HandBackSnapshot(wctx, sn.ID, sn.Epoch, last); errors.Is(err, sandbox.ErrFenced) {
+		if err = e.store.HandBackSnapshot(wctx, sn.ID, sn.Epoch, last); errors.Is(err, domain.ErrFenced) {
 			return
 		}
 	}
@@ -118,7 +118,7 @@ func (e *Executor) recordSnapshot(ctx context.Context, snap sandbox.Snapshotter,
 
 // deleteSnapshotData removes a snapshot's data at the provider; a failure
 // leaves it to the janitor's reconciliation.
-func (e *Executor) deleteSnapshotData(ctx context.Context, snap sandbox.Snapshotter, id string, log *slog.Logger) {
+func (e *Executor) deleteSnapshotData(ctx context.Context, snap domain.Snapshotter, id string, log *slog.Logger) {
 	if err := snap.DeleteSnapshot(ctx, id); err != nil {
 		log.Warn("executor: removing snapshot data failed; reconciliation will", "err", err)
 	}
@@ -127,9 +127,9 @@ func (e *Executor) deleteSnapshotData(ctx context.Context, snap sandbox.Snapshot
 // takesExitSnapshot reports whether the release of sb takes an exit
 // snapshot first: it was created with on_end "snapshot", held a resource
 // (terminated) and ended by its owner's lease, its TTL or a delete.
-func takesExitSnapshot(p sandbox.Provider, sb sandbox.Sandbox) bool {
-	return sb.OnEnd == sandbox.OnEndSnapshot && sb.State == sandbox.StateTerminated &&
-		slices.Contains(sandbox.ExitSnapshotReasons, sb.Reason) && sandbox.CanSnapshot(p)
+func takesExitSnapshot(p domain.Provider, sb domain.Sandbox) bool {
+	return sb.OnEnd == domain.OnEndSnapshot && sb.State == domain.StateTerminated &&
+		slices.Contains(domain.ExitSnapshotReasons, sb.Reason) && domain.CanSnapshot(p)
 }
 
 // exitSnapshot takes the exit snapshot of the sandbox whose release sb is
@@ -138,8 +138,8 @@ func takesExitSnapshot(p sandbox.Provider, sb sandbox.Sandbox) bool {
 // release goes on. It returns false when the release must not go on now:
 // the executor is stopping, or the registry could not record the
 // snapshot (the release is then tried again).
-func (e *Executor) exitSnapshot(ctx context.Context, p sandbox.Provider, sb sandbox.Sandbox, log *slog.Logger) bool {
-	snap := p.(sandbox.Snapshotter)
+func (e *Executor) exitSnapshot(ctx context.Context, p domain.Provider, sb domain.Sandbox, log *slog.Logger) bool {
+	snap := p.(domain.Snapshotter)
 	wctx, cancel := detached(ctx)
 	sn, err := e.store.EnsureExitSnapshot(wctx, sb, sb.Epoch, e.cfg.ExitSnapshotTimeout, e.cfg.SnapshotRetention,
 		e.cfg.SnapshotMaxCount, e.cfg.SnapshotMaxBytes)
@@ -148,14 +148,14 @@ func (e *Executor) exitSnapshot(ctx context.Context, p sandbox.Provider, sb sand
 		log.Error("executor: recording the exit snapshot failed; the release is retried", "err", err)
 		return false
 	}
-	if sn.State != sandbox.SnapshotCreating {
+	if sn.State != domain.SnapshotCreating {
 		return true // settled by an earlier release worker (or refused by the quota)
 	}
 	log = log.With("snapshot", sn.ID)
 	fail := func(msg string) bool {
 		wctx, cancel := detached(ctx)
 		defer cancel()
-		if _, err := e.store.FailSnapshot(wctx, sn.ID, sb.Epoch, sandbox.ActorExecutor, msg, false); err != nil && !errors.Is(err, sandbox.ErrFenced) {
+		if _, err := e.store.FailSnapshot(wctx, sn.ID, sb.Epoch, domain.ActorExecutor, msg, false); err != nil && !errors.Is(err, domain.ErrFenced) {
 			log.Error("executor: recording the exit snapshot's failure failed; the release is retried", "err", err)
 			return false
 		}
@@ -179,7 +179,7 @@ func (e *Executor) exitSnapshot(ctx context.Context, p sandbox.Provider, sb sand
 		wctx, cancel := detached(ctx)
 		defer cancel()
 		if _, err := e.store.FinishSnapshot(wctx, sn.ID, sb.Epoch, size, false); err != nil {
-			if errors.Is(err, sandbox.ErrFenced) {
+			if errors.Is(err, domain.ErrFenced) {
 				e.deleteSnapshotData(wctx, snap, sn.ID, log) // deleted meanwhile
 				return true
 			}
@@ -200,7 +200,7 @@ func (e *Executor) exitSnapshot(ctx context.Context, p sandbox.Provider, sb sand
 // release sb is claimed that are still to be taken: its release destroys
 // what they would copy. (No snapshot claim can take them meanwhile: the
 // release holds the sandbox's lease.)
-func (e *Executor) failPendingSnapshots(ctx context.Context, sb sandbox.Sandbox, log *slog.Logger) {
+func (e *Executor) failPendingSnapshots(ctx context.Context, sb domain.Sandbox, log *slog.Logger) {
 	wctx, cancel := detached(ctx)
 	defer cancel()
 	if n, err := e.store.FailSnapshotsOf(wctx, sb.ID, sb.Epoch); err != nil {

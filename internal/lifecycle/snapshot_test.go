@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/lifecycle"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // snapshot asks for a snapshot of the sandbox, as the API does.
-func (e *env) snapshot(id string, timeout time.Duration) sandbox.Snapshot {
+func (e *env) snapshot(id string, timeout time.Duration) domain.Snapshot {
 	e.t.Helper()
-	sn, err := e.st.RequestSnapshot(e.ctx, sandbox.SnapshotRequest{Tenant: "acme", SourceID: id, Timeout: timeout})
+	sn, err := e.st.RequestSnapshot(e.ctx, domain.SnapshotRequest{Tenant: "acme", SourceID: id, Timeout: timeout})
 	if err != nil {
 		e.t.Fatalf("RequestSnapshot: %v", err)
 	}
@@ -24,7 +24,7 @@ func (e *env) snapshot(id string, timeout time.Duration) sandbox.Snapshot {
 }
 
 // waitSnapshot polls the snapshot until cond holds.
-func (e *env) waitSnapshot(id, what string, cond func(sandbox.Snapshot) bool) sandbox.Snapshot {
+func (e *env) waitSnapshot(id, what string, cond func(domain.Snapshot) bool) domain.Snapshot {
 	e.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -42,8 +42,8 @@ func (e *env) waitSnapshot(id, what string, cond func(sandbox.Snapshot) bool) sa
 	}
 }
 
-func snapState(s sandbox.SnapshotState) func(sandbox.Snapshot) bool {
-	return func(sn sandbox.Snapshot) bool { return sn.State == s }
+func snapState(s domain.SnapshotState) func(domain.Snapshot) bool {
+	return func(sn domain.Snapshot) bool { return sn.State == s }
 }
 
 // reasons lists the reasons of the sandbox's events.
@@ -62,18 +62,18 @@ func (e *env) reasons(id string) []string {
 
 // exitSnapshotOf returns the exit snapshot of the sandbox, found false if it
 // has none.
-func (e *env) exitSnapshotOf(id string) (sandbox.Snapshot, bool) {
+func (e *env) exitSnapshotOf(id string) (domain.Snapshot, bool) {
 	e.t.Helper()
-	sns, _, err := e.st.ListSnapshots(e.ctx, sandbox.SnapshotFilter{Tenant: "acme", SourceID: id, Limit: 10})
+	sns, _, err := e.st.ListSnapshots(e.ctx, domain.SnapshotFilter{Tenant: "acme", SourceID: id, Limit: 10})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	for _, sn := range sns {
-		if sn.Kind == sandbox.SnapshotExit {
+		if sn.Kind == domain.SnapshotExit {
 			return sn, true
 		}
 	}
-	return sandbox.Snapshot{}, false
+	return domain.Snapshot{}, false
 }
 
 // TestSnapshotTakenAndRestored: a snapshot of a ready sandbox becomes ready
@@ -84,9 +84,9 @@ func TestSnapshotTakenAndRestored(t *testing.T) {
 	e := setup(t)
 	e.executor(lifecycle.ExecutorConfig{})
 	sb := e.create(`{"snapshot_bytes":12345}`)
-	e.waitFor(sb.ID, "ready", isState(sandbox.StateReady))
+	e.waitFor(sb.ID, "ready", isState(domain.StateReady))
 	sn := e.snapshot(sb.ID, time.Minute)
-	got := e.waitSnapshot(sn.ID, "ready", snapState(sandbox.SnapshotReady))
+	got := e.waitSnapshot(sn.ID, "ready", snapState(domain.SnapshotReady))
 	if got.Size != 12345 || !e.sim.HasSnapshot(sn.ID) || got.Attempts != 1 {
 		t.Errorf("ready snapshot: size %d, held %v, attempts %d", got.Size, e.sim.HasSnapshot(sn.ID), got.Attempts)
 	}
@@ -94,11 +94,11 @@ func TestSnapshotTakenAndRestored(t *testing.T) {
 		t.Errorf("reasons = %v", r)
 	}
 	// The sandbox runs on, unleased: it can be snapshotted again and ended.
-	if cur := e.waitFor(sb.ID, "unleased", isState(sandbox.StateReady)); cur.Epoch < 2 {
+	if cur := e.waitFor(sb.ID, "unleased", isState(domain.StateReady)); cur.Epoch < 2 {
 		t.Errorf("epoch %d: the claim did not bump it", cur.Epoch)
 	}
-	from := e.create("", func(p *sandbox.CreateParams) { p.FromSnapshot = sn.ID })
-	e.waitFor(from.ID, "ready", isState(sandbox.StateReady))
+	from := e.create("", func(p *domain.CreateParams) { p.FromSnapshot = sn.ID })
+	e.waitFor(from.ID, "ready", isState(domain.StateReady))
 	if e.sim.FromSnapshot(from.ID) != sn.ID {
 		t.Errorf("the new sandbox started from %q, want %s", e.sim.FromSnapshot(from.ID), sn.ID)
 	}
@@ -111,12 +111,12 @@ func TestSnapshotOfPausedSandbox(t *testing.T) {
 	e := setup(t)
 	e.executor(lifecycle.ExecutorConfig{})
 	sb := e.create("")
-	e.waitFor(sb.ID, "ready", isState(sandbox.StateReady))
+	e.waitFor(sb.ID, "ready", isState(domain.StateReady))
 	e.pause(sb.ID, time.Minute)
-	e.waitFor(sb.ID, "paused", isState(sandbox.StatePaused))
+	e.waitFor(sb.ID, "paused", isState(domain.StatePaused))
 	sn := e.snapshot(sb.ID, time.Minute)
-	e.waitSnapshot(sn.ID, "ready", snapState(sandbox.SnapshotReady))
-	if cur := e.waitFor(sb.ID, "paused", isState(sandbox.StatePaused)); !e.sim.Paused(sb.ID) {
+	e.waitSnapshot(sn.ID, "ready", snapState(domain.SnapshotReady))
+	if cur := e.waitFor(sb.ID, "paused", isState(domain.StatePaused)); !e.sim.Paused(sb.ID) {
 		t.Errorf("after the snapshot: %s, paused at the provider %v", cur.State, e.sim.Paused(sb.ID))
 	}
 }
@@ -129,22 +129,22 @@ func TestSnapshotFailuresAreRecorded(t *testing.T) {
 	e.executor(lifecycle.ExecutorConfig{})
 	bad := e.create(`{"fail":"snapshot"}`)
 	flaky := e.create(`{"fail":"snapshot_once"}`)
-	e.waitFor(bad.ID, "ready", isState(sandbox.StateReady))
-	e.waitFor(flaky.ID, "ready", isState(sandbox.StateReady))
+	e.waitFor(bad.ID, "ready", isState(domain.StateReady))
+	e.waitFor(flaky.ID, "ready", isState(domain.StateReady))
 	b, f := e.snapshot(bad.ID, time.Minute), e.snapshot(flaky.ID, time.Minute)
-	got := e.waitSnapshot(b.ID, "failed", snapState(sandbox.SnapshotFailed))
+	got := e.waitSnapshot(b.ID, "failed", snapState(domain.SnapshotFailed))
 	if !strings.Contains(got.Error, "injected failure") || e.sim.HasSnapshot(b.ID) {
 		t.Errorf("failed snapshot: error %q, data held %v", got.Error, e.sim.HasSnapshot(b.ID))
 	}
 	if r := e.reasons(bad.ID); !slices.Contains(r, "snapshot_failed") {
 		t.Errorf("reasons = %v", r)
 	}
-	if got := e.waitSnapshot(f.ID, "ready", snapState(sandbox.SnapshotReady)); got.Attempts != 2 {
+	if got := e.waitSnapshot(f.ID, "ready", snapState(domain.SnapshotReady)); got.Attempts != 2 {
 		t.Errorf("retried snapshot: attempts %d, want 2", got.Attempts)
 	}
 	// Both sandboxes are free again: they end and are released.
 	for _, id := range []string{bad.ID, flaky.ID} {
-		if _, _, err := e.st.EndSandbox(e.ctx, "acme", id, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+		if _, _, err := e.st.EndSandbox(e.ctx, "acme", id, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 			t.Fatal(err)
 		}
 		e.waitFor(id, "released", isReleased)
@@ -162,10 +162,10 @@ func TestSnapshotRacingRelease(t *testing.T) {
 	e.executor(lifecycle.ExecutorConfig{})
 	for i, endAfter := range []time.Duration{0, 20 * time.Millisecond, 80 * time.Millisecond, 150 * time.Millisecond, 400 * time.Millisecond} {
 		sb := e.create(`{"snapshot_delay_ms":200,"ignore_cancel":true}`)
-		e.waitFor(sb.ID, "ready", isState(sandbox.StateReady))
+		e.waitFor(sb.ID, "ready", isState(domain.StateReady))
 		sn := e.snapshot(sb.ID, time.Minute)
 		time.Sleep(endAfter)
-		if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonOwnerReleased, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+		if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, domain.ReasonOwnerReleased, domain.ActorClient, domain.Caller{}, ""); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(20 * time.Second)
@@ -178,14 +178,14 @@ func TestSnapshotRacingRelease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cur.Released && s.State == sandbox.SnapshotCreating {
+			if cur.Released && s.State == domain.SnapshotCreating {
 				t.Fatalf("run %d: released while its snapshot was being taken", i)
 			}
-			if cur.Released && s.State != sandbox.SnapshotCreating {
-				if s.State == sandbox.SnapshotFailed && e.sim.HasSnapshot(sn.ID) {
+			if cur.Released && s.State != domain.SnapshotCreating {
+				if s.State == domain.SnapshotFailed && e.sim.HasSnapshot(sn.ID) {
 					t.Errorf("run %d: a failed snapshot left its data", i)
 				}
-				if s.State == sandbox.SnapshotReady && !e.sim.HasSnapshot(sn.ID) {
+				if s.State == domain.SnapshotReady && !e.sim.HasSnapshot(sn.ID) {
 					t.Errorf("run %d: a ready snapshot has no data", i)
 				}
 				break
@@ -210,22 +210,22 @@ func TestSnapshotOfEndedSandboxIsRefused(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	sb := e.create("") // requested: no executor runs
-	_, err := e.st.RequestSnapshot(e.ctx, sandbox.SnapshotRequest{Tenant: "acme", SourceID: sb.ID, Timeout: time.Minute})
-	if sandbox.ErrorCode(err) != sandbox.CodeStateConflict {
+	_, err := e.st.RequestSnapshot(e.ctx, domain.SnapshotRequest{Tenant: "acme", SourceID: sb.ID, Timeout: time.Minute})
+	if domain.ErrorCode(err) != domain.CodeStateConflict {
 		t.Errorf("snapshot of a requested sandbox: %v", err)
 	}
-	if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+	if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.st.RequestSnapshot(e.ctx, sandbox.SnapshotRequest{Tenant: "acme", SourceID: sb.ID, Timeout: time.Minute})
-	if sandbox.ErrorCode(err) != sandbox.CodeStateConflict || sandbox.ConflictState(err) != sandbox.StateCancelled {
+	_, err = e.st.RequestSnapshot(e.ctx, domain.SnapshotRequest{Tenant: "acme", SourceID: sb.ID, Timeout: time.Minute})
+	if domain.ErrorCode(err) != domain.CodeStateConflict || domain.ConflictState(err) != domain.StateCancelled {
 		t.Errorf("snapshot of a cancelled sandbox: %v", err)
 	}
-	_, err = e.st.RequestSnapshot(e.ctx, sandbox.SnapshotRequest{Tenant: "other", SourceID: sb.ID, Timeout: time.Minute})
-	if !errors.Is(err, sandbox.ErrNotFound) {
+	_, err = e.st.RequestSnapshot(e.ctx, domain.SnapshotRequest{Tenant: "other", SourceID: sb.ID, Timeout: time.Minute})
+	if !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("another tenant's sandbox: %v", err)
 	}
-	if sns, _, _ := e.st.ListSnapshots(e.ctx, sandbox.SnapshotFilter{Tenant: "acme", Limit: 10}); len(sns) != 0 {
+	if sns, _, _ := e.st.ListSnapshots(e.ctx, domain.SnapshotFilter{Tenant: "acme", Limit: 10}); len(sns) != 0 {
 		t.Errorf("refused requests wrote %d snapshots", len(sns))
 	}
 	if r := e.reasons(sb.ID); slices.Contains(r, "snapshot_requested") {
@@ -241,14 +241,14 @@ func TestExitSnapshot(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	e.executor(lifecycle.ExecutorConfig{})
-	onEnd := func(p *sandbox.CreateParams) { p.OnEnd = sandbox.OnEndSnapshot }
+	onEnd := func(p *domain.CreateParams) { p.OnEnd = domain.OnEndSnapshot }
 	for _, tc := range []struct {
-		reason sandbox.Reason
+		reason domain.Reason
 		taken  bool
-	}{{sandbox.ReasonRequested, true}, {sandbox.ReasonExpired, true}, {sandbox.ReasonOwnerExpired, true}, {sandbox.ReasonOwnerReleased, false}} {
+	}{{domain.ReasonRequested, true}, {domain.ReasonExpired, true}, {domain.ReasonOwnerExpired, true}, {domain.ReasonOwnerReleased, false}} {
 		sb := e.create(`{"snapshot_delay_ms":50}`, onEnd)
-		e.waitFor(sb.ID, "ready", isState(sandbox.StateReady))
-		if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, tc.reason, sandbox.ActorJanitor, sandbox.Caller{}, ""); err != nil {
+		e.waitFor(sb.ID, "ready", isState(domain.StateReady))
+		if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, tc.reason, domain.ActorJanitor, domain.Caller{}, ""); err != nil {
 			t.Fatal(err)
 		}
 		e.waitFor(sb.ID, "released", isReleased)
@@ -263,11 +263,11 @@ func TestExitSnapshot(t *testing.T) {
 		if !found {
 			continue
 		}
-		if sn.State != sandbox.SnapshotReady || !e.sim.HasSnapshot(sn.ID) {
+		if sn.State != domain.SnapshotReady || !e.sim.HasSnapshot(sn.ID) {
 			t.Errorf("%s: exit snapshot %s, data held %v", tc.reason, sn.State, e.sim.HasSnapshot(sn.ID))
 		}
-		from := e.create("", func(p *sandbox.CreateParams) { p.FromSnapshot = sn.ID })
-		e.waitFor(from.ID, "ready", isState(sandbox.StateReady))
+		from := e.create("", func(p *domain.CreateParams) { p.FromSnapshot = sn.ID })
+		e.waitFor(from.ID, "ready", isState(domain.StateReady))
 	}
 }
 
@@ -278,20 +278,20 @@ func TestExitSnapshotThatCannotBeTaken(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	e.executor(lifecycle.ExecutorConfig{ExitSnapshotTimeout: 2 * time.Second})
-	onEnd := func(p *sandbox.CreateParams) { p.OnEnd = sandbox.OnEndSnapshot }
+	onEnd := func(p *domain.CreateParams) { p.OnEnd = domain.OnEndSnapshot }
 	refused := e.create(`{"fail":"snapshot"}`, onEnd)
 	slow := e.create(`{"snapshot_delay_ms":30000}`, onEnd)
-	for _, sb := range []sandbox.Sandbox{refused, slow} {
-		e.waitFor(sb.ID, "ready", isState(sandbox.StateReady))
-		if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+	for _, sb := range []domain.Sandbox{refused, slow} {
+		e.waitFor(sb.ID, "ready", isState(domain.StateReady))
+		if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
 	start := time.Now()
-	for want, sb := range map[string]sandbox.Sandbox{"injected failure": refused, "deadline": slow} {
+	for want, sb := range map[string]domain.Sandbox{"injected failure": refused, "deadline": slow} {
 		e.waitFor(sb.ID, "released", isReleased)
 		sn, found := e.exitSnapshotOf(sb.ID)
-		if !found || sn.State != sandbox.SnapshotFailed || !strings.Contains(sn.Error, want) {
+		if !found || sn.State != domain.SnapshotFailed || !strings.Contains(sn.Error, want) {
 			t.Errorf("exit snapshot of %s: found %v, %s, %q", sb.ID, found, sn.State, sn.Error)
 		}
 		if e.sim.HasSnapshot(sn.ID) {
@@ -310,9 +310,9 @@ func TestExitSnapshotThatCannotBeTaken(t *testing.T) {
 func TestSnapshotReconcile(t *testing.T) {
 	t.Parallel()
 	e := setupJanitor(t)
-	take := func(retention time.Duration) sandbox.Snapshot {
-		sb := e.ready(func(p *sandbox.CreateParams) {})
-		sn, err := e.st.RequestSnapshot(e.ctx, sandbox.SnapshotRequest{Tenant: "acme", SourceID: sb.ID, Timeout: time.Hour, Retention: retention})
+	take := func(retention time.Duration) domain.Snapshot {
+		sb := e.ready(func(p *domain.CreateParams) {})
+		sn, err := e.st.RequestSnapshot(e.ctx, domain.SnapshotRequest{Tenant: "acme", SourceID: sb.ID, Timeout: time.Hour, Retention: retention})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -330,7 +330,7 @@ func TestSnapshotReconcile(t *testing.T) {
 		return sn
 	}
 	kept, deleted, gone, expiring := take(0), take(0), take(0), take(time.Hour)
-	stranger := sandbox.NewSnapshotID()
+	stranger := domain.NewSnapshotID()
 	src := e.ready()
 	if _, err := e.sim.Snapshot(e.ctx, src.ID, stranger); err != nil {
 		t.Fatal(err)
@@ -355,7 +355,7 @@ func TestSnapshotReconcile(t *testing.T) {
 	if !e.sim.HasSnapshot(kept.ID) || !e.sim.HasSnapshot(expiring.ID) {
 		t.Error("the janitor removed a ready snapshot's data")
 	}
-	for id, want := range map[string]sandbox.SnapshotState{kept.ID: sandbox.SnapshotReady, gone.ID: sandbox.SnapshotLost, deleted.ID: sandbox.SnapshotDeleted} {
+	for id, want := range map[string]domain.SnapshotState{kept.ID: domain.SnapshotReady, gone.ID: domain.SnapshotLost, deleted.ID: domain.SnapshotDeleted} {
 		if sn, _ := e.st.GetSnapshot(e.ctx, "acme", id); sn.State != want {
 			t.Errorf("snapshot %s: %s, want %s", id, sn.State, want)
 		}
@@ -369,7 +369,7 @@ func TestSnapshotReconcile(t *testing.T) {
 	if rep := e.sweep(); rep.SnapshotsExpired != 1 {
 		t.Errorf("expired %d, want 1", rep.SnapshotsExpired)
 	}
-	if sn, _ := e.st.GetSnapshot(e.ctx, "acme", expiring.ID); sn.State != sandbox.SnapshotDeleted {
+	if sn, _ := e.st.GetSnapshot(e.ctx, "acme", expiring.ID); sn.State != domain.SnapshotDeleted {
 		t.Errorf("expired snapshot is %s", sn.State)
 	}
 	e.clock.Advance(grace + time.Second)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -71,7 +71,7 @@ func (c *RegistryCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
 	for k, n := range st.Live {
 		ch <- prometheus.MustNewConstMetric(c.sandboxes, prometheus.GaugeValue, float64(n), k[0], k[1])
-		if sandbox.State(k[1]) == sandbox.StateRequested {
+		if domain.State(k[1]) == domain.StateRequested {
 			ch <- prometheus.MustNewConstMetric(c.queueDepth, prometheus.GaugeValue, float64(n), k[0])
 		}
 	}
@@ -95,12 +95,12 @@ func (c *RegistryCollector) Collect(ch chan<- prometheus.Metric) {
 // ProviderCollector reports whether each provider can serve, as
 // tether_provider_available.
 type ProviderCollector struct {
-	providers []sandbox.Provider
+	providers []domain.Provider
 	available *prometheus.Desc
 }
 
 // NewProviderCollector returns a collector over the providers.
-func NewProviderCollector(providers []sandbox.Provider) *ProviderCollector {
+func NewProviderCollector(providers []domain.Provider) *ProviderCollector {
 	return &ProviderCollector{providers: providers,
 		available: prometheus.NewDesc("tether_provider_available", "1 if the provider can create sandboxes on this replica, by provider.", []string{"provider"}, nil)}
 }

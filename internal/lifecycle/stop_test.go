@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/lifecycle"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -27,8 +27,8 @@ func (e *env) workers() map[string]struct {
 	start func(context.Context) error
 } {
 	ex := lifecycle.NewExecutor(lifecycle.ExecutorConfig{PollInterval: 50 * time.Millisecond}, e.st, e.notifier,
-		[]sandbox.Provider{e.sim}, e.log, lifecycle.NewMetrics(nil))
-	j := lifecycle.NewJanitor(lifecycle.JanitorConfig{Holder: "a", Interval: time.Second}, e.st, []sandbox.Provider{e.sim}, e.log, nil)
+		[]domain.Provider{e.sim}, e.log, lifecycle.NewMetrics(nil))
+	j := lifecycle.NewJanitor(lifecycle.JanitorConfig{Holder: "a", Interval: time.Second}, e.st, []domain.Provider{e.sim}, e.log, nil)
 	h := lifecycle.NewHeartbeat(e.st, store.Node{ID: "node-a", URL: "http://127.0.0.1:1", Providers: []string{"sim"}},
 		nil, nil, time.Minute, e.log)
 	wh := lifecycle.NewWebhooks(lifecycle.WebhookConfig{}, e.st, e.notifier, e.log, nil)
@@ -121,7 +121,7 @@ type stuckPools struct {
 
 func (s *stuckPools) Now() time.Time { return time.Now() }
 
-func (s *stuckPools) ListPools(context.Context, string) ([]sandbox.Pool, error) {
+func (s *stuckPools) ListPools(context.Context, string) ([]domain.Pool, error) {
 	s.once.Do(func() { close(s.entered) })
 	<-s.release
 	return nil, nil
@@ -165,7 +165,7 @@ func TestRefillerStopHonoursItsContext(t *testing.T) {
 func TestJanitorStopResigns(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	j := lifecycle.NewJanitor(lifecycle.JanitorConfig{Holder: "a", Interval: time.Second}, e.st, []sandbox.Provider{e.sim}, e.log, nil)
+	j := lifecycle.NewJanitor(lifecycle.JanitorConfig{Holder: "a", Interval: time.Second}, e.st, []domain.Provider{e.sim}, e.log, nil)
 	j.Start(e.ctx)
 	deadline := time.Now().Add(10 * time.Second)
 	for {

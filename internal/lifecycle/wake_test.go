@@ -3,7 +3,7 @@ package lifecycle
 import (
 	"testing"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // TestWantsWork checks which notifications wake the executor for which
@@ -11,21 +11,21 @@ import (
 func TestWantsWork(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		change sandbox.Change
+		change domain.Change
 		want   wanted
 	}{
-		{sandbox.Change{}, everything},
-		{sandbox.Change{ID: "a", State: sandbox.StateRequested}, wanted{creates: true}},
-		{sandbox.Change{ID: "a", State: sandbox.StateCreating}, wanted{}},
-		{sandbox.Change{ID: "a", State: sandbox.StateReady}, wanted{}},
-		{sandbox.Change{ID: "a", State: sandbox.StatePausing}, wanted{transitions: true}},
-		{sandbox.Change{ID: "a", State: sandbox.StateResuming}, wanted{transitions: true}},
-		{sandbox.Change{ID: "a", State: sandbox.StatePaused}, wanted{}},
-		{sandbox.Change{ID: "a", State: sandbox.StateTerminated}, wanted{releases: true}},
-		{sandbox.Change{ID: "a", State: sandbox.StateCancelled}, wanted{releases: true}},
-		{sandbox.Change{ID: "a", State: sandbox.StateFailed}, wanted{releases: true}},
-		{sandbox.Change{ID: "a", State: sandbox.StateCancelled, Released: true}, wanted{}},
-		{sandbox.Change{ID: "snap_a", State: sandbox.SnapshotChanged}, wanted{snapshots: true}},
+		{domain.Change{}, everything},
+		{domain.Change{ID: "a", State: domain.StateRequested}, wanted{creates: true}},
+		{domain.Change{ID: "a", State: domain.StateCreating}, wanted{}},
+		{domain.Change{ID: "a", State: domain.StateReady}, wanted{}},
+		{domain.Change{ID: "a", State: domain.StatePausing}, wanted{transitions: true}},
+		{domain.Change{ID: "a", State: domain.StateResuming}, wanted{transitions: true}},
+		{domain.Change{ID: "a", State: domain.StatePaused}, wanted{}},
+		{domain.Change{ID: "a", State: domain.StateTerminated}, wanted{releases: true}},
+		{domain.Change{ID: "a", State: domain.StateCancelled}, wanted{releases: true}},
+		{domain.Change{ID: "a", State: domain.StateFailed}, wanted{releases: true}},
+		{domain.Change{ID: "a", State: domain.StateCancelled, Released: true}, wanted{}},
+		{domain.Change{ID: "snap_a", State: domain.SnapshotChanged}, wanted{snapshots: true}},
 	} {
 		if got := wantsWork(tc.change); got != tc.want {
 			t.Errorf("wantsWork(%+v) = %+v, want %+v", tc.change, got, tc.want)

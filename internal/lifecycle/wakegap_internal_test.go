@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -32,9 +32,9 @@ func (s *countingWebhookStore) RecordWebhookAttempt(context.Context, store.Attem
 	return false, nil
 }
 
-type chanSource chan sandbox.Change
+type chanSource chan domain.Change
 
-func (c chanSource) Subscribe() (<-chan sandbox.Change, func()) { return c, func() {} }
+func (c chanSource) Subscribe() (<-chan domain.Change, func()) { return c, func() {} }
 
 // TestWebhookWakeUpsCoalesce: a burst of changes is served by a round per
 // wakeGap, not a round per change, and a change after a quiet spell still
@@ -60,14 +60,14 @@ func TestWebhookWakeUpsCoalesce(t *testing.T) {
 
 	// A change after a quiet spell: a round at once.
 	time.Sleep(2 * wakeGap)
-	changes <- sandbox.Change{ID: "sbx_one", State: sandbox.StateRequested}
+	changes <- domain.Change{ID: "sbx_one", State: domain.StateRequested}
 	waitPlans(2, 5*time.Second)
 
 	// A burst of 2000 changes over about 200 ms.
 	before := st.plans.Load()
 	start := time.Now()
 	for i := range 2000 {
-		changes <- sandbox.Change{ID: "sbx_burst", State: sandbox.StateRequested}
+		changes <- domain.Change{ID: "sbx_burst", State: domain.StateRequested}
 		if i%20 == 0 {
 			time.Sleep(2 * time.Millisecond)
 		}

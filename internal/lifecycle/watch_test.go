@@ -7,20 +7,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/sim"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // watchingSim is the sim provider with the Watcher capability: the test
 // sends the events, and Lookup answers from the sim's real inventory.
 type watchingSim struct {
 	*sim.Provider
-	events chan sandbox.Resource
+	events chan domain.Resource
 }
 
-func (w *watchingSim) Watch(ctx context.Context) <-chan sandbox.Resource {
-	out := make(chan sandbox.Resource)
+func (w *watchingSim) Watch(ctx context.Context) <-chan domain.Resource {
+	out := make(chan domain.Resource)
 	go func() {
 		defer close(out)
 		for {
@@ -39,17 +39,17 @@ func (w *watchingSim) Watch(ctx context.Context) <-chan sandbox.Resource {
 	return out
 }
 
-func (w *watchingSim) Lookup(ctx context.Context, id string) (sandbox.Resource, bool, error) {
+func (w *watchingSim) Lookup(ctx context.Context, id string) (domain.Resource, bool, error) {
 	all, err := w.List(ctx)
 	if err != nil {
-		return sandbox.Resource{}, false, err
+		return domain.Resource{}, false, err
 	}
 	for _, r := range all {
 		if r.SandboxID == id {
 			return r, true, nil
 		}
 	}
-	return sandbox.Resource{}, false, nil
+	return domain.Resource{}, false, nil
 }
 
 // TestJanitorActsOnWatchedLoss: a watching provider's report that a
@@ -60,9 +60,9 @@ func (w *watchingSim) Lookup(ctx context.Context, id string) (sandbox.Resource, 
 func TestJanitorActsOnWatchedLoss(t *testing.T) {
 	t.Parallel()
 	e := setupJanitor(t)
-	w := &watchingSim{Provider: e.sim, events: make(chan sandbox.Resource)}
+	w := &watchingSim{Provider: e.sim, events: make(chan domain.Resource)}
 	j := lifecycle.NewJanitor(lifecycle.JanitorConfig{Interval: time.Hour, OrphanGrace: grace},
-		e.st, []sandbox.Provider{w}, e.log, nil)
+		e.st, []domain.Provider{w}, e.log, nil)
 	gone, alive := e.ready(), e.ready()
 	ctx, cancel := context.WithCancel(e.ctx)
 	j.Start(ctx)
@@ -78,8 +78,8 @@ func TestJanitorActsOnWatchedLoss(t *testing.T) {
 	for {
 		// Sent until the janitor leads and acts: before it leads it drops
 		// them. The stale one goes first, so it was judged when gone is.
-		w.events <- sandbox.Resource{SandboxID: alive.ID, Defunct: true, Reason: "stale"}
-		w.events <- sandbox.Resource{SandboxID: gone.ID, Defunct: true, Reason: reason}
+		w.events <- domain.Resource{SandboxID: alive.ID, Defunct: true, Reason: "stale"}
+		w.events <- domain.Resource{SandboxID: gone.ID, Defunct: true, Reason: reason}
 		if e.get(gone.ID).State.Terminal() || time.Now().After(deadline) {
 			break
 		}
@@ -87,7 +87,7 @@ func TestJanitorActsOnWatchedLoss(t *testing.T) {
 	}
 	stop()
 	sb := e.get(gone.ID)
-	if sb.State != sandbox.StateTerminated || sb.Reason != sandbox.ReasonLost {
+	if sb.State != domain.StateTerminated || sb.Reason != domain.ReasonLost {
 		t.Fatalf("watched loss: state %s reason %s, want terminated lost", sb.State, sb.Reason)
 	}
 	events, err := e.st.SandboxEvents(e.ctx, gone.ID, 0, 100)
@@ -101,7 +101,7 @@ func TestJanitorActsOnWatchedLoss(t *testing.T) {
 	if !strings.Contains(strings.Join(messages, "\n"), reason) {
 		t.Errorf("lost sandbox's history %q does not carry the provider's reason %q", messages, reason)
 	}
-	if sb := e.get(alive.ID); sb.State != sandbox.StateReady {
+	if sb := e.get(alive.ID); sb.State != domain.StateReady {
 		t.Errorf("a stale watch event ended a running sandbox: %s %s", sb.State, sb.Reason)
 	}
 }

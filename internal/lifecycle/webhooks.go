@@ -17,7 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/webhook"
 )
@@ -94,7 +94,7 @@ type webhookStore interface {
 
 // changeSource wakes the worker when sandboxes change (the notifier).
 type changeSource interface {
-	Subscribe() (<-chan sandbox.Change, func())
+	Subscribe() (<-chan domain.Change, func())
 }
 
 // Webhooks sends the tenants' events to their webhook endpoints. Each
@@ -159,7 +159,7 @@ func NewWebhooks(cfg WebhookConfig, st webhookStore, changes changeSource, log *
 // recorded is claimed again once its lease lapses.
 func (w *Webhooks) Start(ctx context.Context) {
 	_ = w.start(ctx, func(ctx context.Context) (func(), error) {
-		var wake <-chan sandbox.Change
+		var wake <-chan domain.Change
 		unsubscribe := func() {}
 		if w.changes != nil {
 			wake, unsubscribe = w.changes.Subscribe()
@@ -174,7 +174,7 @@ func (w *Webhooks) Start(ctx context.Context) {
 
 // run plans, claims and sends rounds until ctx is done: at once while
 // they find work, else at a change, a free slot or the poll interval.
-func (w *Webhooks) run(ctx context.Context, wake <-chan sandbox.Change) {
+func (w *Webhooks) run(ctx context.Context, wake <-chan domain.Change) {
 	ticker := time.NewTicker(w.cfg.PollInterval)
 	defer ticker.Stop()
 	for {
@@ -212,7 +212,7 @@ const wakeGap = 20 * time.Millisecond
 // coalesce waits until wakeGap has passed since the last round started,
 // then takes the wake-ups that came meanwhile, which the next round
 // serves; false if ctx ended.
-func coalesce(ctx context.Context, wake <-chan sandbox.Change, started time.Time) bool {
+func coalesce(ctx context.Context, wake <-chan domain.Change, started time.Time) bool {
 	if d := wakeGap - time.Since(started); d > 0 {
 		t := time.NewTimer(d)
 		select {

@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/lifecycle"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/webhook"
 	"github.com/tetherhq/tether/internal/webhook/webhooktest"
 )
@@ -77,7 +77,7 @@ func (e *env) waitDelivered(rcv *webhooktest.Receiver, want int) []webhook.Paylo
 
 // tenantEvents is every event of acme that webhooks deliver: its state
 // changes and its releases, by id.
-func (e *env) tenantEvents() []sandbox.Event {
+func (e *env) tenantEvents() []domain.Event {
 	e.t.Helper()
 	evs, err := e.st.TenantEvents(e.ctx, "acme", 0, 10000)
 	if err != nil {
@@ -88,13 +88,13 @@ func (e *env) tenantEvents() []sandbox.Event {
 		e.t.Fatal(err)
 	}
 	evs = append(evs, rels...)
-	slices.SortFunc(evs, func(a, b sandbox.Event) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(evs, func(a, b domain.Event) int { return cmp.Compare(a.ID, b.ID) })
 	return evs
 }
 
 // checkExactlyOnce: every event was delivered in exactly one delivery (one
 // idempotency key), each sandbox's in the order of its history.
-func checkExactlyOnce(t *testing.T, ps []webhook.Payload, all []sandbox.Event) {
+func checkExactlyOnce(t *testing.T, ps []webhook.Payload, all []domain.Event) {
 	t.Helper()
 	got := map[int64]int{}
 	last := map[string]int64{}
@@ -131,18 +131,18 @@ func TestWebhooksDeliverLifecyclesThroughAnOutage(t *testing.T) {
 
 	rcv.SetDown(true)
 	const n = 40
-	var sbs []sandbox.Sandbox
+	var sbs []domain.Sandbox
 	for i := range n {
-		sbs = append(sbs, e.create("", func(p *sandbox.CreateParams) {
+		sbs = append(sbs, e.create("", func(p *domain.CreateParams) {
 			if i%4 == 0 {
 				p.Params = []byte(`{"create_delay_ms":30}`)
 			}
 		}))
 	}
 	for i, sb := range sbs {
-		e.waitFor(sb.ID, "ready", isState(sandbox.StateReady))
+		e.waitFor(sb.ID, "ready", isState(domain.StateReady))
 		if i%2 == 0 {
-			if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+			if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -314,12 +314,12 @@ func TestWebhooksDeliverReleases(t *testing.T) {
 	rcv := webhooktest.New(t)
 	e.endpoint(rcv, webhook.Filter{})
 	deleted := e.ready()
-	expiring := e.ready(func(p *sandbox.CreateParams) { p.TTL = 5 * time.Second })
+	expiring := e.ready(func(p *domain.CreateParams) { p.TTL = 5 * time.Second })
 	lapsing := e.ready(owned("lapsing", 5*time.Second))
-	kept := e.ready(func(p *sandbox.CreateParams) { p.TTL = time.Hour })
+	kept := e.ready(func(p *domain.CreateParams) { p.TTL = time.Hour })
 	queued := e.create("")
-	for _, sb := range []sandbox.Sandbox{deleted, queued} {
-		if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+	for _, sb := range []domain.Sandbox{deleted, queued} {
+		if _, _, err := e.st.EndSandbox(e.ctx, "acme", sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -329,8 +329,8 @@ func TestWebhooksDeliverReleases(t *testing.T) {
 	}
 	e.executor(lifecycle.ExecutorConfig{})
 	e.webhooks(lifecycle.WebhookConfig{AllowPrivate: true}, nil)
-	ended := map[string]sandbox.Reason{deleted.ID: sandbox.ReasonRequested, queued.ID: sandbox.ReasonRequested,
-		expiring.ID: sandbox.ReasonExpired, lapsing.ID: sandbox.ReasonOwnerExpired}
+	ended := map[string]domain.Reason{deleted.ID: domain.ReasonRequested, queued.ID: domain.ReasonRequested,
+		expiring.ID: domain.ReasonExpired, lapsing.ID: domain.ReasonOwnerExpired}
 	releasedAt := map[string]time.Time{}
 	for id := range ended {
 		releasedAt[id] = *e.waitFor(id, "released", isReleased).ReleasedAt
@@ -347,7 +347,7 @@ func TestWebhooksDeliverReleases(t *testing.T) {
 		evs := bySandbox[id]
 		releases := 0
 		for _, ev := range evs {
-			if ev.Type == string(sandbox.EventReleased) {
+			if ev.Type == string(domain.EventReleased) {
 				releases++
 			}
 		}
@@ -357,7 +357,7 @@ func TestWebhooksDeliverReleases(t *testing.T) {
 			continue
 		}
 		rel, end := evs[n-1], evs[n-2]
-		if rel.Type != string(sandbox.EventReleased) || end.Type != string(sandbox.EventStateChanged) || !sandbox.State(end.To).Terminal() {
+		if rel.Type != string(domain.EventReleased) || end.Type != string(domain.EventStateChanged) || !domain.State(end.To).Terminal() {
 			t.Errorf("%s: last events %+v, %+v; want the terminal state change, then the release", id, end, rel)
 		}
 		if rel.To != end.To || deref(rel.Reason) != string(reason) || !rel.At.Equal(releasedAt[id]) || rel.ID <= end.ID {
@@ -365,7 +365,7 @@ func TestWebhooksDeliverReleases(t *testing.T) {
 		}
 	}
 	for _, ev := range bySandbox[kept.ID] {
-		if ev.Type != string(sandbox.EventStateChanged) {
+		if ev.Type != string(domain.EventStateChanged) {
 			t.Errorf("the ready sandbox got a %s event", ev.Type)
 		}
 	}
@@ -465,7 +465,7 @@ func TestWebhooksShareTheSlots(t *testing.T) {
 		tick := time.NewTicker(200 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			e.create("", func(p *sandbox.CreateParams) { p.Tenant = "slow" })
+			e.create("", func(p *domain.CreateParams) { p.Tenant = "slow" })
 			select {
 			case <-stop:
 				return

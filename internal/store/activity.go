@@ -7,11 +7,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // RecordActivity appends a record of an exec or a file transfer a client
-// made in a sandbox. A target longer than sandbox.MaxActivityTarget is
+// made in a sandbox. A target longer than domain.MaxActivityTarget is
 // truncated (on a character boundary). The record's At, if zero, is now.
 //
 // It is written on the workers' pool, whose commits need not wait for the
@@ -19,7 +19,7 @@ import (
 // every exec. A crash of Postgres itself may lose the last moment's records
 // (up to three times wal_writer_delay); the next durable commit of any
 // session makes them durable too.
-func (s *Store) RecordActivity(ctx context.Context, a sandbox.Activity) error {
+func (s *Store) RecordActivity(ctx context.Context, a domain.Activity) error {
 	if a.At.IsZero() {
 		a.At = s.Now()
 	}
@@ -33,7 +33,7 @@ func (s *Store) RecordActivity(ctx context.Context, a sandbox.Activity) error {
 		namedArgs{
 			"sandbox_id": a.SandboxID, "tenant": a.Tenant, "at": a.At, "key_id": nullable(a.Caller.KeyID),
 			"key_name": nullable(a.Caller.KeyName), "kind": string(a.Kind),
-			"target": truncateUTF8(a.Target, sandbox.MaxActivityTarget), "preview_id": nullable(a.PreviewID),
+			"target": truncateUTF8(a.Target, domain.MaxActivityTarget), "preview_id": nullable(a.PreviewID),
 		},
 		namedArgs{
 			"exit_code": a.ExitCode, "bytes": a.Bytes, "duration_ms": a.Duration.Milliseconds(), "timed_out": a.TimedOut,
@@ -49,7 +49,7 @@ func (s *Store) RecordActivity(ctx context.Context, a sandbox.Activity) error {
 // SandboxActivity returns the sandbox's activity oldest first: at most
 // limit records with ids above after. The caller checks the sandbox belongs
 // to the tenant first.
-func (s *Store) SandboxActivity(ctx context.Context, sandboxID string, after int64, limit int) ([]sandbox.Activity, error) {
+func (s *Store) SandboxActivity(ctx context.Context, sandboxID string, after int64, limit int) ([]domain.Activity, error) {
 	rows, err := query(ctx, s.pool, `
 		SELECT id, sandbox_id, tenant, at, coalesce(key_id, ''), coalesce(key_name, ''), kind, target,
 			exit_code, bytes, duration_ms, timed_out, coalesce(error, ''), oom_killed,
@@ -60,9 +60,9 @@ func (s *Store) SandboxActivity(ctx context.Context, sandboxID string, after int
 	if err != nil {
 		return nil, wrap("sandbox activity", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.Activity, error) {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.Activity, error) {
 		var (
-			a  sandbox.Activity
+			a  domain.Activity
 			ms int64
 		)
 		err := r.Scan(&a.ID, &a.SandboxID, &a.Tenant, &a.At, &a.Caller.KeyID, &a.Caller.KeyName, &a.Kind, &a.Target,

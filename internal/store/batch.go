@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // batcher groups concurrent calls of the same write into one statement and
@@ -200,7 +200,7 @@ func (w batchWrite[In, Out]) flush(ctx context.Context, in []In) []result[Out] {
 		// it unknown whether the rows were written: writing them again
 		// could do twice what was done once.
 		var pgErr *pgconn.PgError
-		retry := errors.As(err, &pgErr) && !errors.Is(interpret(err), sandbox.ErrUnavailable)
+		retry := errors.As(err, &pgErr) && !errors.Is(interpret(err), domain.ErrUnavailable)
 		for i, v := range in {
 			if retry {
 				out[i].out, out[i].err = w.one(ctx, v)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/store/storetest"
 )
@@ -24,8 +24,8 @@ func benchStore(b *testing.B) (*store.Store, context.Context) {
 	return st, ctx
 }
 
-func createParams() sandbox.CreateParams {
-	return sandbox.CreateParams{Tenant: "acme", Provider: "sim", Labels: map[string]string{"team": "a"},
+func createParams() domain.CreateParams {
+	return domain.CreateParams{Tenant: "acme", Provider: "sim", Labels: map[string]string{"team": "a"},
 		TTL: time.Hour, CreateTimeout: time.Minute}
 }
 
@@ -60,13 +60,13 @@ func BenchmarkCreateSandboxConcurrent(b *testing.B) {
 // reads the whole row back (MarkReady), as the executor did before.
 func BenchmarkClaimAndMarkReady(b *testing.B) {
 	benchClaimAndReady(b, func(ctx context.Context, st *store.Store, c store.Claim) error {
-		return st.SetReady(ctx, c.Sandbox.ID, c.Sandbox.Epoch, sandbox.Resource{ProviderID: "p"})
+		return st.SetReady(ctx, c.Sandbox.ID, c.Sandbox.Epoch, domain.Resource{ProviderID: "p"})
 	})
 }
 
 func BenchmarkClaimAndMarkReadyWhole(b *testing.B) {
 	benchClaimAndReady(b, func(ctx context.Context, st *store.Store, c store.Claim) error {
-		_, err := st.MarkReady(ctx, c.Sandbox.ID, c.Sandbox.Epoch, sandbox.Resource{ProviderID: "p"})
+		_, err := st.MarkReady(ctx, c.Sandbox.ID, c.Sandbox.Epoch, domain.Resource{ProviderID: "p"})
 		return err
 	})
 }
@@ -121,8 +121,8 @@ func BenchmarkRecordActivity(b *testing.B) {
 		b.Fatal(err)
 	}
 	code, n := 0, int64(5)
-	a := sandbox.Activity{SandboxID: sb.ID, Tenant: "acme", Caller: sandbox.Caller{KeyID: "key_a", KeyName: "ci"},
-		Kind: sandbox.ActivityExec, Target: "pytest -q tests/", ExitCode: &code, Bytes: &n, Duration: 40 * time.Millisecond}
+	a := domain.Activity{SandboxID: sb.ID, Tenant: "acme", Caller: domain.Caller{KeyID: "key_a", KeyName: "ci"},
+		Kind: domain.ActivityExec, Target: "pytest -q tests/", ExitCode: &code, Bytes: &n, Duration: 40 * time.Millisecond}
 	for b.Loop() {
 		if err := st.RecordActivity(ctx, a); err != nil {
 			b.Fatal(err)

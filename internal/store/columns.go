@@ -10,11 +10,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // A sandbox row, declared once: each column of the table sandboxes that
-// reads return, how it is read, and the field of sandbox.Sandbox it fills.
+// reads return, how it is read, and the field of domain.Sandbox it fills.
 // The select lists (sandboxColumns, clientColumns), the fast decoder of
 // Postgres's bytes (rawSandbox), pgx's scan (scanRow) and the column count
 // all derive from it. A new column is a line here (and the Sandbox field it
@@ -57,7 +57,7 @@ var sandboxTable = [...]column{
 // column is one column of sandboxTable.
 type column struct {
 	name string
-	// field names the field of sandbox.Sandbox the column fills.
+	// field names the field of domain.Sandbox the column fills.
 	field string
 	kind  colKind
 	// client is what reads that answer clients select in the column's
@@ -66,7 +66,7 @@ type column struct {
 }
 
 // fieldTypes is the Go type of the field each kind fills (a named type of
-// the same kind will do: sandbox.State for a string).
+// the same kind will do: domain.State for a string).
 var fieldTypes = map[colKind]reflect.Type{
 	colText: reflect.TypeFor[string](), colNullText: reflect.TypeFor[string](),
 	colJSONB: reflect.TypeFor[map[string]string](), colRawJSON: reflect.TypeFor[json.RawMessage](),
@@ -74,20 +74,20 @@ var fieldTypes = map[colKind]reflect.Type{
 	colTime: reflect.TypeFor[time.Time](), colNullTime: reflect.TypeFor[*time.Time](),
 }
 
-// sandboxFields is where each column's field lies in a sandbox.Sandbox.
+// sandboxFields is where each column's field lies in a domain.Sandbox.
 var sandboxFields = fieldsOf(sandboxTable[:])
 
-// fieldsOf finds each column's field in sandbox.Sandbox, and checks that
+// fieldsOf finds each column's field in domain.Sandbox, and checks that
 // its kind fills it: a column that does not is a bug, refused at start
 // (and by every test of the package).
 func fieldsOf(cols []column) []uintptr {
-	st := reflect.TypeFor[sandbox.Sandbox]()
+	st := reflect.TypeFor[domain.Sandbox]()
 	offsets := make([]uintptr, len(cols))
 	for i, c := range cols {
 		f, ok := st.FieldByName(c.field)
 		want := fieldTypes[c.kind]
 		if !ok || want == nil || f.Type.Kind() != want.Kind() || (want.Kind() != reflect.String && f.Type != want) {
-			panic(fmt.Sprintf("store: column %s fills sandbox.Sandbox.%s, which a column of kind %d cannot", c.name, c.field, c.kind))
+			panic(fmt.Sprintf("store: column %s fills domain.Sandbox.%s, which a column of kind %d cannot", c.name, c.field, c.kind))
 		}
 		offsets[i] = f.Offset
 	}
@@ -126,8 +126,8 @@ func selectList(forClients bool) string {
 
 // fill makes a sandbox of its columns' values, in sandboxTable's order:
 // each written to its field where fieldsOf found it, as its kind reads.
-func fill(values *[len(sandboxTable)]colValue) (sandbox.Sandbox, error) {
-	var sb sandbox.Sandbox
+func fill(values *[len(sandboxTable)]colValue) (domain.Sandbox, error) {
+	var sb domain.Sandbox
 	base := unsafe.Pointer(&sb)
 	for i := range sandboxTable {
 		p, v := unsafe.Add(base, sandboxFields[i]), &values[i]
@@ -137,7 +137,7 @@ func fill(values *[len(sandboxTable)]colValue) (sandbox.Sandbox, error) {
 		case colJSONB:
 			m, err := decodeStringMap(v.text)
 			if err != nil {
-				return sandbox.Sandbox{}, fmt.Errorf("decode %s: %w", sandboxTable[i].name, err)
+				return domain.Sandbox{}, fmt.Errorf("decode %s: %w", sandboxTable[i].name, err)
 			}
 			*(*map[string]string)(p) = m
 		case colRawJSON:

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/tetherhq/tether/internal/credential"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -32,30 +32,30 @@ func TestSecretsAreTagged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, minted, err := b.st.MintAPIKey(b.ctx, sandbox.NewAPIKey{Tenant: "acme", Name: "bot", By: keys[0].ID})
+	_, minted, err := b.st.MintAPIKey(b.ctx, domain.NewAPIKey{Tenant: "acme", Name: "bot", By: keys[0].ID})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sb := b.create(t) // the store does not look at its state
-	_, token, err := b.st.CreatePreview(b.ctx, sandbox.NewPreview{SandboxID: sb.ID, Tenant: "acme", Port: 8080, TTL: time.Hour})
+	_, token, err := b.st.CreatePreview(b.ctx, domain.NewPreview{SandboxID: sb.ID, Tenant: "acme", Port: 8080, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{created, minted} {
-		if !strings.HasPrefix(k, sandbox.KeyPrefix) || tg.Check(sandbox.KeyPrefix, k) != credential.Genuine {
+		if !strings.HasPrefix(k, domain.KeyPrefix) || tg.Check(domain.KeyPrefix, k) != credential.Genuine {
 			t.Errorf("key %q is not tagged", k)
 		}
 	}
-	if tg.Check(sandbox.PreviewTokenPrefix, token) != credential.Genuine || !sandbox.ValidPreviewToken(token) {
+	if tg.Check(domain.PreviewTokenPrefix, token) != credential.Genuine || !domain.ValidPreviewToken(token) {
 		t.Errorf("preview token %q is not tagged", token)
 	}
 	// Another Store over the same database tags alike.
 	again, err := store.New(b.st.Pool()).Credentials(b.ctx)
-	if err != nil || again.Check(sandbox.KeyPrefix, created) != credential.Genuine {
+	if err != nil || again.Check(domain.KeyPrefix, created) != credential.Genuine {
 		t.Errorf("another replica's Tagger: %v", err)
 	}
 
-	old := sandbox.KeyPrefix + strings.Repeat("q", credential.UntaggedLen)
+	old := domain.KeyPrefix + strings.Repeat("q", credential.UntaggedLen)
 	if _, err := b.st.RegisterAPIKey(b.ctx, "acme", "old", old); err != nil {
 		t.Fatal(err)
 	}

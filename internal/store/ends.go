@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // Every statement that ends sandboxes is named here: endSQL is the end
@@ -143,15 +143,15 @@ func endSQLWith(pick string, v endValues) string {
 // and the API key of the client that asked, if one did.
 type end struct {
 	now     time.Time
-	reason  sandbox.Reason
-	actor   sandbox.Actor
-	by      sandbox.Caller
+	reason  domain.Reason
+	actor   domain.Actor
+	by      domain.Caller
 	message string
 }
 
 // endMany runs stmt, one of the statements above, with the end's named
 // arguments and pick's: the arguments of stmt's pick query other than @now.
-func endMany(ctx context.Context, q querier, stmt string, e end, pick namedArgs) ([]sandbox.Sandbox, error) {
+func endMany(ctx context.Context, q querier, stmt string, e end, pick namedArgs) ([]domain.Sandbox, error) {
 	rows, err := query(ctx, q, stmt, namedArgs{
 		"now": e.now, "reason": string(e.reason), "actor": string(e.actor), "message": e.message,
 		"key_id": nullable(e.by.KeyID), "key_name": nullable(e.by.KeyName),
@@ -173,7 +173,7 @@ func endMany(ctx context.Context, q querier, stmt string, e end, pick namedArgs)
 // then the end runs again, so that a delete racing its own create (a
 // client's replay with the same id) never answers a live sandbox as
 // unchanged.
-func (s *Store) EndSandbox(ctx context.Context, tenant, id string, reason sandbox.Reason, actor sandbox.Actor, by sandbox.Caller, message string) (sb sandbox.Sandbox, changed bool, err error) {
+func (s *Store) EndSandbox(ctx context.Context, tenant, id string, reason domain.Reason, actor domain.Actor, by domain.Caller, message string) (sb domain.Sandbox, changed bool, err error) {
 	const attempts = 3 // the second always sees a sandbox the first read found
 	for range attempts {
 		sb, err = s.ends.do(ctx, endRow{id: id, tenant: tenant, reason: reason, actor: actor, by: by, message: message})
@@ -194,15 +194,15 @@ func (s *Store) EndSandbox(ctx context.Context, tenant, id string, reason sandbo
 			return sb, false, nil
 		}
 	}
-	return sandbox.Sandbox{}, false, wrap("end sandbox", fmt.Errorf("sandbox %s stayed live after %d ends", id, attempts))
+	return domain.Sandbox{}, false, wrap("end sandbox", fmt.Errorf("sandbox %s stayed live after %d ends", id, attempts))
 }
 
 // endRow is one EndSandbox.
 type endRow struct {
 	id, tenant string
-	reason     sandbox.Reason
-	actor      sandbox.Actor
-	by         sandbox.Caller
+	reason     domain.Reason
+	actor      domain.Actor
+	by         domain.Caller
 	message    string
 }
 
@@ -210,15 +210,15 @@ type endRow struct {
 // the tenant's): nothing changed.
 var errNotLive = errors.New("sandbox not live")
 
-func (s *Store) endOne(ctx context.Context, r endRow) (sandbox.Sandbox, error) {
+func (s *Store) endOne(ctx context.Context, r endRow) (domain.Sandbox, error) {
 	ended, err := endMany(ctx, s.pool, endSandboxSQL,
 		end{now: s.Now(), reason: r.reason, actor: r.actor, by: r.by, message: r.message},
 		namedArgs{"id": r.id, "tenant": r.tenant})
 	if err != nil {
-		return sandbox.Sandbox{}, err
+		return domain.Sandbox{}, err
 	}
 	if len(ended) == 0 {
-		return sandbox.Sandbox{}, errNotLive
+		return domain.Sandbox{}, errNotLive
 	}
 	s.announce(ended...)
 	return ended[0], nil
@@ -227,7 +227,7 @@ func (s *Store) endOne(ctx context.Context, r endRow) (sandbox.Sandbox, error) {
 // endBatch is endOne for many sandboxes in one statement: the rows are
 // locked in id order, and each carries its own reason, actor and message.
 // It returns what it ended by endKey.
-func (s *Store) endBatch(ctx context.Context, rows []endRow) (map[string]sandbox.Sandbox, error) {
+func (s *Store) endBatch(ctx context.Context, rows []endRow) (map[string]domain.Sandbox, error) {
 	n := len(rows)
 	ids, tenants, reasons, actors, messages := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	keyIDs, keyNames := make([]*string, n), make([]*string, n)
@@ -247,7 +247,7 @@ func (s *Store) endBatch(ctx context.Context, rows []endRow) (map[string]sandbox
 		return nil, err
 	}
 	s.announce(ended...)
-	byKey := make(map[string]sandbox.Sandbox, len(ended))
+	byKey := make(map[string]domain.Sandbox, len(ended))
 	for _, sb := range ended {
 		byKey[endKey(sb.Tenant, sb.ID)] = sb
 	}
@@ -260,9 +260,9 @@ func endKey(tenant, id string) string { return tenant + "\x00" + id }
 
 // EndExpired ends up to limit live sandboxes whose deadline passed, with
 // reason expired.
-func (s *Store) EndExpired(ctx context.Context, limit int) ([]sandbox.Sandbox, error) {
+func (s *Store) EndExpired(ctx context.Context, limit int) ([]domain.Sandbox, error) {
 	ended, err := endMany(ctx, s.work, endExpiredSQL,
-		end{now: s.Now(), reason: sandbox.ReasonExpired, actor: sandbox.ActorJanitor, message: "ttl expired"},
+		end{now: s.Now(), reason: domain.ReasonExpired, actor: domain.ActorJanitor, message: "ttl expired"},
 		namedArgs{"limit": limit})
 	if err != nil {
 		return nil, wrap("end expired", err)
@@ -300,7 +300,7 @@ var failOverdueSQL = `
 // what its call makes; requested ones that no executor ever claimed are
 // cancelled with reason create_failed; pausing and resuming ones fail
 // (pause_failed, resume_failed), also keeping a live lease.
-func (s *Store) FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, error) {
+func (s *Store) FailOverdue(ctx context.Context, limit int) ([]domain.Sandbox, error) {
 	now := s.Now()
 	rows, err := query(ctx, s.work, failOverdueSQL, namedArgs{"now": now, "limit": limit})
 	if err != nil {
@@ -311,7 +311,7 @@ func (s *Store) FailOverdue(ctx context.Context, limit int) ([]sandbox.Sandbox, 
 		return nil, wrap("fail overdue", err)
 	}
 	cancelled, err := endMany(ctx, s.work, cancelOverdueSQL,
-		end{now: now, reason: sandbox.ReasonCreateFailed, actor: sandbox.ActorJanitor,
+		end{now: now, reason: domain.ReasonCreateFailed, actor: domain.ActorJanitor,
 			message: "no executor claimed it before the creation deadline"},
 		namedArgs{"limit": limit})
 	if err != nil {

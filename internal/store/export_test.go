@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // SharedCalls returns how many calls of each batched kind flew in a flight
@@ -37,7 +37,7 @@ func (s *Store) SetAfterNotLive(f func()) { s.afterNotLive = f }
 // Scan, as a client read (clientColumns) or a worker's, with a leading
 // state column (as claims read) if extra; fastRan says whether the fast
 // path decoded the row rather than deferring to pgx.
-func (s *Store) ScanBothWays(ctx context.Context, id string, client, extra bool) (fast, slow sandbox.Sandbox, fastRan bool, err error) {
+func (s *Store) ScanBothWays(ctx context.Context, id string, client, extra bool) (fast, slow domain.Sandbox, fastRan bool, err error) {
 	cols := sandboxColumns
 	if client {
 		cols = clientColumns
@@ -46,7 +46,7 @@ func (s *Store) ScanBothWays(ctx context.Context, id string, client, extra bool)
 		cols = "s.state, " + cols
 	}
 	q := `SELECT ` + cols + ` FROM sandboxes s WHERE s.id = @id`
-	var fastFrom, slowFrom sandbox.State
+	var fastFrom, slowFrom domain.State
 	var dest []any
 	if extra {
 		dest = []any{&fastFrom}

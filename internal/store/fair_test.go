@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -19,7 +19,7 @@ func TestClaimsShareSlotsBetweenTenants(t *testing.T) {
 	for range 10 {
 		b.create(t)
 	}
-	other := b.create(t, func(p *sandbox.CreateParams) { p.Tenant = "other" })
+	other := b.create(t, func(p *domain.CreateParams) { p.Tenant = "other" })
 
 	claims, err := b.st.ClaimCreates(b.ctx, "sim", "", "w", 8, time.Minute, store.Share{Cap: 6, Held: map[string]int{"acme": 3}})
 	if err != nil {

@@ -12,13 +12,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // keyPrefix starts every API key Tether generates, so that leaked keys are
 // easy to recognise in logs and scanners. What follows it is tagged (see
 // package credential); keys made before tags are 43 random characters.
-const keyPrefix = sandbox.KeyPrefix
+const keyPrefix = domain.KeyPrefix
 
 func hashKey(key string) []byte {
 	h := sha256.Sum256([]byte(key))
@@ -45,8 +45,8 @@ func newKeyID() string {
 
 const apiKeyColumns = `id, tenant, name, created_at, last_used_at, revoked_at, manage_keys, coalesce(created_by_key_id, '')`
 
-func scanAPIKey(row pgx.Row) (sandbox.APIKey, error) {
-	var k sandbox.APIKey
+func scanAPIKey(row pgx.Row) (domain.APIKey, error) {
+	var k domain.APIKey
 	err := row.Scan(&k.ID, &k.Tenant, &k.Name, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt, &k.ManageKeys, &k.CreatedBy)
 	return k, err
 }
@@ -60,7 +60,7 @@ func actingKey(ctx context.Context, tx pgx.Tx, tenant, id string) (manage bool, 
 	err = queryRow(ctx, tx, `SELECT manage_keys FROM api_keys WHERE tenant = @tenant AND id = @id AND revoked_at IS NULL FOR SHARE`,
 		namedArgs{"tenant": tenant, "id": id}).Scan(&manage)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, sandbox.Errorf(sandbox.CodeUnauthenticated, "the API key making this request is revoked")
+		return false, domain.Errorf(domain.CodeUnauthenticated, "the API key making this request is revoked")
 	}
 	return manage, err
 }
@@ -74,7 +74,7 @@ func mayManage(ctx context.Context, tx pgx.Tx, tenant, by, what string) error {
 		return err
 	}
 	if !manage {
-		return sandbox.Errorf(sandbox.CodeForbidden, "this API key may not %s (it lacks manage_keys); ask with a key that has it", what)
+		return domain.Errorf(domain.CodeForbidden, "this API key may not %s (it lacks manage_keys); ask with a key that has it", what)
 	}
 	return nil
 }
@@ -84,12 +84,12 @@ func mayManage(ctx context.Context, tx pgx.Tx, tenant, by, what string) error {
 // a cache says) and have the manage_keys scope (else FORBIDDEN), and the
 // tenant must be under its cap (else QUOTA_EXCEEDED). The new key records
 // which key made it. It returns the key's record and the key itself.
-func (s *Store) MintAPIKey(ctx context.Context, nk sandbox.NewAPIKey) (sandbox.APIKey, string, error) {
+func (s *Store) MintAPIKey(ctx context.Context, nk domain.NewAPIKey) (domain.APIKey, string, error) {
 	key, err := s.newSecret(ctx, keyPrefix)
 	if err != nil {
-		return sandbox.APIKey{}, "", wrap("mint api key", err)
+		return domain.APIKey{}, "", wrap("mint api key", err)
 	}
-	var k sandbox.APIKey
+	var k domain.APIKey
 	err = s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		if err := mayManage(ctx, tx, nk.Tenant, nk.By, "create keys"); err != nil {
 			return err
@@ -105,7 +105,7 @@ func (s *Store) MintAPIKey(ctx context.Context, nk sandbox.NewAPIKey) (sandbox.A
 				return err
 			}
 			if live >= nk.MaxKeys {
-				return sandbox.Errorf(sandbox.CodeQuotaExceeded, "tenant %s has %d API keys, its limit; revoke one first", nk.Tenant, live)
+				return domain.Errorf(domain.CodeQuotaExceeded, "tenant %s has %d API keys, its limit; revoke one first", nk.Tenant, live)
 			}
 		}
 		var err error
@@ -119,7 +119,7 @@ func (s *Store) MintAPIKey(ctx context.Context, nk sandbox.NewAPIKey) (sandbox.A
 		return err
 	})
 	if err != nil {
-		return sandbox.APIKey{}, "", coded("mint api key", err)
+		return domain.APIKey{}, "", coded("mint api key", err)
 	}
 	return k, key, nil
 }
@@ -127,14 +127,14 @@ func (s *Store) MintAPIKey(ctx context.Context, nk sandbox.NewAPIKey) (sandbox.A
 // CreateAPIKey makes a new random API key named name for the tenant,
 // creating the tenant if needed, and returns the key's record and the key
 // itself (shown once: only its hash is stored).
-func (s *Store) CreateAPIKey(ctx context.Context, tenant, name string) (sandbox.APIKey, string, error) {
+func (s *Store) CreateAPIKey(ctx context.Context, tenant, name string) (domain.APIKey, string, error) {
 	key, err := s.newSecret(ctx, keyPrefix)
 	if err != nil {
-		return sandbox.APIKey{}, "", wrap("create api key", err)
+		return domain.APIKey{}, "", wrap("create api key", err)
 	}
 	k, err := s.RegisterAPIKey(ctx, tenant, name, key)
 	if err != nil {
-		return sandbox.APIKey{}, "", err
+		return domain.APIKey{}, "", err
 	}
 	return k, key, nil
 }
@@ -144,18 +144,18 @@ func (s *Store) CreateAPIKey(ctx context.Context, tenant, name string) (sandbox.
 // (the command line, BOOTSTRAP_API_KEY): the key may manage keys. Registering the same key for
 // the same tenant again changes nothing (not its name, and a revoked key
 // stays revoked); a key that belongs to another tenant is refused.
-func (s *Store) RegisterAPIKey(ctx context.Context, tenant, name, key string) (sandbox.APIKey, error) {
+func (s *Store) RegisterAPIKey(ctx context.Context, tenant, name, key string) (domain.APIKey, error) {
 	k, _, err := s.EnsureAPIKey(ctx, tenant, name, key)
 	return k, err
 }
 
 // EnsureAPIKey is RegisterAPIKey that also reports whether it registered
 // the key now (true) or found it registered already (false).
-func (s *Store) EnsureAPIKey(ctx context.Context, tenant, name, key string) (sandbox.APIKey, bool, error) {
+func (s *Store) EnsureAPIKey(ctx context.Context, tenant, name, key string) (domain.APIKey, bool, error) {
 	if tenant == "" || key == "" {
-		return sandbox.APIKey{}, false, errors.New("store: register api key: tenant and key must not be empty")
+		return domain.APIKey{}, false, errors.New("store: register api key: tenant and key must not be empty")
 	}
-	var k sandbox.APIKey
+	var k domain.APIKey
 	id := newKeyID()
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := exec(ctx, tx, `INSERT INTO tenants (name) VALUES (@tenant) ON CONFLICT DO NOTHING`, namedArgs{"tenant": tenant}); err != nil {
@@ -175,7 +175,7 @@ func (s *Store) EnsureAPIKey(ctx context.Context, tenant, name, key string) (san
 		return nil
 	})
 	if err != nil {
-		return sandbox.APIKey{}, false, wrap("register api key", err)
+		return domain.APIKey{}, false, wrap("register api key", err)
 	}
 	return k, k.ID == id, nil // a key found registered keeps its own id
 }
@@ -186,20 +186,20 @@ var authenticateSQL = `SELECT ` + apiKeyColumns + ` FROM api_keys WHERE key_hash
 // Authenticate returns the API key's record, or ErrNotFound for a key
 // Tether does not know or one that was revoked. It records the key's use
 // when its last_used_at is a minute old or more: most calls write nothing.
-func (s *Store) Authenticate(ctx context.Context, key string) (sandbox.APIKey, error) {
+func (s *Store) Authenticate(ctx context.Context, key string) (domain.APIKey, error) {
 	k, err := scanAPIKey(queryRow(ctx, s.pool, authenticateSQL, namedArgs{"hash": hashKey(key)}))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return sandbox.APIKey{}, fmt.Errorf("store: authenticate: %w", sandbox.ErrNotFound)
+		return domain.APIKey{}, fmt.Errorf("store: authenticate: %w", domain.ErrNotFound)
 	}
 	if err != nil {
-		return sandbox.APIKey{}, wrap("authenticate", err)
+		return domain.APIKey{}, wrap("authenticate", err)
 	}
 	if now := s.Now(); k.LastUsedAt == nil || now.Sub(*k.LastUsedAt) >= keyTouchEvery {
 		// Conditional, so that concurrent requests write it once.
 		if _, err := exec(ctx, s.pool, `UPDATE api_keys SET last_used_at = @now
 			WHERE key_hash = @hash AND (last_used_at IS NULL OR last_used_at <= @stale)`,
 			namedArgs{"hash": hashKey(key), "now": now, "stale": now.Add(-keyTouchEvery)}); err != nil {
-			return sandbox.APIKey{}, wrap("authenticate: record use", err)
+			return domain.APIKey{}, wrap("authenticate: record use", err)
 		}
 	}
 	return k, nil
@@ -207,13 +207,13 @@ func (s *Store) Authenticate(ctx context.Context, key string) (sandbox.APIKey, e
 
 // APIKeys returns the tenant's API keys, revoked ones included, oldest
 // first.
-func (s *Store) APIKeys(ctx context.Context, tenant string) ([]sandbox.APIKey, error) {
+func (s *Store) APIKeys(ctx context.Context, tenant string) ([]domain.APIKey, error) {
 	rows, err := query(ctx, s.pool, `SELECT `+apiKeyColumns+` FROM api_keys WHERE tenant = @tenant ORDER BY created_at, id`,
 		namedArgs{"tenant": tenant})
 	if err != nil {
 		return nil, wrap("api keys", err)
 	}
-	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.APIKey, error) { return scanAPIKey(r) })
+	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.APIKey, error) { return scanAPIKey(r) })
 	if err != nil {
 		return nil, wrap("api keys", err)
 	}
@@ -225,35 +225,35 @@ func (s *Store) APIKeys(ctx context.Context, tenant string) ([]sandbox.APIKey, e
 // The asking key must be live in the database (else UNAUTHENTICATED) and
 // have manage_keys unless it revokes itself (else FORBIDDEN). A key of
 // another tenant is ErrNotFound.
-func (s *Store) RevokeAPIKey(ctx context.Context, tenant, id, by string) (sandbox.APIKey, error) {
-	var k sandbox.APIKey
+func (s *Store) RevokeAPIKey(ctx context.Context, tenant, id, by string) (domain.APIKey, error) {
+	var k domain.APIKey
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		manage, err := actingKey(ctx, tx, tenant, by)
 		if err != nil {
 			return err
 		}
 		if !manage && id != by {
-			return sandbox.Errorf(sandbox.CodeForbidden, "this API key may revoke only itself (it lacks manage_keys)")
+			return domain.Errorf(domain.CodeForbidden, "this API key may revoke only itself (it lacks manage_keys)")
 		}
 		k, err = scanAPIKey(queryRow(ctx, tx, `
 			UPDATE api_keys SET revoked_at = coalesce(revoked_at, @now)
 			WHERE tenant = @tenant AND id = @id
 			RETURNING `+apiKeyColumns, namedArgs{"tenant": tenant, "id": id, "now": s.Now()}))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("store: revoke api key: %w", sandbox.ErrNotFound)
+			return fmt.Errorf("store: revoke api key: %w", domain.ErrNotFound)
 		}
 		return err
 	})
 	if err != nil {
-		return sandbox.APIKey{}, coded("revoke api key", err)
+		return domain.APIKey{}, coded("revoke api key", err)
 	}
 	return k, nil
 }
 
 // TenantUsage returns the tenant's live sandboxes and its quota overrides.
 // An unknown tenant has none of either.
-func (s *Store) TenantUsage(ctx context.Context, tenant string) (sandbox.TenantUsage, error) {
-	var u sandbox.TenantUsage
+func (s *Store) TenantUsage(ctx context.Context, tenant string) (domain.TenantUsage, error) {
+	var u domain.TenantUsage
 	err := queryRow(ctx, s.pool, `
 		SELECT t.max_live_sandboxes, t.creates_per_minute,
 			(SELECT count(*) FROM sandboxes s WHERE s.tenant = t.name AND s.state IN `+liveStates+`)

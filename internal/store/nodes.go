@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // DefaultNodeGrace is how long a node may go without a heartbeat before it
@@ -28,7 +28,7 @@ func nodeDead(col string) string {
 }
 
 // Node is a node's heartbeat row.
-type Node = sandbox.Node
+type Node = domain.Node
 
 // Heartbeat records that node n is alive now, at the database's clock,
 // with its URL and providers. With starting, its start time is reset too.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -30,7 +30,7 @@ func (b bundle) kill(t *testing.T, id string) {
 	}
 }
 
-func local(p *sandbox.CreateParams) { p.Provider = "local" }
+func local(p *domain.CreateParams) { p.Provider = "local" }
 
 // TestClaimsPlaceOnTheClaimingNode: a host-bound create is placed on the
 // node that claims it; only that node releases it and retries it while it
@@ -67,7 +67,7 @@ func TestClaimsPlaceOnTheClaimingNode(t *testing.T) {
 		t.Fatalf("stranded = %+v, %v; want n1's creating sandbox", st, err)
 	}
 	ended, ok, err := b.st.MarkStranded(b.ctx, sb.ID, "n1", "its node n1 died")
-	if err != nil || !ok || ended.State != sandbox.StateCancelled || ended.Reason != sandbox.ReasonLost {
+	if err != nil || !ok || ended.State != domain.StateCancelled || ended.Reason != domain.ReasonLost {
 		t.Fatalf("MarkStranded of a creating sandbox = %+v, %v, %v; want cancelled, reason lost", ended, ok, err)
 	}
 
@@ -94,14 +94,14 @@ func TestStrandedAndNodes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.beat(t, "n1", "n2")
-	ready := func(node string) sandbox.Sandbox {
+	ready := func(node string) domain.Sandbox {
 		t.Helper()
 		b.create(t, local)
 		claims, err := b.st.ClaimCreates(b.ctx, "local", node, "w-"+node, 1, time.Minute, store.Share{})
 		if err != nil || len(claims) != 1 {
 			t.Fatalf("claim on %s: %d, %v", node, len(claims), err)
 		}
-		sb, err := b.st.MarkReady(b.ctx, claims[0].Sandbox.ID, claims[0].Sandbox.Epoch, sandbox.Resource{SandboxID: claims[0].Sandbox.ID})
+		sb, err := b.st.MarkReady(b.ctx, claims[0].Sandbox.ID, claims[0].Sandbox.Epoch, domain.Resource{SandboxID: claims[0].Sandbox.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +156,7 @@ func TestStrandedAndNodes(t *testing.T) {
 		t.Fatalf("MarkStranded after its node beat again = %v, %v; want nothing ended", ended, err)
 	}
 	b.kill(t, "n2")
-	if sb, ended, err := b.st.MarkStranded(b.ctx, stranded[0].ID, "n2", "its node n2 died"); err != nil || !ended || sb.Reason != sandbox.ReasonLost {
+	if sb, ended, err := b.st.MarkStranded(b.ctx, stranded[0].ID, "n2", "its node n2 died"); err != nil || !ended || sb.Reason != domain.ReasonLost {
 		t.Fatalf("MarkStranded of a dead node's sandbox = %+v, %v, %v; want it ended lost", sb, ended, err)
 	}
 }
@@ -204,7 +204,7 @@ func TestStats(t *testing.T) {
 	b.kill(t, "n2")
 	b.create(t) // stays requested
 	b.create(t, local)
-	b.create(t, local, func(p *sandbox.CreateParams) { p.Tenant = "other" })
+	b.create(t, local, func(p *domain.CreateParams) { p.Tenant = "other" })
 	claims, err := b.st.ClaimCreates(b.ctx, "local", "n1", "w", 2, time.Minute, store.Share{})
 	if err != nil || len(claims) != 2 {
 		t.Fatalf("ClaimCreates = %d, %v; want 2", len(claims), err)
@@ -212,16 +212,16 @@ func TestStats(t *testing.T) {
 	// The first is made and ended, and waits for its release; the other
 	// stays creating on n1.
 	done := claims[0].Sandbox
-	if _, err := b.st.MarkReady(b.ctx, done.ID, done.Epoch, sandbox.Resource{ProviderID: "p"}); err != nil {
+	if _, err := b.st.MarkReady(b.ctx, done.ID, done.Epoch, domain.Resource{ProviderID: "p"}); err != nil {
 		t.Fatal(err)
 	}
 	b.clock.Advance(time.Second)
-	if _, _, err := b.st.EndSandbox(b.ctx, done.Tenant, done.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "bye"); err != nil {
+	if _, _, err := b.st.EndSandbox(b.ctx, done.Tenant, done.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, "bye"); err != nil {
 		t.Fatal(err)
 	}
 	// A requested sandbox ended is released at once: it counts nowhere.
 	gone := b.create(t)
-	if _, _, err := b.st.EndSandbox(b.ctx, "acme", gone.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "bye"); err != nil {
+	if _, _, err := b.st.EndSandbox(b.ctx, "acme", gone.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, "bye"); err != nil {
 		t.Fatal(err)
 	}
 

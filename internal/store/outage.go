@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // An outage credit gives back to leases the time no heartbeat could have
@@ -175,7 +175,7 @@ func (s *Store) CreditOutage(ctx context.Context) (OutageCredit, bool, error) {
 // once. Otherwise it reads the record: if a replica reached Postgres within
 // the tolerance, any outage before was credited by that replica, and it
 // writes nothing; if not, it runs CreditOutage. It returns the error of
-// either, typically sandbox.ErrUnavailable: then no lease must be judged.
+// either, typically domain.ErrUnavailable: then no lease must be judged.
 func (s *Store) SettleOutage(ctx context.Context) error {
 	tolerance := s.outage.policy.Tolerance
 	s.outage.mu.Lock()
@@ -248,7 +248,7 @@ func applyCredit(ctx context.Context, tx pgx.Tx, c OutageCredit) (owners, sandbo
 		SELECT (SELECT count(*) FROM o), (SELECT count(*) FROM ev)`,
 		namedArgs{
 			"gap": c.Length(), "cap": c.To.Add(c.Ceiling), "from": c.From, "now": c.To,
-			"reason": string(sandbox.ReasonOutageCredited), "actor": string(sandbox.ActorJanitor), "msg": msg,
+			"reason": string(domain.ReasonOutageCredited), "actor": string(domain.ActorJanitor), "msg": msg,
 			"replica": c.Replica, "ceiling": c.Ceiling,
 		}).Scan(&owners, &sandboxes)
 	return owners, sandboxes, err

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/store/storetest"
 )
@@ -50,7 +50,7 @@ func (r replicas) tick(t *testing.T) {
 		_, credited, err := st.CreditOutage(r.ctx)
 		switch {
 		case r.links[i].IsCut():
-			if !errors.Is(err, sandbox.ErrUnavailable) {
+			if !errors.Is(err, domain.ErrUnavailable) {
 				t.Fatalf("replica %d, cut off: CreditOutage = %v, want ErrUnavailable", i, err)
 			}
 		case err != nil:
@@ -71,12 +71,12 @@ func (r replicas) credit(t *testing.T, i int) (store.OutageCredit, bool) {
 	return c, credited
 }
 
-func (r replicas) create(t *testing.T, i int, owner string, ttl time.Duration) sandbox.Sandbox {
+func (r replicas) create(t *testing.T, i int, owner string, ttl time.Duration) domain.Sandbox {
 	t.Helper()
 	if err := r.sts[i].SettleOutage(r.ctx); err != nil {
 		t.Fatal(err)
 	}
-	sb, _, err := r.sts[i].CreateSandbox(r.ctx, sandbox.CreateParams{
+	sb, _, err := r.sts[i].CreateSandbox(r.ctx, domain.CreateParams{
 		Tenant: "acme", Provider: "sim", Owner: owner, OwnerTTL: ttl, TTL: time.Hour, CreateTimeout: time.Minute,
 	})
 	if err != nil {
@@ -101,15 +101,15 @@ func (r replicas) lease(t *testing.T, owner string) time.Time {
 }
 
 // creditEvents returns the sandbox's outage_credited events.
-func (r replicas) creditEvents(t *testing.T, id string) []sandbox.Event {
+func (r replicas) creditEvents(t *testing.T, id string) []domain.Event {
 	t.Helper()
 	evs, err := r.sts[0].SandboxEvents(r.ctx, id, 0, 500)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []sandbox.Event
+	var out []domain.Event
 	for _, e := range evs {
-		if e.Reason == sandbox.ReasonOutageCredited {
+		if e.Reason == domain.ReasonOutageCredited {
 			out = append(out, e)
 		}
 	}
@@ -138,7 +138,7 @@ func TestOneReplicasOutageExtendsNoLease(t *testing.T) {
 	for range 14 {
 		r.tick(t)
 	}
-	if err := r.sts[1].SettleOutage(r.ctx); !errors.Is(err, sandbox.ErrUnavailable) {
+	if err := r.sts[1].SettleOutage(r.ctx); !errors.Is(err, domain.ErrUnavailable) {
 		t.Fatalf("SettleOutage on the cut replica = %v, want ErrUnavailable", err)
 	}
 	sb := r.create(t, 0, "brief", 4*time.Second)
@@ -179,7 +179,7 @@ func TestWholeOutageCreditedOnce(t *testing.T) {
 	r := newReplicas(t, 3, time.Hour)
 	alive := r.create(t, 0, "alive", 10*time.Second)
 	gone := r.create(t, 1, "gone", time.Second)
-	ownerless, _, err := r.sts[2].CreateSandbox(r.ctx, sandbox.CreateParams{
+	ownerless, _, err := r.sts[2].CreateSandbox(r.ctx, domain.CreateParams{
 		Tenant: "acme", Provider: "sim", TTL: 15 * time.Second, CreateTimeout: time.Minute,
 	})
 	if err != nil {
@@ -198,7 +198,7 @@ func TestWholeOutageCreditedOnce(t *testing.T) {
 	for range 20 {
 		r.tick(t) // every replica fails its step
 		for i, st := range r.sts {
-			if _, err := st.RenewOwnerLease(r.ctx, "acme", "alive", 10*time.Second); !errors.Is(err, sandbox.ErrUnavailable) {
+			if _, err := st.RenewOwnerLease(r.ctx, "acme", "alive", 10*time.Second); !errors.Is(err, domain.ErrUnavailable) {
 				t.Fatalf("replica %d: a heartbeat during the outage = %v, want ErrUnavailable", i, err)
 			}
 		}
@@ -232,7 +232,7 @@ func TestWholeOutageCreditedOnce(t *testing.T) {
 		}
 	}
 	evs := r.creditEvents(t, alive.ID)
-	if len(evs) != 1 || evs[0].Actor != sandbox.ActorJanitor || evs[0].From != evs[0].To ||
+	if len(evs) != 1 || evs[0].Actor != domain.ActorJanitor || evs[0].From != evs[0].To ||
 		!strings.Contains(evs[0].Message, "replica b") || !strings.Contains(evs[0].Message, "(20s)") {
 		t.Errorf("alive's credit events: %+v; want one naming replica b and 20s", evs)
 	}
@@ -299,7 +299,7 @@ func TestSettleOutage(t *testing.T) {
 		t.Errorf("SettleOutage right after a step = %v, want nil without the database", err)
 	}
 	r.clock.Advance(tolerance + time.Millisecond)
-	if err := r.sts[0].SettleOutage(r.ctx); !errors.Is(err, sandbox.ErrUnavailable) {
+	if err := r.sts[0].SettleOutage(r.ctx); !errors.Is(err, domain.ErrUnavailable) {
 		t.Errorf("SettleOutage past the tolerance on a cut link = %v, want ErrUnavailable", err)
 	}
 	r.clock.Advance(10 * time.Second)

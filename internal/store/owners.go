@@ -6,13 +6,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // ensureOwnerLease makes sure the owner has a live lease, in tx: an owner
 // named for the first time, or whose lease lapsed, gets one of ttl. The
 // sandboxes that outlived a lapsed lease are ended first, and returned.
-func (s *Store) ensureOwnerLease(ctx context.Context, tx pgx.Tx, now time.Time, tenant, owner string, ttl time.Duration) ([]sandbox.Sandbox, error) {
+func (s *Store) ensureOwnerLease(ctx context.Context, tx pgx.Tx, now time.Time, tenant, owner string, ttl time.Duration) ([]domain.Sandbox, error) {
 	var expires time.Time
 	err := queryRow(ctx, tx, `
 		INSERT INTO owners (tenant, name, expires_at, created_at, updated_at) VALUES (@tenant, @owner, @expires_at, @now, @now)
@@ -39,13 +39,13 @@ const renewOwnerSQL = `UPDATE owners SET expires_at = @expires_at, updated_at = 
 // lapseOwner ends, in tx, the live sandboxes of an owner whose lease has
 // lapsed (owner_expired), so that a new lease never revives sandboxes that
 // outlived the old one.
-func lapseOwner(ctx context.Context, tx pgx.Tx, now time.Time, tenant, owner string) ([]sandbox.Sandbox, error) {
+func lapseOwner(ctx context.Context, tx pgx.Tx, now time.Time, tenant, owner string) ([]domain.Sandbox, error) {
 	return endMany(ctx, tx, endLapsedOwnerSQL, ownerLapsed(now), namedArgs{"tenant": tenant, "owner": owner})
 }
 
 // ownerLapsed is the end of the sandboxes of an owner whose lease lapsed.
 func ownerLapsed(now time.Time) end {
-	return end{now: now, reason: sandbox.ReasonOwnerExpired, actor: sandbox.ActorJanitor, message: "owner lease lapsed"}
+	return end{now: now, reason: domain.ReasonOwnerExpired, actor: domain.ActorJanitor, message: "owner lease lapsed"}
 }
 
 // RenewOwnerLease extends the tenant's owner's lease to now+ttl. If the
@@ -57,7 +57,7 @@ func ownerLapsed(now time.Time) end {
 func (s *Store) RenewOwnerLease(ctx context.Context, tenant, owner string, ttl time.Duration) (time.Time, error) {
 	now := s.Now()
 	expires := now.Add(ttl)
-	var lapsed []sandbox.Sandbox
+	var lapsed []domain.Sandbox
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		var exists bool
 		err := queryRow(ctx, tx, `SELECT true FROM owners WHERE tenant = @tenant AND name = @owner FOR UPDATE`,
@@ -83,9 +83,9 @@ func (s *Store) RenewOwnerLease(ctx context.Context, tenant, owner string, ttl t
 // one the tenant never named, ends nothing and is not an error.
 //
 // by is the API key of the client that asked.
-func (s *Store) ReleaseOwner(ctx context.Context, tenant, owner string, by sandbox.Caller) ([]sandbox.Sandbox, error) {
+func (s *Store) ReleaseOwner(ctx context.Context, tenant, owner string, by domain.Caller) ([]domain.Sandbox, error) {
 	now := s.Now()
-	var ended []sandbox.Sandbox
+	var ended []domain.Sandbox
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := exec(ctx, tx, `UPDATE owners SET expires_at = least(expires_at, @now), updated_at = @now
 			WHERE tenant = @tenant AND name = @owner`, namedArgs{"tenant": tenant, "owner": owner, "now": now}); err != nil {
@@ -93,7 +93,7 @@ func (s *Store) ReleaseOwner(ctx context.Context, tenant, owner string, by sandb
 		}
 		var err error
 		ended, err = endMany(ctx, tx, endOwnerSQL,
-			end{now: now, reason: sandbox.ReasonOwnerReleased, actor: sandbox.ActorClient, by: by, message: "owner released"},
+			end{now: now, reason: domain.ReasonOwnerReleased, actor: domain.ActorClient, by: by, message: "owner released"},
 			namedArgs{"tenant": tenant, "owner": owner})
 		return err
 	})
@@ -108,7 +108,7 @@ func (s *Store) ReleaseOwner(ctx context.Context, tenant, owner string, by sandb
 // lapsed, with reason owner_expired (the statement endLapsedOwnersSQL, in
 // ends.go). It extends no lease: the janitor runs CreditOutage first, so
 // that an outage is credited before leases are judged.
-func (s *Store) EndLapsedOwners(ctx context.Context, limit int) ([]sandbox.Sandbox, error) {
+func (s *Store) EndLapsedOwners(ctx context.Context, limit int) ([]domain.Sandbox, error) {
 	ended, err := endMany(ctx, s.work, endLapsedOwnersSQL, ownerLapsed(s.Now()), namedArgs{"limit": limit})
 	if err != nil {
 		return nil, wrap("end lapsed owners", err)
@@ -124,15 +124,15 @@ func (s *Store) EndLapsedOwners(ctx context.Context, limit int) ([]sandbox.Sandb
 // that has ended is a SANDBOX_STATE_CONFLICT; one of another tenant is
 // ErrNotFound. by is the API key of the client that asked. Callers run
 // SettleOutage first: the new owner's lease may be judged.
-func (s *Store) TransferOwner(ctx context.Context, tenant, id, owner string, ttl time.Duration, by sandbox.Caller) (sandbox.Sandbox, error) {
+func (s *Store) TransferOwner(ctx context.Context, tenant, id, owner string, ttl time.Duration, by domain.Caller) (domain.Sandbox, error) {
 	now := s.Now()
 	var (
-		sb    sandbox.Sandbox
-		ended []sandbox.Sandbox
+		sb    domain.Sandbox
+		ended []domain.Sandbox
 	)
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		var (
-			state sandbox.State
+			state domain.State
 			prev  *string
 		)
 		err := queryRow(ctx, tx, `SELECT state, owner FROM sandboxes WHERE id = @id AND tenant = @tenant FOR UPDATE`,
@@ -141,7 +141,7 @@ func (s *Store) TransferOwner(ctx context.Context, tenant, id, owner string, ttl
 			return err
 		}
 		if state.Terminal() {
-			return sandbox.StateConflict(id, state, "change the owner of a sandbox that has ended")
+			return domain.StateConflict(id, state, "change the owner of a sandbox that has ended")
 		}
 		if prev != nil && *prev == owner {
 			sb, err = scanSandbox(querySandbox(ctx, tx, sandboxSQL, namedArgs{"id": id}))
@@ -164,8 +164,8 @@ func (s *Store) TransferOwner(ctx context.Context, tenant, id, owner string, ttl
 			INSERT INTO sandbox_events (sandbox_id, tenant, at, from_state, to_state, reason, actor, message, actor_key_id, actor_key_name)
 			VALUES (@id, @tenant, @now, @state, @state, @reason, @actor, @message, @key_id, @key_name)`,
 			namedArgs{
-				"id": id, "tenant": tenant, "now": now, "state": state, "reason": sandbox.ReasonOwnerTransferred,
-				"actor": sandbox.ActorClient, "message": from + " -> owner " + owner,
+				"id": id, "tenant": tenant, "now": now, "state": state, "reason": domain.ReasonOwnerTransferred,
+				"actor": domain.ActorClient, "message": from + " -> owner " + owner,
 			},
 			namedArgs{"key_id": nullable(by.KeyID), "key_name": nullable(by.KeyName)})
 		return err
@@ -179,7 +179,7 @@ func (s *Store) TransferOwner(ctx context.Context, tenant, id, owner string, ttl
 
 // ListOwners returns up to limit of the tenant's owners after the name
 // after, in name order, each with its lease and its live sandboxes.
-func (s *Store) ListOwners(ctx context.Context, tenant, after string, limit int) ([]sandbox.Owner, error) {
+func (s *Store) ListOwners(ctx context.Context, tenant, after string, limit int) ([]domain.Owner, error) {
 	rows, err := query(ctx, s.pool, `
 		SELECT o.name, o.expires_at, o.created_at,
 			(SELECT count(*) FROM sandboxes s WHERE s.tenant = o.tenant AND s.owner = o.name AND s.state IN `+liveStates+`)
@@ -188,8 +188,8 @@ func (s *Store) ListOwners(ctx context.Context, tenant, after string, limit int)
 	if err != nil {
 		return nil, wrap("list owners", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.Owner, error) {
-		var o sandbox.Owner
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.Owner, error) {
+		var o domain.Owner
 		err := r.Scan(&o.Name, &o.ExpiresAt, &o.CreatedAt, &o.Live)
 		return o, err
 	})

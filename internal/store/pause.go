@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // Pause and resume. A client's request moves the sandbox into pausing (from
@@ -38,24 +38,24 @@ var requestTransitionSQL = `
 
 // transitionRequest is what RequestPause and RequestResume differ in.
 type transitionRequest struct {
-	op                string        // "pause" or "resume", for errors
-	from, to          sandbox.State // the request moves the sandbox from from to to
-	waypoint, settled sandbox.State // the states in which the request is a no-op
-	message           string        // the event's
-	conflictOp        string        // what a conflict says could not be done
+	op                string       // "pause" or "resume", for errors
+	from, to          domain.State // the request moves the sandbox from from to to
+	waypoint, settled domain.State // the states in which the request is a no-op
+	message           string       // the event's
+	conflictOp        string       // what a conflict says could not be done
 	timeout           time.Duration
 	tenant, id        string
-	by                sandbox.Caller
+	by                domain.Caller
 }
 
 // RequestPause asks for the tenant's ready sandbox to be paused: ready →
 // pausing, with a deadline timeout from now. changed is false, and the
 // sandbox is returned as it is, when it is pausing or paused already. Any
 // other state is a SANDBOX_STATE_CONFLICT.
-func (s *Store) RequestPause(ctx context.Context, tenant, id string, timeout time.Duration, by sandbox.Caller) (sandbox.Sandbox, bool, error) {
+func (s *Store) RequestPause(ctx context.Context, tenant, id string, timeout time.Duration, by domain.Caller) (domain.Sandbox, bool, error) {
 	return s.requestTransition(ctx, transitionRequest{
-		op: "pause", from: sandbox.StateReady, to: sandbox.StatePausing,
-		waypoint: sandbox.StatePausing, settled: sandbox.StatePaused,
+		op: "pause", from: domain.StateReady, to: domain.StatePausing,
+		waypoint: domain.StatePausing, settled: domain.StatePaused,
 		message: "pause requested", timeout: timeout, tenant: tenant, id: id, by: by,
 		conflictOp: "pause (the sandbox must be ready)",
 	})
@@ -64,16 +64,16 @@ func (s *Store) RequestPause(ctx context.Context, tenant, id string, timeout tim
 // RequestResume asks for the tenant's paused sandbox to be resumed: paused
 // → resuming, with a deadline timeout from now. changed is false when it is
 // resuming or ready already. Any other state is a SANDBOX_STATE_CONFLICT.
-func (s *Store) RequestResume(ctx context.Context, tenant, id string, timeout time.Duration, by sandbox.Caller) (sandbox.Sandbox, bool, error) {
+func (s *Store) RequestResume(ctx context.Context, tenant, id string, timeout time.Duration, by domain.Caller) (domain.Sandbox, bool, error) {
 	return s.requestTransition(ctx, transitionRequest{
-		op: "resume", from: sandbox.StatePaused, to: sandbox.StateResuming,
-		waypoint: sandbox.StateResuming, settled: sandbox.StateReady,
+		op: "resume", from: domain.StatePaused, to: domain.StateResuming,
+		waypoint: domain.StateResuming, settled: domain.StateReady,
 		message: "resume requested", timeout: timeout, tenant: tenant, id: id, by: by,
 		conflictOp: "resume (the sandbox must be paused)",
 	})
 }
 
-func (s *Store) requestTransition(ctx context.Context, r transitionRequest) (sandbox.Sandbox, bool, error) {
+func (s *Store) requestTransition(ctx context.Context, r transitionRequest) (domain.Sandbox, bool, error) {
 	// A sandbox that leaves the no-op states between the update and the
 	// read (a resume finishing) is tried again, a few times.
 	for range 3 {
@@ -100,9 +100,9 @@ func (s *Store) requestTransition(ctx context.Context, r transitionRequest) (san
 		case r.from:
 			continue
 		}
-		return cur, false, sandbox.StateConflict(r.id, cur.State, r.conflictOp)
+		return cur, false, domain.StateConflict(r.id, cur.State, r.conflictOp)
 	}
-	return sandbox.Sandbox{}, false, sandbox.StateConflict(r.id, r.from, r.op+" while it keeps changing state; retry")
+	return domain.Sandbox{}, false, domain.StateConflict(r.id, r.from, r.op+" while it keeps changing state; retry")
 }
 
 // claimTransitionsSQL claims pausing and resuming sandboxes of @provider
@@ -184,14 +184,14 @@ const lifetimeCap = `CASE WHEN @max_lifetime::interval > interval '0'
 type settle struct {
 	id               string
 	epoch            int64
-	from, to         sandbox.State
-	reason           sandbox.Reason
-	actor            sandbox.Actor
+	from, to         domain.State
+	reason           domain.Reason
+	actor            domain.Actor
 	message, errText string
 	keepLease        bool
 }
 
-func (s *Store) settleTransition(ctx context.Context, op string, st settle) (sandbox.Sandbox, error) {
+func (s *Store) settleTransition(ctx context.Context, op string, st settle) (domain.Sandbox, error) {
 	sb, err := scanSandbox(querySandbox(ctx, s.work, settleTransitionSQL, namedArgs{
 		"id": st.id, "epoch": st.epoch, "from": string(st.from), "to": string(st.to), "now": s.Now(),
 		"error": nullable(st.errText), "reason": nullable(string(st.reason)), "keep_lease": st.keepLease,
@@ -199,7 +199,7 @@ func (s *Store) settleTransition(ctx context.Context, op string, st settle) (san
 		"paused_ttl": s.pausedTTL, "max_lifetime": s.maxLifetime,
 	}))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return sb, fmt.Errorf("store: %s: %w", op, sandbox.ErrFenced)
+		return sb, fmt.Errorf("store: %s: %w", op, domain.ErrFenced)
 	}
 	if err != nil {
 		return sb, wrap(op, err)
@@ -212,26 +212,26 @@ func (s *Store) settleTransition(ctx context.Context, op string, st settle) (san
 // pausing → paused, resuming → ready, fenced on the epoch and on the
 // sandbox still being in from. ErrFenced means it ended or was reclaimed
 // meanwhile.
-func (s *Store) FinishTransition(ctx context.Context, id string, epoch int64, from sandbox.State) (sandbox.Sandbox, error) {
-	to, ok := map[sandbox.State]sandbox.State{sandbox.StatePausing: sandbox.StatePaused, sandbox.StateResuming: sandbox.StateReady}[from]
+func (s *Store) FinishTransition(ctx context.Context, id string, epoch int64, from domain.State) (domain.Sandbox, error) {
+	to, ok := map[domain.State]domain.State{domain.StatePausing: domain.StatePaused, domain.StateResuming: domain.StateReady}[from]
 	if !ok {
-		return sandbox.Sandbox{}, fmt.Errorf("store: finish transition from %s: not in flight", from)
+		return domain.Sandbox{}, fmt.Errorf("store: finish transition from %s: not in flight", from)
 	}
 	return s.settleTransition(ctx, "finish transition", settle{
-		id: id, epoch: epoch, from: from, to: to, actor: sandbox.ActorExecutor, message: "provider " + string(to),
+		id: id, epoch: epoch, from: from, to: to, actor: domain.ActorExecutor, message: "provider " + string(to),
 	})
 }
 
 // RevertTransition records a pause or resume the provider refused (the
 // sandbox is as it was): pausing → ready, resuming → paused, with the
 // refusal as the sandbox's error. Fenced like FinishTransition.
-func (s *Store) RevertTransition(ctx context.Context, id string, epoch int64, from sandbox.State, cause string) (sandbox.Sandbox, error) {
-	back, ok := map[sandbox.State]sandbox.State{sandbox.StatePausing: sandbox.StateReady, sandbox.StateResuming: sandbox.StatePaused}[from]
+func (s *Store) RevertTransition(ctx context.Context, id string, epoch int64, from domain.State, cause string) (domain.Sandbox, error) {
+	back, ok := map[domain.State]domain.State{domain.StatePausing: domain.StateReady, domain.StateResuming: domain.StatePaused}[from]
 	if !ok {
-		return sandbox.Sandbox{}, fmt.Errorf("store: revert transition from %s: not in flight", from)
+		return domain.Sandbox{}, fmt.Errorf("store: revert transition from %s: not in flight", from)
 	}
 	return s.settleTransition(ctx, "revert transition", settle{
-		id: id, epoch: epoch, from: from, to: back, actor: sandbox.ActorExecutor, errText: cause,
+		id: id, epoch: epoch, from: from, to: back, actor: domain.ActorExecutor, errText: cause,
 		message: string(from) + " refused: " + cause,
 	})
 }
@@ -240,22 +240,22 @@ func (s *Store) RevertTransition(ctx context.Context, id string, epoch int64, fr
 // outcome at the provider is unknown (its deadline passed): the sandbox
 // fails with reason pause_failed or resume_failed. The worker keeps its
 // lease, so that it releases the resource at once.
-func (s *Store) FailTransition(ctx context.Context, id string, epoch int64, from sandbox.State, actor sandbox.Actor, cause string) (sandbox.Sandbox, error) {
+func (s *Store) FailTransition(ctx context.Context, id string, epoch int64, from domain.State, actor domain.Actor, cause string) (domain.Sandbox, error) {
 	if !from.Transitioning() {
-		return sandbox.Sandbox{}, fmt.Errorf("store: fail transition from %s: not in flight", from)
+		return domain.Sandbox{}, fmt.Errorf("store: fail transition from %s: not in flight", from)
 	}
 	return s.settleTransition(ctx, "fail transition", settle{
-		id: id, epoch: epoch, from: from, to: sandbox.StateFailed, reason: transitionFailure(from), actor: actor,
+		id: id, epoch: epoch, from: from, to: domain.StateFailed, reason: transitionFailure(from), actor: actor,
 		errText: cause, message: cause, keepLease: true,
 	})
 }
 
 // transitionFailure is the reason of a failed pause or resume.
-func transitionFailure(from sandbox.State) sandbox.Reason {
-	if from == sandbox.StateResuming {
-		return sandbox.ReasonResumeFailed
+func transitionFailure(from domain.State) domain.Reason {
+	if from == domain.StateResuming {
+		return domain.ReasonResumeFailed
 	}
-	return sandbox.ReasonPauseFailed
+	return domain.ReasonPauseFailed
 }
 
 // unclaimTransitionSQL hands pausing or resuming sandbox @id at @epoch
@@ -275,7 +275,7 @@ func (s *Store) UnclaimTransition(ctx context.Context, id string, epoch int64, a
 		return wrap("unclaim transition", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("store: unclaim transition: %w", sandbox.ErrFenced)
+		return fmt.Errorf("store: unclaim transition: %w", domain.ErrFenced)
 	}
 	return nil
 }
@@ -306,7 +306,7 @@ var failOverdueTransitionsSQL = `
 		SELECT ` + sandboxColumns + ` FROM upd s`
 
 // failOverdueTransitions is FailOverdue's part for pauses and resumes.
-func (s *Store) failOverdueTransitions(ctx context.Context, now time.Time, limit int) ([]sandbox.Sandbox, error) {
+func (s *Store) failOverdueTransitions(ctx context.Context, now time.Time, limit int) ([]domain.Sandbox, error) {
 	rows, err := query(ctx, s.work, failOverdueTransitionsSQL, namedArgs{"now": now, "limit": limit})
 	if err != nil {
 		return nil, wrap("fail overdue transitions", err)

@@ -7,21 +7,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 )
 
 const pauseTimeout = time.Minute
 
 // ready makes a ready sandbox of provider sim.
-func (b bundle) ready(t *testing.T, mutate ...func(*sandbox.CreateParams)) sandbox.Sandbox {
+func (b bundle) ready(t *testing.T, mutate ...func(*domain.CreateParams)) domain.Sandbox {
 	t.Helper()
 	sb := b.create(t, mutate...)
 	c := b.claimOne(t, "maker")
 	if c.Sandbox.ID != sb.ID {
 		t.Fatalf("claimed %s, want %s", c.Sandbox.ID, sb.ID)
 	}
-	got, err := b.st.MarkReady(b.ctx, sb.ID, c.Sandbox.Epoch, sandbox.Resource{ProviderID: "p-" + sb.ID})
+	got, err := b.st.MarkReady(b.ctx, sb.ID, c.Sandbox.Epoch, domain.Resource{ProviderID: "p-" + sb.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,39 +56,39 @@ func TestPauseResumeCycle(t *testing.T) {
 	b := setup(t)
 	sb := b.ready(t)
 
-	got, changed, err := b.st.RequestPause(b.ctx, "acme", sb.ID, pauseTimeout, sandbox.Caller{KeyID: "key_1", KeyName: "ci"})
-	if err != nil || !changed || got.State != sandbox.StatePausing {
+	got, changed, err := b.st.RequestPause(b.ctx, "acme", sb.ID, pauseTimeout, domain.Caller{KeyID: "key_1", KeyName: "ci"})
+	if err != nil || !changed || got.State != domain.StatePausing {
 		t.Fatalf("RequestPause = %s, %v, %v; want pausing, changed", got.State, changed, err)
 	}
 	if got.PauseDeadline == nil || !got.PauseDeadline.Equal(b.clock.Now().Add(pauseTimeout)) {
 		t.Errorf("PauseDeadline = %v, want now+%s", got.PauseDeadline, pauseTimeout)
 	}
 	// Idempotent while pausing.
-	if again, changed, err := b.st.RequestPause(b.ctx, "acme", sb.ID, pauseTimeout, sandbox.Caller{}); err != nil || changed || again.State != sandbox.StatePausing {
+	if again, changed, err := b.st.RequestPause(b.ctx, "acme", sb.ID, pauseTimeout, domain.Caller{}); err != nil || changed || again.State != domain.StatePausing {
 		t.Errorf("second RequestPause = %s, %v, %v; want pausing, unchanged", again.State, changed, err)
 	}
 	c := b.claimTransition(t, "w1")
-	if c.From != sandbox.StatePausing || c.Sandbox.Epoch <= sb.Epoch {
+	if c.From != domain.StatePausing || c.Sandbox.Epoch <= sb.Epoch {
 		t.Fatalf("claim from %s epoch %d, want pausing and epoch > %d", c.From, c.Sandbox.Epoch, sb.Epoch)
 	}
 	// Claimed: nobody else gets it while the lease lasts.
 	if claims, _ := b.st.ClaimTransitions(b.ctx, "sim", "", "w2", 10, 10*time.Second, store.Share{}); len(claims) != 0 {
 		t.Fatal("claimed a transition under a live lease")
 	}
-	if _, err := b.st.FinishTransition(b.ctx, sb.ID, c.Sandbox.Epoch-1, sandbox.StatePausing); !errors.Is(err, sandbox.ErrFenced) {
+	if _, err := b.st.FinishTransition(b.ctx, sb.ID, c.Sandbox.Epoch-1, domain.StatePausing); !errors.Is(err, domain.ErrFenced) {
 		t.Errorf("FinishTransition at an old epoch: %v, want ErrFenced", err)
 	}
-	if _, err := b.st.FinishTransition(b.ctx, sb.ID, c.Sandbox.Epoch, sandbox.StateResuming); !errors.Is(err, sandbox.ErrFenced) {
+	if _, err := b.st.FinishTransition(b.ctx, sb.ID, c.Sandbox.Epoch, domain.StateResuming); !errors.Is(err, domain.ErrFenced) {
 		t.Errorf("FinishTransition from the wrong state: %v, want ErrFenced", err)
 	}
-	paused, err := b.st.FinishTransition(b.ctx, sb.ID, c.Sandbox.Epoch, sandbox.StatePausing)
-	if err != nil || paused.State != sandbox.StatePaused {
+	paused, err := b.st.FinishTransition(b.ctx, sb.ID, c.Sandbox.Epoch, domain.StatePausing)
+	if err != nil || paused.State != domain.StatePaused {
 		t.Fatalf("FinishTransition = %s, %v", paused.State, err)
 	}
-	if _, err := b.st.FinishTransition(b.ctx, sb.ID, c.Sandbox.Epoch, sandbox.StatePausing); !errors.Is(err, sandbox.ErrFenced) {
+	if _, err := b.st.FinishTransition(b.ctx, sb.ID, c.Sandbox.Epoch, domain.StatePausing); !errors.Is(err, domain.ErrFenced) {
 		t.Errorf("second FinishTransition: %v, want ErrFenced", err)
 	}
-	if again, changed, err := b.st.RequestPause(b.ctx, "acme", sb.ID, pauseTimeout, sandbox.Caller{}); err != nil || changed || again.State != sandbox.StatePaused {
+	if again, changed, err := b.st.RequestPause(b.ctx, "acme", sb.ID, pauseTimeout, domain.Caller{}); err != nil || changed || again.State != domain.StatePaused {
 		t.Errorf("RequestPause of a paused sandbox = %s, %v, %v; want unchanged", again.State, changed, err)
 	}
 	// Paused is live: renewable.
@@ -96,27 +96,27 @@ func TestPauseResumeCycle(t *testing.T) {
 		t.Errorf("RenewSandbox of a paused sandbox: %v", err)
 	}
 
-	if got, changed, err := b.st.RequestResume(b.ctx, "acme", sb.ID, pauseTimeout, sandbox.Caller{}); err != nil || !changed || got.State != sandbox.StateResuming {
+	if got, changed, err := b.st.RequestResume(b.ctx, "acme", sb.ID, pauseTimeout, domain.Caller{}); err != nil || !changed || got.State != domain.StateResuming {
 		t.Fatalf("RequestResume = %s, %v, %v", got.State, changed, err)
 	}
 	c = b.claimTransition(t, "w1")
-	if c.From != sandbox.StateResuming {
+	if c.From != domain.StateResuming {
 		t.Fatalf("claim from %s, want resuming", c.From)
 	}
-	if got, err := b.st.FinishTransition(b.ctx, sb.ID, c.Sandbox.Epoch, sandbox.StateResuming); err != nil || got.State != sandbox.StateReady || got.ProviderID != "p-"+sb.ID {
+	if got, err := b.st.FinishTransition(b.ctx, sb.ID, c.Sandbox.Epoch, domain.StateResuming); err != nil || got.State != domain.StateReady || got.ProviderID != "p-"+sb.ID {
 		t.Fatalf("FinishTransition = %+v, %v; want ready, provider id kept", got, err)
 	}
-	if again, changed, err := b.st.RequestResume(b.ctx, "acme", sb.ID, pauseTimeout, sandbox.Caller{}); err != nil || changed || again.State != sandbox.StateReady {
+	if again, changed, err := b.st.RequestResume(b.ctx, "acme", sb.ID, pauseTimeout, domain.Caller{}); err != nil || changed || again.State != domain.StateReady {
 		t.Errorf("RequestResume of a ready sandbox = %s, %v, %v; want unchanged", again.State, changed, err)
 	}
 	evs := b.events(t, sb.ID)
 	if p := path(evs); p != "requested>creating>ready>pausing>paused>resuming>ready" {
 		t.Errorf("history = %s", p)
 	}
-	if e := evs[3]; e.Actor != sandbox.ActorClient || e.Caller.KeyID != "key_1" || e.From != sandbox.StateReady {
+	if e := evs[3]; e.Actor != domain.ActorClient || e.Caller.KeyID != "key_1" || e.From != domain.StateReady {
 		t.Errorf("pause event = %+v, want the client's, with its key", e)
 	}
-	if e := evs[4]; e.Actor != sandbox.ActorExecutor || e.From != sandbox.StatePausing {
+	if e := evs[4]; e.Actor != domain.ActorExecutor || e.From != domain.StatePausing {
 		t.Errorf("paused event = %+v, want the executor's", e)
 	}
 }
@@ -126,45 +126,45 @@ func TestPauseResumeConflicts(t *testing.T) {
 	b := setup(t)
 	sb := b.ready(t)
 	requested := b.create(t)
-	conflict := func(name string, err error, state sandbox.State) {
+	conflict := func(name string, err error, state domain.State) {
 		t.Helper()
-		var e *sandbox.Error
-		if !errors.As(err, &e) || e.Code != sandbox.CodeStateConflict || sandbox.ConflictState(err) != state {
+		var e *domain.Error
+		if !errors.As(err, &e) || e.Code != domain.CodeStateConflict || domain.ConflictState(err) != state {
 			t.Errorf("%s: err = %v, want SANDBOX_STATE_CONFLICT with state %s", name, err, state)
 		}
 	}
-	_, _, err := b.st.RequestPause(b.ctx, "acme", requested.ID, pauseTimeout, sandbox.Caller{})
-	conflict("pause requested", err, sandbox.StateRequested)
-	_, _, err = b.st.RequestResume(b.ctx, "acme", requested.ID, pauseTimeout, sandbox.Caller{})
-	conflict("resume requested", err, sandbox.StateRequested)
-	if _, _, err := b.st.RequestPause(b.ctx, "other", requested.ID, pauseTimeout, sandbox.Caller{}); !errors.Is(err, sandbox.ErrNotFound) {
+	_, _, err := b.st.RequestPause(b.ctx, "acme", requested.ID, pauseTimeout, domain.Caller{})
+	conflict("pause requested", err, domain.StateRequested)
+	_, _, err = b.st.RequestResume(b.ctx, "acme", requested.ID, pauseTimeout, domain.Caller{})
+	conflict("resume requested", err, domain.StateRequested)
+	if _, _, err := b.st.RequestPause(b.ctx, "other", requested.ID, pauseTimeout, domain.Caller{}); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("pause of another tenant's sandbox: %v, want ErrNotFound", err)
 	}
-	if _, _, err := b.st.RequestPause(b.ctx, "acme", sandbox.NewID(), pauseTimeout, sandbox.Caller{}); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, _, err := b.st.RequestPause(b.ctx, "acme", domain.NewID(), pauseTimeout, domain.Caller{}); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("pause of an unknown sandbox: %v, want ErrNotFound", err)
 	}
 
-	if _, _, err := b.st.RequestPause(b.ctx, "acme", sb.ID, pauseTimeout, sandbox.Caller{}); err != nil {
+	if _, _, err := b.st.RequestPause(b.ctx, "acme", sb.ID, pauseTimeout, domain.Caller{}); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = b.st.RequestResume(b.ctx, "acme", sb.ID, pauseTimeout, sandbox.Caller{})
-	conflict("resume pausing", err, sandbox.StatePausing)
+	_, _, err = b.st.RequestResume(b.ctx, "acme", sb.ID, pauseTimeout, domain.Caller{})
+	conflict("resume pausing", err, domain.StatePausing)
 	c := b.claimTransition(t, "w")
-	if _, err := b.st.FinishTransition(b.ctx, sb.ID, c.Sandbox.Epoch, sandbox.StatePausing); err != nil {
+	if _, err := b.st.FinishTransition(b.ctx, sb.ID, c.Sandbox.Epoch, domain.StatePausing); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := b.st.RequestResume(b.ctx, "acme", sb.ID, pauseTimeout, sandbox.Caller{}); err != nil {
+	if _, _, err := b.st.RequestResume(b.ctx, "acme", sb.ID, pauseTimeout, domain.Caller{}); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = b.st.RequestPause(b.ctx, "acme", sb.ID, pauseTimeout, sandbox.Caller{})
-	conflict("pause resuming", err, sandbox.StateResuming)
+	_, _, err = b.st.RequestPause(b.ctx, "acme", sb.ID, pauseTimeout, domain.Caller{})
+	conflict("pause resuming", err, domain.StateResuming)
 
-	if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "bye"); err != nil {
+	if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, "bye"); err != nil {
 		t.Fatal(err)
 	}
 	before := len(b.events(t, sb.ID))
-	_, _, err = b.st.RequestResume(b.ctx, "acme", sb.ID, pauseTimeout, sandbox.Caller{})
-	conflict("resume terminated", err, sandbox.StateTerminated)
+	_, _, err = b.st.RequestResume(b.ctx, "acme", sb.ID, pauseTimeout, domain.Caller{})
+	conflict("resume terminated", err, domain.StateTerminated)
 	if n := len(b.events(t, sb.ID)); n != before {
 		t.Errorf("a refused resume wrote %d events", n-before)
 	}
@@ -174,7 +174,7 @@ func TestRevertAndRetryTransition(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	sb := b.ready(t)
-	if _, _, err := b.st.RequestPause(b.ctx, "acme", sb.ID, pauseTimeout, sandbox.Caller{}); err != nil {
+	if _, _, err := b.st.RequestPause(b.ctx, "acme", sb.ID, pauseTimeout, domain.Caller{}); err != nil {
 		t.Fatal(err)
 	}
 	c := b.claimTransition(t, "w")
@@ -182,7 +182,7 @@ func TestRevertAndRetryTransition(t *testing.T) {
 	if err := b.st.UnclaimTransition(b.ctx, sb.ID, c.Sandbox.Epoch, b.clock.Now().Add(5*time.Second), "busy"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.st.UnclaimTransition(b.ctx, sb.ID, c.Sandbox.Epoch, b.clock.Now(), "x"); !errors.Is(err, sandbox.ErrFenced) {
+	if err := b.st.UnclaimTransition(b.ctx, sb.ID, c.Sandbox.Epoch, b.clock.Now(), "x"); !errors.Is(err, domain.ErrFenced) {
 		t.Errorf("second unclaim: %v, want ErrFenced", err)
 	}
 	if claims, _ := b.st.ClaimTransitions(b.ctx, "sim", "", "w", 10, 10*time.Second, store.Share{}); len(claims) != 0 {
@@ -193,24 +193,24 @@ func TestRevertAndRetryTransition(t *testing.T) {
 	if c.Sandbox.Error != "busy" {
 		t.Errorf("error while retrying = %q", c.Sandbox.Error)
 	}
-	got, err := b.st.RevertTransition(b.ctx, sb.ID, c.Sandbox.Epoch, sandbox.StatePausing, "cannot freeze")
-	if err != nil || got.State != sandbox.StateReady || got.Error != "cannot freeze" || b.leased(t, sb.ID) {
+	got, err := b.st.RevertTransition(b.ctx, sb.ID, c.Sandbox.Epoch, domain.StatePausing, "cannot freeze")
+	if err != nil || got.State != domain.StateReady || got.Error != "cannot freeze" || b.leased(t, sb.ID) {
 		t.Fatalf("RevertTransition = %+v, %v; want ready with the error", got, err)
 	}
 
 	// A refused resume goes back to paused.
-	if _, _, err := b.st.RequestPause(b.ctx, "acme", sb.ID, pauseTimeout, sandbox.Caller{}); err != nil {
+	if _, _, err := b.st.RequestPause(b.ctx, "acme", sb.ID, pauseTimeout, domain.Caller{}); err != nil {
 		t.Fatal(err)
 	}
 	c = b.claimTransition(t, "w")
-	if got, err := b.st.FinishTransition(b.ctx, sb.ID, c.Sandbox.Epoch, sandbox.StatePausing); err != nil || got.Error != "" {
+	if got, err := b.st.FinishTransition(b.ctx, sb.ID, c.Sandbox.Epoch, domain.StatePausing); err != nil || got.Error != "" {
 		t.Fatalf("FinishTransition = %+v, %v; want paused and the old error gone", got, err)
 	}
-	if _, _, err := b.st.RequestResume(b.ctx, "acme", sb.ID, pauseTimeout, sandbox.Caller{}); err != nil {
+	if _, _, err := b.st.RequestResume(b.ctx, "acme", sb.ID, pauseTimeout, domain.Caller{}); err != nil {
 		t.Fatal(err)
 	}
 	c = b.claimTransition(t, "w")
-	if got, err := b.st.RevertTransition(b.ctx, sb.ID, c.Sandbox.Epoch, sandbox.StateResuming, "no"); err != nil || got.State != sandbox.StatePaused {
+	if got, err := b.st.RevertTransition(b.ctx, sb.ID, c.Sandbox.Epoch, domain.StateResuming, "no"); err != nil || got.State != domain.StatePaused {
 		t.Fatalf("RevertTransition of a resume = %s, %v", got.State, err)
 	}
 	if p := path(b.events(t, sb.ID)); p != "requested>creating>ready>pausing>ready>pausing>paused>resuming>paused" {
@@ -224,7 +224,7 @@ func TestLapsedTransitionIsReclaimed(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	sb := b.ready(t)
-	if _, _, err := b.st.RequestPause(b.ctx, "acme", sb.ID, pauseTimeout, sandbox.Caller{}); err != nil {
+	if _, _, err := b.st.RequestPause(b.ctx, "acme", sb.ID, pauseTimeout, domain.Caller{}); err != nil {
 		t.Fatal(err)
 	}
 	dead := b.claimTransition(t, "dead")
@@ -233,19 +233,19 @@ func TestLapsedTransitionIsReclaimed(t *testing.T) {
 	if live.Sandbox.Epoch <= dead.Sandbox.Epoch {
 		t.Fatalf("reclaim epoch %d, want > %d", live.Sandbox.Epoch, dead.Sandbox.Epoch)
 	}
-	if _, err := b.st.RenewLease(b.ctx, sb.ID, dead.Sandbox.Epoch, "dead", time.Minute); !errors.Is(err, sandbox.ErrFenced) {
+	if _, err := b.st.RenewLease(b.ctx, sb.ID, dead.Sandbox.Epoch, "dead", time.Minute); !errors.Is(err, domain.ErrFenced) {
 		t.Errorf("RenewLease by the dead worker: %v", err)
 	}
-	if _, err := b.st.RevertTransition(b.ctx, sb.ID, dead.Sandbox.Epoch, sandbox.StatePausing, "late"); !errors.Is(err, sandbox.ErrFenced) {
+	if _, err := b.st.RevertTransition(b.ctx, sb.ID, dead.Sandbox.Epoch, domain.StatePausing, "late"); !errors.Is(err, domain.ErrFenced) {
 		t.Errorf("RevertTransition by the dead worker: %v", err)
 	}
-	if _, err := b.st.FailTransition(b.ctx, sb.ID, dead.Sandbox.Epoch, sandbox.StatePausing, sandbox.ActorExecutor, "late"); !errors.Is(err, sandbox.ErrFenced) {
+	if _, err := b.st.FailTransition(b.ctx, sb.ID, dead.Sandbox.Epoch, domain.StatePausing, domain.ActorExecutor, "late"); !errors.Is(err, domain.ErrFenced) {
 		t.Errorf("FailTransition by the dead worker: %v", err)
 	}
-	if state, err := b.st.RenewLease(b.ctx, sb.ID, live.Sandbox.Epoch, "live", time.Minute); err != nil || state != sandbox.StatePausing {
+	if state, err := b.st.RenewLease(b.ctx, sb.ID, live.Sandbox.Epoch, "live", time.Minute); err != nil || state != domain.StatePausing {
 		t.Errorf("RenewLease by the live worker = %s, %v", state, err)
 	}
-	if _, err := b.st.FinishTransition(b.ctx, sb.ID, live.Sandbox.Epoch, sandbox.StatePausing); err != nil {
+	if _, err := b.st.FinishTransition(b.ctx, sb.ID, live.Sandbox.Epoch, domain.StatePausing); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -257,8 +257,8 @@ func TestOverdueTransitionsFail(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	leased, unclaimed := b.ready(t), b.ready(t)
-	for _, sb := range []sandbox.Sandbox{leased, unclaimed} {
-		if _, _, err := b.st.RequestPause(b.ctx, "acme", sb.ID, 30*time.Second, sandbox.Caller{}); err != nil {
+	for _, sb := range []domain.Sandbox{leased, unclaimed} {
+		if _, _, err := b.st.RequestPause(b.ctx, "acme", sb.ID, 30*time.Second, domain.Caller{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -278,7 +278,7 @@ func TestOverdueTransitionsFail(t *testing.T) {
 		t.Fatalf("FailOverdue = %d, %v; want 2", len(failed), err)
 	}
 	for _, sb := range failed {
-		if sb.State != sandbox.StateFailed || sb.Reason != sandbox.ReasonPauseFailed || sb.EndedAt == nil {
+		if sb.State != domain.StateFailed || sb.Reason != domain.ReasonPauseFailed || sb.EndedAt == nil {
 			t.Errorf("overdue sandbox = %s/%s, want failed/pause_failed", sb.State, sb.Reason)
 		}
 		if held := sb.ID == leased.ID; b.leased(t, sb.ID) != held {
@@ -301,21 +301,21 @@ func TestEndWhileTransitioning(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	sb := b.ready(t)
-	if _, _, err := b.st.RequestPause(b.ctx, "acme", sb.ID, pauseTimeout, sandbox.Caller{}); err != nil {
+	if _, _, err := b.st.RequestPause(b.ctx, "acme", sb.ID, pauseTimeout, domain.Caller{}); err != nil {
 		t.Fatal(err)
 	}
 	c := b.claimTransition(t, "w")
-	ended, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "bye")
-	if err != nil || !changed || ended.State != sandbox.StateTerminated || ended.Released || !b.leased(t, sb.ID) {
+	ended, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, "bye")
+	if err != nil || !changed || ended.State != domain.StateTerminated || ended.Released || !b.leased(t, sb.ID) {
 		t.Fatalf("EndSandbox = %+v, %v, %v; want terminated, lease kept", ended, changed, err)
 	}
 	if claims, _ := b.st.ClaimReleases(b.ctx, "sim", "", "r", 10, 10*time.Second, store.Share{}); len(claims) != 0 {
 		t.Fatal("a release was claimed while the pause call holds the lease")
 	}
-	if _, err := b.st.FinishTransition(b.ctx, sb.ID, c.Sandbox.Epoch, sandbox.StatePausing); !errors.Is(err, sandbox.ErrFenced) {
+	if _, err := b.st.FinishTransition(b.ctx, sb.ID, c.Sandbox.Epoch, domain.StatePausing); !errors.Is(err, domain.ErrFenced) {
 		t.Errorf("FinishTransition after the end: %v, want ErrFenced", err)
 	}
-	if state, err := b.st.RenewLease(b.ctx, sb.ID, c.Sandbox.Epoch, "w", time.Minute); err != nil || state != sandbox.StateTerminated {
+	if state, err := b.st.RenewLease(b.ctx, sb.ID, c.Sandbox.Epoch, "w", time.Minute); err != nil || state != domain.StateTerminated {
 		t.Errorf("RenewLease = %s, %v; want terminated (the executor releases)", state, err)
 	}
 	if err := b.st.MarkReleased(b.ctx, sb.ID, c.Sandbox.Epoch); err != nil {
@@ -324,14 +324,14 @@ func TestEndWhileTransitioning(t *testing.T) {
 
 	// A paused sandbox ends terminated, into the release queue.
 	p := b.ready(t)
-	if _, _, err := b.st.RequestPause(b.ctx, "acme", p.ID, pauseTimeout, sandbox.Caller{}); err != nil {
+	if _, _, err := b.st.RequestPause(b.ctx, "acme", p.ID, pauseTimeout, domain.Caller{}); err != nil {
 		t.Fatal(err)
 	}
 	c = b.claimTransition(t, "w")
-	if _, err := b.st.FinishTransition(b.ctx, p.ID, c.Sandbox.Epoch, sandbox.StatePausing); err != nil {
+	if _, err := b.st.FinishTransition(b.ctx, p.ID, c.Sandbox.Epoch, domain.StatePausing); err != nil {
 		t.Fatal(err)
 	}
-	if got, _, err := b.st.EndSandbox(b.ctx, "acme", p.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "bye"); err != nil || got.State != sandbox.StateTerminated || b.leased(t, p.ID) {
+	if got, _, err := b.st.EndSandbox(b.ctx, "acme", p.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, "bye"); err != nil || got.State != domain.StateTerminated || b.leased(t, p.ID) {
 		t.Fatalf("EndSandbox of a paused sandbox = %+v, %v", got, err)
 	}
 	if claims, _ := b.st.ClaimReleases(b.ctx, "sim", "", "r", 10, 10*time.Second, store.Share{}); len(claims) != 1 {
@@ -341,15 +341,15 @@ func TestEndWhileTransitioning(t *testing.T) {
 
 // legal checks that a history follows the transition table from its first
 // event on.
-func legal(t *testing.T, id string, evs []sandbox.Event) {
+func legal(t *testing.T, id string, evs []domain.Event) {
 	t.Helper()
-	prev := sandbox.State("")
+	prev := domain.State("")
 	for i, e := range evs {
 		if i == 0 {
-			if e.From != "" || e.To != sandbox.StateRequested {
+			if e.From != "" || e.To != domain.StateRequested {
 				t.Errorf("%s: first event %s > %s", id, e.From, e.To)
 			}
-		} else if e.From != prev || !sandbox.CanTransition(e.From, e.To) {
+		} else if e.From != prev || !domain.CanTransition(e.From, e.To) {
 			t.Errorf("%s: event %d %s > %s after %s: illegal (%s)", id, i, e.From, e.To, prev, path(evs))
 		}
 		prev = e.To
@@ -377,9 +377,9 @@ func TestPauseRacingDelete(t *testing.T) {
 		wg.Go(func() {
 			for range 10 {
 				for _, id := range ids {
-					_, _, err := b.st.RequestPause(b.ctx, "acme", id, pauseTimeout, sandbox.Caller{})
+					_, _, err := b.st.RequestPause(b.ctx, "acme", id, pauseTimeout, domain.Caller{})
 					expectConflictOrNil(err, errs)
-					_, _, err = b.st.RequestResume(b.ctx, "acme", id, pauseTimeout, sandbox.Caller{})
+					_, _, err = b.st.RequestResume(b.ctx, "acme", id, pauseTimeout, domain.Caller{})
 					expectConflictOrNil(err, errs)
 				}
 			}
@@ -389,7 +389,7 @@ func TestPauseRacingDelete(t *testing.T) {
 	deleters.Go(func() {
 		for _, id := range ids {
 			time.Sleep(5 * time.Millisecond)
-			if _, _, err := b.st.EndSandbox(b.ctx, "acme", id, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "bye"); err != nil {
+			if _, _, err := b.st.EndSandbox(b.ctx, "acme", id, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, "bye"); err != nil {
 				errs <- err
 			}
 		}
@@ -403,7 +403,7 @@ func TestPauseRacingDelete(t *testing.T) {
 	}
 	for _, id := range ids {
 		got, err := b.st.GetSandbox(b.ctx, "acme", id)
-		if err != nil || got.State != sandbox.StateTerminated || got.Reason != sandbox.ReasonRequested {
+		if err != nil || got.State != domain.StateTerminated || got.Reason != domain.ReasonRequested {
 			t.Errorf("%s = %s/%s, %v; want terminated/requested", id, got.State, got.Reason, err)
 		}
 		legal(t, id, b.events(t, id))
@@ -416,18 +416,18 @@ func TestPauseRacingDelete(t *testing.T) {
 func TestResumeRacingOwnerLapse(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	owned := func(p *sandbox.CreateParams) { p.Owner, p.OwnerTTL = "agent", 10*time.Second }
+	owned := func(p *domain.CreateParams) { p.Owner, p.OwnerTTL = "agent", 10*time.Second }
 	const n = 10
 	ids := make([]string, n)
 	for i := range ids {
 		sb := b.ready(t, owned)
 		ids[i] = sb.ID
 		if i%2 == 0 { // half start paused
-			if _, _, err := b.st.RequestPause(b.ctx, "acme", sb.ID, pauseTimeout, sandbox.Caller{}); err != nil {
+			if _, _, err := b.st.RequestPause(b.ctx, "acme", sb.ID, pauseTimeout, domain.Caller{}); err != nil {
 				t.Fatal(err)
 			}
 			c := b.claimTransition(t, "setup")
-			if _, err := b.st.FinishTransition(b.ctx, sb.ID, c.Sandbox.Epoch, sandbox.StatePausing); err != nil {
+			if _, err := b.st.FinishTransition(b.ctx, sb.ID, c.Sandbox.Epoch, domain.StatePausing); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -442,9 +442,9 @@ func TestResumeRacingOwnerLapse(t *testing.T) {
 		wg.Go(func() {
 			for range 10 {
 				for _, id := range ids {
-					_, _, err := b.st.RequestResume(b.ctx, "acme", id, pauseTimeout, sandbox.Caller{})
+					_, _, err := b.st.RequestResume(b.ctx, "acme", id, pauseTimeout, domain.Caller{})
 					expectConflictOrNil(err, errs)
-					_, _, err = b.st.RequestPause(b.ctx, "acme", id, pauseTimeout, sandbox.Caller{})
+					_, _, err = b.st.RequestPause(b.ctx, "acme", id, pauseTimeout, domain.Caller{})
 					expectConflictOrNil(err, errs)
 				}
 			}
@@ -472,7 +472,7 @@ func TestResumeRacingOwnerLapse(t *testing.T) {
 	}
 	for _, id := range ids {
 		got, err := b.st.GetSandbox(b.ctx, "acme", id)
-		if err != nil || got.State != sandbox.StateTerminated || got.Reason != sandbox.ReasonOwnerExpired {
+		if err != nil || got.State != domain.StateTerminated || got.Reason != domain.ReasonOwnerExpired {
 			t.Errorf("%s = %s/%s, %v; want terminated/owner_expired", id, got.State, got.Reason, err)
 		}
 		legal(t, id, b.events(t, id))
@@ -503,7 +503,7 @@ func (b bundle) drive(worker string, stop <-chan struct{}, errs chan<- error) {
 			default:
 				_, err = b.st.FinishTransition(b.ctx, c.Sandbox.ID, c.Sandbox.Epoch, c.From)
 			}
-			if err != nil && !errors.Is(err, sandbox.ErrFenced) {
+			if err != nil && !errors.Is(err, domain.ErrFenced) {
 				errs <- err
 			}
 		}
@@ -511,8 +511,8 @@ func (b bundle) drive(worker string, stop <-chan struct{}, errs chan<- error) {
 }
 
 func expectConflictOrNil(err error, errs chan<- error) {
-	var e *sandbox.Error
-	if err != nil && (!errors.As(err, &e) || e.Code != sandbox.CodeStateConflict) {
+	var e *domain.Error
+	if err != nil && (!errors.As(err, &e) || e.Code != domain.CodeStateConflict) {
 		errs <- err
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -14,14 +14,14 @@ import (
 const pausedTTL = 2 * time.Hour
 
 // pause takes the ready sandbox id through pausing to paused.
-func (b bundle) pause(t *testing.T, id string) sandbox.Sandbox {
+func (b bundle) pause(t *testing.T, id string) domain.Sandbox {
 	t.Helper()
-	if _, changed, err := b.st.RequestPause(b.ctx, "acme", id, pauseTimeout, sandbox.Caller{}); err != nil || !changed {
+	if _, changed, err := b.st.RequestPause(b.ctx, "acme", id, pauseTimeout, domain.Caller{}); err != nil || !changed {
 		t.Fatalf("RequestPause: changed %v, %v", changed, err)
 	}
 	c := b.claimTransition(t, "w")
-	sb, err := b.st.FinishTransition(b.ctx, id, c.Sandbox.Epoch, sandbox.StatePausing)
-	if err != nil || sb.State != sandbox.StatePaused {
+	sb, err := b.st.FinishTransition(b.ctx, id, c.Sandbox.Epoch, domain.StatePausing)
+	if err != nil || sb.State != domain.StatePaused {
 		t.Fatalf("FinishTransition(pausing) = %s, %v; want paused", sb.State, err)
 	}
 	return sb
@@ -29,20 +29,20 @@ func (b bundle) pause(t *testing.T, id string) sandbox.Sandbox {
 
 // resume takes the paused sandbox id through resuming to ready, or, when
 // refuse is set, back to paused (the provider refused).
-func (b bundle) resume(t *testing.T, id string, refuse bool) sandbox.Sandbox {
+func (b bundle) resume(t *testing.T, id string, refuse bool) domain.Sandbox {
 	t.Helper()
-	if _, changed, err := b.st.RequestResume(b.ctx, "acme", id, pauseTimeout, sandbox.Caller{}); err != nil || !changed {
+	if _, changed, err := b.st.RequestResume(b.ctx, "acme", id, pauseTimeout, domain.Caller{}); err != nil || !changed {
 		t.Fatalf("RequestResume: changed %v, %v", changed, err)
 	}
 	c := b.claimTransition(t, "w")
-	settle, want := b.st.FinishTransition, sandbox.StateReady
+	settle, want := b.st.FinishTransition, domain.StateReady
 	if refuse {
-		settle = func(ctx context.Context, id string, epoch int64, from sandbox.State) (sandbox.Sandbox, error) {
+		settle = func(ctx context.Context, id string, epoch int64, from domain.State) (domain.Sandbox, error) {
 			return b.st.RevertTransition(ctx, id, epoch, from, "no room")
 		}
-		want = sandbox.StatePaused
+		want = domain.StatePaused
 	}
-	sb, err := settle(b.ctx, id, c.Sandbox.Epoch, sandbox.StateResuming)
+	sb, err := settle(b.ctx, id, c.Sandbox.Epoch, domain.StateResuming)
 	if err != nil || sb.State != want {
 		t.Fatalf("settling the resume = %s, %v; want %s", sb.State, err, want)
 	}
@@ -50,7 +50,7 @@ func (b bundle) resume(t *testing.T, id string, refuse bool) sandbox.Sandbox {
 }
 
 // expectExpires checks the sandbox's deadline, as returned and as stored.
-func (b bundle) expectExpires(t *testing.T, sb sandbox.Sandbox, want time.Time, what string) {
+func (b bundle) expectExpires(t *testing.T, sb domain.Sandbox, want time.Time, what string) {
 	t.Helper()
 	if !sb.ExpiresAt.Equal(want) {
 		t.Errorf("%s: expires_at = %v, want %v (off by %v)", what, sb.ExpiresAt, want, sb.ExpiresAt.Sub(want))
@@ -91,7 +91,7 @@ func TestPausedTTLZeroKeepsTheClockRunning(t *testing.T) {
 	b.pause(t, sb.ID)
 	b.clock.Advance(deadline.Sub(b.clock.Now()) + time.Second)
 	ended, err := b.st.EndExpired(b.ctx, 100)
-	if err != nil || len(ended) != 1 || ended[0].Reason != sandbox.ReasonExpired {
+	if err != nil || len(ended) != 1 || ended[0].Reason != domain.ReasonExpired {
 		t.Fatalf("EndExpired past the TTL while paused = %v, %v; want it expired", ended, err)
 	}
 }
@@ -135,7 +135,7 @@ func TestPausedSandboxExpiresPastPausedTTL(t *testing.T) {
 	if err != nil || len(ended) != 1 {
 		t.Fatalf("EndExpired past the paused deadline = %v, %v; want one", ended, err)
 	}
-	if got := ended[0]; got.ID != sb.ID || got.State != sandbox.StateTerminated || got.Reason != sandbox.ReasonExpired {
+	if got := ended[0]; got.ID != sb.ID || got.State != domain.StateTerminated || got.Reason != domain.ReasonExpired {
 		t.Errorf("ended %s %s (%s), want %s terminated (expired)", got.ID, got.State, got.Reason, sb.ID)
 	}
 }
@@ -176,11 +176,11 @@ func TestPausedTTLCappedByMaxLifetime(t *testing.T) {
 func TestPausedTTLOwnerLapseStillEnds(t *testing.T) {
 	t.Parallel()
 	b := setup(t, store.WithPausedTTL(pausedTTL, 24*time.Hour))
-	sb := b.ready(t, func(p *sandbox.CreateParams) { p.Owner, p.OwnerTTL = "agent", 10*time.Second })
+	sb := b.ready(t, func(p *domain.CreateParams) { p.Owner, p.OwnerTTL = "agent", 10*time.Second })
 	b.pause(t, sb.ID)
 	b.clock.Advance(11 * time.Second)
 	ended, err := b.st.EndLapsedOwners(b.ctx, 100)
-	if err != nil || len(ended) != 1 || ended[0].Reason != sandbox.ReasonOwnerExpired {
+	if err != nil || len(ended) != 1 || ended[0].Reason != domain.ReasonOwnerExpired {
 		t.Fatalf("EndLapsedOwners of a paused sandbox = %v, %v; want it ended owner_expired", ended, err)
 	}
 }
@@ -198,7 +198,7 @@ func TestPausedTTLAcrossDaylightSaving(t *testing.T) {
 	b.st.Pool().Reset() // new connections take the zone
 	// New York moves its clocks an hour forward at 2027-03-14 07:00 UTC.
 	b.clock.Advance(time.Date(2027, 3, 12, 12, 0, 0, 0, time.UTC).Sub(b.clock.Now()))
-	sb := b.ready(t, func(p *sandbox.CreateParams) { p.TTL = 72 * time.Hour })
+	sb := b.ready(t, func(p *domain.CreateParams) { p.TTL = 72 * time.Hour })
 	b.pause(t, sb.ID)
 	b.clock.Advance(time.Hour)
 	b.expectExpires(t, b.resume(t, sb.ID, false), b.clock.Now().Add(72*time.Hour), "resumed across the change")

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 )
 
@@ -18,7 +18,7 @@ func failAll(t *testing.T, b bundle, msg string) int {
 		t.Fatal(err)
 	}
 	for _, c := range claims {
-		if _, err := b.st.MarkFailed(b.ctx, c.Sandbox.ID, c.Sandbox.Epoch, sandbox.ActorExecutor, msg); err != nil {
+		if _, err := b.st.MarkFailed(b.ctx, c.Sandbox.ID, c.Sandbox.Epoch, domain.ActorExecutor, msg); err != nil {
 			t.Fatal(err)
 		}
 	}

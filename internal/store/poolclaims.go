@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // claimMemberSQL takes the oldest ready member of the pool @pool of
@@ -32,7 +32,7 @@ var claimMemberSQL = `
 		FOR UPDATE SKIP LOCKED
 	), upd AS (
 		UPDATE sandboxes s SET owner = @owner::text,
-			labels = s.labels || @labels::jsonb || jsonb_build_object('` + sandbox.PoolLabel + `', @pool::text),
+			labels = s.labels || @labels::jsonb || jsonb_build_object('` + domain.PoolLabel + `', @pool::text),
 			expires_at = least(@expires_at::timestamptz, s.created_at + @max_lifetime::interval), updated_at = @now
 		FROM pick
 		WHERE s.id = pick.id
@@ -55,10 +55,10 @@ var claimMemberSQL = `
 // idempotency key, a key already used returns that request's sandbox
 // (Replayed), or IDEMPOTENCY_KEY_REUSED for another request: the claim
 // this call made is rolled back.
-func (s *Store) ClaimFromPool(ctx context.Context, p sandbox.ClaimParams) (sandbox.PoolClaim, error) {
+func (s *Store) ClaimFromPool(ctx context.Context, p domain.ClaimParams) (domain.PoolClaim, error) {
 	labels, err := json.Marshal(nonNil(p.Labels))
 	if err != nil {
-		return sandbox.PoolClaim{}, wrap("claim from pool", err)
+		return domain.PoolClaim{}, wrap("claim from pool", err)
 	}
 	now := s.Now()
 	minExpires := now
@@ -66,13 +66,13 @@ func (s *Store) ClaimFromPool(ctx context.Context, p sandbox.ClaimParams) (sandb
 		minExpires = now.Add(p.TTL)
 	}
 	args := namedArgs{
-		"tenant": p.Tenant, "pool": p.Pool, "pool_owner": sandbox.PoolOwner(p.Pool), "owner": nullable(p.Owner),
+		"tenant": p.Tenant, "pool": p.Pool, "pool_owner": domain.PoolOwner(p.Pool), "owner": nullable(p.Owner),
 		"labels": labels, "now": now, "expires_at": now.Add(p.TTL), "min_expires": minExpires, "max_lifetime": p.MaxLifetime,
 		"key_id": nullable(p.Caller.KeyID), "key_name": nullable(p.Caller.KeyName),
 	}
 	var (
-		c      sandbox.PoolClaim
-		lapsed []sandbox.Sandbox
+		c      domain.PoolClaim
+		lapsed []domain.Sandbox
 	)
 	if p.Owner == "" && p.IdempotencyKey == "" {
 		// The common case is the one statement alone.
@@ -101,7 +101,7 @@ func (s *Store) ClaimFromPool(ctx context.Context, p sandbox.ClaimParams) (sandb
 	case errors.Is(err, pgx.ErrNoRows):
 		return s.poolForCreate(ctx, p)
 	case err != nil:
-		return sandbox.PoolClaim{}, coded("claim from pool", err)
+		return domain.PoolClaim{}, coded("claim from pool", err)
 	}
 	c.Claimed = true
 	s.announce(c.Sandbox)
@@ -116,26 +116,26 @@ var errReplay = errors.New("idempotency key replayed")
 // tx. A key an earlier request recorded returns that request's sandbox
 // with errReplay, or IDEMPOTENCY_KEY_REUSED for a different request; the
 // claim then rolls back.
-func keyClaim(ctx context.Context, tx pgx.Tx, p sandbox.ClaimParams, sb sandbox.Sandbox, now time.Time) (sandbox.PoolClaim, error) {
-	cp := sandbox.CreateParams{Tenant: p.Tenant, IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash}
+func keyClaim(ctx context.Context, tx pgx.Tx, p domain.ClaimParams, sb domain.Sandbox, now time.Time) (domain.PoolClaim, error) {
+	cp := domain.CreateParams{Tenant: p.Tenant, IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash}
 	earlier, replay, err := replayedCreate(ctx, tx, cp, sb.ID, now)
 	if err != nil {
-		return sandbox.PoolClaim{}, err
+		return domain.PoolClaim{}, err
 	}
 	if replay {
 		earlier.Env, earlier.Setup, earlier.Params = nil, "", nil
-		return sandbox.PoolClaim{Sandbox: earlier, Replayed: true}, errReplay
+		return domain.PoolClaim{Sandbox: earlier, Replayed: true}, errReplay
 	}
-	return sandbox.PoolClaim{Sandbox: sb}, nil
+	return domain.PoolClaim{Sandbox: sb}, nil
 }
 
 // poolForCreate is ClaimFromPool's answer when no member was ready: the
 // pool, for a create like its members (which, with p's idempotency key,
 // finds the sandbox an earlier request with it got).
-func (s *Store) poolForCreate(ctx context.Context, p sandbox.ClaimParams) (sandbox.PoolClaim, error) {
+func (s *Store) poolForCreate(ctx context.Context, p domain.ClaimParams) (domain.PoolClaim, error) {
 	pool, err := s.GetPool(ctx, p.Tenant, p.Pool)
 	if err != nil {
-		return sandbox.PoolClaim{}, err
+		return domain.PoolClaim{}, err
 	}
-	return sandbox.PoolClaim{Pool: pool}, nil
+	return domain.PoolClaim{Pool: pool}, nil
 }

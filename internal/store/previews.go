@@ -10,15 +10,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // Preview tokens and ids. A token is 32 random bytes and a tag (see
 // package credential) behind a prefix that scanners recognise; only its
 // SHA-256 is stored, so a token cannot be read back, only checked.
 const (
-	previewTokenPrefix = sandbox.PreviewTokenPrefix
-	previewIDPrefix    = sandbox.PreviewIDPrefix
+	previewTokenPrefix = domain.PreviewTokenPrefix
+	previewIDPrefix    = domain.PreviewIDPrefix
 )
 
 func newPreviewID() string {
@@ -29,8 +29,8 @@ func newPreviewID() string {
 
 const previewColumns = `id, sandbox_id, tenant, port, created_at, expires_at, revoked_at, coalesce(key_id, ''), coalesce(key_name, '')`
 
-func scanPreview(row pgx.Row) (sandbox.Preview, error) {
-	var p sandbox.Preview
+func scanPreview(row pgx.Row) (domain.Preview, error) {
+	var p domain.Preview
 	err := row.Scan(&p.ID, &p.SandboxID, &p.Tenant, &p.Port, &p.CreatedAt, &p.ExpiresAt, &p.RevokedAt,
 		&p.CreatedBy.KeyID, &p.CreatedBy.KeyName)
 	return p, err
@@ -40,10 +40,10 @@ func scanPreview(row pgx.Row) (sandbox.Preview, error) {
 // returns it with its token, which is shown only now. A sandbox the
 // tenant does not have is ErrNotFound. The caller checks the sandbox's
 // state; a preview of a sandbox that ends later stops working then.
-func (s *Store) CreatePreview(ctx context.Context, np sandbox.NewPreview) (sandbox.Preview, string, error) {
+func (s *Store) CreatePreview(ctx context.Context, np domain.NewPreview) (domain.Preview, string, error) {
 	token, err := s.newSecret(ctx, previewTokenPrefix)
 	if err != nil {
-		return sandbox.Preview{}, "", wrap("create preview", err)
+		return domain.Preview{}, "", wrap("create preview", err)
 	}
 	now := s.Now()
 	p, err := scanPreview(queryRow(ctx, s.pool, `
@@ -56,7 +56,7 @@ func (s *Store) CreatePreview(ctx context.Context, np sandbox.NewPreview) (sandb
 		"sandbox": np.SandboxID, "tenant": np.Tenant,
 	}))
 	if err != nil {
-		return sandbox.Preview{}, "", wrap("create preview", err)
+		return domain.Preview{}, "", wrap("create preview", err)
 	}
 	return p, token, nil
 }
@@ -64,14 +64,14 @@ func (s *Store) CreatePreview(ctx context.Context, np sandbox.NewPreview) (sandb
 // SandboxPreviews returns the previews of the tenant's sandbox, oldest
 // first, revoked and expired ones included. The caller checks the sandbox
 // belongs to the tenant first.
-func (s *Store) SandboxPreviews(ctx context.Context, tenant, sandboxID string) ([]sandbox.Preview, error) {
+func (s *Store) SandboxPreviews(ctx context.Context, tenant, sandboxID string) ([]domain.Preview, error) {
 	rows, err := query(ctx, s.pool, `SELECT `+previewColumns+` FROM sandbox_previews
 		WHERE sandbox_id = @sandbox AND tenant = @tenant ORDER BY sandbox_id, created_at, id`,
 		namedArgs{"sandbox": sandboxID, "tenant": tenant})
 	if err != nil {
 		return nil, wrap("sandbox previews", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.Preview, error) { return scanPreview(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.Preview, error) { return scanPreview(r) })
 	if err != nil {
 		return nil, wrap("sandbox previews", err)
 	}
@@ -80,12 +80,12 @@ func (s *Store) SandboxPreviews(ctx context.Context, tenant, sandboxID string) (
 
 // SandboxPreview returns the preview id of the tenant's sandbox, live or
 // not. Another tenant's, or another sandbox's, is ErrNotFound.
-func (s *Store) SandboxPreview(ctx context.Context, tenant, sandboxID, id string) (sandbox.Preview, error) {
+func (s *Store) SandboxPreview(ctx context.Context, tenant, sandboxID, id string) (domain.Preview, error) {
 	p, err := scanPreview(queryRow(ctx, s.pool, `SELECT `+previewColumns+` FROM sandbox_previews
 		WHERE tenant = @tenant AND sandbox_id = @sandbox AND id = @id`,
 		namedArgs{"tenant": tenant, "sandbox": sandboxID, "id": id}))
 	if err != nil {
-		return sandbox.Preview{}, wrap("sandbox preview", err)
+		return domain.Preview{}, wrap("sandbox preview", err)
 	}
 	return p, nil
 }
@@ -93,13 +93,13 @@ func (s *Store) SandboxPreview(ctx context.Context, tenant, sandboxID, id string
 // RevokePreview revokes the preview id of the tenant's sandbox and
 // returns it; revoking a revoked preview changes nothing. Another
 // tenant's, or another sandbox's, is ErrNotFound.
-func (s *Store) RevokePreview(ctx context.Context, tenant, sandboxID, id string) (sandbox.Preview, error) {
+func (s *Store) RevokePreview(ctx context.Context, tenant, sandboxID, id string) (domain.Preview, error) {
 	p, err := scanPreview(queryRow(ctx, s.pool, `
 		UPDATE sandbox_previews SET revoked_at = coalesce(revoked_at, @now)
 		WHERE tenant = @tenant AND sandbox_id = @sandbox AND id = @id
 		RETURNING `+previewColumns, namedArgs{"tenant": tenant, "sandbox": sandboxID, "id": id, "now": s.Now()}))
 	if err != nil {
-		return sandbox.Preview{}, wrap("revoke preview", err)
+		return domain.Preview{}, wrap("revoke preview", err)
 	}
 	return p, nil
 }
@@ -107,14 +107,14 @@ func (s *Store) RevokePreview(ctx context.Context, tenant, sandboxID, id string)
 // PreviewByToken returns the preview whose token is token, live or not
 // (the caller checks Live and the sandbox); an unknown token is
 // ErrNotFound.
-func (s *Store) PreviewByToken(ctx context.Context, token string) (sandbox.Preview, error) {
+func (s *Store) PreviewByToken(ctx context.Context, token string) (domain.Preview, error) {
 	p, err := scanPreview(queryRow(ctx, s.pool, `SELECT `+previewColumns+` FROM sandbox_previews WHERE token_hash = @hash`,
 		namedArgs{"hash": hashKey(token)}))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return sandbox.Preview{}, fmt.Errorf("store: preview by token: %w", sandbox.ErrNotFound)
+		return domain.Preview{}, fmt.Errorf("store: preview by token: %w", domain.ErrNotFound)
 	}
 	if err != nil {
-		return sandbox.Preview{}, wrap("preview by token", err)
+		return domain.Preview{}, wrap("preview by token", err)
 	}
 	return p, nil
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // A sandbox row read the fast way: the columns decoded straight from the
@@ -78,7 +78,7 @@ const (
 	colNullTime                  // timestamptz
 	colInt8                      // bigint NOT NULL
 	colInt4                      // integer NOT NULL
-	colExtraState                // a leading text NOT NULL, into a *sandbox.State
+	colExtraState                // a leading text NOT NULL, into a *domain.State
 )
 
 const (
@@ -96,9 +96,9 @@ var kindOIDs = [...]uint32{
 }
 
 // rawSandbox decodes a row of sandboxColumns, after the extra columns
-// (each a *sandbox.State), from its bytes; ok is false when it cannot,
+// (each a *domain.State), from its bytes; ok is false when it cannot,
 // and the row must be scanned by pgx.
-func rawSandbox(r rawRow, extra []any) (sb sandbox.Sandbox, ok bool, err error) {
+func rawSandbox(r rawRow, extra []any) (sb domain.Sandbox, ok bool, err error) {
 	fds, values := r.FieldDescriptions(), r.RawValues()
 	if len(fds) != len(extra)+len(sandboxTable) || len(values) != len(fds) {
 		return sb, false, nil
@@ -128,11 +128,11 @@ func rawSandbox(r rawRow, extra []any) (sb sandbox.Sandbox, ok bool, err error) 
 }
 
 // setExtra puts a leading column's text into its destination, a
-// *sandbox.State; false for any other destination.
+// *domain.State; false for any other destination.
 func setExtra(dest any, v []byte) bool {
-	st, ok := dest.(*sandbox.State)
+	st, ok := dest.(*domain.State)
 	if ok {
-		*st = sandbox.State(v)
+		*st = domain.State(v)
 	}
 	return ok
 }

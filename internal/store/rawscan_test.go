@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // TestFastScanMatchesScan reads sandboxes in many shapes (labels and env
@@ -20,11 +20,11 @@ func TestFastScanMatchesScan(t *testing.T) {
 	// released, one cancelled before its create.
 	r := b.ready(t)
 	ended := b.ready(t)
-	if _, _, err := b.st.EndSandbox(b.ctx, "acme", ended.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "bye"); err != nil {
+	if _, _, err := b.st.EndSandbox(b.ctx, "acme", ended.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, "bye"); err != nil {
 		t.Fatal(err)
 	}
 	cancelled := b.create(t)
-	if _, _, err := b.st.EndSandbox(b.ctx, "acme", cancelled.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "x"); err != nil {
+	if _, _, err := b.st.EndSandbox(b.ctx, "acme", cancelled.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, "x"); err != nil {
 		t.Fatal(err)
 	}
 	b.release(t, ended)
@@ -37,7 +37,7 @@ func TestFastScanMatchesScan(t *testing.T) {
 		{"k1": "v1", "k2": "v2", "k3": "v3", "k4": "v4"},
 	}
 	for i, labels := range labelSets {
-		sb := b.create(t, func(p *sandbox.CreateParams) {
+		sb := b.create(t, func(p *domain.CreateParams) {
 			p.Labels = labels
 			p.Env = labelSets[(i+1)%len(labelSets)]
 			p.Setup = "echo setup " + string(rune('a'+i))

@@ -6,14 +6,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // Record is what the registry knows of a sandbox, for reconciliation.
 type Record struct {
 	ID       string
 	Tenant   string
-	State    sandbox.State
+	State    domain.State
 	Released bool
 	// EndedAt is when a terminal sandbox ended.
 	EndedAt *time.Time
@@ -77,7 +77,7 @@ func (s *Store) ReadyBefore(ctx context.Context, provider, node string, t time.T
 // terminated with reason lost, and recorded as a reconciliation event. The
 // release workers still confirm with the provider (destroy of nothing is
 // success) before it counts as released.
-func (s *Store) MarkLost(ctx context.Context, id, message string) (sandbox.Sandbox, bool, error) {
+func (s *Store) MarkLost(ctx context.Context, id, message string) (domain.Sandbox, bool, error) {
 	return s.markLost(ctx, endLostSQL, message, namedArgs{"id": id})
 }
 
@@ -86,18 +86,18 @@ func (s *Store) MarkLost(ctx context.Context, id, message string) (sandbox.Sandb
 // it is still placed on node and that node is still dead when the
 // statement runs, so a node that beat again meanwhile keeps it. The node
 // releases it when it comes back.
-func (s *Store) MarkStranded(ctx context.Context, id, node, message string) (sandbox.Sandbox, bool, error) {
+func (s *Store) MarkStranded(ctx context.Context, id, node, message string) (domain.Sandbox, bool, error) {
 	return s.markLost(ctx, endStrandedSQL, message, namedArgs{"id": id, "node": node, "grace": s.nodeGrace})
 }
 
 // markLost ends with reason lost the sandbox that stmt, endLostSQL or
 // endStrandedSQL, picks with the arguments pick.
-func (s *Store) markLost(ctx context.Context, stmt, message string, pick namedArgs) (sandbox.Sandbox, bool, error) {
+func (s *Store) markLost(ctx context.Context, stmt, message string, pick namedArgs) (domain.Sandbox, bool, error) {
 	now := s.Now()
-	var ended []sandbox.Sandbox
+	var ended []domain.Sandbox
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		ended, err = endMany(ctx, tx, stmt, end{now: now, reason: sandbox.ReasonLost, actor: sandbox.ActorJanitor, message: message}, pick)
+		ended, err = endMany(ctx, tx, stmt, end{now: now, reason: domain.ReasonLost, actor: domain.ActorJanitor, message: message}, pick)
 		if err != nil || len(ended) == 0 {
 			return err
 		}
@@ -108,17 +108,17 @@ func (s *Store) markLost(ctx context.Context, stmt, message string, pick namedAr
 		return err
 	})
 	if err != nil {
-		return sandbox.Sandbox{}, false, wrap("mark lost", err)
+		return domain.Sandbox{}, false, wrap("mark lost", err)
 	}
 	if len(ended) == 0 {
-		return sandbox.Sandbox{}, false, nil
+		return domain.Sandbox{}, false, nil
 	}
 	s.announce(ended...)
 	return ended[0], true, nil
 }
 
 // ReconcileEvent is one thing the janitor's reconciliation found and did.
-type ReconcileEvent = sandbox.ReconcileEvent
+type ReconcileEvent = domain.ReconcileEvent
 
 // RecordReconcile appends a reconciliation event. tenant is empty for a
 // resource whose sandbox Tether has no record of.

@@ -5,14 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/webhook"
 )
 
 // release destroys sb's resources by hand, as the release worker does: it
 // claims the release and marks it released.
-func (b bundle) release(t *testing.T, sb sandbox.Sandbox) {
+func (b bundle) release(t *testing.T, sb domain.Sandbox) {
 	t.Helper()
 	claims, err := b.st.ClaimReleases(b.ctx, "sim", "", "rel", 10, time.Minute, store.Share{})
 	if err != nil {
@@ -32,7 +32,7 @@ func (b bundle) release(t *testing.T, sb sandbox.Sandbox) {
 // drain plans, claims and acknowledges deliveries until one plan finds
 // nothing more, and returns every event delivered, in order, with the id
 // of the delivery that carried it.
-func (b bundle) drain(t *testing.T, want int) (events []sandbox.Event, keys []string) {
+func (b bundle) drain(t *testing.T, want int) (events []domain.Event, keys []string) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); len(events) < want; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -72,19 +72,19 @@ func TestWebhookReleases(t *testing.T) {
 	if c.Sandbox.ID != ready.ID {
 		queued, ready = ready, queued
 	}
-	if _, err := b.st.MarkReady(b.ctx, c.Sandbox.ID, c.Sandbox.Epoch, sandbox.Resource{ProviderID: "p-1"}); err != nil {
+	if _, err := b.st.MarkReady(b.ctx, c.Sandbox.ID, c.Sandbox.Epoch, domain.Resource{ProviderID: "p-1"}); err != nil {
 		t.Fatal(err)
 	}
-	for _, sb := range []sandbox.Sandbox{queued, ready} {
-		if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+	for _, sb := range []domain.Sandbox{queued, ready} {
+		if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
 	b.release(t, ready)
 	// requested, cancelled, release; requested, creating, ready, terminated, release
 	events, _ := b.drain(t, 8)
-	for _, sb := range []sandbox.Sandbox{queued, ready} {
-		var mine []sandbox.Event
+	for _, sb := range []domain.Sandbox{queued, ready} {
+		var mine []domain.Event
 		for _, e := range events {
 			if e.SandboxID == sb.ID {
 				mine = append(mine, e)
@@ -95,16 +95,16 @@ func TestWebhookReleases(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := len(mine)
-		if n < 2 || mine[n-1].Kind() != sandbox.EventReleased || !mine[n-2].To.Terminal() || mine[n-2].Kind() != sandbox.EventStateChanged {
+		if n < 2 || mine[n-1].Kind() != domain.EventReleased || !mine[n-2].To.Terminal() || mine[n-2].Kind() != domain.EventStateChanged {
 			t.Fatalf("%s delivered %v; want its release last, after its terminal event", sb.ID, mine)
 		}
 		rel := mine[n-1]
-		if rel.To != got.State || rel.From != got.State || rel.Reason != sandbox.ReasonRequested || got.ReleasedAt == nil || !rel.At.Equal(*got.ReleasedAt) {
+		if rel.To != got.State || rel.From != got.State || rel.Reason != domain.ReasonRequested || got.ReleasedAt == nil || !rel.At.Equal(*got.ReleasedAt) {
 			t.Errorf("release %+v; sandbox %s/%s released at %v", rel, got.State, got.Reason, got.ReleasedAt)
 		}
 		releases := 0
 		for _, e := range mine {
-			if e.Kind() == sandbox.EventReleased {
+			if e.Kind() == domain.EventReleased {
 				releases++
 			}
 		}
@@ -117,7 +117,7 @@ func TestWebhookReleases(t *testing.T) {
 				t.Errorf("the history of %s lists the release %d", sb.ID, e.ID)
 			}
 		}
-		if rel.Actor != map[string]sandbox.Actor{queued.ID: sandbox.ActorClient, ready.ID: sandbox.ActorExecutor}[sb.ID] {
+		if rel.Actor != map[string]domain.Actor{queued.ID: domain.ActorClient, ready.ID: domain.ActorExecutor}[sb.ID] {
 			t.Errorf("release of %s by %s", sb.ID, rel.Actor)
 		}
 	}
@@ -148,30 +148,30 @@ func TestWebhookReleaseFilter(t *testing.T) {
 	type want struct {
 		name   string
 		filter webhook.Filter
-		kinds  []sandbox.EventType
+		kinds  []domain.EventType
 	}
 	cases := []want{
-		{"releases", webhook.Filter{Types: []sandbox.EventType{sandbox.EventReleased}}, []sandbox.EventType{sandbox.EventReleased, sandbox.EventReleased}},
-		{"state changes", webhook.Filter{Types: []sandbox.EventType{sandbox.EventStateChanged}},
-			[]sandbox.EventType{sandbox.EventStateChanged, sandbox.EventStateChanged, sandbox.EventStateChanged, sandbox.EventStateChanged}},
-		{"cancelled", webhook.Filter{States: []sandbox.State{sandbox.StateCancelled}},
-			[]sandbox.EventType{sandbox.EventStateChanged, sandbox.EventReleased, sandbox.EventStateChanged, sandbox.EventReleased}},
-		{"expired releases", webhook.Filter{Reasons: []sandbox.Reason{sandbox.ReasonExpired}, Types: []sandbox.EventType{sandbox.EventReleased}},
-			[]sandbox.EventType{sandbox.EventReleased}},
+		{"releases", webhook.Filter{Types: []domain.EventType{domain.EventReleased}}, []domain.EventType{domain.EventReleased, domain.EventReleased}},
+		{"state changes", webhook.Filter{Types: []domain.EventType{domain.EventStateChanged}},
+			[]domain.EventType{domain.EventStateChanged, domain.EventStateChanged, domain.EventStateChanged, domain.EventStateChanged}},
+		{"cancelled", webhook.Filter{States: []domain.State{domain.StateCancelled}},
+			[]domain.EventType{domain.EventStateChanged, domain.EventReleased, domain.EventStateChanged, domain.EventReleased}},
+		{"expired releases", webhook.Filter{Reasons: []domain.Reason{domain.ReasonExpired}, Types: []domain.EventType{domain.EventReleased}},
+			[]domain.EventType{domain.EventReleased}},
 	}
 	var ws []webhook.Endpoint
 	for _, c := range cases {
 		ws = append(ws, b.endpoint(t, c.filter))
 	}
 	a := b.create(t) // cancelled by a client: requested, cancelled, release
-	if _, _, err := b.st.EndSandbox(b.ctx, "acme", a.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+	if _, _, err := b.st.EndSandbox(b.ctx, "acme", a.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	x := b.create(t) // expired: requested, cancelled (expired), release
-	if _, _, err := b.st.EndSandbox(b.ctx, "acme", x.ID, sandbox.ReasonExpired, sandbox.ActorJanitor, sandbox.Caller{}, ""); err != nil {
+	if _, _, err := b.st.EndSandbox(b.ctx, "acme", x.ID, domain.ReasonExpired, domain.ActorJanitor, domain.Caller{}, ""); err != nil {
 		t.Fatal(err)
 	}
-	got := map[string][]sandbox.Event{}
+	got := map[string][]domain.Event{}
 	collect := func() {
 		if _, err := b.st.PlanWebhookDeliveries(b.ctx, 10, 100, 1000); err != nil {
 			t.Fatal(err)
@@ -201,7 +201,7 @@ func TestWebhookReleaseFilter(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	collect() // nothing more comes
 	for i, c := range cases {
-		var kinds []sandbox.EventType
+		var kinds []domain.EventType
 		for _, e := range got[ws[i].ID] {
 			kinds = append(kinds, e.Kind())
 			if !c.filter.Match(e) {
@@ -221,14 +221,14 @@ func TestWebhookReleaseFilter(t *testing.T) {
 func TestReleaseQueueServesFreshEndsFirst(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var failing []sandbox.Sandbox
+	var failing []domain.Sandbox
 	for range 3 {
 		sb := b.create(t)
 		c := b.claimOne(t, "w1")
-		if _, err := b.st.MarkReady(b.ctx, sb.ID, c.Sandbox.Epoch, sandbox.Resource{ProviderID: "p"}); err != nil {
+		if _, err := b.st.MarkReady(b.ctx, sb.ID, c.Sandbox.Epoch, domain.Resource{ProviderID: "p"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+		if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 			t.Fatal(err)
 		}
 		failing = append(failing, sb)
@@ -246,10 +246,10 @@ func TestReleaseQueueServesFreshEndsFirst(t *testing.T) {
 	b.clock.Advance(time.Minute)
 	fresh := b.create(t)
 	c := b.claimOne(t, "w1")
-	if _, err := b.st.MarkReady(b.ctx, fresh.ID, c.Sandbox.Epoch, sandbox.Resource{ProviderID: "p"}); err != nil {
+	if _, err := b.st.MarkReady(b.ctx, fresh.ID, c.Sandbox.Epoch, domain.Resource{ProviderID: "p"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := b.st.EndSandbox(b.ctx, "acme", fresh.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+	if _, _, err := b.st.EndSandbox(b.ctx, "acme", fresh.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	b.clock.Advance(time.Second)

@@ -10,23 +10,23 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // scanSandbox reads a row of sandboxColumns (after extra columns, each a
-// *sandbox.State) from a pgx.Row or pgx.Rows; from queryRow's and
+// *domain.State) from a pgx.Row or pgx.Rows; from queryRow's and
 // pgx.Rows' rows by the fast path (rawscan.go) where it can.
-func scanSandbox(row pgx.Row, extra ...any) (sandbox.Sandbox, error) {
+func scanSandbox(row pgx.Row, extra ...any) (domain.Sandbox, error) {
 	switch r := row.(type) {
 	case firstRow:
-		var sb sandbox.Sandbox
+		var sb domain.Sandbox
 		err := r.read(func(rows pgx.Rows) error {
 			var err error
 			sb, err = scanRaw(rows, extra)
 			return err
 		})
 		if err != nil {
-			return sandbox.Sandbox{}, err
+			return domain.Sandbox{}, err
 		}
 		return sb, nil
 	case rawRow:
@@ -35,7 +35,7 @@ func scanSandbox(row pgx.Row, extra ...any) (sandbox.Sandbox, error) {
 	return scanRow(row, extra)
 }
 
-func scanRaw(r rawRow, extra []any) (sandbox.Sandbox, error) {
+func scanRaw(r rawRow, extra []any) (domain.Sandbox, error) {
 	if sb, ok, err := rawSandbox(r, extra); ok {
 		return sb, err
 	}
@@ -43,14 +43,14 @@ func scanRaw(r rawRow, extra []any) (sandbox.Sandbox, error) {
 }
 
 // scanRow is scanSandbox through pgx's Scan.
-func scanRow(row pgx.Row, extra []any) (sandbox.Sandbox, error) {
+func scanRow(row pgx.Row, extra []any) (domain.Sandbox, error) {
 	var held [len(sandboxTable)]holder
 	dest := append(make([]any, 0, len(extra)+len(sandboxTable)), extra...)
 	for i, c := range sandboxTable {
 		dest = append(dest, held[i].dest(c.kind))
 	}
 	if err := row.Scan(dest...); err != nil {
-		return sandbox.Sandbox{}, err
+		return domain.Sandbox{}, err
 	}
 	var values [len(sandboxTable)]colValue
 	for i, c := range sandboxTable {
@@ -60,8 +60,8 @@ func scanRow(row pgx.Row, extra []any) (sandbox.Sandbox, error) {
 }
 
 // collectSandboxes reads every row of a query of sandboxColumns.
-func collectSandboxes(rows pgx.Rows) ([]sandbox.Sandbox, error) {
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.Sandbox, error) { return scanSandbox(r) })
+func collectSandboxes(rows pgx.Rows) ([]domain.Sandbox, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.Sandbox, error) { return scanSandbox(r) })
 }
 
 func deref(s *string) string {
@@ -101,14 +101,14 @@ type newSandboxRow struct {
 	labels, env, params         []byte
 	setup                       string
 	ttl, createTimeout          time.Duration
-	by                          sandbox.Caller
+	by                          domain.Caller
 	// onEnd, fromSnapshot and node: only unbatched creates have them.
 	onEnd, fromSnapshot, node string
 }
 
 // newRow is the row of the sandbox p asks for, with a fresh id unless p
 // names one.
-func newRow(p sandbox.CreateParams) (newSandboxRow, error) {
+func newRow(p domain.CreateParams) (newSandboxRow, error) {
 	labels, err := json.Marshal(nonNil(p.Labels))
 	if err != nil {
 		return newSandboxRow{}, err
@@ -123,7 +123,7 @@ func newRow(p sandbox.CreateParams) (newSandboxRow, error) {
 	}
 	id := p.ID
 	if id == "" {
-		id = sandbox.NewID()
+		id = domain.NewID()
 	}
 	return newSandboxRow{
 		id: id, tenant: p.Tenant, provider: p.Provider, owner: p.Owner, labels: labels, env: env, setup: p.Setup, params: params,
@@ -133,7 +133,7 @@ func newRow(p sandbox.CreateParams) (newSandboxRow, error) {
 }
 
 // insertSandbox inserts r, created now, with its first event.
-func insertSandbox(ctx context.Context, q querier, r newSandboxRow, now time.Time) (sandbox.Sandbox, error) {
+func insertSandbox(ctx context.Context, q querier, r newSandboxRow, now time.Time) (domain.Sandbox, error) {
 	return scanSandbox(querySandbox(ctx, q, insertSandboxSQL, namedArgs{
 		"id": r.id, "tenant": r.tenant, "provider": r.provider, "owner": nullable(r.owner),
 		"labels": r.labels, "env": r.env, "setup": r.setup, "params": r.params,
@@ -165,7 +165,7 @@ var insertSandboxesSQL = `
 	SELECT ` + sandboxColumns + ` FROM ins s`
 
 // createOne inserts one ownerless sandbox with its first event.
-func (s *Store) createOne(ctx context.Context, r newSandboxRow) (sandbox.Sandbox, error) {
+func (s *Store) createOne(ctx context.Context, r newSandboxRow) (domain.Sandbox, error) {
 	sb, err := insertSandbox(ctx, s.pool, r, s.Now())
 	if err == nil {
 		s.announce(sb)
@@ -175,7 +175,7 @@ func (s *Store) createOne(ctx context.Context, r newSandboxRow) (sandbox.Sandbox
 
 // createMany inserts ownerless sandboxes, each with its first event, in one
 // statement and one durable commit.
-func (s *Store) createMany(ctx context.Context, rows []newSandboxRow) (map[string]sandbox.Sandbox, error) {
+func (s *Store) createMany(ctx context.Context, rows []newSandboxRow) (map[string]domain.Sandbox, error) {
 	var (
 		id, tenant, provider, setup = make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows))
 		labels, env, params         = make([][]byte, len(rows)), make([][]byte, len(rows)), make([][]byte, len(rows))
@@ -205,8 +205,8 @@ func (s *Store) createMany(ctx context.Context, rows []newSandboxRow) (map[strin
 	return byID(created), nil
 }
 
-func byID(sbs []sandbox.Sandbox) map[string]sandbox.Sandbox {
-	m := make(map[string]sandbox.Sandbox, len(sbs))
+func byID(sbs []domain.Sandbox) map[string]domain.Sandbox {
+	m := make(map[string]domain.Sandbox, len(sbs))
 	for _, sb := range sbs {
 		m[sb.ID] = sb
 	}
@@ -218,7 +218,7 @@ func byID(sbs []sandbox.Sandbox) map[string]sandbox.Sandbox {
 // with the same key and hash made, and created is false; a different hash is
 // an IDEMPOTENCY_KEY_REUSED error. A create naming an owner judges that
 // owner's lease: callers run SettleOutage first.
-func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb sandbox.Sandbox, created bool, err error) {
+func (s *Store) CreateSandbox(ctx context.Context, p domain.CreateParams) (sb domain.Sandbox, created bool, err error) {
 	r, err := newRow(p)
 	if err != nil {
 		return sb, false, wrap("create sandbox", err)
@@ -228,12 +228,12 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 		// creates share one statement and one commit (see s.creates in New).
 		sb, err = s.creates.do(ctx, r)
 		if err != nil {
-			return sandbox.Sandbox{}, false, wrap("create sandbox", err)
+			return domain.Sandbox{}, false, wrap("create sandbox", err)
 		}
 		return sb, true, nil
 	}
 	now := s.Now()
-	var lapsed []sandbox.Sandbox
+	var lapsed []domain.Sandbox
 	err = s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		if p.IdempotencyKey != "" {
 			earlier, replay, err := replayedCreate(ctx, tx, p, r.id, now)
@@ -254,9 +254,9 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 	})
 	if err != nil {
 		if idTaken(err) {
-			return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeSandboxIDTaken, "sandbox id %s is taken", r.id)
+			return domain.Sandbox{}, false, domain.Errorf(domain.CodeSandboxIDTaken, "sandbox id %s is taken", r.id)
 		}
-		return sandbox.Sandbox{}, false, wrap("create sandbox", err)
+		return domain.Sandbox{}, false, wrap("create sandbox", err)
 	}
 	s.announce(lapsed...)
 	if created {
@@ -269,7 +269,7 @@ func (s *Store) CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sb s
 // or finds it recorded by an earlier create: then it returns that
 // create's sandbox, and replay is true. The earlier create must have had
 // the same request hash, else it is IDEMPOTENCY_KEY_REUSED.
-func replayedCreate(ctx context.Context, tx pgx.Tx, p sandbox.CreateParams, id string, now time.Time) (sb sandbox.Sandbox, replay bool, err error) {
+func replayedCreate(ctx context.Context, tx pgx.Tx, p domain.CreateParams, id string, now time.Time) (sb domain.Sandbox, replay bool, err error) {
 	var (
 		existing string
 		hash     []byte
@@ -290,10 +290,10 @@ func replayedCreate(ctx context.Context, tx pgx.Tx, p sandbox.CreateParams, id s
 	}
 	if string(hash) != string(p.RequestHash) {
 		if p.IdempotencyKey == p.ID {
-			return sb, false, sandbox.Errorf(sandbox.CodeIdempotencyKeyReused,
+			return sb, false, domain.Errorf(domain.CodeIdempotencyKeyReused,
 				"sandbox id %s was already requested with a different request", p.ID)
 		}
-		return sb, false, sandbox.Errorf(sandbox.CodeIdempotencyKeyReused,
+		return sb, false, domain.Errorf(domain.CodeIdempotencyKeyReused,
 			"Idempotency-Key %q was already used with a different request", p.IdempotencyKey)
 	}
 	sb, err = scanSandbox(querySandbox(ctx, tx, sandboxSQL, namedArgs{"id": existing}))
@@ -319,7 +319,7 @@ var getSandboxSQL = `SELECT ` + clientColumns + ` FROM sandboxes s WHERE s.id = 
 // GetSandbox returns the tenant's sandbox with the given id, or ErrNotFound.
 // Like ListSandboxes, it leaves out Env, Setup and Params (see
 // clientColumns); Sandbox reads them.
-func (s *Store) GetSandbox(ctx context.Context, tenant, id string) (sandbox.Sandbox, error) {
+func (s *Store) GetSandbox(ctx context.Context, tenant, id string) (domain.Sandbox, error) {
 	sb, err := scanSandbox(querySandbox(ctx, s.pool, getSandboxSQL, namedArgs{"id": id, "tenant": tenant}))
 	if err != nil {
 		return sb, wrap("get sandbox", err)
@@ -332,7 +332,7 @@ var sandboxSQL = `SELECT ` + sandboxColumns + ` FROM sandboxes s WHERE s.id = @i
 
 // Sandbox returns the sandbox with the given id, whatever its tenant. It is
 // for workers, never for client requests.
-func (s *Store) Sandbox(ctx context.Context, id string) (sandbox.Sandbox, error) {
+func (s *Store) Sandbox(ctx context.Context, id string) (domain.Sandbox, error) {
 	sb, err := scanSandbox(querySandbox(ctx, s.pool, sandboxSQL, namedArgs{"id": id}))
 	if err != nil {
 		return sb, wrap("get sandbox", err)
@@ -342,7 +342,7 @@ func (s *Store) Sandbox(ctx context.Context, id string) (sandbox.Sandbox, error)
 
 // listWhere is the condition of a list of sandboxes and its named
 // arguments: one condition per filter set.
-func listWhere(f sandbox.ListFilter) (string, namedArgs, error) {
+func listWhere(f domain.ListFilter) (string, namedArgs, error) {
 	where, args := []string{"s.tenant = @tenant"}, namedArgs{"tenant": f.Tenant}
 	if len(f.States) > 0 {
 		states := make([]string, len(f.States))
@@ -390,7 +390,7 @@ func listWhere(f sandbox.ListFilter) (string, namedArgs, error) {
 
 // ListSandboxes returns the filtered sandboxes newest first, at most
 // f.Limit of them, and the cursor of the next page (nil at the end).
-func (s *Store) ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sandbox.Sandbox, *sandbox.Cursor, error) {
+func (s *Store) ListSandboxes(ctx context.Context, f domain.ListFilter) ([]domain.Sandbox, *domain.Cursor, error) {
 	where, args, err := listWhere(f)
 	if err != nil {
 		return nil, nil, wrap("list sandboxes", err)
@@ -403,7 +403,7 @@ func (s *Store) ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sand
 		return nil, nil, wrap("list sandboxes", err)
 	}
 	defer rows.Close()
-	out := make([]sandbox.Sandbox, 0, limit)
+	out := make([]domain.Sandbox, 0, limit)
 	for rows.Next() {
 		sb, err := scanSandbox(rows)
 		if err != nil {
@@ -414,11 +414,11 @@ func (s *Store) ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sand
 	if err := rows.Err(); err != nil {
 		return nil, nil, wrap("list sandboxes", err)
 	}
-	var next *sandbox.Cursor
+	var next *domain.Cursor
 	if len(out) > limit {
 		out = out[:limit]
 		last := out[limit-1]
-		next = &sandbox.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+		next = &domain.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
 	return out, next, nil
 }
@@ -433,7 +433,7 @@ var renewSandboxSQL = `
 // RenewSandbox sets the live sandbox's deadline to now+ttl, capped at its
 // creation plus maxLifetime; capped reports whether the cap applied. A
 // terminal sandbox is a SANDBOX_STATE_CONFLICT.
-func (s *Store) RenewSandbox(ctx context.Context, tenant, id string, ttl, maxLifetime time.Duration) (sb sandbox.Sandbox, capped bool, err error) {
+func (s *Store) RenewSandbox(ctx context.Context, tenant, id string, ttl, maxLifetime time.Duration) (sb domain.Sandbox, capped bool, err error) {
 	now := s.Now()
 	sb, err = scanSandbox(querySandbox(ctx, s.pool, renewSandboxSQL, namedArgs{
 		"id": id, "tenant": tenant, "expires_at": now.Add(ttl), "max_lifetime": maxLifetime, "now": now,
@@ -443,7 +443,7 @@ func (s *Store) RenewSandbox(ctx context.Context, tenant, id string, ttl, maxLif
 		if gerr != nil {
 			return cur, false, gerr
 		}
-		return cur, false, sandbox.StateConflict(id, cur.State, "renew a sandbox that has ended")
+		return cur, false, domain.StateConflict(id, cur.State, "renew a sandbox that has ended")
 	}
 	if err != nil {
 		return sb, false, wrap("renew sandbox", err)

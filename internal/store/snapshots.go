@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // Snapshots. A client's request (RequestSnapshot) records a creating
@@ -29,9 +29,9 @@ import (
 const snapshotColumns = `n.id, n.tenant, n.source_id, n.provider, n.node, n.kind, n.state, n.size_bytes, n.error,
 	n.epoch, n.attempts, n.created_at, n.updated_at, n.deadline, n.ready_at, n.expires_at, n.deleted_at`
 
-func scanSnapshot(row pgx.Row) (sandbox.Snapshot, error) {
+func scanSnapshot(row pgx.Row) (domain.Snapshot, error) {
 	var (
-		sn            sandbox.Snapshot
+		sn            domain.Snapshot
 		node, errText *string
 	)
 	err := row.Scan(&sn.ID, &sn.Tenant, &sn.SourceID, &sn.Provider, &node, &sn.Kind, &sn.State, &sn.Size, &errText,
@@ -40,8 +40,8 @@ func scanSnapshot(row pgx.Row) (sandbox.Snapshot, error) {
 	return sn, err
 }
 
-func collectSnapshots(rows pgx.Rows) ([]sandbox.Snapshot, error) {
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.Snapshot, error) { return scanSnapshot(r) })
+func collectSnapshots(rows pgx.Rows) ([]domain.Snapshot, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.Snapshot, error) { return scanSnapshot(r) })
 }
 
 // snapshotEventSQL appends, for each snapshot the CTE named changed
@@ -88,11 +88,11 @@ func checkSnapshotQuota(ctx context.Context, tx pgx.Tx, tenant string, maxCount 
 		maxBytes = *tb
 	}
 	if maxCount > 0 && count >= maxCount {
-		return sandbox.Errorf(sandbox.CodeQuotaExceeded,
+		return domain.Errorf(domain.CodeQuotaExceeded,
 			"tenant %s holds %d snapshots, its cap (SNAPSHOT_MAX_PER_TENANT); delete some first", tenant, count)
 	}
 	if maxBytes > 0 && bytes >= maxBytes {
-		return sandbox.Errorf(sandbox.CodeQuotaExceeded,
+		return domain.Errorf(domain.CodeQuotaExceeded,
 			"tenant %s's snapshots hold %d bytes, at its cap of %d (SNAPSHOT_MAX_BYTES_PER_TENANT); delete some first", tenant, bytes, maxBytes)
 	}
 	return nil
@@ -115,24 +115,24 @@ var insertSnapshotSQL = `
 // paused sandbox, within the tenant's snapshot quota. An unknown sandbox is
 // NOT_FOUND; one in another state, SANDBOX_STATE_CONFLICT; over the quota,
 // QUOTA_EXCEEDED. Nothing is written then.
-func (s *Store) RequestSnapshot(ctx context.Context, r sandbox.SnapshotRequest) (sandbox.Snapshot, error) {
-	var sn sandbox.Snapshot
+func (s *Store) RequestSnapshot(ctx context.Context, r domain.SnapshotRequest) (domain.Snapshot, error) {
+	var sn domain.Snapshot
 	now := s.Now()
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
-		var state sandbox.State
+		var state domain.State
 		err := queryRow(ctx, tx, `SELECT state FROM sandboxes WHERE id = @id AND tenant = @tenant FOR SHARE`,
 			namedArgs{"id": r.SourceID, "tenant": r.Tenant}).Scan(&state)
 		if err != nil {
 			return err
 		}
-		if state != sandbox.StateReady && state != sandbox.StatePaused {
-			return sandbox.StateConflict(r.SourceID, state, "snapshot (the sandbox must be ready or paused)")
+		if state != domain.StateReady && state != domain.StatePaused {
+			return domain.StateConflict(r.SourceID, state, "snapshot (the sandbox must be ready or paused)")
 		}
 		if err := checkSnapshotQuota(ctx, tx, r.Tenant, r.MaxCount, r.MaxBytes); err != nil {
 			return err
 		}
-		sn, err = scanSnapshot(queryRow(ctx, tx, insertSnapshotSQL, snapshotInsertArgs(sandbox.NewSnapshotID(), r.SourceID,
-			sandbox.SnapshotManual, sandbox.ActorClient, 0, now, r.Timeout, r.Retention)))
+		sn, err = scanSnapshot(queryRow(ctx, tx, insertSnapshotSQL, snapshotInsertArgs(domain.NewSnapshotID(), r.SourceID,
+			domain.SnapshotManual, domain.ActorClient, 0, now, r.Timeout, r.Retention)))
 		return err
 	})
 	if err != nil {
@@ -141,7 +141,7 @@ func (s *Store) RequestSnapshot(ctx context.Context, r sandbox.SnapshotRequest) 
 	return sn, nil
 }
 
-func snapshotInsertArgs(id, source string, kind sandbox.SnapshotKind, actor sandbox.Actor, epoch int64, now time.Time, timeout, retention time.Duration) namedArgs {
+func snapshotInsertArgs(id, source string, kind domain.SnapshotKind, actor domain.Actor, epoch int64, now time.Time, timeout, retention time.Duration) namedArgs {
 	var expires *time.Time
 	if retention > 0 {
 		e := now.Add(retention)
@@ -156,8 +156,8 @@ func snapshotInsertArgs(id, source string, kind sandbox.SnapshotKind, actor sand
 // it, it is recorded failed), and takes it for the release claim at epoch:
 // a creating one's epoch becomes the claim's, so that the writes of an
 // earlier release worker are fenced. timeout bounds the taking from now.
-func (s *Store) EnsureExitSnapshot(ctx context.Context, sb sandbox.Sandbox, epoch int64, timeout, retention time.Duration, maxCount int, maxBytes int64) (sandbox.Snapshot, error) {
-	var sn sandbox.Snapshot
+func (s *Store) EnsureExitSnapshot(ctx context.Context, sb domain.Sandbox, epoch int64, timeout, retention time.Duration, maxCount int, maxBytes int64) (domain.Snapshot, error) {
+	var sn domain.Snapshot
 	now := s.Now()
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
@@ -169,17 +169,17 @@ func (s *Store) EnsureExitSnapshot(ctx context.Context, sb sandbox.Sandbox, epoc
 			return err
 		}
 		quota := checkSnapshotQuota(ctx, tx, sb.Tenant, maxCount, maxBytes)
-		var qe *sandbox.Error
+		var qe *domain.Error
 		if quota != nil && !errors.As(quota, &qe) {
 			return quota
 		}
-		sn, err = scanSnapshot(queryRow(ctx, tx, insertSnapshotSQL, snapshotInsertArgs(sandbox.NewSnapshotID(), sb.ID,
-			sandbox.SnapshotExit, sandbox.ActorExecutor, epoch, now, timeout, retention)))
+		sn, err = scanSnapshot(queryRow(ctx, tx, insertSnapshotSQL, snapshotInsertArgs(domain.NewSnapshotID(), sb.ID,
+			domain.SnapshotExit, domain.ActorExecutor, epoch, now, timeout, retention)))
 		if err != nil || quota == nil {
 			return err
 		}
-		sn, err = s.settleSnapshotTx(ctx, tx, snapshotSettle{id: sn.ID, epoch: epoch, to: sandbox.SnapshotFailed,
-			actor: sandbox.ActorExecutor, errText: quota.Error()})
+		sn, err = s.settleSnapshotTx(ctx, tx, snapshotSettle{id: sn.ID, epoch: epoch, to: domain.SnapshotFailed,
+			actor: domain.ActorExecutor, errText: quota.Error()})
 		return err
 	})
 	if err != nil {
@@ -236,7 +236,7 @@ func (s *Store) ClaimSnapshots(ctx context.Context, provider, node, worker strin
 	}
 	claims := make([]Claim, len(sns))
 	for i, sn := range sns {
-		claims[i] = Claim{Snapshot: sn, From: sandbox.StateReady, Sandbox: sandbox.Sandbox{
+		claims[i] = Claim{Snapshot: sn, From: domain.StateReady, Sandbox: domain.Sandbox{
 			ID: sn.SourceID, Tenant: sn.Tenant, Provider: sn.Provider, Node: sn.Node, Epoch: sn.Epoch}}
 	}
 	return claims, nil
@@ -246,9 +246,9 @@ func (s *Store) ClaimSnapshots(ctx context.Context, provider, node, worker strin
 type snapshotSettle struct {
 	id      string
 	epoch   int64
-	to      sandbox.SnapshotState
+	to      domain.SnapshotState
 	size    int64
-	actor   sandbox.Actor
+	actor   domain.Actor
 	errText string
 	// releaseLease ends the source sandbox's lease, held at epoch: a
 	// manual snapshot's claim; an exit snapshot's release goes on.
@@ -275,18 +275,18 @@ var settleSnapshotSQL = `
 		)
 		SELECT ` + snapshotColumns + ` FROM upd n`
 
-func (s *Store) settleSnapshotTx(ctx context.Context, q rowQuerier, st snapshotSettle) (sandbox.Snapshot, error) {
+func (s *Store) settleSnapshotTx(ctx context.Context, q rowQuerier, st snapshotSettle) (domain.Snapshot, error) {
 	sn, err := scanSnapshot(queryRow(ctx, q, settleSnapshotSQL, namedArgs{
 		"id": st.id, "epoch": st.epoch, "to": string(st.to), "size": st.size, "now": s.Now(),
 		"error": nullable(st.errText), "actor": string(st.actor), "release_lease": st.releaseLease,
 	}))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return sn, sandbox.ErrFenced
+		return sn, domain.ErrFenced
 	}
 	return sn, err
 }
 
-func (s *Store) settleSnapshot(ctx context.Context, op string, st snapshotSettle) (sandbox.Snapshot, error) {
+func (s *Store) settleSnapshot(ctx context.Context, op string, st snapshotSettle) (domain.Snapshot, error) {
 	sn, err := s.settleSnapshotTx(ctx, s.work, st)
 	if err != nil {
 		return sn, fmt.Errorf("store: %s: %w", op, interpret(err))
@@ -299,15 +299,15 @@ func (s *Store) settleSnapshot(ctx context.Context, op string, st snapshotSettle
 // → ready, fenced on epoch and on the snapshot still being creating
 // (ErrFenced: it was deleted, or reclaimed, meanwhile). releaseLease ends
 // the source sandbox's lease (a manual snapshot's claim).
-func (s *Store) FinishSnapshot(ctx context.Context, id string, epoch, size int64, releaseLease bool) (sandbox.Snapshot, error) {
-	return s.settleSnapshot(ctx, "finish snapshot", snapshotSettle{id: id, epoch: epoch, to: sandbox.SnapshotReady, size: size,
-		actor: sandbox.ActorExecutor, releaseLease: releaseLease})
+func (s *Store) FinishSnapshot(ctx context.Context, id string, epoch, size int64, releaseLease bool) (domain.Snapshot, error) {
+	return s.settleSnapshot(ctx, "finish snapshot", snapshotSettle{id: id, epoch: epoch, to: domain.SnapshotReady, size: size,
+		actor: domain.ActorExecutor, releaseLease: releaseLease})
 }
 
 // FailSnapshot records a snapshot that could not be taken: creating →
 // failed with cause, fenced like FinishSnapshot.
-func (s *Store) FailSnapshot(ctx context.Context, id string, epoch int64, actor sandbox.Actor, cause string, releaseLease bool) (sandbox.Snapshot, error) {
-	return s.settleSnapshot(ctx, "fail snapshot", snapshotSettle{id: id, epoch: epoch, to: sandbox.SnapshotFailed,
+func (s *Store) FailSnapshot(ctx context.Context, id string, epoch int64, actor domain.Actor, cause string, releaseLease bool) (domain.Snapshot, error) {
+	return s.settleSnapshot(ctx, "fail snapshot", snapshotSettle{id: id, epoch: epoch, to: domain.SnapshotFailed,
 		actor: actor, errText: cause, releaseLease: releaseLease})
 }
 
@@ -331,14 +331,14 @@ func (s *Store) HandBackSnapshot(ctx context.Context, id string, epoch int64, la
 		return wrap("hand back snapshot", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("store: hand back snapshot: %w", sandbox.ErrFenced)
+		return fmt.Errorf("store: hand back snapshot: %w", domain.ErrFenced)
 	}
 	return nil
 }
 
 // GetSnapshot returns the tenant's snapshot, deleted ones included, or
 // ErrNotFound.
-func (s *Store) GetSnapshot(ctx context.Context, tenant, id string) (sandbox.Snapshot, error) {
+func (s *Store) GetSnapshot(ctx context.Context, tenant, id string) (domain.Snapshot, error) {
 	sn, err := scanSnapshot(queryRow(ctx, s.pool, `SELECT `+snapshotColumns+` FROM snapshots n WHERE n.id = @id AND n.tenant = @tenant`,
 		namedArgs{"id": id, "tenant": tenant}))
 	if err != nil {
@@ -349,7 +349,7 @@ func (s *Store) GetSnapshot(ctx context.Context, tenant, id string) (sandbox.Sna
 
 // ListSnapshots returns a page of the tenant's snapshots that are not
 // deleted, newest first, and the cursor of the next page (nil at the end).
-func (s *Store) ListSnapshots(ctx context.Context, f sandbox.SnapshotFilter) ([]sandbox.Snapshot, *sandbox.Cursor, error) {
+func (s *Store) ListSnapshots(ctx context.Context, f domain.SnapshotFilter) ([]domain.Snapshot, *domain.Cursor, error) {
 	args := namedArgs{"tenant": f.Tenant, "source": f.SourceID, "limit": f.Limit + 1, "after_at": nil, "after_id": ""}
 	if f.After != nil {
 		args["after_at"], args["after_id"] = f.After.CreatedAt, f.After.ID
@@ -365,11 +365,11 @@ func (s *Store) ListSnapshots(ctx context.Context, f sandbox.SnapshotFilter) ([]
 	if err != nil {
 		return nil, nil, wrap("list snapshots", err)
 	}
-	var next *sandbox.Cursor
+	var next *domain.Cursor
 	if len(out) > f.Limit {
 		out = out[:f.Limit]
 		last := out[f.Limit-1]
-		next = &sandbox.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+		next = &domain.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
 	return out, next, nil
 }
@@ -392,9 +392,9 @@ var deleteSnapshotSQL = deleteSnapshotsSQL(`SELECT id FROM snapshots WHERE id = 
 // DeleteSnapshot marks the tenant's snapshot deleted (its data is removed
 // by the janitor's reconciliation, or by the executor taking it). deleted
 // is false, with the snapshot as it is, when it was deleted already.
-func (s *Store) DeleteSnapshot(ctx context.Context, tenant, id string) (sn sandbox.Snapshot, deleted bool, err error) {
+func (s *Store) DeleteSnapshot(ctx context.Context, tenant, id string) (sn domain.Snapshot, deleted bool, err error) {
 	sn, err = scanSnapshot(queryRow(ctx, s.pool, deleteSnapshotSQL, namedArgs{"id": id, "tenant": tenant, "now": s.Now(),
-		"actor": string(sandbox.ActorClient), "message": "deleted"}))
+		"actor": string(domain.ActorClient), "message": "deleted"}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		sn, err = s.GetSnapshot(ctx, tenant, id)
 		return sn, false, err
@@ -411,8 +411,8 @@ var expireSnapshotsSQL = deleteSnapshotsSQL(`SELECT id FROM snapshots
 
 // ExpireSnapshots deletes the settled snapshots past their expires_at
 // (SNAPSHOT_RETENTION), up to 1000, and returns them.
-func (s *Store) ExpireSnapshots(ctx context.Context) ([]sandbox.Snapshot, error) {
-	rows, err := query(ctx, s.work, expireSnapshotsSQL, namedArgs{"now": s.Now(), "actor": string(sandbox.ActorJanitor),
+func (s *Store) ExpireSnapshots(ctx context.Context) ([]domain.Snapshot, error) {
+	rows, err := query(ctx, s.work, expireSnapshotsSQL, namedArgs{"now": s.Now(), "actor": string(domain.ActorJanitor),
 		"message": "expired (SNAPSHOT_RETENTION)"})
 	if err != nil {
 		return nil, wrap("expire snapshots", err)
@@ -475,7 +475,7 @@ func (s *Store) FailSnapshotsOf(ctx context.Context, sourceID string, epoch int6
 
 // FailOverdueSnapshots fails the creating snapshots that can no longer be
 // taken (see failOverdueSnapshotsSQL) and returns them.
-func (s *Store) FailOverdueSnapshots(ctx context.Context) ([]sandbox.Snapshot, error) {
+func (s *Store) FailOverdueSnapshots(ctx context.Context) ([]domain.Snapshot, error) {
 	rows, err := query(ctx, s.work, failOverdueSnapshotsSQL, namedArgs{"now": s.Now()})
 	if err != nil {
 		return nil, wrap("fail overdue snapshots", err)
@@ -490,7 +490,7 @@ func (s *Store) FailOverdueSnapshots(ctx context.Context) ([]sandbox.Snapshot, e
 
 // SnapshotsByID returns the snapshots with the given ids that the registry
 // knows, whatever their tenant, by id.
-func (s *Store) SnapshotsByID(ctx context.Context, ids []string) (map[string]sandbox.Snapshot, error) {
+func (s *Store) SnapshotsByID(ctx context.Context, ids []string) (map[string]domain.Snapshot, error) {
 	rows, err := query(ctx, s.pool, `SELECT `+snapshotColumns+` FROM snapshots n WHERE n.id = ANY(@ids)`, namedArgs{"ids": ids})
 	if err != nil {
 		return nil, wrap("snapshots by id", err)
@@ -499,7 +499,7 @@ func (s *Store) SnapshotsByID(ctx context.Context, ids []string) (map[string]san
 	if err != nil {
 		return nil, wrap("snapshots by id", err)
 	}
-	out := make(map[string]sandbox.Snapshot, len(sns))
+	out := make(map[string]domain.Snapshot, len(sns))
 	for _, sn := range sns {
 		out[sn.ID] = sn
 	}
@@ -509,7 +509,7 @@ func (s *Store) SnapshotsByID(ctx context.Context, ids []string) (map[string]san
 // ReadySnapshots returns the ready snapshots of the provider (of a
 // host-bound provider, node not "", the node's) that became ready before
 // before.
-func (s *Store) ReadySnapshots(ctx context.Context, provider, node string, before time.Time) ([]sandbox.Snapshot, error) {
+func (s *Store) ReadySnapshots(ctx context.Context, provider, node string, before time.Time) ([]domain.Snapshot, error) {
 	rows, err := query(ctx, s.pool, `SELECT `+snapshotColumns+` FROM snapshots n
 		WHERE n.state = 'ready' AND n.provider = @provider AND (@node = '' OR n.node = @node) AND n.ready_at < @before`,
 		namedArgs{"provider": provider, "node": node, "before": before})
@@ -525,7 +525,7 @@ func (s *Store) ReadySnapshots(ctx context.Context, provider, node string, befor
 
 // MarkSnapshotLost records that the provider no longer has the ready
 // snapshot's data: ready → lost, with cause, by the janitor.
-func (s *Store) MarkSnapshotLost(ctx context.Context, id, cause string) (sandbox.Snapshot, error) {
+func (s *Store) MarkSnapshotLost(ctx context.Context, id, cause string) (domain.Snapshot, error) {
 	sn, err := scanSnapshot(queryRow(ctx, s.work, `
 		WITH upd AS (
 			UPDATE snapshots n SET state = 'lost', error = @error, updated_at = @now WHERE n.id = @id AND n.state = 'ready'
@@ -534,7 +534,7 @@ func (s *Store) MarkSnapshotLost(ctx context.Context, id, cause string) (sandbox
 		)
 		SELECT `+snapshotColumns+` FROM upd n`, namedArgs{"id": id, "error": cause, "now": s.Now()}))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return sn, fmt.Errorf("store: mark snapshot lost: %w", sandbox.ErrFenced)
+		return sn, fmt.Errorf("store: mark snapshot lost: %w", domain.ErrFenced)
 	}
 	if err != nil {
 		return sn, wrap("mark snapshot lost", err)

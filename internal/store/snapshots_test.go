@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 )
 
-func (b bundle) requestSnapshot(t *testing.T, source string, mutate ...func(*sandbox.SnapshotRequest)) sandbox.Snapshot {
+func (b bundle) requestSnapshot(t *testing.T, source string, mutate ...func(*domain.SnapshotRequest)) domain.Snapshot {
 	t.Helper()
-	r := sandbox.SnapshotRequest{Tenant: "acme", SourceID: source, Timeout: time.Minute}
+	r := domain.SnapshotRequest{Tenant: "acme", SourceID: source, Timeout: time.Minute}
 	for _, m := range mutate {
 		m(&r)
 	}
@@ -35,13 +35,13 @@ func (b bundle) claimSnapshots(t *testing.T, worker string) []store.Claim {
 
 // snapshotEvents counts the source sandbox's events with each snapshot
 // reason.
-func (b bundle) snapshotEvents(t *testing.T, id string) map[sandbox.Reason]int {
+func (b bundle) snapshotEvents(t *testing.T, id string) map[domain.Reason]int {
 	t.Helper()
 	evs, err := b.st.SandboxEvents(b.ctx, id, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[sandbox.Reason]int{}
+	out := map[domain.Reason]int{}
 	for _, ev := range evs {
 		if ev.From == ev.To && ev.From != "" {
 			out[ev.Reason]++
@@ -59,7 +59,7 @@ func TestSnapshotEdgesAreFenced(t *testing.T) {
 	b := setup(t)
 	sb := b.ready(t)
 	sn := b.requestSnapshot(t, sb.ID)
-	if sn.State != sandbox.SnapshotCreating || sn.Kind != sandbox.SnapshotManual || sn.SourceID != sb.ID {
+	if sn.State != domain.SnapshotCreating || sn.Kind != domain.SnapshotManual || sn.SourceID != sb.ID {
 		t.Fatalf("requested snapshot = %+v", sn)
 	}
 	first := b.claimSnapshots(t, "w1")
@@ -77,13 +77,13 @@ func TestSnapshotEdgesAreFenced(t *testing.T) {
 		t.Fatalf("reclaim = %+v", second)
 	}
 	stale := first[0].Snapshot.Epoch
-	if _, err := b.st.FinishSnapshot(b.ctx, sn.ID, stale, 10, true); !errors.Is(err, sandbox.ErrFenced) {
+	if _, err := b.st.FinishSnapshot(b.ctx, sn.ID, stale, 10, true); !errors.Is(err, domain.ErrFenced) {
 		t.Errorf("stale finish: %v", err)
 	}
-	if _, err := b.st.FailSnapshot(b.ctx, sn.ID, stale, sandbox.ActorExecutor, "x", true); !errors.Is(err, sandbox.ErrFenced) {
+	if _, err := b.st.FailSnapshot(b.ctx, sn.ID, stale, domain.ActorExecutor, "x", true); !errors.Is(err, domain.ErrFenced) {
 		t.Errorf("stale fail: %v", err)
 	}
-	if err := b.st.HandBackSnapshot(b.ctx, sn.ID, stale, "x"); !errors.Is(err, sandbox.ErrFenced) {
+	if err := b.st.HandBackSnapshot(b.ctx, sn.ID, stale, "x"); !errors.Is(err, domain.ErrFenced) {
 		t.Errorf("stale hand back: %v", err)
 	}
 	if !b.leased(t, sb.ID) {
@@ -91,39 +91,39 @@ func TestSnapshotEdgesAreFenced(t *testing.T) {
 	}
 	epoch := second[0].Snapshot.Epoch
 	got, err := b.st.FinishSnapshot(b.ctx, sn.ID, epoch, 4096, true)
-	if err != nil || got.State != sandbox.SnapshotReady || got.Size != 4096 || got.ReadyAt == nil {
+	if err != nil || got.State != domain.SnapshotReady || got.Size != 4096 || got.ReadyAt == nil {
 		t.Fatalf("finish = %+v, %v", got, err)
 	}
 	if b.leased(t, sb.ID) {
 		t.Error("the sandbox is still leased after its snapshot settled")
 	}
 	// Idempotent: again, or failing it now, changes nothing.
-	if _, err := b.st.FinishSnapshot(b.ctx, sn.ID, epoch, 1, true); !errors.Is(err, sandbox.ErrFenced) {
+	if _, err := b.st.FinishSnapshot(b.ctx, sn.ID, epoch, 1, true); !errors.Is(err, domain.ErrFenced) {
 		t.Errorf("second finish: %v", err)
 	}
-	if _, err := b.st.FailSnapshot(b.ctx, sn.ID, epoch, sandbox.ActorExecutor, "late", true); !errors.Is(err, sandbox.ErrFenced) {
+	if _, err := b.st.FailSnapshot(b.ctx, sn.ID, epoch, domain.ActorExecutor, "late", true); !errors.Is(err, domain.ErrFenced) {
 		t.Errorf("fail after ready: %v", err)
 	}
-	if ev := b.snapshotEvents(t, sb.ID); ev[sandbox.ReasonSnapshotRequested] != 1 || ev[sandbox.ReasonSnapshotReady] != 1 || ev[sandbox.ReasonSnapshotFailed] != 0 {
+	if ev := b.snapshotEvents(t, sb.ID); ev[domain.ReasonSnapshotRequested] != 1 || ev[domain.ReasonSnapshotReady] != 1 || ev[domain.ReasonSnapshotFailed] != 0 {
 		t.Errorf("events = %v", ev)
 	}
 	// Lost, once; deleted, once.
 	if _, err := b.st.MarkSnapshotLost(b.ctx, sn.ID, "gone"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.st.MarkSnapshotLost(b.ctx, sn.ID, "gone"); !errors.Is(err, sandbox.ErrFenced) {
+	if _, err := b.st.MarkSnapshotLost(b.ctx, sn.ID, "gone"); !errors.Is(err, domain.ErrFenced) {
 		t.Errorf("second lost: %v", err)
 	}
 	if _, deleted, err := b.st.DeleteSnapshot(b.ctx, "acme", sn.ID); err != nil || !deleted {
 		t.Errorf("delete: %v %v", deleted, err)
 	}
-	if cur, deleted, err := b.st.DeleteSnapshot(b.ctx, "acme", sn.ID); err != nil || deleted || cur.State != sandbox.SnapshotDeleted {
+	if cur, deleted, err := b.st.DeleteSnapshot(b.ctx, "acme", sn.ID); err != nil || deleted || cur.State != domain.SnapshotDeleted {
 		t.Errorf("second delete: %+v %v %v", cur, deleted, err)
 	}
-	if _, _, err := b.st.DeleteSnapshot(b.ctx, "other", sn.ID); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, _, err := b.st.DeleteSnapshot(b.ctx, "other", sn.ID); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("another tenant's delete: %v", err)
 	}
-	if ev := b.snapshotEvents(t, sb.ID); ev[sandbox.ReasonSnapshotLost] != 1 || ev[sandbox.ReasonSnapshotDeleted] != 1 {
+	if ev := b.snapshotEvents(t, sb.ID); ev[domain.ReasonSnapshotLost] != 1 || ev[domain.ReasonSnapshotDeleted] != 1 {
 		t.Errorf("events = %v", ev)
 	}
 }
@@ -142,7 +142,7 @@ func TestSnapshotLeaseHoldsTheRelease(t *testing.T) {
 	if len(claims) != 1 || claims[0].Snapshot.ID != sn.ID {
 		t.Fatalf("one snapshot per sandbox at a time: %+v", claims)
 	}
-	if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+	if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	rel, err := b.st.ClaimReleases(b.ctx, "sim", "", "r", 10, 10*time.Second, store.Share{})
@@ -152,7 +152,7 @@ func TestSnapshotLeaseHoldsTheRelease(t *testing.T) {
 	if _, err := b.st.RenewLease(b.ctx, sb.ID, claims[0].Snapshot.Epoch, "w1", 10*time.Second); err != nil {
 		t.Fatalf("the snapshot's lease did not survive the end: %v", err)
 	}
-	if _, err := b.st.FailSnapshot(b.ctx, sn.ID, claims[0].Snapshot.Epoch, sandbox.ActorExecutor, "ended", true); err != nil {
+	if _, err := b.st.FailSnapshot(b.ctx, sn.ID, claims[0].Snapshot.Epoch, domain.ActorExecutor, "ended", true); err != nil {
 		t.Fatal(err)
 	}
 	rel, err = b.st.ClaimReleases(b.ctx, "sim", "", "r", 10, 10*time.Second, store.Share{})
@@ -165,12 +165,12 @@ func TestSnapshotLeaseHoldsTheRelease(t *testing.T) {
 	if n, err := b.st.FailSnapshotsOf(b.ctx, sb.ID, rel[0].Sandbox.Epoch); err != nil || n != 1 {
 		t.Errorf("FailSnapshotsOf: %d %v", n, err)
 	}
-	if got, _ := b.st.GetSnapshot(b.ctx, "acme", pending.ID); got.State != sandbox.SnapshotFailed {
+	if got, _ := b.st.GetSnapshot(b.ctx, "acme", pending.ID); got.State != domain.SnapshotFailed {
 		t.Errorf("pending snapshot of a released sandbox: %s", got.State)
 	}
 	// Nothing more of an ended sandbox may be snapshotted.
-	_, err = b.st.RequestSnapshot(b.ctx, sandbox.SnapshotRequest{Tenant: "acme", SourceID: sb.ID, Timeout: time.Minute})
-	if sandbox.ConflictState(err) != sandbox.StateTerminated {
+	_, err = b.st.RequestSnapshot(b.ctx, domain.SnapshotRequest{Tenant: "acme", SourceID: sb.ID, Timeout: time.Minute})
+	if domain.ConflictState(err) != domain.StateTerminated {
 		t.Errorf("snapshot of a terminated sandbox: %v", err)
 	}
 }
@@ -181,13 +181,13 @@ func TestSnapshotQuota(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	sb := b.ready(t)
-	capped := func(n int, bytes int64) func(*sandbox.SnapshotRequest) {
-		return func(r *sandbox.SnapshotRequest) { r.MaxCount, r.MaxBytes = n, bytes }
+	capped := func(n int, bytes int64) func(*domain.SnapshotRequest) {
+		return func(r *domain.SnapshotRequest) { r.MaxCount, r.MaxBytes = n, bytes }
 	}
 	b.requestSnapshot(t, sb.ID, capped(2, 0))
 	b.requestSnapshot(t, sb.ID, capped(2, 0))
-	_, err := b.st.RequestSnapshot(b.ctx, sandbox.SnapshotRequest{Tenant: "acme", SourceID: sb.ID, Timeout: time.Minute, MaxCount: 2})
-	if sandbox.ErrorCode(err) != sandbox.CodeQuotaExceeded {
+	_, err := b.st.RequestSnapshot(b.ctx, domain.SnapshotRequest{Tenant: "acme", SourceID: sb.ID, Timeout: time.Minute, MaxCount: 2})
+	if domain.ErrorCode(err) != domain.CodeQuotaExceeded {
 		t.Fatalf("third snapshot under a cap of 2: %v", err)
 	}
 	if _, err := b.st.Pool().Exec(b.ctx, `UPDATE tenants SET max_snapshots = 5 WHERE name = 'acme'`); err != nil {
@@ -198,12 +198,12 @@ func TestSnapshotQuota(t *testing.T) {
 	if _, err := b.st.Pool().Exec(b.ctx, `UPDATE tenants SET max_snapshots = 3 WHERE name = 'acme'`); err != nil {
 		t.Fatal(err)
 	}
-	ended := b.ready(t, func(p *sandbox.CreateParams) { p.OnEnd = sandbox.OnEndSnapshot })
-	if _, _, err := b.st.EndSandbox(b.ctx, "acme", ended.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+	ended := b.ready(t, func(p *domain.CreateParams) { p.OnEnd = domain.OnEndSnapshot })
+	if _, _, err := b.st.EndSandbox(b.ctx, "acme", ended.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	exit, err := b.st.EnsureExitSnapshot(b.ctx, ended, ended.Epoch, time.Minute, 0, 0, 0)
-	if err != nil || exit.State != sandbox.SnapshotFailed || exit.Kind != sandbox.SnapshotExit {
+	if err != nil || exit.State != domain.SnapshotFailed || exit.Kind != domain.SnapshotExit {
 		t.Fatalf("exit snapshot over the quota = %+v, %v", exit, err)
 	}
 	// One per sandbox: asked again, it is the same one.
@@ -219,8 +219,8 @@ func TestSnapshotTransitionTableMatchesDatabase(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	sb := b.ready(t)
-	for _, from := range sandbox.SnapshotStates {
-		for _, to := range sandbox.SnapshotStates {
+	for _, from := range domain.SnapshotStates {
+		for _, to := range domain.SnapshotStates {
 			if from == to {
 				continue
 			}
@@ -243,7 +243,7 @@ func TestSnapshotTransitionTableMatchesDatabase(t *testing.T) {
 				}
 				_, err = tx.Exec(b.ctx, `UPDATE snapshots SET state = $2,
 					deleted_at = CASE WHEN $2 = 'deleted' THEN now() END WHERE id = $1`, sn.ID, string(to))
-				if allowed := sandbox.CanSnapshotTransition(from, to); allowed != (err == nil) {
+				if allowed := domain.CanSnapshotTransition(from, to); allowed != (err == nil) {
 					t.Errorf("%s -> %s: allowed %v, database: %v", from, to, allowed, err)
 				}
 			})
@@ -254,10 +254,10 @@ func TestSnapshotTransitionTableMatchesDatabase(t *testing.T) {
 // recorder is an Announcer that keeps what it was told.
 type recorder struct {
 	mu      sync.Mutex
-	changes []sandbox.Change
+	changes []domain.Change
 }
 
-func (r *recorder) Announce(changes ...sandbox.Change) {
+func (r *recorder) Announce(changes ...domain.Change) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.changes = append(r.changes, changes...)
@@ -269,7 +269,7 @@ func (r *recorder) snapshotNotes(id string) int {
 	defer r.mu.Unlock()
 	n := 0
 	for _, c := range r.changes {
-		if c.ID == id && c.State == sandbox.SnapshotChanged {
+		if c.ID == id && c.State == domain.SnapshotChanged {
 			n++
 		}
 	}
@@ -283,7 +283,7 @@ func TestSnapshotSettlesAreAnnounced(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
 	b := setup(t, store.WithAnnouncer(rec))
-	if sandbox.SnapshotChanged.Valid() {
+	if domain.SnapshotChanged.Valid() {
 		t.Fatal("SnapshotChanged is a valid sandbox state")
 	}
 	sb := b.ready(t)
@@ -296,7 +296,7 @@ func TestSnapshotSettlesAreAnnounced(t *testing.T) {
 	if len(c) != 1 {
 		t.Fatalf("claimed %d snapshots", len(c))
 	}
-	if _, err := b.st.FinishSnapshot(b.ctx, finished.ID, c[0].Snapshot.Epoch-1, 1, true); !errors.Is(err, sandbox.ErrFenced) {
+	if _, err := b.st.FinishSnapshot(b.ctx, finished.ID, c[0].Snapshot.Epoch-1, 1, true); !errors.Is(err, domain.ErrFenced) {
 		t.Fatalf("stale finish: %v", err)
 	}
 	if n := rec.snapshotNotes(finished.ID); n != 0 {
@@ -311,7 +311,7 @@ func TestSnapshotSettlesAreAnnounced(t *testing.T) {
 	if len(c) != 1 {
 		t.Fatalf("claimed %d snapshots", len(c))
 	}
-	if _, err := b.st.FailSnapshot(b.ctx, failed.ID, c[0].Snapshot.Epoch, sandbox.ActorExecutor, "disk full", true); err != nil {
+	if _, err := b.st.FailSnapshot(b.ctx, failed.ID, c[0].Snapshot.Epoch, domain.ActorExecutor, "disk full", true); err != nil {
 		t.Fatal(err)
 	}
 

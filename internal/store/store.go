@@ -7,8 +7,8 @@
 // Every state change is one statement that updates the sandbox row and
 // appends its event row, so the two always commit together; the database
 // itself refuses an illegal transition (a trigger mirrors
-// sandbox.CanTransition). Driver errors are translated here: no rows
-// becomes sandbox.ErrNotFound, a lost fence becomes sandbox.ErrFenced.
+// domain.CanTransition). Driver errors are translated here: no rows
+// becomes domain.ErrNotFound, a lost fence becomes domain.ErrFenced.
 //
 // Writes go through one of two pools: a durable one for everything a
 // client was promised, and one whose commits may be asynchronous for the
@@ -33,7 +33,7 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/migrations"
 )
 
@@ -50,13 +50,13 @@ type Store struct {
 	// creates, ends, readies and releases group concurrent writes of a
 	// kind into one statement each: ownerless creates, single sandboxes
 	// ended (DELETE), executors' ready results, and confirmed releases.
-	creates *batcher[newSandboxRow, sandbox.Sandbox]
-	ends    *batcher[endRow, sandbox.Sandbox]
-	readies *batcher[readyRow, sandbox.Sandbox]
+	creates *batcher[newSandboxRow, domain.Sandbox]
+	ends    *batcher[endRow, domain.Sandbox]
+	readies *batcher[readyRow, domain.Sandbox]
 	// quietReadies are SetReady's: the same writes, reading back only
 	// what their announcements need.
-	quietReadies *batcher[readyRow, sandbox.Sandbox]
-	releases     *batcher[releasedRow, sandbox.State]
+	quietReadies *batcher[readyRow, domain.Sandbox]
+	releases     *batcher[releasedRow, domain.State]
 	// now is the clock every timestamp the store writes comes from; tests
 	// inject their own to move time without sleeping.
 	now func() time.Time
@@ -106,7 +106,7 @@ func WithPausedTTL(pausedTTL, maxLifetime time.Duration) Option {
 // Announcer is told about every change the store commits (a
 // notify.Notifier).
 type Announcer interface {
-	Announce(changes ...sandbox.Change)
+	Announce(changes ...domain.Change)
 }
 
 // WithAnnouncer makes the store announce its committed changes to a.
@@ -115,27 +115,27 @@ func WithAnnouncer(a Announcer) Option {
 }
 
 // announce tells the announcer about the sandboxes' new states.
-func (s *Store) announce(sbs ...sandbox.Sandbox) {
+func (s *Store) announce(sbs ...domain.Sandbox) {
 	if s.announcer == nil || len(sbs) == 0 {
 		return
 	}
-	changes := make([]sandbox.Change, len(sbs))
+	changes := make([]domain.Change, len(sbs))
 	for i, sb := range sbs {
-		changes[i] = sandbox.Change{ID: sb.ID, State: sb.State, Released: sb.Released}
+		changes[i] = domain.Change{ID: sb.ID, State: sb.State, Released: sb.Released}
 	}
 	s.announcer.Announce(changes...)
 }
 
 // announceSnapshots tells subscribers that the snapshots left creating
-// (sandbox.SnapshotChanged), so that a ?wait= on one answers at once.
-func (s *Store) announceSnapshots(sns ...sandbox.Snapshot) {
+// (domain.SnapshotChanged), so that a ?wait= on one answers at once.
+func (s *Store) announceSnapshots(sns ...domain.Snapshot) {
 	if s.announcer == nil || len(sns) == 0 {
 		return
 	}
-	changes := make([]sandbox.Change, 0, len(sns))
+	changes := make([]domain.Change, 0, len(sns))
 	for _, sn := range sns {
-		if sn.State != sandbox.SnapshotCreating {
-			changes = append(changes, sandbox.Change{ID: sn.ID, State: sandbox.SnapshotChanged})
+		if sn.State != domain.SnapshotCreating {
+			changes = append(changes, domain.Change{ID: sn.ID, State: domain.SnapshotChanged})
 		}
 	}
 	s.announcer.Announce(changes...)
@@ -173,25 +173,25 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
-	s.creates = newBatcher(createFlights, batchWrite[newSandboxRow, sandbox.Sandbox]{
+	s.creates = newBatcher(createFlights, batchWrite[newSandboxRow, domain.Sandbox]{
 		key: func(r newSandboxRow) string { return r.id }, one: s.createOne, many: s.createMany,
 		missing: func(r newSandboxRow) error { return fmt.Errorf("sandbox %s missing from the batch insert", r.id) },
 	})
-	s.ends = newBatcher(createFlights, batchWrite[endRow, sandbox.Sandbox]{
+	s.ends = newBatcher(createFlights, batchWrite[endRow, domain.Sandbox]{
 		key: func(r endRow) string { return endKey(r.tenant, r.id) }, one: s.endOne, many: s.endBatch,
 		missing: func(endRow) error { return errNotLive },
 	})
-	s.readies = newBatcher(workFlights, batchWrite[readyRow, sandbox.Sandbox]{
+	s.readies = newBatcher(workFlights, batchWrite[readyRow, domain.Sandbox]{
 		key: func(r readyRow) string { return r.id }, one: s.markReadyOne(wholeRow), many: s.markReadyMany(wholeRow),
-		missing: func(readyRow) error { return sandbox.ErrFenced },
+		missing: func(readyRow) error { return domain.ErrFenced },
 	})
-	s.quietReadies = newBatcher(workFlights, batchWrite[readyRow, sandbox.Sandbox]{
+	s.quietReadies = newBatcher(workFlights, batchWrite[readyRow, domain.Sandbox]{
 		key: func(r readyRow) string { return r.id }, one: s.markReadyOne(changeOf), many: s.markReadyMany(changeOf),
-		missing: func(readyRow) error { return sandbox.ErrFenced },
+		missing: func(readyRow) error { return domain.ErrFenced },
 	})
-	s.releases = newBatcher(workFlights, batchWrite[releasedRow, sandbox.State]{
+	s.releases = newBatcher(workFlights, batchWrite[releasedRow, domain.State]{
 		key: func(r releasedRow) string { return r.id }, one: s.markReleasedOne, many: s.markReleasedMany,
-		missing: func(releasedRow) error { return sandbox.ErrFenced },
+		missing: func(releasedRow) error { return domain.ErrFenced },
 	})
 	return s
 }
@@ -277,9 +277,9 @@ func wrap(op string, err error) error {
 }
 
 // coded returns err as it is when it is an error for the client (a
-// *sandbox.Error), else wrapped with the operation.
+// *domain.Error), else wrapped with the operation.
 func coded(op string, err error) error {
-	var c *sandbox.Error
+	var c *domain.Error
 	if errors.As(err, &c) {
 		return err
 	}
@@ -295,17 +295,17 @@ func interpret(err error) error {
 		return nil
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return sandbox.ErrNotFound
+		return domain.ErrNotFound
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
 		case pgErr.ConstraintName == "sandbox_transition":
-			return fmt.Errorf("%w: %s", sandbox.ErrFenced, pgErr.Message)
+			return fmt.Errorf("%w: %s", domain.ErrFenced, pgErr.Message)
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03", // shutting down, not yet up
 			pgErr.Code == "53300": // too many connections
-			return fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
+			return fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
 		}
 		return err
 	}
@@ -314,7 +314,7 @@ func interpret(err error) error {
 	if errors.As(err, &connectErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
 		strings.Contains(err.Error(), "conn closed") {
-		return fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
 	}
 	return err
 }

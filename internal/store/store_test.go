@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/store/storetest"
 )
@@ -34,9 +34,9 @@ func setup(t *testing.T, opts ...store.Option) bundle {
 	return bundle{st: st, clock: clock, ctx: ctx}
 }
 
-func (b bundle) create(t *testing.T, mutate ...func(*sandbox.CreateParams)) sandbox.Sandbox {
+func (b bundle) create(t *testing.T, mutate ...func(*domain.CreateParams)) domain.Sandbox {
 	t.Helper()
-	p := sandbox.CreateParams{
+	p := domain.CreateParams{
 		Tenant: "acme", Provider: "sim", Labels: map[string]string{"team": "a"},
 		TTL: time.Hour, CreateTimeout: 5 * time.Minute,
 	}
@@ -66,7 +66,7 @@ func (b bundle) claimOne(t *testing.T, worker string) store.Claim {
 	return claims[0]
 }
 
-func (b bundle) events(t *testing.T, id string) []sandbox.Event {
+func (b bundle) events(t *testing.T, id string) []domain.Event {
 	t.Helper()
 	evs, err := b.st.SandboxEvents(b.ctx, id, 0, 500)
 	if err != nil {
@@ -76,7 +76,7 @@ func (b bundle) events(t *testing.T, id string) []sandbox.Event {
 }
 
 // path renders a history as "requested>creating>ready".
-func path(evs []sandbox.Event) string {
+func path(evs []domain.Event) string {
 	s := ""
 	for i, e := range evs {
 		if i > 0 {
@@ -90,11 +90,11 @@ func path(evs []sandbox.Event) string {
 func TestCreateAndGet(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	sb := b.create(t, func(p *sandbox.CreateParams) { p.Owner = "agent-1" })
-	if sb.State != sandbox.StateRequested || sb.Released || sb.Owner != "agent-1" {
+	sb := b.create(t, func(p *domain.CreateParams) { p.Owner = "agent-1" })
+	if sb.State != domain.StateRequested || sb.Released || sb.Owner != "agent-1" {
 		t.Fatalf("created sandbox = %+v, want requested, unreleased, owner agent-1", sb)
 	}
-	if !sandbox.ValidID(sb.ID) {
+	if !domain.ValidID(sb.ID) {
 		t.Fatalf("id %q is not a valid sandbox id", sb.ID)
 	}
 	if got, want := sb.ExpiresAt, b.clock.Now().Add(time.Hour); !got.Equal(want) {
@@ -107,11 +107,11 @@ func TestCreateAndGet(t *testing.T) {
 	if got.ID != sb.ID || got.Labels["team"] != "a" {
 		t.Errorf("GetSandbox = %+v, want the created sandbox", got)
 	}
-	if _, err := b.st.GetSandbox(b.ctx, "other", sb.ID); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := b.st.GetSandbox(b.ctx, "other", sb.ID); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("GetSandbox from another tenant: err = %v, want ErrNotFound", err)
 	}
 	evs := b.events(t, sb.ID)
-	if len(evs) != 1 || evs[0].From != "" || evs[0].To != sandbox.StateRequested || evs[0].Actor != sandbox.ActorClient {
+	if len(evs) != 1 || evs[0].From != "" || evs[0].To != domain.StateRequested || evs[0].Actor != domain.ActorClient {
 		t.Errorf("events after create = %+v, want one request event", evs)
 	}
 }
@@ -123,8 +123,8 @@ func TestCreateAndGet(t *testing.T) {
 func TestTransitionTableMatchesDatabase(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	for _, from := range sandbox.States {
-		for _, to := range sandbox.States {
+	for _, from := range domain.States {
+		for _, to := range domain.States {
 			if from == to {
 				continue
 			}
@@ -156,7 +156,7 @@ func TestTransitionTableMatchesDatabase(t *testing.T) {
 					endedTo = "coalesce(ended_at, now())"
 				}
 				_, err = tx.Exec(b.ctx, `UPDATE sandboxes SET state = $2, ended_at = `+endedTo+` WHERE id = $1`, sb.ID, string(to))
-				allowed := sandbox.CanTransition(from, to)
+				allowed := domain.CanTransition(from, to)
 				if allowed && err != nil {
 					t.Errorf("database refused legal transition %s -> %s: %v", from, to, err)
 				}
@@ -188,27 +188,27 @@ func TestEventsAreAppendOnly(t *testing.T) {
 func TestEndSandboxRacingItsCreate(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := sandbox.NewID()
+	id := domain.NewID()
 	reads := 0
 	b.st.SetAfterNotLive(func() {
 		reads++
 		if reads == 1 {
-			b.create(t, func(p *sandbox.CreateParams) { p.ID = id })
+			b.create(t, func(p *domain.CreateParams) { p.ID = id })
 		}
 	})
-	got, changed, err := b.st.EndSandbox(b.ctx, "acme", id, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "bye")
+	got, changed, err := b.st.EndSandbox(b.ctx, "acme", id, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, "bye")
 	if err != nil {
 		t.Fatalf("EndSandbox: %v", err)
 	}
-	if !changed || got.State != sandbox.StateCancelled || !got.Released {
+	if !changed || got.State != domain.StateCancelled || !got.Released {
 		t.Errorf("EndSandbox = %s (released %v), changed %v; want cancelled, released, changed", got.State, got.Released, changed)
 	}
 	if p := path(b.events(t, id)); p != "requested>cancelled" {
 		t.Errorf("history = %s", p)
 	}
 	// With no create at all, the answer is still NOT_FOUND.
-	_, _, err = b.st.EndSandbox(b.ctx, "acme", sandbox.NewID(), sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "bye")
-	if !errors.Is(err, sandbox.ErrNotFound) {
+	_, _, err = b.st.EndSandbox(b.ctx, "acme", domain.NewID(), domain.ReasonRequested, domain.ActorClient, domain.Caller{}, "bye")
+	if !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("EndSandbox of an unknown id: err = %v, want ErrNotFound", err)
 	}
 }
@@ -219,12 +219,12 @@ func TestEndSandboxInEachState(t *testing.T) {
 
 	t.Run("requested", func(t *testing.T) {
 		sb := b.create(t)
-		got, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "bye")
+		got, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, "bye")
 		if err != nil || !changed {
 			t.Fatalf("EndSandbox = %v, %v; want changed", changed, err)
 		}
 		// Nothing was ever created at the provider: released at once.
-		if got.State != sandbox.StateCancelled || !got.Released || got.Reason != sandbox.ReasonRequested || got.EndedAt == nil {
+		if got.State != domain.StateCancelled || !got.Released || got.Reason != domain.ReasonRequested || got.EndedAt == nil {
 			t.Errorf("ended requested sandbox = %+v, want cancelled, released, reason requested", got)
 		}
 		if p := path(b.events(t, sb.ID)); p != "requested>cancelled" {
@@ -234,15 +234,15 @@ func TestEndSandboxInEachState(t *testing.T) {
 	t.Run("creating", func(t *testing.T) {
 		sb := b.create(t)
 		c := b.claimOne(t, "w1")
-		got, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "bye")
+		got, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, "bye")
 		if err != nil || !changed {
 			t.Fatalf("EndSandbox = %v, %v; want changed", changed, err)
 		}
-		if got.State != sandbox.StateCancelled || got.Released {
+		if got.State != domain.StateCancelled || got.Released {
 			t.Errorf("ended creating sandbox = %+v, want cancelled and not yet released", got)
 		}
 		// The executor's result is refused...
-		if _, err := b.st.MarkReady(b.ctx, sb.ID, c.Sandbox.Epoch, sandbox.Resource{ProviderID: "x"}); !errors.Is(err, sandbox.ErrFenced) {
+		if _, err := b.st.MarkReady(b.ctx, sb.ID, c.Sandbox.Epoch, domain.Resource{ProviderID: "x"}); !errors.Is(err, domain.ErrFenced) {
 			t.Errorf("MarkReady after cancel: err = %v, want ErrFenced", err)
 		}
 		// ...and the release queue leaves it to the executor while its lease lasts.
@@ -259,14 +259,14 @@ func TestEndSandboxInEachState(t *testing.T) {
 	t.Run("ready", func(t *testing.T) {
 		sb := b.create(t)
 		c := b.claimOne(t, "w1")
-		if _, err := b.st.MarkReady(b.ctx, sb.ID, c.Sandbox.Epoch, sandbox.Resource{ProviderID: "p-1", WorkDir: "/workspace"}); err != nil {
+		if _, err := b.st.MarkReady(b.ctx, sb.ID, c.Sandbox.Epoch, domain.Resource{ProviderID: "p-1", WorkDir: "/workspace"}); err != nil {
 			t.Fatal(err)
 		}
-		got, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonExpired, sandbox.ActorJanitor, sandbox.Caller{}, "ttl")
+		got, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, domain.ReasonExpired, domain.ActorJanitor, domain.Caller{}, "ttl")
 		if err != nil || !changed {
 			t.Fatalf("EndSandbox = %v, %v; want changed", changed, err)
 		}
-		if got.State != sandbox.StateTerminated || got.Released || got.Reason != sandbox.ReasonExpired || got.ProviderID != "p-1" {
+		if got.State != domain.StateTerminated || got.Released || got.Reason != domain.ReasonExpired || got.ProviderID != "p-1" {
 			t.Errorf("ended ready sandbox = %+v, want terminated, unreleased, reason expired", got)
 		}
 		claims, err := b.st.ClaimReleases(b.ctx, "sim", "", "w2", 10, time.Second, store.Share{})
@@ -282,14 +282,14 @@ func TestEndSandboxInEachState(t *testing.T) {
 	})
 	t.Run("terminal", func(t *testing.T) {
 		sb := b.create(t)
-		if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+		if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 			t.Fatal(err)
 		}
-		got, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonOwnerReleased, sandbox.ActorClient, sandbox.Caller{}, "")
+		got, changed, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, domain.ReasonOwnerReleased, domain.ActorClient, domain.Caller{}, "")
 		if err != nil || changed {
 			t.Fatalf("second EndSandbox = %v, %v; want unchanged, no error", changed, err)
 		}
-		if got.State != sandbox.StateCancelled || got.Reason != sandbox.ReasonRequested {
+		if got.State != domain.StateCancelled || got.Reason != domain.ReasonRequested {
 			t.Errorf("terminal sandbox changed: %+v", got)
 		}
 		if n := len(b.events(t, sb.ID)); n != 2 {
@@ -298,10 +298,10 @@ func TestEndSandboxInEachState(t *testing.T) {
 	})
 	t.Run("other tenant", func(t *testing.T) {
 		sb := b.create(t)
-		if _, _, err := b.st.EndSandbox(b.ctx, "other", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); !errors.Is(err, sandbox.ErrNotFound) {
+		if _, _, err := b.st.EndSandbox(b.ctx, "other", sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("EndSandbox from another tenant: err = %v, want ErrNotFound", err)
 		}
-		if got, _ := b.st.GetSandbox(b.ctx, "acme", sb.ID); got.State != sandbox.StateRequested {
+		if got, _ := b.st.GetSandbox(b.ctx, "acme", sb.ID); got.State != domain.StateRequested {
 			t.Errorf("another tenant's delete changed the sandbox: %s", got.State)
 		}
 	})
@@ -319,26 +319,26 @@ func TestStolenLeaseIsFenced(t *testing.T) {
 	}
 	b.clock.Advance(11 * time.Second) // the slow executor's lease lapses
 	second := b.claimOne(t, "fast")
-	if second.Sandbox.Epoch <= first.Sandbox.Epoch || second.From != sandbox.StateCreating {
+	if second.Sandbox.Epoch <= first.Sandbox.Epoch || second.From != domain.StateCreating {
 		t.Fatalf("reclaim: epoch %d from %s, want epoch > %d from creating", second.Sandbox.Epoch, second.From, first.Sandbox.Epoch)
 	}
-	if _, err := b.st.RenewLease(b.ctx, sb.ID, first.Sandbox.Epoch, "slow", time.Minute); !errors.Is(err, sandbox.ErrFenced) {
+	if _, err := b.st.RenewLease(b.ctx, sb.ID, first.Sandbox.Epoch, "slow", time.Minute); !errors.Is(err, domain.ErrFenced) {
 		t.Errorf("RenewLease with the stolen lease: err = %v, want ErrFenced", err)
 	}
-	if _, err := b.st.MarkReady(b.ctx, sb.ID, second.Sandbox.Epoch, sandbox.Resource{ProviderID: "fast-result"}); err != nil {
+	if _, err := b.st.MarkReady(b.ctx, sb.ID, second.Sandbox.Epoch, domain.Resource{ProviderID: "fast-result"}); err != nil {
 		t.Fatalf("MarkReady by the new owner: %v", err)
 	}
-	if _, err := b.st.MarkReady(b.ctx, sb.ID, first.Sandbox.Epoch, sandbox.Resource{ProviderID: "slow-result"}); !errors.Is(err, sandbox.ErrFenced) {
+	if _, err := b.st.MarkReady(b.ctx, sb.ID, first.Sandbox.Epoch, domain.Resource{ProviderID: "slow-result"}); !errors.Is(err, domain.ErrFenced) {
 		t.Errorf("MarkReady by the old owner: err = %v, want ErrFenced", err)
 	}
-	if _, err := b.st.MarkFailed(b.ctx, sb.ID, first.Sandbox.Epoch, sandbox.ActorExecutor, "late failure"); !errors.Is(err, sandbox.ErrFenced) {
+	if _, err := b.st.MarkFailed(b.ctx, sb.ID, first.Sandbox.Epoch, domain.ActorExecutor, "late failure"); !errors.Is(err, domain.ErrFenced) {
 		t.Errorf("MarkFailed by the old owner: err = %v, want ErrFenced", err)
 	}
-	if err := b.st.Unclaim(b.ctx, sb.ID, first.Sandbox.Epoch, b.clock.Now(), "x", false); !errors.Is(err, sandbox.ErrFenced) {
+	if err := b.st.Unclaim(b.ctx, sb.ID, first.Sandbox.Epoch, b.clock.Now(), "x", false); !errors.Is(err, domain.ErrFenced) {
 		t.Errorf("Unclaim by the old owner: err = %v, want ErrFenced", err)
 	}
 	got, _ := b.st.GetSandbox(b.ctx, "acme", sb.ID)
-	if got.State != sandbox.StateReady || got.ProviderID != "fast-result" {
+	if got.State != domain.StateReady || got.ProviderID != "fast-result" {
 		t.Errorf("sandbox = %s %q, want ready with the new owner's result", got.State, got.ProviderID)
 	}
 	if p := path(b.events(t, sb.ID)); p != "requested>creating>ready" {
@@ -405,7 +405,7 @@ func TestRetryAndHandBack(t *testing.T) {
 		t.Fatal("claimed a sandbox before its retry time")
 	}
 	got, _ := b.st.GetSandbox(b.ctx, "acme", sb.ID)
-	if got.State != sandbox.StateCreating || got.Error != "transient" {
+	if got.State != domain.StateCreating || got.Error != "transient" {
 		t.Errorf("waiting sandbox = %s %q, want creating with the last error", got.State, got.Error)
 	}
 	b.clock.Advance(6 * time.Second)
@@ -424,7 +424,7 @@ func TestReleaseRetry(t *testing.T) {
 	b := setup(t)
 	sb := b.create(t)
 	c := b.claimOne(t, "w1")
-	if _, err := b.st.MarkFailed(b.ctx, sb.ID, c.Sandbox.Epoch, sandbox.ActorExecutor, "boom"); err != nil {
+	if _, err := b.st.MarkFailed(b.ctx, sb.ID, c.Sandbox.Epoch, domain.ActorExecutor, "boom"); err != nil {
 		t.Fatal(err)
 	}
 	// The failing executor still holds the lease: nobody else releases it.
@@ -435,7 +435,7 @@ func TestReleaseRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := b.st.GetSandbox(b.ctx, "acme", sb.ID)
-	if got.Released || got.ReleaseError != "destroy timed out" || got.Reason != sandbox.ReasonCreateFailed || got.Error != "boom" {
+	if got.Released || got.ReleaseError != "destroy timed out" || got.Reason != domain.ReasonCreateFailed || got.Error != "boom" {
 		t.Errorf("sandbox after failed release = %+v", got)
 	}
 	b.clock.Advance(2 * time.Second)
@@ -443,7 +443,7 @@ func TestReleaseRetry(t *testing.T) {
 	if err != nil || len(claims) != 1 {
 		t.Fatalf("ClaimReleases = %d, %v; want 1", len(claims), err)
 	}
-	if err := b.st.MarkReleased(b.ctx, sb.ID, c.Sandbox.Epoch); !errors.Is(err, sandbox.ErrFenced) {
+	if err := b.st.MarkReleased(b.ctx, sb.ID, c.Sandbox.Epoch); !errors.Is(err, domain.ErrFenced) {
 		t.Errorf("MarkReleased with the old epoch: err = %v, want ErrFenced", err)
 	}
 	if err := b.st.MarkReleased(b.ctx, sb.ID, claims[0].Sandbox.Epoch); err != nil {
@@ -461,21 +461,21 @@ func TestReleaseRetry(t *testing.T) {
 func TestIdempotentCreate(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	keyed := func(key, hash string) func(*sandbox.CreateParams) {
-		return func(p *sandbox.CreateParams) { p.IdempotencyKey, p.RequestHash = key, []byte(hash) }
+	keyed := func(key, hash string) func(*domain.CreateParams) {
+		return func(p *domain.CreateParams) { p.IdempotencyKey, p.RequestHash = key, []byte(hash) }
 	}
 	first := b.create(t, keyed("k1", "h1"))
-	again, created, err := b.st.CreateSandbox(b.ctx, sandbox.CreateParams{Tenant: "acme", Provider: "sim", TTL: time.Hour,
+	again, created, err := b.st.CreateSandbox(b.ctx, domain.CreateParams{Tenant: "acme", Provider: "sim", TTL: time.Hour,
 		CreateTimeout: time.Minute, IdempotencyKey: "k1", RequestHash: []byte("h1")})
 	if err != nil || created || again.ID != first.ID {
 		t.Fatalf("repeat = %s created=%v err=%v; want %s, not created", again.ID, created, err, first.ID)
 	}
-	_, _, err = b.st.CreateSandbox(b.ctx, sandbox.CreateParams{Tenant: "acme", Provider: "sim", TTL: time.Hour,
+	_, _, err = b.st.CreateSandbox(b.ctx, domain.CreateParams{Tenant: "acme", Provider: "sim", TTL: time.Hour,
 		CreateTimeout: time.Minute, IdempotencyKey: "k1", RequestHash: []byte("h2")})
-	if code := sandbox.ErrorCode(err); code != sandbox.CodeIdempotencyKeyReused {
+	if code := domain.ErrorCode(err); code != domain.CodeIdempotencyKeyReused {
 		t.Errorf("reuse with another request: code %s (%v), want IDEMPOTENCY_KEY_REUSED", code, err)
 	}
-	other := b.create(t, keyed("k1", "h2"), func(p *sandbox.CreateParams) { p.Tenant = "other" })
+	other := b.create(t, keyed("k1", "h2"), func(p *domain.CreateParams) { p.Tenant = "other" })
 	if other.ID == first.ID {
 		t.Error("the same key in another tenant returned the first tenant's sandbox")
 	}
@@ -488,9 +488,9 @@ func TestIdempotentCreate(t *testing.T) {
 func TestCreateWithClientID(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := sandbox.NewID()
-	req := func(tenant, key, hash string) sandbox.CreateParams {
-		return sandbox.CreateParams{ID: id, Tenant: tenant, Provider: "sim", TTL: time.Hour, CreateTimeout: time.Minute,
+	id := domain.NewID()
+	req := func(tenant, key, hash string) domain.CreateParams {
+		return domain.CreateParams{ID: id, Tenant: tenant, Provider: "sim", TTL: time.Hour, CreateTimeout: time.Minute,
 			IdempotencyKey: key, RequestHash: []byte(hash)}
 	}
 	first, created, err := b.st.CreateSandbox(b.ctx, req("acme", id, "h1"))
@@ -502,19 +502,19 @@ func TestCreateWithClientID(t *testing.T) {
 		t.Fatalf("replay = %s created=%v err=%v; want %s, not created", again.ID, created, err, id)
 	}
 	_, _, err = b.st.CreateSandbox(b.ctx, req("acme", id, "h2"))
-	if code := sandbox.ErrorCode(err); code != sandbox.CodeIdempotencyKeyReused {
+	if code := domain.ErrorCode(err); code != domain.CodeIdempotencyKeyReused {
 		t.Errorf("the id with another request: code %s (%v), want IDEMPOTENCY_KEY_REUSED", code, err)
 	}
-	for _, r := range []sandbox.CreateParams{req("other", id, "h1"), req("acme", "another-key", "h1")} {
+	for _, r := range []domain.CreateParams{req("other", id, "h1"), req("acme", "another-key", "h1")} {
 		_, _, err = b.st.CreateSandbox(b.ctx, r)
-		if code := sandbox.ErrorCode(err); code != sandbox.CodeSandboxIDTaken {
+		if code := domain.ErrorCode(err); code != domain.CodeSandboxIDTaken {
 			t.Errorf("tenant %s, key %s: code %s (%v), want SANDBOX_ID_TAKEN", r.Tenant, r.IdempotencyKey, code, err)
 		}
 	}
 	// Without a key (a store caller that is not the API), a taken id is
 	// refused too, and never reaches the batched insert.
 	r := req("acme", "", "")
-	if _, _, err = b.st.CreateSandbox(b.ctx, r); sandbox.ErrorCode(err) != sandbox.CodeSandboxIDTaken {
+	if _, _, err = b.st.CreateSandbox(b.ctx, r); domain.ErrorCode(err) != domain.CodeSandboxIDTaken {
 		t.Errorf("without a key: %v, want SANDBOX_ID_TAKEN", err)
 	}
 	var n, keys int
@@ -524,9 +524,9 @@ func TestCreateWithClientID(t *testing.T) {
 
 	// With an owner, as the Python client always sends: the owner's lease
 	// is taken once, a replay is the same sandbox, a clash writes nothing.
-	owned := sandbox.NewID()
-	withOwner := func(tenant, hash string) sandbox.CreateParams {
-		return sandbox.CreateParams{ID: owned, Tenant: tenant, Provider: "sim", Owner: "agent-7", TTL: time.Hour,
+	owned := domain.NewID()
+	withOwner := func(tenant, hash string) domain.CreateParams {
+		return domain.CreateParams{ID: owned, Tenant: tenant, Provider: "sim", Owner: "agent-7", TTL: time.Hour,
 			OwnerTTL: time.Minute, CreateTimeout: time.Minute, IdempotencyKey: owned, RequestHash: []byte(hash)}
 	}
 	sb, created, err := b.st.CreateSandbox(b.ctx, withOwner("acme", "o1"))
@@ -537,7 +537,7 @@ func TestCreateWithClientID(t *testing.T) {
 	if err != nil || created || again.ID != owned {
 		t.Fatalf("replay with owner = %s created=%v err=%v", again.ID, created, err)
 	}
-	if _, _, err = b.st.CreateSandbox(b.ctx, withOwner("other", "o1")); sandbox.ErrorCode(err) != sandbox.CodeSandboxIDTaken {
+	if _, _, err = b.st.CreateSandbox(b.ctx, withOwner("other", "o1")); domain.ErrorCode(err) != domain.CodeSandboxIDTaken {
 		t.Errorf("another tenant, with owner: %v, want SANDBOX_ID_TAKEN", err)
 	}
 	var owners int
@@ -554,7 +554,7 @@ func TestListPaginationUnderInserts(t *testing.T) {
 		t.Fatal(err)
 	}
 	mk := func() string {
-		sb, _, err := st.CreateSandbox(ctx, sandbox.CreateParams{Tenant: "acme", Provider: "sim", TTL: time.Hour, CreateTimeout: time.Minute})
+		sb, _, err := st.CreateSandbox(ctx, domain.CreateParams{Tenant: "acme", Provider: "sim", TTL: time.Hour, CreateTimeout: time.Minute})
 		if err != nil {
 			t.Error(err)
 		}
@@ -577,10 +577,10 @@ func TestListPaginationUnderInserts(t *testing.T) {
 		}
 	})
 	seen := map[string]int{}
-	var cursor *sandbox.Cursor
-	var prev *sandbox.Sandbox
+	var cursor *domain.Cursor
+	var prev *domain.Sandbox
 	for pages := 0; ; pages++ {
-		items, next, err := st.ListSandboxes(ctx, sandbox.ListFilter{Tenant: "acme", Limit: 7, After: cursor})
+		items, next, err := st.ListSandboxes(ctx, domain.ListFilter{Tenant: "acme", Limit: 7, After: cursor})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -614,33 +614,33 @@ func TestListPaginationUnderInserts(t *testing.T) {
 func TestListFilters(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	a := b.create(t, func(p *sandbox.CreateParams) {
+	a := b.create(t, func(p *domain.CreateParams) {
 		p.Owner = "o1"
 		p.Labels = map[string]string{"env": "prod", "team": "x"}
 	})
 	b.clock.Advance(time.Second)
-	c := b.create(t, func(p *sandbox.CreateParams) { p.Labels = map[string]string{"env": "prod"} })
+	c := b.create(t, func(p *domain.CreateParams) { p.Labels = map[string]string{"env": "prod"} })
 	b.clock.Advance(time.Second)
-	d := b.create(t, func(p *sandbox.CreateParams) { p.Provider = "local" })
-	if _, _, err := b.st.EndSandbox(b.ctx, "acme", c.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+	d := b.create(t, func(p *domain.CreateParams) { p.Provider = "local" })
+	if _, _, err := b.st.EndSandbox(b.ctx, "acme", c.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	released := true
 	cases := []struct {
 		name string
-		f    sandbox.ListFilter
+		f    domain.ListFilter
 		want []string
 	}{
-		{"all newest first", sandbox.ListFilter{}, []string{d.ID, c.ID, a.ID}},
-		{"state", sandbox.ListFilter{States: []sandbox.State{sandbox.StateCancelled}}, []string{c.ID}},
-		{"states", sandbox.ListFilter{States: []sandbox.State{sandbox.StateCancelled, sandbox.StateRequested}}, []string{d.ID, c.ID, a.ID}},
-		{"owner", sandbox.ListFilter{Owner: "o1"}, []string{a.ID}},
-		{"provider", sandbox.ListFilter{Provider: "local"}, []string{d.ID}},
-		{"label", sandbox.ListFilter{Labels: map[string]string{"env": "prod"}}, []string{c.ID, a.ID}},
-		{"labels AND", sandbox.ListFilter{Labels: map[string]string{"env": "prod", "team": "x"}}, []string{a.ID}},
-		{"created after", sandbox.ListFilter{CreatedAfter: a.CreatedAt}, []string{d.ID, c.ID}},
-		{"created before", sandbox.ListFilter{CreatedBefore: c.CreatedAt}, []string{a.ID}},
-		{"released", sandbox.ListFilter{Released: &released}, []string{c.ID}},
+		{"all newest first", domain.ListFilter{}, []string{d.ID, c.ID, a.ID}},
+		{"state", domain.ListFilter{States: []domain.State{domain.StateCancelled}}, []string{c.ID}},
+		{"states", domain.ListFilter{States: []domain.State{domain.StateCancelled, domain.StateRequested}}, []string{d.ID, c.ID, a.ID}},
+		{"owner", domain.ListFilter{Owner: "o1"}, []string{a.ID}},
+		{"provider", domain.ListFilter{Provider: "local"}, []string{d.ID}},
+		{"label", domain.ListFilter{Labels: map[string]string{"env": "prod"}}, []string{c.ID, a.ID}},
+		{"labels AND", domain.ListFilter{Labels: map[string]string{"env": "prod", "team": "x"}}, []string{a.ID}},
+		{"created after", domain.ListFilter{CreatedAfter: a.CreatedAt}, []string{d.ID, c.ID}},
+		{"created before", domain.ListFilter{CreatedBefore: c.CreatedAt}, []string{a.ID}},
+		{"released", domain.ListFilter{Released: &released}, []string{c.ID}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -658,7 +658,7 @@ func TestListFilters(t *testing.T) {
 			}
 		})
 	}
-	items, _, _ := b.st.ListSandboxes(b.ctx, sandbox.ListFilter{Tenant: "other", Limit: 50})
+	items, _, _ := b.st.ListSandboxes(b.ctx, domain.ListFilter{Tenant: "other", Limit: 50})
 	if len(items) != 0 {
 		t.Errorf("another tenant lists %d sandboxes, want 0", len(items))
 	}
@@ -670,7 +670,7 @@ func TestAuthenticate(t *testing.T) {
 	if k, err := b.st.Authenticate(b.ctx, "key-acme"); err != nil || k.Tenant != "acme" || k.Name != "test" || k.ID == "" {
 		t.Errorf("Authenticate = %+v, %v; want acme's key named test", k, err)
 	}
-	if _, err := b.st.Authenticate(b.ctx, "nope"); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := b.st.Authenticate(b.ctx, "nope"); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("unknown key: err = %v, want ErrNotFound", err)
 	}
 	if _, err := b.st.RegisterAPIKey(b.ctx, "acme", "test", "key-acme"); err != nil {
@@ -743,7 +743,7 @@ func TestAPIKeys(t *testing.T) {
 	if err != nil || len(others) != 1 {
 		t.Fatalf("APIKeys(other) = %+v, %v", others, err)
 	}
-	if _, err := b.st.RevokeAPIKey(b.ctx, "other", rec.ID, others[0].ID); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := b.st.RevokeAPIKey(b.ctx, "other", rec.ID, others[0].ID); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("other tenant revoking: err = %v, want ErrNotFound", err)
 	}
 	if keys, err := b.st.APIKeys(b.ctx, "other"); err != nil || len(keys) != 1 || keys[0].ID == rec.ID {
@@ -761,7 +761,7 @@ func TestAPIKeys(t *testing.T) {
 	if again, err := b.st.RevokeAPIKey(b.ctx, "acme", rec.ID, admin); err != nil || !again.RevokedAt.Equal(*revoked.RevokedAt) {
 		t.Errorf("revoking again = %+v, %v; want the first revocation kept", again, err)
 	}
-	if _, err := b.st.Authenticate(b.ctx, key); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := b.st.Authenticate(b.ctx, key); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("revoked key: err = %v, want ErrNotFound", err)
 	}
 	// Registering a revoked key again (a restart with BOOTSTRAP_API_KEY)
@@ -769,7 +769,7 @@ func TestAPIKeys(t *testing.T) {
 	if _, err := b.st.RegisterAPIKey(b.ctx, "acme", "deploy", key); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.st.Authenticate(b.ctx, key); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := b.st.Authenticate(b.ctx, key); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("re-registered revoked key: err = %v, want ErrNotFound", err)
 	}
 }
@@ -777,13 +777,13 @@ func TestAPIKeys(t *testing.T) {
 func TestEventsRecordTheCaller(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	by := sandbox.Caller{KeyID: "key_a", KeyName: "alice"}
-	batched := b.create(t, func(p *sandbox.CreateParams) { p.Caller = by })
-	owned := b.create(t, func(p *sandbox.CreateParams) { p.Caller = by; p.Owner = "agent"; p.OwnerTTL = time.Hour })
+	by := domain.Caller{KeyID: "key_a", KeyName: "alice"}
+	batched := b.create(t, func(p *domain.CreateParams) { p.Caller = by })
+	owned := b.create(t, func(p *domain.CreateParams) { p.Caller = by; p.Owner = "agent"; p.OwnerTTL = time.Hour })
 	if _, err := b.st.TransferOwner(b.ctx, "acme", batched.ID, "agent", time.Hour, by); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := b.st.EndSandbox(b.ctx, "acme", batched.ID, sandbox.ReasonRequested, sandbox.ActorClient, by, "bye"); err != nil {
+	if _, _, err := b.st.EndSandbox(b.ctx, "acme", batched.ID, domain.ReasonRequested, domain.ActorClient, by, "bye"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.st.ReleaseOwner(b.ctx, "acme", "agent", by); err != nil {
@@ -802,10 +802,10 @@ func TestEventsRecordTheCaller(t *testing.T) {
 	for _, e := range events {
 		switch {
 		case e.SandboxID == expired.ID:
-			if e.Caller != (sandbox.Caller{}) {
+			if e.Caller != (domain.Caller{}) {
 				t.Errorf("event %+v of a sandbox made without a key names one", e)
 			}
-		case e.Actor == sandbox.ActorClient:
+		case e.Actor == domain.ActorClient:
 			if e.Caller != by {
 				t.Errorf("client event %+v: caller = %+v, want %+v", e, e.Caller, by)
 			}
@@ -822,28 +822,28 @@ func TestActivity(t *testing.T) {
 	b := setup(t)
 	sb := b.create(t)
 	code, n := 0, int64(12)
-	long := strings.Repeat("é", sandbox.MaxActivityTarget) // 2 bytes each
-	by := sandbox.Caller{KeyID: "key_a", KeyName: "alice"}
-	for _, a := range []sandbox.Activity{
-		{SandboxID: sb.ID, Tenant: "acme", Caller: by, Kind: sandbox.ActivityExec, Target: long, ExitCode: &code, Bytes: &n, Duration: 1500 * time.Millisecond},
-		{SandboxID: sb.ID, Tenant: "acme", Kind: sandbox.ActivityFileRead, Target: "/workspace/a", Error: "FILE_NOT_FOUND"},
+	long := strings.Repeat("é", domain.MaxActivityTarget) // 2 bytes each
+	by := domain.Caller{KeyID: "key_a", KeyName: "alice"}
+	for _, a := range []domain.Activity{
+		{SandboxID: sb.ID, Tenant: "acme", Caller: by, Kind: domain.ActivityExec, Target: long, ExitCode: &code, Bytes: &n, Duration: 1500 * time.Millisecond},
+		{SandboxID: sb.ID, Tenant: "acme", Kind: domain.ActivityFileRead, Target: "/workspace/a", Error: "FILE_NOT_FOUND"},
 	} {
 		if err := b.st.RecordActivity(b.ctx, a); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := b.st.RecordActivity(b.ctx, sandbox.Activity{SandboxID: sb.ID, Tenant: "acme", Kind: "bogus"}); err == nil {
+	if err := b.st.RecordActivity(b.ctx, domain.Activity{SandboxID: sb.ID, Tenant: "acme", Kind: "bogus"}); err == nil {
 		t.Error("an unknown kind was recorded")
 	}
 	got, err := b.st.SandboxActivity(b.ctx, sb.ID, 0, 10)
 	if err != nil || len(got) != 2 {
 		t.Fatalf("SandboxActivity = %+v, %v", got, err)
 	}
-	if a := got[0]; a.Caller != by || len(a.Target) != sandbox.MaxActivityTarget || *a.ExitCode != 0 || *a.Bytes != 12 ||
+	if a := got[0]; a.Caller != by || len(a.Target) != domain.MaxActivityTarget || *a.ExitCode != 0 || *a.Bytes != 12 ||
 		a.Duration != 1500*time.Millisecond || !a.At.Equal(b.clock.Now()) {
 		t.Errorf("exec record = %+v", a)
 	}
-	if a := got[1]; a.Caller != (sandbox.Caller{}) || a.ExitCode != nil || a.Bytes != nil || a.Error != "FILE_NOT_FOUND" {
+	if a := got[1]; a.Caller != (domain.Caller{}) || a.ExitCode != nil || a.Bytes != nil || a.Error != "FILE_NOT_FOUND" {
 		t.Errorf("file record = %+v", a)
 	}
 	if page, err := b.st.SandboxActivity(b.ctx, sb.ID, got[0].ID, 10); err != nil || len(page) != 1 || page[0].ID != got[1].ID {
@@ -867,13 +867,13 @@ func TestSchemaCurrent(t *testing.T) {
 func TestOwnerLeases(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	owned := func(p *sandbox.CreateParams) { p.Owner, p.OwnerTTL = "agent", 10*time.Second }
+	owned := func(p *domain.CreateParams) { p.Owner, p.OwnerTTL = "agent", 10*time.Second }
 
-	if _, err := b.st.RenewOwnerLease(b.ctx, "acme", "agent", time.Minute); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := b.st.RenewOwnerLease(b.ctx, "acme", "agent", time.Minute); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("heartbeat of an owner never named: err = %v, want ErrNotFound", err)
 	}
 	first := b.create(t, owned)
-	if _, err := b.st.RenewOwnerLease(b.ctx, "other", "agent", time.Minute); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := b.st.RenewOwnerLease(b.ctx, "other", "agent", time.Minute); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("heartbeat of another tenant's owner: err = %v, want ErrNotFound", err)
 	}
 	expires, err := b.st.RenewOwnerLease(b.ctx, "acme", "agent", time.Minute)
@@ -884,7 +884,7 @@ func TestOwnerLeases(t *testing.T) {
 	b.clock.Advance(30 * time.Second)
 	second := b.create(t, owned)
 	b.clock.Advance(20 * time.Second) // 50s in: the 1-minute lease still holds
-	if got, _ := b.st.GetSandbox(b.ctx, "acme", first.ID); got.State != sandbox.StateRequested {
+	if got, _ := b.st.GetSandbox(b.ctx, "acme", first.ID); got.State != domain.StateRequested {
 		t.Fatalf("sandbox ended under a live lease: %s", got.State)
 	}
 	// After a lapse, a create ends what outlived the old lease and starts a new one.
@@ -892,11 +892,11 @@ func TestOwnerLeases(t *testing.T) {
 	third := b.create(t, owned)
 	for _, id := range []string{first.ID, second.ID} {
 		got, _ := b.st.GetSandbox(b.ctx, "acme", id)
-		if got.State != sandbox.StateCancelled || got.Reason != sandbox.ReasonOwnerExpired {
+		if got.State != domain.StateCancelled || got.Reason != domain.ReasonOwnerExpired {
 			t.Errorf("sandbox of the lapsed lease = %s/%s, want cancelled/owner_expired", got.State, got.Reason)
 		}
 	}
-	if got, _ := b.st.GetSandbox(b.ctx, "acme", third.ID); got.State != sandbox.StateRequested {
+	if got, _ := b.st.GetSandbox(b.ctx, "acme", third.ID); got.State != domain.StateRequested {
 		t.Errorf("the new lease's sandbox = %s", got.State)
 	}
 	// A heartbeat after a lapse does the same.
@@ -904,7 +904,7 @@ func TestOwnerLeases(t *testing.T) {
 	if _, err := b.st.RenewOwnerLease(b.ctx, "acme", "agent", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := b.st.GetSandbox(b.ctx, "acme", third.ID); got.Reason != sandbox.ReasonOwnerExpired {
+	if got, _ := b.st.GetSandbox(b.ctx, "acme", third.ID); got.Reason != domain.ReasonOwnerExpired {
 		t.Errorf("heartbeat after a lapse revived %s (%s)", third.ID, got.State)
 	}
 }
@@ -912,28 +912,28 @@ func TestOwnerLeases(t *testing.T) {
 func TestReleaseOwner(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	owned := func(p *sandbox.CreateParams) { p.Owner, p.OwnerTTL = "agent", time.Minute }
+	owned := func(p *domain.CreateParams) { p.Owner, p.OwnerTTL = "agent", time.Minute }
 	x, y := b.create(t, owned), b.create(t, owned)
 	other := b.create(t)
-	ended, err := b.st.ReleaseOwner(b.ctx, "acme", "agent", sandbox.Caller{})
+	ended, err := b.st.ReleaseOwner(b.ctx, "acme", "agent", domain.Caller{})
 	if err != nil || len(ended) != 2 {
 		t.Fatalf("ReleaseOwner = %d, %v; want 2", len(ended), err)
 	}
 	for _, id := range []string{x.ID, y.ID} {
-		if got, _ := b.st.GetSandbox(b.ctx, "acme", id); got.Reason != sandbox.ReasonOwnerReleased || got.Live() {
+		if got, _ := b.st.GetSandbox(b.ctx, "acme", id); got.Reason != domain.ReasonOwnerReleased || got.Live() {
 			t.Errorf("%s = %s/%s, want ended owner_released", id, got.State, got.Reason)
 		}
 	}
 	if got, _ := b.st.GetSandbox(b.ctx, "acme", other.ID); !got.Live() {
 		t.Error("another owner's sandbox ended")
 	}
-	if ended, err := b.st.ReleaseOwner(b.ctx, "acme", "agent", sandbox.Caller{}); err != nil || len(ended) != 0 {
+	if ended, err := b.st.ReleaseOwner(b.ctx, "acme", "agent", domain.Caller{}); err != nil || len(ended) != 0 {
 		t.Errorf("second ReleaseOwner = %d, %v; want 0, nil", len(ended), err)
 	}
-	if ended, err := b.st.ReleaseOwner(b.ctx, "acme", "nobody", sandbox.Caller{}); err != nil || len(ended) != 0 {
+	if ended, err := b.st.ReleaseOwner(b.ctx, "acme", "nobody", domain.Caller{}); err != nil || len(ended) != 0 {
 		t.Errorf("ReleaseOwner of an unknown owner = %d, %v; want 0, nil", len(ended), err)
 	}
-	if ended, err := b.st.ReleaseOwner(b.ctx, "other", "agent", sandbox.Caller{}); err != nil || len(ended) != 0 {
+	if ended, err := b.st.ReleaseOwner(b.ctx, "other", "agent", domain.Caller{}); err != nil || len(ended) != 0 {
 		t.Errorf("another tenant ended %d of acme's sandboxes (%v)", len(ended), err)
 	}
 }
@@ -951,15 +951,15 @@ func TestRenewSandbox(t *testing.T) {
 	if err != nil || !capped || !got.ExpiresAt.Equal(sb.CreatedAt.Add(24*time.Hour)) {
 		t.Errorf("renew past the max lifetime = %v capped=%v err=%v; want capped at creation+24h", got.ExpiresAt, capped, err)
 	}
-	if _, _, err := b.st.RenewSandbox(b.ctx, "other", sb.ID, time.Hour, 24*time.Hour); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, _, err := b.st.RenewSandbox(b.ctx, "other", sb.ID, time.Hour, 24*time.Hour); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("renew from another tenant: err = %v, want ErrNotFound", err)
 	}
-	if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+	if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = b.st.RenewSandbox(b.ctx, "acme", sb.ID, time.Hour, 24*time.Hour)
-	var e *sandbox.Error
-	if !errors.As(err, &e) || e.Code != sandbox.CodeStateConflict || sandbox.ConflictState(err) != sandbox.StateCancelled {
+	var e *domain.Error
+	if !errors.As(err, &e) || e.Code != domain.CodeStateConflict || domain.ConflictState(err) != domain.StateCancelled {
 		t.Errorf("renew of an ended sandbox: err = %v, want SANDBOX_STATE_CONFLICT with state cancelled", err)
 	}
 }
@@ -969,7 +969,7 @@ func TestRenewSandbox(t *testing.T) {
 func TestClientReadsLeaveOutProviderInputs(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	sb := b.create(t, func(p *sandbox.CreateParams) {
+	sb := b.create(t, func(p *domain.CreateParams) {
 		p.Env = map[string]string{"TOKEN": "secret"}
 		p.Setup = "make deps"
 	})
@@ -977,11 +977,11 @@ func TestClientReadsLeaveOutProviderInputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	listed, _, err := b.st.ListSandboxes(b.ctx, sandbox.ListFilter{Tenant: "acme", Limit: 10})
+	listed, _, err := b.st.ListSandboxes(b.ctx, domain.ListFilter{Tenant: "acme", Limit: 10})
 	if err != nil || len(listed) != 1 {
 		t.Fatalf("list: %v", err)
 	}
-	for _, c := range []sandbox.Sandbox{got, listed[0]} {
+	for _, c := range []domain.Sandbox{got, listed[0]} {
 		if len(c.Env) != 0 || c.Setup != "" || got.Labels["team"] != "a" {
 			t.Errorf("client read = env %v setup %q labels %v; want no env or setup, labels kept", c.Env, c.Setup, c.Labels)
 		}
@@ -1001,14 +1001,14 @@ func TestConcurrentCreatesShareBatches(t *testing.T) {
 	b := setup(t)
 	const n = 120
 	type outcome struct {
-		sb  sandbox.Sandbox
+		sb  domain.Sandbox
 		err error
 	}
 	outcomes := make([]outcome, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			p := sandbox.CreateParams{
+			p := domain.CreateParams{
 				Tenant: "acme", Provider: "sim", Labels: map[string]string{"n": fmt.Sprint(i)},
 				TTL: time.Hour, CreateTimeout: time.Minute,
 			}
@@ -1039,11 +1039,11 @@ func TestConcurrentCreatesShareBatches(t *testing.T) {
 			t.Errorf("create %d got %+v, not its own sandbox", i, o.sb)
 		}
 		ids[o.sb.ID] = true
-		if evs := b.events(t, o.sb.ID); len(evs) != 1 || evs[0].To != sandbox.StateRequested {
+		if evs := b.events(t, o.sb.ID); len(evs) != 1 || evs[0].To != domain.StateRequested {
 			t.Errorf("create %d: events %+v, want one request event", i, evs)
 		}
 	}
-	all, _, err := b.st.ListSandboxes(b.ctx, sandbox.ListFilter{Tenant: "acme", Limit: 500})
+	all, _, err := b.st.ListSandboxes(b.ctx, domain.ListFilter{Tenant: "acme", Limit: 500})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1070,7 +1070,7 @@ func TestConcurrentResultsShareBatches(t *testing.T) {
 	cancelled := map[string]bool{}
 	for i, c := range claims {
 		if i%3 == 0 {
-			if _, _, err := b.st.EndSandbox(b.ctx, "acme", c.Sandbox.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "x"); err != nil {
+			if _, _, err := b.st.EndSandbox(b.ctx, "acme", c.Sandbox.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, "x"); err != nil {
 				t.Fatal(err)
 			}
 			cancelled[c.Sandbox.ID] = true
@@ -1087,7 +1087,7 @@ func TestConcurrentResultsShareBatches(t *testing.T) {
 			}
 			// Half through MarkReady, half through SetReady (the
 			// executor's, which reads back less): both batch.
-			res := sandbox.Resource{ProviderID: "p-" + c.Sandbox.ID}
+			res := domain.Resource{ProviderID: "p-" + c.Sandbox.ID}
 			if i%2 == 0 {
 				_, errs[i] = b.st.MarkReady(b.ctx, c.Sandbox.ID, epoch, res)
 			} else {
@@ -1104,21 +1104,21 @@ func TestConcurrentResultsShareBatches(t *testing.T) {
 	for i, c := range claims {
 		id := c.Sandbox.ID
 		fenced := cancelled[id] || stale(i)
-		if fenced != errors.Is(errs[i], sandbox.ErrFenced) || (!fenced && errs[i] != nil) {
+		if fenced != errors.Is(errs[i], domain.ErrFenced) || (!fenced && errs[i] != nil) {
 			t.Errorf("MarkReady %d (fenced %v): err = %v", i, fenced, errs[i])
 		}
 		got, _ := b.st.GetSandbox(b.ctx, "acme", id)
 		switch {
 		case cancelled[id]:
-			if got.State != sandbox.StateCancelled || got.ProviderID != "" {
+			if got.State != domain.StateCancelled || got.ProviderID != "" {
 				t.Errorf("cancelled sandbox %d became %s %q", i, got.State, got.ProviderID)
 			}
 		case stale(i):
-			if got.State != sandbox.StateCreating {
+			if got.State != domain.StateCreating {
 				t.Errorf("sandbox %d with a stale result is %s, want still creating", i, got.State)
 			}
 		default:
-			if got.State != sandbox.StateReady || got.ProviderID != "p-"+id {
+			if got.State != domain.StateReady || got.ProviderID != "p-"+id {
 				t.Errorf("sandbox %d = %s %q, want ready with its own result", i, got.State, got.ProviderID)
 			}
 			if p := path(b.events(t, id)); p != "requested>creating>ready" {
@@ -1151,7 +1151,7 @@ func TestConcurrentResultsShareBatches(t *testing.T) {
 	for i, c := range rel {
 		got, _ := b.st.GetSandbox(b.ctx, "acme", c.Sandbox.ID)
 		if want := i%4 != 0; got.Released != want || (relErrs[i] == nil) != want ||
-			(!want && !errors.Is(relErrs[i], sandbox.ErrFenced)) {
+			(!want && !errors.Is(relErrs[i], domain.ErrFenced)) {
 			t.Errorf("release %d (fenced %v): released %v, err %v", i, !want, got.Released, relErrs[i])
 		}
 	}
@@ -1174,7 +1174,7 @@ func TestClaimNewCreates(t *testing.T) {
 	if len(claims) != 2 || claims[0].Sandbox.ID != first.ID || claims[1].Sandbox.ID != second.ID {
 		t.Fatalf("quick claim got %d claims, want the two new sandboxes in order", len(claims))
 	}
-	if claims[0].Sandbox.State != sandbox.StateCreating || claims[0].From != sandbox.StateRequested {
+	if claims[0].Sandbox.State != domain.StateCreating || claims[0].From != domain.StateRequested {
 		t.Errorf("quick claim: %s from %s, want creating from requested", claims[0].Sandbox.State, claims[0].From)
 	}
 	if again, _ := b.st.ClaimNewCreates(b.ctx, "sim", "", "w", 10, time.Minute, since, store.Share{}); len(again) != 0 {
@@ -1201,7 +1201,7 @@ func TestConcurrentEndsShareBatches(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	const n = 40
-	var sbs []sandbox.Sandbox
+	var sbs []domain.Sandbox
 	for range n {
 		sbs = append(sbs, b.create(t))
 	}
@@ -1212,14 +1212,14 @@ func TestConcurrentEndsShareBatches(t *testing.T) {
 	}
 	isReady := map[string]bool{}
 	for _, c := range claims {
-		if _, err := b.st.MarkReady(b.ctx, c.Sandbox.ID, c.Sandbox.Epoch, sandbox.Resource{ProviderID: "p"}); err != nil {
+		if _, err := b.st.MarkReady(b.ctx, c.Sandbox.ID, c.Sandbox.Epoch, domain.Resource{ProviderID: "p"}); err != nil {
 			t.Fatal(err)
 		}
 		isReady[c.Sandbox.ID] = true
 	}
 	type outcome struct {
 		tenant  string
-		got     sandbox.Sandbox
+		got     domain.Sandbox
 		changed bool
 		err     error
 	}
@@ -1229,7 +1229,7 @@ func TestConcurrentEndsShareBatches(t *testing.T) {
 	for i, sb := range sbs {
 		for _, tenant := range []string{"acme", "other", "acme", "acme"} {
 			wg.Go(func() {
-				got, changed, err := b.st.EndSandbox(b.ctx, tenant, sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, "deleted by "+tenant)
+				got, changed, err := b.st.EndSandbox(b.ctx, tenant, sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, "deleted by "+tenant)
 				mu.Lock()
 				outcomes[i] = append(outcomes[i], outcome{tenant, got, changed, err})
 				mu.Unlock()
@@ -1241,15 +1241,15 @@ func TestConcurrentEndsShareBatches(t *testing.T) {
 		t.Fatal("no end flew with company: the batched statement went untested")
 	}
 	for i, sb := range sbs {
-		want := sandbox.StateCancelled
+		want := domain.StateCancelled
 		if isReady[sb.ID] {
-			want = sandbox.StateTerminated
+			want = domain.StateTerminated
 		}
 		changed := 0
 		for _, o := range outcomes[i] {
 			switch {
 			case o.tenant == "other":
-				if !errors.Is(o.err, sandbox.ErrNotFound) || o.got.ID != "" {
+				if !errors.Is(o.err, domain.ErrNotFound) || o.got.ID != "" {
 					t.Errorf("sandbox %d: the other tenant got %+v, %v; want not found", i, o.got, o.err)
 				}
 			case o.err != nil:
@@ -1275,7 +1275,7 @@ func TestConcurrentEndsShareBatches(t *testing.T) {
 func TestStateLists(t *testing.T) {
 	t.Parallel()
 	var live, terminal []string
-	for _, s := range sandbox.States {
+	for _, s := range domain.States {
 		if s.Terminal() {
 			terminal = append(terminal, "'"+string(s)+"'")
 		} else {

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // TestStreamKeepsEachSandboxsOrder: a transaction that got its id before a
@@ -56,18 +56,18 @@ func TestStreamKeepsEachSandboxsOrder(t *testing.T) {
 	if err := early.Commit(b.ctx); err != nil {
 		t.Fatal(err)
 	}
-	evs, err := b.st.StreamEvents(b.ctx, "acme", sandbox.StreamPosition{}, 10)
+	evs, err := b.st.StreamEvents(b.ctx, "acme", domain.StreamPosition{}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []sandbox.State
+	var got []domain.State
 	for i, e := range evs {
 		got = append(got, e.To)
 		if i > 0 && !e.Position.After(evs[i-1].Position) {
 			t.Errorf("stream positions not increasing: %v then %v", evs[i-1].Position, e.Position)
 		}
 	}
-	want := []sandbox.State{sandbox.StateRequested, sandbox.StateCreating, sandbox.StateCancelled}
+	want := []domain.State{domain.StateRequested, domain.StateCreating, domain.StateCancelled}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 		t.Errorf("stream: sandbox's events %v, want %v (the order they happened in)", got, want)
 	}

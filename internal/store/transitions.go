@@ -9,19 +9,19 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // Claim is a sandbox a worker holds: the worker may act on it while its
 // lease lasts, and every write it makes is fenced on Epoch.
 type Claim struct {
-	Sandbox sandbox.Sandbox
+	Sandbox domain.Sandbox
 	// From is the state the sandbox was in when claimed.
-	From sandbox.State
+	From domain.State
 	// Snapshot is the snapshot to take, for a snapshot claim
 	// (ClaimSnapshots): its source is Sandbox (its id, tenant, provider
 	// and the claim's epoch only); zero for other claims.
-	Snapshot sandbox.Snapshot
+	Snapshot domain.Snapshot
 }
 
 // Share is how a worker shares its slots between tenants: no tenant may
@@ -236,14 +236,14 @@ var renewLeaseSQL = `
 // returns ErrFenced when the worker no longer holds the sandbox at this epoch
 // — or, for a create, when the sandbox is no longer creating — so the worker
 // must stop.
-func (s *Store) RenewLease(ctx context.Context, id string, epoch int64, worker string, lease time.Duration) (sandbox.State, error) {
+func (s *Store) RenewLease(ctx context.Context, id string, epoch int64, worker string, lease time.Duration) (domain.State, error) {
 	now := s.Now()
-	var state sandbox.State
+	var state domain.State
 	err := queryRow(ctx, s.work, renewLeaseSQL, namedArgs{
 		"id": id, "epoch": epoch, "worker": worker, "lease_until": now.Add(lease),
 	}).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("store: renew lease: %w", sandbox.ErrFenced)
+		return "", fmt.Errorf("store: renew lease: %w", domain.ErrFenced)
 	}
 	if err != nil {
 		return "", wrap("renew lease", err)
@@ -255,7 +255,7 @@ func (s *Store) RenewLease(ctx context.Context, id string, epoch int64, worker s
 // epoch and on the sandbox still being creating. ErrFenced means the
 // sandbox was cancelled or reclaimed meanwhile, and the resource the call
 // made must be released. Concurrent calls share a statement.
-func (s *Store) MarkReady(ctx context.Context, id string, epoch int64, res sandbox.Resource) (sandbox.Sandbox, error) {
+func (s *Store) MarkReady(ctx context.Context, id string, epoch int64, res domain.Resource) (domain.Sandbox, error) {
 	sb, err := s.readies.do(ctx, readyRow{id: id, epoch: epoch, res: res})
 	if err != nil {
 		return sb, wrap("mark ready", err)
@@ -266,7 +266,7 @@ func (s *Store) MarkReady(ctx context.Context, id string, epoch int64, res sandb
 // SetReady is MarkReady for a caller that needs no sandbox back (the
 // executor): the write is the same, but it reads back only what its
 // announcement needs, not the whole row (27 columns to send and scan).
-func (s *Store) SetReady(ctx context.Context, id string, epoch int64, res sandbox.Resource) error {
+func (s *Store) SetReady(ctx context.Context, id string, epoch int64, res domain.Resource) error {
 	if _, err := s.quietReadies.do(ctx, readyRow{id: id, epoch: epoch, res: res}); err != nil {
 		return wrap("mark ready", err)
 	}
@@ -277,7 +277,7 @@ func (s *Store) SetReady(ctx context.Context, id string, epoch int64, res sandbo
 type readyRow struct {
 	id    string
 	epoch int64
-	res   sandbox.Resource
+	res   domain.Resource
 }
 
 // readBack is what a write reads back of each row it changed: the whole
@@ -286,26 +286,26 @@ type readBack struct {
 	// returning is what the update returns (what the event's insert and
 	// columns need), columns what is read of it.
 	returning, columns string
-	scan               func(pgx.Row) (sandbox.Sandbox, error)
+	scan               func(pgx.Row) (domain.Sandbox, error)
 }
 
 var (
-	wholeRow = readBack{returning: "s.*", columns: sandboxColumns, scan: func(r pgx.Row) (sandbox.Sandbox, error) { return scanSandbox(r) }}
+	wholeRow = readBack{returning: "s.*", columns: sandboxColumns, scan: func(r pgx.Row) (domain.Sandbox, error) { return scanSandbox(r) }}
 	changeOf = readBack{returning: "s.id, s.tenant, s.state, s.released, s.provider_id", columns: "s.id, s.state, s.released", scan: scanChange}
 )
 
 // scanChange scans a row of changeOf's columns into a sandbox that has
-// only the fields of a sandbox.Change.
-func scanChange(r pgx.Row) (sandbox.Sandbox, error) {
-	var sb sandbox.Sandbox
+// only the fields of a domain.Change.
+func scanChange(r pgx.Row) (domain.Sandbox, error) {
+	var sb domain.Sandbox
 	var state string
 	err := r.Scan(&sb.ID, &state, &sb.Released)
-	sb.State = sandbox.State(state)
+	sb.State = domain.State(state)
 	return sb, err
 }
 
-func (rb readBack) collect(rows pgx.Rows) ([]sandbox.Sandbox, error) {
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.Sandbox, error) { return rb.scan(r) })
+func (rb readBack) collect(rows pgx.Rows) ([]domain.Sandbox, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.Sandbox, error) { return rb.scan(r) })
 }
 
 // markReadySQL is a ready write of one sandbox (@id, at @epoch, at @now,
@@ -326,15 +326,15 @@ func markReadySQL(rb readBack) string {
 		SELECT ` + rb.columns + ` FROM upd s`
 }
 
-func (s *Store) markReadyOne(rb readBack) func(ctx context.Context, r readyRow) (sandbox.Sandbox, error) {
+func (s *Store) markReadyOne(rb readBack) func(ctx context.Context, r readyRow) (domain.Sandbox, error) {
 	stmt := markReadySQL(rb)
-	return func(ctx context.Context, r readyRow) (sandbox.Sandbox, error) {
+	return func(ctx context.Context, r readyRow) (domain.Sandbox, error) {
 		sb, err := rb.scan(querySandbox(ctx, s.work, stmt, namedArgs{
 			"id": r.id, "epoch": r.epoch, "now": s.Now(),
 			"provider_id": nullable(r.res.ProviderID), "work_dir": nullable(r.res.WorkDir),
 		}))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return sb, sandbox.ErrFenced
+			return sb, domain.ErrFenced
 		}
 		if err == nil {
 			s.announce(sb)
@@ -374,9 +374,9 @@ func markReadyManySQL(rb readBack) string {
 // markReadyMany is markReadyOne for many sandboxes in one statement. It
 // locks the rows in id order, so that two statements that lock several
 // rows at once wait for each other instead of deadlocking.
-func (s *Store) markReadyMany(rb readBack) func(ctx context.Context, rows []readyRow) (map[string]sandbox.Sandbox, error) {
+func (s *Store) markReadyMany(rb readBack) func(ctx context.Context, rows []readyRow) (map[string]domain.Sandbox, error) {
 	stmt := markReadyManySQL(rb)
-	return func(ctx context.Context, rows []readyRow) (map[string]sandbox.Sandbox, error) {
+	return func(ctx context.Context, rows []readyRow) (map[string]domain.Sandbox, error) {
 		ids, epochs := make([]string, len(rows)), make([]int64, len(rows))
 		provIDs, workDirs := make([]*string, len(rows)), make([]*string, len(rows))
 		for i, r := range rows {
@@ -414,13 +414,13 @@ var markFailedSQL = `
 // MarkFailed records a creation that will not succeed: creating → failed
 // with reason create_failed, fenced on the epoch. The worker keeps its lease
 // so that it can release what the attempts may have left.
-func (s *Store) MarkFailed(ctx context.Context, id string, epoch int64, actor sandbox.Actor, message string) (sandbox.Sandbox, error) {
+func (s *Store) MarkFailed(ctx context.Context, id string, epoch int64, actor domain.Actor, message string) (domain.Sandbox, error) {
 	now := s.Now()
 	sb, err := scanSandbox(querySandbox(ctx, s.work, markFailedSQL, namedArgs{
 		"id": id, "epoch": epoch, "now": now, "error": message, "actor": string(actor),
 	}))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return sb, fmt.Errorf("store: mark failed: %w", sandbox.ErrFenced)
+		return sb, fmt.Errorf("store: mark failed: %w", domain.ErrFenced)
 	}
 	if err != nil {
 		return sb, wrap("mark failed", err)
@@ -454,10 +454,10 @@ func (s *Store) Unclaim(ctx context.Context, id string, epoch int64, at time.Tim
 		return wrap("unclaim", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("store: unclaim: %w", sandbox.ErrFenced)
+		return fmt.Errorf("store: unclaim: %w", domain.ErrFenced)
 	}
 	// Claimable again: executors may look.
-	s.announce(sandbox.Sandbox{ID: id, State: sandbox.StateCreating})
+	s.announce(domain.Sandbox{ID: id, State: domain.StateCreating})
 	return nil
 }
 
@@ -485,17 +485,17 @@ var markReleasedSQL = `
 		WHERE id = @id AND epoch = @epoch AND ` + byIDState("state", terminalStates) + ` AND NOT released
 		RETURNING state`
 
-func (s *Store) markReleasedOne(ctx context.Context, r releasedRow) (sandbox.State, error) {
+func (s *Store) markReleasedOne(ctx context.Context, r releasedRow) (domain.State, error) {
 	now := s.Now()
-	var state sandbox.State
+	var state domain.State
 	err := queryRow(ctx, s.work, markReleasedSQL, namedArgs{"id": r.id, "epoch": r.epoch, "now": now}).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", sandbox.ErrFenced
+		return "", domain.ErrFenced
 	}
 	if err != nil {
 		return "", err
 	}
-	s.announce(sandbox.Sandbox{ID: r.id, State: state, Released: true})
+	s.announce(domain.Sandbox{ID: r.id, State: state, Released: true})
 	return state, nil
 }
 
@@ -517,7 +517,7 @@ var markReleasedManySQL = `
 
 // markReleasedMany is markReleasedOne for many sandboxes in one statement,
 // locking them in id order like markReadyMany.
-func (s *Store) markReleasedMany(ctx context.Context, rows []releasedRow) (map[string]sandbox.State, error) {
+func (s *Store) markReleasedMany(ctx context.Context, rows []releasedRow) (map[string]domain.State, error) {
 	ids, epochs := make([]string, len(rows)), make([]int64, len(rows))
 	for i, r := range rows {
 		ids[i], epochs[i] = r.id, r.epoch
@@ -526,13 +526,13 @@ func (s *Store) markReleasedMany(ctx context.Context, rows []releasedRow) (map[s
 	if err != nil {
 		return nil, err
 	}
-	released := map[string]sandbox.State{}
-	changes := make([]sandbox.Sandbox, 0, len(rows))
+	released := map[string]domain.State{}
+	changes := make([]domain.Sandbox, 0, len(rows))
 	var id string
-	var state sandbox.State
+	var state domain.State
 	if _, err := pgx.ForEachRow(pgRows, []any{&id, &state}, func() error {
 		released[id] = state
-		changes = append(changes, sandbox.Sandbox{ID: id, State: state, Released: true})
+		changes = append(changes, domain.Sandbox{ID: id, State: state, Released: true})
 		return nil
 	}); err != nil {
 		return nil, err
@@ -552,7 +552,7 @@ func (s *Store) ReleaseFailed(ctx context.Context, id string, epoch int64, retry
 		return wrap("release failed", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("store: release failed: %w", sandbox.ErrFenced)
+		return fmt.Errorf("store: release failed: %w", domain.ErrFenced)
 	}
 	return nil
 }
@@ -569,7 +569,7 @@ func (s *Store) RescueLapsedLeases(ctx context.Context) (int64, error) {
 		return 0, wrap("rescue lapsed leases", err)
 	}
 	if tag.RowsAffected() > 0 && s.announcer != nil {
-		s.announcer.Announce(sandbox.Change{}) // look again: work was freed
+		s.announcer.Announce(domain.Change{}) // look again: work was freed
 	}
 	return tag.RowsAffected(), nil
 }

@@ -12,11 +12,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // Warm pools (table pools). A pool's members are the live sandboxes of the
-// tenant whose owner is sandbox.PoolOwner(name): they are counted through
+// tenant whose owner is domain.PoolOwner(name): they are counted through
 // the index sandboxes_live_owner, never kept as a count on the pool row.
 // The pool row is the lock that serialises what changes a pool's size —
 // a refill, a shrink, a delete — so that replicas never over-create; a
@@ -45,8 +45,8 @@ const poolCounts = `LEFT JOIN LATERAL (
 const getPoolSQL = `SELECT ` + poolColumns + ` FROM pools p ` + poolCounts + `
 		WHERE p.tenant = @tenant AND p.name = @name`
 
-func scanPool(row pgx.Row) (sandbox.Pool, error) {
-	var p sandbox.Pool
+func scanPool(row pgx.Row) (domain.Pool, error) {
+	var p domain.Pool
 	var (
 		params          []byte
 		nextAt, errorAt *time.Time
@@ -69,13 +69,13 @@ func scanPool(row pgx.Row) (sandbox.Pool, error) {
 
 // poolNotFound is the error of a pool the tenant has not got.
 func poolNotFound(name string) error {
-	return fmt.Errorf("%w: pool %s", sandbox.ErrNotFound, name)
+	return fmt.Errorf("%w: pool %s", domain.ErrNotFound, name)
 }
 
 // CreatePool records a new pool of the tenant, empty: the refiller fills
 // it. A name the tenant already uses is POOL_EXISTS; a tenant with
 // MaxPoolsPerTenant pools is QUOTA_EXCEEDED.
-func (s *Store) CreatePool(ctx context.Context, p sandbox.Pool) (sandbox.Pool, error) {
+func (s *Store) CreatePool(ctx context.Context, p domain.Pool) (domain.Pool, error) {
 	params := p.Params
 	if len(params) == 0 {
 		params = json.RawMessage(`{}`)
@@ -94,17 +94,17 @@ func (s *Store) CreatePool(ctx context.Context, p sandbox.Pool) (sandbox.Pool, e
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "23505":
-		return sandbox.Pool{}, sandbox.Errorf(sandbox.CodePoolExists, "pool %s exists", p.Name)
+		return domain.Pool{}, domain.Errorf(domain.CodePoolExists, "pool %s exists", p.Name)
 	case errors.Is(err, pgx.ErrNoRows):
-		return sandbox.Pool{}, sandbox.Errorf(sandbox.CodeQuotaExceeded, "tenant %s has %d pools, its limit; delete one first", p.Tenant, MaxPoolsPerTenant)
+		return domain.Pool{}, domain.Errorf(domain.CodeQuotaExceeded, "tenant %s has %d pools, its limit; delete one first", p.Tenant, MaxPoolsPerTenant)
 	case err != nil:
-		return sandbox.Pool{}, wrap("create pool", err)
+		return domain.Pool{}, wrap("create pool", err)
 	}
 	return out, nil
 }
 
 // GetPool returns the tenant's pool with its counts, or ErrNotFound.
-func (s *Store) GetPool(ctx context.Context, tenant, name string) (sandbox.Pool, error) {
+func (s *Store) GetPool(ctx context.Context, tenant, name string) (domain.Pool, error) {
 	p, err := scanPool(queryRow(ctx, s.pool, getPoolSQL, namedArgs{"tenant": tenant, "name": name}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, fmt.Errorf("store: get pool: %w", poolNotFound(name))
@@ -117,13 +117,13 @@ func (s *Store) GetPool(ctx context.Context, tenant, name string) (sandbox.Pool,
 
 // ListPools returns the tenant's pools by name, each with its counts; or,
 // for tenant "", every tenant's (for the refiller and metrics).
-func (s *Store) ListPools(ctx context.Context, tenant string) ([]sandbox.Pool, error) {
+func (s *Store) ListPools(ctx context.Context, tenant string) ([]domain.Pool, error) {
 	rows, err := query(ctx, s.pool, `SELECT `+poolColumns+` FROM pools p `+poolCounts+`
 		WHERE @tenant::text = '' OR p.tenant = @tenant ORDER BY p.tenant, p.name`, namedArgs{"tenant": tenant})
 	if err != nil {
 		return nil, wrap("list pools", err)
 	}
-	pools, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.Pool, error) { return scanPool(r) })
+	pools, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.Pool, error) { return scanPool(r) })
 	if err != nil {
 		return nil, wrap("list pools", err)
 	}
@@ -134,7 +134,7 @@ func (s *Store) ListPools(ctx context.Context, tenant string) ([]sandbox.Pool, e
 // counts read after the lock was granted (so that they include every
 // change another holder of the lock committed). skip makes a pool another
 // transaction holds read as missing rather than waited for.
-func lockPool(ctx context.Context, tx pgx.Tx, tenant, name string, skip bool) (sandbox.Pool, error) {
+func lockPool(ctx context.Context, tx pgx.Tx, tenant, name string, skip bool) (domain.Pool, error) {
 	lock := `FOR UPDATE`
 	if skip {
 		lock += ` SKIP LOCKED`
@@ -143,7 +143,7 @@ func lockPool(ctx context.Context, tx pgx.Tx, tenant, name string, skip bool) (s
 	err := queryRow(ctx, tx, `SELECT name FROM pools WHERE tenant = @tenant AND name = @name `+lock,
 		namedArgs{"tenant": tenant, "name": name}).Scan(&held)
 	if err != nil {
-		return sandbox.Pool{}, err
+		return domain.Pool{}, err
 	}
 	// A statement of its own, so that its snapshot is taken after the lock.
 	return scanPool(queryRow(ctx, tx, getPoolSQL, namedArgs{"tenant": tenant, "name": name}))
@@ -162,14 +162,14 @@ var endPoolMembersSQL = endSQL(`
 
 // trimPool ends, in tx, the members of the locked pool p beyond its
 // max_size (reason pool_shrunk).
-func trimPool(ctx context.Context, tx pgx.Tx, p sandbox.Pool, e end) ([]sandbox.Sandbox, error) {
+func trimPool(ctx context.Context, tx pgx.Tx, p domain.Pool, e end) ([]domain.Sandbox, error) {
 	if p.Size <= p.MaxSize {
 		return nil, nil
 	}
-	e.reason = sandbox.ReasonPoolShrunk
+	e.reason = domain.ReasonPoolShrunk
 	e.message = fmt.Sprintf("pool %s shrunk to max_size %d", p.Name, p.MaxSize)
 	return endMany(ctx, tx, endPoolMembersSQL, e,
-		namedArgs{"tenant": p.Tenant, "owner": sandbox.PoolOwner(p.Name), "limit": p.Size - p.MaxSize})
+		namedArgs{"tenant": p.Tenant, "owner": domain.PoolOwner(p.Name), "limit": p.Size - p.MaxSize})
 }
 
 // UpdatePool changes the tenant's pool's sizes and returns it. Lowering
@@ -177,11 +177,11 @@ func trimPool(ctx context.Context, tx pgx.Tx, p sandbox.Pool, e end) ([]sandbox.
 // pool_shrunk), not-yet-ready ones first; they are returned. A change that
 // would leave min_ready above max_size is INVALID_REQUEST. by is the API
 // key of the client that asked.
-func (s *Store) UpdatePool(ctx context.Context, tenant, name string, u sandbox.PoolUpdate, by sandbox.Caller) (sandbox.Pool, []sandbox.Sandbox, error) {
+func (s *Store) UpdatePool(ctx context.Context, tenant, name string, u domain.PoolUpdate, by domain.Caller) (domain.Pool, []domain.Sandbox, error) {
 	now := s.Now()
 	var (
-		p     sandbox.Pool
-		ended []sandbox.Sandbox
+		p     domain.Pool
+		ended []domain.Sandbox
 	)
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
@@ -195,7 +195,7 @@ func (s *Store) UpdatePool(ctx context.Context, tenant, name string, u sandbox.P
 			p.MaxSize = *u.MaxSize
 		}
 		if p.MinReady > p.MaxSize {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "min_ready (%d) must not exceed max_size (%d)", p.MinReady, p.MaxSize)
+			return domain.Errorf(domain.CodeInvalidRequest, "min_ready (%d) must not exceed max_size (%d)", p.MinReady, p.MaxSize)
 		}
 		if _, err := exec(ctx, tx, `UPDATE pools SET min_ready = @min_ready, max_size = @max_size, updated_at = @now
 			WHERE tenant = @tenant AND name = @name`,
@@ -203,10 +203,10 @@ func (s *Store) UpdatePool(ctx context.Context, tenant, name string, u sandbox.P
 			return err
 		}
 		p.UpdatedAt = now
-		ended, err = trimPool(ctx, tx, p, end{now: now, actor: sandbox.ActorClient, by: by})
+		ended, err = trimPool(ctx, tx, p, end{now: now, actor: domain.ActorClient, by: by})
 		p.Size -= len(ended)
 		for _, sb := range ended {
-			if sb.State == sandbox.StateTerminated { // it was ready
+			if sb.State == domain.StateTerminated { // it was ready
 				p.Ready--
 			}
 		}
@@ -228,10 +228,10 @@ func (s *Store) UpdatePool(ctx context.Context, tenant, name string, u sandbox.P
 // live on. A refill that holds the pool's row finishes first, and its
 // members are ended with the others; one that comes after finds no pool.
 // A pool the tenant has not got is ErrNotFound.
-func (s *Store) DeletePool(ctx context.Context, tenant, name string, by sandbox.Caller) ([]sandbox.Sandbox, error) {
+func (s *Store) DeletePool(ctx context.Context, tenant, name string, by domain.Caller) ([]domain.Sandbox, error) {
 	now := s.Now()
-	owner := sandbox.PoolOwner(name)
-	var ended []sandbox.Sandbox
+	owner := domain.PoolOwner(name)
+	var ended []domain.Sandbox
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
 		tag, err := exec(ctx, tx, `DELETE FROM pools WHERE tenant = @tenant AND name = @name`, namedArgs{"tenant": tenant, "name": name})
 		if err != nil {
@@ -241,7 +241,7 @@ func (s *Store) DeletePool(ctx context.Context, tenant, name string, by sandbox.
 			return poolNotFound(name)
 		}
 		ended, err = endMany(ctx, tx, endOwnerSQL,
-			end{now: now, reason: sandbox.ReasonPoolDeleted, actor: sandbox.ActorClient, by: by, message: "pool " + name + " deleted"},
+			end{now: now, reason: domain.ReasonPoolDeleted, actor: domain.ActorClient, by: by, message: "pool " + name + " deleted"},
 			namedArgs{"tenant": tenant, "owner": owner})
 		if err != nil {
 			return err
@@ -297,10 +297,10 @@ func refillBackoff(l RefillLimits, failures int) time.Duration {
 type Refill struct {
 	// Skipped: the pool is gone, or another replica is refilling it.
 	Skipped bool
-	Created []sandbox.Sandbox
+	Created []domain.Sandbox
 	// Ended are members ended: surplus over max_size, or members of an
 	// owner lease that had lapsed (Tether was down longer than the lease).
-	Ended []sandbox.Sandbox
+	Ended []domain.Sandbox
 	// Failed counts the members earlier refills requested that this one
 	// found failed; Readied says one of them became ready (which ends a
 	// backoff).
@@ -310,7 +310,7 @@ type Refill struct {
 	// refill requested no member.
 	Deferred bool
 	// Pool is the pool as the refill left it.
-	Pool sandbox.Pool
+	Pool domain.Pool
 }
 
 // RefillPool tops the tenant's pool up to min_ready members, in one
@@ -332,7 +332,7 @@ func (s *Store) RefillPool(ctx context.Context, tenant, name string, l RefillLim
 		if err != nil {
 			return err
 		}
-		owner := sandbox.PoolOwner(name)
+		owner := domain.PoolOwner(name)
 		if r.Ended, err = s.ensureOwnerLease(ctx, tx, now, tenant, owner, l.Lease); err != nil {
 			return err
 		}
@@ -342,7 +342,7 @@ func (s *Store) RefillPool(ctx context.Context, tenant, name string, l RefillLim
 			return err
 		}
 		p.Size -= len(r.Ended)
-		trimmed, err := trimPool(ctx, tx, p, end{now: now, actor: sandbox.ActorExecutor})
+		trimmed, err := trimPool(ctx, tx, p, end{now: now, actor: domain.ActorExecutor})
 		if err != nil {
 			return err
 		}
@@ -393,7 +393,7 @@ const pendingOutcomesSQL = `SELECT id, state, ready_at IS NOT NULL, coalesce(err
 // p has failed rounds (a probe: one failed sandbox per backoff, not a
 // batch). The pool's refill state is written back if it changed, and p,
 // r are updated with what was done.
-func (s *Store) refillMembers(ctx context.Context, tx pgx.Tx, p *sandbox.Pool, l RefillLimits, now time.Time, r *Refill) error {
+func (s *Store) refillMembers(ctx context.Context, tx pgx.Tx, p *domain.Pool, l RefillLimits, now time.Time, r *Refill) error {
 	var pending []string
 	if err := queryRow(ctx, tx, `SELECT refill_pending FROM pools WHERE tenant = @tenant AND name = @name`,
 		namedArgs{"tenant": p.Tenant, "name": p.Name}).Scan(&pending); err != nil {
@@ -456,7 +456,7 @@ func (s *Store) refillMembers(ctx context.Context, tx pgx.Tx, p *sandbox.Pool, l
 // pendingOutcomes looks up what became of the members earlier refills
 // requested (pending): it counts them in r (Readied, Failed), keeps the
 // last failed one's error in st, and returns those still on their way.
-func pendingOutcomes(ctx context.Context, tx pgx.Tx, pending []string, r *Refill, st *sandbox.PoolRefill) ([]string, error) {
+func pendingOutcomes(ctx context.Context, tx pgx.Tx, pending []string, r *Refill, st *domain.PoolRefill) ([]string, error) {
 	if len(pending) == 0 {
 		return nil, nil
 	}
@@ -475,12 +475,12 @@ func pendingOutcomes(ctx context.Context, tx pgx.Tx, pending []string, r *Refill
 		switch {
 		case readied:
 			r.Readied = true
-		case state == string(sandbox.StateFailed):
+		case state == string(domain.StateFailed):
 			r.Failed++
 			if endedAt != nil && !endedAt.Before(lastAt) {
 				lastAt, st.Error, st.ErrorAt = *endedAt, msg, *endedAt
 			}
-		case state == string(sandbox.StateRequested) || state == string(sandbox.StateCreating):
+		case state == string(domain.StateRequested) || state == string(domain.StateCreating):
 			keep = append(keep, id)
 		}
 		return nil
@@ -499,7 +499,7 @@ func nullTime(t time.Time) *time.Time {
 // addMembers creates, in tx, the members the locked pool p lacks: up to
 // min_ready, within max_size, the tenant's quota and batch. When the
 // tenant's quota alone stops it, it says so (quota).
-func (s *Store) addMembers(ctx context.Context, tx pgx.Tx, p sandbox.Pool, l RefillLimits, batch int, now time.Time) (created []sandbox.Sandbox, quota string, err error) {
+func (s *Store) addMembers(ctx context.Context, tx pgx.Tx, p domain.Pool, l RefillLimits, batch int, now time.Time) (created []domain.Sandbox, quota string, err error) {
 	n := min(p.MinReady-p.Size, p.MaxSize-p.Size, batch)
 	if n <= 0 {
 		return nil, "", nil
@@ -521,18 +521,18 @@ func (s *Store) addMembers(ctx context.Context, tx pgx.Tx, p sandbox.Pool, l Ref
 		n = min(n, limit-live)
 	}
 	if n <= 0 {
-		return nil, fmt.Sprintf("%s: tenant %s has %d live sandboxes, its limit: no member requested", sandbox.CodeQuotaExceeded, p.Tenant, live), nil
+		return nil, fmt.Sprintf("%s: tenant %s has %d live sandboxes, its limit: no member requested", domain.CodeQuotaExceeded, p.Tenant, live), nil
 	}
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = sandbox.NewID()
+		ids[i] = domain.NewID()
 	}
-	labels, err := json.Marshal(map[string]string{sandbox.PoolLabel: p.Name})
+	labels, err := json.Marshal(map[string]string{domain.PoolLabel: p.Name})
 	if err != nil {
 		return nil, "", err
 	}
 	rows, err := query(ctx, tx, insertMembersSQL, namedArgs{
-		"ids": ids, "tenant": p.Tenant, "provider": p.Provider, "owner": sandbox.PoolOwner(p.Name), "labels": labels,
+		"ids": ids, "tenant": p.Tenant, "provider": p.Provider, "owner": domain.PoolOwner(p.Name), "labels": labels,
 		"params": []byte(p.Params), "now": now, "expires_at": now.Add(l.MaxLifetime), "create_deadline": now.Add(l.CreateTimeout),
 		"message": "requested for pool " + p.Name + " by " + l.Worker,
 	})

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/store/storetest"
 )
@@ -37,9 +37,9 @@ func poolReplicas(t *testing.T, n int) []*store.Store {
 	return sts
 }
 
-func mustPool(t *testing.T, st *store.Store, name string, minReady, maxSize int) sandbox.Pool {
+func mustPool(t *testing.T, st *store.Store, name string, minReady, maxSize int) domain.Pool {
 	t.Helper()
-	p, err := st.CreatePool(t.Context(), sandbox.Pool{Tenant: "acme", Name: name, Provider: "sim", MinReady: minReady, MaxSize: maxSize})
+	p, err := st.CreatePool(t.Context(), domain.Pool{Tenant: "acme", Name: name, Provider: "sim", MinReady: minReady, MaxSize: maxSize})
 	if err != nil {
 		t.Fatalf("CreatePool: %v", err)
 	}
@@ -62,7 +62,7 @@ func makeReady(ctx context.Context, st *store.Store) (int, error) {
 		return 0, err
 	}
 	for _, c := range claims {
-		if _, err := st.MarkReady(ctx, c.Sandbox.ID, c.Sandbox.Epoch, sandbox.Resource{ProviderID: "p-" + c.Sandbox.ID}); err != nil && !errors.Is(err, sandbox.ErrFenced) {
+		if _, err := st.MarkReady(ctx, c.Sandbox.ID, c.Sandbox.Epoch, domain.Resource{ProviderID: "p-" + c.Sandbox.ID}); err != nil && !errors.Is(err, domain.ErrFenced) {
 			return 0, err
 		}
 	}
@@ -84,7 +84,7 @@ func countMembers(ctx context.Context, st *store.Store, name string) (live, all 
 	err = st.Pool().QueryRow(ctx, `SELECT
 			count(*) FILTER (WHERE owner = $1 AND state IN ('requested', 'creating', 'ready')),
 			count(*) FILTER (WHERE labels @> jsonb_build_object('tether.pool', $2::text))
-		FROM sandboxes`, sandbox.PoolOwner(name), name).Scan(&live, &all)
+		FROM sandboxes`, domain.PoolOwner(name), name).Scan(&live, &all)
 	return live, all, err
 }
 
@@ -95,15 +95,15 @@ func TestPoolCRUD(t *testing.T) {
 	if p.Size != 0 || p.Ready != 0 || p.MinReady != 2 || p.MaxSize != 4 || string(p.Params) != "{}" {
 		t.Fatalf("created pool = %+v", p)
 	}
-	_, err := b.st.CreatePool(b.ctx, sandbox.Pool{Tenant: "acme", Name: "py", Provider: "sim", MinReady: 1, MaxSize: 1})
-	if sandbox.ErrorCode(err) != sandbox.CodePoolExists {
+	_, err := b.st.CreatePool(b.ctx, domain.Pool{Tenant: "acme", Name: "py", Provider: "sim", MinReady: 1, MaxSize: 1})
+	if domain.ErrorCode(err) != domain.CodePoolExists {
 		t.Fatalf("second create: %v; want POOL_EXISTS", err)
 	}
 	// Another tenant may use the name, and does not see acme's pool.
-	if _, err := b.st.CreatePool(b.ctx, sandbox.Pool{Tenant: "other", Name: "py", Provider: "sim", MinReady: 0, MaxSize: 1}); err != nil {
+	if _, err := b.st.CreatePool(b.ctx, domain.Pool{Tenant: "other", Name: "py", Provider: "sim", MinReady: 0, MaxSize: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.st.GetPool(b.ctx, "other", "nope"); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := b.st.GetPool(b.ctx, "other", "nope"); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("GetPool(missing) = %v; want ErrNotFound", err)
 	}
 	if _, err := b.st.RefillPool(b.ctx, "acme", "py", refillLimits); err != nil {
@@ -119,13 +119,13 @@ func TestPoolCRUD(t *testing.T) {
 		t.Fatalf("ListPools = %+v, %v; want py with 2 ready", list, err)
 	}
 	three := 3
-	if _, _, err := b.st.UpdatePool(b.ctx, "acme", "py", sandbox.PoolUpdate{MinReady: &three, MaxSize: new(int)}, sandbox.Caller{}); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+	if _, _, err := b.st.UpdatePool(b.ctx, "acme", "py", domain.PoolUpdate{MinReady: &three, MaxSize: new(int)}, domain.Caller{}); domain.ErrorCode(err) != domain.CodeInvalidRequest {
 		t.Fatalf("min_ready over max_size: %v; want INVALID_REQUEST", err)
 	}
-	if _, err := b.st.DeletePool(b.ctx, "acme", "py", sandbox.Caller{}); err != nil {
+	if _, err := b.st.DeletePool(b.ctx, "acme", "py", domain.Caller{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.st.DeletePool(b.ctx, "acme", "py", sandbox.Caller{}); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := b.st.DeletePool(b.ctx, "acme", "py", domain.Caller{}); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("second delete: %v; want ErrNotFound", err)
 	}
 	if live, all := poolMembers(t, b.st, "py"); live != 0 || all != 2 {
@@ -148,7 +148,7 @@ func TestPoolShrink(t *testing.T) {
 		t.Fatal(err)
 	}
 	readyAll(t, b.st)
-	c, err := b.st.ClaimFromPool(b.ctx, sandbox.ClaimParams{Tenant: "acme", Pool: "py", Owner: "agent", TTL: time.Hour, OwnerTTL: time.Minute, MaxLifetime: 24 * time.Hour})
+	c, err := b.st.ClaimFromPool(b.ctx, domain.ClaimParams{Tenant: "acme", Pool: "py", Owner: "agent", TTL: time.Hour, OwnerTTL: time.Minute, MaxLifetime: 24 * time.Hour})
 	if err != nil || !c.Claimed {
 		t.Fatalf("claim: %+v, %v", c, err)
 	}
@@ -157,23 +157,23 @@ func TestPoolShrink(t *testing.T) {
 		t.Fatalf("refill after a claim: %+v, %v; want 1 created", r, err)
 	}
 	one, two := 1, 2
-	p, ended, err := b.st.UpdatePool(b.ctx, "acme", "py", sandbox.PoolUpdate{MinReady: &one, MaxSize: &two}, sandbox.Caller{KeyName: "ops"})
+	p, ended, err := b.st.UpdatePool(b.ctx, "acme", "py", domain.PoolUpdate{MinReady: &one, MaxSize: &two}, domain.Caller{KeyName: "ops"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ended) != 2 || p.Size != 2 || p.Ready != 2 {
 		t.Fatalf("shrunk to 2: ended %d, pool %+v; want 2 ended, size 2 ready 2", len(ended), p)
 	}
-	if ended[0].State != sandbox.StateCancelled && ended[1].State != sandbox.StateCancelled {
+	if ended[0].State != domain.StateCancelled && ended[1].State != domain.StateCancelled {
 		t.Errorf("the requested member was not among the ended: %+v", ended)
 	}
 	for _, sb := range ended {
-		if sb.Reason != sandbox.ReasonPoolShrunk {
+		if sb.Reason != domain.ReasonPoolShrunk {
 			t.Errorf("ended with reason %s; want pool_shrunk", sb.Reason)
 		}
 	}
 	claimed, err := b.st.GetSandbox(b.ctx, "acme", c.Sandbox.ID)
-	if err != nil || claimed.State != sandbox.StateReady || claimed.Owner != "agent" {
+	if err != nil || claimed.State != domain.StateReady || claimed.Owner != "agent" {
 		t.Fatalf("claimed member after the shrink: %+v, %v", claimed, err)
 	}
 }
@@ -218,14 +218,14 @@ func TestPoolRefillNeverAboveMaxSize(t *testing.T) {
 				case 1: // a member fails
 					claims, err := st.ClaimCreates(ctx, "sim", "", "w", 1, time.Minute, store.Share{})
 					if err == nil && len(claims) == 1 {
-						_, err = st.MarkFailed(ctx, claims[0].Sandbox.ID, claims[0].Sandbox.Epoch, sandbox.ActorExecutor, "boom")
+						_, err = st.MarkFailed(ctx, claims[0].Sandbox.ID, claims[0].Sandbox.Epoch, domain.ActorExecutor, "boom")
 					}
 					if err != nil {
 						errs <- err
 						return
 					}
 				case 2:
-					if _, err := st.ClaimFromPool(ctx, sandbox.ClaimParams{Tenant: "acme", Pool: "py", TTL: time.Hour, MaxLifetime: 24 * time.Hour}); err != nil {
+					if _, err := st.ClaimFromPool(ctx, domain.ClaimParams{Tenant: "acme", Pool: "py", TTL: time.Hour, MaxLifetime: 24 * time.Hour}); err != nil {
 						errs <- err
 						return
 					}
@@ -283,7 +283,7 @@ func TestPoolClaimExactlyOnce(t *testing.T) {
 		owner := fmt.Sprintf("agent-%d", i)
 		wg.Go(func() {
 			for range 4 {
-				c, err := st.ClaimFromPool(ctx, sandbox.ClaimParams{Tenant: "acme", Pool: "py", Owner: owner, Labels: map[string]string{"by": owner},
+				c, err := st.ClaimFromPool(ctx, domain.ClaimParams{Tenant: "acme", Pool: "py", Owner: owner, Labels: map[string]string{"by": owner},
 					TTL: time.Hour, Explicit: true, OwnerTTL: time.Minute, MaxLifetime: 24 * time.Hour})
 				if err != nil {
 					failure <- err
@@ -296,7 +296,7 @@ func TestPoolClaimExactlyOnce(t *testing.T) {
 					failure <- fmt.Errorf("member %s claimed by %s and %s", c.Sandbox.ID, prev, owner)
 				} else {
 					got[c.Sandbox.ID] = owner
-					if c.Sandbox.Owner != owner || c.Sandbox.Labels["by"] != owner || c.Sandbox.Labels[sandbox.PoolLabel] != "py" || c.Sandbox.State != sandbox.StateReady {
+					if c.Sandbox.Owner != owner || c.Sandbox.Labels["by"] != owner || c.Sandbox.Labels[domain.PoolLabel] != "py" || c.Sandbox.State != domain.StateReady {
 						failure <- fmt.Errorf("claimed member %+v; want ready, owned by %s with its labels", c.Sandbox, owner)
 					}
 				}
@@ -344,7 +344,7 @@ func TestPoolDeletedMidRefill(t *testing.T) {
 			})
 		}
 		wg.Go(func() {
-			if _, err := sts[1].DeletePool(ctx, "acme", name, sandbox.Caller{}); err != nil {
+			if _, err := sts[1].DeletePool(ctx, "acme", name, domain.Caller{}); err != nil {
 				t.Error(err)
 			}
 		})
@@ -365,8 +365,8 @@ func TestPoolClaimOwnerLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	readyAll(t, b.st)
-	c, err := b.st.ClaimFromPool(b.ctx, sandbox.ClaimParams{Tenant: "acme", Pool: "py", Owner: "agent", TTL: time.Hour, Explicit: true,
-		OwnerTTL: 30 * time.Second, MaxLifetime: 24 * time.Hour, Caller: sandbox.Caller{KeyID: "key_1", KeyName: "ci"}})
+	c, err := b.st.ClaimFromPool(b.ctx, domain.ClaimParams{Tenant: "acme", Pool: "py", Owner: "agent", TTL: time.Hour, Explicit: true,
+		OwnerTTL: 30 * time.Second, MaxLifetime: 24 * time.Hour, Caller: domain.Caller{KeyID: "key_1", KeyName: "ci"}})
 	if err != nil || !c.Claimed {
 		t.Fatalf("claim: %+v, %v", c, err)
 	}
@@ -375,7 +375,7 @@ func TestPoolClaimOwnerLease(t *testing.T) {
 	}
 	evs := b.events(t, c.Sandbox.ID)
 	last := evs[len(evs)-1]
-	if last.Reason != sandbox.ReasonOwnerTransferred || last.Message != "claimed from pool py: owner pool:py -> owner agent" || last.Caller.KeyName != "ci" {
+	if last.Reason != domain.ReasonOwnerTransferred || last.Message != "claimed from pool py: owner pool:py -> owner agent" || last.Caller.KeyName != "ci" {
 		t.Errorf("last event = %+v; want the transfer from the pool", last)
 	}
 	// The refiller renews the pool's lease, not the claimer's.
@@ -384,7 +384,7 @@ func TestPoolClaimOwnerLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	ended, err := b.st.EndLapsedOwners(b.ctx, 100)
-	if err != nil || len(ended) != 1 || ended[0].ID != c.Sandbox.ID || ended[0].Reason != sandbox.ReasonOwnerExpired {
+	if err != nil || len(ended) != 1 || ended[0].ID != c.Sandbox.ID || ended[0].Reason != domain.ReasonOwnerExpired {
 		t.Fatalf("EndLapsedOwners = %+v, %v; want the claimed member, owner_expired", ended, err)
 	}
 	if live, _ := poolMembers(t, b.st, "py"); live != 1 {
@@ -393,7 +393,7 @@ func TestPoolClaimOwnerLease(t *testing.T) {
 	// An explicit TTL longer than a member may still live skips it.
 	readyAll(t, b.st)
 	b.clock.Advance(23*time.Hour + 30*time.Minute)
-	c, err = b.st.ClaimFromPool(b.ctx, sandbox.ClaimParams{Tenant: "acme", Pool: "py", TTL: time.Hour, Explicit: true, MaxLifetime: 24 * time.Hour})
+	c, err = b.st.ClaimFromPool(b.ctx, domain.ClaimParams{Tenant: "acme", Pool: "py", TTL: time.Hour, Explicit: true, MaxLifetime: 24 * time.Hour})
 	if err != nil || c.Claimed || c.Pool.Name != "py" || c.Pool.Ready != 1 {
 		t.Fatalf("claim for an hour of a member with 30 minutes left: %+v, %v; want a miss", c, err)
 	}
@@ -409,7 +409,7 @@ func TestPoolClaimIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	readyAll(t, b.st)
-	p := sandbox.ClaimParams{Tenant: "acme", Pool: "py", TTL: time.Hour, MaxLifetime: 24 * time.Hour, IdempotencyKey: "k1", RequestHash: []byte("h")}
+	p := domain.ClaimParams{Tenant: "acme", Pool: "py", TTL: time.Hour, MaxLifetime: 24 * time.Hour, IdempotencyKey: "k1", RequestHash: []byte("h")}
 	first, err := b.st.ClaimFromPool(b.ctx, p)
 	if err != nil || !first.Claimed {
 		t.Fatalf("first: %+v, %v", first, err)
@@ -422,7 +422,7 @@ func TestPoolClaimIdempotent(t *testing.T) {
 		t.Fatalf("pool ready = %d after a claim and its retry; want 1", pool.Ready)
 	}
 	p.RequestHash = []byte("other")
-	if _, err := b.st.ClaimFromPool(b.ctx, p); sandbox.ErrorCode(err) != sandbox.CodeIdempotencyKeyReused {
+	if _, err := b.st.ClaimFromPool(b.ctx, p); domain.ErrorCode(err) != domain.CodeIdempotencyKeyReused {
 		t.Fatalf("reused key: %v; want IDEMPOTENCY_KEY_REUSED", err)
 	}
 }
@@ -476,7 +476,7 @@ func TestPoolClaimOldestFirst(t *testing.T) {
 		}
 	}
 	for _, want := range []string{ids[2], ids[0]} {
-		c, err := st.ClaimFromPool(ctx, sandbox.ClaimParams{Tenant: "acme", Pool: "py", TTL: time.Minute, Explicit: true, MaxLifetime: 24 * time.Hour})
+		c, err := st.ClaimFromPool(ctx, domain.ClaimParams{Tenant: "acme", Pool: "py", TTL: time.Minute, Explicit: true, MaxLifetime: 24 * time.Hour})
 		if err != nil || !c.Claimed {
 			t.Fatalf("claim: %+v, %v", c, err)
 		}

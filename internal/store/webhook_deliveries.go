@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/webhook"
 )
 
@@ -73,7 +73,7 @@ func (s *Store) planOne(ctx context.Context, tx pgx.Tx, w webhook.Endpoint, batc
 	var ids []int64
 	last := w.Cursor
 	for rows.Next() {
-		var e sandbox.Event
+		var e domain.Event
 		var txid string
 		if err := rows.Scan(&e.ID, &txid, &e.To, &e.Reason, &e.Type); err != nil {
 			rows.Close()
@@ -87,7 +87,7 @@ func (s *Store) planOne(ctx context.Context, tx pgx.Tx, w webhook.Endpoint, batc
 		if len(ids) == batch {
 			break // the batch is full: it ends at its last event
 		}
-		last = sandbox.StreamPosition{Tx: n, ID: e.ID}
+		last = domain.StreamPosition{Tx: n, ID: e.ID}
 		if w.Filter.Match(e) {
 			ids = append(ids, e.ID)
 		}
@@ -120,7 +120,7 @@ type DeliveryClaim struct {
 	URL    string
 	Secret string
 	// Events are the delivery's events, in its order.
-	Events []sandbox.Event
+	Events []domain.Event
 }
 
 // ClaimLimits bounds a claim of webhook deliveries, so that each tenant
@@ -217,14 +217,14 @@ func (s *Store) ClaimWebhookDeliveries(ctx context.Context, worker string, limit
 
 // eventsByID returns the events (state changes and releases) with the
 // given ids, in that order.
-func (s *Store) eventsByID(ctx context.Context, ids []int64) ([]sandbox.Event, error) {
+func (s *Store) eventsByID(ctx context.Context, ids []int64) ([]domain.Event, error) {
 	rows, err := query(ctx, s.pool, `SELECT `+eventColumns+eventKeyColumns+`, type
 		FROM unnest(@ids::bigint[]) WITH ORDINALITY AS u(want, n) JOIN sandbox_outbox ON id = want ORDER BY n`, namedArgs{"ids": ids})
 	if err != nil {
 		return nil, wrap("delivery events", err)
 	}
-	events, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sandbox.Event, error) {
-		var e sandbox.Event
+	events, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.Event, error) {
+		var e domain.Event
 		err := r.Scan(&e.ID, &e.SandboxID, &e.Tenant, &e.At, &e.From, &e.To, &e.Reason, &e.Actor, &e.Message,
 			&e.Caller.KeyID, &e.Caller.KeyName, &e.Type)
 		return e, err

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/webhook"
 )
 
@@ -33,13 +33,13 @@ func scanWebhook(row pgx.Row) (webhook.Endpoint, error) {
 		return w, err
 	}
 	for _, s := range states {
-		w.Filter.States = append(w.Filter.States, sandbox.State(s))
+		w.Filter.States = append(w.Filter.States, domain.State(s))
 	}
 	for _, r := range reasons {
-		w.Filter.Reasons = append(w.Filter.Reasons, sandbox.Reason(r))
+		w.Filter.Reasons = append(w.Filter.Reasons, domain.Reason(r))
 	}
 	for _, t := range types {
-		w.Filter.Types = append(w.Filter.Types, sandbox.EventType(t))
+		w.Filter.Types = append(w.Filter.Types, domain.EventType(t))
 	}
 	w.Cursor.Tx, err = strconv.ParseUint(tx, 10, 64)
 	return w, err
@@ -82,7 +82,7 @@ func (s *Store) CreateWebhook(ctx context.Context, ne webhook.NewEndpoint) (webh
 				return err
 			}
 			if n >= ne.Max {
-				return sandbox.Errorf(sandbox.CodeQuotaExceeded, "tenant %s has %d webhook endpoints, its limit; delete one first", ne.Tenant, n)
+				return domain.Errorf(domain.CodeQuotaExceeded, "tenant %s has %d webhook endpoints, its limit; delete one first", ne.Tenant, n)
 			}
 		}
 		var err error
@@ -186,7 +186,7 @@ func (s *Store) ReplayWebhook(ctx context.Context, tenant, id, by string, from w
 }
 
 // replayCursor is the position a replay of w from from starts after.
-func replayCursor(ctx context.Context, tx pgx.Tx, w webhook.Endpoint, from webhook.ReplayFrom) (sandbox.StreamPosition, error) {
+func replayCursor(ctx context.Context, tx pgx.Tx, w webhook.Endpoint, from webhook.ReplayFrom) (domain.StreamPosition, error) {
 	var txid string
 	var id int64
 	var err error
@@ -196,23 +196,23 @@ func replayCursor(ctx context.Context, tx pgx.Tx, w webhook.Endpoint, from webho
 		err = queryRow(ctx, tx, `SELECT txid::text FROM sandbox_outbox WHERE tenant = @tenant AND id = @id`,
 			namedArgs{"tenant": w.Tenant, "id": id}).Scan(&txid)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return sandbox.StreamPosition{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "the tenant has no event %d", id)
+			return domain.StreamPosition{}, domain.Errorf(domain.CodeInvalidRequest, "the tenant has no event %d", id)
 		}
 		id-- // from the event itself: after its predecessor in its transaction
 	case from.DeliveryID != "":
 		err = queryRow(ctx, tx, `SELECT after_tx::text, after_id FROM webhook_deliveries WHERE webhook_id = @webhook AND id = @id`,
 			namedArgs{"webhook": w.ID, "id": from.DeliveryID}).Scan(&txid, &id)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return sandbox.StreamPosition{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "webhook %s has no delivery %s", w.ID, from.DeliveryID)
+			return domain.StreamPosition{}, domain.Errorf(domain.CodeInvalidRequest, "webhook %s has no delivery %s", w.ID, from.DeliveryID)
 		}
 	default:
 		return w.Cursor, nil
 	}
 	if err != nil {
-		return sandbox.StreamPosition{}, err
+		return domain.StreamPosition{}, err
 	}
 	n, err := strconv.ParseUint(txid, 10, 64)
-	return sandbox.StreamPosition{Tx: n, ID: id}, err
+	return domain.StreamPosition{Tx: n, ID: id}, err
 }
 
 const deliveryColumns = `seq, id, webhook_id, tenant, status, event_ids, after_tx::text, after_id, last_tx::text, last_id,

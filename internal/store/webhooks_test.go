@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/webhook"
 )
@@ -74,7 +74,7 @@ func (b bundle) planAll(t *testing.T, batch, want int) {
 	}
 }
 
-func eventIDs(evs []sandbox.Event) []int64 {
+func eventIDs(evs []domain.Event) []int64 {
 	out := make([]int64, len(evs))
 	for i, e := range evs {
 		out[i] = e.ID
@@ -91,13 +91,13 @@ func TestWebhookRetryResendsTheSameBatch(t *testing.T) {
 	b := setup(t)
 	w := b.endpoint(t, webhook.Filter{})
 	sb := b.create(t)
-	b.create(t, func(p *sandbox.CreateParams) { p.Tenant = "other" }) // another tenant's: never delivered
+	b.create(t, func(p *domain.CreateParams) { p.Tenant = "other" }) // another tenant's: never delivered
 
 	first := b.claimDelivery(t, "w1")
 	if got := eventIDs(first.Events); len(got) != 1 || first.Events[0].SandboxID != sb.ID || first.Attempts != 1 {
 		t.Fatalf("first delivery = %+v; want the one event of %s, attempt 1", first.Delivery, sb.ID)
 	}
-	if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+	if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	ok, err := b.st.RecordWebhookAttempt(b.ctx, store.Attempt{Seq: first.Seq, Attempt: 1, Worker: "w1", Status: 503, Error: "503", Retry: b.clock.Now()})
@@ -122,7 +122,7 @@ func TestWebhookRetryResendsTheSameBatch(t *testing.T) {
 		t.Fatalf("cursor = %+v; want the batch's end %+v", got.Cursor, retry.Last)
 	}
 	next := b.claimDelivery(t, "w1")
-	if len(next.Events) != 2 || next.Events[0].To != sandbox.StateCancelled || next.Events[1].Kind() != sandbox.EventReleased || next.ID == first.ID {
+	if len(next.Events) != 2 || next.Events[0].To != domain.StateCancelled || next.Events[1].Kind() != domain.EventReleased || next.ID == first.ID {
 		t.Fatalf("next delivery = %v; want the cancel and its release (a requested sandbox's end releases it), under a new id", next.Events)
 	}
 	ds, err := b.st.WebhookDeliveries(b.ctx, w.ID, 0, 10)
@@ -233,7 +233,7 @@ func TestWebhookPlanWaitsForLateCommits(t *testing.T) {
 	// deliveries, so gather them (acknowledging each) until the later
 	// create's arrives.
 	var got []int64
-	var last sandbox.Event
+	var last domain.Event
 	for len(got) == 0 || last.SandboxID != later.ID {
 		if len(got) > 20 {
 			t.Fatalf("20 events and no later create: %v", got)
@@ -261,8 +261,8 @@ func TestWebhookPlanWaitsForLateCommits(t *testing.T) {
 func TestWebhookFilterAndBatches(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	w := b.endpoint(t, webhook.Filter{States: []sandbox.State{sandbox.StateCancelled}, Types: []sandbox.EventType{sandbox.EventStateChanged}})
-	var sbs []sandbox.Sandbox
+	w := b.endpoint(t, webhook.Filter{States: []domain.State{domain.StateCancelled}, Types: []domain.EventType{domain.EventStateChanged}})
+	var sbs []domain.Sandbox
 	for range 5 {
 		sbs = append(sbs, b.create(t))
 	}
@@ -279,7 +279,7 @@ func TestWebhookFilterAndBatches(t *testing.T) {
 		}
 	}
 	for _, sb := range sbs {
-		if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, sandbox.ReasonRequested, sandbox.ActorClient, sandbox.Caller{}, ""); err != nil {
+		if _, _, err := b.st.EndSandbox(b.ctx, "acme", sb.ID, domain.ReasonRequested, domain.ActorClient, domain.Caller{}, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -291,7 +291,7 @@ func TestWebhookFilterAndBatches(t *testing.T) {
 			t.Fatalf("claims %+v, %v; want one batch of at most 2", cs, err)
 		}
 		for _, e := range cs[0].Events {
-			if e.To != sandbox.StateCancelled {
+			if e.To != domain.StateCancelled {
 				t.Errorf("delivered a %s event through a cancelled-only filter", e.To)
 			}
 			got = append(got, e.SandboxID)
@@ -348,7 +348,7 @@ func TestWebhookGiveUpAndReplay(t *testing.T) {
 	if _, err := b.st.ReplayWebhook(b.ctx, "other", w.ID, key, webhook.ReplayFrom{}); err == nil {
 		t.Fatal("another tenant replayed the endpoint")
 	}
-	if _, err := b.st.ReplayWebhook(b.ctx, "acme", w.ID, key, webhook.ReplayFrom{EventID: 1 << 40}); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+	if _, err := b.st.ReplayWebhook(b.ctx, "acme", w.ID, key, webhook.ReplayFrom{EventID: 1 << 40}); domain.ErrorCode(err) != domain.CodeInvalidRequest {
 		t.Fatalf("replay from an unknown event: %v", err)
 	}
 	re, err := b.st.ReplayWebhook(b.ctx, "acme", w.ID, key, webhook.ReplayFrom{})
@@ -380,7 +380,7 @@ func TestWebhookGiveUpAndReplay(t *testing.T) {
 	if ok, _ := b.st.RecordWebhookAttempt(b.ctx, store.Attempt{Seq: third.Seq, Attempt: 1, Worker: "w", Delivered: true}); ok {
 		t.Error("an attempt of a deleted endpoint was recorded")
 	}
-	if _, err := b.st.Webhook(b.ctx, "acme", w.ID); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := b.st.Webhook(b.ctx, "acme", w.ID); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("deleted endpoint: %v", err)
 	}
 }
@@ -391,12 +391,12 @@ func TestWebhookCapAndScope(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	key := b.adminKey(t)
-	plain, _, err := b.st.MintAPIKey(b.ctx, sandbox.NewAPIKey{Tenant: "acme", Name: "plain", By: key})
+	plain, _, err := b.st.MintAPIKey(b.ctx, domain.NewAPIKey{Tenant: "acme", Name: "plain", By: key})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ne := webhook.NewEndpoint{Tenant: "acme", URL: "http://127.0.0.1:1/", By: plain.ID, Max: 2}
-	if _, _, err := b.st.CreateWebhook(b.ctx, ne); sandbox.ErrorCode(err) != sandbox.CodeForbidden {
+	if _, _, err := b.st.CreateWebhook(b.ctx, ne); domain.ErrorCode(err) != domain.CodeForbidden {
 		t.Fatalf("create without manage_keys: %v", err)
 	}
 	ne.By = key
@@ -405,7 +405,7 @@ func TestWebhookCapAndScope(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := b.st.CreateWebhook(b.ctx, ne); sandbox.ErrorCode(err) != sandbox.CodeQuotaExceeded {
+	if _, _, err := b.st.CreateWebhook(b.ctx, ne); domain.ErrorCode(err) != domain.CodeQuotaExceeded {
 		t.Fatalf("create past the cap: %v", err)
 	}
 	if ws, _ := b.st.Webhooks(b.ctx, "acme"); len(ws) != 2 {
@@ -436,7 +436,7 @@ func TestWebhookClaimsShareTheSlots(t *testing.T) {
 	b.create(t)
 	b.planAll(t, 100, 6)
 	b.clock.Advance(time.Second) // acme's deliveries are due first
-	b.create(t, func(p *sandbox.CreateParams) { p.Tenant = "other" })
+	b.create(t, func(p *domain.CreateParams) { p.Tenant = "other" })
 	b.planAll(t, 100, 1)
 
 	tenants := func(cs []store.DeliveryClaim) map[string]int {

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // blocked are the networks a delivery never goes to unless the operator
@@ -154,10 +154,10 @@ func parseEndpointURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil || len(raw) > maxURL || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" ||
 		u.Opaque != "" || strings.ContainsAny(raw, " \t\r\n") {
-		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "url must be an absolute http:// or https:// URL with a host, at most %d bytes", maxURL)
+		return nil, domain.Errorf(domain.CodeInvalidRequest, "url must be an absolute http:// or https:// URL with a host, at most %d bytes", maxURL)
 	}
 	if u.User != nil || u.Fragment != "" || strings.Contains(raw, "#") {
-		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "url must not carry user information or a fragment (receivers authenticate deliveries by their signature)")
+		return nil, domain.Errorf(domain.CodeInvalidRequest, "url must not carry user information or a fragment (receivers authenticate deliveries by their signature)")
 	}
 	return u, nil
 }
@@ -181,7 +181,7 @@ func (g Guard) checkHost(ctx context.Context, host string) error {
 	}
 	ips, err := r.LookupNetIP(ctx, "ip", host)
 	if err != nil || len(ips) == 0 {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "url's host %q does not resolve", host)
+		return domain.Errorf(domain.CodeInvalidRequest, "url's host %q does not resolve", host)
 	}
 	for _, ip := range ips {
 		if Forbidden(ip) != "" {
@@ -192,7 +192,7 @@ func (g Guard) checkHost(ctx context.Context, host string) error {
 }
 
 func forbidden(host string, ip netip.Addr, class string) error {
-	return sandbox.Errorf(sandbox.CodeForbidden,
+	return domain.Errorf(domain.CodeForbidden,
 		"url's host %s is a %s address (%s): deliveries go only to public addresses unless the operator sets WEBHOOK_ALLOW_PRIVATE", host, class, ip)
 }
 
@@ -201,7 +201,7 @@ func forbidden(host string, ip netip.Addr, class string) error {
 // of address that is: the answers of the operator's DNS are not the
 // tenant's to map.
 func forbiddenName(host string) error {
-	return sandbox.Errorf(sandbox.CodeForbidden,
+	return domain.Errorf(domain.CodeForbidden,
 		"url's host %s resolves to an address deliveries may not go to (loopback, private, link-local, metadata, multicast, unspecified or reserved): deliveries go only to public addresses unless the operator sets WEBHOOK_ALLOW_PRIVATE", host)
 }
 

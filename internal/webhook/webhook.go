@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // State is an endpoint's state: active endpoints get deliveries; a failing
@@ -49,18 +49,18 @@ const (
 // everything; an event matches when it matches both lists.
 type Filter struct {
 	// States are the to-states of the events to deliver.
-	States []sandbox.State
+	States []domain.State
 	// Reasons are the reasons of the events to deliver (an event without a
 	// reason matches no list of reasons).
-	Reasons []sandbox.Reason
+	Reasons []domain.Reason
 	// Types are the types of the events to deliver (state changes,
 	// releases). A release matches States and Reasons by the terminal
 	// state and the end's reason of its sandbox.
-	Types []sandbox.EventType
+	Types []domain.EventType
 }
 
 // Match reports whether the event passes the filter.
-func (f Filter) Match(e sandbox.Event) bool {
+func (f Filter) Match(e domain.Event) bool {
 	return (len(f.States) == 0 || slices.Contains(f.States, e.To)) &&
 		(len(f.Reasons) == 0 || slices.Contains(f.Reasons, e.Reason)) &&
 		(len(f.Types) == 0 || slices.Contains(f.Types, e.Kind()))
@@ -68,9 +68,9 @@ func (f Filter) Match(e sandbox.Event) bool {
 
 // EventReasons are every reason an event can carry: the reasons a sandbox
 // ends with, and the reasons of the events that record other changes.
-func EventReasons() []sandbox.Reason {
-	return append(append(slices.Clone(sandbox.Reasons), sandbox.ReasonOwnerTransferred, sandbox.ReasonOutageCredited),
-		sandbox.SnapshotReasons...)
+func EventReasons() []domain.Reason {
+	return append(append(slices.Clone(domain.Reasons), domain.ReasonOwnerTransferred, domain.ReasonOutageCredited),
+		domain.SnapshotReasons...)
 }
 
 // Endpoint is a tenant's webhook endpoint as Tether records it.
@@ -83,7 +83,7 @@ type Endpoint struct {
 	State       State
 	// Cursor is the stream position delivered through: every matching
 	// event up to it was answered 2xx (or skipped by a replay).
-	Cursor    sandbox.StreamPosition
+	Cursor    domain.StreamPosition
 	CreatedAt time.Time
 	// CreatedBy is the id of the API key that made it.
 	CreatedBy string
@@ -117,7 +117,7 @@ type Delivery struct {
 	// After and Last bound the stream positions the batch covers: after
 	// After, through Last (events between them that the filter refused
 	// included). A 2xx moves the endpoint's cursor to Last.
-	After, Last sandbox.StreamPosition
+	After, Last domain.StreamPosition
 	// Seq orders an endpoint's deliveries (the history's cursor).
 	Seq       int64
 	Attempts  int
@@ -163,7 +163,7 @@ type Payload struct {
 
 // Body is the JSON body of the delivery d of events: the same bytes on
 // every attempt.
-func Body(d Delivery, events []sandbox.Event) ([]byte, error) {
+func Body(d Delivery, events []domain.Event) ([]byte, error) {
 	p := Payload{ID: d.ID, WebhookID: d.EndpointID, Events: make([]Event, len(events))}
 	for i, e := range events {
 		p.Events[i] = Event{

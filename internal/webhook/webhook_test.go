@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/webhook"
 )
 
@@ -116,14 +116,14 @@ func TestCheckURL(t *testing.T) {
 	public := webhook.Guard{Resolver: resolverFor(t, netip.MustParseAddr("93.184.216.34"))}
 	for _, raw := range []string{"", "ftp://example.com/", "example.com/hook", "http://", "https://user:pw@example.com/",
 		"https://example.com/#frag", "mailto:a@example.com", "http://exa mple.com/", "https://example.com/" + strings.Repeat("x", 2100)} {
-		if _, err := public.CheckURL(ctx, raw); sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+		if _, err := public.CheckURL(ctx, raw); domain.ErrorCode(err) != domain.CodeInvalidRequest {
 			t.Errorf("CheckURL(%q) = %v; want INVALID_REQUEST", raw, err)
 		}
 	}
 	for _, raw := range []string{"http://127.0.0.1:8080/", "http://[::1]/", "http://169.254.169.254/latest/meta-data/",
 		"http://10.0.0.5/", "http://[fe80::1%25eth0]/", "http://0.0.0.0/", "http://224.0.0.1/", "http://[::ffff:192.168.0.1]/",
 		"http://localhost:9000/", "http://app.localhost/"} {
-		if _, err := public.CheckURL(ctx, raw); sandbox.ErrorCode(err) != sandbox.CodeForbidden {
+		if _, err := public.CheckURL(ctx, raw); domain.ErrorCode(err) != domain.CodeForbidden {
 			t.Errorf("CheckURL(%q) = %v; want FORBIDDEN", raw, err)
 		}
 	}
@@ -137,7 +137,7 @@ func TestCheckURL(t *testing.T) {
 	for _, ip := range []string{"10.9.8.7", "169.254.169.254", "127.0.0.1", "fd00::1", "::127.0.0.1"} {
 		g := webhook.Guard{Resolver: resolverFor(t, netip.MustParseAddr(ip))}
 		_, err := g.CheckURL(ctx, "https://rebind.example.com/hook")
-		if sandbox.ErrorCode(err) != sandbox.CodeForbidden || strings.Contains(err.Error(), ip) {
+		if domain.ErrorCode(err) != domain.CodeForbidden || strings.Contains(err.Error(), ip) {
 			t.Errorf("host resolving to %s: %v; want FORBIDDEN, without the address", ip, err)
 			continue
 		}
@@ -246,21 +246,21 @@ func TestSignature(t *testing.T) {
 // TestFilter: empty lists match everything; each list narrows.
 func TestFilter(t *testing.T) {
 	t.Parallel()
-	ended := sandbox.Event{To: sandbox.StateTerminated, Reason: sandbox.ReasonOwnerExpired}
-	ready := sandbox.Event{To: sandbox.StateReady}
+	ended := domain.Event{To: domain.StateTerminated, Reason: domain.ReasonOwnerExpired}
+	ready := domain.Event{To: domain.StateReady}
 	f := webhook.Filter{}
 	if !f.Match(ended) || !f.Match(ready) {
 		t.Error("empty filter refused an event")
 	}
-	f = webhook.Filter{States: []sandbox.State{sandbox.StateTerminated}}
+	f = webhook.Filter{States: []domain.State{domain.StateTerminated}}
 	if !f.Match(ended) || f.Match(ready) {
 		t.Error("states filter")
 	}
-	f = webhook.Filter{Reasons: []sandbox.Reason{sandbox.ReasonOwnerExpired}}
+	f = webhook.Filter{Reasons: []domain.Reason{domain.ReasonOwnerExpired}}
 	if !f.Match(ended) || f.Match(ready) {
 		t.Error("reasons filter")
 	}
-	f = webhook.Filter{States: []sandbox.State{sandbox.StateReady}, Reasons: []sandbox.Reason{sandbox.ReasonOwnerExpired}}
+	f = webhook.Filter{States: []domain.State{domain.StateReady}, Reasons: []domain.Reason{domain.ReasonOwnerExpired}}
 	if f.Match(ended) || f.Match(ready) {
 		t.Error("both lists must match")
 	}

@@ -47,7 +47,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/test/harness"
 )
 
@@ -818,7 +818,7 @@ func (h *chaos) snapshot(ctx context.Context, conn *pgx.Conn) (state, error) {
 	}
 	for rows.Next() {
 		var id, where string
-		var st sandbox.State
+		var st domain.State
 		var released, owned bool
 		if err := rows.Scan(&id, &st, &released, &owned, &where); err != nil {
 			return s, err
@@ -829,9 +829,9 @@ func (h *chaos) snapshot(ctx context.Context, conn *pgx.Conn) (state, error) {
 		switch {
 		case !st.Settled():
 			s.unsettled = append(s.unsettled, id)
-		case st == sandbox.StateReady || st == sandbox.StatePaused:
+		case st == domain.StateReady || st == domain.StatePaused:
 			s.ready[id] = where
-			if st == sandbox.StatePaused {
+			if st == domain.StatePaused {
 				s.paused = append(s.paused, id)
 			}
 		case !released:
@@ -1220,8 +1220,8 @@ func (h *chaos) checkHistories(ctx context.Context, conn *pgx.Conn) []string {
 	var (
 		illegal []string
 		curID   string
-		prev    sandbox.State
-		final   sandbox.State
+		prev    domain.State
+		final   domain.State
 		bad     bool
 	)
 	finish := func() {
@@ -1231,15 +1231,15 @@ func (h *chaos) checkHistories(ctx context.Context, conn *pgx.Conn) []string {
 	}
 	for rows.Next() {
 		var id string
-		var from, to, st sandbox.State
-		var reason sandbox.Reason
+		var from, to, st domain.State
+		var reason domain.Reason
 		if err := rows.Scan(&id, &from, &to, &reason, &st); err != nil {
 			h.t.Fatal(err)
 		}
 		if id != curID {
 			finish()
 			curID, prev, final, bad = id, "", st, false
-			if from != "" || to != sandbox.StateRequested {
+			if from != "" || to != domain.StateRequested {
 				illegal = append(illegal, id+": history does not start with the request")
 				bad = true
 			}
@@ -1249,11 +1249,11 @@ func (h *chaos) checkHistories(ctx context.Context, conn *pgx.Conn) []string {
 		if bad {
 			continue
 		}
-		if from == prev && to == prev && (reason == sandbox.ReasonOwnerTransferred || reason == sandbox.ReasonOutageCredited ||
-			slices.Contains(sandbox.SnapshotReasons, reason)) {
+		if from == prev && to == prev && (reason == domain.ReasonOwnerTransferred || reason == domain.ReasonOutageCredited ||
+			slices.Contains(domain.SnapshotReasons, reason)) {
 			continue // a record in the history, not a transition
 		}
-		if from != prev || !sandbox.CanTransition(from, to) {
+		if from != prev || !domain.CanTransition(from, to) {
 			illegal = append(illegal, fmt.Sprintf("%s: %s after %s", id, from+">"+to, prev))
 			bad = true
 		}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/test/harness"
 )
 
@@ -195,7 +195,7 @@ func TestHoldingsOfARealHost(t *testing.T) {
 	harness.RequireHosts(t)
 	hosts := harness.NewHosts(t, 1)
 	host := hosts.List[0]
-	id := sandbox.NewID()
+	id := domain.NewID()
 	dir := filepath.Join(host.StateDir, id)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -278,7 +278,7 @@ func TestFolderWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := sandbox.NewID()
+	id := domain.NewID()
 	if err := os.Mkdir(filepath.Join(dir, id), 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // Every resource a local create makes, on any host, it makes inside the
@@ -62,7 +62,7 @@ func watchFolders(dirs map[string]string) (*folderWatch, error) {
 			return nil, err
 		}
 		for _, e := range entries { // there before the watch: born now
-			if e.IsDir() && sandbox.ValidID(e.Name()) {
+			if e.IsDir() && domain.ValidID(e.Name()) {
 				w.lives[e.Name()] = append(w.lives[e.Name()], life{host: host, from: time.Now()})
 			}
 		}
@@ -107,7 +107,7 @@ func (w *folderWatch) event(ev *unix.InotifyEvent, name string, at time.Time) {
 		w.overflowed = true
 		return
 	}
-	if ev.Mask&unix.IN_ISDIR == 0 || !sandbox.ValidID(name) {
+	if ev.Mask&unix.IN_ISDIR == 0 || !domain.ValidID(name) {
 		return
 	}
 	host := w.hosts[int(ev.Wd)]

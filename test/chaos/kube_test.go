@@ -46,8 +46,8 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/provider/kubernetes"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/test/harness"
 )
 
@@ -402,13 +402,13 @@ func (k *kubeChaos) snapshot(ctx context.Context, conn *pgx.Conn) (kubeState, er
 		return s, err
 	}
 	var id string
-	var st sandbox.State
+	var st domain.State
 	var released bool
 	if _, err := pgx.ForEachRow(rows, []any{&id, &st, &released}, func() error {
 		switch {
 		case !st.Settled():
 			s.unsettled = append(s.unsettled, id)
-		case st == sandbox.StateReady:
+		case st == domain.StateReady:
 			s.ready[id] = true
 		case !released:
 			s.unreleased = append(s.unreleased, id)

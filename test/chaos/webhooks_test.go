@@ -41,7 +41,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/webhook"
 	"github.com/tetherhq/tether/internal/webhook/webhooktest"
 	"github.com/tetherhq/tether/test/harness"
@@ -401,7 +401,7 @@ type historyEvent struct {
 	sandbox        string
 	from, to       string
 	reason, actor  string
-	state          sandbox.State // the sandbox's, now
+	state          domain.State // the sandbox's, now
 	released, live bool
 }
 
@@ -528,13 +528,13 @@ func (w *webhookChaos) check() {
 			}
 			last[e.SandboxID] = max(last[e.SandboxID], e.ID)
 			reasons[cmp.Or(deref(e.Reason), e.To)]++
-			if e.Type == string(sandbox.EventReleased) {
+			if e.Type == string(domain.EventReleased) {
 				releases++
 				if !ended[e.SandboxID] {
 					unended = append(unended, fmt.Sprintf("%d (%s)", e.ID, e.SandboxID))
 				}
 			}
-			if sandbox.State(e.To).Terminal() {
+			if domain.State(e.To).Terminal() {
 				ended[e.SandboxID] = true
 			}
 		}

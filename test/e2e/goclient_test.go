@@ -18,7 +18,7 @@ import (
 
 	"github.com/tetherhq/tether/clients/go/tether"
 	"github.com/tetherhq/tether/docs"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // TestGoClientSession drives a whole session against a live Tether through
@@ -244,7 +244,7 @@ func TestGoClientSession(t *testing.T) {
 	bad := goClient(t, e.replica.URL(), "not-a-key")
 	unauth, err = bad.ListSandboxesWithResponse(ctx, nil)
 	must(t, "a bad key", err, unauth.StatusCode(), http.StatusUnauthorized, unauth.Body)
-	nf, err := c.GetSandboxWithResponse(ctx, sandbox.NewID(), nil)
+	nf, err := c.GetSandboxWithResponse(ctx, domain.NewID(), nil)
 	must(t, "get a missing sandbox", err, nf.StatusCode(), http.StatusNotFound, nf.Body)
 	if nf.ApplicationproblemJSON404.Code != tether.ProblemCodeNotFound {
 		t.Errorf("404 = %+v", nf.ApplicationproblemJSON404)

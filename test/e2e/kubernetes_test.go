@@ -29,9 +29,9 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/provider/kubernetes"
 	"github.com/tetherhq/tether/internal/provider/kubernetes/kubetest"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/test/harness"
 )
 
@@ -299,7 +299,7 @@ func TestKubernetesPodDeletedIsLost(t *testing.T) {
 // orphanPod is a pod with the provider's labels for a sandbox id of no
 // sandbox, of installation inst.
 func orphanPod(inst string) *corev1.Pod {
-	id := sandbox.NewID()
+	id := domain.NewID()
 	no := false
 	grace := int64(1)
 	return &corev1.Pod{

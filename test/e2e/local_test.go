@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/provider/local"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store/storetest"
 	"github.com/tetherhq/tether/test/harness"
 )
@@ -278,12 +278,12 @@ func TestOrphanIsDestroyed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	orphan := sandbox.NewID()
-	if _, err := p.Create(t.Context(), sandbox.CreateSpec{SandboxID: orphan}); err != nil {
+	orphan := domain.NewID()
+	if _, err := p.Create(t.Context(), domain.CreateSpec{SandboxID: orphan}); err != nil {
 		t.Fatal(err)
 	}
 	bg := marker(t)
-	if res, err := p.Exec(t.Context(), orphan, sandbox.ExecRequest{Command: bg + " >/dev/null 2>&1 &"}); err != nil || res.ExitCode != 0 {
+	if res, err := p.Exec(t.Context(), orphan, domain.ExecRequest{Command: bg + " >/dev/null 2>&1 &"}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("exec in the orphan: %v %+v", err, res)
 	}
 	waitGone(t, bg)

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // Holdings are what a host holds of the local provider's sandboxes, every
@@ -47,7 +47,7 @@ func (h *Host) Holdings() (Holdings, error) {
 		return nil, fmt.Errorf("%s: %w", h.Name, err)
 	}
 	for _, e := range entries {
-		if e.IsDir() && sandbox.ValidID(e.Name()) {
+		if e.IsDir() && domain.ValidID(e.Name()) {
 			out.add(e.Name(), "folder")
 		}
 	}
@@ -123,7 +123,7 @@ func (h *Host) network(out Holdings) {
 	nsDir := fmt.Sprintf("/proc/%d/root/run/netns", h.anchorPID)
 	entries, _ := os.ReadDir(nsDir)
 	for _, e := range entries {
-		if id, ok := strings.CutPrefix(e.Name(), "tether-"); ok && sandbox.ValidID(id) {
+		if id, ok := strings.CutPrefix(e.Name(), "tether-"); ok && domain.ValidID(id) {
 			out.add(id, "netns")
 		}
 	}
@@ -140,7 +140,7 @@ func (h *Host) network(out Holdings) {
 	if tables, err := exec.Command("ip", "netns", "exec", h.NetNS, "nft", "list", "tables").Output(); err == nil {
 		for line := range strings.SplitSeq(string(tables), "\n") {
 			if f := strings.Fields(line); len(f) == 3 {
-				if id, ok := strings.CutPrefix(f[2], "tether_"); ok && sandbox.ValidID(id) {
+				if id, ok := strings.CutPrefix(f[2], "tether_"); ok && domain.ValidID(id) {
 					out.add(id, "nft")
 				}
 			}
@@ -155,7 +155,7 @@ func idUnder(path, dir string) string {
 		return ""
 	}
 	id, _, _ := strings.Cut(rest, "/")
-	if !sandbox.ValidID(id) {
+	if !domain.ValidID(id) {
 		return ""
 	}
 	return id
@@ -174,7 +174,7 @@ func SandboxCgroups() ([]string, error) {
 			continue // no sandbox group made there yet
 		}
 		for _, e := range entries {
-			if e.IsDir() && sandbox.ValidID(e.Name()) && !seen[e.Name()] {
+			if e.IsDir() && domain.ValidID(e.Name()) && !seen[e.Name()] {
 				seen[e.Name()] = true
 				out = append(out, e.Name())
 			}

@@ -53,7 +53,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // HostPort is the port replicas on simulated hosts listen on: every host
@@ -484,7 +484,7 @@ func (h *Host) sandboxProcess(in procInfo, nsSandbox map[string]string) (Sandbox
 			return p, false // Tether, the reaper, a tool of theirs
 		}
 	}
-	if p.SandboxID != "" && !sandbox.ValidID(p.SandboxID) {
+	if p.SandboxID != "" && !domain.ValidID(p.SandboxID) {
 		return p, false // the provider's availability probe (".probe")
 	}
 	return p, true
@@ -500,7 +500,7 @@ func cgroupSandbox(cgroups string) string {
 		}
 		segs := strings.Split(parts[2], "/")
 		for i := 0; i+1 < len(segs); i++ {
-			if segs[i] == "tether" && sandbox.ValidID(segs[i+1]) {
+			if segs[i] == "tether" && domain.ValidID(segs[i+1]) {
 				return segs[i+1]
 			}
 		}
@@ -736,7 +736,7 @@ func removeSandboxCgroups(stateDir string) {
 	entries, _ := os.ReadDir(stateDir)
 	var ids []string
 	for _, e := range entries {
-		if e.IsDir() && sandbox.ValidID(e.Name()) {
+		if e.IsDir() && domain.ValidID(e.Name()) {
 			ids = append(ids, e.Name())
 		}
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // APIKey is an API key of the tenant, without the key itself (shown once,
@@ -56,15 +56,15 @@ type KeyStore interface {
 	// MintAPIKey and RevokeAPIKey check the asking key in the database
 	// (UNAUTHENTICATED if revoked, FORBIDDEN without manage_keys);
 	// MintAPIKey also the tenant's cap (QUOTA_EXCEEDED).
-	MintAPIKey(ctx context.Context, k sandbox.NewAPIKey) (sandbox.APIKey, string, error)
-	APIKeys(ctx context.Context, tenant string) ([]sandbox.APIKey, error)
-	RevokeAPIKey(ctx context.Context, tenant, id, by string) (sandbox.APIKey, error)
+	MintAPIKey(ctx context.Context, k domain.NewAPIKey) (domain.APIKey, string, error)
+	APIKeys(ctx context.Context, tenant string) ([]domain.APIKey, error)
+	RevokeAPIKey(ctx context.Context, tenant, id, by string) (domain.APIKey, error)
 }
 
 // maxKeyName is the longest API key name, in bytes.
 const maxKeyName = 100
 
-func toAPIKey(k sandbox.APIKey) APIKey {
+func toAPIKey(k domain.APIKey) APIKey {
 	return APIKey{ID: k.ID, Name: k.Name, CreatedAt: k.CreatedAt.UTC(), LastUsedAt: httpapi.UTC(k.LastUsedAt), RevokedAt: httpapi.UTC(k.RevokedAt),
 		ManageKeys: k.ManageKeys, CreatedBy: httpapi.Optional(k.CreatedBy)}
 }
@@ -112,12 +112,12 @@ func HandleKeyCreate(cfg httpapi.Config, st KeyStore) httpapi.HandlerFunc {
 			return err
 		}
 		if req.Name == "" || len(req.Name) > maxKeyName || strings.IndexFunc(req.Name, unicode.IsControl) >= 0 {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "name is required: 1-%d bytes, no control characters", maxKeyName)
+			return domain.Errorf(domain.CodeInvalidRequest, "name is required: 1-%d bytes, no control characters", maxKeyName)
 		}
-		k, secret, err := st.MintAPIKey(c.Request.Context(), sandbox.NewAPIKey{
+		k, secret, err := st.MintAPIKey(c.Request.Context(), domain.NewAPIKey{
 			Tenant: httpapi.TenantOf(c), Name: req.Name, By: httpapi.CallerOf(c).KeyID, ManageKeys: req.ManageKeys, MaxKeys: cfg.TenantMaxKeys,
 		})
-		if sandbox.ErrorCode(err) == sandbox.CodeQuotaExceeded {
+		if domain.ErrorCode(err) == domain.CodeQuotaExceeded {
 			c.Header("Retry-After", "60")
 		}
 		if err != nil {
@@ -175,14 +175,14 @@ func HandleKeyRevoke(st KeyStore) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		id := c.Param("id")
 		if !validKeyID(id) {
-			return sandbox.Errorf(sandbox.CodeNotFound, "API key %q not found", id)
+			return domain.Errorf(domain.CodeNotFound, "API key %q not found", id)
 		}
 		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
 		}
 		k, err := st.RevokeAPIKey(c.Request.Context(), httpapi.TenantOf(c), id, httpapi.CallerOf(c).KeyID)
-		if sandbox.ErrorCode(err) == sandbox.CodeNotFound {
-			return sandbox.Errorf(sandbox.CodeNotFound, "API key %s not found", id)
+		if domain.ErrorCode(err) == domain.CodeNotFound {
+			return domain.Errorf(domain.CodeNotFound, "API key %s not found", id)
 		}
 		if err != nil {
 			return err

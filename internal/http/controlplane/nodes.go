@@ -7,8 +7,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // Node is a host Tether replicas run on.
@@ -34,7 +34,7 @@ type NodeList struct {
 
 // NodeLister lists the nodes with a tenant's sandbox counts.
 type NodeLister interface {
-	Nodes(ctx context.Context, tenant string) ([]sandbox.Node, error)
+	Nodes(ctx context.Context, tenant string) ([]domain.Node, error)
 }
 
 // HandleNodeList lists the nodes.

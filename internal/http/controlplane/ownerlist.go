@@ -7,8 +7,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // Owner is an owner with its lease and its live sandboxes.
@@ -32,7 +32,7 @@ type OwnerList struct {
 
 // OwnerLister is what the owner list needs of the store.
 type OwnerLister interface {
-	ListOwners(ctx context.Context, tenant, after string, limit int) ([]sandbox.Owner, error)
+	ListOwners(ctx context.Context, tenant, after string, limit int) ([]domain.Owner, error)
 }
 
 // HandleOwnerList lists the tenant's owners.
@@ -60,7 +60,7 @@ func HandleOwnerList(st OwnerLister) httpapi.HandlerFunc {
 		after := c.Query("cursor")
 		if after != "" {
 			if err := httpapi.ValidateOwner(after); err != nil {
-				return sandbox.Errorf(sandbox.CodeInvalidRequest, "cursor must be the next_cursor of a previous page")
+				return domain.Errorf(domain.CodeInvalidRequest, "cursor must be the next_cursor of a previous page")
 			}
 		}
 		owners, err := st.ListOwners(c.Request.Context(), httpapi.TenantOf(c), after, limit)

@@ -7,8 +7,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // TTLRequest is the body of a lease heartbeat or a renewal.
@@ -58,12 +58,12 @@ type outageSettler interface {
 type OwnerStore interface {
 	outageSettler
 	RenewOwnerLease(ctx context.Context, tenant, owner string, ttl time.Duration) (time.Time, error)
-	ReleaseOwner(ctx context.Context, tenant, owner string, by sandbox.Caller) ([]sandbox.Sandbox, error)
+	ReleaseOwner(ctx context.Context, tenant, owner string, by domain.Caller) ([]domain.Sandbox, error)
 }
 
 // SandboxRenewer is what a renew needs of the store.
 type SandboxRenewer interface {
-	RenewSandbox(ctx context.Context, tenant, id string, ttl, maxLifetime time.Duration) (sandbox.Sandbox, bool, error)
+	RenewSandbox(ctx context.Context, tenant, id string, ttl, maxLifetime time.Duration) (domain.Sandbox, bool, error)
 }
 
 // decodeTTL reads a TTLRequest and checks its bounds.
@@ -73,11 +73,11 @@ func decodeTTL(c *gin.Context, maxLifetime time.Duration) (time.Duration, error)
 		return 0, err
 	}
 	if req.TTLSeconds == nil {
-		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "ttl_seconds is required")
+		return 0, domain.Errorf(domain.CodeInvalidRequest, "ttl_seconds is required")
 	}
 	maxSeconds := int64(maxLifetime / time.Second)
 	if *req.TTLSeconds <= 0 || *req.TTLSeconds > maxSeconds {
-		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "ttl_seconds must be between 1 and %d (the max lifetime)", maxSeconds)
+		return 0, domain.Errorf(domain.CodeInvalidRequest, "ttl_seconds must be between 1 and %d (the max lifetime)", maxSeconds)
 	}
 	return time.Duration(*req.TTLSeconds) * time.Second, nil
 }
@@ -122,8 +122,8 @@ func HandleOwnerLease(cfg httpapi.Config, st OwnerStore) httpapi.HandlerFunc {
 		}
 		expires, err := st.RenewOwnerLease(c.Request.Context(), httpapi.TenantOf(c), owner, ttl)
 		if err != nil {
-			if sandbox.ErrorCode(err) == sandbox.CodeNotFound {
-				return sandbox.Errorf(sandbox.CodeNotFound, "owner %q not found: an owner comes into being when a sandbox create names it", owner)
+			if domain.ErrorCode(err) == domain.CodeNotFound {
+				return domain.Errorf(domain.CodeNotFound, "owner %q not found: an owner comes into being when a sandbox create names it", owner)
 			}
 			return err
 		}

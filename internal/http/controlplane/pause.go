@@ -7,15 +7,15 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // SandboxPauser is what pause and resume needs of the store.
 type SandboxPauser interface {
 	httpapi.SandboxGetter
-	RequestPause(ctx context.Context, tenant, id string, timeout time.Duration, by sandbox.Caller) (sandbox.Sandbox, bool, error)
-	RequestResume(ctx context.Context, tenant, id string, timeout time.Duration, by sandbox.Caller) (sandbox.Sandbox, bool, error)
+	RequestPause(ctx context.Context, tenant, id string, timeout time.Duration, by domain.Caller) (domain.Sandbox, bool, error)
+	RequestResume(ctx context.Context, tenant, id string, timeout time.Duration, by domain.Caller) (domain.Sandbox, bool, error)
 }
 
 // HandleSandboxPause asks for a ready sandbox to be paused.
@@ -35,7 +35,7 @@ type SandboxPauser interface {
 //	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED: the sandbox's provider cannot pause sandboxes"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/pause [post]
-func HandleSandboxPause(cfg httpapi.Config, st SandboxPauser, changes httpapi.ChangeSubscriber, draining context.Context, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleSandboxPause(cfg httpapi.Config, st SandboxPauser, changes httpapi.ChangeSubscriber, draining context.Context, providers map[string]domain.Provider) httpapi.HandlerFunc {
 	return handleTransition(cfg, st, changes, draining, providers, "pause")
 }
 
@@ -56,12 +56,12 @@ func HandleSandboxPause(cfg httpapi.Config, st SandboxPauser, changes httpapi.Ch
 //	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED: the sandbox's provider cannot pause sandboxes"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/resume [post]
-func HandleSandboxResume(cfg httpapi.Config, st SandboxPauser, changes httpapi.ChangeSubscriber, draining context.Context, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleSandboxResume(cfg httpapi.Config, st SandboxPauser, changes httpapi.ChangeSubscriber, draining context.Context, providers map[string]domain.Provider) httpapi.HandlerFunc {
 	return handleTransition(cfg, st, changes, draining, providers, "resume")
 }
 
 // handleTransition is the pause handler, or (op "resume") the resume one.
-func handleTransition(cfg httpapi.Config, st SandboxPauser, changes httpapi.ChangeSubscriber, draining context.Context, providers map[string]sandbox.Provider, op string) httpapi.HandlerFunc {
+func handleTransition(cfg httpapi.Config, st SandboxPauser, changes httpapi.ChangeSubscriber, draining context.Context, providers map[string]domain.Provider, op string) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		request := st.RequestPause
 		if op == "resume" {
@@ -85,10 +85,10 @@ func handleTransition(cfg httpapi.Config, st SandboxPauser, changes httpapi.Chan
 		if err != nil {
 			return httpapi.NotFoundAs(err, id)
 		}
-		if p := providers[cur.Provider]; p == nil || !sandbox.CanPause(p) {
-			return sandbox.Errorf(sandbox.CodeNotSupported, "provider %s cannot %s sandboxes", cur.Provider, op)
+		if p := providers[cur.Provider]; p == nil || !domain.CanPause(p) {
+			return domain.Errorf(domain.CodeNotSupported, "provider %s cannot %s sandboxes", cur.Provider, op)
 		}
-		updates, stop := (<-chan sandbox.Change)(nil), func() {}
+		updates, stop := (<-chan domain.Change)(nil), func() {}
 		if wait > 0 {
 			// Subscribe before the change so that none slips between.
 			updates, stop = changes.SubscribeSandbox(id)
@@ -100,8 +100,8 @@ func handleTransition(cfg httpapi.Config, st SandboxPauser, changes httpapi.Chan
 		}
 		sb, answer, err := awaitSandbox(ctx, st, waiting{
 			updates: updates, draining: draining, wait: wait,
-			done:      func(sb sandbox.Sandbox) bool { return !sb.State.Transitioning() },
-			mayBeDone: func(ch sandbox.Change) bool { return ch.ID == "" || !ch.State.Transitioning() },
+			done:      func(sb domain.Sandbox) bool { return !sb.State.Transitioning() },
+			mayBeDone: func(ch domain.Change) bool { return ch.ID == "" || !ch.State.Transitioning() },
 		}, sb)
 		if err != nil || !answer {
 			return err

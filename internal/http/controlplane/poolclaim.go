@@ -8,8 +8,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // poolMetrics count the creates that named a pool, by outcome: hit (a
@@ -46,19 +46,19 @@ func (m *poolMetrics) observe(outcome string, since time.Time) {
 
 // validateClaim checks a create that names a pool, and returns the
 // claim it asks for.
-func validateClaim(cfg httpapi.Config, req *CreateSandboxRequest) (sandbox.ClaimParams, error) {
-	var p sandbox.ClaimParams
+func validateClaim(cfg httpapi.Config, req *CreateSandboxRequest) (domain.ClaimParams, error) {
+	var p domain.ClaimParams
 	switch {
 	case req.Pool == "":
-		return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "pool_only needs pool")
-	case !sandbox.ValidPoolName(req.Pool):
-		return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "pool must be a pool name: 1-63 lowercase letters, digits and '-'")
+		return p, domain.Errorf(domain.CodeInvalidRequest, "pool_only needs pool")
+	case !domain.ValidPoolName(req.Pool):
+		return p, domain.Errorf(domain.CodeInvalidRequest, "pool must be a pool name: 1-63 lowercase letters, digits and '-'")
 	case req.ID != "":
-		return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "id cannot be chosen on a pool claim: the pool's members exist before it")
+		return p, domain.Errorf(domain.CodeInvalidRequest, "id cannot be chosen on a pool claim: the pool's members exist before it")
 	case req.Provider != "" || len(req.Params) > 0:
-		return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "provider and params are the pool's on a pool claim: leave them out")
+		return p, domain.Errorf(domain.CodeInvalidRequest, "provider and params are the pool's on a pool claim: leave them out")
 	case len(req.Env) > 0 || req.Setup != "":
-		return p, sandbox.Errorf(sandbox.CodeInvalidRequest,
+		return p, domain.Errorf(domain.CodeInvalidRequest,
 			"env and setup cannot apply to a pool claim: its members were created before it; pass env with each exec, or create without pool")
 	}
 	if req.Owner != "" {
@@ -73,7 +73,7 @@ func validateClaim(cfg httpapi.Config, req *CreateSandboxRequest) (sandbox.Claim
 	if err != nil {
 		return p, err
 	}
-	return sandbox.ClaimParams{Pool: req.Pool, Owner: req.Owner, Labels: req.Labels, TTL: ttl,
+	return domain.ClaimParams{Pool: req.Pool, Owner: req.Owner, Labels: req.Labels, TTL: ttl,
 		Explicit: req.TTLSeconds != nil || req.Owner == "", OwnerTTL: cfg.DefaultOwnerTTL, MaxLifetime: cfg.MaxLifetime}, nil
 }
 
@@ -83,7 +83,7 @@ func validateClaim(cfg httpapi.Config, req *CreateSandboxRequest) (sandbox.Claim
 // key answers what the first request got (200). Only the fallback passes
 // the create quotas q: a claimed member was counted against the tenant's
 // live-sandbox cap when it was requested, and moves without a new one.
-func claimFromPool(c *gin.Context, cfg httpapi.Config, st SandboxCreator, providers map[string]sandbox.Provider, q *httpapi.Quotas, pm *poolMetrics, req *CreateSandboxRequest) error {
+func claimFromPool(c *gin.Context, cfg httpapi.Config, st SandboxCreator, providers map[string]domain.Provider, q *httpapi.Quotas, pm *poolMetrics, req *CreateSandboxRequest) error {
 	p, err := validateClaim(cfg, req)
 	if err != nil {
 		return err
@@ -113,14 +113,14 @@ func claimFromPool(c *gin.Context, cfg httpapi.Config, st SandboxCreator, provid
 		return httpapi.WriteJSON(c, http.StatusCreated, toSandbox(got.Sandbox))
 	case req.PoolOnly:
 		pm.observe("empty", start)
-		return sandbox.Errorf(sandbox.CodePoolEmpty, "pool %s has no ready sandbox (it has %d on their way)", p.Pool, got.Pool.Size)
+		return domain.Errorf(domain.CodePoolEmpty, "pool %s has no ready sandbox (it has %d on their way)", p.Pool, got.Pool.Size)
 	}
 	// A sandbox like the pool's members, labelled as the pool's.
 	labels := maps.Clone(req.Labels)
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[sandbox.PoolLabel] = p.Pool
+	labels[domain.PoolLabel] = p.Pool
 	member := CreateSandboxRequest{Provider: got.Pool.Provider, Params: got.Pool.Params, Owner: req.Owner, Labels: labels, TTLSeconds: req.TTLSeconds}
 	cp, err := validateCreate(cfg, &member, providers)
 	if err != nil {

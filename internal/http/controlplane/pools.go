@@ -9,8 +9,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // Pool is a warm pool as the API shows it.
@@ -48,7 +48,7 @@ type PoolRefill struct {
 	Pending int `json:"pending" example:"0"`
 } // @name PoolRefill
 
-func toPool(p sandbox.Pool) Pool {
+func toPool(p domain.Pool) Pool {
 	params := p.Params
 	if len(params) == 0 {
 		params = json.RawMessage(`{}`)
@@ -106,25 +106,25 @@ const maxPoolSize = 1000
 
 // PoolStore is what the pool handlers need of the store.
 type PoolStore interface {
-	CreatePool(ctx context.Context, p sandbox.Pool) (sandbox.Pool, error)
-	GetPool(ctx context.Context, tenant, name string) (sandbox.Pool, error)
-	ListPools(ctx context.Context, tenant string) ([]sandbox.Pool, error)
-	UpdatePool(ctx context.Context, tenant, name string, u sandbox.PoolUpdate, by sandbox.Caller) (sandbox.Pool, []sandbox.Sandbox, error)
-	DeletePool(ctx context.Context, tenant, name string, by sandbox.Caller) ([]sandbox.Sandbox, error)
+	CreatePool(ctx context.Context, p domain.Pool) (domain.Pool, error)
+	GetPool(ctx context.Context, tenant, name string) (domain.Pool, error)
+	ListPools(ctx context.Context, tenant string) ([]domain.Pool, error)
+	UpdatePool(ctx context.Context, tenant, name string, u domain.PoolUpdate, by domain.Caller) (domain.Pool, []domain.Sandbox, error)
+	DeletePool(ctx context.Context, tenant, name string, by domain.Caller) ([]domain.Sandbox, error)
 }
 
 // poolName returns the path's pool name; a malformed one is not found.
 func poolName(c *gin.Context) (string, error) {
 	name := c.Param("name")
-	if !sandbox.ValidPoolName(name) {
-		return "", sandbox.Errorf(sandbox.CodeNotFound, "pool %q not found", name)
+	if !domain.ValidPoolName(name) {
+		return "", domain.Errorf(domain.CodeNotFound, "pool %q not found", name)
 	}
 	return name, nil
 }
 
 func poolNotFoundAs(err error, name string) error {
-	if errors.Is(err, sandbox.ErrNotFound) {
-		return sandbox.Errorf(sandbox.CodeNotFound, "pool %s not found", name)
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Errorf(domain.CodeNotFound, "pool %s not found", name)
 	}
 	return err
 }
@@ -132,37 +132,37 @@ func poolNotFoundAs(err error, name string) error {
 // checkSizes checks a pool's sizes.
 func checkSizes(minReady, maxSize int) error {
 	if maxSize < 1 || maxSize > maxPoolSize {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "max_size must be between 1 and %d", maxPoolSize)
+		return domain.Errorf(domain.CodeInvalidRequest, "max_size must be between 1 and %d", maxPoolSize)
 	}
 	if minReady < 0 || minReady > maxSize {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "min_ready must be between 0 and max_size (%d)", maxSize)
+		return domain.Errorf(domain.CodeInvalidRequest, "min_ready must be between 0 and max_size (%d)", maxSize)
 	}
 	return nil
 }
 
 // validatePool checks a pool's request and gives its provider and params
 // the checks and the canonical form of a create's.
-func validatePool(cfg httpapi.Config, req CreatePoolRequest, providers map[string]sandbox.Provider) (sandbox.Pool, error) {
-	if !sandbox.ValidPoolName(req.Name) {
-		return sandbox.Pool{}, sandbox.Errorf(sandbox.CodeInvalidRequest,
+func validatePool(cfg httpapi.Config, req CreatePoolRequest, providers map[string]domain.Provider) (domain.Pool, error) {
+	if !domain.ValidPoolName(req.Name) {
+		return domain.Pool{}, domain.Errorf(domain.CodeInvalidRequest,
 			"name must be 1-63 lowercase letters, digits and '-', starting and ending with a letter or digit")
 	}
 	if req.MinReady == nil {
-		return sandbox.Pool{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "min_ready is required")
+		return domain.Pool{}, domain.Errorf(domain.CodeInvalidRequest, "min_ready is required")
 	}
 	maxSize := max(*req.MinReady, 1)
 	if req.MaxSize != nil {
 		maxSize = *req.MaxSize
 	}
 	if err := checkSizes(*req.MinReady, maxSize); err != nil {
-		return sandbox.Pool{}, err
+		return domain.Pool{}, err
 	}
 	member := CreateSandboxRequest{Provider: req.Provider, Params: req.Params}
 	p, err := validateCreate(cfg, &member, providers)
 	if err != nil {
-		return sandbox.Pool{}, err
+		return domain.Pool{}, err
 	}
-	return sandbox.Pool{Name: req.Name, Provider: p.Provider, Params: p.Params, MinReady: *req.MinReady, MaxSize: maxSize}, nil
+	return domain.Pool{Name: req.Name, Provider: p.Provider, Params: p.Params, MinReady: *req.MinReady, MaxSize: maxSize}, nil
 }
 
 // HandlePoolCreate creates a warm pool.
@@ -184,7 +184,7 @@ func validatePool(cfg httpapi.Config, req CreatePoolRequest, providers map[strin
 //	@Header			201		{string}	Location			"the pool's URL path, /v1/pools/{name}"
 //	@Security		BearerAuth
 //	@Router			/v1/pools [post]
-func HandlePoolCreate(cfg httpapi.Config, st PoolStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandlePoolCreate(cfg httpapi.Config, st PoolStore, providers map[string]domain.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		var req CreatePoolRequest
 		if err := httpapi.DecodeJSON(c, &req); err != nil {
@@ -196,7 +196,7 @@ func HandlePoolCreate(cfg httpapi.Config, st PoolStore, providers map[string]san
 		}
 		p.Tenant = httpapi.TenantOf(c)
 		p, err = st.CreatePool(c.Request.Context(), p)
-		if sandbox.ErrorCode(err) == sandbox.CodeQuotaExceeded {
+		if domain.ErrorCode(err) == domain.CodeQuotaExceeded {
 			return httpapi.Exceeded(c, time.Minute, "%s", err.Error())
 		}
 		if err != nil {
@@ -292,14 +292,14 @@ func HandlePoolUpdate(st PoolStore) httpapi.HandlerFunc {
 			return err
 		}
 		if req.MinReady == nil && req.MaxSize == nil {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "name min_ready, max_size or both")
+			return domain.Errorf(domain.CodeInvalidRequest, "name min_ready, max_size or both")
 		}
 		// Each given size within its bounds; the store checks the pair.
 		if err := checkSizes(ptrOr(req.MinReady, 0), ptrOr(req.MaxSize, maxPoolSize)); err != nil {
 			return err
 		}
 		p, _, err := st.UpdatePool(c.Request.Context(), httpapi.TenantOf(c), name,
-			sandbox.PoolUpdate{MinReady: req.MinReady, MaxSize: req.MaxSize}, httpapi.CallerOf(c))
+			domain.PoolUpdate{MinReady: req.MinReady, MaxSize: req.MaxSize}, httpapi.CallerOf(c))
 		if err != nil {
 			return poolNotFoundAs(err, name)
 		}
@@ -346,5 +346,5 @@ func HandlePoolDelete(st PoolStore) httpapi.HandlerFunc {
 
 // poolClaimer is what a create naming a pool needs.
 type poolClaimer interface {
-	ClaimFromPool(ctx context.Context, p sandbox.ClaimParams) (sandbox.PoolClaim, error)
+	ClaimFromPool(ctx context.Context, p domain.ClaimParams) (domain.PoolClaim, error)
 }

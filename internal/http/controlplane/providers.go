@@ -5,8 +5,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // Provider describes one enabled provider.
@@ -71,7 +71,7 @@ type ProviderList struct {
 //	@Failure		400	{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter (it takes none)"
 //	@Security		BearerAuth
 //	@Router			/v1/providers [get]
-func HandleProviders(providers []sandbox.Provider) httpapi.HandlerFunc {
+func HandleProviders(providers []domain.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
@@ -89,8 +89,8 @@ func HandleProviders(providers []sandbox.Provider) httpapi.HandlerFunc {
 			}
 			out.Items = append(out.Items, Provider{
 				Name: p.Name(), Default: i == 0, Available: info.Available, Reason: httpapi.Optional(info.Reason),
-				Capabilities: Capabilities{Exec: info.Exec, Files: info.Files, Pause: sandbox.CanPause(p), Ports: sandbox.CanDialPorts(p), Snapshot: sandbox.CanSnapshot(p),
-					Processes: sandbox.CanRunProcesses(p), PTY: sandbox.CanPTY(p), Watch: sandbox.CanWatchFiles(p)},
+				Capabilities: Capabilities{Exec: info.Exec, Files: info.Files, Pause: domain.CanPause(p), Ports: domain.CanDialPorts(p), Snapshot: domain.CanSnapshot(p),
+					Processes: domain.CanRunProcesses(p), PTY: domain.CanPTY(p), Watch: domain.CanWatchFiles(p)},
 				WorkDir: httpapi.Optional(info.WorkDir), Images: images, Notes: notes,
 			})
 		}

@@ -16,8 +16,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // Sandbox is a sandbox as the API shows it.
@@ -74,7 +74,7 @@ type Sandbox struct {
 	FromSnapshot *string `json:"from_snapshot" extensions:"x-nullable" example:"snp_5q3k8w1m2n4p6r7s9t0v1x2y3w"`
 } // @name Sandbox
 
-func toSandbox(sb sandbox.Sandbox) Sandbox {
+func toSandbox(sb domain.Sandbox) Sandbox {
 	labels := sb.Labels
 	if labels == nil {
 		labels = map[string]string{}
@@ -148,18 +148,18 @@ type SandboxList struct {
 type SandboxCreator interface {
 	outageSettler
 	poolClaimer
-	CreateSandbox(ctx context.Context, p sandbox.CreateParams) (sandbox.Sandbox, bool, error)
-	GetSnapshot(ctx context.Context, tenant, id string) (sandbox.Snapshot, error)
+	CreateSandbox(ctx context.Context, p domain.CreateParams) (domain.Sandbox, bool, error)
+	GetSnapshot(ctx context.Context, tenant, id string) (domain.Snapshot, error)
 }
 
 // SandboxLister is what the sandbox list needs of the store.
 type SandboxLister interface {
-	ListSandboxes(ctx context.Context, f sandbox.ListFilter) ([]sandbox.Sandbox, *sandbox.Cursor, error)
+	ListSandboxes(ctx context.Context, f domain.ListFilter) ([]domain.Sandbox, *domain.Cursor, error)
 }
 
 // SandboxEnder is what an end (DELETE) needs of the store.
 type SandboxEnder interface {
-	EndSandbox(ctx context.Context, tenant, id string, reason sandbox.Reason, actor sandbox.Actor, by sandbox.Caller, message string) (sandbox.Sandbox, bool, error)
+	EndSandbox(ctx context.Context, tenant, id string, reason domain.Reason, actor domain.Actor, by domain.Caller, message string) (domain.Sandbox, bool, error)
 }
 
 // HandleSandboxCreate requests a sandbox.
@@ -187,7 +187,7 @@ type SandboxEnder interface {
 //	@Header			200,201,202		{string}	Location				"the sandbox's URL path, /v1/sandboxes/{id}"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes [post]
-func HandleSandboxCreate(cfg httpapi.Config, st SandboxCreator, providers map[string]sandbox.Provider, q *httpapi.Quotas, pm *poolMetrics) httpapi.HandlerFunc {
+func HandleSandboxCreate(cfg httpapi.Config, st SandboxCreator, providers map[string]domain.Provider, q *httpapi.Quotas, pm *poolMetrics) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		var req CreateSandboxRequest
 		if err := httpapi.DecodeJSON(c, &req); err != nil {
@@ -195,7 +195,7 @@ func HandleSandboxCreate(cfg httpapi.Config, st SandboxCreator, providers map[st
 		}
 		if req.Pool != "" || req.PoolOnly {
 			if req.FromSnapshot != "" || req.OnEnd != "" {
-				return sandbox.Errorf(sandbox.CodeInvalidRequest, "from_snapshot and on_end cannot be given with pool")
+				return domain.Errorf(domain.CodeInvalidRequest, "from_snapshot and on_end cannot be given with pool")
 			}
 			// A claim of a ready member adds no sandbox: the create quotas
 			// apply to its fallback create only (claimFromPool).
@@ -227,7 +227,7 @@ func HandleSandboxCreate(cfg httpapi.Config, st SandboxCreator, providers map[st
 }
 
 // createSandbox records the validated create p and answers it.
-func createSandbox(c *gin.Context, st SandboxCreator, p sandbox.CreateParams) error {
+func createSandbox(c *gin.Context, st SandboxCreator, p domain.CreateParams) error {
 	if p.Owner != "" {
 		// The owner's lease is judged: credit an outage first.
 		if err := st.SettleOutage(c.Request.Context()); err != nil {
@@ -251,7 +251,7 @@ func createSandbox(c *gin.Context, st SandboxCreator, p sandbox.CreateParams) er
 func idempotencyOf(c *gin.Context, req CreateSandboxRequest) (string, []byte, error) {
 	key := c.GetHeader("Idempotency-Key")
 	if key != "" && !validIdempotencyKey(key) {
-		return "", nil, sandbox.Errorf(sandbox.CodeInvalidRequest,
+		return "", nil, domain.Errorf(domain.CodeInvalidRequest,
 			"Idempotency-Key must be 1-%d printable ASCII characters", httpapi.MaxIdempotencyKey)
 	}
 	if key == "" {
@@ -286,10 +286,10 @@ func validIdempotencyKey(key string) bool {
 // validateCreate checks a create request and turns it into the store's
 // parameters: the id's shape, the provider, owner, labels, env and setup,
 // the TTL, then the params (made canonical) as the provider judges them.
-func validateCreate(cfg httpapi.Config, req *CreateSandboxRequest, providers map[string]sandbox.Provider) (sandbox.CreateParams, error) {
-	var p sandbox.CreateParams
-	if req.ID != "" && !sandbox.ValidID(req.ID) {
-		return p, sandbox.Errorf(sandbox.CodeInvalidRequest,
+func validateCreate(cfg httpapi.Config, req *CreateSandboxRequest, providers map[string]domain.Provider) (domain.CreateParams, error) {
+	var p domain.CreateParams
+	if req.ID != "" && !domain.ValidID(req.ID) {
+		return p, domain.Errorf(domain.CodeInvalidRequest,
 			`id must be "sbx_" and 26 characters of 0-9 and a-z without i, l, o and u`)
 	}
 	if req.Provider == "" {
@@ -321,9 +321,9 @@ func validateCreate(cfg httpapi.Config, req *CreateSandboxRequest, providers map
 		return p, err
 	}
 	if info := prov.Info(context.Background()); !info.Available {
-		return p, sandbox.Errorf(sandbox.CodeProviderUnavailable, "provider %q is unavailable on this server: %s", req.Provider, info.Reason)
+		return p, domain.Errorf(domain.CodeProviderUnavailable, "provider %q is unavailable on this server: %s", req.Provider, info.Reason)
 	}
-	return sandbox.CreateParams{
+	return domain.CreateParams{
 		ID:            req.ID,
 		Provider:      req.Provider,
 		Owner:         req.Owner,
@@ -339,12 +339,12 @@ func validateCreate(cfg httpapi.Config, req *CreateSandboxRequest, providers map
 
 // enabledProvider is the enabled provider name, or UNKNOWN_PROVIDER naming
 // the enabled ones.
-func enabledProvider(providers map[string]sandbox.Provider, name string) (sandbox.Provider, error) {
+func enabledProvider(providers map[string]domain.Provider, name string) (domain.Provider, error) {
 	if prov, ok := providers[name]; ok {
 		return prov, nil
 	}
 	names := slices.Sorted(maps.Keys(providers))
-	return nil, sandbox.Errorf(sandbox.CodeUnknownProvider,
+	return nil, domain.Errorf(domain.CodeUnknownProvider,
 		"provider %q is not enabled on this server (enabled: %s)", name, strings.Join(names, ", "))
 }
 
@@ -356,7 +356,7 @@ func canonicalParams(raw json.RawMessage) (json.RawMessage, error) {
 	if len(params) == 0 || string(params) == "null" {
 		return nil, nil
 	}
-	notObject := sandbox.Errorf(sandbox.CodeInvalidRequest, "params must be a JSON object")
+	notObject := domain.Errorf(domain.CodeInvalidRequest, "params must be a JSON object")
 	if params[0] != '{' {
 		return nil, notObject
 	}
@@ -386,7 +386,7 @@ func resolveTTL(cfg httpapi.Config, seconds *int64, hasOwner bool) (time.Duratio
 	}
 	maxSeconds := int64(cfg.MaxLifetime / time.Second)
 	if *seconds <= 0 || *seconds > maxSeconds {
-		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "ttl_seconds must be between 1 and %d (the max lifetime)", maxSeconds)
+		return 0, domain.Errorf(domain.CodeInvalidRequest, "ttl_seconds must be between 1 and %d (the max lifetime)", maxSeconds)
 	}
 	return time.Duration(*seconds) * time.Second, nil
 }
@@ -429,23 +429,23 @@ func HandleSandboxGet(cfg httpapi.Config, st httpapi.SandboxGetter, changes http
 		}
 		// done says when waiting is over: by default once the sandbox has
 		// settled; with until=released, once its resources are confirmed gone.
-		done := func(sb sandbox.Sandbox) bool { return sb.State.Settled() }
+		done := func(sb domain.Sandbox) bool { return sb.State.Settled() }
 		// mayBeDone says whether a change is worth a re-read: a change to
 		// another state that is still not done is not (changes are
 		// monotone, and a subscription always holds the latest). A change
 		// without an id is a "re-read everything" from the notifier.
-		mayBeDone := func(ch sandbox.Change) bool { return ch.ID == "" || ch.State.Settled() }
+		mayBeDone := func(ch domain.Change) bool { return ch.ID == "" || ch.State.Settled() }
 		switch until {
 		case "", "settled":
 		case "released":
-			done = func(sb sandbox.Sandbox) bool { return sb.Released }
-			mayBeDone = func(ch sandbox.Change) bool { return ch.ID == "" || ch.Released }
+			done = func(sb domain.Sandbox) bool { return sb.Released }
+			mayBeDone = func(ch domain.Change) bool { return ch.ID == "" || ch.Released }
 		default:
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "until must be settled or released")
+			return domain.Errorf(domain.CodeInvalidRequest, "until must be settled or released")
 		}
 		ctx, tenant := c.Request.Context(), httpapi.TenantOf(c)
 		var (
-			updates <-chan sandbox.Change
+			updates <-chan domain.Change
 			stop    = func() {}
 		)
 		if wait > 0 {
@@ -470,16 +470,16 @@ func HandleSandboxGet(cfg httpapi.Config, st httpapi.SandboxGetter, changes http
 // until done; a change worth a re-read is one mayBeDone accepts. A
 // draining server stops waiting.
 type waiting struct {
-	updates   <-chan sandbox.Change
+	updates   <-chan domain.Change
 	draining  context.Context
 	wait      time.Duration
-	done      func(sandbox.Sandbox) bool
-	mayBeDone func(sandbox.Change) bool
+	done      func(domain.Sandbox) bool
+	mayBeDone func(domain.Change) bool
 }
 
 // awaitSandbox re-reads sb until w says it is done or the wait ends, and
 // returns it as it is then. answer is false when the client left.
-func awaitSandbox(ctx context.Context, st httpapi.SandboxGetter, w waiting, sb sandbox.Sandbox) (_ sandbox.Sandbox, answer bool, err error) {
+func awaitSandbox(ctx context.Context, st httpapi.SandboxGetter, w waiting, sb domain.Sandbox) (_ domain.Sandbox, answer bool, err error) {
 	if w.wait <= 0 || w.done(sb) {
 		return sb, true, nil
 	}
@@ -515,19 +515,19 @@ var providerNamePattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
 func parseTime(name, s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "%s must be an RFC 3339 time such as 2026-01-02T15:04:05Z", name)
+		return time.Time{}, domain.Errorf(domain.CodeInvalidRequest, "%s must be an RFC 3339 time such as 2026-01-02T15:04:05Z", name)
 	}
 	return t, nil
 }
 
 // parseListFilter reads the list filters from the query.
-func parseListFilter(q url.Values) (sandbox.ListFilter, error) {
-	var f sandbox.ListFilter
+func parseListFilter(q url.Values) (domain.ListFilter, error) {
+	var f domain.ListFilter
 	var err error
-	if f.States, err = listValues(q["state"], "state", "a sandbox state", sandbox.States); err != nil {
+	if f.States, err = listValues(q["state"], "state", "a sandbox state", domain.States); err != nil {
 		return f, err
 	}
-	if f.Reasons, err = listValues(q["reason"], "reason", "a reason a sandbox ends with", sandbox.Reasons); err != nil {
+	if f.Reasons, err = listValues(q["reason"], "reason", "a reason a sandbox ends with", domain.Reasons); err != nil {
 		return f, err
 	}
 	if v, ok := q["owner"]; ok {
@@ -538,7 +538,7 @@ func parseListFilter(q url.Values) (sandbox.ListFilter, error) {
 	}
 	if v, ok := q["provider"]; ok {
 		if !providerNamePattern.MatchString(v[0]) {
-			return f, sandbox.Errorf(sandbox.CodeInvalidRequest, "provider must be a provider name such as sim or local")
+			return f, domain.Errorf(domain.CodeInvalidRequest, "provider must be a provider name such as sim or local")
 		}
 		f.Provider = v[0]
 	}
@@ -557,7 +557,7 @@ func parseListFilter(q url.Values) (sandbox.ListFilter, error) {
 	if v, ok := q["released"]; ok {
 		b, err := strconv.ParseBool(v[0])
 		if err != nil {
-			return f, sandbox.Errorf(sandbox.CodeInvalidRequest, "released must be true or false")
+			return f, domain.Errorf(domain.CodeInvalidRequest, "released must be true or false")
 		}
 		f.Released = &b
 	}
@@ -575,7 +575,7 @@ func listValues[T ~string](values []string, name, what string, known []T) ([]T, 
 				for i, k := range known {
 					names[i] = string(k)
 				}
-				return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "%s %q is not %s (%s)", name, part, what, strings.Join(names, ", "))
+				return nil, domain.Errorf(domain.CodeInvalidRequest, "%s %q is not %s (%s)", name, part, what, strings.Join(names, ", "))
 			}
 			out = append(out, T(part))
 		}
@@ -590,13 +590,13 @@ func parseLabelFilter(filters []string) (map[string]string, error) {
 	for _, l := range filters {
 		k, v, ok := strings.Cut(l, "=")
 		if !ok {
-			return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "label filter %q must look like key=value", l)
+			return nil, domain.Errorf(domain.CodeInvalidRequest, "label filter %q must look like key=value", l)
 		}
 		if labels == nil {
 			labels = map[string]string{}
 		}
 		if prev, dup := labels[k]; dup && prev != v {
-			return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "label filter names key %q twice with different values", k)
+			return nil, domain.Errorf(domain.CodeInvalidRequest, "label filter names key %q twice with different values", k)
 		}
 		labels[k] = v
 	}
@@ -681,7 +681,7 @@ func HandleSandboxDelete(st SandboxEnder) httpapi.HandlerFunc {
 		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
 		}
-		sb, changed, err := st.EndSandbox(c.Request.Context(), httpapi.TenantOf(c), id, sandbox.ReasonRequested, sandbox.ActorClient, httpapi.CallerOf(c), "deleted by client")
+		sb, changed, err := st.EndSandbox(c.Request.Context(), httpapi.TenantOf(c), id, domain.ReasonRequested, domain.ActorClient, httpapi.CallerOf(c), "deleted by client")
 		if err != nil {
 			return httpapi.NotFoundAs(err, id)
 		}

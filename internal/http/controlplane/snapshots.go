@@ -7,8 +7,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // Snapshot is a snapshot as the API shows it: a copy of a sandbox's
@@ -43,7 +43,7 @@ type SnapshotList struct {
 	NextCursor *string `json:"next_cursor" extensions:"x-nullable" example:"MTc2NzM2NjI0NTEyMzQ1NnxzbnBfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o"`
 } // @name SnapshotList
 
-func toSnapshot(sn sandbox.Snapshot) Snapshot {
+func toSnapshot(sn domain.Snapshot) Snapshot {
 	return Snapshot{
 		ID: sn.ID, State: string(sn.State), Kind: string(sn.Kind), SourceSandboxID: sn.SourceID, Provider: sn.Provider,
 		SizeBytes: sn.Size, Error: httpapi.Optional(sn.Error), CreatedAt: sn.CreatedAt.UTC(),
@@ -53,14 +53,14 @@ func toSnapshot(sn sandbox.Snapshot) Snapshot {
 
 // SnapshotStore is what the snapshot handlers need of the store.
 type SnapshotStore interface {
-	RequestSnapshot(ctx context.Context, r sandbox.SnapshotRequest) (sandbox.Snapshot, error)
-	GetSnapshot(ctx context.Context, tenant, id string) (sandbox.Snapshot, error)
-	ListSnapshots(ctx context.Context, f sandbox.SnapshotFilter) ([]sandbox.Snapshot, *sandbox.Cursor, error)
-	DeleteSnapshot(ctx context.Context, tenant, id string) (sandbox.Snapshot, bool, error)
+	RequestSnapshot(ctx context.Context, r domain.SnapshotRequest) (domain.Snapshot, error)
+	GetSnapshot(ctx context.Context, tenant, id string) (domain.Snapshot, error)
+	ListSnapshots(ctx context.Context, f domain.SnapshotFilter) ([]domain.Snapshot, *domain.Cursor, error)
+	DeleteSnapshot(ctx context.Context, tenant, id string) (domain.Snapshot, bool, error)
 }
 
 type snapshotGetter interface {
-	GetSnapshot(ctx context.Context, tenant, id string) (sandbox.Snapshot, error)
+	GetSnapshot(ctx context.Context, tenant, id string) (domain.Snapshot, error)
 }
 
 // snapshotCreator is what the snapshot request needs.
@@ -91,7 +91,7 @@ const snapshotPoll = time.Second
 //	@Header			202		{string}	Location			"the snapshot's URL path, /v1/snapshots/{id}"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/snapshots [post]
-func HandleSnapshotCreate(cfg httpapi.Config, st snapshotCreator, changes httpapi.ChangeSubscriber, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
+func HandleSnapshotCreate(cfg httpapi.Config, st snapshotCreator, changes httpapi.ChangeSubscriber, providers map[string]domain.Provider, draining context.Context) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		id, err := httpapi.SandboxID(c)
 		if err != nil {
@@ -106,15 +106,15 @@ func HandleSnapshotCreate(cfg httpapi.Config, st snapshotCreator, changes httpap
 		if err != nil {
 			return httpapi.NotFoundAs(err, id)
 		}
-		if p := providers[cur.Provider]; p == nil || !sandbox.CanSnapshot(p) {
-			return sandbox.Errorf(sandbox.CodeNotSupported, "provider %s cannot snapshot sandboxes", cur.Provider)
+		if p := providers[cur.Provider]; p == nil || !domain.CanSnapshot(p) {
+			return domain.Errorf(domain.CodeNotSupported, "provider %s cannot snapshot sandboxes", cur.Provider)
 		}
-		sn, err := st.RequestSnapshot(ctx, sandbox.SnapshotRequest{
+		sn, err := st.RequestSnapshot(ctx, domain.SnapshotRequest{
 			Tenant: tenant, SourceID: id, Caller: httpapi.CallerOf(c), Timeout: cfg.SnapshotTimeout, Retention: cfg.SnapshotRetention,
 			MaxCount: cfg.SnapshotMaxPerTenant, MaxBytes: cfg.SnapshotMaxBytesPerTenant,
 		})
 		if err != nil {
-			if sandbox.ErrorCode(err) == sandbox.CodeQuotaExceeded {
+			if domain.ErrorCode(err) == domain.CodeQuotaExceeded {
 				c.Header("Retry-After", "60") // once snapshots are deleted, or expire
 			}
 			return httpapi.NotFoundAs(err, id)
@@ -140,11 +140,11 @@ func waitQuery(c *gin.Context, cfg httpapi.Config) (time.Duration, error) {
 
 // awaitSnapshot re-reads sn until it is no longer creating, wait passes,
 // the client goes or the server drains; it returns the last read. The
-// store announces a snapshot leaving creating (sandbox.SnapshotChanged), so
+// store announces a snapshot leaving creating (domain.SnapshotChanged), so
 // the answer comes at once; a slow poll backs up the announcements, which
 // are best effort.
-func awaitSnapshot(ctx context.Context, st SnapshotStore, changes httpapi.ChangeSubscriber, draining context.Context, wait time.Duration, sn sandbox.Snapshot) (sandbox.Snapshot, error) {
-	if wait <= 0 || sn.State != sandbox.SnapshotCreating {
+func awaitSnapshot(ctx context.Context, st SnapshotStore, changes httpapi.ChangeSubscriber, draining context.Context, wait time.Duration, sn domain.Snapshot) (domain.Snapshot, error) {
+	if wait <= 0 || sn.State != domain.SnapshotCreating {
 		return sn, nil
 	}
 	timer := time.NewTimer(wait)
@@ -155,7 +155,7 @@ func awaitSnapshot(ctx context.Context, st SnapshotStore, changes httpapi.Change
 	// catches a change announced between the two.
 	updates, stop := changes.SubscribeSandbox(sn.ID)
 	defer stop()
-	for first := true; sn.State == sandbox.SnapshotCreating; first = false {
+	for first := true; sn.State == domain.SnapshotCreating; first = false {
 		if !first {
 			select {
 			case <-ctx.Done():
@@ -180,19 +180,19 @@ func awaitSnapshot(ctx context.Context, st SnapshotStore, changes httpapi.Change
 // snapshotIDParam is the path's snapshot id; a malformed one is not found.
 func snapshotIDParam(c *gin.Context) (string, error) {
 	id := c.Param("id")
-	if !sandbox.ValidSnapshotID(id) {
+	if !domain.ValidSnapshotID(id) {
 		return "", snapshotNotFound(id)
 	}
 	return id, nil
 }
 
 func snapshotNotFound(id string) error {
-	return sandbox.Errorf(sandbox.CodeNotFound, "snapshot %q not found", id)
+	return domain.Errorf(domain.CodeNotFound, "snapshot %q not found", id)
 }
 
 // snapshotNotFoundAs names the snapshot in a not-found error.
 func snapshotNotFoundAs(err error, id string) error {
-	if sandbox.ErrorCode(err) == sandbox.CodeNotFound {
+	if domain.ErrorCode(err) == domain.CodeNotFound {
 		return snapshotNotFound(id)
 	}
 	return err
@@ -252,16 +252,16 @@ func HandleSnapshotList(st SnapshotStore) httpapi.HandlerFunc {
 		if err := httpapi.OnlyQuery(c, "sandbox", "limit", "cursor"); err != nil {
 			return err
 		}
-		f := sandbox.SnapshotFilter{Tenant: httpapi.TenantOf(c), SourceID: c.Query("sandbox")}
-		if f.SourceID != "" && !sandbox.ValidID(f.SourceID) {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "sandbox must be a sandbox id")
+		f := domain.SnapshotFilter{Tenant: httpapi.TenantOf(c), SourceID: c.Query("sandbox")}
+		if f.SourceID != "" && !domain.ValidID(f.SourceID) {
+			return domain.Errorf(domain.CodeInvalidRequest, "sandbox must be a sandbox id")
 		}
 		var err error
 		if f.Limit, err = httpapi.ParseLimit(c); err != nil {
 			return err
 		}
 		if cur, ok := c.GetQuery("cursor"); ok {
-			if f.After, err = httpapi.DecodeCursorOf(cur, sandbox.ValidSnapshotID); err != nil {
+			if f.After, err = httpapi.DecodeCursorOf(cur, domain.ValidSnapshotID); err != nil {
 				return err
 			}
 		}
@@ -317,22 +317,22 @@ func HandleSnapshotDelete(st SnapshotStore) httpapi.HandlerFunc {
 // provider, the node holding it) on p: an unknown snapshot, or another
 // tenant's, is NOT_FOUND; one not ready, SNAPSHOT_NOT_READY; one of another
 // provider, SNAPSHOT_PROVIDER_MISMATCH.
-func startFrom(ctx context.Context, st snapshotGetter, prov sandbox.Provider, tenant, id string, p *sandbox.CreateParams) error {
-	if !sandbox.CanSnapshot(prov) {
-		return sandbox.Errorf(sandbox.CodeNotSupported, "provider %s cannot start sandboxes from snapshots", prov.Name())
+func startFrom(ctx context.Context, st snapshotGetter, prov domain.Provider, tenant, id string, p *domain.CreateParams) error {
+	if !domain.CanSnapshot(prov) {
+		return domain.Errorf(domain.CodeNotSupported, "provider %s cannot start sandboxes from snapshots", prov.Name())
 	}
-	if !sandbox.ValidSnapshotID(id) {
+	if !domain.ValidSnapshotID(id) {
 		return snapshotNotFound(id)
 	}
 	sn, err := st.GetSnapshot(ctx, tenant, id)
 	if err != nil {
 		return snapshotNotFoundAs(err, id)
 	}
-	if sn.State != sandbox.SnapshotReady {
-		return sandbox.Errorf(sandbox.CodeSnapshotNotReady, "snapshot %s is %s: a sandbox starts only from a ready one", id, sn.State)
+	if sn.State != domain.SnapshotReady {
+		return domain.Errorf(domain.CodeSnapshotNotReady, "snapshot %s is %s: a sandbox starts only from a ready one", id, sn.State)
 	}
 	if sn.Provider != prov.Name() {
-		return sandbox.Errorf(sandbox.CodeSnapshotProviderMismatch, "snapshot %s is of provider %s, not %s", id, sn.Provider, prov.Name())
+		return domain.Errorf(domain.CodeSnapshotProviderMismatch, "snapshot %s is of provider %s, not %s", id, sn.Provider, prov.Name())
 	}
 	p.FromSnapshot, p.Node = sn.ID, sn.Node
 	return nil
@@ -341,20 +341,20 @@ func startFrom(ctx context.Context, st snapshotGetter, prov sandbox.Provider, te
 // resolveOnEnd is a create's on_end as the store records it: "snapshot" or
 // "", from the request's ("snapshot", "none" or "": the server's default
 // for a provider that snapshots).
-func resolveOnEnd(cfg httpapi.Config, prov sandbox.Provider, onEnd string) (string, error) {
+func resolveOnEnd(cfg httpapi.Config, prov domain.Provider, onEnd string) (string, error) {
 	switch onEnd {
 	case "none":
 		return "", nil
 	case "":
-		if cfg.DefaultOnEnd == sandbox.OnEndSnapshot && sandbox.CanSnapshot(prov) {
-			return sandbox.OnEndSnapshot, nil
+		if cfg.DefaultOnEnd == domain.OnEndSnapshot && domain.CanSnapshot(prov) {
+			return domain.OnEndSnapshot, nil
 		}
 		return "", nil
-	case sandbox.OnEndSnapshot:
-		if !sandbox.CanSnapshot(prov) {
-			return "", sandbox.Errorf(sandbox.CodeNotSupported, "provider %s cannot snapshot sandboxes: on_end snapshot is not possible", prov.Name())
+	case domain.OnEndSnapshot:
+		if !domain.CanSnapshot(prov) {
+			return "", domain.Errorf(domain.CodeNotSupported, "provider %s cannot snapshot sandboxes: on_end snapshot is not possible", prov.Name())
 		}
 		return onEnd, nil
 	}
-	return "", sandbox.Errorf(sandbox.CodeInvalidRequest, `on_end must be "snapshot" or "none"`)
+	return "", domain.Errorf(domain.CodeInvalidRequest, `on_end must be "snapshot" or "none"`)
 }

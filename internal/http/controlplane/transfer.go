@@ -7,8 +7,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // OwnerRequest is the body of an owner transfer.
@@ -20,7 +20,7 @@ type OwnerRequest struct {
 // OwnerTransferrer is what an owner transfer needs of the store.
 type OwnerTransferrer interface {
 	outageSettler
-	TransferOwner(ctx context.Context, tenant, id, owner string, ttl time.Duration, by sandbox.Caller) (sandbox.Sandbox, error)
+	TransferOwner(ctx context.Context, tenant, id, owner string, ttl time.Duration, by domain.Caller) (domain.Sandbox, error)
 }
 
 // HandleSandboxOwner hands a sandbox to another owner.

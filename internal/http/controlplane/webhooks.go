@@ -11,8 +11,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/webhook"
 )
 
@@ -170,7 +170,7 @@ func toDelivery(d webhook.Delivery) WebhookDelivery {
 // before it writes.)
 func mayManageWebhooks(c *gin.Context) error {
 	if !httpapi.ManagesKeys(c) {
-		return sandbox.Errorf(sandbox.CodeForbidden, "webhooks take an API key with manage_keys; this one lacks it")
+		return domain.Errorf(domain.CodeForbidden, "webhooks take an API key with manage_keys; this one lacks it")
 	}
 	return nil
 }
@@ -181,7 +181,7 @@ func mayManageWebhooks(c *gin.Context) error {
 func webhookFromPath(c *gin.Context, allowed ...string) (string, error) {
 	id := c.Param("id")
 	if !webhook.ValidID(webhook.EndpointIDPrefix, id) {
-		return "", sandbox.Errorf(sandbox.CodeNotFound, "webhook %q not found", id)
+		return "", domain.Errorf(domain.CodeNotFound, "webhook %q not found", id)
 	}
 	if err := httpapi.OnlyQuery(c, allowed...); err != nil {
 		return "", err
@@ -205,21 +205,21 @@ func parseFilter(req *WebhookFilterRequest) (webhook.Filter, error) {
 		return f, nil
 	}
 	if len(req.States) > maxFilterEntries || len(req.Reasons) > maxFilterEntries || len(req.Types) > maxFilterEntries {
-		return f, sandbox.Errorf(sandbox.CodeInvalidRequest, "events.states, events.reasons and events.types take at most %d entries each", maxFilterEntries)
+		return f, domain.Errorf(domain.CodeInvalidRequest, "events.states, events.reasons and events.types take at most %d entries each", maxFilterEntries)
 	}
 	for _, t := range req.Types {
-		et := sandbox.EventType(t)
-		if !slices.Contains(sandbox.EventTypes, et) {
-			return f, sandbox.Errorf(sandbox.CodeInvalidRequest, "events.types: %q is not an event type", t)
+		et := domain.EventType(t)
+		if !slices.Contains(domain.EventTypes, et) {
+			return f, domain.Errorf(domain.CodeInvalidRequest, "events.types: %q is not an event type", t)
 		}
 		if !slices.Contains(f.Types, et) {
 			f.Types = append(f.Types, et)
 		}
 	}
 	for _, s := range req.States {
-		st := sandbox.State(s)
-		if !slices.Contains(sandbox.States, st) {
-			return f, sandbox.Errorf(sandbox.CodeInvalidRequest, "events.states: %q is not a sandbox state", s)
+		st := domain.State(s)
+		if !slices.Contains(domain.States, st) {
+			return f, domain.Errorf(domain.CodeInvalidRequest, "events.states: %q is not a sandbox state", s)
 		}
 		if !slices.Contains(f.States, st) {
 			f.States = append(f.States, st)
@@ -227,9 +227,9 @@ func parseFilter(req *WebhookFilterRequest) (webhook.Filter, error) {
 	}
 	reasons := webhook.EventReasons()
 	for _, r := range req.Reasons {
-		rs := sandbox.Reason(r)
+		rs := domain.Reason(r)
 		if !slices.Contains(reasons, rs) {
-			return f, sandbox.Errorf(sandbox.CodeInvalidRequest, "events.reasons: %q is not an event reason", r)
+			return f, domain.Errorf(domain.CodeInvalidRequest, "events.reasons: %q is not an event reason", r)
 		}
 		if !slices.Contains(f.Reasons, rs) {
 			f.Reasons = append(f.Reasons, rs)
@@ -266,7 +266,7 @@ func HandleWebhookCreate(cfg httpapi.Config, st WebhookStore, guard webhook.Guar
 			return err
 		}
 		if len(req.Description) > maxWebhookDescription || strings.IndexFunc(req.Description, unicode.IsControl) >= 0 {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "description must be at most %d bytes, no control characters", maxWebhookDescription)
+			return domain.Errorf(domain.CodeInvalidRequest, "description must be at most %d bytes, no control characters", maxWebhookDescription)
 		}
 		filter, err := parseFilter(req.Events)
 		if err != nil {
@@ -282,7 +282,7 @@ func HandleWebhookCreate(cfg httpapi.Config, st WebhookStore, guard webhook.Guar
 			Tenant: httpapi.TenantOf(c), URL: req.URL, Description: req.Description, Filter: filter,
 			By: httpapi.CallerOf(c).KeyID, Max: cfg.WebhookMaxEndpoints,
 		})
-		if sandbox.ErrorCode(err) == sandbox.CodeQuotaExceeded {
+		if domain.ErrorCode(err) == domain.CodeQuotaExceeded {
 			c.Header("Retry-After", "60")
 		}
 		if err != nil {
@@ -355,8 +355,8 @@ func HandleWebhookGet(st WebhookStore) httpapi.HandlerFunc {
 }
 
 func webhookNotFound(err error, id string) error {
-	if sandbox.ErrorCode(err) == sandbox.CodeNotFound {
-		return sandbox.Errorf(sandbox.CodeNotFound, "webhook %s not found", id)
+	if domain.ErrorCode(err) == domain.CodeNotFound {
+		return domain.Errorf(domain.CodeNotFound, "webhook %s not found", id)
 	}
 	return err
 }
@@ -419,7 +419,7 @@ func HandleWebhookDeliveries(st WebhookStore) httpapi.HandlerFunc {
 		var before int64
 		if cur, ok := c.GetQuery("cursor"); ok {
 			if before, err = strconv.ParseInt(cur, 10, 64); err != nil || before < 1 {
-				return sandbox.Errorf(sandbox.CodeInvalidRequest, "cursor must be the next_cursor of a previous page")
+				return domain.Errorf(domain.CodeInvalidRequest, "cursor must be the next_cursor of a previous page")
 			}
 		}
 		if err := mayManageWebhooks(c); err != nil {
@@ -474,11 +474,11 @@ func HandleWebhookReplay(st WebhookStore) httpapi.HandlerFunc {
 		}
 		switch {
 		case req.FromEventID < 0:
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "from_event_id must be an event id (a positive integer)")
+			return domain.Errorf(domain.CodeInvalidRequest, "from_event_id must be an event id (a positive integer)")
 		case req.FromEventID > 0 && req.FromDeliveryID != "":
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "pass from_event_id or from_delivery_id, not both")
+			return domain.Errorf(domain.CodeInvalidRequest, "pass from_event_id or from_delivery_id, not both")
 		case req.FromDeliveryID != "" && !webhook.ValidID(webhook.DeliveryIDPrefix, req.FromDeliveryID):
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "webhook %s has no delivery %q", id, req.FromDeliveryID)
+			return domain.Errorf(domain.CodeInvalidRequest, "webhook %s has no delivery %q", id, req.FromDeliveryID)
 		}
 		if err := mayManageWebhooks(c); err != nil {
 			return err

@@ -12,8 +12,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // Activity is one exec, file transfer, or request to a port a client made in a sandbox.
@@ -71,13 +71,13 @@ type ActivityList struct {
 
 // ActivityRecorder writes activity records.
 type ActivityRecorder interface {
-	RecordActivity(ctx context.Context, a sandbox.Activity) error
+	RecordActivity(ctx context.Context, a domain.Activity) error
 }
 
 // ActivityLister reads a sandbox's activity.
 type ActivityLister interface {
 	httpapi.SandboxGetter
-	SandboxActivity(ctx context.Context, sandboxID string, after int64, limit int) ([]sandbox.Activity, error)
+	SandboxActivity(ctx context.Context, sandboxID string, after int64, limit int) ([]domain.Activity, error)
 }
 
 // Store is what the data-plane handlers need: the sandbox, and a place to
@@ -99,16 +99,16 @@ const activityTimeout = 5 * time.Second
 // tether_activity_record_failures_total, which operators alert on (see
 // docs/security.md). Input a record could not hold is refused before the
 // operation (filePath, the exec checks).
-func RecordActivity(c *gin.Context, log *slog.Logger, st ActivityRecorder, sb sandbox.Sandbox, a sandbox.Activity, started time.Time, err error) {
+func RecordActivity(c *gin.Context, log *slog.Logger, st ActivityRecorder, sb domain.Sandbox, a domain.Activity, started time.Time, err error) {
 	writeActivity(c.Request.Context(), log, st, activityOf(c, sb, a, started, err), httpapi.RequestID(c))
 }
 
 // activityOf completes a, the record of an operation on sb that began at
 // started and ended with err: who asked, how long it took, its error code.
-func activityOf(c *gin.Context, sb sandbox.Sandbox, a sandbox.Activity, started time.Time, err error) sandbox.Activity {
+func activityOf(c *gin.Context, sb domain.Sandbox, a domain.Activity, started time.Time, err error) domain.Activity {
 	a.SandboxID, a.Tenant, a.Caller, a.Duration = sb.ID, sb.Tenant, httpapi.CallerOf(c), time.Since(started)
-	if a.Kind == sandbox.ActivityPreview {
-		a.Caller = sandbox.Caller{} // no API key: the preview_id says who
+	if a.Kind == domain.ActivityPreview {
+		a.Caller = domain.Caller{} // no API key: the preview_id says who
 	}
 	if err != nil {
 		// The code the client is (or would have been) answered with.
@@ -120,7 +120,7 @@ func activityOf(c *gin.Context, sb sandbox.Sandbox, a sandbox.Activity, started 
 // writeActivity writes the complete record a of the request whose context
 // is ctx (see RecordActivity), within activityTimeout even if the request
 // ends first.
-func writeActivity(ctx context.Context, log *slog.Logger, st ActivityRecorder, a sandbox.Activity, reqID string) {
+func writeActivity(ctx context.Context, log *slog.Logger, st ActivityRecorder, a domain.Activity, reqID string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), activityTimeout)
 	defer cancel()
 	if rerr := st.RecordActivity(ctx, a); rerr != nil {
@@ -139,12 +139,12 @@ func writeActivity(ctx context.Context, log *slog.Logger, st ActivityRecorder, a
 // it is answered, so that the node which relays the answer can read the
 // record at once too. A read through any other replica, or of the table,
 // may come before the record, by the record's round trip.
-func answerThenRecord(c *gin.Context, log *slog.Logger, st Store, sb sandbox.Sandbox, a sandbox.Activity, started time.Time, out any) error {
+func answerThenRecord(c *gin.Context, log *slog.Logger, st Store, sb domain.Sandbox, a domain.Activity, started time.Time, out any) error {
 	return AnswerWithThenRecord(c, log, st, sb, a, started, http.StatusOK, out)
 }
 
 // AnswerWithThenRecord is answerThenRecord with another status than 200.
-func AnswerWithThenRecord(c *gin.Context, log *slog.Logger, st Store, sb sandbox.Sandbox, a sandbox.Activity, started time.Time,
+func AnswerWithThenRecord(c *gin.Context, log *slog.Logger, st Store, sb domain.Sandbox, a domain.Activity, started time.Time,
 	status int, out any,
 ) error {
 	a = activityOf(c, sb, a, started, nil)
@@ -250,13 +250,13 @@ func (s AuditedStore) expect(sandboxID string) (done func()) { return s.onTheirW
 
 // SandboxActivity reads the sandbox's activity once the records this
 // replica was writing when the read began are in.
-func (s AuditedStore) SandboxActivity(ctx context.Context, sandboxID string, after int64, limit int) ([]sandbox.Activity, error) {
+func (s AuditedStore) SandboxActivity(ctx context.Context, sandboxID string, after int64, limit int) ([]domain.Activity, error) {
 	s.onTheirWay.await(ctx, sandboxID)
 	return s.dataStore.SandboxActivity(ctx, sandboxID, after, limit)
 }
 
 // RecordActivity implements activityRecorder.
-func (s AuditedStore) RecordActivity(ctx context.Context, a sandbox.Activity) error {
+func (s AuditedStore) RecordActivity(ctx context.Context, a domain.Activity) error {
 	err := s.dataStore.RecordActivity(ctx, a)
 	if err != nil {
 		s.failures.Inc()
@@ -276,7 +276,7 @@ func (r *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func toActivity(a sandbox.Activity) Activity {
+func toActivity(a domain.Activity) Activity {
 	out := Activity{
 		ID: a.ID, SandboxID: a.SandboxID, At: a.At.UTC(), KeyID: httpapi.Optional(a.Caller.KeyID), KeyName: httpapi.CallerName(a.Caller),
 		Kind: string(a.Kind), ExitCode: a.ExitCode, Bytes: a.Bytes, DurationMS: a.Duration.Milliseconds(),
@@ -284,13 +284,13 @@ func toActivity(a sandbox.Activity) Activity {
 	}
 	target := a.Target
 	switch a.Kind {
-	case sandbox.ActivityExec, sandbox.ActivityProcessStart:
+	case domain.ActivityExec, domain.ActivityProcessStart:
 		out.Command = &target
-	case sandbox.ActivityProcessInput, sandbox.ActivityTerminal:
+	case domain.ActivityProcessInput, domain.ActivityTerminal:
 		out.Input = &target
-	case sandbox.ActivityProcessSignal:
+	case domain.ActivityProcessSignal:
 		out.Signal = &target
-	case sandbox.ActivityPort, sandbox.ActivityPreview:
+	case domain.ActivityPort, domain.ActivityPreview:
 		out.Request, out.PreviewID = &target, httpapi.Optional(a.PreviewID)
 		out.Port, out.HTTPStatus = optionalInt(a.Port), optionalInt(a.Status)
 	default:

@@ -9,8 +9,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // HandleArchivePut extracts a tar archive into a folder of a sandbox.
@@ -34,19 +34,19 @@ import (
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/archive [put]
-func HandleArchivePut(log *slog.Logger, cfg httpapi.Config, st Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleArchivePut(log *slog.Logger, cfg httpapi.Config, st Store, providers map[string]domain.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		path, err := filePath(c)
 		if err != nil {
 			return err
 		}
-		sb, archives, err := ReadySandbox[sandbox.Archives](c, st, providers, "archives")
+		sb, archives, err := ReadySandbox[domain.Archives](c, st, providers, "archives")
 		if err != nil {
 			return err
 		}
 		started, body := time.Now(), &countingReader{r: c.Request.Body}
 		err = httpapi.BodyError(c, archives.WriteArchive(c.Request.Context(), sb.ID, path, body, cfg.MaxFileBytes))
-		RecordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityArchiveWrite, Target: path, Bytes: &body.n}, started, err)
+		RecordActivity(c, log, st, sb, domain.Activity{Kind: domain.ActivityArchiveWrite, Target: path, Bytes: &body.n}, started, err)
 		if err != nil {
 			return err
 		}
@@ -74,13 +74,13 @@ func HandleArchivePut(log *slog.Logger, cfg httpapi.Config, st Store, providers 
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/archive [get]
-func HandleArchiveGet(log *slog.Logger, cfg httpapi.Config, st Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleArchiveGet(log *slog.Logger, cfg httpapi.Config, st Store, providers map[string]domain.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		path, err := filePath(c)
 		if err != nil {
 			return err
 		}
-		sb, archives, err := ReadySandbox[sandbox.Archives](c, st, providers, "archives")
+		sb, archives, err := ReadySandbox[domain.Archives](c, st, providers, "archives")
 		if err != nil {
 			return err
 		}
@@ -89,9 +89,9 @@ func HandleArchiveGet(log *slog.Logger, cfg httpapi.Config, st Store, providers 
 		err = archives.ReadArchive(c.Request.Context(), sb.ID, path, capped)
 		if capped.cut {
 			// Whatever the provider made of its failed write, this is why.
-			err = sandbox.Errorf(sandbox.CodePayloadTooLarge, "the archive of %s exceeds the %d-byte limit (MAX_FILE_BYTES); it was cut there", path, cfg.MaxFileBytes)
+			err = domain.Errorf(domain.CodePayloadTooLarge, "the archive of %s exceeds the %d-byte limit (MAX_FILE_BYTES); it was cut there", path, cfg.MaxFileBytes)
 		}
-		RecordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityArchiveRead, Target: path, Bytes: &w.n}, started, err)
+		RecordActivity(c, log, st, sb, domain.Activity{Kind: domain.ActivityArchiveRead, Target: path, Bytes: &w.n}, started, err)
 		if err != nil && w.started {
 			// Too late for a problem document: cut the response short.
 			panic(http.ErrAbortHandler)

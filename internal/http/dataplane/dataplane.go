@@ -15,9 +15,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/http/jsoncodec"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // ExecRequest is the body of POST /v1/sandboxes/{id}/exec.
@@ -54,11 +54,11 @@ type ExecResult struct {
 
 // ReadySandbox finds the sandbox a data-plane request is for and checks it
 // is ready and its provider has the capability C.
-func ReadySandbox[C any](c *gin.Context, st httpapi.SandboxGetter, providers map[string]sandbox.Provider, op string) (sandbox.Sandbox, C, error) {
+func ReadySandbox[C any](c *gin.Context, st httpapi.SandboxGetter, providers map[string]domain.Provider, op string) (domain.Sandbox, C, error) {
 	var zero C
 	id, err := httpapi.SandboxID(c)
 	if err != nil {
-		return sandbox.Sandbox{}, zero, err
+		return domain.Sandbox{}, zero, err
 	}
 	sb, looked := httpapi.RoutedSandbox(c)
 	if !looked {
@@ -66,16 +66,16 @@ func ReadySandbox[C any](c *gin.Context, st httpapi.SandboxGetter, providers map
 			return sb, zero, httpapi.NotFoundAs(err, id)
 		}
 	}
-	if sb.State != sandbox.StateReady {
-		return sb, zero, sandbox.StateConflict(id, sb.State, op+" (the sandbox must be ready)")
+	if sb.State != domain.StateReady {
+		return sb, zero, domain.StateConflict(id, sb.State, op+" (the sandbox must be ready)")
 	}
 	p, ok := providers[sb.Provider]
 	if !ok {
-		return sb, zero, sandbox.Errorf(sandbox.CodeProviderUnavailable, "provider %q is not enabled on this server", sb.Provider)
+		return sb, zero, domain.Errorf(domain.CodeProviderUnavailable, "provider %q is not enabled on this server", sb.Provider)
 	}
 	capability, ok := p.(C)
 	if !ok {
-		return sb, zero, sandbox.Errorf(sandbox.CodeNotSupported, "provider %q does not support %s", sb.Provider, op)
+		return sb, zero, domain.Errorf(domain.CodeNotSupported, "provider %q does not support %s", sb.Provider, op)
 	}
 	return sb, capability, nil
 }
@@ -104,7 +104,7 @@ func ReadySandbox[C any](c *gin.Context, st httpapi.SandboxGetter, providers map
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/exec [post]
-func HandleSandboxExec(log *slog.Logger, cfg httpapi.Config, st Store, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
+func HandleSandboxExec(log *slog.Logger, cfg httpapi.Config, st Store, providers map[string]domain.Provider, draining context.Context) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		call, err := execRequestOf(c, cfg)
 		if err != nil {
@@ -112,16 +112,16 @@ func HandleSandboxExec(log *slog.Logger, cfg httpapi.Config, st Store, providers
 		}
 		execReq := call.Req
 		if wantsEventStream(c) {
-			sb, execer, err := ReadySandbox[sandbox.StreamExecer](c, st, providers, "streaming exec")
+			sb, execer, err := ReadySandbox[domain.StreamExecer](c, st, providers, "streaming exec")
 			if err != nil {
 				return err
 			}
 			return httpapi.EndedMeanwhile(c, st, sb, "streaming exec",
-				streamExec(c, log, draining, execer, sb.ID, call, func(res sandbox.ExecResult, output int64, started time.Time, err error) {
+				streamExec(c, log, draining, execer, sb.ID, call, func(res domain.ExecResult, output int64, started time.Time, err error) {
 					RecordActivity(c, log, st, sb, execActivity(execReq.Command, res, output, err), started, err)
 				}))
 		}
-		sb, execer, err := ReadySandbox[sandbox.Execer](c, st, providers, "exec")
+		sb, execer, err := ReadySandbox[domain.Execer](c, st, providers, "exec")
 		if err != nil {
 			return err
 		}
@@ -184,10 +184,10 @@ func parseExec(raw []byte, cfg httpapi.Config) (httpapi.ExecCall, error) {
 		return httpapi.ExecCall{}, err
 	}
 	if req.Command == "" {
-		return httpapi.ExecCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "command is required")
+		return httpapi.ExecCall{}, domain.Errorf(domain.CodeInvalidRequest, "command is required")
 	}
 	if strings.ContainsRune(req.Command, 0) || strings.ContainsRune(req.WorkDir, 0) {
-		return httpapi.ExecCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "command and workdir must not contain NUL bytes")
+		return httpapi.ExecCall{}, domain.Errorf(domain.CodeInvalidRequest, "command and workdir must not contain NUL bytes")
 	}
 	timeout, err := execTimeout(req.TimeoutSeconds, cfg.MaxExecTimeout)
 	if err != nil {
@@ -195,16 +195,16 @@ func parseExec(raw []byte, cfg httpapi.Config) (httpapi.ExecCall, error) {
 	}
 	for k, v := range req.Env {
 		if !httpapi.EnvKeyPattern.MatchString(k) || len(v) > httpapi.MaxEnvValue || strings.ContainsRune(v, 0) {
-			return httpapi.ExecCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "env %q: names must match [A-Za-z_][A-Za-z0-9_]* and values be at most %d bytes with no NUL", k, httpapi.MaxEnvValue)
+			return httpapi.ExecCall{}, domain.Errorf(domain.CodeInvalidRequest, "env %q: names must match [A-Za-z_][A-Za-z0-9_]* and values be at most %d bytes with no NUL", k, httpapi.MaxEnvValue)
 		}
 	}
 	if req.WorkDir != "" && req.WorkDir[0] != '/' {
-		return httpapi.ExecCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "workdir must be an absolute path")
+		return httpapi.ExecCall{}, domain.Errorf(domain.CodeInvalidRequest, "workdir must be an absolute path")
 	}
 	if req.OutputEncoding != "" && req.OutputEncoding != OutputText && req.OutputEncoding != OutputBase64 {
-		return httpapi.ExecCall{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "output_encoding must be %q (the default) or %q", OutputText, OutputBase64)
+		return httpapi.ExecCall{}, domain.Errorf(domain.CodeInvalidRequest, "output_encoding must be %q (the default) or %q", OutputText, OutputBase64)
 	}
-	return httpapi.ExecCall{Req: sandbox.ExecRequest{
+	return httpapi.ExecCall{Req: domain.ExecRequest{
 		Command: req.Command, Timeout: timeout, Env: req.Env, WorkDir: req.WorkDir, MaxOutput: cfg.MaxExecOutput,
 	}, Base64: req.OutputEncoding == OutputBase64}, nil
 }
@@ -217,8 +217,8 @@ const (
 )
 
 // execActivity is the activity record of an exec of command.
-func execActivity(command string, res sandbox.ExecResult, output int64, err error) sandbox.Activity {
-	a := sandbox.Activity{Kind: sandbox.ActivityExec, Target: command, Bytes: &output, TimedOut: res.TimedOut, OOMKilled: res.OOMKilled}
+func execActivity(command string, res domain.ExecResult, output int64, err error) domain.Activity {
+	a := domain.Activity{Kind: domain.ActivityExec, Target: command, Bytes: &output, TimedOut: res.TimedOut, OOMKilled: res.OOMKilled}
 	if err == nil {
 		a.ExitCode = &res.ExitCode
 	}
@@ -251,8 +251,8 @@ type OutputChunk struct {
 // The headers go out with the first event, so that a failure before any
 // output is still a problem response. done is told how the command ended
 // (and how many bytes of output it made) before the client is.
-func streamExec(c *gin.Context, log *slog.Logger, draining context.Context, execer sandbox.StreamExecer, id string, call httpapi.ExecCall,
-	done func(res sandbox.ExecResult, output int64, started time.Time, err error),
+func streamExec(c *gin.Context, log *slog.Logger, draining context.Context, execer domain.StreamExecer, id string, call httpapi.ExecCall,
+	done func(res domain.ExecResult, output int64, started time.Time, err error),
 ) error {
 	req := call.Req
 	// A shutdown ends the stream (and the command) with a retryable error.
@@ -292,7 +292,7 @@ func streamExec(c *gin.Context, log *slog.Logger, draining context.Context, exec
 	case err != nil && !started:
 		return err
 	case err != nil && errors.Is(context.Cause(ctx), ErrDraining):
-		err = sandbox.Errorf(sandbox.CodeUnavailable, "the server is shutting down; the command was ended; retry on another replica")
+		err = domain.Errorf(domain.CodeUnavailable, "the server is shutting down; the command was ended; retry on another replica")
 		if !started {
 			return err
 		}
@@ -348,7 +348,7 @@ func (e *ChunkEncoder) Chunk(stream string, chunk []byte) OutputChunk {
 // Flush sends, through event, what is held of each stream once the
 // command ended: the start of a character that never ended, as U+FFFD.
 func (e *ChunkEncoder) Flush(event func(name string, v any) error) error {
-	for _, stream := range []string{sandbox.Stdout, sandbox.Stderr} {
+	for _, stream := range []string{domain.Stdout, domain.Stderr} {
 		if held := e.Held[stream]; len(held) > 0 {
 			delete(e.Held, stream)
 			if err := event(stream, OutputChunk{Data: strings.ToValidUTF8(string(held), "\uFFFD")}); err != nil {
@@ -370,7 +370,7 @@ func execTimeout(asked *int64, maxTimeout time.Duration) (time.Duration, error) 
 	case *asked == 0:
 		return maxTimeout, nil
 	case *asked < 0 || *asked > maxSeconds:
-		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "timeout_seconds must be between 0 (the server's maximum) and %d", maxSeconds)
+		return 0, domain.Errorf(domain.CodeInvalidRequest, "timeout_seconds must be between 0 (the server's maximum) and %d", maxSeconds)
 	}
 	return time.Duration(*asked) * time.Second, nil
 }
@@ -381,13 +381,13 @@ func filePath(c *gin.Context) (string, error) {
 	}
 	p := c.Query("path")
 	if p == "" || p[0] != '/' {
-		return "", sandbox.Errorf(sandbox.CodeInvalidPath, "path must be an absolute path inside the sandbox, e.g. ?path=/workspace/main.py")
+		return "", domain.Errorf(domain.CodeInvalidPath, "path must be an absolute path inside the sandbox, e.g. ?path=/workspace/main.py")
 	}
 	// The activity record keeps the path exactly, as text: one it could not
 	// keep (not UTF-8, a NUL, longer than a record holds) would let an
 	// operation go unrecorded, and no Linux path needs any of these.
-	if !utf8.ValidString(p) || strings.ContainsRune(p, 0) || len(p) > sandbox.MaxActivityTarget {
-		return "", sandbox.Errorf(sandbox.CodeInvalidPath, "path must be valid UTF-8 without NUL bytes, at most %d bytes", sandbox.MaxActivityTarget)
+	if !utf8.ValidString(p) || strings.ContainsRune(p, 0) || len(p) > domain.MaxActivityTarget {
+		return "", domain.Errorf(domain.CodeInvalidPath, "path must be valid UTF-8 without NUL bytes, at most %d bytes", domain.MaxActivityTarget)
 	}
 	return p, nil
 }
@@ -413,20 +413,20 @@ func filePath(c *gin.Context) (string, error) {
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/files [put]
-func HandleFilePut(log *slog.Logger, cfg httpapi.Config, st Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleFilePut(log *slog.Logger, cfg httpapi.Config, st Store, providers map[string]domain.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		path, err := filePath(c)
 		if err != nil {
 			return err
 		}
-		sb, files, err := ReadySandbox[sandbox.Files](c, st, providers, "write files")
+		sb, files, err := ReadySandbox[domain.Files](c, st, providers, "write files")
 		if err != nil {
 			return err
 		}
 		started, body := time.Now(), &countingReader{r: c.Request.Body}
 		err = httpapi.BodyError(c, files.WriteFile(c.Request.Context(), sb.ID, path, body, cfg.MaxFileBytes))
 		err = httpapi.EndedMeanwhile(c, st, sb, "write files", err)
-		RecordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityFileWrite, Target: path, Bytes: &body.n}, started, err)
+		RecordActivity(c, log, st, sb, domain.Activity{Kind: domain.ActivityFileWrite, Target: path, Bytes: &body.n}, started, err)
 		if err != nil {
 			return err
 		}
@@ -479,20 +479,20 @@ func (w *lazyWriter) Write(b []byte) (int, error) {
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/files [get]
-func HandleFileGet(log *slog.Logger, cfg httpapi.Config, st Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleFileGet(log *slog.Logger, cfg httpapi.Config, st Store, providers map[string]domain.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		path, err := filePath(c)
 		if err != nil {
 			return err
 		}
-		sb, files, err := ReadySandbox[sandbox.Files](c, st, providers, "read files")
+		sb, files, err := ReadySandbox[domain.Files](c, st, providers, "read files")
 		if err != nil {
 			return err
 		}
 		w, started := &lazyWriter{c: c}, time.Now()
 		err = files.ReadFile(c.Request.Context(), sb.ID, path, w, cfg.MaxFileBytes)
 		err = httpapi.EndedMeanwhile(c, st, sb, "read files", err)
-		RecordActivity(c, log, st, sb, sandbox.Activity{Kind: sandbox.ActivityFileRead, Target: path, Bytes: &w.n}, started, err)
+		RecordActivity(c, log, st, sb, domain.Activity{Kind: domain.ActivityFileRead, Target: path, Bytes: &w.n}, started, err)
 		if err != nil && w.started {
 			// Too late for a problem document: cut the response short.
 			panic(http.ErrAbortHandler)

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // TestExecTimeout: absent is the default, 0 the server's maximum, anything
@@ -29,7 +29,7 @@ func TestExecTimeout(t *testing.T) {
 	} {
 		got, err := execTimeout(tc.asked, tc.max)
 		if tc.bad {
-			if sandbox.ErrorCode(err) != sandbox.CodeInvalidRequest {
+			if domain.ErrorCode(err) != domain.CodeInvalidRequest {
 				t.Errorf("execTimeout(%v, %s) = %s, %v; want INVALID_REQUEST", tc.asked, tc.max, got, err)
 			}
 			continue

@@ -11,8 +11,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tetherhq/tether/internal/cluster"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // Forwarding: the API's side of the node-to-node protocol (package
@@ -43,7 +43,7 @@ func WithNodeRouting(log *slog.Logger, st httpapi.SandboxGetter, cl *cluster.Clu
 			return
 		}
 		httpapi.State(c).Sandbox = &sb
-		if sb.Node == "" || sb.Node == cl.Self || sb.State != sandbox.StateReady {
+		if sb.Node == "" || sb.Node == cl.Self || sb.State != domain.StateReady {
 			c.Next()
 			return
 		}
@@ -51,7 +51,7 @@ func WithNodeRouting(log *slog.Logger, st httpapi.SandboxGetter, cl *cluster.Clu
 		if httpapi.Forwarded(c) {
 			// The forwarding node thought the sandbox lives here: one of
 			// the two read a moment-old registry. The client retries.
-			writeUnreachable(c, log, sandbox.Errorf(sandbox.CodeProviderUnavailable,
+			writeUnreachable(c, log, domain.Errorf(domain.CodeProviderUnavailable,
 				"sandbox %s lives on node %s, not on the node this call was forwarded to; retry", sb.ID, sb.Node))
 			return
 		}
@@ -67,7 +67,7 @@ func writeUnreachable(c *gin.Context, log *slog.Logger, err error) {
 
 // forward proxies the request to the node of sb, and answers it when the
 // node could not.
-func forward(c *gin.Context, log *slog.Logger, cl *cluster.Cluster, draining context.Context, sb sandbox.Sandbox) {
+func forward(c *gin.Context, log *slog.Logger, cl *cluster.Cluster, draining context.Context, sb domain.Sandbox) {
 	call := cluster.Call{Node: sb.Node, As: cluster.Caller{Tenant: httpapi.TenantOf(c), Key: httpapi.CallerOf(c)}, RequestID: httpapi.RequestID(c)}
 	if wantsEventStream(c) && draining != nil {
 		// A streaming exec ends at this replica's shutdown like a local
@@ -81,7 +81,7 @@ func forward(c *gin.Context, log *slog.Logger, cl *cluster.Cluster, draining con
 	case errors.Is(err, cluster.ErrCut):
 		writeDrained(c, log)
 	case errors.Is(err, cluster.ErrNodeDown):
-		writeUnreachable(c, log, sandbox.Errorf(sandbox.CodeProviderUnavailable,
+		writeUnreachable(c, log, domain.Errorf(domain.CodeProviderUnavailable,
 			"sandbox %s lives on node %s, which is not alive (no recent heartbeat); if it does not come back the sandbox ends lost", sb.ID, sb.Node))
 	case errors.Is(err, cluster.ErrHop):
 		writeHopFailed(c, log, sb, err)
@@ -91,7 +91,7 @@ func forward(c *gin.Context, log *slog.Logger, cl *cluster.Cluster, draining con
 }
 
 // writeHopFailed answers a call whose hop to sb's node failed.
-func writeHopFailed(c *gin.Context, log *slog.Logger, sb sandbox.Sandbox, err error) {
+func writeHopFailed(c *gin.Context, log *slog.Logger, sb domain.Sandbox, err error) {
 	var maxBytes *http.MaxBytesError
 	switch {
 	case errors.As(err, &maxBytes):
@@ -101,12 +101,12 @@ func writeHopFailed(c *gin.Context, log *slog.Logger, sb sandbox.Sandbox, err er
 	case errors.Is(err, cluster.ErrNodeRefused):
 		log.Error("a node refused a forwarded call", "node", sb.Node, "sandbox", sb.ID, "err", err,
 			"request_id", httpapi.RequestID(c))
-		writeUnreachable(c, log, sandbox.Errorf(sandbox.CodeProviderUnavailable,
+		writeUnreachable(c, log, domain.Errorf(domain.CodeProviderUnavailable,
 			"sandbox %s lives on node %s, which refused this replica's call: %s", sb.ID, sb.Node, refusedBecause(err)))
 	default:
 		log.Warn("forward to node failed", "node", sb.Node, "sandbox", sb.ID, "err", err,
 			"request_id", httpapi.RequestID(c))
-		writeUnreachable(c, log, sandbox.Errorf(sandbox.CodeProviderUnavailable,
+		writeUnreachable(c, log, domain.Errorf(domain.CodeProviderUnavailable,
 			"sandbox %s lives on node %s, which did not answer; retry", sb.ID, sb.Node))
 	}
 }
@@ -134,7 +134,7 @@ func refusedBecause(err error) string {
 
 // writeDrained ends a forwarded stream that this replica's shutdown cut.
 func writeDrained(c *gin.Context, log *slog.Logger) {
-	err := sandbox.Errorf(sandbox.CodeUnavailable, "the server is shutting down; the command was ended; retry on another replica")
+	err := domain.Errorf(domain.CodeUnavailable, "the server is shutting down; the command was ended; retry on another replica")
 	if !c.Writer.Written() {
 		writeUnreachable(c, log, err)
 		return

@@ -17,8 +17,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // TestRequestLogLevels checks the level of each request's log line: an
@@ -41,15 +41,15 @@ func TestRequestLogLevels(t *testing.T) {
 	}{
 		{"/ok", func(c *gin.Context) { c.Status(200) }, 200, "INFO"},
 		{"/healthz", func(c *gin.Context) { c.Status(200) }, 200, "DEBUG"},
-		{"/not-found", problem(log, sandbox.CodeNotFound), 404, "INFO"},
-		{"/internal", problem(log, sandbox.CodeInternal), 500, "ERROR"},
+		{"/not-found", problem(log, domain.CodeNotFound), 404, "INFO"},
+		{"/internal", problem(log, domain.CodeInternal), 500, "ERROR"},
 		{"/uncoded", problem(log, errors.New("a bug")), 500, "ERROR"},
 		{"/bare-500", func(c *gin.Context) { c.Status(500) }, 500, "ERROR"},
 		{"/bare-502", func(c *gin.Context) { c.Status(502) }, 502, "ERROR"},
-		{"/not-supported", problem(log, sandbox.CodeNotSupported), 501, "INFO"},
-		{"/port-unreachable", problem(log, sandbox.CodePortUnreachable), 502, "INFO"},
-		{"/provider-unavailable", problem(log, sandbox.CodeProviderUnavailable), 503, "WARN"},
-		{"/unavailable", problem(log, sandbox.CodeUnavailable), 503, "WARN"},
+		{"/not-supported", problem(log, domain.CodeNotSupported), 501, "INFO"},
+		{"/port-unreachable", problem(log, domain.CodePortUnreachable), 502, "INFO"},
+		{"/provider-unavailable", problem(log, domain.CodeProviderUnavailable), 503, "WARN"},
+		{"/unavailable", problem(log, domain.CodeUnavailable), 503, "WARN"},
 		{"/app-500", answered(httpapi.AnsweredByApp, 500), 500, "INFO"},
 		{"/app-502", answered(httpapi.AnsweredByApp, 502), 502, "INFO"},
 		{"/node-500", answered(httpapi.AnsweredByNode, 500), 500, "INFO"},
@@ -68,8 +68,8 @@ func TestRequestLogLevels(t *testing.T) {
 // problem answers with err, or a problem of code err, as a handler does.
 func problem(log *slog.Logger, err any) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if code, ok := err.(sandbox.Code); ok {
-			err = sandbox.Errorf(code, "test")
+		if code, ok := err.(domain.Code); ok {
+			err = domain.Errorf(code, "test")
 		}
 		httpapi.WriteError(c, log, err.(error))
 	}

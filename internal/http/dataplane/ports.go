@@ -16,13 +16,13 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // Ports: HTTP and WebSocket traffic proxied to 127.0.0.1:{port} inside a
 // ready sandbox, over a connection its provider makes there
-// (sandbox.PortDialer), never through the host's network. Two ways in:
+// (domain.PortDialer), never through the host's network. Two ways in:
 // /v1/sandboxes/{id}/ports/{port}/{path} with an API key, and preview URLs
 // (previews.go) without one. Each request (or WebSocket connection) is one
 // activity record once it ends.
@@ -39,7 +39,7 @@ func portParam(c *gin.Context) (int, error) {
 	s := c.Param("port")
 	port, err := strconv.Atoi(s)
 	if err != nil || port < 1 || port > 65535 || strconv.Itoa(port) != s {
-		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "port must be a number 1-65535 (got %q)", s)
+		return 0, domain.Errorf(domain.CodeInvalidRequest, "port must be a number 1-65535 (got %q)", s)
 	}
 	return port, nil
 }
@@ -71,7 +71,7 @@ func checkAppPath(p string) error {
 	for i, seg := range segs {
 		dots := strings.ReplaceAll(strings.ToLower(seg), "%2e", ".")
 		if (seg == "" && i < len(segs)-1) || dots == "." || dots == ".." {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest,
+			return domain.Errorf(domain.CodeInvalidRequest,
 				"the app's path must not hold an empty segment (//) or a dot segment (. or ..); send it normalised")
 		}
 	}
@@ -80,22 +80,22 @@ func checkAppPath(p string) error {
 
 // HandleSandboxPort proxies a request to a port in the sandbox (the
 // annotated operations are in ports_ops.go, one per method).
-func HandleSandboxPort(log *slog.Logger, st Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleSandboxPort(log *slog.Logger, st Store, providers map[string]domain.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		port, err := portParam(c)
 		if err != nil {
 			return err
 		}
-		sb, dialer, err := ReadySandbox[sandbox.PortDialer](c, st, providers, "ports")
+		sb, dialer, err := ReadySandbox[domain.PortDialer](c, st, providers, "ports")
 		if err != nil {
 			return err
 		}
-		a := sandbox.Activity{Kind: sandbox.ActivityPort}
+		a := domain.Activity{Kind: domain.ActivityPort}
 		to := portTarget{prefix: "/v1/sandboxes/" + sb.ID + "/ports/" + strconv.Itoa(port), skip: 5}
 		if id, ok := strings.CutPrefix(httpapi.CallerOf(c).KeyID, previewCallerPrefix); ok && httpapi.Forwarded(c) {
 			// A preview URL's request, forwarded by the replica that
 			// checked its token, which says how the app is served.
-			a.Kind, a.PreviewID = sandbox.ActivityPreview, previewCallerPrefix+id
+			a.Kind, a.PreviewID = domain.ActivityPreview, previewCallerPrefix+id
 			to.prefix = c.GetHeader(hdrPreviewPrefix)
 			to.ownOrigin = c.GetHeader(hdrPreviewOrigin) == "own"
 		}
@@ -123,8 +123,8 @@ type portTarget struct {
 }
 
 // proxyPort proxies the request to port in sb and records it as a.
-func proxyPort(c *gin.Context, log *slog.Logger, st ActivityRecorder, dialer sandbox.PortDialer, sb sandbox.Sandbox,
-	port int, to portTarget, a sandbox.Activity,
+func proxyPort(c *gin.Context, log *slog.Logger, st ActivityRecorder, dialer domain.PortDialer, sb domain.Sandbox,
+	port int, to portTarget, a domain.Activity,
 ) error {
 	started := time.Now()
 	path := pathAfter(c.Request.URL.EscapedPath(), to.skip)
@@ -141,7 +141,7 @@ func proxyPort(c *gin.Context, log *slog.Logger, st ActivityRecorder, dialer san
 // dialAndProxy connects to the port and proxies the request over that
 // connection; it returns the status the app answered (0 if none) and the
 // bytes moved both ways.
-func dialAndProxy(c *gin.Context, dialer sandbox.PortDialer, id string, port int, path string, to portTarget) (int, int64, error) {
+func dialAndProxy(c *gin.Context, dialer domain.PortDialer, id string, port int, path string, to portTarget) (int, int64, error) {
 	ctx := c.Request.Context()
 	dctx, cancel := context.WithTimeout(ctx, portDialTimeout)
 	conn, err := dialer.DialPort(dctx, id, port)
@@ -171,7 +171,7 @@ func dialAndProxy(c *gin.Context, dialer sandbox.PortDialer, id string, port int
 	defer transport.CloseIdleConnections()
 	u, err := url.Parse(path)
 	if err != nil {
-		return 0, 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "the path is not valid")
+		return 0, 0, domain.Errorf(domain.CodeInvalidRequest, "the path is not valid")
 	}
 	if c.Request.Body != nil && c.Request.Body != http.NoBody {
 		c.Request.Body = &countingBody{ReadCloser: c.Request.Body, n: &moved}
@@ -216,7 +216,7 @@ func dialAndProxy(c *gin.Context, dialer sandbox.PortDialer, id string, port int
 	case c.Writer.Written():
 		return status, moved.Load(), nil // the answer had begun; it ends cut short
 	}
-	return status, moved.Load(), sandbox.Errorf(sandbox.CodePortUnreachable,
+	return status, moved.Load(), domain.Errorf(domain.CodePortUnreachable,
 		"port %d in sandbox %s closed the connection without an HTTP answer", port, id)
 }
 

@@ -14,8 +14,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tetherhq/tether/internal/cluster"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // Preview URLs: a token, made with an API key, that reaches one port of
@@ -60,7 +60,7 @@ func previewCookieToken(c *gin.Context) string {
 
 // previewCallerPrefix starts the key id a replica forwards a preview's
 // request with: the preview's id (prv_...), which never names an API key.
-const previewCallerPrefix = sandbox.PreviewIDPrefix
+const previewCallerPrefix = domain.PreviewIDPrefix
 
 // PreviewRequest is the body of POST /v1/sandboxes/{id}/previews.
 type PreviewRequest struct {
@@ -95,14 +95,14 @@ type PreviewList struct {
 // PreviewStore keeps sandboxes' previews.
 type PreviewStore interface {
 	httpapi.SandboxGetter
-	CreatePreview(ctx context.Context, np sandbox.NewPreview) (sandbox.Preview, string, error)
-	SandboxPreviews(ctx context.Context, tenant, sandboxID string) ([]sandbox.Preview, error)
-	SandboxPreview(ctx context.Context, tenant, sandboxID, id string) (sandbox.Preview, error)
-	RevokePreview(ctx context.Context, tenant, sandboxID, id string) (sandbox.Preview, error)
-	PreviewByToken(ctx context.Context, token string) (sandbox.Preview, error)
+	CreatePreview(ctx context.Context, np domain.NewPreview) (domain.Preview, string, error)
+	SandboxPreviews(ctx context.Context, tenant, sandboxID string) ([]domain.Preview, error)
+	SandboxPreview(ctx context.Context, tenant, sandboxID, id string) (domain.Preview, error)
+	RevokePreview(ctx context.Context, tenant, sandboxID, id string) (domain.Preview, error)
+	PreviewByToken(ctx context.Context, token string) (domain.Preview, error)
 }
 
-func toPreview(p sandbox.Preview) Preview {
+func toPreview(p domain.Preview) Preview {
 	return Preview{ID: p.ID, SandboxID: p.SandboxID, Port: p.Port, CreatedAt: p.CreatedAt.UTC(), ExpiresAt: p.ExpiresAt.UTC(),
 		RevokedAt: httpapi.UTC(p.RevokedAt), KeyID: httpapi.Optional(p.CreatedBy.KeyID)}
 }
@@ -127,27 +127,27 @@ func toPreview(p sandbox.Preview) Preview {
 //	@Header			201		{string}	Location			"the preview's URL path, /v1/sandboxes/{id}/previews/{preview_id}"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/previews [post]
-func HandlePreviewCreate(cfg httpapi.Config, st PreviewStore, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandlePreviewCreate(cfg httpapi.Config, st PreviewStore, providers map[string]domain.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		var req PreviewRequest
 		if err := httpapi.DecodeJSON(c, &req); err != nil {
 			return err
 		}
 		if req.Port < 1 || req.Port > 65535 {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "port must be 1-65535 (got %d)", req.Port)
+			return domain.Errorf(domain.CodeInvalidRequest, "port must be 1-65535 (got %d)", req.Port)
 		}
 		ttl := cfg.PreviewTTL
 		if req.TTLSeconds != nil {
 			if *req.TTLSeconds < 1 || *req.TTLSeconds > int64(cfg.PreviewMaxTTL/time.Second) {
-				return sandbox.Errorf(sandbox.CodeInvalidRequest, "ttl_seconds must be 1-%d (PREVIEW_MAX_TTL)", int64(cfg.PreviewMaxTTL/time.Second))
+				return domain.Errorf(domain.CodeInvalidRequest, "ttl_seconds must be 1-%d (PREVIEW_MAX_TTL)", int64(cfg.PreviewMaxTTL/time.Second))
 			}
 			ttl = time.Duration(*req.TTLSeconds) * time.Second
 		}
-		sb, _, err := ReadySandbox[sandbox.PortDialer](c, st, providers, "ports")
+		sb, _, err := ReadySandbox[domain.PortDialer](c, st, providers, "ports")
 		if err != nil {
 			return err
 		}
-		p, token, err := st.CreatePreview(c.Request.Context(), sandbox.NewPreview{
+		p, token, err := st.CreatePreview(c.Request.Context(), domain.NewPreview{
 			SandboxID: sb.ID, Tenant: httpapi.TenantOf(c), Port: req.Port, TTL: ttl, CreatedBy: httpapi.CallerOf(c),
 		})
 		if err != nil {
@@ -162,12 +162,12 @@ func HandlePreviewCreate(cfg httpapi.Config, st PreviewStore, providers map[stri
 }
 
 // previewLocation is the API's path of preview p, which GETs it.
-func previewLocation(p sandbox.Preview) string {
+func previewLocation(p domain.Preview) string {
 	return "/v1/sandboxes/" + p.SandboxID + "/previews/" + p.ID
 }
 
 // previewURL is the address of preview p with its token.
-func previewURL(c *gin.Context, cfg httpapi.Config, p sandbox.Preview, token string) string {
+func previewURL(c *gin.Context, cfg httpapi.Config, p domain.Preview, token string) string {
 	base := cfg.PreviewBaseURL
 	if base == "" {
 		scheme := "http"
@@ -256,9 +256,9 @@ func HandlePreviewGet(st PreviewStore) httpapi.HandlerFunc {
 
 // requestPreview is the request's sandbox, the tenant's, and the id of the
 // preview it names, which looks like one.
-func requestPreview(c *gin.Context, st httpapi.SandboxGetter) (sandbox.Sandbox, string, error) {
+func requestPreview(c *gin.Context, st httpapi.SandboxGetter) (domain.Sandbox, string, error) {
 	if err := httpapi.OnlyQuery(c); err != nil {
-		return sandbox.Sandbox{}, "", err
+		return domain.Sandbox{}, "", err
 	}
 	sb, err := tenantSandbox(c, st)
 	if err != nil {
@@ -266,7 +266,7 @@ func requestPreview(c *gin.Context, st httpapi.SandboxGetter) (sandbox.Sandbox, 
 	}
 	id := c.Param("preview_id")
 	if !strings.HasPrefix(id, previewCallerPrefix) || len(id) > 64 {
-		return sb, "", sandbox.Errorf(sandbox.CodeNotFound, "preview %q not found", id)
+		return sb, "", domain.Errorf(domain.CodeNotFound, "preview %q not found", id)
 	}
 	return sb, id, nil
 }
@@ -274,8 +274,8 @@ func requestPreview(c *gin.Context, st httpapi.SandboxGetter) (sandbox.Sandbox, 
 // previewNotFoundAs is err, or the NOT_FOUND of preview id of sandbox
 // sandboxID when err says it is not found.
 func previewNotFoundAs(err error, sandboxID, id string) error {
-	if errors.Is(err, sandbox.ErrNotFound) {
-		return sandbox.Errorf(sandbox.CodeNotFound, "preview %s of sandbox %s not found", id, sandboxID)
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Errorf(domain.CodeNotFound, "preview %s of sandbox %s not found", id, sandboxID)
 	}
 	return err
 }
@@ -309,10 +309,10 @@ func HandlePreviewRevoke(st PreviewStore) httpapi.HandlerFunc {
 }
 
 // tenantSandbox is the request's sandbox, the tenant's.
-func tenantSandbox(c *gin.Context, st httpapi.SandboxGetter) (sandbox.Sandbox, error) {
+func tenantSandbox(c *gin.Context, st httpapi.SandboxGetter) (domain.Sandbox, error) {
 	id, err := httpapi.SandboxID(c)
 	if err != nil {
-		return sandbox.Sandbox{}, err
+		return domain.Sandbox{}, err
 	}
 	sb, err := st.GetSandbox(c.Request.Context(), httpapi.TenantOf(c), id)
 	if err != nil {
@@ -328,7 +328,7 @@ type PreviewServer struct {
 		PreviewStore
 		ActivityRecorder
 	}
-	Providers map[string]sandbox.Provider
+	Providers map[string]domain.Provider
 	Cluster   *cluster.Cluster
 	Draining  context.Context
 	Guard     *httpapi.AuthGuard
@@ -341,40 +341,40 @@ type PreviewServer struct {
 // that is not ready (paused), SANDBOX_STATE_CONFLICT. Nothing is started.
 // The guard judges the token first, as it judges API keys: a token of
 // Tether's is looked up whatever else its address sent.
-func (ps PreviewServer) livePreview(c *gin.Context, token string) (sandbox.Preview, sandbox.Sandbox, error) {
+func (ps PreviewServer) livePreview(c *gin.Context, token string) (domain.Preview, domain.Sandbox, error) {
 	t, err := ps.Guard.Admit(c, ps.Guard.Previews, token)
 	if errors.Is(err, httpapi.ErrUnknownCredential) {
-		return sandbox.Preview{}, sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeNotFound, "no such preview")
+		return domain.Preview{}, domain.Sandbox{}, domain.Errorf(domain.CodeNotFound, "no such preview")
 	}
 	if err != nil {
-		return sandbox.Preview{}, sandbox.Sandbox{}, err
+		return domain.Preview{}, domain.Sandbox{}, err
 	}
 	p, err := ps.Store.PreviewByToken(c.Request.Context(), token)
 	ps.Guard.Settle(t, err)
-	if errors.Is(err, sandbox.ErrNotFound) {
-		return p, sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeNotFound, "no such preview")
+	if errors.Is(err, domain.ErrNotFound) {
+		return p, domain.Sandbox{}, domain.Errorf(domain.CodeNotFound, "no such preview")
 	}
 	if err != nil {
-		return p, sandbox.Sandbox{}, err
+		return p, domain.Sandbox{}, err
 	}
 	switch {
 	case p.RevokedAt != nil:
-		return p, sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodePreviewGone, "the preview was revoked")
+		return p, domain.Sandbox{}, domain.Errorf(domain.CodePreviewGone, "the preview was revoked")
 	case !p.Live(time.Now()):
-		return p, sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodePreviewGone, "the preview expired at %s", p.ExpiresAt.UTC().Format(time.RFC3339))
+		return p, domain.Sandbox{}, domain.Errorf(domain.CodePreviewGone, "the preview expired at %s", p.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	sb, err := ps.Store.GetSandbox(c.Request.Context(), p.Tenant, p.SandboxID)
-	if errors.Is(err, sandbox.ErrNotFound) {
-		return p, sb, sandbox.Errorf(sandbox.CodePreviewGone, "the preview's sandbox is gone")
+	if errors.Is(err, domain.ErrNotFound) {
+		return p, sb, domain.Errorf(domain.CodePreviewGone, "the preview's sandbox is gone")
 	}
 	if err != nil {
 		return p, sb, err
 	}
 	if sb.State.Terminal() {
-		return p, sb, sandbox.Errorf(sandbox.CodePreviewGone, "the preview's sandbox has ended (%s)", sb.State)
+		return p, sb, domain.Errorf(domain.CodePreviewGone, "the preview's sandbox has ended (%s)", sb.State)
 	}
-	if sb.State != sandbox.StateReady {
-		return p, sb, sandbox.StateConflict(sb.ID, sb.State, "preview (the sandbox must be ready; a preview never resumes it)")
+	if sb.State != domain.StateReady {
+		return p, sb, domain.StateConflict(sb.ID, sb.State, "preview (the sandbox must be ready; a preview never resumes it)")
 	}
 	return p, sb, nil
 }
@@ -382,14 +382,14 @@ func (ps PreviewServer) livePreview(c *gin.Context, token string) (sandbox.Previ
 // serve passes a live preview's request on: to the sandbox's node if it
 // lives on another (as the node's port route, acting for the preview), or
 // to the port here.
-func (ps PreviewServer) serve(c *gin.Context, p sandbox.Preview, sb sandbox.Sandbox, to portTarget) error {
+func (ps PreviewServer) serve(c *gin.Context, p domain.Preview, sb domain.Sandbox, to portTarget) error {
 	if ps.Cluster != nil && sb.Node != "" && sb.Node != ps.Cluster.Self {
 		s := httpapi.State(c)
-		s.Tenant, s.Caller = p.Tenant, sandbox.Caller{KeyID: p.ID}
+		s.Tenant, s.Caller = p.Tenant, domain.Caller{KeyID: p.ID}
 		rest := pathAfter(c.Request.URL.EscapedPath(), to.skip)
 		u, err := url.Parse("/v1/sandboxes/" + sb.ID + "/ports/" + strconv.Itoa(p.Port) + rest)
 		if err != nil {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "the path is not valid")
+			return domain.Errorf(domain.CodeInvalidRequest, "the path is not valid")
 		}
 		c.Request.URL.Path, c.Request.URL.RawPath = u.Path, u.RawPath
 		stripCredentials(c.Request)
@@ -402,13 +402,13 @@ func (ps PreviewServer) serve(c *gin.Context, p sandbox.Preview, sb sandbox.Sand
 	}
 	prov, ok := ps.Providers[sb.Provider]
 	if !ok {
-		return sandbox.Errorf(sandbox.CodeProviderUnavailable, "provider %q is not enabled on this server", sb.Provider)
+		return domain.Errorf(domain.CodeProviderUnavailable, "provider %q is not enabled on this server", sb.Provider)
 	}
-	dialer, ok := prov.(sandbox.PortDialer)
+	dialer, ok := prov.(domain.PortDialer)
 	if !ok {
-		return sandbox.Errorf(sandbox.CodeNotSupported, "provider %q does not support ports", sb.Provider)
+		return domain.Errorf(domain.CodeNotSupported, "provider %q does not support ports", sb.Provider)
 	}
-	return proxyPort(c, ps.Log, ps.Store, dialer, sb, p.Port, to, sandbox.Activity{Kind: sandbox.ActivityPreview, PreviewID: p.ID})
+	return proxyPort(c, ps.Log, ps.Store, dialer, sb, p.Port, to, domain.Activity{Kind: domain.ActivityPreview, PreviewID: p.ID})
 }
 
 // HandlePreview serves a preview URL in path mode, /p/{token}/{path}
@@ -462,8 +462,8 @@ func (ps PreviewServer) servePreviewHost(c *gin.Context) error {
 	portStr, rest, _ := strings.Cut(label, "-")
 	port, err := strconv.Atoi(portStr)
 	id := strings.Replace(rest, "-", "_", 1)
-	if err != nil || !sandbox.ValidID(id) || strconv.Itoa(port) != portStr {
-		return sandbox.Errorf(sandbox.CodeNotFound, "no such preview host")
+	if err != nil || !domain.ValidID(id) || strconv.Itoa(port) != portStr {
+		return domain.Errorf(domain.CodeNotFound, "no such preview host")
 	}
 	if err := checkAppPath(c.Request.URL.EscapedPath()); err != nil {
 		return err
@@ -474,14 +474,14 @@ func (ps PreviewServer) servePreviewHost(c *gin.Context) error {
 		token = previewCookieToken(c)
 	}
 	if token == "" {
-		return sandbox.Errorf(sandbox.CodeNotFound, "open the preview's URL, with its token, first")
+		return domain.Errorf(domain.CodeNotFound, "open the preview's URL, with its token, first")
 	}
 	p, sb, err := ps.livePreview(c, token)
 	if err != nil {
 		return err
 	}
 	if p.SandboxID != id || p.Port != port {
-		return sandbox.Errorf(sandbox.CodeNotFound, "the preview token is for another sandbox or port")
+		return domain.Errorf(domain.CodeNotFound, "the preview token is for another sandbox or port")
 	}
 	if fromQuery {
 		setPreviewCookie(c, token, p.ExpiresAt)

@@ -8,8 +8,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // Event is one entry of a sandbox's history: one transition.
@@ -43,11 +43,11 @@ type EventList struct {
 // EventLister is what the events pages need of the store.
 type EventLister interface {
 	httpapi.SandboxGetter
-	SandboxEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]sandbox.Event, error)
-	TenantEvents(ctx context.Context, tenant string, after int64, limit int) ([]sandbox.Event, error)
+	SandboxEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]domain.Event, error)
+	TenantEvents(ctx context.Context, tenant string, after int64, limit int) ([]domain.Event, error)
 }
 
-func toEvent(e sandbox.Event) Event {
+func toEvent(e domain.Event) Event {
 	return Event{
 		ID: e.ID, SandboxID: e.SandboxID, At: e.At.UTC(), From: httpapi.Optional(string(e.From)), To: string(e.To),
 		Reason: httpapi.Optional(string(e.Reason)), Actor: string(e.Actor), Message: e.Message,
@@ -55,7 +55,7 @@ func toEvent(e sandbox.Event) Event {
 	}
 }
 
-func toEventList(events []sandbox.Event, limit int) EventList {
+func toEventList(events []domain.Event, limit int) EventList {
 	out := EventList{Items: make([]Event, len(events))}
 	for i, e := range events {
 		out.Items[i] = toEvent(e)

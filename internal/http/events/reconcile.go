@@ -8,8 +8,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // ReconcileEvent is one thing the janitor's reconciliation found at a
@@ -34,7 +34,7 @@ type ReconcileEventList struct {
 
 // ReconcileLister is what the reconcile events page needs of the store.
 type ReconcileLister interface {
-	ReconcileEvents(ctx context.Context, tenant string, after int64, limit int) ([]sandbox.ReconcileEvent, error)
+	ReconcileEvents(ctx context.Context, tenant string, after int64, limit int) ([]domain.ReconcileEvent, error)
 }
 
 // HandleReconcileEvents returns what reconciliation found among the

@@ -10,8 +10,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // Event stream settings.
@@ -23,13 +23,13 @@ const (
 
 // EventStreamer is what the event stream needs of the store.
 type EventStreamer interface {
-	StreamStart(ctx context.Context) (sandbox.StreamPosition, error)
-	StreamEvents(ctx context.Context, tenant string, after sandbox.StreamPosition, limit int) ([]sandbox.StreamedEvent, error)
+	StreamStart(ctx context.Context) (domain.StreamPosition, error)
+	StreamEvents(ctx context.Context, tenant string, after domain.StreamPosition, limit int) ([]domain.StreamedEvent, error)
 }
 
 // allChanges wakes a stream when anything changed; the notifier has it.
 type allChanges interface {
-	Subscribe() (<-chan sandbox.Change, func())
+	Subscribe() (<-chan domain.Change, func())
 }
 
 // StreamSlots counts the open streams of each tenant.
@@ -89,7 +89,7 @@ func HandleEventStream(st EventStreamer, changes httpapi.ChangeSubscriber, slots
 		}
 		defer slots.give(tenant)
 
-		var wake <-chan sandbox.Change
+		var wake <-chan domain.Change
 		if all, ok := changes.(allChanges); ok {
 			ch, unsubscribe := all.Subscribe()
 			defer unsubscribe()
@@ -108,7 +108,7 @@ func HandleEventStream(st EventStreamer, changes httpapi.ChangeSubscriber, slots
 
 // streamFrom is the position a stream starts after: the cursor parameter,
 // else the Last-Event-ID header, else now.
-func streamFrom(c *gin.Context, st EventStreamer) (sandbox.StreamPosition, error) {
+func streamFrom(c *gin.Context, st EventStreamer) (domain.StreamPosition, error) {
 	raw := c.GetHeader("Last-Event-ID")
 	if cur, ok := c.GetQuery("cursor"); ok {
 		raw = cur
@@ -125,13 +125,13 @@ type eventStream struct {
 	c      *gin.Context
 	st     EventStreamer
 	tenant string
-	pos    sandbox.StreamPosition
+	pos    domain.StreamPosition
 }
 
 // follow sends the events as they come until the client leaves, the
 // server drains or the store fails; wake (when not nil) says something
 // changed, and the stream also polls and sends a heartbeat comment.
-func (s *eventStream) follow(ctx context.Context, wake <-chan sandbox.Change, draining context.Context) error {
+func (s *eventStream) follow(ctx context.Context, wake <-chan domain.Change, draining context.Context) error {
 	poll := time.NewTicker(streamPoll)
 	defer poll.Stop()
 	heartbeat := time.NewTicker(streamHeartbeat)
@@ -171,7 +171,7 @@ func (s *eventStream) sendBatch(ctx context.Context) (n int, stop bool, err erro
 		}
 		// Headers are out: say so in the stream, then end it; the client
 		// resumes from its last position.
-		b, _ := json.Marshal(httpapi.NewProblem(s.c, http.StatusServiceUnavailable, sandbox.CodeUnavailable,
+		b, _ := json.Marshal(httpapi.NewProblem(s.c, http.StatusServiceUnavailable, domain.CodeUnavailable,
 			"the event stream stopped; resume with Last-Event-ID", ""))
 		_, _ = fmt.Fprintf(s.c.Writer, "event: error\ndata: %s\n\n", b)
 		return 0, true, nil

@@ -13,13 +13,13 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tetherhq/tether/internal/cluster"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 type authenticator interface {
 	// Authenticate returns the record of an API key, or
-	// sandbox.ErrNotFound for an unknown or revoked key.
-	Authenticate(ctx context.Context, key string) (sandbox.APIKey, error)
+	// domain.ErrNotFound for an unknown or revoked key.
+	Authenticate(ctx context.Context, key string) (domain.APIKey, error)
 }
 
 // WithAuth requires "Authorization: Bearer <api key>" and records the key's
@@ -45,12 +45,12 @@ func WithAuth(log *slog.Logger, g *AuthGuard, cache *keyCache, q *Quotas, cl *cl
 		k, err := authenticate(c, g, cache)
 		if errors.Is(err, ErrUnknownCredential) {
 			c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
-			WriteProblem(c, NewProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated, "the API key is not valid", ""))
+			WriteProblem(c, NewProblem(c, http.StatusUnauthorized, domain.CodeUnauthenticated, "the API key is not valid", ""))
 			return
 		}
 		if errors.Is(err, errNoKey) {
 			c.Header("WWW-Authenticate", `Bearer realm="tether"`)
-			WriteProblem(c, NewProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated,
+			WriteProblem(c, NewProblem(c, http.StatusUnauthorized, domain.CodeUnauthenticated,
 				"send an API key as Authorization: Bearer <key>", ""))
 			return
 		}
@@ -77,16 +77,16 @@ var errNoKey = errors.New("no API key")
 // authenticate returns the record of the request's API key: from the
 // cache, or looked up if the guard admits the key. Its errors are errNoKey
 // and errUnknownCredential (401), a 429 QUOTA_EXCEEDED, or the store's.
-func authenticate(c *gin.Context, g *AuthGuard, cache *keyCache) (sandbox.APIKey, error) {
+func authenticate(c *gin.Context, g *AuthGuard, cache *keyCache) (domain.APIKey, error) {
 	key, ok := bearerKey(c.GetHeader("Authorization"))
 	if !ok {
 		key, ok = subprotocolKey(c) // a browser's WebSocket to a terminal (wsauth.go)
 	}
 	if !ok {
 		if err := g.refuse(c, clientAddr(c.Request, g.trusted)); !errors.Is(err, ErrUnknownCredential) {
-			return sandbox.APIKey{}, err
+			return domain.APIKey{}, err
 		}
-		return sandbox.APIKey{}, errNoKey
+		return domain.APIKey{}, errNoKey
 	}
 	sum := sha256.Sum256([]byte(key))
 	if k, ok := cache.get(sum); ok {
@@ -94,11 +94,11 @@ func authenticate(c *gin.Context, g *AuthGuard, cache *keyCache) (sandbox.APIKey
 	}
 	t, err := g.Admit(c, g.keys, key)
 	if err != nil {
-		return sandbox.APIKey{}, err
+		return domain.APIKey{}, err
 	}
 	k, err := g.st.Authenticate(c.Request.Context(), key)
 	g.Settle(t, err)
-	if errors.Is(err, sandbox.ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		return k, ErrUnknownCredential
 	}
 	if err != nil {
@@ -123,7 +123,7 @@ type keyCache struct {
 }
 
 type cachedKey struct {
-	key     sandbox.APIKey
+	key     domain.APIKey
 	expires time.Time
 }
 
@@ -144,21 +144,21 @@ func bearerKey(header string) (string, bool) {
 }
 
 // get returns the cached record of the key whose hash is sum, if fresh.
-func (k *keyCache) get(sum [sha256.Size]byte) (sandbox.APIKey, bool) {
+func (k *keyCache) get(sum [sha256.Size]byte) (domain.APIKey, bool) {
 	if k == nil {
-		return sandbox.APIKey{}, false
+		return domain.APIKey{}, false
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	e, ok := k.entries[sum]
 	if !ok || !k.now().Before(e.expires) {
-		return sandbox.APIKey{}, false
+		return domain.APIKey{}, false
 	}
 	return e.key, true
 }
 
 // put caches the record of the key whose hash is sum.
-func (k *keyCache) put(sum [sha256.Size]byte, rec sandbox.APIKey) {
+func (k *keyCache) put(sum [sha256.Size]byte, rec domain.APIKey) {
 	if k == nil {
 		return
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tetherhq/tether/internal/credential"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // The guard's bounds.
@@ -88,9 +88,9 @@ type credentialKind struct {
 func NewAuthGuard(st CredentialStore, cfg Config) *AuthGuard {
 	g := &AuthGuard{st: st, trusted: cfg.TrustedProxies, rate: float64(cfg.AuthFailuresPerSecond), now: time.Now,
 		addrs: map[string]*bucket{}}
-	g.keys = &credentialKind{prefix: sandbox.KeyPrefix, shaped: func(string) bool { return true }, indexed: true,
+	g.keys = &credentialKind{prefix: domain.KeyPrefix, shaped: func(string) bool { return true }, indexed: true,
 		misses: missCache{ttl: cfg.AuthCacheTTL}}
-	g.Previews = &credentialKind{prefix: sandbox.PreviewTokenPrefix, shaped: sandbox.ValidPreviewToken,
+	g.Previews = &credentialKind{prefix: domain.PreviewTokenPrefix, shaped: domain.ValidPreviewToken,
 		misses: missCache{ttl: cfg.AuthCacheTTL}}
 	g.index.load = func(ctx context.Context) ([]uint64, error) { return st.LiveKeyHashes(ctx) }
 	return g
@@ -130,7 +130,7 @@ func (g *AuthGuard) Admit(c *gin.Context, k *credentialKind, value string) (tick
 }
 
 // Settle records the outcome of the lookup admit let through: err nil
-// (found), sandbox.ErrNotFound (unknown), or another error (no verdict).
+// (found), domain.ErrNotFound (unknown), or another error (no verdict).
 func (g *AuthGuard) Settle(t ticket, err error) {
 	prefix := binary.BigEndian.Uint64(t.sum[:8])
 	switch {
@@ -141,7 +141,7 @@ func (g *AuthGuard) Settle(t ticket, err error) {
 		if t.kind.indexed {
 			g.index.add(prefix)
 		}
-	case errors.Is(err, sandbox.ErrNotFound):
+	case errors.Is(err, domain.ErrNotFound):
 		t.kind.misses.add(t.sum, g.now())
 		if t.kind.indexed {
 			g.index.remove(prefix)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // Body pacing defaults, for zero Config fields.
@@ -99,7 +99,7 @@ func (b *pacedBody) deadline() time.Time {
 
 // errBodyTooSlow is a body that did not keep to the minimum rate.
 func (b *pacedBody) errTooSlow() error {
-	return sandbox.Errorf(sandbox.CodeRequestTimeout,
+	return domain.Errorf(domain.CodeRequestTimeout,
 		"the request body arrived slower than %d bytes a second (after the first %s); send it faster", b.minRate, b.grace)
 }
 

@@ -1,12 +1,12 @@
 package httpapi
 
 import (
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // CallerName is the key name an audit record shows: null exactly when it
 // names no key.
-func CallerName(by sandbox.Caller) *string {
+func CallerName(by domain.Caller) *string {
 	if by.KeyID == "" {
 		return nil
 	}

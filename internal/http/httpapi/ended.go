@@ -6,7 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // EndedMeanwhile explains a data-plane call's failure that the provider
@@ -15,15 +15,15 @@ import (
 // took what the call was using, so the failure is the sandbox's state, a
 // 409 SANDBOX_STATE_CONFLICT, not a fault of Tether's. Any other error is
 // returned as it is.
-func EndedMeanwhile(c *gin.Context, st SandboxGetter, sb sandbox.Sandbox, op string, err error) error {
-	if err == nil || sandbox.ErrorCode(err) != sandbox.CodeInternal || sandbox.ConflictState(err) != "" {
+func EndedMeanwhile(c *gin.Context, st SandboxGetter, sb domain.Sandbox, op string, err error) error {
+	if err == nil || domain.ErrorCode(err) != domain.CodeInternal || domain.ConflictState(err) != "" {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 5*time.Second)
 	defer cancel()
 	now, gerr := st.GetSandbox(ctx, TenantOf(c), sb.ID)
-	if gerr != nil || now.State == sandbox.StateReady {
+	if gerr != nil || now.State == domain.StateReady {
 		return err
 	}
-	return sandbox.StateConflict(sb.ID, now.State, op+" (the sandbox ended while it ran)")
+	return domain.StateConflict(sb.ID, now.State, op+" (the sandbox ended while it ran)")
 }

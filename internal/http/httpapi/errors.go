@@ -10,8 +10,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tetherhq/tether/internal/cluster"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/jsoncodec"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // Problem is an RFC 9457 problem document, the body of every error.
@@ -34,34 +34,34 @@ type Problem struct {
 
 // StatusOf maps each error code to its HTTP status: the one table every
 // error response comes from.
-var StatusOf = map[sandbox.Code]int{
-	sandbox.CodeInvalidRequest:           http.StatusBadRequest,
-	sandbox.CodeUnauthenticated:          http.StatusUnauthorized,
-	sandbox.CodeForbidden:                http.StatusForbidden,
-	sandbox.CodeNotFound:                 http.StatusNotFound,
-	sandbox.CodeStateConflict:            http.StatusConflict,
-	sandbox.CodeIdempotencyKeyReused:     http.StatusConflict,
-	sandbox.CodeSandboxIDTaken:           http.StatusConflict,
-	sandbox.CodePoolExists:               http.StatusConflict,
-	sandbox.CodePoolEmpty:                http.StatusConflict,
-	sandbox.CodeUnknownProvider:          http.StatusBadRequest,
-	sandbox.CodeSnapshotNotReady:         http.StatusConflict,
-	sandbox.CodeSnapshotProviderMismatch: http.StatusUnprocessableEntity,
-	sandbox.CodeProviderUnavailable:      http.StatusServiceUnavailable,
-	sandbox.CodeNotSupported:             http.StatusNotImplemented,
-	sandbox.CodePayloadTooLarge:          http.StatusRequestEntityTooLarge,
-	sandbox.CodeQuotaExceeded:            http.StatusTooManyRequests,
-	sandbox.CodeRequestTimeout:           http.StatusRequestTimeout,
-	sandbox.CodeFileNotFound:             http.StatusNotFound,
-	sandbox.CodeIsDirectory:              http.StatusBadRequest,
-	sandbox.CodePermissionDenied:         http.StatusForbidden,
-	sandbox.CodeInvalidPath:              http.StatusBadRequest,
-	sandbox.CodePortUnreachable:          http.StatusBadGateway,
-	sandbox.CodeProcessNotFound:          http.StatusNotFound,
-	sandbox.CodeProcessStateConflict:     http.StatusConflict,
-	sandbox.CodePreviewGone:              http.StatusGone,
-	sandbox.CodeInternal:                 http.StatusInternalServerError,
-	sandbox.CodeUnavailable:              http.StatusServiceUnavailable,
+var StatusOf = map[domain.Code]int{
+	domain.CodeInvalidRequest:           http.StatusBadRequest,
+	domain.CodeUnauthenticated:          http.StatusUnauthorized,
+	domain.CodeForbidden:                http.StatusForbidden,
+	domain.CodeNotFound:                 http.StatusNotFound,
+	domain.CodeStateConflict:            http.StatusConflict,
+	domain.CodeIdempotencyKeyReused:     http.StatusConflict,
+	domain.CodeSandboxIDTaken:           http.StatusConflict,
+	domain.CodePoolExists:               http.StatusConflict,
+	domain.CodePoolEmpty:                http.StatusConflict,
+	domain.CodeUnknownProvider:          http.StatusBadRequest,
+	domain.CodeSnapshotNotReady:         http.StatusConflict,
+	domain.CodeSnapshotProviderMismatch: http.StatusUnprocessableEntity,
+	domain.CodeProviderUnavailable:      http.StatusServiceUnavailable,
+	domain.CodeNotSupported:             http.StatusNotImplemented,
+	domain.CodePayloadTooLarge:          http.StatusRequestEntityTooLarge,
+	domain.CodeQuotaExceeded:            http.StatusTooManyRequests,
+	domain.CodeRequestTimeout:           http.StatusRequestTimeout,
+	domain.CodeFileNotFound:             http.StatusNotFound,
+	domain.CodeIsDirectory:              http.StatusBadRequest,
+	domain.CodePermissionDenied:         http.StatusForbidden,
+	domain.CodeInvalidPath:              http.StatusBadRequest,
+	domain.CodePortUnreachable:          http.StatusBadGateway,
+	domain.CodeProcessNotFound:          http.StatusNotFound,
+	domain.CodeProcessStateConflict:     http.StatusConflict,
+	domain.CodePreviewGone:              http.StatusGone,
+	domain.CodeInternal:                 http.StatusInternalServerError,
+	domain.CodeUnavailable:              http.StatusServiceUnavailable,
 }
 
 // logLevelOf is the level a request answered with a problem of code and
@@ -74,11 +74,11 @@ var StatusOf = map[sandbox.Code]int{
 // PORT_UNREACHABLE (502: nothing listens on the port in the sandbox, or
 // the app closed the connection; the sandbox's app is the client's, and
 // Tether did its part).
-func logLevelOf(code sandbox.Code, status int) slog.Level {
+func logLevelOf(code domain.Code, status int) slog.Level {
 	switch {
-	case code == sandbox.CodeUnavailable || code == sandbox.CodeProviderUnavailable:
+	case code == domain.CodeUnavailable || code == domain.CodeProviderUnavailable:
 		return slog.LevelWarn
-	case code == sandbox.CodeNotSupported || code == sandbox.CodePortUnreachable:
+	case code == domain.CodeNotSupported || code == domain.CodePortUnreachable:
 		return slog.LevelInfo
 	case status >= 500:
 		return slog.LevelError
@@ -119,7 +119,7 @@ func WriteError(c *gin.Context, log *slog.Logger, err error) {
 		return
 	}
 	p := ProblemFor(c, log, err)
-	if p.Code == string(sandbox.CodeUnavailable) {
+	if p.Code == string(domain.CodeUnavailable) {
 		c.Header("Retry-After", "1")
 	}
 	WriteProblem(c, p)
@@ -130,11 +130,11 @@ func WriteError(c *gin.Context, log *slog.Logger, err error) {
 func ProblemFor(c *gin.Context, log *slog.Logger, err error) Problem {
 	var maxBytes *http.MaxBytesError
 	if errors.As(err, &maxBytes) {
-		err = sandbox.Errorf(sandbox.CodePayloadTooLarge, "request body exceeds %d bytes", maxBytes.Limit)
+		err = domain.Errorf(domain.CodePayloadTooLarge, "request body exceeds %d bytes", maxBytes.Limit)
 	}
-	var e *sandbox.Error
+	var e *domain.Error
 	if !errors.As(err, &e) {
-		e = &sandbox.Error{Code: sandbox.CodeInternal}
+		e = &domain.Error{Code: domain.CodeInternal}
 	}
 	status, ok := StatusOf[e.Code]
 	if !ok {
@@ -142,7 +142,7 @@ func ProblemFor(c *gin.Context, log *slog.Logger, err error) Problem {
 	}
 	detail := e.Message
 	switch {
-	case e.Code == sandbox.CodeUnavailable:
+	case e.Code == domain.CodeUnavailable:
 		log.WarnContext(c.Request.Context(), "request failed: registry unavailable", "err", err,
 			"request_id", RequestID(c), "method", c.Request.Method, "path", c.FullPath())
 	case logLevelOf(e.Code, status) == slog.LevelError:
@@ -150,14 +150,14 @@ func ProblemFor(c *gin.Context, log *slog.Logger, err error) Problem {
 			"request_id", RequestID(c), "method", c.Request.Method, "path", c.FullPath())
 		detail = "an internal error occurred; quote the request id when reporting it"
 	}
-	if e == sandbox.ErrNotFound {
+	if e == domain.ErrNotFound {
 		detail = "the resource does not exist"
 	}
-	return NewProblem(c, status, e.Code, detail, sandbox.ConflictState(err))
+	return NewProblem(c, status, e.Code, detail, domain.ConflictState(err))
 }
 
 // NewProblem is the problem document for status and code, for the request c.
-func NewProblem(c *gin.Context, status int, code sandbox.Code, detail string, state sandbox.State) Problem {
+func NewProblem(c *gin.Context, status int, code domain.Code, detail string, state domain.State) Problem {
 	return Problem{
 		Type:      "https://github.com/tetherhq/tether/blob/main/docs/errors.md#" + strings.ToLower(string(code)),
 		Title:     http.StatusText(status),
@@ -183,7 +183,7 @@ func WriteProblem(c *gin.Context, p Problem) {
 		// not the one signed: refused credentials, like withAuth's.
 		c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
 	}
-	State(c).code = sandbox.Code(p.Code)
+	State(c).code = domain.Code(p.Code)
 	if p.Status == http.StatusUnauthorized && State(c).badBody != nil {
 		// Tells the forwarding replica what was refused.
 		cluster.Refuse(c.Writer.Header(), cluster.RefusedBody)

@@ -7,7 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/tetherhq/tether/internal/cluster"
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // forwardedAuth checks a call another node forwarded (cluster.Verify) and
@@ -21,7 +21,7 @@ func forwardedAuth(c *gin.Context, log *slog.Logger, cl *cluster.Cluster) bool {
 			"from", cluster.ForwardedBy(c.Request), "request_id", RequestID(c))
 		cluster.Refuse(c.Writer.Header(), cluster.RefusalOf(err))
 		c.Header("WWW-Authenticate", `Bearer realm="tether", error="invalid_token"`)
-		WriteProblem(c, NewProblem(c, http.StatusUnauthorized, sandbox.CodeUnauthenticated,
+		WriteProblem(c, NewProblem(c, http.StatusUnauthorized, domain.CodeUnauthenticated,
 			"the forwarded call is refused: "+err.Error(), ""))
 		return false
 	}

@@ -18,8 +18,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/jsoncodec"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // Config holds the API's limits and defaults.
@@ -266,7 +266,7 @@ func WithRecovery(log *slog.Logger) gin.HandlerFunc {
 				}
 				log.Error("panic serving request", "panic", v, "request_id", RequestID(c), "stack", string(debug.Stack()))
 				if !c.Writer.Written() {
-					WriteProblem(c, NewProblem(c, http.StatusInternalServerError, sandbox.CodeInternal,
+					WriteProblem(c, NewProblem(c, http.StatusInternalServerError, domain.CodeInternal,
 						"an internal error occurred; quote the request id when reporting it", ""))
 				}
 			}
@@ -280,7 +280,7 @@ func WithRecovery(log *slog.Logger) gin.HandlerFunc {
 func WithBodyLimit(limit int64) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if c.Request.ContentLength > limit {
-			WriteProblem(c, NewProblem(c, http.StatusRequestEntityTooLarge, sandbox.CodePayloadTooLarge,
+			WriteProblem(c, NewProblem(c, http.StatusRequestEntityTooLarge, domain.CodePayloadTooLarge,
 				fmt.Sprintf("request body exceeds %d bytes", limit), ""))
 			return
 		}
@@ -306,12 +306,12 @@ func ReadJSONBody(c *gin.Context) ([]byte, error) {
 	if err != nil {
 		var (
 			maxBytes *http.MaxBytesError
-			coded    *sandbox.Error
+			coded    *domain.Error
 		)
 		if errors.As(err, &maxBytes) || errors.As(err, &coded) {
 			return nil, err // too large, too slow, or not the body a forwarded call signed
 		}
-		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "reading request body failed")
+		return nil, domain.Errorf(domain.CodeInvalidRequest, "reading request body failed")
 	}
 	return body, nil
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // parseAfter reads the event position from after or cursor (they are the
@@ -16,7 +16,7 @@ func parseAfter(c *gin.Context) (int64, error) {
 	v, ok := c.GetQuery("after")
 	if cur, has := c.GetQuery("cursor"); has {
 		if ok && cur != v {
-			return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "after and cursor disagree; pass one")
+			return 0, domain.Errorf(domain.CodeInvalidRequest, "after and cursor disagree; pass one")
 		}
 		v, ok = cur, true
 	}
@@ -25,7 +25,7 @@ func parseAfter(c *gin.Context) (int64, error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
-		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "after/cursor must be an event id (a non-negative integer)")
+		return 0, domain.Errorf(domain.CodeInvalidRequest, "after/cursor must be an event id (a non-negative integer)")
 	}
 	return n, nil
 }
@@ -65,19 +65,19 @@ func SandboxPage[T any](c *gin.Context, st SandboxGetter, read func(ctx context.
 // FormatStreamPosition writes an event stream position as the stream's SSE
 // event id, "<transaction>-<event id>" (webhooks spell their cursors the
 // same way).
-func FormatStreamPosition(p sandbox.StreamPosition) string {
+func FormatStreamPosition(p domain.StreamPosition) string {
 	return strconv.FormatUint(p.Tx, 10) + "-" + strconv.FormatInt(p.ID, 10)
 }
 
 // ParseStreamPosition reads a position FormatStreamPosition wrote.
-func ParseStreamPosition(s string) (sandbox.StreamPosition, error) {
+func ParseStreamPosition(s string) (domain.StreamPosition, error) {
 	tx, id, ok := strings.Cut(s, "-")
-	p := sandbox.StreamPosition{}
+	p := domain.StreamPosition{}
 	var err1, err2 error
 	p.Tx, err1 = strconv.ParseUint(tx, 10, 64)
 	p.ID, err2 = strconv.ParseInt(id, 10, 64)
 	if !ok || err1 != nil || err2 != nil || p.ID < 0 {
-		return p, sandbox.Errorf(sandbox.CodeInvalidRequest, "a stream position is the id of an event the stream sent (Last-Event-ID or cursor), such as 1234-56")
+		return p, domain.Errorf(domain.CodeInvalidRequest, "a stream position is the id of an event the stream sent (Last-Event-ID or cursor), such as 1234-56")
 	}
 	return p, nil
 }

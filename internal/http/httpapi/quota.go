@@ -10,7 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // Quota defaults, for zero Config fields.
@@ -41,7 +41,7 @@ const usageTTL = 500 * time.Millisecond
 
 // UsageReader is what the quotas read of a tenant's usage.
 type UsageReader interface {
-	TenantUsage(ctx context.Context, tenant string) (sandbox.TenantUsage, error)
+	TenantUsage(ctx context.Context, tenant string) (domain.TenantUsage, error)
 }
 
 // Quotas judges creates against each tenant's live-sandbox cap and create
@@ -62,7 +62,7 @@ type Quotas struct {
 
 type tenantQuota struct {
 	read     time.Time // when usage was read
-	usage    sandbox.TenantUsage
+	usage    domain.TenantUsage
 	admitted int // creates admitted since
 	// reading is closed when the usage read in flight lands; nil when
 	// none is. One create reads a stale usage while the others judge by
@@ -115,7 +115,7 @@ func (b *bucket) available(now time.Time, rate, burst float64) float64 {
 // Exceeded is the 429 of a quota, with when to retry.
 func Exceeded(c *gin.Context, wait time.Duration, format string, args ...any) error {
 	c.Header("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
-	return sandbox.Errorf(sandbox.CodeQuotaExceeded, format, args...)
+	return domain.Errorf(domain.CodeQuotaExceeded, format, args...)
 }
 
 // checkKey takes one of the request tokens of the authenticated key keyID

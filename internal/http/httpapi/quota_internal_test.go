@@ -12,7 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // slowUsage is a usage reader whose reads block until released, and
@@ -24,17 +24,17 @@ type slowUsage struct {
 	fail    atomic.Bool // the next read fails
 }
 
-func (u *slowUsage) TenantUsage(ctx context.Context, _ string) (sandbox.TenantUsage, error) {
+func (u *slowUsage) TenantUsage(ctx context.Context, _ string) (domain.TenantUsage, error) {
 	u.reads.Add(1)
 	select {
 	case <-u.release:
 	case <-ctx.Done():
-		return sandbox.TenantUsage{}, ctx.Err()
+		return domain.TenantUsage{}, ctx.Err()
 	}
 	if u.fail.CompareAndSwap(true, false) {
-		return sandbox.TenantUsage{}, errors.New("usage read failed")
+		return domain.TenantUsage{}, errors.New("usage read failed")
 	}
-	return sandbox.TenantUsage{Live: u.live}, nil
+	return domain.TenantUsage{Live: u.live}, nil
 }
 
 func quotaContext(t *testing.T) *gin.Context {
@@ -121,10 +121,10 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 // fixedUsage is a tenant's usage that never changes.
-type fixedUsage sandbox.TenantUsage
+type fixedUsage domain.TenantUsage
 
-func (u fixedUsage) TenantUsage(context.Context, string) (sandbox.TenantUsage, error) {
-	return sandbox.TenantUsage(u), nil
+func (u fixedUsage) TenantUsage(context.Context, string) (domain.TenantUsage, error) {
+	return domain.TenantUsage(u), nil
 }
 
 // TestQuotaZeroIsNoLimit: a quota of NoLimit (TENANT_MAX_LIVE=0,

@@ -13,7 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // Optional is s, or nil for the empty string (JSON null).
@@ -35,12 +35,12 @@ func UTC(t *time.Time) *time.Time {
 
 // SandboxGetter reads one sandbox of a tenant.
 type SandboxGetter interface {
-	GetSandbox(ctx context.Context, tenant, id string) (sandbox.Sandbox, error)
+	GetSandbox(ctx context.Context, tenant, id string) (domain.Sandbox, error)
 }
 
 // ChangeSubscriber tells of changes to sandboxes (for waits and streams).
 type ChangeSubscriber interface {
-	SubscribeSandbox(id string) (<-chan sandbox.Change, func())
+	SubscribeSandbox(id string) (<-chan domain.Change, func())
 }
 
 // Limits on client-supplied values.
@@ -64,7 +64,7 @@ var (
 // ValidateOwner refuses an owner name of the wrong shape.
 func ValidateOwner(owner string) error {
 	if !ownerPattern.MatchString(owner) {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest,
+		return domain.Errorf(domain.CodeInvalidRequest,
 			"owner must be 1-%d characters: letters, digits and . _ : @ -, starting with a letter or digit", maxOwner)
 	}
 	return nil
@@ -76,8 +76,8 @@ func ValidateClientOwner(owner string) error {
 	if err := ValidateOwner(owner); err != nil {
 		return err
 	}
-	if sandbox.ReservedOwner(owner) {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "owner names starting with pool: are reserved for warm pools")
+	if domain.ReservedOwner(owner) {
+		return domain.Errorf(domain.CodeInvalidRequest, "owner names starting with pool: are reserved for warm pools")
 	}
 	return nil
 }
@@ -85,18 +85,18 @@ func ValidateClientOwner(owner string) error {
 // ValidateLabels refuses labels of the wrong shape, or too many.
 func ValidateLabels(labels map[string]string) error {
 	if len(labels) > maxLabels {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "at most %d labels are allowed", maxLabels)
+		return domain.Errorf(domain.CodeInvalidRequest, "at most %d labels are allowed", maxLabels)
 	}
 	for k, v := range labels {
 		if k == "" {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "label keys must not be empty")
+			return domain.Errorf(domain.CodeInvalidRequest, "label keys must not be empty")
 		}
 		if !labelKeyPattern.MatchString(k) {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest,
+			return domain.Errorf(domain.CodeInvalidRequest,
 				"label key %q must be 1-128 characters of letters, digits and . _ / -, starting and ending with a letter or digit", k)
 		}
 		if len(v) > maxLabelValue || strings.ContainsRune(v, 0) {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "label %q: value must be at most %d bytes with no NUL", k, maxLabelValue)
+			return domain.Errorf(domain.CodeInvalidRequest, "label %q: value must be at most %d bytes with no NUL", k, maxLabelValue)
 		}
 	}
 	return nil
@@ -106,18 +106,18 @@ func ValidateLabels(labels map[string]string) error {
 // setup script.
 func ValidateEnvAndSetup(env map[string]string, setup string) error {
 	if len(env) > MaxEnv {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "at most %d env variables are allowed", MaxEnv)
+		return domain.Errorf(domain.CodeInvalidRequest, "at most %d env variables are allowed", MaxEnv)
 	}
 	for k, v := range env {
 		if !EnvKeyPattern.MatchString(k) {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "env name %q must match [A-Za-z_][A-Za-z0-9_]*", k)
+			return domain.Errorf(domain.CodeInvalidRequest, "env name %q must match [A-Za-z_][A-Za-z0-9_]*", k)
 		}
 		if len(v) > MaxEnvValue || strings.ContainsRune(v, 0) {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "env %q: value must be at most %d bytes with no NUL", k, MaxEnvValue)
+			return domain.Errorf(domain.CodeInvalidRequest, "env %q: value must be at most %d bytes with no NUL", k, MaxEnvValue)
 		}
 	}
 	if len(setup) > maxSetup || strings.ContainsRune(setup, 0) {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "setup must be at most %d bytes with no NUL", maxSetup)
+		return domain.Errorf(domain.CodeInvalidRequest, "setup must be at most %d bytes with no NUL", maxSetup)
 	}
 	return nil
 }
@@ -126,16 +126,16 @@ func ValidateEnvAndSetup(env map[string]string, setup string) error {
 // found without a query.
 func SandboxID(c *gin.Context) (string, error) {
 	id := c.Param("id")
-	if !sandbox.ValidID(id) {
-		return "", sandbox.Errorf(sandbox.CodeNotFound, "sandbox %q not found", id)
+	if !domain.ValidID(id) {
+		return "", domain.Errorf(domain.CodeNotFound, "sandbox %q not found", id)
 	}
 	return id, nil
 }
 
 // NotFoundAs is err, or for a sandbox that is not found, NOT_FOUND naming id.
 func NotFoundAs(err error, id string) error {
-	if errors.Is(err, sandbox.ErrNotFound) {
-		return sandbox.Errorf(sandbox.CodeNotFound, "sandbox %s not found", id)
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Errorf(domain.CodeNotFound, "sandbox %s not found", id)
 	}
 	return err
 }
@@ -146,16 +146,16 @@ func ParseWait(s string, maxWait time.Duration) (time.Duration, error) {
 	if err != nil {
 		if n, nerr := strconv.ParseInt(s, 10, 64); nerr == nil {
 			if n > int64(maxWait/time.Second) {
-				return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "wait must be at most %s", maxWait)
+				return 0, domain.Errorf(domain.CodeInvalidRequest, "wait must be at most %s", maxWait)
 			}
 			d, err = time.Duration(n)*time.Second, nil
 		}
 	}
 	if err != nil || d < 0 {
-		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "wait must be a non-negative duration such as 30s")
+		return 0, domain.Errorf(domain.CodeInvalidRequest, "wait must be a non-negative duration such as 30s")
 	}
 	if d > maxWait {
-		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "wait must be at most %s", maxWait)
+		return 0, domain.Errorf(domain.CodeInvalidRequest, "wait must be at most %s", maxWait)
 	}
 	return d, nil
 }
@@ -169,9 +169,9 @@ func OnlyQuery(c *gin.Context, allowed ...string) error {
 	for k := range c.Request.URL.Query() {
 		if !slices.Contains(allowed, k) {
 			if len(allowed) == 0 {
-				return sandbox.Errorf(sandbox.CodeInvalidRequest, "unknown query parameter %q", k)
+				return domain.Errorf(domain.CodeInvalidRequest, "unknown query parameter %q", k)
 			}
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "unknown query parameter %q (allowed: %s)", k, strings.Join(allowed, ", "))
+			return domain.Errorf(domain.CodeInvalidRequest, "unknown query parameter %q (allowed: %s)", k, strings.Join(allowed, ", "))
 		}
 	}
 	return nil
@@ -190,7 +190,7 @@ func ParseLimit(c *gin.Context) (int, error) {
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 || n > maxPageSize {
-		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "limit must be an integer between 1 and %d", maxPageSize)
+		return 0, domain.Errorf(domain.CodeInvalidRequest, "limit must be an integer between 1 and %d", maxPageSize)
 	}
 	return n, nil
 }
@@ -202,7 +202,7 @@ const (
 )
 
 // EncodeCursor makes the opaque next_cursor of a sandbox listing.
-func EncodeCursor(cur *sandbox.Cursor) *string {
+func EncodeCursor(cur *domain.Cursor) *string {
 	if cur == nil {
 		return nil
 	}
@@ -211,12 +211,12 @@ func EncodeCursor(cur *sandbox.Cursor) *string {
 }
 
 // DecodeCursor decodes a sandbox list's cursor.
-func DecodeCursor(s string) (*sandbox.Cursor, error) { return DecodeCursorOf(s, sandbox.ValidID) }
+func DecodeCursor(s string) (*domain.Cursor, error) { return DecodeCursorOf(s, domain.ValidID) }
 
 // DecodeCursorOf decodes a cursor whose id must be valid (a sandbox's, a
 // snapshot's).
-func DecodeCursorOf(s string, valid func(string) bool) (*sandbox.Cursor, error) {
-	bad := sandbox.Errorf(sandbox.CodeInvalidRequest, "cursor is not valid: pass next_cursor from a previous page unchanged")
+func DecodeCursorOf(s string, valid func(string) bool) (*domain.Cursor, error) {
+	bad := domain.Errorf(domain.CodeInvalidRequest, "cursor is not valid: pass next_cursor from a previous page unchanged")
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
 		return nil, bad
@@ -231,5 +231,5 @@ func DecodeCursorOf(s string, valid func(string) bool) (*sandbox.Cursor, error) 
 	if err != nil || micros < minCursorMicros || micros > maxCursorMicros {
 		return nil, bad
 	}
-	return &sandbox.Cursor{CreatedAt: time.UnixMicro(micros).UTC(), ID: id}, nil
+	return &domain.Cursor{CreatedAt: time.UnixMicro(micros).UTC(), ID: id}, nil
 }

@@ -3,7 +3,7 @@ package httpapi
 import (
 	"github.com/gin-gonic/gin"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // reqState is what the middleware learns of a request for what runs after
@@ -16,7 +16,7 @@ type reqState struct {
 	paced *pacedBody
 	// tenant and caller are who the request authenticated as (withAuth).
 	Tenant string
-	Caller sandbox.Caller
+	Caller domain.Caller
 	// manageKeys: the key has the manage_keys scope (withAuth; never set
 	// for a forwarded call).
 	manageKeys bool
@@ -27,12 +27,12 @@ type reqState struct {
 	badBody error
 	// sandbox is the sandbox a data-plane call is for, as withNodeRouting
 	// looked it up; nil if it did not.
-	Sandbox *sandbox.Sandbox
+	Sandbox *domain.Sandbox
 	// exec is an exec's body as checkExecBody decoded and checked it.
 	Exec *ExecCall
 	// code is the code of the problem the request was answered with;
 	// empty when it was not answered with one here.
-	code sandbox.Code
+	code domain.Code
 	// answeredBy says who answered the request when Tether only passed
 	// the answer on: the app in the sandbox (through a port or a preview),
 	// or the node the call was forwarded to.
@@ -69,7 +69,7 @@ func RequestID(c *gin.Context) string { return State(c).id }
 func TenantOf(c *gin.Context) string { return State(c).Tenant }
 
 // CallerOf is the API key the request was made with, for the audit trail.
-func CallerOf(c *gin.Context) sandbox.Caller { return State(c).Caller }
+func CallerOf(c *gin.Context) domain.Caller { return State(c).Caller }
 
 // ManagesKeys is whether the request's key has the manage_keys scope.
 func ManagesKeys(c *gin.Context) bool { return State(c).manageKeys }
@@ -78,9 +78,9 @@ func ManagesKeys(c *gin.Context) bool { return State(c).manageKeys }
 func Forwarded(c *gin.Context) bool { return State(c).forwarded }
 
 // RoutedSandbox is the sandbox withNodeRouting looked up for the request.
-func RoutedSandbox(c *gin.Context) (sandbox.Sandbox, bool) {
+func RoutedSandbox(c *gin.Context) (domain.Sandbox, bool) {
 	if sb := State(c).Sandbox; sb != nil {
 		return *sb, true
 	}
-	return sandbox.Sandbox{}, false
+	return domain.Sandbox{}, false
 }

@@ -8,7 +8,7 @@ import (
 	"io"
 	"slices"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // Decode decodes exactly one JSON object from body into v, refusing
@@ -16,7 +16,7 @@ import (
 // into INVALID_REQUEST messages a client can act on.
 func Decode(body []byte, v any) error {
 	if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || trimmed[0] != '{' {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body must be a JSON object")
+		return domain.Errorf(domain.CodeInvalidRequest, "request body must be a JSON object")
 	}
 	if err := noDuplicateKeys(body); err != nil {
 		return err
@@ -24,10 +24,10 @@ func Decode(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body: %s", describeJSONError(err))
+		return domain.Errorf(domain.CodeInvalidRequest, "request body: %s", describeJSONError(err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body must hold a single JSON object and nothing after it")
+		return domain.Errorf(domain.CodeInvalidRequest, "request body must hold a single JSON object and nothing after it")
 	}
 	return nil
 }
@@ -91,7 +91,7 @@ func (f *jsonFrame) addKey(quoted []byte, escaped bool) (stop bool, err error) {
 	}
 	_, seen := f.set[key]
 	if seen || slices.Contains(f.keys, key) {
-		return true, sandbox.Errorf(sandbox.CodeInvalidRequest, "request body: key %q appears twice in one object", key)
+		return true, domain.Errorf(domain.CodeInvalidRequest, "request body: key %q appears twice in one object", key)
 	}
 	switch {
 	case f.set != nil:

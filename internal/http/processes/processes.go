@@ -15,15 +15,15 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/dataplane"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/http/jsoncodec"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // Processes: commands that run in the background of a ready sandbox,
 // belonging to the sandbox rather than to the request that started them
-// (docs/processes.md). The provider keeps them (sandbox.Processes); these
+// (docs/processes.md). The provider keeps them (domain.Processes); these
 // handlers check the input, call it, and record every start, input and
 // signal in the sandbox's activity. terminal.go serves a process's
 // terminal over a WebSocket; watch.go, a folder's changes.
@@ -141,7 +141,7 @@ type ProcessDropped struct {
 } // @name ProcessDropped
 
 // toProcess is the API's view of a process.
-func toProcess(p sandbox.ProcessInfo) Process {
+func toProcess(p domain.ProcessInfo) Process {
 	out := Process{PID: p.PID, Tag: p.Tag, Argv: p.Argv, Env: p.Env, Cwd: p.Cwd, Stdin: p.Stdin,
 		StartedAt: p.StartedAt.UTC(), Running: p.Running, KeptBytes: p.Kept, DroppedBytes: p.Dropped}
 	if out.Argv == nil {
@@ -159,28 +159,28 @@ func toProcess(p sandbox.ProcessInfo) Process {
 	return out
 }
 
-func toProcessExit(e sandbox.ProcessExit) *ProcessExit {
+func toProcessExit(e domain.ProcessExit) *ProcessExit {
 	return &ProcessExit{Code: e.Code, Signal: e.Signal, Exited: e.Exited, Status: e.Status}
 }
 
 // processSelector is the request's {pid}: digits are a pid, a tag
 // otherwise.
-func processSelector(c *gin.Context) (sandbox.ProcessSelector, error) {
+func processSelector(c *gin.Context) (domain.ProcessSelector, error) {
 	s := c.Param("pid")
 	if pid, err := strconv.Atoi(s); err == nil && pid > 0 && strconv.Itoa(pid) == s {
-		return sandbox.ProcessSelector{PID: pid}, nil
+		return domain.ProcessSelector{PID: pid}, nil
 	}
 	if tagPattern.MatchString(s) {
-		return sandbox.ProcessSelector{Tag: s}, nil
+		return domain.ProcessSelector{Tag: s}, nil
 	}
-	return sandbox.ProcessSelector{}, sandbox.Errorf(sandbox.CodeInvalidRequest,
+	return domain.ProcessSelector{}, domain.Errorf(domain.CodeInvalidRequest,
 		"a process is named by its pid (a positive number) or its tag (a letter, then up to 63 letters, digits, '.', '_' or '-'); got %q", s)
 }
 
 // selected is the process sel names among procs, as the provider picks
 // it: by pid, or the latest with the tag, a running one first.
-func selected(procs []sandbox.ProcessInfo, sel sandbox.ProcessSelector) (sandbox.ProcessInfo, bool) {
-	var found *sandbox.ProcessInfo
+func selected(procs []domain.ProcessInfo, sel domain.ProcessSelector) (domain.ProcessInfo, bool) {
+	var found *domain.ProcessInfo
 	for i := range procs {
 		p := &procs[i]
 		switch {
@@ -191,7 +191,7 @@ func selected(procs []sandbox.ProcessInfo, sel sandbox.ProcessSelector) (sandbox
 		}
 	}
 	if found == nil {
-		return sandbox.ProcessInfo{}, false
+		return domain.ProcessInfo{}, false
 	}
 	return *found, true
 }
@@ -199,7 +199,7 @@ func selected(procs []sandbox.ProcessInfo, sel sandbox.ProcessSelector) (sandbox
 // processStart is a start's body, decoded and checked: the spec to start
 // and the command its activity record shows.
 type processStart struct {
-	spec    sandbox.ProcessSpec
+	spec    domain.ProcessSpec
 	command string
 }
 
@@ -216,16 +216,16 @@ func parseProcessStart(raw []byte) (processStart, error) {
 	if err := validateProcessEnv(req.Env); err != nil {
 		return processStart{}, err
 	}
-	if req.Cwd != "" && (req.Cwd[0] != '/' || strings.ContainsRune(req.Cwd, 0) || !utf8.ValidString(req.Cwd) || len(req.Cwd) > sandbox.MaxActivityTarget) {
-		return processStart{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "cwd must be an absolute path, valid UTF-8 without NUL bytes, at most %d bytes", sandbox.MaxActivityTarget)
+	if req.Cwd != "" && (req.Cwd[0] != '/' || strings.ContainsRune(req.Cwd, 0) || !utf8.ValidString(req.Cwd) || len(req.Cwd) > domain.MaxActivityTarget) {
+		return processStart{}, domain.Errorf(domain.CodeInvalidRequest, "cwd must be an absolute path, valid UTF-8 without NUL bytes, at most %d bytes", domain.MaxActivityTarget)
 	}
 	if req.Tag != "" && !tagPattern.MatchString(req.Tag) {
-		return processStart{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "tag must be a letter, then up to 63 letters, digits, '.', '_' or '-'")
+		return processStart{}, domain.Errorf(domain.CodeInvalidRequest, "tag must be a letter, then up to 63 letters, digits, '.', '_' or '-'")
 	}
 	if req.TimeoutSeconds < 0 || req.TimeoutSeconds > maxProcessTimeout {
-		return processStart{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "timeout_seconds must be between 0 (none) and %d", maxProcessTimeout)
+		return processStart{}, domain.Errorf(domain.CodeInvalidRequest, "timeout_seconds must be between 0 (none) and %d", maxProcessTimeout)
 	}
-	spec := sandbox.ProcessSpec{Argv: argv, Env: req.Env, Cwd: req.Cwd, Tag: req.Tag, Stdin: req.Stdin,
+	spec := domain.ProcessSpec{Argv: argv, Env: req.Env, Cwd: req.Cwd, Tag: req.Tag, Stdin: req.Stdin,
 		Timeout: time.Duration(req.TimeoutSeconds) * time.Second}
 	if req.PTY != nil {
 		size, err := terminalSize(req.PTY.Rows, req.PTY.Cols)
@@ -242,10 +242,10 @@ func parseProcessStart(raw []byte) (processStart, error) {
 func processArgv(req StartProcessRequest) ([]string, string, error) {
 	switch {
 	case (req.Command == "") == (len(req.Argv) == 0):
-		return nil, "", sandbox.Errorf(sandbox.CodeInvalidRequest, "give command (run with sh -c) or argv, one of them")
+		return nil, "", domain.Errorf(domain.CodeInvalidRequest, "give command (run with sh -c) or argv, one of them")
 	case req.Command != "":
 		if len(req.Command) > maxProcessSpec || strings.ContainsRune(req.Command, 0) || !utf8.ValidString(req.Command) {
-			return nil, "", sandbox.Errorf(sandbox.CodeInvalidRequest, "command must be valid UTF-8 without NUL bytes, at most %d bytes", maxProcessSpec)
+			return nil, "", domain.Errorf(domain.CodeInvalidRequest, "command must be valid UTF-8 without NUL bytes, at most %d bytes", maxProcessSpec)
 		}
 		return []string{"sh", "-c", req.Command}, req.Command, nil
 	}
@@ -253,11 +253,11 @@ func processArgv(req StartProcessRequest) ([]string, string, error) {
 	for _, a := range req.Argv {
 		total += len(a) + 1
 		if strings.ContainsRune(a, 0) || !utf8.ValidString(a) {
-			return nil, "", sandbox.Errorf(sandbox.CodeInvalidRequest, "argv's strings must be valid UTF-8 without NUL bytes")
+			return nil, "", domain.Errorf(domain.CodeInvalidRequest, "argv's strings must be valid UTF-8 without NUL bytes")
 		}
 	}
 	if req.Argv[0] == "" || len(req.Argv) > maxArgv || total > maxProcessSpec {
-		return nil, "", sandbox.Errorf(sandbox.CodeInvalidRequest, "argv must start with a program and hold at most %d strings of %d bytes in all", maxArgv, maxProcessSpec)
+		return nil, "", domain.Errorf(domain.CodeInvalidRequest, "argv must start with a program and hold at most %d strings of %d bytes in all", maxArgv, maxProcessSpec)
 	}
 	return req.Argv, shellJoin(req.Argv), nil
 }
@@ -265,22 +265,22 @@ func processArgv(req StartProcessRequest) ([]string, string, error) {
 // validateProcessEnv checks a process's own environment as an exec's.
 func validateProcessEnv(env map[string]string) error {
 	if len(env) > httpapi.MaxEnv {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "env holds at most %d variables", httpapi.MaxEnv)
+		return domain.Errorf(domain.CodeInvalidRequest, "env holds at most %d variables", httpapi.MaxEnv)
 	}
 	for k, v := range env {
 		if !httpapi.EnvKeyPattern.MatchString(k) || len(v) > httpapi.MaxEnvValue || strings.ContainsRune(v, 0) {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "env %q: names must match [A-Za-z_][A-Za-z0-9_]* and values be at most %d bytes with no NUL", k, httpapi.MaxEnvValue)
+			return domain.Errorf(domain.CodeInvalidRequest, "env %q: names must match [A-Za-z_][A-Za-z0-9_]* and values be at most %d bytes with no NUL", k, httpapi.MaxEnvValue)
 		}
 	}
 	return nil
 }
 
 // terminalSize checks a terminal's size.
-func terminalSize(rows, cols int) (sandbox.PTYSize, error) {
+func terminalSize(rows, cols int) (domain.PTYSize, error) {
 	if rows < 1 || cols < 1 || rows > maxTerminalDim || cols > maxTerminalDim {
-		return sandbox.PTYSize{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "a terminal's rows and cols must be 1-%d", maxTerminalDim)
+		return domain.PTYSize{}, domain.Errorf(domain.CodeInvalidRequest, "a terminal's rows and cols must be 1-%d", maxTerminalDim)
 	}
-	return sandbox.PTYSize{Rows: rows, Cols: cols}, nil
+	return domain.PTYSize{Rows: rows, Cols: cols}, nil
 }
 
 // shellJoin writes argv as a shell would read it back, for the record.
@@ -300,13 +300,13 @@ func shellJoin(argv []string) string {
 // provider's processes capability, and (but for start and list) the
 // process the request names.
 type processCall struct {
-	sb    sandbox.Sandbox
-	procs sandbox.Processes
-	sel   sandbox.ProcessSelector
+	sb    domain.Sandbox
+	procs domain.Processes
+	sel   domain.ProcessSelector
 }
 
 // processOf checks the request's sandbox and process selector.
-func processOf(c *gin.Context, st httpapi.SandboxGetter, providers map[string]sandbox.Provider, op string, named bool) (processCall, error) {
+func processOf(c *gin.Context, st httpapi.SandboxGetter, providers map[string]domain.Provider, op string, named bool) (processCall, error) {
 	var (
 		call processCall
 		err  error
@@ -316,7 +316,7 @@ func processOf(c *gin.Context, st httpapi.SandboxGetter, providers map[string]sa
 			return call, err
 		}
 	}
-	call.sb, call.procs, err = dataplane.ReadySandbox[sandbox.Processes](c, st, providers, op)
+	call.sb, call.procs, err = dataplane.ReadySandbox[domain.Processes](c, st, providers, op)
 	return call, err
 }
 
@@ -332,9 +332,9 @@ func pinTag(ctx context.Context, call *processCall) error {
 	}
 	p, ok := selected(procs, call.sel)
 	if !ok {
-		return sandbox.Errorf(sandbox.CodeProcessNotFound, "no process %s in sandbox %s (an ended one is kept a minute)", selectorText(call.sel), call.sb.ID)
+		return domain.Errorf(domain.CodeProcessNotFound, "no process %s in sandbox %s (an ended one is kept a minute)", selectorText(call.sel), call.sb.ID)
 	}
-	call.sel = sandbox.ProcessSelector{PID: p.PID}
+	call.sel = domain.ProcessSelector{PID: p.PID}
 	return nil
 }
 
@@ -343,23 +343,23 @@ func pinTag(ctx context.Context, call *processCall) error {
 // without a terminal) is the process's state, a 409; one it did not find
 // is a 409 as well when the process is still kept, having ended.
 func processConflict(ctx context.Context, call processCall, op string, err error) error {
-	switch sandbox.ErrorCode(err) {
-	case sandbox.CodeInvalidRequest:
-		var e *sandbox.Error
+	switch domain.ErrorCode(err) {
+	case domain.CodeInvalidRequest:
+		var e *domain.Error
 		errors.As(err, &e)
-		return sandbox.Errorf(sandbox.CodeProcessStateConflict, "cannot %s: %s", op, e.Message)
-	case sandbox.CodeProcessNotFound:
+		return domain.Errorf(domain.CodeProcessStateConflict, "cannot %s: %s", op, e.Message)
+	case domain.CodeProcessNotFound:
 		procs, lerr := call.procs.ListProcesses(ctx, call.sb.ID)
 		if p, ok := selected(procs, call.sel); lerr == nil && ok && !p.Running {
-			return sandbox.Errorf(sandbox.CodeProcessStateConflict, "cannot %s: process %d has ended", op, p.PID)
+			return domain.Errorf(domain.CodeProcessStateConflict, "cannot %s: process %d has ended", op, p.PID)
 		}
 	}
 	return err
 }
 
 // processActivity is the record of an operation on a process.
-func processActivity(kind sandbox.ActivityKind, pid int, target string) sandbox.Activity {
-	return sandbox.Activity{Kind: kind, PID: pid, Target: target}
+func processActivity(kind domain.ActivityKind, pid int, target string) domain.Activity {
+	return domain.Activity{Kind: kind, PID: pid, Target: target}
 }
 
 // CheckProcessStart decodes and checks a start's body before the call is
@@ -402,7 +402,7 @@ func CheckProcessStart() httpapi.HandlerFunc {
 //	@Header			201		{string}	Location			"the process's URL"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes [post]
-func HandleProcessStart(log *slog.Logger, st dataplane.Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleProcessStart(log *slog.Logger, st dataplane.Store, providers map[string]domain.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		raw, err := httpapi.ReadJSONBody(c)
 		if err != nil {
@@ -417,14 +417,14 @@ func HandleProcessStart(log *slog.Logger, st dataplane.Store, providers map[stri
 			return err
 		}
 		if start.spec.PTY != nil {
-			if _, ok := call.procs.(sandbox.PTY); !ok {
-				return sandbox.Errorf(sandbox.CodeNotSupported, "provider %q does not support terminals", call.sb.Provider)
+			if _, ok := call.procs.(domain.PTY); !ok {
+				return domain.Errorf(domain.CodeNotSupported, "provider %q does not support terminals", call.sb.Provider)
 			}
 		}
 		began := time.Now()
 		info, err := call.procs.StartProcess(c.Request.Context(), call.sb.ID, start.spec)
 		err = httpapi.EndedMeanwhile(c, st, call.sb, "start processes", err)
-		a := processActivity(sandbox.ActivityProcessStart, info.PID, start.command)
+		a := processActivity(domain.ActivityProcessStart, info.PID, start.command)
 		if err != nil {
 			dataplane.RecordActivity(c, log, st, call.sb, a, began, err)
 			return err
@@ -450,7 +450,7 @@ func HandleProcessStart(log *slog.Logger, st dataplane.Store, providers map[stri
 //	@Failure		503	{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes [get]
-func HandleProcessList(st dataplane.Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleProcessList(st dataplane.Store, providers map[string]domain.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
@@ -490,7 +490,7 @@ func HandleProcessList(st dataplane.Store, providers map[string]sandbox.Provider
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes/{pid} [get]
-func HandleProcessGet(cfg httpapi.Config, st dataplane.Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleProcessGet(cfg httpapi.Config, st dataplane.Store, providers map[string]domain.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c, "wait"); err != nil {
 			return err
@@ -517,7 +517,7 @@ func HandleProcessGet(cfg httpapi.Config, st dataplane.Store, providers map[stri
 		}
 		p, ok := selected(procs, call.sel)
 		if !ok {
-			return sandbox.Errorf(sandbox.CodeProcessNotFound, "no process %s in sandbox %s (an ended one is kept a minute)", selectorText(call.sel), call.sb.ID)
+			return domain.Errorf(domain.CodeProcessNotFound, "no process %s in sandbox %s (an ended one is kept a minute)", selectorText(call.sel), call.sb.ID)
 		}
 		return httpapi.WriteJSON(c, http.StatusOK, toProcess(p))
 	}
@@ -531,7 +531,7 @@ var errWaited = errors.New("the wait is over")
 func awaitProcessEnd(ctx context.Context, call processCall, wait time.Duration) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, wait, errWaited)
 	defer cancel()
-	err := call.procs.AttachProcess(ctx, call.sb.ID, call.sel, sandbox.AttachNow, func(sandbox.ProcessEvent) error { return nil })
+	err := call.procs.AttachProcess(ctx, call.sb.ID, call.sel, domain.AttachNow, func(domain.ProcessEvent) error { return nil })
 	if err != nil && errors.Is(context.Cause(ctx), errWaited) {
 		return nil
 	}
@@ -539,7 +539,7 @@ func awaitProcessEnd(ctx context.Context, call processCall, wait time.Duration) 
 }
 
 // selectorText names a selector in a message.
-func selectorText(sel sandbox.ProcessSelector) string {
+func selectorText(sel domain.ProcessSelector) string {
 	if sel.PID != 0 {
 		return strconv.Itoa(sel.PID)
 	}
@@ -567,7 +567,7 @@ func selectorText(sel sandbox.ProcessSelector) string {
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes/{pid}/stdin [post]
-func HandleProcessStdin(log *slog.Logger, st dataplane.Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleProcessStdin(log *slog.Logger, st dataplane.Store, providers map[string]domain.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		closeAfter, err := closeParam(c)
 		if err != nil {
@@ -582,7 +582,7 @@ func HandleProcessStdin(log *slog.Logger, st dataplane.Store, providers map[stri
 			return httpapi.BodyError(c, err)
 		}
 		if len(data) == 0 && !closeAfter {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "the body is the input to write; send some, or close=true")
+			return domain.Errorf(domain.CodeInvalidRequest, "the body is the input to write; send some, or close=true")
 		}
 		ctx, began := c.Request.Context(), time.Now()
 		if err := pinTag(ctx, &call); err != nil {
@@ -596,7 +596,7 @@ func HandleProcessStdin(log *slog.Logger, st dataplane.Store, providers map[stri
 		}
 		err = httpapi.EndedMeanwhile(c, st, call.sb, "write to processes", processConflict(ctx, call, "write to the process", err))
 		n := int64(len(data))
-		a := processActivity(sandbox.ActivityProcessInput, call.sel.PID, strings.ToValidUTF8(string(data), "\uFFFD"))
+		a := processActivity(domain.ActivityProcessInput, call.sel.PID, strings.ToValidUTF8(string(data), "\uFFFD"))
 		a.Bytes = &n
 		dataplane.RecordActivity(c, log, st, call.sb, a, began, err)
 		if err != nil {
@@ -618,7 +618,7 @@ func closeParam(c *gin.Context) (bool, error) {
 	case "true":
 		return true, nil
 	}
-	return false, sandbox.Errorf(sandbox.CodeInvalidRequest, "close must be true or false")
+	return false, domain.Errorf(domain.CodeInvalidRequest, "close must be true or false")
 }
 
 // signals are the signals a client may name, and their numbers on Linux.
@@ -646,7 +646,7 @@ func signalNumber(s string) (int, string, error) {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	return 0, "", sandbox.Errorf(sandbox.CodeInvalidRequest, "signal must be one of %s (SIG prefix optional) or a number 1-64", strings.Join(names, ", "))
+	return 0, "", domain.Errorf(domain.CodeInvalidRequest, "signal must be one of %s (SIG prefix optional) or a number 1-64", strings.Join(names, ", "))
 }
 
 // HandleProcessSignal sends a signal to a process.
@@ -669,7 +669,7 @@ func signalNumber(s string) (int, string, error) {
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes/{pid}/signal [post]
-func HandleProcessSignal(log *slog.Logger, st dataplane.Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleProcessSignal(log *slog.Logger, st dataplane.Store, providers map[string]domain.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
@@ -692,7 +692,7 @@ func HandleProcessSignal(log *slog.Logger, st dataplane.Store, providers map[str
 		}
 		err = call.procs.SignalProcess(ctx, call.sb.ID, call.sel, n)
 		err = httpapi.EndedMeanwhile(c, st, call.sb, "signal processes", processConflict(ctx, call, "signal the process", err))
-		dataplane.RecordActivity(c, log, st, call.sb, processActivity(sandbox.ActivityProcessSignal, call.sel.PID, name), began, err)
+		dataplane.RecordActivity(c, log, st, call.sb, processActivity(domain.ActivityProcessSignal, call.sel.PID, name), began, err)
 		if err != nil {
 			return err
 		}
@@ -721,7 +721,7 @@ func HandleProcessSignal(log *slog.Logger, st dataplane.Store, providers map[str
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes/{pid}/resize [post]
-func HandleProcessResize(st dataplane.Store, providers map[string]sandbox.Provider) httpapi.HandlerFunc {
+func HandleProcessResize(st dataplane.Store, providers map[string]domain.Provider) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		if err := httpapi.OnlyQuery(c); err != nil {
 			return err
@@ -748,10 +748,10 @@ func HandleProcessResize(st dataplane.Store, providers map[string]sandbox.Provid
 }
 
 // resizeTerminal resizes the selected process's terminal.
-func resizeTerminal(ctx context.Context, call processCall, size sandbox.PTYSize) error {
-	pty, ok := call.procs.(sandbox.PTY)
+func resizeTerminal(ctx context.Context, call processCall, size domain.PTYSize) error {
+	pty, ok := call.procs.(domain.PTY)
 	if !ok {
-		return sandbox.Errorf(sandbox.CodeNotSupported, "provider %q does not support terminals", call.sb.Provider)
+		return domain.Errorf(domain.CodeNotSupported, "provider %q does not support terminals", call.sb.Provider)
 	}
 	return processConflict(ctx, call, "resize the terminal", pty.ResizePTY(ctx, call.sb.ID, call.sel, size))
 }

@@ -13,9 +13,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/dataplane"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // streamHeartbeat is how often an idle stream gets a comment, as the
@@ -109,7 +109,7 @@ func (s *sseStream) follow(log *slog.Logger, draining context.Context, fn func(c
 	case err == nil:
 		return nil
 	case errors.Is(context.Cause(ctx), dataplane.ErrDraining):
-		err = sandbox.Errorf(sandbox.CodeUnavailable, "the server is shutting down; attach again (through another replica)")
+		err = domain.Errorf(domain.CodeUnavailable, "the server is shutting down; attach again (through another replica)")
 	case c.Request.Context().Err() != nil:
 		log.DebugContext(c.Request.Context(), "stream ended by the client", "err", err)
 		return nil //nolint:nilerr // handled: there is no one to answer
@@ -122,11 +122,11 @@ func (s *sseStream) follow(log *slog.Logger, draining context.Context, fn func(c
 
 // outputQuery is an output stream's query: where it starts, and how its
 // chunks are encoded.
-func outputQuery(c *gin.Context) (sandbox.AttachFrom, bool, error) {
+func outputQuery(c *gin.Context) (domain.AttachFrom, bool, error) {
 	if err := httpapi.OnlyQuery(c, "from", "encoding"); err != nil {
 		return 0, false, err
 	}
-	from, err := attachFrom(c.Query("from"), sandbox.AttachNow)
+	from, err := attachFrom(c.Query("from"), domain.AttachNow)
 	if err != nil {
 		return 0, false, err
 	}
@@ -136,20 +136,20 @@ func outputQuery(c *gin.Context) (sandbox.AttachFrom, bool, error) {
 	case dataplane.OutputBase64:
 		return from, true, nil
 	}
-	return 0, false, sandbox.Errorf(sandbox.CodeInvalidRequest, "encoding must be %q (the default) or %q", dataplane.OutputText, dataplane.OutputBase64)
+	return 0, false, domain.Errorf(domain.CodeInvalidRequest, "encoding must be %q (the default) or %q", dataplane.OutputText, dataplane.OutputBase64)
 }
 
 // attachFrom reads a from query parameter: now or start, def if absent.
-func attachFrom(s string, def sandbox.AttachFrom) (sandbox.AttachFrom, error) {
+func attachFrom(s string, def domain.AttachFrom) (domain.AttachFrom, error) {
 	switch s {
 	case "":
 		return def, nil
 	case "now":
-		return sandbox.AttachNow, nil
+		return domain.AttachNow, nil
 	case "start":
-		return sandbox.AttachStart, nil
+		return domain.AttachStart, nil
 	}
-	return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "from must be now or start")
+	return 0, domain.Errorf(domain.CodeInvalidRequest, "from must be now or start")
 }
 
 // HandleProcessOutput streams a process's output.
@@ -173,7 +173,7 @@ func attachFrom(s string, def sandbox.AttachFrom) (sandbox.AttachFrom, error) {
 //	@Failure		503			{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes/{pid}/output [get]
-func HandleProcessOutput(log *slog.Logger, st dataplane.Store, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
+func HandleProcessOutput(log *slog.Logger, st dataplane.Store, providers map[string]domain.Provider, draining context.Context) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		from, base64, err := outputQuery(c)
 		if err != nil {
@@ -201,11 +201,11 @@ type outputEvents struct {
 }
 
 // emit passes one event of an attach on.
-func (o *outputEvents) emit(ev sandbox.ProcessEvent) error {
+func (o *outputEvents) emit(ev domain.ProcessEvent) error {
 	switch ev.Kind {
-	case sandbox.ProcessStart:
+	case domain.ProcessStart:
 		return o.s.event("start", ProcessStarted{PID: ev.PID})
-	case sandbox.ProcessStdout, sandbox.ProcessStderr, sandbox.ProcessPTYOutput:
+	case domain.ProcessStdout, domain.ProcessStderr, domain.ProcessPTYOutput:
 		stream := string(ev.Kind)
 		held := int64(len(o.enc.Held[stream]))
 		chunk := o.enc.Chunk(stream, ev.Data)
@@ -214,9 +214,9 @@ func (o *outputEvents) emit(ev sandbox.ProcessEvent) error {
 		}
 		o.heldAt[stream] = ev.Offset + int64(len(ev.Data)-len(o.enc.Held[stream]))
 		return o.s.event(stream, ProcessOutput{Data: chunk.Data, DataBase64: chunk.DataBase64, Offset: ev.Offset - held})
-	case sandbox.ProcessDropped:
+	case domain.ProcessDropped:
 		return o.s.event("dropped", ProcessDropped{Bytes: ev.Dropped, Offset: ev.Offset})
-	case sandbox.ProcessEnd:
+	case domain.ProcessEnd:
 		if err := o.flush(); err != nil {
 			return err
 		}
@@ -231,7 +231,7 @@ func (o *outputEvents) emit(ev sandbox.ProcessEvent) error {
 // flush sends what the text encoder holds of each stream (the start of a
 // character that never ended) before the exit.
 func (o *outputEvents) flush() error {
-	for _, stream := range []sandbox.ProcessEventKind{sandbox.ProcessStdout, sandbox.ProcessStderr, sandbox.ProcessPTYOutput} {
+	for _, stream := range []domain.ProcessEventKind{domain.ProcessStdout, domain.ProcessStderr, domain.ProcessPTYOutput} {
 		held := o.enc.Held[string(stream)]
 		if len(held) == 0 {
 			continue

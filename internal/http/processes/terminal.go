@@ -14,10 +14,10 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/gorilla/websocket"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/dataplane"
 	"github.com/tetherhq/tether/internal/http/httpapi"
 	"github.com/tetherhq/tether/internal/http/jsoncodec"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // A process's terminal over a WebSocket (docs/processes.md): binary
@@ -58,7 +58,7 @@ func CheckTerminal() httpapi.HandlerFunc {
 			return err
 		}
 		if !websocket.IsWebSocketUpgrade(c.Request) {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "a terminal is a WebSocket: send an upgrade request (Connection: Upgrade, Upgrade: websocket)")
+			return domain.Errorf(domain.CodeInvalidRequest, "a terminal is a WebSocket: send an upgrade request (Connection: Upgrade, Upgrade: websocket)")
 		}
 		httpapi.DropKeyProtocol(c.Request)
 		c.Writer = httpapi.UpgradeWriter{ResponseWriter: c.Writer}
@@ -68,11 +68,11 @@ func CheckTerminal() httpapi.HandlerFunc {
 
 // terminalFrom is a terminal's from query parameter; start by default,
 // so that a client that attaches again sees the screen drawn again.
-func terminalFrom(c *gin.Context) (sandbox.AttachFrom, error) {
+func terminalFrom(c *gin.Context) (domain.AttachFrom, error) {
 	if err := httpapi.OnlyQuery(c, "from"); err != nil {
 		return 0, err
 	}
-	return attachFrom(c.Query("from"), sandbox.AttachStart)
+	return attachFrom(c.Query("from"), domain.AttachStart)
 }
 
 // TerminalControl is a text frame of a terminal's WebSocket connection: from the client, a resize; from the server, the process's exit, output that was dropped, or an error.
@@ -103,7 +103,7 @@ type TerminalControl struct {
 //	@Failure		503		{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/processes/{pid}/terminal [get]
-func HandleProcessTerminal(log *slog.Logger, st dataplane.Store, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
+func HandleProcessTerminal(log *slog.Logger, st dataplane.Store, providers map[string]domain.Provider, draining context.Context) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		from, err := terminalFrom(c)
 		if err != nil {
@@ -113,9 +113,9 @@ func HandleProcessTerminal(log *slog.Logger, st dataplane.Store, providers map[s
 		if err != nil {
 			return err
 		}
-		pty, ok := call.procs.(sandbox.PTY)
+		pty, ok := call.procs.(domain.PTY)
 		if !ok {
-			return sandbox.Errorf(sandbox.CodeNotSupported, "provider %q does not support terminals", call.sb.Provider)
+			return domain.Errorf(domain.CodeNotSupported, "provider %q does not support terminals", call.sb.Provider)
 		}
 		procs, err := call.procs.ListProcesses(c.Request.Context(), call.sb.ID)
 		if err = httpapi.EndedMeanwhile(c, st, call.sb, "open terminals", err); err != nil {
@@ -124,11 +124,11 @@ func HandleProcessTerminal(log *slog.Logger, st dataplane.Store, providers map[s
 		p, ok := selected(procs, call.sel)
 		switch {
 		case !ok:
-			return sandbox.Errorf(sandbox.CodeProcessNotFound, "no process %s in sandbox %s (an ended one is kept a minute)", selectorText(call.sel), call.sb.ID)
+			return domain.Errorf(domain.CodeProcessNotFound, "no process %s in sandbox %s (an ended one is kept a minute)", selectorText(call.sel), call.sb.ID)
 		case p.PTY == nil:
-			return sandbox.Errorf(sandbox.CodeProcessStateConflict, "process %d has no terminal (start it with pty)", p.PID)
+			return domain.Errorf(domain.CodeProcessStateConflict, "process %d has no terminal (start it with pty)", p.PID)
 		}
-		call.sel = sandbox.ProcessSelector{PID: p.PID} // the one checked, whatever starts with its tag meanwhile
+		call.sel = domain.ProcessSelector{PID: p.PID} // the one checked, whatever starts with its tag meanwhile
 		conn, err := terminalUpgrader.Upgrade(c.Writer, c.Request, nil)
 		if err != nil {
 			return nil //nolint:nilerr // the upgrader answered the client already
@@ -138,7 +138,7 @@ func HandleProcessTerminal(log *slog.Logger, st dataplane.Store, providers map[s
 		err = t.run(draining, from)
 		in, out := t.in.Load(), t.out.Load()
 		total := in + out
-		a := processActivity(sandbox.ActivityTerminal, p.PID, strings.ToValidUTF8(string(t.typed), "\uFFFD"))
+		a := processActivity(domain.ActivityTerminal, p.PID, strings.ToValidUTF8(string(t.typed), "\uFFFD"))
 		a.Bytes = &total
 		dataplane.RecordActivity(c, log, st, call.sb, a, began, err)
 		return nil
@@ -152,7 +152,7 @@ type terminalSession struct {
 	conn *websocket.Conn
 	st   httpapi.SandboxGetter
 	call processCall
-	pty  sandbox.PTY
+	pty  domain.PTY
 	// wmu serialises writes to conn: output from the attach, errors from
 	// the reader.
 	wmu sync.Mutex
@@ -169,7 +169,7 @@ var errClientLeft = errors.New("the client closed the terminal")
 // keystrokes and resizes to the terminal until the process ends, the
 // client leaves, or the server shuts down; the error is how it ended,
 // nil for the process's end or the client's leaving.
-func (t *terminalSession) run(draining context.Context, from sandbox.AttachFrom) error {
+func (t *terminalSession) run(draining context.Context, from domain.AttachFrom) error {
 	ctx, cancel := context.WithCancelCause(t.c.Request.Context())
 	defer cancel(nil)
 	defer context.AfterFunc(draining, func() { cancel(dataplane.ErrDraining) })()
@@ -184,7 +184,7 @@ func (t *terminalSession) run(draining context.Context, from sandbox.AttachFrom)
 		t.closeWith(websocket.CloseNormalClosure, "the process ended")
 	case errors.Is(cause, errClientLeft):
 	case errors.Is(cause, dataplane.ErrDraining):
-		t.sendError(sandbox.Errorf(sandbox.CodeUnavailable, "the server is shutting down; attach again (through another replica)"))
+		t.sendError(domain.Errorf(domain.CodeUnavailable, "the server is shutting down; attach again (through another replica)"))
 		t.closeWith(websocket.CloseGoingAway, "the server is shutting down")
 	default:
 		result = httpapi.EndedMeanwhile(t.c, t.st, t.call.sb, "open terminals", err)
@@ -198,14 +198,14 @@ func (t *terminalSession) run(draining context.Context, from sandbox.AttachFrom)
 }
 
 // emit passes one event of the attach to the client.
-func (t *terminalSession) emit(ev sandbox.ProcessEvent) error {
+func (t *terminalSession) emit(ev domain.ProcessEvent) error {
 	switch ev.Kind {
-	case sandbox.ProcessStdout, sandbox.ProcessStderr, sandbox.ProcessPTYOutput:
+	case domain.ProcessStdout, domain.ProcessStderr, domain.ProcessPTYOutput:
 		t.out.Add(int64(len(ev.Data)))
 		return t.write(websocket.BinaryMessage, ev.Data)
-	case sandbox.ProcessDropped:
+	case domain.ProcessDropped:
 		return t.control(TerminalControl{Dropped: &ProcessDropped{Bytes: ev.Dropped, Offset: ev.Offset}})
-	case sandbox.ProcessEnd:
+	case domain.ProcessEnd:
 		exit := &ProcessExit{Code: -1, Status: "unknown"}
 		if ev.Exit != nil {
 			exit = toProcessExit(*ev.Exit)
@@ -229,7 +229,7 @@ func (t *terminalSession) read(ctx context.Context) error {
 		switch kind {
 		case websocket.BinaryMessage:
 			t.in.Add(int64(len(data)))
-			if room := sandbox.MaxActivityTarget - len(t.typed); room > 0 {
+			if room := domain.MaxActivityTarget - len(t.typed); room > 0 {
 				t.typed = append(t.typed, data[:min(room, len(data))]...)
 			}
 			err = t.call.procs.WriteStdin(ctx, t.call.sb.ID, t.call.sel, data)
@@ -249,7 +249,7 @@ func (t *terminalSession) controlFrom(ctx context.Context, data []byte) error {
 		return err
 	}
 	if ctl.Resize == nil || ctl.Exit != nil || ctl.Dropped != nil || ctl.Error != nil {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, `a client's text frame is {"resize":{"rows":R,"cols":C}}`)
+		return domain.Errorf(domain.CodeInvalidRequest, `a client's text frame is {"resize":{"rows":R,"cols":C}}`)
 	}
 	size, err := terminalSize(ctl.Resize.Rows, ctl.Resize.Cols)
 	if err != nil {

@@ -9,9 +9,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/dataplane"
 	"github.com/tetherhq/tether/internal/http/httpapi"
-	"github.com/tetherhq/tether/internal/sandbox"
 )
 
 // FileChange is the data of a watch's events: one change under the watched folder.
@@ -38,8 +38,8 @@ func watchQuery(c *gin.Context) (string, bool, error) {
 		return "", false, err
 	}
 	p := c.Query("path")
-	if p == "" || p[0] != '/' || !utf8.ValidString(p) || strings.ContainsRune(p, 0) || len(p) > sandbox.MaxActivityTarget {
-		return "", false, sandbox.Errorf(sandbox.CodeInvalidPath, "path must be an absolute path inside the sandbox, valid UTF-8 without NUL bytes, e.g. ?path=/workspace")
+	if p == "" || p[0] != '/' || !utf8.ValidString(p) || strings.ContainsRune(p, 0) || len(p) > domain.MaxActivityTarget {
+		return "", false, domain.Errorf(domain.CodeInvalidPath, "path must be an absolute path inside the sandbox, valid UTF-8 without NUL bytes, e.g. ?path=/workspace")
 	}
 	switch c.Query("recursive") {
 	case "", "false":
@@ -47,7 +47,7 @@ func watchQuery(c *gin.Context) (string, bool, error) {
 	case "true":
 		return p, true, nil
 	}
-	return "", false, sandbox.Errorf(sandbox.CodeInvalidRequest, "recursive must be true or false")
+	return "", false, domain.Errorf(domain.CodeInvalidRequest, "recursive must be true or false")
 }
 
 // HandleSandboxWatch streams a folder's changes.
@@ -69,20 +69,20 @@ func watchQuery(c *gin.Context) (string, bool, error) {
 //	@Failure		503			{object}	httpapi.Problem				"PROVIDER_UNAVAILABLE or UNAVAILABLE"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/watch [get]
-func HandleSandboxWatch(log *slog.Logger, st dataplane.Store, providers map[string]sandbox.Provider, draining context.Context) httpapi.HandlerFunc {
+func HandleSandboxWatch(log *slog.Logger, st dataplane.Store, providers map[string]domain.Provider, draining context.Context) httpapi.HandlerFunc {
 	return func(c *gin.Context) error {
 		path, recursive, err := watchQuery(c)
 		if err != nil {
 			return err
 		}
-		sb, watcher, err := dataplane.ReadySandbox[sandbox.FileWatcher](c, st, providers, "watch files")
+		sb, watcher, err := dataplane.ReadySandbox[domain.FileWatcher](c, st, providers, "watch files")
 		if err != nil {
 			return err
 		}
 		s := &sseStream{c: c}
 		return s.follow(log, draining, func(ctx context.Context) error {
-			err := watcher.WatchFiles(ctx, sb.ID, path, recursive, func(ev sandbox.FileEvent) error {
-				if ev.Kind == sandbox.FileWatchStart {
+			err := watcher.WatchFiles(ctx, sb.ID, path, recursive, func(ev domain.FileEvent) error {
+				if ev.Kind == domain.FileWatchStart {
 					return s.event("start", WatchStarted{Path: path, Recursive: recursive})
 				}
 				return s.event(string(ev.Kind), FileChange{Kind: string(ev.Kind), Path: ev.Path, IsDir: ev.IsDir, At: ev.At.UTC()})

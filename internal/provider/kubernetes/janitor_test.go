@@ -12,9 +12,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/lifecycle"
 	"github.com/tetherhq/tether/internal/provider/kubernetes"
-	"github.com/tetherhq/tether/internal/sandbox"
 	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/store/storetest"
 	"github.com/tetherhq/tether/provider"
@@ -34,7 +34,7 @@ func TestJanitorEndsADeletedPodsSandboxLost(t *testing.T) {
 	if _, err := st.RegisterAPIKey(ctx, "acme", "test", "k"); err != nil {
 		t.Fatal(err)
 	}
-	sb, _, err := st.CreateSandbox(ctx, sandbox.CreateParams{Tenant: "acme", Provider: kubernetes.Name, TTL: time.Hour, CreateTimeout: time.Minute})
+	sb, _, err := st.CreateSandbox(ctx, domain.CreateParams{Tenant: "acme", Provider: kubernetes.Name, TTL: time.Hour, CreateTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestJanitorEndsADeletedPodsSandboxLost(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got.State.Terminal() {
-			if got.Reason != sandbox.ReasonLost {
+			if got.Reason != domain.ReasonLost {
 				t.Fatalf("sandbox ended %s %s, want lost", got.State, got.Reason)
 			}
 			break

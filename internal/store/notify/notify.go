@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // notifyChannel is the Postgres channel sandbox changes are announced on.
@@ -41,11 +41,11 @@ type Notifier struct {
 	log    *slog.Logger
 	origin string // tells this process's own NOTIFYs from others'
 
-	outbox chan sandbox.Change
+	outbox chan domain.Change
 
 	mu   sync.Mutex
-	all  map[chan sandbox.Change]struct{}
-	byID map[string]map[chan sandbox.Change]struct{}
+	all  map[chan domain.Change]struct{}
+	byID map[string]map[chan domain.Change]struct{}
 }
 
 // outboxSize bounds the announcements waiting to be sent to other replicas;
@@ -61,15 +61,15 @@ func New(pool *pgxpool.Pool, log *slog.Logger) *Notifier {
 		cfg:    pool.Config().ConnConfig.Copy(),
 		log:    log,
 		origin: hex.EncodeToString(b[:]),
-		outbox: make(chan sandbox.Change, outboxSize),
-		all:    make(map[chan sandbox.Change]struct{}),
-		byID:   make(map[string]map[chan sandbox.Change]struct{}),
+		outbox: make(chan domain.Change, outboxSize),
+		all:    make(map[chan domain.Change]struct{}),
+		byID:   make(map[string]map[chan domain.Change]struct{}),
 	}
 }
 
 // Announce tells local subscribers about changes now and queues them for
 // the other replicas. It never blocks.
-func (n *Notifier) Announce(changes ...sandbox.Change) {
+func (n *Notifier) Announce(changes ...domain.Change) {
 	for _, c := range changes {
 		n.publish(c)
 		select {
@@ -117,7 +117,7 @@ func (n *Notifier) listen(ctx context.Context, conn *pgx.Conn) error {
 		return err
 	}
 	// Changes made while the connection was down were not heard.
-	n.publish(sandbox.Change{})
+	n.publish(domain.Change{})
 	for {
 		msg, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -156,7 +156,7 @@ func (n *Notifier) send(ctx context.Context, conn *pgx.Conn) error {
 	}
 }
 
-func formatChange(origin string, c sandbox.Change) string {
+func formatChange(origin string, c domain.Change) string {
 	released := "false"
 	if c.Released {
 		released = "true"
@@ -168,24 +168,24 @@ func formatChange(origin string, c sandbox.Change) string {
 	return origin + " " + id + " " + string(c.State) + " " + released
 }
 
-func parseChange(payload string) (origin string, c sandbox.Change, ok bool) {
+func parseChange(payload string) (origin string, c domain.Change, ok bool) {
 	f := strings.Fields(payload)
 	if len(f) != 4 {
-		return "", sandbox.Change{}, false
+		return "", domain.Change{}, false
 	}
 	id := f[1]
 	if id == "-" {
 		id = ""
 	}
-	return f[0], sandbox.Change{ID: id, State: sandbox.State(f[2]), Released: f[3] == "true"}, true
+	return f[0], domain.Change{ID: id, State: domain.State(f[2]), Released: f[3] == "true"}, true
 }
 
 // Subscribe returns a channel that receives every change, and a function
 // that ends the subscription. A reader too slow for the channel's buffer
 // loses no signal: what it has not read is replaced by a change with no id,
 // "look at everything again".
-func (n *Notifier) Subscribe() (<-chan sandbox.Change, func()) {
-	ch := make(chan sandbox.Change, allBuffer)
+func (n *Notifier) Subscribe() (<-chan domain.Change, func()) {
+	ch := make(chan domain.Change, allBuffer)
 	n.mu.Lock()
 	n.all[ch] = struct{}{}
 	n.mu.Unlock()
@@ -198,12 +198,12 @@ func (n *Notifier) Subscribe() (<-chan sandbox.Change, func()) {
 
 // SubscribeSandbox is Subscribe for the changes of one sandbox (and the
 // look-again signal, a change with no id).
-func (n *Notifier) SubscribeSandbox(id string) (<-chan sandbox.Change, func()) {
-	ch := make(chan sandbox.Change, 1)
+func (n *Notifier) SubscribeSandbox(id string) (<-chan domain.Change, func()) {
+	ch := make(chan domain.Change, 1)
 	n.mu.Lock()
 	subs := n.byID[id]
 	if subs == nil {
-		subs = make(map[chan sandbox.Change]struct{})
+		subs = make(map[chan domain.Change]struct{})
 		n.byID[id] = subs
 	}
 	subs[ch] = struct{}{}
@@ -218,7 +218,7 @@ func (n *Notifier) SubscribeSandbox(id string) (<-chan sandbox.Change, func()) {
 	}
 }
 
-func (n *Notifier) publish(note sandbox.Change) {
+func (n *Notifier) publish(note domain.Change) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for ch := range n.all {
@@ -242,7 +242,7 @@ const allBuffer = 256
 
 // offerAll sends note, or, when ch is full, replaces its contents with the
 // look-again signal.
-func offerAll(ch chan sandbox.Change, note sandbox.Change) {
+func offerAll(ch chan domain.Change, note domain.Change) {
 	select {
 	case ch <- note:
 		return
@@ -256,7 +256,7 @@ func offerAll(ch chan sandbox.Change, note sandbox.Change) {
 		}
 	}
 	select {
-	case ch <- sandbox.Change{}:
+	case ch <- domain.Change{}:
 	default:
 	}
 }
@@ -265,7 +265,7 @@ func offerAll(ch chan sandbox.Change, note sandbox.Change) {
 // the same sandbox that is further along (changes are announced after
 // commit, by several goroutines and replicas, and may arrive out of order)
 // or the look-again signal.
-func offer(ch chan sandbox.Change, note sandbox.Change) {
+func offer(ch chan domain.Change, note domain.Change) {
 	select {
 	case held := <-ch:
 		if held.ID == "" || (held.ID == note.ID && progress(held) > progress(note)) {
@@ -281,14 +281,14 @@ func offer(ch chan sandbox.Change, note sandbox.Change) {
 
 // progress orders the changes of one sandbox: states along the lifecycle,
 // then released.
-func progress(c sandbox.Change) int {
+func progress(c domain.Change) int {
 	p := 0
 	switch {
 	case c.State.Terminal():
 		p = 3
-	case c.State == sandbox.StateReady:
+	case c.State == domain.StateReady:
 		p = 2
-	case c.State == sandbox.StateCreating:
+	case c.State == domain.StateCreating:
 		p = 1
 	}
 	if c.Released {

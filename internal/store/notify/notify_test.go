@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/store/notify"
 	"github.com/tetherhq/tether/internal/store/storetest"
@@ -49,7 +49,7 @@ func TestAnnouncementsReachOtherReplicas(t *testing.T) {
 	// Replica B may still be connecting: create again until it hears one.
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		sb, _, err := a.CreateSandbox(ctx, sandbox.CreateParams{Tenant: "acme", Provider: "sim", TTL: time.Hour, CreateTimeout: time.Minute})
+		sb, _, err := a.CreateSandbox(ctx, domain.CreateParams{Tenant: "acme", Provider: "sim", TTL: time.Hour, CreateTimeout: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +58,7 @@ func TestAnnouncementsReachOtherReplicas(t *testing.T) {
 		for {
 			select {
 			case c := <-all:
-				if c.ID == sb.ID && c.State == sandbox.StateRequested {
+				if c.ID == sb.ID && c.State == domain.StateRequested {
 					return
 				}
 			case <-window:

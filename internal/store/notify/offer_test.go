@@ -3,7 +3,7 @@ package notify
 import (
 	"testing"
 
-	"github.com/tetherhq/tether/internal/sandbox"
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // TestOfferKeepsTheFurthestChange checks a sandbox subscription: it holds
@@ -11,21 +11,21 @@ import (
 // the look-again signal outranks them all.
 func TestOfferKeepsTheFurthestChange(t *testing.T) {
 	t.Parallel()
-	c := func(state sandbox.State, released bool) sandbox.Change {
-		return sandbox.Change{ID: "x", State: state, Released: released}
+	c := func(state domain.State, released bool) domain.Change {
+		return domain.Change{ID: "x", State: state, Released: released}
 	}
 	for _, tc := range []struct {
 		name string
-		sent []sandbox.Change
-		want sandbox.Change
+		sent []domain.Change
+		want domain.Change
 	}{
-		{"in order", []sandbox.Change{c(sandbox.StateCreating, false), c(sandbox.StateReady, false)}, c(sandbox.StateReady, false)},
-		{"late ready after the end", []sandbox.Change{c(sandbox.StateTerminated, false), c(sandbox.StateReady, false)}, c(sandbox.StateTerminated, false)},
-		{"late end after the release", []sandbox.Change{c(sandbox.StateCancelled, true), c(sandbox.StateCancelled, false)}, c(sandbox.StateCancelled, true)},
-		{"look again stays", []sandbox.Change{{}, c(sandbox.StateReady, false)}, sandbox.Change{}},
-		{"look again replaces", []sandbox.Change{c(sandbox.StateReady, false), {}}, sandbox.Change{}},
+		{"in order", []domain.Change{c(domain.StateCreating, false), c(domain.StateReady, false)}, c(domain.StateReady, false)},
+		{"late ready after the end", []domain.Change{c(domain.StateTerminated, false), c(domain.StateReady, false)}, c(domain.StateTerminated, false)},
+		{"late end after the release", []domain.Change{c(domain.StateCancelled, true), c(domain.StateCancelled, false)}, c(domain.StateCancelled, true)},
+		{"look again stays", []domain.Change{{}, c(domain.StateReady, false)}, domain.Change{}},
+		{"look again replaces", []domain.Change{c(domain.StateReady, false), {}}, domain.Change{}},
 	} {
-		ch := make(chan sandbox.Change, 1)
+		ch := make(chan domain.Change, 1)
 		for _, n := range tc.sent {
 			offer(ch, n)
 		}
@@ -39,18 +39,18 @@ func TestOfferKeepsTheFurthestChange(t *testing.T) {
 // full buffer becomes one look-again signal, never a lost change.
 func TestOfferAllOverflowsToLookAgain(t *testing.T) {
 	t.Parallel()
-	ch := make(chan sandbox.Change, 4)
+	ch := make(chan domain.Change, 4)
 	for i := range 4 {
-		offerAll(ch, sandbox.Change{ID: string(rune('a' + i)), State: sandbox.StateRequested})
+		offerAll(ch, domain.Change{ID: string(rune('a' + i)), State: domain.StateRequested})
 	}
 	if len(ch) != 4 {
 		t.Fatalf("buffer holds %d changes, want 4", len(ch))
 	}
-	offerAll(ch, sandbox.Change{ID: "e", State: sandbox.StateRequested})
+	offerAll(ch, domain.Change{ID: "e", State: domain.StateRequested})
 	if len(ch) != 1 {
 		t.Fatalf("after overflow the buffer holds %d changes, want 1", len(ch))
 	}
-	if got := <-ch; got != (sandbox.Change{}) {
+	if got := <-ch; got != (domain.Change{}) {
 		t.Errorf("after overflow: %+v, want the look-again signal", got)
 	}
 }

@@ -1,11 +1,11 @@
-// Package sandbox is Tether's domain: the sandbox, its lifecycle states and
+// Package domain is Tether's domain: the sandbox, its lifecycle states and
 // the table of legal transitions between them, the events that record each
 // transition, the provider contract, and the errors every layer speaks.
 //
 // It imports nothing else from Tether, so every adapter (HTTP, store,
 // providers) and the lifecycle machinery can depend on it without depending
 // on each other.
-package sandbox
+package domain
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package sandbox
+package domain
 
 import (
 	"encoding/json"
