@@ -5,8 +5,13 @@
 // made in process through the same handler with the caller's API key, so a
 // sandbox made here is an ordinary Tether sandbox (its registry row, audit,
 // events, webhooks, owner lease, janitor) and a /v1 sandbox can be reached
-// from the SDK. The daemon's process calls go to the provider's Processes
-// capability, after /v1 has said the caller's key may see the sandbox.
+// from the SDK. The daemon's calls go through /v1 too, so that they are
+// checked and recorded in the sandbox's activity as /v1's are: its file
+// transfers, its filesystem calls (as execs), and a process's start,
+// input, signal and resize. Only what /v1 does not record either (a
+// process's output, the process list, a folder's watch) is read of the
+// provider's capabilities, after /v1 has said the caller's key may see
+// the sandbox.
 // docs/e2b.md says what is served and what is not.
 package e2b
 

@@ -51,10 +51,12 @@ func envdRoutes(c core, providers map[string]domain.Provider) http.Handler {
 }
 
 // target is the sandbox a daemon call is for, as /v1 shows it to the
-// caller, and the caller's key.
+// caller, the caller's key, and the call (whose headers and address the
+// /v1 calls made for it carry).
 type target struct {
-	sb  v1Sandbox
-	key string
+	sb   v1Sandbox
+	key  string
+	from *http.Request
 }
 
 // callerKey is the key of a daemon call: its access token, else an API
@@ -100,7 +102,7 @@ func (e envd) resolve(ctx context.Context, from *http.Request) (target, error) {
 	if !s.live() {
 		return target{}, errNoSandbox
 	}
-	return target{sb: s, key: key}, nil
+	return target{sb: s, key: key, from: from}, nil
 }
 
 // health is the daemon's health: 204 while the sandbox runs, 502 once it
@@ -187,6 +189,8 @@ func statusCode(status int) connect.Code {
 		return connect.CodeNotFound
 	case http.StatusConflict:
 		return connect.CodeFailedPrecondition
+	case http.StatusRequestEntityTooLarge:
+		return connect.CodeInvalidArgument
 	case http.StatusTooManyRequests:
 		return connect.CodeResourceExhausted
 	case http.StatusNotImplemented:

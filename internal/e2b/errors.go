@@ -13,6 +13,9 @@ import (
 type apiError struct {
 	Status  int
 	Message string
+	// Code is the /v1 problem's code (PROCESS_NOT_FOUND, ...) of an
+	// error fromV1; empty for the others.
+	Code string
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("%d: %s", e.Status, e.Message) }
@@ -40,7 +43,7 @@ func fromV1(rep reply) error {
 	if msg == "" {
 		msg = p.Title
 	}
-	return &apiError{Status: rep.status, Message: msg}
+	return &apiError{Status: rep.status, Message: msg, Code: p.Code}
 }
 
 // statusClientClosedRequest is the status logged for a request whose

@@ -1,10 +1,14 @@
 package e2b
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,8 +24,12 @@ import (
 // keepalive event, so that no proxy between takes it for dead.
 const keepaliveEvery = 20 * time.Second
 
-// processService is process.Process over the provider's Processes (and
-// PTY) capability.
+// processService is process.Process. What /v1 audits goes through /v1's
+// process routes, in process with the caller's key, so that it is checked
+// and recorded in the sandbox's activity as a /v1 call is: a start, input
+// (and closing stdin), a signal, and a terminal's resize. What /v1 does
+// not record, the listing and the output's streams, is read of the
+// provider's Processes capability.
 type processService struct {
 	e envd
 }
@@ -75,13 +83,30 @@ func selector(sel *pb.ProcessSelector) (provider.ProcessSelector, error) {
 	return provider.ProcessSelector{}, connect.NewError(connect.CodeInvalidArgument, errors.New("name the process by pid or tag"))
 }
 
-// spec is the provider's spec of a start request.
-func spec(req *pb.StartRequest) (provider.ProcessSpec, error) {
+// v1Size is /v1's TerminalSize.
+type v1Size struct {
+	Rows int `json:"rows"`
+	Cols int `json:"cols"`
+}
+
+// v1Start is /v1's StartProcessRequest as this package sends it: E2B's
+// command as argv, its program (cmd) then its args.
+type v1Start struct {
+	Argv  []string          `json:"argv"`
+	Env   map[string]string `json:"env,omitempty"`
+	Cwd   string            `json:"cwd,omitempty"`
+	Tag   string            `json:"tag,omitempty"`
+	Stdin bool              `json:"stdin,omitempty"`
+	PTY   *v1Size           `json:"pty,omitempty"`
+}
+
+// startOf is /v1's start of an E2B start request.
+func startOf(req *pb.StartRequest) (v1Start, error) {
 	cfg := req.GetProcess()
 	if cfg.GetCmd() == "" {
-		return provider.ProcessSpec{}, connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is required"))
+		return v1Start{}, connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is required"))
 	}
-	sp := provider.ProcessSpec{
+	st := v1Start{
 		Argv:  append([]string{cfg.GetCmd()}, cfg.GetArgs()...),
 		Env:   cfg.GetEnvs(),
 		Cwd:   cfg.GetCwd(),
@@ -90,9 +115,94 @@ func spec(req *pb.StartRequest) (provider.ProcessSpec, error) {
 	}
 	if req.Pty != nil {
 		size := req.GetPty().GetSize()
-		sp.PTY = &provider.PTYSize{Rows: int(size.GetRows()), Cols: int(size.GetCols())}
+		st.PTY = &v1Size{Rows: int(size.GetRows()), Cols: int(size.GetCols())}
 	}
-	return sp, nil
+	return st, nil
+}
+
+// v1Tag is what /v1 takes for a process's tag (and so every tag a process
+// started through it has): a letter, then up to 63 letters, digits, '.',
+// '_' or '-'.
+var v1Tag = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]{0,63}$`)
+
+// processPath is /v1's path of the selected process of t, with suffix
+// and query q. A tag /v1 would not take names no process: NotFound.
+func processPath(t target, sel provider.ProcessSelector, suffix string, q url.Values) (string, error) {
+	name := strconv.Itoa(sel.PID)
+	if sel.PID == 0 {
+		if !v1Tag.MatchString(sel.Tag) {
+			return "", connect.NewError(connect.CodeNotFound, errors.New("no process tagged "+strconv.Quote(sel.Tag)))
+		}
+		name = sel.Tag
+	}
+	return sandboxPath(t.sb.ID, "/processes/"+url.PathEscape(name)+suffix, q), nil
+}
+
+// v1Call makes the /v1 process call method path for t, its body JSON
+// (or with raw, those bytes as they are); a failure is answered as the
+// Connect error processError makes of it.
+func (s processService) v1Call(ctx context.Context, t target, p provider.Processes, sel provider.ProcessSelector,
+	method, path string, body any, raw []byte,
+) (reply, error) {
+	var (
+		rep reply
+		err error
+	)
+	if raw != nil {
+		var req *http.Request
+		req, err = http.NewRequestWithContext(ctx, method, path, bytes.NewReader(raw))
+		if err == nil {
+			rep = s.e.core.do(req, t.from, t.key, "application/octet-stream")
+		}
+	} else {
+		rep, err = s.e.core.call(ctx, t.from, t.key, method, path, body)
+	}
+	if err != nil {
+		return rep, rpcError(err)
+	}
+	if !rep.ok() {
+		return rep, processError(ctx, p, t, sel, rep)
+	}
+	return rep, nil
+}
+
+// processError is the Connect error of a /v1 process call's failure, the
+// code the provider's own error had when the call went to it: a sandbox
+// that is no longer ready is not running (Unavailable); a process /v1
+// says is in the wrong state is not found once it has ended (E2B's
+// daemon forgets ended processes, and the SDK's kill answers false for
+// one not found), an invalid argument while it runs (no stdin, stdin
+// closed, no terminal).
+func processError(ctx context.Context, p provider.Processes, t target, sel provider.ProcessSelector, rep reply) error {
+	err := fromV1(rep)
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		return rpcError(err)
+	}
+	switch ae.Code {
+	case "SANDBOX_STATE_CONFLICT":
+		return connect.NewError(connect.CodeUnavailable, errors.New(ae.Message))
+	case "PROCESS_STATE_CONFLICT":
+		if running(ctx, p, t.sb.ID, sel) {
+			return connect.NewError(connect.CodeInvalidArgument, errors.New(ae.Message))
+		}
+		return connect.NewError(connect.CodeNotFound, errors.New(ae.Message))
+	}
+	return rpcError(err)
+}
+
+// running reports whether the selected process runs.
+func running(ctx context.Context, p provider.Processes, id string, sel provider.ProcessSelector) bool {
+	infos, err := p.ListProcesses(ctx, id)
+	if err != nil {
+		return false
+	}
+	for _, in := range infos {
+		if in.Running && ((sel.PID != 0 && in.PID == sel.PID) || (sel.PID == 0 && in.Tag == sel.Tag)) {
+			return true
+		}
+	}
+	return false
 }
 
 // eventOf is the process event of a provider event; nil for one E2B has
@@ -167,14 +277,17 @@ func relay(ctx context.Context, p provider.Processes, id string, sel provider.Pr
 	return rpcError(err)
 }
 
-// Start starts a process and streams its events until it ends: its start
-// (pid) first, its output from its start on, its end. The process
-// belongs to the sandbox: a caller that goes away leaves it running.
+// Start starts a process through /v1 (POST .../processes, recorded as
+// process_start) and streams its events until it ends: its start (pid)
+// first, its output from its start on (the provider keeps it from the
+// start, so none is lost between the start and the attach), its end. The
+// process belongs to the sandbox: a caller that goes away leaves it
+// running.
 func (s processService) Start(ctx context.Context, req *connect.Request[pb.StartRequest], stream *connect.ServerStream[pb.StartResponse]) error {
 	if err := checkUser(req.Header()); err != nil {
 		return err
 	}
-	sp, err := spec(req.Msg)
+	st, err := startOf(req.Msg)
 	if err != nil {
 		return err
 	}
@@ -182,11 +295,17 @@ func (s processService) Start(ctx context.Context, req *connect.Request[pb.Start
 	if err != nil {
 		return err
 	}
-	info, err := p.StartProcess(ctx, t.sb.ID, sp)
+	rep, err := s.v1Call(ctx, t, p, provider.ProcessSelector{}, http.MethodPost, sandboxPath(t.sb.ID, "/processes", nil), st, nil)
 	if err != nil {
+		return err
+	}
+	var started struct {
+		PID int `json:"pid"`
+	}
+	if err := rep.decode(&started); err != nil {
 		return rpcError(err)
 	}
-	return relay(ctx, p, t.sb.ID, provider.ProcessSelector{PID: info.PID}, provider.AttachStart, func(ev *pb.ProcessEvent) error {
+	return relay(ctx, p, t.sb.ID, provider.ProcessSelector{PID: started.PID}, provider.AttachStart, func(ev *pb.ProcessEvent) error {
 		return stream.Send(&pb.StartResponse{Event: ev})
 	})
 }
@@ -233,8 +352,10 @@ func (s processService) List(ctx context.Context, req *connect.Request[pb.ListRe
 	return connect.NewResponse(out), nil
 }
 
-// input writes one input message to the selected process.
-func input(ctx context.Context, p provider.Processes, id string, sel provider.ProcessSelector, in *pb.ProcessInput) error {
+// input writes one input message to the selected process through /v1
+// (POST .../stdin, recorded as process_input). Empty input, which /v1
+// refuses and which writes nothing, goes to the provider as before.
+func (s processService) input(ctx context.Context, t target, p provider.Processes, sel provider.ProcessSelector, in *pb.ProcessInput) error {
 	var data []byte
 	switch v := in.GetInput().(type) {
 	case *pb.ProcessInput_Stdin:
@@ -244,7 +365,15 @@ func input(ctx context.Context, p provider.Processes, id string, sel provider.Pr
 	default:
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("input.stdin or input.pty is required"))
 	}
-	return rpcError(p.WriteStdin(ctx, id, sel, data))
+	if len(data) == 0 {
+		return rpcError(p.WriteStdin(ctx, t.sb.ID, sel, data))
+	}
+	path, err := processPath(t, sel, "/stdin", nil)
+	if err != nil {
+		return err
+	}
+	_, err = s.v1Call(ctx, t, p, sel, http.MethodPost, path, nil, data)
+	return err
 }
 
 // SendInput writes to a process's stdin or terminal.
@@ -257,14 +386,14 @@ func (s processService) SendInput(ctx context.Context, req *connect.Request[pb.S
 	if err != nil {
 		return nil, err
 	}
-	if err := input(ctx, p, t.sb.ID, sel, req.Msg.GetInput()); err != nil {
+	if err := s.input(ctx, t, p, sel, req.Msg.GetInput()); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&pb.SendInputResponse{}), nil
 }
 
 // StreamInput writes a stream of input to the process its first message
-// names.
+// names, each message through /v1 as SendInput does.
 func (s processService) StreamInput(ctx context.Context, stream *connect.ClientStream[pb.StreamInputRequest]) (*connect.Response[pb.StreamInputResponse], error) {
 	t, p, err := s.processes(ctx, stream.RequestHeader(), stream.Peer())
 	if err != nil {
@@ -283,7 +412,7 @@ func (s processService) StreamInput(ctx context.Context, stream *connect.ClientS
 			if sel == nil {
 				return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("the first message must name the process (start)"))
 			}
-			if err := input(ctx, p, t.sb.ID, *sel, ev.Data.GetInput()); err != nil {
+			if err := s.input(ctx, t, p, *sel, ev.Data.GetInput()); err != nil {
 				return nil, err
 			}
 		}
@@ -294,7 +423,8 @@ func (s processService) StreamInput(ctx context.Context, stream *connect.ClientS
 	return connect.NewResponse(&pb.StreamInputResponse{}), nil
 }
 
-// CloseStdin closes a process's stdin.
+// CloseStdin closes a process's stdin through /v1 (POST
+// .../stdin?close=true, recorded as process_input of no bytes).
 func (s processService) CloseStdin(ctx context.Context, req *connect.Request[pb.CloseStdinRequest]) (*connect.Response[pb.CloseStdinResponse], error) {
 	sel, err := selector(req.Msg.GetProcess())
 	if err != nil {
@@ -304,13 +434,18 @@ func (s processService) CloseStdin(ctx context.Context, req *connect.Request[pb.
 	if err != nil {
 		return nil, err
 	}
-	if err := p.CloseStdin(ctx, t.sb.ID, sel); err != nil {
-		return nil, rpcError(err)
+	path, err := processPath(t, sel, "/stdin", url.Values{"close": {"true"}})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.v1Call(ctx, t, p, sel, http.MethodPost, path, nil, nil); err != nil {
+		return nil, err
 	}
 	return connect.NewResponse(&pb.CloseStdinResponse{}), nil
 }
 
-// SendSignal sends SIGTERM or SIGKILL to a process (and its group).
+// SendSignal sends SIGTERM or SIGKILL to a process (and its group)
+// through /v1 (POST .../signal, recorded as process_signal).
 func (s processService) SendSignal(ctx context.Context, req *connect.Request[pb.SendSignalRequest]) (*connect.Response[pb.SendSignalResponse], error) {
 	sel, err := selector(req.Msg.GetProcess())
 	if err != nil {
@@ -324,13 +459,21 @@ func (s processService) SendSignal(ctx context.Context, req *connect.Request[pb.
 	if err != nil {
 		return nil, err
 	}
-	if err := p.SignalProcess(ctx, t.sb.ID, sel, int(sig)); err != nil {
-		return nil, rpcError(err)
+	name := "TERM"
+	if sig == pb.Signal_SIGNAL_SIGKILL {
+		name = "KILL"
+	}
+	path, err := processPath(t, sel, "/signal", nil)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.v1Call(ctx, t, p, sel, http.MethodPost, path, map[string]string{"signal": name}, nil); err != nil {
+		return nil, err
 	}
 	return connect.NewResponse(&pb.SendSignalResponse{}), nil
 }
 
-// Update resizes a process's terminal.
+// Update resizes a process's terminal through /v1 (POST .../resize).
 func (s processService) Update(ctx context.Context, req *connect.Request[pb.UpdateRequest]) (*connect.Response[pb.UpdateResponse], error) {
 	sel, err := selector(req.Msg.GetProcess())
 	if err != nil {
@@ -339,17 +482,20 @@ func (s processService) Update(ctx context.Context, req *connect.Request[pb.Upda
 	if req.Msg.Pty == nil {
 		return connect.NewResponse(&pb.UpdateResponse{}), nil
 	}
-	t, err := s.e.rpcTarget(ctx, req.Header(), req.Peer())
+	t, p, err := s.processes(ctx, req.Header(), req.Peer())
 	if err != nil {
 		return nil, err
 	}
-	pty, err := capability[provider.PTY](s.e, t, "terminals")
+	if _, err := capability[provider.PTY](s.e, t, "terminals"); err != nil {
+		return nil, err
+	}
+	path, err := processPath(t, sel, "/resize", nil)
 	if err != nil {
 		return nil, err
 	}
 	size := req.Msg.GetPty().GetSize()
-	if err := pty.ResizePTY(ctx, t.sb.ID, sel, provider.PTYSize{Rows: int(size.GetRows()), Cols: int(size.GetCols())}); err != nil {
-		return nil, rpcError(err)
+	if _, err := s.v1Call(ctx, t, p, sel, http.MethodPost, path, v1Size{Rows: int(size.GetRows()), Cols: int(size.GetCols())}, nil); err != nil {
+		return nil, err
 	}
 	return connect.NewResponse(&pb.UpdateResponse{}), nil
 }

@@ -95,6 +95,35 @@ test('a background command streams its output, is listed, takes stdin and is kil
   }
 })
 
+test("process calls are in the sandbox's activity, as /v1's are", async () => {
+  const sbx = await Sandbox.create()
+  try {
+    const h = await sbx.commands.run('cat; echo done-$((6*7))', { background: true, stdin: true })
+    await sbx.commands.sendStdin(h.pid, 'audited input\n')
+    await sbx.commands.closeStdin(h.pid)
+    assert.equal((await h.wait()).stdout, 'audited input\ndone-42\n')
+    const sleeper = await sbx.commands.run('sleep 30', { background: true })
+    assert.equal(await sbx.commands.kill(sleeper.pid), true)
+    await assert.rejects(sleeper.wait())
+
+    const act = await v1('GET', `/v1/sandboxes/${sbx.sandboxId}/activity`)
+    assert.equal(act.status, 200)
+    const seen = JSON.stringify(act.body.items)
+    const start = act.body.items.find((a) => a.kind === 'process_start' && a.pid === h.pid)
+    assert.ok(start, `no process_start of ${h.pid} in ${seen}`)
+    assert.ok(start.command.includes('cat; echo done-$((6*7))'), start.command)
+    assert.equal(start.error, null)
+    const input = act.body.items.filter((a) => a.kind === 'process_input' && a.pid === h.pid)
+    assert.deepEqual(input.map((a) => [a.input, a.bytes]), [['audited input\n', 14], ['', 0]], seen)
+    assert.ok(act.body.items.some((a) => a.kind === 'process_start' && a.pid === sleeper.pid && a.command.includes('sleep 30')), seen)
+    const sig = act.body.items.find((a) => a.kind === 'process_signal' && a.pid === sleeper.pid)
+    assert.ok(sig, `no process_signal of ${sleeper.pid} in ${seen}`)
+    assert.equal(sig.signal, 'KILL')
+  } finally {
+    await sbx.kill()
+  }
+})
+
 test('files: write, read, list, stat, make a folder, rename, remove', async () => {
   const sbx = await Sandbox.create()
   try {
