@@ -112,6 +112,7 @@ type v1Sandbox struct {
 	Provider  string            `json:"provider"`
 	Labels    map[string]string `json:"labels"`
 	Owner     string            `json:"owner"`
+	Node      *string           `json:"node"`
 	WorkDir   string            `json:"work_dir"`
 	Error     string            `json:"error"`
 	CreatedAt time.Time         `json:"created_at"`

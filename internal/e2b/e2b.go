@@ -42,13 +42,16 @@ type Options struct {
 	// Providers are the enabled providers, by name: the daemon's calls go
 	// to their capabilities.
 	Providers map[string]domain.Provider
+	// Node is this replica's node id in a cluster; empty for a single
+	// replica. The providers hold only the sandboxes of this node.
+	Node string
 }
 
 // New returns the handler of everything under Prefix (EnvdPrefix included).
 func New(o Options) http.Handler {
 	c := core{api: o.API}
 	control := controlRoutes(c)
-	envd := envdRoutes(c, o.Providers)
+	envd := envdRoutes(c, o.Providers, o.Node)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
 		switch {

@@ -31,13 +31,14 @@ const envdPort = "49983"
 type envd struct {
 	core      core
 	providers map[string]domain.Provider
+	node      string // this replica's node id; empty for a single replica
 	watchers  *watchers
 }
 
 // envdRoutes is the daemon's route table, under EnvdPrefix: /health,
 // /files and the Connect services.
-func envdRoutes(c core, providers map[string]domain.Provider) http.Handler {
-	e := envd{core: c, providers: providers, watchers: newWatchers()}
+func envdRoutes(c core, providers map[string]domain.Provider, node string) http.Handler {
+	e := envd{core: c, providers: providers, node: node, watchers: newWatchers()}
 	m := http.NewServeMux()
 	m.HandleFunc("GET /health", e.health)
 	m.HandleFunc("GET /files", e.download)
@@ -122,11 +123,16 @@ func (e envd) health(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// capability is the provider capability C of the target's sandbox.
+// capability is the provider capability C of the target's sandbox, which
+// must be held by this replica's node: /v1 would forward a call for one
+// on another node, but a provider here does not hold it.
 func capability[C any](e envd, t target, what string) (C, error) {
 	var zero C
 	if t.sb.State != "ready" {
 		return zero, connect.NewError(connect.CodeUnavailable, errors.New("the sandbox is "+t.sb.State+", not running"))
+	}
+	if n := t.sb.Node; n != nil && *n != "" && e.node != "" && *n != e.node {
+		return zero, connect.NewError(connect.CodeUnavailable, errors.New("the sandbox lives on node "+*n+"; E2B's daemon serves "+what+" of this node's sandboxes only"))
 	}
 	p, ok := e.providers[t.sb.Provider]
 	if !ok {
