@@ -55,12 +55,21 @@ export class TetherError extends Error {
   }
 }
 
-const codes: ReadonlySet<string> = new Set<ProblemCode>([
-  "INVALID_REQUEST", "UNAUTHENTICATED", "FORBIDDEN", "NOT_FOUND", "SANDBOX_STATE_CONFLICT",
-  "IDEMPOTENCY_KEY_REUSED", "UNKNOWN_PROVIDER", "PROVIDER_UNAVAILABLE", "NOT_SUPPORTED",
-  "PAYLOAD_TOO_LARGE", "QUOTA_EXCEEDED", "REQUEST_TIMEOUT", "FILE_NOT_FOUND", "IS_DIRECTORY", "PERMISSION_DENIED",
-  "INVALID_PATH", "PORT_UNREACHABLE", "PREVIEW_GONE", "INTERNAL", "UNAVAILABLE", "SNAPSHOT_NOT_READY", "SNAPSHOT_PROVIDER_MISMATCH",
-]);
+/**
+ * Every code of docs/openapi.json's Problem, as a record so that the
+ * compiler refuses it when a code is missing (schema.ts is regenerated
+ * from the document).
+ */
+const knownCodes: Record<ProblemCode, true> = {
+  INVALID_REQUEST: true, UNAUTHENTICATED: true, FORBIDDEN: true, NOT_FOUND: true, SANDBOX_STATE_CONFLICT: true,
+  IDEMPOTENCY_KEY_REUSED: true, SANDBOX_ID_TAKEN: true, POOL_EXISTS: true, POOL_EMPTY: true,
+  SNAPSHOT_NOT_READY: true, SNAPSHOT_PROVIDER_MISMATCH: true, UNKNOWN_PROVIDER: true, PROVIDER_UNAVAILABLE: true,
+  NOT_SUPPORTED: true, PAYLOAD_TOO_LARGE: true, QUOTA_EXCEEDED: true, REQUEST_TIMEOUT: true, FILE_NOT_FOUND: true,
+  IS_DIRECTORY: true, PERMISSION_DENIED: true, INVALID_PATH: true, PROCESS_NOT_FOUND: true,
+  PROCESS_STATE_CONFLICT: true, PORT_UNREACHABLE: true, PREVIEW_GONE: true, INTERNAL: true, UNAVAILABLE: true,
+};
+
+const codes: ReadonlySet<string> = new Set(Object.keys(knownCodes));
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
