@@ -483,3 +483,146 @@ def test_with_dcode_installed_failures_are_its_sandbox_errors(tmp_path: Path):
     out = subprocess.run([sys.executable, "-c", DCODE_CHECK], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "dcode errors ok"
+
+
+# -- processes, terminals and watches -------------------------------------
+
+
+def test_start_process_request():
+    from tether_sandbox._core import start_process
+
+    def call(*args, **kw):
+        return next(start_process("sbx_1", *args, **kw))
+
+    c = call("python3 -m http.server", env={"A": "1"}, cwd="/workspace", tag="dev", stdin=True, timeout=0)
+    assert (c.method, c.path, c.json) == ("POST", "/v1/sandboxes/sbx_1/processes", {
+        "command": "python3 -m http.server", "env": {"A": "1"}, "cwd": "/workspace", "tag": "dev",
+        "stdin": True, "timeout_seconds": 0})
+    assert call(argv=["sh"], pty=(24, 80)).json == {"argv": ["sh"], "pty": {"rows": 24, "cols": 80}}
+    assert call(argv=("top",), pty={"rows": 30, "cols": 100}).json["pty"] == {"rows": 30, "cols": 100}
+    for bad in [dict(), dict(command="a", argv=["a"]), dict(argv="sh -c x"), dict(command="a", pty=(0, 80)),
+                dict(command="a", timeout=-1)]:
+        with pytest.raises(ValueError):
+            call(**bad)
+
+
+def test_process_paths_take_a_pid_or_a_tag():
+    from tether_sandbox._core import get_process, process_output_call, signal_process, write_stdin
+
+    assert next(get_process("sbx_1", 42, wait=30)).path == "/v1/sandboxes/sbx_1/processes/42"
+    assert next(get_process("sbx_1", 42, wait=30)).params == [("wait", "30.000s")]
+    assert next(signal_process("sbx_1", "dev")).json == {"signal": "TERM"}
+    assert next(signal_process("sbx_1", "dev", 9)).json == {"signal": "9"}
+    w = next(write_stdin("sbx_1", "dev", "hi\n", close=True))
+    assert (w.path, w.params, w.content) == ("/v1/sandboxes/sbx_1/processes/dev/stdin", [("close", "true")], b"hi\n")
+    o = process_output_call("sbx_1", 7, from_start=True, binary=True)
+    assert (o.method, o.path, o.params) == ("GET", "/v1/sandboxes/sbx_1/processes/7/output", [("from", "start"), ("encoding", "base64")])
+    for bad in (0, -1, True, None, ""):
+        with pytest.raises(ValueError):
+            next(get_process("sbx_1", bad))
+
+
+def test_output_decoder_yields_start_chunks_dropped_then_exit():
+    from tether_sandbox import ProcessDropped, ProcessEnded, ProcessExit, ProcessOutput, ProcessStarted
+    from tether_sandbox._core import ProcessOutputDecoder
+
+    d = ProcessOutputDecoder()
+    events = feed(d, 'event: start\ndata: {"pid":42}\n\n: keep-alive\n\n'
+                     'event: stdout\ndata: {"data":"ready\\n","offset":0}\n\n'
+                     'event: dropped\ndata: {"bytes":10,"offset":16}\n\n'
+                     'event: pty\ndata: {"data":"","data_base64":"AP8=","offset":26}\n\n'
+                     'event: exit\ndata: {"code":-1,"signal":15,"exited":false,"status":"signal: terminated"}\n\n')
+    assert events[:3] == [ProcessStarted(42), ProcessOutput("stdout", "ready\n", 0), ProcessDropped(10, 16)]
+    assert (events[3].stream, events[3].data, events[3].data_bytes) == ("pty", "", b"\x00\xff")
+    assert events[4] == ProcessEnded(ProcessExit(-1, 15, False, "signal: terminated")) and d.done
+    d = ProcessOutputDecoder()
+    feed(d, 'event: start\ndata: {"pid":42}\n\n')
+    with pytest.raises(TetherError) as ctx:
+        d.finish()
+    assert ctx.value.code == "INCOMPLETE_STREAM"
+
+
+def test_watch_decoder_yields_start_then_changes_and_raises_the_end():
+    from tether_sandbox import FileChange, WatchStarted
+    from tether_sandbox._core import WatchDecoder
+
+    d = WatchDecoder()
+    events = feed(d, 'event: start\ndata: {"path":"/workspace","recursive":true}\n\n'
+                     'event: create\ndata: {"kind":"create","path":"d/a.txt","is_dir":false,"at":"2026-01-02T15:04:05.5Z"}\n\n')
+    assert events[0] == WatchStarted("/workspace", True)
+    assert isinstance(events[1], FileChange) and (events[1].kind, events[1].path, events[1].is_dir) == ("create", "d/a.txt", False)
+    assert events[1].at == datetime(2026, 1, 2, 15, 4, 5, 500000, tzinfo=timezone.utc)
+    with pytest.raises(TetherError) as ctx:
+        feed(d, 'event: error\ndata: {"status":409,"code":"SANDBOX_STATE_CONFLICT","detail":"ended","state":"terminated"}\n\n')
+    assert (ctx.value.code, ctx.value.state) == ("SANDBOX_STATE_CONFLICT", "terminated")
+    with pytest.raises(TetherError) as ctx:
+        WatchDecoder().finish()
+    assert ctx.value.code == "INCOMPLETE_STREAM"
+
+
+def test_process_errors_are_their_codes_sync_and_async():
+    """PROCESS_NOT_FOUND and PROCESS_STATE_CONFLICT, from a call and from a
+    stream's refusal, are TetherErrors with their code; neither is retried."""
+    import httpx
+
+    from tether_sandbox import AsyncTether, Tether
+
+    gone = (404, {}, {"status": 404, "code": "PROCESS_NOT_FOUND", "detail": "no process 7 in sandbox sbx_1"})
+    ended = (409, {}, {"status": 409, "code": "PROCESS_STATE_CONFLICT", "detail": "process 7 has ended"})
+    for answer, act in [
+        (gone, lambda t: t.get_process("sbx_1", 7)),
+        (gone, lambda t: list(t.process_output("sbx_1", 7, from_start=True))),
+        (ended, lambda t: t.write_stdin("sbx_1", 7, "x")),
+        (ended, lambda t: t.resize_process("sbx_1", 7, 30, 100)),
+        (ended, lambda t: t.signal_process("sbx_1", "dev", "KILL")),
+    ]:
+        handler, seen = _mock([answer])
+        with Tether("http://t", "k", http_client=httpx.Client(base_url="http://t", transport=httpx.MockTransport(handler))) as t:
+            with pytest.raises(TetherError) as ctx:
+                act(t)
+        assert (ctx.value.code, ctx.value.status, len(seen)) == (answer[2]["code"], answer[0], 1)
+
+    handler, seen = _mock([gone])
+
+    async def run():
+        async with AsyncTether("http://t", "k", http_client=httpx.AsyncClient(base_url="http://t", transport=httpx.MockTransport(handler))) as a:
+            with pytest.raises(TetherError) as ctx:
+                await a.wait_process("sbx_1", 7, timeout=1)
+            with pytest.raises(TetherError) as ctx2:
+                async for _ in a.process_output("sbx_1", 7):
+                    pass
+            return ctx.value.code, ctx2.value.code
+
+    assert asyncio.run(run()) == ("PROCESS_NOT_FOUND", "PROCESS_NOT_FOUND")
+
+
+def test_output_and_watch_streams_sync_and_async():
+    import httpx
+
+    from tether_sandbox import AsyncTether, ProcessEnded, ProcessOutput, Tether, WatchStarted
+
+    output = (b'event: start\ndata: {"pid":7}\n\nevent: stderr\ndata: {"data":"x","offset":0}\n\n'
+              b'event: exit\ndata: {"code":3,"signal":0,"exited":true,"status":"exit status 3"}\n\n')
+    watch = b'event: start\ndata: {"path":"/workspace","recursive":false}\n\n'
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        body = output if request.url.path.endswith("/output") else watch
+        return httpx.Response(200, headers={"Content-Type": "text/event-stream"}, content=body)
+
+    with Tether("http://t", "k", http_client=httpx.Client(base_url="http://t", transport=httpx.MockTransport(handler))) as t:
+        events = list(t.process_output("sbx_1", 7, from_start=True))
+        assert events[1:] == [ProcessOutput("stderr", "x", 0), ProcessEnded(events[2].exit)] and events[2].exit.code == 3
+        w = t.watch("sbx_1", "/workspace")
+        assert next(w) == WatchStarted("/workspace", False)
+        with pytest.raises(TetherError) as ctx:  # the stream ended without an error event
+            next(w)
+        assert ctx.value.code == "INCOMPLETE_STREAM"
+    assert seen[0].url.params["from"] == "start" and seen[1].url.params["path"] == "/workspace"
+
+    async def run():
+        async with AsyncTether("http://t", "k", http_client=httpx.AsyncClient(base_url="http://t", transport=httpx.MockTransport(handler))) as a:
+            return [ev async for ev in a.process_output("sbx_1", 7)]
+
+    assert [type(e).__name__ for e in asyncio.run(run())] == ["ProcessStarted", "ProcessOutput", "ProcessEnded"]

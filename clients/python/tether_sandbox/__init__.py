@@ -1,6 +1,7 @@
 """tether-sandbox: the Python client of Tether, and its dcode provider.
 
-* :class:`Tether` / :class:`AsyncTether` — the whole v1 API, sync and async.
+* :class:`Tether` / :class:`AsyncTether` — the whole v1 API, sync and async,
+  background processes, terminals and folder watches included.
 * :class:`TetherProvider` / :class:`TetherSandbox` — a deepagents-code
   ``SandboxProvider`` and a deepagents ``BaseSandbox`` (entry point
   ``deepagents_code.sandbox_providers: tether``).
@@ -26,9 +27,17 @@ from ._models import (
     ExecExit,
     ExecOutput,
     ExecResult,
+    FileChange,
     OwnerLease,
     OwnerRelease,
     Preview,
+    Process,
+    ProcessDropped,
+    ProcessEnded,
+    ProcessEvent,
+    ProcessExit,
+    ProcessOutput,
+    ProcessStarted,
     ProviderInfo,
     RenewedSandbox,
     Sandbox,
@@ -39,6 +48,8 @@ from ._models import (
     Webhook,
     WebhookDelivery,
     WebhookDeliveryPage,
+    WatchEvent,
+    WatchStarted,
 )
 from ._core import new_sandbox_id
 from ._webhooks import DELIVERY_HEADER, SIGNATURE_HEADER, verify_signature
@@ -79,9 +90,17 @@ __all__ = [
     "ExecExit",
     "ExecOutput",
     "ExecResult",
+    "FileChange",
     "OwnerLease",
     "OwnerRelease",
     "Preview",
+    "Process",
+    "ProcessDropped",
+    "ProcessEnded",
+    "ProcessEvent",
+    "ProcessExit",
+    "ProcessOutput",
+    "ProcessStarted",
     "ProviderInfo",
     "RenewedSandbox",
     "Sandbox",
@@ -92,6 +111,8 @@ __all__ = [
     "Webhook",
     "WebhookDelivery",
     "WebhookDeliveryPage",
+    "WatchEvent",
+    "WatchStarted",
     "verify_signature",
     "SIGNATURE_HEADER",
     "DELIVERY_HEADER",

@@ -4,9 +4,10 @@ Both classes share every route through :class:`_API`, whose methods hand an
 operation from ``_core`` to ``self._run``. ``Tether._run`` drives it with an
 ``httpx.Client`` and returns the result; ``AsyncTether._run`` drives it with
 an ``httpx.AsyncClient`` and returns a coroutine, so every method of
-``AsyncTether`` is awaited. Only streaming exec and the paginating iterators
-have a sync and an async body, and those only move bytes: the requests and
-the decoding are shared too.
+``AsyncTether`` is awaited. Only the event streams (streaming exec, a
+process's output, a watch) and the paginating iterators have a sync and an
+async body, and those only move bytes: the requests and the decoding are
+shared too.
 """
 
 from __future__ import annotations
@@ -21,9 +22,19 @@ import httpx
 
 from . import _core
 from ._version import __version__
-from ._core import EXEC_MAX, Call, ExecStreamDecoder, Op, check, retry_delay
+from ._core import (
+    EXEC_MAX,
+    Call,
+    ExecStreamDecoder,
+    Op,
+    ProcessOutputDecoder,
+    SSEDecoder,
+    WatchDecoder,
+    check,
+    retry_delay,
+)
 from ._errors import TetherError
-from ._models import Event, ExecEvent, Sandbox
+from ._models import Event, ExecEvent, ProcessEvent, Sandbox, WatchEvent
 
 __all__ = ["Tether", "AsyncTether", "DEFAULT_TIMEOUT", "settings_from_env", "ssl_context"]
 
@@ -358,6 +369,73 @@ class _API:
         """The server's enabled providers (list[ProviderInfo])."""
         return self._run(_core.list_providers())
 
+    # -- processes, terminals and watches (docs/processes.md) -------------
+
+    def start_process(
+        self,
+        sandbox_id: str,
+        command: Optional[str] = None,
+        *,
+        argv: Optional[Iterable[str]] = None,
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[str] = None,
+        tag: Optional[str] = None,
+        stdin: bool = False,
+        pty: Union[tuple[int, int], Mapping[str, int], None] = None,
+        timeout: Optional[int] = None,
+    ) -> Any:
+        """Start a background process (Process), answered once it runs:
+        command (run by sh -c) or argv (run as it is), one of the two.
+
+        env: on top of the sandbox's; cwd: an absolute path; tag: a name to
+        select it by in place of its pid; stdin: keep a pipe to its stdin
+        for write_stdin; pty: (rows, cols) runs it in a terminal (its
+        output is then "pty" events); timeout: seconds before it is
+        killed, None for none. It outlives this client and ends with the
+        sandbox.
+        """
+        return self._run(
+            _core.start_process(
+                sandbox_id, command, argv=argv, env=env, cwd=cwd, tag=tag, stdin=stdin, pty=pty, timeout=timeout
+            )
+        )
+
+    def list_processes(self, sandbox_id: str) -> Any:
+        """The sandbox's processes, running and recently ended, oldest first (list[Process])."""
+        return self._run(_core.list_processes(sandbox_id))
+
+    def get_process(self, sandbox_id: str, pid: Union[int, str], *, wait: Optional[float] = None) -> Any:
+        """One process, by pid or tag (Process); with wait (seconds), once
+        it ended or wait passed. 404 PROCESS_NOT_FOUND: none such (or it
+        ended more than a minute ago)."""
+        return self._run(_core.get_process(sandbox_id, pid, wait=wait))
+
+    def wait_process(self, sandbox_id: str, pid: Union[int, str], *, timeout: float = 300.0) -> Any:
+        """Long-poll, as many times as needed, until the process ended or
+        timeout seconds passed; the Process as it is then (its exit, or
+        running still)."""
+        return self._run(_core.wait_process(sandbox_id, pid, timeout=timeout))
+
+    def write_stdin(self, sandbox_id: str, pid: Union[int, str], data: Union[bytes, str], *, close: bool = False) -> Any:
+        """Write data to the process's stdin (one started with stdin=True)
+        or, for a terminal, type it; close=True closes stdin after. 409
+        PROCESS_STATE_CONFLICT: no stdin, stdin closed, or the process ended."""
+        return self._run(_core.write_stdin(sandbox_id, pid, data, close=close))
+
+    def close_stdin(self, sandbox_id: str, pid: Union[int, str]) -> Any:
+        """Close the process's stdin: it reads end of file (a terminal
+        takes "\\x04", ^D, through write_stdin instead)."""
+        return self._run(_core.write_stdin(sandbox_id, pid, b"", close=True))
+
+    def signal_process(self, sandbox_id: str, pid: Union[int, str], signal: Union[str, int] = "TERM") -> Any:
+        """Send a signal (TERM, KILL, INT, HUP, ... or its number) to the
+        process and its process group."""
+        return self._run(_core.signal_process(sandbox_id, pid, signal))
+
+    def resize_process(self, sandbox_id: str, pid: Union[int, str], rows: int, cols: int) -> Any:
+        """Set the size of the process's terminal; the program gets SIGWINCH."""
+        return self._run(_core.resize_process(sandbox_id, pid, rows, cols))
+
     # -- ports and previews (docs/ports.md) -------------------------------
 
     def port_url(self, sandbox_id: str, port: int, path: str = "/") -> str:
@@ -486,7 +564,33 @@ class Tether(_API):
         """Run a command, yielding ExecOutput chunks as they come, then one
         ExecExit. Leaving the loop early disconnects, which ends the command."""
         call = _core.exec_stream_call(sandbox_id, command, timeout=timeout, env=env, workdir=workdir)
-        decoder = ExecStreamDecoder()
+        return self._stream(call, ExecStreamDecoder())
+
+    def process_output(
+        self, sandbox_id: str, pid: Union[int, str], *, from_start: bool = False, binary: bool = False
+    ) -> Iterator[ProcessEvent]:
+        """Follow a process's output: ProcessStarted, then ProcessOutput
+        chunks (stream stdout, stderr, or pty for a terminal) and
+        ProcessDropped as they come, then one ProcessEnded with its exit.
+
+        from_start: from the start of what the sandbox keeps of it, not
+        from now. binary: chunks as bytes (data_bytes), exactly as written.
+        Leaving the loop detaches; the process goes on. Any number of
+        clients may follow one process at once.
+        """
+        return self._stream(_core.process_output_call(sandbox_id, pid, from_start=from_start, binary=binary), ProcessOutputDecoder())
+
+    def watch(self, sandbox_id: str, path: str = "/workspace", *, recursive: bool = False) -> Iterator[WatchEvent]:
+        """Follow what changes under the folder at path: one WatchStarted
+        once the watch is armed (every change after it is seen), then a
+        FileChange per change (kind create, write, remove, rename or chmod;
+        path relative to the folder), until the loop is left or the
+        sandbox ends (its TetherError is raised)."""
+        return self._stream(_core.watch_call(sandbox_id, path, recursive=recursive), WatchDecoder())
+
+    def _stream(self, call: Call, decoder: SSEDecoder) -> Iterator[Any]:
+        """The events of an event stream, the request retried as any is
+        until the stream begins."""
         attempt = 0
         try:
             while True:
@@ -496,7 +600,7 @@ class Tether(_API):
                             yield from decoder.feed(line)
                             if decoder.done:
                                 return
-                        decoder.finish()
+                        yield from decoder.finish()
                         return
                     resp.read()
                     delay = _retry_or_raise(resp, attempt, self.retries)
@@ -601,7 +705,26 @@ class AsyncTether(_API):
         ExecExit. Cancelling or leaving the loop disconnects, which ends the
         command."""
         call = _core.exec_stream_call(sandbox_id, command, timeout=timeout, env=env, workdir=workdir)
-        decoder = ExecStreamDecoder()
+        async for event in self._stream(call, ExecStreamDecoder()):
+            yield event
+
+    async def process_output(
+        self, sandbox_id: str, pid: Union[int, str], *, from_start: bool = False, binary: bool = False
+    ) -> AsyncIterator[ProcessEvent]:
+        """Follow a process's output, as Tether.process_output does.
+        Cancelling or leaving the loop detaches; the process goes on."""
+        call = _core.process_output_call(sandbox_id, pid, from_start=from_start, binary=binary)
+        async for event in self._stream(call, ProcessOutputDecoder()):
+            yield event
+
+    async def watch(self, sandbox_id: str, path: str = "/workspace", *, recursive: bool = False) -> AsyncIterator[WatchEvent]:
+        """Follow what changes under the folder at path, as Tether.watch does."""
+        async for event in self._stream(_core.watch_call(sandbox_id, path, recursive=recursive), WatchDecoder()):
+            yield event
+
+    async def _stream(self, call: Call, decoder: SSEDecoder) -> AsyncIterator[Any]:
+        """The events of an event stream, the request retried as any is
+        until the stream begins."""
         attempt = 0
         try:
             while True:
@@ -612,7 +735,8 @@ class AsyncTether(_API):
                                 yield event
                             if decoder.done:
                                 return
-                        decoder.finish()
+                        for event in decoder.finish():
+                            yield event
                         return
                     await resp.aread()
                     delay = _retry_or_raise(resp, attempt, self.retries)

@@ -9,13 +9,16 @@ only drive these generators; neither knows any route. Operations that take
 several requests (waiting for a sandbox across long-polls) compose with
 ``yield from``.
 
-Streaming exec is the one route whose answer is read incrementally; its
-request is built here too, and its Server-Sent Events are decoded by
-:class:`ExecStreamDecoder`, which both clients feed line by line.
+Streaming exec, a process's output and a watch are the routes whose
+answers are read incrementally; their requests are built here too, and
+their Server-Sent Events are decoded by an :class:`SSEDecoder`
+(:class:`ExecStreamDecoder`, :class:`ProcessOutputDecoder`,
+:class:`WatchDecoder`), which both clients feed line by line.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import time
@@ -27,14 +30,21 @@ from urllib.parse import quote
 from ._errors import TetherError
 from ._models import (
     EventPage,
-    ExecEvent,
     ExecExit,
     ExecOutput,
     ExecResult,
     OwnerLease,
     OwnerRelease,
+    FileChange,
     Preview,
+    Process,
+    ProcessDropped,
+    ProcessEnded,
+    ProcessExit,
+    ProcessOutput,
+    ProcessStarted,
     ProviderInfo,
+    WatchStarted,
     RenewedSandbox,
     Sandbox,
     SandboxPage,
@@ -405,21 +415,24 @@ def exec_stream_call(
     )
 
 
-class ExecStreamDecoder:
-    """Turns the lines of a streaming exec's Server-Sent Events into ExecEvents.
+class SSEDecoder:
+    """Turns the lines of a stream of Server-Sent Events into events.
 
     ``feed(line)`` returns the events a line completes; an ``error`` event
-    raises its TetherError. ``finish()`` raises if the stream ended without
-    an ``exit``.
+    raises its TetherError. ``finish()``, once the stream ended, returns
+    what its last lines hold and raises if the stream ended before its
+    end (``done``). Subclasses say what each event's JSON data becomes.
     """
+
+    what = "the stream"
+    end = "its end"
 
     def __init__(self) -> None:
         self._event = ""
         self._data: list[str] = []
-        self._output: list[str] = []
         self.done = False
 
-    def feed(self, line: str) -> list[ExecEvent]:
+    def feed(self, line: str) -> list[Any]:
         line = line.rstrip("\r\n")
         if line == "":
             return self._dispatch()
@@ -434,7 +447,7 @@ class ExecStreamDecoder:
             self._data.append(value)
         return []
 
-    def _dispatch(self) -> list[ExecEvent]:
+    def _dispatch(self) -> list[Any]:
         event, data = self._event or "message", "\n".join(self._data)
         self._event, self._data = "", []
         if not data:
@@ -443,6 +456,35 @@ class ExecStreamDecoder:
             payload = json.loads(data)
         except ValueError:
             raise TetherError("INVALID_STREAM", 0, f"unreadable {event} event: {data[:200]!r}") from None
+        if not isinstance(payload, dict):
+            raise TetherError("INVALID_STREAM", 0, f"unreadable {event} event: {data[:200]!r}")
+        if event == "error":
+            self.done = True
+            raise TetherError.from_problem_dict(payload)
+        return self.decode(event, payload)
+
+    def decode(self, event: str, payload: dict[str, Any]) -> list[Any]:
+        """The events one SSE event stands for (set done at the last)."""
+        raise NotImplementedError
+
+    def finish(self) -> list[Any]:
+        tail = self._dispatch() if self._data else []
+        if not self.done:
+            raise TetherError("INCOMPLETE_STREAM", 0, f"{self.what} ended without {self.end}")
+        return tail
+
+
+class ExecStreamDecoder(SSEDecoder):
+    """A streaming exec's events: ExecOutput chunks, then one ExecExit."""
+
+    what = "the exec stream"
+    end = "an exit event"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._output: list[str] = []
+
+    def decode(self, event: str, payload: dict[str, Any]) -> list[Any]:
         if event in ("stdout", "stderr"):
             chunk = str(payload.get("data", ""))
             self._output.append(chunk)
@@ -450,16 +492,7 @@ class ExecStreamDecoder:
         if event == "exit":
             self.done = True
             return [ExecExit(ExecResult.from_json(payload, output="".join(self._output)))]
-        if event == "error":
-            self.done = True
-            raise TetherError.from_problem_dict(payload)
         return []
-
-    def finish(self) -> None:
-        if not self.done:
-            tail = self._dispatch() if self._data else []
-            if not self.done and not tail:
-                raise TetherError("INCOMPLETE_STREAM", 0, "the exec stream ended without an exit event")
 
 
 def read_file(sandbox_id: str, path: str) -> Op[bytes]:
@@ -504,6 +537,197 @@ def write_archive(sandbox_id: str, path: str, tar: bytes) -> Op[None]:
 def list_providers() -> Op[list[ProviderInfo]]:
     resp = yield Call("GET", "/v1/providers")
     return [ProviderInfo.from_json(p) for p in resp.json().get("items") or []]
+
+
+# -- processes, terminals and watches (docs/processes.md) ------------------
+
+STREAM_IDLE = 30.0
+"""Call.extra_timeout of an event stream: the server sends a comment every
+15 s on an idle one, so a read that waits longer than the client's timeout
+and this has lost the server."""
+
+
+def _pid(pid: Union[int, str]) -> str:
+    """A process's pid (digits) or tag (starts with a letter), as a path segment."""
+    if isinstance(pid, bool) or not isinstance(pid, (int, str)):
+        raise ValueError(f"a process is its pid (an int) or its tag (a str), got {pid!r}")
+    if isinstance(pid, int):
+        if pid <= 0:
+            raise ValueError(f"a pid is positive, got {pid}")
+        return str(pid)
+    return _seg(pid)
+
+
+def _process_path(sandbox_id: str, pid: Union[int, str], suffix: str = "") -> str:
+    return _sandbox_path(sandbox_id, f"/processes/{_pid(pid)}{suffix}")
+
+
+def _size(rows: Any, cols: Any) -> dict[str, int]:
+    for name, v in (("rows", rows), ("cols", cols)):
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 65535:
+            raise ValueError(f"a terminal's {name} is an int 1-65535, got {v!r}")
+    return {"rows": rows, "cols": cols}
+
+
+def start_process(
+    sandbox_id: str,
+    command: Optional[str] = None,
+    *,
+    argv: Optional[Iterable[str]] = None,
+    env: Optional[Mapping[str, str]] = None,
+    cwd: Optional[str] = None,
+    tag: Optional[str] = None,
+    stdin: bool = False,
+    pty: Union[tuple[int, int], Mapping[str, int], None] = None,
+    timeout: Optional[int] = None,
+) -> Op[Process]:
+    """Start command (sh -c) or argv in the background; answers once it runs."""
+    if (command is None) == (argv is None):
+        raise ValueError("give command (run by sh -c) or argv, one of the two")
+    if isinstance(argv, str):
+        raise ValueError("argv is a list of strings; give a command line as command")
+    body: dict[str, Any] = {"command": command} if command is not None else {"argv": list(argv or [])}
+    if env:
+        body["env"] = dict(env)
+    if cwd:
+        body["cwd"] = cwd
+    if tag:
+        body["tag"] = tag
+    if stdin:
+        body["stdin"] = True
+    if pty is not None:
+        body["pty"] = _size(pty["rows"], pty["cols"]) if isinstance(pty, Mapping) else _size(*pty)
+    if timeout is not None:
+        if int(timeout) < 0:
+            raise ValueError("timeout is seconds, 0 or None for none")
+        body["timeout_seconds"] = int(timeout)
+    resp = yield Call("POST", _sandbox_path(sandbox_id, "/processes"), json=body)
+    return Process.from_json(resp.json())
+
+
+def list_processes(sandbox_id: str) -> Op[list[Process]]:
+    resp = yield Call("GET", _sandbox_path(sandbox_id, "/processes"))
+    return [Process.from_json(p) for p in resp.json().get("items") or []]
+
+
+def get_process(sandbox_id: str, pid: Union[int, str], *, wait: Optional[float] = None) -> Op[Process]:
+    params = [("wait", _seconds(wait))] if wait else []
+    resp = yield Call("GET", _process_path(sandbox_id, pid), params=params, extra_timeout=float(wait or 0))
+    return Process.from_json(resp.json())
+
+
+def wait_process(sandbox_id: str, pid: Union[int, str], *, timeout: float) -> Op[Process]:
+    """Long-poll until the process ended or timeout passed; returns it as
+    it is then (check ``running``)."""
+    deadline = time.monotonic() + max(0.0, timeout)
+    while True:
+        remaining = deadline - time.monotonic()
+        p = yield from get_process(sandbox_id, pid, wait=min(LONG_POLL_CHUNK, remaining) if remaining > 0 else None)
+        if not p.running or remaining <= 0:
+            return p
+
+
+def write_stdin(sandbox_id: str, pid: Union[int, str], data: Union[bytes, str], *, close: bool = False) -> Op[None]:
+    """Write data to the process's stdin (or its terminal, as typed); with
+    close, close its stdin after."""
+    if isinstance(data, str):
+        data = data.encode()
+    yield Call(
+        "POST",
+        _process_path(sandbox_id, pid, "/stdin"),
+        params=[("close", "true")] if close else [],
+        content=bytes(data),
+        headers={"Content-Type": "application/octet-stream"},
+    )
+    return None
+
+
+def signal_process(sandbox_id: str, pid: Union[int, str], signal: Union[str, int] = "TERM") -> Op[None]:
+    """Send a signal (TERM, KILL, INT, ... or its number) to the process
+    and its process group."""
+    name = str(int(signal)) if isinstance(signal, int) else str(signal)
+    yield Call("POST", _process_path(sandbox_id, pid, "/signal"), json={"signal": name})
+    return None
+
+
+def resize_process(sandbox_id: str, pid: Union[int, str], rows: int, cols: int) -> Op[None]:
+    """Set the size of the process's terminal (it gets SIGWINCH)."""
+    yield Call("POST", _process_path(sandbox_id, pid, "/resize"), json=_size(rows, cols))
+    return None
+
+
+def process_output_call(
+    sandbox_id: str, pid: Union[int, str], *, from_start: bool = False, binary: bool = False
+) -> Call:
+    """The request of a process's output; read its answer with ProcessOutputDecoder."""
+    params = [("from", "start" if from_start else "now")]
+    if binary:
+        params.append(("encoding", "base64"))
+    return Call(
+        "GET",
+        _process_path(sandbox_id, pid, "/output"),
+        params=params,
+        headers={"Accept": "text/event-stream"},
+        extra_timeout=STREAM_IDLE,
+    )
+
+
+class ProcessOutputDecoder(SSEDecoder):
+    """A process's output events: ProcessStarted, ProcessOutput chunks and
+    ProcessDropped, then one ProcessEnded."""
+
+    what = "the output stream"
+    end = "an exit event"
+
+    def decode(self, event: str, payload: dict[str, Any]) -> list[Any]:
+        if event == "start":
+            return [ProcessStarted(int(payload.get("pid") or 0))]
+        if event in ("stdout", "stderr", "pty"):
+            raw = payload.get("data_base64")
+            return [
+                ProcessOutput(
+                    event,
+                    str(payload.get("data") or ""),
+                    int(payload.get("offset") or 0),
+                    base64.b64decode(raw) if isinstance(raw, str) else None,
+                )
+            ]
+        if event == "dropped":
+            return [ProcessDropped(int(payload.get("bytes") or 0), int(payload.get("offset") or 0))]
+        if event == "exit":
+            self.done = True
+            return [ProcessEnded(ProcessExit.from_json(payload))]
+        return []
+
+
+def watch_call(sandbox_id: str, path: str, *, recursive: bool = False) -> Call:
+    """The request of a folder's watch; read its answer with WatchDecoder."""
+    params = [("path", path)]
+    if recursive:
+        params.append(("recursive", "true"))
+    return Call(
+        "GET",
+        _sandbox_path(sandbox_id, "/watch"),
+        params=params,
+        headers={"Accept": "text/event-stream"},
+        extra_timeout=STREAM_IDLE,
+    )
+
+
+class WatchDecoder(SSEDecoder):
+    """A watch's events: one WatchStarted, then a FileChange per change. It
+    has no end of its own: it ends with the client, or with the sandbox (an
+    error event, raised)."""
+
+    what = "the watch"
+    end = "an error event"
+
+    def decode(self, event: str, payload: dict[str, Any]) -> list[Any]:
+        if event == "start":
+            return [WatchStarted(str(payload.get("path") or ""), bool(payload.get("recursive")))]
+        if event in ("create", "write", "remove", "rename", "chmod"):
+            return [FileChange.from_json({"kind": event, **payload})]
+        return []
 
 
 # -- ports and previews (docs/ports.md) -----------------------------------

@@ -28,6 +28,16 @@ __all__ = [
     "Capabilities",
     "ProviderInfo",
     "Preview",
+    "Process",
+    "ProcessExit",
+    "ProcessStarted",
+    "ProcessOutput",
+    "ProcessDropped",
+    "ProcessEnded",
+    "ProcessEvent",
+    "WatchStarted",
+    "FileChange",
+    "WatchEvent",
     "Webhook",
     "CreatedWebhook",
     "WebhookDelivery",
@@ -334,6 +344,12 @@ class Capabilities:
     pause: bool = False
     ports: bool = False
     """The provider reaches ports in sandboxes (port_url, create_preview)."""
+    processes: bool = False
+    """The provider runs background processes (start_process and the rest)."""
+    pty: bool = False
+    """The provider gives processes terminals (start_process(pty=...), resize_process)."""
+    watch: bool = False
+    """The provider watches folders for changes (watch)."""
 
 
 @dataclass
@@ -357,7 +373,13 @@ class ProviderInfo:
             available=bool(d.get("available")),
             reason=_str(d.get("reason")),
             capabilities=Capabilities(
-                bool(caps.get("exec")), bool(caps.get("files")), bool(caps.get("pause")), bool(caps.get("ports"))
+                exec=bool(caps.get("exec")),
+                files=bool(caps.get("files")),
+                pause=bool(caps.get("pause")),
+                ports=bool(caps.get("ports")),
+                processes=bool(caps.get("processes")),
+                pty=bool(caps.get("pty")),
+                watch=bool(caps.get("watch")),
             ),
             work_dir=_str(d.get("work_dir")),
             notes=list(d.get("notes") or []),
@@ -496,3 +518,134 @@ class Preview:
             key_id=_str(d.get("key_id")),
             raw=d,
         )
+
+
+# -- processes, terminals and watches (docs/processes.md) ------------------
+
+
+@dataclass
+class ProcessExit:
+    """How a process ended. code is its exit status, or -1 when a signal
+    ended it (signal is then its number, 15 for SIGTERM, and exited False)."""
+
+    code: int
+    signal: int = 0
+    exited: bool = True
+    status: str = ""
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "ProcessExit":
+        return cls(
+            code=int(d.get("code", -1)),
+            signal=int(d.get("signal") or 0),
+            exited=bool(d.get("exited")),
+            status=d.get("status") or "",
+        )
+
+
+@dataclass
+class Process:
+    """A process of a sandbox, running or recently ended (kept a minute)."""
+
+    pid: int
+    argv: list[str] = field(default_factory=list)
+    running: bool = False
+    tag: str = ""
+    """The tag it was started with; "" when none."""
+    env: dict[str, str] = field(default_factory=dict)
+    """The environment it was started with (its own, not the sandbox's)."""
+    cwd: str = ""
+    pty: Optional[tuple[int, int]] = None
+    """Its terminal's size, (rows, cols); None for a process with pipes."""
+    stdin: bool = False
+    started_at: Optional[datetime] = None
+    exit: Optional[ProcessExit] = None
+    """How it ended; None while it runs."""
+    kept_bytes: int = 0
+    dropped_bytes: int = 0
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Process":
+        pty = d.get("pty")
+        ex = d.get("exit")
+        return cls(
+            pid=int(d["pid"]),
+            argv=[str(a) for a in d.get("argv") or []],
+            running=bool(d.get("running")),
+            tag=d.get("tag") or "",
+            env=dict(d.get("env") or {}),
+            cwd=d.get("cwd") or "",
+            pty=(int(pty["rows"]), int(pty["cols"])) if isinstance(pty, dict) else None,
+            stdin=bool(d.get("stdin")),
+            started_at=parse_time(d.get("started_at")),
+            exit=ProcessExit.from_json(ex) if isinstance(ex, dict) else None,
+            kept_bytes=int(d.get("kept_bytes") or 0),
+            dropped_bytes=int(d.get("dropped_bytes") or 0),
+            raw=d,
+        )
+
+
+@dataclass
+class ProcessStarted:
+    """The first event of an output stream."""
+
+    pid: int
+
+
+@dataclass
+class ProcessOutput:
+    """A chunk of a process's output. stream is stdout, stderr, or pty (a
+    terminal's screen bytes). offset is where it starts in all of the
+    process's output. With binary=True, data is "" and data_bytes holds
+    the bytes exactly as written."""
+
+    stream: str
+    data: str
+    offset: int = 0
+    data_bytes: Optional[bytes] = field(default=None, repr=False)
+
+
+@dataclass
+class ProcessDropped:
+    """Output that fell out of the kept window before this client read it."""
+
+    bytes: int
+    offset: int
+
+
+@dataclass
+class ProcessEnded:
+    """The last event of an output stream: the process ended."""
+
+    exit: ProcessExit
+
+
+ProcessEvent = Union[ProcessStarted, ProcessOutput, ProcessDropped, ProcessEnded]
+
+
+@dataclass
+class WatchStarted:
+    """The first event of a watch: it is armed, every change after it is seen."""
+
+    path: str
+    recursive: bool = False
+
+
+@dataclass
+class FileChange:
+    """A change under a watched folder. kind is create, write, remove,
+    rename (moved away from this name) or chmod; path is relative to the
+    folder."""
+
+    kind: str
+    path: str
+    is_dir: bool = False
+    at: Optional[datetime] = None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "FileChange":
+        return cls(d.get("kind") or "", d.get("path") or "", bool(d.get("is_dir")), parse_time(d.get("at")))
+
+
+WatchEvent = Union[WatchStarted, FileChange]
