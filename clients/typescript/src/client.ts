@@ -1,6 +1,7 @@
 import createClient, { type Client } from "openapi-fetch";
 import type { components, paths } from "./schema.js";
 import { TetherError, errorFromResponse, isProblem, networkError } from "./errors.js";
+import { Terminal, type WebSocketConstructor, type WebSocketLike } from "./terminal.js";
 
 type Schemas = components["schemas"];
 export type Sandbox = Schemas["Sandbox"];
@@ -33,6 +34,58 @@ export type Snapshot = Schemas["Snapshot"];
 export type SnapshotList = Schemas["SnapshotList"];
 export type ListSnapshotsQuery = NonNullable<paths["/v1/snapshots"]["get"]["parameters"]["query"]>;
 export type ListWebhookDeliveriesQuery = NonNullable<paths["/v1/webhooks/{id}/deliveries"]["get"]["parameters"]["query"]>;
+export type Process = Schemas["Process"];
+export type ProcessList = Schemas["ProcessList"];
+export type ProcessExit = Schemas["ProcessExit"];
+export type StartProcessRequest = Schemas["StartProcessRequest"];
+export type TerminalSize = Schemas["TerminalSize"];
+export type FileChange = Schemas["FileChange"];
+
+/** A process, by its pid (a number, or its digits) or by its tag. */
+export type ProcessRef = number | string;
+
+/** One event of a process's output (processOutput). */
+export type ProcessOutputEvent =
+  /** First: the process followed. */
+  | { type: "start"; pid: number }
+  /**
+   * A chunk of its output (pty: a terminal's screen bytes) as text, and
+   * where it starts in all of its output; with encoding "base64", data is
+   * "" and bytes holds the chunk exactly as written.
+   */
+  | { type: "stdout" | "stderr" | "pty"; data: string; offset: number; bytes?: Uint8Array }
+  /** Output that fell out of the kept window before this client read it, just before offset. */
+  | { type: "dropped"; bytes: number; offset: number }
+  /** Last: how it ended. */
+  | { type: "exit"; exit: ProcessExit };
+
+/** One event of a watch (watch): start first, once armed; then one per change, named by its kind. */
+export type WatchEvent =
+  | { type: "start"; path: string; recursive: boolean }
+  | ({ type: FileChange["kind"] } & FileChange);
+
+export interface ProcessOutputOptions extends CallOptions {
+  /** now (the default): only what comes next; start: from the start of what the sandbox keeps. */
+  from?: "now" | "start" | undefined;
+  /** text (the default), or base64: each chunk's bytes exactly as written (event.bytes). */
+  encoding?: "text" | "base64" | undefined;
+}
+
+export interface WaitProcessOptions extends CallOptions {
+  /** How long to wait in all, in milliseconds (default 120 000). */
+  timeoutMs?: number | undefined;
+}
+
+export interface TerminalOptions extends CallOptions {
+  /** start (the default): the screen drawn again from what is kept; now: only what comes next. */
+  from?: "start" | "now" | undefined;
+  /**
+   * The WebSocket class to use. By default the global WebSocket (browsers,
+   * Node 22; Node 20 only with --experimental-websocket), else the ws
+   * package's (an optional peer dependency: npm install ws).
+   */
+  WebSocket?: WebSocketConstructor | undefined;
+}
 
 /** Options every call takes. */
 export interface CallOptions {
@@ -105,6 +158,43 @@ const scopes = new WeakMap<TetherClient, string>();
 export function clientScope(client: TetherClient): string {
   return scopes.get(client) ?? client.baseUrl;
 }
+
+/** A process's pid or tag, as the path's {pid}. */
+function processId(pid: ProcessRef): string {
+  if (typeof pid === "number") {
+    if (!Number.isInteger(pid) || pid <= 0) throw new RangeError(`a pid is a positive integer, got ${pid}`);
+    return String(pid);
+  }
+  if (pid === "") throw new RangeError("a process is its pid or its tag, got an empty string");
+  return pid;
+}
+
+/** The path of a sandbox's process, and what follows it. */
+function processPath(id: string, pid: ProcessRef, suffix: string): string {
+  return `/v1/sandboxes/${encodeURIComponent(id)}/processes/${encodeURIComponent(processId(pid))}${suffix}`;
+}
+
+/** The bytes of base64 text (atob: browsers and Node alike). */
+function fromBase64(b64: string): Uint8Array {
+  const bin = atob(b64);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+/** The constructor of the ws package, when it is installed (an optional peer dependency). */
+async function wsPackage(): Promise<WsConstructor | undefined> {
+  const name = "ws"; // not a literal import: the package is optional, and its types too
+  try {
+    const mod = (await import(name)) as { WebSocket?: WsConstructor; default?: WsConstructor };
+    return mod.WebSocket ?? mod.default;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The ws package's constructor: the WHATWG one's, and options with headers. */
+type WsConstructor = new (url: string, protocols: string[], options: { headers: Record<string, string> }) => WebSocketLike;
 
 function abortReason(signal: AbortSignal | undefined): unknown {
   return signal?.reason ?? new DOMException("This operation was aborted", "AbortError");
@@ -411,7 +501,27 @@ export class TetherClient {
       body: JSON.stringify(body),
       headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
     });
-    if (!res.body) throw new TetherError({ code: "INTERNAL", status: res.status, message: "exec stream without a body" });
+    for await (const { event, data } of this.#sse(res, "exec stream", opts.signal)) {
+      switch (event) {
+        case "stdout":
+        case "stderr":
+          yield { type: event, data: typeof data["data"] === "string" ? data["data"] : "" };
+          break;
+        case "exit":
+          yield { type: "exit", result: data as unknown as ExecResult };
+          return;
+      }
+    }
+    throw new TetherError({ code: "UNAVAILABLE", status: 0, message: "exec stream ended without an exit event" });
+  }
+
+  /**
+   * The events of a Server-Sent Events answer, their data parsed as JSON
+   * objects. An error event rejects with its TetherError; aborting, with
+   * the signal's reason. Leaving the loop cancels the answer's body.
+   */
+  async *#sse(res: Response, what: string, signal: AbortSignal | undefined): AsyncGenerator<{ event: string; data: Record<string, unknown> }, void, undefined> {
+    if (!res.body) throw new TetherError({ code: "INTERNAL", status: res.status, message: `${what} without a body` });
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
     let buf = "";
     try {
@@ -420,10 +530,10 @@ export class TetherClient {
         try {
           chunk = await reader.read();
         } catch (err) {
-          if (opts.signal?.aborted) throw abortReason(opts.signal);
+          if (signal?.aborted) throw abortReason(signal);
           throw networkError(err);
         }
-        if (chunk.done) break;
+        if (chunk.done) return;
         buf += chunk.value.replace(/\r\n?/g, "\n");
         let idx: number;
         while ((idx = buf.indexOf("\n\n")) >= 0) {
@@ -431,17 +541,241 @@ export class TetherClient {
           buf = buf.slice(idx + 2);
           const ev = parseSSE(block);
           if (!ev) continue;
-          const out = sseEvent(ev.event, ev.data, res);
-          if (out === undefined) continue;
-          yield out;
-          if (out.type === "exit") return;
+          let data: unknown;
+          try {
+            data = JSON.parse(ev.data);
+          } catch {
+            throw new TetherError({ code: "INTERNAL", status: res.status, message: `${what}: bad ${ev.event} event data: ${ev.data.slice(0, 200)}` });
+          }
+          if (ev.event === "error") {
+            if (isProblem(data)) throw TetherError.fromProblem(data, res.headers.get("X-Request-ID"));
+            throw new TetherError({ code: "INTERNAL", status: res.status, message: `${what} error: ${ev.data.slice(0, 300)}` });
+          }
+          const rec = typeof data === "object" && data !== null ? (data as Record<string, unknown>) : {};
+          yield { event: ev.event, data: rec };
         }
       }
     } finally {
       reader.releaseLock();
       await res.body.cancel().catch(() => undefined);
     }
-    throw new TetherError({ code: "UNAVAILABLE", status: 0, message: "exec stream ended without an exit event" });
+  }
+
+  // --- processes, terminals and watches (docs/processes.md) ---
+
+  /**
+   * POST /v1/sandboxes/{id}/processes: starts command (run by sh -c) or
+   * argv in the background, and resolves once it runs. It belongs to the
+   * sandbox: it outlives this client and ends with the sandbox, a signal,
+   * or timeout_seconds. stdin: true keeps its stdin open for writeStdin;
+   * pty: {rows, cols} runs it in a terminal (openTerminal).
+   */
+  startProcess(id: string, body: StartProcessRequest, opts: CallOptions = {}): Promise<Process> {
+    return this.#call(opts.signal, () => this.#api.POST("/v1/sandboxes/{id}/processes", { params: { path: { id } }, body, signal: opts.signal }));
+  }
+
+  /** GET /v1/sandboxes/{id}/processes: the sandbox's processes, running and recently ended, oldest first. */
+  listProcesses(id: string, opts: CallOptions = {}): Promise<ProcessList> {
+    return this.#call(opts.signal, () => this.#api.GET("/v1/sandboxes/{id}/processes", { params: { path: { id } }, signal: opts.signal }));
+  }
+
+  /**
+   * GET /v1/sandboxes/{id}/processes/{pid}: one process, by pid or tag;
+   * with wait (a Go duration such as "30s"), once it ended or the wait
+   * passed. 404 PROCESS_NOT_FOUND: none such, or it ended more than a minute ago.
+   */
+  getProcess(id: string, pid: ProcessRef, opts: CallOptions & { wait?: string } = {}): Promise<Process> {
+    const query = opts.wait === undefined ? {} : { wait: opts.wait };
+    const path = { id, pid: processId(pid) };
+    return this.#call(opts.signal, () =>
+      this.#api.GET("/v1/sandboxes/{id}/processes/{pid}", { params: { path, query }, signal: opts.signal }),
+    );
+  }
+
+  /**
+   * Long-polls the process until it ended, and resolves with it (its
+   * exit). Rejects with a TetherError when timeoutMs passes first.
+   */
+  async waitProcess(id: string, pid: ProcessRef, opts: WaitProcessOptions = {}): Promise<Process> {
+    const deadline = Date.now() + (opts.timeoutMs ?? 120_000);
+    for (;;) {
+      const left = Math.max(1, Math.ceil((deadline - Date.now()) / 1000));
+      const p = await this.getProcess(id, pid, { wait: `${Math.min(left, 30)}s`, signal: opts.signal });
+      if (!p.running) return p;
+      if (Date.now() >= deadline) {
+        throw new TetherError({ code: "UNAVAILABLE", status: 0, message: `process ${pid} of sandbox ${id} still runs after ${opts.timeoutMs ?? 120_000} ms` });
+      }
+    }
+  }
+
+  /**
+   * GET /v1/sandboxes/{id}/processes/{pid}/output: follows the process's
+   * output, from now or (from "start") from the start of what is kept:
+   * a start event, then stdout, stderr or pty chunks and dropped events
+   * as they come, then one exit event. Any number of clients may follow
+   * one process; leaving the loop (or aborting) detaches, and the process
+   * goes on. An error event (the sandbox ended) rejects with its TetherError.
+   */
+  async *processOutput(id: string, pid: ProcessRef, opts: ProcessOutputOptions = {}): AsyncGenerator<ProcessOutputEvent, void, undefined> {
+    const query = new URLSearchParams({ from: opts.from ?? "now" });
+    if (opts.encoding) query.set("encoding", opts.encoding);
+    const res = await this.#raw("GET", processPath(id, pid, `/output?${query}`), {
+      signal: opts.signal, headers: { Accept: "text/event-stream" },
+    });
+    for await (const { event, data } of this.#sse(res, "output stream", opts.signal)) {
+      switch (event) {
+        case "start":
+          yield { type: "start", pid: Number(data["pid"] ?? 0) };
+          break;
+        case "stdout":
+        case "stderr":
+        case "pty": {
+          const out: ProcessOutputEvent = { type: event, data: typeof data["data"] === "string" ? data["data"] : "", offset: Number(data["offset"] ?? 0) };
+          if (typeof data["data_base64"] === "string") out.bytes = fromBase64(data["data_base64"]);
+          yield out;
+          break;
+        }
+        case "dropped":
+          yield { type: "dropped", bytes: Number(data["bytes"] ?? 0), offset: Number(data["offset"] ?? 0) };
+          break;
+        case "exit":
+          yield { type: "exit", exit: data as unknown as ProcessExit };
+          return;
+      }
+    }
+    throw new TetherError({ code: "UNAVAILABLE", status: 0, message: "output stream ended without an exit event" });
+  }
+
+  /**
+   * POST /v1/sandboxes/{id}/processes/{pid}/stdin: writes data to the
+   * process's stdin (one started with stdin: true) or, for a terminal,
+   * types it; close: true closes its stdin after. 409
+   * PROCESS_STATE_CONFLICT: it has no stdin, its stdin is closed, or it ended.
+   */
+  async writeStdin(id: string, pid: ProcessRef, data: Uint8Array | string, opts: CallOptions & { close?: boolean } = {}): Promise<void> {
+    const close = opts.close ? "?close=true" : "";
+    const res = await this.#raw("POST", processPath(id, pid, `/stdin${close}`), {
+      signal: opts.signal, body: data, headers: { "Content-Type": "application/octet-stream" },
+    });
+    await res.body?.cancel();
+  }
+
+  /** Closes the process's stdin: it reads end of file. (A terminal takes ^D, "\x04", through writeStdin instead.) */
+  closeStdin(id: string, pid: ProcessRef, opts: CallOptions = {}): Promise<void> {
+    return this.writeStdin(id, pid, "", { ...opts, close: true });
+  }
+
+  /** POST /v1/sandboxes/{id}/processes/{pid}/signal: sends the signal (TERM, KILL, INT, HUP, ... or its number) to the process and its process group. */
+  async signalProcess(id: string, pid: ProcessRef, signal: string | number = "TERM", opts: CallOptions = {}): Promise<void> {
+    const path = { id, pid: processId(pid) };
+    await this.#call(opts.signal, () =>
+      this.#api.POST("/v1/sandboxes/{id}/processes/{pid}/signal", { params: { path }, body: { signal: String(signal) }, signal: opts.signal }),
+    );
+  }
+
+  /** POST /v1/sandboxes/{id}/processes/{pid}/resize: sets the size of the process's terminal; the program gets SIGWINCH. */
+  async resizeProcess(id: string, pid: ProcessRef, size: TerminalSize, opts: CallOptions = {}): Promise<void> {
+    const path = { id, pid: processId(pid) };
+    await this.#call(opts.signal, () =>
+      this.#api.POST("/v1/sandboxes/{id}/processes/{pid}/resize", { params: { path }, body: size, signal: opts.signal }),
+    );
+  }
+
+  /**
+   * GET /v1/sandboxes/{id}/processes/{pid}/terminal: a WebSocket to the
+   * terminal of a process started with pty, resolved once open. A
+   * connection that cannot open rejects with the process's TetherError
+   * (PROCESS_NOT_FOUND; PROCESS_STATE_CONFLICT for a process without a
+   * terminal), or UNAVAILABLE. Aborting the signal closes the terminal.
+   *
+   * WebSocket: options.WebSocket, else the global WebSocket (browsers,
+   * Node 22; Node 20 only with --experimental-websocket), else the ws
+   * package's (an optional peer dependency). The API key goes in the
+   * Authorization header with ws, in the subprotocol list otherwise
+   * (browsers cannot set headers on a WebSocket).
+   */
+  async openTerminal(id: string, pid: ProcessRef, opts: TerminalOptions = {}): Promise<Terminal> {
+    opts.signal?.throwIfAborted();
+    const url = this.baseUrl.replace(/^http/, "ws") + processPath(id, pid, `/terminal?from=${opts.from ?? "start"}`);
+    let ws: WebSocketLike;
+    const given = opts.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
+    if (given) {
+      ws = new given(url, ["tether.v1", `tether.bearer.${this.#apiKey}`]);
+    } else {
+      const Ws = await wsPackage();
+      if (!Ws) {
+        throw new TypeError("openTerminal needs a WebSocket: Node 22 or later, node --experimental-websocket, the ws package (npm install ws), or options.WebSocket");
+      }
+      ws = new Ws(url, ["tether.v1"], { headers: { Authorization: `Bearer ${this.#apiKey}` } });
+    }
+    // Listening before it opens: the server's first frames may come in
+    // the same read as its answer to the upgrade.
+    const term = new Terminal(ws, String(pid));
+    let opened = false;
+    const failure = await new Promise<unknown>((resolve) => {
+      let detail: unknown;
+      ws.addEventListener("open", () => { opened = true; resolve(undefined); });
+      ws.addEventListener("error", (ev) => { detail = ev.error ?? ev.message ?? detail; });
+      ws.addEventListener("close", (ev) => resolve(detail ?? new Error(`closed (${ev.code ?? 1006}) before it opened`)));
+      opts.signal?.addEventListener("abort", () => {
+        term.close();
+        if (!opened) resolve(abortReason(opts.signal));
+      }, { once: true });
+    });
+    if (opts.signal?.aborted) throw abortReason(opts.signal);
+    if (failure !== undefined) throw await this.#terminalRefused(id, pid, failure);
+    return term;
+  }
+
+  /**
+   * Why a terminal's WebSocket did not open: a WebSocket does not show the
+   * answer to a refused upgrade, so the process is asked for.
+   */
+  async #terminalRefused(id: string, pid: ProcessRef, cause: unknown): Promise<TetherError> {
+    let p: Process;
+    try {
+      p = await this.getProcess(id, pid);
+    } catch (err) {
+      if (err instanceof TetherError) return err;
+      return networkError(err);
+    }
+    if (!p.pty) {
+      return new TetherError({ code: "PROCESS_STATE_CONFLICT", status: 409, message: `PROCESS_STATE_CONFLICT: process ${p.pid} has no terminal (start it with pty)` });
+    }
+    const msg = cause instanceof Error ? cause.message : String(cause);
+    return new TetherError({ code: "UNAVAILABLE", status: 0, message: `the terminal of process ${p.pid} did not open: ${msg}`, cause });
+  }
+
+  /**
+   * GET /v1/sandboxes/{id}/watch: follows what changes under the folder at
+   * path (below it too with recursive): a start event once the watch is
+   * armed (every change after it is seen), then one event per change
+   * (create, write, remove, rename, chmod; its path relative to the
+   * folder). It goes on until the loop is left or aborted, or the sandbox
+   * ends (rejects with its TetherError). 404 FILE_NOT_FOUND: no such
+   * folder; 400 INVALID_PATH: not a folder.
+   */
+  async *watch(id: string, path = "/workspace", opts: CallOptions & { recursive?: boolean } = {}): AsyncGenerator<WatchEvent, void, undefined> {
+    const query = new URLSearchParams({ path });
+    if (opts.recursive) query.set("recursive", "true");
+    const res = await this.#raw("GET", `/v1/sandboxes/${encodeURIComponent(id)}/watch?${query}`, {
+      signal: opts.signal, headers: { Accept: "text/event-stream" },
+    });
+    for await (const { event, data } of this.#sse(res, "watch", opts.signal)) {
+      switch (event) {
+        case "start":
+          yield { type: "start", path: typeof data["path"] === "string" ? data["path"] : path, recursive: data["recursive"] === true };
+          break;
+        case "create":
+        case "write":
+        case "remove":
+        case "rename":
+        case "chmod":
+          yield { ...(data as unknown as FileChange), type: event, kind: event };
+          break;
+      }
+    }
+    throw new TetherError({ code: "UNAVAILABLE", status: 0, message: "the watch ended without an error event" });
   }
 
   // --- files ---
@@ -510,26 +844,4 @@ function parseSSE(block: string): { event: string; data: string } | undefined {
   }
   if (data.length === 0) return undefined;
   return { event, data: data.join("\n") };
-}
-
-function sseEvent(event: string, raw: string, res: Response): ExecStreamEvent | undefined {
-  let data: unknown;
-  try {
-    data = JSON.parse(raw);
-  } catch {
-    throw new TetherError({ code: "INTERNAL", status: res.status, message: `exec stream: bad ${event} event data: ${raw.slice(0, 200)}` });
-  }
-  const rec = typeof data === "object" && data !== null ? (data as Record<string, unknown>) : {};
-  switch (event) {
-    case "stdout":
-    case "stderr":
-      return { type: event, data: typeof rec["data"] === "string" ? rec["data"] : "" };
-    case "exit":
-      return { type: "exit", result: data as ExecResult };
-    case "error":
-      if (isProblem(data)) throw TetherError.fromProblem(data, res.headers.get("X-Request-ID"));
-      throw new TetherError({ code: "INTERNAL", status: res.status, message: `exec stream error: ${raw.slice(0, 300)}` });
-    default:
-      return undefined;
-  }
 }

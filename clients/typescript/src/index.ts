@@ -5,7 +5,11 @@ export type {
   Provider, ProviderList, Sandbox, SandboxList, SandboxReason, Snapshot, SnapshotList, ListSnapshotsQuery, TetherClientOptions, WaitOptions,
   CreatedWebhook, CreateWebhookRequest, ListWebhookDeliveriesQuery, ReplayWebhookRequest, Webhook, WebhookDelivery,
   WebhookDeliveryList, WebhookList, Preview, PreviewList, PreviewRequest,
+  Process, ProcessList, ProcessExit, ProcessRef, StartProcessRequest, TerminalSize, FileChange,
+  ProcessOutputEvent, ProcessOutputOptions, WaitProcessOptions, WatchEvent, TerminalOptions,
 } from "./client.js";
+export { Terminal } from "./terminal.js";
+export type { TerminalEvent, WebSocketConstructor, WebSocketLike, WebSocketLikeEvent } from "./terminal.js";
 export { verifySignature, SIGNATURE_HEADER, DELIVERY_HEADER } from "./webhooks.js";
 export type { VerifyOptions } from "./webhooks.js";
 export { TetherError, isProblem } from "./errors.js";
