@@ -12170,7 +12170,7 @@ const docTemplate = `{
                     "example": 42
                 },
                 "pty": {
-                    "description": "PTY is its terminal's size; absent when it has pipes.",
+                    "description": "PTY is its terminal's size now (after a resize, the new one);\nabsent when it has pipes.",
                     "allOf": [
                         {
                             "$ref": "#/definitions/TerminalSize"

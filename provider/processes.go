@@ -81,10 +81,10 @@ const (
 // output comes as PTYOutput events, WriteStdin types into it, and its
 // size can change. A provider with it also has Processes.
 type PTY interface {
-	// ResizePTY sets the terminal's size (the process gets SIGWINCH). A
-	// process without a terminal, or a size with a zero or over 65535
-	// dimension, is CodeInvalidRequest; one that has ended,
-	// CodeProcessNotFound.
+	// ResizePTY sets the terminal's size (the process gets SIGWINCH), which
+	// ListProcesses reports from then on. A process without a terminal, or
+	// a size with a zero or over 65535 dimension, is CodeInvalidRequest;
+	// one that has ended, CodeProcessNotFound.
 	ResizePTY(ctx context.Context, sandboxID string, sel ProcessSelector, size PTYSize) error
 }
 
@@ -133,11 +133,13 @@ type PTYSize struct {
 // it is now.
 type ProcessInfo struct {
 	// PID is the process's id inside the sandbox.
-	PID   int
-	Tag   string
-	Argv  []string
-	Env   map[string]string
-	Cwd   string
+	PID  int
+	Tag  string
+	Argv []string
+	Env  map[string]string
+	Cwd  string
+	// PTY is its terminal's size now (the last ResizePTY's, else the
+	// start's); nil without a terminal.
 	PTY   *PTYSize
 	Stdin bool
 	// StartedAt is when it started.

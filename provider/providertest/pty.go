@@ -73,7 +73,8 @@ func (s *suite) testPTYSize(t *testing.T) {
 	}
 }
 
-// testPTYResize: a shell in a terminal sees the size change.
+// testPTYResize: a shell in a terminal sees the size change, and so does
+// ListProcesses.
 func (s *suite) testPTYResize(t *testing.T) {
 	t.Parallel()
 	pr, pty, id := s.ptySandbox(t)
@@ -87,6 +88,9 @@ func (s *suite) testPTYResize(t *testing.T) {
 	}
 	s.writeStdin(t, pr, id, sel, "stty size\n")
 	a.waitFor("30 100 after the resize", procWait, hasOutput(t, "30 100"))
+	if got, _ := s.listed(t, pr, id, info.PID); got.PTY == nil || *got.PTY != (provider.PTYSize{Rows: 30, Cols: 100}) {
+		t.Errorf("ListProcesses has the terminal at %+v after the resize, want 30x100", got.PTY)
+	}
 	s.writeStdin(t, pr, id, sel, "exit 0\n")
 	if exit := endOf(t, a); exit.Code != 0 {
 		t.Errorf("the shell ended %+v after exit 0", exit)

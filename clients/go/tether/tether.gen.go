@@ -1425,7 +1425,8 @@ type Process struct {
 	// Example: 42
 	Pid int `json:"pid"`
 
-	// Pty PTY is its terminal's size; absent when it has pipes.
+	// Pty PTY is its terminal's size now (after a resize, the new one);
+	// absent when it has pipes.
 	Pty *TerminalSize `json:"pty,omitempty"`
 
 	// Running Running is true until it ends; exit then says how (absent while it runs).

@@ -1889,7 +1889,10 @@ export interface components {
              * @example 42
              */
             pid: number;
-            /** @description PTY is its terminal's size; absent when it has pipes. */
+            /**
+             * @description PTY is its terminal's size now (after a resize, the new one);
+             *     absent when it has pipes.
+             */
             pty?: components["schemas"]["TerminalSize"];
             /**
              * @description Running is true until it ends; exit then says how (absent while it runs).

@@ -94,7 +94,8 @@ type Process struct {
 	// Env is the environment it was started with (its own, not the sandbox's).
 	Env map[string]string `json:"env" example:"PYTHONUNBUFFERED:1"`
 	Cwd string            `json:"cwd" example:"/workspace"`
-	// PTY is its terminal's size; absent when it has pipes.
+	// PTY is its terminal's size now (after a resize, the new one);
+	// absent when it has pipes.
 	PTY *TerminalSize `json:"pty,omitempty"`
 	// Stdin is true when it was started with a stdin to write to.
 	Stdin     bool      `json:"stdin" example:"false"`

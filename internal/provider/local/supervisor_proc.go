@@ -138,8 +138,10 @@ func openPTY(rows, cols int) (master, slave *os.File, err error) {
 
 // proc is a process the supervisor keeps.
 type proc struct {
-	pid     int
-	seq     uint64
+	pid int
+	seq uint64
+	// spec is what the process was started with; a resize changes its
+	// Rows and Cols, under mu.
 	spec    procSpec
 	started time.Time
 
@@ -356,6 +358,11 @@ func (p *proc) resize(rows, cols int) error {
 		ierr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: uint16(rows), Col: uint16(cols)})
 	}); err != nil {
 		return err
+	}
+	if ierr == nil {
+		p.mu.Lock()
+		p.spec.Rows, p.spec.Cols = rows, cols
+		p.mu.Unlock()
 	}
 	return ierr
 }
