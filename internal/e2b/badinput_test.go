@@ -13,8 +13,10 @@ import (
 )
 
 // fakeAPI stands in for /v1: it records every call and answers a GET of
-// a sandbox with a ready one; any other call is recorded as a write.
+// a sandbox with a ready one (held by node, when it is set); any other
+// call is recorded as a write.
 type fakeAPI struct {
+	node   string
 	mu     sync.Mutex
 	writes []string
 }
@@ -25,8 +27,12 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.writes = append(f.writes, r.Method+" "+r.URL.Path)
 		f.mu.Unlock()
 	}
+	node := ""
+	if f.node != "" {
+		node = `"node":"` + f.node + `",`
+	}
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, `{"id":"sbx_x","state":"ready","provider":"local","created_at":"2026-01-01T00:00:00Z"}`)
+	_, _ = io.WriteString(w, `{"id":"sbx_x","state":"ready","provider":"local",`+node+`"created_at":"2026-01-01T00:00:00Z"}`)
 }
 
 // TestBadInput: each bad call on the E2B face is answered in E2B's shape,

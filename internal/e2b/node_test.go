@@ -1,32 +1,13 @@
 package e2b_test
 
 import (
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tetherhq/tether/internal/e2b"
 )
-
-// elsewhereAPI stands in for /v1 with a ready sandbox on node b, and
-// records every call but its reads.
-type elsewhereAPI struct {
-	mu     sync.Mutex
-	writes []string
-}
-
-func (f *elsewhereAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		f.mu.Lock()
-		f.writes = append(f.writes, r.Method+" "+r.URL.Path)
-		f.mu.Unlock()
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, `{"id":"sbx_x","state":"ready","provider":"local","node":"b","created_at":"2026-01-01T00:00:00Z"}`)
-}
 
 // TestProcessOnAnotherNode: the daemon's process calls for a sandbox held
 // by another node are refused (unavailable) before anything goes through
@@ -43,7 +24,7 @@ func TestProcessOnAnotherNode(t *testing.T) {
 	} {
 		t.Run(call.method, func(t *testing.T) {
 			t.Parallel()
-			api := &elsewhereAPI{}
+			api := &fakeAPI{node: "b"}
 			h := e2b.New(e2b.Options{API: api, Node: "a"})
 			req := httptest.NewRequest(http.MethodPost, "/e2b/envd/process.Process/"+call.method, strings.NewReader(call.body))
 			req.Header.Set("Content-Type", "application/json")
