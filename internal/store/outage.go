@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -14,12 +15,14 @@ import (
 
 // An outage credit gives back to leases the time no heartbeat could have
 // been recorded: a span in which no replica reached Postgres. Every
-// replica's janitor runs CreditOutage once an interval, which records in
-// the row outage_credit that this replica reached Postgres now
-// (reached_at). When the last such record is older than the tolerance, no
-// replica reached Postgres in between (or none ran), so the span since is
-// credited, once: the row is locked, and the first replica back moves
-// reached_at up to now. One replica's own loss of Postgres leaves no such
+// replica's janitor runs CreditOutage once an interval, which records
+// that this replica reached Postgres now: in its own row of outage_reach
+// while the last record is recent (a statement that waits for no other
+// replica's lock), else in the row outage_credit (reached_at). When the
+// last record, the latest of both, is older than the tolerance, no replica
+// reached Postgres in between (or none ran), so the span since is
+// credited, once: the row outage_credit is locked, and the first replica
+// back moves reached_at up to now. One replica's own loss of Postgres leaves no such
 // span, since the others keep recording, and credits nothing. A span that
 // began before the crediting replica started (OutageCredit.AtStart) is
 // credited all the same, since no client could heartbeat while no replica
@@ -129,19 +132,32 @@ func (s *Store) CreditOutage(ctx context.Context) (OutageCredit, bool, error) {
 	s.outage.mu.Lock()
 	atStart := s.outage.checked.IsZero()
 	s.outage.mu.Unlock()
+	if !atStart {
+		if now, ok, err := s.recordReached(ctx); err != nil || ok {
+			return OutageCredit{Replica: p.Replica, To: now, Ceiling: p.Ceiling}, false, err
+		}
+	}
 	var (
 		now      time.Time
 		credit   OutageCredit
 		credited bool
 	)
 	err := s.pool.inTx(ctx, func(tx pgx.Tx) error {
+		// A replica cut off from Postgres between two statements of this
+		// transaction would hold the row's lock, and stall every other
+		// replica's record, until Postgres noticed: it notices within
+		// the tolerance.
+		if _, err := exec(ctx, tx, `SELECT set_config('idle_in_transaction_session_timeout', @ms, true)`,
+			namedArgs{"ms": strconv.FormatInt(max(p.Tolerance.Milliseconds()/2, 100), 10)}); err != nil {
+			return err
+		}
 		// The row lock makes replicas that come back together credit in
 		// turn: the second sees the first's record of now.
 		var reached *time.Time
 		err := queryRow(ctx, tx, `
 			INSERT INTO outage_credit (id, credited_until, reached_at) VALUES (true, @now, @now)
 			ON CONFLICT (id) DO UPDATE SET id = true
-			RETURNING reached_at`, namedArgs{"now": s.Now()}).Scan(&reached)
+			RETURNING greatest(reached_at, (SELECT max(reached_at) FROM outage_reach))`, namedArgs{"now": s.Now()}).Scan(&reached)
 		if err != nil {
 			return err
 		}
@@ -157,6 +173,10 @@ func (s *Store) CreditOutage(ctx context.Context) (OutageCredit, bool, error) {
 		}
 		_, err = exec(ctx, tx, `UPDATE outage_credit SET reached_at = greatest(reached_at, @now),
 			credited_until = CASE WHEN @credited THEN @now ELSE credited_until END`, namedArgs{"now": now, "credited": credited})
+		if err != nil {
+			return err
+		}
+		_, err = exec(ctx, tx, `DELETE FROM outage_reach WHERE reached_at < @old`, namedArgs{"old": now.Add(-24 * time.Hour)})
 		return err
 	})
 	if err != nil {
@@ -166,6 +186,37 @@ func (s *Store) CreditOutage(ctx context.Context) (OutageCredit, bool, error) {
 	s.outage.checked = now
 	s.outage.mu.Unlock()
 	return credit, credited, nil
+}
+
+// recordReached records that this replica reached Postgres now, in its
+// own row of outage_reach, when the last record of any replica was within
+// the tolerance, so that there is no outage to credit. It takes no lock
+// another replica may hold: a replica cut off from Postgres in the middle
+// of CreditOutage's transaction stalls nobody's record. ok is false when
+// the last record is older (or absent), or the call took so long that now
+// may lie inside an outage: the caller then takes the path that credits.
+func (s *Store) recordReached(ctx context.Context) (now time.Time, ok bool, err error) {
+	p := s.outage.policy
+	now = s.Now()
+	tag, err := exec(ctx, s.pool, `
+		INSERT INTO outage_reach (replica, reached_at)
+		SELECT @replica, @now
+		WHERE greatest((SELECT max(reached_at) FROM outage_reach),
+		               (SELECT reached_at FROM outage_credit WHERE id)) >= @since
+		ON CONFLICT (replica) DO UPDATE SET reached_at = greatest(outage_reach.reached_at, EXCLUDED.reached_at)`,
+		namedArgs{"replica": p.Replica, "now": now, "since": now.Add(-p.Tolerance)})
+	if err != nil {
+		return now, false, wrap("credit outage", err)
+	}
+	if tag.RowsAffected() == 0 || s.Now().Sub(now) > p.Tolerance/2 {
+		return now, false, nil
+	}
+	s.outage.mu.Lock()
+	if now.After(s.outage.checked) {
+		s.outage.checked = now
+	}
+	s.outage.mu.Unlock()
+	return now, true, nil
 }
 
 // SettleOutage makes sure any outage is credited before this replica
@@ -185,7 +236,8 @@ func (s *Store) SettleOutage(ctx context.Context) error {
 		return nil
 	}
 	var reached *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT reached_at FROM outage_credit WHERE id`).Scan(&reached)
+	err := s.pool.QueryRow(ctx, `SELECT greatest(reached_at, (SELECT max(reached_at) FROM outage_reach))
+		FROM outage_credit WHERE id`).Scan(&reached)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil // nothing recorded yet: nothing to credit

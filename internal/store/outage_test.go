@@ -375,3 +375,31 @@ func TestOutageCreditSkipsSandboxesEndedMeanwhile(t *testing.T) {
 		t.Errorf("the live sandbox got %d credit events, want 1", len(evs))
 	}
 }
+
+// TestOutageRecordWaitsForNoLock: a replica cut off from Postgres in the
+// middle of a transaction that locked the outage record (its session idle
+// in the transaction, as Postgres sees it, until it notices) does not stop
+// the others from recording that they reached Postgres; before, each
+// waited for the lock, so no replica recorded anything for as long as the
+// cut lasted, and the span was credited as an outage of the whole service.
+func TestOutageRecordWaitsForNoLock(t *testing.T) {
+	r := newReplicas(t, 2, time.Minute)
+	r.tick(t)
+	holder, err := r.links[0].Pool.Begin(r.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(context.Background()) }()
+	if _, err := holder.Exec(r.ctx, `SELECT 1 FROM outage_credit WHERE id FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		r.clock.Advance(time.Second)
+		ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
+		_, credited, err := r.sts[1].CreditOutage(ctx)
+		cancel()
+		if err != nil || credited {
+			t.Fatalf("CreditOutage beside a held lock = credited %v, %v; want a record, at once", credited, err)
+		}
+	}
+}
