@@ -403,3 +403,30 @@ func TestOutageRecordWaitsForNoLock(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleTransactionsEnd: Tether's sessions end a transaction left idle
+// (a replica cut off between two of its statements) after 10 s, so its row
+// locks are not held for as long as Postgres takes to notice the dead
+// connection; a DATABASE_URL may say otherwise.
+func TestIdleTransactionsEnd(t *testing.T) {
+	url := storetest.NewURL(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	for _, tc := range []struct{ url, want string }{
+		{url, "10s"},
+		{url + sep + "idle_in_transaction_session_timeout=0", "0"},
+	} {
+		pool, err := store.Connect(t.Context(), tc.url, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		err = pool.QueryRow(t.Context(), `SHOW idle_in_transaction_session_timeout`).Scan(&got)
+		pool.Close()
+		if err != nil || got != tc.want {
+			t.Errorf("idle_in_transaction_session_timeout on %s = %q %v, want %s", tc.url, got, err, tc.want)
+		}
+	}
+}

@@ -68,6 +68,10 @@ func (p asyncPool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Ro
 	return p.pool.QueryRow(ctx, sql, args...)
 }
 
+// idleInTransactionTimeout is how long Postgres lets one of Tether's
+// sessions idle inside a transaction (see connect).
+const idleInTransactionTimeout = "10s"
+
 // Connect opens a pool to databaseURL.
 func Connect(ctx context.Context, databaseURL string, maxConns int32) (*pgxpool.Pool, error) {
 	return connect(ctx, databaseURL, maxConns, nil)
@@ -90,6 +94,17 @@ func connect(ctx context.Context, databaseURL string, maxConns int32, params map
 	}
 	for k, v := range params {
 		cfg.ConnConfig.RuntimeParams[k] = v
+	}
+	// A replica cut off from Postgres between two statements of a
+	// transaction leaves its session idle in it, holding the transaction's
+	// row locks, until Postgres notices the connection is dead (its TCP
+	// keepalive: hours by default); every other replica's write to those
+	// rows (an owner's lease, a sandbox) waits that long. Tether's
+	// transactions are a few statements with nothing between them, so
+	// Postgres ends a session idle in one for longer than this. A
+	// DATABASE_URL may set another (?idle_in_transaction_session_timeout=).
+	if _, set := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = idleInTransactionTimeout
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
