@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/tetherhq/tether/internal/domain"
 	pb "github.com/tetherhq/tether/internal/e2b/envdpb/process"
 	"github.com/tetherhq/tether/internal/e2b/envdpb/process/processconnect"
 	"github.com/tetherhq/tether/provider"
@@ -120,17 +120,12 @@ func startOf(req *pb.StartRequest) (v1Start, error) {
 	return st, nil
 }
 
-// v1Tag is what /v1 takes for a process's tag (and so every tag a process
-// started through it has): a letter, then up to 63 letters, digits, '.',
-// '_' or '-'.
-var v1Tag = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]{0,63}$`)
-
 // processPath is /v1's path of the selected process of t, with suffix
 // and query q. A tag /v1 would not take names no process: NotFound.
 func processPath(t target, sel provider.ProcessSelector, suffix string, q url.Values) (string, error) {
 	name := strconv.Itoa(sel.PID)
 	if sel.PID == 0 {
-		if !v1Tag.MatchString(sel.Tag) {
+		if !domain.ValidProcessTag(sel.Tag) {
 			return "", connect.NewError(connect.CodeNotFound, errors.New("no process tagged "+strconv.Quote(sel.Tag)))
 		}
 		name = sel.Tag

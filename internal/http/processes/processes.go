@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,10 +38,6 @@ const (
 	// maxProcessTimeout bounds a start's timeout_seconds (a year).
 	maxProcessTimeout = 365 * 24 * 3600
 )
-
-// tagPattern is what a process's tag may be: it starts with a letter, so
-// that a path segment of digits is always a pid.
-var tagPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]{0,63}$`)
 
 // TerminalSize is a terminal's size in characters.
 type TerminalSize struct {
@@ -171,7 +166,7 @@ func processSelector(c *gin.Context) (domain.ProcessSelector, error) {
 	if pid, err := strconv.Atoi(s); err == nil && pid > 0 && strconv.Itoa(pid) == s {
 		return domain.ProcessSelector{PID: pid}, nil
 	}
-	if tagPattern.MatchString(s) {
+	if domain.ValidProcessTag(s) {
 		return domain.ProcessSelector{Tag: s}, nil
 	}
 	return domain.ProcessSelector{}, domain.Errorf(domain.CodeInvalidRequest,
@@ -220,7 +215,7 @@ func parseProcessStart(raw []byte) (processStart, error) {
 	if req.Cwd != "" && (req.Cwd[0] != '/' || strings.ContainsRune(req.Cwd, 0) || !utf8.ValidString(req.Cwd) || len(req.Cwd) > domain.MaxActivityTarget) {
 		return processStart{}, domain.Errorf(domain.CodeInvalidRequest, "cwd must be an absolute path, valid UTF-8 without NUL bytes, at most %d bytes", domain.MaxActivityTarget)
 	}
-	if req.Tag != "" && !tagPattern.MatchString(req.Tag) {
+	if req.Tag != "" && !domain.ValidProcessTag(req.Tag) {
 		return processStart{}, domain.Errorf(domain.CodeInvalidRequest, "tag must be a letter, then up to 63 letters, digits, '.', '_' or '-'")
 	}
 	if req.TimeoutSeconds < 0 || req.TimeoutSeconds > maxProcessTimeout {
