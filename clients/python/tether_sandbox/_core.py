@@ -547,6 +547,11 @@ STREAM_IDLE = 30.0
 and this has lost the server."""
 
 
+def _event_stream_call(path: str, params: list[tuple[str, str]]) -> Call:
+    """A GET of a long-lived event stream, its reads allowed STREAM_IDLE more."""
+    return Call("GET", path, params=params, headers={"Accept": "text/event-stream"}, extra_timeout=STREAM_IDLE)
+
+
 def _pid(pid: Union[int, str]) -> str:
     """A process's pid (digits) or tag (starts with a letter), as a path segment."""
     if isinstance(pid, bool) or not isinstance(pid, (int, str)):
@@ -663,13 +668,7 @@ def process_output_call(
     params = [("from", "start" if from_start else "now")]
     if binary:
         params.append(("encoding", "base64"))
-    return Call(
-        "GET",
-        _process_path(sandbox_id, pid, "/output"),
-        params=params,
-        headers={"Accept": "text/event-stream"},
-        extra_timeout=STREAM_IDLE,
-    )
+    return _event_stream_call(_process_path(sandbox_id, pid, "/output"), params)
 
 
 class ProcessOutputDecoder(SSEDecoder):
@@ -705,13 +704,7 @@ def watch_call(sandbox_id: str, path: str, *, recursive: bool = False) -> Call:
     params = [("path", path)]
     if recursive:
         params.append(("recursive", "true"))
-    return Call(
-        "GET",
-        _sandbox_path(sandbox_id, "/watch"),
-        params=params,
-        headers={"Accept": "text/event-stream"},
-        extra_timeout=STREAM_IDLE,
-    )
+    return _event_stream_call(_sandbox_path(sandbox_id, "/watch"), params)
 
 
 class WatchDecoder(SSEDecoder):

@@ -501,7 +501,7 @@ export class TetherClient {
       body: JSON.stringify(body),
       headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
     });
-    for await (const { event, data } of this.#sse(res, "exec stream", opts.signal)) {
+    for await (const { event, data } of this.#sse(res, "exec stream", "an exit event", opts.signal)) {
       switch (event) {
         case "stdout":
         case "stderr":
@@ -512,15 +512,16 @@ export class TetherClient {
           return;
       }
     }
-    throw new TetherError({ code: "UNAVAILABLE", status: 0, message: "exec stream ended without an exit event" });
   }
 
   /**
    * The events of a Server-Sent Events answer, their data parsed as JSON
    * objects. An error event rejects with its TetherError; aborting, with
-   * the signal's reason. Leaving the loop cancels the answer's body.
+   * the signal's reason; the answer's end, with UNAVAILABLE ("what ended
+   * without end"): the caller leaves the loop at its stream's last event.
+   * Leaving the loop cancels the answer's body.
    */
-  async *#sse(res: Response, what: string, signal: AbortSignal | undefined): AsyncGenerator<{ event: string; data: Record<string, unknown> }, void, undefined> {
+  async *#sse(res: Response, what: string, end: string, signal: AbortSignal | undefined): AsyncGenerator<{ event: string; data: Record<string, unknown> }, void, undefined> {
     if (!res.body) throw new TetherError({ code: "INTERNAL", status: res.status, message: `${what} without a body` });
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
     let buf = "";
@@ -533,7 +534,7 @@ export class TetherClient {
           if (signal?.aborted) throw abortReason(signal);
           throw networkError(err);
         }
-        if (chunk.done) return;
+        if (chunk.done) throw new TetherError({ code: "UNAVAILABLE", status: 0, message: `${what} ended without ${end}` });
         buf += chunk.value.replace(/\r\n?/g, "\n");
         let idx: number;
         while ((idx = buf.indexOf("\n\n")) >= 0) {
@@ -622,7 +623,7 @@ export class TetherClient {
     const res = await this.#raw("GET", processPath(id, pid, `/output?${query}`), {
       signal: opts.signal, headers: { Accept: "text/event-stream" },
     });
-    for await (const { event, data } of this.#sse(res, "output stream", opts.signal)) {
+    for await (const { event, data } of this.#sse(res, "output stream", "an exit event", opts.signal)) {
       switch (event) {
         case "start":
           yield { type: "start", pid: Number(data["pid"] ?? 0) };
@@ -643,7 +644,6 @@ export class TetherClient {
           return;
       }
     }
-    throw new TetherError({ code: "UNAVAILABLE", status: 0, message: "output stream ended without an exit event" });
   }
 
   /**
@@ -761,7 +761,7 @@ export class TetherClient {
     const res = await this.#raw("GET", `/v1/sandboxes/${encodeURIComponent(id)}/watch?${query}`, {
       signal: opts.signal, headers: { Accept: "text/event-stream" },
     });
-    for await (const { event, data } of this.#sse(res, "watch", opts.signal)) {
+    for await (const { event, data } of this.#sse(res, "the watch", "an error event", opts.signal)) {
       switch (event) {
         case "start":
           yield { type: "start", path: typeof data["path"] === "string" ? data["path"] : path, recursive: data["recursive"] === true };
@@ -775,7 +775,6 @@ export class TetherClient {
           break;
       }
     }
-    throw new TetherError({ code: "UNAVAILABLE", status: 0, message: "the watch ended without an error event" });
   }
 
   // --- files ---
