@@ -126,16 +126,24 @@ func (s *suite) testPauseKeeps(t *testing.T) {
 	e := capability[provider.Execer](t, p, "Execer")
 	dir := path.Join(res.WorkDir, "providertest-pause")
 	s.run(t, e, res.SandboxID, provider.ExecRequest{Command: strings.ReplaceAll(counter, "%[1]s", dir)})
-	read := func(name string) int {
+	try := func(name string) (int, provider.ExecResult) {
 		t.Helper()
 		out := s.run(t, e, res.SandboxID, provider.ExecRequest{Command: "cat " + path.Join(dir, name)})
 		n, err := strconv.Atoi(strings.TrimSpace(out.Output))
 		if err != nil || out.ExitCode != 0 {
+			return -1, out
+		}
+		return n, out
+	}
+	read := func(name string) int {
+		t.Helper()
+		n, out := try(name)
+		if n < 0 {
 			t.Fatalf("reading %s: %+v", name, out)
 		}
 		return n
 	}
-	waitCount(t, read, 3)
+	waitCount(t, try, 3)
 	pid := read("pid")
 	want := binary(10_000)
 	if f, ok := p.(provider.Files); ok {
@@ -153,7 +161,7 @@ func (s *suite) testPauseKeeps(t *testing.T) {
 	cancel()
 	s.resume(t, pp, res.SandboxID)
 	before := read("n")
-	waitCount(t, read, before+3)
+	waitCount(t, try, before+3)
 	if got := read("pid"); got != pid {
 		t.Errorf("the background loop's pid is %d after the resume, was %d", got, pid)
 	}
@@ -166,15 +174,15 @@ func (s *suite) testPauseKeeps(t *testing.T) {
 }
 
 // waitCount waits, a bounded while, for the counter file to reach n.
-func waitCount(t *testing.T, read func(string) int, n int) {
+func waitCount(t *testing.T, try func(string) (int, provider.ExecResult), n int) {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		got := read("n")
+		got, out := try("n") // not there yet (-1) while the loop starts
 		if got >= n {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the background loop's count is %d, want it to reach %d: it does not run", got, n)
+			t.Fatalf("the background loop's count is %d (%+v), want it to reach %d: it does not run", got, out, n)
 		}
 	}
 }
