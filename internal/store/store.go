@@ -288,8 +288,9 @@ func coded(op string, err error) error {
 
 // interpret translates driver errors that carry meaning for callers: no
 // rows is not found, a refused transition is a lost fence, and a database
-// that cannot be reached (or is shutting down) is unavailable — worth a
-// retry, not a bug.
+// that cannot be reached (or is shutting down), or that rolled a
+// transaction back to be run again, is unavailable — worth a retry, not a
+// bug.
 func interpret(err error) error {
 	if err == nil {
 		return nil
@@ -304,7 +305,11 @@ func interpret(err error) error {
 			return fmt.Errorf("%w: %s", domain.ErrFenced, pgErr.Message)
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03", // shutting down, not yet up
-			pgErr.Code == "53300": // too many connections
+			pgErr.Code == "53300", // too many connections
+			// A transaction Postgres rolled back whole, to be run again:
+			// a deadlock with another's, a serialization failure, or
+			// one left idle past idle_in_transaction_session_timeout.
+			pgErr.Code == "40P01", pgErr.Code == "40001", pgErr.Code == "25P03":
 			return fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
 		}
 		return err
