@@ -63,7 +63,7 @@ test: ## Run all tests (with -race) against the test Postgres and Kubernetes con
 		export KUBECONFIG; \
 	fi; \
 	echo "KUBECONFIG=$$KUBECONFIG"; \
-	$(GO) test -race -count=1 -tags '$(TAGS)' ./...; \
+	$(GO) test -race -count=1 -timeout 30m -tags '$(TAGS)' ./...; \
 	echo "a build without the kubernetes tag: its refusal of PROVIDERS=kubernetes"; \
 	exec $(GO) test -race -count=1 -tags nomsgpack -run NotBuiltIn ./server ./internal/provider/kubernetes
 
