@@ -72,6 +72,13 @@ const (
 	ActivityProcessInput  ActivityKind = "process_input"
 	ActivityProcessSignal ActivityKind = "process_signal"
 	ActivityTerminal      ActivityKind = "terminal"
+	// ActivityNetworkUpdate is an edit of an allow-list sandbox's network
+	// rules (the new allow list in Target); ActivityEgress, a connection
+	// (or DNS question) the egress proxy decided: the name asked for or
+	// the address dialled in Target, its Port, Allowed and the Rule that
+	// allowed it or the Error that refused it, Bytes out and BytesIn.
+	ActivityNetworkUpdate ActivityKind = "network_update"
+	ActivityEgress        ActivityKind = "egress"
 )
 
 // MaxActivityTarget bounds the command or path an activity record keeps,
@@ -112,4 +119,10 @@ type Activity struct {
 	// PID is the process's id inside the sandbox, for the process kinds;
 	// zero for the others (and for a start that failed).
 	PID int
+	// Allowed, Rule and BytesIn are an egress record's: the verdict, the
+	// rule that allowed it, and the bytes that came back; nil and empty
+	// for the others.
+	Allowed *bool
+	Rule    string
+	BytesIn *int64
 }
