@@ -76,6 +76,10 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 			f.refuseRequest(w, http.StatusForbidden, fmt.Sprintf("%s has no credential any more", host))
 			return
 		}
+		if cred.Suspended != "" {
+			f.refuseRequest(w, http.StatusForbidden, fmt.Sprintf("the credential for %s is not in force: %s", host, cred.Suspended))
+			return
+		}
 		ctx = context.WithValue(ctx, credKey{}, cred)
 	}
 	p.rp.ServeHTTP(w, r.WithContext(ctx))

@@ -67,6 +67,11 @@ type Credential struct {
 	Username string
 	// Secret is the value the sandbox never sees.
 	Secret string
+	// Suspended, if set, says why the credential is not in force now (its
+	// sandbox's owner lease lapsed, its secret is gone): the proxy still
+	// terminates TLS to Host, and refuses each request with this reason
+	// rather than send it on without the credential.
+	Suspended string
 }
 
 // headerName and value are the header the credential sets.
