@@ -64,7 +64,7 @@ func newEgressEnv(t *testing.T, names map[string]netip.Addr, cfg ...func(*egress
 	px.Start()
 	t.Cleanup(func() { _ = px.Stop(context.Background()) })
 	env.proxy = px
-	secrets := func(tenant, name string) (string, bool) {
+	secrets := func(_ context.Context, tenant, name string) (string, bool) {
 		v, ok := env.secrets[tenant+"/"+name]
 		return v, ok
 	}

@@ -103,7 +103,7 @@ type Provider struct {
 	// their creates' params with secrets from secrets.
 	egress      egress.Egress
 	proxy       *egressproxy.Proxy
-	egressRules *egressproxy.MemoryPolicy
+	egressRules EgressRules
 	secrets     SecretSource
 	// workspace size-limits sandboxes' /workspace (internal/host/workspace).
 	workspace workspace.FS

@@ -50,14 +50,24 @@ func EgressPool(pool netip.Prefix) Option {
 
 // SecretSource gives the value of a tenant's secret by name, and whether
 // it has one. It stands in for stored secrets until they exist.
-type SecretSource func(tenant, name string) (string, bool)
+type SecretSource func(ctx context.Context, tenant, name string) (string, bool)
+
+// EgressRules is where the provider puts each allow-list sandbox's rules,
+// from its create's params, when its proxy starts serving it, and takes
+// them away when it stops: the Policy the proxy asks
+// (egressproxy.MemoryPolicy), or one that keeps the rules in the registry
+// and takes the provider's as a first guess (egresspolicy.Policy).
+type EgressRules interface {
+	Set(id string, r egressproxy.Rules)
+	Delete(id string)
+}
 
 // WithEgressProxy makes the "allowlist" mode available through px (its
 // ports, started by the caller), setting each sandbox's rules in rules
 // from its create's params (the Policy px asks), with credentials' secrets
 // from secrets (nil: params.credentials is refused). Without it the mode
 // is unavailable.
-func WithEgressProxy(px *egressproxy.Proxy, rules *egressproxy.MemoryPolicy, secrets SecretSource) Option {
+func WithEgressProxy(px *egressproxy.Proxy, rules EgressRules, secrets SecretSource) Option {
 	return func(p *Provider) { p.proxy, p.egressRules, p.secrets = px, rules, secrets }
 }
 
@@ -169,7 +179,7 @@ func (p *Provider) parseEgress(prm Params) (egressproxy.Rules, error) {
 	}
 	rules.Allow = allow
 	if len(prm.Credentials) > 0 && p.secrets == nil {
-		return rules, provider.Errorf(provider.CodeInvalidRequest, "params.credentials: this server has no secrets to add")
+		return rules, provider.Errorf(provider.CodeInvalidRequest, "params.credentials: this server keeps no secrets (its operator has not set SECRETS_KEY)")
 	}
 	for i, c := range prm.Credentials {
 		cred := egressproxy.Credential{Host: c.Host, Header: c.Header, Format: c.Format, Username: c.Username}
@@ -185,16 +195,21 @@ func (p *Provider) parseEgress(prm Params) (egressproxy.Rules, error) {
 }
 
 // egressRulesFor are the rules of a tenant's allow-list sandbox with
-// prm, secrets included.
-func (p *Provider) egressRulesFor(tenant string, prm Params) (egressproxy.Rules, error) {
+// prm, secrets included. A credential whose secret is missing fails a
+// create (strict); when a restarted Tether serves a sandbox again, it is
+// suspended instead (the proxy refuses its host's requests).
+func (p *Provider) egressRulesFor(ctx context.Context, tenant string, prm Params, strict bool) (egressproxy.Rules, error) {
 	rules, err := p.parseEgress(prm)
 	if err != nil {
 		return rules, err
 	}
 	for i, c := range prm.Credentials {
-		v, ok := p.secrets(tenant, c.Secret)
-		if !ok {
+		v, ok := p.secrets(ctx, tenant, c.Secret)
+		switch {
+		case !ok && strict:
 			return rules, provider.Errorf(provider.CodeInvalidRequest, "params.credentials[%d]: no secret %q", i, c.Secret)
+		case !ok:
+			rules.Credentials[i].Suspended = fmt.Sprintf("the secret %q does not exist", c.Secret)
 		}
 		rules.Credentials[i].Secret = v
 	}
@@ -218,7 +233,7 @@ func (p *Provider) setupEgress(ctx context.Context, id, tenant string, prm Param
 	if prm.Network != networkAllowlist {
 		return nil
 	}
-	rules, err := p.egressRulesFor(tenant, prm)
+	rules, err := p.egressRulesFor(ctx, tenant, prm, true)
 	if err != nil {
 		return err
 	}
@@ -342,7 +357,7 @@ func (p *Provider) reattach(ctx context.Context, id string, ports egress.Ports) 
 	if err != nil {
 		return err
 	}
-	rules, err := p.egressRulesFor(m.Tenant, prm)
+	rules, err := p.egressRulesFor(ctx, m.Tenant, prm, false)
 	if err != nil {
 		return err
 	}
