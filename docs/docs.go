@@ -4063,7 +4063,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).",
+                "description": "Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, edit of its network rules, and connection of its own the egress proxy decided, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).",
                 "produces": [
                     "application/json"
                 ],
@@ -5270,6 +5270,304 @@ const docTemplate = `{
                     },
                     "503": {
                         "description": "PROVIDER_UNAVAILABLE or UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/sandboxes/{id}/network": {
+            "get": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "The sandbox's network mode and, for an allow-list sandbox (params.network \"allowlist\"), its allow list and credentials (secrets by name only), as Tether's egress proxy applies them now: the create's params until PATCH replaces them.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "sandboxes"
+                ],
+                "summary": "A sandbox's network rules",
+                "operationId": "getSandboxNetwork",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/SandboxNetwork"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a query parameter",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            },
+            "patch": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Replaces the allow list of a live allow-list sandbox (params.network \"allowlist\") and, if given, its credentials. Every replica's egress proxy applies the new rules within a second, to each new connection, DNS question and HTTP request (connections already open keep going); they are kept in the registry, so they hold across pause and resume, a restart of Tether and a move between nodes. The edit is recorded in the sandbox's activity (kind network_update). A credential's secret must exist. Only sandboxes whose provider goes out through Tether's egress proxy (local) can be edited; the mode itself (none, allowlist) is fixed at create.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "sandboxes"
+                ],
+                "summary": "Change a sandbox's network rules",
+                "operationId": "updateSandboxNetwork",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w",
+                        "description": "sandbox id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "description": "the new rules",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/UpdateNetworkRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/SandboxNetwork"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a rule, a credential, a secret that does not exist, or a sandbox without an allow list",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "409": {
+                        "description": "STATE_CONFLICT: the sandbox has ended",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "413": {
+                        "description": "PAYLOAD_TOO_LARGE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED: the sandbox's provider cannot change its rules while it runs",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },
@@ -9479,6 +9777,398 @@ const docTemplate = `{
                 }
             }
         },
+        "/v1/secrets": {
+            "get": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Every secret of the tenant, by name, without values. Not paged: a tenant holds at most 500.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "secrets"
+                ],
+                "summary": "List secrets",
+                "operationId": "listSecrets",
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/SecretList"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST: a query parameter",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED: the server has no SECRETS_KEY",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            },
+            "post": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Stores a secret of the tenant, sealed under the operator's key (SECRETS_KEY): credentials of allow-list sandboxes name it, and Tether's egress proxy adds it to their requests, so that it never enters a sandbox. The value is never returned or logged. A name the tenant has already is given the new value (200; 201 for a new name); sandboxes whose credentials name it use the new value within a second. A tenant holds at most 500 secrets.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "secrets"
+                ],
+                "summary": "Store a secret",
+                "operationId": "putSecret",
+                "parameters": [
+                    {
+                        "description": "the secret",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/PutSecretRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the value of an existing secret replaced",
+                        "schema": {
+                            "$ref": "#/definitions/Secret"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "201": {
+                        "description": "Created",
+                        "schema": {
+                            "$ref": "#/definitions/Secret"
+                        },
+                        "headers": {
+                            "Location": {
+                                "type": "string",
+                                "description": "the secret's URL (for DELETE)"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "400": {
+                        "description": "INVALID_REQUEST",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "413": {
+                        "description": "PAYLOAD_TOO_LARGE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: the tenant holds 500 secrets",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED: the server has no SECRETS_KEY",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/v1/secrets/{name}": {
+            "delete": {
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ],
+                "description": "Deletes the tenant's secret. Credentials that name it stop working within a second: the egress proxy refuses their hosts' requests (403) rather than send them without it.",
+                "tags": [
+                    "secrets"
+                ],
+                "summary": "Delete a secret",
+                "operationId": "deleteSecret",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "example": "gh-token",
+                        "description": "secret name",
+                        "name": "name",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "204": {
+                        "description": "No Content",
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "401": {
+                        "description": "UNAUTHENTICATED: no API key, or one Tether does not know",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "WWW-Authenticate": {
+                                "type": "string",
+                                "description": "the Bearer challenge"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "404": {
+                        "description": "NOT_FOUND",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "429": {
+                        "description": "QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "500": {
+                        "description": "INTERNAL: a bug; quote the request id when reporting it",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "501": {
+                        "description": "NOT_SUPPORTED: the server has no SECRETS_KEY",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    },
+                    "503": {
+                        "description": "UNAVAILABLE",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        },
+                        "headers": {
+                            "Retry-After": {
+                                "type": "integer",
+                                "description": "seconds to wait before retrying, sent with UNAVAILABLE"
+                            },
+                            "X-Request-ID": {
+                                "type": "string",
+                                "description": "identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request)"
+                            }
+                        }
+                    }
+                }
+            }
+        },
         "/v1/snapshots": {
             "get": {
                 "security": [
@@ -10800,12 +11490,16 @@ const docTemplate = `{
         "Activity": {
             "type": "object",
             "required": [
+                "allow",
+                "allowed",
                 "at",
                 "bytes",
+                "bytes_in",
                 "command",
                 "duration_ms",
                 "error",
                 "exit_code",
+                "host",
                 "http_status",
                 "id",
                 "input",
@@ -10818,11 +11512,24 @@ const docTemplate = `{
                 "port",
                 "preview_id",
                 "request",
+                "rule",
                 "sandbox_id",
                 "signal",
                 "timed_out"
             ],
             "properties": {
+                "allow": {
+                    "description": "Allow is the new allow list of a network_update, as JSON; null for the others.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "[\"pypi.org\",\"*.pythonhosted.org\"]"
+                },
+                "allowed": {
+                    "description": "Allowed is an egress record's verdict; null for the others.",
+                    "type": "boolean",
+                    "x-nullable": true,
+                    "example": true
+                },
                 "at": {
                     "type": "string",
                     "format": "date-time",
@@ -10834,6 +11541,13 @@ const docTemplate = `{
                     "format": "int64",
                     "x-nullable": true,
                     "example": 1024
+                },
+                "bytes_in": {
+                    "description": "BytesIn is how many bytes came back to the sandbox over an egress connection (bytes counts those it sent); null for the others.",
+                    "type": "integer",
+                    "format": "int64",
+                    "x-nullable": true,
+                    "example": 52144
                 },
                 "command": {
                     "description": "Command is the command of an exec or a process's start (its first 4096 bytes); null for the others.",
@@ -10848,7 +11562,7 @@ const docTemplate = `{
                     "example": 412
                 },
                 "error": {
-                    "description": "Error is the error code the operation failed with (as in a Problem); null when it succeeded.",
+                    "description": "Error is the error code the operation failed with (as in a Problem); null when it succeeded. For egress, why the proxy refused the connection (or ended it early).",
                     "type": "string",
                     "x-nullable": true,
                     "example": "FILE_NOT_FOUND"
@@ -10858,6 +11572,12 @@ const docTemplate = `{
                     "type": "integer",
                     "x-nullable": true,
                     "example": 0
+                },
+                "host": {
+                    "description": "Host is what an egress record's connection went to: the name the sandbox asked for (TLS server name, HTTP Host, DNS question) or else the address it dialled; null for the others.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "pypi.org"
                 },
                 "http_status": {
                     "description": "HTTPStatus is the status the sandbox's app answered (101 for WebSocket connections); null for the others, and when it gave no answer.",
@@ -10890,7 +11610,7 @@ const docTemplate = `{
                     "example": "ci-runner"
                 },
                 "kind": {
-                    "description": "Kind is what was done: a command run, or a file or folder (archive) read or written.\nKind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL.\nKinds process_start, process_input and process_signal are a background process started, input written to one, a signal sent to one; terminal, a terminal session over WebSocket (recorded when it ends).",
+                    "description": "Kind is what was done: a command run, or a file or folder (archive) read or written.\nKind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL.\nKinds process_start, process_input and process_signal are a background process started, input written to one, a signal sent to one; terminal, a terminal session over WebSocket (recorded when it ends).\nKind network_update is an edit of the sandbox's network rules (PATCH /v1/sandboxes/{id}/network); egress, a connection or DNS question of the sandbox's that the egress proxy allowed or refused.",
                     "type": "string",
                     "enum": [
                         "exec",
@@ -10903,7 +11623,9 @@ const docTemplate = `{
                         "process_start",
                         "process_input",
                         "process_signal",
-                        "terminal"
+                        "terminal",
+                        "network_update",
+                        "egress"
                     ],
                     "x-enum-varnames": [
                         "ActivityKindExec",
@@ -10916,7 +11638,9 @@ const docTemplate = `{
                         "ActivityKindProcessStart",
                         "ActivityKindProcessInput",
                         "ActivityKindProcessSignal",
-                        "ActivityKindTerminal"
+                        "ActivityKindTerminal",
+                        "ActivityKindNetworkUpdate",
+                        "ActivityKindEgress"
                     ],
                     "example": "exec"
                 },
@@ -10954,6 +11678,12 @@ const docTemplate = `{
                     "type": "string",
                     "x-nullable": true,
                     "example": "GET /index.html"
+                },
+                "rule": {
+                    "description": "Rule is the allow-list entry that allowed an egress connection; null for the others and for refusals.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "pypi.org"
                 },
                 "sandbox_id": {
                     "type": "string",
@@ -11554,6 +12284,40 @@ const docTemplate = `{
                         "HealthStatusUnavailable"
                     ],
                     "example": "ok"
+                }
+            }
+        },
+        "NetworkCredential": {
+            "type": "object",
+            "required": [
+                "host",
+                "secret"
+            ],
+            "properties": {
+                "format": {
+                    "description": "Format is the header's value, {secret} standing for the secret once (default \"{secret}\").",
+                    "type": "string",
+                    "example": "Bearer {secret}"
+                },
+                "header": {
+                    "description": "Header is the header's name (\"Authorization\" with username).",
+                    "type": "string",
+                    "example": "Authorization"
+                },
+                "host": {
+                    "description": "Host is the exact host name the credential is for; an allow rule must allow it too.",
+                    "type": "string",
+                    "example": "api.github.com"
+                },
+                "secret": {
+                    "description": "Secret names the tenant's secret (POST /v1/secrets).",
+                    "type": "string",
+                    "example": "gh-token"
+                },
+                "username": {
+                    "description": "Username makes the value basic authentication of username and the secret (git over HTTPS).",
+                    "type": "string",
+                    "example": "x-access-token"
                 }
             }
         },
@@ -12391,6 +13155,25 @@ const docTemplate = `{
                 }
             }
         },
+        "PutSecretRequest": {
+            "type": "object",
+            "required": [
+                "name",
+                "value"
+            ],
+            "properties": {
+                "name": {
+                    "description": "Name is 1-100 letters, digits, '.', '_' and '-', starting with a letter or digit.",
+                    "type": "string",
+                    "example": "gh-token"
+                },
+                "value": {
+                    "description": "Value is the secret: 1-8192 bytes of UTF-8, no line breaks or NUL (it goes into a header).",
+                    "type": "string",
+                    "example": "ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+                }
+            }
+        },
         "ReconcileEvent": {
             "type": "object",
             "required": [
@@ -12718,6 +13501,112 @@ const docTemplate = `{
                 }
             }
         },
+        "SandboxNetwork": {
+            "type": "object",
+            "required": [
+                "allow",
+                "credentials",
+                "credentials_until",
+                "edited",
+                "network",
+                "sandbox_id",
+                "updated_at"
+            ],
+            "properties": {
+                "allow": {
+                    "description": "Allow is the allow list: host names, wildcards (*.pythonhosted.org: every name below the domain), IPv4 and IPv6 addresses and CIDRs, each with an optional :port.",
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    },
+                    "example": [
+                        "pypi.org",
+                        "*.pythonhosted.org",
+                        "github.com:443"
+                    ]
+                },
+                "credentials": {
+                    "description": "Credentials are the headers the egress proxy adds, by host; their secrets by name only.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/NetworkCredential"
+                    }
+                },
+                "credentials_until": {
+                    "description": "CredentialsUntil is when the credentials stop working unless renewed: the earlier of the sandbox's expiry and its owner's lease. They work only while the sandbox is ready.",
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T15:14:05Z"
+                },
+                "edited": {
+                    "description": "Edited is true once PATCH has replaced the create's rules.",
+                    "type": "boolean",
+                    "example": true
+                },
+                "network": {
+                    "description": "Network is the create's params.network: allowlist for a sandbox whose rules are here; none (or empty, the provider's default) for one without a way out.",
+                    "type": "string",
+                    "example": "allowlist"
+                },
+                "sandbox_id": {
+                    "type": "string",
+                    "example": "sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"
+                },
+                "updated_at": {
+                    "description": "UpdatedAt is when the rules were last edited (the sandbox's creation if never).",
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T15:04:05Z"
+                }
+            }
+        },
+        "Secret": {
+            "type": "object",
+            "required": [
+                "created_at",
+                "name",
+                "updated_at",
+                "updated_by"
+            ],
+            "properties": {
+                "created_at": {
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T15:04:05Z"
+                },
+                "name": {
+                    "description": "Name is what credentials call it by.",
+                    "type": "string",
+                    "example": "gh-token"
+                },
+                "updated_at": {
+                    "description": "UpdatedAt is when its value was last set.",
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-01-02T15:04:05Z"
+                },
+                "updated_by": {
+                    "description": "UpdatedBy is the id of the API key that set the value last; null for none.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "key_k5m2q7x3w9r4t8vz"
+                }
+            }
+        },
+        "SecretList": {
+            "type": "object",
+            "required": [
+                "items"
+            ],
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/Secret"
+                    }
+                }
+            }
+        },
         "SignalRequest": {
             "type": "object",
             "required": [
@@ -12967,6 +13856,28 @@ const docTemplate = `{
                     "maximum": 65535,
                     "minimum": 1,
                     "example": 24
+                }
+            }
+        },
+        "UpdateNetworkRequest": {
+            "type": "object",
+            "required": [
+                "allow"
+            ],
+            "properties": {
+                "allow": {
+                    "description": "Allow replaces the allow list (at most 256 entries; [] allows nothing).",
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "credentials": {
+                    "description": "Credentials, if given, replace the credentials ([] removes them all); left out, they are kept.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/NetworkCredential"
+                    }
                 }
             }
         },
@@ -13328,6 +14239,10 @@ const docTemplate = `{
         {
             "description": "The tenant's API keys: create, list, revoke.",
             "name": "keys"
+        },
+        {
+            "description": "The tenant's secrets, sealed at rest and never shown: the egress proxy adds them to allow-list sandboxes' requests, so that they never enter a sandbox.",
+            "name": "secrets"
         },
         {
             "description": "Endpoints the tenant's events are pushed to, signed, with their delivery history and replay.",

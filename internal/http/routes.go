@@ -45,6 +45,8 @@ import (
 //	@tag.description			Warm pools: sandboxes created ahead of demand, claimed ready by a create that names the pool.
 //	@tag.name					keys
 //	@tag.description			The tenant's API keys: create, list, revoke.
+//	@tag.name					secrets
+//	@tag.description			The tenant's secrets, sealed at rest and never shown: the egress proxy adds them to allow-list sandboxes' requests, so that they never enter a sandbox.
 //	@tag.name					webhooks
 //	@tag.description			Endpoints the tenant's events are pushed to, signed, with their delivery history and replay.
 //	@tag.name					providers
@@ -113,6 +115,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg httpapi.Config, deps Deps) {
 	v1.DELETE("/snapshots/:id", h(controlplane.HandleSnapshotDelete(deps.Store)))
 	v1.PUT("/sandboxes/:id/owner", body, h(controlplane.HandleSandboxOwner(cfg, deps.Store)))
 	v1.GET("/sandboxes/:id/activity", h(dataplane.HandleSandboxActivity(dp)))
+	addNetworkRoutes(v1, h, log, cfg, deps)
 	// The data plane: the only routes that take calls other nodes forward.
 	data.handle(http.MethodPost, "/sandboxes/:id/exec", h(dataplane.HandleSandboxExec(log, cfg, dp, providers, draining)), body, h(dataplane.CheckExecBody(cfg)))
 	data.handle(http.MethodPut, "/sandboxes/:id/files", h(dataplane.HandleFilePut(log, cfg, dp, providers)), httpapi.WithBodyLimit(cfg.MaxFileBytes))
@@ -156,6 +159,17 @@ func selfNode(cl *cluster.Cluster) string {
 		return ""
 	}
 	return cl.Self
+}
+
+// addNetworkRoutes adds the routes of allow-list sandboxes' rules and of
+// the secrets their credentials name.
+func addNetworkRoutes(v1 *gin.RouterGroup, h func(httpapi.HandlerFunc) gin.HandlerFunc, log *slog.Logger, cfg httpapi.Config, deps Deps) {
+	body := httpapi.WithBodyLimit(cfg.MaxBodyBytes)
+	v1.GET("/sandboxes/:id/network", h(controlplane.HandleSandboxNetworkGet(deps.Store)))
+	v1.PATCH("/sandboxes/:id/network", body, h(controlplane.HandleSandboxNetworkUpdate(deps.Store, deps.Egress)))
+	v1.POST("/secrets", body, h(controlplane.HandleSecretPut(log, deps.Store, deps.Secrets)))
+	v1.GET("/secrets", h(controlplane.HandleSecretList(deps.Store, deps.Secrets)))
+	v1.DELETE("/secrets/:name", h(controlplane.HandleSecretDelete(log, deps.Store, deps.Secrets)))
 }
 
 // addEventRoutes adds the events feed's routes: a sandbox's history, the

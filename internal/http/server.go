@@ -54,6 +54,12 @@ type Deps struct {
 	// Ambiguous request is refused, and after an Unsure one the
 	// connection is closed.
 	Framing func(ctx context.Context) framing.Verdict
+	// Egress checks edits of allow-list sandboxes' rules as the egress
+	// proxy reads them; nil when none runs (the edits are NOT_SUPPORTED).
+	Egress controlplane.EgressRules
+	// Secrets seals tenants' secrets; nil without SECRETS_KEY (the
+	// secrets routes answer NOT_SUPPORTED).
+	Secrets controlplane.Sealer
 }
 
 // Store is what the API needs from the registry, as the union of the small
@@ -81,6 +87,8 @@ type Store interface {
 	controlplane.PoolStore
 	dataplane.PreviewStore
 	controlplane.SnapshotStore
+	controlplane.NetworkStore
+	controlplane.SecretStore
 }
 
 // NewServer returns the API as an http.Handler.

@@ -23,9 +23,11 @@ import (
 const (
 	ActivityKindArchiveRead   ActivityKind = "archive_read"
 	ActivityKindArchiveWrite  ActivityKind = "archive_write"
+	ActivityKindEgress        ActivityKind = "egress"
 	ActivityKindExec          ActivityKind = "exec"
 	ActivityKindFileRead      ActivityKind = "file_read"
 	ActivityKindFileWrite     ActivityKind = "file_write"
+	ActivityKindNetworkUpdate ActivityKind = "network_update"
 	ActivityKindPort          ActivityKind = "port"
 	ActivityKindPreview       ActivityKind = "preview"
 	ActivityKindProcessInput  ActivityKind = "process_input"
@@ -41,11 +43,15 @@ func (e ActivityKind) Valid() bool {
 		return true
 	case ActivityKindArchiveWrite:
 		return true
+	case ActivityKindEgress:
+		return true
 	case ActivityKindExec:
 		return true
 	case ActivityKindFileRead:
 		return true
 	case ActivityKindFileWrite:
+		return true
+	case ActivityKindNetworkUpdate:
 		return true
 	case ActivityKindPort:
 		return true
@@ -626,6 +632,16 @@ type APIKeyList struct {
 
 // Activity defines model for Activity.
 type Activity struct {
+	// Allow Allow is the new allow list of a network_update, as JSON; null for the others.
+	//
+	// Example: ["pypi.org","*.pythonhosted.org"]
+	Allow *string `json:"allow"`
+
+	// Allowed Allowed is an egress record's verdict; null for the others.
+	//
+	// Example: true
+	Allowed *bool `json:"allowed"`
+
 	// At Example: 2026-01-02T15:04:06.5Z
 	At time.Time `json:"at"`
 
@@ -633,6 +649,11 @@ type Activity struct {
 	//
 	// Example: 1024
 	Bytes *int64 `json:"bytes"`
+
+	// BytesIn BytesIn is how many bytes came back to the sandbox over an egress connection (bytes counts those it sent); null for the others.
+	//
+	// Example: 52144
+	BytesIn *int64 `json:"bytes_in"`
 
 	// Command Command is the command of an exec or a process's start (its first 4096 bytes); null for the others.
 	//
@@ -644,7 +665,7 @@ type Activity struct {
 	// Example: 412
 	DurationMs int64 `json:"duration_ms"`
 
-	// Error Error is the error code the operation failed with (as in a Problem); null when it succeeded.
+	// Error Error is the error code the operation failed with (as in a Problem); null when it succeeded. For egress, why the proxy refused the connection (or ended it early).
 	//
 	// Example: FILE_NOT_FOUND
 	Error *string `json:"error"`
@@ -653,6 +674,11 @@ type Activity struct {
 	//
 	// Example: 0
 	ExitCode *int `json:"exit_code"`
+
+	// Host Host is what an egress record's connection went to: the name the sandbox asked for (TLS server name, HTTP Host, DNS question) or else the address it dialled; null for the others.
+	//
+	// Example: pypi.org
+	Host *string `json:"host"`
 
 	// HttpStatus HTTPStatus is the status the sandbox's app answered (101 for WebSocket connections); null for the others, and when it gave no answer.
 	//
@@ -682,6 +708,7 @@ type Activity struct {
 	// Kind Kind is what was done: a command run, or a file or folder (archive) read or written.
 	// Kind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL.
 	// Kinds process_start, process_input and process_signal are a background process started, input written to one, a signal sent to one; terminal, a terminal session over WebSocket (recorded when it ends).
+	// Kind network_update is an edit of the sandbox's network rules (PATCH /v1/sandboxes/{id}/network); egress, a connection or DNS question of the sandbox's that the egress proxy allowed or refused.
 	//
 	// Example: exec
 	Kind ActivityKind `json:"kind"`
@@ -716,6 +743,11 @@ type Activity struct {
 	// Example: GET /index.html
 	Request *string `json:"request"`
 
+	// Rule Rule is the allow-list entry that allowed an egress connection; null for the others and for refusals.
+	//
+	// Example: pypi.org
+	Rule *string `json:"rule"`
+
 	// SandboxId Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
 	SandboxId string `json:"sandbox_id"`
 
@@ -733,6 +765,7 @@ type Activity struct {
 // ActivityKind Kind is what was done: a command run, or a file or folder (archive) read or written.
 // Kind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL.
 // Kinds process_start, process_input and process_signal are a background process started, input written to one, a signal sent to one; terminal, a terminal session over WebSocket (recorded when it ends).
+// Kind network_update is an edit of the sandbox's network rules (PATCH /v1/sandboxes/{id}/network); egress, a connection or DNS question of the sandbox's that the egress proxy allowed or refused.
 //
 // Example: exec
 type ActivityKind string
@@ -1104,6 +1137,34 @@ type Health struct {
 
 // HealthStatus Example: ok
 type HealthStatus string
+
+// NetworkCredential defines model for NetworkCredential.
+type NetworkCredential struct {
+	// Format Format is the header's value, {secret} standing for the secret once (default "{secret}").
+	//
+	// Example: Bearer {secret}
+	Format *string `json:"format,omitempty"`
+
+	// Header Header is the header's name ("Authorization" with username).
+	//
+	// Example: Authorization
+	Header *string `json:"header,omitempty"`
+
+	// Host Host is the exact host name the credential is for; an allow rule must allow it too.
+	//
+	// Example: api.github.com
+	Host string `json:"host"`
+
+	// Secret Secret names the tenant's secret (POST /v1/secrets).
+	//
+	// Example: gh-token
+	Secret string `json:"secret"`
+
+	// Username Username makes the value basic authentication of username and the secret (git over HTTPS).
+	//
+	// Example: x-access-token
+	Username *string `json:"username,omitempty"`
+}
 
 // Node defines model for Node.
 type Node struct {
@@ -1561,6 +1622,19 @@ type ProviderList struct {
 	Items []Provider `json:"items"`
 }
 
+// PutSecretRequest defines model for PutSecretRequest.
+type PutSecretRequest struct {
+	// Name Name is 1-100 letters, digits, '.', '_' and '-', starting with a letter or digit.
+	//
+	// Example: gh-token
+	Name string `json:"name"`
+
+	// Value Value is the secret: 1-8192 bytes of UTF-8, no line breaks or NUL (it goes into a header).
+	//
+	// Example: ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
+	Value string `json:"value"`
+}
+
 // ReconcileEvent defines model for ReconcileEvent.
 type ReconcileEvent struct {
 	// Action Action is what was done: an orphaned resource destroyed (or a failed attempt, retried next round), or a ready sandbox the provider no longer has ended as lost; for snapshots (sandbox_id then holds the snapshot's id), an orphaned snapshot's data removed (or a failed attempt), or a ready snapshot whose data is gone marked lost.
@@ -1732,11 +1806,71 @@ type SandboxList struct {
 	NextCursor *string `json:"next_cursor"`
 }
 
+// SandboxNetwork defines model for SandboxNetwork.
+type SandboxNetwork struct {
+	// Allow Allow is the allow list: host names, wildcards (*.pythonhosted.org: every name below the domain), IPv4 and IPv6 addresses and CIDRs, each with an optional :port.
+	//
+	// Example: ["pypi.org","*.pythonhosted.org","github.com:443"]
+	Allow []string `json:"allow"`
+
+	// Credentials Credentials are the headers the egress proxy adds, by host; their secrets by name only.
+	Credentials []NetworkCredential `json:"credentials"`
+
+	// CredentialsUntil CredentialsUntil is when the credentials stop working unless renewed: the earlier of the sandbox's expiry and its owner's lease. They work only while the sandbox is ready.
+	//
+	// Example: 2026-01-02T15:14:05Z
+	CredentialsUntil time.Time `json:"credentials_until"`
+
+	// Edited Edited is true once PATCH has replaced the create's rules.
+	//
+	// Example: true
+	Edited bool `json:"edited"`
+
+	// Network Network is the create's params.network: allowlist for a sandbox whose rules are here; none (or empty, the provider's default) for one without a way out.
+	//
+	// Example: allowlist
+	Network string `json:"network"`
+
+	// SandboxId Example: sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
+	SandboxId string `json:"sandbox_id"`
+
+	// UpdatedAt UpdatedAt is when the rules were last edited (the sandbox's creation if never).
+	//
+	// Example: 2026-01-02T15:04:05Z
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
 // SandboxReason defines model for SandboxReason.
 type SandboxReason string
 
 // SandboxState defines model for SandboxState.
 type SandboxState string
+
+// Secret defines model for Secret.
+type Secret struct {
+	// CreatedAt Example: 2026-01-02T15:04:05Z
+	CreatedAt time.Time `json:"created_at"`
+
+	// Name Name is what credentials call it by.
+	//
+	// Example: gh-token
+	Name string `json:"name"`
+
+	// UpdatedAt UpdatedAt is when its value was last set.
+	//
+	// Example: 2026-01-02T15:04:05Z
+	UpdatedAt time.Time `json:"updated_at"`
+
+	// UpdatedBy UpdatedBy is the id of the API key that set the value last; null for none.
+	//
+	// Example: key_k5m2q7x3w9r4t8vz
+	UpdatedBy *string `json:"updated_by"`
+}
+
+// SecretList defines model for SecretList.
+type SecretList struct {
+	Items []Secret `json:"items"`
+}
 
 // SignalRequest defines model for SignalRequest.
 type SignalRequest struct {
@@ -1886,6 +2020,15 @@ type TerminalSize struct {
 	//
 	// Example: 24
 	Rows int `json:"rows"`
+}
+
+// UpdateNetworkRequest defines model for UpdateNetworkRequest.
+type UpdateNetworkRequest struct {
+	// Allow Allow replaces the allow list (at most 256 entries; [] allows nothing).
+	Allow []string `json:"allow"`
+
+	// Credentials Credentials, if given, replace the credentials ([] removes them all); left out, they are kept.
+	Credentials *[]NetworkCredential `json:"credentials,omitempty"`
 }
 
 // UpdatePoolRequest defines model for UpdatePoolRequest.
@@ -2313,6 +2456,9 @@ type CreateSandboxJSONRequestBody = CreateSandboxRequest
 // ExecInSandboxJSONRequestBody defines body for ExecInSandbox for application/json ContentType.
 type ExecInSandboxJSONRequestBody = ExecRequest
 
+// UpdateSandboxNetworkJSONRequestBody defines body for UpdateSandboxNetwork for application/json ContentType.
+type UpdateSandboxNetworkJSONRequestBody = UpdateNetworkRequest
+
 // TransferSandboxOwnerJSONRequestBody defines body for TransferSandboxOwner for application/json ContentType.
 type TransferSandboxOwnerJSONRequestBody = OwnerRequest
 
@@ -2330,6 +2476,9 @@ type SignalProcessJSONRequestBody = SignalRequest
 
 // RenewSandboxJSONRequestBody defines body for RenewSandbox for application/json ContentType.
 type RenewSandboxJSONRequestBody = TTLRequest
+
+// PutSecretJSONRequestBody defines body for PutSecret for application/json ContentType.
+type PutSecretJSONRequestBody = PutSecretRequest
 
 // CreateWebhookJSONRequestBody defines body for CreateWebhook for application/json ContentType.
 type CreateWebhookJSONRequestBody = CreateWebhookRequest
@@ -2692,7 +2841,7 @@ type ClientInterface interface {
 
 	// ListSandboxActivity A sandbox's activity
 	//
-	// Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
+	// Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, edit of its network rules, and connection of its own the egress proxy decided, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
 	//
 	// Corresponds with GET /v1/sandboxes/{id}/activity (the `ListSandboxActivity` operationId).
 	ListSandboxActivity(ctx context.Context, id string, params *ListSandboxActivityParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2761,6 +2910,31 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/sandboxes/{id}/files (the `PutFile` operationId).
 	PutFileWithBody(ctx context.Context, id string, params *PutFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSandboxNetwork A sandbox's network rules
+	//
+	// The sandbox's network mode and, for an allow-list sandbox (params.network "allowlist"), its allow list and credentials (secrets by name only), as Tether's egress proxy applies them now: the create's params until PATCH replaces them.
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/network (the `GetSandboxNetwork` operationId).
+	GetSandboxNetwork(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateSandboxNetworkWithBody Change a sandbox's network rules
+	//
+	// Replaces the allow list of a live allow-list sandbox (params.network "allowlist") and, if given, its credentials. Every replica's egress proxy applies the new rules within a second, to each new connection, DNS question and HTTP request (connections already open keep going); they are kept in the registry, so they hold across pause and resume, a restart of Tether and a move between nodes. The edit is recorded in the sandbox's activity (kind network_update). A credential's secret must exist. Only sandboxes whose provider goes out through Tether's egress proxy (local) can be edited; the mode itself (none, allowlist) is fixed at create.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /v1/sandboxes/{id}/network (the `UpdateSandboxNetwork` operationId).
+	UpdateSandboxNetworkWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateSandboxNetwork Change a sandbox's network rules
+	//
+	// Replaces the allow list of a live allow-list sandbox (params.network "allowlist") and, if given, its credentials. Every replica's egress proxy applies the new rules within a second, to each new connection, DNS question and HTTP request (connections already open keep going); they are kept in the registry, so they hold across pause and resume, a restart of Tether and a move between nodes. The edit is recorded in the sandbox's activity (kind network_update). A credential's secret must exist. Only sandboxes whose provider goes out through Tether's egress proxy (local) can be edited; the mode itself (none, allowlist) is fixed at create.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /v1/sandboxes/{id}/network (the `UpdateSandboxNetwork` operationId).
+	UpdateSandboxNetwork(ctx context.Context, id string, body UpdateSandboxNetworkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// TransferSandboxOwnerWithBody Transfer a sandbox to another owner
 	//
@@ -3012,6 +3186,38 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/sandboxes/{id}/watch (the `WatchFiles` operationId).
 	WatchFiles(ctx context.Context, id string, params *WatchFilesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSecrets List secrets
+	//
+	// Every secret of the tenant, by name, without values. Not paged: a tenant holds at most 500.
+	//
+	// Corresponds with GET /v1/secrets (the `ListSecrets` operationId).
+	ListSecrets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutSecretWithBody Store a secret
+	//
+	// Stores a secret of the tenant, sealed under the operator's key (SECRETS_KEY): credentials of allow-list sandboxes name it, and Tether's egress proxy adds it to their requests, so that it never enters a sandbox. The value is never returned or logged. A name the tenant has already is given the new value (200; 201 for a new name); sandboxes whose credentials name it use the new value within a second. A tenant holds at most 500 secrets.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/secrets (the `PutSecret` operationId).
+	PutSecretWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutSecret Store a secret
+	//
+	// Stores a secret of the tenant, sealed under the operator's key (SECRETS_KEY): credentials of allow-list sandboxes name it, and Tether's egress proxy adds it to their requests, so that it never enters a sandbox. The value is never returned or logged. A name the tenant has already is given the new value (200; 201 for a new name); sandboxes whose credentials name it use the new value within a second. A tenant holds at most 500 secrets.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/secrets (the `PutSecret` operationId).
+	PutSecret(ctx context.Context, body PutSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteSecret Delete a secret
+	//
+	// Deletes the tenant's secret. Credentials that name it stop working within a second: the egress proxy refuses their hosts' requests (403) rather than send them without it.
+	//
+	// Corresponds with DELETE /v1/secrets/{name} (the `DeleteSecret` operationId).
+	DeleteSecret(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListSnapshots List snapshots
 	//
@@ -3750,7 +3956,7 @@ func (c *Client) GetSandbox(ctx context.Context, id string, params *GetSandboxPa
 
 // ListSandboxActivity A sandbox's activity
 //
-// Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
+// Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, edit of its network rules, and connection of its own the egress proxy decided, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
 //
 // Corresponds with GET /v1/sandboxes/{id}/activity (the `ListSandboxActivity` operationId).
 func (c *Client) ListSandboxActivity(ctx context.Context, id string, params *ListSandboxActivityParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3890,6 +4096,61 @@ func (c *Client) GetFile(ctx context.Context, id string, params *GetFileParams, 
 // Corresponds with PUT /v1/sandboxes/{id}/files (the `PutFile` operationId).
 func (c *Client) PutFileWithBody(ctx context.Context, id string, params *PutFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutFileRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSandboxNetwork A sandbox's network rules
+//
+// The sandbox's network mode and, for an allow-list sandbox (params.network "allowlist"), its allow list and credentials (secrets by name only), as Tether's egress proxy applies them now: the create's params until PATCH replaces them.
+//
+// Corresponds with GET /v1/sandboxes/{id}/network (the `GetSandboxNetwork` operationId).
+func (c *Client) GetSandboxNetwork(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSandboxNetworkRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateSandboxNetworkWithBody Change a sandbox's network rules
+//
+// Replaces the allow list of a live allow-list sandbox (params.network "allowlist") and, if given, its credentials. Every replica's egress proxy applies the new rules within a second, to each new connection, DNS question and HTTP request (connections already open keep going); they are kept in the registry, so they hold across pause and resume, a restart of Tether and a move between nodes. The edit is recorded in the sandbox's activity (kind network_update). A credential's secret must exist. Only sandboxes whose provider goes out through Tether's egress proxy (local) can be edited; the mode itself (none, allowlist) is fixed at create.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /v1/sandboxes/{id}/network (the `UpdateSandboxNetwork` operationId).
+func (c *Client) UpdateSandboxNetworkWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateSandboxNetworkRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateSandboxNetwork Change a sandbox's network rules
+//
+// Replaces the allow list of a live allow-list sandbox (params.network "allowlist") and, if given, its credentials. Every replica's egress proxy applies the new rules within a second, to each new connection, DNS question and HTTP request (connections already open keep going); they are kept in the registry, so they hold across pause and resume, a restart of Tether and a move between nodes. The edit is recorded in the sandbox's activity (kind network_update). A credential's secret must exist. Only sandboxes whose provider goes out through Tether's egress proxy (local) can be edited; the mode itself (none, allowlist) is fixed at create.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /v1/sandboxes/{id}/network (the `UpdateSandboxNetwork` operationId).
+func (c *Client) UpdateSandboxNetwork(ctx context.Context, id string, body UpdateSandboxNetworkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateSandboxNetworkRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4451,6 +4712,78 @@ func (c *Client) CreateSnapshot(ctx context.Context, id string, params *CreateSn
 // Corresponds with GET /v1/sandboxes/{id}/watch (the `WatchFiles` operationId).
 func (c *Client) WatchFiles(ctx context.Context, id string, params *WatchFilesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewWatchFilesRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSecrets List secrets
+//
+// Every secret of the tenant, by name, without values. Not paged: a tenant holds at most 500.
+//
+// Corresponds with GET /v1/secrets (the `ListSecrets` operationId).
+func (c *Client) ListSecrets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSecretsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutSecretWithBody Store a secret
+//
+// Stores a secret of the tenant, sealed under the operator's key (SECRETS_KEY): credentials of allow-list sandboxes name it, and Tether's egress proxy adds it to their requests, so that it never enters a sandbox. The value is never returned or logged. A name the tenant has already is given the new value (200; 201 for a new name); sandboxes whose credentials name it use the new value within a second. A tenant holds at most 500 secrets.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/secrets (the `PutSecret` operationId).
+func (c *Client) PutSecretWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutSecretRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutSecret Store a secret
+//
+// Stores a secret of the tenant, sealed under the operator's key (SECRETS_KEY): credentials of allow-list sandboxes name it, and Tether's egress proxy adds it to their requests, so that it never enters a sandbox. The value is never returned or logged. A name the tenant has already is given the new value (200; 201 for a new name); sandboxes whose credentials name it use the new value within a second. A tenant holds at most 500 secrets.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/secrets (the `PutSecret` operationId).
+func (c *Client) PutSecret(ctx context.Context, body PutSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutSecretRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteSecret Delete a secret
+//
+// Deletes the tenant's secret. Credentials that name it stop working within a second: the egress proxy refuses their hosts' requests (403) rather than send them without it.
+//
+// Corresponds with DELETE /v1/secrets/{name} (the `DeleteSecret` operationId).
+func (c *Client) DeleteSecret(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteSecretRequest(c.Server, name)
 	if err != nil {
 		return nil, err
 	}
@@ -6560,6 +6893,87 @@ func NewPutFileRequestWithBody(server string, id string, params *PutFileParams, 
 	return req, nil
 }
 
+// NewGetSandboxNetworkRequest constructs an http.Request for the GetSandboxNetwork method
+func NewGetSandboxNetworkRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/network", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdateSandboxNetworkRequest calls the generic UpdateSandboxNetwork builder with application/json body
+func NewUpdateSandboxNetworkRequest(server string, id string, body UpdateSandboxNetworkJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateSandboxNetworkRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewUpdateSandboxNetworkRequestWithBody constructs an http.Request for the UpdateSandboxNetwork method, with any body, and a specified content type
+func NewUpdateSandboxNetworkRequestWithBody(server string, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/network", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewTransferSandboxOwnerRequest calls the generic TransferSandboxOwner builder with application/json body
 func NewTransferSandboxOwnerRequest(server string, id string, body TransferSandboxOwnerJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -7880,6 +8294,107 @@ func NewWatchFilesRequest(server string, id string, params *WatchFilesParams) (*
 	return req, nil
 }
 
+// NewListSecretsRequest constructs an http.Request for the ListSecrets method
+func NewListSecretsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/secrets")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutSecretRequest calls the generic PutSecret builder with application/json body
+func NewPutSecretRequest(server string, body PutSecretJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutSecretRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPutSecretRequestWithBody constructs an http.Request for the PutSecret method, with any body, and a specified content type
+func NewPutSecretRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/secrets")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteSecretRequest constructs an http.Request for the DeleteSecret method
+func NewDeleteSecretRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/secrets/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListSnapshotsRequest constructs an http.Request for the ListSnapshots method
 func NewListSnapshotsRequest(server string, params *ListSnapshotsParams) (*http.Request, error) {
 	var err error
@@ -8687,7 +9202,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListSandboxActivityWithResponse A sandbox's activity
 	//
-	// Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
+	// Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, edit of its network rules, and connection of its own the egress proxy decided, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8764,6 +9279,33 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/sandboxes/{id}/files (the `PutFile` operationId).
 	PutFileWithBodyWithResponse(ctx context.Context, id string, params *PutFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutFileResponse, error)
+
+	// GetSandboxNetworkWithResponse A sandbox's network rules
+	//
+	// The sandbox's network mode and, for an allow-list sandbox (params.network "allowlist"), its allow list and credentials (secrets by name only), as Tether's egress proxy applies them now: the create's params until PATCH replaces them.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxes/{id}/network (the `GetSandboxNetwork` operationId).
+	GetSandboxNetworkWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetSandboxNetworkResponse, error)
+
+	// UpdateSandboxNetworkWithBodyWithResponse Change a sandbox's network rules
+	//
+	// Replaces the allow list of a live allow-list sandbox (params.network "allowlist") and, if given, its credentials. Every replica's egress proxy applies the new rules within a second, to each new connection, DNS question and HTTP request (connections already open keep going); they are kept in the registry, so they hold across pause and resume, a restart of Tether and a move between nodes. The edit is recorded in the sandbox's activity (kind network_update). A credential's secret must exist. Only sandboxes whose provider goes out through Tether's egress proxy (local) can be edited; the mode itself (none, allowlist) is fixed at create.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/sandboxes/{id}/network (the `UpdateSandboxNetwork` operationId).
+	UpdateSandboxNetworkWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateSandboxNetworkResponse, error)
+
+	// UpdateSandboxNetworkWithResponse Change a sandbox's network rules
+	//
+	// Replaces the allow list of a live allow-list sandbox (params.network "allowlist") and, if given, its credentials. Every replica's egress proxy applies the new rules within a second, to each new connection, DNS question and HTTP request (connections already open keep going); they are kept in the registry, so they hold across pause and resume, a restart of Tether and a move between nodes. The edit is recorded in the sandbox's activity (kind network_update). A credential's secret must exist. Only sandboxes whose provider goes out through Tether's egress proxy (local) can be edited; the mode itself (none, allowlist) is fixed at create.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/sandboxes/{id}/network (the `UpdateSandboxNetwork` operationId).
+	UpdateSandboxNetworkWithResponse(ctx context.Context, id string, body UpdateSandboxNetworkJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateSandboxNetworkResponse, error)
 
 	// TransferSandboxOwnerWithBodyWithResponse Transfer a sandbox to another owner
 	//
@@ -9051,6 +9593,42 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/sandboxes/{id}/watch (the `WatchFiles` operationId).
 	WatchFilesWithResponse(ctx context.Context, id string, params *WatchFilesParams, reqEditors ...RequestEditorFn) (*WatchFilesResponse, error)
+
+	// ListSecretsWithResponse List secrets
+	//
+	// Every secret of the tenant, by name, without values. Not paged: a tenant holds at most 500.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/secrets (the `ListSecrets` operationId).
+	ListSecretsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSecretsResponse, error)
+
+	// PutSecretWithBodyWithResponse Store a secret
+	//
+	// Stores a secret of the tenant, sealed under the operator's key (SECRETS_KEY): credentials of allow-list sandboxes name it, and Tether's egress proxy adds it to their requests, so that it never enters a sandbox. The value is never returned or logged. A name the tenant has already is given the new value (200; 201 for a new name); sandboxes whose credentials name it use the new value within a second. A tenant holds at most 500 secrets.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/secrets (the `PutSecret` operationId).
+	PutSecretWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutSecretResponse, error)
+
+	// PutSecretWithResponse Store a secret
+	//
+	// Stores a secret of the tenant, sealed under the operator's key (SECRETS_KEY): credentials of allow-list sandboxes name it, and Tether's egress proxy adds it to their requests, so that it never enters a sandbox. The value is never returned or logged. A name the tenant has already is given the new value (200; 201 for a new name); sandboxes whose credentials name it use the new value within a second. A tenant holds at most 500 secrets.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/secrets (the `PutSecret` operationId).
+	PutSecretWithResponse(ctx context.Context, body PutSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*PutSecretResponse, error)
+
+	// DeleteSecretWithResponse Delete a secret
+	//
+	// Deletes the tenant's secret. Credentials that name it stop working within a second: the egress proxy refuses their hosts' requests (403) rather than send them without it.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/secrets/{name} (the `DeleteSecret` operationId).
+	DeleteSecretWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DeleteSecretResponse, error)
 
 	// ListSnapshotsWithResponse List snapshots
 	//
@@ -14617,6 +15195,318 @@ func (r PutFileResponse) ContentType() string {
 	return ""
 }
 
+// GetSandboxNetworkResponse200Headers the declared response headers of an HTTP 200 response for GetSandboxNetwork
+type GetSandboxNetworkResponse200Headers struct {
+	XRequestID string
+}
+
+// GetSandboxNetworkResponse400Headers the declared response headers of an HTTP 400 response for GetSandboxNetwork
+type GetSandboxNetworkResponse400Headers struct {
+	XRequestID string
+}
+
+// GetSandboxNetworkResponse401Headers the declared response headers of an HTTP 401 response for GetSandboxNetwork
+type GetSandboxNetworkResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// GetSandboxNetworkResponse404Headers the declared response headers of an HTTP 404 response for GetSandboxNetwork
+type GetSandboxNetworkResponse404Headers struct {
+	XRequestID string
+}
+
+// GetSandboxNetworkResponse429Headers the declared response headers of an HTTP 429 response for GetSandboxNetwork
+type GetSandboxNetworkResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// GetSandboxNetworkResponse500Headers the declared response headers of an HTTP 500 response for GetSandboxNetwork
+type GetSandboxNetworkResponse500Headers struct {
+	XRequestID string
+}
+
+// GetSandboxNetworkResponse503Headers the declared response headers of an HTTP 503 response for GetSandboxNetwork
+type GetSandboxNetworkResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type GetSandboxNetworkResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SandboxNetwork
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetSandboxNetworkResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetSandboxNetworkResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetSandboxNetworkResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetSandboxNetworkResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSandboxNetworkResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetSandboxNetworkResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetSandboxNetworkResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSandboxNetworkResponse) GetJSON200() *SandboxNetwork {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetSandboxNetworkResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSandboxNetworkResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetSandboxNetworkResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetSandboxNetworkResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetSandboxNetworkResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetSandboxNetworkResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSandboxNetworkResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSandboxNetworkResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSandboxNetworkResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSandboxNetworkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UpdateSandboxNetworkResponse200Headers the declared response headers of an HTTP 200 response for UpdateSandboxNetwork
+type UpdateSandboxNetworkResponse200Headers struct {
+	XRequestID string
+}
+
+// UpdateSandboxNetworkResponse400Headers the declared response headers of an HTTP 400 response for UpdateSandboxNetwork
+type UpdateSandboxNetworkResponse400Headers struct {
+	XRequestID string
+}
+
+// UpdateSandboxNetworkResponse401Headers the declared response headers of an HTTP 401 response for UpdateSandboxNetwork
+type UpdateSandboxNetworkResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// UpdateSandboxNetworkResponse404Headers the declared response headers of an HTTP 404 response for UpdateSandboxNetwork
+type UpdateSandboxNetworkResponse404Headers struct {
+	XRequestID string
+}
+
+// UpdateSandboxNetworkResponse409Headers the declared response headers of an HTTP 409 response for UpdateSandboxNetwork
+type UpdateSandboxNetworkResponse409Headers struct {
+	XRequestID string
+}
+
+// UpdateSandboxNetworkResponse413Headers the declared response headers of an HTTP 413 response for UpdateSandboxNetwork
+type UpdateSandboxNetworkResponse413Headers struct {
+	XRequestID string
+}
+
+// UpdateSandboxNetworkResponse429Headers the declared response headers of an HTTP 429 response for UpdateSandboxNetwork
+type UpdateSandboxNetworkResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// UpdateSandboxNetworkResponse500Headers the declared response headers of an HTTP 500 response for UpdateSandboxNetwork
+type UpdateSandboxNetworkResponse500Headers struct {
+	XRequestID string
+}
+
+// UpdateSandboxNetworkResponse501Headers the declared response headers of an HTTP 501 response for UpdateSandboxNetwork
+type UpdateSandboxNetworkResponse501Headers struct {
+	XRequestID string
+}
+
+// UpdateSandboxNetworkResponse503Headers the declared response headers of an HTTP 503 response for UpdateSandboxNetwork
+type UpdateSandboxNetworkResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type UpdateSandboxNetworkResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SandboxNetwork
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON501 the response for an HTTP 501 `application/problem+json` response
+	ApplicationproblemJSON501 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *UpdateSandboxNetworkResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *UpdateSandboxNetworkResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *UpdateSandboxNetworkResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *UpdateSandboxNetworkResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *UpdateSandboxNetworkResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *UpdateSandboxNetworkResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UpdateSandboxNetworkResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *UpdateSandboxNetworkResponse500Headers
+	// Headers501 the parsed response headers for an HTTP 501 response
+	Headers501 *UpdateSandboxNetworkResponse501Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UpdateSandboxNetworkResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateSandboxNetworkResponse) GetJSON200() *SandboxNetwork {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r UpdateSandboxNetworkResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UpdateSandboxNetworkResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r UpdateSandboxNetworkResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r UpdateSandboxNetworkResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r UpdateSandboxNetworkResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r UpdateSandboxNetworkResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r UpdateSandboxNetworkResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON501 returns the response for an HTTP 501 `application/problem+json` response
+func (r UpdateSandboxNetworkResponse) GetApplicationproblemJSON501() *Problem {
+	return r.ApplicationproblemJSON501
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r UpdateSandboxNetworkResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateSandboxNetworkResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateSandboxNetworkResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateSandboxNetworkResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateSandboxNetworkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // TransferSandboxOwnerResponse200Headers the declared response headers of an HTTP 200 response for TransferSandboxOwner
 type TransferSandboxOwnerResponse200Headers struct {
 	XRequestID string
@@ -18963,6 +19853,433 @@ func (r WatchFilesResponse) ContentType() string {
 	return ""
 }
 
+// ListSecretsResponse200Headers the declared response headers of an HTTP 200 response for ListSecrets
+type ListSecretsResponse200Headers struct {
+	XRequestID string
+}
+
+// ListSecretsResponse400Headers the declared response headers of an HTTP 400 response for ListSecrets
+type ListSecretsResponse400Headers struct {
+	XRequestID string
+}
+
+// ListSecretsResponse401Headers the declared response headers of an HTTP 401 response for ListSecrets
+type ListSecretsResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// ListSecretsResponse429Headers the declared response headers of an HTTP 429 response for ListSecrets
+type ListSecretsResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// ListSecretsResponse500Headers the declared response headers of an HTTP 500 response for ListSecrets
+type ListSecretsResponse500Headers struct {
+	XRequestID string
+}
+
+// ListSecretsResponse501Headers the declared response headers of an HTTP 501 response for ListSecrets
+type ListSecretsResponse501Headers struct {
+	XRequestID string
+}
+
+// ListSecretsResponse503Headers the declared response headers of an HTTP 503 response for ListSecrets
+type ListSecretsResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type ListSecretsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SecretList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON501 the response for an HTTP 501 `application/problem+json` response
+	ApplicationproblemJSON501 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListSecretsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListSecretsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListSecretsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListSecretsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListSecretsResponse500Headers
+	// Headers501 the parsed response headers for an HTTP 501 response
+	Headers501 *ListSecretsResponse501Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListSecretsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSecretsResponse) GetJSON200() *SecretList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListSecretsResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListSecretsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListSecretsResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListSecretsResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON501 returns the response for an HTTP 501 `application/problem+json` response
+func (r ListSecretsResponse) GetApplicationproblemJSON501() *Problem {
+	return r.ApplicationproblemJSON501
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListSecretsResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSecretsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSecretsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSecretsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSecretsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutSecretResponse200Headers the declared response headers of an HTTP 200 response for PutSecret
+type PutSecretResponse200Headers struct {
+	XRequestID string
+}
+
+// PutSecretResponse201Headers the declared response headers of an HTTP 201 response for PutSecret
+type PutSecretResponse201Headers struct {
+	Location   string
+	XRequestID string
+}
+
+// PutSecretResponse400Headers the declared response headers of an HTTP 400 response for PutSecret
+type PutSecretResponse400Headers struct {
+	XRequestID string
+}
+
+// PutSecretResponse401Headers the declared response headers of an HTTP 401 response for PutSecret
+type PutSecretResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// PutSecretResponse413Headers the declared response headers of an HTTP 413 response for PutSecret
+type PutSecretResponse413Headers struct {
+	XRequestID string
+}
+
+// PutSecretResponse429Headers the declared response headers of an HTTP 429 response for PutSecret
+type PutSecretResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// PutSecretResponse500Headers the declared response headers of an HTTP 500 response for PutSecret
+type PutSecretResponse500Headers struct {
+	XRequestID string
+}
+
+// PutSecretResponse501Headers the declared response headers of an HTTP 501 response for PutSecret
+type PutSecretResponse501Headers struct {
+	XRequestID string
+}
+
+// PutSecretResponse503Headers the declared response headers of an HTTP 503 response for PutSecret
+type PutSecretResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type PutSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Secret
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Secret
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON501 the response for an HTTP 501 `application/problem+json` response
+	ApplicationproblemJSON501 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PutSecretResponse200Headers
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *PutSecretResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *PutSecretResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PutSecretResponse401Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *PutSecretResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutSecretResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *PutSecretResponse500Headers
+	// Headers501 the parsed response headers for an HTTP 501 response
+	Headers501 *PutSecretResponse501Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PutSecretResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutSecretResponse) GetJSON200() *Secret {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutSecretResponse) GetJSON201() *Secret {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutSecretResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PutSecretResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PutSecretResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PutSecretResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PutSecretResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON501 returns the response for an HTTP 501 `application/problem+json` response
+func (r PutSecretResponse) GetApplicationproblemJSON501() *Problem {
+	return r.ApplicationproblemJSON501
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PutSecretResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PutSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteSecretResponse204Headers the declared response headers of an HTTP 204 response for DeleteSecret
+type DeleteSecretResponse204Headers struct {
+	XRequestID string
+}
+
+// DeleteSecretResponse401Headers the declared response headers of an HTTP 401 response for DeleteSecret
+type DeleteSecretResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestID      string
+}
+
+// DeleteSecretResponse404Headers the declared response headers of an HTTP 404 response for DeleteSecret
+type DeleteSecretResponse404Headers struct {
+	XRequestID string
+}
+
+// DeleteSecretResponse429Headers the declared response headers of an HTTP 429 response for DeleteSecret
+type DeleteSecretResponse429Headers struct {
+	RetryAfter int
+	XRequestID string
+}
+
+// DeleteSecretResponse500Headers the declared response headers of an HTTP 500 response for DeleteSecret
+type DeleteSecretResponse500Headers struct {
+	XRequestID string
+}
+
+// DeleteSecretResponse501Headers the declared response headers of an HTTP 501 response for DeleteSecret
+type DeleteSecretResponse501Headers struct {
+	XRequestID string
+}
+
+// DeleteSecretResponse503Headers the declared response headers of an HTTP 503 response for DeleteSecret
+type DeleteSecretResponse503Headers struct {
+	RetryAfter *int
+	XRequestID string
+}
+
+type DeleteSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON501 the response for an HTTP 501 `application/problem+json` response
+	ApplicationproblemJSON501 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *DeleteSecretResponse204Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteSecretResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DeleteSecretResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteSecretResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *DeleteSecretResponse500Headers
+	// Headers501 the parsed response headers for an HTTP 501 response
+	Headers501 *DeleteSecretResponse501Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteSecretResponse503Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteSecretResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteSecretResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DeleteSecretResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DeleteSecretResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON501 returns the response for an HTTP 501 `application/problem+json` response
+func (r DeleteSecretResponse) GetApplicationproblemJSON501() *Problem {
+	return r.ApplicationproblemJSON501
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DeleteSecretResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListSnapshotsResponse200Headers the declared response headers of an HTTP 200 response for ListSnapshots
 type ListSnapshotsResponse200Headers struct {
 	XRequestID string
@@ -20820,7 +22137,7 @@ func (c *ClientWithResponses) GetSandboxWithResponse(ctx context.Context, id str
 
 // ListSandboxActivityWithResponse A sandbox's activity
 //
-// Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
+// Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, edit of its network rules, and connection of its own the egress proxy decided, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -20944,6 +22261,51 @@ func (c *ClientWithResponses) PutFileWithBodyWithResponse(ctx context.Context, i
 		return nil, err
 	}
 	return ParsePutFileResponse(rsp)
+}
+
+// GetSandboxNetworkWithResponse A sandbox's network rules
+//
+// The sandbox's network mode and, for an allow-list sandbox (params.network "allowlist"), its allow list and credentials (secrets by name only), as Tether's egress proxy applies them now: the create's params until PATCH replaces them.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxes/{id}/network (the `GetSandboxNetwork` operationId).
+func (c *ClientWithResponses) GetSandboxNetworkWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetSandboxNetworkResponse, error) {
+	rsp, err := c.GetSandboxNetwork(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSandboxNetworkResponse(rsp)
+}
+
+// UpdateSandboxNetworkWithBodyWithResponse Change a sandbox's network rules
+//
+// Replaces the allow list of a live allow-list sandbox (params.network "allowlist") and, if given, its credentials. Every replica's egress proxy applies the new rules within a second, to each new connection, DNS question and HTTP request (connections already open keep going); they are kept in the registry, so they hold across pause and resume, a restart of Tether and a move between nodes. The edit is recorded in the sandbox's activity (kind network_update). A credential's secret must exist. Only sandboxes whose provider goes out through Tether's egress proxy (local) can be edited; the mode itself (none, allowlist) is fixed at create.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/sandboxes/{id}/network (the `UpdateSandboxNetwork` operationId).
+func (c *ClientWithResponses) UpdateSandboxNetworkWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateSandboxNetworkResponse, error) {
+	rsp, err := c.UpdateSandboxNetworkWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateSandboxNetworkResponse(rsp)
+}
+
+// UpdateSandboxNetworkWithResponse Change a sandbox's network rules
+//
+// Replaces the allow list of a live allow-list sandbox (params.network "allowlist") and, if given, its credentials. Every replica's egress proxy applies the new rules within a second, to each new connection, DNS question and HTTP request (connections already open keep going); they are kept in the registry, so they hold across pause and resume, a restart of Tether and a move between nodes. The edit is recorded in the sandbox's activity (kind network_update). A credential's secret must exist. Only sandboxes whose provider goes out through Tether's egress proxy (local) can be edited; the mode itself (none, allowlist) is fixed at create.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/sandboxes/{id}/network (the `UpdateSandboxNetwork` operationId).
+func (c *ClientWithResponses) UpdateSandboxNetworkWithResponse(ctx context.Context, id string, body UpdateSandboxNetworkJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateSandboxNetworkResponse, error) {
+	rsp, err := c.UpdateSandboxNetwork(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateSandboxNetworkResponse(rsp)
 }
 
 // TransferSandboxOwnerWithBodyWithResponse Transfer a sandbox to another owner
@@ -21417,6 +22779,66 @@ func (c *ClientWithResponses) WatchFilesWithResponse(ctx context.Context, id str
 		return nil, err
 	}
 	return ParseWatchFilesResponse(rsp)
+}
+
+// ListSecretsWithResponse List secrets
+//
+// Every secret of the tenant, by name, without values. Not paged: a tenant holds at most 500.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/secrets (the `ListSecrets` operationId).
+func (c *ClientWithResponses) ListSecretsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSecretsResponse, error) {
+	rsp, err := c.ListSecrets(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSecretsResponse(rsp)
+}
+
+// PutSecretWithBodyWithResponse Store a secret
+//
+// Stores a secret of the tenant, sealed under the operator's key (SECRETS_KEY): credentials of allow-list sandboxes name it, and Tether's egress proxy adds it to their requests, so that it never enters a sandbox. The value is never returned or logged. A name the tenant has already is given the new value (200; 201 for a new name); sandboxes whose credentials name it use the new value within a second. A tenant holds at most 500 secrets.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/secrets (the `PutSecret` operationId).
+func (c *ClientWithResponses) PutSecretWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutSecretResponse, error) {
+	rsp, err := c.PutSecretWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutSecretResponse(rsp)
+}
+
+// PutSecretWithResponse Store a secret
+//
+// Stores a secret of the tenant, sealed under the operator's key (SECRETS_KEY): credentials of allow-list sandboxes name it, and Tether's egress proxy adds it to their requests, so that it never enters a sandbox. The value is never returned or logged. A name the tenant has already is given the new value (200; 201 for a new name); sandboxes whose credentials name it use the new value within a second. A tenant holds at most 500 secrets.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/secrets (the `PutSecret` operationId).
+func (c *ClientWithResponses) PutSecretWithResponse(ctx context.Context, body PutSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*PutSecretResponse, error) {
+	rsp, err := c.PutSecret(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutSecretResponse(rsp)
+}
+
+// DeleteSecretWithResponse Delete a secret
+//
+// Deletes the tenant's secret. Credentials that name it stop working within a second: the egress proxy refuses their hosts' requests (403) rather than send them without it.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/secrets/{name} (the `DeleteSecret` operationId).
+func (c *ClientWithResponses) DeleteSecretWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DeleteSecretResponse, error) {
+	rsp, err := c.DeleteSecret(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteSecretResponse(rsp)
 }
 
 // ListSnapshotsWithResponse List snapshots
@@ -28096,6 +29518,381 @@ func ParsePutFileResponse(rsp *http.Response) (*PutFileResponse, error) {
 	return response, nil
 }
 
+// ParseGetSandboxNetworkResponse parses an HTTP response from a GetSandboxNetworkWithResponse call
+func ParseGetSandboxNetworkResponse(rsp *http.Response) (*GetSandboxNetworkResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSandboxNetworkResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SandboxNetwork
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetSandboxNetworkResponse200Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetSandboxNetworkResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetSandboxNetworkResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetSandboxNetworkResponse404Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetSandboxNetworkResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetSandboxNetworkResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetSandboxNetworkResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUpdateSandboxNetworkResponse parses an HTTP response from a UpdateSandboxNetworkWithResponse call
+func ParseUpdateSandboxNetworkResponse(rsp *http.Response) (*UpdateSandboxNetworkResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateSandboxNetworkResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SandboxNetwork
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers UpdateSandboxNetworkResponse200Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers UpdateSandboxNetworkResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers UpdateSandboxNetworkResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers UpdateSandboxNetworkResponse404Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers UpdateSandboxNetworkResponse409Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers UpdateSandboxNetworkResponse413Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers UpdateSandboxNetworkResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers UpdateSandboxNetworkResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 501:
+		var headers UpdateSandboxNetworkResponse501Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers501 = &headers
+	case rsp.StatusCode == 503:
+		var headers UpdateSandboxNetworkResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseTransferSandboxOwnerResponse parses an HTTP response from a TransferSandboxOwnerWithResponse call
 func ParseTransferSandboxOwnerResponse(rsp *http.Response) (*TransferSandboxOwnerResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -33222,6 +35019,529 @@ func ParseWatchFilesResponse(rsp *http.Response) (*WatchFilesResponse, error) {
 		response.Headers501 = &headers
 	case rsp.StatusCode == 503:
 		var headers WatchFilesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListSecretsResponse parses an HTTP response from a ListSecretsWithResponse call
+func ParseListSecretsResponse(rsp *http.Response) (*ListSecretsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSecretsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SecretList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListSecretsResponse200Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListSecretsResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListSecretsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListSecretsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListSecretsResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 501:
+		var headers ListSecretsResponse501Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers501 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListSecretsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutSecretResponse parses an HTTP response from a PutSecretWithResponse call
+func ParsePutSecretResponse(rsp *http.Response) (*PutSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Secret
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Secret
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PutSecretResponse200Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 201:
+		var headers PutSecretResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers PutSecretResponse400Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers PutSecretResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 413:
+		var headers PutSecretResponse413Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers PutSecretResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers PutSecretResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 501:
+		var headers PutSecretResponse501Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers501 = &headers
+	case rsp.StatusCode == 503:
+		var headers PutSecretResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteSecretResponse parses an HTTP response from a DeleteSecretWithResponse call
+func ParseDeleteSecretResponse(rsp *http.Response) (*DeleteSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers DeleteSecretResponse204Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers204 = &headers
+	case rsp.StatusCode == 401:
+		var headers DeleteSecretResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers DeleteSecretResponse404Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteSecretResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers DeleteSecretResponse500Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 501:
+		var headers DeleteSecretResponse501Headers
+		if values := rsp.Header.Values("X-Request-ID"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-ID", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestID = value
+		}
+		response.Headers501 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeleteSecretResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -461,7 +461,7 @@ export interface paths {
         };
         /**
          * A sandbox's activity
-         * @description Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
+         * @description Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, edit of its network rules, and connection of its own the egress proxy decided, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
          */
         get: operations["listSandboxActivity"];
         put?: never;
@@ -562,6 +562,30 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/network": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A sandbox's network rules
+         * @description The sandbox's network mode and, for an allow-list sandbox (params.network "allowlist"), its allow list and credentials (secrets by name only), as Tether's egress proxy applies them now: the create's params until PATCH replaces them.
+         */
+        get: operations["getSandboxNetwork"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change a sandbox's network rules
+         * @description Replaces the allow list of a live allow-list sandbox (params.network "allowlist") and, if given, its credentials. Every replica's egress proxy applies the new rules within a second, to each new connection, DNS question and HTTP request (connections already open keep going); they are kept in the registry, so they hold across pause and resume, a restart of Tether and a move between nodes. The edit is recorded in the sandbox's activity (kind network_update). A credential's secret must exist. Only sandboxes whose provider goes out through Tether's egress proxy (local) can be edited; the mode itself (none, allowlist) is fixed at create.
+         */
+        patch: operations["updateSandboxNetwork"];
         trace?: never;
     };
     "/v1/sandboxes/{id}/owner": {
@@ -926,6 +950,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/secrets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List secrets
+         * @description Every secret of the tenant, by name, without values. Not paged: a tenant holds at most 500.
+         */
+        get: operations["listSecrets"];
+        put?: never;
+        /**
+         * Store a secret
+         * @description Stores a secret of the tenant, sealed under the operator's key (SECRETS_KEY): credentials of allow-list sandboxes name it, and Tether's egress proxy adds it to their requests, so that it never enters a sandbox. The value is never returned or logged. A name the tenant has already is given the new value (200; 201 for a new name); sandboxes whose credentials name it use the new value within a second. A tenant holds at most 500 secrets.
+         */
+        post: operations["putSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/secrets/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a secret
+         * @description Deletes the tenant's secret. Credentials that name it stop working within a second: the egress proxy refuses their hosts' requests (403) rather than send them without it.
+         */
+        delete: operations["deleteSecret"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/snapshots": {
         parameters: {
             query?: never;
@@ -1106,6 +1174,16 @@ export interface components {
         };
         Activity: {
             /**
+             * @description Allow is the new allow list of a network_update, as JSON; null for the others.
+             * @example ["pypi.org","*.pythonhosted.org"]
+             */
+            allow: string | null;
+            /**
+             * @description Allowed is an egress record's verdict; null for the others.
+             * @example true
+             */
+            allowed: boolean | null;
+            /**
              * Format: date-time
              * @example 2026-01-02T15:04:06.5Z
              */
@@ -1116,6 +1194,12 @@ export interface components {
              * @example 1024
              */
             bytes: number | null;
+            /**
+             * Format: int64
+             * @description BytesIn is how many bytes came back to the sandbox over an egress connection (bytes counts those it sent); null for the others.
+             * @example 52144
+             */
+            bytes_in: number | null;
             /**
              * @description Command is the command of an exec or a process's start (its first 4096 bytes); null for the others.
              * @example pytest -q
@@ -1128,7 +1212,7 @@ export interface components {
              */
             duration_ms: number;
             /**
-             * @description Error is the error code the operation failed with (as in a Problem); null when it succeeded.
+             * @description Error is the error code the operation failed with (as in a Problem); null when it succeeded. For egress, why the proxy refused the connection (or ended it early).
              * @example FILE_NOT_FOUND
              */
             error: string | null;
@@ -1137,6 +1221,11 @@ export interface components {
              * @example 0
              */
             exit_code: number | null;
+            /**
+             * @description Host is what an egress record's connection went to: the name the sandbox asked for (TLS server name, HTTP Host, DNS question) or else the address it dialled; null for the others.
+             * @example pypi.org
+             */
+            host: string | null;
             /**
              * @description HTTPStatus is the status the sandbox's app answered (101 for WebSocket connections); null for the others, and when it gave no answer.
              * @example 200
@@ -1167,10 +1256,11 @@ export interface components {
              * @description Kind is what was done: a command run, or a file or folder (archive) read or written.
              *     Kind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL.
              *     Kinds process_start, process_input and process_signal are a background process started, input written to one, a signal sent to one; terminal, a terminal session over WebSocket (recorded when it ends).
+             *     Kind network_update is an edit of the sandbox's network rules (PATCH /v1/sandboxes/{id}/network); egress, a connection or DNS question of the sandbox's that the egress proxy allowed or refused.
              * @example exec
              * @enum {string}
              */
-            kind: "exec" | "file_read" | "file_write" | "archive_read" | "archive_write" | "port" | "preview" | "process_start" | "process_input" | "process_signal" | "terminal";
+            kind: "exec" | "file_read" | "file_write" | "archive_read" | "archive_write" | "port" | "preview" | "process_start" | "process_input" | "process_signal" | "terminal" | "network_update" | "egress";
             /**
              * @description OOMKilled is true when the sandbox's memory limit killed a process while the exec ran.
              * @example false
@@ -1201,6 +1291,11 @@ export interface components {
              * @example GET /index.html
              */
             request: string | null;
+            /**
+             * @description Rule is the allow-list entry that allowed an egress connection; null for the others and for refusals.
+             * @example pypi.org
+             */
+            rule: string | null;
             /** @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w */
             sandbox_id: string;
             /**
@@ -1566,6 +1661,33 @@ export interface components {
              * @enum {string}
              */
             status: "ok" | "unavailable";
+        };
+        NetworkCredential: {
+            /**
+             * @description Format is the header's value, {secret} standing for the secret once (default "{secret}").
+             * @example Bearer {secret}
+             */
+            format?: string;
+            /**
+             * @description Header is the header's name ("Authorization" with username).
+             * @example Authorization
+             */
+            header?: string;
+            /**
+             * @description Host is the exact host name the credential is for; an allow rule must allow it too.
+             * @example api.github.com
+             */
+            host: string;
+            /**
+             * @description Secret names the tenant's secret (POST /v1/secrets).
+             * @example gh-token
+             */
+            secret: string;
+            /**
+             * @description Username makes the value basic authentication of username and the secret (git over HTTPS).
+             * @example x-access-token
+             */
+            username?: string;
         };
         Node: {
             /**
@@ -2019,6 +2141,18 @@ export interface components {
         ProviderList: {
             items: components["schemas"]["Provider"][];
         };
+        PutSecretRequest: {
+            /**
+             * @description Name is 1-100 letters, digits, '.', '_' and '-', starting with a letter or digit.
+             * @example gh-token
+             */
+            name: string;
+            /**
+             * @description Value is the secret: 1-8192 bytes of UTF-8, no line breaks or NUL (it goes into a header).
+             * @example ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
+             */
+            value: string;
+        };
         ReconcileEvent: {
             /**
              * @description Action is what was done: an orphaned resource destroyed (or a failed attempt, retried next round), or a ready sandbox the provider no longer has ended as lost; for snapshots (sandbox_id then holds the snapshot's id), an orphaned snapshot's data removed (or a failed attempt), or a ready snapshot whose data is gone marked lost.
@@ -2192,10 +2326,73 @@ export interface components {
              */
             next_cursor: string | null;
         };
+        SandboxNetwork: {
+            /**
+             * @description Allow is the allow list: host names, wildcards (*.pythonhosted.org: every name below the domain), IPv4 and IPv6 addresses and CIDRs, each with an optional :port.
+             * @example [
+             *       "pypi.org",
+             *       "*.pythonhosted.org",
+             *       "github.com:443"
+             *     ]
+             */
+            allow: string[];
+            /** @description Credentials are the headers the egress proxy adds, by host; their secrets by name only. */
+            credentials: components["schemas"]["NetworkCredential"][];
+            /**
+             * Format: date-time
+             * @description CredentialsUntil is when the credentials stop working unless renewed: the earlier of the sandbox's expiry and its owner's lease. They work only while the sandbox is ready.
+             * @example 2026-01-02T15:14:05Z
+             */
+            credentials_until: string;
+            /**
+             * @description Edited is true once PATCH has replaced the create's rules.
+             * @example true
+             */
+            edited: boolean;
+            /**
+             * @description Network is the create's params.network: allowlist for a sandbox whose rules are here; none (or empty, the provider's default) for one without a way out.
+             * @example allowlist
+             */
+            network: string;
+            /** @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w */
+            sandbox_id: string;
+            /**
+             * Format: date-time
+             * @description UpdatedAt is when the rules were last edited (the sandbox's creation if never).
+             * @example 2026-01-02T15:04:05Z
+             */
+            updated_at: string;
+        };
         /** @enum {string} */
         SandboxReason: "requested" | "owner_released" | "owner_expired" | "expired" | "create_failed" | "lost" | "pause_failed" | "resume_failed" | "pool_deleted" | "pool_shrunk";
         /** @enum {string} */
         SandboxState: "requested" | "creating" | "ready" | "pausing" | "paused" | "resuming" | "cancelled" | "terminated" | "failed";
+        Secret: {
+            /**
+             * Format: date-time
+             * @example 2026-01-02T15:04:05Z
+             */
+            created_at: string;
+            /**
+             * @description Name is what credentials call it by.
+             * @example gh-token
+             */
+            name: string;
+            /**
+             * Format: date-time
+             * @description UpdatedAt is when its value was last set.
+             * @example 2026-01-02T15:04:05Z
+             */
+            updated_at: string;
+            /**
+             * @description UpdatedBy is the id of the API key that set the value last; null for none.
+             * @example key_k5m2q7x3w9r4t8vz
+             */
+            updated_by: string | null;
+        };
+        SecretList: {
+            items: components["schemas"]["Secret"][];
+        };
         SignalRequest: {
             /**
              * @description Signal is a name (TERM, KILL, INT, HUP, QUIT, USR1, USR2, STOP, CONT, WINCH, ALRM, with or without SIG) or a number 1-64 as a string.
@@ -2342,6 +2539,12 @@ export interface components {
              * @example 24
              */
             rows: number;
+        };
+        UpdateNetworkRequest: {
+            /** @description Allow replaces the allow list (at most 256 entries; [] allows nothing). */
+            allow: string[];
+            /** @description Credentials, if given, replace the credentials ([] removes them all); left out, they are kept. */
+            credentials?: components["schemas"]["NetworkCredential"][];
         };
         UpdatePoolRequest: {
             /**
@@ -6782,6 +6985,244 @@ export interface operations {
             };
         };
     };
+    getSandboxNetwork: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description sandbox id
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxNetwork"];
+                };
+            };
+            /** @description INVALID_REQUEST: a query parameter */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    updateSandboxNetwork: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description sandbox id
+                 * @example sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description the new rules */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateNetworkRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxNetwork"];
+                };
+            };
+            /** @description INVALID_REQUEST: a rule, a credential, a secret that does not exist, or a sandbox without an allow list */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description STATE_CONFLICT: the sandbox has ended */
+            409: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_SUPPORTED: the sandbox's provider cannot change its rules while it runs */
+            501: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     transferSandboxOwner: {
         parameters: {
             query?: never;
@@ -10110,6 +10551,321 @@ export interface operations {
                 };
             };
             /** @description PROVIDER_UNAVAILABLE or UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listSecrets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SecretList"];
+                };
+            };
+            /** @description INVALID_REQUEST: a query parameter */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_SUPPORTED: the server has no SECRETS_KEY */
+            501: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    putSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description the secret */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PutSecretRequest"];
+            };
+        };
+        responses: {
+            /** @description the value of an existing secret replaced */
+            200: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Secret"];
+                };
+            };
+            /** @description Created */
+            201: {
+                headers: {
+                    /** @description the secret's URL (for DELETE) */
+                    Location: string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Secret"];
+                };
+            };
+            /** @description INVALID_REQUEST */
+            400: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: the tenant holds 500 secrets */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_SUPPORTED: the server has no SECRETS_KEY */
+            501: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying, sent with UNAVAILABLE */
+                    "Retry-After"?: number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    deleteSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description secret name
+                 * @example gh-token
+                 */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description UNAUTHENTICATED: no API key, or one Tether does not know */
+            401: {
+                headers: {
+                    /** @description the Bearer challenge */
+                    "WWW-Authenticate": string;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description QUOTA_EXCEEDED: over the API key's request rate; retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before retrying */
+                    "Retry-After": number;
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description INTERNAL: a bug; quote the request id when reporting it */
+            500: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description NOT_SUPPORTED: the server has no SECRETS_KEY */
+            501: {
+                headers: {
+                    /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
+                    "X-Request-ID": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description UNAVAILABLE */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying, sent with UNAVAILABLE */

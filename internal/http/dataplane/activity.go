@@ -29,7 +29,8 @@ type Activity struct {
 	// Kind is what was done: a command run, or a file or folder (archive) read or written.
 	// Kind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL.
 	// Kinds process_start, process_input and process_signal are a background process started, input written to one, a signal sent to one; terminal, a terminal session over WebSocket (recorded when it ends).
-	Kind string `json:"kind" enums:"exec,file_read,file_write,archive_read,archive_write,port,preview,process_start,process_input,process_signal,terminal" x-enum-varnames:"ActivityKindExec,ActivityKindFileRead,ActivityKindFileWrite,ActivityKindArchiveRead,ActivityKindArchiveWrite,ActivityKindPort,ActivityKindPreview,ActivityKindProcessStart,ActivityKindProcessInput,ActivityKindProcessSignal,ActivityKindTerminal" example:"exec"`
+	// Kind network_update is an edit of the sandbox's network rules (PATCH /v1/sandboxes/{id}/network); egress, a connection or DNS question of the sandbox's that the egress proxy allowed or refused.
+	Kind string `json:"kind" enums:"exec,file_read,file_write,archive_read,archive_write,port,preview,process_start,process_input,process_signal,terminal,network_update,egress" x-enum-varnames:"ActivityKindExec,ActivityKindFileRead,ActivityKindFileWrite,ActivityKindArchiveRead,ActivityKindArchiveWrite,ActivityKindPort,ActivityKindPreview,ActivityKindProcessStart,ActivityKindProcessInput,ActivityKindProcessSignal,ActivityKindTerminal,ActivityKindNetworkUpdate,ActivityKindEgress" example:"exec"`
 	// Command is the command of an exec or a process's start (its first 4096 bytes); null for the others.
 	Command *string `json:"command" extensions:"x-nullable" example:"pytest -q"`
 	// Path is the file's or folder's path; null for the others.
@@ -58,8 +59,18 @@ type Activity struct {
 	TimedOut bool `json:"timed_out" example:"false"`
 	// OOMKilled is true when the sandbox's memory limit killed a process while the exec ran.
 	OOMKilled bool `json:"oom_killed" example:"false"`
-	// Error is the error code the operation failed with (as in a Problem); null when it succeeded.
+	// Error is the error code the operation failed with (as in a Problem); null when it succeeded. For egress, why the proxy refused the connection (or ended it early).
 	Error *string `json:"error" extensions:"x-nullable" example:"FILE_NOT_FOUND"`
+	// Allow is the new allow list of a network_update, as JSON; null for the others.
+	Allow *string `json:"allow" extensions:"x-nullable" example:"[\"pypi.org\",\"*.pythonhosted.org\"]"`
+	// Host is what an egress record's connection went to: the name the sandbox asked for (TLS server name, HTTP Host, DNS question) or else the address it dialled; null for the others.
+	Host *string `json:"host" extensions:"x-nullable" example:"pypi.org"`
+	// Allowed is an egress record's verdict; null for the others.
+	Allowed *bool `json:"allowed" extensions:"x-nullable" example:"true"`
+	// Rule is the allow-list entry that allowed an egress connection; null for the others and for refusals.
+	Rule *string `json:"rule" extensions:"x-nullable" example:"pypi.org"`
+	// BytesIn is how many bytes came back to the sandbox over an egress connection (bytes counts those it sent); null for the others.
+	BytesIn *int64 `json:"bytes_in" extensions:"x-nullable" format:"int64" example:"52144"`
 } // @name Activity
 
 // ActivityList is a page of a sandbox's activity, oldest first.
@@ -293,6 +304,11 @@ func toActivity(a domain.Activity) Activity {
 	case domain.ActivityPort, domain.ActivityPreview:
 		out.Request, out.PreviewID = &target, httpapi.Optional(a.PreviewID)
 		out.Port, out.HTTPStatus = optionalInt(a.Port), optionalInt(a.Status)
+	case domain.ActivityNetworkUpdate:
+		out.Allow = &target
+	case domain.ActivityEgress:
+		out.Host, out.Port, out.Allowed = &target, optionalInt(a.Port), a.Allowed
+		out.Rule, out.BytesIn = httpapi.Optional(a.Rule), a.BytesIn
 	default:
 		out.Path = &target
 	}
@@ -302,7 +318,7 @@ func toActivity(a domain.Activity) Activity {
 // HandleSandboxActivity returns what clients did in a sandbox.
 //
 //	@Summary		A sandbox's activity
-//	@Description	Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
+//	@Description	Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, edit of its network rules, and connection of its own the egress proxy decided, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
 //	@ID				listSandboxActivity
 //	@Tags			events
 //	@Produce		json
