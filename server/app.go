@@ -20,10 +20,10 @@ import (
 
 	"github.com/tetherhq/tether/internal/cluster"
 	"github.com/tetherhq/tether/internal/domain"
-	"github.com/tetherhq/tether/internal/egressproxy"
 	"github.com/tetherhq/tether/internal/framing"
 	tetherhttp "github.com/tetherhq/tether/internal/http"
 	"github.com/tetherhq/tether/internal/lifecycle"
+	"github.com/tetherhq/tether/internal/secretbox"
 	"github.com/tetherhq/tether/internal/store"
 	"github.com/tetherhq/tether/internal/store/notify"
 )
@@ -46,7 +46,8 @@ type app struct {
 	log *slog.Logger
 
 	providers  []domain.Provider
-	egress     *egressproxy.Proxy // the allow-list sandboxes' way out; nil without local
+	egress     *egress        // the allow-list sandboxes' way out; nil without local
+	secrets    *secretbox.Box // seals tenants' secrets; nil without SECRETS_KEY
 	st         *store.Store
 	notifier   *notify.Notifier
 	closePools func()
@@ -99,6 +100,9 @@ func (a *app) build(ctx context.Context, migrateFirst bool) error {
 	if err := a.fitConns(); err != nil {
 		return err
 	}
+	if err := a.buildSecrets(); err != nil {
+		return err
+	}
 	localOpts, err := a.buildEgress()
 	if err != nil {
 		return err
@@ -126,6 +130,7 @@ func (a *app) build(ctx context.Context, migrateFirst bool) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		lifecycle.NewRegistryCollector(a.st), lifecycle.NewProviderCollector(a.providers), lifecycle.NewWebhookCollector(a.st),
 		lifecycle.NewPoolCollector(a.st))
+	reg.MustRegister(a.egressCollectors()...)
 	a.buildWorkers(reg)
 	a.buildServers(ctx, reg, secret)
 	return nil
@@ -318,7 +323,7 @@ func (a *app) buildServers(ctx context.Context, reg *prometheus.Registry, secret
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		a.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
-	handler := tetherhttp.NewServer(a.log, api, tetherhttp.Deps{
+	deps := tetherhttp.Deps{
 		Store:     a.st,
 		Changes:   a.notifier,
 		Providers: a.providers,
@@ -330,7 +335,14 @@ func (a *app) buildServers(ctx context.Context, reg *prometheus.Registry, secret
 
 		Authenticated: a.guard.authenticated,
 		Framing:       requestFraming,
-	})
+	}
+	if a.egress != nil {
+		deps.Egress = a.egressRules()
+	}
+	if a.secrets != nil {
+		deps.Secrets = a.secrets
+	}
+	handler := tetherhttp.NewServer(a.log, api, deps)
 	a.srv = &http.Server{
 		Handler:     handler,
 		ConnState:   a.guard.track,
@@ -360,9 +372,7 @@ func (a *app) buildServers(ctx context.Context, reg *prometheus.Registry, secret
 // for shutdown to stop.
 func (a *app) start(ctx context.Context) error {
 	a.workers.Go(func() { a.notifier.Run(a.workCtx) })
-	if a.egress != nil {
-		a.egress.Start()
-	}
+	a.startEgress()
 	if err := a.heartbeat.Start(a.workCtx); err != nil {
 		return fmt.Errorf("register node %s: %w", a.node.ID, err)
 	}

@@ -54,6 +54,8 @@ type config struct {
 	Webhooks lifecycle.WebhookConfig
 	// Egress is the egress proxy's, which runs when local is enabled.
 	Egress egressConfig
+	// SecretsKey seals tenants' secrets (SECRETS_KEY); nil: none are kept.
+	SecretsKey []byte
 	// Refiller is the warm pools' refiller; serve adds WorkerID, the
 	// lifetimes and the live-sandbox quota.
 	Refiller lifecycle.RefillerConfig

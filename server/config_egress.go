@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tetherhq/tether/internal/egressproxy"
+	"github.com/tetherhq/tether/internal/secretbox"
 )
 
 // egressConfig is the egress proxy's configuration (the "allowlist"
@@ -37,4 +38,17 @@ var egressSettings = []setting{
 		}},
 	boolean("EGRESS_ALLOW_PRIVATE", "let allow-list rules reach private, loopback and link-local addresses and the host's own",
 		func(c *config) *bool { return &c.Egress.AllowPrivate }),
+	{name: "SECRETS_KEY", doc: "the key tenants' secrets are sealed under: 32 bytes, base64 or hex (openssl rand -base64 32); unset: no secrets",
+		set: func(c *config, v string) error {
+			c.SecretsKey = nil
+			if strings.TrimSpace(v) == "" {
+				return nil
+			}
+			key, err := secretbox.ParseKey(v)
+			if err != nil {
+				return fmt.Errorf("SECRETS_KEY: %w", err)
+			}
+			c.SecretsKey = key
+			return nil
+		}},
 }
