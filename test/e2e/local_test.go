@@ -270,10 +270,17 @@ func TestSandboxesSurviveTetherCrash(t *testing.T) {
 
 // TestOrphanIsDestroyed: a sandbox on the host that Tether has no record
 // of (it crashed between making it and recording it, say) is destroyed by
-// the janitor's reconciliation.
+// the janitor's reconciliation once Tether runs again.
 func TestOrphanIsDestroyed(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
+	// Tether is down while the orphan is made and a process started in
+	// it, as after the crash. A running janitor destroys an orphan once
+	// it is ORPHAN_GRACE (1s) old, counted from the start of its create:
+	// on a loaded machine that came before or during the exec below,
+	// which found the orphan's init dead ("nsenter: cannot open
+	// /proc/N/ns/cgroup").
+	e.replica.Kill()
 	p, err := local.New(e.stateDir)
 	if err != nil {
 		t.Fatal(err)
@@ -286,6 +293,11 @@ func TestOrphanIsDestroyed(t *testing.T) {
 	if res, err := p.Exec(t.Context(), orphan, domain.ExecRequest{Command: bg + " >/dev/null 2>&1 &"}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("exec in the orphan: %v %+v", err, res)
 	}
+	if !running(bg) {
+		t.Fatal("the orphan's process is not running")
+	}
+	e.replica.Start()
+	e.replica.WaitReady(60 * time.Second)
 	waitGone(t, bg)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
