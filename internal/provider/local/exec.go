@@ -31,10 +31,15 @@ func (p *Provider) running(id string) (meta, error) {
 	}
 	m, err := p.readMeta(id)
 	if err != nil || !m.alive() {
-		return meta{}, provider.Errorf(provider.CodeProviderUnavailable,
-			"sandbox %s no longer runs on this host; the janitor will mark it lost", id)
+		return meta{}, noLongerRuns(id)
 	}
 	return m, nil
+}
+
+// noLongerRuns is the error for a call on a sandbox whose init has ended.
+func noLongerRuns(id string) error {
+	return provider.Errorf(provider.CodeProviderUnavailable,
+		"sandbox %s no longer runs on this host; the janitor will mark it lost", id)
 }
 
 // sandboxCmd is a command that enters a sandbox, and the control groups
@@ -42,8 +47,20 @@ func (p *Provider) running(id string) (meta, error) {
 type sandboxCmd struct {
 	*exec.Cmd
 	groups []string
-	// sandbox is the id of the sandbox it enters ("": none, the probe).
+	// sandbox is the id of the sandbox it enters ("": none, the probe),
+	// target its metadata: nsenter enters the namespaces of target's init.
 	sandbox string
+	target  meta
+}
+
+// enterFailed reports whether cmd, ended with err, failed as nsenter
+// does when its sandbox has ended: exit status 1 (nsenter's own failures:
+// it could not open the namespaces of an init that died after the
+// lookup, killed by a destroy, say) and the init no longer runs. A
+// command in a sandbox that still runs fails as itself.
+func (cmd *sandboxCmd) enterFailed(err error) bool {
+	var exitErr *exec.ExitError
+	return cmd.sandbox != "" && errors.As(err, &exitErr) && exitErr.ExitCode() == 1 && !cmd.target.alive()
 }
 
 // command returns a command that runs argv inside the sandbox: in its
@@ -104,11 +121,12 @@ func (p *Provider) commandIn(groups []string, m meta, extra map[string]string, s
 	// A process group of its own, so a timeout can kill the command and
 	// everything it started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	return &sandboxCmd{Cmd: cmd, groups: groups, sandbox: m.SandboxID}
+	return &sandboxCmd{Cmd: cmd, groups: groups, sandbox: m.SandboxID, target: m}
 }
 
 // run starts cmd (see startCommand) and waits for it, killing its process
-// group when ctx ends. It reports whether ctx ended it.
+// group when ctx ends. It reports whether ctx ended it. A command that
+// failed because its sandbox ended (enterFailed) is noLongerRuns.
 func (p *Provider) run(ctx context.Context, cmd *sandboxCmd) (killed bool, err error) {
 	if err := p.startIn(cmd); err != nil {
 		return false, err
@@ -117,6 +135,9 @@ func (p *Provider) run(ctx context.Context, cmd *sandboxCmd) (killed bool, err e
 	go func() { waited <- cmd.Wait() }()
 	select {
 	case err := <-waited:
+		if cmd.enterFailed(err) {
+			return false, noLongerRuns(cmd.sandbox)
+		}
 		return false, err
 	case <-ctx.Done():
 		if p.cg != nil && cmd.sandbox != "" && p.cg.Frozen(cmd.sandbox) {
@@ -344,15 +365,22 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req provider.ExecReq
 		}
 		run.waitFn = cmd.Wait
 		run.stopFn = func(waited <-chan error) error { return stopCommand(cmd.Process.Pid, group, waited) }
-		if len(cmd.groups) > 0 {
-			// In the sandbox's groups, nsenter itself may find no room to
-			// fork the command's shell: what it says is watched for.
-			run.sink.watched = streams[len(streams)-1]
-		}
+		run.entered = cmd
+		// What nsenter says of its own failures is watched for: that it
+		// could not enter the sandbox, or (in the sandbox's groups) found
+		// no room to fork the command's shell there.
+		run.sink.watched = streams[len(streams)-1]
 	}
 	killed, waitErr, failure := run.wait(ctx, execTimeout(req))
 	if failure != nil {
 		return res, failure
+	}
+	if run.entered != nil && !killed && run.entered.enterFailed(waitErr) && run.sink.wroteLine(nsenterPrefix) {
+		// The sandbox ended between its lookup and nsenter's entry (its
+		// init killed by a destroy): nothing of the command ran, as if
+		// the lookup had found it gone. (A command that wrote one line
+		// starting so and exited 1 as its sandbox ended is taken for it.)
+		return res, noLongerRuns(m.SandboxID)
 	}
 	if errors.Is(waitErr, errServerLost) && !killed {
 		// Killed in the sandbox (its user may): the command's status went
@@ -366,7 +394,7 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req provider.ExecReq
 	if res, err = execOutcome(killed, waitErr); err != nil {
 		return res, err
 	}
-	if res.ExitCode == 1 && run.sink.wroteOnly(nsenterForkFailed) {
+	if res.ExitCode == 1 && run.entered != nil && len(run.entered.groups) > 0 && run.sink.wroteOnly(nsenterForkFailed) {
 		// nsenter started in the sandbox's groups but could not fork the
 		// command's shell: at the process limit, though nsenter alone
 		// says only EAGAIN. (A command that wrote exactly that line and
@@ -417,14 +445,22 @@ func atProcessLimit(out *outputcap.Cap, stream string) (provider.ExecResult, err
 // entered the sandbox but cannot fork the command's shell there.
 const nsenterForkFailed = "nsenter: fork failed: Resource temporarily unavailable\n"
 
+// nsenterPrefix starts each line nsenter writes of its own failures, such
+// as "nsenter: cannot open /proc/N/ns/cgroup: No such file or directory"
+// for an init that has died.
+const nsenterPrefix = "nsenter: "
+
 // captured is a started command whose output runCaptured reads.
 type captured struct {
 	p *Provider
 	m meta
 	// waitFn waits for the command to end; stopFn kills it and all it
 	// started, given the channel waitFn's answer comes on, and returns it.
-	waitFn  func() error
-	stopFn  func(waited <-chan error) error
+	waitFn func() error
+	stopFn func(waited <-chan error) error
+	// entered is the command when it runs through nsenter (nil: through
+	// the exec server).
+	entered *sandboxCmd
 	group   cgroup.ExecGroup
 	streams []string
 	readers []*os.File
@@ -494,20 +530,34 @@ type outputSink struct {
 	// failed is closed when out fails.
 	failed chan struct{}
 	// head is the start of what was written to the stream watched (none:
-	// nothing is kept), as long as nsenterForkFailed; written is how many
-	// bytes were written in all, to any stream.
+	// nothing is kept), up to headMax bytes; written is how many bytes
+	// were written in all, to any stream.
 	watched string
 	head    []byte
 	written int
 }
 
+// headMax is how much of the stream watched an outputSink keeps: room
+// for a line of nsenter's, which may name a path.
+const headMax = 256
+
 // wroteOnly reports whether all the command wrote, on any stream, was
-// want on the stream watched (want no longer than nsenterForkFailed).
-// Called once the readers are done.
+// want on the stream watched (want no longer than headMax). Called once
+// the readers are done.
 func (s *outputSink) wroteOnly(want string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.watched != "" && s.written == len(want) && string(s.head) == want
+}
+
+// wroteLine reports whether all the command wrote, on any stream, was one
+// line, starting with prefix, on the stream watched. Called once the
+// readers are done.
+func (s *outputSink) wroteLine(prefix string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.watched != "" && s.written == len(s.head) && bytes.HasPrefix(s.head, []byte(prefix)) &&
+		bytes.IndexByte(s.head, '\n') == len(s.head)-1
 }
 
 func (s *outputSink) write(stream string, p []byte) {
@@ -517,8 +567,8 @@ func (s *outputSink) write(stream string, p []byte) {
 		return
 	}
 	s.written += len(p)
-	if stream == s.watched && len(s.head) < len(nsenterForkFailed) {
-		s.head = append(s.head, p[:min(len(p), len(nsenterForkFailed)-len(s.head))]...)
+	if stream == s.watched && len(s.head) < headMax {
+		s.head = append(s.head, p[:min(len(p), headMax-len(s.head))]...)
 	}
 	if err := s.out.Write(stream, p); err != nil {
 		s.dropping, s.err = true, err
