@@ -98,6 +98,19 @@ Tether on http://$host (API key: $BOOTSTRAP_API_KEY; providers: $PROVIDERS, the 
 EOF
 }
 
+# dev_secrets_key prints the dev server's SECRETS_KEY, made once and kept
+# beside the dev Postgres (.data/dev-secrets.key, git-ignored), so that
+# secrets stored through /v1/secrets open again after a restart. A real
+# deployment sets SECRETS_KEY itself (docs/configuration.md).
+dev_secrets_key() {
+	local file=.data/dev-secrets.key
+	if [[ ! -s $file ]]; then
+		mkdir -p .data
+		(umask 077 && head -c 32 /dev/urandom | base64 >"$file")
+	fi
+	cat "$file"
+}
+
 main() {
 	: "${GO:=go}" "${BIN:=bin/tether}" "${LISTEN_ADDR:=127.0.0.1:8080}" "${BOOTSTRAP_API_KEY:=dev-key-change-me}"
 	scripts/deps.sh run
@@ -105,8 +118,9 @@ main() {
 	PROVIDERS=${PROVIDERS:-$(default_providers)}
 	DATABASE_URL=$(scripts/postgres.sh start dev | tail -n 1)
 	build "$(build_tags "$PROVIDERS")"
+	SECRETS_KEY=${SECRETS_KEY:-$(dev_secrets_key)}
 	banner
-	export DATABASE_URL BOOTSTRAP_API_KEY LISTEN_ADDR PROVIDERS
+	export DATABASE_URL BOOTSTRAP_API_KEY LISTEN_ADDR PROVIDERS SECRETS_KEY
 	# exec, not `go run`: the server is then make's own child, so a SIGTERM
 	# to make (which make passes on to its children) or to the process
 	# group stops it; `go run` would die on SIGTERM and leave the server
