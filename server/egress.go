@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,7 +43,7 @@ func (a *app) buildSecrets() error {
 // own, and returns the options that hand it to the provider. The rules
 // are the registry's (egresspolicy.Policy), credentials' secrets opened
 // with the secrets box; every connection is recorded in the sandbox's
-// activity, and refusals in the log too.
+// activity and in the log (refusals at info, the rest at debug).
 func (a *app) buildEgress() ([]local.Option, error) {
 	if !slices.Contains(a.cfg.Providers, local.Name) {
 		return nil, nil
@@ -63,7 +64,7 @@ func (a *app) buildEgress() ([]local.Option, error) {
 	recorder := egresspolicy.NewRecorder(appStore{a}, a.log, nil)
 	cfg := egressproxy.Config{
 		Policy:       policy,
-		Recorder:     recorders{recorder, refusalsLogged{egressproxy.LogRecorder{Log: a.log}}},
+		Recorder:     recorders{recorder, egressproxy.LogRecorder{Log: a.log}},
 		AllowPrivate: a.cfg.Egress.AllowPrivate,
 		Log:          a.log,
 	}
@@ -81,17 +82,31 @@ func (a *app) buildEgress() ([]local.Option, error) {
 // recorder, which are made with the providers, before the store is
 // opened (a provider misconfigured is refused before Postgres is
 // reached), and used only once the app has started.
+// Until then (the local provider serves its running allow-list sandboxes
+// again while it is made) it answers errNotOpen: their rules are loaded
+// once the proxy is asked for them.
 type appStore struct{ a *app }
 
+var errNotOpen = errors.New("the registry is not open yet")
+
 func (s appStore) SandboxNetworks(ctx context.Context, ids []string) ([]domain.SandboxNetwork, error) {
+	if s.a.st == nil {
+		return nil, errNotOpen
+	}
 	return s.a.st.SandboxNetworks(ctx, ids)
 }
 
 func (s appStore) SealedSecrets(ctx context.Context, tenant string, names []string) (map[string][]byte, error) {
+	if s.a.st == nil {
+		return nil, errNotOpen
+	}
 	return s.a.st.SealedSecrets(ctx, tenant, names)
 }
 
 func (s appStore) RecordEgress(ctx context.Context, records []domain.Activity) error {
+	if s.a.st == nil {
+		return errNotOpen
+	}
 	return s.a.st.RecordEgress(ctx, records)
 }
 
@@ -101,15 +116,6 @@ type recorders []egressproxy.Recorder
 func (rs recorders) Record(r egressproxy.ConnRecord) {
 	for _, rec := range rs {
 		rec.Record(r)
-	}
-}
-
-// refusalsLogged passes on refusals only.
-type refusalsLogged struct{ egressproxy.Recorder }
-
-func (l refusalsLogged) Record(r egressproxy.ConnRecord) {
-	if !r.Allowed {
-		l.Recorder.Record(r)
 	}
 }
 
