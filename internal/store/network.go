@@ -185,7 +185,12 @@ func (s *Store) SetSandboxNetwork(ctx context.Context, e domain.NetworkEdit) (do
 			FROM sb LEFT JOIN sandbox_networks n ON n.sandbox_id = sb.id
 			WHERE sb.state NOT IN ('cancelled', 'terminated', 'failed')
 			ON CONFLICT (sandbox_id) DO UPDATE
-				SET allow = excluded.allow, credentials = excluded.credentials, updated_at = excluded.updated_at, key_id = excluded.key_id
+				-- The row as it is now (an edit that committed while this
+				-- one waited included), not as the statement's snapshot
+				-- read it: an edit that keeps the credentials keeps the
+				-- latest ones.
+				SET allow = excluded.allow, updated_at = excluded.updated_at, key_id = excluded.key_id,
+					credentials = CASE WHEN @creds::jsonb IS NULL THEN sandbox_networks.credentials ELSE excluded.credentials END
 			RETURNING sandbox_id
 		), audit AS (
 			INSERT INTO sandbox_activity (sandbox_id, tenant, at, key_id, key_name, kind, target, duration_ms, timed_out, oom_killed)
