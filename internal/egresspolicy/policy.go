@@ -94,6 +94,9 @@ type Policy struct {
 
 	mu      sync.Mutex
 	entries map[string]*entry
+	// reads numbers the registry's reads, so that one that started
+	// before another already applied is not applied over it.
+	reads uint64
 }
 
 // entry is what Policy holds of one sandbox the proxy serves.
@@ -108,6 +111,8 @@ type entry struct {
 	ready     bool
 	liveUntil time.Time
 	loadedAt  time.Time
+	// read is the number of the read applied last.
+	read uint64
 }
 
 // New returns a Policy; Run keeps it current.
@@ -169,7 +174,9 @@ func (p *Policy) Lookup(ctx context.Context, id string) (egressproxy.Rules, bool
 	case e == nil:
 		return egressproxy.Rules{}, false
 	case !e.loaded:
-		return e.seed, true
+		// The registry has not answered yet: nothing, rather than the
+		// create's rules, which an edit may have narrowed since.
+		return egressproxy.Rules{}, true
 	}
 	rules := e.rules
 	if why := lapsed(e, now); why != "" {
@@ -277,15 +284,22 @@ const maxLoad = 500
 func (p *Policy) load(ctx context.Context, ids []string) error {
 	var errs []error
 	for chunk := range slices.Chunk(ids, maxLoad) {
+		p.mu.Lock()
+		p.reads++
+		read := p.reads
+		p.mu.Unlock()
 		nets, err := p.cfg.Registry.SandboxNetworks(ctx, chunk)
 		if err != nil {
 			return fmt.Errorf("load egress rules: %w", err)
 		}
 		found := make(map[string]loaded, len(nets))
+		failed := map[string]bool{}
 		for _, n := range nets {
 			l, err := p.compile(ctx, n)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("sandbox %s: %w", n.SandboxID, err))
+				failed[n.SandboxID] = true
+				continue
 			}
 			found[n.SandboxID] = l
 		}
@@ -293,11 +307,13 @@ func (p *Policy) load(ctx context.Context, ids []string) error {
 		p.mu.Lock()
 		for _, id := range chunk {
 			e := p.entries[id]
-			if e == nil {
-				continue // deleted meanwhile
+			if e == nil || e.read > read || (failed[id] && e.loaded) {
+				// Deleted meanwhile, or a later read applied already, or
+				// this one failed (what was loaded before stays).
+				continue
 			}
-			l := found[id] // zero (no rules, nothing in force) if gone
-			e.loaded, e.rules, e.ready, e.liveUntil, e.loadedAt = true, l.rules, l.ready, l.liveUntil, now
+			l := found[id] // zero (no rules, nothing in force) if gone or failed
+			e.loaded, e.rules, e.ready, e.liveUntil, e.loadedAt, e.read = true, l.rules, l.ready, l.liveUntil, now, read
 		}
 		p.mu.Unlock()
 	}
