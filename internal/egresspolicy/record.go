@@ -3,6 +3,7 @@ package egresspolicy
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +32,8 @@ const (
 // Record never blocks the proxy: records wait in a queue that Run writes
 // in batches (one statement each, at most every 200 ms); when Postgres
 // cannot keep up and the queue is full, records are dropped and counted
-// (tether_egress_records_dropped_total). Every connection is recorded;
+// (tether_egress_records_dropped_total), as are those of a sandbox past
+// 100 a second. Every connection is recorded;
 // of DNS questions, the refused ones only (an allowed name is followed by
 // its connection, which is).
 type Recorder struct {
@@ -40,9 +42,16 @@ type Recorder struct {
 	queue chan domain.Activity
 
 	dropped atomic.Int64
-	conns   *prometheus.CounterVec
-	bytes   *prometheus.CounterVec
-	drops   prometheus.Counter
+	// rates counts each sandbox's records in the current second: a
+	// sandbox past perSandboxRate has the rest of its second dropped, so
+	// that one sandbox cannot fill the activity table or crowd others'
+	// records out of the queue.
+	mu     sync.Mutex
+	second time.Time
+	rates  map[string]int
+	conns  *prometheus.CounterVec
+	bytes  *prometheus.CounterVec
+	drops  prometheus.Counter
 }
 
 // NewRecorder returns a Recorder writing to w, its metrics registered
@@ -80,6 +89,10 @@ func (r *Recorder) Record(c egressproxy.ConnRecord) {
 	if c.Proto == egressproxy.ProtoDNS && c.Allowed {
 		return
 	}
+	if !r.admit(c.SandboxID, c.End) {
+		r.drops.Inc()
+		return
+	}
 	select {
 	case r.queue <- activityOf(c):
 	default:
@@ -88,6 +101,20 @@ func (r *Recorder) Record(c egressproxy.ConnRecord) {
 			r.log.Warn("egress records dropped: the activity queue is full", "dropped", r.dropped.Load())
 		}
 	}
+}
+
+// perSandboxRate is the most records a sandbox has written a second.
+const perSandboxRate = 100
+
+// admit reports whether a record of sandbox id at may be written.
+func (r *Recorder) admit(id string, at time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sec := at.Truncate(time.Second); !sec.Equal(r.second) || r.rates == nil {
+		r.second, r.rates = sec, map[string]int{}
+	}
+	r.rates[id]++
+	return r.rates[id] <= perSandboxRate
 }
 
 // activityOf is c as an activity record.
@@ -105,12 +132,6 @@ func activityOf(c egressproxy.ConnRecord) domain.Activity {
 	}
 	if c.Proto == egressproxy.ProtoDNS {
 		a.Port = 53
-	}
-	if c.Credential != "" {
-		a.Target += " (" + c.Credential + " added)"
-	}
-	if c.Proto != "" {
-		a.Target = c.Proto + " " + a.Target
 	}
 	return a
 }
