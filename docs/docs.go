@@ -13168,7 +13168,7 @@ const docTemplate = `{
                     "example": "gh-token"
                 },
                 "value": {
-                    "description": "Value is the secret: 1-8192 bytes of UTF-8, no line breaks or NUL (it goes into a header).",
+                    "description": "Value is the secret: 1-8192 bytes of UTF-8, no control characters but tab (it goes into a header).",
                     "type": "string",
                     "example": "ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
                 }

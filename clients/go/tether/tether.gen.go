@@ -1629,7 +1629,7 @@ type PutSecretRequest struct {
 	// Example: gh-token
 	Name string `json:"name"`
 
-	// Value Value is the secret: 1-8192 bytes of UTF-8, no line breaks or NUL (it goes into a header).
+	// Value Value is the secret: 1-8192 bytes of UTF-8, no control characters but tab (it goes into a header).
 	//
 	// Example: ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
 	Value string `json:"value"`

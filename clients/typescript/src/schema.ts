@@ -2148,7 +2148,7 @@ export interface components {
              */
             name: string;
             /**
-             * @description Value is the secret: 1-8192 bytes of UTF-8, no line breaks or NUL (it goes into a header).
+             * @description Value is the secret: 1-8192 bytes of UTF-8, no control characters but tab (it goes into a header).
              * @example ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
              */
             value: string;

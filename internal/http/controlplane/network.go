@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -155,7 +156,11 @@ func HandleSandboxNetworkUpdate(st NetworkStore, rules EgressRules) httpapi.Hand
 			return domain.Errorf(domain.CodeNotSupported, "the %s provider's network rules are fixed at create", cur.Provider)
 		}
 		if err := rules.CheckAllow(*req.Allow); err != nil {
-			return domain.Errorf(domain.CodeInvalidRequest, "allow%s", err.Error())
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "[") { // not one entry's: the list's
+				msg = ": " + msg
+			}
+			return domain.Errorf(domain.CodeInvalidRequest, "allow%s", msg)
 		}
 		edit := domain.NetworkEdit{Tenant: tenant, SandboxID: id, Allow: *req.Allow, By: httpapi.CallerOf(c)}
 		if req.Credentials != nil {

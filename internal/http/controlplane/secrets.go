@@ -33,7 +33,7 @@ type SecretList struct {
 type PutSecretRequest struct {
 	// Name is 1-100 letters, digits, '.', '_' and '-', starting with a letter or digit.
 	Name string `json:"name" example:"gh-token"`
-	// Value is the secret: 1-8192 bytes of UTF-8, no line breaks or NUL (it goes into a header).
+	// Value is the secret: 1-8192 bytes of UTF-8, no control characters but tab (it goes into a header).
 	Value string `json:"value" example:"ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"`
 } // @name PutSecretRequest
 
@@ -53,6 +53,9 @@ type Sealer interface {
 func toSecret(s domain.Secret) Secret {
 	return Secret{Name: s.Name, CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(), UpdatedBy: httpapi.Optional(s.UpdatedBy)}
 }
+
+// notInHeader tells the characters a header's value may not hold.
+func notInHeader(r rune) bool { return r != '\t' && (r < ' ' || r == 0x7f) }
 
 // errNoSecrets answers the secret routes of a server without SECRETS_KEY.
 func errNoSecrets() error {
@@ -92,8 +95,8 @@ func HandleSecretPut(log *slog.Logger, st SecretStore, box Sealer) httpapi.Handl
 		if !domain.ValidSecretName(req.Name) {
 			return domain.Errorf(domain.CodeInvalidRequest, "name must be 1-%d letters, digits, '.', '_' and '-', starting with a letter or digit", domain.MaxSecretName)
 		}
-		if req.Value == "" || len(req.Value) > domain.MaxSecretValue || strings.ContainsAny(req.Value, "\r\n\x00") {
-			return domain.Errorf(domain.CodeInvalidRequest, "value must be 1-%d bytes with no line breaks or NUL", domain.MaxSecretValue)
+		if req.Value == "" || len(req.Value) > domain.MaxSecretValue || strings.IndexFunc(req.Value, notInHeader) >= 0 {
+			return domain.Errorf(domain.CodeInvalidRequest, "value must be 1-%d bytes with no control characters but tab (it goes into a header)", domain.MaxSecretValue)
 		}
 		tenant, by := httpapi.TenantOf(c), httpapi.CallerOf(c)
 		sec, created, err := st.PutSecret(c.Request.Context(), tenant, req.Name, box.Seal(tenant, req.Name, []byte(req.Value)), by)
