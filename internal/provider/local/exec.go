@@ -375,37 +375,50 @@ func (p *Provider) runCaptured(ctx context.Context, m meta, req provider.ExecReq
 	if failure != nil {
 		return res, failure
 	}
-	if run.entered != nil && !killed && run.entered.enterFailed(waitErr) && run.sink.wroteLine(nsenterPrefix) {
+	if res, err = run.outcome(out, streams[len(streams)-1], killed, waitErr); err != nil {
+		return res, err
+	}
+	res.OOMKilled = p.oomKills(m) > ooms
+	if res.Truncated, err = out.Finish(); err != nil {
+		return res, fmt.Errorf("local: exec: passing output on: %w", err)
+	}
+	return res, nil
+}
+
+// outcome is the result of the command c ran, which ended with waitErr
+// (killed at its timeout or not), its notes written to errStream of out.
+func (c *captured) outcome(out *outputcap.Cap, errStream string, killed bool, waitErr error) (provider.ExecResult, error) {
+	var (
+		res provider.ExecResult
+		err error
+	)
+	if c.entered != nil && !killed && c.entered.enterFailed(waitErr) && c.sink.wroteLine(nsenterPrefix) {
 		// The sandbox ended between its lookup and nsenter's entry (its
 		// init killed by a destroy): nothing of the command ran, as if
 		// the lookup had found it gone. (A command that wrote one line
 		// starting so and exited 1 as its sandbox ended is taken for it.)
-		return res, noLongerRuns(m.SandboxID)
+		return res, noLongerRuns(c.m.SandboxID)
 	}
 	if errors.Is(waitErr, errServerLost) && !killed {
 		// Killed in the sandbox (its user may): the command's status went
 		// with it. (The command has ended; what it left in the background
 		// lives on, as after any command.)
 		waitErr = &exitCode{137}
-		if err := out.Write(streams[len(streams)-1], []byte("\n[tether: the sandbox's exec server was killed during the command; its exit status is unknown]\n")); err != nil {
+		if err := out.Write(errStream, []byte("\n[tether: the sandbox's exec server was killed during the command; its exit status is unknown]\n")); err != nil {
 			return res, fmt.Errorf("local: exec: passing output on: %w", err)
 		}
 	}
 	if res, err = execOutcome(killed, waitErr); err != nil {
 		return res, err
 	}
-	if res.ExitCode == 1 && run.entered != nil && len(run.entered.groups) > 0 && run.sink.wroteOnly(nsenterForkFailed) {
+	if res.ExitCode == 1 && c.entered != nil && len(c.entered.groups) > 0 && c.sink.wroteOnly(nsenterForkFailed) {
 		// nsenter started in the sandbox's groups but could not fork the
 		// command's shell: at the process limit, though nsenter alone
 		// says only EAGAIN. (A command that wrote exactly that line and
 		// nothing else, and exited 1, would get the note too.)
-		if err := out.Write(streams[len(streams)-1], []byte("[tether: the command did not start: the sandbox is at its process limit]\n")); err != nil {
+		if err := out.Write(errStream, []byte("[tether: the command did not start: the sandbox is at its process limit]\n")); err != nil {
 			return res, fmt.Errorf("local: exec: passing output on: %w", err)
 		}
-	}
-	res.OOMKilled = p.oomKills(m) > ooms
-	if res.Truncated, err = out.Finish(); err != nil {
-		return res, fmt.Errorf("local: exec: passing output on: %w", err)
 	}
 	return res, nil
 }
