@@ -59,3 +59,22 @@ func ValidSnapshotID(id string) bool {
 	rest, ok := strings.CutPrefix(id, snapshotPrefix)
 	return ok && ValidSandboxID(idPrefix+rest)
 }
+
+// ValidName reports whether name is a name a tenant gives what it keeps
+// in Tether and refers to by name in create params (secrets, network
+// policies): 1-100 letters, digits, '.', '_' and '-', starting with a
+// letter or digit.
+func ValidName(name string) bool {
+	if name == "" || len(name) > 100 {
+		return false
+	}
+	for i, c := range name {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,6 +1,10 @@
 package domain
 
-import "time"
+import (
+	"time"
+
+	"github.com/tetherhq/tether/provider"
+)
 
 // NetworkChanged is the State of a Change that announces an edit of a
 // sandbox's network rules rather than a new state: every replica's egress
@@ -37,6 +41,10 @@ type SandboxNetwork struct {
 	Mode        string
 	Allow       []string
 	Credentials []NetworkCredential
+	// Policies are the names of the tenant's network policies attached;
+	// Attached, those of them that exist, with their rules.
+	Policies []string
+	Attached []NetworkPolicy
 	// Edited tells rules set by an edit from the create's; UpdatedAt and
 	// UpdatedBy are the last edit's.
 	Edited    bool
@@ -49,13 +57,33 @@ type SandboxNetwork struct {
 }
 
 // NetworkEdit is an edit of a sandbox's network rules: the allow list
-// replaced, and the credentials too unless nil.
+// replaced, and the credentials and the policies too unless nil.
 type NetworkEdit struct {
 	Tenant, SandboxID string
 	Allow             []string
 	Credentials       []NetworkCredential
+	Policies          []string
 	By                Caller
 }
+
+// NetworkPolicy is a tenant's named network policy: an allow list and
+// credentials that allow-list sandboxes attach by name.
+type NetworkPolicy struct {
+	Tenant      string              `json:"-"`
+	Name        string              `json:"name"`
+	Allow       []string            `json:"allow"`
+	Credentials []NetworkCredential `json:"credentials"`
+	CreatedAt   time.Time           `json:"-"`
+	UpdatedAt   time.Time           `json:"-"`
+	UpdatedBy   string              `json:"-"`
+}
+
+// ValidPolicyName reports whether name may name a network policy: as a
+// secret's name.
+func ValidPolicyName(name string) bool { return ValidSecretName(name) }
+
+// MaxPolicies bounds the policies attached to one sandbox.
+const MaxPolicies = 16
 
 // Secret is a tenant's secret, without its value (which Tether keeps
 // sealed and never shows).
@@ -71,23 +99,10 @@ type Secret struct {
 // MaxSecretName is the longest secret name; MaxSecretValue the largest
 // value, in bytes.
 const (
-	MaxSecretName  = 100
+	MaxSecretName  = 100 // as provider.ValidName
 	MaxSecretValue = 8192
 )
 
-// ValidSecretName reports whether name may name a secret: 1-100 letters,
-// digits, '.', '_' and '-', starting with a letter or digit.
-func ValidSecretName(name string) bool {
-	if name == "" || len(name) > MaxSecretName {
-		return false
-	}
-	for i, c := range name {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case i > 0 && (c == '.' || c == '_' || c == '-'):
-		default:
-			return false
-		}
-	}
-	return true
-}
+// ValidSecretName reports whether name may name a secret: 1-100
+// letters, digits, '.', '_' and '-', starting with a letter or digit.
+func ValidSecretName(name string) bool { return provider.ValidName(name) }

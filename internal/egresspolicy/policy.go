@@ -336,19 +336,46 @@ func (p *Policy) compile(ctx context.Context, n domain.SandboxNetwork) (loaded, 
 	if n.Mode != domain.NetworkAllowlist {
 		return out, nil
 	}
-	allow, err := p.cfg.Parser().Parse(n.Allow)
+	parser := p.cfg.Parser()
+	allow, err := parser.Parse(n.Allow)
 	if err != nil {
 		return out, fmt.Errorf("allow: %w", err)
 	}
 	out.rules.Allow = allow
-	if len(n.Credentials) == 0 {
+	creds := n.Credentials
+	hosts := map[string]bool{}
+	for _, c := range creds {
+		hosts[c.Host] = true
+	}
+	// The attached policies' rules join the sandbox's own, named by their
+	// policy in the records; their credentials too, for hosts the
+	// sandbox's own do not cover. A policy whose rules no longer parse
+	// (the operator's settings changed) adds nothing.
+	for _, pol := range n.Attached {
+		rules, err := parser.Parse(pol.Allow)
+		if err != nil {
+			p.cfg.Log.Warn("network policy's rules do not parse", "tenant", n.Tenant, "policy", pol.Name, "err", err)
+			continue
+		}
+		for _, r := range rules {
+			r.Text += " (policy " + pol.Name + ")"
+			out.rules.Allow = append(out.rules.Allow, r)
+		}
+		for _, c := range pol.Credentials {
+			if !hosts[c.Host] {
+				hosts[c.Host] = true
+				creds = append(creds, c)
+			}
+		}
+	}
+	if len(creds) == 0 {
 		return out, nil
 	}
-	values, err := p.secrets(ctx, n)
+	values, err := p.secrets(ctx, n.Tenant, creds)
 	if err != nil {
 		return out, err
 	}
-	for _, c := range n.Credentials {
+	for _, c := range creds {
 		cred := egressproxy.Credential{Host: c.Host, Header: c.Header, Format: c.Format, Username: c.Username}
 		v, ok := values[c.Secret]
 		switch {
@@ -366,23 +393,23 @@ func (p *Policy) compile(ctx context.Context, n domain.SandboxNetwork) (loaded, 
 
 // secrets opens the secrets n's credentials name; one that does not open
 // is left out (and logged, never its value).
-func (p *Policy) secrets(ctx context.Context, n domain.SandboxNetwork) (map[string]string, error) {
+func (p *Policy) secrets(ctx context.Context, tenant string, creds []domain.NetworkCredential) (map[string]string, error) {
 	if p.cfg.Secrets == nil {
 		return nil, nil
 	}
 	names := map[string]bool{}
-	for _, c := range n.Credentials {
+	for _, c := range creds {
 		names[c.Secret] = true
 	}
-	sealed, err := p.cfg.Registry.SealedSecrets(ctx, n.Tenant, slices.Collect(maps.Keys(names)))
+	sealed, err := p.cfg.Registry.SealedSecrets(ctx, tenant, slices.Collect(maps.Keys(names)))
 	if err != nil {
 		return nil, fmt.Errorf("load secrets: %w", err)
 	}
 	out := make(map[string]string, len(sealed))
 	for name, s := range sealed {
-		v, err := p.cfg.Secrets.Open(n.Tenant, name, s)
+		v, err := p.cfg.Secrets.Open(tenant, name, s)
 		if err != nil {
-			p.cfg.Log.Error("secret does not open", "tenant", n.Tenant, "secret", name, "err", err)
+			p.cfg.Log.Error("secret does not open", "tenant", tenant, "secret", name, "err", err)
 			continue
 		}
 		out[name] = string(v)

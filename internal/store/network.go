@@ -104,19 +104,28 @@ const networkSelect = `
 	SELECT s.id, s.tenant, s.provider, s.state, coalesce(s.params->>'network', ''),
 		coalesce(n.allow, s.params->'allow', '[]'), coalesce(n.credentials, s.params->'credentials', '[]'),
 		n.sandbox_id IS NOT NULL, coalesce(n.updated_at, s.created_at), coalesce(n.key_id, ''),
-		least(s.expires_at, o.expires_at)
+		least(s.expires_at, o.expires_at), coalesce(n.policies, s.params->'policies', '[]'),
+		coalesce((SELECT jsonb_agg(jsonb_build_object('name', p.name, 'allow', p.allow, 'credentials', p.credentials) ORDER BY p.name)
+			FROM network_policies p
+			WHERE p.tenant = s.tenant AND coalesce(n.policies, s.params->'policies', '[]') ? p.name), '[]')
 	FROM sandboxes s
 	LEFT JOIN sandbox_networks n ON n.sandbox_id = s.id
 	LEFT JOIN owners o ON o.tenant = s.tenant AND o.name = s.owner`
 
 func scanNetwork(row pgx.Row) (domain.SandboxNetwork, error) {
 	var (
-		n            domain.SandboxNetwork
-		allow, creds []byte
+		n                                domain.SandboxNetwork
+		allow, creds, policies, attached []byte
 	)
 	if err := row.Scan(&n.SandboxID, &n.Tenant, &n.Provider, &n.State, &n.Mode, &allow, &creds, &n.Edited, &n.UpdatedAt,
-		&n.UpdatedBy.KeyID, &n.LiveUntil); err != nil {
+		&n.UpdatedBy.KeyID, &n.LiveUntil, &policies, &attached); err != nil {
 		return n, err
+	}
+	if json.Unmarshal(policies, &n.Policies) != nil {
+		n.Policies = nil
+	}
+	if json.Unmarshal(attached, &n.Attached) != nil {
+		n.Attached = nil
 	}
 	// A create's params were checked by its provider; a value of another
 	// shape (a provider without allow lists) reads as none.
@@ -166,9 +175,14 @@ func (s *Store) SetSandboxNetwork(ctx context.Context, e domain.NetworkEdit) (do
 	if err != nil {
 		return domain.SandboxNetwork{}, fmt.Errorf("store: set sandbox network: %w", err)
 	}
-	var creds []byte
+	var creds, policies []byte
 	if e.Credentials != nil {
 		if creds, err = json.Marshal(e.Credentials); err != nil {
+			return domain.SandboxNetwork{}, fmt.Errorf("store: set sandbox network: %w", err)
+		}
+	}
+	if e.Policies != nil {
+		if policies, err = json.Marshal(e.Policies); err != nil {
 			return domain.SandboxNetwork{}, fmt.Errorf("store: set sandbox network: %w", err)
 		}
 	}
@@ -180,8 +194,9 @@ func (s *Store) SetSandboxNetwork(ctx context.Context, e domain.NetworkEdit) (do
 		WITH sb AS (
 			SELECT id, tenant, state, params FROM sandboxes WHERE id = @id AND tenant = @tenant FOR SHARE
 		), edit AS (
-			INSERT INTO sandbox_networks (sandbox_id, allow, credentials, updated_at, key_id)
-			SELECT sb.id, @allow, coalesce(@creds::jsonb, n.credentials, sb.params->'credentials', '[]'), @now, @key_id
+			INSERT INTO sandbox_networks (sandbox_id, allow, credentials, policies, updated_at, key_id)
+			SELECT sb.id, @allow, coalesce(@creds::jsonb, n.credentials, sb.params->'credentials', '[]'),
+				coalesce(@policies::jsonb, n.policies, sb.params->'policies', '[]'), @now, @key_id
 			FROM sb LEFT JOIN sandbox_networks n ON n.sandbox_id = sb.id
 			WHERE sb.state NOT IN ('cancelled', 'terminated', 'failed')
 			ON CONFLICT (sandbox_id) DO UPDATE
@@ -190,7 +205,8 @@ func (s *Store) SetSandboxNetwork(ctx context.Context, e domain.NetworkEdit) (do
 				-- read it: an edit that keeps the credentials keeps the
 				-- latest ones.
 				SET allow = excluded.allow, updated_at = excluded.updated_at, key_id = excluded.key_id,
-					credentials = CASE WHEN @creds::jsonb IS NULL THEN sandbox_networks.credentials ELSE excluded.credentials END
+					credentials = CASE WHEN @creds::jsonb IS NULL THEN sandbox_networks.credentials ELSE excluded.credentials END,
+					policies = CASE WHEN @policies::jsonb IS NULL THEN sandbox_networks.policies ELSE excluded.policies END
 			RETURNING sandbox_id
 		), audit AS (
 			INSERT INTO sandbox_activity (sandbox_id, tenant, at, key_id, key_name, kind, target, duration_ms, timed_out, oom_killed)
@@ -198,7 +214,7 @@ func (s *Store) SetSandboxNetwork(ctx context.Context, e domain.NetworkEdit) (do
 			FROM sb JOIN edit ON edit.sandbox_id = sb.id
 		)
 		SELECT sb.state, EXISTS (SELECT 1 FROM edit) FROM sb`,
-		namedArgs{"id": e.SandboxID, "tenant": e.Tenant, "allow": allow, "creds": creds, "now": s.Now(),
+		namedArgs{"id": e.SandboxID, "tenant": e.Tenant, "allow": allow, "creds": creds, "policies": policies, "now": s.Now(),
 			"key_id": nullable(e.By.KeyID), "key_name": nullable(e.By.KeyName),
 			"target": truncateUTF8(string(allow), domain.MaxActivityTarget)},
 	).Scan(&state, &written)
@@ -212,4 +228,116 @@ func (s *Store) SetSandboxNetwork(ctx context.Context, e domain.NetworkEdit) (do
 		s.announcer.Announce(domain.Change{ID: e.SandboxID, State: domain.NetworkChanged})
 	}
 	return s.SandboxNetwork(ctx, e.Tenant, e.SandboxID)
+}
+
+// PutNetworkPolicy stores the tenant's network policy p, replacing it if
+// it exists (created tells which), and announces an edit
+// (domain.NetworkChanged) of every live sandbox it is attached to.
+func (s *Store) PutNetworkPolicy(ctx context.Context, p domain.NetworkPolicy, by domain.Caller) (domain.NetworkPolicy, bool, error) {
+	allow, err1 := json.Marshal(p.Allow)
+	creds, err2 := json.Marshal(p.Credentials)
+	if err := errors.Join(err1, err2); err != nil {
+		return p, false, fmt.Errorf("store: put network policy: %w", err)
+	}
+	var created bool
+	err := queryRow(ctx, s.pool, `
+		INSERT INTO network_policies (tenant, name, allow, credentials, created_at, updated_at, key_id)
+		SELECT @tenant, @name, @allow, @creds, @now, @now, @key_id
+		WHERE EXISTS (SELECT 1 FROM network_policies WHERE tenant = @tenant AND name = @name)
+		   OR (SELECT count(*) FROM network_policies WHERE tenant = @tenant) < @max
+		ON CONFLICT (tenant, name) DO UPDATE
+			SET allow = excluded.allow, credentials = excluded.credentials, updated_at = excluded.updated_at, key_id = excluded.key_id
+		RETURNING created_at, updated_at, coalesce(key_id, ''), xmax = 0`,
+		namedArgs{"tenant": p.Tenant, "name": p.Name, "allow": allow, "creds": creds, "now": s.Now(),
+			"key_id": nullable(by.KeyID), "max": MaxNetworkPoliciesPerTenant},
+	).Scan(&p.CreatedAt, &p.UpdatedAt, &p.UpdatedBy, &created)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, false, domain.Errorf(domain.CodeQuotaExceeded, "the tenant holds %d network policies, the most it may", MaxNetworkPoliciesPerTenant)
+	}
+	if err != nil {
+		return p, false, wrap("put network policy", err)
+	}
+	s.announcePolicy(ctx, p.Tenant, p.Name)
+	return p, created, nil
+}
+
+// MaxNetworkPoliciesPerTenant bounds a tenant's network policies.
+const MaxNetworkPoliciesPerTenant = 200
+
+const policyColumns = `tenant, name, allow, credentials, created_at, updated_at, coalesce(key_id, '')`
+
+func scanPolicy(row pgx.Row) (domain.NetworkPolicy, error) {
+	var (
+		p            domain.NetworkPolicy
+		allow, creds []byte
+	)
+	if err := row.Scan(&p.Tenant, &p.Name, &allow, &creds, &p.CreatedAt, &p.UpdatedAt, &p.UpdatedBy); err != nil {
+		return p, err
+	}
+	return p, errors.Join(json.Unmarshal(allow, &p.Allow), json.Unmarshal(creds, &p.Credentials))
+}
+
+// NetworkPolicies lists the tenant's network policies by name.
+func (s *Store) NetworkPolicies(ctx context.Context, tenant string) ([]domain.NetworkPolicy, error) {
+	rows, err := query(ctx, s.pool, `SELECT `+policyColumns+` FROM network_policies WHERE tenant = @tenant ORDER BY name`,
+		namedArgs{"tenant": tenant})
+	if err != nil {
+		return nil, wrap("list network policies", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.NetworkPolicy, error) { return scanPolicy(r) })
+	if err != nil {
+		return nil, wrap("list network policies", err)
+	}
+	return out, nil
+}
+
+// NetworkPolicy returns the tenant's network policy name.
+func (s *Store) NetworkPolicy(ctx context.Context, tenant, name string) (domain.NetworkPolicy, error) {
+	p, err := scanPolicy(queryRow(ctx, s.pool, `SELECT `+policyColumns+` FROM network_policies WHERE tenant = @tenant AND name = @name`,
+		namedArgs{"tenant": tenant, "name": name}))
+	if err != nil {
+		return p, wrap("network policy", err)
+	}
+	return p, nil
+}
+
+// DeleteNetworkPolicy deletes the tenant's network policy name
+// (ErrNotFound if it has none); the sandboxes it was attached to lose its
+// rules (their own stay), and are announced.
+func (s *Store) DeleteNetworkPolicy(ctx context.Context, tenant, name string) error {
+	tag, err := exec(ctx, s.pool, `DELETE FROM network_policies WHERE tenant = @tenant AND name = @name`,
+		namedArgs{"tenant": tenant, "name": name})
+	if err != nil {
+		return wrap("delete network policy", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return wrap("delete network policy", domain.ErrNotFound)
+	}
+	s.announcePolicy(ctx, tenant, name)
+	return nil
+}
+
+// announcePolicy announces an edit of every live sandbox of the tenant's
+// that the policy name is attached to. A failure to find them is not the
+// caller's: the proxies' periodic reload picks the change up.
+func (s *Store) announcePolicy(ctx context.Context, tenant, name string) {
+	if s.announcer == nil {
+		return
+	}
+	rows, err := query(ctx, s.pool, `
+		SELECT s.id FROM sandboxes s LEFT JOIN sandbox_networks n ON n.sandbox_id = s.id
+		WHERE s.tenant = @tenant AND s.state NOT IN ('cancelled', 'terminated', 'failed')
+		  AND coalesce(n.policies, s.params->'policies', '[]') ? @name`, namedArgs{"tenant": tenant, "name": name})
+	if err != nil {
+		return
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return
+	}
+	changes := make([]domain.Change, len(ids))
+	for i, id := range ids {
+		changes[i] = domain.Change{ID: id, State: domain.NetworkChanged}
+	}
+	s.announcer.Announce(changes...)
 }

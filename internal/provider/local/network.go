@@ -52,6 +52,9 @@ func EgressPool(pool netip.Prefix) Option {
 // it has one. It stands in for stored secrets until they exist.
 type SecretSource func(ctx context.Context, tenant, name string) (string, bool)
 
+// MaxPolicies bounds params.policies.
+const MaxPolicies = 16
+
 // EgressRules is where the provider puts each allow-list sandbox's rules,
 // from its create's params, when its proxy starts serving it, and takes
 // them away when it stops: the Policy the proxy asks
@@ -154,8 +157,8 @@ func (p *Provider) checkNetwork(prm Params) error {
 	default:
 		return provider.Errorf(provider.CodeInvalidRequest, "params.network must be \"none\", \"host\" or \"allowlist\" (got %q)", prm.Network)
 	}
-	if prm.Allow != nil || prm.Credentials != nil {
-		return provider.Errorf(provider.CodeInvalidRequest, "params.allow and params.credentials apply only to params.network \"allowlist\"")
+	if prm.Allow != nil || prm.Credentials != nil || prm.Policies != nil {
+		return provider.Errorf(provider.CodeInvalidRequest, "params.allow, params.credentials and params.policies apply only to params.network \"allowlist\"")
 	}
 	return nil
 }
@@ -167,9 +170,17 @@ func (p *Provider) parseEgress(prm Params) (egressproxy.Rules, error) {
 	if problem := p.egressProblem(); problem != "" {
 		return rules, provider.Errorf(provider.CodeInvalidRequest, "params.network \"allowlist\" is unavailable on this server: %s", problem)
 	}
+	if len(prm.Policies) > MaxPolicies {
+		return rules, provider.Errorf(provider.CodeInvalidRequest, "params.policies has %d names; at most %d are allowed", len(prm.Policies), MaxPolicies)
+	}
+	for i, name := range prm.Policies {
+		if !provider.ValidName(name) {
+			return rules, provider.Errorf(provider.CodeInvalidRequest, "params.policies[%d]: %q is not a policy name", i, name)
+		}
+	}
 	switch {
-	case len(prm.Allow) == 0:
-		return rules, provider.Errorf(provider.CodeInvalidRequest, "params.allow must list at least one host name, address or CIDR for params.network \"allowlist\"")
+	case len(prm.Allow) == 0 && len(prm.Policies) == 0:
+		return rules, provider.Errorf(provider.CodeInvalidRequest, "params.allow must list at least one host name, address or CIDR for params.network \"allowlist\" (or params.policies name a network policy)")
 	case len(prm.Allow) > MaxAllow:
 		return rules, provider.Errorf(provider.CodeInvalidRequest, "params.allow has %d entries; at most %d are allowed", len(prm.Allow), MaxAllow)
 	}
@@ -238,7 +249,7 @@ func (p *Provider) setupEgress(ctx context.Context, id, tenant string, prm Param
 		return err
 	}
 	dir := p.sandboxDir(id)
-	saved, err := json.Marshal(Params{Allow: prm.Allow, Credentials: prm.Credentials})
+	saved, err := json.Marshal(Params{Allow: prm.Allow, Credentials: prm.Credentials, Policies: prm.Policies})
 	if err != nil {
 		return err
 	}

@@ -63,8 +63,11 @@ type Params struct {
 	Allow []string `json:"allow,omitempty"`
 	// Credentials are headers the egress proxy adds to an "allowlist"
 	// sandbox's HTTPS requests to a host, their secrets named (network.go).
-	// A shape for now: stored rules and secrets are to replace it.
 	Credentials []Credential `json:"credentials,omitempty"`
+	// Policies name the tenant's network policies whose rules join
+	// Allow's (their rules are the registry's: the provider checks only
+	// the names).
+	Policies []string `json:"policies,omitempty"`
 	// Pids, MemoryMB and WorkspaceMB ask for other resource limits than
 	// the defaults, within the server's maxima.
 	Pids        int `json:"pids,omitempty"`
