@@ -337,3 +337,59 @@ func serveIn(t *testing.T, n namespaceNet, port string, cert *tls.Certificate, h
 	}
 	t.Cleanup(srv.Close)
 }
+
+// TestEgressNamedPolicies: a policy a tenant defines once joins the rules
+// of the sandboxes that attach it by name, and an edit or a delete of it
+// reaches them within a second.
+func TestEgressNamedPolicies(t *testing.T) {
+	t.Parallel()
+	mirror := newNamespaceNet(t, netip.MustParsePrefix("198.19.0.0/16"))
+	serveIn(t, mirror, ":80", nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "mirror "+r.Host)
+	}))
+	var hosts []string
+	for _, name := range []string{"pypi.org", "files.pythonhosted.org", "other.test", "own.test"} {
+		hosts = append(hosts, name+"="+mirror.addr.String())
+	}
+	e := setup(t, "EGRESS_HOSTS="+strings.Join(hosts, ","))
+
+	for _, bad := range []map[string]any{{"allow": []string{"http://x/"}}, {}, {"allow": []string{"pypi.org"}, "credentials": []map[string]string{{"host": "pypi.org", "secret": "none"}}}} {
+		if code, res := e.do(http.MethodPut, "/v1/network-policies/python", bad); code != http.StatusBadRequest {
+			t.Errorf("PUT policy %v = %d %v; want 400", bad, code, res)
+		}
+	}
+	if code, res := e.do(http.MethodGet, "/v1/network-policies/python", nil); code != http.StatusNotFound {
+		t.Fatalf("a refused policy was stored: %d %v", code, res)
+	}
+	if code, res := e.do(http.MethodPut, "/v1/network-policies/python", map[string]any{"allow": []string{"pypi.org", "*.pythonhosted.org"}}); code != http.StatusCreated {
+		t.Fatalf("PUT policy = %d %v", code, res)
+	}
+	id := e.createReady(map[string]any{"provider": "local", "params": map[string]any{
+		"network": "allowlist", "allow": []string{"own.test"}, "policies": []string{"python"}}})
+	checkReach(t, e, id, map[string]bool{"own.test": true, "pypi.org": true, "files.pythonhosted.org": true, "other.test": false})
+
+	// An edit of the policy reaches the sandbox within a second.
+	if code, res := e.do(http.MethodPut, "/v1/network-policies/python", map[string]any{"allow": []string{"pypi.org", "other.test"}}); code != http.StatusOK {
+		t.Fatalf("PUT policy again = %d %v", code, res)
+	}
+	if code, res := e.exec(id, `for i in $(seq 20); do curl -fsS -m 1 http://other.test/ && exit 0; sleep 0.05; done; exit 1`); code != http.StatusOK || res["exit_code"] != 0.0 {
+		t.Fatalf("other.test was not reachable within a second of the policy's edit: %d %v", code, res)
+	}
+	checkReach(t, e, id, map[string]bool{"files.pythonhosted.org": false})
+
+	// Deleted: its rules go, the sandbox's own stay.
+	if code, _ := e.do(http.MethodDelete, "/v1/network-policies/python", nil); code != http.StatusNoContent {
+		t.Fatalf("DELETE policy = %d", code)
+	}
+	if code, res := e.exec(id, `for i in $(seq 20); do curl -fsS -m 1 http://pypi.org/ >/dev/null 2>&1 || exit 0; sleep 0.05; done; exit 1`); code != http.StatusOK || res["exit_code"] != 0.0 {
+		t.Fatalf("pypi.org was still reachable a second after its policy's delete: %d %v", code, res)
+	}
+	checkReach(t, e, id, map[string]bool{"own.test": true})
+	code, res := e.do(http.MethodGet, "/v1/sandboxes/"+id+"/network", nil)
+	if code != http.StatusOK || fmt.Sprint(res["policies"]) != "[python]" || fmt.Sprint(res["missing_policies"]) != "[python]" {
+		t.Fatalf("GET network after the delete = %d %v", code, res)
+	}
+	if code, res := e.do(http.MethodPatch, "/v1/sandboxes/"+id+"/network", map[string]any{"allow": []string{"own.test"}, "policies": []string{}}); code != http.StatusOK || fmt.Sprint(res["policies"]) != "[]" {
+		t.Fatalf("detaching = %d %v", code, res)
+	}
+}

@@ -35,6 +35,10 @@ type SandboxNetwork struct {
 	Allow []string `json:"allow" example:"pypi.org,*.pythonhosted.org,github.com:443"`
 	// Credentials are the headers the egress proxy adds, by host; their secrets by name only.
 	Credentials []NetworkCredential `json:"credentials"`
+	// Policies are the tenant's network policies attached, by name: their rules and credentials join the sandbox's own.
+	Policies []string `json:"policies" example:"python"`
+	// MissingPolicies are the attached policies that do not exist (deleted, or not made yet): they add nothing.
+	MissingPolicies []string `json:"missing_policies"`
 	// Edited is true once PATCH has replaced the create's rules.
 	Edited bool `json:"edited" example:"true"`
 	// UpdatedAt is when the rules were last edited (the sandbox's creation if never).
@@ -49,13 +53,43 @@ type UpdateNetworkRequest struct {
 	Allow *[]string `json:"allow"`
 	// Credentials, if given, replace the credentials ([] removes them all); left out, they are kept.
 	Credentials *[]NetworkCredential `json:"credentials,omitempty"`
+	// Policies, if given, replace the network policies attached, by name (at most 16; [] detaches them all); left out, they are kept.
+	Policies *[]string `json:"policies,omitempty"`
 } // @name UpdateNetworkRequest
+
+// NetworkPolicy is a tenant's named network policy: an allow list and credentials that allow-list sandboxes attach by name (params.policies, or PATCH on their network).
+type NetworkPolicy struct {
+	Name string `json:"name" example:"python"`
+	// Allow is the policy's allow list, as a sandbox's.
+	Allow []string `json:"allow" example:"pypi.org,*.pythonhosted.org"`
+	// Credentials are the policy's credentials, secrets by name; a sandbox's own credential for the same host wins.
+	Credentials []NetworkCredential `json:"credentials"`
+	CreatedAt   time.Time           `json:"created_at" format:"date-time" example:"2026-01-02T15:04:05Z"`
+	UpdatedAt   time.Time           `json:"updated_at" format:"date-time" example:"2026-01-02T15:04:05Z"`
+} // @name NetworkPolicy
+
+// NetworkPolicyList is every network policy of the tenant, by name.
+type NetworkPolicyList struct {
+	Items []NetworkPolicy `json:"items"`
+} // @name NetworkPolicyList
+
+// PutNetworkPolicyRequest is the body of PUT /v1/network-policies/{name}.
+type PutNetworkPolicyRequest struct {
+	// Allow is the allow list (at most 256 entries).
+	Allow []string `json:"allow"`
+	// Credentials are the policy's credentials (at most 32), each naming an existing secret.
+	Credentials []NetworkCredential `json:"credentials,omitempty"`
+} // @name PutNetworkPolicyRequest
 
 // NetworkStore is what the network handlers need of the store.
 type NetworkStore interface {
 	SandboxNetwork(ctx context.Context, tenant, id string) (domain.SandboxNetwork, error)
 	SetSandboxNetwork(ctx context.Context, e domain.NetworkEdit) (domain.SandboxNetwork, error)
 	SealedSecrets(ctx context.Context, tenant string, names []string) (map[string][]byte, error)
+	PutNetworkPolicy(ctx context.Context, p domain.NetworkPolicy, by domain.Caller) (domain.NetworkPolicy, bool, error)
+	NetworkPolicies(ctx context.Context, tenant string) ([]domain.NetworkPolicy, error)
+	NetworkPolicy(ctx context.Context, tenant, name string) (domain.NetworkPolicy, error)
+	DeleteNetworkPolicy(ctx context.Context, tenant, name string) error
 }
 
 // EgressRules checks rules as the egress proxy will read them; nil when
@@ -77,7 +111,24 @@ func toSandboxNetwork(n domain.SandboxNetwork) SandboxNetwork {
 	for _, c := range n.Credentials {
 		out.Credentials = append(out.Credentials, NetworkCredential(c))
 	}
+	out.Policies, out.MissingPolicies = nonNil(n.Policies), []string{}
+	have := map[string]bool{}
+	for _, p := range n.Attached {
+		have[p.Name] = true
+	}
+	for _, name := range n.Policies {
+		if !have[name] {
+			out.MissingPolicies = append(out.MissingPolicies, name)
+		}
+	}
 	return out
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 // HandleSandboxNetworkGet shows a sandbox's network rules.
@@ -168,6 +219,12 @@ func HandleSandboxNetworkUpdate(st NetworkStore, rules EgressRules) httpapi.Hand
 				return err
 			}
 		}
+		if req.Policies != nil {
+			if err := checkPolicyNames(*req.Policies); err != nil {
+				return err
+			}
+			edit.Policies = nonNil(*req.Policies)
+		}
 		n, err := st.SetSandboxNetwork(ctx, edit)
 		if err != nil {
 			return httpapi.NotFoundAs(err, id)
@@ -209,4 +266,188 @@ func checkCredentials(ctx context.Context, st NetworkStore, rules EgressRules, t
 		}
 	}
 	return out, nil
+}
+
+// checkPolicyNames checks the names of the policies a sandbox attaches.
+func checkPolicyNames(names []string) error {
+	if len(names) > domain.MaxPolicies {
+		return domain.Errorf(domain.CodeInvalidRequest, "policies: %d names; at most %d are allowed", len(names), domain.MaxPolicies)
+	}
+	for i, name := range names {
+		if !domain.ValidPolicyName(name) {
+			return domain.Errorf(domain.CodeInvalidRequest, "policies[%d]: %q is not a policy name", i, name)
+		}
+	}
+	return nil
+}
+
+func toNetworkPolicy(p domain.NetworkPolicy) NetworkPolicy {
+	out := NetworkPolicy{Name: p.Name, Allow: nonNil(p.Allow), Credentials: []NetworkCredential{}, CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC()}
+	for _, c := range p.Credentials {
+		out.Credentials = append(out.Credentials, NetworkCredential(c))
+	}
+	return out
+}
+
+// policyName returns the path's policy name, answering a malformed one as
+// not found.
+func policyName(c *gin.Context) (string, error) {
+	name := c.Param("name")
+	if !domain.ValidPolicyName(name) {
+		return "", domain.Errorf(domain.CodeNotFound, "network policy %q not found", name)
+	}
+	return name, nil
+}
+
+func policyNotFoundAs(err error, name string) error {
+	if domain.ErrorCode(err) == domain.CodeNotFound {
+		return domain.Errorf(domain.CodeNotFound, "network policy %q not found", name)
+	}
+	return err
+}
+
+// HandleNetworkPolicyPut stores a network policy of the caller's tenant.
+//
+//	@Summary		Define a network policy
+//	@Description	Stores the tenant's network policy name: an allow list and credentials that allow-list sandboxes attach by name (params.policies at create, or policies in PATCH /v1/sandboxes/{id}/network). A sandbox reaches what its own rules and its policies' allow; of credentials for the same host, the sandbox's own win. Replacing a policy (200; 201 for a new name) reaches every live sandbox it is attached to, on every replica, within a second. A tenant holds at most 200 policies.
+//	@ID				putNetworkPolicy
+//	@Tags			sandboxes
+//	@Accept			json
+//	@Produce		json
+//	@Param			name	path		string					true	"policy name"	example(python)
+//	@Param			request	body		PutNetworkPolicyRequest	true	"the policy's rules"
+//	@Success		200		{object}	NetworkPolicy			"an existing policy replaced"
+//	@Success		201		{object}	NetworkPolicy
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a rule, a credential, a secret that does not exist, or the name"
+//	@Failure		413		{object}	httpapi.Problem				"PAYLOAD_TOO_LARGE"
+//	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: the tenant holds 200 policies"
+//	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED: no egress proxy runs in this Tether"
+//	@Security		BearerAuth
+//	@Router			/v1/network-policies/{name} [put]
+func HandleNetworkPolicyPut(st NetworkStore, rules EgressRules) httpapi.HandlerFunc {
+	return func(c *gin.Context) error {
+		name := c.Param("name")
+		if !domain.ValidPolicyName(name) {
+			return domain.Errorf(domain.CodeInvalidRequest, "the name must be 1-100 letters, digits, '.', '_' and '-', starting with a letter or digit")
+		}
+		if err := httpapi.OnlyQuery(c); err != nil {
+			return err
+		}
+		if rules == nil {
+			return domain.Errorf(domain.CodeNotSupported, "no egress proxy runs in this Tether: network policies apply to local's allow-list sandboxes")
+		}
+		var req PutNetworkPolicyRequest
+		if err := httpapi.DecodeJSON(c, &req); err != nil {
+			return err
+		}
+		if req.Allow == nil {
+			return domain.Errorf(domain.CodeInvalidRequest, "allow is required ([] allows nothing of its own)")
+		}
+		if err := rules.CheckAllow(req.Allow); err != nil {
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "[") {
+				msg = ": " + msg
+			}
+			return domain.Errorf(domain.CodeInvalidRequest, "allow%s", msg)
+		}
+		ctx, tenant := c.Request.Context(), httpapi.TenantOf(c)
+		creds, err := checkCredentials(ctx, st, rules, tenant, nonNil(req.Credentials))
+		if err != nil {
+			return err
+		}
+		p, created, err := st.PutNetworkPolicy(ctx, domain.NetworkPolicy{Tenant: tenant, Name: name, Allow: req.Allow, Credentials: creds}, httpapi.CallerOf(c))
+		if err != nil {
+			return err
+		}
+		status := http.StatusOK
+		if created {
+			status = http.StatusCreated
+		}
+		return httpapi.WriteJSON(c, status, toNetworkPolicy(p))
+	}
+}
+
+// HandleNetworkPolicyList lists the tenant's network policies.
+//
+//	@Summary		List network policies
+//	@Description	Every network policy of the tenant, by name. Not paged: a tenant holds at most 200.
+//	@ID				listNetworkPolicies
+//	@Tags			sandboxes
+//	@Produce		json
+//	@Success		200	{object}	NetworkPolicyList
+//	@Failure		400	{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
+//	@Security		BearerAuth
+//	@Router			/v1/network-policies [get]
+func HandleNetworkPolicyList(st NetworkStore) httpapi.HandlerFunc {
+	return func(c *gin.Context) error {
+		if err := httpapi.OnlyQuery(c); err != nil {
+			return err
+		}
+		ps, err := st.NetworkPolicies(c.Request.Context(), httpapi.TenantOf(c))
+		if err != nil {
+			return err
+		}
+		out := NetworkPolicyList{Items: make([]NetworkPolicy, 0, len(ps))}
+		for _, p := range ps {
+			out.Items = append(out.Items, toNetworkPolicy(p))
+		}
+		return httpapi.WriteJSON(c, http.StatusOK, out)
+	}
+}
+
+// HandleNetworkPolicyGet shows a network policy.
+//
+//	@Summary		A network policy
+//	@Description	The tenant's network policy name.
+//	@ID				getNetworkPolicy
+//	@Tags			sandboxes
+//	@Produce		json
+//	@Param			name	path		string	true	"policy name"	example(python)
+//	@Success		200		{object}	NetworkPolicy
+//	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND"
+//	@Security		BearerAuth
+//	@Router			/v1/network-policies/{name} [get]
+func HandleNetworkPolicyGet(st NetworkStore) httpapi.HandlerFunc {
+	return func(c *gin.Context) error {
+		name, err := policyName(c)
+		if err != nil {
+			return err
+		}
+		if err := httpapi.OnlyQuery(c); err != nil {
+			return err
+		}
+		p, err := st.NetworkPolicy(c.Request.Context(), httpapi.TenantOf(c), name)
+		if err != nil {
+			return policyNotFoundAs(err, name)
+		}
+		return httpapi.WriteJSON(c, http.StatusOK, toNetworkPolicy(p))
+	}
+}
+
+// HandleNetworkPolicyDelete deletes a network policy.
+//
+//	@Summary		Delete a network policy
+//	@Description	Deletes the tenant's network policy. The sandboxes it was attached to lose its rules and credentials within a second (their own stay); their networks list it among missing_policies until detached, and a policy made again under that name applies to them again.
+//	@ID				deleteNetworkPolicy
+//	@Tags			sandboxes
+//	@Param			name	path	string	true	"policy name"	example(python)
+//	@Success		204
+//	@Failure		404	{object}	httpapi.Problem				"NOT_FOUND"
+//	@Security		BearerAuth
+//	@Router			/v1/network-policies/{name} [delete]
+func HandleNetworkPolicyDelete(st NetworkStore) httpapi.HandlerFunc {
+	return func(c *gin.Context) error {
+		name, err := policyName(c)
+		if err != nil {
+			return err
+		}
+		if err := httpapi.OnlyQuery(c); err != nil {
+			return err
+		}
+		if err := st.DeleteNetworkPolicy(c.Request.Context(), httpapi.TenantOf(c), name); err != nil {
+			return policyNotFoundAs(err, name)
+		}
+		c.Status(http.StatusNoContent)
+		return nil
+	}
 }
