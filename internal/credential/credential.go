@@ -1,5 +1,6 @@
 // Package credential makes and checks the bearer secrets Tether hands
-// out: API keys and preview tokens.
+// out: API keys and preview tokens, and the secrets it derives rather than
+// keeps (Derive: E2B's traffic access tokens).
 //
 // A secret is a prefix ("tk_", "tpv_") and 40 bytes, base64url: 32 random
 // bytes, then a tag, the first 8 bytes of an HMAC-SHA256 of the prefix and
@@ -57,19 +58,29 @@ const (
 // The zero value and nil have no key: they check nothing (every value is
 // Untagged) and cannot make secrets.
 type Tagger struct {
-	key []byte
+	key    []byte
+	derive []byte // the key of derived secrets (Derive)
 }
 
 // tagDomain separates the tags' key from the cluster secret's other use
-// (signing forwarded calls).
-const tagDomain = "tether credential tag v1"
+// (signing forwarded calls); deriveDomain, the derived secrets' key from
+// both.
+const (
+	tagDomain    = "tether credential tag v1"
+	deriveDomain = "tether derived secret v1"
+)
 
 // NewTagger returns the Tagger of the installation whose cluster secret
 // is secret.
 func NewTagger(secret []byte) *Tagger {
+	return &Tagger{key: subkey(secret, tagDomain), derive: subkey(secret, deriveDomain)}
+}
+
+// subkey is the key of one use of the cluster secret, named by purpose.
+func subkey(secret []byte, purpose string) []byte {
 	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(tagDomain))
-	return &Tagger{key: m.Sum(nil)}
+	m.Write([]byte(purpose))
+	return m.Sum(nil)
 }
 
 // tag is the tag of prefix and random.
@@ -89,6 +100,40 @@ func (t *Tagger) New(prefix string) string {
 	b := make([]byte, randomLen, randomLen+tagLen)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails
 	return prefix + encoding.EncodeToString(append(b, t.tag(prefix, b)...))
+}
+
+// Derive returns the secret with the prefix that this installation
+// derives for subject: the prefix and an HMAC-SHA256 of the prefix and
+// subject, base64url (DerivedLen characters), under a key of its own
+// taken from the cluster secret. Unlike New's, it is not random and is
+// never stored: any replica makes it again from the subject, and checks a
+// presented one that way (Derived). It lasts as long as its subject does,
+// and cannot be revoked apart from it: derive only for subjects that end
+// and whose names are never reused (a sandbox's id). It panics on a Tagger
+// without a key.
+func (t *Tagger) Derive(prefix, subject string) string {
+	if t == nil || t.derive == nil {
+		panic("credential: Derive on a Tagger without a key")
+	}
+	m := hmac.New(sha256.New, t.derive)
+	m.Write([]byte(prefix))
+	m.Write([]byte{0}) // prefixes hold no NUL: (prefix, subject) reads one way
+	m.Write([]byte(subject))
+	return prefix + encoding.EncodeToString(m.Sum(nil))
+}
+
+// DerivedLen is the length of a derived secret after its prefix, in
+// characters: 32 bytes, base64url without padding.
+const DerivedLen = 43
+
+// Derived reports, in constant time, whether s is the secret Derive
+// makes of prefix and subject. A Tagger without a key derives nothing:
+// false.
+func (t *Tagger) Derived(prefix, subject, s string) bool {
+	if t == nil || t.derive == nil {
+		return false
+	}
+	return hmac.Equal([]byte(s), []byte(t.Derive(prefix, subject)))
 }
 
 // Tagged reports whether s has the tagged shape: the prefix and

@@ -60,3 +60,51 @@ func TestTags(t *testing.T) {
 		t.Error("a preview token's tag is not bound to its prefix")
 	}
 }
+
+// TestDerive: a derived secret is the same every time and on every
+// Tagger of the installation, and another for another subject, prefix or
+// installation; Derived accepts it and nothing else, and a Tagger without
+// a key derives nothing.
+func TestDerive(t *testing.T) {
+	t.Parallel()
+	tg := credential.NewTagger([]byte("cluster secret one"))
+	same := credential.NewTagger([]byte("cluster secret one"))
+	other := credential.NewTagger([]byte("cluster secret two"))
+	s := tg.Derive("tta_", "sbx_a")
+	if len(s) != len("tta_")+credential.DerivedLen || !strings.HasPrefix(s, "tta_") {
+		t.Fatalf("Derive = %q (%d characters)", s, len(s))
+	}
+	if same.Derive("tta_", "sbx_a") != s {
+		t.Fatal("another replica of the installation derives another secret")
+	}
+	for _, o := range []string{tg.Derive("tta_", "sbx_b"), tg.Derive("ttb_", "sbx_a"), other.Derive("tta_", "sbx_a"), tg.New("tta_")} {
+		if o == s || strings.TrimPrefix(o, "tta_") == strings.TrimPrefix(s, "tta_") {
+			t.Fatalf("%q and %q are the same secret", o, s)
+		}
+	}
+	// The prefix and the subject are read one way: ("ab", "c") is not ("a", "bc").
+	if strings.TrimPrefix(tg.Derive("ab", "c"), "ab") == strings.TrimPrefix(tg.Derive("a", "bc"), "a") {
+		t.Fatal("the prefix runs into the subject")
+	}
+	if !tg.Derived("tta_", "sbx_a", s) || !same.Derived("tta_", "sbx_a", s) {
+		t.Fatal("Derived refuses the secret Derive made")
+	}
+	var nilTagger *credential.Tagger
+	for _, tc := range []struct {
+		name    string
+		tagger  *credential.Tagger
+		subject string
+		value   string
+	}{
+		{"another subject", tg, "sbx_b", s},
+		{"another installation", other, "sbx_a", s},
+		{"cut short", tg, "sbx_a", s[:len(s)-1]},
+		{"empty", tg, "sbx_a", ""},
+		{"no key", nilTagger, "sbx_a", s},
+		{"zero value", &credential.Tagger{}, "sbx_a", s},
+	} {
+		if tc.tagger.Derived("tta_", tc.subject, tc.value) {
+			t.Errorf("%s: Derived accepts %q", tc.name, tc.value)
+		}
+	}
+}
