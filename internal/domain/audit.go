@@ -59,9 +59,11 @@ const (
 	ActivityArchiveWrite ActivityKind = "archive_write"
 	// ActivityPort is an HTTP request or WebSocket connection the API
 	// proxied to a port in the sandbox; ActivityPreview, one that came
-	// through a preview URL.
+	// through a preview URL; ActivityE2BHost, one that came through an
+	// E2B sandbox host ({port}-{sandbox id}.E2B_DOMAIN), without a key.
 	ActivityPort    ActivityKind = "port"
 	ActivityPreview ActivityKind = "preview"
+	ActivityE2BHost ActivityKind = "e2b_host"
 	// ActivityProcessStart is a background process started (its command
 	// in Target, its pid in PID); ActivityProcessInput, input written to a
 	// process's stdin or terminal (the input in Target, as text);
@@ -111,7 +113,7 @@ type Activity struct {
 	// Error is why the operation failed, empty when it succeeded.
 	Error string
 	// Port, Status and PreviewID are a port's traffic's (ActivityPort,
-	// ActivityPreview): the port, the HTTP status answered (101 for a
+	// ActivityPreview, ActivityE2BHost): the port, the HTTP status answered (101 for a
 	// WebSocket) and the preview it came through; zero for the others.
 	Port      int
 	Status    int
