@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // DefaultTimeout is a create's timeout when it names none: E2B's 300 s.
@@ -39,9 +41,8 @@ const createWait = 30 * time.Second
 type handler func(w http.ResponseWriter, r *http.Request, key string) error
 
 // controlRoutes is the control plane's route table, under Prefix.
-func controlRoutes(c core) http.Handler {
+func controlRoutes(cp control) http.Handler {
 	m := http.NewServeMux()
-	cp := control{core: c}
 	route := func(pattern string, h handler) { m.Handle(pattern, authed(h)) }
 	route("POST /sandboxes", cp.create)
 	route("POST /v2/sandboxes", cp.create)
@@ -101,6 +102,10 @@ func authed(h handler) http.Handler {
 // control is the control plane's handlers.
 type control struct {
 	core core
+	// domain is the sandbox hosts' domain, answered to the SDK; hosts
+	// records the sandboxes made here (nil: none). See hosts.go.
+	domain string
+	hosts  HostStore
 }
 
 // decodeBody reads r's JSON body into v; an empty body is allowed when
@@ -129,21 +134,62 @@ func decodeBody(r *http.Request, v any, optional bool) error {
 
 // sandboxAnswer is E2B's Sandbox: a create's and a connect's answer.
 type sandboxAnswer struct {
-	TemplateID      string  `json:"templateID"`
-	SandboxID       string  `json:"sandboxID"`
-	ClientID        string  `json:"clientID"`
-	EnvdVersion     string  `json:"envdVersion"`
-	EnvdAccessToken string  `json:"envdAccessToken"`
-	Domain          *string `json:"domain"`
+	TemplateID      string `json:"templateID"`
+	SandboxID       string `json:"sandboxID"`
+	ClientID        string `json:"clientID"`
+	EnvdVersion     string `json:"envdVersion"`
+	EnvdAccessToken string `json:"envdAccessToken"`
+	// TrafficAccessToken is the token a request of the sandbox's hosts
+	// needs when its create did not allow public traffic; null else.
+	TrafficAccessToken *string `json:"trafficAccessToken"`
+	// Domain is the sandbox hosts' domain (E2B_DOMAIN): the SDK's getHost
+	// builds {port}-{sandboxID}.{domain} of it. Null when there is none.
+	Domain *string `json:"domain"`
 }
 
 // answerOf is the Sandbox answer of s, for the caller with key: the key
 // is the daemon's access token too (the SDK sends it as X-Access-Token).
-func answerOf(s v1Sandbox, key string) sandboxAnswer {
-	return sandboxAnswer{
+// rec is what is recorded of s for its hosts (nil: nothing, a /v1
+// sandbox), which says whether it has a traffic access token.
+func (cp control) answerOf(ctx context.Context, s v1Sandbox, key string, rec *domain.E2BSandbox) (sandboxAnswer, error) {
+	a := sandboxAnswer{
 		TemplateID: templateOf(s), SandboxID: s.ID, ClientID: "tether",
-		EnvdVersion: EnvdVersion, EnvdAccessToken: key,
+		EnvdVersion: EnvdVersion, EnvdAccessToken: key, Domain: cp.domainOf(),
 	}
+	if rec != nil && !rec.PublicTraffic {
+		t, err := cp.hosts.Credentials(ctx)
+		if err != nil {
+			return a, fmt.Errorf("e2b: traffic access token of %s: %w", s.ID, err)
+		}
+		token := TrafficToken(t, s.ID)
+		a.TrafficAccessToken = &token
+	}
+	return a, nil
+}
+
+// domainOf is the sandbox hosts' domain as answered: null when unset.
+func (cp control) domainOf() *string {
+	if cp.domain == "" {
+		return nil
+	}
+	d := cp.domain
+	return &d
+}
+
+// hostRecord is what is recorded of the sandbox id for its hosts: nil for
+// one not made here (a /v1 sandbox), or when nothing is recorded at all.
+func (cp control) hostRecord(ctx context.Context, id string) (*domain.E2BSandbox, error) {
+	if cp.hosts == nil {
+		return nil, nil
+	}
+	rec, err := cp.hosts.E2BSandbox(ctx, id)
+	if errors.Is(err, domain.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("e2b: the host record of %s: %w", id, err)
+	}
+	return &rec, nil
 }
 
 // templateOf is the sandbox's E2B template: its label, else base.

@@ -45,12 +45,18 @@ type Options struct {
 	// Node is this replica's node id in a cluster; empty for a single
 	// replica. The providers hold only the sandboxes of this node.
 	Node string
+	// Domain is the domain of the sandboxes' hosts (E2B_DOMAIN), which
+	// creates and connects answer; empty: none (null).
+	Domain string
+	// Hosts records the sandboxes made here, for their hosts, and derives
+	// their traffic access tokens; nil records nothing and answers none.
+	Hosts HostStore
 }
 
 // New returns the handler of everything under Prefix (EnvdPrefix included).
 func New(o Options) http.Handler {
 	c := core{api: o.API}
-	control := controlRoutes(c)
+	cp := controlRoutes(control{core: c, domain: o.Domain, hosts: o.Hosts})
 	envd := envdRoutes(c, o.Providers, o.Node)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
@@ -58,7 +64,7 @@ func New(o Options) http.Handler {
 		case p == EnvdPrefix || strings.HasPrefix(p, EnvdPrefix+"/"):
 			http.StripPrefix(EnvdPrefix, envd).ServeHTTP(w, r)
 		default:
-			http.StripPrefix(Prefix, control).ServeHTTP(w, r)
+			http.StripPrefix(Prefix, cp).ServeHTTP(w, r)
 		}
 	})
 }

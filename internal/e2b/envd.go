@@ -23,9 +23,13 @@ const (
 	AccessTokenHeader = "X-Access-Token"
 )
 
-// envdPort is the daemon's port in E2B's sandboxes; the only port this
-// face serves through E2b-Sandbox-Port.
-const envdPort = "49983"
+// EnvdPort is the daemon's port in E2B's sandboxes: the only port this
+// face serves through E2b-Sandbox-Port, and the port of a sandbox host
+// that is the daemon's rather than the app's (hosts.go).
+const (
+	EnvdPort = 49983
+	envdPort = "49983"
+)
 
 // envd serves the sandbox daemon's calls.
 type envd struct {

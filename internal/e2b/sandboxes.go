@@ -2,12 +2,15 @@ package e2b
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // newSandbox is E2B's NewSandbox, the fields this face reads.
@@ -21,6 +24,30 @@ type newSandbox struct {
 	Network             map[string]any    `json:"network"`
 	VolumeMounts        []any             `json:"volumeMounts"`
 	Mcp                 map[string]any    `json:"mcp"`
+}
+
+// publicTraffic is the create's network.allowPublicTraffic: whether its
+// sandbox's hosts let any request through, or only one with its traffic
+// access token. E2B's default, and the SDK's when network names none, is
+// true (e2b-dev/infra spec/openapi.yml, SandboxNetworkConfig).
+func (n newSandbox) publicTraffic() bool {
+	v, ok := n.Network["allowPublicTraffic"].(bool)
+	return !ok || v
+}
+
+// checkNetwork refuses a create's network settings other than
+// allowPublicTraffic (a boolean): egress rules, an egress proxy, a masked
+// Host, HTTPS ports.
+func (n newSandbox) checkNetwork() error {
+	for k, v := range n.Network {
+		if k != "allowPublicTraffic" {
+			return errorf(http.StatusBadRequest, "network.%s is not supported by Tether's E2B API yet (only allowPublicTraffic is)", k)
+		}
+		if _, ok := v.(bool); !ok {
+			return errorf(http.StatusBadRequest, "network.allowPublicTraffic must be true or false")
+		}
+	}
+	return nil
 }
 
 // v1Create is /v1's create request, the fields this face sets.
@@ -48,12 +75,15 @@ func (n newSandbox) toV1(owner string) (v1Create, error) {
 	switch {
 	case n.AutoPause != nil && *n.AutoPause:
 		return v1Create{}, errorf(http.StatusBadRequest, "autoPause (onTimeout: 'pause') is not supported by Tether's E2B API yet")
-	case n.AllowInternetAccess != nil && !*n.AllowInternetAccess, len(n.Network) > 0:
-		return v1Create{}, errorf(http.StatusBadRequest, "network rules and allowInternetAccess: false are not supported by Tether's E2B API yet")
+	case n.AllowInternetAccess != nil && !*n.AllowInternetAccess:
+		return v1Create{}, errorf(http.StatusBadRequest, "allowInternetAccess: false is not supported by Tether's E2B API yet")
 	case len(n.VolumeMounts) > 0:
 		return v1Create{}, errorf(http.StatusBadRequest, "volume mounts are not supported by Tether")
 	case len(n.Mcp) > 0:
 		return v1Create{}, errorf(http.StatusBadRequest, "the MCP gateway is not supported by Tether")
+	}
+	if err := n.checkNetwork(); err != nil {
+		return v1Create{}, err
 	}
 	labels := maps.Clone(n.Metadata)
 	if labels == nil {
@@ -77,7 +107,9 @@ func (n newSandbox) toV1(owner string) (v1Create, error) {
 
 // create makes a sandbox and answers once it is ready, 201 with E2B's
 // Sandbox. A caller that goes away before then gets nothing left behind:
-// the sandbox is deleted.
+// the sandbox is deleted. The sandbox is recorded as made here (with its
+// network.allowPublicTraffic) before it can be ready, so that its hosts
+// serve it from its first moment (hosts.go).
 func (cp control) create(w http.ResponseWriter, r *http.Request, key string) error {
 	var n newSandbox
 	if err := decodeBody(r, &n, false); err != nil {
@@ -101,6 +133,15 @@ func (cp control) create(w http.ResponseWriter, r *http.Request, key string) err
 	if err := rep.decode(&made); err != nil {
 		return err
 	}
+	var rec *domain.E2BSandbox
+	if cp.hosts != nil {
+		e, err := cp.hosts.RecordE2BSandbox(r.Context(), made.ID, n.publicTraffic())
+		if err != nil {
+			cp.abandon(r, key, made.ID)
+			return fmt.Errorf("e2b: record sandbox %s: %w", made.ID, err)
+		}
+		rec = &e
+	}
 	s := made
 	if s.State != "ready" { // a claim from a warm pool is ready at once
 		s, err = cp.awaitSettled(r.Context(), r, key, made.ID)
@@ -119,7 +160,11 @@ func (cp control) create(w http.ResponseWriter, r *http.Request, key string) err
 	default: // ended or paused by another call meanwhile
 		return errorf(http.StatusConflict, "sandbox %s was %s before it was ready", s.ID, s.State)
 	}
-	writeJSON(w, http.StatusCreated, answerOf(s, key))
+	a, err := cp.answerOf(r.Context(), s, key, rec)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, a)
 	return nil
 }
 
@@ -148,6 +193,16 @@ type detail struct {
 	DiskSizeMB      int               `json:"diskSizeMB"`
 	Metadata        map[string]string `json:"metadata"`
 	State           string            `json:"state"`
+	// Domain and Network are a single sandbox's (GET), absent from lists:
+	// its hosts' domain, and, for one made here, whether they let public
+	// traffic through.
+	Domain  *string        `json:"domain,omitempty"`
+	Network *detailNetwork `json:"network,omitempty"`
+}
+
+// detailNetwork is the part of E2B's SandboxNetworkConfig Tether keeps.
+type detailNetwork struct {
+	AllowPublicTraffic bool `json:"allowPublicTraffic"`
 }
 
 // detailOf is E2B's view of s: paused when Tether's is, running else.
@@ -177,7 +232,16 @@ func (cp control) get(w http.ResponseWriter, r *http.Request, key string) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, detailOf(s, key))
+	d := detailOf(s, key)
+	d.Domain = cp.domainOf()
+	rec, err := cp.hostRecord(r.Context(), s.ID)
+	if err != nil {
+		return err
+	}
+	if rec != nil {
+		d.Network = &detailNetwork{AllowPublicTraffic: rec.PublicTraffic}
+	}
+	writeJSON(w, http.StatusOK, d)
 	return nil
 }
 
@@ -344,7 +408,15 @@ func (cp control) connect(w http.ResponseWriter, r *http.Request, key string) er
 			return err
 		}
 	}
-	writeJSON(w, status, answerOf(s, key))
+	rec, err := cp.hostRecord(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	a, err := cp.answerOf(r.Context(), s, key, rec)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, status, a)
 	return nil
 }
 

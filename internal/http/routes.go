@@ -148,7 +148,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg httpapi.Config, deps Deps) {
 	v1.DELETE("/pools/:name", h(controlplane.HandlePoolDelete(deps.Store)))
 	// E2B's protocol: a second face over /v1, under /e2b (docs/e2b.md).
 	if !cfg.E2BDisabled {
-		r.Any(e2b.Prefix+"/*path", gin.WrapH(e2b.New(e2b.Options{API: r, Providers: providers, Node: selfNode(cl)})))
+		r.Any(e2b.Prefix+"/*path", gin.WrapH(e2b.New(e2b.Options{API: r, Providers: providers, Node: selfNode(cl), Hosts: deps.Store})))
 	}
 }
 

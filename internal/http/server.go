@@ -16,6 +16,7 @@ import (
 
 	"github.com/tetherhq/tether/internal/cluster"
 	"github.com/tetherhq/tether/internal/domain"
+	"github.com/tetherhq/tether/internal/e2b"
 	"github.com/tetherhq/tether/internal/framing"
 	"github.com/tetherhq/tether/internal/http/controlplane"
 	"github.com/tetherhq/tether/internal/http/dataplane"
@@ -89,6 +90,7 @@ type Store interface {
 	controlplane.SnapshotStore
 	controlplane.NetworkStore
 	controlplane.SecretStore
+	e2b.HostStore
 }
 
 // NewServer returns the API as an http.Handler.
