@@ -4547,7 +4547,7 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, edit of its network rules, and connection of its own the egress proxy decided, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).",
+                "description": "Every exec, file or archive transfer, request to one of its ports (through the API, a preview URL or an E2B sandbox host), process start, input to a process, signal and terminal session made in the sandbox, edit of its network rules, and connection of its own the egress proxy decided, oldest first: who (the API key, or the preview; neither for an E2B host), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).",
                 "produces": [
                     "application/json"
                 ],
@@ -12094,7 +12094,7 @@ const docTemplate = `{
                     "example": "ci-runner"
                 },
                 "kind": {
-                    "description": "Kind is what was done: a command run, or a file or folder (archive) read or written.\nKind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL.\nKinds process_start, process_input and process_signal are a background process started, input written to one, a signal sent to one; terminal, a terminal session over WebSocket (recorded when it ends).\nKind network_update is an edit of the sandbox's network rules (PATCH /v1/sandboxes/{id}/network); egress, a connection or DNS question of the sandbox's that the egress proxy allowed or refused.",
+                    "description": "Kind is what was done: a command run, or a file or folder (archive) read or written.\nKind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL; e2b_host, one that came through an E2B sandbox host ({port}-{sandbox id}.E2B_DOMAIN), without a key.\nKinds process_start, process_input and process_signal are a background process started, input written to one, a signal sent to one; terminal, a terminal session over WebSocket (recorded when it ends).\nKind network_update is an edit of the sandbox's network rules (PATCH /v1/sandboxes/{id}/network); egress, a connection or DNS question of the sandbox's that the egress proxy allowed or refused.",
                     "type": "string",
                     "enum": [
                         "exec",
@@ -12109,7 +12109,8 @@ const docTemplate = `{
                         "process_signal",
                         "terminal",
                         "network_update",
-                        "egress"
+                        "egress",
+                        "e2b_host"
                     ],
                     "x-enum-varnames": [
                         "ActivityKindExec",
@@ -12124,7 +12125,8 @@ const docTemplate = `{
                         "ActivityKindProcessSignal",
                         "ActivityKindTerminal",
                         "ActivityKindNetworkUpdate",
-                        "ActivityKindEgress"
+                        "ActivityKindEgress",
+                        "ActivityKindE2BHost"
                     ],
                     "example": "exec"
                 },

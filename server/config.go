@@ -301,6 +301,7 @@ func setNodeURL(c *config, v string) error {
 // serviceChecks are the checks across settings that are not a provider's.
 var serviceChecks = []func(config) error{
 	checkPreviewTTL,
+	checkE2BDomain,
 	func(c config) error {
 		if c.DatabaseURL == "" {
 			return errors.New("DATABASE_URL is not set: point it at a Postgres database (the README's `make run` starts one)")

@@ -42,6 +42,15 @@ var previewSettings = []setting{
 		}},
 	boolean("E2B_DISABLED", "turn off E2B's protocol, served under /e2b (docs/e2b.md)",
 		func(c *config) *bool { return &c.HTTP.E2BDisabled }),
+	{name: "E2B_DOMAIN", doc: "serve E2B's sandbox hosts, {port}-{sandbox}.E2B_DOMAIN (getHost), and answer it as E2B's domain; may be PREVIEW_HOST",
+		set: func(c *config, v string) error {
+			v = strings.ToLower(strings.TrimSpace(v))
+			if v != "" && !previewHostPattern.MatchString(v) {
+				return fmt.Errorf("E2B_DOMAIN=%q: want a DNS name such as e2b.example.com (its wildcard, *.e2b.example.com, points at Tether)", v)
+			}
+			c.HTTP.E2BDomain = v
+			return nil
+		}},
 }
 
 // previewHostPattern is a DNS name of at least two labels.
@@ -51,6 +60,14 @@ var previewHostPattern = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])
 func checkPreviewTTL(c config) error {
 	if c.HTTP.PreviewTTL > c.HTTP.PreviewMaxTTL {
 		return fmt.Errorf("PREVIEW_TTL=%s is over PREVIEW_MAX_TTL=%s", c.HTTP.PreviewTTL, c.HTTP.PreviewMaxTTL)
+	}
+	return nil
+}
+
+// checkE2BDomain refuses E2B's sandbox hosts without E2B's protocol.
+func checkE2BDomain(c config) error {
+	if c.HTTP.E2BDomain != "" && c.HTTP.E2BDisabled {
+		return fmt.Errorf("E2B_DOMAIN=%s serves E2B's sandbox hosts, but E2B_DISABLED=true turns E2B's protocol off: unset one", c.HTTP.E2BDomain)
 	}
 	return nil
 }

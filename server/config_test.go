@@ -244,3 +244,39 @@ func TestTrustedProxiesConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestE2BDomainConfig: E2B_DOMAIN is a DNS name, lower-cased, unset by
+// default (no E2B sandbox hosts); it may be PREVIEW_HOST; anything else,
+// or E2B's hosts with E2B's protocol turned off, refuses the start.
+func TestE2BDomainConfig(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{}, ""},
+		{map[string]string{"E2B_DOMAIN": " E2B.Example.com "}, "e2b.example.com"},
+		{map[string]string{"E2B_DOMAIN": "preview.example.com", "PREVIEW_HOST": "preview.example.com"}, "preview.example.com"},
+		{map[string]string{"E2B_DOMAIN": "example"}, "refused"},
+		{map[string]string{"E2B_DOMAIN": "*.e2b.example.com"}, "refused"},
+		{map[string]string{"E2B_DOMAIN": "https://e2b.example.com"}, "refused"},
+		{map[string]string{"E2B_DOMAIN": "e2b.example.com:443"}, "refused"},
+		{map[string]string{"E2B_DOMAIN": "e2b.example.com", "E2B_DISABLED": "true"}, "refused"},
+	} {
+		cfg, err := loadConfig(func(name string) string {
+			if name == "DATABASE_URL" {
+				return "postgres://x@127.0.0.1/tether"
+			}
+			return tc.env[name]
+		})
+		if tc.want == "refused" {
+			if err == nil || !strings.Contains(err.Error(), "E2B_DOMAIN") {
+				t.Errorf("%v: loadConfig = %v; want it refused", tc.env, err)
+			}
+			continue
+		}
+		if err != nil || cfg.HTTP.E2BDomain != tc.want {
+			t.Errorf("%v: E2BDomain %q, %v; want %q", tc.env, cfg.HTTP.E2BDomain, err, tc.want)
+		}
+	}
+}

@@ -152,6 +152,7 @@ func setupTwoNodes(t *testing.T, maxFile int64, drainA context.Context) twoNodes
 			// TestForwardableRoutes makes a refused (keyless) call to every
 			// route, more than the default allows an address a second.
 			AuthFailuresPerSecond: 10000,
+			E2BDomain:             "e2b.test", // TestForwardedE2BHost
 		}, tetherhttp.Deps{
 			Store: st, Changes: notifier, Providers: []domain.Provider{p},
 			Ready:   func(ctx context.Context) error { return st.Ping(ctx) },

@@ -75,8 +75,9 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg httpapi.Config, deps Deps) {
 	dp := dataplane.NewAuditedStore(deps.Store, deps.Metrics)
 	cl := cluster.New(deps.Nodes)
 	previews := dataplane.PreviewServer{Log: log, Store: dp, Providers: providers, Cluster: cl, Draining: draining, Guard: ag, Host: cfg.PreviewHost}
+	e2bFace, e2bHosts := newE2B(r, cfg, deps, dp, previews)
 	r.Use(httpapi.WithRecovery(log), httpapi.WithRequestID(), httpapi.WithBodyPacing(cfg.MinBodyRate, cfg.BodyGrace, cfg.MaxBodyTime),
-		httpapi.WithLogging(log), httpapi.WithMetrics(deps.Metrics), previews.WithPreviewHosts(h))
+		httpapi.WithLogging(log), httpapi.WithMetrics(deps.Metrics), dataplane.WithSandboxHosts(h, previews, e2bHosts))
 	r.NoRoute(h(func(c *gin.Context) error {
 		return domain.Errorf(domain.CodeNotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path)
 	}))
@@ -146,10 +147,25 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg httpapi.Config, deps Deps) {
 	v1.GET("/pools/:name", h(controlplane.HandlePoolGet(deps.Store)))
 	v1.PATCH("/pools/:name", body, h(controlplane.HandlePoolUpdate(deps.Store)))
 	v1.DELETE("/pools/:name", h(controlplane.HandlePoolDelete(deps.Store)))
-	// E2B's protocol: a second face over /v1, under /e2b (docs/e2b.md).
-	if !cfg.E2BDisabled {
-		r.Any(e2b.Prefix+"/*path", gin.WrapH(e2b.New(e2b.Options{API: r, Providers: providers, Node: selfNode(cl), Hosts: deps.Store})))
+	if e2bFace != nil {
+		r.Any(e2b.Prefix+"/*path", gin.WrapH(e2bFace))
 	}
+}
+
+// newE2B is E2B's protocol, a second face over /v1 served under /e2b
+// (docs/e2b.md), and its sandbox hosts (E2B_DOMAIN), served through the
+// same proxy as previews (previews' collaborators), whose port 49983 is
+// the face's daemon; nil and no hosts with E2B_DISABLED.
+func newE2B(r *gin.Engine, cfg httpapi.Config, deps Deps, dp dataplane.AuditedStore, previews dataplane.PreviewServer) (http.Handler, dataplane.E2BHosts) {
+	hosts := dataplane.E2BHosts{Log: previews.Log, Store: dp, Records: deps.Store, Providers: previews.Providers,
+		Cluster: previews.Cluster, Draining: previews.Draining, Guard: previews.Guard}
+	if cfg.E2BDisabled {
+		return nil, hosts
+	}
+	face := e2b.New(e2b.Options{API: r, Providers: previews.Providers, Node: selfNode(previews.Cluster),
+		Domain: cfg.E2BDomain, Hosts: deps.Store})
+	hosts.Domain, hosts.Envd = cfg.E2BDomain, face
+	return face, hosts
 }
 
 // selfNode is this replica's node id in a cluster; empty for a single

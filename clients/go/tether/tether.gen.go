@@ -23,6 +23,7 @@ import (
 const (
 	ActivityKindArchiveRead   ActivityKind = "archive_read"
 	ActivityKindArchiveWrite  ActivityKind = "archive_write"
+	ActivityKindE2BHost       ActivityKind = "e2b_host"
 	ActivityKindEgress        ActivityKind = "egress"
 	ActivityKindExec          ActivityKind = "exec"
 	ActivityKindFileRead      ActivityKind = "file_read"
@@ -42,6 +43,8 @@ func (e ActivityKind) Valid() bool {
 	case ActivityKindArchiveRead:
 		return true
 	case ActivityKindArchiveWrite:
+		return true
+	case ActivityKindE2BHost:
 		return true
 	case ActivityKindEgress:
 		return true
@@ -706,7 +709,7 @@ type Activity struct {
 	KeyName *string `json:"key_name"`
 
 	// Kind Kind is what was done: a command run, or a file or folder (archive) read or written.
-	// Kind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL.
+	// Kind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL; e2b_host, one that came through an E2B sandbox host ({port}-{sandbox id}.E2B_DOMAIN), without a key.
 	// Kinds process_start, process_input and process_signal are a background process started, input written to one, a signal sent to one; terminal, a terminal session over WebSocket (recorded when it ends).
 	// Kind network_update is an edit of the sandbox's network rules (PATCH /v1/sandboxes/{id}/network); egress, a connection or DNS question of the sandbox's that the egress proxy allowed or refused.
 	//
@@ -763,7 +766,7 @@ type Activity struct {
 }
 
 // ActivityKind Kind is what was done: a command run, or a file or folder (archive) read or written.
-// Kind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL.
+// Kind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL; e2b_host, one that came through an E2B sandbox host ({port}-{sandbox id}.E2B_DOMAIN), without a key.
 // Kinds process_start, process_input and process_signal are a background process started, input written to one, a signal sent to one; terminal, a terminal session over WebSocket (recorded when it ends).
 // Kind network_update is an edit of the sandbox's network rules (PATCH /v1/sandboxes/{id}/network); egress, a connection or DNS question of the sandbox's that the egress proxy allowed or refused.
 //
@@ -2928,7 +2931,7 @@ type ClientInterface interface {
 
 	// ListSandboxActivity A sandbox's activity
 	//
-	// Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, edit of its network rules, and connection of its own the egress proxy decided, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
+	// Every exec, file or archive transfer, request to one of its ports (through the API, a preview URL or an E2B sandbox host), process start, input to a process, signal and terminal session made in the sandbox, edit of its network rules, and connection of its own the egress proxy decided, oldest first: who (the API key, or the preview; neither for an E2B host), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
 	//
 	// Corresponds with GET /v1/sandboxes/{id}/activity (the `ListSandboxActivity` operationId).
 	ListSandboxActivity(ctx context.Context, id string, params *ListSandboxActivityParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4132,7 +4135,7 @@ func (c *Client) GetSandbox(ctx context.Context, id string, params *GetSandboxPa
 
 // ListSandboxActivity A sandbox's activity
 //
-// Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, edit of its network rules, and connection of its own the egress proxy decided, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
+// Every exec, file or archive transfer, request to one of its ports (through the API, a preview URL or an E2B sandbox host), process start, input to a process, signal and terminal session made in the sandbox, edit of its network rules, and connection of its own the egress proxy decided, oldest first: who (the API key, or the preview; neither for an E2B host), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
 //
 // Corresponds with GET /v1/sandboxes/{id}/activity (the `ListSandboxActivity` operationId).
 func (c *Client) ListSandboxActivity(ctx context.Context, id string, params *ListSandboxActivityParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -9565,7 +9568,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListSandboxActivityWithResponse A sandbox's activity
 	//
-	// Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, edit of its network rules, and connection of its own the egress proxy decided, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
+	// Every exec, file or archive transfer, request to one of its ports (through the API, a preview URL or an E2B sandbox host), process start, input to a process, signal and terminal session made in the sandbox, edit of its network rules, and connection of its own the egress proxy decided, oldest first: who (the API key, or the preview; neither for an E2B host), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -23094,7 +23097,7 @@ func (c *ClientWithResponses) GetSandboxWithResponse(ctx context.Context, id str
 
 // ListSandboxActivityWithResponse A sandbox's activity
 //
-// Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, edit of its network rules, and connection of its own the egress proxy decided, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
+// Every exec, file or archive transfer, request to one of its ports (through the API, a preview URL or an E2B sandbox host), process start, input to a process, signal and terminal session made in the sandbox, edit of its network rules, and connection of its own the egress proxy decided, oldest first: who (the API key, or the preview; neither for an E2B host), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
 //
 // Returns a wrapper object for the known response body format(s).
 //

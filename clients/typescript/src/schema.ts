@@ -509,7 +509,7 @@ export interface paths {
         };
         /**
          * A sandbox's activity
-         * @description Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, edit of its network rules, and connection of its own the egress proxy decided, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
+         * @description Every exec, file or archive transfer, request to one of its ports (through the API, a preview URL or an E2B sandbox host), process start, input to a process, signal and terminal session made in the sandbox, edit of its network rules, and connection of its own the egress proxy decided, oldest first: who (the API key, or the preview; neither for an E2B host), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
          */
         get: operations["listSandboxActivity"];
         put?: never;
@@ -1302,13 +1302,13 @@ export interface components {
             key_name: string | null;
             /**
              * @description Kind is what was done: a command run, or a file or folder (archive) read or written.
-             *     Kind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL.
+             *     Kind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL; e2b_host, one that came through an E2B sandbox host ({port}-{sandbox id}.E2B_DOMAIN), without a key.
              *     Kinds process_start, process_input and process_signal are a background process started, input written to one, a signal sent to one; terminal, a terminal session over WebSocket (recorded when it ends).
              *     Kind network_update is an edit of the sandbox's network rules (PATCH /v1/sandboxes/{id}/network); egress, a connection or DNS question of the sandbox's that the egress proxy allowed or refused.
              * @example exec
              * @enum {string}
              */
-            kind: "exec" | "file_read" | "file_write" | "archive_read" | "archive_write" | "port" | "preview" | "process_start" | "process_input" | "process_signal" | "terminal" | "network_update" | "egress";
+            kind: "exec" | "file_read" | "file_write" | "archive_read" | "archive_write" | "port" | "preview" | "process_start" | "process_input" | "process_signal" | "terminal" | "network_update" | "egress" | "e2b_host";
             /**
              * @description OOMKilled is true when the sandbox's memory limit killed a process while the exec ran.
              * @example false

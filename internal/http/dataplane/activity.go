@@ -27,10 +27,10 @@ type Activity struct {
 	// KeyName is that API key's name; null with key_id.
 	KeyName *string `json:"key_name" extensions:"x-nullable" example:"ci-runner"`
 	// Kind is what was done: a command run, or a file or folder (archive) read or written.
-	// Kind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL.
+	// Kind port is an HTTP request (or WebSocket connection) proxied to a port with an API key; preview, one that came through a preview URL; e2b_host, one that came through an E2B sandbox host ({port}-{sandbox id}.E2B_DOMAIN), without a key.
 	// Kinds process_start, process_input and process_signal are a background process started, input written to one, a signal sent to one; terminal, a terminal session over WebSocket (recorded when it ends).
 	// Kind network_update is an edit of the sandbox's network rules (PATCH /v1/sandboxes/{id}/network); egress, a connection or DNS question of the sandbox's that the egress proxy allowed or refused.
-	Kind string `json:"kind" enums:"exec,file_read,file_write,archive_read,archive_write,port,preview,process_start,process_input,process_signal,terminal,network_update,egress" x-enum-varnames:"ActivityKindExec,ActivityKindFileRead,ActivityKindFileWrite,ActivityKindArchiveRead,ActivityKindArchiveWrite,ActivityKindPort,ActivityKindPreview,ActivityKindProcessStart,ActivityKindProcessInput,ActivityKindProcessSignal,ActivityKindTerminal,ActivityKindNetworkUpdate,ActivityKindEgress" example:"exec"`
+	Kind string `json:"kind" enums:"exec,file_read,file_write,archive_read,archive_write,port,preview,process_start,process_input,process_signal,terminal,network_update,egress,e2b_host" x-enum-varnames:"ActivityKindExec,ActivityKindFileRead,ActivityKindFileWrite,ActivityKindArchiveRead,ActivityKindArchiveWrite,ActivityKindPort,ActivityKindPreview,ActivityKindProcessStart,ActivityKindProcessInput,ActivityKindProcessSignal,ActivityKindTerminal,ActivityKindNetworkUpdate,ActivityKindEgress,ActivityKindE2BHost" example:"exec"`
 	// Command is the command of an exec or a process's start (its first 4096 bytes); null for the others.
 	Command *string `json:"command" extensions:"x-nullable" example:"pytest -q"`
 	// Path is the file's or folder's path; null for the others.
@@ -118,8 +118,8 @@ func RecordActivity(c *gin.Context, log *slog.Logger, st ActivityRecorder, sb do
 // started and ended with err: who asked, how long it took, its error code.
 func activityOf(c *gin.Context, sb domain.Sandbox, a domain.Activity, started time.Time, err error) domain.Activity {
 	a.SandboxID, a.Tenant, a.Caller, a.Duration = sb.ID, sb.Tenant, httpapi.CallerOf(c), time.Since(started)
-	if a.Kind == domain.ActivityPreview {
-		a.Caller = domain.Caller{} // no API key: the preview_id says who
+	if a.Kind == domain.ActivityPreview || a.Kind == domain.ActivityE2BHost {
+		a.Caller = domain.Caller{} // no API key: the preview_id, or the kind, says how it came
 	}
 	if err != nil {
 		// The code the client is (or would have been) answered with.
@@ -301,7 +301,7 @@ func toActivity(a domain.Activity) Activity {
 		out.Input = &target
 	case domain.ActivityProcessSignal:
 		out.Signal = &target
-	case domain.ActivityPort, domain.ActivityPreview:
+	case domain.ActivityPort, domain.ActivityPreview, domain.ActivityE2BHost:
 		out.Request, out.PreviewID = &target, httpapi.Optional(a.PreviewID)
 		out.Port, out.HTTPStatus = optionalInt(a.Port), optionalInt(a.Status)
 	case domain.ActivityNetworkUpdate:
@@ -318,7 +318,7 @@ func toActivity(a domain.Activity) Activity {
 // HandleSandboxActivity returns what clients did in a sandbox.
 //
 //	@Summary		A sandbox's activity
-//	@Description	Every exec, file or archive transfer, request to one of its ports (through the API or a preview URL), process start, input to a process, signal and terminal session made in the sandbox, edit of its network rules, and connection of its own the egress proxy decided, oldest first: who (the API key, or the preview), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
+//	@Description	Every exec, file or archive transfer, request to one of its ports (through the API, a preview URL or an E2B sandbox host), process start, input to a process, signal and terminal session made in the sandbox, edit of its network rules, and connection of its own the egress proxy decided, oldest first: who (the API key, or the preview; neither for an E2B host), when, what (the command, truncated to 4096 bytes, the path, the port and request, the process's pid and its input or signal), and how it ended (exit code, HTTP status, bytes moved, duration, timeout, error code). Recorded after each operation; requests refused before reaching the sandbox (bad input, a sandbox that is not ready) are not recorded. Page with cursor (next_cursor of the previous page) or, equivalently, after (the id of the last record seen).
 //	@ID				listSandboxActivity
 //	@Tags			events
 //	@Produce		json

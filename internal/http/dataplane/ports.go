@@ -92,14 +92,30 @@ func HandleSandboxPort(log *slog.Logger, st Store, providers map[string]domain.P
 		}
 		a := domain.Activity{Kind: domain.ActivityPort}
 		to := portTarget{prefix: "/v1/sandboxes/" + sb.ID + "/ports/" + strconv.Itoa(port), skip: 5}
-		if id, ok := strings.CutPrefix(httpapi.CallerOf(c).KeyID, previewCallerPrefix); ok && httpapi.Forwarded(c) {
+		keyID := httpapi.CallerOf(c).KeyID
+		if httpapi.Forwarded(c) {
 			// A preview URL's request, forwarded by the replica that
-			// checked its token, which says how the app is served.
-			a.Kind, a.PreviewID = domain.ActivityPreview, previewCallerPrefix+id
-			to.prefix = c.GetHeader(hdrPreviewPrefix)
-			to.ownOrigin = c.GetHeader(hdrPreviewOrigin) == "own"
+			// checked its token, or an E2B host's, by the replica that
+			// let it through; which says how the app is served.
+			id, preview := strings.CutPrefix(keyID, previewCallerPrefix)
+			switch {
+			case preview:
+				a.Kind, a.PreviewID = domain.ActivityPreview, previewCallerPrefix+id
+			case keyID == e2bHostCaller:
+				a.Kind = domain.ActivityE2BHost
+			}
+			if a.Kind != domain.ActivityPort {
+				to.prefix = c.GetHeader(hdrPreviewPrefix)
+				to.ownOrigin = c.GetHeader(hdrPreviewOrigin) == "own"
+			}
 		}
-		return proxyPort(c, log, st, dialer, sb, port, to, a)
+		err = proxyPort(c, log, st, dialer, sb, port, to, a)
+		if a.Kind == domain.ActivityE2BHost && err != nil {
+			// Answered as the replica that took it would answer it.
+			writeE2BHostError(c, log, sb.ID, port, err)
+			return nil
+		}
+		return err
 	}
 }
 
@@ -288,7 +304,8 @@ func scopeCookie(line string, to portTarget) (string, bool) {
 }
 
 // stripCredentials keeps Tether's credentials from the sandbox's app: the
-// API key, a preview's cookie and token, the node-to-node headers.
+// API key, a preview's cookie and token, the node-to-node headers. (An
+// E2B host's request loses E2B's credential headers too: E2BHosts.)
 func stripCredentials(r *http.Request) {
 	h := r.Header
 	h.Del("Authorization")

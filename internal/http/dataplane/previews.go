@@ -383,32 +383,57 @@ func (ps PreviewServer) livePreview(c *gin.Context, token string) (domain.Previe
 // lives on another (as the node's port route, acting for the preview), or
 // to the port here.
 func (ps PreviewServer) serve(c *gin.Context, p domain.Preview, sb domain.Sandbox, to portTarget) error {
-	if ps.Cluster != nil && sb.Node != "" && sb.Node != ps.Cluster.Self {
-		s := httpapi.State(c)
-		s.Tenant, s.Caller = p.Tenant, domain.Caller{KeyID: p.ID}
-		rest := pathAfter(c.Request.URL.EscapedPath(), to.skip)
-		u, err := url.Parse("/v1/sandboxes/" + sb.ID + "/ports/" + strconv.Itoa(p.Port) + rest)
-		if err != nil {
-			return domain.Errorf(domain.CodeInvalidRequest, "the path is not valid")
-		}
-		c.Request.URL.Path, c.Request.URL.RawPath = u.Path, u.RawPath
-		stripCredentials(c.Request)
-		c.Request.Header.Set(hdrPreviewPrefix, to.prefix)
-		if to.ownOrigin {
-			c.Request.Header.Set(hdrPreviewOrigin, "own")
-		}
-		forward(c, ps.Log, ps.Cluster, ps.Draining, sb)
-		return nil
+	if onAnotherNode(ps.Cluster, sb) {
+		return forwardPort(c, ps.Log, ps.Cluster, ps.Draining, sb, p.Port, domain.Caller{KeyID: p.ID}, to)
 	}
-	prov, ok := ps.Providers[sb.Provider]
+	dialer, err := portDialer(ps.Providers, sb)
+	if err != nil {
+		return err
+	}
+	return proxyPort(c, ps.Log, ps.Store, dialer, sb, p.Port, to, domain.Activity{Kind: domain.ActivityPreview, PreviewID: p.ID})
+}
+
+// onAnotherNode reports whether the sandbox sb lives on another node of
+// the cluster cl than this one.
+func onAnotherNode(cl *cluster.Cluster, sb domain.Sandbox) bool {
+	return cl != nil && sb.Node != "" && sb.Node != cl.Self
+}
+
+// forwardPort passes a key-less request of port of sb (a preview's, an
+// E2B host's) on to the sandbox's node, as the node's port route acting
+// for caller, which names what let it through; to says how the app is
+// served there (hdrPreviewPrefix, hdrPreviewOrigin).
+func forwardPort(c *gin.Context, log *slog.Logger, cl *cluster.Cluster, draining context.Context, sb domain.Sandbox,
+	port int, caller domain.Caller, to portTarget,
+) error {
+	s := httpapi.State(c)
+	s.Tenant, s.Caller = sb.Tenant, caller
+	rest := pathAfter(c.Request.URL.EscapedPath(), to.skip)
+	u, err := url.Parse("/v1/sandboxes/" + sb.ID + "/ports/" + strconv.Itoa(port) + rest)
+	if err != nil {
+		return domain.Errorf(domain.CodeInvalidRequest, "the path is not valid")
+	}
+	c.Request.URL.Path, c.Request.URL.RawPath = u.Path, u.RawPath
+	stripCredentials(c.Request)
+	c.Request.Header.Set(hdrPreviewPrefix, to.prefix)
+	if to.ownOrigin {
+		c.Request.Header.Set(hdrPreviewOrigin, "own")
+	}
+	forward(c, log, cl, draining, sb)
+	return nil
+}
+
+// portDialer is the capability of sb's provider that dials its ports.
+func portDialer(providers map[string]domain.Provider, sb domain.Sandbox) (domain.PortDialer, error) {
+	prov, ok := providers[sb.Provider]
 	if !ok {
-		return domain.Errorf(domain.CodeProviderUnavailable, "provider %q is not enabled on this server", sb.Provider)
+		return nil, domain.Errorf(domain.CodeProviderUnavailable, "provider %q is not enabled on this server", sb.Provider)
 	}
 	dialer, ok := prov.(domain.PortDialer)
 	if !ok {
-		return domain.Errorf(domain.CodeNotSupported, "provider %q does not support ports", sb.Provider)
+		return nil, domain.Errorf(domain.CodeNotSupported, "provider %q does not support ports", sb.Provider)
 	}
-	return proxyPort(c, ps.Log, ps.Store, dialer, sb, p.Port, to, domain.Activity{Kind: domain.ActivityPreview, PreviewID: p.ID})
+	return dialer, nil
 }
 
 // HandlePreview serves a preview URL in path mode, /p/{token}/{path}
@@ -428,31 +453,58 @@ func (ps PreviewServer) HandlePreview() httpapi.HandlerFunc {
 	}
 }
 
-// WithPreviewHosts serves the requests whose Host is a preview's in
-// wildcard host mode ({port}-{sandbox}.PREVIEW_HOST) and lets every other
-// request through. The token comes once as ?tether_preview_token=, which
-// is answered with a cookie of that host and a redirect to the same URL
-// without it; after that the cookie carries it.
-func (ps PreviewServer) WithPreviewHosts(h func(httpapi.HandlerFunc) gin.HandlerFunc) gin.HandlerFunc {
-	serve := h(ps.servePreviewHost)
+// WithSandboxHosts serves the requests whose Host is a sandbox's own and
+// lets every other request through: a preview's in wildcard host mode
+// ({port}-{sandbox}.PREVIEW_HOST), whose token comes once as
+// ?tether_preview_token=, answered with a cookie of that host and a
+// redirect to the same URL without it, and is then carried by the
+// cookie; and an E2B sandbox host ({port}-{sandbox}.E2B_DOMAIN, see
+// E2BHosts). A host under both domains is the more specific one's; when
+// the two are the same domain, a request carrying a preview token (query
+// or cookie) is a preview's, and any other an E2B host's.
+func WithSandboxHosts(h func(httpapi.HandlerFunc) gin.HandlerFunc, ps PreviewServer, eh E2BHosts) gin.HandlerFunc {
+	previews := h(ps.servePreviewHost)
 	return func(c *gin.Context) {
-		if ps.Host == "" {
+		if ps.Host == "" && eh.Domain == "" {
 			c.Next()
 			return
 		}
-		host := c.Request.Host
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
+		pl, preview := hostLabel(c.Request.Host, ps.Host)
+		el, e2bHost := hostLabel(c.Request.Host, eh.Domain)
+		if preview && e2bHost {
+			switch {
+			case len(ps.Host) != len(eh.Domain):
+				preview = len(ps.Host) > len(eh.Domain)
+			default:
+				preview = c.Query(previewQuery) != "" || previewCookieToken(c) != ""
+			}
+			e2bHost = !preview
 		}
-		label, ok := strings.CutSuffix(strings.ToLower(host), "."+ps.Host)
-		if !ok {
+		switch {
+		case preview:
+			c.Set(previewLabelKey{}, pl)
+			previews(c)
+		case e2bHost:
+			eh.serve(c, el)
+		default:
 			c.Next()
 			return
 		}
-		c.Set(previewLabelKey{}, label)
-		serve(c)
 		c.Abort()
 	}
+}
+
+// hostLabel is what comes before ".dom" in host, lower-cased, the port
+// left out: "8000-sbx_..." of "8000-sbx_....dom:443". false when host is
+// not under dom, or dom is empty.
+func hostLabel(host, dom string) (string, bool) {
+	if dom == "" {
+		return "", false
+	}
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return strings.CutSuffix(strings.ToLower(host), "."+dom)
 }
 
 type previewLabelKey struct{}

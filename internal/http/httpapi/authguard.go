@@ -67,7 +67,11 @@ type AuthGuard struct {
 	now     func() time.Time
 
 	keys, Previews *credentialKind
-	index          keyIndex
+	// E2BHosts are the sandbox ids of E2B's sandbox hosts, which a request
+	// names without any key: each one looked up and not found (not a
+	// running sandbox made through E2B's API) is a failure of the address.
+	E2BHosts *credentialKind
+	index    keyIndex
 
 	mu          sync.Mutex
 	tagger      *credential.Tagger
@@ -92,6 +96,7 @@ func NewAuthGuard(st CredentialStore, cfg Config) *AuthGuard {
 		misses: missCache{ttl: cfg.AuthCacheTTL}}
 	g.Previews = &credentialKind{prefix: domain.PreviewTokenPrefix, shaped: domain.ValidPreviewToken,
 		misses: missCache{ttl: cfg.AuthCacheTTL}}
+	g.E2BHosts = &credentialKind{prefix: "sbx_", shaped: domain.ValidID, misses: missCache{ttl: cfg.AuthCacheTTL}}
 	g.index.load = func(ctx context.Context) ([]uint64, error) { return st.LiveKeyHashes(ctx) }
 	return g
 }
@@ -188,6 +193,18 @@ func (g *AuthGuard) taggerFor(ctx context.Context) *credential.Tagger {
 	g.tagger = t
 	g.mu.Unlock()
 	return t
+}
+
+// Refuse counts a credential the request presented and that was refused
+// without a lookup of its own (an E2B traffic access token that is not
+// its sandbox's) as a failure of its address: nil while the address is
+// within its budget, else the 429 QUOTA_EXCEEDED to answer instead.
+func (g *AuthGuard) Refuse(c *gin.Context) error {
+	addr := clientAddr(c.Request, g.trusted)
+	if g.failed(addr) {
+		return nil
+	}
+	return g.over(c, addr, g.now())
 }
 
 // refuse counts a failure of addr that cost no lookup and answers it:

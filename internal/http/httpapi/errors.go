@@ -73,12 +73,14 @@ var StatusOf = map[domain.Code]int{
 // 4xx, NOT_SUPPORTED (501: the provider lacks the capability) and
 // PORT_UNREACHABLE (502: nothing listens on the port in the sandbox, or
 // the app closed the connection; the sandbox's app is the client's, and
-// Tether did its part).
+// Tether did its part), and NOT_FOUND however it is answered (E2B's
+// sandbox hosts answer a sandbox they do not serve 502, as E2B's proxy
+// does).
 func logLevelOf(code domain.Code, status int) slog.Level {
 	switch {
 	case code == domain.CodeUnavailable || code == domain.CodeProviderUnavailable:
 		return slog.LevelWarn
-	case code == domain.CodeNotSupported || code == domain.CodePortUnreachable:
+	case code == domain.CodeNotSupported || code == domain.CodePortUnreachable || code == domain.CodeNotFound:
 		return slog.LevelInfo
 	case status >= 500:
 		return slog.LevelError

@@ -109,7 +109,11 @@ type Config struct {
 	PreviewMaxTTL  time.Duration
 	PreviewHost    string
 	// E2BDisabled turns off E2B's protocol under /e2b (docs/e2b.md).
+	// E2BDomain, if set, is the domain of E2B's per-sandbox hosts,
+	// {port}-{sandbox}.E2BDomain, which E2B's creates answer as their
+	// domain (the SDK's getHost builds them); it may be PreviewHost.
 	E2BDisabled bool
+	E2BDomain   string
 }
 
 // API defaults, for zero Config fields.

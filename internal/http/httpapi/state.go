@@ -39,6 +39,11 @@ type reqState struct {
 	AnsweredBy Answerer
 }
 
+// AnsweredAs records that the request was answered, in a shape other than
+// a problem document (E2B's proxy's, on E2B's sandbox hosts), with what a
+// problem of code says: its log line is at that code's level.
+func AnsweredAs(c *gin.Context, code domain.Code) { State(c).code = code }
+
 // Answerer is who answered a request Tether passed the answer of on.
 type Answerer int
 
