@@ -1,15 +1,17 @@
 // The real e2b SDK (pinned in package.json) against a live Tether: the
 // environment names the E2B face (E2B_API_URL=$TETHER/e2b,
 // E2B_SANDBOX_URL=$TETHER/e2b/envd, E2B_API_KEY=<a Tether key>) and, for
-// the checks through Tether's own API, TETHER_URL and TETHER_API_KEY.
+// the checks through Tether's own API, TETHER_URL and TETHER_API_KEY;
+// TETHER_E2B_DOMAIN is the server's E2B_DOMAIN (its sandbox hosts).
 import { test } from 'node:test'
 import { spawn } from 'node:child_process'
+import http from 'node:http'
 import assert from 'node:assert/strict'
 import { Sandbox, SandboxNotFoundError, NotFoundError, FileNotFoundError } from 'e2b'
 
 const tether = process.env.TETHER_URL
 const key = process.env.TETHER_API_KEY
-for (const v of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY', 'TETHER_URL', 'TETHER_API_KEY']) {
+for (const v of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY', 'TETHER_URL', 'TETHER_API_KEY', 'TETHER_E2B_DOMAIN']) {
   if (!process.env[v]) throw new Error(`${v} is not set`)
 }
 
@@ -513,4 +515,116 @@ test('polled watchers: create, get the events since the last poll, remove', asyn
   } finally {
     await sbx.kill()
   }
+})
+
+// hostFetch requests url, a URL of a sandbox host (getHost's), at Tether's
+// own address with the sandbox host as its Host, as a wildcard DNS name of
+// E2B_DOMAIN pointing at Tether would send it. (Node's fetch sets Host
+// from the URL, whatever the headers say: node:http does not.)
+function hostFetch(url, headers = {}) {
+  const u = new URL(url)
+  const to = new URL(tether)
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: to.hostname, port: to.port, path: u.pathname + u.search, headers: { ...headers, Host: u.host } },
+      (res) => {
+        let body = ''
+        res.setEncoding('utf8')
+        res.on('data', (d) => (body += d))
+        res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body }))
+      }
+    )
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+test('getHost reaches a port of the sandbox: key-less by default, with the traffic access token when public traffic is off', async () => {
+  const domain = process.env.TETHER_E2B_DOMAIN
+  const pub = await Sandbox.create()
+  const priv = await Sandbox.create({ network: { allowPublicTraffic: false } })
+  const made = await v1('POST', '/v1/sandboxes?wait=60s', { labels: { suite: 'e2b' } })
+  assert.ok(made.status === 201 || made.status === 202, JSON.stringify(made))
+  try {
+    for (const s of [pub, priv]) {
+      await s.commands.run(`mkdir -p /tmp/www && printf 'hello from %s' ${s.sandboxId} > /tmp/www/hello.txt`)
+      await s.commands.run('cd /tmp/www && exec python3 -m http.server 8000 --bind 127.0.0.1', { background: true })
+    }
+    const host = pub.getHost(8000)
+    assert.equal(host, `8000-${pub.sandboxId}.${domain}`)
+    assert.equal(pub.sandboxDomain, domain)
+    assert.equal(pub.trafficAccessToken, undefined)
+    let r
+    await until('the server in the sandbox', async () => (r = await hostFetch(`http://${host}/hello.txt`)).status === 200, 20_000)
+    assert.equal(r.body, `hello from ${pub.sandboxId}`)
+    // Tether's credentials never reach the app: the SDK's envd access
+    // token (Tether's API key here), which the code-interpreter SDK sends
+    // to every port, a bearer key, a traffic access token.
+    await pub.files.write('/tmp/headers.py', [
+      'import http.server as h',
+      'class H(h.BaseHTTPRequestHandler):',
+      '    def do_GET(s):',
+      '        b = str(s.headers).encode()',
+      '        s.send_response(200); s.send_header("Content-Length", str(len(b))); s.end_headers(); s.wfile.write(b)',
+      'h.HTTPServer(("127.0.0.1", 8002), H).serve_forever()',
+    ].join('\n'))
+    await pub.commands.run('exec python3 /tmp/headers.py', { background: true })
+    const sent = { 'X-Access-Token': key, Authorization: `Bearer ${key}`, 'e2b-traffic-access-token': 'tta_x', 'X-App': 'kept' }
+    await until('the headers server', async () => (r = await hostFetch(`http://${pub.getHost(8002)}/`, sent)).status === 200, 20_000)
+    assert.match(r.body, /X-App: kept/i)
+    assert.doesNotMatch(r.body, /x-access-token|authorization|e2b-traffic-access-token/i)
+    assert.ok(!r.body.includes(key), r.body)
+
+    // Public traffic off: the token the create answered, which connect
+    // answers again, and nothing else.
+    const token = priv.trafficAccessToken
+    assert.match(token, /^tta_/)
+    const phost = priv.getHost(8000)
+    r = await hostFetch(`http://${phost}/hello.txt`)
+    assert.equal(r.status, 403)
+    assert.match(JSON.parse(r.body).message, /'e2b-traffic-access-token' is missing/)
+    r = await hostFetch(`http://${phost}/hello.txt`, { 'e2b-traffic-access-token': token.slice(0, -1) + (token.endsWith('A') ? 'B' : 'A') })
+    assert.equal(r.status, 403)
+    assert.match(JSON.parse(r.body).message, /is invalid/)
+    await until('the private server', async () => (r = await hostFetch(`http://${phost}/hello.txt`, { 'e2b-traffic-access-token': token })).status === 200, 20_000)
+    assert.equal(r.body, `hello from ${priv.sandboxId}`)
+    const again = await Sandbox.connect(priv.sandboxId)
+    assert.equal(again.trafficAccessToken, token)
+    assert.equal(again.getHost(8000), phost)
+
+    // Every request that reached the port is in the sandbox's activity.
+    const act = await v1('GET', `/v1/sandboxes/${pub.sandboxId}/activity`)
+    assert.ok(
+      act.body.items.some((a) => a.kind === 'e2b_host' && a.port === 8000 && a.request === 'GET /hello.txt' && a.http_status === 200 && a.key_id === null),
+      JSON.stringify(act.body.items)
+    )
+
+    // What does not reach an app: a /v1 sandbox, an unknown one, a port
+    // nothing listens on, hosts that are not a sandbox's port.
+    const v1sbx = await Sandbox.connect(made.body.id)
+    r = await hostFetch(`http://${v1sbx.getHost(8000)}/`)
+    assert.equal(r.status, 502)
+    assert.deepEqual(JSON.parse(r.body), { sandboxId: made.body.id, message: 'The sandbox was not found', code: 502 })
+    r = await hostFetch(`http://8000-sbx_00000000000000000000000000.${domain}/`)
+    assert.equal(r.status, 502)
+    r = await hostFetch(`http://${pub.getHost(8001)}/`)
+    assert.equal(r.status, 502)
+    assert.deepEqual(JSON.parse(r.body), { sandboxId: pub.sandboxId, message: 'The sandbox is running but port is not open', port: 8001, code: 502 })
+    for (const [bad, want] of [
+      [`70000-${pub.sandboxId}.${domain}`, 'Invalid sandbox port'],
+      [`8000-nope.${domain}`, 'Invalid sandbox ID'],
+      [`www.${domain}`, 'Invalid host'],
+    ]) {
+      r = await hostFetch(`http://${bad}/`)
+      assert.equal(r.status, 400, bad)
+      assert.equal(r.body.trim(), want, bad)
+    }
+  } finally {
+    await pub.kill()
+    await priv.kill()
+    await v1('DELETE', `/v1/sandboxes/${made.body.id}`)
+  }
+  // An ended sandbox is not found.
+  const r = await hostFetch(`http://${pub.getHost(8000)}/hello.txt`)
+  assert.equal(r.status, 502)
 })
