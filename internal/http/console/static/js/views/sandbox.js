@@ -97,9 +97,9 @@ function eventList(events) {
   }));
 }
 
-// PORT_KINDS are the activity of a port's traffic: with an API key (port)
-// or through a preview URL (preview).
-const PORT_KINDS = ['port', 'preview'];
+// PORT_KINDS are the activity of a port's traffic: with an API key (port),
+// through a preview URL (preview) or an E2B sandbox host (e2b_host).
+const PORT_KINDS = ['port', 'preview', 'e2b_host'];
 
 // activityResult is an activity's outcome: its error, an exec's exit
 // status, or the HTTP status a sandbox's app answered.
@@ -115,7 +115,8 @@ function activityResult(a) {
 function activityTable(items) {
   const rows = items.map((a) => {
     const what = PORT_KINDS.includes(a.kind) ? `:${a.port} ${a.request ?? ''}` : a.command ?? a.input ?? a.signal ?? a.path ?? '';
-    const by = a.kind === 'preview' && a.preview_id ? h('span', {}, 'preview ', h('code', {}, a.preview_id)) : a.key_name ?? '—';
+    const by = a.kind === 'preview' && a.preview_id ? h('span', {}, 'preview ', h('code', {}, a.preview_id))
+      : a.kind === 'e2b_host' ? 'E2B host (no key)' : a.key_name ?? '—';
     return h('tr', {dataset: {kind: a.kind}},
       cell('When', when(a.at)),
       cell('Kind', a.kind),
