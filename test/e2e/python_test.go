@@ -36,7 +36,9 @@ func TestPythonClient(t *testing.T) {
 	if out, err := exec.Command(python, "-c", "import httpx, pytest, pytest_asyncio").CombinedOutput(); err != nil {
 		t.Fatalf("%s lacks the Python client's test dependencies (scripts/deps.sh installs python3-httpx python3-pytest python3-pytest-asyncio): %v\n%s", python, err, out)
 	}
-	e := setup(t, "WEBHOOK_ALLOW_PRIVATE=true") // the webhook tests run their receivers on loopback
+	// The webhook tests run their receivers on loopback; the network test
+	// stores secrets.
+	e := setup(t, "WEBHOOK_ALLOW_PRIVATE=true", "SECRETS_KEY=dGV0aGVyLXB5dGhvbi10ZXN0cy1zZWNyZXQta2V5ISE=")
 	root := harness.RepoRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

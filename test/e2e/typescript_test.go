@@ -29,7 +29,9 @@ func TestTypeScriptClient(t *testing.T) {
 	run := nodeRunner(ctx, t, dir)
 	run(nil, "npx", "--no-install", "tsc", "--strict", "--noEmit", "-p", ".")
 
-	e := setup(t, "WEBHOOK_ALLOW_PRIVATE=true") // the webhook tests run their receivers on loopback
+	// The webhook tests run their receivers on loopback; the network test
+	// stores secrets.
+	e := setup(t, "WEBHOOK_ALLOW_PRIVATE=true", "SECRETS_KEY=dGV0aGVyLXR5cGVzY3JpcHQtdGVzdC1rZXktMzIhISE=")
 	out := run([]string{"TETHER_URL=" + e.replica.URL(), "TETHER_API_KEY=" + key, "TETHER_JANITOR_INTERVAL=1"}, "npm", "test")
 	wantNodeTestsPassed(t, "the TypeScript client's tests", out)
 }

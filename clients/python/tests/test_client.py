@@ -314,3 +314,48 @@ def test_exit_snapshot_on_delete(client: Tether):
     finally:
         client.delete_sandbox(new.id)
         client.delete_snapshot(snaps[0].id)
+
+
+def test_network_rules_policies_and_secrets_sync_and_async(client: Tether):
+    """Secrets by name only, a named policy, and an allow-list sandbox's
+    rules read and edited through both clients."""
+    name = "py-" + uuid.uuid4().hex[:8]
+    created = client.put_secret(name, "s3cret-python-value")
+    assert created.name == name and "s3cret-python-value" not in repr(created.raw)
+    assert name in [s.name for s in client.list_secrets()]
+    with pytest.raises(TetherError) as err:
+        client.put_secret(name, "two\nlines")
+    assert err.value.code == "INVALID_REQUEST"
+
+    policy = client.put_network_policy(name, ["pypi.org", "*.pythonhosted.org"])
+    assert policy.allow == ["pypi.org", "*.pythonhosted.org"]
+    assert client.get_network_policy(name).name == name
+    sb = client.create_sandbox(provider="local", labels=LABELS, params={
+        "network": "allowlist", "allow": ["example.com"], "policies": [name],
+        "credentials": [{"host": "api.example.com", "header": "Authorization", "format": "Bearer {secret}", "secret": name}],
+    })
+    try:
+        assert client.wait_sandbox(sb.id, timeout=60).state == "ready"
+        net = client.get_network(sb.id)
+        assert net.network == "allowlist" and net.allow == ["example.com"] and net.policies == [name]
+        assert [c.secret for c in net.credentials] == [name] and not net.edited
+
+        async def edit():
+            async with AsyncTether(URL, KEY) as a:
+                return await a.update_network(sb.id, ["example.com", "github.com:443"], policies=[])
+
+        edited = asyncio.run(edit())
+        assert edited.edited and edited.allow == ["example.com", "github.com:443"] and edited.policies == []
+        assert [c.host for c in edited.credentials] == ["api.example.com"]  # kept: not given
+        with pytest.raises(TetherError) as err:
+            client.update_network(sb.id, ["not a host!"])
+        assert err.value.code == "INVALID_REQUEST"
+        assert client.get_network(sb.id).allow == ["example.com", "github.com:443"]
+    finally:
+        client.delete_sandbox(sb.id)
+    client.delete_network_policy(name)
+    client.delete_secret(name)
+    assert name not in [s.name for s in client.list_secrets()]
+    with pytest.raises(TetherError) as err:
+        client.get_network_policy(name)
+    assert err.value.code == "NOT_FOUND"

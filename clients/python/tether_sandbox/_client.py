@@ -458,6 +458,55 @@ class _API:
         """Revoke the preview at once (the Preview, revoked_at set)."""
         return self._run(_core.revoke_preview(sandbox_id, preview_id))
 
+    # -- network rules, policies and secrets (docs/providers.md) ----------
+
+    def get_network(self, sandbox_id: str) -> Any:
+        """The sandbox's network rules (SandboxNetwork): secrets by name only."""
+        return self._run(_core.get_network(sandbox_id))
+
+    def update_network(
+        self,
+        sandbox_id: str,
+        allow: Iterable[str],
+        *,
+        credentials: Optional[Iterable[Any]] = None,
+        policies: Optional[Iterable[str]] = None,
+    ) -> Any:
+        """Replace an allow-list sandbox's allow list and, if given, its
+        credentials (NetworkCredential or dicts) and attached policies; in
+        force within a second, on every replica (SandboxNetwork)."""
+        return self._run(_core.update_network(sandbox_id, allow, credentials=credentials, policies=policies))
+
+    def put_network_policy(self, name: str, allow: Iterable[str], *, credentials: Optional[Iterable[Any]] = None) -> Any:
+        """Define (or replace) the tenant's network policy name (NetworkPolicy);
+        sandboxes attach it with params.policies or update_network."""
+        return self._run(_core.put_network_policy(name, allow, credentials=credentials))
+
+    def list_network_policies(self) -> Any:
+        """The tenant's network policies by name (list[NetworkPolicy])."""
+        return self._run(_core.list_network_policies())
+
+    def get_network_policy(self, name: str) -> Any:
+        """One network policy (NetworkPolicy)."""
+        return self._run(_core.get_network_policy(name))
+
+    def delete_network_policy(self, name: str) -> Any:
+        """Delete the policy: the sandboxes attached lose its rules."""
+        return self._run(_core.delete_network_policy(name))
+
+    def put_secret(self, name: str, value: str) -> Any:
+        """Store the tenant's secret name (Secret, without the value, which
+        Tether never shows); the same name again replaces the value."""
+        return self._run(_core.put_secret(name, value))
+
+    def list_secrets(self) -> Any:
+        """The tenant's secrets by name (list[Secret])."""
+        return self._run(_core.list_secrets())
+
+    def delete_secret(self, name: str) -> Any:
+        """Delete the secret: credentials naming it stop working."""
+        return self._run(_core.delete_secret(name))
+
     # -- webhooks (docs/webhooks.md; the API key needs manage_keys) -------
 
     def create_webhook(

@@ -33,6 +33,8 @@ from ._models import (
     ExecExit,
     ExecOutput,
     ExecResult,
+    NetworkCredential,
+    NetworkPolicy,
     OwnerLease,
     OwnerRelease,
     FileChange,
@@ -47,7 +49,9 @@ from ._models import (
     WatchStarted,
     RenewedSandbox,
     Sandbox,
+    SandboxNetwork,
     SandboxPage,
+    Secret,
     Snapshot,
     SnapshotPage,
     CreatedWebhook,
@@ -755,6 +759,81 @@ def list_previews(sandbox_id: str) -> Op[list[Preview]]:
 def revoke_preview(sandbox_id: str, preview_id: str) -> Op[Preview]:
     resp = yield Call("DELETE", _sandbox_path(sandbox_id, f"/previews/{_seg(preview_id)}"))
     return Preview.from_json(resp.json())
+
+
+# -- network rules, policies and secrets -----------------------------------
+
+
+def _credentials(creds: Iterable[Union[NetworkCredential, Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    return [c.to_json() if isinstance(c, NetworkCredential) else dict(c) for c in creds]
+
+
+def get_network(sandbox_id: str) -> Op[SandboxNetwork]:
+    resp = yield Call("GET", _sandbox_path(sandbox_id, "/network"))
+    return SandboxNetwork.from_json(resp.json())
+
+
+def update_network(
+    sandbox_id: str,
+    allow: Iterable[str],
+    *,
+    credentials: Optional[Iterable[Union[NetworkCredential, Mapping[str, Any]]]] = None,
+    policies: Optional[Iterable[str]] = None,
+) -> Op[SandboxNetwork]:
+    """Replace an allow-list sandbox's allow list and, if given, its
+    credentials and policies: in force within a second."""
+    body: dict[str, Any] = {"allow": list(allow)}
+    if credentials is not None:
+        body["credentials"] = _credentials(credentials)
+    if policies is not None:
+        body["policies"] = list(policies)
+    resp = yield Call("PATCH", _sandbox_path(sandbox_id, "/network"), json=body)
+    return SandboxNetwork.from_json(resp.json())
+
+
+def _policy_path(name: str) -> str:
+    return f"/v1/network-policies/{_seg(name)}"
+
+
+def put_network_policy(
+    name: str, allow: Iterable[str], *, credentials: Optional[Iterable[Union[NetworkCredential, Mapping[str, Any]]]] = None
+) -> Op[NetworkPolicy]:
+    body: dict[str, Any] = {"allow": list(allow)}
+    if credentials is not None:
+        body["credentials"] = _credentials(credentials)
+    resp = yield Call("PUT", _policy_path(name), json=body)
+    return NetworkPolicy.from_json(resp.json())
+
+
+def list_network_policies() -> Op[list[NetworkPolicy]]:
+    resp = yield Call("GET", "/v1/network-policies")
+    return [NetworkPolicy.from_json(i) for i in resp.json().get("items") or []]
+
+
+def get_network_policy(name: str) -> Op[NetworkPolicy]:
+    resp = yield Call("GET", _policy_path(name))
+    return NetworkPolicy.from_json(resp.json())
+
+
+def delete_network_policy(name: str) -> Op[None]:
+    yield Call("DELETE", _policy_path(name))
+    return None
+
+
+def put_secret(name: str, value: str) -> Op[Secret]:
+    """Store a secret (its value sealed, never shown again)."""
+    resp = yield Call("POST", "/v1/secrets", json={"name": name, "value": value})
+    return Secret.from_json(resp.json())
+
+
+def list_secrets() -> Op[list[Secret]]:
+    resp = yield Call("GET", "/v1/secrets")
+    return [Secret.from_json(i) for i in resp.json().get("items") or []]
+
+
+def delete_secret(name: str) -> Op[None]:
+    yield Call("DELETE", f"/v1/secrets/{_seg(name)}")
+    return None
 
 
 # -- webhooks ------------------------------------------------------------

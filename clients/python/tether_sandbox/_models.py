@@ -520,6 +520,108 @@ class Preview:
         )
 
 
+# -- network rules, policies and secrets (docs/providers.md) --------------
+
+
+@dataclass
+class NetworkCredential:
+    """A header the egress proxy adds to an allow-list sandbox's HTTPS
+    requests to host: header with format's {secret} replaced by the
+    tenant's secret named secret (or basic authentication of username and
+    the secret). The secret's value never enters the sandbox."""
+
+    host: str
+    secret: str
+    header: Optional[str] = None
+    format: Optional[str] = None
+    username: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "NetworkCredential":
+        return cls(host=d.get("host") or "", secret=d.get("secret") or "", header=_str(d.get("header")),
+                   format=_str(d.get("format")), username=_str(d.get("username")))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"host": self.host, "secret": self.secret}
+        for name in ("header", "format", "username"):
+            if getattr(self, name):
+                out[name] = getattr(self, name)
+        return out
+
+
+@dataclass
+class SandboxNetwork:
+    """A sandbox's way out: its mode and, for an allow-list sandbox, what it
+    may reach (its own entries and its policies') and the credentials the
+    egress proxy adds."""
+
+    sandbox_id: str
+    network: str
+    allow: list[str] = field(default_factory=list)
+    credentials: list[NetworkCredential] = field(default_factory=list)
+    policies: list[str] = field(default_factory=list)
+    missing_policies: list[str] = field(default_factory=list)
+    edited: bool = False
+    updated_at: Optional[datetime] = None
+    credentials_until: Optional[datetime] = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "SandboxNetwork":
+        return cls(
+            sandbox_id=d.get("sandbox_id") or "",
+            network=d.get("network") or "",
+            allow=list(d.get("allow") or []),
+            credentials=[NetworkCredential.from_json(c) for c in d.get("credentials") or []],
+            policies=list(d.get("policies") or []),
+            missing_policies=list(d.get("missing_policies") or []),
+            edited=bool(d.get("edited")),
+            updated_at=parse_time(d.get("updated_at")),
+            credentials_until=parse_time(d.get("credentials_until")),
+            raw=d,
+        )
+
+
+@dataclass
+class NetworkPolicy:
+    """A tenant's named network policy, which allow-list sandboxes attach
+    by name."""
+
+    name: str
+    allow: list[str] = field(default_factory=list)
+    credentials: list[NetworkCredential] = field(default_factory=list)
+    created_at: Optional[datetime] = None
+    updated_at: Optional[datetime] = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "NetworkPolicy":
+        return cls(
+            name=d.get("name") or "",
+            allow=list(d.get("allow") or []),
+            credentials=[NetworkCredential.from_json(c) for c in d.get("credentials") or []],
+            created_at=parse_time(d.get("created_at")),
+            updated_at=parse_time(d.get("updated_at")),
+            raw=d,
+        )
+
+
+@dataclass
+class Secret:
+    """A tenant's secret, by name: Tether never shows its value."""
+
+    name: str
+    created_at: Optional[datetime] = None
+    updated_at: Optional[datetime] = None
+    updated_by: Optional[str] = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Secret":
+        return cls(name=d.get("name") or "", created_at=parse_time(d.get("created_at")),
+                   updated_at=parse_time(d.get("updated_at")), updated_by=_str(d.get("updated_by")), raw=d)
+
+
 # -- processes, terminals and watches (docs/processes.md) ------------------
 
 

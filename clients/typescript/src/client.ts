@@ -30,6 +30,14 @@ export type ReplayWebhookRequest = Schemas["ReplayWebhookRequest"];
 export type Preview = Schemas["Preview"];
 export type PreviewList = Schemas["PreviewList"];
 export type PreviewRequest = Schemas["PreviewRequest"];
+export type SandboxNetwork = Schemas["SandboxNetwork"];
+export type UpdateNetworkRequest = Schemas["UpdateNetworkRequest"];
+export type NetworkCredential = Schemas["NetworkCredential"];
+export type NetworkPolicy = Schemas["NetworkPolicy"];
+export type NetworkPolicyList = Schemas["NetworkPolicyList"];
+export type PutNetworkPolicyRequest = Schemas["PutNetworkPolicyRequest"];
+export type Secret = Schemas["Secret"];
+export type SecretList = Schemas["SecretList"];
 export type Snapshot = Schemas["Snapshot"];
 export type SnapshotList = Schemas["SnapshotList"];
 export type ListSnapshotsQuery = NonNullable<paths["/v1/snapshots"]["get"]["parameters"]["query"]>;
@@ -419,6 +427,53 @@ export class TetherClient {
     return this.#call(opts.signal, () =>
       this.#api.DELETE("/v1/sandboxes/{id}/previews/{preview_id}", { params: { path: { id, preview_id: previewId } }, signal: opts.signal }),
     );
+  }
+
+  // --- network rules, policies and secrets (docs/providers.md#network-allow-list) ---
+
+  /** GET /v1/sandboxes/{id}/network: the sandbox's network rules; secrets by name only. */
+  getNetwork(id: string, opts: CallOptions = {}): Promise<SandboxNetwork> {
+    return this.#call(opts.signal, () => this.#api.GET("/v1/sandboxes/{id}/network", { params: { path: { id } }, signal: opts.signal }));
+  }
+
+  /** PATCH /v1/sandboxes/{id}/network: replaces an allow-list sandbox's allow list (and, if given, its credentials and policies); in force within a second. */
+  updateNetwork(id: string, body: UpdateNetworkRequest, opts: CallOptions = {}): Promise<SandboxNetwork> {
+    return this.#call(opts.signal, () => this.#api.PATCH("/v1/sandboxes/{id}/network", { params: { path: { id } }, body, signal: opts.signal }));
+  }
+
+  /** PUT /v1/network-policies/{name}: defines (or replaces) a network policy that sandboxes attach by name. */
+  putNetworkPolicy(name: string, body: PutNetworkPolicyRequest, opts: CallOptions = {}): Promise<NetworkPolicy> {
+    return this.#call(opts.signal, () => this.#api.PUT("/v1/network-policies/{name}", { params: { path: { name } }, body, signal: opts.signal }));
+  }
+
+  /** GET /v1/network-policies: the tenant's network policies by name. */
+  listNetworkPolicies(opts: CallOptions = {}): Promise<NetworkPolicyList> {
+    return this.#call(opts.signal, () => this.#api.GET("/v1/network-policies", { signal: opts.signal }));
+  }
+
+  /** GET /v1/network-policies/{name} */
+  getNetworkPolicy(name: string, opts: CallOptions = {}): Promise<NetworkPolicy> {
+    return this.#call(opts.signal, () => this.#api.GET("/v1/network-policies/{name}", { params: { path: { name } }, signal: opts.signal }));
+  }
+
+  /** DELETE /v1/network-policies/{name}: the sandboxes attached lose its rules. */
+  async deleteNetworkPolicy(name: string, opts: CallOptions = {}): Promise<void> {
+    await this.#call(opts.signal, () => this.#api.DELETE("/v1/network-policies/{name}", { params: { path: { name } }, signal: opts.signal }));
+  }
+
+  /** POST /v1/secrets: stores a secret (sealed; its value is never shown again); the same name again replaces the value. */
+  putSecret(name: string, value: string, opts: CallOptions = {}): Promise<Secret> {
+    return this.#call(opts.signal, () => this.#api.POST("/v1/secrets", { body: { name, value }, signal: opts.signal }));
+  }
+
+  /** GET /v1/secrets: the tenant's secrets by name, without values. */
+  listSecrets(opts: CallOptions = {}): Promise<SecretList> {
+    return this.#call(opts.signal, () => this.#api.GET("/v1/secrets", { signal: opts.signal }));
+  }
+
+  /** DELETE /v1/secrets/{name}: credentials naming it stop working. */
+  async deleteSecret(name: string, opts: CallOptions = {}): Promise<void> {
+    await this.#call(opts.signal, () => this.#api.DELETE("/v1/secrets/{name}", { params: { path: { name } }, signal: opts.signal }));
   }
 
   // --- snapshots (docs/snapshots.md) ---

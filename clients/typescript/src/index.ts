@@ -5,6 +5,7 @@ export type {
   Provider, ProviderList, Sandbox, SandboxList, SandboxReason, Snapshot, SnapshotList, ListSnapshotsQuery, TetherClientOptions, WaitOptions,
   CreatedWebhook, CreateWebhookRequest, ListWebhookDeliveriesQuery, ReplayWebhookRequest, Webhook, WebhookDelivery,
   WebhookDeliveryList, WebhookList, Preview, PreviewList, PreviewRequest,
+  SandboxNetwork, UpdateNetworkRequest, NetworkCredential, NetworkPolicy, NetworkPolicyList, PutNetworkPolicyRequest, Secret, SecretList,
   Process, ProcessList, ProcessExit, ProcessRef, StartProcessRequest, TerminalSize, FileChange,
   ProcessOutputEvent, ProcessOutputOptions, WaitProcessOptions, WatchEvent, TerminalOptions,
 } from "./client.js";
