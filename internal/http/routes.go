@@ -141,12 +141,7 @@ func addRoutes(r *gin.Engine, log *slog.Logger, cfg httpapi.Config, deps Deps) {
 	v1.DELETE("/webhooks/:id", h(controlplane.HandleWebhookDelete(deps.Store)))
 	v1.GET("/webhooks/:id/deliveries", h(controlplane.HandleWebhookDeliveries(deps.Store)))
 	v1.POST("/webhooks/:id/replay", body, h(controlplane.HandleWebhookReplay(deps.Store)))
-	// Warm pools.
-	v1.POST("/pools", body, h(controlplane.HandlePoolCreate(cfg, deps.Store, providers)))
-	v1.GET("/pools", h(controlplane.HandlePoolList(deps.Store)))
-	v1.GET("/pools/:name", h(controlplane.HandlePoolGet(deps.Store)))
-	v1.PATCH("/pools/:name", body, h(controlplane.HandlePoolUpdate(deps.Store)))
-	v1.DELETE("/pools/:name", h(controlplane.HandlePoolDelete(deps.Store)))
+	addPoolRoutes(v1, h, cfg, deps, providers)
 	if e2bFace != nil {
 		r.Any(e2b.Prefix+"/*path", gin.WrapH(e2bFace))
 	}
@@ -175,6 +170,16 @@ func selfNode(cl *cluster.Cluster) string {
 		return ""
 	}
 	return cl.Self
+}
+
+// addPoolRoutes adds the warm pools' routes.
+func addPoolRoutes(v1 *gin.RouterGroup, h func(httpapi.HandlerFunc) gin.HandlerFunc, cfg httpapi.Config, deps Deps, providers map[string]domain.Provider) {
+	body := httpapi.WithBodyLimit(cfg.MaxBodyBytes)
+	v1.POST("/pools", body, h(controlplane.HandlePoolCreate(cfg, deps.Store, providers)))
+	v1.GET("/pools", h(controlplane.HandlePoolList(deps.Store)))
+	v1.GET("/pools/:name", h(controlplane.HandlePoolGet(deps.Store)))
+	v1.PATCH("/pools/:name", body, h(controlplane.HandlePoolUpdate(deps.Store)))
+	v1.DELETE("/pools/:name", h(controlplane.HandlePoolDelete(deps.Store)))
 }
 
 // addNetworkRoutes adds the routes of allow-list sandboxes' rules and of
