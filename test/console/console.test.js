@@ -679,6 +679,48 @@ test('pause and resume from a sandbox page, with progress; refusals show why', a
   await done();
 });
 
+test('network: an allow-list sandbox\'s rules, policies and credentials shown, its allow list changed there', async () => {
+  const suite = `network-${RUN}`;
+  const policy = `console-${RUN}`;
+  await ok('PUT', `/v1/network-policies/${policy}`, {body: {allow: ['pypi.org', '*.pythonhosted.org']}});
+  const sb = await create({provider: 'local', labels: {suite}, params: {network: 'allowlist', allow: ['example.com'], policies: [policy, 'gone']}});
+  await settled(sb.id);
+  const plain = await create({provider: 'local', labels: {suite}});
+  await settled(plain.id);
+  const {page, done} = await open();
+  await signIn(page);
+  await go(page, `#/sandboxes/${sb.id}`);
+  const section = page.locator('[aria-labelledby=sec-network]');
+  await section.locator('#network-entries li', {hasText: 'example.com'}).waitFor();
+  await section.locator(`#network-policies li[data-policy="${policy}"]`).waitFor();
+  assert.match(await section.locator('#network-policies li[data-policy="gone"]').textContent(), /missing/);
+  assert.equal(await section.locator(`#network-policies li[data-policy="${policy}"] .badge`).count(), 0, 'an existing policy is said missing');
+
+  // A bad entry: the API's reason, nothing changed.
+  await page.locator('#network-allow').fill('example.com\nnot a host!');
+  await section.getByRole('button', {name: 'Save allow list'}).click();
+  await section.locator('#network-error', {hasText: 'not a host!'}).waitFor();
+  assert.deepEqual((await ok('GET', `/v1/sandboxes/${sb.id}/network`)).allow, ['example.com']);
+
+  // A good list: saved, shown, and in the activity as an edit.
+  await page.locator('#network-allow').fill('example.com\n\n  github.com:443 \n');
+  await section.getByRole('button', {name: 'Save allow list'}).click();
+  await section.locator('#network-saved', {hasText: 'Saved'}).waitFor();
+  await section.locator('#network-entries li', {hasText: 'github.com:443'}).waitFor();
+  const net = await ok('GET', `/v1/sandboxes/${sb.id}/network`);
+  assert.deepEqual(net.allow, ['example.com', 'github.com:443']);
+  assert.equal(net.edited, true);
+  await page.locator('[aria-labelledby=sec-activity] tr[data-kind=network_update]', {hasText: 'github.com:443'}).waitFor({timeout: 10000});
+
+  // A sandbox without an allow list says so, and offers no form.
+  await go(page, `#/sandboxes/${plain.id}`);
+  await page.locator('[aria-labelledby=sec-network] #network', {hasText: 'No network'}).waitFor();
+  assert.equal(await page.locator('#network-allow').count(), 0, 'a sandbox without an allow list offers to edit one');
+  for (const s of [sb, plain]) await ok('DELETE', `/v1/sandboxes/${s.id}`);
+  await ok('DELETE', `/v1/network-policies/${policy}`);
+  await done();
+});
+
 test('preview URLs: make one for a real local server, its URL once, open it, see its traffic, revoke it (410)', async () => {
   const suite = `preview-${RUN}`;
   const sb = await create({provider: 'local', labels: {suite}});
@@ -1116,7 +1158,7 @@ test('loading: a page says Loading… while its answer is on its way, and "No sa
   assert.equal(await page.locator('[aria-labelledby=sec-summary] dl.facts').count(), 0);
   await events.release();
   await page.locator('[aria-labelledby=sec-summary] dl.facts').waitFor();
-  await page.locator('[aria-labelledby=sec-activity] .empty', {hasText: 'No exec, file or port activity recorded.'}).waitFor();
+  await page.locator('[aria-labelledby=sec-activity] .empty', {hasText: 'No exec, file, port or network activity recorded.'}).waitFor();
   await page.waitForFunction(() => document.querySelectorAll('main .loading').length === 0);
 
   // An answer that is an error: the flash says it, and no part says Loading… for ever.

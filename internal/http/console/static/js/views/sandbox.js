@@ -1,7 +1,8 @@
 // One sandbox: what it is, its timeline (requested → creating → ready →
-// ended → released) drawn from its events, its owner's lease, its preview
-// URLs and snapshots, its activity (execs, processes and terminals, file transfers, port
-// and preview traffic), and the actions on it (pause, resume, end, running a command,
+// ended → released) drawn from its events, its owner's lease, its network
+// rules, its preview URLs and snapshots, its activity (execs, processes and
+// terminals, file transfers, port and preview traffic, egress connections),
+// and the actions on it (pause, resume, end, running a command,
 // a terminal).
 
 import {api, pages, errorText, providerList} from '../api.js';
@@ -12,6 +13,7 @@ import {execSection} from './exec.js';
 import {terminalSection} from './terminal.js';
 import {previewsSection} from './previews.js';
 import {snapshotsSection} from './snapshots.js';
+import {networkSection} from './network.js';
 
 const STAGES = ['requested', 'creating', 'ready', 'ended', 'released'];
 
@@ -104,6 +106,7 @@ const PORT_KINDS = ['port', 'preview', 'e2b_host'];
 // activityResult is an activity's outcome: its error, an exec's exit
 // status, or the HTTP status a sandbox's app answered.
 function activityResult(a) {
+  if (a.kind === 'egress') return a.allowed ? badge('allowed', 'ok') : [badge('refused', 'bad'), a.error ? h('span', {class: 'muted'}, ` ${a.error}`) : null];
   const http = a.http_status != null ? `HTTP ${a.http_status}` : null;
   if (a.error) return [badge(a.error, 'bad'), http ? ` ${http}` : null];
   if (a.timed_out) return badge('timed out', 'bad');
@@ -114,7 +117,9 @@ function activityResult(a) {
 
 function activityTable(items) {
   const rows = items.map((a) => {
-    const what = PORT_KINDS.includes(a.kind) ? `:${a.port} ${a.request ?? ''}` : a.command ?? a.input ?? a.signal ?? a.path ?? '';
+    const what = PORT_KINDS.includes(a.kind) ? `:${a.port} ${a.request ?? ''}`
+      : a.kind === 'egress' ? `${a.host ?? ''}${a.port ? `:${a.port}` : ''}${a.rule ? ` (rule ${a.rule})` : ''}`
+        : a.command ?? a.input ?? a.signal ?? a.path ?? a.allow ?? '';
     const by = a.kind === 'preview' && a.preview_id ? h('span', {}, 'preview ', h('code', {}, a.preview_id))
       : a.kind === 'e2b_host' ? 'E2B host (no key)' : a.key_name ?? '—';
     return h('tr', {dataset: {kind: a.kind}},
@@ -127,7 +132,7 @@ function activityTable(items) {
       cell('Key', by));
   });
   return table('Activity, oldest first', ['When', 'Kind', 'What', 'Result', 'Bytes', 'Took', 'Key'], rows,
-    {empty: 'No exec, file or port activity recorded.', className: 'activity'});
+    {empty: 'No exec, file, port or network activity recorded.', className: 'activity'});
 }
 
 function leasePanel(sb, owner) {
@@ -223,6 +228,7 @@ export async function sandboxView(main, [id], ctx) {
   const events = h('div', {}, loading());
   const activity = h('div', {}, loading());
   const more = h('div');
+  const networkBox = h('div');
   const previewBox = h('div');
   const snapshotBox = h('div');
   const execBox = h('div');
@@ -234,6 +240,7 @@ export async function sandboxView(main, [id], ctx) {
     section('Run a command', execBox),
     section('Terminal', terminalBox),
     section('Lease', lease),
+    section('Network', networkBox),
     section('Preview URLs', previewBox),
     section('Snapshots', snapshotBox),
     section('Timeline', timeline, h('h3', {}, 'Events'), events),
@@ -253,6 +260,7 @@ export async function sandboxView(main, [id], ctx) {
     fill(actions, actionsPanel(sb, provider, op));
     if (focused) actions.querySelector(`button[data-op="${focused}"]`)?.focus();
   };
+  const loadNetwork = networkSection(networkBox, id, ctx);
   const loadPreviews = previewsSection(previewBox, id, ctx);
   const loadSnapshots = snapshotsSection(snapshotBox, id, ctx);
   const updateExec = execSection(execBox, id, ctx, () => loadActivity(true).catch(ctx.showError));
@@ -364,7 +372,7 @@ export async function sandboxView(main, [id], ctx) {
       await loadSandbox();
       updateExec(sb, provider);
       updateTerminal(sb, provider);
-      await Promise.all([loadLease(), loadPreviews(sb, provider), loadSnapshots(sb, provider), loadActivity(true)]);
+      await Promise.all([loadLease(), loadNetwork(sb), loadPreviews(sb, provider), loadSnapshots(sb, provider), loadActivity(true)]);
     } catch (err) {
       ctx.showError(err);
     }
@@ -385,5 +393,5 @@ export async function sandboxView(main, [id], ctx) {
   await loadSandbox();
   updateExec(sb, provider);
   updateTerminal(sb, provider);
-  await Promise.all([loadLease(), loadPreviews(sb, provider), loadSnapshots(sb, provider), loadActivity(true)]);
+  await Promise.all([loadLease(), loadNetwork(sb), loadPreviews(sb, provider), loadSnapshots(sb, provider), loadActivity(true)]);
 }
