@@ -56,9 +56,10 @@ func controlRoutes(cp control) http.Handler {
 	route("POST /sandboxes/{id}/resume", cp.connect)
 	route("POST /sandboxes/{id}/connect", cp.connect)
 	route("POST /v2/sandboxes/{id}/connect", cp.connect)
+	route("PUT /sandboxes/{id}/network", cp.updateNetwork)
 	for _, p := range []string{
 		"GET /sandboxes/{id}/metrics", "GET /sandboxes/metrics", "GET /sandboxes/{id}/logs", "GET /v2/sandboxes/{id}/logs",
-		"POST /sandboxes/{id}/fork", "PUT /sandboxes/{id}/network", "POST /sandboxes/{id}/snapshots", "GET /snapshots",
+		"POST /sandboxes/{id}/fork", "POST /sandboxes/{id}/snapshots", "GET /snapshots",
 	} {
 		route(p, notServed)
 	}

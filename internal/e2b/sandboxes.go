@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,19 +36,85 @@ func (n newSandbox) publicTraffic() bool {
 	return !ok || v
 }
 
-// checkNetwork refuses a create's network settings other than
-// allowPublicTraffic (a boolean): egress rules, an egress proxy, a masked
-// Host, HTTPS ports.
-func (n newSandbox) checkNetwork() error {
+// allTraffic is E2B's "all traffic" entry of allowOut and denyOut.
+const allTraffic = "0.0.0.0/0"
+
+// egress is the way out a create asks for, as Tether gives it: none (E2B's
+// allowInternetAccess false, or denyOut of all traffic without allowOut),
+// an allow list (allowOut with all other traffic denied), or open (what
+// E2B gives by default: Tether's sandbox then has the default provider's
+// network, which is none, as docs/e2b.md says). An allow list is the
+// provider's params.network "allowlist", through Tether's egress proxy.
+type egress struct {
+	// allow is the allow list; nil for none, and for open.
+	allow []string
+}
+
+// checkNetwork reads a create's network settings: allowPublicTraffic (a
+// boolean), and allowOut and denyOut where Tether can honour them exactly
+// (see egress); anything else (an egress proxy, transform rules, a masked
+// Host, a partial denyOut) is refused.
+func (n newSandbox) checkNetwork() (egress, error) {
+	var (
+		out            egress
+		allowOut, deny []string
+		haveAllow      bool
+	)
 	for k, v := range n.Network {
-		if k != "allowPublicTraffic" {
-			return errorf(http.StatusBadRequest, "network.%s is not supported by Tether's E2B API yet (only allowPublicTraffic is)", k)
-		}
-		if _, ok := v.(bool); !ok {
-			return errorf(http.StatusBadRequest, "network.allowPublicTraffic must be true or false")
+		switch k {
+		case "allowPublicTraffic":
+			if _, ok := v.(bool); !ok {
+				return out, errorf(http.StatusBadRequest, "network.allowPublicTraffic must be true or false")
+			}
+		case "allowOut", "denyOut":
+			list, ok := stringList(v)
+			if !ok {
+				return out, errorf(http.StatusBadRequest, "network.%s must be a list of CIDR blocks, IP addresses or host names", k)
+			}
+			if k == "allowOut" {
+				allowOut, haveAllow = list, true
+			} else {
+				deny = list
+			}
+		default:
+			return out, errorf(http.StatusBadRequest, "network.%s is not supported by Tether's E2B API yet (allowPublicTraffic, allowOut and denyOut are)", k)
 		}
 	}
-	return nil
+	denyAll := n.AllowInternetAccess != nil && !*n.AllowInternetAccess
+	for _, d := range deny {
+		if d != allTraffic {
+			return out, errorf(http.StatusBadRequest, "network.denyOut may only deny all traffic (%q) here: Tether's sandboxes reach only what an allow list names", allTraffic)
+		}
+		denyAll = true
+	}
+	switch {
+	case haveAllow && !denyAll:
+		return out, errorf(http.StatusBadRequest,
+			"network.allowOut without denyOut [%q] would let all traffic out on E2B; Tether's sandboxes reach only what an allow list names: deny all traffic and allow what the sandbox needs", allTraffic)
+	case haveAllow && len(allowOut) > 0:
+		if slices.Contains(allowOut, allTraffic) {
+			return out, errorf(http.StatusBadRequest, "network.allowOut may not allow all traffic (%q) here", allTraffic)
+		}
+		return egress{allow: allowOut}, nil
+	}
+	return out, nil // none (denied all, the default network), or open
+}
+
+// stringList is v as a list of strings, if it is one.
+func stringList(v any) ([]string, bool) {
+	items, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		s, ok := it.(string)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
 }
 
 // v1Create is /v1's create request, the fields this face sets.
@@ -57,6 +124,7 @@ type v1Create struct {
 	TTLSeconds int64             `json:"ttl_seconds"`
 	Owner      string            `json:"owner,omitempty"`
 	Pool       string            `json:"pool,omitempty"`
+	Params     map[string]any    `json:"params,omitempty"`
 }
 
 // toV1 checks an E2B create and makes it /v1's; owner is the
@@ -75,14 +143,13 @@ func (n newSandbox) toV1(owner string) (v1Create, error) {
 	switch {
 	case n.AutoPause != nil && *n.AutoPause:
 		return v1Create{}, errorf(http.StatusBadRequest, "autoPause (onTimeout: 'pause') is not supported by Tether's E2B API yet")
-	case n.AllowInternetAccess != nil && !*n.AllowInternetAccess:
-		return v1Create{}, errorf(http.StatusBadRequest, "allowInternetAccess: false is not supported by Tether's E2B API yet")
 	case len(n.VolumeMounts) > 0:
 		return v1Create{}, errorf(http.StatusBadRequest, "volume mounts are not supported by Tether")
 	case len(n.Mcp) > 0:
 		return v1Create{}, errorf(http.StatusBadRequest, "the MCP gateway is not supported by Tether")
 	}
-	if err := n.checkNetwork(); err != nil {
+	out, err := n.checkNetwork()
+	if err != nil {
 		return v1Create{}, err
 	}
 	labels := maps.Clone(n.Metadata)
@@ -101,6 +168,12 @@ func (n newSandbox) toV1(owner string) (v1Create, error) {
 	c := v1Create{Labels: labels, Env: n.EnvVars, TTLSeconds: ttl, Owner: owner}
 	if t != BaseTemplate {
 		c.Pool = t // a warm pool of that name
+	}
+	if len(out.allow) > 0 {
+		if c.Pool != "" {
+			return v1Create{}, errorf(http.StatusBadRequest, "network.allowOut applies to the template %q only: a warm pool's sandboxes are made with its own network", BaseTemplate)
+		}
+		c.Params = map[string]any{"network": domain.NetworkAllowlist, "allow": out.allow}
 	}
 	return c, nil
 }
@@ -530,5 +603,55 @@ func (cp control) list(w http.ResponseWriter, r *http.Request, key string) error
 		w.Header().Set("X-Next-Token", *page.NextCursor)
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// updateNetwork replaces a sandbox's egress rules (E2B's SandboxNetwork-
+// UpdateConfig, sandbox.updateNetwork) through /v1's PATCH of its
+// network: allowOut with all other traffic denied is its allow list,
+// all traffic denied an empty one. Only a sandbox created with an allow
+// list (network.allowOut) has one to change; the rest is refused as at
+// create.
+func (cp control) updateNetwork(w http.ResponseWriter, r *http.Request, key string) error {
+	var n newSandbox
+	if err := decodeBody(r, &n.Network, false); err != nil {
+		return err
+	}
+	if v, ok := n.Network["allow_internet_access"]; ok {
+		b, isBool := v.(bool)
+		if !isBool {
+			return errorf(http.StatusBadRequest, "allow_internet_access must be true or false")
+		}
+		n.AllowInternetAccess = &b
+		delete(n.Network, "allow_internet_access")
+	}
+	delete(n.Network, "allowPublicTraffic") // not an egress rule; fixed at create
+	out, err := n.checkNetwork()
+	if err != nil {
+		return err
+	}
+	denied := n.AllowInternetAccess != nil && !*n.AllowInternetAccess
+	if _, ok := n.Network["denyOut"]; ok {
+		denied = true // checkNetwork allows only all traffic there
+	}
+	if len(out.allow) == 0 && !denied {
+		return errorf(http.StatusBadRequest, "an update that lets all traffic out is not supported: Tether's sandboxes reach only what an allow list names (deny %q and allow what the sandbox needs)", allTraffic)
+	}
+	id := r.PathValue("id")
+	if _, err := cp.lookup(r, key, id); err != nil {
+		return err
+	}
+	allow := out.allow
+	if allow == nil {
+		allow = []string{}
+	}
+	rep, err := cp.core.call(r.Context(), r, key, http.MethodPatch, sandboxPath(id, "/network", nil), map[string]any{"allow": allow})
+	if err != nil {
+		return err
+	}
+	if !rep.ok() {
+		return fromV1(rep)
+	}
+	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -7,7 +7,7 @@ import { test } from 'node:test'
 import { spawn } from 'node:child_process'
 import http from 'node:http'
 import assert from 'node:assert/strict'
-import { Sandbox, SandboxNotFoundError, NotFoundError, FileNotFoundError } from 'e2b'
+import { Sandbox, SandboxNotFoundError, NotFoundError, FileNotFoundError, ALL_TRAFFIC } from 'e2b'
 
 const tether = process.env.TETHER_URL
 const key = process.env.TETHER_API_KEY
@@ -628,3 +628,44 @@ test('getHost reaches a port of the sandbox: key-less by default, with the traff
   const r = await hostFetch(`http://${pub.getHost(8000)}/hello.txt`)
   assert.equal(r.status, 502)
 })
+
+test('egress: allowInternetAccess false, allowOut with the rest denied, and updateNetwork are the allow list', async () => {
+  const closed = await Sandbox.create({ allowInternetAccess: false, metadata: { suite: 'e2b-egress' } })
+  try {
+    const net = await v1('GET', `/v1/sandboxes/${closed.sandboxId}/network`)
+    assert.equal(net.status, 200)
+    assert.notEqual(net.body.network, 'allowlist') // no way out at all: Tether's default
+  } finally {
+    await closed.kill()
+  }
+
+  const sbx = await Sandbox.create({ network: { allowOut: ['example.test', '*.pythonhosted.org'], denyOut: [ALL_TRAFFIC] }, metadata: { suite: 'e2b-egress' } })
+  try {
+    let net = await v1('GET', `/v1/sandboxes/${sbx.sandboxId}/network`)
+    assert.equal(net.body.network, 'allowlist')
+    assert.deepEqual(net.body.allow, ['example.test', '*.pythonhosted.org'])
+
+    await sbx.updateNetwork({ allowOut: ['pypi.org'], denyOut: ({ allTraffic }) => [allTraffic] })
+    net = await v1('GET', `/v1/sandboxes/${sbx.sandboxId}/network`)
+    assert.deepEqual(net.body.allow, ['pypi.org'])
+    assert.equal(net.body.edited, true)
+    await sbx.updateNetwork({ allowInternetAccess: false })
+    assert.deepEqual((await v1('GET', `/v1/sandboxes/${sbx.sandboxId}/network`)).body.allow, [])
+
+    // What Tether cannot honour exactly is refused, and changes nothing.
+    await assert.rejects(sbx.updateNetwork({ allowOut: ['x.test'] }), /allow list/)
+    await assert.rejects(sbx.updateNetwork({ allowOut: ['not a host!'], denyOut: [ALL_TRAFFIC] }), /not a host!/)
+    assert.deepEqual((await v1('GET', `/v1/sandboxes/${sbx.sandboxId}/network`)).body.allow, [])
+  } finally {
+    await sbx.kill()
+  }
+  await assert.rejects(Sandbox.create({ network: { allowOut: ['x.test'] } }), /allow list/)
+  await assert.rejects(Sandbox.create({ network: { denyOut: ['1.1.1.1'] } }), /denyOut/)
+  await assert.rejects(SandboxApiUpdate('sbx_unknown0000000000000000000'), SandboxNotFoundError)
+})
+
+// SandboxApiUpdate updates an unknown sandbox's network through the SDK's
+// static call.
+function SandboxApiUpdate(id) {
+  return Sandbox.updateNetwork(id, { allowOut: ['pypi.org'], denyOut: [ALL_TRAFFIC] })
+}
