@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -325,4 +326,11 @@ func TestSnapshotSettlesAreAnnounced(t *testing.T) {
 			t.Errorf("the %s snapshot was announced %d times, want 1", what, n)
 		}
 	}
+}
+
+// all is every change announced so far.
+func (r *recorder) all() []domain.Change {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.changes)
 }
