@@ -11974,7 +11974,6 @@ const docTemplate = `{
         "Activity": {
             "type": "object",
             "required": [
-                "allow",
                 "allowed",
                 "at",
                 "bytes",
@@ -11990,6 +11989,7 @@ const docTemplate = `{
                 "key_id",
                 "key_name",
                 "kind",
+                "network",
                 "oom_killed",
                 "path",
                 "pid",
@@ -12002,12 +12002,6 @@ const docTemplate = `{
                 "timed_out"
             ],
             "properties": {
-                "allow": {
-                    "description": "Allow is the new allow list of a network_update, as JSON; null for the others.",
-                    "type": "string",
-                    "x-nullable": true,
-                    "example": "[\"pypi.org\",\"*.pythonhosted.org\"]"
-                },
                 "allowed": {
                     "description": "Allowed is an egress record's verdict; null for the others.",
                     "type": "boolean",
@@ -12129,6 +12123,12 @@ const docTemplate = `{
                         "ActivityKindE2BHost"
                     ],
                     "example": "exec"
+                },
+                "network": {
+                    "description": "Network is a network_update's edit, as JSON: the new allow list and, if the edit set them, the credentials (their secrets by name) and the policies; null for the others.",
+                    "type": "string",
+                    "x-nullable": true,
+                    "example": "{\"allow\":[\"pypi.org\",\"*.pythonhosted.org\"]}"
                 },
                 "oom_killed": {
                     "description": "OOMKilled is true when the sandbox's memory limit killed a process while the exec ran.",

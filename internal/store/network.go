@@ -216,7 +216,7 @@ func (s *Store) SetSandboxNetwork(ctx context.Context, e domain.NetworkEdit) (do
 		SELECT sb.state, EXISTS (SELECT 1 FROM edit) FROM sb`,
 		namedArgs{"id": e.SandboxID, "tenant": e.Tenant, "allow": allow, "creds": creds, "policies": policies, "now": s.Now(),
 			"key_id": nullable(e.By.KeyID), "key_name": nullable(e.By.KeyName),
-			"target": truncateUTF8(string(allow), domain.MaxActivityTarget)},
+			"target": truncateUTF8(editRecord(e), domain.MaxActivityTarget)},
 	).Scan(&state, &written)
 	if err != nil {
 		return domain.SandboxNetwork{}, wrap("set sandbox network", err)
@@ -228,6 +228,28 @@ func (s *Store) SetSandboxNetwork(ctx context.Context, e domain.NetworkEdit) (do
 		s.announcer.Announce(domain.Change{ID: e.SandboxID, State: domain.NetworkChanged})
 	}
 	return s.SandboxNetwork(ctx, e.Tenant, e.SandboxID)
+}
+
+// editRecord is what the activity keeps of an edit: the new allow list
+// and, if the edit set them, the credentials (their secrets by name) and
+// the policies, as JSON.
+func editRecord(e domain.NetworkEdit) string {
+	rec := struct {
+		Allow       []string                    `json:"allow"`
+		Credentials *[]domain.NetworkCredential `json:"credentials,omitempty"`
+		Policies    *[]string                   `json:"policies,omitempty"`
+	}{Allow: e.Allow}
+	if e.Credentials != nil {
+		rec.Credentials = &e.Credentials
+	}
+	if e.Policies != nil {
+		rec.Policies = &e.Policies
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 // PutNetworkPolicy stores the tenant's network policy p, replacing it if

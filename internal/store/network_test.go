@@ -92,7 +92,10 @@ func TestSandboxNetworkEdits(t *testing.T) {
 		t.Fatalf("an edit clearing all = %+v, %v", n, err)
 	}
 	acts, err := b.st.SandboxActivity(b.ctx, sb.ID, 0, 10)
-	if err != nil || len(acts) != 2 || acts[0].Kind != domain.ActivityNetworkUpdate || acts[0].Target != `["b.test"]` || acts[0].Caller.KeyID != "key_a" {
+	if err == nil && len(acts) == 2 && acts[1].Target != `{"allow":[],"credentials":[],"policies":[]}` {
+		t.Errorf("the clearing edit's record = %s", acts[1].Target)
+	}
+	if err != nil || len(acts) != 2 || acts[0].Kind != domain.ActivityNetworkUpdate || acts[0].Target != `{"allow":["b.test"]}` || acts[0].Caller.KeyID != "key_a" {
 		t.Fatalf("activity = %+v, %v", acts, err)
 	}
 	if _, err := b.st.SetSandboxNetwork(b.ctx, domain.NetworkEdit{Tenant: "other", SandboxID: sb.ID, Allow: []string{"x.test"}}); !errors.Is(err, domain.ErrNotFound) {

@@ -230,7 +230,7 @@ func hasActivity(items []map[string]any, kind, host string, allowed bool) bool {
 			continue
 		}
 		if kind == "network_update" {
-			return strings.Contains(fmt.Sprint(it["allow"]), "other.test")
+			return strings.Contains(fmt.Sprint(it["network"]), "other.test")
 		}
 		h, _ := it["host"].(string)
 		if strings.Contains(h, host) && it["allowed"] == allowed && (!allowed || it["rule"] != nil) {

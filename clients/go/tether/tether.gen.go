@@ -635,11 +635,6 @@ type APIKeyList struct {
 
 // Activity defines model for Activity.
 type Activity struct {
-	// Allow Allow is the new allow list of a network_update, as JSON; null for the others.
-	//
-	// Example: ["pypi.org","*.pythonhosted.org"]
-	Allow *string `json:"allow"`
-
 	// Allowed Allowed is an egress record's verdict; null for the others.
 	//
 	// Example: true
@@ -715,6 +710,11 @@ type Activity struct {
 	//
 	// Example: exec
 	Kind ActivityKind `json:"kind"`
+
+	// Network Network is a network_update's edit, as JSON: the new allow list and, if the edit set them, the credentials (their secrets by name) and the policies; null for the others.
+	//
+	// Example: {"allow":["pypi.org","*.pythonhosted.org"]}
+	Network *string `json:"network"`
 
 	// OomKilled OOMKilled is true when the sandbox's memory limit killed a process while the exec ran.
 	//

@@ -1222,11 +1222,6 @@ export interface components {
         };
         Activity: {
             /**
-             * @description Allow is the new allow list of a network_update, as JSON; null for the others.
-             * @example ["pypi.org","*.pythonhosted.org"]
-             */
-            allow: string | null;
-            /**
              * @description Allowed is an egress record's verdict; null for the others.
              * @example true
              */
@@ -1309,6 +1304,11 @@ export interface components {
              * @enum {string}
              */
             kind: "exec" | "file_read" | "file_write" | "archive_read" | "archive_write" | "port" | "preview" | "process_start" | "process_input" | "process_signal" | "terminal" | "network_update" | "egress" | "e2b_host";
+            /**
+             * @description Network is a network_update's edit, as JSON: the new allow list and, if the edit set them, the credentials (their secrets by name) and the policies; null for the others.
+             * @example {"allow":["pypi.org","*.pythonhosted.org"]}
+             */
+            network: string | null;
             /**
              * @description OOMKilled is true when the sandbox's memory limit killed a process while the exec ran.
              * @example false

@@ -61,8 +61,8 @@ type Activity struct {
 	OOMKilled bool `json:"oom_killed" example:"false"`
 	// Error is the error code the operation failed with (as in a Problem); null when it succeeded. For egress, why the proxy refused the connection (or ended it early).
 	Error *string `json:"error" extensions:"x-nullable" example:"FILE_NOT_FOUND"`
-	// Allow is the new allow list of a network_update, as JSON; null for the others.
-	Allow *string `json:"allow" extensions:"x-nullable" example:"[\"pypi.org\",\"*.pythonhosted.org\"]"`
+	// Network is a network_update's edit, as JSON: the new allow list and, if the edit set them, the credentials (their secrets by name) and the policies; null for the others.
+	Network *string `json:"network" extensions:"x-nullable" example:"{\"allow\":[\"pypi.org\",\"*.pythonhosted.org\"]}"`
 	// Host is what an egress record's connection went to: the name the sandbox asked for (TLS server name, HTTP Host, DNS question) or else the address it dialled; null for the others.
 	Host *string `json:"host" extensions:"x-nullable" example:"pypi.org"`
 	// Allowed is an egress record's verdict; null for the others.
@@ -305,7 +305,7 @@ func toActivity(a domain.Activity) Activity {
 		out.Request, out.PreviewID = &target, httpapi.Optional(a.PreviewID)
 		out.Port, out.HTTPStatus = optionalInt(a.Port), optionalInt(a.Status)
 	case domain.ActivityNetworkUpdate:
-		out.Allow = &target
+		out.Network = &target
 	case domain.ActivityEgress:
 		out.Host, out.Port, out.Allowed = &target, optionalInt(a.Port), a.Allowed
 		out.Rule, out.BytesIn = httpapi.Optional(a.Rule), a.BytesIn

@@ -119,7 +119,7 @@ function activityTable(items) {
   const rows = items.map((a) => {
     const what = PORT_KINDS.includes(a.kind) ? `:${a.port} ${a.request ?? ''}`
       : a.kind === 'egress' ? `${a.host ?? ''}${a.port ? `:${a.port}` : ''}${a.rule ? ` (rule ${a.rule})` : ''}`
-        : a.command ?? a.input ?? a.signal ?? a.path ?? a.allow ?? '';
+        : a.command ?? a.input ?? a.signal ?? a.path ?? a.network ?? '';
     const by = a.kind === 'preview' && a.preview_id ? h('span', {}, 'preview ', h('code', {}, a.preview_id))
       : a.kind === 'e2b_host' ? 'E2B host (no key)' : a.key_name ?? '—';
     return h('tr', {dataset: {kind: a.kind}},
