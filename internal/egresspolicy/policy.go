@@ -417,22 +417,26 @@ func (p *Policy) secrets(ctx context.Context, tenant string, creds []domain.Netw
 	return out, nil
 }
 
-// Secret returns the value of the tenant's secret name, if it has one
-// that opens: the local provider's check, at create, that a credential
-// names a secret.
-func (p *Policy) Secret(ctx context.Context, tenant, name string) (string, bool) {
+// Secret returns the value of the tenant's secret name: the local
+// provider's check, at create, that a credential names a secret.
+// egressproxy.ErrNoSecret is wrapped for one the tenant lacks, or that does not
+// open; another error is the registry's.
+func (p *Policy) Secret(ctx context.Context, tenant, name string) (string, error) {
 	if p.cfg.Secrets == nil {
-		return "", false
+		return "", fmt.Errorf("this server keeps no secrets: %w", egressproxy.ErrNoSecret)
 	}
 	ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 	defer cancel()
 	sealed, err := p.cfg.Registry.SealedSecrets(ctx, tenant, []string{name})
-	if err != nil || sealed[name] == nil {
-		return "", false
+	if err != nil {
+		return "", err
+	}
+	if sealed[name] == nil {
+		return "", egressproxy.ErrNoSecret
 	}
 	v, err := p.cfg.Secrets.Open(tenant, name, sealed[name])
 	if err != nil {
-		return "", false
+		return "", fmt.Errorf("%w: %w", egressproxy.ErrNoSecret, err)
 	}
-	return string(v), true
+	return string(v), nil
 }

@@ -93,6 +93,10 @@ func (c Credential) value() string {
 	return strings.Replace(format, secretPlaceholder, c.Secret, 1)
 }
 
+// ErrNoSecret is the error for a credential's secret the tenant does not
+// have, or that does not open.
+var ErrNoSecret = errors.New("no such secret")
+
 // secretPlaceholder stands for the secret in a Credential's Format.
 const secretPlaceholder = "{secret}"
 

@@ -64,9 +64,12 @@ func newEgressEnv(t *testing.T, names map[string]netip.Addr, cfg ...func(*egress
 	px.Start()
 	t.Cleanup(func() { _ = px.Stop(context.Background()) })
 	env.proxy = px
-	secrets := func(_ context.Context, tenant, name string) (string, bool) {
+	secrets := func(_ context.Context, tenant, name string) (string, error) {
 		v, ok := env.secrets[tenant+"/"+name]
-		return v, ok
+		if !ok {
+			return "", egressproxy.ErrNoSecret
+		}
+		return v, nil
 	}
 	// The networks are what is tested here; a workspace image would only
 	// stop TestEgressTeardownAfterCrash from deleting a folder.

@@ -50,7 +50,11 @@ func EgressPool(pool netip.Prefix) Option {
 
 // SecretSource gives the value of a tenant's secret by name, and whether
 // it has one. It stands in for stored secrets until they exist.
-type SecretSource func(ctx context.Context, tenant, name string) (string, bool)
+type SecretSource func(ctx context.Context, tenant, name string) (string, error)
+
+// A SecretSource's error is egressproxy.ErrNoSecret (wrapped) for a secret
+// the tenant does not have; any other is its failure to look (its store
+// unreachable), which a create may retry.
 
 // MaxPolicies bounds params.policies.
 const MaxPolicies = 16
@@ -215,12 +219,14 @@ func (p *Provider) egressRulesFor(ctx context.Context, tenant string, prm Params
 		return rules, err
 	}
 	for i, c := range prm.Credentials {
-		v, ok := p.secrets(ctx, tenant, c.Secret)
+		v, err := p.secrets(ctx, tenant, c.Secret)
 		switch {
-		case !ok && strict:
+		case err != nil && !strict:
+			rules.Credentials[i].Suspended = fmt.Sprintf("the secret %q could not be read", c.Secret)
+		case errors.Is(err, egressproxy.ErrNoSecret):
 			return rules, provider.Errorf(provider.CodeInvalidRequest, "params.credentials[%d]: no secret %q", i, c.Secret)
-		case !ok:
-			rules.Credentials[i].Suspended = fmt.Sprintf("the secret %q does not exist", c.Secret)
+		case err != nil:
+			return rules, provider.Retryable(fmt.Errorf("params.credentials[%d]: reading secret %q: %w", i, c.Secret, err))
 		}
 		rules.Credentials[i].Secret = v
 	}
