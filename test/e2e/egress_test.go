@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -392,4 +393,98 @@ func TestEgressNamedPolicies(t *testing.T) {
 	if code, res := e.do(http.MethodPatch, "/v1/sandboxes/"+id+"/network", map[string]any{"allow": []string{"own.test"}, "policies": []string{}}); code != http.StatusOK || fmt.Sprint(res["policies"]) != "[]" {
 		t.Fatalf("detaching = %d %v", code, res)
 	}
+}
+
+// TestEgressEditsAcrossKill9: edits of a sandbox's rules while it sends
+// traffic through the egress proxy, cut by a kill -9 of Tether: after the
+// restart the rules are the last acknowledged edit's (or the one in
+// flight), each edit is in the activity once, and the proxy enforces the
+// rules the registry holds.
+func TestEgressEditsAcrossKill9(t *testing.T) {
+	t.Parallel()
+	mirror := newNamespaceNet(t, netip.MustParsePrefix("198.19.0.0/16"))
+	serveIn(t, mirror, ":80", nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "mirror "+r.Host)
+	}))
+	e := setup(t, "EGRESS_HOSTS=pypi.org="+mirror.addr.String()+",other.test="+mirror.addr.String())
+	id := e.createReady(map[string]any{"provider": "local", "params": map[string]any{"network": "allowlist", "allow": []string{"pypi.org", "v0.test"}}})
+	if code, res := e.exec(id, `nohup sh -c 'while :; do curl -s -m 1 -o /dev/null http://pypi.org/; curl -s -m 1 -o /dev/null http://other.test/; done' >/dev/null 2>&1 &`); code != http.StatusOK || res["exit_code"] != 0.0 {
+		t.Fatalf("starting the traffic = %d %v", code, res)
+	}
+
+	var (
+		acked, tried atomic.Int64
+		stop         = make(chan struct{})
+		wg           sync.WaitGroup
+	)
+	wg.Go(func() {
+		for i := int64(1); ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			tried.Store(i)
+			code, _, err := e.client.Do(http.MethodPatch, e.replica.URL()+"/v1/sandboxes/"+id+"/network",
+				map[string]any{"allow": []string{"pypi.org", fmt.Sprintf("v%d.test", i)}})
+			if err != nil || code != http.StatusOK {
+				return // the kill
+			}
+			acked.Store(i)
+		}
+	})
+	time.Sleep(1500 * time.Millisecond)
+	e.replica.Kill()
+	close(stop)
+	wg.Wait()
+	e.replica.Start()
+	e.replica.WaitReady(60 * time.Second)
+	if acked.Load() < 3 {
+		t.Fatalf("only %d edits before the kill: the test proves little", acked.Load())
+	}
+
+	code, res := e.do(http.MethodGet, "/v1/sandboxes/"+id+"/network", nil)
+	if code != http.StatusOK {
+		t.Fatalf("GET network = %d %v", code, res)
+	}
+	allow := fmt.Sprint(res["allow"])
+	if allow != fmt.Sprintf("[pypi.org v%d.test]", acked.Load()) && allow != fmt.Sprintf("[pypi.org v%d.test]", tried.Load()) {
+		t.Fatalf("after the kill the rules are %s; the last acknowledged edit was v%d, the last tried v%d", allow, acked.Load(), tried.Load())
+	}
+	// Each edit once in the activity, in order.
+	code, raw := e.raw(http.MethodGet, "/v1/sandboxes/"+id+"/activity?limit=500", nil)
+	if code != http.StatusOK {
+		t.Fatalf("activity = %d %s", code, raw)
+	}
+	var page struct{ Items []map[string]any }
+	if err := json.Unmarshal(raw, &page); err != nil {
+		t.Fatal(err)
+	}
+	var edits []string
+	for _, it := range page.Items {
+		if it["kind"] == "network_update" {
+			edits = append(edits, fmt.Sprint(it["network"]))
+		}
+	}
+	for i := int64(1); i <= acked.Load(); i++ {
+		want := fmt.Sprintf(`{"allow":["pypi.org","v%d.test"]}`, i)
+		if n := countOf(edits, want); n != 1 {
+			t.Errorf("edit v%d is in the activity %d times", i, n)
+		}
+	}
+	if int64(len(edits)) > tried.Load() {
+		t.Errorf("%d edits recorded of %d tried", len(edits), tried.Load())
+	}
+	// The restarted proxy enforces them.
+	checkReach(t, e, id, map[string]bool{"pypi.org": true, "other.test": false})
+}
+
+func countOf(items []string, s string) int {
+	n := 0
+	for _, it := range items {
+		if it == s {
+			n++
+		}
+	}
+	return n
 }
