@@ -1493,7 +1493,8 @@ test('screenshots: desktop and phone, every page fitting the phone\'s width', as
   await until('the pool to refill before the rest', async () => (await ok('GET', '/v1/pools/python', {key: OTHER})).ready === 3, 30000);
   const rx = await receiver();
   const hook = (await ok('POST', '/v1/webhooks', {body: {url: rx.url, description: 'ops alerts', events: {states: ['failed', 'terminated']}}, key: OTHER})).webhook;
-  const agent = await mk({provider: 'local', owner: 'agent-42', labels: {team: 'search', task: 'index-build'}});
+  const agent = await mk({provider: 'local', owner: 'agent-42', labels: {team: 'search', task: 'index-build'},
+    params: {network: 'allowlist', allow: ['pypi.org', '*.pythonhosted.org', 'github.com:443']}});
   await mk({provider: 'sim', owner: 'agent-42', labels: {team: 'search'}});
   const slow = await mk({provider: 'sim', owner: 'agent-7', labels: {team: 'ml'}, params: {create_delay_ms: 600000}});
   await mk({provider: 'sim', labels: {team: 'ml'}, params: {fail: 'create'}});
@@ -1539,6 +1540,14 @@ for _ in range(100):
         await desktop.page.getByRole('button', {name: 'Run', exact: true}).click();
         await desktop.page.locator('#exec-result', {hasText: 'exit 0'}).waitFor({timeout: 20000});
         await desktop.page.locator('[aria-labelledby=sec-activity] tr[data-kind=exec]', {hasText: 'ls /workspace'}).waitFor();
+        // A terminal open on it, a command typed there.
+        await desktop.page.getByRole('button', {name: 'Open terminal'}).click();
+        const term = desktop.page.frameLocator('#terminal-frame');
+        await term.locator('#term-status').filter({hasText: 'Connected'}).waitFor();
+        await term.locator('#term-screen').click();
+        await desktop.page.keyboard.type('python3 -c "print(6*7)"\n');
+        await term.locator('.xterm-rows').filter({hasText: '42'}).waitFor();
+        await desktop.page.locator('[aria-labelledby=sec-network] #network-entries li', {hasText: 'pypi.org'}).waitFor();
       }
       await desktop.page.waitForTimeout(300);
       await desktop.page.screenshot({path: join(dir, `${name}.png`), fullPage: true});
