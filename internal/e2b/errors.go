@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/tetherhq/tether/internal/domain"
 )
 
 // apiError is an error in E2B's shape: the HTTP status, repeated as code
@@ -60,7 +62,13 @@ type errorBody struct {
 // other error as a 500 without its detail (which may name the host).
 func writeError(w http.ResponseWriter, err error) {
 	var ae *apiError
-	if !errors.As(err, &ae) {
+	switch {
+	case errors.As(err, &ae):
+	case domain.ErrorCode(err) == domain.CodeUnavailable:
+		// Postgres out of reach for a moment (a restart, a failover): a
+		// retry may succeed, as /v1's 503 says.
+		ae = &apiError{Status: http.StatusServiceUnavailable, Message: "Tether's registry is unavailable for a moment; retry shortly"}
+	default:
 		ae = &apiError{Status: http.StatusInternalServerError, Message: "internal error"}
 	}
 	writeJSON(w, ae.Status, errorBody{Code: ae.Status, Message: ae.Message})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -137,11 +138,17 @@ type fakeHosts struct {
 	mu   sync.Mutex
 	recs map[string]domain.E2BSandbox
 	fail bool
+	// unavailable makes the failure the store's for an unreachable
+	// Postgres.
+	unavailable bool
 }
 
 func (f *fakeHosts) RecordE2BSandbox(_ context.Context, id string, public bool) (domain.E2BSandbox, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.unavailable {
+		return domain.E2BSandbox{}, fmt.Errorf("store: record e2b sandbox: %w", domain.Errorf(domain.CodeUnavailable, "the registry is temporarily unavailable"))
+	}
 	if f.fail {
 		return domain.E2BSandbox{}, errors.New("postgres is down")
 	}
@@ -248,6 +255,24 @@ func TestCreateThatCannotRecordDeletes(t *testing.T) {
 	status, a := call(t, h, http.MethodPost, "/e2b/v2/sandboxes", `{"templateID":"base"}`)
 	if status != http.StatusInternalServerError || a["code"] != float64(500) {
 		t.Fatalf("create = %d %v; want 500", status, a)
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if len(api.writes) != 2 || api.writes[1] != "DELETE /v1/sandboxes/sbx_x" {
+		t.Fatalf("/v1 writes = %v; want the create and its delete", api.writes)
+	}
+}
+
+// TestCreateWhileThePostgresIsDownIs503: a create whose record fails
+// because Postgres is out of reach (a restart) deletes its sandbox and is
+// answered 503, which E2B's SDK and its users retry, not 500.
+func TestCreateWhilePostgresIsDownIs503(t *testing.T) {
+	t.Parallel()
+	api := &fakeAPI{}
+	h := e2b.New(e2b.Options{API: api, Domain: "e2b.example.com", Hosts: &fakeHosts{unavailable: true}})
+	status, a := call(t, h, http.MethodPost, "/e2b/v2/sandboxes", `{"templateID":"base"}`)
+	if status != http.StatusServiceUnavailable || a["code"] != float64(503) {
+		t.Fatalf("create = %d %v; want 503", status, a)
 	}
 	api.mu.Lock()
 	defer api.mu.Unlock()
