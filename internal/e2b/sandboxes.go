@@ -46,8 +46,10 @@ const allTraffic = "0.0.0.0/0"
 // network, which is none, as docs/e2b.md says). An allow list is the
 // provider's params.network "allowlist", through Tether's egress proxy.
 type egress struct {
-	// allow is the allow list; nil for none, and for open.
-	allow []string
+	// denied tells that all traffic not allowed is denied (none, or an
+	// allow list); allow is the allow list, nil for none.
+	denied bool
+	allow  []string
 }
 
 // checkNetwork reads a create's network settings: allowPublicTraffic (a
@@ -95,9 +97,9 @@ func (n newSandbox) checkNetwork() (egress, error) {
 		if slices.Contains(allowOut, allTraffic) {
 			return out, errorf(http.StatusBadRequest, "network.allowOut may not allow all traffic (%q) here", allTraffic)
 		}
-		return egress{allow: allowOut}, nil
+		return egress{denied: true, allow: allowOut}, nil
 	}
-	return out, nil // none (denied all, the default network), or open
+	return egress{denied: denyAll}, nil // none (all denied: the default network), or open
 }
 
 // stringList is v as a list of strings, if it is one.
@@ -169,10 +171,13 @@ func (n newSandbox) toV1(owner string) (v1Create, error) {
 	if t != BaseTemplate {
 		c.Pool = t // a warm pool of that name
 	}
+	if out.denied && c.Pool != "" {
+		// A pool's sandboxes were made with its own network, which may
+		// have a way out: the caller asked for none beyond its list.
+		return v1Create{}, errorf(http.StatusBadRequest,
+			"allowInternetAccess, network.allowOut and network.denyOut apply to the template %q only: a warm pool's sandboxes are made with its own network", BaseTemplate)
+	}
 	if len(out.allow) > 0 {
-		if c.Pool != "" {
-			return v1Create{}, errorf(http.StatusBadRequest, "network.allowOut applies to the template %q only: a warm pool's sandboxes are made with its own network", BaseTemplate)
-		}
 		c.Params = map[string]any{"network": domain.NetworkAllowlist, "allow": out.allow}
 	}
 	return c, nil
@@ -609,7 +614,8 @@ func (cp control) list(w http.ResponseWriter, r *http.Request, key string) error
 // updateNetwork replaces a sandbox's egress rules (E2B's SandboxNetwork-
 // UpdateConfig, sandbox.updateNetwork) through /v1's PATCH of its
 // network: allowOut with all other traffic denied is its allow list,
-// all traffic denied an empty one. Only a sandbox created with an allow
+// all traffic denied an empty one; its named policies are detached (the
+// update is the whole configuration), its credentials kept. Only a sandbox created with an allow
 // list (network.allowOut) has one to change; the rest is refused as at
 // create.
 func (cp control) updateNetwork(w http.ResponseWriter, r *http.Request, key string) error {
@@ -630,11 +636,7 @@ func (cp control) updateNetwork(w http.ResponseWriter, r *http.Request, key stri
 	if err != nil {
 		return err
 	}
-	denied := n.AllowInternetAccess != nil && !*n.AllowInternetAccess
-	if _, ok := n.Network["denyOut"]; ok {
-		denied = true // checkNetwork allows only all traffic there
-	}
-	if len(out.allow) == 0 && !denied {
+	if !out.denied {
 		return errorf(http.StatusBadRequest, "an update that lets all traffic out is not supported: Tether's sandboxes reach only what an allow list names (deny %q and allow what the sandbox needs)", allTraffic)
 	}
 	id := r.PathValue("id")
@@ -645,7 +647,10 @@ func (cp control) updateNetwork(w http.ResponseWriter, r *http.Request, key stri
 	if allow == nil {
 		allow = []string{}
 	}
-	rep, err := cp.core.call(r.Context(), r, key, http.MethodPatch, sandboxPath(id, "/network", nil), map[string]any{"allow": allow})
+	// E2B's update replaces the whole configuration ("omitting a field
+	// clears it"): the sandbox's named policies, Tether's own, go too.
+	rep, err := cp.core.call(r.Context(), r, key, http.MethodPatch, sandboxPath(id, "/network", nil),
+		map[string]any{"allow": allow, "policies": []string{}})
 	if err != nil {
 		return err
 	}
