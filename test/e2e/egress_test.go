@@ -451,20 +451,29 @@ func TestEgressEditsAcrossKill9(t *testing.T) {
 	if allow != fmt.Sprintf("[pypi.org v%d.test]", acked.Load()) && allow != fmt.Sprintf("[pypi.org v%d.test]", tried.Load()) {
 		t.Fatalf("after the kill the rules are %s; the last acknowledged edit was v%d, the last tried v%d", allow, acked.Load(), tried.Load())
 	}
-	// Each edit once in the activity, in order.
-	code, raw := e.raw(http.MethodGet, "/v1/sandboxes/"+id+"/activity?limit=500", nil)
-	if code != http.StatusOK {
-		t.Fatalf("activity = %d %s", code, raw)
-	}
-	var page struct{ Items []map[string]any }
-	if err := json.Unmarshal(raw, &page); err != nil {
-		t.Fatal(err)
-	}
+	// Each edit once in the activity, every page of it read.
 	var edits []string
-	for _, it := range page.Items {
-		if it["kind"] == "network_update" {
-			edits = append(edits, fmt.Sprint(it["network"]))
+	for cursor := ""; ; {
+		code, raw := e.raw(http.MethodGet, "/v1/sandboxes/"+id+"/activity?limit=500"+cursor, nil)
+		if code != http.StatusOK {
+			t.Fatalf("activity = %d %s", code, raw)
 		}
+		var page struct {
+			Items      []map[string]any
+			NextCursor *string `json:"next_cursor"`
+		}
+		if err := json.Unmarshal(raw, &page); err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range page.Items {
+			if it["kind"] == "network_update" {
+				edits = append(edits, fmt.Sprint(it["network"]))
+			}
+		}
+		if page.NextCursor == nil {
+			break
+		}
+		cursor = "&cursor=" + *page.NextCursor
 	}
 	for i := int64(1); i <= acked.Load(); i++ {
 		want := fmt.Sprintf(`{"allow":["pypi.org","v%d.test"]}`, i)
