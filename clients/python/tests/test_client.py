@@ -163,7 +163,7 @@ def test_pause_and_resume_sync_and_async(client: Tether):
     sb = client.wait_sandbox(client.create_sandbox(provider="local", labels=LABELS).id, timeout=60)
     try:
         assert sb.state == "ready"
-        client.exec(sb.id, "(echo $$ > /workspace/pid; i=0; while :; do i=$((i+1)); echo $i > /workspace/n; sleep 0.05; done)"
+        client.exec(sb.id, "(echo $$ > /workspace/pid; i=0; while :; do i=$((i+1)); echo $i > /workspace/n.tmp; mv /workspace/n.tmp /workspace/n; sleep 0.05; done)"
                     " </dev/null >/dev/null 2>&1 &")
 
         def count() -> tuple[str, int]:

@@ -198,7 +198,7 @@ test("pause and resume a local sandbox: its processes stop and go on", async (t)
   t.after(async () => { await client.deleteSandbox(created.id); });
   const sb = await client.waitSandbox(created.id, { timeoutMs: 60_000 });
   assert.equal(sb.state, "ready");
-  await client.exec(sb.id, { command: "(echo $$ > /workspace/pid; i=0; while :; do i=$((i+1)); echo $i > /workspace/n; sleep 0.05; done) </dev/null >/dev/null 2>&1 &" });
+  await client.exec(sb.id, { command: "(echo $$ > /workspace/pid; i=0; while :; do i=$((i+1)); echo $i > /workspace/n.tmp; mv /workspace/n.tmp /workspace/n; sleep 0.05; done) </dev/null >/dev/null 2>&1 &" });
   const count = async (): Promise<[string, number]> => {
     const out = (await client.exec(sb.id, { command: "cat /workspace/pid; cat /workspace/n 2>/dev/null || echo 0" })).output.split(/\s+/);
     return [out[0] ?? "", Number(out[1])];
