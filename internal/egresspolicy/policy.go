@@ -101,9 +101,8 @@ type Policy struct {
 
 // entry is what Policy holds of one sandbox the proxy serves.
 type entry struct {
-	// seed is the rules the provider set from the create's params, used
-	// (without credentials) until the registry has answered.
-	seed   egressproxy.Rules
+	// loaded is false until the registry has answered: the sandbox then
+	// has no rules at all.
 	loaded bool
 	// rules are the registry's, credentials' secrets opened; ready and
 	// liveUntil say whether the credentials are in force.
@@ -126,17 +125,15 @@ func New(cfg Config) *Policy {
 	return &Policy{cfg: cfg, entries: map[string]*entry{}}
 }
 
-// Set starts serving sandbox id, with rules from its create's params
-// until the registry's are loaded (the first lookup loads them).
-func (p *Policy) Set(id string, seed egressproxy.Rules) {
-	seed.Credentials = nil // the registry's, with the lease, or none
+// Set starts serving sandbox id. The rules the provider read from its
+// create's params are not used: the registry's are (the first lookup
+// loads them), which an edit may have changed since.
+func (p *Policy) Set(id string, _ egressproxy.Rules) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e := p.entries[id]; e != nil {
-		e.seed = seed
-		return
+	if p.entries[id] == nil {
+		p.entries[id] = &entry{}
 	}
-	p.entries[id] = &entry{seed: seed}
 }
 
 // Delete stops serving sandbox id.

@@ -126,12 +126,11 @@ func activityOf(c egressproxy.ConnRecord) domain.Activity {
 	allowed := c.Allowed
 	a := domain.Activity{SandboxID: c.SandboxID, At: c.Start, Kind: domain.ActivityEgress, Target: host,
 		Port: int(c.Addr.Port()), Allowed: &allowed, Rule: c.Rule, Error: c.Reason, Duration: c.End.Sub(c.Start)}
-	if c.Proto != egressproxy.ProtoDNS {
-		out, in := c.BytesOut, c.BytesIn
-		a.Bytes, a.BytesIn = &out, &in
-	}
 	if c.Proto == egressproxy.ProtoDNS {
 		a.Port = 53
+	} else {
+		out, in := c.BytesOut, c.BytesIn
+		a.Bytes, a.BytesIn = &out, &in
 	}
 	return a
 }

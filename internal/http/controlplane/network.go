@@ -206,12 +206,8 @@ func HandleSandboxNetworkUpdate(st NetworkStore, rules EgressRules) httpapi.Hand
 		case rules == nil || !rules.Serves(cur.Provider):
 			return domain.Errorf(domain.CodeNotSupported, "the %s provider's network rules are fixed at create", cur.Provider)
 		}
-		if err := rules.CheckAllow(*req.Allow); err != nil {
-			msg := err.Error()
-			if !strings.HasPrefix(msg, "[") { // not one entry's: the list's
-				msg = ": " + msg
-			}
-			return domain.Errorf(domain.CodeInvalidRequest, "allow%s", msg)
+		if err := checkAllow(rules, *req.Allow); err != nil {
+			return err
 		}
 		edit := domain.NetworkEdit{Tenant: tenant, SandboxID: id, Allow: *req.Allow, By: httpapi.CallerOf(c)}
 		if req.Credentials != nil {
@@ -231,6 +227,20 @@ func HandleSandboxNetworkUpdate(st NetworkStore, rules EgressRules) httpapi.Hand
 		}
 		return httpapi.WriteJSON(c, http.StatusOK, toSandboxNetwork(n))
 	}
+}
+
+// checkAllow checks an allow list as the egress proxy will read it: an
+// error names the entry ("allow[2] ...") or the list's fault.
+func checkAllow(rules EgressRules, allow []string) error {
+	err := rules.CheckAllow(allow)
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "[") { // not one entry's: the list's
+		msg = ": " + msg
+	}
+	return domain.Errorf(domain.CodeInvalidRequest, "allow%s", msg)
 }
 
 // maxCredentials bounds a sandbox's credentials.
@@ -343,12 +353,8 @@ func HandleNetworkPolicyPut(st NetworkStore, rules EgressRules) httpapi.HandlerF
 		if req.Allow == nil {
 			return domain.Errorf(domain.CodeInvalidRequest, "allow is required ([] allows nothing of its own)")
 		}
-		if err := rules.CheckAllow(req.Allow); err != nil {
-			msg := err.Error()
-			if !strings.HasPrefix(msg, "[") {
-				msg = ": " + msg
-			}
-			return domain.Errorf(domain.CodeInvalidRequest, "allow%s", msg)
+		if err := checkAllow(rules, req.Allow); err != nil {
+			return err
 		}
 		ctx, tenant := c.Request.Context(), httpapi.TenantOf(c)
 		creds, err := checkCredentials(ctx, st, rules, tenant, nonNil(req.Credentials))

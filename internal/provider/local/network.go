@@ -63,7 +63,7 @@ const MaxPolicies = 16
 // from its create's params, when its proxy starts serving it, and takes
 // them away when it stops: the Policy the proxy asks
 // (egressproxy.MemoryPolicy), or one that keeps the rules in the registry
-// and takes the provider's as a first guess (egresspolicy.Policy).
+// and reads them from there, not the provider's (egresspolicy.Policy).
 type EgressRules interface {
 	Set(id string, r egressproxy.Rules)
 	Delete(id string)
