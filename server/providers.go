@@ -10,6 +10,7 @@ import (
 
 	"github.com/tetherhq/tether/internal/provider/kubernetes"
 	"github.com/tetherhq/tether/internal/provider/local"
+	"github.com/tetherhq/tether/internal/provider/microvm"
 	"github.com/tetherhq/tether/internal/provider/sim"
 	"github.com/tetherhq/tether/provider"
 )
@@ -22,6 +23,7 @@ var builtin = []provider.Registration{
 	sim.Registration,
 	local.Registration,
 	kubernetes.Registration,
+	microvm.Registration,
 }
 
 // providerSet is the registrations a program runs with, the built-in ones
