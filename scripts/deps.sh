@@ -10,6 +10,13 @@
 #   nft              (nftables)                   the local provider's network allow-list
 #   ip               (iproute2)                   the allow-list's namespaces and links
 #
+# `microvm` (make run with PROVIDERS naming microvm): what the microvm
+# provider and scripts/microvm.sh, which builds its guest image, need:
+#
+#   qemu-system-x86_64, qemu-img (qemu-system-x86, qemu-utils)  the VMs
+#   /boot/vmlinuz-*  (linux-image-amd64)          the guests' kernel and modules
+#   debootstrap, cpio, mkfs.ext4 (e2fsprogs)      the guests' root and initramfs
+#
 # `test` (make test; the default): all of that, and the test tools:
 #
 #   python3                                       the Python client's tests
@@ -32,18 +39,31 @@ prog=scripts/deps.sh
 log() { printf '%s: %s\n' "$prog" "$*" >&2; }
 
 mode=${1:-test}
-case $mode in run | test) ;; *)
-	log "usage: $prog [run|test]"
+case $mode in run | test | microvm) ;; *)
+	log "usage: $prog [run|test|microvm]"
 	exit 2
 	;;
 esac
 
 missing=()
-command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
-{ command -v nsenter >/dev/null 2>&1 && command -v setpriv >/dev/null 2>&1; } || missing+=(util-linux)
-command -v nft >/dev/null 2>&1 || missing+=(nftables) # params.network "allowlist" (also needs ip)
-command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+microvm_deps() {
+	command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
+	command -v qemu-img >/dev/null 2>&1 || missing+=(qemu-utils)
+	compgen -G '/boot/vmlinuz-*' >/dev/null || missing+=(linux-image-amd64)
+	command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+	command -v cpio >/dev/null 2>&1 || missing+=(cpio)
+	command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
+}
+if [[ $mode == microvm ]]; then
+	microvm_deps
+else
+	command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+	{ command -v nsenter >/dev/null 2>&1 && command -v setpriv >/dev/null 2>&1; } || missing+=(util-linux)
+	command -v nft >/dev/null 2>&1 || missing+=(nftables) # params.network "allowlist" (also needs ip)
+	command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+fi
 if [[ $mode == test ]]; then
+	microvm_deps
 	command -v python3 >/dev/null 2>&1 || missing+=(python3)
 	# Debian's python3 (a pyenv or venv python3 earlier in PATH does not count:
 	# the Python client's tests run with /usr/bin/python3).

@@ -119,6 +119,12 @@ main() {
 	DATABASE_URL=$(scripts/postgres.sh start dev | tail -n 1)
 	build "$(build_tags "$PROVIDERS")"
 	SECRETS_KEY=${SECRETS_KEY:-$(dev_secrets_key)}
+	if [[ ,$PROVIDERS, == *,microvm,* ]]; then
+		# The guest image (half a minute the first time; then seconds).
+		scripts/deps.sh microvm
+		MICROVM_IMAGE_DIR=$(scripts/microvm.sh "${MICROVM_IMAGE_DIR:-.data/microvm}" | tail -n 1)
+		export MICROVM_IMAGE_DIR
+	fi
 	banner
 	export DATABASE_URL BOOTSTRAP_API_KEY LISTEN_ADDR PROVIDERS SECRETS_KEY
 	# exec, not `go run`: the server is then make's own child, so a SIGTERM
