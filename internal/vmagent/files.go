@@ -50,6 +50,12 @@ func failFor(w *vmwire.Writer, op string, err error) {
 	}
 }
 
+// Names of what a write or an extraction makes before it is done.
+const (
+	writePrefix = ".tether-write-"
+	stagePrefix = ".tether-stage-"
+)
+
 var (
 	errIsDir      = errors.New("is a directory")
 	errNotDir     = errors.New("not a directory")
@@ -106,7 +112,7 @@ func writeFile(stream net.Conn, w *vmwire.Writer, req vmwire.Request) {
 		failFor(w, "writing "+req.Path, err)
 		return
 	}
-	tmp, err := os.CreateTemp(path.Dir(req.Path), ".tether-write-*")
+	tmp, err := os.CreateTemp(path.Dir(req.Path), writePrefix+"*")
 	if err != nil {
 		failFor(w, "writing "+req.Path, err)
 		return
@@ -174,7 +180,7 @@ func readTar(w *vmwire.Writer, req vmwire.Request) {
 		return
 	}
 	tw := tar.NewWriter(vmwire.DataWriter{W: w})
-	if err := tw.AddFS(os.DirFS(req.Path)); err != nil {
+	if err := addTree(tw, req.Path); err != nil {
 		// Mid-stream: the archive is cut short, which Tether sees as a
 		// broken one.
 		_ = w.Fail(vmwire.FailInternal, "archiving %s: %v", req.Path, err)
@@ -183,6 +189,89 @@ func readTar(w *vmwire.Writer, req vmwire.Request) {
 	if err := tw.Close(); err == nil {
 		_ = w.Frame(vmwire.KindEnd, nil)
 	}
+}
+
+// addTree writes the folder's files, folders and symbolic links into tw,
+// named relative to it. What vanishes while it is read (the sandbox's
+// processes go on) is left out.
+func addTree(tw *tar.Writer, dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if p == dir {
+			return nil
+		}
+		if strings.HasPrefix(d.Name(), stagePrefix) || strings.HasPrefix(d.Name(), writePrefix) {
+			// A write or an extraction under way: not the folder's yet.
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		return addEntry(tw, p, filepath.ToSlash(strings.TrimPrefix(p, dir+"/")), info)
+	})
+}
+
+func addEntry(tw *tar.Writer, p, name string, info fs.FileInfo) error {
+	var link string
+	switch {
+	case info.Mode()&fs.ModeSymlink != 0:
+		l, err := os.Readlink(p)
+		if err != nil {
+			return nil //nolint:nilerr // gone meanwhile
+		}
+		link = l
+	case info.IsDir(), info.Mode().IsRegular():
+	default:
+		return nil // devices, FIFOs and sockets are not archived
+	}
+	hdr, err := tar.FileInfoHeader(info, link)
+	if err != nil {
+		return err
+	}
+	hdr.Name = name
+	if info.IsDir() {
+		hdr.Name += "/"
+	}
+	hdr.Uname, hdr.Gname = "", ""
+	if !info.Mode().IsRegular() {
+		return tw.WriteHeader(hdr)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil //nolint:nilerr // gone meanwhile
+	}
+	defer f.Close()
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	// A file that changes size while it is read is padded or cut to the
+	// size its header says.
+	n, err := io.Copy(tw, io.LimitReader(f, hdr.Size))
+	if err != nil {
+		return err
+	}
+	if n < hdr.Size {
+		_, err = io.CopyN(tw, zeros{}, hdr.Size-n)
+	}
+	return err
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
 
 // writeTar extracts the archive into a staging folder inside the target,
@@ -200,7 +289,7 @@ func writeTar(stream net.Conn, w *vmwire.Writer, req vmwire.Request) {
 	}
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
-	stage := filepath.Join(req.Path, ".tether-stage-"+hex.EncodeToString(nonce[:]))
+	stage := filepath.Join(req.Path, stagePrefix+hex.EncodeToString(nonce[:]))
 	if err := os.Mkdir(stage, 0o700); err != nil {
 		failFor(w, "extracting into "+req.Path, err)
 		return
@@ -215,6 +304,11 @@ func writeTar(stream net.Conn, w *vmwire.Writer, req vmwire.Request) {
 		return
 	}
 	if err := merge(stage, req.Path); err != nil {
+		failFor(w, "extracting into "+req.Path, err)
+		return
+	}
+	// Gone before the answer: Tether's next call must not see it.
+	if err := os.RemoveAll(stage); err != nil {
 		failFor(w, "extracting into "+req.Path, err)
 		return
 	}
@@ -308,27 +402,56 @@ func extractOne(root *os.Root, name string, hdr *tar.Header, r io.Reader) error 
 	return root.Lchown(name, UserID, UserID)
 }
 
-// merge moves what src holds into dst: folders merge, anything else
-// replaces what dst has of that name.
+// merge moves what src holds into dst: folders merge, a file replaces a
+// file of its name. A file where dst has a folder, or a folder where it
+// has a file, is a conflict (another write got there first), checked for
+// the whole tree before anything moves.
 func merge(src, dst string) error {
+	if err := conflicts(src, dst); err != nil {
+		return err
+	}
+	return move(src, dst)
+}
+
+func conflicts(src, dst string) error {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		st, err := os.Lstat(filepath.Join(dst, e.Name()))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return err
+		case e.IsDir() && st.IsDir():
+			if err := conflicts(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+				return err
+			}
+		case e.IsDir():
+			return fmt.Errorf("%s: %w", e.Name(), errNotDir)
+		case st.IsDir():
+			return fmt.Errorf("%s: %w", e.Name(), errIsDir)
+		}
+	}
+	return nil
+}
+
+func move(src, dst string) error {
 	entries, err := os.ReadDir(src)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
 		from, to := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
-		st, err := os.Lstat(to)
-		if err == nil && e.IsDir() && st.IsDir() {
-			if err := merge(from, to); err != nil {
+		if st, err := os.Lstat(to); err == nil && e.IsDir() && st.IsDir() {
+			if err := move(from, to); err != nil {
 				return err
 			}
 			continue
 		}
-		if err == nil {
-			if err := os.RemoveAll(to); err != nil {
-				return err
-			}
-		}
+		// A file over a file, atomically; over a folder made meanwhile,
+		// rename fails, and so does the write.
 		if err := os.Rename(from, to); err != nil {
 			return err
 		}

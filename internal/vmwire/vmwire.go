@@ -23,7 +23,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
+	"time"
 )
 
 // MaxFrame bounds every frame's payload, on both sides.
@@ -241,70 +243,149 @@ func (d *DataReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// Handshake lines: Tether's hello and the guest's answer, each followed
-// by the 16 bytes of Tether's nonce.
+// The handshake. The port is one byte stream that outlives connections:
+// when Tether connects, the guest may still be reading with the session
+// of an earlier connection (which then breaks on the new bytes), and
+// bytes of that connection may still be in flight either way. So each
+// side skips to the other's marker, and Tether repeats its hello (with a
+// fresh nonce each time) until the guest answers one:
+//
+//	Tether: HELLO n1, HELLO n2, …      guest: GREET nk  (for each hello it reads)
+//	Tether: GO nk  (nk one it sent)    guest: ACK nk    (skipping hellos up to GO)
+//
+// Tether sends nothing after GO but the session, the guest nothing after
+// ACK; each side has skipped everything before, so the session starts
+// clean on both.
 var (
 	hello = []byte("TETHER-VM-HELLO/1\n")
 	greet = []byte("TETHER-VM-GREET/1\n")
+	goMsg = []byte("TETHER-VM-GO/1\n")
+	ack   = []byte("TETHER-VM-ACK/1\n")
 )
 
 const nonceSize = 16
 
-// maxSkip bounds what either end skips while looking for the other's line
-// (the remains of an earlier connection).
+// HelloInterval is how often Tether repeats its hello.
+const HelloInterval = 100 * time.Millisecond
+
+// maxSkip bounds what either end skips while looking for the other's
+// marker (the remains of an earlier connection).
 const maxSkip = 64 << 20
 
-// Hello is Tether's side of the handshake: it sends its hello and a fresh
-// nonce, then reads until the guest's answer with that nonce. The reader
-// it returns holds what followed the answer.
+// Hello is Tether's side of the handshake over rw. The reader it returns
+// holds what followed the guest's ACK. It gives up when the reads fail
+// (a deadline the caller set on the connection, say).
 func Hello(rw io.ReadWriter) (*bufio.Reader, error) {
-	nonce := make([]byte, nonceSize)
-	_, _ = rand.Read(nonce)
-	if _, err := rw.Write(append(append([]byte{}, hello...), nonce...)); err != nil {
-		return nil, fmt.Errorf("vmwire: sending hello: %w", err)
-	}
+	var mu sync.Mutex
+	sent := map[string]bool{}
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(HelloInterval)
+		defer t.Stop()
+		for {
+			nonce := make([]byte, nonceSize)
+			_, _ = rand.Read(nonce)
+			mu.Lock()
+			sent[string(nonce)] = true
+			mu.Unlock()
+			if _, err := rw.Write(append(slices.Clone(hello), nonce...)); err != nil {
+				return
+			}
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
 	br := bufio.NewReader(rw)
-	if err := skipTo(br, append(append([]byte{}, greet...), nonce...)); err != nil {
-		return nil, fmt.Errorf("vmwire: waiting for the guest's greeting: %w", err)
+	var nonce []byte
+	for nonce == nil {
+		if _, err := skipTo(br, greet); err != nil {
+			close(stop)
+			<-stopped
+			return nil, fmt.Errorf("vmwire: waiting for the guest's greeting: %w", err)
+		}
+		n := make([]byte, nonceSize)
+		if _, err := io.ReadFull(br, n); err != nil {
+			close(stop)
+			<-stopped
+			return nil, fmt.Errorf("vmwire: reading the guest's greeting: %w", noEOF(err))
+		}
+		mu.Lock()
+		if sent[string(n)] {
+			nonce = n
+		}
+		mu.Unlock()
+	}
+	close(stop)
+	<-stopped
+	if _, err := rw.Write(append(slices.Clone(goMsg), nonce...)); err != nil {
+		return nil, fmt.Errorf("vmwire: sending go: %w", err)
+	}
+	if _, err := skipTo(br, append(slices.Clone(ack), nonce...)); err != nil {
+		return nil, fmt.Errorf("vmwire: waiting for the guest's ack: %w", err)
 	}
 	return br, nil
 }
 
-// Greet is the guest's side: it reads until a hello and its nonce, and
-// answers with its greeting and the nonce.
+// Greet is the guest's side: it greets every hello it reads until a GO
+// for one of them, which it acknowledges.
 func Greet(rw io.ReadWriter) (*bufio.Reader, error) {
 	br := bufio.NewReader(rw)
-	if err := skipTo(br, hello); err != nil {
-		return nil, fmt.Errorf("vmwire: waiting for hello: %w", err)
+	greeted := map[string]bool{}
+	for {
+		which, err := skipTo(br, hello, goMsg)
+		if err != nil {
+			return nil, fmt.Errorf("vmwire: waiting for hello: %w", err)
+		}
+		nonce := make([]byte, nonceSize)
+		if _, err := io.ReadFull(br, nonce); err != nil {
+			return nil, fmt.Errorf("vmwire: reading the handshake: %w", noEOF(err))
+		}
+		if which == 0 {
+			greeted[string(nonce)] = true
+			if _, err := rw.Write(append(slices.Clone(greet), nonce...)); err != nil {
+				return nil, fmt.Errorf("vmwire: sending the greeting: %w", err)
+			}
+			continue
+		}
+		if !greeted[string(nonce)] {
+			continue // a GO of an earlier connection's
+		}
+		if _, err := rw.Write(append(slices.Clone(ack), nonce...)); err != nil {
+			return nil, fmt.Errorf("vmwire: sending the ack: %w", err)
+		}
+		return br, nil
 	}
-	nonce := make([]byte, nonceSize)
-	if _, err := io.ReadFull(br, nonce); err != nil {
-		return nil, fmt.Errorf("vmwire: reading hello: %w", noEOF(err))
-	}
-	if _, err := rw.Write(append(append([]byte{}, greet...), nonce...)); err != nil {
-		return nil, fmt.Errorf("vmwire: sending the greeting: %w", err)
-	}
-	return br, nil
 }
 
-// skipTo reads br until it has read want, and not past it.
-func skipTo(br *bufio.Reader, want []byte) error {
-	window := make([]byte, 0, len(want))
+// skipTo reads br until it has read one of markers, and not past it,
+// and says which.
+func skipTo(br *bufio.Reader, markers ...[]byte) (int, error) {
+	longest := 0
+	for _, m := range markers {
+		longest = max(longest, len(m))
+	}
+	window := make([]byte, 0, longest)
 	for skipped := 0; skipped < maxSkip; skipped++ {
 		c, err := br.ReadByte()
 		if err != nil {
-			return err
+			return 0, err
 		}
-		if len(window) == len(want) {
+		if len(window) == longest {
 			copy(window, window[1:])
-			window = window[:len(want)-1]
+			window = window[:longest-1]
 		}
 		window = append(window, c)
-		if bytes.Equal(window, want) {
-			return nil
+		for i, m := range markers {
+			if bytes.HasSuffix(window, m) {
+				return i, nil
+			}
 		}
 	}
-	return errors.New("too many bytes before it")
+	return 0, errors.New("too many bytes before it")
 }
 
 // Conn joins the reader a handshake returned with the writer side of the
