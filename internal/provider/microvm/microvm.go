@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 
@@ -77,6 +78,10 @@ type Provider struct {
 	accelNote string
 	// unavailable says why no VM can be made here; "" when they can.
 	unavailable string
+	// tscKHz is the host's TSC rate, for guests under TCG.
+	tscKHz int
+	// boots holds a token per VM booting.
+	boots chan struct{}
 
 	mu     sync.Mutex
 	agents map[string]*agentConn
@@ -110,7 +115,10 @@ func New(cfg Config) (*Provider, error) {
 	cfg.MaxCPUs = cmp.Or(cfg.MaxCPUs, 2)
 	cfg.DefaultWorkspaceMB = cmp.Or(cfg.DefaultWorkspaceMB, 1024)
 	cfg.MaxWorkspaceMB = cmp.Or(cfg.MaxWorkspaceMB, 16384)
-	p := &Provider{cfg: cfg, agents: map[string]*agentConn{}, locks: map[string]*sync.Mutex{}}
+	p := &Provider{
+		cfg: cfg, agents: map[string]*agentConn{}, locks: map[string]*sync.Mutex{},
+		tscKHz: hostTSCKHz(), boots: make(chan struct{}, max(1, runtime.NumCPU())),
+	}
 	p.probe()
 	return p, nil
 }

@@ -39,6 +39,8 @@ type meta struct {
 	CreatedAt time.Time         `json:"created_at"`
 	Env       map[string]string `json:"env,omitempty"`
 	Params    Params            `json:"params"`
+	// FromSnapshot is the snapshot whose workspace the VM started with.
+	FromSnapshot string `json:"from_snapshot,omitempty"`
 }
 
 func (p *Provider) vmDir(id string) string { return filepath.Join(p.cfg.StateDir, "vms", id) }
@@ -67,6 +69,11 @@ func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provid
 	if err != nil {
 		return provider.Resource{}, err
 	}
+	if spec.FromSnapshot != "" {
+		if _, err := p.snapshotDisk(spec.FromSnapshot); err != nil {
+			return provider.Resource{}, err
+		}
+	}
 	unlock := p.lock(spec.SandboxID)
 	defer unlock()
 	if m, err := p.readMeta(spec.SandboxID); err == nil {
@@ -81,16 +88,12 @@ func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provid
 	if err := p.remove(ctx, spec.SandboxID); err != nil {
 		return provider.Resource{}, err
 	}
-	m := meta{SandboxID: spec.SandboxID, CreatedAt: time.Now().UTC(), Env: spec.Env, Params: ps}
+	m := meta{SandboxID: spec.SandboxID, CreatedAt: time.Now().UTC(), Env: spec.Env, Params: ps, FromSnapshot: spec.FromSnapshot}
 	if err := p.prepare(ctx, m); err != nil {
 		_ = p.remove(context.WithoutCancel(ctx), spec.SandboxID)
 		return provider.Resource{}, err
 	}
-	if err := p.start(m); err != nil {
-		_ = p.remove(context.WithoutCancel(ctx), spec.SandboxID)
-		return provider.Resource{}, err
-	}
-	if err := p.waitBoot(ctx, spec.SandboxID); err != nil {
+	if err := p.boot(ctx, m); err != nil {
 		_ = p.remove(context.WithoutCancel(ctx), spec.SandboxID)
 		return provider.Resource{}, err
 	}
@@ -122,14 +125,7 @@ func (p *Provider) prepare(ctx context.Context, m meta) error {
 	if err := p.tool(ctx, p.qemuImg, "create", "-q", "-f", "qcow2", "-F", "raw", "-b", base, filepath.Join(dir, rootDisk)); err != nil {
 		return err
 	}
-	ws := filepath.Join(dir, wsDisk)
-	if err := os.WriteFile(ws, nil, 0o600); err != nil {
-		return fmt.Errorf("microvm: %w", err)
-	}
-	if err := os.Truncate(ws, int64(m.Params.WorkspaceMB)<<20); err != nil {
-		return fmt.Errorf("microvm: %w", err)
-	}
-	if err := p.tool(ctx, p.mkfs, "-q", "-F", "-L", "workspace", "-m", "0", ws); err != nil {
+	if err := p.workspace(ctx, m, filepath.Join(dir, wsDisk)); err != nil {
 		return err
 	}
 	b, err := json.Marshal(m)
@@ -140,6 +136,25 @@ func (p *Provider) prepare(ctx context.Context, m meta) error {
 		return fmt.Errorf("microvm: %w", err)
 	}
 	return os.Rename(filepath.Join(dir, metaFile+".tmp"), filepath.Join(dir, metaFile))
+}
+
+// workspace makes the VM's workspace disk: a copy of its snapshot's, or
+// a new sparse ext4 disk of its size.
+func (p *Provider) workspace(ctx context.Context, m meta, ws string) error {
+	if m.FromSnapshot != "" {
+		src, err := p.snapshotDisk(m.FromSnapshot)
+		if err != nil {
+			return err
+		}
+		return p.tool(ctx, "cp", "--sparse=always", src, ws)
+	}
+	if err := os.WriteFile(ws, nil, 0o600); err != nil {
+		return fmt.Errorf("microvm: %w", err)
+	}
+	if err := os.Truncate(ws, int64(m.Params.WorkspaceMB)<<20); err != nil {
+		return fmt.Errorf("microvm: %w", err)
+	}
+	return p.tool(ctx, p.mkfs, "-q", "-F", "-L", "workspace", "-m", "0", ws)
 }
 
 // tool runs a host tool with nothing of Tether's environment.
@@ -163,7 +178,7 @@ func hostEnv() []string { return []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", 
 func (p *Provider) qemuArgs(m meta) []string {
 	accel := []string{"-accel", "kvm", "-cpu", "host"}
 	if p.accel == AccelTCG {
-		accel = []string{"-accel", "tcg,thread=multi", "-cpu", "max"}
+		accel = []string{"-accel", "tcg,thread=multi,tb-size=128", "-cpu", "max"}
 	}
 	args := []string{
 		"-name", "tether-" + m.SandboxID,
@@ -175,7 +190,7 @@ func (p *Provider) qemuArgs(m meta) []string {
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-kernel", filepath.Join(p.cfg.ImageDir, "vmlinuz"),
 		"-initrd", filepath.Join(p.cfg.ImageDir, "initramfs.cpio"),
-		"-append", "console=ttyS0 quiet panic=-1 reboot=t tether.hostname="+hostname(m.SandboxID),
+		"-append", p.kernelArgs(m),
 		"-serial", "file:"+consoleFile,
 		"-drive", "id=root,file="+rootDisk+",format=qcow2,if=none,discard=unmap",
 		"-device", "virtio-blk-device,drive=root,serial=tether-root",
@@ -189,6 +204,39 @@ func (p *Provider) qemuArgs(m meta) []string {
 		"-pidfile", pidFile,
 		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
 	)
+}
+
+// kernelArgs is the guest kernel's command line. Under TCG the guest's
+// TSC is the host's, and its calibration against the emulated PIT fails
+// on a busy host (the boot then stalls for minutes): the host's rate is
+// given instead.
+func (p *Provider) kernelArgs(m meta) string {
+	args := "console=ttyS0 quiet panic=-1 reboot=t tether.hostname=" + hostname(m.SandboxID)
+	if p.accel == AccelTCG && p.tscKHz > 0 {
+		args += " tsc_early_khz=" + strconv.Itoa(p.tscKHz)
+	}
+	return args
+}
+
+// hostTSCKHz is the host's TSC rate in kHz as /proc/cpuinfo says, 0 if
+// it does not.
+func hostTSCKHz() int {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || strings.TrimSpace(k) != "cpu MHz" {
+			continue
+		}
+		mhz, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			return 0
+		}
+		return int(mhz * 1000)
+	}
+	return 0
 }
 
 // hostname is the guest's name: the sandbox id's last twelve characters.
@@ -218,6 +266,22 @@ func (p *Provider) start(m meta) error {
 	}
 	p.waiters.Go(func() { _ = cmd.Wait() })
 	return nil
+}
+
+// boot starts the VM and waits for its agent, at most as many boots at
+// once as the host has CPUs: a boot is CPU-bound (under TCG, seconds of
+// it), and a host that boots more at once only makes all of them late.
+func (p *Provider) boot(ctx context.Context, m meta) error {
+	select {
+	case p.boots <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("microvm: waiting for a boot slot: %w", ctx.Err())
+	}
+	defer func() { <-p.boots }()
+	if err := p.start(m); err != nil {
+		return err
+	}
+	return p.waitBoot(ctx, m.SandboxID)
 }
 
 // waitBoot waits until the VM's agent answers, or its QEMU ends.
