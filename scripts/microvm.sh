@@ -8,7 +8,7 @@
 #                    virtio-console, virtio-rng, crc32c, ext4 and what they
 #                    need)
 #   rootfs.ext4      the sandboxes' root: Debian bookworm (debootstrap,
-#                    minbase, with python3-minimal and procps) and its user
+#                    minbase, with python3 and procps) and its user
 #                    `user` (uid 1000); each sandbox runs on a copy-on-write
 #                    overlay of it, never on the file itself
 #
@@ -40,12 +40,12 @@ moddir=/lib/modules/$version
 install -m 0644 "$kernel" "$dir/vmlinuz.tmp" && mv "$dir/vmlinuz.tmp" "$dir/vmlinuz"
 
 # The root: rebuilt when its recipe (this line) changes.
-recipe="bookworm minbase python3-minimal,procps user:1000 v1"
+recipe="bookworm minbase python3,procps user:1000 v1"
 if [[ ! -f $dir/rootfs.ext4 || $(cat "$dir/rootfs.recipe" 2>/dev/null) != "$recipe" ]]; then
 	log "building the guest's root (debootstrap bookworm; about half a minute)"
 	root=$dir/root.tmp
 	rm -rf "$root"
-	if ! debootstrap --variant=minbase --include=python3-minimal,procps bookworm "$root" >"$dir/debootstrap.log" 2>&1; then
+	if ! debootstrap --variant=minbase --include=python3,procps bookworm "$root" >"$dir/debootstrap.log" 2>&1; then
 		log "debootstrap failed; its log: $dir/debootstrap.log"
 		tail -n 20 "$dir/debootstrap.log" >&2
 		exit 1
