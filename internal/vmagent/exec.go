@@ -68,7 +68,7 @@ func runExec(stream net.Conn, w *vmwire.Writer, req vmwire.Request) {
 	case <-control:
 		// Tether went away: nothing of the command may outlive it.
 		group.kill()
-		<-waited
+		<-waited //nolint:errcheck // killed: how it ended tells nothing
 		return
 	}
 	readersDone := make(chan struct{})
@@ -110,17 +110,17 @@ func startCommand(req vmwire.Request, g *group) (*exec.Cmd, commandPipes, error)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
-		outR.Close()
-		outW.Close()
+		_ = outR.Close()
+		_ = outW.Close()
 		return nil, p, err
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	err = cmd.Start()
-	outW.Close()
-	errW.Close()
+	_ = outW.Close()
+	_ = errW.Close()
 	if err != nil {
-		outR.Close()
-		errR.Close()
+		_ = outR.Close()
+		_ = errR.Close()
 		return nil, p, err
 	}
 	return cmd, commandPipes{stdin: stdin, stdout: outR, stderr: errR}, nil
@@ -129,7 +129,7 @@ func startCommand(req vmwire.Request, g *group) (*exec.Cmd, commandPipes, error)
 // readControl reads Tether's frames for a running command until the
 // stream ends.
 func readControl(stream io.Reader, stdin io.WriteCloser, cmd *exec.Cmd, g *group) {
-	defer stdin.Close()
+	defer func() { _ = stdin.Close() }()
 	for {
 		kind, payload, err := vmwire.ReadFrame(stream)
 		if err != nil {
@@ -162,7 +162,7 @@ type forwarder struct {
 }
 
 func (f *forwarder) copy(kind byte, r *os.File) {
-	defer r.Close()
+	defer func() { _ = r.Close() }()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := r.Read(buf)
@@ -229,7 +229,7 @@ func (g *group) oomKilled() bool {
 	if err != nil {
 		return false
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		if k, v, ok := strings.Cut(sc.Text(), " "); ok && k == "oom_kill" {
@@ -242,6 +242,6 @@ func (g *group) oomKilled() bool {
 // remove removes the group once nothing runs in it; a group that
 // background processes still hold stays.
 func (g *group) remove() {
-	g.dir.Close()
+	_ = g.dir.Close()
 	_ = os.Remove(g.path)
 }

@@ -72,7 +72,7 @@ func readFile(w *vmwire.Writer, req vmwire.Request) {
 		failFor(w, "reading "+req.Path, err)
 		return
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	st, err := f.Stat()
 	switch {
 	case err != nil:
@@ -117,7 +117,7 @@ func writeFile(stream net.Conn, w *vmwire.Writer, req vmwire.Request) {
 		failFor(w, "writing "+req.Path, err)
 		return
 	}
-	defer os.Remove(tmp.Name())
+	defer func() { _ = os.Remove(tmp.Name()) }() // gone already once renamed
 	n, err := io.Copy(tmp, io.LimitReader(data, req.Limit+1))
 	if err == nil && n > req.Limit {
 		err = errTooLarge
@@ -251,7 +251,7 @@ func addEntry(tw *tar.Writer, p, name string, info fs.FileInfo) error {
 	if err != nil {
 		return nil //nolint:nilerr // gone meanwhile
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if err := tw.WriteHeader(hdr); err != nil {
 		return err
 	}
@@ -294,7 +294,7 @@ func writeTar(stream net.Conn, w *vmwire.Writer, req vmwire.Request) {
 		failFor(w, "extracting into "+req.Path, err)
 		return
 	}
-	defer os.RemoveAll(stage)
+	defer func() { _ = os.RemoveAll(stage) }()
 	lr := &limitedReader{r: data, left: req.Limit}
 	if err := extract(stage, lr); err != nil {
 		if lr.over {
@@ -340,7 +340,7 @@ func extract(dir string, r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	defer root.Close()
+	defer func() { _ = root.Close() }()
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
@@ -351,7 +351,7 @@ func extract(dir string, r io.Reader) error {
 			if errors.Is(err, errTooLarge) {
 				return err
 			}
-			return fmt.Errorf("%w: %v", errBadArchive, err)
+			return fmt.Errorf("%w: %w", errBadArchive, err)
 		}
 		name := path.Clean(strings.TrimPrefix(hdr.Name, "./"))
 		if name == "." {
@@ -390,7 +390,7 @@ func extractOne(root *os.Root, name string, hdr *tar.Header, r io.Reader) error 
 			if errors.Is(err, errTooLarge) {
 				return err
 			}
-			return fmt.Errorf("%w: %v", errBadArchive, err)
+			return fmt.Errorf("%w: %w", errBadArchive, err)
 		}
 	case tar.TypeSymlink:
 		if err := root.Symlink(hdr.Linkname, name); err != nil {

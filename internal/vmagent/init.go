@@ -112,7 +112,7 @@ func loadModule(path, params string) error {
 	if err != nil {
 		return fmt.Errorf("vmagent: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if err := unix.FinitModule(int(f.Fd()), params, 0); err != nil && !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("vmagent: loading %s: %w", filepath.Base(path), err)
 	}
@@ -203,7 +203,7 @@ func loopbackUp() error {
 	if err != nil {
 		return fmt.Errorf("vmagent: %w", err)
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }()
 	ifr, err := unix.NewIfreq("lo")
 	if err != nil {
 		return fmt.Errorf("vmagent: %w", err)

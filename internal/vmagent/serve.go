@@ -3,6 +3,7 @@
 package vmagent
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,7 +57,7 @@ func serveConn(path string) error {
 	if err != nil {
 		return fmt.Errorf("opening the port: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	br, err := vmwire.Greet(hangupRetry{f})
 	if err != nil {
 		return err
@@ -68,7 +69,7 @@ func serveConn(path string) error {
 	if err != nil {
 		return fmt.Errorf("starting the session: %w", err)
 	}
-	defer session.Close()
+	defer func() { _ = session.Close() }()
 	for {
 		stream, err := session.AcceptStream()
 		if err != nil {
@@ -97,7 +98,7 @@ func (h hangupRetry) Write(p []byte) (int, error) { return h.f.Write(p) }
 
 // serveStream serves one operation.
 func serveStream(stream net.Conn) {
-	defer stream.Close()
+	defer func() { _ = stream.Close() }()
 	w := vmwire.NewWriter(stream)
 	var req vmwire.Request
 	kind, payload, err := vmwire.ReadFrame(stream)
@@ -137,12 +138,13 @@ func dial(stream net.Conn, w *vmwire.Writer, req vmwire.Request) {
 		_ = w.Fail(vmwire.FailBadRequest, "port %d", req.Port)
 		return
 	}
-	conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", req.Port), 2*time.Second)
+	d := net.Dialer{Timeout: 2 * time.Second}
+	conn, err := d.DialContext(context.Background(), "tcp", fmt.Sprintf("127.0.0.1:%d", req.Port))
 	if err != nil {
 		_ = w.Fail(vmwire.FailRefused, "nothing answers on port %d", req.Port)
 		return
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	if w.Frame(vmwire.KindOK, nil) != nil {
 		return
 	}

@@ -182,7 +182,7 @@ func (a *agentConn) simple(ctx context.Context, req vmwire.Request) error {
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	stop := context.AfterFunc(ctx, func() { _ = st.SetReadDeadline(time.Now()) })
 	defer stop()
 	return vmwire.ReadJSON(st, vmwire.KindOK, nil)

@@ -86,7 +86,7 @@ func (p *Provider) run(ctx context.Context, id string, req provider.ExecRequest,
 	if err != nil {
 		return res, p.lostOr(id, err)
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	w := vmwire.NewWriter(st)
 	if err := w.Frame(vmwire.KindStdinClose, nil); err != nil {
 		return res, p.lostOr(id, err)
@@ -102,7 +102,7 @@ func (p *Provider) run(ctx context.Context, id string, req provider.ExecRequest,
 	t := time.NewTimer(limit)
 	defer t.Stop()
 	timeout := t.C
-	var killed, cancelled bool
+	var killed bool
 	var killDeadline <-chan time.Time
 	var outErr error
 	for {
@@ -128,7 +128,7 @@ func (p *Provider) run(ctx context.Context, id string, req provider.ExecRequest,
 				if err := vmwire.Decode(f.kind, f.payload, vmwire.KindExit, &exit); err != nil {
 					return res, fmt.Errorf("microvm: exec: %w", err)
 				}
-				return finish(out, exit, killed, cancelled, outErr, ctx)
+				return finish(out, exit, killed, outErr)
 			}
 		case <-timeout:
 			timeout = nil
@@ -136,10 +136,7 @@ func (p *Provider) run(ctx context.Context, id string, req provider.ExecRequest,
 			_ = w.Frame(vmwire.KindSignal, []byte{byte(syscall.SIGKILL)})
 			killDeadline = time.After(killWait)
 		case <-ctx.Done():
-			if !cancelled {
-				cancelled = true
-				_ = w.Frame(vmwire.KindSignal, []byte{byte(syscall.SIGKILL)})
-			}
+			_ = w.Frame(vmwire.KindSignal, []byte{byte(syscall.SIGKILL)})
 			return res, fmt.Errorf("microvm: exec: %w", ctx.Err())
 		case <-killDeadline:
 			return res, fmt.Errorf("microvm: exec: the command did not end within %s of its kill", killWait)
@@ -148,13 +145,10 @@ func (p *Provider) run(ctx context.Context, id string, req provider.ExecRequest,
 }
 
 // finish makes the result of an ended command.
-func finish(out *outputcap.Cap, exit vmwire.Exit, killed, cancelled bool, outErr error, ctx context.Context) (provider.ExecResult, error) { //nolint:revive // ctx last: it is only read
+func finish(out *outputcap.Cap, exit vmwire.Exit, killed bool, outErr error) (provider.ExecResult, error) {
 	var res provider.ExecResult
 	if outErr != nil {
 		return res, fmt.Errorf("microvm: exec: passing output on: %w", outErr)
-	}
-	if cancelled {
-		return res, fmt.Errorf("microvm: exec: %w", ctx.Err())
 	}
 	truncated, err := out.Finish()
 	if err != nil {

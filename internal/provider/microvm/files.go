@@ -115,7 +115,7 @@ func (p *Provider) writeData(ctx context.Context, id string, req vmwire.Request,
 		// The agent answered before the data was all sent: a refusal
 		// (or, for an empty body, the end). Unblock the sender.
 		_ = st.Close()
-		<-sent
+		<-sent //nolint:errcheck // the sender failed too, or finished
 		if err != nil {
 			return p.failure(id, req.Op+" "+req.Path, err)
 		}
@@ -123,7 +123,7 @@ func (p *Provider) writeData(ctx context.Context, id string, req vmwire.Request,
 	case err := <-sent:
 		if err != nil {
 			_ = st.Close()
-			<-answer
+			<-answer //nolint:errcheck // the send failed: its error says why
 			var f *vmwire.Failure
 			if errors.As(err, &f) {
 				return p.failure(id, req.Op, err)

@@ -67,7 +67,7 @@ func qmp(ctx context.Context, socket, command string) error {
 	if err != nil {
 		return fmt.Errorf("connecting to QEMU's monitor: %w", err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	deadline := time.Now().Add(10 * time.Second)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl

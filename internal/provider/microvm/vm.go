@@ -255,7 +255,7 @@ func (p *Provider) start(m meta) error {
 	if err != nil {
 		return fmt.Errorf("microvm: %w", err)
 	}
-	defer log.Close()
+	defer func() { _ = log.Close() }()
 	cmd := exec.Command(p.qemu, p.qemuArgs(m)...) //nolint:noctx // the VM outlives the call
 	cmd.Env = hostEnv()
 	cmd.Dir = dir
