@@ -195,7 +195,7 @@ func setupGuest() error {
 		_ = unix.Sethostname([]byte(name))
 	}
 	_ = os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte("+memory +pids"), 0o644)
-	return nil
+	return newMachineID()
 }
 
 func loopbackUp() error {

@@ -115,6 +115,12 @@ func serveStream(stream net.Conn) {
 	case vmwire.OpSync:
 		unix.Sync()
 		_ = w.Frame(vmwire.KindOK, nil)
+	case vmwire.OpIdentity:
+		if err := takeIdentity(req); err != nil {
+			_ = w.Fail(vmwire.FailInternal, "%v", err)
+			return
+		}
+		_ = w.Frame(vmwire.KindOK, nil)
 	case vmwire.OpExec:
 		runExec(stream, w, req)
 	case vmwire.OpReadFile:

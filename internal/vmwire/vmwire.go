@@ -57,6 +57,7 @@ const (
 	OpWriteTar  = "writetar"  // as OpWriteFile, the data a tar archive
 	OpDial      = "dial"      // KindOK then the stream is the connection; or KindFailure
 	OpSync      = "sync"      // flushes the guest's file systems; KindOK
+	OpIdentity  = "identity"  // a new name, entropy and clock (a restored copy); KindOK
 )
 
 // Request is the first frame of a stream.
@@ -72,6 +73,11 @@ type Request struct {
 	Limit int64  `json:"limit,omitempty"`
 	// Dial: the port on the guest's loopback.
 	Port int `json:"port,omitempty"`
+	// Identity: the guest's new host name, entropy to mix into its
+	// random pool (credited), and the time (Unix nanoseconds).
+	Hostname string `json:"hostname,omitempty"`
+	Entropy  []byte `json:"entropy,omitempty"`
+	Time     int64  `json:"time,omitempty"`
 }
 
 // Exit is how a command ended.
