@@ -1,15 +1,11 @@
 package microvm
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/tetherhq/tether/provider"
 )
@@ -62,53 +58,11 @@ func (p *Provider) setPaused(ctx context.Context, id string, paused bool) error 
 
 // qmp runs one command on QEMU's monitor.
 func qmp(ctx context.Context, socket, command string) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", socket)
+	m, err := dialQMP(ctx, socket)
 	if err != nil {
-		return fmt.Errorf("connecting to QEMU's monitor: %w", err)
+		return err
 	}
-	defer func() { _ = conn.Close() }()
-	deadline := time.Now().Add(10 * time.Second)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
-	_ = conn.SetDeadline(deadline)
-	r := bufio.NewReader(conn)
-	if _, err := r.ReadBytes('\n'); err != nil { // the greeting
-		return fmt.Errorf("reading QEMU's greeting: %w", err)
-	}
-	for _, c := range []string{"qmp_capabilities", command} {
-		if _, err := fmt.Fprintf(conn, `{"execute":%q}`+"\n", c); err != nil {
-			return fmt.Errorf("sending %s: %w", c, err)
-		}
-		if err := qmpAnswer(r); err != nil {
-			return fmt.Errorf("%s: %w", c, err)
-		}
-	}
-	return nil
-}
-
-// qmpAnswer reads the monitor's lines up to the answer, skipping events.
-func qmpAnswer(r *bufio.Reader) error {
-	for {
-		line, err := r.ReadBytes('\n')
-		if err != nil {
-			return fmt.Errorf("reading QEMU's answer: %w", err)
-		}
-		var msg struct {
-			Return json.RawMessage `json:"return"`
-			Error  *struct {
-				Desc string `json:"desc"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(line, &msg) != nil {
-			continue
-		}
-		if msg.Error != nil {
-			return errors.New(msg.Error.Desc)
-		}
-		if msg.Return != nil {
-			return nil
-		}
-	}
+	defer m.close()
+	_, err = m.run(command, nil, nil)
+	return err
 }

@@ -2,6 +2,7 @@ package microvm
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +29,46 @@ type snapshotRecord struct {
 	SandboxID string    `json:"sandbox_id"`
 	CreatedAt time.Time `json:"created_at"`
 	Size      int64     `json:"size"`
+	// Memory is set for a snapshot of the whole VM: its memory and device
+	// state (memory.state) and both disks, as of one moment; Params and
+	// KernelArgs are its VM's, which a restored copy gets.
+	Memory     bool   `json:"memory,omitempty"`
+	Params     Params `json:"params"`
+	KernelArgs string `json:"kernel_args,omitempty"`
+}
+
+// memoryState is a memory snapshot's saved VM state.
+const memoryState = "memory.state"
+
+// snapshotRecord reads a complete snapshot's record.
+func (p *Provider) snapshotRecord(snapshotID string) (snapshotRecord, error) {
+	var rec snapshotRecord
+	if !provider.ValidSnapshotID(snapshotID) {
+		return rec, provider.Errorf(provider.CodeInvalidRequest, "microvm: %q is not a snapshot id", snapshotID)
+	}
+	b, err := os.ReadFile(filepath.Join(p.snapshotDir(snapshotID), snapshotMeta))
+	if err != nil {
+		return rec, provider.Errorf(provider.CodeInvalidRequest, "microvm: no snapshot %s here", snapshotID)
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return rec, fmt.Errorf("microvm: snapshot %s: %w", snapshotID, err)
+	}
+	return rec, nil
+}
+
+// writeSnapshotRecord writes the record, last of the snapshot's folder.
+func writeSnapshotRecord(dir string, rec snapshotRecord) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("microvm: snapshot: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, snapshotMeta+".tmp"), b, 0o600); err != nil {
+		return fmt.Errorf("microvm: snapshot: %w", err)
+	}
+	if err := os.Rename(filepath.Join(dir, snapshotMeta+".tmp"), filepath.Join(dir, snapshotMeta)); err != nil {
+		return fmt.Errorf("microvm: snapshot: %w", err)
+	}
+	return nil
 }
 
 func (p *Provider) snapshotDir(id string) string {
@@ -61,15 +102,8 @@ func (p *Provider) Snapshot(ctx context.Context, sandboxID, snapshotID string) (
 	if err != nil {
 		return 0, fmt.Errorf("microvm: snapshot: %w", err)
 	}
-	rec, err := json.Marshal(snapshotRecord{SandboxID: sandboxID, CreatedAt: time.Now().UTC(), Size: size})
-	if err != nil {
-		return 0, fmt.Errorf("microvm: snapshot: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, snapshotMeta+".tmp"), rec, 0o600); err != nil {
-		return 0, fmt.Errorf("microvm: snapshot: %w", err)
-	}
-	if err := os.Rename(filepath.Join(dir, snapshotMeta+".tmp"), filepath.Join(dir, snapshotMeta)); err != nil {
-		return 0, fmt.Errorf("microvm: snapshot: %w", err)
+	if err := writeSnapshotRecord(dir, snapshotRecord{SandboxID: sandboxID, CreatedAt: time.Now().UTC(), Size: size}); err != nil {
+		return 0, err
 	}
 	return size, nil
 }
@@ -150,6 +184,124 @@ func (p *Provider) ListSnapshots(context.Context) ([]provider.SnapshotInfo, erro
 		out = append(out, info)
 	}
 	return out, nil
+}
+
+// SnapshotMemory takes a snapshot of the whole VM: its memory and device
+// state and both its disks, as of one moment, the guest stopped for as
+// long as that takes. A sandbox created from it resumes where the VM was:
+// its processes running, their files open, with an identity of its own
+// (restore). A paused VM stays paused; a running one runs on.
+func (p *Provider) SnapshotMemory(ctx context.Context, sandboxID, snapshotID string) (int64, error) {
+	if !provider.ValidSnapshotID(snapshotID) {
+		return 0, provider.Errorf(provider.CodeInvalidRequest, "microvm: %q is not a snapshot id", snapshotID)
+	}
+	unlock := p.lock(sandboxID)
+	defer unlock()
+	m, err := p.readMeta(sandboxID)
+	if err != nil {
+		return 0, provider.Errorf(provider.CodeProviderUnavailable, "microvm: no sandbox %s here", sandboxID)
+	}
+	socket, err := p.socket(sandboxID, qmpSocket)
+	if err != nil {
+		return 0, err
+	}
+	dir := p.snapshotDir(snapshotID)
+	if err := os.RemoveAll(dir); err != nil {
+		return 0, fmt.Errorf("microvm: snapshot: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return 0, fmt.Errorf("microvm: snapshot: %w", err)
+	}
+	mon, err := dialQMP(ctx, socket)
+	if err != nil {
+		return 0, provider.Retryable(fmt.Errorf("microvm: snapshot: %w", err))
+	}
+	defer mon.close()
+	was, err := mon.status()
+	if err != nil {
+		return 0, provider.Retryable(fmt.Errorf("microvm: snapshot: %w", err))
+	}
+	if _, err := mon.run("stop", nil, nil); err != nil {
+		return 0, provider.Retryable(fmt.Errorf("microvm: snapshot: %w", err))
+	}
+	if was == "running" {
+		defer func() { _, _ = mon.run("cont", nil, nil) }()
+	}
+	if err := p.saveVM(ctx, mon, sandboxID, dir); err != nil {
+		return 0, err
+	}
+	var size int64
+	for _, f := range []string{memoryState, rootDisk, wsDisk} {
+		n, err := diskUsage(filepath.Join(dir, f))
+		if err != nil {
+			return 0, fmt.Errorf("microvm: snapshot: %w", err)
+		}
+		size += n
+	}
+	rec := snapshotRecord{SandboxID: sandboxID, CreatedAt: time.Now().UTC(), Size: size, Memory: true, Params: m.Params, KernelArgs: m.KernelArgs}
+	if err := writeSnapshotRecord(dir, rec); err != nil {
+		return 0, err
+	}
+	return size, nil
+}
+
+// saveVM writes the stopped VM's state and copies its disks into dir.
+func (p *Provider) saveVM(ctx context.Context, mon *qmpConn, id, dir string) error {
+	f, err := os.OpenFile(filepath.Join(dir, memoryState), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("microvm: snapshot: %w", err)
+	}
+	err = mon.migrateTo(ctx, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("microvm: snapshot: saving the VM: %w", err)
+	}
+	for _, disk := range []string{rootDisk, wsDisk} {
+		if err := p.tool(ctx, "cp", "--sparse=always", filepath.Join(p.vmDir(id), disk), filepath.Join(dir, disk)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restore makes a VM from a memory snapshot: copies of its disks, its
+// machine (memory, vCPUs, kernel command line), its saved state loaded
+// by QEMU; the guest then runs on from where it was, and the agent gives
+// it a name, entropy and a clock of its own.
+func (p *Provider) restore(ctx context.Context, m meta, rec snapshotRecord) error {
+	src := p.snapshotDir(m.FromSnapshot)
+	m.Params.MemoryMB, m.Params.CPUs, m.KernelArgs = rec.Params.MemoryMB, rec.Params.CPUs, rec.KernelArgs
+	dir := p.vmDir(m.SandboxID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("microvm: %w", err)
+	}
+	for _, disk := range []string{rootDisk, wsDisk} {
+		if err := p.tool(ctx, "cp", "--sparse=always", filepath.Join(src, disk), filepath.Join(dir, disk)); err != nil {
+			return err
+		}
+	}
+	if err := p.writeMeta(m); err != nil {
+		return err
+	}
+	state, err := os.Open(filepath.Join(src, memoryState))
+	if err != nil {
+		return fmt.Errorf("microvm: restore: %w", err)
+	}
+	defer func() { _ = state.Close() }()
+	if err := p.boot(ctx, m, state); err != nil {
+		return err
+	}
+	entropy := make([]byte, 64)
+	_, _ = rand.Read(entropy)
+	err = p.agent(m.SandboxID).simple(ctx, vmwire.Request{
+		Op: vmwire.OpIdentity, Hostname: hostname(m.SandboxID), Entropy: entropy, Time: time.Now().UnixNano(),
+	})
+	if err != nil {
+		return fmt.Errorf("microvm: restore: giving the copy its identity: %w", err)
+	}
+	return nil
 }
 
 // snapshotDisk returns the workspace disk of a complete snapshot.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -41,6 +42,10 @@ type meta struct {
 	Params    Params            `json:"params"`
 	// FromSnapshot is the snapshot whose workspace the VM started with.
 	FromSnapshot string `json:"from_snapshot,omitempty"`
+	// KernelArgs is the guest kernel's command line: its own, or, for a
+	// VM restored from a memory snapshot, the snapshot's VM's (QEMU
+	// restores a guest only into the machine it was saved from).
+	KernelArgs string `json:"kernel_args"`
 }
 
 func (p *Provider) vmDir(id string) string { return filepath.Join(p.cfg.StateDir, "vms", id) }
@@ -89,11 +94,8 @@ func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provid
 		return provider.Resource{}, err
 	}
 	m := meta{SandboxID: spec.SandboxID, CreatedAt: time.Now().UTC(), Env: spec.Env, Params: ps, FromSnapshot: spec.FromSnapshot}
-	if err := p.prepare(ctx, m); err != nil {
-		_ = p.remove(context.WithoutCancel(ctx), spec.SandboxID)
-		return provider.Resource{}, err
-	}
-	if err := p.boot(ctx, m); err != nil {
+	m.KernelArgs = p.kernelArgs(m)
+	if err := p.makeVM(ctx, m); err != nil {
 		_ = p.remove(context.WithoutCancel(ctx), spec.SandboxID)
 		return provider.Resource{}, err
 	}
@@ -108,6 +110,24 @@ func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provid
 		}
 	}
 	return p.resource(m), nil
+}
+
+// makeVM makes the VM's folder and starts it: booted, or restored from
+// its memory snapshot.
+func (p *Provider) makeVM(ctx context.Context, m meta) error {
+	if m.FromSnapshot != "" {
+		rec, err := p.snapshotRecord(m.FromSnapshot)
+		if err != nil {
+			return err
+		}
+		if rec.Memory {
+			return p.restore(ctx, m, rec)
+		}
+	}
+	if err := p.prepare(ctx, m); err != nil {
+		return err
+	}
+	return p.boot(ctx, m, nil)
 }
 
 func (p *Provider) resource(m meta) provider.Resource {
@@ -128,6 +148,12 @@ func (p *Provider) prepare(ctx context.Context, m meta) error {
 	if err := p.workspace(ctx, m, filepath.Join(dir, wsDisk)); err != nil {
 		return err
 	}
+	return p.writeMeta(m)
+}
+
+// writeMeta writes the VM's meta.json, last of its folder.
+func (p *Provider) writeMeta(m meta) error {
+	dir := p.vmDir(m.SandboxID)
 	b, err := json.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("microvm: %w", err)
@@ -190,7 +216,7 @@ func (p *Provider) qemuArgs(m meta) []string {
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-kernel", filepath.Join(p.cfg.ImageDir, "vmlinuz"),
 		"-initrd", filepath.Join(p.cfg.ImageDir, "initramfs.cpio"),
-		"-append", p.kernelArgs(m),
+		"-append", m.KernelArgs,
 		"-serial", "file:"+consoleFile,
 		"-drive", "id=root,file="+rootDisk+",format=qcow2,if=none,discard=unmap",
 		"-device", "virtio-blk-device,drive=root,serial=tether-root",
@@ -249,14 +275,23 @@ func hostname(id string) string {
 
 // start starts the VM's QEMU in a session of its own, so that it
 // outlives Tether; a waiter reaps it while this process lives.
-func (p *Provider) start(m meta) error {
+func (p *Provider) start(m meta, incoming *os.File) error {
 	dir := p.vmDir(m.SandboxID)
 	log, err := os.OpenFile(filepath.Join(dir, logFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("microvm: %w", err)
 	}
 	defer func() { _ = log.Close() }()
-	cmd := exec.Command(p.qemu, p.qemuArgs(m)...) //nolint:noctx // the VM outlives the call
+	args := p.qemuArgs(m)
+	if incoming != nil {
+		// The saved state, read from descriptor 3; the guest runs on
+		// from where it was once it is loaded.
+		args = append(args, "-incoming", "fd:3")
+	}
+	cmd := exec.Command(p.qemu, args...) //nolint:noctx // the VM outlives the call
+	if incoming != nil {
+		cmd.ExtraFiles = []*os.File{incoming}
+	}
 	cmd.Env = hostEnv()
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = log, log
@@ -271,17 +306,74 @@ func (p *Provider) start(m meta) error {
 // boot starts the VM and waits for its agent, at most as many boots at
 // once as the host has CPUs: a boot is CPU-bound (under TCG, seconds of
 // it), and a host that boots more at once only makes all of them late.
-func (p *Provider) boot(ctx context.Context, m meta) error {
+func (p *Provider) boot(ctx context.Context, m meta, incoming *os.File) error {
 	select {
 	case p.boots <- struct{}{}:
 	case <-ctx.Done():
 		return fmt.Errorf("microvm: waiting for a boot slot: %w", ctx.Err())
 	}
 	defer func() { <-p.boots }()
-	if err := p.start(m); err != nil {
+	if err := p.start(m, incoming); err != nil {
 		return err
 	}
+	if incoming != nil {
+		if err := p.runLoaded(ctx, m.SandboxID); err != nil {
+			return err
+		}
+	}
 	return p.waitBoot(ctx, m.SandboxID)
+}
+
+// runLoaded waits until QEMU has loaded a saved state, then runs the
+// guest: a state saved from a stopped VM (as memory snapshots are) stays
+// stopped when loaded.
+func (p *Provider) runLoaded(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, bootTimeout)
+	defer cancel()
+	for {
+		err := p.tryRunLoaded(ctx, id)
+		if err == nil {
+			return nil
+		}
+		if _, alive := p.running(id); !alive && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+				continue
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("microvm: loading the saved VM: %w (%s)", err, p.lastWords(id))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// errLoading says QEMU is still loading the state.
+var errLoading = errors.New("still loading")
+
+func (p *Provider) tryRunLoaded(ctx context.Context, id string) error {
+	socket, err := p.socket(id, qmpSocket)
+	if err != nil {
+		return err
+	}
+	mon, err := dialQMP(ctx, socket)
+	if err != nil {
+		return err
+	}
+	defer mon.close()
+	st, err := mon.status()
+	switch {
+	case err != nil:
+		return err
+	case st == "inmigrate":
+		return errLoading
+	case st == "running":
+		return nil
+	}
+	_, err = mon.run("cont", nil, nil)
+	return err
 }
 
 // waitBoot waits until the VM's agent answers, or its QEMU ends.
