@@ -108,7 +108,7 @@ func TestArchitectureNamesEveryPackage(t *testing.T) {
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	named := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z0-9/_]+)` \\|").FindAllStringSubmatch(section, -1) {
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z0-9/_-]+)` \\|").FindAllStringSubmatch(section, -1) {
 		named[m[1]] = true
 	}
 	out, err := exec.Command("go", "list", "-f", "{{.Dir}}", "github.com/tetherhq/tether/...").Output()
