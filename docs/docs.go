@@ -9929,7 +9929,10 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ],
-                "description": "Records a snapshot of a ready or paused sandbox's /workspace, in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.",
+                "description": "Records a snapshot of a ready or paused sandbox's /workspace (with {\"memory\": true}, of the whole machine: a fork's source), in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.",
+                "consumes": [
+                    "application/json"
+                ],
                 "produces": [
                     "application/json"
                 ],
@@ -9953,6 +9956,14 @@ const docTemplate = `{
                         "description": "how long to wait for the snapshot to settle: a Go duration or whole seconds",
                         "name": "wait",
                         "in": "query"
+                    },
+                    {
+                        "description": "what to snapshot; none: the workspace",
+                        "name": "body",
+                        "in": "body",
+                        "schema": {
+                            "$ref": "#/definitions/SnapshotRequest"
+                        }
                     }
                 ],
                 "responses": {
@@ -9973,7 +9984,7 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "INVALID_REQUEST: a query parameter",
+                        "description": "INVALID_REQUEST: a query parameter, or the body",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },
@@ -10053,7 +10064,7 @@ const docTemplate = `{
                         }
                     },
                     "501": {
-                        "description": "NOT_SUPPORTED: the sandbox's provider cannot snapshot sandboxes",
+                        "description": "NOT_SUPPORTED: the sandbox's provider cannot snapshot sandboxes, or memory was asked of one that cannot take memory snapshots",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         },
@@ -12214,6 +12225,7 @@ const docTemplate = `{
             "required": [
                 "exec",
                 "files",
+                "memory_snapshots",
                 "pause",
                 "ports",
                 "processes",
@@ -12231,6 +12243,11 @@ const docTemplate = `{
                     "description": "Files is true when the provider moves files and archives in and out.",
                     "type": "boolean",
                     "example": true
+                },
+                "memory_snapshots": {
+                    "description": "MemorySnapshots is true when the provider also snapshots whole machines, memory included (POST /v1/sandboxes/{id}/snapshots {\"memory\": true}), which sandboxes created from_snapshot resume: forks. Without it such a request is 501 NOT_SUPPORTED.",
+                    "type": "boolean",
+                    "example": false
                 },
                 "pause": {
                     "description": "Pause is true when the provider pauses and resumes sandboxes (POST /v1/sandboxes/{id}/pause and /resume); without it they are 501 NOT_SUPPORTED.",
@@ -14214,6 +14231,7 @@ const docTemplate = `{
                 "expires_at",
                 "id",
                 "kind",
+                "memory",
                 "provider",
                 "ready_at",
                 "size_bytes",
@@ -14262,6 +14280,11 @@ const docTemplate = `{
                         "SnapshotKindExit"
                     ],
                     "example": "manual"
+                },
+                "memory": {
+                    "description": "Memory is true for a snapshot of the whole machine (its memory and device state with its disks, the microvm provider's): a sandbox created from it resumes the captured processes where they were. False: a copy of /workspace.",
+                    "type": "boolean",
+                    "example": false
                 },
                 "provider": {
                     "type": "string",
@@ -14324,6 +14347,19 @@ const docTemplate = `{
                     "type": "string",
                     "x-nullable": true,
                     "example": "MTc2NzM2NjI0NTEyMzQ1NnxzbnBfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o"
+                }
+            }
+        },
+        "SnapshotRequest": {
+            "type": "object",
+            "required": [
+                "memory"
+            ],
+            "properties": {
+                "memory": {
+                    "description": "Memory asks for a snapshot of the whole machine, its memory and device state with its disks, where the provider takes them (GET /v1/providers: memory_snapshots): sandboxes created from it (from_snapshot) resume its processes where they were, each with its own host name, machine id, random numbers and clock: a fork. The sandbox is stopped while the state is saved, then runs on. False or absent: a copy of /workspace.",
+                    "type": "boolean",
+                    "example": true
                 }
             }
         },

@@ -241,6 +241,20 @@ type Snapshotter interface {
 	ListSnapshots(ctx context.Context) ([]SnapshotInfo, error)
 }
 
+// MemorySnapshotter is the optional capability of snapshotting a whole
+// running machine: its memory and device state with its disks, as of one
+// moment. A create from such a snapshot (CreateSpec.FromSnapshot) resumes
+// the captured processes where they were, each copy with an identity of
+// its own (host name, machine id, a reseeded random generator, the
+// current time). The sandbox is stopped only while the state is saved,
+// then runs on (a paused one stays paused). Its snapshots are listed,
+// deleted and retained like a Snapshotter's, which a MemorySnapshotter
+// also is.
+type MemorySnapshotter interface {
+	Snapshotter
+	SnapshotMemory(ctx context.Context, sandboxID, snapshotID string) (size int64, err error)
+}
+
 // SnapshotInfo is one snapshot a provider holds.
 type SnapshotInfo struct {
 	ID        string

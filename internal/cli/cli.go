@@ -48,7 +48,7 @@ tables for people, -o json for scripts; ls and rm are also list and delete):
   tether sandboxes renew ID --ttl D        a new deadline, now plus D
   tether sandboxes events ID               the sandbox's history
   tether snapshots ls [--sandbox ID] [--all] | get ID [--wait D] | rm ID
-  tether snapshots create SANDBOX_ID [--wait D] [-q]   a snapshot of its /workspace
+  tether snapshots create SANDBOX_ID [--memory] [--wait D] [-q]   a snapshot of its /workspace (--memory: of the whole machine)
   tether pools ls | get NAME | rm NAME
   tether pools create NAME --min-ready N [--max-size M] [--provider P] [--param k=v]... [--params JSON] [--image I]
   tether pools resize NAME [--min-ready N] [--max-size M]

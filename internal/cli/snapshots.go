@@ -83,15 +83,17 @@ func snapshotsGet(ctx context.Context, _ string, args []string, std stdio) error
 	return c.printSnapshot(resp.JSON200, false)
 }
 
-// snapshotsCreate is `tether snapshots create SANDBOX_ID [--wait D] [-q]`:
-// a snapshot of the sandbox's /workspace; with --wait, it fails unless the
-// snapshot is then ready.
+// snapshotsCreate is `tether snapshots create SANDBOX_ID [--memory]
+// [--wait D] [-q]`: a snapshot of the sandbox's /workspace, or with
+// --memory of the whole machine; with --wait, it fails unless the snapshot
+// is then ready.
 func snapshotsCreate(ctx context.Context, _ string, args []string, std stdio) error {
 	var wait time.Duration
-	var quiet bool
+	var quiet, memory bool
 	c, rest, err := newCLI("snapshots create", args, std, func(fs *flag.FlagSet) {
 		fs.DurationVar(&wait, "wait", 0, "wait up to this long for the snapshot to be ready; fail if it is not")
 		fs.BoolVar(&quiet, "q", false, "print the snapshot's id alone")
+		fs.BoolVar(&memory, "memory", false, "the whole machine, memory included (a fork's source; the microvm provider)")
 	})
 	if err != nil {
 		return err
@@ -104,7 +106,7 @@ func snapshotsCreate(ctx context.Context, _ string, args []string, std stdio) er
 		params.Wait = durationParam(wait)
 		_, _ = fmt.Fprintf(c.stderr, "waiting up to %s for the snapshot of %s to be ready...\n", wait, cell(rest[0]))
 	}
-	resp, err := c.api.CreateSnapshotWithResponse(ctx, rest[0], params)
+	resp, err := c.api.CreateSnapshotWithResponse(ctx, rest[0], params, tether.SnapshotRequest{Memory: memory})
 	if err != nil {
 		return fmt.Errorf("create snapshot: %w", err)
 	}

@@ -33,6 +33,9 @@ type (
 	Pauser = provider.Pauser
 	// Snapshotter is the optional capability of snapshotting workspaces.
 	Snapshotter = provider.Snapshotter
+	// MemorySnapshotter is the optional capability of snapshotting a
+	// whole running machine.
+	MemorySnapshotter = provider.MemorySnapshotter
 	// SnapshotInfo is one snapshot a provider holds.
 	SnapshotInfo = provider.SnapshotInfo
 	// Watcher is the optional capability of noticing lost resources at
@@ -113,6 +116,12 @@ func CanPause(p Provider) bool {
 // CanSnapshot reports whether p snapshots workspaces.
 func CanSnapshot(p Provider) bool {
 	_, ok := p.(Snapshotter)
+	return ok
+}
+
+// CanSnapshotMemory reports whether p takes memory snapshots.
+func CanSnapshotMemory(p Provider) bool {
+	_, ok := p.(MemorySnapshotter)
 	return ok
 }
 

@@ -85,9 +85,12 @@ type Snapshot struct {
 	Provider string
 	Node     string
 	Kind     SnapshotKind
-	State    SnapshotState
-	Size     int64
-	Error    string
+	// Memory is set for a snapshot of the whole machine (its memory and
+	// device state with its disks), which copies resume from.
+	Memory bool
+	State  SnapshotState
+	Size   int64
+	Error  string
 	// Epoch is the source sandbox's epoch of the claim that last took the
 	// snapshot: its writes are fenced on it.
 	Epoch     int64
@@ -111,6 +114,8 @@ type SnapshotRequest struct {
 	Tenant   string
 	SourceID string
 	Caller   Caller
+	// Memory asks for a snapshot of the whole machine.
+	Memory bool
 	// Timeout bounds the taking; Retention, if positive, sets expires_at.
 	Timeout, Retention time.Duration
 	// MaxCount and MaxBytes are the tenant's quota (the server's, unless

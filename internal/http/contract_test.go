@@ -303,6 +303,7 @@ var apiTypes = map[string]any{
 	"CreatePoolRequest":       controlplane.CreatePoolRequest{},
 	"UpdatePoolRequest":       controlplane.UpdatePoolRequest{},
 	"Snapshot":                controlplane.Snapshot{},
+	"SnapshotRequest":         controlplane.SnapshotRequest{},
 	"SnapshotList":            controlplane.SnapshotList{},
 	"SandboxState":            nil,
 	"SandboxReason":           nil,

@@ -1,7 +1,10 @@
 package http_test
 
 import (
+	"context"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tetherhq/tether/internal/domain"
@@ -185,5 +188,83 @@ func TestSnapshotNotSupported(t *testing.T) {
 		http.StatusNotImplemented, "NOT_SUPPORTED")
 	if after := b.counts(t); !after.equal(before) {
 		t.Errorf("wrote rows: %s → %s", before, after)
+	}
+}
+
+// memSim is a sim that answers memory snapshots with its workspace
+// snapshots, for the API's plumbing: that the request reaches the
+// provider's SnapshotMemory, and the snapshot says memory. The real thing
+// (microvm's) is checked end to end in test/e2e.
+type memSim struct {
+	*sim.Provider
+	calls *atomic.Int32
+}
+
+func (m memSim) Name() string { return "memsim" }
+
+func (m memSim) SnapshotMemory(ctx context.Context, sandboxID, snapshotID string) (int64, error) {
+	m.calls.Add(1)
+	return m.Snapshot(ctx, sandboxID, snapshotID)
+}
+
+// TestMemorySnapshotRequests: {"memory": true} reaches a provider that
+// takes memory snapshots and is shown in the snapshot; one that cannot is
+// 501, a bad body 400, and neither writes anything.
+func TestMemorySnapshotRequests(t *testing.T) {
+	t.Parallel()
+	other, err := sim.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := &atomic.Int32{}
+	b := setup(t, withExecutor(), withProvider(memSim{other, calls}))
+	plain := b.readySandbox(t, keyA, map[string]any{})
+	mem := b.readySandbox(t, keyA, map[string]any{"provider": "memsim"})
+	before := b.counts(t)
+	snap := func(id string, body any) *response {
+		return b.do(t, http.MethodPost, "/v1/sandboxes/"+id+"/snapshots?wait=20s", body, as(keyA))
+	}
+	if p := wantProblem(t, snap(plain.ID, map[string]any{"memory": true}), http.StatusNotImplemented, "NOT_SUPPORTED"); !strings.Contains(p.Detail, "memory") {
+		t.Errorf("501 says %q, want it to name memory snapshots", p.Detail)
+	}
+	for _, body := range []string{`{"memory":"yes"}`, `{"memroy":true}`, `[true]`, `{"memory":true}{}`, `nul`} {
+		wantProblem(t, snap(mem.ID, body), http.StatusBadRequest, "INVALID_REQUEST")
+	}
+	if after := b.counts(t); !after.equal(before) {
+		t.Errorf("refused memory snapshot requests wrote rows:\nbefore %s\nafter  %s", before, after)
+	}
+
+	var got struct {
+		snapshotJSON
+		Memory bool `json:"memory"`
+	}
+	r := snap(mem.ID, map[string]any{"memory": true})
+	wantStatus(t, r, http.StatusAccepted)
+	r.decode(t, &got)
+	if got.State != "ready" || !got.Memory || calls.Load() != 1 {
+		t.Errorf("a memory snapshot = %+v after %d SnapshotMemory calls, want ready, memory, one call", got, calls.Load())
+	}
+	for _, body := range []any{nil, map[string]any{"memory": false}} {
+		got.Memory = true
+		r := snap(mem.ID, body)
+		wantStatus(t, r, http.StatusAccepted)
+		r.decode(t, &got)
+		if got.Memory || calls.Load() != 1 {
+			t.Errorf("snapshot with body %v: memory %v after %d SnapshotMemory calls, want a workspace snapshot", body, got.Memory, calls.Load())
+		}
+	}
+	var prov struct {
+		Items []struct {
+			Name         string `json:"name"`
+			Capabilities struct {
+				MemorySnapshots bool `json:"memory_snapshots"`
+			} `json:"capabilities"`
+		} `json:"items"`
+	}
+	b.do(t, http.MethodGet, "/v1/providers", nil, as(keyA)).decode(t, &prov)
+	for _, p := range prov.Items {
+		if p.Capabilities.MemorySnapshots != (p.Name == "memsim") {
+			t.Errorf("provider %s: memory_snapshots %v", p.Name, p.Capabilities.MemorySnapshots)
+		}
 	}
 }

@@ -56,8 +56,17 @@ func (e *Executor) snapshot(ctx context.Context, p domain.Provider, c store.Clai
 		e.recordSnapshot(ctx, snap, sn, log, snapshotFailed, 0, nil, "provider "+p.Name()+" cannot snapshot sandboxes")
 		return
 	}
+	take := snap.Snapshot
+	if sn.Memory {
+		ms, ok := p.(domain.MemorySnapshotter)
+		if !ok { // refused at the request; be safe
+			e.recordSnapshot(ctx, snap, sn, log, snapshotFailed, 0, nil, "provider "+p.Name()+" cannot take memory snapshots")
+			return
+		}
+		take = ms.SnapshotMemory
+	}
 	size, call := leasedCall(ctx, e, p, sb, log, "snapshot", sn.Deadline, func(ctx context.Context) (int64, error) {
-		return snap.Snapshot(ctx, sb.ID, sn.ID)
+		return take(ctx, sb.ID, sn.ID)
 	})
 	call.retryAt, call.deadline = e.store.Now().Add(e.cfg.RetryBackoff), sn.Deadline
 	outcome, msg := classifySnapshot(call)

@@ -26,7 +26,7 @@ import (
 
 // snapshotColumns is the select list of every snapshot read, in
 // scanSnapshot's order, qualified with the alias n.
-const snapshotColumns = `n.id, n.tenant, n.source_id, n.provider, n.node, n.kind, n.state, n.size_bytes, n.error,
+const snapshotColumns = `n.id, n.tenant, n.source_id, n.provider, n.node, n.kind, n.memory, n.state, n.size_bytes, n.error,
 	n.epoch, n.attempts, n.created_at, n.updated_at, n.deadline, n.ready_at, n.expires_at, n.deleted_at`
 
 func scanSnapshot(row pgx.Row) (domain.Snapshot, error) {
@@ -34,7 +34,7 @@ func scanSnapshot(row pgx.Row) (domain.Snapshot, error) {
 		sn            domain.Snapshot
 		node, errText *string
 	)
-	err := row.Scan(&sn.ID, &sn.Tenant, &sn.SourceID, &sn.Provider, &node, &sn.Kind, &sn.State, &sn.Size, &errText,
+	err := row.Scan(&sn.ID, &sn.Tenant, &sn.SourceID, &sn.Provider, &node, &sn.Kind, &sn.Memory, &sn.State, &sn.Size, &errText,
 		&sn.Epoch, &sn.Attempts, &sn.CreatedAt, &sn.UpdatedAt, &sn.Deadline, &sn.ReadyAt, &sn.ExpiresAt, &sn.DeletedAt)
 	sn.Node, sn.Error = deref(node), deref(errText)
 	return sn, err
@@ -102,9 +102,9 @@ func checkSnapshotQuota(ctx context.Context, tx pgx.Tx, tenant string, maxCount 
 // with its event (reason snapshot_requested, by @actor).
 var insertSnapshotSQL = `
 		WITH ins AS (
-			INSERT INTO snapshots AS n (id, tenant, source_id, provider, node, kind, state, epoch,
+			INSERT INTO snapshots AS n (id, tenant, source_id, provider, node, kind, memory, state, epoch,
 				created_at, updated_at, deadline, expires_at)
-			SELECT @id, s.tenant, s.id, s.provider, s.node, @kind, 'creating', @epoch, @now, @now, @deadline, @expires_at::timestamptz
+			SELECT @id, s.tenant, s.id, s.provider, s.node, @kind, @memory, 'creating', @epoch, @now, @now, @deadline, @expires_at::timestamptz
 			FROM sandboxes s WHERE s.id = @source
 			RETURNING n.*
 		), ev AS (` + snapshotEventSQL("ins", "'snapshot_requested'", "@actor", "'snapshot ' || c.id || ' requested'") + `
@@ -131,8 +131,9 @@ func (s *Store) RequestSnapshot(ctx context.Context, r domain.SnapshotRequest) (
 		if err := checkSnapshotQuota(ctx, tx, r.Tenant, r.MaxCount, r.MaxBytes); err != nil {
 			return err
 		}
-		sn, err = scanSnapshot(queryRow(ctx, tx, insertSnapshotSQL, snapshotInsertArgs(domain.NewSnapshotID(), r.SourceID,
-			domain.SnapshotManual, domain.ActorClient, 0, now, r.Timeout, r.Retention)))
+		args := snapshotInsertArgs(domain.NewSnapshotID(), r.SourceID, domain.SnapshotManual, domain.ActorClient, 0, now, r.Timeout, r.Retention)
+		args["memory"] = r.Memory
+		sn, err = scanSnapshot(queryRow(ctx, tx, insertSnapshotSQL, args))
 		return err
 	})
 	if err != nil {
@@ -148,7 +149,7 @@ func snapshotInsertArgs(id, source string, kind domain.SnapshotKind, actor domai
 		expires = &e
 	}
 	return namedArgs{"id": id, "source": source, "kind": string(kind), "actor": string(actor), "epoch": epoch,
-		"now": now, "deadline": now.Add(timeout), "expires_at": expires}
+		"now": now, "deadline": now.Add(timeout), "expires_at": expires, "memory": false}
 }
 
 // EnsureExitSnapshot returns the exit snapshot of the ended sandbox sb,

@@ -795,6 +795,11 @@ type Capabilities struct {
 	// Example: true
 	Files bool `json:"files"`
 
+	// MemorySnapshots MemorySnapshots is true when the provider also snapshots whole machines, memory included (POST /v1/sandboxes/{id}/snapshots {"memory": true}), which sandboxes created from_snapshot resume: forks. Without it such a request is 501 NOT_SUPPORTED.
+	//
+	// Example: false
+	MemorySnapshots bool `json:"memory_snapshots"`
+
 	// Pause Pause is true when the provider pauses and resumes sandboxes (POST /v1/sandboxes/{id}/pause and /resume); without it they are 501 NOT_SUPPORTED.
 	//
 	// Example: true
@@ -1953,6 +1958,11 @@ type Snapshot struct {
 	// Example: manual
 	Kind SnapshotKind `json:"kind"`
 
+	// Memory Memory is true for a snapshot of the whole machine (its memory and device state with its disks, the microvm provider's): a sandbox created from it resumes the captured processes where they were. False: a copy of /workspace.
+	//
+	// Example: false
+	Memory bool `json:"memory"`
+
 	// Provider Example: local
 	Provider string `json:"provider"`
 
@@ -1995,6 +2005,14 @@ type SnapshotList struct {
 	//
 	// Example: MTc2NzM2NjI0NTEyMzQ1NnxzbnBfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o
 	NextCursor *string `json:"next_cursor"`
+}
+
+// SnapshotRequest defines model for SnapshotRequest.
+type SnapshotRequest struct {
+	// Memory Memory asks for a snapshot of the whole machine, its memory and device state with its disks, where the provider takes them (GET /v1/providers: memory_snapshots): sandboxes created from it (from_snapshot) resume its processes where they were, each with its own host name, machine id, random numbers and clock: a fork. The sandbox is stopped while the state is saved, then runs on. False or absent: a copy of /workspace.
+	//
+	// Example: true
+	Memory bool `json:"memory"`
 }
 
 // StartProcessRequest defines model for StartProcessRequest.
@@ -2527,6 +2545,9 @@ type SignalProcessJSONRequestBody = SignalRequest
 
 // RenewSandboxJSONRequestBody defines body for RenewSandbox for application/json ContentType.
 type RenewSandboxJSONRequestBody = TTLRequest
+
+// CreateSnapshotJSONRequestBody defines body for CreateSnapshot for application/json ContentType.
+type CreateSnapshotJSONRequestBody = SnapshotRequest
 
 // PutSecretJSONRequestBody defines body for PutSecret for application/json ContentType.
 type PutSecretJSONRequestBody = PutSecretRequest
@@ -3263,12 +3284,23 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/sandboxes/{id}/resume (the `ResumeSandbox` operationId).
 	ResumeSandbox(ctx context.Context, id string, params *ResumeSandboxParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CreateSnapshot Snapshot a sandbox
+	// CreateSnapshotWithBody Snapshot a sandbox
 	//
-	// Records a snapshot of a ready or paused sandbox's /workspace, in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
+	// Records a snapshot of a ready or paused sandbox's /workspace (with {"memory": true}, of the whole machine: a fork's source), in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
+	//
+	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
-	CreateSnapshot(ctx context.Context, id string, params *CreateSnapshotParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateSnapshotWithBody(ctx context.Context, id string, params *CreateSnapshotParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSnapshot Snapshot a sandbox
+	//
+	// Records a snapshot of a ready or paused sandbox's /workspace (with {"memory": true}, of the whole machine: a fork's source), in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
+	CreateSnapshot(ctx context.Context, id string, params *CreateSnapshotParams, body CreateSnapshotJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// WatchFiles Watch a folder for changes
 	//
@@ -4867,13 +4899,34 @@ func (c *Client) ResumeSandbox(ctx context.Context, id string, params *ResumeSan
 	return c.Client.Do(req)
 }
 
-// CreateSnapshot Snapshot a sandbox
+// CreateSnapshotWithBody Snapshot a sandbox
 //
-// Records a snapshot of a ready or paused sandbox's /workspace, in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
+// Records a snapshot of a ready or paused sandbox's /workspace (with {"memory": true}, of the whole machine: a fork's source), in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
+//
+// Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
-func (c *Client) CreateSnapshot(ctx context.Context, id string, params *CreateSnapshotParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateSnapshotRequest(c.Server, id, params)
+func (c *Client) CreateSnapshotWithBody(ctx context.Context, id string, params *CreateSnapshotParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSnapshotRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSnapshot Snapshot a sandbox
+//
+// Records a snapshot of a ready or paused sandbox's /workspace (with {"memory": true}, of the whole machine: a fork's source), in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
+func (c *Client) CreateSnapshot(ctx context.Context, id string, params *CreateSnapshotParams, body CreateSnapshotJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSnapshotRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -8485,8 +8538,19 @@ func NewResumeSandboxRequest(server string, id string, params *ResumeSandboxPara
 	return req, nil
 }
 
-// NewCreateSnapshotRequest constructs an http.Request for the CreateSnapshot method
-func NewCreateSnapshotRequest(server string, id string, params *CreateSnapshotParams) (*http.Request, error) {
+// NewCreateSnapshotRequest calls the generic CreateSnapshot builder with application/json body
+func NewCreateSnapshotRequest(server string, id string, params *CreateSnapshotParams, body CreateSnapshotJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateSnapshotRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewCreateSnapshotRequestWithBody constructs an http.Request for the CreateSnapshot method, with any body, and a specified content type
+func NewCreateSnapshotRequestWithBody(server string, id string, params *CreateSnapshotParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -8538,10 +8602,12 @@ func NewCreateSnapshotRequest(server string, id string, params *CreateSnapshotPa
 		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -9942,14 +10008,23 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/sandboxes/{id}/resume (the `ResumeSandbox` operationId).
 	ResumeSandboxWithResponse(ctx context.Context, id string, params *ResumeSandboxParams, reqEditors ...RequestEditorFn) (*ResumeSandboxResponse, error)
 
-	// CreateSnapshotWithResponse Snapshot a sandbox
+	// CreateSnapshotWithBodyWithResponse Snapshot a sandbox
 	//
-	// Records a snapshot of a ready or paused sandbox's /workspace, in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
+	// Records a snapshot of a ready or paused sandbox's /workspace (with {"memory": true}, of the whole machine: a fork's source), in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
 	//
-	// Returns a wrapper object for the known response body format(s).
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
-	CreateSnapshotWithResponse(ctx context.Context, id string, params *CreateSnapshotParams, reqEditors ...RequestEditorFn) (*CreateSnapshotResponse, error)
+	CreateSnapshotWithBodyWithResponse(ctx context.Context, id string, params *CreateSnapshotParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSnapshotResponse, error)
+
+	// CreateSnapshotWithResponse Snapshot a sandbox
+	//
+	// Records a snapshot of a ready or paused sandbox's /workspace (with {"memory": true}, of the whole machine: a fork's source), in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
+	CreateSnapshotWithResponse(ctx context.Context, id string, params *CreateSnapshotParams, body CreateSnapshotJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSnapshotResponse, error)
 
 	// WatchFilesWithResponse Watch a folder for changes
 	//
@@ -23711,15 +23786,30 @@ func (c *ClientWithResponses) ResumeSandboxWithResponse(ctx context.Context, id 
 	return ParseResumeSandboxResponse(rsp)
 }
 
-// CreateSnapshotWithResponse Snapshot a sandbox
+// CreateSnapshotWithBodyWithResponse Snapshot a sandbox
 //
-// Records a snapshot of a ready or paused sandbox's /workspace, in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
+// Records a snapshot of a ready or paused sandbox's /workspace (with {"memory": true}, of the whole machine: a fork's source), in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
 //
-// Returns a wrapper object for the known response body format(s).
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
-func (c *ClientWithResponses) CreateSnapshotWithResponse(ctx context.Context, id string, params *CreateSnapshotParams, reqEditors ...RequestEditorFn) (*CreateSnapshotResponse, error) {
-	rsp, err := c.CreateSnapshot(ctx, id, params, reqEditors...)
+func (c *ClientWithResponses) CreateSnapshotWithBodyWithResponse(ctx context.Context, id string, params *CreateSnapshotParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSnapshotResponse, error) {
+	rsp, err := c.CreateSnapshotWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSnapshotResponse(rsp)
+}
+
+// CreateSnapshotWithResponse Snapshot a sandbox
+//
+// Records a snapshot of a ready or paused sandbox's /workspace (with {"memory": true}, of the whole machine: a fork's source), in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
+func (c *ClientWithResponses) CreateSnapshotWithResponse(ctx context.Context, id string, params *CreateSnapshotParams, body CreateSnapshotJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSnapshotResponse, error) {
+	rsp, err := c.CreateSnapshot(ctx, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

@@ -969,7 +969,7 @@ export interface paths {
         put?: never;
         /**
          * Snapshot a sandbox
-         * @description Records a snapshot of a ready or paused sandbox's /workspace, in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
+         * @description Records a snapshot of a ready or paused sandbox's /workspace (with {"memory": true}, of the whole machine: a fork's source), in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
          */
         post: operations["createSnapshot"];
         delete?: never;
@@ -1376,6 +1376,11 @@ export interface components {
              * @example true
              */
             files: boolean;
+            /**
+             * @description MemorySnapshots is true when the provider also snapshots whole machines, memory included (POST /v1/sandboxes/{id}/snapshots {"memory": true}), which sandboxes created from_snapshot resume: forks. Without it such a request is 501 NOT_SUPPORTED.
+             * @example false
+             */
+            memory_snapshots: boolean;
             /**
              * @description Pause is true when the provider pauses and resumes sandboxes (POST /v1/sandboxes/{id}/pause and /resume); without it they are 501 NOT_SUPPORTED.
              * @example true
@@ -2521,6 +2526,11 @@ export interface components {
              * @enum {string}
              */
             kind: "manual" | "exit";
+            /**
+             * @description Memory is true for a snapshot of the whole machine (its memory and device state with its disks, the microvm provider's): a sandbox created from it resumes the captured processes where they were. False: a copy of /workspace.
+             * @example false
+             */
+            memory: boolean;
             /** @example local */
             provider: string;
             /**
@@ -2554,6 +2564,13 @@ export interface components {
              * @example MTc2NzM2NjI0NTEyMzQ1NnxzbnBfNXEzazh3MW0ybjRwNnI3czl0MHYxeDJ5M3o
              */
             next_cursor: string | null;
+        };
+        SnapshotRequest: {
+            /**
+             * @description Memory asks for a snapshot of the whole machine, its memory and device state with its disks, where the provider takes them (GET /v1/providers: memory_snapshots): sandboxes created from it (from_snapshot) resume its processes where they were, each with its own host name, machine id, random numbers and clock: a fork. The sandbox is stopped while the state is saved, then runs on. False or absent: a copy of /workspace.
+             * @example true
+             */
+            memory: boolean;
         };
         StartProcessRequest: {
             /**
@@ -10787,7 +10804,12 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        /** @description what to snapshot; none: the workspace */
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["SnapshotRequest"];
+            };
+        };
         responses: {
             /** @description recorded; Location names the snapshot */
             202: {
@@ -10802,7 +10824,7 @@ export interface operations {
                     "application/json": components["schemas"]["Snapshot"];
                 };
             };
-            /** @description INVALID_REQUEST: a query parameter */
+            /** @description INVALID_REQUEST: a query parameter, or the body */
             400: {
                 headers: {
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */
@@ -10872,7 +10894,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description NOT_SUPPORTED: the sandbox's provider cannot snapshot sandboxes */
+            /** @description NOT_SUPPORTED: the sandbox's provider cannot snapshot sandboxes, or memory was asked of one that cannot take memory snapshots */
             501: {
                 headers: {
                     /** @description identifies the request in Tether's logs (echoes a sane X-Request-ID sent with the request) */

@@ -47,6 +47,8 @@ type Capabilities struct {
 	Ports bool `json:"ports" example:"true"`
 	// Snapshot is true when the provider snapshots sandboxes' workspaces (POST /v1/sandboxes/{id}/snapshots, from_snapshot, on_end snapshot); without it they are 501 NOT_SUPPORTED.
 	Snapshot bool `json:"snapshot" example:"true"`
+	// MemorySnapshots is true when the provider also snapshots whole machines, memory included (POST /v1/sandboxes/{id}/snapshots {"memory": true}), which sandboxes created from_snapshot resume: forks. Without it such a request is 501 NOT_SUPPORTED.
+	MemorySnapshots bool `json:"memory_snapshots" example:"false"`
 	// Processes is true when the provider runs background processes (/v1/sandboxes/{id}/processes); without it they are 501 NOT_SUPPORTED.
 	Processes bool `json:"processes" example:"true"`
 	// PTY is true when the provider gives processes terminals (pty in a start, .../resize, .../terminal); without it they are 501 NOT_SUPPORTED.
@@ -89,7 +91,7 @@ func HandleProviders(providers []domain.Provider) httpapi.HandlerFunc {
 			}
 			out.Items = append(out.Items, Provider{
 				Name: p.Name(), Default: i == 0, Available: info.Available, Reason: httpapi.Optional(info.Reason),
-				Capabilities: Capabilities{Exec: info.Exec, Files: info.Files, Pause: domain.CanPause(p), Ports: domain.CanDialPorts(p), Snapshot: domain.CanSnapshot(p),
+				Capabilities: Capabilities{Exec: info.Exec, Files: info.Files, Pause: domain.CanPause(p), Ports: domain.CanDialPorts(p), Snapshot: domain.CanSnapshot(p), MemorySnapshots: domain.CanSnapshotMemory(p),
 					Processes: domain.CanRunProcesses(p), PTY: domain.CanPTY(p), Watch: domain.CanWatchFiles(p)},
 				WorkDir: httpapi.Optional(info.WorkDir), Images: images, Notes: notes,
 			})

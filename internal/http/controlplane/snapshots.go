@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/tetherhq/tether/internal/domain"
 	"github.com/tetherhq/tether/internal/http/httpapi"
+	"github.com/tetherhq/tether/internal/http/jsoncodec"
 )
 
 // Snapshot is a snapshot as the API shows it: a copy of a sandbox's
@@ -20,6 +22,8 @@ type Snapshot struct {
 	State string `json:"state" enums:"creating,ready,failed,lost,deleted" x-enum-varnames:"SnapshotStateCreating,SnapshotStateReady,SnapshotStateFailed,SnapshotStateLost,SnapshotStateDeleted" example:"ready"`
 	// Kind is manual (POST /v1/sandboxes/{id}/snapshots) or exit (taken when a sandbox created with on_end snapshot ended).
 	Kind string `json:"kind" enums:"manual,exit" x-enum-varnames:"SnapshotKindManual,SnapshotKindExit" example:"manual"`
+	// Memory is true for a snapshot of the whole machine (its memory and device state with its disks, the microvm provider's): a sandbox created from it resumes the captured processes where they were. False: a copy of /workspace.
+	Memory bool `json:"memory" example:"false"`
 	// SourceSandboxID is the sandbox the snapshot was taken of.
 	SourceSandboxID string `json:"source_sandbox_id" example:"sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w"`
 	Provider        string `json:"provider" example:"local"`
@@ -45,11 +49,17 @@ type SnapshotList struct {
 
 func toSnapshot(sn domain.Snapshot) Snapshot {
 	return Snapshot{
-		ID: sn.ID, State: string(sn.State), Kind: string(sn.Kind), SourceSandboxID: sn.SourceID, Provider: sn.Provider,
+		ID: sn.ID, State: string(sn.State), Kind: string(sn.Kind), Memory: sn.Memory, SourceSandboxID: sn.SourceID, Provider: sn.Provider,
 		SizeBytes: sn.Size, Error: httpapi.Optional(sn.Error), CreatedAt: sn.CreatedAt.UTC(),
 		ReadyAt: httpapi.UTC(sn.ReadyAt), ExpiresAt: httpapi.UTC(sn.ExpiresAt), DeletedAt: httpapi.UTC(sn.DeletedAt),
 	}
 }
+
+// SnapshotRequest is the optional body of a snapshot request.
+type SnapshotRequest struct {
+	// Memory asks for a snapshot of the whole machine, its memory and device state with its disks, where the provider takes them (GET /v1/providers: memory_snapshots): sandboxes created from it (from_snapshot) resume its processes where they were, each with its own host name, machine id, random numbers and clock: a fork. The sandbox is stopped while the state is saved, then runs on. False or absent: a copy of /workspace.
+	Memory bool `json:"memory" example:"true"`
+} // @name SnapshotRequest
 
 // SnapshotStore is what the snapshot handlers need of the store.
 type SnapshotStore interface {
@@ -76,18 +86,20 @@ const snapshotPoll = time.Second
 // HandleSnapshotCreate asks for a snapshot of a sandbox.
 //
 //	@Summary		Snapshot a sandbox
-//	@Description	Records a snapshot of a ready or paused sandbox's /workspace, in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
+//	@Description	Records a snapshot of a ready or paused sandbox's /workspace (with {"memory": true}, of the whole machine: a fork's source), in state creating; an executor then takes it at the provider (under a lease on the sandbox, so that no release destroys the sandbox meanwhile) and it becomes ready, or failed with error. The sandbox keeps running. One not taken within the server's SNAPSHOT_TIMEOUT fails; a sandbox that ends while its snapshot is being taken fails it. With wait, blocks until the snapshot is no longer creating, or the wait ends. A tenant holds at most SNAPSHOT_MAX_PER_TENANT creating and ready snapshots, and SNAPSHOT_MAX_BYTES_PER_TENANT bytes of them.
 //	@ID				createSnapshot
 //	@Tags			snapshots
+//	@Accept			json
 //	@Produce		json
 //	@Param			id		path		string				true	"sandbox id"																example(sbx_5q3k8w1m2n4p6r7s9t0v1x2y3w)
 //	@Param			wait	query		string				false	"how long to wait for the snapshot to settle: a Go duration or whole seconds"	example(30s)
+//	@Param			body	body		SnapshotRequest		false	"what to snapshot; none: the workspace"
 //	@Success		202		{object}	Snapshot			"recorded; Location names the snapshot"
-//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter"
+//	@Failure		400		{object}	httpapi.Problem				"INVALID_REQUEST: a query parameter, or the body"
 //	@Failure		404		{object}	httpapi.Problem				"NOT_FOUND: no such sandbox"
 //	@Failure		409		{object}	httpapi.Problem				"SANDBOX_STATE_CONFLICT: the sandbox is not ready or paused; state says what it is"
 //	@Failure		429		{object}	httpapi.Problem				"QUOTA_EXCEEDED: the tenant's snapshots are at SNAPSHOT_MAX_PER_TENANT or SNAPSHOT_MAX_BYTES_PER_TENANT (delete some), or over the API key's request rate"
-//	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED: the sandbox's provider cannot snapshot sandboxes"
+//	@Failure		501		{object}	httpapi.Problem				"NOT_SUPPORTED: the sandbox's provider cannot snapshot sandboxes, or memory was asked of one that cannot take memory snapshots"
 //	@Header			202		{string}	Location			"the snapshot's URL path, /v1/snapshots/{id}"
 //	@Security		BearerAuth
 //	@Router			/v1/sandboxes/{id}/snapshots [post]
@@ -101,6 +113,10 @@ func HandleSnapshotCreate(cfg httpapi.Config, st snapshotCreator, changes httpap
 		if err != nil {
 			return err
 		}
+		req, err := snapshotBody(c)
+		if err != nil {
+			return err
+		}
 		ctx, tenant := c.Request.Context(), httpapi.TenantOf(c)
 		cur, err := st.GetSandbox(ctx, tenant, id)
 		if err != nil {
@@ -108,8 +124,11 @@ func HandleSnapshotCreate(cfg httpapi.Config, st snapshotCreator, changes httpap
 		}
 		if p := providers[cur.Provider]; p == nil || !domain.CanSnapshot(p) {
 			return domain.Errorf(domain.CodeNotSupported, "provider %s cannot snapshot sandboxes", cur.Provider)
+		} else if req.Memory && !domain.CanSnapshotMemory(p) {
+			return domain.Errorf(domain.CodeNotSupported, "provider %s cannot take memory snapshots (microvm can)", cur.Provider)
 		}
 		sn, err := st.RequestSnapshot(ctx, domain.SnapshotRequest{
+			Memory: req.Memory,
 			Tenant: tenant, SourceID: id, Caller: httpapi.CallerOf(c), Timeout: cfg.SnapshotTimeout, Retention: cfg.SnapshotRetention,
 			MaxCount: cfg.SnapshotMaxPerTenant, MaxBytes: cfg.SnapshotMaxBytesPerTenant,
 		})
@@ -125,6 +144,17 @@ func HandleSnapshotCreate(cfg httpapi.Config, st snapshotCreator, changes httpap
 		}
 		return httpapi.WriteJSON(c, http.StatusAccepted, toSnapshot(sn))
 	}
+}
+
+// snapshotBody reads the optional body of a snapshot request: none (or
+// only white space) is the defaults.
+func snapshotBody(c *gin.Context) (SnapshotRequest, error) {
+	var req SnapshotRequest
+	body, err := httpapi.ReadJSONBody(c)
+	if err != nil || len(bytes.TrimSpace(body)) == 0 {
+		return req, err
+	}
+	return req, jsoncodec.Decode(body, &req)
 }
 
 // waitQuery reads the only query parameter, wait, if given.
