@@ -22,7 +22,7 @@
 // Run checks the core contract (create and destroy idempotent, listing
 // after a restart, params validation, concurrency) and, for each optional
 // capability the provider implements (Execer, StreamExecer, Files,
-// Archives, Pauser, Snapshotter, PortDialer, Processes, PTY, FileWatcher,
+// Archives, Pauser, Snapshotter, MemorySnapshotter, PortDialer, Processes, PTY, FileWatcher,
 // Watcher, HostBound), its semantics and error codes: a capability
 // claimed is a capability tested. The subtests of a capability the
 // provider lacks are skipped, and so are the defunct checks without a
@@ -124,6 +124,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("PTY", s.testPTY)
 	t.Run("WatchFiles", s.testWatch)
 	t.Run("Snapshots", s.testSnapshots)
+	t.Run("MemorySnapshots", s.testMemorySnapshots)
 	t.Run("Ports", s.testPorts)
 	t.Run("Watcher", s.testWatcher)
 	t.Run("HostBound", s.testHostBound)
