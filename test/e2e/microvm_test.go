@@ -141,3 +141,50 @@ func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+// TestMicroVMForkThroughTether: a memory snapshot asked through the API,
+// and two sandboxes created from it, which resume the original's running
+// process where it was, each an ordinary sandbox of its own.
+func TestMicroVMForkThroughTether(t *testing.T) {
+	t.Parallel()
+	e, _ := microvmSetup(t)
+	id := e.createMicroVM()
+	counter := `(sh -c 'echo $PPID' > /workspace/pid; i=0; while :; do i=$((i+1)); echo $i > /workspace/n.tmp; mv /workspace/n.tmp /workspace/n; sleep 0.1; done) </dev/null >/dev/null 2>&1 &`
+	if code, res := e.exec(id, counter); code != http.StatusOK || res["exit_code"] != float64(0) {
+		t.Fatalf("starting the counter: %d %v", code, res)
+	}
+	count := func(sb string) int {
+		t.Helper()
+		_, res := e.exec(sb, "cat /workspace/n 2>/dev/null || echo 0")
+		n, _ := strconv.Atoi(strings.TrimSpace(res["output"].(string)))
+		return n
+	}
+	for deadline := time.Now().Add(30 * time.Second); count(id) < 3; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the counter does not count")
+		}
+	}
+	_, pid := e.exec(id, "cat /workspace/pid")
+	before := count(id)
+	code, sn := e.do(http.MethodPost, "/v1/sandboxes/"+id+"/snapshots?wait=60s", map[string]any{"memory": true})
+	if code != http.StatusAccepted || sn["state"] != "ready" || sn["memory"] != true {
+		t.Fatalf("memory snapshot = %d %v", code, sn)
+	}
+	for range 2 {
+		code, sb := e.do(http.MethodPost, "/v1/sandboxes", map[string]any{"provider": "microvm", "from_snapshot": sn["id"]})
+		if code != http.StatusAccepted {
+			t.Fatalf("create from the memory snapshot = %d %v", code, sb)
+		}
+		fork := sb["id"].(string)
+		code, sb = e.do(http.MethodGet, "/v1/sandboxes/"+fork+"?wait=60s", nil)
+		if code != http.StatusOK || sb["state"] != "ready" {
+			t.Fatalf("the fork %s: %d %v", fork, code, sb)
+		}
+		if _, got := e.exec(fork, "cat /workspace/pid; kill -0 $(cat /workspace/pid) && echo alive"); got["output"] != pid["output"].(string)+"alive\n" {
+			t.Errorf("the fork's counter: %v, want pid %v alive", got["output"], pid["output"])
+		}
+		if n := count(fork); n < before {
+			t.Errorf("the fork counts %d, below the %d before the snapshot", n, before)
+		}
+	}
+}
