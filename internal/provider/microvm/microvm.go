@@ -201,6 +201,7 @@ func (p *Provider) Info(context.Context) provider.Info {
 		info.Notes = []string{
 			p.accelNote,
 			"each sandbox is a VM with its own kernel (Debian's), a copy-on-write root and a workspace disk; no network",
+			"memory snapshots ({\"memory\": true}) save the whole machine; sandboxes created from them resume its processes (forks)",
 		}
 	}
 	return info
