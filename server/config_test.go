@@ -133,7 +133,7 @@ func TestProviderSettingsReachTheProviders(t *testing.T) {
 func TestProvidersConfig(t *testing.T) {
 	t.Parallel()
 	for value, want := range map[string]string{
-		"sim,kvm":   `PROVIDERS: unknown provider "kvm" (known: sim, local, kubernetes)`,
+		"sim,kvm":   `PROVIDERS: unknown provider "kvm" (known: sim, local, kubernetes, microvm)`,
 		"sim,sim":   `PROVIDERS names "sim" twice`,
 		",":         "PROVIDERS: name at least one provider",
 		"local,sim": "",

@@ -6,7 +6,7 @@
 //	func main() { server.Main(server.Options{}) }
 //
 // A program of its own runs Tether with providers besides the built-in
-// ones (sim, local, kubernetes) by passing their registrations:
+// ones (sim, local, kubernetes, microvm) by passing their registrations:
 //
 //	func main() {
 //		server.Main(server.Options{Providers: []provider.Registration{mine.Registration}})
@@ -48,7 +48,7 @@ import (
 // Options are what a program adds to Tether.
 type Options struct {
 	// Providers are registrations of providers besides the built-in ones
-	// (sim, local, kubernetes), in the order their settings are
+	// (sim, local, kubernetes, microvm), in the order their settings are
 	// documented after those. PROVIDERS names them as it names the
 	// built-in ones. A registration that is not valid, whose name another
 	// has, or that declares a setting another declares or the service
