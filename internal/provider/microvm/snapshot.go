@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -88,12 +87,9 @@ func (p *Provider) Snapshot(ctx context.Context, sandboxID, snapshotID string) (
 	if _, err := p.readMeta(sandboxID); err != nil {
 		return 0, provider.Errorf(provider.CodeProviderUnavailable, "microvm: no sandbox %s here", sandboxID)
 	}
-	dir := p.snapshotDir(snapshotID)
-	if err := os.RemoveAll(dir); err != nil {
-		return 0, fmt.Errorf("microvm: snapshot: %w", err)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return 0, fmt.Errorf("microvm: snapshot: %w", err)
+	dir, err := p.freshSnapshotDir(snapshotID)
+	if err != nil {
+		return 0, err
 	}
 	if err := p.copyWorkspace(ctx, sandboxID, filepath.Join(dir, wsDisk)); err != nil {
 		return 0, err
@@ -108,6 +104,19 @@ func (p *Provider) Snapshot(ctx context.Context, sandboxID, snapshotID string) (
 	return size, nil
 }
 
+// freshSnapshotDir empties the snapshot's folder of what an interrupted
+// call left, and returns it.
+func (p *Provider) freshSnapshotDir(snapshotID string) (string, error) {
+	dir := p.snapshotDir(snapshotID)
+	if err := os.RemoveAll(dir); err != nil {
+		return "", fmt.Errorf("microvm: snapshot: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("microvm: snapshot: %w", err)
+	}
+	return dir, nil
+}
+
 // copyWorkspace copies the VM's workspace disk to dst, the guest stopped
 // meanwhile if it runs.
 func (p *Provider) copyWorkspace(ctx context.Context, id, dst string) error {
@@ -115,8 +124,7 @@ func (p *Provider) copyWorkspace(ctx context.Context, id, dst string) error {
 	if _, alive := p.running(id); !alive {
 		return p.tool(ctx, "cp", "--sparse=always", src, dst)
 	}
-	_, paused := os.Stat(filepath.Join(p.vmDir(id), pausedFile))
-	if paused != nil {
+	if _, err := os.Stat(filepath.Join(p.vmDir(id), pausedFile)); err != nil {
 		// Running: what the guest holds in its caches goes to the disk
 		// first.
 		if err := p.agent(id).simple(ctx, vmwire.Request{Op: vmwire.OpSync}); err != nil {
@@ -205,12 +213,9 @@ func (p *Provider) SnapshotMemory(ctx context.Context, sandboxID, snapshotID str
 	if err != nil {
 		return 0, err
 	}
-	dir := p.snapshotDir(snapshotID)
-	if err := os.RemoveAll(dir); err != nil {
-		return 0, fmt.Errorf("microvm: snapshot: %w", err)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return 0, fmt.Errorf("microvm: snapshot: %w", err)
+	dir, err := p.freshSnapshotDir(snapshotID)
+	if err != nil {
+		return 0, err
 	}
 	mon, err := dialQMP(ctx, socket)
 	if err != nil {
@@ -302,15 +307,4 @@ func (p *Provider) restore(ctx context.Context, m meta, rec snapshotRecord) erro
 		return fmt.Errorf("microvm: restore: giving the copy its identity: %w", err)
 	}
 	return nil
-}
-
-// snapshotDisk returns the workspace disk of a complete snapshot.
-func (p *Provider) snapshotDisk(snapshotID string) (string, error) {
-	if !provider.ValidSnapshotID(snapshotID) {
-		return "", provider.Errorf(provider.CodeInvalidRequest, "microvm: %q is not a snapshot id", snapshotID)
-	}
-	if _, err := os.Stat(filepath.Join(p.snapshotDir(snapshotID), snapshotMeta)); err != nil {
-		return "", provider.Errorf(provider.CodeInvalidRequest, "microvm: no snapshot %s here", strings.TrimSpace(snapshotID))
-	}
-	return filepath.Join(p.snapshotDir(snapshotID), wsDisk), nil
 }

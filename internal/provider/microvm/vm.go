@@ -74,10 +74,13 @@ func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provid
 	if err != nil {
 		return provider.Resource{}, err
 	}
+	var from *snapshotRecord
 	if spec.FromSnapshot != "" {
-		if _, err := p.snapshotDisk(spec.FromSnapshot); err != nil {
+		rec, err := p.snapshotRecord(spec.FromSnapshot)
+		if err != nil {
 			return provider.Resource{}, err
 		}
+		from = &rec
 	}
 	unlock := p.lock(spec.SandboxID)
 	defer unlock()
@@ -95,7 +98,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provid
 	}
 	m := meta{SandboxID: spec.SandboxID, CreatedAt: time.Now().UTC(), Env: spec.Env, Params: ps, FromSnapshot: spec.FromSnapshot}
 	m.KernelArgs = p.kernelArgs(m)
-	if err := p.makeVM(ctx, m); err != nil {
+	if err := p.makeVM(ctx, m, from); err != nil {
 		_ = p.remove(context.WithoutCancel(ctx), spec.SandboxID)
 		return provider.Resource{}, err
 	}
@@ -113,16 +116,10 @@ func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provid
 }
 
 // makeVM makes the VM's folder and starts it: booted, or restored from
-// its memory snapshot.
-func (p *Provider) makeVM(ctx context.Context, m meta) error {
-	if m.FromSnapshot != "" {
-		rec, err := p.snapshotRecord(m.FromSnapshot)
-		if err != nil {
-			return err
-		}
-		if rec.Memory {
-			return p.restore(ctx, m, rec)
-		}
+// from, its memory snapshot (nil: none).
+func (p *Provider) makeVM(ctx context.Context, m meta, from *snapshotRecord) error {
+	if from != nil && from.Memory {
+		return p.restore(ctx, m, *from)
 	}
 	if err := p.prepare(ctx, m); err != nil {
 		return err
@@ -167,12 +164,8 @@ func (p *Provider) writeMeta(m meta) error {
 // workspace makes the VM's workspace disk: a copy of its snapshot's, or
 // a new sparse ext4 disk of its size.
 func (p *Provider) workspace(ctx context.Context, m meta, ws string) error {
-	if m.FromSnapshot != "" {
-		src, err := p.snapshotDisk(m.FromSnapshot)
-		if err != nil {
-			return err
-		}
-		return p.tool(ctx, "cp", "--sparse=always", src, ws)
+	if m.FromSnapshot != "" { // its record checked by Create
+		return p.tool(ctx, "cp", "--sparse=always", filepath.Join(p.snapshotDir(m.FromSnapshot), wsDisk), ws)
 	}
 	if err := os.WriteFile(ws, nil, 0o600); err != nil {
 		return fmt.Errorf("microvm: %w", err)
